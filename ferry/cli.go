@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// version is set by the build (-ldflags "-X main.version=…").
+var version = "dev"
+
+// CLI is the whole command tree (DESIGN §3). Every command is one fsbus call.
+type CLI struct {
+	Globals
+
+	Init     InitCmd     `cmd:"" help:"Create a channel in a folder and the owner's master key."`
+	Key      KeyCmd      `cmd:"" help:"Make or show this machine's keys."`
+	Join     JoinCmd     `cmd:"" help:"Announce an agent in a channel (makes its key)."`
+	Grant    GrantCmd    `cmd:"" help:"Seat an agent at a level, or revoke it (owner only)."`
+	Agents   AgentsCmd   `cmd:"" help:"List agents, their levels and liveness."`
+	Access   AccessCmd   `cmd:"" help:"Show what an agent may do."`
+	Status   StatusCmd   `cmd:"" help:"Show the owner's view: agents to seat, reviews due, contested orders."`
+	Order    OrderCmd    `cmd:"" aliases:"orders" help:"Dispatch, claim and finish orders."`
+	Catchup  CatchupCmd  `cmd:"" help:"Show an agent's bounded digest of what matters now."`
+	Ledger   LedgerCmd   `cmd:"" help:"Read or verify the ledger."`
+	Demo     DemoCmd     `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
+	Version  VersionCmd  `cmd:"" help:"Print the version and channel format."`
+}
+
+// Globals are the flags every command takes (DESIGN §3).
+type Globals struct {
+	Channel string `help:"Channel directory." env:"FERRY_CHANNEL" placeholder:"DIR"`
+	Project string `help:"Project id; its channel is looked up in this machine's config." placeholder:"ID"`
+	As      string `help:"Act as this agent." env:"FERRY_AGENT" placeholder:"NAME"`
+	JSON    bool   `help:"Print JSON." name:"json"`
+
+	stdout io.Writer `kong:"-"`
+	stderr io.Writer `kong:"-"`
+	home   *fsbus.Home
+}
+
+// exitCodes map error categories to process exit codes (documented in README).
+var exitCodes = map[string]int{
+	fsbus.CatInternal: 1, fsbus.CatInvalid: 2, fsbus.CatDenied: 3, fsbus.CatNotFound: 4,
+	fsbus.CatConflict: 5, fsbus.CatLocked: 6, fsbus.CatStale: 7, fsbus.CatRetryNeeded: 8,
+	fsbus.CatPaused: 9, fsbus.CatSuperseded: 10,
+}
+
+type exitError struct{ code int }
+
+// run parses args and runs one command, writing to stdout and stderr. It returns the
+// process exit code: 0 on success, exitCodes[category] on a failure, 2 on bad usage.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	var cli CLI
+	cli.stdout, cli.stderr = stdout, stderr
+	parser, err := kong.New(&cli,
+		kong.Name("ferry"),
+		kong.Description("Coordinate AI coding agents through a plain shared folder."),
+		kong.UsageOnError(),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitError{c}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"version": version},
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "ferry: error: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(exitError); ok {
+				code = e.code
+				return
+			}
+			panic(r)
+		}
+	}()
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "ferry: error: %v\n", err)
+		return 2
+	}
+	if err := kctx.Run(&cli.Globals); err != nil {
+		return printError(stderr, err)
+	}
+	return 0
+}
+
+// printError prints "ferry: error: …" and "ferry: hint: …" and returns the exit code.
+func printError(w io.Writer, err error) int {
+	var fe *fsbus.Error
+	if errors.As(err, &fe) {
+		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, fe.Message)
+		if fe.Hint != "" {
+			fmt.Fprintf(w, "ferry: hint: %s\n", fe.Hint)
+		}
+		if c, ok := exitCodes[fe.Category]; ok {
+			return c
+		}
+		return 1
+	}
+	fmt.Fprintf(w, "ferry: error: %v\n", err)
+	return 1
+}
+
+// Home returns this machine's Home (FERRY_HOME or the OS config and cache dirs).
+func (g *Globals) Home() (*fsbus.Home, error) {
+	if g.home == nil {
+		h, err := fsbus.LocalHome()
+		if err != nil {
+			return nil, err
+		}
+		g.home = h
+	}
+	return g.home, nil
+}
+
+// Open opens the channel named by --channel, FERRY_CHANNEL, --project (looked up in
+// this machine's project map), or the only project mapped on this machine.
+func (g *Globals) Open() (*fsbus.Channel, error) {
+	h, err := g.Home()
+	if err != nil {
+		return nil, err
+	}
+	if g.Channel != "" {
+		c, err := fsbus.Open(h, g.Channel)
+		if err != nil {
+			return nil, err
+		}
+		if g.Project != "" && g.Project != c.Project() {
+			return nil, fsbus.Errorf(fsbus.CatInvalid, "drop --project or pass the matching channel", "channel %s holds project %s, not %s", g.Channel, c.Project(), g.Project)
+		}
+		return c, nil
+	}
+	m, err := h.Projects()
+	if err != nil {
+		return nil, err
+	}
+	if g.Project != "" {
+		dir, ok := m[g.Project]
+		if !ok {
+			return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine", "project %s is not mapped to a channel on this machine", g.Project)
+		}
+		return fsbus.Open(h, dir)
+	}
+	if len(m) == 1 {
+		for _, dir := range m {
+			return fsbus.Open(h, dir)
+		}
+	}
+	names := make([]string, 0, len(m))
+	for p := range m {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	hint := "pass --channel DIR or --project ID"
+	if len(names) > 0 {
+		hint += " (projects here: " + strings.Join(names, ", ") + ")"
+	}
+	return nil, fsbus.Errorf(fsbus.CatInvalid, hint, "no channel given")
+}
+
+// Session opens the channel as the agent named by --as (or FERRY_AGENT).
+func (g *Globals) Session() (*fsbus.Session, error) {
+	c, err := g.Open()
+	if err != nil {
+		return nil, err
+	}
+	if g.As == "" {
+		hint := "pass --as NAME or set FERRY_AGENT"
+		if ks := c.Home.Keys(c.Project()); len(ks) > 0 {
+			hint += " (keys on this machine: " + strings.Join(ks, ", ") + ")"
+		}
+		return nil, fsbus.Errorf(fsbus.CatInvalid, hint, "no agent name given")
+	}
+	return c.As(g.As)
+}
+
+// Master opens the channel as the owner.
+func (g *Globals) Master() (*fsbus.Session, error) {
+	c, err := g.Open()
+	if err != nil {
+		return nil, err
+	}
+	return c.As(fsbus.MasterWriter)
+}
+
+// printJSON writes v as indented JSON.
+func (g *Globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (g *Globals) printf(format string, args ...any) { fmt.Fprintf(g.stdout, format, args...) }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// JoinCmd is `ferry join --as NAME [--project ID]`.
+type JoinCmd struct {
+	App string `help:"The AI app the agent runs in (claude-code, codex, cursor, …)."`
+}
+
+// Help is the long help.
+func (c *JoinCmd) Help() string {
+	return "Makes the agent's key on this machine (0600) if missing and announces it with a\n" +
+		"signed agent.join. Idempotent. The agent counts once the owner seats it with `ferry grant`."
+}
+
+// Run implements the command.
+func (c *JoinCmd) Run(g *Globals) error {
+	if g.As == "" {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME (default names: <app>-<machine>)", "no agent name given")
+	}
+	ch, err := g.Open()
+	if err != nil {
+		return err
+	}
+	if err := ch.Home.MapProject(ch.Project(), ch.Root); err != nil {
+		return err
+	}
+	res, err := fsbus.Join(ch, g.As, c.App)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(res)
+	}
+	verb := "joined"
+	if !res.Wrote {
+		verb = "already announced"
+	}
+	g.printf("✔ %s %s in %s (key %s)\n", res.Agent, verb, res.Project, res.Key)
+	if res.Seated {
+		g.printf("  seated at level %s\n", res.Level)
+	} else {
+		g.printf("  not seated yet; the owner runs: %s\n", res.Next)
+	}
+	return nil
+}

@@ -1,0 +1,12 @@
+// Command ferry coordinates AI coding agents and their owners through a plain folder:
+// signed JSON files plus an append-only ledger, carried between machines by any sync
+// tool. See README.md and docs/format.md.
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,203 @@
+package fsbus
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// JoinResult is what Join reports.
+type JoinResult struct {
+	Agent   string `json:"agent"`
+	Project string `json:"project"`
+	Key     string `json:"key"`
+	Created bool   `json:"key_created"` // a new key was made on this machine
+	Wrote   bool   `json:"announced"`   // an agent.join entry was written (false: already announced)
+	Seated  bool   `json:"seated"`
+	Level   string `json:"level"`
+	// Next is the one command the owner runs to seat the agent ("" once seated).
+	Next string `json:"next,omitempty"`
+}
+
+// Join makes (or reuses) the agent's key on this machine, writes .stignore, and
+// announces the agent with agent.join carrying its public key, app and machine. It is
+// idempotent: a join whose key, app and machine are already announced writes nothing.
+// It returns invalid for a bad name and for "master".
+func Join(c *Channel, name, app string) (*JoinResult, error) {
+	if err := checkName("agent name", name); err != nil {
+		return nil, err
+	}
+	if name == MasterWriter {
+		return nil, Errorf(CatInvalid, "pick an agent name such as claude-code-laptop", "%q is the owner's writer name", name)
+	}
+	if err := writeStignore(c.Root); err != nil {
+		return nil, err
+	}
+	res := &JoinResult{Agent: name, Project: c.Project()}
+	var signer ledger.KeySigner
+	var err error
+	if c.Home.HasKey(c.Project(), name) {
+		signer, err = c.Home.LoadKey(c.Project(), name)
+	} else {
+		signer, err = c.Home.NewKey(c.Project(), name)
+		res.Created = true
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Key = ledger.FormatKey(signer.Public())
+	machine, _ := os.Hostname()
+	machine = portableHost(machine)
+	s := &Session{Channel: c, Name: name, Signer: signer}
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if a := v.State.Agents[name]; a != nil && a.JoinKey == res.Key && a.App == app && a.Machine == machine {
+			return nil, nil, nil
+		}
+		d := entryData{Key: res.Key, App: app, Machine: machine}
+		return &ledger.Draft{Type: TypeAgentJoin, Ref: name, Data: mustJSON(d)}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Wrote = e.Seq > 0
+	res.Level = LevelNone.String()
+	if a := v.State.Agents[name]; a != nil && a.Seated && a.Key == res.Key {
+		res.Seated, res.Level = true, a.Level
+	} else {
+		res.Next = fmt.Sprintf("ferry grant %s --level member --project %s", name, c.Project())
+	}
+	return res, nil
+}
+
+// portableHost lowercases a host name to [a-z0-9-].
+func portableHost(h string) string {
+	out := make([]byte, 0, len(h))
+	for i := 0; i < len(h); i++ {
+		ch := h[i]
+		switch {
+		case ch >= 'A' && ch <= 'Z':
+			out = append(out, ch+32)
+		case ch >= 'a' && ch <= 'z', ch >= '0' && ch <= '9', ch == '-':
+			out = append(out, ch)
+		case ch == '.':
+			i = len(h)
+		}
+	}
+	if len(out) == 0 {
+		return runtime.GOOS
+	}
+	if len(out) > 40 {
+		out = out[:40]
+	}
+	return string(out)
+}
+
+// GrantOptions are the arguments of Grant.
+type GrantOptions struct {
+	Agent  string
+	Level  string
+	Scopes []string
+	// Key seats this public key instead of the one the agent announced.
+	Key string
+}
+
+// Grant seats an agent (master only): a grant.set entry binding its public key, a
+// level and optional scopes. For an agent already granted, the entry names for each
+// segment of that writer the master has seen the last seq the previous grant still
+// covers (DESIGN §2). It is idempotent: the same level, key and scopes write nothing.
+// Errors: denied when s is not the master; not_found when the agent has not joined and
+// no key is given; invalid for a bad level or key.
+func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
+	if s.Name != MasterWriter {
+		return nil, Errorf(CatDenied, "run it as the owner on the machine that holds the master key", "only the master grants levels")
+	}
+	lvl, err := ParseLevel(opt.Level)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("agent name", opt.Agent); err != nil {
+		return nil, err
+	}
+	scopes := slices.Clone(opt.Scopes)
+	sort.Strings(scopes)
+	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		a := v.State.Agents[opt.Agent]
+		key := opt.Key
+		if key == "" {
+			if a == nil || a.JoinKey == "" {
+				return nil, nil, Errorf(CatNotFound, fmt.Sprintf("the agent runs `ferry join --as %s` first, or pass --key", opt.Agent), "%s has not joined this channel", opt.Agent)
+			}
+			key = a.JoinKey
+		}
+		if _, err := ledger.ParseKey(key); err != nil {
+			return nil, nil, Errorf(CatInvalid, "pass the key `ferry key show` prints", "%v", err)
+		}
+		if a != nil && a.Seated && a.Key == key && a.level == lvl && slices.Equal(a.Scopes, scopes) {
+			return nil, nil, nil
+		}
+		d := entryData{Agent: opt.Agent, Key: key, Level: lvl.String(), Scopes: scopes}
+		if a != nil && len(a.grants) > 0 {
+			d.Bounds = a.bounds()
+		}
+		return &ledger.Draft{Type: TypeGrantSet, Ref: opt.Agent, Data: mustJSON(d)}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.agentAfter(v, opt.Agent)
+}
+
+// Revoke ends an agent's grant (master only): its later entries, and entries in
+// segments the master has not seen, count for nothing. Errors: denied when s is not
+// the master; not_found when the agent was never granted.
+func (s *Session) Revoke(agent string) (*Agent, error) {
+	if s.Name != MasterWriter {
+		return nil, Errorf(CatDenied, "run it as the owner on the machine that holds the master key", "only the master revokes grants")
+	}
+	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		a := v.State.Agents[agent]
+		if a == nil || len(a.grants) == 0 {
+			return nil, nil, Errorf(CatNotFound, "see `ferry agents`", "%s was never granted", agent)
+		}
+		if !a.Seated {
+			return nil, nil, nil
+		}
+		d := entryData{Agent: agent, Bounds: a.bounds()}
+		return &ledger.Draft{Type: TypeGrantRevoke, Ref: agent, Data: mustJSON(d)}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.agentAfter(v, agent)
+}
+
+// bounds is the last seq seen of every segment of the agent.
+func (a *Agent) bounds() map[string]uint64 {
+	b := make(map[string]uint64, len(a.segs))
+	for dev, seq := range a.segs {
+		b[dev] = seq
+	}
+	return b
+}
+
+func (s *Session) agentAfter(_ *View, name string) (*Agent, error) {
+	v, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	return v.State.Agents[name], nil
+}
+
+// AgentList returns the agents sorted by name.
+func (st *State) AgentList() []*Agent {
+	out := make([]*Agent, 0, len(st.Agents))
+	for _, a := range st.Agents {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,260 @@
+package fsbus
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// FormatVersion is the channel format this binary writes and reads (docs/format.md).
+const FormatVersion = 1
+
+// MasterWriter is the writer name of the human owner (DESIGN §2 "Writers").
+const MasterWriter = "master"
+
+// ChannelDomain prefixes the signature of channel.toml.
+const ChannelDomain = "ferry-channel-v1"
+
+// Policy holds the signed policy defaults of channel.toml (seconds).
+type Policy struct {
+	QuietAfterS  int64 `toml:"quiet_after_s" json:"quiet_after_s"`
+	SilentAfterS int64 `toml:"silent_after_s" json:"silent_after_s"`
+	MaxSkewS     int64 `toml:"max_skew_s" json:"max_skew_s"`
+}
+
+// DefaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
+var DefaultPolicy = Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600}
+
+// Config is channel.toml: written once by init and signed by the master.
+type Config struct {
+	Format  int    `toml:"format" json:"format"`
+	Project string `toml:"project" json:"project"`
+	Title   string `toml:"title" json:"title"`
+	Master  string `toml:"master" json:"master"`
+	Created string `toml:"created" json:"created"`
+	Policy  Policy `toml:"policy" json:"policy"`
+	Sig     string `toml:"sig" json:"sig,omitempty"`
+}
+
+func (c Config) signingBody() ([]byte, error) {
+	c.Sig = ""
+	return ledger.Canonical(c)
+}
+
+// Channel is an opened channel directory.
+type Channel struct {
+	Root   string
+	Config Config
+	Home   *Home
+	Device string
+	// MasterKey is the master public key (from channel.toml, checked against the pin).
+	MasterKey ed25519.PublicKey
+	Ledger    *ledger.Ledger
+	// Now is the wall clock for HLCs, sightings and liveness; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c *Channel) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Project returns the channel's project id.
+func (c *Channel) Project() string { return c.Config.Project }
+
+// dirs every channel has (DESIGN §2 layout).
+var channelDirs = []string{"ledger", "orders", "messages", "asks", "results", "presence", "handins", "memory", "releases"}
+
+const gitattributes = "* -text\n"
+
+// stignore hides ferry's and the sync tools' temp names from Syncthing. It is written
+// on every machine by init and join: Syncthing does not sync it.
+const stignore = "// written by ferry: temp files are never synced\n(?d).ferry-*.tmp\n(?d)*.torn-*\n"
+
+// InitOptions configure Init.
+type InitOptions struct {
+	Dir     string
+	Project string
+	Title   string
+}
+
+// Init creates a channel in opts.Dir (created if missing; it must not hold a
+// channel.toml yet): the layout, a master key for the project on this machine (made if
+// none), the signed channel.toml with format = 1, PROTOCOL.md, .gitattributes and
+// .stignore, and maps the project to the directory. It returns an invalid error for a
+// bad project id and a conflict error when the directory already holds a channel.
+func Init(h *Home, opts InitOptions) (*Channel, error) {
+	if err := checkName("project id", opts.Project); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", opts.Dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "channel.toml")); err == nil {
+		return nil, Errorf(CatConflict, "use `ferry join` to take part in an existing channel", "%s already holds a channel", dir)
+	}
+	var master ledger.KeySigner
+	if h.HasKey(opts.Project, MasterWriter) {
+		master, err = h.LoadKey(opts.Project, MasterWriter)
+	} else {
+		master, err = h.NewKey(opts.Project, MasterWriter)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range channelDirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	title := opts.Title
+	if title == "" {
+		title = opts.Project
+	}
+	cfg := Config{
+		Format:  FormatVersion,
+		Project: opts.Project,
+		Title:   title,
+		Master:  ledger.FormatKey(master.Public()),
+		Created: time.Now().UTC().Format(time.RFC3339),
+		Policy:  DefaultPolicy,
+	}
+	body, err := cfg.signingBody()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Sig, err = ledger.SignDomain(master, ChannelDomain, cfg.Project, body); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# ferry channel: written once by `ferry init`, signed by the master key. Do not edit.\n")
+	if err := toml.NewEncoder(&buf).Encode(cfg); err != nil {
+		return nil, fmt.Errorf("encoding channel.toml: %w", err)
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{
+		{"PROTOCOL.md", []byte(protocolMD(cfg))},
+		{".gitattributes", []byte(gitattributes)},
+		{".stignore", []byte(stignore)},
+		{"channel.toml", buf.Bytes()}, // last: its presence marks a complete channel
+	}
+	for _, f := range files {
+		if err := WriteFileAtomic(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := h.PinMaster(cfg.Project, cfg.Master); err != nil {
+		return nil, err
+	}
+	if err := h.MapProject(cfg.Project, dir); err != nil {
+		return nil, err
+	}
+	return Open(h, dir)
+}
+
+// Open opens the channel in dir: reads and verifies channel.toml, pins or checks the
+// master key, and prepares the ledger. It reads no segment. Errors:
+//   - not_found when dir holds no channel.toml;
+//   - invalid when channel.toml does not parse or its signature does not verify;
+//   - invalid when its format is newer than FormatVersion (the binary is too old);
+//   - denied when its master key differs from the one pinned on this machine.
+func Open(h *Home, dir string) (*Channel, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	p := filepath.Join(dir, "channel.toml")
+	raw, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, Errorf(CatNotFound, "create one with `ferry init DIR --project ID`, or pass --channel", "%s holds no ferry channel (no channel.toml)", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
+	var cfg Config
+	if _, err := toml.Decode(string(raw), &cfg); err != nil {
+		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
+	}
+	if cfg.Format > FormatVersion {
+		return nil, Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
+			"channel format %d is newer than this binary reads (format %d); the channel is read-only here", cfg.Format, FormatVersion)
+	}
+	if cfg.Format < 1 {
+		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s has no valid format", p)
+	}
+	mk, err := ledger.ParseKey(cfg.Master)
+	if err != nil {
+		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
+	}
+	body, err := cfg.signingBody()
+	if err != nil {
+		return nil, err
+	}
+	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, body, cfg.Sig); err != nil {
+		return nil, Errorf(CatInvalid, "channel.toml was edited or damaged; restore it from another machine or backup",
+			"%s is not signed by its master key", p)
+	}
+	if err := checkName("project id", cfg.Project); err != nil {
+		return nil, err
+	}
+	if err := h.PinMaster(cfg.Project, cfg.Master); err != nil {
+		return nil, err
+	}
+	dev, err := h.Device()
+	if err != nil {
+		return nil, err
+	}
+	c := &Channel{Root: dir, Config: cfg, Home: h, Device: dev, MasterKey: mk}
+	skew := time.Duration(cfg.Policy.MaxSkewS) * time.Second
+	lg, err := ledger.Open(ledger.Options{Root: dir, LockDir: h.LockDir(cfg.Project), Project: cfg.Project, MaxSkew: skew, Now: c.now})
+	if err != nil {
+		return nil, err
+	}
+	c.Ledger = lg
+	return c, nil
+}
+
+func protocolMD(cfg Config) string {
+	return fmt.Sprintf(`# %s — a ferry channel
+
+This folder is a ferry channel for project %q, format %d. AI coding agents and
+their owner coordinate here through the `+"`ferry`"+` CLI and `+"`ferry mcp serve`"+`.
+Every record is signed; editing a file by hand changes nothing but makes it fail
+verification. Written once by ferry init; never regenerated.
+
+- channel.toml — format, project id, the owner's (master) public key, policy. Signed.
+- ledger/<writer>/<device>.jsonl — append-only signed entries, one JSON object per
+  line, one file per writer per machine. Never edit; never delete.
+- orders/, messages/, asks/, results/, handins/<writer>/ — signed JSON objects,
+  written once, named by id (o-, m-, a-, r-, h- and 13 base32 characters).
+- presence/<writer>.<device>.json — each agent's latest heartbeat.
+- memory/*.md — the project's shared notes, written by humans.
+- releases/ — binaries for signed updates.
+
+Conflict copies made by a sync tool are evidence: ferry reads the signed records in
+them. Do not delete them by hand; run `+"`ferry ledger verify`"+`.
+`, cfg.Title, cfg.Project, cfg.Format)
+}
+
+// writeStignore writes .stignore if missing (join calls it on every machine).
+func writeStignore(dir string) error {
+	p := filepath.Join(dir, ".stignore")
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	return WriteFileAtomic(p, []byte(stignore), 0o644)
+}

@@ -1,0 +1,335 @@
+package fsbus
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"slices"
+	"sort"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// entryData is the union of the data fields of every entry type this binary folds.
+// Unknown fields are ignored (forward compatibility, DESIGN §2 rule 9).
+type entryData struct {
+	Basis     string            `json:"basis,omitempty"`
+	Object    string            `json:"object,omitempty"`
+	Args      string            `json:"args,omitempty"`
+	To        string            `json:"to,omitempty"`
+	Claim     string            `json:"claim,omitempty"`
+	Note      string            `json:"note,omitempty"`
+	Verdict   string            `json:"verdict,omitempty"`
+	Reference string            `json:"reference,omitempty"`
+	Result    string            `json:"result,omitempty"`
+	Window    string            `json:"window,omitempty"`
+	Agent     string            `json:"agent,omitempty"`
+	Key       string            `json:"key,omitempty"`
+	Level     string            `json:"level,omitempty"`
+	Scopes    []string          `json:"scopes,omitempty"`
+	Bounds    map[string]uint64 `json:"bounds,omitempty"`
+	App       string            `json:"app,omitempty"`
+	Machine   string            `json:"machine,omitempty"`
+	IDs       []string          `json:"ids,omitempty"`
+}
+
+func decodeData(e *ledger.Entry) (entryData, bool) {
+	var d entryData
+	if len(e.Data) == 0 {
+		return d, true
+	}
+	return d, json.Unmarshal(e.Data, &d) == nil
+}
+
+// Agent is a writer as the fold sees it: what it announced and what the master granted.
+type Agent struct {
+	Name    string   `json:"name"`
+	Level   string   `json:"level"` // worker|member|orchestrator, "none" when unseated or revoked
+	Seated  bool     `json:"seated"`
+	Key     string   `json:"key,omitempty"`      // key the current grant binds
+	JoinKey string   `json:"join_key,omitempty"` // key announced by the newest agent.join
+	App     string   `json:"app,omitempty"`
+	Machine string   `json:"machine,omitempty"`
+	Scopes  []string `json:"scopes,omitempty"`
+	Joined  string   `json:"joined,omitempty"` // HLC of the first agent.join
+	Retired bool     `json:"retired,omitempty"`
+	Devices []string `json:"devices,omitempty"` // devices it has written from
+	LastHLC string   `json:"last_hlc,omitempty"`
+
+	grants []grant
+	level  Level
+	segs   map[string]uint64 // device → highest seq folded (for grant bounds)
+}
+
+// grant is one grant.set or grant.revoke of an agent, in master entry order.
+type grant struct {
+	level  Level
+	key    ed25519.PublicKey
+	keyTxt string
+	scopes []string
+	bounds map[string]uint64
+	revoke bool
+}
+
+// cover returns the grant an entry at (device, seq) falls under (DESIGN §2 "Identity,
+// trust and levels"): the newest grant whose bound for that device is below seq or that
+// names no bound for it; entries within every later grant's bounds fall under the first.
+// ok is false when the agent was never granted.
+func (a *Agent) cover(device string, seq uint64) (grant, bool) {
+	if a == nil || len(a.grants) == 0 {
+		return grant{}, false
+	}
+	for k := len(a.grants) - 1; k > 0; k-- {
+		g := a.grants[k]
+		if b, named := g.bounds[device]; !named || seq > b {
+			return g, true
+		}
+	}
+	return a.grants[0], true
+}
+
+// Ignored is an entry that counts for nothing, with the reason (DESIGN §2: listed by
+// `ferry ledger verify` and `ferry doctor`).
+type Ignored struct {
+	Writer string `json:"writer"`
+	Device string `json:"device"`
+	Seq    uint64 `json:"seq"`
+	Type   string `json:"type"`
+	Ref    string `json:"ref,omitempty"`
+	Hash   string `json:"hash"`
+	Reason string `json:"reason"`
+}
+
+// State is the channel's state folded from verified entries: a pure function of the
+// entries and the object files they name (DESIGN §2 rule 7: it never reads a clock).
+type State struct {
+	Project   string            `json:"project"`
+	Agents    map[string]*Agent `json:"agents"`
+	Orders    map[string]*Order `json:"orders"`
+	Contested []Contest         `json:"contested,omitempty"`
+	Ignored   []Ignored         `json:"ignored,omitempty"`
+	MaxHLC    string            `json:"max_hlc,omitempty"`
+	Entries   int               `json:"entries"`
+
+	idem   map[string]idemRec // writer + "\x00" + idem key
+	counts map[string]bool    // hashes of entries that count
+}
+
+type idemRec struct {
+	args string
+	hash string
+	ref  string
+}
+
+// ObjectReader returns an object file's canonical bytes and hash, or ErrObjectMissing.
+type ObjectReader func(writer, id string) (canonical []byte, hash string, err error)
+
+// FoldInput is everything Fold reads.
+type FoldInput struct {
+	Project string
+	Master  ed25519.PublicKey
+	// Entries in merged (hlc, writer, device, seq) order, as ledger.Snapshot gives them.
+	Entries []ledger.Entry
+	// Objects reads object files; the fold never touches the disk itself.
+	Objects ObjectReader
+}
+
+// Fold computes the State of a channel from its entries. It is deterministic: any
+// machine holding the same entries and objects folds the same state, whatever order
+// they arrived in. Entries that fail verification or exceed their writer's grant are
+// listed in State.Ignored and change nothing.
+func Fold(in FoldInput) *State {
+	st := &State{
+		Project: in.Project,
+		Agents:  map[string]*Agent{},
+		Orders:  map[string]*Order{},
+		idem:    map[string]idemRec{},
+		counts:  map[string]bool{},
+		Entries: len(in.Entries),
+	}
+	ignore := func(e *ledger.Entry, why string) {
+		st.Ignored = append(st.Ignored, Ignored{Writer: e.Writer, Device: e.Device, Seq: e.Seq, Type: e.Type, Ref: e.Ref, Hash: e.Hash(), Reason: why})
+	}
+	agent := func(name string) *Agent {
+		a := st.Agents[name]
+		if a == nil {
+			a = &Agent{Name: name, Level: LevelNone.String(), segs: map[string]uint64{}}
+			st.Agents[name] = a
+		}
+		return a
+	}
+	if n := len(in.Entries); n > 0 {
+		st.MaxHLC = in.Entries[n-1].HLC
+	}
+
+	// Segments seen per writer, counted or not: grant bounds name them.
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		if e.Writer != MasterWriter && ValidName(e.Writer) {
+			a := agent(e.Writer)
+			if e.Seq > a.segs[e.Device] {
+				a.segs[e.Device] = e.Seq
+			}
+		}
+	}
+
+	// Pass 1: the master's entries build the roster. Grants apply by per-segment
+	// sequence bounds, so no later entry's position in time matters.
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		if e.Writer != MasterWriter {
+			continue
+		}
+		if err := e.VerifySig(in.Master, in.Project); err != nil {
+			ignore(e, "signature does not verify against the master key")
+			continue
+		}
+		st.counts[e.Hash()] = true
+		d, ok := decodeData(e)
+		if !ok {
+			ignore(e, "data does not decode")
+			continue
+		}
+		switch e.Type {
+		case TypeGrantSet:
+			lvl, err := ParseLevel(d.Level)
+			key, kerr := ledger.ParseKey(d.Key)
+			if err != nil || kerr != nil || !ValidName(e.Ref) || e.Ref == MasterWriter {
+				ignore(e, "grant.set with a bad level, key or agent name")
+				continue
+			}
+			a := agent(e.Ref)
+			a.grants = append(a.grants, grant{level: lvl, key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds})
+		case TypeGrantRevoke:
+			if !ValidName(e.Ref) || e.Ref == MasterWriter {
+				ignore(e, "grant.revoke of a bad agent name")
+				continue
+			}
+			a := agent(e.Ref)
+			a.grants = append(a.grants, grant{revoke: true, bounds: d.Bounds})
+		case TypeAgentRetire:
+			if e.Ref != "" && e.Ref != MasterWriter {
+				agent(e.Ref).Retired = true
+			}
+		}
+	}
+
+	// Pass 2: every entry is verified against the key its covering grant binds and
+	// checked against that grant's level.
+	var orderEntries []*ledger.Entry
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		d, ok := decodeData(e)
+		var lvl Level
+		if e.Writer == MasterWriter {
+			if !st.counts[e.Hash()] {
+				continue // already listed in pass 1
+			}
+			if !ok {
+				continue
+			}
+			lvl = LevelMaster
+		} else {
+			if !ValidName(e.Writer) {
+				ignore(e, "writer is not a portable name")
+				continue
+			}
+			a := agent(e.Writer)
+			if e.Type == TypeAgentJoin {
+				// Counts before a seat, for display only: self-signed by the key it carries.
+				key, err := ledger.ParseKey(d.Key)
+				if !ok || err != nil || e.VerifySig(key, in.Project) != nil {
+					ignore(e, "agent.join not signed by the key it announces")
+					continue
+				}
+				st.counts[e.Hash()] = true
+				if a.Joined == "" {
+					a.Joined = e.HLC
+				}
+				a.JoinKey, a.App, a.Machine = d.Key, d.App, d.Machine
+				a.noteSegment(e)
+				continue
+			}
+			g, granted := a.cover(e.Device, e.Seq)
+			switch {
+			case !granted:
+				ignore(e, "writer is not seated")
+				continue
+			case g.revoke:
+				ignore(e, "writer's grant was revoked")
+				continue
+			case e.VerifySig(g.key, in.Project) != nil:
+				ignore(e, "signature does not verify against the seated key")
+				continue
+			case !ok:
+				ignore(e, "data does not decode")
+				continue
+			}
+			lvl = g.level
+			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
+				ignore(e, err.(*Error).Message)
+				continue
+			}
+			st.counts[e.Hash()] = true
+			a.noteSegment(e)
+		}
+		if e.Idem != "" {
+			k := e.Writer + "\x00" + e.Idem
+			if _, seen := st.idem[k]; !seen {
+				st.idem[k] = idemRec{args: d.Args, hash: e.Hash(), ref: e.Ref}
+			}
+		}
+		if isOrderType(e.Type) {
+			orderEntries = append(orderEntries, e)
+		}
+	}
+
+	// Seat state of every agent: its newest grant.
+	for _, a := range st.Agents {
+		if n := len(a.grants); n > 0 {
+			g := a.grants[n-1]
+			if !g.revoke {
+				a.Seated, a.level, a.Level, a.Key, a.Scopes = true, g.level, g.level.String(), g.keyTxt, g.scopes
+			}
+		}
+		sort.Strings(a.Devices)
+	}
+
+	foldOrders(st, in, orderEntries, ignore)
+	sort.Slice(st.Contested, func(i, j int) bool { return st.Contested[i].Ref < st.Contested[j].Ref })
+	return st
+}
+
+func (a *Agent) noteSegment(e *ledger.Entry) {
+	if !slices.Contains(a.Devices, e.Device) {
+		a.Devices = append(a.Devices, e.Device)
+	}
+	if e.HLC > a.LastHLC {
+		a.LastHLC = e.HLC
+	}
+}
+
+// levelOf is the level the agent's next entry on device falls under (its newest grant).
+func (st *State) levelOf(name string) Level {
+	if name == MasterWriter {
+		return LevelMaster
+	}
+	if a := st.Agents[name]; a != nil {
+		return a.level
+	}
+	return LevelNone
+}
+
+// Counts reports whether the entry with this hash counts for state (verified, granted).
+func (st *State) Counts(hash string) bool { return st.counts[hash] }
+
+// levelAt is the level an entry fell under (for the order state machine).
+func (st *State) levelAt(e *ledger.Entry) Level {
+	if e.Writer == MasterWriter {
+		return LevelMaster
+	}
+	g, ok := st.Agents[e.Writer].cover(e.Device, e.Seq)
+	if !ok || g.revoke {
+		return LevelNone
+	}
+	return g.level
+}

@@ -1,0 +1,490 @@
+package fsbus
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Order states (DESIGN §2 "Orders, asks, presence").
+const (
+	StateOpen             = "open"
+	StateOffered          = "offered"
+	StateClaimed          = "claimed"
+	StateSubmitted        = "submitted"
+	StateChangesRequested = "changes_requested"
+	StateAccepted         = "accepted"
+	StateCancelled        = "cancelled"
+	StateFailed           = "failed"
+	StateTimedOut         = "timed_out"
+	StateValidationFailed = "validation_failed"
+	StatePointerStale     = "pointer_stale"
+)
+
+// OrderRank is the stage rank of each order state for the branch rule of DESIGN §2
+// "Races across machines": the branch that reached the highest rank wins. Pinned by
+// docs/format.md §Stage ranks.
+var OrderRank = map[string]int{
+	StateOpen:             0,
+	StateOffered:          1,
+	StateTimedOut:         2,
+	StateFailed:           3,
+	StatePointerStale:     4,
+	StateClaimed:          5,
+	StateChangesRequested: 6,
+	StateValidationFailed: 7,
+	StateSubmitted:        8,
+	StateCancelled:        9,
+	StateAccepted:         10,
+}
+
+// Terminal reports whether an order state takes no further lifecycle entry.
+func Terminal(state string) bool {
+	return state == StateAccepted || state == StateCancelled
+}
+
+// lifecycle entry types of an order's chain (each names data.basis).
+var orderLifecycle = map[string]bool{
+	TypeOrderCreate: true, TypeOrderOffer: true, TypeOrderClaim: true, TypeOrderSubmit: true,
+	TypeOrderReview: true, TypeOrderRelease: true, TypeOrderCancel: true, TypeOrderExpire: true,
+	TypeOrderFail: true,
+}
+
+func isOrderType(t string) bool { return strings.HasPrefix(t, "order.") }
+
+// Step is one entry of an order's history.
+type Step struct {
+	Type string `json:"type"`
+	By   string `json:"by"`
+	HLC  string `json:"hlc"`
+	Hash string `json:"hash"`
+	Note string `json:"note,omitempty"`
+	To   string `json:"to,omitempty"`
+}
+
+// Submission is the current result of an order.
+type Submission struct {
+	By        string `json:"by"`
+	Reference string `json:"reference"`
+	Note      string `json:"note,omitempty"`
+	Result    string `json:"result,omitempty"` // r- id of the result object
+	HLC       string `json:"hlc"`
+}
+
+// Review is one review verdict.
+type Review struct {
+	By      string `json:"by"`
+	Verdict string `json:"verdict"` // accept|changes
+	Note    string `json:"note,omitempty"`
+	HLC     string `json:"hlc"`
+}
+
+// Contest is a branched chain resolved by the rule of DESIGN §2: it names the winner
+// and every superseded branch, and everyone involved (both holders, the author, the
+// reviewers) so each can be told.
+type Contest struct {
+	Ref      string   `json:"ref"`   // the order (or other thing) contested
+	Basis    string   `json:"basis"` // the entry both branches named
+	Winner   Step     `json:"winner"`
+	Losers   []Step   `json:"losers"`
+	Involved []string `json:"involved"`
+}
+
+// Order is an order as folded.
+type Order struct {
+	ID        string      `json:"id"`
+	Title     string      `json:"title"`
+	Body      string      `json:"body,omitempty"`
+	Labels    []string    `json:"labels,omitempty"`
+	Priority  string      `json:"priority,omitempty"`
+	Deps      []string    `json:"deps,omitempty"`
+	Author    string      `json:"author"`
+	Created   string      `json:"created"`
+	Updated   string      `json:"updated"`
+	State     string      `json:"state"`
+	OfferedTo string      `json:"offered_to,omitempty"`
+	Holder    string      `json:"holder,omitempty"`
+	Claim     string      `json:"claim,omitempty"` // hash of the current claim entry
+	Result    *Submission `json:"result,omitempty"`
+	Reviews   []Review    `json:"reviews,omitempty"`
+	Progress  []Step      `json:"progress,omitempty"`
+	History   []Step      `json:"history"`
+	Contests  []Contest   `json:"contests,omitempty"`
+	// Pending counts lifecycle entries whose basis has not arrived (pending sync).
+	Pending int `json:"pending,omitempty"`
+	// Head is the hash of the last lifecycle entry on the winning chain: the basis the
+	// next lifecycle entry names.
+	Head string `json:"head"`
+	// Missing is true while the order's object file has not arrived (pending sync).
+	Missing bool `json:"missing,omitempty"`
+
+	c orderCore // state machine view of the chain head
+}
+
+// orderCore is the part of an order its state machine decides on.
+type orderCore struct {
+	State     string
+	Author    string
+	Holder    string
+	Claim     string
+	OfferedTo string
+	Submitter string
+}
+
+// ErrNotAllowed is wrapped by the state machine's refusals.
+var errNotAllowed = errors.New("not allowed")
+
+// step applies one lifecycle entry to c, returning the next core or a refusal (*Error,
+// denied or conflict) saying why. It is the one rule both the fold and every write
+// path use, so a write the local fold would ignore is never made.
+func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (orderCore, error) {
+	deny := func(hint, format string, args ...any) (orderCore, error) {
+		return c, Errorf(CatDenied, hint, format, args...)
+	}
+	busy := func(hint, format string, args ...any) (orderCore, error) {
+		return c, Errorf(CatConflict, hint, format, args...)
+	}
+	n := c
+	switch typ {
+	case TypeOrderOffer:
+		if writer != c.Author && lvl < LevelOrchestrator {
+			return deny("only the author or an orchestrator offers an order", "%s is not the author of this order and not an orchestrator", writer)
+		}
+		if !ValidName(d.To) {
+			return c, Errorf(CatInvalid, "name the agent to offer it to", "offer needs a valid agent name")
+		}
+		switch c.State {
+		case StateOpen, StateOffered, StateTimedOut, StateFailed:
+		case StateClaimed:
+			return busy("ask "+c.Holder+" to release it first", "order is claimed by %s", c.Holder)
+		default:
+			return busy("", "order is %s; it can no longer be offered", c.State)
+		}
+		n.State, n.OfferedTo, n.Holder, n.Claim = StateOffered, d.To, "", ""
+	case TypeOrderClaim:
+		switch c.State {
+		case StateOpen, StateTimedOut, StateFailed:
+		case StateOffered:
+			if c.OfferedTo != writer {
+				return busy("the order is reserved for "+c.OfferedTo, "order is offered to %s", c.OfferedTo)
+			}
+		case StateClaimed, StateSubmitted, StateChangesRequested:
+			return busy("pick another open order (`ferry order list`)", "order is already claimed by %s", c.Holder)
+		default:
+			return busy("pick another open order (`ferry order list`)", "order is %s", c.State)
+		}
+		n.State, n.Holder, n.Claim, n.OfferedTo, n.Submitter = StateClaimed, writer, hash, "", ""
+	case TypeOrderSubmit:
+		if writer != c.Holder {
+			return deny("only the holder submits", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+		}
+		if c.State != StateClaimed && c.State != StateChangesRequested {
+			return busy("", "order is %s; nothing to submit", c.State)
+		}
+		if strings.TrimSpace(d.Reference) == "" {
+			return c, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
+		}
+		n.State, n.Submitter = StateSubmitted, writer
+	case TypeOrderReview:
+		if c.State != StateSubmitted {
+			return busy("", "order is %s; only a submitted order is reviewed", c.State)
+		}
+		if writer == c.Submitter {
+			return deny("ask another agent to review it", "%s submitted this result and cannot review it", writer)
+		}
+		switch d.Verdict {
+		case "accept":
+			n.State = StateAccepted
+		case "changes":
+			n.State = StateChangesRequested
+		default:
+			return c, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", d.Verdict)
+		}
+	case TypeOrderRelease:
+		if writer != c.Holder {
+			return deny("only the holder releases its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+		}
+		if c.State != StateClaimed && c.State != StateChangesRequested {
+			return busy("", "order is %s; nothing to release", c.State)
+		}
+		n.State, n.Holder, n.Claim, n.Submitter = StateOpen, "", "", ""
+	case TypeOrderFail:
+		if writer != c.Holder {
+			return deny("only the holder fails its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+		}
+		if c.State != StateClaimed && c.State != StateChangesRequested {
+			return busy("", "order is %s", c.State)
+		}
+		n.State, n.Holder, n.Claim = StateFailed, "", ""
+	case TypeOrderExpire:
+		switch d.Window {
+		case "execution":
+			if writer != c.Holder || (c.State != StateClaimed && c.State != StateChangesRequested) {
+				return deny("only the holder expires its execution window", "%s does not hold a running claim on this order", writer)
+			}
+		case "queue":
+			if writer != c.Author || (c.State != StateOpen && c.State != StateOffered) {
+				return deny("only the author expires the queue window of an unclaimed order", "%s cannot expire this order's queue window", writer)
+			}
+		default:
+			return c, Errorf(CatInvalid, "use queue or execution", "unknown window %q", d.Window)
+		}
+		n.State, n.Holder, n.Claim = StateTimedOut, "", ""
+	case TypeOrderCancel:
+		if writer != c.Author {
+			return deny("only the author cancels an order", "%s is not the author of this order (author: %s)", writer, c.Author)
+		}
+		if Terminal(c.State) {
+			return busy("", "order is already %s", c.State)
+		}
+		n.State, n.Holder, n.Claim = StateCancelled, "", ""
+	default:
+		return c, fmt.Errorf("%w: %s is not a lifecycle entry", errNotAllowed, typ)
+	}
+	if err := checkLevel(writer, lvl, typ); err != nil {
+		return c, err
+	}
+	return n, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// chainNode is a lifecycle entry in an order's chain tree.
+type chainNode struct {
+	e        *ledger.Entry
+	d        entryData
+	lvl      Level
+	children []*chainNode
+	core     orderCore // state after this entry (valid nodes only)
+	valid    bool
+	rank     int // highest stage rank reached in this node's subtree
+}
+
+// foldOrders builds every order from its create entry and chain of lifecycle entries,
+// resolving branches by the rule of DESIGN §2: furthest stage, then lower hash of the
+// branch's first entry. Losing branches are superseded and reported as contests.
+func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
+	creates := map[string]*chainNode{}
+	var rest []*chainNode
+	var progress []*ledger.Entry
+	for _, e := range entries {
+		d, _ := decodeData(e)
+		n := &chainNode{e: e, d: d, lvl: st.levelAt(e)}
+		switch {
+		case e.Type == TypeOrderCreate:
+			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixOrder) {
+				ignore(e, "order.create with a bad order id")
+				continue
+			}
+			if prev, dup := creates[e.Ref]; dup && prev.e.Hash() != e.Hash() {
+				ignore(e, "second order.create for an existing order id")
+				continue
+			}
+			creates[e.Ref] = n
+		case orderLifecycle[e.Type]:
+			rest = append(rest, n)
+		case e.Type == TypeOrderProgress || e.Type == TypeOrderExtend:
+			progress = append(progress, e)
+		}
+	}
+	byHash := map[string]*chainNode{}
+	for _, n := range creates {
+		byHash[n.e.Hash()] = n
+	}
+	for _, n := range rest {
+		byHash[n.e.Hash()] = n
+	}
+	pending := map[string]int{}
+	for _, n := range rest {
+		parent := byHash[n.d.Basis]
+		if parent == nil || n.d.Basis == "" {
+			pending[n.e.Ref]++
+			continue
+		}
+		parent.children = append(parent.children, n)
+	}
+
+	ids := make([]string, 0, len(creates))
+	for id := range creates {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		root := creates[id]
+		o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id]}
+		if !loadOrderObject(o, in, root) {
+			ignore(root.e, "order object differs from the hash its order.create names")
+			continue
+		}
+		root.valid = true
+		root.core = orderCore{State: StateOpen, Author: root.e.Writer}
+		if ValidName(root.d.To) {
+			root.core.State, root.core.OfferedTo = StateOffered, root.d.To
+		}
+		rankTree(root, ignore)
+		o.walk(st, root)
+		st.Orders[id] = o
+	}
+	// Progress and extend name their claim, not a basis: they count when that claim is
+	// the order's current claim and the writer is its holder.
+	for _, e := range progress {
+		o := st.Orders[e.Ref]
+		d, _ := decodeData(e)
+		if o == nil || d.Claim == "" || d.Claim != o.Claim || e.Writer != o.Holder {
+			ignore(e, "progress does not name the writer's current claim")
+			continue
+		}
+		o.Progress = append(o.Progress, Step{Type: e.Type, By: e.Writer, HLC: e.HLC, Hash: e.Hash(), Note: d.Note})
+		if e.HLC > o.Updated {
+			o.Updated = e.HLC
+		}
+	}
+}
+
+// loadOrderObject fills the order's body from its object file. It reports false when
+// the file exists but its hash differs from the one the create entry names (edited or
+// forged: flagged, not shown); a file not yet arrived leaves the order Missing.
+func loadOrderObject(o *Order, in FoldInput, root *chainNode) bool {
+	if in.Objects == nil {
+		o.Missing = true
+		return true
+	}
+	c, hash, err := in.Objects(root.e.Writer, o.ID)
+	if err != nil {
+		if errors.Is(err, ErrObjectMissing) {
+			o.Missing = true
+			o.Title = "(pending sync)"
+			return true
+		}
+		return false
+	}
+	if hash != root.d.Object {
+		return false
+	}
+	var obj OrderObject
+	if err := jsonUnmarshal(c, &obj); err != nil || obj.ID != o.ID {
+		return false
+	}
+	o.Title, o.Body, o.Labels, o.Priority, o.Deps = obj.Title, obj.Body, obj.Labels, obj.Priority, obj.Deps
+	return true
+}
+
+// rankTree validates every child against its parent's state and computes subtree ranks.
+// Invalid entries (and everything built on them) are ignored.
+func rankTree(n *chainNode, ignore func(*ledger.Entry, string)) {
+	n.rank = OrderRank[n.core.State]
+	for _, ch := range n.children {
+		next, err := n.core.step(ch.e.Type, ch.e.Writer, ch.e.Hash(), ch.lvl, ch.d)
+		if err != nil {
+			ignoreSubtree(ch, "not allowed: "+errMessage(err), ignore)
+			continue
+		}
+		ch.valid, ch.core = true, next
+		rankTree(ch, ignore)
+		if ch.rank > n.rank {
+			n.rank = ch.rank
+		}
+	}
+}
+
+func ignoreSubtree(n *chainNode, why string, ignore func(*ledger.Entry, string)) {
+	ignore(n.e, why)
+	for _, ch := range n.children {
+		ignoreSubtree(ch, "built on an entry that does not count", ignore)
+	}
+}
+
+func errMessage(err error) string {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Message
+	}
+	return err.Error()
+}
+
+// better reports whether branch a beats branch b: furthest stage, then lower hash.
+func better(a, b *chainNode) bool {
+	if a.rank != b.rank {
+		return a.rank > b.rank
+	}
+	return a.e.Hash() < b.e.Hash()
+}
+
+// walk follows the winning branch from the root, filling the order's view and
+// recording a contest at every node where valid branches competed.
+func (o *Order) walk(st *State, root *chainNode) {
+	n := root
+	o.apply(n)
+	for {
+		var valid []*chainNode
+		for _, ch := range n.children {
+			if ch.valid {
+				valid = append(valid, ch)
+			}
+		}
+		if len(valid) == 0 {
+			break
+		}
+		sort.Slice(valid, func(i, j int) bool { return better(valid[i], valid[j]) })
+		win := valid[0]
+		if len(valid) > 1 {
+			c := Contest{Ref: o.ID, Basis: n.e.Hash(), Winner: stepOf(win)}
+			involved := map[string]bool{o.Author: true, win.e.Writer: true}
+			for _, l := range valid[1:] {
+				c.Losers = append(c.Losers, stepOf(l))
+				markInvolved(l, involved)
+			}
+			markInvolved(win, involved)
+			for name := range involved {
+				c.Involved = append(c.Involved, name)
+			}
+			sort.Strings(c.Involved)
+			o.Contests = append(o.Contests, c)
+			st.Contested = append(st.Contested, c)
+		}
+		n = win
+		o.apply(n)
+	}
+}
+
+func markInvolved(n *chainNode, seen map[string]bool) {
+	seen[n.e.Writer] = true
+	for _, ch := range n.children {
+		if ch.valid {
+			markInvolved(ch, seen)
+		}
+	}
+}
+
+func stepOf(n *chainNode) Step {
+	return Step{Type: n.e.Type, By: n.e.Writer, HLC: n.e.HLC, Hash: n.e.Hash(), Note: n.d.Note, To: n.d.To}
+}
+
+// apply records a winning-chain node in the order's view.
+func (o *Order) apply(n *chainNode) {
+	c := n.core
+	o.c = c
+	o.State, o.Holder, o.Claim, o.OfferedTo = c.State, c.Holder, c.Claim, c.OfferedTo
+	o.Head = n.e.Hash()
+	if n.e.HLC > o.Updated {
+		o.Updated = n.e.HLC
+	}
+	o.History = append(o.History, stepOf(n))
+	switch n.e.Type {
+	case TypeOrderSubmit:
+		o.Result = &Submission{By: n.e.Writer, Reference: n.d.Reference, Note: n.d.Note, Result: n.d.Result, HLC: n.e.HLC}
+	case TypeOrderReview:
+		o.Reviews = append(o.Reviews, Review{By: n.e.Writer, Verdict: n.d.Verdict, Note: n.d.Note, HLC: n.e.HLC})
+	case TypeOrderClaim:
+		o.Progress = nil
+	}
+}
+

@@ -1,0 +1,310 @@
+package fsbus
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Limits of order fields (bytes unless said otherwise).
+const (
+	MaxTitle     = 200
+	MaxOrderBody = 64 << 10
+	MaxNote      = 2000
+	MaxReference = 500
+	MaxLabels    = 16
+)
+
+// NewOrderOptions are the arguments of NewOrder.
+type NewOrderOptions struct {
+	Title    string   `json:"title"`
+	Body     string   `json:"body,omitempty"`
+	Labels   []string `json:"labels,omitempty"`
+	Priority string   `json:"priority,omitempty"` // low|normal|high
+	Deps     []string `json:"deps,omitempty"`     // order ids this one waits for
+	To       string   `json:"to,omitempty"`       // offer to this agent at creation
+	Key      string   `json:"-"`                  // idempotency key
+}
+
+func (o *NewOrderOptions) validate() error {
+	o.Title = strings.TrimSpace(o.Title)
+	switch {
+	case o.Title == "":
+		return Errorf(CatInvalid, "give the order a title", "empty title")
+	case len(o.Title) > MaxTitle || strings.ContainsAny(o.Title, "\n\r"):
+		return Errorf(CatInvalid, fmt.Sprintf("keep the title to one line of at most %d bytes; put detail in the body", MaxTitle), "title too long or multi-line")
+	case len(o.Body) > MaxOrderBody:
+		return Errorf(CatInvalid, "put large material in the work repo and reference it", "body is %d bytes; the limit is %d", len(o.Body), MaxOrderBody)
+	case !utf8.ValidString(o.Title + o.Body):
+		return Errorf(CatInvalid, "", "title and body must be UTF-8")
+	case len(o.Labels) > MaxLabels:
+		return Errorf(CatInvalid, "", "at most %d labels", MaxLabels)
+	case o.To != "" && !ValidName(o.To):
+		return Errorf(CatInvalid, "", "cannot offer to %q: not an agent name", o.To)
+	}
+	for _, l := range o.Labels {
+		if !ValidName(l) {
+			return Errorf(CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %q", l)
+		}
+	}
+	switch o.Priority {
+	case "", "low", "normal", "high":
+	default:
+		return Errorf(CatInvalid, "use low, normal or high", "unknown priority %q", o.Priority)
+	}
+	for _, d := range o.Deps {
+		if !ValidID(d) || !strings.HasPrefix(d, PrefixOrder) {
+			return Errorf(CatInvalid, "name dependencies by full order id", "bad dependency %q", d)
+		}
+	}
+	return nil
+}
+
+// NewOrder dispatches an order: it publishes the signed object orders/<id>.json, then
+// appends order.create naming the object's hash (and data.to when offered at
+// creation). Errors: invalid for bad fields; denied below member level; conflict when
+// the idempotency key was used with other arguments. A replayed key returns the order
+// the first call made and writes nothing.
+func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	args := argsHash(opt)
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if ref, replay, err := s.checkIdem(v.State, opt.Key, args); err != nil || replay {
+			id = ref
+			return nil, nil, err
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderCreate); err != nil {
+			return nil, nil, err
+		}
+		for _, dep := range opt.Deps {
+			if v.State.Orders[dep] == nil {
+				return nil, nil, Errorf(CatNotFound, "dependencies must exist", "no order %s", dep)
+			}
+		}
+		id = NewID(PrefixOrder)
+		obj := &OrderObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
+			Title: opt.Title, Body: opt.Body, Labels: opt.Labels, Priority: opt.Priority, Deps: opt.Deps}
+		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
+		if err != nil {
+			return nil, nil, err
+		}
+		d := entryData{Object: hash, To: opt.To}
+		if opt.Key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeOrderCreate, Ref: id, Data: mustJSON(d), Idem: opt.Key},
+			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.orderAfter(v, e, id)
+}
+
+// orderAfter folds the view plus the entry just written (no second read of the
+// channel) and returns the order.
+func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*Order, error) {
+	st := v.State
+	if e.Seq > 0 {
+		entries := append(slices.Clip(v.Snapshot.Entries), e)
+		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+		st = Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
+	}
+	o := st.Orders[id]
+	if o == nil {
+		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
+	}
+	return o, nil
+}
+
+func entryLess(a, b *ledger.Entry) bool {
+	if a.HLC != b.HLC {
+		return a.HLC < b.HLC
+	}
+	if a.Writer != b.Writer {
+		return a.Writer < b.Writer
+	}
+	if a.Device != b.Device {
+		return a.Device < b.Device
+	}
+	return a.Seq < b.Seq
+}
+
+// OrderIDs lists known order ids, sorted.
+func (st *State) OrderIDs() []string {
+	ids := make([]string, 0, len(st.Orders))
+	for id := range st.Orders {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// FindOrder resolves a full id or unique prefix (DESIGN §2 rule 2).
+func (st *State) FindOrder(q string) (*Order, error) {
+	id, err := resolveID("order", q, st.OrderIDs())
+	if err != nil {
+		return nil, err
+	}
+	return st.Orders[id], nil
+}
+
+// lifecycle writes one lifecycle entry of an order under the channel lock: it resolves
+// the id, checks the move with the fold's own state machine and names the current head
+// as basis (a true compare-and-set on this machine). noop reports whether the order is
+// already where the call would put it (an idempotent retry), so nothing is written.
+//
+// prepare, when set, publishes objects the entry names (a submit's result object) after
+// every check passed.
+func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o *Order) bool, prepare ...func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
+	args := argsHash(struct {
+		Q, T string
+		D    entryData
+	}{q, typ, d})
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if ref, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			id = ref
+			return nil, nil, err
+		}
+		o, err := v.State.FindOrder(q)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = o.ID
+		if noop != nil && noop(o) {
+			return nil, nil, nil
+		}
+		if o.Missing {
+			return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver orders/"+o.ID+".json, then retry", "order %s has not fully arrived on this machine", o.ID)
+		}
+		if _, err := o.c.step(typ, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
+			return nil, nil, err
+		}
+		d.Basis = o.Head
+		if key != "" {
+			d.Args = args
+		}
+		var objs []pendingObject
+		for _, p := range prepare {
+			obj, err := p(o, &d)
+			if err != nil {
+				return nil, nil, err
+			}
+			objs = append(objs, obj)
+		}
+		return &ledger.Draft{Type: typ, Ref: o.ID, Data: mustJSON(d), Idem: key}, objs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.orderAfter(v, e, id)
+}
+
+// Claim takes an open order (or one offered to s). Errors: conflict naming the holder
+// when it is claimed; denied below member level; not_found / invalid for the id.
+// Claiming an order s already holds writes nothing.
+func (s *Session) Claim(q, key string) (*Order, error) {
+	return s.lifecycle(q, TypeOrderClaim, entryData{}, key, func(o *Order) bool {
+		return o.Holder == s.Name && o.State == StateClaimed
+	})
+}
+
+// Offer reserves an order for one agent (its author, or an orchestrator).
+func (s *Session) Offer(q, to, key string) (*Order, error) {
+	return s.lifecycle(q, TypeOrderOffer, entryData{To: to}, key, nil)
+}
+
+// Submit hands in the holder's result: a reference (commit, branch, hand-in id) and a
+// short note, published as results/<r-id>.json and named by order.submit. Errors:
+// denied for a non-holder; invalid for an empty or over-long reference or note.
+func (s *Session) Submit(q, ref, note, key string) (*Order, error) {
+	ref, note = strings.TrimSpace(ref), strings.TrimSpace(note)
+	if ref == "" {
+		return nil, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
+	}
+	if len(ref) > MaxReference || len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "keep references short and notes under 2,000 bytes; the work stays in the work repo", "reference or note too long")
+	}
+	return s.lifecycle(q, TypeOrderSubmit, entryData{Reference: ref, Note: note}, key, nil,
+		func(o *Order, d *entryData) (pendingObject, error) {
+			id := NewID(PrefixResult)
+			obj := &ResultObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
+				Order: o.ID, Reference: ref, Summary: note}
+			data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
+			if err != nil {
+				return pendingObject{}, err
+			}
+			d.Result, d.Object = id, hash
+			return pendingObject{path: ObjectPath(s.Root, s.Name, id), data: data}, nil
+		})
+}
+
+// Review gives a verdict on a submitted result: accept or changes. The submitter can
+// never review its own result (denied).
+func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
+	if verdict != "accept" && verdict != "changes" {
+		return nil, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", verdict)
+	}
+	if len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	}
+	return s.lifecycle(q, TypeOrderReview, entryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
+}
+
+// Release returns the holder's claim: the order is open again.
+func (s *Session) Release(q, note, key string) (*Order, error) {
+	return s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, nil)
+}
+
+// Cancel ends an order (author only).
+func (s *Session) Cancel(q, note, key string) (*Order, error) {
+	return s.lifecycle(q, TypeOrderCancel, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
+		return o.State == StateCancelled && o.Author == s.Name
+	})
+}
+
+// Progress records a progress note on the holder's current claim. It names the claim,
+// not a basis (DESIGN §2). Errors: denied for a non-holder; invalid for an empty or
+// over-long note.
+func (s *Session) Progress(q, note, key string) (*Order, error) {
+	note = strings.TrimSpace(note)
+	if note == "" || len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note of 1–%d bytes", MaxNote)
+	}
+	args := argsHash([]string{q, note})
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if ref, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			id = ref
+			return nil, nil, err
+		}
+		o, err := v.State.FindOrder(q)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = o.ID
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderProgress); err != nil {
+			return nil, nil, err
+		}
+		if o.Holder != s.Name {
+			return nil, nil, Errorf(CatDenied, "only the holder reports progress", "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
+		}
+		d := entryData{Claim: o.Claim, Note: note}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeOrderProgress, Ref: o.ID, Data: mustJSON(d), Idem: key}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.orderAfter(v, e, id)
+}

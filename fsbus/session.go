@@ -1,0 +1,151 @@
+package fsbus
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ferryhq/ferry/ledger"
+	"github.com/gofrs/flock"
+)
+
+// View is one consistent reading of a channel: the merged ledger, the folded state and
+// this machine's arrival log.
+type View struct {
+	Snapshot *ledger.Snapshot
+	State    *State
+	Arrivals *Arrivals
+}
+
+// objects returns the ObjectReader over the channel's files.
+func (c *Channel) objects() ObjectReader {
+	return func(writer, id string) ([]byte, string, error) {
+		return readObject(ObjectPath(c.Root, writer, id))
+	}
+}
+
+// Load reads every segment, folds the state and ingests new entries into the arrival
+// log. It never writes to the channel.
+func (c *Channel) Load() (*View, error) {
+	snap, err := c.Ledger.Read()
+	if err != nil {
+		return nil, fmt.Errorf("reading ledger: %w", err)
+	}
+	st := Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
+	arr, err := ingestArrivals(c, snap.Entries)
+	if err != nil {
+		return nil, err
+	}
+	return &View{Snapshot: snap, State: st, Arrivals: arr}, nil
+}
+
+// Session is a channel opened as one writer with its key.
+type Session struct {
+	*Channel
+	Name   string
+	Signer ledger.Signer
+}
+
+// As opens a session as name, loading its key from this machine's keystore. It returns
+// not_found naming the command to run when this machine has no key for name.
+func (c *Channel) As(name string) (*Session, error) {
+	if name != MasterWriter {
+		if err := checkName("agent name", name); err != nil {
+			return nil, err
+		}
+	}
+	k, err := c.Home.LoadKey(c.Project(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{Channel: c, Name: name, Signer: k}, nil
+}
+
+// withChannelLock runs fn holding the machine-local channel lock: the lock that makes
+// fold → check → append a true compare-and-set on one machine (DESIGN §2 rule 5).
+func (c *Channel) withChannelLock(fn func() error) error {
+	dir := c.Home.LockDir(c.Project())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating lock dir: %w", err)
+	}
+	lk := flock.New(filepath.Join(dir, "channel.lock"))
+	if err := lk.Lock(); err != nil {
+		return fmt.Errorf("locking channel: %w", err)
+	}
+	defer lk.Unlock()
+	return fn()
+}
+
+// write is the one write path: under the channel lock it loads a fresh view, lets plan
+// decide (and refuse) the entry, writes the objects plan asks for, then appends the
+// entry to this writer's segment. A refusal writes nothing. When plan returns a nil
+// draft the call is an idempotent no-op and the returned entry is zero.
+func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, error)) (ledger.Entry, *View, error) {
+	var out ledger.Entry
+	var view *View
+	err := s.withChannelLock(func() error {
+		v, err := s.Load()
+		if err != nil {
+			return err
+		}
+		view = v
+		d, objs, err := plan(v)
+		if err != nil || d == nil {
+			return err
+		}
+		for _, o := range objs {
+			if err := writeNew(o.path, o.data); err != nil {
+				return err
+			}
+		}
+		e, err := s.Ledger.Append(s.Name, s.Device, *d, s.Signer, v.Snapshot.MaxHLC)
+		if err != nil {
+			return fmt.Errorf("appending %s: %w", d.Type, err)
+		}
+		out = e
+		return nil
+	})
+	return out, view, err
+}
+
+// pendingObject is an object file a write publishes before its entry.
+type pendingObject struct {
+	path string
+	data []byte
+}
+
+// checkIdem looks up an idempotency key of this writer. It returns the earlier entry's
+// ref when the key was used with the same arguments (replay: write nothing) and a
+// conflict when it was used with other arguments (DESIGN §2 "idem").
+func (s *Session) checkIdem(st *State, key, args string) (ref string, replay bool, err error) {
+	if key == "" {
+		return "", false, nil
+	}
+	rec, ok := st.idem[s.Name+"\x00"+key]
+	if !ok {
+		return "", false, nil
+	}
+	if rec.args != args {
+		return "", false, Errorf(CatConflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", key)
+	}
+	return rec.ref, true, nil
+}
+
+// argsHash is the hash of a call's arguments that an idempotent entry carries in
+// data.args: "sha256:" of the RFC 8785 form of args.
+func argsHash(args any) string {
+	c, err := ledger.Canonical(args)
+	if err != nil {
+		return ""
+	}
+	return ledger.HashBytes(c)
+}
+
+// mustJSON is canonical JSON of data known to marshal.
+func mustJSON(v any) []byte {
+	c, err := ledger.Canonical(v)
+	if err != nil {
+		panic(fmt.Sprintf("fsbus: encoding entry data: %v", err))
+	}
+	return c
+}

@@ -1,0 +1,316 @@
+package fsbus
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Liveness states of a writer as this machine saw it (DESIGN §2 rule 7).
+const (
+	Alive   = "alive"
+	Quiet   = "quiet"
+	Silent  = "silent"
+	Unknown = "unknown"
+)
+
+// Liveness says how long ago this machine saw writer change (seconds, -1 when never)
+// and the state it implies under the channel's policy. It reads this machine's clock
+// and arrival log, never another machine's timestamps.
+func (c *Channel) Liveness(v *View, writer string) (state string, ageS int64) {
+	ms, ok := v.Arrivals.Sighting[writer]
+	if !ok {
+		return Unknown, -1
+	}
+	age := c.now().Sub(time.UnixMilli(ms))
+	ageS = int64(age / time.Second)
+	switch {
+	case ageS < c.Config.Policy.QuietAfterS:
+		return Alive, ageS
+	case ageS < c.Config.Policy.SilentAfterS:
+		return Quiet, ageS
+	}
+	return Silent, ageS
+}
+
+// OrderRow is an order's one-line summary.
+type OrderRow struct {
+	ID      string `json:"id"`
+	Title   string `json:"title"`
+	State   string `json:"state"`
+	Author  string `json:"author"`
+	Holder  string `json:"holder,omitempty"`
+	To      string `json:"offered_to,omitempty"`
+	Updated string `json:"updated"`
+}
+
+// Row summarises o.
+func (o *Order) Row() OrderRow {
+	return OrderRow{ID: o.ID, Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, To: o.OfferedTo, Updated: o.Updated}
+}
+
+// OrderFilter selects orders for ListOrders.
+type OrderFilter struct {
+	State string // one state, "active" (not accepted/cancelled), or "" for all
+	Mine  string // author or holder
+	Limit int    // 0 = no limit
+}
+
+// ListOrders returns matching orders, most recently updated first (ties by id).
+func (st *State) ListOrders(f OrderFilter) []OrderRow {
+	var out []OrderRow
+	for _, o := range st.Orders {
+		switch {
+		case f.State == "active" && Terminal(o.State):
+			continue
+		case f.State != "" && f.State != "active" && o.State != f.State:
+			continue
+		case f.Mine != "" && o.Author != f.Mine && o.Holder != f.Mine:
+			continue
+		}
+		out = append(out, o.Row())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Updated != out[j].Updated {
+			return out[i].Updated > out[j].Updated
+		}
+		return out[i].ID < out[j].ID
+	})
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out
+}
+
+// AgentRow is an agent with this machine's view of its liveness.
+type AgentRow struct {
+	*Agent
+	Liveness string `json:"liveness"`
+	AgeS     int64  `json:"age_s"`
+}
+
+// Agents lists every agent with liveness.
+func (c *Channel) Agents(v *View) []AgentRow {
+	var out []AgentRow
+	for _, a := range v.State.AgentList() {
+		l, age := c.Liveness(v, a.Name)
+		out = append(out, AgentRow{Agent: a, Liveness: l, AgeS: age})
+	}
+	return out
+}
+
+// HolderRow is a claimed order whose holder this machine has not seen for a while.
+type HolderRow struct {
+	Order    string `json:"order"`
+	Holder   string `json:"holder"`
+	Liveness string `json:"liveness"`
+	AgeS     int64  `json:"age_s"`
+}
+
+// Status is the owner's view (`ferry status`).
+type Status struct {
+	Project  string         `json:"project"`
+	Channel  string         `json:"channel"`
+	Entries  int            `json:"entries"`
+	ToSeat   []*Agent       `json:"to_seat"`
+	Reviews  []OrderRow     `json:"reviews_due"`
+	Contests []Contest      `json:"contested"`
+	Quiet    []HolderRow    `json:"holders_not_seen"`
+	Counts   map[string]int `json:"orders"`
+	Ignored  int            `json:"ignored_entries"`
+	Problems int            `json:"ledger_problems"`
+}
+
+// Status builds the owner's view: agents waiting to be seated, reviews due, contested
+// orders, holders not seen for a while (quiet or silent on this machine's clock).
+func (c *Channel) Status(v *View) *Status {
+	st := v.State
+	s := &Status{Project: c.Project(), Channel: c.Root, Entries: st.Entries, Counts: map[string]int{},
+		Contests: st.Contested, Ignored: len(st.Ignored), Problems: len(v.Snapshot.Problems) + len(v.Snapshot.Forks)}
+	for _, a := range st.AgentList() {
+		if a.JoinKey != "" && !a.Retired && (!a.Seated || a.Key != a.JoinKey) {
+			s.ToSeat = append(s.ToSeat, a)
+		}
+	}
+	s.Reviews = st.ListOrders(OrderFilter{State: StateSubmitted})
+	for _, o := range st.Orders {
+		s.Counts[o.State]++
+		if o.Holder != "" && (o.State == StateClaimed || o.State == StateChangesRequested) {
+			if l, age := c.Liveness(v, o.Holder); l != Alive {
+				s.Quiet = append(s.Quiet, HolderRow{Order: o.ID, Holder: o.Holder, Liveness: l, AgeS: age})
+			}
+		}
+	}
+	sort.Slice(s.Quiet, func(i, j int) bool { return s.Quiet[i].Order < s.Quiet[j].Order })
+	return s
+}
+
+// Catchup limits (DESIGN §4 token budget: digest, never history).
+const (
+	CatchupOpen = 10
+	CatchupMine = 10
+)
+
+// Catchup is an agent's bounded digest (orders part; issue 3 adds the rest).
+type Catchup struct {
+	Agent     string     `json:"agent"`
+	Level     string     `json:"level"`
+	Open      []OrderRow `json:"open"`
+	Mine      []OrderRow `json:"mine"`
+	Reviews   []OrderRow `json:"reviews"`
+	Contested []Contest  `json:"contested,omitempty"`
+	Truncated bool       `json:"truncated,omitempty"`
+	// Since is true when the lists hold only what changed after the given cursor.
+	Since bool   `json:"since"`
+	Next  string `json:"next"`
+}
+
+// Catchup builds the digest for agent: open orders it may claim, its own, reviews it
+// may give, contests it is involved in. With a cursor from this machine only orders
+// changed since are listed; a foreign or lost cursor falls back to the full bounded
+// digest (never an error).
+func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
+	st := v.State
+	out := &Catchup{Agent: agent, Level: st.levelOf(agent).String(), Next: v.Arrivals.Cursor(),
+		Open: []OrderRow{}, Mine: []OrderRow{}, Reviews: []OrderRow{}}
+	var changed map[string]bool
+	if n, ok := v.Arrivals.parseCursor(since); ok && since != "" {
+		out.Since = true
+		changed = map[string]bool{}
+		for i := range v.Snapshot.Entries {
+			e := &v.Snapshot.Entries[i]
+			if v.Arrivals.Number(e.Hash()) > n {
+				changed[e.Ref] = true
+			}
+		}
+	}
+	add := func(list *[]OrderRow, o *Order, limit int) {
+		if len(*list) >= limit {
+			out.Truncated = true
+			return
+		}
+		*list = append(*list, o.Row())
+	}
+	for _, row := range st.ListOrders(OrderFilter{State: "active"}) {
+		o := st.Orders[row.ID]
+		if changed != nil && !changed[o.ID] {
+			continue
+		}
+		switch {
+		case o.Holder == agent || (o.Author == agent && o.State != StateOpen):
+			add(&out.Mine, o, CatchupMine)
+		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
+			add(&out.Open, o, CatchupOpen)
+		case o.State == StateSubmitted && o.Result != nil && o.Result.By != agent:
+			add(&out.Reviews, o, CatchupOpen)
+		}
+		if o.Author == agent && o.State == StateOpen {
+			add(&out.Mine, o, CatchupMine)
+		}
+	}
+	for _, ct := range st.Contested {
+		for _, who := range ct.Involved {
+			if who == agent {
+				out.Contested = append(out.Contested, ct)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// VerifyReport is `ferry ledger verify`: the ledger's own checks plus what the fold
+// ignored and objects whose signature or hash is wrong.
+type VerifyReport struct {
+	Ledger  *ledger.Report `json:"ledger"`
+	Ignored []Ignored      `json:"ignored"`
+	Objects []string       `json:"objects"`
+}
+
+// OK reports whether nothing is wrong.
+func (r *VerifyReport) OK() bool {
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0
+}
+
+// Verify checks every segment line (chain, signature against the key the roster binds,
+// forks), lists entries the fold ignored, and checks every object file's signature.
+func (c *Channel) Verify(v *View) (*VerifyReport, error) {
+	st := v.State
+	keys := func(e *ledger.Entry) (ed25519.PublicKey, bool) {
+		if e.Writer == MasterWriter {
+			return c.MasterKey, true
+		}
+		a := st.Agents[e.Writer]
+		if g, ok := a.cover(e.Device, e.Seq); ok && !g.revoke {
+			return g.key, true
+		}
+		if e.Type == TypeAgentJoin {
+			if d, ok := decodeData(e); ok {
+				if k, err := ledger.ParseKey(d.Key); err == nil {
+					return k, true
+				}
+			}
+		}
+		return nil, false
+	}
+	rep, err := c.Ledger.Verify(keys)
+	if err != nil {
+		return nil, err
+	}
+	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}}
+	if out.Ignored == nil {
+		out.Ignored = []Ignored{}
+	}
+	for _, id := range st.OrderIDs() {
+		o := st.Orders[id]
+		if o.Missing {
+			continue
+		}
+		p := ObjectPath(c.Root, o.Author, id)
+		canon, _, err := readObject(p)
+		if err != nil && !errors.Is(err, ErrObjectMissing) {
+			out.Objects = append(out.Objects, rel(c.Root, p)+": "+err.Error())
+			continue
+		}
+		pub, ok := keys(&ledger.Entry{Writer: o.Author, Device: "", Seq: 1 << 62})
+		if ok && verifyObjectSig(canon, pub, c.Project()) != nil {
+			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against its author's key")
+		}
+	}
+	// Object files no entry names, or that fail to parse, are listed too.
+	for _, dir := range []string{"orders", "results"} {
+		ents, _ := os.ReadDir(filepath.Join(c.Root, dir))
+		for _, de := range ents {
+			name := de.Name()
+			if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+				continue
+			}
+			if _, _, err := readObject(filepath.Join(c.Root, dir, name)); err != nil {
+				out.Objects = append(out.Objects, dir+"/"+name+": "+err.Error())
+			}
+		}
+	}
+	return out, nil
+}
+
+func rel(root, p string) string {
+	if r, err := filepath.Rel(root, p); err == nil {
+		return filepath.ToSlash(r)
+	}
+	return p
+}
+
+// Tail returns the last n entries (all when n <= 0), oldest first.
+func (v *View) Tail(n int) []ledger.Entry {
+	es := v.Snapshot.Entries
+	if n > 0 && len(es) > n {
+		es = es[len(es)-n:]
+	}
+	return es
+}

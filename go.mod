@@ -1,0 +1,12 @@
+module github.com/ferryhq/ferry
+
+go 1.26.0
+
+require (
+	github.com/BurntSushi/toml v1.6.0
+	github.com/alecthomas/kong v1.17.0
+	github.com/gofrs/flock v0.13.2
+	github.com/gowebpki/jcs v1.0.2
+)
+
+require golang.org/x/sys v0.49.0 // indirect

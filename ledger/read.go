@@ -1,0 +1,382 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// record is one parsed line and where it was first found.
+type record struct {
+	e    Entry
+	path string // slash-separated, relative to the channel directory
+	line int    // 1-based
+}
+
+// segFile is one segment file found by the walk.
+type segFile struct {
+	abs string // host path
+	rel string // slash-separated, relative to the channel directory
+}
+
+// segResult is what reading one segment file gave.
+type segResult struct {
+	records  []record
+	problems []Problem
+	err      error
+}
+
+// Read merges every segment of the channel into one Snapshot (see the package doc,
+// "Merging and forks"). It reads each file named ledger/<dir>/<name>.jsonl under Root —
+// conflict copies included, dot-files, *.tmp and *.torn-<n> files skipped — and trusts
+// the writer and device inside each entry, never the file name. A missing ledger
+// directory is an empty snapshot.
+//
+// Problems in the data never fail a read: a last line without "\n" or a run of NUL
+// bytes ends that file's reading as KindTorn; a complete line that is not an entry is
+// KindMalformed (with its 1-based line number) and skipped; a chain with a seq gap or a
+// prev that does not name its predecessor is KindBrokenChain; two records with one
+// (writer, device, seq) are a Fork (and a KindFork problem). Problem paths are
+// slash-separated and relative to Root. Read returns an error only when a directory or
+// file cannot be listed or read. The result depends only on the records, not on file
+// names or listing order. Read checks no signatures; see ReadVerified.
+func (l *Ledger) Read() (*Snapshot, error) {
+	s, _, err := l.read(nil, "")
+	return s, err
+}
+
+// read is Read, with signatures checked first when keys is not nil (see
+// ReadVerified). It also returns how many segment files it read.
+func (l *Ledger) read(keys KeyFunc, project string) (*Snapshot, int, error) {
+	files, err := listSegments(l.opts.Root)
+	if err != nil {
+		return nil, 0, err
+	}
+	results := readSegments(files)
+
+	snap := &Snapshot{Entries: []Entry{}, Problems: []Problem{}, Forks: []Fork{}}
+	chains := map[segKey]map[uint64][]*record{}
+	seen := map[string]bool{}
+	for _, res := range results {
+		if res.err != nil {
+			return nil, 0, res.err
+		}
+		snap.Problems = append(snap.Problems, res.problems...)
+		for i := range res.records {
+			r := &res.records[i]
+			h := r.e.Hash()
+			if seen[h] { // the hash covers writer, device and seq: same record
+				continue
+			}
+			seen[h] = true
+			if keys != nil && !checkSig(r, keys, project, &snap.Problems) {
+				continue
+			}
+			k := segKey{r.e.Writer, r.e.Device}
+			if chains[k] == nil {
+				chains[k] = map[uint64][]*record{}
+			}
+			chains[k][r.e.Seq] = append(chains[k][r.e.Seq], r)
+		}
+	}
+
+	keysSorted := make([]segKey, 0, len(chains))
+	for k := range chains {
+		keysSorted = append(keysSorted, k)
+	}
+	slices.SortFunc(keysSorted, func(a, b segKey) int {
+		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.device, b.device))
+	})
+	for _, k := range keysSorted {
+		kept, forks, probs := resolve(k, chains[k])
+		for _, r := range kept {
+			snap.Entries = append(snap.Entries, r.e)
+		}
+		snap.Forks = append(snap.Forks, forks...)
+		snap.Problems = append(snap.Problems, probs...)
+	}
+	slices.SortFunc(snap.Entries, compareEntries)
+	if n := len(snap.Entries); n > 0 {
+		snap.MaxHLC, _ = ParseHLC(snap.Entries[n-1].HLC) // ParseLine checked every hlc
+	}
+	return snap, len(files), nil
+}
+
+// compareEntries orders entries by (hlc text, writer, device, seq).
+func compareEntries(a, b Entry) int {
+	return cmp.Or(
+		cmp.Compare(a.HLC, b.HLC),
+		cmp.Compare(a.Writer, b.Writer),
+		cmp.Compare(a.Device, b.Device),
+		cmp.Compare(a.Seq, b.Seq),
+	)
+}
+
+// segKey names one chain.
+type segKey struct{ writer, device string }
+
+// isSegmentName reports whether a file name in a writer directory is a segment (or a
+// sync tool's copy of one) that readers read.
+func isSegmentName(name string) bool {
+	return !strings.HasPrefix(name, ".") &&
+		strings.HasSuffix(name, segmentExt) &&
+		!strings.HasSuffix(name, tmpExt) &&
+		!strings.Contains(name, tornInfix)
+}
+
+// listSegments returns the segment files under root/ledger in name order. Symbolic
+// links and other non-regular files are skipped, as are dot-directories.
+func listSegments(root string) ([]segFile, error) {
+	dir := filepath.Join(root, ledgerDirName)
+	dirs, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	var files []segFile
+	for _, d := range dirs {
+		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		sub := filepath.Join(dir, d.Name())
+		ents, err := os.ReadDir(sub)
+		if errors.Is(err, fs.ErrNotExist) { // removed since listed
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", sub, err)
+		}
+		for _, e := range ents {
+			if !e.Type().IsRegular() || !isSegmentName(e.Name()) {
+				continue
+			}
+			files = append(files, segFile{
+				abs: filepath.Join(sub, e.Name()),
+				rel: path.Join(ledgerDirName, d.Name(), e.Name()),
+			})
+		}
+	}
+	return files, nil
+}
+
+// readSegments reads files concurrently and returns their results in files' order.
+func readSegments(files []segFile) []segResult {
+	results := make([]segResult, len(files))
+	workers := min(runtime.GOMAXPROCS(0), len(files))
+	if workers <= 1 {
+		for i, f := range files {
+			results[i] = readSegment(f)
+		}
+		return results
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = readSegment(files[i])
+			}
+		})
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+// readBufSize is the bufio buffer of a segment read; longer lines are assembled.
+const readBufSize = 256 << 10
+
+// readSegment parses the complete lines of one segment file. It stops at a last line
+// without "\n" or at a NUL byte (KindTorn) and skips, reporting them, complete lines
+// that are not entries (KindMalformed) and, silently, blank lines. A file that has
+// vanished since it was listed reads as empty.
+func readSegment(f segFile) segResult {
+	file, err := os.Open(f.abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return segResult{}
+	}
+	if err != nil {
+		return segResult{err: fmt.Errorf("reading %s: %w", f.abs, err)}
+	}
+	defer file.Close()
+
+	var res segResult
+	br := bufio.NewReaderSize(file, readBufSize)
+	var long []byte
+	var off int64 // offset of the current line
+	for lineNo := 1; ; lineNo++ {
+		line, err := readLine(br, &long)
+		if len(line) == 0 && err == io.EOF {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return segResult{err: fmt.Errorf("reading %s: %w", f.abs, err)}
+		}
+		if i := bytes.IndexByte(line, 0); i >= 0 {
+			res.problems = append(res.problems, Problem{
+				Path: f.rel, Line: lineNo, Kind: KindTorn,
+				Detail: fmt.Sprintf("NUL bytes at offset %d: the rest of the file has not arrived yet", off+int64(i)),
+			})
+			break
+		}
+		if err == io.EOF {
+			res.problems = append(res.problems, Problem{
+				Path: f.rel, Line: lineNo, Kind: KindTorn,
+				Detail: fmt.Sprintf("last line (%d bytes at offset %d) has no newline: not arrived yet", len(line), off),
+			})
+			break
+		}
+		off += int64(len(line))
+		body := line[:len(line)-1]
+		if len(bytes.TrimSpace(body)) == 0 {
+			continue
+		}
+		e, perr := ParseLine(body)
+		if perr != nil {
+			res.problems = append(res.problems, Problem{
+				Path: f.rel, Line: lineNo, Kind: KindMalformed, Detail: perr.Error(),
+			})
+			continue
+		}
+		res.records = append(res.records, record{e: e, path: f.rel, line: lineNo})
+	}
+	return res
+}
+
+// readLine returns the next line including its '\n' and a nil error, or the bytes
+// before end of file and io.EOF. Lines longer than br's buffer are assembled in *long;
+// the result is valid until the next call.
+func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
+	b, err := br.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return b, err
+	}
+	*long = append((*long)[:0], b...)
+	for err == bufio.ErrBufferFull {
+		b, err = br.ReadSlice('\n')
+		*long = append(*long, b...)
+	}
+	return *long, err
+}
+
+// resolve walks one (writer, device) chain upward by seq and returns the records that
+// count, in seq order, the forks found, and the chain's problems (KindBrokenChain,
+// KindFork). bySeq holds distinct records (by hash) per seq.
+func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork, probs []Problem) {
+	seqs := make([]uint64, 0, len(bySeq))
+	for s := range bySeq {
+		seqs = append(seqs, s)
+	}
+	slices.Sort(seqs)
+
+	var tip string             // hash of the last record kept
+	var lastSeq uint64         // its seq; 0 before the first
+	forkOf := map[string]int{} // hash of a losing record → index in forks
+	forkProb := []int{}        // index in probs of each fork's problem, by fork
+	for _, s := range seqs {
+		var cands []*record
+		for _, r := range bySeq[s] {
+			if i, ok := forkOf[r.e.Prev]; ok && r.e.Prev != "" {
+				forks[i].Losers = append(forks[i].Losers, r.e)
+				forkOf[r.e.Hash()] = i
+				continue
+			}
+			cands = append(cands, r)
+		}
+		if len(cands) == 0 {
+			continue
+		}
+		slices.SortFunc(cands, func(a, b *record) int { return cmp.Compare(a.e.Hash(), b.e.Hash()) })
+
+		var win *record
+		for _, c := range cands {
+			if c.e.Prev == tip || s == 1 {
+				win = c
+				break
+			}
+		}
+		switch {
+		case s != lastSeq+1:
+			win = cmp.Or(win, cands[0])
+			what := fmt.Sprintf("seq %d follows seq %d", s, lastSeq)
+			if lastSeq == 0 {
+				what = fmt.Sprintf("chain starts at seq %d", s)
+			}
+			probs = append(probs, chainProblem(win, KindBrokenChain, what+": records are missing"))
+		case win == nil:
+			win = cands[0]
+			probs = append(probs, chainProblem(win, KindBrokenChain,
+				fmt.Sprintf("prev %s does not name seq %d's hash %s", orNone(win.e.Prev), lastSeq, tip)))
+		case s == 1 && win.e.Prev != "":
+			probs = append(probs, chainProblem(win, KindBrokenChain, "seq 1 names a prev"))
+		}
+
+		if len(cands) > 1 {
+			fk := Fork{Writer: k.writer, Device: k.device, Seq: s, Winner: win.e}
+			var first *record
+			for _, c := range cands {
+				if c == win {
+					continue
+				}
+				if first == nil {
+					first = c
+				}
+				fk.Losers = append(fk.Losers, c.e)
+				forkOf[c.e.Hash()] = len(forks)
+			}
+			forks = append(forks, fk)
+			forkProb = append(forkProb, len(probs))
+			probs = append(probs, chainProblem(first, KindFork, ""))
+		}
+		kept = append(kept, win)
+		tip, lastSeq = win.e.Hash(), s
+	}
+	for i, fk := range forks {
+		probs[forkProb[i]].Detail = fmt.Sprintf("%d records at seq %d: kept %s, left out %d record(s) of the other branch(es)",
+			countAt(fk), fk.Seq, fk.Winner.Hash(), len(fk.Losers))
+	}
+	return kept, forks, probs
+}
+
+// countAt counts the records a fork found at its own seq.
+func countAt(fk Fork) int {
+	n := 1
+	for _, e := range fk.Losers {
+		if e.Seq == fk.Seq {
+			n++
+		}
+	}
+	return n
+}
+
+// chainProblem builds a problem about record r.
+func chainProblem(r *record, kind, detail string) Problem {
+	return Problem{
+		Path: r.path, Line: r.line, Kind: kind,
+		Writer: r.e.Writer, Device: r.e.Device, Seq: r.e.Seq, Detail: detail,
+	}
+}
+
+// orNone renders an empty hash as "(none)".
+func orNone(h string) string {
+	if h == "" {
+		return "(none)"
+	}
+	return h
+}

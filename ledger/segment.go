@@ -1,0 +1,604 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// Errors returned by Append beside ErrBadName and ErrLocked.
+var (
+	// ErrInvalidDraft is returned by Append when the draft has no type or its data is
+	// not a JSON object.
+	ErrInvalidDraft = errors.New("ledger: invalid draft")
+)
+
+// File and directory names of the on-disk layout (see the package doc).
+const (
+	ledgerDirName = "ledger"
+	segmentExt    = ".jsonl"
+	tornInfix     = ".torn-"
+	tmpExt        = ".tmp"
+)
+
+// maxNameLen is the longest writer or device name ValidName accepts.
+const maxNameLen = 63
+
+// ValidName reports whether s is a portable writer or device name: 1–63 characters of
+// [a-z0-9-] that do not start with '-' (the pattern ^[a-z0-9][a-z0-9-]{0,62}$), and
+// not a name Windows reserves for devices (con, prn, aux, nul, com0–com9, lpt0–lpt9).
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > maxNameLen || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	switch s {
+	case "con", "prn", "aux", "nul":
+		return false
+	}
+	if len(s) == 4 && (strings.HasPrefix(s, "com") || strings.HasPrefix(s, "lpt")) && s[3] >= '0' && s[3] <= '9' {
+		return false
+	}
+	return true
+}
+
+// checkNames returns ErrBadName (wrapped, naming the offender) unless both names are
+// valid.
+func checkNames(writer, device string) error {
+	for _, n := range [...]struct{ what, name string }{{"writer", writer}, {"device", device}} {
+		if !ValidName(n.name) {
+			return fmt.Errorf("%w: %s %q (want 1-63 characters of [a-z0-9-], not starting with '-')", ErrBadName, n.what, n.name)
+		}
+	}
+	return nil
+}
+
+// SegmentPath returns the file name of the segment of (writer, device) under the
+// channel directory root: root/ledger/<writer>/<device>.jsonl. It is the only place
+// segment names are built. It does not check the names; Append and Repair return
+// ErrBadName for names ValidName rejects.
+func SegmentPath(root, writer, device string) string {
+	return filepath.Join(root, ledgerDirName, writer, device+segmentExt)
+}
+
+// tornPath returns the name a segment's n-th torn tail is moved to:
+// <dir>/<device>.torn-<n>, beside the segment.
+func tornPath(segment string, n int) string {
+	return strings.TrimSuffix(segment, segmentExt) + tornInfix + strconv.Itoa(n)
+}
+
+// lockPath returns the machine-local lock file of a segment:
+// <lockDir>/seg-<writer>.<device>.lock. The dot cannot occur in a name, so no two
+// segments share a lock file.
+func lockPath(lockDir, writer, device string) string {
+	return filepath.Join(lockDir, "seg-"+writer+"."+device+".lock")
+}
+
+// Ledger is a handle on one channel's ledger directory. It holds no open files and
+// caches nothing, so it is cheap to make, and it is safe for concurrent use by many
+// goroutines; appends to one segment are serialised across goroutines and processes by
+// the segment's lock file.
+type Ledger struct {
+	opts Options
+}
+
+// Open returns a Ledger for the channel directory opts.Root. It only checks that Root
+// is an existing directory (it returns the *fs.PathError of os.Stat otherwise, or an
+// error when Root is empty or not a directory); it reads no segment. Zero MaxSkew means
+// DefaultMaxSkew, nil Now means time.Now. LockDir and Project are needed only by
+// Append (and Project by Verify).
+func Open(opts Options) (*Ledger, error) {
+	if opts.Root == "" {
+		return nil, errors.New("ledger: opening: no channel directory given")
+	}
+	fi, err := os.Stat(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("opening ledger: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("opening ledger: %s is not a directory", opts.Root)
+	}
+	if opts.MaxSkew < 0 {
+		return nil, fmt.Errorf("opening ledger: negative max skew %v", opts.MaxSkew)
+	}
+	if opts.MaxSkew == 0 {
+		opts.MaxSkew = DefaultMaxSkew
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Ledger{opts: opts}, nil
+}
+
+// Root returns the channel directory the Ledger was opened on.
+func (l *Ledger) Root() string { return l.opts.Root }
+
+// Append writes the next entry of the segment of (writer, device) and returns it as a
+// reader will see it (its Hash equals the hash any reader computes).
+//
+// Under the segment's lock it repairs a torn tail (see Repair), reads the last complete
+// entry, and builds the next one: seq = last seq + 1 (1 in an empty segment), prev =
+// the last entry's hash (omitted at seq 1), hlc = NextHLC(now, MaxSkew, last hlc,
+// observed) — observed is the highest HLC the caller has read, usually
+// Snapshot.MaxHLC; the zero HLC means none — and v = Version. The entry is signed by s
+// for Options.Project, checked against s.Public(), written as one canonical line with
+// a single write to a file opened O_APPEND, and fsynced before the lock is released.
+//
+// Append returns ErrBadName for a name ValidName rejects, ErrInvalidDraft when d.Type
+// is empty or d.Data is neither empty, null, nor a JSON object, ErrLocked when the lock
+// cannot be taken, ErrBadSignature when s signs wrongly, and wrapped I/O errors. When it
+// returns an error nothing but possibly one incomplete last line was written, which the
+// next Append moves aside.
+func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) (Entry, error) {
+	if err := checkNames(writer, device); err != nil {
+		return Entry{}, err
+	}
+	data, err := draftData(d)
+	if err != nil {
+		return Entry{}, err
+	}
+	if s == nil {
+		return Entry{}, errors.New("ledger: appending: no signer")
+	}
+	if l.opts.Project == "" {
+		return Entry{}, errors.New("ledger: appending: no project id configured")
+	}
+	unlock, err := l.lock(writer, device)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer unlock()
+
+	path := SegmentPath(l.opts.Root, writer, device)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+	}
+	f, created, err := openSegment(path)
+	if err != nil {
+		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	if created {
+		// The new name must survive a crash before any line in it matters.
+		if err := syncCreated(l.opts.Root, path); err != nil {
+			return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+		}
+	}
+	last, dirty, err := scanHandle(f)
+	if err != nil {
+		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+	}
+	if dirty {
+		// Windows cannot truncate through an O_APPEND handle: close it, repair by
+		// path, and reopen.
+		f.Close()
+		f = nil
+		if _, last, err = repairPath(path); err != nil {
+			return Entry{}, err
+		}
+		if f, _, err = openSegment(path); err != nil {
+			return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+		}
+	}
+
+	e, line, err := l.next(writer, device, d, data, s, last, observed)
+	if err != nil {
+		return Entry{}, err
+	}
+	n, err := f.Write(line)
+	if err == nil && n != len(line) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("appending to %s: writing: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return Entry{}, fmt.Errorf("appending to %s: syncing: %w", path, err)
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return Entry{}, fmt.Errorf("appending to %s: closing: %w", path, err)
+	}
+	return e, nil
+}
+
+// draftData validates d and returns its data in canonical form, nil when absent.
+func draftData(d Draft) (json.RawMessage, error) {
+	if d.Type == "" {
+		return nil, fmt.Errorf("%w: empty type", ErrInvalidDraft)
+	}
+	t := bytes.TrimSpace(d.Data)
+	if len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	if t[0] != '{' || !json.Valid(t) {
+		return nil, fmt.Errorf("%w: data of %s is not a JSON object", ErrInvalidDraft, d.Type)
+	}
+	c, err := CanonicalJSON(t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: data of %s: %w", ErrInvalidDraft, d.Type, err)
+	}
+	return c, nil
+}
+
+// next builds, signs and checks the entry that follows last (nil: none) and returns it
+// parsed back, as a reader sees it, with its line (canonical form + "\n").
+func (l *Ledger) next(writer, device string, d Draft, data json.RawMessage, s Signer, last *Entry, observed HLC) (Entry, []byte, error) {
+	e := Entry{V: Version, Writer: writer, Device: device, Seq: 1, Type: d.Type, Ref: d.Ref, Data: data, Idem: d.Idem}
+	var lastHLC HLC
+	if last != nil {
+		e.Seq = last.Seq + 1
+		e.Prev = last.Hash()
+		h, err := ParseHLC(last.HLC)
+		if err != nil { // ParseLine has checked it; keep the guard cheap and loud
+			return Entry{}, nil, fmt.Errorf("appending: last entry: %w", err)
+		}
+		lastHLC = h
+	}
+	h, _ := NextHLC(l.opts.Now(), l.opts.MaxSkew, lastHLC, observed)
+	e.HLC = h.String()
+	if err := e.Sign(s, l.opts.Project); err != nil {
+		return Entry{}, nil, fmt.Errorf("appending: %w", err)
+	}
+	c, err := e.Canonical()
+	if err != nil {
+		return Entry{}, nil, fmt.Errorf("appending: %w", err)
+	}
+	out, err := ParseLine(c)
+	if err != nil {
+		return Entry{}, nil, fmt.Errorf("appending: built entry does not parse: %w", err)
+	}
+	// A wrong signature would be written for good: check it before it is.
+	if err := out.VerifySig(s.Public(), l.opts.Project); err != nil {
+		return Entry{}, nil, fmt.Errorf("appending: signer's signature does not verify: %w", err)
+	}
+	line := make([]byte, len(c)+1)
+	copy(line, c)
+	line[len(c)] = '\n'
+	return out, line, nil
+}
+
+// procLocks holds one mutex per lock file path. flock(2) excludes other open files
+// even within one process, but the fcntl locks some systems fall back to do not, so
+// goroutines of one process also take this mutex.
+var procLocks sync.Map // string → *sync.Mutex
+
+// lock takes the machine-local lock of the segment (writer, device) and returns the
+// function that releases it. It returns ErrLocked (wrapped) when LockDir is not set or
+// the lock file cannot be created or locked.
+func (l *Ledger) lock(writer, device string) (func(), error) {
+	if l.opts.LockDir == "" {
+		return nil, fmt.Errorf("%w: no lock directory configured", ErrLocked)
+	}
+	if err := os.MkdirAll(l.opts.LockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: creating lock directory: %w", ErrLocked, err)
+	}
+	p := lockPath(l.opts.LockDir, writer, device)
+	key := p
+	if abs, err := filepath.Abs(p); err == nil {
+		key = abs
+	}
+	v, _ := procLocks.LoadOrStore(key, new(sync.Mutex))
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	fl := flock.New(p)
+	if err := fl.Lock(); err != nil {
+		mu.Unlock()
+		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, p, err)
+	}
+	return func() {
+		_ = fl.Unlock() // closes the descriptor, which releases the lock in any case
+		mu.Unlock()
+	}, nil
+}
+
+// openSegment opens path for appending and reading, creating it when missing;
+// created reports whether this call made the file.
+func openSegment(path string) (f *os.File, created bool, err error) {
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0o644)
+	return f, false, err
+}
+
+// syncCreated fsyncs the directories a new segment's name lives in: its writer
+// directory, the ledger directory and the channel directory (MkdirAll may have made
+// the first two).
+func syncCreated(root, segment string) error {
+	writerDir := filepath.Dir(segment)
+	for _, d := range []string{writerDir, filepath.Dir(writerDir), root} {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that names created or removed in it survive a crash.
+// Windows has no directory fsync (its metadata is journaled); there it does nothing.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Repair moves the torn tail of the segment of (writer, device) aside and returns the
+// file it was moved to, "" when there was nothing to do (including when the segment
+// does not exist). It takes the segment's lock, like Append, which calls it for every
+// write.
+//
+// The tail is every byte after the last complete line that parses as an entry, when
+// those bytes are more than blank lines: a last line without "\n", a run of NUL bytes,
+// or complete lines that are not entries. It is written to <device>.torn-<n> beside the
+// segment (n the first unused integer from 1) and fsynced; only then is the segment
+// truncated to the last good line and fsynced. No byte is removed without a copy.
+//
+// Repair returns ErrBadName for a name ValidName rejects, ErrLocked when the lock
+// cannot be taken, and wrapped I/O errors (after which the segment is unchanged or
+// only the copy was made).
+func (l *Ledger) Repair(writer, device string) (moved string, err error) {
+	if err := checkNames(writer, device); err != nil {
+		return "", err
+	}
+	unlock, err := l.lock(writer, device)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	moved, _, err = repairPath(SegmentPath(l.opts.Root, writer, device))
+	return moved, err
+}
+
+// repairPath is Repair for a locked segment path; it also returns the segment's last
+// entry after repair (nil when it holds none).
+func repairPath(path string) (moved string, last *Entry, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("repairing %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return "", nil, fmt.Errorf("repairing %s: %w", path, err)
+	}
+	size := fi.Size()
+	goodEnd, last, dirty, err := scanTail(f, size)
+	if err != nil || !dirty {
+		f.Close()
+		if err != nil {
+			return "", nil, fmt.Errorf("repairing %s: %w", path, err)
+		}
+		return "", last, nil
+	}
+	moved, err = copyTail(f, path, goodEnd, size)
+	// Close before truncating, so that no handle of ours is open on the segment while
+	// it is cut (Windows is strict about that).
+	f.Close()
+	if err != nil {
+		return "", nil, fmt.Errorf("repairing %s: %w", path, err)
+	}
+	if err := truncateSync(path, goodEnd); err != nil {
+		return moved, nil, fmt.Errorf("repairing %s: tail copied to %s: %w", path, moved, err)
+	}
+	return moved, last, nil
+}
+
+// copyTail writes bytes [from, size) of src to the first unused <device>.torn-<n>
+// beside the segment path, fsyncs it and its directory, and returns its name.
+func copyTail(src io.ReaderAt, path string, from, size int64) (string, error) {
+	for n := 1; ; n++ {
+		tp := tornPath(path, n)
+		out, err := os.OpenFile(tp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("copying torn tail: %w", err)
+		}
+		_, err = io.Copy(out, io.NewSectionReader(src, from, size-from))
+		if err == nil {
+			err = out.Sync()
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = syncDir(filepath.Dir(tp))
+		}
+		if err != nil {
+			// The segment still holds every byte; the partial copy is ours to drop.
+			os.Remove(tp)
+			return "", fmt.Errorf("copying torn tail to %s: %w", tp, err)
+		}
+		return tp, nil
+	}
+}
+
+// truncateSync cuts path to size bytes and fsyncs it, through a handle of its own.
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("truncating: %w", err)
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("truncating to %d bytes: %w", size, err)
+	}
+	return nil
+}
+
+// scanHandle runs scanTail over an open segment and reports its last entry and
+// whether a tail needs repair.
+func scanHandle(f *os.File) (last *Entry, dirty bool, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	_, last, dirty, err = scanTail(f, fi.Size())
+	return last, dirty, err
+}
+
+// Reading backwards: the first chunk is small (a line is usually a few hundred
+// bytes); each further chunk doubles, up to tailChunkMax.
+const (
+	tailChunkMin = 4 << 10
+	tailChunkMax = 1 << 20
+)
+
+// scanTail walks the first size bytes of a segment backwards from the end and returns
+// goodEnd, the offset just after the last complete line that parses as an entry (0 when
+// none does), that entry, and dirty: whether the bytes after goodEnd hold anything but
+// complete blank lines (an unterminated line, NULs, or lines that are not entries).
+// It reads only as far back as the last good line.
+func scanTail(r io.ReaderAt, size int64) (goodEnd int64, last *Entry, dirty bool, err error) {
+	br := &backReader{r: r, off: size, end: size, chunk: tailChunkMin}
+	end := size
+	if end == 0 {
+		return 0, nil, false, nil
+	}
+	b, err := br.byteAt(end - 1)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if b != '\n' {
+		dirty = true
+		start, _, err := br.lineBefore(end)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		end = start
+	}
+	for end > 0 {
+		start, line, err := br.lineBefore(end - 1)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		if len(bytes.TrimSpace(line)) != 0 {
+			e, perr := ParseLine(line)
+			if perr == nil {
+				return end, &e, dirty, nil
+			}
+			dirty = true
+		}
+		end = start
+		br.drop(end)
+	}
+	return 0, nil, dirty, nil
+}
+
+// backReader reads a file backwards in growing chunks. buf holds the file's bytes
+// [off, end).
+type backReader struct {
+	r     io.ReaderAt
+	off   int64
+	end   int64
+	buf   []byte
+	chunk int
+}
+
+// more extends buf one chunk towards the start of the file; io.EOF at offset 0.
+func (b *backReader) more() error {
+	if b.off == 0 {
+		return io.EOF
+	}
+	n := min(int64(b.chunk), b.off)
+	nb := make([]byte, int(n)+len(b.buf))
+	if _, err := b.r.ReadAt(nb[:n], b.off-n); err != nil {
+		return fmt.Errorf("reading backwards at %d: %w", b.off-n, err)
+	}
+	copy(nb[n:], b.buf)
+	b.buf, b.off = nb, b.off-n
+	if b.chunk < tailChunkMax {
+		b.chunk *= 2
+	}
+	return nil
+}
+
+// byteAt returns the byte at file offset i (off <= i < end after loading).
+func (b *backReader) byteAt(i int64) (byte, error) {
+	for i < b.off {
+		if err := b.more(); err != nil {
+			return 0, err
+		}
+	}
+	return b.buf[i-b.off], nil
+}
+
+// lineBefore returns the line that ends at file offset end (exclusive, its '\n' not
+// included) and the offset where it starts: just after the previous '\n', or 0.
+func (b *backReader) lineBefore(end int64) (start int64, line []byte, err error) {
+	for {
+		if end < b.off {
+			if err := b.more(); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		if i := bytes.LastIndexByte(b.buf[:end-b.off], '\n'); i >= 0 {
+			start = b.off + int64(i) + 1
+			return start, b.buf[start-b.off : end-b.off], nil
+		}
+		if b.off == 0 {
+			return 0, b.buf[:end], nil
+		}
+		if err := b.more(); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// drop forgets the bytes at and after file offset end.
+func (b *backReader) drop(end int64) {
+	if end >= b.off && end < b.end {
+		b.buf = b.buf[:end-b.off]
+		b.end = end
+	}
+}
