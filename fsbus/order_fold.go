@@ -487,4 +487,3 @@ func (o *Order) apply(n *chainNode) {
 		o.Progress = nil
 	}
 }
-
