@@ -1,3 +1,220 @@
 package main
 
-func runDemo(g *Globals, keep bool) error { return nil }
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// demoStep is one line of `ferry demo`'s report.
+type demoStep struct {
+	N    int    `json:"n"`
+	Name string `json:"step"`
+	OK   bool   `json:"ok"`
+	Fact string `json:"fact"`
+	Ms   int64  `json:"ms"` // wall time of the step's ferry process, for the curious
+}
+
+// demo runs the order loop in a sandbox: its own FERRY_HOME and channel under the OS
+// temp dir, every step a separate ferry process (the running binary), so it never
+// touches the user's real setup.
+type demo struct {
+	g       *Globals
+	self    string
+	home    string
+	channel string
+	steps   []demoStep
+	failed  bool
+}
+
+// run executes one ferry process and returns its stdout, stderr and exit code.
+func (d *demo) run(args ...string) (stdout, stderr string, code int, ms int64) {
+	cmd := exec.Command(d.self, args...)
+	cmd.Env = append(filteredEnv(), fsbus.EnvHome+"="+d.home, "FERRY_CHANNEL="+d.channel)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	ms = time.Since(start).Milliseconds()
+	code = 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+		errb.WriteString(err.Error())
+	}
+	return out.String(), errb.String(), code, ms
+}
+
+// selfPath is the running ferry binary: argv[0] as the shell found it (which keeps a
+// symlink's name, as test harnesses need), else os.Executable.
+func selfPath() (string, error) {
+	if p, err := exec.LookPath(os.Args[0]); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs, nil
+		}
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the ferry binary: %w", err)
+	}
+	return p, nil
+}
+
+// filteredEnv is the environment without ferry's own variables.
+func filteredEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "FERRY_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// record adds a step line and prints it unless --json.
+func (d *demo) record(name string, ok bool, ms int64, fact string) {
+	s := demoStep{N: len(d.steps) + 1, Name: name, OK: ok, Fact: fact, Ms: ms}
+	d.steps = append(d.steps, s)
+	if !ok {
+		d.failed = true
+	}
+	if !d.g.JSON {
+		mark := "✔"
+		if !ok {
+			mark = "✘"
+		}
+		d.g.printf("%s %2d %-22s %s\n", mark, s.N, name, fact)
+	}
+}
+
+// expectOK runs a step that must succeed; it returns stdout.
+func (d *demo) expectOK(name, fact string, args ...string) string {
+	return d.expectOKf(name, func(string) string { return fact }, args...)
+}
+
+// expectOKf is expectOK with the step's fact computed from its stdout.
+func (d *demo) expectOKf(name string, fact func(stdout string) string, args ...string) string {
+	out, errs, code, ms := d.run(args...)
+	if code != 0 {
+		d.record(name, false, ms, fmt.Sprintf("exit %d: %s", code, firstLine(errs)))
+		return ""
+	}
+	d.record(name, true, ms, fact(out))
+	return out
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// orderID extracts "id" from a --json order row.
+func orderID(out string) string {
+	var row struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	if json.Unmarshal([]byte(out), &row) != nil {
+		return ""
+	}
+	return row.ID
+}
+
+func runDemo(g *Globals, keep bool) error {
+	self, err := selfPath()
+	if err != nil {
+		return err
+	}
+	box, err := os.MkdirTemp("", "ferry-demo-")
+	if err != nil {
+		return fmt.Errorf("making the sandbox: %w", err)
+	}
+	d := &demo{g: g, self: self, home: filepath.Join(box, "home"), channel: filepath.Join(box, "sync", "demo")}
+	if !g.JSON {
+		g.printf("ferry demo: sandbox %s (its own FERRY_HOME; your setup is untouched)\n", box)
+	}
+	d.script()
+	if g.JSON {
+		out := map[string]any{"ok": !d.failed, "sandbox": box, "kept": keep, "steps": d.steps}
+		if err := g.printJSON(out); err != nil {
+			return err
+		}
+	}
+	if keep {
+		if !g.JSON {
+			g.printf("sandbox kept: FERRY_HOME=%s ferry --channel %s status\n", d.home, d.channel)
+		}
+	} else if err := os.RemoveAll(box); err != nil {
+		fmt.Fprintf(g.stderr, "ferry: warning: removing sandbox %s: %v\n", box, err)
+	}
+	if d.failed {
+		return fsbus.Errorf(fsbus.CatInternal, "rerun with --keep and inspect the sandbox", "demo: a step failed")
+	}
+	if !g.JSON {
+		g.printf("all %d steps passed: two agents ran the order loop through a plain folder\n", len(d.steps))
+	}
+	return nil
+}
+
+// script is the walkthrough: a channel and its owner, two seated agents, an order
+// dispatched, claimed (a second claim refused), progressed, submitted, reviewed and
+// accepted by the other agent, a second order cancelled by its author, the ledger
+// verified.
+func (d *demo) script() {
+	const alice, bob = "alice", "bob"
+	d.expectOK("init channel", "channel 'demo' and the owner's master key", "init", d.channel, "--project", "demo")
+	d.expectOK("join alice", "alice announced with her own ed25519 key", "join", "--as", alice, "--app", "demo")
+	d.expectOK("join bob", "bob announced with his own ed25519 key", "join", "--as", bob, "--app", "demo")
+	d.expectOK("seat alice", "owner seats alice as member (master-signed grant)", "grant", alice, "--level", "member")
+	d.expectOK("seat bob", "owner seats bob as member", "grant", bob, "--level", "member")
+	if d.failed {
+		return
+	}
+	out := d.expectOKf("dispatch order", func(out string) string {
+		return "alice dispatches \"Fix the flaky login test\" as " + orderID(out)
+	}, "order", "new", "Fix the flaky login test", "--as", alice, "--label", "tests", "--json",
+		"--body", "The login test fails one run in ten. Find why and fix it.")
+	id := orderID(out)
+	if id == "" {
+		d.record("read order id", false, 0, "no order id in: "+firstLine(out))
+		return
+	}
+	d.expectOK("bob claims", "bob holds "+id, "order", "claim", id, "--as", bob)
+	_, errs, code, ms := d.run("order", "claim", id, "--as", alice)
+	d.record("second claim refused", code == exitCodes[fsbus.CatConflict] && strings.Contains(errs, bob), ms,
+		"alice's claim refused: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
+	d.expectOK("progress", "bob reports progress on his claim", "order", "progress", id, "found the race in session setup", "--as", bob)
+	d.expectOK("submit", "bob submits a reference (work stays in the repo)", "order", "submit", id, "--ref", "fix/login-race@4f2c9e1", "--note", "wait for session before asserting", "--as", bob)
+	_, errs, code, ms = d.run("order", "review", id, "--accept", "--as", bob)
+	d.record("self-review refused", code == exitCodes[fsbus.CatDenied], ms, "bob cannot review his own result: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
+	d.expectOK("review accepted", "alice accepts: order "+id+" is accepted", "order", "review", id, "--accept", "--note", "verified locally", "--as", alice)
+	out = d.expectOKf("second order", func(out string) string {
+		return "alice dispatches \"Rewrite the docs\" as " + orderID(out)
+	}, "order", "new", "Rewrite the docs", "--as", alice, "--json")
+	id2 := orderID(out)
+	d.expectOK("cancel", "alice cancels "+id2+" (only the author may)", "order", "cancel", id2, "--note", "not needed", "--as", alice)
+	out, errs, code, ms = d.run("order", "show", id, "--json")
+	var o fsbus.Order
+	ok := code == 0 && json.Unmarshal([]byte(out), &o) == nil && o.State == fsbus.StateAccepted && o.Holder == bob
+	d.record("fold from files", ok, ms, fmt.Sprintf("a fresh process folds %s: %s, holder %s, %d history entries", id, o.State, o.Holder, len(o.History)))
+	if !ok && errs != "" {
+		d.steps[len(d.steps)-1].Fact += ": " + firstLine(errs)
+	}
+	d.expectOKf("ledger verify", func(out string) string {
+		return strings.TrimPrefix(firstLine(out), "✔ ")
+	}, "ledger", "verify")
+}

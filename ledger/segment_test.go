@@ -98,7 +98,7 @@ func TestOpen(t *testing.T) {
 type wrongSigner struct{}
 
 func (wrongSigner) Sign(msg []byte) ([]byte, error) { return otherKey.Sign(msg) }
-func (wrongSigner) Public() ed25519.PublicKey     { return testKey.Public() }
+func (wrongSigner) Public() ed25519.PublicKey       { return testKey.Public() }
 
 func TestAppendErrors(t *testing.T) {
 	ok := Draft{Type: "test.x"}
