@@ -179,7 +179,7 @@ func Fold(in FoldInput) *State {
 		if e.Writer != MasterWriter {
 			continue
 		}
-		if err := e.VerifySig(in.Master, in.Project); err != nil {
+		if !verifyEntry(e, in.Master, in.Project) {
 			ignore(e, "signature does not verify against the master key")
 			continue
 		}
@@ -237,7 +237,7 @@ func Fold(in FoldInput) *State {
 			if e.Type == TypeAgentJoin {
 				// Counts before a seat, for display only: self-signed by the key it carries.
 				key, err := ledger.ParseKey(d.Key)
-				if !ok || err != nil || e.VerifySig(key, in.Project) != nil {
+				if !ok || err != nil || !verifyEntry(e, key, in.Project) {
 					ignore(e, "agent.join not signed by the key it announces")
 					continue
 				}
@@ -257,7 +257,7 @@ func Fold(in FoldInput) *State {
 			case g.revoke:
 				ignore(e, "writer's grant was revoked")
 				continue
-			case e.VerifySig(g.key, in.Project) != nil:
+			case !verifyEntry(e, g.key, in.Project):
 				ignore(e, "signature does not verify against the seated key")
 				continue
 			case !ok:

@@ -1,0 +1,41 @@
+// Package fsbus is the channel on disk: its layout, machine-local keys and config,
+// identity and grants, signed objects, the state folded from the ledger, and every
+// operation the CLI and the MCP server share. Each operation is one function here, so
+// permission checks, signing and entries are identical whichever surface calls it
+// (DESIGN §3). docs/format.md is the normative description of the format; this comment
+// is a map of the code.
+//
+// # Layout
+//
+// A channel is a directory (usually inside a synced folder):
+//
+//	channel.toml                     format = 1, project, title, master key, policy; signed
+//	PROTOCOL.md, .gitattributes      written once by Init
+//	.stignore                        machine-local (Syncthing does not sync it)
+//	ledger/<writer>/<device>.jsonl   append-only segments (package ledger)
+//	orders/<id>.json                 OrderObject, signed by its author, written once
+//	results/<id>.json                ResultObject of a submit
+//	messages/ asks/ presence/ handins/<writer>/ memory/ releases/
+//
+// Machine-local state lives in a Home: keys (0600), pinned master keys, the project →
+// channel map and the device id under ConfigDir; lock files and the arrival log under
+// CacheDir. FERRY_HOME moves both.
+//
+// # Writing
+//
+// Every write goes through Session.write: under the machine-local channel flock it
+// loads a fresh View (ledger.Read → Fold → arrival log), lets the operation check the
+// move with the very state machine the fold uses, publishes any object by rename, then
+// appends one entry to the writer's own segment. The entry names the head of the
+// thing's chain in data.basis, which makes it a compare-and-set: on one machine exactly
+// one of N racing processes wins; across machines the chain branches and Fold resolves
+// it (furthest stage, then lower hash) the same way everywhere.
+//
+// # Folding
+//
+// Fold is a pure function of the entries and the object files they name; it never
+// reads a clock. It verifies every entry against the key the writer's covering grant
+// binds (grants apply by per-segment sequence bounds) and its level, then builds agents
+// and orders. Entries that count for nothing are listed in State.Ignored; branched
+// chains are listed as contests naming the winner and everyone involved.
+package fsbus
