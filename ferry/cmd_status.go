@@ -47,6 +47,9 @@ func (c *StatusCmd) Run(g *Globals) error {
 	for _, q := range s.Quiet {
 		g.printf("not seen   %s holds %s, %s for %ds\n", q.Holder, q.Order, q.Liveness, q.AgeS)
 	}
+	for _, w := range s.Ahead {
+		g.printf("clock      %s writes HLCs more than max_skew ahead of this machine's clock; not absorbed\n", w)
+	}
 	if s.Ignored+s.Problems > 0 {
 		g.printf("attention  %d ignored entries, %d ledger problems: run `ferry ledger verify`\n", s.Ignored, s.Problems)
 	}

@@ -30,6 +30,7 @@ type Arrivals struct {
 	number   map[string]uint64 // entry hash → arrival number
 	seen     map[string]int64  // entry hash → first seen (Unix ms)
 	Sighting map[string]int64  // writer → when this machine last saw it change (Unix ms)
+	torn     bool              // the file ends without a newline
 }
 
 // Number returns the arrival number of an entry hash (0 if not ingested).
@@ -93,12 +94,17 @@ func ingestArrivals(c *Channel, entries []ledger.Entry) (*Arrivals, error) {
 	if buf.Len() == 0 {
 		return a, nil
 	}
+	out := buf.Bytes()
+	if a.torn {
+		out = append([]byte{'\n'}, out...)
+		a.torn = false
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening arrival log: %w", err)
 	}
 	defer f.Close()
-	if _, err := f.Write(buf.Bytes()); err != nil {
+	if _, err := f.Write(out); err != nil {
 		return nil, fmt.Errorf("appending to arrival log: %w", err)
 	}
 	return a, nil
@@ -118,19 +124,17 @@ func loadArrivals(path string) (*Arrivals, error) {
 		return nil, fmt.Errorf("arrival log %s has no header", path)
 	}
 	a := &Arrivals{LogID: strings.TrimPrefix(sc.Text(), arrivalsHeader), number: map[string]uint64{}, seen: map[string]int64{}, Sighting: map[string]int64{}}
-	complete := bytes.HasSuffix(raw, []byte("\n"))
 	for sc.Scan() {
+		// A line that does not parse (a torn tail left by a crash, completed by a later
+		// append's leading newline) names no arrival: skip it.
 		f := strings.Fields(sc.Text())
 		if len(f) != 4 {
-			if !sc.Scan() && !complete {
-				break // torn last line from a crash: ignored, rewritten on next ingest
-			}
-			return nil, fmt.Errorf("arrival log %s has a bad line", path)
+			continue
 		}
 		n, err1 := strconv.ParseUint(f[0], 10, 64)
 		ms, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("arrival log %s has a bad line", path)
+		if err1 != nil || err2 != nil || !strings.HasPrefix(f[1], "sha256:") {
+			continue
 		}
 		a.number[f[1]], a.seen[f[1]] = n, ms
 		if n > a.Last {
@@ -140,6 +144,7 @@ func loadArrivals(path string) (*Arrivals, error) {
 			a.Sighting[f[3]] = ms
 		}
 	}
+	a.torn = len(raw) > 0 && raw[len(raw)-1] != '\n'
 	return a, nil
 }
 

@@ -125,6 +125,9 @@ type Status struct {
 	Counts   map[string]int `json:"orders"`
 	Ignored  int            `json:"ignored_entries"`
 	Problems int            `json:"ledger_problems"`
+	// Ahead lists writers with entries stamped more than max_skew ahead of this
+	// machine's clock: their HLCs are not absorbed (DESIGN §2 "HLC"), only reported.
+	Ahead []string `json:"clock_ahead,omitempty"`
 }
 
 // Status builds the owner's view: agents waiting to be seated, reviews due, contested
@@ -148,7 +151,29 @@ func (c *Channel) Status(v *View) *Status {
 		}
 	}
 	sort.Slice(s.Quiet, func(i, j int) bool { return s.Quiet[i].Order < s.Quiet[j].Order })
+	s.Ahead = c.aheadWriters(v)
 	return s
+}
+
+// aheadWriters lists writers whose newest entry is more than max_skew ahead of this
+// machine's clock.
+func (c *Channel) aheadWriters(v *View) []string {
+	limit := c.now().Add(time.Duration(c.Config.Policy.MaxSkewS) * time.Second).UnixMilli()
+	seen := map[string]bool{}
+	var out []string
+	for i := len(v.Snapshot.Entries) - 1; i >= 0; i-- {
+		e := &v.Snapshot.Entries[i]
+		h, err := ledger.ParseHLC(e.HLC)
+		if err != nil || h.Ms <= limit {
+			break // entries are in HLC order: nothing earlier is further ahead
+		}
+		if !seen[e.Writer] {
+			seen[e.Writer] = true
+			out = append(out, e.Writer)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Catchup limits (DESIGN §4 token budget: digest, never history).

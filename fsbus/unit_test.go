@@ -1,0 +1,263 @@
+package fsbus
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// testHome returns a Home under a temp dir (never the user's real one).
+func testHome(t *testing.T) *Home {
+	t.Helper()
+	d := t.TempDir()
+	return &Home{ConfigDir: filepath.Join(d, "config"), CacheDir: filepath.Join(d, "cache")}
+}
+
+func TestNewIDShape(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewID(PrefixOrder)
+		if !ValidID(id) || len(id) != 2+IDLen {
+			t.Fatalf("NewID = %q, not a valid id", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewID repeated %q", id)
+		}
+		seen[id] = true
+	}
+	for _, c := range "ilou" {
+		for id := range seen {
+			if strings.ContainsRune(id[2:], c) {
+				t.Fatalf("id %q uses %q, outside Crockford base32", id, c)
+			}
+		}
+	}
+	if d := NewDeviceID(); len(d) != DeviceLen || !ValidName(d) {
+		t.Fatalf("NewDeviceID = %q", d)
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"claude-code-laptop", true}, {"a", true}, {"0x", true},
+		{"", false}, {"-a", false}, {"A", false}, {"a_b", false}, {"a.b", false},
+		{"con", false}, {"lpt1", false}, {strings.Repeat("a", 64), false},
+	} {
+		if got := ValidName(tc.in); got != tc.ok {
+			t.Errorf("ValidName(%q) = %v, want %v", tc.in, got, tc.ok)
+		}
+	}
+}
+
+func TestResolveID(t *testing.T) {
+	known := []string{"o-abc0000000000", "o-abd0000000000", "o-xyz0000000000"}
+	for _, tc := range []struct {
+		q, want, cat string
+	}{
+		{"o-abc0000000000", "o-abc0000000000", ""},
+		{"o-x", "o-xyz0000000000", ""},
+		{"xyz", "o-xyz0000000000", ""},
+		{"o-ab", "", CatInvalid},
+		{"o-q", "", CatNotFound},
+		{"", "", CatInvalid},
+	} {
+		got, err := resolveID("order", tc.q, known)
+		if tc.cat != "" {
+			if !IsCategory(err, tc.cat) {
+				t.Errorf("resolveID(%q) err = %v, want category %s", tc.q, err, tc.cat)
+			}
+			if tc.cat == CatInvalid && tc.q != "" && !strings.Contains(err.Error(), "o-abc0000000000, o-abd0000000000") {
+				t.Errorf("ambiguous prefix error does not list candidates: %v", err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("resolveID(%q) = %q, %v; want %q", tc.q, got, err, tc.want)
+		}
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sub", "x.json")
+	if err := WriteFileAtomic(p, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(p, []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if string(b) != "two" {
+		t.Fatalf("content %q", b)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(p))
+	if len(ents) != 1 {
+		t.Fatalf("temp files left behind: %v", ents)
+	}
+	// writeNew refuses to overwrite an object (written once).
+	if err := writeNew(p, []byte("three")); err == nil {
+		t.Fatal("writeNew overwrote an existing file")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "two" {
+		t.Fatalf("writeNew changed the file: %q", b)
+	}
+	// A target that is a directory fails and leaves no temp file.
+	if err := WriteFileAtomic(dir, []byte("x"), 0o644); err == nil {
+		t.Fatal("writing over a directory succeeded")
+	}
+	ents, _ = os.ReadDir(filepath.Dir(dir))
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Fatalf("temp file left: %s", e.Name())
+		}
+	}
+}
+
+func TestKeysArePrivateAndNeverOverwritten(t *testing.T) {
+	h := testHome(t)
+	k, err := h.NewKey("acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.NewKey("acme", "alice"); !IsCategory(err, CatConflict) {
+		t.Fatalf("second NewKey: %v, want conflict", err)
+	}
+	k2, err := h.LoadKey("acme", "alice")
+	if err != nil || !k2.Public().Equal(k.Public()) {
+		t.Fatalf("LoadKey = %v, %v", k2, err)
+	}
+	if fi, _ := os.Stat(h.keyPath("acme", "alice")); fi != nil && os.PathSeparator == '/' && fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key mode %v, want 0600", fi.Mode().Perm())
+	}
+	if _, err := h.LoadKey("acme", "bob"); !IsCategory(err, CatNotFound) || !strings.Contains(err.Error(), "ferry join --as bob") {
+		t.Fatalf("LoadKey of a missing key: %v", err)
+	}
+	if !strings.HasPrefix(h.keyPath("acme", "alice"), h.ConfigDir) {
+		t.Fatal("keys must live in the config dir, never the cache dir")
+	}
+}
+
+func TestInitOpenAndTrust(t *testing.T) {
+	h := testHome(t)
+	dir := filepath.Join(t.TempDir(), "acme")
+	c, err := Init(h, InitOptions{Dir: dir, Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"channel.toml", "PROTOCOL.md", ".gitattributes", ".stignore", "ledger", "orders"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("init did not make %s", f)
+		}
+	}
+	if _, err := Init(h, InitOptions{Dir: dir, Project: "acme"}); !IsCategory(err, CatConflict) {
+		t.Fatalf("second init: %v, want conflict", err)
+	}
+	if _, err := Init(h, InitOptions{Dir: t.TempDir(), Project: "Bad_ID"}); !IsCategory(err, CatInvalid) {
+		t.Fatalf("bad project id: %v, want invalid", err)
+	}
+	m, _ := h.Projects()
+	if m["acme"] != c.Root {
+		t.Fatalf("project map = %v", m)
+	}
+
+	// A second machine pins the master key on first use.
+	h2 := testHome(t)
+	if _, err := Open(h2, dir); err != nil {
+		t.Fatal(err)
+	}
+	// A channel.toml naming another master key (a new channel under the same project
+	// id) is refused on a machine that pinned the first one.
+	other := filepath.Join(t.TempDir(), "acme")
+	if _, err := Init(testHome(t), InitOptions{Dir: other, Project: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(h2, other); !IsCategory(err, CatDenied) {
+		t.Fatalf("open with another master key: %v, want denied", err)
+	}
+
+	// Editing channel.toml breaks its signature: refused, nothing written.
+	p := filepath.Join(dir, "channel.toml")
+	raw, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(raw), "quiet_after_s = 300", "quiet_after_s = 1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(h, dir); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not signed") {
+		t.Fatalf("open of an edited channel.toml: %v", err)
+	}
+	if _, err := Open(h, t.TempDir()); !IsCategory(err, CatNotFound) {
+		t.Fatalf("open of an empty dir: %v, want not_found", err)
+	}
+}
+
+func TestArrivalLogCursorsAndRepair(t *testing.T) {
+	h := testHome(t)
+	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Join(c, "alice", "test"); err != nil {
+		t.Fatal(err)
+	}
+	v1, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := v1.Arrivals.Cursor()
+	if _, err := Join(c, "bob", "test"); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := v2.Arrivals.parseCursor(cur)
+	if !ok || n != v1.Arrivals.Last || v2.Arrivals.Last != n+1 {
+		t.Fatalf("cursor %q → %d,%v; last %d → %d", cur, n, ok, v1.Arrivals.Last, v2.Arrivals.Last)
+	}
+	if _, ok := v2.Arrivals.parseCursor("zzzz.3"); ok {
+		t.Fatal("a foreign cursor was accepted")
+	}
+	if _, ok := v2.Arrivals.Sighting["bob"]; !ok {
+		t.Fatal("no sighting of bob")
+	}
+	// A damaged log is moved aside and rebuilt; an old cursor then falls back.
+	p := filepath.Join(h.StateDir("acme"), "arrivals.log")
+	if err := os.WriteFile(p, []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v3, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v3.Arrivals.Last != 2 || v3.Arrivals.LogID == v2.Arrivals.LogID {
+		t.Fatalf("rebuilt log: last %d id %s (old %s)", v3.Arrivals.Last, v3.Arrivals.LogID, v2.Arrivals.LogID)
+	}
+	if _, ok := v3.Arrivals.parseCursor(cur); ok {
+		t.Fatal("cursor into a lost log was accepted")
+	}
+	d := c.Catchup(v3, "alice", cur)
+	if d.Since {
+		t.Fatal("catchup with a lost cursor must fall back to the full digest")
+	}
+	// A torn last line (crash mid-append) is ignored, not fatal.
+	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0o644)
+	f.WriteString("3 sha256:ab")
+	f.Close()
+	if _, err := loadArrivals(p); err != nil {
+		t.Fatalf("torn arrival log line: %v", err)
+	}
+	if _, err := Join(c, "carol", "test"); err != nil {
+		t.Fatal(err)
+	}
+	v4, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v4.Arrivals.LogID != v3.Arrivals.LogID || v4.Arrivals.Last != 3 {
+		t.Fatalf("after a torn line the log was rebuilt or lost an arrival: id %s→%s last %d", v3.Arrivals.LogID, v4.Arrivals.LogID, v4.Arrivals.Last)
+	}
+}
