@@ -26,7 +26,7 @@ type CLI struct {
 	Agents  AgentsCmd  `cmd:"" help:"List agents, their levels and liveness."`
 	Access  AccessCmd  `cmd:"" help:"Show what an agent may do."`
 	Status  StatusCmd  `cmd:"" help:"Show the owner's view: agents to seat, reviews due, contested orders."`
-	Order   OrderCmd   `cmd:"" aliases:"orders" help:"Dispatch, claim and finish orders."`
+	Order   OrderCmd   `cmd:"" help:"Dispatch, claim and finish orders."`
 	Catchup CatchupCmd `cmd:"" help:"Show an agent's bounded digest of what matters now."`
 	Ledger  LedgerCmd  `cmd:"" help:"Read or verify the ledger."`
 	Demo    DemoCmd    `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`

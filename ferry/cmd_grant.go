@@ -4,7 +4,7 @@ import "github.com/ferryhq/ferry/fsbus"
 
 // GrantCmd is `ferry grant NAME --level L` and `ferry grant revoke NAME`.
 type GrantCmd struct {
-	Set    GrantSetCmd    `cmd:"" default:"withargs" hidden:"" help:"Seat an agent at a level."`
+	Set    GrantSetCmd    `cmd:"" default:"withargs" help:"Seat an agent at a level (also: ferry grant NAME)."`
 	Revoke GrantRevokeCmd `cmd:"" help:"Revoke an agent's grant: its later entries count for nothing."`
 }
 
