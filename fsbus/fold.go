@@ -127,7 +127,8 @@ type ObjectReader func(writer, id string) (canonical []byte, hash string, err er
 type FoldInput struct {
 	Project string
 	Master  ed25519.PublicKey
-	// Entries in merged (hlc, writer, device, seq) order, as ledger.Snapshot gives them.
+	// Entries as ledger.Snapshot gives them. Any order and repeated records fold the
+	// same: Fold puts them in merged (hlc, writer, device, seq) order and drops repeats.
 	Entries []ledger.Entry
 	// Objects reads object files; the fold never touches the disk itself.
 	Objects ObjectReader
@@ -138,6 +139,7 @@ type FoldInput struct {
 // they arrived in. Entries that fail verification or exceed their writer's grant are
 // listed in State.Ignored and change nothing.
 func Fold(in FoldInput) *State {
+	in.Entries = mergedSet(in.Entries)
 	st := &State{
 		Project: in.Project,
 		Agents:  map[string]*Agent{},
@@ -297,6 +299,41 @@ func Fold(in FoldInput) *State {
 	foldOrders(st, in, orderEntries, ignore)
 	sort.Slice(st.Contested, func(i, j int) bool { return st.Contested[i].Ref < st.Contested[j].Ref })
 	return st
+}
+
+// mergedSet returns entries in merged (hlc, writer, device, seq) order with repeated
+// records dropped, so the fold is a function of the set of entries it is given, not of
+// their order or of how often a record was delivered. Entries already in strict merged
+// order, as ledger.Read gives them, are returned as they are.
+func mergedSet(entries []ledger.Entry) []ledger.Entry {
+	sorted := true
+	for i := 1; i < len(entries) && sorted; i++ {
+		sorted = entryLess(&entries[i-1], &entries[i])
+	}
+	if sorted {
+		return entries
+	}
+	ps := make([]*ledger.Entry, len(entries))
+	for i := range entries {
+		ps[i] = &entries[i]
+	}
+	sort.Slice(ps, func(i, j int) bool {
+		if entryLess(ps[i], ps[j]) {
+			return true
+		}
+		if entryLess(ps[j], ps[i]) {
+			return false
+		}
+		return ps[i].Hash() < ps[j].Hash() // one record twice, or a fork: same place
+	})
+	out := make([]ledger.Entry, 0, len(ps))
+	for i, e := range ps {
+		if i > 0 && ps[i-1].Hash() == e.Hash() {
+			continue // the hash covers writer, device and seq: the same record
+		}
+		out = append(out, *e)
+	}
+	return out
 }
 
 func (a *Agent) noteSegment(e *ledger.Entry) {

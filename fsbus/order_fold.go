@@ -309,6 +309,11 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			pending[n.e.Ref]++
 			continue
 		}
+		if parent.e.Ref != n.e.Ref {
+			// A basis binds an entry to a chain only together with its ref.
+			ignore(n.e, "basis names an entry of another order")
+			continue
+		}
 		parent.children = append(parent.children, n)
 	}
 
@@ -334,12 +339,16 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 		st.Orders[id] = o
 	}
 	// Progress and extend name their claim, not a basis: they count when that claim is
-	// the order's current claim and the writer is its holder.
+	// one of the writer's own claims on the order's chain, and show while it is the
+	// order's current claim (progress on a claim since released stays valid history).
 	for _, e := range progress {
 		o := st.Orders[e.Ref]
 		d, _ := decodeData(e)
-		if o == nil || d.Claim == "" || d.Claim != o.Claim || e.Writer != o.Holder {
-			ignore(e, "progress does not name the writer's current claim")
+		if o == nil || d.Claim == "" || !o.claimedBy(d.Claim, e.Writer) {
+			ignore(e, "progress does not name a claim of the writer")
+			continue
+		}
+		if d.Claim != o.Claim || e.Writer != o.Holder {
 			continue
 		}
 		o.Progress = append(o.Progress, Step{Type: e.Type, By: e.Writer, HLC: e.HLC, Hash: e.Hash(), Note: d.Note})
@@ -347,6 +356,16 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			o.Updated = e.HLC
 		}
 	}
+}
+
+// claimedBy reports whether hash is an order.claim by writer on o's winning chain.
+func (o *Order) claimedBy(hash, writer string) bool {
+	for _, h := range o.History {
+		if h.Hash == hash && h.Type == TypeOrderClaim && h.By == writer {
+			return true
+		}
+	}
+	return false
 }
 
 // loadOrderObject fills the order's body from its object file. It reports false when

@@ -150,6 +150,16 @@ func (st *State) OrderIDs() []string {
 // FindOrder resolves a full id or unique prefix (DESIGN §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {
 	id, err := resolveID("order", q, st.OrderIDs())
+	if IsCategory(err, CatNotFound) {
+		// An order whose create entry or object does not count is not shown; say why
+		// instead of "no such order".
+		for _, ig := range st.Ignored {
+			if ig.Type == TypeOrderCreate && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(q)) {
+				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+					"order %s does not count: %s", ig.Ref, ig.Reason)
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -32,6 +33,17 @@ func (c *Channel) Load() (*View, error) {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
 	st := Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
+	// Read resolves forks by hash without checking signatures, so a forged copy of a
+	// record (same writer, device and seq, bad signature) could displace the signed one.
+	// When there is a fork, read again leaving out records whose signature fails against
+	// the roster just folded: the first pass restores the master's chain (its key is
+	// fixed), the second the agents' chains under the grants that pass restored.
+	for i := 0; i < 2 && len(snap.Forks) > 0; i++ {
+		if snap, err = c.Ledger.ReadVerified(c.rosterKeys(st)); err != nil {
+			return nil, fmt.Errorf("reading ledger: %w", err)
+		}
+		st = Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
+	}
 	arr, err := ingestArrivals(c, snap.Entries)
 	if err != nil {
 		return nil, err
@@ -98,7 +110,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 				return err
 			}
 		}
-		e, err := s.Ledger.Append(s.Name, s.Device, *d, s.Signer, v.Snapshot.MaxHLC)
+		e, err := s.Ledger.Append(s.Name, s.Device, *d, s.Signer, s.observedHLC(v.Snapshot))
 		if err != nil {
 			return fmt.Errorf("appending %s: %w", d.Type, err)
 		}
@@ -106,6 +118,24 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		return nil
 	})
 	return out, view, err
+}
+
+// observedHLC is the highest HLC read that is at most max_skew ahead of this machine's
+// clock: the one a write absorbs (DESIGN §2 "HLC"). Snapshot.MaxHLC alone would not do:
+// Append refuses to absorb a value beyond max_skew, so one far-ahead entry would stop
+// the writer from absorbing every other HLC it has read.
+func (s *Session) observedHLC(snap *ledger.Snapshot) ledger.HLC {
+	skew := time.Duration(s.Config.Policy.MaxSkewS) * time.Second
+	if skew <= 0 {
+		skew = ledger.DefaultMaxSkew
+	}
+	limit := s.now().Add(skew).UnixMilli()
+	for i := len(snap.Entries) - 1; i >= 0; i-- { // entries are in HLC order
+		if h, err := ledger.ParseHLC(snap.Entries[i].HLC); err == nil && h.Ms <= limit {
+			return h
+		}
+	}
+	return ledger.HLC{}
 }
 
 // pendingObject is an object file a write publishes before its entry.

@@ -135,13 +135,13 @@ type Status struct {
 func (c *Channel) Status(v *View) *Status {
 	st := v.State
 	s := &Status{Project: c.Project(), Channel: c.Root, Entries: st.Entries, Counts: map[string]int{},
-		Contests: st.Contested, Ignored: len(st.Ignored), Problems: len(v.Snapshot.Problems) + len(v.Snapshot.Forks)}
+		Contests: append([]Contest{}, st.Contested...), ToSeat: []*Agent{}, Quiet: []HolderRow{}, Ignored: len(st.Ignored), Problems: len(v.Snapshot.Problems) + len(v.Snapshot.Forks)}
 	for _, a := range st.AgentList() {
 		if a.JoinKey != "" && !a.Retired && (!a.Seated || a.Key != a.JoinKey) {
 			s.ToSeat = append(s.ToSeat, a)
 		}
 	}
-	s.Reviews = st.ListOrders(OrderFilter{State: StateSubmitted})
+	s.Reviews = append([]OrderRow{}, st.ListOrders(OrderFilter{State: StateSubmitted})...)
 	for _, o := range st.Orders {
 		s.Counts[o.State]++
 		if o.Holder != "" && (o.State == StateClaimed || o.State == StateChangesRequested) {
@@ -228,12 +228,13 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			continue
 		}
 		switch {
+		case o.State == StateSubmitted && o.Result != nil && o.Result.By != agent:
+			// Before "mine": the author is the usual reviewer of its own order.
+			add(&out.Reviews, o, CatchupOpen)
 		case o.Holder == agent || (o.Author == agent && o.State != StateOpen):
 			add(&out.Mine, o, CatchupMine)
 		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
 			add(&out.Open, o, CatchupOpen)
-		case o.State == StateSubmitted && o.Result != nil && o.Result.By != agent:
-			add(&out.Reviews, o, CatchupOpen)
 		}
 		if o.Author == agent && o.State == StateOpen {
 			add(&out.Mine, o, CatchupMine)
@@ -263,11 +264,11 @@ func (r *VerifyReport) OK() bool {
 	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0
 }
 
-// Verify checks every segment line (chain, signature against the key the roster binds,
-// forks), lists entries the fold ignored, and checks every object file's signature.
-func (c *Channel) Verify(v *View) (*VerifyReport, error) {
-	st := v.State
-	keys := func(e *ledger.Entry) (ed25519.PublicKey, bool) {
+// rosterKeys returns the key the roster of st binds to an entry's writer: the master
+// key, the key of the agent's grant covering the entry, or for an agent.join the key
+// it announces.
+func (c *Channel) rosterKeys(st *State) ledger.KeyFunc {
+	return func(e *ledger.Entry) (ed25519.PublicKey, bool) {
 		if e.Writer == MasterWriter {
 			return c.MasterKey, true
 		}
@@ -284,6 +285,13 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 		}
 		return nil, false
 	}
+}
+
+// Verify checks every segment line (chain, signature against the key the roster binds,
+// forks), lists entries the fold ignored, and checks every object file's signature.
+func (c *Channel) Verify(v *View) (*VerifyReport, error) {
+	st := v.State
+	keys := c.rosterKeys(st)
 	rep, err := c.Ledger.Verify(keys)
 	if err != nil {
 		return nil, err
