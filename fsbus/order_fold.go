@@ -284,9 +284,17 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 				ignore(e, "order.create with a bad order id")
 				continue
 			}
-			if prev, dup := creates[e.Ref]; dup && prev.e.Hash() != e.Hash() {
-				ignore(e, "second order.create for an existing order id")
-				continue
+			if prev, dup := creates[e.Ref]; dup {
+				// Two creates under one id (a forged or cloned record): the lower hash
+				// counts, whatever the clocks say, like a fork.
+				if prev.e.Hash() == e.Hash() {
+					continue
+				}
+				if prev.e.Hash() < e.Hash() {
+					ignore(e, "second order.create for an existing order id")
+					continue
+				}
+				ignore(prev.e, "second order.create for an existing order id")
 			}
 			creates[e.Ref] = n
 		case orderLifecycle[e.Type]:

@@ -1,0 +1,69 @@
+package fsbus
+
+import (
+	"testing"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// TestFoldDuplicateCreateLowerHashWins: two order.create entries under one order id
+// (a forged or cloned record) resolve by hash, never by clock: the lower hash counts
+// and the other is listed as ignored, whichever carries the earlier HLC.
+func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
+	w := propWorldFor(t)
+	var orig *ledger.Entry
+	for i := range w.entries {
+		if e := &w.entries[i]; e.Type == TypeOrderCreate && e.Writer != MasterWriter {
+			orig = e
+			break
+		}
+	}
+	if orig == nil {
+		t.Fatal("scenario has no order.create")
+	}
+	signer := w.signers[orig.Writer]
+	for _, tc := range []struct{ earlier, dupWins bool }{{true, true}, {true, false}, {false, true}, {false, false}} {
+		earlier, dupWins := tc.earlier, tc.dupWins
+		// A second create under the same id naming another object hash, stamped before
+		// or after the original; its seq is varied until its hash sorts where wanted.
+		var parsed ledger.Entry
+		for seq := uint64(9000); ; seq++ {
+			dup := ledger.Entry{V: 1, Writer: orig.Writer, Device: orig.Device, Seq: seq, Type: TypeOrderCreate, Ref: orig.Ref,
+				Data: mustJSON(entryData{Object: ledger.HashBytes([]byte("another object"))})}
+			dup.HLC = "2099-01-01T00:00:00.000Z/0000"
+			if earlier {
+				dup.HLC = "2000-01-01T00:00:00.000Z/0000"
+			}
+			if err := dup.Sign(signer, propProject); err != nil {
+				t.Fatal(err)
+			}
+			line, _ := dup.Canonical()
+			p, err := ledger.ParseLine(line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (p.Hash() < orig.Hash()) == dupWins {
+				parsed = p
+				break
+			}
+		}
+		entries := append(append([]ledger.Entry{}, w.entries...), parsed)
+		st := w.fold(entries, nil)
+		o := st.Orders[orig.Ref]
+		switch {
+		case dupWins && o != nil:
+			t.Fatalf("earlier=%v: the lower-hash duplicate should count (its object does not match: order hidden), got %+v", earlier, o.Row())
+		case !dupWins && (o == nil || o.Title != w.full.Orders[orig.Ref].Title):
+			t.Fatalf("earlier=%v: the original (lower hash) should count", earlier)
+		}
+		found := false
+		for _, ig := range st.Ignored {
+			if ig.Type == TypeOrderCreate && ig.Ref == orig.Ref {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("earlier=%v: the losing create is not listed as ignored", earlier)
+		}
+	}
+}
