@@ -3,8 +3,10 @@ package fsbus
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -32,13 +34,37 @@ type entryData struct {
 	IDs       []string          `json:"ids,omitempty"`
 }
 
+// decodeData decodes an entry's data. It reports false for data that does not decode
+// and for data with a key that equals a known field name only when case is ignored
+// ("Basis"): encoding/json would fill the field from it, last key wins, so the entry's
+// meaning would hang on key order, which its hash and signature ignore (rule 9).
 func decodeData(e *ledger.Entry) (entryData, bool) {
 	var d entryData
 	if len(e.Data) == 0 {
 		return d, true
 	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(e.Data, &m) != nil {
+		return d, false
+	}
+	for k := range m {
+		if f, ok := dataKeysFolded[strings.ToLower(k)]; ok && f != k {
+			return d, false
+		}
+	}
 	return d, json.Unmarshal(e.Data, &d) == nil
 }
+
+// dataKeysFolded maps each lower-cased json name of entryData to the name itself.
+var dataKeysFolded = func() map[string]string {
+	m := map[string]string{}
+	t := reflect.TypeFor[entryData]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		m[strings.ToLower(name)] = name
+	}
+	return m
+}()
 
 // Agent is a writer as the fold sees it: what it announced and what the master granted.
 type Agent struct {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // testHome returns a Home under a temp dir (never the user's real one).
@@ -259,5 +261,23 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	}
 	if v4.Arrivals.LogID != v3.Arrivals.LogID || v4.Arrivals.Last != 3 {
 		t.Fatalf("after a torn line the log was rebuilt or lost an arrival: id %s→%s last %d", v3.Arrivals.LogID, v4.Arrivals.LogID, v4.Arrivals.Last)
+	}
+}
+
+func TestDecodeDataRejectsCaseVariantKeys(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		ok   bool
+	}{
+		{`{"basis":"sha256:aa"}`, true},
+		{`{"basis":"sha256:aa","unknown_field":1}`, true},
+		{`{"Basis":"sha256:bb"}`, false},
+		{`{"basis":"sha256:aa","BASIS":"sha256:bb"}`, false},
+		{`[1]`, false},
+	} {
+		e := ledger.Entry{Data: []byte(tc.data)}
+		if _, ok := decodeData(&e); ok != tc.ok {
+			t.Errorf("decodeData(%s) ok = %v, want %v", tc.data, ok, tc.ok)
+		}
 	}
 }

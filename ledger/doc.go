@@ -48,16 +48,17 @@ hash of its predecessor in prev; at seq 1 prev is omitted. The signature is ed25
 hlc is a hybrid logical clock, "YYYY-MM-DDTHH:MM:SS.mmmZ/NNNN" in UTC, fixed width, so
 text order is time order ([HLC], [NextHLC]). Within a segment hlc strictly increases
 even when the wall clock steps back. A writer absorbs the HLCs it has read (the
-observed argument of [Ledger.Append], usually [Snapshot].MaxHLC) but never moves more
-than [Options].MaxSkew (default one hour) ahead of its own wall clock. Readers order
+observed argument of [Ledger.Append], usually [Snapshot.MaxHLC]) but never moves more
+than [Options.MaxSkew] (default one hour) ahead of its own wall clock. Readers order
 entries by (hlc, writer, device, seq), never by file time or arrival order.
 
 # Appending
 
 [Ledger.Append] takes the segment's machine-local lock (a [github.com/gofrs/flock] file
-"seg-<writer>.<device>.lock" in [Options].LockDir, created on first use and never
-deleted), repairs a torn tail, reads the last complete entry backwards from the end of
-the file, builds and signs the next entry, writes the whole line with one write on a
+"seg-<writer>.<device>.lock" in [Options.LockDir], created on first use and never
+deleted), repairs a torn tail, reads the segment's last complete entry backwards from
+the end of the file (normally one line; lines of other segments found there are kept
+but skipped), builds and signs the next entry, writes the whole line with one write on a
 file opened O_APPEND, fsyncs it (and the directory when the file is new) and unlocks.
 A crash therefore leaves at most one incomplete line, always the last.
 

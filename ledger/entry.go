@@ -274,6 +274,9 @@ func ParseLine(line []byte) (Entry, error) {
 	if err := json.Unmarshal(line, &e); err != nil {
 		return Entry{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	if err := checkKeyCase(line); err != nil {
+		return Entry{}, err
+	}
 	switch {
 	case e.V < 1:
 		return Entry{}, fmt.Errorf("%w: missing v", ErrMalformed)
@@ -302,4 +305,26 @@ func ParseLine(line []byte) (Entry, error) {
 	e.raw = raw
 	e.hash = HashBytes(raw)
 	return e, nil
+}
+
+// entryKeys are the JSON names of Entry's fields.
+var entryKeys = [...]string{"v", "writer", "device", "seq", "hlc", "prev", "type", "ref", "data", "idem", "sig"}
+
+// checkKeyCase returns ErrMalformed (wrapped) when a top-level key of line equals a
+// field name only when case is ignored ("Writer"). encoding/json fills the field from
+// such a key too, last one wins, so the entry's meaning would hang on key order — which
+// the canonical form, and so hash and signature, ignore (DESIGN §2 rule 9).
+func checkKeyCase(line []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	for k := range m {
+		for _, f := range entryKeys {
+			if k != f && strings.EqualFold(k, f) {
+				return fmt.Errorf("%w: key %q differs from %q only in case", ErrMalformed, k, f)
+			}
+		}
+	}
+	return nil
 }

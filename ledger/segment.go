@@ -133,9 +133,10 @@ func (l *Ledger) Root() string { return l.opts.Root }
 // Append writes the next entry of the segment of (writer, device) and returns it as a
 // reader will see it (its Hash equals the hash any reader computes).
 //
-// Under the segment's lock it repairs a torn tail (see Repair), reads the last complete
-// entry, and builds the next one: seq = last seq + 1 (1 in an empty segment), prev =
-// the last entry's hash (omitted at seq 1), hlc = NextHLC(now, MaxSkew, last hlc,
+// Under the segment's lock it repairs a torn tail (see Repair), reads the segment's
+// last complete entry of (writer, device) backwards from the end of the file, and
+// builds the next one: seq = last seq + 1 (1 when there is none), prev = the last
+// entry's hash (omitted at seq 1), hlc = NextHLC(now, MaxSkew, last hlc,
 // observed) — observed is the highest HLC the caller has read, usually
 // Snapshot.MaxHLC; the zero HLC means none — and v = Version. The entry is signed by s
 // for Options.Project, checked against s.Public(), written as one canonical line with
@@ -143,9 +144,10 @@ func (l *Ledger) Root() string { return l.opts.Root }
 //
 // Append returns ErrBadName for a name ValidName rejects, ErrInvalidDraft when d.Type
 // is empty or d.Data is neither empty, null, nor a JSON object, ErrLocked when the lock
-// cannot be taken, ErrBadSignature when s signs wrongly, and wrapped I/O errors. When it
-// returns an error nothing but possibly one incomplete last line was written, which the
-// next Append moves aside.
+// cannot be taken, ErrBadSignature when s signs wrongly, and wrapped I/O errors. After
+// an error the segment holds at most one line more than before: none when the error
+// came before the write; an incomplete one, which the next Append moves aside, when
+// the write failed; a complete one, which counts, when only fsync or close failed.
 func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) (Entry, error) {
 	if err := checkNames(writer, device); err != nil {
 		return Entry{}, err
@@ -185,7 +187,7 @@ func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) 
 			return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
 		}
 	}
-	last, dirty, err := scanHandle(f)
+	last, dirty, err := scanHandle(f, writer, device)
 	if err != nil {
 		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
 	}
@@ -194,7 +196,7 @@ func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) 
 		// path, and reopen.
 		f.Close()
 		f = nil
-		if _, last, err = repairPath(path); err != nil {
+		if _, last, err = repairPath(path, writer, device); err != nil {
 			return Entry{}, err
 		}
 		if f, _, err = openSegment(path); err != nil {
@@ -384,13 +386,13 @@ func (l *Ledger) Repair(writer, device string) (moved string, err error) {
 		return "", err
 	}
 	defer unlock()
-	moved, _, err = repairPath(SegmentPath(l.opts.Root, writer, device))
+	moved, _, err = repairPath(SegmentPath(l.opts.Root, writer, device), writer, device)
 	return moved, err
 }
 
 // repairPath is Repair for a locked segment path; it also returns the segment's last
-// entry after repair (nil when it holds none).
-func repairPath(path string) (moved string, last *Entry, err error) {
+// entry of (writer, device) after repair (nil when it holds none).
+func repairPath(path, writer, device string) (moved string, last *Entry, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil, nil
@@ -404,7 +406,7 @@ func repairPath(path string) (moved string, last *Entry, err error) {
 		return "", nil, fmt.Errorf("repairing %s: %w", path, err)
 	}
 	size := fi.Size()
-	goodEnd, last, dirty, err := scanTail(f, size)
+	goodEnd, last, dirty, err := scanTail(f, size, writer, device)
 	if err != nil || !dirty {
 		f.Close()
 		if err != nil {
@@ -475,14 +477,14 @@ func truncateSync(path string, size int64) error {
 	return nil
 }
 
-// scanHandle runs scanTail over an open segment and reports its last entry and
-// whether a tail needs repair.
-func scanHandle(f *os.File) (last *Entry, dirty bool, err error) {
+// scanHandle runs scanTail over an open segment and reports its last entry of
+// (writer, device) and whether a tail needs repair.
+func scanHandle(f *os.File, writer, device string) (last *Entry, dirty bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, false, err
 	}
-	_, last, dirty, err = scanTail(f, fi.Size())
+	_, last, dirty, err = scanTail(f, fi.Size(), writer, device)
 	return last, dirty, err
 }
 
@@ -495,10 +497,12 @@ const (
 
 // scanTail walks the first size bytes of a segment backwards from the end and returns
 // goodEnd, the offset just after the last complete line that parses as an entry (0 when
-// none does), that entry, and dirty: whether the bytes after goodEnd hold anything but
-// complete blank lines (an unterminated line, NULs, or lines that are not entries).
-// It reads only as far back as the last good line.
-func scanTail(r io.ReaderAt, size int64) (goodEnd int64, last *Entry, dirty bool, err error) {
+// none does); last, the last such entry of (writer, device) (nil when there is none);
+// and dirty: whether the bytes after goodEnd hold anything but complete blank lines (an
+// unterminated line, NULs, or lines that are not entries). It reads back only as far
+// as that entry — normally one line. Entries of other segments (a file copied or
+// concatenated by hand) count as good lines but are not taken for the chain's tip.
+func scanTail(r io.ReaderAt, size int64, writer, device string) (goodEnd int64, last *Entry, dirty bool, err error) {
 	br := &backReader{r: r, off: size, end: size, chunk: tailChunkMin}
 	end := size
 	if end == 0 {
@@ -516,22 +520,32 @@ func scanTail(r io.ReaderAt, size int64) (goodEnd int64, last *Entry, dirty bool
 		}
 		end = start
 	}
+	found := false // goodEnd is set
 	for end > 0 {
 		start, line, err := br.lineBefore(end - 1)
 		if err != nil {
 			return 0, nil, false, err
 		}
 		if len(bytes.TrimSpace(line)) != 0 {
-			e, perr := ParseLine(line)
-			if perr == nil {
-				return end, &e, dirty, nil
+			e, perr := parseLine(line)
+			switch {
+			case perr != nil:
+				if !found {
+					dirty = true
+				}
+			case !found:
+				found, goodEnd = true, end
+				fallthrough
+			default:
+				if e.Writer == writer && e.Device == device {
+					return goodEnd, &e, dirty, nil
+				}
 			}
-			dirty = true
 		}
 		end = start
 		br.drop(end)
 	}
-	return 0, nil, dirty, nil
+	return goodEnd, nil, dirty, nil
 }
 
 // backReader reads a file backwards in growing chunks. buf holds the file's bytes

@@ -390,21 +390,22 @@ var tornCases = []struct {
 	{"nul run", strings.Repeat("\x00", 64), true},
 	{"partial line then nuls", `{"v":1,"wri` + strings.Repeat("\x00", 300), true},
 	{"nuls then newline", strings.Repeat("\x00", 10) + "\n", true},
-	{"whole entry without newline", "", true}, // filled in by the test
+	{"whole entry without newline", "{entry}", true},
+	{"whole entry and a space without newline", "{entry} ", true},
 	{"malformed complete line", "not json\n", false},
 	{"malformed line then blank lines", "{\"v\":1}\n\n\r\n", false},
 }
 
-// tornTail returns the tail bytes of a case; the "whole entry" case is a valid line of
-// another segment without its newline.
-func tornTail(t *testing.T, name, tail string) []byte {
-	if name != "whole entry without newline" {
+// tornTail returns the tail bytes of a case, with "{entry}" replaced by a valid line
+// of another segment without its newline.
+func tornTail(t *testing.T, tail string) []byte {
+	if !strings.Contains(tail, "{entry}") {
 		return []byte(tail)
 	}
 	l := newTestLedger(t)
 	e := appendN(t, l, "other", "dev", "x", 1)[0]
 	c, _ := e.Canonical()
-	return c
+	return []byte(strings.Replace(tail, "{entry}", string(c), 1))
 }
 
 func TestReadTornTail(t *testing.T) {
@@ -412,7 +413,7 @@ func TestReadTornTail(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newTestLedger(t)
 			good := appendN(t, l, testWriter, testDevice, "a", 3)
-			appendBytes(t, SegmentPath(l.Root(), testWriter, testDevice), tornTail(t, tt.name, tt.tail))
+			appendBytes(t, SegmentPath(l.Root(), testWriter, testDevice), tornTail(t, tt.tail))
 
 			s := mustRead(t, l)
 			if !equal(hashes(s.Entries), hashes(good)) {
@@ -436,7 +437,7 @@ func TestAppendRepairsTornTail(t *testing.T) {
 			l := newTestLedger(t)
 			seg := SegmentPath(l.Root(), testWriter, testDevice)
 			good := appendN(t, l, testWriter, testDevice, "a", 3)
-			junk := tornTail(t, tt.name, tt.tail)
+			junk := tornTail(t, tt.tail)
 			appendBytes(t, seg, junk)
 
 			e, err := l.Append(testWriter, testDevice, draft("b", 0), testKey, HLC{})
@@ -536,5 +537,52 @@ func TestRepairWhollyBadSegment(t *testing.T) {
 	}
 	if got := readFile(t, tornPath(seg, 1)); !bytes.Equal(got, junk) {
 		t.Fatalf(".torn-1 = %q, want %q", got, junk)
+	}
+}
+
+// A segment whose last lines belong to another segment (a file concatenated by hand):
+// they are valid entries, so they stay, but the chain continues from the writer's own.
+func TestAppendAfterForeignEntries(t *testing.T) {
+	tests := []struct {
+		name string
+		own  int
+	}{
+		{"own entries before", 3},
+		{"no own entries", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newTestLedger(t)
+			own := appendN(t, l, testWriter, testDevice, "a", tt.own)
+			foreign := appendN(t, l, "other", "dev", "x", 2)
+			seg := SegmentPath(l.Root(), testWriter, testDevice)
+			if tt.own == 0 {
+				writeFile(t, seg, nil)
+			}
+			appendBytes(t, seg, readFile(t, SegmentPath(l.Root(), "other", "dev")))
+			before := readFile(t, seg)
+
+			e, err := l.Append(testWriter, testDevice, draft("b", 0), testKey, HLC{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantPrev := ""
+			if tt.own > 0 {
+				wantPrev = own[tt.own-1].Hash()
+			}
+			if e.Seq != uint64(tt.own+1) || e.Prev != wantPrev {
+				t.Fatalf("seq %d prev %q, want %d %q", e.Seq, e.Prev, tt.own+1, wantPrev)
+			}
+			if after := readFile(t, seg); !bytes.HasPrefix(after, before) {
+				t.Fatal("bytes before the append changed")
+			}
+			if _, err := os.Stat(tornPath(seg, 1)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("valid foreign lines moved aside: %v", err)
+			}
+			s := mustRead(t, l)
+			if len(s.Problems) != 0 || len(s.Entries) != tt.own+len(foreign)+1 {
+				t.Fatalf("%d entries, problems %+v", len(s.Entries), s.Problems)
+			}
+		})
 	}
 }
