@@ -191,7 +191,7 @@ func Open(h *Home, dir string) (*Channel, error) {
 	}
 	if cfg.Format > FormatVersion {
 		return nil, Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
-			"channel format %d is newer than this binary reads (format %d); the channel is read-only here", cfg.Format, FormatVersion)
+			"channel format %d is newer than this binary reads (format %d); nothing was read or written", cfg.Format, FormatVersion)
 	}
 	if cfg.Format < 1 {
 		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s has no valid format", p)
@@ -200,9 +200,15 @@ func Open(h *Home, dir string) (*Channel, error) {
 	if err != nil {
 		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
 	}
-	body, err := cfg.signingBody()
+	// The signature covers every key of the file, known to this binary or not (ADR 0001).
+	var all map[string]any
+	if _, err := toml.Decode(string(raw), &all); err != nil {
+		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
+	}
+	delete(all, "sig")
+	body, err := ledger.Canonical(all)
 	if err != nil {
-		return nil, err
+		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
 	}
 	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, body, cfg.Sig); err != nil {
 		return nil, Errorf(CatInvalid, "channel.toml was edited or damaged; restore it from another machine or backup",

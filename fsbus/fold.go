@@ -81,9 +81,10 @@ type Agent struct {
 	Devices []string `json:"devices,omitempty"` // devices it has written from
 	LastHLC string   `json:"last_hlc,omitempty"`
 
-	grants []grant
-	level  Level
-	segs   map[string]uint64 // device → highest seq folded (for grant bounds)
+	grants    []grant
+	grantHead string // hash of the newest grant entry on the winning chain: the next grant's basis
+	level     Level
+	segs      map[string]uint64 // device → highest seq folded (for grant bounds)
 }
 
 // grant is one grant.set or grant.revoke of an agent, in master entry order.
@@ -200,8 +201,9 @@ func Fold(in FoldInput) *State {
 		}
 	}
 
-	// Pass 1: the master's entries build the roster. Grants apply by per-segment
-	// sequence bounds, so no later entry's position in time matters.
+	// Pass 1: the master's entries build the roster. Grants chain by basis and apply
+	// by per-segment sequence bounds, so no entry's position in time matters.
+	grantNodes := map[string][]*grantNode{}
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		if e.Writer != MasterWriter {
@@ -225,20 +227,24 @@ func Fold(in FoldInput) *State {
 				ignore(e, "grant.set with a bad level, key or agent name")
 				continue
 			}
-			a := agent(e.Ref)
-			a.grants = append(a.grants, grant{level: lvl, key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds})
+			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis,
+				g: grant{level: lvl, key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds}})
 		case TypeGrantRevoke:
 			if !ValidName(e.Ref) || e.Ref == MasterWriter {
 				ignore(e, "grant.revoke of a bad agent name")
 				continue
 			}
-			a := agent(e.Ref)
-			a.grants = append(a.grants, grant{revoke: true, bounds: d.Bounds})
+			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{revoke: true, bounds: d.Bounds}})
 		case TypeAgentRetire:
 			if e.Ref != "" && e.Ref != MasterWriter {
 				agent(e.Ref).Retired = true
 			}
 		}
+	}
+
+	for _, name := range sortedKeys(grantNodes) {
+		a := agent(name)
+		a.grants, a.grantHead = resolveGrants(st, name, grantNodes[name], ignore)
 	}
 
 	// Pass 2: every entry is verified against the key its covering grant binds and
@@ -395,4 +401,92 @@ func (st *State) levelAt(e *ledger.Entry) Level {
 		return LevelNone
 	}
 	return g.level
+}
+
+// grantNode is a grant.set or grant.revoke in an agent's grant chain.
+type grantNode struct {
+	e        *ledger.Entry
+	basis    string
+	g        grant
+	children []*grantNode
+	rank     int
+}
+
+// resolveGrants orders an agent's grants by their chain, never by clock: each grant
+// names the previous one in data.basis. Where the chain branches (the master on two
+// machines), the branch that reached a revocation wins, then the lower hash of the
+// branch's first entry (docs/format.md §Stage ranks); grants on losing branches count
+// for nothing and the branch is reported as contested. A grant whose basis has not
+// arrived waits (pending sync).
+func resolveGrants(st *State, agent string, nodes []*grantNode, ignore func(*ledger.Entry, string)) ([]grant, string) {
+	byHash := map[string]*grantNode{}
+	for _, n := range nodes {
+		byHash[n.e.Hash()] = n
+	}
+	var roots []*grantNode
+	for _, n := range nodes {
+		switch p := byHash[n.basis]; {
+		case n.basis == "":
+			roots = append(roots, n)
+		case p == nil:
+			ignore(n.e, "grant names a previous grant that has not arrived (pending sync)")
+		default:
+			p.children = append(p.children, n)
+		}
+	}
+	var rank func(n *grantNode) int
+	rank = func(n *grantNode) int {
+		n.rank = 0
+		if n.g.revoke {
+			n.rank = 1
+		}
+		for _, ch := range n.children {
+			if r := rank(ch); r > n.rank {
+				n.rank = r
+			}
+		}
+		return n.rank
+	}
+	for _, r := range roots {
+		rank(r)
+	}
+	var path []grant
+	head, level := "", roots
+	for len(level) > 0 {
+		sort.Slice(level, func(i, j int) bool {
+			if level[i].rank != level[j].rank {
+				return level[i].rank > level[j].rank
+			}
+			return level[i].e.Hash() < level[j].e.Hash()
+		})
+		win := level[0]
+		if len(level) > 1 {
+			c := Contest{Ref: agent, Basis: head, Winner: Step{Type: win.e.Type, By: win.e.Writer, HLC: win.e.HLC, Hash: win.e.Hash()},
+				Involved: []string{MasterWriter, agent}}
+			for _, l := range level[1:] {
+				c.Losers = append(c.Losers, Step{Type: l.e.Type, By: l.e.Writer, HLC: l.e.HLC, Hash: l.e.Hash()})
+				ignoreGrantBranch(l, ignore)
+			}
+			st.Contested = append(st.Contested, c)
+		}
+		path = append(path, win.g)
+		head, level = win.e.Hash(), win.children
+	}
+	return path, head
+}
+
+func ignoreGrantBranch(n *grantNode, ignore func(*ledger.Entry, string)) {
+	ignore(n.e, "grant on a superseded branch of the grant chain")
+	for _, ch := range n.children {
+		ignoreGrantBranch(ch, ignore)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // crockford is the lowercase Crockford base32 alphabet (no i, l, o, u).
@@ -29,14 +31,8 @@ const IDLen = 13
 const DeviceLen = 8
 
 var (
-	idRe   = regexp.MustCompile(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
-	nameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	idRe = regexp.MustCompile(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
 )
-
-// reservedNames are names Windows refuses as file names (DESIGN §2 rule 10).
-var reservedNames = map[string]bool{"con": true, "prn": true, "aux": true, "nul": true,
-	"com1": true, "com2": true, "com3": true, "com4": true, "com5": true, "com6": true, "com7": true, "com8": true, "com9": true,
-	"lpt1": true, "lpt2": true, "lpt3": true, "lpt4": true, "lpt5": true, "lpt6": true, "lpt7": true, "lpt8": true, "lpt9": true}
 
 // randomBase32 returns n Crockford characters carrying 5n random bits.
 func randomBase32(n int) string {
@@ -66,8 +62,8 @@ func ValidID(s string) bool { return idRe.MatchString(s) }
 
 // ValidName reports whether s is a portable writer, device or project name:
 // [a-z0-9-], at most 63 characters, starting with a letter or digit, not a reserved
-// Windows name (DESIGN §2 rule 10).
-func ValidName(s string) bool { return nameRe.MatchString(s) && !reservedNames[s] }
+// Windows name (DESIGN §2 rule 10). It is ledger.ValidName, so both layers agree.
+func ValidName(s string) bool { return ledger.ValidName(s) }
 
 func checkName(kind, s string) error {
 	if !ValidName(s) {

@@ -55,6 +55,9 @@ var orderLifecycle = map[string]bool{
 
 func isOrderType(t string) bool { return strings.HasPrefix(t, "order.") }
 
+// knownType reports whether this binary knows the entry type.
+func knownType(t string) bool { _, ok := minLevel[t]; return ok }
+
 // Step is one entry of an order's history.
 type Step struct {
 	Type string `json:"type"`
@@ -242,7 +245,12 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 		n.State, n.Holder, n.Claim = StateCancelled, "", ""
 	default:
-		return c, fmt.Errorf("%w: %s is not a lifecycle entry", errNotAllowed, typ)
+		if knownType(typ) {
+			return c, fmt.Errorf("%w: %s is not a lifecycle entry", errNotAllowed, typ)
+		}
+		// A type this binary does not know that names a basis keeps its place in the
+		// chain (DESIGN §2 "Types") without changing the state, so entries a newer
+		// binary chains after it are not left pending here.
 	}
 	if err := checkLevel(writer, lvl, typ); err != nil {
 		return c, err
@@ -299,6 +307,9 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			creates[e.Ref] = n
 		case orderLifecycle[e.Type]:
 			rest = append(rest, n)
+		case n.d.Basis != "" && !knownType(e.Type):
+			rest = append(rest, n) // unknown type with a basis: holds its place
+
 		case e.Type == TypeOrderProgress || e.Type == TypeOrderExtend:
 			progress = append(progress, e)
 		}

@@ -166,6 +166,15 @@ func (st *State) FindOrder(q string) (*Order, error) {
 	return st.Orders[id], nil
 }
 
+// callArgs is what data.args hashes for a call on an existing order: the entry type,
+// the resolved order id (never the prefix the caller typed) and the call's data fields
+// (docs/format.md §idem).
+type callArgs struct {
+	Call  string    `json:"call"`
+	Order string    `json:"order"`
+	Data  entryData `json:"data"`
+}
+
 // lifecycle writes one lifecycle entry of an order under the channel lock: it resolves
 // the id, checks the move with the fold's own state machine and names the current head
 // as basis (a true compare-and-set on this machine). noop reports whether the order is
@@ -174,21 +183,17 @@ func (st *State) FindOrder(q string) (*Order, error) {
 // prepare, when set, publishes objects the entry names (a submit's result object) after
 // every check passed.
 func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o *Order) bool, prepare ...func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
-	args := argsHash(struct {
-		Q, T string
-		D    entryData
-	}{q, typ, d})
-	var id string
+	var id, args string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		if ref, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
-			id = ref
-			return nil, nil, err
-		}
 		o, err := v.State.FindOrder(q)
 		if err != nil {
 			return nil, nil, err
 		}
 		id = o.ID
+		args = argsHash(callArgs{Call: typ, Order: o.ID, Data: d})
+		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			return nil, nil, err
+		}
 		if noop != nil && noop(o) {
 			return nil, nil, nil
 		}
@@ -289,18 +294,17 @@ func (s *Session) Progress(q, note, key string) (*Order, error) {
 	if note == "" || len(note) > MaxNote {
 		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note of 1–%d bytes", MaxNote)
 	}
-	args := argsHash([]string{q, note})
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		if ref, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
-			id = ref
-			return nil, nil, err
-		}
 		o, err := v.State.FindOrder(q)
 		if err != nil {
 			return nil, nil, err
 		}
 		id = o.ID
+		args := argsHash(callArgs{Call: TypeOrderProgress, Order: o.ID, Data: entryData{Note: note}})
+		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			return nil, nil, err
+		}
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderProgress); err != nil {
 			return nil, nil, err
 		}

@@ -190,6 +190,19 @@ func TestInitOpenAndTrust(t *testing.T) {
 	if _, err := Open(h, dir); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not signed") {
 		t.Fatalf("open of an edited channel.toml: %v", err)
 	}
+	// A key added by hand is covered by the signature too (ADR 0001 §2).
+	if err := os.WriteFile(p, append(raw, []byte("\nextra = 1\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(h, dir); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not signed") {
+		t.Fatalf("open of channel.toml with an added key: %v", err)
+	}
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(h, dir); err != nil {
+		t.Fatalf("restored channel.toml: %v", err)
+	}
 	if _, err := Open(h, t.TempDir()); !IsCategory(err, CatNotFound) {
 		t.Fatalf("open of an empty dir: %v, want not_found", err)
 	}

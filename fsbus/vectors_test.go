@@ -31,7 +31,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -522,12 +521,9 @@ func buildVectors(t *testing.T) (map[string][]byte, *vecFile) {
 	// A grant change names the last seq the previous grant still covers.
 	b.entry("m3-regrant-a", M, "2026-11-29T19:02:00.000Z/0000", TypeGrantSet, A, "",
 		entryData{Agent: A, Key: b.key(A), Level: "orchestrator", Scopes: []string{"ci", "tests"},
-			Bounds: map[string]uint64{b.devices[A]: 4}})
+			Bounds: map[string]uint64{b.devices[A]: 4}, Basis: h["m1-grant-a"]})
 	// An idempotent lifecycle call: data.args is lifecycle's argument hash.
-	claimArgs := struct {
-		Q, T string
-		D    entryData
-	}{vecOrder2, TypeOrderClaim, entryData{}}
+	claimArgs := callArgs{Call: TypeOrderClaim, Order: vecOrder2, Data: entryData{}}
 	b.entry("a5-claim-o2", A, "2026-11-29T19:03:00.000Z/0000", TypeOrderClaim, vecOrder2, "claim-o2",
 		entryData{Basis: h["b4-create-o2"], Args: b.args("order claim o2", claimArgs)})
 	b.entry("a6-release-o2", A, "2026-11-29T19:04:00.000Z/0000", TypeOrderRelease, vecOrder2, "",
@@ -538,7 +534,7 @@ func buildVectors(t *testing.T) (map[string][]byte, *vecFile) {
 	b.entry("b5-claim-o2", B, "2026-11-29T19:05:00.000Z/0000", TypeOrderClaim, vecOrder2, "",
 		entryData{Basis: h["a6-release-o2"]})
 	b.entry("m4-revoke-b", M, "2026-11-29T19:10:00.000Z/0000", TypeGrantRevoke, B, "",
-		entryData{Agent: B, Bounds: map[string]uint64{b.devices[B]: 5}})
+		entryData{Agent: B, Bounds: map[string]uint64{b.devices[B]: 5}, Basis: h["m2-grant-b"]})
 	// Beyond the revocation's bound: counts for nothing.
 	b.entry("b6-cancel-o2", B, "2026-11-29T19:20:00.000Z/0000", TypeOrderCancel, vecOrder2, "",
 		entryData{Basis: h["b5-claim-o2"], Note: "doing it myself"})
@@ -1041,15 +1037,6 @@ func writeTree(t *testing.T, dir string, files map[string][]byte) {
 			t.Fatal(err)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func clip(b []byte) []byte {
