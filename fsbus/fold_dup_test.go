@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -65,5 +66,57 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 		if !found {
 			t.Fatalf("earlier=%v: the losing create is not listed as ignored", earlier)
 		}
+	}
+}
+
+// TestFoldUnknownTypeHoldsChainPlace: an order.* entry of a type this binary does not
+// know, carrying a basis, takes its place in the order's chain without changing its
+// state, so a claim a newer binary chained after it counts here instead of waiting
+// forever as pending (DESIGN §2 "Types"; docs/format.md §17).
+func TestFoldUnknownTypeHoldsChainPlace(t *testing.T) {
+	w := propWorldFor(t)
+	var o *Order
+	for _, id := range w.full.OrderIDs() {
+		if c := w.full.Orders[id]; c.State == StateOpen && !c.Missing {
+			o = c
+			break
+		}
+	}
+	if o == nil {
+		t.Fatal("scenario has no open order")
+	}
+	var claimer string
+	for name, a := range w.full.Agents {
+		if a.Seated && a.level >= LevelMember && name != o.Author {
+			claimer = name
+			break
+		}
+	}
+	signer := w.signers[claimer]
+	dev := w.full.Agents[claimer].Devices[0]
+	mk := func(seq uint64, typ string, d entryData) ledger.Entry {
+		e := ledger.Entry{V: 1, Writer: claimer, Device: dev, Seq: seq, HLC: "2099-01-01T00:00:00.000Z/" + fmt.Sprintf("%04d", seq%10000),
+			Type: typ, Ref: o.ID, Data: mustJSON(d)}
+		if err := e.Sign(signer, propProject); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := e.Canonical()
+		p, err := ledger.ParseLine(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unknown := mk(9001, "order.annotate", entryData{Basis: o.Head, Note: "from a newer binary"})
+	claim := mk(9002, TypeOrderClaim, entryData{Basis: unknown.Hash()})
+	st := w.fold(append(append([]ledger.Entry{}, w.entries...), unknown, claim), nil)
+	got := st.Orders[o.ID]
+	if got.State != StateClaimed || got.Holder != claimer || got.Pending != 0 {
+		t.Fatalf("order after unknown+claim: state %s holder %s pending %d; want claimed by %s, nothing pending", got.State, got.Holder, got.Pending, claimer)
+	}
+	// Without the unknown entry, the claim waits for its basis.
+	st = w.fold(append(append([]ledger.Entry{}, w.entries...), claim), nil)
+	if got := st.Orders[o.ID]; got.State != StateOpen || got.Pending != 1 {
+		t.Fatalf("claim on a missing basis: state %s pending %d; want open with 1 pending", got.State, got.Pending)
 	}
 }
