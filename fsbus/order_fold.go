@@ -265,27 +265,27 @@ func orNone(s string) string {
 	return s
 }
 
-// chainNode is a lifecycle entry in an order's chain tree.
-type chainNode struct {
-	e        *ledger.Entry
-	d        entryData
-	lvl      Level
-	children []*chainNode
-	core     orderCore // state after this entry (valid nodes only)
-	valid    bool
-	rank     int // highest stage rank reached in this node's subtree
+// orderNode is a node of an order's chain.
+type orderNode = chainNode[orderCore]
+
+// orderRules is the order state machine for resolveChain.
+var orderRules = chainRules[orderCore]{
+	step: func(c orderCore, n *orderNode) (orderCore, error) {
+		return c.step(n.e.Type, n.e.Writer, n.e.Hash(), n.lvl, n.d)
+	},
+	rank: func(c orderCore) int { return OrderRank[c.State] },
 }
 
 // foldOrders builds every order from its create entry and chain of lifecycle entries,
 // resolving branches by the rule of DESIGN §2: furthest stage, then lower hash of the
 // branch's first entry. Losing branches are superseded and reported as contests.
 func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
-	creates := map[string]*chainNode{}
-	var rest []*chainNode
+	creates := map[string]*orderNode{}
+	var rest []*orderNode
 	var progress []*ledger.Entry
 	for _, e := range entries {
 		d, _ := decodeData(e)
-		n := &chainNode{e: e, d: d, lvl: st.levelAt(e)}
+		n := &orderNode{e: e, d: d, lvl: st.levelAt(e)}
 		switch {
 		case e.Type == TypeOrderCreate:
 			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixOrder) {
@@ -314,27 +314,14 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			progress = append(progress, e)
 		}
 	}
-	byHash := map[string]*chainNode{}
+	byHash := map[string]*orderNode{}
 	for _, n := range creates {
 		byHash[n.e.Hash()] = n
 	}
 	for _, n := range rest {
 		byHash[n.e.Hash()] = n
 	}
-	pending := map[string]int{}
-	for _, n := range rest {
-		parent := byHash[n.d.Basis]
-		if parent == nil || n.d.Basis == "" {
-			pending[n.e.Ref]++
-			continue
-		}
-		if parent.e.Ref != n.e.Ref {
-			// A basis binds an entry to a chain only together with its ref.
-			ignore(n.e, "basis names an entry of another order")
-			continue
-		}
-		parent.children = append(parent.children, n)
-	}
+	pending := linkChain(rest, byHash, ignore)
 
 	ids := make([]string, 0, len(creates))
 	for id := range creates {
@@ -348,13 +335,16 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			ignore(root.e, "order object differs from the hash its order.create names")
 			continue
 		}
-		root.valid = true
-		root.core = orderCore{State: StateOpen, Author: root.e.Writer}
+		root.state = orderCore{State: StateOpen, Author: root.e.Writer}
 		if ValidName(root.d.To) {
-			root.core.State, root.core.OfferedTo = StateOffered, root.d.To
+			root.state.State, root.state.OfferedTo = StateOffered, root.d.To
 		}
-		rankTree(root, ignore)
-		o.walk(st, root)
+		path, contests := resolveChain(id, root, orderRules, []string{o.Author}, ignore)
+		for _, n := range path {
+			o.apply(n)
+		}
+		o.Contests = contests
+		st.Contested = append(st.Contested, contests...)
 		st.Orders[id] = o
 	}
 	// Progress and extend name their claim, not a basis: they count when that claim is
@@ -390,7 +380,7 @@ func (o *Order) claimedBy(hash, writer string) bool {
 // loadOrderObject fills the order's body from its object file. It reports false when
 // the file exists but its hash differs from the one the create entry names (edited or
 // forged: flagged, not shown); a file not yet arrived leaves the order Missing.
-func loadOrderObject(o *Order, in FoldInput, root *chainNode) bool {
+func loadOrderObject(o *Order, in FoldInput, root *orderNode) bool {
 	if in.Objects == nil {
 		o.Missing = true
 		return true
@@ -415,100 +405,9 @@ func loadOrderObject(o *Order, in FoldInput, root *chainNode) bool {
 	return true
 }
 
-// rankTree validates every child against its parent's state and computes subtree ranks.
-// Invalid entries (and everything built on them) are ignored.
-func rankTree(n *chainNode, ignore func(*ledger.Entry, string)) {
-	n.rank = OrderRank[n.core.State]
-	for _, ch := range n.children {
-		next, err := n.core.step(ch.e.Type, ch.e.Writer, ch.e.Hash(), ch.lvl, ch.d)
-		if err != nil {
-			ignoreSubtree(ch, "not allowed: "+errMessage(err), ignore)
-			continue
-		}
-		ch.valid, ch.core = true, next
-		rankTree(ch, ignore)
-		if ch.rank > n.rank {
-			n.rank = ch.rank
-		}
-	}
-}
-
-func ignoreSubtree(n *chainNode, why string, ignore func(*ledger.Entry, string)) {
-	ignore(n.e, why)
-	for _, ch := range n.children {
-		ignoreSubtree(ch, "built on an entry that does not count", ignore)
-	}
-}
-
-func errMessage(err error) string {
-	var fe *Error
-	if errors.As(err, &fe) {
-		return fe.Message
-	}
-	return err.Error()
-}
-
-// better reports whether branch a beats branch b: furthest stage, then lower hash.
-func better(a, b *chainNode) bool {
-	if a.rank != b.rank {
-		return a.rank > b.rank
-	}
-	return a.e.Hash() < b.e.Hash()
-}
-
-// walk follows the winning branch from the root, filling the order's view and
-// recording a contest at every node where valid branches competed.
-func (o *Order) walk(st *State, root *chainNode) {
-	n := root
-	o.apply(n)
-	for {
-		var valid []*chainNode
-		for _, ch := range n.children {
-			if ch.valid {
-				valid = append(valid, ch)
-			}
-		}
-		if len(valid) == 0 {
-			break
-		}
-		sort.Slice(valid, func(i, j int) bool { return better(valid[i], valid[j]) })
-		win := valid[0]
-		if len(valid) > 1 {
-			c := Contest{Ref: o.ID, Basis: n.e.Hash(), Winner: stepOf(win)}
-			involved := map[string]bool{o.Author: true, win.e.Writer: true}
-			for _, l := range valid[1:] {
-				c.Losers = append(c.Losers, stepOf(l))
-				markInvolved(l, involved)
-			}
-			markInvolved(win, involved)
-			for name := range involved {
-				c.Involved = append(c.Involved, name)
-			}
-			sort.Strings(c.Involved)
-			o.Contests = append(o.Contests, c)
-			st.Contested = append(st.Contested, c)
-		}
-		n = win
-		o.apply(n)
-	}
-}
-
-func markInvolved(n *chainNode, seen map[string]bool) {
-	seen[n.e.Writer] = true
-	for _, ch := range n.children {
-		if ch.valid {
-			markInvolved(ch, seen)
-		}
-	}
-}
-
-func stepOf(n *chainNode) Step {
-	return Step{Type: n.e.Type, By: n.e.Writer, HLC: n.e.HLC, Hash: n.e.Hash(), Note: n.d.Note, To: n.d.To}
-}
-
 // apply records a winning-chain node in the order's view.
-func (o *Order) apply(n *chainNode) {
-	c := n.core
+func (o *Order) apply(n *orderNode) {
+	c := n.state
 	o.c = c
 	o.State, o.Holder, o.Claim, o.OfferedTo = c.State, c.Holder, c.Claim, c.OfferedTo
 	o.Head = n.e.Hash()

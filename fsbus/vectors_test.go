@@ -952,7 +952,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 		ignored[ig.Hash] = ig.Reason
 	}
 	if len(st.Ignored) != 2 || ignored[hash["b6-cancel-o2"]] != "writer's grant was revoked" ||
-		ignored[hash["a8-offer-o2-bad-basis"]] != "basis names an entry of another order" {
+		ignored[hash["a8-offer-o2-bad-basis"]] != "basis names an entry of another chain" {
 		t.Errorf("want b6-cancel-o2 (revoked) and a8-offer-o2-bad-basis (basis of another order) ignored; got %+v", st.Ignored)
 	}
 	if len(o1.Contests) != 0 || len(o1.History) != 4 {
