@@ -19,18 +19,23 @@ var version = "dev"
 type CLI struct {
 	Globals
 
-	Init    InitCmd    `cmd:"" help:"Create a channel in a folder and the owner's master key."`
-	Key     KeyCmd     `cmd:"" help:"Make or show this machine's keys."`
-	Join    JoinCmd    `cmd:"" help:"Announce an agent in a channel (makes its key)."`
-	Grant   GrantCmd   `cmd:"" help:"Seat an agent at a level, or revoke it (owner only)."`
-	Agents  AgentsCmd  `cmd:"" help:"List agents, their levels and liveness."`
-	Access  AccessCmd  `cmd:"" help:"Show what an agent may do."`
-	Status  StatusCmd  `cmd:"" help:"Show the owner's view: agents to seat, reviews due, contested orders."`
-	Order   OrderCmd   `cmd:"" help:"Dispatch, claim and finish orders."`
-	Catchup CatchupCmd `cmd:"" help:"Show an agent's bounded digest of what matters now."`
-	Ledger  LedgerCmd  `cmd:"" help:"Read or verify the ledger."`
-	Demo    DemoCmd    `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
-	Version VersionCmd `cmd:"" help:"Print the version and channel format."`
+	Init     InitCmd     `cmd:"" help:"Create a channel in a folder and the owner's master key."`
+	Key      KeyCmd      `cmd:"" help:"Make or show this machine's keys."`
+	Join     JoinCmd     `cmd:"" help:"Announce an agent in a channel (makes its key)."`
+	Grant    GrantCmd    `cmd:"" help:"Seat an agent at a level, or revoke it (owner only)."`
+	Agents   AgentsCmd   `cmd:"" help:"List agents, their levels and liveness."`
+	Access   AccessCmd   `cmd:"" help:"Show what an agent may do."`
+	Status   StatusCmd   `cmd:"" help:"Show the owner's view: agents to seat, reviews due, contested orders."`
+	Order    OrderCmd    `cmd:"" help:"Dispatch, claim and finish orders."`
+	Talk     TalkCmd     `cmd:"" help:"Send messages and read what is new to you."`
+	Ask      AskCmd      `cmd:"" help:"Ask the owner before a risky step; the owner answers."`
+	Primary  PrimaryCmd  `cmd:"" help:"See, take, hand over or brief the primary role."`
+	Decision DecisionCmd `cmd:"" help:"Record and list the decisions made."`
+	Handin   HandinCmd   `cmd:"" help:"Name work handed in: a commit, branch or path."`
+	Catchup  CatchupCmd  `cmd:"" help:"Show an agent's bounded digest of what matters now."`
+	Ledger   LedgerCmd   `cmd:"" help:"Read or verify the ledger."`
+	Demo     DemoCmd     `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
+	Version  VersionCmd  `cmd:"" help:"Print the version and channel format."`
 }
 
 // Globals are the flags every command takes (DESIGN §3).

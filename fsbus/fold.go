@@ -129,13 +129,20 @@ type Ignored struct {
 // State is the channel's state folded from verified entries: a pure function of the
 // entries and the object files they name (DESIGN §2 rule 7: it never reads a clock).
 type State struct {
-	Project   string            `json:"project"`
-	Agents    map[string]*Agent `json:"agents"`
-	Orders    map[string]*Order `json:"orders"`
-	Contested []Contest         `json:"contested,omitempty"`
-	Ignored   []Ignored         `json:"ignored,omitempty"`
-	MaxHLC    string            `json:"max_hlc,omitempty"`
-	Entries   int               `json:"entries"`
+	Project string            `json:"project"`
+	Agents  map[string]*Agent `json:"agents"`
+	Orders  map[string]*Order `json:"orders"`
+	// Messages by id (talk_fold.go), asks by id (ask_fold.go), the primary role
+	// (primary_fold.go), decisions newest first and hand-ins by id (handin_fold.go).
+	Messages  map[string]*Message `json:"messages"`
+	Asks      map[string]*Ask     `json:"asks"`
+	Primary   *Primary            `json:"primary"`
+	Decisions []Decision          `json:"decisions"`
+	Handins   map[string]*Handin  `json:"handins"`
+	Contested []Contest           `json:"contested,omitempty"`
+	Ignored   []Ignored           `json:"ignored,omitempty"`
+	MaxHLC    string              `json:"max_hlc,omitempty"`
+	Entries   int                 `json:"entries"`
 
 	idem   map[string]idemRec // writer + "\x00" + idem key
 	counts map[string]bool    // hashes of entries that count
@@ -168,12 +175,16 @@ type FoldInput struct {
 func Fold(in FoldInput) *State {
 	in.Entries = mergedSet(in.Entries)
 	st := &State{
-		Project: in.Project,
-		Agents:  map[string]*Agent{},
-		Orders:  map[string]*Order{},
-		idem:    map[string]idemRec{},
-		counts:  map[string]bool{},
-		Entries: len(in.Entries),
+		Project:  in.Project,
+		Agents:   map[string]*Agent{},
+		Orders:   map[string]*Order{},
+		Messages: map[string]*Message{},
+		Asks:     map[string]*Ask{},
+		Primary:  &Primary{},
+		Handins:  map[string]*Handin{},
+		idem:     map[string]idemRec{},
+		counts:   map[string]bool{},
+		Entries:  len(in.Entries),
 	}
 	ignore := func(e *ledger.Entry, why string) {
 		st.Ignored = append(st.Ignored, Ignored{Writer: e.Writer, Device: e.Device, Seq: e.Seq, Type: e.Type, Ref: e.Ref, Hash: e.Hash(), Reason: why})
@@ -249,7 +260,7 @@ func Fold(in FoldInput) *State {
 
 	// Pass 2: every entry is verified against the key its covering grant binds and
 	// checked against that grant's level.
-	var orderEntries []*ledger.Entry
+	var orderEntries, talkEntries, askEntries, primaryEntries, decisionEntries, handinEntries []*ledger.Entry
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		d, ok := decodeData(e)
@@ -312,8 +323,19 @@ func Fold(in FoldInput) *State {
 				st.idem[k] = idemRec{args: d.Args, hash: e.Hash(), ref: e.Ref}
 			}
 		}
-		if isOrderType(e.Type) {
+		switch family(e.Type) {
+		case "order":
 			orderEntries = append(orderEntries, e)
+		case "msg":
+			talkEntries = append(talkEntries, e)
+		case "ask":
+			askEntries = append(askEntries, e)
+		case "primary", "presence":
+			primaryEntries = append(primaryEntries, e)
+		case "decision":
+			decisionEntries = append(decisionEntries, e)
+		case "handin":
+			handinEntries = append(handinEntries, e)
 		}
 	}
 
@@ -329,6 +351,11 @@ func Fold(in FoldInput) *State {
 	}
 
 	foldOrders(st, in, orderEntries, ignore)
+	foldTalk(st, in, talkEntries, ignore)
+	foldAsks(st, in, askEntries, ignore)
+	foldPrimary(st, in, primaryEntries, ignore)
+	foldDecisions(st, in, decisionEntries, ignore)
+	foldHandins(st, in, handinEntries, ignore)
 	sort.Slice(st.Contested, func(i, j int) bool { return st.Contested[i].Ref < st.Contested[j].Ref })
 	return st
 }
@@ -489,4 +516,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// family is the noun of an entry type ("order" of "order.claim").
+func family(typ string) string {
+	noun, _, _ := strings.Cut(typ, ".")
+	return noun
 }
