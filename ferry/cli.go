@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -88,8 +89,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	}()
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "ferry: error: %v\n", err)
-		return 2
+		fmt.Fprintf(stderr, "ferry: error: invalid: %v\n", err)
+		hint := "ferry --help"
+		var pe *kong.ParseError
+		if errors.As(err, &pe) && pe.Context != nil && pe.Context.Selected() != nil {
+			hint = "ferry " + pe.Context.Selected().Path() + " --help"
+		}
+		fmt.Fprintf(stderr, "ferry: hint: see `%s`\n", hint)
+		return exitCodes[fsbus.CatInvalid]
 	}
 	if err := kctx.Run(&cli.Globals); err != nil {
 		return printError(stderr, err)
@@ -110,7 +117,8 @@ func printError(w io.Writer, err error) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(w, "ferry: error: %v\n", err)
+	fmt.Fprintf(w, "ferry: error: internal: %v\n", err)
+	fmt.Fprintf(w, "ferry: hint: check that the channel folder and this machine's ferry config and cache dirs (FERRY_HOME when set) exist and are writable\n")
 	return 1
 }
 
@@ -152,11 +160,11 @@ func (g *Globals) Open() (*fsbus.Channel, error) {
 		if !ok {
 			return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine", "project %s is not mapped to a channel on this machine", g.Project)
 		}
-		return fsbus.Open(h, dir)
+		return openMapped(h, g.Project, dir)
 	}
 	if len(m) == 1 {
-		for _, dir := range m {
-			return fsbus.Open(h, dir)
+		for p, dir := range m {
+			return openMapped(h, p, dir)
 		}
 	}
 	names := make([]string, 0, len(m))
@@ -203,4 +211,63 @@ func (g *Globals) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func (g *Globals) printf(format string, args ...any) { fmt.Fprintf(g.stdout, format, args...) }
+// printf writes text output; every string argument passes through clean, so text from
+// the channel (titles, notes, app names) can never carry a terminal escape to the
+// owner's screen.
+func (g *Globals) printf(format string, args ...any) { fmt.Fprintf(g.stdout, format, cleanArgs(args)...) }
+
+// fprintf is printf to another writer (a tabwriter).
+func fprintf(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, cleanArgs(args)...) }
+
+func cleanArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = clean(s)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// clean shows control characters other than newline and tab as \xNN (or \u{NNNN}).
+func clean(s string) string {
+	ok := true
+	for _, r := range s {
+		if isControl(r) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !isControl(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u{%04x}", r)
+		}
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool {
+	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029
+}
+
+// openMapped opens a project's mapped channel; a folder that vanished gets its own
+// error (a sync tool not running, a moved folder), never the "create one" hint that
+// would make a second, empty channel under the same path.
+func openMapped(h *fsbus.Home, project, dir string) (*fsbus.Channel, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fsbus.Errorf(fsbus.CatNotFound,
+			"check that the synced folder is there (is the sync tool running? was it moved?); if it moved, pass --channel NEWDIR once to re-map it",
+			"the channel folder of project %s, %s, is missing", project, dir)
+	}
+	return fsbus.Open(h, dir)
+}

@@ -23,16 +23,14 @@ func (c *AccessShowCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"agent": g.As, "level": "none", "seated": false, "key_here": ch.Home.HasKey(ch.Project(), g.As)}
-	if a := v.State.Agents[g.As]; a != nil {
-		out["level"], out["seated"], out["scopes"], out["retired"] = a.Level, a.Seated, a.Scopes, a.Retired
-	}
+	res := ch.Access(v, g.As)
 	if g.JSON {
-		return g.printJSON(out)
+		return g.printJSON(res)
 	}
-	g.printf("%s: level %v, seated %v, key on this machine %v\n", g.As, out["level"], out["seated"], out["key_here"])
-	if out["seated"] == false {
-		g.printf("  the owner seats it with: ferry grant %s --level member --project %s\n", g.As, ch.Project())
+	g.printf("%s: level %s, seated %v, joined %v, key on this machine %v (seated key here: %v)\n",
+		res.Agent, res.Level, res.Seated, res.Joined, res.KeyHere, res.SeatedKeyHere)
+	if res.Next != "" {
+		g.printf("  next: %s\n", res.Next)
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func (c *AgentsCmd) Run(g *Globals) error {
 	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLEVEL\tSEATED\tLIVENESS\tAPP\tMACHINE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", r.Name, r.Level, r.Seated, r.Liveness, r.App, r.Machine)
+		fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", r.Name, r.Level, r.Seated, r.Liveness, r.App, r.Machine)
 	}
 	return tw.Flush()
 }

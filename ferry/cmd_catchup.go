@@ -55,6 +55,6 @@ func (c *CatchupCmd) Run(g *Globals) error {
 	if d.Truncated {
 		g.printf("(truncated: `ferry order list` shows everything)\n")
 	}
-	g.printf("next: ferry catchup --since %s\n", d.Next)
+	g.printf("next: ferry catchup --as %s --since %s\n", d.Agent, d.Next)
 	return nil
 }

@@ -84,10 +84,14 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 		for _, o := range r.Objects {
 			g.printf("%-13s %s\n", "object", o)
 		}
+		for _, l := range r.Lost {
+			g.printf("%-13s %s\n", "lost", l)
+		}
 	}
 	if !r.OK() {
+		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost)
 		return fsbus.Errorf(fsbus.CatInvalid, "records listed above count for nothing; nothing was changed",
-			"ledger verify found %d problems", len(r.Ledger.Problems)+len(r.Ledger.Forks)+len(r.Ignored)+len(r.Objects))
+			"ledger verify found %s", plural(n, "problem", "problems"))
 	}
 	if !g.JSON {
 		g.printf("✔ ledger verified: %d segments, %d entries, no problems\n", r.Ledger.Segments, r.Ledger.Entries)

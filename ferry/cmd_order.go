@@ -90,7 +90,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tHOLDER\tAUTHOR\tTITLE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, orDash(r.Holder), r.Author, r.Title)
+		fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, orDash(r.Holder), r.Author, r.Title)
 	}
 	return tw.Flush()
 }
@@ -144,6 +144,13 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 			g.printf(": %s", o.Result.Note)
 		}
 		g.printf("\n")
+		if h := v.State.Handins[o.Result.Reference]; h != nil {
+			g.printf("handin    %s by %s: %s", h.ID, h.By, h.Ref)
+			if h.Note != "" {
+				g.printf(" — %s", h.Note)
+			}
+			g.printf("\n")
+		}
 	}
 	for _, p := range o.Progress {
 		g.printf("progress  %s %s: %s\n", p.HLC, p.By, p.Note)
@@ -152,6 +159,9 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		g.printf("history   %s %-14s by %s", h.HLC, strings.TrimPrefix(h.Type, "order."), h.By)
 		if h.To != "" {
 			g.printf(" to %s", h.To)
+		}
+		if h.Verdict != "" {
+			g.printf(" (%s)", h.Verdict)
 		}
 		if h.Note != "" {
 			g.printf(": %s", h.Note)
@@ -188,8 +198,9 @@ func (c *OrderClaimCmd) Run(g *Globals) error {
 
 // OrderProgressCmd is `ferry order progress ID NOTE`.
 type OrderProgressCmd struct {
-	ID   string `arg:"" help:"Order id or unique prefix."`
-	Note string `arg:"" help:"What changed, one short line."`
+	ID       string `arg:"" help:"Order id or unique prefix."`
+	NoteArg  string `arg:"" optional:"" name:"note" help:"What changed, one short line (or --note)."`
+	NoteFlag string `name:"note" help:"What changed, one short line."`
 	keyFlag
 }
 
@@ -199,7 +210,11 @@ func (c *OrderProgressCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Progress(c.ID, c.Note, c.Key)
+	note := c.NoteFlag
+	if note == "" {
+		note = c.NoteArg
+	}
+	o, err := s.Progress(c.ID, note, c.Key)
 	return printOrderResult(g, o, err, "progress recorded on")
 }
 

@@ -1,5 +1,7 @@
 package main
 
+import "fmt"
+
 // StatusCmd is `ferry status`, the owner's view.
 type StatusCmd struct{}
 
@@ -17,15 +19,21 @@ func (c *StatusCmd) Run(g *Globals) error {
 	if g.JSON {
 		return g.printJSON(s)
 	}
-	g.printf("project %s · %d entries · orders", s.Project, s.Entries)
+	g.printf("project %s · %s", s.Project, plural(s.Entries, "entry", "entries"))
+	sep := " · orders"
 	for _, st := range []string{"open", "offered", "claimed", "submitted", "changes_requested", "accepted", "cancelled", "failed", "timed_out"} {
 		if n := s.Counts[st]; n > 0 {
-			g.printf(" %s=%d", st, n)
+			g.printf("%s %s=%d", sep, st, n)
+			sep = ""
 		}
 	}
 	g.printf("\n")
 	for _, a := range s.ToSeat {
 		g.printf("to seat    %s (%s on %s): ferry grant %s --level member\n", a.Name, orDash(a.App), orDash(a.Machine), a.Name)
+	}
+	for _, a := range s.KeyChanges {
+		g.printf("key change %s is seated with %s but its newest join announces %s (%s on %s); re-seat only if you replaced it: ferry grant %s --key %s\n",
+			a.Name, a.Key, a.JoinKey, orDash(a.App), orDash(a.Machine), a.Name, a.JoinKey)
 	}
 	for _, r := range s.Reviews {
 		g.printf("review due %s %q submitted by %s\n", r.ID, r.Title, orDash(r.Holder))
@@ -51,9 +59,9 @@ func (c *StatusCmd) Run(g *Globals) error {
 		g.printf("clock      %s writes HLCs more than max_skew ahead of this machine's clock; not absorbed\n", w)
 	}
 	if s.Ignored+s.Problems > 0 {
-		g.printf("attention  %d ignored entries, %d ledger problems: run `ferry ledger verify`\n", s.Ignored, s.Problems)
+		g.printf("attention  %s, %s: run `ferry ledger verify`\n", plural(s.Ignored, "ignored entry", "ignored entries"), plural(s.Problems, "ledger problem", "ledger problems"))
 	}
-	if len(s.ToSeat)+len(s.Reviews)+len(s.Contests)+len(s.Quiet) == 0 {
+	if len(s.ToSeat)+len(s.KeyChanges)+len(s.Reviews)+len(s.Contests)+len(s.Quiet) == 0 {
 		g.printf("nothing waits on you\n")
 	}
 	return nil
@@ -64,4 +72,12 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// plural renders "1 entry" / "3 entries".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

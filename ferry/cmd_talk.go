@@ -1,9 +1,227 @@
 package main
 
-import "errors"
+import (
+	"strings"
 
-// TalkCmd groups the talk verbs (issue 3).
-type TalkCmd struct{}
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// TalkCmd groups the talk verbs (issue 3): messages between agents and the owner, with
+// read receipts.
+type TalkCmd struct {
+	Send TalkSendCmd `cmd:"" aliases:"post" help:"Send a message to an agent, the owner (master) or all."`
+	Read TalkReadCmd `cmd:"" help:"Read the messages new to you; records that you read them."`
+	Sent TalkSentCmd `cmd:"" help:"List the messages you sent and who has read them."`
+	Show TalkShowCmd `cmd:"" help:"Show one message in full."`
+	Ack  TalkAckCmd  `cmd:"" help:"Mark messages to you as read without listing them."`
+}
+
+// TalkSendCmd is `ferry talk send --to NAME|all|master TEXT`.
+type TalkSendCmd struct {
+	Text string `arg:"" optional:"" help:"The message (or use --body)."`
+	To   string `help:"Recipient: an agent name, master (the owner) or all." required:"" placeholder:"NAME"`
+	Body string `help:"The message text, or @FILE to read it from a file." placeholder:"TEXT"`
+	keyFlag
+}
+
+// Help explains where messages go and what the sender sees.
+func (c *TalkSendCmd) Help() string {
+	return `The message is a signed file in messages/ named by a msg.post entry. Sending needs
+member level. The sender sees who has read it with ` + "`ferry talk sent`" + `.`
+}
 
 // Run implements the command.
-func (c *TalkCmd) Run(g *Globals) error { return errors.New("talk: not built yet") }
+func (c *TalkSendCmd) Run(g *Globals) error {
+	if c.Text != "" && c.Body != "" {
+		return fsbus.Errorf(fsbus.CatInvalid, "give the text as an argument or with --body, not both", "two message texts")
+	}
+	body, err := readArg(c.Body)
+	if err != nil {
+		return err
+	}
+	if c.Text != "" {
+		body = c.Text
+	}
+	s, err := g.Session()
+	if err != nil {
+		return err
+	}
+	m, err := s.TalkSend(c.To, body, c.Key)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(m)
+	}
+	g.printf("✔ sent %s to %s (%d bytes)\n", m.ID, m.To, m.Bytes)
+	return nil
+}
+
+// TalkReadCmd is `ferry talk read [--since C] [--peek] [--limit N]`.
+type TalkReadCmd struct {
+	Since string `help:"Only messages to you that arrived after this cursor (from an earlier read), read or not." placeholder:"CURSOR"`
+	Peek  bool   `help:"Read without recording that you read them."`
+	Limit int    `help:"At most this many messages (1-20)." default:"20"`
+}
+
+// Help explains receipts and cursors.
+func (c *TalkReadCmd) Help() string {
+	return `Lists the messages addressed to you (or to all) that you have not read, oldest first,
+as 300-character previews; ` + "`ferry talk show ID`" + ` prints a whole message. Unless --peek,
+one msg.ack entry records what was shown, so the sender sees it read and the next read
+shows only what is new. The owner reads with --as master.`
+}
+
+// Run implements the command.
+func (c *TalkReadCmd) Run(g *Globals) error {
+	s, err := g.Session()
+	if err != nil {
+		return err
+	}
+	res, err := s.TalkRead(fsbus.TalkReadOptions{Since: c.Since, Peek: c.Peek, Limit: c.Limit})
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(res)
+	}
+	if len(res.Messages) == 0 {
+		g.printf("nothing new\n")
+	}
+	for _, m := range res.Messages {
+		talkHead(g, &m)
+		talkIndent(g, m.Preview)
+		if m.Truncated {
+			g.printf("  … (%d bytes: `ferry talk show %s`)\n", m.Bytes, m.ID)
+		}
+	}
+	if res.Truncated {
+		g.printf("(%d more: run again)\n", res.Remaining)
+	}
+	if res.Pending > 0 {
+		g.printf("(%d more not arrived on this machine yet: pending sync)\n", res.Pending)
+	}
+	if c.Peek && len(res.Messages) > 0 {
+		g.printf("(peek: not marked read)\n")
+	}
+	g.printf("next %s\n", res.Next)
+	return nil
+}
+
+// TalkSentCmd is `ferry talk sent`.
+type TalkSentCmd struct {
+	Limit int `help:"At most this many messages (1-100)." default:"20"`
+}
+
+// Run implements the command.
+func (c *TalkSentCmd) Run(g *Globals) error {
+	if g.As == "" {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME (the owner: --as master)", "talk sent needs the sender's name")
+	}
+	ch, err := g.Open()
+	if err != nil {
+		return err
+	}
+	v, err := ch.Load()
+	if err != nil {
+		return err
+	}
+	res, err := v.State.TalkSent(g.As, c.Limit)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(res)
+	}
+	if len(res.Messages) == 0 {
+		g.printf("no messages sent\n")
+	}
+	for _, m := range res.Messages {
+		talkHead(g, &m.Message)
+		if m.Pending {
+			g.printf("  (the text has not arrived on this machine yet: pending sync)\n")
+		} else {
+			talkIndent(g, m.Preview)
+		}
+		g.printf("  read by: %s · not yet: %s\n", talkList(m.ReadBy), talkList(m.Unread))
+	}
+	if res.Truncated {
+		g.printf("(%d older not shown: --limit)\n", res.Remaining)
+	}
+	return nil
+}
+
+// TalkShowCmd is `ferry talk show ID`.
+type TalkShowCmd struct {
+	ID string `arg:"" help:"Message id or unique prefix."`
+}
+
+// Run implements the command.
+func (c *TalkShowCmd) Run(g *Globals) error {
+	ch, err := g.Open()
+	if err != nil {
+		return err
+	}
+	v, err := ch.Load()
+	if err != nil {
+		return err
+	}
+	m, err := v.State.TalkShow(c.ID)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(m)
+	}
+	talkHead(g, m)
+	if m.Pending {
+		g.printf("  (the text has not arrived on this machine yet: pending sync)\n")
+	} else {
+		talkIndent(g, m.Body)
+	}
+	g.printf("  read by: %s\n", talkList(m.ReadBy))
+	return nil
+}
+
+// TalkAckCmd is `ferry talk ack ID...`.
+type TalkAckCmd struct {
+	IDs []string `arg:"" name:"id" help:"Message ids or unique prefixes."`
+}
+
+// Run implements the command.
+func (c *TalkAckCmd) Run(g *Globals) error {
+	s, err := g.Session()
+	if err != nil {
+		return err
+	}
+	res, err := s.TalkAck(c.IDs)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(res)
+	}
+	if len(res.Acked) == 0 {
+		g.printf("already marked read\n")
+		return nil
+	}
+	g.printf("✔ marked read: %s\n", strings.Join(res.Acked, ", "))
+	return nil
+}
+
+func talkHead(g *Globals, m *fsbus.Message) {
+	g.printf("%s  %s → %s  %s\n", m.ID, m.From, m.To, m.HLC)
+}
+
+func talkIndent(g *Globals, text string) {
+	for _, l := range strings.Split(text, "\n") {
+		g.printf("  %s\n", l)
+	}
+}
+
+func talkList(l []string) string {
+	if len(l) == 0 {
+		return "-"
+	}
+	return strings.Join(l, ", ")
+}

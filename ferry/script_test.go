@@ -47,6 +47,7 @@ func TestScripts(t *testing.T) {
 			}
 			env.Vars = vars
 			env.Setenv("FERRY_HOME", filepath.Join(env.WorkDir, "home"))
+			env.Setenv("ESC", "\x1b") // a terminal escape, for scripts that try to inject one
 			return nil
 		},
 		Cmds: scriptCmds,
@@ -64,6 +65,20 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"replace":    cmdReplace,
 	"tree":       cmdTree,
 	"validjson":  cmdValidJSON,
+	"zerofill":   cmdZeroFill,
+}
+
+// zerofill FILE overwrites FILE with as many NUL bytes as it holds (a sync tool's
+// preallocated file, a disk error, a bad restore).
+func cmdZeroFill(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "zerofill")
+	if len(args) != 1 {
+		ts.Fatalf("usage: zerofill FILE")
+	}
+	p := ts.MkAbs(args[0])
+	fi, err := os.Stat(p)
+	ts.Check(err)
+	ts.Check(os.WriteFile(p, make([]byte, fi.Size()), 0o644))
 }
 
 func noNeg(ts *testscript.TestScript, neg bool, name string) {

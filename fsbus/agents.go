@@ -34,6 +34,9 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 	if name == MasterWriter {
 		return nil, Errorf(CatInvalid, "pick an agent name such as claude-code-laptop", "%q is the owner's writer name", name)
 	}
+	if name == ToAll {
+		return nil, Errorf(CatInvalid, "pick an agent name such as claude-code-laptop", "%q is reserved: `ferry talk send --to all` addresses everyone", name)
+	}
 	if err := writeStignore(c.Root); err != nil {
 		return nil, err
 	}
@@ -54,13 +57,22 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 	machine = portableHost(machine)
 	s := &Session{Channel: c, Name: name, Signer: signer}
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		if a := v.State.Agents[name]; a != nil && a.JoinKey == res.Key && a.App == app && a.Machine == machine {
+		a := v.State.Agents[name]
+		if a != nil && a.Seated && a.Key != res.Key {
+			return nil, nil, Errorf(CatConflict,
+				fmt.Sprintf("pick a name of its own for this agent, e.g. `ferry join --as %s-%s`", name, machine),
+				"%s is already seated in %s with another key (%s); this machine's key is %s", name, c.Project(), a.Key, res.Key)
+		}
+		if a != nil && a.JoinKey == res.Key && a.joins[res.Key] == [2]string{app, machine} {
 			return nil, nil, nil
 		}
 		d := entryData{Key: res.Key, App: app, Machine: machine}
 		return &ledger.Draft{Type: TypeAgentJoin, Ref: name, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
+		if res.Created {
+			c.Home.removeKey(c.Project(), name) // a refused join leaves no key behind
+		}
 		return nil, err
 	}
 	res.Wrote = e.Seq > 0
@@ -138,6 +150,13 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 		}
 		if a != nil && a.Seated && a.Key == key && a.level == lvl && slices.Equal(a.Scopes, scopes) {
 			return nil, nil, nil
+		}
+		if a != nil && a.Seated && a.Key != key && opt.Key == "" {
+			// The newest join announces another key than the seated one: rebinding the
+			// name must be a deliberate act, never a side effect of a level change.
+			return nil, nil, Errorf(CatConflict,
+				fmt.Sprintf("if %s really moved to a new key, re-seat it with `ferry grant %s --level %s --key %s`", opt.Agent, opt.Agent, lvl, key),
+				"%s is seated with key %s, but its newest join announces %s", opt.Agent, a.Key, key)
 		}
 		d := entryData{Agent: opt.Agent, Key: key, Level: lvl.String(), Scopes: scopes}
 		if a != nil && len(a.grants) > 0 {

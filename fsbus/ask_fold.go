@@ -1,12 +1,246 @@
 package fsbus
 
-import "github.com/ferryhq/ferry/ledger"
+import (
+	"errors"
+	"sort"
+	"strings"
 
-// Ask is a question to the owner as folded (issue 3; ask_fold.go owns it).
-type Ask struct {
-	ID string `json:"id"`
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Ask states (DESIGN §2 "Orders, asks, presence"; issue 3).
+const (
+	AskPending  = "pending"
+	AskApproved = "approved"
+	AskRejected = "rejected"
+	AskSentBack = "sent_back"
+)
+
+// Verdicts of an ask.answer (docs/format.md §12) and the state each leads to.
+const (
+	VerdictApprove  = "approve"
+	VerdictReject   = "reject"
+	VerdictSendBack = "send_back"
+)
+
+var askVerdicts = map[string]string{
+	VerdictApprove:  AskApproved,
+	VerdictReject:   AskRejected,
+	VerdictSendBack: AskSentBack,
 }
 
-// foldAsks folds ask.raise and ask.answer chains into st.Asks.
+// AskRank is the stage rank of each ask state for the branch rule of DESIGN §2 "Races
+// across machines": any answer (1) beats pending (0); between two answers the lower
+// entry hash wins. Pinned by docs/format.md §14.
+var AskRank = map[string]int{
+	AskPending:  0,
+	AskApproved: 1,
+	AskRejected: 1,
+	AskSentBack: 1,
+}
+
+// Ask is a question to the owner as folded (DESIGN §2, issue 3): the text of its
+// signed object asks/<id>.json and the owner's verdict from the winning ask.answer.
+// Raised and Answered are HLCs (docs/format.md §6).
+type Ask struct {
+	ID             string `json:"id"`
+	Title          string `json:"title"`
+	Author         string `json:"author"`
+	State          string `json:"state"` // pending|approved|rejected|sent_back
+	Recommendation string `json:"recommendation,omitempty"`
+	Reasoning      string `json:"reasoning,omitempty"`
+	Note           string `json:"note,omitempty"`        // the owner's note with the verdict
+	AnsweredBy     string `json:"answered_by,omitempty"` // always "master" once answered
+	Raised         string `json:"raised"`
+	Answered       string `json:"answered,omitempty"`
+	// Contests are the branches of this ask's chain (two owner machines answering at
+	// once); Superseded are the answers that lost, for telling the asker and the owner.
+	Contests   []Contest   `json:"contests,omitempty"`
+	Superseded []AskAnswer `json:"superseded,omitempty"`
+	// Missing is true while asks/<id>.json has not arrived (pending sync): the ask is
+	// shown, titled "(pending sync)", and cannot be answered yet.
+	Missing bool `json:"missing,omitempty"`
+	// Pending counts entries of this ask whose basis has not arrived (pending sync).
+	Pending int `json:"pending,omitempty"`
+	// Head is the hash of the last entry on the winning chain: the basis an answer names.
+	Head string `json:"head"`
+
+	c askCore
+}
+
+// AskAnswer is one ask.answer entry: a verdict and its note.
+type AskAnswer struct {
+	By      string `json:"by"`
+	Verdict string `json:"verdict"` // approve|reject|send_back
+	Note    string `json:"note,omitempty"`
+	HLC     string `json:"hlc"`
+	Hash    string `json:"hash"`
+}
+
+// askCore is the part of an ask its state machine decides on.
+type askCore struct {
+	State  string
+	Author string
+}
+
+// step applies one entry of an ask's chain to c: an ask.answer by the owner moves a
+// pending ask to the verdict's state. It is the one rule both the fold and AskAnswer
+// use. Refusals: denied below master level (an agent never answers, DESIGN §2 level
+// table), conflict when the ask is already answered, invalid for an unknown verdict. An
+// entry type this binary does not know keeps its place in the chain unchanged (DESIGN
+// §2 "Types").
+func (c askCore) step(typ, writer string, lvl Level, d entryData) (askCore, error) {
+	n := c
+	switch typ {
+	case TypeAskAnswer:
+		if err := checkLevel(writer, lvl, typ); err != nil {
+			return c, err
+		}
+		if c.State != AskPending {
+			return c, Errorf(CatConflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
+		}
+		st, ok := askVerdicts[d.Verdict]
+		if !ok {
+			return c, Errorf(CatInvalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
+		}
+		n.State = st
+	default:
+		if knownType(typ) {
+			return c, Errorf(CatInvalid, "", "%s is not a step of an ask's chain", typ)
+		}
+		if err := checkLevel(writer, lvl, typ); err != nil {
+			return c, err
+		}
+	}
+	return n, nil
+}
+
+// askNode is a node of an ask's chain.
+type askNode = chainNode[askCore]
+
+// askRules is the ask state machine for resolveChain.
+var askRules = chainRules[askCore]{
+	step: func(c askCore, n *askNode) (askCore, error) {
+		return c.step(n.e.Type, n.e.Writer, n.lvl, n.d)
+	},
+	rank: func(c askCore) int { return AskRank[c.State] },
+}
+
+// foldAsks folds ask.raise and ask.answer chains into st.Asks (docs/format.md §14): an
+// ask.raise is the root of its ask's chain (two raises under one id: the lower entry
+// hash counts); answers name their basis and resolve by the branch rule — answered
+// beats pending, then the lower hash — so two owner machines answering at once leave
+// one verdict everywhere and a contest naming the asker and the owner. An answer not
+// allowed from its parent's state (an answer to an answered ask) is ignored with
+// everything built on it. Nothing here reads a clock.
 func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
+	raises := map[string]*askNode{}
+	var rest []*askNode
+	for _, e := range entries {
+		d, _ := decodeData(e)
+		n := &askNode{e: e, d: d, lvl: st.levelAt(e)}
+		switch {
+		case e.Type == TypeAskRaise:
+			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixAsk) {
+				ignore(e, "ask.raise with a bad ask id")
+				continue
+			}
+			if prev, dup := raises[e.Ref]; dup {
+				// Two raises under one id (a forged or cloned record): the lower hash
+				// counts, whatever the clocks say, like a fork.
+				if prev.e.Hash() == e.Hash() {
+					continue
+				}
+				if prev.e.Hash() < e.Hash() {
+					ignore(e, "second ask.raise for an existing ask id")
+					continue
+				}
+				ignore(prev.e, "second ask.raise for an existing ask id")
+			}
+			raises[e.Ref] = n
+		case e.Type == TypeAskAnswer:
+			rest = append(rest, n)
+		case d.Basis != "" && !knownType(e.Type):
+			rest = append(rest, n) // unknown type with a basis: holds its place
+		}
+	}
+	byHash := map[string]*askNode{}
+	for _, n := range raises {
+		byHash[n.e.Hash()] = n
+	}
+	for _, n := range rest {
+		byHash[n.e.Hash()] = n
+	}
+	pending := linkChain(rest, byHash, ignore)
+
+	ids := make([]string, 0, len(raises))
+	for id := range raises {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		root := raises[id]
+		a := &Ask{ID: id, Author: root.e.Writer, Raised: root.e.HLC, State: AskPending, Pending: pending[id]}
+		if why := loadAskObject(a, in, root); why != "" {
+			ignore(root.e, why)
+			for _, ch := range root.children {
+				ignoreSubtree(ch, "built on an entry that does not count", ignore)
+			}
+			continue
+		}
+		root.state = askCore{State: AskPending, Author: a.Author}
+		path, contests := resolveChain(id, root, askRules, []string{a.Author, MasterWriter}, ignore)
+		for _, n := range path {
+			a.apply(n)
+		}
+		a.Contests = contests
+		for _, ct := range contests {
+			for _, l := range ct.Losers {
+				if n := byHash[l.Hash]; n != nil && n.e.Type == TypeAskAnswer {
+					a.Superseded = append(a.Superseded, answerOf(n))
+				}
+			}
+		}
+		st.Contested = append(st.Contested, contests...)
+		st.Asks[id] = a
+	}
+}
+
+// loadAskObject fills the ask's text from asks/<id>.json. It returns why the ask.raise
+// does not count when the file exists but its hash differs from the one the entry
+// names (edited or forged), it does not parse, or its id, author or device differ
+// from the entry's; a file not yet arrived leaves the ask Missing (pending sync) and counts.
+func loadAskObject(a *Ask, in FoldInput, root *askNode) string {
+	if in.Objects == nil {
+		a.Missing, a.Title = true, "(pending sync)"
+		return ""
+	}
+	c, hash, err := in.Objects(root.e.Writer, a.ID)
+	if errors.Is(err, ErrObjectMissing) {
+		a.Missing, a.Title = true, "(pending sync)"
+		return ""
+	}
+	if err != nil || hash != root.d.Object {
+		return "ask object differs from the hash its ask.raise names"
+	}
+	var obj AskObject
+	if err := jsonUnmarshal(c, &obj); err != nil || obj.ID != a.ID || obj.Author != root.e.Writer || obj.Device != root.e.Device {
+		return "ask object does not match its ask.raise (id, author or device)"
+	}
+	a.Title, a.Recommendation, a.Reasoning = obj.Title, obj.Recommendation, obj.Reasoning
+	return ""
+}
+
+// apply records a winning-chain node in the ask's view.
+func (a *Ask) apply(n *askNode) {
+	a.c = n.state
+	a.State = n.state.State
+	a.Head = n.e.Hash()
+	if n.e.Type == TypeAskAnswer {
+		a.Note, a.AnsweredBy, a.Answered = n.d.Note, n.e.Writer, n.e.HLC
+	}
+}
+
+func answerOf(n *askNode) AskAnswer {
+	return AskAnswer{By: n.e.Writer, Verdict: n.d.Verdict, Note: n.d.Note, HLC: n.e.HLC, Hash: n.e.Hash()}
 }

@@ -144,7 +144,7 @@ func markInvolved[S any](n *chainNode[S], seen map[string]bool) {
 }
 
 func stepOf[S any](n *chainNode[S]) Step {
-	return Step{Type: n.e.Type, By: n.e.Writer, HLC: n.e.HLC, Hash: n.e.Hash(), Note: n.d.Note, To: n.d.To}
+	return Step{Type: n.e.Type, By: n.e.Writer, HLC: n.e.HLC, Hash: n.e.Hash(), Note: n.d.Note, To: n.d.To, Verdict: n.d.Verdict}
 }
 
 func errMessage(err error) string {

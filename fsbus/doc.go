@@ -15,7 +15,8 @@
 //	ledger/<writer>/<device>.jsonl   append-only segments (package ledger)
 //	orders/<id>.json                 OrderObject, signed by its author, written once
 //	results/<id>.json                ResultObject of a submit
-//	messages/ asks/ presence/ handins/<writer>/ memory/ releases/
+//	messages/<id>.json               MessageObject (to, body), signed by its sender; msg.post names it
+//	asks/ presence/ handins/<writer>/ memory/ releases/
 //
 // Machine-local state lives in a Home: keys (0600), pinned master keys, the project →
 // channel map and the device id under ConfigDir; lock files and the arrival log under

@@ -84,7 +84,8 @@ type Agent struct {
 	grants    []grant
 	grantHead string // hash of the newest grant entry on the winning chain: the next grant's basis
 	level     Level
-	segs      map[string]uint64 // device → highest seq folded (for grant bounds)
+	segs      map[string]uint64    // device → highest seq folded (for grant bounds)
+	joins     map[string][2]string // announced key → (app, machine) of its newest join
 }
 
 // grant is one grant.set or grant.revoke of an agent, in master entry order.
@@ -290,7 +291,11 @@ func Fold(in FoldInput) *State {
 				if a.Joined == "" {
 					a.Joined = e.HLC
 				}
-				a.JoinKey, a.App, a.Machine = d.Key, d.App, d.Machine
+				a.JoinKey = d.Key
+				if a.joins == nil {
+					a.joins = map[string][2]string{}
+				}
+				a.joins[d.Key] = [2]string{d.App, d.Machine}
 				a.noteSegment(e)
 				continue
 			}
@@ -346,6 +351,16 @@ func Fold(in FoldInput) *State {
 			if !g.revoke {
 				a.Seated, a.level, a.Level, a.Key, a.Scopes = true, g.level, g.level.String(), g.keyTxt, g.scopes
 			}
+		}
+		// App and machine are shown from the join of the seated key: a join under the
+		// same name with another key (another machine, or an impostor) must not relabel
+		// a seated agent (it is listed as a key change for the owner instead).
+		show := a.JoinKey
+		if a.Seated {
+			show = a.Key
+		}
+		if j, ok := a.joins[show]; ok {
+			a.App, a.Machine = j[0], j[1]
 		}
 		sort.Strings(a.Devices)
 	}

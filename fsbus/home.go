@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -204,3 +205,31 @@ func (h *Home) MapProject(project, dir string) error {
 	}
 	return WriteFileAtomic(h.projectsPath(), []byte(b.String()), 0o644)
 }
+
+// highWaterPath is where this machine records the last seq it appended to a segment.
+func (h *Home) highWaterPath(project, writer, device string) string {
+	return filepath.Join(h.StateDir(project), "segments", writer+"."+device)
+}
+
+// highWater returns the last seq this machine appended to (writer, device), 0 when it
+// never did or the record is lost (the cache may be purged: then the check is off).
+func (h *Home) highWater(project, writer, device string) uint64 {
+	b, err := os.ReadFile(h.highWaterPath(project, writer, device))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// setHighWater records seq as the last appended to (writer, device). A failure only
+// turns the loss check off for that segment, so it is not reported.
+func (h *Home) setHighWater(project, writer, device string, seq uint64) {
+	_ = WriteFileAtomic(h.highWaterPath(project, writer, device), []byte(strconv.FormatUint(seq, 10)+"\n"), 0o644)
+}
+
+// removeKey deletes a key this process just made and did not use (a refused join).
+func (h *Home) removeKey(project, name string) { os.Remove(h.keyPath(project, name)) }

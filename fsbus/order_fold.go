@@ -66,6 +66,8 @@ type Step struct {
 	Hash string `json:"hash"`
 	Note string `json:"note,omitempty"`
 	To   string `json:"to,omitempty"`
+	// Verdict is a review's accept|changes.
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // Submission is the current result of an order.

@@ -41,6 +41,8 @@ func (o *NewOrderOptions) validate() error {
 		return Errorf(CatInvalid, "put large material in the work repo and reference it", "body is %d bytes; the limit is %d", len(o.Body), MaxOrderBody)
 	case !utf8.ValidString(o.Title + o.Body):
 		return Errorf(CatInvalid, "", "title and body must be UTF-8")
+	case hasControl(o.Title, false) || hasControl(o.Body, true):
+		return Errorf(CatInvalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
 	case len(o.Labels) > MaxLabels:
 		return Errorf(CatInvalid, "", "at most %d labels", MaxLabels)
 	case o.To != "" && !ValidName(o.To):
@@ -57,8 +59,8 @@ func (o *NewOrderOptions) validate() error {
 		return Errorf(CatInvalid, "use low, normal or high", "unknown priority %q", o.Priority)
 	}
 	for _, d := range o.Deps {
-		if !ValidID(d) || !strings.HasPrefix(d, PrefixOrder) {
-			return Errorf(CatInvalid, "name dependencies by full order id", "bad dependency %q", d)
+		if strings.TrimSpace(d) == "" {
+			return Errorf(CatInvalid, "name dependencies by order id or a unique prefix", "empty dependency")
 		}
 	}
 	return nil
@@ -83,10 +85,15 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderCreate); err != nil {
 			return nil, nil, err
 		}
-		for _, dep := range opt.Deps {
-			if v.State.Orders[dep] == nil {
-				return nil, nil, Errorf(CatNotFound, "dependencies must exist", "no order %s", dep)
+		for i, dep := range opt.Deps {
+			o, err := v.State.FindOrder(dep)
+			if err != nil {
+				return nil, nil, err
 			}
+			opt.Deps[i] = o.ID
+		}
+		if err := v.State.checkRecipient(opt.To); err != nil {
+			return nil, nil, err
 		}
 		id = NewID(PrefixOrder)
 		obj := &OrderObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
@@ -183,6 +190,9 @@ type callArgs struct {
 // prepare, when set, publishes objects the entry names (a submit's result object) after
 // every check passed.
 func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o *Order) bool, prepare ...func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
+	if hasControl(d.Note, true) || hasControl(d.Reference, false) {
+		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
+	}
 	var id, args string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		o, err := v.State.FindOrder(q)
@@ -202,6 +212,11 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 		}
 		if _, err := o.c.step(typ, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
 			return nil, nil, err
+		}
+		if typ == TypeOrderOffer {
+			if err := v.State.checkRecipient(d.To); err != nil {
+				return nil, nil, err
+			}
 		}
 		d.Basis = o.Head
 		if key != "" {
@@ -232,7 +247,8 @@ func (s *Session) Claim(q, key string) (*Order, error) {
 	})
 }
 
-// Offer reserves an order for one agent (its author, or an orchestrator).
+// Offer reserves an order for one agent (its author, or an orchestrator). It returns
+// not_found when that agent has never joined the channel.
 func (s *Session) Offer(q, to, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderOffer, entryData{To: to}, key, nil)
 }
@@ -247,6 +263,11 @@ func (s *Session) Submit(q, ref, note, key string) (*Order, error) {
 	}
 	if len(ref) > MaxReference || len(note) > MaxNote {
 		return nil, Errorf(CatInvalid, "keep references short and notes under 2,000 bytes; the work stays in the work repo", "reference or note too long")
+	}
+	// A hand-in id (or unique prefix of one) names that hand-in: resolved to its full id.
+	ref, err := s.resolveHandinRef(ref)
+	if err != nil {
+		return nil, err
 	}
 	return s.lifecycle(q, TypeOrderSubmit, entryData{Reference: ref, Note: note}, key, nil,
 		func(o *Order, d *entryData) (pendingObject, error) {
@@ -291,6 +312,9 @@ func (s *Session) Cancel(q, note, key string) (*Order, error) {
 // over-long note.
 func (s *Session) Progress(q, note, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
+	if hasControl(note, true) {
+		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
+	}
 	if note == "" || len(note) > MaxNote {
 		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note of 1–%d bytes", MaxNote)
 	}
@@ -321,4 +345,29 @@ func (s *Session) Progress(q, note, key string) (*Order, error) {
 		return nil, err
 	}
 	return s.orderAfter(v, e, id)
+}
+
+// checkRecipient returns not_found when name ("" passes) is not an agent that has
+// joined the channel: an order offered to a name nobody holds would wait forever.
+func (st *State) checkRecipient(name string) error {
+	if name == "" {
+		return nil
+	}
+	if a := st.Agents[name]; a == nil || a.JoinKey == "" {
+		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %q has joined this channel", name)
+	}
+	return nil
+}
+
+// hasControl reports whether s holds a control character (C0, DEL, C1) other than,
+// when multiline, newline and tab: terminal escapes must not reach an owner's screen.
+func hasControl(s string, multiline bool) bool {
+	for _, r := range s {
+		switch {
+		case multiline && (r == '\n' || r == '\t' || r == '\r'):
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return true
+		}
+	}
+	return false
 }

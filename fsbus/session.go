@@ -105,15 +105,31 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		if err != nil || d == nil {
 			return err
 		}
+		if err := s.checkIdentity(v.State, d.Type); err != nil {
+			return err
+		}
+		hwm := s.Home.highWater(s.Project(), s.Name, s.Device)
+		if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
+			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
+			return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged tail is kept beside it as "+filepath.Base(seg)+".torn-N), then retry",
+				"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
+		}
+		var written []string
 		for _, o := range objs {
 			if err := writeNew(o.path, o.data); err != nil {
+				removeAll(written)
 				return err
 			}
+			written = append(written, o.path)
 		}
 		e, err := s.Ledger.Append(s.Name, s.Device, *d, s.Signer, s.observedHLC(v.Snapshot))
 		if err != nil {
-			return fmt.Errorf("appending %s: %w", d.Type, err)
+			removeAll(written) // objects no entry names would only confuse readers
+			return &Error{Category: CatInternal, Err: err,
+				Message: fmt.Sprintf("appending %s: %v", d.Type, err),
+				Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
 		}
+		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq)
 		out = e
 		return nil
 	})
@@ -178,4 +194,38 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("fsbus: encoding entry data: %v", err))
 	}
 	return c
+}
+
+// checkIdentity refuses a write (other than agent.join) by an agent whose key on this
+// machine is not the key the owner seated for its name: such an entry would count for
+// nothing, so writing it would only mislead (issue 2: "unknown or unseated agent").
+func (s *Session) checkIdentity(st *State, typ string) error {
+	if s.Name == MasterWriter || typ == TypeAgentJoin {
+		return nil
+	}
+	a := st.Agents[s.Name]
+	here := ledger.FormatKey(s.Signer.Public())
+	if a != nil && a.Seated && a.Key != here {
+		return Errorf(CatDenied,
+			fmt.Sprintf("use another agent name on this machine (`ferry join --as %s-2`), or, if this key replaced the old one, the owner runs `ferry grant %s --key %s`", s.Name, s.Name, here),
+			"this machine's key for %s is not the key the owner seated (seated %s, here %s)", s.Name, a.Key, here)
+	}
+	return nil
+}
+
+// segmentSeq is the highest seq of (writer, device) in the snapshot.
+func segmentSeq(snap *ledger.Snapshot, writer, device string) uint64 {
+	var n uint64
+	for i := range snap.Entries {
+		if e := &snap.Entries[i]; e.Writer == writer && e.Device == device && e.Seq > n {
+			n = e.Seq
+		}
+	}
+	return n
+}
+
+func removeAll(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
 }

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -37,6 +38,48 @@ func (c *Channel) Liveness(v *View, writer string) (state string, ageS int64) {
 		return Quiet, ageS
 	}
 	return Silent, ageS
+}
+
+// Access is what `ferry access show` reports about one agent on this machine.
+type Access struct {
+	Agent         string   `json:"agent"`
+	Level         string   `json:"level"`
+	Seated        bool     `json:"seated"`
+	Joined        bool     `json:"joined"`
+	Scopes        []string `json:"scopes"`
+	Retired       bool     `json:"retired"`
+	KeyHere       bool     `json:"key_here"`        // this machine holds a key for the name
+	SeatedKeyHere bool     `json:"seated_key_here"` // and it is the key the owner seated
+	// Next is the one command that moves the agent forward ("" when nothing is needed).
+	Next string `json:"next,omitempty"`
+}
+
+// Access reports an agent's seat as this machine sees it, and what to run next.
+func (c *Channel) Access(v *View, name string) *Access {
+	r := &Access{Agent: name, Level: LevelNone.String(), Scopes: []string{}, KeyHere: c.Home.HasKey(c.Project(), name)}
+	var here string
+	if r.KeyHere {
+		if k, err := c.Home.LoadKey(c.Project(), name); err == nil {
+			here = ledger.FormatKey(k.Public())
+		}
+	}
+	a := v.State.Agents[name]
+	if a != nil {
+		r.Level, r.Seated, r.Joined, r.Retired = a.Level, a.Seated, a.JoinKey != "", a.Retired
+		if a.Scopes != nil {
+			r.Scopes = a.Scopes
+		}
+		r.SeatedKeyHere = a.Seated && here != "" && a.Key == here
+	}
+	switch {
+	case !r.Joined && !r.Seated:
+		r.Next = fmt.Sprintf("ferry join --as %s --project %s   (on the agent's machine)", name, c.Project())
+	case !r.Seated:
+		r.Next = fmt.Sprintf("ferry grant %s --level member --project %s   (the owner)", name, c.Project())
+	case r.KeyHere && !r.SeatedKeyHere:
+		r.Next = fmt.Sprintf("this machine's key is not the seated one: use another name here (ferry join --as %s-2)", name)
+	}
+	return r
 }
 
 // OrderRow is an order's one-line summary.
@@ -115,16 +158,19 @@ type HolderRow struct {
 
 // Status is the owner's view (`ferry status`).
 type Status struct {
-	Project  string         `json:"project"`
-	Channel  string         `json:"channel"`
-	Entries  int            `json:"entries"`
-	ToSeat   []*Agent       `json:"to_seat"`
-	Reviews  []OrderRow     `json:"reviews_due"`
-	Contests []Contest      `json:"contested"`
-	Quiet    []HolderRow    `json:"holders_not_seen"`
-	Counts   map[string]int `json:"orders"`
-	Ignored  int            `json:"ignored_entries"`
-	Problems int            `json:"ledger_problems"`
+	Project string   `json:"project"`
+	Channel string   `json:"channel"`
+	Entries int      `json:"entries"`
+	ToSeat  []*Agent `json:"to_seat"`
+	// KeyChanges are seated agents whose newest join announces another key: another
+	// machine, or someone else, under the same name. Re-seat only deliberately.
+	KeyChanges []*Agent       `json:"key_changes"`
+	Reviews    []OrderRow     `json:"reviews_due"`
+	Contests   []Contest      `json:"contested"`
+	Quiet      []HolderRow    `json:"holders_not_seen"`
+	Counts     map[string]int `json:"orders"`
+	Ignored    int            `json:"ignored_entries"`
+	Problems   int            `json:"ledger_problems"`
 	// Ahead lists writers with entries stamped more than max_skew ahead of this
 	// machine's clock: their HLCs are not absorbed (DESIGN §2 "HLC"), only reported.
 	Ahead []string `json:"clock_ahead,omitempty"`
@@ -135,10 +181,14 @@ type Status struct {
 func (c *Channel) Status(v *View) *Status {
 	st := v.State
 	s := &Status{Project: c.Project(), Channel: c.Root, Entries: st.Entries, Counts: map[string]int{},
-		Contests: append([]Contest{}, st.Contested...), ToSeat: []*Agent{}, Quiet: []HolderRow{}, Ignored: len(st.Ignored), Problems: len(v.Snapshot.Problems) + len(v.Snapshot.Forks)}
+		Contests: append([]Contest{}, st.Contested...), ToSeat: []*Agent{}, KeyChanges: []*Agent{}, Quiet: []HolderRow{}, Ignored: len(st.Ignored), Problems: countProblems(v.Snapshot)}
 	for _, a := range st.AgentList() {
-		if a.JoinKey != "" && !a.Retired && (!a.Seated || a.Key != a.JoinKey) {
+		switch {
+		case a.JoinKey == "" || a.Retired:
+		case len(a.grants) == 0:
 			s.ToSeat = append(s.ToSeat, a)
+		case a.Seated && a.Key != a.JoinKey:
+			s.KeyChanges = append(s.KeyChanges, a)
 		}
 	}
 	s.Reviews = append([]OrderRow{}, st.ListOrders(OrderFilter{State: StateSubmitted})...)
@@ -257,11 +307,14 @@ type VerifyReport struct {
 	Ledger  *ledger.Report `json:"ledger"`
 	Ignored []Ignored      `json:"ignored"`
 	Objects []string       `json:"objects"`
+	// Lost lists this machine's own segments that hold fewer entries than it appended
+	// (a segment overwritten, zero-filled or restored from an old backup).
+	Lost []string `json:"lost"`
 }
 
 // OK reports whether nothing is wrong.
 func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0
 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
@@ -296,7 +349,15 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}}
+	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
+	// Segments this machine wrote that now hold fewer entries than it appended.
+	for _, name := range append(c.Home.Keys(c.Project()), MasterWriter) {
+		hwm := c.Home.highWater(c.Project(), name, c.Device)
+		if have := segmentSeq(v.Snapshot, name, c.Device); have < hwm {
+			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
+				rel(c.Root, ledger.SegmentPath(c.Root, name, c.Device)), hwm, have))
+		}
+	}
 	if out.Ignored == nil {
 		out.Ignored = []Ignored{}
 	}
@@ -346,4 +407,16 @@ func (v *View) Tail(n int) []ledger.Entry {
 		es = es[len(es)-n:]
 	}
 	return es
+}
+
+// countProblems counts what `ferry ledger verify` would flag in a snapshot: problems
+// other than torn tails (others' torn tails are "not yet arrived"), and forks.
+func countProblems(snap *ledger.Snapshot) int {
+	n := len(snap.Forks)
+	for _, p := range snap.Problems {
+		if p.Kind != ledger.KindTorn && p.Kind != ledger.KindFork {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,257 @@
+package fsbus
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Limits of an ask (issue 3; the ADR caps reasoning at 1,200 characters). The title is
+// in bytes like an order's; recommendation and reasoning in characters (Unicode code
+// points), so a non-English ask gets the same room as an English one.
+const (
+	MaxAskTitle = MaxTitle // bytes, one line
+	MaxAskText  = 1200     // characters, for recommendation and for reasoning
+)
+
+// AskObject is asks/<id>.json: a question to the owner, written once and signed by the
+// asker (docs/format.md §11).
+type AskObject struct {
+	Envelope
+	Title          string `json:"title"`
+	Recommendation string `json:"recommendation"`
+	Reasoning      string `json:"reasoning,omitempty"`
+}
+
+// AskRaiseOptions are the arguments of AskRaise. Their JSON form (Key excluded) is what
+// data.args hashes (docs/format.md §15).
+type AskRaiseOptions struct {
+	Title          string `json:"title"`               // one line, at most 200 bytes
+	Recommendation string `json:"recommendation"`      // what the asker proposes, ≤ 1,200 characters
+	Reasoning      string `json:"reasoning,omitempty"` // why, ≤ 1,200 characters
+	Key            string `json:"-"`                   // idempotency key
+}
+
+func (o *AskRaiseOptions) validate() error {
+	o.Title = strings.TrimSpace(o.Title)
+	o.Recommendation = strings.TrimSpace(o.Recommendation)
+	o.Reasoning = strings.TrimSpace(o.Reasoning)
+	switch {
+	case o.Title == "":
+		return Errorf(CatInvalid, "give the ask a one-line title", "empty title")
+	case len(o.Title) > MaxAskTitle || strings.ContainsAny(o.Title, "\n\r"):
+		return Errorf(CatInvalid, fmt.Sprintf("keep the title to one line of at most %d bytes; put detail in the reasoning", MaxAskTitle), "title too long or multi-line")
+	case !utf8.ValidString(o.Title + o.Recommendation + o.Reasoning):
+		return Errorf(CatInvalid, "", "title, recommendation and reasoning must be UTF-8")
+	case o.Recommendation == "":
+		return Errorf(CatInvalid, "pass --recommendation: what you propose the owner decide", "an ask needs a recommendation")
+	}
+	if n := utf8.RuneCountInString(o.Recommendation); n > MaxAskText {
+		return Errorf(CatInvalid, "keep it short; put detail in the work repo and reference it",
+			"recommendation is %d characters; the limit is %d", n, MaxAskText)
+	}
+	if n := utf8.RuneCountInString(o.Reasoning); n > MaxAskText {
+		return Errorf(CatInvalid, "keep it short; put detail in the work repo and reference it",
+			"reasoning is %d characters; the limit is %d", n, MaxAskText)
+	}
+	return nil
+}
+
+// AskRaise asks the owner to decide before a risky step (DESIGN §2, issue 3): it
+// publishes the signed object asks/<a-id>.json, then appends ask.raise naming the
+// object's hash; the ask is pending until the owner answers. Errors: invalid for an
+// empty or multi-line title, a missing recommendation, or a recommendation or reasoning
+// over 1,200 characters; denied below member level; conflict when the idempotency key
+// was used with other arguments. A replayed key returns the ask the first call made
+// and writes nothing.
+func (s *Session) AskRaise(opt AskRaiseOptions) (*Ask, error) {
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	args := argsHash(opt)
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if ref, replay, err := s.checkIdem(v.State, opt.Key, args); err != nil || replay {
+			id = ref
+			return nil, nil, err
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeAskRaise); err != nil {
+			return nil, nil, err
+		}
+		id = NewID(PrefixAsk)
+		obj := &AskObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
+			Title: opt.Title, Recommendation: opt.Recommendation, Reasoning: opt.Reasoning}
+		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
+		if err != nil {
+			return nil, nil, err
+		}
+		d := entryData{Object: hash}
+		if opt.Key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeAskRaise, Ref: id, Data: mustJSON(d), Idem: opt.Key},
+			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.askAfter(v, e, id)
+}
+
+// askCallArgs is what data.args hashes for an ask.answer: the entry type, the resolved
+// ask id and the call's data fields (docs/format.md §15).
+type askCallArgs struct {
+	Call string    `json:"call"`
+	Ask  string    `json:"ask"`
+	Data entryData `json:"data"`
+}
+
+// AskAnswer records the owner's verdict on a pending ask as a master-signed ask.answer
+// naming the ask's head as basis (a compare-and-set on this machine). verdict is
+// approve, reject or send_back ("send-back" is accepted); note is optional, at most
+// 2,000 bytes. Errors: denied unless s is the master (an agent, and the MCP surface,
+// never answers: DESIGN §2 level table); invalid for an unknown verdict, a long note or
+// an ambiguous prefix; not_found for an unknown ask; conflict when the ask is already
+// answered or the idempotency key was used with other arguments; retry_needed while the
+// ask's object has not arrived. A replayed key returns the ask and writes nothing.
+func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
+	if s.Name != MasterWriter {
+		return nil, Errorf(CatDenied, "only the owner answers asks, on the machine holding the master key: `ferry ask approve|reject|send-back ID` there, without --as",
+			"%s may not answer asks; ask.answer needs level master", s.Name)
+	}
+	if verdict == "send-back" {
+		verdict = VerdictSendBack
+	}
+	if _, ok := askVerdicts[verdict]; !ok {
+		return nil, Errorf(CatInvalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
+	}
+	note = strings.TrimSpace(note)
+	if len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "keep the note short", "note is %d bytes; the limit is %d", len(note), MaxNote)
+	}
+	if !utf8.ValidString(note) {
+		return nil, Errorf(CatInvalid, "", "note must be UTF-8")
+	}
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		a, err := v.State.FindAsk(q)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = a.ID
+		d := entryData{Verdict: verdict, Note: note}
+		args := argsHash(askCallArgs{Call: TypeAskAnswer, Ask: a.ID, Data: d})
+		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			return nil, nil, err
+		}
+		if a.Missing {
+			return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver asks/"+a.ID+".json, then retry",
+				"ask %s has not fully arrived on this machine", a.ID)
+		}
+		if _, err := a.c.step(TypeAskAnswer, s.Name, v.State.levelOf(s.Name), d); err != nil {
+			if IsCategory(err, CatConflict) {
+				return nil, nil, Errorf(CatConflict, "see the verdict with `ferry ask status "+a.ID+"`",
+					"ask %s is already %s (by %s at %s)", a.ID, a.State, orNone(a.AnsweredBy), a.Answered)
+			}
+			return nil, nil, err
+		}
+		d.Basis = a.Head
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeAskAnswer, Ref: a.ID, Data: mustJSON(d), Idem: key}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.askAfter(v, e, id)
+}
+
+// askAfter folds the view plus the entry just written (no second read of the channel)
+// and returns the ask.
+func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
+	st := v.State
+	if e.Seq > 0 {
+		entries := append(slices.Clip(v.Snapshot.Entries), e)
+		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+		st = Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
+	}
+	a := st.Asks[id]
+	if a == nil {
+		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "ask %s is not in the state after writing it", id)
+	}
+	return a, nil
+}
+
+// askIDs lists known ask ids, sorted.
+func (st *State) askIDs() []string {
+	ids := make([]string, 0, len(st.Asks))
+	for id := range st.Asks {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// FindAsk resolves a full ask id or a unique prefix of one (DESIGN §2 rule 2). Errors:
+// not_found for no match (saying why when the ask's raise does not count), invalid for
+// an empty query or an ambiguous prefix, listing the candidates.
+func (st *State) FindAsk(q string) (*Ask, error) {
+	id, err := resolveID("ask", q, st.askIDs())
+	if IsCategory(err, CatNotFound) {
+		lq := strings.ToLower(strings.TrimSpace(q))
+		for _, ig := range st.Ignored {
+			if ig.Type == TypeAskRaise && len(ig.Ref) > 2 && (strings.HasPrefix(ig.Ref, lq) || strings.HasPrefix(ig.Ref[2:], lq)) {
+				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+					"ask %s does not count: %s", ig.Ref, ig.Reason)
+			}
+		}
+		err.(*Error).Hint = "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)"
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st.Asks[id], nil
+}
+
+// AsksBy returns the asks author raised, newest first (by raise HLC, ties by id); an
+// empty list, never nil.
+func (st *State) AsksBy(author string) []*Ask {
+	out := []*Ask{}
+	for _, a := range st.Asks {
+		if a.Author == author {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Raised != out[j].Raised {
+			return out[i].Raised > out[j].Raised
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// PendingAsks returns every ask still waiting on the owner, oldest first (the one
+// waiting longest leads; ties by id), including asks whose object has not arrived
+// (Missing); an empty list, never nil. It is the owner's queue for `ferry status` and
+// catch-up.
+func (st *State) PendingAsks() []*Ask {
+	out := []*Ask{}
+	for _, a := range st.Asks {
+		if a.State == AskPending {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Raised != out[j].Raised {
+			return out[i].Raised < out[j].Raised
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}

@@ -1,0 +1,56 @@
+package fsbus
+
+import (
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// DecisionRecord records a decision (decision.record, orchestrator level; DESIGN §2,
+// issue 3): one line, trimmed, 1–200 bytes, held in the entry itself (data.line; no
+// object file) under a fresh d- id in ref. Errors: invalid for a bad line; denied
+// below orchestrator; conflict for a key used with other arguments. A replayed key
+// returns the decision the first call recorded and writes nothing.
+func (s *Session) DecisionRecord(line, key string) (*Decision, error) {
+	line = strings.TrimSpace(line)
+	if err := checkShortLine("decision", line, MaxDecisionLine); err != nil {
+		return nil, err
+	}
+	args := argsHash(primaryCall{Call: TypeDecisionRecord, Data: primaryData{Line: line}})
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if ref, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			id = ref
+			return nil, nil, err
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeDecisionRecord); err != nil {
+			return nil, nil, err
+		}
+		id = NewID(PrefixDecision)
+		d := primaryData{Line: line}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeDecisionRecord, Ref: id, Data: mustJSON(d), Idem: key}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := s.viewWithEntry(v, e).State
+	for i := range st.Decisions {
+		if st.Decisions[i].ID == id {
+			return &st.Decisions[i], nil
+		}
+	}
+	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "decision %s is not in the state after writing it", id)
+}
+
+// ListDecisions returns decisions newest first (by hlc, then entry hash), at most limit
+// of them (0: all). The list is never nil.
+func (st *State) ListDecisions(limit int) []Decision {
+	out := append([]Decision{}, st.Decisions...)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}

@@ -1,0 +1,131 @@
+package fsbus
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// HandinObject is handins/<writer>/<id>.json: a reference to work handed in and a
+// note, signed by its author (docs/format.md §11). The work stays in the work repo.
+type HandinObject struct {
+	Envelope
+	Ref  string `json:"ref"`            // commit, branch or path, ≤ 500 bytes
+	Note string `json:"note,omitempty"` // ≤ 2,000 bytes
+}
+
+// handinCall is what data.args hashes for `handin add` (docs/format.md §15).
+type handinCall struct {
+	Call string `json:"call"`
+	Note string `json:"note,omitempty"`
+	Ref  string `json:"ref"`
+}
+
+// HandinAdd names work handed in (handin.add, worker level — the one thing a worker
+// writes besides its join and acks; DESIGN §2, issue 3): ref is a commit, branch or
+// path (one line, trimmed, 1–500 bytes), note at most 2,000 bytes. It publishes the
+// signed object handins/<s>/<h-id>.json, then appends handin.add naming the object's
+// hash. A submit may name the hand-in's id (or a unique prefix) as its reference.
+// Errors: invalid for a bad ref or note; denied below worker; conflict for a key used
+// with other arguments. A replayed key returns the first call's hand-in and writes
+// nothing.
+func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
+	ref, note = strings.TrimSpace(ref), strings.TrimSpace(note)
+	if err := checkShortLine("reference", ref, MaxReference); err != nil {
+		return nil, err
+	}
+	if len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "keep the note short; the work stays in the work repo", "note is %d bytes; the limit is %d", len(note), MaxNote)
+	}
+	args := argsHash(handinCall{Call: TypeHandinAdd, Note: note, Ref: ref})
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if r, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			id = r
+			return nil, nil, err
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeHandinAdd); err != nil {
+			return nil, nil, err
+		}
+		id = NewID(PrefixHandin)
+		obj := &HandinObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device}, Ref: ref, Note: note}
+		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
+		if err != nil {
+			return nil, nil, err
+		}
+		d := entryData{Object: hash}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeHandinAdd, Ref: id, Data: mustJSON(d), Idem: key},
+			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h := s.viewWithEntry(v, e).State.Handins[id]; h != nil {
+		return h, nil
+	}
+	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "hand-in %s is not in the state after writing it", id)
+}
+
+// HandinFilter selects hand-ins for ListHandins.
+type HandinFilter struct {
+	By    string // only this writer's ("" for all)
+	Limit int    // 0 = no limit
+}
+
+// ListHandins returns matching hand-ins newest first (by hlc, then id). Never nil.
+func (st *State) ListHandins(f HandinFilter) []*Handin {
+	out := []*Handin{}
+	for _, h := range st.Handins {
+		if f.By == "" || h.By == f.By {
+			out = append(out, h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].HLC != out[j].HLC {
+			return out[i].HLC > out[j].HLC
+		}
+		return out[i].ID < out[j].ID
+	})
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out
+}
+
+// FindHandin resolves a full hand-in id or unique prefix (DESIGN §2 rule 2): not_found
+// when nothing matches, invalid listing the candidates when ambiguous.
+func (st *State) FindHandin(q string) (*Handin, error) {
+	id, err := resolveID("handin", q, sortedKeys(st.Handins))
+	if err != nil {
+		return nil, err
+	}
+	return st.Handins[id], nil
+}
+
+// handinRefRe matches a reference written as a hand-in id or a prefix of one.
+var handinRefRe = regexp.MustCompile(`^h-[0-9a-hjkmnp-tv-z]{1,13}$`)
+
+// resolveHandinRef returns a submit's reference with a hand-in id prefix resolved to the
+// full id. A reference that is not shaped like a hand-in id (h- and Crockford base32
+// characters) is returned unchanged. Errors: not_found when no such hand-in has
+// arrived here, invalid when the prefix is ambiguous. Hand-ins are never removed, so
+// resolving outside the channel lock is safe.
+func (s *Session) resolveHandinRef(ref string) (string, error) {
+	if !handinRefRe.MatchString(ref) {
+		return ref, nil
+	}
+	v, err := s.Load()
+	if err != nil {
+		return "", err
+	}
+	h, err := v.State.FindHandin(ref)
+	if err != nil {
+		return "", err
+	}
+	return h.ID, nil
+}

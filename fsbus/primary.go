@@ -1,0 +1,278 @@
+package fsbus
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// PrimaryStatus is the primary role as this machine sees it (`ferry primary status`,
+// the MCP tool ferry_primary): the folded role plus liveness from this machine's
+// sightings (DESIGN §2 rule 7) and the take rule that applies now.
+type PrimaryStatus struct {
+	State  string `json:"state"`  // none|held|released
+	Holder string `json:"holder"` // "" unless held
+	Since  string `json:"since,omitempty"`
+	// Previous is the last holder before the current state (who released it, or whose
+	// hold the current take ended).
+	Previous string `json:"previous,omitempty"`
+	// Liveness of the holder on this machine's clock: alive|quiet|silent|unknown
+	// (unknown also when nobody holds the role); AgeS is seconds since this machine
+	// last saw the holder write, -1 when never or nobody holds it.
+	Liveness string       `json:"liveness"`
+	AgeS     int64        `json:"age_s"`
+	Standbys []StandbyRow `json:"standbys"`
+	// Brief is the current brief; its By differs from Holder when it was written by an
+	// earlier holder (it survives a release until a new holder briefs).
+	Brief *Brief `json:"brief,omitempty"`
+	// Rule is one sentence saying which take rule applies now.
+	Rule     string    `json:"rule"`
+	Contests []Contest `json:"contests"`
+	Pending  int       `json:"pending,omitempty"`
+}
+
+// StandbyRow is a standby with this machine's view of its liveness.
+type StandbyRow struct {
+	Name     string `json:"name"`
+	Liveness string `json:"liveness"`
+	AgeS     int64  `json:"age_s"`
+}
+
+// PrimaryStatus builds the primary role's view from v: holder, since, liveness of the
+// holder and of every standby on this machine's clock, the current brief, the rule
+// that applies (issue 3) and the contests of the primary chain. Empty lists are [].
+func (c *Channel) PrimaryStatus(v *View) *PrimaryStatus {
+	p := v.State.Primary
+	out := &PrimaryStatus{State: p.State, Holder: p.Holder, Since: p.Since, Previous: p.Previous,
+		Liveness: Unknown, AgeS: -1, Standbys: []StandbyRow{}, Contests: append([]Contest{}, p.Contests...), Pending: p.Pending}
+	if p.Holder != "" {
+		out.Liveness, out.AgeS = c.Liveness(v, p.Holder)
+	}
+	for _, sb := range p.Standbys {
+		l, age := c.Liveness(v, sb.Name)
+		out.Standbys = append(out.Standbys, StandbyRow{Name: sb.Name, Liveness: l, AgeS: age})
+	}
+	if p.Brief != nil {
+		b := *p.Brief
+		b.Take = ""
+		out.Brief = &b
+	}
+	out.Rule = c.primaryRule(p, out.Liveness, out.AgeS)
+	return out
+}
+
+// primaryRule says in one sentence which take rule applies now (issue 3).
+func (c *Channel) primaryRule(p *Primary, liveness string, ageS int64) string {
+	silent := Span(c.Config.Policy.SilentAfterS)
+	switch {
+	case p.State == PrimaryNone:
+		return "no holder: an orchestrator may take it (`ferry primary take`)"
+	case p.State == PrimaryReleased:
+		return "released by " + p.Previous + ": an orchestrator may take it (`ferry primary take`)"
+	case liveness == Silent:
+		return fmt.Sprintf("holder silent (heard from %s ago): an orchestrator may take over (`ferry primary take`)", Span(ageS))
+	case liveness == Unknown:
+		return "holder not yet seen on this machine: take refused until silent (" + silent + ") or released"
+	case liveness == Quiet:
+		return fmt.Sprintf("holder quiet (heard from %s ago): take refused until silent (%s) or released", Span(ageS), silent)
+	}
+	return "holder alive: take refused until silent (" + silent + ") or released"
+}
+
+// Span formats a number of seconds for people: "45 s", "7 min", "2 h".
+func Span(s int64) string {
+	switch {
+	case s < 0:
+		return "never"
+	case s < 120:
+		return fmt.Sprintf("%d s", s)
+	case s >= 7200 || (s >= 3600 && s%3600 == 0):
+		return fmt.Sprintf("%d h", s/3600)
+	}
+	return fmt.Sprintf("%d min", s/60)
+}
+
+// primaryCall is what data.args hashes for a primary or standby call: the entry type
+// and the call's data members (docs/format.md §15).
+type primaryCall struct {
+	Call string      `json:"call"`
+	Data primaryData `json:"data"`
+}
+
+// primaryWrite writes one entry of the primary role under the channel lock: it checks
+// the idempotency key and the writer's level, lets plan refuse the call or find it
+// already done (noop: nothing is written), checks a take or release with the fold's
+// own state machine and names the chain's head as basis.
+func (s *Session) primaryWrite(typ, ref string, d primaryData, key string, plan func(v *View, p *Primary, d *primaryData) (noop bool, err error)) (*PrimaryStatus, error) {
+	args := argsHash(primaryCall{Call: typ, Data: d})
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			return nil, nil, err
+		}
+		lvl := v.State.levelOf(s.Name)
+		if err := checkLevel(s.Name, lvl, typ); err != nil {
+			return nil, nil, err
+		}
+		p := v.State.Primary
+		if noop, err := plan(v, p, &d); err != nil || noop {
+			return nil, nil, err
+		}
+		if typ == TypePrimaryTake || typ == TypePrimaryRelease {
+			if _, err := p.c.step(typ, s.Name, "", "", lvl); err != nil {
+				return nil, nil, err
+			}
+			d.Basis = p.Head
+		}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: typ, Ref: ref, Data: mustJSON(d), Idem: key}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.PrimaryStatus(s.viewWithEntry(v, e)), nil
+}
+
+// viewWithEntry returns v with the entry just written folded in (no second read of the
+// channel): this machine saw its writer change now, so its sighting is now. A zero
+// entry (nothing written) returns v.
+func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
+	if e.Seq == 0 {
+		return v
+	}
+	entries := append(slices.Clip(v.Snapshot.Entries), e)
+	sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+	snap := *v.Snapshot
+	snap.Entries = entries
+	arr := *v.Arrivals
+	arr.Sighting = maps.Clone(v.Arrivals.Sighting)
+	if arr.Sighting == nil {
+		arr.Sighting = map[string]int64{}
+	}
+	arr.Sighting[s.Name] = s.now().UnixMilli()
+	st := Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
+	return &View{Snapshot: &snap, State: st, Arrivals: &arr}
+}
+
+// PrimaryTake makes s the primary (primary.take, orchestrator level; the CLI and MCP
+// also call it "takeover"). The rule (DESIGN §2 rule 7, issue 3): a take is allowed
+// when nobody holds the role, when it was released, or when the holder is silent on
+// this machine's clock — this machine has seen no entry of it for the policy's
+// silent_after_s (30 min by default). While the holder is alive or quiet (or not yet
+// seen here) the take is refused with conflict naming the holder and when it was last
+// heard from. The holder taking again writes nothing. The take names the chain's head
+// as basis; a race across machines resolves by the branch rule (one holder everywhere,
+// a contest naming the winner). Errors: denied below orchestrator; conflict as above
+// or for a key used with other arguments. It returns the role after the call.
+func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
+	return s.primaryWrite(TypePrimaryTake, PrimaryRef, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
+		if p.State != PrimaryHeld {
+			return false, nil
+		}
+		if p.Holder == s.Name {
+			return true, nil
+		}
+		l, age := s.Liveness(v, p.Holder)
+		if l == Silent {
+			return false, nil
+		}
+		heard := "not yet seen on this machine"
+		if l != Unknown {
+			heard = l + ", heard from " + Span(age) + " ago"
+		}
+		return false, Errorf(CatConflict, "run `ferry primary standby` to be next in line; `ferry primary status` shows the rule",
+			"primary is held by %s (%s); take is allowed once silent after %s, or when it releases",
+			p.Holder, heard, Span(s.Config.Policy.SilentAfterS))
+	})
+}
+
+// PrimaryRelease hands the primary role back (primary.release, orchestrator level,
+// only the holder). The brief stays shown until a new holder briefs. Releasing again
+// right after one's own release writes nothing. Errors: denied for a non-holder or
+// below orchestrator; conflict when nobody holds the role.
+func (s *Session) PrimaryRelease(key string) (*PrimaryStatus, error) {
+	return s.primaryWrite(TypePrimaryRelease, PrimaryRef, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
+		return p.State == PrimaryReleased && p.Previous == s.Name, nil
+	})
+}
+
+// PrimaryBrief records the holder's brief (primary.brief, orchestrator level, only the
+// current holder): an objective of one line and at most 5 constraints of one line
+// each, every line trimmed, 1–200 bytes (empty constraints are dropped). It names the
+// holder's take in data.take. The same brief again writes nothing. Errors: invalid
+// for bad lines; denied below orchestrator or when s is not the holder.
+func (s *Session) PrimaryBrief(objective string, constraints []string, key string) (*PrimaryStatus, error) {
+	objective = strings.TrimSpace(objective)
+	if err := checkShortLine("objective", objective, MaxBriefLine); err != nil {
+		return nil, err
+	}
+	cs := []string{}
+	for _, c := range constraints {
+		if c = strings.TrimSpace(c); c != "" {
+			if err := checkShortLine("constraint", c, MaxBriefLine); err != nil {
+				return nil, err
+			}
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) > MaxBriefConstraint {
+		return nil, Errorf(CatInvalid, "keep the five that matter most", "a brief has at most %d constraints; got %d", MaxBriefConstraint, len(cs))
+	}
+	brief := primaryData{Objective: objective, Constraints: cs}
+	if len(cs) == 0 {
+		brief.Constraints = nil
+	}
+	return s.primaryWrite(TypePrimaryBrief, PrimaryRef, brief, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
+		if p.State != PrimaryHeld || p.Holder != s.Name {
+			hint := "take the role first: `ferry primary take`"
+			if p.Holder != "" {
+				hint = "only the primary briefs; ask " + p.Holder + ", or `ferry primary standby`"
+			}
+			return false, Errorf(CatDenied, hint, "%s is not the primary (holder: %s)", s.Name, orNone(p.Holder))
+		}
+		if b := p.Brief; b != nil && b.Take == p.Take && b.By == s.Name && b.Objective == objective && slices.Equal(b.Constraints, cs) {
+			return true, nil
+		}
+		d.Take = p.Take
+		return false, nil
+	})
+}
+
+// checkShortLine checks one line of text a person reads: non-empty, one line, UTF-8, at
+// most max bytes (invalid otherwise).
+func checkShortLine(what, s string, max int) error {
+	switch {
+	case s == "":
+		return Errorf(CatInvalid, "write one short line", "empty %s", what)
+	case strings.ContainsAny(s, "\r\n"):
+		return Errorf(CatInvalid, "write one line; put detail in the work repo", "%s must be one line", what)
+	case len(s) > max:
+		return Errorf(CatInvalid, fmt.Sprintf("keep it to one line of at most %d bytes", max), "%s is %d bytes; the limit is %d", what, len(s), max)
+	case !utf8.ValidString(s):
+		return Errorf(CatInvalid, "", "%s must be UTF-8", what)
+	}
+	return nil
+}
+
+// PrimaryStandby records that s is available to take over (presence.standby, worker
+// level; ref = s, data {}). Being a standby already writes nothing. Errors: denied
+// below worker; conflict when s holds the role.
+func (s *Session) PrimaryStandby(key string) (*PrimaryStatus, error) {
+	return s.primaryWrite(TypePresenceStandby, s.Name, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
+		if p.State == PrimaryHeld && p.Holder == s.Name {
+			return false, Errorf(CatConflict, "`ferry primary release` hands the role back", "%s holds the primary role; standby is for taking over", s.Name)
+		}
+		for _, sb := range p.Standbys {
+			if sb.Name == s.Name {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}

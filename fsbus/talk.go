@@ -1,0 +1,385 @@
+package fsbus
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Limits of messages (issue 3; DESIGN §4 token budget: bounded reads).
+const (
+	// MaxMessageBody is the largest message body in bytes (64 KiB).
+	MaxMessageBody = 64 << 10
+	// TalkReadLimit is the default and largest number of messages one read returns.
+	TalkReadLimit = 20
+	// TalkReadChars bounds the previews one read returns (characters, at least one
+	// message always fits): the ADR's 4,000-character cap per response.
+	TalkReadChars = 4000
+	// TalkSentLimit is the default number of messages TalkSent lists; TalkSentMax the
+	// largest it accepts.
+	TalkSentLimit = 20
+	TalkSentMax   = 100
+)
+
+// talkArgs is what data.args hashes for TalkSend: {"body":…,"to":…} (docs/format.md §15).
+type talkArgs struct {
+	Body string `json:"body"`
+	To   string `json:"to"`
+}
+
+// TalkSend sends a message: it publishes the signed object messages/<m-id>.json
+// {to, body}, then appends msg.post naming the object's hash and the recipient
+// (docs/format.md §12). to is an agent that has joined the channel, "master" (the
+// owner) or "all" (every agent and the owner but the sender); body is UTF-8 text of at
+// most MaxMessageBody bytes, trailing white space trimmed.
+//
+// Errors: invalid for a bad or empty recipient, a message to oneself, an empty, over-long
+// or non-UTF-8 body; denied below member level (DESIGN §2 level table); not_found for an
+// agent name that never joined; conflict when the idempotency key was used with other
+// arguments. A replayed key returns the message the first call sent and writes nothing.
+func (s *Session) TalkSend(to, body, key string) (*Message, error) {
+	to = strings.TrimSpace(to)
+	body = strings.TrimRight(body, " \t\r\n")
+	switch {
+	case to == "":
+		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
+	case !validRecipient(to):
+		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "cannot send to %q: not an agent name", to)
+	case to == s.Name:
+		return nil, Errorf(CatInvalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
+	case strings.TrimSpace(body) == "":
+		return nil, Errorf(CatInvalid, "give the message text, or --body @FILE", "empty message")
+	case len(body) > MaxMessageBody:
+		return nil, Errorf(CatInvalid, "put large material in the work repo and send a reference to it", "message is %d bytes; the limit is %d", len(body), MaxMessageBody)
+	case !utf8.ValidString(body):
+		return nil, Errorf(CatInvalid, "", "message text must be UTF-8")
+	}
+	args := argsHash(talkArgs{Body: body, To: to})
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if ref, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			id = ref
+			return nil, nil, err
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgPost); err != nil {
+			return nil, nil, err
+		}
+		if to != ToAll && to != ToMaster {
+			if a := v.State.Agents[to]; a == nil || (a.JoinKey == "" && !a.Seated) {
+				return nil, nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
+			}
+		}
+		id = NewID(PrefixMessage)
+		obj := &MessageObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device}, To: to, Body: body}
+		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
+		if err != nil {
+			return nil, nil, err
+		}
+		d := entryData{Object: hash, To: to}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeMsgPost, Ref: id, Data: mustJSON(d), Idem: key},
+			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := v.State
+	if e.Seq > 0 {
+		entries := append(slices.Clip(v.Snapshot.Entries), e)
+		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+		st = Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
+	}
+	m := st.Messages[id]
+	if m == nil {
+		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "message %s is not in the state after writing it", id)
+	}
+	out := m.view()
+	return &out, nil
+}
+
+// TalkReadOptions are the arguments of TalkRead.
+type TalkReadOptions struct {
+	// Since is a cursor from an earlier result's Next: list the messages addressed to
+	// me that arrived on this machine after it, read or not. A cursor from another
+	// machine or a lost arrival log falls back to the unread messages (never an error).
+	Since string `json:"since,omitempty"`
+	// Peek reads without recording a read receipt.
+	Peek bool `json:"peek,omitempty"`
+	// Limit is the most messages to return: 0 means TalkReadLimit, larger values are
+	// capped at it.
+	Limit int `json:"limit,omitempty"`
+}
+
+// TalkReadResult is what TalkRead returns.
+type TalkReadResult struct {
+	Agent    string    `json:"agent"`
+	Messages []Message `json:"messages"` // oldest first, previews only
+	// Truncated is set when Remaining more messages wait: run the read again.
+	Truncated bool `json:"truncated,omitempty"`
+	Remaining int  `json:"remaining,omitempty"`
+	// Pending counts messages to me whose text has not arrived on this machine yet
+	// (pending sync): they are listed once it has.
+	Pending int `json:"pending,omitempty"`
+	// Acked lists the ids this call recorded as read, in one msg.ack ([] on a peek or
+	// when every message returned was read before).
+	Acked []string `json:"acked"`
+	// Since is true when the cursor was used; false when there was none or it fell back.
+	Since bool `json:"since"`
+	// Next is the cursor to pass as Since next time.
+	Next string `json:"next"`
+}
+
+// TalkRead returns the messages new to s (issue 3, `ferry talk read`): addressed to it
+// by name or to "all", not sent by it, and not yet acknowledged by it, oldest first,
+// at most opt.Limit and TalkReadChars characters of previews, with Truncated and
+// Remaining when more wait. With a cursor it returns instead the messages addressed to
+// s that arrived after the cursor, read or not, in arrival order; when truncated, Next
+// then names the last one returned so nothing is skipped. Pending counts messages to s
+// whose text has not arrived; the arrival log records entries, not object files, so a
+// message whose post arrived before its file is listed by a read without cursor.
+//
+// Unless opt.Peek, the read records one msg.ack naming exactly the returned ids s had
+// not acknowledged; when there are none it writes nothing, so reading twice returns
+// nothing new the second time and writes nothing. The fold → select → append runs
+// under the channel lock.
+//
+// Errors: invalid for a negative limit; denied when s may not write msg.ack (not
+// seated) and there is something to acknowledge — peek instead.
+func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
+	if opt.Limit < 0 {
+		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d", TalkReadLimit), "negative limit %d", opt.Limit)
+	}
+	if opt.Limit == 0 || opt.Limit > TalkReadLimit {
+		opt.Limit = TalkReadLimit
+	}
+	var res *TalkReadResult
+	var ack []string
+	_, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		res, ack = talkRead(v, s.Name, opt)
+		if opt.Peek || len(ack) == 0 {
+			ack = nil
+			return nil, nil, nil
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgAck); err != nil {
+			err.(*Error).Hint += "; meanwhile read with --peek"
+			return nil, nil, err
+		}
+		return &ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ack})}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Acked = append([]string{}, ack...)
+	markRead(res.Messages, ack, s.Name)
+	return res, nil
+}
+
+// talkRead selects what TalkRead returns from v, and the ids it would acknowledge.
+func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []string) {
+	st, arr := v.State, v.Arrivals
+	res := &TalkReadResult{Agent: me, Messages: []Message{}, Next: arr.Cursor()}
+	var picked []*Message
+	if n, ok := arr.parseCursor(opt.Since); ok && opt.Since != "" {
+		res.Since = true
+		picked = st.messagesWhere(func(m *Message) bool {
+			return m.addressedTo(me) && !m.Pending && arr.Number(m.post) > n
+		})
+		sort.SliceStable(picked, func(i, j int) bool { return arr.Number(picked[i].post) < arr.Number(picked[j].post) })
+	} else {
+		picked = st.Unread(me)
+	}
+	for _, m := range st.Messages {
+		if m.Pending && m.addressedTo(me) && !m.ReadByName(me) {
+			res.Pending++
+		}
+	}
+	var ack []string
+	chars := 0
+	for i, m := range picked {
+		c := utf8.RuneCountInString(m.Preview)
+		if i == opt.Limit || (i > 0 && chars+c > TalkReadChars) {
+			res.Truncated, res.Remaining = true, len(picked)-i
+			if res.Since {
+				res.Next = fmt.Sprintf("%s.%d", arr.LogID, arr.Number(picked[i-1].post))
+			}
+			break
+		}
+		chars += c
+		res.Messages = append(res.Messages, m.view())
+		if !m.ReadByName(me) {
+			ack = append(ack, m.ID)
+		}
+	}
+	return res, ack
+}
+
+// TalkAckResult is what TalkAck returns.
+type TalkAckResult struct {
+	Messages []Message `json:"messages"` // the messages named, with their read receipts
+	Acked    []string  `json:"acked"`    // ids this call recorded as read ([] when all were)
+}
+
+// TalkAck records that s has read the named messages (ids or unique prefixes, at most
+// TalkReadLimit) without listing them: after a `talk read --peek`, say. It writes one
+// msg.ack naming the ones not acknowledged yet; nothing when there are none.
+//
+// Errors: invalid for no ids, too many, or an ambiguous prefix; not_found for an
+// unknown id; denied for a message not addressed to s (or sent by it): a receipt is
+// given only by an addressee (docs/format.md §12), and below worker level;
+// retry_needed for a message whose text has not arrived on this machine.
+func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
+	if len(ids) == 0 || len(ids) > TalkReadLimit {
+		return nil, Errorf(CatInvalid, "name the messages by id, as `ferry talk read --peek` lists them", "acknowledge 1 to %d messages at a time", TalkReadLimit)
+	}
+	var res *TalkAckResult
+	var ack []string
+	_, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		res, ack = &TalkAckResult{Messages: []Message{}}, nil
+		for _, q := range ids {
+			m, err := v.State.TalkShow(q)
+			if err != nil {
+				return nil, nil, err
+			}
+			switch {
+			case !m.addressedTo(s.Name):
+				return nil, nil, Errorf(CatDenied, "acknowledge only messages to you or to all (`ferry talk read`)", "message %s is from %s to %s, not addressed to %s", m.ID, m.From, m.To, s.Name)
+			case m.Pending:
+				return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver messages/"+m.ID+".json, then retry", "message %s has not arrived on this machine", m.ID)
+			}
+			if slices.ContainsFunc(res.Messages, func(x Message) bool { return x.ID == m.ID }) {
+				continue
+			}
+			m.Body = ""
+			res.Messages = append(res.Messages, *m)
+			if !m.ReadByName(s.Name) {
+				ack = append(ack, m.ID)
+			}
+		}
+		if len(ack) == 0 {
+			return nil, nil, nil
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgAck); err != nil {
+			return nil, nil, err
+		}
+		return &ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ack})}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Acked = append([]string{}, ack...)
+	markRead(res.Messages, ack, s.Name)
+	return res, nil
+}
+
+// markRead adds name to the read_by of the messages acked names.
+func markRead(ms []Message, acked []string, name string) {
+	for i := range ms {
+		m := &ms[i]
+		if slices.Contains(acked, m.ID) {
+			if j, found := slices.BinarySearch(m.ReadBy, name); !found {
+				m.ReadBy = slices.Insert(m.ReadBy, j, name)
+			}
+		}
+	}
+}
+
+// SentMessage is one of my sent messages with who has not read it yet.
+type SentMessage struct {
+	Message
+	// Unread lists the addressees that have not acknowledged it: the recipient, or for
+	// "all" every seated agent and the owner but the sender. Sorted; [] when all read.
+	Unread []string `json:"unread"`
+}
+
+// TalkSentResult is what TalkSent returns.
+type TalkSentResult struct {
+	Agent     string        `json:"agent"`
+	Messages  []SentMessage `json:"messages"` // newest first
+	Truncated bool          `json:"truncated,omitempty"`
+	Remaining int           `json:"remaining,omitempty"`
+}
+
+// TalkSent lists the messages me sent, newest first, at most limit (0: TalkSentLimit;
+// at most TalkSentMax), each with the addressees that have read it (read_by) and those
+// that have not (unread): a file written into the folder is not a delivery (issue 3).
+// Errors: invalid for a bad name or a limit out of range.
+func (st *State) TalkSent(me string, limit int) (*TalkSentResult, error) {
+	if me != MasterWriter {
+		if err := checkName("agent name", me); err != nil {
+			return nil, err
+		}
+	}
+	if limit < 0 || limit > TalkSentMax {
+		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d", TalkSentMax), "limit %d out of range", limit)
+	}
+	if limit == 0 {
+		limit = TalkSentLimit
+	}
+	mine := st.messagesWhere(func(m *Message) bool { return m.From == me })
+	slices.Reverse(mine)
+	res := &TalkSentResult{Agent: me, Messages: []SentMessage{}}
+	for i, m := range mine {
+		if i == limit {
+			res.Truncated, res.Remaining = true, len(mine)-i
+			break
+		}
+		res.Messages = append(res.Messages, SentMessage{Message: m.view(), Unread: st.unreadBy(m)})
+	}
+	return res, nil
+}
+
+// unreadBy lists m's addressees that have not acknowledged it.
+func (st *State) unreadBy(m *Message) []string {
+	var who []string
+	if m.To == ToAll {
+		who = append(who, MasterWriter)
+		for name, a := range st.Agents {
+			if a.Seated && !a.Retired {
+				who = append(who, name)
+			}
+		}
+	} else {
+		who = append(who, m.To)
+	}
+	out := []string{}
+	for _, w := range who {
+		if m.addressedTo(w) && !m.ReadByName(w) {
+			out = append(out, w)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MessageIDs lists the ids of the messages that count, sorted.
+func (st *State) MessageIDs() []string { return sortedKeys(st.Messages) }
+
+// TalkShow returns one message with its full Body (`ferry talk show`), by full id or
+// unique prefix (DESIGN §2 rule 2). It records no read receipt. A pending message comes
+// back with Pending set and no text. Errors: not_found (saying why when its msg.post
+// does not count); invalid for an empty or ambiguous prefix.
+func (st *State) TalkShow(q string) (*Message, error) {
+	id, err := resolveID("message", q, st.MessageIDs())
+	if IsCategory(err, CatNotFound) {
+		for _, ig := range st.Ignored {
+			if ig.Type == TypeMsgPost && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(strings.TrimSpace(q))) {
+				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+					"message %s does not count: %s", ig.Ref, ig.Reason)
+			}
+		}
+		err.(*Error).Hint = "see `ferry talk read --peek` and `ferry talk sent`"
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := st.Messages[id]
+	out := m.view()
+	out.Body = m.body
+	return &out, nil
+}

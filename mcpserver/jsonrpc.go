@@ -1,0 +1,87 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// JSON-RPC 2.0 error codes (JSON-RPC 2.0 §5.1).
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// RPCError is a JSON-RPC error object. Handlers return it (or wrap it) to choose the
+// code; any other error becomes CodeInternalError.
+type RPCError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+
+// rpcErrorf builds an *RPCError.
+func rpcErrorf(code int, format string, args ...any) *RPCError {
+	return &RPCError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// asRPCError returns err's *RPCError, or an internal error carrying its text.
+func asRPCError(err error) *RPCError {
+	var re *RPCError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &RPCError{Code: CodeInternalError, Message: err.Error()}
+}
+
+// message is one incoming JSON-RPC message: a request (id present), a notification
+// (no id) or a response from the client (result or error; ignored here).
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+// isNotification reports whether m carries no id (JSON-RPC 2.0 §4.1).
+func (m *message) isNotification() bool { return len(m.ID) == 0 }
+
+// validID reports whether a raw id is a string or an integer (MCP forbids null ids;
+// fractional and structured ids are refused too).
+func validID(id json.RawMessage) bool {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 {
+		return false
+	}
+	switch id[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var n json.Number
+		if json.Unmarshal(id, &n) != nil {
+			return false
+		}
+		_, err := n.Int64()
+		return err == nil
+	}
+	return false
+}
+
+// response is one outgoing JSON-RPC response.
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *RPCError       `json:"error,omitempty"`
+}
+
+var nullID = json.RawMessage("null")
