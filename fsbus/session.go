@@ -16,6 +16,8 @@ type View struct {
 	Snapshot *ledger.Snapshot
 	State    *State
 	Arrivals *Arrivals
+	// Presence holds each writer's verified heartbeat, keyed "<writer>.<device>".
+	Presence map[string]*Presence
 }
 
 // objects returns the ObjectReader over the channel's files.
@@ -48,7 +50,8 @@ func (c *Channel) Load() (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &View{Snapshot: snap, State: st, Arrivals: arr}, nil
+	pres := c.observePresence(st, arr)
+	return &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres}, nil
 }
 
 // Session is a channel opened as one writer with its key.

@@ -1,0 +1,175 @@
+package fsbus
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+	"github.com/gofrs/flock"
+)
+
+// PresenceObject is presence/<writer>.<device>.json: the writer's latest heartbeat,
+// rewritten in place only by that writer on that device (DESIGN §2 "Orders, asks,
+// presence"). Its id is "<writer>.<device>". At is the writer's own clock, for display
+// only: liveness is measured by when this machine saw the file change.
+type PresenceObject struct {
+	Envelope
+	At    string   `json:"at"`              // RFC 3339 UTC with milliseconds
+	Doing string   `json:"doing,omitempty"` // one line, ≤ 200 bytes
+	Runs  []string `json:"runs,omitempty"`  // order ids the writer holds
+}
+
+// MaxDoing is the longest presence "doing" line, in bytes.
+const MaxDoing = 200
+
+// Presence is a writer's heartbeat as this machine saw it.
+type Presence struct {
+	Writer string   `json:"writer"`
+	Device string   `json:"device"`
+	Doing  string   `json:"doing,omitempty"`
+	At     string   `json:"at"`
+	Runs   []string `json:"runs,omitempty"`
+	// SeenMs is when this machine first saw this version of the file (Unix ms).
+	SeenMs int64 `json:"seen_ms"`
+}
+
+func presencePath(root, writer, device string) string {
+	return filepath.Join(root, "presence", writer+"."+device+".json")
+}
+
+// WritePresence rewrites this writer's presence file on this device: a signed object
+// naming what it is doing and the orders it holds. `ferry mcp serve` calls it every
+// 60 s and after every write, so a working agent never looks silent (issue 4). It
+// returns invalid for a doing line that is too long or holds control characters.
+func (s *Session) WritePresence(doing string, runs []string) error {
+	doing = strings.TrimSpace(doing)
+	if len(doing) > MaxDoing || hasControl(doing, false) {
+		return Errorf(CatInvalid, "one short line", "presence doing line too long or holds control characters")
+	}
+	obj := &PresenceObject{Envelope: Envelope{V: 1, ID: s.Name + "." + s.Device, Author: s.Name, Device: s.Device},
+		At: s.now().UTC().Format("2006-01-02T15:04:05.000Z"), Doing: doing, Runs: runs}
+	data, _, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(presencePath(s.Root, s.Name, s.Device), data, 0o644)
+}
+
+// observePresence reads every presence file, keeps those signed by their writer's
+// seated key, and records in this machine's state dir when it first saw each version.
+// A presence that changed since the last look counts as a sighting of its writer now
+// (DESIGN §2 rule 7: liveness from what this machine saw, never from others' clocks).
+func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence {
+	out := map[string]*Presence{}
+	ents, err := os.ReadDir(filepath.Join(c.Root, "presence"))
+	if err != nil {
+		return out
+	}
+	type seenRec struct {
+		hash string
+		ms   int64
+	}
+	dir := c.Home.StateDir(c.Project())
+	seenPath := filepath.Join(dir, "presence.seen")
+	lk := flock.New(filepath.Join(c.Home.LockDir(c.Project()), "arrivals.lock"))
+	if err := lk.Lock(); err != nil {
+		return out
+	}
+	defer lk.Unlock()
+	seen := map[string]seenRec{}
+	if b, err := os.ReadFile(seenPath); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 3 {
+				if ms, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+					seen[f[0]] = seenRec{f[1], ms}
+				}
+			}
+		}
+	}
+	now := c.now().UnixMilli()
+	changed := false
+	for _, de := range ents {
+		name := de.Name()
+		base, ok := strings.CutSuffix(name, ".json")
+		if !ok || strings.HasPrefix(name, ".") {
+			continue
+		}
+		writer, device, ok := strings.Cut(base, ".")
+		if !ok || !ValidName(writer) || !ValidName(device) {
+			continue
+		}
+		canon, hash, err := readObject(filepath.Join(c.Root, "presence", name))
+		if err != nil {
+			continue
+		}
+		var obj PresenceObject
+		if json.Unmarshal(canon, &obj) != nil || obj.Author != writer || obj.Device != device || obj.ID != base {
+			continue
+		}
+		pub, ok := c.presenceKey(st, writer)
+		if !ok || verifyObjectSig(canon, pub, c.Project()) != nil {
+			continue
+		}
+		rec, had := seen[name]
+		if !had || rec.hash != hash {
+			rec = seenRec{hash, now}
+			seen[name] = rec
+			changed = true
+		}
+		if rec.ms > arr.Sighting[writer] {
+			arr.Sighting[writer] = rec.ms
+		}
+		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, SeenMs: rec.ms}
+	}
+	if changed {
+		names := make([]string, 0, len(seen))
+		for n := range seen {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		for _, n := range names {
+			fmt.Fprintf(&b, "%s %s %d\n", n, seen[n].hash, seen[n].ms)
+		}
+		_ = WriteFileAtomic(seenPath, []byte(b.String()), 0o644) // a lost record only delays a sighting
+	}
+	return out
+}
+
+// presenceKey is the key a writer's presence must be signed with: the master key or
+// the agent's seated key.
+func (c *Channel) presenceKey(st *State, writer string) (pub []byte, ok bool) {
+	if writer == MasterWriter {
+		return c.MasterKey, true
+	}
+	a := st.Agents[writer]
+	if a == nil || !a.Seated {
+		return nil, false
+	}
+	k, err := ledger.ParseKey(a.Key)
+	if err != nil {
+		return nil, false
+	}
+	return k, true
+}
+
+// PresenceOf returns the newest presence of writer on any device (nil when none).
+func (v *View) PresenceOf(writer string) *Presence {
+	var best *Presence
+	for _, p := range v.Presence {
+		if p.Writer == writer && (best == nil || p.SeenMs > best.SeenMs) {
+			best = p
+		}
+	}
+	return best
+}
+
