@@ -214,7 +214,9 @@ func (g *Globals) printJSON(v any) error {
 // printf writes text output; every string argument passes through clean, so text from
 // the channel (titles, notes, app names) can never carry a terminal escape to the
 // owner's screen.
-func (g *Globals) printf(format string, args ...any) { fmt.Fprintf(g.stdout, format, cleanArgs(args)...) }
+func (g *Globals) printf(format string, args ...any) {
+	fmt.Fprintf(g.stdout, format, cleanArgs(args)...)
+}
 
 // fprintf is printf to another writer (a tabwriter).
 func fprintf(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, cleanArgs(args)...) }

@@ -172,4 +172,3 @@ func (v *View) PresenceOf(writer string) *Presence {
 	}
 	return best
 }
-
