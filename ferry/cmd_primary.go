@@ -19,8 +19,8 @@ type PrimaryStatusCmd struct{}
 
 // Help is the long help.
 func (c *PrimaryStatusCmd) Help() string {
-	return "Liveness (alive, quiet, silent) is this machine's view: how long ago it last saw\n" +
-		"each writer's entries arrive, under the channel's policy."
+	return "Liveness (alive, quiet, silent) is this machine's view: how long ago it last saw a\n" +
+		"writer's entries arrive or its presence file change, under the channel's policy."
 }
 
 // Run implements the command.
@@ -54,7 +54,7 @@ func (c *PrimaryStandbyCmd) Run(g *Globals) error {
 	if g.JSON {
 		return g.printJSON(p)
 	}
-	g.printf("✔ %s is on standby (holder: %s)\n", s.Name, holderText(p))
+	g.printf("✔ %s is on standby (holder: %s)\n", s.Name, primaryHolderText(p))
 	return nil
 }
 
@@ -137,7 +137,7 @@ func (c *PrimaryBriefCmd) Run(g *Globals) error {
 	return nil
 }
 
-func holderText(p *fsbus.PrimaryStatus) string {
+func primaryHolderText(p *fsbus.PrimaryStatus) string {
 	if p.Holder == "" {
 		return "none"
 	}

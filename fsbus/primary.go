@@ -157,14 +157,15 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	}
 	arr.Sighting[s.Name] = s.now().UnixMilli()
 	st := Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
-	return &View{Snapshot: &snap, State: st, Arrivals: &arr}
+	return &View{Snapshot: &snap, State: st, Arrivals: &arr, Presence: v.Presence}
 }
 
 // PrimaryTake makes s the primary (primary.take, orchestrator level; the CLI and MCP
 // also call it "takeover"). The rule (DESIGN §2 rule 7, issue 3): a take is allowed
 // when nobody holds the role, when it was released, or when the holder is silent on
-// this machine's clock — this machine has seen no entry of it for the policy's
-// silent_after_s (30 min by default). While the holder is alive or quiet (or not yet
+// this machine's clock — this machine has seen neither a new entry nor a changed
+// presence file of it for the policy's silent_after_s (30 min by default; Liveness).
+// While the holder is alive or quiet (or not yet
 // seen here) the take is refused with conflict naming the holder and when it was last
 // heard from. The holder taking again writes nothing. The take names the chain's head
 // as basis; a race across machines resolves by the branch rule (one holder everywhere,
