@@ -1,6 +1,6 @@
 package main
 
-import "fmt"
+import "strings"
 
 // CatchupCmd is `ferry catchup [--since CURSOR]`.
 type CatchupCmd struct {
@@ -9,8 +9,9 @@ type CatchupCmd struct {
 
 // Help is the long help.
 func (c *CatchupCmd) Help() string {
-	return "A bounded digest, never history: open orders you may claim, your own, reviews you may\n" +
-		"give, contests you are involved in. Pass the printed cursor as --since next time."
+	return "A bounded digest, never history: the primary and its brief, the newest decisions,\n" +
+		"open orders, your own, reviews you may give, your asks, messages waiting on you,\n" +
+		"contests you are part of. Pass the printed cursor as --since next time."
 }
 
 // Run implements the command.
@@ -32,6 +33,22 @@ func (c *CatchupCmd) Run(g *Globals) error {
 		g.printf(", changes since your cursor")
 	}
 	g.printf("\n")
+	p := d.Primary
+	switch p.State {
+	case "held":
+		g.printf("primary   %s (%s) — %s\n", p.Holder, p.Liveness, p.Rule)
+	default:
+		g.printf("primary   %s — %s\n", p.State, p.Rule)
+	}
+	if d.Brief != nil {
+		g.printf("brief     %s (by %s)\n", d.Brief.Objective, d.Brief.By)
+		for _, line := range d.Brief.Constraints {
+			g.printf("          - %s\n", line)
+		}
+	}
+	for _, dec := range d.Decisions {
+		g.printf("decided   %s (%s)\n", dec.Line, dec.By)
+	}
 	section := func(name string, n int) { g.printf("%s (%d)\n", name, n) }
 	section("mine", len(d.Mine))
 	for _, r := range d.Mine {
@@ -45,15 +62,29 @@ func (c *CatchupCmd) Run(g *Globals) error {
 	for _, r := range d.Reviews {
 		g.printf("  %s submitted by %s: %s\n", r.ID, orDash(r.Holder), r.Title)
 	}
-	for _, ct := range d.Contested {
-		lost := ""
-		for _, l := range ct.Losers {
-			lost += fmt.Sprintf(" %s by %s", l.Type, l.By)
+	if len(d.Asks) > 0 {
+		section("asks", len(d.Asks))
+		for _, a := range d.Asks {
+			g.printf("  %s %-9s %s", a.ID, a.State, a.Title)
+			if a.Note != "" {
+				g.printf(" — %s", a.Note)
+			}
+			g.printf("\n")
 		}
-		g.printf("contested %s: %s by %s won;%s superseded\n", ct.Ref, ct.Winner.Type, ct.Winner.By, lost)
+	}
+	g.printf("messages  %d waiting", d.Messages.Waiting)
+	if d.Messages.Waiting > 0 {
+		g.printf(" (ferry talk read --as %s)", d.Agent)
+	}
+	g.printf("\n")
+	for _, m := range d.Messages.Oldest {
+		g.printf("  %s from %s: %s\n", m.ID, m.From, strings.ReplaceAll(m.Preview, "\n", " "))
+	}
+	for _, ct := range d.Contested {
+		g.printf("contested %s: %s won; lost: %s\n", ct.Ref, ct.Winner, strings.Join(ct.Lost, ", "))
 	}
 	if d.Truncated {
-		g.printf("(truncated: `ferry order list` shows everything)\n")
+		g.printf("(truncated: `ferry order list`, `ferry decision list` and `ferry ask status` show everything)\n")
 	}
 	g.printf("next: ferry catchup --as %s --since %s\n", d.Agent, d.Next)
 	return nil

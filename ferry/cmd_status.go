@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // StatusCmd is `ferry status`, the owner's view.
 type StatusCmd struct{}
@@ -28,6 +31,18 @@ func (c *StatusCmd) Run(g *Globals) error {
 		}
 	}
 	g.printf("\n")
+	if s.Primary.State == "held" {
+		g.printf("primary    %s (%s)\n", s.Primary.Holder, s.Primary.Liveness)
+	}
+	for _, a := range s.Asks {
+		g.printf("ask        %s %s: ferry ask approve|reject|send-back %s\n", a.ID, a.Title, a.ID)
+	}
+	if s.Messages.Waiting > 0 {
+		g.printf("messages   %d to you unread: ferry talk read --as master\n", s.Messages.Waiting)
+		for _, m := range s.Messages.Oldest {
+			g.printf("           %s from %s: %s\n", m.ID, m.From, strings.ReplaceAll(m.Preview, "\n", " "))
+		}
+	}
 	for _, a := range s.ToSeat {
 		g.printf("to seat    %s (%s on %s): ferry grant %s --level member\n", a.Name, orDash(a.App), orDash(a.Machine), a.Name)
 	}
@@ -61,7 +76,7 @@ func (c *StatusCmd) Run(g *Globals) error {
 	if s.Ignored+s.Problems > 0 {
 		g.printf("attention  %s, %s: run `ferry ledger verify`\n", plural(s.Ignored, "ignored entry", "ignored entries"), plural(s.Problems, "ledger problem", "ledger problems"))
 	}
-	if len(s.ToSeat)+len(s.KeyChanges)+len(s.Reviews)+len(s.Contests)+len(s.Quiet) == 0 {
+	if len(s.ToSeat)+len(s.KeyChanges)+len(s.Reviews)+len(s.Contests)+len(s.Quiet)+len(s.Asks)+s.Messages.Waiting == 0 {
 		g.printf("nothing waits on you\n")
 	}
 	return nil

@@ -2,13 +2,14 @@ package fsbus
 
 import (
 	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -171,6 +172,12 @@ type Status struct {
 	Counts     map[string]int `json:"orders"`
 	Ignored    int            `json:"ignored_entries"`
 	Problems   int            `json:"ledger_problems"`
+	// Asks waiting on the owner's answer, oldest first (issue 3).
+	Asks []AskRow `json:"asks_waiting"`
+	// Messages to the owner ("master" or "all") not yet read by the owner.
+	Messages CatchupMessages `json:"messages_waiting"`
+	// Primary is the primary role in one line.
+	Primary CatchupPrimary `json:"primary"`
 	// Ahead lists writers with entries stamped more than max_skew ahead of this
 	// machine's clock: their HLCs are not absorbed (DESIGN §2 "HLC"), only reported.
 	Ahead []string `json:"clock_ahead,omitempty"`
@@ -202,6 +209,20 @@ func (c *Channel) Status(v *View) *Status {
 	}
 	sort.Slice(s.Quiet, func(i, j int) bool { return s.Quiet[i].Order < s.Quiet[j].Order })
 	s.Ahead = c.aheadWriters(v)
+	s.Asks = []AskRow{}
+	for _, a := range st.PendingAsks() {
+		s.Asks = append(s.Asks, AskRow{ID: a.ID, Title: a.Title + " (" + a.Author + ")", State: a.State})
+	}
+	unread := st.Unread(MasterWriter)
+	s.Messages = CatchupMessages{Waiting: len(unread), Oldest: []MessageLine{}}
+	for _, m := range unread {
+		if len(s.Messages.Oldest) == CatchupPreviews {
+			break
+		}
+		s.Messages.Oldest = append(s.Messages.Oldest, MessageLine{ID: m.ID, From: m.From, Preview: previewRunes(m.Preview, CatchupPreview)})
+	}
+	ps := c.PrimaryStatus(v)
+	s.Primary = CatchupPrimary{State: ps.State, Holder: ps.Holder, Liveness: ps.Liveness, AgeS: ps.AgeS, Rule: ps.Rule}
 	return s
 }
 
@@ -226,35 +247,100 @@ func (c *Channel) aheadWriters(v *View) []string {
 	return out
 }
 
-// Catchup limits (DESIGN §4 token budget: digest, never history).
+// Catchup limits (DESIGN §4 token budget: a digest, never history).
 const (
-	CatchupOpen = 10
-	CatchupMine = 10
+	CatchupOpen      = 10 // open orders
+	CatchupMine      = 10 // the agent's own orders
+	CatchupDecisions = 8  // newest decisions
+	CatchupAsks      = 5  // the agent's newest asks
+	CatchupPreviews  = 3  // previews of messages waiting
+	CatchupContests  = 5  // contests involving the agent
+	CatchupPreview   = 120
 )
 
-// Catchup is an agent's bounded digest (orders part; issue 3 adds the rest).
+// Catchup is an agent's bounded digest (issue 3; served by `ferry catchup` and the
+// ferry_catchup MCP tool): who leads and what they asked for, what was decided, what
+// is open, what is mine, my asks, messages waiting, contests I am part of.
 type Catchup struct {
-	Agent     string     `json:"agent"`
-	Level     string     `json:"level"`
-	Open      []OrderRow `json:"open"`
-	Mine      []OrderRow `json:"mine"`
-	Reviews   []OrderRow `json:"reviews"`
-	Contested []Contest  `json:"contested,omitempty"`
-	Truncated bool       `json:"truncated,omitempty"`
+	Agent     string          `json:"agent"`
+	Level     string          `json:"level"`
+	Primary   CatchupPrimary  `json:"primary"`
+	Brief     *Brief          `json:"brief,omitempty"`
+	Decisions []DecisionRow   `json:"decisions"`
+	Open      []OrderRow      `json:"open"`
+	Mine      []OrderRow      `json:"mine"`
+	Reviews   []OrderRow      `json:"reviews"`
+	Asks      []AskRow        `json:"asks"`
+	Messages  CatchupMessages `json:"messages"`
+	Contested []ContestRow    `json:"contested"`
+	Truncated bool            `json:"truncated,omitempty"`
 	// Since is true when the lists hold only what changed after the given cursor.
 	Since bool   `json:"since"`
 	Next  string `json:"next"`
 }
 
-// Catchup builds the digest for agent: open orders it may claim, its own, reviews it
-// may give, contests it is involved in. With a cursor from this machine only orders
-// changed since are listed; a foreign or lost cursor falls back to the full bounded
-// digest (never an error).
+// CatchupPrimary is the primary role in one line.
+type CatchupPrimary struct {
+	State    string `json:"state"` // none|held|released
+	Holder   string `json:"holder,omitempty"`
+	Liveness string `json:"liveness"`
+	AgeS     int64  `json:"age_s"`
+	Rule     string `json:"rule"`
+}
+
+// DecisionRow is a decision in a digest.
+type DecisionRow struct {
+	ID   string `json:"id"`
+	Line string `json:"line"`
+	By   string `json:"by"`
+}
+
+// AskRow is an ask in a digest.
+type AskRow struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	State string `json:"state"`
+	Note  string `json:"note,omitempty"`
+}
+
+// CatchupMessages counts the messages waiting on the agent and previews the oldest.
+type CatchupMessages struct {
+	Waiting int           `json:"waiting"`
+	Oldest  []MessageLine `json:"oldest"`
+}
+
+// MessageLine is a message preview in a digest.
+type MessageLine struct {
+	ID      string `json:"id"`
+	From    string `json:"from"`
+	Preview string `json:"preview"`
+}
+
+// ContestRow is a contest in a digest: the thing, who won with what, who lost.
+type ContestRow struct {
+	Ref    string   `json:"ref"`
+	Winner string   `json:"winner"` // "bob: order.claim"
+	Lost   []string `json:"lost"`
+}
+
+func contestRow(c Contest) ContestRow {
+	r := ContestRow{Ref: c.Ref, Winner: c.Winner.By + ": " + c.Winner.Type, Lost: []string{}}
+	for _, l := range c.Losers {
+		r.Lost = append(r.Lost, l.By+": "+l.Type)
+	}
+	return r
+}
+
+// Catchup builds the digest for agent. With a cursor from this machine, orders,
+// decisions, asks and contests are limited to what changed after it; messages waiting
+// are always listed (unread is new by definition). A foreign or lost cursor falls back
+// to the full bounded digest, never an error.
 func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 	st := v.State
 	out := &Catchup{Agent: agent, Level: st.levelOf(agent).String(), Next: v.Arrivals.Cursor(),
-		Open: []OrderRow{}, Mine: []OrderRow{}, Reviews: []OrderRow{}}
-	var changed map[string]bool
+		Decisions: []DecisionRow{}, Open: []OrderRow{}, Mine: []OrderRow{}, Reviews: []OrderRow{},
+		Asks: []AskRow{}, Messages: CatchupMessages{Oldest: []MessageLine{}}, Contested: []ContestRow{}}
+	var changed map[string]bool // refs with an entry that arrived after the cursor
 	if n, ok := v.Arrivals.parseCursor(since); ok && since != "" {
 		out.Since = true
 		changed = map[string]bool{}
@@ -262,9 +348,29 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			e := &v.Snapshot.Entries[i]
 			if v.Arrivals.Number(e.Hash()) > n {
 				changed[e.Ref] = true
+				changed[e.Hash()] = true
 			}
 		}
 	}
+	fresh := func(ref string) bool { return changed == nil || changed[ref] }
+
+	ps := c.PrimaryStatus(v)
+	out.Primary = CatchupPrimary{State: ps.State, Holder: ps.Holder, Liveness: ps.Liveness, AgeS: ps.AgeS, Rule: ps.Rule}
+	if ps.Brief != nil {
+		b := *ps.Brief
+		b.Take = ""
+		out.Brief = &b
+	}
+	for _, d := range st.ListDecisions(0) {
+		if len(out.Decisions) == CatchupDecisions {
+			out.Truncated = true
+			break
+		}
+		if fresh(d.ID) {
+			out.Decisions = append(out.Decisions, DecisionRow{ID: d.ID, Line: d.Line, By: d.By})
+		}
+	}
+
 	add := func(list *[]OrderRow, o *Order, limit int) {
 		if len(*list) >= limit {
 			out.Truncated = true
@@ -274,7 +380,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 	}
 	for _, row := range st.ListOrders(OrderFilter{State: "active"}) {
 		o := st.Orders[row.ID]
-		if changed != nil && !changed[o.ID] {
+		if !fresh(o.ID) {
 			continue
 		}
 		switch {
@@ -290,15 +396,57 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			add(&out.Mine, o, CatchupMine)
 		}
 	}
-	for _, ct := range st.Contested {
-		for _, who := range ct.Involved {
-			if who == agent {
-				out.Contested = append(out.Contested, ct)
-				break
-			}
+
+	for _, a := range st.AsksBy(agent) {
+		if !fresh(a.ID) {
+			continue
 		}
+		if len(out.Asks) == CatchupAsks {
+			out.Truncated = true
+			break
+		}
+		out.Asks = append(out.Asks, AskRow{ID: a.ID, Title: a.Title, State: a.State, Note: a.Note})
+	}
+
+	unread := st.Unread(agent)
+	out.Messages.Waiting = len(unread)
+	for _, m := range unread {
+		if len(out.Messages.Oldest) == CatchupPreviews {
+			break
+		}
+		out.Messages.Oldest = append(out.Messages.Oldest, MessageLine{ID: m.ID, From: m.From, Preview: previewRunes(m.Preview, CatchupPreview)})
+	}
+
+	for i := len(st.Contested) - 1; i >= 0; i-- {
+		ct := st.Contested[i]
+		if !slices.Contains(ct.Involved, agent) || (changed != nil && !changed[ct.Winner.Hash] && !contestChanged(ct, changed)) {
+			continue
+		}
+		if len(out.Contested) == CatchupContests {
+			out.Truncated = true
+			break
+		}
+		out.Contested = append(out.Contested, contestRow(ct))
 	}
 	return out
+}
+
+func contestChanged(ct Contest, changed map[string]bool) bool {
+	for _, l := range ct.Losers {
+		if changed[l.Hash] {
+			return true
+		}
+	}
+	return false
+}
+
+// previewRunes cuts s to at most n runes, marking a cut with "…".
+func previewRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
 
 // VerifyReport is `ferry ledger verify`: the ledger's own checks plus what the fold
@@ -361,33 +509,35 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	if out.Ignored == nil {
 		out.Ignored = []Ignored{}
 	}
-	for _, id := range st.OrderIDs() {
-		o := st.Orders[id]
-		if o.Missing {
-			continue
+	// Every object file: it must parse, and its signature must verify against its
+	// author's seated key (an object no entry names yet is pending, not a problem).
+	var files []string
+	for _, dir := range []string{"orders", "results", "asks", "messages"} {
+		files = append(files, objectFiles(filepath.Join(c.Root, dir))...)
+	}
+	writers, _ := os.ReadDir(filepath.Join(c.Root, "handins"))
+	for _, w := range writers {
+		if w.IsDir() {
+			files = append(files, objectFiles(filepath.Join(c.Root, "handins", w.Name()))...)
 		}
-		p := ObjectPath(c.Root, o.Author, id)
+	}
+	for _, p := range files {
 		canon, _, err := readObject(p)
-		if err != nil && !errors.Is(err, ErrObjectMissing) {
+		if err != nil {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": "+err.Error())
 			continue
 		}
-		pub, ok := keys(&ledger.Entry{Writer: o.Author, Device: "", Seq: 1 << 62})
-		if ok && verifyObjectSig(canon, pub, c.Project()) != nil {
-			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against its author's key")
+		var env Envelope
+		if err := jsonUnmarshal(canon, &env); err != nil || !ValidName(env.Author) && env.Author != MasterWriter {
+			out.Objects = append(out.Objects, rel(c.Root, p)+": no valid author")
+			continue
 		}
-	}
-	// Object files no entry names, or that fail to parse, are listed too.
-	for _, dir := range []string{"orders", "results"} {
-		ents, _ := os.ReadDir(filepath.Join(c.Root, dir))
-		for _, de := range ents {
-			name := de.Name()
-			if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
-				continue
-			}
-			if _, _, err := readObject(filepath.Join(c.Root, dir, name)); err != nil {
-				out.Objects = append(out.Objects, dir+"/"+name+": "+err.Error())
-			}
+		pub, ok := keys(&ledger.Entry{Writer: env.Author, Device: env.Device, Seq: 1 << 62})
+		if !ok {
+			continue // an author not seated (yet): its entries are listed as ignored
+		}
+		if verifyObjectSig(canon, pub, c.Project()) != nil {
+			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against its author's key")
 		}
 	}
 	return out, nil
@@ -419,4 +569,20 @@ func countProblems(snap *ledger.Snapshot) int {
 		}
 	}
 	return n
+}
+
+// objectFiles lists the object files of one directory (dot-names, temp files and
+// anything but *.json are skipped).
+func objectFiles(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, de := range ents {
+		name := de.Name()
+		if de.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		out = append(out, filepath.Join(dir, name))
+	}
+	sort.Strings(out)
+	return out
 }
