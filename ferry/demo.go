@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,18 +123,6 @@ func firstLine(s string) string {
 	return s
 }
 
-// orderID extracts "id" from a --json order row.
-func orderID(out string) string {
-	var row struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-	}
-	if json.Unmarshal([]byte(out), &row) != nil {
-		return ""
-	}
-	return row.ID
-}
-
 func runDemo(g *Globals, keep bool) error {
 	self, err := selfPath()
 	if err != nil {
@@ -170,25 +159,32 @@ func runDemo(g *Globals, keep bool) error {
 	return nil
 }
 
-// script is the walkthrough: a channel and its owner, two seated agents, an order
-// dispatched, claimed (a second claim refused), progressed, submitted, reviewed and
-// accepted by the other agent, a second order cancelled by its author, the ledger
-// verified.
+// script is the walkthrough: a channel and its owner, two seated agents, the primary
+// role taken and briefed, a decision recorded, an order dispatched, claimed (a second
+// claim refused), progressed, handed in, submitted, reviewed and accepted by the other
+// agent, an ask raised and approved by the owner, messages both ways with read
+// receipts, a second order cancelled by its author, the digest, the role released,
+// the ledger verified.
 func (d *demo) script() {
 	const alice, bob = "alice", "bob"
 	d.expectOK("init channel", "channel 'demo' and the owner's master key", "init", d.channel, "--project", "demo")
 	d.expectOK("join alice", "alice announced with her own ed25519 key", "join", "--as", alice, "--app", "demo")
 	d.expectOK("join bob", "bob announced with his own ed25519 key", "join", "--as", bob, "--app", "demo")
-	d.expectOK("seat alice", "owner seats alice as member (master-signed grant)", "grant", alice, "--level", "member")
+	d.expectOK("seat alice", "owner seats alice as orchestrator (master-signed grant)", "grant", alice, "--level", "orchestrator")
 	d.expectOK("seat bob", "owner seats bob as member", "grant", bob, "--level", "member")
 	if d.failed {
 		return
 	}
+	d.expectOK("take primary", "alice takes the primary role (nobody held it)", "primary", "take", "--as", alice)
+	d.expectOK("brief", "alice briefs: objective and constraints, shown in every catch-up", "primary", "brief", "--as", alice,
+		"--objective", "Ship the login fix this week", "--constraint", "no schema changes", "--constraint", "keep CI green")
+	d.expectOK("decision", "alice records: use the staging DB for e2e tests", "decision", "record", "Use the staging DB for e2e tests", "--as", alice)
+
 	out := d.expectOKf("dispatch order", func(out string) string {
-		return "alice dispatches \"Fix the flaky login test\" as " + orderID(out)
+		return "alice dispatches \"Fix the flaky login test\" as " + jsonID(out)
 	}, "order", "new", "Fix the flaky login test", "--as", alice, "--label", "tests", "--json",
 		"--body", "The login test fails one run in ten. Find why and fix it.")
-	id := orderID(out)
+	id := jsonID(out)
 	if id == "" {
 		d.record("read order id", false, 0, "no order id in: "+firstLine(out))
 		return
@@ -198,15 +194,68 @@ func (d *demo) script() {
 	d.record("second claim refused", code == exitCodes[fsbus.CatConflict] && strings.Contains(errs, bob), ms,
 		"alice's claim refused: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
 	d.expectOK("progress", "bob reports progress on his claim", "order", "progress", id, "found the race in session setup", "--as", bob)
-	d.expectOK("submit", "bob submits a reference (work stays in the repo)", "order", "submit", id, "--ref", "fix/login-race@4f2c9e1", "--note", "wait for session before asserting", "--as", bob)
+	out = d.expectOKf("hand-in", func(out string) string {
+		return "bob names his work: branch fix/login-race as " + jsonID(out)
+	}, "handin", "add", "--ref", "fix/login-race@4f2c9e1", "--note", "one commit, tests included", "--as", bob, "--json")
+	hid := jsonID(out)
+	d.expectOK("submit", "bob submits hand-in "+hid+" (work stays in the repo)", "order", "submit", id, "--ref", hid, "--note", "wait for session before asserting", "--as", bob)
 	_, errs, code, ms = d.run("order", "review", id, "--accept", "--as", bob)
 	d.record("self-review refused", code == exitCodes[fsbus.CatDenied], ms, "bob cannot review his own result: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
 	d.expectOK("review accepted", "alice accepts: order "+id+" is accepted", "order", "review", id, "--accept", "--note", "verified locally", "--as", alice)
+
+	out = d.expectOKf("ask the owner", func(out string) string {
+		return "bob asks before a risky step: " + jsonID(out) + " pending"
+	}, "ask", "raise", "Drop the old session table?", "--recommendation", "Yes: nothing reads it since v2",
+		"--reasoning", "grep finds no reader; a backup exists", "--as", bob, "--json")
+	aid := jsonID(out)
+	_, errs, code, ms = d.run("ask", "approve", aid, "--as", bob)
+	d.record("agent cannot answer", code == exitCodes[fsbus.CatDenied], ms, "bob cannot approve his own ask: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
+	d.expectOK("owner approves", "the owner approves with a master-signed answer", "ask", "approve", aid, "--note", "go ahead, keep the backup")
+	out = d.expectOKf("ask answered", func(out string) string {
+		return "bob sees " + aid + ": " + jsonField(out, "state") + ", note \"" + jsonField(out, "note") + "\""
+	}, "ask", "status", aid, "--as", bob, "--json")
+	if st := jsonField(out, "state"); st != fsbus.AskApproved && len(d.steps) > 0 {
+		d.steps[len(d.steps)-1].OK, d.failed = false, true
+	}
+
+	out = d.expectOKf("message alice→bob", func(out string) string {
+		return "alice writes to bob: " + jsonID(out)
+	}, "talk", "send", "--to", bob, "Thanks! Next: the signup test, same pattern.", "--as", alice, "--json")
+	mid := jsonID(out)
+	out = d.expectOKf("bob reads", func(out string) string {
+		return "bob reads only what is new to him (" + mid + ") and acknowledges it"
+	}, "talk", "read", "--as", bob, "--json")
+	if !strings.Contains(out, mid) && len(d.steps) > 0 {
+		d.steps[len(d.steps)-1].OK, d.failed = false, true
+	}
+	d.expectOK("message bob→alice", "bob replies", "talk", "send", "--to", alice, "On it after lunch.", "--as", bob)
+	d.expectOK("alice reads", "alice reads the reply", "talk", "read", "--as", alice)
+	out = d.expectOKf("read receipt", func(out string) string {
+		return "alice sees who read " + mid + ": " + strings.Join(readBy(out, mid), ", ")
+	}, "talk", "sent", "--as", alice, "--json")
+	if !slices.Contains(readBy(out, mid), bob) && len(d.steps) > 0 {
+		d.steps[len(d.steps)-1].OK, d.failed = false, true
+	}
+
 	out = d.expectOKf("second order", func(out string) string {
-		return "alice dispatches \"Rewrite the docs\" as " + orderID(out)
+		return "alice dispatches \"Rewrite the docs\" as " + jsonID(out)
 	}, "order", "new", "Rewrite the docs", "--as", alice, "--json")
-	id2 := orderID(out)
+	id2 := jsonID(out)
 	d.expectOK("cancel", "alice cancels "+id2+" (only the author may)", "order", "cancel", id2, "--note", "not needed", "--as", alice)
+	out = d.expectOKf("catch-up", func(out string) string {
+		var c fsbus.Catchup
+		if json.Unmarshal([]byte(out), &c) != nil || c.Brief == nil {
+			return "no digest"
+		}
+		return fmt.Sprintf("bob's digest: primary %s, brief %q, %s, %s, %d messages waiting",
+			c.Primary.Holder, c.Brief.Objective, plural(len(c.Decisions), "decision", "decisions"), plural(len(c.Asks), "ask", "asks"), c.Messages.Waiting)
+	}, "catchup", "--as", bob, "--json")
+	var cu fsbus.Catchup
+	if (json.Unmarshal([]byte(out), &cu) != nil || cu.Primary.Holder != alice || cu.Brief == nil || len(cu.Decisions) != 1) && len(d.steps) > 0 {
+		d.steps[len(d.steps)-1].OK, d.failed = false, true
+	}
+	d.expectOK("release primary", "alice hands the role back: anyone may take it now", "primary", "release", "--as", alice)
+
 	out, errs, code, ms = d.run("order", "show", id, "--json")
 	var o fsbus.Order
 	ok := code == 0 && json.Unmarshal([]byte(out), &o) == nil && o.State == fsbus.StateAccepted && o.Holder == bob
@@ -217,4 +266,36 @@ func (d *demo) script() {
 	d.expectOKf("ledger verify", func(out string) string {
 		return strings.TrimPrefix(firstLine(out), "✔ ")
 	}, "ledger", "verify")
+}
+
+// jsonID extracts "id" from a --json result.
+func jsonID(out string) string { return jsonField(out, "id") }
+
+// jsonField extracts a top-level string field from a --json result ("" if absent).
+func jsonField(out, name string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(out), &m) != nil {
+		return ""
+	}
+	v, _ := m[name].(string)
+	return v
+}
+
+// readBy returns who read message id, from `talk sent --json`.
+func readBy(out, id string) []string {
+	var r struct {
+		Messages []struct {
+			ID     string   `json:"id"`
+			ReadBy []string `json:"read_by"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal([]byte(out), &r) != nil {
+		return nil
+	}
+	for _, m := range r.Messages {
+		if m.ID == id {
+			return m.ReadBy
+		}
+	}
+	return nil
 }
