@@ -35,6 +35,7 @@ type CLI struct {
 	Handin   HandinCmd   `cmd:"" help:"Name work handed in: a commit, branch or path."`
 	Catchup  CatchupCmd  `cmd:"" help:"Show an agent's bounded digest of what matters now."`
 	Ledger   LedgerCmd   `cmd:"" help:"Read or verify the ledger."`
+	Mcp      McpCmd      `cmd:"" name:"mcp" help:"Serve the channel to AI apps over MCP."`
 	Demo     DemoCmd     `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and channel format."`
 }
@@ -46,6 +47,7 @@ type Globals struct {
 	As      string `help:"Act as this agent." env:"FERRY_AGENT" placeholder:"NAME"`
 	JSON    bool   `help:"Print JSON." name:"json"`
 
+	stdin  io.Reader `kong:"-"`
 	stdout io.Writer `kong:"-"`
 	stderr io.Writer `kong:"-"`
 	home   *fsbus.Home
@@ -63,8 +65,13 @@ type exitError struct{ code int }
 // run parses args and runs one command, writing to stdout and stderr. It returns the
 // process exit code: 0 on success, exitCodes[category] on a failure, 2 on bad usage.
 func run(args []string, stdout, stderr io.Writer) (code int) {
+	return runIO(args, os.Stdin, stdout, stderr)
+}
+
+// runIO is run with an explicit stdin (for `ferry mcp serve` in tests).
+func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	var cli CLI
-	cli.stdout, cli.stderr = stdout, stderr
+	cli.stdin, cli.stdout, cli.stderr = stdin, stdout, stderr
 	parser, err := kong.New(&cli,
 		kong.Name("ferry"),
 		kong.Description("Coordinate AI coding agents through a plain shared folder."),

@@ -323,6 +323,9 @@ type ContestRow struct {
 	Lost   []string `json:"lost"`
 }
 
+// ContestRowOf summarises a contest as a digest row.
+func ContestRowOf(c Contest) ContestRow { return contestRow(c) }
+
 func contestRow(c Contest) ContestRow {
 	r := ContestRow{Ref: c.Ref, Winner: c.Winner.By + ": " + c.Winner.Type, Lost: []string{}}
 	for _, l := range c.Losers {
@@ -389,11 +392,10 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			add(&out.Reviews, o, CatchupOpen)
 		case o.Holder == agent || (o.Author == agent && o.State != StateOpen):
 			add(&out.Mine, o, CatchupMine)
+		case o.Author == agent && o.State == StateOpen:
+			add(&out.Mine, o, CatchupMine) // my own order waiting for someone: mine, not "open to me"
 		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
 			add(&out.Open, o, CatchupOpen)
-		}
-		if o.Author == agent && o.State == StateOpen {
-			add(&out.Mine, o, CatchupMine)
 		}
 	}
 

@@ -10,12 +10,17 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"time"
 )
 
 // SupportedVersions are the MCP protocol versions of the legacy handshake this server
 // speaks, oldest first; initialize echoes the client's when it is one of them, else
 // answers the newest (DESIGN §4).
 var SupportedVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+
+// DrainTimeout is how long Serve, at EOF, waits for calls already read to finish
+// before cancelling them.
+var DrainTimeout = 10 * time.Second
 
 // LatestVersion is the newest supported protocol version.
 var LatestVersion = SupportedVersions[len(SupportedVersions)-1]
@@ -104,6 +109,14 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	s.out = out
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
+		// Calls already read are answered (a write that happened must be reported), for
+		// up to DrainTimeout; then they are cancelled and their answers dropped.
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(DrainTimeout):
+		}
 		cancel()
 		s.wg.Wait()
 	}()

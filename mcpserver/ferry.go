@@ -1,0 +1,228 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/gofrs/flock"
+)
+
+// Instructions are the server instructions every client shows its model (DESIGN §4:
+// ≤ 250 tokens, aim ≤ 200; the budget test holds them to it).
+const Instructions = `ferry: your team's channel in a synced folder; nothing needs to be running.
+1. Call ferry_join first, then ferry_catchup; later pass its "next" as since. Never read history.
+2. ferry_orders: list, claim, progress, submit (a reference: commit, branch or hand-in id; never the work itself), review others' results.
+3. ferry_talk: read only what is new (it marks it read); post to an agent, "master" (the owner) or "all".
+4. ferry_primary status before taking over; take over only when it says the holder is silent.
+5. Need the owner's yes? ferry_ask_human raise with a recommendation, then status.
+6. Never put secrets, keys or code in the channel. Writes accept an idempotency key.`
+
+// FerryConfig configures the ferry tools of `ferry mcp serve`.
+type FerryConfig struct {
+	// Agent is the one identity this server acts as (--as).
+	Agent string
+	// Open opens the channel (the CLI resolves --channel/--project). It is called on the
+	// first tool call, never at start-up: initialize must not read the channel.
+	Open func() (*fsbus.Channel, error)
+	// Version is serverInfo.version.
+	Version string
+	// Log receives diagnostics (stderr).
+	Log io.Writer
+	// PresenceEvery is how often a running server rewrites its presence file; 0 means
+	// 60 s (issue 4).
+	PresenceEvery time.Duration
+}
+
+// Ferry is the state of one `ferry mcp serve` process: its agent, the channel once
+// opened, and the identity lease once taken.
+type Ferry struct {
+	cfg FerryConfig
+
+	mu      sync.Mutex
+	ch      *fsbus.Channel
+	lease   *flock.Flock
+	ticking bool
+	doing   string
+}
+
+// NewFerry builds the MCP server with ferry's six core tools (DESIGN §4, issue 4).
+func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.PresenceEvery <= 0 {
+		cfg.PresenceEvery = 60 * time.Second
+	}
+	f := &Ferry{cfg: cfg}
+	srv, err := New(Options{
+		Name:         "ferry",
+		Version:      cfg.Version,
+		Instructions: Instructions,
+		Tools:        f.tools(),
+		Log:          cfg.Log,
+		ToolError:    f.toolError,
+	})
+	return srv, f, err
+}
+
+// Close releases the identity lease.
+func (f *Ferry) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lease != nil {
+		f.lease.Unlock()
+		f.lease = nil
+	}
+}
+
+// toolError renders a failure as "category: message — hint"; an internal error gets a
+// correlation id, its details go to the log only.
+func (f *Ferry) toolError(err error) string {
+	var fe *fsbus.Error
+	if errors.As(err, &fe) && fe.Category != fsbus.CatInternal {
+		return fe.Error()
+	}
+	id := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
+	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %v\n", id, err)
+	return "internal: the call failed [" + id + "] — details are in the server's log on this machine"
+}
+
+// channel opens the channel on first use.
+func (f *Ferry) channel() (*fsbus.Channel, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ch != nil {
+		return f.ch, nil
+	}
+	ch, err := f.cfg.Open()
+	if err != nil {
+		return nil, err
+	}
+	f.ch = ch
+	return ch, nil
+}
+
+// read opens a fresh view of the channel.
+func (f *Ferry) read() (*fsbus.Channel, *fsbus.View, error) {
+	ch, err := f.channel()
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := ch.Load()
+	return ch, v, err
+}
+
+// session is the agent's session for a call that writes or acknowledges: it takes the
+// identity lease first, so two live servers never act as one agent (issue 4).
+func (f *Ferry) session() (*fsbus.Session, error) {
+	ch, err := f.channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.takeLease(ch); err != nil {
+		return nil, err
+	}
+	return ch.As(f.cfg.Agent)
+}
+
+// leasePath is the machine-local lease file of (project, agent).
+func leasePath(ch *fsbus.Channel, agent string) string {
+	return filepath.Join(ch.Home.LockDir(ch.Project()), "agent-"+agent+".lease")
+}
+
+// takeLease takes the machine-local lease on (project, agent) for the life of the
+// process, or returns a conflict naming the process that holds it.
+func (f *Ferry) takeLease(ch *fsbus.Channel) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lease != nil {
+		return nil
+	}
+	p := leasePath(ch, f.cfg.Agent)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("creating lock dir: %w", err)
+	}
+	lk := flock.New(p)
+	ok, err := lk.TryLock()
+	if err != nil {
+		return fmt.Errorf("taking the identity lease: %w", err)
+	}
+	if !ok {
+		other := "another process"
+		if b, err := os.ReadFile(p + ".pid"); err == nil {
+			other = "process " + strings.TrimSpace(string(b))
+		}
+		return fsbus.Errorf(fsbus.CatConflict,
+			fmt.Sprintf("give this session a name of its own, e.g. `ferry mcp serve --as %s-2` (then ferry join and the owner's grant)", f.cfg.Agent),
+			"%s is already acting as %s in project %s on this machine; two sessions under one name would read each other's messages",
+			other, f.cfg.Agent, ch.Project())
+	}
+	_ = os.WriteFile(p+".pid", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	f.lease = lk
+	return nil
+}
+
+// wrote records a write: presence is rewritten now and every PresenceEvery after, so
+// a working agent never looks silent.
+func (f *Ferry) wrote(s *fsbus.Session, doing string) {
+	f.mu.Lock()
+	f.doing = doing
+	start := !f.ticking
+	f.ticking = true
+	f.mu.Unlock()
+	f.heartbeat(s)
+	if start {
+		go func() {
+			t := time.NewTicker(f.cfg.PresenceEvery)
+			defer t.Stop()
+			for range t.C {
+				f.heartbeat(s)
+			}
+		}()
+	}
+}
+
+// heartbeat rewrites the presence file with what the agent does and the orders it holds.
+func (f *Ferry) heartbeat(s *fsbus.Session) {
+	f.mu.Lock()
+	doing := f.doing
+	f.mu.Unlock()
+	var runs []string
+	if v, err := s.Load(); err == nil {
+		for _, r := range v.State.ListOrders(fsbus.OrderFilter{Mine: s.Name, State: fsbus.StateClaimed}) {
+			if r.Holder == s.Name {
+				runs = append(runs, r.ID)
+			}
+		}
+	}
+	if err := s.WritePresence(doing, runs); err != nil {
+		fmt.Fprintf(f.cfg.Log, "mcp: writing presence: %v\n", err)
+	}
+}
+
+// decode parses a tool's arguments into v, refusing unknown JSON as invalid params.
+func decode(args json.RawMessage, v any) error {
+	if err := json.Unmarshal(args, v); err != nil {
+		return fsbus.Errorf(fsbus.CatInvalid, "check the tool's input schema", "arguments do not decode: %v", err)
+	}
+	return nil
+}
+
+// need returns an invalid error when a field an action requires is empty.
+func need(action string, fields map[string]string) error {
+	for name, v := range fields {
+		if strings.TrimSpace(v) == "" {
+			return fsbus.Errorf(fsbus.CatInvalid, "pass "+name+" with action "+action, "action %s needs %s", action, name)
+		}
+	}
+	return nil
+}

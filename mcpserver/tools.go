@@ -1,0 +1,432 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// Tool names and descriptions are static strings: the tools/list bytes are the same for
+// every agent, time, machine and protocol version (DESIGN §4, T8).
+
+// ---- ferry_join ----
+
+// JoinIn is ferry_join's input (none).
+type JoinIn struct{}
+
+// JoinOut is ferry_join's output.
+type JoinOut struct {
+	Agent    string       `json:"agent"`
+	Project  string       `json:"project"`
+	Machine  string       `json:"machine"`
+	Level    string       `json:"level" jsonschema:"enum=none,enum=worker,enum=member,enum=orchestrator"`
+	Granted  bool         `json:"granted"`
+	Primary  JoinPrimary  `json:"primary"`
+	Alive    []AliveAgent `json:"alive"`
+	MineOpen int          `json:"mine_open"`
+	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
+	Next string `json:"next"`
+}
+
+// JoinPrimary is the primary role in ferry_join.
+type JoinPrimary struct {
+	Name     string `json:"name"`
+	AgeS     int64  `json:"age_s"`
+	Liveness string `json:"liveness"`
+}
+
+// AliveAgent is a teammate this machine saw recently.
+type AliveAgent struct {
+	Name  string `json:"name"`
+	Doing string `json:"doing"`
+	AgeS  int64  `json:"age_s"`
+}
+
+func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
+	ch, err := f.channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.takeLease(ch); err != nil {
+		return nil, err
+	}
+	res, err := fsbus.Join(ch, f.cfg.Agent, "mcp")
+	if err != nil {
+		return nil, err
+	}
+	v, err := ch.Load()
+	if err != nil {
+		return nil, err
+	}
+	out := &JoinOut{Agent: res.Agent, Project: res.Project, Level: res.Level, Granted: res.Seated, Alive: []AliveAgent{}, Next: "ferry_catchup"}
+	if a := v.State.Agents[f.cfg.Agent]; a != nil {
+		out.Machine = a.Machine
+	}
+	if !res.Seated {
+		out.Next = "not seated yet: ask the owner to run `" + res.Next + "`; until then you can read but not write"
+	}
+	ps := ch.PrimaryStatus(v)
+	out.Primary = JoinPrimary{Name: ps.Holder, AgeS: ps.AgeS, Liveness: ps.Liveness}
+	for _, r := range ch.Agents(v) {
+		if r.Name == f.cfg.Agent || r.Liveness != fsbus.Alive || len(out.Alive) == 10 {
+			continue
+		}
+		doing := ""
+		if p := v.PresenceOf(r.Name); p != nil {
+			doing = p.Doing
+		}
+		out.Alive = append(out.Alive, AliveAgent{Name: r.Name, Doing: doing, AgeS: r.AgeS})
+	}
+	out.MineOpen = len(v.State.ListOrders(fsbus.OrderFilter{State: "active", Mine: f.cfg.Agent}))
+	if res.Wrote {
+		if s, err := ch.As(f.cfg.Agent); err == nil && res.Seated {
+			f.wrote(s, "joined")
+		}
+	}
+	return out, nil
+}
+
+// ---- ferry_catchup ----
+
+// CatchupIn is ferry_catchup's input.
+type CatchupIn struct {
+	Since string `json:"since,omitempty" jsonschema:"description=next cursor of your last catchup"`
+}
+
+func (f *Ferry) catchup(ctx context.Context, args json.RawMessage) (any, error) {
+	var in CatchupIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	ch, v, err := f.read()
+	if err != nil {
+		return nil, err
+	}
+	return ch.Catchup(v, f.cfg.Agent, in.Since), nil
+}
+
+// ---- ferry_orders ----
+
+// OrdersIn is ferry_orders' input; fields required by some actions only are checked
+// per action (DESIGN §4).
+type OrdersIn struct {
+	Action  string `json:"action" jsonschema:"enum=list,enum=show,enum=new,enum=claim,enum=progress,enum=submit,enum=review"`
+	ID      string `json:"id,omitempty" jsonschema:"description=order id or unique prefix"`
+	Title   string `json:"title,omitempty"`
+	Body    string `json:"body,omitempty"`
+	To      string `json:"to,omitempty" jsonschema:"description=new: offer to this agent"`
+	Note    string `json:"note,omitempty" jsonschema:"description=progress/submit/review text"`
+	Ref     string `json:"ref,omitempty" jsonschema:"description=submit: commit, branch or hand-in id"`
+	Verdict string `json:"verdict,omitempty" jsonschema:"enum=accept,enum=changes"`
+	State   string `json:"state,omitempty" jsonschema:"description=list: filter"`
+	Key     string `json:"key,omitempty" jsonschema:"description=idempotency key"`
+}
+
+// OrdersOut is ferry_orders' output: rows for list, one order otherwise.
+type OrdersOut struct {
+	Orders    []fsbus.OrderRow `json:"orders,omitempty"`
+	Order     *OrderView       `json:"order,omitempty"`
+	Truncated bool             `json:"truncated,omitempty"`
+}
+
+// OrderView is one order, bounded: the body up to 1,000 characters, the last five
+// progress notes, contests as rows; BodyURI names the full body.
+type OrderView struct {
+	fsbus.OrderRow
+	Body      string             `json:"body,omitempty"`
+	BodyURI   string             `json:"body_uri,omitempty"`
+	Labels    []string           `json:"labels,omitempty"`
+	Result    *fsbus.Submission  `json:"result,omitempty"`
+	Reviews   []fsbus.Review     `json:"reviews,omitempty"`
+	Progress  []string           `json:"progress,omitempty"`
+	Contested []fsbus.ContestRow `json:"contested,omitempty"`
+}
+
+// Response caps (DESIGN §4): at most 20 items per list.
+const maxItems = 20
+
+func orderView(project string, o *fsbus.Order) *OrderView {
+	ov := &OrderView{OrderRow: o.Row(), Labels: o.Labels, Result: o.Result, Reviews: o.Reviews}
+	ov.Body = o.Body
+	if utf8.RuneCountInString(o.Body) > 1000 {
+		ov.Body = string([]rune(o.Body)[:999]) + "…"
+		ov.BodyURI = "ferry://" + project + "/order/" + o.ID
+	}
+	p := o.Progress
+	if len(p) > 5 {
+		p = p[len(p)-5:]
+	}
+	for _, s := range p {
+		ov.Progress = append(ov.Progress, s.By+": "+s.Note)
+	}
+	for _, c := range o.Contests {
+		ov.Contested = append(ov.Contested, fsbus.ContestRowOf(c))
+	}
+	return ov
+}
+
+func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
+	var in OrdersIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	switch in.Action {
+	case "list":
+		ch, v, err := f.read()
+		if err != nil {
+			return nil, err
+		}
+		_ = ch
+		state := in.State
+		if state == "" {
+			state = "active"
+		}
+		rows := v.State.ListOrders(fsbus.OrderFilter{State: state})
+		out := &OrdersOut{Orders: []fsbus.OrderRow{}}
+		if len(rows) > maxItems {
+			rows, out.Truncated = rows[:maxItems], true
+		}
+		out.Orders = append(out.Orders, rows...)
+		return out, nil
+	case "show":
+		if err := need("show", map[string]string{"id": in.ID}); err != nil {
+			return nil, err
+		}
+		ch, v, err := f.read()
+		if err != nil {
+			return nil, err
+		}
+		o, err := v.State.FindOrder(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		return &OrdersOut{Order: orderView(ch.Project(), o)}, nil
+	}
+	var o *fsbus.Order
+	s, err := f.session()
+	if err != nil {
+		return nil, err
+	}
+	switch in.Action {
+	case "new":
+		if err := need("new", map[string]string{"title": in.Title}); err != nil {
+			return nil, err
+		}
+		o, err = s.NewOrder(fsbus.NewOrderOptions{Title: in.Title, Body: in.Body, To: in.To, Key: in.Key})
+	case "claim":
+		if err = need("claim", map[string]string{"id": in.ID}); err == nil {
+			o, err = s.Claim(in.ID, in.Key)
+		}
+	case "progress":
+		if err = need("progress", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
+			o, err = s.Progress(in.ID, in.Note, in.Key)
+		}
+	case "submit":
+		if err = need("submit", map[string]string{"id": in.ID, "ref": in.Ref}); err == nil {
+			o, err = s.Submit(in.ID, in.Ref, in.Note, in.Key)
+		}
+	case "review":
+		if err = need("review", map[string]string{"id": in.ID, "verdict": in.Verdict}); err == nil {
+			o, err = s.Review(in.ID, in.Verdict, in.Note, in.Key)
+		}
+	default:
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "use list, show, new, claim, progress, submit or review", "unknown action %q", in.Action)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.wrote(s, in.Action+" "+o.ID)
+	return &OrdersOut{Order: orderView(s.Project(), o)}, nil
+}
+
+// ---- ferry_talk ----
+
+// TalkIn is ferry_talk's input.
+type TalkIn struct {
+	Action string `json:"action" jsonschema:"enum=read,enum=post"`
+	To     string `json:"to,omitempty" jsonschema:"description=post: agent, master or all"`
+	Text   string `json:"text,omitempty"`
+	Since  string `json:"since,omitempty" jsonschema:"description=read: cursor"`
+	Peek   bool   `json:"peek,omitempty" jsonschema:"description=read without marking read"`
+	Key    string `json:"key,omitempty" jsonschema:"description=idempotency key"`
+}
+
+// TalkOut is ferry_talk's output: the read result, or the id of a posted message.
+type TalkOut struct {
+	ID        string          `json:"id,omitempty"`
+	Messages  []fsbus.Message `json:"messages,omitempty"`
+	Truncated bool            `json:"truncated,omitempty"`
+	Remaining int             `json:"remaining,omitempty"`
+	Next      string          `json:"next,omitempty"`
+}
+
+func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
+	var in TalkIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	switch in.Action {
+	case "post", "send":
+		if err := need("post", map[string]string{"to": in.To, "text": in.Text}); err != nil {
+			return nil, err
+		}
+		s, err := f.session()
+		if err != nil {
+			return nil, err
+		}
+		m, err := s.TalkSend(in.To, in.Text, in.Key)
+		if err != nil {
+			return nil, err
+		}
+		f.wrote(s, "posted to "+in.To)
+		return &TalkOut{ID: m.ID}, nil
+	case "read":
+		s, err := f.session()
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.TalkRead(fsbus.TalkReadOptions{Since: in.Since, Peek: in.Peek})
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Acked) > 0 {
+			f.wrote(s, "reading messages")
+		}
+		out := &TalkOut{Messages: r.Messages, Truncated: r.Truncated, Remaining: r.Remaining, Next: r.Next}
+		if out.Messages == nil {
+			out.Messages = []fsbus.Message{}
+		}
+		return out, nil
+	}
+	return nil, fsbus.Errorf(fsbus.CatInvalid, "use read or post", "unknown action %q", in.Action)
+}
+
+// ---- ferry_primary ----
+
+// PrimaryIn is ferry_primary's input.
+type PrimaryIn struct {
+	Action string `json:"action" jsonschema:"enum=status,enum=standby,enum=takeover,enum=release"`
+	Key    string `json:"key,omitempty" jsonschema:"description=idempotency key"`
+}
+
+func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) {
+	var in PrimaryIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	if in.Action == "status" || in.Action == "" {
+		ch, v, err := f.read()
+		if err != nil {
+			return nil, err
+		}
+		return ch.PrimaryStatus(v), nil
+	}
+	s, err := f.session()
+	if err != nil {
+		return nil, err
+	}
+	var ps *fsbus.PrimaryStatus
+	switch in.Action {
+	case "standby":
+		ps, err = s.PrimaryStandby(in.Key)
+	case "takeover", "take":
+		ps, err = s.PrimaryTake(in.Key)
+	case "release":
+		ps, err = s.PrimaryRelease(in.Key)
+	default:
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "use status, standby, takeover or release", "unknown action %q", in.Action)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.wrote(s, "primary "+in.Action)
+	return ps, nil
+}
+
+// ---- ferry_ask_human ----
+
+// AskIn is ferry_ask_human's input.
+type AskIn struct {
+	Action         string `json:"action" jsonschema:"enum=raise,enum=status"`
+	Title          string `json:"title,omitempty"`
+	Recommendation string `json:"recommendation,omitempty"`
+	Reasoning      string `json:"reasoning,omitempty" jsonschema:"description=at most 1200 characters"`
+	ID             string `json:"id,omitempty" jsonschema:"description=status: ask id; omit for all of yours"`
+	Key            string `json:"key,omitempty" jsonschema:"description=idempotency key"`
+}
+
+// AskOut is ferry_ask_human's output: one ask, or the agent's asks.
+type AskOut struct {
+	ID    string         `json:"id,omitempty"`
+	Title string         `json:"title,omitempty"`
+	State string         `json:"state,omitempty"`
+	Note  string         `json:"note,omitempty"`
+	Asks  []fsbus.AskRow `json:"asks,omitempty"`
+}
+
+func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
+	var in AskIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	switch in.Action {
+	case "raise":
+		if err := need("raise", map[string]string{"title": in.Title, "recommendation": in.Recommendation}); err != nil {
+			return nil, err
+		}
+		s, err := f.session()
+		if err != nil {
+			return nil, err
+		}
+		a, err := s.AskRaise(fsbus.AskRaiseOptions{Title: in.Title, Recommendation: in.Recommendation, Reasoning: in.Reasoning, Key: in.Key})
+		if err != nil {
+			return nil, err
+		}
+		f.wrote(s, "asked the owner")
+		return &AskOut{ID: a.ID, Title: a.Title, State: a.State}, nil
+	case "status":
+		_, v, err := f.read()
+		if err != nil {
+			return nil, err
+		}
+		if in.ID != "" {
+			a, err := v.State.FindAsk(in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &AskOut{ID: a.ID, Title: a.Title, State: a.State, Note: a.Note}, nil
+		}
+		out := &AskOut{Asks: []fsbus.AskRow{}}
+		for _, a := range v.State.AsksBy(f.cfg.Agent) {
+			if len(out.Asks) == maxItems {
+				break
+			}
+			out.Asks = append(out.Asks, fsbus.AskRow{ID: a.ID, Title: a.Title, State: a.State, Note: a.Note})
+		}
+		return out, nil
+	}
+	return nil, fsbus.Errorf(fsbus.CatInvalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
+}
+
+// tools lists the six core tools (names, descriptions, schemas fixed; DESIGN §4).
+func (f *Ferry) tools() []*Tool {
+	ts := []*Tool{
+		{Name: "ferry_join", Description: "Announce yourself (idempotent). Says your level, the primary, who is alive, and what to do next. Call first.",
+			InputSchema: Schema(&JoinIn{}), OutputSchema: Schema(&JoinOut{}), Call: f.join},
+		{Name: "ferry_catchup", Description: "Bounded digest: primary and brief, decisions, open orders, yours, your asks, messages waiting. Pass next as since.",
+			InputSchema: Schema(&CatchupIn{}), OutputSchema: Schema(&fsbus.Catchup{}), Call: f.catchup},
+		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note), review (verdict, note).",
+			InputSchema: Schema(&OrdersIn{}), OutputSchema: Schema(&OrdersOut{}), Call: f.orders},
+		{Name: "ferry_talk", Description: "Messages: read what is new to you (marks it read unless peek), or post text to an agent, master or all.",
+			InputSchema: Schema(&TalkIn{}), OutputSchema: Schema(&TalkOut{}), Call: f.talk},
+		{Name: "ferry_primary", Description: "The primary (lead) role: status, standby, takeover (only when status says the holder is silent), release.",
+			InputSchema: Schema(&PrimaryIn{}), OutputSchema: Schema(&fsbus.PrimaryStatus{}), Call: f.primary},
+		{Name: "ferry_ask_human", Description: "Ask the owner before a risky step: raise (title, recommendation, reasoning), then status. You cannot answer asks.",
+			InputSchema: Schema(&AskIn{}), OutputSchema: Schema(&AskOut{}), Call: f.ask},
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	return ts
+}
