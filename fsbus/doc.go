@@ -16,11 +16,18 @@
 //	orders/<id>.json                 OrderObject, signed by its author, written once
 //	results/<id>.json                ResultObject of a submit
 //	messages/<id>.json               MessageObject (to, body), signed by its sender; msg.post names it
-//	asks/ presence/ handins/<writer>/ memory/ releases/
+//	asks/<id>.json                   AskObject (title, recommendation, reasoning); ask.raise names it
+//	handins/<writer>/<id>.json       HandinObject (ref, note); handin.add names it
+//	presence/<writer>.<device>.json  PresenceObject, rewritten by its one writer (heartbeat)
+//	memory/ releases/                human notes; signed updates (later issues)
+//
+// Chains with a life cycle — an order, an ask, the primary role, an agent's grants —
+// resolve by basis in chain.go; decisions and messages have no chain.
 //
 // Machine-local state lives in a Home: keys (0600), pinned master keys, the project →
-// channel map and the device id under ConfigDir; lock files and the arrival log under
-// CacheDir. FERRY_HOME moves both.
+// channel map and the device id under ConfigDir; lock files, the arrival log, the
+// presence sightings and each segment's high-water mark under CacheDir. FERRY_HOME
+// moves both.
 //
 // # Writing
 //
