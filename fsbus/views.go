@@ -251,6 +251,7 @@ func (c *Channel) aheadWriters(v *View) []string {
 const (
 	CatchupOpen      = 10 // open orders
 	CatchupMine      = 10 // the agent's own orders
+	CatchupReviews   = 5  // results the agent may review
 	CatchupDecisions = 8  // newest decisions
 	CatchupAsks      = 5  // the agent's newest asks
 	CatchupPreviews  = 3  // previews of messages waiting
@@ -267,9 +268,9 @@ type Catchup struct {
 	Primary   CatchupPrimary  `json:"primary"`
 	Brief     *Brief          `json:"brief,omitempty"`
 	Decisions []DecisionRow   `json:"decisions"`
-	Open      []OrderRow      `json:"open"`
-	Mine      []OrderRow      `json:"mine"`
-	Reviews   []OrderRow      `json:"reviews"`
+	Open      []DigestRow     `json:"open"`
+	Mine      []DigestRow     `json:"mine"`
+	Reviews   []DigestRow     `json:"reviews"`
 	Asks      []AskRow        `json:"asks"`
 	Messages  CatchupMessages `json:"messages"`
 	Contested []ContestRow    `json:"contested"`
@@ -286,6 +287,15 @@ type CatchupPrimary struct {
 	Liveness string `json:"liveness"`
 	AgeS     int64  `json:"age_s"`
 	Rule     string `json:"rule"`
+}
+
+// DigestRow is an order in a digest: what a model needs to pick it, nothing more (the
+// token budget of DESIGN §4); `ferry order show` has the rest.
+type DigestRow struct {
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	State  string `json:"state"`
+	Holder string `json:"holder,omitempty"`
 }
 
 // DecisionRow is a decision in a digest.
@@ -341,7 +351,7 @@ func contestRow(c Contest) ContestRow {
 func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 	st := v.State
 	out := &Catchup{Agent: agent, Level: st.levelOf(agent).String(), Next: v.Arrivals.Cursor(),
-		Decisions: []DecisionRow{}, Open: []OrderRow{}, Mine: []OrderRow{}, Reviews: []OrderRow{},
+		Decisions: []DecisionRow{}, Open: []DigestRow{}, Mine: []DigestRow{}, Reviews: []DigestRow{},
 		Asks: []AskRow{}, Messages: CatchupMessages{Oldest: []MessageLine{}}, Contested: []ContestRow{}}
 	var changed map[string]bool // refs with an entry that arrived after the cursor
 	if n, ok := v.Arrivals.parseCursor(since); ok && since != "" {
@@ -374,12 +384,12 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		}
 	}
 
-	add := func(list *[]OrderRow, o *Order, limit int) {
+	add := func(list *[]DigestRow, o *Order, limit int) {
 		if len(*list) >= limit {
 			out.Truncated = true
 			return
 		}
-		*list = append(*list, o.Row())
+		*list = append(*list, DigestRow{ID: o.ID, Title: o.Title, State: o.State, Holder: o.Holder})
 	}
 	for _, row := range st.ListOrders(OrderFilter{State: "active"}) {
 		o := st.Orders[row.ID]
@@ -389,7 +399,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		switch {
 		case o.State == StateSubmitted && o.Result != nil && o.Result.By != agent:
 			// Before "mine": the author is the usual reviewer of its own order.
-			add(&out.Reviews, o, CatchupOpen)
+			add(&out.Reviews, o, CatchupReviews)
 		case o.Holder == agent || (o.Author == agent && o.State != StateOpen):
 			add(&out.Mine, o, CatchupMine)
 		case o.Author == agent && o.State == StateOpen:
