@@ -13,6 +13,7 @@ func TestCleanShowsControlCharacters(t *testing.T) {
 		{"c1\u009bcsi", `c1\x9bcsi`},
 		{"line\u2028sep", `line\u{2028}sep`},
 		{"del\x7f", `del\x7f`},
+		{"evil\u202egnp.exe", `evil\u{202e}gnp.exe`},
 	} {
 		if got := clean(tc.in); got != tc.want {
 			t.Errorf("clean(%q) = %q, want %q", tc.in, got, tc.want)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
@@ -70,6 +71,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 
 // runIO is run with an explicit stdin (for `ferry mcp serve` in tests).
 func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	for _, a := range args {
+		if !utf8.ValidString(a) {
+			// The parser would turn the bad bytes into U+FFFD silently; refuse instead.
+			fmt.Fprintf(stderr, "ferry: error: invalid: argument %q is not UTF-8\n", a)
+			fmt.Fprintf(stderr, "ferry: hint: pass UTF-8 text (or --body @FILE with a UTF-8 file)\n")
+			return exitCodes[fsbus.CatInvalid]
+		}
+	}
 	var cli CLI
 	cli.stdin, cli.stdout, cli.stderr = stdin, stdout, stderr
 	parser, err := kong.New(&cli,
@@ -100,7 +109,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		hint := "ferry --help"
 		var pe *kong.ParseError
 		if errors.As(err, &pe) && pe.Context != nil && pe.Context.Selected() != nil {
-			hint = "ferry " + pe.Context.Selected().Path() + " --help"
+			hint = "ferry " + commandPath(pe.Context.Selected()) + " --help"
 		}
 		fmt.Fprintf(stderr, "ferry: hint: see `%s`\n", hint)
 		return exitCodes[fsbus.CatInvalid]
@@ -266,7 +275,8 @@ func clean(s string) string {
 }
 
 func isControl(r rune) bool {
-	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029
+	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 ||
+		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f // bidi overrides reorder a line
 }
 
 // openMapped opens a project's mapped channel; a folder that vanished gets its own
@@ -279,4 +289,14 @@ func openMapped(h *fsbus.Home, project, dir string) (*fsbus.Channel, error) {
 			"the channel folder of project %s, %s, is missing", project, dir)
 	}
 	return fsbus.Open(h, dir)
+}
+
+// commandPath is a command's words without aliases ("decision list", never
+// "decision list (ls)"), so a hint names a command that runs as printed.
+func commandPath(n *kong.Node) string {
+	var words []string
+	for ; n != nil && n.Type != kong.ApplicationNode; n = n.Parent {
+		words = append([]string{n.Name}, words...)
+	}
+	return strings.Join(words, " ")
 }

@@ -53,7 +53,7 @@ func (c *AskRaiseCmd) Run(g *Globals) error {
 	if g.JSON {
 		return g.printJSON(a)
 	}
-	g.printf("✔ asked %s %q — state %s\n", a.ID, a.Title, a.State)
+	g.printf("✔ asked %s \"%s\" — state %s\n", a.ID, a.Title, a.State)
 	g.printf("  the owner answers with: ferry ask approve|reject|send-back %s [--note …]\n", a.ID)
 	return nil
 }
@@ -186,7 +186,7 @@ func (c *askAnswerArgs) answer(g *Globals, verdict, done string) error {
 	if g.JSON {
 		return g.printJSON(a)
 	}
-	g.printf("✔ %s %s %q (asked by %s) — state %s\n", done, a.ID, a.Title, a.Author, a.State)
+	g.printf("✔ %s %s \"%s\" (asked by %s) — state %s\n", done, a.ID, a.Title, a.Author, a.State)
 	return nil
 }
 

@@ -33,6 +33,9 @@ func (c *CatchupCmd) Run(g *Globals) error {
 		g.printf(", changes since your cursor")
 	}
 	g.printf("\n")
+	if c.Since != "" && !d.Since {
+		g.printf("(cursor %s is not from this machine's log: showing the full digest)\n", c.Since)
+	}
 	p := d.Primary
 	switch p.State {
 	case "held":

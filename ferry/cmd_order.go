@@ -317,7 +317,7 @@ func printOrderResult(g *Globals, o *fsbus.Order, err error, verb string) error 
 	if g.JSON {
 		return g.printJSON(o.Row())
 	}
-	g.printf("✔ %s %s %q — state %s", verb, o.ID, o.Title, o.State)
+	g.printf("✔ %s %s \"%s\" — state %s", verb, o.ID, o.Title, o.State)
 	if o.Holder != "" {
 		g.printf(", holder %s", o.Holder)
 	}

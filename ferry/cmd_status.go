@@ -51,7 +51,7 @@ func (c *StatusCmd) Run(g *Globals) error {
 			a.Name, a.Key, a.JoinKey, orDash(a.App), orDash(a.Machine), a.Name, a.JoinKey)
 	}
 	for _, r := range s.Reviews {
-		g.printf("review due %s %q submitted by %s\n", r.ID, r.Title, orDash(r.Holder))
+		g.printf("review due %s \"%s\" submitted by %s\n", r.ID, r.Title, orDash(r.Holder))
 	}
 	for _, ct := range s.Contests {
 		g.printf("contested  %s: %s by %s won over", ct.Ref, ct.Winner.Type, ct.Winner.By)

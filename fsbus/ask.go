@@ -69,6 +69,10 @@ func (o *AskRaiseOptions) validate() error {
 // was used with other arguments. A replayed key returns the ask the first call made
 // and writes nothing.
 func (s *Session) AskRaise(opt AskRaiseOptions) (*Ask, error) {
+	if s.Name == MasterWriter {
+		return nil, Errorf(CatInvalid, "asks are how agents ask the owner; record your own call with `ferry decision record`",
+			"the owner answers asks and cannot raise one")
+	}
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}

@@ -150,6 +150,9 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		return c, Errorf(CatDenied, hint, format, args...)
 	}
 	busy := func(hint, format string, args ...any) (orderCore, error) {
+		if hint == "" {
+			hint = "`ferry order show ID` shows its state and history"
+		}
 		return c, Errorf(CatConflict, hint, format, args...)
 	}
 	n := c

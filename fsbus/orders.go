@@ -335,6 +335,10 @@ func (s *Session) Progress(q, note, key string) (*Order, error) {
 		if o.Holder != s.Name {
 			return nil, nil, Errorf(CatDenied, "only the holder reports progress", "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
 		}
+		if o.State != StateClaimed && o.State != StateChangesRequested {
+			return nil, nil, Errorf(CatConflict, "progress is for work in hand; `ferry order show "+o.ID+"` shows where it stands",
+				"order %s is %s; progress is reported while it is claimed", o.ID, o.State)
+		}
 		d := entryData{Claim: o.Claim, Note: note}
 		if key != "" {
 			d.Args = args
@@ -365,8 +369,9 @@ func hasControl(s string, multiline bool) bool {
 	for _, r := range s {
 		switch {
 		case multiline && (r == '\n' || r == '\t' || r == '\r'):
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return true
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0), r == 0x2028, r == 0x2029,
+			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f:
+			return true // controls, line separators, bidi overrides
 		}
 	}
 	return false

@@ -179,6 +179,11 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		if p.Holder == s.Name {
 			return true, nil
 		}
+		// The owner's explicit act, or a holder whose grant no longer allows the role
+		// (revoked, lowered), never blocks a take: no one could otherwise release it.
+		if s.Name == MasterWriter || v.State.levelOf(p.Holder) < LevelOrchestrator {
+			return false, nil
+		}
 		l, age := s.Liveness(v, p.Holder)
 		if l == Silent {
 			return false, nil
@@ -215,15 +220,15 @@ func (s *Session) PrimaryBrief(objective string, constraints []string, key strin
 	}
 	cs := []string{}
 	for _, c := range constraints {
-		if c = strings.TrimSpace(c); c != "" {
-			if err := checkShortLine("constraint", c, MaxBriefLine); err != nil {
-				return nil, err
-			}
-			cs = append(cs, c)
+		c = strings.TrimSpace(c)
+		if err := checkShortLine("constraint", c, MaxBriefLine); err != nil {
+			return nil, err
 		}
+		cs = append(cs, c)
 	}
 	if len(cs) > MaxBriefConstraint {
-		return nil, Errorf(CatInvalid, "keep the five that matter most", "a brief has at most %d constraints; got %d", MaxBriefConstraint, len(cs))
+		return nil, Errorf(CatInvalid, fmt.Sprintf("keep the %d that matter most", MaxBriefConstraint),
+			"a brief is at most 5 lines: the objective and %d constraints; got %d constraints", MaxBriefConstraint, len(cs))
 	}
 	brief := primaryData{Objective: objective, Constraints: cs}
 	if len(cs) == 0 {
@@ -253,10 +258,12 @@ func checkShortLine(what, s string, max int) error {
 		return Errorf(CatInvalid, "write one short line", "empty %s", what)
 	case strings.ContainsAny(s, "\r\n"):
 		return Errorf(CatInvalid, "write one line; put detail in the work repo", "%s must be one line", what)
-	case len(s) > max:
-		return Errorf(CatInvalid, fmt.Sprintf("keep it to one line of at most %d bytes", max), "%s is %d bytes; the limit is %d", what, len(s), max)
 	case !utf8.ValidString(s):
-		return Errorf(CatInvalid, "", "%s must be UTF-8", what)
+		return Errorf(CatInvalid, "write UTF-8 text", "%s must be UTF-8", what)
+	case utf8.RuneCountInString(s) > max:
+		return Errorf(CatInvalid, fmt.Sprintf("keep it to one line of at most %d characters", max), "%s is %d characters; the limit is %d", what, utf8.RuneCountInString(s), max)
+	case hasControl(s, false):
+		return Errorf(CatInvalid, "remove terminal escapes and other control characters", "%s holds control characters", what)
 	}
 	return nil
 }

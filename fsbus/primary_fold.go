@@ -29,7 +29,7 @@ var PrimaryRank = map[string]int{PrimaryNone: 0, PrimaryReleased: 1, PrimaryHeld
 // Limits of a primary.brief and a decision.record as this binary writes them (bytes).
 const (
 	MaxBriefLine       = 200 // the objective and each constraint: one line
-	MaxBriefConstraint = 5   // constraints per brief
+	MaxBriefConstraint = 4   // constraints per brief: with the objective, at most 5 lines (issue 3)
 	MaxDecisionLine    = 200
 )
 

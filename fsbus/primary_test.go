@@ -88,8 +88,8 @@ func primaryEntries(t *testing.T, c *Channel) int {
 // TestPrimaryFoldRules: the fold's own rules for the primary chain, briefs and
 // standbys, judged on entries the write path would refuse as well as on honest ones.
 func TestPrimaryFoldRules(t *testing.T) {
-	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "mike": "member", "wendy": "worker"})
-	alice, bob, mike, wendy := ss["alice"], ss["bob"], ss["mike"], ss["wendy"]
+	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "olga": "orchestrator", "mike": "member", "wendy": "worker"})
+	alice, bob, olga, mike, wendy := ss["alice"], ss["bob"], ss["olga"], ss["mike"], ss["wendy"]
 
 	v := primaryLoad(t, c)
 	if p := v.State.Primary; p.State != PrimaryNone || p.Holder != "" || p.Standbys == nil || p.History == nil {
@@ -133,11 +133,16 @@ func TestPrimaryFoldRules(t *testing.T) {
 	bobRelease := primaryAppend(t, bob, TypePrimaryRelease, PrimaryRef, primaryData{Basis: aliceTake})
 	// A take whose basis has not arrived is pending.
 	pending := primaryAppend(t, bob, TypePrimaryTake, PrimaryRef, primaryData{Basis: "sha256:" + strings.Repeat("0", 64)})
-	// Standbys: a worker's counts; one naming another agent does not.
-	if _, err := wendy.PrimaryStandby(""); err != nil {
+	// Standbys: an orchestrator's counts; a worker's is refused (issue 3: a worker
+	// writes hand-ins, joins and acks only); one naming another agent does not count.
+	if _, err := olga.PrimaryStandby(""); err != nil {
 		t.Fatal(err)
 	}
-	otherStandby := primaryAppend(t, mike, TypePresenceStandby, "bob", primaryData{})
+	if _, err := wendy.PrimaryStandby(""); !IsCategory(err, CatDenied) {
+		t.Fatalf("worker standby: %v", err)
+	}
+	otherStandby := primaryAppend(t, olga, TypePresenceStandby, "bob", primaryData{})
+	workerStandby := primaryAppend(t, wendy, TypePresenceStandby, "wendy", primaryData{})
 	v = primaryLoad(t, c)
 	p = v.State.Primary
 	for name, tc := range map[string]struct {
@@ -149,6 +154,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 		"take in another ref":   {badRef, `primary entries have ref "primary"`},
 		"release by non-holder": {bobRelease, "not allowed: bob does not hold the primary role (holder: alice)"},
 		"standby for another":   {otherStandby, "presence.standby names another agent"},
+		"standby by a worker":   {workerStandby, "presence.standby needs level member; wendy has level worker"},
 	} {
 		if r := primaryIgnored(v.State, tc.e.Hash()); !strings.Contains(r, tc.want) {
 			t.Errorf("%s: ignored for %q; want %q", name, r, tc.want)
@@ -160,12 +166,15 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if p.Holder != "alice" || p.Brief != nil || len(p.Contests) != 0 {
 		t.Fatalf("primary after refused entries: %+v", p)
 	}
-	if len(p.Standbys) != 1 || p.Standbys[0].Name != "wendy" {
-		t.Fatalf("standbys %+v; want wendy", p.Standbys)
+	if len(p.Standbys) != 1 || p.Standbys[0].Name != "olga" {
+		t.Fatalf("standbys %+v; want olga", p.Standbys)
 	}
 
 	// The holder briefs twice: the newer counts.
-	if _, err := alice.PrimaryBrief("Ship v1", []string{"no new deps", " ", "tests first"}, ""); err != nil {
+	if _, err := alice.PrimaryBrief("Ship v1", []string{"no new deps", " ", "tests first"}, ""); !IsCategory(err, CatInvalid) {
+		t.Fatalf("a brief with an empty constraint: %v, want invalid", err)
+	}
+	if _, err := alice.PrimaryBrief("Ship v1", []string{"no new deps", "tests first"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	st, err = alice.PrimaryBrief("Ship v1.0", []string{"tests first"}, "")
@@ -183,7 +192,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 		!strings.HasPrefix(st.Rule, "released by alice") {
 		t.Fatalf("after release: %+v", st)
 	}
-	// wendy is a standby but a worker: she may not take.
+	// wendy is a worker: she may not take.
 	if _, err := wendy.PrimaryTake(""); !IsCategory(err, CatDenied) {
 		t.Fatalf("worker take: %v", err)
 	}
@@ -211,11 +220,11 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if n := len(v.State.Primary.History); n != 3 {
 		t.Fatalf("history %d steps; want take, release, take", n)
 	}
-	// The standby list drops the holder and keeps wendy.
+	// The standby list drops the holder and keeps olga.
 	if _, err := bob.PrimaryStandby(""); !IsCategory(err, CatConflict) {
 		t.Fatalf("holder standby: %v", err)
 	}
-	if got := v.State.Primary.Standbys; len(got) != 1 || got[0].Name != "wendy" {
+	if got := v.State.Primary.Standbys; len(got) != 1 || got[0].Name != "olga" {
 		t.Fatalf("standbys %+v", got)
 	}
 }
@@ -224,8 +233,8 @@ func TestPrimaryFoldRules(t *testing.T) {
 // again, a repeated brief and a repeated standby write nothing; an idempotency key
 // replays.
 func TestPrimaryWriteRules(t *testing.T) {
-	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "wendy": "worker"})
-	alice, bob, wendy := ss["alice"], ss["bob"], ss["wendy"]
+	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "olga": "orchestrator", "wendy": "worker"})
+	alice, bob, olga, wendy := ss["alice"], ss["bob"], ss["olga"], ss["wendy"]
 	for name, call := range map[string]func() error{
 		"release with no holder": func() error { _, err := alice.PrimaryRelease(""); return err },
 		"brief with no holder":   func() error { _, err := alice.PrimaryBrief("x", nil, ""); return err },
@@ -249,10 +258,10 @@ func TestPrimaryWriteRules(t *testing.T) {
 	}{
 		{"take again", func() error { _, err := alice.PrimaryTake(""); return err }},
 		{"replay take", func() error { _, err := alice.PrimaryTake("k1"); return err }},
-		{"standby", func() error { _, err := wendy.PrimaryStandby(""); return err }},
-		{"standby again", func() error { _, err := wendy.PrimaryStandby(""); return err }},
+		{"standby", func() error { _, err := olga.PrimaryStandby(""); return err }},
+		{"standby again", func() error { _, err := olga.PrimaryStandby(""); return err }},
 		{"brief", func() error { _, err := alice.PrimaryBrief("Ship", []string{"a"}, ""); return err }},
-		{"same brief", func() error { _, err := alice.PrimaryBrief(" Ship ", []string{"a", ""}, ""); return err }},
+		{"same brief", func() error { _, err := alice.PrimaryBrief(" Ship ", []string{" a "}, ""); return err }},
 	} {
 		if err := tc.call(); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -475,5 +484,36 @@ func TestSpan(t *testing.T) {
 		if got := Span(s); got != want {
 			t.Errorf("Span(%d) = %q, want %q", s, got, want)
 		}
+	}
+}
+
+// TestPrimaryTakeFromRevokedHolder: a holder whose grant was revoked (or lowered below
+// orchestrator) can no longer release the role, so it never blocks a take; the owner
+// may always take the role (issue 3, from a fresh-user run).
+func TestPrimaryTakeFromRevokedHolder(t *testing.T) {
+	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "carol": "orchestrator"})
+	if _, err := ss["alice"].PrimaryTake(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss["bob"].PrimaryTake(""); !IsCategory(err, CatConflict) {
+		t.Fatalf("take while alice is alive and seated: %v, want conflict", err)
+	}
+	if _, err := ss[MasterWriter].Revoke("alice"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ss["bob"].PrimaryTake("")
+	if err != nil || st.Holder != "bob" {
+		t.Fatalf("take from a revoked holder: %+v, %v", st, err)
+	}
+	// The owner takes it even while bob is alive.
+	if st, err = ss[MasterWriter].PrimaryTake(""); err != nil || st.Holder != MasterWriter {
+		t.Fatalf("owner's take: %+v, %v", st, err)
+	}
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := v.State.Primary; p.Holder != MasterWriter || len(p.History) != 3 {
+		t.Fatalf("primary after the owner's take: %+v", p)
 	}
 }

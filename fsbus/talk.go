@@ -56,7 +56,9 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	case len(body) > MaxMessageBody:
 		return nil, Errorf(CatInvalid, "put large material in the work repo and send a reference to it", "message is %d bytes; the limit is %d", len(body), MaxMessageBody)
 	case !utf8.ValidString(body):
-		return nil, Errorf(CatInvalid, "", "message text must be UTF-8")
+		return nil, Errorf(CatInvalid, "write UTF-8 text", "message text must be UTF-8")
+	case hasControl(body, true):
+		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "message text holds control characters")
 	}
 	args := argsHash(talkArgs{Body: body, To: to})
 	var id string
@@ -71,6 +73,9 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 		if to != ToAll && to != ToMaster {
 			if a := v.State.Agents[to]; a == nil || (a.JoinKey == "" && !a.Seated) {
 				return nil, nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
+			} else if !a.Seated {
+				return nil, nil, Errorf(CatInvalid, "ask the owner to seat it first (`ferry grant "+to+"`), or write to master or all",
+					"%s is not seated (or was revoked): it could never read the message", to)
 			}
 		}
 		id = NewID(PrefixMessage)
@@ -152,10 +157,10 @@ type TalkReadResult struct {
 // Errors: invalid for a negative limit; denied when s may not write msg.ack (not
 // seated) and there is something to acknowledge — peek instead.
 func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
-	if opt.Limit < 0 {
-		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d", TalkReadLimit), "negative limit %d", opt.Limit)
+	if opt.Limit < 0 || opt.Limit > TalkReadLimit {
+		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d (0: the default, %d)", TalkReadLimit, TalkReadLimit), "limit %d is out of range", opt.Limit)
 	}
-	if opt.Limit == 0 || opt.Limit > TalkReadLimit {
+	if opt.Limit == 0 {
 		opt.Limit = TalkReadLimit
 	}
 	var res *TalkReadResult

@@ -278,7 +278,10 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 		sent = append(sent, w.send(t, w.alice, "bob", strings.Repeat("x", i+1)).ID)
 	}
 	n := w.entries(t)
-	r := w.read(t, w.bob, TalkReadOptions{Peek: true, Limit: 50})
+	if _, err := w.bob.TalkRead(TalkReadOptions{Peek: true, Limit: 50}); !IsCategory(err, CatInvalid) {
+		t.Fatalf("limit 50: %v, want invalid", err)
+	}
+	r := w.read(t, w.bob, TalkReadOptions{Peek: true})
 	if len(r.Messages) != TalkReadLimit || !r.Truncated || r.Remaining != 5 || len(r.Acked) != 0 {
 		t.Fatalf("peek: %d messages, truncated %v remaining %d acked %v", len(r.Messages), r.Truncated, r.Remaining, r.Acked)
 	}
@@ -414,9 +417,12 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	if got := w.entries(t); got != n+1 {
 		t.Fatalf("send, replay and conflict wrote %d entries, want 1", got-n)
 	}
-	// dave has joined: he may be written to, though not seated; he may peek, and his
-	// read that would acknowledge is denied.
-	w.send(t, w.alice, "dave", "welcome")
+	// dave has joined but is not seated: a message to him is refused (he could never
+	// acknowledge it); his own read that would acknowledge is denied.
+	if _, err := w.alice.TalkSend("dave", "welcome", ""); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not seated") {
+		t.Fatalf("message to an unseated agent: %v", err)
+	}
+	w.send(t, w.alice, "all", "welcome, everyone")
 	if _, err := w.dave.TalkRead(TalkReadOptions{}); !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "--peek") {
 		t.Fatalf("unseated read: %v", err)
 	}

@@ -429,10 +429,17 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		out.Messages.Oldest = append(out.Messages.Oldest, MessageLine{ID: m.ID, From: m.From, Preview: previewRunes(m.Preview, CatchupPreview)})
 	}
 
+	recent := c.now().Add(-ContestShownFor)
 	for i := len(st.Contested) - 1; i >= 0; i-- {
 		ct := st.Contested[i]
-		if !slices.Contains(ct.Involved, agent) || (changed != nil && !changed[ct.Winner.Hash] && !contestChanged(ct, changed)) {
+		if !slices.Contains(ct.Involved, agent) {
 			continue
+		}
+		if changed != nil && !changed[ct.Winner.Hash] && !contestChanged(ct, changed) {
+			continue
+		}
+		if changed == nil && !contestSeenSince(v.Arrivals, ct, recent) {
+			continue // a digest, never history: old contests stay in `ferry status --json`
 		}
 		if len(out.Contested) == CatchupContests {
 			out.Truncated = true
@@ -441,6 +448,24 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		out.Contested = append(out.Contested, contestRow(ct))
 	}
 	return out
+}
+
+// ContestShownFor is how long after this machine first saw a contest's entries the
+// digest keeps listing it (display only, on this machine's clock).
+const ContestShownFor = 24 * time.Hour
+
+// contestSeenSince reports whether this machine first saw any entry of the contest
+// after t.
+func contestSeenSince(a *Arrivals, ct Contest, t time.Time) bool {
+	if a.Seen(ct.Winner.Hash).After(t) {
+		return true
+	}
+	for _, l := range ct.Losers {
+		if a.Seen(l.Hash).After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 func contestChanged(ct Contest, changed map[string]bool) bool {
