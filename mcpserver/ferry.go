@@ -134,6 +134,16 @@ func (f *Ferry) session() (*fsbus.Session, error) {
 	return ch.As(f.cfg.Agent)
 }
 
+// readSession is the agent's session for a call that neither writes nor
+// acknowledges: no lease.
+func (f *Ferry) readSession() (*fsbus.Session, error) {
+	ch, err := f.channel()
+	if err != nil {
+		return nil, err
+	}
+	return ch.As(f.cfg.Agent)
+}
+
 // leasePath is the machine-local lease file of (project, agent).
 func leasePath(ch *fsbus.Channel, agent string) string {
 	return filepath.Join(ch.Home.LockDir(ch.Project()), "agent-"+agent+".lease")

@@ -155,6 +155,17 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 			s.reply(nullID, nil, rpcErrorf(CodeInvalidRequest, "batches are not supported"))
 			return
 		}
+		if json.Valid(line) { // JSON, but not a request ("jsonrpc":2, "method":5): §5.1
+			id := nullID
+			var probe struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if json.Unmarshal(line, &probe) == nil && validID(probe.ID) {
+				id = probe.ID // usable: echo it so the client can match the error
+			}
+			s.reply(id, nil, rpcErrorf(CodeInvalidRequest, "invalid request: %v", err))
+			return
+		}
 		s.reply(nullID, nil, rpcErrorf(CodeParseError, "parse error: %v", err))
 		return
 	}
@@ -173,8 +184,13 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 		s.notify(m)
 		return
 	}
-	if !validID(m.ID) || m.JSONRPC != "2.0" {
-		s.reply(nullID, nil, rpcErrorf(CodeInvalidRequest, "invalid request: id must be a string or an integer and jsonrpc \"2.0\""))
+	if !validID(m.ID) {
+		s.reply(nullID, nil, rpcErrorf(CodeInvalidRequest, "invalid request: id must be a string or an integer"))
+		return
+	}
+	if m.JSONRPC != "2.0" {
+		// The id is usable: echo it so the client can match the error to its request.
+		s.reply(m.ID, nil, rpcErrorf(CodeInvalidRequest, "invalid request: jsonrpc must be \"2.0\""))
 		return
 	}
 	if m.Method == "tools/call" {

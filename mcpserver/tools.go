@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -119,7 +120,7 @@ type OrdersIn struct {
 	Body    string `json:"body,omitempty"`
 	To      string `json:"to,omitempty" jsonschema:"description=new: offer to this agent"`
 	Note    string `json:"note,omitempty" jsonschema:"description=progress/submit/review text"`
-	Ref     string `json:"ref,omitempty" jsonschema:"description=submit: commit, branch or hand-in id"`
+	Ref     string `json:"ref,omitempty" jsonschema:"description=submit: commit\\, branch or hand-in id"`
 	Verdict string `json:"verdict,omitempty" jsonschema:"enum=accept,enum=changes"`
 	State   string `json:"state,omitempty" jsonschema:"description=list: filter"`
 	Key     string `json:"key,omitempty" jsonschema:"description=idempotency key"`
@@ -247,7 +248,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 // TalkIn is ferry_talk's input.
 type TalkIn struct {
 	Action string `json:"action" jsonschema:"enum=read,enum=post"`
-	To     string `json:"to,omitempty" jsonschema:"description=post: agent, master or all"`
+	To     string `json:"to,omitempty" jsonschema:"description=post: agent\\, master or all"`
 	Text   string `json:"text,omitempty"`
 	Since  string `json:"since,omitempty" jsonschema:"description=read: cursor"`
 	Peek   bool   `json:"peek,omitempty" jsonschema:"description=read without marking read"`
@@ -284,7 +285,11 @@ func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
 		f.wrote(s, "posted to "+in.To)
 		return &TalkOut{ID: m.ID}, nil
 	case "read":
+		// A peek neither writes nor acknowledges: it takes no identity lease.
 		s, err := f.session()
+		if in.Peek {
+			s, err = f.readSession()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -411,21 +416,68 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 	return nil, fsbus.Errorf(fsbus.CatInvalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
 }
 
+// outputSchema is Schema(v) cut to two levels, so the six output schemas fit their
+// budget (DESIGN §4: ≤ 1,000 tokens together): top-level fields keep their schemas; a
+// field holding an object, or a list of objects, keeps its type and lists its own
+// fields' names in its description. The results themselves are unchanged.
+func outputSchema(v any) json.RawMessage {
+	var s map[string]any
+	if err := json.Unmarshal(Schema(v), &s); err != nil {
+		panic("mcpserver: decoding output schema: " + err.Error())
+	}
+	props, _ := s["properties"].(map[string]any)
+	for _, p := range props {
+		if p, ok := p.(map[string]any); ok {
+			nameFields(p)
+		}
+	}
+	out, err := marshal(s)
+	if err != nil {
+		panic("mcpserver: encoding output schema: " + err.Error())
+	}
+	return out
+}
+
+// nameFields replaces the properties of an object schema (or of a list's items) by
+// their names in its description.
+func nameFields(s map[string]any) {
+	if it, ok := s["items"].(map[string]any); ok {
+		nameFields(it)
+		return
+	}
+	props, ok := s["properties"].(map[string]any)
+	if !ok {
+		return
+	}
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	desc := strings.Join(names, ", ")
+	if d, _ := s["description"].(string); d != "" {
+		desc = d + " (" + desc + ")"
+	}
+	delete(s, "properties")
+	delete(s, "required")
+	s["description"] = desc
+}
+
 // tools lists the six core tools (names, descriptions, schemas fixed; DESIGN §4).
 func (f *Ferry) tools() []*Tool {
 	ts := []*Tool{
 		{Name: "ferry_join", Description: "Announce yourself (idempotent). Says your level, the primary, who is alive, and what to do next. Call first.",
-			InputSchema: Schema(&JoinIn{}), OutputSchema: Schema(&JoinOut{}), Call: f.join},
+			InputSchema: Schema(&JoinIn{}), OutputSchema: outputSchema(&JoinOut{}), Call: f.join},
 		{Name: "ferry_catchup", Description: "Bounded digest: primary and brief, decisions, open orders, yours, your asks, messages waiting. Pass next as since.",
-			InputSchema: Schema(&CatchupIn{}), OutputSchema: Schema(&fsbus.Catchup{}), Call: f.catchup},
+			InputSchema: Schema(&CatchupIn{}), OutputSchema: outputSchema(&fsbus.Catchup{}), Call: f.catchup},
 		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note), review (verdict, note).",
-			InputSchema: Schema(&OrdersIn{}), OutputSchema: Schema(&OrdersOut{}), Call: f.orders},
+			InputSchema: Schema(&OrdersIn{}), OutputSchema: outputSchema(&OrdersOut{}), Call: f.orders},
 		{Name: "ferry_talk", Description: "Messages: read what is new to you (marks it read unless peek), or post text to an agent, master or all.",
-			InputSchema: Schema(&TalkIn{}), OutputSchema: Schema(&TalkOut{}), Call: f.talk},
+			InputSchema: Schema(&TalkIn{}), OutputSchema: outputSchema(&TalkOut{}), Call: f.talk},
 		{Name: "ferry_primary", Description: "The primary (lead) role: status, standby, takeover (only when status says the holder is silent), release.",
-			InputSchema: Schema(&PrimaryIn{}), OutputSchema: Schema(&fsbus.PrimaryStatus{}), Call: f.primary},
+			InputSchema: Schema(&PrimaryIn{}), OutputSchema: outputSchema(&fsbus.PrimaryStatus{}), Call: f.primary},
 		{Name: "ferry_ask_human", Description: "Ask the owner before a risky step: raise (title, recommendation, reasoning), then status. You cannot answer asks.",
-			InputSchema: Schema(&AskIn{}), OutputSchema: Schema(&AskOut{}), Call: f.ask},
+			InputSchema: Schema(&AskIn{}), OutputSchema: outputSchema(&AskOut{}), Call: f.ask},
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 	return ts
