@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/mcpserver"
 )
 
 // demoStep is one line of `ferry demo`'s report.
@@ -39,7 +41,7 @@ type demo struct {
 // run executes one ferry process and returns its stdout, stderr and exit code.
 func (d *demo) run(args ...string) (stdout, stderr string, code int, ms int64) {
 	cmd := exec.Command(d.self, args...)
-	cmd.Env = append(filteredEnv(), fsbus.EnvHome+"="+d.home, "FERRY_CHANNEL="+d.channel)
+	cmd.Env = d.env()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -54,6 +56,12 @@ func (d *demo) run(args ...string) (stdout, stderr string, code int, ms int64) {
 		errb.WriteString(err.Error())
 	}
 	return out.String(), errb.String(), code, ms
+}
+
+// env is the environment of every ferry process of the demo: the sandbox's home and
+// channel, none of the caller's ferry variables.
+func (d *demo) env() []string {
+	return append(filteredEnv(), fsbus.EnvHome+"="+d.home, "FERRY_CHANNEL="+d.channel)
 }
 
 // selfPath is the running ferry binary: argv[0] as the shell found it (which keeps a
@@ -132,6 +140,7 @@ func runDemo(g *Globals, keep bool) error {
 	if err != nil {
 		return fmt.Errorf("making the sandbox: %w", err)
 	}
+	start := time.Now()
 	d := &demo{g: g, self: self, home: filepath.Join(box, "home"), channel: filepath.Join(box, "sync", "demo")}
 	if !g.JSON {
 		g.printf("ferry demo: sandbox %s (its own FERRY_HOME; your setup is untouched)\n", box)
@@ -154,7 +163,8 @@ func runDemo(g *Globals, keep bool) error {
 		return fsbus.Errorf(fsbus.CatInternal, "rerun with --keep and inspect the sandbox", "demo: a step failed")
 	}
 	if !g.JSON {
-		g.printf("all %d steps passed: two agents ran the order loop through a plain folder\n", len(d.steps))
+		g.printf("all %d steps passed in %.1f s: two agents ran the order loop through a plain folder, one of them over MCP\n",
+			len(d.steps), time.Since(start).Seconds())
 	}
 	return nil
 }
@@ -163,8 +173,9 @@ func runDemo(g *Globals, keep bool) error {
 // role taken and briefed, a decision recorded, an order dispatched, claimed (a second
 // claim refused), progressed, handed in, submitted, reviewed and accepted by the other
 // agent, an ask raised and approved by the owner, messages both ways with read
-// receipts, a second order cancelled by its author, the digest, the role released,
-// the ledger verified.
+// receipts, a second order cancelled by its author, the digest, the role released; then
+// a second loop in which bob works through a `ferry mcp serve` child over JSON-RPC
+// (mcpLoop); last, a fresh process folds the first order and the ledger is verified.
 func (d *demo) script() {
 	const alice, bob = "alice", "bob"
 	d.expectOK("init channel", "channel 'demo' and the owner's master key", "init", d.channel, "--project", "demo")
@@ -255,6 +266,7 @@ func (d *demo) script() {
 		d.steps[len(d.steps)-1].OK, d.failed = false, true
 	}
 	d.expectOK("release primary", "alice hands the role back: anyone may take it now", "primary", "release", "--as", alice)
+	d.mcpLoop()
 
 	out, errs, code, ms = d.run("order", "show", id, "--json")
 	var o fsbus.Order
@@ -298,4 +310,132 @@ func readBy(out, id string) []string {
 		}
 	}
 	return nil
+}
+
+// Timeouts of the demo's MCP child: generous, so a loaded machine still passes; on
+// expiry the child is killed and the step fails.
+const (
+	demoMCPStart = 15 * time.Second
+	demoMCPCall  = 15 * time.Second
+)
+
+// mcpLoop is the demo's second loop: alice stays on the CLI while bob works through a
+// `ferry mcp serve --as bob` child — the same binary, the same sandbox — driven over
+// real JSON-RPC on its stdin/stdout, as an AI app drives it: initialize, ferry_join,
+// ferry_catchup, claim, submit with a reference, ferry_talk read. Alice accepts with
+// the CLI, and the child must exit when its stdin closes.
+func (d *demo) mcpLoop() {
+	const alice, bob = "alice", "bob"
+	out := d.expectOKf("dispatch for MCP", func(out string) string {
+		return "alice dispatches \"Fix the flaky signup test\" as " + jsonID(out)
+	}, "order", "new", "Fix the flaky signup test", "--as", alice, "--json",
+		"--body", "Same pattern as the login test: wait for the session before asserting.")
+	id := jsonID(out)
+	out = d.expectOKf("message for MCP", func(out string) string {
+		return "alice writes to bob: " + jsonID(out)
+	}, "talk", "send", "--to", bob, "The signup test is yours if you want it: "+id, "--as", alice, "--json")
+	mid := jsonID(out)
+	if id == "" || mid == "" {
+		d.record("read ids", false, 0, "no order or message id to drive the MCP loop with")
+		return
+	}
+
+	start := time.Now()
+	cmd := exec.Command(d.self, "mcp", "serve", "--as", bob, "--project", "demo")
+	cmd.Env = d.env()
+	c, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{
+		StartTimeout: demoMCPStart, CallTimeout: demoMCPCall, Name: "ferry-demo", Version: version,
+	})
+	if err != nil {
+		d.record("mcp initialize", false, time.Since(start).Milliseconds(), err.Error())
+		return
+	}
+	defer c.Kill() // a no-op once Close below has reaped it
+	d.record("mcp initialize", c.Init.ServerInfo.Name == "ferry", time.Since(start).Milliseconds(),
+		fmt.Sprintf("`ferry mcp serve --as bob` spawned (pid %d), answers initialize: protocol %s", c.Pid(), c.Init.ProtocolVersion))
+
+	var join mcpserver.JoinOut
+	if ms, err := d.tool(c, "ferry_join", nil, &join); err != nil {
+		d.record("mcp ferry_join", false, ms, err.Error())
+	} else {
+		d.record("mcp ferry_join", join.Granted && join.Agent == bob && join.Next == "ferry_catchup", ms,
+			fmt.Sprintf("bob joins over JSON-RPC: level %s, next %s", join.Level, join.Next))
+	}
+
+	var cu fsbus.Catchup
+	if ms, err := d.tool(c, "ferry_catchup", nil, &cu); err != nil {
+		d.record("mcp ferry_catchup", false, ms, err.Error())
+	} else {
+		listed := slices.ContainsFunc(cu.Open, func(r fsbus.DigestRow) bool { return r.ID == id })
+		d.record("mcp ferry_catchup", listed && cu.Messages.Waiting >= 1, ms,
+			fmt.Sprintf("bob's digest over MCP: %s open (%s among them), %s waiting",
+				plural(len(cu.Open), "order", "orders"), id, plural(cu.Messages.Waiting, "message", "messages")))
+	}
+
+	var ord mcpserver.OrdersOut
+	if ms, err := d.tool(c, "ferry_orders", map[string]any{"action": "claim", "id": id}, &ord); err != nil {
+		d.record("mcp claim", false, ms, err.Error())
+	} else {
+		d.record("mcp claim", ord.Order != nil && ord.Order.Holder == bob && ord.Order.State == fsbus.StateClaimed, ms,
+			fmt.Sprintf("bob claims %s with ferry_orders: %s, holder %s", id, orderState(ord), orderHolder(ord)))
+	}
+
+	const ref = "fix/signup-race@9b1d2a7"
+	ord = mcpserver.OrdersOut{}
+	if ms, err := d.tool(c, "ferry_orders", map[string]any{"action": "submit", "id": id, "ref": ref, "note": "same fix as login"}, &ord); err != nil {
+		d.record("mcp submit", false, ms, err.Error())
+	} else {
+		d.record("mcp submit", ord.Order != nil && ord.Order.State == fsbus.StateSubmitted && ord.Order.Result != nil, ms,
+			fmt.Sprintf("bob submits a reference, %s: %s", ref, orderState(ord)))
+	}
+
+	var talk mcpserver.TalkOut
+	if ms, err := d.tool(c, "ferry_talk", map[string]any{"action": "read"}, &talk); err != nil {
+		d.record("mcp ferry_talk read", false, ms, err.Error())
+	} else {
+		got := slices.ContainsFunc(talk.Messages, func(m fsbus.Message) bool { return m.ID == mid && m.From == alice })
+		d.record("mcp ferry_talk read", got, ms, fmt.Sprintf("bob reads %s from alice over MCP and acknowledges it", mid))
+	}
+
+	d.expectOK("accept MCP result", "alice (CLI) accepts "+id+", submitted over MCP", "order", "review", id, "--accept", "--note", "thanks", "--as", alice)
+
+	start = time.Now()
+	err = c.Close()
+	fact := "stdin closed (EOF): the server exited 0"
+	if err != nil {
+		fact = err.Error()
+	}
+	d.record("mcp server exits", err == nil, time.Since(start).Milliseconds(), fact)
+}
+
+// tool runs one tools/call on c and decodes its structuredContent into v; a tool
+// failure (isError) is an error carrying its text.
+func (d *demo) tool(c *mcpserver.Client, name string, args, v any) (int64, error) {
+	start := time.Now()
+	r, err := c.CallTool(context.Background(), name, args)
+	ms := time.Since(start).Milliseconds()
+	if err != nil {
+		return ms, err
+	}
+	if r.IsError {
+		return ms, fmt.Errorf("%s: %s", name, r.Text())
+	}
+	if err := json.Unmarshal(r.StructuredContent, v); err != nil {
+		return ms, fmt.Errorf("%s: decoding structuredContent: %w", name, err)
+	}
+	return ms, nil
+}
+
+func orderState(o mcpserver.OrdersOut) string {
+	if o.Order == nil {
+		return "no order"
+	}
+	return o.Order.State
+}
+
+func orderHolder(o mcpserver.OrdersOut) string {
+	if o.Order == nil {
+		return "none"
+	}
+	return o.Order.Holder
 }

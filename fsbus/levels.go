@@ -70,7 +70,7 @@ const (
 // minLevel is the lowest level that may write each entry type at all; role rules
 // (holder, author, reviewer ≠ submitter) are checked by the thing's state machine.
 var minLevel = map[string]Level{
-	TypeAgentJoin:       LevelNone,         // counts before a seat, for display only
+	TypeAgentJoin:       LevelNone,   // counts before a seat, for display only
 	TypePresenceStandby: LevelMember, // issue 3: a worker writes hand-ins, joins and acks only (DESIGN's table allowed workers)
 	TypeMsgAck:          LevelWorker,
 	TypeHandinAdd:       LevelWorker,

@@ -1,0 +1,427 @@
+package mcpserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Client errors; callers test them with errors.Is.
+var (
+	// ErrTimeout is returned by Start and Call when the server did not answer in time;
+	// the child has then been killed and the Client is unusable.
+	ErrTimeout = errors.New("mcpserver: server did not answer in time")
+	// ErrServerExited is returned by Call when the child exited (or closed its stdout)
+	// before answering, and by every Call after the Client is closed or killed.
+	ErrServerExited = errors.New("mcpserver: server exited")
+)
+
+// ClientOptions configure a Client. Zero values take the defaults shown.
+type ClientOptions struct {
+	// StartTimeout bounds spawning the child and its answer to initialize (10 s).
+	StartTimeout time.Duration
+	// CallTimeout bounds each later request (30 s).
+	CallTimeout time.Duration
+	// ExitTimeout bounds how long Close waits for the child to exit after EOF (5 s).
+	ExitTimeout time.Duration
+	// ProtocolVersion is sent in initialize (LatestVersion).
+	ProtocolVersion string
+	// Name and Version are the clientInfo sent in initialize ("ferry", "").
+	Name, Version string
+}
+
+// Client is a minimal MCP client for a stdio server run as a child process: one
+// JSON-RPC message per line each way, requests matched to responses by id, every
+// request bounded by a timeout on whose expiry the child is killed. It speaks the
+// legacy handshake (initialize, then notifications/initialized) and nothing the server
+// could ask of it: server requests are answered -32601, notifications ignored.
+//
+// A Client is safe for concurrent Calls.
+type Client struct {
+	opts ClientOptions
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	errb *tailBuffer // the child's stderr, when the caller left cmd.Stderr nil
+
+	// Init is the server's answer to initialize.
+	Init InitializeResult
+
+	wmu sync.Mutex // one write of one whole line per message
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]chan *clientResponse
+	killed  bool
+
+	readDone chan struct{} // closed when readLoop ends (stdout hit EOF or was closed)
+	exited   chan struct{} // closed once the child was reaped and its output read
+	waitErr  error         // cmd.Wait's result, set before exited is closed
+}
+
+// InitializeResult is the part of initialize's result a client acts on.
+type InitializeResult struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	ServerInfo      struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"serverInfo"`
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// ToolResult is a tools/call result.
+type ToolResult struct {
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text,omitempty"`
+	} `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	IsError           bool            `json:"isError,omitempty"`
+}
+
+// Text is the concatenated text content of r (for a failure: "category: message — hint").
+func (r *ToolResult) Text() string {
+	var parts []string
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			parts = append(parts, c.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+type clientResponse struct {
+	Result json.RawMessage `json:"result"`
+	Error  *RPCError       `json:"error"`
+}
+
+// Start runs cmd (which must not have been started, and whose Stdin and Stdout must be
+// unset) and performs the initialize handshake within opts.StartTimeout. On any failure
+// the child is killed and reaped before Start returns.
+func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, error) {
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 10 * time.Second
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 30 * time.Second
+	}
+	if opts.ExitTimeout <= 0 {
+		opts.ExitTimeout = 5 * time.Second
+	}
+	if opts.ProtocolVersion == "" {
+		opts.ProtocolVersion = LatestVersion
+	}
+	if opts.Name == "" {
+		opts.Name = "ferry"
+	}
+	if cmd.Stdout != nil {
+		return nil, errors.New("mcpserver: Start needs cmd.Stdout unset: it carries the server's answers")
+	}
+	c := &Client{opts: opts, cmd: cmd, pending: map[int64]chan *clientResponse{}, readDone: make(chan struct{}), exited: make(chan struct{})}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: connecting stdin: %w", err)
+	}
+	// stdout is a pipe of our own, not cmd.StdoutPipe: Wait would close that as soon as
+	// the child exits, dropping an answer written just before exit and not yet read.
+	out, w, err := os.Pipe()
+	if err != nil {
+		_ = in.Close()
+		return nil, fmt.Errorf("mcpserver: connecting stdout: %w", err)
+	}
+	cmd.Stdout = w
+	c.in = in
+	if cmd.Stderr == nil {
+		c.errb = &tailBuffer{max: 4 << 10}
+		cmd.Stderr = c.errb
+	}
+	// The child's stderr may outlive it in a grandchild; never let that hang Wait.
+	cmd.WaitDelay = exitGrace
+	err = cmd.Start()
+	_ = w.Close() // the child holds its own copy
+	if err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("mcpserver: starting %s: %w", cmd.Path, err)
+	}
+	go c.readLoop(out)
+	go c.reap(out)
+
+	params := map[string]any{
+		"protocolVersion": opts.ProtocolVersion,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": opts.Name, "version": opts.Version},
+	}
+	if err := c.call(ctx, opts.StartTimeout, "initialize", params, &c.Init); err != nil {
+		c.kill()
+		<-c.exited
+		return nil, fmt.Errorf("mcpserver: initializing %s: %w", cmd.Path, err)
+	}
+	if err := c.Notify("notifications/initialized", nil); err != nil {
+		c.kill()
+		<-c.exited
+		return nil, err
+	}
+	return c, nil
+}
+
+// Call sends one request and decodes its result into result (unless nil), within
+// opts.CallTimeout. A JSON-RPC error answer is returned as an *RPCError. On timeout the
+// child is killed and ErrTimeout returned; when ctx ends first, the request is
+// cancelled (notifications/cancelled) and ctx's error returned.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.call(ctx, c.opts.CallTimeout, method, params, result)
+}
+
+// CallTool runs tools/call for one tool. A tool's failure is a result with IsError set,
+// not an error; errors are the transport's and the protocol's.
+func (c *Client) CallTool(ctx context.Context, name string, args any) (*ToolResult, error) {
+	if args == nil {
+		args = struct{}{}
+	}
+	var r ToolResult
+	if err := c.Call(ctx, "tools/call", map[string]any{"name": name, "arguments": args}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Notify sends a notification (no answer is expected).
+func (c *Client) Notify(method string, params any) error {
+	m := map[string]any{"jsonrpc": "2.0", "method": method}
+	if params != nil {
+		m["params"] = params
+	}
+	return c.write(m)
+}
+
+// Close closes the child's stdin (EOF, the MCP way to end a stdio session) and waits up
+// to opts.ExitTimeout for it to exit. It returns nil only when the child exited 0; a
+// child still running after the timeout is killed and ErrTimeout returned.
+func (c *Client) Close() error {
+	c.wmu.Lock()
+	_ = c.in.Close()
+	c.wmu.Unlock()
+	c.mu.Lock()
+	killed := c.killed
+	c.mu.Unlock()
+	select {
+	case <-c.exited:
+	case <-time.After(c.opts.ExitTimeout):
+		c.kill()
+		<-c.exited
+		if !killed {
+			return fmt.Errorf("%w: still running %s after its stdin closed; killed it", ErrTimeout, c.opts.ExitTimeout)
+		}
+	}
+	if killed {
+		return fmt.Errorf("%w: it had been killed", ErrServerExited)
+	}
+	// ErrWaitDelay: the child exited 0, but a process it left behind holds its stderr.
+	if c.waitErr != nil && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
+		return fmt.Errorf("mcpserver: server exit: %w%s", c.waitErr, c.stderrTail())
+	}
+	return nil
+}
+
+// Kill ends the child at once and reaps it.
+func (c *Client) Kill() {
+	c.kill()
+	<-c.exited
+}
+
+// Pid is the child's process id.
+func (c *Client) Pid() int { return c.cmd.Process.Pid }
+
+func (c *Client) call(ctx context.Context, timeout time.Duration, method string, params, result any) error {
+	c.mu.Lock()
+	if c.killed {
+		c.mu.Unlock()
+		return ErrServerExited
+	}
+	c.nextID++
+	id := c.nextID
+	ch := make(chan *clientResponse, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+
+	m := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
+	if params != nil {
+		m["params"] = params
+	}
+	if err := c.write(m); err != nil {
+		return err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	decode := func(r *clientResponse) error {
+		if r.Error != nil {
+			return r.Error
+		}
+		if result != nil {
+			if err := json.Unmarshal(r.Result, result); err != nil {
+				return fmt.Errorf("mcpserver: decoding the %s result: %w", method, err)
+			}
+		}
+		return nil
+	}
+	select {
+	case r := <-ch:
+		return decode(r)
+	case <-t.C:
+		c.kill()
+		return fmt.Errorf("%w: %s took over %s; killed the server", ErrTimeout, method, timeout)
+	case <-ctx.Done():
+		_ = c.Notify("notifications/cancelled", map[string]any{"requestId": id, "reason": ctx.Err().Error()})
+		return ctx.Err()
+	case <-c.exited:
+		select {
+		case r := <-ch: // the answer came just before the child went away
+			return decode(r)
+		default:
+		}
+		return fmt.Errorf("%w before answering %s (%v)%s", ErrServerExited, method, c.waitErr, c.stderrTail())
+	}
+}
+
+// write sends one message as one line under the write lock.
+func (c *Client) write(m any) error {
+	b, err := marshal(m)
+	if err != nil {
+		return fmt.Errorf("mcpserver: encoding a request: %w", err)
+	}
+	b = append(b, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.in.Write(b); err != nil {
+		return fmt.Errorf("%w: writing to its stdin: %v", ErrServerExited, err)
+	}
+	return nil
+}
+
+// exitGrace is how long, after the child exited, its output may still take to end: a
+// process it left behind (a shell wrapper's grandchild) can hold stdout and stderr open.
+const exitGrace = time.Second
+
+// reap waits for the child to exit, then for readLoop to read what it wrote, for at most
+// exitGrace; then it closes stdout (ending readLoop) and marks the client exited.
+func (c *Client) reap(out *os.File) {
+	err := c.cmd.Wait()
+	select {
+	case <-c.readDone:
+	case <-time.After(exitGrace):
+		go out.Close() // on some systems Close waits for the blocked Read
+	}
+	c.waitErr = err
+	close(c.exited)
+}
+
+// readLoop hands each response to the call waiting on its id until stdout ends.
+func (c *Client) readLoop(out io.ReadCloser) {
+	defer close(c.readDone)
+	defer out.Close()
+	r := bufio.NewReaderSize(out, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			c.handle(line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *Client) handle(line []byte) {
+	var m message
+	if json.Unmarshal(line, &m) != nil {
+		return // not JSON-RPC: a broken server; the caller's timeout ends the wait
+	}
+	if m.Method != "" {
+		if !m.isNotification() {
+			// Not from this goroutine: a server that is not reading its stdin must not
+			// stop us reading its answers.
+			go c.write(response{JSONRPC: "2.0", ID: m.ID, Error: rpcErrorf(CodeMethodNotFound, "method not found: %s", m.Method)})
+		}
+		return
+	}
+	id, err := strconv.ParseInt(string(bytes.TrimSpace(m.ID)), 10, 64)
+	if err != nil {
+		return
+	}
+	r := &clientResponse{Result: m.Result}
+	if len(m.Error) > 0 {
+		r.Error = &RPCError{}
+		if json.Unmarshal(m.Error, r.Error) != nil {
+			r.Error = rpcErrorf(CodeInternalError, "undecodable error object: %s", m.Error)
+		}
+	}
+	c.mu.Lock()
+	ch := c.pending[id]
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- r // buffered, and one answer per id
+	}
+}
+
+// kill kills the child once; reap then sees it exit.
+func (c *Client) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.killed {
+		return
+	}
+	c.killed = true
+	_ = c.cmd.Process.Kill()
+}
+
+// stderrTail is ": <last stderr line>" when the child's stderr was captured.
+func (c *Client) stderrTail() string {
+	if c.errb == nil {
+		return ""
+	}
+	s := strings.TrimSpace(c.errb.String())
+	if s == "" {
+		return ""
+	}
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return ": " + s
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
