@@ -47,6 +47,47 @@ type Options struct {
 	// ToolError renders a tool's failure as the text of an isError result
 	// ("category: message — hint"); nil uses err.Error().
 	ToolError func(err error) string
+	// Resources serves resources/list, resources/templates/list and resources/read;
+	// nil means the server has no resources capability (issue 5).
+	Resources Resources
+}
+
+// Resources is what a server needs to serve MCP resources. Implementations MUST be
+// safe for concurrent use; List and Read may read the channel (never at start-up).
+type Resources interface {
+	// List returns one page of resources after cursor ("" for the first page) and the
+	// cursor of the next page ("" when none). A cursor always advances.
+	List(ctx context.Context, cursor string) (page []Resource, next string, err error)
+	// Templates returns the resource templates (static: no channel read).
+	Templates() []ResourceTemplate
+	// Read returns the contents of uri, or an error whose fsbus category is not_found
+	// when nothing has that uri.
+	Read(ctx context.Context, uri string) ([]ResourceContents, error)
+}
+
+// Resource is one entry of resources/list (MCP "Resource"): summaries only.
+type Resource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType,omitempty"`
+	Size        int64  `json:"size,omitempty"`
+}
+
+// ResourceTemplate is one entry of resources/templates/list.
+type ResourceTemplate struct {
+	URITemplate string `json:"uriTemplate"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType,omitempty"`
+}
+
+// ResourceContents is one text content of resources/read.
+type ResourceContents struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType,omitempty"`
+	Text     string `json:"text"`
 }
 
 // Server is a stdio MCP server. It holds no channel state of its own: tools do.
