@@ -2,7 +2,6 @@ package fsbus
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -178,13 +177,7 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 // askAfter folds the view plus the entry just written (no second read of the channel)
 // and returns the ask.
 func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
-	st := v.State
-	if e.Seq > 0 {
-		entries := append(slices.Clip(v.Snapshot.Entries), e)
-		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
-		st = Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
-	}
-	a := st.Asks[id]
+	a := s.viewWithEntry(v, e).State.Asks[id]
 	if a == nil {
 		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "ask %s is not in the state after writing it", id)
 	}

@@ -2,7 +2,6 @@ package fsbus
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -118,13 +117,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 // orderAfter folds the view plus the entry just written (no second read of the
 // channel) and returns the order.
 func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*Order, error) {
-	st := v.State
-	if e.Seq > 0 {
-		entries := append(slices.Clip(v.Snapshot.Entries), e)
-		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
-		st = Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
-	}
-	o := st.Orders[id]
+	o := s.viewWithEntry(v, e).State.Orders[id]
 	if o == nil {
 		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
 	}

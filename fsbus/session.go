@@ -2,8 +2,11 @@ package fsbus
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -231,4 +234,25 @@ func removeAll(paths []string) {
 	for _, p := range paths {
 		os.Remove(p)
 	}
+}
+
+// viewWithEntry returns v with the entry just written folded in (no second read of the
+// channel): this machine saw its writer change now, so its sighting is now. A zero
+// entry (nothing written) returns v.
+func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
+	if e.Seq == 0 {
+		return v
+	}
+	entries := append(slices.Clip(v.Snapshot.Entries), e)
+	sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+	snap := *v.Snapshot
+	snap.Entries = entries
+	arr := *v.Arrivals
+	arr.Sighting = maps.Clone(v.Arrivals.Sighting)
+	if arr.Sighting == nil {
+		arr.Sighting = map[string]int64{}
+	}
+	arr.Sighting[s.Name] = s.now().UnixMilli()
+	st := Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
+	return &View{Snapshot: &snap, State: st, Arrivals: &arr, Presence: v.Presence}
 }

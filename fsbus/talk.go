@@ -94,13 +94,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := v.State
-	if e.Seq > 0 {
-		entries := append(slices.Clip(v.Snapshot.Entries), e)
-		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
-		st = Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
-	}
-	m := st.Messages[id]
+	m := s.viewWithEntry(v, e).State.Messages[id]
 	if m == nil {
 		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "message %s is not in the state after writing it", id)
 	}
