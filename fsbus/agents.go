@@ -37,6 +37,9 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 	if name == ToAll {
 		return nil, Errorf(CatInvalid, "pick an agent name such as claude-code-laptop", "%q is reserved: `ferry talk send --to all` addresses everyone", name)
 	}
+	if err := c.checkPresent(); err != nil {
+		return nil, err
+	}
 	if err := writeStignore(c.Root); err != nil {
 		return nil, err
 	}
@@ -63,8 +66,13 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 				fmt.Sprintf("pick a name of its own for this agent, e.g. `ferry join --as %s-%s`", name, machine),
 				"%s is already seated in %s with another key (%s); this machine's key is %s", name, c.Project(), a.Key, res.Key)
 		}
-		if a != nil && a.JoinKey == res.Key && a.joins[res.Key] == [2]string{app, machine} {
-			return nil, nil, nil
+		if a != nil && a.JoinKey == res.Key {
+			if app == "" {
+				app = a.joins[res.Key][0] // no app given: keep the one announced
+			}
+			if a.joins[res.Key] == [2]string{app, machine} {
+				return nil, nil, nil
+			}
 		}
 		d := entryData{Key: res.Key, App: app, Machine: machine}
 		return &ledger.Draft{Type: TypeAgentJoin, Ref: name, Data: mustJSON(d)}, nil, nil

@@ -53,6 +53,9 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if len(doing) > MaxDoing || hasControl(doing, false) {
 		return Errorf(CatInvalid, "one short line", "presence doing line too long or holds control characters")
 	}
+	if err := s.checkPresent(); err != nil {
+		return err // never recreate a vanished channel folder by writing a heartbeat
+	}
 	obj := &PresenceObject{Envelope: Envelope{V: 1, ID: s.Name + "." + s.Device, Author: s.Name, Device: s.Device},
 		At: s.now().UTC().Format("2006-01-02T15:04:05.000Z"), Doing: doing, Runs: runs}
 	data, _, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())

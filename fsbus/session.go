@@ -33,6 +33,9 @@ func (c *Channel) objects() ObjectReader {
 // Load reads every segment, folds the state and ingests new entries into the arrival
 // log. It never writes to the channel.
 func (c *Channel) Load() (*View, error) {
+	if err := c.checkPresent(); err != nil {
+		return nil, err
+	}
 	snap, err := c.Ledger.Read()
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
@@ -173,6 +176,9 @@ func (s *Session) checkIdem(st *State, key, args string) (ref string, replay boo
 	if key == "" {
 		return "", false, nil
 	}
+	if err := checkIdemKey(key); err != nil {
+		return "", false, err
+	}
 	rec, ok := st.idem[s.Name+"\x00"+key]
 	if !ok {
 		return "", false, nil
@@ -255,4 +261,32 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	arr.Sighting[s.Name] = s.now().UnixMilli()
 	st := Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
 	return &View{Snapshot: &snap, State: st, Arrivals: &arr, Presence: v.Presence}
+}
+
+// MaxIdemKey is the longest idempotency key, in bytes: the key is stored in the
+// signed entry forever and read by every later fold.
+const MaxIdemKey = 128
+
+// checkIdemKey refuses keys that are too long or not printable ASCII.
+func checkIdemKey(key string) error {
+	if len(key) > MaxIdemKey {
+		return Errorf(CatInvalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return Errorf(CatInvalid, "use letters, digits and punctuation, e.g. a UUID", "idempotency key holds spaces or characters outside printable ASCII")
+		}
+	}
+	return nil
+}
+
+// checkPresent returns not_found when the channel folder (its channel.toml) has gone
+// since the channel was opened — a sync tool stopped, a folder moved or deleted — so a
+// long-running process never folds an empty channel or recreates the folder by writing.
+func (c *Channel) checkPresent() error {
+	if _, err := os.Stat(filepath.Join(c.Root, "channel.toml")); err != nil {
+		return Errorf(CatNotFound, "check that the synced folder is there (is the sync tool running? was it moved?)",
+			"the channel folder %s is missing (no channel.toml)", c.Root)
+	}
+	return nil
 }

@@ -294,3 +294,72 @@ func TestDecodeDataRejectsCaseVariantKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestVanishedChannelFolder: a long-running process (ferry mcp serve) whose channel
+// folder disappears gets not_found on every read and write, and never recreates the
+// folder (no presence heartbeat, no .stignore, no segment).
+func TestVanishedChannelFolder(t *testing.T) {
+	h := testHome(t)
+	dir := filepath.Join(t.TempDir(), "acme")
+	c, err := Init(h, InitOptions{Dir: dir, Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Join(c, "alice", "test"); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.As(MasterWriter)
+	if _, err := m.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := c.As("alice")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Load(); !IsCategory(err, CatNotFound) {
+		t.Fatalf("Load: %v, want not_found", err)
+	}
+	if _, err := alice.NewOrder(NewOrderOptions{Title: "x"}); !IsCategory(err, CatNotFound) {
+		t.Fatalf("NewOrder: %v, want not_found", err)
+	}
+	if err := alice.WritePresence("working", nil); !IsCategory(err, CatNotFound) {
+		t.Fatalf("WritePresence: %v, want not_found", err)
+	}
+	if _, err := Join(c, "alice", "test"); !IsCategory(err, CatNotFound) {
+		t.Fatalf("Join: %v, want not_found", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatal("the vanished channel folder was recreated")
+	}
+}
+
+// TestIdempotencyKeyBounded: keys are stored in signed entries forever, so they are
+// short printable ASCII; anything else is refused and writes nothing.
+func TestIdempotencyKeyBounded(t *testing.T) {
+	h := testHome(t)
+	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Join(c, "alice", "test"); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.As(MasterWriter)
+	if _, err := m.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := c.As("alice")
+	v0, _ := c.Load()
+	for _, key := range []string{strings.Repeat("k", MaxIdemKey+1), "has space", "tab\tkey", "ключ"} {
+		if _, err := alice.NewOrder(NewOrderOptions{Title: "x", Key: key}); !IsCategory(err, CatInvalid) {
+			t.Errorf("key %q: %v, want invalid", key, err)
+		}
+	}
+	if _, err := alice.NewOrder(NewOrderOptions{Title: "x", Key: strings.Repeat("k", MaxIdemKey)}); err != nil {
+		t.Fatalf("a key of the maximum length: %v", err)
+	}
+	v1, _ := c.Load()
+	if len(v1.Snapshot.Entries) != len(v0.Snapshot.Entries)+1 {
+		t.Fatalf("refused keys wrote entries: %d → %d", len(v0.Snapshot.Entries), len(v1.Snapshot.Entries))
+	}
+}

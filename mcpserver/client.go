@@ -262,11 +262,21 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 	if params != nil {
 		m["params"] = params
 	}
-	if err := c.write(m); err != nil {
-		return err
-	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	// The timeout bounds the write too: a child that stopped reading its stdin blocks it
+	// once the pipe is full, and killing the child is what ends that write.
+	written := make(chan error, 1)
+	go func() { written <- c.write(m) }()
+	select {
+	case err := <-written:
+		if err != nil {
+			return err
+		}
+	case <-t.C:
+		c.kill()
+		return fmt.Errorf("%w: sending %s took over %s; killed the server", ErrTimeout, method, timeout)
+	}
 	decode := func(r *clientResponse) error {
 		if r.Error != nil {
 			return r.Error
@@ -373,7 +383,10 @@ func (c *Client) handle(line []byte) {
 	ch := c.pending[id]
 	c.mu.Unlock()
 	if ch != nil {
-		ch <- r // buffered, and one answer per id
+		select {
+		case ch <- r: // buffered for one answer
+		default: // a second answer to one id (a broken server): dropped, never blocks the reader
+		}
 	}
 }
 
