@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/mcpserver"
 )
@@ -17,6 +18,8 @@ type McpCmd struct {
 
 // McpServeCmd is `ferry mcp serve --as AGENT --project ID`.
 type McpServeCmd struct {
+	Tools         []string      `help:"Also serve an opt-in tool group: admin (ferry_search, ferry_get, ferry_status) or legacy (the old read tools); repeat or comma-separate." placeholder:"GROUP" sep:","`
+	ReadOnly      bool          `help:"Serve the legacy read tools only: nothing that writes." name:"read-only"`
 	PresenceEvery time.Duration `help:"How often to rewrite this agent's presence file." default:"60s" hidden:""`
 }
 
@@ -24,16 +27,26 @@ type McpServeCmd struct {
 func (c *McpServeCmd) Help() string {
 	return "An AI app (Claude Code, Claude Desktop, Codex, Cursor) spawns this as a stdio MCP server.\n" +
 		"One process is one agent in one project. Start-up reads nothing; the channel is opened\n" +
-		"on the first tool call. stdout carries only JSON-RPC; logs go to stderr."
+		"on the first tool call. stdout carries only JSON-RPC; logs go to stderr.\n\n" +
+		"By default the six core tools are served. --tools admin adds ferry_search, ferry_get and\n" +
+		"ferry_status; --tools legacy adds the old read tools (channel_status, discover, list_tasks,\n" +
+		"get_task, read_memory, list_ledger, list_learnings, list_engines). --read-only serves the\n" +
+		"legacy read tools alone."
 }
 
 // Run implements the command: it serves stdin/stdout until EOF or a signal.
-func (c *McpServeCmd) Run(g *Globals) error {
+func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	if g.As == "" {
 		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME (one identity per server), e.g. --as claude-code-laptop", "no agent name given")
 	}
 	if !fsbus.ValidName(g.As) {
 		return fsbus.Errorf(fsbus.CatInvalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+	}
+	// The command catalog, walked from this very parser's model (issue 5): served as
+	// ferry://<project>/commands, so the server never imports the CLI.
+	commands, err := catalogJSON(k.Model)
+	if err != nil {
+		return err
 	}
 	srv, f, err := mcpserver.NewFerry(mcpserver.FerryConfig{
 		Agent:         g.As,
@@ -41,6 +54,9 @@ func (c *McpServeCmd) Run(g *Globals) error {
 		Version:       version,
 		Log:           g.stderr,
 		PresenceEvery: c.PresenceEvery,
+		Groups:        c.Tools,
+		ReadOnly:      c.ReadOnly,
+		Commands:      commands,
 	})
 	if err != nil {
 		return err

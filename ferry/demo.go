@@ -393,7 +393,7 @@ func (d *demo) mcpLoop() {
 	if ms, err := d.tool(c, "ferry_talk", map[string]any{"action": "read"}, &talk); err != nil {
 		d.record("mcp ferry_talk read", false, ms, err.Error())
 	} else {
-		got := slices.ContainsFunc(talk.Messages, func(m fsbus.Message) bool { return m.ID == mid && m.From == alice })
+		got := slices.ContainsFunc(talk.Messages, func(m mcpserver.TalkLine) bool { return m.ID == mid && m.From == alice })
 		d.record("mcp ferry_talk read", got, ms, fmt.Sprintf("bob reads %s from alice over MCP and acknowledges it", mid))
 	}
 

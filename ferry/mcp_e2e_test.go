@@ -1,8 +1,9 @@
 package main
 
-// End to end over MCP (issue 4): the real ferry binary, real `ferry mcp serve`
-// processes, real files, and two real MCP client libraries — the official go-sdk and
-// mark3labs/mcp-go — each driving two agents of one channel through the whole loop,
+// End to end over MCP (issues 4 and 5): the real ferry binary, real `ferry mcp serve`
+// processes, real files, and two real MCP client libraries — the official go-sdk
+// (pinned to 2025-11-25, and on its default 2026-07-28) and mark3labs/mcp-go — each
+// driving two agents of one channel through the whole loop,
 // with the owner answering on the CLI. Then: one identity is one session (a second
 // live server under the same name is refused, start-up takes no lease), presence
 // heartbeats, and the stdio framing of a real process (BOM, CRLF, nothing but
@@ -11,14 +12,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestMCP runs every MCP end-to-end journey against one build of the real binary.
@@ -46,6 +51,30 @@ func TestMCP(t *testing.T) {
 		t.Parallel()
 		mcpStdioFraming(t, bin)
 	})
+}
+
+// goSDKDefaultVersion is the protocol version go-sdk v1.8.0 speaks when the client pins
+// none (its latestProtocolVersion): the stateless 2026-07-28 revision. The client
+// probes with server/discover and then puts the version in every request's _meta;
+// initialize never answers 2026-07-28, so a session that reports it went the modern
+// way end to end (issue 5).
+const goSDKDefaultVersion = "2026-07-28"
+
+// connectGoSDKDefault connects go-sdk with no ClientSessionOptions at all: the version
+// is the library's own choice.
+func connectGoSDKDefault(ctx context.Context, cmd *exec.Cmd, _ string) (mcpClient, error) {
+	c := &goSDKClient{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = c.stderr
+	client := sdk.NewClient(&sdk.Implementation{Name: "ferry-e2e-go-sdk-default", Version: "1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: mcpDeadline}, nil)
+	if err != nil {
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+		}
+		return nil, fmt.Errorf("go-sdk (default version) connect: %w (stderr: %s)", err, c.stderr.String())
+	}
+	c.cs = cs
+	return c, nil
 }
 
 // mcpJourney: alice and bob, each a `ferry mcp serve` process driven by kind's client,

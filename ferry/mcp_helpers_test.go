@@ -181,10 +181,11 @@ type mcpClientKind struct {
 }
 
 // mcpClientKinds are the clients every journey runs through: the official go-sdk pinned
-// to 2025-11-25, and mcp-go pinned to 2025-06-18 (an older version the server must
-// echo, not upgrade).
+// to 2025-11-25, the same go-sdk on its default version, and mcp-go pinned to
+// 2025-06-18 (an older version the server must echo, not upgrade).
 var mcpClientKinds = []mcpClientKind{
 	{"go-sdk", "2025-11-25", connectGoSDK},
+	{"go-sdk-default", goSDKDefaultVersion, connectGoSDKDefault},
 	{"mcp-go", "2025-06-18", connectMCPGo},
 }
 

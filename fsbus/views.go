@@ -249,13 +249,13 @@ func (c *Channel) aheadWriters(v *View) []string {
 
 // Catchup limits (DESIGN §4 token budget: a digest, never history).
 const (
-	CatchupOpen      = 10 // open orders
-	CatchupMine      = 10 // the agent's own orders
-	CatchupReviews   = 5  // results the agent may review
-	CatchupDecisions = 8  // newest decisions
-	CatchupAsks      = 5  // the agent's newest asks
-	CatchupPreviews  = 3  // previews of messages waiting
-	CatchupContests  = 5  // contests involving the agent
+	CatchupOpen      = 7 // open orders (7 and 7 keep the busy fixture's digest ≤ 600 tokens, issue 5)
+	CatchupMine      = 7 // the agent's own orders
+	CatchupReviews   = 5 // results the agent may review
+	CatchupDecisions = 8 // newest decisions
+	CatchupAsks      = 5 // the agent's newest asks
+	CatchupPreviews  = 3 // previews of messages waiting
+	CatchupContests  = 5 // contests involving the agent
 	CatchupPreview   = 120
 )
 

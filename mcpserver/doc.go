@@ -9,11 +9,18 @@
 // one write lock, and nothing else ever does: logs go to the Options.Log writer
 // (stderr). Request ids are echoed byte for byte. A line that is not JSON answers
 // -32700 with id null; a request for an unknown method answers -32601; the server
-// never exits on bad input. EOF cancels in-flight calls and returns.
+// never exits on bad input. Batches only when 2025-03-26 was negotiated. At EOF calls
+// already read are answered (for up to DrainTimeout) and long-polls, which wait with
+// EOFContext, end at once.
 //
-// # Handshake
+// # Protocol versions
 //
-// initialize echoes the client's protocolVersion when it is one of
-// SupportedVersions, else answers the newest; it never fails and never reads the
-// channel. tools/list returns the same bytes for every agent, time and version.
+// The era is decided per request (era.go): a request whose params._meta carries
+// MetaProtocolVersion is modern (ModernVersions, the stateless 2026-07-28 revision:
+// server/discover, resultType, cache hints, -32022 for a version it does not speak);
+// anything else follows the legacy handshake of SupportedVersions, where initialize
+// echoes the client's version when it is one of them, else answers the newest; it
+// never fails and never reads the channel, and a legacy request before it is refused.
+// tools/list returns the same tools array for every agent, time and version.
+// docs/mcp.md has the table per version and every error code.
 package mcpserver

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +26,8 @@ const Instructions = `ferry: your team's channel in a synced folder; nothing nee
 3. ferry_talk: read only what is new (it marks it read); post to an agent, "master" (the owner) or "all".
 4. ferry_primary status before taking over; take over only when it says the holder is silent.
 5. Need the owner's yes? ferry_ask_human raise with a recommendation, then status.
-6. Never put secrets, keys or code in the channel. Writes accept an idempotency key.`
+6. Never put secrets, keys or code in the channel. Writes accept an idempotency key.
+7. Reads are short; detail:true says more. Opt-in groups: --tools admin (search, get, status), --tools legacy.`
 
 // FerryConfig configures the ferry tools of `ferry mcp serve`.
 type FerryConfig struct {
@@ -40,6 +43,21 @@ type FerryConfig struct {
 	// PresenceEvery is how often a running server rewrites its presence file; 0 means
 	// 60 s (issue 4).
 	PresenceEvery time.Duration
+	// Commands is the CLI's command catalog as JSON ({"commands":[…]}), walked from
+	// kong's model by the CLI at start-up and served as ferry://<project>/commands
+	// (issue 5); nil serves no commands resource. The server never imports the CLI.
+	Commands json.RawMessage
+	// Capabilities feed ferry://<project>/capabilities; empty fields get defaults (see
+	// Capabilities).
+	Capabilities Capabilities
+	// Watch configures the long-poll of wait_s (fsnotify, or polling when forced).
+	Watch fsbus.WatchOptions
+	// Groups are the opt-in tool groups served besides the core tools (--tools):
+	// GroupAdmin, GroupLegacy; NewFerry refuses any other name (invalid).
+	Groups []string
+	// ReadOnly serves the legacy read tools only, and nothing that writes (--read-only,
+	// the predecessor's stance); with GroupAdmin it is refused (invalid).
+	ReadOnly bool
 }
 
 // Ferry is the state of one `ferry mcp serve` process: its agent, the channel once
@@ -52,9 +70,14 @@ type Ferry struct {
 	lease   *flock.Flock
 	ticking bool
 	doing   string
+	app     string // the MCP client's name, from initialize
+
+	srv *Server // the server NewFerry built (its tools, for the capabilities resource)
 }
 
-// NewFerry builds the MCP server with ferry's six core tools (DESIGN §4, issue 4).
+// NewFerry builds the MCP server with ferry's six core tools and the opt-in groups of
+// cfg.Groups, or with cfg.ReadOnly the legacy read tools only (DESIGN §4, issues 4–5;
+// see surface). Errors: invalid for an unknown group or ReadOnly with admin.
 func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -63,14 +86,22 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 		cfg.PresenceEvery = 60 * time.Second
 	}
 	f := &Ferry{cfg: cfg}
+	tools, instructions, err := f.surface()
+	if err != nil {
+		return nil, nil, err
+	}
 	srv, err := New(Options{
 		Name:         "ferry",
 		Version:      cfg.Version,
-		Instructions: Instructions,
-		Tools:        f.tools(),
+		Instructions: instructions,
+		Tools:        tools,
 		Log:          cfg.Log,
 		ToolError:    f.toolError,
+		Resources:    f.Resources(),
+		// The client's name becomes the app an MCP ferry_join announces (display only).
+		OnClientInfo: func(name, _ string) { f.SetClientApp(name) },
 	})
+	f.srv = srv
 	return srv, f, err
 }
 
@@ -89,7 +120,7 @@ func (f *Ferry) Close() {
 func (f *Ferry) toolError(err error) string {
 	var fe *fsbus.Error
 	if errors.As(err, &fe) && fe.Category != fsbus.CatInternal {
-		return fe.Error()
+		return toolWords(fe.Error())
 	}
 	id := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
 	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %v\n", id, err)
@@ -228,11 +259,78 @@ func decode(args json.RawMessage, v any) error {
 }
 
 // need returns an invalid error when a field an action requires is empty.
+// All missing fields are named, in a stable order.
 func need(action string, fields map[string]string) error {
+	var missing []string
 	for name, v := range fields {
 		if strings.TrimSpace(v) == "" {
-			return fsbus.Errorf(fsbus.CatInvalid, "pass "+name+" with action "+action, "action %s needs %s", action, name)
+			missing = append(missing, name)
 		}
 	}
-	return nil
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	list := strings.Join(missing, " and ")
+	return fsbus.Errorf(fsbus.CatInvalid, "pass "+list+" with action "+action, "action %s needs %s", action, list)
+}
+
+// clientApp is the app to announce in agent.join: the MCP client's name from
+// initialize when known (e.g. "claude-code"), else "" (keep what was announced).
+func (f *Ferry) clientApp() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.app
+}
+
+// SetClientApp records the client's name from initialize (clientInfo.name), made
+// portable: lowercased, [a-z0-9-] only, at most 40 characters.
+func (f *Ferry) SetClientApp(name string) {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		case r == ' ' || r == '_' || r == '.':
+			b.WriteByte('-')
+		}
+		if b.Len() == 40 {
+			break
+		}
+	}
+	f.mu.Lock()
+	f.app = strings.Trim(b.String(), "-")
+	f.mu.Unlock()
+}
+
+// toolVocabulary rewrites the CLI commands an fsbus hint names into the tool calls an
+// agent can make, so a hint over MCP is always actionable (issue 4: failures are
+// "category: message — hint"). Commands only the owner runs (`ferry grant`, `ferry ask
+// approve`) stay as they are: the agent relays them.
+var toolVocabulary = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile("`ferry join --as [^`]*`"), "`ferry_join`"},
+	{regexp.MustCompile("`ferry catchup[^`]*`"), "`ferry_catchup`"},
+	{regexp.MustCompile("`ferry order list[^`]*`"), "`ferry_orders` action list"},
+	{regexp.MustCompile("`ferry order show[^`]*`"), "`ferry_orders` action show"},
+	{regexp.MustCompile("`ferry order (claim|progress|submit|review)[^`]*`"), "`ferry_orders` action $1"},
+	{regexp.MustCompile("`ferry primary (take|takeover)`"), "`ferry_primary` action takeover"},
+	{regexp.MustCompile("`ferry primary (status|standby|release)`"), "`ferry_primary` action $1"},
+	{regexp.MustCompile("`ferry ask status[^`]*`"), "`ferry_ask_human` action status"},
+	{regexp.MustCompile("`ferry talk read --peek`"), "`ferry_talk` read with peek:true"},
+	{regexp.MustCompile("`ferry talk read[^`]*`"), "`ferry_talk` action read"},
+	{regexp.MustCompile("`ferry agents`"), "`ferry_join` (its alive list)"},
+	{regexp.MustCompile(`--peek\b`), "peek:true"},
+	{regexp.MustCompile(`pass --to NAME, --to master or --to all`), "pass to: an agent name, master or all"},
+	{regexp.MustCompile(`pass --ref COMMIT\|BRANCH\|h-ID`), "pass ref: a commit, branch or hand-in id"},
+	{regexp.MustCompile(`--body @FILE`), "text"},
+}
+
+func toolWords(s string) string {
+	for _, v := range toolVocabulary {
+		s = v.re.ReplaceAllString(s, v.with)
+	}
+	return s
 }

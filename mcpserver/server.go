@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
 )
 
 // SupportedVersions are the MCP protocol versions of the legacy handshake this server
@@ -50,6 +52,12 @@ type Options struct {
 	// Resources serves resources/list, resources/templates/list and resources/read;
 	// nil means the server has no resources capability (issue 5).
 	Resources Resources
+	// OnClientInfo, if set, receives the client's self-reported name and version
+	// (clientInfo) from each initialize, and from each 2026-07-28 request that carries
+	// _meta["io.modelcontextprotocol/clientInfo"]. It is for display and logs only (MCP
+	// 2026-07-28: never for behaviour or security), must be quick, and may be called
+	// from several goroutines at once.
+	OnClientInfo func(name, version string)
 }
 
 // Resources is what a server needs to serve MCP resources. Implementations MUST be
@@ -90,24 +98,32 @@ type ResourceContents struct {
 	Text     string `json:"text"`
 }
 
-// Server is a stdio MCP server. It holds no channel state of its own: tools do.
+// Server is a stdio MCP server. It holds no channel state of its own: tools do. One
+// Server serves one connection (one Serve at a time); the version the last initialize
+// negotiated belongs to it.
 type Server struct {
-	opts      Options
-	tools     map[string]*Tool
-	toolsList json.RawMessage // the tools/list result, built once: byte-identical always
+	opts       Options
+	tools      map[string]*Tool
+	toolsList  json.RawMessage // the tools/list result, built once: byte-identical always
+	toolsArray json.RawMessage // its "tools" array, the same bytes in both eras
 
 	wmu sync.Mutex // one write of one whole line per message
 	out io.Writer
 
-	mu       sync.Mutex
-	inflight map[string]context.CancelFunc // raw id → cancel of a running tools/call
-	wg       sync.WaitGroup
+	mu         sync.Mutex
+	negotiated string               // the legacy version of the last initialize; "" before
+	inflight   map[string]*inflight // raw id → a running request
+	eof        context.Context      // done when the client's input ends
+	wg         sync.WaitGroup
 }
+
+// inflight is one request running in its own goroutine.
+type inflight struct{ cancel context.CancelFunc }
 
 // New builds a server. It returns an error when two tools share a name or a tool's
 // schemas are not JSON.
 func New(opts Options) (*Server, error) {
-	s := &Server{opts: opts, tools: map[string]*Tool{}, inflight: map[string]context.CancelFunc{}}
+	s := &Server{opts: opts, tools: map[string]*Tool{}, inflight: map[string]*inflight{}, eof: context.Background()}
 	if s.opts.Log == nil {
 		s.opts.Log = io.Discard
 	}
@@ -132,26 +148,35 @@ func New(opts Options) (*Server, error) {
 	if list == nil {
 		list = []listed{}
 	}
-	b, err := json.Marshal(map[string]any{"tools": list})
+	arr, err := marshal(list)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: encoding tools/list: %w", err)
 	}
-	s.toolsList = b
+	s.toolsArray = arr
+	s.toolsList = append(append([]byte(`{"tools":`), arr...), '}')
 	return s, nil
 }
 
 // ToolsList returns the tools/list result bytes (for budget tests and benchmarks).
 func (s *Server) ToolsList() json.RawMessage { return s.toolsList }
 
-// Serve reads messages from in until EOF or ctx ends, answering on out. On EOF it
-// cancels calls still running, waits for them, and returns nil; a read error other than
-// EOF is returned.
+// Serve reads messages from in until EOF or ctx ends, answering on out.
+//
+// At EOF the requests still running are answered when they finish — one that wrote to
+// the channel must say so — for up to DrainTimeout; then they are cancelled and their
+// answers dropped. A call waiting for something new (a long-poll) waits with
+// EOFContext, which ends at EOF at once. Serve returns nil at EOF and when ctx ends; a
+// read error other than EOF is returned. When ctx ends first, the goroutine reading in
+// stays blocked in its Read until in is closed.
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	s.out = out
 	ctx, cancel := context.WithCancel(ctx)
+	eofCtx, eof := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.eof = eofCtx
+	s.mu.Unlock()
 	defer func() {
-		// Calls already read are answered (a write that happened must be reported), for
-		// up to DrainTimeout; then they are cancelled and their answers dropped.
+		eof()
 		done := make(chan struct{})
 		go func() { s.wg.Wait(); close(done) }()
 		select {
@@ -161,88 +186,251 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		cancel()
 		s.wg.Wait()
 	}()
-	r := bufio.NewReaderSize(in, 64<<10)
-	first := true
+	type read struct {
+		line []byte
+		err  error
+	}
+	// The reader reads the next line only once the last one is handled, so nothing —
+	// EOF included — is seen before the lines ahead of it; it runs apart only so that
+	// the end of ctx does not wait for input.
+	lines := make(chan read)
+	handled := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		lr := newLineReader(in)
+		for {
+			line, err := lr.next()
+			select {
+			case lines <- read{line, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+			select {
+			case <-handled:
+			case <-stop:
+				return
+			}
+		}
+	}()
 	for {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 {
-			line = bytes.TrimRight(line, "\r\n")
-			if first {
-				line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
-			}
-			first = false
-			if len(bytes.TrimSpace(line)) > 0 {
-				s.handleLine(ctx, line)
-			}
-		}
-		if errors.Is(err, io.EOF) {
+		select {
+		case <-ctx.Done():
 			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading stdin: %w", err)
-		}
-		if ctx.Err() != nil {
-			return nil
+		case r := <-lines:
+			if len(r.line) > 0 {
+				s.handleLine(ctx, r.line)
+			}
+			if errors.Is(r.err, io.EOF) {
+				return nil
+			}
+			if r.err != nil {
+				return fmt.Errorf("reading stdin: %w", r.err)
+			}
+			handled <- struct{}{}
 		}
 	}
 }
 
-// handleLine parses one line and dispatches it.
+// waitKey is the context key of a request's wait context.
+type waitKey struct{}
+
+// EOFContext returns the context a tool waits with when it waits for something new
+// (a long-poll such as wait_s): it is done when ctx is — the request was cancelled,
+// or Serve gave up on it — and also as soon as the client's input ends (EOF), when
+// ctx itself lives on for DrainTimeout so that short calls still finish and answer.
+// A tool that waits should select on EOFContext(ctx).Done(), then return what it has
+// (an empty "nothing new" result, not an error); the answer is still written. Outside
+// a request served by Serve it returns ctx.
+func EOFContext(ctx context.Context) context.Context {
+	if w, ok := ctx.Value(waitKey{}).(context.Context); ok {
+		return w
+	}
+	return ctx
+}
+
+// lineReader splits the input into messages: one per line, lines of any length.
+type lineReader struct {
+	r     *bufio.Reader
+	first bool
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), first: true}
+}
+
+// next returns the next line that is not blank, without its line end (every trailing
+// "\r" and "\n") and, on the first line of the input, without a UTF-8 BOM. err is the
+// reader's error — io.EOF at the end — and may come with a last line that had no "\n"
+// (line is nil when there is none).
+func (lr *lineReader) next() ([]byte, error) {
+	for {
+		raw, err := lr.r.ReadBytes('\n')
+		line := bytes.TrimRight(raw, "\r\n")
+		if lr.first && len(raw) > 0 {
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+			lr.first = false
+		}
+		blank := len(bytes.TrimSpace(line)) == 0
+		if blank {
+			line = nil
+		}
+		if !blank || err != nil {
+			return line, err
+		}
+	}
+}
+
+// handleLine handles one line: a message or a batch.
 func (s *Server) handleLine(ctx context.Context, line []byte) {
-	var m message
-	if err := json.Unmarshal(line, &m); err != nil {
-		trimmed := bytes.TrimSpace(line)
-		if len(trimmed) > 0 && trimmed[0] == '[' {
-			s.reply(nullID, nil, rpcErrorf(CodeInvalidRequest, "batches are not supported"))
-			return
-		}
-		if json.Valid(line) { // JSON, but not a request ("jsonrpc":2, "method":5): §5.1
-			id := nullID
-			var probe struct {
-				ID json.RawMessage `json:"id"`
-			}
-			if json.Unmarshal(line, &probe) == nil && validID(probe.ID) {
-				id = probe.ID // usable: echo it so the client can match the error
-			}
-			s.reply(id, nil, rpcErrorf(CodeInvalidRequest, "invalid request: %v", err))
-			return
-		}
-		s.reply(nullID, nil, rpcErrorf(CodeParseError, "parse error: %v", err))
+	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '[' {
+		s.handleBatch(ctx, t)
 		return
 	}
-	if m.Method == "" {
-		if len(m.Result) > 0 || len(m.Error) > 0 {
-			return // a response to a request we never sent: ignore
-		}
-		id := m.ID
-		if !validID(id) {
-			id = nullID
-		}
-		s.reply(id, nil, rpcErrorf(CodeInvalidRequest, "invalid request: no method"))
+	m, ok, bad := decodeMessage(line)
+	if bad != nil {
+		s.write(encodeResponse(*bad))
+	}
+	if !ok {
 		return
 	}
 	if m.isNotification() {
 		s.notify(m)
 		return
 	}
-	if !validID(m.ID) {
-		s.reply(nullID, nil, rpcErrorf(CodeInvalidRequest, "invalid request: id must be a string or an integer"))
+	s.handle(ctx, m, false, s.write)
+}
+
+// decodeMessage decodes one JSON-RPC message: a line, or one element of a batch. It
+// returns the message to handle (ok), or the error response for what is not a message
+// (bad): -32700 with id null for what is not JSON; -32600 for JSON that is not a
+// request, echoing its id when that id is usable (JSON-RPC 2.0 §5.1). A response from
+// the client, to a request this server never sends, is neither: it is ignored.
+func decodeMessage(b []byte) (m message, ok bool, bad *response) {
+	if err := json.Unmarshal(b, &m); err != nil {
+		if !json.Valid(b) {
+			return m, false, &response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", err)}
+		}
+		id := nullID
+		var probe struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(b, &probe) == nil && validID(probe.ID) {
+			id = probe.ID // usable: echo it so the client can match the error
+		}
+		return m, false, &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest, "invalid request: %v", err)}
+	}
+	if m.Method == "" {
+		if len(m.Result) > 0 || len(m.Error) > 0 {
+			return m, false, nil // a response to a request we never sent: ignore
+		}
+		id := m.ID
+		if !validID(id) {
+			id = nullID
+		}
+		return m, false, &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest, "invalid request: no method")}
+	}
+	return m, true, nil
+}
+
+// handleBatch handles a JSON-RPC batch (JSON-RPC 2.0 §6). Only MCP 2025-03-26 has
+// batches: when the last initialize negotiated another version, or none, the batch is
+// refused with one -32600 (id null). Otherwise every element is handled as a message
+// of its own — an initialize or a modern request inside is refused (-32600) — and the
+// responses go out together as one array, in the order of the elements, once the last
+// is done; a cancelled request has none, and a batch of notifications gets no answer.
+func (s *Server) handleBatch(ctx context.Context, line []byte) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(line, &elems); err != nil {
+		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", err)}))
 		return
 	}
-	if m.JSONRPC != "2.0" {
-		// The id is usable: echo it so the client can match the error to its request.
-		s.reply(m.ID, nil, rpcErrorf(CodeInvalidRequest, "invalid request: jsonrpc must be \"2.0\""))
+	s.mu.Lock()
+	v := s.negotiated
+	s.mu.Unlock()
+	if v != "2025-03-26" {
+		why := "no version was negotiated"
+		if v != "" {
+			why = v + " was negotiated"
+		}
+		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeInvalidRequest,
+			"batches are not supported: only protocol version 2025-03-26 has them, and %s", why)}))
 		return
 	}
-	if m.Method == "tools/call" {
-		s.startCall(ctx, m)
+	if len(elems) == 0 {
+		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeInvalidRequest, "invalid request: empty batch")}))
 		return
 	}
-	res, err := s.dispatch(m)
-	s.reply(m.ID, res, err)
+	out := make([][]byte, len(elems))
+	var (
+		pending sync.WaitGroup
+		mu      sync.Mutex
+		left    int // requests not answered yet
+	)
+	for i, el := range elems {
+		m, ok, bad := decodeMessage(el)
+		if bad != nil {
+			out[i] = encodeResponse(*bad)
+		}
+		if !ok {
+			continue
+		}
+		if m.isNotification() {
+			s.notify(m)
+			continue
+		}
+		pending.Add(1)
+		mu.Lock()
+		left++
+		mu.Unlock()
+		s.handle(ctx, m, true, func(b []byte) {
+			mu.Lock()
+			out[i] = b
+			left--
+			mu.Unlock()
+			pending.Done()
+		})
+	}
+	flush := func() {
+		var arr []byte
+		for _, b := range out {
+			if b == nil {
+				continue
+			}
+			if arr == nil {
+				arr = []byte{'['}
+			} else {
+				arr = append(arr, ',')
+			}
+			arr = append(arr, b...)
+		}
+		if arr != nil {
+			s.write(append(arr, ']'))
+		}
+	}
+	mu.Lock()
+	answered := left == 0
+	mu.Unlock()
+	if answered { // all done already: answer in line order, like a single request
+		flush()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		pending.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		flush()
+	}()
 }
 
 // notify handles a notification; unknown ones are ignored (JSON-RPC 2.0 §4.1).
+// notifications/cancelled cancels the request of that id in either era; its response
+// is suppressed.
 func (s *Server) notify(m message) {
 	switch m.Method {
 	case "notifications/cancelled":
@@ -252,7 +440,7 @@ func (s *Server) notify(m message) {
 		if json.Unmarshal(m.Params, &p) == nil && len(p.RequestID) > 0 {
 			s.mu.Lock()
 			if c := s.inflight[string(bytes.TrimSpace(p.RequestID))]; c != nil {
-				c()
+				c.cancel()
 			}
 			s.mu.Unlock()
 		}
@@ -262,64 +450,311 @@ func (s *Server) notify(m message) {
 	}
 }
 
-// dispatch answers every request but tools/call.
-func (s *Server) dispatch(m message) (any, error) {
-	switch m.Method {
-	case "initialize":
-		return s.initialize(m.Params)
-	case "ping":
-		return struct{}{}, nil
-	case "tools/list":
-		return s.toolsList, nil
+// handler answers one request; ctx is the request's own.
+type handler func(ctx context.Context) (any, error)
+
+// handle answers the request m: done receives its encoded response once, or nil when
+// it has none (cancelled). Requests that may take time — tools/call, resources/list,
+// resources/read — run in their own goroutine, so they never block ping or each other.
+func (s *Server) handle(ctx context.Context, m message, inBatch bool, done func([]byte)) {
+	fail := func(id json.RawMessage, err *RPCError) {
+		done(encodeResponse(response{JSONRPC: "2.0", ID: id, Error: err}))
 	}
-	return nil, rpcErrorf(CodeMethodNotFound, "method not found: %s", m.Method)
+	if !validID(m.ID) {
+		fail(nullID, rpcErrorf(CodeInvalidRequest, "invalid request: id must be a string or an integer"))
+		return
+	}
+	if m.JSONRPC != "2.0" {
+		// The id is usable: echo it so the client can match the error to its request.
+		fail(m.ID, rpcErrorf(CodeInvalidRequest, "invalid request: jsonrpc must be \"2.0\""))
+		return
+	}
+	e, rerr := requestEra(m.Params)
+	if rerr != nil {
+		fail(m.ID, rerr)
+		return
+	}
+	if e == modern && s.opts.OnClientInfo != nil {
+		if name, version := metaClientInfo(m.Params); name != "" {
+			s.opts.OnClientInfo(name, version)
+		}
+	}
+	if inBatch && e == modern {
+		fail(m.ID, rpcErrorf(CodeInvalidRequest, "invalid request: protocol version %s has no batches", ModernVersions[0]))
+		return
+	}
+	if inBatch && m.Method == "initialize" {
+		fail(m.ID, rpcErrorf(CodeInvalidRequest, "invalid request: initialize must not be part of a batch"))
+		return
+	}
+	h, async, rerr := s.route(e, m)
+	if rerr != nil {
+		fail(m.ID, rerr)
+		return
+	}
+	if !async {
+		res, err := s.safely(m.Method, h, ctx)
+		done(s.encode(e, m, res, err))
+		return
+	}
+	s.start(ctx, m, e, h, done)
 }
 
-func (s *Server) initialize(params json.RawMessage) (any, error) {
+// route picks the handler of m in era e, and whether it runs in its own goroutine.
+func (s *Server) route(e era, m message) (h handler, async bool, err *RPCError) {
+	if e == modern && removedInModern[m.Method] {
+		hint := ""
+		if m.Method == "initialize" {
+			hint = ": for the legacy handshake, send initialize without _meta " + MetaProtocolVersion
+		}
+		return nil, false, rpcErrorf(CodeMethodNotFound, "method not found: %s does not exist in protocol version %s%s", m.Method, ModernVersions[0], hint)
+	}
+	switch m.Method {
+	case "initialize":
+		return func(context.Context) (any, error) { return s.initialize(m.Params), nil }, false, nil
+	case "ping":
+		return func(context.Context) (any, error) { return struct{}{}, nil }, false, nil
+	case "server/discover":
+		// Answered in either era and in any state: it is how a client tells the era of
+		// a server (MCP 2026-07-28, transports "stdio: Backward Compatibility").
+		return func(context.Context) (any, error) { return s.discover(), nil }, false, nil
+	}
+	switch m.Method {
+	case "tools/list":
+		h = func(context.Context) (any, error) { return s.toolsList, nil }
+	case "tools/call":
+		h, async = func(ctx context.Context) (any, error) { return s.call(ctx, m.Params) }, true
+	case "resources/list", "resources/templates/list", "resources/read":
+		if s.opts.Resources == nil {
+			return nil, false, rpcErrorf(CodeMethodNotFound, "method not found: %s (this server has no resources)", m.Method)
+		}
+		switch m.Method {
+		case "resources/list":
+			h, async = func(ctx context.Context) (any, error) { return s.listResources(ctx, e, m.Params) }, true
+		case "resources/templates/list":
+			h = func(context.Context) (any, error) { return s.listTemplates(), nil }
+		default:
+			h, async = func(ctx context.Context) (any, error) { return s.readResource(ctx, e, m.Params) }, true
+		}
+	default:
+		return nil, false, rpcErrorf(CodeMethodNotFound, "method not found: %s", m.Method)
+	}
+	if e == legacy {
+		s.mu.Lock()
+		initialized := s.negotiated != ""
+		s.mu.Unlock()
+		if !initialized {
+			return nil, false, rpcErrorf(CodeInvalidRequest, "invalid request: %s before initialize: send initialize first, or put %q in params._meta (protocol version %s)",
+				m.Method, MetaProtocolVersion, ModernVersions[0])
+		}
+	}
+	return h, async, nil
+}
+
+// start runs a request in its own goroutine. notifications/cancelled cancels its
+// context and suppresses its response; EOF ends only its wait context (EOFContext).
+func (s *Server) start(ctx context.Context, m message, e era, h handler, done func([]byte)) {
+	key := string(bytes.TrimSpace(m.ID))
+	cctx, cancel := context.WithCancel(ctx)
+	wctx, wcancel := context.WithCancel(cctx)
+	call := &inflight{cancel: cancel}
+	s.mu.Lock()
+	stop := context.AfterFunc(s.eof, wcancel)
+	s.inflight[key] = call
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			stop()
+			wcancel()
+			s.mu.Lock()
+			if s.inflight[key] == call {
+				delete(s.inflight, key)
+			}
+			s.mu.Unlock()
+			cancel()
+		}()
+		res, err := s.safely(m.Method, h, context.WithValue(cctx, waitKey{}, wctx))
+		if cctx.Err() != nil {
+			done(nil) // cancelled: no response (MCP cancellation)
+			return
+		}
+		done(s.encode(e, m, res, err))
+	}()
+}
+
+// safely runs h; a panic becomes an internal error, its details only in the log.
+func (s *Server) safely(method string, h handler, ctx context.Context) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(s.opts.Log, "mcp: %s panicked: %v\n", method, r)
+			res, err = nil, rpcErrorf(CodeInternalError, "internal: %s failed — see the server log", method)
+		}
+	}()
+	return h(ctx)
+}
+
+// encode is the response line of request m: its error, or its result — in the modern
+// era, and for server/discover always, with the members of a modern result.
+func (s *Server) encode(e era, m message, result any, err error) []byte {
+	r := response{JSONRPC: "2.0", ID: m.ID}
+	switch {
+	case err != nil:
+		r.Error = asRPCError(err)
+	case e == modern || m.Method == "server/discover":
+		if result == nil {
+			result = struct{}{}
+		}
+		b, merr := s.modernResult(m.Method, result)
+		if merr != nil {
+			r.Error = asRPCError(merr)
+		} else {
+			r.Result = b
+		}
+	default:
+		if result == nil {
+			result = struct{}{}
+		}
+		r.Result = result
+	}
+	return encodeResponse(r)
+}
+
+// encodeResponse is the compact JSON of one response; one that cannot be encoded
+// becomes an internal error with the same id.
+func encodeResponse(r response) []byte {
+	b, err := marshal(r)
+	if err != nil {
+		b, _ = marshal(response{JSONRPC: "2.0", ID: r.ID, Error: rpcErrorf(CodeInternalError, "encoding response: %v", err)})
+	}
+	return b
+}
+
+// initialize answers the legacy handshake: the client's version when it is one of
+// SupportedVersions, else the newest — never an error, never a channel read. It may
+// come at any time, again too; the last one decides the session's version.
+func (s *Server) initialize(params json.RawMessage) any {
 	var p struct {
 		ProtocolVersion string `json:"protocolVersion"`
+		ClientInfo      struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"clientInfo"`
 	}
 	_ = json.Unmarshal(params, &p) // never an error: a bad request still gets the newest version
+	if s.opts.OnClientInfo != nil && p.ClientInfo.Name != "" {
+		s.opts.OnClientInfo(p.ClientInfo.Name, p.ClientInfo.Version)
+	}
 	version := LatestVersion
 	for _, v := range SupportedVersions {
 		if v == p.ProtocolVersion {
 			version = v
 		}
 	}
+	s.mu.Lock()
+	s.negotiated = version
+	s.mu.Unlock()
 	res := map[string]any{
 		"protocolVersion": version,
-		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
-		"serverInfo":      map[string]any{"name": s.opts.Name, "version": s.opts.Version},
+		"capabilities":    s.capabilities(),
+		"serverInfo":      s.serverInfo(),
 	}
 	if s.opts.Instructions != "" {
 		res["instructions"] = s.opts.Instructions
 	}
+	return res
+}
+
+// listResources answers resources/list: one page after params.cursor. A page whose
+// next cursor is the cursor it was asked with would loop a client forever; the server
+// ends the listing there instead, and logs it.
+func (s *Server) listResources(ctx context.Context, e era, params json.RawMessage) (any, error) {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if !absent(params) && json.Unmarshal(params, &p) != nil {
+		return nil, rpcErrorf(CodeInvalidParams, "resources/list takes params {cursor?: string}")
+	}
+	page, next, err := s.opts.Resources.List(ctx, p.Cursor)
+	if err != nil {
+		return nil, s.resourceError(e, "", err)
+	}
+	if next != "" && next == p.Cursor {
+		fmt.Fprintf(s.opts.Log, "mcp: resources/list: the cursor %q did not advance; listing ends here\n", next)
+		next = ""
+	}
+	if page == nil {
+		page = []Resource{}
+	}
+	res := map[string]any{"resources": page}
+	if next != "" {
+		res["nextCursor"] = next
+	}
 	return res, nil
 }
 
-// startCall runs a tools/call in its own goroutine so a slow tool never blocks ping or
-// another call; notifications/cancelled cancels it and suppresses its response.
-func (s *Server) startCall(ctx context.Context, m message) {
-	key := string(bytes.TrimSpace(m.ID))
-	cctx, cancel := context.WithCancel(ctx)
-	s.mu.Lock()
-	s.inflight[key] = cancel
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			s.mu.Lock()
-			delete(s.inflight, key)
-			s.mu.Unlock()
-			cancel()
-		}()
-		res, err := s.call(cctx, m.Params)
-		if cctx.Err() != nil {
-			return // cancelled: no response (MCP cancellation)
+// listTemplates answers resources/templates/list: one page, static.
+func (s *Server) listTemplates() any {
+	t := s.opts.Resources.Templates()
+	if t == nil {
+		t = []ResourceTemplate{}
+	}
+	return map[string]any{"resourceTemplates": t}
+}
+
+// readResource answers resources/read of params.uri.
+func (s *Server) readResource(ctx context.Context, e era, params json.RawMessage) (any, error) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.URI == "" {
+		return nil, rpcErrorf(CodeInvalidParams, "resources/read takes params {uri: string}")
+	}
+	contents, err := s.opts.Resources.Read(ctx, p.URI)
+	if err != nil {
+		return nil, s.resourceError(e, p.URI, err)
+	}
+	if contents == nil {
+		contents = []ResourceContents{}
+	}
+	return map[string]any{"contents": contents}, nil
+}
+
+// resourceError turns a Resources failure into a JSON-RPC error: an *RPCError as it
+// is; fsbus category not_found → CodeResourceNotFound (-32002) in the legacy era,
+// CodeInvalidParams (-32602) in the modern one (MCP 2026-07-28 replaced -32002), with
+// data {"uri"}; invalid → -32602; anything else → -32603. The message is the text a
+// tool failure would show (Options.ToolError): no internal details.
+func (s *Server) resourceError(e era, uri string, err error) error {
+	var re *RPCError
+	if errors.As(err, &re) {
+		return re
+	}
+	text := err.Error()
+	if s.opts.ToolError != nil {
+		text = s.opts.ToolError(err)
+	}
+	switch fsbus.Category(err) {
+	case fsbus.CatNotFound:
+		r := &RPCError{Code: CodeResourceNotFound, Message: text}
+		if e == modern {
+			r.Code = CodeInvalidParams
 		}
-		s.reply(m.ID, res, err)
-	}()
+		if uri != "" {
+			r.Data, _ = marshal(map[string]string{"uri": uri})
+		}
+		return r
+	case fsbus.CatInvalid:
+		return &RPCError{Code: CodeInvalidParams, Message: text}
+	}
+	return &RPCError{Code: CodeInternalError, Message: text}
+}
+
+// absent reports whether params are missing or null.
+func absent(params json.RawMessage) bool {
+	p := bytes.TrimSpace(params)
+	return len(p) == 0 || bytes.Equal(p, []byte("null"))
 }
 
 // call runs one tool.
@@ -384,25 +819,17 @@ func toolError(text string) any {
 	}
 }
 
-// reply writes one response line under the write lock.
-func (s *Server) reply(id json.RawMessage, result any, err error) {
-	r := response{JSONRPC: "2.0", ID: id}
-	if err != nil {
-		r.Error = asRPCError(err)
-	} else {
-		if result == nil {
-			result = struct{}{}
-		}
-		r.Result = result
+// write writes one response line (b without its "\n") under the write lock; nil
+// writes nothing (a cancelled request).
+func (s *Server) write(b []byte) {
+	if b == nil {
+		return
 	}
-	b, merr := marshal(r)
-	if merr != nil {
-		b, _ = marshal(response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInternalError, "encoding response: %v", merr)})
-	}
-	b = append(b, '\n')
+	line := make([]byte, 0, len(b)+1)
+	line = append(append(line, b...), '\n')
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if _, err := s.out.Write(b); err != nil {
+	if _, err := s.out.Write(line); err != nil {
 		fmt.Fprintf(s.opts.Log, "mcp: writing response: %v\n", err)
 	}
 }

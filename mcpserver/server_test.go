@@ -30,7 +30,10 @@ import (
 //   - "-- server --" holds the response lines expected, in order; "-- server-by-id --"
 //     the same, compared as a set matched by id (for calls that finish in any order).
 //     Lines compare as JSON values, except that "id" must match byte for byte and the
-//     string "$any" matches any value. An empty section expects no output at all.
+//     string "$any" matches any value. An empty section expects no output at all;
+//   - an optional "-- resources --" section (JSON, see fakeResourcesFixture in
+//     protocol_test.go) gives the server a fake Options.Resources; without it the
+//     server has no resources capability.
 //
 // Each case runs against a fresh Server built with New and the fake tools below, over
 // io.Pipe, to EOF; nothing but the expected lines may appear on stdout.
@@ -185,7 +188,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var client, server []byte
+			var client, server, resources []byte
 			haveClient, haveServer, byID := false, false, false
 			for _, f := range ar.Files {
 				switch f.Name {
@@ -195,6 +198,8 @@ func TestConformance(t *testing.T) {
 					server, haveServer = f.Data, true
 				case "server-by-id":
 					server, haveServer, byID = f.Data, true, true
+				case "resources":
+					resources = f.Data
 				default:
 					t.Fatalf("unknown section %q", f.Name)
 				}
@@ -211,7 +216,7 @@ func TestConformance(t *testing.T) {
 			}
 
 			eof := newEOFReader()
-			srv := newFakeServer(t, fakeTools(eof.eof), nil)
+			srv := newConformanceServer(t, eof.eof, resources)
 			got := runLines(t, srv, eof.wrap, func(w io.Writer) {
 				for _, l := range clientLines {
 					if _, err := io.WriteString(w, decodeClientLine(l)+"\n"); err != nil {
@@ -289,8 +294,24 @@ func rawID(t *testing.T, line string) json.RawMessage {
 }
 
 // matchLine compares one response line with its expectation: the id byte for byte,
-// everything else as JSON values with "$any" as a wildcard.
+// everything else as JSON values with "$any" as a wildcard. A batch's answer (an
+// array) matches element by element.
 func matchLine(want, got string) error {
+	if strings.HasPrefix(strings.TrimSpace(want), "[") {
+		var w, g []json.RawMessage
+		if err := json.Unmarshal([]byte(want), &w); err != nil {
+			return fmt.Errorf("expectation is not a JSON array: %q", want)
+		}
+		if err := json.Unmarshal([]byte(got), &g); err != nil || len(g) != len(w) {
+			return fmt.Errorf("got %q, want a batch answer of %d responses", got, len(w))
+		}
+		for i := range w {
+			if err := matchLine(string(w[i]), string(g[i])); err != nil {
+				return fmt.Errorf("batch element %d: %v", i, err)
+			}
+		}
+		return nil
+	}
 	var wid, gid struct {
 		ID json.RawMessage `json:"id"`
 	}
@@ -375,7 +396,7 @@ func setDrainTimeout(t *testing.T, d time.Duration) {
 }
 
 // session is a live connection to a Server over io.Pipe, for tests that interleave
-// writes and reads.
+// writes and reads; startSession has done the initialize handshake (id "init").
 type session struct {
 	t    *testing.T
 	in   *io.PipeWriter
@@ -398,6 +419,11 @@ func startSession(t *testing.T, srv *mcpserver.Server, wrap func(io.Reader) io.R
 		s.done <- err
 	}()
 	t.Cleanup(func() { inW.Close(); outR.Close() })
+	// The legacy handshake first: a request before initialize is refused (issue 5).
+	go s.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"session","version":"1"}}}`)
+	if r := s.recv(); string(r.ID) != `"init"` || r.Error != nil {
+		t.Fatalf("initialize: %+v", r)
+	}
 	return s
 }
 

@@ -3,9 +3,10 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strings"
-	"unicode/utf8"
+	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
 )
@@ -54,7 +55,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 	if err := f.takeLease(ch); err != nil {
 		return nil, err
 	}
-	res, err := fsbus.Join(ch, f.cfg.Agent, "mcp")
+	res, err := fsbus.Join(ch, f.cfg.Agent, f.clientApp())
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +96,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 // CatchupIn is ferry_catchup's input.
 type CatchupIn struct {
 	Since string `json:"since,omitempty" jsonschema:"description=next cursor of your last catchup"`
+	WaitS int    `json:"wait_s,omitempty" jsonschema:"minimum=0,maximum=50,description=wait up to this many seconds for news since the cursor"`
 }
 
 func (f *Ferry) catchup(ctx context.Context, args json.RawMessage) (any, error) {
@@ -102,11 +104,52 @@ func (f *Ferry) catchup(ctx context.Context, args json.RawMessage) (any, error) 
 	if err := decode(args, &in); err != nil {
 		return nil, err
 	}
+	// News is an entry by someone else that arrived after the cursor (none: at once).
+	if _, err := f.waitFor(ctx, in.WaitS, func(v *fsbus.View) bool { return v.ArrivedSince(in.Since, f.cfg.Agent) }); err != nil {
+		return nil, err
+	}
 	ch, v, err := f.read()
 	if err != nil {
 		return nil, err
 	}
 	return ch.Catchup(v, f.cfg.Agent, in.Since), nil
+}
+
+// maxWaitS is the longest wait_s (issue 5: ≤ 50 s, under the request timeouts of
+// clients in use).
+const maxWaitS = 50
+
+// waitFor is the long-poll of wait_s (issue 5, DESIGN §4): it blocks for up to waitS
+// seconds until news holds on a fresh view of the channel (fsbus.Channel.WaitFor:
+// fsnotify on the channel's directories, or polling), the time runs out, or the
+// client's input ends (EOFContext), and returns nil then, so the caller answers as
+// usual; gone is true when the input ended with nothing new (the client will not see
+// the answer: acknowledge nothing). It returns the call's ctx error when the call is
+// cancelled (notifications/cancelled), invalid for waitS outside 0–50, and the
+// channel's open and load errors. waitS 0 returns at once.
+func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) bool) (gone bool, err error) {
+	if waitS < 0 || waitS > maxWaitS {
+		return false, fsbus.Errorf(fsbus.CatInvalid, "pass wait_s from 0 to 50", "wait_s %d is out of range", waitS)
+	}
+	if waitS == 0 {
+		return false, nil
+	}
+	ch, err := f.channel()
+	if err != nil {
+		return false, err
+	}
+	wctx, cancel := context.WithTimeout(EOFContext(ctx), time.Duration(waitS)*time.Second)
+	defer cancel()
+	_, err = ch.WaitFor(wctx, f.cfg.Watch, news)
+	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.Is(err, context.Canceled):
+		return true, nil // EOF
+	case err != nil && !errors.Is(err, context.DeadlineExceeded):
+		return false, err
+	}
+	return false, nil
 }
 
 // ---- ferry_orders ----
@@ -123,18 +166,24 @@ type OrdersIn struct {
 	Ref     string `json:"ref,omitempty" jsonschema:"description=submit: commit\\, branch or hand-in id"`
 	Verdict string `json:"verdict,omitempty" jsonschema:"enum=accept,enum=changes"`
 	State   string `json:"state,omitempty" jsonschema:"description=list: filter"`
+	Since   string `json:"since,omitempty" jsonschema:"description=list: next of your last list"`
+	Detail  bool   `json:"detail,omitempty" jsonschema:"description=list/show: more"`
 	Key     string `json:"key,omitempty" jsonschema:"description=idempotency key"`
 }
 
-// OrdersOut is ferry_orders' output: rows for list, one order otherwise.
+// OrdersOut is ferry_orders' output: rows for list (oldest change first, at most
+// maxItems and maxChars; Next is the since of the following list), one order
+// otherwise (Truncated when its view was cut to fit).
 type OrdersOut struct {
-	Orders    []fsbus.OrderRow `json:"orders,omitempty"`
-	Order     *OrderView       `json:"order,omitempty"`
-	Truncated bool             `json:"truncated,omitempty"`
+	Orders    []OrderLine `json:"orders,omitempty"`
+	Order     *OrderView  `json:"order,omitempty"`
+	Truncated bool        `json:"truncated,omitempty"`
+	Next      string      `json:"next,omitempty"`
 }
 
-// OrderView is one order, bounded: the body up to 1,000 characters, the last five
-// progress notes, contests as rows; BodyURI names the full body.
+// OrderView is one order, bounded (DESIGN §4 caps, see viewLevels): the body cut to a
+// few hundred characters (detail: a few thousand), the newest progress notes, reviews
+// and contests, each note cut; BodyURI names the full body when it was cut.
 type OrderView struct {
 	fsbus.OrderRow
 	Body      string             `json:"body,omitempty"`
@@ -146,27 +195,81 @@ type OrderView struct {
 	Contested []fsbus.ContestRow `json:"contested,omitempty"`
 }
 
-// Response caps (DESIGN §4): at most 20 items per list.
-const maxItems = 20
+// viewLevel bounds an OrderView: body characters, newest rows of each list
+// (progress, reviews, contests), characters per note.
+type viewLevel struct{ body, rows, note int }
 
-func orderView(project string, o *fsbus.Order) *OrderView {
-	ov := &OrderView{OrderRow: o.Row(), Labels: o.Labels, Result: o.Result, Reviews: o.Reviews}
-	ov.Body = o.Body
-	if utf8.RuneCountInString(o.Body) > 1000 {
-		ov.Body = string([]rune(o.Body)[:999]) + "…"
-		ov.BodyURI = "ferry://" + project + "/order/" + o.ID
+// viewLevels are tried in order until the answer fits maxChars: detail starts at the
+// first, compact at compactLevel.
+var viewLevels = []viewLevel{{3000, 10, 500}, {3000, 5, 300}, {2000, 5, 200}, {1000, 3, 200}, {500, 3, 200}, {300, 2, 120}, {120, 1, 80}, {0, 0, 60}}
+
+const compactLevel = 4
+
+// orderViewFit renders o at the largest level whose answer — wrap(view), the whole
+// result the tool returns — fits maxChars, and reports whether anything was left out
+// or cut (then BodyURI names the full body when the body was cut).
+func orderViewFit(project string, o *fsbus.Order, detail bool, wrap func(*OrderView) any) (*OrderView, bool) {
+	first := compactLevel
+	if detail {
+		first = 0
 	}
-	p := o.Progress
-	if len(p) > 5 {
-		p = p[len(p)-5:]
+	var ov *OrderView
+	var cut bool
+	for _, l := range viewLevels[first:] {
+		ov, cut = orderViewAt(project, o, l)
+		if chars(wrap(ov)) <= maxChars {
+			break
+		}
 	}
-	for _, s := range p {
-		ov.Progress = append(ov.Progress, s.By+": "+s.Note)
+	return ov, cut
+}
+
+// orderViewAt renders o within the bounds of l.
+func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool) {
+	ov := &OrderView{OrderRow: o.Row(), Labels: o.Labels}
+	var left, c bool
+	if ov.Body, c = cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
+		left = true
+		ov.BodyURI = uri(project, "order", o.ID)
+		if l.body == 0 {
+			ov.Body = ""
+		}
 	}
-	for _, c := range o.Contests {
-		ov.Contested = append(ov.Contested, fsbus.ContestRowOf(c))
+	newest := func(n int) int {
+		if n > l.rows {
+			left = true
+			return n - l.rows
+		}
+		return 0
 	}
-	return ov
+	note := func(s string) string {
+		s, c := cut(s, l.note)
+		left = left || c
+		return s
+	}
+	if o.Result != nil {
+		r := *o.Result
+		r.Note = note(r.Note)
+		ov.Result = &r
+	}
+	for _, r := range o.Reviews[newest(len(o.Reviews)):] {
+		r.Note = note(r.Note)
+		ov.Reviews = append(ov.Reviews, r)
+	}
+	for _, s := range o.Progress[newest(len(o.Progress)):] {
+		ov.Progress = append(ov.Progress, note(s.By+": "+s.Note))
+	}
+	for _, ct := range o.Contests[newest(len(o.Contests)):] {
+		ov.Contested = append(ov.Contested, fsbus.ContestRowOf(ct))
+	}
+	return ov, left
+}
+
+// orderAnswer is ferry_orders' answer for one order, bounded.
+func orderAnswer(project string, o *fsbus.Order, detail bool) *OrdersOut {
+	out := &OrdersOut{}
+	out.Order, out.Truncated = orderViewFit(project, o, detail, func(ov *OrderView) any { return &OrdersOut{Order: ov, Truncated: true} })
+	return out
 }
 
 func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
@@ -176,22 +279,20 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 	}
 	switch in.Action {
 	case "list":
-		ch, v, err := f.read()
-		if err != nil {
-			return nil, err
-		}
-		_ = ch
 		state := in.State
 		if state == "" {
 			state = "active"
 		}
-		rows := v.State.ListOrders(fsbus.OrderFilter{State: state})
-		out := &OrdersOut{Orders: []fsbus.OrderRow{}}
-		if len(rows) > maxItems {
-			rows, out.Truncated = rows[:maxItems], true
+		if err := checkState(state); err != nil {
+			return nil, err
 		}
-		out.Orders = append(out.Orders, rows...)
-		return out, nil
+		_, v, err := f.read()
+		if err != nil {
+			return nil, err
+		}
+		return orderPage(v, state, in.Since, in.Detail, func(rows []OrderLine, truncated bool, next string) any {
+			return &OrdersOut{Orders: rows, Truncated: truncated, Next: next}
+		}), nil
 	case "show":
 		if err := need("show", map[string]string{"id": in.ID}); err != nil {
 			return nil, err
@@ -204,7 +305,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &OrdersOut{Order: orderView(ch.Project(), o)}, nil
+		return orderAnswer(ch.Project(), o, in.Detail), nil
 	}
 	var o *fsbus.Order
 	s, err := f.session()
@@ -240,7 +341,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		return nil, err
 	}
 	f.wrote(s, in.Action+" "+o.ID)
-	return &OrdersOut{Order: orderView(s.Project(), o)}, nil
+	return orderAnswer(s.Project(), o, false), nil
 }
 
 // ---- ferry_talk ----
@@ -252,16 +353,21 @@ type TalkIn struct {
 	Text   string `json:"text,omitempty"`
 	Since  string `json:"since,omitempty" jsonschema:"description=read: cursor"`
 	Peek   bool   `json:"peek,omitempty" jsonschema:"description=read without marking read"`
+	Detail bool   `json:"detail,omitempty" jsonschema:"description=read: more"`
+	WaitS  int    `json:"wait_s,omitempty" jsonschema:"minimum=0,maximum=50,description=read: wait up to this many seconds for a message"`
 	Key    string `json:"key,omitempty" jsonschema:"description=idempotency key"`
 }
 
-// TalkOut is ferry_talk's output: the read result, or the id of a posted message.
+// TalkOut is ferry_talk's output: the read result (oldest first, within maxChars;
+// Remaining more wait when Truncated; Pending have not arrived yet), or the id of a
+// posted message.
 type TalkOut struct {
-	ID        string          `json:"id,omitempty"`
-	Messages  []fsbus.Message `json:"messages,omitempty"`
-	Truncated bool            `json:"truncated,omitempty"`
-	Remaining int             `json:"remaining,omitempty"`
-	Next      string          `json:"next,omitempty"`
+	ID        string     `json:"id,omitempty"`
+	Messages  []TalkLine `json:"messages,omitempty"`
+	Truncated bool       `json:"truncated,omitempty"`
+	Remaining int        `json:"remaining,omitempty"`
+	Pending   int        `json:"pending,omitempty"`
+	Next      string     `json:"next,omitempty"`
 }
 
 func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
@@ -293,18 +399,12 @@ func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, err := s.TalkRead(fsbus.TalkReadOptions{Since: in.Since, Peek: in.Peek})
+		// Wait for what this read would return: a message to me (after the cursor).
+		gone, err := f.waitFor(ctx, in.WaitS, func(v *fsbus.View) bool { return v.TalkWaiting(f.cfg.Agent, in.Since) > 0 })
 		if err != nil {
 			return nil, err
 		}
-		if len(r.Acked) > 0 {
-			f.wrote(s, "reading messages")
-		}
-		out := &TalkOut{Messages: r.Messages, Truncated: r.Truncated, Remaining: r.Remaining, Next: r.Next}
-		if out.Messages == nil {
-			out.Messages = []fsbus.Message{}
-		}
-		return out, nil
+		return f.talkPage(s, in.Since, in.Peek || gone, in.Detail)
 	}
 	return nil, fsbus.Errorf(fsbus.CatInvalid, "use read or post", "unknown action %q", in.Action)
 }
@@ -327,7 +427,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		return ch.PrimaryStatus(v), nil
+		return boundPrimary(ch.PrimaryStatus(v)), nil
 	}
 	s, err := f.session()
 	if err != nil {
@@ -348,7 +448,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 		return nil, err
 	}
 	f.wrote(s, "primary "+in.Action)
-	return ps, nil
+	return boundPrimary(ps), nil
 }
 
 // ---- ferry_ask_human ----
@@ -360,16 +460,19 @@ type AskIn struct {
 	Recommendation string `json:"recommendation,omitempty"`
 	Reasoning      string `json:"reasoning,omitempty" jsonschema:"description=at most 1200 characters"`
 	ID             string `json:"id,omitempty" jsonschema:"description=status: ask id; omit for all of yours"`
+	Since          string `json:"since,omitempty" jsonschema:"description=status: next of your last status"`
+	Detail         bool   `json:"detail,omitempty" jsonschema:"description=status: more"`
 	Key            string `json:"key,omitempty" jsonschema:"description=idempotency key"`
 }
 
-// AskOut is ferry_ask_human's output: one ask, or the agent's asks.
+// AskOut is ferry_ask_human's output: one ask (AskLine's fields), or the agent's asks,
+// oldest change first, at most maxItems and maxChars (Next is the since of the
+// following status).
 type AskOut struct {
-	ID    string         `json:"id,omitempty"`
-	Title string         `json:"title,omitempty"`
-	State string         `json:"state,omitempty"`
-	Note  string         `json:"note,omitempty"`
-	Asks  []fsbus.AskRow `json:"asks,omitempty"`
+	AskLine
+	Asks      []AskLine `json:"asks,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"`
+	Next      string    `json:"next,omitempty"`
 }
 
 func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
@@ -391,7 +494,7 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 			return nil, err
 		}
 		f.wrote(s, "asked the owner")
-		return &AskOut{ID: a.ID, Title: a.Title, State: a.State}, nil
+		return &AskOut{AskLine: AskLine{ID: a.ID, Title: a.Title, State: a.State}}, nil
 	case "status":
 		_, v, err := f.read()
 		if err != nil {
@@ -402,16 +505,9 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &AskOut{ID: a.ID, Title: a.Title, State: a.State, Note: a.Note}, nil
+			return &AskOut{AskLine: askLine(a, in.Detail)}, nil
 		}
-		out := &AskOut{Asks: []fsbus.AskRow{}}
-		for _, a := range v.State.AsksBy(f.cfg.Agent) {
-			if len(out.Asks) == maxItems {
-				break
-			}
-			out.Asks = append(out.Asks, fsbus.AskRow{ID: a.ID, Title: a.Title, State: a.State, Note: a.Note})
-		}
-		return out, nil
+		return askPage(v, f.cfg.Agent, in.Since, in.Detail), nil
 	}
 	return nil, fsbus.Errorf(fsbus.CatInvalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
 }

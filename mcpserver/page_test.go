@@ -1,0 +1,81 @@
+package mcpserver
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// The paging helpers every read shares (DESIGN §4 caps: 20 items, 4,000 characters).
+
+func TestFit(t *testing.T) {
+	item := strings.Repeat("x", 300)
+	build := func(k int) any {
+		out := make([]string, k)
+		for i := range out {
+			out[i] = item
+		}
+		return out
+	}
+	k := fit(20, build)
+	if chars(build(k)) > maxChars || chars(build(k+1)) <= maxChars {
+		t.Errorf("fit chose %d items of 300 characters: %d characters, %d with one more", k, chars(build(k)), chars(build(k+1)))
+	}
+	// One item always fits, however large: a page that never advances would loop.
+	if got := fit(3, func(k int) any { return strings.Repeat("y", 9000*k) }); got != 1 {
+		t.Errorf("fit of oversized items = %d, want 1", got)
+	}
+	if got := fit(0, build); got != 0 {
+		t.Errorf("fit of nothing = %d", got)
+	}
+}
+
+func TestParsePage(t *testing.T) {
+	for _, c := range []struct {
+		cursor string
+		n      int
+		want   int
+		err    bool
+	}{{"", 5, 0, false}, {"p3", 5, 3, false}, {"p5", 5, 5, false}, {"p6", 5, 0, true}, {"p-1", 5, 0, true}, {"3", 5, 0, true}, {"px", 5, 0, true}} {
+		got, err := parsePage(c.cursor, c.n)
+		if got != c.want || (err != nil) != c.err || (err != nil && !fsbus.IsCategory(err, fsbus.CatInvalid)) {
+			t.Errorf("parsePage(%q, %d) = %d, %v", c.cursor, c.n, got, err)
+		}
+	}
+	if pageCursor(7) != "p7" {
+		t.Errorf("pageCursor(7) = %q", pageCursor(7))
+	}
+}
+
+func TestCut(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+		cut  bool
+	}{{"hello", 5, "hello", false}, {"hello!", 5, "hell…", true}, {"ünïcödé", 4, "ünï…", true}} {
+		got, was := cut(c.in, c.n)
+		if got != c.want || was != c.cut {
+			t.Errorf("cut(%q, %d) = %q, %v", c.in, c.n, got, was)
+		}
+	}
+}
+
+func TestBoundPrimary(t *testing.T) {
+	ps := &fsbus.PrimaryStatus{State: "held", Holder: "alice"}
+	for i := 0; i < 30; i++ {
+		ps.Standbys = append(ps.Standbys, fsbus.StandbyRow{Name: fmt.Sprintf("agent-%02d", i), Liveness: "alive"})
+	}
+	for i := 0; i < 10; i++ {
+		ps.Contests = append(ps.Contests, fsbus.Contest{Ref: fmt.Sprint("contest-", i), Involved: []string{strings.Repeat("z", 600)}})
+	}
+	ps = boundPrimary(ps)
+	if len(ps.Standbys) > maxItems || len(ps.Contests) > primaryContests || chars(ps) > maxChars {
+		t.Errorf("bounded: %d standbys, %d contests, %d characters", len(ps.Standbys), len(ps.Contests), chars(ps))
+	}
+	if len(ps.Contests) > 0 && ps.Contests[len(ps.Contests)-1].Ref != "contest-9" {
+		t.Errorf("the newest contest was dropped: %v", ps.Contests[len(ps.Contests)-1].Ref)
+	}
+}

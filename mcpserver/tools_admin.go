@@ -1,0 +1,404 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// The admin group (`ferry mcp serve --tools admin`, DESIGN §4, ADR T2): ferry_search,
+// ferry_get and ferry_status. Not in the default list, so they cost nothing unless the
+// owner opts in; their definitions count in the admin_tools_list budget figure.
+
+// ---- ferry_search ----
+
+// SearchIn is ferry_search's input.
+type SearchIn struct {
+	Query  string `json:"query" jsonschema:"description=words that must all appear (any case)"`
+	Kind   string `json:"kind,omitempty" jsonschema:"enum=order,enum=message,enum=decision,enum=ask,enum=memory"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"description=next of the last result"`
+}
+
+// SearchOut is ferry_search's output: one page of hits, newest first (memory notes,
+// which have no time, last, by file name).
+type SearchOut struct {
+	Hits      []SearchHit `json:"hits"`
+	Total     int         `json:"total"`
+	Truncated bool        `json:"truncated,omitempty"`
+	Next      string      `json:"next,omitempty"`
+}
+
+// SearchHit is one match: where it is (a ferry:// URI for ferry_get), what it is, and
+// at most searchSnippet characters around the first word found.
+type SearchHit struct {
+	URI     string `json:"uri"`
+	Kind    string `json:"kind"`
+	Title   string `json:"title,omitempty"`
+	By      string `json:"by,omitempty"`
+	At      string `json:"at,omitempty"`   // HLC of its newest entry
+	Line    int    `json:"line,omitempty"` // memory: 1-based line of the snippet
+	Snippet string `json:"snippet"`
+}
+
+// Search limits: the longest query (characters) and the snippet around a match.
+const (
+	maxQuery      = 200
+	searchSnippet = 160
+	// maxMemoryBytes bounds how much of one memory note is read (1 MiB, as @FILE).
+	maxMemoryBytes = 1 << 20
+)
+
+// searchDoc is one searchable thing: its title (in the hit, searched but not quoted
+// again in the snippet) and its text.
+type searchDoc struct {
+	hit  SearchHit
+	text string
+}
+
+func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
+	var in SearchIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	terms := strings.Fields(strings.ToLower(in.Query))
+	switch {
+	case len(terms) == 0:
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "pass one or more words as query", "empty query")
+	case utf8.RuneCountInString(in.Query) > maxQuery:
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "search for a few words", "query is longer than %d characters", maxQuery)
+	}
+	switch in.Kind {
+	case "", "order", "message", "decision", "ask", "memory":
+	default:
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "use order, message, decision, ask or memory", "unknown kind %q", in.Kind)
+	}
+	ch, v, err := f.read()
+	if err != nil {
+		return nil, err
+	}
+	docs, err := f.searchDocs(ch, v, in.Kind)
+	if err != nil {
+		return nil, err
+	}
+	var hits []SearchHit
+	for _, d := range docs {
+		if h, ok := match(d, terms); ok {
+			hits = append(hits, h)
+		}
+	}
+	start, err := parsePage(in.Cursor, len(hits))
+	if err != nil {
+		return nil, err
+	}
+	rest := hits[start:]
+	build := func(k int) any {
+		out := &SearchOut{Hits: append([]SearchHit{}, rest[:k]...), Total: len(hits)}
+		if k < len(rest) {
+			out.Truncated, out.Next = true, pageCursor(start+k)
+		}
+		return out
+	}
+	return build(fit(min(len(rest), maxItems), build)), nil
+}
+
+// searchDocs collects what ferry_search looks through: orders (title, body, progress,
+// submit and review notes), messages the agent sent or was sent (to it or to all),
+// decisions, asks, and memory/*.md. Ledger-backed things come newest first, memory
+// notes last by name.
+func (f *Ferry) searchDocs(ch *fsbus.Channel, v *fsbus.View, kind string) ([]searchDoc, error) {
+	st, p := v.State, ch.Project()
+	var docs []searchDoc
+	want := func(k string) bool { return kind == "" || kind == k }
+	if want("order") {
+		for _, id := range st.OrderIDs() {
+			o := st.Orders[id]
+			text := []string{o.Body}
+			for _, s := range o.History {
+				text = append(text, s.Note)
+			}
+			if o.Result != nil {
+				text = append(text, o.Result.Reference, o.Result.Note)
+			}
+			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "order", id), Kind: "order", Title: o.Title, By: o.Author, At: o.Updated}, strings.Join(text, "\n")})
+		}
+	}
+	if want("message") {
+		for _, id := range st.MessageIDs() {
+			m := st.Messages[id]
+			if m.Pending || (m.From != f.cfg.Agent && m.To != f.cfg.Agent && m.To != fsbus.ToAll) {
+				continue
+			}
+			full, err := st.TalkShow(id)
+			if err != nil {
+				continue
+			}
+			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "message", id), Kind: "message", By: m.From, At: m.HLC}, full.Body})
+		}
+	}
+	if want("decision") {
+		for _, d := range st.ListDecisions(0) {
+			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "decision", d.ID), Kind: "decision", By: d.By, At: d.HLC}, d.Line})
+		}
+	}
+	if want("ask") {
+		for _, a := range st.Asks {
+			at := a.Raised
+			if a.Answered > at {
+				at = a.Answered
+			}
+			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "ask", a.ID), Kind: "ask", Title: a.Title, By: a.Author, At: at},
+				strings.Join([]string{a.Recommendation, a.Reasoning, a.Note}, "\n")})
+		}
+	}
+	sort.SliceStable(docs, func(i, j int) bool {
+		if docs[i].hit.At != docs[j].hit.At {
+			return docs[i].hit.At > docs[j].hit.At
+		}
+		return docs[i].hit.URI < docs[j].hit.URI
+	})
+	if want("memory") {
+		notes, err := memoryNotes(ch)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range notes {
+			text, _, err := readMemoryNote(ch, n.Name)
+			if err != nil {
+				continue // vanished or unreadable since listed: not a hit
+			}
+			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "memory", n.Name), Kind: "memory", Title: n.Name}, text})
+		}
+	}
+	return docs, nil
+}
+
+// match reports whether every term occurs in d's title or text (case-insensitively)
+// and returns the hit with a snippet of the text around the first occurrence of a term
+// in it (its beginning when the terms are in the title only).
+func match(d searchDoc, terms []string) (SearchHit, bool) {
+	low := strings.ToLower(d.text)
+	title := strings.ToLower(d.hit.Title)
+	first := -1
+	for _, t := range terms {
+		i := strings.Index(low, t)
+		if i < 0 && !strings.Contains(title, t) {
+			return SearchHit{}, false
+		}
+		if i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	h := d.hit
+	// ToLower can change byte lengths: find the place in the original by rune position.
+	at := 0
+	if first > 0 {
+		at = utf8.RuneCountInString(low[:first])
+	}
+	runes := []rune(d.text)
+	if at > len(runes) {
+		at = len(runes)
+	}
+	if h.Kind == "memory" {
+		h.Line = 1 + strings.Count(string(runes[:at]), "\n")
+	}
+	from := max(0, at-searchSnippet/4)
+	to := min(len(runes), from+searchSnippet)
+	snip := strings.Join(strings.Fields(string(runes[from:to])), " ")
+	if from > 0 {
+		snip = "…" + snip
+	}
+	if to < len(runes) {
+		snip += "…"
+	}
+	h.Snippet = snip
+	return h, true
+}
+
+// uri is the ferry:// URI of one thing of project (DESIGN §4: bodies come by URI).
+func uri(project, kind, id string) string { return "ferry://" + project + "/" + kind + "/" + id }
+
+// ---- ferry_get ----
+
+// GetIn is ferry_get's input.
+type GetIn struct {
+	URI    string `json:"uri" jsonschema:"description=ferry://project/kind/id"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"description=next of the last result"`
+}
+
+// GetOut is ferry_get's output: one page of the thing's text (JSON for channel things,
+// markdown for memory notes). Chars is the whole text's length in characters.
+type GetOut struct {
+	URI       string `json:"uri"`
+	MimeType  string `json:"mime_type"`
+	Chars     int    `json:"chars"`
+	Text      string `json:"text"`
+	Truncated bool   `json:"truncated,omitempty"`
+	Next      string `json:"next,omitempty"`
+}
+
+func (f *Ferry) get(ctx context.Context, args json.RawMessage) (any, error) {
+	var in GetIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	if err := need("get", map[string]string{"uri": in.URI}); err != nil {
+		return nil, err
+	}
+	contents, err := f.readURI(ctx, in.URI)
+	if err != nil {
+		return nil, err
+	}
+	var text []string
+	mime := ""
+	for _, c := range contents {
+		text = append(text, c.Text)
+		if mime == "" {
+			mime = c.MimeType
+		}
+	}
+	runes := []rune(strings.Join(text, "\n"))
+	start, err := parsePage(in.Cursor, len(runes))
+	if err != nil {
+		return nil, err
+	}
+	rest := runes[start:]
+	build := func(n int) *GetOut {
+		out := &GetOut{URI: in.URI, MimeType: mime, Chars: len(runes), Text: string(rest[:n])}
+		if n < len(rest) {
+			out.Truncated, out.Next = true, pageCursor(start+n)
+		}
+		return out
+	}
+	// The largest page whose JSON (escapes included) fits the cap.
+	n := min(len(rest), maxChars)
+	for n > 1 && chars(build(n)) > maxChars {
+		n -= max(1, n/10)
+	}
+	return build(n), nil
+}
+
+// ---- ferry_status ----
+
+// StatusIn is ferry_status's input.
+type StatusIn struct {
+	Detail bool `json:"detail,omitempty" jsonschema:"description=list more rows"`
+}
+
+// StatusOut is the owner's view (fsbus Channel.Status), compact: names and rows, at
+// most statusRows per list (detail: maxItems), and the whole within maxChars.
+type StatusOut struct {
+	Project   string                `json:"project"`
+	Entries   int                   `json:"entries"`
+	Orders    map[string]int        `json:"orders"`
+	Primary   fsbus.CatchupPrimary  `json:"primary"`
+	ToSeat    []string              `json:"to_seat"`
+	KeyChange []string              `json:"key_changes"`
+	Reviews   []OrderLine           `json:"reviews_due"`
+	Contested []fsbus.ContestRow    `json:"contested"`
+	Quiet     []fsbus.HolderRow     `json:"holders_not_seen"`
+	Asks      []fsbus.AskRow        `json:"asks_waiting"`
+	Messages  fsbus.CatchupMessages `json:"messages_waiting"`
+	Ignored   int                   `json:"ignored_entries"`
+	Problems  int                   `json:"ledger_problems"`
+	Ahead     []string              `json:"clock_ahead,omitempty"`
+	Channel   string                `json:"channel,omitempty"` // detail: the folder on this machine
+	Truncated bool                  `json:"truncated,omitempty"`
+}
+
+// statusRows is how many rows each list of a compact ferry_status holds.
+const statusRows = 5
+
+func (f *Ferry) status(ctx context.Context, args json.RawMessage) (any, error) {
+	var in StatusIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	ch, v, err := f.read()
+	if err != nil {
+		return nil, err
+	}
+	s := ch.Status(v)
+	build := func(rows int) *StatusOut {
+		out := &StatusOut{Project: s.Project, Entries: s.Entries, Orders: s.Counts, Primary: s.Primary,
+			ToSeat: []string{}, KeyChange: []string{}, Reviews: []OrderLine{}, Contested: []fsbus.ContestRow{},
+			Quiet: []fsbus.HolderRow{}, Asks: []fsbus.AskRow{}, Messages: s.Messages, Ignored: s.Ignored, Problems: s.Problems, Ahead: s.Ahead}
+		if in.Detail {
+			out.Channel = s.Channel
+		}
+		take := func(n int) int {
+			if n > rows {
+				out.Truncated = true
+				return rows
+			}
+			return n
+		}
+		for _, a := range s.ToSeat[:take(len(s.ToSeat))] {
+			out.ToSeat = append(out.ToSeat, a.Name)
+		}
+		for _, a := range s.KeyChanges[:take(len(s.KeyChanges))] {
+			out.KeyChange = append(out.KeyChange, a.Name)
+		}
+		for _, r := range s.Reviews[:take(len(s.Reviews))] {
+			out.Reviews = append(out.Reviews, orderLine(r, in.Detail))
+		}
+		// Newest contests first: the ones someone may still act on.
+		n := take(len(s.Contests))
+		for i := len(s.Contests) - 1; i >= len(s.Contests)-n; i-- {
+			out.Contested = append(out.Contested, fsbus.ContestRowOf(s.Contests[i]))
+		}
+		out.Quiet = append(out.Quiet, s.Quiet[:take(len(s.Quiet))]...)
+		out.Asks = append(out.Asks, s.Asks[:take(len(s.Asks))]...)
+		return out
+	}
+	rows := statusRows
+	if in.Detail {
+		rows = maxItems
+	}
+	out := build(rows)
+	for rows > 1 && chars(out) > maxChars {
+		rows--
+		out = build(rows)
+	}
+	return out, nil
+}
+
+// adminTools lists the admin group (names, descriptions, schemas fixed: T8).
+func (f *Ferry) adminTools() []*Tool {
+	return []*Tool{
+		{Name: "ferry_search", Description: "Search orders, messages, decisions, asks and memory notes for words (all must appear). Paged: pass next as cursor; open a hit with ferry_get.",
+			InputSchema: Schema(&SearchIn{}), OutputSchema: outputSchema(&SearchOut{}), Call: f.search},
+		{Name: "ferry_get", Description: "Fetch one thing by its ferry:// URI: order, message, ask, result, decision or memory note. Long text comes in pages: pass next as cursor.",
+			InputSchema: Schema(&GetIn{}), OutputSchema: outputSchema(&GetOut{}), Call: f.get},
+		{Name: "ferry_status", Description: "The owner's view: agents to seat, reviews due, contested orders, silent holders, asks and messages waiting on the owner.",
+			InputSchema: Schema(&StatusIn{}), OutputSchema: outputSchema(&StatusOut{}), Call: f.status},
+	}
+}
+
+// readURI reads one ferry:// URI for ferry_get: memory notes
+// (ferry://<project>/memory/<name>.md, text/markdown) here, everything else through
+// the resources implementation (Ferry.Resources), so ferry_get and resources/read
+// serve the same bytes under the same checks. Errors: not_found for a URI nothing
+// answers to; those of Resources.Read.
+func (f *Ferry) readURI(ctx context.Context, u string) ([]ResourceContents, error) {
+	project, rest, ok := splitURI(u)
+	name, isMemory := strings.CutPrefix(rest, "memory/")
+	if !ok || !isMemory {
+		return f.Resources().Read(ctx, u)
+	}
+	ch, err := f.channel()
+	if err != nil {
+		return nil, err
+	}
+	if project != ch.Project() {
+		return nil, notFound(u, "this server serves project "+ch.Project())
+	}
+	text, _, err := readMemoryNote(ch, name)
+	if err != nil {
+		return nil, err
+	}
+	return []ResourceContents{{URI: u, MimeType: "text/markdown", Text: text}}, nil
+}
