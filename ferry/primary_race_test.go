@@ -14,7 +14,6 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/ledger"
-	"github.com/gofrs/flock"
 )
 
 // TestRacePrimaryTwoMachines (issue 3): two machines — two FERRY_HOMEs, so two devices,
@@ -70,22 +69,7 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 			t.Fatalf("precondition: %s ingested the marker (%q) before the race", m.name, marker)
 		}
 	}
-	hold := func(m raceMachine, writer string) *flock.Flock {
-		dev, err := m.fsHome().Device()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(m.fsHome().LockDir(project), "seg-"+writer+"."+dev+".lock")
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("no segment lock file for %s on %s: %v", writer, m.name, err)
-		}
-		lk := flock.New(p)
-		if err := lk.Lock(); err != nil {
-			t.Fatal(err)
-		}
-		return lk
-	}
-	lockA, lockB := hold(a, "alice"), hold(b, "bob")
+	lockA, lockB := holdSegmentLock(t, a, project, "alice"), holdSegmentLock(t, b, project, "bob")
 	released := false
 	release := func() {
 		if !released {

@@ -368,22 +368,7 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 
 	// Hold each claimer's segment lock (seg-<writer>.<device>.lock in its machine's
 	// lock folder, made by its join).
-	hold := func(m raceMachine, writer string) *flock.Flock {
-		dev, err := m.fsHome().Device()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(m.fsHome().LockDir(project), "seg-"+writer+"."+dev+".lock")
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("no segment lock file for %s on %s: %v", writer, m.name, err)
-		}
-		lk := flock.New(p)
-		if err := lk.Lock(); err != nil {
-			t.Fatal(err)
-		}
-		return lk
-	}
-	lockA, lockB := hold(a, "alice"), hold(b, "bob")
+	lockA, lockB := holdSegmentLock(t, a, project, "alice"), holdSegmentLock(t, b, project, "bob")
 	released := false
 	release := func() {
 		if !released {
@@ -510,4 +495,24 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 		t.Errorf("the loser's progress: exit %d; want %d (denied)\n%s%s", code, exitCodes[fsbus.CatDenied], so, se)
 	}
 	winnerM.must(t, "order", "progress", id, "on it", "--as", winner)
+}
+
+// holdSegmentLock takes writer's segment lock on machine m (seg-<writer>.<device>.lock
+// in its lock folder, made by its join), so that writer's next append waits until the
+// test releases it: two machines' writes then race from the same folded state.
+func holdSegmentLock(t *testing.T, m raceMachine, project, writer string) *flock.Flock {
+	t.Helper()
+	dev, err := m.fsHome().Device()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(m.fsHome().LockDir(project), "seg-"+writer+"."+dev+".lock")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no segment lock file for %s on %s: %v", writer, m.name, err)
+	}
+	lk := flock.New(p)
+	if err := lk.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	return lk
 }
