@@ -14,6 +14,9 @@ const (
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
+	// CodeServerBusy (implementation-defined range, JSON-RPC 2.0 §5.1): too many
+	// requests in flight; retry after one has answered.
+	CodeServerBusy = -32000
 )
 
 // RPCError is a JSON-RPC error object. Handlers return it (or wrap it) to choose the

@@ -117,6 +117,10 @@ type Server struct {
 	wg         sync.WaitGroup
 }
 
+// MaxInflight is the most requests one server runs at once; one more is answered
+// CodeServerBusy at once (a client flooding calls must not exhaust the machine).
+var MaxInflight = 64
+
 // inflight is one request running in its own goroutine.
 type inflight struct{ cancel context.CancelFunc }
 
@@ -559,6 +563,14 @@ func (s *Server) start(ctx context.Context, m message, e era, h handler, done fu
 	wctx, wcancel := context.WithCancel(cctx)
 	call := &inflight{cancel: cancel}
 	s.mu.Lock()
+	if len(s.inflight) >= MaxInflight {
+		s.mu.Unlock()
+		wcancel()
+		cancel()
+		// Bounded work per client: a flood of calls is refused, never queued in memory.
+		done(s.encode(e, m, nil, rpcErrorf(CodeServerBusy, "server busy: %d calls already running; retry when one has answered", MaxInflight)))
+		return
+	}
 	stop := context.AfterFunc(s.eof, wcancel)
 	s.inflight[key] = call
 	s.mu.Unlock()

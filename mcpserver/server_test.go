@@ -771,3 +771,46 @@ func TestToolsListStable(t *testing.T) {
 		t.Fatalf("tools/list on the wire is not ToolsList():\n%s\n%s", wa, sa.ToolsList())
 	}
 }
+
+// TestBusyBeyondMaxInflight: calls beyond MaxInflight are answered CodeServerBusy at
+// once, never queued; once a running call answers, a new one is accepted.
+func TestBusyBeyondMaxInflight(t *testing.T) {
+	old := mcpserver.MaxInflight
+	mcpserver.MaxInflight = 2
+	defer func() { mcpserver.MaxInflight = old }()
+	release := make(chan struct{})
+	gate := &mcpserver.Tool{
+		Name: "gate", Description: "Wait for the test.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`),
+		Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+			select {
+			case <-release:
+				return map[string]string{"gate": "open"}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	}
+	srv := newFakeServer(t, append(fakeTools(nil), gate), nil)
+	s := startSession(t, srv, nil)
+	s.send(`{"jsonrpc":"2.0","id":"g1","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	s.send(`{"jsonrpc":"2.0","id":"g2","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	s.send(`{"jsonrpc":"2.0","id":"g3","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	r := s.recv()
+	if string(r.ID) != `"g3"` || r.Error == nil || r.Error.Code != mcpserver.CodeServerBusy {
+		t.Fatalf("third call while two run: %+v, want a busy error for g3", r)
+	}
+	close(release)
+	got := map[string]bool{}
+	for range 2 {
+		got[string(s.recv().ID)] = true
+	}
+	if !got[`"g1"`] || !got[`"g2"`] {
+		t.Fatalf("answers %v, want g1 and g2", got)
+	}
+	s.send(`{"jsonrpc":"2.0","id":"e1","method":"tools/call","params":{"name":"echo","arguments":{"text":"again"}}}`)
+	if r := s.recv(); string(r.ID) != `"e1"` || r.Error != nil {
+		t.Fatalf("a call after the others answered: %+v", r)
+	}
+	s.close()
+}
