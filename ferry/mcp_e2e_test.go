@@ -4,7 +4,9 @@ package main
 // processes, real files, and two real MCP client libraries — the official go-sdk
 // (pinned to 2025-11-25, and on its default 2026-07-28) and mark3labs/mcp-go — each
 // driving two agents of one channel through the whole loop,
-// with the owner answering on the CLI. Then: one identity is one session (a second
+// with the owner answering on the CLI, and through the resources (list across pages,
+// templates, reads, a missing URI); the CLI sees each client's name as the agents' app.
+// Then: one identity is one session (a second
 // live server under the same name is refused, start-up takes no lease), presence
 // heartbeats, and the stdio framing of a real process (BOM, CRLF, nothing but
 // JSON-RPC on stdout, exit on EOF).
@@ -13,12 +15,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +70,7 @@ const goSDKDefaultVersion = "2026-07-28"
 func connectGoSDKDefault(ctx context.Context, cmd *exec.Cmd, _ string) (mcpClient, error) {
 	c := &goSDKClient{cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stderr = c.stderr
-	client := sdk.NewClient(&sdk.Implementation{Name: "ferry-e2e-go-sdk-default", Version: "1.0.0"}, nil)
+	client := sdk.NewClient(&sdk.Implementation{Name: e2eClientGoSDKDefault, Version: "1.0.0"}, nil)
 	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: mcpDeadline}, nil)
 	if err != nil {
 		if cmd.Process != nil {
@@ -78,10 +83,17 @@ func connectGoSDKDefault(ctx context.Context, cmd *exec.Cmd, _ string) (mcpClien
 }
 
 // mcpJourney: alice and bob, each a `ferry mcp serve` process driven by kind's client,
-// run the order loop; the owner answers bob's ask with the CLI.
+// run the order loop; the owner answers bob's ask with the CLI. Then the resources:
+// every page of the listing, the templates, reads, and a missing URI. Every core tool
+// is called with success at least once per client kind.
 func mcpJourney(t *testing.T, bin string, kind mcpClientKind) {
 	m := newMCPMachine(t, bin)
 	m.channel("acme", "alice", "bob")
+	// alice announces an app from the CLI first (bob announced none).
+	m.must("join", "--as", "alice", "--project", "acme", "--app", "cursor")
+	if apps := mcpAgentApps(m, "acme"); apps["alice"] != "cursor" || apps["bob"] != "" {
+		t.Fatalf("ferry agents before any MCP join: apps %v, want alice cursor and bob none", apps)
+	}
 	alice := startAgent(t, m, kind, "alice", "acme")
 	bob := startAgent(t, m, kind, "bob", "acme")
 
@@ -92,6 +104,19 @@ func mcpJourney(t *testing.T, bin string, kind mcpClientKind) {
 		if j.Agent != a.name || j.Project != "acme" || j.Level != "member" || !j.Granted || j.Next != "ferry_catchup" {
 			t.Errorf("%s: ferry_join = %+v, want a granted member told to catch up", a.name, j)
 		}
+	}
+	// ferry_join announces the MCP client's own name (its clientInfo, made portable) as
+	// the agent's app, and a separate CLI process sees it. The newest join's app is the
+	// one shown: alice's CLI join said "cursor", her later MCP join the client's name,
+	// so `ferry agents` now shows the client's name, not "cursor". A CLI join without
+	// --app keeps what was announced (it writes nothing); a CLI join with another --app
+	// would be the newest and show again.
+	if apps := mcpAgentApps(m, "acme"); apps["alice"] != kind.app || apps["bob"] != kind.app {
+		t.Errorf("ferry agents after ferry_join over %s: apps %v, want %q for alice and bob", kind.name, apps, kind.app)
+	}
+	m.must("join", "--as", "alice", "--project", "acme")
+	if apps := mcpAgentApps(m, "acme"); apps["alice"] != kind.app {
+		t.Errorf("ferry agents after a CLI join without --app: alice's app %q, want %q kept", apps["alice"], kind.app)
 	}
 	var cu wireCatchup
 	bob.ok("ferry_catchup", nil, &cu)
@@ -211,6 +236,21 @@ func mcpJourney(t *testing.T, bin string, kind mcpClientKind) {
 		t.Errorf("bob: approve = %q, want invalid", msg)
 	}
 
+	// resources. Fourteen more messages (to the owner: bob's inbox stays as it is) take
+	// the listing past one page of 20, so the client must follow nextCursor.
+	for i := range 14 {
+		alice.ok("ferry_talk", map[string]any{"action": "post", "to": "master", "text": fmt.Sprintf("status %d", i)}, nil)
+	}
+	mcpJourneyResources(t, kind, bob, o.Order.Title, o.Order.Body, "ferry://acme/order/"+id,
+		"ferry://acme/ask/"+ask.ID, "ferry://acme/message/"+posted.ID, "ferry://acme/message/"+second.ID)
+
+	// Every core tool was called with success over this client kind.
+	for _, tool := range mcpCoreTools {
+		if !alice.succeeded[tool] && !bob.succeeded[tool] {
+			t.Errorf("%s: the journey never called %s with success", kind.name, tool)
+		}
+	}
+
 	// The CLI, a separate process, sees what the MCP processes wrote; the ledger verifies.
 	if out := m.must("order", "show", id, "--project", "acme", "--json"); !strings.Contains(out, `"accepted"`) {
 		t.Errorf("ferry order show after the MCP loop:\n%s", out)
@@ -224,6 +264,160 @@ func mcpJourney(t *testing.T, bin string, kind mcpClientKind) {
 			t.Errorf("%s (%s): the server did not exit cleanly when its stdin closed\nstderr:\n%s", a.name, kind.name, a.c.Stderr())
 		}
 	}
+}
+
+// mcpAgentApps runs `ferry agents --json` on m, a process of its own, and returns each
+// agent's announced app.
+func mcpAgentApps(m *mcpMachine, project string) map[string]string {
+	m.t.Helper()
+	out := m.must("agents", "--project", project, "--json")
+	var rows []struct {
+		Name string `json:"name"`
+		App  string `json:"app"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		m.t.Fatalf("ferry agents --json: %v\n%s", err, out)
+	}
+	apps := map[string]string{}
+	for _, r := range rows {
+		apps[r.Name] = r.App
+	}
+	return apps
+}
+
+// mcpJourneyResources checks a's resources as kind's client sees them, at the end of
+// the journey: the listing (every page) holds the capabilities and commands documents
+// first, then every object of the journey (the want URIs among them), as summaries
+// that never carry the order's title; the five object templates; reads of the order
+// (its title and body, the digest and size its listing entry gave), of capabilities
+// and of commands; and a URI nothing has, which the client reports as an error:
+// -32002 in a legacy era, -32602 in 2026-07-28.
+func mcpJourneyResources(t *testing.T, kind mcpClientKind, a *mcpAgent, title, body, orderURI string, want ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), mcpDeadline)
+	defer cancel()
+	const capsURI, cmdsURI = "ferry://acme/capabilities", "ferry://acme/commands"
+
+	listed, pages, err := a.c.ListResources(ctx)
+	if err != nil {
+		t.Fatalf("%s: resources/list (page %d): %v\nserver stderr:\n%s", kind.name, pages, err, a.c.Stderr())
+	}
+	byURI := map[string]listedResource{}
+	var uris []string
+	for _, r := range listed {
+		if _, dup := byURI[r.URI]; dup {
+			t.Errorf("%s: resources/list lists %s twice", kind.name, r.URI)
+		}
+		byURI[r.URI] = r
+		uris = append(uris, r.URI)
+		if r.MimeType != "application/json" || r.Size <= 0 || !strings.Contains(r.Description, "digest sha256:") {
+			t.Errorf("%s: listed %+v, want application/json with a size and a digest", kind.name, r)
+		}
+		if strings.Contains(r.Name+r.Description, title) {
+			t.Errorf("%s: listed %+v carries the order's title: a listing is summaries only", kind.name, r)
+		}
+	}
+	// capabilities, commands, the order, its result, the ask, 16 messages.
+	if pages < 2 || len(listed) != 21 || uris[0] != capsURI || uris[1] != cmdsURI {
+		t.Errorf("%s: resources/list took %d pages for %d resources %v, want 21 over at least 2 pages, capabilities and commands first",
+			kind.name, pages, len(listed), uris)
+	}
+	for _, u := range append([]string{capsURI, cmdsURI, orderURI}, want...) {
+		if _, ok := byURI[u]; !ok {
+			t.Errorf("%s: resources/list does not list %s; it lists %v", kind.name, u, uris)
+		}
+	}
+
+	templates, err := a.c.ListResourceTemplates(ctx)
+	if err != nil {
+		t.Fatalf("%s: resources/templates/list: %v", kind.name, err)
+	}
+	var got []string
+	for _, tp := range templates {
+		got = append(got, tp.URITemplate)
+		if tp.Name == "" || tp.MimeType != "application/json" {
+			t.Errorf("%s: template %+v, want a name and application/json", kind.name, tp)
+		}
+	}
+	var wantTemplates []string
+	for _, k := range []string{"order", "message", "ask", "result", "decision"} {
+		wantTemplates = append(wantTemplates, "ferry://{project}/"+k+"/{id}")
+	}
+	if !reflect.DeepEqual(got, wantTemplates) {
+		t.Errorf("%s: resources/templates/list = %v, want %v", kind.name, got, wantTemplates)
+	}
+
+	// read returns the one text content of uri, checked against its listing entry.
+	read := func(uri string) string {
+		t.Helper()
+		cs, err := a.c.ReadResource(ctx, uri)
+		if err != nil {
+			t.Fatalf("%s: resources/read %s: %v\nserver stderr:\n%s", kind.name, uri, err, a.c.Stderr())
+		}
+		if len(cs) != 1 || cs[0].URI != uri || cs[0].MimeType != "application/json" || !json.Valid([]byte(cs[0].Text)) {
+			t.Fatalf("%s: resources/read %s = %+v, want one JSON text content with that uri", kind.name, uri, cs)
+		}
+		text := cs[0].Text
+		if l := byURI[uri]; l.Size != int64(len(text)) || !strings.Contains(l.Description, digestOfText(text)) {
+			t.Errorf("%s: %s read %d bytes with digest %s, but was listed as %+v", kind.name, uri, len(text), digestOfText(text), l)
+		}
+		return text
+	}
+	if text := read(orderURI); !strings.Contains(text, title) || !strings.Contains(text, body) {
+		t.Errorf("%s: resources/read %s = %s, want the order's title %q and body", kind.name, orderURI, text, title)
+	}
+	var caps struct {
+		Server   string   `json:"server"`
+		Project  string   `json:"project"`
+		Agent    string   `json:"agent"`
+		Mode     string   `json:"mode"`
+		Tools    []string `json:"tools"`
+		Commands struct {
+			Leaves int    `json:"leaves"`
+			Digest string `json:"digest"`
+		} `json:"commands"`
+	}
+	if err := json.Unmarshal([]byte(read(capsURI)), &caps); err != nil || caps.Server != "ferry" || caps.Project != "acme" ||
+		caps.Agent != a.name || caps.Mode != "read-write" || !reflect.DeepEqual(caps.Tools, mcpCoreTools) {
+		t.Errorf("%s: resources/read %s = %+v (%v), want ferry serving %s in acme, read-write, the core tools", kind.name, capsURI, caps, err, a.name)
+	}
+	cmdsText := read(cmdsURI)
+	var cmds struct {
+		Name     string `json:"name"`
+		Commands []struct {
+			Path string `json:"path"`
+		} `json:"commands"`
+	}
+	paths := map[string]bool{}
+	if err := json.Unmarshal([]byte(cmdsText), &cmds); err == nil {
+		for _, c := range cmds.Commands {
+			paths[c.Path] = true
+		}
+	}
+	if cmds.Name != "ferry" || !paths["mcp serve"] || !paths["order new"] || len(cmds.Commands) != caps.Commands.Leaves ||
+		caps.Commands.Digest != digestOfText(cmdsText) {
+		t.Errorf("%s: resources/read %s: %d commands (mcp serve %v, order new %v), want the CLI's catalog as capabilities summarises it (%+v)",
+			kind.name, cmdsURI, len(cmds.Commands), paths["mcp serve"], paths["order new"], caps.Commands)
+	}
+
+	// A URI nothing has (a well-formed order id no order has): a JSON-RPC error.
+	missing := "ferry://acme/order/o-0000000000000"
+	wantCode := int64(-32002) // resource not found, legacy eras
+	if kind.modern() {
+		wantCode = -32602 // 2026-07-28: invalid params
+	}
+	cs, err := a.c.ReadResource(ctx, missing)
+	if err == nil {
+		t.Errorf("%s: resources/read %s = %+v, want an error", kind.name, missing, cs)
+	} else if code, ok := rpcErrorCode(err); !ok || code != wantCode {
+		t.Errorf("%s: resources/read %s: error %v (code %d, %v), want code %d", kind.name, missing, err, code, ok, wantCode)
+	}
+}
+
+// digestOfText is "sha256:" and the hex of text's sha256, as listings name digests.
+func digestOfText(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // mcpOneIdentity: two live `ferry mcp serve --as bob` on one machine. The first to

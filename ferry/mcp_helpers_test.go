@@ -26,6 +26,7 @@ import (
 	mcpgoclient "github.com/mark3labs/mcp-go/client"
 	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -143,6 +144,22 @@ type listedTool struct {
 	OutputSchema json.RawMessage
 }
 
+// listedResource is one entry of resources/list as a client decoded it.
+type listedResource struct {
+	URI, Name, MimeType, Description string
+	Size                             int64
+}
+
+// listedTemplate is one entry of resources/templates/list as a client decoded it.
+type listedTemplate struct {
+	URITemplate, Name, MimeType string
+}
+
+// resourceText is one text content of resources/read as a client decoded it.
+type resourceText struct {
+	URI, MimeType, Text string
+}
+
 // toolReply is a tools/call result as a client decoded it: the text of its one content
 // block and its structuredContent re-encoded (nil when absent).
 type toolReply struct {
@@ -161,6 +178,15 @@ type mcpClient interface {
 	Instructions() string
 	ListTools(ctx context.Context) ([]listedTool, error)
 	CallTool(ctx context.Context, name string, args map[string]any) (*toolReply, error)
+	// ListResources asks for the first page of resources/list and follows every
+	// nextCursor to the end; pages is how many requests that took. A cursor handed back
+	// twice is an error (the listing would never end).
+	ListResources(ctx context.Context) (res []listedResource, pages int, err error)
+	// ListResourceTemplates lists the resource templates (every page).
+	ListResourceTemplates(ctx context.Context) ([]listedTemplate, error)
+	// ReadResource reads uri; a JSON-RPC error comes back as the library reports it
+	// (see rpcErrorCode).
+	ReadResource(ctx context.Context, uri string) ([]resourceText, error)
 	// Pid is the server process's id.
 	Pid() int
 	// Close ends the session the way the client library does (closing stdin first) and
@@ -178,16 +204,34 @@ type mcpClientKind struct {
 	name    string
 	version string // the protocolVersion the client asks for and must get back
 	connect func(ctx context.Context, cmd *exec.Cmd, version string) (mcpClient, error)
+	// app is what an MCP ferry_join announces for this client: the name the connect
+	// func gives the library (its Implementation / clientInfo), made portable by
+	// mcpserver.Ferry.SetClientApp (lowercased, [a-z0-9-]).
+	app string
 }
+
+// The names each client library reports about itself (go-sdk: Implementation.Name,
+// sent in initialize and, on 2026-07-28, in every request's _meta; mcp-go:
+// InitializeRequest clientInfo.name). mcp-go's is not portable on purpose: the server
+// must lowercase it and turn the space into a hyphen.
+const (
+	e2eClientGoSDK        = "e2e-go-sdk"
+	e2eClientGoSDKDefault = "e2e-go-sdk-default"
+	e2eClientMCPGo        = "E2E mcp-go"
+)
 
 // mcpClientKinds are the clients every journey runs through: the official go-sdk pinned
 // to 2025-11-25, the same go-sdk on its default version, and mcp-go pinned to
 // 2025-06-18 (an older version the server must echo, not upgrade).
 var mcpClientKinds = []mcpClientKind{
-	{"go-sdk", "2025-11-25", connectGoSDK},
-	{"go-sdk-default", goSDKDefaultVersion, connectGoSDKDefault},
-	{"mcp-go", "2025-06-18", connectMCPGo},
+	{"go-sdk", "2025-11-25", connectGoSDK, e2eClientGoSDK},
+	{"go-sdk-default", goSDKDefaultVersion, connectGoSDKDefault, e2eClientGoSDKDefault},
+	{"mcp-go", "2025-06-18", connectMCPGo, "e2e-mcp-go"},
 }
+
+// modern reports whether kind speaks the stateless 2026-07-28 revision (_meta on every
+// request) rather than a legacy initialize-negotiated version.
+func (k mcpClientKind) modern() bool { return k.version >= goSDKDefaultVersion }
 
 // syncBuffer is a bytes.Buffer safe for a process writing while a test reads.
 type syncBuffer struct {
@@ -217,7 +261,7 @@ type goSDKClient struct {
 func connectGoSDK(ctx context.Context, cmd *exec.Cmd, version string) (mcpClient, error) {
 	c := &goSDKClient{cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stderr = c.stderr
-	client := sdk.NewClient(&sdk.Implementation{Name: "ferry-e2e-go-sdk", Version: "1.0.0"}, nil)
+	client := sdk.NewClient(&sdk.Implementation{Name: e2eClientGoSDK, Version: "1.0.0"}, nil)
 	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: mcpDeadline},
 		&sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
@@ -288,6 +332,52 @@ func (c *goSDKClient) CallTool(ctx context.Context, name string, args map[string
 	return r, nil
 }
 
+func (c *goSDKClient) ListResources(ctx context.Context) ([]listedResource, int, error) {
+	var out []listedResource
+	seen := map[string]bool{"": true}
+	params := &sdk.ListResourcesParams{}
+	for pages := 1; ; pages++ {
+		res, err := c.cs.ListResources(ctx, params)
+		if err != nil {
+			return nil, pages, err
+		}
+		for _, r := range res.Resources {
+			out = append(out, listedResource{URI: r.URI, Name: r.Name, MimeType: r.MIMEType, Description: r.Description, Size: r.Size})
+		}
+		if res.NextCursor == "" {
+			return out, pages, nil
+		}
+		if seen[res.NextCursor] {
+			return nil, pages, fmt.Errorf("go-sdk: resources/list handed back cursor %q twice", res.NextCursor)
+		}
+		seen[res.NextCursor] = true
+		params = &sdk.ListResourcesParams{Cursor: res.NextCursor}
+	}
+}
+
+func (c *goSDKClient) ListResourceTemplates(ctx context.Context) ([]listedTemplate, error) {
+	var out []listedTemplate
+	for rt, err := range c.cs.ResourceTemplates(ctx, nil) { // the library follows the cursors
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, listedTemplate{URITemplate: rt.URITemplate, Name: rt.Name, MimeType: rt.MIMEType})
+	}
+	return out, nil
+}
+
+func (c *goSDKClient) ReadResource(ctx context.Context, uri string) ([]resourceText, error) {
+	res, err := c.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+	if err != nil {
+		return nil, err
+	}
+	var out []resourceText
+	for _, rc := range res.Contents {
+		out = append(out, resourceText{URI: rc.URI, MimeType: rc.MIMEType, Text: rc.Text})
+	}
+	return out, nil
+}
+
 // mcpGoClient is github.com/mark3labs/mcp-go's stdio client.
 type mcpGoClient struct {
 	c      *mcpgoclient.Client
@@ -309,7 +399,7 @@ func connectMCPGo(ctx context.Context, cmd *exec.Cmd, version string) (mcpClient
 	g.c = c
 	req := mcpgo.InitializeRequest{}
 	req.Params.ProtocolVersion = version
-	req.Params.ClientInfo = mcpgo.Implementation{Name: "ferry-e2e-mcp-go", Version: "1.0.0"}
+	req.Params.ClientInfo = mcpgo.Implementation{Name: e2eClientMCPGo, Version: "1.0.0"}
 	res, err := c.Initialize(ctx, req)
 	if err != nil {
 		_ = c.Close()
@@ -377,6 +467,94 @@ func (g *mcpGoClient) CallTool(ctx context.Context, name string, args map[string
 	return r, nil
 }
 
+func (g *mcpGoClient) ListResources(ctx context.Context) ([]listedResource, int, error) {
+	var out []listedResource
+	seen := map[mcpgo.Cursor]bool{"": true}
+	req := mcpgo.ListResourcesRequest{}
+	for pages := 1; ; pages++ {
+		res, err := g.c.ListResourcesByPage(ctx, req)
+		if err != nil {
+			return nil, pages, err
+		}
+		for _, r := range res.Resources {
+			lr := listedResource{URI: r.URI, Name: r.Name, MimeType: r.MIMEType, Description: r.Description}
+			if r.Size != nil {
+				lr.Size = *r.Size
+			}
+			out = append(out, lr)
+		}
+		if res.NextCursor == "" {
+			return out, pages, nil
+		}
+		if seen[res.NextCursor] {
+			return nil, pages, fmt.Errorf("mcp-go: resources/list handed back cursor %q twice", res.NextCursor)
+		}
+		seen[res.NextCursor] = true
+		req.Params.Cursor = res.NextCursor
+	}
+}
+
+func (g *mcpGoClient) ListResourceTemplates(ctx context.Context) ([]listedTemplate, error) {
+	res, err := g.c.ListResourceTemplates(ctx, mcpgo.ListResourceTemplatesRequest{}) // follows the cursors
+	if err != nil {
+		return nil, err
+	}
+	var out []listedTemplate
+	for _, rt := range res.ResourceTemplates {
+		lt := listedTemplate{Name: rt.Name, MimeType: rt.MIMEType}
+		if rt.URITemplate != nil && rt.URITemplate.Template != nil {
+			lt.URITemplate = rt.URITemplate.Raw()
+		}
+		out = append(out, lt)
+	}
+	return out, nil
+}
+
+func (g *mcpGoClient) ReadResource(ctx context.Context, uri string) ([]resourceText, error) {
+	req := mcpgo.ReadResourceRequest{}
+	req.Params.URI = uri
+	res, err := g.c.ReadResource(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var out []resourceText
+	for _, rc := range res.Contents {
+		tc, ok := mcpgo.AsTextResourceContents(rc)
+		if !ok {
+			return nil, fmt.Errorf("mcp-go: resource content is %T, not text", rc)
+		}
+		out = append(out, resourceText{URI: tc.URI, MimeType: tc.MIMEType, Text: tc.Text})
+	}
+	return out, nil
+}
+
+// rpcErrorCode is the JSON-RPC error code of err as the client library reports it:
+// go-sdk hands back the wire error itself (*jsonrpc.Error); mcp-go maps the codes it
+// knows to sentinel errors (and drops the code of any other). ok is false when err
+// carries no code either library reports.
+func rpcErrorCode(err error) (code int64, ok bool) {
+	var we *sdkjsonrpc.Error
+	if errors.As(err, &we) {
+		return we.Code, true
+	}
+	for _, s := range []struct {
+		code int64
+		err  error
+	}{
+		{mcpgo.RESOURCE_NOT_FOUND, mcpgo.ErrResourceNotFound},
+		{mcpgo.INVALID_PARAMS, mcpgo.ErrInvalidParams},
+		{mcpgo.INVALID_REQUEST, mcpgo.ErrInvalidRequest},
+		{mcpgo.METHOD_NOT_FOUND, mcpgo.ErrMethodNotFound},
+		{mcpgo.INTERNAL_ERROR, mcpgo.ErrInternalError},
+		{mcpgo.PARSE_ERROR, mcpgo.ErrParseError},
+	} {
+		if errors.Is(err, s.err) {
+			return s.code, true
+		}
+	}
+	return 0, false
+}
+
 // ---- one agent's session, with the checks every result gets ----
 
 // mcpAgent is one agent's live `ferry mcp serve` process and the client driving it.
@@ -388,6 +566,9 @@ type mcpAgent struct {
 	name    string
 	c       mcpClient
 	schemas map[string]*jsonschema.Resolved // tool → its output schema
+	// succeeded are the tools this agent called with success (ok), for the journey's
+	// "every core tool, per client kind" check.
+	succeeded map[string]bool
 }
 
 // startAgent spawns `ferry mcp serve --as agent --project project` on m through kind's
@@ -403,7 +584,7 @@ func startAgent(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project 
 	if err != nil {
 		t.Fatalf("%s: connecting to ferry mcp serve --as %s: %v", kind.name, agent, err)
 	}
-	a := &mcpAgent{t: t, name: agent, c: c, schemas: map[string]*jsonschema.Resolved{}}
+	a := &mcpAgent{t: t, name: agent, c: c, schemas: map[string]*jsonschema.Resolved{}, succeeded: map[string]bool{}}
 	t.Cleanup(func() { _ = c.Close() }) // a second Close is harmless in both libraries
 	if got := c.ProtocolVersion(); got != kind.version {
 		t.Errorf("%s: negotiated protocolVersion %q, want the pinned %q", kind.name, got, kind.version)
@@ -465,6 +646,10 @@ func (a *mcpAgent) ok(tool string, args map[string]any, out any) json.RawMessage
 	if r.IsError {
 		a.t.Fatalf("%s: %s %v failed: %s", a.name, tool, args, r.Text)
 	}
+	if a.succeeded == nil { // an mcpAgent built by hand (mcp_groups_test.go)
+		a.succeeded = map[string]bool{}
+	}
+	a.succeeded[tool] = true
 	if len(r.Structured) == 0 {
 		a.t.Fatalf("%s: %s %v: no structuredContent (text %s)", a.name, tool, args, r.Text)
 	}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -43,6 +44,7 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 	if err := writeStignore(c.Root); err != nil {
 		return nil, err
 	}
+	app = PortableLabel(app)
 	res := &JoinResult{Agent: name, Project: c.Project()}
 	var signer ledger.KeySigner
 	var err error
@@ -91,6 +93,25 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 		res.Next = fmt.Sprintf("ferry grant %s --level member --project %s", name, c.Project())
 	}
 	return res, nil
+}
+
+// PortableLabel makes an app or client name portable: lowercase [a-z0-9-], spaces,
+// dots and underscores as '-', at most 40 bytes ("E2E mcp-go" → "e2e-mcp-go"). The
+// CLI's --app and an MCP client's name end up alike.
+func PortableLabel(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if b.Len() == 40 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		case r == ' ' || r == '_' || r == '.':
+			b.WriteByte('-')
+		}
+	}
+	return strings.Trim(b.String(), "-")
 }
 
 // portableHost lowercases a host name to [a-z0-9-].

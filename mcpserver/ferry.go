@@ -284,22 +284,11 @@ func (f *Ferry) clientApp() string {
 }
 
 // SetClientApp records the client's name from initialize (clientInfo.name), made
-// portable: lowercased, [a-z0-9-] only, at most 40 characters.
+// portable by fsbus.PortableLabel.
 func (f *Ferry) SetClientApp(name string) {
-	var b strings.Builder
-	for _, r := range strings.ToLower(name) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
-			b.WriteRune(r)
-		case r == ' ' || r == '_' || r == '.':
-			b.WriteByte('-')
-		}
-		if b.Len() == 40 {
-			break
-		}
-	}
+	app := fsbus.PortableLabel(name)
 	f.mu.Lock()
-	f.app = strings.Trim(b.String(), "-")
+	f.app = app
 	f.mu.Unlock()
 }
 
