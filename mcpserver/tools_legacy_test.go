@@ -231,6 +231,7 @@ func TestReadMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	must(os.MkdirAll(mem, 0o755)) // git keeps no empty directory: a clone of the fixture has no memory/
 	must(os.WriteFile(filepath.Join(mem, "b-decisions.md"), []byte("# Decisions\n\nWe ship on Fridays.\n"), 0o644))
 	must(os.WriteFile(filepath.Join(mem, "a-people.md"), []byte("\xef\xbb\xbfalice: backend\n"), 0o644))
 	must(os.WriteFile(filepath.Join(mem, ".draft.md"), []byte("hidden"), 0o644))
