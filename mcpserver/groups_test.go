@@ -53,6 +53,12 @@ func copyBusy(t *testing.T) *busyChannel {
 	if err := os.CopyFS(tmp, os.DirFS(busyFixture)); err != nil {
 		t.Fatalf("copying the busy fixture: %v", err)
 	}
+	// git keeps no empty directory: restore the layout `ferry init` makes.
+	for _, d := range []string{"ledger", "orders", "messages", "asks", "results", "presence", "handins", "memory", "releases"} {
+		if err := os.MkdirAll(filepath.Join(tmp, "channel", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b := &busyChannel{t: t, dir: filepath.Join(tmp, "channel"),
 		home: &fsbus.Home{ConfigDir: filepath.Join(tmp, "home", "config"), CacheDir: filepath.Join(tmp, "home", "cache")}}
 	ch, err := fsbus.Open(b.home, b.dir)
