@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/ferryhq/ferry/fsbus"
+	"strings"
 )
 
 // PrimaryCmd groups the primary verbs (DESIGN §3, issue 3). `ferry primary` alone shows
@@ -170,7 +171,11 @@ func printPrimary(g *Globals, p *fsbus.PrimaryStatus) error {
 	for _, s := range p.Standbys {
 		g.printf("standby   %s (%s, heard from %s ago)\n", s.Name, s.Liveness, fsbus.Span(s.AgeS))
 	}
-	g.printf("rule      %s\n", p.Rule)
+	rule := p.Rule
+	if strings.Contains(rule, "may take") {
+		rule += " (`ferry primary take`)" // the rule itself names no command: MCP agents read it too
+	}
+	g.printf("rule      %s\n", rule)
 	for _, ct := range p.Contests {
 		g.printf("contested %s by %s won over", ct.Winner.Type, ct.Winner.By)
 		for _, l := range ct.Losers {

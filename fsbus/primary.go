@@ -69,11 +69,11 @@ func (c *Channel) primaryRule(p *Primary, liveness string, ageS int64) string {
 	silent := Span(c.Config.Policy.SilentAfterS)
 	switch {
 	case p.State == PrimaryNone:
-		return "no holder: an orchestrator may take it (`ferry primary take`)"
+		return "no holder: an orchestrator may take it"
 	case p.State == PrimaryReleased:
-		return "released by " + p.Previous + ": an orchestrator may take it (`ferry primary take`)"
+		return "released by " + p.Previous + ": an orchestrator may take it"
 	case liveness == Silent:
-		return fmt.Sprintf("holder silent (heard from %s ago): an orchestrator may take over (`ferry primary take`)", Span(ageS))
+		return fmt.Sprintf("holder silent (heard from %s ago): an orchestrator may take over", Span(ageS))
 	case liveness == Unknown:
 		return "holder not yet seen on this machine: take refused until silent (" + silent + ") or released"
 	case liveness == Quiet:

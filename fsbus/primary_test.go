@@ -334,7 +334,7 @@ func TestPrimaryTakeRuleOnThisMachinesClock(t *testing.T) {
 
 	clk.advance(21 * time.Minute)
 	v = primaryLoad(t, c)
-	if st := c.PrimaryStatus(v); st.Liveness != Silent || st.Rule != "holder silent (heard from 31 min ago): an orchestrator may take over (`ferry primary take`)" {
+	if st := c.PrimaryStatus(v); st.Liveness != Silent || st.Rule != "holder silent (heard from 31 min ago): an orchestrator may take over" {
 		t.Fatalf("silent holder: %+v", st)
 	}
 	st, err := bob.PrimaryTake("")

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,6 +122,9 @@ func (f *Ferry) toolError(err error) string {
 	var fe *fsbus.Error
 	if errors.As(err, &fe) && fe.Category != fsbus.CatInternal {
 		return toolWords(fe.Error())
+	}
+	if errors.Is(err, context.Canceled) {
+		return "cancelled: the call was cancelled before it finished — call again if still needed"
 	}
 	id := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
 	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %v\n", id, err)

@@ -320,7 +320,11 @@ func (r *resources) Read(ctx context.Context, uri string) ([]ResourceContents, e
 			return nil, notFound(uri, "kinds are order, message, ask, result and decision")
 		}
 		if !fsbus.ValidID(id) || !strings.HasPrefix(id, k.prefix) {
-			return nil, notFound(uri, fmt.Sprintf("a %s id is %s followed by 13 base32 characters", kind, k.prefix))
+			article := "a"
+			if strings.ContainsRune("aeiou", rune(kind[0])) {
+				article = "an"
+			}
+			return nil, notFound(uri, fmt.Sprintf("%s %s id is %s followed by 13 base32 characters", article, kind, k.prefix))
 		}
 	}
 	ch, err := r.f.channel()

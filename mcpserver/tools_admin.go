@@ -245,8 +245,8 @@ func (f *Ferry) get(ctx context.Context, args json.RawMessage) (any, error) {
 	if err := decode(args, &in); err != nil {
 		return nil, err
 	}
-	if err := need("get", map[string]string{"uri": in.URI}); err != nil {
-		return nil, err
+	if strings.TrimSpace(in.URI) == "" {
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "pass uri, e.g. ferry://<project>/order/<id> (ferry_search and resources/list give them)", "ferry_get needs uri")
 	}
 	contents, err := f.readURI(ctx, in.URI)
 	if err != nil {
