@@ -185,14 +185,7 @@ func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
 }
 
 // askIDs lists known ask ids, sorted.
-func (st *State) askIDs() []string {
-	ids := make([]string, 0, len(st.Asks))
-	for id := range st.Asks {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func (st *State) askIDs() []string { return sortedKeys(st.Asks) }
 
 // FindAsk resolves a full ask id or a unique prefix of one (DESIGN §2 rule 2). Errors:
 // not_found for no match (saying why when the ask's raise does not count), invalid for

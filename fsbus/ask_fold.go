@@ -145,19 +145,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 				ignore(e, "ask.raise with a bad ask id")
 				continue
 			}
-			if prev, dup := raises[e.Ref]; dup {
-				// Two raises under one id (a forged or cloned record): the lower hash
-				// counts, whatever the clocks say, like a fork.
-				if prev.e.Hash() == e.Hash() {
-					continue
-				}
-				if prev.e.Hash() < e.Hash() {
-					ignore(e, "second ask.raise for an existing ask id")
-					continue
-				}
-				ignore(prev.e, "second ask.raise for an existing ask id")
-			}
-			raises[e.Ref] = n
+			addRoot(raises, n, "second ask.raise for an existing ask id", ignore)
 		case e.Type == TypeAskAnswer:
 			rest = append(rest, n)
 		case d.Basis != "" && !knownType(e.Type):

@@ -297,19 +297,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 				ignore(e, "order.create with a bad order id")
 				continue
 			}
-			if prev, dup := creates[e.Ref]; dup {
-				// Two creates under one id (a forged or cloned record): the lower hash
-				// counts, whatever the clocks say, like a fork.
-				if prev.e.Hash() == e.Hash() {
-					continue
-				}
-				if prev.e.Hash() < e.Hash() {
-					ignore(e, "second order.create for an existing order id")
-					continue
-				}
-				ignore(prev.e, "second order.create for an existing order id")
-			}
-			creates[e.Ref] = n
+			addRoot(creates, n, "second order.create for an existing order id", ignore)
 		case orderLifecycle[e.Type]:
 			rest = append(rest, n)
 		case n.d.Basis != "" && !knownType(e.Type):

@@ -2,7 +2,6 @@ package fsbus
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -138,14 +137,7 @@ func entryLess(a, b *ledger.Entry) bool {
 }
 
 // OrderIDs lists known order ids, sorted.
-func (st *State) OrderIDs() []string {
-	ids := make([]string, 0, len(st.Orders))
-	for id := range st.Orders {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func (st *State) OrderIDs() []string { return sortedKeys(st.Orders) }
 
 // FindOrder resolves a full id or unique prefix (DESIGN §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {
