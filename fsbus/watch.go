@@ -199,8 +199,8 @@ func (w *Watcher) run() {
 				_ = w.add(ev.Name)
 				w.hint()
 			}
-			if ev.Op == fsnotify.Chmod {
-				continue // metadata only: no content changed
+			if ev.Op == fsnotify.Chmod || IsTempName(filepath.Base(ev.Name)) {
+				continue // metadata only, or a sync tool's (or our) file in progress
 			}
 			if fire == nil { // gather the burst from its first event: a steady stream still wakes
 				debounce = time.NewTimer(w.opt.Debounce)
@@ -211,8 +211,10 @@ func (w *Watcher) run() {
 				errs = nil
 				continue
 			}
-			// Overflow (events were lost) or a backend error: re-add what may be missing
-			// and let the reader look again.
+			// fsnotify.ErrEventOverflow (the kernel queue overflowed: events were lost)
+			// or a backend error: re-add what may be missing and let the reader look
+			// again, whether or not the signature moved (a lost event may be a change
+			// the signature cannot see, such as a rewrite within one mtime tick).
 			_ = w.addAll()
 			sig = w.scan()
 			w.hint()
@@ -230,6 +232,33 @@ func (w *Watcher) run() {
 			}
 		}
 	}
+}
+
+// IsTempName reports whether a file name is a temporary file of a write in progress —
+// ferry's own or a sync tool's — that readers and watchers ignore (issue 7 "temp files
+// of every sync tool … are invisible"; DESIGN §2 rule 3):
+//
+//   - a name starting with "." — ferry's .ferry-<name>-<rand>.tmp, Syncthing's
+//     .syncthing.<name>.tmp, Google Drive's .tmp.drivedownload, Dropbox's .dropbox.cache;
+//   - a name starting with "~" — Syncthing's ~syncthing~<name>.tmp (Windows), and the
+//     ~$<name> owner files Office and OneDrive leave beside a file being written;
+//   - a name ending in ".tmp" (any case), ".partial" or ".crdownload" — the ledger's
+//     own temp files, and the partial downloads of Dropbox, OneDrive and browsers;
+//   - a torn tail moved aside by a segment's writer (<device>.torn-<n>), which no
+//     reader folds.
+//
+// Conflict copies are not temp names: they are evidence and are read (rule 8).
+func IsTempName(name string) bool {
+	if name == "" || name[0] == '.' || name[0] == '~' {
+		return true
+	}
+	lower := strings.ToLower(name)
+	for _, suf := range []string{".tmp", ".partial", ".crdownload"} {
+		if strings.HasSuffix(lower, suf) {
+			return true
+		}
+	}
+	return strings.Contains(lower, ".torn-")
 }
 
 // isWriterDir reports whether p is a directory directly under ledger/ or handins/.
@@ -259,8 +288,8 @@ func (w *Watcher) scan() [32]byte {
 		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 		for _, e := range ents {
 			name := e.Name()
-			if strings.HasPrefix(name, ".") {
-				continue // temp names of a publish in progress
+			if IsTempName(name) {
+				continue // a publish or a download in progress
 			}
 			p := filepath.Join(dir, name)
 			if e.IsDir() {

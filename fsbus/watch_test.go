@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // Waiting for change (issue 5 "Long-poll"): a write by another session wakes a wait,
@@ -248,5 +250,159 @@ func TestTalkWaiting(t *testing.T) {
 	}
 	if n := v.TalkWaiting("bob", cur); n != 2 {
 		t.Fatalf("TalkWaiting(bob, old cursor) after reading = %d, want 2 (a cursor lists read ones too)", n)
+	}
+}
+
+func TestIsTempName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		temp bool
+	}{
+		{".ferry-o-k3f9x2abq7mze.json-123456.tmp", true}, // ours (WriteFileAtomic)
+		{"k3f9x2ab.jsonl.tmp", true},                      // the ledger's
+		{".syncthing.o-k3f9x2abq7mze.json.tmp", true},     // Syncthing
+		{"~syncthing~o-k3f9x2abq7mze.json.tmp", true},     // Syncthing on Windows
+		{".tmp.drivedownload", true},                      // Google Drive
+		{".dropbox.cache", true},                          // Dropbox
+		{"~$notes.md", true},                              // Office / OneDrive owner file
+		{"o-k3f9x2abq7mze.json.partial", true},            // a partial download
+		{"NOTES.TMP", true},
+		{"k3f9x2ab.torn-1", true}, // a torn tail moved aside
+		{"", true},
+		{"o-k3f9x2abq7mze.json", false},
+		{"k3f9x2ab.jsonl", false},
+		{"k3f9x2ab.sync-conflict-20261129-183000-ABCDEFG.jsonl", false}, // evidence, read
+		{"k3f9x2ab (conflicted copy 2026-11-29).jsonl", false},
+		{"tmp.json", false},
+		{"template.md", false},
+	} {
+		if got := IsTempName(tc.name); got != tc.temp {
+			t.Errorf("IsTempName(%q) = %v, want %v", tc.name, got, tc.temp)
+		}
+	}
+}
+
+// TestWatcherIgnoresTempNames: temp files of every sync tool, and our own, neither
+// change the rescan's signature nor wake a watcher; the file they become does both
+// (issue 7 "temp names ignored").
+func TestWatcherIgnoresTempNames(t *testing.T) {
+	w := newTalkWorld(t)
+	for _, mode := range []struct {
+		name string
+		opt  WatchOptions
+	}{{"fsnotify", WatchOptions{Rescan: never}}, {"poll", WatchOptions{Poll: true, Rescan: 20 * time.Millisecond}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			wa := w.c.Watch(mode.opt)
+			defer wa.Close()
+			if wa.Polling() != mode.opt.Poll {
+				t.Fatalf("Polling() = %v, want %v", wa.Polling(), mode.opt.Poll)
+			}
+			drain(wa)
+			before := wa.scan()
+			seg := filepath.Join(w.c.Root, "ledger", "alice")
+			orders := filepath.Join(w.c.Root, "orders")
+			temps := []string{
+				filepath.Join(orders, ".syncthing.o-0000000000000.json.tmp"),
+				filepath.Join(orders, "~syncthing~o-0000000000001.json.tmp"),
+				filepath.Join(orders, ".ferry-o-0000000000002.json-99.tmp"),
+				filepath.Join(orders, "~$notes.md"),
+				filepath.Join(seg, "zzzzzzzz.jsonl.tmp"),
+				filepath.Join(seg, "zzzzzzzz.torn-1"),
+			}
+			for _, p := range temps {
+				if err := os.WriteFile(p, []byte(mode.name+" in progress"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := wa.scan(); got != before {
+				t.Fatalf("temp files changed the rescan signature")
+			}
+			select {
+			case <-wa.C:
+				t.Fatalf("temp files woke the watcher")
+			case <-time.After(300 * time.Millisecond):
+			}
+			// The temp file becomes a real one: that is news.
+			final := filepath.Join(orders, "o-00000000000"+mode.name[:2]+".json")
+			if err := os.Rename(temps[0], final); err != nil {
+				t.Fatal(err)
+			}
+			if got := wa.scan(); got == before {
+				t.Fatalf("a published file did not change the rescan signature")
+			}
+			select {
+			case <-wa.C:
+			case <-time.After(watchDeadline):
+				t.Fatalf("a published file did not wake the watcher")
+			}
+			for _, p := range append(temps[1:], final) {
+				os.Remove(p)
+			}
+		})
+	}
+}
+
+// drain empties the watcher's pending hints, waiting until it has been quiet a while.
+func drain(wa *Watcher) {
+	for {
+		select {
+		case <-wa.C:
+		case <-time.After(200 * time.Millisecond):
+			return
+		}
+	}
+}
+
+// TestWatcherRescansOnOverflow: when fsnotify reports lost events
+// (fsnotify.ErrEventOverflow), the watcher re-adds its directories and hints, though
+// nothing it can see changed: the reader looks again (issue 7 "rescan on overflow").
+func TestWatcherRescansOnOverflow(t *testing.T) {
+	w := newTalkWorld(t)
+	wa := w.c.Watch(WatchOptions{Rescan: never})
+	defer wa.Close()
+	if wa.Polling() {
+		t.Fatal("fsnotify did not start")
+	}
+	drain(wa)
+	// A writer directory made while events were being lost: the overflow's rescan
+	// must watch it.
+	dir := filepath.Join(w.c.Root, "ledger", "zed")
+	wa.fw.Remove(filepath.Join(w.c.Root, "ledger")) // so no create event announces it
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wa.fw.Errors <- fsnotify.ErrEventOverflow
+	select {
+	case <-wa.C:
+	case <-time.After(watchDeadline):
+		t.Fatal("an overflow did not wake the watcher")
+	}
+	if !slices.Contains(wa.fw.WatchList(), dir) {
+		t.Fatalf("after the overflow the watcher does not watch %s: %v", dir, wa.fw.WatchList())
+	}
+}
+
+// TestWatcherTimedRescan: with fsnotify on, a change it is not told about (here: in a
+// directory removed from its watch list, as on a network drive whose events never
+// come) is found by the timed rescan (issue 7 "rescan … on a timer").
+func TestWatcherTimedRescan(t *testing.T) {
+	w := newTalkWorld(t)
+	wa := w.c.Watch(WatchOptions{Rescan: 50 * time.Millisecond})
+	defer wa.Close()
+	if wa.Polling() {
+		t.Fatal("fsnotify did not start")
+	}
+	drain(wa)
+	orders := filepath.Join(w.c.Root, "orders")
+	if err := wa.fw.Remove(orders); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(orders, "o-0000000000009.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wa.C:
+	case <-time.After(watchDeadline):
+		t.Fatal("the timed rescan did not notice a new order file")
 	}
 }
