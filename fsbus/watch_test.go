@@ -259,13 +259,13 @@ func TestIsTempName(t *testing.T) {
 		temp bool
 	}{
 		{".ferry-o-k3f9x2abq7mze.json-123456.tmp", true}, // ours (WriteFileAtomic)
-		{"k3f9x2ab.jsonl.tmp", true},                      // the ledger's
-		{".syncthing.o-k3f9x2abq7mze.json.tmp", true},     // Syncthing
-		{"~syncthing~o-k3f9x2abq7mze.json.tmp", true},     // Syncthing on Windows
-		{".tmp.drivedownload", true},                      // Google Drive
-		{".dropbox.cache", true},                          // Dropbox
-		{"~$notes.md", true},                              // Office / OneDrive owner file
-		{"o-k3f9x2abq7mze.json.partial", true},            // a partial download
+		{"k3f9x2ab.jsonl.tmp", true},                     // the ledger's
+		{".syncthing.o-k3f9x2abq7mze.json.tmp", true},    // Syncthing
+		{"~syncthing~o-k3f9x2abq7mze.json.tmp", true},    // Syncthing on Windows
+		{".tmp.drivedownload", true},                     // Google Drive
+		{".dropbox.cache", true},                         // Dropbox
+		{"~$notes.md", true},                             // Office / OneDrive owner file
+		{"o-k3f9x2abq7mze.json.partial", true},           // a partial download
 		{"NOTES.TMP", true},
 		{"k3f9x2ab.torn-1", true}, // a torn tail moved aside
 		{"", true},
