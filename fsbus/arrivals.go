@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -67,7 +68,7 @@ func ingestArrivals(c *Channel, entries []ledger.Entry) (*Arrivals, error) {
 	a, err := loadArrivals(path)
 	if err != nil {
 		aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
-		if rerr := os.Rename(path, aside); rerr != nil {
+		if rerr := fsutil.Rename(path, aside); rerr != nil {
 			return nil, fmt.Errorf("moving damaged arrival log aside: %w", rerr)
 		}
 		a = nil

@@ -7,14 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"time"
+
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
 // WriteFileAtomic publishes data at path by rename (DESIGN §2 rule 3): a temp file in
 // the same directory under a dot-name readers ignore, write, fsync, close, rename,
-// fsync the directory. The temp file is removed only on error. On Windows the rename is
-// retried with backoff on access-denied and sharing violations (antivirus, indexers and
-// sync clients hold files open briefly). perm is the mode of a new file (0644, or
+// fsync the directory. The temp file is removed only on error. The rename is
+// fsutil.Rename: on Windows it is retried with backoff (about 1 s at most) on
+// access-denied, sharing and lock violations (antivirus, indexers and sync clients
+// hold files open briefly). perm is the mode of a new file (0644, or
 // 0600 for keys). It returns the first error met; path is then unchanged.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	dir, base := filepath.Split(path)
@@ -47,37 +49,11 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		os.Remove(tmpName)
 		return fmt.Errorf("closing %s: %w", tmpName, err)
 	}
-	if err := renameRetry(tmpName, path); err != nil {
+	if err := fsutil.Rename(tmpName, path); err != nil {
 		os.Remove(tmpName)
 		return fmt.Errorf("publishing %s: %w", path, err)
 	}
 	return syncDir(dir)
-}
-
-// renameRetry renames, retrying on Windows for up to about 2 s when the target is
-// briefly held open by another process.
-func renameRetry(from, to string) error {
-	delay := 10 * time.Millisecond
-	for i := 0; ; i++ {
-		err := os.Rename(from, to)
-		if err == nil || runtime.GOOS != "windows" || i >= 8 || !errors.Is(err, fs.ErrPermission) && !isSharingViolation(err) {
-			return err
-		}
-		time.Sleep(delay)
-		delay *= 2
-	}
-}
-
-// isSharingViolation reports Windows ERROR_SHARING_VIOLATION (32) and
-// ERROR_LOCK_VIOLATION (33) without importing x/sys/windows.
-func isSharingViolation(err error) bool {
-	var errno interface{ Error() string }
-	if errors.As(err, &errno) {
-		s := errno.Error()
-		return s == "The process cannot access the file because it is being used by another process." ||
-			s == "The process cannot access the file because another process has locked a portion of the file."
-	}
-	return false
 }
 
 // syncDir fsyncs a directory so a rename in it is durable. Windows cannot open
