@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -57,11 +58,13 @@ func (c *TalkSendCmd) Run(g *Globals) error {
 	return nil
 }
 
-// TalkReadCmd is `ferry talk read [--since C] [--peek] [--limit N]`.
+// TalkReadCmd is `ferry talk read [--since C] [--peek] [--limit N] [--follow]`.
 type TalkReadCmd struct {
-	Since string `help:"Only messages to you that arrived after this cursor (from an earlier read), read or not." placeholder:"CURSOR"`
-	Peek  bool   `help:"Read without recording that you read them."`
-	Limit int    `help:"At most this many messages (1-20)." default:"20"`
+	Since  string `help:"Only messages to you that arrived after this cursor (from an earlier read), read or not." placeholder:"CURSOR"`
+	Peek   bool   `help:"Read without recording that you read them."`
+	Limit  int    `help:"At most this many messages (1-20)." default:"20"`
+	Follow bool   `short:"f" help:"Keep running: print new messages as they arrive, until interrupted."`
+	followStop
 }
 
 // Help explains receipts and cursors.
@@ -69,23 +72,96 @@ func (c *TalkReadCmd) Help() string {
 	return `Lists the messages addressed to you (or to all) that you have not read, oldest first,
 as 300-character previews; ` + "`ferry talk show ID`" + ` prints a whole message. Unless --peek,
 one msg.ack entry records what was shown, so the sender sees it read and the next read
-shows only what is new. The owner reads with --as master.`
+shows only what is new. The owner reads with --as master. With --follow it keeps
+watching the folder and prints (and, unless --peek, marks read) each new message as it
+arrives, until Ctrl-C (exit 0), --for or, with --until-eof, the end of standard input;
+--json then prints one message per line.`
 }
 
 // Run implements the command.
 func (c *TalkReadCmd) Run(g *Globals) error {
+	if !c.Follow && (c.For != 0 || c.UntilEOF) {
+		return fsbus.Errorf(fsbus.CatInvalid, "add --follow, or drop --for and --until-eof", "--for and --until-eof apply only with --follow")
+	}
+	if c.For < 0 {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --for 10m", "--for %s is negative", c.For)
+	}
 	s, err := g.Session()
 	if err != nil {
 		return err
 	}
-	res, err := s.TalkRead(fsbus.TalkReadOptions{Since: c.Since, Peek: c.Peek, Limit: c.Limit})
-	if err != nil {
-		return err
+	opt := fsbus.TalkReadOptions{Since: c.Since, Peek: c.Peek, Limit: c.Limit}
+	if !c.Follow {
+		res, err := s.TalkRead(opt)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return g.printJSON(res)
+		}
+		c.print(g, res, true)
+		return nil
 	}
-	if g.JSON {
-		return g.printJSON(res)
+	ctx, cancel := c.context(g)
+	defer cancel()
+	// The watcher starts before the first read, so a message landing between the read
+	// and the wait is never missed.
+	w := s.Watch(fsbus.WatchOptions{})
+	defer w.Close()
+	enc := json.NewEncoder(g.stdout)
+	show := func(res *fsbus.TalkReadResult, first bool) error {
+		if !g.JSON {
+			c.print(g, res, first)
+			return nil
+		}
+		for _, m := range res.Messages {
+			if err := enc.Encode(m); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	if len(res.Messages) == 0 {
+	first := true
+	for {
+		res, err := s.TalkRead(opt)
+		if err != nil {
+			return err
+		}
+		if err := show(res, first); err != nil {
+			return err
+		}
+		if first {
+			first = false
+			fprintf(g.stderr, "ferry: following messages to %s; Ctrl-C to stop\n", s.Name)
+		}
+		// Next time: the unread ones (each read marks what it showed), or with --peek
+		// what arrived after this read (nothing is marked, so unread would repeat).
+		opt.Since = ""
+		if c.Peek {
+			opt.Since = res.Next
+		}
+		for !res.Truncated {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-w.C:
+			}
+			v, err := s.Load()
+			if err != nil {
+				fprintf(g.stderr, "ferry: warning: reading the channel: %v (retrying on the next change)\n", err)
+				continue
+			}
+			if v.TalkWaiting(s.Name, opt.Since) > 0 {
+				break
+			}
+		}
+	}
+}
+
+// print writes one read's messages as text; the first read also says when nothing is
+// new and gives the cursor.
+func (c *TalkReadCmd) print(g *Globals, res *fsbus.TalkReadResult, first bool) {
+	if len(res.Messages) == 0 && first {
 		g.printf("nothing new\n")
 	}
 	for _, m := range res.Messages {
@@ -95,17 +171,18 @@ func (c *TalkReadCmd) Run(g *Globals) error {
 			g.printf("  … (%d bytes: `ferry talk show %s`)\n", m.Bytes, m.ID)
 		}
 	}
-	if res.Truncated {
+	if res.Truncated && !c.Follow {
 		g.printf("(%d more: run again)\n", res.Remaining)
 	}
-	if res.Pending > 0 {
+	if res.Pending > 0 && first {
 		g.printf("(%d more not arrived on this machine yet: pending sync)\n", res.Pending)
 	}
-	if c.Peek && len(res.Messages) > 0 {
+	if c.Peek && len(res.Messages) > 0 && first {
 		g.printf("(peek: not marked read)\n")
 	}
-	g.printf("next %s\n", res.Next)
-	return nil
+	if first {
+		g.printf("next %s\n", res.Next)
+	}
 }
 
 // TalkSentCmd is `ferry talk sent`.

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// WatchCmd is `ferry watch [--as NAME] [--json] [--interval D] [--since C] [--for D]`.
+type WatchCmd struct {
+	Since    string        `help:"Report first what arrived after this cursor (from an earlier line or catchup); default: only what arrives from now on." placeholder:"CURSOR"`
+	Interval time.Duration `help:"Rescan the folder this often (the poll interval with FERRY_WATCH=poll or where change events do not arrive)." default:"2s"`
+	followStop
+}
+
+// Help is the long help.
+func (c *WatchCmd) Help() string {
+	return `Prints one line per new thing as it arrives on this machine, until interrupted
+(Ctrl-C: exit 0): every ledger entry, in arrival order; every contested order, role or
+ask, naming the winner; and with --as NAME the orders that concern NAME (open, offered
+to it, its own) and messages to it (no read receipt is written). --json prints one JSON
+object per line. Set FERRY_WATCH=poll where change notifications do not arrive (network
+drives); the folder is rescanned every --interval in any case.`
+}
+
+// followStop are the ways a long-running command ends besides a signal.
+type followStop struct {
+	For      time.Duration `help:"Stop after this long (for scripts)." placeholder:"DURATION"`
+	UntilEOF bool          `name:"until-eof" help:"Stop when standard input closes (for scripts, and on Windows, where a child gets no Ctrl-C)."`
+}
+
+// context returns the context a long-running command runs under: it ends on SIGINT or
+// SIGTERM, after --for, or when stdin closes with --until-eof.
+func (s *followStop) context(g *Globals) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	cancel := stop
+	if s.For > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, s.For)
+		cancel = func() { c2(); stop() }
+	}
+	if s.UntilEOF {
+		var c3 context.CancelFunc
+		ctx, c3 = context.WithCancel(ctx)
+		prev := cancel
+		cancel = func() { c3(); prev() }
+		in := g.stdin
+		go func() {
+			_, _ = io.Copy(io.Discard, in) // returns at EOF (or a read error): either way, stop
+			c3()
+		}()
+	}
+	return ctx, cancel
+}
+
+// Run implements the command.
+func (c *WatchCmd) Run(g *Globals) error {
+	if c.Interval <= 0 {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --interval 2s", "--interval %s is not positive", c.Interval)
+	}
+	if c.For < 0 {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --for 10m", "--for %s is negative", c.For)
+	}
+	ch, err := g.Open()
+	if err != nil {
+		return err
+	}
+	if g.As != "" && !ledger.ValidName(g.As) {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass an agent name (see `ferry agents`) or master", "%q is not an agent name", g.As)
+	}
+	ctx, cancel := c.context(g)
+	defer cancel()
+	enc := json.NewEncoder(g.stdout)
+	return ch.Follow(ctx, fsbus.FollowOptions{
+		As: g.As, Since: c.Since, Watch: fsbus.WatchOptions{Rescan: c.Interval},
+		OnReady: func(polling bool) {
+			how := "change events"
+			if polling {
+				how = "polling"
+			}
+			fprintf(g.stderr, "ferry: watching %s (%s, rescan every %s); Ctrl-C to stop\n", ch.Root, how, c.Interval)
+		},
+	}, func(e fsbus.FollowEvent) error {
+		if g.JSON {
+			return enc.Encode(e)
+		}
+		g.printf("%s\n", watchLine(&e))
+		return nil
+	})
+}
+
+// watchLine is the text line of one event.
+func watchLine(e *fsbus.FollowEvent) string {
+	switch e.Kind {
+	case fsbus.FollowEntry:
+		return strings.TrimRight("entry    "+e.HLC+"  "+e.Writer+"  "+e.Type+"  "+e.Ref, " ")
+	case fsbus.FollowOrder:
+		line := "order    " + e.ID + "  " + e.State + "  " + quote(e.Title) + "  by " + e.Author
+		if e.Holder != "" {
+			line += ", held by " + e.Holder
+		}
+		if e.OfferedTo != "" {
+			line += ", offered to " + e.OfferedTo
+		}
+		return line
+	case fsbus.FollowMessage:
+		return "message  " + e.ID + "  " + e.From + " → " + e.To + ": " + strings.ReplaceAll(e.Preview, "\n", " ")
+	case fsbus.FollowContest:
+		lost := "-"
+		if len(e.Lost) > 0 {
+			lost = strings.Join(e.Lost, ", ")
+		}
+		return "contest  " + e.Ref + "  won by " + e.Winner + "; superseded: " + lost
+	default:
+		return "problem  " + e.Error + " (retrying on the next change)"
+	}
+}
+
+func quote(s string) string { return `"` + s + `"` }

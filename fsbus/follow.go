@@ -1,0 +1,211 @@
+package fsbus
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Following a channel (issue 7 "`ferry watch`"): a long-running reader that reports
+// each new thing once, in the order it arrived on this machine.
+
+// Kinds of FollowEvent.
+const (
+	FollowEntry   = "entry"   // a ledger entry arrived
+	FollowOrder   = "order"   // an order that concerns the follower moved
+	FollowMessage = "message" // a message to the follower arrived (its text too)
+	FollowContest = "contest" // a thing's chain branched; the event names the winner
+	FollowProblem = "problem" // the channel could not be read this time (it is retried)
+)
+
+// FollowEvent is one thing Follow reports: one line of `ferry watch`. Kind says which
+// fields are set.
+type FollowEvent struct {
+	Kind string `json:"kind"`
+	// Cursor names this machine's arrival log at the event (an entry: just after it);
+	// `ferry watch --since` and `ferry catchup --since` accept it.
+	Cursor string `json:"cursor"`
+	// entry: the entry's writer, type, ref and HLC. order: its last move's HLC.
+	// message: the post's HLC.
+	Writer string `json:"writer,omitempty"`
+	Type   string `json:"type,omitempty"`
+	Ref    string `json:"ref,omitempty"`
+	HLC    string `json:"hlc,omitempty"`
+	// order and message: the thing's id; order: title, state, author, holder, offered
+	// to; message: from, to and the preview.
+	ID        string `json:"id,omitempty"`
+	Title     string `json:"title,omitempty"`
+	State     string `json:"state,omitempty"`
+	Author    string `json:"author,omitempty"`
+	Holder    string `json:"holder,omitempty"`
+	OfferedTo string `json:"offered_to,omitempty"`
+	From      string `json:"from,omitempty"`
+	To        string `json:"to,omitempty"`
+	Preview   string `json:"preview,omitempty"`
+	// contest: the winner ("bob: order.claim") and the superseded steps.
+	Winner string   `json:"winner,omitempty"`
+	Lost   []string `json:"lost,omitempty"`
+	// problem: what went wrong.
+	Error string `json:"error,omitempty"`
+}
+
+// FollowOptions configure Follow.
+type FollowOptions struct {
+	// As is the follower: orders that concern it and messages to it are reported too.
+	// "" reports entries and contests only.
+	As string
+	// Since is a cursor from this machine (an earlier event's Cursor, or a catchup's
+	// next): everything that arrived after it is reported first. "" (or a cursor from
+	// elsewhere) starts from now: nothing already there is reported.
+	Since string
+	// Watch configures the watcher (FERRY_WATCH=poll forces polling).
+	Watch WatchOptions
+	// OnReady, when not nil, is called once the first view is loaded and the watcher
+	// is on: anything written after it is reported.
+	OnReady func(polling bool)
+}
+
+// Follow reports new things in the channel to emit until ctx ends, then returns nil
+// (issue 7 `ferry watch`). It watches the channel (fsnotify on directories, debounced,
+// temp names ignored, rescans on overflow and every opt.Watch.Rescan, polling where
+// no events come: see Watch) and after every hint loads the channel and emits, in
+// this order:
+//
+//   - entry: every ledger entry that arrived on this machine since the last load, in
+//     arrival order (an old entry arriving late is new: DESIGN §2 "cursors");
+//   - order (with As): each move, arrived since the start, of an order that concerns
+//     As: open for anyone, offered to As, authored or held by As — once per move, and
+//     only once its object file has arrived;
+//   - message (with As): each message to As (by name or "all") whose post arrived
+//     since the start, once its text has arrived too; no read receipt is written;
+//   - contest: each branched chain (DESIGN §2 "Races") with a step that arrived since
+//     the start, once per branch point, naming the winner; with As, only those As is
+//     involved in.
+//
+// A load that fails after the first (a file half-delivered by a sync tool, say) is
+// reported as a problem event, once per distinct error, and retried on the next hint.
+// Follow returns the error of the first load, or the first error emit returns.
+func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(FollowEvent) error) error {
+	w := c.Watch(opt.Watch)
+	defer w.Close()
+	v, err := c.Load()
+	if err != nil {
+		return err
+	}
+	f := &follower{c: c, me: opt.As, orders: map[string]string{}, msgs: map[string]bool{}, contests: map[string]bool{}}
+	f.start = v.Arrivals.Last
+	if n, ok := v.Arrivals.parseCursor(opt.Since); ok && opt.Since != "" {
+		f.start = n
+	}
+	f.last = f.start
+	if err := f.report(v, emit); err != nil {
+		return err
+	}
+	if opt.OnReady != nil {
+		opt.OnReady(w.Polling())
+	}
+	lastProblem := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.C:
+		}
+		v, err := c.Load()
+		if err != nil {
+			if msg := err.Error(); msg != lastProblem {
+				lastProblem = msg
+				if err := emit(FollowEvent{Kind: FollowProblem, Error: msg}); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		lastProblem = ""
+		if err := f.report(v, emit); err != nil {
+			return err
+		}
+	}
+}
+
+// follower is the state of one Follow: what it has reported.
+type follower struct {
+	c        *Channel
+	me       string
+	start    uint64            // arrival number Follow started after
+	last     uint64            // highest arrival number reported
+	orders   map[string]string // order id → head last reported
+	msgs     map[string]bool   // message ids reported
+	contests map[string]bool   // ref + basis reported
+}
+
+// report emits what is new in v.
+func (f *follower) report(v *View, emit func(FollowEvent) error) error {
+	arr := v.Arrivals
+	cursor := func(n uint64) string { return fmt.Sprintf("%s.%d", arr.LogID, n) }
+	now := arr.Cursor()
+	type arrived struct {
+		n uint64
+		i int
+	}
+	var fresh []arrived
+	for i := range v.Snapshot.Entries {
+		if n := arr.Number(v.Snapshot.Entries[i].Hash()); n > f.last {
+			fresh = append(fresh, arrived{n, i})
+		}
+	}
+	sort.Slice(fresh, func(a, b int) bool { return fresh[a].n < fresh[b].n })
+	for _, a := range fresh {
+		e := &v.Snapshot.Entries[a.i]
+		if err := emit(FollowEvent{Kind: FollowEntry, Cursor: cursor(a.n), Writer: e.Writer, Type: e.Type, Ref: e.Ref, HLC: e.HLC}); err != nil {
+			return err
+		}
+	}
+	if arr.Last > f.last {
+		f.last = arr.Last
+	}
+	st := v.State
+	if f.me != "" {
+		for _, id := range sortedKeys(st.Orders) {
+			o := st.Orders[id]
+			concerns := o.State == StateOpen || o.OfferedTo == f.me || o.Author == f.me || o.Holder == f.me
+			if !concerns || o.Missing || o.Head == "" || f.orders[id] == o.Head || arr.Number(o.Head) <= f.start {
+				continue
+			}
+			f.orders[id] = o.Head
+			ev := FollowEvent{Kind: FollowOrder, Cursor: now, ID: o.ID, Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo, HLC: o.Updated}
+			if err := emit(ev); err != nil {
+				return err
+			}
+		}
+		for _, m := range st.messagesWhere(func(m *Message) bool { return m.addressedTo(f.me) && !m.Pending }) {
+			if f.msgs[m.ID] || arr.Number(m.post) <= f.start {
+				continue
+			}
+			f.msgs[m.ID] = true
+			if err := emit(FollowEvent{Kind: FollowMessage, Cursor: now, ID: m.ID, From: m.From, To: m.To, HLC: m.HLC, Preview: previewRunes(m.Preview, CatchupPreview)}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ct := range st.Contested {
+		key := ct.Ref + " " + ct.Basis
+		if f.contests[key] || (f.me != "" && !slices.Contains(ct.Involved, f.me)) {
+			continue
+		}
+		newest := arr.Number(ct.Winner.Hash)
+		for _, l := range ct.Losers {
+			newest = max(newest, arr.Number(l.Hash))
+		}
+		if newest <= f.start {
+			continue
+		}
+		f.contests[key] = true
+		r := contestRow(ct)
+		if err := emit(FollowEvent{Kind: FollowContest, Cursor: now, Ref: ct.Ref, Winner: r.Winner, Lost: r.Lost}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

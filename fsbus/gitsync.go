@@ -1,0 +1,442 @@
+package fsbus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// git as the carrier (issue 7 "`ferry sync --git`"; DESIGN §2 rule 1).
+//
+// A channel kept in a git repository travels by commits. Because every file ferry
+// writes has one writer on one machine — segments per (writer, device), objects
+// written once by their author's device, presence per (writer, device) — two machines'
+// commits never touch one file, so a rebase of one onto the other cannot conflict.
+// Only human notes under memory/ can, and those are reported, never resolved by guess.
+
+// GitSyncResult is what SyncGit did.
+type GitSyncResult struct {
+	Repo   string `json:"repo"`   // the repository's top-level directory
+	Branch string `json:"branch"` // the branch synced
+	Remote string `json:"remote"` // its upstream's remote
+	// Committed lists the channel files (relative to the channel folder, with "/")
+	// this call committed: this machine's segments, objects and presence, new channel
+	// files, memory notes changed here. [] when there was nothing to commit.
+	Committed []string `json:"committed"`
+	Commit    string   `json:"commit,omitempty"` // the commit made, before any rebase
+	// Pulled counts the commits brought in from the remote, PulledFiles the files
+	// they changed.
+	Pulled      int `json:"pulled"`
+	PulledFiles int `json:"pulled_files"`
+	// Pushed counts the commits pushed; Retried is set when the first push was
+	// rejected (another machine pushed meanwhile) and the pull and push were redone.
+	Pushed  int  `json:"pushed"`
+	Retried bool `json:"retried,omitempty"`
+	// LeftAlone lists changed or new files in the channel that are not this machine's
+	// to commit (another machine's files changed here, conflict copies, deletions).
+	LeftAlone []string `json:"left_alone"`
+}
+
+// gitRunner runs the git executable in one directory, without a shell.
+type gitRunner struct {
+	ctx context.Context
+	bin string
+	dir string
+}
+
+// run runs git args with stdin in (nil: none) and returns its trimmed stdout, and an
+// error holding the trimmed stderr when git exits non-zero.
+func (g *gitRunner) run(in []byte, args ...string) (string, error) {
+	cmd := exec.CommandContext(g.ctx, g.bin, args...)
+	cmd.Dir = g.dir
+	// No prompt may hang a sync (credentials, an editor); messages in English so the
+	// few we look at can be recognised.
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_MERGE_AUTOEDIT=no", "LC_ALL=C", "LANGUAGE=C")
+	if in != nil {
+		cmd.Stdin = bytes.NewReader(in)
+	}
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		if g.ctx.Err() != nil {
+			return "", g.ctx.Err()
+		}
+		return strings.TrimSpace(so.String()), &gitError{args: args, stderr: strings.TrimSpace(se.String() + "\n" + so.String()), err: err}
+	}
+	return strings.TrimSpace(so.String()), nil
+}
+
+// gitError is a git command that failed.
+type gitError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (e *gitError) Error() string {
+	return fmt.Sprintf("git %s: %v: %s", strings.Join(e.args, " "), e.err, lastLines(e.stderr, 3))
+}
+func (e *gitError) Unwrap() error { return e.err }
+
+// lastLines returns the last n non-empty lines of s, joined by " / ".
+func lastLines(s string, n int) string {
+	var ls []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			ls = append(ls, l)
+		}
+	}
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, " / ")
+}
+
+// SyncGit carries the channel through the git repository it lives in (issue 7
+// `ferry sync --git`): under the channel lock it commits this machine's new and
+// changed files — its own segments (and their torn tails), the objects its writers
+// published, its presence files, memory notes changed here, and the channel's own
+// files while they are new — and only those; then fetches the branch's upstream,
+// rebases onto it (`git pull --rebase`, with --autostash so edits it does not commit
+// survive) and pushes. A push rejected because another machine pushed meanwhile is
+// retried once after another fetch and rebase. git runs as an executable (no shell).
+//
+// Errors (each changes nothing in the repository; a commit already made stays, and is
+// pushed by the next sync):
+//   - not_found: git is not installed;
+//   - invalid: the channel is not in a git repository; HEAD is detached; the branch has
+//     no upstream (the hint names the git push -u to run); no remote at all; git has no
+//     committer identity;
+//   - conflict: a rebase or merge is already in progress; the index holds staged
+//     changes that are not this machine's channel files; the rebase conflicted — only
+//     possible in files two machines edit, the human notes in memory/ — then it is
+//     aborted, the local commit and edits are kept, and the message names the files;
+//   - retry_needed: fetching or pushing failed (network, credentials, a push rejected
+//     twice).
+func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
+	bin, err := exec.LookPath("git")
+	if err != nil {
+		return nil, Errorf(CatNotFound, "install git (https://git-scm.com/downloads), or carry the channel with a sync tool such as Syncthing", "git is not installed: no git executable on PATH")
+	}
+	g := &gitRunner{ctx: ctx, bin: bin, dir: c.Root}
+	top, err := g.run(nil, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return nil, Errorf(CatInvalid, "run `git init` in it (or in a folder above it), add a remote, commit and `git push -u`; or carry it with a sync tool", "the channel folder %s is not in a git repository", c.Root)
+	}
+	prefix, err := g.run(nil, "rev-parse", "--show-prefix")
+	if err != nil {
+		return nil, gitFailed(err)
+	}
+	res := &GitSyncResult{Repo: filepath.FromSlash(top), Committed: []string{}, LeftAlone: []string{}}
+	if err := g.noOperationInProgress(); err != nil {
+		return nil, err
+	}
+	res.Branch, err = g.run(nil, "symbolic-ref", "-q", "--short", "HEAD")
+	if err != nil {
+		return nil, Errorf(CatInvalid, "check out a branch (git switch BRANCH), then sync again", "HEAD is detached in %s: there is no branch to commit to and push", top)
+	}
+	res.Remote, _ = g.run(nil, "config", "--get", "branch."+res.Branch+".remote")
+	merge, _ := g.run(nil, "config", "--get", "branch."+res.Branch+".merge")
+	if res.Remote == "" || merge == "" {
+		remotes, _ := g.run(nil, "remote")
+		if remotes == "" {
+			return nil, Errorf(CatInvalid, "git remote add origin URL, then git push -u origin "+res.Branch, "the repository %s has no remote to push to", top)
+		}
+		first := strings.Fields(remotes)[0]
+		return nil, Errorf(CatInvalid, "set it once: git push -u "+first+" "+res.Branch, "branch %s has no upstream", res.Branch)
+	}
+
+	var commitErr error
+	err = c.withChannelLock(func() error {
+		commitErr = c.gitCommit(g, prefix, res)
+		return nil
+	})
+	if err == nil {
+		err = commitErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := c.gitPull(g, res); err != nil {
+			return res, err
+		}
+		pushed, rejected, err := g.push(res, merge)
+		if err != nil {
+			return res, err
+		}
+		res.Pushed = pushed
+		if !rejected {
+			return res, nil
+		}
+		if attempt == 1 {
+			return res, Errorf(CatRetryNeeded, "another machine keeps pushing to "+res.Remote+": run ferry sync --git again in a moment (the commit stays local until then)", "the push to %s was rejected twice", res.Remote)
+		}
+		res.Retried = true
+	}
+}
+
+// gitFailed turns an unexpected git failure into an internal error naming it.
+func gitFailed(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Errorf(CatRetryNeeded, "run ferry sync --git again", "sync interrupted: %v", err)
+	}
+	return &Error{Category: CatInternal, Err: err, Message: err.Error(), Hint: "run the git command by hand to see why; the repository is as it was"}
+}
+
+// noOperationInProgress refuses to start while a rebase, merge or cherry-pick is under
+// way: the user's, or one a crashed sync left.
+func (g *gitRunner) noOperationInProgress() error {
+	for _, name := range []string{"rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD"} {
+		p, err := g.run(nil, "rev-parse", "--git-path", name)
+		if err != nil {
+			return gitFailed(err)
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(g.dir, p)
+		}
+		if _, err := os.Stat(p); err == nil {
+			return Errorf(CatConflict, "finish it (git rebase --continue, git merge --continue) or abort it (--abort), then sync again",
+				"a git %s is in progress in this repository", strings.TrimSuffix(strings.ToLower(strings.Split(name, "_")[0]), "-merge"))
+		}
+	}
+	return nil
+}
+
+// statusEntry is one line of git status: index and worktree codes, channel-relative
+// path (with "/"), and whether it is inside the channel.
+type statusEntry struct {
+	x, y byte
+	path string
+}
+
+// gitCommit stages and commits this machine's files (see SyncGit). Caller holds the
+// channel lock.
+func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) error {
+	out, err := g.run(nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+	if err != nil {
+		return gitFailed(err)
+	}
+	var ours, foreignStaged []string
+	for _, rec := range strings.Split(out, "\x00") {
+		if len(rec) < 4 {
+			continue
+		}
+		e := statusEntry{x: rec[0], y: rec[1], path: rec[3:]}
+		staged := e.x != ' ' && e.x != '?'
+		rel, inside := strings.CutPrefix(e.path, prefix)
+		if !inside {
+			if staged {
+				foreignStaged = append(foreignStaged, e.path)
+			}
+			continue
+		}
+		switch c.gitOwns(rel, e) {
+		case ownMine:
+			ours = append(ours, rel)
+		case ownSkip:
+		default:
+			res.LeftAlone = append(res.LeftAlone, rel)
+			if staged {
+				foreignStaged = append(foreignStaged, e.path)
+			}
+		}
+	}
+	if len(foreignStaged) > 0 {
+		sort.Strings(foreignStaged)
+		return Errorf(CatConflict, "commit them yourself, or unstage them (git restore --staged PATH…), then sync again",
+			"the git index holds staged changes that are not this machine's channel files: %s", strings.Join(foreignStaged, ", "))
+	}
+	if len(ours) == 0 {
+		return nil
+	}
+	sort.Strings(ours)
+	spec := []byte(strings.Join(ours, "\x00") + "\x00")
+	if _, err := g.run(spec, "--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+		return gitFailed(err)
+	}
+	msg := fmt.Sprintf("ferry sync: %d file(s) from device %s\n\n%s\n", len(ours), c.Device, strings.Join(ours, "\n"))
+	if _, err := g.run(nil, "commit", "-q", "--no-verify", "-m", msg); err != nil {
+		_, _ = g.run(spec, "--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul")
+		var ge *gitError
+		if errors.As(err, &ge) && (strings.Contains(ge.stderr, "tell me who you are") || strings.Contains(ge.stderr, "empty ident") || strings.Contains(ge.stderr, "user.email")) {
+			return Errorf(CatInvalid, `git config user.name "Your Name" && git config user.email you@example.com (add --global for every repository)`, "git has no committer identity on this machine")
+		}
+		return gitFailed(err)
+	}
+	res.Commit, _ = g.run(nil, "rev-parse", "HEAD")
+	res.Committed = ours
+	return nil
+}
+
+// Ownership of a changed path (gitOwns).
+const (
+	ownOther = iota // not this machine's to commit: left alone, reported
+	ownMine         // this machine wrote it: committed
+	ownSkip         // machine-local or in progress: ignored silently
+)
+
+// gitOwns decides whether the changed channel file rel (status e) is this machine's
+// to commit: the one-writer rule of DESIGN §2 rule 1, applied by path and, for
+// objects, by the device inside the file (objects are written once by their author's
+// device).
+func (c *Channel) gitOwns(rel string, e statusEntry) int {
+	base := path.Base(rel)
+	if IsTempName(base) && !strings.Contains(base, ".torn-") || rel == ".stignore" {
+		return ownSkip // a write in progress; .stignore is machine-local
+	}
+	if e.x == 'D' || e.y == 'D' {
+		return ownOther // ferry never deletes a channel file
+	}
+	untracked := e.x == '?'
+	parts := strings.Split(rel, "/")
+	switch {
+	case len(parts) == 1 && (rel == "channel.toml" || rel == "PROTOCOL.md" || rel == ".gitattributes"):
+		if untracked {
+			return ownMine // written once, at init, on this machine
+		}
+	case parts[0] == "ledger" && len(parts) == 3:
+		if base == c.Device+".jsonl" || strings.HasPrefix(base, c.Device+".torn-") {
+			return ownMine
+		}
+	case parts[0] == "presence" && len(parts) == 2:
+		if f := strings.Split(strings.TrimSuffix(base, ".json"), "."); len(f) == 2 && f[1] == c.Device && strings.HasSuffix(base, ".json") {
+			return ownMine
+		}
+	case parts[0] == "memory" && strings.HasSuffix(strings.ToLower(base), ".md"):
+		return ownMine // a human's note, written here
+	case (parts[0] == "orders" || parts[0] == "messages" || parts[0] == "asks" || parts[0] == "results") && len(parts) == 2,
+		parts[0] == "handins" && len(parts) == 3:
+		if untracked && strings.HasSuffix(base, ".json") && c.objectDevice(rel) == c.Device {
+			return ownMine
+		}
+	}
+	return ownOther
+}
+
+// objectDevice returns the device named inside the object file rel ("" when it does
+// not parse).
+func (c *Channel) objectDevice(rel string) string {
+	raw, err := os.ReadFile(filepath.Join(c.Root, filepath.FromSlash(rel)))
+	if err != nil {
+		return ""
+	}
+	var env struct {
+		Device string `json:"device"`
+	}
+	if json.Unmarshal(raw, &env) != nil {
+		return ""
+	}
+	return env.Device
+}
+
+// gitPull fetches the upstream and rebases onto it (what `git pull --rebase
+// --autostash` does), holding the channel lock during the rebase so no ferry write
+// lands while files are being checked out. A conflict aborts the rebase: the local
+// commit and edits are kept.
+func (c *Channel) gitPull(g *gitRunner, res *GitSyncResult) error {
+	if _, err := g.run(nil, "fetch", "-q", res.Remote); err != nil {
+		var ge *gitError
+		if errors.As(err, &ge) {
+			return Errorf(CatRetryNeeded, "check the network and the remote (git remote -v, git fetch "+res.Remote+"); what was committed stays local until the next sync",
+				"fetching from %s failed: %s", res.Remote, lastLines(ge.stderr, 2))
+		}
+		return gitFailed(err)
+	}
+	up, err := g.run(nil, "rev-parse", "-q", "--verify", "@{upstream}")
+	if err != nil || up == "" {
+		return nil // the remote branch does not exist yet: the push creates it
+	}
+	n, err := g.run(nil, "rev-list", "--count", "HEAD..@{upstream}")
+	if err != nil {
+		return gitFailed(err)
+	}
+	incoming, _ := strconv.Atoi(n)
+	if incoming == 0 {
+		return nil
+	}
+	files, _ := g.run(nil, "diff", "--name-only", "HEAD...@{upstream}")
+	var rebaseErr error
+	err = c.withChannelLock(func() error {
+		if _, err := g.run(nil, "rebase", "-q", "--autostash", "@{upstream}"); err != nil {
+			rebaseErr = c.rebaseFailed(g, err)
+		}
+		return nil
+	})
+	if err == nil {
+		err = rebaseErr
+	}
+	if err != nil {
+		return err
+	}
+	res.Pulled += incoming
+	if files != "" {
+		res.PulledFiles += len(strings.Split(files, "\n"))
+	}
+	return nil
+}
+
+// rebaseFailed aborts a failed rebase (so the branch, the local commit and the edits
+// are as they were) and names the conflicting files.
+func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
+	conflicted, _ := g.run(nil, "diff", "--name-only", "--diff-filter=U")
+	_, abortErr := g.run(nil, "rebase", "--abort")
+	if abortErr != nil && conflicted == "" {
+		return gitFailed(err)
+	}
+	if conflicted == "" {
+		var ge *gitError
+		msg := err.Error()
+		if errors.As(err, &ge) {
+			msg = lastLines(ge.stderr, 3)
+		}
+		return Errorf(CatConflict, "run git pull --rebase by hand to see why; nothing was lost: the rebase was aborted and the local commit kept",
+			"rebasing onto the upstream failed: %s", msg)
+	}
+	files := strings.Fields(conflicted)
+	return Errorf(CatConflict,
+		"nothing was lost: the rebase was aborted and your commit and edits are kept. Merge by hand: git pull --rebase, edit each file to keep both sides, git add it, git rebase --continue, then ferry sync --git again (one memory note per author avoids this)",
+		"pulling from the upstream conflicts in %s (edited on two machines)", strings.Join(files, ", "))
+}
+
+// push pushes HEAD to the upstream branch merge. It reports the commits pushed, and
+// rejected=true when the remote moved on meanwhile (fetch first).
+func (g *gitRunner) push(res *GitSyncResult, merge string) (pushed int, rejected bool, err error) {
+	ahead := "0"
+	if up, err := g.run(nil, "rev-parse", "-q", "--verify", "@{upstream}"); err == nil && up != "" {
+		ahead, err = g.run(nil, "rev-list", "--count", "@{upstream}..HEAD")
+		if err != nil {
+			return 0, false, gitFailed(err)
+		}
+	} else {
+		ahead, err = g.run(nil, "rev-list", "--count", "HEAD")
+		if err != nil {
+			return 0, false, nil // an unborn branch: nothing to push
+		}
+	}
+	n, _ := strconv.Atoi(ahead)
+	if n == 0 {
+		return 0, false, nil
+	}
+	if _, err := g.run(nil, "push", "-q", res.Remote, "HEAD:"+merge); err != nil {
+		var ge *gitError
+		if errors.As(err, &ge) {
+			if strings.Contains(ge.stderr, "[rejected]") || strings.Contains(ge.stderr, "fetch first") || strings.Contains(ge.stderr, "non-fast-forward") {
+				return 0, true, nil
+			}
+			return 0, false, Errorf(CatRetryNeeded, "check the network, the remote and your credentials (git push "+res.Remote+"); the commit stays local until the next sync",
+				"pushing to %s failed: %s", res.Remote, lastLines(ge.stderr, 2))
+		}
+		return 0, false, gitFailed(err)
+	}
+	return n, false, nil // git moved the remote-tracking ref with the push
+}
