@@ -79,7 +79,9 @@ func TestFollow(t *testing.T) {
 					return slices.ContainsFunc(es, func(e FollowEvent) bool { return e.Kind == kind && match(e) })
 				}
 			}
-			want(has(FollowMessage, func(e FollowEvent) bool { return e.ID == msg.ID && e.From == "alice" && e.Preview == "the build is green" }))
+			want(has(FollowMessage, func(e FollowEvent) bool {
+				return e.ID == msg.ID && e.From == "alice" && e.Preview == "the build is green"
+			}))
 			want(has(FollowContest, func(e FollowEvent) bool { return e.Ref == o.ID && e.Winner != "" && len(e.Lost) == 1 }))
 			want(func(es []FollowEvent) bool {
 				n := 0
