@@ -44,6 +44,8 @@ type GitSyncResult struct {
 	// LeftAlone lists changed or new files in the channel that are not this machine's
 	// to commit (another machine's files changed here, conflict copies, deletions).
 	LeftAlone []string `json:"left_alone"`
+
+	lastReject string // git's words for the last rejected push
 }
 
 // gitRunner runs the git executable in one directory, without a shell.
@@ -53,7 +55,8 @@ type gitRunner struct {
 	dir string
 }
 
-// run runs git args with stdin in (nil: none) and returns its trimmed stdout, and an
+// run runs git args with stdin in (nil: none) and returns its stdout without trailing
+// white space, and an
 // error holding the trimmed stderr when git exits non-zero.
 func (g *gitRunner) run(in []byte, args ...string) (string, error) {
 	cmd := exec.CommandContext(g.ctx, g.bin, args...)
@@ -70,9 +73,9 @@ func (g *gitRunner) run(in []byte, args ...string) (string, error) {
 		if g.ctx.Err() != nil {
 			return "", g.ctx.Err()
 		}
-		return strings.TrimSpace(so.String()), &gitError{args: args, stderr: strings.TrimSpace(se.String() + "\n" + so.String()), err: err}
+		return strings.TrimRight(so.String(), " \r\n"), &gitError{args: args, stderr: strings.TrimSpace(se.String() + "\n" + so.String()), err: err}
 	}
-	return strings.TrimSpace(so.String()), nil
+	return strings.TrimRight(so.String(), " \r\n"), nil // never the left: status lines start with a space
 }
 
 // gitError is a git command that failed.
@@ -179,7 +182,7 @@ func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 			return res, nil
 		}
 		if attempt == 1 {
-			return res, Errorf(CatRetryNeeded, "another machine keeps pushing to "+res.Remote+": run ferry sync --git again in a moment (the commit stays local until then)", "the push to %s was rejected twice", res.Remote)
+			return res, Errorf(CatRetryNeeded, "another machine keeps pushing to "+res.Remote+": run ferry sync --git again in a moment (the commit stays local until then)", "the push to %s was rejected twice: %s", res.Remote, res.lastReject)
 		}
 		res.Retried = true
 	}
@@ -291,19 +294,22 @@ const (
 // device).
 func (c *Channel) gitOwns(rel string, e statusEntry) int {
 	base := path.Base(rel)
-	if IsTempName(base) && !strings.Contains(base, ".torn-") || rel == ".stignore" {
-		return ownSkip // a write in progress; .stignore is machine-local
-	}
-	if e.x == 'D' || e.y == 'D' {
-		return ownOther // ferry never deletes a channel file
-	}
 	untracked := e.x == '?'
-	parts := strings.Split(rel, "/")
 	switch {
-	case len(parts) == 1 && (rel == "channel.toml" || rel == "PROTOCOL.md" || rel == ".gitattributes"):
+	case rel == "channel.toml" || rel == "PROTOCOL.md" || rel == ".gitattributes":
 		if untracked {
 			return ownMine // written once, at init, on this machine
 		}
+		return ownOther
+	case rel == ".stignore":
+		return ownSkip // machine-local: Syncthing does not sync it either
+	case IsTempName(base) && !strings.Contains(base, ".torn-"):
+		return ownSkip // a write in progress
+	case e.x == 'D' || e.y == 'D':
+		return ownOther // ferry never deletes a channel file
+	}
+	parts := strings.Split(rel, "/")
+	switch {
 	case parts[0] == "ledger" && len(parts) == 3:
 		if base == c.Device+".jsonl" || strings.HasPrefix(base, c.Device+".torn-") {
 			return ownMine
@@ -430,8 +436,13 @@ func (g *gitRunner) push(res *GitSyncResult, merge string) (pushed int, rejected
 	if _, err := g.run(nil, "push", "-q", res.Remote, "HEAD:"+merge); err != nil {
 		var ge *gitError
 		if errors.As(err, &ge) {
-			if strings.Contains(ge.stderr, "[rejected]") || strings.Contains(ge.stderr, "fetch first") || strings.Contains(ge.stderr, "non-fast-forward") {
-				return 0, true, nil
+			// The remote moved on: refused as not a fast-forward, or — when another push
+			// landed while this one was being received — its ref update lost the race.
+			for _, race := range []string{"[rejected]", "fetch first", "non-fast-forward", "failed to update ref", "cannot lock ref"} {
+				if strings.Contains(ge.stderr, race) {
+					res.lastReject = lastLines(ge.stderr, 2)
+					return 0, true, nil
+				}
 			}
 			return 0, false, Errorf(CatRetryNeeded, "check the network, the remote and your credentials (git push "+res.Remote+"); the commit stays local until the next sync",
 				"pushing to %s failed: %s", res.Remote, lastLines(ge.stderr, 2))
