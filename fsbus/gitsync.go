@@ -225,11 +225,24 @@ type statusEntry struct {
 // gitCommit stages and commits this machine's files (see SyncGit). Caller holds the
 // channel lock.
 func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) error {
-	out, err := g.run(nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+	var ours, foreignStaged []string
+	// Staged anywhere in the repository (the channel may sit inside a project's repo):
+	// a commit takes the whole index, so what is staged outside the channel is refused.
+	staged, err := g.run(nil, "diff", "--cached", "--name-only", "-z")
 	if err != nil {
 		return gitFailed(err)
 	}
-	var ours, foreignStaged []string
+	for _, p := range strings.Split(staged, "\x00") {
+		if p != "" && !strings.HasPrefix(p, prefix) {
+			foreignStaged = append(foreignStaged, p)
+		}
+	}
+	// The channel's own changes: its subtree only, so a big repository around it is
+	// not walked for untracked files.
+	out, err := g.run(nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", ".")
+	if err != nil {
+		return gitFailed(err)
+	}
 	for _, rec := range strings.Split(out, "\x00") {
 		if len(rec) < 4 {
 			continue
@@ -238,9 +251,6 @@ func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) err
 		staged := e.x != ' ' && e.x != '?'
 		rel, inside := strings.CutPrefix(e.path, prefix)
 		if !inside {
-			if staged {
-				foreignStaged = append(foreignStaged, e.path)
-			}
 			continue
 		}
 		switch c.gitOwns(rel, e) {

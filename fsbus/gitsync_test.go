@@ -1,0 +1,71 @@
+package fsbus
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestGitOwns: ferry sync --git commits a changed file only when this machine wrote
+// it (DESIGN §2 rule 1: one writer per file) — by path for segments and presence, by
+// the device inside the file for objects — and never a temp name, .stignore or a
+// deletion (issue 7 "git as the carrier").
+func TestGitOwns(t *testing.T) {
+	c := &Channel{Root: t.TempDir(), Device: "k3f9x2ab"}
+	for rel, body := range map[string]string{
+		"orders/o-0000000000001.json":          `{"v":1,"id":"o-0000000000001","author":"alice","device":"k3f9x2ab"}`,
+		"orders/o-0000000000002.json":          `{"v":1,"id":"o-0000000000002","author":"bob","device":"zzzzzzzz"}`,
+		"messages/m-0000000000003.json":        `not json`,
+		"handins/alice/h-0000000000004.json":   `{"device":"k3f9x2ab"}`,
+		"results/r-0000000000005.json":         `{"device":"k3f9x2ab"}`,
+		"asks/a-0000000000006.json":            `{"device":"k3f9x2ab"}`,
+		"orders/o-0000000000007.json.sync-bak": `{"device":"k3f9x2ab"}`,
+	} {
+		p := filepath.Join(c.Root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	untracked, modified, deleted := statusEntry{x: '?', y: '?'}, statusEntry{x: ' ', y: 'M'}, statusEntry{x: ' ', y: 'D'}
+	for _, tc := range []struct {
+		rel  string
+		e    statusEntry
+		want int
+	}{
+		{"ledger/alice/k3f9x2ab.jsonl", untracked, ownMine},
+		{"ledger/alice/k3f9x2ab.jsonl", modified, ownMine},
+		{"ledger/master/k3f9x2ab.torn-1", untracked, ownMine},
+		{"ledger/alice/zzzzzzzz.jsonl", modified, ownOther}, // another machine's segment
+		{"ledger/alice/k3f9x2ab.sync-conflict-20261129-120000-ABC.jsonl", untracked, ownOther},
+		{"ledger/alice/k3f9x2ab.jsonl", deleted, ownOther},
+		{"ledger/alice/k3f9x2ab.jsonl.tmp", untracked, ownSkip},
+		{"ledger/alice/.syncthing.k3f9x2ab.jsonl.tmp", untracked, ownSkip},
+		{"presence/alice.k3f9x2ab.json", modified, ownMine},
+		{"presence/alice.zzzzzzzz.json", modified, ownOther},
+		{"orders/o-0000000000001.json", untracked, ownMine},
+		{"orders/o-0000000000001.json", modified, ownOther}, // objects are written once
+		{"orders/o-0000000000002.json", untracked, ownOther},
+		{"messages/m-0000000000003.json", untracked, ownOther},
+		{"handins/alice/h-0000000000004.json", untracked, ownMine},
+		{"results/r-0000000000005.json", untracked, ownMine},
+		{"asks/a-0000000000006.json", untracked, ownMine},
+		{"orders/o-0000000000007.json.sync-bak", untracked, ownOther},
+		{"orders/o-0000000000009.json", untracked, ownOther}, // gone since the listing
+		{"memory/plan.md", untracked, ownMine},
+		{"memory/plan.md", modified, ownMine},
+		{"memory/~$plan.md", untracked, ownSkip},
+		{"channel.toml", untracked, ownMine},
+		{"PROTOCOL.md", untracked, ownMine},
+		{".gitattributes", untracked, ownMine},
+		{"channel.toml", modified, ownOther},
+		{".stignore", untracked, ownSkip},
+		{"notes.txt", untracked, ownOther},
+	} {
+		if got := c.gitOwns(tc.rel, tc.e); got != tc.want {
+			t.Errorf("gitOwns(%s, %c%c) = %d, want %d", tc.rel, tc.e.x, tc.e.y, got, tc.want)
+		}
+	}
+}
