@@ -46,4 +46,17 @@
 // binds (grants apply by per-segment sequence bounds) and its level, then builds agents
 // and orders. Entries that count for nothing are listed in State.Ignored; branched
 // chains are listed as contests naming the winner and everyone involved.
+//
+// # Watching and carrying
+//
+// Channel.Watch turns change into hints: fsnotify on the channel's directories (never
+// on files), debounced, temp names of every sync tool ignored ([IsTempName]), with a
+// rescan on overflow and on a timer, and polling alone where events do not arrive
+// (FERRY_WATCH=poll). WaitFor (MCP long-poll) and Follow (`ferry watch`, `ferry talk
+// read --follow`) reload on each hint and decide for themselves what is new.
+// Channel.SyncGit carries a channel kept in a git repository: it commits only the files
+// this machine wrote, rebases onto the upstream and pushes; one writer per file means
+// no rebase conflict in anything ferry writes. Every rename goes through
+// internal/fsutil.Rename, retried on Windows on sharing violations; ferry locks only
+// its own lock files in the cache dir, never a data file.
 package fsbus
