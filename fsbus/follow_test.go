@@ -29,8 +29,21 @@ func TestFollow(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				done <- w.c.Follow(ctx, FollowOptions{As: "bob", Watch: mode.opt, OnReady: func(p bool) { ready <- p }},
-					func(e FollowEvent) error { events <- e; return nil })
+					func(e FollowEvent) error {
+						select {
+						case events <- e:
+						default: // a failed test stopped reading
+						}
+						return nil
+					})
 			}()
+			stopped := false
+			t.Cleanup(func() { // a failed test's Follow must end before its folder goes
+				if !stopped {
+					cancel()
+					<-done
+				}
+			})
 			select {
 			case p := <-ready:
 				if p != mode.opt.Poll {
@@ -45,6 +58,13 @@ func TestFollow(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := alice.TalkSend("carol", "not for bob", ""); err != nil {
+				t.Fatal(err)
+			}
+			offered, err := alice.NewOrder(NewOrderOptions{Title: "for bob", To: "bob"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := alice.NewOrder(NewOrderOptions{Title: "for carol", To: "carol"}); err != nil {
 				t.Fatal(err)
 			}
 			o, err := alice.NewOrder(NewOrderOptions{Title: "fix the flaky test"})
@@ -90,12 +110,15 @@ func TestFollow(t *testing.T) {
 						n++
 					}
 				}
-				return n == 5 // two posts, the create, two claims
+				return n == 7 // two posts, three creates, two claims
 			})
-			want(has(FollowOrder, func(e FollowEvent) bool { return e.ID == o.ID }))
+			want(has(FollowOrder, func(e FollowEvent) bool {
+				return e.ID == offered.ID && e.State == StateOffered && e.OfferedTo == "bob" && e.Title == "for bob"
+			}))
 			cancel()
 			select {
 			case err := <-done:
+				stopped = true
 				if err != nil {
 					t.Fatalf("Follow after cancel = %v, want nil", err)
 				}
@@ -123,6 +146,10 @@ func TestFollow(t *testing.T) {
 				case FollowMessage:
 					if e.Preview == "old news" || e.Preview == "not for bob" {
 						t.Errorf("bob was told of %+v", e)
+					}
+				case FollowOrder:
+					if e.Title == "for carol" {
+						t.Errorf("bob was told of carol's order: %+v", e)
 					}
 				case FollowProblem:
 					t.Errorf("problem: %s", e.Error)
