@@ -156,10 +156,23 @@ func TestGitSyncTwoMachines(t *testing.T) {
 	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if r := gsync(t, b, chB); !r.Retried || r.Pushed != 1 {
-		t.Errorf("B's sync after A pushed under it: %+v, want one retry and one commit pushed", r)
+	// An edit outside the channel, not staged (the channel may live in a project's
+	// repo): it is neither committed nor lost by the rebase (--autostash).
+	readme := filepath.Join(repoB, "README.md")
+	if err := os.WriteFile(readme, []byte("project notes\nwork in progress on B\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := gsync(t, b, chB); !r.Retried || r.Pushed != 1 || r.Pulled == 0 {
+		t.Errorf("B's sync after A pushed under it: %+v, want one retry, a pull and one commit pushed", r)
 	}
 	os.Remove(hook)
+	if raw, _ := os.ReadFile(readme); string(raw) != "project notes\nwork in progress on B\n" {
+		t.Errorf("B's unstaged edit after the sync: %q", raw)
+	}
+	if d := gitIn(t, repoB, "diff", "--name-only"); d != "README.md" {
+		t.Errorf("unstaged after the sync: %q, want README.md only", d)
+	}
+	gitIn(t, repoB, "checkout", "-q", "README.md")
 
 	// Both claim one order before they sync: a contest, not a git conflict.
 	so := a.must("--as", "alice", "order", "new", "Contested work", "--json", "--channel", chA)
