@@ -111,7 +111,9 @@ func lastLines(s string, n int) string {
 // files while they are new — and only those; then fetches the branch's upstream,
 // rebases onto it (`git pull --rebase`, with --autostash so edits it does not commit
 // survive) and pushes. A push rejected because another machine pushed meanwhile is
-// retried once after another fetch and rebase. git runs as an executable (no shell).
+// retried once after another fetch and rebase. git runs as an executable (no shell),
+// never prompting (GIT_TERMINAL_PROMPT=0); the commit skips hooks (--no-verify), since a
+// project's pre-commit formatter must never rewrite a file ferry signed.
 //
 // Errors (each changes nothing in the repository; a commit already made stays, and is
 // pushed by the next sync):
