@@ -339,7 +339,7 @@ func (c *DaemonCmd) status(g *Globals, ch *fsbus.Channel, cfg *daemonConfig) err
 		}
 		g.printf("  journal: %s, %d events, %d submitted, %d failed (%s)\n", health, j.Events, j.Done, j.Failures, j.Path)
 		if j.Last != nil {
-			g.printf("  last event: %s %s %s %s\n", j.Last.At, j.Last.Event, j.Last.Order, j.Last.Outcome)
+			g.printf("  last event: %s\n", strings.Join(nonEmpty(j.Last.At, j.Last.Event, j.Last.Order, j.Last.Outcome), " "))
 		}
 		if j.LastFail != nil {
 			g.printf("  last failure: %s %s: %s\n", j.LastFail.At, j.LastFail.Order, firstLineOf(j.LastFail.Note))
@@ -357,4 +357,14 @@ func errMsg(err error) string {
 		return fe.Message
 	}
 	return err.Error()
+}
+
+func nonEmpty(parts ...string) []string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -224,3 +224,22 @@ func TestRunKilledMidRunIsRecovered(t *testing.T) {
 	}
 	f.must("ledger", "verify", "--project", "rp")
 }
+
+// scriptRunjob is the `runjob` command of the testscript journeys: the file `ferry
+// run --exec runjob` runs. It reads the order on stdin and prints "ref-<id>" and the
+// title; with RUNJOB_FAIL set (passed with --env) it writes to stderr and exits 4.
+func scriptRunjob() {
+	var in struct {
+		ID    string `json:"id"`
+		Title string `json:"title"`
+	}
+	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
+		os.Stderr.WriteString("runjob: " + err.Error() + "\n")
+		os.Exit(2)
+	}
+	if os.Getenv("RUNJOB_FAIL") != "" {
+		os.Stderr.WriteString("compiler says: \x1b[1mno\x1b[0m\n")
+		os.Exit(4)
+	}
+	os.Stdout.WriteString("ref-" + in.ID + "\ndone: " + in.Title + "\n")
+}
