@@ -48,7 +48,7 @@ type Runner struct {
 	Grace   time.Duration // from interrupt to kill when stopped (default 10 s)
 	Log     io.Writer     // one line per event, for humans (nil: none)
 
-	skip map[string]string // order → why this runner leaves it alone
+	skip map[string]string // order → the chain head at which this runner left it alone
 }
 
 // RunResult is the outcome of one run.
@@ -61,6 +61,8 @@ type RunResult struct {
 	Exit    int    `json:"exit"`    // the file's exit code (-1: did not start or was killed)
 	Note    string `json:"note,omitempty"`
 	Ref     string `json:"reference,omitempty"`
+
+	head string // the order's chain head after the run gave it back
 }
 
 func (r *Runner) logf(format string, args ...any) {
@@ -94,8 +96,8 @@ func (r *Runner) Start() ([]Recovery, error) {
 		return recs, err
 	}
 	if jh, err := r.S.Home.ReadJournal(r.S.Project(), r.S.Name); err == nil {
-		for _, o := range jh.Failed {
-			r.skip[o] = "its last run on this machine failed"
+		for o, head := range jh.Failed {
+			r.skip[o] = head // its last run on this machine failed; retried once it moves on
 		}
 	}
 	r.S.Journal(JournalEvent{Event: "start", Note: fmt.Sprintf("recovered %d", len(recs))})
@@ -118,8 +120,8 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		if ctx.Err() != nil {
 			return nil, nil
 		}
-		if _, ok := r.skip[o.ID]; ok {
-			continue
+		if head, ok := r.skip[o.ID]; ok && head == o.Head {
+			continue // failed or refused here, and nothing happened to it since
 		}
 		spec := r.S.RunSpecOf(o)
 		for _, w := range spec.Warnings {
@@ -141,7 +143,7 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 				continue // someone else was faster, or it has not fully arrived
 			}
 			if IsCategory(err, CatStale) || IsCategory(err, CatInvalid) {
-				r.skip[o.ID] = err.Error()
+				r.skip[o.ID] = o.Head
 				r.logf("skipping %s: %v", o.ID, err)
 				continue
 			}
@@ -151,8 +153,8 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		r.logf("claimed %s %q as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
 		res := r.execute(ctx, run, claimed, spec, h, argv)
 		res.Title = o.Title
-		if res.Outcome != "submitted" {
-			r.skip[o.ID] = res.Note
+		if res.Outcome == "failed" && res.head != "" {
+			r.skip[o.ID] = res.head
 		}
 		return res, nil
 	}
@@ -291,14 +293,16 @@ wait:
 // "life" instead of Release; an interrupted run keeps Release.
 func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResult {
 	res.Outcome, res.Note = outcome, fitNote(note)
-	if _, err := r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run); err != nil {
+	o, err := r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
+	if err != nil {
 		// The record stays: the next start-up recovers the claim.
 		r.logf("releasing %s: %v (a restart recovers it)", run.Rec.Order, err)
 		r.S.Journal(JournalEvent{Event: "error", Run: run.Rec.Run, Order: run.Rec.Order, Note: err.Error()})
 		run.lock.Unlock()
 		return res
 	}
-	run.End(JournalEvent{Event: "done", Outcome: outcome, Note: res.Note})
+	res.head = o.Head
+	run.End(JournalEvent{Event: "done", Outcome: outcome, Note: res.Note, Head: o.Head})
 	r.logf("%s %s: %s", outcome, run.Rec.Order, firstLine(res.Note))
 	return res
 }

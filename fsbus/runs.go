@@ -409,6 +409,11 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 		if known[run] {
 			continue
 		}
+		// A run begun since the registry was read writes its record before its claim:
+		// a record there now means the claim is not an orphan.
+		if _, err := os.Stat(filepath.Join(s.Home.runsDir(s.Project(), s.Name), run+".json")); err == nil {
+			continue
+		}
 		rv := Recovery{Run: run, Order: id, Action: "forgotten",
 			Note: fmt.Sprintf("orphan claim of run %s: no run on this machine holds it; released for a new attempt", run)}
 		if _, err := s.Release(id, rv.Note, ""); err == nil {
@@ -507,6 +512,9 @@ type JournalEvent struct {
 	Order   string `json:"order,omitempty"`
 	Outcome string `json:"outcome,omitempty"` // submitted | released | failed | interrupted | forgotten
 	Note    string `json:"note,omitempty"`
+	// Head is the order's chain head after a failed run gave it back: the runner leaves
+	// the order alone while its head is still this entry.
+	Head string `json:"head,omitempty"`
 }
 
 // MaxJournalLine bounds one journal line, in bytes (notes are cut to fit).
@@ -556,7 +564,8 @@ type JournalHealth struct {
 	LastFail *JournalEvent `json:"last_failure,omitempty"`
 	Failures int           `json:"failures"` // runs that ended failed or interrupted
 	Done     int           `json:"done"`     // runs that ended submitted
-	Failed   []string      `json:"-"`        // orders whose last run here failed
+	// Failed maps each order whose last run here failed to its chain head then.
+	Failed map[string]string `json:"-"`
 }
 
 // ReadJournal summarises the agent's run journal on this machine. A missing journal is
@@ -572,7 +581,7 @@ func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
 		return nil, fmt.Errorf("reading run journal: %w", err)
 	}
 	jh.Exists = true
-	last := map[string]string{}
+	last := map[string]JournalEvent{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	for sc.Scan() {
@@ -588,8 +597,8 @@ func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
 		e := ev
 		jh.Last = &e
 		if ev.Event == "done" || ev.Event == "recover" {
-			if ev.Order != "" {
-				last[ev.Order] = ev.Outcome
+			if ev.Order != "" && ev.Outcome != "not_claimed" {
+				last[ev.Order] = ev
 			}
 			switch ev.Outcome {
 			case "submitted":
@@ -603,12 +612,12 @@ func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		jh.Bad++ // a torn tail is counted even when it happens to parse
 	}
-	for o, outcome := range last {
-		if outcome == "failed" {
-			jh.Failed = append(jh.Failed, o)
+	jh.Failed = map[string]string{}
+	for o, ev := range last {
+		if ev.Outcome == "failed" && ev.Head != "" {
+			jh.Failed[o] = ev.Head
 		}
 	}
-	sort.Strings(jh.Failed)
 	return jh, nil
 }
 

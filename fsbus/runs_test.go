@@ -178,7 +178,8 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 // TestRunnerFailureAndEnvironment: a file that exits 3 gives its order back with a
 // note of its exit code and the cleaned tail of its stderr (no terminal escapes,
 // within the note limit); the runner does not retry it, nor does a new runner on
-// this machine (the journal); inspect counts the retry and shows the note. The file
+// this machine (the journal) until the order moves on; inspect counts the retries and
+// shows the last note. The file
 // sees only PATH, HOME and their kin, the variables named, FERRY_ORDER_ID and
 // FERRY_RUN_ID, and runs in the workspace.
 func TestRunnerFailureAndEnvironment(t *testing.T) {
@@ -212,8 +213,16 @@ func TestRunnerFailureAndEnvironment(t *testing.T) {
 	if res, _ := newTestRunner(t, runner, job, Queue{}).RunOne(context.Background()); res != nil {
 		t.Errorf("a new runner retried the order that failed here: %+v", res)
 	}
+	// Once the order moves on (its author offers it to runner again), it is retried.
+	if _, err := boss.Offer(id, "runner", ""); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.RunOne(context.Background()); err != nil || res == nil || res.Order != id {
+		t.Errorf("after a new offer the order was not retried: %+v %v", res, err)
+	}
+	v, _ = runner.Load()
 	rows := runner.Inspect(v, "", false)
-	if len(rows) != 1 || rows[0].Retries != 1 || rows[0].LastError != rel.Note || rows[0].AgeS < 0 {
+	if len(rows) != 1 || rows[0].Retries != 2 || !strings.Contains(rows[0].LastError, "exit 3") || rows[0].AgeS < 0 {
 		t.Errorf("inspect: %+v", rows)
 	}
 
