@@ -52,6 +52,9 @@ func (c *RunCmd) Run(g *Globals) error {
 	if err := fsbus.CheckEnvNames(c.Env); err != nil {
 		return err
 	}
+	if err := checkRunFlags(c.Poll, c.Beat, c.Grace, c.Label); err != nil {
+		return err
+	}
 	file, err := resolveExec(c.Exec, "")
 	if err != nil {
 		return err
@@ -155,4 +158,23 @@ func workdir(dir, base string) (string, error) {
 		return "", fsbus.Errorf(fsbus.CatInvalid, "pass an existing folder", "working directory %s is not a folder", p)
 	}
 	return p, nil
+}
+
+// checkRunFlags returns invalid for a poll or beat period that is not positive, a
+// negative grace, or a label that is not a label name.
+func checkRunFlags(poll, beat, grace time.Duration, labels []string) error {
+	switch {
+	case poll <= 0:
+		return fsbus.Errorf(fsbus.CatInvalid, "e.g. --poll 5s", "--poll must be a positive duration, not %s", poll)
+	case beat <= 0:
+		return fsbus.Errorf(fsbus.CatInvalid, "e.g. --beat 60s", "--beat must be a positive duration, not %s", beat)
+	case grace < 0:
+		return fsbus.Errorf(fsbus.CatInvalid, "e.g. --grace 10s", "--grace must not be negative")
+	}
+	for _, l := range labels {
+		if !fsbus.ValidName(l) {
+			return fsbus.Errorf(fsbus.CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %q", l)
+		}
+	}
+	return nil
 }

@@ -265,7 +265,9 @@ wait:
 		}
 	}
 	res.Exit = cmd.ProcessState.ExitCode()
-	if interrupted {
+	// Ctrl-C in a terminal reaches the file too, which may exit before the runner sees
+	// its own signal: a stop is an interruption whichever came first.
+	if interrupted || ctx.Err() != nil {
 		return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped; released for a new attempt", run.Rec.Run))
 	}
 	var ee *exec.ExitError

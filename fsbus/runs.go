@@ -520,6 +520,11 @@ type JournalEvent struct {
 // MaxJournalLine bounds one journal line, in bytes (notes are cut to fit).
 const MaxJournalLine = 4096
 
+// MaxJournal is the size (bytes) past which the journal is moved to <agent>.journal.old
+// (replacing the previous one) and a new one begun, so a daemon running for months
+// keeps a bounded journal.
+const MaxJournal = 1 << 20
+
 // Journal appends ev to the agent's run journal: one write of one line, under a
 // machine-local flock. A journal that cannot be written is not an error of the run
 // (the ledger holds what counts); `ferry daemon --status` reports it.
@@ -546,6 +551,9 @@ func (s *Session) Journal(ev JournalEvent) {
 		return
 	}
 	defer lk.Unlock()
+	if fi, err := os.Stat(p); err == nil && fi.Size() > MaxJournal {
+		_ = os.Rename(p, p+".old")
+	}
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return
@@ -582,6 +590,7 @@ func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
 	}
 	jh.Exists = true
 	last := map[string]JournalEvent{}
+	lastBad := false
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	for sc.Scan() {
@@ -591,8 +600,10 @@ func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
 		var ev JournalEvent
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Event == "" {
 			jh.Bad++
+			lastBad = true
 			continue
 		}
+		lastBad = false
 		jh.Events++
 		e := ev
 		jh.Last = &e
@@ -609,7 +620,7 @@ func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
 			}
 		}
 	}
-	if len(b) > 0 && b[len(b)-1] != '\n' {
+	if len(b) > 0 && b[len(b)-1] != '\n' && !lastBad {
 		jh.Bad++ // a torn tail is counted even when it happens to parse
 	}
 	jh.Failed = map[string]string{}

@@ -341,3 +341,33 @@ func TestRunOutputCleaning(t *testing.T) {
 		t.Errorf("tail %q", s)
 	}
 }
+
+// TestJournalHealthAndRotation: a missing journal is healthy and empty; a damaged line
+// and a torn tail are counted, never fatal; past MaxJournal the journal moves to
+// .journal.old and a new one begins.
+func TestJournalHealthAndRotation(t *testing.T) {
+	_, runner := runTeam(t)
+	h, p := runner.Home, runner.Project()
+	if jh, err := h.ReadJournal(p, "runner"); err != nil || jh.Exists || jh.Events != 0 {
+		t.Fatalf("no journal: %+v %v", jh, err)
+	}
+	runner.Journal(JournalEvent{Event: "done", Order: "o-1", Outcome: "submitted"})
+	path := h.journalPath(p, "runner")
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("not json\n{\"event\":\"done\",\"outc")
+	f.Close()
+	jh, err := h.ReadJournal(p, "runner")
+	if err != nil || jh.Events != 1 || jh.Done != 1 || jh.Bad != 2 {
+		t.Fatalf("damaged journal: %+v %v", jh, err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Repeat("x", MaxJournal+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runner.Journal(JournalEvent{Event: "start"})
+	if fi, err := os.Stat(path + ".old"); err != nil || fi.Size() != MaxJournal+1 {
+		t.Fatalf("rotated journal: %v", err)
+	}
+	if jh, _ := h.ReadJournal(p, "runner"); jh.Events != 1 || jh.Bad != 0 || jh.Last.Event != "start" {
+		t.Errorf("new journal: %+v", jh)
+	}
+}
