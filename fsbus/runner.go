@@ -249,6 +249,8 @@ wait:
 		case werr = <-done:
 			break wait
 		case <-tick.C:
+			// TODO(merge): with the execution windows of issue 6 "life", also renew the
+			// window here ((*Session).Extend) so a long run never expires its own claim.
 			if err := run.Beat("running " + o.ID); err != nil {
 				r.logf("heartbeat: %v", err)
 			}
