@@ -220,8 +220,10 @@ func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
 	}
 	id := "run-" + randomBase32(IDLen)
 	lk := flock.New(filepath.Join(dir, id+".lock"))
-	if ok, err := lk.TryLock(); err != nil || !ok {
-		return nil, fmt.Errorf("locking run %s: %v", id, err)
+	if ok, err := lk.TryLock(); err != nil {
+		return nil, fmt.Errorf("locking run %s: %w", id, err)
+	} else if !ok {
+		return nil, fmt.Errorf("locking run %s: held by another process", id) // a fresh random id: never expected
 	}
 	now := s.now().Format(stampLayout)
 	r := &Run{s: s, lock: lk, path: filepath.Join(dir, id+".json"),

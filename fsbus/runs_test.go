@@ -371,3 +371,47 @@ func TestJournalHealthAndRotation(t *testing.T) {
 		t.Errorf("new journal: %+v", jh)
 	}
 }
+
+// TestDeadRunDetection: pidAlive knows a live pid from an exited one; a run record
+// whose lock nobody holds is dead even when its pid names a live process (a reused
+// pid), and RecoverRuns releases its claim with a note naming the run and pid.
+func TestDeadRunDetection(t *testing.T) {
+	if !pidAlive(os.Getpid()) {
+		t.Fatal("pidAlive(self) = false")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if pidAlive(cmd.Process.Pid) {
+		t.Errorf("pidAlive of an exited child (pid %d) = true", cmd.Process.Pid)
+	}
+
+	boss, runner := runTeam(t)
+	id := contractOrder(t, boss, "reused pid", nil)
+	o, err := runner.Claim(id, RunKeyPrefix+"run-reused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := RunRecord{V: 1, Run: "run-reused", Agent: "runner", Order: id, Claim: o.Claim, PID: os.Getpid(), Started: "t0", Beat: "t1"}
+	b, _ := json.Marshal(rec)
+	dir := runner.Home.runsDir(runner.Project(), "runner")
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "run-reused.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if live := runner.Home.LiveRuns(runner.Project(), "runner"); len(live) != 0 {
+		t.Fatalf("a record without its lock counted as live: %+v", live)
+	}
+	recs, err := runner.RecoverRuns()
+	if err != nil || len(recs) != 1 || recs[0].Action != "released" || !strings.Contains(recs[0].Note, "run-reused (pid "+strconv.Itoa(os.Getpid())+") died") {
+		t.Fatalf("recoveries: %+v %v", recs, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run-reused.json")); err == nil {
+		t.Error("the dead run's record is still there")
+	}
+	// Idempotent: a second recovery finds nothing.
+	if recs, err := runner.RecoverRuns(); err != nil || len(recs) != 0 {
+		t.Errorf("second recovery: %+v %v", recs, err)
+	}
+}
