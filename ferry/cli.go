@@ -41,6 +41,9 @@ type CLI struct {
 	Mcp      McpCmd      `cmd:"" name:"mcp" help:"Serve the channel to AI apps over MCP."`
 	Demo     DemoCmd     `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and channel format."`
+	Run      RunCmd      `cmd:"" help:"Take ready orders and run a file on each, unattended."`
+	Daemon   DaemonCmd   `cmd:"" help:"Run handlers per agent and task type from a config, one daemon per agent."`
+	Inspect  InspectCmd  `cmd:"" help:"Show orders with state, holder, age, retries and last error."`
 }
 
 // Globals are the flags every command takes (DESIGN §3).

@@ -114,11 +114,17 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	q, _ := fsbus.ResolveQueue("", "") // an unusable queue: heavy orders run directly
+	via := ch.RunVia(o, q)
 	if g.JSON {
-		return g.printJSON(o)
+		return g.printJSON(struct {
+			*fsbus.Order
+			RunVia string `json:"run_via"` // issue 6: direct, or the job-queue command
+		}{o, via})
 	}
 	g.printf("%s  %s\n", o.ID, o.Title)
 	g.printf("state     %s\n", o.State)
+	g.printf("run via   %s\n", via)
 	g.printf("author    %s\n", o.Author)
 	if o.Holder != "" {
 		g.printf("holder    %s\n", o.Holder)

@@ -27,7 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(raceClaimHelper())
 	}
 	testscript.Main(m, map[string]func(){
-		"ferry": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+		"ferry":  func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+		"runjob": scriptRunjob, // the FILE of ferry run journeys (run_test.go)
 	})
 }
 

@@ -29,6 +29,14 @@
 // presence sightings and each segment's high-water mark under CacheDir. FERRY_HOME
 // moves both.
 //
+// # Unattended runs
+//
+// Runner (runner.go) claims ready orders and runs an executable on each; runs.go keeps
+// the machine-local run registry (a record and a flock per running run), the run
+// journal, the daemon lease and the job queue for heavy orders, and RecoverRuns
+// settles an agent's dead runs and orphaned run claims at start-up with signed
+// releases. docs/runs.md describes the rules.
+//
 // # Writing
 //
 // Every write goes through Session.write: under the machine-local channel flock it

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,9 @@ type PresenceObject struct {
 	At    string   `json:"at"`              // RFC 3339 UTC with milliseconds
 	Doing string   `json:"doing,omitempty"` // one line, ≤ 200 bytes
 	Runs  []string `json:"runs,omitempty"`  // order ids the writer holds
+	// Running names the unattended runs of the writer on this device (issue 6 "Dead
+	// workers"): run id, order, supervising pid. Optional; older readers ignore it.
+	Running []RunBeat `json:"running,omitempty"`
 }
 
 // MaxDoing is the longest presence "doing" line, in bytes.
@@ -36,6 +40,8 @@ type Presence struct {
 	Doing  string   `json:"doing,omitempty"`
 	At     string   `json:"at"`
 	Runs   []string `json:"runs,omitempty"`
+	// Running is the writer's unattended runs on that device (see PresenceObject).
+	Running []RunBeat `json:"running,omitempty"`
 	// SeenMs is when this machine first saw this version of the file (Unix ms).
 	SeenMs int64 `json:"seen_ms"`
 }
@@ -48,6 +54,8 @@ func presencePath(root, writer, device string) string {
 // naming what it is doing and the orders it holds. `ferry mcp serve` calls it every
 // 60 s and after every write, so a working agent never looks silent (issue 4). It
 // returns invalid for a doing line that is too long or holds control characters.
+// Every live unattended run of the writer on this machine (the run registry, issue 6)
+// is named in `running`, and its order added to runs, whoever rewrites the file.
 func (s *Session) WritePresence(doing string, runs []string) error {
 	doing = strings.TrimSpace(doing)
 	if len(doing) > MaxDoing || hasControl(doing, false) {
@@ -57,7 +65,13 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 		return err // never recreate a vanished channel folder by writing a heartbeat
 	}
 	obj := &PresenceObject{Envelope: Envelope{V: 1, ID: s.Name + "." + s.Device, Author: s.Name, Device: s.Device},
-		At: s.now().UTC().Format("2006-01-02T15:04:05.000Z"), Doing: doing, Runs: runs}
+		At: s.now().UTC().Format("2006-01-02T15:04:05.000Z"), Doing: doing, Runs: slices.Clone(runs)}
+	for _, r := range s.Home.LiveRuns(s.Project(), s.Name) {
+		obj.Running = append(obj.Running, RunBeat{Run: r.Run, Order: r.Order, PID: r.PID})
+		if !slices.Contains(obj.Runs, r.Order) {
+			obj.Runs = append(obj.Runs, r.Order)
+		}
+	}
 	data, _, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 	if err != nil {
 		return err
@@ -131,7 +145,7 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 		if rec.ms > arr.Sighting[writer] {
 			arr.Sighting[writer] = rec.ms
 		}
-		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, SeenMs: rec.ms}
+		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, Running: obj.Running, SeenMs: rec.ms}
 	}
 	if changed {
 		names := make([]string, 0, len(seen))

@@ -29,6 +29,8 @@ type JoinOut struct {
 	Primary  JoinPrimary  `json:"primary"`
 	Alive    []AliveAgent `json:"alive"`
 	MineOpen int          `json:"mine_open"`
+	// Queue is this machine's job-queue command for heavy orders (issue 6), if any.
+	Queue string `json:"queue,omitempty"`
 	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
 	Next string `json:"next"`
 }
@@ -83,6 +85,11 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 		out.Alive = append(out.Alive, AliveAgent{Name: r.Name, Doing: doing, AgeS: r.AgeS})
 	}
 	out.MineOpen = len(v.State.ListOrders(fsbus.OrderFilter{State: "active", Mine: f.cfg.Agent}))
+	if q, err := fsbus.ResolveQueue("", ""); err != nil {
+		out.Queue = "unusable: " + err.Error()
+	} else {
+		out.Queue = q.String()
+	}
 	if res.Wrote {
 		if s, err := ch.As(f.cfg.Agent); err == nil && res.Seated {
 			f.wrote(s, "joined")
@@ -193,6 +200,7 @@ type OrderView struct {
 	Reviews   []fsbus.Review     `json:"reviews,omitempty"`
 	Progress  []string           `json:"progress,omitempty"`
 	Contested []fsbus.ContestRow `json:"contested,omitempty"`
+	RunVia    string             `json:"run_via,omitempty"` // show: direct, or the job-queue command (issue 6)
 }
 
 // viewLevel bounds an OrderView: body characters, newest rows of each list
@@ -305,7 +313,13 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return orderAnswer(ch.Project(), o, in.Detail), nil
+		q, _ := fsbus.ResolveQueue("", "") // an unusable queue: heavy orders run directly
+		via, out := ch.RunVia(o, q), &OrdersOut{}
+		out.Order, out.Truncated = orderViewFit(ch.Project(), o, in.Detail, func(ov *OrderView) any {
+			ov.RunVia = via
+			return &OrdersOut{Order: ov, Truncated: true}
+		})
+		return out, nil
 	}
 	var o *fsbus.Order
 	s, err := f.session()

@@ -1,0 +1,35 @@
+//go:build windows
+
+package fsbus
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+const (
+	processQueryLimitedInformation = 0x1000
+	stillActive                    = 259
+)
+
+// pidAlive reports whether a process with this pid is running: OpenProcess, then
+// GetExitCodeProcess is STILL_ACTIVE. Access denied means it exists under another user.
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	h, err := syscall.OpenProcess(processQueryLimitedInformation, false, uint32(pid))
+	if err != nil {
+		return errors.Is(err, syscall.ERROR_ACCESS_DENIED)
+	}
+	defer syscall.CloseHandle(h)
+	var code uint32
+	if err := syscall.GetExitCodeProcess(h, &code); err != nil {
+		return true
+	}
+	return code == stillActive
+}
+
+// interrupt stops a child: Windows has no SIGINT for another process, so it is killed.
+func interrupt(p *os.Process) error { return p.Kill() }

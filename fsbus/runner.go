@@ -1,0 +1,479 @@
+package fsbus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits of an unattended run's output (bytes).
+const (
+	// MaxRunStdout is how much of a run's stdout is kept; the result is read from it.
+	MaxRunStdout = 64 << 10
+	// StderrTail is how much of the end of a failed run's stderr its note carries.
+	StderrTail = 2 << 10
+)
+
+// Handler is what runs an order: an executable file (absolute path, run without a
+// shell) and the names of the environment variables passed to it.
+type Handler struct {
+	Exec string
+	Env  []string
+	Task string // the task type it serves ("" or "*": any), for display
+}
+
+// Runner takes orders for one agent and runs them unattended (issue 6 "Unattended
+// runs"): it claims a ready order under a run key, runs the handler's file with the
+// order as JSON on stdin, heartbeats while it runs, and submits the file's stdout as
+// the result — or, when the file fails, gives the order back with its stderr tail.
+type Runner struct {
+	S *Session
+	// Pick returns the handler for an order, nil to leave the order alone.
+	Pick    func(o *Order, spec RunSpec) *Handler
+	Labels  []string      // only orders carrying every one of these labels
+	Queue   Queue         // job queue for heavy orders (ResolveQueue)
+	Workdir string        // the exec's working directory: the workspace
+	Beat    time.Duration // heartbeat period while running (default 60 s)
+	Grace   time.Duration // from interrupt to kill when stopped (default 10 s)
+	Log     io.Writer     // one line per event, for humans (nil: none)
+
+	skip map[string]string // order → the chain head at which this runner left it alone
+}
+
+// RunResult is the outcome of one run.
+type RunResult struct {
+	Run     string `json:"run"`
+	Order   string `json:"order"`
+	Title   string `json:"title"`
+	Via     string `json:"via"`
+	Outcome string `json:"outcome"` // submitted | failed | interrupted
+	Exit    int    `json:"exit"`    // the file's exit code (-1: did not start or was killed)
+	Note    string `json:"note,omitempty"`
+	Ref     string `json:"reference,omitempty"`
+
+	head string // the order's chain head after the run gave it back
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	if r.Log != nil {
+		fmt.Fprintf(r.Log, format+"\n", args...)
+	}
+}
+
+// Start settles what this agent left behind on this machine (RecoverRuns) and reads
+// the journal: an order whose last run here failed is not retried by this runner.
+//
+// Errors: denied when the agent may not claim orders (below member level, or not
+// seated), before anything is written.
+func (r *Runner) Start() ([]Recovery, error) {
+	r.skip = map[string]string{}
+	v, err := r.S.Load()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLevel(r.S.Name, v.State.levelOf(r.S.Name), TypeOrderClaim); err != nil {
+		return nil, err
+	}
+	if err := r.S.checkIdentity(v.State, TypeOrderClaim); err != nil {
+		return nil, err
+	}
+	recs, err := r.S.RecoverRuns()
+	for _, rv := range recs {
+		r.logf("recovered %s: %s", rv.Order, rv.Note)
+	}
+	if err != nil {
+		return recs, err
+	}
+	if jh, err := r.S.Home.ReadJournal(r.S.Project(), r.S.Name); err == nil {
+		for o, head := range jh.Failed {
+			r.skip[o] = head // its last run on this machine failed; retried once it moves on
+		}
+	}
+	r.S.Journal(JournalEvent{Event: "start", Note: fmt.Sprintf("recovered %d", len(recs))})
+	return recs, nil
+}
+
+// RunOne makes one pass: it claims the first ready order it has a handler for and
+// runs it to the end. It returns (nil, nil) when no order is ready. ctx cancelled
+// while the file runs stops the file (interrupt, then kill after Grace) and releases
+// the order; the result then says "interrupted".
+func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
+	if r.skip == nil {
+		r.skip = map[string]string{}
+	}
+	v, err := r.S.Load()
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range v.State.RunCandidates(r.S.Name, r.Labels) {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		if head, ok := r.skip[o.ID]; ok && head == o.Head {
+			continue // failed or refused here, and nothing happened to it since
+		}
+		spec := r.S.RunSpecOf(o)
+		for _, w := range spec.Warnings {
+			r.logf("warning: %s", w)
+		}
+		h := r.Pick(o, spec)
+		if h == nil {
+			continue
+		}
+		argv, via := r.Queue.Wrap(o.ID, spec.Heavy, h.Exec)
+		run, err := r.S.BeginRun(o.ID, h.Exec, via)
+		if err != nil {
+			return nil, err
+		}
+		claimed, err := run.Claim()
+		if err != nil {
+			run.End(JournalEvent{Event: "done", Outcome: "not_claimed", Note: err.Error()})
+			if IsCategory(err, CatConflict) || IsCategory(err, CatRetryNeeded) {
+				continue // someone else was faster, or it has not fully arrived
+			}
+			if IsCategory(err, CatStale) || IsCategory(err, CatInvalid) {
+				r.skip[o.ID] = o.Head
+				r.logf("skipping %s: %v", o.ID, err)
+				continue
+			}
+			return nil, err
+		}
+		r.S.Journal(JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: via})
+		r.logf("claimed %s %q as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
+		res := r.execute(ctx, run, claimed, spec, h, argv)
+		res.Title = o.Title
+		if res.Outcome == "failed" && res.head != "" {
+			r.skip[o.ID] = res.head
+		}
+		return res, nil
+	}
+	return nil, nil
+}
+
+// RunInput is the JSON a run's file reads on stdin: the order as `ferry order show
+// --json` prints it, its contract fields, and the run id.
+type RunInput struct {
+	*Order
+	Heavy bool      `json:"heavy,omitempty"`
+	Hints *RunHints `json:"hints,omitempty"`
+	Task  string    `json:"task,omitempty"`
+	Run   string    `json:"run"`
+}
+
+// baseEnv are the variables every run gets when set (PATH and HOME and their
+// equivalents); anything else only when named.
+var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "TZ",
+	"SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT", "TEMP", "TMP", "USERPROFILE",
+	"HOMEDRIVE", "HOMEPATH", "APPDATA", "LOCALAPPDATA"}
+
+// runEnv is the environment of a run: baseEnv, the names given, and FERRY_ORDER_ID,
+// FERRY_RUN_ID. Names are looked up case-insensitively on Windows.
+func runEnv(names []string, order, run string) []string {
+	var env []string
+	seen := map[string]bool{}
+	for _, n := range append(append([]string{}, baseEnv...), names...) {
+		key := n
+		if runtime.GOOS == "windows" {
+			key = strings.ToUpper(n)
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if val, ok := os.LookupEnv(n); ok {
+			env = append(env, n+"="+val)
+		}
+	}
+	return append(env, "FERRY_ORDER_ID="+order, "FERRY_RUN_ID="+run)
+}
+
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckEnvNames returns invalid for a name that is not an environment variable name
+// (NAME=VALUE included: values are never written in a command line or config).
+func CheckEnvNames(names []string) error {
+	for _, n := range names {
+		if !envNameRe.MatchString(n) {
+			return Errorf(CatInvalid, "pass variables by name only (--env NAME); set their values in the environment", "%q is not an environment variable name", n)
+		}
+	}
+	return nil
+}
+
+// execute runs the file for a claimed order and settles the run.
+func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, h *Handler, argv []string) *RunResult {
+	res := &RunResult{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
+	in, _ := json.Marshal(RunInput{Order: o, Heavy: spec.Heavy, Hints: spec.Hints, Task: spec.Task, Run: run.Rec.Run})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = r.Workdir
+	cmd.Env = runEnv(h.Env, o.ID, run.Rec.Run)
+	cmd.Stdin = bytes.NewReader(append(in, '\n'))
+	stdout := &headBuffer{max: MaxRunStdout}
+	stderr := &tailBuffer{max: StderrTail}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	bindChild(cmd)
+	r.S.Journal(JournalEvent{Event: "exec", Run: run.Rec.Run, Order: o.ID, Note: strings.Join(argv, " ")})
+	if err := cmd.Start(); err != nil {
+		return r.settle(run, res, "failed", fmt.Sprintf("run %s could not start %s: %v", run.Rec.Run, argv[0], cleanText(err.Error(), false)))
+	}
+	_ = run.SetChild(cmd.Process.Pid)
+	_ = run.Beat("running " + o.ID)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	beat := r.Beat
+	if beat <= 0 {
+		beat = 60 * time.Second
+	}
+	grace := r.Grace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	tick := time.NewTicker(beat)
+	defer tick.Stop()
+	var werr error
+	interrupted := false
+wait:
+	for {
+		select {
+		case werr = <-done:
+			break wait
+		case <-tick.C:
+			// TODO(merge): with the execution windows of issue 6 "life", also renew the
+			// window here ((*Session).Extend) so a long run never expires its own claim.
+			if err := run.Beat("running " + o.ID); err != nil {
+				r.logf("heartbeat: %v", err)
+			}
+		case <-ctx.Done():
+			interrupted = true
+			_ = interrupt(cmd.Process)
+			select {
+			case werr = <-done:
+			case <-time.After(grace):
+				_ = cmd.Process.Kill()
+				werr = <-done
+			}
+			break wait
+		}
+	}
+	res.Exit = cmd.ProcessState.ExitCode()
+	// Ctrl-C in a terminal reaches the file too, which may exit before the runner sees
+	// its own signal: a stop is an interruption whichever came first.
+	if interrupted || ctx.Err() != nil {
+		return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped; released for a new attempt", run.Rec.Run))
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return r.settle(run, res, "failed", fmt.Sprintf("run %s: waiting for %s: %v", run.Rec.Run, argv[0], werr))
+	}
+	if res.Exit != 0 {
+		return r.settle(run, res, "failed", failNote(run.Rec.Run, res.Exit, stderr.String()))
+	}
+	ref, note := parseResult(stdout.String(), stdout.cut)
+	if ref == "" {
+		return r.settle(run, res, "failed", failNote(run.Rec.Run, 0, "no result: the file printed nothing on stdout\n"+stderr.String()))
+	}
+	if _, err := r.S.Submit(o.ID, ref, note, "submit:"+run.Rec.Run); err != nil {
+		return r.settle(run, res, "failed", fmt.Sprintf("run %s: its result was refused: %v", run.Rec.Run, cleanText(err.Error(), false)))
+	}
+	res.Outcome, res.Ref, res.Note = "submitted", ref, note
+	run.End(JournalEvent{Event: "done", Outcome: "submitted", Note: ref})
+	r.logf("submitted %s: %s", o.ID, ref)
+	return res
+}
+
+// settle gives a failed or interrupted run's order back with a note, then ends the
+// run. TODO(merge): a failed run calls (*Session).Fail(order, note, key) of issue 6
+// "life" instead of Release; an interrupted run keeps Release.
+func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResult {
+	res.Outcome, res.Note = outcome, fitNote(note)
+	o, err := r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
+	if err != nil {
+		// The record stays: the next start-up recovers the claim.
+		r.logf("releasing %s: %v (a restart recovers it)", run.Rec.Order, err)
+		r.S.Journal(JournalEvent{Event: "error", Run: run.Rec.Run, Order: run.Rec.Order, Note: err.Error()})
+		run.lock.Unlock()
+		return res
+	}
+	res.head = o.Head
+	run.End(JournalEvent{Event: "done", Outcome: outcome, Note: res.Note, Head: o.Head})
+	r.logf("%s %s: %s", outcome, run.Rec.Order, firstLine(res.Note))
+	return res
+}
+
+// failNote is a failed run's note: exit code and the cleaned tail of its stderr.
+func failNote(run string, exit int, stderr string) string {
+	head := fmt.Sprintf("run %s failed (exit %d)", run, exit)
+	tail := strings.TrimSpace(cleanText(stderr, true))
+	if tail == "" {
+		return head + "; no stderr"
+	}
+	return head + "; stderr tail:\n" + tail
+}
+
+// fitNote keeps a note within MaxNote bytes, cutting the middle (head and stderr
+// tail both matter) on rune boundaries.
+func fitNote(s string) string {
+	if len(s) <= MaxNote {
+		return s
+	}
+	const mark = "\n…\n"
+	keepHead := 200
+	keepTail := MaxNote - keepHead - len(mark)
+	h, t := s[:keepHead], s[len(s)-keepTail:]
+	for !utf8.ValidString(h) {
+		h = h[:len(h)-1]
+	}
+	for !utf8.ValidString(t) {
+		t = t[1:]
+	}
+	return h + mark + t
+}
+
+var ansiRe = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[\]P^_][^\x07\x1b]*(\x07|\x1b\\)?|\x1b.`)
+
+// cleanText makes a process's output safe for a signed note: invalid UTF-8 becomes
+// U+FFFD, terminal escape sequences are dropped, and other control characters
+// (besides newline and tab when multiline) become spaces.
+func cleanText(s string, multiline bool) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = ansiRe.ReplaceAllString(s, "")
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	var b strings.Builder
+	for _, r := range s {
+		if hasControl(string(r), multiline) || (r == '\r') {
+			b.WriteByte(' ')
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// parseResult reads a run's result from its stdout: the first non-empty line is the
+// reference (≤ MaxReference bytes), the rest the note (≤ MaxNote bytes). cut says the
+// stdout was longer than MaxRunStdout.
+func parseResult(out string, cut bool) (ref, note string) {
+	out = strings.TrimSpace(cleanText(out, true))
+	ref, note, _ = strings.Cut(out, "\n")
+	ref = truncRunes(strings.TrimSpace(strings.ReplaceAll(ref, "\t", " ")), MaxReference)
+	note = strings.TrimSpace(note)
+	if cut {
+		note += "\n… (stdout cut at 64 KiB)"
+	}
+	if len(note) > MaxNote {
+		note = truncRunes(note, MaxNote-len("\n…")) + "\n…"
+	}
+	return ref, note
+}
+
+func truncRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
+
+// headBuffer keeps the first max bytes written.
+type headBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+	cut bool
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	room := h.max - len(h.b)
+	if len(p) > room {
+		h.cut = true
+	}
+	if room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string { h.mu.Lock(); defer h.mu.Unlock(); return string(h.b) }
+
+// tailBuffer keeps the last max bytes written.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := string(t.b)
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:] // the cut may split a rune
+	}
+	return s
+}
+
+// Loop runs orders until ctx is cancelled, polling every poll when none is ready and
+// rewriting the agent's presence every Beat while idle. With once it makes one pass
+// and returns its result (nil: none was ready). Errors: those of Load (a vanished
+// channel folder is not_found) and of the run registry.
+func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*RunResult, error) {
+	if poll <= 0 {
+		poll = 5 * time.Second
+	}
+	var lastBeat time.Time
+	for {
+		res, err := r.RunOne(ctx)
+		if err != nil || once {
+			return res, err
+		}
+		if ctx.Err() != nil {
+			return res, nil
+		}
+		if res != nil {
+			continue // look again at once: more may be ready
+		}
+		beat := r.Beat
+		if beat <= 0 {
+			beat = 60 * time.Second
+		}
+		if lastBeat.IsZero() || time.Since(lastBeat) >= beat {
+			if err := r.S.WritePresence("ferry run: waiting for orders", nil); err != nil {
+				return nil, err
+			}
+			lastBeat = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(poll):
+		}
+	}
+}

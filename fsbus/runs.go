@@ -1,0 +1,713 @@
+package fsbus
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferryhq/ferry/ledger"
+	"github.com/gofrs/flock"
+)
+
+// Unattended runs (issue 6, "Unattended runs" and "Dead workers"): `ferry run` and
+// `ferry daemon` claim orders and run a local executable on them. Everything here is
+// machine-local, under the cache dir, per project and per agent (docs/runs.md):
+//
+//	<cache>/channels/<project>/runs/<agent>/<run>.json   RunRecord of a running run
+//	<cache>/channels/<project>/runs/<agent>/<run>.lock   flock held by its supervisor
+//	<cache>/channels/<project>/runs/<agent>.journal      JSONL of run events
+//	<cache>/locks/<project>/daemon-<agent>.lock          the daemon lease (flock)
+//	<cache>/locks/<project>/daemon-<agent>.owner         JSON naming the lease owner
+//
+// Only the entries in the ledger are shared: a run's claim carries the idempotency key
+// "run:<run id>", and every release recovery makes is a signed order.release whose note
+// names the run and why.
+
+// RunKeyPrefix starts the idempotency key of a claim made by a run: "run:<run id>".
+// Recovery recognises its own machine's run claims by it (docs/runs.md).
+const RunKeyPrefix = "run:"
+
+// RunHints are an order's resource hints (issue 6 "Heavy orders"): cores, memory in
+// GiB, GPU memory in GiB, expected duration in minutes. Zero means "not given".
+type RunHints struct {
+	Cores           int     `json:"cores,omitempty"`
+	RAMGB           float64 `json:"ram_gb,omitempty"`
+	GPUMemGB        float64 `json:"gpu_mem_gb,omitempty"`
+	ExpectedMinutes int     `json:"expected_minutes,omitempty"`
+}
+
+// RunSpec is what a runner needs from an order's object beyond the folded Order: the
+// contract fields `heavy`, `hints` and `task` (issue 6). Warnings name fields present
+// with the wrong type, which are ignored.
+type RunSpec struct {
+	Heavy    bool      `json:"heavy,omitempty"`
+	Hints    *RunHints `json:"hints,omitempty"`
+	Task     string    `json:"task,omitempty"`
+	Warnings []string  `json:"-"`
+}
+
+// RunSpecOf reads the contract fields of o from its object file, defensively: a field
+// of the wrong type is skipped with a warning, a missing object gives a zero spec.
+// TODO(merge): once the order object carries these fields (issue 6 "contract"), read
+// them from the folded Order instead.
+func (c *Channel) RunSpecOf(o *Order) RunSpec {
+	var spec RunSpec
+	if o == nil || o.Missing {
+		return spec
+	}
+	canon, _, err := readObject(ObjectPath(c.Root, o.Author, o.ID))
+	if err != nil {
+		return spec
+	}
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(canon, &raw) != nil {
+		return spec
+	}
+	field := func(name string, v any) {
+		if b, ok := raw[name]; ok && json.Unmarshal(b, v) != nil {
+			spec.Warnings = append(spec.Warnings, fmt.Sprintf("order %s: field %q has the wrong type; ignored", o.ID, name))
+		}
+	}
+	field("heavy", &spec.Heavy)
+	field("task", &spec.Task)
+	var h RunHints
+	if _, ok := raw["hints"]; ok {
+		field("hints", &h)
+		if h != (RunHints{}) {
+			spec.Hints = &h
+		}
+	}
+	if hasControl(spec.Task, false) || len(spec.Task) > 64 {
+		spec.Warnings = append(spec.Warnings, fmt.Sprintf("order %s: task name is too long or holds control characters; ignored", o.ID))
+		spec.Task = ""
+	}
+	return spec
+}
+
+// EnvQueueCmd names this machine's local job-queue command for heavy orders.
+const EnvQueueCmd = "FERRY_QUEUE_CMD"
+
+// DefaultQueue is the queue used when snifrig is on PATH and nothing else is set; the
+// placeholder {order} becomes the order id.
+var DefaultQueue = []string{"snifrig", "run", "--name", "{order}", "--"}
+
+// Queue is a resolved job-queue command: Argv (with the {order} placeholder) and where
+// it came from ("flag", "config", "env", "default"); Argv is nil when heavy orders run
+// directly.
+type Queue struct {
+	Argv   []string `json:"argv,omitempty"`
+	Source string   `json:"source"`
+}
+
+// ResolveQueue returns this machine's job-queue command (issue 6 "Heavy orders"). The
+// first of these that is set wins: setting (a --queue flag or a daemon config's
+// `queue`), then the FERRY_QUEUE_CMD environment variable, then `snifrig run --name
+// {order} --` when snifrig is on PATH (exec.LookPath). The value "off" (or "none")
+// turns the queue off; otherwise the text is split on white space (no quoting) and
+// {order} is replaced by the order id when run. It returns invalid for a command whose
+// program is not found.
+func ResolveQueue(setting, source string) (Queue, error) {
+	parse := func(text, src string) (Queue, error) {
+		text = strings.TrimSpace(text)
+		if text == "off" || text == "none" {
+			return Queue{Source: src}, nil
+		}
+		argv := strings.Fields(text)
+		if hasControl(text, false) {
+			return Queue{}, Errorf(CatInvalid, "write the queue command on one line", "%s queue command holds control characters", src)
+		}
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return Queue{}, Errorf(CatInvalid, "install it, give its full path, or set the queue to off",
+				"%s queue command %q: program not found", src, argv[0])
+		}
+		return Queue{Argv: argv, Source: src}, nil
+	}
+	if strings.TrimSpace(setting) != "" {
+		return parse(setting, source)
+	}
+	if env := os.Getenv(EnvQueueCmd); strings.TrimSpace(env) != "" {
+		return parse(env, "env "+EnvQueueCmd)
+	}
+	if p, err := exec.LookPath(DefaultQueue[0]); err == nil {
+		argv := append([]string{p}, DefaultQueue[1:]...)
+		return Queue{Argv: argv, Source: "default"}, nil
+	}
+	return Queue{Source: "none"}, nil
+}
+
+// String is the queue command as one line ("" when off).
+func (q Queue) String() string { return strings.Join(q.Argv, " ") }
+
+// Wrap returns the argv that runs file for order: through the queue when the order is
+// heavy and a queue is set, else file alone. via is "direct" or the queue command with
+// the order id filled in.
+func (q Queue) Wrap(order string, heavy bool, file string) (argv []string, via string) {
+	if !heavy || len(q.Argv) == 0 {
+		return []string{file}, "direct"
+	}
+	for _, a := range q.Argv {
+		argv = append(argv, strings.ReplaceAll(a, "{order}", order))
+	}
+	via = strings.Join(argv, " ")
+	return append(argv, file), via
+}
+
+// RunVia says how this machine would run o unattended: "direct", or the queue command
+// (issue 6: `ferry order show` and `ferry_orders show` report it).
+func (c *Channel) RunVia(o *Order, q Queue) string {
+	_, via := q.Wrap(o.ID, c.RunSpecOf(o).Heavy, "")
+	return via
+}
+
+// RunRecord is one run in this machine's run registry: written when the run starts,
+// rewritten at every heartbeat, removed when the run is settled.
+type RunRecord struct {
+	V       int    `json:"v"`
+	Run     string `json:"run"`   // run id: "run-" + 13 Crockford base32 characters
+	Agent   string `json:"agent"` // the agent the run claims as
+	Order   string `json:"order"`
+	Claim   string `json:"claim,omitempty"` // entry hash of the run's claim ("" while claiming)
+	PID     int    `json:"pid"`             // the supervising ferry process
+	Child   int    `json:"child,omitempty"` // the process running the exec file
+	Exec    string `json:"exec,omitempty"`
+	Via     string `json:"via,omitempty"`
+	Started string `json:"started"` // local clock, RFC 3339 with ms
+	Beat    string `json:"beat"`    // last heartbeat, local clock
+}
+
+// RunBeat is a running run as a presence file names it (docs/format.md §11).
+type RunBeat struct {
+	Run   string `json:"run"`
+	Order string `json:"order"`
+	PID   int    `json:"pid"`
+}
+
+func (h *Home) runsDir(project, agent string) string {
+	return filepath.Join(h.StateDir(project), "runs", agent)
+}
+
+func (h *Home) journalPath(project, agent string) string {
+	return filepath.Join(h.StateDir(project), "runs", agent+".journal")
+}
+
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Run is a run this process supervises. Its run lock is held from BeginRun to End, so
+// any other process can tell a live run from a dead one without trusting a pid alone
+// (a pid can be reused; a flock dies with its process).
+type Run struct {
+	Rec  RunRecord
+	s    *Session
+	lock *flock.Flock
+	path string
+}
+
+// BeginRun registers a run of order in the run registry: it takes the run's lock, then
+// writes its record. Errors: internal when the cache dir is not writable.
+func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
+	dir := s.Home.runsDir(s.Project(), s.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating run registry: %w", err)
+	}
+	id := "run-" + randomBase32(IDLen)
+	lk := flock.New(filepath.Join(dir, id+".lock"))
+	if ok, err := lk.TryLock(); err != nil {
+		return nil, fmt.Errorf("locking run %s: %w", id, err)
+	} else if !ok {
+		return nil, fmt.Errorf("locking run %s: held by another process", id) // a fresh random id: never expected
+	}
+	now := s.now().Format(stampLayout)
+	r := &Run{s: s, lock: lk, path: filepath.Join(dir, id+".json"),
+		Rec: RunRecord{V: 1, Run: id, Agent: s.Name, Order: order, PID: os.Getpid(), Exec: execFile, Via: via, Started: now, Beat: now}}
+	if err := r.save(); err != nil {
+		lk.Unlock()
+		os.Remove(lk.Path())
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Run) save() error {
+	b, err := json.Marshal(r.Rec)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(r.path, append(b, '\n'), 0o644)
+}
+
+// Key is the idempotency key of the run's claim.
+func (r *Run) Key() string { return RunKeyPrefix + r.Rec.Run }
+
+// Claim claims the run's order with the run's key and records the claim's hash.
+func (r *Run) Claim() (*Order, error) {
+	o, err := r.s.Claim(r.Rec.Order, r.Key())
+	if err != nil {
+		return nil, err
+	}
+	if o.Holder != r.s.Name || o.State != StateClaimed {
+		return nil, Errorf(CatConflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, orNone(o.Holder))
+	}
+	r.Rec.Claim = o.Claim
+	return o, r.save()
+}
+
+// SetChild records the pid of the process running the exec file.
+func (r *Run) SetChild(pid int) error { r.Rec.Child = pid; return r.save() }
+
+// Beat is a heartbeat: it rewrites the run's record and the agent's presence file
+// (which names every live run of the agent on this machine).
+func (r *Run) Beat(doing string) error {
+	r.Rec.Beat = r.s.now().Format(stampLayout)
+	if err := r.save(); err != nil {
+		return err
+	}
+	return r.s.WritePresence(doing, nil)
+}
+
+// End settles the run locally: a journal event with the outcome, the record removed,
+// the lock released. The ledger entry (submit, release) is the caller's, written
+// before End so a crash in between is recovered from the record.
+func (r *Run) End(ev JournalEvent) {
+	ev.Run, ev.Order = r.Rec.Run, r.Rec.Order
+	r.s.Journal(ev)
+	os.Remove(r.path)
+	r.lock.Unlock()
+	os.Remove(r.lock.Path())
+	_ = r.s.WritePresence("", nil) // the run no longer shows in presence
+}
+
+// runRecords reads every run record of the agent on this machine.
+func (h *Home) runRecords(project, agent string) []RunRecord {
+	dir := h.runsDir(project, agent)
+	ents, _ := os.ReadDir(dir)
+	var out []RunRecord
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		var rec RunRecord
+		if json.Unmarshal(b, &rec) != nil || rec.Run+".json" != name {
+			continue
+		}
+		out = append(out, rec)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Started < out[j].Started })
+	return out
+}
+
+// runAlive reports whether the run's supervisor is alive: its run lock is held and its
+// pid exists. A free lock means the supervisor died (a flock dies with its process),
+// even when its pid now names another process.
+func (h *Home) runAlive(project string, rec RunRecord) bool {
+	lk := flock.New(filepath.Join(h.runsDir(project, rec.Agent), rec.Run+".lock"))
+	ok, err := lk.TryLock()
+	if err != nil {
+		return pidAlive(rec.PID)
+	}
+	if ok {
+		lk.Unlock()
+		return false
+	}
+	return pidAlive(rec.PID)
+}
+
+// LiveRuns returns the runs of agent on this machine whose supervisor is alive.
+func (h *Home) LiveRuns(project, agent string) []RunRecord {
+	var out []RunRecord
+	for _, rec := range h.runRecords(project, agent) {
+		if h.runAlive(project, rec) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// Recovery is one settlement made by RecoverRuns.
+type Recovery struct {
+	Run    string `json:"run,omitempty"`
+	Order  string `json:"order"`
+	PID    int    `json:"pid,omitempty"`
+	Action string `json:"action"` // released | forgotten (nothing held any more)
+	Note   string `json:"note"`
+}
+
+// RecoverRuns settles this agent's dead runs and orphans on this machine (issue 6
+// "Dead workers"); `ferry run` and `ferry daemon` call it at start-up.
+//
+//   - A dead run is a registry record whose supervisor is gone (its run lock is free
+//     or its pid no longer exists). If the agent still holds the order under that
+//     run's claim, it is released with a signed order.release whose note names the run,
+//     its pid and its last heartbeat; the order is open again and the next poll may
+//     claim it afresh. If the claim is gone (submitted, released) the record is only
+//     forgotten.
+//   - An orphan is a current claim of the agent written from this device with a run
+//     key ("run:<id>") whose run has no record here (a crash between the claim and the
+//     record, a purged cache). It is released the same way.
+//
+// Recovery never reclaims in place: a release followed by a fresh claim shows in the
+// ledger for every machine, where a silent re-run would not (docs/runs.md). A release
+// refused because the order moved on meanwhile (conflict, denied) is not an error.
+func (s *Session) RecoverRuns() ([]Recovery, error) {
+	var out []Recovery
+	known := map[string]bool{}
+	for _, rec := range s.Home.runRecords(s.Project(), s.Name) {
+		known[rec.Run] = true
+		if s.Home.runAlive(s.Project(), rec) {
+			continue
+		}
+		v, err := s.Load()
+		if err != nil {
+			return out, err
+		}
+		rv := Recovery{Run: rec.Run, Order: rec.Order, PID: rec.PID, Action: "forgotten"}
+		o := v.State.Orders[rec.Order]
+		claim := rec.Claim
+		if claim == "" && o != nil {
+			claim = s.runClaim(v, o, rec.Run)
+		}
+		if o != nil && claim != "" && o.Holder == s.Name && o.Claim == claim {
+			rv.Note = fmt.Sprintf("run %s (pid %d) died on this machine; last heartbeat %s; released for a new attempt", rec.Run, rec.PID, rec.Beat)
+			if _, err := s.Release(o.ID, rv.Note, ""); err == nil {
+				rv.Action = "released"
+			} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
+				return out, err
+			}
+		} else {
+			rv.Note = fmt.Sprintf("run %s (pid %d) died on this machine; it no longer held the order", rec.Run, rec.PID)
+		}
+		s.Journal(JournalEvent{Event: "recover", Run: rec.Run, Order: rec.Order, Outcome: rv.Action, Note: rv.Note})
+		os.Remove(filepath.Join(s.Home.runsDir(s.Project(), s.Name), rec.Run+".json"))
+		os.Remove(filepath.Join(s.Home.runsDir(s.Project(), s.Name), rec.Run+".lock"))
+		out = append(out, rv)
+	}
+	v, err := s.Load()
+	if err != nil {
+		return out, err
+	}
+	for _, id := range v.State.OrderIDs() {
+		o := v.State.Orders[id]
+		if o.Holder != s.Name || o.State != StateClaimed {
+			continue
+		}
+		e := entryByHash(v, o.Claim)
+		if e == nil || e.Device != s.Device || !strings.HasPrefix(e.Idem, RunKeyPrefix) {
+			continue
+		}
+		run := strings.TrimPrefix(e.Idem, RunKeyPrefix)
+		if known[run] {
+			continue
+		}
+		// A run begun since the registry was read writes its record before its claim:
+		// a record there now means the claim is not an orphan.
+		if _, err := os.Stat(filepath.Join(s.Home.runsDir(s.Project(), s.Name), run+".json")); err == nil {
+			continue
+		}
+		rv := Recovery{Run: run, Order: id, Action: "forgotten",
+			Note: fmt.Sprintf("orphan claim of run %s: no run on this machine holds it; released for a new attempt", run)}
+		if _, err := s.Release(id, rv.Note, ""); err == nil {
+			rv.Action = "released"
+		} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
+			return out, err
+		}
+		s.Journal(JournalEvent{Event: "recover", Run: run, Order: id, Outcome: rv.Action, Note: rv.Note})
+		out = append(out, rv)
+	}
+	return out, nil
+}
+
+// runClaim finds the claim entry of order o written with run's key, "" if none.
+func (s *Session) runClaim(v *View, o *Order, run string) string {
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		if e.Type == TypeOrderClaim && e.Ref == o.ID && e.Writer == s.Name && e.Idem == RunKeyPrefix+run {
+			return e.Hash()
+		}
+	}
+	return ""
+}
+
+func entryByHash(v *View, hash string) *ledger.Entry {
+	if hash == "" {
+		return nil
+	}
+	for i := range v.Snapshot.Entries {
+		if v.Snapshot.Entries[i].Hash() == hash {
+			return &v.Snapshot.Entries[i]
+		}
+	}
+	return nil
+}
+
+// Ready reports whether agent may take o unattended now, and why not: o is open or
+// offered to agent, its object has arrived, every dependency is accepted, and it
+// carries every label in labels.
+// TODO(merge): use (*State).Ready of issue 6 "life" for the dependency rule.
+func (st *State) runReady(o *Order, agent string, labels []string) (bool, string) {
+	switch {
+	case o.Missing:
+		return false, "pending sync"
+	case o.State == StateOffered && o.OfferedTo != agent:
+		return false, "offered to " + o.OfferedTo
+	case o.State != StateOpen && o.State != StateOffered:
+		return false, o.State
+	}
+	for _, d := range o.Deps {
+		if dep := st.Orders[d]; dep == nil || dep.State != StateAccepted {
+			return false, "waits for " + d
+		}
+	}
+	for _, l := range labels {
+		found := false
+		for _, have := range o.Labels {
+			found = found || have == l
+		}
+		if !found {
+			return false, "no label " + l
+		}
+	}
+	return true, ""
+}
+
+// RunCandidates lists the orders agent may take unattended now, offered-to-agent
+// first, then by priority (high, normal, low) and age (oldest first).
+func (st *State) RunCandidates(agent string, labels []string) []*Order {
+	var out []*Order
+	for _, id := range st.OrderIDs() {
+		if ok, _ := st.runReady(st.Orders[id], agent, labels); ok {
+			out = append(out, st.Orders[id])
+		}
+	}
+	prio := map[string]int{"high": 0, "": 1, "normal": 1, "low": 2}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if (a.OfferedTo == agent) != (b.OfferedTo == agent) {
+			return a.OfferedTo == agent
+		}
+		if prio[a.Priority] != prio[b.Priority] {
+			return prio[a.Priority] < prio[b.Priority]
+		}
+		return a.Created < b.Created
+	})
+	return out
+}
+
+// JournalEvent is one line of an agent's run journal on this machine.
+type JournalEvent struct {
+	At      string `json:"at"` // local clock, RFC 3339 with ms
+	PID     int    `json:"pid"`
+	Event   string `json:"event"` // start | claim | exec | done | recover | stop | error
+	Run     string `json:"run,omitempty"`
+	Order   string `json:"order,omitempty"`
+	Outcome string `json:"outcome,omitempty"` // submitted | released | failed | interrupted | forgotten
+	Note    string `json:"note,omitempty"`
+	// Head is the order's chain head after a failed run gave it back: the runner leaves
+	// the order alone while its head is still this entry.
+	Head string `json:"head,omitempty"`
+}
+
+// MaxJournalLine bounds one journal line, in bytes (notes are cut to fit).
+const MaxJournalLine = 4096
+
+// MaxJournal is the size (bytes) past which the journal is moved to <agent>.journal.old
+// (replacing the previous one) and a new one begun, so a daemon running for months
+// keeps a bounded journal.
+const MaxJournal = 1 << 20
+
+// Journal appends ev to the agent's run journal: one write of one line, under a
+// machine-local flock. A journal that cannot be written is not an error of the run
+// (the ledger holds what counts); `ferry daemon --status` reports it.
+func (s *Session) Journal(ev JournalEvent) {
+	if ev.At == "" {
+		ev.At = s.now().Format(stampLayout)
+	}
+	if ev.PID == 0 {
+		ev.PID = os.Getpid()
+	}
+	if len(ev.Note) > MaxJournalLine/2 {
+		ev.Note = ev.Note[:MaxJournalLine/2]
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	p := s.Home.journalPath(s.Project(), s.Name)
+	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
+		return
+	}
+	lk := flock.New(p + ".lock")
+	if lk.Lock() != nil {
+		return
+	}
+	defer lk.Unlock()
+	if fi, err := os.Stat(p); err == nil && fi.Size() > MaxJournal {
+		_ = os.Rename(p, p+".old")
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.Write(append(b, '\n'))
+}
+
+// JournalHealth is the summary `ferry daemon --status` prints of an agent's journal.
+type JournalHealth struct {
+	Path     string        `json:"path"`
+	Exists   bool          `json:"exists"`
+	Events   int           `json:"events"`
+	Bad      int           `json:"bad_lines"` // lines that do not parse (a torn tail, an edit)
+	Last     *JournalEvent `json:"last,omitempty"`
+	LastFail *JournalEvent `json:"last_failure,omitempty"`
+	Failures int           `json:"failures"` // runs that ended failed or interrupted
+	Done     int           `json:"done"`     // runs that ended submitted
+	// Failed maps each order whose last run here failed to its chain head then.
+	Failed map[string]string `json:"-"`
+}
+
+// ReadJournal summarises the agent's run journal on this machine. A missing journal is
+// healthy and empty (Exists false); unreadable lines are counted, never fatal.
+func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
+	p := h.journalPath(project, agent)
+	jh := &JournalHealth{Path: p}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return jh, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading run journal: %w", err)
+	}
+	jh.Exists = true
+	last := map[string]JournalEvent{}
+	lastBad := false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var ev JournalEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Event == "" {
+			jh.Bad++
+			lastBad = true
+			continue
+		}
+		lastBad = false
+		jh.Events++
+		e := ev
+		jh.Last = &e
+		if ev.Event == "done" || ev.Event == "recover" {
+			if ev.Order != "" && ev.Outcome != "not_claimed" {
+				last[ev.Order] = ev
+			}
+			switch ev.Outcome {
+			case "submitted":
+				jh.Done++
+			case "failed", "interrupted":
+				jh.Failures++
+				jh.LastFail = &e
+			}
+		}
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' && !lastBad {
+		jh.Bad++ // a torn tail is counted even when it happens to parse
+	}
+	jh.Failed = map[string]string{}
+	for o, ev := range last {
+		if ev.Outcome == "failed" && ev.Head != "" {
+			jh.Failed[o] = ev.Head
+		}
+	}
+	return jh, nil
+}
+
+// Lease is the daemon lease of one agent on this machine (issue 6: one daemon per
+// agent per machine): a flock held for the daemon's life and an owner file naming it.
+type Lease struct {
+	lock  *flock.Flock
+	owner string
+}
+
+// LeaseOwner is the owner file of a daemon lease.
+type LeaseOwner struct {
+	PID     int    `json:"pid"`
+	Agent   string `json:"agent"`
+	Config  string `json:"config,omitempty"`
+	Started string `json:"started"` // local clock
+}
+
+func (h *Home) leasePaths(project, agent string) (lock, owner string) {
+	d := h.LockDir(project)
+	return filepath.Join(d, "daemon-"+agent+".lock"), filepath.Join(d, "daemon-"+agent+".owner")
+}
+
+// TakeLease takes agent's daemon lease on this machine without waiting. It returns a
+// conflict naming the owner's pid (and when it started, and its config) when another
+// process holds it. The lease dies with its process: a crashed daemon never blocks the
+// next one.
+func (h *Home) TakeLease(project, agent, config string) (*Lease, error) {
+	lp, op := h.leasePaths(project, agent)
+	if err := os.MkdirAll(filepath.Dir(lp), 0o755); err != nil {
+		return nil, fmt.Errorf("creating lock dir: %w", err)
+	}
+	lk := flock.New(lp)
+	ok, err := lk.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("locking %s: %w", lp, err)
+	}
+	if !ok {
+		who := "another process"
+		if ow, _ := h.ReadLeaseOwner(project, agent); ow != nil {
+			who = fmt.Sprintf("pid %d (since %s, config %s)", ow.PID, ow.Started, orNone(ow.Config))
+		}
+		return nil, Errorf(CatConflict, "stop that daemon first, or check it with `ferry daemon --status --config FILE`",
+			"a daemon for agent %s already runs on this machine: %s; lease %s", agent, who, lp)
+	}
+	b, _ := json.Marshal(LeaseOwner{PID: os.Getpid(), Agent: agent, Config: config, Started: time.Now().Format(stampLayout)})
+	if err := WriteFileAtomic(op, append(b, '\n'), 0o644); err != nil {
+		lk.Unlock()
+		return nil, err
+	}
+	return &Lease{lock: lk, owner: op}, nil
+}
+
+// Release gives the lease up (the owner file stays as a record of the last owner).
+func (l *Lease) Release() { l.lock.Unlock() }
+
+// ReadLeaseOwner returns the last recorded owner of agent's daemon lease (nil when no
+// daemon ever ran here) and whether the lease is held now.
+func (h *Home) ReadLeaseOwner(project, agent string) (*LeaseOwner, bool) {
+	lp, op := h.leasePaths(project, agent)
+	var ow *LeaseOwner
+	if b, err := os.ReadFile(op); err == nil {
+		var o LeaseOwner
+		if json.Unmarshal(b, &o) == nil {
+			ow = &o
+		}
+	}
+	held := false
+	if _, err := os.Stat(lp); err == nil {
+		lk := flock.New(lp)
+		if ok, err := lk.TryLock(); err == nil {
+			if ok {
+				lk.Unlock()
+			} else {
+				held = true
+			}
+		}
+	}
+	return ow, held
+}

@@ -1,0 +1,417 @@
+package fsbus
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// runTeam is a channel with boss (member) and runner (member) on one machine.
+func runTeam(t *testing.T) (boss, runner *Session) {
+	t.Helper()
+	h := testHome(t)
+	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "rt"), Project: "rt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.As(MasterWriter)
+	for _, a := range []string{"boss", "runner"} {
+		if _, err := Join(c, a, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Grant(GrantOptions{Agent: a, Level: "member"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boss, _ = c.As("boss")
+	runner, _ = c.As("runner")
+	return boss, runner
+}
+
+// contractOrder dispatches an order whose object carries the contract fields of issue
+// 6 (heavy, hints, task) the way the contract work writes them: extra members of the
+// signed order object.
+func contractOrder(t *testing.T, s *Session, title string, extra map[string]any) string {
+	t.Helper()
+	id := NewID(PrefixOrder)
+	_, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		obj := map[string]any{"v": 1, "id": id, "author": s.Name, "device": s.Device, "title": title}
+		for k, val := range extra {
+			obj[k] = val
+		}
+		canon, err := ledger.Canonical(obj)
+		if err != nil {
+			return nil, nil, err
+		}
+		var m map[string]any
+		json.Unmarshal(canon, &m)
+		data, hash, err := sealObject(m, func(sig string) { m["sig"] = sig }, s.Signer, s.Project())
+		if err != nil {
+			return nil, nil, err
+		}
+		return &ledger.Draft{Type: TypeOrderCreate, Ref: id, Data: mustJSON(entryData{Object: hash})},
+			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// buildRunjob builds ferry/testdata/runjob into dir under name.
+func buildRunjob(t *testing.T, dir, name string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, name)
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	if out, err := exec.Command(goBin, "build", "-o", bin, "../ferry/testdata/runjob").CombinedOutput(); err != nil {
+		t.Fatalf("go build runjob: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// newTestRunner is a runner for runner running job with FERRY_TEST_JOB_DIR and
+// FERRY_TEST_JOB_MODE passed by name.
+func newTestRunner(t *testing.T, s *Session, job string, q Queue) *Runner {
+	r := &Runner{S: s, Queue: q, Workdir: t.TempDir(),
+		Pick: func(*Order, RunSpec) *Handler {
+			return &Handler{Exec: job, Env: []string{"FERRY_TEST_JOB_DIR", "FERRY_TEST_JOB_MODE"}}
+		}}
+	if _, err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRunnerHeavyOrderThroughQueue: with a fake snifrig on PATH (it records its
+// arguments), a heavy order runs as `snifrig run --name <order-id> -- FILE` and an
+// ordinary one directly; the file reads heavy, hints and task from stdin; RunVia says
+// the same; FERRY_QUEUE_CMD=off turns the queue off and a queue program that does not
+// exist is refused by name.
+func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
+	boss, runner := runTeam(t)
+	bin := t.TempDir()
+	job := buildRunjob(t, bin, "runjob")
+	buildRunjob(t, bin, "snifrig")
+	jobDir := t.TempDir()
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv(EnvQueueCmd, "")
+	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
+	t.Setenv("FERRY_TEST_JOB_MODE", "ok")
+
+	heavy := contractOrder(t, boss, "train the model", map[string]any{"heavy": true, "task": "gpu-train",
+		"hints": map[string]any{"cores": 8, "ram_gb": 32, "gpu_mem_gb": 24, "expected_minutes": 90}})
+	light := contractOrder(t, boss, "lint", map[string]any{"heavy": "yes"}) // wrong type: not heavy
+
+	q, err := ResolveQueue("", "")
+	if err != nil || q.Source != "default" || len(q.Argv) != 5 {
+		t.Fatalf("queue %+v, %v", q, err)
+	}
+	v, _ := runner.Load()
+	if via := runner.RunVia(v.State.Orders[heavy], q); !strings.Contains(via, "run --name "+heavy+" --") {
+		t.Errorf("run_via of the heavy order: %q", via)
+	}
+	if spec := runner.RunSpecOf(v.State.Orders[light]); spec.Heavy || len(spec.Warnings) != 1 {
+		t.Errorf("spec of an order with heavy:\"yes\": %+v", spec)
+	}
+	if spec := runner.RunSpecOf(v.State.Orders[heavy]); spec.Hints == nil || spec.Hints.Cores != 8 || spec.Hints.GPUMemGB != 24 || spec.Task != "gpu-train" {
+		t.Errorf("spec of the heavy order: %+v", spec)
+	}
+
+	r := newTestRunner(t, runner, job, q)
+	done := map[string]*RunResult{}
+	for range 2 {
+		res, err := r.RunOne(context.Background())
+		if err != nil || res == nil || res.Outcome != "submitted" {
+			t.Fatalf("run: %+v, %v", res, err)
+		}
+		done[res.Order] = res
+	}
+	if res, _ := r.RunOne(context.Background()); res != nil {
+		t.Fatalf("a third run with nothing ready: %+v", res)
+	}
+	logged, _ := os.ReadFile(filepath.Join(jobDir, "queue.log"))
+	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
+	var args []string
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &args) != nil {
+		t.Fatalf("queue.log (one heavy run expected): %q", logged)
+	}
+	if want := []string{"run", "--name", heavy, "--", job}; !slices.Equal(args, want) {
+		t.Errorf("snifrig got %q, want %q", args, want)
+	}
+	if h := done[heavy]; h.Via == "direct" || !strings.Contains(h.Note, "heavy=true task=gpu-train") {
+		t.Errorf("heavy run: %+v", h)
+	}
+	if l := done[light]; l.Via != "direct" || !strings.Contains(l.Note, "heavy=false") {
+		t.Errorf("light run: %+v", l)
+	}
+
+	t.Setenv(EnvQueueCmd, "off")
+	if q, err := ResolveQueue("", ""); err != nil || q.Argv != nil {
+		t.Errorf("FERRY_QUEUE_CMD=off: %+v %v", q, err)
+	}
+	t.Setenv(EnvQueueCmd, "no-such-queue-program --x")
+	if _, err := ResolveQueue("", ""); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "no-such-queue-program") {
+		t.Errorf("a missing queue program: %v", err)
+	}
+	if q, err := ResolveQueue("snifrig go --id {order} --", "flag"); err != nil || q.Source != "flag" {
+		t.Errorf("a queue from a flag: %+v %v", q, err)
+	} else if argv, via := q.Wrap("o-1", true, "/f"); !slices.Equal(argv, []string{"snifrig", "go", "--id", "o-1", "--", "/f"}) || via != "snifrig go --id o-1 --" {
+		t.Errorf("wrap: %q %q", argv, via)
+	}
+}
+
+// TestRunnerFailureAndEnvironment: a file that exits 3 gives its order back with a
+// note of its exit code and the cleaned tail of its stderr (no terminal escapes,
+// within the note limit); the runner does not retry it, nor does a new runner on
+// this machine (the journal) until the order moves on; inspect counts the retries and
+// shows the last note. The file
+// sees only PATH, HOME and their kin, the variables named, FERRY_ORDER_ID and
+// FERRY_RUN_ID, and runs in the workspace.
+func TestRunnerFailureAndEnvironment(t *testing.T) {
+	boss, runner := runTeam(t)
+	job := buildRunjob(t, t.TempDir(), "runjob")
+	jobDir := t.TempDir()
+	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
+	t.Setenv("FERRY_TEST_JOB_MODE", "fail")
+	t.Setenv("RUNTEST_SECRET", "must not leak")
+	id := contractOrder(t, boss, "flaky", nil)
+
+	r := newTestRunner(t, runner, job, Queue{})
+	res, err := r.RunOne(context.Background())
+	if err != nil || res == nil || res.Outcome != "failed" || res.Exit != 3 {
+		t.Fatalf("failing run: %+v %v", res, err)
+	}
+	v, _ := runner.Load()
+	o := v.State.Orders[id]
+	rel := o.History[len(o.History)-1]
+	switch {
+	case o.State != StateOpen || rel.Type != TypeOrderRelease:
+		t.Fatalf("after the failure: %s, last %s", o.State, rel.Type)
+	case !strings.Contains(rel.Note, "exit 3") || !strings.Contains(rel.Note, "the last words") || !strings.Contains(rel.Note, res.Run):
+		t.Errorf("release note: %q", rel.Note)
+	case strings.Contains(rel.Note, "\x1b") || len(rel.Note) > MaxNote:
+		t.Errorf("release note holds an escape or is %d bytes", len(rel.Note))
+	}
+	if res, _ := r.RunOne(context.Background()); res != nil {
+		t.Errorf("the runner retried the failed order: %+v", res)
+	}
+	if res, _ := newTestRunner(t, runner, job, Queue{}).RunOne(context.Background()); res != nil {
+		t.Errorf("a new runner retried the order that failed here: %+v", res)
+	}
+	// Once the order moves on (its author offers it to runner again), it is retried.
+	if _, err := boss.Offer(id, "runner", ""); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.RunOne(context.Background()); err != nil || res == nil || res.Order != id {
+		t.Errorf("after a new offer the order was not retried: %+v %v", res, err)
+	}
+	v, _ = runner.Load()
+	rows := runner.Inspect(v, "", false)
+	if len(rows) != 1 || rows[0].Retries != 2 || !strings.Contains(rows[0].LastError, "exit 3") || rows[0].AgeS < 0 {
+		t.Errorf("inspect: %+v", rows)
+	}
+
+	env, _ := os.ReadFile(filepath.Join(jobDir, res.Run+".env"))
+	got := string(env)
+	for _, want := range []string{"\nFERRY_TEST_JOB_DIR\n", "FERRY_ORDER_ID", "FERRY_RUN_ID", "order=" + id, "cwd=" + r.Workdir} {
+		if !strings.Contains("\n"+got, want) {
+			t.Errorf("the file's environment lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "RUNTEST_SECRET") || strings.Contains(got, "FERRY_HOME") {
+		t.Errorf("the file saw a variable it was not given:\n%s", got)
+	}
+}
+
+// TestRecoverOrphansAndLiveRuns: a claim this machine made under a run key whose run
+// has no record (a crash between claim and record) is released at start-up with a
+// note; a claim made by hand (no run key) and a live run of this process are left
+// alone.
+func TestRecoverOrphansAndLiveRuns(t *testing.T) {
+	boss, runner := runTeam(t)
+	orphan := contractOrder(t, boss, "orphan", nil)
+	manual := contractOrder(t, boss, "manual", nil)
+	live := contractOrder(t, boss, "live", nil)
+	if _, err := runner.Claim(orphan, RunKeyPrefix+"run-gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runner.Claim(manual, ""); err != nil {
+		t.Fatal(err)
+	}
+	run, err := runner.BeginRun(live, "/bin/true", "direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Claim(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := runner.RecoverRuns()
+	if err != nil || len(recs) != 1 || recs[0].Order != orphan || recs[0].Action != "released" {
+		t.Fatalf("recoveries %+v, %v", recs, err)
+	}
+	v, _ := runner.Load()
+	if o := v.State.Orders[orphan]; o.State != StateOpen || !strings.Contains(o.History[len(o.History)-1].Note, "orphan claim of run run-gone") {
+		t.Errorf("orphan: %s %+v", o.State, o.History)
+	}
+	for _, id := range []string{manual, live} {
+		if o := v.State.Orders[id]; o.State != StateClaimed {
+			t.Errorf("%s was touched: %s", id, o.State)
+		}
+	}
+	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 1 || lr[0].Run != run.Rec.Run {
+		t.Errorf("live runs: %+v", lr)
+	}
+	// The presence names the live run.
+	if err := runner.WritePresence("", nil); err != nil {
+		t.Fatal(err)
+	}
+	v, _ = runner.Load()
+	if p := v.PresenceOf("runner"); p == nil || len(p.Running) != 1 || p.Running[0].Run != run.Rec.Run || p.Running[0].PID != os.Getpid() || !slices.Contains(p.Runs, live) {
+		t.Errorf("presence: %+v", p)
+	}
+	run.End(JournalEvent{Event: "done", Outcome: "test"})
+	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 0 {
+		t.Errorf("live runs after End: %+v", lr)
+	}
+}
+
+// TestLeaseConflictNamesOwner: a second lease for one agent is a conflict naming the
+// first owner's pid; after Release it is free.
+func TestLeaseConflictNamesOwner(t *testing.T) {
+	h := testHome(t)
+	l, err := h.TakeLease("p", "a", "cfg.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.TakeLease("p", "a", "other.toml"); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second lease: %v", err)
+	}
+	if ow, held := h.ReadLeaseOwner("p", "a"); !held || ow == nil || ow.Config != "cfg.toml" {
+		t.Errorf("owner %+v held %v", ow, held)
+	}
+	l.Release()
+	l2, err := h.TakeLease("p", "a", "other.toml")
+	if err != nil {
+		t.Fatalf("lease after release: %v", err)
+	}
+	l2.Release()
+}
+
+// TestRunOutputCleaning: results and notes from a file's output.
+func TestRunOutputCleaning(t *testing.T) {
+	for _, c := range []struct{ out, ref, note string }{
+		{"  abc123\n", "abc123", ""},
+		{"\n\nbranch x\nline 1\n\x1b[31mred\x1b[0m\n", "branch x", "line 1\nred"},
+		{"ref\x07bell\r\nnote\r\n", "ref bell", "note"},
+		{"\xff\xfe bad\n", "\uFFFD bad", ""},
+	} {
+		ref, note := parseResult(c.out, false)
+		if ref != c.ref || note != c.note {
+			t.Errorf("parseResult(%q) = %q, %q; want %q, %q", c.out, ref, note, c.ref, c.note)
+		}
+	}
+	ref, _ := parseResult(strings.Repeat("é", 400), false)
+	if len(ref) > MaxReference || !strings.HasPrefix(ref, "é") {
+		t.Errorf("long reference: %d bytes", len(ref))
+	}
+	if n := fitNote(strings.Repeat("x", 5000)); len(n) > MaxNote {
+		t.Errorf("fitNote: %d bytes", len(n))
+	}
+	if err := CheckEnvNames([]string{"GOOD_1", "A=B"}); !IsCategory(err, CatInvalid) {
+		t.Errorf("NAME=VALUE accepted: %v", err)
+	}
+	tb := &tailBuffer{max: 2}
+	tb.Write([]byte("abcdéf")) // the last 2 bytes split é
+	if s := tb.String(); s != "f" {
+		t.Errorf("tail %q", s)
+	}
+}
+
+// TestJournalHealthAndRotation: a missing journal is healthy and empty; a damaged line
+// and a torn tail are counted, never fatal; past MaxJournal the journal moves to
+// .journal.old and a new one begins.
+func TestJournalHealthAndRotation(t *testing.T) {
+	_, runner := runTeam(t)
+	h, p := runner.Home, runner.Project()
+	if jh, err := h.ReadJournal(p, "runner"); err != nil || jh.Exists || jh.Events != 0 {
+		t.Fatalf("no journal: %+v %v", jh, err)
+	}
+	runner.Journal(JournalEvent{Event: "done", Order: "o-1", Outcome: "submitted"})
+	path := h.journalPath(p, "runner")
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("not json\n{\"event\":\"done\",\"outc")
+	f.Close()
+	jh, err := h.ReadJournal(p, "runner")
+	if err != nil || jh.Events != 1 || jh.Done != 1 || jh.Bad != 2 {
+		t.Fatalf("damaged journal: %+v %v", jh, err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Repeat("x", MaxJournal+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runner.Journal(JournalEvent{Event: "start"})
+	if fi, err := os.Stat(path + ".old"); err != nil || fi.Size() != MaxJournal+1 {
+		t.Fatalf("rotated journal: %v", err)
+	}
+	if jh, _ := h.ReadJournal(p, "runner"); jh.Events != 1 || jh.Bad != 0 || jh.Last.Event != "start" {
+		t.Errorf("new journal: %+v", jh)
+	}
+}
+
+// TestDeadRunDetection: pidAlive knows a live pid from an exited one; a run record
+// whose lock nobody holds is dead even when its pid names a live process (a reused
+// pid), and RecoverRuns releases its claim with a note naming the run and pid.
+func TestDeadRunDetection(t *testing.T) {
+	if !pidAlive(os.Getpid()) {
+		t.Fatal("pidAlive(self) = false")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if pidAlive(cmd.Process.Pid) {
+		t.Errorf("pidAlive of an exited child (pid %d) = true", cmd.Process.Pid)
+	}
+
+	boss, runner := runTeam(t)
+	id := contractOrder(t, boss, "reused pid", nil)
+	o, err := runner.Claim(id, RunKeyPrefix+"run-reused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := RunRecord{V: 1, Run: "run-reused", Agent: "runner", Order: id, Claim: o.Claim, PID: os.Getpid(), Started: "t0", Beat: "t1"}
+	b, _ := json.Marshal(rec)
+	dir := runner.Home.runsDir(runner.Project(), "runner")
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "run-reused.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if live := runner.Home.LiveRuns(runner.Project(), "runner"); len(live) != 0 {
+		t.Fatalf("a record without its lock counted as live: %+v", live)
+	}
+	recs, err := runner.RecoverRuns()
+	if err != nil || len(recs) != 1 || recs[0].Action != "released" || !strings.Contains(recs[0].Note, "run-reused (pid "+strconv.Itoa(os.Getpid())+") died") {
+		t.Fatalf("recoveries: %+v %v", recs, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run-reused.json")); err == nil {
+		t.Error("the dead run's record is still there")
+	}
+	// Idempotent: a second recovery finds nothing.
+	if recs, err := runner.RecoverRuns(); err != nil || len(recs) != 0 {
+		t.Errorf("second recovery: %+v %v", recs, err)
+	}
+}
