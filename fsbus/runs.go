@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -554,7 +555,7 @@ func (s *Session) Journal(ev JournalEvent) {
 	}
 	defer lk.Unlock()
 	if fi, err := os.Stat(p); err == nil && fi.Size() > MaxJournal {
-		_ = os.Rename(p, p+".old")
+		_ = fsutil.Rename(p, p+".old")
 	}
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
