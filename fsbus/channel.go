@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -60,6 +61,9 @@ type Channel struct {
 	Ledger    *ledger.Ledger
 	// Now is the wall clock for HLCs, sightings and liveness; nil means time.Now.
 	Now func() time.Time
+
+	index     *localIndex // this process's copy of the local index (index.go)
+	indexOnce sync.Once
 }
 
 func (c *Channel) now() time.Time {

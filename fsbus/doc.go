@@ -26,7 +26,8 @@
 //
 // Machine-local state lives in a Home: keys (0600), pinned master keys, the project →
 // channel map and the device id under ConfigDir; lock files, the arrival log, the
-// presence sightings and each segment's high-water mark under CacheDir. FERRY_HOME
+// local index (index.go: what Load has read and verified, so it reads only new bytes),
+// the presence sightings and each segment's high-water mark under CacheDir. FERRY_HOME
 // moves both.
 //
 // # Unattended runs

@@ -31,15 +31,18 @@ func (c *Channel) objects() ObjectReader {
 }
 
 // Load reads every segment, folds the state and ingests new entries into the arrival
-// log. It never writes to the channel.
+// log. It never writes to the channel. Through the local index (index.go) it reads only
+// the bytes appended since the last Load on this machine and checks only signatures
+// not checked before; FERRY_NO_INDEX=1 reads and checks everything.
 func (c *Channel) Load() (*View, error) {
 	if err := c.checkPresent(); err != nil {
 		return nil, err
 	}
-	snap, err := c.Ledger.Read()
+	snap, err := c.readLedger(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
+	c.prewarmSigs(snap.Entries)
 	st := Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
 	// Read resolves forks by hash without checking signatures, so a forged copy of a
 	// record (same writer, device and seq, bad signature) could displace the signed one.
@@ -47,7 +50,7 @@ func (c *Channel) Load() (*View, error) {
 	// the roster just folded: the first pass restores the master's chain (its key is
 	// fixed), the second the agents' chains under the grants that pass restored.
 	for i := 0; i < 2 && len(snap.Forks) > 0; i++ {
-		if snap, err = c.Ledger.ReadVerified(c.rosterKeys(st)); err != nil {
+		if snap, err = c.readLedger(c.rosterKeys(st)); err != nil {
 			return nil, fmt.Errorf("reading ledger: %w", err)
 		}
 		st = Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
@@ -56,6 +59,7 @@ func (c *Channel) Load() (*View, error) {
 	if err != nil {
 		return nil, err
 	}
+	_ = c.saveIndex() // a failed save costs only the next Load's work; the index is rebuilt
 	pres := c.observePresence(st, arr)
 	return &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres}, nil
 }

@@ -1,0 +1,361 @@
+package fsbus
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"github.com/ferryhq/ferry/ledger"
+	"github.com/gofrs/flock"
+)
+
+// The local index (issue 7 "Local index"): this machine's cache of what it has read and
+// verified of a channel, so that Load reads and verifies only what is new. It lives in
+// the cache dir beside the arrival log, one file per channel directory:
+//
+//	<cache>/channels/<project>/index-<first 16 hex of sha256(channel root)>.bin
+//
+// The file is a header line "ferry-index 1 <project> <master key>\n" followed by
+// frames, each a uvarint payload length, the payload and the payload's sha256 (32
+// bytes). A payload is 'L' and a ledger.ReadState chunk (a segment's identity, offset,
+// last line hash, records and malformed lines), or 'V' and signatures this machine
+// checked and found good: a count, then per signature the entry hash (text) and the
+// public key (32 bytes). Frames are appended under the flock index.lock in the lock dir
+// and fsync'd; a fresh or compacted index is written whole to a temp file, fsync'd and
+// renamed over the old one (WriteFileAtomic).
+//
+// Trust: the index is never trusted over the channel. Every Load re-reads each
+// segment's first and last remembered line and compares their hashes, reading a
+// segment again from its start when it was truncated or replaced; a file that is
+// damaged (a frame's checksum fails, a frame does not decode, a torn last frame), of
+// another version, project, master key, or missing is rebuilt from the channel. Good
+// signatures are remembered by entry hash and key: the hash covers the signed bytes
+// and the signature, so a remembered result never vouches for other bytes. The cache
+// dir is machine-local and as trusted as the arrival log next to it.
+//
+// FERRY_NO_INDEX=1 turns the index off: every Load then reads every segment in full
+// (Ledger.Read), as before issue 7.
+
+// EnvNoIndex is the variable that turns the local index off when set to "1".
+const EnvNoIndex = "FERRY_NO_INDEX"
+
+const indexHeader = "ferry-index 1 "
+
+// indexCompactFrames is how many frames an index may hold before a Load rewrites it
+// whole (compaction): each Load with new data appends about one frame per changed
+// segment and one of signatures.
+const indexCompactFrames = 512
+
+// localIndex is a channel's index as one process holds it.
+type localIndex struct {
+	mu     sync.Mutex
+	rs     *ledger.ReadState // nil until opened
+	frames int               // frames in the file as opened (plus those appended since)
+	whole  bool              // the next save writes the file whole
+	sigs   []sigRec          // good signatures not yet saved
+}
+
+// sigRec is one good signature: the entry hash and the key it verified under.
+type sigRec struct {
+	hash string
+	pub  ed25519.PublicKey
+}
+
+// indexPath is the channel's index file.
+func (c *Channel) indexPath() string {
+	sum := sha256.Sum256([]byte(c.Root))
+	return filepath.Join(c.Home.StateDir(c.Project()), "index-"+hex.EncodeToString(sum[:8])+".bin")
+}
+
+// indexEnabled reports whether Load uses the index (FERRY_NO_INDEX is not "1").
+func indexEnabled() bool { return os.Getenv(EnvNoIndex) != "1" }
+
+// readLedger is Ledger.Read (keys == nil) or Ledger.ReadVerified through the local
+// index when it is enabled. The first call in a process opens the index file.
+func (c *Channel) readLedger(keys ledger.KeyFunc) (*ledger.Snapshot, error) {
+	if !indexEnabled() {
+		if keys == nil {
+			return c.Ledger.Read()
+		}
+		return c.Ledger.ReadVerified(keys)
+	}
+	ix := c.localIndex()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.rs == nil {
+		ix.open(c)
+	}
+	return c.Ledger.ReadIncremental(ix.rs, keys, verifyEntry)
+}
+
+// localIndex returns the channel's index, making it on first use.
+func (c *Channel) localIndex() *localIndex {
+	c.indexOnce.Do(func() { c.index = &localIndex{} })
+	return c.index
+}
+
+// open reads the index file into ix. Whatever cannot be trusted is dropped: ix then
+// starts empty and the next save writes the file whole.
+func (ix *localIndex) open(c *Channel) {
+	ix.rs, ix.frames, ix.whole = ledger.NewReadState(), 0, true
+	f, err := os.Open(c.indexPath())
+	if err != nil {
+		return // missing (or unreadable): rebuilt
+	}
+	defer f.Close()
+	rs, frames, err := readIndex(bufio.NewReaderSize(f, 1<<20), c.Project(), ledger.FormatKey(c.MasterKey))
+	if err != nil {
+		return // damaged or foreign: rebuilt
+	}
+	ix.rs, ix.frames, ix.whole = rs, frames, frames > indexCompactFrames
+}
+
+// errIndex marks an index file that cannot be trusted.
+var errIndex = errors.New("local index is damaged")
+
+// readIndex replays an index file. Good signatures go straight into the process's
+// signature cache. It returns errIndex (wrapped) for a wrong header, a failed checksum,
+// a frame that does not decode, or a torn last frame.
+func readIndex(r *bufio.Reader, project, master string) (*ledger.ReadState, int, error) {
+	head, err := r.ReadString('\n')
+	if err != nil || head != indexHeader+project+" "+master+"\n" {
+		return nil, 0, fmt.Errorf("%w: header %q", errIndex, head)
+	}
+	rs := ledger.NewReadState()
+	var sigs []sigRec
+	frames := 0
+	for {
+		n, err := binary.ReadUvarint(r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil || n > 1<<30 {
+			return nil, 0, fmt.Errorf("%w: frame length", errIndex)
+		}
+		buf := make([]byte, n+sha256.Size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, 0, fmt.Errorf("%w: torn frame", errIndex)
+		}
+		payload, sum := buf[:n], buf[n:]
+		if s := sha256.Sum256(payload); !bytes.Equal(s[:], sum) || n == 0 {
+			return nil, 0, fmt.Errorf("%w: checksum", errIndex)
+		}
+		switch payload[0] {
+		case 'L':
+			if err := rs.ApplyChunk(payload[1:]); err != nil {
+				return nil, 0, fmt.Errorf("%w: %v", errIndex, err)
+			}
+		case 'V':
+			s, err := decodeSigs(payload[1:])
+			if err != nil {
+				return nil, 0, err
+			}
+			sigs = append(sigs, s...)
+		default:
+			return nil, 0, fmt.Errorf("%w: frame kind %q", errIndex, payload[0])
+		}
+		frames++
+	}
+	rs.Chunks() // what was just read is saved: clear the change tracking
+	for _, s := range sigs {
+		rememberSig(s.hash, s.pub, project)
+	}
+	return rs, frames, nil
+}
+
+func decodeSigs(b []byte) ([]sigRec, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: signature count", errIndex)
+	}
+	b = b[k:]
+	out := make([]sigRec, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l+ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%w: signature record", errIndex)
+		}
+		b = b[k:]
+		out = append(out, sigRec{hash: string(b[:l]), pub: ed25519.PublicKey(bytes.Clone(b[l : l+ed25519.PublicKeySize]))})
+		b = b[l+ed25519.PublicKeySize:]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: signature frame has trailing bytes", errIndex)
+	}
+	return out, nil
+}
+
+// appendFrame appends one frame (kind + payload) to buf.
+func appendFrame(buf []byte, kind byte, payload []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(payload)+1))
+	start := len(buf)
+	buf = append(buf, kind)
+	buf = append(buf, payload...)
+	sum := sha256.Sum256(buf[start:])
+	return append(buf, sum[:]...)
+}
+
+// saveIndex writes what this Load added to the index: appended frames, or the whole
+// file when it was missing, damaged or holds too many frames. Under the flock
+// index.lock. A failure is returned; the index is then rebuilt whole on the next save
+// (an index that is not written only costs the next Load its work again).
+func (c *Channel) saveIndex() error {
+	if !indexEnabled() {
+		return nil
+	}
+	ix := c.localIndex()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.rs == nil {
+		return nil
+	}
+	sigs := takeSigs(c.Project())
+	var buf []byte
+	whole := ix.whole
+	var chunks [][]byte
+	if whole {
+		chunks = ix.rs.Chunks()
+		buf = append(buf, indexHeader+c.Project()+" "+ledger.FormatKey(c.MasterKey)+"\n"...)
+		sigs = allSigs(c.Project()) // the pending ones included
+	} else {
+		chunks = ix.rs.TakeChanges()
+	}
+	for _, ch := range chunks {
+		buf = appendFrame(buf, 'L', ch)
+	}
+	if len(sigs) > 0 {
+		p := binary.AppendUvarint(nil, uint64(len(sigs)))
+		for _, s := range sigs {
+			p = appendStr(p, s.hash)
+			p = append(p, s.pub...)
+		}
+		buf = appendFrame(buf, 'V', p)
+	}
+	if !whole && len(chunks) == 0 && len(sigs) == 0 {
+		return nil
+	}
+	lockDir := c.Home.LockDir(c.Project())
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		ix.whole = true
+		return fmt.Errorf("creating lock dir: %w", err)
+	}
+	lk := flock.New(filepath.Join(lockDir, "index.lock"))
+	if err := lk.Lock(); err != nil {
+		ix.whole = true
+		return fmt.Errorf("locking the local index: %w", err)
+	}
+	defer lk.Unlock()
+	path := c.indexPath()
+	var err error
+	if whole {
+		err = WriteFileAtomic(path, buf, 0o644)
+		ix.frames = len(chunks) + 1
+	} else {
+		err = appendSync(path, buf)
+		ix.frames += len(chunks) + 1
+	}
+	ix.whole = err != nil || ix.frames > indexCompactFrames
+	if err != nil {
+		return fmt.Errorf("writing the local index: %w", err)
+	}
+	return nil
+}
+
+// appendSync appends buf to an existing file and fsyncs it. A missing file is an error
+// (the index is then written whole next time): frames without a header mean nothing.
+func appendSync(path string, buf []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// prewarmSigs checks, on every core, the signatures Fold will check, so that the
+// sequential fold finds them in the signature cache: master entries against the master
+// key, agent.join against the key it announces, every other entry against each key a
+// verified grant.set ever bound to its writer (normally one). It only fills the cache;
+// Fold still decides which key applies to which entry.
+func (c *Channel) prewarmSigs(entries []ledger.Entry) {
+	project := c.Project()
+	parallel(len(entries), func(i int) {
+		if e := &entries[i]; e.Writer == MasterWriter {
+			verifyEntry(e, c.MasterKey, project)
+		}
+	})
+	granted := map[string][]ed25519.PublicKey{}
+	for i := range entries {
+		e := &entries[i]
+		if e.Writer != MasterWriter || e.Type != TypeGrantSet || !verifyEntry(e, c.MasterKey, project) {
+			continue
+		}
+		if d, ok := decodeData(e); ok {
+			if k, err := ledger.ParseKey(d.Key); err == nil {
+				granted[e.Ref] = append(granted[e.Ref], k)
+			}
+		}
+	}
+	parallel(len(entries), func(i int) {
+		e := &entries[i]
+		switch {
+		case e.Writer == MasterWriter:
+		case e.Type == TypeAgentJoin:
+			if d, ok := decodeData(e); ok {
+				if k, err := ledger.ParseKey(d.Key); err == nil {
+					verifyEntry(e, k, project)
+				}
+			}
+		default:
+			for _, k := range granted[e.Writer] {
+				if verifyEntry(e, k, project) {
+					break
+				}
+			}
+		}
+	})
+}
+
+// parallel runs fn(0..n-1) on GOMAXPROCS goroutines, in blocks.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/256+1)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	per := (n + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*per, min(n, (w+1)*per)
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}

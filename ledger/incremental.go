@@ -1,0 +1,576 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// ReadState is what an incremental reader remembers of each segment file between
+// reads (issue 7 "Local index"): the file's identity (the hash of its first complete
+// line), the byte offset just past its last complete line, that line's start and
+// hash, the number of lines before the offset, and the records and malformed-line
+// problems found before the offset. ReadIncremental reads only the bytes past each
+// offset, after checking that the file still holds the same first and last line.
+//
+// A ReadState is not safe for concurrent use. Its zero value is not usable; make one
+// with NewReadState. It can be saved as chunks (Chunks, TakeChanges) and restored
+// (ApplyChunk), which is how fsbus keeps it in the local cache dir.
+type ReadState struct {
+	segs map[string]*segState // by slash-separated path relative to Root
+	// dirty holds, per path changed since the last Chunks or TakeChanges, what the
+	// saved copy holds of it.
+	dirty map[string]mark
+	stats ReadStats
+}
+
+// ReadStats counts what the last ReadIncremental did.
+type ReadStats struct {
+	Files     int   // segment files listed
+	Reset     int   // files read from their start again: new, truncated or replaced
+	BytesRead int64 // bytes read past the remembered offsets (validation reads excluded)
+	NewLines  int   // complete lines read
+}
+
+// mark is what a saved copy holds of a segment: its offset and how many records and
+// problems; reset means it holds nothing usable (the segment started over or went).
+type mark struct {
+	offset      int64
+	lastHash    [32]byte // the hash of the saved copy's last line
+	nrec, nprob int
+	reset       bool
+}
+
+// segState is one segment file's remembered reading.
+type segState struct {
+	firstLen  int64    // length of the first complete line, with its '\n'; 0 when none
+	firstHash [32]byte // sha256 of it
+	offset    int64    // just past the last complete line read
+	lastStart int64    // start of that line
+	lastHash  [32]byte // sha256 of bytes [lastStart, offset)
+	lines     int      // complete lines before offset
+	records   []record
+	problems  []Problem // malformed lines before offset, in line order
+}
+
+// NewReadState returns an empty ReadState: the first ReadIncremental reads every file.
+func NewReadState() *ReadState {
+	return &ReadState{segs: map[string]*segState{}, dirty: map[string]mark{}}
+}
+
+// Stats returns what the last ReadIncremental did.
+func (s *ReadState) Stats() ReadStats { return s.stats }
+
+// Len returns the number of records remembered (every segment, duplicates included).
+func (s *ReadState) Len() int {
+	n := 0
+	for _, g := range s.segs {
+		n += len(g.records)
+	}
+	return n
+}
+
+// VerifyFunc checks e's signature against pub for the project; it may cache results
+// by entry hash (the hash covers the signature, so a cached result never vouches for
+// other bytes). Nil means Entry.VerifySig.
+type VerifyFunc func(e *Entry, pub ed25519.PublicKey, project string) bool
+
+// ReadIncremental is Read (keys == nil) or ReadVerified (keys != nil) that remembers
+// each segment file in st and, on the next call with the same st, reads only the bytes
+// past the last complete line it read. Before trusting what it remembers of a file it
+// re-reads that file's first and last remembered lines and compares their hashes; a
+// file that is shorter than the remembered offset, or whose lines differ (truncated,
+// replaced, rewritten by a sync tool), is read again from its start. A file no longer
+// listed is forgotten. The Snapshot is the one Read or ReadVerified would return for
+// the same files — entries, forks and problems alike (TestIncrementalMatchesRead).
+// verify replaces Entry.VerifySig when not nil. It returns the errors of Read, and an
+// error when keys is set and Options.Project is empty; st is then unchanged for the
+// files not yet read.
+func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc) (*Snapshot, error) {
+	if keys != nil {
+		if err := l.checkVerify(keys); err != nil {
+			return nil, err
+		}
+	}
+	files, err := listSegments(l.opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	st.stats = ReadStats{Files: len(files)}
+	listed := make(map[string]bool, len(files))
+	for _, f := range files {
+		listed[f.rel] = true
+	}
+	for rel := range st.segs {
+		if !listed[rel] {
+			delete(st.segs, rel)
+			st.dirty[rel] = mark{reset: true}
+		}
+	}
+	tails, err := st.readAll(files)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]segResult, len(files))
+	for i, f := range files {
+		g := st.segs[f.rel]
+		res := segResult{records: g.records, problems: g.problems}
+		if tails[i] != nil {
+			res.problems = append(slices.Clip(res.problems), *tails[i])
+		}
+		results[i] = res
+	}
+	return mergeResults(results, keys, l.opts.Project, verify), nil
+}
+
+// readAll brings every file's state up to date, concurrently, and returns each file's
+// torn-tail problem (nil when its reading ended cleanly).
+func (st *ReadState) readAll(files []segFile) ([]*Problem, error) {
+	type out struct {
+		g     *segState
+		reset bool
+		torn  *Problem
+		n     int64
+		lines int
+		err   error
+	}
+	outs := make([]out, len(files))
+	work := func(i int) {
+		f := files[i]
+		g, reset, torn, n, lines, err := advance(f, st.segs[f.rel])
+		outs[i] = out{g, reset, torn, n, lines, err}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(files))
+	if workers <= 1 {
+		for i := range files {
+			work(i)
+		}
+	} else {
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := range next {
+					work(i)
+				}
+			})
+		}
+		for i := range files {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+	}
+	tails := make([]*Problem, len(files))
+	for i, f := range files {
+		o := outs[i]
+		if o.err != nil {
+			return nil, o.err
+		}
+		old := st.segs[f.rel]
+		st.segs[f.rel] = o.g
+		switch {
+		case o.reset:
+			st.stats.Reset++
+			st.dirty[f.rel] = mark{reset: true}
+		case o.lines > 0:
+			if _, ok := st.dirty[f.rel]; !ok {
+				st.dirty[f.rel] = mark{offset: old.offset, lastHash: old.lastHash, nrec: len(old.records), nprob: len(old.problems)}
+			}
+		}
+		st.stats.BytesRead += o.n
+		st.stats.NewLines += o.lines
+		tails[i] = o.torn
+	}
+	return tails, nil
+}
+
+// advance reads file f past what g remembers (from its start when g is nil or no
+// longer matches the file) and returns the new state, whether it started over, the
+// torn-tail problem, the bytes read and the complete lines read. g is not modified.
+func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n int64, lines int, err error) {
+	file, err := os.Open(f.abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &segState{}, g != nil, nil, 0, 0, nil
+	}
+	if err != nil {
+		return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, err)
+	}
+	defer file.Close()
+	if g != nil && !g.matches(file) {
+		g = nil
+	}
+	if g == nil {
+		g, reset = &segState{}, true
+	} else {
+		c := *g
+		c.records = slices.Clip(g.records)
+		c.problems = slices.Clip(g.problems)
+		g = &c
+	}
+	if _, err := file.Seek(g.offset, io.SeekStart); err != nil {
+		return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, err)
+	}
+	// The loop mirrors readSegment line for line, so problems read the same.
+	br := bufio.NewReaderSize(file, readBufSize)
+	var long []byte
+	off := g.offset
+	for lineNo := g.lines + 1; ; lineNo++ {
+		line, rerr := readLine(br, &long)
+		n += int64(len(line))
+		if len(line) == 0 && rerr == io.EOF {
+			break
+		}
+		if rerr != nil && rerr != io.EOF {
+			return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, rerr)
+		}
+		if i := bytes.IndexByte(line, 0); i >= 0 {
+			torn = &Problem{Path: f.rel, Line: lineNo, Kind: KindTorn,
+				Detail: fmt.Sprintf("NUL bytes at offset %d: the rest of the file has not arrived yet", off+int64(i))}
+			break
+		}
+		if rerr == io.EOF {
+			torn = &Problem{Path: f.rel, Line: lineNo, Kind: KindTorn,
+				Detail: fmt.Sprintf("last line (%d bytes at offset %d) has no newline: not arrived yet", len(line), off)}
+			break
+		}
+		sum := sha256.Sum256(line)
+		if off == 0 {
+			g.firstLen, g.firstHash = int64(len(line)), sum
+		}
+		g.lastStart, g.lastHash = off, sum
+		off += int64(len(line))
+		g.offset, g.lines = off, lineNo
+		lines++
+		body := line[:len(line)-1]
+		if len(bytes.TrimSpace(body)) == 0 {
+			continue
+		}
+		e, perr := parseLine(body)
+		if perr != nil {
+			g.problems = append(g.problems, Problem{Path: f.rel, Line: lineNo, Kind: KindMalformed, Detail: perr.Error()})
+			continue
+		}
+		g.records = append(g.records, record{e: e, path: f.rel, line: lineNo})
+	}
+	return g, reset, torn, n, lines, nil
+}
+
+// matches reports whether file still holds the first and last line g remembers at
+// their offsets.
+func (g *segState) matches(file *os.File) bool {
+	if g.offset == 0 {
+		return true
+	}
+	fi, err := file.Stat()
+	if err != nil || fi.Size() < g.offset {
+		return false
+	}
+	check := func(at, n int64, want [32]byte) bool {
+		buf := make([]byte, n)
+		if _, err := file.ReadAt(buf, at); err != nil {
+			return false
+		}
+		return sha256.Sum256(buf) == want
+	}
+	return check(0, g.firstLen, g.firstHash) && check(g.lastStart, g.offset-g.lastStart, g.lastHash)
+}
+
+// mergeResults is the merge of Read and ReadVerified over per-file results in listing
+// order (ledger/read.go, Ledger.read), with verify for signature checks.
+func mergeResults(results []segResult, keys KeyFunc, project string, verify VerifyFunc) *Snapshot {
+	snap := &Snapshot{Entries: []Entry{}, Problems: []Problem{}, Forks: []Fork{}}
+	chains := map[segKey]map[uint64][]*record{}
+	seen := map[string]bool{}
+	for _, res := range results {
+		snap.Problems = append(snap.Problems, res.problems...)
+		for i := range res.records {
+			r := &res.records[i]
+			h := r.e.Hash()
+			if seen[h] {
+				continue
+			}
+			seen[h] = true
+			if keys != nil && !checkSigWith(r, keys, project, verify, &snap.Problems) {
+				continue
+			}
+			k := segKey{r.e.Writer, r.e.Device}
+			if chains[k] == nil {
+				chains[k] = map[uint64][]*record{}
+			}
+			chains[k][r.e.Seq] = append(chains[k][r.e.Seq], r)
+		}
+	}
+	keysSorted := make([]segKey, 0, len(chains))
+	for k := range chains {
+		keysSorted = append(keysSorted, k)
+	}
+	slices.SortFunc(keysSorted, func(a, b segKey) int {
+		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.device, b.device))
+	})
+	for _, k := range keysSorted {
+		kept, forks, probs := resolve(k, chains[k])
+		for _, r := range kept {
+			snap.Entries = append(snap.Entries, r.e)
+		}
+		snap.Forks = append(snap.Forks, forks...)
+		snap.Problems = append(snap.Problems, probs...)
+	}
+	slices.SortFunc(snap.Entries, compareEntries)
+	if n := len(snap.Entries); n > 0 {
+		snap.MaxHLC, _ = ParseHLC(snap.Entries[n-1].HLC)
+	}
+	return snap
+}
+
+// checkSigWith is checkSig with verify in place of Entry.VerifySig when not nil.
+func checkSigWith(r *record, keys KeyFunc, project string, verify VerifyFunc, probs *[]Problem) bool {
+	if verify == nil {
+		return checkSig(r, keys, project, probs)
+	}
+	pub, ok := keys(&r.e)
+	if !ok {
+		*probs = append(*probs, chainProblem(r, KindUnknownKey, fmt.Sprintf("no key is bound to writer %s", r.e.Writer)))
+		return true
+	}
+	if !verify(&r.e, pub, project) {
+		// Same text as checkSig: the error VerifySig gives for this entry.
+		err := r.e.VerifySig(pub, project)
+		if err == nil {
+			err = ErrBadSignature
+		}
+		*probs = append(*probs, chainProblem(r, KindBadSignature, fmt.Sprintf("entry %s: %v", r.e.Hash(), err)))
+		return false
+	}
+	return true
+}
+
+// Chunk encoding. A chunk is one segment's state or a part of it, as bytes:
+//
+//	kind byte: 'S' (start: the segment's state replaces any earlier one) or 'A'
+//	           (append: applies only when the segment's offset equals from)
+//	path, from, fromHash (the last line's hash at from), firstLen, firstHash, offset, lastStart, lastHash, lines,
+//	records: count, then per record line number, raw canonical line, hash text
+//	problems: count, then per problem line number and detail (kind malformed)
+//
+// 'F' (forget) carries only the path. Integers are uvarints, strings and byte runs
+// a uvarint length then the bytes.
+
+// Chunks returns the whole state as 'S' chunks, one per segment, sorted by path, and
+// clears the change tracking.
+func (s *ReadState) Chunks() [][]byte {
+	paths := make([]string, 0, len(s.segs))
+	for p := range s.segs {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	out := make([][]byte, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, encodeChunk('S', p, s.segs[p], mark{}))
+	}
+	clear(s.dirty)
+	return out
+}
+
+// TakeChanges returns the chunks that bring a saved copy of the state (the chunks of
+// earlier Chunks and TakeChanges calls) up to date with s, and clears the tracking.
+func (s *ReadState) TakeChanges() [][]byte {
+	paths := make([]string, 0, len(s.dirty))
+	for p := range s.dirty {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	var out [][]byte
+	for _, p := range paths {
+		m := s.dirty[p]
+		g, ok := s.segs[p]
+		switch {
+		case !ok:
+			out = append(out, encodeForget(p))
+		case m.reset:
+			out = append(out, encodeChunk('S', p, g, mark{}))
+		default:
+			out = append(out, encodeChunk('A', p, g, m))
+		}
+	}
+	clear(s.dirty)
+	return out
+}
+
+// ErrChunk is returned (wrapped) by ApplyChunk for bytes that are not a chunk.
+var ErrChunk = errors.New("ledger: damaged read-state chunk")
+
+// ApplyChunk replays one chunk of Chunks or TakeChanges into s. An 'A' chunk whose
+// start does not meet the segment's current offset (written by another process from
+// an older state) is skipped: the next ReadIncremental reads those bytes itself. It
+// returns ErrChunk (wrapped) when the bytes do not decode; s is then unchanged.
+// Records are trusted as they were read: the caller keeps chunks where only this
+// machine writes and checks their integrity (fsbus checksums each chunk).
+func (s *ReadState) ApplyChunk(b []byte) error {
+	d := decoder{b: b}
+	kind := d.byte()
+	path := d.str()
+	if kind == 'F' {
+		if d.err != nil || len(d.b) != 0 {
+			return fmt.Errorf("%w: forget chunk", ErrChunk)
+		}
+		delete(s.segs, path)
+		return nil
+	}
+	if kind != 'S' && kind != 'A' {
+		return fmt.Errorf("%w: kind %q", ErrChunk, kind)
+	}
+	from := int64(d.uint())
+	var fromHash [32]byte
+	copy(fromHash[:], d.bytes(32))
+	var g segState
+	g.firstLen = int64(d.uint())
+	copy(g.firstHash[:], d.bytes(32))
+	g.offset = int64(d.uint())
+	g.lastStart = int64(d.uint())
+	copy(g.lastHash[:], d.bytes(32))
+	g.lines = int(d.uint())
+	nrec := d.uint()
+	if nrec > uint64(len(d.b)) {
+		return fmt.Errorf("%w: %d records in %d bytes", ErrChunk, nrec, len(d.b))
+	}
+	g.records = make([]record, 0, nrec)
+	for range nrec {
+		line := int(d.uint())
+		raw := d.bytes(int(d.uint()))
+		hash := d.str()
+		if d.err != nil {
+			break
+		}
+		e, err := trustedEntry(raw, hash)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrChunk, err)
+		}
+		g.records = append(g.records, record{e: e, path: path, line: line})
+	}
+	nprob := d.uint()
+	if nprob > uint64(len(d.b)) {
+		return fmt.Errorf("%w: %d problems in %d bytes", ErrChunk, nprob, len(d.b))
+	}
+	for range nprob {
+		line := int(d.uint())
+		g.problems = append(g.problems, Problem{Path: path, Line: line, Kind: KindMalformed, Detail: d.str()})
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return fmt.Errorf("%w: %s chunk of %s", ErrChunk, string(kind), path)
+	}
+	if kind == 'A' {
+		old, ok := s.segs[path]
+		if !ok || old.offset != from || old.lastHash != fromHash {
+			return nil
+		}
+		g.records = append(old.records, g.records...)
+		g.problems = append(old.problems, g.problems...)
+	}
+	s.segs[path] = &g
+	return nil
+}
+
+// trustedEntry rebuilds an entry from its canonical line and hash as a read recorded
+// them, without canonicalizing or hashing again.
+func trustedEntry(raw []byte, hash string) (Entry, error) {
+	var e Entry
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return Entry{}, err
+	}
+	if string(e.Data) == "null" {
+		e.Data = nil
+	}
+	e.raw, e.hash = raw, hash
+	return e, nil
+}
+
+func encodeForget(path string) []byte {
+	b := []byte{'F'}
+	return appendStr(b, path)
+}
+
+// encodeChunk encodes g whole ('S'), or what it holds past m ('A').
+func encodeChunk(kind byte, path string, g *segState, m mark) []byte {
+	recs, probs := g.records[m.nrec:], g.problems[m.nprob:]
+	b := []byte{kind}
+	b = appendStr(b, path)
+	b = binary.AppendUvarint(b, uint64(m.offset))
+	b = append(b, m.lastHash[:]...)
+	b = binary.AppendUvarint(b, uint64(g.firstLen))
+	b = append(b, g.firstHash[:]...)
+	b = binary.AppendUvarint(b, uint64(g.offset))
+	b = binary.AppendUvarint(b, uint64(g.lastStart))
+	b = append(b, g.lastHash[:]...)
+	b = binary.AppendUvarint(b, uint64(g.lines))
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, r := range recs {
+		b = binary.AppendUvarint(b, uint64(r.line))
+		b = appendStr(b, string(r.e.raw))
+		b = appendStr(b, r.e.Hash())
+	}
+	b = binary.AppendUvarint(b, uint64(len(probs)))
+	for _, p := range probs {
+		b = binary.AppendUvarint(b, uint64(p.Line))
+		b = appendStr(b, p.Detail)
+	}
+	return b
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads the chunk encoding; the first failure sticks in err.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = ErrChunk
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.err = ErrChunk
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if d.err != nil || n < 0 || n > len(d.b) {
+		d.err = ErrChunk
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) str() string { return string(d.bytes(int(d.uint()))) }
