@@ -96,6 +96,7 @@ var minLevel = map[string]Level{
 	TypeGrantRevoke:     LevelMaster,
 	TypePolicySet:       LevelMaster,
 	TypeAskAnswer:       LevelMaster,
+	TypeReleaseApprove:  LevelMaster, // issue 9: update_fold.go
 }
 
 // checkLevel returns a denied error naming the missing level when lvl may not write typ.

@@ -1,0 +1,332 @@
+package fsbus
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/ferryhq/ferry/fsbus/internal/fsutil"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Signed updates (issue 9, ADR 0005): the master approves a release with a
+// release.approve entry naming, per platform, a binary under the channel's releases/
+// folder and its sha256; `ferry update check` reports a newer approved release;
+// `ferry update apply` verifies the approval's signature (only counted master entries
+// are releases) and the binary's sha256 and swaps the running binary for it. Nothing is
+// downloaded: the binary arrives with the channel folder like every other file.
+
+// Platform is this binary's platform, "GOOS/GOARCH" (runtime values).
+func Platform() string { return runtime.GOOS + "/" + runtime.GOARCH }
+
+// ApproveRelease writes a release.approve for version (SemVer 2.0.0, optional leading
+// "v") naming, per platform ("GOOS/GOARCH"), a file under the channel's releases/
+// folder; it computes each file's sha256 and size itself. Master only. Errors:
+// invalid for a version that is not semver-like, no platforms, a bad platform name, or
+// a path not under releases/ (a path that leaves releases/ through "..", an absolute
+// path or a symlink is refused by os.Root); not_found for a missing file; invalid for
+// something that is not a regular file; denied for any writer but the master. When the
+// newest approval of version already names the same files with the same checksums, it
+// writes nothing and returns that approval.
+func (s *Session) ApproveRelease(version string, platforms map[string]string) (*Release, error) {
+	if !ValidVersion(version) {
+		return nil, Errorf(CatInvalid, "use a semantic version such as 1.4.0 or v1.4.0-rc.1", "version %q is not semver-like", version)
+	}
+	if len(platforms) == 0 {
+		return nil, Errorf(CatInvalid, "pass --platform GOOS/GOARCH=releases/FILE at least once", "no platforms to approve")
+	}
+	if s.Name != MasterWriter {
+		return nil, Errorf(CatDenied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", TypeReleaseApprove)
+	}
+	files := map[string]ReleaseFile{}
+	for _, p := range sortedKeys(platforms) {
+		if !platformRE.MatchString(p) {
+			return nil, Errorf(CatInvalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
+		}
+		rf, err := s.hashRelease(platforms[p])
+		if err != nil {
+			return nil, err
+		}
+		files[p] = rf
+	}
+	data := releaseData{Version: version, Platforms: files}
+	var rel *Release
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeReleaseApprove); err != nil {
+			return nil, nil, err
+		}
+		for _, r := range v.Releases() {
+			if canonicalVersion(r.Version) == canonicalVersion(version) && r.Version == version && maps.Equal(r.Platforms, files) && len(r.Refused) == 0 {
+				rel = &r
+				return nil, nil, nil
+			}
+		}
+		return &ledger.Draft{Type: TypeReleaseApprove, Ref: version, Data: mustJSON(data)}, nil, nil
+	})
+	if err != nil || rel != nil {
+		return rel, err
+	}
+	for _, r := range s.viewWithEntry(v, e).Releases() {
+		if r.Hash == e.Hash() {
+			return &r, nil
+		}
+	}
+	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "release %s is not in the state after approving it", version)
+}
+
+// hashRelease reads one release file through os.Root at the channel's releases/
+// folder and returns its slash path, sha256 and size.
+func (s *Session) hashRelease(p string) (ReleaseFile, error) {
+	p = filepath.ToSlash(p)
+	if err := checkReleasePath(p); err != nil {
+		return ReleaseFile{}, err
+	}
+	f, err := s.openRelease(p)
+	if err != nil {
+		return ReleaseFile{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return ReleaseFile{}, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return ReleaseFile{SHA256: hexSHA(h.Sum(nil)), Path: p, Size: n}, nil
+}
+
+// openRelease opens a regular file at slash path p ("releases/…") through os.Root, so
+// no "..", absolute path or symlink leads outside the releases folder.
+func (c *Channel) openRelease(p string) (*os.File, error) {
+	if err := checkReleasePath(p); err != nil {
+		return nil, err
+	}
+	rest := strings.TrimPrefix(p, ReleasesDir+"/")
+	root, err := os.OpenRoot(filepath.Join(c.Root, ReleasesDir))
+	if err != nil {
+		return nil, Errorf(CatNotFound, "copy the binaries into the channel's releases/ folder first", "the channel has no releases/ folder: %v", err)
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(rest))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, Errorf(CatNotFound, "copy the binary into the channel's releases/ folder (and wait for the sync) first", "release file %s is missing", p)
+	case err != nil:
+		return nil, &Error{Category: CatInvalid, Err: err, Hint: "name a regular file inside releases/ (symlinks out of it are refused)",
+			Message: fmt.Sprintf("opening release file %s: %v", p, err)}
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, Errorf(CatInvalid, "name a regular file inside releases/", "release file %s is not a regular file", p)
+	}
+	return f, nil
+}
+
+// UpdateCheck is what `ferry update check` reports for one platform.
+type UpdateCheck struct {
+	Current   string `json:"current"`  // the running binary's version
+	Platform  string `json:"platform"` // GOOS/GOARCH
+	Available bool   `json:"available"`
+	// Latest is the newest approved version with a usable file for Platform (empty when
+	// none); File is that file.
+	Latest   string       `json:"latest,omitempty"`
+	File     *ReleaseFile `json:"file,omitempty"`
+	Approved string       `json:"approved,omitempty"` // HLC of the approval
+	// Refused names newer approvals for Platform that no update will use, with why
+	// ("1.5.0: approval carries no sha256").
+	Refused []string `json:"refused,omitempty"`
+}
+
+// CheckUpdate reports the newest approved release for platform and whether it is newer
+// than current (SemVer precedence; a current version that is not semver, such as "dev",
+// is older than every release). It reads v only.
+func (v *View) CheckUpdate(current, platform string) *UpdateCheck {
+	out := &UpdateCheck{Current: current, Platform: platform}
+	for _, r := range v.Releases() {
+		if why, refused := r.Refused[platform]; refused && CompareVersions(r.Version, current) > 0 {
+			out.Refused = append(out.Refused, r.Version+": "+why)
+			continue
+		}
+		f, ok := r.Platforms[platform]
+		if !ok {
+			continue
+		}
+		out.Latest, out.Approved, out.File = r.Version, r.HLC, &f
+		out.Available = CompareVersions(r.Version, current) > 0
+		break
+	}
+	sort.Strings(out.Refused)
+	return out
+}
+
+// ApplyOptions says what ApplyUpdate replaces.
+type ApplyOptions struct {
+	// Exe is the binary to replace; "" means os.Executable() (tests pass a copy).
+	Exe string
+	// Current is the running binary's version (ferry's build version).
+	Current string
+	// Platform is "GOOS/GOARCH"; "" means this binary's.
+	Platform string
+}
+
+// UpdateResult is what ApplyUpdate did.
+type UpdateResult struct {
+	Applied  bool   `json:"applied"`
+	From     string `json:"from"`
+	To       string `json:"to,omitempty"`
+	Platform string `json:"platform"`
+	Exe      string `json:"exe"`
+	SHA256   string `json:"sha256,omitempty"`
+	Size     int64  `json:"size,omitempty"` // bytes
+}
+
+// ApplyUpdate replaces the binary at opt.Exe with the newest approved release for the
+// platform when it is newer than opt.Current. The writer must be the master or hold
+// level orchestrator (issue 9). It verifies the approval (only counted master entries
+// are releases: the signature checked against the pinned master key) and copies the
+// file through os.Root into a temp file beside the binary, hashing as it copies; the
+// copy must match the approved sha256 and size. Then it fsyncs, sets the binary's
+// mode (plus execute bits) and renames it over the binary (replaceExecutable). No
+// newer release: Applied is false and nothing changes. Errors (nothing replaced):
+// denied below orchestrator; not_found for a missing release file; invalid when the
+// file's sha256 or size differs from the approval's (a tampered or half-synced file);
+// internal for a failed copy or rename.
+func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
+	if opt.Platform == "" {
+		opt.Platform = Platform()
+	}
+	exe := opt.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("finding the running binary: %w", err)
+		}
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	v, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	if lvl := v.State.levelOf(s.Name); lvl < LevelOrchestrator {
+		return nil, Errorf(CatDenied, "run it as the owner, or as an agent the owner seated at orchestrator",
+			"applying an update needs level orchestrator; %s has level %s", s.Name, lvl)
+	}
+	chk := v.CheckUpdate(opt.Current, opt.Platform)
+	res := &UpdateResult{From: opt.Current, Platform: opt.Platform, Exe: exe}
+	if !chk.Available {
+		if len(chk.Refused) > 0 {
+			return nil, Errorf(CatInvalid, "ask the owner to approve the release again with `ferry update approve` (it computes the sha256)",
+				"no usable approval: %s", strings.Join(chk.Refused, "; "))
+		}
+		return res, nil
+	}
+	f, err := s.openRelease(chk.File.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tmp, sum, n, err := copyBeside(exe, f)
+	if err != nil {
+		return nil, err
+	}
+	if sum != chk.File.SHA256 || (chk.File.Size != 0 && n != chk.File.Size) {
+		os.Remove(tmp)
+		return nil, Errorf(CatInvalid, "wait for the sync to finish, or ask the owner to copy the binary again and re-approve; the running binary is unchanged",
+			"%s does not match the approval of %s: sha256 %s (%d bytes), approved %s (%d bytes)", chk.File.Path, chk.Latest, sum, n, chk.File.SHA256, chk.File.Size)
+	}
+	if err := replaceExecutable(exe, tmp, runtime.GOOS); err != nil {
+		os.Remove(tmp)
+		return nil, &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("replacing %s: %v", exe, err),
+			Hint: "check that the binary's folder is writable; the running binary is unchanged"}
+	}
+	res.Applied, res.To, res.SHA256, res.Size = true, chk.Latest, sum, n
+	return res, nil
+}
+
+// copyBeside copies src into a new temp file in exe's folder (so the rename stays on
+// one file system), hashing as it copies; it fsyncs and closes the copy and gives it
+// exe's permission bits plus execute bits. It returns the temp path, the sha256 and
+// the size in bytes; on error it removes the temp file.
+func copyBeside(exe string, src io.Reader) (tmp, sum string, n int64, err error) {
+	dir, base := filepath.Split(exe)
+	if dir == "" {
+		dir = "."
+	}
+	mode := fs.FileMode(0o755)
+	if st, err := os.Stat(exe); err == nil {
+		mode = st.Mode().Perm() | 0o111
+	}
+	f, err := os.CreateTemp(dir, "."+base+".new-*")
+	if err != nil {
+		return "", "", 0, fmt.Errorf("creating the new binary beside %s: %w", exe, err)
+	}
+	fail := func(err error) (string, string, int64, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return "", "", 0, err
+	}
+	h := sha256.New()
+	if n, err = io.Copy(io.MultiWriter(f, h), src); err != nil {
+		return fail(fmt.Errorf("copying the new binary: %w", err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("syncing %s: %w", f.Name(), err))
+	}
+	if err := f.Chmod(mode); err != nil && runtime.GOOS != "windows" {
+		return fail(fmt.Errorf("setting mode of %s: %w", f.Name(), err))
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", "", 0, fmt.Errorf("closing %s: %w", f.Name(), err)
+	}
+	return f.Name(), hexSHA(h.Sum(nil)), n, nil
+}
+
+// replaceExecutable puts the file tmp in place of exe. On unix one rename does it (a
+// running binary may be renamed over). Windows will not replace a running .exe but
+// will rename it: exe moves to exe+".old" (an older .old removed first), tmp is renamed
+// in, and if that fails exe is moved back; CleanOldExecutable removes the .old on a
+// later start. goos selects the dance so tests run both on any OS.
+func replaceExecutable(exe, tmp, goos string) error {
+	if goos != "windows" {
+		if err := fsutil.Rename(tmp, exe); err != nil {
+			return err
+		}
+		return syncDir(filepath.Dir(exe))
+	}
+	old := exe + ".old"
+	if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the previous %s: %w", old, err)
+	}
+	if err := fsutil.Rename(exe, old); err != nil {
+		return fmt.Errorf("moving the running binary aside: %w", err)
+	}
+	if err := fsutil.Rename(tmp, exe); err != nil {
+		if berr := fsutil.Rename(old, exe); berr != nil {
+			return fmt.Errorf("renaming the new binary in: %w (and moving the old one back: %v; it is at %s)", err, berr, old)
+		}
+		return fmt.Errorf("renaming the new binary in: %w", err)
+	}
+	return syncDir(filepath.Dir(exe))
+}
+
+// CleanOldExecutable removes exe+".old" left by an update on Windows (best effort: the
+// file may still be running; errors are ignored). "" means os.Executable().
+func CleanOldExecutable(exe string) {
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return
+		}
+	}
+	_ = os.Remove(exe + ".old")
+}
