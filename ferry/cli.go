@@ -44,6 +44,8 @@ type CLI struct {
 	Run      RunCmd      `cmd:"" help:"Take ready orders and run a file on each, unattended."`
 	Daemon   DaemonCmd   `cmd:"" help:"Run handlers per agent and task type from a config, one daemon per agent."`
 	Inspect  InspectCmd  `cmd:"" help:"Show orders with state, holder, age, retries and last error."`
+	Update   UpdateCmd   `cmd:"" help:"Approve, check for and apply signed updates of ferry itself."`
+	Search   SearchCmd   `cmd:"" help:"Search orders, messages, decisions and asks, newest first."`
 }
 
 // Globals are the flags every command takes (DESIGN §3).

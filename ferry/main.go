@@ -5,8 +5,14 @@ package main
 
 import (
 	"os"
+	"runtime"
+
+	"github.com/ferryhq/ferry/fsbus"
 )
 
 func main() {
+	if runtime.GOOS == "windows" {
+		fsbus.CleanOldExecutable("") // the .exe.old a `ferry update apply` left (best effort)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

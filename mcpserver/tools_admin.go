@@ -3,9 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
 )
@@ -33,7 +31,7 @@ type SearchOut struct {
 }
 
 // SearchHit is one match: where it is (a ferry:// URI for ferry_get), what it is, and
-// at most searchSnippet characters around the first word found.
+// at most fsbus.SearchSnippet characters around the first word found.
 type SearchHit struct {
 	URI     string `json:"uri"`
 	Kind    string `json:"kind"`
@@ -44,32 +42,17 @@ type SearchHit struct {
 	Snippet string `json:"snippet"`
 }
 
-// Search limits: the longest query (characters) and the snippet around a match.
-const (
-	maxQuery      = 200
-	searchSnippet = 160
-	// maxMemoryBytes bounds how much of one memory note is read (1 MiB, as @FILE).
-	maxMemoryBytes = 1 << 20
-)
-
-// searchDoc is one searchable thing: its title (in the hit, searched but not quoted
-// again in the snippet) and its text.
-type searchDoc struct {
-	hit  SearchHit
-	text string
-}
+// maxMemoryBytes bounds how much of one memory note is read (1 MiB, as @FILE).
+const maxMemoryBytes = 1 << 20
 
 func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 	var in SearchIn
 	if err := decode(args, &in); err != nil {
 		return nil, err
 	}
-	terms := strings.Fields(strings.ToLower(in.Query))
-	switch {
-	case len(terms) == 0:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "pass one or more words as query", "empty query")
-	case utf8.RuneCountInString(in.Query) > maxQuery:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "search for a few words", "query is longer than %d characters", maxQuery)
+	terms, err := fsbus.SearchTerms(in.Query)
+	if err != nil {
+		return nil, err
 	}
 	switch in.Kind {
 	case "", "order", "message", "decision", "ask", "memory":
@@ -80,15 +63,9 @@ func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := f.searchDocs(ch, v, in.Kind)
+	hits, err := f.searchHits(ch, v, terms, in.Kind)
 	if err != nil {
 		return nil, err
-	}
-	var hits []SearchHit
-	for _, d := range docs {
-		if h, ok := match(d, terms); ok {
-			hits = append(hits, h)
-		}
 	}
 	start, err := parsePage(in.Cursor, len(hits))
 	if err != nil {
@@ -105,62 +82,19 @@ func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 	return build(fit(min(len(rest), maxItems), build)), nil
 }
 
-// searchDocs collects what ferry_search looks through: orders (title, body, progress,
-// submit and review notes), messages the agent sent or was sent (to it or to all),
-// decisions, asks, and memory/*.md. Ledger-backed things come newest first, memory
-// notes last by name.
-func (f *Ferry) searchDocs(ch *fsbus.Channel, v *fsbus.View, kind string) ([]searchDoc, error) {
-	st, p := v.State, ch.Project()
-	var docs []searchDoc
-	want := func(k string) bool { return kind == "" || kind == k }
-	if want("order") {
-		for _, id := range st.OrderIDs() {
-			o := st.Orders[id]
-			text := []string{o.Body}
-			for _, s := range o.History {
-				text = append(text, s.Note)
-			}
-			if o.Result != nil {
-				text = append(text, o.Result.Reference, o.Result.Note)
-			}
-			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "order", id), Kind: "order", Title: o.Title, By: o.Author, At: o.Updated}, strings.Join(text, "\n")})
+// searchHits finds what ferry_search looks through: the channel's orders, messages
+// the agent sent or was sent (to it or to all), decisions and asks through
+// fsbus.Channel.SearchHits (the matcher and order `ferry search` uses, issue 9), newest
+// first, then memory/*.md notes by name.
+func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kind string) ([]SearchHit, error) {
+	p := ch.Project()
+	var hits []SearchHit
+	if kind != "memory" {
+		for _, h := range ch.SearchHits(v, terms, kind, f.cfg.Agent) {
+			hits = append(hits, SearchHit{URI: uri(p, h.Kind, h.ID), Kind: h.Kind, Title: h.Title, By: h.By, At: h.At, Snippet: h.Snippet})
 		}
 	}
-	if want("message") {
-		for _, id := range st.MessageIDs() {
-			m := st.Messages[id]
-			if m.Pending || (m.From != f.cfg.Agent && m.To != f.cfg.Agent && m.To != fsbus.ToAll) {
-				continue
-			}
-			full, err := st.TalkShow(id)
-			if err != nil {
-				continue
-			}
-			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "message", id), Kind: "message", By: m.From, At: m.HLC}, full.Body})
-		}
-	}
-	if want("decision") {
-		for _, d := range st.ListDecisions(0) {
-			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "decision", d.ID), Kind: "decision", By: d.By, At: d.HLC}, d.Line})
-		}
-	}
-	if want("ask") {
-		for _, a := range st.Asks {
-			at := a.Raised
-			if a.Answered > at {
-				at = a.Answered
-			}
-			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "ask", a.ID), Kind: "ask", Title: a.Title, By: a.Author, At: at},
-				strings.Join([]string{a.Recommendation, a.Reasoning, a.Note}, "\n")})
-		}
-	}
-	sort.SliceStable(docs, func(i, j int) bool {
-		if docs[i].hit.At != docs[j].hit.At {
-			return docs[i].hit.At > docs[j].hit.At
-		}
-		return docs[i].hit.URI < docs[j].hit.URI
-	})
-	if want("memory") {
+	if kind == "" || kind == "memory" {
 		notes, err := memoryNotes(ch)
 		if err != nil {
 			return nil, err
@@ -170,52 +104,12 @@ func (f *Ferry) searchDocs(ch *fsbus.Channel, v *fsbus.View, kind string) ([]sea
 			if err != nil {
 				continue // vanished or unreadable since listed: not a hit
 			}
-			docs = append(docs, searchDoc{SearchHit{URI: uri(p, "memory", n.Name), Kind: "memory", Title: n.Name}, text})
+			if snip, line, ok := fsbus.MatchText(n.Name, text, terms); ok {
+				hits = append(hits, SearchHit{URI: uri(p, "memory", n.Name), Kind: "memory", Title: n.Name, Line: line, Snippet: snip})
+			}
 		}
 	}
-	return docs, nil
-}
-
-// match reports whether every term occurs in d's title or text (case-insensitively)
-// and returns the hit with a snippet of the text around the first occurrence of a term
-// in it (its beginning when the terms are in the title only).
-func match(d searchDoc, terms []string) (SearchHit, bool) {
-	low := strings.ToLower(d.text)
-	title := strings.ToLower(d.hit.Title)
-	first := -1
-	for _, t := range terms {
-		i := strings.Index(low, t)
-		if i < 0 && !strings.Contains(title, t) {
-			return SearchHit{}, false
-		}
-		if i >= 0 && (first < 0 || i < first) {
-			first = i
-		}
-	}
-	h := d.hit
-	// ToLower can change byte lengths: find the place in the original by rune position.
-	at := 0
-	if first > 0 {
-		at = utf8.RuneCountInString(low[:first])
-	}
-	runes := []rune(d.text)
-	if at > len(runes) {
-		at = len(runes)
-	}
-	if h.Kind == "memory" {
-		h.Line = 1 + strings.Count(string(runes[:at]), "\n")
-	}
-	from := max(0, at-searchSnippet/4)
-	to := min(len(runes), from+searchSnippet)
-	snip := strings.Join(strings.Fields(string(runes[from:to])), " ")
-	if from > 0 {
-		snip = "…" + snip
-	}
-	if to < len(runes) {
-		snip += "…"
-	}
-	h.Snippet = snip
-	return h, true
+	return hits, nil
 }
 
 // uri is the ferry:// URI of one thing of project (DESIGN §4: bodies come by URI).
