@@ -203,6 +203,11 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 				return nil, nil, err
 			}
 		}
+		if typ == TypeOrderClaim {
+			if err := v.State.checkReady(o); err != nil {
+				return nil, nil, err
+			}
+		}
 		d.Basis = o.Head
 		if key != "" {
 			d.Args = args
@@ -213,7 +218,9 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			if err != nil {
 				return nil, nil, err
 			}
-			objs = append(objs, obj)
+			if obj.path != "" { // a guard that publishes nothing
+				objs = append(objs, obj)
+			}
 		}
 		return &ledger.Draft{Type: typ, Ref: o.ID, Data: mustJSON(d), Idem: key}, objs, nil
 	})
@@ -280,9 +287,20 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderReview, entryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
 }
 
-// Release returns the holder's claim: the order is open again.
+// Release returns the holder's claim: the order is open again, keeping its retry
+// count (issue 6). Errors: denied for a non-holder; conflict when the order is not
+// claimed, when it is only offered (that is `Decline`), and when it was already
+// released MaxReleases times (submit or Fail instead); invalid for a note with
+// control characters.
 func (s *Session) Release(q, note, key string) (*Order, error) {
-	return s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, nil)
+	return s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, nil,
+		func(o *Order, _ *entryData) (pendingObject, error) {
+			if o.State == StateOffered {
+				return pendingObject{}, Errorf(CatConflict, "`ferry order decline "+o.ID+"` hands an offer back",
+					"order %s is offered, not claimed; nothing to release", o.ID)
+			}
+			return pendingObject{}, nil
+		})
 }
 
 // Cancel ends an order (author only).

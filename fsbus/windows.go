@@ -1,0 +1,407 @@
+package fsbus
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Order life-cycle limits and window defaults (issue 6 "Windows in hours, not minutes").
+const (
+	// MaxReleases is how many times the holders of an order may release it in all; the
+	// next release is refused (submit or fail instead). A retirement's release and a
+	// decline do not count.
+	MaxReleases = 3
+	// DefaultExecWindowS is the execution window, in seconds: from the claim, renewed
+	// by every progress and extend.
+	DefaultExecWindowS = 4 * 3600
+	// DefaultLifetimeS caps a claim's execution window, in seconds from the claim,
+	// however often it is renewed.
+	DefaultLifetimeS = 24 * 3600
+)
+
+// Window kinds of order.expire (data.window).
+const (
+	WindowExecution = "execution"
+	WindowQueue     = "queue"
+)
+
+// OrderWindows are an order's own window overrides in its object (JSON "windows"),
+// seconds; 0 or absent means the channel's policy. The contract fields of the order
+// object (issue 6) carry them; readWindows reads them from the object bytes.
+type OrderWindows struct {
+	ExecS     int64 `json:"exec_s,omitempty"`
+	LifetimeS int64 `json:"lifetime_s,omitempty"`
+	QueueS    int64 `json:"queue_s,omitempty"`
+}
+
+// readWindows reads the optional "windows" member of an order object; a missing or
+// malformed member (or one with no positive value) gives nil: the policy applies.
+func readWindows(obj []byte) *OrderWindows {
+	var w struct {
+		Windows *OrderWindows `json:"windows"`
+	}
+	if json.Unmarshal(obj, &w) != nil || w.Windows == nil {
+		return nil
+	}
+	if w.Windows.ExecS <= 0 && w.Windows.LifetimeS <= 0 && w.Windows.QueueS <= 0 {
+		return nil
+	}
+	return w.Windows
+}
+
+// Windows returns the windows that apply to o under policy p, seconds: the order's
+// own values where set, else the channel's, else the defaults (queue 0 = none).
+func (p Policy) Windows(o *Order) OrderWindows {
+	w := OrderWindows{ExecS: p.ExecWindowS, LifetimeS: p.LifetimeS, QueueS: p.QueueWindowS}
+	if w.ExecS <= 0 {
+		w.ExecS = DefaultExecWindowS
+	}
+	if w.LifetimeS <= 0 {
+		w.LifetimeS = DefaultLifetimeS
+	}
+	if w.QueueS < 0 {
+		w.QueueS = 0
+	}
+	if ow := o.Windows; ow != nil {
+		if ow.ExecS > 0 {
+			w.ExecS = ow.ExecS
+		}
+		if ow.LifetimeS > 0 {
+			w.LifetimeS = ow.LifetimeS
+		}
+		if ow.QueueS > 0 {
+			w.QueueS = ow.QueueS
+		}
+	}
+	return w
+}
+
+// Window is an order's running window as this machine measures it.
+type Window struct {
+	Kind     string    `json:"kind"`     // execution|queue
+	Deadline time.Time `json:"deadline"` // this machine's clock
+	// Cap is when the claim's lifetime ends (execution only).
+	Cap time.Time `json:"cap,omitzero"`
+}
+
+// Window returns the window o is in, measured on this machine's clock from when this
+// machine first saw the entries that opened or renewed it (its arrival log), never
+// from another machine's timestamps (DESIGN §2 rule 7). An execution window runs
+// from the current claim, renewed by each progress and extend on it (and by a review
+// asking for changes), capped at the claim plus the lifetime; a queue window runs from
+// the entry that made the order open or offered, when the order's queue window is set.
+// ok is false when no window runs (other states, no queue window, or entries this
+// machine has not ingested).
+func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
+	ws := c.Config.Policy.Windows(o)
+	switch o.State {
+	case StateClaimed, StateChangesRequested:
+		start := v.Arrivals.Seen(o.Claim)
+		if start.IsZero() {
+			return w, false
+		}
+		last := start
+		renew := []string{}
+		for _, p := range o.Progress {
+			renew = append(renew, p.Hash)
+		}
+		if o.State == StateChangesRequested {
+			renew = append(renew, o.Head)
+		}
+		for _, h := range renew {
+			if t := v.Arrivals.Seen(h); t.After(last) {
+				last = t
+			}
+		}
+		w = Window{Kind: WindowExecution, Deadline: last.Add(time.Duration(ws.ExecS) * time.Second),
+			Cap: start.Add(time.Duration(ws.LifetimeS) * time.Second)}
+		if w.Cap.Before(w.Deadline) {
+			w.Deadline = w.Cap
+		}
+		return w, true
+	case StateOpen, StateOffered:
+		if ws.QueueS <= 0 {
+			return w, false
+		}
+		start := v.Arrivals.Seen(o.Head)
+		if start.IsZero() {
+			return w, false
+		}
+		return Window{Kind: WindowQueue, Deadline: start.Add(time.Duration(ws.QueueS) * time.Second)}, true
+	}
+	return w, false
+}
+
+// expiryDue reports the window s may expire on o now: the execution window of a claim
+// s made from this device, or the queue window of an order s wrote from this device
+// (issue 6: only the holder's own machine, or the author's, decides an expiry).
+func (s *Session) expiryDue(v *View, o *Order, devices map[string]string) (string, bool) {
+	w, ok := s.Window(v, o)
+	if !ok || s.now().Before(w.Deadline) {
+		return "", false
+	}
+	switch w.Kind {
+	case WindowExecution:
+		if o.Holder == s.Name && devices[o.Claim] == s.Device {
+			return w.Kind, true
+		}
+	case WindowQueue:
+		if len(o.History) > 0 && o.Author == s.Name && devices[o.History[0].Hash] == s.Device {
+			return w.Kind, true
+		}
+	}
+	return "", false
+}
+
+// entryDevices maps the hash of every entry s wrote to the device it was written on.
+func (s *Session) entryDevices(v *View) map[string]string {
+	m := map[string]string{}
+	for i := range v.Snapshot.Entries {
+		if e := &v.Snapshot.Entries[i]; e.Writer == s.Name {
+			m[e.Hash()] = e.Device
+		}
+	}
+	return m
+}
+
+// SettleWindows writes order.expire for every window this session is entitled to
+// close that has passed by this machine's clock: the execution window of each claim
+// it made from this device (→ timed_out) and the queue window of each open or offered
+// order it wrote from this device. Windows are measured by Channel.Window from this
+// machine's own arrival log. It is idempotent: an order already expired (or renewed
+// meanwhile) is left alone, each expiry is re-checked under the channel lock. It
+// returns the orders it expired, in id order; errors are those of Load and of the
+// write path (an order that cannot be expired stops the pass with its error).
+func (s *Session) SettleWindows() ([]*Order, error) {
+	v, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	var due []string
+	var devices map[string]string
+	for _, id := range v.State.OrderIDs() {
+		o := v.State.Orders[id]
+		if o.Holder != s.Name && o.Author != s.Name {
+			continue
+		}
+		if devices == nil {
+			devices = s.entryDevices(v)
+		}
+		if _, ok := s.expiryDue(v, o, devices); ok {
+			due = append(due, id)
+		}
+	}
+	var out []*Order
+	for _, id := range due {
+		o, err := s.expire(id)
+		if err != nil {
+			return out, err
+		}
+		if o != nil {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// expire writes order.expire for id when its window is still due under the lock; it
+// returns nil (nothing written) when it no longer is.
+func (s *Session) expire(id string) (*Order, error) {
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		o := v.State.Orders[id]
+		if o == nil {
+			return nil, nil, nil
+		}
+		kind, ok := s.expiryDue(v, o, s.entryDevices(v))
+		if !ok {
+			return nil, nil, nil
+		}
+		d := entryData{Window: kind, Basis: o.Head}
+		if _, err := o.c.step(TypeOrderExpire, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
+			return nil, nil, err
+		}
+		return &ledger.Draft{Type: TypeOrderExpire, Ref: id, Data: mustJSON(d)}, nil, nil
+	})
+	if err != nil || e.Seq == 0 {
+		return nil, err
+	}
+	return s.orderAfter(v, e, id)
+}
+
+// Extend renews the holder's execution window on its current claim (issue 6): an
+// order.extend naming the claim (like progress, DESIGN §2), with an optional note. The
+// window runs again from now on this machine, never past the claim's lifetime.
+// Errors: denied for a non-holder or below member level; conflict when the order is
+// not claimed, or when its window already closed by this machine's clock (the holder's
+// SettleWindows then expires it: extend cannot revive a closed window); invalid for a
+// note with control characters or over MaxNote bytes; not_found for the id.
+func (s *Session) Extend(q, note, key string) (*Order, error) {
+	note = strings.TrimSpace(note)
+	if hasControl(note, true) {
+		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
+	}
+	if len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	}
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		o, err := v.State.FindOrder(q)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = o.ID
+		args := argsHash(callArgs{Call: TypeOrderExtend, Order: o.ID, Data: entryData{Note: note}})
+		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			return nil, nil, err
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderExtend); err != nil {
+			return nil, nil, err
+		}
+		if o.Holder != s.Name {
+			return nil, nil, Errorf(CatDenied, "only the holder extends its window", "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
+		}
+		if o.State != StateClaimed && o.State != StateChangesRequested {
+			return nil, nil, Errorf(CatConflict, "`ferry order show "+o.ID+"` shows where it stands", "order %s is %s; only a running claim is extended", o.ID, o.State)
+		}
+		if w, ok := s.Window(v, o); ok && !s.now().Before(w.Deadline) {
+			return nil, nil, Errorf(CatConflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
+				"the execution window of order %s closed at %s (this machine's clock)", o.ID, w.Deadline.UTC().Format(time.RFC3339))
+		}
+		d := entryData{Claim: o.Claim, Note: note}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeOrderExtend, Ref: o.ID, Data: mustJSON(d), Idem: key}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.orderAfter(v, e, id)
+}
+
+// Fail ends the holder's attempt: the order becomes failed, with the reason recorded
+// for whoever claims it next (a failed order may be claimed again). Errors: invalid
+// when reason is empty, over MaxNote bytes or holds control characters; denied for a
+// non-holder; conflict when the order is not claimed; not_found for the id.
+func (s *Session) Fail(q, reason, key string) (*Order, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
+	}
+	if len(reason) > MaxNote {
+		return nil, Errorf(CatInvalid, "", "reason longer than %d bytes", MaxNote)
+	}
+	return s.lifecycle(q, TypeOrderFail, entryData{Note: reason}, key, nil)
+}
+
+// Decline hands back an order offered to s: it is open again for anyone (issue 6).
+// It is an order.release while the order is offered. Errors: conflict when the order
+// is not offered; denied when it is offered to another agent; invalid for a note with
+// control characters; not_found for the id.
+func (s *Session) Decline(q, note, key string) (*Order, error) {
+	note = strings.TrimSpace(note)
+	if len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	}
+	return s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, nil,
+		func(o *Order, _ *entryData) (pendingObject, error) {
+			if o.State != StateOffered {
+				return pendingObject{}, Errorf(CatConflict, "`ferry order release "+o.ID+"` gives a claim back",
+					"order %s is %s, not offered; nothing to decline", o.ID, o.State)
+			}
+			return pendingObject{}, nil
+		})
+}
+
+// Retire retires agent name and gives back everything it held (issue 6, DESIGN §2
+// level table): the agent itself, or the master, writes agent.retire, then one
+// signed order.release (data.agent = name) per order it holds or is offered, so every
+// release is in the ledger. It returns the ids of the orders released, sorted; a
+// second call writes only what is still held (idempotent). Errors: denied when s is
+// neither name nor the master; invalid for a bad name or for retiring the master;
+// not_found when no agent of that name has joined or been seated.
+func (s *Session) Retire(name string) ([]string, error) {
+	if name == MasterWriter {
+		return nil, Errorf(CatInvalid, "", "the master is not retired")
+	}
+	if err := checkName("agent name", name); err != nil {
+		return nil, err
+	}
+	if s.Name != name && s.Name != MasterWriter {
+		return nil, Errorf(CatDenied, "the agent retires itself (`--as "+name+"`), or the owner retires it", "%s cannot retire %s", s.Name, name)
+	}
+	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		a := v.State.Agents[name]
+		if a == nil || (a.JoinKey == "" && !a.Seated) {
+			return nil, nil, Errorf(CatNotFound, "list agents with `ferry agents`", "no agent %q in this channel", name)
+		}
+		if a.Retired {
+			return nil, nil, nil
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeAgentRetire); err != nil {
+			return nil, nil, err
+		}
+		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(entryData{})}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range v.State.OrderIDs() {
+		o := v.State.Orders[id]
+		if o.Holder != name && !(o.State == StateOffered && o.OfferedTo == name) {
+			continue
+		}
+		if _, err := s.lifecycle(id, TypeOrderRelease, entryData{Agent: name, Note: "agent " + name + " retired"}, "", nil); err != nil {
+			if IsCategory(err, CatConflict) {
+				continue // moved on meanwhile (submitted, reassigned): nothing held
+			}
+			return out, fmt.Errorf("releasing %s: %w", id, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// retired reports whether the fold marked name retired.
+func (st *State) retired(name string) bool {
+	a := st.Agents[name]
+	return a != nil && a.Retired
+}
+
+// Blocking returns the dependencies of o that are not accepted yet (ids as written;
+// a dependency this machine has not received counts as blocking), in order.
+func (st *State) Blocking(o *Order) []string {
+	var out []string
+	for _, d := range o.Deps {
+		if dep := st.Orders[d]; dep == nil || dep.State != StateAccepted {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Ready reports whether o can be claimed now: it is open, offered, timed out or
+// failed, and every order it depends on is accepted (issue 6 "Order relations").
+func (st *State) Ready(o *Order) bool {
+	switch o.State {
+	case StateOpen, StateOffered, StateTimedOut, StateFailed:
+		return len(st.Blocking(o)) == 0
+	}
+	return false
+}
+
+// checkReady returns a conflict naming the blocking dependencies of o (issue 6: an
+// order is not claimable until every order it depends on is accepted).
+func (st *State) checkReady(o *Order) error {
+	b := st.Blocking(o)
+	if len(b) == 0 {
+		return nil
+	}
+	return Errorf(CatConflict, "wait until they are accepted; `ferry order list --ready` lists orders that can be claimed now",
+		"order %s waits for %s (not accepted yet)", o.ID, strings.Join(b, ", "))
+}
