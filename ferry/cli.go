@@ -26,6 +26,7 @@ type CLI struct {
 	Join     JoinCmd     `cmd:"" help:"Announce an agent in a channel (makes its key)."`
 	Grant    GrantCmd    `cmd:"" help:"Seat an agent at a level, or revoke it (owner only)."`
 	Agents   AgentsCmd   `cmd:"" help:"List agents, their levels and liveness."`
+	Agent    AgentCmd    `cmd:"" help:"Act on one agent: retire it."`
 	Access   AccessCmd   `cmd:"" help:"Show what an agent may do."`
 	Status   StatusCmd   `cmd:"" help:"Show the owner's view: agents to seat, reviews due, contested orders."`
 	Order    OrderCmd    `cmd:"" help:"Dispatch, claim and finish orders."`

@@ -20,6 +20,9 @@ type OrderCmd struct {
 	Release  OrderReleaseCmd  `cmd:"" help:"Give a claimed order back: it is open again."`
 	Cancel   OrderCancelCmd   `cmd:"" help:"Cancel an order you wrote."`
 	Offer    OrderOfferCmd    `cmd:"" aliases:"assign" help:"Offer an order to one agent."`
+	Extend   OrderExtendCmd   `cmd:"" help:"Renew the execution window of your claim."`
+	Fail     OrderFailCmd     `cmd:"" help:"End your attempt at an order, with the reason."`
+	Decline  OrderDeclineCmd  `cmd:"" help:"Hand back an order offered to you."`
 }
 
 // keyFlag is the optional idempotency key of a mutation.
@@ -40,7 +43,7 @@ type OrderNewCmd struct {
 
 // Run implements the command.
 func (c *OrderNewCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -57,6 +60,7 @@ type OrderListCmd struct {
 	State string `help:"Only this state; 'active' hides accepted and cancelled." placeholder:"STATE"`
 	Mine  bool   `help:"Only orders the --as agent wrote or holds."`
 	Limit int    `help:"At most this many (0: all)." default:"0"`
+	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted)."`
 }
 
 // Run implements the command.
@@ -69,7 +73,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit}
+	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready}
 	if c.Mine {
 		if g.As == "" {
 			return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "--mine needs an agent")
@@ -126,6 +130,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	if o.OfferedTo != "" {
 		g.printf("offered   %s\n", o.OfferedTo)
 	}
+	showLifecycle(g, ch, v, o)
 	if len(o.Labels) > 0 {
 		g.printf("labels    %s\n", strings.Join(o.Labels, ", "))
 	}
@@ -156,7 +161,11 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		g.printf("progress  %s %s: %s\n", p.HLC, p.By, p.Note)
 	}
 	for _, h := range o.History {
-		g.printf("history   %s %-14s by %s", h.HLC, strings.TrimPrefix(h.Type, "order."), h.By)
+		typ := strings.TrimPrefix(h.Type, "order.")
+		if h.Act != "" {
+			typ = h.Act
+		}
+		g.printf("history   %s %-14s by %s", h.HLC, typ, h.By)
 		if h.To != "" {
 			g.printf(" to %s", h.To)
 		}
@@ -188,7 +197,7 @@ type OrderClaimCmd struct {
 
 // Run implements the command.
 func (c *OrderClaimCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -206,7 +215,7 @@ type OrderProgressCmd struct {
 
 // Run implements the command.
 func (c *OrderProgressCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -228,7 +237,7 @@ type OrderSubmitCmd struct {
 
 // Run implements the command.
 func (c *OrderSubmitCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -247,7 +256,7 @@ type OrderReviewCmd struct {
 
 // Run implements the command.
 func (c *OrderReviewCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -268,7 +277,7 @@ type OrderReleaseCmd struct {
 
 // Run implements the command.
 func (c *OrderReleaseCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -285,7 +294,7 @@ type OrderCancelCmd struct {
 
 // Run implements the command.
 func (c *OrderCancelCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -302,7 +311,7 @@ type OrderOfferCmd struct {
 
 // Run implements the command.
 func (c *OrderOfferCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,10 @@ type Step struct {
 	To   string `json:"to,omitempty"`
 	// Verdict is a review's accept|changes.
 	Verdict string `json:"verdict,omitempty"`
+	// Act names what a lifecycle entry did when its type alone does not say (issue 6):
+	// decline (a release of an offer), retirement (a release for a retired agent),
+	// reassign (an offer of a claimed order).
+	Act string `json:"act,omitempty"`
 }
 
 // Submission is the current result of an order.
@@ -446,13 +450,23 @@ func loadOrderObject(o *Order, in FoldInput, root *orderNode) bool {
 // apply records a winning-chain node in the order's view.
 func (o *Order) apply(n *orderNode) {
 	c := n.state
+	prev := o.c.State
 	o.c = c
 	o.State, o.Holder, o.Claim, o.OfferedTo, o.Releases = c.State, c.Holder, c.Claim, c.OfferedTo, c.Releases
 	o.Head = n.e.Hash()
 	if n.e.HLC > o.Updated {
 		o.Updated = n.e.HLC
 	}
-	o.History = append(o.History, stepOf(n))
+	st := stepOf(n)
+	switch {
+	case n.e.Type == TypeOrderRelease && n.d.Agent != "":
+		st.Act = "retirement"
+	case n.e.Type == TypeOrderRelease && prev == StateOffered:
+		st.Act = "decline"
+	case n.e.Type == TypeOrderOffer && (prev == StateClaimed || prev == StateChangesRequested):
+		st.Act = "reassign"
+	}
+	o.History = append(o.History, st)
 	switch n.e.Type {
 	case TypeOrderSubmit:
 		o.Result = &Submission{By: n.e.Writer, Reference: n.d.Reference, Note: n.d.Note, Result: n.d.Result, HLC: n.e.HLC}

@@ -204,6 +204,9 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			}
 		}
 		if typ == TypeOrderClaim {
+			if v.State.retired(s.Name) {
+				return nil, nil, Errorf(CatDenied, "a retired agent takes no new work; the owner seats it again with `ferry grant`", "%s is retired", s.Name)
+			}
 			if err := v.State.checkReady(o); err != nil {
 				return nil, nil, err
 			}
@@ -218,9 +221,7 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			if err != nil {
 				return nil, nil, err
 			}
-			if obj.path != "" { // a guard that publishes nothing
-				objs = append(objs, obj)
-			}
+			objs = append(objs, obj)
 		}
 		return &ledger.Draft{Type: typ, Ref: o.ID, Data: mustJSON(d), Idem: key}, objs, nil
 	})
@@ -293,14 +294,18 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
 func (s *Session) Release(q, note, key string) (*Order, error) {
-	return s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, nil,
-		func(o *Order, _ *entryData) (pendingObject, error) {
-			if o.State == StateOffered {
-				return pendingObject{}, Errorf(CatConflict, "`ferry order decline "+o.ID+"` hands an offer back",
-					"order %s is offered, not claimed; nothing to release", o.ID)
-			}
-			return pendingObject{}, nil
-		})
+	var refused error
+	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
+		if o.State == StateOffered { // an offer is handed back by Decline
+			refused = Errorf(CatConflict, "`ferry order decline "+o.ID+"` hands an offer back",
+				"order %s is offered, not claimed; nothing to release", o.ID)
+		}
+		return refused != nil
+	})
+	if refused != nil {
+		return nil, refused
+	}
+	return o, err
 }
 
 // Cancel ends an order (author only).

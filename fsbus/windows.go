@@ -220,7 +220,7 @@ func (s *Session) expire(id string) (*Order, error) {
 		if !ok {
 			return nil, nil, nil
 		}
-		d := entryData{Window: kind, Basis: o.Head}
+		d := entryData{Window: kind, Basis: o.Head, Note: kind + " window closed by the clock of the machine that wrote this"}
 		if _, err := o.c.step(TypeOrderExpire, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
 			return nil, nil, err
 		}
@@ -307,14 +307,18 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 	if len(note) > MaxNote {
 		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
 	}
-	return s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, nil,
-		func(o *Order, _ *entryData) (pendingObject, error) {
-			if o.State != StateOffered {
-				return pendingObject{}, Errorf(CatConflict, "`ferry order release "+o.ID+"` gives a claim back",
-					"order %s is %s, not offered; nothing to decline", o.ID, o.State)
-			}
-			return pendingObject{}, nil
-		})
+	var refused error
+	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, func(o *Order) bool {
+		if o.State != StateOffered { // a claim is given back by Release
+			refused = Errorf(CatConflict, "`ferry order release "+o.ID+"` gives a claim back",
+				"order %s is %s, not offered; nothing to decline", o.ID, o.State)
+		}
+		return refused != nil
+	})
+	if refused != nil {
+		return nil, refused
+	}
+	return o, err
 }
 
 // Retire retires agent name and gives back everything it held (issue 6, DESIGN §2
