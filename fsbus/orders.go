@@ -205,7 +205,7 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 		}
 		if typ == TypeOrderClaim {
 			if v.State.retired(s.Name) {
-				return nil, nil, Errorf(CatDenied, "a retired agent takes no new work; the owner seats it again with `ferry grant`", "%s is retired", s.Name)
+				return nil, nil, Errorf(CatDenied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
 			}
 			if err := v.State.checkReady(o); err != nil {
 				return nil, nil, err
