@@ -154,6 +154,14 @@ func (g *Globals) Home() (*fsbus.Home, error) {
 // Open opens the channel named by --channel, FERRY_CHANNEL, --project (looked up in
 // this machine's project map), or the only project mapped on this machine.
 func (g *Globals) Open() (*fsbus.Channel, error) {
+	c, err := g.open()
+	if c != nil && testClock != nil {
+		c.Now = testClock
+	}
+	return c, err
+}
+
+func (g *Globals) open() (*fsbus.Channel, error) {
 	h, err := g.Home()
 	if err != nil {
 		return nil, err

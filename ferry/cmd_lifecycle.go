@@ -7,6 +7,11 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
+// testClock, when set, is the clock of every channel this process opens. Only the
+// test binary sets it (ferry/lifecycle_script_test.go), so journeys can let hours pass
+// on one machine; the ferry binary always uses the real clock.
+var testClock func() time.Time
+
 // orderSession opens the --as session of an order command and first settles the
 // windows that writer is entitled to close on this machine (issue 6): its own claims
 // whose execution window passed, the queue windows of orders it wrote. Each expiry is

@@ -140,10 +140,6 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		}
 		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq)
 		out = e
-		// This machine saw its own entry now: windows measured from it (issue 6) start
-		// at the write, not at whenever this machine next loads the channel. The entry
-		// is written; failing to note it only delays that until the next Load.
-		_, _ = ingestArrivals(s.Channel, []ledger.Entry{e})
 		return nil
 	})
 	return out, view, err

@@ -89,18 +89,49 @@ type Window struct {
 }
 
 // Window returns the window o is in, measured on this machine's clock from when this
-// machine first saw the entries that opened or renewed it (its arrival log), never
-// from another machine's timestamps (DESIGN §2 rule 7). An execution window runs
-// from the current claim, renewed by each progress and extend on it (and by a review
-// asking for changes), capped at the claim plus the lifetime; a queue window runs from
-// the entry that made the order open or offered, when the order's queue window is set.
-// ok is false when no window runs (other states, no queue window, or entries this
-// machine has not ingested).
+// machine saw the entries that opened or renewed it, never from another machine's
+// timestamps (DESIGN §2 rule 7): an entry written on this device counts from its own
+// HLC stamp (this machine's clock when it wrote it; the earlier of that and its
+// arrival), any other from its first arrival in this machine's arrival log. An
+// execution window runs from the current claim, renewed by each progress and extend
+// on it (and by a review asking for changes), capped at the claim plus the lifetime; a
+// queue window runs from the entry that made the order open or offered, when the
+// order's queue window is set. ok is false when no window runs (other states, no queue
+// window, or entries this machine has not seen).
 func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
+	return c.window(v, o, c.ownStamps(v))
+}
+
+// ownStamps maps the hash of every entry written on this device to its HLC's physical
+// time (Unix ms).
+func (c *Channel) ownStamps(v *View) map[string]int64 {
+	m := map[string]int64{}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		if e.Device != c.Device {
+			continue
+		}
+		if h, err := ledger.ParseHLC(e.HLC); err == nil {
+			m[e.Hash()] = h.Ms
+		}
+	}
+	return m
+}
+
+// seenAt is when this machine saw the entry hash (zero when never): see Window.
+func seenAt(v *View, own map[string]int64, hash string) time.Time {
+	t := v.Arrivals.Seen(hash)
+	if ms, ok := own[hash]; ok && (t.IsZero() || ms < t.UnixMilli()) {
+		t = time.UnixMilli(ms)
+	}
+	return t
+}
+
+func (c *Channel) window(v *View, o *Order, own map[string]int64) (w Window, ok bool) {
 	ws := c.Config.Policy.Windows(o)
 	switch o.State {
 	case StateClaimed, StateChangesRequested:
-		start := v.Arrivals.Seen(o.Claim)
+		start := seenAt(v, own, o.Claim)
 		if start.IsZero() {
 			return w, false
 		}
@@ -113,7 +144,7 @@ func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
 			renew = append(renew, o.Head)
 		}
 		for _, h := range renew {
-			if t := v.Arrivals.Seen(h); t.After(last) {
+			if t := seenAt(v, own, h); t.After(last) {
 				last = t
 			}
 		}
@@ -127,7 +158,7 @@ func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
 		if ws.QueueS <= 0 {
 			return w, false
 		}
-		start := v.Arrivals.Seen(o.Head)
+		start := seenAt(v, own, o.Head)
 		if start.IsZero() {
 			return w, false
 		}
@@ -139,33 +170,25 @@ func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
 // expiryDue reports the window s may expire on o now: the execution window of a claim
 // s made from this device, or the queue window of an order s wrote from this device
 // (issue 6: only the holder's own machine, or the author's, decides an expiry).
-func (s *Session) expiryDue(v *View, o *Order, devices map[string]string) (string, bool) {
-	w, ok := s.Window(v, o)
+func (s *Session) expiryDue(v *View, o *Order, own map[string]int64) (string, bool) {
+	w, ok := s.window(v, o, own)
 	if !ok || s.now().Before(w.Deadline) {
 		return "", false
 	}
 	switch w.Kind {
 	case WindowExecution:
-		if o.Holder == s.Name && devices[o.Claim] == s.Device {
+		if _, here := own[o.Claim]; here && o.Holder == s.Name {
 			return w.Kind, true
 		}
 	case WindowQueue:
-		if len(o.History) > 0 && o.Author == s.Name && devices[o.History[0].Hash] == s.Device {
+		if len(o.History) == 0 {
+			return "", false
+		}
+		if _, here := own[o.History[0].Hash]; here && o.Author == s.Name {
 			return w.Kind, true
 		}
 	}
 	return "", false
-}
-
-// entryDevices maps the hash of every entry s wrote to the device it was written on.
-func (s *Session) entryDevices(v *View) map[string]string {
-	m := map[string]string{}
-	for i := range v.Snapshot.Entries {
-		if e := &v.Snapshot.Entries[i]; e.Writer == s.Name {
-			m[e.Hash()] = e.Device
-		}
-	}
-	return m
 }
 
 // SettleWindows writes order.expire for every window this session is entitled to
@@ -182,16 +205,16 @@ func (s *Session) SettleWindows() ([]*Order, error) {
 		return nil, err
 	}
 	var due []string
-	var devices map[string]string
+	var own map[string]int64
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
 		if o.Holder != s.Name && o.Author != s.Name {
 			continue
 		}
-		if devices == nil {
-			devices = s.entryDevices(v)
+		if own == nil {
+			own = s.ownStamps(v)
 		}
-		if _, ok := s.expiryDue(v, o, devices); ok {
+		if _, ok := s.expiryDue(v, o, own); ok {
 			due = append(due, id)
 		}
 	}
@@ -216,7 +239,7 @@ func (s *Session) expire(id string) (*Order, error) {
 		if o == nil {
 			return nil, nil, nil
 		}
-		kind, ok := s.expiryDue(v, o, s.entryDevices(v))
+		kind, ok := s.expiryDue(v, o, s.ownStamps(v))
 		if !ok {
 			return nil, nil, nil
 		}
