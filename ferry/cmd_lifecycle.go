@@ -61,6 +61,30 @@ func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order)
 	}
 }
 
+// orderJSON is `order show --json`: the order plus what this machine measures — its
+// window (deadline on this machine's clock) and its holder's liveness.
+type orderJSON struct {
+	*fsbus.Order
+	Window         *fsbus.Window `json:"window,omitempty"`
+	HolderLiveness string        `json:"holder_liveness,omitempty"`
+	HolderAgeS     *int64        `json:"holder_age_s,omitempty"` // seconds since this machine last saw the holder
+}
+
+func lifecycleJSON(ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order) orderJSON {
+	out := orderJSON{Order: o}
+	if w, ok := ch.Window(v, o); ok {
+		out.Window = &w
+	}
+	if o.Holder != "" {
+		l, age := ch.Liveness(v, o.Holder)
+		out.HolderLiveness = l
+		if age >= 0 {
+			out.HolderAgeS = &age
+		}
+	}
+	return out
+}
+
 // OrderExtendCmd is `ferry order extend ID`.
 type OrderExtendCmd struct {
 	ID   string `arg:"" help:"Order id or unique prefix."`

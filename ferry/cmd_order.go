@@ -119,7 +119,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		return err
 	}
 	if g.JSON {
-		return g.printJSON(o)
+		return g.printJSON(lifecycleJSON(ch, v, o))
 	}
 	g.printf("%s  %s\n", o.ID, o.Title)
 	g.printf("state     %s\n", o.State)
