@@ -53,6 +53,8 @@ type Globals struct {
 	stdout io.Writer `kong:"-"`
 	stderr io.Writer `kong:"-"`
 	home   *fsbus.Home
+	// settling is the session of an order command, whose expiries are reported.
+	settling *fsbus.Session
 }
 
 // exitCodes map error categories to process exit codes (documented in README).

@@ -12,23 +12,29 @@ import (
 // on one machine; the ferry binary always uses the real clock.
 var testClock func() time.Time
 
-// orderSession opens the --as session of an order command and first settles the
-// windows that writer is entitled to close on this machine (issue 6): its own claims
-// whose execution window passed, the queue windows of orders it wrote. Each expiry is
-// reported on stderr; a settling failure is reported and does not stop the command.
+// orderSession opens the --as session of an order command with AutoSettle (issue 6):
+// its write first closes the windows that writer is entitled to close on this machine
+// — its own claims whose execution window passed, the queue windows of orders it
+// wrote — under the same lock, at no extra read. printOrderResult reports them.
 func (g *Globals) orderSession() (*fsbus.Session, error) {
 	s, err := g.Session()
 	if err != nil {
 		return nil, err
 	}
-	expired, err := s.SettleWindows()
-	for _, o := range expired {
-		fprintf(g.stderr, "ferry: note: order %s timed out: its window closed by this machine's clock; it can be claimed again\n", o.ID)
-	}
-	if err != nil {
-		fprintf(g.stderr, "ferry: warning: could not settle expired windows: %v\n", err)
-	}
+	s.AutoSettle = true
+	g.settling = s
 	return s, nil
+}
+
+// noteExpired reports on stderr the orders the command's write expired.
+func (g *Globals) noteExpired() {
+	if g.settling == nil {
+		return
+	}
+	for _, id := range g.settling.Expired {
+		fprintf(g.stderr, "ferry: note: order %s timed out: its window closed by this machine's clock; it can be claimed again\n", id)
+	}
+	g.settling.Expired = nil
 }
 
 // showLifecycle prints an order's window (this machine's clock), its holder's liveness

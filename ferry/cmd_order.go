@@ -320,6 +320,7 @@ func (c *OrderOfferCmd) Run(g *Globals) error {
 }
 
 func printOrderResult(g *Globals, o *fsbus.Order, err error, verb string) error {
+	g.noteExpired()
 	if err != nil {
 		return err
 	}

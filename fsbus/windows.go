@@ -194,18 +194,46 @@ func (s *Session) expiryDue(v *View, o *Order, own map[string]int64) (string, bo
 // SettleWindows writes order.expire for every window this session is entitled to
 // close that has passed by this machine's clock: the execution window of each claim
 // it made from this device (→ timed_out) and the queue window of each open or offered
-// order it wrote from this device. Windows are measured by Channel.Window from this
-// machine's own arrival log. It is idempotent: an order already expired (or renewed
-// meanwhile) is left alone, each expiry is re-checked under the channel lock. It
-// returns the orders it expired, in id order; errors are those of Load and of the
-// write path (an order that cannot be expired stops the pass with its error).
+// order it wrote from this device. Windows are measured by Channel.Window. It runs
+// under the channel lock from one reading of the channel, so it is idempotent: an
+// order already expired (or renewed meanwhile) is left alone. It returns the orders it
+// expired, in id order, as folded afterwards; errors are those of Load and of the
+// append (the orders expired before the error stay expired).
 func (s *Session) SettleWindows() ([]*Order, error) {
-	v, err := s.Load()
-	if err != nil {
+	var ids []string
+	var v *View
+	err := s.withChannelLock(func() error {
+		var err error
+		if v, err = s.Load(); err != nil {
+			return err
+		}
+		ids, err = s.settleLocked(v)
+		if len(ids) > 0 {
+			var lerr error
+			if v, lerr = s.Load(); err == nil {
+				err = lerr
+			}
+		}
+		return err
+	})
+	if len(ids) == 0 || v == nil {
 		return nil, err
 	}
-	var due []string
+	out := make([]*Order, 0, len(ids))
+	for _, id := range ids {
+		if o := v.State.Orders[id]; o != nil {
+			out = append(out, o)
+		}
+	}
+	return out, err
+}
+
+// settleLocked appends, holding the channel lock, one order.expire per window due in v
+// (see SettleWindows) and returns the expired order ids.
+func (s *Session) settleLocked(v *View) ([]string, error) {
 	var own map[string]int64
+	var ids []string
+	var drafts []ledger.Draft
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
 		if o.Holder != s.Name && o.Author != s.Name {
@@ -214,45 +242,37 @@ func (s *Session) SettleWindows() ([]*Order, error) {
 		if own == nil {
 			own = s.ownStamps(v)
 		}
-		if _, ok := s.expiryDue(v, o, own); ok {
-			due = append(due, id)
-		}
-	}
-	var out []*Order
-	for _, id := range due {
-		o, err := s.expire(id)
-		if err != nil {
-			return out, err
-		}
-		if o != nil {
-			out = append(out, o)
-		}
-	}
-	return out, nil
-}
-
-// expire writes order.expire for id when its window is still due under the lock; it
-// returns nil (nothing written) when it no longer is.
-func (s *Session) expire(id string) (*Order, error) {
-	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		o := v.State.Orders[id]
-		if o == nil {
-			return nil, nil, nil
-		}
-		kind, ok := s.expiryDue(v, o, s.ownStamps(v))
+		kind, ok := s.expiryDue(v, o, own)
 		if !ok {
-			return nil, nil, nil
+			continue
 		}
 		d := entryData{Window: kind, Basis: o.Head, Note: kind + " window closed by the clock of the machine that wrote this"}
 		if _, err := o.c.step(TypeOrderExpire, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
-			return nil, nil, err
+			continue // not this writer's to close after all (e.g. a level it lost): leave it
 		}
-		return &ledger.Draft{Type: TypeOrderExpire, Ref: id, Data: mustJSON(d)}, nil, nil
-	})
-	if err != nil || e.Seq == 0 {
+		ids = append(ids, id)
+		drafts = append(drafts, ledger.Draft{Type: TypeOrderExpire, Ref: id, Data: mustJSON(d)})
+	}
+	if len(drafts) == 0 {
+		return nil, nil
+	}
+	if err := s.checkIdentity(v.State, TypeOrderExpire); err != nil {
 		return nil, err
 	}
-	return s.orderAfter(v, e, id)
+	if have, hwm := segmentSeq(v.Snapshot, s.Name, s.Device), s.Home.highWater(s.Project(), s.Name, s.Device); have < hwm {
+		return nil, Errorf(CatRetryNeeded, "restore this writer's segment from another machine's copy or a backup, then retry",
+			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: nothing was expired", hwm, have)
+	}
+	hlc := s.observedHLC(v.Snapshot)
+	for i, d := range drafts {
+		e, err := s.Ledger.Append(s.Name, s.Device, d, s.Signer, hlc)
+		if err != nil {
+			return ids[:i], &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("appending order.expire: %v", err),
+				Hint: "check that the channel folder is writable and not full"}
+		}
+		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq)
+	}
+	return ids, nil
 }
 
 // Extend renews the holder's execution window on its current claim (issue 6): an
