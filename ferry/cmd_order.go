@@ -158,6 +158,14 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		}
 	}
 	for _, p := range o.Progress {
+		if p.Type == fsbus.TypeOrderExtend {
+			g.printf("extended  %s %s", p.HLC, p.By)
+			if p.Note != "" {
+				g.printf(": %s", p.Note)
+			}
+			g.printf("\n")
+			continue
+		}
 		g.printf("progress  %s %s: %s\n", p.HLC, p.By, p.Note)
 	}
 	for _, h := range o.History {

@@ -365,8 +365,12 @@ func (st *State) checkRecipient(name string) error {
 	if name == "" {
 		return nil
 	}
-	if a := st.Agents[name]; a == nil || a.JoinKey == "" {
+	a := st.Agents[name]
+	if a == nil || a.JoinKey == "" {
 		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %q has joined this channel", name)
+	}
+	if a.Retired {
+		return Errorf(CatConflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
 	}
 	return nil
 }
