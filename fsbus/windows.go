@@ -404,8 +404,10 @@ func (s *Session) Retire(name string) ([]string, error) {
 			continue
 		}
 		if _, err := s.lifecycle(id, TypeOrderRelease, entryData{Agent: name, Note: "agent " + name + " retired"}, "", nil); err != nil {
-			if IsCategory(err, CatConflict) {
-				continue // moved on meanwhile (submitted, reassigned): nothing held
+			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+				// Moved on meanwhile (submitted, reassigned), or an offer to a worker,
+				// whose level writes no release (the master's retire declines it).
+				continue
 			}
 			return out, fmt.Errorf("releasing %s: %w", id, err)
 		}
