@@ -1,12 +1,16 @@
 package fsbus
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // Issue 6: the order life cycle — windows measured on this machine, expiry written
@@ -449,5 +453,80 @@ func TestFoldWrongWriterCountsForNothing(t *testing.T) {
 	appendRaw(t, w.carol, TypeOrderExtend, o.ID, entryData{Claim: o.Claim})
 	if got := w.order(t, o.ID); len(got.Progress) != 0 {
 		t.Fatalf("another agent's extend counted: %+v", got.Progress)
+	}
+}
+
+// TestAutoSettle: a write of a session with AutoSettle first closes its writer's due
+// windows under the same lock; another writer's AutoSettle closes nothing of others.
+func TestAutoSettle(t *testing.T) {
+	w := newLifeWorld(t)
+	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Long job"}))
+	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	w.pass(5 * time.Hour)
+	w.alice.AutoSettle, w.bob.AutoSettle = true, true
+	must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Another"}))
+	if len(w.alice.Expired) != 0 || w.order(t, o.ID).State != StateClaimed {
+		t.Fatalf("the author's write expired %v", w.alice.Expired)
+	}
+	if _, err := w.bob.Extend(o.ID, "", ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("extend after the window passed: %v", err)
+	}
+	if len(w.bob.Expired) != 1 || w.bob.Expired[0] != o.ID || w.order(t, o.ID).State != StateTimedOut {
+		t.Fatalf("holder's write expired %v; state %s", w.bob.Expired, w.order(t, o.ID).State)
+	}
+}
+
+// TestPolicyWindowsSigned: a channel.toml carrying the window keys, signed by the
+// master, opens and its values apply; the keys stay out of files that do not set them.
+func TestPolicyWindowsSigned(t *testing.T) {
+	h := testHome(t)
+	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(c.Root, "channel.toml")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "window") || strings.Contains(string(raw), "lifetime") {
+		t.Fatalf("init wrote window keys:\n%s", raw)
+	}
+	cfg := c.Config
+	cfg.Policy.ExecWindowS, cfg.Policy.LifetimeS, cfg.Policy.QueueWindowS = 600, 7200, 300
+	k, err := h.LoadKey("acme", MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := cfg.signingBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sig, err = ledger.SignDomain(k, ChannelDomain, cfg.Project, body); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "exec_window_s = 600") {
+		t.Fatalf("encoded:\n%s", buf.String())
+	}
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Open(h, c.Root)
+	if err != nil {
+		t.Fatalf("a signed channel.toml with window keys: %v", err)
+	}
+	if ws := c2.Config.Policy.Windows(&Order{}); ws != (OrderWindows{ExecS: 600, LifetimeS: 7200, QueueS: 300}) {
+		t.Fatalf("windows %+v", ws)
+	}
+	// Edited after signing: refused like any other key.
+	if err := os.WriteFile(p, bytes.Replace(buf.Bytes(), []byte("exec_window_s = 600"), []byte("exec_window_s = 60000"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(h, c.Root); !IsCategory(err, CatInvalid) {
+		t.Fatalf("edited window key: %v", err)
 	}
 }
