@@ -65,6 +65,9 @@ type Session struct {
 	*Channel
 	Name   string
 	Signer ledger.Signer
+	// Workspace is the directory an order's file pointers are relative to (issue 6);
+	// "" means the git top-level of the current directory, else the current directory.
+	Workspace string
 }
 
 // As opens a session as name, loading its key from this machine's keystore. It returns
