@@ -3,6 +3,7 @@ package fsbus
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -559,4 +560,73 @@ func TestClaimRefusesForgedPointerPaths(t *testing.T) {
 	if err := refusedPointers(r); !IsCategory(err, CatInvalid) {
 		t.Fatal(err)
 	}
+}
+
+// gitForTest returns whether git can run. The stale messages name commits only in a
+// git checkout, so this test needs git: it fails (never skips) when git is missing and
+// CI=true (set by .ci/run) or FERRY_TEST_GIT=1.
+func gitForTest(t *testing.T) bool {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("FERRY_TEST_GIT") == "1" {
+			t.Fatalf("git is needed for this test: %v", err)
+		}
+		t.Log("git is not installed; the commit-naming checks did not run (CI runs them)")
+		return false
+	}
+	return true
+}
+
+func runGit(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func TestStaleNamesCommitOrLocalEdits(t *testing.T) {
+	if !gitForTest(t) {
+		return
+	}
+	w := newContractWorld(t)
+	runGit(t, w.wa, "init", "-q")
+	runGit(t, w.wa, "add", ".")
+	runGit(t, w.wa, "commit", "-qm", "one")
+	head := gitOutput(w.wa, "rev-parse", "HEAD")
+	w.bob.Workspace = filepath.Join(w.wb, "clone")
+	runGit(t, w.wb, "clone", "-q", w.wa, "clone")
+	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Review", Pointers: []string{"src/calc.go"}})
+	if err != nil || o.Pointers[0].Commit != head {
+		t.Fatalf("pointer commit %q, HEAD %q, %v", o.Pointers[0].Commit, head, err)
+	}
+	// Bob's checkout moved on: the refusal names both commits and `git checkout`.
+	writeFile(t, filepath.Join(w.bob.Workspace, "src/calc.go"), "package calc // v2\n")
+	runGit(t, w.bob.Workspace, "commit", "-qam", "two")
+	_, err = w.bob.Claim(o.ID, "")
+	if !IsCategory(err, CatStale) || !strings.Contains(err.Error(), "this checkout is at commit") || !strings.Contains(err.Error(), "git checkout "+head) {
+		t.Fatalf("claim at another commit: %v", err)
+	}
+	// Back at the dispatched commit with a local edit: the refusal says so and names git stash.
+	runGit(t, w.bob.Workspace, "checkout", "-q", head)
+	writeFile(t, filepath.Join(w.bob.Workspace, "src/calc.go"), "local edit\n")
+	_, err = w.bob.Claim(o.ID, "")
+	if !IsCategory(err, CatStale) || !strings.Contains(err.Error(), "has local edits") || !strings.Contains(err.Error(), "git stash") {
+		t.Fatalf("claim with local edits: %v", err)
+	}
+	runGit(t, w.bob.Workspace, "checkout", "-q", "--", "src/calc.go")
+	if _, err := w.bob.Claim(o.ID, ""); err != nil {
+		t.Fatalf("claim after restoring: %v", err)
+	}
+	// ResolveWorkspace("") finds the git top-level from a subdirectory.
+	t.Chdir(filepath.Join(w.wa, "src"))
+	if ws, err := ResolveWorkspace(""); err != nil || !sameDir(ws, w.wa) {
+		t.Fatalf("workspace from a subdirectory: %q %v", ws, err)
+	}
+}
+
+func sameDir(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
