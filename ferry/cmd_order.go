@@ -444,7 +444,11 @@ func (c *OrderVerifyCmd) Run(g *Globals) error {
 		}
 	}
 	if g.JSON {
-		if err = g.printJSON(r); err != nil {
+		var v any = r
+		if r == nil { // --mark on an order already pointer_stale: nothing was checked
+			v = o.Row()
+		}
+		if err = g.printJSON(v); err != nil {
 			return err
 		}
 	} else if r != nil {

@@ -160,6 +160,17 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	return sch, nil
 }
 
+// scrubControl replaces the characters hasControl refuses (terminal escapes, bidi
+// overrides) by U+FFFD: validator messages quote the result's own values.
+func scrubControl(s string) string {
+	return strings.Map(func(r rune) rune {
+		if hasControl(string(r), false) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 300 {
@@ -199,14 +210,14 @@ func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
 		if loc == "" {
 			loc = "/"
 		}
-		l := loc + ": " + oneLine(u.Error.String())
+		l := scrubControl(loc + ": " + oneLine(u.Error.String()))
 		if !seen[l] && !strings.Contains(l, "validation failed") {
 			seen[l] = true
 			lines = append(lines, l)
 		}
 	}
 	if len(lines) == 0 {
-		lines = []string{"/: " + oneLine(ve.Error())}
+		lines = []string{scrubControl("/: " + oneLine(ve.Error()))}
 	}
 	return lines, nil
 }

@@ -138,6 +138,9 @@ func TestFingerprintPointers(t *testing.T) {
 	if symlinks {
 		os.Symlink(filepath.Join(outside, "plain.txt"), filepath.Join(ws, "escape.txt"))
 		os.Symlink(".env", filepath.Join(ws, "innocent.txt"))
+		os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+		writeFile(t, filepath.Join(ws, ".git/config"), "[remote]\n")
+		os.Symlink(".git", filepath.Join(ws, "gitdir"))
 	}
 	bad := map[string]string{
 		"src/calc.go:2-9":  "the file has 3",
@@ -162,6 +165,7 @@ func TestFingerprintPointers(t *testing.T) {
 	if symlinks {
 		bad["escape.txt"] = "outside the workspace"
 		bad["innocent.txt"] = "sensitive"
+		bad["gitdir/config"] = "sensitive"
 	}
 	for spec, why := range bad {
 		_, _, err := FingerprintPointers(ws, []string{spec}, time.Now())
@@ -221,6 +225,11 @@ func TestValidateOutput(t *testing.T) {
 		if strings.Contains(l, "\n") {
 			t.Fatalf("multi-line error %q", l)
 		}
+	}
+	// Messages quoting the result's own text carry no terminal escape.
+	lines, _ = ValidateOutput(json.RawMessage(`{"type":"string","pattern":"^a$"}`), json.RawMessage(`"\u001b[31mred"`))
+	if len(lines) != 1 || strings.ContainsRune(lines[0], 0x1b) || hasControl(lines[0], false) {
+		t.Fatalf("escape in %q", lines)
 	}
 	lines, _ = ValidateOutput(schema, json.RawMessage(`{}`))
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "/: ") || !strings.Contains(lines[0], "passed") {

@@ -254,14 +254,8 @@ type fingerprint struct {
 // a sensitive name, is not a regular file or is larger than MaxPointerBytes.
 func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 	name := filepath.FromSlash(rel)
-	if fi, err := root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		if target, err := root.Readlink(name); err == nil {
-			for _, c := range strings.Split(filepath.ToSlash(target), "/") {
-				if sensitiveName(c) {
-					return fingerprint{}, PointerRefused, "symlink to a sensitive file"
-				}
-			}
-		}
+	if symlinkToSensitive(root, rel) {
+		return fingerprint{}, PointerRefused, "symlink to a sensitive file"
 	}
 	f, err := root.Open(name)
 	if err != nil {
@@ -294,6 +288,33 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 	}
 	fp.mtime = fi.ModTime()
 	return fp, PointerOK, ""
+}
+
+// symlinkToSensitive reports whether a component of rel is a symlink whose target names
+// a sensitive file or a .git directory (so "link/config" with link -> .git is refused
+// like .git/config). os.Root already refuses targets outside the workspace.
+func symlinkToSensitive(root *os.Root, rel string) bool {
+	comps := strings.Split(rel, "/")
+	for i := range comps {
+		prefix := filepath.FromSlash(strings.Join(comps[:i+1], "/"))
+		fi, err := root.Lstat(prefix)
+		if err != nil {
+			return false
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		target, err := root.Readlink(prefix)
+		if err != nil {
+			return true // a link we cannot read is not followed
+		}
+		for _, c := range strings.Split(filepath.ToSlash(target), "/") {
+			if sensitiveName(c) || strings.EqualFold(c, ".git") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hashContent streams r into sha256. Text (no NUL in the first 8 KiB) is hashed with
