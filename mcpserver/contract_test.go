@@ -35,17 +35,17 @@ func TestOrdersContract(t *testing.T) {
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
 
 	var v struct {
-		Verify fsbus.PointerReport `json:"verify"`
+		Verify mcpserver.VerifyView `json:"verify"`
 	}
 	r.ok("ferry_orders", map[string]any{"action": "verify", "id": o.ID}, &v)
-	if !v.Verify.OK || len(v.Verify.Pointers) != 1 || v.Verify.Pointers[0].Status != fsbus.PointerOK {
+	if !v.Verify.OK || len(v.Verify.Pointers) != 1 || v.Verify.Pointers[0] != "ok calc.go" {
 		t.Fatalf("verify: %+v", v.Verify)
 	}
 	if err := os.WriteFile(calc, []byte(orig+"// edited\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r.ok("ferry_orders", map[string]any{"action": "verify", "id": o.ID}, &v)
-	if v.Verify.OK || v.Verify.Pointers[0].Status != fsbus.PointerChanged {
+	if v.Verify.OK || v.Verify.Pointers[0] != "changed calc.go: size 65 bytes, dispatched 55" {
 		t.Fatalf("verify after an edit: %+v", v.Verify)
 	}
 	if txt := r.fail("ferry_orders", map[string]any{"action": "claim", "id": o.ID}); !strings.HasPrefix(txt, "stale: ") || !strings.Contains(txt, "calc.go (changed") {

@@ -182,8 +182,35 @@ type OrdersOut struct {
 	Next      string      `json:"next,omitempty"`
 	// Verify is verify's pointer health; Warnings what the call wants the agent to
 	// know (issue 6: a pointed file edited just before dispatch, a claim on a diff).
-	Verify   *fsbus.PointerReport `json:"verify,omitempty"`
-	Warnings []string             `json:"warnings,omitempty"`
+	Verify   *VerifyView `json:"verify,omitempty"`
+	Warnings []string    `json:"warnings,omitempty"`
+}
+
+// VerifyView is verify's answer, compact: one line per pointer, "<status> <path>" and
+// ": <reason>" when not ok (status ok|changed|missing|refused; the diff's line starts
+// "diff "). DiffMode: the files differ but the read-only order's diff covers them.
+type VerifyView struct {
+	OK       bool     `json:"ok"`
+	Pointers []string `json:"pointers"`
+	DiffMode bool     `json:"diff_mode,omitempty"`
+}
+
+func verifyView(r *fsbus.PointerReport) *VerifyView {
+	v := &VerifyView{OK: r.OK, DiffMode: r.DiffMode, Pointers: []string{}}
+	line := func(prefix string, p fsbus.PointerCheck) string {
+		l := prefix + p.Status + " " + p.Path
+		if p.Reason != "" {
+			l += ": " + p.Reason
+		}
+		return l
+	}
+	for _, p := range r.Pointers {
+		v.Pointers = append(v.Pointers, line("", p))
+	}
+	if r.Diff != nil {
+		v.Pointers = append(v.Pointers, line("diff ", *r.Diff))
+	}
+	return v
 }
 
 // OrderView is one order, bounded (DESIGN §4 caps, see viewLevels): the body cut to a
@@ -323,7 +350,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &OrdersOut{Verify: r}, nil
+		return &OrdersOut{Verify: verifyView(r)}, nil
 	}
 	var o *fsbus.Order
 	s, err := f.session()
