@@ -46,4 +46,15 @@
 // binds (grants apply by per-segment sequence bounds) and its level, then builds agents
 // and orders. Entries that count for nothing are listed in State.Ignored; branched
 // chains are listed as contests naming the winner and everyone involved.
+//
+// # Contracts
+//
+// An order may carry a Contract (contract.go, issue 6): file pointers fingerprinted at
+// dispatch in the author's workspace (pointer.go: os.Root, sensitive names refused,
+// sha256 with CRLF read as LF), a result schema, a diff, windows and run hints. The
+// files are compared on the machine that acts — Claim refuses a differing checkout
+// locally with stale and writes nothing; SubmitResult records refusals as progress
+// entries the fold counts, then a submit with an outcome (pointer_stale,
+// validation_failed); MarkStale is the author's order.stale. Reading files is never
+// part of the fold.
 package fsbus

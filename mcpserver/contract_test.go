@@ -21,7 +21,6 @@ func TestOrdersContract(t *testing.T) {
 	if err := os.WriteFile(calc, []byte(orig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(ws) // the server's workspace: the current directory (not a git checkout)
 	author, err := b.ch.As("codex-desktop")
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +31,7 @@ func TestOrdersContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
+	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Workspace: ws})
 
 	var v struct {
 		Verify mcpserver.VerifyView `json:"verify"`

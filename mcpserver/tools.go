@@ -346,7 +346,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, err := (&fsbus.Session{Channel: ch}).VerifyOrder(in.ID)
+		r, err := (&fsbus.Session{Channel: ch, Workspace: f.cfg.Workspace}).VerifyOrder(in.ID)
 		if err != nil {
 			return nil, err
 		}
