@@ -639,3 +639,30 @@ func sameDir(a, b string) bool {
 	fb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
+
+func TestClaimChecksAgainAfterAPause(t *testing.T) {
+	w := newContractWorld(t)
+	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Review", Pointers: []string{"src/calc.go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(w.wb, "src/calc.go")
+	orig, _ := os.ReadFile(file)
+	writeFile(t, file, "half-saved by an editor")
+	waits := 0
+	old := settleWait
+	t.Cleanup(func() { settleWait = old })
+	// The editor finishes its write during the pause: the second check passes.
+	settleWait = func() { waits++; writeFile(t, file, string(orig)) }
+	if _, err := w.bob.Claim(o.ID, ""); err != nil || waits != 1 {
+		t.Fatalf("claim after a late save: %v (waits %d)", err, waits)
+	}
+	// A file still different after the pause: refused, after exactly one pause.
+	o2, _ := w.alice.NewOrder(NewOrderOptions{Title: "Review 2", Pointers: []string{"src/calc.go"}})
+	waits = 0
+	settleWait = func() { waits++ }
+	writeFile(t, file, "edited for good")
+	if _, err := w.bob.Claim(o2.ID, ""); !IsCategory(err, CatStale) || waits != 1 {
+		t.Fatalf("claim of a changed file: %v (waits %d)", err, waits)
+	}
+}

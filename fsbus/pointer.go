@@ -265,7 +265,12 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 		case strings.Contains(err.Error(), "escapes"):
 			return fingerprint{}, PointerRefused, "leads outside the workspace"
 		default:
-			return fingerprint{}, PointerMissing, "cannot open: " + errors.Unwrap(err).Error()
+			why := err.Error()
+			var pe *fs.PathError
+			if errors.As(err, &pe) && pe.Err != nil {
+				why = pe.Err.Error() // the path is already named by the caller
+			}
+			return fingerprint{}, PointerMissing, "cannot open: " + why
 		}
 	}
 	defer f.Close()
@@ -519,9 +524,13 @@ func checkPointersSettled(ws, id string, ct *Contract) *PointerReport {
 	if r.OK {
 		return r
 	}
-	time.Sleep(claimRetry)
+	settleWait()
 	return CheckPointers(ws, id, ct)
 }
+
+// settleWait is the pause before the second check (a variable so a test can do the
+// editor's late write there instead of sleeping).
+var settleWait = func() { time.Sleep(claimRetry) }
 
 // staleError is the stale refusal of a claim or submit: why the files differ (another
 // commit, or local edits, listing the files) and how to recover.
