@@ -59,6 +59,9 @@ type FerryConfig struct {
 	// Groups are the opt-in tool groups served besides the core tools (--tools):
 	// GroupAdmin, GroupLegacy; NewFerry refuses any other name (invalid).
 	Groups []string
+	// UpdateExe is the binary ferry_update apply replaces; "" means the running one
+	// (os.Executable). Tests set a copy (issue 9).
+	UpdateExe string
 	// ReadOnly serves the legacy read tools only, and nothing that writes (--read-only,
 	// the predecessor's stance); with GroupAdmin it is refused (invalid).
 	ReadOnly bool

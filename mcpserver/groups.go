@@ -12,7 +12,7 @@ import (
 // default they cost no token.
 const (
 	GroupCore   = "core"
-	GroupAdmin  = "admin"  // ferry_search, ferry_get, ferry_status
+	GroupAdmin  = "admin"  // ferry_search, ferry_get, ferry_status, ferry_update
 	GroupLegacy = "legacy" // the predecessor's eight read tools
 )
 

@@ -217,7 +217,7 @@ func (r *rig) fail(tool string, args map[string]any) string {
 
 var (
 	legacyNames = []string{"channel_status", "discover", "get_task", "list_engines", "list_learnings", "list_ledger", "list_tasks", "read_memory"}
-	adminNames  = []string{"ferry_get", "ferry_search", "ferry_status"}
+	adminNames  = []string{"ferry_get", "ferry_search", "ferry_status", "ferry_update"}
 )
 
 // sorted merges name lists, sorted (tools/list is sorted by name).

@@ -9,7 +9,7 @@ import (
 )
 
 // The admin group (`ferry mcp serve --tools admin`, DESIGN §4, ADR T2): ferry_search,
-// ferry_get and ferry_status. Not in the default list, so they cost nothing unless the
+// ferry_get, ferry_status and ferry_update (issue 9). Not in the default list, so they cost nothing unless the
 // owner opts in; their definitions count in the admin_tools_list budget figure.
 
 // ---- ferry_search ----
@@ -260,6 +260,58 @@ func (f *Ferry) status(ctx context.Context, args json.RawMessage) (any, error) {
 	return out, nil
 }
 
+// ---- ferry_update ----
+
+// UpdateIn is ferry_update's input.
+type UpdateIn struct {
+	Action string `json:"action" jsonschema:"enum=check,enum=apply"`
+}
+
+// UpdateOut is ferry_update's output: the check (both actions) and, for apply, what
+// was installed. The MCP surface never approves a release (DESIGN §2: the master row).
+type UpdateOut struct {
+	Check *fsbus.UpdateCheck  `json:"check"`
+	Apply *fsbus.UpdateResult `json:"apply,omitempty"`
+}
+
+// update checks for, or applies, a newer master-approved ferry release (issue 9,
+// fsbus.View.CheckUpdate and Session.ApplyUpdate). apply needs level orchestrator and
+// replaces cfg.UpdateExe ("" the running binary); the server keeps running the old code
+// until restarted. Errors: invalid for another action; those of ApplyUpdate.
+func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
+	var in UpdateIn
+	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	switch in.Action {
+	case "check":
+		_, v, err := f.read()
+		if err != nil {
+			return nil, err
+		}
+		return &UpdateOut{Check: v.CheckUpdate(f.cfg.Version, fsbus.Platform())}, nil
+	case "apply":
+		s, err := f.session()
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.ApplyUpdate(fsbus.ApplyOptions{Exe: f.cfg.UpdateExe, Current: f.cfg.Version})
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.Load()
+		if err != nil {
+			return nil, err
+		}
+		current := f.cfg.Version
+		if res.Applied {
+			current = res.To
+		}
+		return &UpdateOut{Check: v.CheckUpdate(current, fsbus.Platform()), Apply: res}, nil
+	}
+	return nil, fsbus.Errorf(fsbus.CatInvalid, "use action check or apply (approving is the owner's `ferry update approve`)", "unknown action %q", in.Action)
+}
+
 // adminTools lists the admin group (names, descriptions, schemas fixed: T8).
 func (f *Ferry) adminTools() []*Tool {
 	return []*Tool{
@@ -269,6 +321,8 @@ func (f *Ferry) adminTools() []*Tool {
 			InputSchema: Schema(&GetIn{}), OutputSchema: outputSchema(&GetOut{}), Call: f.get},
 		{Name: "ferry_status", Description: "The owner's view: agents to seat, reviews due, contested orders, silent holders, asks and messages waiting on the owner.",
 			InputSchema: Schema(&StatusIn{}), OutputSchema: outputSchema(&StatusOut{}), Call: f.status},
+		{Name: "ferry_update", Description: "Check for a newer owner-approved ferry release, or apply it over this binary (orchestrator; checksum verified). Restart to run it.",
+			InputSchema: Schema(&UpdateIn{}), OutputSchema: outputSchema(&UpdateOut{}), Call: f.update},
 	}
 }
 
