@@ -33,6 +33,9 @@ func (c *SearchCmd) Run(g *Globals) error {
 	if _, err := fsbus.SearchTerms(c.Query); err != nil {
 		return err
 	}
+	if c.Limit < 1 || c.Limit > fsbus.MaxSearchLimit {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass a limit from 1 to 100", "limit %d is out of range", c.Limit)
+	}
 	v, err := ch.Load()
 	if err != nil {
 		return err

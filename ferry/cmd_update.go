@@ -30,6 +30,9 @@ func (c *UpdateApproveCmd) Help() string {
 
 // Run implements the command.
 func (c *UpdateApproveCmd) Run(g *Globals) error {
+	if g.As != "" && g.As != fsbus.MasterWriter {
+		return fsbus.Errorf(fsbus.CatDenied, "run it on the owner's machine, without --as", "only the owner may approve a release; %s may not", g.As)
+	}
 	plats := map[string]string{}
 	for _, p := range c.Platform {
 		plat, path, ok := strings.Cut(p, "=")

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// buildVersion builds the real ferry binary stamped with version (as a release build
+// does: -ldflags "-X main.version=…") to path.
+func buildVersion(t *testing.T, version, path string) {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goBin, "build", "-ldflags", "-X main.version="+version, "-o", path, "github.com/ferryhq/ferry/ferry")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", version, err, out)
+	}
+}
+
+// TestUpdateApplyReplacesBinary (issue 9): a real ferry 1.0.0, copied to a temp dir,
+// sees the owner's approval of 1.1.0 (a real build in the channel's releases/), applies
+// it and is then ferry 1.1.0; the new binary finds nothing newer. Every step is a
+// separate process of the binary being replaced.
+func TestUpdateApplyReplacesBinary(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "bin", "ferry")
+	if runtime.GOOS == "windows" {
+		exe += ".exe"
+	}
+	buildVersion(t, "1.0.0", exe)
+	ch := filepath.Join(dir, "ch")
+	env := append(os.Environ(), "FERRY_HOME="+filepath.Join(dir, "home"), "FERRY_CHANNEL="+ch, "FERRY_AGENT=")
+	ferry := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(exe, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ferry %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	ferry("init", ch, "--project", "acme")
+	buildVersion(t, "1.1.0", filepath.Join(ch, "releases", "ferry-next"))
+	plat := fsbus.Platform()
+	ferry("update", "approve", "1.1.0", "--platform", plat+"=releases/ferry-next")
+
+	var chk fsbus.UpdateCheck
+	if err := json.Unmarshal([]byte(ferry("update", "check", "--json")), &chk); err != nil {
+		t.Fatal(err)
+	}
+	if !chk.Available || chk.Current != "1.0.0" || chk.Latest != "1.1.0" || chk.Platform != plat {
+		t.Fatalf("check: %+v", chk)
+	}
+	out := ferry("update", "apply", "--yes")
+	if !strings.Contains(out, "ferry 1.0.0 → 1.1.0 installed at ") {
+		t.Fatalf("apply said %q", out)
+	}
+	if v := ferry("version"); !strings.HasPrefix(v, "ferry 1.1.0 ") {
+		t.Fatalf("after apply: %q", v)
+	}
+	if out := ferry("update", "check"); !strings.HasPrefix(out, "ferry 1.1.0 is up to date for "+plat) {
+		t.Fatalf("check after apply: %q", out)
+	}
+	ents, err := os.ReadDir(filepath.Dir(exe))
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("beside the binary: %v %v", ents, err)
+	}
+}
