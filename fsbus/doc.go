@@ -19,7 +19,8 @@
 //	asks/<id>.json                   AskObject (title, recommendation, reasoning); ask.raise names it
 //	handins/<writer>/<id>.json       HandinObject (ref, note); handin.add names it
 //	presence/<writer>.<device>.json  PresenceObject, rewritten by its one writer (heartbeat)
-//	memory/ releases/                human notes; signed updates (later issues)
+//	memory/                          human notes (searched by ferry_search)
+//	releases/                        binaries a release.approve names (update.go, issue 9)
 //
 // Chains with a life cycle — an order, an ask, the primary role, an agent's grants —
 // resolve by basis in chain.go; decisions and messages have no chain.
@@ -29,6 +30,15 @@
 // local index (index.go: what Load has read and verified, so it reads only new bytes),
 // the presence sightings and each segment's high-water mark under CacheDir. FERRY_HOME
 // moves both.
+//
+// # Updates and search
+//
+// A release.approve (update_fold.go) is the master's signature on a version and, per
+// platform, the sha256 of a binary under releases/; View.Releases folds the counted
+// ones, View.CheckUpdate compares them with the running version (SemVer precedence) and
+// Session.ApplyUpdate copies the approved file through os.Root beside the binary,
+// checks its sha256 and renames it into place. Channel.Search (search.go) is the one
+// matcher of `ferry search` and the MCP tool ferry_search.
 //
 // # Unattended runs
 //
