@@ -18,7 +18,7 @@ type McpCmd struct {
 
 // McpServeCmd is `ferry mcp serve --as AGENT --project ID`.
 type McpServeCmd struct {
-	Tools         []string      `help:"Also serve an opt-in tool group: admin (ferry_search, ferry_get, ferry_status) or legacy (the old read tools); repeat or comma-separate." placeholder:"GROUP" sep:","`
+	Tools         []string      `help:"Also serve an opt-in tool group: admin (ferry_search, ferry_get, ferry_status, ferry_update) or legacy (the old read tools); repeat or comma-separate." placeholder:"GROUP" sep:","`
 	ReadOnly      bool          `help:"Serve the legacy read tools only: nothing that writes." name:"read-only"`
 	PresenceEvery time.Duration `help:"How often to rewrite this agent's presence file." default:"60s" hidden:""`
 	workspaceFlag
@@ -29,8 +29,8 @@ func (c *McpServeCmd) Help() string {
 	return "An AI app (Claude Code, Claude Desktop, Codex, Cursor) spawns this as a stdio MCP server.\n" +
 		"One process is one agent in one project. Start-up reads nothing; the channel is opened\n" +
 		"on the first tool call. stdout carries only JSON-RPC; logs go to stderr.\n\n" +
-		"By default the six core tools are served. --tools admin adds ferry_search, ferry_get and\n" +
-		"ferry_status; --tools legacy adds the old read tools (channel_status, discover, list_tasks,\n" +
+		"By default the six core tools are served. --tools admin adds ferry_search, ferry_get,\n" +
+		"ferry_status and ferry_update; --tools legacy adds the old read tools (channel_status, discover, list_tasks,\n" +
 		"get_task, read_memory, list_ledger, list_learnings, list_engines). --read-only serves the\n" +
 		"legacy read tools alone."
 }
