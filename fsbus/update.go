@@ -195,7 +195,8 @@ type UpdateResult struct {
 // copy must match the approved sha256 and size. Then it fsyncs, sets the binary's
 // mode (plus execute bits) and renames it over the binary (replaceExecutable). No
 // newer release: Applied is false and nothing changes. Errors (nothing replaced):
-// denied below orchestrator; not_found for a missing release file; invalid when the
+// denied below orchestrator or when this machine's key for the writer is not the seated
+// one; not_found for a missing release file; invalid when the
 // file's sha256 or size differs from the approval's (a tampered or half-synced file);
 // internal for a failed copy or rename.
 func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
@@ -219,6 +220,11 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	if lvl := v.State.levelOf(s.Name); lvl < LevelOrchestrator {
 		return nil, Errorf(CatDenied, "run it as the owner, or as an agent the owner seated at orchestrator",
 			"applying an update needs level orchestrator; %s has level %s", s.Name, lvl)
+	}
+	// The level is the seated key's: a key on this machine under that name that the
+	// owner did not seat does not carry it.
+	if err := s.checkIdentity(v.State, TypeReleaseApprove); err != nil {
+		return nil, err
 	}
 	chk := v.CheckUpdate(opt.Current, opt.Platform)
 	res := &UpdateResult{From: opt.Current, Platform: opt.Platform, Exe: exe}

@@ -132,6 +132,17 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 		w.exeUnchanged(t)
 	})
+	t.Run("unseated key under an orchestrator's name", func(t *testing.T) {
+		w := newUpdateWorld(t)
+		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
+			t.Fatal(err)
+		}
+		impostor := &Session{Channel: w.c, Name: "olga", Signer: w.ss["mike"].Signer}
+		if _, err := impostor.ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !IsCategory(err, CatDenied) {
+			t.Fatalf("apply with a key the owner did not seat: %v", err)
+		}
+		w.exeUnchanged(t)
+	})
 	t.Run("non-master approval ignored", func(t *testing.T) {
 		w := newUpdateWorld(t)
 		d := releaseData{Version: "9.0.0", Platforms: map[string]ReleaseFile{plat: {SHA256: sumHex(w.rel), Path: "releases/ferry-new"}}}
