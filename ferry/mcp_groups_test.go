@@ -23,7 +23,7 @@ import (
 )
 
 var (
-	mcpAdminTools  = []string{"ferry_get", "ferry_search", "ferry_status"}
+	mcpAdminTools  = []string{"ferry_get", "ferry_search", "ferry_status", "ferry_update"}
 	mcpLegacyTools = []string{"channel_status", "discover", "get_task", "list_engines", "list_learnings", "list_ledger", "list_tasks", "read_memory"}
 )
 
