@@ -44,6 +44,7 @@ type CLI struct {
 	Run      RunCmd      `cmd:"" help:"Take ready orders and run a file on each, unattended."`
 	Daemon   DaemonCmd   `cmd:"" help:"Run handlers per agent and task type from a config, one daemon per agent."`
 	Inspect  InspectCmd  `cmd:"" help:"Show orders with state, holder, age, retries and last error."`
+	Connect  ConnectCmd  `cmd:"" help:"Write (or remove) an AI app's MCP entry for ferry and join its agent."`
 }
 
 // Globals are the flags every command takes (DESIGN §3).
