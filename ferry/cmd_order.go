@@ -20,6 +20,9 @@ type OrderCmd struct {
 	Release  OrderReleaseCmd  `cmd:"" help:"Give a claimed order back: it is open again."`
 	Cancel   OrderCancelCmd   `cmd:"" help:"Cancel an order you wrote."`
 	Offer    OrderOfferCmd    `cmd:"" aliases:"assign" help:"Offer an order to one agent."`
+	Extend   OrderExtendCmd   `cmd:"" help:"Renew the execution window of your claim."`
+	Fail     OrderFailCmd     `cmd:"" help:"End your attempt at an order, with the reason."`
+	Decline  OrderDeclineCmd  `cmd:"" help:"Hand back an order offered to you."`
 }
 
 // keyFlag is the optional idempotency key of a mutation.
@@ -40,7 +43,7 @@ type OrderNewCmd struct {
 
 // Run implements the command.
 func (c *OrderNewCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -57,6 +60,7 @@ type OrderListCmd struct {
 	State string `help:"Only this state; 'active' hides accepted and cancelled." placeholder:"STATE"`
 	Mine  bool   `help:"Only orders the --as agent wrote or holds."`
 	Limit int    `help:"At most this many (0: all)." default:"0"`
+	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted)."`
 }
 
 // Run implements the command.
@@ -69,7 +73,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit}
+	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready}
 	if c.Mine {
 		if g.As == "" {
 			return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "--mine needs an agent")
@@ -117,10 +121,9 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	q, _ := fsbus.ResolveQueue("", "") // an unusable queue: heavy orders run directly
 	via := ch.RunVia(o, q)
 	if g.JSON {
-		return g.printJSON(struct {
-			*fsbus.Order
-			RunVia string `json:"run_via"` // issue 6: direct, or the job-queue command
-		}{o, via})
+		out := lifecycleJSON(ch, v, o)
+		out.RunVia = via
+		return g.printJSON(out)
 	}
 	g.printf("%s  %s\n", o.ID, o.Title)
 	g.printf("state     %s\n", o.State)
@@ -132,6 +135,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	if o.OfferedTo != "" {
 		g.printf("offered   %s\n", o.OfferedTo)
 	}
+	showLifecycle(g, ch, v, o)
 	if len(o.Labels) > 0 {
 		g.printf("labels    %s\n", strings.Join(o.Labels, ", "))
 	}
@@ -159,10 +163,22 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		}
 	}
 	for _, p := range o.Progress {
+		if p.Type == fsbus.TypeOrderExtend {
+			g.printf("extended  %s %s", p.HLC, p.By)
+			if p.Note != "" {
+				g.printf(": %s", p.Note)
+			}
+			g.printf("\n")
+			continue
+		}
 		g.printf("progress  %s %s: %s\n", p.HLC, p.By, p.Note)
 	}
 	for _, h := range o.History {
-		g.printf("history   %s %-14s by %s", h.HLC, strings.TrimPrefix(h.Type, "order."), h.By)
+		typ := strings.TrimPrefix(h.Type, "order.")
+		if h.Act != "" {
+			typ = h.Act
+		}
+		g.printf("history   %s %-14s by %s", h.HLC, typ, h.By)
 		if h.To != "" {
 			g.printf(" to %s", h.To)
 		}
@@ -194,7 +210,7 @@ type OrderClaimCmd struct {
 
 // Run implements the command.
 func (c *OrderClaimCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -212,7 +228,7 @@ type OrderProgressCmd struct {
 
 // Run implements the command.
 func (c *OrderProgressCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -234,7 +250,7 @@ type OrderSubmitCmd struct {
 
 // Run implements the command.
 func (c *OrderSubmitCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -253,7 +269,7 @@ type OrderReviewCmd struct {
 
 // Run implements the command.
 func (c *OrderReviewCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -274,7 +290,7 @@ type OrderReleaseCmd struct {
 
 // Run implements the command.
 func (c *OrderReleaseCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -291,7 +307,7 @@ type OrderCancelCmd struct {
 
 // Run implements the command.
 func (c *OrderCancelCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -308,7 +324,7 @@ type OrderOfferCmd struct {
 
 // Run implements the command.
 func (c *OrderOfferCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -317,6 +333,7 @@ func (c *OrderOfferCmd) Run(g *Globals) error {
 }
 
 func printOrderResult(g *Globals, o *fsbus.Order, err error, verb string) error {
+	g.noteExpired()
 	if err != nil {
 		return err
 	}

@@ -319,6 +319,15 @@ func Fold(in FoldInput) *State {
 				ignore(e, err.(*Error).Message)
 				continue
 			}
+			if e.Type == TypeAgentRetire {
+				// DESIGN §2 level table: an agent retires itself; only the master
+				// retires others (issue 6).
+				if e.Ref != e.Writer {
+					ignore(e, "agent.retire of another agent: only the master retires others")
+					continue
+				}
+				a.Retired = true
+			}
 			st.counts[e.Hash()] = true
 			a.noteSegment(e)
 		}

@@ -68,6 +68,10 @@ type Step struct {
 	To   string `json:"to,omitempty"`
 	// Verdict is a review's accept|changes.
 	Verdict string `json:"verdict,omitempty"`
+	// Act names what a lifecycle entry did when its type alone does not say (issue 6):
+	// decline (a release of an offer), retirement (a release for a retired agent),
+	// reassign (an offer of a claimed order).
+	Act string `json:"act,omitempty"`
 }
 
 // Submission is the current result of an order.
@@ -125,6 +129,10 @@ type Order struct {
 	Head string `json:"head"`
 	// Missing is true while the order's object file has not arrived (pending sync).
 	Missing bool `json:"missing,omitempty"`
+	// Releases counts holder releases of a claim (at most MaxReleases, issue 6).
+	Releases int `json:"releases,omitempty"`
+	// Windows are the order's own window overrides (nil: the channel's policy).
+	Windows *OrderWindows `json:"windows,omitempty"`
 
 	c orderCore // state machine view of the chain head
 }
@@ -137,6 +145,9 @@ type orderCore struct {
 	Claim     string
 	OfferedTo string
 	Submitter string
+	// Releases counts the holder releases of a claim on the winning chain (issue 6:
+	// at most MaxReleases; a retirement's release and a decline do not count).
+	Releases int
 }
 
 // ErrNotAllowed is wrapped by the state machine's refusals.
@@ -166,8 +177,12 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 		switch c.State {
 		case StateOpen, StateOffered, StateTimedOut, StateFailed:
-		case StateClaimed:
-			return busy("ask "+c.Holder+" to release it first", "order is claimed by %s", c.Holder)
+		case StateClaimed, StateChangesRequested:
+			// Reassignment (DESIGN §2 level table: the author, or an orchestrator): the
+			// holder's claim ends here, its later submit or progress counts for nothing.
+			if d.To == c.Holder {
+				return busy("", "order is already held by %s", c.Holder)
+			}
 		default:
 			return busy("", "order is %s; it can no longer be offered", c.State)
 		}
@@ -212,11 +227,39 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return c, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", d.Verdict)
 		}
 	case TypeOrderRelease:
-		if writer != c.Holder {
-			return deny("only the holder releases its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+		if c.State == StateOffered {
+			// A decline: the agent an order is offered to hands the offer back (issue 6);
+			// with data.agent, a retirement declines it for the retired agent.
+			switch {
+			case d.Agent != "" && (d.Agent != c.OfferedTo || (writer != d.Agent && lvl < LevelMaster)):
+				return deny("", "%s cannot decline an offer to %s", writer, c.OfferedTo)
+			case d.Agent == "" && writer != c.OfferedTo:
+				return deny("only the agent it is offered to declines an offer", "order is offered to %s, not %s", c.OfferedTo, writer)
+			}
+			n.State, n.OfferedTo = StateOpen, ""
+			break
 		}
 		if c.State != StateClaimed && c.State != StateChangesRequested {
 			return busy("", "order is %s; nothing to release", c.State)
+		}
+		switch {
+		case d.Agent != "":
+			// A retirement's release (issue 6, `ferry agent retire`): by the retired
+			// holder itself or by the master; the fold counts it only when the agent
+			// is retired. It does not use up the holder's releases.
+			if d.Agent != c.Holder {
+				return deny("", "%s does not hold this order (holder: %s)", d.Agent, orNone(c.Holder))
+			}
+			if writer != c.Holder && lvl < LevelMaster {
+				return deny("the agent itself or the owner retires an agent", "%s cannot release %s's claim", writer, c.Holder)
+			}
+		case writer != c.Holder:
+			return deny("only the holder releases its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+		case c.Releases >= MaxReleases:
+			return busy("submit what you have, or end the attempt with `ferry order fail ID --reason TEXT`",
+				"order was released %d times already; at most %d releases per order", c.Releases, MaxReleases)
+		default:
+			n.Releases++
 		}
 		n.State, n.Holder, n.Claim, n.Submitter = StateOpen, "", "", ""
 	case TypeOrderFail:
@@ -225,6 +268,9 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 		if c.State != StateClaimed && c.State != StateChangesRequested {
 			return busy("", "order is %s", c.State)
+		}
+		if strings.TrimSpace(d.Note) == "" {
+			return c, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 		}
 		n.State, n.Holder, n.Claim = StateFailed, "", ""
 	case TypeOrderExpire:
@@ -298,6 +344,8 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 				continue
 			}
 			addRoot(creates, n, "second order.create for an existing order id", ignore)
+		case e.Type == TypeOrderRelease && d.Agent != "" && !st.retired(d.Agent):
+			ignore(e, "retirement release for an agent that is not retired")
 		case orderLifecycle[e.Type]:
 			rest = append(rest, n)
 		case n.d.Basis != "" && !knownType(e.Type):
@@ -395,19 +443,30 @@ func loadOrderObject(o *Order, in FoldInput, root *orderNode) bool {
 		return false
 	}
 	o.Title, o.Body, o.Labels, o.Priority, o.Deps = obj.Title, obj.Body, obj.Labels, obj.Priority, obj.Deps
+	o.Windows = readWindows(c)
 	return true
 }
 
 // apply records a winning-chain node in the order's view.
 func (o *Order) apply(n *orderNode) {
 	c := n.state
+	prev := o.c.State
 	o.c = c
-	o.State, o.Holder, o.Claim, o.OfferedTo = c.State, c.Holder, c.Claim, c.OfferedTo
+	o.State, o.Holder, o.Claim, o.OfferedTo, o.Releases = c.State, c.Holder, c.Claim, c.OfferedTo, c.Releases
 	o.Head = n.e.Hash()
 	if n.e.HLC > o.Updated {
 		o.Updated = n.e.HLC
 	}
-	o.History = append(o.History, stepOf(n))
+	st := stepOf(n)
+	switch {
+	case n.e.Type == TypeOrderRelease && n.d.Agent != "":
+		st.Act = "retirement"
+	case n.e.Type == TypeOrderRelease && prev == StateOffered:
+		st.Act = "decline"
+	case n.e.Type == TypeOrderOffer && (prev == StateClaimed || prev == StateChangesRequested):
+		st.Act = "reassign"
+	}
+	o.History = append(o.History, st)
 	switch n.e.Type {
 	case TypeOrderSubmit:
 		o.Result = &Submission{By: n.e.Writer, Reference: n.d.Reference, Note: n.d.Note, Result: n.d.Result, HLC: n.e.HLC}

@@ -203,6 +203,14 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 				return nil, nil, err
 			}
 		}
+		if typ == TypeOrderClaim {
+			if v.State.retired(s.Name) {
+				return nil, nil, Errorf(CatDenied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
+			}
+			if err := v.State.checkReady(o); err != nil {
+				return nil, nil, err
+			}
+		}
 		d.Basis = o.Head
 		if key != "" {
 			d.Args = args
@@ -280,9 +288,24 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderReview, entryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
 }
 
-// Release returns the holder's claim: the order is open again.
+// Release returns the holder's claim: the order is open again, keeping its retry
+// count (issue 6). Errors: denied for a non-holder; conflict when the order is not
+// claimed, when it is only offered (that is `Decline`), and when it was already
+// released MaxReleases times (submit or Fail instead); invalid for a note with
+// control characters.
 func (s *Session) Release(q, note, key string) (*Order, error) {
-	return s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, nil)
+	var refused error
+	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
+		if o.State == StateOffered { // an offer is handed back by Decline
+			refused = Errorf(CatConflict, "`ferry order decline "+o.ID+"` hands an offer back",
+				"order %s is offered, not claimed; nothing to release", o.ID)
+		}
+		return refused != nil
+	})
+	if refused != nil {
+		return nil, refused
+	}
+	return o, err
 }
 
 // Cancel ends an order (author only).
@@ -342,8 +365,12 @@ func (st *State) checkRecipient(name string) error {
 	if name == "" {
 		return nil
 	}
-	if a := st.Agents[name]; a == nil || a.JoinKey == "" {
+	a := st.Agents[name]
+	if a == nil || a.JoinKey == "" {
 		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %q has joined this channel", name)
+	}
+	if a.Retired {
+		return Errorf(CatConflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
 	}
 	return nil
 }

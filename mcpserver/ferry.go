@@ -241,6 +241,11 @@ func (f *Ferry) heartbeat(s *fsbus.Session) {
 	f.mu.Lock()
 	doing := f.doing
 	f.mu.Unlock()
+	// The holder's own process closes its windows (issue 6): expiries this machine's
+	// clock says are due are written here, never by another machine.
+	if _, err := s.SettleWindows(); err != nil {
+		fmt.Fprintf(f.cfg.Log, "mcp: settling order windows: %v\n", err)
+	}
 	var runs []string
 	if v, err := s.Load(); err == nil {
 		for _, r := range v.State.ListOrders(fsbus.OrderFilter{Mine: s.Name, State: fsbus.StateClaimed}) {

@@ -164,7 +164,7 @@ func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) b
 // OrdersIn is ferry_orders' input; fields required by some actions only are checked
 // per action (DESIGN §4).
 type OrdersIn struct {
-	Action  string `json:"action" jsonschema:"enum=list,enum=show,enum=new,enum=claim,enum=progress,enum=submit,enum=review"`
+	Action  string `json:"action" jsonschema:"enum=list,enum=show,enum=new,enum=claim,enum=progress,enum=submit,enum=review,enum=release,enum=extend,enum=fail"`
 	ID      string `json:"id,omitempty" jsonschema:"description=order id or unique prefix"`
 	Title   string `json:"title,omitempty"`
 	Body    string `json:"body,omitempty"`
@@ -172,7 +172,7 @@ type OrdersIn struct {
 	Note    string `json:"note,omitempty" jsonschema:"description=progress/submit/review text"`
 	Ref     string `json:"ref,omitempty" jsonschema:"description=submit: commit\\, branch or hand-in id"`
 	Verdict string `json:"verdict,omitempty" jsonschema:"enum=accept,enum=changes"`
-	State   string `json:"state,omitempty" jsonschema:"description=list: filter"`
+	State   string `json:"state,omitempty" jsonschema:"description=list: state\\, active or ready"`
 	Since   string `json:"since,omitempty" jsonschema:"description=list: next of your last list"`
 	Detail  bool   `json:"detail,omitempty" jsonschema:"description=list/show: more"`
 	Key     string `json:"key,omitempty" jsonschema:"description=idempotency key"`
@@ -348,8 +348,16 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err = need("review", map[string]string{"id": in.ID, "verdict": in.Verdict}); err == nil {
 			o, err = s.Review(in.ID, in.Verdict, in.Note, in.Key)
 		}
+	case "release", "extend":
+		if err = need(in.Action, map[string]string{"id": in.ID}); err == nil {
+			o, err = map[string]func(string, string, string) (*fsbus.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, in.Note, in.Key)
+		}
+	case "fail": // issue 6: the note is the reason, required
+		if err = need("fail", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
+			o, err = s.Fail(in.ID, in.Note, in.Key)
+		}
 	default:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "use list, show, new, claim, progress, submit or review", "unknown action %q", in.Action)
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "use list, show, new, claim, progress, submit, review, release, extend or fail", "unknown action %q", in.Action)
 	}
 	if err != nil {
 		return nil, err
@@ -580,7 +588,7 @@ func (f *Ferry) tools() []*Tool {
 			InputSchema: Schema(&JoinIn{}), OutputSchema: outputSchema(&JoinOut{}), Call: f.join},
 		{Name: "ferry_catchup", Description: "Bounded digest: primary and brief, decisions, open orders, yours, your asks, messages waiting. Pass next as since.",
 			InputSchema: Schema(&CatchupIn{}), OutputSchema: outputSchema(&fsbus.Catchup{}), Call: f.catchup},
-		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note), review (verdict, note).",
+		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note), review (verdict, note), release, extend, fail (note: reason).",
 			InputSchema: Schema(&OrdersIn{}), OutputSchema: outputSchema(&OrdersOut{}), Call: f.orders},
 		{Name: "ferry_talk", Description: "Messages: read what is new to you (marks it read unless peek), or post text to an agent, master or all.",
 			InputSchema: Schema(&TalkIn{}), OutputSchema: outputSchema(&TalkOut{}), Call: f.talk},
