@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -483,7 +482,9 @@ func decodeTOML(data []byte) (any, error) {
 
 func encodeTOML(doc any) ([]byte, error) {
 	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(doc); err != nil {
+	enc := toml.NewEncoder(&b)
+	enc.Indent = ""
+	if err := enc.Encode(doc); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
