@@ -45,7 +45,10 @@ type CLI struct {
 	Run      RunCmd      `cmd:"" help:"Take ready orders and run a file on each, unattended."`
 	Daemon   DaemonCmd   `cmd:"" help:"Run handlers per agent and task type from a config, one daemon per agent."`
 	Inspect  InspectCmd  `cmd:"" help:"Show orders with state, holder, age, retries and last error."`
-	Connect  ConnectCmd  `cmd:"" help:"Write (or remove) an AI app's MCP entry for ferry and join its agent."`
+
+	// Fitting into the tools people use (issue 9).
+	Connect    ConnectCmd    `cmd:"" help:"Write (or remove) an AI app's MCP entry for ferry and join its agent."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh, fish, powershell)."`
 }
 
 // Globals are the flags every command takes (DESIGN §3).
@@ -63,7 +66,8 @@ type Globals struct {
 	settling *fsbus.Session
 }
 
-// exitCodes map error categories to process exit codes (documented in README).
+// exitCodes map error categories to process exit codes: the one map docs/exit-codes.md,
+// `ferry --help` and README are checked against (conventions.go, issue 9).
 var exitCodes = map[string]int{
 	fsbus.CatInternal: 1, fsbus.CatInvalid: 2, fsbus.CatDenied: 3, fsbus.CatNotFound: 4,
 	fsbus.CatConflict: 5, fsbus.CatLocked: 6, fsbus.CatStale: 7, fsbus.CatRetryNeeded: 8,
@@ -92,7 +96,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	cli.stdin, cli.stdout, cli.stderr = stdin, stdout, stderr
 	parser, err := kong.New(&cli,
 		kong.Name("ferry"),
-		kong.Description("Coordinate AI coding agents through a plain shared folder."),
+		kong.Description("Coordinate AI coding agents through a plain shared folder.\n\n"+exitCodesLine()),
 		kong.UsageOnError(),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitError{c}) }),
