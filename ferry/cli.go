@@ -170,6 +170,9 @@ func (g *Globals) Open() (*fsbus.Channel, error) {
 	if c != nil && testClock != nil {
 		c.Now = testClock
 	}
+	if c != nil {
+		c.Progress = loadProgress(g.stderr) // a terminal only (issue 9)
+	}
 	return c, err
 }
 

@@ -3,12 +3,35 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/tty"
 )
+
+// loadStages name fsbus's Load stages on the progress line.
+var loadStages = map[string]string{
+	"reading": "reading the channel", "verifying": "checking signatures",
+	"folding": "folding the ledger", "arrivals": "recording arrivals",
+}
+
+// loadProgress is a Channel.Progress drawing one line on w when w is a terminal, and
+// nil (no reports at all) otherwise: piped or redirected output never carries it.
+func loadProgress(w io.Writer) func(stage string, done, total int) {
+	p := tty.ForTerminal(w, "ferry")
+	if p == nil {
+		return nil
+	}
+	return func(stage string, done, total int) {
+		if s, ok := loadStages[stage]; ok {
+			stage = s
+		}
+		p.Report(stage, done, total)
+	}
+}
 
 // CLI conventions (issue 9): exit codes documented from the one map in cli.go, shell
 // completion walked from kong's model, plain output.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +199,34 @@ func TestBuildInfo(t *testing.T) {
 	var v BuildInfo
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Format != fsbus.FormatVersion || v.OS == "" || v.Version == "" {
 		t.Errorf("version --json: %v %s", err, out.String())
+	}
+}
+
+// TestNoProgressOffTerminal: a channel opened with stderr not a terminal gets no
+// progress hook, so nothing but plain text reaches a pipe or a file.
+func TestNoProgressOffTerminal(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, w := range []io.Writer{&bytes.Buffer{}, f} {
+		if loadProgress(w) != nil {
+			t.Errorf("%T: progress hook off a terminal", w)
+		}
+	}
+	t.Setenv("FERRY_HOME", filepath.Join(t.TempDir(), "home"))
+	dir := filepath.Join(t.TempDir(), "acme")
+	var out, errb bytes.Buffer
+	if code := run([]string{"init", dir, "--project", "acme"}, &out, &errb); code != 0 {
+		t.Fatal(errb.String())
+	}
+	g := &Globals{Channel: dir, stdout: &out, stderr: f}
+	c, err := g.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Progress != nil {
+		t.Errorf("Open set a progress hook for a file")
 	}
 }
