@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -26,7 +27,8 @@ func (c *ConnectCmd) Help() string {
 --project ID, joins the agent (as ferry join does) and prints the one command the owner
 runs to seat it. Files: Claude Desktop's claude_desktop_config.json (macOS ~/Library/
 Application Support/Claude, Windows %APPDATA%\Claude, Linux ~/.config/Claude); Claude
-Code's ~/.claude.json or, with --scope project, the repository's .mcp.json; Cursor's
+Code's ~/.claude.json (through "claude mcp add-json" when claude is on PATH) or, with
+--scope project, the repository's .mcp.json; Cursor's
 ~/.cursor/mcp.json or <repo>/.cursor/mcp.json; Codex's ~/.codex/config.toml ($CODEX_HOME
 honoured; its comments are not kept).
 
@@ -67,7 +69,9 @@ func (c *ConnectCmd) Run(g *Globals) error {
 	if err != nil {
 		return fsbus.Errorf(fsbus.CatInternal, "", "finding the working dir: %v", err)
 	}
-	env := connectEnv{goos: runtime.GOOS, getenv: os.Getenv, home: home, cwd: cwd, now: time.Now}
+	env := connectEnv{goos: runtime.GOOS, getenv: os.Getenv, home: home, cwd: cwd, now: time.Now,
+		lookPath: exec.LookPath,
+		run:      func(name string, args ...string) ([]byte, error) { return exec.Command(name, args...).CombinedOutput() }}
 	exe, err := os.Executable()
 	if err == nil {
 		exe, err = filepath.EvalSymlinks(exe)
@@ -153,7 +157,16 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 		perm = 0o600 // files that also hold the app's own account state or secrets
 	}
 	old, _ := os.ReadFile(file)
-	if rep.Config, err = editConfig(file, perm, now, decode, edit, encode); err != nil {
+	claude := ""
+	if c.App == "claude-code" && c.Scope == "user" && env.lookPath != nil {
+		claude, _ = env.lookPath("claude")
+	}
+	if claude != "" {
+		rep.Config, err = editViaClaude(claude, file, rep.Server, c.Remove, now, env.run)
+	} else {
+		rep.Config, err = editConfig(file, perm, now, decode, edit, encode)
+	}
+	if err != nil {
 		return err
 	}
 	if c.App == "codex" && rep.Config.changed() && hasTOMLComments(old) {

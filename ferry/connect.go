@@ -38,6 +38,10 @@ type connectEnv struct {
 	home   string              // the user's home dir (os.UserHomeDir)
 	cwd    string              // the working dir: its git top level is a project's root
 	now    func() time.Time    // backup names
+	// lookPath finds a program on PATH (exec.LookPath); nil: none is looked for.
+	lookPath func(string) (string, error)
+	// run runs a program and returns its combined output (exec.Command).
+	run func(name string, args ...string) ([]byte, error)
 }
 
 // joinFor joins path elements with goos's separator (a Windows path computed on Linux
@@ -66,7 +70,8 @@ func joinFor(goos string, elem ...string) string {
 //   - claude-desktop (user only): macOS ~/Library/Application Support/Claude/,
 //     Windows %APPDATA%\Claude\, else $XDG_CONFIG_HOME/Claude/ or ~/.config/Claude/;
 //     file claude_desktop_config.json.
-//   - claude-code: user ~/.claude.json, project <root>/.mcp.json.
+//   - claude-code: user ~/.claude.json ($CLAUDE_CONFIG_DIR/.claude.json when set),
+//     project <root>/.mcp.json.
 //   - cursor: user ~/.cursor/mcp.json, project <root>/.cursor/mcp.json.
 //   - codex (user only): $CODEX_HOME/config.toml, default ~/.codex/config.toml.
 //
@@ -105,6 +110,9 @@ func connectPath(app, scope string, env connectEnv, root string) (string, error)
 		if scope == "project" {
 			return joinFor(g, root, ".mcp.json"), nil
 		}
+		if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
+			return joinFor(g, d, ".claude.json"), nil
+		}
 		return joinFor(g, env.home, ".claude.json"), nil
 	case "cursor":
 		if scope == "project" {
@@ -124,10 +132,14 @@ func connectPath(app, scope string, env connectEnv, root string) (string, error)
 }
 
 // hookPath is Claude Code's settings file for a SessionStart hook: user
-// ~/.claude/settings.json, project <root>/.claude/settings.json.
+// ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json when set), project
+// <root>/.claude/settings.json.
 func hookPath(scope string, env connectEnv, root string) string {
 	if scope == "project" {
 		return joinFor(env.goos, root, ".claude", "settings.json")
+	}
+	if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return joinFor(env.goos, d, "settings.json")
 	}
 	return joinFor(env.goos, env.home, ".claude", "settings.json")
 }
@@ -632,4 +644,71 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 		return err
 	}
 	return nil
+}
+
+// editViaClaude makes Claude Code's user-level entry through its own CLI, `claude mcp
+// add-json --scope user ferry JSON` (and `claude mcp remove --scope user ferry` first
+// when an entry is there), because Claude Code keeps rewriting ~/.claude.json while it
+// runs and an edit of ours could be lost. file is read first, so an equal entry runs
+// nothing (idempotent) and an unparsable file is refused before anything runs; it is
+// backed up before the CLI runs. A CLI failure is an internal error carrying its
+// output; an entry the CLI ran without leaving in file is reported as a note.
+func editViaClaude(claude, file string, entry serverEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*editResult, error) {
+	res := &editResult{File: file}
+	old, err := os.ReadFile(file)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions", "reading %s: %v", file, err)
+	}
+	doc, err := decodeJSON(old)
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix or move the file aside, then run ferry connect again; nothing was written",
+			"%s is not valid: %v", file, err)
+	}
+	edit := editJSONServer(entry, true, remove)
+	_, action, err := edit(doc)
+	if err != nil {
+		return nil, err
+	}
+	res.Action = action
+	if !res.changed() {
+		return res, nil
+	}
+	if exists {
+		perm := fs.FileMode(0o600)
+		if fi, err := os.Stat(file); err == nil {
+			perm = fi.Mode().Perm()
+		}
+		res.Backup = file + ".bak-" + now.UTC().Format("20060102T150405Z")
+		if err := fsbus.WriteFileAtomic(res.Backup, old, perm); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable", "backing up %s: %v", file, err)
+		}
+	}
+	steps := [][]string{}
+	if action != "added" {
+		steps = append(steps, []string{"mcp", "remove", "--scope", "user", "ferry"})
+	}
+	if !remove {
+		spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
+		if len(entry.Env) > 0 {
+			spec = spec.set("env", mustRaw(entry.Env))
+		}
+		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(mustRaw(spec))})
+	}
+	for _, args := range steps {
+		if out, err := run(claude, args...); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInternal, "run `claude "+strings.Join(args[:len(args)-1], " ")+" …` by hand, or ferry connect claude-code --print to see the entry; the old file is in the backup",
+				"claude %s %s failed: %v: %s", args[0], args[1], err, strings.TrimSpace(string(out)))
+		}
+	}
+	res.Note = "written by `claude mcp`"
+	if after, err := os.ReadFile(file); err == nil {
+		if d, err := decodeJSON(after); err == nil {
+			if _, again, err := edit(d); err == nil && (again == "unchanged" || again == "absent") {
+				return res, nil
+			}
+		}
+	}
+	res.Note = "`claude mcp` ran, but the entry is not as expected in " + file + "; check with `claude mcp get ferry`"
+	return res, nil
 }

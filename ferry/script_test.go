@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"ferry":  func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 		"runjob": scriptRunjob, // the FILE of ferry run journeys (run_test.go)
+		"claude": scriptClaude, // Claude Code's CLI, for ferry connect (connect_script_test.go)
 	})
 }
 
