@@ -258,6 +258,13 @@ func (c *ConnectCmd) printSnippet(g *Globals, rep *connectReport, file, hookCmd 
 			return err
 		}
 		g.printf("%s", b)
+		if c.App == "claude-code" && c.Scope == "user" {
+			spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(rep.Server.Command)).set("args", mustRaw(rep.Server.Args))
+			if len(rep.Server.Env) > 0 {
+				spec = spec.set("env", mustRaw(rep.Server.Env))
+			}
+			g.printf("# or, with Claude Code's CLI: claude mcp add-json --scope user ferry '%s'\n", mustRaw(spec))
+		}
 	}
 	if c.Hook {
 		d, _, _ := editHook(hookCmd, false)(jsonObject{})

@@ -40,6 +40,8 @@ func TestConnectPaths(t *testing.T) {
 		{"darwin", "claude-code", "project", nil, "/Users/u", "/src/r", "/src/r/.mcp.json"},
 		{"windows", "claude-code", "user", nil, `C:\Users\u`, `C:\src\r`, `C:\Users\u\.claude.json`},
 		{"windows", "claude-code", "project", nil, `C:\Users\u`, `C:\src\r`, `C:\src\r\.mcp.json`},
+		{"darwin", "claude-code", "user", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}, "/Users/u", "/src/r", "/cc/.claude.json"},
+		{"linux", "claude-code", "project", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}, "/home/u", "/src/r", "/src/r/.mcp.json"},
 		{"linux", "cursor", "user", nil, "/home/u", "/src/r", "/home/u/.cursor/mcp.json"},
 		{"linux", "cursor", "project", nil, "/home/u", "/src/r", "/src/r/.cursor/mcp.json"},
 		{"darwin", "cursor", "user", nil, "/Users/u", "", "/Users/u/.cursor/mcp.json"},
@@ -67,6 +69,9 @@ func TestConnectPaths(t *testing.T) {
 		t.Errorf("hook path: %q", got)
 	}
 	if got := hookPath("user", envOf("darwin", "/Users/u", nil), "/r"); got != "/Users/u/.claude/settings.json" {
+		t.Errorf("hook path: %q", got)
+	}
+	if got := hookPath("user", envOf("linux", "/home/u", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}), "/r"); got != "/cc/settings.json" {
 		t.Errorf("hook path: %q", got)
 	}
 }
