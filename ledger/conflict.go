@@ -39,8 +39,9 @@ const (
 //     characters of [A-Za-z0-9-], neither starting nor ending with '-', holding at
 //     least one upper-case letter. The stem ends at the first '-' after which such a
 //     name follows. A machine name without an upper-case letter is not recognised: it
-//     cannot be told from an ordinary hyphenated name such as ferry writes, and a
-//     stem ending in '-' is not split.
+//     cannot be told from an ordinary hyphenated name such as ferry writes; for the
+//     same reason each '-'-separated part of MACHINE must hold an upper-case letter or
+//     be all digits ("a-b-PC1.json" is a copy of "a-b.json").
 //
 // A name holding ".sync-conflict-" that does not match Syncthing's pattern is no copy
 // (not read as a OneDrive copy of a name with Syncthing's infix). Dates and times are checked for shape (digits, month 01–12, day 01–31, hour
@@ -171,27 +172,41 @@ func driveStem(stem string) (string, bool) {
 // oneDriveStem undoes "<stem>-<MACHINE>" (see ParseCopyName).
 func oneDriveStem(stem string) (string, bool) {
 	for i := 1; i < len(stem); i++ {
-		if stem[i] == '-' && stem[i-1] != '-' && isMachine(stem[i+1:]) {
+		if stem[i] == '-' && isMachine(stem[i+1:]) {
 			return stem[:i], true
 		}
 	}
 	return "", false
 }
 
-// isMachine reports whether s is a Windows computer name with an upper-case letter.
+// isMachine reports whether s is a Windows computer name (1–15 characters of
+// [A-Za-z0-9-], no '-' at either end) with an upper-case letter, each of whose
+// '-'-separated parts holds an upper-case letter or is all digits.
 func isMachine(s string) bool {
-	if len(s) == 0 || len(s) > 15 || s[0] == '-' || s[len(s)-1] == '-' {
+	if len(s) == 0 || len(s) > 15 {
 		return false
 	}
 	upper := false
-	for _, c := range []byte(s) {
-		switch {
-		case c >= 'A' && c <= 'Z':
-			upper = true
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
-		default:
+	for _, part := range strings.Split(s, "-") {
+		if part == "" {
 			return false
 		}
+		up, lower := false, false
+		for _, c := range []byte(part) {
+			switch {
+			case c >= 'A' && c <= 'Z':
+				up = true
+			case c >= 'a' && c <= 'z':
+				lower = true
+			case c >= '0' && c <= '9':
+			default:
+				return false
+			}
+		}
+		if lower && !up {
+			return false
+		}
+		upper = upper || up
 	}
 	return upper
 }

@@ -37,6 +37,9 @@ func TestParseCopyName(t *testing.T) {
 		{"k3f9x2ab-Laptop.jsonl", "k3f9x2ab.jsonl", ToolOneDrive},
 		{"o-k3f9x2abq7mze-WORKPC.json", "o-k3f9x2abq7mze.json", ToolOneDrive},
 		{"claude-code-laptop.k3f9x2ab-PC1.json", "claude-code-laptop.k3f9x2ab.json", ToolOneDrive},
+		{"a-b-PC1.json", "a-b.json", ToolOneDrive},
+		{"0--DESKTOP-AB12CD3.json", "0-.json", ToolOneDrive},
+		{"k3f9x2ab-DESKTOP-7.jsonl", "k3f9x2ab.jsonl", ToolOneDrive},
 	}
 	for _, tt := range tests {
 		base, tool, ok := ParseCopyName(tt.name)
@@ -64,7 +67,7 @@ func TestParseCopyName(t *testing.T) {
 		"k3f9x2ab ('s conflicted copy 2026-11-29).jsonl",
 		"k3f9x2ab (0).jsonl", "k3f9x2ab (01).jsonl", "k3f9x2ab (12345).jsonl", "k3f9x2ab ().jsonl",
 		" (1).jsonl", "k3f9x2ab(1).jsonl",
-		"-X.jsonl", "k3f9x2ab-.jsonl", "k3f9x2ab--X.jsonl", "k3f9x2ab-TOOLONGMACHINENAME.jsonl", "k3f9x2ab-X_Y.jsonl",
+		"-X.jsonl", "k3f9x2ab-.jsonl", "k3f9x2ab-TOOLONGMACHINENAME.jsonl", "k3f9x2ab-X_Y.jsonl", "k3f9x2ab-my-laptop.jsonl",
 		"", "dir/k3f9x2ab (1).jsonl", `dir\k3f9x2ab (1).jsonl`, "k3f9x2ab (1).jsonl\x00", "\xff (1).jsonl",
 	} {
 		if base, tool, ok := ParseCopyName(name); ok || base != "" || tool != "" {
@@ -142,6 +145,7 @@ func FuzzParseCopyName(f *testing.F) {
 			{stem + " (Ann's conflicted copy 2026-11-29 (3))" + ext, ToolDropbox},
 			{stem + " (1)" + ext, ToolGoogleDrive},
 			{stem + "-DESKTOP-AB12CD3" + ext, ToolOneDrive},
+			{stem + "-PC1" + ext, ToolOneDrive},
 		} {
 			if b, tl, ok := ParseCopyName(c.copy); !ok || b != name || tl != c.tool {
 				t.Fatalf("ParseCopyName(%q) = %q, %q, %v; want %q, %q", c.copy, b, tl, ok, name, c.tool)
