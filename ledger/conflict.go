@@ -43,8 +43,8 @@ const (
 //     same reason each '-'-separated part of MACHINE must hold an upper-case letter or
 //     be all digits ("a-b-PC1.json" is a copy of "a-b.json").
 //
-// A name holding ".sync-conflict-" that does not match Syncthing's pattern is no copy
-// (not read as a OneDrive copy of a name with Syncthing's infix). Dates and times are checked for shape (digits, month 01–12, day 01–31, hour
+// A name holding ".sync-conflict-" that matches none of the patterns but OneDrive's is
+// no copy (its date and time would be read as a machine name). Dates and times are checked for shape (digits, month 01–12, day 01–31, hour
 // 00–23, minute and second 00–59), not against a calendar. ParseCopyName never fails on
 // any input (FuzzParseCopyName): a name that is not valid UTF-8, holds a '/' or '\\',
 // or is empty gives ok false. None of ferry's own names (segments, objects, presence,
@@ -57,14 +57,14 @@ func ParseCopyName(name string) (base, tool string, ok bool) {
 	if b, ok := syncthingBase(name); ok {
 		return b, ToolSyncthing, true
 	}
-	if strings.Contains(name, syncthingMark) {
-		return "", "", false // Syncthing's infix in a shape Syncthing does not write
-	}
 	if s, ok := dropboxStem(stem); ok {
 		return s + ext, ToolDropbox, true
 	}
 	if s, ok := driveStem(stem); ok {
 		return s + ext, ToolGoogleDrive, true
+	}
+	if strings.Contains(stem, syncthingMark) {
+		return "", "", false // Syncthing's infix in a shape Syncthing does not write
 	}
 	if s, ok := oneDriveStem(stem); ok {
 		return s + ext, ToolOneDrive, true

@@ -22,6 +22,8 @@ func TestParseCopyName(t *testing.T) {
 		{"a.b.sync-conflict-20261129-183000-ABCDEFG.md", "a.b.md", ToolSyncthing},
 		{"k.sync-conflict-20260101-000000-AAAAAAA.sync-conflict-20260102-000000-BBBBBBB.jsonl",
 			"k.sync-conflict-20260101-000000-AAAAAAA.jsonl", ToolSyncthing}, // one level
+		{"k.sync-conflict-20260101-000000-AAAAAAA (1).jsonl", "k.sync-conflict-20260101-000000-AAAAAAA.jsonl", ToolGoogleDrive},
+		{"k.sync-conflict-20260101-000000-AAAAAAA (conflicted copy 2026-11-29).jsonl", "k.sync-conflict-20260101-000000-AAAAAAA.jsonl", ToolDropbox},
 		// Dropbox.
 		{"k3f9x2ab (conflicted copy 2026-11-29).jsonl", "k3f9x2ab.jsonl", ToolDropbox},
 		{"k3f9x2ab (Ann's conflicted copy 2026-11-29).jsonl", "k3f9x2ab.jsonl", ToolDropbox},
@@ -135,8 +137,8 @@ func FuzzParseCopyName(f *testing.F) {
 		} else if base != "" || tool != "" {
 			t.Fatalf("ParseCopyName(%q) = %q, %q, false", name, base, tool)
 		}
-		if !ferryName.MatchString(name) {
-			return
+		if !ferryName.MatchString(name) || strings.Contains(name, syncthingMark) {
+			return // a name with Syncthing's infix is no OneDrive copy's base (see the doc)
 		}
 		stem, ext := splitExt(name)
 		for _, c := range []struct{ copy, tool string }{
