@@ -24,6 +24,7 @@ import (
 	"maps"
 	"math/rand"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -236,28 +237,38 @@ var copyNames = []struct {
 
 // conflictCopy writes b as a conflict copy of rel on machine i, in a pattern chosen at
 // random, or — for a segment, one time in six — under the name of another writer's
-// segment (a writer directory and a device that never wrote there).
+// segment (a writer directory and a device that never wrote there). A name already
+// taken on any machine is skipped: a sync tool never overwrites a copy.
 func (w *syncWorld) conflictCopy(i int, rel string, b []byte) {
-	dir, name := filepath.Dir(w.path(i, rel)), filepath.Base(rel)
+	name := filepath.Base(rel)
 	stem, ext := strings.TrimSuffix(name, filepath.Ext(name)), filepath.Ext(name)
-	n := len(w.copies)
-	if w.files[rel].kind == "segment" && w.r.Intn(6) == 0 {
-		other := []string{"a1", "a2", "a3", MasterWriter}[w.r.Intn(4)]
-		p := filepath.Join(w.m[i].dir, "ledger", other, "zzzz"+fmt.Sprint(n%10)+"ab.jsonl")
+	foreign := w.files[rel].kind == "segment" && w.r.Intn(6) == 0
+	c := copyNames[w.r.Intn(len(copyNames))]
+	for n := len(w.copies); ; n++ {
+		var cr string
+		if foreign {
+			other := []string{"a1", "a2", "a3", MasterWriter}[w.r.Intn(4)]
+			cr = fmt.Sprintf("ledger/%s/zz%06d.jsonl", other, n)
+		} else {
+			cn := c.name(stem, ext, n)
+			if base, tool, ok := ledger.ParseCopyName(cn); w.files[rel].kind != "copy" && (!ok || base != name || !strings.HasPrefix(c.pattern, tool)) {
+				w.t.Fatalf("ParseCopyName(%q) = %q, %q, %v; want %q, %s", cn, base, tool, ok, name, c.pattern)
+			}
+			cr = path.Join(path.Dir(rel), cn)
+		}
+		if w.copyRel[cr] || w.files[cr] != nil {
+			continue
+		}
+		p := w.path(i, cr)
 		w.write(p, b)
 		w.addCopy(i, p)
-		w.patterns["another writer's segment"]++
+		if foreign {
+			w.patterns["another writer's segment"]++
+		} else {
+			w.patterns[c.pattern]++
+		}
 		return
 	}
-	c := copyNames[w.r.Intn(len(copyNames))]
-	cn := c.name(stem, ext, n)
-	if base, tool, ok := ledger.ParseCopyName(cn); w.files[rel].kind != "copy" && (!ok || base != name || !strings.HasPrefix(c.pattern, tool)) {
-		w.t.Fatalf("ParseCopyName(%q) = %q, %q, %v; want %q, %s", cn, base, tool, ok, name, c.pattern)
-	}
-	p := filepath.Join(dir, cn)
-	w.write(p, b)
-	w.addCopy(i, p)
-	w.patterns[c.pattern]++
 }
 
 // addCopy records the conflict copy at absolute path p on machine i.

@@ -21,7 +21,8 @@ Readers list every file that ends in ".jsonl" under ledger/<any>/ and skip dot-f
 "*.tmp" and "*.torn-<n>" files. Conflict copies made by sync tools
 ("<device>.sync-conflict-<date>-<time>-<id>.jsonl", "<device> (1).jsonl", …) are read
 like any segment: the writer and device inside each entry say whose record it is,
-never the file name or the directory (rule 8).
+never the file name or the directory (rule 8). [ParseCopyName] tells people which sync
+tool made a copy (`ferry doctor`); it is a hint, and nothing reads it as evidence.
 
 # Lines
 
