@@ -19,6 +19,7 @@ func TestParseCopyName(t *testing.T) {
 		{"k3f9x2ab.sync-conflict-20261129-183000-ABCDEFG.jsonl", "k3f9x2ab.jsonl", ToolSyncthing},
 		{"o-k3f9x2abq7mze.sync-conflict-20261129-235959-Z7Z7Z7Z.json", "o-k3f9x2abq7mze.json", ToolSyncthing},
 		{"notes.sync-conflict-20261129-183000-ABCDEFG", "notes", ToolSyncthing},
+		{"0.sync-conflict-00000101-000000-2222222", "0", ToolSyncthing}, // dates are checked for shape only
 		{"a.b.sync-conflict-20261129-183000-ABCDEFG.md", "a.b.md", ToolSyncthing},
 		{"k.sync-conflict-20260101-000000-AAAAAAA.sync-conflict-20260102-000000-BBBBBBB.jsonl",
 			"k.sync-conflict-20260101-000000-AAAAAAA.jsonl", ToolSyncthing}, // one level
@@ -131,7 +132,12 @@ func FuzzParseCopyName(f *testing.F) {
 			if base == "" || len(base) >= len(name) || !tools[tool] || strings.ContainsAny(base, "/\\\x00") {
 				t.Fatalf("ParseCopyName(%q) = %q, %q", name, base, tool)
 			}
-			if _, bext := splitExt(base); bext != ext {
+			if tool == ToolSyncthing {
+				// The infix goes before the extension, which may be empty.
+				if len(name)-len(base) != len(".sync-conflict-20060102-150405-ABCDEFG") {
+					t.Fatalf("ParseCopyName(%q) = %q: more than Syncthing's infix removed", name, base)
+				}
+			} else if _, bext := splitExt(base); bext != ext {
 				t.Fatalf("ParseCopyName(%q) = %q: extension %q became %q", name, base, ext, bext)
 			}
 		} else if base != "" || tool != "" {
