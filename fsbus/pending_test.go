@@ -139,8 +139,9 @@ func TestPendingObjectsTornAndMissing(t *testing.T) {
 }
 
 // TestObjectsWithoutEventInvisible: machine B receives the object files of an order, a
-// message and an ask before the ledger lines that name them: none of them exists on B
-// (not listed, not found, not an error in verify) until the lines arrive; then all do.
+// message and an ask (and sync tools' temp files) before the ledger lines that name
+// them: none of them exists on B (not listed, not found, not an error in verify) until
+// the lines arrive; then all do.
 func TestObjectsWithoutEventInvisible(t *testing.T) {
 	w := newTalkWorld(t)
 	dirB := filepath.Join(t.TempDir(), "acme")
@@ -160,6 +161,12 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 		p := ObjectPath(w.c.Root, "alice", id)
 		rel, _ := filepath.Rel(w.c.Root, p)
 		writeTestFile(t, filepath.Join(dirB, rel), readTestFile(t, p))
+	}
+	// Sync tools' temp files, half-written, beside them: invisible too.
+	for _, dir := range []string{"orders", "messages", "asks", "presence"} {
+		for _, name := range []string{".syncthing." + o.ID + ".json.tmp", "~syncthing~" + o.ID + ".json.tmp"} {
+			writeTestFile(t, filepath.Join(dirB, dir, name), []byte(`{"v":1,"id":"`))
+		}
 	}
 	cB, err := Open(testHome(t), dirB)
 	if err != nil {

@@ -31,6 +31,8 @@ func TestReadSkipsOtherFiles(t *testing.T) {
 	for _, name := range []string{
 		"claude-code-laptop/.k3f9x2ab.jsonl.tmp",
 		"claude-code-laptop/k3f9x2ab.jsonl.tmp",
+		"claude-code-laptop/.syncthing.k3f9x2ab.jsonl.tmp", // Syncthing's temp names (issue 7)
+		"claude-code-laptop/~syncthing~k3f9x2ab.jsonl.tmp",
 		"claude-code-laptop/k3f9x2ab.torn-1",
 		"claude-code-laptop/k3f9x2ab.torn-2.jsonl",
 		"claude-code-laptop/.hidden.jsonl",
