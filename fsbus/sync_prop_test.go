@@ -13,6 +13,10 @@ package fsbus
 // decided twice. Every run logs its seed; rerun one with
 //
 //	go test ./fsbus -run TestSyncProperties -sync.seed=N
+//
+// The seed fixes every choice of the engine and the agents; ids and clocks are real
+// (crypto/rand, the wall clock), so a rerun can take another path where a choice
+// depends on them (which order comes first by id, which branch has the lower hash).
 
 import (
 	"bytes"

@@ -71,7 +71,9 @@ arrived: readers stop there and report [KindTorn], which is not an error. Before
 next append the segment's own writer moves every byte after the last complete,
 parsable line to "<device>.torn-<n>" beside the segment (n = 1, 2, … the first unused),
 fsyncs it, and only then truncates the segment to that line and fsyncs
-([Ledger.Repair]). Bytes are never deleted without a copy.
+([Ledger.Repair]). Bytes are never deleted without a copy. A crash during a repair can
+leave a partial or a second copy in a .torn-<n> file, never a cut segment without a
+whole copy (TestCrashSafety kills writers there).
 
 A complete line that is not a valid entry is reported as [KindMalformed] with its line
 number and skipped; the lines around it still count.
