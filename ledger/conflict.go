@@ -40,8 +40,9 @@ const (
 //     least one upper-case letter. The stem ends at the first '-' after which such a
 //     name follows. A machine name without an upper-case letter is not recognised: it
 //     cannot be told from an ordinary hyphenated name such as ferry writes; for the
-//     same reason each '-'-separated part of MACHINE must hold an upper-case letter or
-//     be all digits ("a-b-PC1.json" is a copy of "a-b.json").
+//     same reason the first '-'-separated part of MACHINE must hold an upper-case
+//     letter and each other part one too or be all digits ("a-b-PC1.json" is a copy
+//     of "a-b.json", "a-0-PC-7.json" of "a-0.json").
 //
 // A name holding ".sync-conflict-" that matches none of the patterns but OneDrive's is
 // no copy (its date and time would be read as a machine name). Dates and times are checked for shape (digits, month 01–12, day 01–31, hour
@@ -180,14 +181,13 @@ func oneDriveStem(stem string) (string, bool) {
 }
 
 // isMachine reports whether s is a Windows computer name (1–15 characters of
-// [A-Za-z0-9-], no '-' at either end) with an upper-case letter, each of whose
-// '-'-separated parts holds an upper-case letter or is all digits.
+// [A-Za-z0-9-], no '-' at either end) whose first '-'-separated part holds an
+// upper-case letter and whose other parts each hold one or are all digits.
 func isMachine(s string) bool {
 	if len(s) == 0 || len(s) > 15 {
 		return false
 	}
-	upper := false
-	for _, part := range strings.Split(s, "-") {
+	for i, part := range strings.Split(s, "-") {
 		if part == "" {
 			return false
 		}
@@ -203,12 +203,11 @@ func isMachine(s string) bool {
 				return false
 			}
 		}
-		if lower && !up {
+		if !up && (lower || i == 0) {
 			return false
 		}
-		upper = upper || up
 	}
-	return upper
+	return true
 }
 
 // isCounter reports whether s is 1–4 decimal digits not starting with 0.

@@ -43,6 +43,9 @@ func TestParseCopyName(t *testing.T) {
 		{"a-b-PC1.json", "a-b.json", ToolOneDrive},
 		{"0--DESKTOP-AB12CD3.json", "0-.json", ToolOneDrive},
 		{"k3f9x2ab-DESKTOP-7.jsonl", "k3f9x2ab.jsonl", ToolOneDrive},
+		{"0-0-PC1.json", "0-0.json", ToolOneDrive},
+		{"a-0-PC-7.json", "a-0.json", ToolOneDrive},
+		{"k3f9x2ab-7-PC.jsonl", "k3f9x2ab-7.jsonl", ToolOneDrive},
 	}
 	for _, tt := range tests {
 		base, tool, ok := ParseCopyName(tt.name)
