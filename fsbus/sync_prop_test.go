@@ -661,6 +661,13 @@ func (w *syncWorld) check(what string) string {
 				t.Fatalf("%s: machine %s holds entry %s no writer appended", what, m.name, h)
 			}
 		}
+		if !w.forked {
+			rep, err := m.ch.Verify(v)
+			if err != nil || !rep.OK() {
+				b, _ := json.Marshal(rep)
+				t.Fatalf("%s: machine %s: verify is not clean: %s, %v", what, m.name, b, err)
+			}
+		}
 		// Messages: all arrived; no order accepted twice.
 		for id, msg := range st.Messages {
 			if msg.Pending {
@@ -687,7 +694,8 @@ func (w *syncWorld) check(what string) string {
 // primary, contests); no entry is lost or held twice; every message arrived and was
 // returned by the reads of each addressee exactly once; no order has two accepted
 // results; forks (from a restored backup) are resolved by the lower hash on every
-// machine. Then the sync tool prunes conflict copies (Syncthing keeps 10, then none):
+// machine; without a fork, `ferry ledger verify` is clean on every machine, conflict
+// copies and all. Then the sync tool prunes conflict copies (Syncthing keeps 10, then none):
 // the state does not change, since ferry never needs a copy once its records have
 // reached the segments (a restored backup's lost branch is the exception: it lives only
 // in a copy, so those runs skip pruning).
