@@ -291,6 +291,7 @@ func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork
 	var lastSeq uint64         // its seq; 0 before the first
 	forkOf := map[string]int{} // hash of a losing record → index in forks
 	forkProb := []int{}        // index in probs of each fork's problem, by fork
+	forkWin := []*record{}     // each fork's kept record, by fork
 	for _, s := range seqs {
 		var cands []*record
 		for _, r := range bySeq[s] {
@@ -343,6 +344,7 @@ func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork
 				forkOf[c.e.Hash()] = len(forks)
 			}
 			forks = append(forks, fk)
+			forkWin = append(forkWin, win)
 			forkProb = append(forkProb, len(probs))
 			probs = append(probs, chainProblem(first, KindFork, ""))
 		}
@@ -350,8 +352,9 @@ func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork
 		tip, lastSeq = win.e.Hash(), s
 	}
 	for i, fk := range forks {
-		probs[forkProb[i]].Detail = fmt.Sprintf("%d records at seq %d: kept %s, left out %d record(s) of the other branch(es)",
-			countAt(fk), fk.Seq, fk.Winner.Hash(), len(fk.Losers))
+		w := forkWin[i]
+		probs[forkProb[i]].Detail = fmt.Sprintf("%d records at seq %d: kept %s (%s line %d), left out %d record(s) of the other branch(es)",
+			countAt(fk), fk.Seq, fk.Winner.Hash(), w.path, w.line, len(fk.Losers))
 	}
 	return kept, forks, probs
 }
