@@ -29,6 +29,8 @@ type JoinOut struct {
 	Primary  JoinPrimary  `json:"primary"`
 	Alive    []AliveAgent `json:"alive"`
 	MineOpen int          `json:"mine_open"`
+	// Sync: stored here, or delivered to every peer (issue 7).
+	Sync fsbus.SyncLine `json:"sync"`
 	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
 	Next string `json:"next"`
 }
@@ -83,6 +85,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 		out.Alive = append(out.Alive, AliveAgent{Name: r.Name, Doing: doing, AgeS: r.AgeS})
 	}
 	out.MineOpen = len(v.State.ListOrders(fsbus.OrderFilter{State: "active", Mine: f.cfg.Agent}))
+	out.Sync = ch.SyncHealth(ctx).Line()
 	if res.Wrote {
 		if s, err := ch.As(f.cfg.Agent); err == nil && res.Seated {
 			f.wrote(s, "joined")
@@ -427,7 +430,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		return boundPrimary(ch.PrimaryStatus(v)), nil
+		return boundPrimary(ch.PrimaryStatus(v).WithSync(ch.SyncHealth(ctx))), nil
 	}
 	s, err := f.session()
 	if err != nil {
