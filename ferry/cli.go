@@ -36,6 +36,7 @@ type CLI struct {
 	Handin   HandinCmd   `cmd:"" help:"Name work handed in: a commit, branch or path."`
 	Catchup  CatchupCmd  `cmd:"" help:"Show an agent's bounded digest of what matters now."`
 	Ledger   LedgerCmd   `cmd:"" help:"Read or verify the ledger."`
+	Doctor   DoctorCmd   `cmd:"" help:"Check what syncing did to the channel, with a fix for each finding."`
 	Mcp      McpCmd      `cmd:"" name:"mcp" help:"Serve the channel to AI apps over MCP."`
 	Demo     DemoCmd     `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and channel format."`

@@ -66,6 +66,22 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"tree":       cmdTree,
 	"validjson":  cmdValidJSON,
 	"zerofill":   cmdZeroFill,
+	// issue 7 (doctor.txtar): half a line, as a sync tool delivers it.
+	"appendpartial": cmdAppendPartial,
+}
+
+// appendpartial FILE TEXT appends TEXT without a newline to FILE: a line that has not
+// fully arrived.
+func cmdAppendPartial(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "appendpartial")
+	if len(args) != 2 {
+		ts.Fatalf("usage: appendpartial FILE TEXT")
+	}
+	f, err := os.OpenFile(ts.MkAbs(args[0]), os.O_APPEND|os.O_WRONLY, 0)
+	ts.Check(err)
+	_, err = f.WriteString(args[1])
+	ts.Check(err)
+	ts.Check(f.Close())
 }
 
 // zerofill FILE overwrites FILE with as many NUL bytes as it holds (a sync tool's
