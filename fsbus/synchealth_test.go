@@ -29,8 +29,10 @@ type fakeSyncthing struct {
 	paused     bool // the folder
 	connected  bool
 	completion float64
-	delay      time.Duration
-	calls      []string
+	// maxConflicts and watcherDelayS are the folder's settings (10 and 10 by default).
+	maxConflicts, watcherDelayS int
+	delay                       time.Duration
+	calls                       []string
 }
 
 func (f *fakeSyncthing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -58,8 +60,8 @@ func (f *fakeSyncthing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/rest/config/folders":
 		out = []map[string]any{
 			{"id": "other", "path": "/nowhere/else", "devices": []map[string]string{{"deviceID": stMe}}},
-			{"id": "ferry-ch", "label": "acme", "path": f.folderPath, "paused": f.paused, "maxConflicts": 10,
-				"fsWatcherEnabled": true, "fsWatcherDelayS": 10,
+			{"id": "ferry-ch", "label": "acme", "path": f.folderPath, "paused": f.paused, "maxConflicts": f.maxConflicts,
+				"fsWatcherEnabled": true, "fsWatcherDelayS": f.watcherDelayS,
 				"devices": []map[string]string{{"deviceID": stMe}, {"deviceID": stPeer}}},
 		}
 	case "/rest/config/devices":
@@ -102,7 +104,7 @@ func isolateSyncthing(t *testing.T) {
 func stServer(t *testing.T, dir string) (*fakeSyncthing, *httptest.Server) {
 	t.Helper()
 	isolateSyncthing(t)
-	f := &fakeSyncthing{folderPath: dir, connected: true, completion: 100}
+	f := &fakeSyncthing{folderPath: dir, connected: true, completion: 100, maxConflicts: 10, watcherDelayS: 10}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	t.Setenv(EnvSyncthingURL, srv.URL)
