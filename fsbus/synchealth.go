@@ -465,16 +465,20 @@ type stConfig struct {
 }
 
 // syncthingConfigPaths lists where Syncthing keeps config.xml on this OS, in the order
-// ferry looks: $STHOMEDIR and $STCONFDIR (Syncthing's own overrides), then Linux
-// $XDG_STATE_HOME/syncthing or ~/.local/state/syncthing (Syncthing ≥ 1.27) and
-// ~/.config/syncthing (older releases), macOS ~/Library/Application Support/Syncthing,
-// Windows %LOCALAPPDATA%\Syncthing.
+// ferry looks: $STHOMEDIR or $STCONFDIR (Syncthing's own overrides; when one is set it
+// is the only place), else Linux $XDG_STATE_HOME/syncthing or ~/.local/state/syncthing
+// (Syncthing ≥ 1.27) and ~/.config/syncthing (older releases), macOS
+// ~/Library/Application Support/Syncthing, Windows %LOCALAPPDATA%\Syncthing.
 func syncthingConfigPaths() []string {
 	var dirs []string
 	for _, env := range []string{"STHOMEDIR", "STCONFDIR"} {
 		if d := os.Getenv(env); d != "" {
 			dirs = append(dirs, d)
 		}
+	}
+	if len(dirs) > 0 {
+		// Syncthing itself then looks nowhere else, and neither does ferry.
+		return []string{filepath.Join(dirs[0], "config.xml")}
 	}
 	home, _ := os.UserHomeDir()
 	cfg, _ := os.UserConfigDir()
