@@ -50,8 +50,8 @@ func (c *DoctorCmd) Run(g *Globals) error {
 			}
 			g.printf("          fix: %s\n", f.Fix)
 		}
-		g.printf("pending sync: %d entries wait for their object, %d objects for their entry, %d entries for their basis\n",
-			r.Pending.Events, r.Pending.Objects, r.Pending.Basis)
+		g.printf("pending sync: %s waiting for their object, %s for their entry, %s for their basis\n",
+			plural(r.Pending.Events, "entry", "entries"), plural(r.Pending.Objects, "object", "objects"), plural(r.Pending.Basis, "entry", "entries"))
 	}
 	if !r.OK() {
 		return fsbus.Errorf(fsbus.CatInvalid, "each finding above names its fix; nothing was changed",

@@ -311,7 +311,7 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 					proper = true
 				}
 			}
-			if proper && len(fr.of) == 1 {
+			if proper { // the segment itself (lines of other segments in it are Read's to report)
 				for _, h := range fr.hashes {
 					inProper[h] = true
 				}
