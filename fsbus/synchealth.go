@@ -152,7 +152,8 @@ func (c *Channel) SyncHealth(ctx context.Context) *SyncHealth {
 
 	if err := api.probe(ctx, h, root); err != nil {
 		h.Syncthing, h.Detail, h.Fix = classify(err, api)
-		h.Delivery = DeliveryStored
+		// A probe cut short proves no connection: count none.
+		h.Delivery, h.Connected, h.Peers = DeliveryStored, 0, []SyncPeer{}
 		if h.Folder == nil && cfgFolder != nil {
 			h.Folder = cfgFolder.summary()
 		}
