@@ -279,13 +279,3 @@ func readTestFile(t *testing.T, p string) []byte {
 	}
 	return b
 }
-
-func writeTestFile(t *testing.T, p string, b []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
