@@ -46,7 +46,7 @@ func TestJoinAndPrimaryReportSync(t *testing.T) {
 			}
 		}
 	}
-	check(fsbus.DeliveryStored, "no Syncthing on this machine")
+	check(fsbus.DeliveryStored, "no Syncthing here")
 
 	// A Syncthing on loopback shares the channel with one peer, connected, at 100%.
 	const me, peer = "ME00000-X", "PEER000-X"
