@@ -66,52 +66,12 @@ func (l *Ledger) read(keys KeyFunc, project string) (*Snapshot, int, error) {
 		return nil, 0, err
 	}
 	results := readSegments(files)
-
-	snap := &Snapshot{Entries: []Entry{}, Problems: []Problem{}, Forks: []Fork{}}
-	chains := map[segKey]map[uint64][]*record{}
-	seen := map[string]bool{}
 	for _, res := range results {
 		if res.err != nil {
 			return nil, 0, res.err
 		}
-		snap.Problems = append(snap.Problems, res.problems...)
-		for i := range res.records {
-			r := &res.records[i]
-			h := r.e.Hash()
-			if seen[h] { // the hash covers writer, device and seq: same record
-				continue
-			}
-			seen[h] = true
-			if keys != nil && !checkSig(r, keys, project, &snap.Problems) {
-				continue
-			}
-			k := segKey{r.e.Writer, r.e.Device}
-			if chains[k] == nil {
-				chains[k] = map[uint64][]*record{}
-			}
-			chains[k][r.e.Seq] = append(chains[k][r.e.Seq], r)
-		}
 	}
-
-	keysSorted := make([]segKey, 0, len(chains))
-	for k := range chains {
-		keysSorted = append(keysSorted, k)
-	}
-	slices.SortFunc(keysSorted, func(a, b segKey) int {
-		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.device, b.device))
-	})
-	for _, k := range keysSorted {
-		kept, forks, probs := resolve(k, chains[k])
-		for _, r := range kept {
-			snap.Entries = append(snap.Entries, r.e)
-		}
-		snap.Forks = append(snap.Forks, forks...)
-		snap.Problems = append(snap.Problems, probs...)
-	}
-	slices.SortFunc(snap.Entries, compareEntries)
-	if n := len(snap.Entries); n > 0 {
-		snap.MaxHLC, _ = ParseHLC(snap.Entries[n-1].HLC) // ParseLine checked every hlc
-	}
+	snap := mergeResults(results, keys, project, nil)
 	return snap, len(files), nil
 }
 
