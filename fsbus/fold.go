@@ -32,6 +32,12 @@ type entryData struct {
 	App       string            `json:"app,omitempty"`
 	Machine   string            `json:"machine,omitempty"`
 	IDs       []string          `json:"ids,omitempty"`
+	// Outcome marks an order.submit the holder's machine recorded as pointer_stale or
+	// validation_failed (issue 6; empty: an ordinary submit).
+	Outcome string `json:"outcome,omitempty"`
+	// Failure marks an order.progress that records a refused submit: "pointers" or
+	// "schema" (issue 6; counted by the fold for the retry ladder).
+	Failure string `json:"failure,omitempty"`
 }
 
 // decodeData decodes an entry's data. It reports false for data that does not decode

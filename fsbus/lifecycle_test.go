@@ -194,15 +194,7 @@ func TestSettleWindowsQueueAndPolicy(t *testing.T) {
 	}
 
 	// An order's own windows override the channel's.
-	if got := readWindows([]byte(`{"windows":{"exec_s":7200,"queue_s":0}}`)); got == nil || got.ExecS != 7200 {
-		t.Fatalf("readWindows: %+v", got)
-	}
-	for _, bad := range []string{`{}`, `{"windows":null}`, `{"windows":"x"}`, `{"windows":{"exec_s":-5}}`, `not json`} {
-		if got := readWindows([]byte(bad)); got != nil {
-			t.Fatalf("readWindows(%s) = %+v, want nil", bad, got)
-		}
-	}
-	ws := w.c.Config.Policy.Windows(&Order{Windows: &OrderWindows{ExecS: 7200}})
+	ws := w.c.Config.Policy.Windows(&Order{Contract: Contract{Windows: &OrderWindows{ExecS: 7200}}})
 	if ws != (OrderWindows{ExecS: 7200, LifetimeS: DefaultLifetimeS, QueueS: 3600}) {
 		t.Fatalf("windows: %+v", ws)
 	}

@@ -50,7 +50,7 @@ func Terminal(state string) bool {
 var orderLifecycle = map[string]bool{
 	TypeOrderCreate: true, TypeOrderOffer: true, TypeOrderClaim: true, TypeOrderSubmit: true,
 	TypeOrderReview: true, TypeOrderRelease: true, TypeOrderCancel: true, TypeOrderExpire: true,
-	TypeOrderFail: true,
+	TypeOrderFail: true, TypeOrderStale: true,
 }
 
 func isOrderType(t string) bool { return strings.HasPrefix(t, "order.") }
@@ -131,10 +131,20 @@ type Order struct {
 	Missing bool `json:"missing,omitempty"`
 	// Releases counts holder releases of a claim (at most MaxReleases, issue 6).
 	Releases int `json:"releases,omitempty"`
-	// Windows are the order's own window overrides (nil: the channel's policy).
-	Windows *OrderWindows `json:"windows,omitempty"`
+	// Contract is the order's contract (issue 6), its members beside the others.
+	Contract
+	// SchemaFailures counts the results refused by the order's schema, over every
+	// claim (a release keeps the count); PointerFailures the submits refused because
+	// pointed files changed, on the current claim. Both come from order.progress
+	// entries with data.failure (issue 6 retry ladders).
+	SchemaFailures  int `json:"schema_failures,omitempty"`
+	PointerFailures int `json:"pointer_failures,omitempty"`
+	// Warnings are set only on the order a call returns (a pointer edited seconds
+	// before dispatch, a claim made on the diff): never folded.
+	Warnings []string `json:"warnings,omitempty"`
 
-	c orderCore // state machine view of the chain head
+	c      orderCore // state machine view of the chain head
+	device string    // the device of the order.create (the author's machine)
 }
 
 // orderCore is the part of an order its state machine decides on.
@@ -211,6 +221,14 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return c, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 		}
 		n.State, n.Submitter = StateSubmitted, writer
+		if err := n.submitOutcome(d.Outcome); err != nil {
+			return c, err
+		}
+	case TypeOrderStale:
+		if err := c.checkStale(writer); err != nil {
+			return c, err
+		}
+		n.State, n.OfferedTo = StatePointerStale, ""
 	case TypeOrderReview:
 		if c.State != StateSubmitted {
 			return busy("", "order is %s; only a submitted order is reviewed", c.State)
@@ -371,7 +389,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	sort.Strings(ids)
 	for _, id := range ids {
 		root := creates[id]
-		o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id]}
+		o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], device: root.e.Device}
 		if !loadOrderObject(o, in, root) {
 			ignore(root.e, "order object differs from the hash its order.create names")
 			continue
@@ -398,6 +416,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			ignore(e, "progress does not name a claim of the writer")
 			continue
 		}
+		o.countFailure(e, d)
 		if d.Claim != o.Claim || e.Writer != o.Holder {
 			continue
 		}
@@ -443,7 +462,7 @@ func loadOrderObject(o *Order, in FoldInput, root *orderNode) bool {
 		return false
 	}
 	o.Title, o.Body, o.Labels, o.Priority, o.Deps = obj.Title, obj.Body, obj.Labels, obj.Priority, obj.Deps
-	o.Windows = readWindows(c)
+	o.Contract = obj.Contract
 	return true
 }
 
@@ -474,5 +493,54 @@ func (o *Order) apply(n *orderNode) {
 		o.Reviews = append(o.Reviews, Review{By: n.e.Writer, Verdict: n.d.Verdict, Note: n.d.Note, HLC: n.e.HLC})
 	case TypeOrderClaim:
 		o.Progress = nil
+	}
+}
+
+// submitOutcome applies an order.submit's data.outcome (issue 6): the holder's machine
+// recorded the submission as pointer_stale (pointed files changed twice) or
+// validation_failed (the third result its schema refused). The result is kept either
+// way; the order has no holder after it.
+func (n *orderCore) submitOutcome(outcome string) error {
+	switch outcome {
+	case "":
+		return nil
+	case StatePointerStale, StateValidationFailed:
+		n.State, n.Holder, n.Claim = outcome, "", ""
+		return nil
+	}
+	return Errorf(CatInvalid, "", "unknown submit outcome %q", outcome)
+}
+
+// checkStale is the rule of order.stale (ADR 0003): only the author, and only while
+// nobody holds the order (open, offered, timed_out, failed) — a holder's submit
+// re-verifies the pointers itself.
+func (c orderCore) checkStale(writer string) error {
+	if writer != c.Author {
+		return Errorf(CatDenied, "only the author marks an order stale", "%s is not the author of this order (author: %s)", writer, c.Author)
+	}
+	switch c.State {
+	case StateOpen, StateOffered, StateTimedOut, StateFailed:
+		return nil
+	case StateClaimed, StateChangesRequested:
+		return Errorf(CatConflict, "the holder's submit re-verifies the pointers; cancel the order if the work is moot",
+			"order is claimed by %s; only an unclaimed order is marked stale", c.Holder)
+	}
+	return Errorf(CatConflict, "`ferry order show ID` shows its state and history", "order is %s; only an unclaimed order is marked stale", c.State)
+}
+
+// countFailure counts a refused submit recorded as progress (data.failure) on a claim
+// of the order's winning chain: schema failures over every claim, pointer failures on
+// the current claim only.
+func (o *Order) countFailure(e *ledger.Entry, d entryData) {
+	if e.Type != TypeOrderProgress {
+		return
+	}
+	switch d.Failure {
+	case "schema":
+		o.SchemaFailures++
+	case "pointers":
+		if d.Claim == o.Claim && e.Writer == o.Holder {
+			o.PointerFailures++
+		}
 	}
 }

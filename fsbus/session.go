@@ -80,6 +80,9 @@ type Session struct {
 	// Expired lists the orders that writes of this session expired through
 	// AutoSettle, in the order written.
 	Expired []string
+	// Workspace is the directory an order's file pointers are relative to (issue 6);
+	// "" means the git top-level of the current directory, else the current directory.
+	Workspace string
 }
 
 // As opens a session as name, loading its key from this machine's keystore. It returns

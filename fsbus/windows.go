@@ -1,7 +1,6 @@
 package fsbus
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -29,29 +28,9 @@ const (
 	WindowQueue     = "queue"
 )
 
-// OrderWindows are an order's own window overrides in its object (JSON "windows"),
-// seconds; 0 or absent means the channel's policy. The contract fields of the order
-// object (issue 6) carry them; readWindows reads them from the object bytes.
-type OrderWindows struct {
-	ExecS     int64 `json:"exec_s,omitempty"`
-	LifetimeS int64 `json:"lifetime_s,omitempty"`
-	QueueS    int64 `json:"queue_s,omitempty"`
-}
-
-// readWindows reads the optional "windows" member of an order object; a missing or
-// malformed member (or one with no positive value) gives nil: the policy applies.
-func readWindows(obj []byte) *OrderWindows {
-	var w struct {
-		Windows *OrderWindows `json:"windows"`
-	}
-	if json.Unmarshal(obj, &w) != nil || w.Windows == nil {
-		return nil
-	}
-	if w.Windows.ExecS <= 0 && w.Windows.LifetimeS <= 0 && w.Windows.QueueS <= 0 {
-		return nil
-	}
-	return w.Windows
-}
+// OrderWindows are an order's own window overrides: the contract's Windows (issue 6),
+// seconds; 0 or absent means the channel's policy.
+type OrderWindows = Windows
 
 // Windows returns the windows that apply to o under policy p, seconds: the order's
 // own values where set, else the channel's, else the defaults (queue 0 = none).

@@ -34,6 +34,9 @@ const Instructions = `ferry: your team's channel in a synced folder; nothing nee
 type FerryConfig struct {
 	// Agent is the one identity this server acts as (--as).
 	Agent string
+	// Workspace is the root of order file pointers (--workspace, issue 6); "" means the
+	// git top-level of the server's current directory, else that directory.
+	Workspace string
 	// Open opens the channel (the CLI resolves --channel/--project). It is called on the
 	// first tool call, never at start-up: initialize must not read the channel.
 	Open func() (*fsbus.Channel, error)
@@ -166,7 +169,11 @@ func (f *Ferry) session() (*fsbus.Session, error) {
 	if err := f.takeLease(ch); err != nil {
 		return nil, err
 	}
-	return ch.As(f.cfg.Agent)
+	s, err := ch.As(f.cfg.Agent)
+	if s != nil {
+		s.Workspace = f.cfg.Workspace
+	}
+	return s, err
 }
 
 // readSession is the agent's session for a call that neither writes nor
