@@ -24,13 +24,13 @@ type ConnectCmd struct {
 // Help is the long help.
 func (c *ConnectCmd) Help() string {
 	return `Writes the app's MCP server entry "ferry" for <this binary> mcp serve --as NAME
---project ID, joins the agent (as ferry join does) and prints the one command the owner
-runs to seat it. Files: Claude Desktop's claude_desktop_config.json (macOS ~/Library/
-Application Support/Claude, Windows %APPDATA%\Claude, Linux ~/.config/Claude); Claude
-Code's ~/.claude.json (through "claude mcp add-json" when claude is on PATH) or, with
---scope project, the repository's .mcp.json; Cursor's
-~/.cursor/mcp.json or <repo>/.cursor/mcp.json; Codex's ~/.codex/config.toml ($CODEX_HOME
-honoured; its comments are not kept).
+--project ID (and FERRY_HOME in its env when set), joins the agent (as ferry join
+does) and prints the one command the owner runs to seat it. Files: Claude Desktop's
+claude_desktop_config.json in "~/Library/Application Support/Claude" (macOS),
+%APPDATA%\Claude (Windows) or ~/.config/Claude (Linux); Claude Code's ~/.claude.json
+(through "claude mcp add-json" when claude is on PATH) or, with --scope project, the
+repository's .mcp.json; Cursor's ~/.cursor/mcp.json or <repo>/.cursor/mcp.json;
+Codex's ~/.codex/config.toml ($CODEX_HOME honoured; its comments are not kept).
 
 Other servers and unknown keys are kept; a second run changes nothing; the file is
 copied to <file>.bak-<UTC time> before any change and replaced atomically with its mode
@@ -121,6 +121,9 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 		rep.Server.Env = map[string]string{"FERRY_HOME": fh}
 	}
 	hookCmd := shellQuote(exe) + " catchup --as " + rep.Agent + " --project " + rep.Project
+	if fh := env.getenv("FERRY_HOME"); fh != "" && env.goos != "windows" {
+		hookCmd = "FERRY_HOME=" + shellQuote(fh) + " " + hookCmd // the same home as the server's
+	}
 	if c.Remove {
 		hookCmd = ""
 	}
