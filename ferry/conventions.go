@@ -9,7 +9,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
-	"github.com/ferryhq/ferry/internal/tty"
+	"github.com/ferryhq/ferry/fsbus/tty"
 )
 
 // loadStages name fsbus's Load stages on the progress line.
