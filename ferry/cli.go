@@ -26,6 +26,7 @@ type CLI struct {
 	Join     JoinCmd     `cmd:"" help:"Announce an agent in a channel (makes its key)."`
 	Grant    GrantCmd    `cmd:"" help:"Seat an agent at a level, or revoke it (owner only)."`
 	Agents   AgentsCmd   `cmd:"" help:"List agents, their levels and liveness."`
+	Agent    AgentCmd    `cmd:"" help:"Act on one agent: retire it."`
 	Access   AccessCmd   `cmd:"" help:"Show what an agent may do."`
 	Status   StatusCmd   `cmd:"" help:"Show the owner's view: agents to seat, reviews due, contested orders."`
 	Order    OrderCmd    `cmd:"" help:"Dispatch, claim and finish orders."`
@@ -57,6 +58,8 @@ type Globals struct {
 	stdout io.Writer `kong:"-"`
 	stderr io.Writer `kong:"-"`
 	home   *fsbus.Home
+	// settling is the session of an order command, whose expiries are reported.
+	settling *fsbus.Session
 }
 
 // exitCodes map error categories to process exit codes (documented in README).
@@ -158,6 +161,14 @@ func (g *Globals) Home() (*fsbus.Home, error) {
 // Open opens the channel named by --channel, FERRY_CHANNEL, --project (looked up in
 // this machine's project map), or the only project mapped on this machine.
 func (g *Globals) Open() (*fsbus.Channel, error) {
+	c, err := g.open()
+	if c != nil && testClock != nil {
+		c.Now = testClock
+	}
+	return c, err
+}
+
+func (g *Globals) open() (*fsbus.Channel, error) {
 	h, err := g.Home()
 	if err != nil {
 		return nil, err

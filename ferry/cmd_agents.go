@@ -32,6 +32,9 @@ func (c *AgentsCmd) Run(g *Globals) error {
 	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLEVEL\tSEATED\tLIVENESS\tAPP\tMACHINE")
 	for _, r := range rows {
+		if r.Retired {
+			r.Liveness = "retired"
+		}
 		fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", r.Name, r.Level, r.Seated, r.Liveness, r.App, r.Machine)
 	}
 	return tw.Flush()

@@ -27,6 +27,7 @@ type McpServeCmd struct {
 	Tools         []string      `help:"Also serve an opt-in tool group: admin (ferry_search, ferry_get, ferry_status), gateway (the tools of ferry mcp add's servers) or legacy (the old read tools); repeat or comma-separate." placeholder:"GROUP" sep:","`
 	ReadOnly      bool          `help:"Serve the legacy read tools only: nothing that writes." name:"read-only"`
 	PresenceEvery time.Duration `help:"How often to rewrite this agent's presence file." default:"60s" hidden:""`
+	workspaceFlag
 }
 
 // Help is the long help.
@@ -75,6 +76,7 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 		Groups:        c.Tools,
 		ReadOnly:      c.ReadOnly,
 		Commands:      commands,
+		Workspace:     c.Workspace,
 	})
 	if err != nil {
 		return err

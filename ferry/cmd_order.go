@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
 )
@@ -20,6 +22,10 @@ type OrderCmd struct {
 	Release  OrderReleaseCmd  `cmd:"" help:"Give a claimed order back: it is open again."`
 	Cancel   OrderCancelCmd   `cmd:"" help:"Cancel an order you wrote."`
 	Offer    OrderOfferCmd    `cmd:"" aliases:"assign" help:"Offer an order to one agent."`
+	Extend   OrderExtendCmd   `cmd:"" help:"Renew the execution window of your claim."`
+	Fail     OrderFailCmd     `cmd:"" help:"End your attempt at an order, with the reason."`
+	Decline  OrderDeclineCmd  `cmd:"" help:"Hand back an order offered to you."`
+	Verify   OrderVerifyCmd   `cmd:"" help:"Check an order's file pointers against this checkout."`
 }
 
 // keyFlag is the optional idempotency key of a mutation.
@@ -36,19 +42,75 @@ type OrderNewCmd struct {
 	Dep      []string `help:"Order ids this one waits for." placeholder:"ID"`
 	To       string   `help:"Offer to this agent at creation." placeholder:"NAME"`
 	keyFlag
+	contractFlags
+	workspaceFlag
+}
+
+// contractFlags are the contract of `ferry order new` (issue 6).
+type contractFlags struct {
+	Pointer      []string      `help:"A file the order is about, workspace-relative, optionally with lines (PATH:10-40); fingerprinted now." placeholder:"PATH"`
+	Schema       string        `help:"JSON Schema the result must satisfy (JSON or @FILE)." placeholder:"JSON"`
+	Diff         string        `help:"A unified diff in the workspace for a review (fingerprinted like a pointer)." placeholder:"PATH"`
+	Task         string        `help:"Task type, e.g. code_review or implementation." placeholder:"TYPE"`
+	ReadOnly     bool          `help:"A review or audit: the worker reads, never changes the files."`
+	ExecWindow   time.Duration `help:"Execution window from the claim (default: the channel's)." placeholder:"DURATION"`
+	Lifetime     time.Duration `help:"Cap on the renewed execution window (default: the channel's)." placeholder:"DURATION"`
+	QueueWindow  time.Duration `help:"How long the order may wait unclaimed (default: the channel's)." placeholder:"DURATION"`
+	Heavy        bool          `help:"Run it through this machine's job queue when one is set up."`
+	Cores        int           `help:"Hint: CPU cores the run needs." placeholder:"N"`
+	RAMGB        float64       `name:"ram-gb" help:"Hint: memory in GB." placeholder:"GB"`
+	GPUMemGB     float64       `name:"gpu-mem-gb" help:"Hint: GPU memory in GB." placeholder:"GB"`
+	ExpectedMins int           `name:"expected-minutes" help:"Hint: expected run time in minutes." placeholder:"N"`
+}
+
+// workspaceFlag is the root file pointers are relative to.
+type workspaceFlag struct {
+	Workspace string `help:"Workspace root of file pointers (default: the git top-level of the current directory, else the current directory)." placeholder:"DIR"`
+}
+
+// apply sets the session's workspace.
+func (w workspaceFlag) apply(s *fsbus.Session) { s.Workspace = w.Workspace }
+
+// options fills the contract members of opt.
+func (c contractFlags) options(opt *fsbus.NewOrderOptions) error {
+	if c.Schema != "" {
+		schema, err := readArg(c.Schema)
+		if err != nil {
+			return err
+		}
+		opt.Schema = json.RawMessage(schema)
+	}
+	for _, d := range []time.Duration{c.ExecWindow, c.Lifetime, c.QueueWindow} {
+		if d < 0 || (d > 0 && d < time.Second) {
+			return fsbus.Errorf(fsbus.CatInvalid, "give windows as durations such as 4h or 90m", "window %s is not a whole number of seconds", d)
+		}
+	}
+	if w := (fsbus.Windows{ExecS: int64(c.ExecWindow / time.Second), LifetimeS: int64(c.Lifetime / time.Second), QueueS: int64(c.QueueWindow / time.Second)}); w != (fsbus.Windows{}) {
+		opt.Windows = &w
+	}
+	if h := (fsbus.Hints{Cores: c.Cores, RAMGB: c.RAMGB, GPUMemGB: c.GPUMemGB, ExpectedMinutes: c.ExpectedMins}); h != (fsbus.Hints{}) {
+		opt.Hints = &h
+	}
+	opt.Pointers, opt.Diff, opt.Task, opt.ReadOnly, opt.Heavy = c.Pointer, c.Diff, c.Task, c.ReadOnly, c.Heavy
+	return nil
 }
 
 // Run implements the command.
 func (c *OrderNewCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
+	c.apply(s)
 	body, err := readArg(c.Body)
 	if err != nil {
 		return err
 	}
-	o, err := s.NewOrder(fsbus.NewOrderOptions{Title: c.Title, Body: body, Labels: c.Label, Priority: c.Priority, Deps: c.Dep, To: c.To, Key: c.Key})
+	opt := fsbus.NewOrderOptions{Title: c.Title, Body: body, Labels: c.Label, Priority: c.Priority, Deps: c.Dep, To: c.To, Key: c.Key}
+	if err := c.options(&opt); err != nil {
+		return err
+	}
+	o, err := s.NewOrder(opt)
 	return printOrderResult(g, o, err, "dispatched")
 }
 
@@ -57,6 +119,7 @@ type OrderListCmd struct {
 	State string `help:"Only this state; 'active' hides accepted and cancelled." placeholder:"STATE"`
 	Mine  bool   `help:"Only orders the --as agent wrote or holds."`
 	Limit int    `help:"At most this many (0: all)." default:"0"`
+	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted)."`
 }
 
 // Run implements the command.
@@ -69,7 +132,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit}
+	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready}
 	if c.Mine {
 		if g.As == "" {
 			return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "--mine needs an agent")
@@ -117,10 +180,9 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	q, _ := fsbus.ResolveQueue("", "") // an unusable queue: heavy orders run directly
 	via := ch.RunVia(o, q)
 	if g.JSON {
-		return g.printJSON(struct {
-			*fsbus.Order
-			RunVia string `json:"run_via"` // issue 6: direct, or the job-queue command
-		}{o, via})
+		out := lifecycleJSON(ch, v, o)
+		out.RunVia = via
+		return g.printJSON(out)
 	}
 	g.printf("%s  %s\n", o.ID, o.Title)
 	g.printf("state     %s\n", o.State)
@@ -132,8 +194,25 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	if o.OfferedTo != "" {
 		g.printf("offered   %s\n", o.OfferedTo)
 	}
+	showLifecycle(g, ch, v, o)
 	if len(o.Labels) > 0 {
 		g.printf("labels    %s\n", strings.Join(o.Labels, ", "))
+	}
+	if o.Task != "" || o.ReadOnly || o.Heavy {
+		g.printf("contract  task %s%s%s\n", orDash(o.Task), map[bool]string{true: ", read-only"}[o.ReadOnly], map[bool]string{true: ", heavy"}[o.Heavy])
+	}
+	for _, p := range o.Pointers {
+		g.printf("pointer   %s:%d-%d %d bytes %.19s", p.Path, p.FirstLine, p.LastLine, p.Size, p.SHA256)
+		if p.Commit != "" {
+			g.printf(" @%.12s", p.Commit)
+		}
+		g.printf("\n")
+	}
+	if o.Diff != nil {
+		g.printf("diff      %s %d bytes %.19s\n", o.Diff.Path, o.Diff.Size, o.Diff.SHA256)
+	}
+	if len(o.Schema) > 0 {
+		g.printf("schema    %d bytes; refused results so far: %d of %d\n", len(o.Schema), o.SchemaFailures, fsbus.SchemaAttempts)
 	}
 	if o.Missing {
 		g.printf("pending   the order's body has not arrived on this machine yet\n")
@@ -159,10 +238,22 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		}
 	}
 	for _, p := range o.Progress {
+		if p.Type == fsbus.TypeOrderExtend {
+			g.printf("extended  %s %s", p.HLC, p.By)
+			if p.Note != "" {
+				g.printf(": %s", p.Note)
+			}
+			g.printf("\n")
+			continue
+		}
 		g.printf("progress  %s %s: %s\n", p.HLC, p.By, p.Note)
 	}
 	for _, h := range o.History {
-		g.printf("history   %s %-14s by %s", h.HLC, strings.TrimPrefix(h.Type, "order."), h.By)
+		typ := strings.TrimPrefix(h.Type, "order.")
+		if h.Act != "" {
+			typ = h.Act
+		}
+		g.printf("history   %s %-14s by %s", h.HLC, typ, h.By)
 		if h.To != "" {
 			g.printf(" to %s", h.To)
 		}
@@ -190,14 +281,21 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 type OrderClaimCmd struct {
 	ID string `arg:"" help:"Order id or unique prefix."`
 	keyFlag
+	workspaceFlag
+}
+
+// Help explains the pointer check.
+func (c *OrderClaimCmd) Help() string {
+	return "An order with file pointers is claimed only when this checkout's files match them (size and sha256, line endings aside); otherwise the claim is refused here (exit 7, stale) with the files and how to recover, and the order stays open."
 }
 
 // Run implements the command.
 func (c *OrderClaimCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
+	c.apply(s)
 	o, err := s.Claim(c.ID, c.Key)
 	return printOrderResult(g, o, err, "claimed")
 }
@@ -212,7 +310,7 @@ type OrderProgressCmd struct {
 
 // Run implements the command.
 func (c *OrderProgressCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -226,19 +324,31 @@ func (c *OrderProgressCmd) Run(g *Globals) error {
 
 // OrderSubmitCmd is `ferry order submit ID --ref REF`.
 type OrderSubmitCmd struct {
-	ID   string `arg:"" help:"Order id or unique prefix."`
-	Ref  string `help:"Where the work is: a commit, branch or hand-in id." required:""`
-	Note string `help:"Short summary of the result."`
+	ID     string `arg:"" help:"Order id or unique prefix."`
+	Ref    string `help:"Where the work is: a commit, branch or hand-in id." required:""`
+	Note   string `help:"Short summary of the result."`
+	Result string `help:"Structured result (JSON or @FILE), checked against the order's schema." placeholder:"JSON"`
 	keyFlag
+	workspaceFlag
+}
+
+// Help explains the contract checks.
+func (c *OrderSubmitCmd) Help() string {
+	return "When the order has file pointers they are checked again: the first mismatch answers retry_needed (exit 8) and keeps the claim; the second records the submission as pointer_stale with its result kept. A result the order's schema refuses answers retry_needed twice, one line per error; the third is recorded as validation_failed."
 }
 
 // Run implements the command.
 func (c *OrderSubmitCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
-	o, err := s.Submit(c.ID, c.Ref, c.Note, c.Key)
+	c.apply(s)
+	result, err := readArg(c.Result)
+	if err != nil {
+		return err
+	}
+	o, err := s.SubmitResult(c.ID, fsbus.SubmitOptions{Reference: c.Ref, Note: c.Note, Output: json.RawMessage(result), Key: c.Key})
 	return printOrderResult(g, o, err, "submitted")
 }
 
@@ -253,7 +363,7 @@ type OrderReviewCmd struct {
 
 // Run implements the command.
 func (c *OrderReviewCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -274,7 +384,7 @@ type OrderReleaseCmd struct {
 
 // Run implements the command.
 func (c *OrderReleaseCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -291,7 +401,7 @@ type OrderCancelCmd struct {
 
 // Run implements the command.
 func (c *OrderCancelCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -308,7 +418,7 @@ type OrderOfferCmd struct {
 
 // Run implements the command.
 func (c *OrderOfferCmd) Run(g *Globals) error {
-	s, err := g.Session()
+	s, err := g.orderSession()
 	if err != nil {
 		return err
 	}
@@ -316,9 +426,98 @@ func (c *OrderOfferCmd) Run(g *Globals) error {
 	return printOrderResult(g, o, err, "offered")
 }
 
+// OrderVerifyCmd is `ferry order verify ID`.
+type OrderVerifyCmd struct {
+	ID   string `arg:"" help:"Order id or unique prefix."`
+	Mark bool   `help:"As the author, on the machine that dispatched it: record the order as pointer_stale when a pointed file changed."`
+	keyFlag
+	workspaceFlag
+}
+
+// Help explains the exit status.
+func (c *OrderVerifyCmd) Help() string {
+	return "Reads the pointed files and writes nothing (unless --mark). Each pointer is ok, changed, missing or refused; the exit status is 7 (stale) when any is not ok."
+}
+
+// Run implements the command.
+func (c *OrderVerifyCmd) Run(g *Globals) error {
+	var (
+		r   *fsbus.PointerReport
+		o   *fsbus.Order
+		err error
+	)
+	if c.Mark {
+		s, err := g.Session()
+		if err != nil {
+			return err
+		}
+		c.apply(s)
+		if o, r, err = s.MarkStale(c.ID, c.Key); err != nil {
+			return err
+		}
+	} else {
+		ch, err := g.Open()
+		if err != nil {
+			return err
+		}
+		s := &fsbus.Session{Channel: ch, Workspace: c.Workspace}
+		if r, err = s.VerifyOrder(c.ID); err != nil {
+			return err
+		}
+	}
+	if g.JSON {
+		var v any = r
+		if r == nil { // --mark on an order already pointer_stale: nothing was checked
+			v = o.Row()
+		}
+		if err = g.printJSON(v); err != nil {
+			return err
+		}
+	} else if r != nil {
+		g.printf("order %s in %s", r.Order, r.Workspace)
+		if r.Commit != "" {
+			g.printf(" (commit %.12s)", r.Commit)
+		}
+		g.printf("\n")
+		rows := r.Pointers
+		if r.Diff != nil {
+			rows = append(rows, *r.Diff)
+		}
+		tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
+		for _, p := range rows {
+			fprintf(tw, "%s\t%s\t%s\n", p.Status, p.Path, p.Reason)
+		}
+		tw.Flush()
+		if r.DiffMode {
+			g.printf("diff mode: review %s, not the files on disk\n", r.Diff.Path)
+		}
+	}
+	if c.Mark {
+		if !g.JSON {
+			g.printf("✔ marked %s pointer_stale\n", o.ID)
+		}
+		return nil
+	}
+	if !r.OK {
+		return fsbus.Errorf(fsbus.CatStale, "see the rows above; `git stash` or `git checkout <commit>` restores a checkout", "%d of %d pointers do not match this checkout", len(r.Stale()), len(r.Pointers)+btoi(r.Diff != nil))
+	}
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func printOrderResult(g *Globals, o *fsbus.Order, err error, verb string) error {
+	g.noteExpired()
 	if err != nil {
 		return err
+	}
+	for _, w := range o.Warnings {
+		fmt.Fprintf(g.stderr, "ferry: warning: %s\n", w)
 	}
 	if g.JSON {
 		return g.printJSON(o.Row())

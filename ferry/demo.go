@@ -175,7 +175,8 @@ func runDemo(g *Globals, keep bool) error {
 // agent, an ask raised and approved by the owner, messages both ways with read
 // receipts, a second order cancelled by its author, the digest, the role released; then
 // a second loop in which bob works through a `ferry mcp serve` child over JSON-RPC
-// (mcpLoop); last, a fresh process folds the first order and the ledger is verified.
+// (mcpLoop); then a fresh process folds the first order and the ledger is verified;
+// last, a stale file pointer is caught at claim (stalePointer).
 func (d *demo) script() {
 	const alice, bob = "alice", "bob"
 	d.expectOK("init channel", "channel 'demo' and the owner's master key", "init", d.channel, "--project", "demo")
@@ -278,6 +279,35 @@ func (d *demo) script() {
 	d.expectOKf("ledger verify", func(out string) string {
 		return strings.TrimPrefix(firstLine(out), "✔ ")
 	}, "ledger", "verify")
+	d.stalePointer()
+}
+
+// stalePointer is the demo's last step (issue 6): alice dispatches an order pointing
+// at a file of a sandbox workspace, the file changes, and bob's claim is refused on
+// his machine with stale — nothing written, the order still open.
+func (d *demo) stalePointer() {
+	const name = "stale pointer caught"
+	ws := filepath.Join(filepath.Dir(d.home), "work")
+	file := filepath.Join(ws, "src", "login_test.go")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err == nil {
+		err = os.WriteFile(file, []byte("package login\n\n// TestLogin waits for the session.\n"), 0o644)
+	}
+	out, errs, code, ms := d.run("order", "new", "Review the login test", "--as", "alice", "--json",
+		"--pointer", "src/login_test.go", "--workspace", ws, "--task", "code_review", "--read-only")
+	id := jsonID(out)
+	if code != 0 || id == "" {
+		d.record(name, false, ms, fmt.Sprintf("dispatch with a pointer: exit %d: %s", code, firstLine(errs)))
+		return
+	}
+	if err := os.WriteFile(file, []byte("package login\n\n// TestLogin waits for the session (edited after dispatch).\n"), 0o644); err != nil {
+		d.record(name, false, 0, "editing the pointed file: "+err.Error())
+		return
+	}
+	_, errs, code, ms2 := d.run("order", "claim", id, "--as", "bob", "--workspace", ws)
+	state, _, _, _ := d.run("order", "show", id, "--json")
+	ok := code == exitCodes[fsbus.CatStale] && strings.Contains(errs, "src/login_test.go") && jsonField(state, "state") == fsbus.StateOpen
+	d.record(name, ok, ms+ms2, fmt.Sprintf("alice points %s at src/login_test.go (size + sha256); it changes; bob's claim refused locally: stale (exit %d), order still %s",
+		id, code, orDash(jsonField(state, "state"))))
 }
 
 // jsonID extracts "id" from a --json result.

@@ -271,15 +271,6 @@ func TestGitSyncTwoMachines(t *testing.T) {
 	}
 }
 
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // TestGitSyncRefusals: every setup ferry sync --git cannot work in is refused with its
 // reason and a hint, and changes nothing.
 func TestGitSyncRefusals(t *testing.T) {

@@ -67,6 +67,17 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"tree":       cmdTree,
 	"validjson":  cmdValidJSON,
 	"zerofill":   cmdZeroFill,
+	"crlf":       cmdCRLF,
+}
+
+// crlf FILE rewrites FILE with CRLF line endings (a Windows checkout of it; issue 6).
+func cmdCRLF(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "crlf")
+	if len(args) != 1 {
+		ts.Fatalf("usage: crlf FILE")
+	}
+	s := strings.ReplaceAll(ts.ReadFile(args[0]), "\r\n", "\n")
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(strings.ReplaceAll(s, "\n", "\r\n")), 0o644))
 }
 
 // zerofill FILE overwrites FILE with as many NUL bytes as it holds (a sync tool's

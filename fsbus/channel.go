@@ -29,6 +29,14 @@ type Policy struct {
 	QuietAfterS  int64 `toml:"quiet_after_s" json:"quiet_after_s"`
 	SilentAfterS int64 `toml:"silent_after_s" json:"silent_after_s"`
 	MaxSkewS     int64 `toml:"max_skew_s" json:"max_skew_s"`
+	// Order windows (issue 6), seconds; absent or 0 means the default: an execution
+	// window of 4 h (DefaultExecWindowS) renewed by progress and extend, capped by a
+	// claim lifetime of 24 h (DefaultLifetimeS), and no queue window. Optional keys:
+	// a channel.toml written without them verifies and reads as before (its signature
+	// covers the keys it has).
+	ExecWindowS  int64 `toml:"exec_window_s,omitzero" json:"exec_window_s,omitempty"`
+	LifetimeS    int64 `toml:"lifetime_s,omitzero" json:"lifetime_s,omitempty"`
+	QueueWindowS int64 `toml:"queue_window_s,omitzero" json:"queue_window_s,omitempty"`
 }
 
 // DefaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.

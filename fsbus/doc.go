@@ -68,4 +68,15 @@
 // no rebase conflict in anything ferry writes. Every rename goes through
 // fsbus/internal/fsutil.Rename, retried on Windows on sharing violations; ferry locks only
 // its own lock files in the cache dir, never a data file.
+//
+// # Contracts
+//
+// An order may carry a Contract (contract.go, issue 6): file pointers fingerprinted at
+// dispatch in the author's workspace (pointer.go: os.Root, sensitive names refused,
+// sha256 with CRLF read as LF), a result schema, a diff, windows and run hints. The
+// files are compared on the machine that acts — Claim refuses a differing checkout
+// locally with stale and writes nothing; SubmitResult records refusals as progress
+// entries the fold counts, then a submit with an outcome (pointer_stale,
+// validation_failed); MarkStale is the author's order.stale. Reading files is never
+// part of the fold.
 package fsbus

@@ -32,6 +32,12 @@ type entryData struct {
 	App       string            `json:"app,omitempty"`
 	Machine   string            `json:"machine,omitempty"`
 	IDs       []string          `json:"ids,omitempty"`
+	// Outcome marks an order.submit the holder's machine recorded as pointer_stale or
+	// validation_failed (issue 6; empty: an ordinary submit).
+	Outcome string `json:"outcome,omitempty"`
+	// Failure marks an order.progress that records a refused submit: "pointers" or
+	// "schema" (issue 6; counted by the fold for the retry ladder).
+	Failure string `json:"failure,omitempty"`
 }
 
 // decodeData decodes an entry's data. It reports false for data that does not decode
@@ -318,6 +324,15 @@ func Fold(in FoldInput) *State {
 			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
 				ignore(e, err.(*Error).Message)
 				continue
+			}
+			if e.Type == TypeAgentRetire {
+				// DESIGN §2 level table: an agent retires itself; only the master
+				// retires others (issue 6).
+				if e.Ref != e.Writer {
+					ignore(e, "agent.retire of another agent: only the master retires others")
+					continue
+				}
+				a.Retired = true
 			}
 			st.counts[e.Hash()] = true
 			a.noteSegment(e)

@@ -65,6 +65,9 @@ const (
 	TypeAskRaise        = "ask.raise"
 	TypeAskAnswer       = "ask.answer"
 	TypeHandinAdd       = "handin.add"
+	// TypeOrderStale is the author's record that a pointed file changed after dispatch
+	// (issue 6, ADR 0003): the order becomes pointer_stale.
+	TypeOrderStale = "order.stale"
 )
 
 // minLevel is the lowest level that may write each entry type at all; role rules
@@ -88,6 +91,7 @@ var minLevel = map[string]Level{
 	TypeOrderCancel:     LevelMember,
 	TypeOrderOffer:      LevelMember, // as author; of any order: orchestrator
 	TypeOrderReview:     LevelMember,
+	TypeOrderStale:      LevelMember, // the author, of an unclaimed order (ADR 0003)
 	TypePrimaryTake:     LevelOrchestrator,
 	TypePrimaryRelease:  LevelOrchestrator,
 	TypePrimaryBrief:    LevelOrchestrator,

@@ -48,6 +48,8 @@ type OrderObject struct {
 	Labels   []string `json:"labels,omitempty"`
 	Priority string   `json:"priority,omitempty"`
 	Deps     []string `json:"deps,omitempty"`
+	// Contract members (issue 6) sit beside the others, each optional.
+	Contract
 }
 
 // ResultObject is results/<id>.json: a submitted result — a reference to the work
@@ -57,6 +59,9 @@ type ResultObject struct {
 	Order     string `json:"order"`
 	Reference string `json:"reference"`
 	Summary   string `json:"summary,omitempty"`
+	// Output is the structured result (issue 6 "Result schema"): one JSON value of at
+	// most MaxOutput bytes, validated against the order's schema when it has one.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // sealObject signs obj (a struct embedding Envelope, passed as a pointer whose Sig is

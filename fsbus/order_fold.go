@@ -50,7 +50,7 @@ func Terminal(state string) bool {
 var orderLifecycle = map[string]bool{
 	TypeOrderCreate: true, TypeOrderOffer: true, TypeOrderClaim: true, TypeOrderSubmit: true,
 	TypeOrderReview: true, TypeOrderRelease: true, TypeOrderCancel: true, TypeOrderExpire: true,
-	TypeOrderFail: true,
+	TypeOrderFail: true, TypeOrderStale: true,
 }
 
 func isOrderType(t string) bool { return strings.HasPrefix(t, "order.") }
@@ -68,6 +68,10 @@ type Step struct {
 	To   string `json:"to,omitempty"`
 	// Verdict is a review's accept|changes.
 	Verdict string `json:"verdict,omitempty"`
+	// Act names what a lifecycle entry did when its type alone does not say (issue 6):
+	// decline (a release of an offer), retirement (a release for a retired agent),
+	// reassign (an offer of a claimed order).
+	Act string `json:"act,omitempty"`
 }
 
 // Submission is the current result of an order.
@@ -125,8 +129,22 @@ type Order struct {
 	Head string `json:"head"`
 	// Missing is true while the order's object file has not arrived (pending sync).
 	Missing bool `json:"missing,omitempty"`
+	// Releases counts holder releases of a claim (at most MaxReleases, issue 6).
+	Releases int `json:"releases,omitempty"`
+	// Contract is the order's contract (issue 6), its members beside the others.
+	Contract
+	// SchemaFailures counts the results refused by the order's schema, over every
+	// claim (a release keeps the count); PointerFailures the submits refused because
+	// pointed files changed, on the current claim. Both come from order.progress
+	// entries with data.failure (issue 6 retry ladders).
+	SchemaFailures  int `json:"schema_failures,omitempty"`
+	PointerFailures int `json:"pointer_failures,omitempty"`
+	// Warnings are set only on the order a call returns (a pointer edited seconds
+	// before dispatch, a claim made on the diff): never folded.
+	Warnings []string `json:"warnings,omitempty"`
 
-	c orderCore // state machine view of the chain head
+	c      orderCore // state machine view of the chain head
+	device string    // the device of the order.create (the author's machine)
 }
 
 // orderCore is the part of an order its state machine decides on.
@@ -137,6 +155,9 @@ type orderCore struct {
 	Claim     string
 	OfferedTo string
 	Submitter string
+	// Releases counts the holder releases of a claim on the winning chain (issue 6:
+	// at most MaxReleases; a retirement's release and a decline do not count).
+	Releases int
 }
 
 // ErrNotAllowed is wrapped by the state machine's refusals.
@@ -166,8 +187,12 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 		switch c.State {
 		case StateOpen, StateOffered, StateTimedOut, StateFailed:
-		case StateClaimed:
-			return busy("ask "+c.Holder+" to release it first", "order is claimed by %s", c.Holder)
+		case StateClaimed, StateChangesRequested:
+			// Reassignment (DESIGN §2 level table: the author, or an orchestrator): the
+			// holder's claim ends here, its later submit or progress counts for nothing.
+			if d.To == c.Holder {
+				return busy("", "order is already held by %s", c.Holder)
+			}
 		default:
 			return busy("", "order is %s; it can no longer be offered", c.State)
 		}
@@ -196,6 +221,14 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return c, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 		}
 		n.State, n.Submitter = StateSubmitted, writer
+		if err := n.submitOutcome(d.Outcome); err != nil {
+			return c, err
+		}
+	case TypeOrderStale:
+		if err := c.checkStale(writer); err != nil {
+			return c, err
+		}
+		n.State, n.OfferedTo = StatePointerStale, ""
 	case TypeOrderReview:
 		if c.State != StateSubmitted {
 			return busy("", "order is %s; only a submitted order is reviewed", c.State)
@@ -212,11 +245,39 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return c, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", d.Verdict)
 		}
 	case TypeOrderRelease:
-		if writer != c.Holder {
-			return deny("only the holder releases its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+		if c.State == StateOffered {
+			// A decline: the agent an order is offered to hands the offer back (issue 6);
+			// with data.agent, a retirement declines it for the retired agent.
+			switch {
+			case d.Agent != "" && (d.Agent != c.OfferedTo || (writer != d.Agent && lvl < LevelMaster)):
+				return deny("", "%s cannot decline an offer to %s", writer, c.OfferedTo)
+			case d.Agent == "" && writer != c.OfferedTo:
+				return deny("only the agent it is offered to declines an offer", "order is offered to %s, not %s", c.OfferedTo, writer)
+			}
+			n.State, n.OfferedTo = StateOpen, ""
+			break
 		}
 		if c.State != StateClaimed && c.State != StateChangesRequested {
 			return busy("", "order is %s; nothing to release", c.State)
+		}
+		switch {
+		case d.Agent != "":
+			// A retirement's release (issue 6, `ferry agent retire`): by the retired
+			// holder itself or by the master; the fold counts it only when the agent
+			// is retired. It does not use up the holder's releases.
+			if d.Agent != c.Holder {
+				return deny("", "%s does not hold this order (holder: %s)", d.Agent, orNone(c.Holder))
+			}
+			if writer != c.Holder && lvl < LevelMaster {
+				return deny("the agent itself or the owner retires an agent", "%s cannot release %s's claim", writer, c.Holder)
+			}
+		case writer != c.Holder:
+			return deny("only the holder releases its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+		case c.Releases >= MaxReleases:
+			return busy("submit what you have, or end the attempt with `ferry order fail ID --reason TEXT`",
+				"order was released %d times already; at most %d releases per order", c.Releases, MaxReleases)
+		default:
+			n.Releases++
 		}
 		n.State, n.Holder, n.Claim, n.Submitter = StateOpen, "", "", ""
 	case TypeOrderFail:
@@ -225,6 +286,9 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 		if c.State != StateClaimed && c.State != StateChangesRequested {
 			return busy("", "order is %s", c.State)
+		}
+		if strings.TrimSpace(d.Note) == "" {
+			return c, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 		}
 		n.State, n.Holder, n.Claim = StateFailed, "", ""
 	case TypeOrderExpire:
@@ -298,6 +362,8 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 				continue
 			}
 			addRoot(creates, n, "second order.create for an existing order id", ignore)
+		case e.Type == TypeOrderRelease && d.Agent != "" && !st.retired(d.Agent):
+			ignore(e, "retirement release for an agent that is not retired")
 		case orderLifecycle[e.Type]:
 			rest = append(rest, n)
 		case n.d.Basis != "" && !knownType(e.Type):
@@ -323,7 +389,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	sort.Strings(ids)
 	for _, id := range ids {
 		root := creates[id]
-		o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id]}
+		o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], device: root.e.Device}
 		if !loadOrderObject(o, in, root) {
 			ignore(root.e, "order object differs from the hash its order.create names")
 			continue
@@ -350,6 +416,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			ignore(e, "progress does not name a claim of the writer")
 			continue
 		}
+		o.countFailure(e, d)
 		if d.Claim != o.Claim || e.Writer != o.Holder {
 			continue
 		}
@@ -395,19 +462,30 @@ func loadOrderObject(o *Order, in FoldInput, root *orderNode) bool {
 		return false
 	}
 	o.Title, o.Body, o.Labels, o.Priority, o.Deps = obj.Title, obj.Body, obj.Labels, obj.Priority, obj.Deps
+	o.Contract = obj.Contract
 	return true
 }
 
 // apply records a winning-chain node in the order's view.
 func (o *Order) apply(n *orderNode) {
 	c := n.state
+	prev := o.c.State
 	o.c = c
-	o.State, o.Holder, o.Claim, o.OfferedTo = c.State, c.Holder, c.Claim, c.OfferedTo
+	o.State, o.Holder, o.Claim, o.OfferedTo, o.Releases = c.State, c.Holder, c.Claim, c.OfferedTo, c.Releases
 	o.Head = n.e.Hash()
 	if n.e.HLC > o.Updated {
 		o.Updated = n.e.HLC
 	}
-	o.History = append(o.History, stepOf(n))
+	st := stepOf(n)
+	switch {
+	case n.e.Type == TypeOrderRelease && n.d.Agent != "":
+		st.Act = "retirement"
+	case n.e.Type == TypeOrderRelease && prev == StateOffered:
+		st.Act = "decline"
+	case n.e.Type == TypeOrderOffer && (prev == StateClaimed || prev == StateChangesRequested):
+		st.Act = "reassign"
+	}
+	o.History = append(o.History, st)
 	switch n.e.Type {
 	case TypeOrderSubmit:
 		o.Result = &Submission{By: n.e.Writer, Reference: n.d.Reference, Note: n.d.Note, Result: n.d.Result, HLC: n.e.HLC}
@@ -415,5 +493,54 @@ func (o *Order) apply(n *orderNode) {
 		o.Reviews = append(o.Reviews, Review{By: n.e.Writer, Verdict: n.d.Verdict, Note: n.d.Note, HLC: n.e.HLC})
 	case TypeOrderClaim:
 		o.Progress = nil
+	}
+}
+
+// submitOutcome applies an order.submit's data.outcome (issue 6): the holder's machine
+// recorded the submission as pointer_stale (pointed files changed twice) or
+// validation_failed (the third result its schema refused). The result is kept either
+// way; the order has no holder after it.
+func (n *orderCore) submitOutcome(outcome string) error {
+	switch outcome {
+	case "":
+		return nil
+	case StatePointerStale, StateValidationFailed:
+		n.State, n.Holder, n.Claim = outcome, "", ""
+		return nil
+	}
+	return Errorf(CatInvalid, "", "unknown submit outcome %q", outcome)
+}
+
+// checkStale is the rule of order.stale (ADR 0003): only the author, and only while
+// nobody holds the order (open, offered, timed_out, failed) — a holder's submit
+// re-verifies the pointers itself.
+func (c orderCore) checkStale(writer string) error {
+	if writer != c.Author {
+		return Errorf(CatDenied, "only the author marks an order stale", "%s is not the author of this order (author: %s)", writer, c.Author)
+	}
+	switch c.State {
+	case StateOpen, StateOffered, StateTimedOut, StateFailed:
+		return nil
+	case StateClaimed, StateChangesRequested:
+		return Errorf(CatConflict, "the holder's submit re-verifies the pointers; cancel the order if the work is moot",
+			"order is claimed by %s; only an unclaimed order is marked stale", c.Holder)
+	}
+	return Errorf(CatConflict, "`ferry order show ID` shows its state and history", "order is %s; only an unclaimed order is marked stale", c.State)
+}
+
+// countFailure counts a refused submit recorded as progress (data.failure) on a claim
+// of the order's winning chain: schema failures over every claim, pointer failures on
+// the current claim only.
+func (o *Order) countFailure(e *ledger.Entry, d entryData) {
+	if e.Type != TypeOrderProgress {
+		return
+	}
+	switch d.Failure {
+	case "schema":
+		o.SchemaFailures++
+	case "pointers":
+		if d.Claim == o.Claim && e.Writer == o.Holder {
+			o.PointerFailures++
+		}
 	}
 }

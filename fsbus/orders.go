@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -26,6 +27,18 @@ type NewOrderOptions struct {
 	Deps     []string `json:"deps,omitempty"`     // order ids this one waits for
 	To       string   `json:"to,omitempty"`       // offer to this agent at creation
 	Key      string   `json:"-"`                  // idempotency key
+
+	// The contract (issue 6), all optional. Pointers are workspace-relative paths,
+	// each optionally with a line range ("path:10-40"); Diff is one such path to a
+	// unified diff. NewOrder fingerprints them in Session.Workspace.
+	Pointers []string        `json:"pointers,omitempty"`
+	Diff     string          `json:"diff,omitempty"`
+	Schema   json.RawMessage `json:"schema,omitempty"`
+	Task     string          `json:"task,omitempty"`
+	ReadOnly bool            `json:"read_only,omitempty"`
+	Windows  *Windows        `json:"windows,omitempty"`
+	Heavy    bool            `json:"heavy,omitempty"`
+	Hints    *Hints          `json:"hints,omitempty"`
 }
 
 func (o *NewOrderOptions) validate() error {
@@ -73,6 +86,10 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
+	contract, warnings, err := s.dispatchContract(&opt)
+	if err != nil {
+		return nil, err
+	}
 	args := argsHash(opt)
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
@@ -95,7 +112,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 		}
 		id = NewID(PrefixOrder)
 		obj := &OrderObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
-			Title: opt.Title, Body: opt.Body, Labels: opt.Labels, Priority: opt.Priority, Deps: opt.Deps}
+			Title: opt.Title, Body: opt.Body, Labels: opt.Labels, Priority: opt.Priority, Deps: opt.Deps, Contract: *contract}
 		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 		if err != nil {
 			return nil, nil, err
@@ -110,7 +127,13 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.orderAfter(v, e, id)
+	o, err := s.orderAfter(v, e, id)
+	if err == nil && len(warnings) > 0 {
+		cp := *o
+		cp.Warnings = warnings
+		o = &cp
+	}
+	return o, err
 }
 
 // orderAfter folds the view plus the entry just written (no second read of the
@@ -203,6 +226,14 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 				return nil, nil, err
 			}
 		}
+		if typ == TypeOrderClaim {
+			if v.State.retired(s.Name) {
+				return nil, nil, Errorf(CatDenied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
+			}
+			if err := v.State.checkReady(o); err != nil {
+				return nil, nil, err
+			}
+		}
 		d.Basis = o.Head
 		if key != "" {
 			d.Args = args
@@ -223,10 +254,8 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 	return s.orderAfter(v, e, id)
 }
 
-// Claim takes an open order (or one offered to s). Errors: conflict naming the holder
-// when it is claimed; denied below member level; not_found / invalid for the id.
-// Claiming an order s already holds writes nothing.
-func (s *Session) Claim(q, key string) (*Order, error) {
+// claim writes the order.claim (Claim checks the contract first).
+func (s *Session) claim(q, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderClaim, entryData{}, key, func(o *Order) bool {
 		return o.Holder == s.Name && o.State == StateClaimed
 	})
@@ -240,25 +269,20 @@ func (s *Session) Offer(q, to, key string) (*Order, error) {
 
 // Submit hands in the holder's result: a reference (commit, branch, hand-in id) and a
 // short note, published as results/<r-id>.json and named by order.submit. Errors:
-// denied for a non-holder; invalid for an empty or over-long reference or note.
+// denied for a non-holder; invalid for an empty or over-long reference or note. An
+// order with a contract is checked as SubmitResult says.
 func (s *Session) Submit(q, ref, note, key string) (*Order, error) {
-	ref, note = strings.TrimSpace(ref), strings.TrimSpace(note)
-	if ref == "" {
-		return nil, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
-	}
-	if len(ref) > MaxReference || len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "keep references short and notes under 2,000 bytes; the work stays in the work repo", "reference or note too long")
-	}
-	// A hand-in id (or unique prefix of one) names that hand-in: resolved to its full id.
-	ref, err := s.resolveHandinRef(ref)
-	if err != nil {
-		return nil, err
-	}
-	return s.lifecycle(q, TypeOrderSubmit, entryData{Reference: ref, Note: note}, key, nil,
+	return s.SubmitResult(q, SubmitOptions{Reference: ref, Note: note, Key: key})
+}
+
+// submit writes the order.submit and its result object; outcome is "" or the state
+// the holder's machine recorded (issue 6).
+func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, key string) (*Order, error) {
+	return s.lifecycle(q, TypeOrderSubmit, entryData{Reference: ref, Note: note, Outcome: outcome}, key, nil,
 		func(o *Order, d *entryData) (pendingObject, error) {
 			id := NewID(PrefixResult)
 			obj := &ResultObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
-				Order: o.ID, Reference: ref, Summary: note}
+				Order: o.ID, Reference: ref, Summary: note, Output: output}
 			data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 			if err != nil {
 				return pendingObject{}, err
@@ -280,9 +304,24 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderReview, entryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
 }
 
-// Release returns the holder's claim: the order is open again.
+// Release returns the holder's claim: the order is open again, keeping its retry
+// count (issue 6). Errors: denied for a non-holder; conflict when the order is not
+// claimed, when it is only offered (that is `Decline`), and when it was already
+// released MaxReleases times (submit or Fail instead); invalid for a note with
+// control characters.
 func (s *Session) Release(q, note, key string) (*Order, error) {
-	return s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, nil)
+	var refused error
+	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
+		if o.State == StateOffered { // an offer is handed back by Decline
+			refused = Errorf(CatConflict, "`ferry order decline "+o.ID+"` hands an offer back",
+				"order %s is offered, not claimed; nothing to release", o.ID)
+		}
+		return refused != nil
+	})
+	if refused != nil {
+		return nil, refused
+	}
+	return o, err
 }
 
 // Cancel ends an order (author only).
@@ -296,6 +335,12 @@ func (s *Session) Cancel(q, note, key string) (*Order, error) {
 // not a basis (DESIGN §2). Errors: denied for a non-holder; invalid for an empty or
 // over-long note.
 func (s *Session) Progress(q, note, key string) (*Order, error) {
+	return s.progress(q, note, "", key)
+}
+
+// progress writes an order.progress; failure ("", "pointers", "schema") marks one that
+// records a refused submit (issue 6).
+func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
 		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
@@ -324,7 +369,7 @@ func (s *Session) Progress(q, note, key string) (*Order, error) {
 			return nil, nil, Errorf(CatConflict, "progress is for work in hand; `ferry order show "+o.ID+"` shows where it stands",
 				"order %s is %s; progress is reported while it is claimed", o.ID, o.State)
 		}
-		d := entryData{Claim: o.Claim, Note: note}
+		d := entryData{Claim: o.Claim, Note: note, Failure: failure}
 		if key != "" {
 			d.Args = args
 		}
@@ -342,8 +387,12 @@ func (st *State) checkRecipient(name string) error {
 	if name == "" {
 		return nil
 	}
-	if a := st.Agents[name]; a == nil || a.JoinKey == "" {
+	a := st.Agents[name]
+	if a == nil || a.JoinKey == "" {
 		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %q has joined this channel", name)
+	}
+	if a.Retired {
+		return Errorf(CatConflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
 	}
 	return nil
 }

@@ -69,6 +69,16 @@ type Session struct {
 	*Channel
 	Name   string
 	Signer ledger.Signer
+	// AutoSettle makes every write first expire the windows this session is entitled
+	// to close (SettleWindows, issue 6) under the same lock and from the same reading
+	// of the channel, so a command run as the holder settles at no extra cost.
+	AutoSettle bool
+	// Expired lists the orders that writes of this session expired through
+	// AutoSettle, in the order written.
+	Expired []string
+	// Workspace is the directory an order's file pointers are relative to (issue 6);
+	// "" means the git top-level of the current directory, else the current directory.
+	Workspace string
 }
 
 // As opens a session as name, loading its key from this machine's keystore. It returns
@@ -112,6 +122,18 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		v, err := s.Load()
 		if err != nil {
 			return err
+		}
+		if s.AutoSettle {
+			done, err := s.settleLocked(v)
+			if err != nil {
+				return err
+			}
+			if len(done) > 0 {
+				s.Expired = append(s.Expired, done...)
+				if v, err = s.Load(); err != nil {
+					return err
+				}
+			}
 		}
 		view = v
 		d, objs, err := plan(v)

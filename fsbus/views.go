@@ -104,6 +104,8 @@ type OrderFilter struct {
 	State string // one state, "active" (not accepted/cancelled), or "" for all
 	Mine  string // author or holder
 	Limit int    // 0 = no limit
+	// Ready keeps only orders that can be claimed now (State.Ready, issue 6).
+	Ready bool
 }
 
 // ListOrders returns matching orders, most recently updated first (ties by id).
@@ -116,6 +118,8 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 		case f.State != "" && f.State != "active" && o.State != f.State:
 			continue
 		case f.Mine != "" && o.Author != f.Mine && o.Holder != f.Mine:
+			continue
+		case f.Ready && !st.Ready(o):
 			continue
 		}
 		out = append(out, o.Row())

@@ -34,6 +34,9 @@ const Instructions = `ferry: your team's channel in a synced folder; nothing nee
 type FerryConfig struct {
 	// Agent is the one identity this server acts as (--as).
 	Agent string
+	// Workspace is the root of order file pointers (--workspace, issue 6); "" means the
+	// git top-level of the server's current directory, else that directory.
+	Workspace string
 	// Open opens the channel (the CLI resolves --channel/--project). It is called on the
 	// first tool call, never at start-up: initialize must not read the channel.
 	Open func() (*fsbus.Channel, error)
@@ -185,7 +188,11 @@ func (f *Ferry) session() (*fsbus.Session, error) {
 	if err := f.takeLease(ch); err != nil {
 		return nil, err
 	}
-	return ch.As(f.cfg.Agent)
+	s, err := ch.As(f.cfg.Agent)
+	if s != nil {
+		s.Workspace = f.cfg.Workspace
+	}
+	return s, err
 }
 
 // readSession is the agent's session for a call that neither writes nor
@@ -260,6 +267,11 @@ func (f *Ferry) heartbeat(s *fsbus.Session) {
 	f.mu.Lock()
 	doing := f.doing
 	f.mu.Unlock()
+	// The holder's own process closes its windows (issue 6): expiries this machine's
+	// clock says are due are written here, never by another machine.
+	if _, err := s.SettleWindows(); err != nil {
+		fmt.Fprintf(f.cfg.Log, "mcp: settling order windows: %v\n", err)
+	}
 	var runs []string
 	if v, err := s.Load(); err == nil {
 		for _, r := range v.State.ListOrders(fsbus.OrderFilter{Mine: s.Name, State: fsbus.StateClaimed}) {

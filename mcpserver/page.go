@@ -132,14 +132,14 @@ func orderLine(r fsbus.OrderRow, detail bool) OrderLine {
 
 // orderStates are the filters of an order list: every order state (DESIGN §2
 // "Orders"), "active" (not accepted or cancelled) and "" (all).
-var orderStates = []string{"", "active", fsbus.StateOpen, fsbus.StateOffered, fsbus.StateClaimed, fsbus.StateSubmitted,
+var orderStates = []string{"", "active", "ready", fsbus.StateOpen, fsbus.StateOffered, fsbus.StateClaimed, fsbus.StateSubmitted,
 	fsbus.StateChangesRequested, fsbus.StateAccepted, fsbus.StateCancelled, fsbus.StateFailed, fsbus.StateTimedOut,
 	fsbus.StateValidationFailed, fsbus.StatePointerStale}
 
 // checkState returns invalid for a filter not in orderStates.
 func checkState(state string) error {
 	if !slices.Contains(orderStates, state) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use active, or a state: open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out",
+		return fsbus.Errorf(fsbus.CatInvalid, "use active, ready, or a state: open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out",
 			"unknown order state %q", state)
 	}
 	return nil
@@ -155,7 +155,11 @@ func orderPage(v *fsbus.View, state, since string, detail bool, build func(rows 
 	last := lastArrivals(v)
 	after, ok := sinceArrival(v.Arrivals, since)
 	var rows []fsbus.OrderRow
-	for _, r := range v.State.ListOrders(fsbus.OrderFilter{State: state}) {
+	f := fsbus.OrderFilter{State: state}
+	if state == "ready" { // claimable now: every dependency accepted (issue 6)
+		f = fsbus.OrderFilter{Ready: true}
+	}
+	for _, r := range v.State.ListOrders(f) {
 		if !ok || last[r.ID] > after {
 			rows = append(rows, r)
 		}

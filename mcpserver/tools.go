@@ -164,15 +164,16 @@ func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) b
 // OrdersIn is ferry_orders' input; fields required by some actions only are checked
 // per action (DESIGN §4).
 type OrdersIn struct {
-	Action  string `json:"action" jsonschema:"enum=list,enum=show,enum=new,enum=claim,enum=progress,enum=submit,enum=review"`
+	Action  string `json:"action" jsonschema:"enum=list,enum=show,enum=new,enum=claim,enum=progress,enum=submit,enum=review,enum=release,enum=extend,enum=fail,enum=verify"`
 	ID      string `json:"id,omitempty" jsonschema:"description=order id or unique prefix"`
 	Title   string `json:"title,omitempty"`
 	Body    string `json:"body,omitempty"`
 	To      string `json:"to,omitempty" jsonschema:"description=new: offer to this agent"`
 	Note    string `json:"note,omitempty" jsonschema:"description=progress/submit/review text"`
 	Ref     string `json:"ref,omitempty" jsonschema:"description=submit: commit\\, branch or hand-in id"`
+	Result  string `json:"result,omitempty" jsonschema:"description=submit: JSON result"`
 	Verdict string `json:"verdict,omitempty" jsonschema:"enum=accept,enum=changes"`
-	State   string `json:"state,omitempty" jsonschema:"description=list: filter"`
+	State   string `json:"state,omitempty" jsonschema:"description=list: state\\, active or ready"`
 	Since   string `json:"since,omitempty" jsonschema:"description=list: next of your last list"`
 	Detail  bool   `json:"detail,omitempty" jsonschema:"description=list/show: more"`
 	Key     string `json:"key,omitempty" jsonschema:"description=idempotency key"`
@@ -186,6 +187,37 @@ type OrdersOut struct {
 	Order     *OrderView  `json:"order,omitempty"`
 	Truncated bool        `json:"truncated,omitempty"`
 	Next      string      `json:"next,omitempty"`
+	// Verify is verify's pointer health; Warnings what the call wants the agent to
+	// know (issue 6: a pointed file edited just before dispatch, a claim on a diff).
+	Verify   *VerifyView `json:"verify,omitempty"`
+	Warnings []string    `json:"warnings,omitempty"`
+}
+
+// VerifyView is verify's answer, compact: one line per pointer, "<status> <path>" and
+// ": <reason>" when not ok (status ok|changed|missing|refused; the diff's line starts
+// "diff "). DiffMode: the files differ but the read-only order's diff covers them.
+type VerifyView struct {
+	OK       bool     `json:"ok"`
+	Pointers []string `json:"pointers"`
+	DiffMode bool     `json:"diff_mode,omitempty"`
+}
+
+func verifyView(r *fsbus.PointerReport) *VerifyView {
+	v := &VerifyView{OK: r.OK, DiffMode: r.DiffMode, Pointers: []string{}}
+	line := func(prefix string, p fsbus.PointerCheck) string {
+		l := prefix + p.Status + " " + p.Path
+		if p.Reason != "" {
+			l += ": " + p.Reason
+		}
+		return l
+	}
+	for _, p := range r.Pointers {
+		v.Pointers = append(v.Pointers, line("", p))
+	}
+	if r.Diff != nil {
+		v.Pointers = append(v.Pointers, line("diff ", *r.Diff))
+	}
+	return v
 }
 
 // OrderView is one order, bounded (DESIGN §4 caps, see viewLevels): the body cut to a
@@ -320,6 +352,19 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 			return &OrdersOut{Order: ov, Truncated: true}
 		})
 		return out, nil
+	case "verify":
+		if err := need("verify", map[string]string{"id": in.ID}); err != nil {
+			return nil, err
+		}
+		ch, err := f.channel()
+		if err != nil {
+			return nil, err
+		}
+		r, err := (&fsbus.Session{Channel: ch, Workspace: f.cfg.Workspace}).VerifyOrder(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		return &OrdersOut{Verify: verifyView(r)}, nil
 	}
 	var o *fsbus.Order
 	s, err := f.session()
@@ -342,20 +387,30 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 	case "submit":
 		if err = need("submit", map[string]string{"id": in.ID, "ref": in.Ref}); err == nil {
-			o, err = s.Submit(in.ID, in.Ref, in.Note, in.Key)
+			o, err = s.SubmitResult(in.ID, fsbus.SubmitOptions{Reference: in.Ref, Note: in.Note, Output: json.RawMessage(in.Result), Key: in.Key})
 		}
 	case "review":
 		if err = need("review", map[string]string{"id": in.ID, "verdict": in.Verdict}); err == nil {
 			o, err = s.Review(in.ID, in.Verdict, in.Note, in.Key)
 		}
+	case "release", "extend":
+		if err = need(in.Action, map[string]string{"id": in.ID}); err == nil {
+			o, err = map[string]func(string, string, string) (*fsbus.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, in.Note, in.Key)
+		}
+	case "fail": // issue 6: the note is the reason, required
+		if err = need("fail", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
+			o, err = s.Fail(in.ID, in.Note, in.Key)
+		}
 	default:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "use list, show, new, claim, progress, submit or review", "unknown action %q", in.Action)
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "use list, show, new, claim, progress, submit, review, release, extend, fail or verify", "unknown action %q", in.Action)
 	}
 	if err != nil {
 		return nil, err
 	}
 	f.wrote(s, in.Action+" "+o.ID)
-	return orderAnswer(s.Project(), o, false), nil
+	out := orderAnswer(s.Project(), o, false)
+	out.Warnings = o.Warnings
+	return out, nil
 }
 
 // ---- ferry_talk ----
@@ -580,7 +635,7 @@ func (f *Ferry) tools() []*Tool {
 			InputSchema: Schema(&JoinIn{}), OutputSchema: outputSchema(&JoinOut{}), Call: f.join},
 		{Name: "ferry_catchup", Description: "Bounded digest: primary and brief, decisions, open orders, yours, your asks, messages waiting. Pass next as since.",
 			InputSchema: Schema(&CatchupIn{}), OutputSchema: outputSchema(&fsbus.Catchup{}), Call: f.catchup},
-		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note), review (verdict, note).",
+		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note, result), review (verdict, note), release, extend, fail (note: reason), verify.",
 			InputSchema: Schema(&OrdersIn{}), OutputSchema: outputSchema(&OrdersOut{}), Call: f.orders},
 		{Name: "ferry_talk", Description: "Messages: read what is new to you (marks it read unless peek), or post text to an agent, master or all.",
 			InputSchema: Schema(&TalkIn{}), OutputSchema: outputSchema(&TalkOut{}), Call: f.talk},

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// testClock, when set, is the clock of every channel this process opens. Only the
+// test binary sets it (ferry/lifecycle_script_test.go), so journeys can let hours pass
+// on one machine; the ferry binary always uses the real clock.
+var testClock func() time.Time
+
+// orderSession opens the --as session of an order command with AutoSettle (issue 6):
+// its write first closes the windows that writer is entitled to close on this machine
+// — its own claims whose execution window passed, the queue windows of orders it
+// wrote — under the same lock, at no extra read. printOrderResult reports them.
+func (g *Globals) orderSession() (*fsbus.Session, error) {
+	s, err := g.Session()
+	if err != nil {
+		return nil, err
+	}
+	s.AutoSettle = true
+	g.settling = s
+	return s, nil
+}
+
+// noteExpired reports on stderr the orders the command's write expired.
+func (g *Globals) noteExpired() {
+	if g.settling == nil {
+		return
+	}
+	for _, id := range g.settling.Expired {
+		fprintf(g.stderr, "ferry: note: order %s timed out: its window closed by this machine's clock; it can be claimed again\n", id)
+	}
+	g.settling.Expired = nil
+}
+
+// showLifecycle prints an order's window (this machine's clock), its holder's liveness
+// as this machine saw it, its releases and the dependencies it waits for.
+func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order) {
+	if o.Holder != "" {
+		l, age := ch.Liveness(v, o.Holder)
+		if age >= 0 {
+			g.printf("liveness  %s %s (last seen %s ago on this machine)\n", o.Holder, l, time.Duration(age)*time.Second)
+		} else {
+			g.printf("liveness  %s %s (never seen on this machine)\n", o.Holder, l)
+		}
+	}
+	if w, ok := ch.Window(v, o); ok {
+		left := time.Until(w.Deadline).Truncate(time.Second)
+		if ch.Now != nil {
+			left = w.Deadline.Sub(ch.Now()).Truncate(time.Second)
+		}
+		when := "closes in " + left.String()
+		if left <= 0 {
+			when = "closed; the " + map[string]string{fsbus.WindowExecution: "holder's", fsbus.WindowQueue: "author's"}[w.Kind] + " machine expires it"
+		}
+		g.printf("window    %s until %s (this machine's clock), %s\n", w.Kind, w.Deadline.Local().Format("2006-01-02 15:04"), when)
+	}
+	if o.Releases > 0 {
+		g.printf("releases  %d of %d\n", o.Releases, fsbus.MaxReleases)
+	}
+	if b := v.State.Blocking(o); len(b) > 0 {
+		g.printf("waits for %s (not accepted yet)\n", strings.Join(b, ", "))
+	}
+}
+
+// orderJSON is `order show --json`: the order plus what this machine measures — its
+// window (deadline on this machine's clock) and its holder's liveness.
+type orderJSON struct {
+	*fsbus.Order
+	Window         *fsbus.Window `json:"window,omitempty"`
+	HolderLiveness string        `json:"holder_liveness,omitempty"`
+	HolderAgeS     *int64        `json:"holder_age_s,omitempty"` // seconds since this machine last saw the holder
+	RunVia         string        `json:"run_via,omitempty"`      // issue 6: direct, or the job-queue command
+}
+
+func lifecycleJSON(ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order) orderJSON {
+	out := orderJSON{Order: o}
+	if w, ok := ch.Window(v, o); ok {
+		out.Window = &w
+	}
+	if o.Holder != "" {
+		l, age := ch.Liveness(v, o.Holder)
+		out.HolderLiveness = l
+		if age >= 0 {
+			out.HolderAgeS = &age
+		}
+	}
+	return out
+}
+
+// OrderExtendCmd is `ferry order extend ID`.
+type OrderExtendCmd struct {
+	ID   string `arg:"" help:"Order id or unique prefix."`
+	Note string `help:"Why more time is needed."`
+	keyFlag
+}
+
+// Run implements the command.
+func (c *OrderExtendCmd) Run(g *Globals) error {
+	s, err := g.orderSession()
+	if err != nil {
+		return err
+	}
+	o, err := s.Extend(c.ID, c.Note, c.Key)
+	return printOrderResult(g, o, err, "extended")
+}
+
+// OrderFailCmd is `ferry order fail ID --reason TEXT`.
+type OrderFailCmd struct {
+	ID     string `arg:"" help:"Order id or unique prefix."`
+	Reason string `help:"What went wrong, for whoever takes it next." required:""`
+	keyFlag
+}
+
+// Run implements the command.
+func (c *OrderFailCmd) Run(g *Globals) error {
+	s, err := g.orderSession()
+	if err != nil {
+		return err
+	}
+	o, err := s.Fail(c.ID, c.Reason, c.Key)
+	return printOrderResult(g, o, err, "failed")
+}
+
+// OrderDeclineCmd is `ferry order decline ID`.
+type OrderDeclineCmd struct {
+	ID   string `arg:"" help:"Order id or unique prefix."`
+	Note string `help:"Why."`
+	keyFlag
+}
+
+// Run implements the command.
+func (c *OrderDeclineCmd) Run(g *Globals) error {
+	s, err := g.orderSession()
+	if err != nil {
+		return err
+	}
+	o, err := s.Decline(c.ID, c.Note, c.Key)
+	return printOrderResult(g, o, err, "declined")
+}
+
+// AgentCmd groups the verbs on one agent.
+type AgentCmd struct {
+	Retire AgentRetireCmd `cmd:"" help:"Retire an agent and give back every order it held."`
+}
+
+// AgentRetireCmd is `ferry agent retire NAME`.
+type AgentRetireCmd struct {
+	Name string `arg:"" help:"Agent to retire: yourself (--as NAME), or any agent as the owner (no --as)."`
+}
+
+// Run implements the command: as --as (the agent itself), or as the owner when --as
+// is not given or is master.
+func (c *AgentRetireCmd) Run(g *Globals) error {
+	var s *fsbus.Session
+	var err error
+	if g.As == "" || g.As == fsbus.MasterWriter {
+		s, err = g.Master()
+	} else {
+		s, err = g.Session()
+	}
+	if err != nil {
+		return err
+	}
+	ids, err := s.Retire(c.Name)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if ids == nil {
+			ids = []string{}
+		}
+		return g.printJSON(map[string]any{"agent": c.Name, "released": ids})
+	}
+	g.printf("✔ retired %s", c.Name)
+	if len(ids) > 0 {
+		g.printf("; released %s", strings.Join(ids, ", "))
+	}
+	g.printf("\n")
+	return nil
+}

@@ -1,0 +1,284 @@
+package fsbus
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Contract is the optional contract an order carries (issue 6; docs/format.md §11
+// order object). Every member is optional and omitted when empty, so an order without
+// a contract is byte-for-byte what format v1 wrote before. The JSON names are fixed:
+// other parts of ferry (windows, unattended runs) read them.
+type Contract struct {
+	// Pointers are the files the order is about, fingerprinted at dispatch.
+	Pointers []Pointer `json:"pointers,omitempty"`
+	// Schema is a JSON Schema the submitted result's output must satisfy.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Diff points to a unified diff (itself a fingerprinted file) for review and
+	// audit orders.
+	Diff *Pointer `json:"diff,omitempty"`
+	// Task is the kind of work (e.g. code_review, implementation), one portable name.
+	Task string `json:"task,omitempty"`
+	// ReadOnly marks a review or audit: the worker reads, never changes the files.
+	ReadOnly bool `json:"read_only,omitempty"`
+	// Windows overrides the channel's default windows for this order.
+	Windows *Windows `json:"windows,omitempty"`
+	// Heavy asks for the machine's job queue; Hints say what the run needs.
+	Heavy bool   `json:"heavy,omitempty"`
+	Hints *Hints `json:"hints,omitempty"`
+}
+
+// Windows are an order's own windows, in seconds; zero means the channel default.
+// ExecS runs from the claim and is renewed by progress and extend; LifetimeS caps the
+// renewals; QueueS is how long the order may wait unclaimed (issue 6 "Windows").
+type Windows struct {
+	ExecS     int64 `json:"exec_s,omitempty"`
+	LifetimeS int64 `json:"lifetime_s,omitempty"`
+	QueueS    int64 `json:"queue_s,omitempty"`
+}
+
+// Hints are the resources a heavy order expects (issue 6 "Heavy orders"): cores,
+// memory and GPU memory in GB, and the expected run time in minutes.
+type Hints struct {
+	Cores           int     `json:"cores,omitempty"`
+	RAMGB           float64 `json:"ram_gb,omitempty"`
+	GPUMemGB        float64 `json:"gpu_mem_gb,omitempty"`
+	ExpectedMinutes int     `json:"expected_minutes,omitempty"`
+}
+
+// Limits of a contract.
+const (
+	// MaxSchema is the largest result schema (bytes of its canonical form).
+	MaxSchema = 32 << 10
+	// MaxOutput is the largest structured output of a result (bytes of its canonical form).
+	MaxOutput = 64 << 10
+	// maxWindowS is the longest window an order may set (seconds: 30 days).
+	maxWindowS = 30 * 24 * 3600
+	// SchemaAttempts is how many schema failures a contract allows: the first
+	// SchemaAttempts-1 answer retry_needed, the last records validation_failed.
+	SchemaAttempts = 3
+)
+
+// Empty reports whether c carries nothing.
+func (c *Contract) Empty() bool {
+	return c == nil || (len(c.Pointers) == 0 && len(c.Schema) == 0 && c.Diff == nil && c.Task == "" &&
+		!c.ReadOnly && c.Windows == nil && !c.Heavy && c.Hints == nil)
+}
+
+// validate checks the fields the caller sets directly (not the pointers, which
+// FingerprintPointers builds). It returns invalid naming the field.
+func (c *Contract) validate() error {
+	if c.Task != "" && !ValidName(strings.ReplaceAll(c.Task, "_", "-")) {
+		return Errorf(CatInvalid, "a task type is a short name such as code_review or implementation", "bad task type %q", c.Task)
+	}
+	if w := c.Windows; w != nil {
+		for _, v := range []struct {
+			name string
+			s    int64
+		}{{"exec_s", w.ExecS}, {"lifetime_s", w.LifetimeS}, {"queue_s", w.QueueS}} {
+			if v.s < 0 || v.s > maxWindowS {
+				return Errorf(CatInvalid, "windows are seconds between 1 and 30 days; 0 keeps the channel default", "window %s = %d", v.name, v.s)
+			}
+		}
+		if w.ExecS > 0 && w.LifetimeS > 0 && w.LifetimeS < w.ExecS {
+			return Errorf(CatInvalid, "the lifetime caps the renewals of the execution window: make it at least as long", "lifetime_s %d is shorter than exec_s %d", w.LifetimeS, w.ExecS)
+		}
+		if *w == (Windows{}) {
+			c.Windows = nil
+		}
+	}
+	if h := c.Hints; h != nil {
+		bad := h.Cores < 0 || h.Cores > 4096 || h.ExpectedMinutes < 0 || h.ExpectedMinutes > 60*24*30 ||
+			h.RAMGB < 0 || h.RAMGB > 1<<20 || h.GPUMemGB < 0 || h.GPUMemGB > 1<<20 ||
+			math.IsNaN(h.RAMGB) || math.IsNaN(h.GPUMemGB)
+		if bad {
+			return Errorf(CatInvalid, "hints are non-negative: cores, ram_gb, gpu_mem_gb, expected_minutes", "hints out of range")
+		}
+		if *h == (Hints{}) {
+			c.Hints = nil
+		}
+	}
+	if len(c.Schema) > 0 {
+		canon, err := compactJSON(c.Schema, MaxSchema, "schema")
+		if err != nil {
+			return err
+		}
+		if _, err := compileSchema(canon); err != nil {
+			return err
+		}
+		c.Schema = canon
+	}
+	return nil
+}
+
+// compactJSON parses raw as one JSON value of at most limit bytes and returns it
+// compacted. It returns invalid naming what for anything else.
+func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
+	raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("\xef\xbb\xbf"))
+	if len(raw) > limit {
+		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes; the limit is %d", what, len(raw), limit)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil || !json.Valid(raw) {
+		return nil, Errorf(CatInvalid, "pass one JSON value (or @FILE holding one)", "%s is not valid JSON", what)
+	}
+	return buf.Bytes(), nil
+}
+
+// refuseLoader refuses every $ref to another document: a result schema is
+// self-contained, and validating it must read no file and no network.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schemas are self-contained: %s is not loaded", url)
+}
+
+// compileSchema compiles a result schema (draft 2020-12 unless it says otherwise).
+// It returns invalid with the library's reason for a schema that does not compile.
+func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, Errorf(CatInvalid, "pass a JSON Schema as JSON", "schema is not valid JSON")
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refuseLoader{})
+	const loc = "ferry:result-schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, Errorf(CatInvalid, "fix the schema", "schema: %v", err)
+	}
+	sch, err := c.Compile(loc)
+	if err != nil {
+		return nil, Errorf(CatInvalid, "fix the schema (JSON Schema draft 2020-12 unless $schema says otherwise; no $ref to other documents)", "schema does not compile: %s", oneLine(err.Error()))
+	}
+	return sch, nil
+}
+
+// scrubControl replaces the characters hasControl refuses (terminal escapes, bidi
+// overrides) by U+FFFD: validator messages quote the result's own values.
+func scrubControl(s string) string {
+	return strings.Map(func(r rune) rune {
+		if hasControl(string(r), false) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// ValidateOutput checks output against schema and returns one line per failure,
+// "<instance location>: <reason>" (e.g. "/passed: got string, want boolean"), sorted
+// as the validator reports them; nil when it validates. It returns invalid when the
+// schema does not compile or output is not JSON.
+func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
+	sch, err := compileSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(output))
+	if err != nil {
+		return nil, Errorf(CatInvalid, "pass the result as JSON", "result is not valid JSON")
+	}
+	err = sch.Validate(inst)
+	if err == nil {
+		return nil, nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, Errorf(CatInvalid, "", "validating the result: %v", err)
+	}
+	var lines []string
+	seen := map[string]bool{}
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error == nil {
+			continue
+		}
+		loc := u.InstanceLocation
+		if loc == "" {
+			loc = "/"
+		}
+		l := scrubControl(loc + ": " + oneLine(u.Error.String()))
+		if !seen[l] && !strings.Contains(l, "validation failed") {
+			seen[l] = true
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		lines = []string{scrubControl("/: " + oneLine(ve.Error()))}
+	}
+	return lines, nil
+}
+
+// contractOf returns the contract an order folded from its object, or nil.
+func (o *Order) contract() *Contract {
+	if o.Contract.Empty() {
+		return nil
+	}
+	return &o.Contract
+}
+
+// dispatchContract builds the contract of a new order: it fingerprints the pointers
+// and the diff in the workspace, validates the schema, and checks a read-only order's
+// diff. It returns the warnings to show the author.
+func (s *Session) dispatchContract(opt *NewOrderOptions) (*Contract, []string, error) {
+	c := Contract{Schema: opt.Schema, Task: opt.Task, ReadOnly: opt.ReadOnly, Windows: opt.Windows, Heavy: opt.Heavy, Hints: opt.Hints}
+	if err := c.validate(); err != nil {
+		return nil, nil, err
+	}
+	if len(opt.Pointers) == 0 && opt.Diff == "" {
+		return &c, nil, nil
+	}
+	ws, err := s.workspace()
+	if err != nil {
+		return nil, nil, err
+	}
+	specs := append([]string(nil), opt.Pointers...)
+	if opt.Diff != "" {
+		specs = append(specs, opt.Diff)
+	}
+	ptrs, warn, err := FingerprintPointers(ws, specs, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	c.Pointers = ptrs
+	if opt.Diff != "" {
+		d := ptrs[len(ptrs)-1]
+		d.FirstLine, d.LastLine = 0, 0
+		c.Diff, c.Pointers = &d, ptrs[:len(ptrs)-1]
+		if len(c.Pointers) == 0 {
+			c.Pointers = nil
+		}
+		root, err := openRoot(ws)
+		if err != nil {
+			return nil, nil, err
+		}
+		files, derr := readDiffFiles(root, d.Path)
+		root.Close()
+		if derr != nil {
+			return nil, nil, Errorf(CatInvalid, "point --diff at a unified diff (`git diff > review.diff`) with at least one changed line per file", "diff %s: %v", d.Path, derr)
+		}
+		if miss := uncovered(files, c.Pointers); len(miss) > 0 && c.ReadOnly {
+			warn = append(warn, fmt.Sprintf("the diff does not cover %s: a reviewer whose checkout differs cannot fall back to the diff", strings.Join(miss, ", ")))
+		}
+	}
+	return &c, warn, nil
+}
+
+// workspace resolves the session's workspace root (Session.Workspace, else the git
+// top-level of the current directory, else the current directory).
+func (s *Session) workspace() (string, error) {
+	return ResolveWorkspace(s.Workspace)
+}

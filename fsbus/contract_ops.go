@@ -1,0 +1,272 @@
+package fsbus
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// findOrder reads the channel (no lock) and resolves q.
+func (s *Session) findOrder(q string) (*Order, *View, error) {
+	v, err := s.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := v.State.FindOrder(q)
+	return o, v, err
+}
+
+// hasPointers reports whether o's contract names files to verify.
+func (o *Order) hasPointers() bool { return len(o.Pointers) > 0 || o.Diff != nil }
+
+// refusedPointers returns invalid when the contract names a path this machine refuses
+// to read (escaping the workspace, a sensitive name): nothing is read.
+func refusedPointers(r *PointerReport) error {
+	var bad []string
+	for _, p := range r.Stale() {
+		if p.Status == PointerRefused {
+			bad = append(bad, p.Path+" ("+p.Reason+")")
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return Errorf(CatInvalid, "ask the author to dispatch the order again with pointers inside the workspace",
+		"order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
+}
+
+// diffWarning is the warning of a claim or submit made on a read-only order's diff.
+func diffWarning(r *PointerReport) string {
+	var files []string
+	for _, p := range r.Stale() {
+		files = append(files, p.Path)
+	}
+	return fmt.Sprintf("this checkout differs from the dispatch (%s): review the diff %s, not the files on disk", strings.Join(files, ", "), r.Diff.Path)
+}
+
+// withWarnings returns a copy of o carrying warnings.
+func withWarnings(o *Order, warn []string) *Order {
+	if o == nil || len(warn) == 0 {
+		return o
+	}
+	cp := *o
+	cp.Warnings = append(append([]string(nil), o.Warnings...), warn...)
+	return &cp
+}
+
+// Claim takes an open order (or one offered to s). Errors: conflict naming the holder
+// when it is claimed; denied below member level; not_found / invalid for the id.
+// Claiming an order s already holds writes nothing.
+//
+// An order whose contract has pointers is claimed only when this machine's files
+// match them (existence, then size, then sha256; checked again after 150 ms): else the
+// claim is refused locally with stale, naming the files and why (another commit, or
+// local edits) and how to recover, and nothing is written — the order stays open for
+// machines whose checkout matches (issue 6 "Claim"). A read-only order whose verified
+// diff covers every pointer is claimed anyway, with a warning to review the diff. A
+// contract naming a path this machine refuses to read answers invalid.
+func (s *Session) Claim(q, key string) (*Order, error) {
+	o, v, err := s.findOrder(q)
+	if err != nil {
+		return nil, err
+	}
+	var warn []string
+	if o.hasPointers() && !(o.Holder == s.Name && o.State == StateClaimed) {
+		if _, err := o.c.step(TypeOrderClaim, s.Name, "", v.State.levelOf(s.Name), entryData{}); err != nil {
+			return nil, err
+		}
+		ws, err := s.workspace()
+		if err != nil {
+			return nil, err
+		}
+		r := checkPointersSettled(ws, o.ID, &o.Contract)
+		if err := refusedPointers(r); err != nil {
+			return nil, err
+		}
+		switch {
+		case r.DiffMode:
+			warn = append(warn, diffWarning(r))
+		case !r.OK:
+			return nil, staleError(CatStale, r, "not claimed, nothing written (the order stays open)")
+		}
+	}
+	o, err = s.claim(o.ID, key)
+	return withWarnings(o, warn), err
+}
+
+// VerifyOrder reports the health of an order's pointers in this machine's workspace:
+// ok, changed, missing or refused per pointer (issue 6 "Verify"). It reads the files
+// and the channel and writes nothing. An order without pointers reports ok with none.
+func (s *Session) VerifyOrder(q string) (*PointerReport, error) {
+	o, _, err := s.findOrder(q)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.workspace()
+	if err != nil {
+		return nil, err
+	}
+	return CheckPointers(ws, o.ID, &o.Contract), nil
+}
+
+// MarkStale is `ferry order verify --mark`: the author, on the machine that dispatched
+// the order, records with order.stale that a pointed file changed after dispatch; the
+// order becomes pointer_stale (issue 6, ADR 0003). Errors: denied for anyone but the
+// author or on another machine; conflict when every pointer still matches, or when
+// the order is held (the holder's submit re-verifies) or past the point of marking;
+// invalid for an order without pointers. Marking an order already pointer_stale
+// writes nothing.
+func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
+	o, v, err := s.findOrder(q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !o.hasPointers() {
+		return nil, nil, Errorf(CatInvalid, "only an order with pointers can go stale", "order %s has no file pointers", o.ID)
+	}
+	if o.State == StatePointerStale {
+		return o, nil, nil
+	}
+	if o.Author != s.Name {
+		return nil, nil, Errorf(CatDenied, "the author marks an order stale; tell the author (`ferry talk send "+o.Author+"`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
+	}
+	if o.device != s.Device {
+		return nil, nil, Errorf(CatDenied, "run `ferry order verify "+o.ID+" --mark` on the machine that dispatched it: only its checkout is the one the pointers were taken from",
+			"order %s was dispatched from device %s; this machine is %s", o.ID, o.device, s.Device)
+	}
+	if err := o.c.checkStale(s.Name); err != nil {
+		return nil, nil, err
+	}
+	if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderStale); err != nil {
+		return nil, nil, err
+	}
+	ws, err := s.workspace()
+	if err != nil {
+		return nil, nil, err
+	}
+	r := checkPointersSettled(ws, o.ID, &o.Contract)
+	if r.OK {
+		return nil, r, Errorf(CatConflict, "nothing to mark; `ferry order verify "+o.ID+"` shows each pointer", "every pointer of order %s still matches this checkout", o.ID)
+	}
+	var list []string
+	for _, p := range r.Stale() {
+		list = append(list, p.Path+" "+p.Status)
+	}
+	note := cutNote("pointed files changed after dispatch: " + strings.Join(list, ", "))
+	o, err = s.lifecycle(o.ID, TypeOrderStale, entryData{Note: note}, key, func(o *Order) bool { return o.State == StatePointerStale })
+	return o, r, err
+}
+
+// cutNote keeps a generated note within MaxNote bytes (on a rune boundary).
+func cutNote(s string) string {
+	if len(s) <= MaxNote {
+		return s
+	}
+	s = s[:MaxNote-len("…")]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// SubmitOptions are the arguments of SubmitResult.
+type SubmitOptions struct {
+	Reference string          // commit, branch or hand-in id (required)
+	Note      string          // short summary
+	Output    json.RawMessage // structured result (JSON), validated against the order's schema
+	Key       string          // idempotency key
+}
+
+// SubmitResult hands in the holder's result (see Submit) with an optional structured
+// output, and enforces the order's contract on the holder's machine (issue 6):
+//
+//   - pointers are re-verified (with one retry after 150 ms). The first mismatch on a
+//     claim answers retry_needed listing the files and the recovery commands, keeps
+//     the claim and records an order.progress (data.failure "pointers") that renews
+//     the window; the second records the submission as pointer_stale, its result kept.
+//   - the output is validated against the order's schema. The first two failures
+//     answer retry_needed with one line per error and record an order.progress (data
+//     failure "schema"), so the count survives restarts and other machines see it;
+//     the third records the submission as validation_failed, its result kept.
+//
+// Errors: invalid for an empty or over-long reference or note, output that is not
+// JSON or larger than MaxOutput, or a missing output when the order has a schema;
+// denied for a non-holder; conflict when the order is not in hand.
+func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
+	ref, note := strings.TrimSpace(opt.Reference), strings.TrimSpace(opt.Note)
+	if ref == "" {
+		return nil, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
+	}
+	if len(ref) > MaxReference || len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "keep references short and notes under 2,000 bytes; the work stays in the work repo", "reference or note too long")
+	}
+	var output json.RawMessage
+	if len(opt.Output) > 0 {
+		var err error
+		if output, err = compactJSON(opt.Output, MaxOutput, "result"); err != nil {
+			return nil, err
+		}
+	}
+	// A hand-in id (or unique prefix of one) names that hand-in: resolved to its full id.
+	ref, err := s.resolveHandinRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	o, v, err := s.findOrder(q)
+	if err != nil {
+		return nil, err
+	}
+	if o.contract() == nil {
+		return s.submit(o.ID, ref, note, output, "", opt.Key)
+	}
+	if _, err := o.c.step(TypeOrderSubmit, s.Name, "", v.State.levelOf(s.Name), entryData{Reference: ref}); err != nil {
+		return nil, err
+	}
+	if len(o.Schema) > 0 && len(output) == 0 {
+		return nil, Errorf(CatInvalid, "pass the structured result with --result JSON|@FILE (MCP: result)", "order %s has a result schema; the submit carries no result", o.ID)
+	}
+	outcome := ""
+	var warn []string
+	if o.hasPointers() {
+		ws, err := s.workspace()
+		if err != nil {
+			return nil, err
+		}
+		r := checkPointersSettled(ws, o.ID, &o.Contract)
+		switch {
+		case r.OK:
+		case r.DiffMode:
+			warn = append(warn, diffWarning(r))
+		case o.PointerFailures == 0:
+			e := staleError(CatRetryNeeded, r, "submit refused (the claim is kept and its window renewed; a second mismatch records the submission as pointer_stale)")
+			if _, perr := s.progress(o.ID, cutNote("submit refused: "+e.Message), "pointers", ""); perr != nil {
+				return nil, perr
+			}
+			return nil, e
+		default:
+			outcome = StatePointerStale
+			warn = append(warn, "the pointed files changed again: the submission is recorded as pointer_stale, its result kept")
+		}
+	}
+	if outcome == "" && len(o.Schema) > 0 {
+		lines, err := ValidateOutput(o.Schema, output)
+		if err != nil {
+			return nil, err
+		}
+		if lines != nil {
+			n := o.SchemaFailures + 1
+			if n < SchemaAttempts {
+				msg := fmt.Sprintf("result does not match the schema of order %s (failure %d of %d):\n  %s", o.ID, n, SchemaAttempts, strings.Join(lines, "\n  "))
+				if _, perr := s.progress(o.ID, cutNote(fmt.Sprintf("result refused by the schema (%d of %d): %s", n, SchemaAttempts, strings.Join(lines, "; "))), "schema", ""); perr != nil {
+					return nil, perr
+				}
+				return nil, Errorf(CatRetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", SchemaAttempts), "%s", msg)
+			}
+			outcome = StateValidationFailed
+			warn = append(warn, fmt.Sprintf("the schema refused the result %d times: the submission is recorded as validation_failed, its result kept: %s", n, strings.Join(lines, "; ")))
+		}
+	}
+	o, err = s.submit(o.ID, ref, note, output, outcome, opt.Key)
+	return withWarnings(o, warn), err
+}

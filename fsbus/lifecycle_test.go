@@ -1,0 +1,524 @@
+package fsbus
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Issue 6: the order life cycle — windows measured on this machine, expiry written
+// only by the entitled party's own machine, the release cap, deps, retire.
+
+// lifeWorld is a channel with the owner, alice (author), bob and carol (members) and
+// otto (orchestrator), on a clock the test moves.
+type lifeWorld struct {
+	c                               *Channel
+	clock                           *atomic.Int64 // Unix ms
+	master, alice, bob, carol, otto *Session
+}
+
+func newLifeWorld(t *testing.T) *lifeWorld {
+	t.Helper()
+	h := testHome(t)
+	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &lifeWorld{c: c, clock: &atomic.Int64{}}
+	w.clock.Store(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC).UnixMilli())
+	c.Now = w.now
+	if w.master, err = c.As(MasterWriter); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		name, level string
+		s           **Session
+	}{{"alice", "member", &w.alice}, {"bob", "member", &w.bob}, {"carol", "member", &w.carol}, {"otto", "orchestrator", &w.otto}} {
+		if _, err := Join(c, a.name, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.master.Grant(GrantOptions{Agent: a.name, Level: a.level}); err != nil {
+			t.Fatal(err)
+		}
+		if *a.s, err = c.As(a.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+func (w *lifeWorld) now() time.Time       { return time.UnixMilli(w.clock.Load()) }
+func (w *lifeWorld) pass(d time.Duration) { w.clock.Add(d.Milliseconds()) }
+
+func (w *lifeWorld) order(t *testing.T, id string) *Order {
+	t.Helper()
+	v, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.State.Orders[id]
+}
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+func settled(t *testing.T, s *Session) []string {
+	t.Helper()
+	done, err := s.SettleWindows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, o := range done {
+		ids = append(ids, o.ID)
+	}
+	return ids
+}
+
+// TestSettleWindowsExecution: the execution window runs 4 h from the claim as this
+// machine saw it, is renewed by progress and extend, is capped by the lifetime, and
+// is closed only by the holder's SettleWindows — once.
+func TestSettleWindowsExecution(t *testing.T) {
+	w := newLifeWorld(t)
+	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Port the parser"}))
+	must[*Order](t)(w.bob.Claim(o.ID, ""))
+
+	w.pass(3 * time.Hour)
+	for _, s := range []*Session{w.alice, w.bob, w.carol, w.master} {
+		if got := settled(t, s); got != nil {
+			t.Fatalf("%s expired %v before the window closed", s.Name, got)
+		}
+	}
+	must[*Order](t)(w.bob.Progress(o.ID, "halfway", "")) // renews: 4 h from now
+	w.pass(3 * time.Hour)
+	must[*Order](t)(w.bob.Extend(o.ID, "tests are slow", "")) // renews again
+	w.pass(4*time.Hour - time.Second)
+	if got := settled(t, w.bob); got != nil {
+		t.Fatalf("expired %v one second before the renewed window closed", got)
+	}
+	// Everyone else's clock says the window passed long ago: they write nothing.
+	w.pass(2 * time.Second)
+	for _, s := range []*Session{w.alice, w.carol, w.otto, w.master} {
+		if got := settled(t, s); got != nil {
+			t.Fatalf("%s expired %v: only the holder closes an execution window", s.Name, got)
+		}
+	}
+	if st := w.order(t, o.ID).State; st != StateClaimed {
+		t.Fatalf("state %s before the holder settled", st)
+	}
+	if got := settled(t, w.bob); len(got) != 1 || got[0] != o.ID {
+		t.Fatalf("holder settled %v, want [%s]", got, o.ID)
+	}
+	got := w.order(t, o.ID)
+	last := got.History[len(got.History)-1]
+	if got.State != StateTimedOut || last.Type != TypeOrderExpire || last.By != "bob" {
+		t.Fatalf("after settling: %s, last %+v", got.State, last)
+	}
+	// Idempotent: a second pass writes nothing.
+	before := len(must[*View](t)(w.c.Load()).Snapshot.Entries)
+	if got := settled(t, w.bob); got != nil {
+		t.Fatalf("second pass expired %v", got)
+	}
+	if after := len(must[*View](t)(w.c.Load()).Snapshot.Entries); after != before {
+		t.Fatalf("second pass wrote %d entries", after-before)
+	}
+	// Extend after the window closed: the holder no longer holds it.
+	if _, err := w.bob.Extend(o.ID, "", ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("extend of an expired claim: %v", err)
+	}
+
+	// The lifetime caps renewals: a claim renewed every 3 h still ends 24 h after it.
+	must[*Order](t)(w.carol.Claim(o.ID, ""))
+	for i := 0; i < 7; i++ { // 21 h of renewals
+		w.pass(3 * time.Hour)
+		must[*Order](t)(w.carol.Extend(o.ID, "", ""))
+		if got := settled(t, w.carol); got != nil {
+			t.Fatalf("expired at %d h, before the lifetime", 3*(i+1))
+		}
+	}
+	v := must[*View](t)(w.c.Load())
+	win, ok := w.c.Window(v, v.State.Orders[o.ID])
+	if !ok || !win.Deadline.Equal(win.Cap) || win.Deadline.Sub(w.now()) != 3*time.Hour {
+		t.Fatalf("window %+v ok %v: want the 24 h cap, 3 h from now", win, ok)
+	}
+	w.pass(3 * time.Hour)
+	if _, err := w.carol.Extend(o.ID, "", ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "closed at") {
+		t.Fatalf("extend past the lifetime: %v", err)
+	}
+	if got := settled(t, w.carol); len(got) != 1 {
+		t.Fatalf("lifetime reached: settled %v", got)
+	}
+}
+
+// TestSettleWindowsQueueAndPolicy: a queue window (channel policy, or the order's own
+// windows) is closed only by its author's machine; the channel's execution window
+// applies when set, the order's own value over it.
+func TestSettleWindowsQueueAndPolicy(t *testing.T) {
+	w := newLifeWorld(t)
+	w.c.Config.Policy.QueueWindowS = 3600
+	w.c.Config.Policy.ExecWindowS = 600
+	q := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Nobody wants this"}))
+	w.pass(time.Hour)
+	for _, s := range []*Session{w.bob, w.otto, w.master} {
+		if got := settled(t, s); got != nil {
+			t.Fatalf("%s expired %v: only the author closes a queue window", s.Name, got)
+		}
+	}
+	if got := settled(t, w.alice); len(got) != 1 || got[0] != q.ID {
+		t.Fatalf("author settled %v", got)
+	}
+	if o := w.order(t, q.ID); o.State != StateTimedOut || o.History[len(o.History)-1].By != "alice" {
+		t.Fatalf("queue expiry: %+v", o)
+	}
+
+	// The channel's execution window (10 min) applies.
+	x := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Quick one"}))
+	must[*Order](t)(w.bob.Claim(x.ID, ""))
+	w.pass(11 * time.Minute)
+	if got := settled(t, w.bob); len(got) != 1 || got[0] != x.ID {
+		t.Fatalf("channel exec window: settled %v", got)
+	}
+
+	// An order's own windows override the channel's.
+	ws := w.c.Config.Policy.Windows(&Order{Contract: Contract{Windows: &OrderWindows{ExecS: 7200}}})
+	if ws != (OrderWindows{ExecS: 7200, LifetimeS: DefaultLifetimeS, QueueS: 3600}) {
+		t.Fatalf("windows: %+v", ws)
+	}
+	if ws := (Policy{}).Windows(&Order{}); ws != (OrderWindows{ExecS: DefaultExecWindowS, LifetimeS: DefaultLifetimeS}) {
+		t.Fatalf("default windows: %+v", ws)
+	}
+}
+
+// TestSettleWindowsOnlyTheClaimingMachine: the holder's key on a second machine (its
+// own device and clock) never expires a claim made on the first.
+func TestSettleWindowsOnlyTheClaimingMachine(t *testing.T) {
+	w := newLifeWorld(t)
+	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Rebuild the index"}))
+	must[*Order](t)(w.bob.Claim(o.ID, ""))
+
+	hb := testHome(t)
+	if err := os.MkdirAll(filepath.Dir(hb.keyPath("acme", "bob")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(w.c.Home.keyPath("acme", "bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hb.keyPath("acme", "bob"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := Open(hb, w.c.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb.Now = w.now
+	bobB := must[*Session](t)(cb.As("bob"))
+	if bobB.Device == w.bob.Device {
+		t.Fatal("the second home has the same device id")
+	}
+	w.pass(5 * time.Hour) // machine B first sees the claim now: its own window is fresh
+	if got := settled(t, bobB); got != nil {
+		t.Fatalf("machine B expired %v", got)
+	}
+	w.pass(5 * time.Hour) // by B's clock the window passed too: still not B's claim
+	if got := settled(t, bobB); got != nil {
+		t.Fatalf("machine B expired %v after its window passed", got)
+	}
+	if got := settled(t, w.bob); len(got) != 1 {
+		t.Fatalf("machine A settled %v", got)
+	}
+}
+
+// TestReleaseCapDeclineReassign: three releases, the fourth refused (and kept refused
+// across a fail and a new claim); decline by the offeree only; reassignment of a
+// claimed order by its author and by an orchestrator, not by another member.
+func TestReleaseCapDeclineReassign(t *testing.T) {
+	w := newLifeWorld(t)
+	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Flaky test"}))
+	for i, s := range []*Session{w.bob, w.carol, w.bob} {
+		must[*Order](t)(s.Claim(o.ID, ""))
+		if got := must[*Order](t)(s.Release(o.ID, "", "")); got.State != StateOpen || got.Releases != i+1 {
+			t.Fatalf("release %d: %s, releases %d", i+1, got.State, got.Releases)
+		}
+	}
+	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	if _, err := w.bob.Release(o.ID, "", ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "released 3 times") {
+		t.Fatalf("fourth release: %v", err)
+	}
+	if _, err := w.bob.Fail(o.ID, "  ", ""); !IsCategory(err, CatInvalid) {
+		t.Fatalf("fail without a reason: %v", err)
+	}
+	if _, err := w.carol.Fail(o.ID, "not mine", ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("fail by a non-holder: %v", err)
+	}
+	must[*Order](t)(w.bob.Fail(o.ID, "flakes on CI only", ""))
+	must[*Order](t)(w.carol.Claim(o.ID, ""))
+	if _, err := w.carol.Release(o.ID, "", ""); !IsCategory(err, CatConflict) {
+		t.Fatalf("release after the cap, new holder: %v", err)
+	}
+
+	d := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Docs", To: "bob"}))
+	if _, err := w.carol.Decline(d.ID, "", ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("decline by another agent: %v", err)
+	}
+	if _, err := w.bob.Release(d.ID, "", ""); !IsCategory(err, CatConflict) {
+		t.Fatalf("release of an offer: %v", err)
+	}
+	if got := must[*Order](t)(w.bob.Decline(d.ID, "busy", "")); got.State != StateOpen || got.Releases != 0 || got.History[len(got.History)-1].Act != "decline" {
+		t.Fatalf("decline: %+v", got)
+	}
+	if _, err := w.bob.Decline(d.ID, "", ""); !IsCategory(err, CatConflict) {
+		t.Fatalf("decline of an open order: %v", err)
+	}
+
+	must[*Order](t)(w.bob.Claim(d.ID, ""))
+	if _, err := w.carol.Offer(d.ID, "carol", ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("reassign by a member who is not the author: %v", err)
+	}
+	if got := must[*Order](t)(w.alice.Offer(d.ID, "carol", "")); got.State != StateOffered || got.Holder != "" || got.History[len(got.History)-1].Act != "reassign" {
+		t.Fatalf("reassign by the author: %+v", got)
+	}
+	if _, err := w.bob.Submit(d.ID, "commit:abc", "", ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("submit by the old holder: %v", err)
+	}
+	must[*Order](t)(w.carol.Claim(d.ID, ""))
+	if got := must[*Order](t)(w.otto.Offer(d.ID, "bob", "")); got.OfferedTo != "bob" {
+		t.Fatalf("reassign by an orchestrator: %+v", got)
+	}
+}
+
+// TestDependenciesReady: an order is claimable only once every dependency is
+// accepted; Ready and ListOrders(Ready) agree with the claim refusal.
+func TestDependenciesReady(t *testing.T) {
+	w := newLifeWorld(t)
+	a := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Schema"}))
+	b := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Migration", Deps: []string{a.ID}}))
+	ready := func() map[string]bool {
+		m := map[string]bool{}
+		for _, r := range must[*View](t)(w.c.Load()).State.ListOrders(OrderFilter{Ready: true}) {
+			m[r.ID] = true
+		}
+		return m
+	}
+	if r := ready(); !r[a.ID] || r[b.ID] {
+		t.Fatalf("ready %v", r)
+	}
+	_, err := w.bob.Claim(b.ID, "")
+	if !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "waits for "+a.ID) {
+		t.Fatalf("claim of a not-ready order: %v", err)
+	}
+	must[*Order](t)(w.bob.Claim(a.ID, ""))
+	must[*Order](t)(w.bob.Submit(a.ID, "commit:1", "", ""))
+	if r := ready(); r[b.ID] {
+		t.Fatal("ready before the dependency is accepted")
+	}
+	must[*Order](t)(w.alice.Review(a.ID, "accept", "", ""))
+	if r := ready(); !r[b.ID] || r[a.ID] {
+		t.Fatalf("ready after accept %v", r)
+	}
+	must[*Order](t)(w.carol.Claim(b.ID, ""))
+}
+
+// TestRetire: the agent itself or the master retires it and every claim and offer it
+// had is released by a signed entry; another agent cannot, and the fold ignores such
+// a retire or a retirement release for an agent that is not retired.
+func TestRetire(t *testing.T) {
+	w := newLifeWorld(t)
+	a := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
+	b := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", To: "bob"}))
+	c := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "C"}))
+	must[*Order](t)(w.bob.Claim(a.ID, ""))
+	must[*Order](t)(w.carol.Claim(c.ID, ""))
+
+	if _, err := w.otto.Retire("bob"); !IsCategory(err, CatDenied) {
+		t.Fatalf("retire by another agent: %v", err)
+	}
+	// Written anyway (a modified binary): the fold gives it no effect.
+	e := appendRaw(t, w.otto, TypeAgentRetire, "bob", entryData{})
+	v := must[*View](t)(w.c.Load())
+	if v.State.Agents["bob"].Retired || !hasIgnored(v.State, e.Hash(), "only the master retires others") {
+		t.Fatal("another agent's retire counted")
+	}
+	// A retirement release for an agent not retired counts for nothing.
+	x := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "X"}))
+	x = must[*Order](t)(w.otto.Claim(x.ID, ""))
+	r := appendRaw(t, w.master, TypeOrderRelease, x.ID, entryData{Basis: x.Head, Agent: "otto"})
+	v = must[*View](t)(w.c.Load())
+	if v.State.Orders[x.ID].Holder != "otto" || !hasIgnored(v.State, r.Hash(), "not retired") {
+		t.Fatal("a retirement release for an agent not retired counted")
+	}
+
+	ids := must[[]string](t)(w.bob.Retire("bob"))
+	if len(ids) != 2 || !strings.Contains(strings.Join(ids, " "), a.ID) || !strings.Contains(strings.Join(ids, " "), b.ID) {
+		t.Fatalf("bob's retire released %v", ids)
+	}
+	if o := w.order(t, a.ID); o.State != StateOpen || o.History[len(o.History)-1].Act != "retirement" || o.Releases != 0 {
+		t.Fatalf("after retire: %+v", o)
+	}
+	if o := w.order(t, b.ID); o.State != StateOpen {
+		t.Fatalf("offer after retire: %s", o.State)
+	}
+	if _, err := w.bob.Claim(a.ID, ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("claim by a retired agent: %v", err)
+	}
+	if ids := must[[]string](t)(w.bob.Retire("bob")); ids != nil {
+		t.Fatalf("second retire released %v", ids)
+	}
+	ids = must[[]string](t)(w.master.Retire("carol"))
+	if len(ids) != 1 || ids[0] != c.ID {
+		t.Fatalf("master's retire released %v", ids)
+	}
+	if o := w.order(t, c.ID); o.State != StateOpen || o.History[len(o.History)-1].By != MasterWriter {
+		t.Fatalf("after the master's retire: %+v", o)
+	}
+	if _, err := w.master.Retire("nobody"); !IsCategory(err, CatNotFound) {
+		t.Fatalf("retire of an unknown agent: %v", err)
+	}
+}
+
+// TestFoldWrongWriterCountsForNothing (property): an order.expire or order.release
+// (and order.fail, order.extend) naming the current head, written by a party the
+// level table does not entitle, counts for nothing — the order's state, holder and
+// head are those before it — while the entitled party's same entry moves the order.
+func TestFoldWrongWriterCountsForNothing(t *testing.T) {
+	w := newLifeWorld(t)
+	rnd := propSeed(t)
+	writers := []*Session{w.alice, w.bob, w.carol, w.otto, w.master}
+	for i := 0; i < propIters(40); i++ {
+		o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "case"}))
+		// A random starting state: open, offered to bob, or claimed by bob.
+		switch rnd.Intn(3) {
+		case 1:
+			o = must[*Order](t)(w.alice.Offer(o.ID, "bob", ""))
+		case 2:
+			o = must[*Order](t)(w.bob.Claim(o.ID, ""))
+		}
+		typ, d := TypeOrderRelease, entryData{Basis: o.Head}
+		switch rnd.Intn(4) {
+		case 1:
+			typ, d.Window = TypeOrderExpire, WindowExecution
+		case 2:
+			typ, d.Window = TypeOrderExpire, WindowQueue
+		case 3:
+			typ, d.Note = TypeOrderFail, "reason"
+		}
+		s := writers[rnd.Intn(len(writers))]
+		entitled := false
+		switch {
+		case typ == TypeOrderRelease && o.State == StateClaimed, typ == TypeOrderFail && o.State == StateClaimed,
+			typ == TypeOrderExpire && d.Window == WindowExecution && o.State == StateClaimed:
+			entitled = s.Name == o.Holder
+		case typ == TypeOrderRelease && o.State == StateOffered:
+			entitled = s.Name == o.OfferedTo
+		case typ == TypeOrderExpire && d.Window == WindowQueue && o.State != StateClaimed:
+			entitled = s.Name == o.Author
+		}
+		e := appendRaw(t, s, typ, o.ID, d)
+		got := w.order(t, o.ID)
+		if entitled {
+			if got.Head != e.Hash() {
+				t.Fatalf("case %d: %s by entitled %s on %s did not count", i, typ, s.Name, o.State)
+			}
+			continue
+		}
+		if got.Head != o.Head || got.State != o.State || got.Holder != o.Holder {
+			t.Fatalf("case %d: %s (%s) by %s on a %s order counted: now %s head %s", i, typ, d.Window, s.Name, o.State, got.State, got.Head)
+		}
+	}
+	// An extend naming a claim that is not the writer's own never renews it.
+	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "extend"}))
+	o = must[*Order](t)(w.bob.Claim(o.ID, ""))
+	appendRaw(t, w.carol, TypeOrderExtend, o.ID, entryData{Claim: o.Claim})
+	if got := w.order(t, o.ID); len(got.Progress) != 0 {
+		t.Fatalf("another agent's extend counted: %+v", got.Progress)
+	}
+}
+
+// TestAutoSettle: a write of a session with AutoSettle first closes its writer's due
+// windows under the same lock; another writer's AutoSettle closes nothing of others.
+func TestAutoSettle(t *testing.T) {
+	w := newLifeWorld(t)
+	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Long job"}))
+	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	w.pass(5 * time.Hour)
+	w.alice.AutoSettle, w.bob.AutoSettle = true, true
+	must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Another"}))
+	if len(w.alice.Expired) != 0 || w.order(t, o.ID).State != StateClaimed {
+		t.Fatalf("the author's write expired %v", w.alice.Expired)
+	}
+	if _, err := w.bob.Extend(o.ID, "", ""); !IsCategory(err, CatDenied) {
+		t.Fatalf("extend after the window passed: %v", err)
+	}
+	if len(w.bob.Expired) != 1 || w.bob.Expired[0] != o.ID || w.order(t, o.ID).State != StateTimedOut {
+		t.Fatalf("holder's write expired %v; state %s", w.bob.Expired, w.order(t, o.ID).State)
+	}
+}
+
+// TestPolicyWindowsSigned: a channel.toml carrying the window keys, signed by the
+// master, opens and its values apply; the keys stay out of files that do not set them.
+func TestPolicyWindowsSigned(t *testing.T) {
+	h := testHome(t)
+	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(c.Root, "channel.toml")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "window") || strings.Contains(string(raw), "lifetime") {
+		t.Fatalf("init wrote window keys:\n%s", raw)
+	}
+	cfg := c.Config
+	cfg.Policy.ExecWindowS, cfg.Policy.LifetimeS, cfg.Policy.QueueWindowS = 600, 7200, 300
+	k, err := h.LoadKey("acme", MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := cfg.signingBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sig, err = ledger.SignDomain(k, ChannelDomain, cfg.Project, body); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "exec_window_s = 600") {
+		t.Fatalf("encoded:\n%s", buf.String())
+	}
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Open(h, c.Root)
+	if err != nil {
+		t.Fatalf("a signed channel.toml with window keys: %v", err)
+	}
+	if ws := c2.Config.Policy.Windows(&Order{}); ws != (OrderWindows{ExecS: 600, LifetimeS: 7200, QueueS: 300}) {
+		t.Fatalf("windows %+v", ws)
+	}
+	// Edited after signing: refused like any other key.
+	if err := os.WriteFile(p, bytes.Replace(buf.Bytes(), []byte("exec_window_s = 600"), []byte("exec_window_s = 60000"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(h, c.Root); !IsCategory(err, CatInvalid) {
+		t.Fatalf("edited window key: %v", err)
+	}
+}

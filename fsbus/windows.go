@@ -1,0 +1,435 @@
+package fsbus
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Order life-cycle limits and window defaults (issue 6 "Windows in hours, not minutes").
+const (
+	// MaxReleases is how many times the holders of an order may release it in all; the
+	// next release is refused (submit or fail instead). A retirement's release and a
+	// decline do not count.
+	MaxReleases = 3
+	// DefaultExecWindowS is the execution window, in seconds: from the claim, renewed
+	// by every progress and extend.
+	DefaultExecWindowS = 4 * 3600
+	// DefaultLifetimeS caps a claim's execution window, in seconds from the claim,
+	// however often it is renewed.
+	DefaultLifetimeS = 24 * 3600
+)
+
+// Window kinds of order.expire (data.window).
+const (
+	WindowExecution = "execution"
+	WindowQueue     = "queue"
+)
+
+// OrderWindows are an order's own window overrides: the contract's Windows (issue 6),
+// seconds; 0 or absent means the channel's policy.
+type OrderWindows = Windows
+
+// Windows returns the windows that apply to o under policy p, seconds: the order's
+// own values where set, else the channel's, else the defaults (queue 0 = none).
+func (p Policy) Windows(o *Order) OrderWindows {
+	w := OrderWindows{ExecS: p.ExecWindowS, LifetimeS: p.LifetimeS, QueueS: p.QueueWindowS}
+	if w.ExecS <= 0 {
+		w.ExecS = DefaultExecWindowS
+	}
+	if w.LifetimeS <= 0 {
+		w.LifetimeS = DefaultLifetimeS
+	}
+	if w.QueueS < 0 {
+		w.QueueS = 0
+	}
+	if ow := o.Windows; ow != nil {
+		if ow.ExecS > 0 {
+			w.ExecS = ow.ExecS
+		}
+		if ow.LifetimeS > 0 {
+			w.LifetimeS = ow.LifetimeS
+		}
+		if ow.QueueS > 0 {
+			w.QueueS = ow.QueueS
+		}
+	}
+	return w
+}
+
+// Window is an order's running window as this machine measures it.
+type Window struct {
+	Kind     string    `json:"kind"`     // execution|queue
+	Deadline time.Time `json:"deadline"` // this machine's clock
+	// Cap is when the claim's lifetime ends (execution only).
+	Cap time.Time `json:"cap,omitzero"`
+}
+
+// Window returns the window o is in, measured on this machine's clock from when this
+// machine saw the entries that opened or renewed it, never from another machine's
+// timestamps (DESIGN §2 rule 7): an entry written on this device counts from its own
+// HLC stamp (this machine's clock when it wrote it; the earlier of that and its
+// arrival), any other from its first arrival in this machine's arrival log. An
+// execution window runs from the current claim, renewed by each progress and extend
+// on it (and by a review asking for changes), capped at the claim plus the lifetime; a
+// queue window runs from the entry that made the order open or offered, when the
+// order's queue window is set. ok is false when no window runs (other states, no queue
+// window, or entries this machine has not seen).
+func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
+	return c.window(v, o, c.ownStamps(v))
+}
+
+// ownStamps maps the hash of every entry written on this device to its HLC's physical
+// time (Unix ms).
+func (c *Channel) ownStamps(v *View) map[string]int64 {
+	m := map[string]int64{}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		if e.Device != c.Device {
+			continue
+		}
+		if h, err := ledger.ParseHLC(e.HLC); err == nil {
+			m[e.Hash()] = h.Ms
+		}
+	}
+	return m
+}
+
+// seenAt is when this machine saw the entry hash (zero when never): see Window.
+func seenAt(v *View, own map[string]int64, hash string) time.Time {
+	t := v.Arrivals.Seen(hash)
+	if ms, ok := own[hash]; ok && (t.IsZero() || ms < t.UnixMilli()) {
+		t = time.UnixMilli(ms)
+	}
+	return t
+}
+
+func (c *Channel) window(v *View, o *Order, own map[string]int64) (w Window, ok bool) {
+	ws := c.Config.Policy.Windows(o)
+	switch o.State {
+	case StateClaimed, StateChangesRequested:
+		start := seenAt(v, own, o.Claim)
+		if start.IsZero() {
+			return w, false
+		}
+		last := start
+		renew := []string{}
+		for _, p := range o.Progress {
+			renew = append(renew, p.Hash)
+		}
+		if o.State == StateChangesRequested {
+			renew = append(renew, o.Head)
+		}
+		for _, h := range renew {
+			if t := seenAt(v, own, h); t.After(last) {
+				last = t
+			}
+		}
+		w = Window{Kind: WindowExecution, Deadline: last.Add(time.Duration(ws.ExecS) * time.Second),
+			Cap: start.Add(time.Duration(ws.LifetimeS) * time.Second)}
+		if w.Cap.Before(w.Deadline) {
+			w.Deadline = w.Cap
+		}
+		return w, true
+	case StateOpen, StateOffered:
+		if ws.QueueS <= 0 {
+			return w, false
+		}
+		start := seenAt(v, own, o.Head)
+		if start.IsZero() {
+			return w, false
+		}
+		return Window{Kind: WindowQueue, Deadline: start.Add(time.Duration(ws.QueueS) * time.Second)}, true
+	}
+	return w, false
+}
+
+// expiryDue reports the window s may expire on o now: the execution window of a claim
+// s made from this device, or the queue window of an order s wrote from this device
+// (issue 6: only the holder's own machine, or the author's, decides an expiry).
+func (s *Session) expiryDue(v *View, o *Order, own map[string]int64) (string, bool) {
+	w, ok := s.window(v, o, own)
+	if !ok || s.now().Before(w.Deadline) {
+		return "", false
+	}
+	switch w.Kind {
+	case WindowExecution:
+		if _, here := own[o.Claim]; here && o.Holder == s.Name {
+			return w.Kind, true
+		}
+	case WindowQueue:
+		if len(o.History) == 0 {
+			return "", false
+		}
+		if _, here := own[o.History[0].Hash]; here && o.Author == s.Name {
+			return w.Kind, true
+		}
+	}
+	return "", false
+}
+
+// SettleWindows writes order.expire for every window this session is entitled to
+// close that has passed by this machine's clock: the execution window of each claim
+// it made from this device (→ timed_out) and the queue window of each open or offered
+// order it wrote from this device. Windows are measured by Channel.Window. It runs
+// under the channel lock from one reading of the channel, so it is idempotent: an
+// order already expired (or renewed meanwhile) is left alone. It returns the orders it
+// expired, in id order, as folded afterwards; errors are those of Load and of the
+// append (the orders expired before the error stay expired).
+func (s *Session) SettleWindows() ([]*Order, error) {
+	var ids []string
+	var v *View
+	err := s.withChannelLock(func() error {
+		var err error
+		if v, err = s.Load(); err != nil {
+			return err
+		}
+		ids, err = s.settleLocked(v)
+		if len(ids) > 0 {
+			var lerr error
+			if v, lerr = s.Load(); err == nil {
+				err = lerr
+			}
+		}
+		return err
+	})
+	if len(ids) == 0 || v == nil {
+		return nil, err
+	}
+	out := make([]*Order, 0, len(ids))
+	for _, id := range ids {
+		if o := v.State.Orders[id]; o != nil {
+			out = append(out, o)
+		}
+	}
+	return out, err
+}
+
+// settleLocked appends, holding the channel lock, one order.expire per window due in v
+// (see SettleWindows) and returns the expired order ids.
+func (s *Session) settleLocked(v *View) ([]string, error) {
+	var own map[string]int64
+	var ids []string
+	var drafts []ledger.Draft
+	for _, id := range v.State.OrderIDs() {
+		o := v.State.Orders[id]
+		if o.Holder != s.Name && o.Author != s.Name {
+			continue
+		}
+		if own == nil {
+			own = s.ownStamps(v)
+		}
+		kind, ok := s.expiryDue(v, o, own)
+		if !ok {
+			continue
+		}
+		d := entryData{Window: kind, Basis: o.Head, Note: kind + " window closed by the clock of the machine that wrote this"}
+		if _, err := o.c.step(TypeOrderExpire, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
+			continue // not this writer's to close after all (e.g. a level it lost): leave it
+		}
+		ids = append(ids, id)
+		drafts = append(drafts, ledger.Draft{Type: TypeOrderExpire, Ref: id, Data: mustJSON(d)})
+	}
+	if len(drafts) == 0 {
+		return nil, nil
+	}
+	if err := s.checkIdentity(v.State, TypeOrderExpire); err != nil {
+		return nil, err
+	}
+	if have, hwm := segmentSeq(v.Snapshot, s.Name, s.Device), s.Home.highWater(s.Project(), s.Name, s.Device); have < hwm {
+		return nil, Errorf(CatRetryNeeded, "restore this writer's segment from another machine's copy or a backup, then retry",
+			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: nothing was expired", hwm, have)
+	}
+	hlc := s.observedHLC(v.Snapshot)
+	for i, d := range drafts {
+		e, err := s.Ledger.Append(s.Name, s.Device, d, s.Signer, hlc)
+		if err != nil {
+			return ids[:i], &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("appending order.expire: %v", err),
+				Hint: "check that the channel folder is writable and not full"}
+		}
+		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq)
+	}
+	return ids, nil
+}
+
+// Extend renews the holder's execution window on its current claim (issue 6): an
+// order.extend naming the claim (like progress, DESIGN §2), with an optional note. The
+// window runs again from now on this machine, never past the claim's lifetime.
+// Errors: denied for a non-holder or below member level; conflict when the order is
+// not claimed, or when its window already closed by this machine's clock (the holder's
+// SettleWindows then expires it: extend cannot revive a closed window); invalid for a
+// note with control characters or over MaxNote bytes; not_found for the id.
+func (s *Session) Extend(q, note, key string) (*Order, error) {
+	note = strings.TrimSpace(note)
+	if hasControl(note, true) {
+		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
+	}
+	if len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	}
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		o, err := v.State.FindOrder(q)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = o.ID
+		args := argsHash(callArgs{Call: TypeOrderExtend, Order: o.ID, Data: entryData{Note: note}})
+		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			return nil, nil, err
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderExtend); err != nil {
+			return nil, nil, err
+		}
+		if o.Holder != s.Name {
+			return nil, nil, Errorf(CatDenied, "only the holder extends its window", "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
+		}
+		if o.State != StateClaimed && o.State != StateChangesRequested {
+			return nil, nil, Errorf(CatConflict, "`ferry order show "+o.ID+"` shows where it stands", "order %s is %s; only a running claim is extended", o.ID, o.State)
+		}
+		if w, ok := s.Window(v, o); ok && !s.now().Before(w.Deadline) {
+			return nil, nil, Errorf(CatConflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
+				"the execution window of order %s closed at %s (this machine's clock)", o.ID, w.Deadline.UTC().Format(time.RFC3339))
+		}
+		d := entryData{Claim: o.Claim, Note: note}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeOrderExtend, Ref: o.ID, Data: mustJSON(d), Idem: key}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.orderAfter(v, e, id)
+}
+
+// Fail ends the holder's attempt: the order becomes failed, with the reason recorded
+// for whoever claims it next (a failed order may be claimed again). Errors: invalid
+// when reason is empty, over MaxNote bytes or holds control characters; denied for a
+// non-holder; conflict when the order is not claimed; not_found for the id.
+func (s *Session) Fail(q, reason, key string) (*Order, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
+	}
+	if len(reason) > MaxNote {
+		return nil, Errorf(CatInvalid, "", "reason longer than %d bytes", MaxNote)
+	}
+	return s.lifecycle(q, TypeOrderFail, entryData{Note: reason}, key, nil)
+}
+
+// Decline hands back an order offered to s: it is open again for anyone (issue 6).
+// It is an order.release while the order is offered. Errors: conflict when the order
+// is not offered; denied when it is offered to another agent; invalid for a note with
+// control characters; not_found for the id.
+func (s *Session) Decline(q, note, key string) (*Order, error) {
+	note = strings.TrimSpace(note)
+	if len(note) > MaxNote {
+		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	}
+	var refused error
+	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, func(o *Order) bool {
+		if o.State != StateOffered { // a claim is given back by Release
+			refused = Errorf(CatConflict, "`ferry order release "+o.ID+"` gives a claim back",
+				"order %s is %s, not offered; nothing to decline", o.ID, o.State)
+		}
+		return refused != nil
+	})
+	if refused != nil {
+		return nil, refused
+	}
+	return o, err
+}
+
+// Retire retires agent name and gives back everything it held (issue 6, DESIGN §2
+// level table): the agent itself, or the master, writes agent.retire, then one
+// signed order.release (data.agent = name) per order it holds or is offered, so every
+// release is in the ledger. It returns the ids of the orders released, sorted; a
+// second call writes only what is still held (idempotent). Errors: denied when s is
+// neither name nor the master; invalid for a bad name or for retiring the master;
+// not_found when no agent of that name has joined or been seated.
+func (s *Session) Retire(name string) ([]string, error) {
+	if name == MasterWriter {
+		return nil, Errorf(CatInvalid, "", "the master is not retired")
+	}
+	if err := checkName("agent name", name); err != nil {
+		return nil, err
+	}
+	if s.Name != name && s.Name != MasterWriter {
+		return nil, Errorf(CatDenied, "the agent retires itself (`--as "+name+"`), or the owner retires it", "%s cannot retire %s", s.Name, name)
+	}
+	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		a := v.State.Agents[name]
+		if a == nil || (a.JoinKey == "" && !a.Seated) {
+			return nil, nil, Errorf(CatNotFound, "list agents with `ferry agents`", "no agent %q in this channel", name)
+		}
+		if a.Retired {
+			return nil, nil, nil
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeAgentRetire); err != nil {
+			return nil, nil, err
+		}
+		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(entryData{})}, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range v.State.OrderIDs() {
+		o := v.State.Orders[id]
+		if o.Holder != name && !(o.State == StateOffered && o.OfferedTo == name) {
+			continue
+		}
+		if _, err := s.lifecycle(id, TypeOrderRelease, entryData{Agent: name, Note: "agent " + name + " retired"}, "", nil); err != nil {
+			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+				// Moved on meanwhile (submitted, reassigned), or an offer to a worker,
+				// whose level writes no release (the master's retire declines it).
+				continue
+			}
+			return out, fmt.Errorf("releasing %s: %w", id, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// retired reports whether the fold marked name retired.
+func (st *State) retired(name string) bool {
+	a := st.Agents[name]
+	return a != nil && a.Retired
+}
+
+// Blocking returns the dependencies of o that are not accepted yet (ids as written;
+// a dependency this machine has not received counts as blocking), in order.
+func (st *State) Blocking(o *Order) []string {
+	var out []string
+	for _, d := range o.Deps {
+		if dep := st.Orders[d]; dep == nil || dep.State != StateAccepted {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Ready reports whether o can be claimed now: it is open, offered, timed out or
+// failed, and every order it depends on is accepted (issue 6 "Order relations").
+func (st *State) Ready(o *Order) bool {
+	switch o.State {
+	case StateOpen, StateOffered, StateTimedOut, StateFailed:
+		return len(st.Blocking(o)) == 0
+	}
+	return false
+}
+
+// checkReady returns a conflict naming the blocking dependencies of o (issue 6: an
+// order is not claimable until every order it depends on is accepted).
+func (st *State) checkReady(o *Order) error {
+	b := st.Blocking(o)
+	if len(b) == 0 {
+		return nil
+	}
+	return Errorf(CatConflict, "wait until they are accepted; `ferry order list --ready` lists orders that can be claimed now",
+		"order %s waits for %s (not accepted yet)", o.ID, strings.Join(b, ", "))
+}
