@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -233,6 +234,14 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 	})
 	if err != nil {
 		c.failed = gatewayError(c.srv.Name, "initialize", startup, err)
+		return nil, c.failed
+	}
+	if v := cl.Init.ProtocolVersion; !slices.Contains(SupportedVersions, v) {
+		// MCP lifecycle: a client that does not speak the version the server answered
+		// disconnects.
+		cl.Kill()
+		c.failed = fsbus.Errorf(fsbus.CatInternal, "use a version of the server that speaks one of "+strings.Join(SupportedVersions, ", "),
+			"MCP server %s answered initialize with protocol version %q, which ferry does not speak", c.srv.Name, v)
 		return nil, c.failed
 	}
 	c.failed = fsbus.Errorf(fsbus.CatRetryNeeded, "", "MCP server %s stopped", c.srv.Name)

@@ -214,6 +214,28 @@ func TestGatewayConfig(t *testing.T) {
 		t.Errorf("a refused add changed the file")
 	}
 
+	// Concurrent adds all land (the lock file serialises read-modify-write).
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() { errs <- add(machine, &mcpserver.GatewayServer{Name: "c" + strconv.Itoa(i), Command: "x"}) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := mcpserver.GatewayServers(h, ""); err != nil || len(m) != 10 {
+		t.Fatalf("after 8 concurrent adds: %d servers (%v), want 10", len(m), err)
+	}
+	if err := mcpserver.UpdateGatewayServers(machine, func(m map[string]*mcpserver.GatewayServer) error {
+		for i := range 8 {
+			delete(m, "c"+strconv.Itoa(i))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Strict decoding names the unknown keys.
 	if err := os.WriteFile(machine, append(before, "\n[servers.zz]\ncommand = \"z\"\ncmd = \"typo\"\ntimeout = 3\n"...), 0o600); err != nil {
 		t.Fatal(err)
@@ -361,6 +383,21 @@ func TestGatewayFixture(t *testing.T) {
 		}
 	})
 
+	t.Run("process-group", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()})
+		_, err := g.Call(ctx, "fx", "slow", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "killed")
+		pids := readPids(t, pidfile)
+		if len(pids) != 2 {
+			t.Fatalf("pids %v, want the child's and the grandchild's", pids)
+		}
+		waitGone(t, pids[0])
+		if runtime.GOOS != "windows" { // no process group there: the child alone is killed
+			waitGone(t, pids[1])
+		}
+	})
+
 	t.Run("garbage", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
@@ -386,6 +423,14 @@ func TestGatewayFixture(t *testing.T) {
 		g := newFixtureGateway(t, bin, []string{"-garbage-start"}, nil, mcpserver.GatewayServer{})
 		_, err := g.List(ctx, "fx")
 		wantCategory(t, err, fsbus.CatInternal, "starting up, please wait")
+	})
+
+	t.Run("unknown-version", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-proto", "2031-01-01"}, nil, mcpserver.GatewayServer{})
+		_, err := g.List(ctx, "fx")
+		wantCategory(t, err, fsbus.CatInternal, `protocol version "2031-01-01"`)
+		waitGone(t, readPids(t, pidfile)[0])
 	})
 
 	t.Run("command-not-found", func(t *testing.T) {

@@ -3,7 +3,9 @@
 //
 // Flags change the whole process: -slow-start sleeps before answering initialize,
 // -garbage-start prints a non-JSON line instead, -pages splits tools/list into pages
-// of one tool, -pidfile appends the pid to a file. Tools misbehave per call:
+// of one tool, -pidfile appends the pid to a file, -proto sets the protocolVersion
+// initialize answers, -grandchild starts a sleeping copy of itself (its pid appended
+// to -pidfile too) before answering anything. Tools misbehave per call:
 //
 //	echo       returns its arguments as text
 //	env        returns the sorted names of its environment variables
@@ -20,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -31,13 +34,35 @@ func main() {
 	slowStart := flag.Duration("slow-start", 0, "sleep this long before answering initialize")
 	garbageStart := flag.Bool("garbage-start", false, "answer initialize with a non-JSON line")
 	pages := flag.Bool("pages", false, "one tool per tools/list page")
+	proto := flag.String("proto", "2025-06-18", "the protocolVersion initialize answers")
 	pidfile := flag.String("pidfile", "", "append this process's pid and a newline to this file at start")
+	grandchild := flag.Bool("grandchild", false, "start a copy of this program that only sleeps (and writes its pid to -pidfile)")
+	sleep := flag.Bool("sleep", false, "only sleep for two minutes")
 	flag.Parse()
 	if *pidfile != "" {
 		f, err := os.OpenFile(*pidfile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
 			fmt.Fprintln(f, os.Getpid())
 			f.Close()
+		}
+	}
+	if *sleep {
+		time.Sleep(2 * time.Minute)
+		return
+	}
+	if *grandchild {
+		// Not waited for: it must die with this process's group when the client kills.
+		cmd := exec.Command(os.Args[0], "-sleep", "-pidfile", *pidfile)
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "gwfixture:", err)
+			os.Exit(1)
+		}
+		for { // the grandchild's pid is in the file before initialize is answered
+			b, _ := os.ReadFile(*pidfile)
+			if strings.Count(string(b), "\n") >= 2 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 
@@ -77,7 +102,7 @@ func main() {
 				out.Flush()
 				continue
 			}
-			answer(m.ID, map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
+			answer(m.ID, map[string]any{"protocolVersion": *proto, "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "gwfixture", "version": "1"}})
 		case "tools/list":
 			list := []any{}
