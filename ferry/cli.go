@@ -39,6 +39,7 @@ type CLI struct {
 	Ledger   LedgerCmd   `cmd:"" help:"Read or verify the ledger."`
 	Watch    WatchCmd    `cmd:"" help:"Print each new entry, order, message and contest as it arrives."`
 	Sync     SyncCmd     `cmd:"" help:"Carry the channel with git: commit this machine's files, pull, push."`
+	Doctor   DoctorCmd   `cmd:"" help:"Check what syncing did to the channel, with a fix for each finding."`
 	Mcp      McpCmd      `cmd:"" name:"mcp" help:"Serve the channel to AI apps over MCP."`
 	Demo     DemoCmd     `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and channel format."`
