@@ -56,7 +56,7 @@ func TestMCPGateway(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	want := slices.Clone(mcpCoreTools)
-	for _, n := range []string{"echo", "env", "slow", "crash", "garbage", "rpc_error", "fail"} {
+	for _, n := range []string{"echo", "env", "slow", "hangup", "crash", "garbage", "rpc_error", "fail"} {
 		want = append(want, "fx_"+n)
 	}
 	for _, n := range mcpCoreTools {

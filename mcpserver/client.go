@@ -43,7 +43,9 @@ type ClientOptions struct {
 	Name, Version string
 	// Strict kills the child at the first stdout line that is not a JSON-RPC message
 	// (MCP stdio: stdout carries nothing else); pending and later calls then fail with
-	// ErrGarbage. Off, such lines are skipped and only the timeouts end a wait.
+	// ErrGarbage. Off, such lines are skipped and only the timeouts end a wait. Strict
+	// also kills a child that closed its stdout (EOF) and is still running a second
+	// later (ErrServerExited), unless Close caused it.
 	Strict bool
 	// ProcessGroup starts the child in a process group of its own (unix) and kills the
 	// whole group, so a wrapper's children die with it. On Windows the child alone is
@@ -77,6 +79,7 @@ type Client struct {
 	pending map[int64]chan *clientResponse
 	killed  bool
 	reason  error // why the client killed the child (ErrGarbage), nil when it did not
+	closing bool  // Close was called: the child's stdout is expected to end
 
 	readDone chan struct{} // closed when readLoop ends (stdout hit EOF or was closed)
 	exited   chan struct{} // closed once the child was reaped and its output read
@@ -174,6 +177,9 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 		return nil, fmt.Errorf("mcpserver: starting %s: %w", cmd.Path, err)
 	}
 	go c.readLoop(out)
+	if opts.Strict {
+		go c.watchHangup()
+	}
 	go c.reap(out)
 
 	params := map[string]any{
@@ -228,6 +234,9 @@ func (c *Client) Notify(method string, params any) error {
 // to opts.ExitTimeout for it to exit. It returns nil only when the child exited 0; a
 // child still running after the timeout is killed and ErrTimeout returned.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	c.wmu.Lock()
 	_ = c.in.Close()
 	c.wmu.Unlock()
@@ -396,6 +405,25 @@ func (c *Client) write(m any) error {
 		return fmt.Errorf("%w: writing to its stdin: %v", ErrServerExited, err)
 	}
 	return nil
+}
+
+// watchHangup kills a child (of a Strict client) that closed its stdout but did not
+// exit within exitGrace: it can answer nothing more, and must not linger.
+func (c *Client) watchHangup() {
+	<-c.readDone
+	select {
+	case <-c.exited:
+		return
+	case <-time.After(exitGrace):
+	}
+	c.mu.Lock()
+	if c.closing || c.killed {
+		c.mu.Unlock()
+		return
+	}
+	c.reason = fmt.Errorf("%w: it closed its stdout but kept running; killed it%s", ErrServerExited, c.stderrTail())
+	c.mu.Unlock()
+	c.kill()
 }
 
 // exitGrace is how long, after the child exited, its output may still take to end: a

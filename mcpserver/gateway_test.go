@@ -299,9 +299,9 @@ func TestGatewayFixture(t *testing.T) {
 				t.Errorf("fx_echo passed through as %q %s", tl.Description, tl.InputSchema)
 			}
 		}
-		want := []string{"fx_echo", "fx_env", "fx_slow", "fx_crash", "fx_garbage", "fx_rpc_error", "fx_fail"}
+		want := []string{"fx_echo", "fx_env", "fx_slow", "fx_hangup", "fx_crash", "fx_garbage", "fx_rpc_error", "fx_fail"}
 		if !slices.Equal(names, want) {
-			t.Fatalf("tools over 7 pages: %q, want %q", names, want)
+			t.Fatalf("tools over 8 pages: %q, want %q", names, want)
 		}
 		raw, err := g.Call(ctx, "fx", "echo", json.RawMessage(`{"x":"hi"}`))
 		if err != nil {
@@ -396,6 +396,15 @@ func TestGatewayFixture(t *testing.T) {
 		if runtime.GOOS != "windows" { // no process group there: the child alone is killed
 			waitGone(t, pids[1])
 		}
+	})
+
+	t.Run("hangup", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		// The call timeout is far off: the EOF on stdout is what ends the wait.
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
+		_, err := g.Call(ctx, "fx", "hangup", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "closed its stdout but kept running")
+		waitGone(t, readPids(t, pidfile)[0])
 	})
 
 	t.Run("garbage", func(t *testing.T) {

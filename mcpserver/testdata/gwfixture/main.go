@@ -10,6 +10,7 @@
 //	echo       returns its arguments as text
 //	env        returns the sorted names of its environment variables
 //	slow       never answers
+//	hangup     closes its stdout and sleeps
 //	crash      writes a line on stderr and exits 3 without answering
 //	garbage    prints a non-JSON line on stdout instead of an answer
 //	rpc_error  answers a JSON-RPC error -32602 "bad widget"
@@ -28,7 +29,7 @@ import (
 	"time"
 )
 
-var tools = []string{"echo", "env", "slow", "crash", "garbage", "rpc_error", "fail"}
+var tools = []string{"echo", "env", "slow", "hangup", "crash", "garbage", "rpc_error", "fail"}
 
 func main() {
 	slowStart := flag.Duration("slow-start", 0, "sleep this long before answering initialize")
@@ -135,6 +136,9 @@ func main() {
 				sort.Strings(names)
 				answer(m.ID, text(strings.Join(names, ","), false))
 			case "slow":
+			case "hangup":
+				os.Stdout.Close()
+				time.Sleep(2 * time.Minute)
 			case "crash":
 				fmt.Fprintln(os.Stderr, "gwfixture: crashing on purpose")
 				os.Exit(3)
