@@ -502,6 +502,12 @@ func (c *Client) garbage(what string) {
 }
 
 func (c *Client) handle(line []byte) {
+	c.mu.Lock()
+	broken := c.reason != nil
+	c.mu.Unlock()
+	if broken {
+		return // a Strict client killed the child: nothing after the garbage counts
+	}
 	var m message
 	if json.Unmarshal(line, &m) != nil || !bytes.HasPrefix(line, []byte("{")) {
 		// Not JSON-RPC: a broken server. Strict kills it; else the caller's timeout
