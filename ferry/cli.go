@@ -39,14 +39,19 @@ type CLI struct {
 	Ledger   LedgerCmd   `cmd:"" help:"Read or verify the ledger."`
 	Watch    WatchCmd    `cmd:"" help:"Print each new entry, order, message and contest as it arrives."`
 	Sync     SyncCmd     `cmd:"" help:"Carry the channel with git: commit this machine's files, pull, push."`
+	Doctor   DoctorCmd   `cmd:"" help:"Check what syncing did to the channel, with a fix for each finding."`
 	Mcp      McpCmd      `cmd:"" name:"mcp" help:"Serve the channel to AI apps over MCP."`
 	Demo     DemoCmd     `cmd:"" help:"Run the whole order loop in a throw-away sandbox."`
 	Version  VersionCmd  `cmd:"" help:"Print the version and channel format."`
 	Run      RunCmd      `cmd:"" help:"Take ready orders and run a file on each, unattended."`
 	Daemon   DaemonCmd   `cmd:"" help:"Run handlers per agent and task type from a config, one daemon per agent."`
 	Inspect  InspectCmd  `cmd:"" help:"Show orders with state, holder, age, retries and last error."`
-	Update   UpdateCmd   `cmd:"" help:"Approve, check for and apply signed updates of ferry itself."`
-	Search   SearchCmd   `cmd:"" help:"Search orders, messages, decisions and asks, newest first."`
+
+	// Fitting into the tools people use (issue 9).
+	Connect    ConnectCmd    `cmd:"" help:"Write (or remove) an AI app's MCP entry for ferry and join its agent."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh, fish, powershell)."`
+	Update     UpdateCmd     `cmd:"" help:"Approve, check for and apply signed updates of ferry itself."`
+	Search     SearchCmd     `cmd:"" help:"Search orders, messages, decisions and asks, newest first."`
 }
 
 // Globals are the flags every command takes (DESIGN §3).
@@ -64,7 +69,8 @@ type Globals struct {
 	settling *fsbus.Session
 }
 
-// exitCodes map error categories to process exit codes (documented in README).
+// exitCodes map error categories to process exit codes: the one map docs/exit-codes.md,
+// `ferry --help` and README are checked against (conventions.go, issue 9).
 var exitCodes = map[string]int{
 	fsbus.CatInternal: 1, fsbus.CatInvalid: 2, fsbus.CatDenied: 3, fsbus.CatNotFound: 4,
 	fsbus.CatConflict: 5, fsbus.CatLocked: 6, fsbus.CatStale: 7, fsbus.CatRetryNeeded: 8,
@@ -93,7 +99,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	cli.stdin, cli.stdout, cli.stderr = stdin, stdout, stderr
 	parser, err := kong.New(&cli,
 		kong.Name("ferry"),
-		kong.Description("Coordinate AI coding agents through a plain shared folder."),
+		kong.Description("Coordinate AI coding agents through a plain shared folder.\n\n"+exitCodesLine()),
 		kong.UsageOnError(),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitError{c}) }),
@@ -166,6 +172,9 @@ func (g *Globals) Open() (*fsbus.Channel, error) {
 	c, err := g.open()
 	if c != nil && testClock != nil {
 		c.Now = testClock
+	}
+	if c != nil {
+		c.Progress = loadProgress(g.stderr) // a terminal only (issue 9)
 	}
 	return c, err
 }

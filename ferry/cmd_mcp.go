@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"slices"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -13,12 +14,17 @@ import (
 
 // McpCmd groups the MCP commands.
 type McpCmd struct {
-	Serve McpServeCmd `cmd:"" help:"Serve the channel to an AI app over MCP (stdio JSON-RPC)."`
+	Serve   McpServeCmd   `cmd:"" help:"Serve the channel to an AI app over MCP (stdio JSON-RPC)."`
+	Add     McpAddCmd     `cmd:"" help:"Add an MCP server to the gateway (--tools gateway)."`
+	Remove  McpRemoveCmd  `cmd:"" help:"Remove an MCP server from the gateway."`
+	Servers McpServersCmd `cmd:"" help:"List the gateway's MCP servers."`
+	List    McpListCmd    `cmd:"" help:"List the tools of a gateway MCP server."`
+	Call    McpCallCmd    `cmd:"" help:"Call one tool of a gateway MCP server."`
 }
 
 // McpServeCmd is `ferry mcp serve --as AGENT --project ID`.
 type McpServeCmd struct {
-	Tools         []string      `help:"Also serve an opt-in tool group: admin (ferry_search, ferry_get, ferry_status, ferry_update) or legacy (the old read tools); repeat or comma-separate." placeholder:"GROUP" sep:","`
+	Tools         []string      `help:"Also serve an opt-in tool group: admin (ferry_search, ferry_get, ferry_status, ferry_update), gateway (the tools of ferry mcp add's servers) or legacy (the old read tools); repeat or comma-separate." placeholder:"GROUP" sep:","`
 	ReadOnly      bool          `help:"Serve the legacy read tools only: nothing that writes." name:"read-only"`
 	PresenceEvery time.Duration `help:"How often to rewrite this agent's presence file." default:"60s" hidden:""`
 	workspaceFlag
@@ -30,9 +36,10 @@ func (c *McpServeCmd) Help() string {
 		"One process is one agent in one project. Start-up reads nothing; the channel is opened\n" +
 		"on the first tool call. stdout carries only JSON-RPC; logs go to stderr.\n\n" +
 		"By default the six core tools are served. --tools admin adds ferry_search, ferry_get,\n" +
-		"ferry_status and ferry_update; --tools legacy adds the old read tools (channel_status, discover, list_tasks,\n" +
-		"get_task, read_memory, list_ledger, list_learnings, list_engines). --read-only serves the\n" +
-		"legacy read tools alone."
+		"ferry_status and ferry_update; --tools legacy adds the old read tools (channel_status,\n" +
+		"discover, list_tasks, get_task, read_memory, list_ledger, list_learnings, list_engines).\n" +
+		"--tools gateway adds the tools of the servers of `ferry mcp servers` as <name>_<tool>, each\n" +
+		"server started on first use. --read-only serves the legacy read tools alone."
 }
 
 // Run implements the command: it serves stdin/stdout until EOF or a signal.
@@ -49,7 +56,18 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	var gateway []*mcpserver.GatewayServer
+	if slices.Contains(c.Tools, mcpserver.GroupGateway) {
+		h, err := g.Home()
+		if err != nil {
+			return err
+		}
+		if gateway, err = mcpserver.GatewayServers(h, g.Project); err != nil {
+			return err
+		}
+	}
 	srv, f, err := mcpserver.NewFerry(mcpserver.FerryConfig{
+		Gateway:       gateway,
 		Agent:         g.As,
 		Open:          g.Open,
 		Version:       version,

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/ferryhq/ferry/fsbus"
 	"strings"
 )
@@ -34,7 +36,7 @@ func (c *PrimaryStatusCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printPrimary(g, ch.PrimaryStatus(v))
+	return printPrimary(g, ch.PrimaryStatus(v).WithSync(ch.SyncHealth(context.Background())))
 }
 
 // PrimaryStandbyCmd is `ferry primary standby`.
@@ -176,6 +178,9 @@ func printPrimary(g *Globals, p *fsbus.PrimaryStatus) error {
 		rule += " (`ferry primary take`)" // the rule itself names no command: MCP agents read it too
 	}
 	g.printf("rule      %s\n", rule)
+	if p.Sync != nil {
+		g.printf("sync      %s: %s\n", p.Sync.Delivery, p.Sync.Note)
+	}
 	for _, ct := range p.Contests {
 		g.printf("contested %s by %s won over", ct.Winner.Type, ct.Winner.By)
 		for _, l := range ct.Losers {

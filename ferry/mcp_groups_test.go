@@ -43,7 +43,7 @@ func TestMCPGroups(t *testing.T) {
 		t.Parallel()
 		m := newMCPMachine(t, bin)
 		m.channel("acme", "bob")
-		for _, args := range [][]string{{"--tools", "gateway"}, {"--tools", "admin", "--read-only"}} {
+		for _, args := range [][]string{{"--tools", "gateways"}, {"--tools", "admin", "--read-only"}, {"--tools", "gateway", "--read-only"}} {
 			so, se, code := m.ferry(append([]string{"mcp", "serve", "--as", "bob", "--project", "acme"}, args...)...)
 			if code != 2 || so != "" || !strings.HasPrefix(se, "ferry: error: invalid: ") {
 				t.Errorf("mcp serve %v: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, an invalid error", args, code, so, se)

@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"ferry":  func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 		"runjob": scriptRunjob, // the FILE of ferry run journeys (run_test.go)
+		"claude": scriptClaude, // Claude Code's CLI, for ferry connect (connect_script_test.go)
 	})
 }
 
@@ -68,6 +69,8 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"validjson":  cmdValidJSON,
 	"zerofill":   cmdZeroFill,
 	"crlf":       cmdCRLF,
+	// issue 7 (doctor.txtar): half a line, as a sync tool delivers it.
+	"appendpartial": cmdAppendPartial,
 }
 
 // crlf FILE rewrites FILE with CRLF line endings (a Windows checkout of it; issue 6).
@@ -78,6 +81,20 @@ func cmdCRLF(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	s := strings.ReplaceAll(ts.ReadFile(args[0]), "\r\n", "\n")
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(strings.ReplaceAll(s, "\n", "\r\n")), 0o644))
+}
+
+// appendpartial FILE TEXT appends TEXT without a newline to FILE: a line that has not
+// fully arrived.
+func cmdAppendPartial(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "appendpartial")
+	if len(args) != 2 {
+		ts.Fatalf("usage: appendpartial FILE TEXT")
+	}
+	f, err := os.OpenFile(ts.MkAbs(args[0]), os.O_APPEND|os.O_WRONLY, 0)
+	ts.Check(err)
+	_, err = f.WriteString(args[1])
+	ts.Check(err)
+	ts.Check(f.Close())
 }
 
 // zerofill FILE overwrites FILE with as many NUL bytes as it holds (a sync tool's

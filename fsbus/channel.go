@@ -69,6 +69,13 @@ type Channel struct {
 	Ledger    *ledger.Ledger
 	// Now is the wall clock for HLCs, sightings and liveness; nil means time.Now.
 	Now func() time.Time
+	// Progress, when set, hears how far each Load is (issue 9: a progress display for
+	// the first reading of a big channel, which a terminal-free fsbus cannot draw):
+	// stage is "reading", "verifying" (done and total count entries whose signatures are
+	// checked), "folding" or "arrivals", and "" once the Load returns, with or without
+	// an error. It is called on the goroutine running Load, at most once per 4,096
+	// entries checked, and must return quickly. nil: no reports.
+	Progress func(stage string, done, total int)
 
 	index     *localIndex // this process's copy of the local index (index.go)
 	indexOnce sync.Once
@@ -79,6 +86,13 @@ func (c *Channel) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+// progress reports a Load stage to c.Progress when set.
+func (c *Channel) progress(stage string, done, total int) {
+	if c.Progress != nil {
+		c.Progress(stage, done, total)
+	}
 }
 
 // Project returns the channel's project id.

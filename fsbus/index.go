@@ -294,6 +294,9 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// progressBlock is how many entries prewarmSigs checks between two progress reports.
+var progressBlock = 4096
+
 // prewarmSigs checks, on every core, the signatures Fold will check, so that the
 // sequential fold finds them in the signature cache: master entries against the master
 // key, agent.join against the key it announces, every other entry against each key a
@@ -318,24 +321,34 @@ func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 			}
 		}
 	}
-	parallel(len(entries), func(i int) {
-		e := &entries[i]
-		switch {
-		case e.Writer == MasterWriter:
-		case e.Type == TypeAgentJoin:
-			if d, ok := decodeData(e); ok {
-				if k, err := ledger.ParseKey(d.Key); err == nil {
-					verifyEntry(e, k, project)
-				}
-			}
-		default:
-			for _, k := range granted[e.Writer] {
-				if verifyEntry(e, k, project) {
-					break
-				}
+	// The agents' entries, in blocks so c.Progress hears how far the checks are.
+	for lo := 0; lo < len(entries); lo += progressBlock {
+		hi := min(lo+progressBlock, len(entries))
+		c.progress("verifying", lo, len(entries))
+		parallel(hi-lo, func(i int) { verifyAgentEntry(&entries[lo+i], granted, project) })
+	}
+	c.progress("verifying", len(entries), len(entries))
+}
+
+// verifyAgentEntry warms the signature cache for one agent entry: an agent.join is
+// checked against the key it announces, anything else against the keys its writer was
+// granted. Master entries were checked before.
+func verifyAgentEntry(e *ledger.Entry, granted map[string][]ed25519.PublicKey, project string) {
+	switch {
+	case e.Writer == MasterWriter:
+	case e.Type == TypeAgentJoin:
+		if d, ok := decodeData(e); ok {
+			if k, err := ledger.ParseKey(d.Key); err == nil {
+				verifyEntry(e, k, project)
 			}
 		}
-	})
+	default:
+		for _, k := range granted[e.Writer] {
+			if verifyEntry(e, k, project) {
+				break
+			}
+		}
+	}
 }
 
 // parallel runs fn(0..n-1) on GOMAXPROCS goroutines, in blocks.

@@ -170,8 +170,12 @@ func TestIndexedLoadMatchesFullRead(t *testing.T) {
 	}
 }
 
+// writeTestFile writes b to p, making p's directory when missing.
 func writeTestFile(t testing.TB, p string, b []byte) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -87,9 +88,17 @@ func sealObject(obj any, setSig func(string), s ledger.Signer, project string) (
 // ErrObjectMissing is returned by readObject when the file has not arrived (yet).
 var ErrObjectMissing = errors.New("fsbus: object not arrived")
 
+// ErrObjectTorn is returned (wrapped) by readObject for a file that has only partly
+// arrived: empty, holding a NUL byte, or ending before its JSON value does — what a
+// sync tool that writes in place, or a crash, leaves (issue 7, "Torn and foreign
+// files"). It wraps ErrObjectMissing, so the fold shows the thing as pending sync, as
+// it does a segment's torn tail, until the rest arrives.
+var ErrObjectTorn = fmt.Errorf("%w: file incomplete", ErrObjectMissing)
+
 // readObject reads an object file and returns its canonical form and hash. A BOM,
 // CRLF or re-indentation changes neither (DESIGN §2 rule 9). It returns
-// ErrObjectMissing when the file does not exist and an error for unparseable JSON.
+// ErrObjectMissing when the file does not exist, ErrObjectTorn (wrapped, naming the
+// file) when it has not fully arrived, and an error for other unparseable JSON.
 func readObject(path string) (canonical []byte, hash string, err error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -98,12 +107,30 @@ func readObject(path string) (canonical []byte, hash string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("reading %s: %w", path, err)
 	}
-	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
-	c, err := ledger.CanonicalJSON(bytes.TrimSpace(raw))
+	raw = bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))
+	if objectTorn(raw) {
+		return nil, "", fmt.Errorf("reading %s: %w", path, ErrObjectTorn)
+	}
+	c, err := ledger.CanonicalJSON(raw)
 	if err != nil {
 		return nil, "", fmt.Errorf("parsing %s: %w", path, err)
 	}
 	return c, ledger.HashBytes(c), nil
+}
+
+// objectTorn reports whether raw (an object file without BOM and surrounding space)
+// has only partly arrived: empty, holding a NUL byte, or a JSON text cut short. A
+// complete but wrong file (a syntax error before the end, trailing garbage) is not torn.
+func objectTorn(raw []byte) bool {
+	if len(raw) == 0 || bytes.IndexByte(raw, 0) >= 0 {
+		return true
+	}
+	if json.Valid(raw) {
+		return false
+	}
+	var v any
+	err := json.NewDecoder(bytes.NewReader(raw)).Decode(&v)
+	return errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // verifyObjectSig checks the object's own signature against pub.

@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,6 +33,21 @@ type PrimaryStatus struct {
 	Rule     string    `json:"rule"`
 	Contests []Contest `json:"contests"`
 	Pending  int       `json:"pending,omitempty"`
+	// Sync is delivery as Syncthing reports it (issue 7), set by WithSync for
+	// `ferry primary status` and ferry_primary status only.
+	Sync *SyncLine `json:"sync,omitempty"`
+}
+
+// WithSync adds sync health to the status: the delivery line, and, while Syncthing
+// carries the channel with no peer connected, the rule says a take on grounds of
+// silence is refused (DESIGN §2 rule 7: "silent" is not asserted then). It returns p.
+func (p *PrimaryStatus) WithSync(h *SyncHealth) *PrimaryStatus {
+	l := h.Line()
+	p.Sync = &l
+	if p.State == PrimaryHeld && p.Liveness == Silent && h.NoPeer() {
+		p.Rule = fmt.Sprintf("holder not heard from for %s, but Syncthing reports no connected peer: take refused until a peer connects", Span(p.AgeS))
+	}
+	return p
 }
 
 // StandbyRow is a standby with this machine's view of its liveness.
@@ -144,7 +160,10 @@ func (s *Session) primaryWrite(typ, ref string, d primaryData, key string, plan 
 // presence file of it for the policy's silent_after_s (30 min by default; Liveness).
 // While the holder is alive or quiet (or not yet
 // seen here) the take is refused with conflict naming the holder and when it was last
-// heard from. The holder taking again writes nothing. The take names the chain's head
+// heard from. A take on grounds of silence is also refused (conflict) while Syncthing
+// carries the channel and reports no connected peer (SyncHealth.NoPeer, issue 7): the
+// holder's entries may simply not have arrived; without Syncthing nothing changes.
+// The holder taking again writes nothing. The take names the chain's head
 // as basis; a race across machines resolves by the branch rule (one holder everywhere,
 // a contest naming the winner). Errors: denied below orchestrator; conflict as above
 // or for a key used with other arguments. It returns the role after the call.
@@ -163,6 +182,12 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		}
 		l, age := s.Liveness(v, p.Holder)
 		if l == Silent {
+			// Silence proves nothing while the sync tool delivers nothing (issue 7).
+			if h := s.SyncHealth(context.Background()); h.NoPeer() {
+				return false, Errorf(CatConflict, "reconnect Syncthing to the other machines (`ferry doctor` shows the state); the owner can still take the role",
+					"primary is held by %s, not heard from for %s, but Syncthing reports no connected peer (%s): its entries may not have arrived",
+					p.Holder, Span(age), h.Syncthing)
+			}
 			return false, nil
 		}
 		heard := "not yet seen on this machine"

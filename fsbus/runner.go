@@ -124,9 +124,6 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 			continue // failed or refused here, and nothing happened to it since
 		}
 		spec := r.S.RunSpecOf(o)
-		for _, w := range spec.Warnings {
-			r.logf("warning: %s", w)
-		}
 		h := r.Pick(o, spec)
 		if h == nil {
 			continue
@@ -241,6 +238,11 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 	}
 	tick := time.NewTicker(beat)
 	defer tick.Stop()
+	// The run renews its own execution window (issue 6 "Windows") once half of it has
+	// passed on this machine's clock, so a long run never expires its own claim and
+	// the ledger gets one extend per half window, not one per heartbeat.
+	renewEvery := time.Duration(r.S.Config.Policy.Windows(o).ExecS) * time.Second / 2
+	renewed := time.Now()
 	var werr error
 	interrupted := false
 wait:
@@ -249,10 +251,15 @@ wait:
 		case werr = <-done:
 			break wait
 		case <-tick.C:
-			// TODO(merge): with the execution windows of issue 6 "life", also renew the
-			// window here ((*Session).Extend) so a long run never expires its own claim.
 			if err := run.Beat("running " + o.ID); err != nil {
 				r.logf("heartbeat: %v", err)
+			}
+			if renewEvery > 0 && time.Since(renewed) >= renewEvery {
+				if _, err := r.S.Extend(o.ID, "run "+run.Rec.Run+" is still running", ""); err != nil {
+					r.logf("extending %s: %v", o.ID, err)
+				} else {
+					renewed = time.Now()
+				}
 			}
 		case <-ctx.Done():
 			interrupted = true
@@ -292,15 +299,22 @@ wait:
 	return res
 }
 
-// settle gives a failed or interrupted run's order back with a note, then ends the
-// run. TODO(merge): a failed run calls (*Session).Fail(order, note, key) of issue 6
-// "life" instead of Release; an interrupted run keeps Release.
+// settle ends a run that did not submit: a failed run fails its order with the note as
+// the reason (order.fail, issue 6: the order becomes failed, claimable again, and the
+// reason tells whoever takes it next what went wrong); an interrupted run releases it.
+// Either entry is signed and keyed by the run id, so a retry writes it once.
 func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResult {
 	res.Outcome, res.Note = outcome, fitNote(note)
-	o, err := r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
+	var o *Order
+	var err error
+	if outcome == "failed" {
+		o, err = r.S.Fail(run.Rec.Order, res.Note, "fail:"+run.Rec.Run)
+	} else {
+		o, err = r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
+	}
 	if err != nil {
 		// The record stays: the next start-up recovers the claim.
-		r.logf("releasing %s: %v (a restart recovers it)", run.Rec.Order, err)
+		r.logf("settling %s: %v (a restart recovers it)", run.Rec.Order, err)
 		r.S.Journal(JournalEvent{Event: "error", Run: run.Rec.Run, Order: run.Rec.Order, Note: err.Error()})
 		run.lock.Unlock()
 		return res

@@ -37,61 +37,25 @@ import (
 // Recovery recognises its own machine's run claims by it (docs/runs.md).
 const RunKeyPrefix = "run:"
 
-// RunHints are an order's resource hints (issue 6 "Heavy orders"): cores, memory in
-// GiB, GPU memory in GiB, expected duration in minutes. Zero means "not given".
-type RunHints struct {
-	Cores           int     `json:"cores,omitempty"`
-	RAMGB           float64 `json:"ram_gb,omitempty"`
-	GPUMemGB        float64 `json:"gpu_mem_gb,omitempty"`
-	ExpectedMinutes int     `json:"expected_minutes,omitempty"`
-}
+// RunHints are an order's resource hints: the contract's Hints (issue 6 "Heavy
+// orders").
+type RunHints = Hints
 
-// RunSpec is what a runner needs from an order's object beyond the folded Order: the
-// contract fields `heavy`, `hints` and `task` (issue 6). Warnings name fields present
-// with the wrong type, which are ignored.
+// RunSpec is what a runner needs from an order beyond its state: the contract fields
+// `heavy`, `hints` and `task` (issue 6), checked at dispatch (contract.go).
 type RunSpec struct {
-	Heavy    bool      `json:"heavy,omitempty"`
-	Hints    *RunHints `json:"hints,omitempty"`
-	Task     string    `json:"task,omitempty"`
-	Warnings []string  `json:"-"`
+	Heavy bool      `json:"heavy,omitempty"`
+	Hints *RunHints `json:"hints,omitempty"`
+	Task  string    `json:"task,omitempty"`
 }
 
-// RunSpecOf reads the contract fields of o from its object file, defensively: a field
-// of the wrong type is skipped with a warning, a missing object gives a zero spec.
-// TODO(merge): once the order object carries these fields (issue 6 "contract"), read
-// them from the folded Order instead.
+// RunSpecOf returns o's run fields from its folded contract; nil or an order whose
+// object has not arrived gives a zero spec.
 func (c *Channel) RunSpecOf(o *Order) RunSpec {
-	var spec RunSpec
 	if o == nil || o.Missing {
-		return spec
+		return RunSpec{}
 	}
-	canon, _, err := readObject(ObjectPath(c.Root, o.Author, o.ID))
-	if err != nil {
-		return spec
-	}
-	var raw map[string]json.RawMessage
-	if json.Unmarshal(canon, &raw) != nil {
-		return spec
-	}
-	field := func(name string, v any) {
-		if b, ok := raw[name]; ok && json.Unmarshal(b, v) != nil {
-			spec.Warnings = append(spec.Warnings, fmt.Sprintf("order %s: field %q has the wrong type; ignored", o.ID, name))
-		}
-	}
-	field("heavy", &spec.Heavy)
-	field("task", &spec.Task)
-	var h RunHints
-	if _, ok := raw["hints"]; ok {
-		field("hints", &h)
-		if h != (RunHints{}) {
-			spec.Hints = &h
-		}
-	}
-	if hasControl(spec.Task, false) || len(spec.Task) > 64 {
-		spec.Warnings = append(spec.Warnings, fmt.Sprintf("order %s: task name is too long or holds control characters; ignored", o.ID))
-		spec.Task = ""
-	}
-	return spec
+	return RunSpec{Heavy: o.Heavy, Hints: o.Hints, Task: o.Task}
 }
 
 // EnvQueueCmd names this machine's local job-queue command for heavy orders.
@@ -382,8 +346,8 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 		}
 		if o != nil && claim != "" && o.Holder == s.Name && o.Claim == claim {
 			rv.Note = fmt.Sprintf("run %s (pid %d) died on this machine; last heartbeat %s; released for a new attempt", rec.Run, rec.PID, rec.Beat)
-			if _, err := s.Release(o.ID, rv.Note, ""); err == nil {
-				rv.Action = "released"
+			if act, err := s.giveBack(o, rv.Note); err == nil {
+				rv.Action = act
 			} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
 				return out, err
 			}
@@ -419,8 +383,8 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 		}
 		rv := Recovery{Run: run, Order: id, Action: "forgotten",
 			Note: fmt.Sprintf("orphan claim of run %s: no run on this machine holds it; released for a new attempt", run)}
-		if _, err := s.Release(id, rv.Note, ""); err == nil {
-			rv.Action = "released"
+		if act, err := s.giveBack(o, rv.Note); err == nil {
+			rv.Action = act
 		} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
 			return out, err
 		}
@@ -428,6 +392,19 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 		out = append(out, rv)
 	}
 	return out, nil
+}
+
+// giveBack settles a dead run's claim on o: a release, or — once o was released
+// MaxReleases times, when a release would be refused — an order.fail with the same
+// note, so a runner that keeps crashing never leaves the order held (issue 6). It
+// returns the action taken, "released" or "failed", and the write's error.
+func (s *Session) giveBack(o *Order, note string) (string, error) {
+	if o.Releases >= MaxReleases {
+		_, err := s.Fail(o.ID, note+" (released "+fmt.Sprint(o.Releases)+" times already: failed instead)", "")
+		return "failed", err
+	}
+	_, err := s.Release(o.ID, note, "")
+	return "released", err
 }
 
 // runClaim finds the claim entry of order o written with run's key, "" if none.
@@ -456,7 +433,6 @@ func entryByHash(v *View, hash string) *ledger.Entry {
 // Ready reports whether agent may take o unattended now, and why not: o is open or
 // offered to agent, its object has arrived, every dependency is accepted, and it
 // carries every label in labels.
-// TODO(merge): use (*State).Ready of issue 6 "life" for the dependency rule.
 func (st *State) runReady(o *Order, agent string, labels []string) (bool, string) {
 	switch {
 	case o.Missing:
@@ -466,10 +442,8 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 	case o.State != StateOpen && o.State != StateOffered:
 		return false, o.State
 	}
-	for _, d := range o.Deps {
-		if dep := st.Orders[d]; dep == nil || dep.State != StateAccepted {
-			return false, "waits for " + d
-		}
+	if b := st.Blocking(o); len(b) > 0 {
+		return false, "waits for " + strings.Join(b, ", ")
 	}
 	for _, l := range labels {
 		found := false

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/ferryhq/ferry/ledger"
 )
 
 // runTeam is a channel with boss (member) and runner (member) on one machine.
@@ -37,34 +36,10 @@ func runTeam(t *testing.T) (boss, runner *Session) {
 	return boss, runner
 }
 
-// contractOrder dispatches an order whose object carries the contract fields of issue
-// 6 (heavy, hints, task) the way the contract work writes them: extra members of the
-// signed order object.
-func contractOrder(t *testing.T, s *Session, title string, extra map[string]any) string {
+// plainOrder dispatches an order with a title only and returns its id.
+func plainOrder(t *testing.T, s *Session, title string) string {
 	t.Helper()
-	id := NewID(PrefixOrder)
-	_, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		obj := map[string]any{"v": 1, "id": id, "author": s.Name, "device": s.Device, "title": title}
-		for k, val := range extra {
-			obj[k] = val
-		}
-		canon, err := ledger.Canonical(obj)
-		if err != nil {
-			return nil, nil, err
-		}
-		var m map[string]any
-		json.Unmarshal(canon, &m)
-		data, hash, err := sealObject(m, func(sig string) { m["sig"] = sig }, s.Signer, s.Project())
-		if err != nil {
-			return nil, nil, err
-		}
-		return &ledger.Draft{Type: TypeOrderCreate, Ref: id, Data: mustJSON(entryData{Object: hash})},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return must[*Order](t)(s.NewOrder(NewOrderOptions{Title: title})).ID
 }
 
 // buildRunjob builds ferry/testdata/runjob into dir under name.
@@ -113,9 +88,9 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
 	t.Setenv("FERRY_TEST_JOB_MODE", "ok")
 
-	heavy := contractOrder(t, boss, "train the model", map[string]any{"heavy": true, "task": "gpu-train",
-		"hints": map[string]any{"cores": 8, "ram_gb": 32, "gpu_mem_gb": 24, "expected_minutes": 90}})
-	light := contractOrder(t, boss, "lint", map[string]any{"heavy": "yes"}) // wrong type: not heavy
+	heavy := must[*Order](t)(boss.NewOrder(NewOrderOptions{Title: "train the model", Heavy: true, Task: "gpu-train",
+		Hints: &Hints{Cores: 8, RAMGB: 32, GPUMemGB: 24, ExpectedMinutes: 90}})).ID
+	light := must[*Order](t)(boss.NewOrder(NewOrderOptions{Title: "lint"})).ID
 
 	q, err := ResolveQueue("", "")
 	if err != nil || q.Source != "default" || len(q.Argv) != 5 {
@@ -125,8 +100,8 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 	if via := runner.RunVia(v.State.Orders[heavy], q); !strings.Contains(via, "run --name "+heavy+" --") {
 		t.Errorf("run_via of the heavy order: %q", via)
 	}
-	if spec := runner.RunSpecOf(v.State.Orders[light]); spec.Heavy || len(spec.Warnings) != 1 {
-		t.Errorf("spec of an order with heavy:\"yes\": %+v", spec)
+	if spec := runner.RunSpecOf(v.State.Orders[light]); spec.Heavy || spec.Hints != nil {
+		t.Errorf("spec of an ordinary order: %+v", spec)
 	}
 	if spec := runner.RunSpecOf(v.State.Orders[heavy]); spec.Hints == nil || spec.Hints.Cores != 8 || spec.Hints.GPUMemGB != 24 || spec.Task != "gpu-train" {
 		t.Errorf("spec of the heavy order: %+v", spec)
@@ -189,7 +164,7 @@ func TestRunnerFailureAndEnvironment(t *testing.T) {
 	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
 	t.Setenv("FERRY_TEST_JOB_MODE", "fail")
 	t.Setenv("RUNTEST_SECRET", "must not leak")
-	id := contractOrder(t, boss, "flaky", nil)
+	id := plainOrder(t, boss, "flaky")
 
 	r := newTestRunner(t, runner, job, Queue{})
 	res, err := r.RunOne(context.Background())
@@ -200,12 +175,12 @@ func TestRunnerFailureAndEnvironment(t *testing.T) {
 	o := v.State.Orders[id]
 	rel := o.History[len(o.History)-1]
 	switch {
-	case o.State != StateOpen || rel.Type != TypeOrderRelease:
+	case o.State != StateFailed || rel.Type != TypeOrderFail:
 		t.Fatalf("after the failure: %s, last %s", o.State, rel.Type)
 	case !strings.Contains(rel.Note, "exit 3") || !strings.Contains(rel.Note, "the last words") || !strings.Contains(rel.Note, res.Run):
-		t.Errorf("release note: %q", rel.Note)
+		t.Errorf("fail reason: %q", rel.Note)
 	case strings.Contains(rel.Note, "\x1b") || len(rel.Note) > MaxNote:
-		t.Errorf("release note holds an escape or is %d bytes", len(rel.Note))
+		t.Errorf("fail reason holds an escape or is %d bytes", len(rel.Note))
 	}
 	if res, _ := r.RunOne(context.Background()); res != nil {
 		t.Errorf("the runner retried the failed order: %+v", res)
@@ -244,9 +219,9 @@ func TestRunnerFailureAndEnvironment(t *testing.T) {
 // alone.
 func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 	boss, runner := runTeam(t)
-	orphan := contractOrder(t, boss, "orphan", nil)
-	manual := contractOrder(t, boss, "manual", nil)
-	live := contractOrder(t, boss, "live", nil)
+	orphan := plainOrder(t, boss, "orphan")
+	manual := plainOrder(t, boss, "manual")
+	live := plainOrder(t, boss, "live")
 	if _, err := runner.Claim(orphan, RunKeyPrefix+"run-gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +262,28 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 	run.End(JournalEvent{Event: "done", Outcome: "test"})
 	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 0 {
 		t.Errorf("live runs after End: %+v", lr)
+	}
+}
+
+// TestRecoverFailsAfterReleaseCap: an orphan run claim on an order already released
+// MaxReleases times cannot be released again; recovery fails it with its note instead,
+// so a runner that keeps crashing never leaves the order held (issue 6).
+func TestRecoverFailsAfterReleaseCap(t *testing.T) {
+	boss, runner := runTeam(t)
+	id := plainOrder(t, boss, "crashes often")
+	for i := range MaxReleases {
+		must[*Order](t)(runner.Claim(id, ""))
+		must[*Order](t)(runner.Release(id, fmt.Sprintf("attempt %d", i), ""))
+	}
+	must[*Order](t)(runner.Claim(id, RunKeyPrefix+"run-capped"))
+	recs, err := runner.RecoverRuns()
+	if err != nil || len(recs) != 1 || recs[0].Action != "failed" {
+		t.Fatalf("recoveries %+v, %v", recs, err)
+	}
+	v, _ := runner.Load()
+	o := v.State.Orders[id]
+	if o.State != StateFailed || o.Holder != "" || !strings.Contains(o.History[len(o.History)-1].Note, "failed instead") {
+		t.Fatalf("after recovery: %s holder %q %+v", o.State, o.Holder, o.History[len(o.History)-1])
 	}
 }
 
@@ -388,7 +385,7 @@ func TestDeadRunDetection(t *testing.T) {
 	}
 
 	boss, runner := runTeam(t)
-	id := contractOrder(t, boss, "reused pid", nil)
+	id := plainOrder(t, boss, "reused pid")
 	o, err := runner.Claim(id, RunKeyPrefix+"run-reused")
 	if err != nil {
 		t.Fatal(err)

@@ -38,11 +38,14 @@ func (c *Channel) Load() (*View, error) {
 	if err := c.checkPresent(); err != nil {
 		return nil, err
 	}
+	defer c.progress("", 0, 0)
+	c.progress("reading", 0, 0)
 	snap, err := c.readLedger(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
 	c.prewarmSigs(snap.Entries)
+	c.progress("folding", 0, 0)
 	st := Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
 	// Read resolves forks by hash without checking signatures, so a forged copy of a
 	// record (same writer, device and seq, bad signature) could displace the signed one.
@@ -55,6 +58,7 @@ func (c *Channel) Load() (*View, error) {
 		}
 		st = Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
 	}
+	c.progress("arrivals", 0, 0)
 	arr, err := ingestArrivals(c, snap.Entries)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,8 @@ Readers list every file that ends in ".jsonl" under ledger/<any>/ and skip dot-f
 "*.tmp" and "*.torn-<n>" files. Conflict copies made by sync tools
 ("<device>.sync-conflict-<date>-<time>-<id>.jsonl", "<device> (1).jsonl", …) are read
 like any segment: the writer and device inside each entry say whose record it is,
-never the file name or the directory (rule 8).
+never the file name or the directory (rule 8). [ParseCopyName] tells people which sync
+tool made a copy (`ferry doctor`); it is a hint, and nothing reads it as evidence.
 
 # Lines
 
@@ -70,7 +71,9 @@ arrived: readers stop there and report [KindTorn], which is not an error. Before
 next append the segment's own writer moves every byte after the last complete,
 parsable line to "<device>.torn-<n>" beside the segment (n = 1, 2, … the first unused),
 fsyncs it, and only then truncates the segment to that line and fsyncs
-([Ledger.Repair]). Bytes are never deleted without a copy.
+([Ledger.Repair]). Bytes are never deleted without a copy. A crash during a repair can
+leave a partial or a second copy in a .torn-<n> file, never a cut segment without a
+whole copy (TestCrashSafety kills writers there).
 
 A complete line that is not a valid entry is reported as [KindMalformed] with its line
 number and skipped; the lines around it still count.

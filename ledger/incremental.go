@@ -289,7 +289,8 @@ func (g *segState) matches(file *os.File) bool {
 }
 
 // mergeResults is the merge of Read and ReadVerified over per-file results in listing
-// order (ledger/read.go, Ledger.read), with verify for signature checks.
+// order, with verify for signature checks (nil: checkSig). Ledger.read and
+// ReadIncremental both merge through it, so the two readings cannot differ.
 func mergeResults(results []segResult, keys KeyFunc, project string, verify VerifyFunc) *Snapshot {
 	snap := &Snapshot{Entries: []Entry{}, Problems: []Problem{}, Forks: []Fork{}}
 	chains := map[segKey]map[uint64][]*record{}

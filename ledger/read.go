@@ -66,52 +66,12 @@ func (l *Ledger) read(keys KeyFunc, project string) (*Snapshot, int, error) {
 		return nil, 0, err
 	}
 	results := readSegments(files)
-
-	snap := &Snapshot{Entries: []Entry{}, Problems: []Problem{}, Forks: []Fork{}}
-	chains := map[segKey]map[uint64][]*record{}
-	seen := map[string]bool{}
 	for _, res := range results {
 		if res.err != nil {
 			return nil, 0, res.err
 		}
-		snap.Problems = append(snap.Problems, res.problems...)
-		for i := range res.records {
-			r := &res.records[i]
-			h := r.e.Hash()
-			if seen[h] { // the hash covers writer, device and seq: same record
-				continue
-			}
-			seen[h] = true
-			if keys != nil && !checkSig(r, keys, project, &snap.Problems) {
-				continue
-			}
-			k := segKey{r.e.Writer, r.e.Device}
-			if chains[k] == nil {
-				chains[k] = map[uint64][]*record{}
-			}
-			chains[k][r.e.Seq] = append(chains[k][r.e.Seq], r)
-		}
 	}
-
-	keysSorted := make([]segKey, 0, len(chains))
-	for k := range chains {
-		keysSorted = append(keysSorted, k)
-	}
-	slices.SortFunc(keysSorted, func(a, b segKey) int {
-		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.device, b.device))
-	})
-	for _, k := range keysSorted {
-		kept, forks, probs := resolve(k, chains[k])
-		for _, r := range kept {
-			snap.Entries = append(snap.Entries, r.e)
-		}
-		snap.Forks = append(snap.Forks, forks...)
-		snap.Problems = append(snap.Problems, probs...)
-	}
-	slices.SortFunc(snap.Entries, compareEntries)
-	if n := len(snap.Entries); n > 0 {
-		snap.MaxHLC, _ = ParseHLC(snap.Entries[n-1].HLC) // ParseLine checked every hlc
-	}
+	snap := mergeResults(results, keys, project, nil)
 	return snap, len(files), nil
 }
 
@@ -291,6 +251,7 @@ func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork
 	var lastSeq uint64         // its seq; 0 before the first
 	forkOf := map[string]int{} // hash of a losing record → index in forks
 	forkProb := []int{}        // index in probs of each fork's problem, by fork
+	forkWin := []*record{}     // each fork's kept record, by fork
 	for _, s := range seqs {
 		var cands []*record
 		for _, r := range bySeq[s] {
@@ -343,6 +304,7 @@ func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork
 				forkOf[c.e.Hash()] = len(forks)
 			}
 			forks = append(forks, fk)
+			forkWin = append(forkWin, win)
 			forkProb = append(forkProb, len(probs))
 			probs = append(probs, chainProblem(first, KindFork, ""))
 		}
@@ -350,8 +312,9 @@ func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork
 		tip, lastSeq = win.e.Hash(), s
 	}
 	for i, fk := range forks {
-		probs[forkProb[i]].Detail = fmt.Sprintf("%d records at seq %d: kept %s, left out %d record(s) of the other branch(es)",
-			countAt(fk), fk.Seq, fk.Winner.Hash(), len(fk.Losers))
+		w := forkWin[i]
+		probs[forkProb[i]].Detail = fmt.Sprintf("%d records at seq %d: kept %s (%s line %d), left out %d record(s) of the other branch(es)",
+			countAt(fk), fk.Seq, fk.Winner.Hash(), w.path, w.line, len(fk.Losers))
 	}
 	return kept, forks, probs
 }

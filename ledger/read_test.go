@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,6 +31,8 @@ func TestReadSkipsOtherFiles(t *testing.T) {
 	for _, name := range []string{
 		"claude-code-laptop/.k3f9x2ab.jsonl.tmp",
 		"claude-code-laptop/k3f9x2ab.jsonl.tmp",
+		"claude-code-laptop/.syncthing.k3f9x2ab.jsonl.tmp", // Syncthing's temp names (issue 7)
+		"claude-code-laptop/~syncthing~k3f9x2ab.jsonl.tmp",
 		"claude-code-laptop/k3f9x2ab.torn-1",
 		"claude-code-laptop/k3f9x2ab.torn-2.jsonl",
 		"claude-code-laptop/.hidden.jsonl",
@@ -185,6 +188,15 @@ func TestReadFork(t *testing.T) {
 				}
 				if k := kinds(s.Problems); !equal(k, []string{"fork@3"}) {
 					t.Fatalf("problems %v (%+v), want one fork", k, s.Problems)
+				}
+				// The problem names both lines: the left-out record's file and line, and
+				// the kept one's (issue 7: forks reported with both lines).
+				winPath, losePath := lay.aPath, lay.bPath
+				if sh.bLower {
+					winPath, losePath = lay.bPath, lay.aPath
+				}
+				if p := s.Problems[0]; p.Path != losePath || p.Line != 3 || !strings.Contains(p.Detail, fmt.Sprintf("(%s line 3)", winPath)) {
+					t.Fatalf("fork problem %+v; want it at %s line 3 naming %s line 3", p, losePath, winPath)
 				}
 				if want, _ := ParseHLC(win[len(win)-1].HLC); s.MaxHLC != want {
 					t.Fatalf("MaxHLC %v, want %v (losers do not count)", s.MaxHLC, want)

@@ -24,6 +24,9 @@ var (
 	// ErrServerExited is returned by Call when the child exited (or closed its stdout)
 	// before answering, and by every Call after the Client is closed or killed.
 	ErrServerExited = errors.New("mcpserver: server exited")
+	// ErrGarbage is returned by Start and Call of a Strict client whose server wrote a
+	// line on stdout that is not a JSON-RPC message; the child has then been killed.
+	ErrGarbage = errors.New("mcpserver: server wrote garbage on stdout")
 )
 
 // ClientOptions configure a Client. Zero values take the defaults shown.
@@ -38,6 +41,19 @@ type ClientOptions struct {
 	ProtocolVersion string
 	// Name and Version are the clientInfo sent in initialize ("ferry", "").
 	Name, Version string
+	// Strict kills the child at the first stdout line that is not a JSON-RPC message
+	// (MCP stdio: stdout carries nothing else); pending and later calls then fail with
+	// ErrGarbage. Off, such lines are skipped and only the timeouts end a wait. Strict
+	// also kills a child that closed its stdout (EOF) and is still running a second
+	// later (ErrServerExited), unless Close caused it.
+	Strict bool
+	// ProcessGroup starts the child in a process group of its own (unix) and kills the
+	// whole group, so a wrapper's children die with it. On Windows the child alone is
+	// killed.
+	ProcessGroup bool
+	// MaxMessage bounds one line on stdout, in bytes (16 MiB). A longer line is garbage:
+	// skipped, or with Strict the child is killed.
+	MaxMessage int
 }
 
 // Client is a minimal MCP client for a stdio server run as a child process: one
@@ -62,6 +78,8 @@ type Client struct {
 	nextID  int64
 	pending map[int64]chan *clientResponse
 	killed  bool
+	reason  error // why the client killed the child (ErrGarbage), nil when it did not
+	closing bool  // Close was called: the child's stdout is expected to end
 
 	readDone chan struct{} // closed when readLoop ends (stdout hit EOF or was closed)
 	exited   chan struct{} // closed once the child was reaped and its output read
@@ -123,6 +141,9 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	if opts.Name == "" {
 		opts.Name = "ferry"
 	}
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = 16 << 20
+	}
 	if cmd.Stdout != nil {
 		return nil, errors.New("mcpserver: Start needs cmd.Stdout unset: it carries the server's answers")
 	}
@@ -146,6 +167,9 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	}
 	// The child's stderr may outlive it in a grandchild; never let that hang Wait.
 	cmd.WaitDelay = exitGrace
+	if opts.ProcessGroup {
+		setProcessGroup(cmd)
+	}
 	err = cmd.Start()
 	_ = w.Close() // the child holds its own copy
 	if err != nil {
@@ -153,6 +177,9 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 		return nil, fmt.Errorf("mcpserver: starting %s: %w", cmd.Path, err)
 	}
 	go c.readLoop(out)
+	if opts.Strict {
+		go c.watchHangup()
+	}
 	go c.reap(out)
 
 	params := map[string]any{
@@ -207,6 +234,9 @@ func (c *Client) Notify(method string, params any) error {
 // to opts.ExitTimeout for it to exit. It returns nil only when the child exited 0; a
 // child still running after the timeout is killed and ErrTimeout returned.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	c.wmu.Lock()
 	_ = c.in.Close()
 	c.wmu.Unlock()
@@ -238,6 +268,19 @@ func (c *Client) Kill() {
 	<-c.exited
 }
 
+// alive reports whether the child runs and was not killed.
+func (c *Client) alive() bool {
+	c.mu.Lock()
+	killed := c.killed
+	c.mu.Unlock()
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return !killed
+	}
+}
+
 // Pid is the child's process id.
 func (c *Client) Pid() int { return c.cmd.Process.Pid }
 
@@ -245,6 +288,9 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 	c.mu.Lock()
 	if c.killed {
 		c.mu.Unlock()
+		if c.reason != nil {
+			return c.reason
+		}
 		return ErrServerExited
 	}
 	c.nextID++
@@ -303,8 +349,47 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 			return decode(r)
 		default:
 		}
+		if c.reason != nil {
+			return c.reason
+		}
 		return fmt.Errorf("%w before answering %s (%v)%s", ErrServerExited, method, c.waitErr, c.stderrTail())
 	}
+}
+
+// ListTools runs tools/list, following nextCursor until the last page (at most 100
+// pages), and returns every tool as the server described it.
+func (c *Client) ListTools(ctx context.Context) ([]RemoteTool, error) {
+	var all []RemoteTool
+	cursor := ""
+	for range 100 {
+		var params map[string]any
+		if cursor != "" {
+			params = map[string]any{"cursor": cursor}
+		}
+		var page struct {
+			Tools      []RemoteTool `json:"tools"`
+			NextCursor string       `json:"nextCursor"`
+		}
+		if err := c.Call(ctx, "tools/list", params, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Tools...)
+		if page.NextCursor == "" {
+			return all, nil
+		}
+		if page.NextCursor == cursor {
+			return nil, fmt.Errorf("mcpserver: tools/list answered the cursor %q it was given", cursor)
+		}
+		cursor = page.NextCursor
+	}
+	return nil, errors.New("mcpserver: tools/list has more than 100 pages")
+}
+
+// RemoteTool is one tool as another server's tools/list describes it.
+type RemoteTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // write sends one message as one line under the write lock.
@@ -320,6 +405,25 @@ func (c *Client) write(m any) error {
 		return fmt.Errorf("%w: writing to its stdin: %v", ErrServerExited, err)
 	}
 	return nil
+}
+
+// watchHangup kills a child (of a Strict client) that closed its stdout but did not
+// exit within exitGrace: it can answer nothing more, and must not linger.
+func (c *Client) watchHangup() {
+	<-c.readDone
+	select {
+	case <-c.exited:
+		return
+	case <-time.After(exitGrace):
+	}
+	c.mu.Lock()
+	if c.closing || c.killed {
+		c.mu.Unlock()
+		return
+	}
+	c.reason = fmt.Errorf("%w: it closed its stdout but kept running; killed it%s", ErrServerExited, c.stderrTail())
+	c.mu.Unlock()
+	c.kill()
 }
 
 // exitGrace is how long, after the child exited, its output may still take to end: a
@@ -345,7 +449,11 @@ func (c *Client) readLoop(out io.ReadCloser) {
 	defer out.Close()
 	r := bufio.NewReaderSize(out, 64<<10)
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := readLine(r, c.opts.MaxMessage)
+		if errors.Is(err, errLineTooLong) {
+			c.garbage(fmt.Sprintf("a line over %d bytes", c.opts.MaxMessage))
+			continue
+		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			c.handle(line)
 		}
@@ -355,10 +463,60 @@ func (c *Client) readLoop(out io.ReadCloser) {
 	}
 }
 
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line of at most max bytes; a longer one is consumed to its end
+// and errLineTooLong returned.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := r.ReadSlice('\n')
+		if len(line)+len(part) > max {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = r.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
+		line = append(line, part...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+// garbage handles a stdout line that is no JSON-RPC message: with Strict it kills the
+// child, naming what it printed.
+func (c *Client) garbage(what string) {
+	if !c.opts.Strict {
+		return
+	}
+	c.mu.Lock()
+	if c.reason == nil && !c.killed {
+		c.reason = fmt.Errorf("%w: %s; killed the server%s", ErrGarbage, what, c.stderrTail())
+	}
+	c.mu.Unlock()
+	c.kill()
+}
+
 func (c *Client) handle(line []byte) {
+	c.mu.Lock()
+	broken := c.reason != nil
+	c.mu.Unlock()
+	if broken {
+		return // a Strict client killed the child: nothing after the garbage counts
+	}
 	var m message
-	if json.Unmarshal(line, &m) != nil {
-		return // not JSON-RPC: a broken server; the caller's timeout ends the wait
+	if json.Unmarshal(line, &m) != nil || !bytes.HasPrefix(line, []byte("{")) {
+		// Not JSON-RPC: a broken server. Strict kills it; else the caller's timeout
+		// ends the wait.
+		if len(line) > 80 {
+			line = append(line[:77:77], "..."...)
+		}
+		c.garbage(fmt.Sprintf("%q", line))
+		return
 	}
 	if m.Method != "" {
 		if !m.isNotification() {
@@ -398,7 +556,11 @@ func (c *Client) kill() {
 		return
 	}
 	c.killed = true
-	_ = c.cmd.Process.Kill()
+	if c.opts.ProcessGroup {
+		killGroup(c.cmd)
+	} else {
+		_ = c.cmd.Process.Kill()
+	}
 }
 
 // stderrTail is ": <last stderr line>" when the child's stderr was captured.

@@ -467,3 +467,21 @@ func TestClientSkipsGarbage(t *testing.T) {
 		t.Errorf("the server ended with %s, want exit 0", cmd.ProcessState)
 	}
 }
+
+// A Strict client kills a server at its first stdout line that is not JSON-RPC, and at
+// a line over MaxMessage, naming what it printed (issue 9: the gateway's children).
+func TestClientStrict(t *testing.T) {
+	cmd := fakeCommand(t, "garbage")
+	_, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{StartTimeout: patient, Strict: true})
+	if !errors.Is(err, mcpserver.ErrGarbage) || !strings.Contains(err.Error(), `"this is not JSON"`) {
+		t.Fatalf("Start: %v, want ErrGarbage quoting the line", err)
+	}
+	wantKilled(t, cmd)
+
+	cmd = fakeCommand(t, "good")
+	_, err = mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{StartTimeout: patient, Strict: true, MaxMessage: 10})
+	if !errors.Is(err, mcpserver.ErrGarbage) || !strings.Contains(err.Error(), "a line over 10 bytes") {
+		t.Fatalf("Start: %v, want ErrGarbage for a long line", err)
+	}
+	wantKilled(t, cmd)
+}

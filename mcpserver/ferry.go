@@ -65,6 +65,9 @@ type FerryConfig struct {
 	// ReadOnly serves the legacy read tools only, and nothing that writes (--read-only,
 	// the predecessor's stance); with GroupAdmin it is refused (invalid).
 	ReadOnly bool
+	// Gateway are the MCP servers whose tools GroupGateway forwards (issue 9), from
+	// GatewayServers; ignored without that group.
+	Gateway []*GatewayServer
 }
 
 // Ferry is the state of one `ferry mcp serve` process: its agent, the channel once
@@ -80,6 +83,9 @@ type Ferry struct {
 	app     string // the MCP client's name, from initialize
 
 	srv *Server // the server NewFerry built (its tools, for the capabilities resource)
+
+	gatewayOn bool     // GroupGateway is served
+	gateway   *Gateway // its children, started lazily; closed by Close
 }
 
 // NewFerry builds the MCP server with ferry's six core tools and the opt-in groups of
@@ -97,7 +103,17 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	var more ToolSource
+	if f.gatewayOn {
+		reserved := make([]string, len(tools))
+		for i, t := range tools {
+			reserved[i] = t.Name
+		}
+		f.gateway = NewGateway(cfg.Gateway, GatewayOptions{Reserved: reserved, Log: cfg.Log, Version: cfg.Version})
+		more = f.gateway
+	}
 	srv, err := New(Options{
+		More:         more,
 		Name:         "ferry",
 		Version:      cfg.Version,
 		Instructions: instructions,
@@ -112,8 +128,11 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 	return srv, f, err
 }
 
-// Close releases the identity lease.
+// Close releases the identity lease and ends the gateway's children.
 func (f *Ferry) Close() {
+	if f.gateway != nil {
+		f.gateway.Close()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lease != nil {

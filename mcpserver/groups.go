@@ -14,10 +14,13 @@ const (
 	GroupCore   = "core"
 	GroupAdmin  = "admin"  // ferry_search, ferry_get, ferry_status, ferry_update
 	GroupLegacy = "legacy" // the predecessor's eight read tools
+	// GroupGateway forwards the tools of the MCP servers of FerryConfig.Gateway
+	// (issue 9, docs/mcp.md "Gateway"); its tools are known only at run time.
+	GroupGateway = "gateway"
 )
 
 // OptInGroups are the groups FerryConfig.Groups may name, sorted.
-var OptInGroups = []string{GroupAdmin, GroupLegacy}
+var OptInGroups = []string{GroupAdmin, GroupGateway, GroupLegacy}
 
 // ReadOnlyInstructions are the server instructions of `--read-only`, which serves the
 // legacy read tools only (≤ 250 tokens like Instructions; the budget test holds them
@@ -37,7 +40,7 @@ func (f *Ferry) surface() (tools []*Tool, instructions string, err error) {
 	groups := []string{}
 	for _, g := range f.cfg.Groups {
 		if !slices.Contains(OptInGroups, g) {
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, "use --tools admin, --tools legacy or both", "unknown tool group %q", g)
+			return nil, "", fsbus.Errorf(fsbus.CatInvalid, "use --tools admin, --tools gateway or --tools legacy", "unknown tool group %q", g)
 		}
 		if !slices.Contains(groups, g) {
 			groups = append(groups, g)
@@ -46,8 +49,10 @@ func (f *Ferry) surface() (tools []*Tool, instructions string, err error) {
 	sort.Strings(groups)
 	caps := &f.cfg.Capabilities
 	if f.cfg.ReadOnly {
-		if slices.Contains(groups, GroupAdmin) {
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, "drop --tools admin, or --read-only", "--read-only serves the legacy read tools only")
+		for _, g := range []string{GroupAdmin, GroupGateway} {
+			if slices.Contains(groups, g) {
+				return nil, "", fsbus.Errorf(fsbus.CatInvalid, "drop --tools "+g+", or --read-only", "--read-only serves the legacy read tools only")
+			}
 		}
 		if caps.Mode == "" {
 			caps.Mode = "read-only"
@@ -67,6 +72,9 @@ func (f *Ferry) surface() (tools []*Tool, instructions string, err error) {
 			tools = append(tools, f.adminTools()...)
 		case GroupLegacy:
 			tools = append(tools, f.legacyTools()...)
+		case GroupGateway:
+			// Run-time tools: NewFerry hands f.gateway to the server as Options.More.
+			f.gatewayOn = true
 		}
 	}
 	return tools, Instructions, nil

@@ -289,7 +289,7 @@ func TestGroupsServe(t *testing.T) {
 	}
 }
 
-// TestGroupsRefused: an unknown group, and --read-only with admin, are refused by
+// TestGroupsRefused: an unknown group, and --read-only with admin or gateway, are refused by
 // name before anything is served.
 func TestGroupsRefused(t *testing.T) {
 	for _, c := range []struct {
@@ -297,7 +297,8 @@ func TestGroupsRefused(t *testing.T) {
 		readOnly bool
 		want     string
 	}{
-		{[]string{"gateway"}, false, `invalid: unknown tool group "gateway"`},
+		{[]string{"gateways"}, false, `invalid: unknown tool group "gateways"`},
+		{[]string{"gateway"}, true, "invalid: --read-only serves the legacy read tools only"}, // issue 9
 		{[]string{"Admin"}, false, `invalid: unknown tool group "Admin"`},
 		{[]string{"admin"}, true, "invalid: --read-only serves the legacy read tools only"},
 	} {

@@ -58,7 +58,23 @@ type Options struct {
 	// 2026-07-28: never for behaviour or security), must be quick, and may be called
 	// from several goroutines at once.
 	OnClientInfo func(name, version string)
+	// More, if set, adds tools found at run time (the gateway's, DESIGN §4 and issue 9):
+	// tools/list appends them to Tools, and a tools/call naming no tool of Tools looks
+	// the name up in them. It may start processes, so it runs off the read loop.
+	More ToolSource
 }
+
+// ToolSource supplies tools known only at run time. Implementations MUST be safe for
+// concurrent use and SHOULD cache: Tools is called on every tools/list, and on every
+// tools/call of a name not among Options.Tools. Names must not repeat those of
+// Options.Tools (the server drops a repeat and logs it).
+type ToolSource interface {
+	Tools(ctx context.Context) []*Tool
+}
+
+// RawToolResult, returned by a Tool's Call, is the tools/call result verbatim (a JSON
+// object): the gateway forwards another server's answer, isError included, unchanged.
+type RawToolResult json.RawMessage
 
 // Resources is what a server needs to serve MCP resources. Implementations MUST be
 // safe for concurrent use; List and Read may read the channel (never at start-up).
@@ -103,6 +119,7 @@ type ResourceContents struct {
 // negotiated belongs to it.
 type Server struct {
 	opts       Options
+	listed     []listedTool // the static tools as tools/list shows them, sorted
 	tools      map[string]*Tool
 	toolsList  json.RawMessage // the tools/list result, built once: byte-identical always
 	toolsArray json.RawMessage // its "tools" array, the same bytes in both eras
@@ -131,13 +148,7 @@ func New(opts Options) (*Server, error) {
 	if s.opts.Log == nil {
 		s.opts.Log = io.Discard
 	}
-	type listed struct {
-		Name         string          `json:"name"`
-		Description  string          `json:"description"`
-		InputSchema  json.RawMessage `json:"inputSchema"`
-		OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	}
-	var list []listed
+	var list []listedTool
 	for _, t := range opts.Tools {
 		if _, dup := s.tools[t.Name]; dup {
 			return nil, fmt.Errorf("mcpserver: tool %q registered twice", t.Name)
@@ -146,12 +157,13 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("mcpserver: tool %q has a schema that is not JSON", t.Name)
 		}
 		s.tools[t.Name] = t
-		list = append(list, listed{t.Name, t.Description, t.InputSchema, t.OutputSchema})
+		list = append(list, listedTool{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	if list == nil {
-		list = []listed{}
+		list = []listedTool{}
 	}
+	s.listed = list
 	arr, err := marshal(list)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: encoding tools/list: %w", err)
@@ -159,6 +171,52 @@ func New(opts Options) (*Server, error) {
 	s.toolsArray = arr
 	s.toolsList = append(append([]byte(`{"tools":`), arr...), '}')
 	return s, nil
+}
+
+// listedTool is one entry of tools/list.
+type listedTool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+}
+
+// listTools is the tools/list result: the static bytes, or with Options.More the static
+// tools and the run-time ones, sorted by name.
+func (s *Server) listTools(ctx context.Context) (any, error) {
+	if s.opts.More == nil {
+		return s.toolsList, nil
+	}
+	list := append([]listedTool(nil), s.listed...)
+	for _, t := range s.opts.More.Tools(ctx) {
+		if s.tools[t.Name] != nil {
+			fmt.Fprintf(s.opts.Log, "mcp: run-time tool %s repeats a static tool; dropped\n", t.Name)
+			continue
+		}
+		if !json.Valid(t.InputSchema) {
+			continue
+		}
+		list = append(list, listedTool{t.Name, t.Description, t.InputSchema, t.OutputSchema})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	arr, err := marshal(list)
+	if err != nil {
+		return nil, rpcErrorf(CodeInternalError, "encoding tools/list: %v", err)
+	}
+	return json.RawMessage(append(append([]byte(`{"tools":`), arr...), '}')), nil
+}
+
+// lookup finds the tool called name: a static one, else a run-time one.
+func (s *Server) lookup(ctx context.Context, name string) *Tool {
+	if t := s.tools[name]; t != nil || s.opts.More == nil {
+		return t
+	}
+	for _, t := range s.opts.More.Tools(ctx) {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
 }
 
 // ToolsList returns the tools/list result bytes (for budget tests and benchmarks).
@@ -525,7 +583,7 @@ func (s *Server) route(e era, m message) (h handler, async bool, err *RPCError) 
 	}
 	switch m.Method {
 	case "tools/list":
-		h = func(context.Context) (any, error) { return s.toolsList, nil }
+		h, async = func(ctx context.Context) (any, error) { return s.listTools(ctx) }, s.opts.More != nil
 	case "tools/call":
 		h, async = func(ctx context.Context) (any, error) { return s.call(ctx, m.Params) }, true
 	case "resources/list", "resources/templates/list", "resources/read":
@@ -778,7 +836,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 	if err := json.Unmarshal(params, &p); err != nil || p.Name == "" {
 		return nil, rpcErrorf(CodeInvalidParams, "tools/call needs params {name, arguments}")
 	}
-	t := s.tools[p.Name]
+	t := s.lookup(ctx, p.Name)
 	if t == nil {
 		return nil, rpcErrorf(CodeInvalidParams, "unknown tool: %s", p.Name)
 	}
@@ -806,6 +864,9 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 			text = s.opts.ToolError(err)
 		}
 		return toolError(text), nil
+	}
+	if raw, ok := out.(RawToolResult); ok {
+		return json.RawMessage(raw), nil
 	}
 	return toolResult(out)
 }

@@ -31,6 +31,8 @@ type JoinOut struct {
 	MineOpen int          `json:"mine_open"`
 	// Queue is this machine's job-queue command for heavy orders (issue 6), if any.
 	Queue string `json:"queue,omitempty"`
+	// Sync: stored here, or delivered to every peer (issue 7).
+	Sync fsbus.SyncLine `json:"sync"`
 	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
 	Next string `json:"next"`
 }
@@ -90,6 +92,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 	} else {
 		out.Queue = q.String()
 	}
+	out.Sync = ch.SyncHealth(ctx).Line()
 	if res.Wrote {
 		if s, err := ch.As(f.cfg.Agent); err == nil && res.Seated {
 			f.wrote(s, "joined")
@@ -496,7 +499,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		return boundPrimary(ch.PrimaryStatus(v)), nil
+		return boundPrimary(ch.PrimaryStatus(v).WithSync(ch.SyncHealth(ctx))), nil
 	}
 	s, err := f.session()
 	if err != nil {

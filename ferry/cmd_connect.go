@@ -1,0 +1,284 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// ConnectCmd is `ferry connect APP [--scope user|project] [--print] [--remove] [--hook]`
+// (issue 9).
+type ConnectCmd struct {
+	App    string `arg:"" enum:"claude-desktop,claude-code,codex,cursor" help:"The app: claude-desktop, claude-code, codex or cursor."`
+	Scope  string `help:"Write the user-level config or the project's (claude-code, cursor)." enum:"user,project" default:"user"`
+	Print  bool   `help:"Show the entry only: write nothing, join nothing."`
+	Remove bool   `help:"Remove ferry's entry (and hook), nothing else."`
+	Hook   bool   `help:"Claude Code: also install a SessionStart hook running ferry catchup."`
+}
+
+// Help is the long help.
+func (c *ConnectCmd) Help() string {
+	return `Writes the app's MCP server entry "ferry" for <this binary> mcp serve --as NAME
+--project ID (and FERRY_HOME in its env when set), joins the agent (as ferry join
+does) and prints the one command the owner runs to seat it. Files: Claude Desktop's
+claude_desktop_config.json in "~/Library/Application Support/Claude" (macOS),
+%APPDATA%\Claude (Windows) or ~/.config/Claude (Linux); Claude Code's ~/.claude.json
+(through "claude mcp add-json" when claude is on PATH) or, with --scope project, the
+repository's .mcp.json; Cursor's ~/.cursor/mcp.json or <repo>/.cursor/mcp.json;
+Codex's ~/.codex/config.toml ($CODEX_HOME honoured; its comments are not kept).
+
+Other servers and unknown keys are kept; a second run changes nothing; the file is
+copied to <file>.bak-<UTC time> before any change and replaced atomically with its mode
+kept; a file that does not parse is refused and left as it is. No token or passphrase is
+ever written. The default name is <app>-<machine>; a project-level entry in a second git
+worktree adds the worktree's folder name. --hook (claude-code) adds a SessionStart hook
+in .claude/settings.json (project) or ~/.claude/settings.json that runs ferry catchup,
+so a session starts informed. Restart the app to load the entry.`
+}
+
+// connectReport is what --json prints.
+type connectReport struct {
+	App     string            `json:"app"`
+	Agent   string            `json:"agent"`
+	Project string            `json:"project"`
+	Server  serverEntry       `json:"server"`
+	Config  *editResult       `json:"config,omitempty"`
+	Hook    *editResult       `json:"hook,omitempty"`
+	Join    *fsbus.JoinResult `json:"join,omitempty"`
+	Notes   []string          `json:"notes,omitempty"`
+}
+
+// Run implements the command.
+func (c *ConnectCmd) Run(g *Globals) error {
+	if c.Hook && c.App != "claude-code" {
+		return fsbus.Errorf(fsbus.CatInvalid, "drop --hook", "--hook is for claude-code only")
+	}
+	if c.Print && c.Remove {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass one of --print and --remove", "--print and --remove exclude each other")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return fsbus.Errorf(fsbus.CatInternal, "set HOME (USERPROFILE on Windows)", "finding the home dir: %v", err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fsbus.Errorf(fsbus.CatInternal, "", "finding the working dir: %v", err)
+	}
+	env := connectEnv{goos: runtime.GOOS, getenv: os.Getenv, home: home, cwd: cwd, now: time.Now,
+		lookPath: exec.LookPath,
+		run:      func(name string, args ...string) ([]byte, error) { return exec.Command(name, args...).CombinedOutput() }}
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return fsbus.Errorf(fsbus.CatInternal, "run ferry from its installed path", "finding this binary's path: %v", err)
+	}
+	return c.connect(g, env, exe, machineLabel())
+}
+
+// connect is Run with the machine injected.
+func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) error {
+	rep := &connectReport{App: c.App}
+	root, worktree := env.cwd, ""
+	if gi, ok := readGit(env.cwd); ok {
+		root = gi.TopLevel
+		if gi.Linked && c.Scope == "project" {
+			worktree = filepath.Base(gi.TopLevel)
+		}
+	}
+	file, err := connectPath(c.App, c.Scope, env, root)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		rep.Notes = append(rep.Notes, "this ferry is a temporary build (go run): install it (go install ./ferry) and connect again, or the app will not find it later")
+	}
+	rep.Agent = g.As
+	if rep.Agent == "" {
+		rep.Agent = defaultAgentName(c.App, machine, worktree)
+	}
+	if !fsbus.ValidName(rep.Agent) {
+		return fsbus.Errorf(fsbus.CatInvalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
+	}
+
+	// The project: named, or the channel's (opening reads; joining writes).
+	var ch *fsbus.Channel
+	rep.Project = g.Project
+	if !c.Remove && (!c.Print || g.Project == "") {
+		if ch, err = g.Open(); err != nil {
+			return err
+		}
+		rep.Project = ch.Project()
+	}
+	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project}}
+	if fh := env.getenv("FERRY_HOME"); fh != "" {
+		rep.Server.Env = map[string]string{"FERRY_HOME": fh}
+	}
+	hookCmd := shellQuote(exe) + " catchup --as " + rep.Agent + " --project " + rep.Project
+	if fh := env.getenv("FERRY_HOME"); fh != "" && env.goos != "windows" {
+		hookCmd = "FERRY_HOME=" + shellQuote(fh) + " " + hookCmd // the same home as the server's
+	}
+	if c.Remove {
+		hookCmd = ""
+	}
+
+	if c.Print {
+		return c.printSnippet(g, rep, file, hookCmd)
+	}
+	withHook := c.Hook || (c.Remove && c.App == "claude-code")
+	decode, edit, encode := decodeJSON, editJSONServer(rep.Server, c.App == "claude-code", c.Remove), encodeJSON
+	if c.App == "codex" {
+		decode, edit, encode = decodeTOML, editTOMLServer(rep.Server, c.Remove), encodeTOML
+	}
+	hookFile, hookEdit := hookPath(c.Scope, env, root), editHook(hookCmd, c.Remove)
+	// Every file is checked before anything is joined or written: a bad one changes nothing.
+	if err := checkEdit(file, decode, edit); err != nil {
+		return err
+	}
+	if withHook {
+		if err := checkEdit(hookFile, decodeJSON, hookEdit); err != nil {
+			return err
+		}
+	}
+	if ch != nil {
+		if err := ch.Home.MapProject(ch.Project(), ch.Root); err != nil {
+			return err
+		}
+		if rep.Join, err = fsbus.Join(ch, rep.Agent, c.App); err != nil {
+			return err
+		}
+	}
+	now := env.now()
+	perm := os.FileMode(0o644)
+	if c.App == "codex" || (c.App == "claude-code" && c.Scope == "user") {
+		perm = 0o600 // files that also hold the app's own account state or secrets
+	}
+	old, _ := os.ReadFile(file)
+	claude := ""
+	if c.App == "claude-code" && c.Scope == "user" && env.lookPath != nil {
+		claude, _ = env.lookPath("claude")
+	}
+	if claude != "" {
+		rep.Config, err = editViaClaude(claude, file, rep.Server, c.Remove, now, env.run)
+	} else {
+		rep.Config, err = editConfig(file, perm, now, decode, edit, encode)
+	}
+	if err != nil {
+		return err
+	}
+	if c.App == "codex" && rep.Config.changed() && hasTOMLComments(old) {
+		rep.Config.Note = "comments in config.toml are not kept; the original is in the backup"
+	}
+	if withHook {
+		hres, err := editConfig(hookFile, 0o644, now, decodeJSON, hookEdit, encodeJSON)
+		if err != nil {
+			return err
+		}
+		if c.Hook || hres.Action == "removed" {
+			rep.Hook = hres
+		}
+	}
+	if g.JSON {
+		return g.printJSON(rep)
+	}
+	c.printReport(g, rep)
+	return nil
+}
+
+var actionWords = map[string]string{
+	"added": "added ferry to", "updated": "updated ferry in", "unchanged": "ferry already set in",
+	"removed": "removed ferry from", "absent": "no ferry entry in",
+}
+
+func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
+	line := func(what string, r *editResult) {
+		g.printf("✔ %s %s %s", what, actionWords[r.Action], r.File)
+		if !r.changed() {
+			g.printf("; nothing changed")
+		}
+		g.printf("\n")
+		if r.Backup != "" {
+			g.printf("  backup: %s\n", r.Backup)
+		}
+		if r.Note != "" {
+			g.printf("  note: %s\n", r.Note)
+		}
+	}
+	line(rep.App+":", rep.Config)
+	if rep.Hook != nil {
+		line("SessionStart hook:", rep.Hook)
+	}
+	if c.Remove {
+		g.printf("  the agent %s stays in the channel; the owner retires it there if it is gone for good\n", rep.Agent)
+	} else {
+		g.printf("  server: %s %s\n", rep.Server.Command, strings.Join(rep.Server.Args, " "))
+	}
+	if j := rep.Join; j != nil {
+		verb := "joined"
+		if !j.Wrote {
+			verb = "already announced"
+		}
+		g.printf("✔ %s %s in %s (key %s)\n", j.Agent, verb, j.Project, j.Key)
+		if j.Seated {
+			g.printf("  seated at level %s\n", j.Level)
+		} else {
+			g.printf("  not seated yet; the owner runs: %s\n", j.Next)
+		}
+	}
+	for _, n := range rep.Notes {
+		g.printf("  note: %s\n", n)
+	}
+	if rep.Config.changed() {
+		g.printf("  restart the app to load it\n")
+	}
+}
+
+// printSnippet shows what connect would write, in the file's own format.
+func (c *ConnectCmd) printSnippet(g *Globals, rep *connectReport, file, hookCmd string) error {
+	if g.JSON {
+		rep.Config = &editResult{File: file, Action: "print"}
+		return g.printJSON(rep)
+	}
+	g.printf("# %s: %s\n", c.App, file)
+	if c.App == "codex" {
+		doc := map[string]any{}
+		_, _, _ = editTOMLServer(rep.Server, false)(doc)
+		b, err := encodeTOML(doc)
+		if err != nil {
+			return err
+		}
+		g.printf("%s", b)
+	} else {
+		d, _, _ := editJSONServer(rep.Server, c.App == "claude-code", false)(jsonObject{})
+		b, err := encodeJSON(d)
+		if err != nil {
+			return err
+		}
+		g.printf("%s", b)
+		if c.App == "claude-code" && c.Scope == "user" {
+			spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(rep.Server.Command)).set("args", mustRaw(rep.Server.Args))
+			if len(rep.Server.Env) > 0 {
+				spec = spec.set("env", mustRaw(rep.Server.Env))
+			}
+			g.printf("# or, with Claude Code's CLI: claude mcp add-json --scope user ferry '%s'\n", mustRaw(spec))
+		}
+	}
+	if c.Hook {
+		d, _, _ := editHook(hookCmd, false)(jsonObject{})
+		b, err := encodeJSON(d)
+		if err != nil {
+			return err
+		}
+		g.printf("# SessionStart hook (.claude/settings.json)\n%s", b)
+	}
+	for _, n := range rep.Notes {
+		g.printf("# note: %s\n", n)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// DoctorCmd is `ferry doctor`: what a synced folder did to the channel, and the fix for
+// each finding (issue 7).
+type DoctorCmd struct{}
+
+// Help is the long help.
+func (c *DoctorCmd) Help() string {
+	return "Checks torn tails, forks, conflict copies of segments (found by content) and whether\n" +
+		"they are merged, bad signatures and unknown keys, object files no entry names or that\n" +
+		"have not arrived, writers' clocks running ahead, Syncthing's delivery and folder\n" +
+		"settings (asked on loopback, 5 s at most), contested things and conflict copies of\n" +
+		"memory notes. Each finding comes with a one-line fix. Nothing is changed.\n" +
+		"Exits non-zero (category invalid) when there are errors; warnings and info do not."
+}
+
+// Run implements the command.
+func (c *DoctorCmd) Run(g *Globals) error {
+	ch, err := g.Open()
+	if err != nil {
+		return err
+	}
+	v, err := ch.Load()
+	if err != nil {
+		return err
+	}
+	r, err := ch.Doctor(context.Background(), v)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if err := g.printJSON(r); err != nil {
+			return err
+		}
+	} else {
+		for _, f := range r.Findings {
+			where := ""
+			if f.Path != "" {
+				where = " " + f.Path + ":"
+			}
+			g.printf("%-7s %s%s %s\n", f.Level, f.Check, where, f.Detail)
+			for _, l := range f.Lines {
+				g.printf("          %s\n", l)
+			}
+			g.printf("          fix: %s\n", f.Fix)
+		}
+		g.printf("pending sync: %s waiting for their object, %s for their entry, %s for their basis\n",
+			plural(r.Pending.Events, "entry", "entries"), plural(r.Pending.Objects, "object", "objects"), plural(r.Pending.Basis, "entry", "entries"))
+	}
+	if !r.OK() {
+		return fsbus.Errorf(fsbus.CatInvalid, "each finding above names its fix; nothing was changed",
+			"doctor found %s and %s", plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
+	}
+	if !g.JSON {
+		g.printf("✔ no errors (%s, %s)\n", plural(r.Warnings, "warning", "warnings"), plural(len(r.Copies), "conflict copy", "conflict copies"))
+	}
+	return nil
+}

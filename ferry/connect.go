@@ -1,0 +1,714 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// The app configs `ferry connect` edits (issue 9). Every path is computed by
+// connectPath from a GOOS and an environment, so each OS's path is unit-tested on any
+// machine; every edit goes through editConfig, which merges (other servers, unknown
+// keys and ferry's own extra keys kept), is idempotent (an equal entry writes nothing),
+// copies the file to <file>.bak-<UTC timestamp> before any change, writes atomically
+// (fsbus.WriteFileAtomic) with the file's mode kept, and refuses a file it cannot
+// parse without writing anything. No token or passphrase is ever written: the server
+// signs with the agent's key, which stays in ferry's home.
+
+// connectApps are the apps `ferry connect` knows, in help order.
+var connectApps = []string{"claude-desktop", "claude-code", "codex", "cursor"}
+
+// connectEnv is what connect reads from the machine, injected so tests run on
+// temporary home dirs and compute every OS's paths.
+type connectEnv struct {
+	goos   string              // runtime.GOOS, or the OS under test
+	getenv func(string) string // os.Getenv
+	home   string              // the user's home dir (os.UserHomeDir)
+	cwd    string              // the working dir: its git top level is a project's root
+	now    func() time.Time    // backup names
+	// lookPath finds a program on PATH (exec.LookPath); nil: none is looked for.
+	lookPath func(string) (string, error)
+	// run runs a program and returns its combined output (exec.Command).
+	run func(name string, args ...string) ([]byte, error)
+}
+
+// joinFor joins path elements with goos's separator (a Windows path computed on Linux
+// in a test still reads C:\Users\…).
+func joinFor(goos string, elem ...string) string {
+	if goos != "windows" {
+		return path.Join(elem...)
+	}
+	parts := make([]string, 0, len(elem))
+	for i, e := range elem {
+		e = strings.ReplaceAll(e, "/", `\`)
+		if i > 0 {
+			e = strings.Trim(e, `\`)
+		} else {
+			e = strings.TrimRight(e, `\`)
+		}
+		if e != "" {
+			parts = append(parts, e)
+		}
+	}
+	return strings.Join(parts, `\`)
+}
+
+// connectPath is the config file app reads for scope "user" or "project" on goos:
+//
+//   - claude-desktop (user only): macOS ~/Library/Application Support/Claude/,
+//     Windows %APPDATA%\Claude\, else $XDG_CONFIG_HOME/Claude/ or ~/.config/Claude/;
+//     file claude_desktop_config.json.
+//   - claude-code: user ~/.claude.json ($CLAUDE_CONFIG_DIR/.claude.json when set),
+//     project <root>/.mcp.json.
+//   - cursor: user ~/.cursor/mcp.json, project <root>/.cursor/mcp.json.
+//   - codex (user only): $CODEX_HOME/config.toml, default ~/.codex/config.toml.
+//
+// root is the project's root (its git top level). It returns invalid for an unknown
+// app, a scope the app does not read, or a missing %APPDATA% on Windows.
+func connectPath(app, scope string, env connectEnv, root string) (string, error) {
+	g := env.goos
+	userOnly := func() error {
+		if scope == "project" {
+			return fsbus.Errorf(fsbus.CatInvalid, "drop --scope project", "%s reads a user-level config only", app)
+		}
+		return nil
+	}
+	switch app {
+	case "claude-desktop":
+		if err := userOnly(); err != nil {
+			return "", err
+		}
+		switch g {
+		case "darwin":
+			return joinFor(g, env.home, "Library", "Application Support", "Claude", "claude_desktop_config.json"), nil
+		case "windows":
+			appdata := env.getenv("APPDATA")
+			if appdata == "" {
+				return "", fsbus.Errorf(fsbus.CatInvalid, "set APPDATA (normally C:\\Users\\<you>\\AppData\\Roaming)", "%%APPDATA%% is not set")
+			}
+			return joinFor(g, appdata, "Claude", "claude_desktop_config.json"), nil
+		default:
+			dir := env.getenv("XDG_CONFIG_HOME")
+			if dir == "" || !filepath.IsAbs(dir) {
+				dir = joinFor(g, env.home, ".config")
+			}
+			return joinFor(g, dir, "Claude", "claude_desktop_config.json"), nil
+		}
+	case "claude-code":
+		if scope == "project" {
+			return joinFor(g, root, ".mcp.json"), nil
+		}
+		if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
+			return joinFor(g, d, ".claude.json"), nil
+		}
+		return joinFor(g, env.home, ".claude.json"), nil
+	case "cursor":
+		if scope == "project" {
+			return joinFor(g, root, ".cursor", "mcp.json"), nil
+		}
+		return joinFor(g, env.home, ".cursor", "mcp.json"), nil
+	case "codex":
+		if err := userOnly(); err != nil {
+			return "", err
+		}
+		if d := env.getenv("CODEX_HOME"); d != "" {
+			return joinFor(g, d, "config.toml"), nil
+		}
+		return joinFor(g, env.home, ".codex", "config.toml"), nil
+	}
+	return "", fsbus.Errorf(fsbus.CatInvalid, "pick one of "+strings.Join(connectApps, ", "), "unknown app %q", app)
+}
+
+// hookPath is Claude Code's settings file for a SessionStart hook: user
+// ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json when set), project
+// <root>/.claude/settings.json.
+func hookPath(scope string, env connectEnv, root string) string {
+	if scope == "project" {
+		return joinFor(env.goos, root, ".claude", "settings.json")
+	}
+	if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return joinFor(env.goos, d, "settings.json")
+	}
+	return joinFor(env.goos, env.home, ".claude", "settings.json")
+}
+
+// serverEntry is the command an app spawns: `<binary> mcp serve --as NAME --project
+// ID`, plus FERRY_HOME when this ferry runs with one (so the app's server finds the
+// same keys and project map). Nothing secret.
+type serverEntry struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// editResult says what one config edit did.
+type editResult struct {
+	File   string `json:"file"`
+	Action string `json:"action"` // added, updated, unchanged, removed, absent
+	Backup string `json:"backup,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+// changed reports whether the edit wrote the file.
+func (r *editResult) changed() bool {
+	return r.Action == "added" || r.Action == "updated" || r.Action == "removed"
+}
+
+// editConfig reads file (missing: empty), lets edit change the decoded document, and
+// writes it back when the edit changed it: backup first, then an atomic write keeping
+// the file's mode (perm for a new file). A symlinked file is written through to its
+// target. decode/encode are the format's. An unparsable file is an invalid error and
+// nothing is written.
+func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
+	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*editResult, error) {
+	res := &editResult{File: file}
+	target := file
+	if t, err := filepath.EvalSymlinks(file); err == nil {
+		target = t
+	}
+	old, err := os.ReadFile(target)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions", "reading %s: %v", file, err)
+	}
+	if exists {
+		if fi, err := os.Stat(target); err == nil {
+			perm = fi.Mode().Perm()
+		}
+	}
+	doc, err := decode(old)
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix or move the file aside, then run ferry connect again; nothing was written",
+			"%s is not valid: %v", file, err)
+	}
+	doc, action, err := edit(doc)
+	if err != nil {
+		return nil, err
+	}
+	res.Action = action
+	if !res.changed() {
+		return res, nil
+	}
+	data, err := encode(doc)
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "", "encoding %s: %v", file, err)
+	}
+	if exists {
+		res.Backup = target + ".bak-" + now.UTC().Format("20060102T150405Z")
+		if err := fsbus.WriteFileAtomic(res.Backup, old, perm); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable", "backing up %s: %v", file, err)
+		}
+	}
+	if err := fsbus.WriteFileAtomic(target, data, perm); err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable", "writing %s: %v", file, err)
+	}
+	return res, nil
+}
+
+// --- JSON, order kept ---------------------------------------------------------
+
+// jsonObject is a JSON object with its members in file order, values kept as raw
+// bytes, so an edit changes ferry's entry and nothing else.
+type jsonObject []jsonMember
+
+type jsonMember struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// parseObject decodes a JSON object keeping member order. Empty input (a new or blank
+// file) is an empty object.
+func parseObject(data []byte) (jsonObject, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return jsonObject{}, nil
+	}
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("the top level is not a JSON object")
+	}
+	obj := jsonObject{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		obj = append(obj, jsonMember{Key: kt.(string), Value: raw})
+	}
+	return obj, nil
+}
+
+func (o jsonObject) get(key string) (json.RawMessage, bool) {
+	for _, m := range o {
+		if m.Key == key {
+			return m.Value, true
+		}
+	}
+	return nil, false
+}
+
+// set replaces key's value in place or appends it.
+func (o jsonObject) set(key string, v json.RawMessage) jsonObject {
+	for i, m := range o {
+		if m.Key == key {
+			o[i].Value = v
+			return o
+		}
+	}
+	return append(o, jsonMember{Key: key, Value: v})
+}
+
+func (o jsonObject) del(key string) jsonObject {
+	out := o[:0]
+	for _, m := range o {
+		if m.Key != key {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes the members in order.
+func (o jsonObject) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.Value)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// subObject is o[key] as an object (absent: empty); a non-object is an error.
+func (o jsonObject) subObject(key string) (jsonObject, error) {
+	raw, ok := o.get(key)
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return jsonObject{}, nil
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix the file, then run ferry connect again; nothing was written", "%q is not a JSON object", key)
+	}
+	return parseObject(raw)
+}
+
+func encodeJSON(doc any) ([]byte, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return nil, err
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), nil
+}
+
+func decodeJSON(data []byte) (any, error) { return parseObject(data) }
+
+// mustRaw is v as compact JSON without HTML escaping.
+func mustRaw(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err)
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// editJSONServer sets (or, with remove, deletes) servers.ferry under the top-level key
+// "mcpServers". Keys in ferry's existing entry other than command, args, env and type
+// are kept.
+func editJSONServer(entry serverEntry, withType, remove bool) func(any) (any, string, error) {
+	return func(d any) (any, string, error) {
+		doc := d.(jsonObject)
+		servers, err := doc.subObject("mcpServers")
+		if err != nil {
+			return nil, "", err
+		}
+		cur, had := servers.get("ferry")
+		if remove {
+			if !had {
+				return doc, "absent", nil
+			}
+			return doc.set("mcpServers", mustRaw(servers.del("ferry"))), "removed", nil
+		}
+		want := jsonObject{}
+		if had {
+			if t := bytes.TrimSpace(cur); len(t) > 0 && t[0] == '{' {
+				if want, err = parseObject(cur); err != nil {
+					return nil, "", err
+				}
+			}
+		}
+		if withType {
+			want = want.set("type", mustRaw("stdio"))
+		}
+		want = want.set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
+		if len(entry.Env) > 0 {
+			want = want.set("env", mustRaw(entry.Env))
+		} else {
+			want = want.del("env")
+		}
+		next := mustRaw(want)
+		if had && sameJSON(cur, next) {
+			return doc, "unchanged", nil
+		}
+		action := "added"
+		if had {
+			action = "updated"
+		}
+		return doc.set("mcpServers", mustRaw(servers.set("ferry", next))), action, nil
+	}
+}
+
+// ferryHookRe recognises ferry's SessionStart hook command: a ferry binary (quoted or
+// not) running catchup.
+var ferryHookRe = regexp.MustCompile(`(^|[/\\])ferry(\.exe)?"? catchup( |$)`)
+
+// editHook installs (or removes) a SessionStart hook running command in Claude Code's
+// settings: hooks.SessionStart[] is a list of {matcher, hooks:[{type, command}]}. An
+// existing ferry catchup hook is replaced; other hooks and keys are kept.
+func editHook(command string, remove bool) func(any) (any, string, error) {
+	return func(d any) (any, string, error) {
+		doc := d.(jsonObject)
+		hooks, err := doc.subObject("hooks")
+		if err != nil {
+			return nil, "", err
+		}
+		var groups []map[string]any
+		if raw, ok := hooks.get("SessionStart"); ok {
+			if err := json.Unmarshal(raw, &groups); err != nil {
+				return nil, "", fsbus.Errorf(fsbus.CatInvalid, "fix the file, then run ferry connect again; nothing was written", "hooks.SessionStart is not a list of hook groups: %v", err)
+			}
+		}
+		found, same := false, false
+		var out []map[string]any
+		for _, g := range groups {
+			list, _ := g["hooks"].([]any)
+			var keep []any
+			for _, h := range list {
+				hm, _ := h.(map[string]any)
+				c, _ := hm["command"].(string)
+				if ferryHookRe.MatchString(c) {
+					found = true
+					same = same || c == command
+					continue
+				}
+				keep = append(keep, h)
+			}
+			if len(list) > 0 && len(keep) == 0 {
+				continue // a group holding only ferry's hook
+			}
+			if len(list) > 0 {
+				g["hooks"] = keep
+			}
+			out = append(out, g)
+		}
+		if remove {
+			if !found {
+				return doc, "absent", nil
+			}
+			if len(out) == 0 {
+				hooks = hooks.del("SessionStart")
+			} else {
+				hooks = hooks.set("SessionStart", mustRaw(out))
+			}
+			return doc.set("hooks", mustRaw(hooks)), "removed", nil
+		}
+		if same && countFerryHooks(groups) == 1 {
+			return doc, "unchanged", nil
+		}
+		out = append(out, map[string]any{"matcher": "", "hooks": []any{map[string]any{"type": "command", "command": command}}})
+		action := "added"
+		if found {
+			action = "updated"
+		}
+		return doc.set("hooks", mustRaw(hooks.set("SessionStart", mustRaw(out)))), action, nil
+	}
+}
+
+func countFerryHooks(groups []map[string]any) int {
+	n := 0
+	for _, g := range groups {
+		list, _ := g["hooks"].([]any)
+		for _, h := range list {
+			hm, _ := h.(map[string]any)
+			if c, _ := hm["command"].(string); ferryHookRe.MatchString(c) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// --- TOML (Codex) ---------------------------------------------------------------
+
+func decodeTOML(data []byte) (any, error) {
+	m := map[string]any{}
+	if _, err := toml.Decode(string(data), &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func encodeTOML(doc any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := toml.NewEncoder(&b)
+	enc.Indent = ""
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// editTOMLServer sets (or deletes) [mcp_servers.ferry] in Codex's config.toml; other
+// keys in ferry's table (startup_timeout_sec, …) are kept.
+func editTOMLServer(entry serverEntry, remove bool) func(any) (any, string, error) {
+	return func(d any) (any, string, error) {
+		doc := d.(map[string]any)
+		servers := map[string]any{}
+		if v, ok := doc["mcp_servers"]; ok {
+			s, ok := v.(map[string]any)
+			if !ok {
+				return nil, "", fsbus.Errorf(fsbus.CatInvalid, "fix the file, then run ferry connect again; nothing was written", "mcp_servers is not a table")
+			}
+			servers = s
+		}
+		cur, had := servers["ferry"].(map[string]any)
+		if remove {
+			if _, ok := servers["ferry"]; !ok {
+				return doc, "absent", nil
+			}
+			delete(servers, "ferry")
+			return doc, "removed", nil
+		}
+		want := map[string]any{}
+		for k, v := range cur {
+			want[k] = v
+		}
+		want["command"] = entry.Command
+		args := make([]any, len(entry.Args))
+		for i, a := range entry.Args {
+			args[i] = a
+		}
+		want["args"] = args
+		delete(want, "env")
+		if len(entry.Env) > 0 {
+			env := map[string]any{}
+			for k, v := range entry.Env {
+				env[k] = v
+			}
+			want["env"] = env
+		}
+		if had && reflect.DeepEqual(cur, want) {
+			return doc, "unchanged", nil
+		}
+		action := "added"
+		if _, ok := servers["ferry"]; ok {
+			action = "updated"
+		}
+		servers["ferry"] = want
+		doc["mcp_servers"] = servers
+		return doc, action, nil
+	}
+}
+
+// hasTOMLComments reports whether a TOML text holds a comment line (re-encoding loses
+// comments; the user is told and the backup keeps them).
+func hasTOMLComments(data []byte) bool {
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			return true
+		}
+	}
+	return false
+}
+
+// --- names, roots, worktrees -----------------------------------------------------
+
+// gitInfo is what git says about the working dir: its top level and whether it is a
+// second (linked) worktree, whose git dir differs from the common dir.
+type gitInfo struct {
+	TopLevel string
+	Linked   bool
+}
+
+// readGit asks git about dir; ok is false outside a repository or without git.
+func readGit(dir string) (gitInfo, bool) {
+	cmd := exec.Command("git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return gitInfo{}, false
+	}
+	l := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(l) != 3 {
+		return gitInfo{}, false
+	}
+	return gitInfo{TopLevel: filepath.FromSlash(l[0]), Linked: filepath.Clean(l[1]) != filepath.Clean(l[2])}, true
+}
+
+// defaultAgentName is <app>-<machine>, and for a project-level entry in a second
+// worktree of a repository <app>-<machine>-<worktree dir>, so two worktrees' agents
+// never share a name. At most 63 bytes (a portable name).
+func defaultAgentName(app, machine, worktree string) string {
+	parts := []string{app}
+	if m := fsbus.PortableLabel(machine); m != "" {
+		parts = append(parts, m)
+	}
+	if w := fsbus.PortableLabel(worktree); w != "" {
+		parts = append(parts, w)
+	}
+	n := strings.Join(parts, "-")
+	if len(n) > 63 {
+		n = strings.TrimRight(n[:63], "-")
+	}
+	return n
+}
+
+// machineLabel is this machine's host name up to its first dot, as fsbus writes it in
+// agent.join.
+func machineLabel() string {
+	h, _ := os.Hostname()
+	h, _, _ = strings.Cut(h, ".")
+	return fsbus.PortableLabel(h)
+}
+
+// shellQuote quotes s for a hook command line when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\"'\\$`!*?[]{}()<>|&;#~") {
+		return s
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s) + `"`
+}
+
+// checkEdit is a dry run of editConfig: it returns the invalid error for a file that
+// exists and does not parse, or whose shape the edit refuses (mcpServers not an
+// object, …), so a command touching several files refuses before it changes any.
+func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (any, string, error)) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil // missing (a new file) or unreadable: editConfig says which
+	}
+	doc, err := decode(data)
+	if err != nil {
+		return fsbus.Errorf(fsbus.CatInvalid, "fix or move the file aside, then run ferry connect again; nothing was written",
+			"%s is not valid: %v", file, err)
+	}
+	if _, _, err := edit(doc); err != nil {
+		var fe *fsbus.Error
+		if errors.As(err, &fe) {
+			return fsbus.Errorf(fe.Category, fe.Hint, "%s: %s", file, fe.Message)
+		}
+		return err
+	}
+	return nil
+}
+
+// editViaClaude makes Claude Code's user-level entry through its own CLI, `claude mcp
+// add-json --scope user ferry JSON` (and `claude mcp remove --scope user ferry` first
+// when an entry is there), because Claude Code keeps rewriting ~/.claude.json while it
+// runs and an edit of ours could be lost. file is read first, so an equal entry runs
+// nothing (idempotent) and an unparsable file is refused before anything runs; it is
+// backed up before the CLI runs. A CLI failure is an internal error carrying its
+// output; an entry the CLI ran without leaving in file is reported as a note.
+func editViaClaude(claude, file string, entry serverEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*editResult, error) {
+	res := &editResult{File: file}
+	old, err := os.ReadFile(file)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions", "reading %s: %v", file, err)
+	}
+	doc, err := decodeJSON(old)
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix or move the file aside, then run ferry connect again; nothing was written",
+			"%s is not valid: %v", file, err)
+	}
+	edit := editJSONServer(entry, true, remove)
+	_, action, err := edit(doc)
+	if err != nil {
+		return nil, err
+	}
+	res.Action = action
+	if !res.changed() {
+		return res, nil
+	}
+	if exists {
+		perm := fs.FileMode(0o600)
+		if fi, err := os.Stat(file); err == nil {
+			perm = fi.Mode().Perm()
+		}
+		res.Backup = file + ".bak-" + now.UTC().Format("20060102T150405Z")
+		if err := fsbus.WriteFileAtomic(res.Backup, old, perm); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable", "backing up %s: %v", file, err)
+		}
+	}
+	steps := [][]string{}
+	if action != "added" {
+		steps = append(steps, []string{"mcp", "remove", "--scope", "user", "ferry"})
+	}
+	if !remove {
+		spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
+		if len(entry.Env) > 0 {
+			spec = spec.set("env", mustRaw(entry.Env))
+		}
+		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(mustRaw(spec))})
+	}
+	for _, args := range steps {
+		if out, err := run(claude, args...); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInternal, "run `claude "+strings.Join(args[:len(args)-1], " ")+" …` by hand, or ferry connect claude-code --print to see the entry; the old file is in the backup",
+				"claude %s %s failed: %v: %s", args[0], args[1], err, strings.TrimSpace(string(out)))
+		}
+	}
+	res.Note = "written by `claude mcp`"
+	if after, err := os.ReadFile(file); err == nil {
+		if d, err := decodeJSON(after); err == nil {
+			if _, again, err := edit(d); err == nil && (again == "unchanged" || again == "absent") {
+				return res, nil
+			}
+		}
+	}
+	res.Note = "`claude mcp` ran, but the entry is not as expected in " + file + "; check with `claude mcp get ferry`"
+	return res, nil
+}

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+// Issue 9: `ferry connect` config paths, merges, idempotency, backups, removal,
+// refusal of invalid files and worktree naming, on temporary home dirs.
+
+func envOf(goos, home string, vars map[string]string) connectEnv {
+	return connectEnv{goos: goos, home: home, getenv: func(k string) string { return vars[k] },
+		now: func() time.Time { return time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) }}
+}
+
+// TestConnectPaths: every app's config path on linux, darwin and windows.
+func TestConnectPaths(t *testing.T) {
+	for _, tc := range []struct {
+		goos, app, scope string
+		vars             map[string]string
+		home, root, want string
+	}{
+		{"linux", "claude-desktop", "user", nil, "/home/u", "", "/home/u/.config/Claude/claude_desktop_config.json"},
+		{"linux", "claude-desktop", "user", map[string]string{"XDG_CONFIG_HOME": "/xdg"}, "/home/u", "", "/xdg/Claude/claude_desktop_config.json"},
+		{"linux", "claude-desktop", "user", map[string]string{"XDG_CONFIG_HOME": "rel"}, "/home/u", "", "/home/u/.config/Claude/claude_desktop_config.json"},
+		{"darwin", "claude-desktop", "user", nil, "/Users/u", "", "/Users/u/Library/Application Support/Claude/claude_desktop_config.json"},
+		{"windows", "claude-desktop", "user", map[string]string{"APPDATA": `C:\Users\u\AppData\Roaming`}, `C:\Users\u`, "", `C:\Users\u\AppData\Roaming\Claude\claude_desktop_config.json`},
+		{"linux", "claude-code", "user", nil, "/home/u", "/src/r", "/home/u/.claude.json"},
+		{"darwin", "claude-code", "project", nil, "/Users/u", "/src/r", "/src/r/.mcp.json"},
+		{"windows", "claude-code", "user", nil, `C:\Users\u`, `C:\src\r`, `C:\Users\u\.claude.json`},
+		{"windows", "claude-code", "project", nil, `C:\Users\u`, `C:\src\r`, `C:\src\r\.mcp.json`},
+		{"darwin", "claude-code", "user", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}, "/Users/u", "/src/r", "/cc/.claude.json"},
+		{"linux", "claude-code", "project", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}, "/home/u", "/src/r", "/src/r/.mcp.json"},
+		{"linux", "cursor", "user", nil, "/home/u", "/src/r", "/home/u/.cursor/mcp.json"},
+		{"linux", "cursor", "project", nil, "/home/u", "/src/r", "/src/r/.cursor/mcp.json"},
+		{"darwin", "cursor", "user", nil, "/Users/u", "", "/Users/u/.cursor/mcp.json"},
+		{"windows", "cursor", "project", nil, `C:\Users\u`, `C:\src\r`, `C:\src\r\.cursor\mcp.json`},
+		{"linux", "codex", "user", nil, "/home/u", "", "/home/u/.codex/config.toml"},
+		{"darwin", "codex", "user", map[string]string{"CODEX_HOME": "/opt/codex"}, "/Users/u", "", "/opt/codex/config.toml"},
+		{"windows", "codex", "user", nil, `C:\Users\u`, "", `C:\Users\u\.codex\config.toml`},
+	} {
+		got, err := connectPath(tc.app, tc.scope, envOf(tc.goos, tc.home, tc.vars), tc.root)
+		if err != nil || got != tc.want {
+			t.Errorf("%s %s %s: got %q, %v; want %q", tc.goos, tc.app, tc.scope, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ goos, app, scope string }{
+		{"windows", "claude-desktop", "user"}, // no APPDATA
+		{"linux", "claude-desktop", "project"},
+		{"linux", "codex", "project"},
+		{"linux", "vscode", "user"},
+	} {
+		if _, err := connectPath(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, fsbus.CatInvalid) {
+			t.Errorf("%s %s %s: want invalid, got %v", tc.goos, tc.app, tc.scope, err)
+		}
+	}
+	if got := hookPath("project", envOf("windows", `C:\Users\u`, nil), `C:\r`); got != `C:\r\.claude\settings.json` {
+		t.Errorf("hook path: %q", got)
+	}
+	if got := hookPath("user", envOf("darwin", "/Users/u", nil), "/r"); got != "/Users/u/.claude/settings.json" {
+		t.Errorf("hook path: %q", got)
+	}
+	if got := hookPath("user", envOf("linux", "/home/u", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}), "/r"); got != "/cc/settings.json" {
+		t.Errorf("hook path: %q", got)
+	}
+}
+
+func isCat(err error, cat string) bool {
+	var fe *fsbus.Error
+	return errors.As(err, &fe) && fe.Category == cat
+}
+
+var testEntry = serverEntry{Command: "/opt/ferry/bin/ferry", Args: []string{"mcp", "serve", "--as", "cursor-box", "--project", "acme"}}
+
+func jsonEdit(t *testing.T, file string, edit func(any) (any, string, error)) (*editResult, error) {
+	t.Helper()
+	return editConfig(file, 0o644, time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC), decodeJSON, edit, encodeJSON)
+}
+
+// TestConnectJSONMerge: other servers, unknown keys, their order and ferry's own extra
+// keys are kept; a second run changes nothing; a backup holds the old bytes; the mode
+// is kept; remove takes out ferry's entry only.
+func TestConnectJSONMerge(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mcp.json")
+	orig := `{"zeta": 1, "mcpServers": {"other": {"command": "x", "args": ["y"]}, "ferry": {"command": "/old/ferry", "disabled": false}}, "alpha": {"k": [1,2]}}`
+	if err := os.WriteFile(file, []byte(orig), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	res, err := jsonEdit(t, file, editJSONServer(testEntry, false, false))
+	if err != nil || res.Action != "updated" {
+		t.Fatalf("first run: %+v, %v", res, err)
+	}
+	got, _ := os.ReadFile(file)
+	if i, j, k := bytes.Index(got, []byte(`"zeta"`)), bytes.Index(got, []byte(`"mcpServers"`)), bytes.Index(got, []byte(`"alpha"`)); !(i < j && j < k) {
+		t.Errorf("key order not kept:\n%s", got)
+	}
+	var doc struct {
+		Zeta       int
+		Alpha      map[string][]int
+		MCPServers map[string]map[string]any `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(got, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Zeta != 1 || len(doc.Alpha["k"]) != 2 || doc.MCPServers["other"]["command"] != "x" {
+		t.Errorf("other content lost: %s", got)
+	}
+	f := doc.MCPServers["ferry"]
+	if f["command"] != testEntry.Command || f["disabled"] != false || len(f["args"].([]any)) != 6 {
+		t.Errorf("ferry entry: %v", f)
+	}
+	if _, ok := f["type"]; ok {
+		t.Errorf("type written for an app that does not use it: %v", f)
+	}
+	if b, _ := os.ReadFile(res.Backup); string(b) != orig || res.Backup != file+".bak-20261129T223000Z" {
+		t.Errorf("backup %s holds %q", res.Backup, b)
+	}
+	if fi, _ := os.Stat(file); runtime.GOOS != "windows" && fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640", fi.Mode().Perm())
+	}
+	// Idempotent: a second run writes nothing (no new backup either).
+	os.Remove(res.Backup)
+	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, false))
+	if err != nil || res.Action != "unchanged" || res.Backup != "" {
+		t.Fatalf("second run: %+v, %v", res, err)
+	}
+	if again, _ := os.ReadFile(file); !bytes.Equal(again, got) {
+		t.Errorf("second run changed the file")
+	}
+	if _, err := os.Stat(file + ".bak-20261129T223000Z"); err == nil {
+		t.Errorf("second run made a backup")
+	}
+	// Remove: only ferry's entry goes.
+	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, true))
+	if err != nil || res.Action != "removed" {
+		t.Fatalf("remove: %+v, %v", res, err)
+	}
+	got, _ = os.ReadFile(file)
+	doc.MCPServers = nil
+	json.Unmarshal(got, &doc)
+	if _, ok := doc.MCPServers["ferry"]; ok || doc.MCPServers["other"] == nil || doc.Zeta != 1 {
+		t.Errorf("after remove: %s", got)
+	}
+	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, true))
+	if err != nil || res.Action != "absent" {
+		t.Errorf("second remove: %+v, %v", res, err)
+	}
+}
+
+// TestConnectJSONNew: a missing file (and its folder) is created with the entry; the
+// claude-code entry carries type stdio; env carries FERRY_HOME when given.
+func TestConnectJSONNew(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "Claude", "claude_desktop_config.json")
+	e := testEntry
+	e.Env = map[string]string{"FERRY_HOME": "/h/f"}
+	res, err := jsonEdit(t, file, editJSONServer(e, true, false))
+	if err != nil || res.Action != "added" || res.Backup != "" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	var doc map[string]map[string]map[string]any
+	b, _ := os.ReadFile(file)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	f := doc["mcpServers"]["ferry"]
+	if f["type"] != "stdio" || f["env"].(map[string]any)["FERRY_HOME"] != "/h/f" {
+		t.Errorf("entry: %v", f)
+	}
+}
+
+// TestConnectInvalid: a file that does not parse, or whose mcpServers is not an
+// object, is refused as invalid and left byte for byte as it was, with no backup.
+func TestConnectInvalid(t *testing.T) {
+	for name, tc := range map[string]struct {
+		body string
+		toml bool
+	}{
+		"truncated json":     {body: `{"mcpServers": {`},
+		"json array":         {body: `[1,2]`},
+		"mcpServers string":  {body: `{"mcpServers": "x"}`},
+		"trailing garbage":   {body: `{"a":1} x`},
+		"bad toml":           {body: "[mcp_servers\ncommand = ", toml: true},
+		"mcp_servers scalar": {body: "mcp_servers = 3\n", toml: true},
+	} {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "c")
+		os.WriteFile(file, []byte(tc.body), 0o644)
+		decode, edit, encode := decodeJSON, editJSONServer(testEntry, false, false), encodeJSON
+		if tc.toml {
+			decode, edit, encode = decodeTOML, editTOMLServer(testEntry, false), encodeTOML
+		}
+		if err := checkEdit(file, decode, edit); !isCat(err, fsbus.CatInvalid) {
+			t.Errorf("%s: checkEdit: want invalid, got %v", name, err)
+		}
+		_, err := editConfig(file, 0o644, time.Now(), decode, edit, encode)
+		if !isCat(err, fsbus.CatInvalid) {
+			t.Errorf("%s: want invalid, got %v", name, err)
+		}
+		if b, _ := os.ReadFile(file); string(b) != tc.body {
+			t.Errorf("%s: file changed to %q", name, b)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 1 {
+			t.Errorf("%s: files left: %v", name, m)
+		}
+	}
+}
+
+// TestConnectTOMLMerge: Codex's config.toml keeps other tables, unknown keys and
+// ferry's own extra keys; a second run changes nothing; remove takes ferry's table out.
+func TestConnectTOMLMerge(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.toml")
+	orig := "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\nargs = [\"y\"]\n\n[mcp_servers.ferry]\ncommand = \"/old\"\nstartup_timeout_sec = 20\n\n[profiles.fast]\nmodel = \"mini\"\n"
+	os.WriteFile(file, []byte(orig), 0o600)
+	edit := func(remove bool) (*editResult, error) {
+		return editConfig(file, 0o600, time.Now(), decodeTOML, editTOMLServer(testEntry, remove), encodeTOML)
+	}
+	res, err := edit(false)
+	if err != nil || res.Action != "updated" || res.Backup == "" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if !hasTOMLComments([]byte(orig)) {
+		t.Errorf("comment not seen")
+	}
+	var doc struct {
+		Model      string
+		MCPServers map[string]map[string]any `toml:"mcp_servers"`
+		Profiles   map[string]map[string]string
+	}
+	if _, err := toml.DecodeFile(file, &doc); err != nil {
+		t.Fatal(err)
+	}
+	f := doc.MCPServers["ferry"]
+	if doc.Model != "o3" || doc.Profiles["fast"]["model"] != "mini" || doc.MCPServers["other"]["command"] != "x" ||
+		f["command"] != testEntry.Command || f["startup_timeout_sec"] != int64(20) || len(f["args"].([]any)) != 6 {
+		t.Errorf("merged: %+v", doc)
+	}
+	if res, err := edit(false); err != nil || res.Action != "unchanged" {
+		t.Errorf("second run: %+v, %v", res, err)
+	}
+	if res, err := edit(true); err != nil || res.Action != "removed" {
+		t.Errorf("remove: %+v, %v", res, err)
+	}
+	doc.MCPServers = nil
+	toml.DecodeFile(file, &doc)
+	if _, ok := doc.MCPServers["ferry"]; ok || doc.MCPServers["other"] == nil {
+		t.Errorf("after remove: %+v", doc.MCPServers)
+	}
+}
+
+// TestConnectHook: the SessionStart hook is added beside other hooks, is idempotent,
+// replaces an older ferry catchup hook, and remove takes only it out.
+func TestConnectHook(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "settings.json")
+	orig := `{"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"SessionStart": [{"matcher": "", "hooks": [{"type": "command", "command": "echo hi"}]}, {"hooks": [{"type": "command", "command": "/old/ferry catchup --as x"}]}], "Stop": [{"hooks": []}]}}`
+	os.WriteFile(file, []byte(orig), 0o644)
+	cmd := "/opt/ferry catchup --as claude-code-box --project acme"
+	res, err := jsonEdit(t, file, editHook(cmd, false))
+	if err != nil || res.Action != "updated" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	b, _ := os.ReadFile(file)
+	if bytes.Contains(b, []byte("/old/ferry")) || !bytes.Contains(b, []byte(cmd)) || !bytes.Contains(b, []byte("echo hi")) ||
+		!bytes.Contains(b, []byte("Bash(ls)")) || !bytes.Contains(b, []byte(`"Stop"`)) {
+		t.Errorf("merged hooks:\n%s", b)
+	}
+	if res, err := jsonEdit(t, file, editHook(cmd, false)); err != nil || res.Action != "unchanged" {
+		t.Errorf("second run: %+v, %v", res, err)
+	}
+	if res, err := jsonEdit(t, file, editHook("", true)); err != nil || res.Action != "removed" {
+		t.Errorf("remove: %+v, %v", res, err)
+	}
+	b, _ = os.ReadFile(file)
+	if bytes.Contains(b, []byte("catchup")) || !bytes.Contains(b, []byte("echo hi")) {
+		t.Errorf("after remove:\n%s", b)
+	}
+	os.WriteFile(file, []byte(`{"hooks": {"SessionStart": {"x": 1}}}`), 0o644)
+	if _, err := jsonEdit(t, file, editHook(cmd, false)); !isCat(err, fsbus.CatInvalid) {
+		t.Errorf("SessionStart not a list: %v", err)
+	}
+}
+
+// TestConnectSymlink: a symlinked config (dotfiles) is written through to its target;
+// the link stays a link.
+func TestConnectSymlink(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Log("symlinks need privileges on Windows; the write-through is the same code")
+		return
+	}
+	dir := t.TempDir()
+	target := filepath.Join(dir, "dotfiles-mcp.json")
+	os.WriteFile(target, []byte(`{}`), 0o644)
+	link := filepath.Join(dir, "mcp.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jsonEdit(t, link, editJSONServer(testEntry, false, false)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced by a file")
+	}
+	if b, _ := os.ReadFile(target); !bytes.Contains(b, []byte("ferry")) {
+		t.Errorf("target not written: %s", b)
+	}
+}
+
+// TestConnectNames: <app>-<machine>, a worktree suffix, 63 bytes at most.
+func TestConnectNames(t *testing.T) {
+	for _, tc := range []struct{ app, machine, wt, want string }{
+		{"claude-code", "Box", "", "claude-code-box"},
+		{"cursor", "my_laptop", "feature.x", "cursor-my-laptop-feature-x"},
+		{"codex", "", "", "codex"},
+	} {
+		if got := defaultAgentName(tc.app, tc.machine, tc.wt); got != tc.want {
+			t.Errorf("%v: got %q", tc, got)
+		}
+	}
+	long := defaultAgentName("claude-desktop", strings.Repeat("m", 40), strings.Repeat("w", 40))
+	if len(long) > 63 || !fsbus.ValidName(long) {
+		t.Errorf("long name %q", long)
+	}
+}
+
+// TestConnectWorktree: in a second git worktree, a project-level entry gets a name of
+// its own; in the main worktree it does not.
+func TestConnectWorktree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is needed on CI")
+		}
+		t.Log("no git: readGit reports no repository, covered by the name test")
+		return
+	}
+	dir := t.TempDir()
+	repo, wt := filepath.Join(dir, "repo"), filepath.Join(dir, "feat-login")
+	git := func(d string, args ...string) {
+		t.Helper()
+		c := exec.Command("git", args...)
+		c.Dir = d
+		c.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	os.MkdirAll(repo, 0o755)
+	git(repo, "init", "-q")
+	git(repo, "commit", "-q", "--allow-empty", "-m", "x")
+	git(repo, "worktree", "add", "-q", wt)
+	gi, ok := readGit(repo)
+	if !ok || gi.Linked {
+		t.Errorf("main worktree: %+v %v", gi, ok)
+	}
+	gi, ok = readGit(filepath.Join(wt))
+	if !ok || !gi.Linked || filepath.Base(gi.TopLevel) != "feat-login" {
+		t.Errorf("linked worktree: %+v %v", gi, ok)
+	}
+	if _, ok := readGit(dir); ok {
+		t.Errorf("outside a repository: ok")
+	}
+}

@@ -1,0 +1,573 @@
+package fsbus
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Doctor levels: an error means something counts for nothing or can be lost (the CLI
+// exits non-zero); a warning needs attention soon; info needs nothing done.
+const (
+	LevelError   = "error"
+	LevelWarning = "warning"
+	LevelInfo    = "info"
+)
+
+// Doctor checks (Finding.Check), one per kind of trouble a synced folder brings
+// (issue 7).
+const (
+	CheckTorn          = "torn"            // a segment's last line has not fully arrived
+	CheckFork          = "fork"            // two records with one (writer, device, seq)
+	CheckConflictCopy  = "conflict_copy"   // a sync tool's copy of a segment (merged, or not read)
+	CheckSignature     = "bad_signature"   // a record whose signature does not verify
+	CheckUnknownKey    = "unknown_key"     // a record of a writer no key is bound to
+	CheckLedger        = "ledger"          // malformed lines, broken chains, lost appends
+	CheckIgnored       = "ignored"         // entries the fold ignored (grant, level, rule)
+	CheckObject        = "object"          // an object file whose signature or hash is wrong
+	CheckOrphan        = "orphan_object"   // an object file no entry names (yet)
+	CheckPending       = "pending_sync"    // an entry whose object or basis has not arrived
+	CheckSkew          = "clock_skew"      // a writer's HLCs ran ahead of this machine's clock
+	CheckSync          = "sync"            // Syncthing's view of delivery
+	CheckSettings      = "sync_settings"   // Syncthing folder settings ferry recommends
+	CheckContested     = "contested"       // a thing whose chain branched, with its winner
+	CheckMemoryConflct = "memory_conflict" // a conflict copy (or git conflict) of memory/*.md
+)
+
+// Finding is one thing `ferry doctor` found, with a one-line fix.
+type Finding struct {
+	Check  string `json:"check"`
+	Level  string `json:"level"`
+	Path   string `json:"path,omitempty"` // slash-separated, relative to the channel
+	Detail string `json:"detail"`
+	Fix    string `json:"fix"`
+	// Lines are the records involved, as they stand on disk (both branches of a fork).
+	Lines []string `json:"lines,omitempty"`
+}
+
+// ConflictCopy is a file in ledger/<writer>/ that is not the segment of the writer and
+// device inside it: a sync tool's conflict copy, recognised by content (DESIGN §2
+// rule 8), whatever its name says.
+type ConflictCopy struct {
+	Path    string `json:"path"`
+	Of      string `json:"of"` // the segment the records belong to ("<writer>/<device>", comma-separated when several)
+	Records int    `json:"records"`
+	// Only counts the records found in this copy and in no segment proper: Syncthing
+	// prunes old copies (maxConflicts), so they are kept only while the copy is.
+	Only int `json:"only"`
+	// Merged is true when every record of the copy is read into the ledger (counted,
+	// or reported as a fork or a bad signature); false for a copy readers do not read.
+	Merged bool `json:"merged"`
+}
+
+// SkewRow is how far a writer's HLCs ran ahead of this machine's clock at arrival.
+type SkewRow struct {
+	Writer string `json:"writer"`
+	AheadS int64  `json:"ahead_s"` // max over its entries of hlc − first seen here, seconds
+}
+
+// DoctorPending counts what waits for the sync tool.
+type DoctorPending struct {
+	Events  int `json:"events"`  // entries whose object file has not arrived
+	Objects int `json:"objects"` // object files no entry names yet
+	Basis   int `json:"basis"`   // lifecycle entries whose basis has not arrived
+}
+
+// DoctorReport is `ferry doctor`.
+type DoctorReport struct {
+	Project  string         `json:"project"`
+	Channel  string         `json:"channel"`
+	Errors   int            `json:"errors"`
+	Warnings int            `json:"warnings"`
+	Findings []Finding      `json:"findings"`
+	Copies   []ConflictCopy `json:"conflict_copies"`
+	Pending  DoctorPending  `json:"pending"`
+	Skew     []SkewRow      `json:"clock_skew"`
+	Sync     *SyncHealth    `json:"sync"`
+}
+
+// OK reports whether the doctor found no error.
+func (r *DoctorReport) OK() bool { return r.Errors == 0 }
+
+// Unmerged counts the conflict copies whose records readers do not read.
+func (r *DoctorReport) Unmerged() int {
+	n := 0
+	for _, c := range r.Copies {
+		if !c.Merged {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *DoctorReport) add(f Finding) {
+	switch f.Level {
+	case LevelError:
+		r.Errors++
+	case LevelWarning:
+		r.Warnings++
+	}
+	r.Findings = append(r.Findings, f)
+}
+
+// Thresholds of the doctor's recommendations.
+const (
+	// SkewWarnS: a writer whose HLCs ran this many seconds ahead of this machine's clock
+	// at arrival is reported (a warning; an error beyond the policy's max_skew_s).
+	SkewWarnS = 60
+	// RecommendedMaxConflicts: Syncthing should keep at least this many conflict copies
+	// per file (its default), or all of them (-1), so no record is pruned unread.
+	RecommendedMaxConflicts = 10
+	// RecommendedWatcherDelayS: the watcher delay ferry recommends at most (seconds).
+	RecommendedWatcherDelayS = 2
+)
+
+// Doctor examines the channel as this machine sees it: torn tails, forks (both
+// branches' lines), conflict copies of segments (found by content, merged or not),
+// bad signatures and unknown keys (Verify), entries the fold ignored, object files that
+// are wrong or that no entry names, what waits for sync, HLC skew of writers against
+// this machine's clock at arrival, Syncthing's view of delivery (SyncHealth, within
+// SyncDeadline) and its folder settings, contested things, and conflict copies of
+// memory/*.md. Every finding has a one-line fix. It changes nothing in the channel;
+// it returns an error only when the channel cannot be read.
+func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
+	r := &DoctorReport{Project: c.Project(), Channel: c.Root, Findings: []Finding{}, Copies: []ConflictCopy{}, Skew: []SkewRow{}}
+	vr, err := c.Verify(v)
+	if err != nil {
+		return nil, err
+	}
+	c.doctorLedger(r, v, vr)
+	if err := c.doctorCopies(r, v, vr); err != nil {
+		return nil, err
+	}
+	c.doctorObjects(r, v, vr)
+	c.doctorSkew(r, v)
+	for _, ct := range v.State.Contested {
+		lost := []string{}
+		for _, l := range ct.Losers {
+			lost = append(lost, l.By+": "+l.Type)
+		}
+		r.add(Finding{Check: CheckContested, Level: LevelInfo, Path: ct.Ref,
+			Detail: fmt.Sprintf("%s branched: %s: %s won over %s", ct.Ref, ct.Winner.By, ct.Winner.Type, strings.Join(lost, ", ")),
+			Fix:    "nothing to do: every machine folds the same winner; tell " + strings.Join(ct.Involved, ", ") + " if work was done twice"})
+	}
+	c.doctorMemory(r)
+	r.Sync = c.SyncHealth(ctx)
+	c.doctorSync(r)
+	return r, nil
+}
+
+// doctorLedger reports the ledger's problems, forks and ignored entries.
+func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport) {
+	for _, p := range vr.Ledger.Problems {
+		where := p.Path
+		if p.Line > 0 {
+			where = fmt.Sprintf("%s:%d", p.Path, p.Line)
+		}
+		switch p.Kind {
+		case ledger.KindFork:
+			continue // listed with both branches below
+		case ledger.KindTorn:
+			fix := "wait: the sync tool has not delivered the rest; if it stays, that writer's next append moves the tail aside to <device>.torn-<n>"
+			if c.ownSegment(p.Path) {
+				fix = "nothing to lose: this machine's next append moves the tail aside to <device>.torn-<n> and truncates"
+			}
+			r.add(Finding{Check: CheckTorn, Level: LevelWarning, Path: where, Detail: p.Detail, Fix: fix})
+		case ledger.KindBadSignature:
+			r.add(Finding{Check: CheckSignature, Level: LevelError, Path: where,
+				Detail: fmt.Sprintf("%s/%s#%d: %s", p.Writer, p.Device, p.Seq, p.Detail),
+				Fix:    "the record counts for nothing; find who edited or forged it (the file is evidence: keep it)"})
+		case ledger.KindUnknownKey:
+			r.add(Finding{Check: CheckUnknownKey, Level: LevelError, Path: where,
+				Detail: fmt.Sprintf("%s/%s#%d: %s", p.Writer, p.Device, p.Seq, p.Detail),
+				Fix:    fmt.Sprintf("seat the writer if it is yours (`ferry grant %s`), otherwise its records count for nothing", p.Writer)})
+		default:
+			r.add(Finding{Check: CheckLedger, Level: LevelError, Path: where, Detail: p.Kind + ": " + p.Detail,
+				Fix: "the line counts for nothing; `ferry ledger verify` lists it; restore the file from another machine's copy if records are missing"})
+		}
+	}
+	for _, f := range vr.Ledger.Forks {
+		lines := []string{"kept: " + entryLine(&f.Winner)}
+		for i := range f.Losers {
+			lines = append(lines, "left out: "+entryLine(&f.Losers[i]))
+		}
+		r.add(Finding{Check: CheckFork, Level: LevelError, Path: f.Writer + "/" + f.Device,
+			Detail: fmt.Sprintf("%s/%s has %d records at seq %d: the branch with the lower hash (%s) counts, %d record(s) of the other branch are left out",
+				f.Writer, f.Device, countFork(f), f.Seq, f.Winner.Hash(), len(f.Losers)),
+			Fix:   "two machines write as one device (a cloned disk or restored backup): on the copy, delete the ferry device file in its config dir so it gets a device of its own",
+			Lines: lines})
+	}
+	for _, l := range vr.Lost {
+		r.add(Finding{Check: CheckLedger, Level: LevelError, Detail: "lost: " + l,
+			Fix: "restore the segment from another machine's copy of the folder or a backup; never edit segments by hand"})
+	}
+	for _, ig := range vr.Ignored {
+		r.add(Finding{Check: CheckIgnored, Level: LevelWarning, Path: ig.Writer + "/" + ig.Device,
+			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
+			Fix:    "the entry counts for nothing; if it should, seat or re-grant its writer (`ferry grant`)"})
+	}
+}
+
+func countFork(f ledger.Fork) int {
+	n := 1
+	for _, e := range f.Losers {
+		if e.Seq == f.Seq {
+			n++
+		}
+	}
+	return n
+}
+
+// entryLine is an entry's canonical line (its hash when it cannot be rebuilt).
+func entryLine(e *ledger.Entry) string {
+	b, err := e.Canonical()
+	if err != nil {
+		return e.Hash()
+	}
+	return string(b)
+}
+
+// ownSegment reports whether a slash path ledger/<writer>/<device>.jsonl is one this
+// machine appends to.
+func (c *Channel) ownSegment(p string) bool {
+	parts := strings.Split(p, "/")
+	if len(parts) != 3 || parts[2] != c.Device+".jsonl" {
+		return false
+	}
+	return parts[1] == MasterWriter && c.Home.HasKey(c.Project(), MasterWriter) || c.Home.HasKey(c.Project(), parts[1])
+}
+
+// doctorCopies finds conflict copies in ledger/<writer>/ by content: a file whose
+// records' (writer, device) segment path is not the file itself. Files readers read
+// (*.jsonl) are merged; other files holding ledger lines are copies readers skip.
+func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error {
+	dir := filepath.Join(c.Root, "ledger")
+	writers, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", dir, err)
+	}
+	counted := map[string]bool{}
+	for i := range v.Snapshot.Entries {
+		counted[v.Snapshot.Entries[i].Hash()] = true
+	}
+	for _, f := range vr.Ledger.Forks {
+		for i := range f.Losers {
+			counted[f.Losers[i].Hash()] = true // reported with the fork
+		}
+	}
+	rejected := map[string]bool{} // paths with records set aside (bad signature, unknown key)
+	for _, p := range vr.Ledger.Problems {
+		if p.Kind == ledger.KindBadSignature || p.Kind == ledger.KindUnknownKey {
+			rejected[p.Path] = true
+		}
+	}
+	// Records per file, and which files are a segment proper.
+	type fileRecs struct {
+		rel    string
+		hashes []string
+		of     map[string]bool // "<writer>/<device>"
+		read   bool            // readers read it (*.jsonl)
+	}
+	var files []fileRecs
+	inProper := map[string]bool{}
+	for _, w := range writers {
+		if !w.IsDir() || strings.HasPrefix(w.Name(), ".") {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(dir, w.Name()))
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", w.Name(), err)
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if e.Type().IsRegular() && tornName.MatchString(name) {
+				size := int64(-1)
+				if fi, err := e.Info(); err == nil {
+					size = fi.Size()
+				}
+				r.add(Finding{Check: CheckTorn, Level: LevelInfo, Path: "ledger/" + w.Name() + "/" + name,
+					Detail: fmt.Sprintf("a torn tail (%d bytes) its writer moved aside before appending", size),
+					Fix:    "nothing to do: kept as evidence; it never counts"})
+				continue
+			}
+			if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
+				continue
+			}
+			abs := filepath.Join(dir, w.Name(), name)
+			fr := fileRecs{rel: "ledger/" + w.Name() + "/" + name, of: map[string]bool{}, read: strings.HasSuffix(name, ".jsonl")}
+			entries, err := scanLines(abs)
+			if err != nil {
+				return err
+			}
+			if len(entries) == 0 {
+				continue // not a ledger file (or nothing complete in it yet)
+			}
+			proper := false
+			for _, en := range entries {
+				fr.hashes = append(fr.hashes, en.Hash())
+				fr.of[en.Writer+"/"+en.Device] = true
+				if ledger.SegmentPath(c.Root, en.Writer, en.Device) == abs {
+					proper = true
+				}
+			}
+			if proper { // the segment itself (lines of other segments in it are Read's to report)
+				for _, h := range fr.hashes {
+					inProper[h] = true
+				}
+				continue
+			}
+			files = append(files, fr)
+		}
+	}
+	for _, fr := range files {
+		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.hashes), Merged: fr.read}
+		for _, h := range fr.hashes {
+			if !inProper[h] {
+				cp.Only++
+			}
+			if !counted[h] && !rejected[fr.rel] {
+				cp.Merged = false
+			}
+		}
+		r.Copies = append(r.Copies, cp)
+		switch {
+		case !cp.Merged && !fr.read:
+			r.add(Finding{Check: CheckConflictCopy, Level: LevelError, Path: cp.Path,
+				Detail: fmt.Sprintf("a copy of %s's segment holding %d record(s) (%d in no other file) that readers skip: its name does not end in .jsonl", cp.Of, cp.Records, cp.Only),
+				Fix:    "rename it to end in .jsonl (keep it in the same folder) so its records are merged"})
+		case !cp.Merged:
+			r.add(Finding{Check: CheckConflictCopy, Level: LevelError, Path: cp.Path,
+				Detail: fmt.Sprintf("a copy of %s's segment: %d record(s), some neither counted nor reported", cp.Of, cp.Records),
+				Fix:    "run `ferry ledger verify` for the records' problems"})
+		case cp.Only > 0:
+			r.add(Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: cp.Path,
+				Detail: fmt.Sprintf("a conflict copy of %s's segment, merged; %d of its %d record(s) are in no other file", cp.Of, cp.Only, cp.Records),
+				Fix:    "keep the file (set Syncthing's maxConflicts to -1 so it is never pruned); its records count as they are"})
+		default:
+			r.add(Finding{Check: CheckConflictCopy, Level: LevelInfo, Path: cp.Path,
+				Detail: fmt.Sprintf("a conflict copy of %s's segment, merged: all %d record(s) are also in the segment", cp.Of, cp.Records),
+				Fix:    "nothing to do: ferry reads it; keep it as evidence"})
+		}
+	}
+	return nil
+}
+
+// tornName matches a torn tail moved aside: <device>.torn-<n>.
+var tornName = regexp.MustCompile(`\.torn-[0-9]+$`)
+
+// scanLines parses the complete lines of a file that are ledger entries (others are
+// skipped: Read reports them for *.jsonl files).
+func scanLines(p string) ([]ledger.Entry, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	defer f.Close()
+	var out []ledger.Entry
+	br := bufio.NewReaderSize(f, 256<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' && bytes.IndexByte(line, 0) < 0 {
+			if e, perr := ledger.ParseLine(bytes.TrimSpace(line)); perr == nil {
+				out = append(out, e)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return out, nil
+}
+
+// doctorObjects reports objects that are wrong, entries whose object has not arrived
+// and objects no entry names.
+func (c *Channel) doctorObjects(r *DoctorReport, v *View, vr *VerifyReport) {
+	for _, o := range vr.Objects {
+		r.add(Finding{Check: CheckObject, Level: LevelError, Detail: o,
+			Fix: "the object counts for nothing; restore it from another machine's copy of the folder"})
+	}
+	named := map[string]bool{}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		d, ok := decodeData(e)
+		if !ok || d.Object == "" {
+			continue
+		}
+		id := e.Ref
+		if d.Result != "" {
+			id = d.Result
+		}
+		if len(id) < 3 || (objectDirs[id[:2]] == "" && id[:2] != PrefixHandin) {
+			continue
+		}
+		p := ObjectPath(c.Root, e.Writer, id)
+		named[p] = true
+		if _, hash, err := readObject(p); errors.Is(err, ErrObjectMissing) {
+			r.Pending.Events++
+			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
+				Detail: fmt.Sprintf("%s by %s names %s, which has not arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
+				Fix:    "wait for the sync tool; if it never comes, the writer's machine still holds it — check its sync"})
+		} else if err == nil && hash != d.Object {
+			r.add(Finding{Check: CheckObject, Level: LevelError, Path: rel(c.Root, p),
+				Detail: fmt.Sprintf("%s does not match the hash its %s entry names", rel(c.Root, p), e.Type),
+				Fix:    "the object counts for nothing; restore it from the writer's machine"})
+		}
+	}
+	var files []string
+	for _, dir := range []string{"orders", "results", "asks", "messages"} {
+		files = append(files, objectFiles(filepath.Join(c.Root, dir))...)
+	}
+	writers, _ := os.ReadDir(filepath.Join(c.Root, "handins"))
+	for _, w := range writers {
+		if w.IsDir() {
+			files = append(files, objectFiles(filepath.Join(c.Root, "handins", w.Name()))...)
+		}
+	}
+	for _, p := range files {
+		if named[p] {
+			continue
+		}
+		r.Pending.Objects++
+		r.add(Finding{Check: CheckOrphan, Level: LevelWarning, Path: rel(c.Root, p),
+			Detail: rel(c.Root, p) + " is named by no entry: invisible until its entry arrives",
+			Fix:    "wait for the sync tool; if it stays after every machine synced, its writer stopped between the file and the entry (harmless; it may be deleted)"})
+	}
+	for _, o := range v.State.Orders {
+		r.Pending.Basis += o.Pending
+	}
+	r.Pending.Basis += v.State.Primary.Pending
+	if r.Pending.Basis > 0 {
+		r.add(Finding{Check: CheckPending, Level: LevelWarning,
+			Detail: fmt.Sprintf("%d lifecycle entries wait for the entry they build on (pending sync)", r.Pending.Basis),
+			Fix:    "wait for the sync tool to deliver the other machines' segments"})
+	}
+}
+
+// doctorSkew reports writers whose entries carried HLCs ahead of this machine's clock
+// when it first saw them.
+func (c *Channel) doctorSkew(r *DoctorReport, v *View) {
+	ahead := map[string]int64{}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		seen := v.Arrivals.Seen(e.Hash())
+		h, err := ledger.ParseHLC(e.HLC)
+		if seen.IsZero() || err != nil {
+			continue
+		}
+		if d := (h.Ms - seen.UnixMilli()) / 1000; d > ahead[e.Writer] {
+			ahead[e.Writer] = d
+		}
+	}
+	for _, w := range sortedKeys(ahead) {
+		d := ahead[w]
+		if d < SkewWarnS {
+			continue
+		}
+		r.Skew = append(r.Skew, SkewRow{Writer: w, AheadS: d})
+		lvl := LevelWarning
+		if d > c.Config.Policy.MaxSkewS {
+			lvl = LevelError
+		}
+		r.add(Finding{Check: CheckSkew, Level: lvl, Path: w,
+			Detail: fmt.Sprintf("entries of %s were stamped up to %s ahead of this machine's clock when they arrived (a fast clock, or one absorbed from a writer with a fast clock)", w, Span(d)),
+			Fix:    "turn on network time (NTP) on the machines involved; order is kept by HLC either way"})
+	}
+}
+
+// memoryCopy matches the names sync tools give conflict copies: Syncthing
+// ".sync-conflict-…", Dropbox "(… conflicted copy …)", "(Case Conflict)", Google Drive
+// "name (1).md".
+var memoryCopy = regexp.MustCompile(`\.sync-conflict-|conflicted copy|\(Case Conflict\)|[ _]\([0-9]+\)\.[^.]+$`)
+
+// oneDriveCopy matches OneDrive's "<name>-<HOST>.md" (a host name in capitals).
+var oneDriveCopy = regexp.MustCompile(`^(.+)-[A-Z0-9][A-Z0-9-]*[A-Z][A-Z0-9-]*(\.[^.]+)$`)
+
+// doctorMemory lists conflict copies of memory/*.md and notes with git conflict markers.
+func (c *Channel) doctorMemory(r *DoctorReport) {
+	dir := filepath.Join(c.Root, "memory")
+	ents, _ := os.ReadDir(dir)
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		p := "memory/" + name
+		copyOf := memoryCopy.MatchString(name)
+		if m := oneDriveCopy.FindStringSubmatch(name); m != nil && names[m[1]+m[2]] {
+			copyOf = true
+		}
+		if copyOf {
+			r.add(Finding{Check: CheckMemoryConflct, Level: LevelWarning, Path: p,
+				Detail: "a sync tool's conflict copy of a note: two machines edited it at once",
+				Fix:    "merge it into the original by hand, then delete the copy; prefer one note per author"})
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && gitMarkers.Match(b) {
+			r.add(Finding{Check: CheckMemoryConflct, Level: LevelWarning, Path: p,
+				Detail: "the note holds git conflict markers (<<<<<<< … >>>>>>>)",
+				Fix:    "resolve the conflict in the note by hand and commit it"})
+		}
+	}
+}
+
+var gitMarkers = regexp.MustCompile(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
+
+// doctorSync reports Syncthing's view and its folder settings.
+func (c *Channel) doctorSync(r *DoctorReport) {
+	h := r.Sync
+	lvl := LevelInfo
+	switch {
+	case h.InUse && h.Syncthing != SyncOK:
+		lvl = LevelError // the channel is in Syncthing, and Syncthing cannot be asked
+	case h.InUse && (h.NoPeer() || (h.Folder != nil && h.Folder.Paused)):
+		lvl = LevelWarning
+	case h.Syncthing == SyncError || h.Syncthing == SyncUnauthorized || h.Syncthing == SyncTimeout:
+		lvl = LevelWarning
+	}
+	fix := h.Fix
+	if fix == "" {
+		fix = "nothing to do"
+	}
+	r.add(Finding{Check: CheckSync, Level: lvl, Detail: h.Syncthing + ", " + h.Delivery + ": " + h.Detail, Fix: fix})
+	if !h.InUse || h.Folder == nil {
+		return
+	}
+	f := h.Folder
+	if f.MaxConflicts >= 0 && f.MaxConflicts < RecommendedMaxConflicts {
+		r.add(Finding{Check: CheckSettings, Level: LevelWarning, Path: f.ID,
+			Detail: fmt.Sprintf("Syncthing keeps %d conflict copies per file in folder %s: records only in a pruned copy would be lost", f.MaxConflicts, f.ID),
+			Fix:    "set the folder's maxConflicts to -1 (keep all) in Syncthing (Edit Folder → Advanced)"})
+	}
+	if !f.WatcherEnabled {
+		r.add(Finding{Check: CheckSettings, Level: LevelWarning, Path: f.ID,
+			Detail: fmt.Sprintf("the file watcher is off for folder %s: changes wait for the next full rescan", f.ID),
+			Fix:    "turn on \"Watch for Changes\" for the folder in Syncthing"})
+	} else if f.WatcherDelayS > RecommendedWatcherDelayS {
+		r.add(Finding{Check: CheckSettings, Level: LevelInfo, Path: f.ID,
+			Detail: fmt.Sprintf("the watcher waits %d s before sending changes in folder %s", f.WatcherDelayS, f.ID),
+			Fix:    fmt.Sprintf("set fsWatcherDelayS to 1–%d in the folder's advanced settings for faster delivery", RecommendedWatcherDelayS)})
+	}
+	if b, err := os.ReadFile(filepath.Join(c.Root, ".stignore")); err != nil || !bytes.Contains(b, []byte(".ferry-*.tmp")) {
+		r.add(Finding{Check: CheckSettings, Level: LevelWarning, Path: ".stignore",
+			Detail: ".stignore on this machine does not hide ferry's temp files (Syncthing does not sync .stignore)",
+			Fix:    "run `ferry join --as <agent>` once on this machine: it writes .stignore"})
+	}
+}

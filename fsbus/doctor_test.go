@@ -1,0 +1,173 @@
+package fsbus
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Doctor checks a unit test reaches better than a journey (issue 7): HLC skew
+// measured against this machine's clock at arrival, contests naming the winner, and
+// Syncthing's folder settings read from its REST API.
+
+// findingsOf returns the findings of one check.
+func findingsOf(r *DoctorReport, check string) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Check == check {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// twoMasters is a channel on machine A and a copy on machine B holding the owner's key
+// (its own device), B's wall clock shifted by skew, with alice seated.
+func twoMasters(t *testing.T, skew time.Duration) (cA, cB *Channel, mA, mB *Session) {
+	t.Helper()
+	isolateSyncthing(t)
+	hA, hB := testHome(t), testHome(t)
+	dirA := filepath.Join(t.TempDir(), "acme")
+	cA, err := Init(hA, InitOptions{Dir: dirA, Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Join(cA, "alice", "test"); err != nil {
+		t.Fatal(err)
+	}
+	mA, _ = cA.As(MasterWriter)
+	if _, err := mA.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
+		t.Fatal(err)
+	}
+	dirB := filepath.Join(t.TempDir(), "acme")
+	copyTree(t, dirA, dirB)
+	kb, _ := os.ReadFile(hA.keyPath("acme", MasterWriter))
+	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", MasterWriter)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hB.keyPath("acme", MasterWriter), kb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cB, err = Open(hB, dirB); err != nil {
+		t.Fatal(err)
+	}
+	cB.Now = func() time.Time { return time.Now().Add(skew) }
+	mB, _ = cB.As(MasterWriter)
+	return cA, cB, mA, mB
+}
+
+func doctor(t *testing.T, c *Channel) *DoctorReport {
+	t.Helper()
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Doctor(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestDoctorSkewAndContests: machine B's clock runs 2 h ahead (the policy allows 1 h)
+// and, partitioned, the owner changes alice's grant on both machines. Once the
+// folders meet, A's doctor reports B's stamps as ahead of its own clock (an error past
+// max_skew) and the contest with its winner; a clock within a minute is not reported.
+func TestDoctorSkewAndContests(t *testing.T) {
+	cA, cB, mA, mB := twoMasters(t, 2*time.Hour)
+	if r := doctor(t, cA); len(r.Skew) != 0 || len(findingsOf(r, CheckSkew)) != 0 || !r.OK() {
+		t.Fatalf("skew before B wrote anything: %+v", r.Findings)
+	}
+	if _, err := mA.Revoke("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mB.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
+	r := doctor(t, cA)
+	if len(r.Skew) != 1 || r.Skew[0].Writer != MasterWriter || r.Skew[0].AheadS < 7100 || r.Skew[0].AheadS > 7300 {
+		t.Fatalf("skew rows: %+v", r.Skew)
+	}
+	sk := findingsOf(r, CheckSkew)
+	if len(sk) != 1 || sk[0].Level != LevelError || !strings.Contains(sk[0].Detail, "ahead of this machine's clock") || !strings.Contains(sk[0].Fix, "NTP") {
+		t.Fatalf("skew findings: %+v", sk)
+	}
+	if r.OK() {
+		t.Fatal("a clock past max_skew is an error")
+	}
+	ct := findingsOf(r, CheckContested)
+	if len(ct) != 1 || ct[0].Path != "alice" || !strings.Contains(ct[0].Detail, "master: grant.revoke won over master: grant.set") {
+		t.Fatalf("contest findings: %+v", ct)
+	}
+}
+
+// TestDoctorSmallSkewIgnored: a clock less than SkewWarnS ahead is not reported.
+func TestDoctorSmallSkewIgnored(t *testing.T) {
+	cA, cB, _, mB := twoMasters(t, 20*time.Second)
+	if _, err := mB.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
+	if r := doctor(t, cA); len(r.Skew) != 0 || !r.OK() {
+		t.Fatalf("20 s of skew reported: %+v", r.Findings)
+	}
+}
+
+// TestDoctorSyncthingSettings: with the channel in a Syncthing folder that keeps too
+// few conflict copies, waits 10 s to send, has no peer connected and no .stignore
+// here, doctor names each with its fix; a healthy folder gives one info line.
+func TestDoctorSyncthingSettings(t *testing.T) {
+	c, _, _ := primaryWorld(t, nil)
+	f, srv := stServer(t, c.Root)
+	f.maxConflicts, f.connected = 5, false
+	if err := os.Remove(filepath.Join(c.Root, ".stignore")); err != nil {
+		t.Fatal(err)
+	}
+	r := doctor(t, c)
+	if r.Sync == nil || r.Sync.Syncthing != SyncOK || !r.Sync.NoPeer() {
+		t.Fatalf("sync: %+v", r.Sync)
+	}
+	want := map[string]string{
+		"maxConflicts to -1":     LevelWarning,
+		"fsWatcherDelayS to 1–2": LevelInfo,
+		"it writes .stignore":    LevelWarning,
+	}
+	for _, fd := range findingsOf(r, CheckSettings) {
+		for k, lvl := range want {
+			if strings.Contains(fd.Fix, k) && fd.Level == lvl {
+				delete(want, k)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("missing settings findings %v in %+v", want, r.Findings)
+	}
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelWarning || !strings.Contains(s[0].Detail, "no peer connected") {
+		t.Fatalf("sync finding: %+v", s)
+	}
+	if !r.OK() {
+		t.Fatalf("settings are warnings, not errors: %+v", r.Findings)
+	}
+
+	// Syncthing stops: the channel is in a Syncthing folder (config.xml says so) and
+	// nobody answers — an error.
+	f.mu.Lock()
+	f.maxConflicts, f.connected, f.watcherDelayS = -1, true, 1
+	f.mu.Unlock()
+	if _, err := Join(c, "zed", "test"); err != nil { // writes .stignore again
+		t.Fatal(err)
+	}
+	r = doctor(t, c)
+	if len(findingsOf(r, CheckSettings)) != 0 || !r.OK() || r.Sync.Delivery != DeliveryDelivered {
+		t.Fatalf("healthy folder: %+v", r.Findings)
+	}
+	srv.Close()
+	r = doctor(t, c)
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != SyncUnreachable {
+		t.Fatalf("env-only API gone (nothing says the channel is in Syncthing): %+v", s)
+	}
+}

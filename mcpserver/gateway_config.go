@@ -1,0 +1,259 @@
+package mcpserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/gofrs/flock"
+)
+
+// The gateway's configuration (issue 9, docs/mcp.md "Gateway"): the MCP servers a
+// `ferry mcp serve --tools gateway` forwards to, kept in TOML on this machine, never in
+// the channel (a command line is per machine):
+//
+//   - machine-wide: <config>/servers.toml (<config> is fsbus.Home.ConfigDir);
+//   - project-local: <config>/projects/<project>/servers.toml, seen only by a gateway
+//     serving that project. A project-local entry shadows a machine-wide one of the same
+//     name.
+//
+// Each file is one table per server:
+//
+//	[servers.github]
+//	command = "/usr/local/bin/github-mcp"
+//	args = ["stdio"]
+//	env = ["GITHUB_TOKEN"]      # names passed from ferry's environment, or NAME=VALUE
+//	startup_timeout = "10s"
+//	call_timeout = "60s"
+//
+// Decoding is strict: an unknown key fails, naming it. Writes are atomic and serialised
+// by a lock file beside the config (servers.toml.lock).
+
+// Gateway scopes: where an entry is kept.
+const (
+	ScopeMachine = "machine"
+	ScopeProject = "project"
+)
+
+// Default gateway timeouts.
+const (
+	DefaultStartupTimeout = 10 * time.Second
+	DefaultCallTimeout    = 60 * time.Second
+)
+
+// serverNameRE is the rule for a gateway server's name (issue 9).
+var serverNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// envNameRE is the rule for an environment variable's name in an entry.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidServerName reports whether name is a valid gateway server name:
+// ^[a-z0-9][a-z0-9_-]{0,31}$.
+func ValidServerName(name string) bool { return serverNameRE.MatchString(name) }
+
+// GatewayServer is one configured MCP server.
+type GatewayServer struct {
+	// Name is the table key (ValidServerName).
+	Name string `toml:"-" json:"name"`
+	// Scope is ScopeMachine or ScopeProject: the file it came from (not stored).
+	Scope string `toml:"-" json:"scope"`
+	// Command is the program to run: an absolute path, or a name looked up in ferry's
+	// PATH when the child starts.
+	Command string `toml:"command" json:"command"`
+	// Args are the program's arguments.
+	Args []string `toml:"args,omitempty" json:"args,omitempty"`
+	// Env is the child's environment beyond the base set (GatewayBaseEnv): "NAME"
+	// passes ferry's own value (never stored), "NAME=VALUE" sets a value (stored in the
+	// file: no secrets).
+	Env []string `toml:"env,omitempty" json:"env,omitempty"`
+	// StartupTimeout bounds spawning the child and its initialize answer (Go duration,
+	// "10s" when empty).
+	StartupTimeout string `toml:"startup_timeout,omitempty" json:"startup_timeout,omitempty"`
+	// CallTimeout bounds each later request (Go duration, "60s" when empty).
+	CallTimeout string `toml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
+}
+
+// Timeouts returns the entry's start-up and call timeouts (defaults when empty).
+func (s *GatewayServer) Timeouts() (startup, call time.Duration) {
+	startup, call = DefaultStartupTimeout, DefaultCallTimeout
+	if d, err := time.ParseDuration(s.StartupTimeout); err == nil && d > 0 {
+		startup = d
+	}
+	if d, err := time.ParseDuration(s.CallTimeout); err == nil && d > 0 {
+		call = d
+	}
+	return startup, call
+}
+
+// Validate checks an entry; it returns an invalid *fsbus.Error naming the bad field.
+func (s *GatewayServer) Validate() error {
+	if !ValidServerName(s.Name) {
+		return fsbus.Errorf(fsbus.CatInvalid, "use 1–32 of a-z, 0-9, '_' and '-', starting with a letter or digit", "%q is not a valid server name", s.Name)
+	}
+	if strings.TrimSpace(s.Command) == "" {
+		return fsbus.Errorf(fsbus.CatInvalid, "give the command after --, e.g. ferry mcp add NAME -- my-server --stdio", "server %s has no command", s.Name)
+	}
+	for _, e := range s.Env {
+		name, _, _ := strings.Cut(e, "=")
+		if !envNameRE.MatchString(name) {
+			return fsbus.Errorf(fsbus.CatInvalid, "pass --env NAME or --env NAME=VALUE", "server %s: %q is not an environment variable name", s.Name, name)
+		}
+	}
+	for _, d := range []struct{ key, v string }{{"startup_timeout", s.StartupTimeout}, {"call_timeout", s.CallTimeout}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 || v > time.Hour {
+			return fsbus.Errorf(fsbus.CatInvalid, "use a Go duration between 1ms and 1h, e.g. 10s", "server %s: %s %q is not a valid duration", s.Name, d.key, d.v)
+		}
+	}
+	return nil
+}
+
+// GatewayBaseEnv are the variables every child gets from ferry's environment when set,
+// besides those its entry names: what a program needs to run at all on each OS (PATH
+// to find its interpreter, the home and temp dirs, Windows' SystemRoot).
+var GatewayBaseEnv = []string{"PATH", "HOME", "USERPROFILE", "SystemRoot", "TEMP", "TMP", "TMPDIR"}
+
+// ChildEnv is the environment of s's child: GatewayBaseEnv and the entry's names from
+// lookup (os.LookupEnv), then its NAME=VALUE settings. It is never nil (a nil Env would
+// make os/exec pass ferry's whole environment).
+func (s *GatewayServer) ChildEnv(lookup func(string) (string, bool)) []string {
+	env := []string{}
+	seen := map[string]int{}
+	set := func(name, value string) {
+		if i, ok := seen[name]; ok {
+			env[i] = name + "=" + value
+			return
+		}
+		seen[name] = len(env)
+		env = append(env, name+"="+value)
+	}
+	for _, n := range GatewayBaseEnv {
+		if v, ok := lookup(n); ok {
+			set(n, v)
+		}
+	}
+	for _, e := range s.Env {
+		if name, value, ok := strings.Cut(e, "="); ok {
+			set(name, value)
+		} else if v, ok := lookup(e); ok {
+			set(e, v)
+		}
+	}
+	return env
+}
+
+// GatewayConfigPath is the file of a scope: machine-wide when project is "", else
+// project-local.
+func GatewayConfigPath(h *fsbus.Home, project string) string {
+	if project == "" {
+		return filepath.Join(h.ConfigDir, "servers.toml")
+	}
+	return filepath.Join(h.ConfigDir, "projects", project, "servers.toml")
+}
+
+type gatewayFile struct {
+	Servers map[string]*GatewayServer `toml:"servers"`
+}
+
+// LoadGatewayServers reads one config file (missing: none). Errors: invalid for a file
+// that is not TOML, has unknown keys (named) or a bad entry.
+func LoadGatewayServers(path, scope string) ([]*GatewayServer, error) {
+	var f gatewayFile
+	md, err := toml.DecodeFile(path, &f)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix the file by hand, or remove it and add the servers again", "reading %s: %v", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return nil, fsbus.Errorf(fsbus.CatInvalid, "remove or rename them (known keys: command, args, env, startup_timeout, call_timeout)", "%s has unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	var out []*GatewayServer
+	for name, s := range f.Servers {
+		if s == nil {
+			continue
+		}
+		s.Name, s.Scope = name, scope
+		if err := s.Validate(); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInvalid, "fix "+path, "%s: %v", path, err)
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// GatewayServers returns the servers a gateway for project sees: the machine-wide ones
+// and, when project is not "", that project's, a project-local entry shadowing a
+// machine-wide one of the same name; sorted by name.
+func GatewayServers(h *fsbus.Home, project string) ([]*GatewayServer, error) {
+	all, err := LoadGatewayServers(GatewayConfigPath(h, ""), ScopeMachine)
+	if err != nil || project == "" {
+		return all, err
+	}
+	local, err := LoadGatewayServers(GatewayConfigPath(h, project), ScopeProject)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*GatewayServer{}
+	for _, s := range all {
+		byName[s.Name] = s
+	}
+	for _, s := range local {
+		byName[s.Name] = s
+	}
+	out := make([]*GatewayServer, 0, len(byName))
+	for _, s := range byName {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// UpdateGatewayServers rewrites one config file under its lock: change receives the
+// current entries by name and may edit the map; its error aborts with nothing written.
+// The file is replaced atomically.
+func UpdateGatewayServers(path string, change func(map[string]*GatewayServer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("making %s: %w", filepath.Dir(path), err)
+	}
+	lk := flock.New(path + ".lock")
+	if err := lk.Lock(); err != nil {
+		return fmt.Errorf("locking %s: %w", path, err)
+	}
+	defer lk.Unlock()
+	cur, err := LoadGatewayServers(path, "")
+	if err != nil {
+		return err
+	}
+	m := map[string]*GatewayServer{}
+	for _, s := range cur {
+		m[s.Name] = s
+	}
+	if err := change(m); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteString("# MCP servers of ferry's gateway (ferry mcp add/remove; docs/mcp.md \"Gateway\").\n")
+	if err := toml.NewEncoder(&b).Encode(gatewayFile{Servers: m}); err != nil {
+		return fmt.Errorf("encoding %s: %w", path, err)
+	}
+	return fsbus.WriteFileAtomic(path, b.Bytes(), 0o600)
+}

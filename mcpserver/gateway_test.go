@@ -1,0 +1,450 @@
+package mcpserver_test
+
+// The gateway (issue 9) against real child processes: testdata/gwfixture, a small MCP
+// server built here that misbehaves on demand.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/mcpserver"
+)
+
+// buildFixture builds testdata/gwfixture into a temp dir of t.
+func buildFixture(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gwfixture")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	if out, err := exec.Command(goBin, "build", "-o", bin, "./testdata/gwfixture").CombinedOutput(); err != nil {
+		t.Fatalf("building the fixture: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// fixtureEnv is the environment the gateway reads for its children in these tests.
+func fixtureEnv(extra map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if v, ok := extra[name]; ok {
+			return v, true
+		}
+		if name == "PATH" || name == "SystemRoot" {
+			return os.LookupEnv(name)
+		}
+		return "", false
+	}
+}
+
+// readPids returns the pids the fixture appended to path.
+func readPids(t *testing.T, path string) []int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, n)
+	}
+	return pids
+}
+
+// waitGone fails the test unless pid is gone within the deadline (the client reaps its
+// child, so a killed child leaves no zombie behind).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(patient)
+	for pidAlive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// wantCategory fails unless err is an *fsbus.Error of cat whose text holds each of subs.
+func wantCategory(t *testing.T, err error, cat string, subs ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %s", cat)
+	}
+	if got := fsbus.Category(err); got != cat {
+		t.Fatalf("category %s (%v), want %s", got, err, cat)
+	}
+	for _, s := range subs {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not mention %q", err, s)
+		}
+	}
+}
+
+func resultText(t *testing.T, raw json.RawMessage) (string, bool) {
+	t.Helper()
+	var r mcpserver.ToolResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	return r.Text(), r.IsError
+}
+
+var gatewayNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+
+func TestGatewayToolNames(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	refs := []mcpserver.ToolRef{
+		{"gh", "Get-Issue"},   // 0: sanitised plainly
+		{"a-b", "c"},          // 1: collides with 2 → both suffixed
+		{"a", "b.c"},          // 2
+		{"ferry", "orders"},   // 3: equals a reserved name → suffixed
+		{"srv", long},         // 4: too long → cut and suffixed
+		{"srv", "ünï"},        // 5: non-ASCII → '_'
+		{"my_srv", "list"},    // 6: alone
+		{"my-srv", "list_it"}, // 7: alone (distinct from 6)
+	}
+	reserved := map[string]bool{"ferry_orders": true}
+	got := mcpserver.GatewayToolNames(refs, reserved)
+	if got[0] != "gh_get_issue" || got[6] != "my_srv_list" || got[7] != "my_srv_list_it" {
+		t.Errorf("plain names: %q", got)
+	}
+	for _, i := range []int{1, 2, 3} {
+		if !strings.HasPrefix(got[i], strings.Split("a_b_c a_b_c ferry_orders", " ")[i-1]+"_") || len(got[i]) != len(strings.Split("a_b_c a_b_c ferry_orders", " ")[i-1])+7 {
+			t.Errorf("name %d = %q, want a 6-hex suffix", i, got[i])
+		}
+	}
+	if got[1] == got[2] {
+		t.Errorf("collision not resolved: %q", got[1])
+	}
+	if len(got[4]) != 64 || !strings.HasPrefix(got[4], "srv_xxx") {
+		t.Errorf("long name %q (%d bytes)", got[4], len(got[4]))
+	}
+	seen := map[string]bool{}
+	for i, n := range got {
+		if !gatewayNameRE.MatchString(n) {
+			t.Errorf("name %d %q breaks ^[a-z0-9_]{1,64}$", i, n)
+		}
+		if seen[n] || reserved[n] {
+			t.Errorf("name %q repeats", n)
+		}
+		seen[n] = true
+	}
+	// Deterministic: the same refs in another order get the same names.
+	rev := slices.Clone(refs)
+	slices.Reverse(rev)
+	again := mcpserver.GatewayToolNames(rev, reserved)
+	slices.Reverse(again)
+	if !slices.Equal(got, again) {
+		t.Errorf("order changed the names:\n%q\n%q", got, again)
+	}
+}
+
+func TestGatewayConfig(t *testing.T) {
+	h := &fsbus.Home{ConfigDir: t.TempDir()}
+	machine := mcpserver.GatewayConfigPath(h, "")
+	local := mcpserver.GatewayConfigPath(h, "acme")
+	add := func(path string, s *mcpserver.GatewayServer) error {
+		return mcpserver.UpdateGatewayServers(path, func(m map[string]*mcpserver.GatewayServer) error {
+			if err := s.Validate(); err != nil {
+				return err
+			}
+			m[s.Name] = s
+			return nil
+		})
+	}
+	if err := add(machine, &mcpserver.GatewayServer{Name: "gh", Command: "gh-mcp", Args: []string{"stdio"}, Env: []string{"GITHUB_TOKEN"}, CallTimeout: "5s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(machine, &mcpserver.GatewayServer{Name: "db", Command: "db-mcp"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(local, &mcpserver.GatewayServer{Name: "gh", Command: "other-gh"}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := mcpserver.GatewayServers(h, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].Name != "db" || all[1].Name != "gh" || all[1].Command != "other-gh" || all[1].Scope != mcpserver.ScopeProject {
+		t.Errorf("project view: %+v %+v", all[0], all[1])
+	}
+	m, err := mcpserver.GatewayServers(h, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 2 || m[1].Command != "gh-mcp" || m[1].Scope != mcpserver.ScopeMachine || m[1].Env[0] != "GITHUB_TOKEN" {
+		t.Errorf("machine view: %+v", m)
+	}
+	if _, call := m[1].Timeouts(); call != 5*time.Second {
+		t.Errorf("call timeout %s", call)
+	}
+
+	// Refusals change nothing.
+	before, _ := os.ReadFile(machine)
+	for _, bad := range []*mcpserver.GatewayServer{
+		{Name: "Bad", Command: "x"},
+		{Name: "-x", Command: "x"},
+		{Name: strings.Repeat("a", 33), Command: "x"},
+		{Name: "ok", Command: " "},
+		{Name: "ok", Command: "x", Env: []string{"1BAD"}},
+		{Name: "ok", Command: "x", StartupTimeout: "soon"},
+		{Name: "ok", Command: "x", CallTimeout: "-1s"},
+	} {
+		wantCategory(t, add(machine, bad), fsbus.CatInvalid)
+	}
+	if after, _ := os.ReadFile(machine); string(after) != string(before) {
+		t.Errorf("a refused add changed the file")
+	}
+
+	// Concurrent adds all land (the lock file serialises read-modify-write).
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() { errs <- add(machine, &mcpserver.GatewayServer{Name: "c" + strconv.Itoa(i), Command: "x"}) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := mcpserver.GatewayServers(h, ""); err != nil || len(m) != 10 {
+		t.Fatalf("after 8 concurrent adds: %d servers (%v), want 10", len(m), err)
+	}
+	if err := mcpserver.UpdateGatewayServers(machine, func(m map[string]*mcpserver.GatewayServer) error {
+		for i := range 8 {
+			delete(m, "c"+strconv.Itoa(i))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Strict decoding names the unknown keys.
+	if err := os.WriteFile(machine, append(before, "\n[servers.zz]\ncommand = \"z\"\ncmd = \"typo\"\ntimeout = 3\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcpserver.GatewayServers(h, "")
+	wantCategory(t, err, fsbus.CatInvalid, "servers.zz.cmd", "servers.zz.timeout")
+	if err := os.WriteFile(machine, []byte("[servers.BAD]\ncommand = \"z\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcpserver.GatewayServers(h, "")
+	wantCategory(t, err, fsbus.CatInvalid, "BAD")
+	if err := os.WriteFile(machine, []byte("not = [toml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcpserver.GatewayServers(h, "")
+	wantCategory(t, err, fsbus.CatInvalid, machine)
+}
+
+func TestGatewayChildEnv(t *testing.T) {
+	s := &mcpserver.GatewayServer{Name: "x", Command: "x", Env: []string{"WANTED", "MISSING", "SET=1", "PATH=/override"}}
+	env := s.ChildEnv(fixtureEnv(map[string]string{"PATH": "/bin", "HOME": "/home/me", "WANTED": "w", "SECRET": "s"}))
+	want := []string{"PATH=/override", "HOME=/home/me", "WANTED=w", "SET=1"}
+	if !slices.Equal(env, want) {
+		t.Errorf("ChildEnv = %q, want %q", env, want)
+	}
+	if env := (&mcpserver.GatewayServer{}).ChildEnv(func(string) (string, bool) { return "", false }); env == nil {
+		t.Error("ChildEnv is nil: os/exec would pass the whole environment")
+	}
+}
+
+// newFixtureGateway returns a gateway over one fixture server named fx.
+func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]string, s mcpserver.GatewayServer) *mcpserver.Gateway {
+	t.Helper()
+	s.Name, s.Command, s.Args = "fx", bin, args
+	if s.StartupTimeout == "" {
+		s.StartupTimeout = patient.String()
+	}
+	if s.CallTimeout == "" {
+		s.CallTimeout = patient.String()
+	}
+	g := mcpserver.NewGateway([]*mcpserver.GatewayServer{&s}, mcpserver.GatewayOptions{LookupEnv: fixtureEnv(env), Reserved: []string{"ferry_join"}})
+	t.Cleanup(g.Close)
+	return g
+}
+
+func TestGatewayFixture(t *testing.T) {
+	bin := buildFixture(t)
+	ctx := context.Background()
+
+	t.Run("list-call-env", func(t *testing.T) {
+		g := newFixtureGateway(t, bin, []string{"-pages"}, map[string]string{"WANTED": "w", "SECRET": "s"},
+			mcpserver.GatewayServer{Env: []string{"WANTED", "SET=1"}})
+		if g.Pid("fx") != 0 {
+			t.Fatal("the child started before any list or call")
+		}
+		tools := g.Tools(ctx)
+		var names []string
+		for _, tl := range tools {
+			names = append(names, tl.Name)
+			if tl.Name == "fx_echo" && (tl.Description != "The echo tool." || !strings.Contains(string(tl.InputSchema), `"x"`)) {
+				t.Errorf("fx_echo passed through as %q %s", tl.Description, tl.InputSchema)
+			}
+		}
+		want := []string{"fx_echo", "fx_env", "fx_slow", "fx_hangup", "fx_crash", "fx_garbage", "fx_rpc_error", "fx_fail"}
+		if !slices.Equal(names, want) {
+			t.Fatalf("tools over 8 pages: %q, want %q", names, want)
+		}
+		raw, err := g.Call(ctx, "fx", "echo", json.RawMessage(`{"x":"hi"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, isErr := resultText(t, raw); text != `{"x":"hi"}` || isErr {
+			t.Errorf("echo: %q %v", text, isErr)
+		}
+		raw, err = g.Call(ctx, "fx", "env", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := resultText(t, raw)
+		got := strings.Split(text, ",")
+		if !slices.Contains(got, "WANTED") || !slices.Contains(got, "SET") || slices.Contains(got, "SECRET") {
+			t.Errorf("the child's environment: %q", got)
+		}
+		if runtime.GOOS != "windows" {
+			if want := []string{"PATH", "SET", "WANTED"}; !slices.Equal(got, want) {
+				t.Errorf("the child's environment: %q, want exactly %q", got, want)
+			}
+		}
+		// A call through the Tool, as the MCP server makes it.
+		for _, tl := range tools {
+			if tl.Name == "fx_echo" {
+				out, err := tl.Call(ctx, json.RawMessage(`{"x":"tool"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if text, _ := resultText(t, json.RawMessage(out.(mcpserver.RawToolResult))); text != `{"x":"tool"}` {
+					t.Errorf("fx_echo answered %q", text)
+				}
+			}
+		}
+	})
+
+	t.Run("tool-errors", func(t *testing.T) {
+		g := newFixtureGateway(t, bin, nil, nil, mcpserver.GatewayServer{})
+		raw, err := g.Call(ctx, "fx", "fail", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, isErr := resultText(t, raw); text != "the widget is broken" || !isErr {
+			t.Errorf("isError result passed through as %q %v", text, isErr)
+		}
+		_, err = g.Call(ctx, "fx", "rpc_error", nil)
+		wantCategory(t, err, fsbus.CatInvalid, "bad widget", "-32602")
+		// The child survives both.
+		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
+			t.Fatalf("after tool errors: %v", err)
+		}
+		_, err = g.Call(ctx, "nope", "echo", nil)
+		wantCategory(t, err, fsbus.CatNotFound, "nope")
+	})
+
+	t.Run("call-timeout-restart-giveup", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()})
+		_, err := g.Call(ctx, "fx", "slow", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer slow within", "killed")
+		first := readPids(t, pidfile)
+		waitGone(t, first[0])
+		// Restarted once.
+		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
+			t.Fatalf("after the restart: %v", err)
+		}
+		pids := readPids(t, pidfile)
+		if len(pids) != 2 || g.Pid("fx") != pids[1] {
+			t.Fatalf("pids %v, running %d: want a second child", pids, g.Pid("fx"))
+		}
+		_, err = g.Call(ctx, "fx", "crash", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose")
+		waitGone(t, pids[1])
+		// No third start.
+		_, err = g.Call(ctx, "fx", "echo", nil)
+		wantCategory(t, err, fsbus.CatInternal, "failed 2 times", "crashing on purpose")
+		if n := len(readPids(t, pidfile)); n != 2 {
+			t.Errorf("%d children started, want 2", n)
+		}
+	})
+
+	t.Run("process-group", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()})
+		_, err := g.Call(ctx, "fx", "slow", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "killed")
+		pids := readPids(t, pidfile)
+		if len(pids) != 2 {
+			t.Fatalf("pids %v, want the child's and the grandchild's", pids)
+		}
+		waitGone(t, pids[0])
+		if runtime.GOOS != "windows" { // no process group there: the child alone is killed
+			waitGone(t, pids[1])
+		}
+	})
+
+	t.Run("hangup", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		// The call timeout is far off: the EOF on stdout is what ends the wait.
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
+		_, err := g.Call(ctx, "fx", "hangup", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "closed its stdout but kept running")
+		waitGone(t, readPids(t, pidfile)[0])
+	})
+
+	t.Run("garbage", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
+		_, err := g.Call(ctx, "fx", "garbage", nil)
+		wantCategory(t, err, fsbus.CatInternal, "DEBUG widget count", "stdout")
+		waitGone(t, readPids(t, pidfile)[0])
+	})
+
+	t.Run("slow-start", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-slow-start", "1h"}, nil, mcpserver.GatewayServer{StartupTimeout: firing.String()})
+		if tools := g.Tools(ctx); len(tools) != 0 {
+			t.Errorf("a server that never started listed %d tools", len(tools))
+		}
+		_, err := g.Call(ctx, "fx", "echo", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer initialize within "+firing.String())
+		for _, pid := range readPids(t, pidfile) {
+			waitGone(t, pid)
+		}
+	})
+
+	t.Run("garbage-start", func(t *testing.T) {
+		g := newFixtureGateway(t, bin, []string{"-garbage-start"}, nil, mcpserver.GatewayServer{})
+		_, err := g.List(ctx, "fx")
+		wantCategory(t, err, fsbus.CatInternal, "starting up, please wait")
+	})
+
+	t.Run("unknown-version", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-proto", "2031-01-01"}, nil, mcpserver.GatewayServer{})
+		_, err := g.List(ctx, "fx")
+		wantCategory(t, err, fsbus.CatInternal, `protocol version "2031-01-01"`)
+		waitGone(t, readPids(t, pidfile)[0])
+	})
+
+	t.Run("command-not-found", func(t *testing.T) {
+		g := newFixtureGateway(t, filepath.Join(t.TempDir(), "no-such-server"), nil, nil, mcpserver.GatewayServer{})
+		_, err := g.List(ctx, "fx")
+		wantCategory(t, err, fsbus.CatNotFound, "no-such-server")
+	})
+}
