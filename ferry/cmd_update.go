@@ -139,6 +139,9 @@ func (c *UpdateApplyCmd) Run(g *Globals) error {
 		}
 		chk := v.CheckUpdate(version, fsbus.Platform())
 		if !chk.Available {
+			if g.JSON {
+				return g.printJSON(&fsbus.UpdateResult{From: version, Platform: chk.Platform})
+			}
 			g.printf("nothing to apply: ferry %s is the newest approved release for %s\n", chk.Current, chk.Platform)
 			return nil
 		}
