@@ -116,10 +116,10 @@ func (c *OrderNewCmd) Run(g *Globals) error {
 
 // OrderListCmd is `ferry order list`.
 type OrderListCmd struct {
-	State string `help:"Only this state; 'active' hides accepted and cancelled." placeholder:"STATE"`
+	State string `help:"Only this state (open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out, validation_failed, pointer_stale); 'active' hides accepted and cancelled; 'ready' is --ready." placeholder:"STATE"`
 	Mine  bool   `help:"Only orders the --as agent wrote or holds."`
 	Limit int    `help:"At most this many (0: all)." default:"0"`
-	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted)."`
+	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted); with --as, not those offered to another agent."`
 }
 
 // Run implements the command.
@@ -132,7 +132,13 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready}
+	if c.State == "ready" { // an alias of --ready (issue 6 finding 10)
+		c.State, c.Ready = "", true
+	}
+	if err := fsbus.CheckStateFilter(c.State); err != nil {
+		return err
+	}
+	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready, For: g.As}
 	if c.Mine {
 		if g.As == "" {
 			return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "--mine needs an agent")

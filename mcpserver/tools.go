@@ -333,7 +333,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return orderPage(v, state, in.Since, in.Detail, func(rows []OrderLine, truncated bool, next string) any {
+		return orderPage(v, state, in.Since, f.cfg.Agent, in.Detail, func(rows []OrderLine, truncated bool, next string) any {
 			return &OrdersOut{Orders: rows, Truncated: truncated, Next: next}
 		}), nil
 	case "show":
