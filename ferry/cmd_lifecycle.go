@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -113,7 +114,11 @@ func (c *OrderExtendCmd) Run(g *Globals) error {
 		return err
 	}
 	o, err := s.Extend(c.ID, c.Note, c.Key)
-	return printOrderResult(g, o, err, "extended")
+	verb := "extended"
+	if err == nil && slices.ContainsFunc(o.Warnings, func(w string) bool { return strings.HasPrefix(w, "capped at lifetime") }) {
+		verb = "extended (capped at lifetime)"
+	}
+	return printOrderResult(g, o, err, verb)
 }
 
 // OrderFailCmd is `ferry order fail ID --reason TEXT`.

@@ -387,10 +387,16 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 }
 
 // checkRecipient returns not_found when name ("" passes) is not an agent that has
-// joined the channel: an order offered to a name nobody holds would wait forever.
+// joined the channel: an order offered to a name nobody holds would wait forever;
+// invalid for master (the owner is no agent: it claims nothing); conflict for a
+// retired agent.
 func (st *State) checkRecipient(name string) error {
 	if name == "" {
 		return nil
+	}
+	if name == MasterWriter {
+		return Errorf(CatInvalid, "the master is the owner, not an agent: offer the order to a seated agent (`ferry agents` lists them), or leave it open",
+			"cannot offer an order to master")
 	}
 	a := st.Agents[name]
 	if a == nil || a.JoinKey == "" {

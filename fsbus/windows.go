@@ -256,8 +256,9 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 
 // Extend renews the holder's execution window on its current claim (issue 6): an
 // order.extend naming the claim (like progress, DESIGN §2), with an optional note. The
-// window runs again from now on this machine, never past the claim's lifetime.
-// Errors: denied for a non-holder or below member level; conflict when the order is
+// window runs again from now on this machine, never past the claim's lifetime: when
+// the lifetime cut it, the order comes back with a warning saying "capped at lifetime"
+// and the deadline. Errors: denied for a non-holder or below member level; conflict when the order is
 // not claimed, or when its window already closed by this machine's clock (the holder's
 // SettleWindows then expires it: extend cannot revive a closed window); invalid for a
 // note with control characters or over MaxNote bytes; not_found for the id.
@@ -302,7 +303,17 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.orderAfter(v, e, id)
+	nv := s.viewWithEntry(v, e)
+	o, err := s.orderAfter(v, e, id)
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := s.Window(nv, o); ok && !w.Cap.IsZero() && !w.Deadline.Before(w.Cap) {
+		// Issue 6 finding 13: an extend that reached the lifetime says so.
+		o = withWarnings(o, []string{fmt.Sprintf("capped at lifetime: the execution window ends at %s (this machine's clock), the claim's lifetime; extend cannot go past it (submit, or release for another attempt)",
+			w.Deadline.UTC().Format(time.RFC3339))})
+	}
+	return o, nil
 }
 
 // Fail ends the holder's attempt: the order becomes failed, with the reason recorded
