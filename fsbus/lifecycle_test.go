@@ -146,7 +146,13 @@ func TestSettleWindowsExecution(t *testing.T) {
 	must[*Order](t)(w.carol.Claim(o.ID, ""))
 	for i := 0; i < 7; i++ { // 21 h of renewals
 		w.pass(3 * time.Hour)
-		must[*Order](t)(w.carol.Extend(o.ID, "", ""))
+		ext := must[*Order](t)(w.carol.Extend(o.ID, "", ""))
+		// Issue 6 finding 13: only the extend the lifetime cut says so, with the deadline.
+		capped := len(ext.Warnings) == 1 && strings.HasPrefix(ext.Warnings[0], "capped at lifetime") &&
+			strings.Contains(ext.Warnings[0], w.now().Add(3*time.Hour).UTC().Format(time.RFC3339))
+		if capped != (i == 6) || (i < 6 && len(ext.Warnings) > 0) {
+			t.Fatalf("extend at %d h: warnings %q", 3*(i+1), ext.Warnings)
+		}
 		if got := settled(t, w.carol); got != nil {
 			t.Fatalf("expired at %d h, before the lifetime", 3*(i+1))
 		}
