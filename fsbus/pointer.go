@@ -269,7 +269,7 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 			return fingerprint{}, PointerMissing, "no such file"
 		case strings.Contains(err.Error(), "escapes"):
 			if hasSymlink(root, rel) {
-				return fingerprint{}, PointerRefused, "a symlink in this checkout leads outside the workspace"
+				return fingerprint{}, PointerRefused, "leads outside the workspace (through a symlink)"
 			}
 			return fingerprint{}, PointerRefused, "leads outside the workspace"
 		default:

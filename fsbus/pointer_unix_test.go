@@ -57,7 +57,7 @@ func TestPointerFIFORefusedUnopened(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = w.bob.Claim(o.ID, "")
-	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "a symlink in this checkout leads outside the workspace") {
+	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "leads outside the workspace (through a symlink)") {
 		t.Fatalf("claim through a symlink: %v", err)
 	}
 	if e = err.(*Error); !strings.Contains(e.Hint, "this checkout's copy is the problem") {
