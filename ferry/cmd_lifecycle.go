@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -62,7 +63,9 @@ func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order)
 	if o.Releases > 0 {
 		g.printf("releases  %d of %d\n", o.Releases, fsbus.MaxReleases)
 	}
-	if b := v.State.Blocking(o); len(b) > 0 {
+	if why := v.State.BlockedForGood(o); why != "" && !fsbus.Terminal(o.State) {
+		g.printf("blocked   %s\n", why)
+	} else if b := v.State.Blocking(o); len(b) > 0 {
 		g.printf("waits for %s (not accepted yet)\n", strings.Join(b, ", "))
 	}
 }
@@ -75,10 +78,15 @@ type orderJSON struct {
 	HolderLiveness string        `json:"holder_liveness,omitempty"`
 	HolderAgeS     *int64        `json:"holder_age_s,omitempty"` // seconds since this machine last saw the holder
 	RunVia         string        `json:"run_via,omitempty"`      // issue 6: direct, or the job-queue command
+	// Blocked says the order waits for a cancelled dependency: it can never be claimed.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 func lifecycleJSON(ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order) orderJSON {
 	out := orderJSON{Order: o}
+	if !fsbus.Terminal(o.State) {
+		out.Blocked = v.State.BlockedForGood(o)
+	}
 	if w, ok := ch.Window(v, o); ok {
 		out.Window = &w
 	}
@@ -106,7 +114,11 @@ func (c *OrderExtendCmd) Run(g *Globals) error {
 		return err
 	}
 	o, err := s.Extend(c.ID, c.Note, c.Key)
-	return printOrderResult(g, o, err, "extended")
+	verb := "extended"
+	if err == nil && slices.ContainsFunc(o.Warnings, func(w string) bool { return strings.HasPrefix(w, "capped at lifetime") }) {
+		verb = "extended (capped at lifetime)"
+	}
+	return printOrderResult(g, o, err, verb)
 }
 
 // OrderFailCmd is `ferry order fail ID --reason TEXT`.

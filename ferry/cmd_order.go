@@ -48,19 +48,19 @@ type OrderNewCmd struct {
 
 // contractFlags are the contract of `ferry order new` (issue 6).
 type contractFlags struct {
-	Pointer      []string      `help:"A file the order is about, workspace-relative, optionally with lines (PATH:10-40); fingerprinted now." placeholder:"PATH"`
-	Schema       string        `help:"JSON Schema the result must satisfy (JSON or @FILE)." placeholder:"JSON"`
-	Diff         string        `help:"A unified diff in the workspace for a review (fingerprinted like a pointer)." placeholder:"PATH"`
-	Task         string        `help:"Task type, e.g. code_review or implementation." placeholder:"TYPE"`
-	ReadOnly     bool          `help:"A review or audit: the worker reads, never changes the files."`
-	ExecWindow   time.Duration `help:"Execution window from the claim (default: the channel's)." placeholder:"DURATION"`
-	Lifetime     time.Duration `help:"Cap on the renewed execution window (default: the channel's)." placeholder:"DURATION"`
-	QueueWindow  time.Duration `help:"How long the order may wait unclaimed (default: the channel's)." placeholder:"DURATION"`
-	Heavy        bool          `help:"Run it through this machine's job queue when one is set up."`
-	Cores        int           `help:"Hint: CPU cores the run needs." placeholder:"N"`
-	RAMGB        float64       `name:"ram-gb" help:"Hint: memory in GB." placeholder:"GB"`
-	GPUMemGB     float64       `name:"gpu-mem-gb" help:"Hint: GPU memory in GB." placeholder:"GB"`
-	ExpectedMins int           `name:"expected-minutes" help:"Hint: expected run time in minutes." placeholder:"N"`
+	Pointer      []string       `help:"A file the order is about, workspace-relative, optionally with lines (PATH:10-40); fingerprinted now." placeholder:"PATH"`
+	Schema       string         `help:"JSON Schema the result must satisfy (JSON or @FILE)." placeholder:"JSON"`
+	Diff         string         `help:"A unified diff in the workspace for a review (fingerprinted like a pointer)." placeholder:"PATH"`
+	Task         string         `help:"Task type, e.g. code_review or implementation." placeholder:"TYPE"`
+	ReadOnly     bool           `help:"A review or audit: the worker reads, never changes the files."`
+	ExecWindow   *time.Duration `help:"Execution window from the claim, at least 1s (leave out for the channel's)." placeholder:"DURATION"`
+	Lifetime     *time.Duration `help:"Cap on the renewed execution window, at least 1s (leave out for the channel's)." placeholder:"DURATION"`
+	QueueWindow  *time.Duration `help:"How long the order may wait unclaimed, at least 1s (leave out for the channel's)." placeholder:"DURATION"`
+	Heavy        bool           `help:"Run it through this machine's job queue when one is set up."`
+	Cores        int            `help:"Hint: CPU cores the run needs." placeholder:"N"`
+	RAMGB        float64        `name:"ram-gb" help:"Hint: memory in GB." placeholder:"GB"`
+	GPUMemGB     float64        `name:"gpu-mem-gb" help:"Hint: GPU memory in GB." placeholder:"GB"`
+	ExpectedMins int            `name:"expected-minutes" help:"Hint: expected run time in minutes." placeholder:"N"`
 }
 
 // workspaceFlag is the root file pointers are relative to.
@@ -80,12 +80,32 @@ func (c contractFlags) options(opt *fsbus.NewOrderOptions) error {
 		}
 		opt.Schema = json.RawMessage(schema)
 	}
-	for _, d := range []time.Duration{c.ExecWindow, c.Lifetime, c.QueueWindow} {
-		if d < 0 || (d > 0 && d < time.Second) {
-			return fsbus.Errorf(fsbus.CatInvalid, "give windows as durations such as 4h or 90m", "window %s is not a whole number of seconds", d)
+	// A window given is at least 1 s: 0s or a negative one would not mean "the channel
+	// default" to the reader of the command line (issue 6 finding 13); leaving the flag
+	// out does.
+	secs := func(name string, d *time.Duration) (int64, error) {
+		switch {
+		case d == nil:
+			return 0, nil
+		case *d <= 0:
+			return 0, fsbus.Errorf(fsbus.CatInvalid, "give a window of at least 1s such as 4h or 90m, or leave --"+name+" out to keep the channel's default", "--%s %s: a window is at least 1s", name, *d)
+		case *d < time.Second || *d%time.Second != 0:
+			return 0, fsbus.Errorf(fsbus.CatInvalid, "give windows as durations such as 4h or 90m", "--%s %s is not a whole number of seconds", name, *d)
 		}
+		return int64(*d / time.Second), nil
 	}
-	if w := (fsbus.Windows{ExecS: int64(c.ExecWindow / time.Second), LifetimeS: int64(c.Lifetime / time.Second), QueueS: int64(c.QueueWindow / time.Second)}); w != (fsbus.Windows{}) {
+	var w fsbus.Windows
+	var err error
+	if w.ExecS, err = secs("exec-window", c.ExecWindow); err != nil {
+		return err
+	}
+	if w.LifetimeS, err = secs("lifetime", c.Lifetime); err != nil {
+		return err
+	}
+	if w.QueueS, err = secs("queue-window", c.QueueWindow); err != nil {
+		return err
+	}
+	if w != (fsbus.Windows{}) {
 		opt.Windows = &w
 	}
 	if h := (fsbus.Hints{Cores: c.Cores, RAMGB: c.RAMGB, GPUMemGB: c.GPUMemGB, ExpectedMinutes: c.ExpectedMins}); h != (fsbus.Hints{}) {
@@ -116,10 +136,10 @@ func (c *OrderNewCmd) Run(g *Globals) error {
 
 // OrderListCmd is `ferry order list`.
 type OrderListCmd struct {
-	State string `help:"Only this state; 'active' hides accepted and cancelled." placeholder:"STATE"`
+	State string `help:"Only this state (open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out, validation_failed, pointer_stale); 'active' hides accepted and cancelled; 'ready' is --ready." placeholder:"STATE"`
 	Mine  bool   `help:"Only orders the --as agent wrote or holds."`
 	Limit int    `help:"At most this many (0: all)." default:"0"`
-	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted)."`
+	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted); with --as, not those offered to another agent."`
 }
 
 // Run implements the command.
@@ -132,7 +152,13 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready}
+	if c.State == "ready" { // an alias of --ready (issue 6 finding 10)
+		c.State, c.Ready = "", true
+	}
+	if err := fsbus.CheckStateFilter(c.State); err != nil {
+		return err
+	}
+	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready, For: g.As}
 	if c.Mine {
 		if g.As == "" {
 			return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "--mine needs an agent")

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ferryhq/ferry/fsbus"
 )
 
 // StatusCmd is `ferry status`, the owner's view.
@@ -24,7 +26,9 @@ func (c *StatusCmd) Run(g *Globals) error {
 	}
 	g.printf("project %s · %s", s.Project, plural(s.Entries, "entry", "entries"))
 	sep := " · orders"
-	for _, st := range []string{"open", "offered", "claimed", "submitted", "changes_requested", "accepted", "cancelled", "failed", "timed_out"} {
+	// Every state the json counts, pointer_stale and validation_failed included (issue 6
+	// finding 11), in stage-rank order.
+	for _, st := range fsbus.OrderStates() {
 		if n := s.Counts[st]; n > 0 {
 			g.printf("%s %s=%d", sep, st, n)
 			sep = ""

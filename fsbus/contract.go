@@ -19,7 +19,8 @@ import (
 type Contract struct {
 	// Pointers are the files the order is about, fingerprinted at dispatch.
 	Pointers []Pointer `json:"pointers,omitempty"`
-	// Schema is a JSON Schema the submitted result's output must satisfy.
+	// Schema is a JSON Schema the submitted result's output must satisfy: a JSON
+	// object (true, false and other values are refused at dispatch, invalid).
 	Schema json.RawMessage `json:"schema,omitempty"`
 	// Diff points to a unified diff (itself a fingerprinted file) for review and
 	// audit orders.
@@ -110,12 +111,33 @@ func (c *Contract) validate() error {
 		if err != nil {
 			return err
 		}
+		if canon[0] != '{' {
+			// docs/format.md §11: the schema is an object. true/false are valid JSON
+			// Schemas but say nothing a result could be checked against (issue 6
+			// finding 13); arrays, strings and numbers are no schema.
+			return Errorf(CatInvalid, `pass a JSON Schema object, e.g. {"type":"object","required":["passed"]}`, "schema is %s, not a JSON object", jsonKind(canon[0]))
+		}
 		if _, err := compileSchema(canon); err != nil {
 			return err
 		}
 		c.Schema = canon
 	}
 	return nil
+}
+
+// jsonKind names the kind of the JSON value starting with b.
+func jsonKind(b byte) string {
+	switch b {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // compactJSON parses raw as one JSON value of at most limit bytes and returns it

@@ -21,19 +21,27 @@ func (s *Session) findOrder(q string) (*Order, *View, error) {
 func (o *Order) hasPointers() bool { return len(o.Pointers) > 0 || o.Diff != nil }
 
 // refusedPointers returns invalid when the contract names a path this machine refuses
-// to read (escaping the workspace, a sensitive name): nothing is read.
+// to read: nothing is read. A path the contract itself gets wrong (not a safe
+// workspace-relative path) is the author's to fix; anything else — a symlink leading
+// outside the workspace or to a sensitive file, a FIFO, device or directory, a file
+// over the size limit — is this checkout's copy, fixed here (issue 6 finding 12e).
 func refusedPointers(r *PointerReport) error {
 	var bad []string
+	contract := false
 	for _, p := range r.Stale() {
 		if p.Status == PointerRefused {
 			bad = append(bad, p.Path+" ("+p.Reason+")")
+			contract = contract || p.Reason == reasonUnsafePath
 		}
 	}
 	if len(bad) == 0 {
 		return nil
 	}
-	return Errorf(CatInvalid, "ask the author to dispatch the order again with pointers inside the workspace",
-		"order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
+	hint := "this checkout's copy is the problem, not the order: replace it with the regular file itself (no symlink out of the workspace or to a secret, no FIFO or device), then try again"
+	if contract {
+		hint = "ask the author to dispatch the order again with pointers inside the workspace"
+	}
+	return Errorf(CatInvalid, hint, "order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
 }
 
 // diffWarning is the warning of a claim or submit made on a read-only order's diff.
@@ -129,7 +137,7 @@ func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
 		return o, nil, nil
 	}
 	if o.Author != s.Name {
-		return nil, nil, Errorf(CatDenied, "the author marks an order stale; tell the author (`ferry talk send "+o.Author+"`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
+		return nil, nil, Errorf(CatDenied, "the author marks an order stale; tell the author (`ferry talk send --to "+o.Author+" 'order "+o.ID+": a pointed file changed'`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
 	}
 	if o.device != s.Device {
 		return nil, nil, Errorf(CatDenied, "run `ferry order verify "+o.ID+" --mark` on the machine that dispatched it: only its checkout is the one the pointers were taken from",

@@ -242,6 +242,13 @@ func TestValidateOutput(t *testing.T) {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
+	// The schema is an object (issue 6 finding 13): true, false and arrays are refused.
+	for bad, kind := range map[string]string{`true`: "a boolean", `false`: "a boolean", `[]`: "an array", `"x"`: "a string", `3`: "a number"} {
+		c := Contract{Schema: json.RawMessage(bad)}
+		if err := c.validate(); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
+			t.Errorf("schema %s: %v", bad, err)
+		}
+	}
 	c := Contract{Schema: json.RawMessage(" {\n\"type\": \"object\"}\n")}
 	if err := c.validate(); err != nil || string(c.Schema) != `{"type":"object"}` {
 		t.Fatalf("compacted %s %v", c.Schema, err)
@@ -420,18 +427,23 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 	w := newContractWorld(t)
 	n := w.entries(t)
 	for name, opt := range map[string]NewOrderOptions{
-		"bad schema":  {Title: "x", Schema: json.RawMessage(`{"type":12}`)},
-		"not json":    {Title: "x", Schema: json.RawMessage(`{`)},
-		"traversal":   {Title: "x", Pointers: []string{"../etc/passwd"}},
-		"sensitive":   {Title: "x", Pointers: []string{".env"}},
-		"missing":     {Title: "x", Pointers: []string{"nope.go"}},
-		"bad window":  {Title: "x", Windows: &Windows{ExecS: -1}},
-		"lifetime":    {Title: "x", Windows: &Windows{ExecS: 7200, LifetimeS: 3600}},
-		"bad hints":   {Title: "x", Hints: &Hints{Cores: -2}},
-		"bad task":    {Title: "x", Task: "Code Review!"},
-		"prose diff":  {Title: "x", Pointers: []string{"src/calc.go"}, Diff: "README.md"},
-		"sens. diff":  {Title: "x", Diff: "secret.diff"},
-		"big pointer": {Title: "x", Pointers: make([]string, MaxPointers+1)},
+		"bad schema":   {Title: "x", Schema: json.RawMessage(`{"type":12}`)},
+		"not json":     {Title: "x", Schema: json.RawMessage(`{`)},
+		"schema true":  {Title: "x", Schema: json.RawMessage(`true`)},
+		"schema false": {Title: "x", Schema: json.RawMessage(` false `)},
+		"schema array": {Title: "x", Schema: json.RawMessage(`[{"type":"object"}]`)},
+		"schema null":  {Title: "x", Schema: json.RawMessage(`null`)},
+		"to master":    {Title: "x", To: MasterWriter},
+		"traversal":    {Title: "x", Pointers: []string{"../etc/passwd"}},
+		"sensitive":    {Title: "x", Pointers: []string{".env"}},
+		"missing":      {Title: "x", Pointers: []string{"nope.go"}},
+		"bad window":   {Title: "x", Windows: &Windows{ExecS: -1}},
+		"lifetime":     {Title: "x", Windows: &Windows{ExecS: 7200, LifetimeS: 3600}},
+		"bad hints":    {Title: "x", Hints: &Hints{Cores: -2}},
+		"bad task":     {Title: "x", Task: "Code Review!"},
+		"prose diff":   {Title: "x", Pointers: []string{"src/calc.go"}, Diff: "README.md"},
+		"sens. diff":   {Title: "x", Diff: "secret.diff"},
+		"big pointer":  {Title: "x", Pointers: make([]string, MaxPointers+1)},
 	} {
 		if _, err := w.alice.NewOrder(opt); !IsCategory(err, CatInvalid) {
 			t.Errorf("%s: %v; want invalid", name, err)

@@ -90,7 +90,11 @@ type Agent struct {
 	grants    []grant
 	grantHead string // hash of the newest grant entry on the winning chain: the next grant's basis
 	level     Level
-	segs      map[string]uint64    // device → highest seq folded (for grant bounds)
+	segs      map[string]uint64 // device → highest seq folded (for grant bounds)
+	// retireCut bounds what the agent's retirement leaves counting: device → last seq
+	// that counts; nil when no retirement names bounds (issue 6 finding 8).
+	retireCut map[string]uint64
+	retireAll bool                 // a retirement with bounds: segments retireCut does not name count for nothing
 	joins     map[string][2]string // announced key → (app, machine) of its newest join
 }
 
@@ -119,6 +123,45 @@ func (a *Agent) cover(device string, seq uint64) (grant, bool) {
 		}
 	}
 	return a.grants[0], true
+}
+
+// retireBound adds a retirement's bounds (device → last seq that still counts; all:
+// segments b does not name count for nothing, as the master's retire says). Several
+// retirements keep the strictest bound of each segment.
+func (a *Agent) retireBound(b map[string]uint64, all bool) {
+	if a.retireCut == nil {
+		a.retireCut = map[string]uint64{}
+	}
+	prevAll := a.retireAll
+	if all && !prevAll {
+		for dev := range a.retireCut {
+			if _, ok := b[dev]; !ok {
+				delete(a.retireCut, dev)
+			}
+		}
+	}
+	for dev, seq := range b {
+		if cur, ok := a.retireCut[dev]; ok {
+			a.retireCut[dev] = min(cur, seq)
+		} else if !prevAll {
+			a.retireCut[dev] = seq
+		}
+	}
+	a.retireAll = prevAll || all
+}
+
+// afterRetirement reports whether the entry at (device, seq) comes after the agent's
+// retirement: it counts for nothing (issue 6; DESIGN §2: entries a grant does not allow
+// count for nothing), except the retirement releases of what it held.
+func (a *Agent) afterRetirement(device string, seq uint64) bool {
+	if a == nil || a.retireCut == nil {
+		return false
+	}
+	b, ok := a.retireCut[device]
+	if !ok {
+		return a.retireAll
+	}
+	return seq > b
 }
 
 // Ignored is an entry that counts for nothing, with the reason (DESIGN §2: listed by
@@ -255,7 +298,13 @@ func Fold(in FoldInput) *State {
 			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{revoke: true, bounds: d.Bounds}})
 		case TypeAgentRetire:
 			if e.Ref != "" && e.Ref != MasterWriter {
-				agent(e.Ref).Retired = true
+				a := agent(e.Ref)
+				a.Retired = true
+				if d.Bounds != nil {
+					// The master's retire names the last seq of each segment it had
+					// seen; later entries, and unnamed segments, count for nothing.
+					a.retireBound(d.Bounds, true)
+				}
 			}
 		}
 	}
@@ -263,6 +312,21 @@ func Fold(in FoldInput) *State {
 	for _, name := range sortedKeys(grantNodes) {
 		a := agent(name)
 		a.grants, a.grantHead = resolveGrants(st, name, grantNodes[name], ignore)
+	}
+
+	// An agent's retire of itself bounds its own segment at the retire's seq: found
+	// before pass 2, so no entry's place in merged (HLC) order decides what counts.
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		if e.Type != TypeAgentRetire || e.Writer != e.Ref || e.Writer == MasterWriter || !ValidName(e.Writer) {
+			continue
+		}
+		a := st.Agents[e.Writer]
+		g, granted := a.cover(e.Device, e.Seq)
+		if !granted || g.revoke || !verifyEntry(e, g.key, in.Project) || checkLevel(e.Writer, g.level, e.Type) != nil {
+			continue // pass 2 lists it as ignored
+		}
+		a.retireBound(map[string]uint64{e.Device: e.Seq}, false)
 	}
 
 	// Pass 2: every entry is verified against the key its covering grant binds and
@@ -323,6 +387,10 @@ func Fold(in FoldInput) *State {
 			lvl = g.level
 			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
 				ignore(e, err.(*Error).Message)
+				continue
+			}
+			if a.afterRetirement(e.Device, e.Seq) && !(e.Type == TypeOrderRelease && d.Agent == e.Writer) {
+				ignore(e, "writer was retired: its entries after the retirement count for nothing")
 				continue
 			}
 			if e.Type == TypeAgentRetire {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,7 +146,13 @@ func TestSettleWindowsExecution(t *testing.T) {
 	must[*Order](t)(w.carol.Claim(o.ID, ""))
 	for i := 0; i < 7; i++ { // 21 h of renewals
 		w.pass(3 * time.Hour)
-		must[*Order](t)(w.carol.Extend(o.ID, "", ""))
+		ext := must[*Order](t)(w.carol.Extend(o.ID, "", ""))
+		// Issue 6 finding 13: only the extend the lifetime cut says so, with the deadline.
+		capped := len(ext.Warnings) == 1 && strings.HasPrefix(ext.Warnings[0], "capped at lifetime") &&
+			strings.Contains(ext.Warnings[0], w.now().Add(3*time.Hour).UTC().Format(time.RFC3339))
+		if capped != (i == 6) || (i < 6 && len(ext.Warnings) > 0) {
+			t.Fatalf("extend at %d h: warnings %q", 3*(i+1), ext.Warnings)
+		}
 		if got := settled(t, w.carol); got != nil {
 			t.Fatalf("expired at %d h, before the lifetime", 3*(i+1))
 		}
@@ -333,6 +340,81 @@ func TestDependenciesReady(t *testing.T) {
 	must[*Order](t)(w.carol.Claim(b.ID, ""))
 }
 
+// TestCancelledDependency (issue 6 finding 7): an order cannot be dispatched to wait
+// for a cancelled order; one whose dependency is cancelled later is blocked for good —
+// not ready, its claim refused saying so — and the fold leaves it where it was.
+func TestCancelledDependency(t *testing.T) {
+	w := newLifeWorld(t)
+	a := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
+	b := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", Deps: []string{a.ID}}))
+	must[*Order](t)(w.alice.Cancel(a.ID, "", ""))
+	v := must[*View](t)(w.c.Load())
+	before := v.State.Entries
+	_, err := w.alice.NewOrder(NewOrderOptions{Title: "C", Deps: []string{a.ID}})
+	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), a.ID+" was cancelled") {
+		t.Fatalf("dispatch waiting for a cancelled order: %v", err)
+	}
+	v = must[*View](t)(w.c.Load())
+	if v.State.Entries != before {
+		t.Fatal("a refused dispatch wrote")
+	}
+	ob := v.State.Orders[b.ID]
+	if ob.State != StateOpen || v.State.Ready(ob) {
+		t.Fatalf("order on a cancelled dependency: %s ready=%v", ob.State, v.State.Ready(ob))
+	}
+	if why := v.State.BlockedForGood(ob); !strings.Contains(why, "dependency "+a.ID+" was cancelled: cancel or re-dispatch this order") {
+		t.Fatalf("blocked: %q", why)
+	}
+	for _, r := range v.State.ListOrders(OrderFilter{Ready: true}) {
+		if r.ID == b.ID {
+			t.Fatal("listed as ready")
+		}
+	}
+	if _, err := w.bob.Claim(b.ID, ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "blocked for good") {
+		t.Fatalf("claim of a blocked order: %v", err)
+	}
+	if why := v.State.BlockedForGood(v.State.Orders[a.ID]); why != "" {
+		t.Fatalf("an order without dependencies is blocked: %q", why)
+	}
+}
+
+// TestReadyFor (issue 6 finding 10): the ready list for an agent leaves out orders
+// offered to another agent; a state filter is checked.
+func TestReadyFor(t *testing.T) {
+	w := newLifeWorld(t)
+	mine := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For bob", To: "bob"}))
+	theirs := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For carol", To: "carol"}))
+	open := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Open"}))
+	v := must[*View](t)(w.c.Load())
+	ids := func(f OrderFilter) string {
+		var out []string
+		for _, r := range v.State.ListOrders(f) {
+			out = append(out, r.ID)
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	want := []string{mine.ID, open.ID}
+	sort.Strings(want)
+	if got := ids(OrderFilter{Ready: true, For: "bob"}); got != strings.Join(want, " ") {
+		t.Fatalf("ready for bob: %s (carol's offer %s must be left out)", got, theirs.ID)
+	}
+	if got := ids(OrderFilter{Ready: true}); len(strings.Fields(got)) != 3 {
+		t.Fatalf("ready for anyone: %s", got)
+	}
+	for _, ok := range []string{"", "active", "open", "pointer_stale", "validation_failed", "accepted"} {
+		if err := CheckStateFilter(ok); err != nil {
+			t.Fatalf("state %q: %v", ok, err)
+		}
+	}
+	if err := CheckStateFilter("bogus"); !IsCategory(err, CatInvalid) || !strings.Contains(err.(*Error).Hint, "pointer_stale") {
+		t.Fatalf("bogus state: %v", err)
+	}
+	if err := CheckStateFilter("ready"); !IsCategory(err, CatInvalid) || !strings.Contains(err.(*Error).Hint, "--ready") {
+		t.Fatalf("state ready: %v", err)
+	}
+}
+
 // TestRetire: the agent itself or the master retires it and every claim and offer it
 // had is released by a signed entry; another agent cannot, and the fold ignores such
 // a retire or a retirement release for an agent that is not retired.
@@ -387,6 +469,50 @@ func TestRetire(t *testing.T) {
 	}
 	if _, err := w.master.Retire("nobody"); !IsCategory(err, CatNotFound) {
 		t.Fatalf("retire of an unknown agent: %v", err)
+	}
+}
+
+// TestRetiredWritesNothing (issue 6 finding 8): after its retirement (by itself or
+// by the master) an agent's every write is refused, naming the retirement, and a
+// hand-written entry after it counts for nothing in the fold; its entries before the
+// retirement keep counting.
+func TestRetiredWritesNothing(t *testing.T) {
+	w := newLifeWorld(t)
+	own := must[*Order](t)(w.bob.NewOrder(NewOrderOptions{Title: "Bob's own"}))
+	carols := must[*Order](t)(w.carol.NewOrder(NewOrderOptions{Title: "Carol's own"}))
+	must[[]string](t)(w.bob.Retire("bob"))
+	must[[]string](t)(w.master.Retire("carol"))
+	for name, s := range map[string]*Session{"bob": w.bob, "carol": w.carol} {
+		checks := map[string]error{}
+		_, checks["new"] = s.NewOrder(NewOrderOptions{Title: "After"})
+		_, checks["talk"] = s.TalkSend("alice", "hello", "")
+		_, checks["cancel"] = s.Cancel(map[string]string{"bob": own.ID, "carol": carols.ID}[name], "", "")
+		_, checks["offer"] = s.Offer(map[string]string{"bob": own.ID, "carol": carols.ID}[name], "alice", "")
+		for what, err := range checks {
+			if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "retired") {
+				t.Fatalf("%s %s after retirement: %v", name, what, err)
+			}
+			if e := err.(*Error); !strings.Contains(e.Hint, "new agent name") {
+				t.Fatalf("%s %s hint: %q", name, what, e.Hint)
+			}
+		}
+	}
+	// Written anyway (a modified binary): the fold counts neither cancel; the orders
+	// each wrote before retiring still count.
+	v := must[*View](t)(w.c.Load())
+	eb := appendRaw(t, w.bob, TypeOrderCancel, own.ID, entryData{Basis: v.State.Orders[own.ID].Head})
+	ec := appendRaw(t, w.carol, TypeOrderCancel, carols.ID, entryData{Basis: v.State.Orders[carols.ID].Head})
+	v = must[*View](t)(w.c.Load())
+	for _, c := range []struct {
+		id   string
+		hash string
+	}{{own.ID, eb.Hash()}, {carols.ID, ec.Hash()}} {
+		if o := v.State.Orders[c.id]; o == nil || o.State != StateOpen {
+			t.Fatalf("order %s after a cancel written past retirement: %+v", c.id, o)
+		}
+		if !hasIgnored(v.State, c.hash, "was retired") {
+			t.Fatalf("cancel of %s after retirement not listed as ignored: %+v", c.id, v.State.Ignored)
+		}
 	}
 }
 

@@ -79,7 +79,7 @@ func (o *NewOrderOptions) validate() error {
 
 // NewOrder dispatches an order: it publishes the signed object orders/<id>.json, then
 // appends order.create naming the object's hash (and data.to when offered at
-// creation). Errors: invalid for bad fields; denied below member level; conflict when
+// creation). Errors: invalid for bad fields or a cancelled dependency; denied below member level; conflict when
 // the idempotency key was used with other arguments. A replayed key returns the order
 // the first call made and writes nothing.
 func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
@@ -104,6 +104,11 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 			o, err := v.State.FindOrder(dep)
 			if err != nil {
 				return nil, nil, err
+			}
+			if o.State == StateCancelled {
+				// An order waiting for a cancelled one could never be claimed (issue 6).
+				return nil, nil, Errorf(CatInvalid, "depend on an order that can still be accepted, or leave --dep "+o.ID+" out",
+					"dependency %s was cancelled: an order waiting for it would wait forever", o.ID)
 			}
 			opt.Deps[i] = o.ID
 		}
@@ -382,10 +387,16 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 }
 
 // checkRecipient returns not_found when name ("" passes) is not an agent that has
-// joined the channel: an order offered to a name nobody holds would wait forever.
+// joined the channel: an order offered to a name nobody holds would wait forever;
+// invalid for master (the owner is no agent: it claims nothing); conflict for a
+// retired agent.
 func (st *State) checkRecipient(name string) error {
 	if name == "" {
 		return nil
+	}
+	if name == MasterWriter {
+		return Errorf(CatInvalid, "the master is the owner, not an agent: offer the order to a seated agent (`ferry agents` lists them), or leave it open",
+			"cannot offer an order to master")
 	}
 	a := st.Agents[name]
 	if a == nil || a.JoinKey == "" {

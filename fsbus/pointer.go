@@ -257,12 +257,20 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 	if symlinkToSensitive(root, rel) {
 		return fingerprint{}, PointerRefused, "symlink to a sensitive file"
 	}
-	f, err := root.Open(name)
+	// Stat (through the root) before opening: opening a FIFO blocks until a writer
+	// comes, and a device or socket is never read (issue 6 finding 13).
+	if fi, err := root.Stat(name); err == nil && !fi.Mode().IsRegular() {
+		return fingerprint{}, PointerRefused, notRegular(fi.Mode())
+	}
+	f, err := root.OpenFile(name, openPointerFlags, 0)
 	if err != nil {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return fingerprint{}, PointerMissing, "no such file"
 		case strings.Contains(err.Error(), "escapes"):
+			if hasSymlink(root, rel) {
+				return fingerprint{}, PointerRefused, "leads outside the workspace (through a symlink)"
+			}
 			return fingerprint{}, PointerRefused, "leads outside the workspace"
 		default:
 			why := err.Error()
@@ -278,8 +286,8 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 	if err != nil {
 		return fingerprint{}, PointerMissing, "cannot stat: " + err.Error()
 	}
-	if !fi.Mode().IsRegular() {
-		return fingerprint{}, PointerRefused, "not a regular file"
+	if !fi.Mode().IsRegular() { // swapped in after the Stat: O_NONBLOCK kept the open from hanging
+		return fingerprint{}, PointerRefused, notRegular(fi.Mode())
 	}
 	if fi.Size() > MaxPointerBytes {
 		return fingerprint{}, PointerRefused, fmt.Sprintf("%d bytes; the limit is %d", fi.Size(), MaxPointerBytes)
@@ -293,6 +301,36 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 	}
 	fp.mtime = fi.ModTime()
 	return fp, PointerOK, ""
+}
+
+// notRegular names what a pointed path is when it is not a regular file.
+func notRegular(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "not a regular file (a directory)"
+	case m&fs.ModeNamedPipe != 0:
+		return "not a regular file (a FIFO; never opened)"
+	case m&fs.ModeSocket != 0:
+		return "not a regular file (a socket; never opened)"
+	case m&(fs.ModeDevice|fs.ModeCharDevice) != 0:
+		return "not a regular file (a device; never opened)"
+	}
+	return "not a regular file"
+}
+
+// hasSymlink reports whether a component of rel is a symlink in root.
+func hasSymlink(root *os.Root, rel string) bool {
+	comps := strings.Split(rel, "/")
+	for i := range comps {
+		fi, err := root.Lstat(filepath.FromSlash(strings.Join(comps[:i+1], "/")))
+		if err != nil {
+			return false
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // symlinkToSensitive reports whether a component of rel is a symlink whose target names
@@ -450,12 +488,16 @@ func openRoot(ws string) (*os.Root, error) {
 	return root, nil
 }
 
+// reasonUnsafePath is the refusal of a pointer whose recorded path is not a safe
+// workspace-relative path: the contract is wrong, not the checkout.
+const reasonUnsafePath = "the path is not a safe workspace-relative path"
+
 // checkOne compares one pointer with the file in root.
 func checkOne(root *os.Root, p Pointer) PointerCheck {
 	c := PointerCheck{Path: p.Path, Status: PointerOK}
 	rel, err := CheckPointerPath(p.Path)
 	if err != nil || rel != p.Path {
-		c.Status, c.Reason = PointerRefused, "the path is not a safe workspace-relative path"
+		c.Status, c.Reason = PointerRefused, reasonUnsafePath
 		return c
 	}
 	fp, status, why := openPointer(root, rel)

@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -147,6 +148,12 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		if err := s.checkIdentity(v.State, d.Type); err != nil {
 			return err
 		}
+		if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
+			var rd entryData
+			if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {
+				return retiredError(s.Name)
+			}
+		}
 		hwm := s.Home.highWater(s.Project(), s.Name, s.Device)
 		if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
 			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
@@ -239,13 +246,20 @@ func mustJSON(v any) []byte {
 }
 
 // checkIdentity refuses a write (other than agent.join) by an agent whose key on this
-// machine is not the key the owner seated for its name: such an entry would count for
-// nothing, so writing it would only mislead (issue 2: "unknown or unseated agent").
+// machine is not the key the owner seated for its name, and every write (but a
+// release, which write checks) by a retired agent: such an entry would count for
+// nothing, so writing it would only mislead (issue 2: "unknown or unseated agent";
+// issue 6: retirement).
 func (s *Session) checkIdentity(st *State, typ string) error {
 	if s.Name == MasterWriter || typ == TypeAgentJoin {
 		return nil
 	}
 	a := st.Agents[s.Name]
+	// A retired agent writes nothing but the releases of its own retirement (checked
+	// by write): the fold counts none of its later entries (issue 6).
+	if a != nil && a.Retired && typ != TypeOrderRelease {
+		return retiredError(s.Name)
+	}
 	here := ledger.FormatKey(s.Signer.Public())
 	if a != nil && a.Seated && a.Key != here {
 		return Errorf(CatDenied,
@@ -253,6 +267,12 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 			"this machine's key for %s is not the key the owner seated (seated %s, here %s)", s.Name, a.Key, here)
 	}
 	return nil
+}
+
+// retiredError is the refusal of a write by a retired agent.
+func retiredError(name string) error {
+	return Errorf(CatDenied, "retirement is final: the owner seats a new agent name (`ferry join --as "+name+"-2`, then `ferry grant "+name+"-2`)",
+		"agent %s is retired: it writes nothing more", name)
 }
 
 // segmentSeq is the highest seq of (writer, device) in the snapshot.

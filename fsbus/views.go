@@ -104,8 +104,30 @@ type OrderFilter struct {
 	State string // one state, "active" (not accepted/cancelled), or "" for all
 	Mine  string // author or holder
 	Limit int    // 0 = no limit
-	// Ready keeps only orders that can be claimed now (State.Ready, issue 6).
+	// Ready keeps only orders that can be claimed now (State.Ready, issue 6); with For
+	// set, only those that agent can claim (an order offered to another is left out).
 	Ready bool
+	For   string
+}
+
+// OrderStates lists every order state, in stage-rank order (DESIGN §2).
+func OrderStates() []string {
+	out := sortedKeys(OrderRank)
+	sort.Slice(out, func(i, j int) bool { return OrderRank[out[i]] < OrderRank[out[j]] })
+	return out
+}
+
+// CheckStateFilter returns invalid for a state filter that is not "", "active" or an
+// order state (issue 6 finding 10: an unknown state silently listed nothing), with a
+// hint listing the valid ones; "ready" names --ready.
+func CheckStateFilter(state string) error {
+	if state == "" || state == "active" || OrderRank[state] > 0 || state == StateOpen {
+		return nil
+	}
+	if state == "ready" {
+		return Errorf(CatInvalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
+	}
+	return Errorf(CatInvalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
 }
 
 // ListOrders returns matching orders, most recently updated first (ties by id).
@@ -120,6 +142,8 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 		case f.Mine != "" && o.Author != f.Mine && o.Holder != f.Mine:
 			continue
 		case f.Ready && !st.Ready(o):
+			continue
+		case f.Ready && f.For != "" && o.State == StateOffered && o.OfferedTo != f.For:
 			continue
 		}
 		out = append(out, o.Row())

@@ -256,8 +256,9 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 
 // Extend renews the holder's execution window on its current claim (issue 6): an
 // order.extend naming the claim (like progress, DESIGN §2), with an optional note. The
-// window runs again from now on this machine, never past the claim's lifetime.
-// Errors: denied for a non-holder or below member level; conflict when the order is
+// window runs again from now on this machine, never past the claim's lifetime: when
+// the lifetime cut it, the order comes back with a warning saying "capped at lifetime"
+// and the deadline. Errors: denied for a non-holder or below member level; conflict when the order is
 // not claimed, or when its window already closed by this machine's clock (the holder's
 // SettleWindows then expires it: extend cannot revive a closed window); invalid for a
 // note with control characters or over MaxNote bytes; not_found for the id.
@@ -302,7 +303,17 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.orderAfter(v, e, id)
+	nv := s.viewWithEntry(v, e)
+	o, err := s.orderAfter(v, e, id)
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := s.Window(nv, o); ok && !w.Cap.IsZero() && !w.Deadline.Before(w.Cap) {
+		// Issue 6 finding 13: an extend that reached the lifetime says so.
+		o = withWarnings(o, []string{fmt.Sprintf("capped at lifetime: the execution window ends at %s (this machine's clock), the claim's lifetime; extend cannot go past it (submit, or release for another attempt)",
+			w.Deadline.UTC().Format(time.RFC3339))})
+	}
+	return o, nil
 }
 
 // Fail ends the holder's attempt: the order becomes failed, with the reason recorded
@@ -349,7 +360,9 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 // release is in the ledger. It returns the ids of the orders released, sorted; a
 // second call writes only what is still held (idempotent). Errors: denied when s is
 // neither name nor the master; invalid for a bad name or for retiring the master;
-// not_found when no agent of that name has joined or been seated.
+// not_found when no agent of that name has joined or been seated. After the retire,
+// every write by the retired agent is refused (denied) but these releases, and the
+// fold counts none of its later entries (issue 6).
 func (s *Session) Retire(name string) ([]string, error) {
 	if name == MasterWriter {
 		return nil, Errorf(CatInvalid, "", "the master is not retired")
@@ -371,7 +384,14 @@ func (s *Session) Retire(name string) ([]string, error) {
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeAgentRetire); err != nil {
 			return nil, nil, err
 		}
-		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(entryData{})}, nil, nil
+		d := entryData{}
+		if s.Name != name {
+			// The master's retire bounds the agent's segments as it has seen them, as a
+			// revocation does: later entries count for nothing (an agent's own retire
+			// bounds its segment at the retire's seq).
+			d.Bounds = a.bounds()
+		}
+		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -402,7 +422,8 @@ func (st *State) retired(name string) bool {
 }
 
 // Blocking returns the dependencies of o that are not accepted yet (ids as written;
-// a dependency this machine has not received counts as blocking), in order.
+// a dependency this machine has not received counts as blocking), in order. A
+// cancelled dependency blocks for good: DeadDeps names those.
 func (st *State) Blocking(o *Order) []string {
 	var out []string
 	for _, d := range o.Deps {
@@ -411,6 +432,33 @@ func (st *State) Blocking(o *Order) []string {
 		}
 	}
 	return out
+}
+
+// DeadDeps returns the dependencies of o that were cancelled, in order: o can never
+// become ready and waits for its author to cancel or re-dispatch it (issue 6). A view
+// rule, not a fold rule: the fold leaves o where it is.
+func (st *State) DeadDeps(o *Order) []string {
+	var out []string
+	for _, d := range o.Deps {
+		if dep := st.Orders[d]; dep != nil && dep.State == StateCancelled {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// BlockedForGood is the sentence that says o waits for a cancelled dependency, or ""
+// (issue 6: shown by order show, the MCP view and a refused claim).
+func (st *State) BlockedForGood(o *Order) string {
+	dead := st.DeadDeps(o)
+	if len(dead) == 0 {
+		return ""
+	}
+	word := "dependency " + dead[0] + " was"
+	if len(dead) > 1 {
+		word = "dependencies " + strings.Join(dead, ", ") + " were"
+	}
+	return word + " cancelled: cancel or re-dispatch this order"
 }
 
 // Ready reports whether o can be claimed now: it is open, offered, timed out or
@@ -424,8 +472,13 @@ func (st *State) Ready(o *Order) bool {
 }
 
 // checkReady returns a conflict naming the blocking dependencies of o (issue 6: an
-// order is not claimable until every order it depends on is accepted).
+// order is not claimable until every order it depends on is accepted); one waiting for
+// a cancelled dependency says it is blocked for good.
 func (st *State) checkReady(o *Order) error {
+	if why := st.BlockedForGood(o); why != "" {
+		return Errorf(CatConflict, "the author cancels it (`ferry order cancel "+o.ID+"`) or dispatches it again without that dependency",
+			"order %s is blocked for good: %s", o.ID, why)
+	}
 	b := st.Blocking(o)
 	if len(b) == 0 {
 		return nil

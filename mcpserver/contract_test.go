@@ -71,3 +71,102 @@ func TestOrdersContract(t *testing.T) {
 		t.Fatalf("verify without id: %s", txt)
 	}
 }
+
+// TestOrdersShowContract (issue 6 finding 6): ferry_orders show carries the contract,
+// compact — pointers as path, lines, size and short sha; the schema (cut, saying so,
+// when it is long); task, read-only, windows, heavy and hints — so the agent knows the
+// schema before its first submit; a result without the schema's hint names no @FILE.
+func TestOrdersShowContract(t *testing.T) {
+	b := copyBusy(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "calc.go"), []byte("package calc\n\nfunc Eq(a, b any) bool { return a == b }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	author, err := b.ch.As("codex-desktop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	author.Workspace = ws
+	schema := `{"type":"object","required":["passed"],"properties":{"passed":{"type":"boolean"}}}`
+	long := `{"type":"object","description":"` + strings.Repeat("x", 6000) + `"}`
+	o, err := author.NewOrder(fsbus.NewOrderOptions{Title: "Review calc", Pointers: []string{"calc.go:3-3"},
+		Schema: json.RawMessage(schema), Task: "code_review", ReadOnly: true, Heavy: true,
+		Windows: &fsbus.Windows{ExecS: 7200, LifetimeS: 28800}, Hints: &fsbus.Hints{Cores: 8, RAMGB: 32, ExpectedMinutes: 90}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := author.NewOrder(fsbus.NewOrderOptions{Title: "Big schema", Schema: json.RawMessage(long)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Workspace: ws})
+	type shown struct {
+		Order struct {
+			BodyURI  string                  `json:"body_uri"`
+			Contract *mcpserver.ContractView `json:"contract"`
+		} `json:"order"`
+		Truncated bool `json:"truncated"`
+	}
+	for _, detail := range []bool{false, true} {
+		var got shown
+		r.ok("ferry_orders", map[string]any{"action": "show", "id": o.ID, "detail": detail}, &got)
+		c := got.Order.Contract
+		if c == nil {
+			t.Fatalf("detail %v: no contract", detail)
+		}
+		sha := strings.TrimPrefix(o.Pointers[0].SHA256, "sha256:")[:8]
+		want := mcpserver.ContractView{Task: "code_review", ReadOnly: true, Pointers: []string{"calc.go:3-3 55B sha256:" + sha},
+			Schema: string(o.Schema), Windows: "exec 2h, lifetime 8h", Heavy: true, Hints: "cores 8, ram 32 GB, ~90 min"}
+		if gj, wj := mustJSON(t, c), mustJSON(t, want); gj != wj {
+			t.Fatalf("detail %v: contract\n got %s\nwant %s", detail, gj, wj)
+		}
+	}
+	var got shown
+	r.ok("ferry_orders", map[string]any{"action": "show", "id": big.ID}, &got)
+	c := got.Order.Contract
+	if c == nil || !strings.HasSuffix(c.Schema, "(truncated: the full schema is in the order object at body_uri)") || !got.Truncated || got.Order.BodyURI == "" || len(c.Schema) > 2000 {
+		t.Fatalf("long schema: %+v truncated %v", c, got.Truncated)
+	}
+	// An order without a contract shows none.
+	plain, err := author.NewOrder(fsbus.NewOrderOptions{Title: "Plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = shown{}
+	r.ok("ferry_orders", map[string]any{"action": "show", "id": plain.ID}, &got)
+	if got.Order.Contract != nil {
+		t.Fatalf("plain order shows a contract: %+v", got.Order.Contract)
+	}
+	// An order waiting for a cancelled one says it is blocked for good (finding 7).
+	waits, err := author.NewOrder(fsbus.NewOrderOptions{Title: "After plain", Deps: []string{plain.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := author.Cancel(plain.ID, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	var blocked struct {
+		Order struct {
+			Blocked string `json:"blocked"`
+		} `json:"order"`
+	}
+	r.ok("ferry_orders", map[string]any{"action": "show", "id": waits.ID}, &blocked)
+	if blocked.Order.Blocked != "dependency "+plain.ID+" was cancelled: cancel or re-dispatch this order" {
+		t.Fatalf("blocked: %q", blocked.Order.Blocked)
+	}
+	// The submit refusal for a missing result names the MCP argument, never @FILE.
+	r.ok("ferry_orders", map[string]any{"action": "claim", "id": o.ID}, nil)
+	txt := r.fail("ferry_orders", map[string]any{"action": "submit", "id": o.ID, "ref": "abc"})
+	if !strings.HasPrefix(txt, "invalid: ") || strings.Contains(txt, "@FILE") || !strings.Contains(txt, "in result") {
+		t.Fatalf("submit without a result: %s", txt)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -352,7 +352,16 @@ var toolVocabulary = []struct {
 	{regexp.MustCompile(`--peek\b`), "peek:true"},
 	{regexp.MustCompile(`pass --to NAME, --to master or --to all`), "pass to: an agent name, master or all"},
 	{regexp.MustCompile(`pass --ref COMMIT\|BRANCH\|h-ID`), "pass ref: a commit, branch or hand-in id"},
+	{regexp.MustCompile("`ferry talk send --to ([a-z0-9-]+)[^`]*`"), "`ferry_talk` action send to $1"},
+	// MCP passes every value inline and reads no file: no hint may name @FILE (issue 6
+	// finding 12f). The specific forms first, then any left.
+	{regexp.MustCompile(`, or --body @FILE`), ""},
 	{regexp.MustCompile(`--body @FILE`), "text"},
+	{regexp.MustCompile(`with --result JSON\|@FILE \(MCP: result\)`), "in result (JSON)"},
+	{regexp.MustCompile(`\s*\(or @FILE[^)]*\)`), ""},
+	{regexp.MustCompile(`\|@FILE\b`), ""},
+	{regexp.MustCompile(`,? or @FILE\b`), ""},
+	{regexp.MustCompile(`@FILE\b`), "the value inline"},
 }
 
 func toolWords(s string) string {

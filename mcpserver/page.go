@@ -150,14 +150,15 @@ func checkState(state string) error {
 // since cursor of this machine only those that changed after it. It returns at most
 // maxItems rows and maxChars characters, and next: the cursor of the last row
 // returned when truncated, else of everything seen (pass it as since: nothing is
-// skipped, nothing repeats unless it changed again).
-func orderPage(v *fsbus.View, state, since string, detail bool, build func(rows []OrderLine, truncated bool, next string) any) any {
+// skipped, nothing repeats unless it changed again). agent, when set, leaves orders
+// offered to another agent out of "ready".
+func orderPage(v *fsbus.View, state, since, agent string, detail bool, build func(rows []OrderLine, truncated bool, next string) any) any {
 	last := lastArrivals(v)
 	after, ok := sinceArrival(v.Arrivals, since)
 	var rows []fsbus.OrderRow
 	f := fsbus.OrderFilter{State: state}
 	if state == "ready" { // claimable now: every dependency accepted (issue 6)
-		f = fsbus.OrderFilter{Ready: true}
+		f = fsbus.OrderFilter{Ready: true, For: agent} // not those offered to another agent
 	}
 	for _, r := range v.State.ListOrders(f) {
 		if !ok || last[r.ID] > after {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -236,6 +237,105 @@ type OrderView struct {
 	Progress  []string           `json:"progress,omitempty"`
 	Contested []fsbus.ContestRow `json:"contested,omitempty"`
 	RunVia    string             `json:"run_via,omitempty"` // show: direct, or the job-queue command (issue 6)
+	Contract  *ContractView      `json:"contract,omitempty"`
+	Blocked   string             `json:"blocked,omitempty"` // show: a dependency was cancelled
+}
+
+// ContractView is an order's contract, compact (issue 6 finding 6: the agent learns
+// the schema before its first submit): each pointer "path[:from-to] <size>B sha256:<8
+// hex>"; the schema as compact JSON text, cut to the view's body bound and then saying
+// so (the full order object is at body_uri); windows and hints as one line each.
+type ContractView struct {
+	Task     string   `json:"task,omitempty"`
+	ReadOnly bool     `json:"read_only,omitempty"`
+	Pointers []string `json:"pointers,omitempty"`
+	Diff     string   `json:"diff,omitempty"`
+	Schema   string   `json:"schema,omitempty"`
+	Windows  string   `json:"windows,omitempty"`
+	Heavy    bool     `json:"heavy,omitempty"`
+	Hints    string   `json:"hints,omitempty"`
+}
+
+// seconds renders a window as 2h, 90m or 45s.
+func seconds(s int64) string {
+	switch {
+	case s%3600 == 0:
+		return fmt.Sprintf("%dh", s/3600)
+	case s%60 == 0:
+		return fmt.Sprintf("%dm", s/60)
+	}
+	return fmt.Sprintf("%ds", s)
+}
+
+// pointerLine is one pointer of a ContractView.
+func pointerLine(p fsbus.Pointer) string {
+	s := p.Path
+	if p.FirstLine > 0 {
+		s += fmt.Sprintf(":%d-%d", p.FirstLine, p.LastLine)
+	}
+	sha := strings.TrimPrefix(p.SHA256, "sha256:")
+	if len(sha) > 8 {
+		sha = sha[:8]
+	}
+	return fmt.Sprintf("%s %dB sha256:%s", s, p.Size, sha)
+}
+
+// contractView renders c within l (nil for an order without a contract); cut
+// reports whether pointers or the schema were left out.
+func contractView(c *fsbus.Contract, l viewLevel) (cv *ContractView, left bool) {
+	if c.Empty() {
+		return nil, false
+	}
+	cv = &ContractView{Task: c.Task, ReadOnly: c.ReadOnly, Heavy: c.Heavy}
+	most := max(4*l.rows, 1)
+	for i, p := range c.Pointers {
+		if i == most {
+			cv.Pointers = append(cv.Pointers, fmt.Sprintf("… %d more", len(c.Pointers)-most))
+			left = true
+			break
+		}
+		cv.Pointers = append(cv.Pointers, pointerLine(p))
+	}
+	if c.Diff != nil {
+		cv.Diff = pointerLine(*c.Diff)
+	}
+	if len(c.Schema) > 0 {
+		s, cutOff := cut(string(c.Schema), max(l.body, 40))
+		if cutOff {
+			s += " (truncated: the full schema is in the order object at body_uri)"
+			left = true
+		}
+		cv.Schema = s
+	}
+	if w := c.Windows; w != nil {
+		var parts []string
+		for _, x := range []struct {
+			name string
+			s    int64
+		}{{"exec", w.ExecS}, {"lifetime", w.LifetimeS}, {"queue", w.QueueS}} {
+			if x.s > 0 {
+				parts = append(parts, x.name+" "+seconds(x.s))
+			}
+		}
+		cv.Windows = strings.Join(parts, ", ")
+	}
+	if h := c.Hints; h != nil {
+		var parts []string
+		if h.Cores > 0 {
+			parts = append(parts, fmt.Sprintf("cores %d", h.Cores))
+		}
+		if h.RAMGB > 0 {
+			parts = append(parts, fmt.Sprintf("ram %g GB", h.RAMGB))
+		}
+		if h.GPUMemGB > 0 {
+			parts = append(parts, fmt.Sprintf("gpu %g GB", h.GPUMemGB))
+		}
+		if h.ExpectedMinutes > 0 {
+			parts = append(parts, fmt.Sprintf("~%d min", h.ExpectedMinutes))
+		}
+		cv.Hints = strings.Join(parts, ", ")
+	}
+	return cv, left
 }
 
 // viewLevel bounds an OrderView: body characters, newest rows of each list
@@ -305,6 +405,11 @@ func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool)
 	for _, ct := range o.Contests[newest(len(o.Contests)):] {
 		ov.Contested = append(ov.Contested, fsbus.ContestRowOf(ct))
 	}
+	var cl bool
+	if ov.Contract, cl = contractView(&o.Contract, l); cl {
+		left = true
+		ov.BodyURI = uri(project, "order", o.ID)
+	}
 	return ov, left
 }
 
@@ -333,7 +438,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return orderPage(v, state, in.Since, in.Detail, func(rows []OrderLine, truncated bool, next string) any {
+		return orderPage(v, state, in.Since, f.cfg.Agent, in.Detail, func(rows []OrderLine, truncated bool, next string) any {
 			return &OrdersOut{Orders: rows, Truncated: truncated, Next: next}
 		}), nil
 	case "show":
@@ -350,8 +455,12 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		q, _ := fsbus.ResolveQueue("", "") // an unusable queue: heavy orders run directly
 		via, out := ch.RunVia(o, q), &OrdersOut{}
+		blocked := ""
+		if !fsbus.Terminal(o.State) {
+			blocked = v.State.BlockedForGood(o)
+		}
 		out.Order, out.Truncated = orderViewFit(ch.Project(), o, in.Detail, func(ov *OrderView) any {
-			ov.RunVia = via
+			ov.RunVia, ov.Blocked = via, blocked
 			return &OrdersOut{Order: ov, Truncated: true}
 		})
 		return out, nil

@@ -190,7 +190,7 @@ func (f *Ferry) listTasks(ctx context.Context, args json.RawMessage) (any, error
 	if err != nil {
 		return nil, err
 	}
-	return orderPage(v, in.State, in.Cursor, in.Detail, func(rows []OrderLine, truncated bool, next string) any {
+	return orderPage(v, in.State, in.Cursor, f.cfg.Agent, in.Detail, func(rows []OrderLine, truncated bool, next string) any {
 		return &ListTasksOut{Tasks: rows, Truncated: truncated, Next: next}
 	}), nil
 }

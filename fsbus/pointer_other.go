@@ -1,0 +1,9 @@
+//go:build !unix
+
+package fsbus
+
+import "os"
+
+// openPointerFlags: without O_NONBLOCK, the Stat before the open refuses what is not a
+// regular file.
+const openPointerFlags = os.O_RDONLY

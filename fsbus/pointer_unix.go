@@ -1,0 +1,12 @@
+//go:build unix
+
+package fsbus
+
+import (
+	"os"
+	"syscall"
+)
+
+// openPointerFlags opens a pointed file without blocking: a FIFO swapped in after the
+// Stat that refuses one opens at once and is then refused (issue 6 finding 13).
+const openPointerFlags = os.O_RDONLY | syscall.O_NONBLOCK
