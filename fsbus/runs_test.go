@@ -283,8 +283,13 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	}
 	v, _ := runner.Load()
 	o := v.State.Orders[id]
-	if o.State != StateFailed || o.Holder != "" || !strings.Contains(o.History[len(o.History)-1].Note, "failed instead") {
+	note := o.History[len(o.History)-1].Note
+	if o.State != StateFailed || o.Holder != "" || !strings.Contains(note, "failed instead") {
 		t.Fatalf("after recovery: %s holder %q %+v", o.State, o.Holder, o.History[len(o.History)-1])
+	}
+	// The note says what was done, once: not "released for a new attempt" (finding 12a).
+	if strings.Contains(note, "released for a new attempt") || recs[0].Note != note {
+		t.Errorf("the fail note contradicts itself or the report: %q, reported %q", note, recs[0].Note)
 	}
 }
 
@@ -728,5 +733,28 @@ func TestRunMessages(t *testing.T) {
 	}
 	if want := "run " + res.Run + ": no result: the file printed nothing on stdout"; res.Note != want {
 		t.Errorf("note %q, want %q", res.Note, want)
+	}
+}
+
+// TestInspectIdleFromArrival (finding 13): inspect's idle time runs from when this
+// machine saw the order's newest entry — an entry written here counts from its
+// writing, though this machine's arrival log ingests it only at its next read — so a
+// claim made 90 s before the next read shows 90 s idle, not 0.
+func TestInspectIdleFromArrival(t *testing.T) {
+	boss, runner := runTeam(t)
+	clock := time.Now()
+	boss.Channel.Now = func() time.Time { return clock }
+	runner.Channel.Now = func() time.Time { return clock }
+	id := plainOrder(t, boss, "waits")
+	clock = clock.Add(10 * time.Second)
+	must[*Order](t)(runner.Claim(id, ""))
+	clock = clock.Add(90 * time.Second)
+	v, err := runner.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := runner.Inspect(v, "", false)
+	if len(rows) != 1 || rows[0].IdleS != 90 || rows[0].AgeS != 100 {
+		t.Fatalf("inspect: %+v (want idle 90 s, age 100 s)", rows)
 	}
 }
