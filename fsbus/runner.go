@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -49,6 +50,18 @@ type Runner struct {
 	Log     io.Writer     // one line per event, for humans (nil: none)
 
 	skip map[string]string // order → the chain head at which this runner left it alone
+	ws   string            // the Workdir the session's Workspace was set from
+}
+
+// runWorkspace is the workspace root of a run in dir: the git top-level of dir when dir
+// lies in a git checkout, else dir — the rule ResolveWorkspace applies to the current
+// directory, applied to the run's working directory (finding 1 of the issue 6 test:
+// pointers are checked where the file runs).
+func runWorkspace(dir string) string {
+	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
+		return filepath.Clean(filepath.FromSlash(top))
+	}
+	return dir
 }
 
 // RunResult is the outcome of one run.
@@ -115,13 +128,14 @@ func (r *Runner) Start() ([]Recovery, error) {
 // Grace) and releases the order; the result then says "interrupted".
 //
 // The file runs in Workdir, and the order's file pointers are checked there (the
-// session's Workspace is set to it): at the claim and again at the submit.
+// session's Workspace is set to its git top-level, else to it): at the claim and again
+// at the submit.
 func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 	if r.skip == nil {
 		r.skip = map[string]string{}
 	}
-	if r.Workdir != "" {
-		r.S.Workspace = r.Workdir
+	if r.Workdir != "" && r.ws != r.Workdir {
+		r.S.Workspace, r.ws = runWorkspace(r.Workdir), r.Workdir
 	}
 	v, err := r.S.Load()
 	if err != nil {
