@@ -417,6 +417,10 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 			}
 			continue
 		}
+		if IsCategory(err, CatRetryNeeded) && ctx.Err() != nil {
+			return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped after its result was refused (%s); released for a new attempt",
+				run.Rec.Run, firstLine(cleanText(err.Error(), false))))
+		}
 		if err != nil {
 			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
 				if moved := r.movedOn(run, "its result was not submitted"); moved != "" {
