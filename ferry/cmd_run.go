@@ -31,16 +31,21 @@ type RunCmd struct {
 func (c *RunCmd) Help() string {
 	return `Polls the orders the agent may take (open, or offered to it; every dependency
 accepted), claims one, and runs FILE on it: the order as JSON on stdin, the
-working directory the workspace, an environment of PATH, HOME and their
-equivalents plus the variables named with --env, FERRY_ORDER_ID and FERRY_RUN_ID.
-Heavy orders run through the job-queue command when one is set.
+working directory the workspace (--workdir: file pointers are checked there), an
+environment of PATH, HOME and their equivalents plus the variables named with
+--env, FERRY_ORDER_ID and FERRY_RUN_ID. Heavy orders run through the job-queue
+command when one is set. Orders the agent holds in changes_requested from an
+earlier run here are run again, the review in the input.
 
 When FILE exits 0, the first line of its stdout is submitted as the result's
-reference and the rest as its note. When it fails, the order is given back with
-the tail of its stderr. At start-up the runs this agent left behind on this
-machine (a killed runner) are settled: their orders are released with a signed
-note, then taken again like any other. Ctrl-C stops the run and releases its
-order. See docs/runs.md.`
+reference and the rest as its note; for an order with a result schema, stdout is
+the JSON result (optionally after a reference line). A result the schema refuses
+runs FILE again with the refusal in its input. When FILE fails, the order is
+failed with the tail of its stderr. At start-up the runs this agent left behind
+on this machine (a killed runner) are settled: their orders are released with a
+signed note, then taken again like any other. Ctrl-C stops FILE's whole process
+group (--grace, then killed) and releases its order. Several runners of one
+agent on one machine never run the same order. See docs/runs.md.`
 }
 
 // Run implements the command.
@@ -98,9 +103,10 @@ func (c *RunCmd) Run(g *Globals) error {
 // printRunResult prints one run's outcome.
 func printRunResult(g *Globals, res *fsbus.RunResult) {
 	g.printf("%s %s %q (run %s, via %s)\n", res.Outcome, res.Order, res.Title, res.Run, res.Via)
-	if res.Outcome == "submitted" {
+	if res.Ref != "" {
 		g.printf("reference %s\n", res.Ref)
-	} else if res.Note != "" {
+	}
+	if res.Note != "" && res.Outcome != "submitted" {
 		g.printf("%s\n", res.Note)
 	}
 }

@@ -227,7 +227,8 @@ func TestRunKilledMidRunIsRecovered(t *testing.T) {
 
 // scriptRunjob is the `runjob` command of the testscript journeys: the file `ferry
 // run --exec runjob` runs. It reads the order on stdin and prints "ref-<id>" and the
-// title; with RUNJOB_FAIL set (passed with --env) it writes to stderr and exits 4.
+// title; with RUNJOB_FAIL set (passed with --env) it writes to stderr and exits 4;
+// with RUNJOB_STDOUT set (passed with --env) it prints that and nothing else.
 func scriptRunjob() {
 	var in struct {
 		ID    string `json:"id"`
@@ -236,6 +237,10 @@ func scriptRunjob() {
 	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
 		os.Stderr.WriteString("runjob: " + err.Error() + "\n")
 		os.Exit(2)
+	}
+	if out, ok := os.LookupEnv("RUNJOB_STDOUT"); ok {
+		os.Stdout.WriteString(out)
+		return
 	}
 	if os.Getenv("RUNJOB_FAIL") != "" {
 		os.Stderr.WriteString("compiler says: \x1b[1mno\x1b[0m\n")

@@ -3,6 +3,8 @@ package fsbus
 import (
 	"sort"
 	"time"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // InspectRow is one order as `ferry inspect` shows it (issue 6 "Unattended runs").
@@ -13,9 +15,11 @@ type InspectRow struct {
 	Holder string `json:"holder,omitempty"`
 	Author string `json:"author"`
 	// AgeS is how long ago this machine first saw the order's creation (its arrival
-	// log, this machine's clock; DESIGN §2 rule 7), in seconds; -1 when unknown.
+	// log, this machine's clock; DESIGN §2 rule 7; an entry written here counts from
+	// its writing), in seconds; -1 when unknown.
 	AgeS int64 `json:"age_s"`
-	// IdleS is how long ago this machine saw the order's last entry, in seconds.
+	// IdleS is how long ago this machine's arrival log first saw the newest-arrived
+	// entry about the order (any order.* entry naming it), in seconds; -1 when unknown.
 	IdleS int64 `json:"idle_s"`
 	// Retries counts the times the order went back: releases, fails and expiries.
 	Retries int `json:"retries"`
@@ -30,12 +34,35 @@ type InspectRow struct {
 // oldest first. Ages are this machine's: from when it saw the entries arrive.
 func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
 	now := c.now()
-	since := func(hash string) int64 {
-		t := v.Arrivals.Seen(hash)
-		if t.IsZero() {
-			return -1
+	// The idle time runs from the newest arrival on this machine of any entry about the
+	// order — lifecycle, progress, extend, a losing branch alike (finding 13 of the
+	// issue 6 test: not the newest entry by its writer's clock).
+	// An entry written on this machine arrived when it was written: a writer ingests
+	// its own entries only at its next read (a `ferry order claim` process never
+	// reads again), so its HLC — this machine's own clock, unless a peer's clock
+	// pushed it later — is used when it is earlier than the arrival log's sighting.
+	lastSeen, created := map[string]int64{}, map[string]int64{}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		if !isOrderType(e.Type) || v.State.Orders[e.Ref] == nil {
+			continue
 		}
-		return int64(now.Sub(t) / time.Second)
+		t := v.Arrivals.Seen(e.Hash())
+		if t.IsZero() {
+			continue
+		}
+		ms := t.UnixMilli()
+		if e.Device == c.Device {
+			if h, err := ledger.ParseHLC(e.HLC); err == nil && h.Ms < ms {
+				ms = h.Ms
+			}
+		}
+		if ms > lastSeen[e.Ref] {
+			lastSeen[e.Ref] = ms
+		}
+		if e.Type == TypeOrderCreate {
+			created[e.Ref] = ms
+		}
 	}
 	runs := map[string]*RunBeat{}
 	agents := map[string]bool{}
@@ -56,13 +83,11 @@ func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
 			continue
 		}
 		row := InspectRow{ID: o.ID, Title: o.Title, State: o.State, Holder: o.Holder, Author: o.Author, AgeS: -1, IdleS: -1}
-		if len(o.History) > 0 {
-			row.AgeS = since(o.History[0].Hash)
-			last := o.History[len(o.History)-1].Hash
-			if n := len(o.Progress); n > 0 && o.Progress[n-1].HLC > o.History[len(o.History)-1].HLC {
-				last = o.Progress[n-1].Hash
-			}
-			row.IdleS = since(last)
+		if t, ok := created[o.ID]; ok {
+			row.AgeS = max(0, int64(now.Sub(time.UnixMilli(t))/time.Second))
+		}
+		if t, ok := lastSeen[o.ID]; ok {
+			row.IdleS = max(0, int64(now.Sub(time.UnixMilli(t))/time.Second))
 		}
 		for _, h := range o.History {
 			switch h.Type {

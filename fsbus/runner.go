@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -49,16 +50,31 @@ type Runner struct {
 	Log     io.Writer     // one line per event, for humans (nil: none)
 
 	skip map[string]string // order → the chain head at which this runner left it alone
+	ws   string            // the Workdir the session's Workspace was set from
+}
+
+// runWorkspace is the workspace root of a run in dir: the git top-level of dir when dir
+// lies in a git checkout, else dir — the rule ResolveWorkspace applies to the current
+// directory, applied to the run's working directory (finding 1 of the issue 6 test:
+// pointers are checked where the file runs).
+func runWorkspace(dir string) string {
+	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
+		return filepath.Clean(filepath.FromSlash(top))
+	}
+	return dir
 }
 
 // RunResult is the outcome of one run.
 type RunResult struct {
-	Run     string `json:"run"`
-	Order   string `json:"order"`
-	Title   string `json:"title"`
-	Via     string `json:"via"`
-	Outcome string `json:"outcome"` // submitted | failed | interrupted
-	Exit    int    `json:"exit"`    // the file's exit code (-1: did not start or was killed)
+	Run   string `json:"run"`
+	Order string `json:"order"`
+	Title string `json:"title"`
+	Via   string `json:"via"`
+	// Outcome: submitted; validation_failed or pointer_stale (submitted at the end of
+	// the contract's retry ladder, the result kept); failed; interrupted; taken_away
+	// (the order was reassigned or cancelled during the run: nothing written).
+	Outcome string `json:"outcome"`
+	Exit    int    `json:"exit"` // the file's exit code (-1: did not start or was killed)
 	Note    string `json:"note,omitempty"`
 	Ref     string `json:"reference,omitempty"`
 
@@ -104,19 +120,29 @@ func (r *Runner) Start() ([]Recovery, error) {
 	return recs, nil
 }
 
-// RunOne makes one pass: it claims the first ready order it has a handler for and
-// runs it to the end. It returns (nil, nil) when no order is ready. ctx cancelled
-// while the file runs stops the file (interrupt, then kill after Grace) and releases
-// the order; the result then says "interrupted".
+// RunOne makes one pass: it takes the first order it has a handler for — an order
+// the agent holds in changes_requested under one of this machine's run claims (a
+// reviewer asked for changes: the file runs again under the same claim), else a ready
+// order it claims — and runs it to the end. It returns (nil, nil) when no order is
+// ready. ctx cancelled while the file runs stops the file (interrupt, then kill after
+// Grace) and releases the order; the result then says "interrupted".
+//
+// The file runs in Workdir, and the order's file pointers are checked there (the
+// session's Workspace is set to its git top-level, else to it): at the claim and again
+// at the submit.
 func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 	if r.skip == nil {
 		r.skip = map[string]string{}
+	}
+	if r.Workdir != "" && r.ws != r.Workdir {
+		r.S.Workspace, r.ws = runWorkspace(r.Workdir), r.Workdir
 	}
 	v, err := r.S.Load()
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range v.State.RunCandidates(r.S.Name, r.Labels) {
+	cands := append(r.S.reworkCandidates(v, r.Labels), v.State.RunCandidates(r.S.Name, r.Labels)...)
+	for _, o := range cands {
 		if ctx.Err() != nil {
 			return nil, nil
 		}
@@ -130,10 +156,18 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		}
 		argv, via := r.Queue.Wrap(o.ID, spec.Heavy, h.Exec)
 		run, err := r.S.BeginRun(o.ID, h.Exec, via)
+		if IsCategory(err, CatConflict) {
+			continue // another runner of this agent on this machine is on it
+		}
 		if err != nil {
 			return nil, err
 		}
-		claimed, err := run.Claim()
+		var claimed *Order
+		if o.State == StateChangesRequested {
+			claimed, err = r.adopt(run, o)
+		} else {
+			claimed, err = run.Claim()
+		}
 		if err != nil {
 			run.End(JournalEvent{Event: "done", Outcome: "not_claimed", Note: err.Error()})
 			if IsCategory(err, CatConflict) || IsCategory(err, CatRetryNeeded) {
@@ -146,8 +180,13 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 			}
 			return nil, err
 		}
-		r.S.Journal(JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: via})
-		r.logf("claimed %s %q as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
+		if o.State == StateChangesRequested {
+			r.S.Journal(JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: "rework under claim " + claimed.Claim})
+			r.logf("changes requested on %s %q: running it again as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
+		} else {
+			r.S.Journal(JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: via})
+			r.logf("claimed %s %q as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
+		}
 		res := r.execute(ctx, run, claimed, spec, h, argv)
 		res.Title = o.Title
 		if res.Outcome == "failed" && res.head != "" {
@@ -158,14 +197,35 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 	return nil, nil
 }
 
+// adopt takes over the agent's claim on an order in changes_requested for run, after
+// the run holds the order's lock: the order is read again, and unless it is still in
+// changes_requested under the same claim (another runner may have reworked it in the
+// meantime) the answer is conflict.
+func (r *Runner) adopt(run *Run, o *Order) (*Order, error) {
+	v, err := r.S.Load()
+	if err != nil {
+		return nil, err
+	}
+	now := v.State.Orders[o.ID]
+	if now == nil || now.State != StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
+		return nil, Errorf(CatConflict, "pick another order", "order %s moved on while this run started", o.ID)
+	}
+	return now, run.adopt(now)
+}
+
 // RunInput is the JSON a run's file reads on stdin: the order as `ferry order show
-// --json` prints it, its contract fields, and the run id.
+// --json` prints it, its contract fields, and the run id. Review is the reviewer's
+// request when the run reworks an order in changes_requested; Refused is why the
+// previous attempt's result was refused (retry_needed: a schema or pointer check)
+// when the file runs again within the same run.
 type RunInput struct {
 	*Order
-	Heavy bool      `json:"heavy,omitempty"`
-	Hints *RunHints `json:"hints,omitempty"`
-	Task  string    `json:"task,omitempty"`
-	Run   string    `json:"run"`
+	Heavy   bool      `json:"heavy,omitempty"`
+	Hints   *RunHints `json:"hints,omitempty"`
+	Task    string    `json:"task,omitempty"`
+	Run     string    `json:"run"`
+	Review  *Review   `json:"review,omitempty"`
+	Refused string    `json:"refused,omitempty"`
 }
 
 // baseEnv are the variables every run gets when set (PATH and HOME and their
@@ -208,10 +268,33 @@ func CheckEnvNames(names []string) error {
 	return nil
 }
 
-// execute runs the file for a claimed order and settles the run.
-func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, h *Handler, argv []string) *RunResult {
-	res := &RunResult{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
-	in, _ := json.Marshal(RunInput{Order: o, Heavy: spec.Heavy, Hints: spec.Hints, Task: spec.Task, Run: run.Rec.Run})
+// RunWaitDelay is how long a run waits, once its file has exited (or was killed), for
+// the processes it left behind to close its stdout and stderr; then the pipes are
+// closed and the rest of its process group is killed (exec.Cmd.WaitDelay). A
+// background child never holds a runner.
+const RunWaitDelay = 2 * time.Second
+
+// maxAttempts bounds how often one run runs its file on a result refused with
+// retry_needed: the pointer ladder (1 retry) plus the schema ladder (SchemaAttempts-1
+// retries), plus the final attempt.
+const maxAttempts = SchemaAttempts + 1
+
+// fileRun is the outcome of one execution of a run's file.
+type fileRun struct {
+	stdout      string
+	cut         bool
+	stderr      string
+	exit        int
+	werr        error // Wait's error other than an exit status
+	startErr    error
+	interrupted bool
+}
+
+// runFile runs the file once with in on stdin and waits for it: heartbeats and window
+// renewals while it runs; on ctx cancelled, interrupt to its process group, Grace,
+// then kill. Whatever is left of its process group when it ends is killed.
+func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, argv []string, in []byte) fileRun {
+	fr := fileRun{exit: -1}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = r.Workdir
 	cmd.Env = runEnv(h.Env, o.ID, run.Rec.Run)
@@ -219,10 +302,12 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 	stdout := &headBuffer{max: MaxRunStdout}
 	stderr := &tailBuffer{max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = RunWaitDelay
 	bindChild(cmd)
 	r.S.Journal(JournalEvent{Event: "exec", Run: run.Rec.Run, Order: o.ID, Note: strings.Join(argv, " ")})
 	if err := cmd.Start(); err != nil {
-		return r.settle(run, res, "failed", fmt.Sprintf("run %s could not start %s: %v", run.Rec.Run, argv[0], cleanText(err.Error(), false)))
+		fr.startErr = err
+		return fr
 	}
 	_ = run.SetChild(cmd.Process.Pid)
 	_ = run.Beat("running " + o.ID)
@@ -244,7 +329,6 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 	renewEvery := time.Duration(r.S.Config.Policy.Windows(o).ExecS) * time.Second / 2
 	renewed := time.Now()
 	var werr error
-	interrupted := false
 wait:
 	for {
 		select {
@@ -262,40 +346,172 @@ wait:
 				}
 			}
 		case <-ctx.Done():
-			interrupted = true
+			fr.interrupted = true
 			_ = interrupt(cmd.Process)
 			select {
 			case werr = <-done:
 			case <-time.After(grace):
-				_ = cmd.Process.Kill()
+				_ = killGroup(cmd.Process)
 				werr = <-done
 			}
 			break wait
 		}
 	}
-	res.Exit = cmd.ProcessState.ExitCode()
-	// Ctrl-C in a terminal reaches the file too, which may exit before the runner sees
-	// its own signal: a stop is an interruption whichever came first.
-	if interrupted || ctx.Err() != nil {
-		return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped; released for a new attempt", run.Rec.Run))
-	}
+	// Whatever the file left running in its group ends with it (finding 3 of the
+	// issue 6 test: an orphaned `sleep` held the runner).
+	_ = killGroup(cmd.Process)
+	fr.exit = cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError
-	if werr != nil && !errors.As(werr, &ee) {
-		return r.settle(run, res, "failed", fmt.Sprintf("run %s: waiting for %s: %v", run.Rec.Run, argv[0], werr))
+	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
+		fr.werr = werr
 	}
-	if res.Exit != 0 {
-		return r.settle(run, res, "failed", failNote(run.Rec.Run, res.Exit, stderr.String()))
+	fr.stdout, fr.cut, fr.stderr = stdout.String(), stdout.cut, stderr.String()
+	// Ctrl-C in a terminal may also reach the file, which may exit before the runner
+	// sees its own signal: a stop is an interruption whichever came first.
+	fr.interrupted = fr.interrupted || ctx.Err() != nil
+	return fr
+}
+
+// execute runs the file for a claimed order and settles the run. A result the channel
+// refuses with retry_needed (the schema or pointer ladder of issue 6: the claim is
+// kept) runs the file again at once, the refusal in its input, until the ladder's end
+// records the submission (validation_failed, pointer_stale) or the result passes.
+func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, h *Handler, argv []string) *RunResult {
+	res := &RunResult{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
+	var review *Review
+	if o.State == StateChangesRequested {
+		for i := len(o.Reviews) - 1; i >= 0; i-- {
+			if o.Reviews[i].Verdict == "changes" {
+				rv := o.Reviews[i]
+				review = &rv
+				break
+			}
+		}
 	}
-	ref, note := parseResult(stdout.String(), stdout.cut)
-	if ref == "" {
-		return r.settle(run, res, "failed", failNote(run.Rec.Run, 0, "no result: the file printed nothing on stdout\n"+stderr.String()))
+	refused := ""
+	for attempt := 1; ; attempt++ {
+		in, _ := json.Marshal(RunInput{Order: o, Heavy: spec.Heavy, Hints: spec.Hints, Task: spec.Task, Run: run.Rec.Run, Review: review, Refused: refused})
+		fr := r.runFile(ctx, run, o, h, argv, in)
+		res.Exit = fr.exit
+		switch {
+		case fr.startErr != nil:
+			return r.settle(run, res, "failed", fmt.Sprintf("run %s could not start %s: %v", run.Rec.Run, argv[0], cleanText(fr.startErr.Error(), false)))
+		case fr.interrupted:
+			return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped; released for a new attempt", run.Rec.Run))
+		case fr.werr != nil:
+			return r.settle(run, res, "failed", fmt.Sprintf("run %s: waiting for %s: %v", run.Rec.Run, argv[0], fr.werr))
+		case fr.exit != 0:
+			return r.settle(run, res, "failed", failNote(run.Rec.Run, fr.exit, fr.stderr))
+		}
+		opt, why := runSubmission(run.Rec.Run, o, fr.stdout, fr.cut)
+		if why != "" {
+			return r.settle(run, res, "failed", withStderr(why, fr.stderr))
+		}
+		done, err := r.S.SubmitResult(o.ID, opt)
+		if IsCategory(err, CatRetryNeeded) && attempt < maxAttempts && ctx.Err() == nil {
+			refused = cleanText(err.Error(), true)
+			r.S.Journal(JournalEvent{Event: "done", Run: run.Rec.Run, Order: o.ID, Outcome: "refused", Note: refused})
+			r.logf("result of run %s on %s refused, the claim is kept; running the file again: %s", run.Rec.Run, o.ID, firstLine(refused))
+			if v, lerr := r.S.Load(); lerr == nil && v.State.Orders[o.ID] != nil {
+				o = v.State.Orders[o.ID]
+			}
+			continue
+		}
+		if IsCategory(err, CatRetryNeeded) && ctx.Err() != nil {
+			return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped after its result was refused (%s); released for a new attempt",
+				run.Rec.Run, firstLine(cleanText(err.Error(), false))))
+		}
+		if err != nil {
+			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+				if moved := r.movedOn(run, "its result was not submitted"); moved != "" {
+					return r.takenAway(run, res, moved)
+				}
+			}
+			return r.settle(run, res, "failed", fmt.Sprintf("run %s: its result was refused: %v", run.Rec.Run, cleanText(err.Error(), false)))
+		}
+		res.Outcome, res.Ref, res.Note = "submitted", opt.Reference, opt.Note
+		if done.State == StateValidationFailed || done.State == StatePointerStale {
+			res.Outcome = done.State // the ladder's end: recorded, its result kept
+			res.Note = strings.Join(done.Warnings, "; ")
+		}
+		run.End(JournalEvent{Event: "done", Outcome: res.Outcome, Note: opt.Reference})
+		r.logf("%s %s: %s", res.Outcome, o.ID, opt.Reference)
+		return res
 	}
-	if _, err := r.S.Submit(o.ID, ref, note, "submit:"+run.Rec.Run); err != nil {
-		return r.settle(run, res, "failed", fmt.Sprintf("run %s: its result was refused: %v", run.Rec.Run, cleanText(err.Error(), false)))
+}
+
+// runSubmission reads a run's result from its stdout (docs/runs.md "Settle"). For an
+// order without a result schema: the first non-empty line is the reference, the rest
+// the note. For an order with a schema, stdout is the structured result: either one
+// JSON value (the reference is then "run:<run id>"), or a reference line followed by
+// one JSON value. why says, when stdout holds no result, why not.
+func runSubmission(run string, o *Order, stdout string, cut bool) (opt SubmitOptions, why string) {
+	opt.Key = "submit:" + run
+	if len(o.Schema) == 0 {
+		opt.Reference, opt.Note = parseResult(stdout, cut)
+		if opt.Reference == "" {
+			return opt, fmt.Sprintf("run %s: no result: the file printed nothing on stdout", run)
+		}
+		return opt, ""
 	}
-	res.Outcome, res.Ref, res.Note = "submitted", ref, note
-	run.End(JournalEvent{Event: "done", Outcome: "submitted", Note: ref})
-	r.logf("submitted %s: %s", o.ID, ref)
+	out := strings.TrimSpace(stdout)
+	switch {
+	case out == "":
+		return opt, fmt.Sprintf("run %s: no result: the file printed nothing on stdout (order %s has a result schema: print the JSON result)", run, o.ID)
+	case cut:
+		return opt, fmt.Sprintf("run %s: no result: stdout is longer than %d KiB; a structured result must fit", run, MaxRunStdout>>10)
+	case json.Valid([]byte(out)):
+		opt.Reference, opt.Output = RunKeyPrefix+run, json.RawMessage(out)
+		opt.Note = "structured result of run " + run
+		return opt, ""
+	}
+	if ref, rest, ok := strings.Cut(out, "\n"); ok && json.Valid([]byte(strings.TrimSpace(rest))) {
+		opt.Reference = truncRunes(strings.TrimSpace(cleanText(ref, false)), MaxReference)
+		opt.Output = json.RawMessage(strings.TrimSpace(rest))
+		opt.Note = "structured result of run " + run
+		if opt.Reference != "" {
+			return opt, ""
+		}
+	}
+	return opt, fmt.Sprintf("run %s: no result: order %s has a result schema, and stdout is not a JSON value (nor a reference line then one): %q",
+		run, o.ID, truncRunes(firstLine(cleanText(out, false)), 120))
+}
+
+// withStderr adds the cleaned tail of a run's stderr to a note, when there is one.
+func withStderr(note, stderr string) string {
+	if tail := strings.TrimSpace(cleanText(stderr, true)); tail != "" {
+		return note + "; stderr tail:\n" + tail
+	}
+	return note
+}
+
+// movedOn reports, when the run's order is no longer held by the agent under the
+// run's claim (reassigned by an offer, cancelled, expired, taken by recovery on
+// another start-up), a note saying so and what did not happen; "" while the run still
+// holds it.
+func (r *Runner) movedOn(run *Run, what string) string {
+	v, err := r.S.Load()
+	if err != nil {
+		return ""
+	}
+	o := v.State.Orders[run.Rec.Order]
+	if o != nil && o.Holder == r.S.Name && (run.Rec.Claim == "" || o.Claim == run.Rec.Claim) {
+		return ""
+	}
+	state, holder := "gone", ""
+	if o != nil {
+		state, holder = o.State, o.Holder
+	}
+	return fmt.Sprintf("run %s: order %s was reassigned or taken away during the run (now %s, holder %s): %s",
+		run.Rec.Run, run.Rec.Order, state, orNone(holder), what)
+}
+
+// takenAway ends a run whose order moved on under it: nothing is written to the ledger
+// (the order is not the agent's to give back), the journal records it.
+func (r *Runner) takenAway(run *Run, res *RunResult, note string) *RunResult {
+	res.Outcome, res.Note = "taken_away", note
+	run.End(JournalEvent{Event: "done", Outcome: "taken_away", Note: note})
+	r.logf("%s", note)
 	return res
 }
 
@@ -313,10 +529,15 @@ func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResu
 		o, err = r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
 	}
 	if err != nil {
+		if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+			if moved := r.movedOn(run, "nothing given back"); moved != "" {
+				return r.takenAway(run, res, moved)
+			}
+		}
 		// The record stays: the next start-up recovers the claim.
 		r.logf("settling %s: %v (a restart recovers it)", run.Rec.Order, err)
 		r.S.Journal(JournalEvent{Event: "error", Run: run.Rec.Run, Order: run.Rec.Order, Note: err.Error()})
-		run.lock.Unlock()
+		run.unlock()
 		return res
 	}
 	res.head = o.Head

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +26,8 @@ import (
 //
 //	<cache>/channels/<project>/runs/<agent>/<run>.json   RunRecord of a running run
 //	<cache>/channels/<project>/runs/<agent>/<run>.lock   flock held by its supervisor
+//	<cache>/channels/<project>/runs/<agent>/orders/<order>.lock
+//	                                                     flock held by the run of that order
 //	<cache>/channels/<project>/runs/<agent>.journal      JSONL of run events
 //	<cache>/locks/<project>/daemon-<agent>.lock          the daemon lease (flock)
 //	<cache>/locks/<project>/daemon-<agent>.owner         JSON naming the lease owner
@@ -170,35 +173,60 @@ const stampLayout = "2006-01-02T15:04:05.000Z07:00"
 // any other process can tell a live run from a dead one without trusting a pid alone
 // (a pid can be reused; a flock dies with its process).
 type Run struct {
-	Rec  RunRecord
-	s    *Session
-	lock *flock.Flock
-	path string
+	Rec   RunRecord
+	s     *Session
+	lock  *flock.Flock
+	order *flock.Flock // the (agent, order) lock: one run of an order per machine
+	path  string
 }
 
-// BeginRun registers a run of order in the run registry: it takes the run's lock, then
-// writes its record. Errors: internal when the cache dir is not writable.
+// BeginRun registers a run of order in the run registry: it takes the agent's lock on
+// the order (cache/…/runs/<agent>/orders/<order>.lock, held for the run's life, so
+// several runners of one agent on one machine never run the same order: finding 2 of
+// the issue 6 test), then the run's lock, then writes its record.
+//
+// Errors: conflict when another run on this machine (any process, any Session) holds
+// the order's lock; internal when the cache dir is not writable.
 func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
 	dir := s.Home.runsDir(s.Project(), s.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "orders"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating run registry: %w", err)
+	}
+	// The order lock file is never removed: removing a lock file another process has
+	// open would let a third lock a new file of the same name.
+	olk := flock.New(filepath.Join(dir, "orders", order+".lock"))
+	if ok, err := olk.TryLock(); err != nil {
+		return nil, fmt.Errorf("locking order %s: %w", order, err)
+	} else if !ok {
+		return nil, Errorf(CatConflict, "leave it to that run; `ferry inspect` shows it",
+			"another run of %s on this machine is on order %s", s.Name, order)
 	}
 	id := "run-" + randomBase32(IDLen)
 	lk := flock.New(filepath.Join(dir, id+".lock"))
-	if ok, err := lk.TryLock(); err != nil {
+	if ok, err := lk.TryLock(); err != nil || !ok {
+		olk.Unlock()
+		if err == nil {
+			err = errors.New("held by another process") // a fresh random id: never expected
+		}
 		return nil, fmt.Errorf("locking run %s: %w", id, err)
-	} else if !ok {
-		return nil, fmt.Errorf("locking run %s: held by another process", id) // a fresh random id: never expected
 	}
 	now := s.now().Format(stampLayout)
-	r := &Run{s: s, lock: lk, path: filepath.Join(dir, id+".json"),
+	r := &Run{s: s, lock: lk, order: olk, path: filepath.Join(dir, id+".json"),
 		Rec: RunRecord{V: 1, Run: id, Agent: s.Name, Order: order, PID: os.Getpid(), Exec: execFile, Via: via, Started: now, Beat: now}}
 	if err := r.save(); err != nil {
 		lk.Unlock()
 		os.Remove(lk.Path())
+		olk.Unlock()
 		return nil, err
 	}
 	return r, nil
+}
+
+// unlock lets go of the run's locks, keeping its record: a run whose settlement could
+// not be written is then dead, and the next start-up recovers it.
+func (r *Run) unlock() {
+	r.lock.Unlock()
+	r.order.Unlock()
 }
 
 func (r *Run) save() error {
@@ -213,6 +241,11 @@ func (r *Run) save() error {
 func (r *Run) Key() string { return RunKeyPrefix + r.Rec.Run }
 
 // Claim claims the run's order with the run's key and records the claim's hash.
+//
+// Errors: those of Session.Claim, and conflict when the order is held by the agent
+// under a claim this run did not write — a claim of the same agent succeeds without
+// writing, so another process (another runner, a claim by hand) got there first and
+// the order is not this run's.
 func (r *Run) Claim() (*Order, error) {
 	o, err := r.s.Claim(r.Rec.Order, r.Key())
 	if err != nil {
@@ -221,8 +254,23 @@ func (r *Run) Claim() (*Order, error) {
 	if o.Holder != r.s.Name || o.State != StateClaimed {
 		return nil, Errorf(CatConflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, orNone(o.Holder))
 	}
+	v, err := r.s.Load()
+	if err != nil {
+		return nil, err
+	}
+	if e := entryByHash(v, o.Claim); e == nil || e.Idem != r.Key() {
+		return nil, Errorf(CatConflict, "pick another order", "order %s is already held by %s under another claim (another run or a claim by hand)", o.ID, r.s.Name)
+	}
 	r.Rec.Claim = o.Claim
 	return o, r.save()
+}
+
+// adopt makes the run the continuation of the agent's current claim on o (a rework
+// after a review asked for changes): the record names that claim, so a crash is
+// recovered like any run's.
+func (r *Run) adopt(o *Order) error {
+	r.Rec.Claim = o.Claim
+	return r.save()
 }
 
 // SetChild records the pid of the process running the exec file.
@@ -247,6 +295,7 @@ func (r *Run) End(ev JournalEvent) {
 	os.Remove(r.path)
 	r.lock.Unlock()
 	os.Remove(r.lock.Path())
+	r.order.Unlock()
 	_ = r.s.WritePresence("", nil) // the run no longer shows in presence
 }
 
@@ -345,8 +394,9 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 			claim = s.runClaim(v, o, rec.Run)
 		}
 		if o != nil && claim != "" && o.Holder == s.Name && o.Claim == claim {
-			rv.Note = fmt.Sprintf("run %s (pid %d) died on this machine; last heartbeat %s; released for a new attempt", rec.Run, rec.PID, rec.Beat)
-			if act, err := s.giveBack(o, rv.Note); err == nil {
+			act, note, err := s.giveBack(o, fmt.Sprintf("run %s (pid %d) died on this machine; last heartbeat %s", rec.Run, rec.PID, rec.Beat))
+			rv.Note = note
+			if err == nil {
 				rv.Action = act
 			} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
 				return out, err
@@ -381,9 +431,10 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 		if _, err := os.Stat(filepath.Join(s.Home.runsDir(s.Project(), s.Name), run+".json")); err == nil {
 			continue
 		}
-		rv := Recovery{Run: run, Order: id, Action: "forgotten",
-			Note: fmt.Sprintf("orphan claim of run %s: no run on this machine holds it; released for a new attempt", run)}
-		if act, err := s.giveBack(o, rv.Note); err == nil {
+		rv := Recovery{Run: run, Order: id, Action: "forgotten"}
+		act, note, err := s.giveBack(o, fmt.Sprintf("orphan claim of run %s: no run on this machine holds it", run))
+		rv.Note = note
+		if err == nil {
 			rv.Action = act
 		} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
 			return out, err
@@ -397,14 +448,17 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 // giveBack settles a dead run's claim on o: a release, or — once o was released
 // MaxReleases times, when a release would be refused — an order.fail with the same
 // note, so a runner that keeps crashing never leaves the order held (issue 6). It
-// returns the action taken, "released" or "failed", and the write's error.
-func (s *Session) giveBack(o *Order, note string) (string, error) {
+// returns the action taken, "released" or "failed", the note written (why, then what
+// was done: the ledger note says which) and the write's error.
+func (s *Session) giveBack(o *Order, why string) (action, note string, err error) {
 	if o.Releases >= MaxReleases {
-		_, err := s.Fail(o.ID, note+" (released "+fmt.Sprint(o.Releases)+" times already: failed instead)", "")
-		return "failed", err
+		note = fmt.Sprintf("%s; failed instead of released: the order was released %d times already (at most %d)", why, o.Releases, MaxReleases)
+		_, err = s.Fail(o.ID, note, "")
+		return "failed", note, err
 	}
-	_, err := s.Release(o.ID, note, "")
-	return "released", err
+	note = why + "; released for a new attempt"
+	_, err = s.Release(o.ID, note, "")
+	return "released", note, err
 }
 
 // runClaim finds the claim entry of order o written with run's key, "" if none.
@@ -480,14 +534,44 @@ func (st *State) RunCandidates(agent string, labels []string) []*Order {
 	return out
 }
 
+// reworkCandidates lists the orders agent holds in changes_requested under a claim a
+// run of this machine made (run key, this device) and carrying every label in labels:
+// a reviewer asked for changes, and the runner runs the file again on them under the
+// same claim (issue 6: changes_requested is still held). Claims made by hand, or on
+// another machine, are left to whoever made them.
+func (s *Session) reworkCandidates(v *View, labels []string) []*Order {
+	var out []*Order
+	for _, id := range v.State.OrderIDs() {
+		o := v.State.Orders[id]
+		if o.State != StateChangesRequested || o.Holder != s.Name || o.Missing {
+			continue
+		}
+		e := entryByHash(v, o.Claim)
+		if e == nil || e.Device != s.Device || !strings.HasPrefix(e.Idem, RunKeyPrefix) {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && slices.Contains(o.Labels, l)
+		}
+		if ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // JournalEvent is one line of an agent's run journal on this machine.
 type JournalEvent struct {
-	At      string `json:"at"` // local clock, RFC 3339 with ms
-	PID     int    `json:"pid"`
-	Event   string `json:"event"` // start | claim | exec | done | recover | stop | error
-	Run     string `json:"run,omitempty"`
-	Order   string `json:"order,omitempty"`
-	Outcome string `json:"outcome,omitempty"` // submitted | released | failed | interrupted | forgotten
+	At    string `json:"at"` // local clock, RFC 3339 with ms
+	PID   int    `json:"pid"`
+	Event string `json:"event"` // start | claim | exec | done | recover | stop | error
+	Run   string `json:"run,omitempty"`
+	Order string `json:"order,omitempty"`
+	// Outcome: submitted | validation_failed | pointer_stale | failed | interrupted |
+	// taken_away | refused (one attempt's result refused with retry_needed) | released |
+	// forgotten | not_claimed.
+	Outcome string `json:"outcome,omitempty"`
 	Note    string `json:"note,omitempty"`
 	// Head is the order's chain head after a failed run gave it back: the runner leaves
 	// the order alone while its head is still this entry.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runTeam is a channel with boss (member) and runner (member) on one machine.
@@ -64,7 +65,7 @@ func buildRunjob(t *testing.T, dir, name string) string {
 func newTestRunner(t *testing.T, s *Session, job string, q Queue) *Runner {
 	r := &Runner{S: s, Queue: q, Workdir: t.TempDir(),
 		Pick: func(*Order, RunSpec) *Handler {
-			return &Handler{Exec: job, Env: []string{"FERRY_TEST_JOB_DIR", "FERRY_TEST_JOB_MODE"}}
+			return &Handler{Exec: job, Env: []string{"FERRY_TEST_JOB_DIR", "FERRY_TEST_JOB_MODE", "FERRY_TEST_JOB_OUTPUT"}}
 		}}
 	if _, err := r.Start(); err != nil {
 		t.Fatal(err)
@@ -282,8 +283,13 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	}
 	v, _ := runner.Load()
 	o := v.State.Orders[id]
-	if o.State != StateFailed || o.Holder != "" || !strings.Contains(o.History[len(o.History)-1].Note, "failed instead") {
+	note := o.History[len(o.History)-1].Note
+	if o.State != StateFailed || o.Holder != "" || !strings.Contains(note, "failed instead") {
 		t.Fatalf("after recovery: %s holder %q %+v", o.State, o.Holder, o.History[len(o.History)-1])
+	}
+	// The note says what was done, once: not "released for a new attempt" (finding 12a).
+	if strings.Contains(note, "released for a new attempt") || recs[0].Note != note {
+		t.Errorf("the fail note contradicts itself or the report: %q, reported %q", note, recs[0].Note)
 	}
 }
 
@@ -410,5 +416,345 @@ func TestDeadRunDetection(t *testing.T) {
 	// Idempotent: a second recovery finds nothing.
 	if recs, err := runner.RecoverRuns(); err != nil || len(recs) != 0 {
 		t.Errorf("second recovery: %+v %v", recs, err)
+	}
+}
+
+// TestRunnerChecksPointersInWorkdir (issue 6 test, finding 1): a runner checks an
+// order's file pointers in its --workdir, where the file runs, not in the process's
+// current directory: a workdir whose file differs from the dispatch is refused as
+// stale (nothing claimed), one that matches is claimed and submitted.
+func TestRunnerChecksPointersInWorkdir(t *testing.T) {
+	boss, runner := runTeam(t)
+	job := buildRunjob(t, t.TempDir(), "runjob")
+	t.Setenv("FERRY_TEST_JOB_DIR", t.TempDir())
+	t.Setenv("FERRY_TEST_JOB_MODE", "ok")
+	good, changed := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(good, "f.txt"), []byte("orig\n"), 0o644)
+	os.WriteFile(filepath.Join(changed, "f.txt"), []byte("changed\n"), 0o644)
+	boss.Workspace = good
+	id := must[*Order](t)(boss.NewOrder(NewOrderOptions{Title: "edit f", Pointers: []string{"f.txt"}})).ID
+
+	r := newTestRunner(t, runner, job, Queue{})
+	r.Workdir = changed
+	if res, err := r.RunOne(context.Background()); err != nil || res != nil {
+		t.Fatalf("a stale workdir ran the order: %+v %v", res, err)
+	}
+	v, _ := runner.Load()
+	if o := v.State.Orders[id]; o.State != StateOpen {
+		t.Fatalf("after the stale refusal: %s", o.State)
+	}
+	r2 := newTestRunner(t, runner, job, Queue{})
+	r2.Workdir = good
+	res, err := r2.RunOne(context.Background())
+	if err != nil || res == nil || res.Outcome != "submitted" || res.Order != id {
+		t.Fatalf("a matching workdir: %+v %v", res, err)
+	}
+}
+
+// TestRunnersOfOneAgentShareNoOrder (finding 2): four runners of one agent on one
+// machine, each with its own Session, pass at once over one open order: exactly one
+// runs the file and submits; the others find nothing ready. A run whose claim comes
+// back held by the agent under another claim (a claim by hand) is refused as not its.
+func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
+	boss, runner := runTeam(t)
+	job := buildRunjob(t, t.TempDir(), "runjob")
+	jobDir := t.TempDir()
+	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
+	t.Setenv("FERRY_TEST_JOB_MODE", "ok")
+	id := plainOrder(t, boss, "one only")
+	const n = 4
+	runners := make([]*Runner, n)
+	for i := range runners {
+		s, err := runner.Channel.As("runner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runners[i] = newTestRunner(t, s, job, Queue{})
+	}
+	results := make(chan *RunResult, n)
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for _, r := range runners {
+		go func(r *Runner) {
+			<-start
+			res, err := r.RunOne(context.Background())
+			results <- res
+			errs <- err
+		}(r)
+	}
+	close(start)
+	ran := 0
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+		if res := <-results; res != nil {
+			ran++
+			if res.Outcome != "submitted" || res.Order != id {
+				t.Errorf("run: %+v", res)
+			}
+		}
+	}
+	execs, _ := filepath.Glob(filepath.Join(jobDir, "run-*.env"))
+	if ran != 1 || len(execs) != 1 {
+		t.Fatalf("%d runs reported, the file ran %d times; want 1 and 1", ran, len(execs))
+	}
+
+	hand := plainOrder(t, boss, "by hand")
+	must[*Order](t)(runner.Claim(hand, ""))
+	run, err := runner.BeginRun(hand, job, "direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Claim(); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "under another claim") {
+		t.Errorf("a run claiming an order held by hand: %v", err)
+	}
+	if _, err := runner.BeginRun(hand, job, "direct"); !IsCategory(err, CatConflict) {
+		t.Errorf("a second run of one order on this machine: %v", err)
+	}
+	run.End(JournalEvent{Event: "done", Outcome: "not_claimed"})
+}
+
+// runAsync runs one pass of r in the background; the channel gets its result.
+func runAsync(ctx context.Context, r *Runner) chan *RunResult {
+	ch := make(chan *RunResult, 1)
+	go func() {
+		res, err := r.RunOne(ctx)
+		if err != nil {
+			res = &RunResult{Outcome: "error: " + err.Error()}
+		}
+		ch <- res
+	}()
+	return ch
+}
+
+// waitRun waits for a pass started by runAsync. The bound only turns a hung runner
+// into a failure: a runner held by the grandchild would wait a whole minute.
+func waitRun(t *testing.T, ch chan *RunResult, what string) *RunResult {
+	t.Helper()
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(40 * time.Second):
+		t.Fatalf("%s: the runner did not return", what)
+		return nil
+	}
+}
+
+// waitMark waits for a file the job writes and returns its content.
+func waitMark(t *testing.T, path string) string {
+	t.Helper()
+	for range 3000 {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+	return ""
+}
+
+// pidGone waits for a killed process to be gone (it is reaped by its new parent a
+// moment after the kill); false when it still runs after ten seconds.
+func pidGone(pid int) bool {
+	for range 1000 {
+		if !pidAlive(pid) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// TestRunEndsWithItsProcessGroup (finding 3): a file that leaves a child behind — one
+// holding its stdout and stderr, ignoring SIGINT — never holds the runner: a file that
+// exits 0 is submitted, and a stopped runner interrupts, then kills the group after
+// Grace, releasing the order. The child does not outlive its run (Unix: the process
+// group is killed; Windows only bounds the wait).
+func TestRunEndsWithItsProcessGroup(t *testing.T) {
+	boss, runner := runTeam(t)
+	job := buildRunjob(t, t.TempDir(), "runjob")
+	for _, mode := range []string{"spawn-exit", "spawn-block"} {
+		jobDir := t.TempDir()
+		t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
+		t.Setenv("FERRY_TEST_JOB_MODE", mode)
+		id := plainOrder(t, boss, mode)
+		r := newTestRunner(t, runner, job, Queue{})
+		r.Grace = time.Second
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := runAsync(ctx, r)
+		if mode == "spawn-block" {
+			waitMark(t, filepath.Join(jobDir, "started-"+id))
+			cancel()
+		}
+		res := waitRun(t, ch, mode)
+		cancel()
+		want, state := "submitted", StateSubmitted
+		if mode == "spawn-block" {
+			want, state = "interrupted", StateOpen
+		}
+		if res == nil || res.Outcome != want || res.Order != id {
+			t.Fatalf("%s: %+v", mode, res)
+		}
+		v, _ := runner.Load()
+		if o := v.State.Orders[id]; o.State != state {
+			t.Errorf("%s: order %s, want %s", mode, o.State, state)
+		}
+		gc, _ := strconv.Atoi(waitMark(t, filepath.Join(jobDir, "grandchild")))
+		if runtime.GOOS != "windows" && !pidGone(gc) {
+			if p, err := os.FindProcess(gc); err == nil {
+				p.Kill()
+			}
+			t.Errorf("%s: the file's child (pid %d) outlived its run", mode, gc)
+		}
+		if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 0 {
+			t.Errorf("%s: live runs left: %+v", mode, lr)
+		}
+	}
+}
+
+// TestRunSchemaOrders (finding 4): an order with a result schema takes the file's
+// stdout as its structured result — one JSON value (reference run:<id>), or a
+// reference line then the JSON; a result the schema refuses keeps the claim and runs
+// the file again with the refusal in its input, until the ladder's end records
+// validation_failed; stdout that is no JSON fails the run with a note saying so.
+func TestRunSchemaOrders(t *testing.T) {
+	boss, runner := runTeam(t)
+	job := buildRunjob(t, t.TempDir(), "runjob")
+	jobDir := t.TempDir()
+	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
+	t.Setenv("FERRY_TEST_JOB_MODE", "json")
+	schema := json.RawMessage(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`)
+	order := func(title string) string {
+		return must[*Order](t)(boss.NewOrder(NewOrderOptions{Title: title, Schema: schema})).ID
+	}
+	r := newTestRunner(t, runner, job, Queue{})
+	cases := []struct{ out, outcome, ref, note string }{
+		{`{"n": 3}`, "submitted", "run:", ""},
+		{"abc123\n{\"n\": 4}", "submitted", "abc123", ""},
+		{`{"n": "three"}`, StateValidationFailed, "run:", ""},
+		{"all done, n is 3", "failed", "", "stdout is not a JSON value"},
+	}
+	for i, c := range cases {
+		id := order(fmt.Sprint("schema case ", i))
+		t.Setenv("FERRY_TEST_JOB_OUTPUT", c.out)
+		res, err := r.RunOne(context.Background())
+		if err != nil || res == nil || res.Order != id || res.Outcome != c.outcome {
+			t.Fatalf("%q: %+v %v", c.out, res, err)
+		}
+		if !strings.HasPrefix(res.Ref, c.ref) || !strings.Contains(res.Note, c.note) {
+			t.Errorf("%q: reference %q note %q", c.out, res.Ref, res.Note)
+		}
+		v, _ := runner.Load()
+		o := v.State.Orders[id]
+		switch c.outcome {
+		case "submitted":
+			if o.State != StateSubmitted || o.Result == nil || o.Result.Reference != res.Ref {
+				t.Errorf("%q: %s %+v", c.out, o.State, o.Result)
+			}
+		case StateValidationFailed:
+			refusals, _ := os.ReadFile(filepath.Join(jobDir, "refused-"+id))
+			if o.State != StateValidationFailed || o.SchemaFailures != SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != SchemaAttempts-1 {
+				t.Errorf("%q: %s, %d schema failures; the file was told:\n%s", c.out, o.State, o.SchemaFailures, refusals)
+			}
+		case "failed":
+			if o.State != StateFailed {
+				t.Errorf("%q: %s", c.out, o.State)
+			}
+		}
+	}
+}
+
+// TestRunReworksChangesRequested (finding 5): an order its runner submitted and a
+// reviewer sent back with changes is run again by the runner under the same claim,
+// the review's note in the file's input, and submitted again.
+func TestRunReworksChangesRequested(t *testing.T) {
+	boss, runner := runTeam(t)
+	job := buildRunjob(t, t.TempDir(), "runjob")
+	jobDir := t.TempDir()
+	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
+	t.Setenv("FERRY_TEST_JOB_MODE", "ok")
+	id := plainOrder(t, boss, "needs a second pass")
+	r := newTestRunner(t, runner, job, Queue{})
+	if res, err := r.RunOne(context.Background()); err != nil || res == nil || res.Outcome != "submitted" {
+		t.Fatalf("first run: %+v %v", res, err)
+	}
+	v, _ := runner.Load()
+	claim := v.State.Orders[id].Claim
+	must[*Order](t)(boss.Review(id, "changes", "add the tests", ""))
+	res, err := r.RunOne(context.Background())
+	if err != nil || res == nil || res.Outcome != "submitted" || res.Order != id {
+		t.Fatalf("rework: %+v %v", res, err)
+	}
+	if note, _ := os.ReadFile(filepath.Join(jobDir, "review-"+id)); string(note) != "add the tests" {
+		t.Errorf("the file was given the review note %q", note)
+	}
+	v, _ = runner.Load()
+	if o := v.State.Orders[id]; o.State != StateSubmitted || o.Claim != claim {
+		t.Errorf("after the rework: %s, claim %s (was %s)", o.State, o.Claim, claim)
+	}
+	if res, _ := r.RunOne(context.Background()); res != nil {
+		t.Errorf("a third pass ran again: %+v", res)
+	}
+}
+
+// TestRunMessages (finding 12 b, g): an order reassigned while its file runs ends the
+// run as taken_away, saying the result was not submitted, and writes nothing; a file
+// that prints nothing fails its order with a note saying just that.
+func TestRunMessages(t *testing.T) {
+	boss, runner := runTeam(t)
+	job := buildRunjob(t, t.TempDir(), "runjob")
+	jobDir := t.TempDir()
+	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
+	t.Setenv("FERRY_TEST_JOB_MODE", "gate")
+	id := plainOrder(t, boss, "moves on")
+	r := newTestRunner(t, runner, job, Queue{})
+	ch := runAsync(context.Background(), r)
+	waitMark(t, filepath.Join(jobDir, "started-"+id))
+	must[*Order](t)(boss.Offer(id, "boss", ""))
+	os.WriteFile(filepath.Join(jobDir, "gate-"+id), []byte("go"), 0o644)
+	res := waitRun(t, ch, "reassigned")
+	if res == nil || res.Outcome != "taken_away" || !strings.Contains(res.Note, "reassigned or taken away") || !strings.Contains(res.Note, "not submitted") {
+		t.Fatalf("reassigned during the run: %+v", res)
+	}
+	v, _ := runner.Load()
+	if o := v.State.Orders[id]; o.State != StateOffered || o.History[len(o.History)-1].Type != TypeOrderOffer {
+		t.Errorf("the runner wrote after the reassignment: %s %+v", o.State, o.History[len(o.History)-1])
+	}
+	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 0 {
+		t.Errorf("live runs left: %+v", lr)
+	}
+
+	t.Setenv("FERRY_TEST_JOB_MODE", "silent")
+	id = plainOrder(t, boss, "says nothing")
+	res, err := r.RunOne(context.Background())
+	if err != nil || res == nil || res.Outcome != "failed" || res.Order != id {
+		t.Fatalf("silent file: %+v %v", res, err)
+	}
+	if want := "run " + res.Run + ": no result: the file printed nothing on stdout"; res.Note != want {
+		t.Errorf("note %q, want %q", res.Note, want)
+	}
+}
+
+// TestInspectIdleFromArrival (finding 13): inspect's idle time runs from when this
+// machine saw the order's newest entry — an entry written here counts from its
+// writing, though this machine's arrival log ingests it only at its next read — so a
+// claim made 90 s before the next read shows 90 s idle, not 0.
+func TestInspectIdleFromArrival(t *testing.T) {
+	boss, runner := runTeam(t)
+	clock := time.Now()
+	boss.Channel.Now = func() time.Time { return clock }
+	runner.Channel.Now = func() time.Time { return clock }
+	id := plainOrder(t, boss, "waits")
+	clock = clock.Add(10 * time.Second)
+	must[*Order](t)(runner.Claim(id, ""))
+	clock = clock.Add(90 * time.Second)
+	v, err := runner.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := runner.Inspect(v, "", false)
+	if len(rows) != 1 || rows[0].IdleS != 90 || rows[0].AgeS != 100 {
+		t.Fatalf("inspect: %+v (want idle 90 s, age 100 s)", rows)
 	}
 }

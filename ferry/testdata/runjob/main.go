@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -24,10 +25,14 @@ func main() {
 		os.Exit(queue(dir))
 	}
 	var in struct {
-		ID    string `json:"id"`
-		Run   string `json:"run"`
-		Heavy bool   `json:"heavy"`
-		Task  string `json:"task"`
+		ID     string `json:"id"`
+		Run    string `json:"run"`
+		Heavy  bool   `json:"heavy"`
+		Task   string `json:"task"`
+		Review *struct {
+			Note string `json:"note"`
+		} `json:"review"`
+		Refused string `json:"refused"`
 	}
 	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
 		fmt.Fprintln(os.Stderr, "runjob: reading the order:", err)
@@ -41,7 +46,53 @@ func main() {
 	sort.Strings(names)
 	wd, _ := os.Getwd()
 	mark(dir, in.Run+".env", strings.Join(names, "\n")+"\ncwd="+wd+"\norder="+os.Getenv("FERRY_ORDER_ID")+"\n")
+	if in.Review != nil {
+		mark(dir, "review-"+in.ID, in.Review.Note)
+	}
+	if in.Refused != "" {
+		appendMark(dir, "refused-"+in.ID, in.Refused+"\n")
+	}
 	switch os.Getenv("FERRY_TEST_JOB_MODE") {
+	case "spawn-exit", "spawn-block":
+		// A child that outlives the file, holding its stdout and stderr open and
+		// ignoring SIGINT: only a kill of the process group ends it.
+		gc := exec.Command(os.Args[0])
+		gc.Env = append(os.Environ(), "FERRY_TEST_JOB_MODE=grandchild")
+		gc.Stdin = strings.NewReader(`{"id":"grandchild","run":"grandchild"}`)
+		gc.Stdout, gc.Stderr = os.Stdout, os.Stderr
+		if err := gc.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "runjob:", err)
+			os.Exit(2)
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "grandchild")); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if os.Getenv("FERRY_TEST_JOB_MODE") == "spawn-block" {
+			mark(dir, "started-"+in.ID, strconv.Itoa(os.Getpid()))
+			wait()
+			os.Exit(1)
+		}
+	case "grandchild":
+		signal.Ignore(os.Interrupt)
+		mark(dir, "grandchild", strconv.Itoa(os.Getpid()))
+		wait()
+		os.Exit(0)
+	case "silent":
+		os.Exit(0)
+	case "json":
+		fmt.Println(os.Getenv("FERRY_TEST_JOB_OUTPUT"))
+		return
+	case "gate":
+		mark(dir, "started-"+in.ID, strconv.Itoa(os.Getpid()))
+		for i := 0; i < 6000; i++ {
+			if _, err := os.Stat(filepath.Join(dir, "gate-"+in.ID)); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	case "fail":
 		fmt.Fprint(os.Stderr, "boom \x1b[31mred\x1b[0m\n")
 		fmt.Fprint(os.Stderr, strings.Repeat("noise line\n", 300))
@@ -65,6 +116,18 @@ func main() {
 // wait blocks for at most a minute: long enough for any test, short enough that a job
 // orphaned on a system without a parent-death signal ends by itself.
 func wait() { time.Sleep(time.Minute) }
+
+func appendMark(dir, name, text string) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err == nil {
+		_, err = f.WriteString(text)
+		f.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runjob:", err)
+		os.Exit(2)
+	}
+}
 
 func mark(dir, name, text string) {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
