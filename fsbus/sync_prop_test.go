@@ -841,8 +841,12 @@ func TestSyncProperties(t *testing.T) {
 			t.Errorf("%s never happened", k)
 		}
 	}
-	if torn == 0 || contests == 0 || forks == 0 {
-		t.Errorf("%d half-written deliveries, %d contests, %d forks: the runs did not exercise sync", torn, contests, forks)
+	// Forks are not required: whether a restored backup forks a chain depends on what
+	// the machine's folder still holds (a conflict copy may carry the cut lines, and the
+	// writer then continues after them). When they happen they are checked above;
+	// ledger's TestReadFork and doctor.txtar make forks deterministically.
+	if torn == 0 || contests == 0 {
+		t.Errorf("%d half-written deliveries, %d contests: the runs did not exercise sync", torn, contests)
 	}
 	t.Logf("totals %v; %d half-written deliveries, %d contests, %d forks", total, torn, contests, forks)
 }
