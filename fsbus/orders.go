@@ -144,7 +144,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 // orderAfter folds the view plus the entry just written (no second read of the
 // channel) and returns the order.
 func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*Order, error) {
-	o := s.viewWithEntry(v, e).State.Orders[id]
+	o := s.foldOrder(v, e, id)
 	if o == nil {
 		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
 	}

@@ -1,0 +1,39 @@
+package fsbus
+
+import (
+	"sort"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// orderEntries returns the entries an order's fold depends on, in entries' order: every
+// master entry (grants, revocations, retirements, policy), every agent.join and
+// agent.retire (keys announced, self-retirements), and every entry whose ref is id
+// (the order's create, lifecycle, progress and extend). An order's state, history,
+// contests and pending count are a function of these alone (fold.go passes 1–2 build
+// levels from the roster; foldOrders resolves each order's chain on its own), so
+// Fold of this subset gives the same Order as Fold of all entries —
+// TestOrderFoldOfSubsetMatches holds it to that on the busy fixture and random channels.
+func orderEntries(entries []ledger.Entry, id string) []ledger.Entry {
+	var out []ledger.Entry
+	for _, e := range entries {
+		if e.Writer == MasterWriter || e.Ref == id || e.Type == TypeAgentJoin || e.Type == TypeAgentRetire {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// foldOrder folds the view's entries plus e (when e was just written; e.Seq 0 means
+// none) for order id only: the order as every reader will fold it, at the cost of the
+// roster and that order's entries instead of the whole ledger (issue 7: a write costs
+// one full fold, the one under the lock, not two). It returns nil when id is not an
+// order of that fold.
+func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *Order {
+	entries := orderEntries(v.Snapshot.Entries, id)
+	if e.Seq != 0 {
+		entries = append(entries, e)
+		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+	}
+	return Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()}).Orders[id]
+}
