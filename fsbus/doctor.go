@@ -331,12 +331,14 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 		}
 	}
 	for _, fr := range files {
-		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.hashes), Merged: fr.read}
+		// Merged: every record is read into the ledger — from this file (*.jsonl), or
+		// for a file readers skip (a *.jsonl.bak, say) from other files.
+		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.hashes), Merged: true}
 		for _, h := range fr.hashes {
 			if !inProper[h] {
 				cp.Only++
 			}
-			if !counted[h] && !rejected[fr.rel] {
+			if !counted[h] && (!fr.read || !rejected[fr.rel]) {
 				cp.Merged = false
 			}
 		}
@@ -350,6 +352,14 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 			r.add(Finding{Check: CheckConflictCopy, Level: LevelError, Path: cp.Path,
 				Detail: fmt.Sprintf("a copy of %s's segment: %d record(s), some neither counted nor reported", cp.Of, cp.Records),
 				Fix:    "run `ferry ledger verify` for the records' problems"})
+		case !fr.read: // skipped by readers, but every record counts from another file
+			lvl, fix := LevelInfo, "nothing to do: every record is also in a segment; delete it or keep it as evidence"
+			if cp.Only > 0 {
+				lvl, fix = LevelWarning, "keep it (or the .jsonl copies holding its records): they are in no segment proper"
+			}
+			r.add(Finding{Check: CheckConflictCopy, Level: lvl, Path: cp.Path,
+				Detail: fmt.Sprintf("a copy of %s's segment that readers skip (its name does not end in .jsonl); all %d record(s) are read from other files", cp.Of, cp.Records),
+				Fix:    fix})
 		case cp.Only > 0:
 			r.add(Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: cp.Path,
 				Detail: fmt.Sprintf("a conflict copy of %s's segment, merged; %d of its %d record(s) are in no other file", cp.Of, cp.Only, cp.Records),
@@ -400,45 +410,45 @@ func (c *Channel) doctorObjects(r *DoctorReport, v *View, vr *VerifyReport) {
 		r.add(Finding{Check: CheckObject, Level: LevelError, Detail: o,
 			Fix: "the object counts for nothing; restore it from another machine's copy of the folder"})
 	}
-	named := map[string]bool{}
-	for i := range v.Snapshot.Entries {
-		e := &v.Snapshot.Entries[i]
-		d, ok := decodeData(e)
-		if !ok || d.Object == "" {
-			continue
-		}
-		id := e.Ref
-		if d.Result != "" {
-			id = d.Result
-		}
-		if len(id) < 3 || (objectDirs[id[:2]] == "" && id[:2] != PrefixHandin) {
-			continue
-		}
-		p := ObjectPath(c.Root, e.Writer, id)
-		named[p] = true
-		if _, hash, err := readObject(p); errors.Is(err, ErrObjectMissing) {
+	entries := objectEntries(c.Root, v.Snapshot)
+	for _, p := range sortedKeys(entries) {
+		e := entries[p]
+		d, _ := decodeData(e)
+		_, hash, err := readObject(p)
+		switch {
+		case errors.Is(err, ErrObjectMissing):
 			r.Pending.Events++
 			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has not arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
 				Fix:    "wait for the sync tool; if it never comes, the writer's machine still holds it — check its sync"})
-		} else if err == nil && hash != d.Object {
+		case errors.Is(err, ErrObjectTorn): // only a warning: Verify lists it as arriving, not as an error
+			r.Pending.Events++
+			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
+				Detail: fmt.Sprintf("%s by %s names %s, which has only partly arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
+				Fix:    "wait for the sync tool to finish the file; if it stays cut short, restore it from the writer's machine"})
+		case err == nil && hash != d.Object:
 			r.add(Finding{Check: CheckObject, Level: LevelError, Path: rel(c.Root, p),
 				Detail: fmt.Sprintf("%s does not match the hash its %s entry names", rel(c.Root, p), e.Type),
 				Fix:    "the object counts for nothing; restore it from the writer's machine"})
 		}
 	}
-	var files []string
-	for _, dir := range []string{"orders", "results", "asks", "messages"} {
-		files = append(files, objectFiles(filepath.Join(c.Root, dir))...)
-	}
-	writers, _ := os.ReadDir(filepath.Join(c.Root, "handins"))
-	for _, w := range writers {
-		if w.IsDir() {
-			files = append(files, objectFiles(filepath.Join(c.Root, "handins", w.Name()))...)
+	for _, p := range allObjectFiles(c.Root) {
+		if entries[p] != nil {
+			continue
 		}
-	}
-	for _, p := range files {
-		if named[p] {
+		name := filepath.Base(p)
+		if base, tool, ok := ledger.ParseCopyName(name); ok && strings.HasSuffix(base, ".json") {
+			// A sync tool's copy of an object (issue 7 finding 10c): never an entry's
+			// object, whatever it holds.
+			orig := filepath.Join(filepath.Dir(p), base)
+			f := Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: rel(c.Root, p),
+				Detail: fmt.Sprintf("a %s conflict copy of %s: readers never read it", tool, rel(c.Root, orig)),
+				Fix:    fmt.Sprintf("compare it with %s; once the original is intact (no object finding for it), delete the copy", rel(c.Root, orig))}
+			if _, err := os.Stat(orig); errors.Is(err, os.ErrNotExist) {
+				f.Detail = fmt.Sprintf("a %s conflict copy of %s, which is not in the folder: readers never read the copy", tool, rel(c.Root, orig))
+				f.Fix = fmt.Sprintf("wait for the sync tool; if %s never arrives, check the copy and rename it to %s", rel(c.Root, orig), base)
+			}
+			r.add(f)
 			continue
 		}
 		r.Pending.Objects++
@@ -488,15 +498,11 @@ func (c *Channel) doctorSkew(r *DoctorReport, v *View) {
 	}
 }
 
-// memoryCopy matches the names sync tools give conflict copies: Syncthing
-// ".sync-conflict-…", Dropbox "(… conflicted copy …)", "(Case Conflict)", Google Drive
-// "name (1).md".
-var memoryCopy = regexp.MustCompile(`\.sync-conflict-|conflicted copy|\(Case Conflict\)|[ _]\([0-9]+\)\.[^.]+$`)
-
-// oneDriveCopy matches OneDrive's "<name>-<HOST>.md" (a host name in capitals).
-var oneDriveCopy = regexp.MustCompile(`^(.+)-[A-Z0-9][A-Z0-9-]*[A-Z][A-Z0-9-]*(\.[^.]+)$`)
-
-// doctorMemory lists conflict copies of memory/*.md and notes with git conflict markers.
+// doctorMemory lists conflict copies of memory/*.md — names a sync tool gives a copy
+// (ledger.ParseCopyName) whose original is in memory/ (a per-author note such as
+// notes-bob.md is no copy: issue 7 finding 10g) — and notes with git conflict markers.
+// A OneDrive-shaped name (<stem>-<MACHINE>.md) is only info: it may be a note named
+// after its author.
 func (c *Channel) doctorMemory(r *DoctorReport) {
 	dir := filepath.Join(c.Root, "memory")
 	ents, _ := os.ReadDir(dir)
@@ -510,14 +516,16 @@ func (c *Channel) doctorMemory(r *DoctorReport) {
 			continue
 		}
 		p := "memory/" + name
-		copyOf := memoryCopy.MatchString(name)
-		if m := oneDriveCopy.FindStringSubmatch(name); m != nil && names[m[1]+m[2]] {
-			copyOf = true
-		}
-		if copyOf {
-			r.add(Finding{Check: CheckMemoryConflct, Level: LevelWarning, Path: p,
-				Detail: "a sync tool's conflict copy of a note: two machines edited it at once",
-				Fix:    "merge it into the original by hand, then delete the copy; prefer one note per author"})
+		if base, tool, ok := ledger.ParseCopyName(name); ok && names[base] {
+			f := Finding{Check: CheckMemoryConflct, Level: LevelWarning, Path: p,
+				Detail: fmt.Sprintf("a %s conflict copy of memory/%s: two machines edited it at once", tool, base),
+				Fix:    "merge it into the original by hand, then delete the copy; prefer one note per author"}
+			if tool == ledger.ToolOneDrive {
+				f.Level = LevelInfo
+				f.Detail = fmt.Sprintf("named like a OneDrive conflict copy of memory/%s (or a note named after its author)", base)
+				f.Fix = "if OneDrive made it, merge it into the original and delete it; otherwise nothing to do"
+			}
+			r.add(f)
 			continue
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && gitMarkers.Match(b) {
@@ -551,7 +559,11 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 		return
 	}
 	f := h.Folder
-	if f.MaxConflicts >= 0 && f.MaxConflicts < RecommendedMaxConflicts {
+	if f.MaxConflicts == 0 {
+		r.add(Finding{Check: CheckSettings, Level: LevelError, Path: f.ID,
+			Detail: fmt.Sprintf("Syncthing keeps no conflict copies in folder %s (maxConflicts 0): when two machines change a file at once, one side's changes are discarded", f.ID),
+			Fix:    "set the folder's maxConflicts to -1 (keep all) in Syncthing (Edit Folder → Advanced)"})
+	} else if f.MaxConflicts > 0 && f.MaxConflicts < RecommendedMaxConflicts {
 		r.add(Finding{Check: CheckSettings, Level: LevelWarning, Path: f.ID,
 			Detail: fmt.Sprintf("Syncthing keeps %d conflict copies per file in folder %s: records only in a pruned copy would be lost", f.MaxConflicts, f.ID),
 			Fix:    "set the folder's maxConflicts to -1 (keep all) in Syncthing (Edit Folder → Advanced)"})
