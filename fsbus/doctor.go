@@ -416,16 +416,16 @@ func (c *Channel) doctorObjects(r *DoctorReport, v *View, vr *VerifyReport) {
 		d, _ := decodeData(e)
 		_, hash, err := readObject(p)
 		switch {
+		case errors.Is(err, ErrObjectTorn): // (wraps ErrObjectMissing) only a warning: Verify lists it as arriving, not as an error
+			r.Pending.Events++
+			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
+				Detail: fmt.Sprintf("%s by %s names %s, which has only partly arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
+				Fix:    "wait for the sync tool to finish the file; if it stays cut short, restore it from the writer's machine"})
 		case errors.Is(err, ErrObjectMissing):
 			r.Pending.Events++
 			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has not arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
 				Fix:    "wait for the sync tool; if it never comes, the writer's machine still holds it — check its sync"})
-		case errors.Is(err, ErrObjectTorn): // only a warning: Verify lists it as arriving, not as an error
-			r.Pending.Events++
-			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
-				Detail: fmt.Sprintf("%s by %s names %s, which has only partly arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
-				Fix:    "wait for the sync tool to finish the file; if it stays cut short, restore it from the writer's machine"})
 		case err == nil && hash != d.Object:
 			r.add(Finding{Check: CheckObject, Level: LevelError, Path: rel(c.Root, p),
 				Detail: fmt.Sprintf("%s does not match the hash its %s entry names", rel(c.Root, p), e.Type),

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // Doctor checks a unit test reaches better than a journey (issue 7): HLC skew
@@ -169,5 +171,97 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	r = doctor(t, c)
 	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != SyncUnreachable {
 		t.Fatalf("env-only API gone (nothing says the channel is in Syncthing): %+v", s)
+	}
+}
+
+// TestVerifyObjectsAfterRekey (issue 7 finding 7): after the owner re-keys alice
+// (`ferry grant alice --key …`), the messages she signed with her old key still verify
+// against the key of the grant covering their entries, in Verify and in doctor; a
+// message written with the new key verifies too; an object whose text was changed
+// after signing is still flagged.
+func TestVerifyObjectsAfterRekey(t *testing.T) {
+	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
+	old, err := ss["alice"].TalkSend("bob", "signed with the old key", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := testHome(t)
+	k, err := other.NewKey("acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss[MasterWriter].Grant(GrantOptions{Agent: "alice", Level: "member", Key: ledger.FormatKey(k.Public())}); err != nil {
+		t.Fatal(err)
+	}
+	kb, err := os.ReadFile(other.keyPath("acme", "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.Home.keyPath("acme", "alice"), kb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := c.As("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.TalkSend("bob", "signed with the new key", ""); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vr, err := c.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.OK() {
+		t.Fatalf("verify after a re-key: objects %v, problems %+v, ignored %+v", vr.Objects, vr.Ledger.Problems, vr.Ignored)
+	}
+	if r := doctor(t, c); !r.OK() || len(findingsOf(r, CheckObject)) != 0 {
+		t.Fatalf("doctor after a re-key: %+v", r.Findings)
+	}
+
+	// Change the old message's text: its signature no longer verifies against the key
+	// that covered its entry.
+	p := ObjectPath(c.Root, "alice", old.ID)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Replace(string(b), "signed with the old key", "signed with the OLD key", 1)
+	if forged == string(b) {
+		t.Fatalf("message text not found in %s", b)
+	}
+	if err := os.WriteFile(p, []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err = c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vr, err = c.Verify(v); err != nil {
+		t.Fatal(err)
+	}
+	if len(vr.Objects) != 1 || !strings.Contains(vr.Objects[0], old.ID) || !strings.Contains(vr.Objects[0], "signature does not verify against the key its entry's grant bound") {
+		t.Fatalf("forged object: %v", vr.Objects)
+	}
+	if r := doctor(t, c); r.OK() {
+		t.Fatalf("doctor with a forged object: %+v", r.Findings)
+	}
+}
+
+// TestDoctorMaxConflictsZero (issue 7 finding 10f): a Syncthing folder that keeps no
+// conflict copies discards one side of every conflict: an error.
+func TestDoctorMaxConflictsZero(t *testing.T) {
+	c, _, _ := primaryWorld(t, nil)
+	f, _ := stServer(t, c.Root)
+	f.mu.Lock()
+	f.maxConflicts = 0
+	f.mu.Unlock()
+	r := doctor(t, c)
+	s := findingsOf(r, CheckSettings)
+	if len(s) == 0 || s[0].Level != LevelError || !strings.Contains(s[0].Detail, "maxConflicts 0") || !strings.Contains(s[0].Fix, "maxConflicts to -1") || r.OK() {
+		t.Fatalf("maxConflicts 0: %+v", r.Findings)
 	}
 }
