@@ -34,7 +34,7 @@ drives); the folder is rescanned every --interval in any case.`
 // followStop are the ways a long-running command ends besides a signal.
 type followStop struct {
 	For      *time.Duration `help:"Stop after this long (for scripts; a positive duration, such as 10m; without it, run until stopped)." placeholder:"DURATION"`
-	UntilEOF bool          `name:"until-eof" help:"Stop when standard input closes (for scripts, and on Windows, where a child gets no Ctrl-C)."`
+	UntilEOF bool           `name:"until-eof" help:"Stop when standard input closes (for scripts, and on Windows, where a child gets no Ctrl-C)."`
 }
 
 // checkFor refuses a --for that is zero or negative (issue 7 finding 10e: "--for 0s"
