@@ -40,6 +40,9 @@ const (
 	CheckSettings      = "sync_settings"   // Syncthing folder settings ferry recommends
 	CheckContested     = "contested"       // a thing whose chain branched, with its winner
 	CheckMemoryConflct = "memory_conflict" // a conflict copy (or git conflict) of memory/*.md
+	CheckGit           = "git"             // a git rebase or merge stopped in the repository holding the channel
+	CheckStignore      = "stignore"        // ferry's .stignore not at the root of its Syncthing folder
+	CheckShrunk        = "shrunk"          // a segment holding fewer records than this machine already read from it
 )
 
 // Finding is one thing `ferry doctor` found, with a one-line fix.
@@ -144,7 +147,8 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.doctorLedger(r, v, vr)
+	marked := c.doctorGit(r)
+	c.doctorLedger(r, v, vr, marked)
 	if err := c.doctorCopies(r, v, vr); err != nil {
 		return nil, err
 	}
@@ -165,9 +169,14 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	return r, nil
 }
 
-// doctorLedger reports the ledger's problems, forks and ignored entries.
-func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport) {
+// doctorLedger reports the ledger's problems, forks and ignored entries. Problems and
+// forks in the segments of marked (slash paths holding git conflict markers while a
+// rebase or merge is stopped) are left to the git finding.
+func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marked map[string]bool) {
 	for _, p := range vr.Ledger.Problems {
+		if marked[p.Path] {
+			continue
+		}
 		where := p.Path
 		if p.Line > 0 {
 			where = fmt.Sprintf("%s:%d", p.Path, p.Line)
@@ -195,6 +204,9 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport) {
 		}
 	}
 	for _, f := range vr.Ledger.Forks {
+		if marked[rel(c.Root, ledger.SegmentPath(c.Root, f.Writer, f.Device))] {
+			continue
+		}
 		lines := []string{"kept: " + entryLine(&f.Winner)}
 		for i := range f.Losers {
 			lines = append(lines, "left out: "+entryLine(&f.Losers[i]))
@@ -537,6 +549,80 @@ func (c *Channel) doctorMemory(r *DoctorReport) {
 }
 
 var gitMarkers = regexp.MustCompile(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
+
+// gitOps are the marks git leaves in its directory while an operation is stopped,
+// with the operation's name and how to finish it.
+var gitOps = []struct{ mark, name, fix string }{
+	{"rebase-merge", "rebase", "git rebase --abort (or finish it: git rebase --continue)"},
+	{"rebase-apply", "rebase", "git rebase --abort (or finish it: git rebase --continue)"},
+	{"MERGE_HEAD", "merge", "git merge --abort (or finish it: git commit)"},
+	{"CHERRY_PICK_HEAD", "cherry-pick", "git cherry-pick --abort (or finish it: git cherry-pick --continue)"},
+}
+
+// gitDirOf returns the git directory of the repository holding dir ("" when none):
+// the first .git found going up, a directory or a "gitdir: PATH" file (a worktree
+// or submodule).
+func gitDirOf(dir string) string {
+	for d := dir; ; {
+		p := filepath.Join(d, ".git")
+		if fi, err := os.Stat(p); err == nil {
+			if fi.IsDir() {
+				return p
+			}
+			b, err := os.ReadFile(p)
+			if g, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:"); err == nil && ok {
+				g = strings.TrimSpace(g)
+				if !filepath.IsAbs(g) {
+					g = filepath.Join(d, g)
+				}
+				return g
+			}
+			return ""
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return ""
+		}
+		d = up
+	}
+}
+
+// doctorGit reports a rebase, merge or cherry-pick stopped in the git repository
+// holding the channel (issue 7 finding 6): the files with conflict markers are that
+// operation's, not damaged segments. It returns the channel files (slash paths) that
+// hold conflict markers, whose ledger problems are then not reported on their own. The
+// finding goes first: it explains the others.
+func (c *Channel) doctorGit(r *DoctorReport) map[string]bool {
+	marked := map[string]bool{}
+	gd := gitDirOf(c.Root)
+	if gd == "" {
+		return marked
+	}
+	for _, op := range gitOps {
+		if _, err := os.Stat(filepath.Join(gd, op.mark)); err != nil {
+			continue
+		}
+		_ = filepath.WalkDir(c.Root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !d.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && gitMarkers.Match(b) {
+				marked[rel(c.Root, p)] = true
+			}
+			return nil
+		})
+		detail := fmt.Sprintf("a git %s is in progress in the repository holding the channel (%s)", op.name, filepath.Dir(gd))
+		if len(marked) > 0 {
+			detail += "; its conflict markers are in " + strings.Join(sortedKeys(marked), ", ") + ": ferry reads those lines as damage until it ends"
+		}
+		fix := op.fix + "; if a ledger segment conflicts, abort: two machines use one device id — `ferry sync --git` names the steps"
+		f := Finding{Check: CheckGit, Level: LevelError, Detail: detail, Fix: fix}
+		r.Findings = append([]Finding{f}, r.Findings...)
+		r.Errors++
+		return marked
+	}
+	return marked
+}
 
 // doctorSync reports Syncthing's view and its folder settings.
 func (c *Channel) doctorSync(r *DoctorReport) {
