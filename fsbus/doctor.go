@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -149,9 +150,11 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	}
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, vr, marked)
-	if err := c.doctorCopies(r, v, vr); err != nil {
+	onDisk, err := c.doctorCopies(r, v, vr)
+	if err != nil {
 		return nil, err
 	}
+	c.doctorShrunk(r, v, onDisk)
 	c.doctorObjects(r, v, vr)
 	c.doctorSkew(r, v)
 	for _, ct := range v.State.Contested {
@@ -259,15 +262,17 @@ func (c *Channel) ownSegment(p string) bool {
 
 // doctorCopies finds conflict copies in ledger/<writer>/ by content: a file whose
 // records' (writer, device) segment path is not the file itself. Files readers read
-// (*.jsonl) are merged; other files holding ledger lines are copies readers skip.
-func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error {
+// (*.jsonl) are merged; other files holding ledger lines are copies readers skip. It
+// returns the hashes of every complete record found in any file of ledger/.
+func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[string]bool, error) {
+	onDisk := map[string]bool{}
 	dir := filepath.Join(c.Root, "ledger")
 	writers, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return onDisk, nil
 	}
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", dir, err)
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
 	counted := map[string]bool{}
 	for i := range v.Snapshot.Entries {
@@ -299,7 +304,7 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 		}
 		ents, err := os.ReadDir(filepath.Join(dir, w.Name()))
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", w.Name(), err)
+			return nil, fmt.Errorf("listing %s: %w", w.Name(), err)
 		}
 		for _, e := range ents {
 			name := e.Name()
@@ -320,13 +325,14 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 			fr := fileRecs{rel: "ledger/" + w.Name() + "/" + name, of: map[string]bool{}, read: strings.HasSuffix(name, ".jsonl")}
 			entries, err := scanLines(abs)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if len(entries) == 0 {
 				continue // not a ledger file (or nothing complete in it yet)
 			}
 			proper := false
 			for _, en := range entries {
+				onDisk[en.Hash()] = true
 				fr.hashes = append(fr.hashes, en.Hash())
 				fr.of[en.Writer+"/"+en.Device] = true
 				if ledger.SegmentPath(c.Root, en.Writer, en.Device) == abs {
@@ -382,7 +388,38 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 				Fix:    "nothing to do: ferry reads it; keep it as evidence"})
 		}
 	}
-	return nil
+	return onDisk, nil
+}
+
+// doctorShrunk reports records this machine has read (its arrival log holds their
+// hashes) that are in no file of ledger/ any more: a segment cut short, zero-filled or
+// replaced by an older copy — of any writer, not only this machine's own (issue 7
+// finding 8). Per writer it names the count, the arrival numbers and the writer's
+// segments now in the folder.
+func (c *Channel) doctorShrunk(r *DoctorReport, v *View, onDisk map[string]bool) {
+	gone := map[string][]uint64{}
+	v.Arrivals.Ingested(func(hash, writer string, n uint64) {
+		if !onDisk[hash] && writer != "" {
+			gone[writer] = append(gone[writer], n)
+		}
+	})
+	for _, w := range sortedKeys(gone) {
+		ns := gone[w]
+		slices.Sort(ns)
+		segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", w, "*.jsonl"))
+		var names []string
+		for _, p := range segs {
+			names = append(names, rel(c.Root, p))
+		}
+		where := "no segment of " + w + " is in the folder"
+		if len(names) > 0 {
+			where = "its segments now: " + strings.Join(names, ", ")
+		}
+		r.add(Finding{Check: CheckShrunk, Level: LevelWarning, Path: "ledger/" + w,
+			Detail: fmt.Sprintf("%d record(s) of %s this machine already read (arrivals %d–%d) are in no file of the folder: a segment of %s was cut short, zero-filled or replaced by an older copy (%s)",
+				len(ns), w, ns[0], ns[len(ns)-1], w, where),
+			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; never edit segments by hand", w, w)})
+	}
 }
 
 // tornName matches a torn tail moved aside: <device>.torn-<n>.

@@ -265,3 +265,49 @@ func TestDoctorMaxConflictsZero(t *testing.T) {
 		t.Fatalf("maxConflicts 0: %+v", r.Findings)
 	}
 }
+
+// TestDoctorShrunkSegment (issue 7 finding 8): another writer's segment is cut back to
+// an older copy after this machine read it. Doctor warns, naming the writer, its
+// segment and the fix; with the segment restored the warning goes.
+func TestDoctorShrunkSegment(t *testing.T) {
+	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
+	segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", "bob", "*.jsonl"))
+	if len(segs) != 1 {
+		t.Fatalf("bob's segments: %v", segs)
+	}
+	older, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"one", "two"} {
+		if _, err := ss["bob"].TalkSend("alice", body, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+		t.Fatalf("shrunk before anything was cut: %+v", r.Findings)
+	}
+	// bob is another machine's writer from here on: no key of his on this one, so the
+	// check of this machine's own segments (Lost) does not apply.
+	c.Home.removeKey("acme", "bob")
+	if err := os.WriteFile(segs[0], older, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := doctor(t, c)
+	f := findingsOf(r, CheckShrunk)
+	if len(f) != 1 || f[0].Level != LevelWarning || f[0].Path != "ledger/bob" ||
+		!strings.Contains(f[0].Detail, "2 record(s) of bob this machine already read") ||
+		!strings.Contains(f[0].Detail, rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
+		t.Fatalf("shrunk findings: %+v", r.Findings)
+	}
+	if err := os.WriteFile(segs[0], full, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+		t.Fatalf("shrunk after the segment came back: %+v", r.Findings)
+	}
+}
