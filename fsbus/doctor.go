@@ -169,6 +169,7 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	c.doctorMemory(r)
 	r.Sync = c.SyncHealth(ctx)
 	c.doctorSync(r)
+	c.doctorStignore(r)
 	return r, nil
 }
 
@@ -700,9 +701,103 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 			Detail: fmt.Sprintf("the watcher waits %d s before sending changes in folder %s", f.WatcherDelayS, f.ID),
 			Fix:    fmt.Sprintf("set fsWatcherDelayS to 1–%d in the folder's advanced settings for faster delivery", RecommendedWatcherDelayS)})
 	}
+	if root, _ := c.syncthingRoot(r.Sync); root != "" && !samePath(root, c.Root) {
+		return // doctorStignore reports what the folder root's .stignore needs
+	}
 	if b, err := os.ReadFile(filepath.Join(c.Root, ".stignore")); err != nil || !bytes.Contains(b, []byte(".ferry-*.tmp")) {
 		r.add(Finding{Check: CheckSettings, Level: LevelWarning, Path: ".stignore",
 			Detail: ".stignore on this machine does not hide ferry's temp files (Syncthing does not sync .stignore)",
 			Fix:    "run `ferry join --as <agent>` once on this machine: it writes .stignore"})
 	}
+}
+
+// syncthingRoot returns the root of the Syncthing folder holding the channel, and how
+// it was found: the folder path Syncthing's REST API reports ("api"), else the nearest
+// directory at or above the channel holding a .stfolder marker (Syncthing puts one at
+// every folder root: "marker"). "" when neither says.
+func (c *Channel) syncthingRoot(h *SyncHealth) (root, how string) {
+	if h != nil && h.Folder != nil && h.Folder.Path != "" {
+		p := h.Folder.Path
+		if rest, ok := strings.CutPrefix(p, "~"); ok {
+			if home, err := os.UserHomeDir(); err == nil {
+				p = filepath.Join(home, rest)
+			}
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			return filepath.Clean(abs), "api"
+		}
+	}
+	for d := c.Root; ; {
+		if _, err := os.Stat(filepath.Join(d, ".stfolder")); err == nil {
+			return d, "marker"
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return "", ""
+		}
+		d = up
+	}
+}
+
+// samePath reports whether a and b name one directory (by path, or by file identity
+// when both exist: symlinks, case-insensitive file systems).
+func samePath(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// StignoreLines returns the lines the .stignore at the root of a Syncthing folder
+// needs when the channel is the folder's subdirectory relPath (slash-separated):
+// ferry's patterns (the channel's own .stignore) anchored at the channel, since
+// Syncthing reads .stignore only at the folder root (issue 7 finding 5).
+func StignoreLines(relPath string) []string {
+	p := "/" + strings.Trim(relPath, "/")
+	return []string{"(?d)" + p + "/**.ferry-*.tmp", "(?d)" + p + "/**.torn-*"}
+}
+
+// doctorStignore reports a channel that is a subdirectory of its Syncthing folder
+// (found through the REST API or a .stfolder marker above it) whose folder root's
+// .stignore lacks ferry's patterns: the channel's own .stignore is then ignored, and
+// ferry's temp files and torn tails would be synced (issue 7 finding 5).
+func (c *Channel) doctorStignore(r *DoctorReport) {
+	root, how := c.syncthingRoot(r.Sync)
+	if root == "" || samePath(root, c.Root) {
+		return
+	}
+	relp, err := filepath.Rel(root, c.Root)
+	if err != nil || relp == ".." || strings.HasPrefix(relp, ".."+string(filepath.Separator)) {
+		return
+	}
+	relp = filepath.ToSlash(relp)
+	want := StignoreLines(relp)
+	have := map[string]bool{}
+	if b, err := os.ReadFile(filepath.Join(root, ".stignore")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			have[strings.TrimSpace(l)] = true
+		}
+	}
+	// Unanchored patterns at the root match in every directory: enough too.
+	if have["(?d).ferry-*.tmp"] && have["(?d)*.torn-*"] {
+		return
+	}
+	var missing []string
+	for _, l := range want {
+		if !have[l] {
+			missing = append(missing, l)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	src := "a .stfolder marker"
+	if how == "api" {
+		src = "Syncthing's API"
+	}
+	r.add(Finding{Check: CheckStignore, Level: LevelWarning, Path: ".stignore",
+		Detail: fmt.Sprintf("the channel is the subfolder %s of the Syncthing folder %s (from %s): Syncthing reads .stignore only at the folder root, so the channel's own .stignore has no effect and ferry's temp files and torn tails get synced", relp, root, src),
+		Fix:    fmt.Sprintf("share the channel folder itself in Syncthing, or add these lines to %s on every machine: %s", filepath.Join(root, ".stignore"), strings.Join(missing, "  "))})
 }

@@ -311,3 +311,61 @@ func TestDoctorShrunkSegment(t *testing.T) {
 		t.Fatalf("shrunk after the segment came back: %+v", r.Findings)
 	}
 }
+
+// TestDoctorStignoreSubfolder (issue 7 finding 5): Syncthing reads .stignore only at
+// a folder root. With the channel a subfolder of the Syncthing folder — found by the
+// .stfolder marker Syncthing puts at every folder root, or by the folder path its API
+// reports — doctor says what the root's .stignore needs; once it holds those lines (or
+// the channel is the folder root) nothing is reported.
+func TestDoctorStignoreSubfolder(t *testing.T) {
+	c, _, _ := primaryWorld(t, nil)
+	isolateSyncthing(t)
+	parent := filepath.Dir(c.Root)
+	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
+		t.Fatalf("no Syncthing folder, yet: %+v", r.Findings)
+	}
+	if err := os.Mkdir(filepath.Join(parent, ".stfolder"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := doctor(t, c)
+	f := findingsOf(r, CheckStignore)
+	want := "(?d)/acme/**.ferry-*.tmp  (?d)/acme/**.torn-*"
+	if len(f) != 1 || f[0].Level != LevelWarning || !strings.Contains(f[0].Detail, "subfolder acme of the Syncthing folder") ||
+		!strings.Contains(f[0].Detail, "a .stfolder marker") || !strings.Contains(f[0].Fix, want) || !strings.Contains(f[0].Fix, "share the channel folder itself") {
+		t.Fatalf("stignore findings: %+v", r.Findings)
+	}
+	if err := os.WriteFile(filepath.Join(parent, ".stignore"), []byte("// mine\n*.bak\n"+strings.Join(StignoreLines("acme"), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
+		t.Fatalf("the root's .stignore holds the lines: %+v", r.Findings)
+	}
+	// The channel is a folder root itself: its own .stignore applies.
+	if err := os.Remove(filepath.Join(parent, ".stignore")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(c.Root, ".stfolder"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
+		t.Fatalf("channel at the folder root: %+v", r.Findings)
+	}
+
+	// Syncthing's API reports the parent as the folder (no marker needed).
+	if err := os.Remove(filepath.Join(c.Root, ".stfolder")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(parent, ".stfolder")); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = stServer(t, parent)
+	r = doctor(t, c)
+	if f := findingsOf(r, CheckStignore); len(f) != 1 || !strings.Contains(f[0].Detail, "Syncthing's API") || !strings.Contains(f[0].Fix, want) {
+		t.Fatalf("stignore findings from the API: %+v", r.Findings)
+	}
+	for _, s := range findingsOf(r, CheckSettings) {
+		if strings.Contains(s.Fix, "it writes .stignore") {
+			t.Fatalf("the channel's own .stignore is named although the root's is the one read: %+v", s)
+		}
+	}
+}
