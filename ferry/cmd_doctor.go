@@ -12,11 +12,14 @@ type DoctorCmd struct{}
 
 // Help is the long help.
 func (c *DoctorCmd) Help() string {
-	return "Checks torn tails, forks, conflict copies of segments (found by content) and whether\n" +
-		"they are merged, bad signatures and unknown keys, object files no entry names or that\n" +
-		"have not arrived, writers' clocks running ahead, Syncthing's delivery and folder\n" +
-		"settings (asked on loopback, 5 s at most), contested things and conflict copies of\n" +
-		"memory notes. Each finding comes with a one-line fix. Nothing is changed.\n" +
+	return "Checks a git rebase or merge stopped in the repository holding the channel, torn\n" +
+		"tails, forks, conflict copies of segments (found by content) and whether they are\n" +
+		"merged, records this machine read that are in no file any more, bad signatures and\n" +
+		"unknown keys, object files no entry names, copied by a sync tool or not (fully)\n" +
+		"arrived, writers' clocks running ahead, Syncthing's delivery and folder settings\n" +
+		"(asked on loopback, 5 s at most), a .stignore Syncthing does not read (the channel a\n" +
+		"subfolder of its Syncthing folder), contested things and conflict copies of memory\n" +
+		"notes. Each finding comes with a one-line fix. Nothing is changed.\n" +
 		"Exits non-zero (category invalid) when there are errors; warnings and info do not."
 }
 

@@ -80,11 +80,11 @@ arrives, until Ctrl-C (exit 0), --for or, with --until-eof, the end of standard 
 
 // Run implements the command.
 func (c *TalkReadCmd) Run(g *Globals) error {
-	if !c.Follow && (c.For != 0 || c.UntilEOF) {
+	if !c.Follow && (c.For != nil || c.UntilEOF) {
 		return fsbus.Errorf(fsbus.CatInvalid, "add --follow, or drop --for and --until-eof", "--for and --until-eof apply only with --follow")
 	}
-	if c.For < 0 {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --for 10m", "--for %s is negative", c.For)
+	if err := c.checkFor(); err != nil {
+		return err
 	}
 	s, err := g.Session()
 	if err != nil {

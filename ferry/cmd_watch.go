@@ -16,7 +16,7 @@ import (
 
 // WatchCmd is `ferry watch [--as NAME] [--json] [--interval D] [--since C] [--for D]`.
 type WatchCmd struct {
-	Since    string        `help:"Report first what arrived after this cursor (from an earlier line or catchup); default: only what arrives from now on." placeholder:"CURSOR"`
+	Since    string        `help:"Report first what arrived after this cursor (<log id>.<number>, from an earlier line or catchup; anything else is refused); default: only what arrives from now on." placeholder:"CURSOR"`
 	Interval time.Duration `help:"Rescan the folder this often (the poll interval with FERRY_WATCH=poll or where change events do not arrive)." default:"2s"`
 	followStop
 }
@@ -33,8 +33,17 @@ drives); the folder is rescanned every --interval in any case.`
 
 // followStop are the ways a long-running command ends besides a signal.
 type followStop struct {
-	For      time.Duration `help:"Stop after this long (for scripts)." placeholder:"DURATION"`
-	UntilEOF bool          `name:"until-eof" help:"Stop when standard input closes (for scripts, and on Windows, where a child gets no Ctrl-C)."`
+	For      *time.Duration `help:"Stop after this long (for scripts; a positive duration, such as 10m; without it, run until stopped)." placeholder:"DURATION"`
+	UntilEOF bool           `name:"until-eof" help:"Stop when standard input closes (for scripts, and on Windows, where a child gets no Ctrl-C)."`
+}
+
+// checkFor refuses a --for that is zero or negative (issue 7 finding 10e: "--for 0s"
+// would otherwise run forever): leave the flag out to run until stopped.
+func (s *followStop) checkFor() error {
+	if s.For != nil && *s.For <= 0 {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --for 10m, or leave --for out to run until stopped", "--for %s is not positive", *s.For)
+	}
+	return nil
 }
 
 // context returns the context a long-running command runs under: it ends on SIGINT or
@@ -42,9 +51,9 @@ type followStop struct {
 func (s *followStop) context(g *Globals) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	cancel := stop
-	if s.For > 0 {
+	if s.For != nil && *s.For > 0 {
 		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, s.For)
+		ctx, c2 = context.WithTimeout(ctx, *s.For)
 		cancel = func() { c2(); stop() }
 	}
 	if s.UntilEOF {
@@ -66,8 +75,12 @@ func (c *WatchCmd) Run(g *Globals) error {
 	if c.Interval <= 0 {
 		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --interval 2s", "--interval %s is not positive", c.Interval)
 	}
-	if c.For < 0 {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --for 10m", "--for %s is negative", c.For)
+	if err := c.checkFor(); err != nil {
+		return err
+	}
+	if c.Since != "" && !fsbus.ValidCursor(c.Since) {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+fsbus.CursorShape+", or leave --since out to start from now",
+			"--since %q is not a cursor", c.Since)
 	}
 	ch, err := g.Open()
 	if err != nil {

@@ -394,3 +394,117 @@ func folded(t *testing.T, out string) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestGitSyncClonedDevice (issue 7 finding 6): machine B's ferry home is a copy of
+// A's (same device id, same keys). Both append to one segment, so the rebase of B's
+// sync conflicts in it. The error names the cause (two machines with one device id) and
+// the steps of the fix, never "edit each file"; the rebase is aborted cleanly. Run
+// while a rebase is stopped, doctor names the rebase first instead of calling the
+// conflict markers malformed lines.
+func TestGitSyncClonedDevice(t *testing.T) {
+	bin := mcpBinary(t)
+	isolateGit(t)
+	root := t.TempDir()
+	bare := filepath.Join(root, "origin.git")
+	gitIn(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	a, b := newMCPMachine(t, bin), newMCPMachine(t, bin)
+	repoA := filepath.Join(a.dir, "repo")
+	gitIn(t, a.dir, "init", "-q", "-b", "main", repoA)
+	gitIdentity(t, repoA, "machine-a")
+	gitIn(t, repoA, "remote", "add", "origin", bare)
+	chA := filepath.Join(repoA, "ch")
+	a.must("init", chA, "--project", "acme")
+	a.must("join", "--as", "alice", "--channel", chA)
+	a.must("grant", "alice", "--level", "member", "--channel", chA)
+	gitIn(t, repoA, "add", "-A")
+	gitIn(t, repoA, "commit", "-q", "-m", "start")
+	gitIn(t, repoA, "push", "-q", "-u", "origin", "main")
+
+	// B: a clone of the repository, and a copy of A's ferry home.
+	if err := os.CopyFS(b.home, os.DirFS(a.home)); err != nil {
+		t.Fatal(err)
+	}
+	repoB := filepath.Join(b.dir, "repo")
+	gitIn(t, b.dir, "clone", "-q", bare, repoB)
+	gitIdentity(t, repoB, "machine-b")
+	chB := filepath.Join(repoB, "ch")
+	a.must("--as", "alice", "order", "new", "written on A", "--channel", chA)
+	b.must("--as", "alice", "order", "new", "written on B", "--channel", chB)
+	gsync(t, a, chA)
+	head := gitIn(t, repoB, "rev-parse", "HEAD")
+	so, se, code := b.ferry("sync", "--git", "--channel", chB)
+	if code != exitCodes["conflict"] {
+		t.Fatalf("sync on the clone: exit %d\n%s%s", code, so, se)
+	}
+	for _, want := range []string{"ch/ledger/alice/", "two machines use one device id", "never edit a segment by hand", "config", "device (ferry makes a new device id", "git checkout --theirs", "ferry doctor"} {
+		if !strings.Contains(se, want) {
+			t.Errorf("the conflict message lacks %q:\n%s", want, se)
+		}
+	}
+	if strings.Contains(se, "edit each file") {
+		t.Errorf("the conflict message tells to edit segments:\n%s", se)
+	}
+	for _, p := range []string{"rebase-merge", "rebase-apply", "MERGE_HEAD"} {
+		if _, err := os.Stat(filepath.Join(repoB, ".git", p)); err == nil {
+			t.Errorf("left in progress: %s", p)
+		}
+	}
+	if got := gitIn(t, repoB, "rev-parse", "HEAD"); got == head {
+		t.Errorf("B's own commit is gone (HEAD still %s)", got)
+	}
+	if st := gitIn(t, repoB, "status", "--porcelain"); st != "" {
+		t.Errorf("the abort left changes: %q", st)
+	}
+
+	// A rebase stopped on the conflict (the user ran git pull --rebase by hand): doctor
+	// names it first, and does not call the conflict markers malformed.
+	cmd := exec.Command("git", "pull", "-q", "--rebase")
+	cmd.Dir = repoB
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("git pull --rebase did not stop on the conflict: %s", out)
+	}
+	so, se, _ = b.ferry("doctor", "--channel", chB)
+	lines := strings.Split(strings.TrimSpace(so), "\n")
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "error   git a git rebase is in progress") {
+		t.Fatalf("doctor mid-rebase:\n%s%s", so, se)
+	}
+	if strings.Contains(so, "malformed") {
+		t.Errorf("doctor mid-rebase calls conflict markers malformed:\n%s", so)
+	}
+
+	// The steps the hint names work: B gets a new device, keeps its records as a copy,
+	// syncs; both machines then read both orders' records (the fork is reported).
+	gitIn(t, repoB, "rebase", "--abort")
+	segs, _ := filepath.Glob(filepath.Join(chB, "ledger", "alice", "*.jsonl"))
+	if len(segs) != 1 {
+		t.Fatalf("alice's segments on B: %v", segs)
+	}
+	seg, _ := filepath.Rel(repoB, segs[0])
+	seg = filepath.ToSlash(seg)
+	if err := os.Remove(filepath.Join(b.home, "config", "device")); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command("git", "merge", "-q", "@{upstream}")
+	cmd.Dir = repoB
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("git merge did not stop on the conflict: %s", out)
+	}
+	mine := gitIn(t, repoB, "show", "HEAD:"+seg)
+	if err := os.WriteFile(filepath.Join(repoB, strings.TrimSuffix(seg, ".jsonl")+".clone.jsonl"), []byte(mine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, repoB, "checkout", "--theirs", "--", seg)
+	gitIn(t, repoB, "add", "-A", "ch/ledger/alice")
+	gitIn(t, repoB, "commit", "-q", "--no-edit")
+	gsync(t, b, chB)
+	gsync(t, a, chA)
+	for _, m := range []struct {
+		m  *mcpMachine
+		ch string
+	}{{a, chA}, {b, chB}} {
+		so, se, _ := m.m.ferry("doctor", "--channel", m.ch)
+		if !strings.Contains(so, "fork alice/") || strings.Contains(so, "error   git") || strings.Contains(so, "malformed") {
+			t.Errorf("doctor after the fix:\n%s%s", so, se)
+		}
+	}
+}

@@ -30,12 +30,21 @@ type Arrivals struct {
 	Last     uint64            // highest arrival number
 	number   map[string]uint64 // entry hash → arrival number
 	seen     map[string]int64  // entry hash → first seen (Unix ms)
+	writer   map[string]string // entry hash → its writer
 	Sighting map[string]int64  // writer → when this machine last saw it change (Unix ms)
 	torn     bool              // the file ends without a newline
 }
 
 // Number returns the arrival number of an entry hash (0 if not ingested).
 func (a *Arrivals) Number(hash string) uint64 { return a.number[hash] }
+
+// Ingested calls fn for every entry this machine has ingested: its hash, writer and
+// arrival number (doctor's check that no record read here has vanished since).
+func (a *Arrivals) Ingested(fn func(hash, writer string, n uint64)) {
+	for h, n := range a.number {
+		fn(h, a.writer[h], n)
+	}
+}
 
 // Seen returns when this machine first saw an entry (zero time if never).
 func (a *Arrivals) Seen(hash string) time.Time {
@@ -75,7 +84,7 @@ func ingestArrivals(c *Channel, entries []ledger.Entry) (*Arrivals, error) {
 	}
 	var buf bytes.Buffer
 	if a == nil {
-		a = &Arrivals{LogID: randomBase32(8), number: map[string]uint64{}, seen: map[string]int64{}, Sighting: map[string]int64{}}
+		a = &Arrivals{LogID: randomBase32(8), number: map[string]uint64{}, seen: map[string]int64{}, writer: map[string]string{}, Sighting: map[string]int64{}}
 		buf.WriteString(arrivalsHeader + a.LogID + "\n")
 	}
 	now := c.now().UnixMilli()
@@ -86,7 +95,7 @@ func ingestArrivals(c *Channel, entries []ledger.Entry) (*Arrivals, error) {
 			continue
 		}
 		a.Last++
-		a.number[h], a.seen[h] = a.Last, now
+		a.number[h], a.seen[h], a.writer[h] = a.Last, now, e.Writer
 		if now > a.Sighting[e.Writer] {
 			a.Sighting[e.Writer] = now
 		}
@@ -124,7 +133,7 @@ func loadArrivals(path string) (*Arrivals, error) {
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), arrivalsHeader) {
 		return nil, fmt.Errorf("arrival log %s has no header", path)
 	}
-	a := &Arrivals{LogID: strings.TrimPrefix(sc.Text(), arrivalsHeader), number: map[string]uint64{}, seen: map[string]int64{}, Sighting: map[string]int64{}}
+	a := &Arrivals{LogID: strings.TrimPrefix(sc.Text(), arrivalsHeader), number: map[string]uint64{}, seen: map[string]int64{}, writer: map[string]string{}, Sighting: map[string]int64{}}
 	for sc.Scan() {
 		// A line that does not parse (a torn tail left by a crash, completed by a later
 		// append's leading newline) names no arrival: skip it.
@@ -137,7 +146,7 @@ func loadArrivals(path string) (*Arrivals, error) {
 		if err1 != nil || err2 != nil || !strings.HasPrefix(f[1], "sha256:") {
 			continue
 		}
-		a.number[f[1]], a.seen[f[1]] = n, ms
+		a.number[f[1]], a.seen[f[1]], a.writer[f[1]] = n, ms, f[3]
 		if n > a.Last {
 			a.Last = n
 		}

@@ -104,7 +104,9 @@ var channelDirs = []string{"ledger", "orders", "messages", "asks", "results", "p
 const gitattributes = "* -text\n"
 
 // stignore hides ferry's and the sync tools' temp names from Syncthing. It is written
-// on every machine by init and join: Syncthing does not sync it.
+// on every machine by init and join: Syncthing does not sync it. Syncthing reads it
+// only at the root of a shared folder: when the channel is a subfolder, the root's
+// .stignore needs StignoreLines instead (`ferry doctor` says so; issue 7 finding 5).
 const stignore = "// written by ferry: temp files are never synced\n(?d).ferry-*.tmp\n(?d)*.torn-*\n"
 
 // InitOptions configure Init.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -40,6 +41,9 @@ const (
 	CheckSettings      = "sync_settings"   // Syncthing folder settings ferry recommends
 	CheckContested     = "contested"       // a thing whose chain branched, with its winner
 	CheckMemoryConflct = "memory_conflict" // a conflict copy (or git conflict) of memory/*.md
+	CheckGit           = "git"             // a git rebase or merge stopped in the repository holding the channel
+	CheckStignore      = "stignore"        // ferry's .stignore not at the root of its Syncthing folder
+	CheckShrunk        = "shrunk"          // a segment holding fewer records than this machine already read from it
 )
 
 // Finding is one thing `ferry doctor` found, with a one-line fix.
@@ -144,10 +148,13 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.doctorLedger(r, v, vr)
-	if err := c.doctorCopies(r, v, vr); err != nil {
+	marked := c.doctorGit(r)
+	c.doctorLedger(r, v, vr, marked)
+	onDisk, err := c.doctorCopies(r, v, vr)
+	if err != nil {
 		return nil, err
 	}
+	c.doctorShrunk(r, v, onDisk)
 	c.doctorObjects(r, v, vr)
 	c.doctorSkew(r, v)
 	for _, ct := range v.State.Contested {
@@ -162,12 +169,18 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	c.doctorMemory(r)
 	r.Sync = c.SyncHealth(ctx)
 	c.doctorSync(r)
+	c.doctorStignore(r)
 	return r, nil
 }
 
-// doctorLedger reports the ledger's problems, forks and ignored entries.
-func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport) {
+// doctorLedger reports the ledger's problems, forks and ignored entries. Problems and
+// forks in the segments of marked (slash paths holding git conflict markers while a
+// rebase or merge is stopped) are left to the git finding.
+func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marked map[string]bool) {
 	for _, p := range vr.Ledger.Problems {
+		if marked[p.Path] {
+			continue
+		}
 		where := p.Path
 		if p.Line > 0 {
 			where = fmt.Sprintf("%s:%d", p.Path, p.Line)
@@ -195,6 +208,9 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport) {
 		}
 	}
 	for _, f := range vr.Ledger.Forks {
+		if marked[rel(c.Root, ledger.SegmentPath(c.Root, f.Writer, f.Device))] {
+			continue
+		}
 		lines := []string{"kept: " + entryLine(&f.Winner)}
 		for i := range f.Losers {
 			lines = append(lines, "left out: "+entryLine(&f.Losers[i]))
@@ -247,15 +263,17 @@ func (c *Channel) ownSegment(p string) bool {
 
 // doctorCopies finds conflict copies in ledger/<writer>/ by content: a file whose
 // records' (writer, device) segment path is not the file itself. Files readers read
-// (*.jsonl) are merged; other files holding ledger lines are copies readers skip.
-func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error {
+// (*.jsonl) are merged; other files holding ledger lines are copies readers skip. It
+// returns the hashes of every complete record found in any file of ledger/.
+func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[string]bool, error) {
+	onDisk := map[string]bool{}
 	dir := filepath.Join(c.Root, "ledger")
 	writers, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return onDisk, nil
 	}
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", dir, err)
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
 	counted := map[string]bool{}
 	for i := range v.Snapshot.Entries {
@@ -287,7 +305,7 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 		}
 		ents, err := os.ReadDir(filepath.Join(dir, w.Name()))
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", w.Name(), err)
+			return nil, fmt.Errorf("listing %s: %w", w.Name(), err)
 		}
 		for _, e := range ents {
 			name := e.Name()
@@ -308,13 +326,14 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 			fr := fileRecs{rel: "ledger/" + w.Name() + "/" + name, of: map[string]bool{}, read: strings.HasSuffix(name, ".jsonl")}
 			entries, err := scanLines(abs)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if len(entries) == 0 {
 				continue // not a ledger file (or nothing complete in it yet)
 			}
 			proper := false
 			for _, en := range entries {
+				onDisk[en.Hash()] = true
 				fr.hashes = append(fr.hashes, en.Hash())
 				fr.of[en.Writer+"/"+en.Device] = true
 				if ledger.SegmentPath(c.Root, en.Writer, en.Device) == abs {
@@ -331,12 +350,14 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 		}
 	}
 	for _, fr := range files {
-		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.hashes), Merged: fr.read}
+		// Merged: every record is read into the ledger — from this file (*.jsonl), or
+		// for a file readers skip (a *.jsonl.bak, say) from other files.
+		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.hashes), Merged: true}
 		for _, h := range fr.hashes {
 			if !inProper[h] {
 				cp.Only++
 			}
-			if !counted[h] && !rejected[fr.rel] {
+			if !counted[h] && (!fr.read || !rejected[fr.rel]) {
 				cp.Merged = false
 			}
 		}
@@ -350,6 +371,14 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 			r.add(Finding{Check: CheckConflictCopy, Level: LevelError, Path: cp.Path,
 				Detail: fmt.Sprintf("a copy of %s's segment: %d record(s), some neither counted nor reported", cp.Of, cp.Records),
 				Fix:    "run `ferry ledger verify` for the records' problems"})
+		case !fr.read: // skipped by readers, but every record counts from another file
+			lvl, fix := LevelInfo, "nothing to do: every record is also in a segment; delete it or keep it as evidence"
+			if cp.Only > 0 {
+				lvl, fix = LevelWarning, "keep it (or the .jsonl copies holding its records): they are in no segment proper"
+			}
+			r.add(Finding{Check: CheckConflictCopy, Level: lvl, Path: cp.Path,
+				Detail: fmt.Sprintf("a copy of %s's segment that readers skip (its name does not end in .jsonl); all %d record(s) are read from other files", cp.Of, cp.Records),
+				Fix:    fix})
 		case cp.Only > 0:
 			r.add(Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: cp.Path,
 				Detail: fmt.Sprintf("a conflict copy of %s's segment, merged; %d of its %d record(s) are in no other file", cp.Of, cp.Only, cp.Records),
@@ -360,7 +389,38 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 				Fix:    "nothing to do: ferry reads it; keep it as evidence"})
 		}
 	}
-	return nil
+	return onDisk, nil
+}
+
+// doctorShrunk reports records this machine has read (its arrival log holds their
+// hashes) that are in no file of ledger/ any more: a segment cut short, zero-filled or
+// replaced by an older copy — of any writer, not only this machine's own (issue 7
+// finding 8). Per writer it names the count, the arrival numbers and the writer's
+// segments now in the folder.
+func (c *Channel) doctorShrunk(r *DoctorReport, v *View, onDisk map[string]bool) {
+	gone := map[string][]uint64{}
+	v.Arrivals.Ingested(func(hash, writer string, n uint64) {
+		if !onDisk[hash] && writer != "" {
+			gone[writer] = append(gone[writer], n)
+		}
+	})
+	for _, w := range sortedKeys(gone) {
+		ns := gone[w]
+		slices.Sort(ns)
+		segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", w, "*.jsonl"))
+		var names []string
+		for _, p := range segs {
+			names = append(names, rel(c.Root, p))
+		}
+		where := "no segment of " + w + " is in the folder"
+		if len(names) > 0 {
+			where = "its segments now: " + strings.Join(names, ", ")
+		}
+		r.add(Finding{Check: CheckShrunk, Level: LevelWarning, Path: "ledger/" + w,
+			Detail: fmt.Sprintf("%d record(s) of %s this machine already read (arrivals %d–%d) are in no file of the folder: a segment of %s was cut short, zero-filled or replaced by an older copy (%s)",
+				len(ns), w, ns[0], ns[len(ns)-1], w, where),
+			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; never edit segments by hand", w, w)})
+	}
 }
 
 // tornName matches a torn tail moved aside: <device>.torn-<n>.
@@ -400,45 +460,45 @@ func (c *Channel) doctorObjects(r *DoctorReport, v *View, vr *VerifyReport) {
 		r.add(Finding{Check: CheckObject, Level: LevelError, Detail: o,
 			Fix: "the object counts for nothing; restore it from another machine's copy of the folder"})
 	}
-	named := map[string]bool{}
-	for i := range v.Snapshot.Entries {
-		e := &v.Snapshot.Entries[i]
-		d, ok := decodeData(e)
-		if !ok || d.Object == "" {
-			continue
-		}
-		id := e.Ref
-		if d.Result != "" {
-			id = d.Result
-		}
-		if len(id) < 3 || (objectDirs[id[:2]] == "" && id[:2] != PrefixHandin) {
-			continue
-		}
-		p := ObjectPath(c.Root, e.Writer, id)
-		named[p] = true
-		if _, hash, err := readObject(p); errors.Is(err, ErrObjectMissing) {
+	entries := objectEntries(c.Root, v.Snapshot)
+	for _, p := range sortedKeys(entries) {
+		e := entries[p]
+		d, _ := decodeData(e)
+		_, hash, err := readObject(p)
+		switch {
+		case errors.Is(err, ErrObjectTorn): // (wraps ErrObjectMissing) only a warning: Verify lists it as arriving, not as an error
+			r.Pending.Events++
+			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
+				Detail: fmt.Sprintf("%s by %s names %s, which has only partly arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
+				Fix:    "wait for the sync tool to finish the file; if it stays cut short, restore it from the writer's machine"})
+		case errors.Is(err, ErrObjectMissing):
 			r.Pending.Events++
 			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has not arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
 				Fix:    "wait for the sync tool; if it never comes, the writer's machine still holds it — check its sync"})
-		} else if err == nil && hash != d.Object {
+		case err == nil && hash != d.Object:
 			r.add(Finding{Check: CheckObject, Level: LevelError, Path: rel(c.Root, p),
 				Detail: fmt.Sprintf("%s does not match the hash its %s entry names", rel(c.Root, p), e.Type),
 				Fix:    "the object counts for nothing; restore it from the writer's machine"})
 		}
 	}
-	var files []string
-	for _, dir := range []string{"orders", "results", "asks", "messages"} {
-		files = append(files, objectFiles(filepath.Join(c.Root, dir))...)
-	}
-	writers, _ := os.ReadDir(filepath.Join(c.Root, "handins"))
-	for _, w := range writers {
-		if w.IsDir() {
-			files = append(files, objectFiles(filepath.Join(c.Root, "handins", w.Name()))...)
+	for _, p := range allObjectFiles(c.Root) {
+		if entries[p] != nil {
+			continue
 		}
-	}
-	for _, p := range files {
-		if named[p] {
+		name := filepath.Base(p)
+		if base, tool, ok := ledger.ParseCopyName(name); ok && strings.HasSuffix(base, ".json") {
+			// A sync tool's copy of an object (issue 7 finding 10c): never an entry's
+			// object, whatever it holds.
+			orig := filepath.Join(filepath.Dir(p), base)
+			f := Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: rel(c.Root, p),
+				Detail: fmt.Sprintf("a %s conflict copy of %s: readers never read it", tool, rel(c.Root, orig)),
+				Fix:    fmt.Sprintf("compare it with %s; once the original is intact (no object finding for it), delete the copy", rel(c.Root, orig))}
+			if _, err := os.Stat(orig); errors.Is(err, os.ErrNotExist) {
+				f.Detail = fmt.Sprintf("a %s conflict copy of %s, which is not in the folder: readers never read the copy", tool, rel(c.Root, orig))
+				f.Fix = fmt.Sprintf("wait for the sync tool; if %s never arrives, check the copy and rename it to %s", rel(c.Root, orig), base)
+			}
+			r.add(f)
 			continue
 		}
 		r.Pending.Objects++
@@ -488,15 +548,11 @@ func (c *Channel) doctorSkew(r *DoctorReport, v *View) {
 	}
 }
 
-// memoryCopy matches the names sync tools give conflict copies: Syncthing
-// ".sync-conflict-…", Dropbox "(… conflicted copy …)", "(Case Conflict)", Google Drive
-// "name (1).md".
-var memoryCopy = regexp.MustCompile(`\.sync-conflict-|conflicted copy|\(Case Conflict\)|[ _]\([0-9]+\)\.[^.]+$`)
-
-// oneDriveCopy matches OneDrive's "<name>-<HOST>.md" (a host name in capitals).
-var oneDriveCopy = regexp.MustCompile(`^(.+)-[A-Z0-9][A-Z0-9-]*[A-Z][A-Z0-9-]*(\.[^.]+)$`)
-
-// doctorMemory lists conflict copies of memory/*.md and notes with git conflict markers.
+// doctorMemory lists conflict copies of memory/*.md — names a sync tool gives a copy
+// (ledger.ParseCopyName) whose original is in memory/ (a per-author note such as
+// notes-bob.md is no copy: issue 7 finding 10g) — and notes with git conflict markers.
+// A OneDrive-shaped name (<stem>-<MACHINE>.md) is only info: it may be a note named
+// after its author.
 func (c *Channel) doctorMemory(r *DoctorReport) {
 	dir := filepath.Join(c.Root, "memory")
 	ents, _ := os.ReadDir(dir)
@@ -510,14 +566,16 @@ func (c *Channel) doctorMemory(r *DoctorReport) {
 			continue
 		}
 		p := "memory/" + name
-		copyOf := memoryCopy.MatchString(name)
-		if m := oneDriveCopy.FindStringSubmatch(name); m != nil && names[m[1]+m[2]] {
-			copyOf = true
-		}
-		if copyOf {
-			r.add(Finding{Check: CheckMemoryConflct, Level: LevelWarning, Path: p,
-				Detail: "a sync tool's conflict copy of a note: two machines edited it at once",
-				Fix:    "merge it into the original by hand, then delete the copy; prefer one note per author"})
+		if base, tool, ok := ledger.ParseCopyName(name); ok && names[base] {
+			f := Finding{Check: CheckMemoryConflct, Level: LevelWarning, Path: p,
+				Detail: fmt.Sprintf("a %s conflict copy of memory/%s: two machines edited it at once", tool, base),
+				Fix:    "merge it into the original by hand, then delete the copy; prefer one note per author"}
+			if tool == ledger.ToolOneDrive {
+				f.Level = LevelInfo
+				f.Detail = fmt.Sprintf("named like a OneDrive conflict copy of memory/%s (or a note named after its author)", base)
+				f.Fix = "if OneDrive made it, merge it into the original and delete it; otherwise nothing to do"
+			}
+			r.add(f)
 			continue
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && gitMarkers.Match(b) {
@@ -529,6 +587,80 @@ func (c *Channel) doctorMemory(r *DoctorReport) {
 }
 
 var gitMarkers = regexp.MustCompile(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
+
+// gitOps are the marks git leaves in its directory while an operation is stopped,
+// with the operation's name and how to finish it.
+var gitOps = []struct{ mark, name, fix string }{
+	{"rebase-merge", "rebase", "git rebase --abort (or finish it: git rebase --continue)"},
+	{"rebase-apply", "rebase", "git rebase --abort (or finish it: git rebase --continue)"},
+	{"MERGE_HEAD", "merge", "git merge --abort (or finish it: git commit)"},
+	{"CHERRY_PICK_HEAD", "cherry-pick", "git cherry-pick --abort (or finish it: git cherry-pick --continue)"},
+}
+
+// gitDirOf returns the git directory of the repository holding dir ("" when none):
+// the first .git found going up, a directory or a "gitdir: PATH" file (a worktree
+// or submodule).
+func gitDirOf(dir string) string {
+	for d := dir; ; {
+		p := filepath.Join(d, ".git")
+		if fi, err := os.Stat(p); err == nil {
+			if fi.IsDir() {
+				return p
+			}
+			b, err := os.ReadFile(p)
+			if g, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:"); err == nil && ok {
+				g = strings.TrimSpace(g)
+				if !filepath.IsAbs(g) {
+					g = filepath.Join(d, g)
+				}
+				return g
+			}
+			return ""
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return ""
+		}
+		d = up
+	}
+}
+
+// doctorGit reports a rebase, merge or cherry-pick stopped in the git repository
+// holding the channel (issue 7 finding 6): the files with conflict markers are that
+// operation's, not damaged segments. It returns the channel files (slash paths) that
+// hold conflict markers, whose ledger problems are then not reported on their own. The
+// finding goes first: it explains the others.
+func (c *Channel) doctorGit(r *DoctorReport) map[string]bool {
+	marked := map[string]bool{}
+	gd := gitDirOf(c.Root)
+	if gd == "" {
+		return marked
+	}
+	for _, op := range gitOps {
+		if _, err := os.Stat(filepath.Join(gd, op.mark)); err != nil {
+			continue
+		}
+		_ = filepath.WalkDir(c.Root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !d.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && gitMarkers.Match(b) {
+				marked[rel(c.Root, p)] = true
+			}
+			return nil
+		})
+		detail := fmt.Sprintf("a git %s is in progress in the repository holding the channel (%s)", op.name, filepath.Dir(gd))
+		if len(marked) > 0 {
+			detail += "; its conflict markers are in " + strings.Join(sortedKeys(marked), ", ") + ": ferry reads those lines as damage until it ends"
+		}
+		fix := op.fix + "; if a ledger segment conflicts, abort: two machines use one device id — `ferry sync --git` names the steps"
+		f := Finding{Check: CheckGit, Level: LevelError, Detail: detail, Fix: fix}
+		r.Findings = append([]Finding{f}, r.Findings...)
+		r.Errors++
+		return marked
+	}
+	return marked
+}
 
 // doctorSync reports Syncthing's view and its folder settings.
 func (c *Channel) doctorSync(r *DoctorReport) {
@@ -551,7 +683,11 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 		return
 	}
 	f := h.Folder
-	if f.MaxConflicts >= 0 && f.MaxConflicts < RecommendedMaxConflicts {
+	if f.MaxConflicts == 0 {
+		r.add(Finding{Check: CheckSettings, Level: LevelError, Path: f.ID,
+			Detail: fmt.Sprintf("Syncthing keeps no conflict copies in folder %s (maxConflicts 0): when two machines change a file at once, one side's changes are discarded", f.ID),
+			Fix:    "set the folder's maxConflicts to -1 (keep all) in Syncthing (Edit Folder → Advanced)"})
+	} else if f.MaxConflicts > 0 && f.MaxConflicts < RecommendedMaxConflicts {
 		r.add(Finding{Check: CheckSettings, Level: LevelWarning, Path: f.ID,
 			Detail: fmt.Sprintf("Syncthing keeps %d conflict copies per file in folder %s: records only in a pruned copy would be lost", f.MaxConflicts, f.ID),
 			Fix:    "set the folder's maxConflicts to -1 (keep all) in Syncthing (Edit Folder → Advanced)"})
@@ -565,9 +701,103 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 			Detail: fmt.Sprintf("the watcher waits %d s before sending changes in folder %s", f.WatcherDelayS, f.ID),
 			Fix:    fmt.Sprintf("set fsWatcherDelayS to 1–%d in the folder's advanced settings for faster delivery", RecommendedWatcherDelayS)})
 	}
+	if root, _ := c.syncthingRoot(r.Sync); root != "" && !samePath(root, c.Root) {
+		return // doctorStignore reports what the folder root's .stignore needs
+	}
 	if b, err := os.ReadFile(filepath.Join(c.Root, ".stignore")); err != nil || !bytes.Contains(b, []byte(".ferry-*.tmp")) {
 		r.add(Finding{Check: CheckSettings, Level: LevelWarning, Path: ".stignore",
 			Detail: ".stignore on this machine does not hide ferry's temp files (Syncthing does not sync .stignore)",
 			Fix:    "run `ferry join --as <agent>` once on this machine: it writes .stignore"})
 	}
+}
+
+// syncthingRoot returns the root of the Syncthing folder holding the channel, and how
+// it was found: the folder path Syncthing's REST API reports ("api"), else the nearest
+// directory at or above the channel holding a .stfolder marker (Syncthing puts one at
+// every folder root: "marker"). "" when neither says.
+func (c *Channel) syncthingRoot(h *SyncHealth) (root, how string) {
+	if h != nil && h.Folder != nil && h.Folder.Path != "" {
+		p := h.Folder.Path
+		if rest, ok := strings.CutPrefix(p, "~"); ok {
+			if home, err := os.UserHomeDir(); err == nil {
+				p = filepath.Join(home, rest)
+			}
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			return filepath.Clean(abs), "api"
+		}
+	}
+	for d := c.Root; ; {
+		if _, err := os.Stat(filepath.Join(d, ".stfolder")); err == nil {
+			return d, "marker"
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return "", ""
+		}
+		d = up
+	}
+}
+
+// samePath reports whether a and b name one directory (by path, or by file identity
+// when both exist: symlinks, case-insensitive file systems).
+func samePath(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// StignoreLines returns the lines the .stignore at the root of a Syncthing folder
+// needs when the channel is the folder's subdirectory relPath (slash-separated):
+// ferry's patterns (the channel's own .stignore) anchored at the channel, since
+// Syncthing reads .stignore only at the folder root (issue 7 finding 5).
+func StignoreLines(relPath string) []string {
+	p := "/" + strings.Trim(relPath, "/")
+	return []string{"(?d)" + p + "/**.ferry-*.tmp", "(?d)" + p + "/**.torn-*"}
+}
+
+// doctorStignore reports a channel that is a subdirectory of its Syncthing folder
+// (found through the REST API or a .stfolder marker above it) whose folder root's
+// .stignore lacks ferry's patterns: the channel's own .stignore is then ignored, and
+// ferry's temp files and torn tails would be synced (issue 7 finding 5).
+func (c *Channel) doctorStignore(r *DoctorReport) {
+	root, how := c.syncthingRoot(r.Sync)
+	if root == "" || samePath(root, c.Root) {
+		return
+	}
+	relp, err := filepath.Rel(root, c.Root)
+	if err != nil || relp == ".." || strings.HasPrefix(relp, ".."+string(filepath.Separator)) {
+		return
+	}
+	relp = filepath.ToSlash(relp)
+	want := StignoreLines(relp)
+	have := map[string]bool{}
+	if b, err := os.ReadFile(filepath.Join(root, ".stignore")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			have[strings.TrimSpace(l)] = true
+		}
+	}
+	// Unanchored patterns at the root match in every directory: enough too.
+	if have["(?d).ferry-*.tmp"] && have["(?d)*.torn-*"] {
+		return
+	}
+	var missing []string
+	for _, l := range want {
+		if !have[l] {
+			missing = append(missing, l)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	src := "a .stfolder marker"
+	if how == "api" {
+		src = "Syncthing's API"
+	}
+	r.add(Finding{Check: CheckStignore, Level: LevelWarning, Path: ".stignore",
+		Detail: fmt.Sprintf("the channel is the subfolder %s of the Syncthing folder %s (from %s): Syncthing reads .stignore only at the folder root, so the channel's own .stignore has no effect and ferry's temp files and torn tails get synced", relp, root, src),
+		Fix:    fmt.Sprintf("share the channel folder itself in Syncthing, or add these lines to %s on every machine: %s", filepath.Join(root, ".stignore"), strings.Join(missing, "  "))})
 }

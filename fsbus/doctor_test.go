@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // Doctor checks a unit test reaches better than a journey (issue 7): HLC skew
@@ -169,5 +171,201 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	r = doctor(t, c)
 	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != SyncUnreachable {
 		t.Fatalf("env-only API gone (nothing says the channel is in Syncthing): %+v", s)
+	}
+}
+
+// TestVerifyObjectsAfterRekey (issue 7 finding 7): after the owner re-keys alice
+// (`ferry grant alice --key …`), the messages she signed with her old key still verify
+// against the key of the grant covering their entries, in Verify and in doctor; a
+// message written with the new key verifies too; an object whose text was changed
+// after signing is still flagged.
+func TestVerifyObjectsAfterRekey(t *testing.T) {
+	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
+	old, err := ss["alice"].TalkSend("bob", "signed with the old key", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := testHome(t)
+	k, err := other.NewKey("acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss[MasterWriter].Grant(GrantOptions{Agent: "alice", Level: "member", Key: ledger.FormatKey(k.Public())}); err != nil {
+		t.Fatal(err)
+	}
+	kb, err := os.ReadFile(other.keyPath("acme", "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.Home.keyPath("acme", "alice"), kb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := c.As("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.TalkSend("bob", "signed with the new key", ""); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vr, err := c.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.OK() {
+		t.Fatalf("verify after a re-key: objects %v, problems %+v, ignored %+v", vr.Objects, vr.Ledger.Problems, vr.Ignored)
+	}
+	if r := doctor(t, c); !r.OK() || len(findingsOf(r, CheckObject)) != 0 {
+		t.Fatalf("doctor after a re-key: %+v", r.Findings)
+	}
+
+	// Change the old message's text: its signature no longer verifies against the key
+	// that covered its entry.
+	p := ObjectPath(c.Root, "alice", old.ID)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Replace(string(b), "signed with the old key", "signed with the OLD key", 1)
+	if forged == string(b) {
+		t.Fatalf("message text not found in %s", b)
+	}
+	if err := os.WriteFile(p, []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err = c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vr, err = c.Verify(v); err != nil {
+		t.Fatal(err)
+	}
+	if len(vr.Objects) != 1 || !strings.Contains(vr.Objects[0], old.ID) || !strings.Contains(vr.Objects[0], "signature does not verify against the key its entry's grant bound") {
+		t.Fatalf("forged object: %v", vr.Objects)
+	}
+	if r := doctor(t, c); r.OK() {
+		t.Fatalf("doctor with a forged object: %+v", r.Findings)
+	}
+}
+
+// TestDoctorMaxConflictsZero (issue 7 finding 10f): a Syncthing folder that keeps no
+// conflict copies discards one side of every conflict: an error.
+func TestDoctorMaxConflictsZero(t *testing.T) {
+	c, _, _ := primaryWorld(t, nil)
+	f, _ := stServer(t, c.Root)
+	f.mu.Lock()
+	f.maxConflicts = 0
+	f.mu.Unlock()
+	r := doctor(t, c)
+	s := findingsOf(r, CheckSettings)
+	if len(s) == 0 || s[0].Level != LevelError || !strings.Contains(s[0].Detail, "maxConflicts 0") || !strings.Contains(s[0].Fix, "maxConflicts to -1") || r.OK() {
+		t.Fatalf("maxConflicts 0: %+v", r.Findings)
+	}
+}
+
+// TestDoctorShrunkSegment (issue 7 finding 8): another writer's segment is cut back to
+// an older copy after this machine read it. Doctor warns, naming the writer, its
+// segment and the fix; with the segment restored the warning goes.
+func TestDoctorShrunkSegment(t *testing.T) {
+	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
+	segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", "bob", "*.jsonl"))
+	if len(segs) != 1 {
+		t.Fatalf("bob's segments: %v", segs)
+	}
+	older, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"one", "two"} {
+		if _, err := ss["bob"].TalkSend("alice", body, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+		t.Fatalf("shrunk before anything was cut: %+v", r.Findings)
+	}
+	// bob is another machine's writer from here on: no key of his on this one, so the
+	// check of this machine's own segments (Lost) does not apply.
+	c.Home.removeKey("acme", "bob")
+	if err := os.WriteFile(segs[0], older, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := doctor(t, c)
+	f := findingsOf(r, CheckShrunk)
+	if len(f) != 1 || f[0].Level != LevelWarning || f[0].Path != "ledger/bob" ||
+		!strings.Contains(f[0].Detail, "2 record(s) of bob this machine already read") ||
+		!strings.Contains(f[0].Detail, rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
+		t.Fatalf("shrunk findings: %+v", r.Findings)
+	}
+	if err := os.WriteFile(segs[0], full, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+		t.Fatalf("shrunk after the segment came back: %+v", r.Findings)
+	}
+}
+
+// TestDoctorStignoreSubfolder (issue 7 finding 5): Syncthing reads .stignore only at
+// a folder root. With the channel a subfolder of the Syncthing folder — found by the
+// .stfolder marker Syncthing puts at every folder root, or by the folder path its API
+// reports — doctor says what the root's .stignore needs; once it holds those lines (or
+// the channel is the folder root) nothing is reported.
+func TestDoctorStignoreSubfolder(t *testing.T) {
+	c, _, _ := primaryWorld(t, nil)
+	isolateSyncthing(t)
+	parent := filepath.Dir(c.Root)
+	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
+		t.Fatalf("no Syncthing folder, yet: %+v", r.Findings)
+	}
+	if err := os.Mkdir(filepath.Join(parent, ".stfolder"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := doctor(t, c)
+	f := findingsOf(r, CheckStignore)
+	want := "(?d)/acme/**.ferry-*.tmp  (?d)/acme/**.torn-*"
+	if len(f) != 1 || f[0].Level != LevelWarning || !strings.Contains(f[0].Detail, "subfolder acme of the Syncthing folder") ||
+		!strings.Contains(f[0].Detail, "a .stfolder marker") || !strings.Contains(f[0].Fix, want) || !strings.Contains(f[0].Fix, "share the channel folder itself") {
+		t.Fatalf("stignore findings: %+v", r.Findings)
+	}
+	if err := os.WriteFile(filepath.Join(parent, ".stignore"), []byte("// mine\n*.bak\n"+strings.Join(StignoreLines("acme"), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
+		t.Fatalf("the root's .stignore holds the lines: %+v", r.Findings)
+	}
+	// The channel is a folder root itself: its own .stignore applies.
+	if err := os.Remove(filepath.Join(parent, ".stignore")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(c.Root, ".stfolder"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
+		t.Fatalf("channel at the folder root: %+v", r.Findings)
+	}
+
+	// Syncthing's API reports the parent as the folder (no marker needed).
+	if err := os.Remove(filepath.Join(c.Root, ".stfolder")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(parent, ".stfolder")); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = stServer(t, parent)
+	r = doctor(t, c)
+	if f := findingsOf(r, CheckStignore); len(f) != 1 || !strings.Contains(f[0].Detail, "Syncthing's API") || !strings.Contains(f[0].Fix, want) {
+		t.Fatalf("stignore findings from the API: %+v", r.Findings)
+	}
+	for _, s := range findingsOf(r, CheckSettings) {
+		if strings.Contains(s.Fix, "it writes .stignore") {
+			t.Fatalf("the channel's own .stignore is named although the root's is the one read: %+v", s)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 )
@@ -57,7 +58,8 @@ type FollowOptions struct {
 	As string
 	// Since is a cursor from this machine (an earlier event's Cursor, or a catchup's
 	// next): everything that arrived after it is reported first. "" (or a cursor from
-	// elsewhere) starts from now: nothing already there is reported.
+	// elsewhere) starts from now: nothing already there is reported. A value not shaped
+	// like a cursor (CursorShape) is refused: Follow returns CatInvalid.
 	Since string
 	// Watch configures the watcher (FERRY_WATCH=poll forces polling).
 	Watch WatchOptions
@@ -65,6 +67,19 @@ type FollowOptions struct {
 	// is on: anything written after it is reported.
 	OnReady func(polling bool)
 }
+
+// CursorShape describes a cursor for error hints: "<log id>.<arrival number>" (DESIGN
+// §2 "Cursors"), such as 3KD9QX0A.42.
+const CursorShape = "<log id>.<number>, such as 3KD9QX0A.42"
+
+// cursorRE is the shape of a cursor: an arrival log id (Crockford base32, as
+// randomBase32 makes) and an arrival number.
+var cursorRE = regexp.MustCompile(`^[0-9A-Za-z]{1,32}\.[0-9]{1,20}$`)
+
+// ValidCursor reports whether s is shaped like a cursor ("<log id>.<number>"). A
+// well-shaped cursor from another machine or a lost arrival log is valid: readers fall
+// back (Follow starts from now, Catchup gives the whole digest).
+func ValidCursor(s string) bool { return cursorRE.MatchString(s) }
 
 // Follow reports new things in the channel to emit until ctx ends, then returns nil
 // (issue 7 `ferry watch`). It watches the channel (fsnotify on directories, debounced,
@@ -87,6 +102,10 @@ type FollowOptions struct {
 // reported as a problem event, once per distinct error, and retried on the next hint.
 // Follow returns the error of the first load, or the first error emit returns.
 func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(FollowEvent) error) error {
+	if opt.Since != "" && !ValidCursor(opt.Since) {
+		return Errorf(CatInvalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+CursorShape+", or leave it out to start from now",
+			"%q is not a cursor", opt.Since)
+	}
 	w := c.Watch(opt.Watch)
 	defer w.Close()
 	v, err := c.Load()

@@ -421,9 +421,51 @@ func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
 			"rebasing onto the upstream failed: %s", msg)
 	}
 	files := strings.Fields(conflicted)
+	prefix, _ := g.run(nil, "rev-parse", "--show-prefix")
+	var owned []string // files with one writer on one machine: segments, presence, objects
+	for _, f := range files {
+		rel, inside := strings.CutPrefix(f, prefix)
+		if inside && !strings.HasPrefix(rel, "memory/") {
+			owned = append(owned, f)
+		}
+	}
+	if len(owned) > 0 {
+		return clonedDeviceConflict(c, owned, prefix)
+	}
 	return Errorf(CatConflict,
 		"nothing was lost: the rebase was aborted and your commit and edits are kept. Merge by hand: git pull --rebase, edit each file to keep both sides, git add it, git rebase --continue, then ferry sync --git again (one memory note per author avoids this)",
 		"pulling from the upstream conflicts in %s (edited on two machines)", strings.Join(files, ", "))
+}
+
+// clonedDeviceConflict is the error of a rebase that conflicted in files only one
+// machine ever writes — segments ledger/<writer>/<device>.jsonl, presence and objects
+// (issue 7 finding 6). They can only conflict when two machines use one device id (a
+// home or config dir copied to a second machine, a restored backup): both appended to
+// the same segment. The rebase has been aborted. The fix gives one machine a new
+// device id (Home.Device makes one when the device file is missing) and keeps that
+// machine's records as a copy readers merge by content; segments are never edited by
+// hand.
+func clonedDeviceConflict(c *Channel, files []string, prefix string) error {
+	seg := files[0]
+	for _, f := range files {
+		if strings.HasPrefix(strings.TrimPrefix(f, prefix), "ledger/") && strings.HasSuffix(f, ".jsonl") {
+			seg = f
+			break
+		}
+	}
+	keep := strings.TrimSuffix(seg, ".jsonl") + ".clone.jsonl"
+	devFile := filepath.Join(c.Home.ConfigDir, "device")
+	return Errorf(CatConflict,
+		fmt.Sprintf("nothing was lost: the rebase was aborted and your commit is kept; never edit a segment by hand. On ONE of the two machines, in the repository's top folder: "+
+			"(1) delete %s (ferry makes a new device id on its next run); "+
+			"(2) git merge @{upstream}; "+
+			"(3) git show HEAD:%s > %s (this machine's records, kept as a copy ferry merges by content); "+
+			"(4) git checkout --theirs -- %s (the other machine's version stays the segment; repeat for each file named); "+
+			"(5) git add -A %s && git commit --no-edit; "+
+			"(6) ferry sync --git, then ferry doctor (it lists the fork and which records count)",
+			devFile, seg, keep, seg, path.Dir(seg)),
+		"pulling from the upstream conflicts in %s, files only one machine ever writes: two machines use one device id (%s), as when a ferry home or config dir is copied to another machine",
+		strings.Join(files, ", "), c.Device)
 }
 
 // push pushes HEAD to the upstream branch merge. It reports the commits pushed, and

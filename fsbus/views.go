@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -523,6 +524,9 @@ type VerifyReport struct {
 	// Lost lists this machine's own segments that hold fewer entries than it appended
 	// (a segment overwritten, zero-filled or restored from an old backup).
 	Lost []string `json:"lost"`
+	// Arriving lists object files that have only partly arrived (ErrObjectTorn): the
+	// sync tool is still writing them; not a problem.
+	Arriving []string `json:"arriving,omitempty"`
 }
 
 // OK reports whether nothing is wrong.
@@ -574,20 +578,18 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	if out.Ignored == nil {
 		out.Ignored = []Ignored{}
 	}
-	// Every object file: it must parse, and its signature must verify against its
-	// author's seated key (an object no entry names yet is pending, not a problem).
-	var files []string
-	for _, dir := range []string{"orders", "results", "asks", "messages"} {
-		files = append(files, objectFiles(filepath.Join(c.Root, dir))...)
-	}
-	writers, _ := os.ReadDir(filepath.Join(c.Root, "handins"))
-	for _, w := range writers {
-		if w.IsDir() {
-			files = append(files, objectFiles(filepath.Join(c.Root, "handins", w.Name()))...)
-		}
-	}
-	for _, p := range files {
+	// Every object file: it must parse, and its signature must verify against the key
+	// the roster bound when the entry naming it was written (the grant covering that
+	// entry, so objects written before a re-key keep verifying: finding 7 of issue 7).
+	// An object no entry names yet is checked against any key its author was granted;
+	// one only partly arrived is pending, not a problem.
+	named := objectEntries(c.Root, v.Snapshot)
+	for _, p := range allObjectFiles(c.Root) {
 		canon, _, err := readObject(p)
+		if errors.Is(err, ErrObjectTorn) {
+			out.Arriving = append(out.Arriving, rel(c.Root, p))
+			continue
+		}
 		if err != nil {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": "+err.Error())
 			continue
@@ -597,12 +599,38 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": no valid author")
 			continue
 		}
-		pub, ok := keys(&ledger.Entry{Writer: env.Author, Device: env.Device, Seq: 1 << 62})
-		if !ok {
+		var cands []ed25519.PublicKey
+		if e := named[p]; e != nil {
+			pub, ok := keys(e)
+			if !ok {
+				continue // its entry is listed as ignored
+			}
+			cands = append(cands, pub)
+		} else if env.Author == MasterWriter {
+			cands = append(cands, c.MasterKey)
+		} else if a := st.Agents[env.Author]; a != nil {
+			for k := len(a.grants) - 1; k >= 0; k-- {
+				if !a.grants[k].revoke && a.grants[k].key != nil {
+					cands = append(cands, a.grants[k].key)
+				}
+			}
+		}
+		if len(cands) == 0 {
 			continue // an author not seated (yet): its entries are listed as ignored
 		}
-		if verifyObjectSig(canon, pub, c.Project()) != nil {
-			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against its author's key")
+		good := false
+		for _, pub := range cands {
+			if verifyObjectSig(canon, pub, c.Project()) == nil {
+				good = true
+				break
+			}
+		}
+		if !good {
+			what := "the key its entry's grant bound"
+			if named[p] == nil {
+				what = "any key its author was granted"
+			}
+			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against "+what)
 		}
 	}
 	return out, nil
@@ -634,6 +662,46 @@ func countProblems(snap *ledger.Snapshot) int {
 		}
 	}
 	return n
+}
+
+// allObjectFiles lists every object file of the channel: orders, results, asks,
+// messages and handins/<writer>/.
+func allObjectFiles(root string) []string {
+	var files []string
+	for _, dir := range []string{"orders", "results", "asks", "messages"} {
+		files = append(files, objectFiles(filepath.Join(root, dir))...)
+	}
+	writers, _ := os.ReadDir(filepath.Join(root, "handins"))
+	for _, w := range writers {
+		if w.IsDir() {
+			files = append(files, objectFiles(filepath.Join(root, "handins", w.Name()))...)
+		}
+	}
+	return files
+}
+
+// objectEntries maps each object file path an entry of snap names (data.object) to
+// that entry (the first, in fold order).
+func objectEntries(root string, snap *ledger.Snapshot) map[string]*ledger.Entry {
+	named := map[string]*ledger.Entry{}
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		d, ok := decodeData(e)
+		if !ok || d.Object == "" {
+			continue
+		}
+		id := e.Ref
+		if d.Result != "" {
+			id = d.Result
+		}
+		if len(id) < 3 || (objectDirs[id[:2]] == "" && id[:2] != PrefixHandin) {
+			continue
+		}
+		if p := ObjectPath(root, e.Writer, id); named[p] == nil {
+			named[p] = e
+		}
+	}
+	return named
 }
 
 // objectFiles lists the object files of one directory (dot-names, temp files and
