@@ -2,12 +2,14 @@ package fsbus
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -128,6 +130,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		if err != nil {
 			return err
 		}
+		if v, err = s.ensureChain(v); err != nil {
+			return err
+		}
 		if s.AutoSettle {
 			done, err := s.settleLocked(v)
 			if err != nil {
@@ -154,11 +159,8 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 				return retiredError(s.Name)
 			}
 		}
-		hwm := s.Home.highWater(s.Project(), s.Name, s.Device)
-		if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
-			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
-			return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged tail is kept beside it as "+filepath.Base(seg)+".torn-N), then retry",
-				"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
+		if err := s.checkLost(v); err != nil {
+			return err
 		}
 		var written []string
 		for _, o := range objs {
@@ -171,11 +173,14 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		e, err := s.Ledger.Append(s.Name, s.Device, *d, s.Signer, s.observedHLC(v.Snapshot))
 		if err != nil {
 			removeAll(written) // objects no entry names would only confuse readers
+			if errors.Is(err, ledger.ErrChainBroken) {
+				return s.chainBroken(err)
+			}
 			return &Error{Category: CatInternal, Err: err,
 				Message: fmt.Sprintf("appending %s: %v", d.Type, err),
 				Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
 		}
-		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq)
+		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq, e.Hash())
 		out = e
 		return nil
 	})
@@ -273,6 +278,97 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 func retiredError(name string) error {
 	return Errorf(CatDenied, "retirement is final: the owner seats a new agent name (`ferry join --as "+name+"-2`, then `ferry grant "+name+"-2`)",
 		"agent %s is retired: it writes nothing more", name)
+}
+
+// ensureChain makes this writer's own chain whole before a write (issue 7, writer
+// continuity; docs/adr/0007-writer-continuity.md): when v shows trouble in it — a hole
+// or a malformed line in its segment, a fork or a broken chain of (name, device) —
+// Ledger.Restore moves the damaged part aside, appends the kept records the segment
+// lacks (from conflict copies, or found after the hole) and the view is read again.
+// Conflict copies alone need no call: Append restores from them itself. Then
+// checkLost runs. Errors: retry_needed when the chain has a gap no file fills
+// (nothing is changed), or from checkLost; internal for I/O errors.
+func (s *Session) ensureChain(v *View) (*View, error) {
+	if ownTrouble(v.Snapshot, s.Name, s.Device) {
+		r, err := s.Ledger.Restore(s.Name, s.Device, s.Signer.Public())
+		if errors.Is(err, ledger.ErrChainBroken) {
+			return nil, s.chainBroken(err)
+		}
+		if err != nil {
+			return nil, &Error{Category: CatInternal, Err: err, Message: err.Error(),
+				Hint: "check that the channel folder is writable and not full; nothing was written"}
+		}
+		if r.Changed() {
+			if v, err = s.Load(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return v, s.checkLost(v)
+}
+
+// chainBroken is the retry_needed error for ledger.ErrChainBroken.
+func (s *Session) chainBroken(err error) error {
+	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
+	return &Error{Category: CatRetryNeeded, Err: err, Message: err.Error(),
+		Hint: "copy this segment from a machine that still has the missing records (or from a backup) into " + filepath.Dir(seg) +
+			" under another *.jsonl name, e.g. '" + s.Device + " (restored).jsonl'; the next write merges it; nothing was written"}
+}
+
+// ownTrouble reports whether snap shows damage to the chain of (name, device) that
+// Append's own checks do not see: a hole or a malformed line in its segment, or a fork
+// or broken link of the chain.
+func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
+	seg := "ledger/" + name + "/" + device + ".jsonl"
+	for _, p := range snap.Problems {
+		if p.Path == seg && (p.Kind == ledger.KindHole || p.Kind == ledger.KindMalformed) {
+			return true
+		}
+		if p.Writer == name && p.Device == device && (p.Kind == ledger.KindFork || p.Kind == ledger.KindBrokenChain) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLost refuses a write when this machine's own earlier writes no longer count
+// (DESIGN §2 rule 4; issue 7): retry_needed when the folder holds fewer records of
+// (name, device) than this machine appended, and retry_needed when the record it
+// appended last lost a fork to another record with the same seq — another home uses
+// this device id (a copied FERRY_HOME or config directory). In the second case the
+// high-water mark moves to the kept tip, so that the retry writes on the branch
+// readers keep; nothing is written by the refused call.
+func (s *Session) checkLost(v *View) error {
+	hwm, hash := s.Home.highWaterMark(s.Project(), s.Name, s.Device)
+	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
+	if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
+		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
+		return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"), then retry",
+			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
+	}
+	if hash == "" {
+		return nil
+	}
+	var at, tip *ledger.Entry
+	for i := range v.Snapshot.Entries {
+		if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device {
+			if e.Seq == hwm {
+				at = e
+			}
+			if tip == nil || e.Seq > tip.Seq {
+				tip = e
+			}
+		}
+	}
+	if at == nil || at.Hash() == hash {
+		return nil
+	}
+	s.Home.setHighWater(s.Project(), s.Name, s.Device, tip.Seq, tip.Hash())
+	return Errorf(CatRetryNeeded,
+		fmt.Sprintf("another home uses this device id %s (a copied FERRY_HOME or config directory): on the copy, delete the file 'device' in its ferry config directory (this home's is %s) so it makes its own; check what this machine wrote from seq %d on (`ferry ledger verify` lists the left-out records) and redo what is missing; a retry now writes on the kept branch",
+			s.Device, filepath.Join(s.Home.ConfigDir, "device"), hwm),
+		"this machine's write at seq %d of %s (entry %s) lost a fork to another record with the same seq (entry %s): readers leave it and what followed it out; nothing was written",
+		hwm, rel(s.Root, seg), hash, at.Hash())
 }
 
 // segmentSeq is the highest seq of (writer, device) in the snapshot.
