@@ -285,9 +285,9 @@ func retiredError(name string) error {
 // or a malformed line in its segment, a fork or a broken chain of (name, device) —
 // Ledger.Restore moves the damaged part aside, appends the kept records the segment
 // lacks (from conflict copies, or found after the hole) and the view is read again.
-// Conflict copies alone need no call: Append restores from them itself. Then
-// checkLost runs. Errors: retry_needed when the chain has a gap no file fills
-// (nothing is changed), or from checkLost; internal for I/O errors.
+// Conflict copies alone need no call: Append restores from them itself. checkLost
+// runs later, just before the append. Errors: retry_needed when the chain has a gap
+// no file fills (nothing is changed); internal for I/O errors.
 func (s *Session) ensureChain(v *View) (*View, error) {
 	if ownTrouble(v.Snapshot, s.Name, s.Device) {
 		r, err := s.Ledger.Restore(s.Name, s.Device, s.Signer.Public())
@@ -304,7 +304,7 @@ func (s *Session) ensureChain(v *View) (*View, error) {
 			}
 		}
 	}
-	return v, s.checkLost(v)
+	return v, nil
 }
 
 // chainBroken is the retry_needed error for ledger.ErrChainBroken.
