@@ -390,6 +390,9 @@ func syncDir(dir string) error {
 // segment (n the first unused integer from 1) and fsynced; only then is the segment
 // truncated to the last good line and fsynced. No byte is removed without a copy.
 //
+// Repair handles only the tail: unreadable bytes in the middle of the segment (a hole)
+// and records found only in conflict copies are Restore's.
+//
 // Repair returns ErrBadName for a name ValidName rejects, ErrLocked when the lock
 // cannot be taken, and wrapped I/O errors (after which the segment is unchanged or
 // only the copy was made).
