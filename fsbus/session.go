@@ -2,7 +2,6 @@ package fsbus
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -173,9 +172,6 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		e, err := s.Ledger.Append(s.Name, s.Device, *d, s.Signer, s.observedHLC(v.Snapshot))
 		if err != nil {
 			removeAll(written) // objects no entry names would only confuse readers
-			if errors.Is(err, ledger.ErrChainBroken) {
-				return s.chainBroken(err)
-			}
 			return &Error{Category: CatInternal, Err: err,
 				Message: fmt.Sprintf("appending %s: %v", d.Type, err),
 				Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
@@ -286,17 +282,25 @@ func retiredError(name string) error {
 // Ledger.Restore moves the damaged part aside, appends the kept records the segment
 // lacks (from conflict copies, or found after the hole) and the view is read again.
 // Conflict copies alone need no call: Append restores from them itself. checkLost
-// runs later, just before the append. Errors: retry_needed when the chain has a gap
-// no file fills (nothing is changed); internal for I/O errors.
+// runs later, just before the append. Errors: retry_needed, once, when the restore
+// found that the damage destroyed records (it names their seqs; the records after them
+// count again); internal for I/O errors.
 func (s *Session) ensureChain(v *View) (*View, error) {
 	if ownTrouble(v.Snapshot, s.Name, s.Device) {
 		r, err := s.Ledger.Restore(s.Name, s.Device, s.Signer.Public())
-		if errors.Is(err, ledger.ErrChainBroken) {
-			return nil, s.chainBroken(err)
-		}
 		if err != nil {
 			return nil, &Error{Category: CatInternal, Err: err, Message: err.Error(),
 				Hint: "check that the channel folder is writable and not full; nothing was written"}
+		}
+		if r.Moved != "" && len(r.Missing) > 0 {
+			// The damage destroyed records: say so once (this restore found it; the
+			// next one finds no damage and writes on).
+			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
+			return nil, Errorf(CatRetryNeeded,
+				fmt.Sprintf("if another machine or a backup still has them, put a copy of its %s.jsonl into %s under another *.jsonl name, e.g. '%s (restored).jsonl': the next write merges them without a fork; then retry (a retry writes on after seq %d)",
+					s.Device, filepath.Dir(seg), s.Device, r.Tip.Seq),
+				"unreadable bytes in %s destroyed seq %s of %s (the damaged part is kept in %s); the %d valid records after them were appended again and count; nothing was written",
+				rel(s.Root, seg), seqList(r.Missing), s.Name, filepath.Base(r.Moved), len(r.Appended))
 		}
 		if r.Changed() {
 			if v, err = s.Load(); err != nil {
@@ -307,12 +311,22 @@ func (s *Session) ensureChain(v *View) (*View, error) {
 	return v, nil
 }
 
-// chainBroken is the retry_needed error for ledger.ErrChainBroken.
-func (s *Session) chainBroken(err error) error {
-	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
-	return &Error{Category: CatRetryNeeded, Err: err, Message: err.Error(),
-		Hint: "copy this segment from a machine that still has the missing records (or from a backup) into " + filepath.Dir(seg) +
-			" under another *.jsonl name, e.g. '" + s.Device + " (restored).jsonl'; the next write merges it; nothing was written"}
+// seqList renders seqs as "3", "3, 5" or "3-6" for runs.
+func seqList(seqs []uint64) string {
+	var parts []string
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", seqs[i], seqs[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(seqs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ownTrouble reports whether snap shows damage to the chain of (name, device) that

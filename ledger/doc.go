@@ -87,8 +87,8 @@ A writer's next entry follows the tip of its own chain as readers keep it — re
 from every *.jsonl file of its writer directory, fork winner included — not the last
 line of its segment. [Ledger.Restore] makes the segment hold that whole chain: it moves
 everything from the first unreadable byte to a .torn-<n> file, re-appends verbatim the
-kept records the segment lacks (found in conflict copies or after a hole), and refuses
-with [ErrChainBroken], changing nothing, when the chain has a gap no file fills.
+kept records the segment lacks (found in conflict copies or after a hole) and reports
+in [Restored].Missing the seqs below the tip that no file holds.
 [Ledger.Append] runs it itself when the writer directory holds a conflict copy; callers
 that see a fork, hole or malformed line of the writer's chain in their reading call it
 first (issue 7; docs/adr/0007-writer-continuity.md).

@@ -14,15 +14,6 @@ import (
 	"strings"
 )
 
-// ErrChainBroken is returned (wrapped, naming the seqs) by Append and Restore when the
-// writer's own chain cannot be made whole from the files in its writer directory: a
-// record is missing (unreadable bytes in the middle of the segment destroyed it) and
-// later records of the chain exist that could not follow it. Nothing is changed then;
-// the fix is to bring the missing records back, e.g. by putting another machine's copy
-// of the segment into the writer directory under any other *.jsonl name (DESIGN §2;
-// issue 7, writer continuity, docs/adr/0007-writer-continuity.md).
-var ErrChainBroken = errors.New("ledger: the writer's own chain is broken")
-
 // Restored reports what Restore (or the continuity check inside Append) did.
 type Restored struct {
 	// Moved is the <device>.torn-<n> file the segment's damaged part was copied to
@@ -31,6 +22,11 @@ type Restored struct {
 	// Appended lists the seqs of the records copied verbatim into the segment: kept
 	// records that were only in conflict copies, or valid records found after a hole.
 	Appended []uint64 `json:"appended,omitempty"`
+	// Missing lists the seqs below the tip that no file holds (a hole destroyed them,
+	// or they never arrived): readers count the records around the gap and report it
+	// as broken_chain; the records come back, without a fork, when a file holding them
+	// is put into the writer directory.
+	Missing []uint64 `json:"missing,omitempty"`
 	// Tip is the last record of the chain readers keep after the restore (nil: none).
 	Tip *Entry `json:"-"`
 }
@@ -52,11 +48,19 @@ func (r *Restored) Changed() bool { return r != nil && (r.Moved != "" || len(r.A
 //     copied to <device>.torn-<n> (as Repair does for a torn tail) and the segment is cut
 //     there; valid records found after that point are not lost: they join the pool;
 //   - the kept records the segment does not hold are appended to it, verbatim (their
-//     canonical line, signed by their writer), in seq order, with one write and fsync.
+//     canonical line, signed by their writer), in seq order, with one write and fsync;
+//     when the segment's last record of the chain is then not the kept tip (a fork's
+//     losing branch last, a record restored below the tip), the tip's line is appended
+//     once more, so that Append, which reads the last line, follows it (readers dedupe
+//     it by hash).
 //
-// When the kept chain has a gap (seq n missing while a later seq exists) Restore changes
-// nothing and returns ErrChainBroken naming the missing and the stranded seqs. It
-// returns ErrBadName, ErrLocked and wrapped I/O errors like Append.
+// A seq missing below the tip (a hole destroyed it) changes nothing in this: the records
+// after it still count for readers, who report the gap; Restored.Missing lists it. Only
+// complete lines are salvaged from the damaged part: a last line without "\n" was never
+// acknowledged. Restore returns ErrBadName, ErrLocked and wrapped I/O errors like
+// Append; after an I/O error the segment is unchanged, or its damaged part is copied
+// and the segment cut, or the restored records are appended in part (the next restore
+// finishes).
 func (l *Ledger) Restore(writer, device string, pub ed25519.PublicKey) (*Restored, error) {
 	if err := checkNames(writer, device); err != nil {
 		return nil, err
@@ -134,8 +138,11 @@ func restorePath(root, segment, writer, device string, pub ed25519.PublicKey, pr
 		add(r)
 	}
 	if badAt >= 0 {
-		// Salvage: every run of bytes between newlines and NULs that parses as an entry.
-		for piece := range bytes.FieldsFuncSeq(data[badAt:], func(r rune) bool { return r == '\n' || r == 0 }) {
+		// Salvage: every run of bytes between newlines and NULs, in the damaged part's
+		// complete lines, that parses as an entry.
+		region := data[badAt:]
+		region = region[:bytes.LastIndexByte(region, '\n')+1]
+		for piece := range bytes.FieldsFuncSeq(region, func(r rune) bool { return r == '\n' || r == 0 }) {
 			if e, perr := parseLine(bytes.TrimSpace(piece)); perr == nil && e.Writer == writer && e.Device == device {
 				add(&record{e: e, path: relSeg + " (after offset " + fmt.Sprint(badAt) + ")"})
 			}
@@ -160,30 +167,41 @@ func restorePath(root, segment, writer, device string, pub ed25519.PublicKey, pr
 		}
 	}
 
-	chain, stranded := keptChain(writer, device, pool, pub, project)
-	if len(stranded) > 0 {
-		want := uint64(len(chain)) + 1
-		return nil, fmt.Errorf("%w: %s/%s: seq %d is in no file of %s, so seq %d to %d found there cannot follow seq %d; nothing was changed",
-			ErrChainBroken, writer, device, want, relDir, stranded[0].e.Seq, stranded[len(stranded)-1].e.Seq, want-1)
-	}
+	chain, missing := keptChain(writer, device, pool, pub, project)
 	have := map[string]bool{}
 	for _, r := range inMain {
 		have[r.e.Hash()] = true
 	}
-	out := &Restored{}
+	out := &Restored{Missing: missing}
 	var lines []byte
+	var lastOwn *Entry // the segment's last record of the chain once lines are written
+	if n := len(inMain); n > 0 {
+		lastOwn = &inMain[n-1].e
+	}
+	appendLine := func(e *Entry) error {
+		c, err := e.Canonical()
+		if err != nil {
+			return err
+		}
+		lines = append(append(lines, c...), '\n')
+		lastOwn = e
+		return nil
+	}
 	for _, r := range chain {
 		if !have[r.e.Hash()] {
-			c, err := r.e.Canonical()
-			if err != nil {
+			if err := appendLine(&r.e); err != nil {
 				return fail(err)
 			}
-			lines = append(append(lines, c...), '\n')
 			out.Appended = append(out.Appended, r.e.Seq)
 		}
 	}
 	if n := len(chain); n > 0 {
 		out.Tip = &chain[n-1].e
+		if lastOwn == nil || lastOwn.Hash() != out.Tip.Hash() {
+			if err := appendLine(out.Tip); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	if badAt < 0 && len(lines) == 0 {
 		return out, nil
@@ -207,8 +225,8 @@ func restorePath(root, segment, writer, device string, pub ed25519.PublicKey, pr
 }
 
 // keptChain resolves the pool of one chain's records as readers do and returns the
-// continuous kept chain from seq 1 and the kept records stranded after a gap.
-func keptChain(writer, device string, pool map[string]*record, pub ed25519.PublicKey, project string) (chain, stranded []*record) {
+// kept records in seq order and the seqs missing below the last of them.
+func keptChain(writer, device string, pool map[string]*record, pub ed25519.PublicKey, project string) (kept []*record, missing []uint64) {
 	bySeq := map[uint64][]*record{}
 	for _, r := range pool {
 		bySeq[r.e.Seq] = append(bySeq[r.e.Seq], r)
@@ -227,13 +245,15 @@ func keptChain(writer, device string, pool map[string]*record, pub ed25519.Publi
 	for _, rs := range bySeq { // resolve's result must not depend on map order
 		slices.SortFunc(rs, func(a, b *record) int { return cmp.Compare(a.e.Hash(), b.e.Hash()) })
 	}
-	kept, _, _ := resolve(segKey{writer, device}, bySeq)
-	for i, r := range kept {
-		if r.e.Seq != uint64(i)+1 || (i > 0 && r.e.Prev != kept[i-1].e.Hash()) {
-			return kept[:i], kept[i:]
+	kept, _, _ = resolve(segKey{writer, device}, bySeq)
+	var next uint64 = 1
+	for _, r := range kept {
+		for ; next < r.e.Seq; next++ {
+			missing = append(missing, next)
 		}
+		next = r.e.Seq + 1
 	}
-	return kept, nil
+	return kept, missing
 }
 
 // appendSync appends b to path (creating it, and fsyncing the directories that name it

@@ -2,9 +2,9 @@ package ledger
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -172,9 +172,10 @@ func TestRestoreHoleKeepsRecordsAfter(t *testing.T) {
 	}
 }
 
-// Finding 3, destroyed record: the hole took seq 3, so seq 4 and 5 cannot chain.
-// Restore changes nothing and names the seqs; with another machine's copy put in the
-// writer directory the next append restores everything.
+// Finding 3, destroyed record: the hole took seq 3. Restore moves the damaged part
+// aside, appends seq 4 and 5 again (readers count them and report the gap) and names
+// seq 3 as missing; once another machine's copy is put in the writer directory, the
+// next append restores seq 3 without a fork and still follows seq 5.
 func TestRestoreHoleDestroyedRecord(t *testing.T) {
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
@@ -187,22 +188,81 @@ func TestRestoreHoleDestroyedRecord(t *testing.T) {
 	}
 	writeFile(t, seg, holed)
 
-	_, err := l.Restore(testWriter, testDevice, testKey.Public())
-	if !errors.Is(err, ErrChainBroken) || !strings.Contains(err.Error(), "seq 3 is in no file") || !strings.Contains(err.Error(), "seq 4 to 5") {
-		t.Fatalf("restore: %v, want ErrChainBroken naming seq 3 and seq 4 to 5", err)
+	r, err := l.Restore(testWriter, testDevice, testKey.Public())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !bytes.Equal(readFile(t, seg), holed) {
-		t.Fatal("a refused restore changed the segment")
+	if r.Moved == "" || !slices.Equal(r.Missing, []uint64{3}) || !slices.Equal(r.Appended, []uint64{4, 5}) || r.Tip.Hash() != old[4].Hash() {
+		t.Fatalf("restored %+v, want seq 3 missing, 4 and 5 appended, tip seq 5", r)
 	}
+	if !bytes.Equal(readFile(t, r.Moved), holed[offs[2]:]) {
+		t.Fatal("the damaged part was not kept whole")
+	}
+	s := mustRead(t, l)
+	if got, want := hashes(s.Entries), hashes([]Entry{old[0], old[1], old[3], old[4]}); !equal(got, want) {
+		t.Fatalf("readers keep %v, want seqs 1, 2, 4, 5", got)
+	}
+	if k := kinds(s.Problems); len(k) != 1 || !strings.HasPrefix(k[0], KindBrokenChain) {
+		t.Fatalf("problems %v, want the gap reported", k)
+	}
+	// Nothing more to do: a second restore changes nothing and still names the gap.
+	if r, err = l.Restore(testWriter, testDevice, testKey.Public()); err != nil || r.Changed() || !slices.Equal(r.Missing, []uint64{3}) {
+		t.Fatalf("second restore: %+v, %v", r, err)
+	}
+
 	writeFile(t, filepath.Join(filepath.Dir(seg), testDevice+" (restored).jsonl"), full)
 	e, err := l.Append(testWriter, testDevice, draft("b", 0), testKey, HLC{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkWhole(t, l, old, e)
-	torn := readFile(t, strings.TrimSuffix(seg, ".jsonl")+".torn-1")
-	if !bytes.Equal(torn, holed[offs[2]:]) {
-		t.Fatal("the damaged part was not kept whole in .torn-1")
+	// Seq 3 was appended below the tip, so the tip's line follows it again: the fast
+	// path (last line) chains right once the copy is gone.
+	if err := os.Remove(filepath.Join(filepath.Dir(seg), testDevice+" (restored).jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	e2, err := l.Append(testWriter, testDevice, draft("b", 1), testKey, HLC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWhole(t, l, append(old, e), e2)
+}
+
+// A fork inside the segment itself, the losing record last: Restore appends the
+// winner's line again so that the next Append (which reads the last line) follows it.
+func TestRestoreForkInSegmentLoserLast(t *testing.T) {
+	l := newTestLedger(t)
+	seg := SegmentPath(l.Root(), testWriter, testDevice)
+	common := appendN(t, l, testWriter, testDevice, "a", 2)
+	base := readFile(t, seg)
+	x, err := l.Append(testWriter, testDevice, draft("x", 0), testKey, HLC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withX := readFile(t, seg)
+	writeFile(t, seg, base)
+	y, err := l.Append(testWriter, testDevice, draft("y", 0), testKey, HLC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withY := readFile(t, seg)
+	win, winLine, loseLine := x, withX[len(base):], withY[len(base):]
+	if y.Hash() < x.Hash() {
+		win, winLine, loseLine = y, withY[len(base):], withX[len(base):]
+	}
+	writeFile(t, seg, append(append(bytes.Clone(base), winLine...), loseLine...))
+	if _, err := l.Restore(testWriter, testDevice, testKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	e, err := l.Append(testWriter, testDevice, draft("after", 0), testKey, HLC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Seq != 4 || e.Prev != win.Hash() {
+		t.Fatalf("new entry seq %d prev %s, want seq 4 after the winner %s", e.Seq, e.Prev, win.Hash())
+	}
+	if s := mustRead(t, l); !equal(hashes(s.Entries), hashes([]Entry{common[0], common[1], win, e})) {
+		t.Fatalf("readers keep %v", hashes(s.Entries))
 	}
 }
 

@@ -136,10 +136,10 @@ func (l *Ledger) Root() string { return l.opts.Root }
 // Under the segment's lock it first restores the chain's continuity when the writer
 // directory holds conflict copies (see Restore: records of this chain found only in a
 // copy are appended verbatim, and the next entry follows the tip readers keep, the
-// fork winner included; ErrChainBroken when that chain has a gap). Then it repairs a
-// torn tail (see Repair), reads the segment's
-// last complete entry of (writer, device) backwards from the end of the file, and
-// builds the next one: seq = last seq + 1 (1 when there is none), prev = the last
+// fork winner included; a hole or a fork inside the segment itself is not seen here:
+// callers that read one call Restore first). Then it repairs a torn tail (see Repair),
+// reads the segment's last complete entry of (writer, device) backwards from the end
+// of the file, and builds the next one: seq = last seq + 1 (1 when there is none), prev = the last
 // entry's hash (omitted at seq 1), hlc = NextHLC(now, MaxSkew, last hlc,
 // observed) — observed is the highest HLC the caller has read, usually
 // Snapshot.MaxHLC; the zero HLC means none — and v = Version. The entry is signed by s
