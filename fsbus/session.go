@@ -129,9 +129,6 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		if err != nil {
 			return err
 		}
-		if v, err = s.ensureChain(v); err != nil {
-			return err
-		}
 		if s.AutoSettle {
 			done, err := s.settleLocked(v)
 			if err != nil {
@@ -144,18 +141,37 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 				}
 			}
 		}
+		decide := func(v *View) (*ledger.Draft, []pendingObject, error) {
+			d, objs, err := plan(v)
+			if err != nil || d == nil {
+				return nil, nil, err
+			}
+			if err := s.checkIdentity(v.State, d.Type); err != nil {
+				return nil, nil, err
+			}
+			if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
+				var rd entryData
+				if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {
+					return nil, nil, retiredError(s.Name)
+				}
+			}
+			return d, objs, nil
+		}
 		view = v
-		d, objs, err := plan(v)
+		d, objs, err := decide(v)
 		if err != nil || d == nil {
 			return err
 		}
-		if err := s.checkIdentity(v.State, d.Type); err != nil {
+		// Only a write that will happen restores this writer's chain (a refusal changes
+		// nothing); when the restore brought records back, decide again on them.
+		nv, err := s.ensureChain(v)
+		if err != nil {
 			return err
 		}
-		if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
-			var rd entryData
-			if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {
-				return retiredError(s.Name)
+		if nv != v {
+			v, view = nv, nv
+			if d, objs, err = decide(v); err != nil || d == nil {
+				return err
 			}
 		}
 		if err := s.checkLost(v); err != nil {
@@ -276,7 +292,8 @@ func retiredError(name string) error {
 		"agent %s is retired: it writes nothing more", name)
 }
 
-// ensureChain makes this writer's own chain whole before a write (issue 7, writer
+// ensureChain makes this writer's own chain whole before a write that will happen
+// (issue 7, writer
 // continuity; docs/adr/0007-writer-continuity.md): when v shows trouble in it — a hole
 // or a malformed line in its segment, a fork or a broken chain of (name, device) —
 // Ledger.Restore moves the damaged part aside, appends the kept records the segment

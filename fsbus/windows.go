@@ -186,9 +186,6 @@ func (s *Session) SettleWindows() ([]*Order, error) {
 		if v, err = s.Load(); err != nil {
 			return err
 		}
-		if v, err = s.ensureChain(v); err != nil {
-			return err
-		}
 		ids, err = s.settleLocked(v)
 		if len(ids) > 0 {
 			var lerr error
@@ -240,6 +237,15 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	}
 	if err := s.checkIdentity(v.State, TypeOrderExpire); err != nil {
 		return nil, err
+	}
+	// Writes will happen: make this writer's chain whole first (issue 7), and decide
+	// again when that brought records back.
+	nv, err := s.ensureChain(v)
+	if err != nil {
+		return nil, err
+	}
+	if nv != v {
+		return s.settleLocked(nv)
 	}
 	if err := s.checkLost(v); err != nil {
 		return nil, err
