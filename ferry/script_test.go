@@ -71,6 +71,47 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"crlf":       cmdCRLF,
 	// issue 7 (doctor.txtar): half a line, as a sync tool delivers it.
 	"appendpartial": cmdAppendPartial,
+	// issue 7 (sync_writer.txtar): a line wiped with NULs, a file rolled back.
+	"zeroline":  cmdZeroLine,
+	"headlines": cmdHeadLines,
+}
+
+// zeroline FILE N overwrites line N (1-based) of FILE, its newline included, with NUL
+// bytes: a hole in the middle of a segment.
+func cmdZeroLine(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "zeroline")
+	if len(args) != 2 {
+		ts.Fatalf("usage: zeroline FILE N")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	p := ts.MkAbs(args[0])
+	b, err := os.ReadFile(p)
+	ts.Check(err)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	if n < 1 || n > len(lines) || len(lines[n-1]) == 0 {
+		ts.Fatalf("zeroline: %s has no line %d", args[0], n)
+	}
+	clear(lines[n-1])
+	ts.Check(os.WriteFile(p, bytes.Join(lines, nil), 0o644))
+}
+
+// headlines FILE N cuts FILE to its first N lines (a folder rolled back).
+func cmdHeadLines(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "headlines")
+	if len(args) != 2 {
+		ts.Fatalf("usage: headlines FILE N")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	p := ts.MkAbs(args[0])
+	b, err := os.ReadFile(p)
+	ts.Check(err)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	if n < 0 || n > len(lines) {
+		ts.Fatalf("headlines: %s has fewer than %d lines", args[0], n)
+	}
+	ts.Check(os.WriteFile(p, bytes.Join(lines[:n], nil), 0o644))
 }
 
 // crlf FILE rewrites FILE with CRLF line endings (a Windows checkout of it; issue 6).

@@ -214,21 +214,41 @@ func (h *Home) highWaterPath(project, writer, device string) string {
 // highWater returns the last seq this machine appended to (writer, device), 0 when it
 // never did or the record is lost (the cache may be purged: then the check is off).
 func (h *Home) highWater(project, writer, device string) uint64 {
-	b, err := os.ReadFile(h.highWaterPath(project, writer, device))
-	if err != nil {
-		return 0
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0
-	}
+	n, _ := h.highWaterMark(project, writer, device)
 	return n
 }
 
-// setHighWater records seq as the last appended to (writer, device). A failure only
-// turns the loss check off for that segment, so it is not reported.
-func (h *Home) setHighWater(project, writer, device string, seq uint64) {
-	_ = WriteFileAtomic(h.highWaterPath(project, writer, device), []byte(strconv.FormatUint(seq, 10)+"\n"), 0o644)
+// highWaterMark returns the last seq this machine appended to (writer, device) and
+// that entry's hash ("" when the file predates hashes in it, issue 7), or 0 and "".
+// The file holds "<seq>\n" or "<seq> <hash>\n".
+func (h *Home) highWaterMark(project, writer, device string) (uint64, string) {
+	b, err := os.ReadFile(h.highWaterPath(project, writer, device))
+	if err != nil {
+		return 0, ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, ""
+	}
+	n, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		return 0, ""
+	}
+	if len(f) > 1 {
+		return n, f[1]
+	}
+	return n, ""
+}
+
+// setHighWater records seq (with its entry's hash, "" for none) as the last appended to
+// (writer, device). A failure only turns the loss check off for that segment, so it is
+// not reported.
+func (h *Home) setHighWater(project, writer, device string, seq uint64, hash string) {
+	line := strconv.FormatUint(seq, 10)
+	if hash != "" {
+		line += " " + hash
+	}
+	_ = WriteFileAtomic(h.highWaterPath(project, writer, device), []byte(line+"\n"), 0o644)
 }
 
 // removeKey deletes a key this process just made and did not use (a refused join).

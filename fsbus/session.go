@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -140,25 +141,41 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 				}
 			}
 		}
+		decide := func(v *View) (*ledger.Draft, []pendingObject, error) {
+			d, objs, err := plan(v)
+			if err != nil || d == nil {
+				return nil, nil, err
+			}
+			if err := s.checkIdentity(v.State, d.Type); err != nil {
+				return nil, nil, err
+			}
+			if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
+				var rd entryData
+				if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {
+					return nil, nil, retiredError(s.Name)
+				}
+			}
+			return d, objs, nil
+		}
 		view = v
-		d, objs, err := plan(v)
+		d, objs, err := decide(v)
 		if err != nil || d == nil {
 			return err
 		}
-		if err := s.checkIdentity(v.State, d.Type); err != nil {
+		// Only a write that will happen restores this writer's chain (a refusal changes
+		// nothing); when the restore brought records back, decide again on them.
+		nv, err := s.ensureChain(v)
+		if err != nil {
 			return err
 		}
-		if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
-			var rd entryData
-			if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {
-				return retiredError(s.Name)
+		if nv != v {
+			v, view = nv, nv
+			if d, objs, err = decide(v); err != nil || d == nil {
+				return err
 			}
 		}
-		hwm := s.Home.highWater(s.Project(), s.Name, s.Device)
-		if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
-			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
-			return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged tail is kept beside it as "+filepath.Base(seg)+".torn-N), then retry",
-				"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
+		if err := s.checkLost(v); err != nil {
+			return err
 		}
 		var written []string
 		for _, o := range objs {
@@ -175,7 +192,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 				Message: fmt.Sprintf("appending %s: %v", d.Type, err),
 				Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
 		}
-		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq)
+		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq, e.Hash())
 		out = e
 		return nil
 	})
@@ -273,6 +290,116 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 func retiredError(name string) error {
 	return Errorf(CatDenied, "retirement is final: the owner seats a new agent name (`ferry join --as "+name+"-2`, then `ferry grant "+name+"-2`)",
 		"agent %s is retired: it writes nothing more", name)
+}
+
+// ensureChain makes this writer's own chain whole before a write that will happen
+// (issue 7, writer
+// continuity; docs/adr/0007-writer-continuity.md): when v shows trouble in it — a hole
+// or a malformed line in its segment, a fork or a broken chain of (name, device) —
+// Ledger.Restore moves the damaged part aside, appends the kept records the segment
+// lacks (from conflict copies, or found after the hole) and the view is read again.
+// Conflict copies alone need no call: Append restores from them itself. checkLost
+// runs later, just before the append. Errors: retry_needed, once, when the restore
+// found that the damage destroyed records (it names their seqs; the records after them
+// count again); internal for I/O errors.
+func (s *Session) ensureChain(v *View) (*View, error) {
+	if ownTrouble(v.Snapshot, s.Name, s.Device) {
+		r, err := s.Ledger.Restore(s.Name, s.Device, s.Signer.Public())
+		if err != nil {
+			return nil, &Error{Category: CatInternal, Err: err, Message: err.Error(),
+				Hint: "check that the channel folder is writable and not full; nothing was written"}
+		}
+		if r.Moved != "" && len(r.Missing) > 0 {
+			// The damage destroyed records: say so once (this restore found it; the
+			// next one finds no damage and writes on).
+			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
+			return nil, Errorf(CatRetryNeeded,
+				fmt.Sprintf("if another machine or a backup still has them, put a copy of its %s.jsonl into %s under another *.jsonl name, e.g. '%s (restored).jsonl': the next write merges them without a fork; then retry (a retry writes on after seq %d)",
+					s.Device, filepath.Dir(seg), s.Device, r.Tip.Seq),
+				"unreadable bytes in %s destroyed seq %s of %s (the damaged part is kept in %s); the %d valid records after them were appended again and count; nothing was written",
+				rel(s.Root, seg), seqList(r.Missing), s.Name, filepath.Base(r.Moved), len(r.Appended))
+		}
+		if r.Changed() {
+			if v, err = s.Load(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return v, nil
+}
+
+// seqList renders seqs as "3", "3, 5" or "3-6" for runs.
+func seqList(seqs []uint64) string {
+	var parts []string
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", seqs[i], seqs[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(seqs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ownTrouble reports whether snap shows damage to the chain of (name, device) that
+// Append's own checks do not see: a hole or a malformed line in its segment, or a fork
+// or broken link of the chain.
+func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
+	seg := "ledger/" + name + "/" + device + ".jsonl"
+	for _, p := range snap.Problems {
+		if p.Path == seg && (p.Kind == ledger.KindHole || p.Kind == ledger.KindMalformed) {
+			return true
+		}
+		if p.Writer == name && p.Device == device && (p.Kind == ledger.KindFork || p.Kind == ledger.KindBrokenChain) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLost refuses a write when this machine's own earlier writes no longer count
+// (DESIGN §2 rule 4; issue 7): retry_needed when the folder holds fewer records of
+// (name, device) than this machine appended, and retry_needed when the record it
+// appended last lost a fork to another record with the same seq — another home uses
+// this device id (a copied FERRY_HOME or config directory). In the second case the
+// high-water mark moves to the kept tip, so that the retry writes on the branch
+// readers keep; nothing is written by the refused call.
+func (s *Session) checkLost(v *View) error {
+	hwm, hash := s.Home.highWaterMark(s.Project(), s.Name, s.Device)
+	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
+	if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
+		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
+		return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"), then retry",
+			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
+	}
+	if hash == "" {
+		return nil
+	}
+	var at, tip *ledger.Entry
+	for i := range v.Snapshot.Entries {
+		if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device {
+			if e.Seq == hwm {
+				at = e
+			}
+			if tip == nil || e.Seq > tip.Seq {
+				tip = e
+			}
+		}
+	}
+	if at == nil || at.Hash() == hash {
+		return nil
+	}
+	s.Home.setHighWater(s.Project(), s.Name, s.Device, tip.Seq, tip.Hash())
+	return Errorf(CatRetryNeeded,
+		fmt.Sprintf("another home uses this device id %s (a copied FERRY_HOME or config directory): on the copy, delete the file 'device' in its ferry config directory (this home's is %s) so it makes its own; check what this machine wrote from seq %d on (`ferry ledger verify` lists the left-out records) and redo what is missing; a retry now writes on the kept branch",
+			s.Device, filepath.Join(s.Home.ConfigDir, "device"), hwm),
+		"this machine's write at seq %d of %s (entry %s) lost a fork to another record with the same seq (entry %s): readers leave it and what followed it out; nothing was written",
+		hwm, rel(s.Root, seg), hash, at.Hash())
 }
 
 // segmentSeq is the highest seq of (writer, device) in the snapshot.

@@ -547,7 +547,7 @@ func (w *syncWorld) restoreBackup(i int, writer string) bool {
 	// The whole disk was restored, the cache with its record of what this machine
 	// appended too — else ferry refuses to write and asks for the lost lines back.
 	c := w.m[i].ch
-	c.Home.setHighWater(c.Project(), writer, c.Device, uint64(keep))
+	c.Home.setHighWater(c.Project(), writer, c.Device, uint64(keep), "")
 	w.forked = true
 	return true
 }

@@ -238,9 +238,17 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	if err := s.checkIdentity(v.State, TypeOrderExpire); err != nil {
 		return nil, err
 	}
-	if have, hwm := segmentSeq(v.Snapshot, s.Name, s.Device), s.Home.highWater(s.Project(), s.Name, s.Device); have < hwm {
-		return nil, Errorf(CatRetryNeeded, "restore this writer's segment from another machine's copy or a backup, then retry",
-			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: nothing was expired", hwm, have)
+	// Writes will happen: make this writer's chain whole first (issue 7), and decide
+	// again when that brought records back.
+	nv, err := s.ensureChain(v)
+	if err != nil {
+		return nil, err
+	}
+	if nv != v {
+		return s.settleLocked(nv)
+	}
+	if err := s.checkLost(v); err != nil {
+		return nil, err
 	}
 	hlc := s.observedHLC(v.Snapshot)
 	for i, d := range drafts {
@@ -249,7 +257,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 			return ids[:i], &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("appending order.expire: %v", err),
 				Hint: "check that the channel folder is writable and not full"}
 		}
-		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq)
+		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq, e.Hash())
 	}
 	return ids, nil
 }

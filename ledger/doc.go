@@ -78,6 +78,21 @@ whole copy (TestCrashSafety kills writers there).
 A complete line that is not a valid entry is reported as [KindMalformed] with its line
 number and skipped; the lines around it still count.
 
+A NUL byte followed later in the file by data is a hole, not a torn tail: readers stop
+there too but report [KindHole], a problem, since the records after it are hidden.
+
+# Writer continuity
+
+A writer's next entry follows the tip of its own chain as readers keep it — resolved
+from every *.jsonl file of its writer directory, fork winner included — not the last
+line of its segment. [Ledger.Restore] makes the segment hold that whole chain: it moves
+everything from the first unreadable byte to a .torn-<n> file, re-appends verbatim the
+kept records the segment lacks (found in conflict copies or after a hole) and reports
+in [Restored].Missing the seqs below the tip that no file holds.
+[Ledger.Append] runs it itself when the writer directory holds a conflict copy; callers
+that see a fork, hole or malformed line of the writer's chain in their reading call it
+first (issue 7; docs/adr/0007-writer-continuity.md).
+
 # Merging and forks
 
 [Ledger.Read] merges every segment file into one [Snapshot]. Records are deduplicated

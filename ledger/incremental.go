@@ -237,8 +237,11 @@ func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n
 			return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, rerr)
 		}
 		if i := bytes.IndexByte(line, 0); i >= 0 {
-			torn = &Problem{Path: f.rel, Line: lineNo, Kind: KindTorn,
-				Detail: fmt.Sprintf("NUL bytes at offset %d: the rest of the file has not arrived yet", off+int64(i))}
+			p, err := nulProblem(f.rel, lineNo, off+int64(i), line[i:], br)
+			if err != nil {
+				return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, err)
+			}
+			torn = &p
 			break
 		}
 		if rerr == io.EOF {

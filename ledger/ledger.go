@@ -51,6 +51,7 @@ const (
 	KindBadSignature = "bad_signature" // signature does not verify against the writer's key
 	KindUnknownKey   = "unknown_key"   // no key is bound to the writer
 	KindFork         = "fork"          // two records with one (writer, device, seq)
+	KindHole         = "hole"          // NUL bytes followed by more data: records after them are hidden (issue 7)
 )
 
 // Fork is two or more different records with one (writer, device, seq) (DESIGN §2

@@ -191,10 +191,11 @@ func readSegment(f segFile) segResult {
 			return segResult{err: fmt.Errorf("reading %s: %w", f.abs, err)}
 		}
 		if i := bytes.IndexByte(line, 0); i >= 0 {
-			res.problems = append(res.problems, Problem{
-				Path: f.rel, Line: lineNo, Kind: KindTorn,
-				Detail: fmt.Sprintf("NUL bytes at offset %d: the rest of the file has not arrived yet", off+int64(i)),
-			})
+			p, err := nulProblem(f.rel, lineNo, off+int64(i), line[i:], br)
+			if err != nil {
+				return segResult{err: fmt.Errorf("reading %s: %w", f.abs, err)}
+			}
+			res.problems = append(res.problems, p)
 			break
 		}
 		if err == io.EOF {
@@ -219,6 +220,44 @@ func readSegment(f segFile) segResult {
 		res.records = append(res.records, record{e: e, path: f.rel, line: lineNo})
 	}
 	return res
+}
+
+// nulProblem is the problem of a file whose reading stops at a NUL byte at offset at:
+// KindTorn when only NULs and white space follow (a tail not arrived yet), KindHole when
+// data follows (rest is the rest of the line from the NUL, br the rest of the file;
+// issue 7: records after a hole are hidden from every reader until the writer restores
+// them).
+func nulProblem(rel string, lineNo int, at int64, rest []byte, br *bufio.Reader) (Problem, error) {
+	more := dataIn(rest)
+	var buf [32 << 10]byte
+	for !more {
+		n, err := br.Read(buf[:])
+		more = dataIn(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Problem{}, err
+		}
+	}
+	if more {
+		return Problem{Path: rel, Line: lineNo, Kind: KindHole,
+			Detail: fmt.Sprintf("unreadable bytes (NULs) at offset %d with data after them: readers stop there, so the records after them do not count; the writer's next append moves the damaged part aside and appends them again", at)}, nil
+	}
+	return Problem{Path: rel, Line: lineNo, Kind: KindTorn,
+		Detail: fmt.Sprintf("NUL bytes at offset %d: the rest of the file has not arrived yet", at)}, nil
+}
+
+// dataIn reports whether b holds a byte other than NUL and ASCII white space.
+func dataIn(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case 0, ' ', '\t', '\n', '\r':
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // readLine returns the next line including its '\n' and a nil error, or the bytes

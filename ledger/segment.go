@@ -133,9 +133,13 @@ func (l *Ledger) Root() string { return l.opts.Root }
 // Append writes the next entry of the segment of (writer, device) and returns it as a
 // reader will see it (its Hash equals the hash any reader computes).
 //
-// Under the segment's lock it repairs a torn tail (see Repair), reads the segment's
-// last complete entry of (writer, device) backwards from the end of the file, and
-// builds the next one: seq = last seq + 1 (1 when there is none), prev = the last
+// Under the segment's lock it first restores the chain's continuity when the writer
+// directory holds conflict copies (see Restore: records of this chain found only in a
+// copy are appended verbatim, and the next entry follows the tip readers keep, the
+// fork winner included; a hole or a fork inside the segment itself is not seen here:
+// callers that read one call Restore first). Then it repairs a torn tail (see Repair),
+// reads the segment's last complete entry of (writer, device) backwards from the end
+// of the file, and builds the next one: seq = last seq + 1 (1 when there is none), prev = the last
 // entry's hash (omitted at seq 1), hlc = NextHLC(now, MaxSkew, last hlc,
 // observed) — observed is the highest HLC the caller has read, usually
 // Snapshot.MaxHLC; the zero HLC means none — and v = Version. The entry is signed by s
@@ -172,6 +176,15 @@ func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
 	}
+	// Conflict copies in the writer directory may hold records of this chain that the
+	// segment lacks (it was replaced, rolled back or lost a fork): make the segment
+	// whole first and chain onto the tip readers keep (issue 7, writer continuity).
+	var restored *Restored
+	if hasCopies(path) {
+		if restored, err = restorePath(l.opts.Root, path, writer, device, s.Public(), l.opts.Project); err != nil {
+			return Entry{}, err
+		}
+	}
 	f, created, err := openSegment(path)
 	if err != nil {
 		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
@@ -190,6 +203,9 @@ func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) 
 	last, dirty, err := scanHandle(f, writer, device)
 	if err != nil {
 		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+	}
+	if restored != nil {
+		last = restored.Tip // the kept tip: with a fork in the file it need not be the last line
 	}
 	if dirty {
 		// Windows cannot truncate through an O_APPEND handle: close it, repair by
@@ -373,6 +389,9 @@ func syncDir(dir string) error {
 // or complete lines that are not entries. It is written to <device>.torn-<n> beside the
 // segment (n the first unused integer from 1) and fsynced; only then is the segment
 // truncated to the last good line and fsynced. No byte is removed without a copy.
+//
+// Repair handles only the tail: unreadable bytes in the middle of the segment (a hole)
+// and records found only in conflict copies are Restore's.
 //
 // Repair returns ErrBadName for a name ValidName rejects, ErrLocked when the lock
 // cannot be taken, and wrapped I/O errors (after which the segment is unchanged or
