@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -75,33 +76,46 @@ func withWarnings(o *Order, warn []string) *Order {
 // diff covers every pointer is claimed anyway, with a warning to review the diff. A
 // contract naming a path this machine refuses to read answers invalid.
 func (s *Session) Claim(q, key string) (*Order, error) {
-	o, v, err := s.findOrder(q)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		var warn []string
+		// The files are checked under the channel lock, on the very view the claim is
+		// decided on (one reading of the channel per claim); a first mismatch is
+		// checked again after claimRetry with the lock released (an editor's save may
+		// still be landing).
+		check := func(o *Order, _ *entryData) (pendingObject, error) {
+			if !o.hasPointers() {
+				return pendingObject{}, nil
+			}
+			ws, err := s.workspace()
+			if err != nil {
+				return pendingObject{}, err
+			}
+			r := CheckPointers(ws, o.ID, &o.Contract)
+			if err := refusedPointers(r); err != nil {
+				return pendingObject{}, err
+			}
+			switch {
+			case r.DiffMode:
+				warn = append(warn, diffWarning(r))
+			case !r.OK && attempt == 0:
+				return pendingObject{}, errSettle
+			case !r.OK:
+				return pendingObject{}, staleError(CatStale, r, "not claimed, nothing written (the order stays open)")
+			}
+			return pendingObject{}, nil
+		}
+		o, err := s.claim(q, key, check)
+		if errors.Is(err, errSettle) {
+			settleWait()
+			continue
+		}
+		return withWarnings(o, warn), err
 	}
-	var warn []string
-	if o.hasPointers() && !(o.Holder == s.Name && o.State == StateClaimed) {
-		if _, err := o.c.step(TypeOrderClaim, s.Name, "", v.State.levelOf(s.Name), entryData{}); err != nil {
-			return nil, err
-		}
-		ws, err := s.workspace()
-		if err != nil {
-			return nil, err
-		}
-		r := checkPointersSettled(ws, o.ID, &o.Contract)
-		if err := refusedPointers(r); err != nil {
-			return nil, err
-		}
-		switch {
-		case r.DiffMode:
-			warn = append(warn, diffWarning(r))
-		case !r.OK:
-			return nil, staleError(CatStale, r, "not claimed, nothing written (the order stays open)")
-		}
-	}
-	o, err = s.claim(o.ID, key)
-	return withWarnings(o, warn), err
 }
+
+// errSettle is Claim's signal, from inside the write, that the pointed files differed
+// once: nothing was written, and the check is made again after claimRetry.
+var errSettle = errors.New("fsbus: pointed files differ; checking again")
 
 // VerifyOrder reports the health of an order's pointers in this machine's workspace:
 // ok, changed, missing or refused per pointer (issue 6 "Verify"). It reads the files

@@ -249,7 +249,9 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			if err != nil {
 				return nil, nil, err
 			}
-			objs = append(objs, obj)
+			if obj.path != "" { // a check that publishes nothing
+				objs = append(objs, obj)
+			}
 		}
 		return &ledger.Draft{Type: typ, Ref: o.ID, Data: mustJSON(d), Idem: key}, objs, nil
 	})
@@ -259,11 +261,12 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 	return s.orderAfter(v, e, id)
 }
 
-// claim writes the order.claim (Claim checks the contract first).
-func (s *Session) claim(q, key string) (*Order, error) {
+// claim writes the order.claim after the checks in check (Claim's contract checks),
+// which run under the channel lock on the view the claim is decided on.
+func (s *Session) claim(q, key string, check func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
 	return s.lifecycle(q, TypeOrderClaim, entryData{}, key, func(o *Order) bool {
 		return o.Holder == s.Name && o.State == StateClaimed
-	})
+	}, check)
 }
 
 // Offer reserves an order for one agent (its author, or an orchestrator). It returns
