@@ -21,13 +21,7 @@ import (
 
 func TestMCPGateway(t *testing.T) {
 	bin := mcpBinary(t)
-	fixture := filepath.Join(t.TempDir(), "gwfixture")
-	if runtime.GOOS == "windows" {
-		fixture += ".exe"
-	}
-	if out, err := exec.Command("go", "build", "-o", fixture, "../mcpserver/testdata/gwfixture").CombinedOutput(); err != nil {
-		t.Fatalf("building the fixture: %v\n%s", err, out)
-	}
+	fixture := buildGWFixture(t)
 
 	// Another project on another machine (its own FERRY_HOME): carol is seated there.
 	other := newMCPMachine(t, bin)
@@ -221,5 +215,44 @@ func waitPidGone(t *testing.T, pid int) {
 			t.Fatalf("process %d still runs", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// buildGWFixture builds mcpserver/testdata/gwfixture into a temp dir of t.
+func buildGWFixture(t *testing.T) string {
+	t.Helper()
+	fixture := filepath.Join(t.TempDir(), "gwfixture")
+	if runtime.GOOS == "windows" {
+		fixture += ".exe"
+	}
+	if out, err := exec.Command("go", "build", "-o", fixture, "../mcpserver/testdata/gwfixture").CombinedOutput(); err != nil {
+		t.Fatalf("building the fixture: %v\n%s", err, out)
+	}
+	return fixture
+}
+
+// TestMCPGatewayListClean: `ferry mcp list` prints a server's tools with their control
+// characters shown as \xNN, never raw, and drops nameless and repeated tools with a
+// warning (issue 9 findings 4 and 8).
+func TestMCPGatewayListClean(t *testing.T) {
+	bin := mcpBinary(t)
+	fixture := buildGWFixture(t)
+	m := newMCPMachine(t, bin)
+	m.must("mcp", "add", "bad", "--", fixture, "-badnames")
+	stdout, stderr, code := m.ferry("mcp", "list", "bad")
+	if code != 0 {
+		t.Fatalf("mcp list: exit %d\n%s", code, stderr)
+	}
+	if strings.ContainsAny(stdout+stderr, "\x1b\x00") {
+		t.Errorf("raw control characters reached the terminal: %q %q", stdout, stderr)
+	}
+	if !strings.Contains(stdout, "echo\tbad_echo\tThe \\x1b[31mecho\\x1b[0m tool.\\x00\n") {
+		t.Errorf("echo's line: %q", stdout)
+	}
+	if n := strings.Count(stdout, "\tbad_echo\t"); n != 1 {
+		t.Errorf("bad_echo listed %d times: %q", n, stdout)
+	}
+	if strings.Count(stderr, "a tool with no name; dropped") != 2 || !strings.Contains(stderr, `the tool "echo" twice; the second dropped`) {
+		t.Errorf("stderr: %q", stderr)
 	}
 }
