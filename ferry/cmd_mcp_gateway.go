@@ -67,6 +67,9 @@ func (c *McpAddCmd) Run(g *Globals) error {
 	if err := commandRunnable(s.Command); err != nil {
 		return err
 	}
+	if err := c.prefixFree(g); err != nil {
+		return err
+	}
 	err = mcpserver.UpdateGatewayServers(path, func(m map[string]*mcpserver.GatewayServer) error {
 		if _, dup := m[c.Name]; dup {
 			return fsbus.Errorf(fsbus.CatConflict, fmt.Sprintf("remove it first: ferry mcp remove %s%s", c.Name, c.flagHint()),
@@ -126,6 +129,30 @@ func commandRunnable(command string) error {
 	}
 	if _, err := exec.LookPath(command); err != nil {
 		return fsbus.Errorf(fsbus.CatNotFound, "install it, or give its absolute path", "command %s not found: %v", command, err)
+	}
+	return nil
+}
+
+// prefixFree refuses a name whose tools would be named like those of another server
+// this gateway sees (my-srv and my_srv: both my_srv_…), which would rename that
+// server's tools (issue 9 finding 4). A project-local entry of the same name shadows
+// the machine's and is allowed.
+func (c *McpAddCmd) prefixFree(g *Globals) error {
+	h, err := g.Home()
+	if err != nil {
+		return err
+	}
+	servers, err := mcpserver.GatewayServers(h, g.Project)
+	if err != nil {
+		return err
+	}
+	prefix := func(name string) string { return mcpserver.GatewayPrefixes([]string{name})[name] }
+	mine := prefix(c.Name)
+	for _, s := range servers {
+		if s.Name != c.Name && prefix(s.Name) == mine {
+			return fsbus.Errorf(fsbus.CatConflict, "choose another name",
+				"the tools of %s would be named like those of the MCP server %s (%s_…)", c.Name, s.Name, mine)
+		}
 	}
 	return nil
 }

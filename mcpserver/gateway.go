@@ -83,6 +83,9 @@ type gwConn struct {
 	failed error        // the last failure (start, list, or a call that ended the child)
 	tools  []RemoteTool // the server's tools once listed
 	listed bool
+	// listFailed is when listing last failed: Tools (run on every tools/list, and on
+	// every call of a run-time tool) tries such a server again only a minute later.
+	listFailed time.Time
 }
 
 // NewGateway returns a gateway over servers; nothing is started.
@@ -379,22 +382,29 @@ func notExecutable(path string) error {
 	return nil
 }
 
-// list returns the server's tools, listed once (by the first child that answers). Tools with no name,
-// and every repeat of a name, are dropped with a line on the log.
+// list returns the server's tools, listed once (by the first child that answers); after
+// a failure it answers that error for a minute without starting anything, so a server
+// that hangs at start-up does not delay every call. Tools with no name, and every
+// repeat of a name, are dropped with a line on the log.
 func (c *gwConn) list(ctx context.Context) ([]RemoteTool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.listed {
 		return c.tools, nil
 	}
+	if c.failed != nil && c.g.opts.Now().Sub(c.listFailed) < time.Minute {
+		return nil, c.failed
+	}
 	cl, err := c.client(ctx)
 	if err != nil {
+		c.listFailed = c.g.opts.Now()
 		return nil, err
 	}
 	ts, err := cl.ListTools(ctx)
 	if err != nil {
 		_, call := c.srv.Timeouts()
 		c.failed = gatewayError(c.srv.Name, "tools/list", call, err)
+		c.listFailed = c.g.opts.Now()
 		return nil, c.failed
 	}
 	seen := map[string]bool{}

@@ -552,6 +552,27 @@ func TestGatewayFixture(t *testing.T) {
 		}
 	})
 
+	t.Run("list-backoff", func(t *testing.T) {
+		// A server that fails to list is tried again by Tools (every tools/list, and
+		// every call of a forwarded tool) once a minute, not on each: six listings in
+		// one minute start it once, never reaching the start bound.
+		var log strings.Builder
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		g := newFixtureGateway(t, bin, []string{"-slow-start", "1h"}, nil, mcpserver.GatewayServer{StartupTimeout: firing.String()},
+			func(o *mcpserver.GatewayOptions) { o.Log, o.Now = &log, func() time.Time { return now } })
+		for i := 0; i < 6; i++ {
+			if tools := g.Tools(ctx); len(tools) != 0 {
+				t.Fatalf("listed %d tools", len(tools))
+			}
+		}
+		if strings.Contains(log.String(), "started 5 times") || strings.Count(log.String(), "did not answer initialize") != 6 {
+			t.Errorf("log after six listings in a minute:\n%s", log.String())
+		}
+		now = now.Add(61 * time.Second)
+		_, err := g.List(ctx, "fx")
+		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer initialize")
+	})
+
 	t.Run("garbage-start", func(t *testing.T) {
 		g := newFixtureGateway(t, bin, []string{"-garbage-start"}, nil, mcpserver.GatewayServer{})
 		_, err := g.List(ctx, "fx")
