@@ -140,9 +140,9 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 func printError(w io.Writer, err error) int {
 	var fe *fsbus.Error
 	if errors.As(err, &fe) {
-		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, fe.Message)
+		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, clean(fe.Message)) // may quote an MCP server's text
 		if fe.Hint != "" {
-			fmt.Fprintf(w, "ferry: hint: %s\n", fe.Hint)
+			fmt.Fprintf(w, "ferry: hint: %s\n", clean(fe.Hint))
 		}
 		if c, ok := exitCodes[fe.Category]; ok {
 			return c

@@ -39,7 +39,8 @@ func (c *McpServeCmd) Help() string {
 		"ferry_status and ferry_update; --tools legacy adds the old read tools (channel_status,\n" +
 		"discover, list_tasks, get_task, read_memory, list_ledger, list_learnings, list_engines).\n" +
 		"--tools gateway adds the tools of the servers of `ferry mcp servers` as <name>_<tool>, each\n" +
-		"server started on first use. --read-only serves the legacy read tools alone."
+		"server started on first use (a servers.toml that cannot be read: no gateway tools, the\n" +
+		"error on stderr and in the capabilities resource). --read-only serves the legacy read tools alone."
 }
 
 // Run implements the command: it serves stdin/stdout until EOF or a signal.
@@ -56,18 +57,20 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	// A config that cannot be read does not stop the server (issue 9): it serves the
+	// core tools, no gateway tools, and reports why (stderr, the capabilities resource).
 	var gateway []*mcpserver.GatewayServer
+	var gatewayErr error
 	if slices.Contains(c.Tools, mcpserver.GroupGateway) {
 		h, err := g.Home()
 		if err != nil {
 			return err
 		}
-		if gateway, err = mcpserver.GatewayServers(h, g.Project); err != nil {
-			return err
-		}
+		gateway, gatewayErr = mcpserver.GatewayServers(h, g.Project)
 	}
 	srv, f, err := mcpserver.NewFerry(mcpserver.FerryConfig{
 		Gateway:       gateway,
+		GatewayError:  gatewayErr,
 		Agent:         g.As,
 		Open:          g.Open,
 		Version:       version,

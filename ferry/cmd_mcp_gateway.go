@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -35,7 +36,8 @@ func (c *McpAddCmd) Help() string {
 		"--project-local <config>/projects/<project>/servers.toml). `ferry mcp serve --tools gateway`\n" +
 		"then serves each of its tools as <name>_<tool>.\n\n" +
 		"The server gets only PATH, HOME, USERPROFILE, SystemRoot, TEMP, TMP and TMPDIR from ferry's\n" +
-		"environment, plus what --env names. Example:\n\n" +
+		"environment, plus what --env names; a server that is this ferry binary also gets FERRY_HOME,\n" +
+		"XDG_CONFIG_HOME, XDG_CACHE_HOME, APPDATA and LOCALAPPDATA (ferry's home). Example:\n\n" +
 		"  ferry mcp add github --env GITHUB_TOKEN -- github-mcp-server stdio"
 }
 
@@ -62,8 +64,11 @@ func (c *McpAddCmd) Run(g *Globals) error {
 			s.Command = abs
 		}
 	}
-	if _, err := exec.LookPath(s.Command); err != nil {
-		return fsbus.Errorf(fsbus.CatNotFound, "install it, or give its absolute path", "command %s not found: %v", s.Command, err)
+	if err := commandRunnable(s.Command); err != nil {
+		return err
+	}
+	if err := c.prefixFree(g); err != nil {
+		return err
 	}
 	err = mcpserver.UpdateGatewayServers(path, func(m map[string]*mcpserver.GatewayServer) error {
 		if _, dup := m[c.Name]; dup {
@@ -79,8 +84,76 @@ func (c *McpAddCmd) Run(g *Globals) error {
 	if g.JSON {
 		return g.printJSON(s)
 	}
-	fmt.Fprintf(g.stdout, "added MCP server %s (%s) to %s\n", c.Name, scope, path)
-	fmt.Fprintf(g.stdout, "see its tools: ferry mcp list %s%s\n", c.Name, c.flagHint())
+	g.printf("added MCP server %s (%s) to %s\n", c.Name, scope, path)
+	see := "see its tools: ferry mcp list " + c.Name
+	if c.ProjectLocal {
+		see += " --project " + g.Project
+	}
+	g.printf("%s\n", see)
+	if isFerry(s.Command) {
+		g.printf("note: %s runs this ferry binary: it gets %s from ferry's environment (ferry's home), and otherwise only %s and what --env names\n",
+			c.Name, strings.Join(mcpserver.GatewayFerryEnv, ", "), strings.Join(mcpserver.GatewayBaseEnv, ", "))
+	}
+	return nil
+}
+
+// isFerry reports whether command is this very ferry executable (the gateway then
+// passes it mcpserver.GatewayFerryEnv).
+func isFerry(command string) bool {
+	self, err := os.Executable()
+	if err != nil {
+		return false
+	}
+	p, err := exec.LookPath(command)
+	if err != nil {
+		return false
+	}
+	a, err1 := os.Stat(p)
+	b, err2 := os.Stat(self)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
+}
+
+// commandRunnable checks an entry's command before it is stored: not_found for a
+// command missing from PATH or from disk, and for a file that cannot be executed.
+func commandRunnable(command string) error {
+	if filepath.IsAbs(command) {
+		st, err := os.Stat(command)
+		switch {
+		case err != nil:
+			return fsbus.Errorf(fsbus.CatNotFound, "check the path, or install the server", "command %s not found: %v", command, err)
+		case st.IsDir():
+			return fsbus.Errorf(fsbus.CatNotFound, "give the server's program, not a directory", "command %s is a directory", command)
+		case runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0:
+			return fsbus.Errorf(fsbus.CatNotFound, "chmod +x "+command, "command %s is not executable (permission denied)", command)
+		}
+	}
+	if _, err := exec.LookPath(command); err != nil {
+		return fsbus.Errorf(fsbus.CatNotFound, "install it, or give its absolute path", "command %s not found: %v", command, err)
+	}
+	return nil
+}
+
+// prefixFree refuses a name whose tools would be named like those of another server
+// this gateway sees (my-srv and my_srv: both my_srv_…), which would rename that
+// server's tools (issue 9 finding 4). A project-local entry of the same name shadows
+// the machine's and is allowed.
+func (c *McpAddCmd) prefixFree(g *Globals) error {
+	h, err := g.Home()
+	if err != nil {
+		return err
+	}
+	servers, err := mcpserver.GatewayServers(h, g.Project)
+	if err != nil {
+		return err
+	}
+	prefix := func(name string) string { return mcpserver.GatewayPrefixes([]string{name})[name] }
+	mine := prefix(c.Name)
+	for _, s := range servers {
+		if s.Name != c.Name && prefix(s.Name) == mine {
+			return fsbus.Errorf(fsbus.CatConflict, "choose another name",
+				"the tools of %s would be named like those of the MCP server %s (%s_…)", c.Name, s.Name, mine)
+		}
+	}
 	return nil
 }
 
@@ -204,7 +277,9 @@ func gatewayFor(g *Globals, name string) (*mcpserver.Gateway, error) {
 	}
 	for _, s := range servers {
 		if s.Name == name {
-			return mcpserver.NewGateway([]*mcpserver.GatewayServer{s}, mcpserver.GatewayOptions{Log: g.stderr, Version: version}), nil
+			// Every server, so names are computed as serve computes them; only name
+			// (and those whose names it can collide with) are started.
+			return mcpserver.NewGateway(servers, mcpserver.GatewayOptions{Log: g.stderr, Version: version}), nil
 		}
 	}
 	return nil, fsbus.Errorf(fsbus.CatNotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
@@ -218,7 +293,10 @@ type McpListCmd struct {
 // Help is the long help.
 func (c *McpListCmd) Help() string {
 	return "Starts the server, lists its tools and stops it. The gateway serves each as <name>_<tool>\n" +
-		"(lower-case, other characters as '_', at most 64; a hash suffix resolves collisions)."
+		"(lower-case, other characters as '_', at most 64; a hash suffix resolves collisions; a server\n" +
+		"named ferry or ferry_… gets gw_ before its name). The names are those `ferry mcp serve` uses:\n" +
+		"servers whose names could collide with NAME's are started too. Tools with no name or a\n" +
+		"repeated one are dropped with a warning."
 }
 
 // Run implements the command.
@@ -230,15 +308,15 @@ func (c *McpListCmd) Run(g *Globals) error {
 	defer gw.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	tools, err := gw.List(ctx, c.Name)
+	named, err := gw.Named(ctx, c.Name)
 	if err != nil {
 		return err
 	}
-	refs := make([]mcpserver.ToolRef, len(tools))
-	for i, t := range tools {
-		refs[i] = mcpserver.ToolRef{Server: c.Name, Tool: t.Name}
+	tools := make([]mcpserver.RemoteTool, len(named))
+	names := make([]string, len(named))
+	for i, n := range named {
+		tools[i], names[i] = n.Remote, n.Name
 	}
-	names := mcpserver.GatewayToolNames(refs, nil)
 	if g.JSON {
 		type tool struct {
 			Name        string          `json:"name"`
@@ -253,11 +331,12 @@ func (c *McpListCmd) Run(g *Globals) error {
 		return g.printJSON(map[string]any{"server": c.Name, "tools": out})
 	}
 	if len(tools) == 0 {
-		fmt.Fprintf(g.stdout, "MCP server %s has no tools\n", c.Name)
+		g.printf("MCP server %s has no tools\n", c.Name)
 	}
 	for i, t := range tools {
+		// The server's text is cleaned (printf): no terminal escape reaches the screen.
 		d, _, _ := strings.Cut(strings.TrimSpace(t.Description), "\n")
-		fmt.Fprintf(g.stdout, "%s\t%s\t%s\n", t.Name, names[i], d)
+		g.printf("%s\t%s\t%s\n", t.Name, names[i], d)
 	}
 	return nil
 }
@@ -311,10 +390,11 @@ func (c *McpCallCmd) Run(g *Globals) error {
 		}
 		fmt.Fprintln(g.stdout, b.String())
 	} else if !r.IsError {
-		fmt.Fprintln(g.stdout, r.Text())
+		g.printf("%s\n", r.Text())
 	}
 	if r.IsError {
-		return fsbus.Errorf(fsbus.CatInternal, "the tool's own error: see its text; ferry ran the call",
+		return fsbus.Errorf(fsbus.CatInternal, "the tool's own error: see its text; ferry ran the call. The server gets none of your environment but "+
+			strings.Join(mcpserver.GatewayBaseEnv, ", ")+" and what its --env names (ferry mcp servers)",
 			"tool %s of MCP server %s reported an error: %s", c.Tool, c.Name, r.Text())
 	}
 	return nil

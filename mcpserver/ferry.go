@@ -68,6 +68,10 @@ type FerryConfig struct {
 	// Gateway are the MCP servers whose tools GroupGateway forwards (issue 9), from
 	// GatewayServers; ignored without that group.
 	Gateway []*GatewayServer
+	// GatewayError is why the gateway's config could not be read (GatewayServers'
+	// error): the server still starts, with the core tools and no gateway tools, logs
+	// it, and reports it in ferry://<project>/capabilities as gateway_error (issue 9).
+	GatewayError error
 }
 
 // Ferry is the state of one `ferry mcp serve` process: its agent, the channel once
@@ -104,12 +108,17 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 		return nil, nil, err
 	}
 	var more ToolSource
+	if f.gatewayOn && cfg.GatewayError != nil {
+		fmt.Fprintf(cfg.Log, "mcp: gateway: serving no gateway tools: %v\n", cfg.GatewayError)
+		f.cfg.Capabilities.GatewayError = CleanText(cfg.GatewayError.Error())
+		f.cfg.Gateway = nil
+	}
 	if f.gatewayOn {
 		reserved := make([]string, len(tools))
 		for i, t := range tools {
 			reserved[i] = t.Name
 		}
-		f.gateway = NewGateway(cfg.Gateway, GatewayOptions{Reserved: reserved, Log: cfg.Log, Version: cfg.Version})
+		f.gateway = NewGateway(f.cfg.Gateway, GatewayOptions{Reserved: reserved, Log: cfg.Log, Version: cfg.Version})
 		more = f.gateway
 	}
 	srv, err := New(Options{

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -29,15 +31,17 @@ const (
 	// MaxGatewaySchema bounds a forwarded inputSchema, in bytes of JSON; a larger one (or
 	// one that is not a JSON object) is replaced by {"type":"object"}.
 	MaxGatewaySchema = 16 << 10
-	// maxGatewayStarts is how many times one server's child is started in a gateway's
-	// life: the first start and one restart after a crash or a kill.
-	maxGatewayStarts = 2
+	// GatewayStartsPerMinute bounds how often one server's child is started: after a
+	// crash, a kill on a timeout or a failed start the next call starts it again, but
+	// never more than this many starts in any minute; past that, calls fail
+	// (retry_needed, naming the time of the next start) until the minute has passed.
+	GatewayStartsPerMinute = 5
 )
 
 // GatewayOptions configure a Gateway.
 type GatewayOptions struct {
-	// Reserved are tool names the gateway must not use (the ferry tools served beside
-	// it); a sanitised name equal to one gets a hash suffix.
+	// Reserved are tool names the gateway must not use besides FerryToolNames (which
+	// are always reserved); a sanitised name equal to one gets a hash suffix.
 	Reserved []string
 	// Log receives one line per server that fails to start or list (stderr).
 	Log io.Writer
@@ -45,15 +49,21 @@ type GatewayOptions struct {
 	LookupEnv func(string) (string, bool)
 	// Version is the clientInfo version sent to the children.
 	Version string
+	// Self is the ferry executable; a server whose command is that same file also gets
+	// GatewayFerryEnv ("" means os.Executable()).
+	Self string
+	// Now is the clock of the restart bound (time.Now).
+	Now func() time.Time
 }
 
 // Gateway forwards tools of other MCP servers (issue 9, docs/mcp.md "Gateway"). Each
 // configured server's child is started lazily — on the first tools/list, or the first
-// call of one of its tools — kept for the gateway's life, and restarted once after it
-// crashed or was killed; after a second failure its tools fail until the gateway
-// restarts. Every child gets only the environment its entry names (ChildEnv), runs in
-// its own process group, and is killed when it misses its start-up or call timeout,
-// closes stdout, or prints anything on stdout that is not JSON-RPC (Strict).
+// call of one of its tools — kept for the gateway's life, and started again by the next
+// call after it crashed or was killed, at most GatewayStartsPerMinute times a minute.
+// Every child gets only the environment its entry names (ChildEnv; a ferry child also
+// GatewayFerryEnv), runs in its own process group, and is killed when it misses its
+// start-up or call timeout, closes stdout, or prints anything on stdout that is not
+// JSON-RPC (Strict).
 //
 // A Gateway is a ToolSource; it is safe for concurrent use.
 type Gateway struct {
@@ -62,17 +72,20 @@ type Gateway struct {
 	conns    []*gwConn // sorted by server name
 }
 
-// gwConn is one server's child, started at most maxGatewayStarts times.
+// gwConn is one server's child, started at most GatewayStartsPerMinute times a minute.
 type gwConn struct {
 	g   *Gateway
 	srv *GatewayServer
 
 	mu     sync.Mutex // serialises starting and listing
 	c      *Client
-	starts int
-	failed error        // the last start's failure, once the starts are spent
+	starts []time.Time  // the starts of the last minute
+	failed error        // the last failure (start, list, or a call that ended the child)
 	tools  []RemoteTool // the server's tools once listed
 	listed bool
+	// listFailed is when listing last failed: Tools (run on every tools/list, and on
+	// every call of a run-time tool) tries such a server again only a minute later.
+	listFailed time.Time
 }
 
 // NewGateway returns a gateway over servers; nothing is started.
@@ -83,8 +96,14 @@ func NewGateway(servers []*GatewayServer, opts GatewayOptions) *Gateway {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Self == "" {
+		opts.Self, _ = os.Executable()
+	}
 	g := &Gateway{opts: opts, reserved: map[string]bool{}}
-	for _, n := range opts.Reserved {
+	for _, n := range append(FerryToolNames(), opts.Reserved...) {
 		g.reserved[n] = true
 	}
 	for _, s := range servers {
@@ -115,44 +134,86 @@ func (g *Gateway) conn(server string) *gwConn {
 	return nil
 }
 
-// Tools lists every server's tools (starting the children not yet started, in
-// parallel) as gateway tools named by GatewayToolNames. A server that fails is logged
-// and left out.
-func (g *Gateway) Tools(ctx context.Context) []*Tool {
+// GatewayTool is one forwarded tool: its server, the tool as the server lists it, and
+// the name the gateway serves it under (GatewayToolNames).
+type GatewayTool struct {
+	Server string
+	Remote RemoteTool
+	Name   string
+}
+
+// Named lists the tools of the servers (starting the children not yet started, in
+// parallel) with their gateway names. With only == "" that is every server; else
+// only's tools, named exactly as over every server: the servers listed are only and
+// those whose names can collide with its (one's tool-name prefix starts the other's),
+// the only ones that can change its names. A server that fails is logged and left out;
+// the error of only is returned.
+func (g *Gateway) Named(ctx context.Context, only string) ([]GatewayTool, error) {
+	if only != "" && g.conn(only) == nil {
+		return nil, unknownServer(only)
+	}
+	all := make([]string, len(g.conns))
+	for i, c := range g.conns {
+		all[i] = c.srv.Name
+	}
+	prefixes := GatewayPrefixes(all)
 	lists := make([][]RemoteTool, len(g.conns))
+	errs := make([]error, len(g.conns))
 	var wg sync.WaitGroup
 	for i, c := range g.conns {
+		if only != "" && c.srv.Name != only && !prefixesMeet(prefixes[only], prefixes[c.srv.Name]) {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts, err := c.list(ctx)
-			if err != nil {
-				fmt.Fprintf(g.opts.Log, "mcp: gateway: %v\n", err)
+			lists[i], errs[i] = c.list(ctx)
+			if errs[i] != nil && (only == "" || c.srv.Name != only) {
+				fmt.Fprintf(g.opts.Log, "mcp: gateway: %s\n", CleanText(errs[i].Error()))
 			}
-			lists[i] = ts
 		}()
 	}
 	wg.Wait()
 	var refs []ToolRef
-	var remote []RemoteTool
-	var conns []*gwConn
+	var out []GatewayTool
 	for i, c := range g.conns {
 		for _, t := range lists[i] {
 			refs = append(refs, ToolRef{Server: c.srv.Name, Tool: t.Name})
-			remote = append(remote, t)
-			conns = append(conns, c)
+			out = append(out, GatewayTool{Server: c.srv.Name, Remote: t})
 		}
 	}
-	names := GatewayToolNames(refs, g.reserved)
-	tools := make([]*Tool, len(refs))
-	for i, r := range refs {
-		c, rt := conns[i], remote[i]
+	names := GatewayToolNames(all, refs, g.reserved)
+	kept := out[:0]
+	for i := range out {
+		out[i].Name = names[i]
+		if only == "" || out[i].Server == only {
+			kept = append(kept, out[i])
+		}
+	}
+	if only != "" {
+		return kept, errs[slices.IndexFunc(g.conns, func(c *gwConn) bool { return c.srv.Name == only })]
+	}
+	return kept, nil
+}
+
+// prefixesMeet reports whether a tool name under prefix a can equal one under b.
+func prefixesMeet(a, b string) bool {
+	return strings.HasPrefix(a+"_", b+"_") || strings.HasPrefix(b+"_", a+"_")
+}
+
+// Tools lists every server's tools (Named) as gateway tools. A server that fails is
+// logged and left out.
+func (g *Gateway) Tools(ctx context.Context) []*Tool {
+	named, _ := g.Named(ctx, "")
+	tools := make([]*Tool, len(named))
+	for i, n := range named {
+		c, rt := g.conn(n.Server), n.Remote
 		tools[i] = &Tool{
-			Name:        names[i],
+			Name:        n.Name,
 			Description: gatewayDescription(c.srv.Name, rt.Description),
 			InputSchema: gatewaySchema(rt.InputSchema),
 			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
-				raw, err := c.call(ctx, r.Tool, args)
+				raw, err := c.call(ctx, rt.Name, args)
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil, err
@@ -210,7 +271,9 @@ func unknownServer(name string) error {
 	return fsbus.Errorf(fsbus.CatNotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
 }
 
-// client returns the live child, starting it when there is none (c.mu held).
+// client returns the live child, starting it when there is none (c.mu held): at most
+// GatewayStartsPerMinute starts in any minute, else a retry_needed error naming when
+// the next start is allowed.
 func (c *gwConn) client(ctx context.Context) (*Client, error) {
 	if c.c != nil {
 		if c.c.alive() {
@@ -219,14 +282,32 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 		c.c.Kill() // reaps it
 		c.c = nil
 	}
-	if c.starts >= maxGatewayStarts {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "fix the server, then restart ferry mcp serve (your app's MCP connection)",
-			"MCP server %s failed %d times; the gateway gave up on it: %v", c.srv.Name, c.starts, c.failed)
+	now := c.g.opts.Now()
+	recent := c.starts[:0]
+	for _, t := range c.starts {
+		if now.Sub(t) < time.Minute {
+			recent = append(recent, t)
+		}
 	}
-	c.starts++
+	c.starts = recent
+	if len(c.starts) >= GatewayStartsPerMinute {
+		next := c.starts[0].Add(time.Minute)
+		return nil, fsbus.Errorf(fsbus.CatRetryNeeded,
+			fmt.Sprintf("call again after that; check the server by hand with `ferry mcp list %s`, or restart your app to reset the gateway", c.srv.Name),
+			"MCP server %s was started %d times in the last minute and failed (last: %v); the gateway starts it again after %s (in %ds)",
+			c.srv.Name, len(c.starts), c.failed, next.UTC().Format(time.TimeOnly), int(next.Sub(now).Seconds()+0.999))
+	}
+	c.starts = append(c.starts, now)
 	startup, call := c.srv.Timeouts()
 	cmd := exec.Command(c.srv.Command, c.srv.Args...)
 	cmd.Env = c.srv.ChildEnv(c.g.opts.LookupEnv)
+	if sameFile(cmd.Path, c.g.opts.Self) {
+		cmd.Env = withFerryEnv(cmd.Env, c.g.opts.LookupEnv)
+	}
+	if err := notExecutable(cmd.Path); err != nil {
+		c.failed = err
+		return nil, err
+	}
 	cl, err := Start(ctx, cmd, ClientOptions{
 		StartTimeout: startup, CallTimeout: call,
 		Name: "ferry-gateway", Version: c.g.opts.Version,
@@ -244,33 +325,103 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 			"MCP server %s answered initialize with protocol version %q, which ferry does not speak", c.srv.Name, v)
 		return nil, c.failed
 	}
-	c.failed = fsbus.Errorf(fsbus.CatRetryNeeded, "", "MCP server %s stopped", c.srv.Name)
 	c.c = cl
-	if c.starts > 1 {
+	if len(c.starts) > 1 {
 		fmt.Fprintf(c.g.opts.Log, "mcp: gateway: restarted MCP server %s (pid %d)\n", c.srv.Name, cl.Pid())
 	}
 	return cl, nil
 }
 
-// list returns the server's tools, listing them once per child.
+// GatewayFerryEnv are the variables a child that is ferry itself (the same executable)
+// also gets from ferry's environment: those that choose ferry's home (fsbus.Home), so
+// the child sees the same projects and keys as its parent.
+var GatewayFerryEnv = []string{fsbus.EnvHome, "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA"}
+
+// withFerryEnv adds GatewayFerryEnv from lookup to env, unless env sets them already.
+func withFerryEnv(env []string, lookup func(string) (string, bool)) []string {
+	for _, n := range GatewayFerryEnv {
+		if slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, n+"=") }) {
+			continue
+		}
+		if v, ok := lookup(n); ok {
+			env = append(env, n+"="+v)
+		}
+	}
+	return env
+}
+
+// sameFile reports whether paths a and b name one existing file.
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// notExecutable returns a not_found error when path is a file that cannot be run for
+// want of permission (not an ENOENT: Start names those).
+func notExecutable(path string) error {
+	if !filepath.IsAbs(path) {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	if st.IsDir() {
+		return fsbus.Errorf(fsbus.CatNotFound, "give the server's program, not a directory", "the command %s is a directory", path)
+	}
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
+		return fsbus.Errorf(fsbus.CatNotFound, "chmod +x "+path, "the command %s is not executable (permission denied)", path)
+	}
+	return nil
+}
+
+// list returns the server's tools, listed once (by the first child that answers); after
+// a failure it answers that error for a minute without starting anything, so a server
+// that hangs at start-up does not delay every call. Tools with no name, and every
+// repeat of a name, are dropped with a line on the log.
 func (c *gwConn) list(ctx context.Context) ([]RemoteTool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.listed {
 		return c.tools, nil
 	}
+	if c.failed != nil && c.g.opts.Now().Sub(c.listFailed) < time.Minute {
+		return nil, c.failed
+	}
 	cl, err := c.client(ctx)
 	if err != nil {
+		c.listFailed = c.g.opts.Now()
 		return nil, err
 	}
 	ts, err := cl.ListTools(ctx)
 	if err != nil {
 		_, call := c.srv.Timeouts()
 		c.failed = gatewayError(c.srv.Name, "tools/list", call, err)
+		c.listFailed = c.g.opts.Now()
 		return nil, c.failed
 	}
-	c.tools, c.listed = ts, true
-	return ts, nil
+	seen := map[string]bool{}
+	kept := make([]RemoteTool, 0, len(ts))
+	for _, t := range ts {
+		switch {
+		case strings.TrimSpace(t.Name) == "":
+			fmt.Fprintf(c.g.opts.Log, "mcp: gateway: MCP server %s lists a tool with no name; dropped\n", c.srv.Name)
+		case seen[t.Name]:
+			fmt.Fprintf(c.g.opts.Log, "mcp: gateway: MCP server %s lists the tool %q twice; the second dropped\n", c.srv.Name, CleanText(t.Name))
+		default:
+			seen[t.Name] = true
+			kept = append(kept, t)
+		}
+	}
+	c.tools, c.listed = kept, true
+	return kept, nil
 }
 
 // call forwards one tools/call and returns its raw result.
@@ -309,6 +460,13 @@ func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (j
 	return raw, nil
 }
 
+// restartHint says what the next call does after a child ended (GatewayStartsPerMinute).
+var restartHint = fmt.Sprintf("call again: the next call starts it again (at most %d starts a minute)", GatewayStartsPerMinute)
+
+// envHint is said of a child that failed: it runs without most of ferry's environment.
+var envHint = "It gets none of ferry's environment but " + strings.Join(GatewayBaseEnv, ", ") +
+	" and the names its entry gives (ferry mcp servers shows them; add more with ferry mcp add --env NAME)"
+
 // gatewayError maps a client failure to ferry's categories (docs/mcp.md "Gateway").
 func gatewayError(server, what string, timeout time.Duration, err error) error {
 	var re *RPCError
@@ -323,13 +481,16 @@ func gatewayError(server, what string, timeout time.Duration, err error) error {
 			Hint: "check the arguments against the tool's inputSchema (ferry mcp list " + server + ")", Err: err}
 	case errors.Is(err, ErrTimeout):
 		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s did not answer %s within %s; it was killed", server, what, timeout),
-			Hint: "call again (the gateway restarts it once), or raise its timeouts with ferry mcp add", Err: err}
+			Hint: restartHint + ", or raise its timeouts (ferry mcp remove, then ferry mcp add --call-timeout)", Err: err}
 	case errors.Is(err, ErrGarbage):
 		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s broke the protocol during %s: %v", server, what, err),
-			Hint: "a stdio MCP server must print only JSON-RPC on stdout (logs go to stderr); fix the server", Err: err}
+			Hint: "a stdio MCP server must print only JSON-RPC on stdout (logs go to stderr); fix the server (" + restartHint + ")", Err: err}
 	case errors.Is(err, ErrServerExited):
 		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
-			Hint: "call again (the gateway restarts it once); its stderr is in the message", Err: err}
+			Hint: restartHint + "; its stderr is in the message. " + envHint, Err: err}
+	case errors.Is(err, fs.ErrPermission):
+		return &fsbus.Error{Category: fsbus.CatNotFound, Message: fmt.Sprintf("the command of MCP server %s is not executable (permission denied): %v", server, err),
+			Hint: "make it executable (chmod +x), or re-add the server with another command", Err: err}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return &fsbus.Error{Category: fsbus.CatNotFound, Message: fmt.Sprintf("the command of MCP server %s was not found: %v", server, err),
 			Hint: "install it, or re-add the server with the command's absolute path", Err: err}
@@ -349,14 +510,14 @@ func gatewayErrorResult(err error) json.RawMessage {
 			text += " — " + fe.Hint
 		}
 	}
-	b, _ := marshal(toolError(text))
+	b, _ := marshal(toolError(CleanText(text)))
 	return b
 }
 
-// gatewayDescription is a forwarded tool's description: the remote one, bounded, or a
-// stand-in naming the server.
+// gatewayDescription is a forwarded tool's description: the remote one without control
+// characters (CleanText), bounded, or a stand-in naming the server.
 func gatewayDescription(server, d string) string {
-	d = strings.TrimSpace(d)
+	d = strings.TrimSpace(CleanText(d))
 	if d == "" {
 		return "Tool of the MCP server " + server + " (through ferry's gateway)."
 	}
@@ -386,17 +547,55 @@ type ToolRef struct{ Server, Tool string }
 // maxToolName is the longest gateway tool name (issue 9: ^[a-z0-9_]{1,64}$).
 const maxToolName = 64
 
-// GatewayToolNames returns the gateway name of each ref, in order: "<server>_<tool>"
-// lower-cased, every character outside [a-z0-9_] replaced by '_'. A name longer than
-// 64 bytes is cut to 57 and given "_" and 6 hex digits of sha256("<server>\x00<tool>");
+// GatewayPrefixes returns the tool-name prefix of each server of servers (every
+// configured server, whether it runs or not): its name lower-cased with '-' as '_';
+// "gw_" before it when that is "ferry" or starts with "ferry_", so no forwarded tool is
+// ever named like ferry's own ferry_* tools; and "_" and 6 hex digits of
+// sha256(name) after it when two servers share the prefix (my-srv and my_srv), for
+// each of them. A server's prefix depends only on its name and the names of the
+// servers it shares a prefix with.
+func GatewayPrefixes(servers []string) map[string]string {
+	plain := map[string]string{}
+	count := map[string]int{}
+	for _, s := range servers {
+		p := sanitizeToolName(s)
+		if p == "ferry" || strings.HasPrefix(p, "ferry_") {
+			p = "gw_" + p
+		}
+		if _, dup := plain[s]; !dup {
+			plain[s] = p
+			count[p]++
+		}
+	}
+	out := map[string]string{}
+	for s, p := range plain {
+		if count[p] > 1 {
+			sum := sha256.Sum256([]byte(s))
+			p += "_" + hex.EncodeToString(sum[:3])
+		}
+		out[s] = p
+	}
+	return out
+}
+
+// GatewayToolNames returns the gateway name of each ref, in order: the prefix of its
+// server (GatewayPrefixes over servers, every configured server), "_", and the tool's
+// name lower-cased with every character outside [a-z0-9_] as '_'. A name longer than 64
+// bytes is cut to 57 and given "_" and 6 hex digits of sha256("<server>\x00<tool>");
 // every name shared by two refs, or equal to a reserved name, gets the same suffix
-// (after a cut to 57 when needed). The result depends only on the set of refs and
-// reserved names, not their order; suffixed names match ^[a-z0-9_]{1,64}$ as well.
-func GatewayToolNames(refs []ToolRef, reserved map[string]bool) []string {
+// (after a cut to 57 when needed). The result depends only on the set of servers, refs
+// and reserved names, not their order; suffixed names match ^[a-z0-9_]{1,64}$ as well.
+// Refs are expected to be distinct with non-empty tools (gwConn.list drops the rest).
+func GatewayToolNames(servers []string, refs []ToolRef, reserved map[string]bool) []string {
+	prefixes := GatewayPrefixes(servers)
 	plain := make([]string, len(refs))
 	count := map[string]int{}
 	for i, r := range refs {
-		plain[i] = sanitizeToolName(r.Server + "_" + r.Tool)
+		p, ok := prefixes[r.Server]
+		if !ok {
+			p = GatewayPrefixes([]string{r.Server})[r.Server]
+		}
+		plain[i] = p + "_" + sanitizeToolName(r.Tool)
 		count[plain[i]]++
 	}
 	out := make([]string, len(refs))
@@ -424,3 +623,33 @@ func sanitizeToolName(s string) string {
 	}
 	return string(b)
 }
+
+// CleanText drops the C0 control characters (and DEL) of s except newline and tab:
+// what the gateway passes on from a child in descriptions and error texts, so no
+// terminal escape reaches an app or a screen through ferry.
+func CleanText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// ferryToolNames are the names of every ferry tool of every group.
+var ferryToolNames = sync.OnceValue(func() []string {
+	f := &Ferry{}
+	var names []string
+	for _, ts := range [][]*Tool{f.tools(), f.adminTools(), f.legacyTools()} {
+		for _, t := range ts {
+			names = append(names, t.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+})
+
+// FerryToolNames are the names of ferry's own tools in every group (core, admin,
+// legacy): a gateway never serves a forwarded tool under one of them, whichever groups
+// are on, so `ferry mcp list` and `ferry mcp serve` name the tools alike.
+func FerryToolNames() []string { return slices.Clone(ferryToolNames()) }

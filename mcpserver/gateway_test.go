@@ -111,28 +111,44 @@ var gatewayNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 func TestGatewayToolNames(t *testing.T) {
 	long := strings.Repeat("x", 70)
+	servers := []string{"gh", "a-b", "a", "srv", "my_srv", "my-srv", "ferry", "ferry-x", "gw_ferry", "list"}
 	refs := []mcpserver.ToolRef{
 		{"gh", "Get-Issue"},   // 0: sanitised plainly
 		{"a-b", "c"},          // 1: collides with 2 → both suffixed
 		{"a", "b.c"},          // 2
-		{"ferry", "orders"},   // 3: equals a reserved name → suffixed
+		{"list", "tasks"},     // 3: equals a reserved name (a legacy tool) → suffixed
 		{"srv", long},         // 4: too long → cut and suffixed
 		{"srv", "ünï"},        // 5: non-ASCII → '_'
-		{"my_srv", "list"},    // 6: alone
-		{"my-srv", "list_it"}, // 7: alone (distinct from 6)
+		{"my_srv", "list"},    // 6: server prefix shared with my-srv → suffixed prefix
+		{"my-srv", "list"},    // 7
+		{"ferry", "join"},     // 8: a server named ferry never names a ferry_* tool
+		{"ferry-x", "orders"}, // 9: nor does ferry-x
+		{"gw_ferry", "join"},  // 10: shares gw_ferry with 8 → both prefixes suffixed
 	}
-	reserved := map[string]bool{"ferry_orders": true}
-	got := mcpserver.GatewayToolNames(refs, reserved)
-	if got[0] != "gh_get_issue" || got[6] != "my_srv_list" || got[7] != "my_srv_list_it" {
+	reserved := map[string]bool{}
+	for _, n := range mcpserver.FerryToolNames() {
+		reserved[n] = true
+	}
+	if !reserved["ferry_join"] || !reserved["ferry_search"] || !reserved["list_tasks"] {
+		t.Fatalf("FerryToolNames misses a group: %q", mcpserver.FerryToolNames())
+	}
+	got := mcpserver.GatewayToolNames(servers, refs, reserved)
+	if got[0] != "gh_get_issue" || got[9] != "gw_ferry_x_orders" {
 		t.Errorf("plain names: %q", got)
 	}
-	for _, i := range []int{1, 2, 3} {
-		if !strings.HasPrefix(got[i], strings.Split("a_b_c a_b_c ferry_orders", " ")[i-1]+"_") || len(got[i]) != len(strings.Split("a_b_c a_b_c ferry_orders", " ")[i-1])+7 {
-			t.Errorf("name %d = %q, want a 6-hex suffix", i, got[i])
+	suffixed := func(i int, base string) {
+		if !regexp.MustCompile(`^` + base + `_[0-9a-f]{6}$`).MatchString(got[i]) {
+			t.Errorf("name %d = %q, want %s and a 6-hex suffix", i, got[i], base)
 		}
 	}
-	if got[1] == got[2] {
-		t.Errorf("collision not resolved: %q", got[1])
+	suffixed(1, "a_b_c")
+	suffixed(2, "a_b_c")
+	suffixed(3, "list_tasks")
+	if !regexp.MustCompile(`^my_srv_[0-9a-f]{6}_list$`).MatchString(got[6]) || !regexp.MustCompile(`^my_srv_[0-9a-f]{6}_list$`).MatchString(got[7]) {
+		t.Errorf("servers my_srv and my-srv: %q %q", got[6], got[7])
+	}
+	if !regexp.MustCompile(`^gw_ferry_[0-9a-f]{6}_join$`).MatchString(got[8]) || !regexp.MustCompile(`^gw_ferry_[0-9a-f]{6}_join$`).MatchString(got[10]) {
+		t.Errorf("servers ferry and gw_ferry: %q %q", got[8], got[10])
 	}
 	if len(got[4]) != 64 || !strings.HasPrefix(got[4], "srv_xxx") {
 		t.Errorf("long name %q (%d bytes)", got[4], len(got[4]))
@@ -142,18 +158,27 @@ func TestGatewayToolNames(t *testing.T) {
 		if !gatewayNameRE.MatchString(n) {
 			t.Errorf("name %d %q breaks ^[a-z0-9_]{1,64}$", i, n)
 		}
-		if seen[n] || reserved[n] {
-			t.Errorf("name %q repeats", n)
+		if seen[n] || reserved[n] || strings.HasPrefix(n, "ferry_") {
+			t.Errorf("name %q repeats, or is ferry's", n)
 		}
 		seen[n] = true
 	}
 	// Deterministic: the same refs in another order get the same names.
 	rev := slices.Clone(refs)
 	slices.Reverse(rev)
-	again := mcpserver.GatewayToolNames(rev, reserved)
+	again := mcpserver.GatewayToolNames(servers, rev, reserved)
 	slices.Reverse(again)
 	if !slices.Equal(got, again) {
 		t.Errorf("order changed the names:\n%q\n%q", got, again)
+	}
+	// A server alone is named as among others it cannot collide with: adding a server
+	// renames no one else's tools.
+	if alone := mcpserver.GatewayToolNames([]string{"ferry"}, refs[8:9], reserved); alone[0] != "gw_ferry_join" {
+		t.Errorf("server ferry alone: %q", alone)
+	}
+	more := mcpserver.GatewayToolNames(append(slices.Clone(servers), "zzz"), append(slices.Clone(refs), mcpserver.ToolRef{"zzz", "echo"}), reserved)
+	if !slices.Equal(more[:len(got)], got) {
+		t.Errorf("adding server zzz renamed others:\n%q\n%q", got, more[:len(got)])
 	}
 }
 
@@ -267,7 +292,7 @@ func TestGatewayChildEnv(t *testing.T) {
 }
 
 // newFixtureGateway returns a gateway over one fixture server named fx.
-func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]string, s mcpserver.GatewayServer) *mcpserver.Gateway {
+func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]string, s mcpserver.GatewayServer, opts ...func(*mcpserver.GatewayOptions)) *mcpserver.Gateway {
 	t.Helper()
 	s.Name, s.Command, s.Args = "fx", bin, args
 	if s.StartupTimeout == "" {
@@ -276,7 +301,11 @@ func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]s
 	if s.CallTimeout == "" {
 		s.CallTimeout = patient.String()
 	}
-	g := mcpserver.NewGateway([]*mcpserver.GatewayServer{&s}, mcpserver.GatewayOptions{LookupEnv: fixtureEnv(env), Reserved: []string{"ferry_join"}})
+	o := mcpserver.GatewayOptions{LookupEnv: fixtureEnv(env), Reserved: []string{"fx_hangup_2"}}
+	for _, f := range opts {
+		f(&o)
+	}
+	g := mcpserver.NewGateway([]*mcpserver.GatewayServer{&s}, o)
 	t.Cleanup(g.Close)
 	return g
 }
@@ -357,30 +386,125 @@ func TestGatewayFixture(t *testing.T) {
 		wantCategory(t, err, fsbus.CatNotFound, "nope")
 	})
 
-	t.Run("call-timeout-restart-giveup", func(t *testing.T) {
+	t.Run("call-timeout-restart-backoff", func(t *testing.T) {
+		// issue 9 finding 2: one slow or crashing tool does not disable the server for
+		// the session; the next call starts it again, at most GatewayStartsPerMinute
+		// times a minute, and the refusal says when the next start is.
 		pidfile := filepath.Join(t.TempDir(), "pids")
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()})
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()},
+			func(o *mcpserver.GatewayOptions) { o.Now = func() time.Time { return now } })
 		_, err := g.Call(ctx, "fx", "slow", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer slow within", "killed")
+		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer slow within", "killed", "the next call starts it again")
 		first := readPids(t, pidfile)
 		waitGone(t, first[0])
-		// Restarted once.
-		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
-			t.Fatalf("after the restart: %v", err)
-		}
-		pids := readPids(t, pidfile)
-		if len(pids) != 2 || g.Pid("fx") != pids[1] {
-			t.Fatalf("pids %v, running %d: want a second child", pids, g.Pid("fx"))
-		}
 		_, err = g.Call(ctx, "fx", "crash", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose")
+		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose", "the next call starts it again", "PATH, HOME")
+		pids := readPids(t, pidfile)
 		waitGone(t, pids[1])
-		// No third start.
-		_, err = g.Call(ctx, "fx", "echo", nil)
-		wantCategory(t, err, fsbus.CatInternal, "failed 2 times", "crashing on purpose")
-		if n := len(readPids(t, pidfile)); n != 2 {
-			t.Errorf("%d children started, want 2", n)
+		// The finding's repro: after slow and crash, echo answers (a third child).
+		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
+			t.Fatalf("after a timeout and a crash: %v", err)
 		}
+		if pids = readPids(t, pidfile); len(pids) != 3 || g.Pid("fx") != pids[2] {
+			t.Fatalf("pids %v, running %d: want a third child", pids, g.Pid("fx"))
+		}
+		// Crashes spend the minute's starts (5); the next call is refused, naming the
+		// time of the next start, and starts nothing.
+		for i := 0; i < 3; i++ {
+			_, err = g.Call(ctx, "fx", "crash", nil)
+			wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose")
+			pids = readPids(t, pidfile)
+			waitGone(t, pids[len(pids)-1])
+			if i < 2 {
+				if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
+					t.Fatalf("start %d: %v", 4+i, err)
+				}
+			}
+		}
+		now = now.Add(30 * time.Second)
+		_, err = g.Call(ctx, "fx", "echo", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "started 5 times in the last minute", "crashing on purpose",
+			"starts it again after 12:01:00 (in 30s)", "ferry mcp list fx")
+		if n := len(readPids(t, pidfile)); n != 5 {
+			t.Errorf("%d children started, want 5", n)
+		}
+		// A minute after the first start, calls start it again.
+		now = now.Add(31 * time.Second)
+		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
+			t.Fatalf("a minute later: %v", err)
+		}
+		if n := len(readPids(t, pidfile)); n != 6 {
+			t.Errorf("%d children started, want 6", n)
+		}
+	})
+
+	t.Run("bad-names-and-escapes", func(t *testing.T) {
+		// issue 9 findings 4 and 8: nameless and repeated tools are dropped with a
+		// warning; a description's control characters never pass.
+		var log strings.Builder
+		g := newFixtureGateway(t, bin, []string{"-badnames"}, nil, mcpserver.GatewayServer{},
+			func(o *mcpserver.GatewayOptions) { o.Log = &log })
+		tools := g.Tools(ctx)
+		var names []string
+		for _, tl := range tools {
+			names = append(names, tl.Name)
+			if tl.Name == "fx_echo" && tl.Description != "The [31mecho[0m tool." {
+				t.Errorf("fx_echo description %q", tl.Description)
+			}
+		}
+		want := []string{"fx_echo", "fx_env", "fx_slow", "fx_hangup", "fx_crash", "fx_garbage", "fx_rpc_error", "fx_fail"}
+		if !slices.Equal(names, want) {
+			t.Errorf("tools %q, want %q", names, want)
+		}
+		if strings.Count(log.String(), "a tool with no name; dropped") != 2 || !strings.Contains(log.String(), `the tool "echo" twice; the second dropped`) {
+			t.Errorf("log: %s", log.String())
+		}
+		if again := g.Tools(ctx); len(again) != len(tools) {
+			t.Errorf("second listing: %d tools", len(again))
+		}
+	})
+
+	t.Run("ferry-child-env", func(t *testing.T) {
+		// issue 9 finding 3: a child that is ferry itself (here: Self names the
+		// fixture) also gets ferry's home variables; any other child does not.
+		env := map[string]string{"FERRY_HOME": "/h", "XDG_CONFIG_HOME": "/c", "SECRET": "s"}
+		for _, self := range []bool{true, false} {
+			g := newFixtureGateway(t, bin, nil, env, mcpserver.GatewayServer{}, func(o *mcpserver.GatewayOptions) {
+				if self {
+					o.Self = bin
+				} else {
+					o.Self = os.Args[0]
+				}
+			})
+			raw, err := g.Call(ctx, "fx", "env", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _ := resultText(t, raw)
+			got := strings.Split(text, ",")
+			has := slices.Contains(got, "FERRY_HOME") && slices.Contains(got, "XDG_CONFIG_HOME")
+			if has != self || slices.Contains(got, "SECRET") {
+				t.Errorf("self %v: the child's environment %q", self, got)
+			}
+		}
+	})
+
+	t.Run("not-executable", func(t *testing.T) {
+		if runtime.GOOS == "windows" {
+			return // no execute bit there
+		}
+		plain := filepath.Join(t.TempDir(), "server")
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(plain, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		g := newFixtureGateway(t, plain, nil, nil, mcpserver.GatewayServer{})
+		_, err = g.List(ctx, "fx")
+		wantCategory(t, err, fsbus.CatNotFound, "not executable (permission denied)", "chmod +x "+plain)
 	})
 
 	t.Run("process-group", func(t *testing.T) {
@@ -426,6 +550,27 @@ func TestGatewayFixture(t *testing.T) {
 		for _, pid := range readPids(t, pidfile) {
 			waitGone(t, pid)
 		}
+	})
+
+	t.Run("list-backoff", func(t *testing.T) {
+		// A server that fails to list is tried again by Tools (every tools/list, and
+		// every call of a forwarded tool) once a minute, not on each: six listings in
+		// one minute start it once, never reaching the start bound.
+		var log strings.Builder
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		g := newFixtureGateway(t, bin, []string{"-slow-start", "1h"}, nil, mcpserver.GatewayServer{StartupTimeout: firing.String()},
+			func(o *mcpserver.GatewayOptions) { o.Log, o.Now = &log, func() time.Time { return now } })
+		for i := 0; i < 6; i++ {
+			if tools := g.Tools(ctx); len(tools) != 0 {
+				t.Fatalf("listed %d tools", len(tools))
+			}
+		}
+		if strings.Contains(log.String(), "started 5 times") || strings.Count(log.String(), "did not answer initialize") != 6 {
+			t.Errorf("log after six listings in a minute:\n%s", log.String())
+		}
+		now = now.Add(61 * time.Second)
+		_, err := g.List(ctx, "fx")
+		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer initialize")
 	})
 
 	t.Run("garbage-start", func(t *testing.T) {

@@ -68,6 +68,9 @@ type Capabilities struct {
 	Groups []string `json:"groups"`
 	// Exclusions say what the server never exposes, whatever the groups.
 	Exclusions []string `json:"exclusions"`
+	// GatewayError is why the gateway group serves no tools: its config could not be
+	// read (FerryConfig.GatewayError); absent otherwise.
+	GatewayError string `json:"gateway_error,omitempty"`
 }
 
 // DefaultExclusions are what no ferry MCP tool or resource ever reads, accepts or does

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -42,12 +44,37 @@ type SearchHit struct {
 	Snippet string `json:"snippet"`
 }
 
+// onlyKnownArgs refuses an argument object with a member not in known (invalid, naming
+// it): ferry_search has no limit, and a limit it silently ignored would read as
+// honoured (`ferry search` refuses --limit over 100; pages here hold at most 20 hits).
+func onlyKnownArgs(args json.RawMessage, known ...string) error {
+	var m map[string]json.RawMessage
+	if len(args) == 0 || json.Unmarshal(args, &m) != nil {
+		return nil // decode reported it
+	}
+	var bad []string
+	for k := range m {
+		if !slices.Contains(known, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fsbus.Errorf(fsbus.CatInvalid, "pass only "+strings.Join(known, ", ")+"; pages hold at most 20 hits: pass next as cursor for more",
+		"unknown argument %s", strings.Join(bad, ", "))
+}
+
 // maxMemoryBytes bounds how much of one memory note is read (1 MiB, as @FILE).
 const maxMemoryBytes = 1 << 20
 
 func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 	var in SearchIn
 	if err := decode(args, &in); err != nil {
+		return nil, err
+	}
+	if err := onlyKnownArgs(args, "query", "kind", "cursor"); err != nil {
 		return nil, err
 	}
 	terms, err := fsbus.SearchTerms(in.Query)

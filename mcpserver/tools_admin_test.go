@@ -139,6 +139,8 @@ func TestSearch(t *testing.T) {
 		`{"query":"x","kind":"secrets"}`:  `invalid: unknown kind "secrets"`,
 		`{"query":"x","cursor":"p99999"}`: `invalid: cursor "p99999" is not a page of this list`,
 		`{"query":"x","cursor":"3"}`:      `invalid: cursor "3" is not a page of this list`,
+		// issue 9 s5: no limit here (the CLI refuses > 100); never silently ignored.
+		`{"query":"x","limit":1000}`: `invalid: unknown argument limit`,
 	} {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(args), &m); err != nil {

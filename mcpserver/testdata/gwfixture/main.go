@@ -5,7 +5,9 @@
 // -garbage-start prints a non-JSON line instead, -pages splits tools/list into pages
 // of one tool, -pidfile appends the pid to a file, -proto sets the protocolVersion
 // initialize answers, -grandchild starts a sleeping copy of itself (its pid appended
-// to -pidfile too) before answering anything. Tools misbehave per call:
+// to -pidfile too) before answering anything, -badnames adds to tools/list a tool named
+// "", one with no name and a second "echo", and gives echo a description with a
+// terminal escape and a NUL. Tools misbehave per call:
 //
 //	echo       returns its arguments as text
 //	env        returns the sorted names of its environment variables
@@ -39,6 +41,7 @@ func main() {
 	pidfile := flag.String("pidfile", "", "append this process's pid and a newline to this file at start")
 	grandchild := flag.Bool("grandchild", false, "start a copy of this program that only sleeps (and writes its pid to -pidfile)")
 	sleep := flag.Bool("sleep", false, "only sleep for two minutes")
+	badNames := flag.Bool("badnames", false, "list tools with empty, missing and repeated names, and an escape in echo's description")
 	flag.Parse()
 	if *pidfile != "" {
 		f, err := os.OpenFile(*pidfile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -117,6 +120,12 @@ func main() {
 				if *pages && i+1 < len(tools) {
 					next = fmt.Sprintf("p%d", i+1)
 				}
+			}
+			if *badNames {
+				list[0].(map[string]any)["description"] = "The \x1b[31mecho\x1b[0m tool.\x00"
+				list = append(list, map[string]any{"name": "", "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"description": "no name", "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"name": "echo", "description": "again", "inputSchema": map[string]any{"type": "object"}})
 			}
 			r := map[string]any{"tools": list}
 			if next != "" {
