@@ -52,6 +52,9 @@ type CLI struct {
 	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh, fish, powershell)."`
 	Update     UpdateCmd     `cmd:"" help:"Approve, check for and apply signed updates of ferry itself."`
 	Search     SearchCmd     `cmd:"" help:"Search orders, messages, decisions and asks, newest first."`
+
+	// --version is `ferry version` as a flag (issue 9 finding s1).
+	VersionFlag versionFlag `name:"version" help:"Print the version and channel format (as ferry version)."`
 }
 
 // Globals are the flags every command takes (DESIGN §3).
@@ -326,4 +329,18 @@ func commandPath(n *kong.Node) string {
 		words = append([]string{n.Name}, words...)
 	}
 	return strings.Join(words, " ")
+}
+
+// versionFlag is --version: it prints what `ferry version` prints and exits 0, before
+// any command or other flag is checked (kong's VersionFlag prints the bare version).
+type versionFlag bool
+
+// BeforeReset prints the version and exits.
+func (versionFlag) BeforeReset(app *kong.Kong) error {
+	g := &Globals{stdout: app.Stdout, stderr: app.Stderr}
+	if err := (&VersionCmd{}).Run(g); err != nil {
+		return err
+	}
+	app.Exit(0)
+	return nil
 }

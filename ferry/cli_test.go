@@ -60,3 +60,18 @@ func TestParseErrorHintNamesRunnableCommand(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestVersionFlag: `ferry --version` prints what `ferry version` prints and exits 0,
+// even before a command (issue 9 finding s1); `ferry version` stays.
+func TestVersionFlag(t *testing.T) {
+	var want, werr bytes.Buffer
+	if code := run([]string{"version"}, &want, &werr); code != 0 || !strings.HasPrefix(want.String(), "ferry ") {
+		t.Fatalf("ferry version: %d %q %q", code, want.String(), werr.String())
+	}
+	for _, args := range [][]string{{"--version"}, {"--version", "order", "list"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 || out.String() != want.String() || errb.Len() != 0 {
+			t.Errorf("ferry %v: %d %q %q, want %q", args, code, out.String(), errb.String(), want.String())
+		}
+	}
+}

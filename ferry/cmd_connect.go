@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,9 +35,11 @@ repository's .mcp.json; Cursor's ~/.cursor/mcp.json or <repo>/.cursor/mcp.json;
 Codex's ~/.codex/config.toml ($CODEX_HOME honoured; its comments are not kept).
 
 Other servers and unknown keys are kept; a second run changes nothing; the file is
-copied to <file>.bak-<UTC time> before any change and replaced atomically with its mode
+copied to <file>.bak-<UTC time>[-N] (never overwriting
+an older backup) before any change and replaced atomically with its mode
 kept; a file that does not parse is refused and left as it is. No token or passphrase is
-ever written. The default name is <app>-<machine>; a project-level entry in a second git
+ever written. The files are written before the agent joins; if the join fails they are
+put back, so a failed connect changes nothing. The default name is <app>-<machine>; a project-level entry in a second git
 worktree adds the worktree's folder name. --hook (claude-code) adds a SessionStart hook
 in .claude/settings.json (project) or ~/.claude/settings.json that runs ferry catchup,
 so a session starts informed. Restart the app to load the entry.`
@@ -146,14 +150,8 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 			return err
 		}
 	}
-	if ch != nil {
-		if err := ch.Home.MapProject(ch.Project(), ch.Root); err != nil {
-			return err
-		}
-		if rep.Join, err = fsbus.Join(ch, rep.Agent, c.App); err != nil {
-			return err
-		}
-	}
+	// The files are written first and the agent joined last; a join that fails puts the
+	// files back, so a failed connect leaves no entry and no joined agent (issue 9).
 	now := env.now()
 	perm := os.FileMode(0o644)
 	if c.App == "codex" || (c.App == "claude-code" && c.Scope == "user") {
@@ -178,17 +176,61 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	if withHook {
 		hres, err := editConfig(hookFile, 0o644, now, decodeJSON, hookEdit, encodeJSON)
 		if err != nil {
-			return err
+			return undoEdits(err, rep.Config)
 		}
 		if c.Hook || hres.Action == "removed" {
 			rep.Hook = hres
 		}
+		if err := c.join(ch, rep); err != nil {
+			return undoEdits(err, rep.Config, hres)
+		}
+	} else if err := c.join(ch, rep); err != nil {
+		return undoEdits(err, rep.Config)
 	}
 	if g.JSON {
 		return g.printJSON(rep)
 	}
 	c.printReport(g, rep)
 	return nil
+}
+
+// join maps the project and joins the agent (as ferry join does); ch nil: nothing.
+func (c *ConnectCmd) join(ch *fsbus.Channel, rep *connectReport) error {
+	if ch == nil {
+		return nil
+	}
+	if err := ch.Home.MapProject(ch.Project(), ch.Root); err != nil {
+		return err
+	}
+	var err error
+	rep.Join, err = fsbus.Join(ch, rep.Agent, c.App)
+	return err
+}
+
+// undoEdits puts back the files the edits changed, newest first, and returns err with
+// its hint saying whether that worked (errors change nothing).
+func undoEdits(err error, edits ...*editResult) error {
+	var failed []string
+	for i := len(edits) - 1; i >= 0; i-- {
+		if r := edits[i]; r != nil && r.undo != nil {
+			if uerr := r.undo(); uerr != nil {
+				failed = append(failed, fmt.Sprintf("%s could not be put back (%v); its old content is in %s", r.File, uerr, r.Backup))
+			}
+		}
+	}
+	note := "the app's config was put back as it was"
+	if len(failed) > 0 {
+		note = strings.Join(failed, "; ")
+	}
+	var fe *fsbus.Error
+	if errors.As(err, &fe) {
+		hint := note
+		if fe.Hint != "" {
+			hint = fe.Hint + "; " + note
+		}
+		return fsbus.Errorf(fe.Category, hint, "%s", fe.Message)
+	}
+	return fsbus.Errorf(fsbus.CatInternal, note, "%v", err)
 }
 
 var actionWords = map[string]string{

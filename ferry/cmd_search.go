@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -65,7 +66,30 @@ func (c *SearchCmd) Run(g *Globals) error {
 	}
 	g.printf("%d of %d hits\n", len(page.Hits), page.Total)
 	if page.Next != "" {
-		g.printf("next: ferry search %q --cursor %s\n", c.Query, page.Next)
+		g.printf("next: %s\n", c.nextCommand(g, page.Next))
 	}
 	return nil
+}
+
+// nextCommand is the command line of the next page: every flag the user gave (--kind,
+// --limit, --channel or --project, --as) and the cursor, quoted for a POSIX shell
+// (issue 9 finding 7: a next line that drops a flag pages a different search).
+func (c *SearchCmd) nextCommand(g *Globals, cursor string) string {
+	args := []string{"ferry", "search", shellQuote(c.Query)}
+	if c.Kind != "" {
+		args = append(args, "--kind", c.Kind)
+	}
+	if c.Limit != 20 {
+		args = append(args, "--limit", fmt.Sprint(c.Limit))
+	}
+	if g.Channel != "" {
+		args = append(args, "--channel", shellQuote(g.Channel))
+	}
+	if g.Project != "" {
+		args = append(args, "--project", shellQuote(g.Project))
+	}
+	if g.As != "" {
+		args = append(args, "--as", shellQuote(g.As))
+	}
+	return strings.Join(append(args, "--cursor", shellQuote(cursor)), " ")
 }

@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
 )
@@ -88,6 +95,9 @@ func (c *UpdateCheckCmd) Run(g *Globals) error {
 		return err
 	}
 	chk := v.CheckUpdate(version, fsbus.Platform())
+	if exe, err := os.Executable(); err == nil {
+		chk.NoteInstalled(exe)
+	}
 	if g.JSON {
 		return g.printJSON(chk)
 	}
@@ -96,10 +106,12 @@ func (c *UpdateCheckCmd) Run(g *Globals) error {
 		g.printf("update available: ferry %s (this binary: %s, %s)\n", chk.Latest, chk.Current, chk.Platform)
 		g.printf("  %s  sha256 %s\n", chk.File.Path, chk.File.SHA256)
 		g.printf("  run `ferry update apply --yes` to install it\n")
+	case chk.Installed:
+		g.printf("%s\n", installedLine(chk.Latest, chk.Current, chk.Platform))
 	case chk.Latest != "":
 		g.printf("ferry %s is up to date for %s (newest approved: %s)\n", chk.Current, chk.Platform, chk.Latest)
 	default:
-		g.printf("no approved release for %s (this binary: %s)\n", chk.Platform, chk.Current)
+		g.printf("no release is approved in this channel for %s (this binary: %s)\n", chk.Platform, chk.Current)
 	}
 	for _, r := range chk.Refused {
 		g.printf("refused approval: %s\n", r)
@@ -107,17 +119,26 @@ func (c *UpdateCheckCmd) Run(g *Globals) error {
 	return nil
 }
 
+// installedLine says that this binary already is the approved file of latest although
+// it reports current (issue 9 finding 9e).
+func installedLine(latest, current, platform string) string {
+	return fmt.Sprintf("this binary already is the approved file of ferry %s for %s, but it reports version %s: ask the owner to build the release with the approved version stamp", latest, platform, current)
+}
+
 // UpdateApplyCmd is `ferry update apply`.
 type UpdateApplyCmd struct {
-	Yes bool `help:"Replace the binary (without it, only say what would be installed)."`
+	Yes bool `help:"Replace the binary (without it, check everything and say what would be installed)."`
 }
 
 // Help is the long help.
 func (c *UpdateApplyCmd) Help() string {
 	return "Needs the owner's key on this machine, or --as an agent seated at orchestrator. Verifies\n" +
-		"the approval (master-signed) and the file's sha256 and size, copies it beside this binary,\n" +
-		"fsyncs it and renames it into place (on Windows the running .exe is first renamed to\n" +
-		".exe.old, removed on a later start). A mismatch replaces nothing."
+		"the approval (master-signed) and the file's sha256 and size, runs the copy with\n" +
+		"`version --json` (5 s at most) and requires the approved version, then fsyncs it and\n" +
+		"renames it into place (on Windows the running .exe is first renamed to .exe.old,\n" +
+		"removed on a later start). A mismatch replaces nothing: a size that differs is\n" +
+		"retry_needed (the sync may still be bringing the file), a checksum or version that\n" +
+		"differs is invalid. Without --yes it is a dry run: every check, nothing replaced."
 }
 
 // Run implements the command.
@@ -132,33 +153,59 @@ func (c *UpdateApplyCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if !c.Yes {
-		v, err := s.Load()
-		if err != nil {
-			return err
-		}
-		chk := v.CheckUpdate(version, fsbus.Platform())
-		if !chk.Available {
-			if g.JSON {
-				return g.printJSON(&fsbus.UpdateResult{From: version, Platform: chk.Platform})
-			}
-			g.printf("nothing to apply: ferry %s is the newest approved release for %s\n", chk.Current, chk.Platform)
-			return nil
-		}
-		return fsbus.Errorf(fsbus.CatInvalid, "run `ferry update apply --yes` to replace this binary",
-			"ferry %s would replace %s; nothing was changed without --yes", chk.Latest, chk.Current)
-	}
-	res, err := s.ApplyUpdate(fsbus.ApplyOptions{Current: version})
+	res, err := s.ApplyUpdate(fsbus.ApplyOptions{Current: version, DryRun: !c.Yes, CheckVersion: binaryVersion})
 	if err != nil {
 		return err
 	}
 	if g.JSON {
 		return g.printJSON(res)
 	}
-	if !res.Applied {
-		g.printf("nothing to apply: ferry %s is the newest approved release for %s\n", res.From, res.Platform)
-		return nil
+	switch {
+	case res.DryRun:
+		g.printf("would install ferry %s in place of %s at %s (sha256 %s, checked); run again with --yes to install it\n", res.To, res.From, res.Exe, res.SHA256)
+	case res.Applied:
+		g.printf("✔ ferry %s → %s installed at %s (sha256 %s)\n", res.From, res.To, res.Exe, res.SHA256)
+	case res.Installed:
+		g.printf("nothing to apply: %s\n", installedLine(res.Latest, res.From, res.Platform))
+	case res.Latest == "":
+		g.printf("nothing to apply: no release is approved in this channel for %s\n", res.Platform)
+	default:
+		g.printf("nothing to apply: ferry %s is not older than the newest approved release for %s (%s)\n", res.From, res.Platform, res.Latest)
 	}
-	g.printf("✔ ferry %s → %s installed at %s (sha256 %s)\n", res.From, res.To, res.Exe, res.SHA256)
 	return nil
+}
+
+// binaryVersion runs the binary at path with `version --json` (5 s at most, no channel
+// or agent in its environment) and returns the version it reports.
+func binaryVersion(path string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "version", "--json")
+	cmd.WaitDelay = time.Second
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FERRY_CHANNEL=") && !strings.HasPrefix(kv, "FERRY_AGENT=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("`version --json` did not answer within 5 s")
+		}
+		return "", fmt.Errorf("`version --json`: %v: %s", err, clean(strings.TrimSpace(errb.String())))
+	}
+	var bi BuildInfo
+	if err := json.Unmarshal(out.Bytes(), &bi); err != nil || bi.Version == "" {
+		return "", fmt.Errorf("`version --json` printed no version: %q", clean(truncate(firstLine(out.String()), 200)))
+	}
+	return bi.Version, nil
+}
+
+// truncate is s cut to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

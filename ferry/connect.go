@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -159,6 +160,8 @@ type editResult struct {
 	Action string `json:"action"` // added, updated, unchanged, removed, absent
 	Backup string `json:"backup,omitempty"`
 	Note   string `json:"note,omitempty"`
+	// undo puts the file back as it was before the edit (nil: nothing to undo).
+	undo func() error
 }
 
 // changed reports whether the edit wrote the file.
@@ -167,10 +170,14 @@ func (r *editResult) changed() bool {
 }
 
 // editConfig reads file (missing: empty), lets edit change the decoded document, and
-// writes it back when the edit changed it: backup first, then an atomic write keeping
-// the file's mode (perm for a new file). A symlinked file is written through to its
-// target. decode/encode are the format's. An unparsable file is an invalid error and
-// nothing is written.
+// writes it back when the edit changed it: backup first (writeBackup), then an atomic
+// write keeping the file's mode (perm for a new file). A symlinked file is written
+// through to its target. decode/encode are the format's. An unparsable file is an
+// invalid error and nothing is written; a failed write is an internal error, the
+// backup made for it is removed and the file is as it was. A UTF-8 byte-order mark at
+// the start of a JSON file is dropped on write and said in the result's note (the
+// backup keeps it). The result's undo puts the file back as it was (issue 9: a connect
+// whose join fails changes nothing).
 func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
 	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*editResult, error) {
 	res := &editResult{File: file}
@@ -181,7 +188,7 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 	old, err := os.ReadFile(target)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions", "reading %s: %v", file, err)
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
 	}
 	if exists {
 		if fi, err := os.Stat(target); err == nil {
@@ -206,15 +213,72 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 		return nil, fsbus.Errorf(fsbus.CatInternal, "", "encoding %s: %v", file, err)
 	}
 	if exists {
-		res.Backup = target + ".bak-" + now.UTC().Format("20060102T150405Z")
-		if err := fsbus.WriteFileAtomic(res.Backup, old, perm); err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable", "backing up %s: %v", file, err)
+		if res.Backup, err = writeBackup(target, old, perm, now); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "backing up %s: %v", file, err)
 		}
 	}
 	if err := fsbus.WriteFileAtomic(target, data, perm); err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable", "writing %s: %v", file, err)
+		if res.Backup != "" {
+			os.Remove(res.Backup)
+		}
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "writing %s: %v", file, err)
 	}
+	if bytes.HasPrefix(old, utf8BOM) {
+		res.Note = "the UTF-8 byte-order mark at the start of the file was dropped (the backup keeps it)"
+	}
+	res.undo = restoreFile(target, old, exists, perm, res.Backup)
 	return res, nil
+}
+
+// restoreFile is an undo: it writes old back to target (or removes target when it did
+// not exist) and then removes the backup made for the change.
+func restoreFile(target string, old []byte, existed bool, perm fs.FileMode, backup string) func() error {
+	return func() error {
+		var err error
+		if existed {
+			err = fsbus.WriteFileAtomic(target, old, perm)
+		} else if err = os.Remove(target); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		if err == nil && backup != "" {
+			os.Remove(backup)
+		}
+		return err
+	}
+}
+
+// writeBackup copies data to <target>.bak-<UTC time to the second>, or, when that name
+// is taken, to the same name with -2, -3, … appended (issue 9: two changes within one
+// second keep both originals). An existing backup is never overwritten: the file is
+// created with O_EXCL. It returns the name written.
+func writeBackup(target string, data []byte, perm fs.FileMode, now time.Time) (string, error) {
+	base := target + ".bak-" + now.UTC().Format("20060102T150405Z")
+	for n := 1; n <= 1000; n++ {
+		name := base
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d", base, n)
+		}
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(name)
+			return "", err
+		}
+		return name, nil
+	}
+	return "", fmt.Errorf("1000 backups named %s-N already exist; remove old ones", base)
 }
 
 // --- JSON, order kept ---------------------------------------------------------
@@ -334,7 +398,12 @@ func encodeJSON(doc any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func decodeJSON(data []byte) (any, error) { return parseObject(data) }
+// utf8BOM is the byte-order mark some Windows editors put at the start of a UTF-8 file.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// decodeJSON parses a JSON object keeping member order; a leading UTF-8 byte-order
+// mark is accepted and dropped (encodeJSON writes none).
+func decodeJSON(data []byte) (any, error) { return parseObject(bytes.TrimPrefix(data, utf8BOM)) }
 
 // mustRaw is v as compact JSON without HTML escaping.
 func mustRaw(v any) json.RawMessage {
@@ -651,14 +720,17 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 // when an entry is there), because Claude Code keeps rewriting ~/.claude.json while it
 // runs and an edit of ours could be lost. file is read first, so an equal entry runs
 // nothing (idempotent) and an unparsable file is refused before anything runs; it is
-// backed up before the CLI runs. A CLI failure is an internal error carrying its
-// output; an entry the CLI ran without leaving in file is reported as a note.
+// backed up (writeBackup) before the CLI runs. A CLI failure puts the file back as it
+// was, removes the backup and is an internal error carrying the CLI's output. After
+// the CLI exits 0 the file is read again: an entry the CLI did not leave there (issue
+// 9 finding s4) is written by ferry itself, atomically, and said in the note. The
+// result's undo puts the file back as it was.
 func editViaClaude(claude, file string, entry serverEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*editResult, error) {
 	res := &editResult{File: file}
 	old, err := os.ReadFile(file)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions", "reading %s: %v", file, err)
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
 	}
 	doc, err := decodeJSON(old)
 	if err != nil {
@@ -674,15 +746,22 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	if !res.changed() {
 		return res, nil
 	}
+	perm := fs.FileMode(0o600)
 	if exists {
-		perm := fs.FileMode(0o600)
 		if fi, err := os.Stat(file); err == nil {
 			perm = fi.Mode().Perm()
 		}
-		res.Backup = file + ".bak-" + now.UTC().Format("20060102T150405Z")
-		if err := fsbus.WriteFileAtomic(res.Backup, old, perm); err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable", "backing up %s: %v", file, err)
+		if res.Backup, err = writeBackup(file, old, perm, now); err != nil {
+			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "backing up %s: %v", file, err)
 		}
+	}
+	undo := restoreFile(file, old, exists, perm, res.Backup)
+	// failed puts the file back and says whether that worked, for the hint.
+	failed := func() string {
+		if err := undo(); err != nil {
+			return fmt.Sprintf("putting %s back failed too (%v): the old file is in %s", file, err, res.Backup)
+		}
+		return "nothing was changed"
 	}
 	steps := [][]string{}
 	if action != "added" {
@@ -697,18 +776,35 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	}
 	for _, args := range steps {
 		if out, err := run(claude, args...); err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInternal, "run `claude "+strings.Join(args[:len(args)-1], " ")+" …` by hand, or ferry connect claude-code --print to see the entry; the old file is in the backup",
+			return nil, fsbus.Errorf(fsbus.CatInternal, "run `claude "+strings.Join(args[:len(args)-1], " ")+" …` by hand, or ferry connect claude-code --print to see the entry; "+failed(),
 				"claude %s %s failed: %v: %s", args[0], args[1], err, strings.TrimSpace(string(out)))
 		}
 	}
+	res.undo = undo
 	res.Note = "written by `claude mcp`"
-	if after, err := os.ReadFile(file); err == nil {
-		if d, err := decodeJSON(after); err == nil {
-			if _, again, err := edit(d); err == nil && (again == "unchanged" || again == "absent") {
-				return res, nil
-			}
-		}
+	after, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions; "+failed(), "reading %s after `claude mcp`: %v", file, err)
 	}
-	res.Note = "`claude mcp` ran, but the entry is not as expected in " + file + "; check with `claude mcp get ferry`"
+	d, err := decodeJSON(after)
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check with `claude mcp get ferry`; "+failed(), "%s does not parse after `claude mcp` ran: %v", file, err)
+	}
+	d, again, err := edit(d)
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check with `claude mcp get ferry`; "+failed(), "%s after `claude mcp` ran: %v", file, err)
+	}
+	if again == "unchanged" || again == "absent" {
+		return res, nil
+	}
+	// The CLI exited 0 without the change: ferry makes it in the file itself.
+	data, err := encodeJSON(d)
+	if err == nil {
+		err = fsbus.WriteFileAtomic(file, data, perm)
+	}
+	if err != nil {
+		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; "+failed(), "`claude mcp` exited 0 but did not change %s, and writing it failed: %v", file, err)
+	}
+	res.Note = "`claude mcp` exited 0 but did not change " + file + "; ferry edited the file itself (check with `claude mcp get ferry`)"
 	return res, nil
 }

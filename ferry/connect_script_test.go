@@ -11,7 +11,8 @@ import (
 // add-json --scope user NAME JSON` and `claude mcp remove --scope user NAME` edit the
 // top-level mcpServers of $CLAUDE_CONFIG_DIR/.claude.json or ~/.claude.json as the real
 // one does, refusing to add a name that is there or remove one that is not; every call
-// is logged to claude-calls.log beside that file. FAKE_CLAUDE_FAIL=1 makes it fail.
+// is logged to claude-calls.log beside that file. FAKE_CLAUDE_FAIL=1 makes it fail;
+// FAKE_CLAUDE_NOOP=1 makes it exit 0 having written nothing.
 func scriptClaude() {
 	args := os.Args[1:]
 	dir := os.Getenv("CLAUDE_CONFIG_DIR")
@@ -23,6 +24,9 @@ func scriptClaude() {
 	if err == nil {
 		fmt.Fprintln(logf, strings.Join(args, " "))
 		logf.Close()
+	}
+	if os.Getenv("FAKE_CLAUDE_NOOP") == "1" {
+		os.Exit(0) // claims success, writes nothing (issue 9 finding s4)
 	}
 	if os.Getenv("FAKE_CLAUDE_FAIL") == "1" {
 		fmt.Fprintln(os.Stderr, "claude: something went wrong")

@@ -370,3 +370,92 @@ func TestConnectWorktree(t *testing.T) {
 		t.Errorf("outside a repository: ok")
 	}
 }
+
+// TestConnectBackupNoCollision: issue 9 finding 5. Two changes within one second (the
+// clock here is fixed) keep both originals, each in a backup of its own; an existing
+// backup is never overwritten.
+func TestConnectBackupNoCollision(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mcp.json")
+	first := `{"mcpServers":{"ferry":{"command":"/my/handwritten","args":["ORIGINAL"]}}}`
+	os.WriteFile(file, []byte(first), 0o644)
+	now := time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC)
+	e1, e2 := testEntry, testEntry
+	e2.Args = []string{"mcp", "serve", "--as", "other-name"}
+	r1, err := editConfig(file, 0o644, now, decodeJSON, editJSONServer(e1, false, false), encodeJSON)
+	if err != nil || r1.Backup == "" {
+		t.Fatalf("first: %+v, %v", r1, err)
+	}
+	second, _ := os.ReadFile(file)
+	r2, err := editConfig(file, 0o644, now, decodeJSON, editJSONServer(e2, false, false), encodeJSON)
+	if err != nil || r2.Backup == "" {
+		t.Fatalf("second: %+v, %v", r2, err)
+	}
+	if r1.Backup == r2.Backup {
+		t.Fatalf("both backups are %s", r1.Backup)
+	}
+	if !strings.HasSuffix(r2.Backup, ".bak-20261129T223000Z-2") {
+		t.Errorf("second backup named %s", r2.Backup)
+	}
+	if b, _ := os.ReadFile(r1.Backup); string(b) != first {
+		t.Errorf("first backup holds %q, want the original", b)
+	}
+	if b, _ := os.ReadFile(r2.Backup); !bytes.Equal(b, second) {
+		t.Errorf("second backup holds %q, want %q", b, second)
+	}
+}
+
+// TestConnectUndo: issue 9 finding 1. An edit's undo puts the file back (or removes a
+// file it created) and removes the backup it made.
+func TestConnectUndo(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mcp.json")
+	orig := `{"theme":"dark"}`
+	os.WriteFile(file, []byte(orig), 0o644)
+	r, err := editConfig(file, 0o644, time.Now(), decodeJSON, editJSONServer(testEntry, false, false), encodeJSON)
+	if err != nil || r.undo == nil {
+		t.Fatalf("edit: %+v, %v", r, err)
+	}
+	if err := r.undo(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != orig {
+		t.Errorf("after undo the file holds %q", b)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 1 {
+		t.Errorf("files left after undo: %v", m)
+	}
+	fresh := filepath.Join(dir, "new", "mcp.json")
+	r, err = editConfig(fresh, 0o644, time.Now(), decodeJSON, editJSONServer(testEntry, false, false), encodeJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.undo(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file the edit created is still there after undo: %v", err)
+	}
+}
+
+// TestConnectBOM: issue 9 finding s3. A JSON file starting with a UTF-8 byte-order
+// mark is parsed; a write drops the mark and says so; checkEdit accepts it.
+func TestConnectBOM(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(file, []byte("\xEF\xBB\xBF{\"keep\":1}"), 0o644)
+	edit := editJSONServer(testEntry, false, false)
+	if err := checkEdit(file, decodeJSON, edit); err != nil {
+		t.Fatalf("checkEdit: %v", err)
+	}
+	r, err := editConfig(file, 0o644, time.Now(), decodeJSON, edit, encodeJSON)
+	if err != nil || !strings.Contains(r.Note, "byte-order mark") {
+		t.Fatalf("edit: %+v, %v", r, err)
+	}
+	b, _ := os.ReadFile(file)
+	if bytes.HasPrefix(b, utf8BOM) || !bytes.Contains(b, []byte(`"keep": 1`)) {
+		t.Errorf("file now %q", b)
+	}
+	if bak, _ := os.ReadFile(r.Backup); !bytes.HasPrefix(bak, utf8BOM) {
+		t.Errorf("backup lost the mark: %q", bak)
+	}
+}

@@ -61,6 +61,14 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 	if !chk.Available || chk.Current != "1.0.0" || chk.Latest != "1.1.0" || chk.Platform != plat {
 		t.Fatalf("check: %+v", chk)
 	}
+	// Without --yes: a dry run that runs every check, exits 0 and replaces nothing
+	// (issue 9 finding 9a).
+	if out := ferry("update", "apply"); !strings.Contains(out, "would install ferry 1.1.0 in place of 1.0.0 at ") || !strings.Contains(out, "run again with --yes to install it") {
+		t.Fatalf("apply without --yes said %q", out)
+	}
+	if v := ferry("version"); !strings.HasPrefix(v, "ferry 1.0.0 ") {
+		t.Fatalf("after the dry run: %q", v)
+	}
 	out := ferry("update", "apply", "--yes")
 	if !strings.Contains(out, "ferry 1.0.0 → 1.1.0 installed at ") {
 		t.Fatalf("apply said %q", out)
@@ -74,5 +82,15 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 	ents, err := os.ReadDir(filepath.Dir(exe))
 	if err != nil || len(ents) != 1 {
 		t.Fatalf("beside the binary: %v %v", ents, err)
+	}
+	// The same file approved again as 1.2.0 (it reports 1.1.0): the installed binary
+	// already is that file, so check offers nothing and apply installs nothing (issue 9
+	// finding 9e).
+	ferry("update", "approve", "1.2.0", "--platform", plat+"=releases/ferry-next")
+	if out := ferry("update", "check"); !strings.HasPrefix(out, "this binary already is the approved file of ferry 1.2.0 for "+plat+", but it reports version 1.1.0") {
+		t.Fatalf("check of a mis-stamped release already installed: %q", out)
+	}
+	if out := ferry("update", "apply", "--yes"); !strings.HasPrefix(out, "nothing to apply: this binary already is the approved file of ferry 1.2.0") {
+		t.Fatalf("apply of a mis-stamped release already installed: %q", out)
 	}
 }

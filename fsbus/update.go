@@ -27,10 +27,31 @@ import (
 // Platform is this binary's platform, "GOOS/GOARCH" (runtime values).
 func Platform() string { return runtime.GOOS + "/" + runtime.GOARCH }
 
+// knownPlatforms are the GOOS/GOARCH pairs Go builds for (`go tool dist list`, Go
+// 1.26): an approval names one of them (issue 9 finding 9c).
+var knownPlatforms = map[string]bool{}
+
+func init() {
+	for _, p := range strings.Fields(`aix/ppc64 android/386 android/amd64 android/arm android/arm64
+		darwin/amd64 darwin/arm64 dragonfly/amd64 freebsd/386 freebsd/amd64 freebsd/arm freebsd/arm64
+		illumos/amd64 ios/amd64 ios/arm64 js/wasm linux/386 linux/amd64 linux/arm
+		linux/arm64 linux/loong64 linux/mips linux/mips64 linux/mips64le linux/mipsle linux/ppc64
+		linux/ppc64le linux/riscv64 linux/s390x netbsd/386 netbsd/amd64 netbsd/arm netbsd/arm64
+		openbsd/386 openbsd/amd64 openbsd/arm openbsd/arm64 openbsd/ppc64 openbsd/riscv64 plan9/386
+		plan9/amd64 plan9/arm solaris/amd64 wasip1/wasm windows/386 windows/amd64 windows/arm64`) {
+		knownPlatforms[p] = true
+	}
+}
+
+// KnownPlatform reports whether p ("GOOS/GOARCH") is a pair Go builds for (`go tool
+// dist list`), or this binary's own platform.
+func KnownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() }
+
 // ApproveRelease writes a release.approve for version (SemVer 2.0.0, optional leading
 // "v") naming, per platform ("GOOS/GOARCH"), a file under the channel's releases/
 // folder; it computes each file's sha256 and size itself. Master only. Errors:
-// invalid for a version that is not semver-like, no platforms, a bad platform name, or
+// invalid for a version that is not semver-like, no platforms, a platform that is not
+// GOOS/GOARCH or not a pair Go builds for (KnownPlatform), or
 // a path not under releases/ (a path that leaves releases/ through "..", an absolute
 // path or a symlink is refused by os.Root); not_found for a missing file; invalid for
 // something that is not a regular file; denied for any writer but the master. When the
@@ -50,6 +71,10 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 	for _, p := range sortedKeys(platforms) {
 		if !platformRE.MatchString(p) {
 			return nil, Errorf(CatInvalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
+		}
+		if !KnownPlatform(p) {
+			return nil, Errorf(CatInvalid, "use a pair from `go tool dist list`, e.g. linux/amd64, darwin/arm64 or windows/amd64",
+				"platform %q is not a GOOS/GOARCH pair Go builds for", p)
 		}
 		rf, err := s.hashRelease(platforms[p])
 		if err != nil {
@@ -142,6 +167,32 @@ type UpdateCheck struct {
 	// Refused names newer approvals for Platform that no update will use, with why
 	// ("1.5.0: approval carries no sha256").
 	Refused []string `json:"refused,omitempty"`
+	// Installed is true when the installed binary already is the approved file (same
+	// sha256) although it reports another version: nothing is available (NoteInstalled).
+	Installed bool `json:"installed,omitempty"`
+}
+
+// NoteInstalled compares the binary at exe with the approved file: when their sha256
+// are equal the release is installed already, whatever version the binary reports (a
+// release stamped with another version than approved would otherwise be "available"
+// forever; issue 9 finding 9e), so Available becomes false and Installed true. A
+// binary that cannot be read changes nothing.
+func (c *UpdateCheck) NoteInstalled(exe string) {
+	if !c.Available || c.File == nil || exe == "" {
+		return
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return
+	}
+	if hexSHA(h.Sum(nil)) == c.File.SHA256 {
+		c.Available, c.Installed = false, true
+	}
 }
 
 // CheckUpdate reports the newest approved release for platform and whether it is newer
@@ -174,17 +225,26 @@ type ApplyOptions struct {
 	Current string
 	// Platform is "GOOS/GOARCH"; "" means this binary's.
 	Platform string
+	// DryRun checks everything (approval, file, checksum, version) and replaces nothing.
+	DryRun bool
+	// CheckVersion, when set, runs the verified copy of the new binary and returns the
+	// version it reports; a version other than the approved one refuses the update.
+	CheckVersion func(path string) (string, error)
 }
 
 // UpdateResult is what ApplyUpdate did.
 type UpdateResult struct {
-	Applied  bool   `json:"applied"`
-	From     string `json:"from"`
-	To       string `json:"to,omitempty"`
-	Platform string `json:"platform"`
-	Exe      string `json:"exe"`
-	SHA256   string `json:"sha256,omitempty"`
-	Size     int64  `json:"size,omitempty"` // bytes
+	Applied bool   `json:"applied"`
+	DryRun  bool   `json:"dry_run,omitempty"` // checked, would be applied, nothing replaced
+	From    string `json:"from"`
+	// Latest is the newest approved version for Platform ("" when none is approved).
+	Latest    string `json:"latest,omitempty"`
+	Installed bool   `json:"installed,omitempty"` // the binary already is the approved file
+	To        string `json:"to,omitempty"`
+	Platform  string `json:"platform"`
+	Exe       string `json:"exe"`
+	SHA256    string `json:"sha256,omitempty"`
+	Size      int64  `json:"size,omitempty"` // bytes
 }
 
 // ApplyUpdate replaces the binary at opt.Exe with the newest approved release for the
@@ -192,13 +252,17 @@ type UpdateResult struct {
 // level orchestrator (issue 9). It verifies the approval (only counted master entries
 // are releases: the signature checked against the pinned master key) and copies the
 // file through os.Root into a temp file beside the binary, hashing as it copies; the
-// copy must match the approved sha256 and size. Then it fsyncs, sets the binary's
-// mode (plus execute bits) and renames it over the binary (replaceExecutable). No
-// newer release: Applied is false and nothing changes. Errors (nothing replaced):
-// denied below orchestrator or when this machine's key for the writer is not the seated
-// one; not_found for a missing release file; invalid when the
-// file's sha256 or size differs from the approval's (a tampered or half-synced file);
-// internal for a failed copy or rename.
+// copy must match the approved sha256 and size, and, with opt.CheckVersion, report the
+// approved version when run. Then it fsyncs, sets the binary's mode (plus execute
+// bits) and renames it over the binary (replaceExecutable); opt.DryRun stops before
+// the rename. No newer release, or a binary that already is the approved file
+// (UpdateCheck.NoteInstalled): Applied is false and nothing changes. Errors (nothing
+// replaced): denied below orchestrator or when this machine's key for the writer is
+// not the seated one; not_found for a missing release file; retry_needed when the
+// file's size differs from the approval's (it may still be arriving: wait for the
+// sync); invalid when the size matches but the sha256 differs (the file is not the
+// approved one), or the new binary does not run or reports another version than
+// approved (issue 9 finding 9b, 9e); internal for a failed copy or rename.
 func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	if opt.Platform == "" {
 		opt.Platform = Platform()
@@ -227,7 +291,8 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 		return nil, err
 	}
 	chk := v.CheckUpdate(opt.Current, opt.Platform)
-	res := &UpdateResult{From: opt.Current, Platform: opt.Platform, Exe: exe}
+	chk.NoteInstalled(exe)
+	res := &UpdateResult{From: opt.Current, Platform: opt.Platform, Exe: exe, Latest: chk.Latest, Installed: chk.Installed}
 	if !chk.Available {
 		if len(chk.Refused) > 0 {
 			return nil, Errorf(CatInvalid, "ask the owner to approve the release again with `ferry update approve` (it computes the sha256)",
@@ -244,17 +309,41 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sum != chk.File.SHA256 || (chk.File.Size != 0 && n != chk.File.Size) {
+	if chk.File.Size != 0 && n != chk.File.Size {
 		os.Remove(tmp)
-		return nil, Errorf(CatInvalid, "wait for the sync to finish, or ask the owner to copy the binary again and re-approve; the running binary is unchanged",
+		return nil, Errorf(CatRetryNeeded, "the file may still be arriving: wait for the sync to finish, then run it again; the running binary is unchanged",
+			"%s does not match the approval of %s: %d bytes, approved %d bytes", chk.File.Path, chk.Latest, n, chk.File.Size)
+	}
+	if sum != chk.File.SHA256 {
+		os.Remove(tmp)
+		return nil, Errorf(CatInvalid, "the file differs from the approved checksum: do not install it; ask the owner to check releases/ and approve again; the running binary is unchanged",
 			"%s does not match the approval of %s: sha256 %s (%d bytes), approved %s (%d bytes)", chk.File.Path, chk.Latest, sum, n, chk.File.SHA256, chk.File.Size)
+	}
+	if opt.CheckVersion != nil {
+		got, err := opt.CheckVersion(tmp)
+		if err != nil {
+			os.Remove(tmp)
+			return nil, &Error{Category: CatInvalid, Err: err, Message: fmt.Sprintf("the approved binary %s does not run here: %v", chk.File.Path, err),
+				Hint: "do not install it; ask the owner to check the release for " + opt.Platform + "; the running binary is unchanged"}
+		}
+		if canonicalVersion(got) != canonicalVersion(chk.Latest) {
+			os.Remove(tmp)
+			return nil, Errorf(CatInvalid, "do not install it; ask the owner to build it with the approved version stamp and approve it again; the running binary is unchanged",
+				"the approved binary %s reports version %s, not the approved %s", chk.File.Path, got, chk.Latest)
+		}
+	}
+	res.To, res.SHA256, res.Size = chk.Latest, sum, n
+	if opt.DryRun {
+		os.Remove(tmp)
+		res.DryRun = true
+		return res, nil
 	}
 	if err := replaceExecutable(exe, tmp, runtime.GOOS); err != nil {
 		os.Remove(tmp)
 		return nil, &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("replacing %s: %v", exe, err),
 			Hint: "check that the binary's folder is writable; the running binary is unchanged"}
 	}
-	res.Applied, res.To, res.SHA256, res.Size = true, chk.Latest, sum, n
+	res.Applied = true
 	return res, nil
 }
 
@@ -271,7 +360,8 @@ func copyBeside(exe string, src io.Reader) (tmp, sum string, n int64, err error)
 	if st, err := os.Stat(exe); err == nil {
 		mode = st.Mode().Perm() | 0o111
 	}
-	f, err := os.CreateTemp(dir, "."+base+".new-*")
+	ext := filepath.Ext(base) // kept last, so Windows runs the copy (.exe)
+	f, err := os.CreateTemp(dir, "."+strings.TrimSuffix(base, ext)+".new-*"+ext)
 	if err != nil {
 		return "", "", 0, fmt.Errorf("creating the new binary beside %s: %w", exe, err)
 	}

@@ -123,14 +123,81 @@ func TestUpdateRefusals(t *testing.T) {
 		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
 		}
-		bad := append(append([]byte{}, w.rel...), 'X')
+		// Same size, other bytes: not the approved file (invalid, "do not install").
+		bad := append([]byte{}, w.rel...)
+		bad[len(bad)-2] ^= 1
 		if err := os.WriteFile(filepath.Join(w.c.Root, "releases", "ferry-new"), bad, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "does not match") {
+		_, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat})
+		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), "differs from the approved checksum: do not install") {
 			t.Fatalf("tampered apply: %v", err)
 		}
 		w.exeUnchanged(t)
+		// Another size: it may still be arriving (retry_needed, "wait for the sync";
+		// issue 9 finding 9b).
+		if err := os.WriteFile(filepath.Join(w.c.Root, "releases", "ferry-new"), w.rel[:len(w.rel)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat, DryRun: true})
+		if !IsCategory(err, CatRetryNeeded) || !strings.Contains(err.Error(), "wait for the sync") {
+			t.Fatalf("half-synced apply: %v", err)
+		}
+		w.exeUnchanged(t)
+	})
+	t.Run("version check and dry run", func(t *testing.T) {
+		w := newUpdateWorld(t)
+		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
+			t.Fatal(err)
+		}
+		reports := func(v string, err error) func(string) (string, error) {
+			return func(p string) (string, error) {
+				if b, rerr := os.ReadFile(p); rerr != nil || !bytes.Equal(b, w.rel) {
+					t.Errorf("CheckVersion got %s, not the verified copy (%v)", p, rerr)
+				}
+				return v, err
+			}
+		}
+		_, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat, CheckVersion: reports("1.0.5", nil)})
+		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "reports version 1.0.5, not the approved 1.1.0") {
+			t.Fatalf("mis-stamped apply: %v", err)
+		}
+		w.exeUnchanged(t)
+		_, err = w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat, CheckVersion: reports("", os.ErrPermission)})
+		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "does not run here") {
+			t.Fatalf("apply of a binary that does not run: %v", err)
+		}
+		w.exeUnchanged(t)
+		res, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat, DryRun: true, CheckVersion: reports("v1.1.0", nil)})
+		if err != nil || res.Applied || !res.DryRun || res.To != "1.1.0" || res.SHA256 != sumHex(w.rel) {
+			t.Fatalf("dry run: %+v %v", res, err)
+		}
+		w.exeUnchanged(t)
+		// The binary already is the approved file (it reports another version): check
+		// offers nothing and apply does nothing (issue 9 finding 9e).
+		if err := os.WriteFile(w.exe, w.rel, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chk := primaryLoad(t, w.c).CheckUpdate("1.0.0", plat)
+		chk.NoteInstalled(w.exe)
+		if chk.Available || !chk.Installed {
+			t.Fatalf("check of the installed file: %+v", chk)
+		}
+		res, err = w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat})
+		if err != nil || res.Applied || !res.Installed || res.Latest != "1.1.0" {
+			t.Fatalf("apply over the installed file: %+v %v", res, err)
+		}
+	})
+	t.Run("unknown platform", func(t *testing.T) {
+		w := newUpdateWorld(t)
+		for _, p := range []string{"foo/bar", "linux/foo", "windows/mips"} {
+			if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{p: "releases/ferry-new"}); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not a GOOS/GOARCH pair Go builds for") {
+				t.Errorf("approve for %s: %v", p, err)
+			}
+		}
+		if len(primaryLoad(t, w.c).Releases()) != 0 {
+			t.Fatal("a refused approval was written")
+		}
 	})
 	t.Run("unseated key under an orchestrator's name", func(t *testing.T) {
 		w := newUpdateWorld(t)
