@@ -300,7 +300,7 @@ func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, ar
 	cmd.Env = runEnv(h.Env, o.ID, run.Rec.Run)
 	cmd.Stdin = bytes.NewReader(append(in, '\n'))
 	stdout := &headBuffer{max: MaxRunStdout}
-	stderr := &tailBuffer{max: StderrTail}
+	stderr := &TailBuffer{Max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = RunWaitDelay
 	bindChild(cmd)
@@ -648,24 +648,29 @@ func (h *headBuffer) Write(p []byte) (int, error) {
 
 func (h *headBuffer) String() string { h.mu.Lock(); defer h.mu.Unlock(); return string(h.b) }
 
-// tailBuffer keeps the last max bytes written.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
+// TailBuffer is an io.Writer that keeps the last Max bytes written to it (a child
+// process's stderr: `ferry run` keeps StderrTail bytes, the MCP client 4 KiB). It is
+// safe for concurrent use; String never starts inside a UTF-8 sequence the cut split.
+type TailBuffer struct {
+	Max int // bytes kept
+
+	mu sync.Mutex
+	b  []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+// Write appends p, dropping the oldest bytes past Max. It never fails.
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	if len(t.b) > t.Max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.Max:]...)
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+// String returns the bytes kept.
+func (t *TailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := string(t.b)

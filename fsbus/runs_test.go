@@ -338,7 +338,7 @@ func TestRunOutputCleaning(t *testing.T) {
 	if err := CheckEnvNames([]string{"GOOD_1", "A=B"}); !IsCategory(err, CatInvalid) {
 		t.Errorf("NAME=VALUE accepted: %v", err)
 	}
-	tb := &tailBuffer{max: 2}
+	tb := &TailBuffer{Max: 2}
 	tb.Write([]byte("abcdéf")) // the last 2 bytes split é
 	if s := tb.String(); s != "f" {
 		t.Errorf("tail %q", s)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
 )
 
 // Client errors; callers test them with errors.Is.
@@ -67,7 +69,7 @@ type Client struct {
 	opts ClientOptions
 	cmd  *exec.Cmd
 	in   io.WriteCloser
-	errb *tailBuffer // the child's stderr, when the caller left cmd.Stderr nil
+	errb *fsbus.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
 
 	// Init is the server's answer to initialize.
 	Init InitializeResult
@@ -162,7 +164,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	cmd.Stdout = w
 	c.in = in
 	if cmd.Stderr == nil {
-		c.errb = &tailBuffer{max: 4 << 10}
+		c.errb = &fsbus.TailBuffer{Max: 4 << 10}
 		cmd.Stderr = c.errb
 	}
 	// The child's stderr may outlive it in a grandchild; never let that hang Wait.
@@ -576,27 +578,4 @@ func (c *Client) stderrTail() string {
 		s = s[i+1:]
 	}
 	return ": " + s
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
