@@ -356,6 +356,19 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	if note == "" || len(note) > MaxNote {
 		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note of 1–%d bytes", MaxNote)
 	}
+	_, _, o, err := s.holderEntry(q, TypeOrderProgress, note, failure, key,
+		"only the holder reports progress", "progress is for work in hand", "progress is reported while it is claimed", nil)
+	return o, err
+}
+
+// holderEntry writes an entry of typ (order.progress, order.extend) that the order's
+// holder makes on its running claim: it names the claim (DESIGN §2: not a basis) and
+// carries note (and failure, for progress). The refusals name the rule in the
+// caller's words: denied for anyone but the holder (deny), conflict when the order is
+// not claimed or changes_requested (busy, then what), and whatever check returns on
+// the locked view. It returns the view the write was decided on, the entry written
+// and the order folded with it.
+func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what string, check func(v *View, o *Order) error) (*View, ledger.Entry, *Order, error) {
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		o, err := v.State.FindOrder(q)
@@ -363,30 +376,35 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 			return nil, nil, err
 		}
 		id = o.ID
-		args := argsHash(callArgs{Call: TypeOrderProgress, Order: o.ID, Data: entryData{Note: note}})
+		args := argsHash(callArgs{Call: typ, Order: o.ID, Data: entryData{Note: note}})
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			return nil, nil, err
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderProgress); err != nil {
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), typ); err != nil {
 			return nil, nil, err
 		}
 		if o.Holder != s.Name {
-			return nil, nil, Errorf(CatDenied, "only the holder reports progress", "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
+			return nil, nil, Errorf(CatDenied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
 		}
 		if o.State != StateClaimed && o.State != StateChangesRequested {
-			return nil, nil, Errorf(CatConflict, "progress is for work in hand; `ferry order show "+o.ID+"` shows where it stands",
-				"order %s is %s; progress is reported while it is claimed", o.ID, o.State)
+			return nil, nil, Errorf(CatConflict, busy+"; `ferry order show "+o.ID+"` shows where it stands", "order %s is %s; %s", o.ID, o.State, what)
+		}
+		if check != nil {
+			if err := check(v, o); err != nil {
+				return nil, nil, err
+			}
 		}
 		d := entryData{Claim: o.Claim, Note: note, Failure: failure}
 		if key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeOrderProgress, Ref: o.ID, Data: mustJSON(d), Idem: key}, nil, nil
+		return &ledger.Draft{Type: typ, Ref: o.ID, Data: mustJSON(d), Idem: key}, nil, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, e, nil, err
 	}
-	return s.orderAfter(v, e, id)
+	o, err := s.orderAfter(v, e, id)
+	return v, e, o, err
 }
 
 // checkRecipient returns not_found when name ("" passes) is not an agent that has

@@ -278,45 +278,19 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 	if len(note) > MaxNote {
 		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
 	}
-	var id string
-	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		o, err := v.State.FindOrder(q)
-		if err != nil {
-			return nil, nil, err
-		}
-		id = o.ID
-		args := argsHash(callArgs{Call: TypeOrderExtend, Order: o.ID, Data: entryData{Note: note}})
-		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
-			return nil, nil, err
-		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderExtend); err != nil {
-			return nil, nil, err
-		}
-		if o.Holder != s.Name {
-			return nil, nil, Errorf(CatDenied, "only the holder extends its window", "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
-		}
-		if o.State != StateClaimed && o.State != StateChangesRequested {
-			return nil, nil, Errorf(CatConflict, "`ferry order show "+o.ID+"` shows where it stands", "order %s is %s; only a running claim is extended", o.ID, o.State)
-		}
-		if w, ok := s.Window(v, o); ok && !s.now().Before(w.Deadline) {
-			return nil, nil, Errorf(CatConflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
-				"the execution window of order %s closed at %s (this machine's clock)", o.ID, w.Deadline.UTC().Format(time.RFC3339))
-		}
-		d := entryData{Claim: o.Claim, Note: note}
-		if key != "" {
-			d.Args = args
-		}
-		return &ledger.Draft{Type: TypeOrderExtend, Ref: o.ID, Data: mustJSON(d), Idem: key}, nil, nil
-	})
+	v, e, o, err := s.holderEntry(q, TypeOrderExtend, note, "", key,
+		"only the holder extends its window", "only a running claim is extended", "only a running claim is extended",
+		func(v *View, o *Order) error {
+			if w, ok := s.Window(v, o); ok && !s.now().Before(w.Deadline) {
+				return Errorf(CatConflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
+					"the execution window of order %s closed at %s (this machine's clock)", o.ID, w.Deadline.UTC().Format(time.RFC3339))
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, err
 	}
-	nv := s.viewWithEntry(v, e)
-	o, err := s.orderAfter(v, e, id)
-	if err != nil {
-		return nil, err
-	}
-	if w, ok := s.Window(nv, o); ok && !w.Cap.IsZero() && !w.Deadline.Before(w.Cap) {
+	if w, ok := s.Window(s.viewWithEntry(v, e), o); ok && !w.Cap.IsZero() && !w.Deadline.Before(w.Cap) {
 		// Issue 6 finding 13: an extend that reached the lifetime says so.
 		o = withWarnings(o, []string{fmt.Sprintf("capped at lifetime: the execution window ends at %s (this machine's clock), the claim's lifetime; extend cannot go past it (submit, or release for another attempt)",
 			w.Deadline.UTC().Format(time.RFC3339))})
