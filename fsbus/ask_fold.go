@@ -137,7 +137,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	raises := map[string]*askNode{}
 	var rest []*askNode
 	for _, e := range entries {
-		d, _ := decodeData(e)
+		d := st.dataOf(e)
 		n := &askNode{e: e, d: d, lvl: st.levelAt(e)}
 		switch {
 		case e.Type == TypeAskRaise:

@@ -40,6 +40,17 @@ type entryData struct {
 	Failure string `json:"failure,omitempty"`
 }
 
+// dataOf returns e's data as decodeData gives it, decoded once per Fold: pass 1 and
+// pass 2 keep what they decode, and the family folds read it back (issue 7: decoding
+// was a third of a fold's time when each pass decoded again).
+func (st *State) dataOf(e *ledger.Entry) entryData {
+	if d, ok := st.decoded[e]; ok {
+		return d
+	}
+	d, _ := decodeData(e)
+	return d
+}
+
 // decodeData decodes an entry's data. It reports false for data that does not decode
 // and for data with a key that equals a known field name only when case is ignored
 // ("Basis"): encoding/json would fill the field from it, last key wins, so the entry's
@@ -196,6 +207,8 @@ type State struct {
 
 	idem   map[string]idemRec // writer + "\x00" + idem key
 	counts map[string]bool    // hashes of entries that count
+	// decoded holds each entry's data while Fold runs (dataOf); nil after.
+	decoded map[*ledger.Entry]entryData
 }
 
 type idemRec struct {
@@ -234,6 +247,7 @@ func Fold(in FoldInput) *State {
 		Handins:  map[string]*Handin{},
 		idem:     map[string]idemRec{},
 		counts:   map[string]bool{},
+		decoded:  make(map[*ledger.Entry]entryData, len(in.Entries)),
 		Entries:  len(in.Entries),
 	}
 	ignore := func(e *ledger.Entry, why string) {
@@ -280,6 +294,7 @@ func Fold(in FoldInput) *State {
 			ignore(e, "data does not decode")
 			continue
 		}
+		st.decoded[e] = d
 		switch e.Type {
 		case TypeGrantSet:
 			lvl, err := ParseLevel(d.Level)
@@ -334,7 +349,12 @@ func Fold(in FoldInput) *State {
 	var orderEntries, talkEntries, askEntries, primaryEntries, decisionEntries, handinEntries []*ledger.Entry
 	for i := range in.Entries {
 		e := &in.Entries[i]
-		d, ok := decodeData(e)
+		d, ok := st.decoded[e]
+		if !ok {
+			if d, ok = decodeData(e); ok {
+				st.decoded[e] = d
+			}
+		}
 		var lvl Level
 		if e.Writer == MasterWriter {
 			if !st.counts[e.Hash()] {
@@ -455,6 +475,7 @@ func Fold(in FoldInput) *State {
 	foldDecisions(st, in, decisionEntries, ignore)
 	foldHandins(st, in, handinEntries, ignore)
 	sort.Slice(st.Contested, func(i, j int) bool { return st.Contested[i].Ref < st.Contested[j].Ref })
+	st.decoded = nil
 	return st
 }
 

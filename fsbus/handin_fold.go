@@ -35,7 +35,7 @@ func foldHandins(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 			ignore(e, "handin.add with a bad hand-in id")
 			continue
 		}
-		d, _ := decodeData(e)
+		d := st.dataOf(e)
 		h := &Handin{ID: e.Ref, By: e.Writer, HLC: e.HLC, hash: e.Hash()}
 		if !loadHandinObject(h, in, d.Object) {
 			ignore(e, "hand-in object differs from the hash its handin.add names")

@@ -353,7 +353,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	var rest []*orderNode
 	var progress []*ledger.Entry
 	for _, e := range entries {
-		d, _ := decodeData(e)
+		d := st.dataOf(e)
 		n := &orderNode{e: e, d: d, lvl: st.levelAt(e)}
 		switch {
 		case e.Type == TypeOrderCreate:
@@ -411,7 +411,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	// order's current claim (progress on a claim since released stays valid history).
 	for _, e := range progress {
 		o := st.Orders[e.Ref]
-		d, _ := decodeData(e)
+		d := st.dataOf(e)
 		if o == nil || d.Claim == "" || !o.claimedBy(d.Claim, e.Writer) {
 			ignore(e, "progress does not name a claim of the writer")
 			continue

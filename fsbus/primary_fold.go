@@ -211,7 +211,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 			ignore(e, `primary entries have ref "primary"`)
 			continue
 		}
-		d, _ := decodeData(e)
+		d := st.dataOf(e)
 		switch {
 		case e.Type == TypePrimaryBrief:
 			briefs = append(briefs, e)

@@ -107,7 +107,7 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	for _, e := range entries {
 		switch e.Type {
 		case TypeMsgPost:
-			d, _ := decodeData(e)
+			d := st.dataOf(e)
 			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixMessage) || !validRecipient(d.To) || d.Object == "" {
 				ignore(e, "msg.post with a bad message id, recipient or object hash")
 				continue
@@ -129,7 +129,7 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	}
 	for _, id := range sortedKeys(posts) {
 		e := posts[id]
-		d, _ := decodeData(e)
+		d := st.dataOf(e)
 		m := &Message{ID: id, From: e.Writer, To: d.To, HLC: e.HLC, ReadBy: []string{}, post: e.Hash()}
 		if !loadMessageObject(m, in, d.Object) {
 			ignore(e, "message object differs from the hash its msg.post names")
@@ -138,7 +138,7 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 		st.Messages[id] = m
 	}
 	for _, e := range acks {
-		d, _ := decodeData(e)
+		d := st.dataOf(e)
 		n := 0
 		for _, id := range d.IDs {
 			m := st.Messages[id]
