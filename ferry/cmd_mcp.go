@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -85,7 +86,7 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	defer f.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return srv.Serve(ctx, g.stdin, g.stdout)
 }

@@ -50,8 +50,10 @@ type ClientOptions struct {
 	// later (ErrServerExited), unless Close caused it.
 	Strict bool
 	// ProcessGroup starts the child in a process group of its own (unix) and kills the
-	// whole group, so a wrapper's children die with it. On Windows the child alone is
-	// killed.
+	// whole group on a kill and at Close, so a wrapper's children die with it. On Linux
+	// the child also gets SIGKILL when ferry dies (Pdeathsig; its own children do not:
+	// a ferry killed with SIGKILL can leave them running). On Windows the child alone
+	// is killed.
 	ProcessGroup bool
 	// MaxMessage bounds one line on stdout, in bytes (16 MiB). A longer line is garbage:
 	// skipped, or with Strict the child is killed.
@@ -233,7 +235,8 @@ func (c *Client) Notify(method string, params any) error {
 }
 
 // Close closes the child's stdin (EOF, the MCP way to end a stdio session) and waits up
-// to opts.ExitTimeout for it to exit. It returns nil only when the child exited 0; a
+// to opts.ExitTimeout for it to exit. With opts.ProcessGroup (unix) the rest of the
+// child's process group is then killed: nothing it started outlives the session. It returns nil only when the child exited 0; a
 // child still running after the timeout is killed and ErrTimeout returned.
 func (c *Client) Close() error {
 	c.mu.Lock()
@@ -253,6 +256,10 @@ func (c *Client) Close() error {
 		if !killed {
 			return fmt.Errorf("%w: still running %s after its stdin closed; killed it", ErrTimeout, c.opts.ExitTimeout)
 		}
+	}
+	if c.opts.ProcessGroup {
+		// What the child left behind (a wrapper script's `sleep &`) ends with it.
+		killGroup(c.cmd)
 	}
 	if killed {
 		return fmt.Errorf("%w: it had been killed", ErrServerExited)

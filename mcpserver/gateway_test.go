@@ -522,6 +522,28 @@ func TestGatewayFixture(t *testing.T) {
 		}
 	})
 
+	t.Run("close-ends-group", func(t *testing.T) {
+		// re-test of issue 9: a wrapper's background process ends with the session
+		// (Close), not only on a timeout.
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, mcpserver.GatewayServer{})
+		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
+			t.Fatal(err)
+		}
+		pids := readPids(t, pidfile)
+		if len(pids) != 2 {
+			t.Fatalf("pids %v, want the child's and the grandchild's", pids)
+		}
+		if !pidAlive(pids[1]) {
+			t.Fatalf("the grandchild %d is gone before Close", pids[1])
+		}
+		g.Close()
+		waitGone(t, pids[0])
+		if runtime.GOOS != "windows" { // no process group there: the child alone is killed
+			waitGone(t, pids[1])
+		}
+	})
+
 	t.Run("hangup", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		// The call timeout is far off: the EOF on stdout is what ends the wait.
