@@ -151,7 +151,8 @@ type GrantOptions struct {
 // segment of that writer the master has seen the last seq the previous grant still
 // covers (DESIGN §2). It is idempotent: the same level, key and scopes write nothing.
 // Errors: denied when s is not the master; not_found when the agent has not joined and
-// no key is given; invalid for a bad level or key.
+// no key is given; invalid for a bad level or key; conflict when the agent is retired
+// (retirement is final, issue 6: a new name is seated instead).
 func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 	if s.Name != MasterWriter {
 		return nil, Errorf(CatDenied, "run it as the owner on the machine that holds the master key", "only the master grants levels")
@@ -167,6 +168,11 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 	sort.Strings(scopes)
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[opt.Agent]
+		if a != nil && a.Retired {
+			return nil, nil, Errorf(CatConflict,
+				fmt.Sprintf("retirement is final: seat a new name instead (`ferry join --as %s-2`, then `ferry grant %s-2 --level %s`)", opt.Agent, opt.Agent, lvl),
+				"agent %s is retired; a grant would not bring it back", opt.Agent)
+		}
 		key := opt.Key
 		if key == "" {
 			if a == nil || a.JoinKey == "" {

@@ -492,9 +492,20 @@ func TestRetiredWritesNothing(t *testing.T) {
 			if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "retired") {
 				t.Fatalf("%s %s after retirement: %v", name, what, err)
 			}
-			if e := err.(*Error); !strings.Contains(e.Hint, "new agent name") {
+			if e := err.(*Error); !strings.Contains(e.Hint, "new agent name") || strings.Contains(e.Hint, "ferry grant") {
 				t.Fatalf("%s %s hint: %q", name, what, e.Hint)
 			}
+		}
+		// Retirement is final: the master's grant is refused, naming a new name, and
+		// writes nothing.
+		before := len(must[*View](t)(w.c.Load()).Snapshot.Entries)
+		_, err := w.master.Grant(GrantOptions{Agent: name, Level: "orchestrator"})
+		if !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "agent "+name+" is retired") ||
+			!strings.Contains(err.(*Error).Hint, "ferry join --as "+name+"-2") {
+			t.Fatalf("grant to retired %s: %v", name, err)
+		}
+		if after := len(must[*View](t)(w.c.Load()).Snapshot.Entries); after != before {
+			t.Fatalf("a refused grant wrote %d entries", after-before)
 		}
 	}
 	// Written anyway (a modified binary): the fold counts neither cancel; the orders

@@ -288,7 +288,7 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 
 // retiredError is the refusal of a write by a retired agent.
 func retiredError(name string) error {
-	return Errorf(CatDenied, "retirement is final: the owner seats a new agent name (`ferry join --as "+name+"-2`, then `ferry grant "+name+"-2`)",
+	return Errorf(CatDenied, "retirement is final: work under a new agent name (`ferry join --as "+name+"-2`), once the owner seats it",
 		"agent %s is retired: it writes nothing more", name)
 }
 
