@@ -212,6 +212,16 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	if c.Status {
 		return c.status(g, ch, cfg)
 	}
+	// Every agent's key first: an agent that cannot run here takes no lease, so
+	// `--status` never shows a daemon that did not start.
+	sessions := map[string]*fsbus.Session{}
+	for _, a := range cfg.agents() {
+		s, err := ch.As(a)
+		if err != nil {
+			return err
+		}
+		sessions[a] = s
+	}
 	var leases []*fsbus.Lease
 	defer func() {
 		for _, l := range leases {
@@ -229,10 +239,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	defer stop()
 	var runners []*fsbus.Runner
 	for _, a := range cfg.agents() {
-		s, err := ch.As(a)
-		if err != nil {
-			return err
-		}
+		s := sessions[a]
 		agent := a
 		r := &fsbus.Runner{S: s, Queue: cfg.queue, Workdir: cfg.Workdir, Beat: cfg.beat, Log: g.stderr,
 			Pick: func(_ *fsbus.Order, spec fsbus.RunSpec) *fsbus.Handler { return cfg.pick(agent, spec.Task) }}
