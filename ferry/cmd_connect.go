@@ -42,7 +42,8 @@ ever written. The files are written before the agent joins; if the join fails th
 put back, so a failed connect changes nothing. The default name is <app>-<machine>; a project-level entry in a second git
 worktree adds the worktree's folder name. --hook (claude-code) adds a SessionStart hook
 in .claude/settings.json (project) or ~/.claude/settings.json that runs ferry catchup,
-so a session starts informed. Restart the app to load the entry.`
+so a session starts informed. Restart the app to load the entry. --remove reports the
+agent the removed entry served (its --as); that agent stays in the channel.`
 }
 
 // connectReport is what --json prints.
@@ -104,10 +105,15 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 		rep.Notes = append(rep.Notes, "this ferry is a temporary build (go run): install it (go install ./ferry) and connect again, or the app will not find it later")
 	}
 	rep.Agent = g.As
-	if rep.Agent == "" {
+	switch {
+	case rep.Agent == "" && c.Remove:
+		// The agent the removed entry served (its --as), not a default that may never
+		// have existed; "" when there is no entry.
+		rep.Agent = entryAgent(file, c.App == "codex")
+	case rep.Agent == "":
 		rep.Agent = defaultAgentName(c.App, machine, worktree)
 	}
-	if !fsbus.ValidName(rep.Agent) {
+	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
 		return fsbus.Errorf(fsbus.CatInvalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
 	}
 
@@ -256,9 +262,14 @@ func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
 	if rep.Hook != nil {
 		line("SessionStart hook:", rep.Hook)
 	}
-	if c.Remove {
+	switch {
+	case c.Remove && !rep.Config.changed() && (rep.Hook == nil || !rep.Hook.changed()):
+		g.printf("  nothing was there to remove\n")
+	case c.Remove && rep.Agent != "":
 		g.printf("  the agent %s stays in the channel; the owner retires it there if it is gone for good\n", rep.Agent)
-	} else {
+	case c.Remove:
+		g.printf("  the agent it served stays in the channel; the owner retires it there if it is gone for good\n")
+	default:
 		g.printf("  server: %s %s\n", rep.Server.Command, strings.Join(rep.Server.Args, " "))
 	}
 	if j := rep.Join; j != nil {
@@ -276,7 +287,10 @@ func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
 	for _, n := range rep.Notes {
 		g.printf("  note: %s\n", n)
 	}
-	if rep.Config.changed() {
+	switch {
+	case rep.Config.changed() && c.Remove:
+		g.printf("  restart the app to stop ferry's server\n")
+	case rep.Config.changed():
 		g.printf("  restart the app to load it\n")
 	}
 }

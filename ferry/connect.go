@@ -808,3 +808,57 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	res.Note = "`claude mcp` exited 0 but did not change " + file + "; ferry edited the file itself (check with `claude mcp get ferry`)"
 	return res, nil
 }
+
+// entryAgent is the agent named by --as in the args of ferry's entry in file (the
+// mcpServers.ferry entry; mcp_servers.ferry in codex's TOML): "" when the file, the
+// entry or the flag is missing or does not parse.
+func entryAgent(file string, isTOML bool) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	var args []string
+	if isTOML {
+		doc, err := decodeTOML(data)
+		if err != nil {
+			return ""
+		}
+		servers, _ := doc.(map[string]any)["mcp_servers"].(map[string]any)
+		entry, _ := servers["ferry"].(map[string]any)
+		list, _ := entry["args"].([]any)
+		for _, a := range list {
+			if s, ok := a.(string); ok {
+				args = append(args, s)
+			}
+		}
+	} else {
+		doc, err := decodeJSON(data)
+		if err != nil {
+			return ""
+		}
+		servers, err := doc.(jsonObject).subObject("mcpServers")
+		if err != nil {
+			return ""
+		}
+		raw, ok := servers.get("ferry")
+		if !ok {
+			return ""
+		}
+		var entry struct {
+			Args []string `json:"args"`
+		}
+		if json.Unmarshal(raw, &entry) != nil {
+			return ""
+		}
+		args = entry.Args
+	}
+	for i, a := range args {
+		if a == "--as" && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, "--as="); ok {
+			return v
+		}
+	}
+	return ""
+}

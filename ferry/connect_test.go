@@ -459,3 +459,34 @@ func TestConnectBOM(t *testing.T) {
 		t.Errorf("backup lost the mark: %q", bak)
 	}
 }
+
+// TestEntryAgent (re-test of issue 9): --remove names the agent of the entry it
+// removes, read from its args (--as NAME or --as=NAME) in JSON and in codex's TOML;
+// no file, no entry, no flag or a file that does not parse: "".
+func TestEntryAgent(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, text string
+		toml       bool
+		want       string
+	}{
+		{"a.json", `{"mcpServers":{"other":{"args":["--as","x"]},"ferry":{"command":"f","args":["mcp","serve","--as","cc-lap","--project","acme"]}}}`, false, "cc-lap"},
+		{"b.json", `{"mcpServers":{"ferry":{"args":["mcp","serve","--as=cc-eq"]}}}`, false, "cc-eq"},
+		{"c.json", `{"mcpServers":{"other":{"args":["--as","x"]}}}`, false, ""},
+		{"d.json", `{"mcpServers":{"ferry":{"args":["mcp","serve"]}}}`, false, ""},
+		{"e.json", `{not json`, false, ""},
+		{"f.toml", "[mcp_servers.ferry]\ncommand = \"f\"\nargs = [\"mcp\", \"serve\", \"--as\", \"codex-lap\"]\n", true, "codex-lap"},
+		{"g.toml", "[mcp_servers.other]\nargs = [\"--as\", \"x\"]\n", true, ""},
+	} {
+		file := filepath.Join(dir, c.name)
+		if err := os.WriteFile(file, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := entryAgent(file, c.toml); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := entryAgent(filepath.Join(dir, "missing.json"), false); got != "" {
+		t.Errorf("missing file: %q", got)
+	}
+}
