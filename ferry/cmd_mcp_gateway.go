@@ -279,7 +279,7 @@ func gatewayFor(g *Globals, name string) (*mcpserver.Gateway, error) {
 		if s.Name == name {
 			// Every server, so names are computed as serve computes them; only name
 			// (and those whose names it can collide with) are started.
-			return mcpserver.NewGateway(servers, mcpserver.GatewayOptions{Log: g.stderr, Version: version}), nil
+			return mcpserver.NewGateway(servers, mcpserver.GatewayOptions{Log: g.stderr, Version: version, OneShot: true}), nil
 		}
 	}
 	return nil, fsbus.Errorf(fsbus.CatNotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)

@@ -266,7 +266,7 @@ func (c *Client) Close() error {
 	}
 	// ErrWaitDelay: the child exited 0, but a process it left behind holds its stderr.
 	if c.waitErr != nil && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
-		return fmt.Errorf("mcpserver: server exit: %w%s", c.waitErr, c.stderrTail())
+		return c.withStderr(fmt.Errorf("mcpserver: server exit: %w", c.waitErr))
 	}
 	return nil
 }
@@ -361,7 +361,7 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 		if c.reason != nil {
 			return c.reason
 		}
-		return fmt.Errorf("%w before answering %s (%v)%s", ErrServerExited, method, c.waitErr, c.stderrTail())
+		return c.withStderr(fmt.Errorf("%w before answering %s (%v)", ErrServerExited, method, c.waitErr))
 	}
 }
 
@@ -430,7 +430,7 @@ func (c *Client) watchHangup() {
 		c.mu.Unlock()
 		return
 	}
-	c.reason = fmt.Errorf("%w: it closed its stdout but kept running; killed it%s", ErrServerExited, c.stderrTail())
+	c.reason = c.withStderr(fmt.Errorf("%w: it closed its stdout but kept running; killed it", ErrServerExited))
 	c.mu.Unlock()
 	c.kill()
 }
@@ -504,7 +504,7 @@ func (c *Client) garbage(what string) {
 	}
 	c.mu.Lock()
 	if c.reason == nil && !c.killed {
-		c.reason = fmt.Errorf("%w: %s; killed the server%s", ErrGarbage, what, c.stderrTail())
+		c.reason = c.withStderr(fmt.Errorf("%w: %s; killed the server", ErrGarbage, what))
 	}
 	c.mu.Unlock()
 	c.kill()
@@ -572,17 +572,29 @@ func (c *Client) kill() {
 	}
 }
 
-// stderrTail is ": <last stderr line>" when the child's stderr was captured.
-func (c *Client) stderrTail() string {
+// StderrError is a client error that carries the last line the child wrote on its
+// stderr (captured when cmd.Stderr was unset); its text is the error's, then ": " and
+// that line.
+type StderrError struct {
+	Err  error
+	Tail string
+}
+
+func (e *StderrError) Error() string { return e.Err.Error() + ": " + e.Tail }
+func (e *StderrError) Unwrap() error { return e.Err }
+
+// withStderr is err, as a *StderrError when the child's stderr was captured and is not
+// empty.
+func (c *Client) withStderr(err error) error {
 	if c.errb == nil {
-		return ""
+		return err
 	}
 	s := strings.TrimSpace(c.errb.String())
 	if s == "" {
-		return ""
+		return err
 	}
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]
 	}
-	return ": " + s
+	return &StderrError{Err: err, Tail: s}
 }

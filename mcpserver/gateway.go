@@ -54,6 +54,10 @@ type GatewayOptions struct {
 	Self string
 	// Now is the clock of the restart bound (time.Now).
 	Now func() time.Time
+	// OneShot marks a gateway that serves one command (ferry mcp call, ferry mcp list):
+	// its errors say to run the command again, not that the next call restarts the
+	// server.
+	OneShot bool
 }
 
 // Gateway forwards tools of other MCP servers (issue 9, docs/mcp.md "Gateway"). Each
@@ -314,7 +318,7 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 		Strict: true, ProcessGroup: true,
 	})
 	if err != nil {
-		c.failed = gatewayError(c.srv.Name, "initialize", startup, err)
+		c.failed = c.g.gatewayError(c.srv.Name, "initialize", startup, err)
 		return nil, c.failed
 	}
 	if v := cl.Init.ProtocolVersion; !slices.Contains(SupportedVersions, v) {
@@ -403,7 +407,7 @@ func (c *gwConn) list(ctx context.Context) ([]RemoteTool, error) {
 	ts, err := cl.ListTools(ctx)
 	if err != nil {
 		_, call := c.srv.Timeouts()
-		c.failed = gatewayError(c.srv.Name, "tools/list", call, err)
+		c.failed = c.g.gatewayError(c.srv.Name, "tools/list", call, err)
 		c.listFailed = c.g.opts.Now()
 		return nil, c.failed
 	}
@@ -442,7 +446,7 @@ func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (j
 			return nil, ctx.Err()
 		}
 		_, call := c.srv.Timeouts()
-		err = gatewayError(c.srv.Name, tool, call, err)
+		err = c.g.gatewayError(c.srv.Name, tool, call, err)
 		if !cl.alive() {
 			c.mu.Lock()
 			c.failed = err
@@ -463,12 +467,19 @@ func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (j
 // restartHint says what the next call does after a child ended (GatewayStartsPerMinute).
 var restartHint = fmt.Sprintf("call again: the next call starts it again (at most %d starts a minute)", GatewayStartsPerMinute)
 
+// oneShotHint replaces restartHint for a gateway that serves one command (OneShot).
+const oneShotHint = "run the command again"
+
 // envHint is said of a child that failed: it runs without most of ferry's environment.
 var envHint = "It gets none of ferry's environment but " + strings.Join(GatewayBaseEnv, ", ") +
 	" and the names its entry gives (ferry mcp servers shows them; add more with ferry mcp add --env NAME)"
 
 // gatewayError maps a client failure to ferry's categories (docs/mcp.md "Gateway").
-func gatewayError(server, what string, timeout time.Duration, err error) error {
+func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err error) error {
+	restartHint := restartHint
+	if g.opts.OneShot {
+		restartHint = oneShotHint
+	}
 	var re *RPCError
 	switch {
 	case errors.As(err, &re):
@@ -487,7 +498,7 @@ func gatewayError(server, what string, timeout time.Duration, err error) error {
 			Hint: "a stdio MCP server must print only JSON-RPC on stdout (logs go to stderr); fix the server (" + restartHint + ")", Err: err}
 	case errors.Is(err, ErrServerExited):
 		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
-			Hint: restartHint + "; its stderr is in the message. " + envHint, Err: err}
+			Hint: restartHint + stderrNote(err) + ". " + envHint, Err: err}
 	case errors.Is(err, fs.ErrPermission):
 		return &fsbus.Error{Category: fsbus.CatNotFound, Message: fmt.Sprintf("the command of MCP server %s is not executable (permission denied): %v", server, err),
 			Hint: "make it executable (chmod +x), or re-add the server with another command", Err: err}
@@ -497,6 +508,16 @@ func gatewayError(server, what string, timeout time.Duration, err error) error {
 	}
 	return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s failed during %s: %v", server, what, err),
 		Hint: "run the server's command by hand to see why", Err: err}
+}
+
+// stderrNote is "; its stderr is in the message" when err carries the child's stderr
+// (a *StderrError), else "".
+func stderrNote(err error) string {
+	var se *StderrError
+	if errors.As(err, &se) {
+		return "; its stderr is in the message"
+	}
+	return ""
 }
 
 // gatewayErrorResult is a tools/call isError result whose text is err's

@@ -399,7 +399,7 @@ func TestGatewayFixture(t *testing.T) {
 		first := readPids(t, pidfile)
 		waitGone(t, first[0])
 		_, err = g.Call(ctx, "fx", "crash", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose", "the next call starts it again", "PATH, HOME")
+		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose", "the next call starts it again", "PATH, HOME", "its stderr is in the message")
 		pids := readPids(t, pidfile)
 		waitGone(t, pids[1])
 		// The finding's repro: after slow and crash, echo answers (a third child).
@@ -550,7 +550,22 @@ func TestGatewayFixture(t *testing.T) {
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
 		_, err := g.Call(ctx, "fx", "hangup", nil)
 		wantCategory(t, err, fsbus.CatRetryNeeded, "closed its stdout but kept running")
+		if strings.Contains(err.Error(), "stderr") {
+			t.Errorf("a child that wrote no stderr: %v", err) // re-test of issue 9
+		}
 		waitGone(t, readPids(t, pidfile)[0])
+	})
+
+	t.Run("one-shot-hint", func(t *testing.T) {
+		// re-test of issue 9: a gateway serving one command (ferry mcp call) does not
+		// promise that a next call restarts the server.
+		g := newFixtureGateway(t, bin, nil, nil, mcpserver.GatewayServer{},
+			func(o *mcpserver.GatewayOptions) { o.OneShot = true })
+		_, err := g.Call(ctx, "fx", "crash", nil)
+		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose", "run the command again", "its stderr is in the message")
+		if strings.Contains(err.Error(), "next call") {
+			t.Errorf("one-shot hint: %v", err)
+		}
 	})
 
 	t.Run("garbage", func(t *testing.T) {
