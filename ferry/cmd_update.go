@@ -32,7 +32,8 @@ func (c *UpdateApproveCmd) Help() string {
 	return "Copy the binaries into the channel's releases/ folder first. The sha256 of each file is\n" +
 		"computed here and signed with the master key in a release.approve entry; a path outside\n" +
 		"releases/, a missing file or a version that is not semver is refused. Nothing is uploaded\n" +
-		"or downloaded: the files travel with the channel folder."
+		"or downloaded: the files travel with the channel folder. A version older than the newest\n" +
+		"approved one, or a re-approval of a version with other files, is written with a note."
 }
 
 // Run implements the command.
@@ -55,6 +56,10 @@ func (c *UpdateApproveCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	before, err := s.Channel.Load()
+	if err != nil {
+		return err
+	}
 	r, err := s.ApproveRelease(c.Version, plats)
 	if err != nil {
 		return err
@@ -63,6 +68,9 @@ func (c *UpdateApproveCmd) Run(g *Globals) error {
 		return g.printJSON(r)
 	}
 	g.printf("✔ release %s approved\n", r.Version)
+	for _, n := range approvalNotes(before.Releases(), r) {
+		g.printf("  note: %s\n", n)
+	}
 	names := make([]string, 0, len(r.Platforms))
 	for p := range r.Platforms {
 		names = append(names, p)
@@ -208,4 +216,34 @@ func truncate(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// approvalNotes warns about an approval r given the releases approved before it
+// (newest version first): one that replaces an approval of the same version, and one
+// whose version is not newer than the newest approved — `ferry update` offers only
+// the newest, so an older approval is never offered while a newer one stands. An
+// approval that wrote nothing (the same files again) gets no note.
+func approvalNotes(prior []fsbus.Release, r *fsbus.Release) []string {
+	var notes []string
+	for _, p := range prior {
+		if p.Hash == r.Hash {
+			return nil
+		}
+	}
+	for _, p := range prior {
+		if fsbus.CompareVersions(p.Version, r.Version) == 0 {
+			notes = append(notes, fmt.Sprintf("this replaces the approval of %s made at %s (other files or checksums)", p.Version, p.HLC))
+			break
+		}
+	}
+	for _, p := range prior {
+		if fsbus.CompareVersions(p.Version, r.Version) == 0 {
+			continue
+		}
+		if fsbus.CompareVersions(r.Version, p.Version) < 0 {
+			notes = append(notes, fmt.Sprintf("%s is older than the approved %s: machines are offered only the newest approved release, so nothing will update to %s", r.Version, p.Version, r.Version))
+		}
+		break
+	}
+	return notes
 }
