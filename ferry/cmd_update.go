@@ -33,7 +33,10 @@ func (c *UpdateApproveCmd) Help() string {
 		"computed here and signed with the master key in a release.approve entry; a path outside\n" +
 		"releases/, a missing file or a version that is not semver is refused. Nothing is uploaded\n" +
 		"or downloaded: the files travel with the channel folder. A version older than the newest\n" +
-		"approved one, or a re-approval of a version with other files, is written with a note."
+		"approved one, or a re-approval of a version with other files, is written with a note.\n" +
+		"A Go binary is read for the platform and version its build recorded: one built for\n" +
+		"another platform, or stamped (-ldflags \"-X main.version=…\") with another version, is\n" +
+		"refused; a file that cannot be read so is approved with a note saying what was not checked."
 }
 
 // Run implements the command.
@@ -68,8 +71,8 @@ func (c *UpdateApproveCmd) Run(g *Globals) error {
 		return g.printJSON(r)
 	}
 	g.printf("✔ release %s approved\n", r.Version)
-	for _, n := range approvalNotes(before.Releases(), r) {
-		g.printf("  note: %s\n", n)
+	for _, n := range append(approvalNotes(before.Releases(), r), r.Notes...) {
+		g.printf("  note: %s\n", clean(n))
 	}
 	names := make([]string, 0, len(r.Platforms))
 	for p := range r.Platforms {

@@ -83,14 +83,32 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 	if err != nil || len(ents) != 1 {
 		t.Fatalf("beside the binary: %v %v", ents, err)
 	}
-	// The same file approved again as 1.2.0 (it reports 1.1.0): the installed binary
-	// already is that file, so check offers nothing and apply installs nothing (issue 9
-	// finding 9e).
-	ferry("update", "approve", "1.2.0", "--platform", plat+"=releases/ferry-next")
-	if out := ferry("update", "check"); !strings.HasPrefix(out, "this binary already is the approved file of ferry 1.2.0 for "+plat+", but it reports version 1.1.0") {
-		t.Fatalf("check of a mis-stamped release already installed: %q", out)
+	// The same file approved again as 1.2.0 (it reports 1.1.0), or for a platform it
+	// was not built for: refused at approval, nothing written, so no machine is ever
+	// offered a release that apply would refuse (issue 9 finding 9e).
+	approveFails := func(want string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(exe, append([]string{"update", "approve"}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Fatalf("update approve %v: %v\n%s\nwant an error with %q", args, err, out, want)
+		}
 	}
-	if out := ferry("update", "apply", "--yes"); !strings.HasPrefix(out, "nothing to apply: this binary already is the approved file of ferry 1.2.0") {
-		t.Fatalf("apply of a mis-stamped release already installed: %q", out)
+	approveFails("reports version 1.1.0, not 1.2.0", "1.2.0", "--platform", plat+"=releases/ferry-next")
+	other := "windows/amd64"
+	if plat == other {
+		other = "linux/amd64"
+	}
+	approveFails("is a Go binary for "+plat+", not "+other, "1.1.0", "--platform", other+"=releases/ferry-next")
+	if out := ferry("update", "check"); !strings.HasPrefix(out, "ferry 1.1.0 is up to date for "+plat) {
+		t.Fatalf("check after the refused approvals: %q", out)
+	}
+	// A file that is not a Go binary is approved with a note saying what was not checked.
+	if err := os.WriteFile(filepath.Join(ch, "releases", "notes.txt"), []byte("not a binary\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := ferry("update", "approve", "1.3.0", "--platform", "plan9/amd64=releases/notes.txt"); !strings.Contains(out, "note: releases/notes.txt is not a Go binary this ferry can read") {
+		t.Fatalf("approving a text file said %q", out)
 	}
 }

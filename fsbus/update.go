@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"crypto/sha256"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -54,7 +56,10 @@ func KnownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() 
 // GOOS/GOARCH or not a pair Go builds for (KnownPlatform), or
 // a path not under releases/ (a path that leaves releases/ through "..", an absolute
 // path or a symlink is refused by os.Root); not_found for a missing file; invalid for
-// something that is not a regular file; denied for any writer but the master. When the
+// something that is not a regular file; invalid for a Go binary built for another
+// platform or stamped with another version (checkReleaseBinary: a file it cannot
+// check is approved with a note in Release.Notes); denied for any writer but the
+// master. When the
 // newest approval of version already names the same files with the same checksums, it
 // writes nothing and returns that approval.
 func (s *Session) ApproveRelease(version string, platforms map[string]string) (*Release, error) {
@@ -68,6 +73,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 		return nil, Errorf(CatDenied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", TypeReleaseApprove)
 	}
 	files := map[string]ReleaseFile{}
+	var notes []string
 	for _, p := range sortedKeys(platforms) {
 		if !platformRE.MatchString(p) {
 			return nil, Errorf(CatInvalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
@@ -76,11 +82,14 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 			return nil, Errorf(CatInvalid, "use a pair from `go tool dist list`, e.g. linux/amd64, darwin/arm64 or windows/amd64",
 				"platform %q is not a GOOS/GOARCH pair Go builds for", p)
 		}
-		rf, err := s.hashRelease(platforms[p])
+		rf, note, err := s.hashRelease(platforms[p], p, version)
 		if err != nil {
 			return nil, err
 		}
 		files[p] = rf
+		if note != "" {
+			notes = append(notes, note)
+		}
 	}
 	data := releaseData{Version: version, Platforms: files}
 	var rel *Release
@@ -97,10 +106,11 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 		return &ledger.Draft{Type: TypeReleaseApprove, Ref: version, Data: mustJSON(data)}, nil, nil
 	})
 	if err != nil || rel != nil {
-		return rel, err
+		return rel, err // the same approval again writes nothing and notes nothing
 	}
 	for _, r := range s.viewWithEntry(v, e).Releases() {
 		if r.Hash == e.Hash() {
+			r.Notes = notes
 			return &r, nil
 		}
 	}
@@ -108,23 +118,29 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 }
 
 // hashRelease reads one release file through os.Root at the channel's releases/
-// folder and returns its slash path, sha256 and size.
-func (s *Session) hashRelease(p string) (ReleaseFile, error) {
+// folder, checks it is a binary for platform carrying version (checkReleaseBinary),
+// and returns its slash path, sha256 and size, with a note when the check could not
+// be made.
+func (s *Session) hashRelease(p, platform, version string) (ReleaseFile, string, error) {
 	p = filepath.ToSlash(p)
 	if err := checkReleasePath(p); err != nil {
-		return ReleaseFile{}, err
+		return ReleaseFile{}, "", err
 	}
 	f, err := s.openRelease(p)
 	if err != nil {
-		return ReleaseFile{}, err
+		return ReleaseFile{}, "", err
 	}
 	defer f.Close()
+	note, err := checkReleaseBinary(f, p, platform, version)
+	if err != nil {
+		return ReleaseFile{}, "", err
+	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return ReleaseFile{}, fmt.Errorf("reading %s: %w", p, err)
+		return ReleaseFile{}, "", fmt.Errorf("reading %s: %w", p, err)
 	}
-	return ReleaseFile{SHA256: hexSHA(h.Sum(nil)), Path: p, Size: n}, nil
+	return ReleaseFile{SHA256: hexSHA(h.Sum(nil)), Path: p, Size: n}, note, nil
 }
 
 // openRelease opens a regular file at slash path p ("releases/…") through os.Root, so
@@ -425,4 +441,50 @@ func CleanOldExecutable(exe string) {
 		}
 	}
 	_ = os.Remove(exe + ".old")
+}
+
+// stampRE finds the version ferry's build stamps with -ldflags "-X main.version=V".
+var stampRE = regexp.MustCompile(`-X[= ]['"]?main\.version=([^\s'"]+)`)
+
+// checkReleaseBinary reads the Go build information of a release file
+// (debug/buildinfo: the GOOS, GOARCH and -ldflags its toolchain recorded) and refuses
+// it (invalid) when it was built for another platform than platform, or when it
+// carries a version stamp (-X main.version, else the module version) other than
+// version — `update apply` would refuse it on every machine (issue 9). A file without
+// Go build information, or without a version stamp, is not refused: note says what
+// could not be checked.
+func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note string, err error) {
+	bi, berr := buildinfo.Read(r)
+	if berr != nil {
+		return fmt.Sprintf("%s is not a Go binary this ferry can read: its platform and version were not checked", path), nil
+	}
+	var goos, goarch, ldflags string
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "GOOS":
+			goos = st.Value
+		case "GOARCH":
+			goarch = st.Value
+		case "-ldflags":
+			ldflags = st.Value
+		}
+	}
+	if goos != "" && goarch != "" && goos+"/"+goarch != platform {
+		return "", Errorf(CatInvalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
+			"%s is a Go binary for %s/%s, not %s", path, goos, goarch, platform)
+	}
+	stamped := ""
+	if m := stampRE.FindStringSubmatch(ldflags); m != nil {
+		stamped = m[1]
+	} else if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
+		stamped = mv
+	}
+	if stamped == "" {
+		return fmt.Sprintf("%s carries no version stamp (build it with -ldflags \"-X main.version=%s\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, version, version), nil
+	}
+	if canonicalVersion(stamped) != canonicalVersion(version) {
+		return "", Errorf(CatInvalid, "approve the version the binary reports, or rebuild it with -ldflags \"-X main.version="+version+"\"",
+			"%s reports version %s, not %s", path, stamped, version)
+	}
+	return "", nil
 }

@@ -30,6 +30,9 @@ type Release struct {
 	// Refused lists platforms of this approval that no update may use, with the reason
 	// (no sha256, a path outside releases/, a bad platform name).
 	Refused map[string]string `json:"refused,omitempty"`
+	// Notes are set only on the release ApproveRelease returns: what it could not
+	// check about a file (not a Go binary, no version stamp). Never folded.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ReleaseFile is one platform's binary of a release: a slash path inside the channel

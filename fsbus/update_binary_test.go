@@ -1,0 +1,35 @@
+package fsbus
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestCheckReleaseBinary: the running test binary is a Go binary for this platform
+// without a version stamp, so approving it notes that its version was not checked; for
+// another platform it is refused; a file that is not a Go binary only gets a note
+// (issue 9 finding 9e; the stamped cases run in ferry's TestUpdateApplyReplacesBinary).
+func TestCheckReleaseBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	note, err := checkReleaseBinary(f, "releases/x", Platform(), "1.0.0")
+	if err != nil || !strings.Contains(note, "carries no version stamp") {
+		t.Fatalf("the test binary for its own platform: note %q, err %v", note, err)
+	}
+	other := "plan9/386"
+	if _, err := checkReleaseBinary(f, "releases/x", other, "1.0.0"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not "+other) {
+		t.Fatalf("the test binary approved for %s: %v", other, err)
+	}
+	note, err = checkReleaseBinary(strings.NewReader("#!/bin/sh\necho hi\n"), "releases/x.sh", Platform(), "1.0.0")
+	if err != nil || !strings.Contains(note, "not a Go binary") {
+		t.Fatalf("a shell script: note %q, err %v", note, err)
+	}
+}
