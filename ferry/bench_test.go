@@ -26,7 +26,7 @@ func buildFerry(b *testing.B, dir string) string {
 	b.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		b.Skip("no go command to build ferry with")
+		b.Fatalf("no go command to build ferry with: %v", err)
 	}
 	bin := filepath.Join(dir, "ferry")
 	if runtime.GOOS == "windows" {

@@ -290,8 +290,10 @@ func findingsOfCheck(r fsbus.DoctorReport, check string) []fsbus.Finding {
 	return out
 }
 
-// syncthingGate returns the syncthing binary, or skips (neither FERRY_SYNCTHING_TEST=1
-// nor CI=true) or fails (either set, and syncthing missing).
+// syncthingGate returns the syncthing binary. The test runs wherever syncthing is
+// installed; without it, it fails when FERRY_SYNCTHING_TEST=1 or CI=true (.ci/run
+// installs it and sets both), and is skipped, saying so, only on a machine that asked
+// for neither — the one gate the project allows for an installed tool.
 func syncthingGate(t *testing.T) string {
 	t.Helper()
 	want, ci := os.Getenv("FERRY_SYNCTHING_TEST") == "1", os.Getenv("CI") == "true"
@@ -299,8 +301,8 @@ func syncthingGate(t *testing.T) string {
 	switch {
 	case err != nil && (want || ci):
 		t.Fatalf("syncthing is not installed (FERRY_SYNCTHING_TEST=%q, CI=%q): install the Debian package syncthing, as .ci/run does", os.Getenv("FERRY_SYNCTHING_TEST"), os.Getenv("CI"))
-	case !want && !ci:
-		t.Skip("the two-node Syncthing test runs with FERRY_SYNCTHING_TEST=1 (.ci/run sets it)")
+	case err != nil:
+		t.Skip("syncthing is not installed: the two-node test needs it (.ci/run installs it and sets FERRY_SYNCTHING_TEST=1)")
 	}
 	return bin
 }
