@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,17 +84,18 @@ func (h *Home) keyPath(project, name string) string {
 	return filepath.Join(h.ConfigDir, "keys", project, name+".key")
 }
 
-// HasKey reports whether a key for (project, name) exists on this machine.
+// HasKey reports whether a key for (project, name) exists on this machine, plain or
+// locked (keystore.go).
 func (h *Home) HasKey(project, name string) bool {
 	_, err := os.Stat(h.keyPath(project, name))
-	return err == nil
+	return err == nil || fileExists(h.lockedPath(project, name))
 }
 
 // NewKey makes and stores a fresh ed25519 key for (project, name), mode 0600. It
 // returns a conflict error when a key already exists (keys are never overwritten).
 func (h *Home) NewKey(project, name string) (ledger.KeySigner, error) {
 	p := h.keyPath(project, name)
-	if _, err := os.Stat(p); err == nil {
+	if h.HasKey(project, name) {
 		return nil, Errorf(CatConflict, "use `ferry key show` to see it", "a key for %s in project %s already exists", name, project)
 	}
 	_, priv, err := ed25519.GenerateKey(nil)
@@ -107,11 +109,17 @@ func (h *Home) NewKey(project, name string) (ledger.KeySigner, error) {
 	return ledger.KeySigner(priv), nil
 }
 
-// LoadKey reads the key of (project, name). It returns a not_found error naming the
-// command to run when there is none.
+// LoadKey reads the key of (project, name): the plain key, or the runtime copy of a
+// locked key (keystore.go). It returns a not_found error naming the command to run when
+// there is none, and a locked error naming `ferry key unlock` for a locked key without
+// a valid runtime copy.
 func (h *Home) LoadKey(project, name string) (ledger.KeySigner, error) {
 	p := h.keyPath(project, name)
 	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) && fileExists(h.lockedPath(project, name)) {
+		k, _, err := h.readUnlocked(project, name)
+		return k, err
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if name == MasterWriter {
 			return nil, Errorf(CatNotFound, "run owner commands on the machine where `ferry init` made the channel",
@@ -123,12 +131,11 @@ func (h *Home) LoadKey(project, name string) (ledger.KeySigner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading key: %w", err)
 	}
-	rest, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "ed25519-seed:")
-	seed, derr := base64.RawURLEncoding.DecodeString(rest)
-	if !ok || derr != nil || len(seed) != ed25519.SeedSize {
+	k, ok := parseSeedFile(string(b))
+	if !ok {
 		return nil, fmt.Errorf("key file %s is damaged", p)
 	}
-	return ledger.KeySigner(ed25519.NewKeyFromSeed(seed)), nil
+	return k, nil
 }
 
 // Keys lists the names with a key for project on this machine.
@@ -137,6 +144,8 @@ func (h *Home) Keys(project string) []string {
 	var out []string
 	for _, e := range ents {
 		if n, ok := strings.CutSuffix(e.Name(), ".key"); ok {
+			out = append(out, n)
+		} else if n, ok := strings.CutSuffix(e.Name(), lockedSuffix); ok && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}

@@ -95,7 +95,7 @@ func (c *Channel) As(name string) (*Session, error) {
 			return nil, err
 		}
 	}
-	k, err := c.Home.LoadKey(c.Project(), name)
+	k, err := c.Home.Signer(c.Project(), name) // a locked key signs once unlocked (keystore.go)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +268,9 @@ func mustJSON(v any) []byte {
 // nothing, so writing it would only mislead (issue 2: "unknown or unseated agent";
 // issue 6: retirement).
 func (s *Session) checkIdentity(st *State, typ string) error {
+	if err := s.checkUnlocked(); err != nil { // issue 8: a locked key writes nothing
+		return err
+	}
 	if s.Name == MasterWriter || typ == TypeAgentJoin {
 		return nil
 	}

@@ -61,8 +61,8 @@ func (c *Channel) Access(v *View, name string) *Access {
 	r := &Access{Agent: name, Level: LevelNone.String(), Scopes: []string{}, KeyHere: c.Home.HasKey(c.Project(), name)}
 	var here string
 	if r.KeyHere {
-		if k, err := c.Home.LoadKey(c.Project(), name); err == nil {
-			here = ledger.FormatKey(k.Public())
+		if k, err := c.Home.PublicKey(c.Project(), name); err == nil {
+			here = ledger.FormatKey(k)
 		}
 	}
 	a := v.State.Agents[name]
