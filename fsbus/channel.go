@@ -64,7 +64,8 @@ type Channel struct {
 	Config Config
 	Home   *Home
 	Device string
-	// MasterKey is the master public key (from channel.toml, checked against the pin).
+	// MasterKey is the master public key of channel.toml, checked against the pin: the
+	// root of the rotation chain (State.MasterKey is the current master key).
 	MasterKey ed25519.PublicKey
 	Ledger    *ledger.Ledger
 	// Now is the wall clock for HLCs, sightings and liveness; nil means time.Now.
@@ -77,6 +78,7 @@ type Channel struct {
 	// entries checked, and must return quickly. nil: no reports.
 	Progress func(stage string, done, total int)
 
+	pin       string      // the master key pinned on this machine (rotation.go)
 	index     *localIndex // this process's copy of the local index (index.go)
 	indexOnce sync.Once
 }
@@ -198,61 +200,22 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 //   - not_found when dir holds no channel.toml;
 //   - invalid when channel.toml does not parse or its signature does not verify;
 //   - invalid when its format is newer than FormatVersion (the binary is too old);
-//   - denied when its master key differs from the one pinned on this machine.
+//   - denied when its master key differs from the one pinned on this machine and no
+//     rotation chain from it reaches the pinned key (the hint names `ferry master
+//     repin`, rotation.go).
 func Open(h *Home, dir string) (*Channel, error) {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("resolving %s: %w", dir, err)
-	}
-	p := filepath.Join(dir, "channel.toml")
-	raw, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, Errorf(CatNotFound, "create one with `ferry init DIR --project ID`, or pass --channel", "%s holds no ferry channel (no channel.toml)", dir)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
-	}
-	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
-	var cfg Config
-	if _, err := toml.Decode(string(raw), &cfg); err != nil {
-		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
-	}
-	if cfg.Format > FormatVersion {
-		return nil, Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
-			"channel format %d is newer than this binary reads (format %d); nothing was read or written", cfg.Format, FormatVersion)
-	}
-	if cfg.Format < 1 {
-		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s has no valid format", p)
-	}
-	mk, err := ledger.ParseKey(cfg.Master)
-	if err != nil {
-		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
-	}
-	// The signature covers every key of the file, known to this binary or not (ADR 0001).
-	var all map[string]any
-	if _, err := toml.Decode(string(raw), &all); err != nil {
-		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
-	}
-	delete(all, "sig")
-	body, err := ledger.Canonical(all)
-	if err != nil {
-		return nil, Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
-	}
-	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, body, cfg.Sig); err != nil {
-		return nil, Errorf(CatInvalid, "channel.toml was edited or damaged; restore it from another machine or backup",
-			"%s is not signed by its master key", p)
-	}
-	if err := checkName("project id", cfg.Project); err != nil {
-		return nil, err
-	}
-	if err := h.PinMaster(cfg.Project, cfg.Master); err != nil {
-		return nil, err
-	}
-	dev, err := h.Device()
+	cfg, mk, dir, err := readConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	c := &Channel{Root: dir, Config: cfg, Home: h, Device: dev, MasterKey: mk}
+	c := &Channel{Root: dir, Config: cfg, Home: h, MasterKey: mk}
+	// The pin: channel.toml's key, or a key its rotation chain reaches (rotation.go).
+	if err := c.checkPin(); err != nil {
+		return nil, err
+	}
+	if c.Device, err = h.Device(); err != nil {
+		return nil, err
+	}
 	skew := time.Duration(cfg.Policy.MaxSkewS) * time.Second
 	lg, err := ledger.Open(ledger.Options{Root: dir, LockDir: h.LockDir(cfg.Project), Project: cfg.Project, MaxSkew: skew, Now: c.now})
 	if err != nil {
@@ -260,6 +223,57 @@ func Open(h *Home, dir string) (*Channel, error) {
 	}
 	c.Ledger = lg
 	return c, nil
+}
+
+// readConfig reads and verifies channel.toml in dir, returning it, its master key and
+// dir made absolute. Errors as Open's, but for the pin.
+func readConfig(dir string) (Config, ed25519.PublicKey, string, error) {
+	var cfg Config
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return cfg, nil, "", fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	p := filepath.Join(dir, "channel.toml")
+	raw, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, nil, "", Errorf(CatNotFound, "create one with `ferry init DIR --project ID`, or pass --channel", "%s holds no ferry channel (no channel.toml)", dir)
+	}
+	if err != nil {
+		return cfg, nil, "", fmt.Errorf("reading %s: %w", p, err)
+	}
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
+	if _, err := toml.Decode(string(raw), &cfg); err != nil {
+		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
+	}
+	if cfg.Format > FormatVersion {
+		return cfg, nil, "", Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
+			"channel format %d is newer than this binary reads (format %d); nothing was read or written", cfg.Format, FormatVersion)
+	}
+	if cfg.Format < 1 {
+		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s has no valid format", p)
+	}
+	mk, err := ledger.ParseKey(cfg.Master)
+	if err != nil {
+		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
+	}
+	// The signature covers every key of the file, known to this binary or not (ADR 0001).
+	var all map[string]any
+	if _, err := toml.Decode(string(raw), &all); err != nil {
+		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
+	}
+	delete(all, "sig")
+	body, err := ledger.Canonical(all)
+	if err != nil {
+		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
+	}
+	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, body, cfg.Sig); err != nil {
+		return cfg, nil, "", Errorf(CatInvalid, "channel.toml was edited or damaged; restore it from another machine or backup",
+			"%s is not signed by its master key", p)
+	}
+	if err := checkName("project id", cfg.Project); err != nil {
+		return cfg, nil, "", err
+	}
+	return cfg, mk, dir, nil
 }
 
 func protocolMD(cfg Config) string {

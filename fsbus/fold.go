@@ -209,6 +209,8 @@ type State struct {
 	counts map[string]bool    // hashes of entries that count
 	// decoded holds each entry's data while Fold runs (dataOf); nil after.
 	decoded map[*ledger.Entry]entryData
+	// masters is the master key rotation chain (issue 8, rotation.go).
+	masters *masterChain
 }
 
 type idemRec struct {
@@ -279,13 +281,14 @@ func Fold(in FoldInput) *State {
 	// Pass 1: the master's entries build the roster. Grants chain by basis and apply
 	// by per-segment sequence bounds, so no entry's position in time matters.
 	grantNodes := map[string][]*grantNode{}
+	st.masters = resolveMasters(st, in, ignore) // issue 8: the key of each master entry
 	for i := range in.Entries {
 		e := &in.Entries[i]
-		if e.Writer != MasterWriter {
+		if e.Writer != MasterWriter || st.masters.skip(e) {
 			continue
 		}
-		if !verifyEntry(e, in.Master, in.Project) {
-			ignore(e, "signature does not verify against the master key")
+		if !verifyEntry(e, st.masters.keyAt(e.Device, e.Seq), in.Project) {
+			ignore(e, st.masters.badSig(e, in.Project))
 			continue
 		}
 		st.counts[e.Hash()] = true

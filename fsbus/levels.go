@@ -68,6 +68,9 @@ const (
 	// TypeOrderStale is the author's record that a pointed file changed after dispatch
 	// (issue 6, ADR 0003): the order becomes pointer_stale.
 	TypeOrderStale = "order.stale"
+	// TypeMasterRotate moves trust from the master key that signs it to a new one
+	// (issue 8, rotation.go, ADR 0008).
+	TypeMasterRotate = "master.rotate"
 )
 
 // minLevel is the lowest level that may write each entry type at all; role rules
@@ -101,6 +104,7 @@ var minLevel = map[string]Level{
 	TypePolicySet:       LevelMaster,
 	TypeAskAnswer:       LevelMaster,
 	TypeReleaseApprove:  LevelMaster, // issue 9: update_fold.go
+	TypeMasterRotate:    LevelMaster, // issue 8: rotation.go
 }
 
 // checkLevel returns a denied error naming the missing level when lvl may not write typ.

@@ -166,7 +166,7 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 // the agent's seated key.
 func (c *Channel) presenceKey(st *State, writer string) (pub []byte, ok bool) {
 	if writer == MasterWriter {
-		return c.MasterKey, true
+		return st.MasterKey(), true // the current key of the rotation chain
 	}
 	a := st.Agents[writer]
 	if a == nil || !a.Seated {

@@ -60,6 +60,7 @@ func (c *Channel) Load() (*View, error) {
 		}
 		st = Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
 	}
+	c.followPin(st) // issue 8: the pin follows the master key rotation chain
 	c.progress("arrivals", 0, 0)
 	arr, err := ingestArrivals(c, snap.Entries)
 	if err != nil {
@@ -269,6 +270,9 @@ func mustJSON(v any) []byte {
 // issue 6: retirement).
 func (s *Session) checkIdentity(st *State, typ string) error {
 	if err := s.checkUnlocked(); err != nil { // issue 8: a locked key writes nothing
+		return err
+	}
+	if err := s.checkMasterKey(st); err != nil { // issue 8: a rotated-out master key neither
 		return err
 	}
 	if s.Name == MasterWriter || typ == TypeAgentJoin {

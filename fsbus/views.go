@@ -540,7 +540,7 @@ func (r *VerifyReport) OK() bool {
 func (c *Channel) rosterKeys(st *State) ledger.KeyFunc {
 	return func(e *ledger.Entry) (ed25519.PublicKey, bool) {
 		if e.Writer == MasterWriter {
-			return c.MasterKey, true
+			return st.masterKeyAt(e), true // rotation.go
 		}
 		a := st.Agents[e.Writer]
 		if g, ok := a.cover(e.Device, e.Seq); ok && !g.revoke {
@@ -607,7 +607,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			}
 			cands = append(cands, pub)
 		} else if env.Author == MasterWriter {
-			cands = append(cands, c.MasterKey)
+			cands = append(cands, st.masters.keys...) // any key of the rotation chain
 		} else if a := st.Agents[env.Author]; a != nil {
 			for k := len(a.grants) - 1; k >= 0; k-- {
 				if !a.grants[k].revoke && a.grants[k].key != nil {
