@@ -1,0 +1,291 @@
+package fsbus
+
+import (
+	"crypto/ed25519"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// secondMaster imports the master key of c into a fresh home and opens c there.
+func secondMaster(t *testing.T, c *Channel) (*Channel, *Session) {
+	t.Helper()
+	exp, err := c.Home.ExportKey(c.Project(), MasterWriter, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ik, err := ReadExport(exp, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := testHome(t)
+	if _, err := h.StoreImported(ik); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Open(h, c.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := c2.As(MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c2, m2
+}
+
+// ignoredHas reports whether st lists the entry with hash h with a reason holding why.
+func ignoredHas(st *State, h, why string) bool {
+	for _, ig := range st.Ignored {
+		if ig.Hash == h && strings.Contains(ig.Reason, why) {
+			return true
+		}
+	}
+	return false
+}
+
+// rawRotate appends a master.rotate to (master, device) signed by signer, bypassing
+// every check of the write path (what a hand-made or hostile line would be).
+func rawRotate(t *testing.T, c *Channel, device string, signer ledger.Signer, newKey ed25519.PublicKey, basis string, bounds map[string]uint64) ledger.Entry {
+	t.Helper()
+	seq := segmentSeq(mustLoad(t, c).Snapshot, MasterWriter, device) + 1
+	if bounds == nil {
+		bounds = map[string]uint64{}
+	}
+	if _, ok := bounds[device]; !ok {
+		bounds[device] = seq
+	}
+	d := entryData{Key: ledger.FormatKey(newKey), Bounds: bounds, Basis: basis}
+	e, err := c.Ledger.Append(MasterWriter, device, ledger.Draft{Type: TypeMasterRotate, Ref: MasterWriter, Data: mustJSON(d)}, signer, ledger.HLC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestMasterRotation: issue 8 "ferry master rotate": a rotation signed by the old key
+// moves trust to the new one. The old key's entries after the rotation's bound (here
+// from a second master machine that kept the old key) are ignored and listed; entries
+// within the bound and the new key's entries count; the rotating machine's key files
+// are swapped (the old one kept); a machine holding the old key is refused when it
+// writes; a machine pinned to the old key follows the rotation and opens afterwards.
+func TestMasterRotation(t *testing.T) {
+	c, m, bot := seatedAgent(t)
+	p := c.Project()
+	c2, m2 := secondMaster(t, c)
+	before, err := m2.DecisionRecord("before the rotation, machine two", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An agent machine pinned to the channel's first key.
+	hAgent := testHome(t)
+	if _, err := Open(hAgent, c.Root); err != nil {
+		t.Fatal(err)
+	}
+	oldKey := m.Signer.Public()
+
+	res, err := m.RotateMaster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Old != ledger.FormatKey(oldKey) || res.New == res.Old || ledger.FormatKey(m.Signer.Public()) != res.New {
+		t.Fatalf("rotate result %+v", res)
+	}
+	if k, err := c.Home.LoadKey(p, MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
+		t.Fatalf("this machine's master key after the rotation: %v", err)
+	}
+	if b, err := os.ReadFile(res.Backup); err != nil || !strings.Contains(string(b), seedPrefix) {
+		t.Fatalf("old key not kept at %s: %v", res.Backup, err)
+	}
+	if fileExists(c.Home.keyPath(p, MasterWriter) + ".next") {
+		t.Fatal("master.key.next left behind")
+	}
+
+	// The second master machine still holds the old key: its writes are refused.
+	_, err = m2.DecisionRecord("after the rotation, old key", "")
+	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "rotated out") {
+		t.Fatalf("write with a rotated-out key: %v, want denied", err)
+	}
+	// A line it appends anyway (bypassing the check) is ignored and listed.
+	d := entryData{}
+	late, err := c2.Ledger.Append(MasterWriter, c2.Device, ledger.Draft{Type: TypeDecisionRecord, Ref: "d-0000000000000", Data: mustJSON(d)}, m2.Signer, ledger.HLC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new key's entries count: a decision and a grant.
+	if _, err := m.DecisionRecord("after the rotation, new key", ""); err != nil {
+		t.Fatalf("write with the new key: %v", err)
+	}
+	if _, err := Join(c, "helper", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Grant(GrantOptions{Agent: "helper", Level: "worker"}); err != nil {
+		t.Fatal(err)
+	}
+	// An agent's entries are untouched by the rotation.
+	if _, err := bot.TalkSend("master", "still here", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	v := mustLoad(t, c)
+	st := v.State
+	if ledger.FormatKey(st.MasterKey()) != res.New || len(st.MasterKeys()) != 2 {
+		t.Fatalf("master keys %v, want the chain to %s", st.MasterKeys(), res.New)
+	}
+	if !ignoredHas(st, late.Hash(), "after a rotation moved trust") {
+		t.Fatalf("the old key's late entry is not listed: %+v", st.Ignored)
+	}
+	if len(st.Decisions) != 2 || !st.Agents["helper"].Seated || !st.Agents["bot"].Seated {
+		t.Fatalf("decisions %d, helper seated %v", len(st.Decisions), st.Agents["helper"].Seated)
+	}
+	found := false
+	for _, d := range st.Decisions {
+		found = found || d.ID == before.ID
+	}
+	if !found {
+		t.Fatal("the old key's entry within the rotation's bound no longer counts")
+	}
+	if len(st.Ignored) != 1 {
+		t.Fatalf("ignored %+v, want only the late entry", st.Ignored)
+	}
+	// ferry ledger verify checks each master line against the key the chain binds.
+	rep, err := c.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Ledger.Problems) != 1 {
+		t.Fatalf("verify problems %+v, want only the late entry's", rep.Ledger.Problems)
+	}
+
+	// The agent machine pinned to the old key follows: its pin moves on Load, and it
+	// opens afterwards although channel.toml still names the first key.
+	ca, err := Open(hAgent, c.Root)
+	if err != nil {
+		t.Fatalf("open on a machine pinned to the old key: %v", err)
+	}
+	mustLoad(t, ca)
+	if pin, _ := hAgent.pinned(p); pin != res.New {
+		t.Fatalf("pin after Load = %s, want %s", pin, res.New)
+	}
+	if _, err := Open(hAgent, c.Root); err != nil {
+		t.Fatalf("open with the pin on the rotated key: %v", err)
+	}
+
+	// Importing the new key on the second machine (its old file moved aside) lets it
+	// write again, in its own segment.
+	exp, err := c.Home.ExportKey(p, MasterWriter, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ik, _ := ReadExport(exp, []byte("pw"))
+	if _, err := c2.Home.StoreImported(ik); !IsCategory(err, CatConflict) {
+		t.Fatalf("import over the old key: %v, want conflict", err)
+	}
+	if err := os.Rename(c2.Home.keyPath(p, MasterWriter), c2.Home.keyPath(p, MasterWriter)+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Home.StoreImported(ik); err != nil {
+		t.Fatal(err)
+	}
+	m2, err = c2.As(MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m2.DecisionRecord("machine two, new key", ""); err != nil {
+		t.Fatalf("second machine after importing the new key: %v", err)
+	}
+	if n := len(mustLoad(t, c).State.Decisions); n != 3 {
+		t.Fatalf("decisions = %d, want 3", n)
+	}
+}
+
+// TestRotationWrongKeyAndCompeting: issue 8 adversarial rotations: a rotation signed by
+// a key that is not the master's is ignored and listed, and trust stays; of two
+// rotations naming the same basis (the owner rotating on two machines) the lower hash
+// wins, the other is listed as superseded and reported as contested; a rotation
+// chained after the loser counts for nothing.
+func TestRotationWrongKeyAndCompeting(t *testing.T) {
+	c, m, _ := seatedAgent(t)
+	c2, m2 := secondMaster(t, c)
+	root := m.Signer.Public()
+
+	_, mallory, _ := ed25519.GenerateKey(nil)
+	forged := rawRotate(t, c, c.Device, ledger.KeySigner(mallory), mallory.Public().(ed25519.PublicKey), "", nil)
+	st := mustLoad(t, c).State
+	if !st.MasterKey().Equal(root) || !ignoredHas(st, forged.Hash(), "not signed by the master key it rotates from") {
+		t.Fatalf("forged rotation: master %s, ignored %+v", ledger.FormatKey(st.MasterKey()), st.Ignored)
+	}
+	// The master's own writes still count under the first key.
+	if _, err := m.DecisionRecord("after a forged rotation", ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(mustLoad(t, c).State.Decisions) != 1 {
+		t.Fatal("a forged rotation stopped the master's entries counting")
+	}
+
+	// Two real rotations from the first key, one per machine, same basis.
+	_, k1, _ := ed25519.GenerateKey(nil)
+	_, k2, _ := ed25519.GenerateKey(nil)
+	r1 := rawRotate(t, c, c.Device, m.Signer, k1.Public().(ed25519.PublicKey), "", nil)
+	r2 := rawRotate(t, c2, c2.Device, m2.Signer, k2.Public().(ed25519.PublicKey), "", nil)
+	win, lose, winKey, loseKey := r1, r2, k1, k2
+	if r2.Hash() < r1.Hash() {
+		win, lose, winKey, loseKey = r2, r1, k2, k1
+	}
+	// A rotation chained after the loser, signed by the loser's new key.
+	_, k3, _ := ed25519.GenerateKey(nil)
+	loseDev := lose.Device
+	after := rawRotate(t, c, loseDev, ledger.KeySigner(loseKey), k3.Public().(ed25519.PublicKey), lose.Hash(), nil)
+
+	for _, ch := range []*Channel{c, c2} {
+		st := mustLoad(t, ch).State
+		if !st.MasterKey().Equal(winKey.Public().(ed25519.PublicKey)) {
+			t.Fatalf("master key %s, want the lower-hash rotation's", ledger.FormatKey(st.MasterKey()))
+		}
+		if !ignoredHas(st, lose.Hash(), "superseded") || !ignoredHas(st, after.Hash(), "off the rotation chain") {
+			t.Fatalf("losing rotations not listed: %+v", st.Ignored)
+		}
+		contested := false
+		for _, cs := range st.Contested {
+			contested = contested || cs.Ref == MasterWriter && cs.Winner.Hash == win.Hash()
+		}
+		if !contested {
+			t.Fatalf("competing rotations not reported: %+v", st.Contested)
+		}
+	}
+}
+
+// TestPinRefusedAndRepin: issue 8 "Trust root": a channel.toml naming another master
+// key than the pinned one (and no rotation leading to it) is refused with a message
+// naming `ferry master repin`, and nothing is written; repin with a key that is not
+// channel.toml's is refused; repin with it makes the channel open.
+func TestPinRefusedAndRepin(t *testing.T) {
+	c, _, _ := seatedAgent(t)
+	h := testHome(t)
+	other := t.TempDir()
+	if _, err := Init(h, InitOptions{Dir: other, Project: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	pinBefore, _ := h.pinned("acme")
+	_, err := Open(h, c.Root)
+	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "ferry master repin --channel "+c.Root+" --key "+c.Config.Master) {
+		t.Fatalf("open with another pinned key: %v, want denied naming the repin command", err)
+	}
+	if pin, _ := h.pinned("acme"); pin != pinBefore {
+		t.Fatal("a refused open changed the pin")
+	}
+	if _, _, err := Repin(h, c.Root, pinBefore); !IsCategory(err, CatInvalid) {
+		t.Fatalf("repin with the old key: %v, want invalid", err)
+	}
+	old, pinned, err := Repin(h, c.Root, c.Config.Master)
+	if err != nil || old != pinBefore || pinned != c.Config.Master {
+		t.Fatalf("repin: %s → %s, %v", old, pinned, err)
+	}
+	if _, err := Open(h, c.Root); err != nil {
+		t.Fatalf("open after repin: %v", err)
+	}
+	if _, err := Open(h, other); !IsCategory(err, CatDenied) {
+		t.Fatalf("the other channel after repin: %v, want denied", err)
+	}
+}
