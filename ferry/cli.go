@@ -53,6 +53,9 @@ type CLI struct {
 	Update     UpdateCmd     `cmd:"" help:"Approve, check for and apply signed updates of ferry itself."`
 	Search     SearchCmd     `cmd:"" help:"Search orders, messages, decisions and asks, newest first."`
 
+	// The owner's trust root (issue 8).
+	Master MasterCmd `cmd:"" help:"Rotate the owner's master key, or deliberately re-pin it."`
+
 	// --version is `ferry version` as a flag (issue 9 finding s1).
 	VersionFlag versionFlag `name:"version" help:"Print the version and channel format (as ferry version)."`
 }
