@@ -327,7 +327,8 @@ type RotateResult struct {
 // master key and the old file is kept beside it as master.key.old-<n> (or
 // master.key.locked.old-<n>). Errors: denied unless s is the master with the current
 // master key; locked for a locked key; internal when the entry does not fold onto the
-// chain (the new key is then discarded and the old one stays).
+// chain (the new key is then discarded and the old one stays). The new key is stored
+// plain even when the old one was locked (`ferry key lock` locks it).
 func (s *Session) RotateMaster() (*RotateResult, error) {
 	if s.Name != MasterWriter {
 		return nil, Errorf(CatDenied, "run it as the owner on a machine that holds the master key", "only the master rotates the master key")
@@ -338,7 +339,9 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	}
 	next := ledger.KeySigner(priv)
 	p := s.Project()
-	nextPath := s.Home.keyPath(p, MasterWriter) + ".next"
+	// A file of its own per rotation: a pending key of an interrupted rotation is never
+	// overwritten (checkMasterKey installs it once its rotation is on the chain).
+	nextPath := s.Home.keyPath(p, MasterWriter) + ".next-" + strings.TrimPrefix(ledger.FormatKey(next.Public()), "ed25519:")[:12]
 	if err := WriteFileAtomic(nextPath, []byte(seedText(next)), 0o600); err != nil {
 		return nil, err
 	}
@@ -355,7 +358,9 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 		return &ledger.Draft{Type: TypeMasterRotate, Ref: MasterWriter, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
-		os.Remove(nextPath)
+		if !IsCategory(err, CatInternal) {
+			os.Remove(nextPath) // refused: nothing was written
+		} // else the entry may be on disk: keep the key for checkMasterKey
 		return nil, err
 	}
 	res.Entry = e.Hash()
@@ -364,7 +369,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 		return nil, Errorf(CatInternal, "run `ferry ledger verify` and `ferry doctor`: the entry is listed with the reason; this machine keeps its master key",
 			"the rotation entry %s was written but does not move trust (another rotation won or its bounds did not hold)", e.Hash())
 	}
-	if res.Backup, err = s.Home.installNextMaster(p); err != nil {
+	if res.Backup, err = s.Home.installNextMaster(p, nextPath); err != nil {
 		return nil, err
 	}
 	s.Signer = next
@@ -372,10 +377,10 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	return res, nil
 }
 
-// installNextMaster makes master.key.next (written by RotateMaster) this machine's
-// master key, keeping the old key file (plain or locked) as <file>.old-<n>, and
-// removing the old key's unlocked copy. It returns the backup's path.
-func (h *Home) installNextMaster(project string) (string, error) {
+// installNextMaster makes the pending key in next (written by RotateMaster) this
+// machine's master key, keeping the old key file (plain or locked) as <file>.old-<n>,
+// and removing the old key's unlocked copy. It returns the backup's path.
+func (h *Home) installNextMaster(project, next string) (string, error) {
 	kp := h.keyPath(project, MasterWriter)
 	old := kp
 	if !fileExists(kp) {
@@ -391,27 +396,41 @@ func (h *Home) installNextMaster(project string) (string, error) {
 	if err := os.Rename(old, backup); err != nil {
 		return "", fmt.Errorf("keeping the old master key: %w", err)
 	}
-	if err := os.Rename(kp+".next", kp); err != nil {
-		return "", fmt.Errorf("installing the new master key (it is in %s.next): %w", kp, err)
+	if err := os.Rename(next, kp); err != nil {
+		return "", fmt.Errorf("installing the new master key (it is in %s): %w", next, err)
 	}
 	os.Remove(h.UnlockedPath(project, MasterWriter))
 	return backup, nil
 }
 
+// pendingMasters lists the master.key.next-* files of project (interrupted rotations).
+func (h *Home) pendingMasters(project string) []string {
+	kp := h.keyPath(project, MasterWriter)
+	ents, _ := os.ReadDir(filepath.Dir(kp))
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), filepath.Base(kp)+".next-") {
+			out = append(out, filepath.Join(filepath.Dir(kp), e.Name()))
+		}
+	}
+	return out
+}
+
 // checkMasterKey refuses a master write signed by a key that is not the channel's
 // current master key (a machine holding a key rotated out). When this machine holds
-// the current key in master.key.next (a rotation interrupted after its entry was
-// written), it finishes installing it and signs with it.
+// the current key in a pending master.key.next-<key prefix> (a rotation interrupted
+// after its entry was written), it finishes installing it and signs with it.
 func (s *Session) checkMasterKey(st *State) error {
 	if s.Name != MasterWriter || st.masters == nil || s.Signer.Public().Equal(st.MasterKey()) {
 		return nil
 	}
-	nextPath := s.Home.keyPath(s.Project(), MasterWriter) + ".next"
-	if b, err := os.ReadFile(nextPath); err == nil {
-		if k, ok := parseSeedFile(string(b)); ok && k.Public().Equal(st.MasterKey()) {
-			if _, err := s.Home.installNextMaster(s.Project()); err == nil {
-				s.Signer = k
-				return nil
+	for _, next := range s.Home.pendingMasters(s.Project()) {
+		if b, err := os.ReadFile(next); err == nil {
+			if k, ok := parseSeedFile(string(b)); ok && k.Public().Equal(st.MasterKey()) {
+				if _, err := s.Home.installNextMaster(s.Project(), next); err == nil {
+					s.Signer = k
+					return nil
+				}
 			}
 		}
 	}

@@ -98,8 +98,8 @@ func TestMasterRotation(t *testing.T) {
 	if b, err := os.ReadFile(res.Backup); err != nil || !strings.Contains(string(b), seedPrefix) {
 		t.Fatalf("old key not kept at %s: %v", res.Backup, err)
 	}
-	if fileExists(c.Home.keyPath(p, MasterWriter) + ".next") {
-		t.Fatal("master.key.next left behind")
+	if n := c.Home.pendingMasters(p); len(n) > 0 {
+		t.Fatalf("pending key files left behind: %v", n)
 	}
 
 	// The second master machine still holds the old key: its writes are refused.
@@ -287,5 +287,47 @@ func TestPinRefusedAndRepin(t *testing.T) {
 	}
 	if _, err := Open(h, other); !IsCategory(err, CatDenied) {
 		t.Fatalf("the other channel after repin: %v, want denied", err)
+	}
+}
+
+// TestRotationInterrupted: issue 8 / ADR 0008 §6: a rotation whose entry was written but
+// whose key files were not swapped yet (a crash) is finished by the next master write:
+// the pending key is the chain's current key, so it is installed and signs; nothing is
+// lost and the old key is kept.
+func TestRotationInterrupted(t *testing.T) {
+	c, m, _ := seatedAgent(t)
+	p := c.Project()
+	res, err := m.RotateMaster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Put the files back as they were between the append and the swap.
+	kp := c.Home.keyPath(p, MasterWriter)
+	pending := kp + ".next-" + strings.TrimPrefix(res.New, "ed25519:")[:12]
+	if err := os.Rename(kp, pending); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(res.Backup, kp); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := c.As(MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ledger.FormatKey(m2.Signer.Public()) != res.Old {
+		t.Fatal("the setup did not restore the old key")
+	}
+	if _, err := m2.DecisionRecord("after an interrupted rotation", ""); err != nil {
+		t.Fatalf("write after an interrupted rotation: %v", err)
+	}
+	if k, err := c.Home.LoadKey(p, MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
+		t.Fatalf("the pending key was not installed: %v", err)
+	}
+	if fileExists(pending) || !fileExists(res.Backup) {
+		t.Fatal("the pending file is still there or the old key was not kept")
+	}
+	st := mustLoad(t, c).State
+	if len(st.Decisions) != 1 || len(st.Ignored) != 0 {
+		t.Fatalf("decisions %d, ignored %+v", len(st.Decisions), st.Ignored)
 	}
 }
