@@ -29,6 +29,7 @@ func (c *MasterRotateCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	was, _ := s.Home.KeyStatus(s.Project(), fsbus.MasterWriter)
 	res, err := s.RotateMaster()
 	if err != nil {
 		return err
@@ -37,6 +38,9 @@ func (c *MasterRotateCmd) Run(g *Globals) error {
 		return g.printJSON(res)
 	}
 	g.printf("✔ master key rotated\n  old: %s\n  new: %s\n  the old private key is kept in %s\n", res.Old, res.New, res.Backup)
+	if was == fsbus.KeyLocked || was == fsbus.KeyUnlocked {
+		g.printf("  the new key is not locked yet: run `ferry key lock`\n")
+	}
 	return nil
 }
 
