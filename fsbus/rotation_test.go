@@ -107,6 +107,13 @@ func TestMasterRotation(t *testing.T) {
 	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "rotated out") {
 		t.Fatalf("write with a rotated-out key: %v, want denied", err)
 	}
+	// Nor may it rotate: refused, and its pending key file is gone with the refusal.
+	if _, err := m2.RotateMaster(); !IsCategory(err, CatDenied) {
+		t.Fatalf("rotation by a rotated-out key: %v, want denied", err)
+	}
+	if n := c2.Home.pendingMasters(p); len(n) > 0 {
+		t.Fatalf("a refused rotation left %v", n)
+	}
 	// A line it appends anyway (bypassing the check) is ignored and listed.
 	d := entryData{}
 	late, err := c2.Ledger.Append(MasterWriter, c2.Device, ledger.Draft{Type: TypeDecisionRecord, Ref: "d-0000000000000", Data: mustJSON(d)}, m2.Signer, ledger.HLC{})
