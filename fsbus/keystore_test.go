@@ -198,6 +198,9 @@ func TestKeyExportImport(t *testing.T) {
 	if _, err := ReadExport([]byte("not an age file"), []byte("two machines")); !IsCategory(err, CatInvalid) {
 		t.Fatalf("import of garbage: %v, want invalid", err)
 	}
+	if _, err := ReadExport(append(exp, make([]byte, maxKeyFile)...), []byte("two machines")); !IsCategory(err, CatInvalid) {
+		t.Fatalf("import of an oversized file: %v, want invalid", err)
+	}
 	if h2.HasKey(p, MasterWriter) {
 		t.Fatal("a refused import wrote a key")
 	}
