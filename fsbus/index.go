@@ -304,15 +304,16 @@ var progressBlock = 4096
 // Fold still decides which key applies to which entry.
 func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 	project := c.Project()
+	masterKey := c.masterKeys(entries) // issue 8: the rotation chain's key per entry
 	parallel(len(entries), func(i int) {
 		if e := &entries[i]; e.Writer == MasterWriter {
-			verifyEntry(e, c.MasterKey, project)
+			verifyEntry(e, masterKey(e), project)
 		}
 	})
 	granted := map[string][]ed25519.PublicKey{}
 	for i := range entries {
 		e := &entries[i]
-		if e.Writer != MasterWriter || e.Type != TypeGrantSet || !verifyEntry(e, c.MasterKey, project) {
+		if e.Writer != MasterWriter || e.Type != TypeGrantSet || !verifyEntry(e, masterKey(e), project) {
 			continue
 		}
 		if d, ok := decodeData(e); ok {

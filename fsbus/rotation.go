@@ -192,6 +192,13 @@ func (st *State) masterKeyAt(e *ledger.Entry) ed25519.PublicKey {
 	return st.masters.keyAt(e.Device, e.Seq)
 }
 
+// masterKeys returns the key each master entry among entries must be signed with,
+// resolving the rotation chain from them (for the signature pre-check, index.go).
+func (c *Channel) masterKeys(entries []ledger.Entry) func(*ledger.Entry) ed25519.PublicKey {
+	m := resolveMasters(nil, FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: entries}, func(*ledger.Entry, string) {})
+	return func(e *ledger.Entry) ed25519.PublicKey { return m.keyAt(e.Device, e.Seq) }
+}
+
 // pinPath is where this machine pins a project's master key.
 func (h *Home) pinPath(project string) string {
 	return filepath.Join(h.ConfigDir, "pins", project+".pub")
