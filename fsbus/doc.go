@@ -31,6 +31,17 @@
 // the presence sightings and each segment's high-water mark under CacheDir. FERRY_HOME
 // moves both.
 //
+// # Keys and the trust root
+//
+// keystore.go holds a key plain (<name>.key) or locked with a passphrase
+// (<name>.key.locked, age scrypt, its public key in a plain first line); `ferry key
+// unlock` opens a locked key into ConfigDir/unlocked/<project>/<name>.key with an expiry,
+// and a session with a locked key reads but answers locked on every write. Exports are
+// the key file age-encrypted to a passphrase. rotation.go resolves the master.rotate
+// chain from channel.toml's key: Fold verifies each master entry under the key the
+// chain binds to its (device, seq), and the machine's pin follows the chain
+// (docs/adr/0008-master-rotation.md).
+//
 // # Updates and search
 //
 // A release.approve (update_fold.go) is the master's signature on a version and, per
