@@ -149,11 +149,15 @@ func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc)
 			before[i] = -1
 		}
 	}
-	tails, err := st.readAll(files)
+	tails, resets, err := st.readAll(files)
 	if err != nil {
 		return nil, err
 	}
-	if keys == nil && !forgot && st.stats.Reset == 0 && st.last != nil {
+	restarted := false // a file known before was read from its start again
+	for i := range files {
+		restarted = restarted || (resets[i] && before[i] >= 0)
+	}
+	if keys == nil && !forgot && !restarted && st.last != nil {
 		if snap := st.appended(files, before, tails); snap != nil {
 			return snap, nil
 		}
@@ -196,22 +200,25 @@ func (st *ReadState) remember(snap *Snapshot, files []segFile, nfile int) {
 	st.last = lr
 }
 
-// appended is the fast path of ReadIncremental (issue 7): when every file only grew,
-// no new line is malformed, and each new record continues its chain (seq one past the
+// appended is the fast path of ReadIncremental (issue 7): when every file only grew
+// or is new, no new line is malformed, and each new record continues its chain (seq one past the
 // chain's tip and prev naming the tip's hash, or seq 1 of a new chain), the snapshot
 // is the last one plus the new records, merged without going over the earlier
 // entries. It returns nil when any of that does not hold (a duplicate, a fork, a gap):
 // the caller then merges everything, which gives the same snapshot.
 func (st *ReadState) appended(files []segFile, before []int, tails []*Problem) *Snapshot {
 	lr := st.last
-	var added []Entry
+	added := []Entry{} // not nil: nil means "merged from scratch"
 	for i, f := range files {
 		g := st.segs[f.rel]
-		n, known := lr.nprob[f.rel]
-		if before[i] < 0 || !known || len(g.problems) != n {
+		from, n := before[i], lr.nprob[f.rel]
+		if from < 0 { // a new file: every record is new
+			from, n = 0, 0
+		}
+		if len(g.problems) != n {
 			return nil
 		}
-		for _, r := range g.records[before[i]:] {
+		for _, r := range g.records[from:] {
 			added = append(added, r.e)
 		}
 	}
@@ -261,6 +268,9 @@ func (st *ReadState) appended(files []segFile, before []int, tails []*Problem) *
 	for k, t := range tips {
 		lr.tips[k] = t
 	}
+	for _, f := range files {
+		lr.nprob[f.rel] = len(st.segs[f.rel].problems)
+	}
 	lr.snap = snap
 	st.stats.Appended = true
 	return snap
@@ -285,7 +295,7 @@ func mergeSorted(a, b []Entry) []Entry {
 
 // readAll brings every file's state up to date, concurrently, and returns each file's
 // torn-tail problem (nil when its reading ended cleanly).
-func (st *ReadState) readAll(files []segFile) ([]*Problem, error) {
+func (st *ReadState) readAll(files []segFile) ([]*Problem, []bool, error) {
 	type out struct {
 		g     *segState
 		reset bool
@@ -322,11 +332,13 @@ func (st *ReadState) readAll(files []segFile) ([]*Problem, error) {
 		wg.Wait()
 	}
 	tails := make([]*Problem, len(files))
+	resets := make([]bool, len(files))
 	for i, f := range files {
 		o := outs[i]
 		if o.err != nil {
-			return nil, o.err
+			return nil, nil, o.err
 		}
+		resets[i] = o.reset
 		old := st.segs[f.rel]
 		st.segs[f.rel] = o.g
 		switch {
@@ -342,7 +354,7 @@ func (st *ReadState) readAll(files []segFile) ([]*Problem, error) {
 		st.stats.NewLines += o.lines
 		tails[i] = o.torn
 	}
-	return tails, nil
+	return tails, resets, nil
 }
 
 // advance reads file f past what g remembers (from its start when g is nil or no
