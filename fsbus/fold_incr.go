@@ -31,7 +31,7 @@ import (
 // folded is a State with what folding it again after new entries needs.
 type folded struct {
 	st     *State
-	roster []ledger.Entry             // entries that build the roster, merged order
+	roster []ledger.Entry            // entries that build the roster, merged order
 	things map[string][]ledger.Entry // thing key → its entries, merged order
 	// missing names, per thing, the object file the fold found missing.
 	missing map[string]objRef

@@ -42,7 +42,7 @@ type ReadState struct {
 // lastRead is what ReadIncremental remembers of the snapshot it returned last.
 type lastRead struct {
 	snap       *Snapshot
-	chainProbs []Problem         // the problems mergeResults found past the files' own
+	chainProbs []Problem           // the problems mergeResults found past the files' own
 	tips       map[segKey]chainTip // the last kept record of each chain
 	nprob      map[string]int      // malformed-line problems per file
 }
