@@ -124,28 +124,39 @@ func foldFull(in FoldInput) *folded {
 	return f
 }
 
+// canDelta reports whether foldDelta can fold added into f: no entry changes the
+// roster, every writer is known, and no idempotency key is one another entry used.
+func (f *folded) canDelta(added []ledger.Entry) bool {
+	for _, e := range added {
+		if _, roster := thingKeys(&e); roster {
+			return false
+		}
+		if e.Writer != MasterWriter && f.st.Agents[e.Writer] == nil {
+			return false
+		}
+		if e.Idem != "" {
+			if rec, seen := f.st.idem.get(e.Writer + "\x00" + e.Idem); seen && rec.hash != e.Hash() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // foldDelta returns f with added folded in, or ok = false when that needs a full fold
 // (see the package comment above). in gives the project, master key and objects;
 // in.Entries is not read. total and maxHLC are the entry count and highest HLC of the
 // whole snapshot after added. exists reports whether an object file is there now. f is
 // not modified: a View holding it keeps reading what it read.
 func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC string, exists func(objRef) bool) (nf *folded, ok bool) {
+	if !f.canDelta(added) {
+		return nil, false
+	}
 	old := f.st
 	touched := map[string]bool{}
 	addedBy := map[string][]ledger.Entry{}
 	for _, e := range added {
-		keys, roster := thingKeys(&e)
-		if roster {
-			return nil, false
-		}
-		if e.Writer != MasterWriter && old.Agents[e.Writer] == nil {
-			return nil, false
-		}
-		if e.Idem != "" {
-			if rec, seen := old.idem.get(e.Writer + "\x00" + e.Idem); seen && rec.hash != e.Hash() {
-				return nil, false
-			}
-		}
+		keys, _ := thingKeys(&e)
 		for _, k := range keys {
 			touched[k] = true
 			addedBy[k] = append(addedBy[k], e)
