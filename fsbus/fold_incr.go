@@ -31,8 +31,10 @@ import (
 // folded is a State with what folding it again after new entries needs.
 type folded struct {
 	st     *State
-	roster []ledger.Entry            // entries that build the roster, merged order
-	things map[string][]ledger.Entry // thing key → its entries, merged order
+	roster []ledger.Entry // entries that build the roster, merged order
+	// things holds each thing's entries, in merged order, as pointers into the
+	// snapshots they were read in (a copy of each entry would double the memory).
+	things map[string][]*ledger.Entry
 	// missing names, per thing, the object file the fold found missing.
 	missing map[string]objRef
 }
@@ -108,13 +110,15 @@ func recordMissing(r ObjectReader, missing map[string]objRef) ObjectReader {
 
 // foldFull folds entries from scratch (Fold) and keeps what foldDelta needs.
 func foldFull(in FoldInput) *folded {
-	f := &folded{things: map[string][]ledger.Entry{}, missing: map[string]objRef{}}
+	f := &folded{things: map[string][]*ledger.Entry{}, missing: map[string]objRef{}}
 	in.Objects = recordMissing(in.Objects, f.missing)
+	in.Entries = mergedSet(in.Entries)
 	f.st = Fold(in)
-	for _, e := range mergedSet(in.Entries) {
-		keys, roster := thingKeys(&e)
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		keys, roster := thingKeys(e)
 		if roster {
-			f.roster = append(f.roster, e)
+			f.roster = append(f.roster, *e)
 			continue
 		}
 		for _, k := range keys {
@@ -124,28 +128,40 @@ func foldFull(in FoldInput) *folded {
 	return f
 }
 
+// canDelta reports whether foldDelta can fold added into f: no entry changes the
+// roster, every writer is known, and no idempotency key is one another entry used.
+func (f *folded) canDelta(added []ledger.Entry) bool {
+	for _, e := range added {
+		if _, roster := thingKeys(&e); roster {
+			return false
+		}
+		if e.Writer != MasterWriter && f.st.Agents[e.Writer] == nil {
+			return false
+		}
+		if e.Idem != "" {
+			if rec, seen := f.st.idem.get(e.Writer + "\x00" + e.Idem); seen && rec.hash != e.Hash() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // foldDelta returns f with added folded in, or ok = false when that needs a full fold
 // (see the package comment above). in gives the project, master key and objects;
 // in.Entries is not read. total and maxHLC are the entry count and highest HLC of the
 // whole snapshot after added. exists reports whether an object file is there now. f is
 // not modified: a View holding it keeps reading what it read.
 func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC string, exists func(objRef) bool) (nf *folded, ok bool) {
+	if !f.canDelta(added) {
+		return nil, false
+	}
 	old := f.st
 	touched := map[string]bool{}
-	addedBy := map[string][]ledger.Entry{}
-	for _, e := range added {
-		keys, roster := thingKeys(&e)
-		if roster {
-			return nil, false
-		}
-		if e.Writer != MasterWriter && old.Agents[e.Writer] == nil {
-			return nil, false
-		}
-		if e.Idem != "" {
-			if rec, seen := old.idem.get(e.Writer + "\x00" + e.Idem); seen && rec.hash != e.Hash() {
-				return nil, false
-			}
-		}
+	addedBy := map[string][]*ledger.Entry{}
+	for i := range added {
+		e := &added[i]
+		keys, _ := thingKeys(e)
 		for _, k := range keys {
 			touched[k] = true
 			addedBy[k] = append(addedBy[k], e)
@@ -168,11 +184,11 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		things = maps.Clone(f.things)
 		for k, es := range addedBy {
 			merged := slices.Concat(things[k], es)
-			slices.SortFunc(merged, func(a, b ledger.Entry) int {
-				if entryLess(&a, &b) {
+			slices.SortFunc(merged, func(a, b *ledger.Entry) int {
+				if entryLess(a, b) {
 					return -1
 				}
-				if entryLess(&b, &a) {
+				if entryLess(b, a) {
 					return 1
 				}
 				return strings.Compare(a.Hash(), b.Hash())
@@ -192,7 +208,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 				if e.Type != TypeMsgAck {
 					continue
 				}
-				more, _ := thingKeys(&e)
+				more, _ := thingKeys(e)
 				for _, m := range more {
 					if !touched[m] {
 						touched[m], grew = true, true
@@ -213,7 +229,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		for _, e := range things[k] {
 			if h := e.Hash(); !newHashes[h] {
 				newHashes[h] = true
-				mini = append(mini, e)
+				mini = append(mini, *e)
 			}
 		}
 	}

@@ -52,7 +52,7 @@ func (c *Channel) Load() (*View, error) {
 	defer c.foldMu.Unlock()
 	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
 	var f *folded
-	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < FullFoldEvery {
+	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < FullFoldEvery && c.lastFold.canDelta(snap.Added) {
 		// Only appends since the last Load (issue 7): fold the things they touch.
 		c.prewarmSigs(slices.Concat(c.lastFold.roster, snap.Added))
 		c.progress("folding", 0, 0)
