@@ -39,9 +39,11 @@ const (
 	lockedSuffix  = ".key.locked"
 	seedPrefix    = "ed25519-seed:"
 	maxKeyFile    = 64 << 10 // bytes: a key file, locked file or export is far smaller
-	MaxUnlockFor  = 30 * 24 * time.Hour
 	unlockedDirNm = "unlocked"
 )
+
+// MaxUnlockFor is the longest a key stays unlocked (`ferry key unlock --for`): 720 h.
+const MaxUnlockFor = 30 * 24 * time.Hour
 
 // scryptWorkFactor is log2 of the scrypt cost age uses for a passphrase (age's default,
 // 18: about a second and 256 MiB). Tests lower it.
@@ -330,7 +332,7 @@ func (h *Home) UnlockKey(project, name string, pass []byte, d time.Duration) (ti
 		return time.Time{}, Errorf(CatInvalid, fmt.Sprintf("lock it first with `ferry key lock --as %s`", name), "the key of %s is not locked", name)
 	}
 	if d <= 0 || d > MaxUnlockFor {
-		return time.Time{}, Errorf(CatInvalid, "pass --for between 1s and 720h, e.g. --for 8h", "--for %s is out of range", d)
+		return time.Time{}, Errorf(CatInvalid, "pass a positive --for of at most 720h, e.g. --for 8h", "--for %s is out of range", d)
 	}
 	pub, err := h.lockedPublic(project, name)
 	if err != nil {
