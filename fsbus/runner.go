@@ -49,8 +49,9 @@ type Runner struct {
 	Grace   time.Duration // from interrupt to kill when stopped (default 10 s)
 	Log     io.Writer     // one line per event, for humans (nil: none)
 
-	skip map[string]string // order → the chain head at which this runner left it alone
-	ws   string            // the Workdir the session's Workspace was set from
+	skip        map[string]string // order → the chain head at which this runner left it alone
+	ws          string            // the Workdir the session's Workspace was set from
+	pauseLogged bool              // the pause was logged (pause.go)
 }
 
 // runWorkspace is the workspace root of a run in dir: the git top-level of dir when dir
@@ -131,6 +132,9 @@ func (r *Runner) Start() ([]Recovery, error) {
 // session's Workspace is set to its git top-level, else to it): at the claim and again
 // at the submit.
 func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
+	if err := r.S.Home.CheckPaused(r.S.Project(), "taking a new order"); err != nil {
+		return nil, err // issue 8: a paused machine claims nothing new
+	}
 	if r.skip == nil {
 		r.skip = map[string]string{}
 	}
@@ -690,6 +694,12 @@ func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*RunR
 	}
 	var lastBeat time.Time
 	for {
+		if waiting, err := r.pausedWait(ctx, once, poll, &lastBeat); err != nil || waiting {
+			if err != nil || ctx.Err() != nil {
+				return nil, err
+			}
+			continue
+		}
 		res, err := r.RunOne(ctx)
 		if err != nil || once {
 			return res, err

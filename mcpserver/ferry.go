@@ -129,6 +129,7 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 		Tools:        tools,
 		Log:          cfg.Log,
 		ToolError:    f.toolError,
+		Gate:         f.pauseGate,
 		Resources:    f.Resources(),
 		// The client's name becomes the app an MCP ferry_join announces (display only).
 		OnClientInfo: func(name, _ string) { f.SetClientApp(name) },

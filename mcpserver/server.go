@@ -62,6 +62,10 @@ type Options struct {
 	// tools/list appends them to Tools, and a tools/call naming no tool of Tools looks
 	// the name up in them. It may start processes, so it runs off the read loop.
 	More ToolSource
+	// Gate, if set, is asked before every tools/call (the gateway's tools included): a
+	// non-nil error is the call's answer, rendered by ToolError, and the tool does not
+	// run (the pause switch, issue 8).
+	Gate func(ctx context.Context, tool string, args json.RawMessage) error
 }
 
 // ToolSource supplies tools known only at run time. Implementations MUST be safe for
@@ -853,7 +857,13 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 			res, err = toolError("internal: the tool failed — see the server log"), nil
 		}
 	}()
-	out, err := t.Call(ctx, args)
+	var out any
+	if s.opts.Gate != nil {
+		err = s.opts.Gate(ctx, p.Name, args)
+	}
+	if err == nil {
+		out, err = t.Call(ctx, args)
+	}
 	if err != nil {
 		var re *RPCError
 		if errors.As(err, &re) {
