@@ -33,7 +33,11 @@ type SecretError struct {
 }
 
 func (e *SecretError) Error() string {
-	return fmt.Sprintf("the %s looks like it holds a %s (line %d); nothing was written", e.Field, e.Kind, e.Line)
+	a := "a"
+	if strings.ContainsRune("AEIOaeio", rune(e.Kind[0])) {
+		a = "an"
+	}
+	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, a, e.Kind, e.Line)
 }
 
 // secretDetector finds one kind of credential. match returns the byte offset of the
