@@ -136,8 +136,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 	case len(value) == 0:
 		return nil, Errorf(CatInvalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
 	case len(value) > MaxSecretValue:
-		return nil, Errorf(CatInvalid, "the vault keeps credentials, not files: put large material elsewhere",
-			"secret value is %d bytes; the limit is %d bytes", len(value), MaxSecretValue)
+		return nil, capError("secret value", len(value), MaxSecretValue, UnitBytes, "the vault keeps credentials, not files")
 	case len(to) == 0:
 		return nil, Errorf(CatInvalid, "pass --to AGENT (repeatable) naming who may read it", "a secret needs at least one recipient")
 	}

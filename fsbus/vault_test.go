@@ -97,7 +97,7 @@ func TestVaultRefusals(t *testing.T) {
 		{"bad name", w.alice, "../etc", []string{"bob"}, v, CatInvalid, "bad secret name"},
 		{"long name", w.alice, strings.Repeat("a", MaxSecretName+1), []string{"bob"}, v, CatInvalid, "bad secret name"},
 		{"empty value", w.alice, "x", []string{"bob"}, nil, CatInvalid, "empty secret value"},
-		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), CatInvalid, "65537 bytes; the limit is 65536 bytes"},
+		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), CatInvalid, "secret value is 65537 bytes; the limit is 65536"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
