@@ -582,8 +582,9 @@ func fitNote(s string) string {
 var ansiRe = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[\]P^_][^\x07\x1b]*(\x07|\x1b\\)?|\x1b.`)
 
 // cleanText makes a process's output safe for a signed note: invalid UTF-8 becomes
-// U+FFFD, terminal escape sequences are dropped, and other control characters
-// (besides newline and tab when multiline) become spaces.
+// U+FFFD, terminal escape sequences are dropped, other control characters (besides
+// newline and tab when multiline) become spaces, and credential-looking text is
+// replaced by "[secret removed: KIND]" (RedactSecrets).
 func cleanText(s string, multiline bool) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = ansiRe.ReplaceAllString(s, "")
@@ -596,7 +597,8 @@ func cleanText(s string, multiline bool) string {
 		}
 		b.WriteRune(r)
 	}
-	return b.String()
+	out, _ := RedactSecrets(b.String()) // issue 8: the secret guard would refuse it
+	return out
 }
 
 // parseResult reads a run's result from its stdout: the first non-empty line is the

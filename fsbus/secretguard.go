@@ -40,18 +40,18 @@ func (e *SecretError) Error() string {
 	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, a, e.Kind, e.Line)
 }
 
-// secretDetector finds one kind of credential. match returns the byte offset of the
-// first hit in s, or -1.
+// secretDetector finds one kind of credential. match returns the byte span [start,
+// end) of the first hit in s, or -1, -1.
 type secretDetector struct {
 	kind  string
-	match func(s string) int
+	match func(s string) (int, int)
 }
 
 // reDetector is a detector whose regexp alone decides; check, when set, vets each
 // candidate match (its submatches) and may reject it.
 func reDetector(kind, re string, check func(m []string) bool) secretDetector {
 	rx := regexp.MustCompile(re)
-	return secretDetector{kind: kind, match: func(s string) int {
+	return secretDetector{kind: kind, match: func(s string) (int, int) {
 		for _, loc := range rx.FindAllStringSubmatchIndex(s, -1) {
 			m := make([]string, len(loc)/2)
 			for i := range m {
@@ -60,10 +60,10 @@ func reDetector(kind, re string, check func(m []string) bool) secretDetector {
 				}
 			}
 			if check == nil || check(m) {
-				return loc[0]
+				return loc[0], loc[1]
 			}
 		}
-		return -1
+		return -1, -1
 	}}
 }
 
@@ -98,11 +98,30 @@ var secretDetectors = []secretDetector{
 // its byte offset, or "" and -1 when there is none. It never returns the value.
 func FindSecret(s string) (kind string, at int) {
 	for _, d := range secretDetectors {
-		if i := d.match(s); i >= 0 {
+		if i, _ := d.match(s); i >= 0 {
 			return d.kind, i
 		}
 	}
 	return "", -1
+}
+
+// RedactSecrets replaces every credential-looking span of s with "[secret removed:
+// KIND]" and reports how many it replaced. `ferry run` applies it to a process's output
+// before it becomes a signed note, so a job that prints its environment cannot put a
+// token in the channel, nor lose its result to the guard's refusal.
+func RedactSecrets(s string) (string, int) {
+	n := 0
+	for _, d := range secretDetectors {
+		for n < 1000 {
+			i, j := d.match(s)
+			if i < 0 {
+				break
+			}
+			s = s[:i] + "[secret removed: " + d.kind + "]" + s[j:]
+			n++
+		}
+	}
+	return s, n
 }
 
 // CheckSecret refuses s when it looks like it holds a credential: an invalid *Error

@@ -151,3 +151,23 @@ func TestCheckSecretNeverEchoes(t *testing.T) {
 		t.Fatal("plain text refused")
 	}
 }
+
+// TestRedactSecrets: every detector's span is replaced, the rest kept, and the result
+// passes the guard (what `ferry run` does to a process's output, issue 8).
+func TestRedactSecrets(t *testing.T) {
+	tok := "ghp_" + fakeToken(60, 36, alnum)
+	in := "ok line\nGITHUB_TOKEN=" + tok + "\nkey AKIA" + fakeToken(61, 16, upnum) + " and -----BEGIN PRIVATE KEY-----\ndone"
+	out, n := RedactSecrets(in)
+	if n < 3 || strings.Contains(out, tok) || strings.Contains(out, "AKIA") || strings.Contains(out, "BEGIN PRIVATE") {
+		t.Fatalf("RedactSecrets = %q, %d", out, n)
+	}
+	if !strings.HasPrefix(out, "ok line\n") || !strings.HasSuffix(out, "\ndone") || !strings.Contains(out, "[secret removed: GitHub token]") {
+		t.Fatalf("RedactSecrets lost ordinary text: %q", out)
+	}
+	if kind, _ := FindSecret(out); kind != "" {
+		t.Fatalf("redacted text still holds a %s: %q", kind, out)
+	}
+	if out, n := RedactSecrets("nothing here"); n != 0 || out != "nothing here" {
+		t.Fatalf("clean text changed: %q %d", out, n)
+	}
+}
