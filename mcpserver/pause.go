@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/ferryhq/ferry/fsbus"
 )
 
 // pausedReads are the calls a paused machine's server still answers (issue 8 "Pause"):
@@ -21,11 +23,15 @@ var pausedReads = map[string][]string{
 // (fsbus.Home.CheckPaused) and the call is not a read-only status call. No tool lifts a
 // pause: `ferry resume` is CLI only.
 func (f *Ferry) pauseGate(_ context.Context, tool string, args json.RawMessage) error {
-	ch, err := f.channel()
-	if err != nil {
-		return nil // the tool itself reports the channel's error
+	var home *fsbus.Home
+	project := ""
+	if ch, err := f.channel(); err == nil {
+		home, project = ch.Home, ch.Project()
+	} else if f.own[tool] {
+		return err // what the tool would answer; opening again would only repeat it
+	} else if home, err = fsbus.LocalHome(); err != nil {
+		return nil // a gateway tool needs no channel: only the machine-wide switch applies
 	}
-	home, project := ch.Home, ch.Project()
 	if home.Paused(project) == nil {
 		return nil
 	}

@@ -3,12 +3,14 @@ package mcpserver_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ferryhq/ferry/mcpserver"
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/mcpserver"
 )
 
 // fakeTok returns n deterministic pseudo-random alphanumerics: a token body that is no
@@ -187,6 +189,42 @@ func TestNoVaultOrPauseTool(t *testing.T) {
 	for _, q := range []string{sec.ID, "db-password", "ferry://" + b.ch.Project() + "/vault/db-password", "vault/db-password/" + sec.ID + ".age"} {
 		if rep := r.call("ferry_get", map[string]any{"uri": q}); !rep.IsError {
 			t.Errorf("ferry_get %q answered: %s", q, rep.Text)
+		}
+	}
+}
+
+// TestPauseMCPGateway: the gateway's proxied tools answer paused too (issue 8), and
+// without a reachable channel the machine-wide switch still holds for them.
+func TestPauseMCPGateway(t *testing.T) {
+	bin := buildFixture(t)
+	b := copyBusy(t)
+	home := t.TempDir()
+	t.Setenv(fsbus.EnvHome, home)
+	local, err := fsbus.LocalHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := func() (*fsbus.Channel, error) {
+		return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel", "no channel here")
+	}
+	for _, c := range []struct {
+		name string
+		open func() (*fsbus.Channel, error)
+		home *fsbus.Home
+	}{{"channel", b.open, b.home}, {"no channel", broken, local}} {
+		r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: c.open, Groups: []string{mcpserver.GroupGateway},
+			Gateway: []*mcpserver.GatewayServer{{Name: "fx", Command: bin}}})
+		if rep := r.call("fx_echo", map[string]any{"x": "hi"}); rep.IsError {
+			t.Fatalf("%s: fx_echo before the pause: %s", c.name, rep.Text)
+		}
+		if _, err := c.home.Pause("", "", busyClock); err != nil {
+			t.Fatal(err)
+		}
+		if text := r.fail("fx_echo", map[string]any{"x": "hi"}); !strings.HasPrefix(text, "paused: ") {
+			t.Errorf("%s: fx_echo while paused: %s", c.name, text)
+		}
+		if _, err := c.home.Resume(""); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
