@@ -177,6 +177,9 @@ func envSecret(name, value string) bool {
 	return len(value) >= 6 && !placeholder(value)
 }
 
+// codeRef matches a dotted identifier (settings.db_password): a reference in code.
+var codeRef = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+;?$`)
+
 // placeholder reports whether v is obviously not a real secret: a reference to another
 // variable or a template, a path, a run of one character, or a stock filler word.
 func placeholder(v string) bool {
@@ -191,15 +194,20 @@ func placeholder(v string) bool {
 		return true
 	case strings.Trim(l, string(l[0])) == "":
 		return true // xxxxxx, ******
+	case strings.ContainsAny(l, "()[]{}"), codeRef.MatchString(l):
+		return true // code: os.getenv("TOKEN"), settings.db_password, process.env.token
 	}
 	for _, w := range []string{"changeme", "change-me", "change_me", "example", "placeholder", "redacted",
-		"replace", "your", "dummy", "sample", "none", "null", "nil", "undefined", "todo", "fixme",
-		"secret", "password", "token", "hunter2-example", "not-set", "notset", "unset", "empty"} {
+		"replace", "your", "dummy", "sample", "todo", "fixme", "not-set", "notset", "unset", "[secret removed"} {
 		if strings.Contains(l, w) {
 			return true
 		}
 	}
-	return l == "true" || l == "false"
+	switch l {
+	case "true", "false", "none", "null", "nil", "undefined", "empty", "secret", "password", "token", "test":
+		return true
+	}
+	return false
 }
 
 // highEntropy reports whether v looks like a random secret: at least 20 characters,

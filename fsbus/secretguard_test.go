@@ -103,6 +103,12 @@ func TestSecretGuardTable(t *testing.T) {
 		{"base64 of text", "note=" + enc64("the quick brown fox jumps over the lazy dog"), ""},
 		{"camel identifier", "handler: handleToolCallWithPausedMachineState", ""},
 		{"version", "go=1.26.0 ferry=v0.9.0-rc.1+20261129", ""},
+		{"python getenv", `API_KEY = os.environ["API_KEY"]`, ""},
+		{"settings reference", "DB_PASSWORD = settings.DB_PASSWORD", ""},
+		{"js env reference", "GITHUB_TOKEN=process.env.GITHUB_TOKEN;", ""},
+		{"env dotted value", "DB_PASSWORD=s3cr3t.P4ss-2026", ".env secret"},
+		{"env value holding a stock word", "DB_PASSWORD=MyPassword123!", ".env secret"},
+		{"env value a stock word", "API_TOKEN=token", ""},
 	}
 	kinds := map[string]bool{}
 	for _, tc := range tests {
