@@ -418,7 +418,8 @@ func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
 func (s *Session) checkLost(v *View) error {
 	hwm, hash := s.Home.highWaterMark(s.Project(), s.Name, s.Device)
 	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
-	if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
+	tip := v.chainTip(s.Name, s.Device)
+	if have := tipSeq(tip); have < hwm {
 		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
 		return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"), then retry",
 			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
@@ -426,14 +427,12 @@ func (s *Session) checkLost(v *View) error {
 	if hash == "" {
 		return nil
 	}
-	var at, tip *ledger.Entry
-	for i := range v.Snapshot.Entries {
-		if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device {
-			if e.Seq == hwm {
+	at := tip
+	if tip.Seq != hwm { // another record was written since (a clone, or a retry on the kept branch)
+		at = nil
+		for i := range v.Snapshot.Entries {
+			if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device && e.Seq == hwm {
 				at = e
-			}
-			if tip == nil || e.Seq > tip.Seq {
-				tip = e
 			}
 		}
 	}
@@ -448,15 +447,12 @@ func (s *Session) checkLost(v *View) error {
 		hwm, rel(s.Root, seg), hash, at.Hash())
 }
 
-// segmentSeq is the highest seq of (writer, device) in the snapshot.
-func segmentSeq(snap *ledger.Snapshot, writer, device string) uint64 {
-	var n uint64
-	for i := range snap.Entries {
-		if e := &snap.Entries[i]; e.Writer == writer && e.Device == device && e.Seq > n {
-			n = e.Seq
-		}
+// tipSeq is the seq of a chain's tip (0 when the chain is empty).
+func tipSeq(tip *ledger.Entry) uint64 {
+	if tip == nil {
+		return 0
 	}
-	return n
+	return tip.Seq
 }
 
 func removeAll(paths []string) {

@@ -570,7 +570,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	// Segments this machine wrote that now hold fewer entries than it appended.
 	for _, name := range append(c.Home.Keys(c.Project()), MasterWriter) {
 		hwm := c.Home.highWater(c.Project(), name, c.Device)
-		if have := segmentSeq(v.Snapshot, name, c.Device); have < hwm {
+		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
 			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
 				rel(c.Root, ledger.SegmentPath(c.Root, name, c.Device)), hwm, have))
 		}
