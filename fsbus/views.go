@@ -433,6 +433,8 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			add(&out.Mine, o, CatchupMine)
 		case o.Author == agent && o.State == StateOpen:
 			add(&out.Mine, o, CatchupMine) // my own order waiting for someone: mine, not "open to me"
+		case !InScope(st.scopesNow(agent), o.Labels):
+			// Scoped grant (issue 8): an order the agent may not claim is not offered to it.
 		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
 			add(&out.Open, o, CatchupOpen)
 		}
