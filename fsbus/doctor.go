@@ -150,6 +150,7 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	}
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, vr, marked)
+	doctorKeyChanges(r, vr) // issue 8 (forgery.go)
 	onDisk, err := c.doctorCopies(r, v, vr)
 	if err != nil {
 		return nil, err

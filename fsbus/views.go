@@ -529,11 +529,19 @@ type VerifyReport struct {
 	// Arriving lists object files that have only partly arrived (ErrObjectTorn): the
 	// sync tool is still writing them; not a problem.
 	Arriving []string `json:"arriving,omitempty"`
+	// Edited lists object files whose hash differs from the one their entry names
+	// (issue 8: flagged, never shown).
+	Edited []string `json:"edited"`
+	// KeyChanges lists seated names announced with another key (issue 8; not an error).
+	KeyChanges []KeyChange `json:"key_changes"`
+	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
+	// key_change) to its one-line fix (issue 8, forgery.go).
+	Fixes map[string]string `json:"fixes"`
 }
 
 // OK reports whether nothing is wrong.
 func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0
 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
@@ -635,6 +643,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against "+what)
 		}
 	}
+	c.forgeryReport(out, v) // issue 8: key changes and a fix for each kind (forgery.go)
 	return out, nil
 }
 
