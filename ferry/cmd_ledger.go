@@ -101,13 +101,17 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			g.printf("%-13s %s\n", fsbus.KindEdited, e)
 			fix(fsbus.KindEdited)
 		}
+		for _, l := range r.Links {
+			g.printf("%-13s %s\n", fsbus.KindLink, l)
+			fix(fsbus.KindLink)
+		}
 		for _, k := range r.KeyChanges {
 			g.printf("%-13s %s is seated with %s; its newest join announces %s (%s on %s)\n", fsbus.KindKeyChange, k.Agent, k.Seated, k.Announce, orDash(k.App), orDash(k.Machine))
 			fix(fsbus.KindKeyChange)
 		}
 	}
 	if !r.OK() {
-		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Edited)
+		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Edited) + len(r.Links)
 		return fsbus.Errorf(fsbus.CatInvalid, "records listed above count for nothing; nothing was changed",
 			"ledger verify found %s", plural(n, "problem", "problems"))
 	}

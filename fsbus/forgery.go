@@ -53,6 +53,7 @@ var verifyFixes = map[string]string{
 	ledger.KindTorn:         "wait for the sync tool; the writer's next append moves an unfinished tail aside",
 	"object":                "the object counts for nothing; restore it from the writer's machine",
 	KindEdited:              "the object was changed after its entry was written: it is not shown and its entry counts for nothing; restore it from the writer's machine",
+	KindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
 	"lost":                  "restore the segment from another machine's copy of the folder or a backup",
 	KindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
 }
@@ -108,6 +109,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		}
 	}
 	out.KeyChanges = keyChanges(st)
+	out.Links = channelLinks(c.Root)
 	out.Fixes = map[string]string{}
 	add := func(kind, reason string) {
 		key := kind
@@ -136,13 +138,22 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 	if len(out.Edited) > 0 {
 		add(KindEdited, "")
 	}
+	if len(out.Links) > 0 {
+		add(KindLink, "")
+	}
 	if len(out.KeyChanges) > 0 {
 		add(KindKeyChange, "")
 	}
 }
 
-// doctorKeyChanges reports every key change as a warning.
+// doctorKeyChanges reports every key change as a warning and every link inside the
+// channel as an error.
 func doctorKeyChanges(r *DoctorReport, vr *VerifyReport) {
+	for _, l := range vr.Links {
+		r.add(Finding{Check: CheckLink, Level: LevelError, Path: l,
+			Detail: l + " is a symbolic link inside the channel: writes through it are refused",
+			Fix:    verifyFixes[KindLink]})
+	}
 	for _, k := range vr.KeyChanges {
 		r.add(Finding{Check: CheckKeyChange, Level: LevelWarning, Path: k.Agent,
 			Detail: fmt.Sprintf("%s is seated with %s but its newest join announces %s (%s on %s): another machine, or someone else, under the same name",
@@ -151,8 +162,12 @@ func doctorKeyChanges(r *DoctorReport, vr *VerifyReport) {
 	}
 }
 
-// CheckKeyChange is the doctor check of a seated name announced with another key.
-const CheckKeyChange = "key_change"
+// CheckKeyChange is the doctor check of a seated name announced with another key;
+// CheckLink of a symbolic link inside the channel.
+const (
+	CheckKeyChange = "key_change"
+	CheckLink      = "link"
+)
 
 func orDashF(s string) string {
 	if s == "" {

@@ -12,8 +12,9 @@ import (
 // optional scopes). A grant that names scopes limits its agent to orders carrying at
 // least one of those labels: the agent may claim only such orders and only such orders
 // may be offered to it. A grant without scopes limits nothing. The rule holds on write
-// (checkScope: denied, naming the scopes) and in the fold (scopeChain: a hand-written
-// claim or offer beyond the scopes counts for nothing and is listed in State.Ignored).
+// (checkScope: denied, naming the scopes) and, for claims, in the fold (scopeChain: a
+// hand-written claim beyond the scopes counts for nothing and is listed in
+// State.Ignored).
 
 // InScope reports whether an agent granted scopes may claim, or be offered, an order
 // carrying labels: true when scopes is empty or when the two share a label (labels
@@ -64,14 +65,15 @@ func (st *State) checkScope(writer, typ string, o *Order, to string) error {
 
 // scopeChain is the fold-side rule, run on one order's chain tree before it is
 // resolved: an order.claim whose writer's covering grant (the grant the claim entry
-// falls under) names scopes the order's labels miss, and an order.offer to an agent
-// whose newest grant does, are cut from the tree with everything built on them and
-// listed as ignored. An offer made at creation (order.create data.to) to such an agent
-// leaves the order open: the create itself still counts.
+// falls under, DESIGN §2 grant bounds) names scopes the order's labels miss is cut from
+// the tree with everything built on it and listed as ignored.
+//
+// Offers are refused on write but not cut here: whether an offer came before or after
+// the recipient's grant was scoped cannot be told without a clock (the author's and the
+// owner's entries share no chain), and an offer the fold voided on a later re-grant
+// would rewrite history. An out-of-scope offer can never lead to a claim that counts;
+// the author (or an orchestrator) offers the order again.
 func scopeChain(st *State, o *Order, root *orderNode, ignore func(*ledger.Entry, string)) {
-	if to := root.state.OfferedTo; to != "" && !InScope(st.scopesNow(to), o.Labels) {
-		root.state.State, root.state.OfferedTo = StateOpen, ""
-	}
 	var walk func(n *orderNode)
 	walk = func(n *orderNode) {
 		kept := n.children[:0]
@@ -96,10 +98,6 @@ func (st *State) outOfScope(n *orderNode, o *Order) string {
 		g, ok := a.cover(n.e.Device, n.e.Seq)
 		if ok && !InScope(g.scopes, o.Labels) {
 			return fmt.Sprintf("claim outside the writer's scopes (%s)", strings.Join(g.scopes, ", "))
-		}
-	case TypeOrderOffer:
-		if s := st.scopesNow(n.d.To); !InScope(s, o.Labels) {
-			return fmt.Sprintf("offer to an agent scoped to %s", strings.Join(s, ", "))
 		}
 	}
 	return ""

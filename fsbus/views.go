@@ -532,6 +532,9 @@ type VerifyReport struct {
 	// Edited lists object files whose hash differs from the one their entry names
 	// (issue 8: flagged, never shown).
 	Edited []string `json:"edited"`
+	// Links lists symbolic links inside the channel (issue 8: writes through them are
+	// refused).
+	Links []string `json:"links"`
 	// KeyChanges lists seated names announced with another key (issue 8; not an error).
 	KeyChanges []KeyChange `json:"key_changes"`
 	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
@@ -541,7 +544,7 @@ type VerifyReport struct {
 
 // OK reports whether nothing is wrong.
 func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0 && len(r.Links) == 0
 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
