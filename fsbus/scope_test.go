@@ -64,7 +64,7 @@ func TestInScope(t *testing.T) {
 
 // TestScopedGrantWrites (issue 8): an agent granted scopes claims, and is offered, only
 // orders carrying one of its labels; every other attempt is denied naming the scopes
-// and writes nothing. Catch-up offers it only what it may claim.
+// and writes nothing. Catch-up and `ferry run` offer it only what it may claim.
 func TestScopedGrantWrites(t *testing.T) {
 	w := newScopeWorld(t)
 	inside, err := w.bob.NewOrder(NewOrderOptions{Title: "Fix the landing page", Labels: []string{"web", "css"}})
@@ -107,6 +107,9 @@ func TestScopedGrantWrites(t *testing.T) {
 	}
 	if len(open) != 1 || open[0] != inside.ID {
 		t.Errorf("dana's catch-up offers %v, want only %s (the order labelled web)", open, inside.ID)
+	}
+	if rc := v.State.RunCandidates("dana", nil); len(rc) != 1 || rc[0].ID != inside.ID {
+		t.Errorf("ferry run would take %v for dana, want only %s", rc, inside.ID)
 	}
 	if cb := w.c.Catchup(v, "bob", ""); len(cb.Mine) != 3 {
 		t.Errorf("bob's own orders: %d in mine, want 3", len(cb.Mine))
