@@ -126,6 +126,7 @@ func TestPointersRefused(t *testing.T) {
 	for _, p := range []string{
 		"../x", "a/../../x", "/etc/passwd", `C:\x`, "c:x", `a\b`, "", ".",
 		"CON", "con.txt", "Nul.tar.gz", "COM1", "lpt1.log", "aux", "conin$", "dir/PRN.md", "x.", "x ",
+		"COM¹", "lpt³.txt", "Conout$.log", "nul .txt",
 		".env", "deploy/id_rsa", "certs/server.pem", ".git/config",
 	} {
 		if _, err := CheckPointerPath(p); !IsCategory(err, CatInvalid) {
