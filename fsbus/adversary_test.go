@@ -203,6 +203,21 @@ func TestAdversarialFiles(t *testing.T) {
 		w.intact(t, r.v.State)
 	})
 
+	t.Run("signed with another seated agent's key", func(t *testing.T) {
+		w := newAdvWorld(t)
+		// bob writes in alice's name with his own (seated) key: the roster binds
+		// alice's name to her key only.
+		e, err := w.c.Ledger.Append("alice", "b0bdev00", ledger.Draft{Type: TypeOrderCancel, Ref: w.order,
+			Data: mustJSON(entryData{Basis: mustLoad(t, w.c).State.Orders[w.order].Head})}, w.bob.Signer, ledger.HLC{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := w.report(t)
+		r.listed(t, ledger.KindBadSignature, e.Hash(), CheckSignature)
+		r.listed(t, "ignored", "signature does not verify against the seated key", CheckIgnored)
+		w.intact(t, r.v.State)
+	})
+
 	t.Run("replay from another channel", func(t *testing.T) {
 		w := newAdvWorld(t)
 		// alice, with her own key, writes in channel beta; her segment there is copied
