@@ -36,7 +36,10 @@ var permRows = []struct {
 
 // permPrep is what a write needs, made before the actor's level is set: ids of things
 // the actor holds or wrote (while seated as an orchestrator), or that others made.
-type permPrep struct{ id string }
+type permPrep struct {
+	id   string
+	args []string // extra CLI flags (a workspace)
+}
 
 // permWrite is one write a user can cause: its entry type, the lowest level the table
 // allows it at, what must exist first, and the call over the CLI and over MCP (nil: no
@@ -61,9 +64,7 @@ type permWrite struct {
 
 // permWrites is every write a user can cause (docs/commands.md), in the order a row
 // runs them: every CLI cell, then every MCP cell, then the final ones (retirements). Not here:
-// order.expire (written by a machine's own settle, never by a command), order.stale
-// (`order verify --mark` needs a changed pointed file: lifecycle tests cover it),
-// policy.set and release.approve (no command writes policy; release approval is
+// order.expire (written by a machine's own settle, never by a command), policy.set and release.approve (no command writes policy; release approval is
 // `ferry update approve`, tested in update_test.go).
 var permWrites = []permWrite{
 	{typ: "agent.join", min: fsbus.LevelNone, notMaster: true,
@@ -128,6 +129,8 @@ var permWrites = []permWrite{
 		cli: func(p permPrep) []string { return []string{"order", "cancel", p.id} }},
 	{typ: "order.offer", what: "author", min: fsbus.LevelMember, prep: (*permWorld).ownOrder,
 		cli: func(p permPrep) []string { return []string{"order", "offer", p.id, "--to", "author"} }},
+	{typ: "order.stale", what: "author", min: fsbus.LevelMember, prep: (*permWorld).staleOrder,
+		cli: func(p permPrep) []string { return append([]string{"order", "verify", p.id, "--mark"}, p.args...) }},
 	{typ: "order.review", min: fsbus.LevelMember, prep: (*permWorld).submittedOrder,
 		cli: func(p permPrep) []string { return []string{"order", "review", p.id, "--accept"} },
 		mcp: func(p permPrep) (string, map[string]any) {
@@ -236,7 +239,7 @@ func (w *permWorld) must(err error) {
 func (w *permWorld) openOrder(string) permPrep {
 	o, err := w.auth.NewOrder(fsbus.NewOrderOptions{Title: "Open order"})
 	w.must(err)
-	return permPrep{o.ID}
+	return permPrep{id: o.ID}
 }
 
 func (w *permWorld) heldOrder(via string) permPrep {
@@ -257,7 +260,26 @@ func (w *permWorld) ownOrder(string) permPrep {
 	}
 	o, err := author.NewOrder(fsbus.NewOrderOptions{Title: "My order"})
 	w.must(err)
-	return permPrep{o.ID}
+	return permPrep{id: o.ID}
+}
+
+// staleOrder is an order with a file pointer, dispatched by the actor from its own
+// machine's workspace (by the author when the actor cannot), whose pointed file then
+// changed: `order verify --mark` records it as pointer_stale.
+func (w *permWorld) staleOrder(via string) permPrep {
+	author := w.actorSess
+	if author == nil {
+		author = w.auth
+	}
+	ws := w.t.TempDir()
+	file := filepath.Join(ws, "pointed.txt")
+	w.must(os.WriteFile(file, []byte("before\n"), 0o644))
+	s := *author
+	s.Workspace = ws
+	o, err := s.NewOrder(fsbus.NewOrderOptions{Title: "Pointed order", Pointers: []string{"pointed.txt"}})
+	w.must(err)
+	w.must(os.WriteFile(file, []byte("after, and longer\n"), 0o644))
+	return permPrep{id: o.ID, args: []string{"--workspace", ws}}
 }
 
 func (w *permWorld) submittedOrder(via string) permPrep {
@@ -272,13 +294,13 @@ func (w *permWorld) submittedOrder(via string) permPrep {
 func (w *permWorld) messageToActor(string) permPrep {
 	m, err := w.auth.TalkSend("all", "read me", "") // to all: the unseated actor too
 	w.must(err)
-	return permPrep{m.ID}
+	return permPrep{id: m.ID}
 }
 
 func (w *permWorld) askByAuthor(string) permPrep {
 	a, err := w.auth.AskRaise(fsbus.AskRaiseOptions{Title: "May I?", Recommendation: "yes"})
 	w.must(err)
-	return permPrep{a.ID}
+	return permPrep{id: a.ID}
 }
 
 // entries returns the hashes of every entry and whether each counts.
