@@ -1,11 +1,12 @@
 package fsbus
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,46 +28,63 @@ import (
 // per entry: "<n> <entry hash> <first seen, Unix ms> <writer>".
 type Arrivals struct {
 	LogID    string
-	Last     uint64            // highest arrival number
-	number   map[string]uint64 // entry hash → arrival number
-	seen     map[string]int64  // entry hash → first seen (Unix ms)
-	writer   map[string]string // entry hash → its writer
-	Sighting map[string]int64  // writer → when this machine last saw it change (Unix ms)
-	torn     bool              // the file ends without a newline
+	Last     uint64           // highest arrival number
+	recs     layered[arrival] // entry hash → its arrival
+	Sighting map[string]int64 // writer → when this machine last saw it change (Unix ms)
+}
+
+// arrival is one line of the log: the arrival number, when the entry was first seen
+// (Unix ms) and its writer.
+type arrival struct {
+	n      uint64
+	ms     int64
+	writer string
 }
 
 // Number returns the arrival number of an entry hash (0 if not ingested).
-func (a *Arrivals) Number(hash string) uint64 { return a.number[hash] }
+func (a *Arrivals) Number(hash string) uint64 {
+	r, _ := a.recs.get(hash)
+	return r.n
+}
 
 // Ingested calls fn for every entry this machine has ingested: its hash, writer and
 // arrival number (doctor's check that no record read here has vanished since).
 func (a *Arrivals) Ingested(fn func(hash, writer string, n uint64)) {
-	for h, n := range a.number {
-		fn(h, a.writer[h], n)
-	}
+	a.recs.all(func(h string, r arrival) { fn(h, r.writer, r.n) })
 }
 
 // Seen returns when this machine first saw an entry (zero time if never).
 func (a *Arrivals) Seen(hash string) time.Time {
-	ms, ok := a.seen[hash]
+	r, ok := a.recs.get(hash)
 	if !ok {
 		return time.Time{}
 	}
-	return time.UnixMilli(ms)
+	return time.UnixMilli(r.ms)
 }
 
 const arrivalsHeader = "ferry-arrivals 1 "
 
-// ingestArrivals loads the arrival log of the channel and appends every entry of snap
-// it has not seen, under a machine-local flock. A damaged log is moved aside and
-// rebuilt (cursors into it then fall back to a bounded digest).
-func ingestArrivals(c *Channel, entries []ledger.Entry) (*Arrivals, error) {
+// arrivalsRead is the arrival log as this process last read it (issue 7: a Load reads
+// only the lines appended since, not the whole log).
+type arrivalsRead struct {
+	a      *Arrivals // as read; its Sighting map is never handed out
+	header string    // the header line, with its newline
+	offset int64     // just past the last complete line read
+}
+
+// ingestArrivals brings the arrival log of the channel up to date and appends the
+// entries it has not seen, under the machine-local flock arrivals.lock. added, when
+// not nil, is what is new since the last Load of this process (ledger.Snapshot.Added):
+// only those are looked up, as long as the log is still the one read then. A damaged
+// log is moved aside and rebuilt (cursors into it then fall back to a bounded digest).
+// The Arrivals returned is the caller's: later Loads never change it.
+func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*Arrivals, error) {
 	dir := c.Home.StateDir(c.Project())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
 	if err := os.MkdirAll(c.Home.LockDir(c.Project()), 0o755); err != nil {
-		return nil, fmt.Errorf("creating lock dir: %w", err)
+		return nil, fmt.Errorf("locking arrival log: %w", err)
 	}
 	lk := flock.New(filepath.Join(c.Home.LockDir(c.Project()), "arrivals.lock"))
 	if err := lk.Lock(); err != nil {
@@ -74,70 +92,158 @@ func ingestArrivals(c *Channel, entries []ledger.Entry) (*Arrivals, error) {
 	}
 	defer lk.Unlock()
 	path := filepath.Join(dir, "arrivals.log")
-	a, err := loadArrivals(path)
-	if err != nil {
-		aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
-		if rerr := fsutil.Rename(path, aside); rerr != nil {
-			return nil, fmt.Errorf("moving damaged arrival log aside: %w", rerr)
+	var rd *arrivalsRead
+	if c.lastArr != nil {
+		rd = readArrivalsFrom(path, c.lastArr)
+	}
+	entries := all
+	if rd != nil && incremental {
+		entries = added
+	}
+	torn := false
+	if rd == nil {
+		var err error
+		rd, torn, err = readArrivals(path)
+		if err != nil {
+			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
+			if rerr := fsutil.Rename(path, aside); rerr != nil {
+				return nil, fmt.Errorf("moving damaged arrival log aside: %w", rerr)
+			}
+			rd = nil
 		}
-		a = nil
+	} else {
+		torn = rd.tornAfter(path)
 	}
 	var buf bytes.Buffer
-	if a == nil {
-		a = &Arrivals{LogID: randomBase32(8), number: map[string]uint64{}, seen: map[string]int64{}, writer: map[string]string{}, Sighting: map[string]int64{}}
-		buf.WriteString(arrivalsHeader + a.LogID + "\n")
+	if rd == nil {
+		id := randomBase32(8)
+		rd = &arrivalsRead{a: &Arrivals{LogID: id, Sighting: map[string]int64{}}, header: arrivalsHeader + id + "\n"}
+		buf.WriteString(rd.header)
+		torn = false
 	}
+	a := *rd.a
+	a.Sighting = maps.Clone(rd.a.Sighting)
 	now := c.now().UnixMilli()
+	add := map[string]arrival{}
 	for i := range entries {
 		e := &entries[i]
 		h := e.Hash()
-		if _, ok := a.number[h]; ok {
+		if _, ok := a.recs.get(h); ok {
+			continue
+		}
+		if _, ok := add[h]; ok {
 			continue
 		}
 		a.Last++
-		a.number[h], a.seen[h], a.writer[h] = a.Last, now, e.Writer
+		add[h] = arrival{a.Last, now, e.Writer}
 		if now > a.Sighting[e.Writer] {
 			a.Sighting[e.Writer] = now
 		}
 		fmt.Fprintf(&buf, "%d %s %d %s\n", a.Last, h, now, e.Writer)
 	}
-	if buf.Len() == 0 {
-		return a, nil
+	a.recs = a.recs.with(add)
+	if buf.Len() > 0 {
+		out := buf.Bytes()
+		if torn {
+			out = append([]byte{'\n'}, out...)
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("opening arrival log: %w", err)
+		}
+		_, werr := f.Write(out)
+		end, serr := f.Seek(0, io.SeekEnd)
+		f.Close()
+		if werr != nil {
+			c.lastArr = nil
+			return nil, fmt.Errorf("appending to arrival log: %w", werr)
+		}
+		if serr != nil {
+			c.lastArr = nil
+		} else {
+			c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: end}
+		}
+	} else {
+		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset}
 	}
-	out := buf.Bytes()
-	if a.torn {
-		out = append([]byte{'\n'}, out...)
-		a.torn = false
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening arrival log: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.Write(out); err != nil {
-		return nil, fmt.Errorf("appending to arrival log: %w", err)
-	}
-	return a, nil
+	ret := a
+	ret.Sighting = maps.Clone(a.Sighting)
+	return &ret, nil
 }
 
-func loadArrivals(path string) (*Arrivals, error) {
+// readArrivals reads the whole log: nil (and no error) when there is none, an error
+// when it has no header. torn reports that it ends inside a line.
+func readArrivals(path string) (rd *arrivalsRead, torn bool, err error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 4096), 1<<20)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), arrivalsHeader) {
-		return nil, fmt.Errorf("arrival log %s has no header", path)
+	head, rest, ok := bytes.Cut(raw, []byte("\n"))
+	if !ok || !strings.HasPrefix(string(head), arrivalsHeader) {
+		return nil, false, fmt.Errorf("arrival log %s has no header", path)
 	}
-	a := &Arrivals{LogID: strings.TrimPrefix(sc.Text(), arrivalsHeader), number: map[string]uint64{}, seen: map[string]int64{}, writer: map[string]string{}, Sighting: map[string]int64{}}
-	for sc.Scan() {
-		// A line that does not parse (a torn tail left by a crash, completed by a later
-		// append's leading newline) names no arrival: skip it.
-		f := strings.Fields(sc.Text())
+	a := &Arrivals{LogID: strings.TrimPrefix(string(head), arrivalsHeader), Sighting: map[string]int64{}}
+	recs := map[string]arrival{}
+	n := parseArrivals(a, rest, recs)
+	a.recs = layered[arrival]{base: recs}
+	off := int64(len(head)+1) + int64(n)
+	return &arrivalsRead{a: a, header: string(head) + "\n", offset: off}, off < int64(len(raw)), nil
+}
+
+// readArrivalsFrom reads what was appended to the log since prev was read. It returns
+// nil when the file is no longer the one prev read (another header, shorter): the
+// caller then reads it whole.
+func readArrivalsFrom(path string, prev *arrivalsRead) *arrivalsRead {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() < prev.offset {
+		return nil
+	}
+	head := make([]byte, len(prev.header))
+	if _, err := f.ReadAt(head, 0); err != nil || string(head) != prev.header {
+		return nil
+	}
+	if fi.Size() == prev.offset {
+		return prev
+	}
+	more := make([]byte, fi.Size()-prev.offset)
+	if _, err := f.ReadAt(more, prev.offset); err != nil {
+		return nil
+	}
+	a := *prev.a
+	a.Sighting = maps.Clone(prev.a.Sighting)
+	recs := map[string]arrival{}
+	n := parseArrivals(&a, more, recs)
+	a.recs = a.recs.with(recs)
+	return &arrivalsRead{a: &a, header: prev.header, offset: prev.offset + int64(n)}
+}
+
+// tornAfter reports whether the log ends inside a line past rd's offset.
+func (rd *arrivalsRead) tornAfter(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > rd.offset
+}
+
+// parseArrivals parses the complete lines of b into recs and a (Last, Sighting) and
+// returns how many bytes they span. A line that does not parse (a torn tail left by a
+// crash, completed by a later append's leading newline) names no arrival: skipped.
+func parseArrivals(a *Arrivals, b []byte, recs map[string]arrival) int {
+	used := 0
+	for {
+		i := bytes.IndexByte(b[used:], '\n')
+		if i < 0 {
+			return used
+		}
+		line := string(b[used : used+i])
+		used += i + 1
+		f := strings.Fields(line)
 		if len(f) != 4 {
 			continue
 		}
@@ -146,7 +252,7 @@ func loadArrivals(path string) (*Arrivals, error) {
 		if err1 != nil || err2 != nil || !strings.HasPrefix(f[1], "sha256:") {
 			continue
 		}
-		a.number[f[1]], a.seen[f[1]], a.writer[f[1]] = n, ms, f[3]
+		recs[f[1]] = arrival{n, ms, f[3]}
 		if n > a.Last {
 			a.Last = n
 		}
@@ -154,8 +260,15 @@ func loadArrivals(path string) (*Arrivals, error) {
 			a.Sighting[f[3]] = ms
 		}
 	}
-	a.torn = len(raw) > 0 && raw[len(raw)-1] != '\n'
-	return a, nil
+}
+
+// loadArrivals reads the log at path (nil when there is none).
+func loadArrivals(path string) (*Arrivals, error) {
+	rd, _, err := readArrivals(path)
+	if rd == nil || err != nil {
+		return nil, err
+	}
+	return rd.a, nil
 }
 
 // Cursor returns an opaque token naming the current arrival number.

@@ -46,7 +46,7 @@ func newAskWorld(t *testing.T) *askWorld {
 
 func (w *askWorld) load(t *testing.T) *View {
 	t.Helper()
-	v, err := w.c.Load()
+	v, err := reopened(t, w.c).Load()
 	if err != nil {
 		t.Fatal(err)
 	}

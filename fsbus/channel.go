@@ -79,6 +79,15 @@ type Channel struct {
 
 	index     *localIndex // this process's copy of the local index (index.go)
 	indexOnce sync.Once
+
+	// The last Load's snapshot and fold, from which the next Load folds only what is
+	// new (fold_incr.go), and the arrival log as last read (arrivals.go).
+	foldMu   sync.Mutex
+	lastSnap *ledger.Snapshot
+	lastFold *folded
+	// lastFullAt is when this process last folded everything (FullFoldEvery).
+	lastFullAt time.Time
+	lastArr    *arrivalsRead
 }
 
 func (c *Channel) now() time.Time {

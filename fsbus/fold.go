@@ -205,8 +205,8 @@ type State struct {
 	MaxHLC    string              `json:"max_hlc,omitempty"`
 	Entries   int                 `json:"entries"`
 
-	idem   map[string]idemRec // writer + "\x00" + idem key
-	counts map[string]bool    // hashes of entries that count
+	idem   layered[idemRec] // writer + "\x00" + idem key
+	counts layered[bool]    // hashes of entries that count
 	// decoded holds each entry's data while Fold runs (dataOf); nil after.
 	decoded map[*ledger.Entry]entryData
 }
@@ -245,8 +245,8 @@ func Fold(in FoldInput) *State {
 		Asks:     map[string]*Ask{},
 		Primary:  &Primary{},
 		Handins:  map[string]*Handin{},
-		idem:     map[string]idemRec{},
-		counts:   map[string]bool{},
+		idem:     layered[idemRec]{top: map[string]idemRec{}},
+		counts:   layered[bool]{top: make(map[string]bool, len(in.Entries))},
 		decoded:  make(map[*ledger.Entry]entryData, len(in.Entries)),
 		Entries:  len(in.Entries),
 	}
@@ -288,7 +288,7 @@ func Fold(in FoldInput) *State {
 			ignore(e, "signature does not verify against the master key")
 			continue
 		}
-		st.counts[e.Hash()] = true
+		st.counts.set(e.Hash(), true)
 		d, ok := decodeData(e)
 		if !ok {
 			ignore(e, "data does not decode")
@@ -357,7 +357,7 @@ func Fold(in FoldInput) *State {
 		}
 		var lvl Level
 		if e.Writer == MasterWriter {
-			if !st.counts[e.Hash()] {
+			if c, _ := st.counts.get(e.Hash()); !c {
 				continue // already listed in pass 1
 			}
 			if !ok {
@@ -377,7 +377,7 @@ func Fold(in FoldInput) *State {
 					ignore(e, "agent.join not signed by the key it announces")
 					continue
 				}
-				st.counts[e.Hash()] = true
+				st.counts.set(e.Hash(), true)
 				if a.Joined == "" {
 					a.Joined = e.HLC
 				}
@@ -422,13 +422,13 @@ func Fold(in FoldInput) *State {
 				}
 				a.Retired = true
 			}
-			st.counts[e.Hash()] = true
+			st.counts.set(e.Hash(), true)
 			a.noteSegment(e)
 		}
 		if e.Idem != "" {
 			k := e.Writer + "\x00" + e.Idem
-			if _, seen := st.idem[k]; !seen {
-				st.idem[k] = idemRec{args: d.Args, hash: e.Hash(), ref: e.Ref}
+			if _, seen := st.idem.get(k); !seen {
+				st.idem.set(k, idemRec{args: d.Args, hash: e.Hash(), ref: e.Ref})
 			}
 		}
 		switch family(e.Type) {
@@ -474,7 +474,8 @@ func Fold(in FoldInput) *State {
 	foldPrimary(st, in, primaryEntries, ignore)
 	foldDecisions(st, in, decisionEntries, ignore)
 	foldHandins(st, in, handinEntries, ignore)
-	sort.Slice(st.Contested, func(i, j int) bool { return st.Contested[i].Ref < st.Contested[j].Ref })
+	sortContested(st.Contested)
+	sortIgnored(st.Ignored)
 	st.decoded = nil
 	return st
 }
@@ -535,7 +536,7 @@ func (st *State) levelOf(name string) Level {
 }
 
 // Counts reports whether the entry with this hash counts for state (verified, granted).
-func (st *State) Counts(hash string) bool { return st.counts[hash] }
+func (st *State) Counts(hash string) bool { c, _ := st.counts.get(hash); return c }
 
 // levelAt is the level an entry fell under (for the order state machine).
 func (st *State) levelAt(e *ledger.Entry) Level {

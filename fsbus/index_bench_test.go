@@ -121,3 +121,71 @@ func BenchmarkBigCatchUp(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkBigClaim times one claim of an open order of the big fixture as agent-02,
+// a different order each iteration, with the index in place (issue 7: "one claim
+// process on the big fixture").
+//
+//   - same-process: one Session claims order after order (ferry run, ferry mcp serve).
+//   - new-process: each claim opens the channel anew, with an empty signature cache
+//     (one `ferry order claim` command).
+func BenchmarkBigClaim(b *testing.B) {
+	needBig(b)
+	tmp := b.TempDir()
+	if err := os.CopyFS(tmp, os.DirFS(bigDir)); err != nil {
+		b.Fatal(err)
+	}
+	h := &Home{ConfigDir: filepath.Join(tmp, "home", "config"), CacheDir: filepath.Join(tmp, "cache")}
+	c, err := Open(h, filepath.Join(tmp, "channel"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := c.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var open []string
+	for id, o := range v.State.Orders {
+		if o.State == StateOpen && o.OfferedTo == "" && len(o.Deps) == 0 {
+			open = append(open, id)
+		}
+	}
+	next := func(b *testing.B) string {
+		if len(open) == 0 {
+			b.Fatal("the big fixture ran out of open orders")
+		}
+		id := open[len(open)-1]
+		open = open[:len(open)-1]
+		return id
+	}
+	const agent = "agent-02"
+	b.Run("same-process", func(b *testing.B) {
+		s, err := c.As(agent)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := s.Claim(next(b), ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("new-process", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			sigCache.Clear()
+			b.StartTimer()
+			n, err := Open(h, c.Root)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := n.As(agent)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Claim(next(b), ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

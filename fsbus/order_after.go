@@ -1,7 +1,7 @@
 package fsbus
 
 import (
-	"sort"
+	"slices"
 
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -30,10 +30,15 @@ func orderEntries(entries []ledger.Entry, id string) []ledger.Entry {
 // one full fold, the one under the lock, not two). It returns nil when id is not an
 // order of that fold.
 func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *Order {
-	entries := orderEntries(v.Snapshot.Entries, id)
+	var entries []ledger.Entry
+	if f := v.fold; f != nil {
+		// The incremental fold keeps the roster and each order's entries apart.
+		entries = slices.Concat(f.roster, f.things["o"+id])
+	} else {
+		entries = orderEntries(v.Snapshot.Entries, id)
+	}
 	if e.Seq != 0 {
-		entries = append(entries, e)
-		sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+		entries = append(entries, e) // Fold puts them in merged order
 	}
 	return Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()}).Orders[id]
 }

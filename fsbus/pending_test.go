@@ -46,6 +46,7 @@ func newPendingWorld(t *testing.T) *pendingWorld {
 // entry is ignored.
 func (w *pendingWorld) checkPending(t *testing.T, what string) {
 	t.Helper()
+	w.fresh(t)
 	v := w.load(t)
 	st := v.State
 	if o := st.Orders[w.order]; o == nil || !o.Missing || o.Title != "(pending sync)" || o.State != StateOpen {

@@ -58,7 +58,7 @@ func primaryAppend(t *testing.T, s *Session, typ, ref string, data any) ledger.E
 
 func primaryLoad(t *testing.T, c *Channel) *View {
 	t.Helper()
-	v, err := c.Load()
+	v, err := reopened(t, c).Load()
 	if err != nil {
 		t.Fatal(err)
 	}

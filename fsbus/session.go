@@ -23,6 +23,8 @@ type View struct {
 	Arrivals *Arrivals
 	// Presence holds each writer's verified heartbeat, keyed "<writer>.<device>".
 	Presence map[string]*Presence
+
+	fold *folded // State with what folding new entries into it needs (fold_incr.go)
 }
 
 // objects returns the ObjectReader over the channel's files.
@@ -46,9 +48,25 @@ func (c *Channel) Load() (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
-	c.prewarmSigs(snap.Entries)
-	c.progress("folding", 0, 0)
-	st := Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
+	c.foldMu.Lock()
+	defer c.foldMu.Unlock()
+	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
+	var f *folded
+	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < FullFoldEvery && c.lastFold.canDelta(snap.Added) {
+		// Only appends since the last Load (issue 7): fold the things they touch.
+		c.prewarmSigs(slices.Concat(c.lastFold.roster, snap.Added))
+		c.progress("folding", 0, 0)
+		f, _ = c.lastFold.foldDelta(in, snap.Added, len(snap.Entries), maxHLCText(snap), c.objectExists)
+	}
+	fresh := f == nil
+	if fresh {
+		c.lastFullAt = time.Now()
+		c.prewarmSigs(snap.Entries)
+		c.progress("folding", 0, 0)
+		in.Entries = snap.Entries
+		f = foldFull(in)
+	}
+	st := f.st
 	// Read resolves forks by hash without checking signatures, so a forged copy of a
 	// record (same writer, device and seq, bad signature) could displace the signed one.
 	// When there is a fork, read again leaving out records whose signature fails against
@@ -58,16 +76,41 @@ func (c *Channel) Load() (*View, error) {
 		if snap, err = c.readLedger(c.rosterKeys(st)); err != nil {
 			return nil, fmt.Errorf("reading ledger: %w", err)
 		}
-		st = Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries, Objects: c.objects()})
+		in.Entries, fresh = snap.Entries, true
+		f = foldFull(in)
+		st = f.st
 	}
 	c.progress("arrivals", 0, 0)
-	arr, err := ingestArrivals(c, snap.Entries)
+	arr, err := c.ingestArrivals(snap.Entries, snap.Added, snap.Base != nil && snap.Base == c.lastSnap)
 	if err != nil {
 		return nil, err
 	}
+	c.lastSnap, c.lastFold = snap, f
 	_ = c.saveIndex() // a failed save costs only the next Load's work; the index is rebuilt
 	pres := c.observePresence(st, arr)
-	return &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres}, nil
+	return &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres, fold: f}, nil
+}
+
+// FullFoldEvery bounds how long a process folds only what is new (issue 7): its first
+// Load after that folds everything again, re-reading every object file, so a file
+// changed behind its back (objects are written once: that is tampering or a broken
+// sync) is seen by a long-running process (ferry mcp serve, ferry watch) within this
+// time, as a new process sees it at once.
+const FullFoldEvery = time.Minute
+
+// maxHLCText is the snapshot's highest HLC as text ("" when it has no entries).
+func maxHLCText(snap *ledger.Snapshot) string {
+	if n := len(snap.Entries); n > 0 {
+		return snap.Entries[n-1].HLC
+	}
+	return ""
+}
+
+// objectExists reports whether an object file is there now (the incremental fold's
+// check for objects that were missing).
+func (c *Channel) objectExists(o objRef) bool {
+	_, err := os.Stat(ObjectPath(c.Root, o.writer, o.id))
+	return err == nil
 }
 
 // Session is a channel opened as one writer with its key.
@@ -236,7 +279,7 @@ func (s *Session) checkIdem(st *State, key, args string) (ref string, replay boo
 	if err := checkIdemKey(key); err != nil {
 		return "", false, err
 	}
-	rec, ok := st.idem[s.Name+"\x00"+key]
+	rec, ok := st.idem.get(s.Name + "\x00" + key)
 	if !ok {
 		return "", false, nil
 	}
@@ -432,15 +475,23 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	entries := append(slices.Clip(v.Snapshot.Entries), e)
 	sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
 	snap := *v.Snapshot
-	snap.Entries = entries
+	snap.Entries, snap.Added, snap.Base = entries, nil, nil
 	arr := *v.Arrivals
 	arr.Sighting = maps.Clone(v.Arrivals.Sighting)
 	if arr.Sighting == nil {
 		arr.Sighting = map[string]int64{}
 	}
 	arr.Sighting[s.Name] = s.now().UnixMilli()
-	st := Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()})
-	return &View{Snapshot: &snap, State: st, Arrivals: &arr, Presence: v.Presence}
+	in := FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects()}
+	var f *folded
+	if v.fold != nil {
+		f, _ = v.fold.foldDelta(in, []ledger.Entry{e}, len(entries), entries[len(entries)-1].HLC, s.objectExists)
+	}
+	if f == nil {
+		in.Entries = entries
+		f = foldFull(in)
+	}
+	return &View{Snapshot: &snap, State: f.st, Arrivals: &arr, Presence: v.Presence, fold: f}
 }
 
 // MaxIdemKey is the longest idempotency key, in bytes: the key is stored in the

@@ -42,6 +42,17 @@ func newTalkWorld(t *testing.T) *talkWorld {
 	return w
 }
 
+// fresh reopens the channel and the sessions, as the next ferry commands would: what a
+// test did to the files behind the channel's back (an object taken away, as if it had
+// not arrived yet) is then read as a machine seeing it for the first time. A process
+// that had already folded the object keeps what it verified (fold_incr.go).
+func (w *talkWorld) fresh(t *testing.T) {
+	t.Helper()
+	w.c = reopened(t, w.c)
+	w.master = w.as(t, MasterWriter)
+	w.alice, w.bob, w.carol, w.wendy, w.dave = w.as(t, "alice"), w.as(t, "bob"), w.as(t, "carol"), w.as(t, "wendy"), w.as(t, "dave")
+}
+
 func (w *talkWorld) as(t *testing.T, name string) *Session {
 	t.Helper()
 	s, err := w.c.As(name)
@@ -53,7 +64,7 @@ func (w *talkWorld) as(t *testing.T, name string) *Session {
 
 func (w *talkWorld) load(t *testing.T) *View {
 	t.Helper()
-	v, err := w.c.Load()
+	v, err := reopened(t, w.c).Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +226,7 @@ func TestTalkPendingAndEditedObjects(t *testing.T) {
 	if err := os.Remove(p1); err != nil {
 		t.Fatal(err)
 	}
+	w.fresh(t)
 	v := w.load(t)
 	if m := v.State.Messages[m1.ID]; m == nil || !m.Pending || m.From != "alice" || m.To != "bob" || m.Preview != "" {
 		t.Fatalf("message without its object: %+v", m)

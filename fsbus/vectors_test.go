@@ -634,9 +634,9 @@ func vecSummary(t *testing.T, st *State, f *vecFile) vecState {
 	for _, ig := range st.Ignored {
 		out.Ignored = append(out.Ignored, vecIgnored{Entry: name(ig.Hash), Reason: ig.Reason})
 	}
-	for k, rec := range st.idem {
+	st.idem.all(func(k string, rec idemRec) {
 		out.Idem[strings.Replace(k, "\x00", " ", 1)] = name(rec.hash)
-	}
+	})
 	return out
 }
 

@@ -34,6 +34,23 @@ type ReadState struct {
 	// saved copy holds of it.
 	dirty map[string]mark
 	stats ReadStats
+	// last is the snapshot the previous unverified ReadIncremental returned, with what
+	// the append-only fast path needs of it (issue 7: catch-up in O(new entries)).
+	last *lastRead
+}
+
+// lastRead is what ReadIncremental remembers of the snapshot it returned last.
+type lastRead struct {
+	snap       *Snapshot
+	chainProbs []Problem           // the problems mergeResults found past the files' own
+	tips       map[segKey]chainTip // the last kept record of each chain
+	nprob      map[string]int      // malformed-line problems per file
+}
+
+// chainTip is a chain's last kept record: its seq and hash.
+type chainTip struct {
+	seq  uint64
+	hash string
 }
 
 // ReadStats counts what the last ReadIncremental did.
@@ -42,6 +59,9 @@ type ReadStats struct {
 	Reset     int   // files read from their start again: new, truncated or replaced
 	BytesRead int64 // bytes read past the remembered offsets (validation reads excluded)
 	NewLines  int   // complete lines read
+	// Appended reports that the snapshot extends the previous one by appends alone
+	// (Snapshot.Added), merged without going over the earlier entries again.
+	Appended bool
 }
 
 // mark is what a saved copy holds of a segment: its offset and how many records and
@@ -113,31 +133,169 @@ func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc)
 	for _, f := range files {
 		listed[f.rel] = true
 	}
+	forgot := false
 	for rel := range st.segs {
 		if !listed[rel] {
 			delete(st.segs, rel)
 			st.dirty[rel] = mark{reset: true}
+			forgot = true
 		}
 	}
-	tails, err := st.readAll(files)
+	before := make([]int, len(files)) // records of each file before reading on
+	for i, f := range files {
+		if g := st.segs[f.rel]; g != nil {
+			before[i] = len(g.records)
+		} else {
+			before[i] = -1
+		}
+	}
+	tails, resets, err := st.readAll(files)
 	if err != nil {
 		return nil, err
 	}
+	restarted := false // a file known before was read from its start again
+	for i := range files {
+		restarted = restarted || (resets[i] && before[i] >= 0)
+	}
+	if keys == nil && !forgot && !restarted && st.last != nil {
+		if snap := st.appended(files, before, tails); snap != nil {
+			return snap, nil
+		}
+	}
 	results := make([]segResult, len(files))
+	nfile := 0
 	for i, f := range files {
 		g := st.segs[f.rel]
 		res := segResult{records: g.records, problems: g.problems}
 		if tails[i] != nil {
 			res.problems = append(slices.Clip(res.problems), *tails[i])
 		}
+		nfile += len(res.problems)
 		results[i] = res
 	}
-	return mergeResults(results, keys, l.opts.Project, verify), nil
+	snap := mergeResults(results, keys, l.opts.Project, verify)
+	st.last = nil
+	if keys == nil {
+		st.remember(snap, files, nfile)
+	}
+	return snap, nil
+}
+
+// remember keeps what the fast path of the next ReadIncremental needs of snap: each
+// chain's tip, the chain problems and each file's malformed-line count. nfile is the
+// number of snap.Problems that came from the files (mergeResults puts them first).
+func (st *ReadState) remember(snap *Snapshot, files []segFile, nfile int) {
+	lr := &lastRead{snap: snap, chainProbs: slices.Clone(snap.Problems[nfile:]),
+		tips: map[segKey]chainTip{}, nprob: make(map[string]int, len(files))}
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		k := segKey{e.Writer, e.Device}
+		if t, ok := lr.tips[k]; !ok || e.Seq > t.seq {
+			lr.tips[k] = chainTip{e.Seq, e.Hash()}
+		}
+	}
+	for _, f := range files {
+		lr.nprob[f.rel] = len(st.segs[f.rel].problems)
+	}
+	st.last = lr
+}
+
+// appended is the fast path of ReadIncremental (issue 7): when every file only grew
+// or is new, no new line is malformed, and each new record continues its chain (seq one past the
+// chain's tip and prev naming the tip's hash, or seq 1 of a new chain), the snapshot
+// is the last one plus the new records, merged without going over the earlier
+// entries. It returns nil when any of that does not hold (a duplicate, a fork, a gap):
+// the caller then merges everything, which gives the same snapshot.
+func (st *ReadState) appended(files []segFile, before []int, tails []*Problem) *Snapshot {
+	lr := st.last
+	added := []Entry{} // not nil: nil means "merged from scratch"
+	for i, f := range files {
+		g := st.segs[f.rel]
+		from, n := before[i], lr.nprob[f.rel]
+		if from < 0 { // a new file: every record is new
+			from, n = 0, 0
+		}
+		if len(g.problems) != n {
+			return nil
+		}
+		for _, r := range g.records[from:] {
+			added = append(added, r.e)
+		}
+	}
+	// Chain continuity, per chain in seq order.
+	slices.SortFunc(added, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Writer, b.Writer), cmp.Compare(a.Device, b.Device), cmp.Compare(a.Seq, b.Seq))
+	})
+	tips := map[segKey]chainTip{}
+	for i := range added {
+		e := &added[i]
+		k := segKey{e.Writer, e.Device}
+		t, ok := tips[k]
+		if !ok {
+			t, ok = lr.tips[k]
+		}
+		switch {
+		case !ok && e.Seq == 1 && e.Prev == "":
+		case ok && e.Seq == t.seq+1 && e.Prev == t.hash:
+		default:
+			return nil
+		}
+		tips[k] = chainTip{e.Seq, e.Hash()}
+	}
+	slices.SortFunc(added, compareEntries)
+	base := lr.snap
+	snap := &Snapshot{Forks: base.Forks, Added: added, Base: base, MaxHLC: base.MaxHLC}
+	if len(added) == 0 {
+		snap.Entries = base.Entries
+	} else if n := len(base.Entries); n == 0 || compareEntries(base.Entries[n-1], added[0]) < 0 {
+		// Past every earlier entry: append. The backing array may be shared with base,
+		// which never looks past its own length.
+		snap.Entries = append(base.Entries, added...)
+	} else {
+		snap.Entries = mergeSorted(base.Entries, added)
+	}
+	if n := len(snap.Entries); n > 0 {
+		snap.MaxHLC, _ = ParseHLC(snap.Entries[n-1].HLC)
+	}
+	snap.Problems = []Problem{}
+	for i, f := range files {
+		snap.Problems = append(snap.Problems, st.segs[f.rel].problems...)
+		if tails[i] != nil {
+			snap.Problems = append(snap.Problems, *tails[i])
+		}
+	}
+	snap.Problems = append(snap.Problems, lr.chainProbs...)
+	for k, t := range tips {
+		lr.tips[k] = t
+	}
+	for _, f := range files {
+		lr.nprob[f.rel] = len(st.segs[f.rel].problems)
+	}
+	lr.snap = snap
+	st.stats.Appended = true
+	return snap
+}
+
+// mergeSorted merges two slices sorted by compareEntries into a new one.
+func mergeSorted(a, b []Entry) []Entry {
+	out := make([]Entry, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if compareEntries(a[i], b[j]) <= 0 {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
 }
 
 // readAll brings every file's state up to date, concurrently, and returns each file's
 // torn-tail problem (nil when its reading ended cleanly).
-func (st *ReadState) readAll(files []segFile) ([]*Problem, error) {
+func (st *ReadState) readAll(files []segFile) ([]*Problem, []bool, error) {
 	type out struct {
 		g     *segState
 		reset bool
@@ -174,11 +332,13 @@ func (st *ReadState) readAll(files []segFile) ([]*Problem, error) {
 		wg.Wait()
 	}
 	tails := make([]*Problem, len(files))
+	resets := make([]bool, len(files))
 	for i, f := range files {
 		o := outs[i]
 		if o.err != nil {
-			return nil, o.err
+			return nil, nil, o.err
 		}
+		resets[i] = o.reset
 		old := st.segs[f.rel]
 		st.segs[f.rel] = o.g
 		switch {
@@ -194,7 +354,7 @@ func (st *ReadState) readAll(files []segFile) ([]*Problem, error) {
 		st.stats.NewLines += o.lines
 		tails[i] = o.torn
 	}
-	return tails, nil
+	return tails, resets, nil
 }
 
 // advance reads file f past what g remembers (from its start when g is nil or no
@@ -423,6 +583,7 @@ var ErrChunk = errors.New("ledger: damaged read-state chunk")
 // Records are trusted as they were read: the caller keeps chunks where only this
 // machine writes and checks their integrity (fsbus checksums each chunk).
 func (s *ReadState) ApplyChunk(b []byte) error {
+	s.last = nil
 	d := decoder{b: b}
 	kind := d.byte()
 	path := d.str()

@@ -76,6 +76,14 @@ type Snapshot struct {
 	Forks []Fork
 	// MaxHLC is the highest HLC among Entries (zero when empty).
 	MaxHLC HLC
+	// Added is set only by ReadIncremental when this snapshot extends the one the
+	// previous call on the same ReadState returned (Base) by appends alone: Entries is
+	// Base.Entries plus Added (in merged order), Forks are Base's, and only torn tails may
+	// differ among Problems. Nil means the snapshot was merged from scratch (issue 7:
+	// callers then fold everything again).
+	Added []Entry `json:"-"`
+	// Base is the snapshot Added extends (nil when Added is nil).
+	Base *Snapshot `json:"-"`
 }
 
 // KeyFunc returns the public key the roster binds to an entry's writer, or false when

@@ -1,0 +1,328 @@
+package fsbus
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// reopened opens c's channel again with the same home and clock, as the next ferry
+// command would: its first Load folds everything (no state carried over in memory).
+func reopened(t *testing.T, c *Channel) *Channel {
+	t.Helper()
+	n, err := Open(c.Home, c.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Now = c.Now
+	return n
+}
+
+// incrCanon is the comparable form of everything a fold keeps: every exported field of
+// the State plus the idempotency records and the set of entries that count.
+func incrCanon(st *State) string {
+	idem := map[string]idemRec{}
+	st.idem.all(func(k string, r idemRec) { idem[k] = r })
+	idemOut := map[string]string{}
+	for k, r := range idem {
+		idemOut[k] = r.args + " " + r.hash + " " + r.ref
+	}
+	var counts []string
+	st.counts.all(func(h string, c bool) {
+		if c {
+			counts = append(counts, h)
+		}
+	})
+	sort.Strings(counts)
+	type agentOut struct {
+		*Agent
+		Segs map[string]uint64
+	}
+	agents := map[string]agentOut{}
+	for n, a := range st.Agents {
+		agents[n] = agentOut{a, a.segs}
+	}
+	b, err := json.Marshal(struct {
+		St     *State
+		Agents map[string]agentOut
+		Idem   map[string]string
+		Counts []string
+	}{st, agents, idemOut, counts})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// incrWorld is a history to fold in pieces: its entries and a reader of its objects
+// limited to those that have "arrived".
+type incrWorld struct {
+	project string
+	master  []byte
+	entries []ledger.Entry
+	objects func(writer, id string) ([]byte, string, error)
+	objIDs  []string
+}
+
+// checkIncremental folds random pieces of w.entries one after another with foldDelta
+// (falling back to foldFull where foldDelta declines, as Load does) and checks after
+// every piece that the state equals Fold over everything so far, with the objects
+// arrived so far. It returns how many pieces were folded incrementally.
+func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incremental, fallbacks int) {
+	t.Helper()
+	for it := range iters {
+		have := map[string]bool{}
+		for _, id := range w.objIDs {
+			if r.Intn(3) > 0 {
+				have[id] = true
+			}
+		}
+		objs := func(writer, id string) ([]byte, string, error) {
+			if !have[id] {
+				return nil, "", ErrObjectMissing
+			}
+			return w.objects(writer, id)
+		}
+		in := FoldInput{Project: w.project, Master: w.master, Objects: objs}
+		// The base holds every roster entry (seats change rarely) and a random part of
+		// the rest; the rest arrives in random pieces, in random order.
+		var base, rest []ledger.Entry
+		p := r.Float64()
+		for _, e := range w.entries {
+			if _, roster := thingKeys(&e); roster || r.Float64() < p {
+				base = append(base, e)
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		r.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+		in.Entries = base
+		f := foldFull(in)
+		so := slices.Clone(base)
+		for len(rest) > 0 || r.Intn(4) == 0 {
+			n := min(len(rest), 1+r.Intn(8))
+			piece := rest[:n]
+			rest = rest[n:]
+			if r.Intn(3) == 0 { // some objects arrive
+				for _, id := range w.objIDs {
+					if !have[id] && r.Intn(2) == 0 {
+						have[id] = true
+					}
+				}
+			}
+			so = append(so, piece...)
+			merged := mergedSet(slices.Clone(so))
+			nf, ok := f.foldDelta(in, piece, len(merged), merged[len(merged)-1].HLC,
+				func(o objRef) bool { return have[o.id] })
+			if ok {
+				incremental++
+			} else {
+				fallbacks++
+				in.Entries = so
+				nf = foldFull(in)
+			}
+			in.Entries = so
+			want := Fold(in)
+			if g, wnt := incrCanon(nf.st), incrCanon(want); g != wnt {
+				t.Fatalf("iteration %d, piece of %d (incremental %v): the state differs from a full fold: %s", it, n, ok, propDiff(g, wnt))
+			}
+			f = nf
+			if len(rest) == 0 {
+				break
+			}
+		}
+	}
+	return incremental, fallbacks
+}
+
+// TestIncrementalFoldMatchesFold holds the incremental fold (fold_incr.go, issue 7)
+// equal to the full fold on two histories: the two-machine scenario of the property
+// tests (branches, contests, forks, grants under bounds) and the busy fixture (talk,
+// asks, the primary role, decisions, hand-ins). Pieces of new entries arrive in random
+// order, with objects arriving between them.
+func TestIncrementalFoldMatchesFold(t *testing.T) {
+	r := propSeed(t)
+	pw := propWorldFor(t)
+	prop := incrWorld{project: propProject, master: pw.master, entries: pw.entries, objIDs: pw.objIDs,
+		objects: func(writer, id string) ([]byte, string, error) {
+			o, ok := pw.objects[id]
+			if !ok {
+				return nil, "", ErrObjectMissing
+			}
+			return o.canonical, o.hash, nil
+		}}
+	inc, fb := checkIncremental(t, r, prop, propIters(30))
+	t.Logf("two-machine scenario: %d pieces folded incrementally, %d fell back", inc, fb)
+	if inc == 0 {
+		t.Fatal("no piece of the two-machine scenario was folded incrementally")
+	}
+
+	mixed := mixedWorld(t)
+	kinds := map[string]bool{}
+	for _, e := range mixed.entries {
+		kinds[family(e.Type)] = true
+	}
+	for _, k := range []string{"order", "msg", "ask", "primary", "presence", "decision", "handin"} {
+		if !kinds[k] {
+			t.Fatalf("the mixed history has no %s entries: the test would not cover them", k)
+		}
+	}
+	inc, fb = checkIncremental(t, r, mixed, propIters(30))
+	t.Logf("mixed history: %d pieces folded incrementally, %d fell back", inc, fb)
+	if inc == 0 {
+		t.Fatal("no piece of the mixed history was folded incrementally")
+	}
+
+	c := openBusyCopy(t)
+	snap, err := c.Ledger.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := incrWorld{project: c.Project(), master: c.MasterKey, entries: snap.Entries, objects: c.objects(), objIDs: objectIDs(t, c)}
+	inc, fb = checkIncremental(t, r, busy, propIters(30))
+	t.Logf("busy fixture: %d pieces folded incrementally, %d fell back", inc, fb)
+	if inc == 0 {
+		t.Fatal("no piece of the busy fixture was folded incrementally")
+	}
+}
+
+// mixedWorld writes, through the real write path, a history with every family the
+// fold keeps per thing: messages and acks naming several messages, asks and answers,
+// the primary role (take, brief, standby, release), decisions, hand-ins and orders
+// through review, some with idempotency keys.
+func mixedWorld(t *testing.T) incrWorld {
+	t.Helper()
+	w := newTalkWorld(t)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	m1 := w.send(t, w.alice, "bob", "first")
+	m2 := w.send(t, w.alice, "bob", "second")
+	m3 := w.send(t, w.carol, "all", "to everyone")
+	m4 := w.send(t, w.alice, "wendy", "for the worker")
+	must(w.bob.TalkAck([]string{m1.ID, m2.ID, m3.ID}))
+	must(w.wendy.TalkAck([]string{m4.ID, m3.ID}))
+	must(w.alice.TalkSend("carol", "with a key", "k-talk"))
+	a1, err := w.alice.AskRaise(AskRaiseOptions{Title: "Upgrade?", Recommendation: "yes", Key: "k-ask"})
+	must(a1, err)
+	must(w.bob.AskRaise(AskRaiseOptions{Title: "Drop it?", Recommendation: "no"}))
+	must(w.master.AskAnswer(a1.ID, VerdictApprove, "go", ""))
+	must(w.master.PrimaryTake(""))
+	must(w.master.PrimaryBrief("ship it", []string{"no force push"}, ""))
+	must(w.alice.PrimaryStandby(""))
+	must(w.master.PrimaryRelease(""))
+	must(w.master.DecisionRecord("use sqlite", ""))
+	must(w.master.DecisionRecord("no vendoring", "k-dec"))
+	must(w.wendy.HandinAdd("commit:abc123", "the fix", ""))
+	must(w.wendy.HandinAdd("branch:feature", "", "k-hand"))
+	o1, err := w.alice.NewOrder(NewOrderOptions{Title: "fix the login"})
+	must(o1, err)
+	must(w.alice.NewOrder(NewOrderOptions{Title: "write docs", Deps: []string{o1.ID}}))
+	must(w.bob.Claim(o1.ID, ""))
+	must(w.bob.Progress(o1.ID, "halfway", ""))
+	must(w.bob.Submit(o1.ID, "commit:def456", "done", ""))
+	must(w.carol.Review(o1.ID, "accept", "fine", ""))
+	snap, err := w.c.Ledger.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return incrWorld{project: w.c.Project(), master: w.c.MasterKey, entries: snap.Entries, objects: w.c.objects(), objIDs: objectIDs(t, w.c)}
+}
+
+// objectIDs lists the ids of a channel's order, message, ask and hand-in objects.
+func objectIDs(t *testing.T, c *Channel) []string {
+	t.Helper()
+	var ids []string
+	for _, dir := range []string{"orders", "messages", "asks", "handins"} {
+		paths, err := globAll(c.Root, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			ids = append(ids, strings.TrimSuffix(filepath.Base(p), ".json"))
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatal("the channel has no objects")
+	}
+	return ids
+}
+
+// globAll lists the .json files under root/dir, one level of writer directories deep
+// for hand-ins.
+func globAll(root, dir string) ([]string, error) {
+	var out []string
+	for _, pat := range []string{"*.json", "*/*.json"} {
+		m, err := filepath.Glob(filepath.Join(root, dir, pat))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return out, nil
+}
+
+// TestLoadFoldsOnlyWhatIsNew: a second Load of the same Channel after new entries
+// folds them into the last state (the same state a new process folds), and an object
+// edited behind a running process's back is never shown by it — it keeps the content
+// it verified — while a new process lists the edit as a forgery.
+func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
+	w := newTalkWorld(t)
+	m1 := w.send(t, w.alice, "bob", "first")
+	v1, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := w.send(t, w.alice, "bob", "second")
+	v2, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The send loaded under the channel lock before appending, so the new message is
+	// the one entry added since the last reading.
+	if len(v2.Snapshot.Added) != 1 || v2.Snapshot.Base == nil || v2.Snapshot.Added[0].Ref != m2.ID {
+		t.Fatalf("the second Load merged from scratch (Added %d, base %v)", len(v2.Snapshot.Added), v2.Snapshot.Base != nil)
+	}
+	if v1.State.Messages[m2.ID] != nil || v2.State.Messages[m2.ID] == nil {
+		t.Fatal("the first view changed under its holder, or the second misses the new message")
+	}
+	fresh, err := reopened(t, w.c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, want := incrCanon(v2.State), incrCanon(fresh.State); g != want {
+		t.Fatalf("incremental Load differs from a new process's: %s", propDiff(g, want))
+	}
+	if v2.Arrivals.Number(v2.Snapshot.Added[0].Hash()) == 0 || v2.Arrivals.Last != fresh.Arrivals.Last {
+		t.Fatalf("arrivals: the new entry has no number or the logs differ (%d vs %d)", v2.Arrivals.Last, fresh.Arrivals.Last)
+	}
+
+	p := ObjectPath(w.c.Root, "alice", m1.ID)
+	raw := readTestFile(t, p)
+	writeTestFile(t, p, bytes.Replace(raw, []byte("first"), []byte("forged"), 1))
+	w.send(t, w.bob, "alice", "a reply")
+	v3, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := v3.State.Messages[m1.ID]; m == nil || m.Preview != "first" {
+		t.Fatalf("the running process shows %+v; want the content it verified", m)
+	}
+	v4, err := reopened(t, w.c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v4.State.Messages[m1.ID] != nil {
+		t.Fatal("a new process shows an edited message")
+	}
+}
