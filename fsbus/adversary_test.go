@@ -70,14 +70,18 @@ type advReport struct {
 	dr *DoctorReport
 }
 
+// It reads the channel as a new process does (a fresh Channel): a running process
+// folds only new entries and sees a file changed behind its back within FullFoldEvery
+// (issue 7, session.go), which TestEditedObjectInRunningProcess covers.
 func (w *advWorld) report(t *testing.T) advReport {
 	t.Helper()
-	v := mustLoad(t, w.c)
-	vr, err := w.c.Verify(v)
+	c := reopen(t, w.c)
+	v := mustLoad(t, c)
+	vr, err := c.Verify(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dr, err := w.c.Doctor(context.Background(), v)
+	dr, err := c.Doctor(context.Background(), v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +418,11 @@ func TestAdversarialFiles(t *testing.T) {
 		if _, err := st.FindAsk(w.ask); err == nil {
 			t.Error("edited ask shown")
 		}
-		if res, err := w.bob.TalkRead(TalkReadOptions{}); err != nil || len(res.Messages) != 0 {
+		bob, err := reopen(t, w.c).As("bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := bob.TalkRead(TalkReadOptions{}); err != nil || len(res.Messages) != 0 {
 			t.Errorf("talk read shows the edited message: %v %+v", err, res)
 		}
 		r.listed(t, "ignored", "order object differs from the hash", CheckIgnored)
@@ -425,4 +433,33 @@ func TestAdversarialFiles(t *testing.T) {
 		r.listed(t, KindEdited, "messages/"+w.msg+".json", CheckObject)
 		r.listed(t, KindEdited, "asks/"+w.ask+".json", CheckObject)
 	})
+}
+
+// TestEditedObjectInRunningProcess (issue 8 with issue 7's incremental fold): a process
+// that keeps its Channel open (ferry mcp serve, ferry watch) folds only new entries, so
+// an object file edited behind its back is dropped at its next full fold, at most
+// FullFoldEvery after the last: then the edited order is no longer shown there either.
+func TestEditedObjectInRunningProcess(t *testing.T) {
+	w := newAdvWorld(t)
+	mustLoad(t, w.c) // the running process has folded everything once
+	p := ObjectPath(w.c.Root, "alice", w.order)
+	var m map[string]any
+	if err := json.Unmarshal(mustReadFile(t, p), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["title"] = "Wire the money"
+	b, _ := json.Marshal(m)
+	writeTestFile(t, p, b)
+	w.c.lastFullAt = w.c.lastFullAt.Add(-FullFoldEvery) // the bound has passed
+	st := mustLoad(t, w.c).State
+	if o := st.Orders[w.order]; o != nil {
+		t.Errorf("a running process still shows the edited order after FullFoldEvery: %q", o.Title)
+	}
+	listed := false
+	for _, ig := range st.Ignored {
+		listed = listed || ig.Ref == w.order && strings.Contains(ig.Reason, "order object differs")
+	}
+	if !listed {
+		t.Errorf("the edited order's create is not listed as ignored: %+v", st.Ignored)
+	}
 }
