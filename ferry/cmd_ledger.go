@@ -68,8 +68,12 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			return err
 		}
 	} else {
+		// Each kind's fix follows its first line only (issue 8): a hundred forged
+		// lines need one fix, not a hundred.
+		fixed := map[string]bool{}
 		fix := func(key string) {
-			if f := r.Fixes[key]; f != "" {
+			if f := r.Fixes[key]; f != "" && !fixed[key] {
+				fixed[key] = true
 				g.printf("%-13s   fix: %s\n", "", f)
 			}
 		}
