@@ -463,3 +463,34 @@ func TestEditedObjectInRunningProcess(t *testing.T) {
 		t.Errorf("the edited order's create is not listed as ignored: %+v", st.Ignored)
 	}
 }
+
+// TestVerifyFix (issue 8): every kind verify lists has a fix, and ignored entries get
+// the fix their reason calls for.
+func TestVerifyFix(t *testing.T) {
+	for _, kind := range []string{ledger.KindMalformed, ledger.KindBrokenChain, ledger.KindBadSignature, ledger.KindUnknownKey,
+		ledger.KindFork, ledger.KindHole, ledger.KindTorn, "object", "lost", KindEdited, KindLink, KindKeyChange} {
+		if VerifyFix(kind, "") == "" {
+			t.Errorf("no fix for %s", kind)
+		}
+	}
+	for reason, want := range map[string]string{
+		"writer is not seated":                                             "ferry grant NAME --level member",
+		"writer's grant was revoked":                                       "owner ended this writer's grant",
+		"signature does not verify against the seated key":                 "copied from another channel",
+		"agent.join not signed by the key it announces":                    "copied from another channel",
+		"order object differs from the hash its order.create names":        "restore it from the writer's machine",
+		"msg.post with a bad message id, recipient or object hash":         "skipped ferry's checks",
+		"claim outside the writer's scopes (docs)":                         "--scope LABEL",
+		"grant.set needs level master; alice has level member":             "raise the writer's grant",
+		"grant names a previous grant that has not arrived (pending sync)": "wait for the sync tool",
+		"grant on a superseded branch of the grant chain":                  "same winner",
+		"built on an entry that does not count":                            "listed with its own reason",
+		"second msg.post for an existing message id":                       "lower hash counts",
+		"not allowed: order is already claimed by bob":                     "race lost",
+		"retirement release for an agent that is not retired":              "skipped ferry's checks",
+	} {
+		if got := VerifyFix("ignored", reason); !strings.Contains(got, want) {
+			t.Errorf("fix for %q = %q, want it to say %q", reason, got, want)
+		}
+	}
+}

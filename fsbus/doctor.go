@@ -229,7 +229,7 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marke
 	for _, ig := range vr.Ignored {
 		r.add(Finding{Check: CheckIgnored, Level: LevelWarning, Path: ig.Writer + "/" + ig.Device,
 			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
-			Fix:    "the entry counts for nothing; if it should, seat or re-grant its writer (`ferry grant`)"})
+			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for (issue 8)
 	}
 }
 

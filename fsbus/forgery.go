@@ -65,13 +65,15 @@ func VerifyFix(kind, reason string) string {
 		return verifyFixes[kind]
 	}
 	switch {
-	case strings.Contains(reason, "not seated"):
+	case strings.Contains(reason, "writer is not seated"):
 		return "seat the writer if it is yours (`ferry grant NAME --level member`); otherwise its entries count for nothing"
-	case strings.Contains(reason, "revoked"), strings.Contains(reason, "retired"):
+	case strings.HasPrefix(reason, "writer's grant was revoked"), strings.HasPrefix(reason, "writer was retired"):
 		return "nothing to do: the owner ended this writer's grant; re-grant only deliberately"
-	case strings.Contains(reason, "signature"):
+	case strings.Contains(reason, "signature does not verify"), strings.Contains(reason, "not signed by"):
 		return verifyFixes[ledger.KindBadSignature]
-	case strings.Contains(reason, "object"):
+	case strings.Contains(reason, "with a bad"):
+		break // a malformed entry: the default below
+	case strings.Contains(reason, "object differs"):
 		return "the object file was edited after its entry was written: restore it from the writer's machine; the entry counts for nothing meanwhile"
 	case strings.Contains(reason, "scope"):
 		return "nothing to do, or widen the agent's grant (`ferry grant NAME --level LEVEL --scope LABEL`)"
@@ -79,6 +81,14 @@ func VerifyFix(kind, reason string) string {
 		return "nothing to do, or raise the writer's grant (`ferry grant NAME --level LEVEL`)"
 	case strings.Contains(reason, "pending"):
 		return "wait for the sync tool to deliver the entry it builds on"
+	case strings.Contains(reason, "superseded"):
+		return "nothing to do: two machines changed it at once and every machine folds the same winner (`ferry status` lists the contest)"
+	case strings.HasPrefix(reason, "built on"):
+		return "nothing to do here: the entry it builds on counts for nothing (listed with its own reason)"
+	case strings.HasPrefix(reason, "second "):
+		return "nothing to do: two records claim one id; the one with the lower hash counts"
+	case strings.HasPrefix(reason, "not allowed"):
+		return "nothing to do: the entry broke its thing's rules where it was folded (a race lost to another machine, or a binary that skipped ferry's checks)"
 	}
 	return "the entry counts for nothing; it was written by a binary or a hand that skipped ferry's checks"
 }
