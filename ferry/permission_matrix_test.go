@@ -42,122 +42,95 @@ type permPrep struct {
 }
 
 // permWrite is one write a user can cause: its entry type, the lowest level the table
-// allows it at, what must exist first, and the call over the CLI and over MCP (nil: no
-// MCP tool makes it — the table's last row never is, DESIGN §2).
+// allows it at, what must exist first, and the call over the CLI and over MCP (no
+// mcpTool: no MCP tool makes it — the table's last row never is, DESIGN §2). In cli
+// and mcpArgs, "{id}" stands for the prepared thing's id.
 type permWrite struct {
-	typ   string
-	what  string // how the row is told apart when one type has several rows
-	min   fsbus.Level
-	owner bool // the last row of the table: only the owner, never over MCP
-	prep  func(w *permWorld, via string) permPrep
-	cli   func(p permPrep) []string
-	mcp   func(p permPrep) (tool string, args map[string]any)
-	// notMaster: the row does not apply to the owner: it is no agent (joins, retiring
-	// oneself), and it answers asks rather than raising them (invalid, ask.go).
-	notMaster bool
-	// again: a second call in the same state writes nothing (idempotent), so the MCP
-	// cell, which runs after the CLI one, may answer ok without writing.
-	again bool
-	// final: the write ends something the other cells need; it runs after both passes.
-	final bool
+	typ     string
+	what    string // how the row is told apart when one type has several rows
+	min     fsbus.Level
+	prep    func(w *permWorld, via string) permPrep
+	cli     []string
+	mcpTool string
+	mcpArgs map[string]any
+	flags   permFlags
 }
 
-// permWrites is every write a user can cause (docs/commands.md), in the order a row
-// runs them: every CLI cell, then every MCP cell, then the final ones (retirements). Not here:
-// order.expire (written by a machine's own settle, never by a command), policy.set and release.approve (no command writes policy; release approval is
-// `ferry update approve`, tested in update_test.go).
+// permFlags say how a row differs from a plain write.
+type permFlags int
+
+const (
+	// owner: the last row of the table: only the owner, never over MCP.
+	owner permFlags = 1 << iota
+	// notMaster: the row does not apply to the owner: it is no agent (joins, retiring
+	// oneself), and it answers asks rather than raising them (invalid, ask.go).
+	notMaster
+	// again: a second call in the same state writes nothing (idempotent), so the MCP
+	// cell, which runs after the CLI one, may answer ok without writing.
+	again
+	// final: the write ends something the other cells need; it runs after both passes.
+	final
+)
+
+func (pw permWrite) has(f permFlags) bool { return pw.flags&f != 0 }
+
+// cliArgs is the row's command line for prepared p.
+func (pw permWrite) cliArgs(p permPrep) []string {
+	out := make([]string, 0, len(pw.cli)+len(p.args))
+	for _, a := range pw.cli {
+		out = append(out, strings.ReplaceAll(a, "{id}", p.id))
+	}
+	return append(out, p.args...)
+}
+
+// mcpCall is the row's MCP tool call for prepared p.
+func (pw permWrite) mcpCall(p permPrep) (string, map[string]any) {
+	args := map[string]any{}
+	for k, v := range pw.mcpArgs {
+		if s, ok := v.(string); ok {
+			v = strings.ReplaceAll(s, "{id}", p.id)
+		}
+		args[k] = v
+	}
+	return pw.mcpTool, args
+}
+
+type m = map[string]any
+
+// permWrites is every write a user can cause (docs/commands.md), one line each, in the
+// order a row runs them: every CLI cell, then every MCP cell, then the final ones
+// (retirements). Not here: order.expire (written by a machine's own settle, never by a
+// command), policy.set and release.approve (no command writes policy; release approval
+// is `ferry update approve`, tested in update_test.go).
 var permWrites = []permWrite{
-	{typ: "agent.join", min: fsbus.LevelNone, notMaster: true,
-		cli: func(permPrep) []string { return []string{"join", "--app", "matrix-cli"} },
-		mcp: func(permPrep) (string, map[string]any) { return "ferry_join", map[string]any{} }},
-	{typ: "msg.ack", min: fsbus.LevelWorker, prep: (*permWorld).messageToActor,
-		cli: func(p permPrep) []string { return []string{"talk", "ack", p.id} },
-		mcp: func(permPrep) (string, map[string]any) { return "ferry_talk", map[string]any{"action": "read"} }},
-	{typ: "handin.add", min: fsbus.LevelWorker,
-		cli: func(permPrep) []string { return []string{"handin", "add", "--ref", "commit:abc123"} }},
-	{typ: "presence.standby", min: fsbus.LevelMember, again: true, // docs/format.md §13: member (issue 3), not worker as DESIGN's table
-		cli: func(permPrep) []string { return []string{"primary", "standby"} },
-		mcp: func(permPrep) (string, map[string]any) { return "ferry_primary", map[string]any{"action": "standby"} }},
-	{typ: "msg.post", min: fsbus.LevelMember,
-		cli: func(permPrep) []string { return []string{"talk", "send", "--to", "author", "hello"} },
-		mcp: func(permPrep) (string, map[string]any) {
-			return "ferry_talk", map[string]any{"action": "post", "to": "author", "text": "hello"}
-		}},
-	{typ: "ask.raise", min: fsbus.LevelMember, notMaster: true,
-		cli: func(permPrep) []string {
-			return []string{"ask", "raise", "Drop the table?", "--recommendation", "yes", "--reasoning", "unused"}
-		},
-		mcp: func(permPrep) (string, map[string]any) {
-			return "ferry_ask_human", map[string]any{"action": "raise", "title": "Drop the table?", "recommendation": "yes", "reasoning": "unused"}
-		}},
-	{typ: "order.create", min: fsbus.LevelMember,
-		cli: func(permPrep) []string { return []string{"order", "new", "A new order"} },
-		mcp: func(permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "new", "title": "A new order"}
-		}},
-	{typ: "order.claim", min: fsbus.LevelMember, prep: (*permWorld).openOrder,
-		cli: func(p permPrep) []string { return []string{"order", "claim", p.id} },
-		mcp: func(p permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "claim", "id": p.id}
-		}},
-	{typ: "order.progress", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder,
-		cli: func(p permPrep) []string { return []string{"order", "progress", p.id, "halfway"} },
-		mcp: func(p permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "progress", "id": p.id, "note": "halfway"}
-		}},
-	{typ: "order.extend", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder,
-		cli: func(p permPrep) []string { return []string{"order", "extend", p.id} },
-		mcp: func(p permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "extend", "id": p.id}
-		}},
-	{typ: "order.submit", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder,
-		cli: func(p permPrep) []string { return []string{"order", "submit", p.id, "--ref", "commit:abc123"} },
-		mcp: func(p permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "submit", "id": p.id, "ref": "commit:abc123"}
-		}},
-	{typ: "order.release", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder,
-		cli: func(p permPrep) []string { return []string{"order", "release", p.id} },
-		mcp: func(p permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "release", "id": p.id}
-		}},
-	{typ: "order.fail", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder,
-		cli: func(p permPrep) []string { return []string{"order", "fail", p.id, "--reason", "blocked"} },
-		mcp: func(p permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "fail", "id": p.id, "note": "blocked"}
-		}},
-	{typ: "order.cancel", what: "author", min: fsbus.LevelMember, prep: (*permWorld).ownOrder,
-		cli: func(p permPrep) []string { return []string{"order", "cancel", p.id} }},
-	{typ: "order.offer", what: "author", min: fsbus.LevelMember, prep: (*permWorld).ownOrder,
-		cli: func(p permPrep) []string { return []string{"order", "offer", p.id, "--to", "author"} }},
-	{typ: "order.stale", what: "author", min: fsbus.LevelMember, prep: (*permWorld).staleOrder,
-		cli: func(p permPrep) []string { return append([]string{"order", "verify", p.id, "--mark"}, p.args...) }},
-	{typ: "order.review", min: fsbus.LevelMember, prep: (*permWorld).submittedOrder,
-		cli: func(p permPrep) []string { return []string{"order", "review", p.id, "--accept"} },
-		mcp: func(p permPrep) (string, map[string]any) {
-			return "ferry_orders", map[string]any{"action": "review", "id": p.id, "verdict": "accept"}
-		}},
-	{typ: "order.offer", what: "any order", min: fsbus.LevelOrchestrator, prep: (*permWorld).openOrder,
-		cli: func(p permPrep) []string { return []string{"order", "offer", p.id, "--to", "author"} }},
-	{typ: "decision.record", min: fsbus.LevelOrchestrator,
-		cli: func(permPrep) []string { return []string{"decision", "record", "Ship on Friday"} }},
-	{typ: "primary.take", min: fsbus.LevelOrchestrator,
-		cli: func(permPrep) []string { return []string{"primary", "take"} },
-		mcp: func(permPrep) (string, map[string]any) { return "ferry_primary", map[string]any{"action": "takeover"} }},
-	{typ: "primary.brief", min: fsbus.LevelOrchestrator,
-		cli: func(permPrep) []string { return []string{"primary", "brief", "--objective", "Ship v2"} }},
-	{typ: "primary.release", min: fsbus.LevelOrchestrator,
-		cli: func(permPrep) []string { return []string{"primary", "release"} },
-		mcp: func(permPrep) (string, map[string]any) { return "ferry_primary", map[string]any{"action": "release"} }},
-	{typ: "grant.set", min: fsbus.LevelMaster, owner: true,
-		cli: func(permPrep) []string { return []string{"grant", "set", "bystander", "--level", "orchestrator"} }},
-	{typ: "grant.revoke", min: fsbus.LevelMaster, owner: true,
-		cli: func(permPrep) []string { return []string{"grant", "revoke", "bystander"} }},
-	{typ: "ask.answer", min: fsbus.LevelMaster, owner: true, prep: (*permWorld).askByAuthor,
-		cli: func(p permPrep) []string { return []string{"ask", "approve", p.id} }},
-	{typ: "agent.retire", what: "of another", min: fsbus.LevelMaster, owner: true, final: true,
-		cli: func(permPrep) []string { return []string{"agent", "retire", "bystander"} }},
-	{typ: "agent.retire", what: "of itself", min: fsbus.LevelWorker, notMaster: true, final: true,
-		cli: func(permPrep) []string { return []string{"agent", "retire", "actor"} }},
+	{typ: "agent.join", min: fsbus.LevelNone, flags: notMaster, cli: []string{"join", "--app", "matrix-cli"}, mcpTool: "ferry_join", mcpArgs: m{}},
+	{typ: "msg.ack", min: fsbus.LevelWorker, prep: (*permWorld).messageToActor, cli: []string{"talk", "ack", "{id}"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "read"}},
+	{typ: "handin.add", min: fsbus.LevelWorker, cli: []string{"handin", "add", "--ref", "commit:abc123"}},
+	// docs/format.md §13: standby needs member (issue 3), not worker as DESIGN's table.
+	{typ: "presence.standby", min: fsbus.LevelMember, flags: again, cli: []string{"primary", "standby"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "standby"}},
+	{typ: "msg.post", min: fsbus.LevelMember, cli: []string{"talk", "send", "--to", "author", "hello"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "post", "to": "author", "text": "hello"}},
+	{typ: "ask.raise", min: fsbus.LevelMember, flags: notMaster, cli: []string{"ask", "raise", "Drop the table?", "--recommendation", "yes"}, mcpTool: "ferry_ask_human", mcpArgs: m{"action": "raise", "title": "Drop the table?", "recommendation": "yes"}},
+	{typ: "order.create", min: fsbus.LevelMember, cli: []string{"order", "new", "A new order"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "new", "title": "A new order"}},
+	{typ: "order.claim", min: fsbus.LevelMember, prep: (*permWorld).openOrder, cli: []string{"order", "claim", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "claim", "id": "{id}"}},
+	{typ: "order.progress", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "progress", "{id}", "halfway"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "progress", "id": "{id}", "note": "halfway"}},
+	{typ: "order.extend", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "extend", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "extend", "id": "{id}"}},
+	{typ: "order.submit", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "submit", "{id}", "--ref", "commit:abc123"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "submit", "id": "{id}", "ref": "commit:abc123"}},
+	{typ: "order.release", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "release", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "release", "id": "{id}"}},
+	{typ: "order.fail", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "fail", "{id}", "--reason", "blocked"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "fail", "id": "{id}", "note": "blocked"}},
+	{typ: "order.cancel", what: "author", min: fsbus.LevelMember, prep: (*permWorld).ownOrder, cli: []string{"order", "cancel", "{id}"}},
+	{typ: "order.offer", what: "author", min: fsbus.LevelMember, prep: (*permWorld).ownOrder, cli: []string{"order", "offer", "{id}", "--to", "author"}},
+	{typ: "order.stale", what: "author", min: fsbus.LevelMember, prep: (*permWorld).staleOrder, cli: []string{"order", "verify", "{id}", "--mark"}},
+	{typ: "order.review", min: fsbus.LevelMember, prep: (*permWorld).submittedOrder, cli: []string{"order", "review", "{id}", "--accept"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "review", "id": "{id}", "verdict": "accept"}},
+	{typ: "order.offer", what: "any order", min: fsbus.LevelOrchestrator, prep: (*permWorld).openOrder, cli: []string{"order", "offer", "{id}", "--to", "author"}},
+	{typ: "decision.record", min: fsbus.LevelOrchestrator, cli: []string{"decision", "record", "Ship on Friday"}},
+	{typ: "primary.take", min: fsbus.LevelOrchestrator, cli: []string{"primary", "take"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "takeover"}},
+	{typ: "primary.brief", min: fsbus.LevelOrchestrator, cli: []string{"primary", "brief", "--objective", "Ship v2"}},
+	{typ: "primary.release", min: fsbus.LevelOrchestrator, cli: []string{"primary", "release"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "release"}},
+	{typ: "grant.set", min: fsbus.LevelMaster, flags: owner, cli: []string{"grant", "set", "bystander", "--level", "orchestrator"}},
+	{typ: "grant.revoke", min: fsbus.LevelMaster, flags: owner, cli: []string{"grant", "revoke", "bystander"}},
+	{typ: "ask.answer", min: fsbus.LevelMaster, flags: owner, prep: (*permWorld).askByAuthor, cli: []string{"ask", "approve", "{id}"}},
+	{typ: "agent.retire", what: "of another", min: fsbus.LevelMaster, flags: owner | final, cli: []string{"agent", "retire", "bystander"}},
+	{typ: "agent.retire", what: "of itself", min: fsbus.LevelWorker, flags: notMaster | final, cli: []string{"agent", "retire", "actor"}},
 }
 
 // permWorld is one row's channel: the owner's machine (master, author and bystander
@@ -372,7 +345,7 @@ func TestPermissionMatrix(t *testing.T) {
 			for i, pw := range permWrites {
 				preps[i] = map[string]permPrep{}
 				for _, via := range []string{"cli", "mcp"} {
-					if pw.prep != nil && (via == "cli" || pw.mcp != nil) {
+					if pw.prep != nil && (via == "cli" || pw.mcpTool != "") {
 						preps[i][via] = pw.prep(w, via)
 					}
 				}
@@ -392,7 +365,7 @@ func TestPermissionMatrix(t *testing.T) {
 				final bool
 			}{{"cli", false}, {"mcp", false}, {"cli", true}} {
 				for i, pw := range permWrites {
-					if pw.final != pass.final {
+					if pw.has(final) != pass.final {
 						continue
 					}
 					name := pw.typ
@@ -404,11 +377,11 @@ func TestPermissionMatrix(t *testing.T) {
 					}
 					via := pass.via
 					cell := name + " × " + via
-					if row.name == "master" && pw.notMaster {
+					if row.name == "master" && pw.has(notMaster) {
 						results[name][row.name] += via + ":n/a "
 						continue
 					}
-					if via == "mcp" && pw.mcp == nil {
+					if via == "mcp" && pw.mcpTool == "" {
 						results[name][row.name] += "mcp:none "
 						continue
 					}
@@ -417,8 +390,8 @@ func TestPermissionMatrix(t *testing.T) {
 					p := preps[i][via]
 					var out cellOutcome
 					if via == "cli" {
-						args := append(pw.cli(p), "--channel", w.dir)
-						if w.actor != fsbus.MasterWriter || !pw.owner {
+						args := append(pw.cliArgs(p), "--channel", w.dir)
+						if w.actor != fsbus.MasterWriter || !pw.has(owner) {
 							args = append(args, "--as", w.actor)
 						}
 						out = w.observe(before, func() (bool, string) {
@@ -426,7 +399,7 @@ func TestPermissionMatrix(t *testing.T) {
 							return code == 0, strings.TrimSpace(se + so)
 						})
 					} else {
-						tool, targs := pw.mcp(p)
+						tool, targs := pw.mcpCall(p)
 						out = w.observe(before, func() (bool, string) {
 							r, err := cl.CallTool(ctx, tool, targs)
 							if err != nil {
@@ -440,7 +413,7 @@ func TestPermissionMatrix(t *testing.T) {
 						mark = "allow"
 					}
 					results[name][row.name] += via + ":" + mark + " "
-					noop := pw.again && via == "mcp" && len(out.wrote) == 0
+					noop := pw.has(again) && via == "mcp" && len(out.wrote) == 0
 					switch {
 					case want && !out.ok:
 						t.Errorf("%s as %s: refused (%s), the table allows it", cell, row.name, out.detail)
@@ -450,7 +423,7 @@ func TestPermissionMatrix(t *testing.T) {
 						t.Errorf("%s as %s: allowed (wrote %v), the table denies it", cell, row.name, out.wrote)
 					case !want && len(out.wrote) > 0:
 						t.Errorf("%s as %s: refused but wrote %v", cell, row.name, out.wrote)
-					case !want && out.category != fsbus.CatDenied && !(pw.owner && via == "cli" && out.category == fsbus.CatNotFound && strings.Contains(out.detail, "no master key")):
+					case !want && out.category != fsbus.CatDenied && !(pw.has(owner) && via == "cli" && out.category == fsbus.CatNotFound && strings.Contains(out.detail, "no master key")):
 						t.Errorf("%s as %s: refused as %q (%s), want denied", cell, row.name, out.category, out.detail)
 					}
 				}
@@ -511,13 +484,13 @@ func TestPermissionMatrixCoversMCP(t *testing.T) {
 	}
 	inMatrix := map[string]bool{}
 	for _, pw := range permWrites {
-		if pw.mcp == nil {
+		if pw.mcpTool == "" {
 			continue
 		}
-		if pw.owner {
+		if pw.has(owner) {
 			t.Errorf("%s is the table's last row but has an MCP cell", pw.typ)
 		}
-		tool, args := pw.mcp(permPrep{id: "o-0000000000000"})
+		tool, args := pw.mcpCall(permPrep{id: "o-0000000000000"})
 		a, _ := args["action"].(string)
 		inMatrix[tool+" "+a] = true
 	}
