@@ -108,6 +108,12 @@ func TestScopedGrantWrites(t *testing.T) {
 	if len(open) != 1 || open[0] != inside.ID {
 		t.Errorf("dana's catch-up offers %v, want only %s (the order labelled web)", open, inside.ID)
 	}
+	if rows := v.State.ListOrders(OrderFilter{Ready: true, For: "dana"}); len(rows) != 1 || rows[0].ID != inside.ID {
+		t.Errorf("order list --ready for dana: %v, want only %s", rows, inside.ID)
+	}
+	if rows := v.State.ListOrders(OrderFilter{Ready: true, For: "bob"}); len(rows) != 3 {
+		t.Errorf("order list --ready for bob (unscoped): %d rows, want 3", len(rows))
+	}
 	if rc := v.State.RunCandidates("dana", nil); len(rc) != 1 || rc[0].ID != inside.ID {
 		t.Errorf("ferry run would take %v for dana, want only %s", rc, inside.ID)
 	}

@@ -106,7 +106,8 @@ type OrderFilter struct {
 	Mine  string // author or holder
 	Limit int    // 0 = no limit
 	// Ready keeps only orders that can be claimed now (State.Ready, issue 6); with For
-	// set, only those that agent can claim (an order offered to another is left out).
+	// set, only those that agent can claim (an order offered to another, or outside the
+	// agent's scoped grant, issue 8, is left out).
 	Ready bool
 	For   string
 }
@@ -146,6 +147,8 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 			continue
 		case f.Ready && f.For != "" && o.State == StateOffered && o.OfferedTo != f.For:
 			continue
+		case f.Ready && f.For != "" && !InScope(st.scopesNow(f.For), o.Labels):
+			continue // issue 8: outside the agent's scoped grant
 		}
 		out = append(out, o.Row())
 	}
