@@ -53,6 +53,11 @@ type CLI struct {
 	Update     UpdateCmd     `cmd:"" help:"Approve, check for and apply signed updates of ferry itself."`
 	Search     SearchCmd     `cmd:"" help:"Search orders, messages, decisions and asks, newest first."`
 
+	// Issue 8: the vault and the pause switch.
+	Secret SecretCmd `cmd:"" help:"Keep a secret in the channel's vault, encrypted to named agents."`
+	Pause  PauseCmd  `cmd:"" help:"Stop this machine acting on channels until ferry resume."`
+	Resume ResumeCmd `cmd:"" help:"Lift this machine's pause."`
+
 	// --version is `ferry version` as a flag (issue 9 finding s1).
 	VersionFlag versionFlag `name:"version" help:"Print the version and channel format (as ferry version)."`
 }

@@ -31,8 +31,10 @@ import (
 // folded is a State with what folding it again after new entries needs.
 type folded struct {
 	st     *State
-	roster []ledger.Entry            // entries that build the roster, merged order
-	things map[string][]ledger.Entry // thing key → its entries, merged order
+	roster []ledger.Entry // entries that build the roster, merged order
+	// things holds each thing's entries, in merged order, as pointers into the
+	// snapshots they were read in (a copy of each entry would double the memory).
+	things map[string][]*ledger.Entry
 	// missing names, per thing, the object file the fold found missing.
 	missing map[string]objRef
 }
@@ -108,13 +110,15 @@ func recordMissing(r ObjectReader, missing map[string]objRef) ObjectReader {
 
 // foldFull folds entries from scratch (Fold) and keeps what foldDelta needs.
 func foldFull(in FoldInput) *folded {
-	f := &folded{things: map[string][]ledger.Entry{}, missing: map[string]objRef{}}
+	f := &folded{things: map[string][]*ledger.Entry{}, missing: map[string]objRef{}}
 	in.Objects = recordMissing(in.Objects, f.missing)
+	in.Entries = mergedSet(in.Entries)
 	f.st = Fold(in)
-	for _, e := range mergedSet(in.Entries) {
-		keys, roster := thingKeys(&e)
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		keys, roster := thingKeys(e)
 		if roster {
-			f.roster = append(f.roster, e)
+			f.roster = append(f.roster, *e)
 			continue
 		}
 		for _, k := range keys {
@@ -154,9 +158,10 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	}
 	old := f.st
 	touched := map[string]bool{}
-	addedBy := map[string][]ledger.Entry{}
-	for _, e := range added {
-		keys, _ := thingKeys(&e)
+	addedBy := map[string][]*ledger.Entry{}
+	for i := range added {
+		e := &added[i]
+		keys, _ := thingKeys(e)
 		for _, k := range keys {
 			touched[k] = true
 			addedBy[k] = append(addedBy[k], e)
@@ -179,11 +184,11 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		things = maps.Clone(f.things)
 		for k, es := range addedBy {
 			merged := slices.Concat(things[k], es)
-			slices.SortFunc(merged, func(a, b ledger.Entry) int {
-				if entryLess(&a, &b) {
+			slices.SortFunc(merged, func(a, b *ledger.Entry) int {
+				if entryLess(a, b) {
 					return -1
 				}
-				if entryLess(&b, &a) {
+				if entryLess(b, a) {
 					return 1
 				}
 				return strings.Compare(a.Hash(), b.Hash())
@@ -203,7 +208,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 				if e.Type != TypeMsgAck {
 					continue
 				}
-				more, _ := thingKeys(&e)
+				more, _ := thingKeys(e)
 				for _, m := range more {
 					if !touched[m] {
 						touched[m], grew = true, true
@@ -224,7 +229,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		for _, e := range things[k] {
 			if h := e.Hash(); !newHashes[h] {
 				newHashes[h] = true
-				mini = append(mini, e)
+				mini = append(mini, *e)
 			}
 		}
 	}

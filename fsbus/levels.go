@@ -101,6 +101,7 @@ var minLevel = map[string]Level{
 	TypePolicySet:       LevelMaster,
 	TypeAskAnswer:       LevelMaster,
 	TypeReleaseApprove:  LevelMaster, // issue 9: update_fold.go
+	TypeSecretPut:       LevelMember, // issue 8: vault.go
 }
 
 // checkLevel returns a denied error naming the missing level when lvl may not write typ.

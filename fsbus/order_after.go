@@ -33,7 +33,10 @@ func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *Order {
 	var entries []ledger.Entry
 	if f := v.fold; f != nil {
 		// The incremental fold keeps the roster and each order's entries apart.
-		entries = slices.Concat(f.roster, f.things["o"+id])
+		entries = slices.Clone(f.roster)
+		for _, e := range f.things["o"+id] {
+			entries = append(entries, *e)
+		}
 	} else {
 		entries = orderEntries(v.Snapshot.Entries, id)
 	}

@@ -192,6 +192,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			if err := s.checkIdentity(v.State, d.Type); err != nil {
 				return nil, nil, err
 			}
+			if err := guardDraft(d, objs); err != nil { // the secret guard (issue 8, secretguard.go)
+				return nil, nil, err
+			}
 			if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
 				var rd entryData
 				if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {

@@ -44,6 +44,10 @@ type Entry struct {
 	raw []byte
 	// hash caches Hash once computed from raw.
 	hash string
+	// known marks a raw that parseCanonical built from the known fields alone, every
+	// string printable ASCII without '"' or '\\': the form without sig is then raw with
+	// its sig member cut out (SigningMessage), no canonicalisation needed.
+	known bool
 }
 
 // Errors returned by the encoding helpers.
@@ -114,6 +118,16 @@ func (e *Entry) Hash() string {
 // "ferry-entry-v1\n" + project + "\n" + canonical form without sig.
 func (e *Entry) SigningMessage(project string) ([]byte, error) {
 	var body []byte
+	if e.known && e.Sig != "" {
+		// raw is {…,"seq":N,"sig":"…","type":…}: only type, v and writer follow sig,
+		// and no string holds a quote, so the member is found exactly once.
+		member := `,"sig":"` + e.Sig + `"`
+		if i := bytes.Index(e.raw, []byte(member)); i > 0 {
+			body = make([]byte, 0, len(e.raw)-len(member))
+			body = append(append(body, e.raw[:i]...), e.raw[i+len(member):]...)
+			return DomainMessage(EntryDomain, project, body), nil
+		}
+	}
 	if e.raw != nil {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(e.raw, &m); err != nil {

@@ -83,6 +83,13 @@ func checkParse(t *testing.T, line []byte) {
 	if werr != nil {
 		return
 	}
+	// The fast path's signing message (sig cut out of raw) is the canonical one.
+	gm, gerr := got.SigningMessage("p")
+	wm, werr := want.SigningMessage("p")
+	if (gerr == nil) != (werr == nil) || !bytes.Equal(gm, wm) {
+		t.Fatalf("%q: signing message %q (%v), want %q (%v)", line, gm, gerr, wm, werr)
+	}
+	got.known = false
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q:\nparseLine %+v\nParseLine %+v", line, got, want)
 	}

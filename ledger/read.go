@@ -468,7 +468,7 @@ func parseCanonical(line []byte) (Entry, bool) {
 	if !ok || !bytes.Equal(buf, line) {
 		return Entry{}, false
 	}
-	e.raw = buf
+	e.raw, e.known = buf, true
 	e.hash = HashBytes(buf)
 	return e, true
 }
