@@ -150,6 +150,7 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	}
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, vr, marked)
+	doctorKeyChanges(r, vr) // issue 8 (forgery.go)
 	onDisk, err := c.doctorCopies(r, v, vr)
 	if err != nil {
 		return nil, err
@@ -248,7 +249,7 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marke
 	for _, ig := range vr.Ignored {
 		r.add(Finding{Check: CheckIgnored, Level: LevelWarning, Path: ig.Writer + "/" + ig.Device,
 			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
-			Fix:    "the entry counts for nothing; if it should, seat or re-grant its writer (`ferry grant`)"})
+			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for (issue 8)
 	}
 }
 

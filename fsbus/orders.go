@@ -116,6 +116,9 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 		if err := v.State.checkRecipient(opt.To); err != nil {
 			return nil, nil, err
 		}
+		if err := v.State.checkScope(s.Name, TypeOrderCreate, &Order{Labels: opt.Labels}, opt.To); err != nil {
+			return nil, nil, err
+		}
 		id = NewID(PrefixOrder)
 		obj := &OrderObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
 			Title: opt.Title, Body: opt.Body, Labels: opt.Labels, Priority: opt.Priority, Deps: opt.Deps, Contract: *contract}
@@ -231,6 +234,9 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			if err := v.State.checkRecipient(d.To); err != nil {
 				return nil, nil, err
 			}
+		}
+		if err := v.State.checkScope(s.Name, typ, o, d.To); err != nil {
+			return nil, nil, err
 		}
 		if typ == TypeOrderClaim {
 			if v.State.retired(s.Name) {

@@ -208,6 +208,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		if err != nil || d == nil {
 			return err
 		}
+		if err := s.checkLinks(objs); err != nil { // issue 8: never write through a link (links.go)
+			return err
+		}
 		// Only a write that will happen restores this writer's chain (a refusal changes
 		// nothing); when the restore brought records back, decide again on them.
 		nv, err := s.ensureChain(v)
