@@ -55,6 +55,10 @@ type CLI struct {
 
 	// The owner's trust root (issue 8).
 	Master MasterCmd `cmd:"" help:"Rotate the owner's master key, or deliberately re-pin it."`
+	// Issue 8: the vault and the pause switch.
+	Secret SecretCmd `cmd:"" help:"Keep a secret in the channel's vault, encrypted to named agents."`
+	Pause  PauseCmd  `cmd:"" help:"Stop this machine acting on channels until ferry resume."`
+	Resume ResumeCmd `cmd:"" help:"Lift this machine's pause."`
 
 	// --version is `ferry version` as a flag (issue 9 finding s1).
 	VersionFlag versionFlag `name:"version" help:"Print the version and channel format (as ferry version)."`

@@ -20,7 +20,7 @@ type AskCmd struct {
 
 // AskRaiseCmd is `ferry ask raise TITLE --recommendation … [--reasoning …]`.
 type AskRaiseCmd struct {
-	Title          string `arg:"" help:"One-line question, at most 200 bytes."`
+	Title          string `arg:"" help:"One-line question, at most 200 characters."`
 	Recommendation string `help:"What you propose the owner decide, at most 1,200 characters (or @FILE)." required:"" placeholder:"TEXT"`
 	Reasoning      string `help:"Why, at most 1,200 characters (or @FILE)." placeholder:"TEXT"`
 	keyFlag
@@ -161,7 +161,7 @@ func indentRest(s string) string {
 // askAnswerArgs are the arguments of the three answering verbs.
 type askAnswerArgs struct {
 	ID   string `arg:"" help:"Ask id or unique prefix."`
-	Note string `help:"Note to the asker, at most 2,000 bytes."`
+	Note string `help:"Note to the asker, at most 2 KiB."`
 	keyFlag
 }
 

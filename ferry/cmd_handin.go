@@ -17,7 +17,7 @@ type HandinCmd struct {
 // HandinAddCmd is `ferry handin add --ref REF --note NOTE`.
 type HandinAddCmd struct {
 	Ref  string `help:"Where the work is: a commit, branch or path in the work repo." required:"" placeholder:"REF"`
-	Note string `help:"What it is (at most 2,000 bytes, or @FILE)." placeholder:"TEXT"`
+	Note string `help:"What it is (at most 2 KiB, or @FILE)." placeholder:"TEXT"`
 	keyFlag
 }
 

@@ -68,28 +68,54 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			return err
 		}
 	} else {
+		// Each kind's fix follows its first line only (issue 8): a hundred forged
+		// lines need one fix, not a hundred.
+		fixed := map[string]bool{}
+		fix := func(key string) {
+			if f := r.Fixes[key]; f != "" && !fixed[key] {
+				fixed[key] = true
+				g.printf("%-13s   fix: %s\n", "", f)
+			}
+		}
 		for _, p := range r.Ledger.Problems {
 			where := p.Path
 			if p.Line > 0 {
 				where = fmt.Sprintf("%s:%d", p.Path, p.Line)
 			}
 			g.printf("%-13s %s: %s\n", p.Kind, where, p.Detail)
+			fix(p.Kind)
 		}
 		for _, f := range r.Ledger.Forks {
 			g.printf("%-13s %s/%s seq %d: %d losing records (kept %s)\n", "fork", f.Writer, f.Device, f.Seq, len(f.Losers), f.Winner.Hash())
+			fix("fork")
 		}
 		for _, ig := range r.Ignored {
 			g.printf("%-13s %s/%s#%d %s: %s\n", "ignored", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Reason)
+			fix("ignored: " + ig.Reason)
 		}
 		for _, o := range r.Objects {
 			g.printf("%-13s %s\n", "object", o)
+			fix("object")
 		}
 		for _, l := range r.Lost {
 			g.printf("%-13s %s\n", "lost", l)
+			fix("lost")
+		}
+		for _, e := range r.Edited {
+			g.printf("%-13s %s\n", fsbus.KindEdited, e)
+			fix(fsbus.KindEdited)
+		}
+		for _, l := range r.Links {
+			g.printf("%-13s %s\n", fsbus.KindLink, l)
+			fix(fsbus.KindLink)
+		}
+		for _, k := range r.KeyChanges {
+			g.printf("%-13s %s is seated with %s; its newest join announces %s (%s on %s)\n", fsbus.KindKeyChange, k.Agent, k.Seated, k.Announce, orDash(k.App), orDash(k.Machine))
+			fix(fsbus.KindKeyChange)
 		}
 	}
 	if !r.OK() {
-		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost)
+		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Edited) + len(r.Links)
 		return fsbus.Errorf(fsbus.CatInvalid, "records listed above count for nothing; nothing was changed",
 			"ledger verify found %s", plural(n, "problem", "problems"))
 	}

@@ -139,7 +139,7 @@ type OrderListCmd struct {
 	State string `help:"Only this state (open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out, validation_failed, pointer_stale); 'active' hides accepted and cancelled; 'ready' is --ready." placeholder:"STATE"`
 	Mine  bool   `help:"Only orders the --as agent wrote or holds."`
 	Limit int    `help:"At most this many (0: all)." default:"0"`
-	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted); with --as, not those offered to another agent."`
+	Ready bool   `help:"Only orders that can be claimed now (every dependency accepted); with --as, not those offered to another agent or outside its scopes."`
 }
 
 // Run implements the command.

@@ -38,6 +38,9 @@ func (c *StatusCmd) Run(g *Globals) error {
 	if s.Primary.State == "held" {
 		g.printf("primary    %s (%s)\n", s.Primary.Holder, s.Primary.Liveness)
 	}
+	if p := ch.Home.Paused(ch.Project()); p != nil { // issue 8, cmd_pause.go
+		g.printf("paused     %s: ferry resume lifts it\n", strings.TrimPrefix(pauseLine(p), "paused: "))
+	}
 	for _, a := range s.Asks {
 		g.printf("ask        %s %s: ferry ask approve|reject|send-back %s\n", a.ID, a.Title, a.ID)
 	}

@@ -47,7 +47,7 @@ var exitMeaning = map[string]string{
 	fsbus.CatLocked:      "a key is locked (passphrase-protected): unlock it first",
 	fsbus.CatStale:       "what was acted on changed since it was read: read again, then retry",
 	fsbus.CatRetryNeeded: "something has not fully arrived or is damaged on this machine (the sync tool is still delivering it): retry later",
-	fsbus.CatPaused:      "the channel is paused by the owner",
+	fsbus.CatPaused:      "this machine is paused (`ferry pause`): `ferry resume` lifts it",
 	fsbus.CatSuperseded:  "the entry acted on lost a race across machines (its branch is superseded, DESIGN §2)",
 }
 

@@ -1,7 +1,6 @@
 package fsbus
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -13,7 +12,7 @@ import (
 // in bytes like an order's; recommendation and reasoning in characters (Unicode code
 // points), so a non-English ask gets the same room as an English one.
 const (
-	MaxAskTitle = MaxTitle // bytes, one line
+	MaxAskTitle = MaxTitle // characters, one line
 	MaxAskText  = 1200     // characters, for recommendation and for reasoning
 )
 
@@ -42,8 +41,10 @@ func (o *AskRaiseOptions) validate() error {
 	switch {
 	case o.Title == "":
 		return Errorf(CatInvalid, "give the ask a one-line title", "empty title")
-	case len(o.Title) > MaxAskTitle || strings.ContainsAny(o.Title, "\n\r"):
-		return Errorf(CatInvalid, fmt.Sprintf("keep the title to one line of at most %d bytes; put detail in the reasoning", MaxAskTitle), "title too long or multi-line")
+	case strings.ContainsAny(o.Title, "\n\r"):
+		return Errorf(CatInvalid, "keep the title to one line; put detail in the reasoning", "ask title is multi-line")
+	case utf8.RuneCountInString(o.Title) > MaxAskTitle:
+		return capError("ask title", utf8.RuneCountInString(o.Title), MaxAskTitle, UnitChars, "keep the title short; put detail in the reasoning")
 	case !utf8.ValidString(o.Title + o.Recommendation + o.Reasoning):
 		return Errorf(CatInvalid, "", "title, recommendation and reasoning must be UTF-8")
 	case o.Recommendation == "":
@@ -133,8 +134,8 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 		return nil, Errorf(CatInvalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
 	}
 	note = strings.TrimSpace(note)
-	if len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "keep the note short", "note is %d bytes; the limit is %d", len(note), MaxNote)
+	if err := checkCap("answer note", note, MaxNote, UnitBytes, "keep the note short"); err != nil {
+		return nil, err
 	}
 	if !utf8.ValidString(note) {
 		return nil, Errorf(CatInvalid, "", "note must be UTF-8")

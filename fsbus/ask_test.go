@@ -191,7 +191,7 @@ func TestAskWriteRefusals(t *testing.T) {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: "a\nb", Recommendation: "r"})
 			return err
 		}},
-		{"long title", CatInvalid, "title too long", func() error {
+		{"long title", CatInvalid, "ask title is 201 characters; the limit is 200", func() error {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: strings.Repeat("x", MaxAskTitle+1), Recommendation: "r"})
 			return err
 		}},

@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -117,6 +118,29 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 		if !visible(t, cA, id) || !visible(t, cB, id) {
 			t.Fatalf("order %s, reported as dispatched, is not counted by readers", id)
 		}
+	}
+	// Both homes wrote on past the fork: doctor lists it as resolved history, a
+	// warning with both lines, not an error that fails every run.
+	v, err := cA.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := cA.Doctor(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks := 0
+	for _, f := range rep.Findings {
+		if f.Check != CheckFork {
+			continue
+		}
+		forks++
+		if f.Level != LevelWarning || !strings.HasPrefix(f.Detail, "resolved") || len(f.Lines) < 2 {
+			t.Errorf("a fork the writer has written past: %s %s (%d lines)", f.Level, f.Detail, len(f.Lines))
+		}
+	}
+	if forks == 0 {
+		t.Fatal("doctor does not list the fork at all")
 	}
 }
 

@@ -220,8 +220,11 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 	if ref == "" {
 		return nil, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 	}
-	if len(ref) > MaxReference || len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "keep references short and notes under 2,000 bytes; the work stays in the work repo", "reference or note too long")
+	if err := checkCap("result reference", ref, MaxReference, UnitBytes, "a commit, branch or hand-in id; the work stays in the work repo"); err != nil {
+		return nil, err
+	}
+	if err := checkCap("result summary", note, MaxNote, UnitBytes, "summarise; the work stays in the work repo"); err != nil {
+		return nil, err
 	}
 	var output json.RawMessage
 	if len(opt.Output) > 0 {

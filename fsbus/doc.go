@@ -67,15 +67,18 @@
 // appends one entry to the writer's own segment. The entry names the head of the
 // thing's chain in data.basis, which makes it a compare-and-set: on one machine exactly
 // one of N racing processes wins; across machines the chain branches and Fold resolves
-// it (furthest stage, then lower hash) the same way everywhere.
+// it (furthest stage, then lower hash) the same way everywhere. A write never goes
+// through a symbolic link below the channel root (links.go, issue 8).
 //
 // # Folding
 //
 // Fold is a pure function of the entries and the object files they name; it never
 // reads a clock. It verifies every entry against the key the writer's covering grant
 // binds (grants apply by per-segment sequence bounds) and its level, then builds agents
-// and orders. Entries that count for nothing are listed in State.Ignored; branched
-// chains are listed as contests naming the winner and everyone involved.
+// and orders. A claim beyond its writer's scoped grant counts for nothing (scope.go).
+// Entries that count for nothing are listed in State.Ignored; branched chains are
+// listed as contests naming the winner and everyone involved. Channel.Verify and
+// Channel.Doctor list every kind of forgery and tampering with a fix (forgery.go).
 //
 // # Watching and carrying
 //

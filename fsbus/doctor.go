@@ -150,6 +150,7 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	}
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, vr, marked)
+	doctorKeyChanges(r, vr) // issue 8 (forgery.go)
 	onDisk, err := c.doctorCopies(r, v, vr)
 	if err != nil {
 		return nil, err
@@ -207,19 +208,39 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marke
 				Fix: "the line counts for nothing; `ferry ledger verify` lists it; restore the file from another machine's copy if records are missing"})
 		}
 	}
+	tips := map[[2]string]uint64{} // (writer, device) → highest seq kept
+	if len(vr.Ledger.Forks) > 0 {
+		for i := range v.Snapshot.Entries {
+			e := &v.Snapshot.Entries[i]
+			if k := [2]string{e.Writer, e.Device}; e.Seq > tips[k] {
+				tips[k] = e.Seq
+			}
+		}
+	}
 	for _, f := range vr.Ledger.Forks {
 		if marked[rel(c.Root, ledger.SegmentPath(c.Root, f.Writer, f.Device))] {
 			continue
 		}
 		lines := []string{"kept: " + entryLine(&f.Winner)}
+		last := f.Winner.Seq
 		for i := range f.Losers {
 			lines = append(lines, "left out: "+entryLine(&f.Losers[i]))
+			last = max(last, f.Losers[i].Seq)
 		}
-		r.add(Finding{Check: CheckFork, Level: LevelError, Path: f.Writer + "/" + f.Device,
+		fd := Finding{Check: CheckFork, Level: LevelError, Path: f.Writer + "/" + f.Device,
 			Detail: fmt.Sprintf("%s/%s has %d records at seq %d: the branch with the lower hash (%s) counts, %d record(s) of the other branch are left out",
 				f.Writer, f.Device, countFork(f), f.Seq, f.Winner.Hash(), len(f.Losers)),
 			Fix:   "two machines write as one device (a cloned disk or restored backup): on the copy, delete the ferry device file in its config dir so it gets a device of its own",
-			Lines: lines})
+			Lines: lines}
+		// The writer has written on the kept branch past every record of the fork (ADR
+		// 0007: the home that lost was told once and chained on): the fork is history,
+		// kept as evidence, no longer an error. A clone still writing makes a new fork.
+		if tip := tips[[2]string{f.Writer, f.Device}]; tip > last {
+			fd.Level = LevelWarning
+			fd.Detail = fmt.Sprintf("resolved (the kept branch goes on to seq %d): ", tip) + fd.Detail
+			fd.Fix = "nothing to do: the left-out lines stay listed as evidence; if two machines still write as " + f.Device + ", delete the ferry device file on one of them"
+		}
+		r.add(fd)
 	}
 	for _, l := range vr.Lost {
 		r.add(Finding{Check: CheckLedger, Level: LevelError, Detail: "lost: " + l,
@@ -228,7 +249,7 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marke
 	for _, ig := range vr.Ignored {
 		r.add(Finding{Check: CheckIgnored, Level: LevelWarning, Path: ig.Writer + "/" + ig.Device,
 			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
-			Fix:    "the entry counts for nothing; if it should, seat or re-grant its writer (`ferry grant`)"})
+			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for (issue 8)
 	}
 }
 

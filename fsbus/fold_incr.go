@@ -37,6 +37,8 @@ type folded struct {
 	things map[string][]*ledger.Entry
 	// missing names, per thing, the object file the fold found missing.
 	missing map[string]objRef
+	// tips holds each chain's entry with the highest seq: (writer, device) → entry.
+	tips map[[2]string]*ledger.Entry
 }
 
 // objRef names an object file: its author and id.
@@ -110,12 +112,13 @@ func recordMissing(r ObjectReader, missing map[string]objRef) ObjectReader {
 
 // foldFull folds entries from scratch (Fold) and keeps what foldDelta needs.
 func foldFull(in FoldInput) *folded {
-	f := &folded{things: map[string][]*ledger.Entry{}, missing: map[string]objRef{}}
+	f := &folded{things: map[string][]*ledger.Entry{}, missing: map[string]objRef{}, tips: map[[2]string]*ledger.Entry{}}
 	in.Objects = recordMissing(in.Objects, f.missing)
 	in.Entries = mergedSet(in.Entries)
 	f.st = Fold(in)
 	for i := range in.Entries {
 		e := &in.Entries[i]
+		f.tip(e)
 		keys, roster := thingKeys(e)
 		if roster {
 			f.roster = append(f.roster, *e)
@@ -172,8 +175,15 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 			touched[k] = true
 		}
 	}
+	tips := maps.Clone(f.tips)
+	for i := range added {
+		if t := tips[[2]string{added[i].Writer, added[i].Device}]; t == nil || added[i].Seq > t.Seq {
+			tips[[2]string{added[i].Writer, added[i].Device}] = &added[i]
+		}
+	}
 	if len(touched) == 0 {
 		nf := *f
+		nf.tips = tips
 		st := *old
 		st.Entries, st.MaxHLC = total, maxHLC
 		nf.st = &st
@@ -339,7 +349,31 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 			nm[k] = o
 		}
 	}
-	return &folded{st: &st, roster: f.roster, things: things, missing: nm}, true
+	return &folded{st: &st, roster: f.roster, things: things, missing: nm, tips: tips}, true
+}
+
+// tip notes e as its chain's tip when it has the highest seq seen.
+func (f *folded) tip(e *ledger.Entry) {
+	k := [2]string{e.Writer, e.Device}
+	if t := f.tips[k]; t == nil || e.Seq > t.Seq {
+		f.tips[k] = e
+	}
+}
+
+// chainTip returns the entry with the highest seq of (writer, device) in v's snapshot
+// (nil when there is none): from the fold's chain tips when v has them, else by
+// going over the snapshot.
+func (v *View) chainTip(writer, device string) *ledger.Entry {
+	if v.fold != nil {
+		return v.fold.tips[[2]string{writer, device}]
+	}
+	var tip *ledger.Entry
+	for i := range v.Snapshot.Entries {
+		if e := &v.Snapshot.Entries[i]; e.Writer == writer && e.Device == device && (tip == nil || e.Seq > tip.Seq) {
+			tip = e
+		}
+	}
+	return tip
 }
 
 // spliceThing puts the thing id of part into m (or takes it out when part has none).

@@ -133,6 +133,15 @@ func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incre
 			if g, wnt := incrCanon(nf.st), incrCanon(want); g != wnt {
 				t.Fatalf("iteration %d, piece of %d (incremental %v): the state differs from a full fold: %s", it, n, ok, propDiff(g, wnt))
 			}
+			full := foldFull(FoldInput{Project: w.project, Master: w.master, Objects: objs, Entries: so})
+			if len(full.tips) != len(nf.tips) {
+				t.Fatalf("iteration %d: %d chain tips, want %d", it, len(nf.tips), len(full.tips))
+			}
+			for k, e := range full.tips {
+				if g := nf.tips[k]; g == nil || g.Hash() != e.Hash() {
+					t.Fatalf("iteration %d: tip of %v is %v, want seq %d", it, k, g, e.Seq)
+				}
+			}
 			f = nf
 			if len(rest) == 0 {
 				break

@@ -36,8 +36,8 @@ func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
 	if err := checkShortLine("reference", ref, MaxReference); err != nil {
 		return nil, err
 	}
-	if len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "keep the note short; the work stays in the work repo", "note is %d bytes; the limit is %d", len(note), MaxNote)
+	if err := checkCap("hand-in note", note, MaxNote, UnitBytes, "keep the note short; the work stays in the work repo"); err != nil {
+		return nil, err
 	}
 	args := argsHash(handinCall{Call: TypeHandinAdd, Note: note, Ref: ref})
 	var id string

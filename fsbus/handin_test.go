@@ -35,7 +35,7 @@ func TestHandins(t *testing.T) {
 		"empty ref":  {" ", "", CatInvalid},
 		"long ref":   {strings.Repeat("r", 501), "", CatInvalid},
 		"two lines":  {"a\nb", "", CatInvalid},
-		"long note":  {"ref", strings.Repeat("n", 2001), CatInvalid},
+		"long note":  {"ref", strings.Repeat("n", MaxNote+1), CatInvalid},
 		"not seated": {"ref", "", CatNotFound},
 	} {
 		s := wendy

@@ -105,6 +105,7 @@ var minLevel = map[string]Level{
 	TypeAskAnswer:       LevelMaster,
 	TypeReleaseApprove:  LevelMaster, // issue 9: update_fold.go
 	TypeMasterRotate:    LevelMaster, // issue 8: rotation.go
+	TypeSecretPut:       LevelMember, // issue 8: vault.go
 }
 
 // checkLevel returns a denied error naming the missing level when lvl may not write typ.

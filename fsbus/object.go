@@ -107,6 +107,11 @@ func readObject(path string) (canonical []byte, hash string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("reading %s: %w", path, err)
 	}
+	return parseObject(path, raw)
+}
+
+// parseObject is readObject on the bytes of the file at path (named in errors only).
+func parseObject(path string, raw []byte) (canonical []byte, hash string, err error) {
 	raw = bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))
 	if objectTorn(raw) {
 		return nil, "", fmt.Errorf("reading %s: %w", path, ErrObjectTorn)

@@ -398,6 +398,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 		if ValidName(root.d.To) {
 			root.state.State, root.state.OfferedTo = StateOffered, root.d.To
 		}
+		scopeChain(st, o, root, ignore) // issue 8: scoped grants (scope.go)
 		path, contests := resolveChain(id, root, orderRules, []string{o.Author}, ignore)
 		for _, n := range path {
 			o.apply(n)

@@ -2,18 +2,17 @@ package fsbus
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Limits of order fields (bytes unless said otherwise).
+// Limits of order fields (bytes unless said otherwise; all listed in caps.go).
 const (
-	MaxTitle     = 200
+	MaxTitle     = 200 // characters, one line (issue 8)
 	MaxOrderBody = 64 << 10
-	MaxNote      = 2000
+	MaxNote      = 2 << 10 // 2 KiB: progress, review, release, cancel, extend and answer notes, summaries, fail reasons (issue 8)
 	MaxReference = 500
 	MaxLabels    = 16
 )
@@ -46,10 +45,12 @@ func (o *NewOrderOptions) validate() error {
 	switch {
 	case o.Title == "":
 		return Errorf(CatInvalid, "give the order a title", "empty title")
-	case len(o.Title) > MaxTitle || strings.ContainsAny(o.Title, "\n\r"):
-		return Errorf(CatInvalid, fmt.Sprintf("keep the title to one line of at most %d bytes; put detail in the body", MaxTitle), "title too long or multi-line")
+	case strings.ContainsAny(o.Title, "\n\r"):
+		return Errorf(CatInvalid, "keep the title to one line; put detail in the body", "order title is multi-line")
+	case utf8.RuneCountInString(o.Title) > MaxTitle:
+		return capError("order title", utf8.RuneCountInString(o.Title), MaxTitle, UnitChars, "keep the title short; put detail in the body")
 	case len(o.Body) > MaxOrderBody:
-		return Errorf(CatInvalid, "put large material in the work repo and reference it", "body is %d bytes; the limit is %d", len(o.Body), MaxOrderBody)
+		return capError("order body", len(o.Body), MaxOrderBody, UnitBytes, "put large material in the work repo and reference it")
 	case !utf8.ValidString(o.Title + o.Body):
 		return Errorf(CatInvalid, "", "title and body must be UTF-8")
 	case hasControl(o.Title, false) || hasControl(o.Body, true):
@@ -113,6 +114,9 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 			opt.Deps[i] = o.ID
 		}
 		if err := v.State.checkRecipient(opt.To); err != nil {
+			return nil, nil, err
+		}
+		if err := v.State.checkScope(s.Name, TypeOrderCreate, &Order{Labels: opt.Labels}, opt.To); err != nil {
 			return nil, nil, err
 		}
 		id = NewID(PrefixOrder)
@@ -231,6 +235,9 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 				return nil, nil, err
 			}
 		}
+		if err := v.State.checkScope(s.Name, typ, o, d.To); err != nil {
+			return nil, nil, err
+		}
 		if typ == TypeOrderClaim {
 			if v.State.retired(s.Name) {
 				return nil, nil, Errorf(CatDenied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
@@ -306,8 +313,8 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 	if verdict != "accept" && verdict != "changes" {
 		return nil, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", verdict)
 	}
-	if len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
+		return nil, err
 	}
 	return s.lifecycle(q, TypeOrderReview, entryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
 }
@@ -318,6 +325,9 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
 func (s *Session) Release(q, note, key string) (*Order, error) {
+	if err := checkCap("release note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
+		return nil, err
+	}
 	var refused error
 	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
 		if o.State == StateOffered { // an offer is handed back by Decline
@@ -334,6 +344,9 @@ func (s *Session) Release(q, note, key string) (*Order, error) {
 
 // Cancel ends an order (author only).
 func (s *Session) Cancel(q, note, key string) (*Order, error) {
+	if err := checkCap("cancel note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
+		return nil, err
+	}
 	return s.lifecycle(q, TypeOrderCancel, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
 		return o.State == StateCancelled && o.Author == s.Name
 	})
@@ -353,8 +366,11 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	if hasControl(note, true) {
 		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
-	if note == "" || len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note of 1–%d bytes", MaxNote)
+	if note == "" {
+		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note")
+	}
+	if err := checkCap("progress note", note, MaxNote, UnitBytes, "one short line of what changed; the work stays in the work repo"); err != nil {
+		return nil, err
 	}
 	_, _, o, err := s.holderEntry(q, TypeOrderProgress, note, failure, key,
 		"only the holder reports progress", "progress is for work in hand", "progress is reported while it is claimed", nil)

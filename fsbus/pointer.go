@@ -161,6 +161,13 @@ func isWindowsReserved(name string) bool {
 	if len(base) == 4 && (strings.HasPrefix(base, "com") || strings.HasPrefix(base, "lpt")) && base[3] >= '0' && base[3] <= '9' {
 		return true
 	}
+	// Windows reserves COM¹–COM³ and LPT¹–LPT³ too (superscript digits; issue 8).
+	if d, ok := strings.CutPrefix(base, "com"); ok && (d == "¹" || d == "²" || d == "³") {
+		return true
+	}
+	if d, ok := strings.CutPrefix(base, "lpt"); ok && (d == "¹" || d == "²" || d == "³") {
+		return true
+	}
 	return false
 }
 

@@ -61,6 +61,9 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if len(doing) > MaxDoing || hasControl(doing, false) {
 		return Errorf(CatInvalid, "one short line", "presence doing line too long or holds control characters")
 	}
+	if err := CheckSecret("presence doing line", doing); err != nil {
+		return err
+	}
 	if err := s.checkPresent(); err != nil {
 		return err // never recreate a vanished channel folder by writing a heartbeat
 	}

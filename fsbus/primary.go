@@ -168,6 +168,9 @@ func (s *Session) primaryWrite(typ, ref string, d primaryData, key string, plan 
 // a contest naming the winner). Errors: denied below orchestrator; conflict as above
 // or for a key used with other arguments. It returns the role after the call.
 func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
+	if err := s.Home.CheckPaused(s.Project(), "primary take"); err != nil {
+		return nil, err // issue 8: a paused machine takes no role
+	}
 	return s.primaryWrite(TypePrimaryTake, PrimaryRef, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
 		if p.State != PrimaryHeld {
 			return false, nil

@@ -360,7 +360,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 				bounds[x.Device] = x.Seq
 			}
 		}
-		bounds[s.Device] = segmentSeq(v.Snapshot, MasterWriter, s.Device) + 1 // this entry
+		bounds[s.Device] = tipSeq(v.chainTip(MasterWriter, s.Device)) + 1 // this entry
 		d := entryData{Key: res.New, Bounds: bounds, Basis: v.State.masters.head}
 		return &ledger.Draft{Type: TypeMasterRotate, Ref: MasterWriter, Data: mustJSON(d)}, nil, nil
 	})

@@ -49,7 +49,7 @@ func ignoredHas(st *State, h, why string) bool {
 // every check of the write path (what a hand-made or hostile line would be).
 func rawRotate(t *testing.T, c *Channel, device string, signer ledger.Signer, newKey ed25519.PublicKey, basis string, bounds map[string]uint64) ledger.Entry {
 	t.Helper()
-	seq := segmentSeq(mustLoad(t, c).Snapshot, MasterWriter, device) + 1
+	seq := tipSeq(mustLoad(t, c).chainTip(MasterWriter, device)) + 1
 	if bounds == nil {
 		bounds = map[string]uint64{}
 	}

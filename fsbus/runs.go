@@ -495,6 +495,8 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 		return false, "offered to " + o.OfferedTo
 	case o.State != StateOpen && o.State != StateOffered:
 		return false, o.State
+	case !InScope(st.scopesNow(agent), o.Labels):
+		return false, "outside " + agent + "'s scopes" // issue 8: scoped grants
 	}
 	if b := st.Blocking(o); len(b) > 0 {
 		return false, "waits for " + strings.Join(b, ", ")

@@ -193,6 +193,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			if err := s.checkIdentity(v.State, d.Type); err != nil {
 				return nil, nil, err
 			}
+			if err := guardDraft(d, objs); err != nil { // the secret guard (issue 8, secretguard.go)
+				return nil, nil, err
+			}
 			if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
 				var rd entryData
 				if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {
@@ -204,6 +207,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		view = v
 		d, objs, err := decide(v)
 		if err != nil || d == nil {
+			return err
+		}
+		if err := s.checkLinks(objs); err != nil { // issue 8: never write through a link (links.go)
 			return err
 		}
 		// Only a write that will happen restores this writer's chain (a refusal changes
@@ -422,7 +428,8 @@ func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
 func (s *Session) checkLost(v *View) error {
 	hwm, hash := s.Home.highWaterMark(s.Project(), s.Name, s.Device)
 	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
-	if have := segmentSeq(v.Snapshot, s.Name, s.Device); have < hwm {
+	tip := v.chainTip(s.Name, s.Device)
+	if have := tipSeq(tip); have < hwm {
 		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
 		return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"), then retry",
 			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
@@ -430,14 +437,12 @@ func (s *Session) checkLost(v *View) error {
 	if hash == "" {
 		return nil
 	}
-	var at, tip *ledger.Entry
-	for i := range v.Snapshot.Entries {
-		if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device {
-			if e.Seq == hwm {
+	at := tip
+	if tip.Seq != hwm { // another record was written since (a clone, or a retry on the kept branch)
+		at = nil
+		for i := range v.Snapshot.Entries {
+			if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device && e.Seq == hwm {
 				at = e
-			}
-			if tip == nil || e.Seq > tip.Seq {
-				tip = e
 			}
 		}
 	}
@@ -452,15 +457,12 @@ func (s *Session) checkLost(v *View) error {
 		hwm, rel(s.Root, seg), hash, at.Hash())
 }
 
-// segmentSeq is the highest seq of (writer, device) in the snapshot.
-func segmentSeq(snap *ledger.Snapshot, writer, device string) uint64 {
-	var n uint64
-	for i := range snap.Entries {
-		if e := &snap.Entries[i]; e.Writer == writer && e.Device == device && e.Seq > n {
-			n = e.Seq
-		}
+// tipSeq is the seq of a chain's tip (0 when the chain is empty).
+func tipSeq(tip *ledger.Entry) uint64 {
+	if tip == nil {
+		return 0
 	}
-	return n
+	return tip.Seq
 }
 
 func removeAll(paths []string) {

@@ -54,7 +54,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	case strings.TrimSpace(body) == "":
 		return nil, Errorf(CatInvalid, "give the message text, or --body @FILE", "empty message")
 	case len(body) > MaxMessageBody:
-		return nil, Errorf(CatInvalid, "put large material in the work repo and send a reference to it", "message is %d bytes; the limit is %d", len(body), MaxMessageBody)
+		return nil, capError("message body", len(body), MaxMessageBody, UnitBytes, "put large material in the work repo and send a reference to it")
 	case !utf8.ValidString(body):
 		return nil, Errorf(CatInvalid, "write UTF-8 text", "message text must be UTF-8")
 	case hasControl(body, true):

@@ -280,6 +280,9 @@ type UpdateResult struct {
 // approved one), or the new binary does not run or reports another version than
 // approved (issue 9 finding 9b, 9e); internal for a failed copy or rename.
 func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
+	if err := s.Home.CheckPaused(s.Project(), "update apply"); err != nil && !opt.DryRun {
+		return nil, err // ADR 0005, issue 8: a paused machine replaces no binary
+	}
 	if opt.Platform == "" {
 		opt.Platform = Platform()
 	}

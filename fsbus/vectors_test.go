@@ -514,8 +514,10 @@ func buildVectors(t *testing.T) (map[string][]byte, *vecFile) {
 		entryData{Basis: h["a4-submit-o1"], Verdict: "accept", Note: "LGTM"})
 
 	// An idempotent order.create offered at creation: data.args is NewOrder's argument hash.
-	opt := NewOrderOptions{Title: "Bump the Go toolchain to 1.26", To: A, Key: "dispatch-o2"}
-	o2 := &OrderObject{Envelope: Envelope{V: 1, ID: vecOrder2, Author: B, Device: b.devices[B]}, Title: opt.Title}
+	// It carries the label ci, so A's claims under its later grant scoped to ci and
+	// tests count (issue 8: scoped grants).
+	opt := NewOrderOptions{Title: "Bump the Go toolchain to 1.26", Labels: []string{"ci"}, To: A, Key: "dispatch-o2"}
+	o2 := &OrderObject{Envelope: Envelope{V: 1, ID: vecOrder2, Author: B, Device: b.devices[B]}, Title: opt.Title, Labels: opt.Labels}
 	b.entry("b4-create-o2", B, "2026-11-29T19:01:00.000Z/0000", TypeOrderCreate, vecOrder2, opt.Key,
 		entryData{Object: b.object("order o2", B, vecOrder2, o2, &o2.Envelope), To: A, Args: b.args("order new o2", opt)})
 	// A grant change names the last seq the previous grant still covers.
@@ -978,7 +980,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 	if _, _, err := s.checkIdem(st, "dispatch-o2", args["order claim o2"]); !IsCategory(err, CatConflict) {
 		t.Errorf("dispatch-o2 with other arguments: %v, want conflict", err)
 	}
-	if got := argsHash(NewOrderOptions{Title: "Bump the Go toolchain to 1.26", To: vecAgentA, Key: "another key"}); got != args["order new o2"] {
+	if got := argsHash(NewOrderOptions{Title: "Bump the Go toolchain to 1.26", Labels: []string{"ci"}, To: vecAgentA, Key: "another key"}); got != args["order new o2"] {
 		t.Errorf("the idempotency key is part of the argument hash: %s", got)
 	}
 

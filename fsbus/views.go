@@ -106,7 +106,8 @@ type OrderFilter struct {
 	Mine  string // author or holder
 	Limit int    // 0 = no limit
 	// Ready keeps only orders that can be claimed now (State.Ready, issue 6); with For
-	// set, only those that agent can claim (an order offered to another is left out).
+	// set, only those that agent can claim (an order offered to another, or outside the
+	// agent's scoped grant, issue 8, is left out).
 	Ready bool
 	For   string
 }
@@ -146,6 +147,8 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 			continue
 		case f.Ready && f.For != "" && o.State == StateOffered && o.OfferedTo != f.For:
 			continue
+		case f.Ready && f.For != "" && !InScope(st.scopesNow(f.For), o.Labels):
+			continue // issue 8: outside the agent's scoped grant
 		}
 		out = append(out, o.Row())
 	}
@@ -433,6 +436,8 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			add(&out.Mine, o, CatchupMine)
 		case o.Author == agent && o.State == StateOpen:
 			add(&out.Mine, o, CatchupMine) // my own order waiting for someone: mine, not "open to me"
+		case !InScope(st.scopesNow(agent), o.Labels):
+			// Scoped grant (issue 8): an order the agent may not claim is not offered to it.
 		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
 			add(&out.Open, o, CatchupOpen)
 		}
@@ -527,11 +532,22 @@ type VerifyReport struct {
 	// Arriving lists object files that have only partly arrived (ErrObjectTorn): the
 	// sync tool is still writing them; not a problem.
 	Arriving []string `json:"arriving,omitempty"`
+	// Edited lists object files whose hash differs from the one their entry names
+	// (issue 8: flagged, never shown).
+	Edited []string `json:"edited"`
+	// Links lists symbolic links inside the channel (issue 8: writes through them are
+	// refused).
+	Links []string `json:"links"`
+	// KeyChanges lists seated names announced with another key (issue 8; not an error).
+	KeyChanges []KeyChange `json:"key_changes"`
+	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
+	// key_change) to its one-line fix (issue 8, forgery.go).
+	Fixes map[string]string `json:"fixes"`
 }
 
 // OK reports whether nothing is wrong.
 func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0 && len(r.Links) == 0
 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
@@ -570,7 +586,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	// Segments this machine wrote that now hold fewer entries than it appended.
 	for _, name := range append(c.Home.Keys(c.Project()), MasterWriter) {
 		hwm := c.Home.highWater(c.Project(), name, c.Device)
-		if have := segmentSeq(v.Snapshot, name, c.Device); have < hwm {
+		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
 			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
 				rel(c.Root, ledger.SegmentPath(c.Root, name, c.Device)), hwm, have))
 		}
@@ -633,6 +649,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against "+what)
 		}
 	}
+	c.forgeryReport(out, v) // issue 8: key changes and a fix for each kind (forgery.go)
 	return out, nil
 }
 

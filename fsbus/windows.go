@@ -275,8 +275,8 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 	if hasControl(note, true) {
 		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
-	if len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	if err := checkCap("extend note", note, MaxNote, UnitBytes, ""); err != nil {
+		return nil, err
 	}
 	v, e, o, err := s.holderEntry(q, TypeOrderExtend, note, "", key,
 		"only the holder extends its window", "only a running claim is extended", "only a running claim is extended",
@@ -307,8 +307,8 @@ func (s *Session) Fail(q, reason, key string) (*Order, error) {
 	if reason == "" {
 		return nil, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 	}
-	if len(reason) > MaxNote {
-		return nil, Errorf(CatInvalid, "", "reason longer than %d bytes", MaxNote)
+	if err := checkCap("fail reason", reason, MaxNote, UnitBytes, ""); err != nil {
+		return nil, err
 	}
 	return s.lifecycle(q, TypeOrderFail, entryData{Note: reason}, key, nil)
 }
@@ -319,8 +319,8 @@ func (s *Session) Fail(q, reason, key string) (*Order, error) {
 // control characters; not_found for the id.
 func (s *Session) Decline(q, note, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
-	if len(note) > MaxNote {
-		return nil, Errorf(CatInvalid, "", "note longer than %d bytes", MaxNote)
+	if err := checkCap("decline note", note, MaxNote, UnitBytes, ""); err != nil {
+		return nil, err
 	}
 	var refused error
 	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, func(o *Order) bool {

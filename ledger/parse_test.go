@@ -67,6 +67,9 @@ func FuzzParseLine(f *testing.F) {
 	for _, s := range parseSeeds(f) {
 		f.Add(s)
 	}
+	for _, s := range loadVerifySeeds(f) { // the committed corpus (issue 8)
+		f.Add(s)
+	}
 	f.Fuzz(checkParse)
 }
 

@@ -88,8 +88,9 @@ type Ferry struct {
 
 	srv *Server // the server NewFerry built (its tools, for the capabilities resource)
 
-	gatewayOn bool     // GroupGateway is served
-	gateway   *Gateway // its children, started lazily; closed by Close
+	own       map[string]bool // the names of ferry's own tools (not the gateway's): pause.go
+	gatewayOn bool            // GroupGateway is served
+	gateway   *Gateway        // its children, started lazily; closed by Close
 }
 
 // NewFerry builds the MCP server with ferry's six core tools and the opt-in groups of
@@ -113,6 +114,10 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	f.own = map[string]bool{}
+	for _, t := range tools {
+		f.own[t.Name] = true
+	}
 	var more ToolSource
 	if f.gatewayOn && cfg.GatewayError != nil {
 		fmt.Fprintf(cfg.Log, "mcp: gateway: serving no gateway tools: %v\n", cfg.GatewayError)
@@ -135,6 +140,7 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 		Tools:        tools,
 		Log:          cfg.Log,
 		ToolError:    f.toolError,
+		Gate:         f.pauseGate,
 		Resources:    f.Resources(),
 		// The client's name becomes the app an MCP ferry_join announces (display only).
 		OnClientInfo: func(name, _ string) { f.SetClientApp(name) },

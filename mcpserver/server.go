@@ -62,6 +62,13 @@ type Options struct {
 	// tools/list appends them to Tools, and a tools/call naming no tool of Tools looks
 	// the name up in them. It may start processes, so it runs off the read loop.
 	More ToolSource
+	// Gate, if set, is asked before every tools/call (the gateway's tools included): a
+	// non-nil error is the call's answer, rendered by ToolError, and the tool does not
+	// run (the pause switch, issue 8).
+	Gate func(ctx context.Context, tool string, args json.RawMessage) error
+	// MaxRequest bounds one request line in bytes; 0 means fsbus.MaxRPCRequest (16 MiB,
+	// issue 8). A longer line is read to its end, dropped, and answered with -32600.
+	MaxRequest int
 }
 
 // ToolSource supplies tools known only at run time. Implementations MUST be safe for
@@ -261,6 +268,10 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	defer close(stop)
 	go func() {
 		lr := newLineReader(in)
+		lr.max = s.opts.MaxRequest
+		if lr.max <= 0 {
+			lr.max = fsbus.MaxRPCRequest
+		}
 		for {
 			line, err := lr.next()
 			select {
@@ -268,7 +279,7 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			case <-stop:
 				return
 			}
-			if err != nil {
+			if _, big := err.(*lineTooLong); err != nil && !big {
 				return
 			}
 			select {
@@ -283,6 +294,14 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		case <-ctx.Done():
 			return nil
 		case r := <-lines:
+			var big *lineTooLong
+			if errors.As(r.err, &big) {
+				// Not read as a message: its id is unknown, so the answer has id null.
+				s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID,
+					Error: rpcErrorf(CodeInvalidRequest, "request line is %d bytes; the limit is %d", big.n, big.max)}))
+				handled <- struct{}{}
+				continue
+			}
 			if len(r.line) > 0 {
 				s.handleLine(ctx, r.line)
 			}
@@ -314,10 +333,50 @@ func EOFContext(ctx context.Context) context.Context {
 	return ctx
 }
 
-// lineReader splits the input into messages: one per line, lines of any length.
+// lineReader splits the input into messages: one per line, each at most max bytes
+// (0: no bound).
 type lineReader struct {
 	r     *bufio.Reader
 	first bool
+	max   int
+}
+
+// lineTooLong is next's error for a line over the bound: the line was read to its end
+// and dropped, so the next call reads the line after it.
+type lineTooLong struct{ n, max int }
+
+func (e *lineTooLong) Error() string {
+	return fmt.Sprintf("request line of %d bytes is over the %d-byte limit", e.n, e.max)
+}
+
+// readBounded reads up to and including the next "\n" (or to EOF), keeping at most max
+// bytes (0: all); a longer line is consumed whole and reported as *lineTooLong.
+func (lr *lineReader) readBounded() ([]byte, error) {
+	if lr.max <= 0 {
+		return lr.r.ReadBytes('\n')
+	}
+	var buf []byte
+	over, n := false, 0
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		n += len(chunk)
+		if !over {
+			buf = append(buf, chunk...)
+			if len(bytes.TrimRight(buf, "\r\n")) > lr.max {
+				over, buf = true, nil
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if !over {
+			return buf, err
+		}
+		if err != nil {
+			return nil, err // EOF inside an over-long line: nothing to answer
+		}
+		return nil, &lineTooLong{n: len(bytes.TrimRight(chunk, "\r\n")) + n - len(chunk), max: lr.max}
+	}
 }
 
 func newLineReader(r io.Reader) *lineReader {
@@ -330,7 +389,12 @@ func newLineReader(r io.Reader) *lineReader {
 // (line is nil when there is none).
 func (lr *lineReader) next() ([]byte, error) {
 	for {
-		raw, err := lr.r.ReadBytes('\n')
+		raw, err := lr.readBounded()
+		var big *lineTooLong
+		if errors.As(err, &big) {
+			lr.first = false
+			return nil, err
+		}
 		line := bytes.TrimRight(raw, "\r\n")
 		if lr.first && len(raw) > 0 {
 			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
@@ -853,7 +917,13 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 			res, err = toolError("internal: the tool failed — see the server log"), nil
 		}
 	}()
-	out, err := t.Call(ctx, args)
+	var out any
+	if s.opts.Gate != nil {
+		err = s.opts.Gate(ctx, p.Name, args)
+	}
+	if err == nil {
+		out, err = t.Call(ctx, args)
+	}
 	if err != nil {
 		var re *RPCError
 		if errors.As(err, &re) {

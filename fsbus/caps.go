@@ -1,0 +1,79 @@
+package fsbus
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// Input caps (issue 8 "Sizes"): every free-text input has one, checked before anything
+// is written, the same for the CLI and MCP (both call these functions). The constants
+// live beside the code that uses them; Caps is the one table of all of them, which
+// docs/format.md "Input caps" lists and TestCapsDoc keeps in step.
+
+// MaxRPCRequest is the longest JSON-RPC request line `ferry mcp serve` reads, in bytes
+// (16 MiB, issue 8); a longer line is consumed to its end and answered with -32600.
+const MaxRPCRequest = 16 << 20
+
+// Units of a cap.
+const (
+	UnitBytes = "bytes"
+	UnitChars = "characters"
+)
+
+// InputCap is one row of the table.
+type InputCap struct {
+	Field string // as refusals name it
+	Limit int
+	Unit  string // UnitBytes or UnitChars
+}
+
+// Caps is every input cap, in the order docs/format.md lists them.
+var Caps = []InputCap{
+	{"order title", MaxTitle, UnitChars},
+	{"order body", MaxOrderBody, UnitBytes},
+	{"message body", MaxMessageBody, UnitBytes},
+	{"progress note", MaxNote, UnitBytes},
+	{"result summary", MaxNote, UnitBytes},
+	{"result reference", MaxReference, UnitBytes},
+	{"result output", MaxOutput, UnitBytes},
+	{"review, release, cancel, extend note", MaxNote, UnitBytes},
+	{"fail reason", MaxNote, UnitBytes},
+	{"ask title", MaxAskTitle, UnitChars},
+	{"ask recommendation", MaxAskText, UnitChars},
+	{"ask reasoning", MaxAskText, UnitChars},
+	{"answer note", MaxNote, UnitBytes},
+	{"hand-in reference", MaxReference, UnitChars},
+	{"hand-in note", MaxNote, UnitBytes},
+	{"decision line", MaxDecisionLine, UnitChars},
+	{"brief objective, each constraint", MaxBriefLine, UnitChars},
+	{"presence doing line", MaxDoing, UnitBytes},
+	{"order schema", MaxSchema, UnitBytes},
+	{"search query", MaxSearchQuery, UnitChars},
+	{"idempotency key", MaxIdemKey, UnitBytes},
+	{"secret value", MaxSecretValue, UnitBytes},
+	{"secret name", MaxSecretName, UnitChars},
+	{"pause reason", MaxPauseReason, UnitChars},
+	{"JSON-RPC request line", MaxRPCRequest, UnitBytes},
+}
+
+// checkCap returns an invalid error naming field, its size and the cap when s is over
+// limit (measured in unit), else nil. hint says what to do instead.
+func checkCap(field, s string, limit int, unit, hint string) error {
+	n := len(s)
+	if unit == UnitChars {
+		n = utf8.RuneCountInString(s)
+	}
+	if n <= limit {
+		return nil
+	}
+	return capError(field, n, limit, unit, hint)
+}
+
+// capError is the refusal of an input over its cap: "<field> is <n> <unit>; the limit
+// is <limit>".
+func capError(field string, n, limit int, unit, hint string) error {
+	if hint == "" {
+		hint = fmt.Sprintf("keep it to at most %d %s", limit, unit)
+	}
+	return Errorf(CatInvalid, hint, "%s is %d %s; the limit is %d", field, n, unit, limit)
+}

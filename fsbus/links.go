@@ -1,0 +1,77 @@
+package fsbus
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Symbolic links inside a channel (issue 8 "Paths"). A synced folder is writable by
+// anything on any machine sharing it: a link planted at orders/ or ledger/<writer>/
+// would make the next write land outside the channel (in a home directory, another
+// project). ferry never writes through a link below the channel root — the root itself
+// is the user's choice and may be a link — and `ferry ledger verify` and `ferry doctor`
+// list every link they find. Reads need no such rule: what a link points at counts only
+// if it verifies against a signed entry, like any other file.
+
+// KindLink is the VerifyReport kind of a symbolic link inside the channel.
+const KindLink = "link"
+
+// checkLinks returns invalid when a path a write is about to touch — each object file
+// of objs and the writer's own segment — or a directory between it and the channel
+// root is a symbolic link. Components that do not exist yet are fine (they are made as
+// real directories).
+func (s *Session) checkLinks(objs []pendingObject) error {
+	paths := []string{ledger.SegmentPath(s.Root, s.Name, s.Device)}
+	for _, o := range objs {
+		paths = append(paths, o.path)
+	}
+	for _, p := range paths {
+		if l := linkBelow(s.Root, p); l != "" {
+			return Errorf(CatInvalid, "replace the link with a real directory or file; `ferry doctor` lists every link in the channel",
+				"%s in the channel is a symbolic link: ferry never writes through links (nothing was written)", l)
+		}
+	}
+	return nil
+}
+
+// linkBelow returns the slash path (relative to root) of the first component of p
+// below root that is a symbolic link, or "" when there is none or p is not under root.
+func linkBelow(root, p string) string {
+	r, err := filepath.Rel(root, p)
+	if err != nil || r == "." || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	cur := root
+	for _, c := range strings.Split(r, string(filepath.Separator)) {
+		cur = filepath.Join(cur, c)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return ""
+		}
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return rel(root, cur)
+		}
+	}
+	return ""
+}
+
+// channelLinks lists every symbolic link under root (slash paths), without following
+// any.
+func channelLinks(root string) []string {
+	out := []string{}
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // an unreadable directory is reported elsewhere
+		}
+		if p != root && d.Type()&fs.ModeSymlink != 0 {
+			out = append(out, rel(root, p))
+		}
+		return nil
+	})
+	return out
+}

@@ -1,0 +1,112 @@
+package fsbus
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestPauseRunnerTakesNothing: while paused, a runner's loop claims no order and looks
+// at none (it keeps its presence, saying so); RunOne and a --once loop answer paused;
+// after resume it picks again (issue 8 "Pause").
+func TestPauseRunnerTakesNothing(t *testing.T) {
+	boss, runner := runTeam(t)
+	id := plainOrder(t, boss, "wait for resume")
+	var picked atomic.Int32
+	r := &Runner{S: runner, Workdir: t.TempDir(), Beat: time.Millisecond,
+		Pick: func(*Order, RunSpec) *Handler { picked.Add(1); return nil }}
+	if _, err := runner.Home.Pause("", "maintenance", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := r.Loop(ctx, 20*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := picked.Load(); n != 0 {
+		t.Fatalf("a paused runner looked at %d orders", n)
+	}
+	v, err := runner.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := v.State.Orders[id]; o.State != StateOpen {
+		t.Fatalf("order %s is %s while the runner was paused", id, o.State)
+	}
+	b, err := os.ReadFile(presencePath(runner.Root, runner.Name, runner.Device))
+	if err != nil || !strings.Contains(string(b), "paused") {
+		t.Fatalf("presence while paused: %s, %v", b, err)
+	}
+	if _, err := r.Loop(context.Background(), time.Millisecond, true); !IsCategory(err, CatPaused) {
+		t.Fatalf("--once while paused: %v, want paused", err)
+	}
+	if _, err := r.RunOne(context.Background()); !IsCategory(err, CatPaused) || !strings.Contains(err.Error(), "ferry resume") {
+		t.Fatalf("RunOne while paused: %v", err)
+	}
+	if _, err := runner.Home.Resume(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Loop(context.Background(), time.Millisecond, true); err != nil || picked.Load() == 0 {
+		t.Fatalf("after resume: %v, picked %d", err, picked.Load())
+	}
+}
+
+// TestPauseSwitch: scopes, the machine-wide switch first, a damaged file still pauses,
+// resume lifts all or one, bad input changes nothing (issue 8 "Pause").
+func TestPauseSwitch(t *testing.T) {
+	h := testHome(t)
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	if h.Paused("acme") != nil || len(h.Pauses()) != 0 {
+		t.Fatal("paused before any pause")
+	}
+	if _, err := h.Pause("acme", "deploy freeze", now); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.Paused("acme"); p == nil || p.Project != "acme" || p.Reason != "deploy freeze" {
+		t.Fatalf("acme: %+v", p)
+	}
+	if h.Paused("other") != nil {
+		t.Fatal("a project's pause paused another")
+	}
+	if _, err := h.Pause("", "", now); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.Paused("other"); p == nil || p.Project != "" {
+		t.Fatalf("machine-wide: %+v", p)
+	}
+	if err := h.CheckPaused("other", "primary take"); !IsCategory(err, CatPaused) || !strings.Contains(err.Error(), "this machine is paused since 2026-11-29 12:00 UTC: primary take refused") {
+		t.Fatalf("CheckPaused: %v", err)
+	}
+	lifted, err := h.Resume("acme")
+	if err != nil || len(lifted) != 1 || lifted[0].Project != "acme" || h.Paused("acme") == nil {
+		t.Fatalf("resume acme: %+v, %v (the machine-wide pause must still hold)", lifted, err)
+	}
+	if lifted, err := h.Resume(""); err != nil || len(lifted) != 1 || h.Paused("acme") != nil {
+		t.Fatalf("resume all: %+v, %v", lifted, err)
+	}
+	// A damaged switch still pauses, naming the damage; resume removes it.
+	if err := os.MkdirAll(h.ConfigDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.pausePath(""), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.Paused("acme"); p == nil || !strings.Contains(p.Reason, "damaged") {
+		t.Fatalf("damaged switch: %+v", p)
+	}
+	if _, err := h.Resume(""); err != nil || h.Paused("acme") != nil {
+		t.Fatalf("resume of a damaged switch: %v", err)
+	}
+	// Bad input: nothing set.
+	for _, c := range []struct{ project, reason string }{{"Bad Id", ""}, {"", "two\nlines"}, {"", "\x1b[31m"}, {"", strings.Repeat("r", MaxPauseReason+1)}} {
+		if _, err := h.Pause(c.project, c.reason, now); !IsCategory(err, CatInvalid) {
+			t.Errorf("Pause(%q, %q): %v, want invalid", c.project, c.reason, err)
+		}
+	}
+	if len(h.Pauses()) != 0 {
+		t.Fatal("a refused pause set a switch")
+	}
+}

@@ -1,0 +1,382 @@
+package fsbus
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// The secret guard (issue 8 "Secrets"): every free-text field is scanned before anything
+// is written, and text that looks like a credential is refused. Channel files are
+// readable by whoever stores the synced folder; a credential belongs in the vault
+// (`ferry secret put`, docs/adr/0009-vault.md), never in a message or a note.
+//
+// The detectors aim at what leaks in practice — provider tokens with a recognisable
+// prefix, private key blocks, JWTs, `.env` lines, and long random values assigned to a
+// name — and stay quiet on what ordinary engineering text is full of: sha256 and git
+// hashes (hex), UUIDs, ferry ids, URLs, paths, short base64.
+
+// secretHint is the hint of every refusal.
+const secretHint = "keep credentials out of the channel: store the value with `ferry secret put NAME --to AGENT…` and refer to it by NAME"
+
+// SecretError is returned (wrapped in an invalid *Error) when a field looks like it
+// holds a credential. It names the kind and the field, never the value.
+type SecretError struct {
+	Kind  string // e.g. "GitHub token"
+	Field string // e.g. "message body"
+	Line  int    // 1-based line of the field where it was found
+}
+
+func (e *SecretError) Error() string {
+	a := "a"
+	if strings.ContainsRune("AEIOaeio", rune(e.Kind[0])) {
+		a = "an"
+	}
+	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, a, e.Kind, e.Line)
+}
+
+// secretDetector finds one kind of credential. match returns the byte span [start,
+// end) of the first hit in s, or -1, -1.
+type secretDetector struct {
+	kind  string
+	match func(s string) (int, int)
+}
+
+// reDetector is a detector whose regexp alone decides; check, when set, vets each
+// candidate match (its submatches) and may reject it.
+func reDetector(kind, re string, check func(m []string) bool) secretDetector {
+	rx := regexp.MustCompile(re)
+	return secretDetector{kind: kind, match: func(s string) (int, int) {
+		for _, loc := range rx.FindAllStringSubmatchIndex(s, -1) {
+			m := make([]string, len(loc)/2)
+			for i := range m {
+				if loc[2*i] >= 0 {
+					m[i] = s[loc[2*i]:loc[2*i+1]]
+				}
+			}
+			if check == nil || check(m) {
+				return loc[0], loc[1]
+			}
+		}
+		return -1, -1
+	}}
+}
+
+// secretDetectors are tried in order; the first hit names the kind.
+var secretDetectors = []secretDetector{
+	reDetector("private key block", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`, nil),
+	reDetector("age secret key", `AGE-SECRET-KEY-1[0-9A-Z]{58}`, nil),
+	reDetector("AWS access key id", `\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b`, nil),
+	reDetector("GitHub token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil),
+	reDetector("GitLab token", `\bglpat-[A-Za-z0-9_\-]{20,}`, nil),
+	reDetector("Slack token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil),
+	reDetector("Anthropic API key", `\bsk-ant-[A-Za-z0-9_\-]{20,}`, nil),
+	reDetector("OpenAI-style API key", `\bsk-(?:proj-|svcacct-|admin-|live-|test-)?([A-Za-z0-9_\-]{20,})`, func(m []string) bool {
+		return mixedToken(m[1])
+	}),
+	reDetector("Google API key", `\bAIza[0-9A-Za-z_\-]{35}`, nil),
+	reDetector("JWT", `\b(eyJ[A-Za-z0-9_\-]{5,})\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{10,}`, func(m []string) bool {
+		return jwtHeader(m[1])
+	}),
+	reDetector("password in a URL", `\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+:([^/\s:@]{3,})@`, func(m []string) bool {
+		return !placeholder(m[1])
+	}),
+	reDetector(".env secret", `(?im)^[ \t]*(?:export[ \t]+|set[ \t]+)?([A-Za-z0-9_.\-]*?(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY)[A-Za-z0-9_.\-]*)[ \t]*(?:=|:=)[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#]*))`, func(m []string) bool {
+		return envSecret(m[1], m[2]+m[3]+m[4])
+	}),
+	reDetector("high-entropy value assigned to a name", `([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(?:=|:=|:)[ \t]*["']?([A-Za-z0-9+/_\-]{20,}={0,2})["']?`, func(m []string) bool {
+		return highEntropy(m[2])
+	}),
+}
+
+// FindSecret returns the kind of the first thing in s that looks like a credential and
+// its byte offset, or "" and -1 when there is none. It never returns the value.
+func FindSecret(s string) (kind string, at int) {
+	for _, d := range secretDetectors {
+		if i, _ := d.match(s); i >= 0 {
+			return d.kind, i
+		}
+	}
+	return "", -1
+}
+
+// RedactSecrets replaces every credential-looking span of s with "[secret removed:
+// KIND]" and reports how many it replaced. `ferry run` applies it to a process's output
+// before it becomes a signed note, so a job that prints its environment cannot put a
+// token in the channel, nor lose its result to the guard's refusal.
+func RedactSecrets(s string) (string, int) {
+	n := 0
+	for _, d := range secretDetectors {
+		for n < 1000 {
+			i, j := d.match(s)
+			if i < 0 {
+				break
+			}
+			s = s[:i] + "[secret removed: " + d.kind + "]" + s[j:]
+			n++
+		}
+	}
+	return s, n
+}
+
+// CheckSecret refuses s when it looks like it holds a credential: an invalid *Error
+// wrapping a *SecretError that names the kind and field (and the line) but never the
+// value, with a hint pointing to `ferry secret put`. nil otherwise.
+func CheckSecret(field, s string) error {
+	kind, at := FindSecret(s)
+	if kind == "" {
+		return nil
+	}
+	se := &SecretError{Kind: kind, Field: field, Line: 1 + strings.Count(s[:at], "\n")}
+	return &Error{Category: CatInvalid, Message: se.Error(), Hint: secretHint, Err: se}
+}
+
+// mixedToken reports whether t looks like a random token rather than a hyphenated word
+// list: it has a digit and a letter, and no run of more than two hyphens' words.
+func mixedToken(t string) bool {
+	var digit, letter bool
+	for _, r := range t {
+		switch {
+		case r >= '0' && r <= '9':
+			digit = true
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+			letter = true
+		}
+	}
+	return digit && letter && strings.Count(t, "-") < 3
+}
+
+// jwtHeader reports whether h (base64url) decodes to a JSON object with "alg".
+func jwtHeader(h string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(h, "="))
+	if err != nil {
+		return false
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	_, ok := m["alg"]
+	return ok
+}
+
+// envSecret reports whether NAME=value is a secret-named variable set to a real value.
+// Names of where a secret lives (…_FILE, …_PATH, …_URL) and placeholder values are not.
+func envSecret(name, value string) bool {
+	up := strings.ToUpper(name)
+	for _, suf := range []string{"_FILE", "_PATH", "_DIR", "_URL", "_URI", "_ENDPOINT", "_NAME", "_ID", "_TYPE", "_LENGTH", "_TTL", "_EXPIRY", "_HEADER"} {
+		if strings.HasSuffix(up, suf) {
+			return false
+		}
+	}
+	return len(value) >= 6 && !placeholder(value)
+}
+
+// codeRef matches a dotted identifier (settings.db_password): a reference in code.
+var codeRef = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+;?$`)
+
+// placeholder reports whether v is obviously not a real secret: a reference to another
+// variable or a template, a path, a run of one character, or a stock filler word.
+func placeholder(v string) bool {
+	l := strings.ToLower(strings.Trim(v, `"' `))
+	switch {
+	case l == "":
+		return true
+	case strings.HasPrefix(l, "$"), strings.HasPrefix(l, "%") && strings.HasSuffix(l, "%"),
+		strings.HasPrefix(l, "<") && strings.HasSuffix(l, ">"), strings.Contains(l, "{{"),
+		strings.HasPrefix(l, "/"), strings.HasPrefix(l, "./"), strings.HasPrefix(l, "~/"),
+		strings.HasPrefix(l, "..."), strings.HasSuffix(l, "..."):
+		return true
+	case strings.Trim(l, string(l[0])) == "":
+		return true // xxxxxx, ******
+	case strings.ContainsAny(l, "()[]{}"), codeRef.MatchString(l):
+		return true // code: os.getenv("TOKEN"), settings.db_password, process.env.token
+	}
+	for _, w := range []string{"changeme", "change-me", "change_me", "example", "placeholder", "redacted",
+		"replace", "your", "dummy", "sample", "todo", "fixme", "not-set", "notset", "unset", "[secret removed"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	switch l {
+	case "true", "false", "none", "null", "nil", "undefined", "empty", "secret", "password", "token", "test":
+		return true
+	}
+	return false
+}
+
+// highEntropy reports whether v looks like a random secret: at least 20 characters,
+// letters and digits mixed, not hex (hashes and commit ids are hex), and a Shannon
+// entropy of at least 4.2 bits per character (3.9 from 32 characters up, where a
+// finite sample's estimate falls short of its alphabet's).
+func highEntropy(v string) bool {
+	v = strings.TrimRight(v, "=")
+	if len(v) < 20 || isHex(v) {
+		return false
+	}
+	var upper, lower, digit bool
+	for _, r := range v {
+		switch {
+		case r >= '0' && r <= '9':
+			digit = true
+		case r >= 'a' && r <= 'z':
+			lower = true
+		case r >= 'A' && r <= 'Z':
+			upper = true
+		}
+	}
+	if !digit || !(upper || lower) || (!upper && strings.ContainsAny(v, "-_") && strings.Count(v, "-")+strings.Count(v, "_") > 2) {
+		return false // ids-like-this-2026 and snake_case_names_1
+	}
+	limit := 4.2
+	if len(v) >= 32 {
+		limit = 3.9
+	}
+	return shannon(v) >= limit && !base64Text(v)
+}
+
+// base64Text reports whether v is base64 (either alphabet, padding optional) of
+// printable text: encoded prose or config, not a random key.
+func base64Text(v string) bool {
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		b, err := enc.DecodeString(strings.TrimRight(v, "="))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		text := 0
+		for _, c := range b {
+			if c >= 0x20 && c < 0x7f || c == '\n' || c == '\t' {
+				text++
+			}
+		}
+		return text == len(b)
+	}
+	return false
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// shannon is the entropy of s's byte distribution in bits per byte.
+func shannon(s string) float64 {
+	var n [256]int
+	for i := 0; i < len(s); i++ {
+		n[s[i]]++
+	}
+	h := 0.0
+	for _, c := range n {
+		if c > 0 {
+			p := float64(c) / float64(len(s))
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+// guardedKeys are the free-text members of entry data and objects the guard scans
+// (docs/format.md "Input caps and the secret guard"); structural members (ids, hashes,
+// public keys, signatures) are not text a person wrote and are left alone.
+var guardedKeys = map[string]bool{
+	"title": true, "body": true, "recommendation": true, "reasoning": true, "note": true,
+	"summary": true, "reference": true, "ref": true, "objective": true, "constraints": true,
+	"line": true, "output": true, "doing": true,
+}
+
+// fieldNoun names what an entry type's text belongs to, for the refusal.
+var fieldNoun = map[string]string{
+	TypeMsgPost: "message", TypeOrderCreate: "order", TypeAskRaise: "ask", TypeAskAnswer: "answer",
+	TypeOrderProgress: "progress", TypeOrderSubmit: "result", TypeOrderReview: "review",
+	TypeOrderRelease: "release", TypeOrderFail: "fail", TypeOrderCancel: "cancel",
+	TypeOrderExtend: "extend", TypeOrderExpire: "expire", TypePrimaryBrief: "brief",
+	TypeDecisionRecord: "decision", TypeHandinAdd: "hand-in",
+}
+
+// guardDraft runs the secret guard over a draft entry's data and the objects it
+// publishes, before the write path writes anything (called from Session.write).
+func guardDraft(d *ledger.Draft, objs []pendingObject) error {
+	noun := fieldNoun[d.Type]
+	if noun == "" {
+		noun = d.Type
+	}
+	switch d.Type {
+	case TypeOrderSubmit, TypeOrderFail:
+		// their data.note is the result's summary and the failure's reason
+		var m map[string]any
+		if json.Unmarshal(d.Data, &m) == nil {
+			if n, ok := m["note"].(string); ok {
+				if err := CheckSecret(map[string]string{TypeOrderSubmit: "result summary", TypeOrderFail: "fail reason"}[d.Type], n); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := guardJSON(noun, d.Data); err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := guardJSON(noun, o.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func guardJSON(noun string, raw []byte) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil // not an object: nothing a person wrote
+	}
+	for k, v := range m {
+		if !guardedKeys[k] {
+			continue
+		}
+		if err := guardValue(noun+" "+k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// guardValue checks a string, or every string inside arrays and objects (constraints,
+// a structured output).
+func guardValue(field string, v any) error {
+	switch x := v.(type) {
+	case string:
+		return CheckSecret(field, x)
+	case []any:
+		for _, e := range x {
+			if err := guardValue(field, e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			// a structured output's own key=value pairs count as assignments
+			if s, ok := e.(string); ok {
+				if err := CheckSecret(field, k+"="+s); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := guardValue(field, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package fsbus
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// channelFiles lists every file under dir with its size: a refusal must leave it equal.
+func channelFiles(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = info.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameFiles(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSecretGuardOnEveryWrite: each free-text field of every write is scanned before
+// anything is written (issue 8 "Secrets"); the refusal names the field and the kind,
+// never the value, and the channel is unchanged.
+func TestSecretGuardOnEveryWrite(t *testing.T) {
+	w := newTalkWorld(t)
+	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+		t.Fatal(err)
+	}
+	alice := w.as(t, "alice")
+	secret := "ghp_" + fakeToken(40, 36, alnum)
+	env := "DB_PASSWORD=" + fakeToken(41, 14, alnum)
+	mine, err := w.bob.NewOrder(NewOrderOptions{Title: "plain order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Claim(mine.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.PrimaryTake(""); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		field string
+		call  func() error
+	}{
+		{"message body", func() error { _, err := alice.TalkSend("bob", "hi\n"+secret, ""); return err }},
+		{"order title", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "use " + secret}); return err }},
+		{"order body", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Body: env}); return err }},
+		{"ask title", func() error {
+			_, err := alice.AskRaise(AskRaiseOptions{Title: secret, Recommendation: "r"})
+			return err
+		}},
+		{"ask recommendation", func() error {
+			_, err := alice.AskRaise(AskRaiseOptions{Title: "t", Recommendation: env})
+			return err
+		}},
+		{"ask reasoning", func() error {
+			_, err := alice.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "r", Reasoning: "because " + secret})
+			return err
+		}},
+		{"progress note", func() error { _, err := alice.Progress(mine.ID, env, ""); return err }},
+		{"result summary", func() error {
+			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Note: secret})
+			return err
+		}},
+		{"result reference", func() error {
+			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "https://ada:" + fakeToken(42, 12, alnum) + "@git.example.com/x.git"})
+			return err
+		}},
+		{"result output", func() error {
+			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"api_token":"` + fakeToken(43, 20, alnum) + `"}`)})
+			return err
+		}},
+		{"extend note", func() error { _, err := alice.Extend(mine.ID, secret, ""); return err }},
+		{"fail reason", func() error { _, err := alice.Fail(mine.ID, "crashed with "+secret, ""); return err }},
+		{"release note", func() error { _, err := alice.Release(mine.ID, env, ""); return err }},
+		{"cancel note", func() error { _, err := w.bob.Cancel(mine.ID, secret, ""); return err }},
+		{"hand-in note", func() error { _, err := alice.HandinAdd("main", secret, ""); return err }},
+		{"hand-in ref", func() error { _, err := alice.HandinAdd("AKIA"+fakeToken(44, 16, upnum), "", ""); return err }},
+		{"decision line", func() error { _, err := alice.DecisionRecord("rotate "+secret, ""); return err }},
+		{"brief objective", func() error { _, err := alice.PrimaryBrief("ship with "+secret, nil, ""); return err }},
+		{"brief constraints", func() error { _, err := alice.PrimaryBrief("ship", []string{"ok", env}, ""); return err }},
+		{"presence doing line", func() error { return alice.WritePresence("testing "+secret, nil) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.field, func(t *testing.T) {
+			before := channelFiles(t, w.c.Root)
+			err := tc.call()
+			var se *SecretError
+			if !IsCategory(err, CatInvalid) || !errors.As(err, &se) {
+				t.Fatalf("err = %v, want an invalid secret refusal", err)
+			}
+			if se.Field != tc.field {
+				t.Errorf("field = %q, want %q", se.Field, tc.field)
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), env) {
+				t.Errorf("the refusal echoes the value: %v", err)
+			}
+			if after := channelFiles(t, w.c.Root); !sameFiles(before, after) {
+				t.Errorf("the channel changed on a refusal")
+			}
+		})
+	}
+	// The same fields pass with ordinary text.
+	if _, err := alice.Progress(mine.ID, "commit 3f2a9c1e"+fakeToken(45, 32, hexd)+" pushed", ""); err != nil {
+		t.Fatal(err)
+	}
+}

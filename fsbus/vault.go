@@ -1,0 +1,308 @@
+package fsbus
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+
+	"filippo.io/age"
+	"filippo.io/age/agessh"
+	"github.com/ferryhq/ferry/ledger"
+	"golang.org/x/crypto/ssh"
+)
+
+// The vault (issue 8 "Secrets", docs/adr/0009-vault.md): a value encrypted with age to
+// the seated ed25519 keys of named agents (agessh recipients: the roster's keys, so no
+// second key exists) and always to its author. Layout:
+//
+//	vault/<name>/<s-id>.age   the age file, written once (DESIGN §2 rule 2)
+//	secret.put                entry: ref = name, data {object, id, recipients}
+//
+// data.object is "sha256:" + hex of the file's bytes. The newest put of a name that
+// counts (verified, member level or more) is the name's value; older puts stay on disk
+// and in the ledger. No MCP tool reads or writes the vault.
+
+// TypeSecretPut records a value put in the vault (member level).
+const TypeSecretPut = "secret.put"
+
+// PrefixSecret is the id prefix of a vault object.
+const PrefixSecret = "s-"
+
+// secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
+// shape of every object id, DESIGN §2 rule 2), so a path built from it stays in vault/.
+var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
+
+// MaxSecretValue is the largest value the vault keeps, in bytes (64 KiB).
+const MaxSecretValue = 64 << 10
+
+// MaxSecretName is the longest secret name, in characters (portable names, rule 10).
+const MaxSecretName = 64
+
+// secretData is a secret.put entry's data. "recipients", not "to": entryData's to is a
+// string, and a list there would make the entry undecodable for every fold.
+type secretData struct {
+	Object     string   `json:"object"`
+	ID         string   `json:"id"`
+	Recipients []string `json:"recipients"`
+	Args       string   `json:"args,omitempty"`
+}
+
+// Secret is a name in the vault as the newest counted put left it (never the value).
+type Secret struct {
+	Name       string   `json:"name"`
+	ID         string   `json:"id"`
+	Author     string   `json:"author"`
+	Recipients []string `json:"recipients"` // sorted, the author included
+	HLC        string   `json:"hlc"`
+	Object     string   `json:"object"`
+	Puts       int      `json:"puts"` // counted puts of this name, this one included
+
+	device string
+}
+
+// vaultPath is the file of a vault object.
+func vaultPath(root, name, id string) string {
+	return filepath.Join(root, "vault", name, id+".age")
+}
+
+// Secrets returns every name in the vault, sorted, each as its newest counted put
+// (entryLess: HLC, then writer, device, seq — the fold's order).
+func (st *State) secrets(snap *ledger.Snapshot) map[string]*Secret {
+	out := map[string]*Secret{}
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		if e.Type != TypeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
+			continue
+		}
+		var d secretData
+		if json.Unmarshal(e.Data, &d) != nil || !secretIDRe.MatchString(d.ID) || d.Object == "" {
+			continue
+		}
+		old := out[e.Ref]
+		n := 1
+		if old != nil {
+			n = old.Puts + 1
+		}
+		// Entries come in merged (HLC) order: a later one is newer.
+		out[e.Ref] = &Secret{Name: e.Ref, ID: d.ID, Author: e.Writer, Recipients: d.Recipients,
+			HLC: string(e.HLC), Object: d.Object, Puts: n, device: e.Device}
+	}
+	return out
+}
+
+// SecretList lists the vault's names, sorted, without values.
+func (v *View) SecretList() []*Secret {
+	m := v.State.secrets(v.Snapshot)
+	out := make([]*Secret, 0, len(m))
+	for _, n := range sortedKeys(m) {
+		out = append(out, m[n])
+	}
+	return out
+}
+
+func validSecretName(n string) bool {
+	return ValidName(n) && len(n) <= MaxSecretName
+}
+
+// secretArgs is what data.args hashes for SecretPut: the value's hash, never the value.
+type secretArgs struct {
+	Name       string   `json:"name"`
+	Recipients []string `json:"recipients"`
+	Value      string   `json:"value_sha256"`
+}
+
+// SecretPut encrypts value to the named agents and the author, and records it
+// (secret.put, member level). to names seated agents or "master"; the author is added
+// when missing. Errors: invalid for a bad name (portable, ≤ MaxSecretName characters),
+// an empty value or one over MaxSecretValue bytes, no recipient, or a recipient that is
+// not seated or was retired; not_found for a name that never joined; denied below
+// member level; conflict for a key used with other arguments. A replayed key writes
+// nothing and returns the first put.
+func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
+	switch {
+	case !validSecretName(name):
+		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 64 characters (e.g. db-password)", "bad secret name %q", name)
+	case len(value) == 0:
+		return nil, Errorf(CatInvalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
+	case len(value) > MaxSecretValue:
+		return nil, capError("secret value", len(value), MaxSecretValue, UnitBytes, "the vault keeps credentials, not files")
+	case len(to) == 0:
+		return nil, Errorf(CatInvalid, "pass --to AGENT (repeatable) naming who may read it", "a secret needs at least one recipient")
+	}
+	recips := []string{s.Name}
+	for _, n := range to {
+		if !slices.Contains(recips, n) {
+			recips = append(recips, n)
+		}
+	}
+	sort.Strings(recips)
+	sum := sha256.Sum256(value)
+	args := argsHash(secretArgs{Name: name, Recipients: recips, Value: hex.EncodeToString(sum[:])})
+	var id string
+	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
+			return nil, nil, err // a replay: the first put's ref is name
+		}
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeSecretPut); err != nil {
+			return nil, nil, err
+		}
+		var rs []age.Recipient
+		for _, n := range recips {
+			pub, err := s.recipientKey(v.State, n)
+			if err != nil {
+				return nil, nil, err
+			}
+			r, err := ageRecipient(pub)
+			if err != nil {
+				return nil, nil, err
+			}
+			rs = append(rs, r)
+		}
+		var buf bytes.Buffer
+		w, err := age.Encrypt(&buf, rs...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encrypting: %w", err)
+		}
+		if _, err := w.Write(value); err != nil {
+			return nil, nil, fmt.Errorf("encrypting: %w", err)
+		}
+		if err := w.Close(); err != nil {
+			return nil, nil, fmt.Errorf("encrypting: %w", err)
+		}
+		id = NewID(PrefixSecret)
+		h := sha256.Sum256(buf.Bytes())
+		d := secretData{Object: "sha256:" + hex.EncodeToString(h[:]), ID: id, Recipients: recips}
+		if key != "" {
+			d.Args = args
+		}
+		return &ledger.Draft{Type: TypeSecretPut, Ref: name, Data: mustJSON(d), Idem: key},
+			[]pendingObject{{path: vaultPath(s.Root, name, id), data: buf.Bytes()}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.Type == "" { // a replay: the first put
+		v2, err := s.Load()
+		if err != nil {
+			return nil, err
+		}
+		v = v2
+	} else {
+		v = s.viewWithEntry(v, e)
+	}
+	sec := v.State.secrets(v.Snapshot)[name]
+	if sec == nil || (e.Type != "" && sec.ID != id) {
+		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "secret %s is not in the state after writing it", name)
+	}
+	return sec, nil
+}
+
+// recipientKey is the ed25519 key the roster binds to name: the master key for
+// "master", else the seated key of an agent that is seated and not retired.
+func (s *Session) recipientKey(st *State, name string) (ed25519.PublicKey, error) {
+	if name == MasterWriter {
+		return s.MasterKey, nil
+	}
+	a := st.Agents[name]
+	switch {
+	case !ValidName(name):
+		return nil, Errorf(CatInvalid, "name agents as `ferry agents` lists them", "bad recipient %q", name)
+	case a == nil || (a.JoinKey == "" && !a.Seated && !a.Retired):
+		return nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", name)
+	case a.Retired:
+		return nil, Errorf(CatInvalid, "leave it out: a retired agent must not receive new secrets", "%s is retired", name)
+	case !a.Seated || a.Key == "":
+		return nil, Errorf(CatInvalid, "ask the owner to seat it first (`ferry grant "+name+"`)", "%s is not seated (or was revoked): it has no key the owner vouches for", name)
+	}
+	return ledger.ParseKey(a.Key)
+}
+
+func ageRecipient(pub ed25519.PublicKey) (age.Recipient, error) {
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("building the recipient: %w", err)
+	}
+	return agessh.NewEd25519Recipient(sp)
+}
+
+// privateKeyer is a Signer that can hand over its private key (ledger.KeySigner can).
+type privateKeyer interface{ PrivateKey() ed25519.PrivateKey }
+
+func (s *Session) privateKey() (ed25519.PrivateKey, error) {
+	switch k := s.Signer.(type) {
+	case ledger.KeySigner:
+		return ed25519.PrivateKey(k), nil
+	case privateKeyer:
+		return k.PrivateKey(), nil
+	}
+	return nil, Errorf(CatLocked, "unlock the key first", "%s's key cannot decrypt here", s.Name)
+}
+
+// SecretGet decrypts the newest value of name for s, with s's own key only. Errors:
+// not_found for a name never put; denied when s is not a recipient, or when its key
+// no longer opens the value (it was encrypted to a key since replaced); retry_needed
+// while the object has not arrived; invalid when the object's bytes differ from the
+// hash its entry names (edited or damaged: never decrypted).
+func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
+	v, err := s.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	sec := v.State.secrets(v.Snapshot)[name]
+	if sec == nil {
+		return nil, nil, Errorf(CatNotFound, "`ferry secret list` shows the names", "no secret %q in the vault", name)
+	}
+	if !slices.Contains(sec.Recipients, s.Name) {
+		return nil, nil, Errorf(CatDenied, "ask "+sec.Author+" to put it again with --to "+s.Name,
+			"secret %s is not encrypted to %s (recipients: %v)", name, s.Name, sec.Recipients)
+	}
+	path := vaultPath(s.Root, name, sec.ID)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver it, then run the command again",
+			"secret %s (%s) has not arrived on this machine yet", name, sec.ID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if h := sha256.Sum256(b); "sha256:"+hex.EncodeToString(h[:]) != sec.Object {
+		return nil, nil, Errorf(CatInvalid, "run `ferry doctor`; ask "+sec.Author+" to put it again",
+			"vault object %s differs from the hash its secret.put names (edited or damaged): not decrypted", sec.ID)
+	}
+	priv, err := s.privateKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := agessh.NewEd25519Identity(priv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the identity: %w", err)
+	}
+	r, err := age.Decrypt(bytes.NewReader(b), id)
+	if err != nil {
+		var nm *age.NoIdentityMatchError
+		if errors.As(err, &nm) {
+			return nil, nil, Errorf(CatDenied, "ask "+sec.Author+" to put it again: it was encrypted to a key of "+s.Name+" since replaced",
+				"this machine's key of %s does not open secret %s", s.Name, name)
+		}
+		return nil, nil, Errorf(CatInvalid, "run `ferry doctor`; ask "+sec.Author+" to put it again", "secret %s does not decrypt: %v", name, err)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, MaxSecretValue+1))
+	if err != nil {
+		return nil, nil, Errorf(CatInvalid, "ask "+sec.Author+" to put it again", "secret %s does not decrypt: %v", name, err)
+	}
+	if len(out) > MaxSecretValue {
+		return nil, nil, Errorf(CatInvalid, "ask "+sec.Author+" to put it again", "secret %s is larger than %d bytes", name, MaxSecretValue)
+	}
+	return out, sec, nil
+}

@@ -1,0 +1,153 @@
+package fsbus
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestVaultPutGet: a value is encrypted to the named agents and its author, only they
+// decrypt it, nothing in the channel holds it in clear, and the newest put wins
+// (issue 8 "Secrets", ADR 0009).
+func TestVaultPutGet(t *testing.T) {
+	w := newTalkWorld(t)
+	value := []byte("pg-" + fakeToken(50, 24, alnum) + "\n")
+	sec, err := w.alice.SecretPut("db-password", []string{"bob"}, value, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(sec.Recipients, ",") != "alice,bob" || sec.Author != "alice" || !secretIDRe.MatchString(sec.ID) {
+		t.Fatalf("put: %+v", sec)
+	}
+	for _, s := range []*Session{w.alice, w.bob} {
+		got, _, err := s.SecretGet("db-password")
+		if err != nil || !bytes.Equal(got, value) {
+			t.Fatalf("%s get: %q, %v", s.Name, got, err)
+		}
+	}
+	if _, _, err := w.carol.SecretGet("db-password"); !IsCategory(err, CatDenied) {
+		t.Fatalf("carol (not a recipient): %v, want denied", err)
+	}
+	if _, _, err := w.bob.SecretGet("nope"); !IsCategory(err, CatNotFound) {
+		t.Fatalf("unknown name: %v, want not_found", err)
+	}
+	// Nothing on disk holds the value in clear.
+	filepath.WalkDir(w.c.Root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, bytes.TrimSpace(value)) {
+				t.Errorf("%s holds the value in clear", p)
+			}
+		}
+		return nil
+	})
+
+	// A second put of the name wins; the list shows names, never values.
+	value2 := []byte("second-" + fakeToken(51, 20, alnum))
+	if _, err := w.bob.SecretPut("db-password", []string{"carol", "master"}, value2, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Session{w.bob, w.carol, w.master} {
+		if got, _, err := s.SecretGet("db-password"); err != nil || !bytes.Equal(got, value2) {
+			t.Fatalf("%s get after the second put: %q, %v", s.Name, got, err)
+		}
+	}
+	if _, _, err := w.alice.SecretGet("db-password"); !IsCategory(err, CatDenied) {
+		t.Fatalf("alice after a put not to her: %v, want denied", err)
+	}
+	list := w.load(t).SecretList()
+	if len(list) != 1 || list[0].Name != "db-password" || list[0].Puts != 2 || list[0].Author != "bob" {
+		t.Fatalf("list: %+v", list)
+	}
+
+	// A revoked recipient still opens what was encrypted to it before (ADR 0009 says so).
+	if _, err := w.master.Revoke("carol"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := w.carol.SecretGet("db-password"); err != nil || !bytes.Equal(got, value2) {
+		t.Fatalf("revoked carol reading an old put: %q, %v (ADR 0009 documents that she can)", got, err)
+	}
+}
+
+// TestVaultRefusals: every refusal of put and get, each writing nothing.
+func TestVaultRefusals(t *testing.T) {
+	w := newTalkWorld(t)
+	if _, err := w.master.Retire("carol"); err != nil {
+		t.Fatal(err)
+	}
+	v := []byte("s3cret-value")
+	cases := []struct {
+		name string
+		s    *Session
+		sec  string
+		to   []string
+		val  []byte
+		cat  string
+		want string
+	}{
+		{"worker", w.wendy, "x", []string{"bob"}, v, CatDenied, "needs level member"},
+		{"unseated author", w.dave, "x", []string{"bob"}, v, CatDenied, "not seated"},
+		{"unseated recipient", w.alice, "x", []string{"dave"}, v, CatInvalid, "dave is not seated"},
+		{"retired recipient", w.alice, "x", []string{"carol"}, v, CatInvalid, "carol is retired"},
+		{"unknown recipient", w.alice, "x", []string{"zed"}, v, CatNotFound, "no agent zed"},
+		{"no recipient", w.alice, "x", nil, v, CatInvalid, "at least one recipient"},
+		{"bad name", w.alice, "../etc", []string{"bob"}, v, CatInvalid, "bad secret name"},
+		{"long name", w.alice, strings.Repeat("a", MaxSecretName+1), []string{"bob"}, v, CatInvalid, "bad secret name"},
+		{"empty value", w.alice, "x", []string{"bob"}, nil, CatInvalid, "empty secret value"},
+		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), CatInvalid, "secret value is 65537 bytes; the limit is 65536"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := channelFiles(t, w.c.Root)
+			_, err := tc.s.SecretPut(tc.sec, tc.to, tc.val, "")
+			if !IsCategory(err, tc.cat) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %s containing %q", err, tc.cat, tc.want)
+			}
+			if !sameFiles(before, channelFiles(t, w.c.Root)) {
+				t.Fatal("a refused put changed the channel")
+			}
+		})
+	}
+
+	// An object edited on disk is never decrypted; a missing one is pending sync.
+	sec, err := w.alice.SecretPut("api", []string{"bob"}, v, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := vaultPath(w.c.Root, "api", sec.ID)
+	orig, _ := os.ReadFile(p)
+	edited := bytes.Clone(orig)
+	edited[len(edited)-1] ^= 1
+	os.WriteFile(p, edited, 0o644)
+	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "edited or damaged") {
+		t.Fatalf("edited object: %v", err)
+	}
+	os.Remove(p)
+	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatRetryNeeded) {
+		t.Fatalf("missing object: %v", err)
+	}
+	os.WriteFile(p, orig, 0o644)
+	if got, _, err := w.bob.SecretGet("api"); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("restored object: %q, %v", got, err)
+	}
+	// An idempotent replay writes nothing and returns the first put.
+	a, err := w.alice.SecretPut("k", []string{"bob"}, v, "put-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := channelFiles(t, w.c.Root)
+	b, err := w.alice.SecretPut("k", []string{"bob"}, v, "put-1")
+	if err != nil || b.ID != a.ID || !sameFiles(before, channelFiles(t, w.c.Root)) {
+		t.Fatalf("replay: %+v, %v", b, err)
+	}
+	if _, err := w.alice.SecretPut("k", []string{"bob"}, []byte("other"), "put-1"); !IsCategory(err, CatConflict) {
+		t.Fatalf("replay with another value: %v, want conflict", err)
+	}
+	var se *SecretError
+	if errors.As(err, &se) {
+		t.Fatal("unexpected secret guard error")
+	}
+}
