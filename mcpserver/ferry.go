@@ -95,14 +95,8 @@ type Ferry struct {
 
 // NewFerry builds the MCP server with ferry's six core tools and the opt-in groups of
 // cfg.Groups, or with cfg.ReadOnly the legacy read tools only (DESIGN §4, issues 4–5;
-// see surface). Errors: invalid for an unknown group or ReadOnly with admin; denied
-// for cfg.Agent "master": an MCP connection is a stranger and never acts with the
-// owner's key (issue 8 "What MCP can never do").
+// see surface). Errors: invalid for an unknown group or ReadOnly with admin.
 func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
-	if cfg.Agent == fsbus.MasterWriter {
-		return nil, nil, fsbus.Errorf(fsbus.CatDenied, "serve an agent's name (`ferry join --as NAME`, then the owner's grant); the owner acts through the ferry CLI",
-			"the MCP server never acts as the owner (master)")
-	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
