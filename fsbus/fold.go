@@ -209,6 +209,19 @@ type State struct {
 	counts layered[bool]    // hashes of entries that count
 	// decoded holds each entry's data while Fold runs (dataOf); nil after.
 	decoded map[*ledger.Entry]entryData
+	// dangling maps the basis of each pending lifecycle entry to the things waiting
+	// for it (thing keys of fold_incr.go).
+	dangling map[string][]string
+}
+
+// noteDangling records that thing waits for basis (linkChain).
+func (st *State) noteDangling(basis, thing string) {
+	if st.dangling == nil {
+		st.dangling = map[string][]string{}
+	}
+	if !slices.Contains(st.dangling[basis], thing) {
+		st.dangling[basis] = append(st.dangling[basis], thing)
+	}
 }
 
 type idemRec struct {
