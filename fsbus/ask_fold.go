@@ -159,7 +159,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	for _, n := range rest {
 		byHash[n.e.Hash()] = n
 	}
-	pending := linkChain(rest, byHash, ignore)
+	pending := linkChain(rest, byHash, ignore, func(b, ref string) { st.noteDangling(b, "a"+ref) })
 
 	ids := make([]string, 0, len(raises))
 	for id := range raises {

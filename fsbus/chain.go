@@ -39,17 +39,27 @@ type chainRules[S any] struct {
 // counted per ref; one whose basis lies in another thing's chain is ignored. A node
 // with an empty basis attaches to byHash[""] when the chain has a virtual root, and is
 // pending otherwise.
-func linkChain[S any](nodes []*chainNode[S], byHash map[string]*chainNode[S], ignore func(*ledger.Entry, string)) (pending map[string]int) {
+//
+// dangling, when not nil, hears the basis of every pending node with its ref: the
+// incremental fold folds that thing again when the basis arrives (fold_incr.go).
+// reasonOtherChain is the reason linkChain ignores an entry whose basis lies in another
+// thing's chain.
+const reasonOtherChain = "basis names an entry of another chain"
+
+func linkChain[S any](nodes []*chainNode[S], byHash map[string]*chainNode[S], ignore func(*ledger.Entry, string), dangling func(basis, ref string)) (pending map[string]int) {
 	pending = map[string]int{}
 	for _, n := range nodes {
 		parent := byHash[n.d.Basis]
 		if parent == nil {
 			pending[n.e.Ref]++
+			if dangling != nil {
+				dangling(n.d.Basis, n.e.Ref)
+			}
 			continue
 		}
 		if parent.e != nil && parent.e.Ref != n.e.Ref {
 			// A basis binds an entry to a chain only together with its ref.
-			ignore(n.e, "basis names an entry of another chain")
+			ignore(n.e, reasonOtherChain)
 			continue
 		}
 		parent.children = append(parent.children, n)

@@ -211,6 +211,19 @@ type State struct {
 	decoded map[*ledger.Entry]entryData
 	// masters is the master key rotation chain (issue 8, rotation.go).
 	masters *masterChain
+	// dangling maps the basis of each pending lifecycle entry to the things waiting
+	// for it (thing keys of fold_incr.go).
+	dangling map[string][]string
+}
+
+// noteDangling records that thing waits for basis (linkChain).
+func (st *State) noteDangling(basis, thing string) {
+	if st.dangling == nil {
+		st.dangling = map[string][]string{}
+	}
+	if !slices.Contains(st.dangling[basis], thing) {
+		st.dangling[basis] = append(st.dangling[basis], thing)
+	}
 }
 
 type idemRec struct {

@@ -35,10 +35,17 @@ type folded struct {
 	// things holds each thing's entries, in merged order, as pointers into the
 	// snapshots they were read in (a copy of each entry would double the memory).
 	things map[string][]*ledger.Entry
-	// missing names, per thing, the object file the fold found missing.
-	missing map[string]objRef
+	// missing maps each object file the fold found missing to its thing.
+	missing map[objRef]string
 	// tips holds each chain's entry with the highest seq: (writer, device) → entry.
 	tips map[[2]string]*ledger.Entry
+	// dangling maps the basis of each pending lifecycle entry to the things that
+	// wait for it: when an entry with that hash arrives they are folded again.
+	dangling map[string][]string
+	// crossed holds the things with an entry ignored because its basis lies in
+	// another thing's chain: folding such a thing alone would take that entry for
+	// pending, so touching one folds everything.
+	crossed map[string]bool
 }
 
 // objRef names an object file: its author and id.
@@ -95,7 +102,7 @@ func objectThing(id string) string {
 
 // recordMissing wraps an ObjectReader so that every object found missing is noted in
 // missing by thing.
-func recordMissing(r ObjectReader, missing map[string]objRef) ObjectReader {
+func recordMissing(r ObjectReader, missing map[objRef]string) ObjectReader {
 	if r == nil {
 		return nil
 	}
@@ -103,7 +110,7 @@ func recordMissing(r ObjectReader, missing map[string]objRef) ObjectReader {
 		b, h, err := r(writer, id)
 		if errors.Is(err, ErrObjectMissing) {
 			if k := objectThing(id); k != "" {
-				missing[k] = objRef{writer, id}
+				missing[objRef{writer, id}] = k
 			}
 		}
 		return b, h, err
@@ -112,10 +119,12 @@ func recordMissing(r ObjectReader, missing map[string]objRef) ObjectReader {
 
 // foldFull folds entries from scratch (Fold) and keeps what foldDelta needs.
 func foldFull(in FoldInput) *folded {
-	f := &folded{things: map[string][]*ledger.Entry{}, missing: map[string]objRef{}, tips: map[[2]string]*ledger.Entry{}}
+	f := &folded{things: map[string][]*ledger.Entry{}, missing: map[objRef]string{}, tips: map[[2]string]*ledger.Entry{}}
 	in.Objects = recordMissing(in.Objects, f.missing)
 	in.Entries = mergedSet(in.Entries)
 	f.st = Fold(in)
+	f.dangling = f.st.dangling
+	f.crossed = crossedThings(f.st.Ignored)
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		f.tip(e)
@@ -170,15 +179,56 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 			addedBy[k] = append(addedBy[k], e)
 		}
 	}
-	for k, o := range f.missing {
+	for o, k := range f.missing {
 		if exists(o) {
 			touched[k] = true
+		}
+	}
+	// A new entry some pending entry names as its basis: fold the waiting things too
+	// (the basis may lie in another thing's chain, which makes the waiting entry
+	// ignored, not pending). A new entry whose basis is a counted entry outside its
+	// own thing is folded with everything (the full fold decides).
+	addedAt := map[string]string{} // hash → thing, of the new entries
+	for i := range added {
+		e := &added[i]
+		for _, k := range f.dangling[e.Hash()] {
+			touched[k] = true
+		}
+		if keys, _ := thingKeys(e); len(keys) == 1 {
+			addedAt[e.Hash()] = keys[0]
+		}
+	}
+	for i := range added {
+		e := &added[i]
+		switch family(e.Type) {
+		case "order", "ask", "primary":
+		default:
+			continue
+		}
+		d, _ := decodeData(e)
+		if d.Basis == "" {
+			continue
+		}
+		own := addedAt[e.Hash()]
+		if k, ok := addedAt[d.Basis]; ok {
+			if k != own {
+				return nil, false
+			}
+			continue
+		}
+		if c, _ := old.counts.get(d.Basis); c && !slices.ContainsFunc(f.things[own], func(x *ledger.Entry) bool { return x.Hash() == d.Basis }) {
+			return nil, false
 		}
 	}
 	tips := maps.Clone(f.tips)
 	for i := range added {
 		if t := tips[[2]string{added[i].Writer, added[i].Device}]; t == nil || added[i].Seq > t.Seq {
 			tips[[2]string{added[i].Writer, added[i].Device}] = &added[i]
+		}
+	}
+	for k := range touched {
+		if f.crossed[k] {
+			return nil, false
 		}
 	}
 	if len(touched) == 0 {
@@ -243,13 +293,13 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 			}
 		}
 	}
-	missing := map[string]objRef{}
+	missing := map[objRef]string{}
 	in.Entries = mini
 	in.Objects = recordMissing(in.Objects, missing)
 	part := Fold(in)
 
 	st := *old
-	st.Entries, st.MaxHLC = total, maxHLC
+	st.Entries, st.MaxHLC, st.dangling = total, maxHLC, nil
 	st.Orders, st.Messages, st.Asks, st.Handins = maps.Clone(old.Orders), maps.Clone(old.Messages), maps.Clone(old.Asks), maps.Clone(old.Handins)
 	for k := range touched {
 		id := k[1:]
@@ -340,16 +390,53 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	}
 	st.counts, st.idem = old.counts.with(counts), old.idem.with(idem)
 
-	nm := maps.Clone(f.missing)
-	for k := range touched {
-		delete(nm, k)
-	}
-	for k, o := range missing {
-		if touched[k] {
-			nm[k] = o
+	nm := map[objRef]string{}
+	for o, k := range f.missing {
+		if !touched[k] {
+			nm[o] = k
 		}
 	}
-	return &folded{st: &st, roster: f.roster, things: things, missing: nm, tips: tips}, true
+	for o, k := range missing {
+		if touched[k] {
+			nm[o] = k
+		}
+	}
+	dangling := map[string][]string{}
+	for b, ks := range f.dangling {
+		for _, k := range ks {
+			if !touched[k] {
+				dangling[b] = append(dangling[b], k)
+			}
+		}
+	}
+	for b, ks := range part.dangling {
+		for _, k := range ks {
+			if touched[k] && !slices.Contains(dangling[b], k) {
+				dangling[b] = append(dangling[b], k)
+			}
+		}
+	}
+	return &folded{st: &st, roster: f.roster, things: things, missing: nm, tips: tips, dangling: dangling, crossed: crossedThings(st.Ignored)}, true
+}
+
+// crossedThings returns the things of the entries ignored for naming a basis in
+// another thing's chain.
+func crossedThings(igs []Ignored) map[string]bool {
+	out := map[string]bool{}
+	for _, ig := range igs {
+		if ig.Reason != reasonOtherChain {
+			continue
+		}
+		switch family(ig.Type) {
+		case "order":
+			out["o"+ig.Ref] = true
+		case "ask":
+			out["a"+ig.Ref] = true
+		case "primary", "presence":
+			out[thingPrimary] = true
+		}
+	}
+	return out
 }
 
 // tip notes e as its chain's tip when it has the highest seq seen.

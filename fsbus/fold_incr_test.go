@@ -241,6 +241,21 @@ func mixedWorld(t *testing.T) incrWorld {
 	must(w.bob.Progress(o1.ID, "halfway", ""))
 	must(w.bob.Submit(o1.ID, "commit:def456", "done", ""))
 	must(w.carol.Review(o1.ID, "accept", "fine", ""))
+	o3, err := w.alice.NewOrder(NewOrderOptions{Title: "third"})
+	must(o3, err)
+	// Hand-written lifecycle entries a careful writer never makes: a claim of o3 whose
+	// basis is o1's create (another chain: ignored), and one whose basis never
+	// arrives (pending). Arriving in any order, they must fold as the full fold does.
+	v := w.load(t)
+	raw := func(s *Session, typ, ref, basis string) {
+		t.Helper()
+		d := ledger.Draft{Type: typ, Ref: ref, Data: mustJSON(entryData{Basis: basis})}
+		if _, err := w.c.Ledger.Append(s.Name, s.Device, d, s.Signer, ledger.HLC{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw(w.bob, TypeOrderClaim, o3.ID, v.State.Orders[o1.ID].History[0].Hash)
+	raw(w.carol, TypeOrderClaim, o3.ID, "sha256:"+strings.Repeat("ab", 32))
 	snap, err := w.c.Ledger.Read()
 	if err != nil {
 		t.Fatal(err)

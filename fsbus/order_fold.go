@@ -380,7 +380,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	for _, n := range rest {
 		byHash[n.e.Hash()] = n
 	}
-	pending := linkChain(rest, byHash, ignore)
+	pending := linkChain(rest, byHash, ignore, func(b, ref string) { st.noteDangling(b, "o"+ref) })
 
 	ids := make([]string, 0, len(creates))
 	for id := range creates {

@@ -225,7 +225,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 		nodes = append(nodes, n)
 		byHash[e.Hash()] = n
 	}
-	p.Pending = linkChain(nodes, byHash, ignore)[PrimaryRef]
+	p.Pending = linkChain(nodes, byHash, ignore, func(b, _ string) { st.noteDangling(b, thingPrimary) })[PrimaryRef]
 	path, contests := resolveChain(PrimaryRef, root, primaryRules, nil, ignore)
 	takes := map[string]int{} // hash of a take on the winning path → its position
 	for i, n := range path[1:] {
