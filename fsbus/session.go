@@ -44,12 +44,15 @@ func (c *Channel) Load() (*View, error) {
 	}
 	defer c.progress("", 0, 0)
 	c.progress("reading", 0, 0)
+	c.foldMu.Lock()
+	defer c.foldMu.Unlock()
+	if !c.lastFullAt.IsZero() && time.Since(c.lastFullAt) >= FullFoldEvery {
+		c.checkIndexPrefixes() // the minute's full fold reads changed segments again too
+	}
 	snap, err := c.readLedger(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
-	c.foldMu.Lock()
-	defer c.foldMu.Unlock()
 	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
 	var f *folded
 	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < FullFoldEvery && c.lastFold.canDelta(snap.Added) {
@@ -92,8 +95,8 @@ func (c *Channel) Load() (*View, error) {
 }
 
 // FullFoldEvery bounds how long a process folds only what is new (issue 7): its first
-// Load after that folds everything again, re-reading every object file, so a file
-// changed behind its back (objects are written once: that is tampering or a broken
+// Load after that folds everything again, re-reading every object file and checking
+// every segment byte the index covers, so a file changed behind its back (objects are written once: that is tampering or a broken
 // sync) is seen by a long-running process (ferry mcp serve, ferry watch) within this
 // time, as a new process sees it at once.
 const FullFoldEvery = time.Minute
