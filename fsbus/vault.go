@@ -3,6 +3,7 @@ package fsbus
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -29,7 +30,9 @@ import (
 //	vault/<name>/<s-id>.age   the age file, written once (DESIGN §2 rule 2)
 //	secret.put                entry: ref = name, data {object, id, recipients}
 //
-// data.object is "sha256:" + hex of the file's bytes. The newest put of a name that
+// data.object is "sha256:" + hex of the file's bytes; data.args (with an idempotency
+// key only) is keyed with the author's private key (secretArgsMAC), so nothing in the
+// ledger lets a reader test a guess of the value. The newest put of a name that
 // counts (verified, member level or more) is the name's value; older puts stay on disk
 // and in the ledger. No MCP tool reads or writes the vault.
 
@@ -115,11 +118,32 @@ func validSecretName(n string) bool {
 	return ValidName(n) && len(n) <= MaxSecretName
 }
 
-// secretArgs is what data.args hashes for SecretPut: the value's hash, never the value.
+// secretArgs is what data.args authenticates for SecretPut: the value's hash, never the value.
 type secretArgs struct {
 	Name       string   `json:"name"`
 	Recipients []string `json:"recipients"`
 	Value      string   `json:"value_sha256"`
+}
+
+// secretArgsMAC is data.args of an idempotent secret.put: "hmac-sha256:" + hex of
+// HMAC-SHA256 over the RFC 8785 form of a, keyed with SHA-256("ferry secret.put args
+// v1" || the author's ed25519 seed). An unkeyed hash of the value would let anyone who
+// reads the ledger test guesses (10,000 tries recover a 4-digit PIN); only the author's
+// own key can recompute this one, which is all a replay check needs (idempotency keys
+// are per writer). ADR 0009 §2. Errors: locked when the author's key cannot be read.
+func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
+	priv, err := s.privateKey()
+	if err != nil {
+		return "", err
+	}
+	c, err := ledger.Canonical(a)
+	if err != nil {
+		return "", fmt.Errorf("encoding the secret's arguments: %w", err)
+	}
+	k := sha256.Sum256(append([]byte("ferry secret.put args v1\x00"), priv.Seed()...))
+	m := hmac.New(sha256.New, k[:])
+	m.Write(c)
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil)), nil
 }
 
 // SecretPut encrypts value to the named agents and the author, and records it
@@ -147,8 +171,15 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		}
 	}
 	sort.Strings(recips)
-	sum := sha256.Sum256(value)
-	args := argsHash(secretArgs{Name: name, Recipients: recips, Value: hex.EncodeToString(sum[:])})
+	var args string
+	if key != "" {
+		sum := sha256.Sum256(value)
+		a, err := s.secretArgsMAC(secretArgs{Name: name, Recipients: recips, Value: hex.EncodeToString(sum[:])})
+		if err != nil {
+			return nil, err
+		}
+		args = a
+	}
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {

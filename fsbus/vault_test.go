@@ -2,7 +2,11 @@ package fsbus
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,5 +153,51 @@ func TestVaultRefusals(t *testing.T) {
 	var se *SecretError
 	if errors.As(err, &se) {
 		t.Fatal("unexpected secret guard error")
+	}
+}
+
+// TestVaultArgsLeakNothing: with an idempotency key, data.args must not let a reader of
+// the ledger test guesses of the value (fresh-user finding: 10,000 guesses recovered a
+// 4-digit PIN from the unkeyed hash). Replays still match and other values conflict.
+func TestVaultArgsLeakNothing(t *testing.T) {
+	w := newTalkWorld(t)
+	pin := []byte("4821")
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, pin, "pin-1"); err != nil {
+		t.Fatal(err)
+	}
+	var args string
+	for _, e := range w.load(t).Snapshot.Entries {
+		if e.Type == TypeSecretPut && e.Ref == "door-pin" {
+			var d secretData
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			args = d.Args
+		}
+	}
+	if args == "" {
+		t.Fatal("the put carries no data.args")
+	}
+	recips := []string{"alice", "bob"}
+	for i := range 10000 {
+		guess := []byte(fmt.Sprintf("%04d", i))
+		sum := sha256.Sum256(guess)
+		h := hex.EncodeToString(sum[:])
+		for _, cand := range []string{
+			argsHash(secretArgs{Name: "door-pin", Recipients: recips, Value: h}),
+			"sha256:" + h, h,
+		} {
+			if strings.Contains(args, strings.TrimPrefix(cand, "sha256:")) {
+				t.Fatalf("data.args %s is testable from the ledger: guess %s matches", args, guess)
+			}
+		}
+	}
+	// The author's replay still matches; the same key with another value conflicts.
+	before := channelFiles(t, w.c.Root)
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, pin, "pin-1"); err != nil || !sameFiles(before, channelFiles(t, w.c.Root)) {
+		t.Fatalf("replay: %v (or it wrote)", err)
+	}
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, []byte("4822"), "pin-1"); !IsCategory(err, CatConflict) {
+		t.Fatalf("same key, other value: %v, want conflict", err)
 	}
 }
