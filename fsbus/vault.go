@@ -33,8 +33,10 @@ import (
 // data.object is "sha256:" + hex of the file's bytes; data.args (with an idempotency
 // key only) is keyed with the author's private key (secretArgsMAC), so nothing in the
 // ledger lets a reader test a guess of the value. The newest put of a name that
-// counts (verified, member level or more) is the name's value; older puts stay on disk
-// and in the ledger. No MCP tool reads or writes the vault.
+// counts (verified, member level or more) and is written by the name's owner (the
+// writer of its first counted put) or by master is the name's value; another writer's
+// put is refused when written (denied) and ignored when folded. Older puts stay on
+// disk and in the ledger. No MCP tool reads or writes the vault.
 
 // TypeSecretPut records a value put in the vault (member level).
 const TypeSecretPut = "secret.put"
@@ -69,7 +71,11 @@ type Secret struct {
 	Recipients []string `json:"recipients"` // sorted, the author included
 	HLC        string   `json:"hlc"`
 	Object     string   `json:"object"`
-	Puts       int      `json:"puts"` // counted puts of this name, this one included
+	Puts       int      `json:"puts"`  // counted puts of this name that replaced it, this one included
+	Owner      string   `json:"owner"` // the writer of the name's first counted put
+	// Ignored names the other writers whose puts of this name were ignored (sorted):
+	// a name belongs to its first author, and only that author or master replaces it.
+	Ignored []string `json:"ignored_authors,omitempty"`
 
 	device string
 }
@@ -93,13 +99,23 @@ func (st *State) secrets(snap *ledger.Snapshot) map[string]*Secret {
 			continue
 		}
 		old := out[e.Ref]
-		n := 1
+		n, owner := 1, e.Writer
+		var ignored []string
 		if old != nil {
-			n = old.Puts + 1
+			if e.Writer != old.Owner && e.Writer != MasterWriter {
+				// Another author's put (one written where the first had not yet
+				// arrived, or past the write check) replaces nothing: ADR 0009 §2.
+				if !slices.Contains(old.Ignored, e.Writer) {
+					old.Ignored = append(old.Ignored, e.Writer)
+					sort.Strings(old.Ignored)
+				}
+				continue
+			}
+			n, owner, ignored = old.Puts+1, old.Owner, old.Ignored
 		}
 		// Entries come in merged (HLC) order: a later one is newer.
 		out[e.Ref] = &Secret{Name: e.Ref, ID: d.ID, Author: e.Writer, Recipients: d.Recipients,
-			HLC: string(e.HLC), Object: d.Object, Puts: n, device: e.Device}
+			HLC: string(e.HLC), Object: d.Object, Puts: n, Owner: owner, Ignored: ignored, device: e.Device}
 	}
 	return out
 }
@@ -151,7 +167,8 @@ func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
 // when missing. Errors: invalid for a bad name (portable, ≤ MaxSecretName characters),
 // an empty value or one over MaxSecretValue bytes, no recipient, or a recipient that is
 // not seated or was retired; not_found for a name that never joined; denied below
-// member level; conflict for a key used with other arguments. A replayed key writes
+// member level, or when name belongs to another writer (its first author; master may
+// replace any name); conflict for a key used with other arguments. A replayed key writes
 // nothing and returns the first put.
 func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
 	switch {
@@ -187,6 +204,10 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		}
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeSecretPut); err != nil {
 			return nil, nil, err
+		}
+		if cur := v.State.secrets(v.Snapshot)[name]; cur != nil && cur.Owner != s.Name && s.Name != MasterWriter {
+			return nil, nil, Errorf(CatDenied, "pick another name, or ask "+cur.Owner+" (or the owner, as master) to put it again",
+				"secret %s belongs to %s, who put it first: only %s or master may replace it", name, cur.Owner, cur.Owner)
 		}
 		var rs []age.Recipient
 		for _, n := range recips {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ferryhq/ferry/ledger"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,9 +50,10 @@ func TestVaultPutGet(t *testing.T) {
 		return nil
 	})
 
-	// A second put of the name wins; the list shows names, never values.
+	// A second put of the name (master may replace any name) wins; the list shows
+	// names, never values.
 	value2 := []byte("second-" + fakeToken(51, 20, alnum))
-	if _, err := w.bob.SecretPut("db-password", []string{"carol", "master"}, value2, ""); err != nil {
+	if _, err := w.master.SecretPut("db-password", []string{"carol", "bob"}, value2, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*Session{w.bob, w.carol, w.master} {
@@ -63,7 +65,7 @@ func TestVaultPutGet(t *testing.T) {
 		t.Fatalf("alice after a put not to her: %v, want denied", err)
 	}
 	list := w.load(t).SecretList()
-	if len(list) != 1 || list[0].Name != "db-password" || list[0].Puts != 2 || list[0].Author != "bob" {
+	if len(list) != 1 || list[0].Name != "db-password" || list[0].Puts != 2 || list[0].Author != "master" || list[0].Owner != "alice" {
 		t.Fatalf("list: %+v", list)
 	}
 
@@ -199,5 +201,60 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 	}
 	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, []byte("4822"), "pin-1"); !IsCategory(err, CatConflict) {
 		t.Fatalf("same key, other value: %v, want conflict", err)
+	}
+}
+
+// TestVaultNameOwner: a name belongs to its first author; only that author or master
+// replaces it. Another member's put is refused (denied, nothing written), and one that
+// slipped past the check (written where the first put had not arrived) is ignored by
+// get and reported by list (fresh-user finding: alice silently replaced master's
+// deploy-token, and master was denied its own secret). ADR 0009 §2.
+func TestVaultNameOwner(t *testing.T) {
+	w := newTalkWorld(t)
+	mv := []byte("master-" + fakeToken(60, 24, alnum))
+	if _, err := w.master.SecretPut("deploy-token", []string{"bob"}, mv, ""); err != nil {
+		t.Fatal(err)
+	}
+	before := channelFiles(t, w.c.Root)
+	_, err := w.alice.SecretPut("deploy-token", []string{"bob"}, []byte("alice-value"), "")
+	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "secret deploy-token belongs to master") {
+		t.Fatalf("alice replacing master's secret: %v, want denied", err)
+	}
+	if !sameFiles(before, channelFiles(t, w.c.Root)) {
+		t.Fatal("a refused put changed the channel")
+	}
+	for _, s := range []*Session{w.bob, w.master} {
+		if got, sec, err := s.SecretGet("deploy-token"); err != nil || !bytes.Equal(got, mv) || sec.Author != "master" {
+			t.Fatalf("%s get: %q, %+v, %v", s.Name, got, sec, err)
+		}
+	}
+	// The owner and master replace; the owner stays the first author.
+	if _, err := w.alice.SecretPut("alice-token", []string{"bob"}, []byte("a-1-value"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.alice.SecretPut("alice-token", []string{"bob"}, []byte("a-2-value"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.master.SecretPut("alice-token", []string{"bob"}, []byte("m-3-value"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, sec, err := w.bob.SecretGet("alice-token"); err != nil || string(got) != "m-3-value" || sec.Owner != "alice" || sec.Puts != 3 {
+		t.Fatalf("bob get alice-token: %q, %+v, %v", got, sec, err)
+	}
+	// A put by bob that bypassed the write check: counted as an entry, ignored as a value.
+	_, _, err = w.bob.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		d := secretData{Object: "sha256:" + strings.Repeat("0", 64), ID: NewID(PrefixSecret), Recipients: []string{"bob", "master"}}
+		return &ledger.Draft{Type: TypeSecretPut, Ref: "deploy-token", Data: mustJSON(d)}, nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, sec, err := w.master.SecretGet("deploy-token"); err != nil || !bytes.Equal(got, mv) || strings.Join(sec.Ignored, ",") != "bob" {
+		t.Fatalf("master get after bob's stray put: %q, %+v, %v", got, sec, err)
+	}
+	for _, sec := range w.load(t).SecretList() {
+		if sec.Name == "deploy-token" && (sec.Author != "master" || strings.Join(sec.Ignored, ",") != "bob" || sec.Puts != 1) {
+			t.Fatalf("list: %+v", sec)
+		}
 	}
 }
