@@ -400,6 +400,7 @@ var guardedKeys = map[string]bool{
 	"title": true, "body": true, "recommendation": true, "reasoning": true, "note": true,
 	"summary": true, "reference": true, "ref": true, "objective": true, "constraints": true,
 	"line": true, "output": true, "doing": true,
+	"schema": true, // an order's --schema: its descriptions, defaults and examples are free text
 }
 
 // fieldNoun names what an entry type's text belongs to, for the refusal.

@@ -104,6 +104,17 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		{"brief objective", func() error { _, err := alice.PrimaryBrief("ship with "+secret, nil, ""); return err }},
 		{"brief constraints", func() error { _, err := alice.PrimaryBrief("ship", []string{"ok", env}, ""); return err }},
 		{"presence doing line", func() error { return alice.WritePresence("testing "+secret, nil) }},
+		// secfix finding 4: the schema and the idempotency key are free text too.
+		{"order schema", func() error {
+			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","description":"call it with ` + secret + `"}`)})
+			return err
+		}},
+		{"order schema", func() error {
+			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","properties":{"token":{"default":"` + secret + `"}}}`)})
+			return err
+		}},
+		{"idempotency key", func() error { _, err := alice.TalkSend("bob", "hi", secret); return err }},
+		{"idempotency key", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Key: env}); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
