@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -33,11 +34,7 @@ type SecretError struct {
 }
 
 func (e *SecretError) Error() string {
-	a := "a"
-	if strings.ContainsRune("AEIOaeio", rune(e.Kind[0])) {
-		a = "an"
-	}
-	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, a, e.Kind, e.Line)
+	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, article(e.Kind), e.Kind, e.Line)
 }
 
 // secretDetector finds one kind of credential. match returns the byte span [start,
@@ -166,6 +163,24 @@ func CheckSecret(field, s string) error {
 	}
 	se := &SecretError{Kind: kind, Field: field, Line: 1 + strings.Count(s[:at], "\n")}
 	return &Error{Category: CatInvalid, Message: se.Error(), Hint: secretHint, Err: se}
+}
+
+// Quote is strconv.Quote(s) for an error message, unless s looks like it holds a
+// credential: then "(text that looks like a KIND, not shown)", so an error about bad
+// input (a label, a recipient, a name) never echoes a token someone pasted in the
+// wrong place (issue 8 "Secrets": never echo it).
+func Quote(s string) string {
+	if kind, _ := FindSecret(s); kind != "" {
+		return "(text that looks like " + article(kind) + " " + kind + ", not shown)"
+	}
+	return strconv.Quote(s)
+}
+
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("AEIOaeio", rune(kind[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // mixedToken reports whether t looks like a random token rather than a hyphenated word

@@ -173,7 +173,7 @@ func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
 func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
 	switch {
 	case !validSecretName(name):
-		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 64 characters (e.g. db-password)", "bad secret name %q", name)
+		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 64 characters (e.g. db-password)", "bad secret name %s", Quote(name))
 	case len(value) == 0:
 		return nil, Errorf(CatInvalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
 	case len(value) > MaxSecretValue:
@@ -269,7 +269,7 @@ func (s *Session) recipientKey(st *State, name string) (ed25519.PublicKey, error
 	a := st.Agents[name]
 	switch {
 	case !ValidName(name):
-		return nil, Errorf(CatInvalid, "name agents as `ferry agents` lists them", "bad recipient %q", name)
+		return nil, Errorf(CatInvalid, "name agents as `ferry agents` lists them", "bad recipient %s", Quote(name))
 	case a == nil || (a.JoinKey == "" && !a.Seated && !a.Retired):
 		return nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", name)
 	case a.Retired:
@@ -313,7 +313,7 @@ func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	}
 	sec := v.State.secrets(v.Snapshot)[name]
 	if sec == nil {
-		return nil, nil, Errorf(CatNotFound, "`ferry secret list` shows the names", "no secret %q in the vault", name)
+		return nil, nil, Errorf(CatNotFound, "`ferry secret list` shows the names", "no secret %s in the vault", Quote(name))
 	}
 	if !slices.Contains(sec.Recipients, s.Name) {
 		return nil, nil, Errorf(CatDenied, "ask "+sec.Author+" to put it again with --to "+s.Name,
