@@ -21,7 +21,7 @@ type SecretCmd struct {
 
 // SecretPutCmd is `ferry secret put NAME --to AGENT… [--from-file PATH]`.
 type SecretPutCmd struct {
-	Name     string   `arg:"" help:"Secret name: a-z, 0-9 and '-', at most 64 characters."`
+	Name     string   `arg:"" help:"Secret name: a-z, 0-9 and '-', at most 63 characters."`
 	To       []string `help:"Agent that may read it (repeatable, or comma-separated; master for the owner). You are always one." required:"" placeholder:"AGENT"`
 	FromFile string   `help:"Read the value from this file instead of stdin." placeholder:"PATH" type:"path"`
 	keyFlag

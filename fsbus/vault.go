@@ -51,8 +51,9 @@ var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 // MaxSecretValue is the largest value the vault keeps, in bytes (64 KiB).
 const MaxSecretValue = 64 << 10
 
-// MaxSecretName is the longest secret name, in characters (portable names, rule 10).
-const MaxSecretName = 64
+// MaxSecretName is the longest secret name, in characters: a portable name (DESIGN §2
+// rule 10, ValidName) is at most 63.
+const MaxSecretName = 63
 
 // secretData is a secret.put entry's data. "recipients", not "to": entryData's to is a
 // string, and a list there would make the entry undecodable for every fold.
@@ -173,7 +174,7 @@ func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
 func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
 	switch {
 	case !validSecretName(name):
-		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 64 characters (e.g. db-password)", "bad secret name %s", Quote(name))
+		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 63 characters (e.g. db-password)", "bad secret name %s", Quote(name))
 	case len(value) == 0:
 		return nil, Errorf(CatInvalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
 	case len(value) > MaxSecretValue:

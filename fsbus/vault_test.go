@@ -118,6 +118,11 @@ func TestVaultRefusals(t *testing.T) {
 		})
 	}
 
+	// The longest name the cap names is accepted (secfix finding 7: the table said 64
+	// while a portable name stops at 63).
+	if _, err := w.alice.SecretPut(strings.Repeat("a", MaxSecretName), []string{"bob"}, v, ""); err != nil {
+		t.Fatalf("a %d-character name: %v", MaxSecretName, err)
+	}
 	// An object edited on disk is never decrypted; a missing one is pending sync.
 	sec, err := w.alice.SecretPut("api", []string{"bob"}, v, "")
 	if err != nil {
