@@ -305,7 +305,7 @@ func (s *Session) privateKey() (ed25519.PrivateKey, error) {
 // SecretGet decrypts the newest value of name for s, with s's own key only. Errors:
 // not_found for a name never put; denied when s is not a recipient, or when its key
 // no longer opens the value (it was encrypted to a key since replaced); retry_needed
-// while the object has not arrived; invalid when the object's bytes differ from the
+// while the object has not arrived or is still empty; invalid when the object's bytes differ from the
 // hash its entry names (edited or damaged: never decrypted).
 func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	v, err := s.Load()
@@ -328,6 +328,10 @@ func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) == 0 { // a sync tool creates the file before it fills it (ADR 0009 §2)
+		return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to finish the file, then run the command again",
+			"secret %s (%s) has only partly arrived on this machine", name, sec.ID)
 	}
 	if h := sha256.Sum256(b); "sha256:"+hex.EncodeToString(h[:]) != sec.Object {
 		return nil, nil, Errorf(CatInvalid, "run `ferry doctor`; ask "+sec.Author+" to put it again",

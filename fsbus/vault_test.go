@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -261,5 +262,67 @@ func TestVaultNameOwner(t *testing.T) {
 		if sec.Name == "deploy-token" && (sec.Author != "master" || strings.Join(sec.Ignored, ",") != "bob" || sec.Puts != 1) {
 			t.Fatalf("list: %+v", sec)
 		}
+	}
+}
+
+// TestVaultDoctorAndVerify: an edited vault file is reported by `ledger verify` and
+// doctor (secfix finding 9: get said "run ferry doctor", which reported nothing); an
+// empty one (still syncing) is retry_needed and arriving, not a problem; secret names
+// that look like object ids (a--b, o-x) are not taken for objects (finding 8: doctor
+// reported a permanent pending_sync asks/a--b.json).
+func TestVaultDoctorAndVerify(t *testing.T) {
+	w := newTalkWorld(t)
+	v := []byte("s3cret-value")
+	for _, n := range []string{"a--b", "a-x", "o-x", "m-x"} {
+		if _, err := w.alice.SecretPut(n, []string{"bob"}, v, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := doctor(t, w.c)
+	for _, f := range r.Findings {
+		if f.Level != LevelInfo {
+			t.Errorf("a clean vault: doctor finding %+v", f)
+		}
+	}
+	sec, err := w.alice.SecretPut("api", []string{"bob"}, v, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := vaultPath(w.c.Root, "api", sec.ID)
+	rp := filepath.ToSlash(filepath.Join("vault", "api", sec.ID+".age"))
+	orig, _ := os.ReadFile(p)
+
+	// Empty: still arriving.
+	os.WriteFile(p, nil, 0o644)
+	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatRetryNeeded) {
+		t.Fatalf("empty vault file: %v, want retry_needed", err)
+	}
+	vr, err := w.c.Verify(w.load(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.OK() || !slices.Contains(vr.Arriving, filepath.FromSlash(rp)) && !slices.Contains(vr.Arriving, rp) {
+		t.Fatalf("empty vault file: verify %+v, want arriving only", vr)
+	}
+
+	// Edited: an error for verify and doctor.
+	edited := bytes.Clone(orig)
+	edited[len(edited)-1] ^= 1
+	os.WriteFile(p, edited, 0o644)
+	vr, err = w.c.Verify(w.load(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vr.OK() || len(vr.Objects) != 1 || !strings.Contains(filepath.ToSlash(vr.Objects[0]), rp+": differs from the hash") {
+		t.Fatalf("edited vault file: verify objects %q", vr.Objects)
+	}
+	found := false
+	for _, f := range doctor(t, w.c).Findings {
+		if f.Check == CheckObject && f.Level == LevelError && strings.Contains(filepath.ToSlash(f.Detail), rp) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("doctor does not report the edited vault file")
 	}
 }
