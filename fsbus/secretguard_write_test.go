@@ -150,7 +150,10 @@ func TestRefusalsNeverEcho(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"label", func() error { _, err := w.alice.NewOrder(NewOrderOptions{Title: "t", Labels: []string{tok}}); return err }},
+		{"label", func() error {
+			_, err := w.alice.NewOrder(NewOrderOptions{Title: "t", Labels: []string{tok}})
+			return err
+		}},
 		{"talk recipient", func() error { _, err := w.alice.TalkSend(tok, "hi", ""); return err }},
 		{"secret name", func() error { _, err := w.alice.SecretPut(tok, []string{"bob"}, []byte("v4lue-123"), ""); return err }},
 		{"secret recipient", func() error { _, err := w.alice.SecretPut("x", []string{tok}, []byte("v4lue-123"), ""); return err }},
