@@ -127,10 +127,15 @@ func (c *SecretGetCmd) Run(g *Globals) error {
 // warnIgnored warns that a name has puts by writers other than its owner and master,
 // which get and list ignore (ADR 0009 §2).
 func warnIgnored(w io.Writer, sec *fsbus.Secret) {
-	if len(sec.Ignored) > 0 {
-		fprintf(w, "ferry: warning: secret %s also has puts by %s, ignored: it belongs to %s, and only %s or master may replace it\n",
-			sec.Name, strings.Join(sec.Ignored, ", "), sec.Owner, sec.Owner)
+	if len(sec.Ignored) == 0 {
+		return
 	}
+	who := sec.Owner + " or " + fsbus.MasterWriter
+	if sec.Owner == fsbus.MasterWriter {
+		who = fsbus.MasterWriter
+	}
+	fprintf(w, "ferry: warning: secret %s also has puts by %s, ignored: it belongs to %s, and only %s may replace it\n",
+		sec.Name, strings.Join(sec.Ignored, ", "), sec.Owner, who)
 }
 
 // SecretListCmd is `ferry secret list`.
