@@ -208,3 +208,16 @@ func TestRedactSecrets(t *testing.T) {
 		t.Fatalf("clean text changed: %q %d", out, n)
 	}
 }
+
+// TestIdentifierLikeSparesRandomTokens: the words-not-random rule (secfix finding 5)
+// must not excuse random tokens: none of 20,000 random 40-character mixed-case tokens
+// (base64 and base64url alphabets too) is taken for an identifier.
+func TestIdentifierLikeSparesRandomTokens(t *testing.T) {
+	for seed := uint64(1); seed <= 20000; seed++ {
+		for _, a := range []string{alnum, alnum + "+/", b64url} {
+			if tok := fakeToken(seed, 40, a); identifierLike(tok) {
+				t.Fatalf("random token %q taken for an identifier", tok)
+			}
+		}
+	}
+}
