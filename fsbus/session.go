@@ -500,7 +500,8 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 // signed entry forever and read by every later fold.
 const MaxIdemKey = 128
 
-// checkIdemKey refuses keys that are too long or not printable ASCII.
+// checkIdemKey refuses keys that are too long, not printable ASCII, or that look like a
+// credential (invalid, the value never echoed).
 func checkIdemKey(key string) error {
 	if len(key) > MaxIdemKey {
 		return Errorf(CatInvalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
@@ -510,7 +511,9 @@ func checkIdemKey(key string) error {
 			return Errorf(CatInvalid, "use letters, digits and punctuation, e.g. a UUID", "idempotency key holds spaces or characters outside printable ASCII")
 		}
 	}
-	return nil
+	// The key is stored verbatim in the append-only ledger and echoed by a conflict:
+	// a credential-looking one is refused without echoing it (secret guard, issue 8).
+	return CheckSecret("idempotency key", key)
 }
 
 // checkPresent returns not_found when the channel folder (its channel.toml) has gone

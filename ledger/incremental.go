@@ -86,9 +86,9 @@ type segState struct {
 	// sum is the sha256 state (encoding.BinaryMarshaler form) of bytes [0, offset):
 	// CheckPrefixes compares it with the file, so a line changed in place between the
 	// first and last one (same length, first and last line intact) is read again.
-	sum []byte
-	records   []record
-	problems  []Problem // malformed lines before offset, in line order
+	sum      []byte
+	records  []record
+	problems []Problem // malformed lines before offset, in line order
 }
 
 // NewReadState returns an empty ReadState: the first ReadIncremental reads every file.
