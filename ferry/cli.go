@@ -100,7 +100,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	for _, a := range args {
 		if !utf8.ValidString(a) {
 			// The parser would turn the bad bytes into U+FFFD silently; refuse instead.
-			fmt.Fprintf(stderr, "ferry: error: invalid: argument %q is not UTF-8\n", a)
+			fmt.Fprintf(stderr, "ferry: error: invalid: argument %s is not UTF-8\n", fsbus.Quote(a))
 			fmt.Fprintf(stderr, "ferry: hint: pass UTF-8 text (or --body @FILE with a UTF-8 file)\n")
 			return exitCodes[fsbus.CatInvalid]
 		}
@@ -131,12 +131,19 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	}()
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "ferry: error: invalid: %v\n", err)
 		hint := "ferry --help"
 		var pe *kong.ParseError
 		if errors.As(err, &pe) && pe.Context != nil && pe.Context.Selected() != nil {
 			hint = "ferry " + commandPath(pe.Context.Selected()) + " --help"
 		}
+		if kind := parseErrorSecret(err.Error(), args); kind != "" {
+			// The parser quotes the argument it rejects (a flag value starting with
+			// '-', e.g. a private key block): never print it (issue 8 "Secrets").
+			fmt.Fprintf(stderr, "ferry: error: invalid: the command line holds text that looks like %s %s, which it could not parse (not shown)\n", article(kind), kind)
+			fmt.Fprintf(stderr, "ferry: hint: keep credentials out of arguments (`ferry secret put NAME --to AGENT… < FILE`); a flag value starting with '-' is written --flag=VALUE; see `%s`\n", hint)
+			return exitCodes[fsbus.CatInvalid]
+		}
+		fmt.Fprintf(stderr, "ferry: error: invalid: %v\n", err)
 		fmt.Fprintf(stderr, "ferry: hint: see `%s`\n", hint)
 		return exitCodes[fsbus.CatInvalid]
 	}

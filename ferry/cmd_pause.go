@@ -123,14 +123,21 @@ func (c *ResumeCmd) Run(g *Globals, k *kong.Context) error {
 	if g.JSON {
 		return g.printJSON(pauseView{Paused: nonNil(still), Lifted: lifted})
 	}
-	if len(lifted) == 0 {
+	switch {
+	case len(lifted) == 0 && len(still) == 0:
 		g.printf("nothing to resume: not paused\n")
+	case len(lifted) == 0:
+		g.printf("nothing to resume: project %s has no pause of its own\n", project)
 	}
 	for _, p := range lifted {
 		g.printf("✔ resumed: %s\n", strings.TrimPrefix(pauseLine(&p), "paused: "))
 	}
 	for _, p := range still {
 		g.printf("still %s\n", pauseLine(&p))
+		if p.Project == "" && project != "" {
+			// The machine-wide switch still pauses the project (secfix finding 11).
+			g.printf("  project %s stays paused while this machine is: `ferry resume` (without --project) lifts it\n", project)
+		}
 	}
 	return nil
 }

@@ -179,7 +179,7 @@ func checkRunFlags(poll, beat, grace time.Duration, labels []string) error {
 	}
 	for _, l := range labels {
 		if !fsbus.ValidName(l) {
-			return fsbus.Errorf(fsbus.CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %q", l)
+			return fsbus.Errorf(fsbus.CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %s", fsbus.Quote(l))
 		}
 	}
 	return nil

@@ -21,7 +21,7 @@ type SecretCmd struct {
 
 // SecretPutCmd is `ferry secret put NAME --to AGENT… [--from-file PATH]`.
 type SecretPutCmd struct {
-	Name     string   `arg:"" help:"Secret name: a-z, 0-9 and '-', at most 64 characters."`
+	Name     string   `arg:"" help:"Secret name: a-z, 0-9 and '-', at most 63 characters."`
 	To       []string `help:"Agent that may read it (repeatable, or comma-separated; master for the owner). You are always one." required:"" placeholder:"AGENT"`
 	FromFile string   `help:"Read the value from this file instead of stdin." placeholder:"PATH" type:"path"`
 	keyFlag
@@ -32,7 +32,8 @@ func (c *SecretPutCmd) Help() string {
 	return "Needs level member. The value is read from stdin (or --from-file) byte for byte, at most 64 KiB, " +
 		"and encrypted with age to each recipient's seated ed25519 key and yours; the channel holds only " +
 		"the encrypted file vault/NAME/<id>.age and a signed secret.put entry naming the recipients. " +
-		"Putting a name again replaces it for `secret get`. A recipient later revoked can still read " +
+		"A name belongs to its first author: only that author or master may put it again, which replaces it " +
+		"for `secret get` (another member gets `denied`). A recipient later revoked can still read " +
 		"what was encrypted to it before: put the value again, rotated, without it."
 }
 
@@ -103,7 +104,7 @@ type SecretGetCmd struct {
 // Help is the long help.
 func (c *SecretGetCmd) Help() string {
 	return "Decrypts with the key of --as on this machine and prints the value, exactly as put, to stdout " +
-		"and nothing else there (no --json). An agent that is not a recipient gets `denied`."
+		"and nothing else there (no --json); stderr says who put it and when. An agent that is not a recipient gets `denied`."
 }
 
 // Run implements the command.
@@ -112,12 +113,29 @@ func (c *SecretGetCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	b, _, err := s.SecretGet(c.Name)
+	b, sec, err := s.SecretGet(c.Name)
 	if err != nil {
 		return err
 	}
+	// Who wrote the value goes to stderr, so stdout stays the value alone.
+	fprintf(g.stderr, "ferry: secret %s: the value put by %s at %s\n", sec.Name, sec.Author, sec.HLC)
+	warnIgnored(g.stderr, sec)
 	_, err = g.stdout.Write(b)
 	return err
+}
+
+// warnIgnored warns that a name has puts by writers other than its owner and master,
+// which get and list ignore (ADR 0009 §2).
+func warnIgnored(w io.Writer, sec *fsbus.Secret) {
+	if len(sec.Ignored) == 0 {
+		return
+	}
+	who := sec.Owner + " or " + fsbus.MasterWriter
+	if sec.Owner == fsbus.MasterWriter {
+		who = fsbus.MasterWriter
+	}
+	fprintf(w, "ferry: warning: secret %s also has puts by %s, ignored: it belongs to %s, and only %s may replace it\n",
+		sec.Name, strings.Join(sec.Ignored, ", "), sec.Owner, who)
 }
 
 // SecretListCmd is `ferry secret list`.
@@ -146,5 +164,11 @@ func (c *SecretListCmd) Run(g *Globals) error {
 	for _, s := range list {
 		fprintf(tw, "%s\t%s\t%d\t%s\n", s.Name, s.Author, s.Puts, strings.Join(s.Recipients, ", "))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range list {
+		warnIgnored(g.stderr, s)
+	}
+	return nil
 }

@@ -70,6 +70,7 @@ type arrivalsRead struct {
 	a      *Arrivals // as read; its Sighting map is never handed out
 	header string    // the header line, with its newline
 	offset int64     // just past the last complete line read
+	last   []byte    // that line, with its newline (the header when no line)
 }
 
 // ingestArrivals brings the arrival log of the channel up to date and appends the
@@ -93,8 +94,9 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*
 	defer lk.Unlock()
 	path := filepath.Join(dir, "arrivals.log")
 	var rd *arrivalsRead
+	rewritten := false
 	if c.lastArr != nil {
-		rd = readArrivalsFrom(path, c.lastArr)
+		rd, rewritten = readArrivalsFrom(path, c.lastArr)
 	}
 	entries := all
 	if rd != nil && incremental {
@@ -104,6 +106,13 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*
 	if rd == nil {
 		var err error
 		rd, torn, err = readArrivals(path)
+		if rewritten && err == nil {
+			// Shorter than, or different from, what this process read under the same
+			// log id (a crash restored an old copy, a hand edit): arrival numbers it
+			// handed out may now name other entries. A new log makes every cursor
+			// into the old one fall back to a digest instead of skipping entries.
+			err = errArrivalsRewritten
+		}
 		if err != nil {
 			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
 			if rerr := fsutil.Rename(path, aside); rerr != nil {
@@ -161,10 +170,10 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*
 		if serr != nil {
 			c.lastArr = nil
 		} else {
-			c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: end}
+			c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: end, last: lastLine(out)}
 		}
 	} else {
-		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset}
+		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset, last: rd.last}
 	}
 	ret := a
 	ret.Sighting = maps.Clone(a.Sighting)
@@ -190,39 +199,66 @@ func readArrivals(path string) (rd *arrivalsRead, torn bool, err error) {
 	n := parseArrivals(a, rest, recs)
 	a.recs = layered[arrival]{base: recs}
 	off := int64(len(head)+1) + int64(n)
-	return &arrivalsRead{a: a, header: string(head) + "\n", offset: off}, off < int64(len(raw)), nil
+	return &arrivalsRead{a: a, header: string(head) + "\n", offset: off, last: lastLine(raw[:off])}, off < int64(len(raw)), nil
 }
 
+// errArrivalsRewritten marks an arrival log that no longer holds what this process read
+// from it under the same log id.
+var errArrivalsRewritten = errors.New("arrival log was rewritten under its log id")
+
 // readArrivalsFrom reads what was appended to the log since prev was read. It returns
-// nil when the file is no longer the one prev read (another header, shorter): the
-// caller then reads it whole.
-func readArrivalsFrom(path string, prev *arrivalsRead) *arrivalsRead {
+// nil when the caller must read the file whole: it is missing or has another header
+// (another process started a new log), or — rewritten — it no longer holds, under the
+// same header, the bytes prev read up to its offset (shorter, or its last line differs).
+func readArrivalsFrom(path string, prev *arrivalsRead) (rd *arrivalsRead, rewritten bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || fi.Size() < prev.offset {
-		return nil
+	if err != nil {
+		return nil, false
 	}
 	head := make([]byte, len(prev.header))
 	if _, err := f.ReadAt(head, 0); err != nil || string(head) != prev.header {
-		return nil
+		return nil, false
+	}
+	if fi.Size() < prev.offset {
+		return nil, true
+	}
+	if n := int64(len(prev.last)); n > 0 {
+		at := make([]byte, n)
+		if _, err := f.ReadAt(at, prev.offset-n); err != nil || !bytes.Equal(at, prev.last) {
+			return nil, true
+		}
 	}
 	if fi.Size() == prev.offset {
-		return prev
+		return prev, false
 	}
 	more := make([]byte, fi.Size()-prev.offset)
 	if _, err := f.ReadAt(more, prev.offset); err != nil {
-		return nil
+		return nil, false
 	}
 	a := *prev.a
 	a.Sighting = maps.Clone(prev.a.Sighting)
 	recs := map[string]arrival{}
 	n := parseArrivals(&a, more, recs)
 	a.recs = a.recs.with(recs)
-	return &arrivalsRead{a: &a, header: prev.header, offset: prev.offset + int64(n)}
+	last := prev.last
+	if n > 0 {
+		last = lastLine(more[:n])
+	}
+	return &arrivalsRead{a: &a, header: prev.header, offset: prev.offset + int64(n), last: last}, false
+}
+
+// lastLine returns a copy of the last complete line of b (b ends with '\n').
+func lastLine(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	i := bytes.LastIndexByte(b[:len(b)-1], '\n')
+	return bytes.Clone(b[i+1:])
 }
 
 // tornAfter reports whether the log ends inside a line past rd's offset.

@@ -167,3 +167,26 @@ func TestCapsDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestJSONCapIsCompacted: a result output (and a schema) is measured compacted, as the
+// channel stores it: indentation does not count toward MaxOutput, content does, and
+// whitespace past maxJSONSlack times the cap is refused before parsing (secfix finding 12).
+func TestJSONCapIsCompacted(t *testing.T) {
+	val := strings.Repeat("x", MaxOutput-20)
+	indented := "{\n" + strings.Repeat(" ", 8<<10) + `"v":` + strings.Repeat("\n", 8<<10) + `"` + val + `"` + "\n}"
+	if len(indented) <= MaxOutput {
+		t.Fatal("the test input must be over the cap as written")
+	}
+	out, err := compactJSON([]byte(indented), MaxOutput, "result")
+	if err != nil || len(out) > MaxOutput || !strings.Contains(string(out), `{"v":"`) {
+		t.Fatalf("indented output within the cap compacted: %d bytes, %v", len(out), err)
+	}
+	big := `{"v":"` + strings.Repeat("x", MaxOutput) + `"}`
+	if _, err := compactJSON([]byte(big), MaxOutput, "result"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
+		t.Fatalf("content over the cap: %v", err)
+	}
+	padded := "{" + strings.Repeat(" ", maxJSONSlack*MaxOutput) + "}"
+	if _, err := compactJSON([]byte(padded), MaxOutput, "result"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "before compaction") {
+		t.Fatalf("whitespace past the slack: %v", err)
+	}
+}

@@ -140,19 +140,28 @@ func jsonKind(b byte) string {
 	return "a number"
 }
 
-// compactJSON parses raw as one JSON value of at most limit bytes and returns it
-// compacted. It returns invalid naming what for anything else.
+// compactJSON parses raw as one JSON value and returns it compacted. The limit, in
+// bytes, applies to the compacted form (what the channel stores), so indentation does
+// not count; raw itself may be at most maxJSONSlack times limit, so whitespace cannot
+// make it parse megabytes. It returns invalid naming what for anything else.
 func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
 	raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("\xef\xbb\xbf"))
-	if len(raw) > limit {
-		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes; the limit is %d", what, len(raw), limit)
+	if len(raw) > maxJSONSlack*limit {
+		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo",
+			"%s is %d bytes before compaction; the limit is %d compacted (and %d as written)", what, len(raw), limit, maxJSONSlack*limit)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil || !json.Valid(raw) {
 		return nil, Errorf(CatInvalid, "pass one JSON value (or @FILE holding one)", "%s is not valid JSON", what)
 	}
+	if buf.Len() > limit {
+		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes compacted; the limit is %d", what, buf.Len(), limit)
+	}
 	return buf.Bytes(), nil
 }
+
+// maxJSONSlack bounds what whitespace may add to a JSON input over its compacted cap.
+const maxJSONSlack = 4
 
 // refuseLoader refuses every $ref to another document: a result schema is
 // self-contained, and validating it must read no file and no network.

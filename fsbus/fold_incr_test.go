@@ -350,3 +350,42 @@ func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
 		t.Fatal("a new process shows an edited message")
 	}
 }
+
+// TestArrivalLogRewrittenUnderARunningProcess: the arrival log cut short (a restored
+// copy) and renumbered by another process under the same log id. The running process,
+// which read further, must not go on reading at its old offset — its numbers would name
+// other entries — but start a new log, so cursors into the old one fall back to a
+// digest (tester finding 1 of the incremental fold).
+func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
+	w := newTalkWorld(t)
+	w.send(t, w.alice, "bob", "one")
+	v1, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := v1.Arrivals.Cursor()
+	w.send(t, w.alice, "bob", "two")
+	if _, err := w.c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(w.c.Home.StateDir(w.c.Project()), "arrivals.log")
+	raw := readTestFile(t, p)
+	writeTestFile(t, p, raw[:len(raw)/2])
+	if _, err := reopened(t, w.c).Load(); err != nil { // another command renumbers
+		t.Fatal(err)
+	}
+	w.send(t, w.carol, "bob", "three")
+	v3, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v3.Arrivals.LogID == v1.Arrivals.LogID {
+		t.Fatalf("the running process kept log id %s after the log was rewritten under it", v3.Arrivals.LogID)
+	}
+	if _, ok := v3.Arrivals.parseCursor(cur); ok {
+		t.Fatal("a cursor into the rewritten log is still taken")
+	}
+	if n := v3.Arrivals.Number(v3.Snapshot.Entries[len(v3.Snapshot.Entries)-1].Hash()); n == 0 {
+		t.Fatal("the newest entry has no arrival number in the new log")
+	}
+}

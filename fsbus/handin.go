@@ -12,7 +12,7 @@ import (
 // note, signed by its author (docs/format.md §11). The work stays in the work repo.
 type HandinObject struct {
 	Envelope
-	Ref  string `json:"ref"`            // commit, branch or path, ≤ 500 bytes
+	Ref  string `json:"ref"`            // commit, branch or path, ≤ 500 characters
 	Note string `json:"note,omitempty"` // ≤ 2,000 bytes
 }
 
@@ -25,7 +25,7 @@ type handinCall struct {
 
 // HandinAdd names work handed in (handin.add, worker level — the one thing a worker
 // writes besides its join and acks; DESIGN §2, issue 3): ref is a commit, branch or
-// path (one line, trimmed, 1–500 bytes), note at most 2,000 bytes. It publishes the
+// path (one line, trimmed, 1–500 characters), note at most 2,000 bytes. It publishes the
 // signed object handins/<s>/<h-id>.json, then appends handin.add naming the object's
 // hash. A submit may name the hand-in's id (or a unique prefix) as its reference.
 // Errors: invalid for a bad ref or note; denied below worker; conflict for a key used

@@ -25,7 +25,7 @@ import (
 //
 //	<cache>/channels/<project>/index-<first 16 hex of sha256(channel root)>.bin
 //
-// The file is a header line "ferry-index 1 <project> <master key>\n" followed by
+// The file is a header line "ferry-index 2 <project> <master key>\n" followed by
 // frames, each a uvarint payload length, the payload and the payload's sha256 (32
 // bytes). A payload is 'L' and a ledger.ReadState chunk (a segment's identity, offset,
 // last line hash, records and malformed lines), or 'V' and signatures this machine
@@ -36,7 +36,11 @@ import (
 //
 // Trust: the index is never trusted over the channel. Every Load re-reads each
 // segment's first and last remembered line and compares their hashes, reading a
-// segment again from its start when it was truncated or replaced; a file that is
+// segment again from its start when it was truncated or replaced. Each segment's
+// running sha256 over every byte read is kept too: a process opening the index, and a
+// running process once a minute (FullFoldEvery), hash the files again up to the
+// offsets read and read again any segment changed in place between its first and last
+// line (ledger.ReadState.CheckPrefixes). A file that is
 // damaged (a frame's checksum fails, a frame does not decode, a torn last frame), of
 // another version, project, master key, or missing is rebuilt from the channel. Good
 // signatures are remembered by entry hash and key: the hash covers the signed bytes
@@ -49,7 +53,7 @@ import (
 // EnvNoIndex is the variable that turns the local index off when set to "1".
 const EnvNoIndex = "FERRY_NO_INDEX"
 
-const indexHeader = "ferry-index 1 "
+const indexHeader = "ferry-index 2 " // 2: segment chunks carry the running hash (CheckPrefixes)
 
 // indexCompactFrames is how many frames an index may hold before a Load rewrites it
 // whole (compaction): each Load with new data appends about one frame per changed
@@ -98,6 +102,20 @@ func (c *Channel) readLedger(keys ledger.KeyFunc) (*ledger.Snapshot, error) {
 	return c.Ledger.ReadIncremental(ix.rs, keys, verifyEntry)
 }
 
+// checkIndexPrefixes runs ledger.ReadState.CheckPrefixes on this process's index (when
+// it is open): segments changed in place are read again by the next read.
+func (c *Channel) checkIndexPrefixes() {
+	if !indexEnabled() {
+		return
+	}
+	ix := c.localIndex()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.rs != nil {
+		ix.rs.CheckPrefixes(c.Root)
+	}
+}
+
 // localIndex returns the channel's index, making it on first use.
 func (c *Channel) localIndex() *localIndex {
 	c.indexOnce.Do(func() { c.index = &localIndex{} })
@@ -118,6 +136,9 @@ func (ix *localIndex) open(c *Channel) {
 		return // damaged or foreign: rebuilt
 	}
 	ix.rs, ix.frames, ix.whole = rs, frames, frames > indexCompactFrames
+	// Every byte the index covers is checked once per process: a line changed in place
+	// (same length, first and last line intact) makes its segment read again.
+	ix.rs.CheckPrefixes(c.Root)
 }
 
 // errIndex marks an index file that cannot be trusted.

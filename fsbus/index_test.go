@@ -235,8 +235,8 @@ func TestIndexRebuiltNotTrusted(t *testing.T) {
 		"flipped byte":    append(bytes.Clone(good[:len(good)/2]), append([]byte{good[len(good)/2] ^ 0x40}, good[len(good)/2+1:]...)...),
 		"torn last frame": good[:len(good)-7],
 		"garbage":         []byte("\x00\x00\x00 not an index"),
-		"other version":   append([]byte("ferry-index 2 "), good[len("ferry-index 1 "):]...),
-		"other channel":   append([]byte("ferry-index 1 other-project "+ledger.FormatKey(c.MasterKey)+"\n"), good[len(header):]...),
+		"other version":   append([]byte("ferry-index 1 "), good[len(indexHeader):]...),
+		"other channel":   append([]byte(indexHeader+"other-project "+ledger.FormatKey(c.MasterKey)+"\n"), good[len(header):]...),
 		"header only":     header[:len(header)-1],
 	}
 	for name, b := range damage {

@@ -62,7 +62,7 @@ func (o *NewOrderOptions) validate() error {
 	}
 	for _, l := range o.Labels {
 		if !ValidName(l) {
-			return Errorf(CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %q", l)
+			return Errorf(CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %s", Quote(l))
 		}
 	}
 	switch o.Priority {

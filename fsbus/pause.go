@@ -99,7 +99,13 @@ func (h *Home) Resume(project string) ([]PauseState, error) {
 		lift = h.Pauses()
 	}
 	for _, p := range lift {
-		if err := os.Remove(h.pausePath(p.Project)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		path := h.pausePath(p.Project)
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+				// os.Remove takes an empty directory; one with files is not ferry's to delete.
+				return nil, Errorf(CatInvalid, "look inside it, move its files away and remove it, then run `ferry resume` again",
+					"the pause switch %s is a directory with files in it, not a pause file: it pauses this machine until it is removed", path)
+			}
 			return nil, fmt.Errorf("removing the pause switch: %w", err)
 		}
 	}
@@ -115,7 +121,8 @@ func (h *Home) Pauses() []PauseState {
 	ents, _ := os.ReadDir(filepath.Join(h.ConfigDir, "paused"))
 	var names []string
 	for _, e := range ents {
-		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && ValidName(n) && !e.IsDir() {
+		// A directory of that name pauses too (pauseAt fails safe): list it.
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && ValidName(n) {
 			names = append(names, n)
 		}
 	}
@@ -148,6 +155,10 @@ func (h *Home) pauseAt(path, project string) *PauseState {
 		return nil
 	}
 	var p PauseState
+	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+		return &PauseState{Project: project, At: fi.ModTime().UTC().Truncate(time.Millisecond),
+			Reason: "the pause switch " + path + " is a directory, not a pause file; `ferry resume` removes it when empty"}
+	}
 	if err != nil || json.Unmarshal(b, &p) != nil || !utf8.ValidString(p.Reason) {
 		return &PauseState{Project: project, Reason: "the pause file " + path + " is damaged; `ferry resume` removes it"}
 	}

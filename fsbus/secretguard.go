@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -33,11 +34,7 @@ type SecretError struct {
 }
 
 func (e *SecretError) Error() string {
-	a := "a"
-	if strings.ContainsRune("AEIOaeio", rune(e.Kind[0])) {
-		a = "an"
-	}
-	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, a, e.Kind, e.Line)
+	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, article(e.Kind), e.Kind, e.Line)
 }
 
 // secretDetector finds one kind of credential. match returns the byte span [start,
@@ -49,18 +46,43 @@ type secretDetector struct {
 
 // reDetector is a detector whose regexp alone decides; check, when set, vets each
 // candidate match (its submatches) and may reject it.
+//
+// A rejected candidate does not hide what follows its name: the search resumes at the
+// start of its last matched group (the value), so in `note: AWS_SECRET_ACCESS_KEY=…`
+// the name the first try took as a value is tried as a name. A leading separator the
+// regexp consumed (a space, a brace) is not part of the reported span.
 func reDetector(kind, re string, check func(m []string) bool) secretDetector {
 	rx := regexp.MustCompile(re)
 	return secretDetector{kind: kind, match: func(s string) (int, int) {
-		for _, loc := range rx.FindAllStringSubmatchIndex(s, -1) {
+		for pos := 0; pos < len(s); {
+			loc := rx.FindStringSubmatchIndex(s[pos:])
+			if loc == nil {
+				break
+			}
 			m := make([]string, len(loc)/2)
+			last := -1
 			for i := range m {
 				if loc[2*i] >= 0 {
-					m[i] = s[loc[2*i]:loc[2*i+1]]
+					m[i] = s[pos+loc[2*i] : pos+loc[2*i+1]]
+					if i > 0 {
+						last = loc[2*i]
+					}
 				}
 			}
+			start, end := pos+loc[0], pos+loc[1]
 			if check == nil || check(m) {
-				return loc[0], loc[1]
+				for start < end && strings.IndexByte(" \t\r\n,;:({[", s[start]) >= 0 {
+					start++
+				}
+				return start, end
+			}
+			switch {
+			case last > loc[0]:
+				pos += last
+			case loc[1] > loc[0]:
+				pos += loc[1]
+			default:
+				pos += loc[0] + 1
 			}
 		}
 		return -1, -1
@@ -83,13 +105,20 @@ var secretDetectors = []secretDetector{
 	reDetector("JWT", `\b(eyJ[A-Za-z0-9_\-]{5,})\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{10,}`, func(m []string) bool {
 		return jwtHeader(m[1])
 	}),
-	reDetector("password in a URL", `\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+:([^/\s:@]{3,})@`, func(m []string) bool {
+	reDetector("password in a URL", `\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:([^/\s:@]{3,})@`, func(m []string) bool {
 		return !placeholder(m[1])
 	}),
-	reDetector(".env secret", `(?im)^[ \t]*(?:export[ \t]+|set[ \t]+)?([A-Za-z0-9_.\-]*?(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY)[A-Za-z0-9_.\-]*)[ \t]*(?:=|:=)[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#]*))`, func(m []string) bool {
-		return envSecret(m[1], m[2]+m[3]+m[4])
+	// NAME=value anywhere on a line (`creds: DB_PASSWORD=…`), and NAME: value as YAML
+	// or JSON writes it (`password: …`, `{"api_key": "…"}`). m[1] is the name's opening
+	// quote, m[3] the operator.
+	reDetector(".env secret", `(?i)(?:^|[^A-Za-z0-9_.\-"'])(?:export[ \t]+|set[ \t]+)?(["']?)([A-Za-z0-9_.\-]*?(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY)[A-Za-z0-9_.\-]*)["']?[ \t]*(=|:=|:)[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#"',;}]*))`, func(m []string) bool {
+		v := m[4] + m[5] + m[6]
+		if m[3] == ":" && m[1] == "" && !strongValue(v) {
+			return false // prose: "Token: expired", "secret: v2-rollout"
+		}
+		return envSecret(m[2], v)
 	}),
-	reDetector("high-entropy value assigned to a name", `([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*(?:=|:=|:)[ \t]*["']?([A-Za-z0-9+/_\-]{20,}={0,2})["']?`, func(m []string) bool {
+	reDetector("high-entropy value assigned to a name", `([A-Za-z_][A-Za-z0-9_.\-]*)["']?[ \t]*(?:=|:=|:)[ \t]*["']?([A-Za-z0-9+/_\-]{20,}={0,2})["']?`, func(m []string) bool {
 		return highEntropy(m[2])
 	}),
 }
@@ -136,8 +165,27 @@ func CheckSecret(field, s string) error {
 	return &Error{Category: CatInvalid, Message: se.Error(), Hint: secretHint, Err: se}
 }
 
+// Quote is strconv.Quote(s) for an error message, unless s looks like it holds a
+// credential: then "(text that looks like a KIND, not shown)", so an error about bad
+// input (a label, a recipient, a name) never echoes a token someone pasted in the
+// wrong place (issue 8 "Secrets": never echo it).
+func Quote(s string) string {
+	if kind, _ := FindSecret(s); kind != "" {
+		return "(text that looks like " + article(kind) + " " + kind + ", not shown)"
+	}
+	return strconv.Quote(s)
+}
+
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("AEIOaeio", rune(kind[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 // mixedToken reports whether t looks like a random token rather than a hyphenated word
-// list: it has a digit and a letter, and no run of more than two hyphens' words.
+// list: it has a digit and a letter, and either at most two hyphens or at least 40
+// characters of mixed case.
 func mixedToken(t string) bool {
 	var digit, letter bool
 	for _, r := range t {
@@ -148,8 +196,33 @@ func mixedToken(t string) bool {
 			letter = true
 		}
 	}
-	return digit && letter && strings.Count(t, "-") < 3
+	if !digit || !letter {
+		return false
+	}
+	// A word list (sk-ask-the-owner-2) has hyphens; so do real project keys
+	// (sk-proj-…, base64url), which are long and mix both cases.
+	return strings.Count(t, "-") < 3 || len(t) >= 40 && strings.ToLower(t) != t && strings.ToUpper(t) != t
 }
+
+// strongValue reports whether an unquoted YAML-style value looks like a password rather
+// than a word: at least 8 characters, no spaces, a letter and a digit or symbol, and not
+// a kebab-case identifier (v2-rollout-plan).
+func strongValue(v string) bool {
+	if len(v) < 8 || strings.ContainsAny(v, " \t") || kebab.MatchString(v) {
+		return false
+	}
+	var letter, other bool
+	for _, r := range v {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			letter = true
+		} else {
+			other = true
+		}
+	}
+	return letter && other
+}
+
+var kebab = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)+$`)
 
 // jwtHeader reports whether h (base64url) decodes to a JSON object with "alg".
 func jwtHeader(h string) bool {
@@ -216,7 +289,7 @@ func placeholder(v string) bool {
 // finite sample's estimate falls short of its alphabet's).
 func highEntropy(v string) bool {
 	v = strings.TrimRight(v, "=")
-	if len(v) < 20 || isHex(v) {
+	if len(v) < 20 || isHex(v) || ulidRe.MatchString(v) || sriRe.MatchString(v) || identifierLike(v) {
 		return false
 	}
 	var upper, lower, digit bool
@@ -238,6 +311,57 @@ func highEntropy(v string) bool {
 		limit = 3.9
 	}
 	return shannon(v) >= limit && !base64Text(v)
+}
+
+// ulidRe matches a ULID (26 Crockford base32 characters, a 48-bit time first): an id.
+var ulidRe = regexp.MustCompile(`^[0-7][0-9A-HJKMNP-TV-Z]{25}$`)
+
+// sriRe matches a Subresource Integrity hash (sha512-<base64>, W3C SRI): a digest.
+var sriRe = regexp.MustCompile(`^(?:sha1|sha256|sha384|sha512)-[A-Za-z0-9+/]+$`)
+
+// identPiece splits a value into camelCase words, upper-case runs and digit runs.
+var identPiece = regexp.MustCompile(`[A-Z]+[a-z]*|[a-z]+|[0-9]+`)
+
+// wordPiece is a piece shaped like a word: Capitalised or lower case, or a short
+// acronym (JIRA, HTTP).
+var wordPiece = regexp.MustCompile(`^(?:[A-Z]?[a-z]{2,}|[A-Z]{2,6})$`)
+
+// identifierLike reports whether v is made of words — a branch, a path, a Go test or
+// handler name (feature/JIRA-1234-fix-login-flow2, internal/pkg/handlers/v2/OrderSubmit,
+// TestIncrementalFoldMatchesFold3283736891) — rather than random characters: its letter
+// pieces average at least 4 letters and at least 85% of its letters are in pieces that
+// look like words (a vowel, no run of four consonants). TestIdentifierLikeSparesRandomTokens
+// holds it to no false pass over 60,000 random 40-character mixed-case tokens; short
+// or lower-case-and-digit random tokens pass more often (a few in 10,000 at 20
+// mixed-case characters), the price of not refusing every branch and test name.
+func identifierLike(v string) bool {
+	letters, good, pieces := 0, 0, 0
+	for _, p := range identPiece.FindAllString(v, -1) {
+		if p[0] >= '0' && p[0] <= '9' {
+			continue
+		}
+		letters += len(p)
+		pieces++
+		if wordLike(p) {
+			good += len(p)
+		}
+	}
+	return letters > 0 && letters >= 4*pieces && good*100 >= 85*letters
+}
+
+func wordLike(p string) bool {
+	if !wordPiece.MatchString(p) {
+		return false
+	}
+	vowel, run := false, 0
+	for _, c := range strings.ToLower(p) {
+		if strings.ContainsRune("aeiouy", c) {
+			vowel, run = true, 0
+		} else if run++; run > 3 {
+			return false
+		}
+	}
+	return vowel
 }
 
 // base64Text reports whether v is base64 (either alphabet, padding optional) of
@@ -292,6 +416,7 @@ var guardedKeys = map[string]bool{
 	"title": true, "body": true, "recommendation": true, "reasoning": true, "note": true,
 	"summary": true, "reference": true, "ref": true, "objective": true, "constraints": true,
 	"line": true, "output": true, "doing": true,
+	"schema": true, // an order's --schema: its descriptions, defaults and examples are free text
 }
 
 // fieldNoun names what an entry type's text belongs to, for the refusal.

@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"crypto/sha512"
 	"encoding/base64"
 	"errors"
 	"math/rand/v2"
@@ -68,8 +69,27 @@ func TestSecretGuardTable(t *testing.T) {
 		{"password in url", "clone https://ada:hunter22@git.example.com/repo.git", "password in a URL"},
 		{"entropy assignment", "signing_key = " + fakeToken(19, 40, alnum), "high-entropy value assigned to a name"},
 		{"entropy yaml", "webhook: " + fakeToken(20, 32, alnum+"+/"), "high-entropy value assigned to a name"},
+		// fresh-user findings (secfix 3): mid-line, after another name, JSON/YAML, hyphenated project keys, empty URL user
+		{"env mid-line", "creds: DB_PASSWORD=Tr0ub4dor9x", ".env secret"},
+		{"env after another name", "note: AWS_SECRET_ACCESS_KEY=" + fakeToken(40, 40, alnum+"+/"), ".env secret"},
+		{"json password", `{"password": "Tr0ub4dor9xQ!"}`, ".env secret"},
+		{"json api key", `{"api_key": "` + fakeToken(41, 32, alnum) + `"}`, ".env secret"},
+		{"yaml password line", "db:\n  host: db.internal\n  password: Tr0ub4dor9xQ!\n", ".env secret"},
+		{"json high-entropy", `{"webhook": "` + fakeToken(42, 32, alnum) + `"}`, "high-entropy value assigned to a name"},
+		{"openai project hyphens", "sk-proj-" + fakeToken(43, 20, alnum) + "-" + fakeToken(44, 30, alnum) + "-" + fakeToken(45, 30, alnum) + "-" + fakeToken(46, 20, alnum), "OpenAI-style API key"},
+		{"password in url empty user", "redis://:Tr0ub4dor9x@cache.internal:6379/0", "password in a URL"},
 
 		// negatives
+		{"yaml token prose", "Token: expired, ask for a new one", ""},
+		{"yaml secret kebab", "secret: v2-rollout-plan", ""},
+		{"json empty password", `{"password": ""}`, ""},
+		// fresh-user findings (secfix 5): identifiers, ids and digests, not secrets
+		{"branch with ticket", "branch: feature/JIRA-1234-fix-login-flow2", ""},
+		{"go package path", "path: internal/pkg/handlers/v2/OrderSubmit", ""},
+		{"go test name with seed", "func: TestIncrementalFoldMatchesFold3283736891", ""},
+		{"handler name", "handler: HandleOrderSubmitWithSchemaValidation2", ""},
+		{"ulid", "trace = 01HZX3V8K9M2N4P6Q8R0S2T4V6", ""},
+		{"sri hash", "integrity: " + sriOf("app.js"), ""},
 		{"prose", "Refactor the ledger reader; the tests pass on Windows and macOS.", ""},
 		{"sha256", "object sha256:" + fakeToken(21, 64, hexd), ""},
 		{"sha256 assignment", "hash=" + fakeToken(22, 64, hexd), ""},
@@ -130,6 +150,12 @@ func TestSecretGuardTable(t *testing.T) {
 	}
 }
 
+// sriOf is a Subresource Integrity value (sha512-<base64 of the digest>).
+func sriOf(s string) string {
+	sum := sha512.Sum512([]byte(s))
+	return "sha512-" + base64.StdEncoding.EncodeToString(sum[:])
+}
+
 func enc64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
 // TestCheckSecretNeverEchoes: the refusal names kind, field and line, never the value.
@@ -173,7 +199,25 @@ func TestRedactSecrets(t *testing.T) {
 	if kind, _ := FindSecret(out); kind != "" {
 		t.Fatalf("redacted text still holds a %s: %q", kind, out)
 	}
+	// A job printing JSON (secfix finding 3: `{"password": …}` landed in results/).
+	js := `{"user": "ada", "password": "Tr0ub4dor9xQ!"}`
+	if out, n := RedactSecrets(js); n != 1 || strings.Contains(out, "Tr0ub4dor") || !strings.Contains(out, `"user": "ada"`) {
+		t.Fatalf("RedactSecrets(%s) = %q, %d", js, out, n)
+	}
 	if out, n := RedactSecrets("nothing here"); n != 0 || out != "nothing here" {
 		t.Fatalf("clean text changed: %q %d", out, n)
+	}
+}
+
+// TestIdentifierLikeSparesRandomTokens: the words-not-random rule (secfix finding 5)
+// must not excuse random tokens: none of 20,000 random 40-character mixed-case tokens
+// (base64 and base64url alphabets too) is taken for an identifier.
+func TestIdentifierLikeSparesRandomTokens(t *testing.T) {
+	for seed := uint64(1); seed <= 20000; seed++ {
+		for _, a := range []string{alnum, alnum + "+/", b64url} {
+			if tok := fakeToken(seed, 40, a); identifierLike(tok) {
+				t.Fatalf("random token %q taken for an identifier", tok)
+			}
+		}
 	}
 }

@@ -104,6 +104,17 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		{"brief objective", func() error { _, err := alice.PrimaryBrief("ship with "+secret, nil, ""); return err }},
 		{"brief constraints", func() error { _, err := alice.PrimaryBrief("ship", []string{"ok", env}, ""); return err }},
 		{"presence doing line", func() error { return alice.WritePresence("testing "+secret, nil) }},
+		// secfix finding 4: the schema and the idempotency key are free text too.
+		{"order schema", func() error {
+			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","description":"call it with ` + secret + `"}`)})
+			return err
+		}},
+		{"order schema", func() error {
+			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","properties":{"token":{"default":"` + secret + `"}}}`)})
+			return err
+		}},
+		{"idempotency key", func() error { _, err := alice.TalkSend("bob", "hi", secret); return err }},
+		{"idempotency key", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Key: env}); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
@@ -127,5 +138,36 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 	// The same fields pass with ordinary text.
 	if _, err := alice.Progress(mine.ID, "commit 3f2a9c1e"+fakeToken(45, 32, hexd)+" pushed", ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRefusalsNeverEcho: errors about bad input quote it only when it does not look
+// like a credential (secfix finding 6: `bad label "ghp_…"`, `cannot send to "ghp_…"`).
+func TestRefusalsNeverEcho(t *testing.T) {
+	w := newTalkWorld(t)
+	tok := "ghp_" + fakeToken(70, 36, alnum)
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"label", func() error {
+			_, err := w.alice.NewOrder(NewOrderOptions{Title: "t", Labels: []string{tok}})
+			return err
+		}},
+		{"talk recipient", func() error { _, err := w.alice.TalkSend(tok, "hi", ""); return err }},
+		{"secret name", func() error { _, err := w.alice.SecretPut(tok, []string{"bob"}, []byte("v4lue-123"), ""); return err }},
+		{"secret recipient", func() error { _, err := w.alice.SecretPut("x", []string{tok}, []byte("v4lue-123"), ""); return err }},
+		{"secret get name", func() error { _, _, err := w.alice.SecretGet(tok); return err }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if err == nil || strings.Contains(err.Error(), tok[4:]) || !strings.Contains(err.Error(), "looks like a GitHub token, not shown") {
+				t.Fatalf("err = %v: want a refusal naming the kind, never the value", err)
+			}
+		})
+	}
+	if _, err := w.alice.TalkSend("Bad Name", "hi", ""); err == nil || !strings.Contains(err.Error(), `"Bad Name"`) {
+		t.Fatalf("an ordinary bad name is still quoted: %v", err)
 	}
 }

@@ -44,12 +44,15 @@ func (c *Channel) Load() (*View, error) {
 	}
 	defer c.progress("", 0, 0)
 	c.progress("reading", 0, 0)
+	c.foldMu.Lock()
+	defer c.foldMu.Unlock()
+	if !c.lastFullAt.IsZero() && time.Since(c.lastFullAt) >= FullFoldEvery {
+		c.checkIndexPrefixes() // the minute's full fold reads changed segments again too
+	}
 	snap, err := c.readLedger(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
-	c.foldMu.Lock()
-	defer c.foldMu.Unlock()
 	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
 	var f *folded
 	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < FullFoldEvery && c.lastFold.canDelta(snap.Added) {
@@ -93,8 +96,8 @@ func (c *Channel) Load() (*View, error) {
 }
 
 // FullFoldEvery bounds how long a process folds only what is new (issue 7): its first
-// Load after that folds everything again, re-reading every object file, so a file
-// changed behind its back (objects are written once: that is tampering or a broken
+// Load after that folds everything again, re-reading every object file and checking
+// every segment byte the index covers, so a file changed behind its back (objects are written once: that is tampering or a broken
 // sync) is seen by a long-running process (ferry mcp serve, ferry watch) within this
 // time, as a new process sees it at once.
 const FullFoldEvery = time.Minute
@@ -504,7 +507,8 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 // signed entry forever and read by every later fold.
 const MaxIdemKey = 128
 
-// checkIdemKey refuses keys that are too long or not printable ASCII.
+// checkIdemKey refuses keys that are too long, not printable ASCII, or that look like a
+// credential (invalid, the value never echoed).
 func checkIdemKey(key string) error {
 	if len(key) > MaxIdemKey {
 		return Errorf(CatInvalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
@@ -514,7 +518,9 @@ func checkIdemKey(key string) error {
 			return Errorf(CatInvalid, "use letters, digits and punctuation, e.g. a UUID", "idempotency key holds spaces or characters outside printable ASCII")
 		}
 	}
-	return nil
+	// The key is stored verbatim in the append-only ledger and echoed by a conflict:
+	// a credential-looking one is refused without echoing it (secret guard, issue 8).
+	return CheckSecret("idempotency key", key)
 }
 
 // checkPresent returns not_found when the channel folder (its channel.toml) has gone

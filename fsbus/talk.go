@@ -48,7 +48,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	case to == "":
 		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
 	case !validRecipient(to):
-		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "cannot send to %q: not an agent name", to)
+		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", Quote(to))
 	case to == s.Name:
 		return nil, Errorf(CatInvalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
 	case strings.TrimSpace(body) == "":

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -29,9 +30,13 @@ import (
 //	vault/<name>/<s-id>.age   the age file, written once (DESIGN §2 rule 2)
 //	secret.put                entry: ref = name, data {object, id, recipients}
 //
-// data.object is "sha256:" + hex of the file's bytes. The newest put of a name that
-// counts (verified, member level or more) is the name's value; older puts stay on disk
-// and in the ledger. No MCP tool reads or writes the vault.
+// data.object is "sha256:" + hex of the file's bytes; data.args (with an idempotency
+// key only) is keyed with the author's private key (secretArgsMAC), so nothing in the
+// ledger lets a reader test a guess of the value. The newest put of a name that
+// counts (verified, member level or more) and is written by the name's owner (the
+// writer of its first counted put) or by master is the name's value; another writer's
+// put is refused when written (denied) and ignored when folded. Older puts stay on
+// disk and in the ledger. No MCP tool reads or writes the vault.
 
 // TypeSecretPut records a value put in the vault (member level).
 const TypeSecretPut = "secret.put"
@@ -46,8 +51,9 @@ var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 // MaxSecretValue is the largest value the vault keeps, in bytes (64 KiB).
 const MaxSecretValue = 64 << 10
 
-// MaxSecretName is the longest secret name, in characters (portable names, rule 10).
-const MaxSecretName = 64
+// MaxSecretName is the longest secret name, in characters: a portable name (DESIGN §2
+// rule 10, ValidName) is at most 63.
+const MaxSecretName = 63
 
 // secretData is a secret.put entry's data. "recipients", not "to": entryData's to is a
 // string, and a list there would make the entry undecodable for every fold.
@@ -66,7 +72,11 @@ type Secret struct {
 	Recipients []string `json:"recipients"` // sorted, the author included
 	HLC        string   `json:"hlc"`
 	Object     string   `json:"object"`
-	Puts       int      `json:"puts"` // counted puts of this name, this one included
+	Puts       int      `json:"puts"`  // counted puts of this name that replaced it, this one included
+	Owner      string   `json:"owner"` // the writer of the name's first counted put
+	// Ignored names the other writers whose puts of this name were ignored (sorted):
+	// a name belongs to its first author, and only that author or master replaces it.
+	Ignored []string `json:"ignored_authors,omitempty"`
 
 	device string
 }
@@ -90,13 +100,23 @@ func (st *State) secrets(snap *ledger.Snapshot) map[string]*Secret {
 			continue
 		}
 		old := out[e.Ref]
-		n := 1
+		n, owner := 1, e.Writer
+		var ignored []string
 		if old != nil {
-			n = old.Puts + 1
+			if e.Writer != old.Owner && e.Writer != MasterWriter {
+				// Another author's put (one written where the first had not yet
+				// arrived, or past the write check) replaces nothing: ADR 0009 §2.
+				if !slices.Contains(old.Ignored, e.Writer) {
+					old.Ignored = append(old.Ignored, e.Writer)
+					sort.Strings(old.Ignored)
+				}
+				continue
+			}
+			n, owner, ignored = old.Puts+1, old.Owner, old.Ignored
 		}
 		// Entries come in merged (HLC) order: a later one is newer.
 		out[e.Ref] = &Secret{Name: e.Ref, ID: d.ID, Author: e.Writer, Recipients: d.Recipients,
-			HLC: string(e.HLC), Object: d.Object, Puts: n, device: e.Device}
+			HLC: string(e.HLC), Object: d.Object, Puts: n, Owner: owner, Ignored: ignored, device: e.Device}
 	}
 	return out
 }
@@ -115,11 +135,32 @@ func validSecretName(n string) bool {
 	return ValidName(n) && len(n) <= MaxSecretName
 }
 
-// secretArgs is what data.args hashes for SecretPut: the value's hash, never the value.
+// secretArgs is what data.args authenticates for SecretPut: the value's hash, never the value.
 type secretArgs struct {
 	Name       string   `json:"name"`
 	Recipients []string `json:"recipients"`
 	Value      string   `json:"value_sha256"`
+}
+
+// secretArgsMAC is data.args of an idempotent secret.put: "hmac-sha256:" + hex of
+// HMAC-SHA256 over the RFC 8785 form of a, keyed with SHA-256("ferry secret.put args
+// v1" || the author's ed25519 seed). An unkeyed hash of the value would let anyone who
+// reads the ledger test guesses (10,000 tries recover a 4-digit PIN); only the author's
+// own key can recompute this one, which is all a replay check needs (idempotency keys
+// are per writer). ADR 0009 §2. Errors: locked when the author's key cannot be read.
+func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
+	priv, err := s.privateKey()
+	if err != nil {
+		return "", err
+	}
+	c, err := ledger.Canonical(a)
+	if err != nil {
+		return "", fmt.Errorf("encoding the secret's arguments: %w", err)
+	}
+	k := sha256.Sum256(append([]byte("ferry secret.put args v1\x00"), priv.Seed()...))
+	m := hmac.New(sha256.New, k[:])
+	m.Write(c)
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil)), nil
 }
 
 // SecretPut encrypts value to the named agents and the author, and records it
@@ -127,12 +168,13 @@ type secretArgs struct {
 // when missing. Errors: invalid for a bad name (portable, ≤ MaxSecretName characters),
 // an empty value or one over MaxSecretValue bytes, no recipient, or a recipient that is
 // not seated or was retired; not_found for a name that never joined; denied below
-// member level; conflict for a key used with other arguments. A replayed key writes
+// member level, or when name belongs to another writer (its first author; master may
+// replace any name); conflict for a key used with other arguments. A replayed key writes
 // nothing and returns the first put.
 func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
 	switch {
 	case !validSecretName(name):
-		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 64 characters (e.g. db-password)", "bad secret name %q", name)
+		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 63 characters (e.g. db-password)", "bad secret name %s", Quote(name))
 	case len(value) == 0:
 		return nil, Errorf(CatInvalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
 	case len(value) > MaxSecretValue:
@@ -147,8 +189,15 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		}
 	}
 	sort.Strings(recips)
-	sum := sha256.Sum256(value)
-	args := argsHash(secretArgs{Name: name, Recipients: recips, Value: hex.EncodeToString(sum[:])})
+	var args string
+	if key != "" {
+		sum := sha256.Sum256(value)
+		a, err := s.secretArgsMAC(secretArgs{Name: name, Recipients: recips, Value: hex.EncodeToString(sum[:])})
+		if err != nil {
+			return nil, err
+		}
+		args = a
+	}
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
@@ -156,6 +205,10 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		}
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeSecretPut); err != nil {
 			return nil, nil, err
+		}
+		if cur := v.State.secrets(v.Snapshot)[name]; cur != nil && cur.Owner != s.Name && s.Name != MasterWriter {
+			return nil, nil, Errorf(CatDenied, "pick another name, or ask "+cur.Owner+" (or the owner, as master) to put it again",
+				"secret %s belongs to %s, who put it first: only %s or master may replace it", name, cur.Owner, cur.Owner)
 		}
 		var rs []age.Recipient
 		for _, n := range recips {
@@ -217,7 +270,7 @@ func (s *Session) recipientKey(st *State, name string) (ed25519.PublicKey, error
 	a := st.Agents[name]
 	switch {
 	case !ValidName(name):
-		return nil, Errorf(CatInvalid, "name agents as `ferry agents` lists them", "bad recipient %q", name)
+		return nil, Errorf(CatInvalid, "name agents as `ferry agents` lists them", "bad recipient %s", Quote(name))
 	case a == nil || (a.JoinKey == "" && !a.Seated && !a.Retired):
 		return nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", name)
 	case a.Retired:
@@ -252,7 +305,7 @@ func (s *Session) privateKey() (ed25519.PrivateKey, error) {
 // SecretGet decrypts the newest value of name for s, with s's own key only. Errors:
 // not_found for a name never put; denied when s is not a recipient, or when its key
 // no longer opens the value (it was encrypted to a key since replaced); retry_needed
-// while the object has not arrived; invalid when the object's bytes differ from the
+// while the object has not arrived or is still empty; invalid when the object's bytes differ from the
 // hash its entry names (edited or damaged: never decrypted).
 func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	v, err := s.Load()
@@ -261,7 +314,7 @@ func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	}
 	sec := v.State.secrets(v.Snapshot)[name]
 	if sec == nil {
-		return nil, nil, Errorf(CatNotFound, "`ferry secret list` shows the names", "no secret %q in the vault", name)
+		return nil, nil, Errorf(CatNotFound, "`ferry secret list` shows the names", "no secret %s in the vault", Quote(name))
 	}
 	if !slices.Contains(sec.Recipients, s.Name) {
 		return nil, nil, Errorf(CatDenied, "ask "+sec.Author+" to put it again with --to "+s.Name,
@@ -275,6 +328,10 @@ func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) == 0 { // a sync tool creates the file before it fills it (ADR 0009 §2)
+		return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to finish the file, then run the command again",
+			"secret %s (%s) has only partly arrived on this machine", name, sec.ID)
 	}
 	if h := sha256.Sum256(b); "sha256:"+hex.EncodeToString(h[:]) != sec.Object {
 		return nil, nil, Errorf(CatInvalid, "run `ferry doctor`; ask "+sec.Author+" to put it again",

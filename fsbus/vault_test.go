@@ -2,10 +2,16 @@ package fsbus
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/ferryhq/ferry/ledger"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,9 +51,10 @@ func TestVaultPutGet(t *testing.T) {
 		return nil
 	})
 
-	// A second put of the name wins; the list shows names, never values.
+	// A second put of the name (master may replace any name) wins; the list shows
+	// names, never values.
 	value2 := []byte("second-" + fakeToken(51, 20, alnum))
-	if _, err := w.bob.SecretPut("db-password", []string{"carol", "master"}, value2, ""); err != nil {
+	if _, err := w.master.SecretPut("db-password", []string{"carol", "bob"}, value2, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*Session{w.bob, w.carol, w.master} {
@@ -59,7 +66,7 @@ func TestVaultPutGet(t *testing.T) {
 		t.Fatalf("alice after a put not to her: %v, want denied", err)
 	}
 	list := w.load(t).SecretList()
-	if len(list) != 1 || list[0].Name != "db-password" || list[0].Puts != 2 || list[0].Author != "bob" {
+	if len(list) != 1 || list[0].Name != "db-password" || list[0].Puts != 2 || list[0].Author != "master" || list[0].Owner != "alice" {
 		t.Fatalf("list: %+v", list)
 	}
 
@@ -112,6 +119,11 @@ func TestVaultRefusals(t *testing.T) {
 		})
 	}
 
+	// The longest name the cap names is accepted (secfix finding 7: the table said 64
+	// while a portable name stops at 63).
+	if _, err := w.alice.SecretPut(strings.Repeat("a", MaxSecretName), []string{"bob"}, v, ""); err != nil {
+		t.Fatalf("a %d-character name: %v", MaxSecretName, err)
+	}
 	// An object edited on disk is never decrypted; a missing one is pending sync.
 	sec, err := w.alice.SecretPut("api", []string{"bob"}, v, "")
 	if err != nil {
@@ -149,5 +161,168 @@ func TestVaultRefusals(t *testing.T) {
 	var se *SecretError
 	if errors.As(err, &se) {
 		t.Fatal("unexpected secret guard error")
+	}
+}
+
+// TestVaultArgsLeakNothing: with an idempotency key, data.args must not let a reader of
+// the ledger test guesses of the value (fresh-user finding: 10,000 guesses recovered a
+// 4-digit PIN from the unkeyed hash). Replays still match and other values conflict.
+func TestVaultArgsLeakNothing(t *testing.T) {
+	w := newTalkWorld(t)
+	pin := []byte("4821")
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, pin, "pin-1"); err != nil {
+		t.Fatal(err)
+	}
+	var args string
+	for _, e := range w.load(t).Snapshot.Entries {
+		if e.Type == TypeSecretPut && e.Ref == "door-pin" {
+			var d secretData
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			args = d.Args
+		}
+	}
+	if args == "" {
+		t.Fatal("the put carries no data.args")
+	}
+	recips := []string{"alice", "bob"}
+	for i := range 10000 {
+		guess := []byte(fmt.Sprintf("%04d", i))
+		sum := sha256.Sum256(guess)
+		h := hex.EncodeToString(sum[:])
+		for _, cand := range []string{
+			argsHash(secretArgs{Name: "door-pin", Recipients: recips, Value: h}),
+			"sha256:" + h, h,
+		} {
+			if strings.Contains(args, strings.TrimPrefix(cand, "sha256:")) {
+				t.Fatalf("data.args %s is testable from the ledger: guess %s matches", args, guess)
+			}
+		}
+	}
+	// The author's replay still matches; the same key with another value conflicts.
+	before := channelFiles(t, w.c.Root)
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, pin, "pin-1"); err != nil || !sameFiles(before, channelFiles(t, w.c.Root)) {
+		t.Fatalf("replay: %v (or it wrote)", err)
+	}
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, []byte("4822"), "pin-1"); !IsCategory(err, CatConflict) {
+		t.Fatalf("same key, other value: %v, want conflict", err)
+	}
+}
+
+// TestVaultNameOwner: a name belongs to its first author; only that author or master
+// replaces it. Another member's put is refused (denied, nothing written), and one that
+// slipped past the check (written where the first put had not arrived) is ignored by
+// get and reported by list (fresh-user finding: alice silently replaced master's
+// deploy-token, and master was denied its own secret). ADR 0009 §2.
+func TestVaultNameOwner(t *testing.T) {
+	w := newTalkWorld(t)
+	mv := []byte("master-" + fakeToken(60, 24, alnum))
+	if _, err := w.master.SecretPut("deploy-token", []string{"bob"}, mv, ""); err != nil {
+		t.Fatal(err)
+	}
+	before := channelFiles(t, w.c.Root)
+	_, err := w.alice.SecretPut("deploy-token", []string{"bob"}, []byte("alice-value"), "")
+	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "secret deploy-token belongs to master") {
+		t.Fatalf("alice replacing master's secret: %v, want denied", err)
+	}
+	if !sameFiles(before, channelFiles(t, w.c.Root)) {
+		t.Fatal("a refused put changed the channel")
+	}
+	for _, s := range []*Session{w.bob, w.master} {
+		if got, sec, err := s.SecretGet("deploy-token"); err != nil || !bytes.Equal(got, mv) || sec.Author != "master" {
+			t.Fatalf("%s get: %q, %+v, %v", s.Name, got, sec, err)
+		}
+	}
+	// The owner and master replace; the owner stays the first author.
+	if _, err := w.alice.SecretPut("alice-token", []string{"bob"}, []byte("a-1-value"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.alice.SecretPut("alice-token", []string{"bob"}, []byte("a-2-value"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.master.SecretPut("alice-token", []string{"bob"}, []byte("m-3-value"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, sec, err := w.bob.SecretGet("alice-token"); err != nil || string(got) != "m-3-value" || sec.Owner != "alice" || sec.Puts != 3 {
+		t.Fatalf("bob get alice-token: %q, %+v, %v", got, sec, err)
+	}
+	// A put by bob that bypassed the write check: counted as an entry, ignored as a value.
+	_, _, err = w.bob.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		d := secretData{Object: "sha256:" + strings.Repeat("0", 64), ID: NewID(PrefixSecret), Recipients: []string{"bob", "master"}}
+		return &ledger.Draft{Type: TypeSecretPut, Ref: "deploy-token", Data: mustJSON(d)}, nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, sec, err := w.master.SecretGet("deploy-token"); err != nil || !bytes.Equal(got, mv) || strings.Join(sec.Ignored, ",") != "bob" {
+		t.Fatalf("master get after bob's stray put: %q, %+v, %v", got, sec, err)
+	}
+	for _, sec := range w.load(t).SecretList() {
+		if sec.Name == "deploy-token" && (sec.Author != "master" || strings.Join(sec.Ignored, ",") != "bob" || sec.Puts != 1) {
+			t.Fatalf("list: %+v", sec)
+		}
+	}
+}
+
+// TestVaultDoctorAndVerify: an edited vault file is reported by `ledger verify` and
+// doctor (secfix finding 9: get said "run ferry doctor", which reported nothing); an
+// empty one (still syncing) is retry_needed and arriving, not a problem; secret names
+// that look like object ids (a--b, o-x) are not taken for objects (finding 8: doctor
+// reported a permanent pending_sync asks/a--b.json).
+func TestVaultDoctorAndVerify(t *testing.T) {
+	w := newTalkWorld(t)
+	v := []byte("s3cret-value")
+	for _, n := range []string{"a--b", "a-x", "o-x", "m-x"} {
+		if _, err := w.alice.SecretPut(n, []string{"bob"}, v, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := doctor(t, w.c)
+	for _, f := range r.Findings {
+		if f.Level != LevelInfo {
+			t.Errorf("a clean vault: doctor finding %+v", f)
+		}
+	}
+	sec, err := w.alice.SecretPut("api", []string{"bob"}, v, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := vaultPath(w.c.Root, "api", sec.ID)
+	rp := filepath.ToSlash(filepath.Join("vault", "api", sec.ID+".age"))
+	orig, _ := os.ReadFile(p)
+
+	// Empty: still arriving.
+	os.WriteFile(p, nil, 0o644)
+	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatRetryNeeded) {
+		t.Fatalf("empty vault file: %v, want retry_needed", err)
+	}
+	vr, err := w.c.Verify(w.load(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.OK() || !slices.Contains(vr.Arriving, filepath.FromSlash(rp)) && !slices.Contains(vr.Arriving, rp) {
+		t.Fatalf("empty vault file: verify %+v, want arriving only", vr)
+	}
+
+	// Edited: an error for verify and doctor.
+	edited := bytes.Clone(orig)
+	edited[len(edited)-1] ^= 1
+	os.WriteFile(p, edited, 0o644)
+	vr, err = w.c.Verify(w.load(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vr.OK() || len(vr.Objects) != 1 || !strings.Contains(filepath.ToSlash(vr.Objects[0]), rp+": differs from the hash") {
+		t.Fatalf("edited vault file: verify objects %q", vr.Objects)
+	}
+	found := false
+	for _, f := range doctor(t, w.c).Findings {
+		if f.Check == CheckObject && f.Level == LevelError && strings.Contains(filepath.ToSlash(f.Detail), rp) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("doctor does not report the edited vault file")
 	}
 }

@@ -649,6 +649,8 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against "+what)
 		}
 	}
+	vaultBad, vaultArriving := c.vaultFiles(v.Snapshot, st) // vault files, by their bytes' hash (ADR 0009)
+	out.Objects, out.Arriving = append(out.Objects, vaultBad...), append(out.Arriving, vaultArriving...)
 	c.forgeryReport(out, v) // issue 8: key changes and a fix for each kind (forgery.go)
 	return out, nil
 }
@@ -704,7 +706,7 @@ func objectEntries(root string, snap *ledger.Snapshot) map[string]*ledger.Entry 
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
 		d, ok := decodeData(e)
-		if !ok || d.Object == "" {
+		if !ok || d.Object == "" || !namesObject[e.Type] {
 			continue
 		}
 		id := e.Ref

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -81,8 +83,12 @@ type segState struct {
 	lastStart int64    // start of that line
 	lastHash  [32]byte // sha256 of bytes [lastStart, offset)
 	lines     int      // complete lines before offset
-	records   []record
-	problems  []Problem // malformed lines before offset, in line order
+	// sum is the sha256 state (encoding.BinaryMarshaler form) of bytes [0, offset):
+	// CheckPrefixes compares it with the file, so a line changed in place between the
+	// first and last one (same length, first and last line intact) is read again.
+	sum      []byte
+	records  []record
+	problems []Problem // malformed lines before offset, in line order
 }
 
 // NewReadState returns an empty ReadState: the first ReadIncremental reads every file.
@@ -369,8 +375,8 @@ func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n
 		return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, err)
 	}
 	defer file.Close()
-	if g != nil && !g.matches(file) {
-		g = nil
+	if g != nil && (!g.matches(file) || (g.sum == nil && g.offset > 0)) {
+		g = nil // changed, or remembered without its running hash: read it whole
 	}
 	if g == nil {
 		g, reset = &segState{}, true
@@ -383,6 +389,18 @@ func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n
 	if _, err := file.Seek(g.offset, io.SeekStart); err != nil {
 		return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, err)
 	}
+	// The running hash of every byte up to the offset (CheckPrefixes).
+	h := sha256.New()
+	if g.sum != nil {
+		if h.(encoding.BinaryUnmarshaler).UnmarshalBinary(g.sum) != nil {
+			h.Reset() // cannot happen for a state MarshalBinary made; CheckPrefixes then reads it again
+		}
+	}
+	defer func() {
+		if ng != nil {
+			ng.sum, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
+		}
+	}()
 	// The loop mirrors readSegment line for line, so problems read the same.
 	br := bufio.NewReaderSize(file, readBufSize)
 	var long []byte
@@ -409,6 +427,7 @@ func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n
 				Detail: fmt.Sprintf("last line (%d bytes at offset %d) has no newline: not arrived yet", len(line), off)}
 			break
 		}
+		h.Write(line)
 		sum := sha256.Sum256(line)
 		if off == 0 {
 			g.firstLen, g.firstHash = int64(len(line)), sum
@@ -532,6 +551,53 @@ func checkSigWith(r *record, keys KeyFunc, project string, verify VerifyFunc, pr
 // 'F' (forget) carries only the path. Integers are uvarints, strings and byte runs
 // a uvarint length then the bytes.
 
+// CheckPrefixes reads every remembered segment file from its start up to the offset
+// read and compares the bytes' sha256 with the running hash kept while reading them.
+// A file whose bytes differ — a line changed in place where the first and last line
+// checks of ReadIncremental cannot see it — is forgotten, so the next ReadIncremental
+// reads it whole again (and its changed records are verified again). It returns the
+// slash paths forgotten. It reads every byte the state covers: callers run it when a
+// process opens a saved state and now and then in a long-running one (fsbus: once a
+// minute), not on every read. Files that cannot be opened are left to ReadIncremental.
+func (s *ReadState) CheckPrefixes(root string) []string {
+	var forgot []string
+	for rel, g := range s.segs {
+		if g.offset == 0 {
+			continue
+		}
+		if !g.prefixMatches(filepath.Join(root, filepath.FromSlash(rel))) {
+			delete(s.segs, rel)
+			s.dirty[rel] = mark{reset: true}
+			forgot = append(forgot, rel)
+		}
+	}
+	if len(forgot) > 0 {
+		s.last = nil
+	}
+	slices.Sort(forgot)
+	return forgot
+}
+
+// prefixMatches reports whether the file at path still holds, in bytes [0, offset),
+// what g's running hash covers (true when the file cannot be read: not this check's
+// finding).
+func (g *segState) prefixMatches(path string) bool {
+	want := sha256.New()
+	if g.sum == nil || want.(encoding.BinaryUnmarshaler).UnmarshalBinary(g.sum) != nil {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	got := sha256.New()
+	if _, err := io.CopyN(got, f, g.offset); err != nil {
+		return false // shorter than the offset: changed
+	}
+	return bytes.Equal(got.Sum(nil), want.Sum(nil))
+}
+
 // Chunks returns the whole state as 'S' chunks, one per segment, sorted by path, and
 // clears the change tracking.
 func (s *ReadState) Chunks() [][]byte {
@@ -607,6 +673,9 @@ func (s *ReadState) ApplyChunk(b []byte) error {
 	g.lastStart = int64(d.uint())
 	copy(g.lastHash[:], d.bytes(32))
 	g.lines = int(d.uint())
+	if sum := d.bytes(int(d.uint())); len(sum) > 0 {
+		g.sum = bytes.Clone(sum)
+	}
 	nrec := d.uint()
 	if nrec > uint64(len(d.b)) {
 		return fmt.Errorf("%w: %d records in %d bytes", ErrChunk, nrec, len(d.b))
@@ -680,6 +749,7 @@ func encodeChunk(kind byte, path string, g *segState, m mark) []byte {
 	b = binary.AppendUvarint(b, uint64(g.lastStart))
 	b = append(b, g.lastHash[:]...)
 	b = binary.AppendUvarint(b, uint64(g.lines))
+	b = appendStr(b, string(g.sum))
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for _, r := range recs {
 		b = binary.AppendUvarint(b, uint64(r.line))

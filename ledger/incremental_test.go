@@ -352,3 +352,56 @@ func firstDiff(got, want string) string {
 	}
 	return "no difference"
 }
+
+// TestCheckPrefixesFindsAnInPlaceEdit: a line changed in place between a segment's
+// first and last line, same length, passes ReadIncremental's first/last line checks;
+// CheckPrefixes (the running hash of every byte read) finds it, and the next read
+// reads the segment whole again — equal to Read — including after the state went
+// through chunks (the index) and back.
+func TestCheckPrefixesFindsAnInPlaceEdit(t *testing.T) {
+	l := newTestLedger(t)
+	appendN(t, l, testWriter, testDevice, "a", 10)
+	appendN(t, l, "codex-desktop", testDevice, "a", 5)
+	for _, viaChunks := range []bool{false, true} {
+		st := NewReadState()
+		if _, err := l.ReadIncremental(st, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CheckPrefixes(l.Root()); len(got) != 0 {
+			t.Fatalf("untouched ledger: CheckPrefixes forgot %v", got)
+		}
+		seg := SegmentPath(l.Root(), testWriter, testDevice)
+		b := readFile(t, seg)
+		lines := segmentLinesLoose(b)
+		edited := bytes.Replace(lines[4], []byte(`"n":4`), []byte(`"n":7`), 1)
+		if bytes.Equal(edited, lines[4]) {
+			t.Fatal("the test line holds no n field to edit")
+		}
+		writeFile(t, seg, append(append(bytes.Join(lines[:4], nil), edited...), bytes.Join(lines[5:], nil)...))
+		if viaChunks {
+			n := NewReadState()
+			for _, c := range st.Chunks() {
+				if err := n.ApplyChunk(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st = n
+		}
+		got := st.CheckPrefixes(l.Root())
+		if len(got) != 1 || !strings.HasSuffix(got[0], testDevice+".jsonl") {
+			t.Fatalf("via chunks %v: CheckPrefixes forgot %v, want the edited segment", viaChunks, got)
+		}
+		snap, err := l.ReadIncremental(st, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := l.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := snapJSON(t, snap), snapJSON(t, want); g != w {
+			t.Fatalf("via chunks %v: after the check the read differs from Read: %s", viaChunks, firstDiff(g, w))
+		}
+		writeFile(t, seg, b) // back for the next round
+	}
+}

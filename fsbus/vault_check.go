@@ -1,0 +1,50 @@
+package fsbus
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// namesObject lists the entry types whose data.object is the hash of a JSON object
+// under orders/, messages/, asks/, results/ or handins/ (docs/format.md §11). Other
+// types may carry data.object too (secret.put names a vault file by its bytes), and
+// their ref is not an object id: a secret named a--b is not the ask a--b.
+var namesObject = map[string]bool{
+	TypeOrderCreate: true, TypeMsgPost: true, TypeAskRaise: true, TypeOrderSubmit: true, TypeHandinAdd: true,
+}
+
+// vaultFiles checks the file of every counted secret.put against the hash its entry
+// names (ADR 0009 §2), for `ferry ledger verify` and `ferry doctor`: a file whose bytes
+// differ is a problem ("edited or damaged": secret get refuses to decrypt it); an empty
+// one is still arriving (a sync tool creates the file before it fills it); a missing
+// one is not listed (it has not arrived: secret get answers retry_needed). Paths are
+// relative to the channel root.
+func (c *Channel) vaultFiles(snap *ledger.Snapshot, st *State) (problems, arriving []string) {
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		if e.Type != TypeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
+			continue
+		}
+		var d secretData
+		if json.Unmarshal(e.Data, &d) != nil || !secretIDRe.MatchString(d.ID) || d.Object == "" {
+			continue
+		}
+		p := vaultPath(c.Root, e.Ref, d.ID)
+		b, err := os.ReadFile(p)
+		switch {
+		case err != nil:
+			continue
+		case len(b) == 0:
+			arriving = append(arriving, rel(c.Root, p))
+		default:
+			if h := sha256.Sum256(b); "sha256:"+hex.EncodeToString(h[:]) != d.Object {
+				problems = append(problems, rel(c.Root, p)+": differs from the hash its secret.put names (edited or damaged): secret get will not decrypt it")
+			}
+		}
+	}
+	return problems, arriving
+}
