@@ -109,13 +109,17 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			g.printf("%-13s %s\n", fsbus.KindLink, l)
 			fix(fsbus.KindLink)
 		}
+		for _, c := range r.Rivals {
+			g.printf("%-13s %s\n", fsbus.KindRival, fsbus.RivalDetail(c))
+			fix(fsbus.KindRival)
+		}
 		for _, k := range r.KeyChanges {
 			g.printf("%-13s %s is seated with %s; its newest join announces %s (%s on %s)\n", fsbus.KindKeyChange, k.Agent, k.Seated, k.Announce, orDash(k.App), orDash(k.Machine))
 			fix(fsbus.KindKeyChange)
 		}
 	}
 	if !r.OK() {
-		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Edited) + len(r.Links)
+		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Edited) + len(r.Links) + len(r.Rivals)
 		return fsbus.Errorf(fsbus.CatInvalid, "records listed above count for nothing; nothing was changed",
 			"ledger verify found %s", plural(n, "problem", "problems"))
 	}

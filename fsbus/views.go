@@ -540,6 +540,9 @@ type VerifyReport struct {
 	Links []string `json:"links"`
 	// KeyChanges lists seated names announced with another key (issue 8; not an error).
 	KeyChanges []KeyChange `json:"key_changes"`
+	// Rivals lists ids created by two writers (issue 8, rival.go): one create is
+	// forged or replayed; an error naming every writer.
+	Rivals []Contest `json:"rivals"`
 	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
 	// key_change) to its one-line fix (issue 8, forgery.go).
 	Fixes map[string]string `json:"fixes"`
@@ -547,7 +550,7 @@ type VerifyReport struct {
 
 // OK reports whether nothing is wrong.
 func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0 && len(r.Links) == 0
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0 && len(r.Links) == 0 && len(r.Rivals) == 0
 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
