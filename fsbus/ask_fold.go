@@ -195,10 +195,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 		var rival []Contest
 		if len(cands) > 1 {
 			var c Contest
-			root, c = pickRival(st, cands, func(n *askNode) int {
-				rankChain(n, askRules, func(*ledger.Entry, string) {})
-				return n.rank
-			}, ignore)
+			root, c = pickRival(st, cands, func(n *askNode) int { return witnessRank(n, askRules) }, ignore)
 			rival = []Contest{c}
 		}
 		a := asks[root]

@@ -422,10 +422,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 		var rival []Contest
 		if len(cands) > 1 {
 			var c Contest
-			root, c = pickRival(st, cands, func(n *orderNode) int {
-				rankChain(n, orderRules, func(*ledger.Entry, string) {})
-				return n.rank
-			}, ignore)
+			root, c = pickRival(st, cands, func(n *orderNode) int { return witnessRank(n, orderRules) }, ignore)
 			rival = []Contest{c}
 		}
 		o := orders[root]

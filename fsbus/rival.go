@@ -18,8 +18,10 @@ import (
 //
 //  1. a create whose writer is still seated (not revoked, not retired; the owner always
 //     is) beats one whose writer is not — revoking the forger hands the id back;
-//  2. then the create whose chain reached the furthest stage (DESIGN §2 branch rule,
-//     docs/format.md §Stage ranks): an accepted or claimed chain beats a fresh create;
+//  2. then the create whose chain reached the furthest stage through an entry by
+//     another writer (DESIGN §2 branch rule, docs/format.md §Stage ranks): an order
+//     someone claimed, or an ask the owner answered, beats a fresh create, and a forger
+//     cannot out-run the real chain with claims and submits of its own;
 //  3. then the lower entry hash (the only step a forger can grind, and only against a
 //     thing nobody has worked on yet).
 //
@@ -121,6 +123,28 @@ func pickRival[S any](st *State, cands []*chainNode[S], rank func(*chainNode[S])
 	}
 	sort.Strings(c.Involved)
 	return win, c
+}
+
+// witnessRank is the rank pickRival compares for a create with a chain: the highest
+// stage rank of a valid entry in root's tree written by another writer than root's (0
+// when there is none).
+func witnessRank[S any](root *chainNode[S], r chainRules[S]) int {
+	rankChain(root, r, func(*ledger.Entry, string) {})
+	best := 0
+	var walk func(n *chainNode[S])
+	walk = func(n *chainNode[S]) {
+		for _, ch := range n.children {
+			if !ch.valid {
+				continue
+			}
+			if rk := r.rank(ch.state); ch.e.Writer != root.e.Writer && rk > best {
+				best = rk
+			}
+			walk(ch)
+		}
+	}
+	walk(root)
+	return best
 }
 
 // rivals returns the rival contests of st (issue 8).

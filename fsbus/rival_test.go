@@ -42,28 +42,42 @@ func forgeRival(t *testing.T, w *advWorld, forger *Session, typ, id string) stri
 	}
 
 	v := mustLoad(t, reopen(t, w.c))
-	var real, tip *ledger.Entry
+	var real *ledger.Entry
 	for i := range v.Snapshot.Entries {
-		e := &v.Snapshot.Entries[i]
-		if e.Type == typ && e.Ref == id && e.Writer == "alice" {
+		if e := &v.Snapshot.Entries[i]; e.Type == typ && e.Ref == id && e.Writer == "alice" {
 			real = e
 		}
-		if e.Writer == forger.Name && e.Device == forger.Device && (tip == nil || e.Seq > tip.Seq) {
-			tip = e
-		}
 	}
-	if real == nil || tip == nil {
-		t.Fatalf("no %s of %s by alice or no entry of %s", typ, id, forger.Name)
+	if real == nil {
+		t.Fatalf("no %s of %s by alice", typ, id)
 	}
 	var data map[string]any
 	if err := json.Unmarshal(real.Data, &data); err != nil {
 		t.Fatal(err)
 	}
 	data["object"] = objHash
+	return appendSigned(t, w, forger, typ, id, data, func(h string) bool { return h < real.Hash() })
+}
+
+// appendSigned appends to s's own segment an entry of typ on ref with data, signed
+// with s's key, chained to its tip, its hlc varied until want(hash) holds; it returns
+// the entry's hash.
+func appendSigned(t *testing.T, w *advWorld, s *Session, typ, ref string, data map[string]any, want func(hash string) bool) string {
+	t.Helper()
+	v := mustLoad(t, reopen(t, w.c))
+	var tip *ledger.Entry
+	for i := range v.Snapshot.Entries {
+		if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device && (tip == nil || e.Seq > tip.Seq) {
+			tip = e
+		}
+	}
+	if tip == nil {
+		t.Fatalf("no entry of %s", s.Name)
+	}
 	for i := 0; ; i++ {
-		e := ledger.Entry{V: 1, Writer: forger.Name, Device: forger.Device, Seq: tip.Seq + 1, Prev: tip.Hash(),
-			HLC: fmt.Sprintf("%s/%04d", real.HLC[:strings.IndexByte(real.HLC, '/')], i), Type: typ, Ref: id, Data: mustJSON(data)}
-		if err := e.Sign(forger.Signer, "acme"); err != nil {
+		e := ledger.Entry{V: 1, Writer: s.Name, Device: s.Device, Seq: tip.Seq + 1, Prev: tip.Hash(),
+			HLC: fmt.Sprintf("%s/%04d", tip.HLC[:strings.IndexByte(tip.HLC, '/')], i), Type: typ, Ref: ref, Data: mustJSON(data)}
+		if err := e.Sign(s.Signer, "acme"); err != nil {
 			t.Fatal(err)
 		}
 		line, _ := e.Canonical()
@@ -71,8 +85,8 @@ func forgeRival(t *testing.T, w *advWorld, forger *Session, typ, id string) stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Hash() < real.Hash() {
-			seg := ledger.SegmentPath(w.c.Root, forger.Name, forger.Device)
+		if want(p.Hash()) {
+			seg := ledger.SegmentPath(w.c.Root, s.Name, s.Device)
 			writeTestFile(t, seg, append(append(mustReadFile(t, seg), line...), '\n'))
 			return p.Hash()
 		}
@@ -107,16 +121,7 @@ func rivalListed(t *testing.T, r advReport, id string) {
 func TestRivalCreateTakeover(t *testing.T) {
 	t.Run("an accepted order beats a fresh forged create", func(t *testing.T) {
 		w := newAdvWorld(t)
-		if _, err := Join(w.c, "carol", "test"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.master.Grant(GrantOptions{Agent: "carol", Level: "member"}); err != nil {
-			t.Fatal(err)
-		}
-		carol, err := w.c.As("carol")
-		if err != nil {
-			t.Fatal(err)
-		}
+		carol := seatCarol(t, w)
 		if _, err := carol.Claim(w.order, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -136,6 +141,24 @@ func TestRivalCreateTakeover(t *testing.T) {
 			t.Errorf("order does not list the rival create: %+v", o.Contests)
 		}
 		r.listed(t, "ignored", "rival order.create", "")
+		rivalListed(t, r, w.order)
+	})
+
+	t.Run("the forger's own claim and submit do not out-run another writer's claim", func(t *testing.T) {
+		w := newAdvWorld(t)
+		carol := seatCarol(t, w)
+		if _, err := carol.Claim(w.order, ""); err != nil {
+			t.Fatal(err)
+		}
+		forged := forgeRival(t, w, w.bob, TypeOrderCreate, w.order)
+		anyHash := func(string) bool { return true }
+		claim := appendSigned(t, w, w.bob, TypeOrderClaim, w.order, map[string]any{"basis": forged}, anyHash)
+		appendSigned(t, w, w.bob, TypeOrderSubmit, w.order, map[string]any{"basis": claim, "reference": "main"}, anyHash)
+		r := w.report(t)
+		if o := r.v.State.Orders[w.order]; o == nil || o.Author != "alice" || o.State != StateClaimed || o.Holder != "carol" {
+			t.Fatalf("the forger's own chain took the order over: %+v", o)
+		}
+		r.listed(t, "ignored", "built on an entry that does not count", "")
 		rivalListed(t, r, w.order)
 	})
 
@@ -168,4 +191,20 @@ func TestRivalCreateTakeover(t *testing.T) {
 			rivalListed(t, r, id)
 		}
 	})
+}
+
+// seatCarol joins and seats a third member, carol.
+func seatCarol(t *testing.T, w *advWorld) *Session {
+	t.Helper()
+	if _, err := Join(w.c, "carol", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.master.Grant(GrantOptions{Agent: "carol", Level: "member"}); err != nil {
+		t.Fatal(err)
+	}
+	carol, err := w.c.As("carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return carol
 }
