@@ -101,6 +101,10 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			g.printf("%-13s %s\n", "lost", l)
 			fix("lost")
 		}
+		for _, l := range r.Vanished {
+			g.printf("%-13s %s\n", fsbus.KindVanished, l)
+			fix(fsbus.KindVanished)
+		}
 		for _, e := range r.Edited {
 			g.printf("%-13s %s\n", fsbus.KindEdited, e)
 			fix(fsbus.KindEdited)
@@ -119,7 +123,7 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 		}
 	}
 	if !r.OK() {
-		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Edited) + len(r.Links) + len(r.Rivals)
+		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Vanished) + len(r.Edited) + len(r.Links) + len(r.Rivals)
 		return fsbus.Errorf(fsbus.CatInvalid, "records listed above count for nothing; nothing was changed",
 			"ledger verify found %s", plural(n, "problem", "problems"))
 	}

@@ -529,6 +529,9 @@ type VerifyReport struct {
 	// Lost lists this machine's own segments that hold fewer entries than it appended
 	// (a segment overwritten, zero-filled or restored from an old backup).
 	Lost []string `json:"lost"`
+	// Vanished lists, per writer, records this machine read that no file of the
+	// folder holds any more (issue 8, vanished.go): an error.
+	Vanished []Vanished `json:"vanished"`
 	// Arriving lists object files that have only partly arrived (ErrObjectTorn): the
 	// sync tool is still writing them; not a problem.
 	Arriving []string `json:"arriving,omitempty"`
@@ -550,7 +553,7 @@ type VerifyReport struct {
 
 // OK reports whether nothing is wrong.
 func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0 && len(r.Links) == 0 && len(r.Rivals) == 0
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Vanished) == 0 && len(r.Edited) == 0 && len(r.Links) == 0 && len(r.Rivals) == 0
 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
@@ -587,7 +590,8 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	}
 	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
 	// Segments this machine wrote that now hold fewer entries than it appended.
-	for _, name := range append(c.Home.Keys(c.Project()), MasterWriter) {
+	// Each name once: the owner's home holds a key file named master too (issue 8).
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), MasterWriter)))) {
 		hwm := c.Home.highWater(c.Project(), name, c.Device)
 		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
 			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
@@ -596,6 +600,10 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	}
 	if out.Ignored == nil {
 		out.Ignored = []Ignored{}
+	}
+	// Records this machine read that are gone (issue 8, vanished.go).
+	if out.Vanished, err = c.vanished(v, lostWriters(out.Lost)); err != nil {
+		return nil, err
 	}
 	// Every object file: it must parse, and its signature must verify against the key
 	// the roster bound when the entry naming it was written (the grant covering that
