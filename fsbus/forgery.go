@@ -120,6 +120,9 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 	for _, p := range sortedKeys(named) {
 		e := named[p]
 		d, _ := decodeData(e)
+		if isLink(p) {
+			continue // listed as a link, never read (issue 8)
+		}
 		if _, hash, err := readObject(p); err == nil && hash != d.Object {
 			out.Edited = append(out.Edited, fmt.Sprintf("%s: hash %s, its %s entry names %s", rel(c.Root, p), hash, e.Type, d.Object))
 		}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
 )
 
 // Vanished records (issue 8, finding 3). A record this machine read (its arrival log
@@ -128,4 +127,3 @@ func lostWriters(lost []string) map[string]bool {
 	}
 	return out
 }
-
