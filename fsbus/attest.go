@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -12,8 +13,8 @@ import (
 // segments by the last seq the owner had seen (data.bounds). A seq alone does not say
 // which record: a revoked key can still fork its own segment inside the bounds (a
 // conflict copy with another record at the bound seq, its hash ground lower so it wins
-// the fork) or rewrite it in place, and the forged record would count. So grants this
-// binary writes also name, per segment, the hash of the record at the bound
+// the fork) or rewrite it in place, and the forged record would count. So grants (and the
+// master's retirements) this binary writes also name, per segment, the hash of the record at the bound
 // (data.bound_hashes). The fold then counts an agent's entry at a seq at or below an
 // attested bound only when it is that record or an ancestor of it by prev, looked up
 // among the segment's records and the losing branches of its forks; every other entry
@@ -45,7 +46,7 @@ func unattested(st *State, in FoldInput) map[string]string {
 	type seg struct{ writer, device string }
 	var attest map[seg][]grant
 	for _, a := range st.Agents {
-		for _, g := range a.grants {
+		for _, g := range slices.Concat(a.grants, a.attests) {
 			for dev := range g.boundHashes {
 				if attest == nil {
 					attest = map[seg][]grant{}
@@ -113,7 +114,7 @@ func (st *State) underAttestedBound(e *ledger.Entry) bool {
 	if a == nil {
 		return false
 	}
-	for _, g := range a.grants {
+	for _, g := range slices.Concat(a.grants, a.attests) {
 		if g.boundHashes[e.Device] != "" && e.Seq <= g.bounds[e.Device] {
 			return true
 		}

@@ -9,20 +9,23 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// forkInsideBound plays finding 2 of issue 8: after the owner's revocation of alice, or
-// her demotion to worker (bounds {dev: N}), a line signed by alice at seq N with the original prev — a claim
+// forkInsideBound plays finding 2 of issue 8: after the owner's revocation of alice,
+// her demotion to worker or her retirement (end; bounds {dev: N}), a line signed by alice at seq N with the original prev — a claim
 // of bob's order, its hlc varied until its hash is lower than the real seq N's. With
 // inPlace it replaces alice's last line; otherwise it is a conflict copy beside the
 // segment. It returns the forged entry's hash and bob's order id.
-func forkInsideBound(t *testing.T, w *advWorld, inPlace, demote bool) (string, string) {
+func forkInsideBound(t *testing.T, w *advWorld, inPlace bool, end string) (string, string) {
 	t.Helper()
 	o, err := w.bob.NewOrder(NewOrderOptions{Title: "Rotate the deploy key"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if demote {
+	switch end {
+	case "demote":
 		_, err = w.master.Grant(GrantOptions{Agent: "alice", Level: "worker"})
-	} else {
+	case "retire":
+		_, err = w.master.Retire("alice")
+	default:
 		_, err = w.master.Revoke("alice")
 	}
 	if err != nil {
@@ -62,11 +65,14 @@ func forkInsideBound(t *testing.T, w *advWorld, inPlace, demote bool) (string, s
 // names the hash of the last record it covers, and a record at or below the bound
 // that is not that record or its past counts for nothing, listed with its reason.
 func TestForkInsideBoundCountsNothing(t *testing.T) {
-	for _, tc := range []struct{ inPlace, demote bool }{{false, false}, {true, false}, {false, true}} {
+	for _, tc := range []struct {
+		inPlace bool
+		end     string
+	}{{false, "revoke"}, {true, "revoke"}, {false, "demote"}, {false, "retire"}} {
 		inPlace := tc.inPlace
-		t.Run(fmt.Sprintf("in place %v demoted %v", inPlace, tc.demote), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s in place %v", tc.end, inPlace), func(t *testing.T) {
 			w := newAdvWorld(t)
-			forged, order := forkInsideBound(t, w, inPlace, tc.demote)
+			forged, order := forkInsideBound(t, w, inPlace, tc.end)
 			r := w.report(t)
 			st := r.v.State
 			if o := st.Orders[order]; o == nil || o.State != StateOpen || o.Holder != "" {

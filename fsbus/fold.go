@@ -109,6 +109,7 @@ type Agent struct {
 	// that counts; nil when no retirement names bounds (issue 6 finding 8).
 	retireCut map[string]uint64
 	retireAll bool                 // a retirement with bounds: segments retireCut does not name count for nothing
+	attests   []grant              // the master's retirements' bounds with bound_hashes (attest.go)
 	joins     map[string][2]string // announced key → (app, machine) of its newest join
 }
 
@@ -331,6 +332,9 @@ func Fold(in FoldInput) *State {
 					// The master's retire names the last seq of each segment it had
 					// seen; later entries, and unnamed segments, count for nothing.
 					a.retireBound(d.Bounds, true)
+				}
+				if d.BoundHashes != nil {
+					a.attests = append(a.attests, grant{bounds: d.Bounds, boundHashes: d.BoundHashes})
 				}
 			}
 		}
