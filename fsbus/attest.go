@@ -58,45 +58,68 @@ func unattested(st *State, in FoldInput) map[string]string {
 	if attest == nil {
 		return out
 	}
-	kept := map[seg]map[uint64]*ledger.Entry{}
-	pool := map[string]*ledger.Entry{} // every record of an attested segment, by hash
+	// First the records at the attested seqs: in the common case each is the attested
+	// one and nothing else is needed.
+	// atBound: segment → bound seq → hashes found there (one after fork resolution; a
+	// fold input may hold more, and the answer must not depend on their order).
+	atBound := map[seg]map[uint64]map[string]bool{}
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		k := seg{e.Writer, e.Device}
-		if attest[k] == nil {
-			continue
-		}
-		if kept[k] == nil {
-			kept[k] = map[uint64]*ledger.Entry{}
-		}
-		kept[k][e.Seq] = e
-		pool[e.Hash()] = e
-	}
-	for _, f := range in.Forks {
-		if attest[seg{f.Writer, f.Device}] == nil {
-			continue
-		}
-		for i := range f.Losers {
-			pool[f.Losers[i].Hash()] = &f.Losers[i]
+		for _, g := range attest[k] {
+			if g.bounds[k.device] == e.Seq {
+				if atBound[k] == nil {
+					atBound[k] = map[uint64]map[string]bool{}
+				}
+				if atBound[k][e.Seq] == nil {
+					atBound[k][e.Seq] = map[string]bool{}
+				}
+				atBound[k][e.Seq][e.Hash()] = true
+			}
 		}
 	}
+	bad := map[seg][]grant{}
 	for k, gs := range attest {
 		for _, g := range gs {
 			b, h := g.bounds[k.device], g.boundHashes[k.device]
-			r := kept[k][b]
-			if b == 0 || h == "" || r == nil {
-				continue // no bound named, or no record at the bound seq yet (sync lag)
+			there := atBound[k][b]
+			if b == 0 || h == "" || len(there) == 0 || (there[h] && len(there) == 1) {
+				continue // no bound named, no record at the bound seq yet (sync lag), or the attested one
 			}
-			if r.Hash() == h {
-				continue // the attested record is on the chain: everything below is its past
+			bad[k] = append(bad[k], g)
+		}
+	}
+	if len(bad) == 0 {
+		return out
+	}
+	// A segment whose record at a bound is not the attested one: its records and the
+	// losing branches of its forks, to find the attested record's past.
+	kept := map[seg][]*ledger.Entry{}
+	pool := map[string]*ledger.Entry{}
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		if k := (seg{e.Writer, e.Device}); bad[k] != nil {
+			kept[k] = append(kept[k], e)
+			pool[e.Hash()] = e
+		}
+	}
+	for _, f := range in.Forks {
+		if bad[seg{f.Writer, f.Device}] != nil {
+			for i := range f.Losers {
+				pool[f.Losers[i].Hash()] = &f.Losers[i]
 			}
+		}
+	}
+	for k, gs := range bad {
+		for _, g := range gs {
+			b, h := g.bounds[k.device], g.boundHashes[k.device]
 			anc := map[string]bool{}
 			rec, found := pool[h]
 			for ; rec != nil && rec.Writer == k.writer && rec.Device == k.device && !anc[rec.Hash()]; rec = pool[rec.Prev] {
 				anc[rec.Hash()] = true
 			}
-			for seq, e := range kept[k] {
-				if seq <= b && !anc[e.Hash()] {
+			for _, e := range kept[k] {
+				if e.Seq <= b && !anc[e.Hash()] {
 					if _, dup := out[e.Hash()]; !dup {
 						out[e.Hash()] = unattestedReason(b, found)
 					}
