@@ -101,6 +101,10 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			g.printf("%-13s %s\n", "lost", l)
 			fix("lost")
 		}
+		for _, l := range r.Vanished {
+			g.printf("%-13s %s\n", fsbus.KindVanished, l)
+			fix(fsbus.KindVanished)
+		}
 		for _, e := range r.Edited {
 			g.printf("%-13s %s\n", fsbus.KindEdited, e)
 			fix(fsbus.KindEdited)
@@ -109,13 +113,17 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			g.printf("%-13s %s\n", fsbus.KindLink, l)
 			fix(fsbus.KindLink)
 		}
+		for _, c := range r.Rivals {
+			g.printf("%-13s %s\n", fsbus.KindRival, fsbus.RivalDetail(c))
+			fix(fsbus.KindRival)
+		}
 		for _, k := range r.KeyChanges {
 			g.printf("%-13s %s is seated with %s; its newest join announces %s (%s on %s)\n", fsbus.KindKeyChange, k.Agent, k.Seated, k.Announce, orDash(k.App), orDash(k.Machine))
 			fix(fsbus.KindKeyChange)
 		}
 	}
 	if !r.OK() {
-		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Edited) + len(r.Links)
+		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Vanished) + len(r.Edited) + len(r.Links) + len(r.Rivals)
 		return fsbus.Errorf(fsbus.CatInvalid, "records listed above count for nothing; nothing was changed",
 			"ledger verify found %s", plural(n, "problem", "problems"))
 	}

@@ -297,6 +297,11 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 			if who == g.As {
 				who = "you (" + who + ")"
 			}
+			if ct.Rival {
+				// issue 8: two writers created this id; one is forged (`ferry doctor`).
+				g.printf("rival create: %s's create lost to %s's; one of them is forged or replayed (`ferry doctor`)\n", who, ct.Winner.By)
+				continue
+			}
 			g.printf("contested %s's %s lost to %s's %s (superseded)\n", who, strings.TrimPrefix(l.Type, "order."), ct.Winner.By, strings.TrimPrefix(ct.Winner.Type, "order."))
 		}
 	}

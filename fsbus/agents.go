@@ -195,7 +195,7 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 		}
 		d := entryData{Agent: opt.Agent, Key: key, Level: lvl.String(), Scopes: scopes}
 		if a != nil && len(a.grants) > 0 {
-			d.Bounds, d.Basis = a.bounds(), a.grantHead
+			d.Bounds, d.BoundHashes, d.Basis = a.bounds(), boundHashes(v, a), a.grantHead
 		}
 		return &ledger.Draft{Type: TypeGrantSet, Ref: opt.Agent, Data: mustJSON(d)}, nil, nil
 	})
@@ -220,7 +220,7 @@ func (s *Session) Revoke(agent string) (*Agent, error) {
 		if !a.Seated {
 			return nil, nil, nil
 		}
-		d := entryData{Agent: agent, Bounds: a.bounds(), Basis: a.grantHead}
+		d := entryData{Agent: agent, Bounds: a.bounds(), BoundHashes: boundHashes(v, a), Basis: a.grantHead}
 		return &ledger.Draft{Type: TypeGrantRevoke, Ref: agent, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {

@@ -134,7 +134,7 @@ var askRules = chainRules[askCore]{
 // allowed from its parent's state (an answer to an answered ask) is ignored with
 // everything built on it. Nothing here reads a clock.
 func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
-	raises := map[string]*askNode{}
+	raises := map[string][]*askNode{}
 	var rest []*askNode
 	for _, e := range entries {
 		d := st.dataOf(e)
@@ -145,7 +145,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 				ignore(e, "ask.raise with a bad ask id")
 				continue
 			}
-			addRoot(raises, n, "second ask.raise for an existing ask id", ignore)
+			addRival(raises, n, "second ask.raise for an existing ask id", ignore)
 		case e.Type == TypeAskAnswer:
 			rest = append(rest, n)
 		case d.Basis != "" && !knownType(e.Type):
@@ -153,8 +153,10 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 		}
 	}
 	byHash := map[string]*askNode{}
-	for _, n := range raises {
-		byHash[n.e.Hash()] = n
+	for _, list := range raises {
+		for _, n := range list {
+			byHash[n.e.Hash()] = n
+		}
 	}
 	for _, n := range rest {
 		byHash[n.e.Hash()] = n
@@ -167,21 +169,41 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		root := raises[id]
-		a := &Ask{ID: id, Author: root.e.Writer, Raised: root.e.HLC, State: AskPending, Pending: pending[id]}
-		if why := loadAskObject(a, in, root); why != "" {
-			ignore(root.e, why)
-			for _, ch := range root.children {
-				ignoreSubtree(ch, "built on an entry that does not count", ignore)
+		cands := raises[id]
+		asks := map[*askNode]*Ask{}
+		for _, root := range cands {
+			a := &Ask{ID: id, Author: root.e.Writer, Raised: root.e.HLC, State: AskPending, Pending: pending[id]}
+			if why := loadAskObject(a, in, root); why != "" {
+				if len(cands) == 1 {
+					ignore(root.e, why)
+					for _, ch := range root.children {
+						ignoreSubtree(ch, "built on an entry that does not count", ignore)
+					}
+					continue
+				}
+				// A rival raise (rival.go): the object file decides nothing.
+				*a = Ask{ID: id, Author: root.e.Writer, Raised: root.e.HLC, State: AskPending, Pending: pending[id],
+					Title: "(object replaced by another writer; restore it from the author's machine)"}
 			}
+			root.state = askCore{State: AskPending, Author: a.Author}
+			asks[root] = a
+		}
+		if len(asks) == 0 {
 			continue
 		}
-		root.state = askCore{State: AskPending, Author: a.Author}
+		root := cands[0]
+		var rival []Contest
+		if len(cands) > 1 {
+			var c Contest
+			root, c = pickRival(st, cands, func(n *askNode) int { return witnessRank(n, askRules) }, ignore)
+			rival = []Contest{c}
+		}
+		a := asks[root]
 		path, contests := resolveChain(id, root, askRules, []string{a.Author, MasterWriter}, ignore)
 		for _, n := range path {
 			a.apply(n)
 		}
-		a.Contests = contests
+		a.Contests = append(rival, contests...)
 		for _, ct := range contests {
 			for _, l := range ct.Losers {
 				if n := byHash[l.Hash]; n != nil && n.e.Type == TypeAskAnswer {
@@ -189,7 +211,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 				}
 			}
 		}
-		st.Contested = append(st.Contested, contests...)
+		st.Contested = append(st.Contested, a.Contests...)
 		st.Asks[id] = a
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -151,11 +150,11 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, vr, marked)
 	doctorKeyChanges(r, vr) // issue 8 (forgery.go)
-	onDisk, err := c.doctorCopies(r, v, vr)
+	_, err = c.doctorCopies(r, v, vr)
 	if err != nil {
 		return nil, err
 	}
-	c.doctorShrunk(r, v, onDisk)
+	c.doctorShrunk(r, vr) // issue 8: an error, once per writer (vanished.go)
 	c.doctorObjects(r, v, vr)
 	c.doctorSkew(r, v)
 	for _, ct := range v.State.Contested {
@@ -417,30 +416,12 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[
 // hashes) that are in no file of ledger/ any more: a segment cut short, zero-filled or
 // replaced by an older copy — of any writer, not only this machine's own (issue 7
 // finding 8). Per writer it names the count, the arrival numbers and the writer's
-// segments now in the folder.
-func (c *Channel) doctorShrunk(r *DoctorReport, v *View, onDisk map[string]bool) {
-	gone := map[string][]uint64{}
-	v.Arrivals.Ingested(func(hash, writer string, n uint64) {
-		if !onDisk[hash] && writer != "" {
-			gone[writer] = append(gone[writer], n)
-		}
-	})
-	for _, w := range sortedKeys(gone) {
-		ns := gone[w]
-		slices.Sort(ns)
-		segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", w, "*.jsonl"))
-		var names []string
-		for _, p := range segs {
-			names = append(names, rel(c.Root, p))
-		}
-		where := "no segment of " + w + " is in the folder"
-		if len(names) > 0 {
-			where = "its segments now: " + strings.Join(names, ", ")
-		}
-		r.add(Finding{Check: CheckShrunk, Level: LevelWarning, Path: "ledger/" + w,
-			Detail: fmt.Sprintf("%d record(s) of %s this machine already read (arrivals %d–%d) are in no file of the folder: a segment of %s was cut short, zero-filled or replaced by an older copy (%s)",
-				len(ns), w, ns[0], ns[len(ns)-1], w, where),
-			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; never edit segments by hand", w, w)})
+// segments now in the folder, with the last seq each holds. An error since issue 8: a
+// cut line can undo a revocation on every machine that never read it.
+func (c *Channel) doctorShrunk(r *DoctorReport, vr *VerifyReport) {
+	for _, g := range vr.Vanished {
+		r.add(Finding{Check: CheckShrunk, Level: LevelError, Path: "ledger/" + g.Writer, Detail: g.String(),
+			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand", g.Writer, g.Writer)})
 	}
 }
 
@@ -485,6 +466,9 @@ func (c *Channel) doctorObjects(r *DoctorReport, v *View, vr *VerifyReport) {
 	for _, p := range sortedKeys(entries) {
 		e := entries[p]
 		d, _ := decodeData(e)
+		if isLink(p) {
+			continue // reported as a link (doctorKeyChanges), never read (issue 8)
+		}
 		_, hash, err := readObject(p)
 		switch {
 		case errors.Is(err, ErrObjectTorn): // (wraps ErrObjectMissing) only a warning: Verify lists it as arriving, not as an error

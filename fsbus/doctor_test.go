@@ -267,8 +267,8 @@ func TestDoctorMaxConflictsZero(t *testing.T) {
 }
 
 // TestDoctorShrunkSegment (issue 7 finding 8): another writer's segment is cut back to
-// an older copy after this machine read it. Doctor warns, naming the writer, its
-// segment and the fix; with the segment restored the warning goes.
+// an older copy after this machine read it. Doctor reports an error (issue 8), naming
+// the writer, its segment and the fix; with the segment restored the error goes.
 func TestDoctorShrunkSegment(t *testing.T) {
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
 	segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", "bob", "*.jsonl"))
@@ -299,7 +299,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 	}
 	r := doctor(t, c)
 	f := findingsOf(r, CheckShrunk)
-	if len(f) != 1 || f[0].Level != LevelWarning || f[0].Path != "ledger/bob" ||
+	if len(f) != 1 || f[0].Level != LevelError || f[0].Path != "ledger/bob" ||
 		!strings.Contains(f[0].Detail, "2 record(s) of bob this machine already read") ||
 		!strings.Contains(f[0].Detail, rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
 		t.Fatalf("shrunk findings: %+v", r.Findings)

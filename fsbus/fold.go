@@ -29,9 +29,12 @@ type entryData struct {
 	Level     string            `json:"level,omitempty"`
 	Scopes    []string          `json:"scopes,omitempty"`
 	Bounds    map[string]uint64 `json:"bounds,omitempty"`
-	App       string            `json:"app,omitempty"`
-	Machine   string            `json:"machine,omitempty"`
-	IDs       []string          `json:"ids,omitempty"`
+	// BoundHashes names, per segment Bounds names, the hash of the record at the bound
+	// (issue 8, attest.go).
+	BoundHashes map[string]string `json:"bound_hashes,omitempty"`
+	App         string            `json:"app,omitempty"`
+	Machine     string            `json:"machine,omitempty"`
+	IDs         []string          `json:"ids,omitempty"`
 	// Outcome marks an order.submit the holder's machine recorded as pointer_stale or
 	// validation_failed (issue 6; empty: an ordinary submit).
 	Outcome string `json:"outcome,omitempty"`
@@ -106,6 +109,7 @@ type Agent struct {
 	// that counts; nil when no retirement names bounds (issue 6 finding 8).
 	retireCut map[string]uint64
 	retireAll bool                 // a retirement with bounds: segments retireCut does not name count for nothing
+	attests   []grant              // the master's retirements' bounds with bound_hashes (attest.go)
 	joins     map[string][2]string // announced key → (app, machine) of its newest join
 }
 
@@ -116,7 +120,9 @@ type grant struct {
 	keyTxt string
 	scopes []string
 	bounds map[string]uint64
-	revoke bool
+	// boundHashes: device → hash of the record at bounds[device] (attest.go).
+	boundHashes map[string]string
+	revoke      bool
 }
 
 // cover returns the grant an entry at (device, seq) falls under (DESIGN §2 "Identity,
@@ -214,6 +220,8 @@ type State struct {
 	// dangling maps the basis of each pending lifecycle entry to the things waiting
 	// for it (thing keys of fold_incr.go).
 	dangling map[string][]string
+	// unattested: entry hash → why it falls outside an attested bound (attest.go).
+	unattested map[string]string
 }
 
 // noteDangling records that thing waits for basis (linkChain).
@@ -244,6 +252,11 @@ type FoldInput struct {
 	Entries []ledger.Entry
 	// Objects reads object files; the fold never touches the disk itself.
 	Objects ObjectReader
+	// Forks are the snapshot's forks: the losing branches hold the records grants
+	// attest when a fork displaced them (attest.go). Optional.
+	Forks []ledger.Fork
+
+	unattested map[string]string // the last full fold's, for a partial fold (fold_incr.go)
 }
 
 // Fold computes the State of a channel from its entries. It is deterministic: any
@@ -320,13 +333,13 @@ func Fold(in FoldInput) *State {
 				continue
 			}
 			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis,
-				g: grant{level: lvl, key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds}})
+				g: grant{level: lvl, key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds, boundHashes: d.BoundHashes}})
 		case TypeGrantRevoke:
 			if !ValidName(e.Ref) || e.Ref == MasterWriter {
 				ignore(e, "grant.revoke of a bad agent name")
 				continue
 			}
-			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{revoke: true, bounds: d.Bounds}})
+			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{revoke: true, bounds: d.Bounds, boundHashes: d.BoundHashes}})
 		case TypeAgentRetire:
 			if e.Ref != "" && e.Ref != MasterWriter {
 				a := agent(e.Ref)
@@ -335,6 +348,9 @@ func Fold(in FoldInput) *State {
 					// The master's retire names the last seq of each segment it had
 					// seen; later entries, and unnamed segments, count for nothing.
 					a.retireBound(d.Bounds, true)
+				}
+				if d.BoundHashes != nil {
+					a.attests = append(a.attests, grant{bounds: d.Bounds, boundHashes: d.BoundHashes})
 				}
 			}
 		}
@@ -359,6 +375,8 @@ func Fold(in FoldInput) *State {
 		}
 		a.retireBound(map[string]uint64{e.Device: e.Seq}, false)
 	}
+
+	st.unattested = unattested(st, in) // issue 8: attested bounds (attest.go)
 
 	// Pass 2: every entry is verified against the key its covering grant binds and
 	// checked against that grant's level.
@@ -418,6 +436,9 @@ func Fold(in FoldInput) *State {
 				continue
 			case !ok:
 				ignore(e, "data does not decode")
+				continue
+			case st.unattested[e.Hash()] != "":
+				ignore(e, st.unattested[e.Hash()])
 				continue
 			}
 			lvl = g.level

@@ -150,6 +150,9 @@ func (f *folded) canDelta(added []ledger.Entry) bool {
 		if e.Writer != MasterWriter && f.st.Agents[e.Writer] == nil {
 			return false
 		}
+		if f.st.underAttestedBound(&e) { // issue 8: judged on the whole segment (attest.go)
+			return false
+		}
 		if e.Idem != "" {
 			if rec, seen := f.st.idem.get(e.Writer + "\x00" + e.Idem); seen && rec.hash != e.Hash() {
 				return false
@@ -296,6 +299,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	missing := map[objRef]string{}
 	in.Entries = mini
 	in.Objects = recordMissing(in.Objects, missing)
+	in.unattested = old.unattested // issue 8: needs the whole snapshot (attest.go)
 	part := Fold(in)
 
 	st := *old

@@ -493,7 +493,7 @@ func (w *propWorld) propNames() map[string]string {
 
 // resign rebuilds the full set with edit applied to every entry (a shifted clock, a
 // renamed device), each re-signed by its writer's key, with prev, basis, claim and the
-// devices named by grant bounds following the rename. Entries are rebuilt in merged
+// devices and hashes named by grant bounds following the rename. Entries are rebuilt in merged
 // order, which is causal (a writer's HLC absorbs what it read), so every hash an entry
 // names is already renamed. It returns the new set in merged order and the rename map
 // from new hashes and devices to the names propNames gives the originals.
@@ -537,6 +537,20 @@ func (w *propWorld) resign(t *testing.T, devs map[string]string, edit func(e *le
 					nb[dev] = seq
 				}
 				m["bounds"] = nb
+			}
+			if b, ok := m["bound_hashes"].(map[string]any); ok { // issue 8 (attest.go)
+				nb := map[string]any{}
+				for dev, h := range b {
+					if nd, ok := devs[dev]; ok {
+						dev = nd
+					}
+					nh, ok := newHash[h.(string)]
+					if !ok {
+						t.Fatalf("entry %d attests %s, which was not rebuilt before it", i, h)
+					}
+					nb[dev] = nh
+				}
+				m["bound_hashes"] = nb
 			}
 			data, err := ledger.Canonical(m)
 			if err != nil {

@@ -55,6 +55,8 @@ var verifyFixes = map[string]string{
 	KindEdited:              "the object was changed after its entry was written: it is not shown and its entry counts for nothing; restore it from the writer's machine",
 	KindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
 	"lost":                  "restore the segment from another machine's copy of the folder or a backup",
+	KindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand",
+	KindRival:               "ids are random, so a second writer's create of an id is forged or replayed: keep the segment as evidence and revoke the writer that did not create it (`ferry grant revoke NAME`); a create by a revoked writer loses, so the id goes back to its author",
 	KindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
 }
 
@@ -85,6 +87,10 @@ func VerifyFix(kind, reason string) string {
 		return "nothing to do: two machines changed it at once and every machine folds the same winner (`ferry status` lists the contest)"
 	case strings.HasPrefix(reason, "built on"):
 		return "nothing to do here: the entry it builds on counts for nothing (listed with its own reason)"
+	case strings.Contains(reason, "grant attests"), strings.Contains(reason, "no longer holds the record"):
+		return "the writer forked or rewrote its segment inside a grant's bounds after the owner wrote the grant: keep the file as evidence; restore the segment from another machine if real records are missing"
+	case strings.HasPrefix(reason, "rival "):
+		return verifyFixes[KindRival]
 	case strings.HasPrefix(reason, "second "):
 		return "nothing to do: two records claim one id; the one with the lower hash counts"
 	case strings.HasPrefix(reason, "not allowed"):
@@ -114,11 +120,15 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 	for _, p := range sortedKeys(named) {
 		e := named[p]
 		d, _ := decodeData(e)
+		if isLink(p) {
+			continue // listed as a link, never read (issue 8)
+		}
 		if _, hash, err := readObject(p); err == nil && hash != d.Object {
 			out.Edited = append(out.Edited, fmt.Sprintf("%s: hash %s, its %s entry names %s", rel(c.Root, p), hash, e.Type, d.Object))
 		}
 	}
 	out.KeyChanges = keyChanges(st)
+	out.Rivals = rivals(st)
 	out.Links = channelLinks(c.Root)
 	out.Fixes = map[string]string{}
 	add := func(kind, reason string) {
@@ -145,6 +155,9 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 	if len(out.Lost) > 0 {
 		add("lost", "")
 	}
+	if len(out.Vanished) > 0 {
+		add(KindVanished, "")
+	}
 	if len(out.Edited) > 0 {
 		add(KindEdited, "")
 	}
@@ -154,11 +167,17 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 	if len(out.KeyChanges) > 0 {
 		add(KindKeyChange, "")
 	}
+	if len(out.Rivals) > 0 {
+		add(KindRival, "")
+	}
 }
 
-// doctorKeyChanges reports every key change as a warning and every link inside the
-// channel as an error.
+// doctorKeyChanges reports every key change as a warning, and every link inside the
+// channel and every rival create (rival.go) as an error.
 func doctorKeyChanges(r *DoctorReport, vr *VerifyReport) {
+	for _, c := range vr.Rivals {
+		r.add(Finding{Check: CheckRival, Level: LevelError, Path: c.Ref, Detail: RivalDetail(c), Fix: verifyFixes[KindRival]})
+	}
 	for _, l := range vr.Links {
 		r.add(Finding{Check: CheckLink, Level: LevelError, Path: l,
 			Detail: l + " is a symbolic link inside the channel: writes through it are refused",

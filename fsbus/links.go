@@ -75,3 +75,11 @@ func channelLinks(root string) []string {
 	})
 	return out
 }
+
+// isLink reports whether p itself is a symbolic link (Lstat: never followed). Verify
+// and doctor read no object file that is one (issue 8): the link is listed (KindLink)
+// and its target — a key file, say — is never opened, so none of it is printed.
+func isLink(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode()&fs.ModeSymlink != 0
+}

@@ -100,6 +100,9 @@ type Contest struct {
 	Winner   Step     `json:"winner"`
 	Losers   []Step   `json:"losers"`
 	Involved []string `json:"involved"`
+	// Rival is set when the branches are creates of one id by different writers
+	// (issue 8, rival.go): a forgery or replay, reported as an error. Basis is empty.
+	Rival bool `json:"rival,omitempty"`
 }
 
 // Order is an order as folded.
@@ -349,7 +352,7 @@ var orderRules = chainRules[orderCore]{
 // resolving branches by the rule of DESIGN §2: furthest stage, then lower hash of the
 // branch's first entry. Losing branches are superseded and reported as contests.
 func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
-	creates := map[string]*orderNode{}
+	creates := map[string][]*orderNode{}
 	var rest []*orderNode
 	var progress []*ledger.Entry
 	for _, e := range entries {
@@ -361,7 +364,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 				ignore(e, "order.create with a bad order id")
 				continue
 			}
-			addRoot(creates, n, "second order.create for an existing order id", ignore)
+			addRival(creates, n, "second order.create for an existing order id", ignore)
 		case e.Type == TypeOrderRelease && d.Agent != "" && !st.retired(d.Agent):
 			ignore(e, "retirement release for an agent that is not retired")
 		case orderLifecycle[e.Type]:
@@ -374,8 +377,10 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 		}
 	}
 	byHash := map[string]*orderNode{}
-	for _, n := range creates {
-		byHash[n.e.Hash()] = n
+	for _, list := range creates {
+		for _, n := range list {
+			byHash[n.e.Hash()] = n
+		}
 	}
 	for _, n := range rest {
 		byHash[n.e.Hash()] = n
@@ -388,23 +393,45 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		root := creates[id]
-		o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], device: root.e.Device}
-		if !loadOrderObject(o, in, root) {
-			ignore(root.e, "order object differs from the hash its order.create names")
+		cands := creates[id]
+		orders := map[*orderNode]*Order{}
+		for _, root := range cands {
+			o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], device: root.e.Device}
+			if !loadOrderObject(o, in, root) {
+				if len(cands) == 1 {
+					ignore(root.e, "order object differs from the hash its order.create names")
+					continue
+				}
+				// A rival create (rival.go): the object file can hold only one of the
+				// writers' objects, so it decides nothing; a winner without its object
+				// shows no text.
+				*o = Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], device: root.e.Device,
+					Title: "(object replaced by another writer; restore it from the author's machine)"}
+			}
+			root.state = orderCore{State: StateOpen, Author: root.e.Writer}
+			if ValidName(root.d.To) {
+				root.state.State, root.state.OfferedTo = StateOffered, root.d.To
+			}
+			scopeChain(st, o, root, ignore) // issue 8: scoped grants (scope.go)
+			orders[root] = o
+		}
+		if len(orders) == 0 {
 			continue
 		}
-		root.state = orderCore{State: StateOpen, Author: root.e.Writer}
-		if ValidName(root.d.To) {
-			root.state.State, root.state.OfferedTo = StateOffered, root.d.To
+		root := cands[0]
+		var rival []Contest
+		if len(cands) > 1 {
+			var c Contest
+			root, c = pickRival(st, cands, func(n *orderNode) int { return witnessRank(n, orderRules) }, ignore)
+			rival = []Contest{c}
 		}
-		scopeChain(st, o, root, ignore) // issue 8: scoped grants (scope.go)
+		o := orders[root]
 		path, contests := resolveChain(id, root, orderRules, []string{o.Author}, ignore)
 		for _, n := range path {
 			o.apply(n)
 		}
-		o.Contests = contests
-		st.Contested = append(st.Contested, contests...)
+		o.Contests = append(rival, contests...)
+		st.Contested = append(st.Contested, o.Contests...)
 		st.Orders[id] = o
 	}
 	// Progress and extend name their claim, not a basis: they count when that claim is

@@ -66,7 +66,7 @@ func (c *Channel) Load() (*View, error) {
 		c.lastFullAt = time.Now()
 		c.prewarmSigs(snap.Entries)
 		c.progress("folding", 0, 0)
-		in.Entries = snap.Entries
+		in.Entries, in.Forks = snap.Entries, snap.Forks
 		f = foldFull(in)
 	}
 	st := f.st
@@ -79,7 +79,7 @@ func (c *Channel) Load() (*View, error) {
 		if snap, err = c.readLedger(c.rosterKeys(st)); err != nil {
 			return nil, fmt.Errorf("reading ledger: %w", err)
 		}
-		in.Entries, fresh = snap.Entries, true
+		in.Entries, in.Forks, fresh = snap.Entries, snap.Forks, true
 		f = foldFull(in)
 		st = f.st
 	}
@@ -497,7 +497,7 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 		f, _ = v.fold.foldDelta(in, []ledger.Entry{e}, len(entries), entries[len(entries)-1].HLC, s.objectExists)
 	}
 	if f == nil {
-		in.Entries = entries
+		in.Entries, in.Forks = entries, snap.Forks
 		f = foldFull(in)
 	}
 	return &View{Snapshot: &snap, State: f.st, Arrivals: &arr, Presence: v.Presence, fold: f}

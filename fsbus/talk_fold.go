@@ -102,7 +102,7 @@ func validRecipient(to string) bool { return to == ToAll || ValidName(to) }
 // is listed as ignored only when none qualifies. Posts are folded before acks, so the
 // result does not depend on the order in which entries arrived.
 func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
-	posts := map[string]*ledger.Entry{}
+	posts := map[string][]*chainNode[struct{}]{}
 	var acks []*ledger.Entry
 	for _, e := range entries {
 		switch e.Type {
@@ -112,30 +112,37 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 				ignore(e, "msg.post with a bad message id, recipient or object hash")
 				continue
 			}
-			if prev, dup := posts[e.Ref]; dup {
-				if prev.Hash() == e.Hash() {
-					continue
-				}
-				if prev.Hash() < e.Hash() {
-					ignore(e, "second msg.post for an existing message id")
-					continue
-				}
-				ignore(prev, "second msg.post for an existing message id")
-			}
-			posts[e.Ref] = e
+			addRival(posts, &chainNode[struct{}]{e: e, d: d}, "second msg.post for an existing message id", ignore)
 		case TypeMsgAck:
 			acks = append(acks, e)
 		}
 	}
 	for _, id := range sortedKeys(posts) {
-		e := posts[id]
-		d := st.dataOf(e)
-		m := &Message{ID: id, From: e.Writer, To: d.To, HLC: e.HLC, ReadBy: []string{}, post: e.Hash()}
-		if !loadMessageObject(m, in, d.Object) {
-			ignore(e, "message object differs from the hash its msg.post names")
+		cands := posts[id]
+		msgs := map[*chainNode[struct{}]]*Message{}
+		for _, n := range cands {
+			e, d := n.e, n.d
+			m := &Message{ID: id, From: e.Writer, To: d.To, HLC: e.HLC, ReadBy: []string{}, post: e.Hash()}
+			if !loadMessageObject(m, in, d.Object) {
+				if len(cands) == 1 {
+					ignore(e, "message object differs from the hash its msg.post names")
+					continue
+				}
+				// A rival post (rival.go): the object file decides nothing.
+				m.body, m.Preview = "", "(object replaced by another writer; restore it from the author's machine)"
+			}
+			msgs[n] = m
+		}
+		if len(msgs) == 0 {
 			continue
 		}
-		st.Messages[id] = m
+		win := cands[0]
+		if len(cands) > 1 {
+			var c Contest
+			win, c = pickRival(st, cands, func(*chainNode[struct{}]) int { return 0 }, ignore)
+			st.Contested = append(st.Contested, c)
+		}
+		st.Messages[id] = msgs[win]
 	}
 	for _, e := range acks {
 		d := st.dataOf(e)

@@ -529,6 +529,9 @@ type VerifyReport struct {
 	// Lost lists this machine's own segments that hold fewer entries than it appended
 	// (a segment overwritten, zero-filled or restored from an old backup).
 	Lost []string `json:"lost"`
+	// Vanished lists, per writer, records this machine read that no file of the
+	// folder holds any more (issue 8, vanished.go): an error.
+	Vanished []Vanished `json:"vanished"`
 	// Arriving lists object files that have only partly arrived (ErrObjectTorn): the
 	// sync tool is still writing them; not a problem.
 	Arriving []string `json:"arriving,omitempty"`
@@ -540,6 +543,9 @@ type VerifyReport struct {
 	Links []string `json:"links"`
 	// KeyChanges lists seated names announced with another key (issue 8; not an error).
 	KeyChanges []KeyChange `json:"key_changes"`
+	// Rivals lists ids created by two writers (issue 8, rival.go): one create is
+	// forged or replayed; an error naming every writer.
+	Rivals []Contest `json:"rivals"`
 	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
 	// key_change) to its one-line fix (issue 8, forgery.go).
 	Fixes map[string]string `json:"fixes"`
@@ -547,7 +553,7 @@ type VerifyReport struct {
 
 // OK reports whether nothing is wrong.
 func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Edited) == 0 && len(r.Links) == 0
+	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Vanished) == 0 && len(r.Edited) == 0 && len(r.Links) == 0 && len(r.Rivals) == 0
 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
@@ -584,7 +590,8 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	}
 	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
 	// Segments this machine wrote that now hold fewer entries than it appended.
-	for _, name := range append(c.Home.Keys(c.Project()), MasterWriter) {
+	// Each name once: the owner's home holds a key file named master too (issue 8).
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), MasterWriter)))) {
 		hwm := c.Home.highWater(c.Project(), name, c.Device)
 		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
 			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
@@ -594,6 +601,10 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	if out.Ignored == nil {
 		out.Ignored = []Ignored{}
 	}
+	// Records this machine read that are gone (issue 8, vanished.go).
+	if out.Vanished, err = c.vanished(v, lostWriters(out.Lost)); err != nil {
+		return nil, err
+	}
 	// Every object file: it must parse, and its signature must verify against the key
 	// the roster bound when the entry naming it was written (the grant covering that
 	// entry, so objects written before a re-key keep verifying: finding 7 of issue 7).
@@ -601,6 +612,9 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	// one only partly arrived is pending, not a problem.
 	named := objectEntries(c.Root, v.Snapshot)
 	for _, p := range allObjectFiles(c.Root) {
+		if isLink(p) {
+			continue // listed as a link (out.Links), never read (issue 8)
+		}
 		canon, _, err := readObject(p)
 		if errors.Is(err, ErrObjectTorn) {
 			out.Arriving = append(out.Arriving, rel(c.Root, p))

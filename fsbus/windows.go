@@ -371,7 +371,7 @@ func (s *Session) Retire(name string) ([]string, error) {
 			// The master's retire bounds the agent's segments as it has seen them, as a
 			// revocation does: later entries count for nothing (an agent's own retire
 			// bounds its segment at the retire's seq).
-			d.Bounds = a.bounds()
+			d.Bounds, d.BoundHashes = a.bounds(), boundHashes(v, a) // issue 8 (attest.go)
 		}
 		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(d)}, nil, nil
 	})

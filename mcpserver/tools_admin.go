@@ -123,6 +123,9 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 	}
 	if kind == "" || kind == "memory" {
 		notes, err := memoryNotes(ch)
+		if err != nil && kind == "" && fsbus.IsCategory(err, fsbus.CatDenied) {
+			return hits, nil // memory/ is a link (issue 8): the channel's own things still answer
+		}
 		if err != nil {
 			return nil, err
 		}

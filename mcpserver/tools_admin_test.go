@@ -240,7 +240,10 @@ func TestGet(t *testing.T) {
 	bad := []string{"ferry://busy/memory/../channel.toml", "ferry://busy/memory/..%2fchannel.toml", "ferry://busy/memory/script.sh",
 		"ferry://busy/memory/missing.md", "ferry://other/memory/long.md", "ferry://busy/order/o-0000000000000", "ferry://busy/secrets/x", "file:///etc/passwd"}
 	if err := os.Symlink(outside, filepath.Join(b.dir, "memory", "link.md")); err == nil {
-		bad = append(bad, "ferry://busy/memory/link.md")
+		// A note that is a link is refused outright (issue 8), not read.
+		if got := r.fail("ferry_get", map[string]any{"uri": "ferry://busy/memory/link.md"}); !strings.HasPrefix(got, "denied:") || strings.Contains(got, "secret") {
+			t.Errorf("ferry_get of a linked note: %q, want denied", got)
+		}
 	}
 	for _, u := range bad {
 		if got := r.fail("ferry_get", map[string]any{"uri": u}); !strings.HasPrefix(got, "not_found:") {

@@ -327,7 +327,14 @@ func (f *Ferry) readMemory(ctx context.Context, args json.RawMessage) (any, erro
 // regular files named *.md directly in it, dot-names skipped, sorted by name. A channel
 // without memory/ has none.
 func memoryNotes(ch *fsbus.Channel) ([]MemoryFile, error) {
-	ents, err := os.ReadDir(filepath.Join(ch.Root, "memory"))
+	dir, err := memoryDir(ch)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []MemoryFile{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return []MemoryFile{}, nil
 	}
@@ -350,20 +357,49 @@ func memoryNotes(ch *fsbus.Channel) ([]MemoryFile, error) {
 	return out, nil
 }
 
+// memoryDir returns the channel's memory/ directory, refusing (denied) a memory/ that
+// is a symbolic link, a Windows junction or anything but a directory: os.OpenRoot
+// follows a link it is handed, so `rm -r memory; ln -s /some/dir memory` would serve
+// files from outside the channel (issue 8). The channel root itself may be a link
+// (the user's choice). fs.ErrNotExist when there is none.
+func memoryDir(ch *fsbus.Channel) (string, error) {
+	dir := filepath.Join(ch.Root, "memory")
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
+		return "", fsbus.Errorf(fsbus.CatDenied, "replace memory/ by a real directory; ferry never follows links out of the channel (`ferry doctor` lists every link)",
+			"memory is a symbolic link or not a directory: memory notes are not read through it")
+	}
+	return dir, nil
+}
+
 // readMemoryNote returns the text of one note of memory/ (at most maxMemoryBytes;
 // cut reports a longer file), opened through os.Root so that no name, link or ".."
-// reaches outside memory/. Invalid UTF-8 is replaced. It returns not_found for a name
+// reaches outside memory/; denied when memory/ or the note is a symbolic link. Invalid UTF-8 is replaced. It returns not_found for a name
 // memoryNotes does not list.
 func readMemoryNote(ch *fsbus.Channel, name string) (text string, cutShort bool, err error) {
 	notFound := fsbus.Errorf(fsbus.CatNotFound, "read_memory without file lists the notes", "no memory note %q", name)
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".md") {
 		return "", false, notFound
 	}
-	root, err := os.OpenRoot(filepath.Join(ch.Root, "memory"))
+	dir, err := memoryDir(ch)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", false, notFound
+		}
+		return "", false, err
+	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return "", false, notFound
 	}
 	defer root.Close()
+	if fi, err := root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return "", false, fsbus.Errorf(fsbus.CatDenied, "replace the link by the note itself; ferry never follows links in memory/",
+			"memory/%s is a symbolic link", name)
+	}
 	fh, err := root.Open(name)
 	if err != nil {
 		return "", false, notFound

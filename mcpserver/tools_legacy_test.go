@@ -496,3 +496,53 @@ func TestStateFilterChecked(t *testing.T) {
 		t.Errorf("ferry_orders list state Open: %q", got)
 	}
 }
+
+// TestMemoryRefusesLinks (issue 8, finding 4): a memory/ replaced by a link to another
+// directory (`rm -r memory; ln -s /some/dir memory`), or a note that is a link, is never
+// read: read_memory, ferry_get and ferry_search answer denied, and a search of every
+// kind still answers from the channel's own things.
+func TestMemoryRefusesLinks(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "k.md"), []byte("outside secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := copyBusy(t)
+	mem := filepath.Join(b.dir, "memory")
+	if err := os.RemoveAll(mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, mem); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{"legacy", "admin"}})
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"read_memory", nil},
+		{"read_memory", map[string]any{"file": "k.md"}},
+		{"ferry_get", map[string]any{"uri": "ferry://busy/memory/k.md"}},
+		{"ferry_search", map[string]any{"query": "outside", "kind": "memory"}},
+	} {
+		if got := r.fail(call.tool, call.args); !strings.HasPrefix(got, "denied:") || strings.Contains(got, "outside secret") {
+			t.Errorf("%s %v through a linked memory/: %q, want denied", call.tool, call.args, got)
+		}
+	}
+	if got := r.ok("ferry_search", map[string]any{"query": "outside"}, nil); strings.Contains(got, "outside secret") {
+		t.Errorf("ferry_search of every kind read through the link: %s", got)
+	}
+
+	// A note that is a link, even to a file inside the channel.
+	if err := os.Remove(mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(mem, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(b.dir, "channel.toml"), filepath.Join(mem, "k.md")); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.fail("read_memory", map[string]any{"file": "k.md"}); !strings.HasPrefix(got, "denied:") {
+		t.Errorf("read_memory of a linked note: %q, want denied", got)
+	}
+}

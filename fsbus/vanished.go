@@ -1,0 +1,129 @@
+package fsbus
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Vanished records (issue 8, finding 3). A record this machine read (its arrival log
+// holds it) that is in no file of the folder any more was cut from its segment — a
+// truncated line can undo a revocation on every machine that never read it. It is an
+// error in `ferry ledger verify` and `ferry doctor` on every machine that read it, so
+// the owner learns to restore the segment from such a machine. The fold does not keep
+// counting the vanished records (the folder is what every machine folds alike); see
+// docs/threat-model.md "Truncated segments".
+
+// KindVanished is the VerifyReport kind of records this machine read that are gone.
+const KindVanished = "vanished"
+
+// Vanished is one writer's records this machine read that no file of the folder holds.
+type Vanished struct {
+	Writer  string `json:"writer"`
+	Records int    `json:"records"`
+	// First and Last are the arrival numbers (this machine's arrival log) of the
+	// earliest and latest record gone.
+	First uint64 `json:"first_arrival"`
+	Last  uint64 `json:"last_arrival"`
+	// Segments names the writer's segment files now in the folder, each with the last
+	// seq it holds ("ledger/master/k3f9x2ab.jsonl up to seq 7").
+	Segments []string `json:"segments"`
+}
+
+// String is the one-line description verify prints and doctor reports.
+func (g Vanished) String() string {
+	where := "no segment of " + g.Writer + " is in the folder"
+	if len(g.Segments) > 0 {
+		where = "its segments now: " + strings.Join(g.Segments, ", ")
+	}
+	return fmt.Sprintf("%d record(s) of %s this machine already read (arrivals %d–%d) are in no file of the folder: a segment of %s was cut short, zero-filled or replaced by an older copy (%s)",
+		g.Records, g.Writer, g.First, g.Last, g.Writer, where)
+}
+
+// vanished lists, per writer, the records v's arrival log holds that no file under
+// ledger/ holds. Writers in skip (this machine's own segments, already reported as
+// Lost with their seqs) are left out so each loss is reported once.
+func (c *Channel) vanished(v *View, skip map[string]bool) ([]Vanished, error) {
+	out := []Vanished{}
+	if v.Arrivals == nil {
+		return out, nil
+	}
+	onDisk, err := recordsOnDisk(c.Root)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[string][]uint64{}
+	v.Arrivals.Ingested(func(hash, writer string, n uint64) {
+		if !onDisk[hash] && writer != "" && !skip[writer] {
+			gone[writer] = append(gone[writer], n)
+		}
+	})
+	for _, w := range sortedKeys(gone) {
+		ns := gone[w]
+		slices.Sort(ns)
+		g := Vanished{Writer: w, Records: len(ns), First: ns[0], Last: ns[len(ns)-1], Segments: []string{}}
+		segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", w, "*.jsonl"))
+		for _, p := range segs {
+			desc := rel(c.Root, p)
+			if dev, ok := strings.CutSuffix(filepath.Base(p), ".jsonl"); ok {
+				if tip := v.chainTip(w, dev); tip != nil {
+					desc += fmt.Sprintf(" up to seq %d", tip.Seq)
+				}
+			}
+			g.Segments = append(g.Segments, desc)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// recordsOnDisk returns the hashes of every complete record in any regular file of
+// ledger/<writer>/ (segments, conflict copies, lines moved aside).
+func recordsOnDisk(root string) (map[string]bool, error) {
+	onDisk := map[string]bool{}
+	dir := filepath.Join(root, "ledger")
+	writers, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return onDisk, nil
+		}
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	for _, w := range writers {
+		if !w.IsDir() || strings.HasPrefix(w.Name(), ".") {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(dir, w.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", w.Name(), err)
+		}
+		for _, e := range ents {
+			if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			entries, err := scanLines(filepath.Join(dir, w.Name(), e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			for i := range entries {
+				onDisk[entries[i].Hash()] = true
+			}
+		}
+	}
+	return onDisk, nil
+}
+
+// lostWriters returns the writers whose segments Lost names (ledger/<writer>/…).
+func lostWriters(lost []string) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range lost {
+		if rest, ok := strings.CutPrefix(filepath.ToSlash(l), "ledger/"); ok {
+			if w, _, ok := strings.Cut(rest, "/"); ok {
+				out[w] = true
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package fsbus
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestCutRevocationReported (issue 8, finding 3): deleting the last line of the master
+// segment (`head -n -1`) undoes a revocation in the fold of every machine — the folder
+// is what they all fold — but every machine that had read the line reports an error in
+// `ferry ledger verify` and `ferry doctor`, once, naming the writer, its segment with
+// the seq it now holds, and the fix.
+func TestCutRevocationReported(t *testing.T) {
+	w := newAdvWorld(t)
+	other, err := Open(testHome(t), w.c.Root) // a second machine sharing the folder
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.master.Revoke("bob"); err != nil {
+		t.Fatal(err)
+	}
+	if a := mustLoad(t, other).State.Agents["bob"]; a.Seated {
+		t.Fatal("the other machine did not read the revocation")
+	}
+	raw := bytes.TrimSuffix(mustReadFile(t, w.masterSeg), []byte("\n"))
+	writeTestFile(t, w.masterSeg, raw[:bytes.LastIndexByte(raw, '\n')+1])
+
+	// The owner's machine: its own segment lost an append, reported once.
+	r := w.report(t)
+	if !r.v.State.Agents["bob"].Seated {
+		t.Fatal("the cut did not undo the revocation: the test does not exercise it")
+	}
+	if len(r.vr.Lost) != 1 || len(r.vr.Vanished) != 0 || r.vr.OK() || r.vr.Fixes["lost"] == "" {
+		t.Errorf("owner's verify: lost %q, vanished %+v", r.vr.Lost, r.vr.Vanished)
+	}
+	errs := 0
+	for _, f := range r.dr.Findings {
+		if f.Level == LevelError && (strings.Contains(f.Detail, "lost: ") || f.Check == CheckShrunk) {
+			errs++
+		}
+	}
+	if errs != 1 {
+		t.Errorf("owner's doctor reports the cut %d times, want once as an error: %+v", errs, r.dr.Findings)
+	}
+
+	// The other machine read the line but never wrote it: the vanished record is an
+	// error there too.
+	v := mustLoad(t, reopen(t, other))
+	vr, err := other.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vr.Vanished) != 1 || vr.Vanished[0].Writer != MasterWriter || vr.Vanished[0].Records != 1 || vr.OK() ||
+		vr.Fixes[KindVanished] == "" || !strings.Contains(vr.Vanished[0].String(), " up to seq ") {
+		t.Errorf("other machine's verify: vanished %+v lost %q", vr.Vanished, vr.Lost)
+	}
+	dr, err := other.Doctor(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, f := range dr.Findings {
+		if f.Check == CheckShrunk && f.Level == LevelError && f.Path == "ledger/master" && strings.Contains(f.Detail, "up to seq") && strings.Contains(f.Fix, "restore") {
+			found++
+		}
+	}
+	if found != 1 {
+		t.Errorf("other machine's doctor: %d shrunk errors, want 1: %+v", found, dr.Findings)
+	}
+}
