@@ -21,6 +21,24 @@ func needBig(b *testing.B) {
 	}
 }
 
+// openBigCopy copies the big fixture to a temp dir (the benchmarks append to it) and
+// opens its channel with a home whose cache dir starts empty. It returns the channel,
+// the home and the temp dir.
+func openBigCopy(b *testing.B) (*Channel, *Home, string) {
+	b.Helper()
+	needBig(b)
+	tmp := b.TempDir()
+	if err := os.CopyFS(tmp, os.DirFS(bigDir)); err != nil {
+		b.Fatal(err)
+	}
+	h := &Home{ConfigDir: filepath.Join(tmp, "home", "config"), CacheDir: filepath.Join(tmp, "cache")}
+	c, err := Open(h, filepath.Join(tmp, "channel"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, h, tmp
+}
+
 // BenchmarkBigFirstIngest times the first Load of the big fixture on a machine that
 // has never seen it: an empty cache dir (no index, no arrival log) and an empty
 // signature cache, so every segment is read and every signature checked (on every
@@ -59,16 +77,7 @@ func BenchmarkBigFirstIngest(b *testing.B) {
 // The big channel is copied to a temp dir once (untimed), as the entries are
 // appended to it.
 func BenchmarkBigCatchUp(b *testing.B) {
-	needBig(b)
-	tmp := b.TempDir()
-	if err := os.CopyFS(tmp, os.DirFS(bigDir)); err != nil {
-		b.Fatal(err)
-	}
-	h := &Home{ConfigDir: filepath.Join(tmp, "home", "config"), CacheDir: filepath.Join(tmp, "cache")}
-	c, err := Open(h, filepath.Join(tmp, "channel"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, h, tmp := openBigCopy(b)
 	if _, err := c.Load(); err != nil {
 		b.Fatal(err)
 	}
@@ -130,16 +139,7 @@ func BenchmarkBigCatchUp(b *testing.B) {
 //   - new-process: each claim opens the channel anew, with an empty signature cache
 //     (one `ferry order claim` command).
 func BenchmarkBigClaim(b *testing.B) {
-	needBig(b)
-	tmp := b.TempDir()
-	if err := os.CopyFS(tmp, os.DirFS(bigDir)); err != nil {
-		b.Fatal(err)
-	}
-	h := &Home{ConfigDir: filepath.Join(tmp, "home", "config"), CacheDir: filepath.Join(tmp, "cache")}
-	c, err := Open(h, filepath.Join(tmp, "channel"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, h, _ := openBigCopy(b)
 	v, err := c.Load()
 	if err != nil {
 		b.Fatal(err)
