@@ -196,7 +196,7 @@ func TestAdversarialFiles(t *testing.T) {
 		forgeLine(t, w.masterSeg, `"agent":"bob"`, func(m map[string]any) { m["data"].(map[string]any)["level"] = "orchestrator" })
 		forgeLine(t, w.aliceSeg, `"order.create"`, func(m map[string]any) {
 			s := m["sig"].(string)
-			m["sig"] = s[:20] + string("AB"[strings.IndexByte("AB", s[20])+1&1]) + s[21:]
+			m["sig"] = s[:20] + string("AB"[(strings.IndexByte("AB", s[20])+1)&1]) + s[21:] // A→B, anything else→A
 		})
 		r := w.report(t)
 		r.listed(t, ledger.KindBadSignature, "master", CheckSignature)

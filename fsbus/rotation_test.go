@@ -324,8 +324,23 @@ func TestRotationInterrupted(t *testing.T) {
 	if ledger.FormatKey(m2.Signer.Public()) != res.Old {
 		t.Fatal("the setup did not restore the old key")
 	}
-	if _, err := m2.DecisionRecord("after an interrupted rotation", ""); err != nil {
+	// The first write signs an object too (an order): object and entry must be
+	// signed by the same, newly installed key (fresh-user finding: the object was
+	// signed by the old key, and verify flagged it).
+	o, err := m2.NewOrder(NewOrderOptions{Title: "after an interrupted rotation"})
+	if err != nil {
 		t.Fatalf("write after an interrupted rotation: %v", err)
+	}
+	if _, err := m2.DecisionRecord("after an interrupted rotation", ""); err != nil {
+		t.Fatalf("second write after an interrupted rotation: %v", err)
+	}
+	v := mustLoad(t, c)
+	rep, err := c.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Objects) != 0 || v.State.Orders[o.ID] == nil {
+		t.Fatalf("after the interrupted rotation: object problems %v, order shown %v", rep.Objects, v.State.Orders[o.ID] != nil)
 	}
 	if k, err := c.Home.LoadKey(p, MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
 		t.Fatalf("the pending key was not installed: %v", err)

@@ -189,6 +189,12 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			}
 		}
 		decide := func(v *View) (*ledger.Draft, []pendingObject, error) {
+			// Before plan signs any object: a pending master key of an interrupted
+			// rotation is installed here, so the objects and the entry are signed by
+			// the same key (issue 8, fresh-user finding on ADR 0008 §6).
+			if err := s.checkMasterKey(v.State); err != nil {
+				return nil, nil, err
+			}
 			d, objs, err := plan(v)
 			if err != nil || d == nil {
 				return nil, nil, err
