@@ -34,6 +34,10 @@ type masterChain struct {
 	bounds []map[string]uint64
 	on     map[string]bool // hashes of the rotations on the chain
 	head   string          // hash of the newest rotation on the chain ("" when none)
+	// lost holds the new keys of valid rotations that lost to a competing one (signed
+	// by a key of the chain, so by the same owner): a machine pinned to one follows
+	// the chain instead of being locked out (keys tester finding 2).
+	lost map[string]bool
 }
 
 // keyAt is the master key an entry of the master's segment device at seq must be
@@ -59,7 +63,16 @@ func (m *masterChain) current() ed25519.PublicKey {
 }
 
 // has reports whether key (in FormatKey form) is on the chain.
+// hasOrLost reports whether key is on the chain or was brought in by a rotation that
+// lost to a competing one.
+func (m *masterChain) hasOrLost(key string) bool {
+	return m.has(key) || (m != nil && m.lost[key])
+}
+
 func (m *masterChain) has(key string) bool {
+	if m == nil {
+		return false
+	}
 	for _, k := range m.keys {
 		if ledger.FormatKey(k) == key {
 			return true
@@ -99,7 +112,7 @@ func resolveMasters(st *State, in FoldInput, ignore func(*ledger.Entry, string))
 }
 
 func resolveRotations(st *State, root ed25519.PublicKey, project string, rots []*ledger.Entry, ignore func(*ledger.Entry, string)) *masterChain {
-	m := &masterChain{keys: []ed25519.PublicKey{root}, bounds: []map[string]uint64{nil}, on: map[string]bool{}}
+	m := &masterChain{keys: []ed25519.PublicKey{root}, bounds: []map[string]uint64{nil}, on: map[string]bool{}, lost: map[string]bool{}}
 	if len(rots) == 0 {
 		return m
 	}
@@ -148,6 +161,9 @@ func resolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 		}
 		sort.Slice(valid, func(i, j int) bool { return valid[i].e.Hash() < valid[j].e.Hash() })
 		win := valid[0]
+		for _, l := range valid[1:] {
+			m.lost[ledger.FormatKey(l.key)] = true
+		}
 		if len(valid) > 1 && st != nil {
 			c := Contest{Ref: MasterWriter, Basis: m.head, Involved: []string{MasterWriter},
 				Winner: Step{Type: win.e.Type, By: win.e.Writer, HLC: win.e.HLC, Hash: win.e.Hash()}}
@@ -239,7 +255,7 @@ func (c *Channel) checkPin() error {
 	case key:
 		return nil
 	}
-	if masterRotations(c).has(pin) {
+	if masterRotations(c).hasOrLost(pin) {
 		return nil
 	}
 	return Errorf(CatDenied, repinHint(c.Root, key, h.pinPath(project)),
@@ -285,7 +301,7 @@ func (c *Channel) followPin(st *State) {
 	if cur == nil || c.pin == "" {
 		return
 	}
-	if k := ledger.FormatKey(cur); k != c.pin && st.masters.has(c.pin) {
+	if k := ledger.FormatKey(cur); k != c.pin && st.masters.hasOrLost(c.pin) {
 		if WriteFileAtomic(c.Home.pinPath(c.Project()), []byte(k+"\n"), 0o644) == nil {
 			c.pin = k
 		}

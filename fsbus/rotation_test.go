@@ -261,6 +261,21 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 			t.Fatalf("competing rotations not reported: %+v", st.Contested)
 		}
 	}
+
+	// The machine whose own rotation lost had pinned its new key: it is not locked out
+	// of the channel (keys tester finding 2) — it opens, and its pin follows the chain.
+	losePub := ledger.FormatKey(loseKey.Public().(ed25519.PublicKey))
+	if err := WriteFileAtomic(c.Home.pinPath(c.Project()), []byte(losePub+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(c.Home, c.Root)
+	if err != nil {
+		t.Fatalf("open with the pin on a losing rotation's key: %v", err)
+	}
+	mustLoad(t, again)
+	if pin, _ := c.Home.pinned(c.Project()); pin != ledger.FormatKey(winKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("pin %s, want the chain's key after the Load", pin)
+	}
 }
 
 // TestPinRefusedAndRepin: issue 8 "Trust root": a channel.toml naming another master
