@@ -3,6 +3,7 @@ package fsbus
 import (
 	"crypto/ed25519"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,13 +157,25 @@ func TestMasterRotation(t *testing.T) {
 	if len(st.Ignored) != 1 {
 		t.Fatalf("ignored %+v, want only the late entry", st.Ignored)
 	}
-	// ferry ledger verify checks each master line against the key the chain binds.
+	// ferry ledger verify: the late entry is authentic (the old key signed it on a
+	// machine that had not seen the rotation), so it is no bad signature and leaves no
+	// hole in machine two's chain — it is listed as ignored, saying why; and machine
+	// two's next entry with the new key chains on cleanly (keys tester finding 4).
+	if _, err := c2.Ledger.Append(MasterWriter, c2.Device, ledger.Draft{Type: TypeDecisionRecord, Ref: "d-0000000000001", Data: mustJSON(d)}, m.Signer, ledger.HLC{}); err != nil {
+		t.Fatal(err)
+	}
+	v = mustLoad(t, c)
 	rep, err := c.Verify(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Ledger.Problems) != 1 {
-		t.Fatalf("verify problems %+v, want only the late entry's", rep.Ledger.Problems)
+	if len(rep.Ledger.Problems) != 0 {
+		t.Fatalf("verify problems %+v, want none: an honest late entry is no forgery", rep.Ledger.Problems)
+	}
+	if !slices.ContainsFunc(rep.Ignored, func(ig Ignored) bool {
+		return ig.Hash == late.Hash() && strings.Contains(ig.Reason, "after a rotation moved trust")
+	}) {
+		t.Fatalf("verify does not list the late entry as ignored: %+v", rep.Ignored)
 	}
 
 	// The agent machine pinned to the old key follows: its pin moves on Load, and it
