@@ -243,7 +243,7 @@ func (c *KeyExportCmd) Run(g *Globals) error {
 	if g.JSON {
 		return g.printJSON(map[string]string{"name": name, "file": c.Out})
 	}
-	g.printf("✔ the key of %s is in %s; on the other machine: ferry key import %s\n", name, c.Out, c.Out)
+	g.printf("✔ the key of %s is in %s; on the other machine: ferry key import %s --channel <the channel folder there>\n", name, c.Out, c.Out)
 	return nil
 }
 

@@ -458,7 +458,7 @@ func (s *Session) checkMasterKey(st *State) error {
 		}
 	}
 	return Errorf(CatDenied,
-		"on the machine that rotated it run `ferry key export --out FILE`, then here `ferry key import FILE` (after moving this machine's old master key file aside)",
+		fmt.Sprintf("on the machine that rotated it run `ferry key export --out FILE`; here move this machine's old master key file %s aside, then run `ferry key import FILE --channel %s`", s.Home.keyPath(s.Project(), MasterWriter), s.Root),
 		"this machine's master key %s was rotated out: the channel's master key is now %s; nothing was written",
 		ledger.FormatKey(s.Signer.Public()), ledger.FormatKey(st.MasterKey()))
 }
