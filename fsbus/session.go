@@ -487,8 +487,11 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	if e.Seq == 0 {
 		return v
 	}
-	entries := append(slices.Clip(v.Snapshot.Entries), e)
-	sort.SliceStable(entries, func(i, j int) bool { return entryLess(&entries[i], &entries[j]) })
+	// The entries are in merged order: put e in its place (after any equal one, as a
+	// stable sort would) with one copy, not a sort of the whole ledger per write.
+	old := v.Snapshot.Entries
+	at := sort.Search(len(old), func(i int) bool { return entryLess(&e, &old[i]) })
+	entries := slices.Insert(slices.Clip(old), at, e)
 	snap := *v.Snapshot
 	snap.Entries, snap.Added, snap.Base = entries, nil, nil
 	arr := *v.Arrivals
