@@ -47,6 +47,10 @@ type lastRead struct {
 	chainProbs []Problem           // the problems mergeResults found past the files' own
 	tips       map[segKey]chainTip // the last kept record of each chain
 	nprob      map[string]int      // malformed-line problems per file
+	// nrec holds each file's record count when snap was taken: the records past it
+	// are what the next read adds, whether this process read them or a saved state
+	// applied them since (ApplyChunk 'A' chunks after RestoreLast).
+	nrec map[string]int
 }
 
 // chainTip is a chain's last kept record: its seq and hash.
@@ -164,7 +168,7 @@ func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc)
 		restarted = restarted || (resets[i] && before[i] >= 0)
 	}
 	if keys == nil && !forgot && !restarted && st.last != nil {
-		if snap := st.appended(files, before, tails); snap != nil {
+		if snap := st.appended(files, tails); snap != nil {
 			return snap, nil
 		}
 	}
@@ -192,7 +196,7 @@ func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc)
 // number of snap.Problems that came from the files (mergeResults puts them first).
 func (st *ReadState) remember(snap *Snapshot, files []segFile, nfile int) {
 	lr := &lastRead{snap: snap, chainProbs: slices.Clone(snap.Problems[nfile:]),
-		tips: map[segKey]chainTip{}, nprob: make(map[string]int, len(files))}
+		tips: map[segKey]chainTip{}, nprob: make(map[string]int, len(files)), nrec: make(map[string]int, len(files))}
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
 		k := segKey{e.Writer, e.Device}
@@ -202,6 +206,7 @@ func (st *ReadState) remember(snap *Snapshot, files []segFile, nfile int) {
 	}
 	for _, f := range files {
 		lr.nprob[f.rel] = len(st.segs[f.rel].problems)
+		lr.nrec[f.rel] = len(st.segs[f.rel].records)
 	}
 	st.last = lr
 }
@@ -212,16 +217,17 @@ func (st *ReadState) remember(snap *Snapshot, files []segFile, nfile int) {
 // is the last one plus the new records, merged without going over the earlier
 // entries. It returns nil when any of that does not hold (a duplicate, a fork, a gap):
 // the caller then merges everything, which gives the same snapshot.
-func (st *ReadState) appended(files []segFile, before []int, tails []*Problem) *Snapshot {
+func (st *ReadState) appended(files []segFile, tails []*Problem) *Snapshot {
 	lr := st.last
 	added := []Entry{} // not nil: nil means "merged from scratch"
-	for i, f := range files {
+	for _, f := range files {
 		g := st.segs[f.rel]
-		from, n := before[i], lr.nprob[f.rel]
-		if from < 0 { // a new file: every record is new
+		from, known := lr.nrec[f.rel]
+		n := lr.nprob[f.rel]
+		if !known { // a new file: every record is new
 			from, n = 0, 0
 		}
-		if len(g.problems) != n {
+		if len(g.problems) != n || len(g.records) < from {
 			return nil
 		}
 		for _, r := range g.records[from:] {
@@ -274,8 +280,10 @@ func (st *ReadState) appended(files []segFile, before []int, tails []*Problem) *
 	for k, t := range tips {
 		lr.tips[k] = t
 	}
+	clear(lr.nrec)
 	for _, f := range files {
 		lr.nprob[f.rel] = len(st.segs[f.rel].problems)
+		lr.nrec[f.rel] = len(st.segs[f.rel].records)
 	}
 	lr.snap = snap
 	st.stats.Appended = true
@@ -649,7 +657,6 @@ var ErrChunk = errors.New("ledger: damaged read-state chunk")
 // Records are trusted as they were read: the caller keeps chunks where only this
 // machine writes and checks their integrity (fsbus checksums each chunk).
 func (s *ReadState) ApplyChunk(b []byte) error {
-	s.last = nil
 	d := decoder{b: b}
 	kind := d.byte()
 	path := d.str()
@@ -658,6 +665,7 @@ func (s *ReadState) ApplyChunk(b []byte) error {
 			return fmt.Errorf("%w: forget chunk", ErrChunk)
 		}
 		delete(s.segs, path)
+		s.forgetLast(path)
 		return nil
 	}
 	if kind != 'S' && kind != 'A' {
@@ -712,9 +720,21 @@ func (s *ReadState) ApplyChunk(b []byte) error {
 		}
 		g.records = append(old.records, g.records...)
 		g.problems = append(old.problems, g.problems...)
+	} else {
+		s.forgetLast(path) // the segment started over: the restored snapshot no longer holds
 	}
 	s.segs[path] = &g
 	return nil
+}
+
+// forgetLast drops the restored last snapshot when it covers path: that segment was
+// read again from its start since (an 'S' or 'F' chunk).
+func (s *ReadState) forgetLast(path string) {
+	if s.last != nil {
+		if _, ok := s.last.nrec[path]; ok {
+			s.last = nil
+		}
+	}
 }
 
 // trustedEntry rebuilds an entry from its canonical line and hash as a read recorded

@@ -72,10 +72,17 @@ func TestIncrementalMatchesRead(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	writers := []string{testWriter, "codex-desktop", "cursor-laptop"}
 	appended := 0 // reads that took the append-only fast path (Snapshot.Added)
+	// restored counts last snapshots restored in a new process, appendedRestored the
+	// reads of such a process that took the fast path.
+	restored, appendedRestored := 0, 0
 	for round := range 3 {
 		l := newTestLedger(t)
 		mem, memPlain, viaChunks := NewReadState(), NewReadState(), NewReadState()
 		var saved [][]byte
+		// After each plain read a new process opens what the one before saved: its
+		// chunks and, from that or some earlier read, its last snapshot (SaveLast).
+		var lastChunks [][]byte
+		var lastSaved []byte
 		segs := func() []string {
 			m, _ := filepath.Glob(filepath.Join(l.Root(), "ledger", "*", "*.jsonl"))
 			return m
@@ -232,11 +239,49 @@ func TestIncrementalMatchesRead(t *testing.T) {
 				if g, w := snapJSON(t, got), snapJSON(t, want); g != w {
 					t.Fatalf("round %d step %d (%s), keys %v: restored incremental read differs: %s", round, step, what, keys != nil, firstDiff(g, w))
 				}
+				if keys != nil {
+					continue
+				}
+				// A new process: the chunks saved so far, then the last snapshot saved
+				// with them or some reads before (a process that read on without saving
+				// its snapshot).
+				fresh := NewReadState()
+				for _, c := range lastChunks {
+					if err := fresh.ApplyChunk(c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if lastSaved != nil {
+					if _, err := fresh.RestoreLast(lastSaved); err == nil {
+						restored++
+					}
+				}
+				got, err = l.ReadIncremental(fresh, nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fresh.Stats().Appended {
+					appendedRestored++
+				}
+				if g, w := snapJSON(t, got), snapJSON(t, want); g != w {
+					t.Fatalf("round %d step %d (%s): read on a restored last snapshot differs: %s", round, step, what, firstDiff(g, w))
+				}
+				if r.IntN(3) == 0 {
+					lastChunks = fresh.Chunks()
+				} else {
+					lastChunks = append(lastChunks, fresh.TakeChanges()...)
+				}
+				if r.IntN(3) != 0 {
+					lastSaved = fresh.SaveLast()
+				}
 			}
 		}
 	}
 	if appended == 0 {
 		t.Fatal("no read took the append-only fast path: the test no longer covers it")
+	}
+	if restored == 0 || appendedRestored == 0 {
+		t.Fatalf("restored %d last snapshots, %d fast reads on them: the test no longer covers RestoreLast", restored, appendedRestored)
 	}
 }
 
@@ -403,5 +448,73 @@ func TestCheckPrefixesFindsAnInPlaceEdit(t *testing.T) {
 			t.Fatalf("via chunks %v: after the check the read differs from Read: %s", viaChunks, firstDiff(g, w))
 		}
 		writeFile(t, seg, b) // back for the next round
+	}
+}
+
+// TestRestoreLastRejectsDamage feeds RestoreLast a saved snapshot cut short, with bytes
+// flipped, and one that names a segment read again from its start: each is refused
+// with ErrChunk, without a panic, and the next read merges everything and gives the
+// snapshot of Read (issue 7: a damaged index is rebuilt, never trusted).
+func TestRestoreLastRejectsDamage(t *testing.T) {
+	l := newTestLedger(t)
+	appendN(t, l, testWriter, testDevice, "a", 30)
+	appendN(t, l, "codex-desktop", testDevice, "b", 20)
+	st := NewReadState()
+	if _, err := l.ReadIncremental(st, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	chunks, last := st.Chunks(), st.SaveLast()
+	if last == nil {
+		t.Fatal("SaveLast after a plain read returned nil")
+	}
+	open := func() *ReadState {
+		fresh := NewReadState()
+		for _, c := range chunks {
+			if err := fresh.ApplyChunk(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return fresh
+	}
+	if _, err := open().RestoreLast(last); err != nil {
+		t.Fatalf("the saved snapshot itself: %v", err)
+	}
+	bad := [][]byte{nil, last[:len(last)/2], last[:len(last)-1], append(bytes.Clone(last), 0)}
+	for i := 0; i < len(last); i += 7 {
+		b := bytes.Clone(last)
+		b[i] ^= 0x5a
+		bad = append(bad, b)
+	}
+	want := mustRead(t, l)
+	refused := 0
+	for i, b := range bad {
+		fresh := open()
+		if _, err := fresh.RestoreLast(b); err != nil {
+			if !errors.Is(err, ErrChunk) {
+				t.Fatalf("case %d: %v, want ErrChunk", i, err)
+			}
+			refused++
+		}
+		got, err := l.ReadIncremental(fresh, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := snapJSON(t, got), snapJSON(t, want); g != w {
+			t.Fatalf("case %d: read after a damaged saved snapshot differs: %s", i, firstDiff(g, w))
+		}
+	}
+	if refused < 4 {
+		t.Fatalf("refused %d of %d damaged snapshots; at least the 4 cut or padded ones must be", refused, len(bad))
+	}
+	// A segment read again from its start since ('S' chunk): the snapshot no longer
+	// matches it.
+	seg := SegmentPath(l.Root(), testWriter, testDevice)
+	writeFile(t, seg, bytes.Join(segmentLinesLoose(readFile(t, seg))[:10], nil))
+	if _, err := l.ReadIncremental(st, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	chunks = append(chunks, st.TakeChanges()...)
+	if _, err := open().RestoreLast(last); !errors.Is(err, ErrChunk) {
+		t.Fatalf("restore over a segment read again: %v, want ErrChunk", err)
 	}
 }
