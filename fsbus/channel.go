@@ -89,7 +89,12 @@ type Channel struct {
 	lastFold *folded
 	// lastFullAt is when this process last folded everything (FullFoldEvery).
 	lastFullAt time.Time
-	lastArr    *arrivalsRead
+	// sinceCheckpoint counts the entries folded through foldDelta since this process
+	// last wrote, or started from, the fold checkpoint (checkpoint.go).
+	sinceCheckpoint int
+	// folds counts this process's Loads by how they folded (tests and benchmarks).
+	folds struct{ full, delta, fromCheckpoint int }
+	lastArr         *arrivalsRead
 }
 
 func (c *Channel) now() time.Time {

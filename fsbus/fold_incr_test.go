@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"math/rand"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -143,6 +145,11 @@ func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incre
 				}
 			}
 			f = nf
+			if r.Intn(3) == 0 {
+				// A new process starting from the checkpoint of this fold goes on from
+				// what it decodes (ADR 0011).
+				f = roundTripFold(t, nf, merged)
+			}
 			if len(rest) == 0 {
 				break
 			}
@@ -388,4 +395,76 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 	if n := v3.Arrivals.Number(v3.Snapshot.Entries[len(v3.Snapshot.Entries)-1].Hash()); n == 0 {
 		t.Fatal("the newest entry has no arrival number in the new log")
 	}
+}
+
+// roundTripFold encodes f as a fold checkpoint over a snapshot of entries, decodes it
+// and fails unless the result equals f in everything — the State with its unexported
+// fields (reflect.DeepEqual, the layered maps flattened), the roster, each thing's
+// entries, the chain tips, the missing objects, the pending bases and the crossed
+// things. It returns the decoded fold.
+func roundTripFold(t *testing.T, f *folded, entries []ledger.Entry) *folded {
+	t.Helper()
+	snap := &ledger.Snapshot{Entries: entries}
+	b, err := encodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1))
+	if err != nil {
+		t.Fatalf("encoding the checkpoint: %v", err)
+	}
+	d := &stateDec{b: b}
+	if ms := d.uvarint(); ms != 1 || string(d.take(d.length())) != "ledger" || d.err != nil {
+		t.Fatalf("checkpoint head: %d, %v", ms, d.err)
+	}
+	g, err := decodeCheckpoint(d.b, snap)
+	if err != nil {
+		t.Fatalf("decoding the checkpoint: %v", err)
+	}
+	flat := func(st *State) State {
+		c := *st
+		all := map[string]bool{}
+		st.counts.all(func(k string, v bool) { all[k] = v })
+		c.counts = layered[bool]{base: all}
+		idem := map[string]idemRec{}
+		st.idem.all(func(k string, v idemRec) { idem[k] = v })
+		c.idem = layered[idemRec]{base: idem}
+		return c
+	}
+	if a, b := flat(f.st), flat(g.st); !reflect.DeepEqual(a, b) {
+		t.Fatalf("the State differs after a checkpoint round trip: %s", propDiff(incrCanon(g.st), incrCanon(f.st)))
+	}
+	hashes := func(es []*ledger.Entry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Hash())
+		}
+		return out
+	}
+	var ra, rb []*ledger.Entry
+	for i := range f.roster {
+		ra = append(ra, &f.roster[i])
+	}
+	for i := range g.roster {
+		rb = append(rb, &g.roster[i])
+	}
+	if !slices.Equal(hashes(ra), hashes(rb)) {
+		t.Fatal("the roster differs after a checkpoint round trip")
+	}
+	if len(f.things) != len(g.things) {
+		t.Fatalf("%d things after a round trip, want %d", len(g.things), len(f.things))
+	}
+	for k, es := range f.things {
+		if !slices.Equal(hashes(es), hashes(g.things[k])) {
+			t.Fatalf("thing %s differs after a checkpoint round trip", k)
+		}
+	}
+	if len(f.tips) != len(g.tips) {
+		t.Fatalf("%d tips after a round trip, want %d", len(g.tips), len(f.tips))
+	}
+	for k, e := range f.tips {
+		if g.tips[k] == nil || g.tips[k].Hash() != e.Hash() {
+			t.Fatalf("tip %v differs after a checkpoint round trip", k)
+		}
+	}
+	if !reflect.DeepEqual(f.missing, g.missing) || !reflect.DeepEqual(f.dangling, g.dangling) || !reflect.DeepEqual(f.crossed, g.crossed) {
+		t.Fatal("missing objects, pending bases or crossed things differ after a checkpoint round trip")
+	}
+	return g
 }

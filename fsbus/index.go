@@ -67,6 +67,8 @@ type localIndex struct {
 	frames int               // frames in the file as opened (plus those appended since)
 	whole  bool              // the next save writes the file whole
 	sigs   []sigRec          // good signatures not yet saved
+	// restored is the fold checkpoint open restored, until Load takes it.
+	restored *restoredFold
 }
 
 // sigRec is one good signature: the entry hash and the key it verified under.
@@ -136,9 +138,31 @@ func (ix *localIndex) open(c *Channel) {
 		return // damaged or foreign: rebuilt
 	}
 	ix.rs, ix.frames, ix.whole = rs, frames, frames > indexCompactFrames
-	// Every byte the index covers is checked once per process: a line changed in place
-	// (same length, first and last line intact) makes its segment read again.
-	ix.rs.CheckPrefixes(c.Root)
+	// A process starting from a fold checkpoint trusts the full check its full fold
+	// made (CheckpointTrust, ADR 0011). Otherwise every byte the index covers is checked
+	// once per process: a line changed in place (same length, first and last line
+	// intact) makes its segment read again.
+	if ix.restored = c.restoreCheckpoint(ix.rs); ix.restored == nil {
+		ix.rs.CheckPrefixes(c.Root)
+	}
+}
+
+// takeRestored opens the index when it is not open yet and returns the fold checkpoint
+// it restored (nil when none), once: the caller (Load, under foldMu) makes it its last
+// fold.
+func (c *Channel) takeRestored() *restoredFold {
+	if !indexEnabled() {
+		return nil
+	}
+	ix := c.localIndex()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.rs == nil {
+		ix.open(c)
+	}
+	r := ix.restored
+	ix.restored = nil
+	return r
 }
 
 // errIndex marks an index file that cannot be trusted.
@@ -187,7 +211,7 @@ func readIndex(r *bufio.Reader, project, master string) (*ledger.ReadState, int,
 		}
 		frames++
 	}
-	rs.Chunks() // what was just read is saved: clear the change tracking
+	rs.ClearChanges() // what was just read is saved
 	for _, s := range sigs {
 		rememberSig(s.hash, s.pub, project)
 	}

@@ -49,19 +49,34 @@ func (c *Channel) Load() (*View, error) {
 	if !c.lastFullAt.IsZero() && time.Since(c.lastFullAt) >= FullFoldEvery {
 		c.checkIndexPrefixes() // the minute's full fold reads changed segments again too
 	}
+	trust := FullFoldEvery
+	if c.lastFold == nil {
+		// A new process: start from the fold checkpoint when there is a good one (ADR 0011).
+		if r := c.takeRestored(); r != nil {
+			c.lastSnap, c.lastFold, c.lastFullAt, trust = r.snap, r.fold, r.fullAt, CheckpointTrust
+		}
+	}
 	snap, err := c.readLedger(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
 	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
 	var f *folded
-	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < FullFoldEvery && c.lastFold.canDelta(snap.Added) {
+	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < trust && c.lastFold.canDelta(snap.Added) {
 		// Only appends since the last Load (issue 7): fold the things they touch.
 		c.prewarmSigs(slices.Concat(c.lastFold.roster, snap.Added))
 		c.progress("folding", 0, 0)
 		f, _ = c.lastFold.foldDelta(in, snap.Added, len(snap.Entries), maxHLCText(snap), c.objectExists)
 	}
 	fresh := f == nil
+	switch {
+	case fresh:
+		c.folds.full++
+	case trust == CheckpointTrust:
+		c.folds.fromCheckpoint++
+	default:
+		c.folds.delta++
+	}
 	if fresh {
 		c.lastFullAt = time.Now()
 		c.prewarmSigs(snap.Entries)
@@ -91,6 +106,18 @@ func (c *Channel) Load() (*View, error) {
 	}
 	c.lastSnap, c.lastFold = snap, f
 	_ = c.saveIndex() // a failed save costs only the next Load's work; the index is rebuilt
+	if fresh {
+		c.sinceCheckpoint = 0
+	} else {
+		c.sinceCheckpoint += len(snap.Added)
+	}
+	if fresh || c.sinceCheckpoint >= checkpointEvery {
+		// What this fold cost the next process need not pay (ADR 0011). A failure
+		// costs only the next process a full fold.
+		if c.writeCheckpoint(f, snap, c.lastFullAt) == nil {
+			c.sinceCheckpoint = 0
+		}
+	}
 	pres := c.observePresence(st, arr)
 	return &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres, fold: f}, nil
 }

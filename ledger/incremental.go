@@ -622,6 +622,10 @@ func (s *ReadState) Chunks() [][]byte {
 	return out
 }
 
+// ClearChanges clears the change tracking: the saved copy holds all of s (a state
+// just replayed from it).
+func (s *ReadState) ClearChanges() { clear(s.dirty) }
+
 // TakeChanges returns the chunks that bring a saved copy of the state (the chunks of
 // earlier Chunks and TakeChanges calls) up to date with s, and clears the tracking.
 func (s *ReadState) TakeChanges() [][]byte {

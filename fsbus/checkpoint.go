@@ -1,0 +1,335 @@
+package fsbus
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferryhq/ferry/ledger"
+	"github.com/gofrs/flock"
+)
+
+// The fold checkpoint (issue 7 "Local index … keeps … the folded state, so catch-up
+// and claims cost O(new entries)"; ADR 0011). A process that folded the channel keeps
+// what it folded in the cache dir beside the index:
+//
+//	<cache>/channels/<project>/fold-<first 16 hex of sha256(channel root)>.bin
+//
+// so that the next process — one `ferry order claim`, one `ferry catchup` — starts
+// from it instead of folding every entry again: it restores the ledger snapshot the
+// fold was made from (ledger.ReadState.RestoreLast, references into the index's
+// records), reads only what was appended since, and folds only the things that touched
+// (foldDelta, ADR 0010).
+//
+// The file is the header line "ferry-fold 1 <layout> <project> <master key>\n", the
+// payload, and the payload's sha256 (32 bytes). <layout> is a digest of the Go types
+// the state codec walks (snapcodec.go), so a binary whose State differs never reads
+// another's checkpoint. The payload: the Unix ms of the last full fold the state
+// descends from, the ledger's saved snapshot (length-prefixed), then the folded state:
+// State through the state codec (its set of counted entries as a bitmap over the
+// snapshot's entries), and the roster, each thing's entries and each chain's tip as
+// indexes into the snapshot's entries.
+//
+// Trust: the checkpoint is as trusted as the index (machine-local cache). It is used
+// only when its checksum, header and ledger snapshot all match the index just opened;
+// anything else — missing, damaged, another binary's, a segment read again since — is
+// ignored and the process folds everything, writing a new one. It is also ignored once
+// its full fold is older than CheckpointTrust: a full fold re-reads every object file
+// and re-hashes every segment byte the index covers, which is how a file changed in
+// place behind ferry's back (objects are written once) is found.
+
+// CheckpointTrust is how long after a full fold a new process may start from the
+// checkpoint that fold left, instead of folding everything again (ADR 0011). A running
+// process folds everything every FullFoldEvery.
+const CheckpointTrust = 10 * time.Minute
+
+// checkpointEvery is how many entries a process folds through foldDelta after the
+// last checkpoint before it writes a new one: what a new process's first Load folds
+// on top of a checkpoint is bounded by about this plus what arrived since.
+const checkpointEvery = 2000
+
+const checkpointHeader = "ferry-fold 1 "
+
+// checkpointPath is the channel's checkpoint file.
+func (c *Channel) checkpointPath() string {
+	sum := sha256.Sum256([]byte(c.Root))
+	return filepath.Join(c.Home.StateDir(c.Project()), "fold-"+hex.EncodeToString(sum[:8])+".bin")
+}
+
+// stateLayout is a digest of every type the state codec walks from folded: their
+// names, kinds and fields in order.
+var stateLayout = sync.OnceValue(func() string {
+	var sb strings.Builder
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		fmt.Fprintf(&sb, "%s/%s/%d;", t.String(), t.Kind(), t.Size())
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		switch t.Kind() {
+		case reflect.Struct:
+			for i := range t.NumField() {
+				f := t.Field(i)
+				fmt.Fprintf(&sb, "%s@%d:", f.Name, f.Offset)
+				walk(f.Type)
+			}
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			walk(t.Elem())
+		case reflect.Map:
+			walk(t.Key())
+			walk(t.Elem())
+		}
+	}
+	walk(reflect.TypeFor[folded]())
+	sum := sha256.Sum256([]byte(sb.String()))
+	return hex.EncodeToString(sum[:8])
+})
+
+// checkpointBody is what the payload holds past the ledger snapshot, by value.
+type checkpointBody struct {
+	St       State
+	Missing  map[objRef]string
+	Dangling map[string][]string
+	Crossed  map[string]bool
+}
+
+// encodeCheckpoint encodes f, folded from snap, with the ledger's saved snapshot
+// (ledger.ReadState.SaveLast) and the time of the full fold it descends from. It
+// returns an error when f names an entry snap does not hold or the state does not
+// encode; nothing is written then.
+func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time) ([]byte, error) {
+	at := make(map[string]int, len(snap.Entries))
+	for i := range snap.Entries {
+		at[snap.Entries[i].Hash()] = i
+	}
+	b := binary.AppendUvarint(nil, uint64(fullAt.UnixMilli()))
+	b = appendStr(b, string(ledgerLast))
+	body := checkpointBody{St: *f.st, Missing: f.missing, Dangling: f.dangling, Crossed: f.crossed}
+	body.St.counts = layered[bool]{}
+	var err error
+	if b, err = encodeState(b, &body); err != nil {
+		return nil, err
+	}
+	// The counted entries: a bitmap over snap.Entries.
+	bits := make([]byte, (len(snap.Entries)+7)/8)
+	n := 0
+	var missing error
+	f.st.counts.all(func(h string, c bool) {
+		if !c {
+			return
+		}
+		i, ok := at[h]
+		if !ok {
+			missing = fmt.Errorf("%w: a counted entry %s is not in the snapshot", errStateCodec, h)
+			return
+		}
+		bits[i/8] |= 1 << (i % 8)
+		n++
+	})
+	if missing != nil {
+		return nil, missing
+	}
+	b = appendStr(b, string(bits))
+	idx := func(es ...*ledger.Entry) error {
+		b = binary.AppendUvarint(b, uint64(len(es)))
+		for _, e := range es {
+			i, ok := at[e.Hash()]
+			if !ok {
+				return fmt.Errorf("%w: entry %s is not in the snapshot", errStateCodec, e.Hash())
+			}
+			b = binary.AppendUvarint(b, uint64(i))
+		}
+		return nil
+	}
+	roster := make([]*ledger.Entry, len(f.roster))
+	for i := range f.roster {
+		roster[i] = &f.roster[i]
+	}
+	if err := idx(roster...); err != nil {
+		return nil, err
+	}
+	b = binary.AppendUvarint(b, uint64(len(f.things)))
+	for k, es := range f.things {
+		b = appendStr(b, k)
+		if err := idx(es...); err != nil {
+			return nil, err
+		}
+	}
+	tips := make([]*ledger.Entry, 0, len(f.tips))
+	for _, e := range f.tips {
+		tips = append(tips, e)
+	}
+	if err := idx(tips...); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// decodeCheckpoint rebuilds the folded state from a payload, over snap, the ledger
+// snapshot restored from ledgerLast. It returns errStateCodec (wrapped) for bytes that
+// do not decode or name entries snap does not hold.
+func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, error) {
+	var body checkpointBody
+	rest, err := decodeState(b, &body)
+	if err != nil {
+		return nil, err
+	}
+	d := &stateDec{b: rest}
+	bits := d.take(d.length())
+	if d.err == nil && len(bits) != (len(snap.Entries)+7)/8 {
+		d.fail("counted bitmap of %d bytes for %d entries", len(bits), len(snap.Entries))
+	}
+	counts := map[string]bool{}
+	for i := range snap.Entries {
+		if d.err == nil && bits[i/8]&(1<<(i%8)) != 0 {
+			counts[snap.Entries[i].Hash()] = true
+		}
+	}
+	idx := func() []*ledger.Entry {
+		n := d.length()
+		var out []*ledger.Entry
+		for range n {
+			i := d.uvarint()
+			if d.err != nil || i >= uint64(len(snap.Entries)) {
+				d.fail("entry index %d of %d", i, len(snap.Entries))
+				return nil
+			}
+			out = append(out, &snap.Entries[i])
+		}
+		return out
+	}
+	f := &folded{missing: body.Missing, dangling: body.Dangling, crossed: body.Crossed, things: map[string][]*ledger.Entry{}, tips: map[[2]string]*ledger.Entry{}}
+	for _, e := range idx() {
+		f.roster = append(f.roster, *e)
+	}
+	nthing := d.length()
+	for i := 0; i < nthing && d.err == nil; i++ {
+		k := string(d.take(d.length()))
+		f.things[k] = idx()
+	}
+	for _, e := range idx() {
+		f.tips[[2]string{e.Writer, e.Device}] = e
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	st := body.St
+	st.counts = layered[bool]{base: counts}
+	if f.missing == nil {
+		f.missing = map[objRef]string{}
+	}
+	f.st = &st
+	return f, nil
+}
+
+// errCheckpoint marks a checkpoint file that cannot be used.
+var errCheckpoint = errors.New("fold checkpoint unusable")
+
+// readCheckpoint reads the checkpoint file's header and payload, checking its
+// checksum. It returns errCheckpoint (wrapped) for a missing, damaged or foreign
+// file, and the full fold time and the payload past it otherwise.
+func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, err error) {
+	raw, err := os.ReadFile(c.checkpointPath())
+	if err != nil {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, err)
+	}
+	head := checkpointHeader + stateLayout() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
+	if !bytes.HasPrefix(raw, []byte(head)) || len(raw) < len(head)+sha256.Size {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: header", errCheckpoint)
+	}
+	payload, sum := raw[len(head):len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
+	if s := sha256.Sum256(payload); !bytes.Equal(s[:], sum) {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: checksum", errCheckpoint)
+	}
+	d := &stateDec{b: payload}
+	ms := d.uvarint()
+	ledgerLast = d.take(d.length())
+	if d.err != nil {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, d.err)
+	}
+	return time.UnixMilli(int64(ms)), ledgerLast, d.b, nil
+}
+
+// writeCheckpoint writes the checkpoint of f, folded from snap, whose last full fold
+// was at fullAt, under the flock index.lock, atomically (WriteFileAtomic). It does
+// nothing when the index is off or holds no saved snapshot (the last read was verified:
+// a fork). A failure is returned and costs only the next process a full fold.
+func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.Time) error {
+	if !indexEnabled() {
+		return nil
+	}
+	ix := c.localIndex()
+	ix.mu.Lock()
+	var last []byte
+	if ix.rs != nil {
+		last = ix.rs.SaveLast()
+	}
+	ix.mu.Unlock()
+	if last == nil {
+		return nil
+	}
+	payload, err := encodeCheckpoint(f, snap, last, fullAt)
+	if err != nil {
+		return err
+	}
+	head := checkpointHeader + stateLayout() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
+	sum := sha256.Sum256(payload)
+	out := make([]byte, 0, len(head)+len(payload)+len(sum))
+	out = append(append(append(out, head...), payload...), sum[:]...)
+	lockDir := c.Home.LockDir(c.Project())
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return fmt.Errorf("creating lock dir: %w", err)
+	}
+	lk := flock.New(filepath.Join(lockDir, "index.lock"))
+	if err := lk.Lock(); err != nil {
+		return fmt.Errorf("locking the local index: %w", err)
+	}
+	defer lk.Unlock()
+	if err := WriteFileAtomic(c.checkpointPath(), out, 0o644); err != nil {
+		return fmt.Errorf("writing the fold checkpoint: %w", err)
+	}
+	return nil
+}
+
+// restoredFold is a fold checkpoint restored over the index just opened.
+type restoredFold struct {
+	snap   *ledger.Snapshot
+	fold   *folded
+	fullAt time.Time
+}
+
+// restoreCheckpoint is called when a process opens the index (localIndex.open): when
+// the checkpoint matches the index and its full fold is younger than CheckpointTrust,
+// it returns it, and the process's first Load folds only what is new on top of it.
+// The caller then skips the full check of segment bytes (CheckPrefixes) the
+// checkpoint's full fold made. nil means: fold everything.
+func (c *Channel) restoreCheckpoint(rs *ledger.ReadState) *restoredFold {
+	fullAt, last, body, err := c.readCheckpoint()
+	if err != nil || time.Since(fullAt) >= CheckpointTrust || time.Until(fullAt) > time.Minute {
+		return nil
+	}
+	snap, err := rs.RestoreLast(last)
+	if err != nil {
+		return nil
+	}
+	f, err := decodeCheckpoint(body, snap)
+	if err != nil {
+		rs.RestoreLast(nil) // drops the restored snapshot again
+		return nil
+	}
+	return &restoredFold{snap, f, fullAt}
+}

@@ -1,0 +1,132 @@
+package fsbus
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// rewriteCheckpoint changes a checkpoint file through edit (header and payload, the
+// checksum left off) and writes it back with a good checksum: a checkpoint this
+// machine could have written.
+func rewriteCheckpoint(t *testing.T, c *Channel, edit func(head, payload []byte) []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(c.checkpointPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.IndexByte(raw, '\n') + 1
+	payload := edit(raw[:i], raw[i:len(raw)-sha256.Size])
+	sum := sha256.Sum256(payload)
+	out := append(append(bytes.Clone(raw[:i]), payload...), sum[:]...)
+	if err := os.WriteFile(c.checkpointPath(), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoadStartsFromCheckpoint: a process that folded everything leaves a fold
+// checkpoint; the next process starts from it and folds only what was appended since,
+// and its state equals a full fold (issue 7, ADR 0011). A damaged checkpoint, one of
+// a full fold older than CheckpointTrust, and one over a segment read again since are
+// not used: that process folds everything, to the same state, and writes a good one.
+func TestLoadStartsFromCheckpoint(t *testing.T) {
+	c := openBusyCopy(t)
+	if _, err := c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if c.folds.full != 1 {
+		t.Fatalf("first Load: %+v, want one full fold", c.folds)
+	}
+	if _, err := os.Stat(c.checkpointPath()); err != nil {
+		t.Fatalf("no checkpoint after a full fold: %v", err)
+	}
+	write := func(c *Channel, i int) {
+		t.Helper()
+		s, err := c.As("codex-desktop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TalkSend("claude-code-desktop", "checkpoint note "+string(rune('a'+i)), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// want is the state a process without the index folds.
+	want := func() string {
+		t.Helper()
+		t.Setenv(EnvNoIndex, "1")
+		defer os.Unsetenv(EnvNoIndex)
+		v, err := reopened(t, c).Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return incrCanon(v.State)
+	}
+	check := func(name string, wantFrom bool) *Channel {
+		t.Helper()
+		n := reopened(t, c)
+		v, err := n.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.folds.fromCheckpoint == 1; got != wantFrom {
+			t.Fatalf("%s: %+v, want from the checkpoint %v", name, n.folds, wantFrom)
+		}
+		if g, w := incrCanon(v.State), want(); g != w {
+			t.Fatalf("%s: state differs from a full fold: %s", name, propDiff(g, w))
+		}
+		return n
+	}
+
+	// Writes by other processes since the checkpoint: a new process folds them alone.
+	for i := range 3 {
+		write(reopened(t, c), i)
+	}
+	n := check("after 3 writes", true)
+	// The process goes on from there: its next write and Load are incremental too.
+	write(n, 3)
+	if _, err := n.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if n.folds.full != 0 {
+		t.Fatalf("a process started from the checkpoint folded everything: %+v", n.folds)
+	}
+
+	// Damage: a flipped payload byte fails the checksum.
+	raw, _ := os.ReadFile(c.checkpointPath())
+	raw[len(raw)/2] ^= 1
+	os.WriteFile(c.checkpointPath(), raw, 0o644)
+	check("damaged checkpoint", false)
+	check("after the damaged one was replaced", true)
+
+	// A checkpoint whose full fold is older than CheckpointTrust.
+	rewriteCheckpoint(t, c, func(_, p []byte) []byte {
+		_, k := binary.Uvarint(p)
+		old := time.Now().Add(-CheckpointTrust - time.Minute).UnixMilli()
+		return append(binary.AppendUvarint(nil, uint64(old)), p[k:]...)
+	})
+	check("stale checkpoint", false)
+	check("after the stale one was replaced", true)
+
+	// A payload that passes the checksum but does not decode.
+	rewriteCheckpoint(t, c, func(_, p []byte) []byte { return p[:len(p)-3] })
+	check("truncated payload", false)
+
+	// Another binary's layout.
+	raw, _ = os.ReadFile(c.checkpointPath())
+	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(stateLayout()), []byte("0123456789abcdef"), 1), 0o644)
+	check("other layout", false)
+
+	// A segment rewritten (a sync tool replaced it with an older copy): the index reads
+	// it again from its start, and the checkpoint no longer matches.
+	write(reopened(t, c), 4)
+	check("before the rewrite", true)
+	seg := filepath.Join(c.Root, "ledger", "codex-desktop", c.Device+".jsonl") // this machine's
+	b, _ := os.ReadFile(seg)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	os.WriteFile(seg, bytes.Join(lines[:len(lines)-3], nil), 0o644)
+	check("segment cut back", false)
+}
