@@ -29,6 +29,7 @@ func (c *DoctorCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	ch.Thorough = true // every object and segment byte read again, not the fold checkpoint (ADR 0011)
 	v, err := ch.Load()
 	if err != nil {
 		return err

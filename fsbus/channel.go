@@ -78,6 +78,12 @@ type Channel struct {
 	// entries checked, and must return quickly. nil: no reports.
 	Progress func(stage string, done, total int)
 
+	// Thorough makes every Load fold everything: every object file read again and
+	// every segment byte the local index covers hashed again (CheckPrefixes), instead
+	// of starting from the fold checkpoint or the last Load. ferry doctor and ferry
+	// ledger verify set it (ADR 0011).
+	Thorough bool
+
 	pin       string      // the master key pinned on this machine (rotation.go)
 	index     *localIndex // this process's copy of the local index (index.go)
 	indexOnce sync.Once
@@ -93,8 +99,8 @@ type Channel struct {
 	// last wrote, or started from, the fold checkpoint (checkpoint.go).
 	sinceCheckpoint int
 	// folds counts this process's Loads by how they folded (tests and benchmarks).
-	folds struct{ full, delta, fromCheckpoint int }
-	lastArr         *arrivalsRead
+	folds   struct{ full, delta, fromCheckpoint int }
+	lastArr *arrivalsRead
 }
 
 func (c *Channel) now() time.Time {

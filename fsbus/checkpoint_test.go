@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -129,4 +130,60 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	lines := bytes.SplitAfter(b, []byte("\n"))
 	os.WriteFile(seg, bytes.Join(lines[:len(lines)-3], nil), 0o644)
 	check("segment cut back", false)
+}
+
+// TestThoroughLoadFindsAnInPlaceEdit: a signature changed in place in the middle of a
+// segment (same length, first and last line intact) after a fold checkpoint. A new
+// process starting from the checkpoint keeps what the checkpoint's full fold verified
+// (ADR 0011); a thorough Load (ferry doctor, ferry ledger verify) hashes the segment
+// bytes again, reads the segment again and ignores the forged line.
+func TestThoroughLoadFindsAnInPlaceEdit(t *testing.T) {
+	c := openBusyCopy(t)
+	v0, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := ""
+	most := 0
+	segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", "*", "*.jsonl"))
+	for _, p := range segs {
+		if b, _ := os.ReadFile(p); bytes.Count(b, []byte("\n")) > most {
+			seg, most = p, bytes.Count(b, []byte("\n"))
+		}
+	}
+	b, _ := os.ReadFile(seg)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	mid := lines[len(lines)/2]
+	i := bytes.Index(mid, []byte(`"sig":"`)) + len(`"sig":"`) + 5
+	if mid[i] == 'A' {
+		mid[i] = 'B'
+	} else {
+		mid[i] = 'A'
+	}
+	if err := os.WriteFile(seg, bytes.Join(lines, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := reopened(t, c)
+	v1, err := n.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.folds.fromCheckpoint != 1 || len(v1.State.Ignored) != len(v0.State.Ignored) {
+		t.Fatalf("from the checkpoint (%+v): %d ignored, want the %d verified", n.folds, len(v1.State.Ignored), len(v0.State.Ignored))
+	}
+	n = reopened(t, c)
+	n.Thorough = true
+	v2, err := n.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for _, ig := range v2.State.Ignored {
+		if strings.Contains(ig.Reason, "signature") {
+			bad++
+		}
+	}
+	if n.folds.full != 1 || bad == 0 {
+		t.Fatalf("a thorough Load (%+v) ignored %v; want the forged line ignored for its signature", n.folds, v2.State.Ignored)
+	}
 }

@@ -338,6 +338,12 @@ func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
 		t.Fatalf("arrivals: the new entry has no number or the logs differ (%d vs %d)", v2.Arrivals.Last, fresh.Arrivals.Last)
 	}
 
+	// A process folding everything leaves a fold checkpoint holding m1 (ADR 0011).
+	th := reopened(t, w.c)
+	th.Thorough = true
+	if _, err := th.Load(); err != nil {
+		t.Fatal(err)
+	}
 	p := ObjectPath(w.c.Root, "alice", m1.ID)
 	raw := readTestFile(t, p)
 	writeTestFile(t, p, bytes.Replace(raw, []byte("first"), []byte("forged"), 1))
@@ -349,12 +355,25 @@ func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
 	if m := v3.State.Messages[m1.ID]; m == nil || m.Preview != "first" {
 		t.Fatalf("the running process shows %+v; want the content it verified", m)
 	}
-	v4, err := reopened(t, w.c).Load()
+	// A new process starting from the checkpoint shows what the checkpoint's full fold
+	// verified, never the edit; a thorough one (doctor, ledger verify) reads the object
+	// again and shows nothing of it.
+	n := reopened(t, w.c)
+	v4, err := n.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v4.State.Messages[m1.ID] != nil {
-		t.Fatal("a new process shows an edited message")
+	if m := v4.State.Messages[m1.ID]; n.folds.fromCheckpoint != 1 || m == nil || m.Preview != "first" {
+		t.Fatalf("a new process from the checkpoint (%+v) shows %+v; want the content verified", n.folds, m)
+	}
+	n = reopened(t, w.c)
+	n.Thorough = true
+	v5, err := n.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.folds.full != 1 || v5.State.Messages[m1.ID] != nil {
+		t.Fatalf("a thorough process (%+v) shows an edited message", n.folds)
 	}
 }
 

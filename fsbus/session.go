@@ -50,7 +50,12 @@ func (c *Channel) Load() (*View, error) {
 		c.checkIndexPrefixes() // the minute's full fold reads changed segments again too
 	}
 	trust := FullFoldEvery
-	if c.lastFold == nil {
+	if c.Thorough {
+		// Everything again: every segment byte the index covers and every object file.
+		c.takeRestored() // opens the index; its checkpoint is not used
+		c.checkIndexPrefixes()
+		trust = 0
+	} else if c.lastFold == nil {
 		// A new process: start from the fold checkpoint when there is a good one (ADR 0011).
 		if r := c.takeRestored(); r != nil {
 			c.lastSnap, c.lastFold, c.lastFullAt, trust = r.snap, r.fold, r.fullAt, CheckpointTrust
