@@ -108,7 +108,7 @@ type checkpointBody struct {
 // (ledger.ReadState.SaveLast) and the time of the full fold it descends from. It
 // returns an error when f names an entry snap does not hold or the state does not
 // encode; nothing is written then.
-func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time) ([]byte, error) {
+func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivalsRead) ([]byte, error) {
 	at := make(map[string]int, len(snap.Entries))
 	for i := range snap.Entries {
 		at[snap.Entries[i].Hash()] = i
@@ -173,17 +173,110 @@ func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullA
 	if err := idx(tips...); err != nil {
 		return nil, err
 	}
-	return b, nil
+	return appendArrivals(b, arr, snap), nil
+}
+
+// checkpointArrivals is the arrival log as the checkpoint's process read it, past its
+// records (appendArrivals).
+type checkpointArrivals struct {
+	Header, LogID string
+	Offset        int64
+	Last          []byte
+	N             uint64
+	Sighting      map[string]int64
+}
+
+// appendArrivals appends the arrival log as arr read it (0 when there is none): its
+// header, offset, last line, log id, highest number and sightings, then per entry of
+// snap its arrival number (0: none) and time, and the records of hashes snap does not
+// hold (or of another writer) one by one. Most records are the snapshot's, so they
+// cost two varints each and no hash.
+func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot) []byte {
+	if arr == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	head := checkpointArrivals{Header: arr.header, LogID: arr.a.LogID, Offset: arr.offset, Last: arr.last, N: arr.a.Last, Sighting: arr.a.Sighting}
+	b, _ = encodeState(b, &head) // plain values: cannot fail
+	in := make(map[string]bool, len(snap.Entries))
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		r, ok := arr.a.recs.get(e.Hash())
+		if !ok || r.writer != e.Writer {
+			b = append(b, 0)
+			continue
+		}
+		in[e.Hash()] = true
+		b = binary.AppendUvarint(b, r.n)
+		b = binary.AppendVarint(b, r.ms)
+	}
+	type extra struct {
+		Hash, Writer string
+		N            uint64
+		Ms           int64
+	}
+	var extras []extra
+	arr.a.recs.all(func(h string, r arrival) {
+		if !in[h] {
+			extras = append(extras, extra{h, r.writer, r.n, r.ms})
+		}
+	})
+	b, _ = encodeState(b, &extras)
+	return b
+}
+
+// decodeArrivals reads what appendArrivals wrote over snap; nil when the checkpoint
+// holds no arrival log.
+func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
+	has := d.take(1)
+	if d.err != nil || has[0] == 0 {
+		return nil
+	}
+	var head checkpointArrivals
+	if d.b, d.err = decodeState(d.b, &head); d.err != nil {
+		return nil
+	}
+	recs := make(map[string]arrival, len(snap.Entries))
+	for i := range snap.Entries {
+		n := d.uvarint()
+		if n == 0 || d.err != nil {
+			continue
+		}
+		ms, k := binary.Varint(d.b)
+		if k <= 0 {
+			d.fail("arrival time")
+			return nil
+		}
+		d.b = d.b[k:]
+		e := &snap.Entries[i]
+		recs[e.Hash()] = arrival{n, ms, e.Writer}
+	}
+	var extras []struct {
+		Hash, Writer string
+		N            uint64
+		Ms           int64
+	}
+	if d.b, d.err = decodeState(d.b, &extras); d.err != nil {
+		return nil
+	}
+	for _, x := range extras {
+		recs[x.Hash] = arrival{x.N, x.Ms, x.Writer}
+	}
+	if head.Sighting == nil {
+		head.Sighting = map[string]int64{}
+	}
+	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: layered[arrival]{base: recs}, Sighting: head.Sighting}
+	return &arrivalsRead{a: a, header: head.Header, offset: head.Offset, last: head.Last}
 }
 
 // decodeCheckpoint rebuilds the folded state from a payload, over snap, the ledger
 // snapshot restored from ledgerLast. It returns errStateCodec (wrapped) for bytes that
 // do not decode or name entries snap does not hold.
-func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, error) {
+func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, error) {
 	var body checkpointBody
 	rest, err := decodeState(b, &body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := &stateDec{b: rest}
 	bits := d.take(d.length())
@@ -221,11 +314,12 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, error) {
 	for _, e := range idx() {
 		f.tips[[2]string{e.Writer, e.Device}] = e
 	}
+	arr := decodeArrivals(d, snap)
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
 	if d.err != nil {
-		return nil, d.err
+		return nil, nil, d.err
 	}
 	st := body.St
 	st.counts = layered[bool]{base: counts}
@@ -233,7 +327,7 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, error) {
 		f.missing = map[objRef]string{}
 	}
 	f.st = &st
-	return f, nil
+	return f, arr, nil
 }
 
 // errCheckpoint marks a checkpoint file that cannot be used.
@@ -268,7 +362,7 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 // was at fullAt, under the flock index.lock, atomically (WriteFileAtomic). It does
 // nothing when the index is off or holds no saved snapshot (the last read was verified:
 // a fork). A failure is returned and costs only the next process a full fold.
-func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.Time) error {
+func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivalsRead) error {
 	if !indexEnabled() {
 		return nil
 	}
@@ -282,7 +376,7 @@ func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.
 	if last == nil {
 		return nil
 	}
-	payload, err := encodeCheckpoint(f, snap, last, fullAt)
+	payload, err := encodeCheckpoint(f, snap, last, fullAt, arr)
 	if err != nil {
 		return err
 	}
@@ -310,6 +404,7 @@ type restoredFold struct {
 	snap   *ledger.Snapshot
 	fold   *folded
 	fullAt time.Time
+	arr    *arrivalsRead // the arrival log as the checkpoint's process read it (nil: none)
 }
 
 // restoreCheckpoint is called when a process opens the index (localIndex.open): when
@@ -326,10 +421,10 @@ func (c *Channel) restoreCheckpoint(rs *ledger.ReadState) *restoredFold {
 	if err != nil {
 		return nil
 	}
-	f, err := decodeCheckpoint(body, snap)
+	f, arr, err := decodeCheckpoint(body, snap)
 	if err != nil {
 		rs.RestoreLast(nil) // drops the restored snapshot again
 		return nil
 	}
-	return &restoredFold{snap, f, fullAt}
+	return &restoredFold{snap, f, fullAt, arr}
 }

@@ -79,6 +79,20 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 		if g, w := incrCanon(v.State), want(); g != w {
 			t.Fatalf("%s: state differs from a full fold: %s", name, propDiff(g, w))
 		}
+		// The arrivals are the log's, as a process reading it whole sees them.
+		rd, _, err := readArrivals(filepath.Join(n.Home.StateDir(n.Project()), "arrivals.log"))
+		if err != nil || rd == nil {
+			t.Fatalf("%s: reading the arrival log: %v", name, err)
+		}
+		if v.Arrivals.LogID != rd.a.LogID || v.Arrivals.Last != rd.a.Last {
+			t.Fatalf("%s: arrivals %s/%d, the log says %s/%d", name, v.Arrivals.LogID, v.Arrivals.Last, rd.a.LogID, rd.a.Last)
+		}
+		for i := range v.Snapshot.Entries {
+			h := v.Snapshot.Entries[i].Hash()
+			if g, w := v.Arrivals.Number(h), rd.a.Number(h); g != w || g == 0 {
+				t.Fatalf("%s: entry %s arrived as %d, the log says %d", name, h, g, w)
+			}
+		}
 		return n
 	}
 

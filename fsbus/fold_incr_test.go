@@ -424,7 +424,7 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 func roundTripFold(t *testing.T, f *folded, entries []ledger.Entry) *folded {
 	t.Helper()
 	snap := &ledger.Snapshot{Entries: entries}
-	b, err := encodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1))
+	b, err := encodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil)
 	if err != nil {
 		t.Fatalf("encoding the checkpoint: %v", err)
 	}
@@ -432,7 +432,7 @@ func roundTripFold(t *testing.T, f *folded, entries []ledger.Entry) *folded {
 	if ms := d.uvarint(); ms != 1 || string(d.take(d.length())) != "ledger" || d.err != nil {
 		t.Fatalf("checkpoint head: %d, %v", ms, d.err)
 	}
-	g, err := decodeCheckpoint(d.b, snap)
+	g, _, err := decodeCheckpoint(d.b, snap)
 	if err != nil {
 		t.Fatalf("decoding the checkpoint: %v", err)
 	}

@@ -59,6 +59,9 @@ func (c *Channel) Load() (*View, error) {
 		// A new process: start from the fold checkpoint when there is a good one (ADR 0011).
 		if r := c.takeRestored(); r != nil {
 			c.lastSnap, c.lastFold, c.lastFullAt, trust = r.snap, r.fold, r.fullAt, CheckpointTrust
+			if c.lastArr == nil {
+				c.lastArr = r.arr // read on from its offset when the log is still that one
+			}
 		}
 	}
 	snap, err := c.readLedger(nil)
@@ -119,7 +122,7 @@ func (c *Channel) Load() (*View, error) {
 	if fresh || c.sinceCheckpoint >= checkpointEvery {
 		// What this fold cost the next process need not pay (ADR 0011). A failure
 		// costs only the next process a full fold.
-		if c.writeCheckpoint(f, snap, c.lastFullAt) == nil {
+		if c.writeCheckpoint(f, snap, c.lastFullAt, c.lastArr) == nil {
 			c.sinceCheckpoint = 0
 		}
 	}
