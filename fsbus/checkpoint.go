@@ -31,7 +31,7 @@ import (
 // (foldDelta, ADR 0010).
 //
 // The file is the header line "ferry-fold 1 <layout> <project> <master key>\n", the
-// payload, and the payload's sha256 (32 bytes). <layout> is a digest of the Go types
+// payload, and the payload's CRC-32C (frameSum, as the index's frames). <layout> is a digest of the Go types
 // the state codec walks (snapcodec.go), so a binary whose State differs never reads
 // another's checkpoint. The payload: the Unix ms of the last full fold the state
 // descends from, the ledger's saved snapshot (length-prefixed), then the folded state:
@@ -342,11 +342,11 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, err)
 	}
 	head := checkpointHeader + stateLayout() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
-	if !bytes.HasPrefix(raw, []byte(head)) || len(raw) < len(head)+sha256.Size {
+	if !bytes.HasPrefix(raw, []byte(head)) || len(raw) < len(head)+frameSumSize {
 		return time.Time{}, nil, nil, fmt.Errorf("%w: header", errCheckpoint)
 	}
-	payload, sum := raw[len(head):len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
-	if s := sha256.Sum256(payload); !bytes.Equal(s[:], sum) {
+	payload, sum := raw[len(head):len(raw)-frameSumSize], raw[len(raw)-frameSumSize:]
+	if s := frameSum(payload); !bytes.Equal(s[:], sum) {
 		return time.Time{}, nil, nil, fmt.Errorf("%w: checksum", errCheckpoint)
 	}
 	d := &stateDec{b: payload}
@@ -381,7 +381,7 @@ func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.
 		return err
 	}
 	head := checkpointHeader + stateLayout() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
-	sum := sha256.Sum256(payload)
+	sum := frameSum(payload)
 	out := make([]byte, 0, len(head)+len(payload)+len(sum))
 	out = append(append(append(out, head...), payload...), sum[:]...)
 	lockDir := c.Home.LockDir(c.Project())

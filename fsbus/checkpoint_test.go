@@ -2,7 +2,6 @@ package fsbus
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -21,8 +20,8 @@ func rewriteCheckpoint(t *testing.T, c *Channel, edit func(head, payload []byte)
 		t.Fatal(err)
 	}
 	i := bytes.IndexByte(raw, '\n') + 1
-	payload := edit(raw[:i], raw[i:len(raw)-sha256.Size])
-	sum := sha256.Sum256(payload)
+	payload := edit(raw[:i], raw[i:len(raw)-frameSumSize])
+	sum := frameSum(payload)
 	out := append(append(bytes.Clone(raw[:i]), payload...), sum[:]...)
 	if err := os.WriteFile(c.checkpointPath(), out, 0o644); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,8 +27,9 @@ import (
 //	<cache>/channels/<project>/index-<first 16 hex of sha256(channel root)>.bin
 //
 // The file is a header line "ferry-index 2 <project> <master key>\n" followed by
-// frames, each a uvarint payload length, the payload and the payload's sha256 (32
-// bytes). A payload is 'L' and a ledger.ReadState chunk (a segment's identity, offset,
+// frames, each a uvarint payload length, the payload and the payload's CRC-32C
+// (Castagnoli, 4 bytes big-endian: damage, not tampering, is what a machine-local cache
+// guards against, and the CRC costs a fraction of a hash on a large index). A payload is 'L' and a ledger.ReadState chunk (a segment's identity, offset,
 // last line hash, records and malformed lines), or 'V' and signatures this machine
 // checked and found good: a count, then per signature the entry hash (text) and the
 // public key (32 bytes). Frames are appended under the flock index.lock in the lock dir
@@ -53,7 +55,7 @@ import (
 // EnvNoIndex is the variable that turns the local index off when set to "1".
 const EnvNoIndex = "FERRY_NO_INDEX"
 
-const indexHeader = "ferry-index 2 " // 2: segment chunks carry the running hash (CheckPrefixes)
+const indexHeader = "ferry-index 3 " // 2: segment chunks carry the running hash (CheckPrefixes); 3: CRC-32C frames
 
 // indexCompactFrames is how many frames an index may hold before a Load rewrites it
 // whole (compaction): each Load with new data appends about one frame per changed
@@ -165,6 +167,18 @@ func (c *Channel) takeRestored() *restoredFold {
 	return r
 }
 
+// frameSumSize is the size of a frame's checksum (frameSum).
+const frameSumSize = crc32.Size
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// frameSum is the checksum of an index frame or a checkpoint payload: CRC-32C, big-endian.
+func frameSum(b []byte) [frameSumSize]byte {
+	var out [frameSumSize]byte
+	binary.BigEndian.PutUint32(out[:], crc32.Checksum(b, castagnoli))
+	return out
+}
+
 // errIndex marks an index file that cannot be trusted.
 var errIndex = errors.New("local index is damaged")
 
@@ -187,12 +201,12 @@ func readIndex(r *bufio.Reader, project, master string) (*ledger.ReadState, int,
 		if err != nil || n > 1<<30 {
 			return nil, 0, fmt.Errorf("%w: frame length", errIndex)
 		}
-		buf := make([]byte, n+sha256.Size)
+		buf := make([]byte, n+frameSumSize)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return nil, 0, fmt.Errorf("%w: torn frame", errIndex)
 		}
 		payload, sum := buf[:n], buf[n:]
-		if s := sha256.Sum256(payload); !bytes.Equal(s[:], sum) || n == 0 {
+		if s := frameSum(payload); !bytes.Equal(s[:], sum) || n == 0 {
 			return nil, 0, fmt.Errorf("%w: checksum", errIndex)
 		}
 		switch payload[0] {
@@ -246,7 +260,7 @@ func appendFrame(buf []byte, kind byte, payload []byte) []byte {
 	start := len(buf)
 	buf = append(buf, kind)
 	buf = append(buf, payload...)
-	sum := sha256.Sum256(buf[start:])
+	sum := frameSum(buf[start:])
 	return append(buf, sum[:]...)
 }
 
