@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // rewriteCheckpoint changes a checkpoint file through edit (header and payload, the
@@ -100,6 +102,46 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 		write(reopened(t, c), i)
 	}
 	n := check("after 3 writes", true)
+	// It checked only the new entries' signatures: the index's signature frames were
+	// never decoded. A whole rewrite of the index keeps them.
+	sigsInIndex := func() int {
+		t.Helper()
+		f, err := os.Open(c.indexPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		_, frames, _, err := readIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for _, b := range frames {
+			s, err := decodeSigs(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += len(s)
+		}
+		return total
+	}
+	write(reopened(t, c), 9)
+	before := sigsInIndex()
+	sigCache.Clear() // a new process's cache
+	m := reopened(t, c)
+	if _, err := m.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.localIndex().sigFrames) == 0 || before < 150 || m.folds.fromCheckpoint != 1 {
+		t.Fatalf("%d signature frames left undecoded, %d signatures in the index (%+v); want some and every entry's", len(m.localIndex().sigFrames), before, m.folds)
+	}
+	m.localIndex().whole = true
+	if err := m.saveIndex(); err != nil {
+		t.Fatal(err)
+	}
+	if after := sigsInIndex(); after < before {
+		t.Fatalf("a whole rewrite from a process that never loaded the signature frames kept %d of %d signatures", after, before)
+	}
 	// The process goes on from there: its next write and Load are incremental too.
 	write(n, 3)
 	if _, err := n.Load(); err != nil {

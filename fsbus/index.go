@@ -71,6 +71,9 @@ type localIndex struct {
 	sigs   []sigRec          // good signatures not yet saved
 	// restored is the fold checkpoint open restored, until Load takes it.
 	restored *restoredFold
+	// sigFrames are the index's signature frames not yet in the signature cache
+	// (loadSigsLocked).
+	sigFrames [][]byte
 }
 
 // sigRec is one good signature: the entry hash and the key it verified under.
@@ -102,6 +105,9 @@ func (c *Channel) readLedger(keys ledger.KeyFunc) (*ledger.Snapshot, error) {
 	defer ix.mu.Unlock()
 	if ix.rs == nil {
 		ix.open(c)
+	}
+	if keys != nil {
+		ix.loadSigsLocked(c.Project()) // every signature is checked
 	}
 	return c.Ledger.ReadIncremental(ix.rs, keys, verifyEntry)
 }
@@ -135,11 +141,11 @@ func (ix *localIndex) open(c *Channel) {
 		return // missing (or unreadable): rebuilt
 	}
 	defer f.Close()
-	rs, frames, err := readIndex(bufio.NewReaderSize(f, 1<<20), c.Project(), ledger.FormatKey(c.MasterKey))
+	rs, sigs, frames, err := readIndex(bufio.NewReaderSize(f, 1<<20), c.Project(), ledger.FormatKey(c.MasterKey))
 	if err != nil {
 		return // damaged or foreign: rebuilt
 	}
-	ix.rs, ix.frames, ix.whole = rs, frames, frames > indexCompactFrames
+	ix.rs, ix.sigFrames, ix.frames, ix.whole = rs, sigs, frames, frames > indexCompactFrames
 	// A process starting from a fold checkpoint trusts the full check its full fold
 	// made (CheckpointTrust, ADR 0011). Otherwise every byte the index covers is checked
 	// once per process: a line changed in place (same length, first and last line
@@ -182,16 +188,18 @@ func frameSum(b []byte) [frameSumSize]byte {
 // errIndex marks an index file that cannot be trusted.
 var errIndex = errors.New("local index is damaged")
 
-// readIndex replays an index file. Good signatures go straight into the process's
-// signature cache. It returns errIndex (wrapped) for a wrong header, a failed checksum,
-// a frame that does not decode, or a torn last frame.
-func readIndex(r *bufio.Reader, project, master string) (*ledger.ReadState, int, error) {
+// readIndex replays an index file. The signature frames are returned as they are, for
+// loadSigsLocked to put in the process's signature cache when a fold needs them: a
+// process starting from the fold checkpoint verifies only what is new and never does
+// (ADR 0011). It returns errIndex (wrapped) for a wrong header, a failed checksum, a
+// ledger frame that does not decode, or a torn last frame.
+func readIndex(r *bufio.Reader, project, master string) (*ledger.ReadState, [][]byte, int, error) {
 	head, err := r.ReadString('\n')
 	if err != nil || head != indexHeader+project+" "+master+"\n" {
-		return nil, 0, fmt.Errorf("%w: header %q", errIndex, head)
+		return nil, nil, 0, fmt.Errorf("%w: header %q", errIndex, head)
 	}
 	rs := ledger.NewReadState()
-	var sigs []sigRec
+	var sigs [][]byte
 	frames := 0
 	for {
 		n, err := binary.ReadUvarint(r)
@@ -199,37 +207,61 @@ func readIndex(r *bufio.Reader, project, master string) (*ledger.ReadState, int,
 			break
 		}
 		if err != nil || n > 1<<30 {
-			return nil, 0, fmt.Errorf("%w: frame length", errIndex)
+			return nil, nil, 0, fmt.Errorf("%w: frame length", errIndex)
 		}
 		buf := make([]byte, n+frameSumSize)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, 0, fmt.Errorf("%w: torn frame", errIndex)
+			return nil, nil, 0, fmt.Errorf("%w: torn frame", errIndex)
 		}
 		payload, sum := buf[:n], buf[n:]
 		if s := frameSum(payload); !bytes.Equal(s[:], sum) || n == 0 {
-			return nil, 0, fmt.Errorf("%w: checksum", errIndex)
+			return nil, nil, 0, fmt.Errorf("%w: checksum", errIndex)
 		}
 		switch payload[0] {
 		case 'L':
 			if err := rs.ApplyChunk(payload[1:]); err != nil {
-				return nil, 0, fmt.Errorf("%w: %v", errIndex, err)
+				return nil, nil, 0, fmt.Errorf("%w: %v", errIndex, err)
 			}
 		case 'V':
-			s, err := decodeSigs(payload[1:])
-			if err != nil {
-				return nil, 0, err
-			}
-			sigs = append(sigs, s...)
+			sigs = append(sigs, payload[1:])
 		default:
-			return nil, 0, fmt.Errorf("%w: frame kind %q", errIndex, payload[0])
+			return nil, nil, 0, fmt.Errorf("%w: frame kind %q", errIndex, payload[0])
 		}
 		frames++
 	}
 	rs.ClearChanges() // what was just read is saved
-	for _, s := range sigs {
-		rememberSig(s.hash, s.pub, project)
+	return rs, sigs, frames, nil
+}
+
+// loadSigsLocked puts the signatures of the index's signature frames in the process's
+// signature cache, once; under ix.mu. A frame that does not decode is dropped (its
+// checksum held: only a bug writes one), which costs a signature check per entry.
+func (ix *localIndex) loadSigsLocked(project string) {
+	for _, b := range ix.sigFrames {
+		sigs, err := decodeSigs(b)
+		if err != nil {
+			continue
+		}
+		for _, s := range sigs {
+			rememberSig(s.hash, s.pub, project)
+		}
 	}
-	return rs, frames, nil
+	ix.sigFrames = nil
+}
+
+// loadIndexSigs is loadSigsLocked for a Load about to check every signature (a full
+// fold): the index is opened first when it is not.
+func (c *Channel) loadIndexSigs() {
+	if !indexEnabled() {
+		return
+	}
+	ix := c.localIndex()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.rs == nil {
+		ix.open(c)
+	}
+	ix.loadSigsLocked(c.Project())
 }
 
 func decodeSigs(b []byte) ([]sigRec, error) {
@@ -285,7 +317,8 @@ func (c *Channel) saveIndex() error {
 	if whole {
 		chunks = ix.rs.Chunks()
 		buf = append(buf, indexHeader+c.Project()+" "+ledger.FormatKey(c.MasterKey)+"\n"...)
-		sigs = allSigs(c.Project()) // the pending ones included
+		ix.loadSigsLocked(c.Project()) // the frames not loaded yet are written again too
+		sigs = allSigs(c.Project())    // the pending ones included
 	} else {
 		chunks = ix.rs.TakeChanges()
 	}

@@ -374,7 +374,7 @@ func TestIndexConcurrentLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, _, err := readIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey)); err != nil {
+	if _, _, _, err := readIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey)); err != nil {
 		t.Fatalf("index after concurrent loads: %v", err)
 	}
 	want := viewJSON(t, fullLoad(t, c))

@@ -87,6 +87,7 @@ func (c *Channel) Load() (*View, error) {
 	}
 	if fresh {
 		c.lastFullAt = time.Now()
+		c.loadIndexSigs() // every signature is checked: those this machine checked before are known
 		c.prewarmSigs(snap.Entries)
 		c.progress("folding", 0, 0)
 		in.Entries, in.Forks = snap.Entries, snap.Forks
