@@ -213,6 +213,24 @@ func FuzzTrustedEntry(f *testing.F) {
 	})
 }
 
+// FuzzTrustedData (issue 7) is FuzzTrustedEntry with the bytes placed where the fast
+// path checks most: as data, and inside the type string, of an otherwise usual line.
+func FuzzTrustedData(f *testing.F) {
+	for _, d := range []string{
+		`{}`, `{"a":1}`, `{"a":[1,-2,true,false,null,{}],"b":"x\ny\u001fé"}`, `{"a":{"b":{"c":[]}}}`,
+		`{"a":1.5}`, `{"a":-0}`, `{"a":"\u00e9"}`, `{"b":1,"a":2}`, `{"a":1,"a":1}`, `{"\u0061":1}`,
+		`{"a":"\ud83d\ude00"}`, "{\"a\":\"\xed\xa0\x80\"}", `null`, `[1]`, `{"a":9007199254740993}`,
+	} {
+		f.Add([]byte(d), []byte("t.x"))
+	}
+	f.Add([]byte(`{}`), []byte(`t\u002ex`))
+	f.Add([]byte(`{}`), []byte("t\x7f"))
+	f.Fuzz(func(t *testing.T, data, typ []byte) {
+		line := `{"data":` + string(data) + `,"device":"d1","hlc":"2026-11-29T18:30:00.123Z/0003","seq":7,"type":"` + string(typ) + `","v":1,"writer":"w"}`
+		checkTrusted(t, []byte(line), "sha256:x")
+	})
+}
+
 // checkTrusted fails unless trustedEntry(raw, hash) agrees with unmarshalEntry: both
 // fail with the same error, or give equal entries (raw and hash included) but for
 // known, which is parseCanonical's verdict on the fast path and false otherwise; an
