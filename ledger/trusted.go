@@ -37,8 +37,8 @@ const (
 	mWriter
 )
 
-// required are the members parseTrusted needs present (the bits of their indexes).
-const required = 1<<mDevice | 1<<mHLC | 1<<mSeq | 1<<mType | 1<<mV | 1<<mWriter
+// trustedRequired are the members parseTrusted needs present (the bits of their indexes).
+const trustedRequired = 1<<mDevice | 1<<mHLC | 1<<mSeq | 1<<mType | 1<<mV | 1<<mWriter
 
 // maxTrustedDigits bounds seq and v: 15 decimal digits stay below 2^53 (maxExactInt),
 // so they are exact in RFC 8785 and cannot overflow uint64.
@@ -157,7 +157,7 @@ func parseTrusted(raw []byte) (Entry, bool) {
 		}
 		i++
 	}
-	if seen&required != required {
+	if seen&trustedRequired != trustedRequired {
 		return Entry{}, false
 	}
 	e.raw = raw[:n:n]
