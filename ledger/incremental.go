@@ -659,7 +659,8 @@ var ErrChunk = errors.New("ledger: damaged read-state chunk")
 // an older state) is skipped: the next ReadIncremental reads those bytes itself. It
 // returns ErrChunk (wrapped) when the bytes do not decode; s is then unchanged.
 // Records are trusted as they were read: the caller keeps chunks where only this
-// machine writes and checks their integrity (fsbus checksums each chunk).
+// machine writes and checks their integrity (fsbus checksums each chunk). The records
+// share b's memory (their lines and strings): b must not be changed after the call.
 func (s *ReadState) ApplyChunk(b []byte) error {
 	d := decoder{b: b}
 	kind := d.byte()
@@ -742,8 +743,19 @@ func (s *ReadState) forgetLast(path string) {
 }
 
 // trustedEntry rebuilds an entry from its canonical line and hash as a read recorded
-// them, without canonicalizing or hashing again.
+// them, without canonicalizing or hashing again. Lines of the usual shape are decoded
+// by parseTrusted, over raw's memory; others by unmarshalEntry, whose error it returns.
 func trustedEntry(raw []byte, hash string) (Entry, error) {
+	if e, ok := parseTrusted(raw); ok {
+		e.hash = hash
+		return e, nil
+	}
+	return unmarshalEntry(raw, hash)
+}
+
+// unmarshalEntry is trustedEntry by json.Unmarshal, for any line; it returns
+// json.Unmarshal's error.
+func unmarshalEntry(raw []byte, hash string) (Entry, error) {
 	var e Entry
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return Entry{}, err
