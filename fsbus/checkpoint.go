@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,9 +122,9 @@ func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullA
 	if b, err = encodeState(b, &body); err != nil {
 		return nil, err
 	}
-	// The counted entries: a bitmap over snap.Entries.
-	bits := make([]byte, (len(snap.Entries)+7)/8)
-	n := 0
+	// The counted entries: their indexes in snap.Entries, in the order of their hashes
+	// (the restored set is searched, not hashed: layered's sorted base).
+	var counted []int
 	var missing error
 	f.st.counts.all(func(h string, c bool) {
 		if !c {
@@ -134,13 +135,16 @@ func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullA
 			missing = fmt.Errorf("%w: a counted entry %s is not in the snapshot", errStateCodec, h)
 			return
 		}
-		bits[i/8] |= 1 << (i % 8)
-		n++
+		counted = append(counted, i)
 	})
 	if missing != nil {
 		return nil, missing
 	}
-	b = appendStr(b, string(bits))
+	slices.SortFunc(counted, func(i, j int) int { return strings.Compare(snap.Entries[i].Hash(), snap.Entries[j].Hash()) })
+	b = binary.AppendUvarint(b, uint64(len(counted)))
+	for _, i := range counted {
+		b = binary.AppendUvarint(b, uint64(i))
+	}
 	idx := func(es ...*ledger.Entry) error {
 		b = binary.AppendUvarint(b, uint64(len(es)))
 		for _, e := range es {
@@ -173,7 +177,7 @@ func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullA
 	if err := idx(tips...); err != nil {
 		return nil, err
 	}
-	return appendArrivals(b, arr, snap), nil
+	return appendArrivals(b, arr, snap, at), nil
 }
 
 // checkpointArrivals is the arrival log as the checkpoint's process read it, past its
@@ -187,41 +191,36 @@ type checkpointArrivals struct {
 }
 
 // appendArrivals appends the arrival log as arr read it (0 when there is none): its
-// header, offset, last line, log id, highest number and sightings, then per entry of
-// snap its arrival number (0: none) and time, and the records of hashes snap does not
-// hold (or of another writer) one by one. Most records are the snapshot's, so they
-// cost two varints each and no hash.
-func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot) []byte {
+// header, offset, last line, log id, highest number and sightings, then its records in
+// the order of their hashes, each as the index of its entry in snap (plus one) or 0 and
+// the hash and writer when snap does not hold it (or another writer), then its arrival
+// number and time. Most records are the snapshot's: a few bytes each and no hash.
+func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[string]int) []byte {
 	if arr == nil {
 		return append(b, 0)
 	}
 	b = append(b, 1)
 	head := checkpointArrivals{Header: arr.header, LogID: arr.a.LogID, Offset: arr.offset, Last: arr.last, N: arr.a.Last, Sighting: arr.a.Sighting}
 	b, _ = encodeState(b, &head) // plain values: cannot fail
-	in := make(map[string]bool, len(snap.Entries))
-	for i := range snap.Entries {
-		e := &snap.Entries[i]
-		r, ok := arr.a.recs.get(e.Hash())
-		if !ok || r.writer != e.Writer {
+	type rec struct {
+		h string
+		r arrival
+	}
+	recs := make([]rec, 0, arr.a.recs.len())
+	arr.a.recs.all(func(h string, r arrival) { recs = append(recs, rec{h, r}) })
+	slices.SortFunc(recs, func(x, y rec) int { return strings.Compare(x.h, y.h) })
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, x := range recs {
+		if i, ok := at[x.h]; ok && snap.Entries[i].Writer == x.r.writer {
+			b = binary.AppendUvarint(b, uint64(i)+1)
+		} else {
 			b = append(b, 0)
-			continue
+			b = appendStr(b, x.h)
+			b = appendStr(b, x.r.writer)
 		}
-		in[e.Hash()] = true
-		b = binary.AppendUvarint(b, r.n)
-		b = binary.AppendVarint(b, r.ms)
+		b = binary.AppendUvarint(b, x.r.n)
+		b = binary.AppendVarint(b, x.r.ms)
 	}
-	type extra struct {
-		Hash, Writer string
-		N            uint64
-		Ms           int64
-	}
-	var extras []extra
-	arr.a.recs.all(func(h string, r arrival) {
-		if !in[h] {
-			extras = append(extras, extra{h, r.writer, r.n, r.ms})
-		}
-	})
-	b, _ = encodeState(b, &extras)
 	return b
 }
 
@@ -236,36 +235,36 @@ func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
 	if d.b, d.err = decodeState(d.b, &head); d.err != nil {
 		return nil
 	}
-	recs := make(map[string]arrival, len(snap.Entries))
-	for i := range snap.Entries {
-		n := d.uvarint()
-		if n == 0 || d.err != nil {
-			continue
+	n := d.length()
+	keys, vals := make([]string, 0, n), make([]arrival, 0, n)
+	for range n {
+		var h, writer string
+		if i := d.uvarint(); i > 0 && i <= uint64(len(snap.Entries)) {
+			h, writer = snap.Entries[i-1].Hash(), snap.Entries[i-1].Writer
+		} else if i == 0 {
+			h, writer = string(d.take(d.length())), string(d.take(d.length()))
+		} else {
+			d.fail("arrival of entry %d of %d", i, len(snap.Entries))
 		}
+		num := d.uvarint()
 		ms, k := binary.Varint(d.b)
 		if k <= 0 {
 			d.fail("arrival time")
+		}
+		if d.err != nil {
 			return nil
 		}
 		d.b = d.b[k:]
-		e := &snap.Entries[i]
-		recs[e.Hash()] = arrival{n, ms, e.Writer}
-	}
-	var extras []struct {
-		Hash, Writer string
-		N            uint64
-		Ms           int64
-	}
-	if d.b, d.err = decodeState(d.b, &extras); d.err != nil {
-		return nil
-	}
-	for _, x := range extras {
-		recs[x.Hash] = arrival{x.N, x.Ms, x.Writer}
+		if m := len(keys); m > 0 && keys[m-1] >= h {
+			d.fail("arrivals out of order")
+			return nil
+		}
+		keys, vals = append(keys, h), append(vals, arrival{num, ms, writer})
 	}
 	if head.Sighting == nil {
 		head.Sighting = map[string]int64{}
 	}
-	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: layered[arrival]{base: recs}, Sighting: head.Sighting}
+	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: sortedLayered(keys, vals), Sighting: head.Sighting}
 	return &arrivalsRead{a: a, header: head.Header, offset: head.Offset, last: head.Last}
 }
 
@@ -279,15 +278,20 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, 
 		return nil, nil, err
 	}
 	d := &stateDec{b: rest}
-	bits := d.take(d.length())
-	if d.err == nil && len(bits) != (len(snap.Entries)+7)/8 {
-		d.fail("counted bitmap of %d bytes for %d entries", len(bits), len(snap.Entries))
-	}
-	counts := map[string]bool{}
-	for i := range snap.Entries {
-		if d.err == nil && bits[i/8]&(1<<(i%8)) != 0 {
-			counts[snap.Entries[i].Hash()] = true
+	ncount := d.length()
+	keys, vals := make([]string, 0, ncount), make([]bool, 0, ncount)
+	for range ncount {
+		i := d.uvarint()
+		if d.err != nil || i >= uint64(len(snap.Entries)) {
+			d.fail("counted entry %d of %d", i, len(snap.Entries))
+			break
 		}
+		h := snap.Entries[i].Hash()
+		if n := len(keys); n > 0 && keys[n-1] >= h {
+			d.fail("counted entries out of order")
+			break
+		}
+		keys, vals = append(keys, h), append(vals, true)
 	}
 	idx := func() []*ledger.Entry {
 		n := d.length()
@@ -322,7 +326,7 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, 
 		return nil, nil, d.err
 	}
 	st := body.St
-	st.counts = layered[bool]{base: counts}
+	st.counts = sortedLayered(keys, vals)
 	if f.missing == nil {
 		f.missing = map[objRef]string{}
 	}

@@ -3,6 +3,8 @@ package fsbus
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +95,14 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 			if g, w := v.Arrivals.Number(h), rd.a.Number(h); g != w || g == 0 {
 				t.Fatalf("%s: entry %s arrived as %d, the log says %d", name, h, g, w)
 			}
+		}
+		// Every record ingested, those no segment holds any more included (doctor's
+		// vanished records).
+		got, wantIngested := map[string]string{}, map[string]string{}
+		v.Arrivals.Ingested(func(h, w string, n uint64) { got[h] = fmt.Sprint(w, n) })
+		rd.a.Ingested(func(h, w string, n uint64) { wantIngested[h] = fmt.Sprint(w, n) })
+		if !maps.Equal(got, wantIngested) {
+			t.Fatalf("%s: %d records ingested, the log has %d", name, len(got), len(wantIngested))
 		}
 		return n
 	}
@@ -185,6 +195,11 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	lines := bytes.SplitAfter(b, []byte("\n"))
 	os.WriteFile(seg, bytes.Join(lines[:len(lines)-3], nil), 0o644)
 	check("segment cut back", false)
+	// The records cut are still in the arrival log: the next checkpoint keeps them.
+	cut := check("from the checkpoint after the cut", true)
+	if v, _ := cut.Load(); v.Arrivals.Last <= uint64(len(v.Snapshot.Entries)) {
+		t.Fatalf("arrival log of %d records for %d entries: the cut records are not in it", v.Arrivals.Last, len(v.Snapshot.Entries))
+	}
 }
 
 // TestThoroughLoadFindsAnInPlaceEdit: a signature changed in place in the middle of a

@@ -1,14 +1,29 @@
 package fsbus
 
-import "maps"
+import (
+	"maps"
+	"slices"
+)
 
 // layered is a map of string keys made of a shared base that is never written once a
 // State or Arrivals holding it has been returned, and a small top layer of what was
 // added since (issue 7: a Load that folds 100 new entries must not copy a map of
 // 100,000). Reads look in top, then in base. with returns a new layered and leaves the
 // receiver as it was, so a View handed out earlier keeps reading what it read.
+//
+// The base is a map, or — restored from the fold checkpoint (ADR 0011) — its keys in
+// increasing order with their values (keys, vals): found by binary search, so a new
+// process does not build a map of 100,000 keys it will look up a few of. A base is one
+// or the other, never both.
 type layered[V any] struct {
 	base, top map[string]V
+	keys      []string // sorted, no repeats; vals[i] is keys[i]'s value
+	vals      []V
+}
+
+// sortedLayered makes a layered whose base is keys (strictly increasing) with vals.
+func sortedLayered[V any](keys []string, vals []V) layered[V] {
+	return layered[V]{keys: keys, vals: vals}
 }
 
 // layeredTopMax is how large the top layer grows before with folds it into a new base
@@ -19,8 +34,25 @@ func (m layered[V]) get(k string) (V, bool) {
 	if v, ok := m.top[k]; ok {
 		return v, true
 	}
+	if m.keys != nil {
+		if i, ok := slices.BinarySearch(m.keys, k); ok {
+			return m.vals[i], true
+		}
+		var zero V
+		return zero, false
+	}
 	v, ok := m.base[k]
 	return v, ok
+}
+
+// inBase reports whether k is in the base.
+func (m layered[V]) inBase(k string) bool {
+	if m.keys != nil {
+		_, ok := slices.BinarySearch(m.keys, k)
+		return ok
+	}
+	_, ok := m.base[k]
+	return ok
 }
 
 // set writes k in the top layer. Only for a layered still being built (Fold, loading
@@ -34,9 +66,9 @@ func (m *layered[V]) set(k string, v V) {
 
 // len returns the number of keys (a key in both layers counts once).
 func (m layered[V]) len() int {
-	n := len(m.base)
+	n := len(m.base) + len(m.keys)
 	for k := range m.top {
-		if _, ok := m.base[k]; !ok {
+		if !m.inBase(k) {
 			n++
 		}
 	}
@@ -53,6 +85,11 @@ func (m layered[V]) all(fn func(k string, v V)) {
 			fn(k, v)
 		}
 	}
+	for i, k := range m.keys {
+		if _, ok := m.top[k]; !ok {
+			fn(k, m.vals[i])
+		}
+	}
 }
 
 // with returns m plus add (add's values win). It copies the top layer, or, once the
@@ -62,8 +99,11 @@ func (m layered[V]) with(add map[string]V) layered[V] {
 		return m
 	}
 	if len(m.top)+len(add) > layeredTopMax {
-		base := make(map[string]V, len(m.base)+len(m.top)+len(add))
+		base := make(map[string]V, len(m.base)+len(m.keys)+len(m.top)+len(add))
 		maps.Copy(base, m.base)
+		for i, k := range m.keys {
+			base[k] = m.vals[i]
+		}
 		maps.Copy(base, m.top)
 		maps.Copy(base, add)
 		return layered[V]{base: base}
@@ -71,5 +111,5 @@ func (m layered[V]) with(add map[string]V) layered[V] {
 	top := make(map[string]V, len(m.top)+len(add))
 	maps.Copy(top, m.top)
 	maps.Copy(top, add)
-	return layered[V]{base: m.base, top: top}
+	return layered[V]{base: m.base, top: top, keys: m.keys, vals: m.vals}
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 //	entries: count, then per entry file index and record index
 //	forks: count, then per fork the winner's and each loser's (file, record) index
 //	chain problems: the JSON of []Problem
+//	chain tips: count, then per chain writer, device, seq and hash of its last record
 
 // SaveLast returns the last snapshot an unverified ReadIncremental returned, encoded
 // for RestoreLast, or nil when there is none (none read yet, or the last read was
@@ -91,7 +93,21 @@ func (s *ReadState) SaveLast() []byte {
 	if err != nil {
 		return nil
 	}
-	return appendStr(b, string(probs))
+	b = appendStr(b, string(probs))
+	// The chain tips, so a restore need not go over every entry for them.
+	tips := make([]segKey, 0, len(lr.tips))
+	for k := range lr.tips {
+		tips = append(tips, k)
+	}
+	slices.SortFunc(tips, func(x, y segKey) int { return cmp.Or(cmp.Compare(x.writer, y.writer), cmp.Compare(x.device, y.device)) })
+	b = binary.AppendUvarint(b, uint64(len(tips)))
+	for _, k := range tips {
+		b = appendStr(b, k.writer)
+		b = appendStr(b, k.device)
+		b = binary.AppendUvarint(b, lr.tips[k].seq)
+		b = appendStr(b, lr.tips[k].hash)
+	}
+	return b
 }
 
 // RestoreLast makes the snapshot SaveLast encoded the last one of s again, so the
@@ -162,19 +178,25 @@ func (s *ReadState) RestoreLast(b []byte) (*Snapshot, error) {
 		snap.Forks = append(snap.Forks, f)
 	}
 	probs := d.bytes(int(d.uint()))
-	if d.err != nil || len(d.b) != 0 || json.Unmarshal(probs, &lr.chainProbs) != nil {
+	if d.err != nil || json.Unmarshal(probs, &lr.chainProbs) != nil {
 		return nil, fmt.Errorf("%w: saved snapshot problems", ErrChunk)
 	}
-	for i := 1; i < len(snap.Entries); i++ {
-		if compareEntries(snap.Entries[i-1], snap.Entries[i]) >= 0 { // one entry per (writer, device, seq)
-			return nil, fmt.Errorf("%w: saved snapshot is not in merged order", ErrChunk)
-		}
+	ntip := d.uint()
+	if ntip > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%w: %d chain tips in %d bytes", ErrChunk, ntip, len(d.b))
 	}
-	for i := range snap.Entries {
-		e := &snap.Entries[i]
-		k := segKey{e.Writer, e.Device}
-		if t, ok := lr.tips[k]; !ok || e.Seq > t.seq {
-			lr.tips[k] = chainTip{e.Seq, e.Hash()}
+	for range ntip {
+		k := segKey{d.str(), d.str()}
+		lr.tips[k] = chainTip{d.uint(), d.str()}
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: saved snapshot chain tips", ErrChunk)
+	}
+	// Merged order, one entry per (writer, device, seq): HLC text is fixed-width, so
+	// comparing it as text is comparing the clocks.
+	for i := 1; i < len(snap.Entries); i++ {
+		if compareEntries(snap.Entries[i-1], snap.Entries[i]) >= 0 {
+			return nil, fmt.Errorf("%w: saved snapshot is not in merged order", ErrChunk)
 		}
 	}
 	if n := len(snap.Entries); n > 0 {
