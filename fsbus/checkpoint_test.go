@@ -257,3 +257,69 @@ func TestThoroughLoadFindsAnInPlaceEdit(t *testing.T) {
 		t.Fatalf("a thorough Load (%+v) ignored %v; want the forged line ignored for its signature", n.folds, v2.State.Ignored)
 	}
 }
+
+// TestDecodeCheckpointDamaged decodes a real checkpoint with random bytes changed and
+// cut short, many times: each gives an error or a state, never a panic, and the state
+// restored is used only when decoding succeeded (ADR 0011).
+func TestDecodeCheckpointDamaged(t *testing.T) {
+	c := openBusyCopy(t)
+	if _, err := c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	_, last, body, err := c.readCheckpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := propSeed(t)
+	refused := 0
+	for i := range 600 {
+		b := bytes.Clone(body)
+		if i%3 == 0 {
+			b = b[:r.Intn(len(b))]
+		} else {
+			for range 1 + r.Intn(4) {
+				b[r.Intn(len(b))] = byte(r.Intn(256))
+			}
+		}
+		snap, err := c.localIndex().rs.RestoreLast(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := decodeCheckpoint(b, snap)
+		switch {
+		case err != nil:
+			refused++
+		case f == nil || f.st == nil:
+			t.Fatalf("case %d decoded without error to nothing", i)
+		}
+	}
+	if refused < 200 {
+		t.Fatalf("%d of 600 damaged checkpoints refused; at least the 200 cut short must be", refused)
+	}
+}
+
+// FuzzDecodeCheckpoint feeds the checkpoint decoder damaged payloads (their checksum
+// recomputed: what a bug, not a bad disk, would write): it returns an error or a
+// state, and never panics or allocates without bound (ADR 0011).
+func FuzzDecodeCheckpoint(f *testing.F) {
+	c := openBusyCopy(f)
+	if _, err := c.Load(); err != nil {
+		f.Fatal(err)
+	}
+	_, last, body, err := c.readCheckpoint()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(body)
+	f.Add(body[:len(body)/3])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		snap, err := c.localIndex().rs.RestoreLast(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, arr, err := decodeCheckpoint(b, snap); err == nil && (f == nil || f.st == nil) {
+			t.Fatalf("decoded without error to %v, %v", f, arr)
+		}
+	})
+}

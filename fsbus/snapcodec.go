@@ -33,6 +33,10 @@ import (
 // errStateCodec is wrapped by every encode and decode failure of the state codec.
 var errStateCodec = errors.New("state codec")
 
+// decodePrealloc is the most elements a decoded slice or map is made with before its
+// elements have decoded: it grows from there.
+const decodePrealloc = 1024
+
 // stateMaxDepth bounds nesting, so a cycle is an error instead of a stack overflow.
 const stateMaxDepth = 64
 
@@ -313,10 +317,17 @@ func buildSlice(c *stateCodec, t reflect.Type) {
 		if n == 0 || d.err != nil {
 			return
 		}
-		s := reflect.MakeSlice(t, n-1, n-1)
-		base := s.UnsafePointer()
+		// Grown as elements decode, not made at the claimed length up front: damaged
+		// input claiming a long slice of large elements runs out of bytes first.
+		s := reflect.MakeSlice(t, 0, min(n-1, decodePrealloc))
 		for i := 0; i < n-1 && d.err == nil; i++ {
-			elem.dec(d, unsafe.Add(base, uintptr(i)*size), depth+1)
+			if i == s.Cap() {
+				g := reflect.MakeSlice(t, i, min(n-1, 2*i))
+				reflect.Copy(g, s)
+				s = g
+			}
+			s = s.Slice(0, i+1)
+			elem.dec(d, unsafe.Add(s.UnsafePointer(), uintptr(i)*size), depth+1)
 		}
 		reflect.NewAt(t, p).Elem().Set(s)
 	}
@@ -365,7 +376,7 @@ func buildMap(c *stateCodec, t reflect.Type) {
 		if n == 0 || d.err != nil {
 			return
 		}
-		m := reflect.MakeMapWithSize(t, n-1)
+		m := reflect.MakeMapWithSize(t, min(n-1, decodePrealloc))
 		for i := 0; i < n-1 && d.err == nil; i++ {
 			k, v := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
 			key.dec(d, k.Addr().UnsafePointer(), depth+1)
