@@ -26,7 +26,8 @@ import (
 // Objects arrive on their own: a thing whose object file was missing at the last fold
 // is folded again once the file is there, with no new entry. An object file changed in
 // place after it was folded (tampering: objects are written once) is seen by the next
-// full fold — every process's first Load, `ferry doctor`, `ferry ledger verify`.
+// full fold — `ferry doctor`, `ferry ledger verify`, a running process within
+// FullFoldEvery, a new one within CheckpointTrust of the checkpoint's full fold.
 
 // folded is a State with what folding it again after new entries needs.
 type folded struct {

@@ -39,10 +39,11 @@ import (
 // Trust: the index is never trusted over the channel. Every Load re-reads each
 // segment's first and last remembered line and compares their hashes, reading a
 // segment again from its start when it was truncated or replaced. Each segment's
-// running sha256 over every byte read is kept too: a process opening the index, and a
-// running process once a minute (FullFoldEvery), hash the files again up to the
-// offsets read and read again any segment changed in place between its first and last
-// line (ledger.ReadState.CheckPrefixes). A file that is
+// running sha256 over every byte read is kept too: a process opening the index (unless
+// it starts from the fold checkpoint, whose full fold did this, ADR 0011), a thorough
+// Load, and a running process once a minute (FullFoldEvery), hash the files again up
+// to the offsets read and read again any segment changed in place between its first
+// and last line (ledger.ReadState.CheckPrefixes). A file that is
 // damaged (a frame's checksum fails, a frame does not decode, a torn last frame), of
 // another version, project, master key, or missing is rebuilt from the channel. Good
 // signatures are remembered by entry hash and key: the hash covers the signed bytes

@@ -133,9 +133,11 @@ func (c *Channel) Load() (*View, error) {
 
 // FullFoldEvery bounds how long a process folds only what is new (issue 7): its first
 // Load after that folds everything again, re-reading every object file and checking
-// every segment byte the index covers, so a file changed behind its back (objects are written once: that is tampering or a broken
-// sync) is seen by a long-running process (ferry mcp serve, ferry watch) within this
-// time, as a new process sees it at once.
+// every segment byte the index covers, so a file changed behind its back (objects are
+// written once: that is tampering or a broken sync) is seen by a long-running process
+// (ferry mcp serve, ferry watch) within this time. A new process starting from the
+// fold checkpoint counts from the checkpoint's full fold (CheckpointTrust, ADR 0011);
+// a thorough one (Channel.Thorough) sees it at once.
 const FullFoldEvery = time.Minute
 
 // maxHLCText is the snapshot's highest HLC as text ("" when it has no entries).
