@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -31,14 +32,16 @@ import (
 // records), reads only what was appended since, and folds only the things that touched
 // (foldDelta, ADR 0010).
 //
-// The file is the header line "ferry-fold 1 <layout> <project> <master key>\n", the
-// payload, and the payload's CRC-32C (frameSum, as the index's frames). <layout> is a digest of the Go types
-// the state codec walks (snapcodec.go), so a binary whose State differs never reads
-// another's checkpoint. The payload: the Unix ms of the last full fold the state
-// descends from, the ledger's saved snapshot (length-prefixed), then the folded state:
-// State through the state codec (its set of counted entries as a bitmap over the
-// snapshot's entries), and the roster, each thing's entries and each chain's tip as
-// indexes into the snapshot's entries.
+// The file is the header line "ferry-fold 1 <layout>-<binary> <project> <master
+// key>\n", the payload, and the payload's CRC-32C (frameSum, as the index's frames).
+// <layout> is a digest of the Go types the state codec walks (snapcodec.go), <binary>
+// one of this build (binaryIdentity): a checkpoint is read only by the binary that
+// wrote it, whose types and fold rules are those it was written with. The payload:
+// the Unix ms of the last full fold the state descends from; the ledger's saved
+// snapshot (length-prefixed); the State through the state codec; its counted entries
+// as indexes into the snapshot's entries in the order of their hashes; the roster,
+// each thing's entries and each chain's tip as indexes into the snapshot's entries;
+// the arrival log as read (appendArrivals).
 //
 // Trust: the checkpoint is as trusted as the index (machine-local cache). It is used
 // only when its checksum, header and ledger snapshot all match the index just opened;
@@ -93,6 +96,35 @@ var stateLayout = sync.OnceValue(func() string {
 		}
 	}
 	walk(reflect.TypeFor[folded]())
+	sum := sha256.Sum256([]byte(sb.String()))
+	return hex.EncodeToString(sum[:8])
+})
+
+// checkpointHead is the checkpoint's header line for this binary and channel.
+func (c *Channel) checkpointHead() string {
+	return checkpointHeader + stateLayout() + "-" + binaryIdentity() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
+}
+
+// binaryIdentity tells this binary from another one (16 hex): its module version and
+// VCS revision as built, and its executable's size and modification time. A state
+// folded by another build — whose fold rules may differ though its types do not — is
+// never restored. A binary that cannot name its executable is told apart by its
+// build information alone.
+var binaryIdentity = sync.OnceValue(func() string {
+	var sb strings.Builder
+	if info, ok := debug.ReadBuildInfo(); ok {
+		sb.WriteString(info.Main.Path + "@" + info.Main.Version)
+		for _, s := range info.Settings {
+			if strings.HasPrefix(s.Key, "vcs.") {
+				sb.WriteString(" " + s.Key + "=" + s.Value)
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		if fi, err := os.Stat(exe); err == nil {
+			fmt.Fprintf(&sb, " %d %d", fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
 	sum := sha256.Sum256([]byte(sb.String()))
 	return hex.EncodeToString(sum[:8])
 })
@@ -345,7 +377,7 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 	if err != nil {
 		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, err)
 	}
-	head := checkpointHeader + stateLayout() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
+	head := c.checkpointHead()
 	if !bytes.HasPrefix(raw, []byte(head)) || len(raw) < len(head)+frameSumSize {
 		return time.Time{}, nil, nil, fmt.Errorf("%w: header", errCheckpoint)
 	}
@@ -384,7 +416,7 @@ func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.
 	if err != nil {
 		return err
 	}
-	head := checkpointHeader + stateLayout() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
+	head := c.checkpointHead()
 	sum := frameSum(payload)
 	out := make([]byte, 0, len(head)+len(payload)+len(sum))
 	out = append(append(append(out, head...), payload...), sum[:]...)

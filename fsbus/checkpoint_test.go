@@ -181,10 +181,13 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	rewriteCheckpoint(t, c, func(_, p []byte) []byte { return p[:len(p)-3] })
 	check("truncated payload", false)
 
-	// Another binary's layout.
+	// Another binary's layout, another build of the same layout.
 	raw, _ = os.ReadFile(c.checkpointPath())
 	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(stateLayout()), []byte("0123456789abcdef"), 1), 0o644)
 	check("other layout", false)
+	raw, _ = os.ReadFile(c.checkpointPath())
+	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(binaryIdentity()), []byte("0123456789abcdef"), 1), 0o644)
+	check("other build", false)
 
 	// A segment rewritten (a sync tool replaced it with an older copy): the index reads
 	// it again from its start, and the checkpoint no longer matches.
