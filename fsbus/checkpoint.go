@@ -309,6 +309,12 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, 
 	if err != nil {
 		return nil, nil, err
 	}
+	return decodeCheckpointRefs(&body, rest, snap)
+}
+
+// decodeCheckpointRefs is the part of decodeCheckpoint past the state codec's: what
+// refers to snap's entries. body is the decoded state; rest the bytes after it.
+func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, error) {
 	d := &stateDec{b: rest}
 	ncount := d.length()
 	keys, vals := make([]string, 0, ncount), make([]bool, 0, ncount)
@@ -448,19 +454,43 @@ type restoredFold struct {
 // it returns it, and the process's first Load folds only what is new on top of it.
 // The caller then skips the full check of segment bytes (CheckPrefixes) the
 // checkpoint's full fold made. nil means: fold everything.
-func (c *Channel) restoreCheckpoint(rs *ledger.ReadState) *restoredFold {
-	fullAt, last, body, err := c.readCheckpoint()
-	if err != nil || time.Since(fullAt) >= CheckpointTrust || time.Until(fullAt) > time.Minute {
+func (c *Channel) restoreCheckpoint(rs *ledger.ReadState, pre *checkpointRead) *restoredFold {
+	if pre == nil {
 		return nil
 	}
-	snap, err := rs.RestoreLast(last)
+	snap, err := rs.RestoreLast(pre.last)
 	if err != nil {
 		return nil
 	}
-	f, arr, err := decodeCheckpoint(body, snap)
+	f, arr, err := decodeCheckpointRefs(&pre.body, pre.rest, snap)
 	if err != nil {
 		rs.RestoreLast(nil) // drops the restored snapshot again
 		return nil
 	}
-	return &restoredFold{snap, f, fullAt, arr}
+	return &restoredFold{snap, f, pre.fullAt, arr}
+}
+
+// checkpointRead is the part of a checkpoint read before the index is: what does not
+// refer to the index's records.
+type checkpointRead struct {
+	fullAt time.Time
+	last   []byte // the ledger's saved snapshot
+	body   checkpointBody
+	rest   []byte // what refers to the snapshot's entries (decodeCheckpointRefs)
+}
+
+// readCheckpointState reads the checkpoint file and decodes its state, when it is good
+// and its full fold is younger than CheckpointTrust (and not over a minute ahead of
+// this machine's clock); nil otherwise. It needs nothing from the index, so
+// localIndex.open runs it beside reading the index.
+func (c *Channel) readCheckpointState() *checkpointRead {
+	fullAt, last, body, err := c.readCheckpoint()
+	if err != nil || time.Since(fullAt) >= CheckpointTrust || time.Until(fullAt) > time.Minute {
+		return nil
+	}
+	pre := &checkpointRead{fullAt: fullAt, last: last}
+	if pre.rest, err = decodeState(body, &pre.body); err != nil {
+		return nil
+	}
+	return pre
 }

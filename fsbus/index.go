@@ -142,6 +142,9 @@ func (ix *localIndex) open(c *Channel) {
 		return // missing (or unreadable): rebuilt
 	}
 	defer f.Close()
+	// The fold checkpoint's state decodes beside the index's records (ADR 0011).
+	pre := make(chan *checkpointRead, 1)
+	go func() { pre <- c.readCheckpointState() }()
 	rs, sigs, frames, err := readIndex(bufio.NewReaderSize(f, 1<<20), c.Project(), ledger.FormatKey(c.MasterKey))
 	if err != nil {
 		return // damaged or foreign: rebuilt
@@ -151,7 +154,7 @@ func (ix *localIndex) open(c *Channel) {
 	// made (CheckpointTrust, ADR 0011). Otherwise every byte the index covers is checked
 	// once per process: a line changed in place (same length, first and last line
 	// intact) makes its segment read again.
-	if ix.restored = c.restoreCheckpoint(ix.rs); ix.restored == nil {
+	if ix.restored = c.restoreCheckpoint(ix.rs, <-pre); ix.restored == nil {
 		ix.rs.CheckPrefixes(c.Root)
 	}
 }
