@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,4 +326,30 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 			t.Fatalf("decoded without error to %v, %v", f, arr)
 		}
 	})
+}
+
+// TestSortByHash holds sortByHash to the order of the text, hashes sharing their first
+// bytes and texts without the sha256: prefix included.
+func TestSortByHash(t *testing.T) {
+	r := propSeed(t)
+	for round := range 50 {
+		var hs []string
+		for i := range 200 {
+			h := fmt.Sprintf("sha256:%064x", r.Uint64())
+			if i%5 == 0 && len(hs) > 0 { // same first 8 bytes after the prefix as another
+				h = hs[r.Intn(len(hs))][:15] + fmt.Sprintf("%049x", r.Uint64())
+			}
+			hs = append(hs, h)
+		}
+		if round%10 == 0 {
+			hs = append(hs, "sha256:invalid", "other")
+		}
+		got := slices.Clone(hs)
+		sortByHash(got, func(s string) string { return s })
+		want := slices.Clone(hs)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: sortByHash differs from sorting the text", round)
+		}
+	}
 }
