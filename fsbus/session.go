@@ -72,6 +72,11 @@ func (c *Channel) Load() (*View, error) {
 	var f *folded
 	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < trust && c.lastFold.canDelta(snap.Added) {
 		// Only appends since the last Load (issue 7): fold the things they touch.
+		if len(snap.Added) > sigFramesAfter {
+			// Many entries since the checkpoint: most were checked by the processes that
+			// saved them in the index; looking them up beats checking them again.
+			c.loadIndexSigs()
+		}
 		c.prewarmSigs(slices.Concat(c.lastFold.roster, snap.Added))
 		c.progress("folding", 0, 0)
 		f, _ = c.lastFold.foldDelta(in, snap.Added, len(snap.Entries), maxHLCText(snap), c.objectExists)
@@ -130,6 +135,11 @@ func (c *Channel) Load() (*View, error) {
 	pres := c.observePresence(st, arr)
 	return &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres, fold: f}, nil
 }
+
+// sigFramesAfter is how many new entries make a Load load the index's signature frames
+// (about 30 ms on 100,000 signatures) rather than check each entry's signature (about
+// 50 µs each).
+const sigFramesAfter = 512
 
 // FullFoldEvery bounds how long a process folds only what is new (issue 7): its first
 // Load after that folds everything again, re-reading every object file and checking
