@@ -353,3 +353,46 @@ func TestSortByHash(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointWithManyNewEntries: over sigFramesAfter entries appended since the
+// checkpoint make the new process load the index's signature frames (the entries'
+// signatures were saved by the processes that checked them) and still fold only the
+// new entries, to the state of a full fold.
+func TestCheckpointWithManyNewEntries(t *testing.T) {
+	c := openBusyCopy(t)
+	if _, err := c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	key, err := c.Home.LoadKey(c.Project(), "codex-desktop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sigFramesAfter + 20 {
+		d := ledger.Draft{Type: TypeMsgPost, Ref: fmt.Sprintf("m-many%04d", i%50), Data: []byte(`{"body":"many ` + fmt.Sprint(i) + `"}`)}
+		if _, err := c.Ledger.Append("codex-desktop", c.Device, d, key, ledger.HLC{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := reopened(t, c).Load(); err != nil { // a process that saved them in the index
+		t.Fatal(err)
+	}
+	// That process started from the first checkpoint too and wrote none (under
+	// checkpointEvery): the next one folds all of them on top of it.
+	n := reopened(t, c)
+	v, err := n.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.folds.fromCheckpoint != 1 || len(v.Snapshot.Added) <= sigFramesAfter || n.localIndex().sigFrames != nil {
+		t.Fatalf("folds %+v, %d added, %d signature frames left: want from the checkpoint, over %d added, frames loaded",
+			n.folds, len(v.Snapshot.Added), len(n.localIndex().sigFrames), sigFramesAfter)
+	}
+	t.Setenv(EnvNoIndex, "1")
+	w, err := reopened(t, c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, want := incrCanon(v.State), incrCanon(w.State); g != want {
+		t.Fatalf("state differs from a full fold: %s", propDiff(g, want))
+	}
+}
