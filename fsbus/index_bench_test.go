@@ -127,6 +127,9 @@ func BenchmarkBigCatchUp(b *testing.B) {
 			if got := n.localIndex().rs.Stats().NewLines; got != 100 {
 				b.Fatalf("read %d new lines, want 100", got)
 			}
+			if n.folds.fromCheckpoint != 1 {
+				b.Fatalf("the catch-up did not start from the fold checkpoint: %+v", n.folds)
+			}
 		}
 	})
 }
@@ -185,6 +188,36 @@ func BenchmarkBigClaim(b *testing.B) {
 			}
 			if _, err := s.Claim(next(b), ""); err != nil {
 				b.Fatal(err)
+			}
+			if n.folds.fromCheckpoint != 1 {
+				b.Fatalf("the claim did not start from the fold checkpoint: %+v", n.folds)
+			}
+		}
+	})
+	// no-checkpoint: the fold checkpoint is removed before each claim (untimed), as
+	// when it is older than CheckpointTrust: the claim folds everything (and writes a
+	// new checkpoint).
+	b.Run("new-process-no-checkpoint", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			sigCache.Clear()
+			if err := os.Remove(c.checkpointPath()); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			n, err := Open(h, c.Root)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := n.As(agent)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Claim(next(b), ""); err != nil {
+				b.Fatal(err)
+			}
+			if n.folds.full != 1 {
+				b.Fatalf("the claim did not fold everything: %+v", n.folds)
 			}
 		}
 	})
