@@ -31,6 +31,11 @@ type Arrivals struct {
 	Last     uint64           // highest arrival number
 	recs     layered[arrival] // entry hash → its arrival
 	Sighting map[string]int64 // writer → when this machine last saw it change (Unix ms)
+	// missedAt, when set (missed), is one less than the lowest arrival number another
+	// process logged, while the Load that made this Arrivals read the segments, for an
+	// entry that reading did not hold (Complete).
+	missedAt uint64
+	missed   bool
 }
 
 // arrival is one line of the log: the arrival number, when the entry was first seen
@@ -64,6 +69,11 @@ func (a *Arrivals) Seen(hash string) time.Time {
 
 const arrivalsHeader = "ferry-arrivals 1 "
 
+// arrivalsPath is the channel's arrival log.
+func (c *Channel) arrivalsPath() string {
+	return filepath.Join(c.Home.StateDir(c.Project()), "arrivals.log")
+}
+
 // arrivalsRead is the arrival log as this process last read it (issue 7: a Load reads
 // only the lines appended since, not the whole log).
 type arrivalsRead struct {
@@ -79,7 +89,11 @@ type arrivalsRead struct {
 // only those are looked up, as long as the log is still the one read then. A damaged
 // log is moved aside and rebuilt (cursors into it then fall back to a bounded digest).
 // The Arrivals returned is the caller's: later Loads never change it.
-func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*Arrivals, error) {
+//
+// size0 is the log's size when the Load began, before it read the segments (-1: no
+// log then): lines past it were logged by other processes meanwhile, and those naming
+// an entry this Load did not read hold Complete below them.
+func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, size0 int64) (*Arrivals, error) {
 	dir := c.Home.StateDir(c.Project())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
@@ -92,7 +106,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*
 		return nil, fmt.Errorf("locking arrival log: %w", err)
 	}
 	defer lk.Unlock()
-	path := filepath.Join(dir, "arrivals.log")
+	path := c.arrivalsPath()
 	var rd *arrivalsRead
 	rewritten := false
 	if c.lastArr != nil {
@@ -132,6 +146,10 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*
 	}
 	a := *rd.a
 	a.Sighting = maps.Clone(rd.a.Sighting)
+	a.missed = false
+	if size0 >= 0 && buf.Len() == 0 { // the log read goes on from the one there at size0
+		a.missedAt, a.missed = lateMissed(path, size0, rd.offset, entries)
+	}
 	now := c.now().UnixMilli()
 	add := map[string]arrival{}
 	for i := range entries {
@@ -178,6 +196,56 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool) (*
 	ret := a
 	ret.Sighting = maps.Clone(a.Sighting)
 	return &ret, nil
+}
+
+// lateMissed returns one less than the lowest arrival number logged at or past byte
+// size0 (by another process, while the caller read the segments) for an entry not
+// among entries, and whether there is one. entries is what the caller read that a late line may name — an entry the
+// caller's previous reading held was logged before size0 — so ingestArrivals passes
+// the new ones alone when it reads on incrementally. end is the offset just past the
+// last complete line read.
+func lateMissed(path string, size0, end int64, entries []ledger.Entry) (uint64, bool) {
+	if size0 >= end {
+		return 0, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	// A line that size0 cuts was being logged then: late too. Lines are about 100
+	// bytes: read from a little before size0, or from the start if no line ends there.
+	start := max(size0-4096, 0)
+	b := make([]byte, end-start)
+	if _, err := f.ReadAt(b, start); err != nil {
+		return 0, false
+	}
+	if i := bytes.LastIndexByte(b[:size0-start], '\n'); i >= 0 || start == 0 {
+		b = b[i+1:]
+	} else {
+		return lateMissed(path, 0, end, entries) // every line counts as late: safe
+	}
+	late := map[string]uint64{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) != 4 {
+			continue
+		}
+		if n, err := strconv.ParseUint(fs[0], 10, 64); err == nil {
+			late[fs[1]] = n
+		}
+	}
+	for i := range entries {
+		delete(late, entries[i].Hash())
+	}
+	var at uint64
+	missed := false
+	for _, n := range late {
+		if n > 0 && (!missed || n-1 < at) {
+			at, missed = n-1, true
+		}
+	}
+	return at, missed
 }
 
 // readArrivals reads the whole log: nil (and no error) when there is none, an error
@@ -307,8 +375,23 @@ func loadArrivals(path string) (*Arrivals, error) {
 	return rd.a, nil
 }
 
-// Cursor returns an opaque token naming the current arrival number.
-func (a *Arrivals) Cursor() string { return fmt.Sprintf("%s.%d", a.LogID, a.Last) }
+// Cursor returns an opaque token naming the arrival number up to which this view
+// holds everything (Complete): a catch-up or watch going on from it misses nothing, even
+// an entry another process logged while this view's Load was reading the segments
+// without it (issue 7: every message delivered).
+func (a *Arrivals) Cursor() string { return fmt.Sprintf("%s.%d", a.LogID, a.Complete()) }
+
+// Complete returns the highest arrival number up to which the view holds every entry the
+// log numbers: Last, or less when another process logged entries while the view's
+// Load read the segments, and that reading missed them (they are new to the next
+// Load). Entries of the view numbered above Seen may be reported again from a cursor
+// at Seen — a repeat, never a loss.
+func (a *Arrivals) Complete() uint64 {
+	if a.missed && a.missedAt < a.Last {
+		return a.missedAt
+	}
+	return a.Last
+}
 
 // parseCursor returns the arrival number a cursor names, or ok=false when the cursor is
 // from another machine, a lost log, or malformed: callers then fall back to a bounded

@@ -112,8 +112,8 @@ func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(Follo
 	if err != nil {
 		return err
 	}
-	f := &follower{c: c, me: opt.As, orders: map[string]string{}, msgs: map[string]bool{}, contests: map[string]bool{}}
-	f.start = v.Arrivals.Last
+	f := &follower{c: c, me: opt.As, orders: map[string]string{}, msgs: map[string]bool{}, contests: map[string]bool{}, sent: map[uint64]bool{}}
+	f.start = v.Arrivals.Complete()
 	if n, ok := v.Arrivals.parseCursor(opt.Since); ok && opt.Since != "" {
 		f.start = n
 	}
@@ -153,7 +153,8 @@ type follower struct {
 	c        *Channel
 	me       string
 	start    uint64            // arrival number Follow started after
-	last     uint64            // highest arrival number reported
+	last     uint64            // arrival number up to which everything was reported
+	sent     map[uint64]bool   // entries reported numbered above last
 	orders   map[string]string // order id → head last reported
 	msgs     map[string]bool   // message ids reported
 	contests map[string]bool   // ref + basis reported
@@ -170,19 +171,29 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 	}
 	var fresh []arrived
 	for i := range v.Snapshot.Entries {
-		if n := arr.Number(v.Snapshot.Entries[i].Hash()); n > f.last {
+		if n := arr.Number(v.Snapshot.Entries[i].Hash()); n > f.last && !f.sent[n] {
 			fresh = append(fresh, arrived{n, i})
 		}
 	}
 	sort.Slice(fresh, func(a, b int) bool { return fresh[a].n < fresh[b].n })
 	for _, a := range fresh {
 		e := &v.Snapshot.Entries[a.i]
-		if err := emit(FollowEvent{Kind: FollowEntry, Cursor: cursor(a.n), Writer: e.Writer, Type: e.Type, Ref: e.Ref, HLC: e.HLC}); err != nil {
+		// The cursor to go on from after this entry: its number, unless an entry
+		// numbered below it may still come (above Complete).
+		if err := emit(FollowEvent{Kind: FollowEntry, Cursor: cursor(min(a.n, arr.Complete())), Writer: e.Writer, Type: e.Type, Ref: e.Ref, HLC: e.HLC}); err != nil {
 			return err
 		}
+		f.sent[a.n] = true
 	}
-	if arr.Last > f.last {
-		f.last = arr.Last
+	// Everything up to Complete is reported; above it, entries another process logged
+	// while this view was read may still come, so the ones reported are remembered.
+	if c := arr.Complete(); c > f.last {
+		f.last = c
+		for n := range f.sent {
+			if n <= c {
+				delete(f.sent, n)
+			}
+		}
 	}
 	st := v.State
 	if f.me != "" {

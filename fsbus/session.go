@@ -64,6 +64,12 @@ func (c *Channel) Load() (*View, error) {
 			}
 		}
 	}
+	// The arrival log's size before the segments are read: what other processes log
+	// while this Load reads is told apart (Arrivals.Complete).
+	logSize0 := int64(-1)
+	if fi, err := os.Stat(c.arrivalsPath()); err == nil {
+		logSize0 = fi.Size()
+	}
 	snap, err := c.readLedger(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
@@ -114,7 +120,7 @@ func (c *Channel) Load() (*View, error) {
 	}
 	c.followPin(st) // issue 8: the pin follows the master key rotation chain
 	c.progress("arrivals", 0, 0)
-	arr, err := c.ingestArrivals(snap.Entries, snap.Added, snap.Base != nil && snap.Base == c.lastSnap)
+	arr, err := c.ingestArrivals(snap.Entries, snap.Added, snap.Base != nil && snap.Base == c.lastSnap, logSize0)
 	if err != nil {
 		return nil, err
 	}
