@@ -365,6 +365,9 @@ func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapsh
 		return nil, nil, d.err
 	}
 	st := body.St
+	if err := checkDecodedState(&st); err != nil {
+		return nil, nil, err
+	}
 	st.counts = sortedLayered(keys, vals)
 	if f.missing == nil {
 		f.missing = map[objRef]string{}
@@ -403,6 +406,48 @@ func sortByHash[T any](xs []T, hash func(T) string) {
 	for i := range ks {
 		xs[i] = ks[i].x
 	}
+}
+
+// checkDecodedState checks what every reader of a State takes for granted and a
+// payload that passes its checksum may still break (a bug, a hand edit): each thing is
+// filed under its own id, no entry of a map is nil, the primary role is there. It
+// returns errStateCodec (wrapped) naming the first break.
+func checkDecodedState(st *State) error {
+	if st.Primary == nil {
+		return fmt.Errorf("%w: no primary role", errStateCodec)
+	}
+	for k, a := range st.Agents {
+		if a == nil || a.Name != k {
+			return fmt.Errorf("%w: agent %q filed under %q", errStateCodec, nameOf(a), k)
+		}
+	}
+	if err := checkFiled(st.Orders, func(o *Order) string { return o.ID }); err != nil {
+		return err
+	}
+	if err := checkFiled(st.Messages, func(m *Message) string { return m.ID }); err != nil {
+		return err
+	}
+	if err := checkFiled(st.Asks, func(a *Ask) string { return a.ID }); err != nil {
+		return err
+	}
+	return checkFiled(st.Handins, func(h *Handin) string { return h.ID })
+}
+
+func nameOf(a *Agent) string {
+	if a == nil {
+		return "<nil>"
+	}
+	return a.Name
+}
+
+// checkFiled reports a thing of m that is nil or filed under another id than its own.
+func checkFiled[T any](m map[string]*T, id func(*T) string) error {
+	for k, v := range m {
+		if v == nil || id(v) != k {
+			return fmt.Errorf("%w: a thing filed under %q is nil or has another id", errStateCodec, k)
+		}
+	}
+	return nil
 }
 
 // errCheckpoint marks a checkpoint file that cannot be used.

@@ -396,3 +396,43 @@ func TestCheckpointWithManyNewEntries(t *testing.T) {
 		t.Fatalf("state differs from a full fold: %s", propDiff(g, want))
 	}
 }
+
+// TestCheckpointWithAThingUnderAnotherID: a checkpoint whose checksum holds but whose
+// state files an order under another id than its own (found by a fresh-user run:
+// `ferry catchup` then panicked) is refused, and the process folds everything.
+func TestCheckpointWithAThingUnderAnotherID(t *testing.T) {
+	c := openBusyCopy(t)
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ""
+	for k := range v.State.Orders {
+		id = k
+		break
+	}
+	forged := id[:len(id)-1] + "x"
+	if id[len(id)-1] == 'x' {
+		forged = id[:len(id)-1] + "y"
+	}
+	rewriteCheckpoint(t, c, func(_, p []byte) []byte {
+		// The id appears as a map key and as the order's ID field: change the second.
+		i := bytes.Index(p, []byte(id))
+		j := bytes.Index(p[i+len(id):], []byte(id))
+		if i < 0 || j < 0 {
+			t.Fatalf("order %s not twice in the checkpoint", id)
+		}
+		q := bytes.Clone(p)
+		copy(q[i+len(id)+j:], forged)
+		return q
+	})
+	n := reopened(t, c)
+	v2, err := n.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.folds.full != 1 || v2.State.Orders[id] == nil || v2.State.Orders[id].ID != id {
+		t.Fatalf("a checkpoint filing order %s as %s was used (%+v)", id, forged, n.folds)
+	}
+	n.Catchup(v2, "codex-desktop", "") // no panic
+}
