@@ -163,8 +163,18 @@ func (ix *localIndex) open(c *Channel) {
 // it restored (nil when none), once: the caller (Load, under foldMu) makes it its last
 // fold.
 func (c *Channel) takeRestored() *restoredFold {
+	var r *restoredFold
+	c.withOpenIndex(func(ix *localIndex) {
+		r, ix.restored = ix.restored, nil
+	})
+	return r
+}
+
+// withOpenIndex runs fn on this process's index under its lock, opening the index
+// first when it is not open yet. It does nothing when the index is off.
+func (c *Channel) withOpenIndex(fn func(ix *localIndex)) {
 	if !indexEnabled() {
-		return nil
+		return
 	}
 	ix := c.localIndex()
 	ix.mu.Lock()
@@ -172,9 +182,7 @@ func (c *Channel) takeRestored() *restoredFold {
 	if ix.rs == nil {
 		ix.open(c)
 	}
-	r := ix.restored
-	ix.restored = nil
-	return r
+	fn(ix)
 }
 
 // frameSumSize is the size of a frame's checksum (frameSum).
@@ -256,16 +264,7 @@ func (ix *localIndex) loadSigsLocked(project string) {
 // loadIndexSigs is loadSigsLocked for a Load about to check every signature (a full
 // fold): the index is opened first when it is not.
 func (c *Channel) loadIndexSigs() {
-	if !indexEnabled() {
-		return
-	}
-	ix := c.localIndex()
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.rs == nil {
-		ix.open(c)
-	}
-	ix.loadSigsLocked(c.Project())
+	c.withOpenIndex(func(ix *localIndex) { ix.loadSigsLocked(c.Project()) })
 }
 
 func decodeSigs(b []byte) ([]sigRec, error) {

@@ -173,23 +173,27 @@ func BenchmarkBigClaim(b *testing.B) {
 			}
 		}
 	})
+	// claim opens the channel anew and claims the next order in it.
+	claim := func(b *testing.B) *Channel {
+		n, err := Open(h, c.Root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := n.As(agent)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Claim(next(b), ""); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
 	b.Run("new-process", func(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
 			sigCache.Clear()
 			b.StartTimer()
-			n, err := Open(h, c.Root)
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, err := n.As(agent)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := s.Claim(next(b), ""); err != nil {
-				b.Fatal(err)
-			}
-			if n.folds.fromCheckpoint != 1 {
+			if n := claim(b); n.folds.fromCheckpoint != 1 {
 				b.Fatalf("the claim did not start from the fold checkpoint: %+v", n.folds)
 			}
 		}
@@ -205,18 +209,7 @@ func BenchmarkBigClaim(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			n, err := Open(h, c.Root)
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, err := n.As(agent)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := s.Claim(next(b), ""); err != nil {
-				b.Fatal(err)
-			}
-			if n.folds.full != 1 {
+			if n := claim(b); n.folds.full != 1 {
 				b.Fatalf("the claim did not fold everything: %+v", n.folds)
 			}
 		}
