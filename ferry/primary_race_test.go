@@ -61,8 +61,14 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 		}
 	}
 	arrivals := func(m raceMachine) string {
-		b, _ := os.ReadFile(filepath.Join(m.fsHome().StateDir(project), "arrivals.log"))
-		return string(b)
+		// The machine's arrival logs (one per channel directory).
+		logs, _ := filepath.Glob(filepath.Join(m.fsHome().StateDir(project), "arrivals-*.log"))
+		var all []byte
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			all = append(all, b...)
+		}
+		return string(all)
 	}
 	for _, m := range []raceMachine{a, b} {
 		if marker == "" || strings.Contains(arrivals(m), marker) {

@@ -357,8 +357,14 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 		}
 	}
 	arrivals := func(m raceMachine) string {
-		b, _ := os.ReadFile(filepath.Join(m.fsHome().StateDir(project), "arrivals.log"))
-		return string(b)
+		// The machine's arrival logs (one per channel directory).
+		logs, _ := filepath.Glob(filepath.Join(m.fsHome().StateDir(project), "arrivals-*.log"))
+		var all []byte
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			all = append(all, b...)
+		}
+		return string(all)
 	}
 	for _, m := range []raceMachine{a, b} {
 		if strings.Contains(arrivals(m), marker) {

@@ -2,6 +2,8 @@ package fsbus
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +26,13 @@ import (
 // sightings (when this machine last saw each writer change) come from the same log.
 // The log lives in the cache dir and is rebuildable from the channel at any time.
 //
-// File format (arrivals.log): a header line "ferry-arrivals 1 <log id>", then one line
+// One log per channel directory, like the index (issue 7: two directories of one
+// project on one machine — two clones, a copy — receive files apart, so one's
+// arrivals must not number entries the other has not read):
+//
+//	<cache>/channels/<project>/arrivals-<first 16 hex of sha256(channel root)>.log
+//
+// File format: a header line "ferry-arrivals 1 <log id>", then one line
 // per entry: "<n> <entry hash> <first seen, Unix ms> <writer>".
 type Arrivals struct {
 	LogID    string
@@ -71,7 +79,8 @@ const arrivalsHeader = "ferry-arrivals 1 "
 
 // arrivalsPath is the channel's arrival log.
 func (c *Channel) arrivalsPath() string {
-	return filepath.Join(c.Home.StateDir(c.Project()), "arrivals.log")
+	sum := sha256.Sum256([]byte(c.Root))
+	return filepath.Join(c.Home.StateDir(c.Project()), "arrivals-"+hex.EncodeToString(sum[:8])+".log")
 }
 
 // arrivalsRead is the arrival log as this process last read it (issue 7: a Load reads

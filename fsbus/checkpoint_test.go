@@ -84,7 +84,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 			t.Fatalf("%s: state differs from a full fold: %s", name, propDiff(g, w))
 		}
 		// The arrivals are the log's, as a process reading it whole sees them.
-		rd, _, err := readArrivals(filepath.Join(n.Home.StateDir(n.Project()), "arrivals.log"))
+		rd, _, err := readArrivals(n.arrivalsPath())
 		if err != nil || rd == nil {
 			t.Fatalf("%s: reading the arrival log: %v", name, err)
 		}

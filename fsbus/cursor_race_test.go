@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +151,69 @@ func TestFollowBesideWriters(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("message %s reported %d times", id, n)
 		}
+	}
+}
+
+// TestTwoDirectoriesOfOneProject: two channel directories of one project on one
+// machine (two clones, a copy) receive files apart. An entry read in one must not
+// move the other's cursor past it: when the entry reaches the other directory, a
+// catch-up there from an earlier cursor lists it (found by a fresh-user run: an open
+// order never listed).
+func TestTwoDirectoriesOfOneProject(t *testing.T) {
+	w := newTalkWorld(t)
+	w.send(t, w.alice, "bob", "first")
+	other := filepath.Join(t.TempDir(), "acme-copy")
+	if err := os.CopyFS(other, os.DirFS(w.c.Root)); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Open(w.c.Home, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := c2.As("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := a2.NewOrder(NewOrderOptions{Title: "written in the copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reopened(t, c2).Load(); err != nil { // the copy's arrivals log o
+		t.Fatal(err)
+	}
+	v, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := w.c.Catchup(v, "bob", "").Next
+	// o reaches the first directory, as a sync tool or a git pull brings it.
+	seg := filepath.Join("ledger", "alice", a2.Device+".jsonl")
+	obj, err := filepath.Rel(other, ObjectPath(other, "alice", o.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{seg, obj} {
+		b, err := os.ReadFile(filepath.Join(other, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(w.c.Root, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(w.c.Root, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err = w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := w.c.Catchup(v, "bob", cur)
+	found := false
+	for _, r := range got.Open {
+		found = found || r.ID == o.ID
+	}
+	if !got.Since || !found {
+		t.Fatalf("catch-up from %s lists open orders %+v; want the one written in the copy", cur, got.Open)
 	}
 }

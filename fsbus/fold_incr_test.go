@@ -394,7 +394,7 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 	if _, err := w.c.Load(); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(w.c.Home.StateDir(w.c.Project()), "arrivals.log")
+	p := w.c.arrivalsPath()
 	raw := readTestFile(t, p)
 	writeTestFile(t, p, raw[:len(raw)/2])
 	if _, err := reopened(t, w.c).Load(); err != nil { // another command renumbers

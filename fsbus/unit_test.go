@@ -240,7 +240,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 		t.Fatal("no sighting of bob")
 	}
 	// A damaged log is moved aside and rebuilt; an old cursor then falls back.
-	p := filepath.Join(h.StateDir("acme"), "arrivals.log")
+	p := c.arrivalsPath()
 	if err := os.WriteFile(p, []byte("garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
