@@ -480,8 +480,8 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 
 // writeCheckpoint writes the checkpoint of f, folded from snap, whose last full fold
 // was at fullAt, under the flock index.lock, atomically (WriteFileAtomic). It does
-// nothing when the index is off or holds no saved snapshot (the last read was verified:
-// a fork). A failure is returned and costs only the next process a full fold.
+// nothing when the index is off or its last snapshot is not snap (the last read was
+// verified — a fork — or another read came after). A failure is returned and costs only the next process a full fold.
 func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivalsRead) error {
 	if !indexEnabled() {
 		return nil
@@ -489,7 +489,7 @@ func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.
 	ix := c.localIndex()
 	ix.mu.Lock()
 	var last []byte
-	if ix.rs != nil {
+	if ix.rs != nil && ix.rs.Last() == snap { // the references must be into snap's entries
 		last = ix.rs.SaveLast()
 	}
 	ix.mu.Unlock()

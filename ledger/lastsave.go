@@ -27,6 +27,15 @@ import (
 //	chain problems: the JSON of []Problem
 //	chain tips: count, then per chain writer, device, seq and hash of its last record
 
+// Last returns the snapshot the last unverified ReadIncremental returned (or
+// RestoreLast restored), nil when there is none: the one SaveLast would save.
+func (s *ReadState) Last() *Snapshot {
+	if s.last == nil {
+		return nil
+	}
+	return s.last.snap
+}
+
 // SaveLast returns the last snapshot an unverified ReadIncremental returned, encoded
 // for RestoreLast, or nil when there is none (none read yet, or the last read was
 // verified, or something since made the next read merge everything).
