@@ -37,7 +37,11 @@ func (c *Channel) objects() ObjectReader {
 // Load reads every segment, folds the state and ingests new entries into the arrival
 // log. It never writes to the channel. Through the local index (index.go) it reads only
 // the bytes appended since the last Load on this machine and checks only signatures
-// not checked before; FERRY_NO_INDEX=1 reads and checks everything.
+// not checked before; it folds only the things new entries touch, on top of this
+// process's last fold (ADR 0010) or, in a new process, the fold checkpoint (ADR 0011),
+// and everything when Thorough is set or either is too old or does not apply.
+// FERRY_NO_INDEX=1 reads, checks and folds everything. It returns an error when the
+// channel is gone, a segment cannot be read, or the arrival log cannot be written.
 func (c *Channel) Load() (*View, error) {
 	if err := c.checkPresent(); err != nil {
 		return nil, err
