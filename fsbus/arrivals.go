@@ -116,6 +116,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	}
 	defer lk.Unlock()
 	path := c.arrivalsPath()
+	adoptLegacyArrivals(dir, path)
 	var rd *arrivalsRead
 	rewritten := false
 	if c.lastArr != nil {
@@ -205,6 +206,22 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	ret := a
 	ret.Sighting = maps.Clone(a.Sighting)
 	return &ret, nil
+}
+
+// adoptLegacyArrivals moves the log of an older binary — one per project,
+// <state dir>/arrivals.log — to path, this channel directory's log, when path does
+// not exist yet (ADR 0012): its log id, cursors, first-seen times and sightings go on.
+// The first directory of the project to load after the upgrade takes it; another
+// starts a log of its own. Under arrivals.lock. A failure leaves both as they were.
+func adoptLegacyArrivals(dir, path string) {
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	legacy := filepath.Join(dir, "arrivals.log")
+	if _, err := os.Stat(legacy); err != nil {
+		return
+	}
+	_ = fsutil.Rename(legacy, path)
 }
 
 // lateMissed returns one less than the lowest arrival number logged at or past byte

@@ -217,3 +217,45 @@ func TestTwoDirectoriesOfOneProject(t *testing.T) {
 		t.Fatalf("catch-up from %s lists open orders %+v; want the one written in the copy", cur, got.Open)
 	}
 }
+
+// TestLegacyArrivalLogAdopted: the per-project arrival log of an older binary is taken
+// over by the first channel directory that loads after the upgrade (ADR 0012): its
+// cursors stay valid and its sightings and first-seen times go on.
+func TestLegacyArrivalLogAdopted(t *testing.T) {
+	w := newTalkWorld(t)
+	w.send(t, w.alice, "bob", "before the upgrade")
+	v1, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := v1.Arrivals.Cursor()
+	legacy := filepath.Join(w.c.Home.StateDir(w.c.Project()), "arrivals.log")
+	if err := os.Rename(w.c.arrivalsPath(), legacy); err != nil { // as an older binary left it
+		t.Fatal(err)
+	}
+	m := w.send(t, otherWriter(t, w, "alice"), "bob", "after the upgrade")
+	n := reopened(t, w.c)
+	v2, err := n.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
+		t.Fatalf("the old log is still there: %v", err)
+	}
+	if v2.Arrivals.LogID != v1.Arrivals.LogID {
+		t.Fatalf("log %s → %s: the old log was not taken over", v1.Arrivals.LogID, v2.Arrivals.LogID)
+	}
+	for i := range v1.Snapshot.Entries {
+		h := v1.Snapshot.Entries[i].Hash()
+		if v1.Arrivals.Number(h) != v2.Arrivals.Number(h) || !v1.Arrivals.Seen(h).Equal(v2.Arrivals.Seen(h)) {
+			t.Fatalf("entry %s renumbered or seen anew after the upgrade", h)
+		}
+	}
+	got := n.Catchup(v2, "bob", cur)
+	if !got.Since {
+		t.Fatalf("a cursor from before the upgrade (%s) fell back to the digest", cur)
+	}
+	if v2.Arrivals.Number(v2.State.Messages[m.ID].post) <= v1.Arrivals.Last {
+		t.Fatal("the message sent after the upgrade is not new to the old cursor")
+	}
+}
