@@ -122,10 +122,21 @@ func (c *TalkReadCmd) Run(g *Globals) error {
 		return nil
 	}
 	first := true
+	shown := map[string]bool{} // with --peek: a read from a cursor may list some again
 	for {
 		res, err := s.TalkRead(opt)
 		if err != nil {
 			return err
+		}
+		if c.Peek {
+			fresh := res.Messages[:0:0]
+			for _, m := range res.Messages {
+				if !shown[m.ID] {
+					shown[m.ID] = true
+					fresh = append(fresh, m)
+				}
+			}
+			res.Messages = fresh
 		}
 		if err := show(res, first); err != nil {
 			return err

@@ -204,9 +204,16 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 		c := utf8.RuneCountInString(m.Preview)
 		if i == opt.Limit || (i > 0 && chars+c > TalkReadChars) {
 			res.Truncated, res.Remaining = true, len(picked)-i
-			if res.Since {
-				res.Next = fmt.Sprintf("%s.%d", arr.LogID, arr.Number(picked[i-1].post))
+			// The cursor stops below every message left out, so a read from it lists
+			// them (some shown now may come again); unread messages are in no arrival
+			// order (found by a fresh-user run: --since next skipped them).
+			next := arr.Complete()
+			for _, rest := range picked[i:] {
+				if n := arr.Number(rest.post); n > 0 && n-1 < next {
+					next = n - 1
+				}
 			}
+			res.Next = fmt.Sprintf("%s.%d", arr.LogID, next)
 			break
 		}
 		chars += c
