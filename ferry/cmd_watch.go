@@ -16,7 +16,7 @@ import (
 
 // WatchCmd is `ferry watch [--as NAME] [--json] [--interval D] [--since C] [--for D]`.
 type WatchCmd struct {
-	Since    string        `help:"Report first what arrived after this cursor (<log id>.<number>, from an earlier line or catchup; anything else is refused); default: only what arrives from now on." placeholder:"CURSOR"`
+	Since    string        `help:"Report first what arrived after this cursor (<log id>.<number>, from an earlier --json line or catchup; anything else is refused); default: only what arrives from now on." placeholder:"CURSOR"`
 	Interval time.Duration `help:"Rescan the folder this often (the poll interval with FERRY_WATCH=poll or where change events do not arrive)." default:"2s"`
 	followStop
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -257,5 +258,50 @@ func TestLegacyArrivalLogAdopted(t *testing.T) {
 	}
 	if v2.Arrivals.Number(v2.State.Messages[m.ID].post) <= v1.Arrivals.Last {
 		t.Fatal("the message sent after the upgrade is not new to the old cursor")
+	}
+}
+
+// TestWatchResumesFromAnyEvent: going on from the cursor of any event a watch
+// reported — here the entry of a message, which comes before the message's own event
+// — reports that message again: a consumer that stops between the two loses nothing
+// (found by a fresh-user run). The last event's cursor moves past them all.
+func TestWatchResumesFromAnyEvent(t *testing.T) {
+	w := newTalkWorld(t)
+	v0, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := w.send(t, w.alice, "bob", "hello")
+	v, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := func(since string) []FollowEvent {
+		t.Helper()
+		f := &follower{c: w.c, me: "bob", orders: map[string]string{}, msgs: map[string]bool{}, contests: map[string]bool{}, sent: map[uint64]bool{}}
+		n, ok := v.Arrivals.parseCursor(since)
+		if !ok {
+			t.Fatalf("cursor %q", since)
+		}
+		f.start, f.last = n, n
+		var out []FollowEvent
+		if err := f.report(v, func(e FollowEvent) error { out = append(out, e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	has := func(evs []FollowEvent) bool {
+		return slices.ContainsFunc(evs, func(e FollowEvent) bool { return e.Kind == FollowMessage && e.ID == m.ID })
+	}
+	evs := report(v0.Arrivals.Cursor())
+	i := slices.IndexFunc(evs, func(e FollowEvent) bool { return e.Kind == FollowEntry && e.Ref == m.ID })
+	if i < 0 || !has(evs) || i == len(evs)-1 {
+		t.Fatalf("events %+v: want the message's entry, then its message", evs)
+	}
+	if again := report(evs[i].Cursor); !has(again) {
+		t.Fatalf("going on from the entry's cursor %s: %+v, without the message", evs[i].Cursor, again)
+	}
+	if last := report(evs[len(evs)-1].Cursor); has(last) {
+		t.Fatalf("going on from the last event's cursor reported the message again: %+v", last)
 	}
 }

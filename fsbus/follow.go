@@ -24,8 +24,10 @@ const (
 // fields are set.
 type FollowEvent struct {
 	Kind string `json:"kind"`
-	// Cursor names this machine's arrival log at the event (an entry: just after it);
-	// `ferry watch --since` and `ferry catchup --since` accept it.
+	// Cursor is where to go on from after this event; `ferry watch --since` and
+	// `ferry catchup --since` accept it. The events reported together share the cursor
+	// of where they began, but the last, which names where they ended: going on from
+	// an event before the last reports them again (at least once, never lost).
 	Cursor string `json:"cursor"`
 	// entry: the entry's writer, type, ref and HLC. order: its last move's HLC.
 	// message: the post's HLC.
@@ -165,6 +167,13 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 	arr := v.Arrivals
 	cursor := func(n uint64) string { return fmt.Sprintf("%s.%d", arr.LogID, n) }
 	now := arr.Cursor()
+	before := cursor(f.last)
+	// The events of one report are collected, then emitted with their cursors: each
+	// but the last names where this report began, the last where it ended. Going on
+	// from an event before the last reports this batch again — at least once, never
+	// lost (a fresh-user run: a message event after its entry was lost by a consumer
+	// that stopped between the two).
+	var out []FollowEvent
 	type arrived struct {
 		n uint64
 		i int
@@ -178,11 +187,7 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 	sort.Slice(fresh, func(a, b int) bool { return fresh[a].n < fresh[b].n })
 	for _, a := range fresh {
 		e := &v.Snapshot.Entries[a.i]
-		// The cursor to go on from after this entry: its number, unless an entry
-		// numbered below it may still come (above Complete).
-		if err := emit(FollowEvent{Kind: FollowEntry, Cursor: cursor(min(a.n, arr.Complete())), Writer: e.Writer, Type: e.Type, Ref: e.Ref, HLC: e.HLC}); err != nil {
-			return err
-		}
+		out = append(out, FollowEvent{Kind: FollowEntry, Writer: e.Writer, Type: e.Type, Ref: e.Ref, HLC: e.HLC})
 		f.sent[a.n] = true
 	}
 	// Everything up to Complete is reported; above it, entries another process logged
@@ -204,19 +209,14 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 				continue
 			}
 			f.orders[id] = o.Head
-			ev := FollowEvent{Kind: FollowOrder, Cursor: now, ID: o.ID, Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo, HLC: o.Updated}
-			if err := emit(ev); err != nil {
-				return err
-			}
+			out = append(out, FollowEvent{Kind: FollowOrder, ID: o.ID, Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo, HLC: o.Updated})
 		}
 		for _, m := range st.messagesWhere(func(m *Message) bool { return m.addressedTo(f.me) && !m.Pending }) {
 			if f.msgs[m.ID] || arr.Number(m.post) <= f.start {
 				continue
 			}
 			f.msgs[m.ID] = true
-			if err := emit(FollowEvent{Kind: FollowMessage, Cursor: now, ID: m.ID, From: m.From, To: m.To, HLC: m.HLC, Preview: previewRunes(m.Preview, CatchupPreview)}); err != nil {
-				return err
-			}
+			out = append(out, FollowEvent{Kind: FollowMessage, ID: m.ID, From: m.From, To: m.To, HLC: m.HLC, Preview: previewRunes(m.Preview, CatchupPreview)})
 		}
 	}
 	for _, ct := range st.Contested {
@@ -233,7 +233,14 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 		}
 		f.contests[key] = true
 		r := contestRow(ct)
-		if err := emit(FollowEvent{Kind: FollowContest, Cursor: now, Ref: ct.Ref, Winner: r.Winner, Lost: r.Lost}); err != nil {
+		out = append(out, FollowEvent{Kind: FollowContest, Ref: ct.Ref, Winner: r.Winner, Lost: r.Lost})
+	}
+	for i, ev := range out {
+		ev.Cursor = before
+		if i == len(out)-1 {
+			ev.Cursor = now
+		}
+		if err := emit(ev); err != nil {
 			return err
 		}
 	}
