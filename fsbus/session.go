@@ -498,7 +498,7 @@ func (s *Session) checkLost(v *View) error {
 	tip := v.chainTip(s.Name, s.Device)
 	if have := tipSeq(tip); have < hwm {
 		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
-		return Errorf(CatRetryNeeded, "restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"), then retry",
+		return Errorf(CatRetryNeeded, "if another copy of this channel on this machine (a second clone, another sync folder) holds the newer entries, bring them here first (`ferry sync --git` there and here, or let the sync tool finish); otherwise restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"); then retry",
 			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
 	}
 	if hash == "" {
