@@ -172,6 +172,9 @@ func (c *TalkReadCmd) Run(g *Globals) error {
 // print writes one read's messages as text; the first read also says when nothing is
 // new and gives the cursor.
 func (c *TalkReadCmd) print(g *Globals, res *fsbus.TalkReadResult, first bool) {
+	if c.Since != "" && !res.Since && first {
+		g.printf("(cursor %s is not from this machine's log: showing the unread messages)\n", c.Since)
+	}
 	if len(res.Messages) == 0 && first {
 		g.printf("nothing new\n")
 	}

@@ -89,6 +89,13 @@ func (c *WatchCmd) Run(g *Globals) error {
 	if g.As != "" && !ledger.ValidName(g.As) {
 		return fsbus.Errorf(fsbus.CatInvalid, "pass an agent name (see `ferry agents`) or master", "%q is not an agent name", g.As)
 	}
+	if c.Since != "" && fsbus.ValidCursor(c.Since) {
+		// A cursor from elsewhere cannot say what came after it: say so, as catchup
+		// does (a fresh-user run found the watch starting from now without a word).
+		if v, err := ch.Load(); err == nil && !v.Arrivals.FromHere(c.Since) {
+			fprintf(g.stderr, "ferry: cursor %s is not from this machine's log (another machine, another copy of the channel, or a rebuilt log): reporting from now; `ferry catchup` shows what is open\n", c.Since)
+		}
+	}
 	ctx, cancel := c.context(g)
 	defer cancel()
 	enc := json.NewEncoder(g.stdout)

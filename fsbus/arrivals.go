@@ -419,6 +419,14 @@ func (a *Arrivals) Complete() uint64 {
 	return a.Last
 }
 
+// FromHere reports whether cur is a cursor of this log (one a view of this channel
+// directory handed out since the log began): a cursor from another machine, another
+// copy of the channel, or a log rebuilt since is not (DESIGN §2 "Cursors").
+func (a *Arrivals) FromHere(cur string) bool {
+	_, ok := a.parseCursor(cur)
+	return ok
+}
+
 // parseCursor returns the arrival number a cursor names, or ok=false when the cursor is
 // from another machine, a lost log, or malformed: callers then fall back to a bounded
 // digest, never an error (DESIGN §2).
