@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -60,16 +59,7 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 			marker = e.Hash()
 		}
 	}
-	arrivals := func(m raceMachine) string {
-		// The machine's arrival logs (one per channel directory).
-		logs, _ := filepath.Glob(filepath.Join(m.fsHome().StateDir(project), "arrivals-*.log"))
-		var all []byte
-		for _, l := range logs {
-			b, _ := os.ReadFile(l)
-			all = append(all, b...)
-		}
-		return string(all)
-	}
+	arrivals := func(m raceMachine) string { return m.arrivalLogs(project) }
 	for _, m := range []raceMachine{a, b} {
 		if marker == "" || strings.Contains(arrivals(m), marker) {
 			t.Fatalf("precondition: %s ingested the marker (%q) before the race", m.name, marker)

@@ -356,16 +356,7 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 			marker = e.Hash()
 		}
 	}
-	arrivals := func(m raceMachine) string {
-		// The machine's arrival logs (one per channel directory).
-		logs, _ := filepath.Glob(filepath.Join(m.fsHome().StateDir(project), "arrivals-*.log"))
-		var all []byte
-		for _, l := range logs {
-			b, _ := os.ReadFile(l)
-			all = append(all, b...)
-		}
-		return string(all)
-	}
+	arrivals := func(m raceMachine) string { return m.arrivalLogs(project) }
 	for _, m := range []raceMachine{a, b} {
 		if strings.Contains(arrivals(m), marker) {
 			t.Fatalf("precondition: %s ingested the order's creation before the race; the test cannot tell when the claimers have read the channel", m.name)
@@ -521,4 +512,16 @@ func holdSegmentLock(t *testing.T, m raceMachine, project, writer string) *flock
 		t.Fatal(err)
 	}
 	return lk
+}
+
+// arrivalLogs returns the text of every arrival log of project on machine m (one per
+// channel directory, ADR 0012).
+func (m raceMachine) arrivalLogs(project string) string {
+	logs, _ := filepath.Glob(filepath.Join(m.fsHome().StateDir(project), "arrivals-*.log"))
+	var all []byte
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		all = append(all, b...)
+	}
+	return string(all)
 }
