@@ -378,8 +378,8 @@ func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapsh
 
 // sortByHash sorts xs by hash(x) as text. Entry hashes share the "sha256:" prefix,
 // so the 8 bytes after it, read as a big-endian number, order them but for a tie once
-// in billions, which the whole text settles: about ten times faster than comparing
-// the strings on 100,000 entries.
+// in billions, which the whole text settles: one integer comparison per step instead
+// of a string comparison over the shared prefix.
 func sortByHash[T any](xs []T, hash func(T) string) {
 	const prefix = "sha256:"
 	for _, x := range xs {

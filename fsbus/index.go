@@ -127,6 +127,24 @@ func (c *Channel) checkIndexPrefixes() {
 	}
 }
 
+// checkIndexThoroughly hashes every segment byte the index covers once (a thorough
+// Load): opening the index does it when the index is not open yet (no checkpoint is
+// restored for a thorough Load), else CheckPrefixes runs on the open one.
+func (c *Channel) checkIndexThoroughly() {
+	if !indexEnabled() {
+		return
+	}
+	ix := c.localIndex()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.rs == nil {
+		ix.open(c) // CheckPrefixes included
+		ix.restored = nil
+		return
+	}
+	ix.rs.CheckPrefixes(c.Root)
+}
+
 // localIndex returns the channel's index, making it on first use.
 func (c *Channel) localIndex() *localIndex {
 	c.indexOnce.Do(func() { c.index = &localIndex{} })
@@ -143,8 +161,13 @@ func (ix *localIndex) open(c *Channel) {
 	}
 	defer f.Close()
 	// The fold checkpoint's state decodes beside the index's records (ADR 0011).
+	// A thorough Load never uses it: nothing to decode.
 	pre := make(chan *checkpointRead, 1)
-	go func() { pre <- c.readCheckpointState() }()
+	if c.Thorough {
+		pre <- nil
+	} else {
+		go func() { pre <- c.readCheckpointState() }()
+	}
 	rs, sigs, frames, err := readIndex(bufio.NewReaderSize(f, 1<<20), c.Project(), ledger.FormatKey(c.MasterKey))
 	if err != nil {
 		return // damaged or foreign: rebuilt
