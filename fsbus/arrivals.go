@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )

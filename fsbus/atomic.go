@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"github.com/ferryhq/ferry/fsbus/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
 // WriteFileAtomic publishes data at path by rename (DESIGN §2 rule 3): a temp file in

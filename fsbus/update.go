@@ -15,7 +15,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ferryhq/ferry/fsbus/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
