@@ -90,7 +90,7 @@
 // Channel.SyncGit carries a channel kept in a git repository: it commits only the files
 // this machine wrote, rebases onto the upstream and pushes; one writer per file means
 // no rebase conflict in anything ferry writes. Every rename goes through
-// fsbus/internal/fsutil.Rename, retried on Windows on sharing violations; ferry locks only
+// internal/fsutil.Rename, retried on Windows on sharing violations; ferry locks only
 // its own lock files in the cache dir, never a data file.
 //
 // # Contracts
