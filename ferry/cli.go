@@ -178,6 +178,9 @@ func (g *Globals) Home() (*fsbus.Home, error) {
 		if err != nil {
 			return nil, err
 		}
+		if w := g.stderr; w != nil {
+			h.Warn = func(msg string) { fmt.Fprintf(w, "ferry: warning: %s\n", msg) }
+		}
 		g.home = h
 	}
 	return g.home, nil

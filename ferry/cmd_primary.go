@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 
-	"github.com/ferryhq/ferry/fsbus"
 	"strings"
+
+	"github.com/ferryhq/ferry/fsbus"
 )
 
 // PrimaryCmd groups the primary verbs (DESIGN §3, issue 3). `ferry primary` alone shows

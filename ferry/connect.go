@@ -17,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
 // The app configs `ferry connect` edits (issue 9). Every path is computed by
@@ -24,7 +25,7 @@ import (
 // machine; every edit goes through editConfig, which merges (other servers, unknown
 // keys and ferry's own extra keys kept), is idempotent (an equal entry writes nothing),
 // copies the file to <file>.bak-<UTC timestamp> before any change, writes atomically
-// (fsbus.WriteFileAtomic) with the file's mode kept, and refuses a file it cannot
+// (fsutil.WriteFile) with the file's mode kept, and refuses a file it cannot
 // parse without writing anything. No token or passphrase is ever written: the server
 // signs with the agent's key, which stays in ferry's home.
 
@@ -217,7 +218,7 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "backing up %s: %v", file, err)
 		}
 	}
-	if err := fsbus.WriteFileAtomic(target, data, perm); err != nil {
+	if err := fsutil.WriteFile(target, data, perm); err != nil {
 		if res.Backup != "" {
 			os.Remove(res.Backup)
 		}
@@ -236,7 +237,7 @@ func restoreFile(target string, old []byte, existed bool, perm fs.FileMode, back
 	return func() error {
 		var err error
 		if existed {
-			err = fsbus.WriteFileAtomic(target, old, perm)
+			err = fsutil.WriteFile(target, old, perm)
 		} else if err = os.Remove(target); errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
@@ -800,7 +801,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	// The CLI exited 0 without the change: ferry makes it in the file itself.
 	data, err := encodeJSON(d)
 	if err == nil {
-		err = fsbus.WriteFileAtomic(file, data, perm)
+		err = fsutil.WriteFile(file, data, perm)
 	}
 	if err != nil {
 		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; "+failed(), "`claude mcp` exited 0 but did not change %s, and writing it failed: %v", file, err)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -184,22 +183,12 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		if torn {
 			out = append([]byte{'\n'}, out...)
 		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		end, err := fsutil.Append(path, out, fsutil.AppendOptions{Create: true, Perm: 0o644})
 		if err != nil {
-			return nil, fmt.Errorf("opening arrival log: %w", err)
-		}
-		_, werr := f.Write(out)
-		end, serr := f.Seek(0, io.SeekEnd)
-		f.Close()
-		if werr != nil {
 			c.lastArr = nil
-			return nil, fmt.Errorf("appending to arrival log: %w", werr)
+			return nil, fmt.Errorf("appending to the arrival log: %w", err)
 		}
-		if serr != nil {
-			c.lastArr = nil
-		} else {
-			c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: end, last: lastLine(out)}
-		}
+		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: end, last: lastLine(out)}
 	} else {
 		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset, last: rd.last}
 	}

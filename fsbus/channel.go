@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -202,7 +203,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		{"channel.toml", buf.Bytes()}, // last: its presence marks a complete channel
 	}
 	for _, f := range files {
-		if err := WriteFileAtomic(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+		if err := fsutil.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -324,5 +325,5 @@ func writeStignore(dir string) error {
 	if _, err := os.Stat(p); err == nil {
 		return nil
 	}
-	return WriteFileAtomic(p, []byte(stignore), 0o644)
+	return fsutil.WriteFile(p, []byte(stignore), 0o644)
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -479,7 +480,7 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 }
 
 // writeCheckpoint writes the checkpoint of f, folded from snap, whose last full fold
-// was at fullAt, under the flock index.lock, atomically (WriteFileAtomic). It does
+// was at fullAt, under the flock index.lock, atomically (fsutil.WriteFile). It does
 // nothing when the index is off or its last snapshot is not snap (the last read was
 // verified — a fork — or another read came after). A failure is returned and costs only the next process a full fold.
 func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivalsRead) error {
@@ -513,7 +514,7 @@ func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.
 		return fmt.Errorf("locking the local index: %w", err)
 	}
 	defer lk.Unlock()
-	if err := WriteFileAtomic(c.checkpointPath(), out, 0o644); err != nil {
+	if err := fsutil.WriteFile(c.checkpointPath(), out, 0o644); err != nil {
 		return fmt.Errorf("writing the fold checkpoint: %w", err)
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -179,7 +180,7 @@ func buildPropWorld() (w *propWorld, err error) {
 	}
 	a3key, err := os.ReadFile(hA.keyPath(propProject, "a3"))
 	ok(err)
-	ok(WriteFileAtomic(hB.keyPath(propProject, "a3"), a3key, 0o600))
+	ok(fsutil.WriteFile(hB.keyPath(propProject, "a3"), a3key, 0o600))
 	sync()
 
 	as := func(c *Channel, name string) *Session {

@@ -12,8 +12,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -23,6 +25,33 @@ import (
 type Home struct {
 	ConfigDir string
 	CacheDir  string
+	// Warn, when set, hears warnings about machine-local files: a cache (the index,
+	// the fold checkpoint, a run journal) that could not be saved — warned once per
+	// file and process, since its loss only costs time — or a high-water mark that
+	// could not be promoted after its entry was written. The CLI prints them on
+	// stderr. nil: warnings are dropped.
+	Warn func(msg string)
+
+	warned sync.Map // keys of warnings given once (warn)
+}
+
+// warn passes msg to Warn; with a non-empty key, only the first warning of that key in
+// this process.
+func (h *Home) warn(key, msg string) {
+	if h.Warn == nil {
+		return
+	}
+	if key != "" {
+		if _, dup := h.warned.LoadOrStore(key, true); dup {
+			return
+		}
+	}
+	h.Warn(msg)
+}
+
+// cacheNotSaved warns, once per path, that a cache file could not be saved.
+func (h *Home) cacheNotSaved(path string, err error) {
+	h.warn("cache "+path, fmt.Sprintf("%v (a cache: the next commands redo the work it saves, and still give the same answers)", err))
 }
 
 // EnvHome is the variable that moves all machine-local state (tests, ferry demo).
@@ -66,7 +95,7 @@ func (h *Home) Device() (string, error) {
 		return "", fmt.Errorf("reading device id: %w", err)
 	}
 	id := NewDeviceID()
-	if err := WriteFileAtomic(p, []byte(id+"\n"), 0o644); err != nil {
+	if err := fsutil.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -103,7 +132,7 @@ func (h *Home) NewKey(project, name string) (ledger.KeySigner, error) {
 		return nil, fmt.Errorf("generating key: %w", err)
 	}
 	text := "ed25519-seed:" + base64.RawURLEncoding.EncodeToString(priv.Seed()) + "\n"
-	if err := WriteFileAtomic(p, []byte(text), 0o600); err != nil {
+	if err := fsutil.WriteFile(p, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
 	return ledger.KeySigner(priv), nil
@@ -160,7 +189,7 @@ func (h *Home) PinMaster(project, key string) error {
 	p := filepath.Join(h.ConfigDir, "pins", project+".pub")
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return WriteFileAtomic(p, []byte(key+"\n"), 0o644)
+		return fsutil.WriteFile(p, []byte(key+"\n"), 0o644)
 	}
 	if err != nil {
 		return fmt.Errorf("reading pinned master key: %w", err)
@@ -212,52 +241,132 @@ func (h *Home) MapProject(project, dir string) error {
 	if err := toml.NewEncoder(&b).Encode(projectsFile{Projects: m}); err != nil {
 		return fmt.Errorf("encoding projects: %w", err)
 	}
-	return WriteFileAtomic(h.projectsPath(), []byte(b.String()), 0o644)
+	return fsutil.WriteFile(h.projectsPath(), []byte(b.String()), 0o644)
 }
 
-// highWaterPath is where this machine records the last seq it appended to a segment.
+// A highWater is the machine-local mark of the last entry this machine appended to
+// one segment (docs/format.md §10 "Writer continuity", §18): its seq and hash, and
+// whether it is pending — written before the append, not yet promoted after it.
+type highWater struct {
+	Seq     uint64
+	Hash    string // "" in marks written before marks named the hash
+	Pending bool
+}
+
+// acked is the highest seq of the segment this machine's writes are known to have
+// reached: Seq, or Seq-1 while the mark is pending (the entry at Seq may never have
+// been written).
+func (m highWater) acked() uint64 {
+	if m.Pending && m.Seq > 0 {
+		return m.Seq - 1
+	}
+	return m.Seq
+}
+
+// highWaterPath is where this machine keeps the high-water mark of (writer, device):
+// under the config dir, which users do not purge as they do caches; losing the mark
+// silently turns off the check that refuses a write after entries were lost.
 func (h *Home) highWaterPath(project, writer, device string) string {
+	return filepath.Join(h.ConfigDir, "segments", project, writer+"."+device)
+}
+
+// legacyHighWaterPath is where binaries before the config-dir mark kept it (under the
+// cache dir); it is read when the config-dir mark is missing and removed once the
+// config-dir mark is written.
+func (h *Home) legacyHighWaterPath(project, writer, device string) string {
 	return filepath.Join(h.StateDir(project), "segments", writer+"."+device)
 }
 
-// highWater returns the last seq this machine appended to (writer, device), 0 when it
-// never did or the record is lost (the cache may be purged: then the check is off).
+// highWater returns the highest seq this machine's writes to (writer, device) are
+// known to have reached (highWater.acked), 0 when it never wrote there or the mark
+// cannot be read (doctor and verify report the latter through readHighWater).
 func (h *Home) highWater(project, writer, device string) uint64 {
-	n, _ := h.highWaterMark(project, writer, device)
-	return n
+	m, _ := h.readHighWater(project, writer, device)
+	return m.acked()
 }
 
-// highWaterMark returns the last seq this machine appended to (writer, device) and
-// that entry's hash ("" when the file predates hashes in it, issue 7), or 0 and "".
-// The file holds "<seq>\n" or "<seq> <hash>\n".
-func (h *Home) highWaterMark(project, writer, device string) (uint64, string) {
-	b, err := os.ReadFile(h.highWaterPath(project, writer, device))
-	if err != nil {
-		return 0, ""
+// readHighWater reads the high-water mark of (writer, device): "<seq>", "<seq> <hash>"
+// or "<seq> <hash> pending", then "\n". A missing mark is the zero highWater. A mark that
+// cannot be read or does not parse is an error naming the file: a write must not go
+// on as if the check were off.
+func (h *Home) readHighWater(project, writer, device string) (highWater, error) {
+	p := h.highWaterPath(project, writer, device)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		p = h.legacyHighWaterPath(project, writer, device)
+		b, err = os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return highWater{}, nil
+		}
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0, ""
+	if err != nil {
+		return highWater{}, fmt.Errorf("reading this machine's high-water mark %s: %w", p, err)
+	}
+	m, ok := parseHighWater(string(b))
+	if !ok {
+		return highWater{}, fmt.Errorf("this machine's high-water mark %s is damaged (%q)", p, strings.TrimSpace(string(b)))
+	}
+	return m, nil
+}
+
+// parseHighWater parses a high-water mark's text.
+func parseHighWater(s string) (highWater, bool) {
+	f := strings.Fields(s)
+	if len(f) == 0 || len(f) > 3 {
+		return highWater{}, false
 	}
 	n, err := strconv.ParseUint(f[0], 10, 64)
 	if err != nil {
-		return 0, ""
+		return highWater{}, false
 	}
+	m := highWater{Seq: n}
 	if len(f) > 1 {
-		return n, f[1]
+		if !isEntryHash(f[1]) {
+			return highWater{}, false
+		}
+		m.Hash = f[1]
 	}
-	return n, ""
+	if len(f) == 3 {
+		if f[2] != "pending" {
+			return highWater{}, false
+		}
+		m.Pending = true
+	}
+	return m, true
 }
 
-// setHighWater records seq (with its entry's hash, "" for none) as the last appended to
-// (writer, device). A failure only turns the loss check off for that segment, so it is
-// not reported.
-func (h *Home) setHighWater(project, writer, device string, seq uint64, hash string) {
-	line := strconv.FormatUint(seq, 10)
-	if hash != "" {
-		line += " " + hash
+// isEntryHash reports whether s has the form of an entry hash: "sha256:" + 64
+// lowercase hex (docs/format.md §4).
+func isEntryHash(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
 	}
-	_ = WriteFileAtomic(h.highWaterPath(project, writer, device), []byte(line+"\n"), 0o644)
+	for _, c := range h {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// writeHighWater records m as the high-water mark of (writer, device), durably
+// (fsutil.WriteFile: temp file, fsync, rename, directory fsync), and removes a mark an
+// older binary left under the cache dir. The error names the file and the OS error.
+func (h *Home) writeHighWater(project, writer, device string, m highWater) error {
+	line := strconv.FormatUint(m.Seq, 10)
+	if m.Hash != "" {
+		line += " " + m.Hash
+	}
+	if m.Pending {
+		line += " pending"
+	}
+	p := h.highWaterPath(project, writer, device)
+	if err := fsutil.WriteFile(p, []byte(line+"\n"), 0o644); err != nil {
+		return fmt.Errorf("writing this machine's high-water mark: %w", err)
+	}
+	os.Remove(h.legacyHighWaterPath(project, writer, device)) // the config-dir mark now rules
+	return nil
 }
 
 // removeKey deletes a key this process just made and did not use (a refused join).

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -34,7 +35,7 @@ import (
 // checked and found good: a count, then per signature the entry hash (text) and the
 // public key (32 bytes). Frames are appended under the flock index.lock in the lock dir
 // and fsync'd; a fresh or compacted index is written whole to a temp file, fsync'd and
-// renamed over the old one (WriteFileAtomic).
+// renamed over the old one (fsutil.WriteFile).
 //
 // Trust: the index is never trusted over the channel. Every Load re-reads each
 // segment's first and last remembered line and compares their hashes, reading a
@@ -376,10 +377,10 @@ func (c *Channel) saveIndex() error {
 	path := c.indexPath()
 	var err error
 	if whole {
-		err = WriteFileAtomic(path, buf, 0o644)
+		err = fsutil.WriteFile(path, buf, 0o644)
 		ix.frames = len(chunks) + 1
 	} else {
-		err = appendSync(path, buf)
+		_, err = fsutil.Append(path, buf, fsutil.AppendOptions{Sync: true}) // a missing file is an error: frames without a header mean nothing
 		ix.frames += len(chunks) + 1
 	}
 	ix.whole = err != nil || ix.frames > indexCompactFrames
@@ -387,24 +388,6 @@ func (c *Channel) saveIndex() error {
 		return fmt.Errorf("writing the local index: %w", err)
 	}
 	return nil
-}
-
-// appendSync appends buf to an existing file and fsyncs it. A missing file is an error
-// (the index is then written whole next time): frames without a header mean nothing.
-func appendSync(path string, buf []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(buf); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func appendStr(b []byte, s string) []byte {

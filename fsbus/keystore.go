@@ -15,6 +15,7 @@ import (
 
 	"filippo.io/age"
 	"filippo.io/age/armor"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -310,7 +311,7 @@ func (h *Home) LockKey(project, name string, pass []byte) (KeyState, error) {
 	}
 	body := append([]byte(lockedHeader+ledger.FormatKey(k.Public())+"\n"), sealed...)
 	lp := h.lockedPath(project, name)
-	if err := WriteFileAtomic(lp, body, 0o600); err != nil {
+	if err := fsutil.WriteFile(lp, body, 0o600); err != nil {
 		return before, err
 	}
 	if err := os.Remove(h.keyPath(project, name)); err != nil {
@@ -356,7 +357,7 @@ func (h *Home) UnlockKey(project, name string, pass []byte, d time.Duration) (ti
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return time.Time{}, fmt.Errorf("creating %s: %w", filepath.Dir(p), err)
 	}
-	if err := WriteFileAtomic(p, []byte("expires "+exp.Format(time.RFC3339)+"\n"+seedText(k)), 0o600); err != nil {
+	if err := fsutil.WriteFile(p, []byte("expires "+exp.Format(time.RFC3339)+"\n"+seedText(k)), 0o600); err != nil {
 		return time.Time{}, err
 	}
 	return exp, nil
@@ -443,7 +444,7 @@ func (h *Home) StoreImported(ik *ImportedKey) (bool, error) {
 			"this machine already holds another key for %s in project %s (%s, the import is %s); nothing was written",
 			ik.Name, ik.Project, ledger.FormatKey(pub), ledger.FormatKey(ik.Key.Public()))
 	}
-	if err := WriteFileAtomic(h.keyPath(ik.Project, ik.Name), []byte(seedText(ik.Key)), 0o600); err != nil {
+	if err := fsutil.WriteFile(h.keyPath(ik.Project, ik.Name), []byte(seedText(ik.Key)), 0o600); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
 // The pause switch (issue 8 "Pause"): a machine-local, never-synced file under
@@ -76,7 +78,7 @@ func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("making %s: %w", filepath.Dir(path), err)
 	}
-	if err := WriteFileAtomic(path, append(b, '\n'), 0o600); err != nil {
+	if err := fsutil.WriteFile(path, append(b, '\n'), 0o600); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -79,7 +80,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(presencePath(s.Root, s.Name, s.Device), data, 0o644)
+	return fsutil.WriteFile(presencePath(s.Root, s.Name, s.Device), data, 0o644)
 }
 
 // observePresence reads every presence file, keeps those signed by their writer's
@@ -160,7 +161,10 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 		for _, n := range names {
 			fmt.Fprintf(&b, "%s %s %d\n", n, seen[n].hash, seen[n].ms)
 		}
-		_ = WriteFileAtomic(seenPath, []byte(b.String()), 0o644) // a lost record only delays a sighting
+		if err := fsutil.WriteFile(seenPath, []byte(b.String()), 0o644); err != nil {
+			// A lost record only makes a later sighting: a holder looks alive longer.
+			c.Home.cacheNotSaved(seenPath, err)
+		}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -295,17 +296,23 @@ func masterRotations(c *Channel) *masterChain {
 }
 
 // followPin moves this machine's pin to the newest key of the rotation chain st
-// resolved, when the pin is on that chain (a pinned machine follows a rotation).
-func (c *Channel) followPin(st *State) {
+// resolved, when the pin is on that chain (a pinned machine follows a rotation). The
+// pin is this machine's root of trust (docs/format.md §13): a pin that cannot be moved
+// is an error naming the file, never a silent stay on the old key.
+func (c *Channel) followPin(st *State) error {
 	cur := st.MasterKey()
 	if cur == nil || c.pin == "" {
-		return
+		return nil
 	}
 	if k := ledger.FormatKey(cur); k != c.pin && st.masters.hasOrLost(c.pin) {
-		if WriteFileAtomic(c.Home.pinPath(c.Project()), []byte(k+"\n"), 0o644) == nil {
-			c.pin = k
+		if err := fsutil.WriteFile(c.Home.pinPath(c.Project()), []byte(k+"\n"), 0o644); err != nil {
+			return &Error{Category: CatInternal, Err: err,
+				Message: fmt.Sprintf("moving this machine's pin of the master key to the rotated key %s: %v", k, err),
+				Hint:    "free space or fix permissions in this machine's ferry config dir (" + c.Home.ConfigDir + "), then retry"}
 		}
+		c.pin = k
 	}
+	return nil
 }
 
 // Repin deliberately pins the master key channel.toml in dir names (after the owner
@@ -329,7 +336,7 @@ func Repin(h *Home, dir, key string) (old, pinned string, err error) {
 	if old == cfg.Master {
 		return old, old, nil
 	}
-	if err := WriteFileAtomic(h.pinPath(cfg.Project), []byte(cfg.Master+"\n"), 0o644); err != nil {
+	if err := fsutil.WriteFile(h.pinPath(cfg.Project), []byte(cfg.Master+"\n"), 0o644); err != nil {
 		return "", "", err
 	}
 	return old, cfg.Master, nil
@@ -365,7 +372,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	// A file of its own per rotation: a pending key of an interrupted rotation is never
 	// overwritten (checkMasterKey installs it once its rotation is on the chain).
 	nextPath := s.Home.keyPath(p, MasterWriter) + ".next-" + strings.TrimPrefix(ledger.FormatKey(next.Public()), "ed25519:")[:12]
-	if err := WriteFileAtomic(nextPath, []byte(seedText(next)), 0o600); err != nil {
+	if err := fsutil.WriteFile(nextPath, []byte(seedText(next)), 0o600); err != nil {
 		return nil, err
 	}
 	res := &RotateResult{Old: ledger.FormatKey(s.Signer.Public()), New: ledger.FormatKey(next.Public())}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -278,7 +279,7 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 	// The machine whose own rotation lost had pinned its new key: it is not locked out
 	// of the channel (keys tester finding 2) — it opens, and its pin follows the chain.
 	losePub := ledger.FormatKey(loseKey.Public().(ed25519.PublicKey))
-	if err := WriteFileAtomic(c.Home.pinPath(c.Project()), []byte(losePub+"\n"), 0o644); err != nil {
+	if err := fsutil.WriteFile(c.Home.pinPath(c.Project()), []byte(losePub+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	again, err := Open(c.Home, c.Root)

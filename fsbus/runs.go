@@ -234,7 +234,7 @@ func (r *Run) save() error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(r.path, append(b, '\n'), 0o644)
+	return fsutil.WriteFile(r.path, append(b, '\n'), 0o644)
 }
 
 // Key is the idempotency key of the run's claim.
@@ -617,12 +617,11 @@ func (s *Session) Journal(ev JournalEvent) {
 	if fi, err := os.Stat(p); err == nil && fi.Size() > MaxJournal {
 		_ = fsutil.Rename(p, p+".old")
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return
+	if _, err := fsutil.Append(p, append(b, '\n'), fsutil.AppendOptions{Create: true, Perm: 0o644}); err != nil {
+		// The journal is a record for `ferry daemon --status`: its loss costs a retry of
+		// a failing order, never a write of the channel.
+		s.Home.cacheNotSaved(p, err)
 	}
-	defer f.Close()
-	_, _ = f.Write(append(b, '\n'))
 }
 
 // JournalHealth is the summary `ferry daemon --status` prints of an agent's journal.
@@ -738,7 +737,7 @@ func (h *Home) TakeLease(project, agent, config string) (*Lease, error) {
 			"a daemon for agent %s already runs on this machine: %s; lease %s", agent, who, lp)
 	}
 	b, _ := json.Marshal(LeaseOwner{PID: os.Getpid(), Agent: agent, Config: config, Started: time.Now().Format(stampLayout)})
-	if err := WriteFileAtomic(op, append(b, '\n'), 0o644); err != nil {
+	if err := fsutil.WriteFile(op, append(b, '\n'), 0o644); err != nil {
 		lk.Unlock()
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -121,14 +122,18 @@ func (c *Channel) Load() (*View, error) {
 		f = foldFull(in)
 		st = f.st
 	}
-	c.followPin(st) // issue 8: the pin follows the master key rotation chain
+	if err := c.followPin(st); err != nil { // the pin follows the master key rotation chain
+		return nil, err
+	}
 	c.progress("arrivals", 0, 0)
 	arr, err := c.ingestArrivals(snap.Entries, snap.Added, snap.Base != nil && snap.Base == c.lastSnap, logSize0)
 	if err != nil {
 		return nil, err
 	}
 	c.lastSnap, c.lastFold = snap, f
-	_ = c.saveIndex() // a failed save costs only the next Load's work; the index is rebuilt
+	if err := c.saveIndex(); err != nil { // a failed save costs only the next Load's work
+		c.Home.cacheNotSaved(c.indexPath(), err)
+	}
 	if fresh {
 		c.sinceCheckpoint = 0
 	} else {
@@ -137,7 +142,9 @@ func (c *Channel) Load() (*View, error) {
 	if fresh || c.sinceCheckpoint >= checkpointEvery {
 		// What this fold cost the next process need not pay (ADR 0011). A failure
 		// costs only the next process a full fold.
-		if c.writeCheckpoint(f, snap, c.lastFullAt, c.lastArr) == nil {
+		if err := c.writeCheckpoint(f, snap, c.lastFullAt, c.lastArr); err != nil {
+			c.Home.cacheNotSaved(c.checkpointPath(), err)
+		} else {
 			c.sinceCheckpoint = 0
 		}
 	}
@@ -302,18 +309,65 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			}
 			written = append(written, o.path)
 		}
-		e, err := s.Ledger.Append(s.Name, s.Device, *d, s.Signer, s.observedHLC(v.Snapshot))
+		e, err := s.appendMarked(*d, s.observedHLC(v.Snapshot))
 		if err != nil {
 			removeAll(written) // objects no entry names would only confuse readers
-			return &Error{Category: CatInternal, Err: err,
-				Message: fmt.Sprintf("appending %s: %v", d.Type, err),
-				Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
+			return err
 		}
-		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq, e.Hash())
 		out = e
 		return nil
 	})
 	return out, view, err
+}
+
+// errMark is the error appendMarked's mark returns: the high-water mark could not be
+// written, so the entry was not.
+type errMark struct{ err error }
+
+func (e *errMark) Error() string { return e.err.Error() }
+func (e *errMark) Unwrap() error { return e.err }
+
+// appendMarked appends d to this writer's segment, guarded by the machine-local
+// high-water mark (docs/format.md §10 "Writer continuity"): under the segment lock,
+// "<seq> <hash> pending" is written and fsynced before the line; when that fails the
+// write is refused (internal, naming the file and the OS error) and nothing is
+// appended. After the append the mark is promoted to "<seq> <hash>"; a failure there
+// is only a warning (Home.Warn), since the pending mark already guards. When the line
+// itself could not be written (ledger.ErrNotWritten), the mark goes back to the tip the
+// entry would have followed, so the next write needs no retry. Callers hold
+// the channel lock, so no other process of this machine moves the mark in between.
+func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, error) {
+	project := s.Project()
+	var marked *ledger.Entry
+	e, err := s.Ledger.AppendMarked(s.Name, s.Device, d, s.Signer, hlc, func(e ledger.Entry) error {
+		if err := s.Home.writeHighWater(project, s.Name, s.Device, highWater{Seq: e.Seq, Hash: e.Hash(), Pending: true}); err != nil {
+			return &errMark{err}
+		}
+		marked = &e
+		return nil
+	})
+	if err != nil {
+		if m := (*errMark)(nil); errors.As(err, &m) {
+			return ledger.Entry{}, &Error{Category: CatInternal, Err: err,
+				Message: fmt.Sprintf("%v; nothing was written", m.err),
+				Hint:    "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry: the mark that lets ferry notice lost entries must be saved before each write"}
+		}
+		if errors.Is(err, ledger.ErrNotWritten) && marked != nil {
+			// The line is not in the segment: put the mark back on the tip the entry
+			// would have followed, so the next write needs no retry.
+			back := highWater{Seq: marked.Seq - 1, Hash: marked.Prev}
+			if werr := s.Home.writeHighWater(project, s.Name, s.Device, back); werr != nil {
+				s.Home.warn("", fmt.Sprintf("%v (the next write answers retry_needed once)", werr))
+			}
+		}
+		return ledger.Entry{}, &Error{Category: CatInternal, Err: err,
+			Message: fmt.Sprintf("appending %s: %v", d.Type, err),
+			Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
+	}
+	if err := s.Home.writeHighWater(project, s.Name, s.Device, highWater{Seq: e.Seq, Hash: e.Hash()}); err != nil {
+		s.Home.warn("", fmt.Sprintf("the entry was written, but %v (the pending mark written before it still guards)", err))
+	}
+	return e, nil
 }
 
 // observedHLC is the highest HLC read that is at most max_skew ahead of this machine's
@@ -486,42 +540,89 @@ func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
 }
 
 // checkLost refuses a write when this machine's own earlier writes no longer count
-// (DESIGN §2 rule 4; issue 7): retry_needed when the folder holds fewer records of
-// (name, device) than this machine appended, and retry_needed when the record it
-// appended last lost a fork to another record with the same seq — another home uses
-// this device id (a copied FERRY_HOME or config directory). In the second case the
-// high-water mark moves to the kept tip, so that the retry writes on the branch
-// readers keep; nothing is written by the refused call.
+// (docs/design.md §2 rule 4; docs/format.md §10 "Writer continuity"), reading the
+// high-water mark of (name, device):
+//
+//   - retry_needed, every time until the entries come back, when the folder holds
+//     fewer records of the chain than this machine's writes are known to have reached
+//     (the mark's seq; one less while it is pending);
+//   - retry_needed when the record this machine appended at the mark's seq lost a fork
+//     to another record with the same seq — another home uses this device id (a copied
+//     FERRY_HOME or config directory); the mark moves to the kept tip, so that the
+//     retry writes on the branch readers keep;
+//   - retry_needed once when the mark is pending and its entry is in no file the
+//     reader merges while the records below it are all there: the writing process
+//     stopped between the mark and the append (the write was never acknowledged), or
+//     the entry was acknowledged with its promotion failing and then lost. The mark
+//     moves to the folder's tip, so the retry writes on.
+//
+// A mark that cannot be read is an error (internal, naming the file). Nothing is
+// written to the channel by a refused call.
 func (s *Session) checkLost(v *View) error {
-	hwm, hash := s.Home.highWaterMark(s.Project(), s.Name, s.Device)
+	m, err := s.Home.readHighWater(s.Project(), s.Name, s.Device)
+	if err != nil {
+		return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+			Hint: "if the file is damaged, delete it (the check of lost entries starts again from the next write); otherwise fix its permissions, then retry"}
+	}
 	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
 	tip := v.chainTip(s.Name, s.Device)
-	if have := tipSeq(tip); have < hwm {
+	have := tipSeq(tip)
+	if m.Pending {
+		if e := v.ownEntry(s.Name, s.Device, m.Seq); e != nil && e.Hash() == m.Hash {
+			m.Pending = false // the append happened; only its promotion did not
+		} else if have >= m.acked() && (e == nil || m.Hash == "") {
+			if err := s.Home.writeHighWater(s.Project(), s.Name, s.Device, highWater{Seq: have, Hash: tipHash(tip)}); err != nil {
+				return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+					Hint: "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry"}
+			}
+			return Errorf(CatRetryNeeded,
+				fmt.Sprintf("check whether that write happened (`ferry ledger tail --writer %s`) and redo it if it is missing; the retry writes on", s.Name),
+				"this machine's last write to %s (seq %d, entry %s) is in no file here: the process writing it stopped before the append, or the entry was lost since; nothing was written",
+				rel(s.Root, seg), m.Seq, m.Hash)
+		}
+	}
+	if hwm := m.acked(); have < hwm {
 		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
 		return Errorf(CatRetryNeeded, "if another copy of this channel on this machine (a second clone, another sync folder) holds the newer entries, bring them here first (`ferry sync --git` there and here, or let the sync tool finish); otherwise restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"); then retry",
 			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
 	}
-	if hash == "" {
+	if m.Hash == "" {
 		return nil
 	}
-	at := tip
-	if tip.Seq != hwm { // another record was written since (a clone, or a retry on the kept branch)
-		at = nil
-		for i := range v.Snapshot.Entries {
-			if e := &v.Snapshot.Entries[i]; e.Writer == s.Name && e.Device == s.Device && e.Seq == hwm {
-				at = e
-			}
-		}
-	}
-	if at == nil || at.Hash() == hash {
+	at := v.ownEntry(s.Name, s.Device, m.Seq)
+	if at == nil || at.Hash() == m.Hash {
 		return nil
 	}
-	s.Home.setHighWater(s.Project(), s.Name, s.Device, tip.Seq, tip.Hash())
+	if err := s.Home.writeHighWater(s.Project(), s.Name, s.Device, highWater{Seq: tip.Seq, Hash: tip.Hash()}); err != nil {
+		return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+			Hint: "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry"}
+	}
 	return Errorf(CatRetryNeeded,
 		fmt.Sprintf("another home uses this device id %s (a copied FERRY_HOME or config directory): on the copy, delete the file 'device' in its ferry config directory (this home's is %s) so it makes its own; check what this machine wrote from seq %d on (`ferry ledger verify` lists the left-out records) and redo what is missing; a retry now writes on the kept branch",
-			s.Device, filepath.Join(s.Home.ConfigDir, "device"), hwm),
+			s.Device, filepath.Join(s.Home.ConfigDir, "device"), m.Seq),
 		"this machine's write at seq %d of %s (entry %s) lost a fork to another record with the same seq (entry %s): readers leave it and what followed it out; nothing was written",
-		hwm, rel(s.Root, seg), hash, at.Hash())
+		m.Seq, rel(s.Root, seg), m.Hash, at.Hash())
+}
+
+// ownEntry is the kept entry of (name, device) at seq in v, nil when there is none.
+func (v *View) ownEntry(name, device string, seq uint64) *ledger.Entry {
+	if tip := v.chainTip(name, device); tip != nil && tip.Seq == seq {
+		return tip
+	}
+	for i := range v.Snapshot.Entries {
+		if e := &v.Snapshot.Entries[i]; e.Writer == name && e.Device == device && e.Seq == seq {
+			return e
+		}
+	}
+	return nil
+}
+
+// tipHash is the hash of a chain's tip ("" when the chain is empty).
+func tipHash(tip *ledger.Entry) string {
+	if tip == nil {
+		return ""
+	}
+	return tip.Hash()
 }
 
 // tipSeq is the seq of a chain's tip (0 when the chain is empty).

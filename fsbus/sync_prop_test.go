@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -113,7 +114,7 @@ func newSyncWorld(t *testing.T, r *rand.Rand) *syncWorld {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteFileAtomic(homes[1].keyPath(syncProject, k), b, 0o600); err != nil {
+		if err := fsutil.WriteFile(homes[1].keyPath(syncProject, k), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -544,10 +545,12 @@ func (w *syncWorld) restoreBackup(i int, writer string) bool {
 		}
 	}
 	w.write(seg, bytes.Join(lines[:keep], nil))
-	// The whole disk was restored, the cache with its record of what this machine
-	// appended too — else ferry refuses to write and asks for the lost lines back.
+	// The whole disk was restored, the config dir with its record of what this
+	// machine appended too — else ferry refuses to write and asks for the lost lines back.
 	c := w.m[i].ch
-	c.Home.setHighWater(c.Project(), writer, c.Device, uint64(keep), "")
+	if err := c.Home.writeHighWater(c.Project(), writer, c.Device, highWater{Seq: uint64(keep)}); err != nil {
+		panic(err)
+	}
 	w.forked = true
 	return true
 }

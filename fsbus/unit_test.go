@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -86,10 +87,10 @@ func TestResolveID(t *testing.T) {
 func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "sub", "x.json")
-	if err := WriteFileAtomic(p, []byte("one"), 0o644); err != nil {
+	if err := fsutil.WriteFile(p, []byte("one"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(p, []byte("two"), 0o644); err != nil {
+	if err := fsutil.WriteFile(p, []byte("two"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -108,7 +109,7 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Fatalf("writeNew changed the file: %q", b)
 	}
 	// A target that is a directory fails and leaves no temp file.
-	if err := WriteFileAtomic(dir, []byte("x"), 0o644); err == nil {
+	if err := fsutil.WriteFile(dir, []byte("x"), 0o644); err == nil {
 		t.Fatal("writing over a directory succeeded")
 	}
 	ents, _ = os.ReadDir(filepath.Dir(dir))

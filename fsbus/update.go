@@ -416,7 +416,7 @@ func replaceExecutable(exe, tmp, goos string) error {
 		if err := fsutil.Rename(tmp, exe); err != nil {
 			return err
 		}
-		return syncDir(filepath.Dir(exe))
+		return fsutil.SyncDir(filepath.Dir(exe))
 	}
 	old := exe + ".old"
 	if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -431,7 +431,7 @@ func replaceExecutable(exe, tmp, goos string) error {
 		}
 		return fmt.Errorf("renaming the new binary in: %w", err)
 	}
-	return syncDir(filepath.Dir(exe))
+	return fsutil.SyncDir(filepath.Dir(exe))
 }
 
 // CleanOldExecutable removes exe+".old" left by an update on Windows (best effort: the

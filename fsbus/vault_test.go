@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ferryhq/ferry/ledger"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // TestVaultPutGet: a value is encrypted to the named agents and its author, only they

@@ -258,7 +258,7 @@ func TestIsTempName(t *testing.T) {
 		name string
 		temp bool
 	}{
-		{".ferry-o-k3f9x2abq7mze.json-123456.tmp", true}, // ours (WriteFileAtomic)
+		{".ferry-o-k3f9x2abq7mze.json-123456.tmp", true}, // ours (fsutil.WriteFile)
 		{"k3f9x2ab.jsonl.tmp", true},                     // the ledger's
 		{".syncthing.o-k3f9x2abq7mze.json.tmp", true},    // Syncthing
 		{"~syncthing~o-k3f9x2abq7mze.json.tmp", true},    // Syncthing on Windows

@@ -252,12 +252,9 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	}
 	hlc := s.observedHLC(v.Snapshot)
 	for i, d := range drafts {
-		e, err := s.Ledger.Append(s.Name, s.Device, d, s.Signer, hlc)
-		if err != nil {
-			return ids[:i], &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("appending order.expire: %v", err),
-				Hint: "check that the channel folder is writable and not full"}
+		if _, err := s.appendMarked(d, hlc); err != nil {
+			return ids[:i], err
 		}
-		s.Home.setHighWater(s.Project(), s.Name, s.Device, e.Seq, e.Hash())
 	}
 	return ids, nil
 }

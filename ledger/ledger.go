@@ -115,4 +115,9 @@ var (
 	ErrBadName = errors.New("ledger: bad writer or device name")
 	// ErrLocked is returned by Append when the segment lock cannot be taken.
 	ErrLocked = errors.New("ledger: segment lock unavailable")
+	// ErrNotWritten is wrapped in Append's error when writing the entry's line failed:
+	// no complete line of it is in the segment (a partial one is moved aside by the
+	// next Append), so the entry never counts. An error without it, after the mark of
+	// AppendMarked, may leave a complete line that counts (a failed fsync or close).
+	ErrNotWritten = errors.New("ledger: entry not written")
 )

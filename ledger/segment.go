@@ -153,6 +153,16 @@ func (l *Ledger) Root() string { return l.opts.Root }
 // came before the write; an incomplete one, which the next Append moves aside, when
 // the write failed; a complete one, which counts, when only fsync or close failed.
 func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) (Entry, error) {
+	return l.AppendMarked(writer, device, d, s, observed, nil)
+}
+
+// AppendMarked is Append with a mark: a function called under the segment's lock with
+// the entry about to be written — after every check, the restore and the repair, before
+// the write — so that the caller can durably record that entry before it can exist in
+// the segment (a machine-local high-water mark, docs/format.md §10). When mark returns
+// an error, nothing of the entry is written and AppendMarked returns that error
+// wrapped. A nil mark is Append.
+func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed HLC, mark func(Entry) error) (Entry, error) {
 	if err := checkNames(writer, device); err != nil {
 		return Entry{}, err
 	}
@@ -224,12 +234,17 @@ func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) 
 	if err != nil {
 		return Entry{}, err
 	}
+	if mark != nil {
+		if err := mark(e); err != nil {
+			return Entry{}, fmt.Errorf("appending to %s: marking seq %d before the write: %w", path, e.Seq, err)
+		}
+	}
 	n, err := f.Write(line)
 	if err == nil && n != len(line) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("appending to %s: writing: %w", path, err)
+		return Entry{}, fmt.Errorf("appending to %s: writing: %w (%w)", path, err, ErrNotWritten)
 	}
 	if err := f.Sync(); err != nil {
 		return Entry{}, fmt.Errorf("appending to %s: syncing: %w", path, err)

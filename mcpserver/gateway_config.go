@@ -14,6 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/gofrs/flock"
 )
 
@@ -255,5 +256,5 @@ func UpdateGatewayServers(path string, change func(map[string]*GatewayServer) er
 	if err := toml.NewEncoder(&b).Encode(gatewayFile{Servers: m}); err != nil {
 		return fmt.Errorf("encoding %s: %w", path, err)
 	}
-	return fsbus.WriteFileAtomic(path, b.Bytes(), 0o600)
+	return fsutil.WriteFile(path, b.Bytes(), 0o600)
 }

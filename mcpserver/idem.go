@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -103,7 +104,7 @@ func (f *Ferry) replaying(mu *sync.Mutex, tool string, actions []string, call fu
 			err = os.MkdirAll(filepath.Dir(path), 0o755)
 		}
 		if err == nil {
-			err = fsbus.WriteFileAtomic(path, append(rec, '\n'), 0o644)
+			err = fsutil.WriteFile(path, append(rec, '\n'), 0o644)
 		}
 		if err != nil {
 			// The write happened and the ledger holds the key: a replay still writes

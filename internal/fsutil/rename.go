@@ -1,5 +1,8 @@
-// Package fsutil holds the one file-system step ferry needs to do differently per OS:
-// publishing a file by rename (DESIGN §2 rule 3).
+// Package fsutil holds ferry's durable file writes: publishing a file by rename
+// ([WriteFile], docs/design.md §2 rule 3), appending to a machine-local log ([Append]),
+// fsync of a directory ([SyncDir]), and the one step that differs per OS, [Rename].
+// Every such write runs the fault hook [SetFault] installs, the one seam through which
+// tests inject ENOSPC or EIO into every machine-local write path.
 //
 // Every rename in ferry goes through [Rename]. On Windows a rename fails while another
 // process holds the source or the target open without FILE_SHARE_DELETE — antivirus

@@ -1,0 +1,185 @@
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+)
+
+// Op names one step of a write made through this package, as a fault hook sees it.
+type Op string
+
+// The steps of WriteFile and Append.
+const (
+	OpCreate  Op = "create"  // creating or opening the file (WriteFile: its temp file)
+	OpWrite   Op = "write"   // writing the bytes
+	OpSync    Op = "sync"    // fsync of the file
+	OpRename  Op = "rename"  // publishing the temp file under its name
+	OpSyncDir Op = "syncdir" // fsync of the directory after a rename
+)
+
+// FaultFunc is called before each step of a write with the step and the path the
+// write is for (the published name, not a temp name); a non-nil error it returns is
+// taken as that step's error, as if the OS had returned it.
+type FaultFunc func(op Op, path string) error
+
+var fault atomic.Pointer[FaultFunc]
+
+// SetFault makes f the fault hook of every write made through this package from now
+// on, process-wide, and returns the function that puts the previous hook back. nil
+// removes the hook. It exists for tests that inject errors (ENOSPC, EIO) into every
+// machine-local write path; nothing in ferry itself calls it and no environment
+// variable sets it.
+func SetFault(f FaultFunc) (restore func()) {
+	var p *FaultFunc
+	if f != nil {
+		p = &f
+	}
+	old := fault.Swap(p)
+	return func() { fault.Store(old) }
+}
+
+// check runs the fault hook, if any, for op on path.
+func check(op Op, path string) error {
+	if f := fault.Load(); f != nil {
+		return (*f)(op, path)
+	}
+	return nil
+}
+
+// WriteFile publishes data at path by rename (docs/design.md §2 rule 3): a temp file
+// in the same directory under a dot-name readers ignore (".ferry-<name>-*.tmp"), write,
+// fsync, close, rename (Rename), fsync the directory. Missing parent directories are
+// created (0755). perm is the mode of the new file (0644, or 0600 for keys). The temp
+// file is removed on error. It returns the first error met, wrapped with the step and
+// the path; path then holds what it held before (after a failed directory fsync it
+// holds data, but the rename may not survive a crash).
+func WriteFile(path string, data []byte, perm fs.FileMode) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if err := check(OpCreate, path); err != nil {
+		return fmt.Errorf("creating temp file for %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".ferry-"+base+"-*.tmp")
+	if err != nil {
+		return fmt.Errorf("creating temp file for %s: %w", path, err)
+	}
+	tmpName := tmp.Name()
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(tmpName)
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil && runtime.GOOS != "windows" {
+		return fail(fmt.Errorf("setting mode of %s: %w", tmpName, err))
+	}
+	if err := check(OpWrite, path); err != nil {
+		return fail(fmt.Errorf("writing %s: %w", tmpName, err))
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fail(fmt.Errorf("writing %s: %w", tmpName, err))
+	}
+	if err := check(OpSync, path); err != nil {
+		return fail(fmt.Errorf("syncing %s: %w", tmpName, err))
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(fmt.Errorf("syncing %s: %w", tmpName, err))
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmpName)
+		return fmt.Errorf("closing %s: %w", tmpName, err)
+	}
+	if err := check(OpRename, path); err != nil {
+		os.Remove(tmpName)
+		return fmt.Errorf("publishing %s: %w", path, err)
+	}
+	if err := Rename(tmpName, path); err != nil {
+		os.Remove(tmpName)
+		return fmt.Errorf("publishing %s: %w", path, err)
+	}
+	if err := check(OpSyncDir, path); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a directory so a rename or a new name in it is durable. Windows
+// cannot open directories for sync; there NTFS journaling makes the rename durable,
+// and SyncDir does nothing.
+func SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("opening %s for fsync: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// AppendOptions says how Append opens and finishes a file.
+type AppendOptions struct {
+	Create bool        // create the file (with Perm) when missing; else a missing file is an error
+	Perm   fs.FileMode // the mode of a created file
+	Sync   bool        // fsync the file after the write
+}
+
+// Append writes data at the end of path with one write to a file opened O_APPEND,
+// and returns the file's size after it. A failed or short write may leave part of data
+// at the end of the file: callers' readers treat an incomplete last line as torn. It
+// returns the first error met, wrapped with the step and the path.
+func Append(path string, data []byte, o AppendOptions) (end int64, err error) {
+	flags := os.O_WRONLY | os.O_APPEND
+	if o.Create {
+		flags |= os.O_CREATE
+	}
+	if err := check(OpCreate, path); err != nil {
+		return 0, fmt.Errorf("opening %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, flags, o.Perm)
+	if err != nil {
+		return 0, fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing %s: %w", path, cerr)
+		}
+	}()
+	if err := check(OpWrite, path); err != nil {
+		return 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	n, err := f.Write(data)
+	if err == nil && n != len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if o.Sync {
+		if err := check(OpSync, path); err != nil {
+			return 0, fmt.Errorf("syncing %s: %w", path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, fmt.Errorf("syncing %s: %w", path, err)
+		}
+	}
+	end, err = f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, fmt.Errorf("reading the size of %s: %w", path, err)
+	}
+	return end, nil
+}
