@@ -403,7 +403,12 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 		return nil, err
 	}
 	s.Signer = next
-	s.followPin(s.viewWithEntry(v, e).State)
+	if err := s.followPin(s.viewWithEntry(v, e).State); err != nil {
+		// The rotation is written and counts: failing now would invite a second one.
+		// The pin stays on the old key, which the chain still trusts; the next Load
+		// moves it, or fails saying why.
+		s.Home.warn("", fmt.Sprintf("the rotation is written, but %v", err))
+	}
 	return res, nil
 }
 

@@ -183,9 +183,6 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 	defer unlock()
 
 	path := SegmentPath(l.opts.Root, writer, device)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
-	}
 	// Conflict copies in the writer directory may hold records of this chain that the
 	// segment lacks (it was replaced, rolled back or lost a fork): make the segment
 	// whole first and chain onto the tip readers keep (issue 7, writer continuity).
@@ -195,8 +192,10 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 			return Entry{}, err
 		}
 	}
-	f, created, err := openSegment(path)
-	if err != nil {
+	// A missing segment is made only after the mark: a refused mark leaves the channel
+	// folder as it was, without an empty file or directory.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
 	}
 	defer func() {
@@ -204,29 +203,26 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 			f.Close()
 		}
 	}()
-	if created {
-		// The new name must survive a crash before any line in it matters.
-		if err := syncCreated(l.opts.Root, path); err != nil {
+	var last *Entry
+	if f != nil {
+		var dirty bool
+		if last, dirty, err = scanHandle(f, writer, device); err != nil {
 			return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
 		}
-	}
-	last, dirty, err := scanHandle(f, writer, device)
-	if err != nil {
-		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
-	}
-	if restored != nil {
-		last = restored.Tip // the kept tip: with a fork in the file it need not be the last line
-	}
-	if dirty {
-		// Windows cannot truncate through an O_APPEND handle: close it, repair by
-		// path, and reopen.
-		f.Close()
-		f = nil
-		if _, last, err = repairPath(path, writer, device); err != nil {
-			return Entry{}, err
+		if restored != nil {
+			last = restored.Tip // the kept tip: with a fork in the file it need not be the last line
 		}
-		if f, _, err = openSegment(path); err != nil {
-			return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+		if dirty {
+			// Windows cannot truncate through an O_APPEND handle: close it, repair by
+			// path, and reopen.
+			f.Close()
+			f = nil
+			if _, last, err = repairPath(path, writer, device); err != nil {
+				return Entry{}, err
+			}
+			if f, _, err = openSegment(path); err != nil {
+				return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+			}
 		}
 	}
 
@@ -237,6 +233,11 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 	if mark != nil {
 		if err := mark(e); err != nil {
 			return Entry{}, fmt.Errorf("appending to %s: marking seq %d before the write: %w", path, e.Seq, err)
+		}
+	}
+	if f == nil {
+		if f, err = createSegment(l.opts.Root, path); err != nil {
+			return Entry{}, fmt.Errorf("appending to %s: %w (%w)", path, err, ErrNotWritten)
 		}
 	}
 	n, err := f.Write(line)
@@ -359,6 +360,29 @@ func openSegment(path string) (f *os.File, created bool, err error) {
 	}
 	f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0o644)
 	return f, false, err
+}
+
+// createSegment makes the segment path, missing when its lock was taken, and returns it
+// open for appending. The new name is made durable (syncCreated) before any line in it
+// matters. It fails when the file exists by now: only a sync tool can have put it there
+// under the lock, and its lines must be read before the next seq is chosen.
+func createSegment(root, path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, created, err := openSegment(path)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		f.Close()
+		return nil, errors.New("the segment appeared while the entry was made (a sync tool delivered it): retry")
+	}
+	if err := syncCreated(root, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // syncCreated fsyncs the directories a new segment's name lives in: its writer

@@ -57,7 +57,7 @@ func check(op Op, path string) error {
 // fsync, close, rename (Rename), fsync the directory. Missing parent directories are
 // created (0755). perm is the mode of the new file (0644, or 0600 for keys). The temp
 // file is removed on error. It returns the first error met, wrapped with the step and
-// the path; path then holds what it held before (after a failed directory fsync it
+// path (the OS error inside names the temp file); path then holds what it held before (after a failed directory fsync it
 // holds data, but the rename may not survive a crash).
 func WriteFile(path string, data []byte, perm fs.FileMode) error {
 	dir, base := filepath.Split(path)
@@ -81,23 +81,23 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	if err := tmp.Chmod(perm); err != nil && runtime.GOOS != "windows" {
-		return fail(fmt.Errorf("setting mode of %s: %w", tmpName, err))
+		return fail(fmt.Errorf("setting the mode of %s: %w", path, err))
 	}
 	if err := check(OpWrite, path); err != nil {
-		return fail(fmt.Errorf("writing %s: %w", tmpName, err))
+		return fail(fmt.Errorf("writing %s: %w", path, err))
 	}
 	if _, err := tmp.Write(data); err != nil {
-		return fail(fmt.Errorf("writing %s: %w", tmpName, err))
+		return fail(fmt.Errorf("writing %s: %w", path, err))
 	}
 	if err := check(OpSync, path); err != nil {
-		return fail(fmt.Errorf("syncing %s: %w", tmpName, err))
+		return fail(fmt.Errorf("syncing %s: %w", path, err))
 	}
 	if err := tmp.Sync(); err != nil {
-		return fail(fmt.Errorf("syncing %s: %w", tmpName, err))
+		return fail(fmt.Errorf("syncing %s: %w", path, err))
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmpName)
-		return fmt.Errorf("closing %s: %w", tmpName, err)
+		return fmt.Errorf("closing %s: %w", path, err)
 	}
 	if err := check(OpRename, path); err != nil {
 		os.Remove(tmpName)
