@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/gofrs/flock"
 )
 
@@ -255,7 +256,10 @@ func (f *Ferry) takeLease(ch *fsbus.Channel) error {
 			"%s is already acting as %s in project %s on this machine; two sessions under one name would read each other's messages",
 			other, f.cfg.Agent, ch.Project())
 	}
-	_ = os.WriteFile(p+".pid", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	if err := fsutil.WriteFile(p+".pid", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		// The lease is the flock; the pid only names its holder in another's refusal.
+		fmt.Fprintf(f.cfg.Log, "mcp: recording the lease holder's pid: %v\n", err)
+	}
 	f.lease = lk
 	return nil
 }
