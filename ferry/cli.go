@@ -75,6 +75,8 @@ type Globals struct {
 	stdout io.Writer `kong:"-"`
 	stderr io.Writer `kong:"-"`
 	home   *fsbus.Home
+	// asFrom is where As came from, "--as" or "FERRY_AGENT" (checkOwner sets it).
+	asFrom string
 	// settling is the session of an order command, whose expiries are reported.
 	settling *fsbus.Session
 }
@@ -146,6 +148,9 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		fmt.Fprintf(stderr, "ferry: error: invalid: %v\n", err)
 		fmt.Fprintf(stderr, "ferry: hint: see `%s`\n", hint)
 		return exitCodes[fsbus.CatInvalid]
+	}
+	if err := checkOwner(kctx, &cli.Globals); err != nil {
+		return printError(stderr, err)
 	}
 	if err := kctx.Run(&cli.Globals); err != nil {
 		return printError(stderr, err)
@@ -258,8 +263,13 @@ func (g *Globals) Session() (*fsbus.Session, error) {
 	return c.As(g.As)
 }
 
-// Master opens the channel as the owner.
+// Master opens the channel as the owner. It refuses when --as or FERRY_AGENT names
+// another writer (requireMaster), so no command signs as master under an agent's name,
+// marked as an ownerCommand or not.
 func (g *Globals) Master() (*fsbus.Session, error) {
+	if err := g.requireMaster("act as the owner"); err != nil {
+		return nil, err
+	}
 	c, err := g.Open()
 	if err != nil {
 		return nil, err

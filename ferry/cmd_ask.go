@@ -165,17 +165,15 @@ type askAnswerArgs struct {
 	keyFlag
 }
 
-// answer runs the verb as the owner (the master key on this machine). An agent that
-// names itself (--as or FERRY_AGENT) is refused by fsbus, so an agent running on the
-// owner's machine can never answer through the owner's key.
+// ownerAction marks the three answering verbs the owner's (docs/format.md §13: ask.answer
+// is on the master row), so an agent that names itself (--as or FERRY_AGENT) on the
+// owner's machine is refused before anything runs (checkOwner) and never answers through
+// the owner's key.
+func (c *askAnswerArgs) ownerAction(*Globals) string { return "answer asks (ask.answer)" }
+
+// answer runs the verb as the owner (the master key on this machine).
 func (c *askAnswerArgs) answer(g *Globals, verdict, done string) error {
-	var s *fsbus.Session
-	var err error
-	if g.As != "" && g.As != fsbus.MasterWriter {
-		s, err = g.Session()
-	} else {
-		s, err = g.Master()
-	}
+	s, err := g.Master()
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,9 @@ func (c *GrantSetCmd) Help() string {
 		"Runs on the machine that holds the master key. Idempotent."
 }
 
+// ownerAction marks grant.set the owner's (docs/format.md §13, the master row).
+func (c *GrantSetCmd) ownerAction(*Globals) string { return "seat agents (grant.set)" }
+
 // Run implements the command.
 func (c *GrantSetCmd) Run(g *Globals) error {
 	s, err := g.Master()
@@ -43,6 +46,9 @@ func (c *GrantSetCmd) Run(g *Globals) error {
 type GrantRevokeCmd struct {
 	Name string `arg:"" help:"Agent to revoke."`
 }
+
+// ownerAction marks grant.revoke the owner's (docs/format.md §13, the master row).
+func (c *GrantRevokeCmd) ownerAction(*Globals) string { return "revoke grants (grant.revoke)" }
 
 // Run implements the command.
 func (c *GrantRevokeCmd) Run(g *Globals) error {

@@ -165,12 +165,22 @@ type AgentRetireCmd struct {
 	Name string `arg:"" help:"Agent to retire: yourself (--as NAME), or any agent as the owner (no --as)."`
 }
 
+// ownerAction: retiring another agent is the owner's (docs/format.md §13, the retire
+// rule: of itself, worker; of others, master); an agent retiring itself (--as NAME with
+// NAME the agent) acts as that agent.
+func (c *AgentRetireCmd) ownerAction(g *Globals) string {
+	if g.As != "" && g.As != fsbus.MasterWriter && g.As == c.Name {
+		return ""
+	}
+	return "retire " + c.Name + " (agent.retire of another agent)"
+}
+
 // Run implements the command: as --as (the agent itself), or as the owner when --as
 // is not given or is master.
 func (c *AgentRetireCmd) Run(g *Globals) error {
 	var s *fsbus.Session
 	var err error
-	if g.As == "" || g.As == fsbus.MasterWriter {
+	if c.ownerAction(g) != "" {
 		s, err = g.Master()
 	} else {
 		s, err = g.Session()

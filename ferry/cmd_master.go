@@ -23,6 +23,11 @@ func (c *MasterRotateCmd) Help() string {
 		"the new one: `ferry key export` here, `ferry key import` there."
 }
 
+// ownerAction marks master.rotate the owner's (docs/format.md §13, the master row).
+func (c *MasterRotateCmd) ownerAction(*Globals) string {
+	return "rotate the master key (master.rotate)"
+}
+
 // Run implements the command.
 func (c *MasterRotateCmd) Run(g *Globals) error {
 	s, err := g.Master()
@@ -57,6 +62,11 @@ func (c *MasterRepinCmd) Help() string {
 		"forged channel looks like. --key must be that key, so it never happens by accident.\n" +
 		"Prints the old and the new pin. Needs --channel DIR, or --project ID mapped here."
 }
+
+// ownerAction marks re-pinning the owner's: the pin is this machine's trust in the master
+// key (docs/format.md §13 "The pin"), and only the owner can confirm, out of band, that
+// they made a new one.
+func (c *MasterRepinCmd) ownerAction(*Globals) string { return "re-pin the master key" }
 
 // Run implements the command.
 func (c *MasterRepinCmd) Run(g *Globals) error {

@@ -12,12 +12,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
 )
 
@@ -518,6 +521,420 @@ func TestPermissionMatrixCoversMCP(t *testing.T) {
 			if !inMatrix[tl.Name+" "+a] {
 				t.Errorf("MCP %s action %q writes but has no row in permWrites (or add it to mcpReads if it writes nothing)", tl.Name, a)
 			}
+		}
+	}
+}
+
+// masterAction is one action that is the owner's alone: an entry type of the master
+// row of docs/format.md §13's level table (or agent.retire of another agent, the same
+// table's retire rule), or a machine-local act on the master key (typ ""), and the
+// kong leaf that does it. args makes a fresh command line for one call (a new agent to
+// seat, a new pending ask); nil args: the action has no command yet, and the test fails
+// the day its leaf appears in the kong model without a row that runs it.
+type masterAction struct {
+	typ  string
+	what string
+	leaf string
+	args func(w *masterWorld) []string
+}
+
+// masterActions is every master action. TestPermissionMatrixMasterOnly checks it
+// against docs/format.md (every master-row type has a row, every command §12 names for
+// one is a row's leaf) and against the kong model (every row's leaf is an
+// ownerCommand, every ownerCommand is a row's leaf).
+var masterActions = []masterAction{
+	{typ: "grant.set", leaf: "grant set", args: func(w *masterWorld) []string { return []string{"grant", "set", w.joined(), "--level", "worker"} }},
+	{typ: "grant.set", what: "default verb", leaf: "grant set", args: func(w *masterWorld) []string { return []string{"grant", w.joined(), "--level", "orchestrator"} }},
+	{typ: "grant.revoke", leaf: "grant revoke", args: func(w *masterWorld) []string { return []string{"grant", "revoke", w.seated()} }},
+	{typ: "ask.answer", what: "approve", leaf: "ask approve", args: func(w *masterWorld) []string { return []string{"ask", "approve", w.ask()} }},
+	{typ: "ask.answer", what: "reject", leaf: "ask reject", args: func(w *masterWorld) []string { return []string{"ask", "reject", w.ask()} }},
+	{typ: "ask.answer", what: "send back", leaf: "ask send-back", args: func(w *masterWorld) []string { return []string{"ask", "send-back", w.ask()} }},
+	{typ: "agent.retire", what: "of another", leaf: "agent retire", args: func(w *masterWorld) []string { return []string{"agent", "retire", w.seated()} }},
+	{typ: "release.approve", leaf: "update approve", args: (*masterWorld).release},
+	{typ: "master.rotate", leaf: "master rotate", args: func(*masterWorld) []string { return []string{"master", "rotate"} }},
+	{typ: "policy.set", leaf: "policy set"}, // reserved (docs/format.md §12); no command writes it yet
+	{what: "re-pin the master key", leaf: "master repin", args: func(w *masterWorld) []string { return []string{"master", "repin", "--key", w.masterKey} }},
+}
+
+// masterWorld is the owner's machine with an agent's key on it too: an agent process
+// running under the owner's own user, the case the --as / FERRY_AGENT check is for.
+type masterWorld struct {
+	t         *testing.T
+	m         *mcpMachine
+	dir       string
+	ch        *fsbus.Channel
+	masterKey string // the master key text channel.toml names
+	n         int
+}
+
+// fresh is a new agent name.
+func (w *masterWorld) fresh() string {
+	w.n++
+	return fmt.Sprintf("agent-%d", w.n)
+}
+
+// joined is a new agent that joined and waits to be seated.
+func (w *masterWorld) joined() string {
+	name := w.fresh()
+	w.m.must("join", "--as", name, "--channel", w.dir)
+	return name
+}
+
+// seated is a new agent seated at member.
+func (w *masterWorld) seated() string {
+	name := w.joined()
+	w.m.must("grant", name, "--level", "member", "--channel", w.dir)
+	return name
+}
+
+// ask is a new pending ask raised by the actor.
+func (w *masterWorld) ask() string {
+	out := w.m.must("ask", "raise", "May I?", "--recommendation", "yes", "--as", "actor", "--channel", w.dir, "--json")
+	var a struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.ID == "" {
+		w.t.Fatalf("ask raise --json: %v\n%s", err, out)
+	}
+	return a.ID
+}
+
+// release is an approval of a new version of a file in the channel's releases/.
+func (w *masterWorld) release() []string {
+	w.n++
+	rel := fmt.Sprintf("releases/ferry-%d", w.n)
+	if err := os.MkdirAll(filepath.Join(w.dir, "releases"), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, filepath.FromSlash(rel)), []byte(fmt.Sprintf("not a Go binary %d\n", w.n)), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	return []string{"update", "approve", fmt.Sprintf("1.0.%d", w.n), "--platform", "linux/amd64=" + rel}
+}
+
+// state is what a refused call must leave as it was: the hash of every entry, and this
+// machine's pin of the master key.
+func (w *masterWorld) state() (hashes []string, pin string) {
+	v, err := w.ch.Load()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range v.Snapshot.Entries {
+		hashes = append(hashes, v.Snapshot.Entries[i].Hash())
+	}
+	b, _ := os.ReadFile(filepath.Join(w.m.home, "config", "pins", w.ch.Project()+".pub"))
+	return hashes, string(b)
+}
+
+// ferryEnv runs ferry on the owner's machine with extra environment variables.
+func (w *masterWorld) ferryEnv(env []string, args ...string) (stdout, stderr string, code int) {
+	w.t.Helper()
+	cmd := w.m.command(args...)
+	cmd.Env = append(cmd.Env, env...)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return so.String(), se.String(), ee.ExitCode()
+	}
+	if err != nil {
+		w.t.Fatalf("running ferry %v: %v", args, err)
+	}
+	return so.String(), se.String(), 0
+}
+
+// kongLeaves is every leaf of the CLI's kong model, hidden ones too, by path.
+func kongLeaves(t *testing.T) map[string]*kong.Node {
+	app, err := catalogModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*kong.Node{}
+	for _, n := range app.Leaves(false) {
+		out[leafPath(n)] = n
+	}
+	return out
+}
+
+// isOwnerCommand reports whether leaf n's command is marked as the owner's.
+func isOwnerCommand(n *kong.Node) bool {
+	_, ok := n.Target.Addr().Interface().(ownerCommand)
+	return ok
+}
+
+// formatMasterTypes is the entry types of the master row of docs/format.md §13's level
+// table, and for every entry type of §12 the kong leaves its "written by this binary"
+// cell names (`ferry ask approve`, `reject`, `send-back` → ask approve, ask reject,
+// ask send-back; a group word alone → its default leaf).
+func formatMasterTypes(t *testing.T) (master []string, writtenBy map[string][]string) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "format.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := catalogModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := regexp.MustCompile("`([^`]+)`")
+	section := ""
+	writtenBy = map[string][]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			section = line
+			continue
+		}
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		switch {
+		case strings.HasPrefix(section, "## 13.") && len(cells) >= 2 && strings.TrimSpace(cells[1]) == "master":
+			for _, mm := range code.FindAllStringSubmatch(cells[0], -1) {
+				master = append(master, mm[1])
+			}
+		case strings.HasPrefix(section, "## 12.") && len(cells) >= 4:
+			typ := code.FindStringSubmatch(cells[0])
+			if typ == nil {
+				continue
+			}
+			var words []string
+			for _, mm := range code.FindAllStringSubmatch(cells[len(cells)-1], -1) {
+				f := strings.Fields(mm[1])
+				switch {
+				case len(f) > 1 && f[0] == "ferry":
+					words = f[1:]
+				case len(f) == 1 && len(words) > 0:
+					words = append(slices.Clone(words[:len(words)-1]), f[0])
+				default:
+					continue
+				}
+				if leaf := kongLeafOf(app.Node, words); leaf != "" {
+					writtenBy[typ[1]] = append(writtenBy[typ[1]], leaf)
+				} else {
+					t.Errorf("docs/format.md §12 names `ferry %s` for %s, which is no command of the kong model", strings.Join(words, " "), typ[1])
+				}
+			}
+		}
+	}
+	if len(master) == 0 {
+		t.Fatal("docs/format.md §13: no level-table row whose lowest level is master")
+	}
+	return master, writtenBy
+}
+
+// kongLeafOf is the leaf path the words name from n (flags left out; a group's
+// default leaf when the words stop at a group), or "" when they name none.
+func kongLeafOf(n *kong.Node, words []string) string {
+	for _, w := range words {
+		if strings.HasPrefix(w, "-") {
+			break
+		}
+		var next *kong.Node
+		for _, c := range n.Children {
+			if c.Name == w || slices.Contains(c.Aliases, w) {
+				next = c
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	if n.DefaultCmd != nil {
+		n = n.DefaultCmd
+	}
+	if n.Type != kong.CommandNode || len(n.Children) > 0 {
+		return ""
+	}
+	return leafPath(n)
+}
+
+// TestPermissionMatrixMasterOnly: every master action refuses, on the owner's own
+// machine, when --as or FERRY_AGENT names an agent (denied, naming the agent, where the
+// name came from and how to act as master; nothing written, the pin unchanged), and
+// runs under --as master with FERRY_AGENT naming an agent (--as on the command line
+// wins). The set of master actions comes from docs/format.md's level table and the
+// kong model: a master-only command added without the ownerCommand mark, or marked
+// without a row here, fails this test.
+func TestPermissionMatrixMasterOnly(t *testing.T) {
+	leaves := kongLeaves(t)
+	master, writtenBy := formatMasterTypes(t)
+	rows := map[string][]masterAction{} // by type
+	byLeaf := map[string]bool{}
+	for _, a := range masterActions {
+		rows[a.typ] = append(rows[a.typ], a)
+		byLeaf[a.leaf] = true
+	}
+	for _, typ := range append(master, "agent.retire") {
+		if len(rows[typ]) == 0 {
+			t.Errorf("%s is on the master row of docs/format.md §13 but has no row in masterActions", typ)
+		}
+		for _, leaf := range writtenBy[typ] {
+			if typ == "agent.retire" {
+				continue // one leaf for retiring oneself and others: its row is "of another"
+			}
+			found := false
+			for _, a := range rows[typ] {
+				found = found || a.leaf == leaf
+			}
+			if !found {
+				t.Errorf("docs/format.md §12: `ferry %s` writes %s (master row) but is no row of masterActions", leaf, typ)
+			}
+		}
+	}
+	for _, a := range masterActions {
+		n := leaves[a.leaf]
+		switch {
+		case n == nil && a.args != nil:
+			t.Errorf("masterActions names %q, which is no leaf of the kong model", a.leaf)
+		case n == nil:
+			t.Logf("%s: no command yet (%s)", a.typ, a.leaf)
+		case !isOwnerCommand(n):
+			t.Errorf("`ferry %s` does %s, the owner's alone, but its command is no ownerCommand (owner.go): it does not refuse under --as or FERRY_AGENT", a.leaf, joinWhat(a.typ, a.what))
+		case a.args == nil:
+			t.Errorf("`ferry %s` exists now: give its masterActions row args, so the cells below run it", a.leaf)
+		}
+	}
+	for path, n := range leaves {
+		if isOwnerCommand(n) && !byLeaf[path] {
+			t.Errorf("`ferry %s` is an ownerCommand but no row of masterActions: add one (with the type it writes)", path)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	bin := mcpBinary(t)
+	w := &masterWorld{t: t, m: newMCPMachine(t, bin)}
+	w.dir = w.m.channel("acme", "actor")
+	w.m.must("grant", "actor", "--level", "orchestrator", "--channel", w.dir)
+	var err error
+	if w.ch, err = fsbus.Open(fsHome(w.m.home), w.dir); err != nil {
+		t.Fatal(err)
+	}
+	key := strings.Fields(w.m.must("key", "show", "--channel", w.dir))
+	if len(key) != 2 || key[0] != fsbus.MasterWriter {
+		t.Fatalf("key show: %q", key)
+	}
+	w.masterKey = key[1]
+	for _, a := range masterActions {
+		if a.args == nil {
+			continue
+		}
+		name := a.leaf
+		if a.what != "" {
+			name += " (" + a.what + ")"
+		}
+		for _, cell := range []struct {
+			via, src, hint string
+			env, extra     []string
+		}{
+			{"--as actor", "(--as actor)", "drop --as actor or pass --as master", nil, []string{"--as", "actor"}},
+			{"FERRY_AGENT=actor", "(FERRY_AGENT=actor)", "pass --as master (it overrides FERRY_AGENT)", []string{"FERRY_AGENT=actor"}, nil},
+		} {
+			args := append(append(a.args(w), "--channel", w.dir), cell.extra...)
+			before, pin := w.state()
+			so, se, code := w.ferryEnv(cell.env, args...)
+			after, pinAfter := w.state()
+			if code != exitCodes[fsbus.CatDenied] || !strings.Contains(se, "ferry: error: denied: actor may not ") || !strings.Contains(se, cell.src) || !strings.Contains(se, cell.hint) {
+				t.Errorf("%s under %s: exit %d, want denied (exit 3) naming actor, %s and %q\n%s%s", name, cell.via, code, cell.src, cell.hint, so, se)
+			}
+			if so != "" {
+				t.Errorf("%s under %s: printed %q on a refusal", name, cell.via, so)
+			}
+			if !slices.Equal(before, after) || pin != pinAfter {
+				t.Errorf("%s under %s: refused but changed the channel (%d → %d entries) or the pin", name, cell.via, len(before), len(after))
+			}
+		}
+		// --as master on the command line overrides FERRY_AGENT.
+		before, _ := w.state()
+		so, se, code := w.ferryEnv([]string{"FERRY_AGENT=actor"}, append(append(a.args(w), "--channel", w.dir), "--as", fsbus.MasterWriter)...)
+		if code != 0 {
+			t.Errorf("%s under --as master with FERRY_AGENT=actor: exit %d\n%s%s", name, code, so, se)
+			continue
+		}
+		if a.typ == "" {
+			continue
+		}
+		v, err := w.ch.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, h := range before {
+			seen[h] = true
+		}
+		wrote := false
+		for i := range v.Snapshot.Entries {
+			e := &v.Snapshot.Entries[i]
+			if !seen[e.Hash()] && e.Type == a.typ && e.Writer == fsbus.MasterWriter && v.State.Counts(e.Hash()) {
+				wrote = true
+			}
+		}
+		if !wrote {
+			t.Errorf("%s under --as master with FERRY_AGENT=actor: exit 0 but no counting master %s was written\n%s", name, a.typ, so)
+		}
+	}
+
+	// Not an ownerCommand: `ferry key export` exports the key --as names, the master's
+	// only without --as or with --as master. Under an agent's name it never writes the
+	// master key.
+	pass := []string{EnvPassphrase + "=matrix pass"}
+	for _, c := range []struct {
+		via   string
+		env   []string
+		extra []string
+		want  string
+	}{
+		{"--as actor", pass, []string{"--as", "actor"}, "actor"},
+		{"FERRY_AGENT=actor", append(slices.Clone(pass), "FERRY_AGENT=actor"), nil, "actor"},
+		{"--as master with FERRY_AGENT=actor", append(slices.Clone(pass), "FERRY_AGENT=actor"), []string{"--as", fsbus.MasterWriter}, fsbus.MasterWriter},
+	} {
+		so, se, code := w.ferryEnv(c.env, append([]string{"key", "export", "--channel", w.dir}, c.extra...)...)
+		if code != 0 {
+			t.Errorf("key export under %s: exit %d\n%s", c.via, code, se)
+			continue
+		}
+		ik, err := fsbus.ReadExport([]byte(so), []byte("matrix pass"))
+		if err != nil {
+			t.Errorf("key export under %s: %v", c.via, err)
+			continue
+		}
+		if ik.Name != c.want {
+			t.Errorf("key export under %s exported the key of %s, want %s", c.via, ik.Name, c.want)
+		}
+	}
+}
+
+// joinWhat is a row's type and what, as one phrase.
+func joinWhat(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + " (" + b + ")"
+}
+
+// TestMasterSessionRefusesAgentName: Globals.Master, the one way a command opens the
+// owner's session, refuses under an agent's name wherever the name came from, so a
+// command that signs as master without the ownerCommand mark still cannot do so under
+// --as or FERRY_AGENT; without a name, or with master, it opens the owner's session.
+func TestMasterSessionRefusesAgentName(t *testing.T) {
+	t.Setenv(fsbus.EnvHome, filepath.Join(t.TempDir(), "home"))
+	t.Setenv("FERRY_AGENT", "")
+	dir := filepath.Join(t.TempDir(), "ch")
+	var so, se strings.Builder
+	if code := run([]string{"init", dir, "--project", "acme"}, &so, &se); code != 0 {
+		t.Fatalf("init: exit %d\n%s", code, se.String())
+	}
+	for _, from := range []string{"--as", "FERRY_AGENT"} {
+		g := &Globals{Channel: dir, As: "actor", asFrom: from, stdout: &so, stderr: &se}
+		s, err := g.Master()
+		if !fsbus.IsCategory(err, fsbus.CatDenied) || !strings.Contains(err.Error(), "actor") || !strings.Contains(err.Error(), "--as master") {
+			t.Errorf("Master() with As=actor (from %s): session %v, error %v; want denied naming actor and --as master", from, s != nil, err)
+		}
+	}
+	for _, as := range []string{"", fsbus.MasterWriter} {
+		g := &Globals{Channel: dir, As: as, stdout: &so, stderr: &se}
+		if s, err := g.Master(); err != nil || s.Name != fsbus.MasterWriter {
+			t.Errorf("Master() with As=%q: %v", as, err)
 		}
 	}
 }
