@@ -63,9 +63,11 @@ func fullDisk(t *testing.T) (dir string, fill, free func()) {
 	return dir, fill, free
 }
 
-// A real full disk under the config dir: the write is refused naming the high-water
-// mark and ENOSPC, nothing is appended, and once there is room the write goes on
-// without a retry.
+// A real full disk under the config dir. The mark has a fixed length and is
+// overwritten in place, so on a full disk writes go on and the mark follows them. A
+// mark that must be made anew (this writer's first write here) cannot be: the write is
+// refused naming the mark and ENOSPC, nothing is appended, and once there is room the
+// write goes on without a retry.
 func TestFullConfigDiskRefusesWrite(t *testing.T) {
 	disk, fill, free := fullDisk(t)
 	h := &Home{ConfigDir: filepath.Join(disk, "config"), CacheDir: filepath.Join(t.TempDir(), "cache")}
@@ -81,11 +83,26 @@ func TestFullConfigDiskRefusesWrite(t *testing.T) {
 	if _, err := s.NewOrder(NewOrderOptions{Title: "first"}); err != nil {
 		t.Fatal(err)
 	}
+	fill()
+	if _, err := s.NewOrder(NewOrderOptions{Title: "on a full disk, over the mark in place"}); err != nil {
+		t.Fatalf("a write whose mark is overwritten in place, on a full disk: %v", err)
+	}
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip := v.chainTip(MasterWriter, c.Device)
+	if m, err := h.readHighWater(c.Project(), MasterWriter, c.Device); err != nil || m != (highWater{Seq: tip.Seq, Hash: tip.Hash()}) {
+		t.Fatalf("mark %+v (%v) after a write on a full disk, want seq %d", m, err, tip.Seq)
+	}
+	mark := h.highWaterPath(c.Project(), MasterWriter, c.Device)
+	if err := os.Remove(mark); err != nil { // as before this writer's first write here
+		t.Fatal(err)
+	}
+	fill() // the page the mark held
 	seg := ledger.SegmentPath(dir, MasterWriter, c.Device)
 	before := mustReadFile(t, seg)
-	fill()
-	_, err = s.NewOrder(NewOrderOptions{Title: "on a full disk"})
-	mark := h.highWaterPath(c.Project(), MasterWriter, c.Device)
+	_, err = s.NewOrder(NewOrderOptions{Title: "on a full disk, with a new mark"})
 	if err == nil || !strings.Contains(err.Error(), mark) || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
 		t.Fatalf("want a refusal naming %s and ENOSPC, got %v", mark, err)
 	}

@@ -251,7 +251,16 @@ type highWater struct {
 	Seq     uint64
 	Hash    string // "" in marks written before marks named the hash
 	Pending bool
+	// Damaged holds the text of a mark that does not parse (a crash tore it, or a hand
+	// edit): it is read as a pending mark of an unknown entry.
+	Damaged string
 }
+
+// markLen is the length of every mark this binary writes, "\n" included: the longest
+// mark ("<20 digits> sha256:<64 hex> pending") padded with spaces. A fixed length lets
+// each next mark overwrite the last in place with one fsync, and the promotion
+// overwrite "pending" alone.
+const markLen = 20 + 1 + 71 + 1 + len("pending") + 1
 
 // acked is the highest seq of the segment this machine's writes are known to have
 // reached: Seq, or Seq-1 while the mark is pending (the entry at Seq may never have
@@ -286,9 +295,10 @@ func (h *Home) highWater(project, writer, device string) uint64 {
 }
 
 // readHighWater reads the high-water mark of (writer, device): "<seq>", "<seq> <hash>"
-// or "<seq> <hash> pending", then "\n". A missing mark is the zero highWater. A mark that
-// cannot be read or does not parse is an error naming the file: a write must not go
-// on as if the check were off.
+// or "<seq> <hash> pending", then spaces up to markLen and "\n" (a promoted mark has
+// spaces where "pending" was). A missing mark is the zero highWater; one that does not
+// parse is returned with Damaged set. The error is that of reading the file, naming it:
+// a write must not go on as if the check were off.
 func (h *Home) readHighWater(project, writer, device string) (highWater, error) {
 	p := h.highWaterPath(project, writer, device)
 	b, err := os.ReadFile(p)
@@ -304,7 +314,14 @@ func (h *Home) readHighWater(project, writer, device string) (highWater, error) 
 	}
 	m, ok := parseHighWater(string(b))
 	if !ok {
-		return highWater{}, fmt.Errorf("this machine's high-water mark %s is damaged (%q)", p, strings.TrimSpace(string(b)))
+		text := strings.TrimSpace(string(b))
+		if len(text) > 40 {
+			text = strings.ToValidUTF8(text[:40], "") + "…"
+		}
+		if text == "" {
+			text = "(empty)"
+		}
+		return highWater{Pending: true, Damaged: text}, nil
 	}
 	return m, nil
 }
@@ -350,8 +367,21 @@ func isEntryHash(s string) bool {
 	return true
 }
 
-// writeHighWater records m as the high-water mark of (writer, device), durably
-// (fsutil.WriteFile: temp file, fsync, rename, directory fsync), and removes a mark an
+// promoteHighWater turns the pending mark m, which this process wrote, into a plain
+// one in place: "pending" is overwritten with spaces, without fsync. A crash may keep
+// the pending mark, which is harmless: its entry is in the segment, so the next write
+// reads it as promoted (checkLost).
+func (h *Home) promoteHighWater(project, writer, device string, m highWater) error {
+	at := int64(len(strconv.FormatUint(m.Seq, 10)) + 1 + len(m.Hash) + 1)
+	if err := fsutil.WriteAt(h.highWaterPath(project, writer, device), at, []byte("       ")); err != nil {
+		return fmt.Errorf("promoting this machine's high-water mark: %w", err)
+	}
+	return nil
+}
+
+// writeHighWater records m as the high-water mark of (writer, device), durably: over
+// a mark of markLen bytes in place with one fsync (fsutil.Overwrite), else by a new file
+// (fsutil.WriteFile: temp file, fsync, rename, directory fsync), removing a mark an
 // older binary left under the cache dir. The error names the file and the OS error.
 func (h *Home) writeHighWater(project, writer, device string, m highWater) error {
 	line := strconv.FormatUint(m.Seq, 10)
@@ -361,8 +391,15 @@ func (h *Home) writeHighWater(project, writer, device string, m highWater) error
 	if m.Pending {
 		line += " pending"
 	}
+	b := []byte(line + strings.Repeat(" ", max(0, markLen-1-len(line))) + "\n")
 	p := h.highWaterPath(project, writer, device)
-	if err := fsutil.WriteFile(p, []byte(line+"\n"), 0o644); err != nil {
+	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(b)) {
+		if err := fsutil.Overwrite(p, b); err != nil {
+			return fmt.Errorf("writing this machine's high-water mark: %w", err)
+		}
+		return nil
+	}
+	if err := fsutil.WriteFile(p, b, 0o644); err != nil {
 		return fmt.Errorf("writing this machine's high-water mark: %w", err)
 	}
 	os.Remove(h.legacyHighWaterPath(project, writer, device)) // the config-dir mark now rules

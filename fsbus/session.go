@@ -331,8 +331,9 @@ func (e *errMark) Unwrap() error { return e.err }
 // high-water mark (docs/format.md §10 "Writer continuity"): under the segment lock,
 // "<seq> <hash> pending" is written and fsynced before the line; when that fails the
 // write is refused (internal, naming the file and the OS error) and nothing is
-// appended. After the append the mark is promoted to "<seq> <hash>"; a failure there
-// is only a warning (Home.Warn), since the pending mark already guards. When the line
+// appended. After the append the mark is promoted to "<seq> <hash>" in place, without
+// fsync; a failure there is only a warning (Home.Warn), since the pending mark already
+// guards. When the line
 // itself could not be written (ledger.ErrNotWritten), the mark goes back to the tip the
 // entry would have followed, so the next write needs no retry. Callers hold
 // the channel lock, so no other process of this machine moves the mark in between.
@@ -364,7 +365,7 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 			Message: fmt.Sprintf("appending %s: %v", d.Type, err),
 			Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
 	}
-	if err := s.Home.writeHighWater(project, s.Name, s.Device, highWater{Seq: e.Seq, Hash: e.Hash()}); err != nil {
+	if err := s.Home.promoteHighWater(project, s.Name, s.Device, highWater{Seq: e.Seq, Hash: e.Hash()}); err != nil {
 		s.Home.warn("", fmt.Sprintf("the entry was written, but %v (the pending mark written before it still guards)", err))
 	}
 	return e, nil
@@ -556,8 +557,10 @@ func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
 //     the entry was acknowledged with its promotion failing and then lost. The mark
 //     moves to the folder's tip, so the retry writes on.
 //
-// A mark that cannot be read is an error (internal, naming the file). Nothing is
-// written to the channel by a refused call.
+// A mark that does not parse (torn by a crash, edited by hand) is read as a pending
+// mark of an unknown entry: refused once, naming the file. A mark that cannot be read
+// is an error (internal, naming the file). Nothing is written to the channel by a
+// refused call.
 func (s *Session) checkLost(v *View) error {
 	m, err := s.Home.readHighWater(s.Project(), s.Name, s.Device)
 	if err != nil {
@@ -574,6 +577,12 @@ func (s *Session) checkLost(v *View) error {
 			if err := s.Home.writeHighWater(s.Project(), s.Name, s.Device, highWater{Seq: have, Hash: tipHash(tip)}); err != nil {
 				return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
 					Hint: "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry"}
+			}
+			if m.Damaged != "" {
+				return Errorf(CatRetryNeeded,
+					"check with `ferry ledger verify` that nothing of this machine's is missing; the retry writes on",
+					"this machine's high-water mark %s is damaged (%s), so it cannot tell whether its last write to %s was lost; the mark now names the folder's tip; nothing was written",
+					s.Home.highWaterPath(s.Project(), s.Name, s.Device), Quote(m.Damaged), rel(s.Root, seg))
 			}
 			return Errorf(CatRetryNeeded,
 				fmt.Sprintf("check whether that write happened (`ferry ledger tail --writer %s`) and redo it if it is missing; the retry writes on", s.Name),

@@ -183,3 +183,62 @@ func Append(path string, data []byte, o AppendOptions) (end int64, err error) {
 	}
 	return end, nil
 }
+
+// WriteAt writes data at offset off of the existing file path, in place, without
+// fsync: for a change whose loss in a crash is harmless, such as marking a record
+// done. A write of a few bytes inside one page is never torn in the page cache. It
+// returns the first error met, wrapped with the step and the path.
+func WriteAt(path string, off int64, data []byte) (err error) {
+	if err := check(OpCreate, path); err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing %s: %w", path, cerr)
+		}
+	}()
+	if err := check(OpWrite, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err := f.WriteAt(data, off); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Overwrite writes data over the start of the existing file path, in place, and
+// fsyncs it: for a small record of fixed length rewritten often, where a rename would
+// cost a second fsync. data should be no longer than one disk sector (512 bytes), which
+// disks write whole; callers still check what they read back. It returns the first
+// error met, wrapped with the step and the path.
+func Overwrite(path string, data []byte) (err error) {
+	if err := check(OpCreate, path); err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing %s: %w", path, cerr)
+		}
+	}()
+	if err := check(OpWrite, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := check(OpSync, path); err != nil {
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	return nil
+}
