@@ -107,6 +107,20 @@ func TestDoctorSkewAndContests(t *testing.T) {
 	}
 }
 
+// TestDoctorSkewMinutes: a clock 2 h 59 min 30 s ahead is reported to the minute, not
+// rounded down to whole hours.
+func TestDoctorSkewMinutes(t *testing.T) {
+	cA, cB, _, mB := twoMasters(t, 2*time.Hour+59*time.Minute+30*time.Second)
+	if _, err := mB.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
+	sk := findingsOf(doctor(t, cA), CheckSkew)
+	if len(sk) != 1 || !strings.Contains(sk[0].Detail, "stamped up to 2 h 59 min ahead") {
+		t.Fatalf("skew findings: %+v", sk)
+	}
+}
+
 // TestDoctorSmallSkewIgnored: a clock less than SkewWarnS ahead is not reported.
 func TestDoctorSmallSkewIgnored(t *testing.T) {
 	cA, cB, _, mB := twoMasters(t, 20*time.Second)
