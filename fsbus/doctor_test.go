@@ -302,7 +302,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+	if r := doctor(t, c); len(findingsOf(r, CheckVanished)) != 0 {
 		t.Fatalf("shrunk before anything was cut: %+v", r.Findings)
 	}
 	// bob is another machine's writer from here on: no key of his on this one, so the
@@ -312,7 +312,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := doctor(t, c)
-	f := findingsOf(r, CheckShrunk)
+	f := findingsOf(r, CheckVanished)
 	if len(f) != 1 || f[0].Level != LevelError || f[0].Path != "ledger/bob" ||
 		!strings.Contains(f[0].Detail, "2 record(s) of bob this machine already read") ||
 		!strings.Contains(f[0].Detail, rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
@@ -321,7 +321,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 	if err := os.WriteFile(segs[0], full, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+	if r := doctor(t, c); len(findingsOf(r, CheckVanished)) != 0 {
 		t.Fatalf("shrunk after the segment came back: %+v", r.Findings)
 	}
 }
