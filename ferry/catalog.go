@@ -61,7 +61,7 @@ type CatalogFlag struct {
 // catalogModel builds the parser's model of the CLI the way run does (the grammar is
 // the CLI struct; the options that shape it are the name and the vars).
 func catalogModel() (*kong.Application, error) {
-	k, err := kong.New(&CLI{}, kong.Name("ferry"), kong.Vars{"version": version})
+	k, err := kong.New(&CLI{}, kong.Name("ferry"), kong.Vars{"version": version}, kong.NamedMapper("pointer", pointerMapper{}))
 	if err != nil {
 		return nil, fmt.Errorf("building the command parser: %w", err)
 	}

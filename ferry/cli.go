@@ -117,6 +117,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		kong.Exit(func(c int) { panic(exitError{c}) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Vars{"version": version},
+		kong.NamedMapper("pointer", pointerMapper{}),
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "ferry: error: %v\n", err)

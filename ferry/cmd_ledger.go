@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/ferryhq/ferry/fsbus"
 )
 
@@ -49,7 +47,20 @@ func (c *LedgerTailCmd) Run(g *Globals) error {
 // LedgerVerifyCmd is `ferry ledger verify`.
 type LedgerVerifyCmd struct{}
 
-// Run implements the command. It exits non-zero (category invalid) when anything is wrong.
+// Help is the long help.
+func (c *LedgerVerifyCmd) Help() string {
+	return "Lists the findings `ferry doctor` starts with, each with a one-line fix: a git\n" +
+		"operation stopped over the channel, torn tails, malformed lines, broken chains, forks,\n" +
+		"bad signatures, unknown keys, entries the fold ignored, conflict copies of segments\n" +
+		"(merged or not), records found only in a copy ferry does not merge (with the name to\n" +
+		"rename it to), other writers' lines inside a segment, records lost or vanished, rival\n" +
+		"creates, links, key changes, and objects that are wrong, edited or copied. Nothing is\n" +
+		"changed. Exits non-zero (category invalid) when a finding is an error; warnings and\n" +
+		"info do not."
+}
+
+// Run implements the command. It exits non-zero (category invalid) when a finding is an
+// error.
 func (c *LedgerVerifyCmd) Run(g *Globals) error {
 	ch, err := g.Open()
 	if err != nil {
@@ -69,67 +80,40 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			return err
 		}
 	} else {
-		// Each kind's fix follows its first line only (issue 8): a hundred forged
-		// lines need one fix, not a hundred.
+		// The findings `ferry doctor` starts with (fsbus VerifyReport.Findings), one line
+		// each, "(warning)" or "(info)" after the ones that are no error. Each fix
+		// follows the first finding of its check that needs it (issue 8): a hundred
+		// forged lines need one fix, not a hundred.
 		fixed := map[string]bool{}
-		fix := func(key string) {
-			if f := r.Fixes[key]; f != "" && !fixed[key] {
-				fixed[key] = true
-				g.printf("%-13s   fix: %s\n", "", f)
+		for _, f := range r.Findings {
+			where := ""
+			if f.Path != "" {
+				where = f.Path + ": "
 			}
-		}
-		for _, p := range r.Ledger.Problems {
-			where := p.Path
-			if p.Line > 0 {
-				where = fmt.Sprintf("%s:%d", p.Path, p.Line)
+			mark := ""
+			if f.Level != fsbus.LevelError {
+				mark = " (" + f.Level + ")"
 			}
-			g.printf("%-13s %s: %s\n", p.Kind, where, p.Detail)
-			fix(p.Kind)
-		}
-		for _, f := range r.Ledger.Forks {
-			g.printf("%-13s %s/%s seq %d: %d losing records (kept %s)\n", "fork", f.Writer, f.Device, f.Seq, len(f.Losers), f.Winner.Hash())
-			fix("fork")
-		}
-		for _, ig := range r.Ignored {
-			g.printf("%-13s %s/%s#%d %s: %s\n", "ignored", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Reason)
-			fix("ignored: " + ig.Reason)
-		}
-		for _, o := range r.Objects {
-			g.printf("%-13s %s\n", "object", o)
-			fix("object")
-		}
-		for _, l := range r.Lost {
-			g.printf("%-13s %s\n", "lost", l)
-			fix("lost")
-		}
-		for _, l := range r.Vanished {
-			g.printf("%-13s %s\n", fsbus.KindVanished, l)
-			fix(fsbus.KindVanished)
-		}
-		for _, e := range r.Edited {
-			g.printf("%-13s %s\n", fsbus.KindEdited, e)
-			fix(fsbus.KindEdited)
-		}
-		for _, l := range r.Links {
-			g.printf("%-13s %s\n", fsbus.KindLink, l)
-			fix(fsbus.KindLink)
-		}
-		for _, c := range r.Rivals {
-			g.printf("%-13s %s\n", fsbus.KindRival, fsbus.RivalDetail(c))
-			fix(fsbus.KindRival)
-		}
-		for _, k := range r.KeyChanges {
-			g.printf("%-13s %s is seated with %s; its newest join announces %s (%s on %s)\n", fsbus.KindKeyChange, k.Agent, k.Seated, k.Announce, orDash(k.App), orDash(k.Machine))
-			fix(fsbus.KindKeyChange)
+			g.printf("%-13s %s%s%s\n", f.Check, where, f.Detail, mark)
+			for _, l := range f.Lines {
+				g.printf("%-13s   %s\n", "", l)
+			}
+			if k := f.Check + "\x00" + f.Fix; f.Fix != "" && !fixed[k] {
+				fixed[k] = true
+				g.printf("%-13s   fix: %s\n", "", f.Fix)
+			}
 		}
 	}
 	if !r.OK() {
-		n := len(r.Ledger.Problems) + len(r.Ledger.Forks) + len(r.Ignored) + len(r.Objects) + len(r.Lost) + len(r.Vanished) + len(r.Edited) + len(r.Links) + len(r.Rivals)
-		return fsbus.Errorf(fsbus.CatInvalid, "records listed above count for nothing; nothing was changed",
-			"ledger verify found %s", plural(n, "problem", "problems"))
+		return fsbus.Errorf(fsbus.CatInvalid, "each finding above names its fix; nothing was changed",
+			"ledger verify found %s", plural(r.Errors, "problem", "problems"))
 	}
 	if !g.JSON {
-		g.printf("✔ ledger verified: %d segments, %d entries, no problems\n", r.Ledger.Segments, r.Ledger.Entries)
+		if r.Warnings > 0 {
+			g.printf("✔ ledger verified: %d segments, %d entries, no errors (%s)\n", r.Ledger.Segments, r.Ledger.Entries, plural(r.Warnings, "warning", "warnings"))
+		} else {
+			g.printf("✔ ledger verified: %d segments, %d entries, no problems\n", r.Ledger.Segments, r.Ledger.Entries)
+		}
 	}
 	return nil
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
 )
 
@@ -48,7 +51,7 @@ type OrderNewCmd struct {
 
 // contractFlags are the contract of `ferry order new` (issue 6).
 type contractFlags struct {
-	Pointer      []string       `help:"A file the order is about, workspace-relative, optionally with lines (PATH:10-40); fingerprinted now." placeholder:"PATH"`
+	Pointer      []string       `help:"A file the order is about, workspace-relative, optionally with lines (PATH:10-40); fingerprinted now." placeholder:"PATH" type:"pointer"`
 	Schema       string         `help:"JSON Schema the result must satisfy (JSON or @FILE)." placeholder:"JSON"`
 	Diff         string         `help:"A unified diff in the workspace for a review (fingerprinted like a pointer)." placeholder:"PATH"`
 	Task         string         `help:"Task type, e.g. code_review or implementation." placeholder:"TYPE"`
@@ -62,6 +65,37 @@ type contractFlags struct {
 	GPUMemGB     float64        `name:"gpu-mem-gb" help:"Hint: GPU memory in GB." placeholder:"GB"`
 	ExpectedMins int            `name:"expected-minutes" help:"Hint: expected run time in minutes." placeholder:"N"`
 }
+
+// pointerMapper decodes --pointer (`type:"pointer"`): repeatable, each value one spec
+// or several separated by commas (docs/commands.md, `--pointer=PATH,...`). kong's own
+// slice decoding turns an empty value into no element at all, so `--pointer ""` would
+// dispatch an order with no pointer; an empty value, or an empty spec between commas,
+// is refused instead (invalid, before anything is written).
+type pointerMapper struct{}
+
+// Decode implements kong.Mapper.
+func (pointerMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
+	var v string
+	if err := ctx.Scan.PopValueInto("pointer", &v); err != nil {
+		return err
+	}
+	specs := kong.SplitEscaped(v, ',')
+	empty := len(specs) == 0 || strings.HasSuffix(v, ",") && !strings.HasSuffix(v, `\,`)
+	for _, s := range specs {
+		empty = empty || strings.TrimSpace(s) == ""
+	}
+	if empty {
+		return errors.New("an empty value points at no file: name a workspace-relative file (PATH or PATH:FIRST-LAST), or leave --pointer out")
+	}
+	for _, s := range specs {
+		target.Set(reflect.Append(target, reflect.ValueOf(s)))
+	}
+	return nil
+}
+
+// PlaceHolder implements kong.PlaceHolderProvider: the help shows "PATH,...", as for
+// kong's own comma-separated slices.
+func (pointerMapper) PlaceHolder(f *kong.Flag) string { return f.PlaceHolder + ",..." }
 
 // workspaceFlag is the root file pointers are relative to.
 type workspaceFlag struct {

@@ -326,7 +326,7 @@ func TestAdversarialFiles(t *testing.T) {
 		r := w.report(t)
 		r.listed(t, ledger.KindUnknownKey, "mallory", CheckUnknownKey)
 		r.listed(t, "ignored", "writer is not seated", CheckIgnored)
-		r.listed(t, ledger.KindBrokenChain, "", CheckLedger)
+		r.listed(t, ledger.KindBrokenChain, "", CheckBrokenChain)
 	})
 
 	t.Run("re-indented CRLF and BOM copies still verify", func(t *testing.T) {
@@ -428,10 +428,10 @@ func TestAdversarialFiles(t *testing.T) {
 		r.listed(t, "ignored", "order object differs from the hash", CheckIgnored)
 		r.listed(t, "ignored", "message object differs from the hash", CheckIgnored)
 		r.listed(t, "ignored", "ask object differs from the hash", CheckIgnored)
-		r.listed(t, KindEdited, "orders/"+w.order+".json", CheckObject)
+		r.listed(t, KindEdited, "orders/"+w.order+".json", CheckEdited)
 		r.listed(t, "object", "messages/"+w.msg+".json", CheckObject)
-		r.listed(t, KindEdited, "messages/"+w.msg+".json", CheckObject)
-		r.listed(t, KindEdited, "asks/"+w.ask+".json", CheckObject)
+		r.listed(t, KindEdited, "messages/"+w.msg+".json", CheckEdited)
+		r.listed(t, KindEdited, "asks/"+w.ask+".json", CheckEdited)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,27 +26,40 @@ const (
 // Doctor checks (Finding.Check), one per kind of trouble a synced folder brings
 // (issue 7).
 const (
-	CheckTorn          = "torn"            // a segment's last line has not fully arrived
-	CheckFork          = "fork"            // two records with one (writer, device, seq)
-	CheckConflictCopy  = "conflict_copy"   // a sync tool's copy of a segment (merged, or not read)
-	CheckSignature     = "bad_signature"   // a record whose signature does not verify
-	CheckUnknownKey    = "unknown_key"     // a record of a writer no key is bound to
-	CheckLedger        = "ledger"          // malformed lines, broken chains, lost appends
-	CheckIgnored       = "ignored"         // entries the fold ignored (grant, level, rule)
-	CheckObject        = "object"          // an object file whose signature or hash is wrong
-	CheckOrphan        = "orphan_object"   // an object file no entry names (yet)
-	CheckPending       = "pending_sync"    // an entry whose object or basis has not arrived
-	CheckSkew          = "clock_skew"      // a writer's HLCs ran ahead of this machine's clock
-	CheckSync          = "sync"            // Syncthing's view of delivery
-	CheckSettings      = "sync_settings"   // Syncthing folder settings ferry recommends
-	CheckContested     = "contested"       // a thing whose chain branched, with its winner
-	CheckMemoryConflct = "memory_conflict" // a conflict copy (or git conflict) of memory/*.md
-	CheckGit           = "git"             // a git rebase or merge stopped in the repository holding the channel
-	CheckStignore      = "stignore"        // ferry's .stignore not at the root of its Syncthing folder
-	CheckShrunk        = "shrunk"          // a segment holding fewer records than this machine already read from it
+	CheckTorn          = "torn"                 // a segment's last line has not fully arrived
+	CheckFork          = "fork"                 // two records with one (writer, device, seq)
+	CheckConflictCopy  = "conflict_copy"        // a sync tool's copy of a segment (merged, or not read)
+	CheckSignature     = "bad_signature"        // a record whose signature does not verify
+	CheckUnknownKey    = "unknown_key"          // a record of a writer no key is bound to
+	CheckMalformed     = ledger.KindMalformed   // a complete line that is not an entry
+	CheckBrokenChain   = ledger.KindBrokenChain // a seq gap or a prev naming another record
+	CheckHole          = ledger.KindHole        // NUL bytes with data after them
+	CheckLost          = "lost"                 // appends this machine made that the folder lost
+	CheckEdited        = KindEdited             // an object whose hash differs from its entry's
+	CheckUnmerged      = "unmerged_copy"        // records only in a file readers do not merge
+	CheckMisplaced     = "misplaced"            // another writer's line inside a segment
+	CheckIgnored       = "ignored"              // entries the fold ignored (grant, level, rule)
+	CheckObject        = "object"               // an object file whose signature or hash is wrong
+	CheckOrphan        = "orphan_object"        // an object file no entry names (yet)
+	CheckPending       = "pending_sync"         // an entry whose object or basis has not arrived
+	CheckSkew          = "clock_skew"           // a writer's HLCs ran ahead of this machine's clock
+	CheckSync          = "sync"                 // Syncthing's view of delivery
+	CheckSettings      = "sync_settings"        // Syncthing folder settings ferry recommends
+	CheckContested     = "contested"            // a thing whose chain branched, with its winner
+	CheckMemoryConflct = "memory_conflict"      // a conflict copy (or git conflict) of memory/*.md
+	CheckGit           = "git"                  // a git rebase or merge stopped in the repository holding the channel
+	CheckStignore      = "stignore"             // ferry's .stignore not at the root of its Syncthing folder
+	CheckVanished      = KindVanished           // records this machine read that are in no file any more
 )
 
-// Finding is one thing `ferry doctor` found, with a one-line fix.
+// DoctorOnlyChecks are the checks `ferry doctor` makes beyond the findings it shares
+// with `ferry ledger verify` (Channel.Verify's VerifyReport.Findings): the state of
+// delivery and of this machine (what waits for sync, clocks, Syncthing and its
+// settings), contests and memory notes. Every other check is in both.
+var DoctorOnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflct}
+
+// Finding is one thing `ferry doctor` or `ferry ledger verify` found, with a one-line
+// fix.
 type Finding struct {
 	Check  string `json:"check"`
 	Level  string `json:"level"`
@@ -133,29 +147,27 @@ const (
 	RecommendedWatcherDelayS = 2
 )
 
-// Doctor examines the channel as this machine sees it: torn tails, forks (both
-// branches' lines), conflict copies of segments (found by content, merged or not),
-// bad signatures and unknown keys (Verify), entries the fold ignored, object files that
-// are wrong or that no entry names, what waits for sync, HLC skew of writers against
+// Doctor examines the channel as this machine sees it: every finding of Verify
+// (VerifyReport.Findings: torn tails, forks with both branches' lines, conflict copies
+// of segments found by content, merged or not, records only in a copy readers do not
+// merge, other writers' lines inside a segment, bad signatures and unknown keys,
+// entries the fold ignored, object files that are wrong), then the DoctorOnlyChecks:
+// object files that no entry names, what waits for sync, HLC skew of writers against
 // this machine's clock at arrival, Syncthing's view of delivery (SyncHealth, within
 // SyncDeadline) and its folder settings, contested things, and conflict copies of
 // memory/*.md. Every finding has a one-line fix. It changes nothing in the channel;
 // it returns an error only when the channel cannot be read.
 func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
-	r := &DoctorReport{Project: c.Project(), Channel: c.Root, Findings: []Finding{}, Copies: []ConflictCopy{}, Skew: []SkewRow{}}
 	vr, err := c.Verify(v)
 	if err != nil {
 		return nil, err
 	}
-	marked := c.doctorGit(r)
-	c.doctorLedger(r, v, vr, marked)
-	doctorKeyChanges(r, vr) // issue 8 (forgery.go)
-	_, err = c.doctorCopies(r, v, vr)
-	if err != nil {
-		return nil, err
+	// The findings verify reports come first, unchanged; then the doctor's own checks.
+	r := &DoctorReport{Project: c.Project(), Channel: c.Root, Findings: []Finding{}, Copies: vr.Copies, Skew: []SkewRow{}}
+	for _, f := range vr.Findings {
+		r.add(f)
 	}
-	c.doctorShrunk(r, vr) // issue 8: an error, once per writer (vanished.go)
-	c.doctorObjects(r, v, vr)
+	c.doctorPending(r, v)
 	c.doctorSkew(r, v)
 	for _, ct := range v.State.Contested {
 		lost := []string{}
@@ -197,14 +209,17 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marke
 		case ledger.KindBadSignature:
 			r.add(Finding{Check: CheckSignature, Level: LevelError, Path: where,
 				Detail: fmt.Sprintf("%s/%s#%d: %s", p.Writer, p.Device, p.Seq, p.Detail),
-				Fix:    "the record counts for nothing; find who edited or forged it (the file is evidence: keep it)"})
+				Fix:    verifyFixes[ledger.KindBadSignature]})
 		case ledger.KindUnknownKey:
 			r.add(Finding{Check: CheckUnknownKey, Level: LevelError, Path: where,
 				Detail: fmt.Sprintf("%s/%s#%d: %s", p.Writer, p.Device, p.Seq, p.Detail),
-				Fix:    fmt.Sprintf("seat the writer if it is yours (`ferry grant %s`), otherwise its records count for nothing", p.Writer)})
-		default:
-			r.add(Finding{Check: CheckLedger, Level: LevelError, Path: where, Detail: p.Kind + ": " + p.Detail,
-				Fix: "the line counts for nothing; `ferry ledger verify` lists it; restore the file from another machine's copy if records are missing"})
+				Fix:    strings.ReplaceAll(verifyFixes[ledger.KindUnknownKey], "NAME", p.Writer)})
+		default: // malformed, broken_chain, hole, and any kind added later
+			fix := verifyFixes[p.Kind]
+			if fix == "" {
+				fix = "restore the segment from another machine's copy of the folder if records are missing; never edit segments by hand"
+			}
+			r.add(Finding{Check: p.Kind, Level: LevelError, Path: where, Detail: p.Detail, Fix: fix})
 		}
 	}
 	tips := map[[2]string]uint64{} // (writer, device) → highest seq kept
@@ -242,11 +257,11 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marke
 		r.add(fd)
 	}
 	for _, l := range vr.Lost {
-		r.add(Finding{Check: CheckLedger, Level: LevelError, Detail: "lost: " + l,
+		r.add(Finding{Check: CheckLost, Level: LevelError, Detail: l,
 			Fix: "restore the segment from another machine's copy of the folder or a backup; never edit segments by hand"})
 	}
 	for _, ig := range vr.Ignored {
-		r.add(Finding{Check: CheckIgnored, Level: LevelWarning, Path: ig.Writer + "/" + ig.Device,
+		r.add(Finding{Check: CheckIgnored, Level: LevelWarning,
 			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
 			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for (issue 8)
 	}
@@ -283,17 +298,19 @@ func (c *Channel) ownSegment(p string) bool {
 
 // doctorCopies finds conflict copies in ledger/<writer>/ by content: a file whose
 // records' (writer, device) segment path is not the file itself. Files readers read
-// (*.jsonl) are merged; other files holding ledger lines are copies readers skip. It
-// returns the hashes of every complete record found in any file of ledger/.
-func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[string]bool, error) {
-	onDisk := map[string]bool{}
+// (*.jsonl) are merged; other files holding ledger lines are copies readers skip, and
+// the records found in no file readers merge are an unmerged_copy error naming the name
+// to rename the copy to. A record inside a segment proper whose (writer, device) is
+// another's is misplaced: readers count it where it is (they trust the writer and
+// device inside each line, DESIGN §2 rule 8), but no ferry writer puts it there.
+func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error {
 	dir := filepath.Join(c.Root, "ledger")
 	writers, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return onDisk, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", dir, err)
+		return fmt.Errorf("listing %s: %w", dir, err)
 	}
 	counted := map[string]bool{}
 	for i := range v.Snapshot.Entries {
@@ -312,10 +329,10 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[
 	}
 	// Records per file, and which files are a segment proper.
 	type fileRecs struct {
-		rel    string
-		hashes []string
-		of     map[string]bool // "<writer>/<device>"
-		read   bool            // readers read it (*.jsonl)
+		rel, abs string
+		entries  []ledger.Entry
+		of       map[string]bool // "<writer>/<device>"
+		read     bool            // readers read it (*.jsonl)
 	}
 	var files []fileRecs
 	inProper := map[string]bool{}
@@ -325,7 +342,7 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[
 		}
 		ents, err := os.ReadDir(filepath.Join(dir, w.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", w.Name(), err)
+			return fmt.Errorf("listing %s: %w", w.Name(), err)
 		}
 		for _, e := range ents {
 			name := e.Name()
@@ -343,26 +360,29 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[
 				continue
 			}
 			abs := filepath.Join(dir, w.Name(), name)
-			fr := fileRecs{rel: "ledger/" + w.Name() + "/" + name, of: map[string]bool{}, read: strings.HasSuffix(name, ".jsonl")}
-			entries, err := scanLines(abs)
+			fr := fileRecs{rel: "ledger/" + w.Name() + "/" + name, abs: abs, of: map[string]bool{}, read: ledger.IsSegmentName(name)}
+			entries, lines, err := scanLines(abs)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if len(entries) == 0 {
 				continue // not a ledger file (or nothing complete in it yet)
 			}
+			fr.entries = entries
 			proper := false
 			for _, en := range entries {
-				onDisk[en.Hash()] = true
-				fr.hashes = append(fr.hashes, en.Hash())
 				fr.of[en.Writer+"/"+en.Device] = true
 				if ledger.SegmentPath(c.Root, en.Writer, en.Device) == abs {
 					proper = true
 				}
 			}
-			if proper { // the segment itself (lines of other segments in it are Read's to report)
-				for _, h := range fr.hashes {
-					inProper[h] = true
+			if proper && fr.read { // the segment itself
+				for i := range entries {
+					en := &entries[i]
+					inProper[en.Hash()] = true
+					if ledger.SegmentPath(c.Root, en.Writer, en.Device) != abs {
+						misplaced(r, fr.rel, lines[i], en, counted[en.Hash()])
+					}
 				}
 				continue
 			}
@@ -372,21 +392,26 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[
 	for _, fr := range files {
 		// Merged: every record is read into the ledger — from this file (*.jsonl), or
 		// for a file readers skip (a *.jsonl.bak, say) from other files.
-		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.hashes), Merged: true}
-		for _, h := range fr.hashes {
+		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.entries), Merged: true}
+		var unmerged []*ledger.Entry
+		for i := range fr.entries {
+			h := fr.entries[i].Hash()
 			if !inProper[h] {
 				cp.Only++
 			}
 			if !counted[h] && (!fr.read || !rejected[fr.rel]) {
 				cp.Merged = false
+				unmerged = append(unmerged, &fr.entries[i])
 			}
 		}
 		r.Copies = append(r.Copies, cp)
 		switch {
 		case !cp.Merged && !fr.read:
-			r.add(Finding{Check: CheckConflictCopy, Level: LevelError, Path: cp.Path,
-				Detail: fmt.Sprintf("a copy of %s's segment holding %d record(s) (%d in no other file) that readers skip: its name does not end in .jsonl", cp.Of, cp.Records, cp.Only),
-				Fix:    "rename it to end in .jsonl (keep it in the same folder) so its records are merged"})
+			to := mergedName(fr.abs)
+			r.add(Finding{Check: CheckUnmerged, Level: LevelError, Path: cp.Path,
+				Detail: fmt.Sprintf("%d record(s) (%s) are in no file readers merge: this copy of %s's segment is not read, as its name does not end in .jsonl; they count for nothing until it is",
+					len(unmerged), recordList(unmerged), cp.Of),
+				Fix: fmt.Sprintf("rename it to %s (same folder) so ferry merges its records", path.Join(path.Dir(cp.Path), to))})
 		case !cp.Merged:
 			r.add(Finding{Check: CheckConflictCopy, Level: LevelError, Path: cp.Path,
 				Detail: fmt.Sprintf("a copy of %s's segment: %d record(s), some neither counted nor reported", cp.Of, cp.Records),
@@ -409,7 +434,57 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[
 				Fix:    "nothing to do: ferry reads it; keep it as evidence"})
 		}
 	}
-	return onDisk, nil
+	return nil
+}
+
+// misplaced reports record e, found at line of the segment rel (another writer's or
+// device's segment), as misplaced. ferry's writers append only to their own segment
+// (docs/format.md §10), so the line was put there by hand, by a tool joining files, or
+// by someone who can write to the folder; readers still count it (counted) on its own
+// signature, as they would in any file of the ledger.
+func misplaced(r *DoctorReport, rel string, line int, e *ledger.Entry, counted bool) {
+	what := "it counts as " + e.Writer + "'s record, on its own signature, as it would in any file of the ledger"
+	if !counted {
+		what = "it is read like any other line (its own findings say whether it counts)"
+	}
+	r.add(Finding{Check: CheckMisplaced, Level: LevelWarning, Path: fmt.Sprintf("%s:%d", rel, line),
+		Detail: fmt.Sprintf("a line of %s/%s#%d (%s) inside the segment of another writer or device: %s", e.Writer, e.Device, e.Seq, e.Type, what),
+		Fix:    fmt.Sprintf("no ferry writer appends to another's segment: if %s did not write it elsewhere, find who added the line (keep the file as evidence); leave it in place, since deleting a line of a segment breaks its chain", e.Writer)})
+}
+
+// mergedName returns a file name in abs's directory that readers merge (it ends in
+// .jsonl; ledger.IsSegmentName), that no file has yet, and that no device's segment
+// could have (so writers treat it as a copy): the copy's name with ".jsonl" appended,
+// or with " (copy N).jsonl" appended when that name is taken or is not one readers read.
+func mergedName(abs string) string {
+	dir, name := filepath.Split(abs)
+	free := func(n string) bool {
+		_, err := os.Lstat(filepath.Join(dir, n))
+		return ledger.IsSegmentName(n) && !ledger.ValidName(strings.TrimSuffix(n, ".jsonl")) && errors.Is(err, os.ErrNotExist)
+	}
+	if n := name + ".jsonl"; free(n) {
+		return n
+	}
+	base := strings.ReplaceAll(name, ".torn-", ".torn_") // a name holding ".torn-" is never read
+	for i := 1; ; i++ {
+		if n := fmt.Sprintf("%s (copy %d).jsonl", base, i); free(n) {
+			return n
+		}
+	}
+}
+
+// recordList names records as writer/device#seq, the first few of them.
+func recordList(es []*ledger.Entry) string {
+	const most = 5
+	var parts []string
+	for i, e := range es {
+		if i == most {
+			parts = append(parts, fmt.Sprintf("and %d more", len(es)-most))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s/%s#%d", e.Writer, e.Device, e.Seq))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // doctorShrunk reports records this machine has read (its arrival log holds their
@@ -420,7 +495,7 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) (map[
 // cut line can undo a revocation on every machine that never read it.
 func (c *Channel) doctorShrunk(r *DoctorReport, vr *VerifyReport) {
 	for _, g := range vr.Vanished {
-		r.add(Finding{Check: CheckShrunk, Level: LevelError, Path: "ledger/" + g.Writer, Detail: g.String(),
+		r.add(Finding{Check: CheckVanished, Level: LevelError, Path: "ledger/" + g.Writer, Detail: g.String(),
 			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand", g.Writer, g.Writer)})
 	}
 }
@@ -429,47 +504,80 @@ func (c *Channel) doctorShrunk(r *DoctorReport, vr *VerifyReport) {
 var tornName = regexp.MustCompile(`\.torn-[0-9]+$`)
 
 // scanLines parses the complete lines of a file that are ledger entries (others are
-// skipped: Read reports them for *.jsonl files).
-func scanLines(p string) ([]ledger.Entry, error) {
+// skipped: Read reports them for *.jsonl files) and returns them with their 1-based
+// line numbers.
+func scanLines(p string) ([]ledger.Entry, []int, error) {
 	f, err := os.Open(p)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", p, err)
 	}
 	defer f.Close()
 	var out []ledger.Entry
+	var nums []int
 	br := bufio.NewReaderSize(f, 256<<10)
-	for {
+	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 && line[len(line)-1] == '\n' && bytes.IndexByte(line, 0) < 0 {
 			if e, perr := ledger.ParseLine(bytes.TrimSpace(line)); perr == nil {
 				out = append(out, e)
+				nums = append(nums, n)
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
-	return out, nil
+	return out, nums, nil
 }
 
-// doctorObjects reports objects that are wrong, entries whose object has not arrived
-// and objects no entry names.
-func (c *Channel) doctorObjects(r *DoctorReport, v *View, vr *VerifyReport) {
+// objectFindings reports objects whose signature or parse fails (VerifyReport.Objects),
+// objects whose hash differs from their entry's (Edited), and sync tools' copies of
+// objects, which readers never read.
+func (c *Channel) objectFindings(r *DoctorReport, v *View, vr *VerifyReport) {
 	for _, o := range vr.Objects {
 		r.add(Finding{Check: CheckObject, Level: LevelError, Detail: o,
-			Fix: "the object counts for nothing; restore it from another machine's copy of the folder"})
+			Fix: verifyFixes["object"]})
 	}
+	for _, e := range vr.Edited {
+		r.add(Finding{Check: CheckEdited, Level: LevelError, Detail: e, Fix: verifyFixes[KindEdited]})
+	}
+	entries := objectEntries(c.Root, v.Snapshot)
+	for _, p := range allObjectFiles(c.Root) {
+		if entries[p] != nil {
+			continue
+		}
+		name := filepath.Base(p)
+		base, tool, ok := ledger.ParseCopyName(name)
+		if !ok || !strings.HasSuffix(base, ".json") {
+			continue // an orphan (doctorPending)
+		}
+		// A sync tool's copy of an object (issue 7 finding 10c): never an entry's
+		// object, whatever it holds.
+		orig := filepath.Join(filepath.Dir(p), base)
+		f := Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: rel(c.Root, p),
+			Detail: fmt.Sprintf("a %s conflict copy of %s: readers never read it", tool, rel(c.Root, orig)),
+			Fix:    fmt.Sprintf("compare it with %s; once the original is intact (no object finding for it), delete the copy", rel(c.Root, orig))}
+		if _, err := os.Stat(orig); errors.Is(err, os.ErrNotExist) {
+			f.Detail = fmt.Sprintf("a %s conflict copy of %s, which is not in the folder: readers never read the copy", tool, rel(c.Root, orig))
+			f.Fix = fmt.Sprintf("wait for the sync tool; if %s never arrives, check the copy and rename it to %s", rel(c.Root, orig), base)
+		}
+		r.add(f)
+	}
+}
+
+// doctorPending reports entries whose object has not (fully) arrived, objects no entry
+// names, and lifecycle entries whose basis has not arrived.
+func (c *Channel) doctorPending(r *DoctorReport, v *View) {
 	entries := objectEntries(c.Root, v.Snapshot)
 	for _, p := range sortedKeys(entries) {
 		e := entries[p]
-		d, _ := decodeData(e)
 		if isLink(p) {
 			continue // reported as a link (doctorKeyChanges), never read (issue 8)
 		}
-		_, hash, err := readObject(p)
+		_, _, err := readObject(p)
 		switch {
 		case errors.Is(err, ErrObjectTorn): // (wraps ErrObjectMissing) only a warning: Verify lists it as arriving, not as an error
 			r.Pending.Events++
@@ -481,30 +589,14 @@ func (c *Channel) doctorObjects(r *DoctorReport, v *View, vr *VerifyReport) {
 			r.add(Finding{Check: CheckPending, Level: LevelWarning, Path: rel(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has not arrived (pending sync)", e.Type, e.Writer, rel(c.Root, p)),
 				Fix:    "wait for the sync tool; if it never comes, the writer's machine still holds it — check its sync"})
-		case err == nil && hash != d.Object:
-			r.add(Finding{Check: CheckObject, Level: LevelError, Path: rel(c.Root, p),
-				Detail: fmt.Sprintf("%s does not match the hash its %s entry names", rel(c.Root, p), e.Type),
-				Fix:    "the object counts for nothing; restore it from the writer's machine"})
 		}
 	}
 	for _, p := range allObjectFiles(c.Root) {
 		if entries[p] != nil {
 			continue
 		}
-		name := filepath.Base(p)
-		if base, tool, ok := ledger.ParseCopyName(name); ok && strings.HasSuffix(base, ".json") {
-			// A sync tool's copy of an object (issue 7 finding 10c): never an entry's
-			// object, whatever it holds.
-			orig := filepath.Join(filepath.Dir(p), base)
-			f := Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: rel(c.Root, p),
-				Detail: fmt.Sprintf("a %s conflict copy of %s: readers never read it", tool, rel(c.Root, orig)),
-				Fix:    fmt.Sprintf("compare it with %s; once the original is intact (no object finding for it), delete the copy", rel(c.Root, orig))}
-			if _, err := os.Stat(orig); errors.Is(err, os.ErrNotExist) {
-				f.Detail = fmt.Sprintf("a %s conflict copy of %s, which is not in the folder: readers never read the copy", tool, rel(c.Root, orig))
-				f.Fix = fmt.Sprintf("wait for the sync tool; if %s never arrives, check the copy and rename it to %s", rel(c.Root, orig), base)
-			}
-			r.add(f)
-			continue
+		if base, _, ok := ledger.ParseCopyName(filepath.Base(p)); ok && strings.HasSuffix(base, ".json") {
+			continue // a copy, reported with Verify's findings (objectFindings)
 		}
 		r.Pending.Objects++
 		r.add(Finding{Check: CheckOrphan, Level: LevelWarning, Path: rel(c.Root, p),

@@ -107,6 +107,20 @@ func TestDoctorSkewAndContests(t *testing.T) {
 	}
 }
 
+// TestDoctorSkewMinutes: a clock 2 h 59 min 30 s ahead is reported to the minute, not
+// rounded down to whole hours.
+func TestDoctorSkewMinutes(t *testing.T) {
+	cA, cB, _, mB := twoMasters(t, 2*time.Hour+59*time.Minute+30*time.Second)
+	if _, err := mB.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
+	sk := findingsOf(doctor(t, cA), CheckSkew)
+	if len(sk) != 1 || !strings.Contains(sk[0].Detail, "stamped up to 2 h 59 min ahead") {
+		t.Fatalf("skew findings: %+v", sk)
+	}
+}
+
 // TestDoctorSmallSkewIgnored: a clock less than SkewWarnS ahead is not reported.
 func TestDoctorSmallSkewIgnored(t *testing.T) {
 	cA, cB, _, mB := twoMasters(t, 20*time.Second)
@@ -288,7 +302,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+	if r := doctor(t, c); len(findingsOf(r, CheckVanished)) != 0 {
 		t.Fatalf("shrunk before anything was cut: %+v", r.Findings)
 	}
 	// bob is another machine's writer from here on: no key of his on this one, so the
@@ -298,7 +312,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := doctor(t, c)
-	f := findingsOf(r, CheckShrunk)
+	f := findingsOf(r, CheckVanished)
 	if len(f) != 1 || f[0].Level != LevelError || f[0].Path != "ledger/bob" ||
 		!strings.Contains(f[0].Detail, "2 record(s) of bob this machine already read") ||
 		!strings.Contains(f[0].Detail, rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
@@ -307,7 +321,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 	if err := os.WriteFile(segs[0], full, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := doctor(t, c); len(findingsOf(r, CheckShrunk)) != 0 {
+	if r := doctor(t, c); len(findingsOf(r, CheckVanished)) != 0 {
 		t.Fatalf("shrunk after the segment came back: %+v", r.Findings)
 	}
 }

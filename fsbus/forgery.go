@@ -45,7 +45,7 @@ type KeyChange struct {
 // verifyFixes is the one-line fix of each kind `ferry ledger verify` lists.
 var verifyFixes = map[string]string{
 	ledger.KindMalformed:    "the line counts for nothing; that writer's next append moves it aside; restore the segment from another machine if records are missing",
-	ledger.KindBrokenChain:  "records after the break count for nothing; restore the segment from the writer's machine, never edit segments by hand",
+	ledger.KindBrokenChain:  "the records after the break still count, each on its own signature (docs/adr/0007-writer-continuity.md); the missing ones count for nothing until a file holding them is back: put a copy of the segment from the writer's machine into the writer's folder under any *.jsonl name; never edit segments by hand",
 	ledger.KindBadSignature: "the record counts for nothing: it was edited, forged, signed with another key or copied from another channel; keep the file as evidence and find who wrote it",
 	ledger.KindUnknownKey:   "seat the writer if it is yours (`ferry grant NAME --level member`); otherwise its records count for nothing",
 	ledger.KindFork:         "two machines write as one device (a cloned disk or restored backup): on the copy, delete the ferry device file so it gets a device of its own",

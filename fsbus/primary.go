@@ -98,17 +98,21 @@ func (c *Channel) primaryRule(p *Primary, liveness string, ageS int64) string {
 	return "holder alive: take refused until silent (" + silent + ") or released"
 }
 
-// Span formats a number of seconds for people: "45 s", "7 min", "2 h".
+// Span formats a number of seconds for people, to the minute from 2 min on (seconds
+// past the minute are dropped, never hours past the hour): "45 s", "7 min", "2 h",
+// "2 h 59 min".
 func Span(s int64) string {
 	switch {
 	case s < 0:
 		return "never"
 	case s < 120:
 		return fmt.Sprintf("%d s", s)
-	case s >= 7200 || (s >= 3600 && s%3600 == 0):
+	case s < 3600:
+		return fmt.Sprintf("%d min", s/60)
+	case s%3600 < 60:
 		return fmt.Sprintf("%d h", s/3600)
 	}
-	return fmt.Sprintf("%d min", s/60)
+	return fmt.Sprintf("%d h %d min", s/3600, s%3600/60)
 }
 
 // primaryCall is what data.args hashes for a primary or standby call: the entry type

@@ -480,7 +480,7 @@ func TestDecodePrimaryDataRejectsCaseVariantKeys(t *testing.T) {
 }
 
 func TestSpan(t *testing.T) {
-	for s, want := range map[int64]string{-1: "never", 0: "0 s", 119: "119 s", 120: "2 min", 1800: "30 min", 3600: "1 h", 5400: "90 min", 7200: "2 h", 9000: "2 h"} {
+	for s, want := range map[int64]string{-1: "never", 0: "0 s", 119: "119 s", 120: "2 min", 1800: "30 min", 3600: "1 h", 3659: "1 h", 5400: "1 h 30 min", 7200: "2 h", 9000: "2 h 30 min", 10779: "2 h 59 min", 90000: "25 h"} {
 		if got := Span(s); got != want {
 			t.Errorf("Span(%d) = %q, want %q", s, got, want)
 		}

@@ -103,7 +103,7 @@ func recordsOnDisk(root string) (map[string]bool, error) {
 			if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
 				continue
 			}
-			entries, err := scanLines(filepath.Join(dir, w.Name(), e.Name()))
+			entries, _, err := scanLines(filepath.Join(dir, w.Name(), e.Name()))
 			if err != nil {
 				return nil, err
 			}

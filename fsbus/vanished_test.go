@@ -37,7 +37,7 @@ func TestCutRevocationReported(t *testing.T) {
 	}
 	errs := 0
 	for _, f := range r.dr.Findings {
-		if f.Level == LevelError && (strings.Contains(f.Detail, "lost: ") || f.Check == CheckShrunk) {
+		if f.Level == LevelError && (f.Check == CheckLost || f.Check == CheckVanished) {
 			errs++
 		}
 	}
@@ -62,7 +62,7 @@ func TestCutRevocationReported(t *testing.T) {
 	}
 	found := 0
 	for _, f := range dr.Findings {
-		if f.Check == CheckShrunk && f.Level == LevelError && f.Path == "ledger/master" && strings.Contains(f.Detail, "up to seq") && strings.Contains(f.Fix, "restore") {
+		if f.Check == CheckVanished && f.Level == LevelError && f.Path == "ledger/master" && strings.Contains(f.Detail, "up to seq") && strings.Contains(f.Fix, "restore") {
 			found++
 		}
 	}

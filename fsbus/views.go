@@ -549,12 +549,21 @@ type VerifyReport struct {
 	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
 	// key_change) to its one-line fix (issue 8, forgery.go).
 	Fixes map[string]string `json:"fixes"`
+	// Findings is everything above, and the conflict copies of segments, the records
+	// only in a copy readers do not merge and other writers' lines inside a segment, as
+	// findings with a level and a fix: the list `ferry ledger verify` prints and
+	// `ferry doctor` starts with (findings.go).
+	Findings []Finding `json:"findings"`
+	// Copies lists the files in ledger/<writer>/ that are not the segment of the records
+	// inside (conflict copies, found by content).
+	Copies []ConflictCopy `json:"conflict_copies"`
+	// Errors and Warnings count the findings of each level.
+	Errors   int `json:"errors"`
+	Warnings int `json:"warnings"`
 }
 
-// OK reports whether nothing is wrong.
-func (r *VerifyReport) OK() bool {
-	return r.Ledger.OK() && len(r.Ignored) == 0 && len(r.Objects) == 0 && len(r.Lost) == 0 && len(r.Vanished) == 0 && len(r.Edited) == 0 && len(r.Links) == 0 && len(r.Rivals) == 0
-}
+// OK reports whether no finding is an error (as `ferry doctor` decides it).
+func (r *VerifyReport) OK() bool { return r.Errors == 0 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
 // key, the key of the agent's grant covering the entry, or for an agent.join the key
@@ -677,6 +686,9 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	vaultBad, vaultArriving := c.vaultFiles(v.Snapshot, st) // vault files, by their bytes' hash (ADR 0009)
 	out.Objects, out.Arriving = append(out.Objects, vaultBad...), append(out.Arriving, vaultArriving...)
 	c.forgeryReport(out, v) // issue 8: key changes and a fix for each kind (forgery.go)
+	if err := c.findings(v, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -88,6 +88,11 @@ func compareEntries(a, b Entry) int {
 // segKey names one chain.
 type segKey struct{ writer, device string }
 
+// IsSegmentName reports whether Read reads a file of that name in a writer directory
+// (a segment, or a sync tool's copy of one): it ends in .jsonl, does not start with
+// '.', and is neither a temp file nor a torn tail moved aside (<device>.torn-<n>).
+func IsSegmentName(name string) bool { return isSegmentName(name) }
+
 // isSegmentName reports whether a file name in a writer directory is a segment (or a
 // sync tool's copy of one) that readers read.
 func isSegmentName(name string) bool {
