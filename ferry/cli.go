@@ -197,7 +197,7 @@ func (g *Globals) Home() (*fsbus.Home, error) {
 func (g *Globals) Open() (*fsbus.Channel, error) {
 	c, err := g.open()
 	if c != nil && testClock != nil {
-		c.Now = testClock
+		c.Now, c.Boot = testClock, testBoot
 	}
 	if c != nil {
 		c.Progress = loadProgress(g.stderr) // a terminal only (issue 9)

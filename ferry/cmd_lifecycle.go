@@ -8,10 +8,15 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// testClock, when set, is the clock of every channel this process opens. Only the
-// test binary sets it (ferry/lifecycle_script_test.go), so journeys can let hours pass
-// on one machine; the ferry binary always uses the real clock.
-var testClock func() time.Time
+// testClock and testBoot, when set, are the wall clock and the boot clock of every
+// channel this process opens. Only the test binary sets them
+// (ferry/lifecycle_script_test.go), so journeys can let hours pass on one machine, or
+// step its wall clock alone (ADR 0013); the ferry binary always uses the real clocks
+// and reads no variable that moves them.
+var (
+	testClock func() time.Time
+	testBoot  func() fsbus.BootReading
+)
 
 // orderSession opens the --as session of an order command with AutoSettle (issue 6):
 // its write first closes the windows that writer is entitled to close on this machine

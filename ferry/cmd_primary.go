@@ -24,7 +24,8 @@ type PrimaryStatusCmd struct{}
 // Help is the long help.
 func (c *PrimaryStatusCmd) Help() string {
 	return "Liveness (alive, quiet, silent) is this machine's view: how long ago it last saw a\n" +
-		"writer's entries arrive or its presence file change, under the channel's policy."
+		"writer's entries arrive or its presence file change, under the channel's policy,\n" +
+		"measured on the boot clock (a wall-clock step or a reboot restarts it)."
 }
 
 // Run implements the command.
@@ -70,7 +71,8 @@ type PrimaryTakeCmd struct {
 // Help is the long help.
 func (c *PrimaryTakeCmd) Help() string {
 	return "Allowed when nobody holds the role, when it was released, or when this machine has\n" +
-		"not seen the holder write for the policy's silent period (30 min by default).\n" +
+		"not seen the holder write for the policy's silent period (30 min by default),\n" +
+		"measured on the boot clock: a wall-clock step or a reboot restarts it.\n" +
 		"Needs level orchestrator."
 }
 

@@ -32,12 +32,22 @@ import (
 //	<cache>/channels/<project>/arrivals-<first 16 hex of sha256(channel root)>.log
 //
 // File format: a header line "ferry-arrivals 1 <log id>", then one line
-// per entry: "<n> <entry hash> <first seen, Unix ms> <writer>".
+// per entry: "<n> <entry hash> <first seen, Unix ms> <writer>", and clock lines
+// "clock <Unix ms> <boot clock ms> <boot id>" (ADR 0013): the entry lines after a clock
+// line were stamped on the clocks it names. A new clock line is written, before any
+// other line, whenever this machine's clocks no longer match the last one (a reboot,
+// or wall time minus boot time moved by more than MaxClockStep): what was seen before
+// it counts as seen at it (the first observation after the step).
 type Arrivals struct {
 	LogID    string
 	Last     uint64           // highest arrival number
 	recs     layered[arrival] // entry hash → its arrival
-	Sighting map[string]int64 // writer → when this machine last saw it change (Unix ms)
+	Sighting map[string]Stamp // writer → when this machine last saw it change
+	// latest is each writer's newest line (highest number); clocks counts the clock
+	// lines read, clock is the last of them.
+	latest map[string]arrival
+	clocks int
+	clock  Stamp
 	// missedAt, when set (missed), is one less than the lowest arrival number another
 	// process logged, while the Load that made this Arrivals read the segments, for an
 	// entry that reading did not hold (Complete).
@@ -46,11 +56,60 @@ type Arrivals struct {
 }
 
 // arrival is one line of the log: the arrival number, when the entry was first seen
-// (Unix ms) and its writer.
+// (Unix ms) and its writer; ep is the number of clock lines before it.
 type arrival struct {
 	n      uint64
 	ms     int64
 	writer string
+	ep     int
+}
+
+// stampOf is when this machine saw r, on both clocks: on the clocks of the last clock
+// line when r was logged after it, else at that clock line (r was seen before a clock
+// step or a reboot). Lines logged before the first clock line (by an older binary)
+// count as logged after it; with no clock line at all, r has no boot reading.
+func (a *Arrivals) stampOf(r arrival) Stamp {
+	if a.clocks == 0 {
+		return Stamp{Wall: r.ms}
+	}
+	if max(r.ep, 1) < a.clocks {
+		return a.clock
+	}
+	return Stamp{Wall: r.ms, Boot: r.ms - (a.clock.Wall - a.clock.Boot), BootID: a.clock.BootID}
+}
+
+// sightings is the Sighting map of the log as read: each writer's newest line.
+func (a *Arrivals) sightings() map[string]Stamp {
+	m := make(map[string]Stamp, len(a.latest))
+	for w, r := range a.latest {
+		m[w] = a.stampOf(r)
+	}
+	return m
+}
+
+// seenStamp is when this machine first saw an entry, on both clocks (ok false if
+// never): what windows are measured from.
+func (a *Arrivals) seenStamp(hash string) (Stamp, bool) {
+	r, ok := a.recs.get(hash)
+	if !ok {
+		return Stamp{}, false
+	}
+	return a.stampOf(r), true
+}
+
+// stampOwn is an entry this device wrote at HLC physical time ms (Unix ms, this
+// machine's wall clock then), on both clocks: on the last clock line's clocks when
+// written after it by the wall clock, else at that clock line. A backward step can
+// place an entry after the line that it preceded; it then counts as seen later, never
+// earlier.
+func (a *Arrivals) stampOwn(ms int64) Stamp {
+	if a.clocks == 0 {
+		return Stamp{Wall: ms}
+	}
+	if ms < a.clock.Wall {
+		return a.clock
+	}
+	return Stamp{Wall: ms, Boot: ms - (a.clock.Wall - a.clock.Boot), BootID: a.clock.BootID}
 }
 
 // Number returns the arrival number of an entry hash (0 if not ingested).
@@ -65,7 +124,8 @@ func (a *Arrivals) Ingested(fn func(hash, writer string, n uint64)) {
 	a.recs.all(func(h string, r arrival) { fn(h, r.writer, r.n) })
 }
 
-// Seen returns when this machine first saw an entry (zero time if never).
+// Seen returns when this machine first saw an entry, on its wall clock then (zero time
+// if never): for display and for comparing with HLCs; decisions use seenStamp.
 func (a *Arrivals) Seen(hash string) time.Time {
 	r, ok := a.recs.get(hash)
 	if !ok {
@@ -76,6 +136,10 @@ func (a *Arrivals) Seen(hash string) time.Time {
 
 const arrivalsHeader = "ferry-arrivals 1 "
 
+// arrivalsClock starts a clock line of the arrival log. Its first field is no number,
+// so a binary that predates clock lines skips it as a line it cannot parse.
+const arrivalsClock = "clock"
+
 // arrivalsPath is the channel's arrival log.
 func (c *Channel) arrivalsPath() string {
 	sum := sha256.Sum256([]byte(c.Root))
@@ -85,7 +149,7 @@ func (c *Channel) arrivalsPath() string {
 // arrivalsRead is the arrival log as this process last read it (issue 7: a Load reads
 // only the lines appended since, not the whole log).
 type arrivalsRead struct {
-	a      *Arrivals // as read; its Sighting map is never handed out
+	a      *Arrivals // as read; its Sighting map is not kept (sightings)
 	header string    // the header line, with its newline
 	offset int64     // just past the last complete line read
 	last   []byte    // that line, with its newline (the header when no line)
@@ -149,17 +213,25 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	var buf bytes.Buffer
 	if rd == nil {
 		id := randomBase32(8)
-		rd = &arrivalsRead{a: &Arrivals{LogID: id, Sighting: map[string]int64{}}, header: arrivalsHeader + id + "\n"}
+		rd = &arrivalsRead{a: &Arrivals{LogID: id, latest: map[string]arrival{}}, header: arrivalsHeader + id + "\n"}
 		buf.WriteString(rd.header)
 		torn = false
 	}
 	a := *rd.a
-	a.Sighting = maps.Clone(rd.a.Sighting)
+	a.latest = cloneLatest(rd.a.latest)
 	a.missed = false
 	if size0 >= 0 && buf.Len() == 0 { // the log read goes on from the one there at size0
 		a.missedAt, a.missed = lateMissed(path, size0, rd.offset, entries)
 	}
-	now := c.now().UnixMilli()
+	stamp := c.stamp()
+	if stamp.BootID != "" && (a.clocks == 0 || !stamp.sameClock(a.clock)) {
+		// A reboot or a clock step since the last clock line (or none yet): what was
+		// seen before counts from now (ADR 0013).
+		fmt.Fprintf(&buf, "%s %d %d %s\n", arrivalsClock, stamp.Wall, stamp.Boot, stamp.BootID)
+		a.clocks++
+		a.clock = stamp
+	}
+	now := stamp.Wall
 	add := map[string]arrival{}
 	for i := range entries {
 		e := &entries[i]
@@ -171,10 +243,9 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 			continue
 		}
 		a.Last++
-		add[h] = arrival{a.Last, now, e.Writer}
-		if now > a.Sighting[e.Writer] {
-			a.Sighting[e.Writer] = now
-		}
+		r := arrival{a.Last, now, e.Writer, a.clocks}
+		add[h] = r
+		a.latest[e.Writer] = r
 		fmt.Fprintf(&buf, "%d %s %d %s\n", a.Last, h, now, e.Writer)
 	}
 	a.recs = a.recs.with(add)
@@ -193,7 +264,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset, last: rd.last}
 	}
 	ret := a
-	ret.Sighting = maps.Clone(a.Sighting)
+	ret.Sighting = a.sightings()
 	return &ret, nil
 }
 
@@ -277,7 +348,7 @@ func readArrivals(path string) (rd *arrivalsRead, torn bool, err error) {
 	if !ok || !strings.HasPrefix(string(head), arrivalsHeader) {
 		return nil, false, fmt.Errorf("arrival log %s has no header", path)
 	}
-	a := &Arrivals{LogID: strings.TrimPrefix(string(head), arrivalsHeader), Sighting: map[string]int64{}}
+	a := &Arrivals{LogID: strings.TrimPrefix(string(head), arrivalsHeader), latest: map[string]arrival{}}
 	recs := map[string]arrival{}
 	n := parseArrivals(a, rest, recs)
 	a.recs = layered[arrival]{base: recs}
@@ -324,7 +395,7 @@ func readArrivalsFrom(path string, prev *arrivalsRead) (rd *arrivalsRead, rewrit
 		return nil, false
 	}
 	a := *prev.a
-	a.Sighting = maps.Clone(prev.a.Sighting)
+	a.latest = cloneLatest(prev.a.latest)
 	recs := map[string]arrival{}
 	n := parseArrivals(&a, more, recs)
 	a.recs = a.recs.with(recs)
@@ -333,6 +404,14 @@ func readArrivalsFrom(path string, prev *arrivalsRead) (rd *arrivalsRead, rewrit
 		last = lastLine(more[:n])
 	}
 	return &arrivalsRead{a: &a, header: prev.header, offset: prev.offset + int64(n), last: last}, false
+}
+
+// cloneLatest copies a latest map (never nil).
+func cloneLatest(m map[string]arrival) map[string]arrival {
+	if m == nil {
+		return map[string]arrival{}
+	}
+	return maps.Clone(m)
 }
 
 // lastLine returns a copy of the last complete line of b (b ends with '\n').
@@ -350,9 +429,10 @@ func (rd *arrivalsRead) tornAfter(path string) bool {
 	return err == nil && fi.Size() > rd.offset
 }
 
-// parseArrivals parses the complete lines of b into recs and a (Last, Sighting) and
-// returns how many bytes they span. A line that does not parse (a torn tail left by a
-// crash, completed by a later append's leading newline) names no arrival: skipped.
+// parseArrivals parses the complete lines of b into recs and a (Last, latest, the
+// clock lines) and returns how many bytes they span. A line that does not parse (a
+// torn tail left by a crash, completed by a later append's leading newline) names no
+// arrival: skipped.
 func parseArrivals(a *Arrivals, b []byte, recs map[string]arrival) int {
 	used := 0
 	for {
@@ -366,17 +446,27 @@ func parseArrivals(a *Arrivals, b []byte, recs map[string]arrival) int {
 		if len(f) != 4 {
 			continue
 		}
+		if f[0] == arrivalsClock {
+			wall, err1 := strconv.ParseInt(f[1], 10, 64)
+			boot, err2 := strconv.ParseInt(f[2], 10, 64)
+			if err1 == nil && err2 == nil {
+				a.clocks++
+				a.clock = Stamp{Wall: wall, Boot: boot, BootID: f[3]}
+			}
+			continue
+		}
 		n, err1 := strconv.ParseUint(f[0], 10, 64)
 		ms, err2 := strconv.ParseInt(f[2], 10, 64)
 		if err1 != nil || err2 != nil || !strings.HasPrefix(f[1], "sha256:") {
 			continue
 		}
-		recs[f[1]] = arrival{n, ms, f[3]}
+		r := arrival{n, ms, f[3], a.clocks}
+		recs[f[1]] = r
 		if n > a.Last {
 			a.Last = n
 		}
-		if ms > a.Sighting[f[3]] {
-			a.Sighting[f[3]] = ms
+		if n >= a.latest[f[3]].n {
+			a.latest[f[3]] = r
 		}
 	}
 }
@@ -387,6 +477,7 @@ func loadArrivals(path string) (*Arrivals, error) {
 	if rd == nil || err != nil {
 		return nil, err
 	}
+	rd.a.Sighting = rd.a.sightings()
 	return rd.a, nil
 }
 

@@ -71,6 +71,10 @@ type Channel struct {
 	Ledger    *ledger.Ledger
 	// Now is the wall clock for HLCs, sightings and liveness; nil means time.Now.
 	Now func() time.Time
+	// Boot is the boot clock read beside Now at every sighting, on which elapsed time
+	// is measured (clock.go, ADR 0013); nil means the OS boot clock, moved by as much
+	// as Now is from the real wall clock. Tests only: the binary sets neither.
+	Boot func() BootReading
 	// Progress, when set, hears how far each Load is (issue 9: a progress display for
 	// the first reading of a big channel, which a terminal-free fsbus cannot draw):
 	// stage is "reading", "verifying" (done and total count entries whose signatures are

@@ -221,20 +221,24 @@ type checkpointArrivals struct {
 	Offset        int64
 	Last          []byte
 	N             uint64
-	Sighting      map[string]int64
+	Latest        map[string]arrival // Arrivals.latest
+	Clocks        int
+	Clock         Stamp
 }
 
 // appendArrivals appends the arrival log as arr read it (0 when there is none): its
-// header, offset, last line, log id, highest number and sightings, then its records in
+// header, offset, last line, log id, highest number, each writer's newest line and the
+// clock lines' count and last (ADR 0013), then its records in
 // the order of their hashes, each as the index of its entry in snap (plus one) or 0 and
 // the hash and writer when snap does not hold it (or another writer), then its arrival
-// number and time. Most records are the snapshot's: a few bytes each and no hash.
+// number, time and count of clock lines before it. Most records are the snapshot's: a few bytes each and no hash.
 func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[string]int) []byte {
 	if arr == nil {
 		return append(b, 0)
 	}
 	b = append(b, 1)
-	head := checkpointArrivals{Header: arr.header, LogID: arr.a.LogID, Offset: arr.offset, Last: arr.last, N: arr.a.Last, Sighting: arr.a.Sighting}
+	head := checkpointArrivals{Header: arr.header, LogID: arr.a.LogID, Offset: arr.offset, Last: arr.last, N: arr.a.Last,
+		Latest: arr.a.latest, Clocks: arr.a.clocks, Clock: arr.a.clock}
 	b, _ = encodeState(b, &head) // plain values: cannot fail
 	type rec struct {
 		h string
@@ -254,6 +258,7 @@ func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[s
 		}
 		b = binary.AppendUvarint(b, x.r.n)
 		b = binary.AppendVarint(b, x.r.ms)
+		b = binary.AppendUvarint(b, uint64(x.r.ep))
 	}
 	return b
 }
@@ -289,16 +294,19 @@ func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
 			return nil
 		}
 		d.b = d.b[k:]
+		ep := d.uvarint()
+		if d.err != nil || ep > uint64(head.Clocks) {
+			d.fail("clock lines before arrival %d", num)
+			return nil
+		}
 		if m := len(keys); m > 0 && keys[m-1] >= h {
 			d.fail("arrivals out of order")
 			return nil
 		}
-		keys, vals = append(keys, h), append(vals, arrival{num, ms, writer})
+		keys, vals = append(keys, h), append(vals, arrival{num, ms, writer, int(ep)})
 	}
-	if head.Sighting == nil {
-		head.Sighting = map[string]int64{}
-	}
-	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: sortedLayered(keys, vals), Sighting: head.Sighting}
+	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: sortedLayered(keys, vals), latest: cloneLatest(head.Latest),
+		clocks: head.Clocks, clock: head.Clock}
 	return &arrivalsRead{a: a, header: head.Header, offset: head.Offset, last: head.Last}
 }
 

@@ -81,6 +81,9 @@
 // Entries that count for nothing are listed in State.Ignored; branched chains are
 // listed as contests naming the winner and everyone involved. Channel.Verify and
 // Channel.Doctor list every kind of forgery and tampering with a fix (forgery.go).
+// What is left to this machine's clock — a holder's liveness, an order's windows — is
+// measured from sightings on the OS boot clock, never the wall clock alone, so a
+// wall-clock step makes no live holder silent (clock.go, ADR 0013).
 //
 // # Watching and carrying
 //

@@ -23,7 +23,7 @@ func reopened(t *testing.T, c *Channel) *Channel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Now = c.Now
+	n.Now, n.Boot = c.Now, c.Boot
 	return n
 }
 

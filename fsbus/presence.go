@@ -43,8 +43,10 @@ type Presence struct {
 	Runs   []string `json:"runs,omitempty"`
 	// Running is the writer's unattended runs on that device (see PresenceObject).
 	Running []RunBeat `json:"running,omitempty"`
-	// SeenMs is when this machine first saw this version of the file (Unix ms).
+	// SeenMs is when this machine first saw this version of the file (Unix ms), on its
+	// wall clock then: for display.
 	SeenMs int64 `json:"seen_ms"`
+	seen   Stamp // the same on both clocks (ADR 0013)
 }
 
 func presencePath(root, writer, device string) string {
@@ -87,6 +89,11 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 // seated key, and records in this machine's state dir when it first saw each version.
 // A presence that changed since the last look counts as a sighting of its writer now
 // (DESIGN §2 rule 7: liveness from what this machine saw, never from others' clocks).
+//
+// presence.seen holds one line per file, "<file name> <hash> <Unix ms> <boot clock ms>
+// <boot id>" (ADR 0013). A record read on other clocks than now's (a reboot, a clock
+// step since) is re-stamped now: the first observation after the step. A line of an
+// older binary, "<file name> <hash> <Unix ms>", is read as seen on now's clocks.
 func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence {
 	out := map[string]*Presence{}
 	ents, err := os.ReadDir(filepath.Join(c.Root, "presence"))
@@ -95,7 +102,7 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 	}
 	type seenRec struct {
 		hash string
-		ms   int64
+		at   Stamp
 	}
 	dir := c.Home.StateDir(c.Project())
 	seenPath := filepath.Join(dir, "presence.seen")
@@ -104,20 +111,34 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 		return out
 	}
 	defer lk.Unlock()
+	now := c.stamp()
+	changed := false
 	seen := map[string]seenRec{}
 	if b, err := os.ReadFile(seenPath); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
-			if len(f) == 3 {
-				if ms, err := strconv.ParseInt(f[2], 10, 64); err == nil {
-					seen[f[0]] = seenRec{f[1], ms}
-				}
+			if len(f) != 3 && len(f) != 5 {
+				continue
 			}
+			ms, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			at := Stamp{Wall: ms}
+			if len(f) == 5 {
+				boot, err := strconv.ParseInt(f[3], 10, 64)
+				if err != nil {
+					continue
+				}
+				at.Boot, at.BootID = boot, f[4]
+			}
+			if rebased := now.onClock(at); rebased != at {
+				at, changed = rebased, true
+			}
+			seen[f[0]] = seenRec{f[1], at}
 		}
 	}
-	now := c.now().UnixMilli()
-	changed := false
 	for _, de := range ents {
 		name := de.Name()
 		base, ok := strings.CutSuffix(name, ".json")
@@ -146,10 +167,11 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 			seen[name] = rec
 			changed = true
 		}
-		if rec.ms > arr.Sighting[writer] {
-			arr.Sighting[writer] = rec.ms
+		if cur, ok := arr.Sighting[writer]; !ok || rec.at.later(cur) {
+			arr.Sighting[writer] = rec.at
 		}
-		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, Running: obj.Running, SeenMs: rec.ms}
+		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, Running: obj.Running,
+			SeenMs: rec.at.Wall, seen: rec.at}
 	}
 	if changed {
 		names := make([]string, 0, len(seen))
@@ -159,7 +181,12 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 		sort.Strings(names)
 		var b strings.Builder
 		for _, n := range names {
-			fmt.Fprintf(&b, "%s %s %d\n", n, seen[n].hash, seen[n].ms)
+			r := seen[n]
+			if r.at.BootID == "" { // no boot clock on this machine
+				fmt.Fprintf(&b, "%s %s %d\n", n, r.hash, r.at.Wall)
+			} else {
+				fmt.Fprintf(&b, "%s %s %d %d %s\n", n, r.hash, r.at.Wall, r.at.Boot, r.at.BootID)
+			}
 		}
 		if err := fsutil.WriteFile(seenPath, []byte(b.String()), 0o644); err != nil {
 			// A lost record only makes a later sighting: a holder looks alive longer.
@@ -190,7 +217,7 @@ func (c *Channel) presenceKey(st *State, writer string) (pub []byte, ok bool) {
 func (v *View) PresenceOf(writer string) *Presence {
 	var best *Presence
 	for _, p := range v.Presence {
-		if p.Writer == writer && (best == nil || p.SeenMs > best.SeenMs) {
+		if p.Writer == writer && (best == nil || p.seen.later(best.seen)) {
 			best = p
 		}
 	}

@@ -665,9 +665,9 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	arr := *v.Arrivals
 	arr.Sighting = maps.Clone(v.Arrivals.Sighting)
 	if arr.Sighting == nil {
-		arr.Sighting = map[string]int64{}
+		arr.Sighting = map[string]Stamp{}
 	}
-	arr.Sighting[s.Name] = s.now().UnixMilli()
+	arr.Sighting[s.Name] = s.stamp()
 	in := FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects()}
 	var f *folded
 	if v.fold != nil {

@@ -24,14 +24,15 @@ const (
 )
 
 // Liveness says how long ago this machine saw writer change (seconds, -1 when never)
-// and the state it implies under the channel's policy. It reads this machine's clock
-// and arrival log, never another machine's timestamps.
+// and the state it implies under the channel's policy. It reads this machine's clocks
+// and arrival log, never another machine's timestamps. The age is measured on the boot
+// clock: a wall-clock step, or a reboot, since the sighting restarts it (ADR 0013).
 func (c *Channel) Liveness(v *View, writer string) (state string, ageS int64) {
-	ms, ok := v.Arrivals.Sighting[writer]
+	seen, ok := v.Arrivals.Sighting[writer]
 	if !ok {
 		return Unknown, -1
 	}
-	age := c.now().Sub(time.UnixMilli(ms))
+	age := c.stamp().Since(seen)
 	ageS = int64(age / time.Second)
 	switch {
 	case ageS < c.Config.Policy.QuietAfterS:

@@ -61,8 +61,11 @@ func (p Policy) Windows(o *Order) OrderWindows {
 
 // Window is an order's running window as this machine measures it.
 type Window struct {
-	Kind     string    `json:"kind"`     // execution|queue
-	Deadline time.Time `json:"deadline"` // this machine's clock
+	Kind string `json:"kind"` // execution|queue
+	// Deadline is when the window closes on this machine's wall clock: now plus what
+	// is left of it on the boot clock (ADR 0013), so a wall-clock step moves the
+	// deadline with it and never closes the window.
+	Deadline time.Time `json:"deadline"`
 	// Cap is when the claim's lifetime ends (execution only).
 	Cap time.Time `json:"cap,omitzero"`
 }
@@ -76,41 +79,49 @@ type Window struct {
 // on it (and by a review asking for changes), capped at the claim plus the lifetime; a
 // queue window runs from the entry that made the order open or offered, when the
 // order's queue window is set. ok is false when no window runs (other states, no queue
-// window, or entries this machine has not seen).
+// window, or entries this machine has not seen). Time is measured from those sightings
+// on the boot clock; a wall-clock step or a reboot since a sighting restarts the time
+// from the first observation after it (ADR 0013).
 func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
-	return c.window(v, o, c.ownStamps(v))
+	return c.window(v, o, c.ownStamps(v), c.stamp())
 }
 
 // ownStamps maps the hash of every entry written on this device to its HLC's physical
-// time (Unix ms).
-func (c *Channel) ownStamps(v *View) map[string]int64 {
-	m := map[string]int64{}
+// time (this machine's wall clock when it wrote it, unless a peer's clock pushed it
+// later), on both clocks (Arrivals.stampOwn).
+func (c *Channel) ownStamps(v *View) map[string]Stamp {
+	m := map[string]Stamp{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
 		if e.Device != c.Device {
 			continue
 		}
 		if h, err := ledger.ParseHLC(e.HLC); err == nil {
-			m[e.Hash()] = h.Ms
+			m[e.Hash()] = v.Arrivals.stampOwn(h.Ms)
 		}
 	}
 	return m
 }
 
-// seenAt is when this machine saw the entry hash (zero when never): see Window.
-func seenAt(v *View, own map[string]int64, hash string) time.Time {
-	t := v.Arrivals.Seen(hash)
-	if ms, ok := own[hash]; ok && (t.IsZero() || ms < t.UnixMilli()) {
-		t = time.UnixMilli(ms)
+// seenAt is when this machine saw the entry hash, as a time on now's wall clock (zero
+// when never): the earlier of its arrival and, for an entry of this device, its
+// writing (see Window).
+func seenAt(v *View, own map[string]Stamp, hash string, now Stamp) time.Time {
+	at, ok := v.Arrivals.seenStamp(hash)
+	if w, mine := own[hash]; mine && (!ok || at.later(w)) {
+		at, ok = w, true
 	}
-	return t
+	if !ok {
+		return time.Time{}
+	}
+	return now.At(at)
 }
 
-func (c *Channel) window(v *View, o *Order, own map[string]int64) (w Window, ok bool) {
+func (c *Channel) window(v *View, o *Order, own map[string]Stamp, now Stamp) (w Window, ok bool) {
 	ws := c.Config.Policy.Windows(o)
 	switch o.State {
 	case StateClaimed, StateChangesRequested:
-		start := seenAt(v, own, o.Claim)
+		start := seenAt(v, own, o.Claim, now)
 		if start.IsZero() {
 			return w, false
 		}
@@ -123,7 +134,7 @@ func (c *Channel) window(v *View, o *Order, own map[string]int64) (w Window, ok 
 			renew = append(renew, o.Head)
 		}
 		for _, h := range renew {
-			if t := seenAt(v, own, h); t.After(last) {
+			if t := seenAt(v, own, h, now); t.After(last) {
 				last = t
 			}
 		}
@@ -137,7 +148,7 @@ func (c *Channel) window(v *View, o *Order, own map[string]int64) (w Window, ok 
 		if ws.QueueS <= 0 {
 			return w, false
 		}
-		start := seenAt(v, own, o.Head)
+		start := seenAt(v, own, o.Head, now)
 		if start.IsZero() {
 			return w, false
 		}
@@ -146,12 +157,12 @@ func (c *Channel) window(v *View, o *Order, own map[string]int64) (w Window, ok 
 	return w, false
 }
 
-// expiryDue reports the window s may expire on o now: the execution window of a claim
-// s made from this device, or the queue window of an order s wrote from this device
-// (issue 6: only the holder's own machine, or the author's, decides an expiry).
-func (s *Session) expiryDue(v *View, o *Order, own map[string]int64) (string, bool) {
-	w, ok := s.window(v, o, own)
-	if !ok || s.now().Before(w.Deadline) {
+// expiryDue reports the window s may expire on o at now: the execution window of a
+// claim s made from this device, or the queue window of an order s wrote from this
+// device (issue 6: only the holder's own machine, or the author's, decides an expiry).
+func (s *Session) expiryDue(v *View, o *Order, own map[string]Stamp, now Stamp) (string, bool) {
+	w, ok := s.window(v, o, own, now)
+	if !ok || now.Time().Before(w.Deadline) {
 		return "", false
 	}
 	switch w.Kind {
@@ -210,7 +221,8 @@ func (s *Session) SettleWindows() ([]*Order, error) {
 // settleLocked appends, holding the channel lock, one order.expire per window due in v
 // (see SettleWindows) and returns the expired order ids.
 func (s *Session) settleLocked(v *View) ([]string, error) {
-	var own map[string]int64
+	var own map[string]Stamp
+	now := s.stamp()
 	var ids []string
 	var drafts []ledger.Draft
 	for _, id := range v.State.OrderIDs() {
@@ -221,7 +233,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 		if own == nil {
 			own = s.ownStamps(v)
 		}
-		kind, ok := s.expiryDue(v, o, own)
+		kind, ok := s.expiryDue(v, o, own, now)
 		if !ok {
 			continue
 		}
@@ -278,7 +290,8 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 	v, e, o, err := s.holderEntry(q, TypeOrderExtend, note, "", key,
 		"only the holder extends its window", "only a running claim is extended", "only a running claim is extended",
 		func(v *View, o *Order) error {
-			if w, ok := s.Window(v, o); ok && !s.now().Before(w.Deadline) {
+			now := s.stamp()
+			if w, ok := s.window(v, o, s.ownStamps(v), now); ok && !now.Time().Before(w.Deadline) {
 				return Errorf(CatConflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
 					"the execution window of order %s closed at %s (this machine's clock)", o.ID, w.Deadline.UTC().Format(time.RFC3339))
 			}
