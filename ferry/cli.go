@@ -157,16 +157,16 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 func printError(w io.Writer, err error) int {
 	var fe *fsbus.Error
 	if errors.As(err, &fe) {
-		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, clean(fe.Message)) // may quote an MCP server's text
+		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, clean(redact(fe.Message))) // may quote an MCP server's text
 		if fe.Hint != "" {
-			fmt.Fprintf(w, "ferry: hint: %s\n", clean(fe.Hint))
+			fmt.Fprintf(w, "ferry: hint: %s\n", clean(redact(fe.Hint)))
 		}
 		if c, ok := exitCodes[fe.Category]; ok {
 			return c
 		}
 		return 1
 	}
-	fmt.Fprintf(w, "ferry: error: internal: %v\n", err)
+	fmt.Fprintf(w, "ferry: error: internal: %s\n", clean(redact(err.Error())))
 	fmt.Fprintf(w, "ferry: hint: check that the channel folder and this machine's ferry config and cache dirs (FERRY_HOME when set) exist and are writable\n")
 	return 1
 }

@@ -33,3 +33,12 @@ func article(kind string) string {
 	}
 	return "a"
 }
+
+// redact replaces what looks like a credential in an error's text with the kind it
+// looks like (fsbus.RedactSecrets): many errors quote the input they refuse — a name,
+// an id, a path — and a token pasted into the wrong argument must never be printed
+// back (docs/format.md "Input caps and the secret guard").
+func redact(s string) string {
+	out, _ := fsbus.RedactSecrets(s)
+	return out
+}

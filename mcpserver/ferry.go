@@ -167,7 +167,7 @@ func (f *Ferry) toolError(err error) string {
 		return "cancelled: the call was cancelled before it finished — call again if still needed"
 	}
 	id := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
-	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %v\n", id, err)
+	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %s\n", id, redactSecrets(err.Error()))
 	return "internal: the call failed [" + id + "] — details are in the server's log on this machine"
 }
 

@@ -735,7 +735,9 @@ func (s *Server) encode(e era, m message, result any, err error) []byte {
 	r := response{JSONRPC: "2.0", ID: m.ID}
 	switch {
 	case err != nil:
-		r.Error = asRPCError(err)
+		re := *asRPCError(err)
+		re.Message = redactSecrets(re.Message)
+		r.Error = &re
 	case e == modern || m.Method == "server/discover":
 		if result == nil {
 			result = struct{}{}
@@ -933,7 +935,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		if s.opts.ToolError != nil {
 			text = s.opts.ToolError(err)
 		}
-		return toolError(text), nil
+		return toolError(redactSecrets(text)), nil
 	}
 	if raw, ok := out.(RawToolResult); ok {
 		return json.RawMessage(raw), nil
@@ -952,6 +954,15 @@ func toolResult(v any) (any, error) {
 		"content":           []any{map[string]any{"type": "text", "text": string(b)}},
 		"structuredContent": json.RawMessage(b),
 	}, nil
+}
+
+// redactSecrets replaces what looks like a credential in an error's text with the
+// kind it looks like (fsbus.RedactSecrets): an error may quote the caller's input —
+// an unknown action, an id, a name — and a token pasted into the wrong argument must
+// not come back (docs/format.md "Input caps and the secret guard").
+func redactSecrets(text string) string {
+	out, _ := fsbus.RedactSecrets(text)
+	return out
 }
 
 // toolError is a failed tools/call result: isError, no structuredContent.
