@@ -153,6 +153,34 @@ func RedactSecrets(s string) (string, int) {
 	return s, n
 }
 
+// RedactInputs replaces in text every credential-looking span of the caller's inputs —
+// a command line's arguments, the strings of a tool call — with "[secret removed:
+// KIND]": an error that quotes what it refuses (an unknown action, a name, an id, a
+// path) never shows a token pasted into the wrong place. Only the caller's own strings
+// are looked for, so what ferry generates (keys, hashes, signatures) is shown as it is
+// even where it looks random; an input that is a key text is a key, not a secret.
+func RedactInputs(text string, inputs []string) string {
+	for _, in := range inputs {
+		if _, err := ledger.ParseKey(in); err == nil {
+			continue
+		}
+		for _, d := range secretDetectors {
+			for rest := in; rest != ""; {
+				i, j := d.match(rest)
+				if i < 0 {
+					break
+				}
+				text = strings.ReplaceAll(text, rest[i:j], "[secret removed: "+d.kind+"]")
+				if q := strconv.Quote(rest[i:j]); q[1:len(q)-1] != rest[i:j] {
+					text = strings.ReplaceAll(text, q[1:len(q)-1], "[secret removed: "+d.kind+"]")
+				}
+				rest = rest[j:]
+			}
+		}
+	}
+	return text
+}
+
 // CheckSecret refuses s when it looks like it holds a credential: an invalid *Error
 // wrapping a *SecretError that names the kind and field (and the line) but never the
 // value, with a hint pointing to `ferry secret put`. nil otherwise.

@@ -735,9 +735,7 @@ func (s *Server) encode(e era, m message, result any, err error) []byte {
 	r := response{JSONRPC: "2.0", ID: m.ID}
 	switch {
 	case err != nil:
-		re := *asRPCError(err)
-		re.Message = redactSecrets(re.Message)
-		r.Error = &re
+		r.Error = asRPCError(err)
 	case e == modern || m.Method == "server/discover":
 		if result == nil {
 			result = struct{}{}
@@ -902,6 +900,17 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 	if err := json.Unmarshal(params, &p); err != nil || p.Name == "" {
 		return nil, rpcErrorf(CodeInvalidParams, "tools/call needs params {name, arguments}")
 	}
+	// An error's text may quote the call's input: a credential pasted into the wrong
+	// argument never comes back (docs/format.md "Input caps and the secret guard").
+	inputs := callInputs(p.Name, p.Arguments)
+	defer func() {
+		var re *RPCError
+		if errors.As(err, &re) {
+			c := *re
+			c.Message = fsbus.RedactInputs(c.Message, inputs)
+			err = &c
+		}
+	}()
 	t := s.lookup(ctx, p.Name)
 	if t == nil {
 		return nil, rpcErrorf(CodeInvalidParams, "unknown tool: %s", p.Name)
@@ -935,7 +944,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		if s.opts.ToolError != nil {
 			text = s.opts.ToolError(err)
 		}
-		return toolError(redactSecrets(text)), nil
+		return toolError(fsbus.RedactInputs(text, inputs)), nil
 	}
 	if raw, ok := out.(RawToolResult); ok {
 		return json.RawMessage(raw), nil
@@ -956,12 +965,30 @@ func toolResult(v any) (any, error) {
 	}, nil
 }
 
-// redactSecrets replaces what looks like a credential in an error's text with the
-// kind it looks like (fsbus.RedactSecrets): an error may quote the caller's input —
-// an unknown action, an id, a name — and a token pasted into the wrong argument must
-// not come back (docs/format.md "Input caps and the secret guard").
-func redactSecrets(text string) string {
-	out, _ := fsbus.RedactSecrets(text)
+// callInputs are the caller's strings of a tools/call: the tool name and every member
+// name and string of its arguments, at any depth (what fsbus.RedactInputs looks for).
+func callInputs(name string, args json.RawMessage) []string {
+	out := []string{name}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range x {
+				out = append(out, k)
+				walk(e)
+			}
+		}
+	}
+	var v any
+	if json.Unmarshal(args, &v) == nil {
+		walk(v)
+	}
 	return out
 }
 
