@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -150,29 +151,31 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		fmt.Fprintf(stderr, "ferry: hint: see `%s`\n", hint)
 		return exitCodes[fsbus.CatInvalid]
 	}
+	inputs := append(slices.Clone(args), os.Getenv("FERRY_AGENT"), os.Getenv("FERRY_CHANNEL"))
 	if err := checkOwner(kctx, &cli.Globals); err != nil {
-		return printError(stderr, err)
+		return printError(stderr, err, inputs)
 	}
 	if err := kctx.Run(&cli.Globals); err != nil {
-		return printError(stderr, err)
+		return printError(stderr, err, inputs)
 	}
 	return 0
 }
 
-// printError prints "ferry: error: …" and "ferry: hint: …" and returns the exit code.
-func printError(w io.Writer, err error) int {
+// printError prints "ferry: error: …" and "ferry: hint: …" and returns the exit code;
+// what looks like a credential in args (the command line) is never printed back.
+func printError(w io.Writer, err error, args []string) int {
 	var fe *fsbus.Error
 	if errors.As(err, &fe) {
-		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, clean(fe.Message)) // may quote an MCP server's text
+		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, clean(redact(fe.Message, args))) // may quote an MCP server's text
 		if fe.Hint != "" {
-			fmt.Fprintf(w, "ferry: hint: %s\n", clean(fe.Hint))
+			fmt.Fprintf(w, "ferry: hint: %s\n", clean(redact(fe.Hint, args)))
 		}
 		if c, ok := exitCodes[fe.Category]; ok {
 			return c
 		}
 		return 1
 	}
-	fmt.Fprintf(w, "ferry: error: internal: %v\n", err)
+	fmt.Fprintf(w, "ferry: error: internal: %s\n", clean(redact(err.Error(), args)))
 	fmt.Fprintf(w, "ferry: hint: check that the channel folder and this machine's ferry config and cache dirs (FERRY_HOME when set) exist and are writable\n")
 	return 1
 }

@@ -34,7 +34,7 @@ func (c *CatchupCmd) Run(g *Globals) error {
 	}
 	g.printf("\n")
 	if c.Since != "" && !d.Since {
-		g.printf("(cursor %s is not from this machine's log: showing the full digest)\n", c.Since)
+		g.printf("(cursor %s is not from this machine's log: showing the full digest)\n", shown(c.Since))
 	}
 	p := d.Primary
 	switch p.State {

@@ -173,7 +173,7 @@ func (c *TalkReadCmd) Run(g *Globals) error {
 // new and gives the cursor.
 func (c *TalkReadCmd) print(g *Globals, res *fsbus.TalkReadResult, first bool) {
 	if c.Since != "" && !res.Since && first {
-		g.printf("(cursor %s is not from this machine's log: showing the unread messages)\n", c.Since)
+		g.printf("(cursor %s is not from this machine's log: showing the unread messages)\n", shown(c.Since))
 	}
 	if len(res.Messages) == 0 && first {
 		g.printf("nothing new\n")

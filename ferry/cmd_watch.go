@@ -93,7 +93,7 @@ func (c *WatchCmd) Run(g *Globals) error {
 		// A cursor from elsewhere cannot say what came after it: say so, as catchup
 		// does (a fresh-user run found the watch starting from now without a word).
 		if v, err := ch.Load(); err == nil && !v.Arrivals.FromHere(c.Since) {
-			fprintf(g.stderr, "ferry: cursor %s is not from this machine's log (another machine, another copy of the channel, or a rebuilt log): reporting from now; `ferry catchup` shows what is open\n", c.Since)
+			fprintf(g.stderr, "ferry: cursor %s is not from this machine's log (another machine, another copy of the channel, or a rebuilt log): reporting from now; `ferry catchup` shows what is open\n", shown(c.Since))
 		}
 	}
 	ctx, cancel := c.context(g)

@@ -33,3 +33,17 @@ func article(kind string) string {
 	}
 	return "a"
 }
+
+// redact shows s with every credential-looking span of the command line's arguments
+// replaced by its kind (fsbus.RedactInputs): many errors quote the input they refuse —
+// a name, an id, a path, a cursor — and a token pasted into the wrong argument must
+// never be printed back (docs/format.md "Input caps and the secret guard").
+func redact(s string, args []string) string {
+	return fsbus.RedactInputs(s, args)
+}
+
+// shown is a caller's input as output may quote it: a credential-looking span of it
+// replaced by its kind.
+func shown(input string) string {
+	return fsbus.RedactInputs(input, []string{input})
+}

@@ -45,6 +45,9 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 		return nil, err
 	}
 	app = PortableLabel(app)
+	if err := CheckSecret("app name", app); err != nil {
+		return nil, err // before a key is made: a refusal changes nothing
+	}
 	res := &JoinResult{Agent: name, Project: c.Project()}
 	var signer ledger.KeySigner
 	var err error

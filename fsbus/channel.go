@@ -152,6 +152,9 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 	if err := checkName("project id", opts.Project); err != nil {
 		return nil, err
 	}
+	if err := CheckSecret("channel title", opts.Title); err != nil {
+		return nil, err // channel.toml and PROTOCOL.md are read by whoever stores the folder
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("resolving %s: %w", opts.Dir, err)
@@ -177,6 +180,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 	if title == "" {
 		title = opts.Project
 	}
+
 	cfg := Config{
 		Format:  FormatVersion,
 		Project: opts.Project,

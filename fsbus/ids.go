@@ -68,9 +68,11 @@ func ValidName(s string) bool { return ledger.ValidName(s) }
 func checkName(kind, s string) error {
 	if !ValidName(s) {
 		return Errorf(CatInvalid, "use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
-			"%s %q is not a portable name", kind, s)
+			"%s %s is not a portable name", kind, Quote(s))
 	}
-	return nil
+	// A portable name can still be token-shaped (glpat-…, xoxb-…, sk-…): names are
+	// written in the clear into entries, objects and file names (secret guard).
+	return CheckSecret(kind, s)
 }
 
 // resolveID resolves a full id or a unique prefix of one among known ids, as git does

@@ -58,7 +58,10 @@ func (o *NewOrderOptions) validate() error {
 	case len(o.Labels) > MaxLabels:
 		return Errorf(CatInvalid, "", "at most %d labels", MaxLabels)
 	case o.To != "" && !ValidName(o.To):
-		return Errorf(CatInvalid, "", "cannot offer to %q: not an agent name", o.To)
+		return Errorf(CatInvalid, "", "cannot offer to %s: not an agent name", Quote(o.To))
+	}
+	if err := CheckSecret("offer recipient", o.To); err != nil {
+		return err
 	}
 	for _, l := range o.Labels {
 		if !ValidName(l) {
@@ -279,6 +282,9 @@ func (s *Session) claim(q, key string, check func(o *Order, d *entryData) (pendi
 // Offer reserves an order for one agent (its author, or an orchestrator). It returns
 // not_found when that agent has never joined the channel.
 func (s *Session) Offer(q, to, key string) (*Order, error) {
+	if err := checkName("offer recipient", to); err != nil {
+		return nil, err // never echo a token pasted as the name (secret guard)
+	}
 	return s.lifecycle(q, TypeOrderOffer, entryData{To: to}, key, nil)
 }
 
@@ -437,7 +443,7 @@ func (st *State) checkRecipient(name string) error {
 	}
 	a := st.Agents[name]
 	if a == nil || a.JoinKey == "" {
-		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %q has joined this channel", name)
+		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", Quote(name))
 	}
 	if a.Retired {
 		return Errorf(CatConflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)

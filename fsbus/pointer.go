@@ -188,7 +188,11 @@ func sensitiveName(name string) bool {
 // *secret*, .npmrc in any component, and .git/config (issue 6).
 func CheckPointerPath(p string) (string, error) {
 	refuse := func(why string) (string, error) {
-		return "", Errorf(CatInvalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %q refused: %s", p, why)
+		return "", Errorf(CatInvalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", Quote(p), why)
+	}
+	// The path is written in the clear into the order object (secret guard).
+	if err := CheckSecret("pointer path", p); err != nil {
+		return "", err
 	}
 	q := filepath.ToSlash(p)
 	switch {
@@ -238,7 +242,7 @@ func parsePointerSpec(spec string) (p string, first, last int, err error) {
 		}
 		if ea == nil && eb == nil {
 			if fa < 1 || fb < fa {
-				return "", 0, 0, Errorf(CatInvalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %q", spec)
+				return "", 0, 0, Errorf(CatInvalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %s", Quote(spec))
 			}
 			p, first, last = spec[:i], fa, fb
 		}

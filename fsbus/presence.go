@@ -82,6 +82,9 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if err != nil {
 		return err
 	}
+	if err := guardObject(s.Name, "presence", data); err != nil {
+		return err
+	}
 	return fsutil.WriteFile(presencePath(s.Root, s.Name, s.Device), data, 0o644)
 }
 

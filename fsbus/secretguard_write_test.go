@@ -3,6 +3,7 @@ package fsbus
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,5 +170,105 @@ func TestRefusalsNeverEcho(t *testing.T) {
 	}
 	if _, err := w.alice.TalkSend("Bad Name", "hi", ""); err == nil || !strings.Contains(err.Error(), `"Bad Name"`) {
 		t.Fatalf("an ordinary bad name is still quoted: %v", err)
+	}
+}
+
+// TestSecretGuardEveryField: the fields the guard used to miss — names, labels, types,
+// file names and the member names of structured JSON at any depth — are refused like
+// free text, before anything is written (the channel and this machine's keys unchanged),
+// and the refusal never holds the value. The tokens are shaped to pass each field's
+// own syntax (a portable name for names and labels), so only the guard can refuse them.
+func TestSecretGuardEveryField(t *testing.T) {
+	w := newTalkWorld(t)
+	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+		t.Fatal(err)
+	}
+	alice := w.as(t, "alice")
+	lower := "abcdefghijklmnopqrstuvwxyz0123456789"
+	name := "glpat-" + fakeToken(80, 24, lower) // a portable name that is a GitLab token
+	task := "ghp_" + fakeToken(81, 36, lower)   // a task type ('_' allowed) that is a GitHub token
+	tok := "ghp_" + fakeToken(82, 36, alnum)    // free text
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, name+".txt"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice.Workspace = ws
+	mine, err := w.bob.NewOrder(NewOrderOptions{Title: "plain order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Claim(mine.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		field string
+		call  func() error
+	}{
+		{"order label", func() error {
+			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Labels: []string{name}})
+			return err
+		}},
+		{"order task type", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Task: task}); return err }},
+		{"pointer path", func() error {
+			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Pointers: []string{name + ".txt"}})
+			return err
+		}},
+		{"pointer path", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Diff: name + ".txt"}); return err }},
+		{"offer recipient", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", To: name}); return err }},
+		{"offer recipient", func() error { _, err := alice.Offer(mine.ID, name, ""); return err }},
+		{"app name", func() error { _, err := Join(w.c, "erin", name); return err }},
+		{"agent name", func() error { _, err := Join(w.c, name, "test"); return err }},
+		{"secret name", func() error { _, err := alice.SecretPut(name, []string{"bob"}, []byte("v4lue-123"), ""); return err }},
+		{"grant scope", func() error {
+			_, err := w.master.Grant(GrantOptions{Agent: "carol", Level: "member", Scopes: []string{name}})
+			return err
+		}},
+		{"result output member name", func() error {
+			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"` + tok + `":1}`)})
+			return err
+		}},
+		{"result output member name", func() error {
+			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"a":[{"b":{"` + tok + `":null}}]}`)})
+			return err
+		}},
+		{"order schema member name", func() error {
+			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","properties":{"` + tok + `":{"type":"integer"}}}`)})
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.field, func(t *testing.T) {
+			before := channelFiles(t, w.c.Root)
+			keys := channelFiles(t, w.c.Home.ConfigDir)
+			err := tc.call()
+			var se *SecretError
+			if !IsCategory(err, CatInvalid) || !errors.As(err, &se) {
+				t.Fatalf("err = %v, want an invalid secret refusal", err)
+			}
+			if se.Field != tc.field {
+				t.Errorf("field = %q, want %q", se.Field, tc.field)
+			}
+			var fe *Error
+			errors.As(err, &fe)
+			for _, v := range []string{name, task, tok} {
+				if strings.Contains(err.Error(), v) || strings.Contains(fe.Hint, v) {
+					t.Errorf("the refusal echoes the value: %v (hint %s)", err, fe.Hint)
+				}
+			}
+			if after := channelFiles(t, w.c.Root); !sameFiles(before, after) {
+				t.Errorf("the channel changed on a refusal")
+			}
+			if after := channelFiles(t, w.c.Home.ConfigDir); !sameFiles(keys, after) {
+				t.Errorf("this machine's config (keys) changed on a refusal")
+			}
+		})
+	}
+	// Generated values are exempt by their place in the format, whatever they look
+	// like: a grant's key text, a secret's s- id and hashes never trip the guard.
+	if _, err := w.master.Grant(GrantOptions{Agent: "carol", Level: "member", Scopes: []string{"backend"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.SecretPut("db-password", []string{"bob"}, []byte(tok), ""); err != nil {
+		t.Fatalf("a token as a vault value (sealed) is what the vault is for: %v", err)
 	}
 }

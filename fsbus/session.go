@@ -267,7 +267,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			if err := s.checkIdentity(v.State, d.Type); err != nil {
 				return nil, nil, err
 			}
-			if err := guardDraft(d, objs); err != nil { // the secret guard (issue 8, secretguard.go)
+			if err := guardDraft(s.Name, d, objs); err != nil { // the secret guard (secretguard.go)
 				return nil, nil, err
 			}
 			if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
@@ -393,6 +393,9 @@ func (s *Session) observedHLC(snap *ledger.Snapshot) ledger.HLC {
 type pendingObject struct {
 	path string
 	data []byte
+	// sealed marks an age file (the vault, docs/format.md §11): ciphertext the secret
+	// guard does not scan.
+	sealed bool
 }
 
 // checkIdem looks up an idempotency key of this writer. It returns the earlier entry's

@@ -240,7 +240,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 			d.Args = args
 		}
 		return &ledger.Draft{Type: TypeSecretPut, Ref: name, Data: mustJSON(d), Idem: key},
-			[]pendingObject{{path: vaultPath(s.Root, name, id), data: buf.Bytes()}}, nil
+			[]pendingObject{{path: vaultPath(s.Root, name, id), data: buf.Bytes(), sealed: true}}, nil
 	})
 	if err != nil {
 		return nil, err

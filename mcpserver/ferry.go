@@ -168,7 +168,10 @@ func (f *Ferry) toolError(err error) string {
 		return "cancelled: the call was cancelled before it finished — call again if still needed"
 	}
 	id := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
-	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %v\n", id, err)
+	// The log may quote a caller's input too: every credential-looking span is cut
+	// (an over-cut key in a log line costs nothing).
+	text, _ := fsbus.RedactSecrets(err.Error())
+	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %s\n", id, text)
 	return "internal: the call failed [" + id + "] — details are in the server's log on this machine"
 }
 

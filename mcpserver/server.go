@@ -900,6 +900,17 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 	if err := json.Unmarshal(params, &p); err != nil || p.Name == "" {
 		return nil, rpcErrorf(CodeInvalidParams, "tools/call needs params {name, arguments}")
 	}
+	// An error's text may quote the call's input: a credential pasted into the wrong
+	// argument never comes back (docs/format.md "Input caps and the secret guard").
+	inputs := callInputs(p.Name, p.Arguments)
+	defer func() {
+		var re *RPCError
+		if errors.As(err, &re) {
+			c := *re
+			c.Message = fsbus.RedactInputs(c.Message, inputs)
+			err = &c
+		}
+	}()
 	t := s.lookup(ctx, p.Name)
 	if t == nil {
 		return nil, rpcErrorf(CodeInvalidParams, "unknown tool: %s", p.Name)
@@ -933,7 +944,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		if s.opts.ToolError != nil {
 			text = s.opts.ToolError(err)
 		}
-		return toolError(text), nil
+		return toolError(fsbus.RedactInputs(text, inputs)), nil
 	}
 	if raw, ok := out.(RawToolResult); ok {
 		return json.RawMessage(raw), nil
@@ -952,6 +963,33 @@ func toolResult(v any) (any, error) {
 		"content":           []any{map[string]any{"type": "text", "text": string(b)}},
 		"structuredContent": json.RawMessage(b),
 	}, nil
+}
+
+// callInputs are the caller's strings of a tools/call: the tool name and every member
+// name and string of its arguments, at any depth (what fsbus.RedactInputs looks for).
+func callInputs(name string, args json.RawMessage) []string {
+	out := []string{name}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range x {
+				out = append(out, k)
+				walk(e)
+			}
+		}
+	}
+	var v any
+	if json.Unmarshal(args, &v) == nil {
+		walk(v)
+	}
+	return out
 }
 
 // toolError is a failed tools/call result: isError, no structuredContent.
