@@ -156,7 +156,7 @@ func FuzzDecodeMessage(f *testing.F) {
 				t.Fatalf("%q: handled with method %q, error %+v, I-JSON: %v", line, m.Method, bad, ierr)
 			}
 		case bad == nil && ierr != nil:
-			if ids, object := topLevelIDs(line); !object || len(ids) > 0 {
+			if ids, object := topLevel(line, "id"); !object || len(ids) > 0 {
 				t.Fatalf("%q: dropped without an answer, but it is not a notification (%v)", line, ierr)
 			}
 		case bad == nil:

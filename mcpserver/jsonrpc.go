@@ -100,7 +100,7 @@ var nullID = json.RawMessage("null")
 // valid (else null). A notification — JSON whose top level is an object with no "id" —
 // gets no answer (nil, JSON-RPC 2.0 §4.1).
 func refuseNonIJSON(b []byte, err error) *response {
-	ids, object := topLevelIDs(b)
+	ids, object := topLevel(b, "id")
 	if object && len(ids) == 0 {
 		return nil
 	}
@@ -116,10 +116,11 @@ func refuseNonIJSON(b []byte, err error) *response {
 		"invalid request: %v; a member name may appear once in each object (RFC 7493 §2.3)", err)}
 }
 
-// topLevelIDs returns the raw values of every top-level "id" member of b, in order, and
-// whether b is a JSON object at all (the syntax alone: bad UTF-8 and lone surrogates
-// pass; encoding/json reads them as U+FFFD, which no "id" contains).
-func topLevelIDs(b []byte) (ids []json.RawMessage, object bool) {
+// topLevel returns the raw values of every top-level member of b named name, in
+// order, and whether b is a JSON object at all (the syntax alone: bad UTF-8 and lone
+// surrogates pass, encoding/json reading them as U+FFFD, which no name ferry asks for
+// contains).
+func topLevel(b []byte, name string) (vals []json.RawMessage, object bool) {
 	if !json.Valid(b) {
 		return nil, false
 	}
@@ -130,15 +131,15 @@ func topLevelIDs(b []byte) (ids []json.RawMessage, object bool) {
 	for d.More() {
 		t, err := d.Token()
 		if err != nil {
-			return ids, true
+			break
 		}
 		var v json.RawMessage
 		if err := d.Decode(&v); err != nil {
-			return ids, true
+			break
 		}
-		if t == "id" {
-			ids = append(ids, v)
+		if t == name {
+			vals = append(vals, v)
 		}
 	}
-	return ids, true
+	return vals, true
 }
