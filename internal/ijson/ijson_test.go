@@ -220,3 +220,16 @@ func refLoneSurrogate(b []byte) bool {
 	}
 	return false
 }
+
+// BenchmarkCheck measures the check on a tools/call line of about 1 KiB, which every
+// MCP message pays once before it is decoded.
+func BenchmarkCheck(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"ferry_talk","arguments":{"action":"post","to":"master","text":"` +
+		strings.Repeat("a line of text é ", 56) + `"}}}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if err := Check(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
