@@ -84,12 +84,23 @@ func TestCLIRefusesNonIJSON(t *testing.T) {
 		{"mcp call --args @FILE, lone surrogate", []string{"mcp", "call", "github", "search", "--args", file("a.json", `{"query":"\udfff"}`)},
 			`invalid: --args is not I-JSON: lone surrogate \udfff at byte offset 10`},
 	}
+	// A repeated name that looks like a credential is never echoed, whole or cut.
+	token := "sk-ant-api03-" + strings.Repeat("Q7xv9Lr2", 10)
+	cases = append(cases, struct {
+		name string
+		args []string
+		want string
+	}{"result, duplicate secret-looking name", []string{"--as", "bob", "order", "submit", id[1], "--ref", "abc", "--result", `{"` + token + `":1,"` + token + `":2}`},
+		`invalid: result is not I-JSON: duplicate member name "[secret removed: Anthropic API key]" at the top level`})
 	before := channelSnapshot(t, ch)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errs := cli(c.args...)
 			if code != exitCodes["invalid"] || out != "" || !strings.Contains(errs, "ferry: error: "+c.want) || !strings.Contains(errs, "ferry: hint: ") {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, out, errs, exitCodes["invalid"], c.want)
+			}
+			if strings.Contains(errs, token[:16]) {
+				t.Fatalf("stderr echoes the secret-looking name: %q", errs)
 			}
 			if after := channelSnapshot(t, ch); after != before {
 				t.Fatalf("the channel changed:\nbefore %s\nafter  %s", before, after)

@@ -174,7 +174,7 @@ func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
 // escape of a lone surrogate. Readers disagree on what such JSON says (the first or
 // the last of two members; U+FFFD or a refusal), so ferry accepts none of it. Text
 // that is not JSON at all passes: the caller's own decoding refuses it in its own
-// words. A duplicated name that looks like a secret is redacted.
+// words. A repeated name that looks like a secret is redacted (IJSONReason).
 func CheckIJSON(raw []byte, what string) error {
 	body := trimJSON(raw)
 	var e *ijson.Error
@@ -183,13 +183,24 @@ func CheckIJSON(raw []byte, what string) error {
 	}
 	at := *e
 	at.Offset += int64(leadJSON(raw))
-	reason, _ := RedactSecrets(at.Error())
-	return &Error{Category: CatInvalid, Message: what + " is not I-JSON: " + reason,
+	return &Error{Category: CatInvalid, Message: what + " is not I-JSON: " + IJSONReason(&at),
 		Hint: "give each member name once per object, in UTF-8, with surrogate escapes only in pairs (RFC 7493)", Err: e}
 }
 
 // utf8BOM may stand before a JSON value given in a file (trimJSON drops it).
 var utf8BOM = []byte("\xef\xbb\xbf")
+
+// IJSONReason is the text of err, an ijson.Check error, with a repeated member name that
+// looks like a credential redacted (RedactSecrets) before the text quotes and cuts it.
+func IJSONReason(err error) string {
+	var e *ijson.Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	c := *e
+	c.Name, _ = RedactSecrets(c.Name)
+	return c.Error()
+}
 
 // trimJSON is raw without surrounding white space and a BOM before the value.
 func trimJSON(raw []byte) []byte {

@@ -501,7 +501,7 @@ func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err e
 		why := err.Error()
 		var ie *ijson.Error
 		if errors.As(err, &ie) {
-			why = ie.Error()
+			why = fsbus.IJSONReason(ie)
 		}
 		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
 			Hint: "fix the server: ferry passes on no JSON that names a member twice in one object, is not UTF-8, or has a lone surrogate escape, since readers disagree on what it says (the server keeps running)", Err: err}

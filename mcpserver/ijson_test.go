@@ -28,6 +28,7 @@ var nonIJSONCases = []struct {
 	{"lone high surrogate", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"write","arguments":{"t":"\ud800"}}}`, CodeParseError, "null"},
 	{"lone low surrogate", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"write","arguments":{"t":"\uDC00x"}}}`, CodeParseError, "null"},
 	{"duplicate and invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":10,\"id\":10,\"method\":\"tools/call\",\"params\":{\"name\":\"write\",\"arguments\":{\"t\":\"\xff\"}}}", CodeParseError, "null"},
+	{"duplicate secret-looking name", `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"write","arguments":{"sk-ant-api03-Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2":1,"sk-ant-api03-Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2":2}}}`, CodeInvalidRequest, "11"},
 	{"notification, duplicate", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}`, 0, ""},
 	{"notification, invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\xff\"}", 0, ""},
 	{"notification, lone surrogate", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write","arguments":{"t":"\ud800"}}}`, 0, ""},
@@ -92,6 +93,9 @@ func TestNonIJSONRefused(t *testing.T) {
 			}
 			if string(r.ID) != c.id || r.Error == nil || r.Error.Code != c.code {
 				t.Fatalf("answered %s, want code %d with id %s", lines[1], c.code, c.id)
+			}
+			if strings.Contains(out.String()+log.String(), "sk-ant-api03") {
+				t.Errorf("a secret-looking name is echoed: %s", out.String())
 			}
 			if !strings.Contains(r.Error.Message, "byte offset") {
 				t.Errorf("the message does not say where: %q", r.Error.Message)

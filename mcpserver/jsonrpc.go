@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/ijson"
 )
 
@@ -104,16 +105,17 @@ func refuseNonIJSON(b []byte, err error) *response {
 	if object && len(ids) == 0 {
 		return nil
 	}
+	why := fsbus.IJSONReason(err) // it quotes a repeated name
 	var e *ijson.Error
 	if !errors.As(err, &e) || e.Encoding() {
-		return &response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", err)}
+		return &response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %s", why)}
 	}
 	id := nullID
 	if len(ids) == 1 && validID(ids[0]) {
 		id = ids[0]
 	}
 	return &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest,
-		"invalid request: %v; a member name may appear once in each object (RFC 7493 §2.3)", err)}
+		"invalid request: %s; a member name may appear once in each object (RFC 7493 §2.3)", why)}
 }
 
 // topLevel returns the raw values of every top-level member of b named name, in

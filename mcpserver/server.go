@@ -439,7 +439,7 @@ func (s *Server) logDropped(b []byte, bad *response) {
 		return
 	}
 	if err := ijson.Check(b); err != nil {
-		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493): %v\n", err)
+		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493): %s\n", fsbus.IJSONReason(err))
 	}
 }
 
