@@ -108,14 +108,14 @@ func Check(b []byte) error {
 	if jsontext.Value(b).IsValid() { // RFC 7493 by default, with a pooled decoder
 		return nil
 	}
-	// Then, to say why: first the syntax and the encoding alone: a text that breaks them reports that,
-	// wherever a duplicate name stands before the bad byte.
+	// Then, to say why: first the syntax and the encoding alone, so that a text that
+	// breaks them reports that wherever a duplicate name stands before the bad byte.
 	if err := read(b, jsontext.AllowDuplicateNames(true)); err != nil {
 		return encodingError(b, err)
 	}
 	err := read(b)
-	if err == nil {
-		return nil
+	if err == nil { // never, as both use one parser: refused all the same
+		return &Error{Kind: Syntax, Err: errors.New("refused by the I-JSON check")}
 	}
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
