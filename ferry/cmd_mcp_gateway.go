@@ -360,6 +360,9 @@ func (c *McpCallCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if err := fsbus.CheckIJSON([]byte(text), "--args"); err != nil {
+		return err
+	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(text), &obj); err != nil || obj == nil {
 		msg := "not a JSON object"

@@ -56,6 +56,10 @@ func TestMCP(t *testing.T) {
 		t.Parallel()
 		mcpStdioFraming(t, bin)
 	})
+	t.Run("i-json", func(t *testing.T) {
+		t.Parallel()
+		mcpRefusesNonIJSON(t, bin)
+	})
 }
 
 // goSDKDefaultVersion is the protocol version go-sdk v1.8.0 speaks when the client pins

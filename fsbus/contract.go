@@ -8,7 +8,9 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -143,12 +145,18 @@ func jsonKind(b byte) string {
 // compactJSON parses raw as one JSON value and returns it compacted. The limit, in
 // bytes, applies to the compacted form (what the channel stores), so indentation does
 // not count; raw itself may be at most maxJSONSlack times limit, so whitespace cannot
-// make it parse megabytes. It returns invalid naming what for anything else.
+// make it parse megabytes. It returns invalid naming what for anything else, and for
+// JSON that is not I-JSON (RFC 7493: a member name twice in one object, invalid UTF-8,
+// a lone surrogate escape), naming why and where.
 func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
-	raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("\xef\xbb\xbf"))
+	given := raw
+	raw = trimJSON(raw)
 	if len(raw) > maxJSONSlack*limit {
 		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo",
 			"%s is %d bytes before compaction; the limit is %d compacted (and %d as written)", what, len(raw), limit, maxJSONSlack*limit)
+	}
+	if err := CheckIJSON(given, what); err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil || !json.Valid(raw) {
@@ -158,6 +166,55 @@ func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
 		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes compacted; the limit is %d", what, buf.Len(), limit)
 	}
 	return buf.Bytes(), nil
+}
+
+// CheckIJSON returns invalid, naming what and the reason with its byte offset in raw,
+// when raw (surrounding white space and a BOM aside) is JSON that is not I-JSON (RFC
+// 7493): a member name given twice in one object, bytes that are not UTF-8, or a \u
+// escape of a lone surrogate. Readers disagree on what such JSON says (the first or
+// the last of two members; U+FFFD or a refusal), so ferry accepts none of it. Text
+// that is not JSON at all passes: the caller's own decoding refuses it in its own
+// words. A repeated name that looks like a secret is redacted (IJSONReason).
+func CheckIJSON(raw []byte, what string) error {
+	body := trimJSON(raw)
+	var e *ijson.Error
+	if !errors.As(ijson.Check(body), &e) || e.Kind == ijson.Syntax {
+		return nil
+	}
+	at := *e
+	at.Offset += int64(leadJSON(raw))
+	return &Error{Category: CatInvalid, Message: what + " is not I-JSON: " + IJSONReason(&at),
+		Hint: "give each member name once per object, in UTF-8, with surrogate escapes only in pairs (RFC 7493)", Err: e}
+}
+
+// utf8BOM may stand before a JSON value given in a file (trimJSON drops it).
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// IJSONReason is the text of err, an ijson.Check error, with a repeated member name that
+// looks like a credential redacted (RedactSecrets) before the text quotes and cuts it.
+func IJSONReason(err error) string {
+	var e *ijson.Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	c := *e
+	c.Name, _ = RedactSecrets(c.Name)
+	return c.Error()
+}
+
+// trimJSON is raw without surrounding white space and a BOM before the value.
+func trimJSON(raw []byte) []byte {
+	return bytes.TrimPrefix(bytes.TrimSpace(raw), utf8BOM)
+}
+
+// leadJSON is how many bytes trimJSON drops before the value.
+func leadJSON(raw []byte) int {
+	left := bytes.TrimLeftFunc(raw, unicode.IsSpace)
+	n := len(raw) - len(left)
+	if bytes.HasPrefix(left, utf8BOM) {
+		n += len(utf8BOM)
+	}
+	return n
 }
 
 // maxJSONSlack bounds what whitespace may add to a JSON input over its compacted cap.

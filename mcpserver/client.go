@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/ijson"
 )
 
 // Client errors; callers test them with errors.Is.
@@ -29,6 +30,10 @@ var (
 	// ErrGarbage is returned by Start and Call of a Strict client whose server wrote a
 	// line on stdout that is not a JSON-RPC message; the child has then been killed.
 	ErrGarbage = errors.New("mcpserver: server wrote garbage on stdout")
+	// ErrNotIJSON is returned by Call when the server's answer is JSON that is not
+	// I-JSON (RFC 7493): a member name twice, invalid UTF-8, a lone surrogate escape.
+	// The answer is not used; the child keeps running.
+	ErrNotIJSON = errors.New("mcpserver: server answered JSON that is not I-JSON")
 )
 
 // ClientOptions configure a Client. Zero values take the defaults shown.
@@ -124,6 +129,7 @@ func (r *ToolResult) Text() string {
 type clientResponse struct {
 	Result json.RawMessage `json:"result"`
 	Error  *RPCError       `json:"error"`
+	err    error           // the answer was refused here (ErrNotIJSON)
 }
 
 // Start runs cmd (which must not have been started, and whose Stdin and Stdout must be
@@ -333,6 +339,9 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 		return fmt.Errorf("%w: sending %s took over %s; killed the server", ErrTimeout, method, timeout)
 	}
 	decode := func(r *clientResponse) error {
+		if r.err != nil {
+			return r.err
+		}
 		if r.Error != nil {
 			return r.Error
 		}
@@ -517,6 +526,11 @@ func (c *Client) handle(line []byte) {
 	if broken {
 		return // a Strict client killed the child: nothing after the garbage counts
 	}
+	var ie *ijson.Error
+	if errors.As(ijson.Check(line), &ie) && ie.Kind != ijson.Syntax {
+		c.notIJSON(line, ie)
+		return
+	}
 	var m message
 	if json.Unmarshal(line, &m) != nil || !bytes.HasPrefix(line, []byte("{")) {
 		// Not JSON-RPC: a broken server. Strict kills it; else the caller's timeout
@@ -553,6 +567,37 @@ func (c *Client) handle(line []byte) {
 		select {
 		case ch <- r: // buffered for one answer
 		default: // a second answer to one id (a broken server): dropped, never blocks the reader
+		}
+	}
+}
+
+// notIJSON handles a stdout line that is JSON but not I-JSON (RFC 7493); nothing of it
+// is used, since readers disagree on what it says. A request or notification of the
+// server's own (it has a method) is answered as Server answers one (refuseNonIJSON).
+// A response fails, with ErrNotIJSON and the reason, every waiting call that one of its
+// top-level ids names — a repeated id names each of its values — and is otherwise
+// dropped, as an answer to no call is. The child keeps running.
+func (c *Client) notIJSON(line []byte, why error) {
+	if methods, _ := topLevel(line, "method"); len(methods) > 0 {
+		if r := refuseNonIJSON(line, why); r != nil {
+			go c.write(*r) // not from the reading goroutine, as in handle
+		}
+		return
+	}
+	ids, _ := topLevel(line, "id")
+	for _, raw := range ids {
+		id, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		ch := c.pending[id]
+		c.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- &clientResponse{err: fmt.Errorf("%w: %w", ErrNotIJSON, why)}:
+			default:
+			}
 		}
 	}
 }

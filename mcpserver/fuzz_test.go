@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
@@ -133,20 +134,30 @@ func FuzzLineReader(f *testing.F) {
 }
 
 // FuzzDecodeMessage: the decoder never panics and classifies every line one way: a
-// message to handle (valid JSON with a method), a response from the client to ignore,
-// or an error to send — -32700 exactly when the line is not JSON, else -32600 — whose
-// id is null or the line's own, byte for byte. The era of any params decides without
+// message to handle (I-JSON with a method), a response from the client or a
+// notification that is not I-JSON to ignore, or an error to send — -32700 exactly when
+// the line is not JSON or breaks its encoding (RFC 7493 §2.1), else -32600 — whose id
+// is null or the line's own, byte for byte. The era of any params decides without
 // panicking, with only its two errors.
 func FuzzDecodeMessage(f *testing.F) {
 	for _, s := range seeds(f, "messages") {
 		f.Add(s)
 	}
+	for _, s := range nonIJSONMessages {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		m, ok, bad := decodeMessage(line)
+		ierr := ijson.Check(line)
+		var ie *ijson.Error
 		switch {
 		case ok:
-			if bad != nil || m.Method == "" || !json.Valid(line) {
-				t.Fatalf("%q: handled with method %q, error %+v", line, m.Method, bad)
+			if bad != nil || m.Method == "" || ierr != nil {
+				t.Fatalf("%q: handled with method %q, error %+v, I-JSON: %v", line, m.Method, bad, ierr)
+			}
+		case bad == nil && ierr != nil:
+			if ids, object := topLevel(line, "id"); !object || len(ids) > 0 {
+				t.Fatalf("%q: dropped without an answer, but it is not a notification (%v)", line, ierr)
 			}
 		case bad == nil:
 			if m.Method != "" || (len(m.Result) == 0 && len(m.Error) == 0) {
@@ -154,7 +165,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		default:
 			wantCode := CodeInvalidRequest
-			if !json.Valid(line) {
+			if !json.Valid(line) || errors.As(ierr, &ie) && ie.Encoding() {
 				wantCode = CodeParseError
 			}
 			if bad.Error == nil || bad.Error.Code != wantCode {

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/ijson"
 )
 
 // Bounds on what the gateway passes through from another server's tools/list.
@@ -496,6 +497,14 @@ func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err e
 	case errors.Is(err, ErrGarbage):
 		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s broke the protocol during %s: %v", server, what, err),
 			Hint: "a stdio MCP server must print only JSON-RPC on stdout (logs go to stderr); fix the server (" + restartHint + ")", Err: err}
+	case errors.Is(err, ErrNotIJSON):
+		why := err.Error()
+		var ie *ijson.Error
+		if errors.As(err, &ie) {
+			why = fsbus.IJSONReason(ie)
+		}
+		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
+			Hint: "fix the server: ferry passes on no JSON that names a member twice in one object, is not UTF-8, or has a lone surrogate escape, since readers disagree on what it says (the server keeps running)", Err: err}
 	case errors.Is(err, ErrServerExited):
 		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
 			Hint: restartHint + stderrNote(err) + ". " + envHint, Err: err}

@@ -576,6 +576,35 @@ func TestGatewayFixture(t *testing.T) {
 		waitGone(t, readPids(t, pidfile)[0])
 	})
 
+	t.Run("not-i-json", func(t *testing.T) {
+		// An answer that is not I-JSON (RFC 7493) is not passed on: the call fails
+		// (internal, naming why), the child keeps running and answers the next call.
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
+		for tool, why := range map[string]string{
+			"dupkey":    `duplicate member name "content" in the object at "/result"`,
+			"dupid":     `duplicate member name "id" at the top level`,
+			"badutf8":   "invalid UTF-8 at byte offset",
+			"surrogate": `lone surrogate \ud800`,
+		} {
+			raw, err := g.Call(ctx, "fx", tool, nil)
+			wantCategory(t, err, fsbus.CatInternal, "MCP server fx answered "+tool+" with JSON that is not I-JSON (RFC 7493), so it was not passed on: "+why, "fix the server")
+			if raw != nil || strings.Contains(err.Error(), "evil") {
+				t.Errorf("%s: passed on %s (%v)", tool, raw, err)
+			}
+		}
+		raw, err := g.Call(ctx, "fx", "badnotify", json.RawMessage(`{"x":"after"}`))
+		if err != nil {
+			t.Fatalf("a call after a bad notification: %v", err)
+		}
+		if text, isErr := resultText(t, raw); isErr || text != `{"x":"after"}` {
+			t.Errorf("echo after a bad notification: %q (isError %v)", text, isErr)
+		}
+		if pids := readPids(t, pidfile); len(pids) != 1 {
+			t.Errorf("the child was started %d times, want once: it keeps running", len(pids))
+		}
+	})
+
 	t.Run("slow-start", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-slow-start", "1h"}, nil, mcpserver.GatewayServer{StartupTimeout: firing.String()})

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/ijson"
 )
 
 // JSON-RPC 2.0 error codes (JSON-RPC 2.0 §5.1).
@@ -88,3 +91,57 @@ type response struct {
 }
 
 var nullID = json.RawMessage("null")
+
+// refuseNonIJSON is the answer to a message that is not I-JSON (RFC 7493), err being
+// ijson.Check's: nothing of it is acted on, since a reader that keeps the first of two
+// members, or reads a bad byte as U+FFFD, would see another request than the one this
+// server would run. It answers -32700 with id null for a text that is not JSON, not
+// UTF-8 or has a lone surrogate escape; -32600 for a member name given twice at any
+// depth, echoing the id only when the top level has exactly one "id" member and it is
+// valid (else null). A notification — JSON whose top level is an object with no "id" —
+// gets no answer (nil, JSON-RPC 2.0 §4.1).
+func refuseNonIJSON(b []byte, err error) *response {
+	ids, object := topLevel(b, "id")
+	if object && len(ids) == 0 {
+		return nil
+	}
+	why := fsbus.IJSONReason(err) // it quotes a repeated name
+	var e *ijson.Error
+	if !errors.As(err, &e) || e.Encoding() {
+		return &response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %s", why)}
+	}
+	id := nullID
+	if len(ids) == 1 && validID(ids[0]) {
+		id = ids[0]
+	}
+	return &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest,
+		"invalid request: %s; a member name may appear once in each object (RFC 7493 §2.3)", why)}
+}
+
+// topLevel returns the raw values of every top-level member of b named name, in
+// order, and whether b is a JSON object at all (the syntax alone: bad UTF-8 and lone
+// surrogates pass, encoding/json reading them as U+FFFD, which no name ferry asks for
+// contains).
+func topLevel(b []byte, name string) (vals []json.RawMessage, object bool) {
+	if !json.Valid(b) {
+		return nil, false
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			break
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			break
+		}
+		if t == name {
+			vals = append(vals, v)
+		}
+	}
+	return vals, true
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/ijson"
 )
 
 // SupportedVersions are the MCP protocol versions of the legacy handshake this server
@@ -421,6 +422,7 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 		s.write(encodeResponse(*bad))
 	}
 	if !ok {
+		s.logDropped(line, bad)
 		return
 	}
 	if m.isNotification() {
@@ -430,12 +432,27 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 	s.handle(ctx, m, false, s.write)
 }
 
+// logDropped says on the log why a message that is not I-JSON got no answer: it is
+// a notification (JSON-RPC 2.0 §4.1), and nothing of it was acted on.
+func (s *Server) logDropped(b []byte, bad *response) {
+	if bad != nil {
+		return
+	}
+	if err := ijson.Check(b); err != nil {
+		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493): %s\n", fsbus.IJSONReason(err))
+	}
+}
+
 // decodeMessage decodes one JSON-RPC message: a line, or one element of a batch. It
 // returns the message to handle (ok), or the error response for what is not a message
 // (bad): -32700 with id null for what is not JSON; -32600 for JSON that is not a
 // request, echoing its id when that id is usable (JSON-RPC 2.0 §5.1). A response from
-// the client, to a request this server never sends, is neither: it is ignored.
+// the client, to a request this server never sends, is neither: it is ignored. A
+// message that is not I-JSON is never handled (refuseNonIJSON).
 func decodeMessage(b []byte) (m message, ok bool, bad *response) {
+	if err := ijson.Check(b); err != nil {
+		return m, false, refuseNonIJSON(b, err)
+	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		if !json.Valid(b) {
 			return m, false, &response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", err)}
@@ -469,6 +486,13 @@ func decodeMessage(b []byte) (m message, ok bool, bad *response) {
 // responses go out together as one array, in the order of the elements, once the last
 // is done; a cancelled request has none, and a batch of notifications gets no answer.
 func (s *Server) handleBatch(ctx context.Context, line []byte) {
+	// A batch whose encoding is broken is not read at all (-32700, id null); a
+	// repeated member name is refused element by element (decodeMessage).
+	var e *ijson.Error
+	if errors.As(ijson.Check(line), &e) && e.Encoding() {
+		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", e)}))
+		return
+	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(line, &elems); err != nil {
 		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", err)}))

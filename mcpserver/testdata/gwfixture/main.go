@@ -17,6 +17,15 @@
 //	garbage    prints a non-JSON line on stdout instead of an answer
 //	rpc_error  answers a JSON-RPC error -32602 "bad widget"
 //	fail       answers a result with isError: "the widget is broken"
+//
+// Unlisted tools answer JSON that is not I-JSON (RFC 7493), the text "evil" where a
+// reader that keeps the last of two members would look:
+//
+//	dupkey     a result that names "content" twice
+//	dupid      a response that names "id" twice (both the call's id)
+//	badutf8    a result whose text has a byte that is not UTF-8
+//	surrogate  a result whose text is a lone surrogate escape
+//	badnotify  a notification that names "level" twice, then echo's answer
 package main
 
 import (
@@ -78,6 +87,10 @@ func main() {
 	}
 	answer := func(id json.RawMessage, result any) {
 		send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	}
+	raw := func(format string, args ...any) { // one line exactly as given
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
 	}
 	text := func(s string, isError bool) map[string]any {
 		return map[string]any{"content": []any{map[string]any{"type": "text", "text": s}}, "isError": isError}
@@ -158,6 +171,17 @@ func main() {
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32602, "message": "bad widget"}})
 			case "fail":
 				answer(m.ID, text("the widget is broken", true))
+			case "dupkey":
+				raw(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"benign"}],"content":[{"type":"text","text":"evil"}]}}`, m.ID)
+			case "dupid":
+				raw(`{"jsonrpc":"2.0","id":%s,"id":%[1]s,"result":{"content":[{"type":"text","text":"evil"}]}}`, m.ID)
+			case "badutf8":
+				raw("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"evil \xff\"}]}}", m.ID)
+			case "surrogate":
+				raw(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"evil \ud800"}]}}`, m.ID)
+			case "badnotify":
+				raw(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","level":"evil","data":"x"}}`)
+				answer(m.ID, text(string(m.Params.Arguments), false))
 			default:
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32602, "message": "unknown tool " + m.Params.Name}})
 			}
