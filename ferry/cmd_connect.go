@@ -26,17 +26,23 @@ type ConnectCmd struct {
 // Help is the long help.
 func (c *ConnectCmd) Help() string {
 	return `Writes the app's MCP server entry "ferry" for <this binary> mcp serve --as NAME
---project ID (and FERRY_HOME in its env when set), joins the agent (as ferry join
-does) and prints the one command the owner runs to seat it. Files: Claude Desktop's
+--project ID, joins the agent (as ferry join does) and prints the one command the
+owner runs to seat it. The entry's env carries FERRY_HOME and where Syncthing is found
+(STHOMEDIR, STCONFDIR, SYNCTHING_API_URL) when they are set, so sync health works from
+the app; SYNCTHING_API_KEY is never written: connect says to set it in the app's
+environment. Files: Claude Desktop's
 claude_desktop_config.json in "~/Library/Application Support/Claude" (macOS),
 %APPDATA%\Claude (Windows) or ~/.config/Claude (Linux); Claude Code's ~/.claude.json
 (through "claude mcp add-json" when claude is on PATH) or, with --scope project, the
 repository's .mcp.json; Cursor's ~/.cursor/mcp.json or <repo>/.cursor/mcp.json;
-Codex's ~/.codex/config.toml ($CODEX_HOME honoured; its comments are not kept).
+Codex's ~/.codex/config.toml ($CODEX_HOME honoured), edited as text: only the
+[mcp_servers.ferry] table and its subtables change, comments and everything else stay
+byte for byte; an entry written as dotted keys or an inline table is refused, with the
+tables to paste by hand.
 
-Other servers and unknown keys are kept; a second run changes nothing; the file is
-copied to <file>.bak-<UTC time>[-N] (never overwriting
-an older backup) before any change and replaced atomically with its mode
+Other servers and unknown keys (env keys ferry does not set included) are kept; a
+second run changes nothing; the file is copied to <file>.bak-<UTC time>[-N] (never
+overwriting an older backup) before any change and replaced atomically with its mode
 kept; a file that does not parse is refused and left as it is. No token or passphrase is
 ever written. The files are written before the agent joins; if the join fails they are
 put back, so a failed connect changes nothing. The default name is <app>-<machine>; a project-level entry in a second git
@@ -126,9 +132,11 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 		}
 		rep.Project = ch.Project()
 	}
-	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project}}
-	if fh := env.getenv("FERRY_HOME"); fh != "" {
-		rep.Server.Env = map[string]string{"FERRY_HOME": fh}
+	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
+		Env: serverEnv(env)}
+	if !c.Remove && strings.TrimSpace(env.getenv(fsbus.EnvSyncthingKey)) != "" {
+		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+fsbus.EnvSyncthingKey+
+			" here, which ferry never writes into a config: set "+fsbus.EnvSyncthingKey+" in the app's environment too, or sync health cannot ask Syncthing from the app")
 	}
 	hookCmd := shellQuote(exe) + " catchup --as " + rep.Agent + " --project " + rep.Project
 	if fh := env.getenv("FERRY_HOME"); fh != "" && env.goos != "windows" {
@@ -163,7 +171,6 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	if c.App == "codex" || (c.App == "claude-code" && c.Scope == "user") {
 		perm = 0o600 // files that also hold the app's own account state or secrets
 	}
-	old, _ := os.ReadFile(file)
 	claude := ""
 	if c.App == "claude-code" && c.Scope == "user" && env.lookPath != nil {
 		claude, _ = env.lookPath("claude")
@@ -175,9 +182,6 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	}
 	if err != nil {
 		return err
-	}
-	if c.App == "codex" && rep.Config.changed() && hasTOMLComments(old) {
-		rep.Config.Note = "comments in config.toml are not kept; the original is in the backup"
 	}
 	if withHook {
 		hres, err := editConfig(hookFile, 0o644, now, decodeJSON, hookEdit, encodeJSON)
@@ -303,13 +307,7 @@ func (c *ConnectCmd) printSnippet(g *Globals, rep *connectReport, file, hookCmd 
 	}
 	g.printf("# %s: %s\n", c.App, file)
 	if c.App == "codex" {
-		doc := map[string]any{}
-		_, _, _ = editTOMLServer(rep.Server, false)(doc)
-		b, err := encodeTOML(doc)
-		if err != nil {
-			return err
-		}
-		g.printf("%s", b)
+		g.printf("%s", tomlSnippet(rep.Server))
 	} else {
 		d, _, _ := editJSONServer(rep.Server, c.App == "claude-code", false)(jsonObject{})
 		b, err := encodeJSON(d)
