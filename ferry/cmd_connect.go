@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,8 +46,11 @@ second run changes nothing; the file is copied to <file>.bak-<UTC time>[-N] (nev
 overwriting an older backup) before any change and replaced atomically with its mode
 kept; a file that does not parse is refused and left as it is. No token or passphrase is
 ever written. The files are written before the agent joins; if the join fails they are
-put back, so a failed connect changes nothing. The default name is <app>-<machine>; a project-level entry in a second git
-worktree adds the worktree's folder name. --hook (claude-code) adds a SessionStart hook
+put back, so a failed connect changes nothing. Without --as the name is
+<app>-<machine>, and a project-level entry in a second git worktree adds the
+worktree's folder name; but when that name is not joined here and another agent is
+joined for the app on this machine, the entry is for that agent (several: refused,
+name one with --as). --hook (claude-code) adds a SessionStart hook
 in .claude/settings.json (project) or ~/.claude/settings.json that runs ferry catchup,
 so a session starts informed. Restart the app to load the entry. --remove reports the
 agent the removed entry served (its --as); that agent stays in the channel.`
@@ -110,19 +114,6 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
 		rep.Notes = append(rep.Notes, "this ferry is a temporary build (go run): install it (go install ./ferry) and connect again, or the app will not find it later")
 	}
-	rep.Agent = g.As
-	switch {
-	case rep.Agent == "" && c.Remove:
-		// The agent the removed entry served (its --as), not a default that may never
-		// have existed; "" when there is no entry.
-		rep.Agent = entryAgent(file, c.App == "codex")
-	case rep.Agent == "":
-		rep.Agent = defaultAgentName(c.App, machine, worktree)
-	}
-	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
-	}
-
 	// The project: named, or the channel's (opening reads; joining writes).
 	var ch *fsbus.Channel
 	rep.Project = g.Project
@@ -131,6 +122,24 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 			return err
 		}
 		rep.Project = ch.Project()
+	}
+	rep.Agent = g.As
+	switch {
+	case rep.Agent == "" && c.Remove:
+		// The agent the removed entry served (its --as), not a default that may never
+		// have existed; "" when there is no entry.
+		rep.Agent = entryAgent(file, c.App == "codex")
+	case rep.Agent == "":
+		look := ch
+		if look == nil { // --print --project P: the channel is read when it can be
+			look, _ = g.Open()
+		}
+		if rep.Agent, err = c.pickAgent(look, defaultAgentName(c.App, machine, worktree), worktree != "", rep); err != nil {
+			return err
+		}
+	}
+	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
+		return fsbus.Errorf(fsbus.CatInvalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
 	}
 	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
 		Env: serverEnv(env)}
@@ -202,6 +211,32 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	}
 	c.printReport(g, rep)
 	return nil
+}
+
+// pickAgent is the agent an entry without --as is for (docs/commands.md, ferry
+// connect): def (<app>-<machine>[-<worktree>]) when it is joined on this machine, when
+// no agent is joined here for the app, or in a second worktree (own says so, whose
+// project-level entry has an agent of its own); else the one agent joined here for the
+// app (said in a note). Several: an invalid error listing them. ch nil: def.
+func (c *ConnectCmd) pickAgent(ch *fsbus.Channel, def string, own bool, rep *connectReport) (string, error) {
+	if ch == nil || own {
+		return def, nil
+	}
+	v, err := ch.Load()
+	if err != nil {
+		return "", err
+	}
+	local := ch.LocalAgents(v, c.App)
+	switch {
+	case len(local) == 0 || slices.Contains(local, def):
+		return def, nil
+	case len(local) == 1:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s is the agent joined for %s on this machine, so the entry is for it (--as NAME picks another)", local[0], c.App))
+		return local[0], nil
+	}
+	return "", fsbus.Errorf(fsbus.CatInvalid, fmt.Sprintf("name the one this entry is for: ferry connect %s --as NAME", c.App),
+		"%d agents are joined for %s on this machine (%s), and ferry cannot tell which one this entry is for; nothing was written",
+		len(local), c.App, strings.Join(local, ", "))
 }
 
 // join maps the project and joins the agent (as ferry join does); ch nil: nothing.
