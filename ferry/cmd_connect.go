@@ -213,8 +213,8 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	return nil
 }
 
-// pickAgent is the agent an entry without --as is for (docs/commands.md, ferry
-// connect): def (<app>-<machine>[-<worktree>]) when it is joined on this machine, when
+// pickAgent is the agent an entry without --as is for (`ferry connect --help`):
+// def (<app>-<machine>[-<worktree>]) when it is joined on this machine, when
 // no agent is joined here for the app, or in a second worktree (own says so, whose
 // project-level entry has an agent of its own); else the one agent joined here for the
 // app (said in a note). Several: an invalid error listing them. ch nil: def.

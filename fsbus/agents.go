@@ -98,7 +98,7 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 // LocalAgents lists, sorted, the agents of v this machine holds a key for whose newest
 // agent.join with that key announced app (compared as PortableLabel makes it); retired
 // agents and the master are left out. `ferry connect APP` without --as reuses the one
-// it finds (docs/commands.md).
+// it finds (`ferry connect --help`).
 func (c *Channel) LocalAgents(v *View, app string) []string {
 	app = PortableLabel(app)
 	var out []string
