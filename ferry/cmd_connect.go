@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,21 +27,30 @@ type ConnectCmd struct {
 // Help is the long help.
 func (c *ConnectCmd) Help() string {
 	return `Writes the app's MCP server entry "ferry" for <this binary> mcp serve --as NAME
---project ID (and FERRY_HOME in its env when set), joins the agent (as ferry join
-does) and prints the one command the owner runs to seat it. Files: Claude Desktop's
+--project ID, joins the agent (as ferry join does) and prints the one command the
+owner runs to seat it. The entry's env carries FERRY_HOME and where Syncthing is found
+(STHOMEDIR, STCONFDIR, SYNCTHING_API_URL) when they are set, so sync health works from
+the app; SYNCTHING_API_KEY is never written: connect says to set it in the app's
+environment. Files: Claude Desktop's
 claude_desktop_config.json in "~/Library/Application Support/Claude" (macOS),
 %APPDATA%\Claude (Windows) or ~/.config/Claude (Linux); Claude Code's ~/.claude.json
 (through "claude mcp add-json" when claude is on PATH) or, with --scope project, the
 repository's .mcp.json; Cursor's ~/.cursor/mcp.json or <repo>/.cursor/mcp.json;
-Codex's ~/.codex/config.toml ($CODEX_HOME honoured; its comments are not kept).
+Codex's ~/.codex/config.toml ($CODEX_HOME honoured), edited as text: only the
+[mcp_servers.ferry] table and its subtables change, comments and everything else stay
+byte for byte; an entry written as dotted keys or an inline table is refused, with the
+tables to paste by hand.
 
-Other servers and unknown keys are kept; a second run changes nothing; the file is
-copied to <file>.bak-<UTC time>[-N] (never overwriting
-an older backup) before any change and replaced atomically with its mode
+Other servers and unknown keys (env keys ferry does not set included) are kept; a
+second run changes nothing; the file is copied to <file>.bak-<UTC time>[-N] (never
+overwriting an older backup) before any change and replaced atomically with its mode
 kept; a file that does not parse is refused and left as it is. No token or passphrase is
 ever written. The files are written before the agent joins; if the join fails they are
-put back, so a failed connect changes nothing. The default name is <app>-<machine>; a project-level entry in a second git
-worktree adds the worktree's folder name. --hook (claude-code) adds a SessionStart hook
+put back, so a failed connect changes nothing. Without --as the name is
+<app>-<machine>, and a project-level entry in a second git worktree adds the
+worktree's folder name; but when that name is not joined here and another agent is
+joined for the app on this machine, the entry is for that agent (several: refused,
+name one with --as). --hook (claude-code) adds a SessionStart hook
 in .claude/settings.json (project) or ~/.claude/settings.json that runs ferry catchup,
 so a session starts informed. Restart the app to load the entry. --remove reports the
 agent the removed entry served (its --as); that agent stays in the channel.`
@@ -104,19 +114,6 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
 		rep.Notes = append(rep.Notes, "this ferry is a temporary build (go run): install it (go install ./ferry) and connect again, or the app will not find it later")
 	}
-	rep.Agent = g.As
-	switch {
-	case rep.Agent == "" && c.Remove:
-		// The agent the removed entry served (its --as), not a default that may never
-		// have existed; "" when there is no entry.
-		rep.Agent = entryAgent(file, c.App == "codex")
-	case rep.Agent == "":
-		rep.Agent = defaultAgentName(c.App, machine, worktree)
-	}
-	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
-	}
-
 	// The project: named, or the channel's (opening reads; joining writes).
 	var ch *fsbus.Channel
 	rep.Project = g.Project
@@ -126,9 +123,29 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 		}
 		rep.Project = ch.Project()
 	}
-	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project}}
-	if fh := env.getenv("FERRY_HOME"); fh != "" {
-		rep.Server.Env = map[string]string{"FERRY_HOME": fh}
+	rep.Agent = g.As
+	switch {
+	case rep.Agent == "" && c.Remove:
+		// The agent the removed entry served (its --as), not a default that may never
+		// have existed; "" when there is no entry.
+		rep.Agent = entryAgent(file, c.App == "codex")
+	case rep.Agent == "":
+		look := ch
+		if look == nil { // --print --project P: the channel is read when it can be
+			look, _ = g.Open()
+		}
+		if rep.Agent, err = c.pickAgent(look, defaultAgentName(c.App, machine, worktree), worktree != "", rep); err != nil {
+			return err
+		}
+	}
+	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
+		return fsbus.Errorf(fsbus.CatInvalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
+	}
+	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
+		Env: serverEnv(env)}
+	if !c.Remove && strings.TrimSpace(env.getenv(fsbus.EnvSyncthingKey)) != "" {
+		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+fsbus.EnvSyncthingKey+
+			" here, which ferry never writes into a config: set "+fsbus.EnvSyncthingKey+" in the app's environment too, or sync health cannot ask Syncthing from the app")
 	}
 	hookCmd := shellQuote(exe) + " catchup --as " + rep.Agent + " --project " + rep.Project
 	if fh := env.getenv("FERRY_HOME"); fh != "" && env.goos != "windows" {
@@ -163,7 +180,6 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	if c.App == "codex" || (c.App == "claude-code" && c.Scope == "user") {
 		perm = 0o600 // files that also hold the app's own account state or secrets
 	}
-	old, _ := os.ReadFile(file)
 	claude := ""
 	if c.App == "claude-code" && c.Scope == "user" && env.lookPath != nil {
 		claude, _ = env.lookPath("claude")
@@ -175,9 +191,6 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	}
 	if err != nil {
 		return err
-	}
-	if c.App == "codex" && rep.Config.changed() && hasTOMLComments(old) {
-		rep.Config.Note = "comments in config.toml are not kept; the original is in the backup"
 	}
 	if withHook {
 		hres, err := editConfig(hookFile, 0o644, now, decodeJSON, hookEdit, encodeJSON)
@@ -198,6 +211,32 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	}
 	c.printReport(g, rep)
 	return nil
+}
+
+// pickAgent is the agent an entry without --as is for (`ferry connect --help`):
+// def (<app>-<machine>[-<worktree>]) when it is joined on this machine, when
+// no agent is joined here for the app, or in a second worktree (own says so, whose
+// project-level entry has an agent of its own); else the one agent joined here for the
+// app (said in a note). Several: an invalid error listing them. ch nil: def.
+func (c *ConnectCmd) pickAgent(ch *fsbus.Channel, def string, own bool, rep *connectReport) (string, error) {
+	if ch == nil || own {
+		return def, nil
+	}
+	v, err := ch.Load()
+	if err != nil {
+		return "", err
+	}
+	local := ch.LocalAgents(v, c.App)
+	switch {
+	case len(local) == 0 || slices.Contains(local, def):
+		return def, nil
+	case len(local) == 1:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s is the agent joined for %s on this machine, so the entry is for it (--as NAME picks another)", local[0], c.App))
+		return local[0], nil
+	}
+	return "", fsbus.Errorf(fsbus.CatInvalid, fmt.Sprintf("name the one this entry is for: ferry connect %s --as NAME", c.App),
+		"%d agents are joined for %s on this machine (%s), and ferry cannot tell which one this entry is for; nothing was written",
+		len(local), c.App, strings.Join(local, ", "))
 }
 
 // join maps the project and joins the agent (as ferry join does); ch nil: nothing.
@@ -303,13 +342,7 @@ func (c *ConnectCmd) printSnippet(g *Globals, rep *connectReport, file, hookCmd 
 	}
 	g.printf("# %s: %s\n", c.App, file)
 	if c.App == "codex" {
-		doc := map[string]any{}
-		_, _, _ = editTOMLServer(rep.Server, false)(doc)
-		b, err := encodeTOML(doc)
-		if err != nil {
-			return err
-		}
-		g.printf("%s", b)
+		g.printf("%s", tomlSnippet(rep.Server))
 	} else {
 		d, _, _ := editJSONServer(rep.Server, c.App == "claude-code", false)(jsonObject{})
 		b, err := encodeJSON(d)

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
@@ -147,12 +146,51 @@ func hookPath(scope string, env connectEnv, root string) string {
 }
 
 // serverEntry is the command an app spawns: `<binary> mcp serve --as NAME --project
-// ID`, plus FERRY_HOME when this ferry runs with one (so the app's server finds the
-// same keys and project map). Nothing secret.
+// ID`, with in its env the variables of connectEnvKeys this ferry runs with (so the
+// app's server finds the same keys, project map and Syncthing). Nothing secret.
 type serverEntry struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env,omitempty"`
+}
+
+// connectEnvKeys are the variables ferry carries into the app's env entry when they are
+// set where `ferry connect` runs, and owns there (set, changed or taken out; other env
+// keys are kept): FERRY_HOME (ferry's keys and project map), and where ferry finds
+// Syncthing (fsbus's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
+// and SYNCTHING_API_URL. SYNCTHING_API_KEY is a secret and never written.
+var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
+
+// serverEnv is the env of ferry's entry: the variables of connectEnvKeys that are set,
+// a relative Syncthing dir made absolute from the working dir (the app starts the
+// server elsewhere); nil when none is.
+func serverEnv(env connectEnv) map[string]string {
+	var out map[string]string
+	for _, k := range connectEnvKeys {
+		v := env.getenv(k)
+		if k != "FERRY_HOME" {
+			v = strings.TrimSpace(v)
+		}
+		if v == "" {
+			continue
+		}
+		if (k == "STHOMEDIR" || k == "STCONFDIR") && !isAbsFor(env.goos, v) && env.cwd != "" {
+			v = joinFor(env.goos, env.cwd, v)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// isAbsFor reports whether p is absolute on goos.
+func isAbsFor(goos, p string) bool {
+	if goos != "windows" {
+		return strings.HasPrefix(p, "/")
+	}
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') || strings.HasPrefix(p, `\\`)
 }
 
 // editResult says what one config edit did.
@@ -224,7 +262,7 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 		}
 		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "writing %s: %v", file, err)
 	}
-	if bytes.HasPrefix(old, utf8BOM) {
+	if bytes.HasPrefix(old, utf8BOM) && !bytes.HasPrefix(data, utf8BOM) {
 		res.Note = "the UTF-8 byte-order mark at the start of the file was dropped (the backup keeps it)"
 	}
 	res.undo = restoreFile(target, old, exists, perm, res.Backup)
@@ -455,8 +493,13 @@ func editJSONServer(entry serverEntry, withType, remove bool) func(any) (any, st
 			want = want.set("type", mustRaw("stdio"))
 		}
 		want = want.set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
-		if len(entry.Env) > 0 {
-			want = want.set("env", mustRaw(entry.Env))
+		env := map[string]any{}
+		if raw, ok := want.get("env"); ok {
+			_ = json.Unmarshal(raw, &env) // not an object: replaced
+		}
+		mergeEnv(env, entry.Env)
+		if len(env) > 0 {
+			want = want.set("env", mustRaw(env))
 		} else {
 			want = want.del("env")
 		}
@@ -470,6 +513,24 @@ func editJSONServer(entry serverEntry, withType, remove bool) func(any) (any, st
 		}
 		return doc.set("mcpServers", mustRaw(servers.set("ferry", next))), action, nil
 	}
+}
+
+// ferryEnvOf is the env of mcpServers.ferry in doc (nil: none).
+func ferryEnvOf(doc jsonObject) json.RawMessage {
+	servers, err := doc.subObject("mcpServers")
+	if err != nil {
+		return nil
+	}
+	raw, ok := servers.get("ferry")
+	if !ok {
+		return nil
+	}
+	entry, err := parseObject(raw)
+	if err != nil {
+		return nil
+	}
+	env, _ := entry.get("env")
+	return env
 }
 
 // ferryHookRe recognises ferry's SessionStart hook command: a ferry binary (quoted or
@@ -550,89 +611,6 @@ func countFerryHooks(groups []map[string]any) int {
 		}
 	}
 	return n
-}
-
-// --- TOML (Codex) ---------------------------------------------------------------
-
-func decodeTOML(data []byte) (any, error) {
-	m := map[string]any{}
-	if _, err := toml.Decode(string(data), &m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func encodeTOML(doc any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := toml.NewEncoder(&b)
-	enc.Indent = ""
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
-// editTOMLServer sets (or deletes) [mcp_servers.ferry] in Codex's config.toml; other
-// keys in ferry's table (startup_timeout_sec, …) are kept.
-func editTOMLServer(entry serverEntry, remove bool) func(any) (any, string, error) {
-	return func(d any) (any, string, error) {
-		doc := d.(map[string]any)
-		servers := map[string]any{}
-		if v, ok := doc["mcp_servers"]; ok {
-			s, ok := v.(map[string]any)
-			if !ok {
-				return nil, "", fsbus.Errorf(fsbus.CatInvalid, "fix the file, then run ferry connect again; nothing was written", "mcp_servers is not a table")
-			}
-			servers = s
-		}
-		cur, had := servers["ferry"].(map[string]any)
-		if remove {
-			if _, ok := servers["ferry"]; !ok {
-				return doc, "absent", nil
-			}
-			delete(servers, "ferry")
-			return doc, "removed", nil
-		}
-		want := map[string]any{}
-		for k, v := range cur {
-			want[k] = v
-		}
-		want["command"] = entry.Command
-		args := make([]any, len(entry.Args))
-		for i, a := range entry.Args {
-			args[i] = a
-		}
-		want["args"] = args
-		delete(want, "env")
-		if len(entry.Env) > 0 {
-			env := map[string]any{}
-			for k, v := range entry.Env {
-				env[k] = v
-			}
-			want["env"] = env
-		}
-		if had && reflect.DeepEqual(cur, want) {
-			return doc, "unchanged", nil
-		}
-		action := "added"
-		if _, ok := servers["ferry"]; ok {
-			action = "updated"
-		}
-		servers["ferry"] = want
-		doc["mcp_servers"] = servers
-		return doc, action, nil
-	}
-}
-
-// hasTOMLComments reports whether a TOML text holds a comment line (re-encoding loses
-// comments; the user is told and the backup keeps them).
-func hasTOMLComments(data []byte) bool {
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "#") {
-			return true
-		}
-	}
-	return false
 }
 
 // --- names, roots, worktrees -----------------------------------------------------
@@ -739,7 +717,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 			"%s is not valid: %v", file, err)
 	}
 	edit := editJSONServer(entry, true, remove)
-	_, action, err := edit(doc)
+	edited, action, err := edit(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -770,8 +748,8 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	}
 	if !remove {
 		spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
-		if len(entry.Env) > 0 {
-			spec = spec.set("env", mustRaw(entry.Env))
+		if env := ferryEnvOf(edited.(jsonObject)); env != nil {
+			spec = spec.set("env", env) // env keys of the user's kept beside ferry's
 		}
 		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(mustRaw(spec))})
 	}
@@ -820,11 +798,11 @@ func entryAgent(file string, isTOML bool) string {
 	}
 	var args []string
 	if isTOML {
-		doc, err := decodeTOML(data)
+		doc, err := decodeTOMLMap(data)
 		if err != nil {
 			return ""
 		}
-		servers, _ := doc.(map[string]any)["mcp_servers"].(map[string]any)
+		servers, _ := doc["mcp_servers"].(map[string]any)
 		entry, _ := servers["ferry"].(map[string]any)
 		list, _ := entry["args"].([]any)
 		for _, a := range list {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -230,8 +231,8 @@ func TestConnectTOMLMerge(t *testing.T) {
 	if err != nil || res.Action != "updated" || res.Backup == "" {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	if !hasTOMLComments([]byte(orig)) {
-		t.Errorf("comment not seen")
+	if b, _ := os.ReadFile(file); !bytes.HasPrefix(b, []byte("# my settings\n")) {
+		t.Errorf("comment not kept:\n%s", b)
 	}
 	var doc struct {
 		Model      string
@@ -488,5 +489,209 @@ func TestEntryAgent(t *testing.T) {
 	}
 	if got := entryAgent(filepath.Join(dir, "missing.json"), false); got != "" {
 		t.Errorf("missing file: %q", got)
+	}
+}
+
+// TestConnectCodexText: Codex's config.toml is edited as text. Every byte outside
+// ferry's [mcp_servers.ferry] table and its subtables stays as it was (comments,
+// order, spacing, CRLF); inside them a changed value is replaced in place, keeping the
+// key's comment; env keys ferry does not write are kept.
+func TestConnectCodexText(t *testing.T) {
+	envEntry := testEntry
+	envEntry.Env = map[string]string{"FERRY_HOME": "/h/f", "STHOMEDIR": "/st"}
+	const args = `args = ["mcp", "serve", "--as", "cursor-box", "--project", "acme"]`
+	const cmd = `command = "/opt/ferry/bin/ferry"`
+	for _, tc := range []struct {
+		name          string
+		entry         serverEntry
+		remove        bool
+		before, after string
+		action        string
+	}{
+		{name: "update keeps every comment", entry: testEntry, action: "updated",
+			before: "# my codex settings\nmodel = \"o3\"  # the default\n\n# servers\n[mcp_servers.other]\ncommand = \"x\"   # other's\nargs = [\"y\"]\n\n# ferry, by hand\n[mcp_servers.ferry]\ncommand = \"/old\"  # keep this comment\nstartup_timeout_sec = 20 # seconds\n# a comment inside ferry's table\n\n[profiles.fast]\nmodel = \"mini\"\n",
+			after:  "# my codex settings\nmodel = \"o3\"  # the default\n\n# servers\n[mcp_servers.other]\ncommand = \"x\"   # other's\nargs = [\"y\"]\n\n# ferry, by hand\n[mcp_servers.ferry]\n" + cmd + "  # keep this comment\nstartup_timeout_sec = 20 # seconds\n" + args + "\n# a comment inside ferry's table\n\n[profiles.fast]\nmodel = \"mini\"\n"},
+		{name: "added after the last line", entry: envEntry, action: "added",
+			before: "# top\nmodel = \"o3\"\n",
+			after:  "# top\nmodel = \"o3\"\n\n[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n\n[mcp_servers.ferry.env]\nFERRY_HOME = \"/h/f\"\nSTHOMEDIR = \"/st\"\n"},
+		{name: "no final newline", entry: testEntry, action: "added",
+			before: "model = \"o3\" # last",
+			after:  "model = \"o3\" # last\n\n[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n"},
+		{name: "new file", entry: testEntry, action: "added",
+			before: "",
+			after:  "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n"},
+		{name: "env table: ferry's keys set, the user's kept", entry: envEntry, action: "updated",
+			before: "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n\n[mcp_servers.ferry.env]\n# mine\nRUST_LOG = \"debug\"\nFERRY_HOME = \"/old/home\"  # was\n\n# next\n[x]\ny = 1\n",
+			after:  "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n\n[mcp_servers.ferry.env]\n# mine\nRUST_LOG = \"debug\"\nFERRY_HOME = \"/h/f\"  # was\nSTHOMEDIR = \"/st\"\n\n# next\n[x]\ny = 1\n"},
+		{name: "env no longer set: ferry's keys out, the table with them when empty", entry: testEntry, action: "updated",
+			before: "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n\n[mcp_servers.ferry.env]\nFERRY_HOME = \"/old/home\"\n\n[x]\ny = 1\n",
+			after:  "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n\n[x]\ny = 1\n"},
+		{name: "env no longer set: the user's env key stays", entry: testEntry, action: "updated",
+			before: "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n[mcp_servers.ferry.env]\nSTCONFDIR = \"/old\"\nRUST_LOG = \"debug\"\n",
+			after:  "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n[mcp_servers.ferry.env]\nRUST_LOG = \"debug\"\n"},
+		{name: "inline env in ferry's table", entry: envEntry, action: "updated",
+			before: "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\nenv = { FERRY_HOME = \"/old\", RUST_LOG = \"debug\" } # env\n",
+			after:  "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\nenv = { FERRY_HOME = \"/h/f\", RUST_LOG = \"debug\", STHOMEDIR = \"/st\" } # env\n"},
+		{name: "a multi-line args array is replaced whole", entry: testEntry, action: "updated",
+			before: "[mcp_servers.ferry]\n" + cmd + "\nargs = [\n  \"mcp\", # the server\n  \"serve\",\n]\ntool_timeout_sec = 60\n",
+			after:  "[mcp_servers.ferry]\n" + cmd + "\n" + args + "\ntool_timeout_sec = 60\n"},
+		{name: "a header inside a multi-line string is text", entry: testEntry, action: "added",
+			before: "notes = \"\"\"\n[mcp_servers.ferry]\ncommand = \"fake\"\n\"\"\"\nlit = '''\n[mcp_servers.ferry.env]\n'''\n",
+			after:  "notes = \"\"\"\n[mcp_servers.ferry]\ncommand = \"fake\"\n\"\"\"\nlit = '''\n[mcp_servers.ferry.env]\n'''\n\n[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n"},
+		{name: "ferry's subtable without its table", entry: testEntry, action: "updated",
+			before: "a = 1\n\n[mcp_servers.ferry.tools.x]\nok = true\n",
+			after:  "a = 1\n\n[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n\n[mcp_servers.ferry.tools.x]\nok = true\n"},
+		{name: "quoted header, CRLF", entry: envEntry, action: "updated",
+			before: "# c\r\n[mcp_servers.\"ferry\"]\r\ncommand = \"/old\"\r\n\r\n[z]\r\nq = 2\r\n",
+			after:  "# c\r\n[mcp_servers.\"ferry\"]\r\n" + cmd + "\r\n" + args + "\r\n\r\n[mcp_servers.ferry.env]\r\nFERRY_HOME = \"/h/f\"\r\nSTHOMEDIR = \"/st\"\r\n\r\n[z]\r\nq = 2\r\n"},
+		{name: "byte-order mark kept", entry: testEntry, action: "added",
+			before: "\xEF\xBB\xBF# c\nmodel = \"o3\"\n",
+			after:  "\xEF\xBB\xBF# c\nmodel = \"o3\"\n\n[mcp_servers.ferry]\n" + cmd + "\n" + args + "\n"},
+		{name: "unchanged", entry: testEntry, action: "unchanged",
+			before: "# c\n[mcp_servers.ferry]\ncommand = '/opt/ferry/bin/ferry' # literal\nargs = ['mcp', 'serve', '--as', 'cursor-box', '--project', 'acme']\n",
+			after:  "# c\n[mcp_servers.ferry]\ncommand = '/opt/ferry/bin/ferry' # literal\nargs = ['mcp', 'serve', '--as', 'cursor-box', '--project', 'acme']\n"},
+		{name: "remove between tables", remove: true, action: "removed",
+			before: "# top\n[mcp_servers.other]\ncommand = \"x\"\n\n[mcp_servers.ferry]\n" + cmd + "\n# inside\n" + args + "\n\n[mcp_servers.ferry.env]\nFERRY_HOME = \"/h\"\n\n# profiles\n[profiles.fast]\nmodel = \"mini\"\n",
+			after:  "# top\n[mcp_servers.other]\ncommand = \"x\"\n\n# profiles\n[profiles.fast]\nmodel = \"mini\"\n"},
+		{name: "remove at the end", remove: true, action: "removed",
+			before: "model = \"o3\" # keep\n\n[mcp_servers.ferry]\n" + cmd + "\n",
+			after:  "model = \"o3\" # keep\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(file, []byte(tc.before), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			res, err := editConfig(file, 0o600, time.Now(), decodeTOML, editTOMLServer(tc.entry, tc.remove), encodeTOML)
+			if err != nil {
+				t.Fatalf("edit: %v", err)
+			}
+			got, _ := os.ReadFile(file)
+			if res.Action != tc.action || string(got) != tc.after {
+				t.Errorf("action %s (want %s); file:\n%s\nwant:\n%s", res.Action, tc.action, got, tc.after)
+			}
+		})
+	}
+}
+
+// TestConnectCodexRefuses: ferry's entry written as dotted keys or as an inline table
+// (or an inline mcp_servers) is refused as invalid, the file is left byte for byte
+// with no backup, and the hint holds the tables to paste by hand.
+func TestConnectCodexRefuses(t *testing.T) {
+	for name, body := range map[string]string{
+		"dotted under [mcp_servers]": "# c\n[mcp_servers]\nferry.command = \"/old\"\nferry.args = []\n",
+		"dotted at the top":          "# c\nmcp_servers.ferry.command = \"/old\"\n",
+		"inline under [mcp_servers]": "[mcp_servers]\nferry = { command = \"/old\", args = [] } # c\n",
+		"inline mcp_servers":         "mcp_servers = { other = { command = \"x\" } } # c\n",
+		"dotted env in ferry's":      "[mcp_servers.ferry]\ncommand = \"/old\"\nenv.FERRY_HOME = \"/h\" # c\n",
+	} {
+		for _, remove := range []bool{false, true} {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "config.toml")
+			os.WriteFile(file, []byte(body), 0o600)
+			edit := editTOMLServer(testEntry, remove)
+			_, err := editConfig(file, 0o600, time.Now(), decodeTOML, edit, encodeTOML)
+			if remove && name == "inline mcp_servers" {
+				if err != nil {
+					t.Errorf("%s: remove of an absent entry: %v", name, err)
+				}
+				continue
+			}
+			var fe *fsbus.Error
+			if !errors.As(err, &fe) || fe.Category != fsbus.CatInvalid {
+				t.Errorf("%s (remove %v): want invalid, got %v", name, remove, err)
+				continue
+			}
+			if !remove && !strings.Contains(fe.Hint, "[mcp_servers.ferry]\n"+`command = "/opt/ferry/bin/ferry"`) {
+				t.Errorf("%s: the hint does not hold the snippet: %q", name, fe.Hint)
+			}
+			if err := checkEdit(file, decodeTOML, edit); !isCat(err, fsbus.CatInvalid) {
+				t.Errorf("%s (remove %v): checkEdit: %v", name, remove, err)
+			}
+			if b, _ := os.ReadFile(file); string(b) != body {
+				t.Errorf("%s: file changed to %q", name, b)
+			}
+			if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 1 {
+				t.Errorf("%s: files left: %v", name, m)
+			}
+		}
+	}
+}
+
+// TestVerifyTOMLEdit: the last guard of a Codex edit fails when the edited text does
+// not parse, when a key outside ferry's entry changed, or when ferry's entry does not
+// decode to what was meant.
+func TestVerifyTOMLEdit(t *testing.T) {
+	old, err := decodeTOMLMap([]byte("a = 1\n[mcp_servers.other]\ncommand = \"x\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"command": "f", "args": []any{"mcp"}}
+	ok := "a = 1\n[mcp_servers.other]\ncommand = \"x\"\n[mcp_servers.ferry]\ncommand = \"f\"\nargs = [\"mcp\"]\n"
+	if err := verifyTOMLEdit(old, []byte(ok), want); err != nil {
+		t.Fatalf("a right edit: %v", err)
+	}
+	for name, text := range map[string]string{
+		"does not parse":  ok + "[mcp_servers.ferry]\n",
+		"other key":       strings.Replace(ok, "a = 1", "a = 2", 1),
+		"other server":    strings.Replace(ok, `command = "x"`, `command = "y"`, 1),
+		"ferry's entry":   strings.Replace(ok, `args = ["mcp"]`, `args = ["mcp", "x"]`, 1),
+		"ferry's extra":   ok + "extra = 1\n",
+		"server dropped":  "a = 1\n[mcp_servers.ferry]\ncommand = \"f\"\nargs = [\"mcp\"]\n",
+		"entry left over": ok,
+	} {
+		w := want
+		if name == "entry left over" {
+			w = nil // a removal that left the entry
+		}
+		if err := verifyTOMLEdit(old, []byte(text), w); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestConnectJSONEnv: in ferry's env the keys ferry writes (FERRY_HOME, the Syncthing
+// location) are set or taken out; the user's own env keys are kept.
+func TestConnectJSONEnv(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mcp.json")
+	os.WriteFile(file, []byte(`{"mcpServers":{"ferry":{"command":"/old","env":{"RUST_LOG":"debug","FERRY_HOME":"/old/home","STCONFDIR":"/old/st"}}}}`), 0o644)
+	e := testEntry
+	e.Env = map[string]string{"FERRY_HOME": "/h/f", "STHOMEDIR": "/st"}
+	if _, err := jsonEdit(t, file, editJSONServer(e, false, false)); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		MCPServers map[string]struct{ Env map[string]string } `json:"mcpServers"`
+	}
+	b, _ := os.ReadFile(file)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"RUST_LOG": "debug", "FERRY_HOME": "/h/f", "STHOMEDIR": "/st"}
+	if got := doc.MCPServers["ferry"].Env; !reflect.DeepEqual(got, want) {
+		t.Errorf("env %v, want %v", got, want)
+	}
+}
+
+// TestConnectServerEnv: the entry's env holds FERRY_HOME and where Syncthing was
+// looked for (a relative dir made absolute from the working dir), never the API key.
+func TestConnectServerEnv(t *testing.T) {
+	for _, tc := range []struct {
+		goos, cwd string
+		vars      map[string]string
+		want      map[string]string
+	}{
+		{"linux", "/w", nil, nil},
+		{"linux", "/w", map[string]string{"SYNCTHING_API_KEY": "k", "XDG_STATE_HOME": "/s"}, nil},
+		{"linux", "/w", map[string]string{"FERRY_HOME": "/f", "STHOMEDIR": "/st", "STCONFDIR": "rel", "SYNCTHING_API_URL": " http://127.0.0.1:1 ", "SYNCTHING_API_KEY": "k"},
+			map[string]string{"FERRY_HOME": "/f", "STHOMEDIR": "/st", "STCONFDIR": "/w/rel", "SYNCTHING_API_URL": "http://127.0.0.1:1"}},
+		{"windows", `C:\w`, map[string]string{"STHOMEDIR": `D:\st`, "STCONFDIR": `st`},
+			map[string]string{"STHOMEDIR": `D:\st`, "STCONFDIR": `C:\w\st`}},
+	} {
+		env := envOf(tc.goos, "/h", tc.vars)
+		env.cwd = tc.cwd
+		if got := serverEnv(env); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s %v: %v, want %v", tc.goos, tc.vars, got, tc.want)
+		}
 	}
 }

@@ -98,6 +98,30 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 	return res, nil
 }
 
+// LocalAgents lists, sorted, the agents of v this machine holds a key for whose newest
+// agent.join with that key announced app (compared as PortableLabel makes it); retired
+// agents and the master are left out. `ferry connect APP` without --as reuses the one
+// it finds (`ferry connect --help`).
+func (c *Channel) LocalAgents(v *View, app string) []string {
+	app = PortableLabel(app)
+	var out []string
+	for _, name := range c.Home.Keys(c.Project()) {
+		a := v.State.Agents[name]
+		if name == MasterWriter || a == nil || a.Retired {
+			continue
+		}
+		pub, err := c.Home.PublicKey(c.Project(), name)
+		if err != nil {
+			continue
+		}
+		if j, ok := a.joins[ledger.FormatKey(pub)]; ok && j[0] == app {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // PortableLabel makes an app or client name portable: lowercase [a-z0-9-], spaces,
 // dots and underscores as '-', at most 40 bytes ("E2E mcp-go" → "e2e-mcp-go"). The
 // CLI's --app and an MCP client's name end up alike.
