@@ -273,7 +273,14 @@ func readConfig(dir string) (Config, ed25519.PublicKey, string, error) {
 	p := filepath.Join(dir, "channel.toml")
 	raw, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return cfg, nil, "", Errorf(CatNotFound, "create one with `ferry init DIR --project ID`, or pass --channel", "%s holds no ferry channel (no channel.toml)", dir)
+		// The folder was given (--channel, FERRY_CHANNEL, the project map): the hint says
+		// how to fix that path or make a channel there, never "pass --channel".
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return cfg, nil, "", Errorf(CatNotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
+				"the channel folder %s does not exist", dir)
+		}
+		return cfg, nil, "", Errorf(CatNotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
+			"%s holds no ferry channel (no channel.toml)", dir)
 	}
 	if err != nil {
 		return cfg, nil, "", fmt.Errorf("reading %s: %w", p, err)
