@@ -100,12 +100,15 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 
 // runIO is run with an explicit stdin (for `ferry mcp serve` in tests).
 func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	// Until the parser has read --json, whether errors are JSON is read off args.
+	jsonErrors := jsonFlag(args)
+	// What errors must never print back (redact): the caller's own strings.
+	inputs := append(slices.Clone(args), os.Getenv("FERRY_AGENT"), os.Getenv("FERRY_CHANNEL"))
 	for _, a := range args {
 		if !utf8.ValidString(a) {
 			// The parser would turn the bad bytes into U+FFFD silently; refuse instead.
-			fmt.Fprintf(stderr, "ferry: error: invalid: argument %s is not UTF-8\n", fsbus.Quote(a))
-			fmt.Fprintf(stderr, "ferry: hint: pass UTF-8 text (or --body @FILE with a UTF-8 file)\n")
-			return exitCodes[fsbus.CatInvalid]
+			return printError(stderr, fsbus.Errorf(fsbus.CatInvalid, "pass UTF-8 text (or --body @FILE with a UTF-8 file)",
+				"argument %s is not UTF-8", fsbus.Quote(a)), jsonErrors, inputs)
 		}
 	}
 	var cli CLI
@@ -121,8 +124,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		kong.NamedMapper("pointer", pointerMapper{}),
 	)
 	if err != nil {
-		fmt.Fprintf(stderr, "ferry: error: %v\n", err)
-		return 1
+		return printError(stderr, err, jsonErrors, inputs)
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -143,41 +145,75 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		if kind := parseErrorSecret(err.Error(), args); kind != "" {
 			// The parser quotes the argument it rejects (a flag value starting with
 			// '-', e.g. a private key block): never print it (issue 8 "Secrets").
-			fmt.Fprintf(stderr, "ferry: error: invalid: the command line holds text that looks like %s %s, which it could not parse (not shown)\n", article(kind), kind)
-			fmt.Fprintf(stderr, "ferry: hint: keep credentials out of arguments (`ferry secret put NAME --to AGENT… < FILE`); a flag value starting with '-' is written --flag=VALUE; see `%s`\n", hint)
-			return exitCodes[fsbus.CatInvalid]
+			return printError(stderr, fsbus.Errorf(fsbus.CatInvalid,
+				"keep credentials out of arguments (`ferry secret put NAME --to AGENT… < FILE`); a flag value starting with '-' is written --flag=VALUE; see `"+hint+"`",
+				"the command line holds text that looks like %s %s, which it could not parse (not shown)", article(kind), kind), jsonErrors, inputs)
 		}
-		fmt.Fprintf(stderr, "ferry: error: invalid: %v\n", err)
-		fmt.Fprintf(stderr, "ferry: hint: see `%s`\n", hint)
-		return exitCodes[fsbus.CatInvalid]
+		return printError(stderr, fsbus.Errorf(fsbus.CatInvalid, "see `"+hint+"`", "%v", err), jsonErrors, inputs)
 	}
-	inputs := append(slices.Clone(args), os.Getenv("FERRY_AGENT"), os.Getenv("FERRY_CHANNEL"))
 	if err := checkOwner(kctx, &cli.Globals); err != nil {
-		return printError(stderr, err, inputs)
+		return printError(stderr, err, cli.JSON, inputs)
 	}
 	if err := kctx.Run(&cli.Globals); err != nil {
-		return printError(stderr, err, inputs)
+		return printError(stderr, err, cli.JSON, inputs)
 	}
 	return 0
 }
 
-// printError prints "ferry: error: …" and "ferry: hint: …" and returns the exit code;
-// what looks like a credential in args (the command line) is never printed back.
-func printError(w io.Writer, err error, args []string) int {
+// internalHint is the hint of an error that is no *fsbus.Error.
+const internalHint = "check that the channel folder and this machine's ferry config and cache dirs (FERRY_HOME when set) exist and are writable"
+
+// printError prints err and returns its exit code: as text, "ferry: error: <category>:
+// <message>" and "ferry: hint: <hint>"; with asJSON, one line
+// {"error":{"category":…,"message":…,"hint":…}} (docs/exit-codes.md). What looks like
+// a credential in inputs (the command line, FERRY_AGENT, FERRY_CHANNEL) is never
+// printed back. It is the one place the CLI prints an error.
+func printError(w io.Writer, err error, asJSON bool, inputs []string) int {
 	var fe *fsbus.Error
-	if errors.As(err, &fe) {
-		fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, clean(redact(fe.Message, args))) // may quote an MCP server's text
-		if fe.Hint != "" {
-			fmt.Fprintf(w, "ferry: hint: %s\n", clean(redact(fe.Hint, args)))
-		}
-		if c, ok := exitCodes[fe.Category]; ok {
-			return c
-		}
-		return 1
+	if !errors.As(err, &fe) {
+		fe = &fsbus.Error{Category: fsbus.CatInternal, Message: err.Error(), Hint: internalHint}
 	}
-	fmt.Fprintf(w, "ferry: error: internal: %s\n", clean(redact(err.Error(), args)))
-	fmt.Fprintf(w, "ferry: hint: check that the channel folder and this machine's ferry config and cache dirs (FERRY_HOME when set) exist and are writable\n")
-	return 1
+	code, ok := exitCodes[fe.Category]
+	if !ok {
+		code = 1
+	}
+	if asJSON {
+		type jsonError struct {
+			Category string `json:"category"`
+			Message  string `json:"message"`
+			Hint     string `json:"hint"`
+		}
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // a hint's `a < b` stays readable
+		// Cleaned as text is: stderr is often a terminal, and JSON keeps bidi overrides.
+		// An error writing stderr leaves nothing to tell.
+		_ = enc.Encode(map[string]jsonError{"error": {fe.Category, clean(redact(fe.Message, inputs)), clean(redact(fe.Hint, inputs))}})
+		return code
+	}
+	fmt.Fprintf(w, "ferry: error: %s: %s\n", fe.Category, clean(redact(fe.Message, inputs))) // may quote an MCP server's text
+	if fe.Hint != "" {
+		fmt.Fprintf(w, "ferry: hint: %s\n", clean(redact(fe.Hint, inputs)))
+	}
+	return code
+}
+
+// jsonFlag reports whether args set --json (a bare --json or --json=VALUE), before a
+// "--" that ends the flags: what the parser will make of them, for errors it reports
+// before (or while) reading them.
+func jsonFlag(args []string) bool {
+	on := false
+	for _, a := range args {
+		switch {
+		case a == "--":
+			return on
+		case a == "--json":
+			on = true
+		case strings.HasPrefix(a, "--json="):
+			v := strings.ToLower(strings.TrimPrefix(a, "--json="))
+			on = v == "true" || v == "1" || v == "yes" // kong's bool values
+		}
+	}
+	return on
 }
 
 // Home returns this machine's Home (FERRY_HOME or the OS config and cache dirs).
@@ -230,7 +266,8 @@ func (g *Globals) open() (*fsbus.Channel, error) {
 	if g.Project != "" {
 		dir, ok := m[g.Project]
 		if !ok {
-			return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine", "project %s is not mapped to a channel on this machine", g.Project)
+			return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine"+mappedHere(m),
+				"project %s is not mapped to a channel on this machine", g.Project)
 		}
 		return openMapped(h, g.Project, dir)
 	}
@@ -239,16 +276,21 @@ func (g *Globals) open() (*fsbus.Channel, error) {
 			return openMapped(h, p, dir)
 		}
 	}
+	return nil, fsbus.Errorf(fsbus.CatInvalid, "pass --channel DIR or --project ID"+mappedHere(m), "no channel given")
+}
+
+// mappedHere is " (projects here: a, b)" naming the projects of m, sorted, or " (no
+// project is mapped on this machine)".
+func mappedHere(m map[string]string) string {
+	if len(m) == 0 {
+		return " (no project is mapped on this machine)"
+	}
 	names := make([]string, 0, len(m))
 	for p := range m {
 		names = append(names, p)
 	}
 	sort.Strings(names)
-	hint := "pass --channel DIR or --project ID"
-	if len(names) > 0 {
-		hint += " (projects here: " + strings.Join(names, ", ") + ")"
-	}
-	return nil, fsbus.Errorf(fsbus.CatInvalid, hint, "no channel given")
+	return " (projects here: " + strings.Join(names, ", ") + ")"
 }
 
 // Session opens the channel as the agent named by --as (or FERRY_AGENT).

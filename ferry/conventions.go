@@ -87,6 +87,9 @@ func exitCodesMarkdown() []byte {
 	b.WriteString("stderr, changes nothing, and exits with the code of its category. Bad usage (an unknown\n")
 	b.WriteString("command or flag, a missing argument) is `invalid`. MCP tool failures carry the same\n")
 	b.WriteString("categories (docs/mcp.md).\n\n")
+	b.WriteString("With `--json`, a failure is instead one line of JSON on stderr, with the same exit code:\n")
+	b.WriteString("`{\"error\":{\"category\":\"not_found\",\"message\":\"…\",\"hint\":\"…\"}}` (`hint` is `\"\"` when\n")
+	b.WriteString("there is none). A usage error is JSON too when `--json` is among the arguments.\n\n")
 	b.WriteString("| code | category | meaning |\n|---:|---|---|\n")
 	for _, r := range exitRows() {
 		fmt.Fprintf(&b, "| %d | `%s` | %s |\n", r.Code, r.Category, r.Meaning)

@@ -76,6 +76,23 @@ func TestExitCodesCovered(t *testing.T) {
 	}
 }
 
+// TestReadmeSaysFirstRunCost: README's opening, before its first section, says what the
+// first `go run ./ferry demo` costs (it downloads and compiles, about how long) and about
+// how long `go test ./...` takes, so a newcomer does not take the wait for a hang.
+func TestReadmeSaysFirstRunCost(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := strings.Cut(string(readme), "\n## ")
+	top = strings.Join(strings.Fields(top), " ")
+	for _, want := range []string{"The first `go run ./ferry demo` downloads the modules and compiles ferry", "minutes", "`go test ./...` takes"} {
+		if !strings.Contains(top, want) {
+			t.Errorf("README.md's opening does not say %q", want)
+		}
+	}
+}
+
 // TestCompletionScripts: each shell's script names every command and alias, every flag
 // and every fixed flag value of the CLI; the bash script parses (bash -n).
 func TestCompletionScripts(t *testing.T) {

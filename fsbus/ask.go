@@ -192,7 +192,7 @@ func (st *State) askIDs() []string { return sortedKeys(st.Asks) }
 // not_found for no match (saying why when the ask's raise does not count), invalid for
 // an empty query or an ambiguous prefix, listing the candidates.
 func (st *State) FindAsk(q string) (*Ask, error) {
-	id, err := resolveID("ask", q, st.askIDs())
+	id, err := st.resolveID("ask", q, st.askIDs(), "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)")
 	if IsCategory(err, CatNotFound) {
 		lq := strings.ToLower(strings.TrimSpace(q))
 		for _, ig := range st.Ignored {
@@ -201,7 +201,6 @@ func (st *State) FindAsk(q string) (*Ask, error) {
 					"ask %s does not count: %s", ig.Ref, ig.Reason)
 			}
 		}
-		err.(*Error).Hint = "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)"
 	}
 	if err != nil {
 		return nil, err

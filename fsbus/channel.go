@@ -141,13 +141,18 @@ type InitOptions struct {
 	Dir     string
 	Project string
 	Title   string
+	// Force maps Project to Dir even when this machine maps it to another folder.
+	Force bool
 }
 
 // Init creates a channel in opts.Dir (created if missing; it must not hold a
 // channel.toml yet): the layout, a master key for the project on this machine (made if
 // none), the signed channel.toml with format = 1, PROTOCOL.md, .gitattributes and
 // .stignore, and maps the project to the directory. It returns an invalid error for a
-// bad project id and a conflict error when the directory already holds a channel.
+// bad project id, and a conflict error, writing nothing, when the directory already
+// holds a channel or (without opts.Force) this machine maps the project to another
+// folder: remapping it silently would leave every command of the project on a new,
+// empty channel.
 func Init(h *Home, opts InitOptions) (*Channel, error) {
 	if err := checkName("project id", opts.Project); err != nil {
 		return nil, err
@@ -161,6 +166,17 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "channel.toml")); err == nil {
 		return nil, Errorf(CatConflict, "use `ferry join` to take part in an existing channel", "%s already holds a channel", dir)
+	}
+	if old, err := h.MappedDir(opts.Project); err != nil {
+		return nil, err
+	} else if old != "" && old != dir && !opts.Force {
+		gone := ""
+		if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
+			gone = " (a folder that is missing now)"
+		}
+		return nil, Errorf(CatConflict,
+			fmt.Sprintf("pass --force to map %s to %s instead (the channel in %s is left as it is), or choose another --project", opts.Project, dir, old),
+			"project %s is already mapped on this machine to %s%s", opts.Project, old, gone)
 	}
 	var master ledger.KeySigner
 	if h.HasKey(opts.Project, MasterWriter) {
@@ -265,7 +281,14 @@ func readConfig(dir string) (Config, ed25519.PublicKey, string, error) {
 	p := filepath.Join(dir, "channel.toml")
 	raw, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return cfg, nil, "", Errorf(CatNotFound, "create one with `ferry init DIR --project ID`, or pass --channel", "%s holds no ferry channel (no channel.toml)", dir)
+		// The folder was given (--channel, FERRY_CHANNEL, the project map): the hint says
+		// how to fix that path or make a channel there, never "pass --channel".
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return cfg, nil, "", Errorf(CatNotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
+				"the channel folder %s does not exist", dir)
+		}
+		return cfg, nil, "", Errorf(CatNotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
+			"%s holds no ferry channel (no channel.toml)", dir)
 	}
 	if err != nil {
 		return cfg, nil, "", fmt.Errorf("reading %s: %w", p, err)

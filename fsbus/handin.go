@@ -100,7 +100,7 @@ func (st *State) ListHandins(f HandinFilter) []*Handin {
 // FindHandin resolves a full hand-in id or unique prefix (DESIGN §2 rule 2): not_found
 // when nothing matches, invalid listing the candidates when ambiguous.
 func (st *State) FindHandin(q string) (*Handin, error) {
-	id, err := resolveID("handin", q, sortedKeys(st.Handins))
+	id, err := st.resolveID("handin", q, sortedKeys(st.Handins), "")
 	if err != nil {
 		return nil, err
 	}

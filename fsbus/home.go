@@ -227,6 +227,15 @@ func (h *Home) Projects() (map[string]string, error) {
 	return pf.Projects, nil
 }
 
+// MappedDir returns the folder this machine maps project to, or "" when none.
+func (h *Home) MappedDir(project string) (string, error) {
+	m, err := h.Projects()
+	if err != nil {
+		return "", err
+	}
+	return m[project], nil
+}
+
 // MapProject records that project's channel is dir on this machine.
 func (h *Home) MapProject(project, dir string) error {
 	m, err := h.Projects()

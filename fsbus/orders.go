@@ -176,7 +176,7 @@ func (st *State) OrderIDs() []string { return sortedKeys(st.Orders) }
 
 // FindOrder resolves a full id or unique prefix (DESIGN §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {
-	id, err := resolveID("order", q, st.OrderIDs())
+	id, err := st.resolveID("order", q, st.OrderIDs(), "")
 	if IsCategory(err, CatNotFound) {
 		// An order whose create entry or object does not count is not shown; say why
 		// instead of "no such order".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -279,4 +280,46 @@ func readTestFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestNotFoundWhileObjectsArrive: an id that matches nothing while object files are
+// still arriving answers "not found yet", counting them, and says to retry when the
+// sync has finished (its entry may be on its way with them); once they have arrived,
+// the plain not_found again.
+func TestNotFoundWhileObjectsArrive(t *testing.T) {
+	w := newPendingWorld(t)
+	for p := range w.files {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.fresh(t)
+	st := w.load(t).State
+	finds := map[string]func(q string) error{
+		"order":   func(q string) error { _, err := st.FindOrder(q); return err },
+		"message": func(q string) error { _, err := st.TalkShow(q); return err },
+		"ask":     func(q string) error { _, err := st.FindAsk(q); return err },
+		"handin":  func(q string) error { _, err := st.FindHandin(q); return err },
+	}
+	for kind, find := range finds {
+		q := kind[:1] + "-zzzzzzzzzzzzz"
+		err := find(q)
+		fe, ok := err.(*Error)
+		if !ok || fe.Category != CatNotFound ||
+			fe.Message != kind+` "`+q+`" not found yet: 3 objects are still arriving (sync in progress)` ||
+			!strings.HasPrefix(fe.Hint, "retry when the sync tool has finished; ") {
+			t.Errorf("%s %s while 3 objects are arriving: %#v", kind, q, err)
+		}
+	}
+	for p, b := range w.files {
+		writeTestFile(t, p, b)
+	}
+	w.fresh(t)
+	st = w.load(t).State
+	for kind, find := range finds {
+		q := kind[:1] + "-zzzzzzzzzzzzz"
+		if err := find(q); !IsCategory(err, CatNotFound) || err.(*Error).Message != "no "+kind+` "`+q+`"` {
+			t.Errorf("%s %s once arrived: %v", kind, q, err)
+		}
+	}
 }

@@ -371,7 +371,7 @@ func (st *State) MessageIDs() []string { return sortedKeys(st.Messages) }
 // back with Pending set and no text. Errors: not_found (saying why when its msg.post
 // does not count); invalid for an empty or ambiguous prefix.
 func (st *State) TalkShow(q string) (*Message, error) {
-	id, err := resolveID("message", q, st.MessageIDs())
+	id, err := st.resolveID("message", q, st.MessageIDs(), "see `ferry talk read --peek` and `ferry talk sent`")
 	if IsCategory(err, CatNotFound) {
 		for _, ig := range st.Ignored {
 			if ig.Type == TypeMsgPost && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(strings.TrimSpace(q))) {
@@ -379,7 +379,6 @@ func (st *State) TalkShow(q string) (*Message, error) {
 					"message %s does not count: %s", ig.Ref, ig.Reason)
 			}
 		}
-		err.(*Error).Hint = "see `ferry talk read --peek` and `ferry talk sent`"
 	}
 	if err != nil {
 		return nil, err

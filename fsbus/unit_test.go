@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,48 @@ func TestResolveID(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("resolveID(%q) = %q, %v; want %q", tc.q, got, err, tc.want)
 		}
+	}
+}
+
+// TestResolveIDNear: an id that matches nothing names the closest known ids — the
+// fewest edits from it (compared as a prefix), or else the longest shared prefix of at
+// least four characters after the kind prefix — at most three; a short or far query
+// names none.
+func TestResolveIDNear(t *testing.T) {
+	known := []string{"o-9t4wq1hhc0aaa", "o-k3f9x2abq7mze", "o-k3f9x2abq7mzf", "o-zzzzzzzzzzzz1"}
+	for _, tc := range []struct {
+		q    string
+		near []string
+	}{
+		{"o-k3f9x2abq7mzu", []string{"o-k3f9x2abq7mze", "o-k3f9x2abq7mzf"}}, // last character wrong: both one edit away
+		{"o-k3f9x2abq7mzex", []string{"o-k3f9x2abq7mze"}},                   // one too many: the other is two away
+		{"k3f9x2abq7mzeu", []string{"o-k3f9x2abq7mze"}},                     // no kind prefix
+		{"m-k3f9x2abq7mze", []string{"o-k3f9x2abq7mze"}},                    // the kind letter wrong
+		{"o-k3f9x2aaa", []string{"o-k3f9x2abq7mze", "o-k3f9x2abq7mzf"}},     // a prefix with a typo
+		{"o-k3g9", []string{"o-k3f9x2abq7mze", "o-k3f9x2abq7mzf"}},          // one edit in four
+		{"o-9t4wq1hhzzzzz", []string{"o-9t4wq1hhc0aaa"}},                    // a long shared prefix
+		{"o-9t4wzzzzzzzzz", []string{"o-9t4wq1hhc0aaa"}},                    // four shared characters
+		{"o-9t4zzzzzzzzzz", nil},                                            // three: too few
+		{"o-k3g", nil},                                                      // too short to guess
+		{"o-vvvvvvvvvvvvv", nil},                                            // nothing close
+	} {
+		_, err := resolveID("order", tc.q, known)
+		if !IsCategory(err, CatNotFound) {
+			t.Fatalf("resolveID(%q): %v, want not_found", tc.q, err)
+		}
+		want := fmt.Sprintf("no order %q", tc.q)
+		if len(tc.near) > 0 {
+			want += "; did you mean " + strings.Join(tc.near, " or ") + "?"
+		}
+		if msg := err.(*Error).Message; msg != want {
+			t.Errorf("resolveID(%q): %q, want %q", tc.q, msg, want)
+		}
+	}
+	// Three at most.
+	many := []string{"o-aaaaaaaaaaaa1", "o-aaaaaaaaaaaa2", "o-aaaaaaaaaaaa3", "o-aaaaaaaaaaaa4"}
+	_, err := resolveID("order", "o-aaaaaaaaaaaax", many)
+	if want := `no order "o-aaaaaaaaaaaax"; did you mean o-aaaaaaaaaaaa1 or o-aaaaaaaaaaaa2 or o-aaaaaaaaaaaa3?`; err == nil || err.(*Error).Message != want {
+		t.Errorf("many near ids: %v, want %q", err, want)
 	}
 }
 
