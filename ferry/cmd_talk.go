@@ -58,10 +58,11 @@ func (c *TalkSendCmd) Run(g *Globals) error {
 	return nil
 }
 
-// TalkReadCmd is `ferry talk read [--since C] [--peek] [--limit N] [--follow]`.
+// TalkReadCmd is `ferry talk read [--since C] [--peek|--ack] [--limit N] [--follow]`.
 type TalkReadCmd struct {
 	Since  string `help:"Only messages to you that arrived after this cursor (from an earlier read), read or not." placeholder:"CURSOR"`
 	Peek   bool   `help:"Read without recording that you read them."`
+	Ack    bool   `help:"Record the read even while a live MCP session on this machine holds the name (without it such a read only peeks)."`
 	Limit  int    `help:"At most this many messages (1-20)." default:"20"`
 	Follow bool   `short:"f" help:"Keep running: print new messages as they arrive, until interrupted."`
 	followStop
@@ -72,7 +73,9 @@ func (c *TalkReadCmd) Help() string {
 	return `Lists the messages addressed to you (or to all) that you have not read, oldest first,
 as 300-character previews; ` + "`ferry talk show ID`" + ` prints a whole message. Unless --peek,
 one msg.ack entry records what was shown, so the sender sees it read and the next read
-shows only what is new. The owner reads with --as master. With --follow it keeps
+shows only what is new. While a live ` + "`ferry mcp serve`" + ` on this machine holds the name (its
+session lease), the read is a peek unless --ack is given: the messages are that
+session's to mark read. The owner reads with --as master. With --follow it keeps
 watching the folder and prints (and, unless --peek, marks read) each new message as it
 arrives, until Ctrl-C (exit 0), --for or, with --until-eof, the end of standard input;
 --json then prints one message per line.`
@@ -86,9 +89,21 @@ func (c *TalkReadCmd) Run(g *Globals) error {
 	if err := c.checkFor(); err != nil {
 		return err
 	}
+	if c.Peek && c.Ack {
+		return fsbus.Errorf(fsbus.CatInvalid, "pass --peek to read without a receipt, or --ack to record one", "--peek and --ack contradict each other")
+	}
 	s, err := g.Session()
 	if err != nil {
 		return err
+	}
+	// An agent's own shell calls are that agent, so the CLI may write under a name a
+	// live MCP session holds; marking its messages read is that session's to do
+	// (docs/mcp.md "One session per agent").
+	if !c.Peek && !c.Ack {
+		if holder, held := s.Home.SessionLeaseHolder(s.Project(), s.Name); held {
+			c.Peek = true
+			fprintf(g.stderr, "ferry: note: peeked, nothing marked read: a live MCP session (%s) holds the name %s on this machine; pass --ack to mark read\n", holder, s.Name)
+		}
 	}
 	opt := fsbus.TalkReadOptions{Since: c.Since, Peek: c.Peek, Limit: c.Limit}
 	if !c.Follow {

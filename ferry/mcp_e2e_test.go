@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -59,6 +60,10 @@ func TestMCP(t *testing.T) {
 	t.Run("i-json", func(t *testing.T) {
 		t.Parallel()
 		mcpRefusesNonIJSON(t, bin)
+	})
+	// Not parallel: it runs the CLI in this process, under t.Setenv.
+	t.Run("cli-read-under-live-session", func(t *testing.T) {
+		mcpCLIReadUnderLease(t, bin)
 	})
 }
 
@@ -485,6 +490,68 @@ func mcpOneIdentity(t *testing.T, bin string) {
 	}
 	third := startAgent(t, m, kind, "bob", "acme")
 	third.ok("ferry_orders", map[string]any{"action": "claim", "id": o.Order.ID}, nil)
+}
+
+// mcpCLIReadUnderLease: while bob's MCP session lives, bob's own shell may write under
+// his name, but a CLI `talk read` as bob only peeks (a one-line note on stderr says
+// why) unless --ack is given; once the session ends a plain read records its receipt
+// again.
+func mcpCLIReadUnderLease(t *testing.T, bin string) {
+	kind := mcpClientKinds[0]
+	m := newMCPMachine(t, bin)
+	m.channel("acme", "alice", "bob")
+	m.must("talk", "send", "--to", "bob", "--as", "alice", "--project", "acme", "for bob's session")
+	bob := startAgent(t, m, kind, "bob", "acme")
+	bob.ok("ferry_join", nil, nil) // takes the session lease
+	t.Setenv(fsbus.EnvHome, m.home)
+	t.Setenv("FERRY_AGENT", "")
+	cli := func(args ...string) (code int, stdout, stderr string) {
+		var so, se bytes.Buffer
+		code = runIO(append(args, "--as", "bob", "--project", "acme"), strings.NewReader(""), &so, &se)
+		return code, so.String(), se.String()
+	}
+	waiting := func() int {
+		var cu wireCatchup
+		bob.ok("ferry_catchup", nil, &cu)
+		return cu.Messages.Waiting
+	}
+
+	if code, so, se := cli("talk", "send", "--to", "alice", "from bob's shell"); code != 0 {
+		t.Errorf("talk send as bob while his session lives: exit %d\n%s%s", code, so, se)
+	}
+	code, so, se := cli("talk", "read")
+	if code != 0 || !strings.Contains(so, "for bob's session") {
+		t.Errorf("talk read as bob: exit %d\n%s%s", code, so, se)
+	}
+	note := fmt.Sprintf("ferry: note: peeked, nothing marked read: a live MCP session (process %d) holds the name bob on this machine; pass --ack to mark read\n", bob.c.Pid())
+	if se != note {
+		t.Errorf("talk read as bob: stderr %q, want the one-line note %q", se, note)
+	}
+	if n := waiting(); n != 1 {
+		t.Errorf("after the CLI's talk read under bob's live session: %d messages waiting for the session, want 1 (the CLI must only peek)", n)
+	}
+	if code, so, se := cli("talk", "read", "--peek", "--ack"); code != exitCodes[fsbus.CatInvalid] || !strings.Contains(se, "--peek and --ack") {
+		t.Errorf("talk read --peek --ack: exit %d\n%s%s, want invalid", code, so, se)
+	}
+	code, so, se = cli("talk", "read", "--ack")
+	if code != 0 || !strings.Contains(so, "for bob's session") || se != "" {
+		t.Errorf("talk read --ack as bob: exit %d\n%s%s", code, so, se)
+	}
+	if n := waiting(); n != 0 {
+		t.Errorf("after talk read --ack: %d messages waiting, want 0", n)
+	}
+
+	_ = bob.c.Close()
+	if !bob.c.Exited() {
+		t.Fatalf("bob did not exit on EOF:\n%s", bob.c.Stderr())
+	}
+	m.must("talk", "send", "--to", "bob", "--as", "alice", "--project", "acme", "after the session")
+	if code, so, se := cli("talk", "read"); code != 0 || !strings.Contains(so, "after the session") || se != "" {
+		t.Errorf("talk read as bob with no session: exit %d\n%s%s", code, so, se)
+	}
+	if code, so, se := cli("talk", "read", "--peek"); code != 0 || !strings.Contains(so, "nothing new") {
+		t.Errorf("talk read --peek after a plain read with no session: exit %d\n%s%s, want nothing new (the plain read marked it read)", code, so, se)
+	}
 }
 
 // mcpProbeTakesNoLease: some apps spawn a short-lived probe process (initialize,

@@ -26,10 +26,10 @@
 // resolve by basis in chain.go; decisions and messages have no chain.
 //
 // Machine-local state lives in a Home: keys (0600), pinned master keys, the project →
-// channel map, the device id and each segment's high-water mark under ConfigDir; lock
-// files, the arrival log, the local index (index.go: what Load has read and verified,
-// so it reads only new bytes), the fold checkpoint and the presence sightings under
-// CacheDir. FERRY_HOME moves both. Every write of them goes through internal/fsutil;
+// channel map, the device id, each segment's high-water mark and the MCP session lease
+// (sessionlease.go) under ConfigDir; lock files, the arrival log, the local index
+// (index.go: what Load has read and verified, so it reads only new bytes), the fold
+// checkpoint and the presence sightings under CacheDir. FERRY_HOME moves both. Every write of them goes through internal/fsutil;
 // a file whose loss breaks a promise fails the command when it cannot be written, a
 // cache warns once (Home.Warn; docs/format.md §18).
 //

@@ -113,6 +113,9 @@ type TalkReadOptions struct {
 	// Limit is the most messages to return: 0 means TalkReadLimit, larger values are
 	// capped at it.
 	Limit int `json:"limit,omitempty"`
+	// Bodies also fills each returned message's Body with its whole text (the MCP read
+	// with detail). The character budget (TalkReadChars) still counts previews.
+	Bodies bool `json:"bodies,omitempty"`
 }
 
 // TalkReadResult is what TalkRead returns.
@@ -217,7 +220,11 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 			break
 		}
 		chars += c
-		res.Messages = append(res.Messages, m.view())
+		mv := m.view()
+		if opt.Bodies {
+			mv.Body = m.body
+		}
+		res.Messages = append(res.Messages, mv)
 		if !m.ReadByName(me) {
 			ack = append(ack, m.ID)
 		}

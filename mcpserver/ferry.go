@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -16,8 +14,6 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
-	"github.com/ferryhq/ferry/internal/fsutil"
-	"github.com/gofrs/flock"
 )
 
 // Instructions are the server instructions every client shows its model (DESIGN §4:
@@ -82,7 +78,9 @@ type Ferry struct {
 
 	mu      sync.Mutex
 	ch      *fsbus.Channel
-	lease   *flock.Flock
+	lease   *fsbus.SessionLease
+	stop    chan struct{} // closed by Close: ends the lease's heartbeat
+	leaseBy string        // who holds the lease's file instead of this process, as last logged
 	ticking bool
 	doing   string
 	app     string // the MCP client's name, from initialize
@@ -152,7 +150,8 @@ func (f *Ferry) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lease != nil {
-		f.lease.Unlock()
+		close(f.stop)
+		f.lease.Release()
 		f.lease = nil
 	}
 }
@@ -227,44 +226,68 @@ func (f *Ferry) readSession() (*fsbus.Session, error) {
 	return ch.As(f.cfg.Agent)
 }
 
-// leasePath is the machine-local lease file of (project, agent).
-func leasePath(ch *fsbus.Channel, agent string) string {
-	return filepath.Join(ch.Home.LockDir(ch.Project()), "agent-"+agent+".lease")
-}
-
-// takeLease takes the machine-local lease on (project, agent) for the life of the
-// process, or returns a conflict naming the process that holds it.
+// takeLease takes the machine-local session lease on (project, agent) for the life of
+// the process (fsbus.SessionLease, under the config dir), or returns a conflict naming
+// the process that holds it. Once taken, every PresenceEvery it is renewed
+// (renewLease).
 func (f *Ferry) takeLease(ch *fsbus.Channel) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lease != nil {
 		return nil
 	}
-	p := leasePath(ch, f.cfg.Agent)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("creating lock dir: %w", err)
-	}
-	lk := flock.New(p)
-	ok, err := lk.TryLock()
+	l, holder, err := ch.Home.TakeSessionLease(ch.Project(), f.cfg.Agent)
 	if err != nil {
 		return fmt.Errorf("taking the identity lease: %w", err)
 	}
-	if !ok {
-		other := "another process"
-		if b, err := os.ReadFile(p + ".pid"); err == nil {
-			other = "process " + strings.TrimSpace(string(b))
-		}
+	if l == nil {
 		return fsbus.Errorf(fsbus.CatConflict,
 			fmt.Sprintf("give this session a name of its own, e.g. `ferry mcp serve --as %s-2` (then ferry join and the owner's grant)", f.cfg.Agent),
 			"%s is already acting as %s in project %s on this machine; two sessions under one name would read each other's messages",
-			other, f.cfg.Agent, ch.Project())
+			holder, f.cfg.Agent, ch.Project())
 	}
-	if err := fsutil.WriteFile(p+".pid", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		// The lease is the flock; the pid only names its holder in another's refusal.
-		fmt.Fprintf(f.cfg.Log, "mcp: recording the lease holder's pid: %v\n", err)
-	}
-	f.lease = lk
+	f.lease, f.stop = l, make(chan struct{})
+	go func(stop <-chan struct{}) {
+		t := time.NewTicker(f.cfg.PresenceEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				f.renewLease()
+			}
+		}
+	}(f.stop)
 	return nil
+}
+
+// renewLease is the lease's heartbeat: when its lock file was removed or replaced (a
+// hand-deleted config dir), it takes the lease again on the file at the path. When
+// another process got that file first, two sessions act as one agent: that is logged
+// once, this server keeps serving (refusing its client mid-work would not end the
+// other session), and each later heartbeat tries again, so the lease comes back when
+// the other process ends.
+func (f *Ferry) renewLease() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lease == nil {
+		return
+	}
+	retaken, holder, err := f.lease.Renew()
+	switch {
+	case err != nil:
+		fmt.Fprintf(f.cfg.Log, "mcp: %v\n", err)
+	case holder != "":
+		if holder != f.leaseBy {
+			fmt.Fprintf(f.cfg.Log, "mcp: session lease %s was removed or replaced, and %s took it: two sessions act as %s on this machine; this one goes on serving and takes the lease back when that one ends\n",
+				f.lease.Path(), holder, f.cfg.Agent)
+		}
+		f.leaseBy = holder
+	case retaken:
+		fmt.Fprintf(f.cfg.Log, "mcp: session lease %s was removed or replaced; took it again\n", f.lease.Path())
+		f.leaseBy = ""
+	}
 }
 
 // wrote records a write: presence is rewritten now and every PresenceEvery after, so

@@ -240,15 +240,18 @@ func askPage(v *fsbus.View, agent, since string, detail bool) *AskOut {
 	return page(fit(min(len(asks), maxItems), page)).(*AskOut)
 }
 
-// TalkLine is a message in ferry_talk read: compact, who wrote it to whom and its
+// TalkLine is a message in ferry_talk read: who wrote it to whom and, compact, its
 // preview (fsbus.PreviewRunes characters; Truncated when the body is longer, URI then
-// names the whole body); detail adds its HLC, size in bytes, who has read it, and the
-// URI always.
+// names the whole body). With detail it carries instead the whole body as Text, its
+// HLC, size in bytes, who has read it and the URI always; a body too long for any
+// response (whole, it would put a response of this one message over maxChars) has no
+// Text and is Truncated: it is read by its URI, never cut mid-text.
 type TalkLine struct {
 	ID        string   `json:"id"`
 	From      string   `json:"from"`
 	To        string   `json:"to"`
-	Preview   string   `json:"preview"`
+	Preview   string   `json:"preview,omitempty"`
+	Text      string   `json:"text,omitempty"`
 	Truncated bool     `json:"truncated,omitempty"`
 	URI       string   `json:"uri,omitempty"`
 	HLC       string   `json:"hlc,omitempty"`
@@ -260,39 +263,54 @@ type TalkLine struct {
 // so that the answer fits maxChars without marking read anything it leaves out: a
 // peek finds how many of the messages waiting fit, then the read takes exactly that
 // many (fsbus then reports the rest as Remaining, and Next, with a cursor, names the
-// last one returned). A read that acknowledged something rewrites presence.
+// last one returned). With detail every body that fits a response alone comes whole,
+// on this page or, when the page is full, on a later one. A read that acknowledged
+// something rewrites presence.
 func (f *Ferry) talkPage(s *fsbus.Session, since string, peek, detail bool) (*TalkOut, error) {
 	project := s.Project()
-	render := func(r *fsbus.TalkReadResult, k int) *TalkOut {
-		out := &TalkOut{Messages: []TalkLine{}, Truncated: r.Truncated || k < len(r.Messages), Remaining: r.Remaining + len(r.Messages) - k, Pending: r.Pending, Next: r.Next}
-		for _, m := range r.Messages[:k] {
-			l := TalkLine{ID: m.ID, From: m.From, To: m.To, Preview: m.Preview, Truncated: m.Truncated}
-			if m.Truncated || detail {
-				l.URI = uri(project, "message", m.ID)
+	lines := func(r *fsbus.TalkReadResult) []TalkLine {
+		ls := make([]TalkLine, len(r.Messages))
+		for i, m := range r.Messages {
+			l := TalkLine{ID: m.ID, From: m.From, To: m.To}
+			if !detail {
+				l.Preview, l.Truncated = m.Preview, m.Truncated
+				if m.Truncated {
+					l.URI = uri(project, "message", m.ID)
+				}
+				ls[i] = l
+				continue
 			}
-			if detail {
-				l.HLC, l.Bytes, l.ReadBy = m.HLC, m.Bytes, m.ReadBy
+			l.Text, l.URI, l.HLC, l.Bytes, l.ReadBy = m.Body, uri(project, "message", m.ID), m.HLC, m.Bytes, m.ReadBy
+			// Alone on a page with the largest envelope this read can have.
+			alone := &TalkOut{Messages: []TalkLine{l}, Truncated: true, Remaining: r.Remaining + len(r.Messages), Pending: r.Pending, Next: r.Next}
+			if chars(alone) > maxChars {
+				l.Text, l.Truncated = "", true
 			}
-			out.Messages = append(out.Messages, l)
+			ls[i] = l
 		}
-		return out
+		return ls
 	}
-	p, err := s.TalkRead(fsbus.TalkReadOptions{Since: since, Peek: true})
+	render := func(r *fsbus.TalkReadResult, ls []TalkLine, k int) *TalkOut {
+		return &TalkOut{Messages: append([]TalkLine{}, ls[:k]...), Truncated: r.Truncated || k < len(r.Messages),
+			Remaining: r.Remaining + len(r.Messages) - k, Pending: r.Pending, Next: r.Next}
+	}
+	p, err := s.TalkRead(fsbus.TalkReadOptions{Since: since, Peek: true, Bodies: detail})
 	if err != nil {
 		return nil, err
 	}
-	k := fit(len(p.Messages), func(k int) any { return render(p, k) })
+	pl := lines(p)
+	k := fit(len(p.Messages), func(k int) any { return render(p, pl, k) })
 	if len(p.Messages) == 0 || (peek && k == len(p.Messages)) {
-		return render(p, k), nil
+		return render(p, pl, k), nil
 	}
-	r, err := s.TalkRead(fsbus.TalkReadOptions{Since: since, Peek: peek, Limit: k})
+	r, err := s.TalkRead(fsbus.TalkReadOptions{Since: since, Peek: peek, Limit: k, Bodies: detail})
 	if err != nil {
 		return nil, err
 	}
 	if len(r.Acked) > 0 {
 		f.wrote(s, "reading messages")
 	}
-	return render(r, len(r.Messages)), nil
+	return render(r, lines(r), len(r.Messages)), nil
 }
 
 // primaryContests is how many contests of the primary chain ferry_primary shows: the

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -254,5 +255,89 @@ func TestAskStatusSince(t *testing.T) {
 	r.ok("ferry_ask_human", map[string]any{"action": "status", "since": s.Next}, &s2)
 	if len(s2.Asks) != 0 {
 		t.Errorf("since the newest cursor: %+v, want nothing", s2.Asks)
+	}
+}
+
+// talkDetail is ferry_talk read with detail as the model reads it.
+type talkDetail struct {
+	Messages []struct {
+		ID        string `json:"id"`
+		Preview   string `json:"preview"`
+		Text      string `json:"text"`
+		Truncated bool   `json:"truncated"`
+		URI       string `json:"uri"`
+		Bytes     int    `json:"bytes"`
+	} `json:"messages"`
+	Truncated bool `json:"truncated"`
+	Remaining int  `json:"remaining"`
+}
+
+// TestTalkReadDetailWhole: with detail:true every body comes whole — several that do
+// not fit one response together come on the next pages, whole — and a body too long
+// for any response is its resource URI with truncated:true, no text cut mid-way; the
+// URI gives the whole body. Every message comes once, and every page is within the cap.
+func TestTalkReadDetailWhole(t *testing.T) {
+	b := copyBusy(t)
+	sender, err := b.ch.As("codex-laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := func(i int) string {
+		return fmt.Sprintf("%d: %s", i, strings.Repeat(`a "quoted" ünïcode line \ `, 60)) // ~1,600 characters
+	}
+	bodies := []string{mid(0), mid(1), mid(2), strings.Repeat("a long body past any response. ", 400), "short"}
+	var ids []string
+	want := map[string]string{}
+	for _, body := range bodies {
+		body = strings.TrimSpace(body) // a body is kept without trailing white space
+		m, err := sender.TalkSend("codex-desktop", body, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+		want[m.ID] = body
+	}
+	long := ids[3]
+	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-desktop", Open: b.open})
+	var got []string
+	reads := 0
+	for ; len(got) < len(ids) && reads < len(ids); reads++ {
+		var p talkDetail
+		capped(t, "read with detail", r.ok("ferry_talk", map[string]any{"action": "read", "detail": true}, &p))
+		if len(p.Messages) == 0 {
+			t.Fatalf("read %d with detail returned nothing, %d of %d seen", reads, len(got), len(ids))
+		}
+		for _, m := range p.Messages {
+			got = append(got, m.ID)
+			if m.URI != "ferry://busy/message/"+m.ID || m.Bytes != len(want[m.ID]) || m.Preview != "" {
+				t.Errorf("detail line %s: uri %q, bytes %d, preview %q; want its URI, its size and no preview", m.ID, m.URI, m.Bytes, m.Preview)
+			}
+			switch {
+			case m.ID == long && (m.Text != "" || !m.Truncated):
+				t.Errorf("the body too long for any response: text of %d characters, truncated %v; want no text, truncated, its URI", len(m.Text), m.Truncated)
+			case m.ID != long && (m.Text != want[m.ID] || m.Truncated):
+				t.Errorf("message %s with detail: text of %d characters (truncated %v), want the whole body of %d", m.ID, len(m.Text), m.Truncated, len(want[m.ID]))
+			}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Errorf("reads with detail returned %v, want every message once, in order: %v", got, ids)
+	}
+	if reads < 2 {
+		t.Errorf("%d read(s) returned three bodies of 1,682 bytes whole within one response of at most 4,000 characters", reads)
+	}
+	var res struct {
+		Contents []struct {
+			Text string `json:"text"`
+		} `json:"contents"`
+	}
+	if err := json.Unmarshal(r.request("resources/read", `{"uri":"ferry://busy/message/`+long+`"}`), &res); err != nil || len(res.Contents) != 1 {
+		t.Fatalf("resources/read of the long message: %+v, %v", res, err)
+	}
+	var obj struct {
+		Body string `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &obj); err != nil || obj.Body != want[long] {
+		t.Errorf("the long message's URI gives a body of %d characters (%v), want the whole %d", len(obj.Body), err, len(want[long]))
 	}
 }

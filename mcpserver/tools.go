@@ -534,7 +534,7 @@ type TalkIn struct {
 	Text   string `json:"text,omitempty"`
 	Since  string `json:"since,omitempty" jsonschema:"description=read: cursor"`
 	Peek   bool   `json:"peek,omitempty" jsonschema:"description=read without marking read"`
-	Detail bool   `json:"detail,omitempty" jsonschema:"description=read: more"`
+	Detail bool   `json:"detail,omitempty" jsonschema:"description=read: whole texts (one too long comes as its uri)"`
 	WaitS  int    `json:"wait_s,omitempty" jsonschema:"minimum=0,maximum=50,description=read: wait up to this many seconds for a message"`
 	Key    string `json:"key,omitempty" jsonschema:"description=idempotency key"`
 }

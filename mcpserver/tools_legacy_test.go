@@ -463,7 +463,7 @@ func TestReadOnly(t *testing.T) {
 	if after := ledgerBytes(t, b); after != before {
 		t.Errorf("a read-only server changed the ledger")
 	}
-	if _, err := os.Stat(filepath.Join(b.home.LockDir("busy"), "agent-codex-laptop.lease")); err == nil {
+	if _, err := os.Stat(b.home.SessionLeasePath("busy", "codex-laptop")); err == nil {
 		t.Errorf("a read-only server took the identity lease")
 	}
 }
