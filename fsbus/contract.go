@@ -199,6 +199,7 @@ func IJSONReason(err error) string {
 	}
 	c := *e
 	c.Name, _ = RedactSecrets(c.Name)
+	c.Other, _ = RedactSecrets(c.Other)
 	return c.Error()
 }
 

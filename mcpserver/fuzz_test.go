@@ -134,8 +134,8 @@ func FuzzLineReader(f *testing.F) {
 }
 
 // FuzzDecodeMessage: the decoder never panics and classifies every line one way: a
-// message to handle (I-JSON with a method), a response from the client or a
-// notification that is not I-JSON to ignore, or an error to send — -32700 exactly when
+// message to handle (I-JSON with a method, no two names of an object differing only in
+// case), a response from the client or a notification that breaks that to ignore, or an error to send — -32700 exactly when
 // the line is not JSON or breaks its encoding (RFC 7493 §2.1), else -32600 — whose id
 // is null or the line's own, byte for byte. The era of any params decides without
 // panicking, with only its two errors.
@@ -148,7 +148,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		m, ok, bad := decodeMessage(line)
-		ierr := ijson.Check(line)
+		ierr := ijson.CheckFolded(line)
 		var ie *ijson.Error
 		switch {
 		case ok:

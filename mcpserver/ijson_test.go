@@ -32,6 +32,10 @@ var nonIJSONCases = []struct {
 	{"notification, duplicate", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}`, 0, ""},
 	{"notification, invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\xff\"}", 0, ""},
 	{"notification, lone surrogate", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write","arguments":{"t":"\ud800"}}}`, 0, ""},
+	// Names that differ only in case: encoding/json reads "METHOD" as method, the last wins.
+	{"method in another case", `{"jsonrpc":"2.0","id":12,"method":"ping","METHOD":"tools/call","params":{"name":"write","arguments":{}}}`, CodeInvalidRequest, "12"},
+	{"argument in another case", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"write","arguments":{"t":"a","T":"b"}}}`, CodeInvalidRequest, "13"},
+	{"notification, name in another case", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"RequestID":2}}`, 0, ""},
 }
 
 // nonIJSONMessages are the lines of nonIJSONCases (fuzz seeds).

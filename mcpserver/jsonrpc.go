@@ -114,8 +114,11 @@ func refuseNonIJSON(b []byte, err error) *response {
 	if len(ids) == 1 && validID(ids[0]) {
 		id = ids[0]
 	}
-	return &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest,
-		"invalid request: %s; a member name may appear once in each object (RFC 7493 §2.3)", why)}
+	rule := "a member name may appear once in each object (RFC 7493 §2.3)"
+	if e.Kind == ijson.FoldedName {
+		rule = "member names of one object must differ by more than case"
+	}
+	return &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest, "invalid request: %s; %s", why, rule)}
 }
 
 // topLevel returns the raw values of every top-level member of b named name, in

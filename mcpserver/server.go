@@ -438,8 +438,8 @@ func (s *Server) logDropped(b []byte, bad *response) {
 	if bad != nil {
 		return
 	}
-	if err := ijson.Check(b); err != nil {
-		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493): %s\n", fsbus.IJSONReason(err))
+	if err := ijson.CheckFolded(b); err != nil {
+		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493) or names members that differ only in case: %s\n", fsbus.IJSONReason(err))
 	}
 }
 
@@ -448,9 +448,10 @@ func (s *Server) logDropped(b []byte, bad *response) {
 // (bad): -32700 with id null for what is not JSON; -32600 for JSON that is not a
 // request, echoing its id when that id is usable (JSON-RPC 2.0 §5.1). A response from
 // the client, to a request this server never sends, is neither: it is ignored. A
-// message that is not I-JSON is never handled (refuseNonIJSON).
+// message that is not I-JSON, or whose objects name two members that differ only in
+// case (which encoding/json reads as one), is never handled (refuseNonIJSON).
 func decodeMessage(b []byte) (m message, ok bool, bad *response) {
-	if err := ijson.Check(b); err != nil {
+	if err := ijson.CheckFolded(b); err != nil {
 		return m, false, refuseNonIJSON(b, err)
 	}
 	if err := json.Unmarshal(b, &m); err != nil {

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -42,6 +44,8 @@ const (
 	LoneSurrogate
 	// DuplicateName: an object names a member twice (RFC 7493 §2.3).
 	DuplicateName
+	// FoldedName: an object names two members that differ only in case (CheckFolded).
+	FoldedName
 )
 
 // Error is the first way a text breaks the rule. Every text that breaks the encoding
@@ -55,8 +59,11 @@ type Error struct {
 	// Path is the JSON Pointer (RFC 6901) of the object that names Name twice, ""
 	// for the top level (DuplicateName only).
 	Path string
-	// Name is the member name given twice (DuplicateName only).
+	// Name is the member name given twice (DuplicateName), or the second of two that
+	// differ only in case (FoldedName).
 	Name string
+	// Other is the first of two names that differ only in case (FoldedName only).
+	Other string
 	// Escape is the lone escape, e.g. `\ud800` (LoneSurrogate only).
 	Escape string
 	// Err is the underlying parser's error (Syntax only).
@@ -76,20 +83,16 @@ func (e *Error) Error() string {
 			what = "a low surrogate with no high surrogate before it"
 		}
 		return fmt.Sprintf("lone surrogate %s at byte offset %d (%s)", e.Escape, e.Offset, what)
-	case DuplicateName:
-		name := e.Name
-		if len(name) > maxName {
-			i := maxName
-			for i > 0 && !utf8.RuneStart(name[i]) {
-				i--
-			}
-			name = name[:i] + "…"
-		}
+	case DuplicateName, FoldedName:
 		where := "at the top level"
 		if e.Path != "" {
 			where = "in the object at " + strconv.QuoteToGraphic(e.Path)
 		}
-		return fmt.Sprintf("duplicate member name %s %s (byte offset %d)", strconv.QuoteToGraphic(name), where, e.Offset)
+		if e.Kind == FoldedName {
+			return fmt.Sprintf("member names %s and %s differ only in case %s (byte offset %d): readers that match names regardless of case see one member",
+				strconv.QuoteToGraphic(cut(e.Other)), strconv.QuoteToGraphic(cut(e.Name)), where, e.Offset)
+		}
+		return fmt.Sprintf("duplicate member name %s %s (byte offset %d)", strconv.QuoteToGraphic(cut(e.Name)), where, e.Offset)
 	}
 	msg := "not one JSON value"
 	if e.Err != nil {
@@ -98,9 +101,80 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("not valid JSON: %s at byte offset %d", msg, e.Offset)
 }
 
+// cut bounds a quoted name to maxName bytes.
+func cut(name string) string {
+	if len(name) <= maxName {
+		return name
+	}
+	i := maxName
+	for i > 0 && !utf8.RuneStart(name[i]) {
+		i--
+	}
+	return name[:i] + "…"
+}
+
 // Encoding reports whether e is of the text's encoding or syntax (every Kind but
-// DuplicateName): JSON-RPC's parse error (-32700) rather than an invalid request.
-func (e *Error) Encoding() bool { return e.Kind != DuplicateName }
+// DuplicateName and FoldedName): JSON-RPC's parse error (-32700) rather than an
+// invalid request.
+func (e *Error) Encoding() bool { return e.Kind != DuplicateName && e.Kind != FoldedName }
+
+// CheckFolded is Check, and also refuses an object naming two members that differ only
+// in case ("method" and "METHOD"): encoding/json matches a struct field's name
+// regardless of case and keeps the last such member, so a reader that matches names
+// exactly would see another call than the one decoded (bytes.EqualFold's folding,
+// which is encoding/json's). For texts decoded into Go structs: a protocol message and
+// its arguments.
+func CheckFolded(b []byte) error {
+	if err := Check(b); err != nil {
+		return err
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	var names []map[string]string // per open object: folded name → name as given
+	for {
+		k, n := d.StackIndex(d.StackDepth())
+		isName := k == '{' && n%2 == 0
+		at := d.InputOffset()
+		tok, err := d.ReadToken()
+		if err != nil {
+			return nil // io.EOF: Check passed, so the text ends here
+		}
+		switch tok.Kind() {
+		case '{':
+			names = append(names, map[string]string{})
+			continue
+		case '}':
+			names = names[:len(names)-1]
+			continue
+		}
+		if !isName {
+			continue
+		}
+		name := tok.String()
+		key := foldName(name)
+		seen := names[len(names)-1]
+		if other, ok := seen[key]; ok {
+			for at < int64(len(b)) && bytes.IndexByte([]byte(" \t\r\n,"), b[at]) >= 0 {
+				at++
+			}
+			return &Error{Kind: FoldedName, Offset: at, Path: string(d.StackPointer().Parent()), Name: name, Other: other}
+		}
+		seen[key] = name
+	}
+}
+
+// foldName maps s to one member of each rune's simple case-folding orbit (the
+// smallest), so that foldName(x) == foldName(y) exactly when bytes.EqualFold(x, y).
+func foldName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
+}
 
 // Check returns nil when b is one JSON value (surrounding white space allowed) that is
 // I-JSON, and an *Error otherwise.

@@ -233,3 +233,41 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckFolded(t *testing.T) {
+	for _, tc := range []struct {
+		in          string
+		bad         bool
+		name, other string
+		path        string
+	}{
+		{`{"method":"ping","METHOD":"tools/call"}`, true, "METHOD", "method", ""},
+		{`{"params":{"arguments":{"action":"list","Action":"post"}}}`, true, "Action", "action", "/params/arguments"},
+		{`{"a":{"x":1},"b":{"X":2}}`, false, "", "", ""}, // other objects
+		{`[{"k":1},{"K":2}]`, false, "", "", ""},
+		{`{"ſ":1,"S":2}`, true, "S", "ſ", ""}, // U+017F folds to s: encoding/json's fold too
+		{`{"id":1,"name":"Name"}`, false, "", "", ""},
+		{`{"K":1, "k" :2}`, true, "k", "K", ""},
+	} {
+		err := CheckFolded([]byte(tc.in))
+		var e *Error
+		if !tc.bad {
+			if err != nil {
+				t.Errorf("CheckFolded(%s) = %v, want nil", tc.in, err)
+			}
+			continue
+		}
+		if !errors.As(err, &e) || e.Kind != FoldedName || e.Name != tc.name || e.Other != tc.other || e.Path != tc.path || e.Encoding() {
+			t.Errorf("CheckFolded(%s) = %#v, want FoldedName %q after %q at %q", tc.in, err, tc.name, tc.other, tc.path)
+			continue
+		}
+		if got := tc.in[e.Offset:]; !strings.HasPrefix(got, `"`+tc.name+`"`) {
+			t.Errorf("CheckFolded(%s): offset %d points at %q, want the second name", tc.in, e.Offset, got)
+		}
+	}
+	// What CheckFolded refuses is what encoding/json reads as one field.
+	var v struct{ Method string }
+	if json.Unmarshal([]byte(`{"method":"ping","METHOD":"tools/call"}`), &v); v.Method != "tools/call" {
+		t.Fatalf("encoding/json read %q: the hole this closes is gone, revisit", v.Method)
+	}
+}
