@@ -215,17 +215,23 @@ func TestCommandCatalogShape(t *testing.T) {
 		t.Errorf("order list: %+v, want the alias ls beside the path", list)
 	}
 	neworder := byPath["order new"]
-	if len(neworder.Args) != 1 || neworder.Args[0].Name != "title" || !neworder.Args[0].Required {
-		t.Errorf("order new args: %+v, want the required <title>", neworder.Args)
+	// The title is the argument or --title (the MCP tool's name), exactly one of the two.
+	if len(neworder.Args) != 1 || neworder.Args[0].Name != "title" || neworder.Args[0].Required {
+		t.Errorf("order new args: %+v, want the optional <title>", neworder.Args)
 	}
-	var label, body *CatalogFlag
+	var label, body, title *CatalogFlag
 	for i := range neworder.Flags {
 		switch neworder.Flags[i].Name {
 		case "label":
 			label = &neworder.Flags[i]
 		case "body":
 			body = &neworder.Flags[i]
+		case "title":
+			title = &neworder.Flags[i]
 		}
+	}
+	if title == nil || title.Value != "TITLE" {
+		t.Errorf("order new flags: --title is %+v, want --title=TITLE", title)
 	}
 	if label == nil || !label.Repeated || body == nil || body.Value != "TEXT" || body.Help == "" {
 		t.Errorf("order new flags: label %+v, body %+v", label, body)

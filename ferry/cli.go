@@ -137,10 +137,14 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	}()
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		hint := "ferry --help"
+		hint, form := "ferry --help", ""
 		var pe *kong.ParseError
 		if errors.As(err, &pe) && pe.Context != nil && pe.Context.Selected() != nil {
-			hint = "ferry " + commandPath(pe.Context.Selected()) + " --help"
+			n := pe.Context.Selected()
+			hint = "ferry " + commandPath(n) + " --help"
+			if len(n.Children) == 0 {
+				form = commandForm(n)
+			}
 		}
 		if kind := parseErrorSecret(err.Error(), args); kind != "" {
 			// The parser quotes the argument it rejects (a flag value starting with
@@ -149,7 +153,13 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 				"keep credentials out of arguments (`ferry secret put NAME --to AGENT… < FILE`); a flag value starting with '-' is written --flag=VALUE; see `"+hint+"`",
 				"the command line holds text that looks like %s %s, which it could not parse (not shown)", article(kind), kind), jsonErrors, inputs)
 		}
-		return printError(stderr, fsbus.Errorf(fsbus.CatInvalid, "see `"+hint+"`", "%v", err), jsonErrors, inputs)
+		h := "see `" + hint + "`"
+		if form != "" {
+			// An unknown flag or a stray argument is most often a word from elsewhere
+			// (the MCP tools' parameter names, another CLI's habits): show the form.
+			h = "the form is `" + form + "`; " + h
+		}
+		return printError(stderr, fsbus.Errorf(fsbus.CatInvalid, h, "%v", err), jsonErrors, inputs)
 	}
 	if err := checkOwner(kctx, &cli.Globals); err != nil {
 		return printError(stderr, err, cli.JSON, inputs)
@@ -402,6 +412,95 @@ func commandPath(n *kong.Node) string {
 		words = append([]string{n.Name}, words...)
 	}
 	return strings.Join(words, " ")
+}
+
+// commandForm is the usage line of leaf command n, walked from kong's model: its
+// words, its required flags (the members of a required xor group as one choice), its
+// positional arguments (optional ones in brackets), then "[flags]" when it takes
+// others. A positional argument that a flag of the same name may replace (order new's
+// title and --title) shows as that choice:
+//
+//	ferry talk send --to NAME [TEXT] [flags]
+//	ferry order review ID (--accept | --changes | --verdict accept|changes) [flags]
+//	ferry order new (TITLE | --title TITLE) [flags]
+func commandForm(n *kong.Node) string {
+	words := []string{"ferry", leafPath(n)}
+	global := map[*kong.Flag]bool{}
+	root := n
+	for root.Parent != nil {
+		root = root.Parent
+	}
+	for _, f := range root.Flags {
+		global[f] = true
+	}
+	flags := map[string]*kong.Flag{}
+	optional := false
+	var groups []string              // required xor groups, in the order of the first member
+	members := map[string][]string{} // xor group → its required members, rendered
+	for _, group := range n.AllFlags(true) {
+		for _, f := range group {
+			if global[f] {
+				continue
+			}
+			flags[f.Name] = f
+			if !f.Required {
+				optional = true
+				continue
+			}
+			if len(f.Xor) == 0 {
+				words = append(words, formFlag(f))
+				continue
+			}
+			x := f.Xor[0]
+			if members[x] == nil {
+				groups = append(groups, x)
+			}
+			members[x] = append(members[x], formFlag(f))
+		}
+	}
+	for _, x := range groups {
+		if len(members[x]) == 1 {
+			words = append(words, members[x][0])
+		} else {
+			words = append(words, "("+strings.Join(members[x], " | ")+")")
+		}
+	}
+	for _, p := range n.Positional {
+		w := strings.ToUpper(p.Name)
+		if p.IsCumulative() {
+			w += "..."
+		}
+		switch f := flags[p.Name]; {
+		case f != nil:
+			w = "(" + w + " | " + formFlag(f) + ")"
+		case !p.Required:
+			w = "[" + w + "]"
+		}
+		words = append(words, w)
+	}
+	if optional {
+		words = append(words, "[flags]")
+	}
+	return strings.Join(words, " ")
+}
+
+// formFlag is one flag as commandForm shows it: --to NAME, --accept, or an enum's
+// values (--verdict accept|changes).
+func formFlag(f *kong.Flag) string {
+	if f.IsBool() || f.IsCounter() {
+		return "--" + f.Name
+	}
+	v := f.FormatPlaceHolder()
+	if f.Enum != "" {
+		var vals []string
+		for _, e := range f.EnumSlice() {
+			if e != "" {
+				vals = append(vals, e)
+			}
+		}
+		v = strings.Join(vals, "|")
+	}
+	return "--" + f.Name + " " + v
 }
 
 // versionFlag is --version: it prints what `ferry version` prints and exits 0, before

@@ -57,7 +57,7 @@ func TestReadArgBounded(t *testing.T) {
 // `ferry decision list --help`, never to "decision list (ls)".
 func TestParseErrorHintNamesRunnableCommand(t *testing.T) {
 	code, _, errs := runCLI(t, "decision", "ls", "--no-such-flag")
-	if code != exitCodes["invalid"] || !strings.Contains(errs, "ferry: hint: see `ferry decision list --help`") {
+	if code != exitCodes["invalid"] || !strings.Contains(errs, "ferry: hint: the form is `ferry decision list [flags]`; see `ferry decision list --help`") {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 }

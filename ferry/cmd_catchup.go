@@ -33,6 +33,9 @@ func (c *CatchupCmd) Run(g *Globals) error {
 		g.printf(", changes since your cursor")
 	}
 	g.printf("\n")
+	if d.Seat != "" {
+		g.printf("seat      %s\n", d.Seat)
+	}
 	if c.Since != "" && !d.Since {
 		g.printf("(cursor %s is not from this machine's log: showing the full digest)\n", shown(c.Since))
 	}

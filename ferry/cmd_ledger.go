@@ -39,7 +39,11 @@ func (c *LedgerTailCmd) Run(g *Globals) error {
 		if !v.State.Counts(e.Hash()) {
 			mark = "!"
 		}
-		g.printf("%s %s %s/%s#%d %s %s\n", mark, e.HLC, e.Writer, e.Device, e.Seq, e.Type, e.Ref)
+		ref := ""
+		if e.Ref != "" { // an entry about no one thing (msg.ack) ends at its type, with no blank
+			ref = " " + e.Ref
+		}
+		g.printf("%s %s %s/%s#%d %s%s\n", mark, e.HLC, e.Writer, e.Device, e.Seq, e.Type, ref)
 	}
 	return nil
 }

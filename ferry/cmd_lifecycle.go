@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -43,16 +44,34 @@ func (g *Globals) noteExpired() {
 	g.settling.Expired = nil
 }
 
+// holderSeen is a holder's liveness and what this machine knows of it. The age is
+// when this machine last saw a change from the holder (its arrival log, DESIGN §2 rule
+// 7): for an agent on another machine that is when its change reached this one, never
+// "seen on this machine" of an agent that is not here. An agent is here when this
+// machine holds its key; else the machine it joined from is named.
+func holderSeen(ch *fsbus.Channel, v *fsbus.View, holder string) string {
+	l, age := ch.Liveness(v, holder)
+	where := "on another machine"
+	if a := v.State.Agents[holder]; a != nil && a.Machine != "" {
+		where = "on " + a.Machine
+	}
+	if ch.Home.HasKey(ch.Project(), holder) {
+		if age < 0 {
+			return l + " (it works on this machine; no change from it yet)"
+		}
+		return fmt.Sprintf("%s (it works on this machine; its last change was %s ago)", l, time.Duration(age)*time.Second)
+	}
+	if age < 0 {
+		return fmt.Sprintf("%s (it works %s; nothing from it has reached this machine yet)", l, where)
+	}
+	return fmt.Sprintf("%s (it works %s; its last change reached this machine %s ago)", l, where, time.Duration(age)*time.Second)
+}
+
 // showLifecycle prints an order's window (this machine's clock), its holder's liveness
 // as this machine saw it, its releases and the dependencies it waits for.
 func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order) {
 	if o.Holder != "" {
-		l, age := ch.Liveness(v, o.Holder)
-		if age >= 0 {
-			g.printf("liveness  %s %s (last seen %s ago on this machine)\n", o.Holder, l, time.Duration(age)*time.Second)
-		} else {
-			g.printf("liveness  %s %s (never seen on this machine)\n", o.Holder, l)
-		}
+		g.printf("liveness  %s %s\n", o.Holder, holderSeen(ch, v, o.Holder))
 	}
 	if w, ok := ch.Window(v, o); ok {
 		left := time.Until(w.Deadline).Truncate(time.Second)

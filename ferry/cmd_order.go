@@ -38,15 +38,29 @@ type keyFlag struct {
 
 // OrderNewCmd is `ferry order new TITLE`.
 type OrderNewCmd struct {
-	Title    string   `arg:"" help:"One-line title."`
-	Body     string   `help:"Markdown body (or @FILE)." placeholder:"TEXT"`
-	Label    []string `help:"Labels." placeholder:"LABEL"`
-	Priority string   `help:"low, normal or high." enum:",low,normal,high" default:""`
-	Dep      []string `help:"Order ids this one waits for." placeholder:"ID"`
-	To       string   `help:"Offer to this agent at creation." placeholder:"NAME"`
+	Title     string   `arg:"" optional:"" help:"One-line title (or --title)."`
+	TitleFlag string   `name:"title" help:"One-line title, as the MCP tool names it (or the argument)." placeholder:"TITLE"`
+	Body      string   `help:"Markdown body (or @FILE)." placeholder:"TEXT"`
+	Label     []string `help:"Labels." placeholder:"LABEL"`
+	Priority  string   `help:"low, normal or high." enum:",low,normal,high" default:""`
+	Dep       []string `help:"Order ids this one waits for." placeholder:"ID"`
+	To        string   `help:"Offer to this agent at creation." placeholder:"NAME"`
 	keyFlag
 	contractFlags
 	workspaceFlag
+}
+
+// Validate takes the title from the argument or --title, exactly one of the two.
+func (c *OrderNewCmd) Validate() error {
+	switch {
+	case c.Title != "" && c.TitleFlag != "":
+		return errors.New("two titles: give the title as an argument or with --title, not both")
+	case c.Title == "" && c.TitleFlag == "":
+		return errors.New("no title: give it as an argument or with --title")
+	case c.Title == "":
+		c.Title = c.TitleFlag
+	}
+	return nil
 }
 
 // contractFlags are the contract of `ferry order new` (issue 6).
@@ -422,6 +436,7 @@ type OrderReviewCmd struct {
 	ID      string `arg:"" help:"Order id or unique prefix."`
 	Accept  bool   `help:"Accept the result." xor:"verdict" required:""`
 	Changes bool   `help:"Ask for changes." xor:"verdict" required:""`
+	Verdict string `help:"The verdict in the MCP tool's words: accept or changes." xor:"verdict" required:"" enum:"accept,changes" placeholder:"VERDICT"`
 	Note    string `help:"Review note."`
 	keyFlag
 }
@@ -432,8 +447,11 @@ func (c *OrderReviewCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	verdict := "accept"
-	if c.Changes {
+	verdict := c.Verdict
+	switch {
+	case c.Accept:
+		verdict = "accept"
+	case c.Changes:
 		verdict = "changes"
 	}
 	o, err := s.Review(c.ID, verdict, c.Note, c.Key)

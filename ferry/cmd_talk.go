@@ -75,7 +75,8 @@ as 300-character previews; ` + "`ferry talk show ID`" + ` prints a whole message
 one msg.ack entry records what was shown, so the sender sees it read and the next read
 shows only what is new. While a live ` + "`ferry mcp serve`" + ` on this machine holds the name (its
 session lease), the read is a peek unless --ack is given: the messages are that
-session's to mark read. The owner reads with --as master. With --follow it keeps
+session's to mark read. The owner reads with no --as on the machine holding the master
+key (or with --as master). With --follow it keeps
 watching the folder and prints (and, unless --peek, marks read) each new message as it
 arrives, until Ctrl-C (exit 0), --for or, with --until-eof, the end of standard input;
 --json then prints one message per line.`
@@ -92,7 +93,7 @@ func (c *TalkReadCmd) Run(g *Globals) error {
 	if c.Peek && c.Ack {
 		return fsbus.Errorf(fsbus.CatInvalid, "pass --peek to read without a receipt, or --ack to record one", "--peek and --ack contradict each other")
 	}
-	s, err := g.Session()
+	s, err := g.ownerOrSession()
 	if err != nil {
 		return err
 	}
@@ -210,8 +211,25 @@ func (c *TalkReadCmd) print(g *Globals, res *fsbus.TalkReadResult, first bool) {
 		g.printf("(peek: not marked read)\n")
 	}
 	if first {
-		g.printf("next %s\n", res.Next)
+		// The cursor as the command that reads on from it, as catchup prints its own.
+		g.printf("next: ferry talk read --as %s --since %s\n", res.Agent, res.Next)
 	}
+}
+
+// ownerOrSession is Session, except that with no --as (or FERRY_AGENT) on a machine
+// holding the channel's master key it acts as the owner, whose view `ferry status`
+// shows without --as too.
+func (g *Globals) ownerOrSession() (*fsbus.Session, error) {
+	if g.As == "" {
+		c, err := g.Open()
+		if err != nil {
+			return nil, err
+		}
+		if c.Home.HasKey(c.Project(), fsbus.MasterWriter) {
+			return c.As(fsbus.MasterWriter)
+		}
+	}
+	return g.Session()
 }
 
 // TalkSentCmd is `ferry talk sent`.

@@ -115,17 +115,16 @@ func mcpJourney(t *testing.T, bin string, kind mcpClientKind) {
 		}
 	}
 	// ferry_join announces the MCP client's own name (its clientInfo, made portable) as
-	// the agent's app, and a separate CLI process sees it. The newest join's app is the
-	// one shown: alice's CLI join said "cursor", her later MCP join the client's name,
-	// so `ferry agents` now shows the client's name, not "cursor". A CLI join without
-	// --app keeps what was announced (it writes nothing); a CLI join with another --app
-	// would be the newest and show again.
-	if apps := mcpAgentApps(m, "acme"); apps["alice"] != kind.app || apps["bob"] != kind.app {
-		t.Errorf("ferry agents after ferry_join over %s: apps %v, want %q for alice and bob", kind.name, apps, kind.app)
+	// the app only of an agent announced without one, and a separate CLI process sees
+	// it: bob (no app) now shows the client's name, alice keeps the "cursor" her CLI join
+	// gave (fsbus.JoinReporting). A CLI join without --app keeps what was announced (it
+	// writes nothing).
+	if apps := mcpAgentApps(m, "acme"); apps["alice"] != "cursor" || apps["bob"] != kind.app {
+		t.Errorf("ferry agents after ferry_join over %s: apps %v, want cursor for alice and %q for bob", kind.name, apps, kind.app)
 	}
 	m.must("join", "--as", "alice", "--project", "acme")
-	if apps := mcpAgentApps(m, "acme"); apps["alice"] != kind.app {
-		t.Errorf("ferry agents after a CLI join without --app: alice's app %q, want %q kept", apps["alice"], kind.app)
+	if apps := mcpAgentApps(m, "acme"); apps["alice"] != "cursor" {
+		t.Errorf("ferry agents after a CLI join without --app: alice's app %q, want cursor kept", apps["alice"])
 	}
 	var cu wireCatchup
 	bob.ok("ferry_catchup", nil, &cu)

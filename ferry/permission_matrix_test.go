@@ -106,7 +106,7 @@ type m = map[string]any
 // command), policy.set and release.approve (no command writes policy; release approval
 // is `ferry update approve`, tested in update_test.go).
 var permWrites = []permWrite{
-	{typ: "agent.join", min: fsbus.LevelNone, flags: notMaster, cli: []string{"join", "--app", "matrix-cli"}, mcpTool: "ferry_join", mcpArgs: m{}},
+	{typ: "agent.join", min: fsbus.LevelNone, flags: notMaster | again, cli: []string{"join", "--app", "matrix-cli"}, mcpTool: "ferry_join", mcpArgs: m{}}, // again: the CLI join's app stays (fsbus.JoinReporting)
 	{typ: "msg.ack", min: fsbus.LevelWorker, prep: (*permWorld).messageToActor, cli: []string{"talk", "ack", "{id}"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "read"}},
 	{typ: "handin.add", min: fsbus.LevelWorker, cli: []string{"handin", "add", "--ref", "commit:abc123"}},
 	// docs/format.md §13: standby needs member (issue 3), not worker as DESIGN's table.

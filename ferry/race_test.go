@@ -483,13 +483,17 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 		}
 	}
 
-	// Only the winner's claim moves the order: the loser is refused, the winner is not.
+	// Only the winner's claim moves the order: the loser is refused as superseded,
+	// naming the winner (its claim lost a race, it lacks no permission); the winner is not.
 	loserM, winnerM := a, b
 	if loser == "bob" {
 		loserM, winnerM = b, a
 	}
-	if so, se, code := loserM.ferry(t, "order", "progress", id, "still on it", "--as", loser); code != exitCodes[fsbus.CatDenied] {
-		t.Errorf("the loser's progress: exit %d; want %d (denied)\n%s%s", code, exitCodes[fsbus.CatDenied], so, se)
+	for _, args := range [][]string{{"progress", id, "still on it"}, {"submit", id, "--ref", "abc123"}} {
+		so, se, code := loserM.ferry(t, append(append([]string{"order"}, args...), "--as", loser)...)
+		if code != exitCodes[fsbus.CatSuperseded] || !strings.Contains(se, "ferry: error: superseded: "+loser+"'s claim on order "+id+" lost a race across machines: "+winner+"'s claim counts") {
+			t.Errorf("the loser's %s: exit %d; want %d (superseded, naming %s)\n%s%s", args[0], code, exitCodes[fsbus.CatSuperseded], winner, so, se)
+		}
 	}
 	winnerM.must(t, "order", "progress", id, "on it", "--as", winner)
 }

@@ -29,6 +29,18 @@ type JoinResult struct {
 // idempotent: a join whose key, app and machine are already announced writes nothing.
 // It returns invalid for a bad name and for "master".
 func Join(c *Channel, name, app string) (*JoinResult, error) {
+	return join(c, name, app, false)
+}
+
+// JoinReporting is Join for a client that only reports its own name (an MCP session's
+// clientInfo.name): reported fills in the app of a key announced without one, and never
+// replaces the app the agent was joined with (`ferry join --app`, `ferry connect APP`),
+// which `ferry agents` keeps showing.
+func JoinReporting(c *Channel, name, reported string) (*JoinResult, error) {
+	return join(c, name, reported, true)
+}
+
+func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
 	if err := checkName("agent name", name); err != nil {
 		return nil, err
 	}
@@ -72,8 +84,8 @@ func Join(c *Channel, name, app string) (*JoinResult, error) {
 				"%s is already seated in %s with another key (%s); this machine's key is %s", name, c.Project(), a.Key, res.Key)
 		}
 		if a != nil && a.JoinKey == res.Key {
-			if app == "" {
-				app = a.joins[res.Key][0] // no app given: keep the one announced
+			if was := a.joins[res.Key][0]; app == "" || (reported && was != "") {
+				app = was // no app given, or only a client's name: keep the one announced
 			}
 			if a.joins[res.Key] == [2]string{app, machine} {
 				return nil, nil, nil

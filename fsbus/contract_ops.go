@@ -214,7 +214,8 @@ type SubmitOptions struct {
 //
 // Errors: invalid for an empty or over-long reference or note, output that is not
 // JSON or larger than MaxOutput, or a missing output when the order has a schema;
-// denied for a non-holder; conflict when the order is not in hand.
+// denied for a non-holder (superseded when its claim lost a race across machines);
+// conflict when the order is not in hand.
 func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 	ref, note := strings.TrimSpace(opt.Reference), strings.TrimSpace(opt.Note)
 	if ref == "" {
@@ -246,7 +247,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 		return s.submit(o.ID, ref, note, output, "", opt.Key)
 	}
 	if _, err := o.c.step(TypeOrderSubmit, s.Name, "", v.State.levelOf(s.Name), entryData{Reference: ref}); err != nil {
-		return nil, err
+		return nil, o.lostClaim(TypeOrderSubmit, s.Name, err)
 	}
 	if len(o.Schema) > 0 && len(output) == 0 {
 		return nil, Errorf(CatInvalid, "pass the structured result with --result JSON|@FILE (MCP: result)", "order %s has a result schema; the submit carries no result", o.ID)

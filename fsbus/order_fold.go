@@ -330,6 +330,47 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 	return n, nil
 }
 
+// lostClaim turns err, a denied refusal of a holder's step typ (submit, progress,
+// extend, release, fail) by writer, into superseded when writer is not the holder because its
+// claim lost a race across machines: a contest on o has a losing branch that starts
+// with writer's order.claim (DESIGN §2: furthest stage, then lower hash). The error
+// names the winner — whose claim counts — so the loser stops work instead of asking
+// for a permission it was never refused (docs/exit-codes.md: 10, superseded).
+// Any other error is returned as it is.
+func (o *Order) lostClaim(typ, writer string, err error) error {
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Category != CatDenied || writer == o.Holder {
+		return err
+	}
+	switch typ {
+	case TypeOrderSubmit, TypeOrderProgress, TypeOrderExtend, TypeOrderRelease, TypeOrderFail:
+	default:
+		return err
+	}
+	for i := len(o.Contests) - 1; i >= 0; i-- {
+		c := o.Contests[i]
+		if c.Rival {
+			continue
+		}
+		for _, l := range c.Losers {
+			if l.Type != TypeOrderClaim || l.By != writer {
+				continue
+			}
+			won := c.Winner.By + "'s " + strings.TrimPrefix(c.Winner.Type, "order.")
+			if c.Winner.Type == TypeOrderClaim {
+				won = c.Winner.By + "'s claim"
+			}
+			msg := fmt.Sprintf("%s's claim on order %s lost a race across machines: %s counts", writer, o.ID, won)
+			if o.Holder != "" && o.Holder != c.Winner.By {
+				msg += fmt.Sprintf(" (holder now: %s)", o.Holder)
+			}
+			return &Error{Category: CatSuperseded, Message: msg, Err: err,
+				Hint: "stop work on it and pick another order (`ferry order list --ready`); `ferry order show " + o.ID + "` shows the contest"}
+		}
+	}
+	return err
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none"

@@ -231,7 +231,7 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver orders/"+o.ID+".json, then retry", "order %s has not fully arrived on this machine", o.ID)
 		}
 		if _, err := o.c.step(typ, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
-			return nil, nil, err
+			return nil, nil, o.lostClaim(typ, s.Name, err)
 		}
 		if typ == TypeOrderOffer {
 			if err := v.State.checkRecipient(d.To); err != nil {
@@ -290,7 +290,8 @@ func (s *Session) Offer(q, to, key string) (*Order, error) {
 
 // Submit hands in the holder's result: a reference (commit, branch, hand-in id) and a
 // short note, published as results/<r-id>.json and named by order.submit. Errors:
-// denied for a non-holder; invalid for an empty or over-long reference or note. An
+// denied for a non-holder; superseded, naming the winner, for one whose claim lost a
+// race across machines (Order.lostClaim); invalid for an empty or over-long reference or note. An
 // order with a contract is checked as SubmitResult says.
 func (s *Session) Submit(q, ref, note, key string) (*Order, error) {
 	return s.SubmitResult(q, SubmitOptions{Reference: ref, Note: note, Key: key})
@@ -406,7 +407,7 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 			return nil, nil, err
 		}
 		if o.Holder != s.Name {
-			return nil, nil, Errorf(CatDenied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder))
+			return nil, nil, o.lostClaim(typ, s.Name, Errorf(CatDenied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder)))
 		}
 		if o.State != StateClaimed && o.State != StateChangesRequested {
 			return nil, nil, Errorf(CatConflict, busy+"; `ferry order show "+o.ID+"` shows where it stands", "order %s is %s; %s", o.ID, o.State, what)

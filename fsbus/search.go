@@ -174,7 +174,7 @@ func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []Sear
 			if o.Result != nil {
 				text = append(text, o.Result.Reference, o.Result.Note)
 			}
-			add(SearchHit{Kind: "order", ID: id, Title: o.Title, By: o.Author, At: o.Updated}, strings.Join(text, "\n"))
+			add(SearchHit{Kind: "order", ID: id, Title: o.Title, By: o.Author, At: o.Updated}, joinDistinct(text))
 		}
 	}
 	if want("message") {
@@ -199,7 +199,7 @@ func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []Sear
 		for _, a := range st.Asks {
 			at := max(a.Raised, a.Answered)
 			add(SearchHit{Kind: "ask", ID: a.ID, Title: a.Title, By: a.Author, At: at},
-				strings.Join([]string{a.Recommendation, a.Reasoning, a.Note}, "\n"))
+				joinDistinct([]string{a.Recommendation, a.Reasoning, a.Note}))
 		}
 	}
 	sort.SliceStable(hits, func(i, j int) bool {
@@ -209,6 +209,21 @@ func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []Sear
 		return hits[i].Kind+"/"+hits[i].ID < hits[j].Kind+"/"+hits[j].ID
 	})
 	return hits
+}
+
+// joinDistinct joins the non-empty texts of one thing, one a line, each once: a
+// submit's note is both a step of the history and the result's note, and a snippet
+// shows it once.
+func joinDistinct(texts []string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range texts {
+		if k := strings.TrimSpace(t); k != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, t)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // MatchText reports whether every term occurs in title or text (terms lower-cased,

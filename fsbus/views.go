@@ -296,8 +296,11 @@ const (
 // ferry_catchup MCP tool): who leads and what they asked for, what was decided, what
 // is open, what is mine, my asks, messages waiting, contests I am part of.
 type Catchup struct {
-	Agent     string          `json:"agent"`
-	Level     string          `json:"level"`
+	Agent string `json:"agent"`
+	Level string `json:"level"`
+	// Seat says how an agent that holds no seat gets one (the owner's `ferry grant`);
+	// "" for a seated or retired agent.
+	Seat      string          `json:"seat,omitempty"`
 	Primary   CatchupPrimary  `json:"primary"`
 	Brief     *Brief          `json:"brief,omitempty"`
 	Decisions []DecisionRow   `json:"decisions"`
@@ -399,6 +402,17 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		}
 	}
 	fresh := func(ref string) bool { return changed == nil || changed[ref] }
+	lvl := st.levelOf(agent)
+	if a := st.Agents[agent]; lvl == LevelNone && (a == nil || !a.Retired) {
+		grant := fmt.Sprintf("the owner runs `ferry grant %s --level member`", agent)
+		if a == nil || a.JoinKey == "" {
+			out.Seat = fmt.Sprintf("not joined: run `ferry join --as %s`, then %s", agent, grant)
+		} else {
+			out.Seat = "not seated yet: " + grant + "; until then you can read but not write"
+		}
+	}
+	// Only results the agent may review are listed (docs/format.md §13 level table).
+	mayReview := checkLevel(agent, lvl, TypeOrderReview) == nil
 
 	ps := c.PrimaryStatus(v)
 	out.Primary = CatchupPrimary{State: ps.State, Holder: ps.Holder, Liveness: ps.Liveness, AgeS: ps.AgeS, Rule: ps.Rule}
@@ -430,7 +444,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			continue
 		}
 		switch {
-		case o.State == StateSubmitted && o.Result != nil && o.Result.By != agent:
+		case o.State == StateSubmitted && o.Result != nil && o.Result.By != agent && mayReview:
 			// Before "mine": the author is the usual reviewer of its own order.
 			add(&out.Reviews, o, CatchupReviews)
 		case o.Holder == agent || (o.Author == agent && o.State != StateOpen):

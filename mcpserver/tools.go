@@ -60,7 +60,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 	if err := f.takeLease(ch); err != nil {
 		return nil, err
 	}
-	res, err := fsbus.Join(ch, f.cfg.Agent, f.clientApp())
+	res, err := fsbus.JoinReporting(ch, f.cfg.Agent, f.clientApp())
 	if err != nil {
 		return nil, err
 	}
