@@ -3,12 +3,14 @@ package fsbus
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -52,6 +54,10 @@ type Config struct {
 	Created string `toml:"created" json:"created"`
 	Policy  Policy `toml:"policy" json:"policy"`
 	Sig     string `toml:"sig" json:"sig,omitempty"`
+	// PolicyTable is the [policy] table as the file holds it — every key, those this
+	// binary does not know too — as canonical JSON values (readConfig). Not part of
+	// the signed body: Policy and the file's other keys are.
+	PolicyTable map[string]json.RawMessage `toml:"-" json:"-"`
 }
 
 func (c Config) signingBody() ([]byte, error) {
@@ -89,9 +95,10 @@ type Channel struct {
 	// ledger verify set it (ADR 0011).
 	Thorough bool
 
-	pin       string      // the master key pinned on this machine (rotation.go)
-	index     *localIndex // this process's copy of the local index (index.go)
-	indexOnce sync.Once
+	pin        string                    // the master key pinned on this machine (rotation.go)
+	policyHead atomic.Pointer[PolicySet] // the policy.set chain's head as of the last Load (policy.go)
+	index      *localIndex               // this process's copy of the local index (index.go)
+	indexOnce  sync.Once
 
 	// The last Load's snapshot and fold, from which the next Load folds only what is
 	// new (fold_incr.go), and the arrival log as last read (arrivals.go).
@@ -291,6 +298,9 @@ func readConfig(dir string) (Config, ed25519.PublicKey, string, error) {
 		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
 	}
 	delete(all, "sig")
+	if cfg.PolicyTable, err = policyTableOf(all["policy"]); err != nil {
+		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: [policy]: %v", p, err)
+	}
 	body, err := ledger.Canonical(all)
 	if err != nil {
 		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
@@ -303,6 +313,26 @@ func readConfig(dir string) (Config, ed25519.PublicKey, string, error) {
 		return cfg, nil, "", err
 	}
 	return cfg, mk, dir, nil
+}
+
+// policyTableOf is a decoded TOML [policy] table as canonical JSON values.
+func policyTableOf(v any) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if v == nil {
+		return out, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a table")
+	}
+	for k, x := range m {
+		c, err := ledger.Canonical(x)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = c
+	}
+	return out, nil
 }
 
 func protocolMD(cfg Config) string {

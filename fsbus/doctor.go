@@ -636,7 +636,7 @@ func (c *Channel) doctorSkew(r *DoctorReport, v *View) {
 		}
 		r.Skew = append(r.Skew, SkewRow{Writer: w, AheadS: d})
 		lvl := LevelWarning
-		if d > c.Config.Policy.MaxSkewS {
+		if d > c.PolicyOf(v).MaxSkewS {
 			lvl = LevelError
 		}
 		r.add(Finding{Check: CheckSkew, Level: lvl, Path: w,
