@@ -362,6 +362,7 @@ func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	v = s.viewWithEntry(v, e) // write hands back the view the entry was decided on
 	out := &PolicySetResult{EffectivePolicy: s.EffectivePolicy(v), Changed: changed}
 	if e.Seq != 0 {
 		out.Written = e.Hash()
