@@ -56,6 +56,7 @@ type CLI struct {
 
 	// The owner's trust root (issue 8).
 	Master MasterCmd `cmd:"" help:"Rotate the owner's master key, or deliberately re-pin it."`
+	Policy PolicyCmd `cmd:"" help:"Show the channel's policy in force, or change it (owner only)."`
 	// Issue 8: the vault and the pause switch.
 	Secret SecretCmd `cmd:"" help:"Keep a secret in the channel's vault, encrypted to named agents."`
 	Pause  PauseCmd  `cmd:"" help:"Stop this machine acting on channels until ferry resume."`
@@ -244,7 +245,13 @@ func (g *Globals) Home() (*fsbus.Home, error) {
 // Open opens the channel named by --channel, FERRY_CHANNEL, --project (looked up in
 // this machine's project map), or the only project mapped on this machine.
 func (g *Globals) Open() (*fsbus.Channel, error) {
-	c, err := g.open()
+	return g.openWith(fsbus.Open)
+}
+
+// openWith is Open with the function that opens a channel directory (fsbus.Open, or
+// fsbus.OpenUnverified for `ferry doctor`).
+func (g *Globals) openWith(open func(*fsbus.Home, string) (*fsbus.Channel, error)) (*fsbus.Channel, error) {
+	c, err := g.open(open)
 	if c != nil && testClock != nil {
 		c.Now, c.Boot = testClock, testBoot
 	}
@@ -254,13 +261,13 @@ func (g *Globals) Open() (*fsbus.Channel, error) {
 	return c, err
 }
 
-func (g *Globals) open() (*fsbus.Channel, error) {
+func (g *Globals) open(open func(*fsbus.Home, string) (*fsbus.Channel, error)) (*fsbus.Channel, error) {
 	h, err := g.Home()
 	if err != nil {
 		return nil, err
 	}
 	if g.Channel != "" {
-		c, err := fsbus.Open(h, g.Channel)
+		c, err := open(h, g.Channel)
 		if err != nil {
 			return nil, err
 		}
@@ -279,11 +286,11 @@ func (g *Globals) open() (*fsbus.Channel, error) {
 			return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine"+mappedHere(m),
 				"project %s is not mapped to a channel on this machine", g.Project)
 		}
-		return openMapped(h, g.Project, dir)
+		return openMapped(h, g.Project, dir, open)
 	}
 	if len(m) == 1 {
 		for p, dir := range m {
-			return openMapped(h, p, dir)
+			return openMapped(h, p, dir, open)
 		}
 	}
 	return nil, fsbus.Errorf(fsbus.CatInvalid, "pass --channel DIR or --project ID"+mappedHere(m), "no channel given")
@@ -395,13 +402,13 @@ func isControl(r rune) bool {
 // openMapped opens a project's mapped channel; a folder that vanished gets its own
 // error (a sync tool not running, a moved folder), never the "create one" hint that
 // would make a second, empty channel under the same path.
-func openMapped(h *fsbus.Home, project, dir string) (*fsbus.Channel, error) {
+func openMapped(h *fsbus.Home, project, dir string, open func(*fsbus.Home, string) (*fsbus.Channel, error)) (*fsbus.Channel, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fsbus.Errorf(fsbus.CatNotFound,
 			"check that the synced folder is there (is the sync tool running? was it moved?); if it moved, pass --channel NEWDIR once to re-map it",
 			"the channel folder of project %s, %s, is missing", project, dir)
 	}
-	return fsbus.Open(h, dir)
+	return open(h, dir)
 }
 
 // commandPath is a command's words without aliases ("decision list", never

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/ferryhq/ferry/fsbus"
 )
@@ -20,19 +21,29 @@ func (c *DoctorCmd) Help() string {
 		"(asked on loopback, 5 s at most), a .stignore Syncthing does not read (the channel a\n" +
 		"subfolder of its Syncthing folder), contested things and conflict copies of memory\n" +
 		"notes. Each finding comes with a one-line fix. Nothing is changed.\n" +
+		"A channel.toml edited by hand (its signature fails) is named with the keys that\n" +
+		"changed since this machine last verified it, and the rest is checked with the\n" +
+		"master key pinned here; with no pin, nothing can be verified.\n" +
 		"Exits non-zero (category invalid) when there are errors; warnings and info do not."
 }
 
 // Run implements the command.
 func (c *DoctorCmd) Run(g *Globals) error {
 	ch, err := g.Open()
+	if errors.Is(err, fsbus.ErrConfigUnverified) {
+		// channel.toml was edited: check the rest with the pinned master key, and
+		// name what changed (docs/format.md §8).
+		ch, err = g.openWith(fsbus.OpenUnverified)
+	}
 	if err != nil {
 		return err
 	}
 	ch.Thorough = true // every object and segment byte read again, not the fold checkpoint (ADR 0011)
-	v, err := ch.Load()
-	if err != nil {
-		return err
+	var v *fsbus.View
+	if ch.Damage == nil || ch.Damage.Pin != "" {
+		if v, err = ch.Load(); err != nil {
+			return err
+		}
 	}
 	r, err := ch.Doctor(context.Background(), v)
 	if err != nil {
@@ -54,8 +65,10 @@ func (c *DoctorCmd) Run(g *Globals) error {
 			}
 			g.printf("          fix: %s\n", f.Fix)
 		}
-		g.printf("pending sync: %s waiting for their object, %s for their entry, %s for their basis\n",
-			plural(r.Pending.Events, "entry", "entries"), plural(r.Pending.Objects, "object", "objects"), plural(r.Pending.Basis, "entry", "entries"))
+		if v != nil { // else nothing could be verified: no ledger was read
+			g.printf("pending sync: %s waiting for their object, %s for their entry, %s for their basis\n",
+				plural(r.Pending.Events, "entry", "entries"), plural(r.Pending.Objects, "object", "objects"), plural(r.Pending.Basis, "entry", "entries"))
+		}
 	}
 	if !r.OK() {
 		return fsbus.Errorf(fsbus.CatInvalid, "each finding above names its fix; nothing was changed",

@@ -46,6 +46,7 @@ var localKinds = []struct {
 	{"arrival log", regexp.MustCompile(`^cache/channels/[^/]+/arrivals-[0-9a-f]{16}\.log$`), mustFail},
 	{"local index", regexp.MustCompile(`^cache/channels/[^/]+/index-[0-9a-f]{16}\.bin$`), warnOnce},
 	{"fold checkpoint", regexp.MustCompile(`^cache/channels/[^/]+/fold-[0-9a-f]{16}\.bin$`), warnOnce},
+	{"verified channel.toml copy", regexp.MustCompile(`^cache/channels/[^/]+/channel-[0-9a-f]{16}\.toml$`), warnOnce},
 	{"presence sightings", regexp.MustCompile(`^cache/channels/[^/]+/presence\.seen$`), warnOnce},
 	{"run journal", regexp.MustCompile(`^cache/channels/[^/]+/runs/[^/]+\.journal$`), warnOnce},
 }

@@ -103,8 +103,9 @@ type m = map[string]any
 // permWrites is every write a user can cause (docs/commands.md), one line each, in the
 // order a row runs them: every CLI cell, then every MCP cell, then the final ones
 // (retirements). Not here: order.expire (written by a machine's own settle, never by a
-// command), policy.set and release.approve (no command writes policy; release approval
-// is `ferry update approve`, tested in update_test.go).
+// command), policy.set and release.approve (the owner's alone, never over MCP:
+// `ferry policy set` and `ferry update approve` are TestPermissionMatrixMasterOnly's
+// rows; release approval is tested in update_test.go too).
 var permWrites = []permWrite{
 	{typ: "agent.join", min: fsbus.LevelNone, flags: notMaster | again, cli: []string{"join", "--app", "matrix-cli"}, mcpTool: "ferry_join", mcpArgs: m{}}, // again: the CLI join's app stays (fsbus.JoinReporting)
 	{typ: "msg.ack", min: fsbus.LevelWorker, prep: (*permWorld).messageToActor, cli: []string{"talk", "ack", "{id}"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "read"}},
@@ -552,7 +553,10 @@ var masterActions = []masterAction{
 	{typ: "agent.retire", what: "of another", leaf: "agent retire", args: func(w *masterWorld) []string { return []string{"agent", "retire", w.seated()} }},
 	{typ: "release.approve", leaf: "update approve", args: (*masterWorld).release},
 	{typ: "master.rotate", leaf: "master rotate", args: func(*masterWorld) []string { return []string{"master", "rotate"} }},
-	{typ: "policy.set", leaf: "policy set"}, // reserved (docs/format.md §12); no command writes it yet
+	{typ: "policy.set", leaf: "policy set", args: func(w *masterWorld) []string {
+		w.n++ // a new value each call: setting what the policy says writes nothing
+		return []string{"policy", "set", fmt.Sprintf("quiet_after_s=%d", 100+w.n)}
+	}},
 	{what: "re-pin the master key", leaf: "master repin", args: func(w *masterWorld) []string { return []string{"master", "repin", "--key", w.masterKey} }},
 }
 

@@ -34,7 +34,7 @@ var secretNotWriting = map[string]string{
 	"handin list": "reads", "catchup": "reads", "ledger tail": "reads", "ledger verify": "reads",
 	"watch": "reads", "doctor": "reads", "mcp servers": "reads", "mcp list": "reads",
 	"version": "prints", "inspect": "reads", "completion": "prints", "update check": "reads",
-	"search": "reads", "secret get": "reads", "secret list": "reads",
+	"search": "reads", "secret get": "reads", "secret list": "reads", "policy show": "reads",
 	"mcp call":  "calls a gateway server's tool; writes nothing to the channel",
 	"mcp serve": "serves MCP: its tools are TestSecretFieldsMCP's table (mcpserver)",
 	"key new":   "machine-local key", "key lock": "machine-local key", "key unlock": "machine-local key",
@@ -228,6 +228,9 @@ func (w *secretCLIWorld) bases() map[string]func() secretCLI {
 			return secretCLI{pos: []string{"1.0." + w.fresh("")}, flags: []string{"--platform", "linux/amd64=releases/ferry"}}
 		},
 		"master rotate": func() secretCLI { return secretCLI{} },
+		"policy set": func() secretCLI {
+			return secretCLI{pos: []string{fmt.Sprintf("quiet_after_s=%d", 100+w.n)}}
+		},
 		"run": func() secretCLI {
 			return secretCLI{flags: flags("--once", "--exec", self, "--label", "none-such", "--env", "HOME", "--workdir", w.ws, "--queue", "off")}
 		},

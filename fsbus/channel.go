@@ -3,12 +3,14 @@ package fsbus
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -52,6 +54,10 @@ type Config struct {
 	Created string `toml:"created" json:"created"`
 	Policy  Policy `toml:"policy" json:"policy"`
 	Sig     string `toml:"sig" json:"sig,omitempty"`
+	// PolicyTable is the [policy] table as the file holds it — every key, those this
+	// binary does not know too — as canonical JSON values (readConfig). Not part of
+	// the signed body: Policy and the file's other keys are.
+	PolicyTable map[string]json.RawMessage `toml:"-" json:"-"`
 }
 
 func (c Config) signingBody() ([]byte, error) {
@@ -89,9 +95,14 @@ type Channel struct {
 	// ledger verify set it (ADR 0011).
 	Thorough bool
 
-	pin       string      // the master key pinned on this machine (rotation.go)
-	index     *localIndex // this process's copy of the local index (index.go)
-	indexOnce sync.Once
+	// Damage is set by OpenUnverified (config_check.go): channel.toml does not verify,
+	// and the channel is open for `ferry doctor` only.
+	Damage *ConfigDamage
+
+	pin        string                    // the master key pinned on this machine (rotation.go)
+	policyHead atomic.Pointer[PolicySet] // the policy.set chain's head as of the last Load (policy.go)
+	index      *localIndex               // this process's copy of the local index (index.go)
+	indexOnce  sync.Once
 
 	// The last Load's snapshot and fold, from which the next Load folds only what is
 	// new (fold_incr.go), and the arrival log as last read (arrivals.go).
@@ -249,7 +260,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 //     rotation chain from it reaches the pinned key (the hint names `ferry master
 //     repin`, rotation.go).
 func Open(h *Home, dir string) (*Channel, error) {
-	cfg, mk, dir, err := readConfig(dir)
+	cfg, mk, dir, raw, err := readConfigFile(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -258,25 +269,44 @@ func Open(h *Home, dir string) (*Channel, error) {
 	if err := c.checkPin(); err != nil {
 		return nil, err
 	}
+	// What `ferry doctor` compares a channel.toml that stops verifying with.
+	h.keepVerifiedConfig(cfg.Project, dir, raw)
 	if c.Device, err = h.Device(); err != nil {
 		return nil, err
 	}
-	skew := time.Duration(cfg.Policy.MaxSkewS) * time.Second
-	lg, err := ledger.Open(ledger.Options{Root: dir, LockDir: h.LockDir(cfg.Project), Project: cfg.Project, MaxSkew: skew, Now: c.now})
-	if err != nil {
+	if err := c.openLedger(); err != nil {
 		return nil, err
 	}
-	c.Ledger = lg
 	return c, nil
+}
+
+// openLedger prepares c.Ledger, with channel.toml's max skew until a Load reads the
+// policy in force (policy.go).
+func (c *Channel) openLedger() error {
+	skew := time.Duration(max(c.Config.Policy.MaxSkewS, 0)) * time.Second
+	lg, err := ledger.Open(ledger.Options{Root: c.Root, LockDir: c.Home.LockDir(c.Config.Project), Project: c.Config.Project, MaxSkew: skew, Now: c.now})
+	if err != nil {
+		return err
+	}
+	c.Ledger = lg
+	return nil
 }
 
 // readConfig reads and verifies channel.toml in dir, returning it, its master key and
 // dir made absolute. Errors as Open's, but for the pin.
 func readConfig(dir string) (Config, ed25519.PublicKey, string, error) {
+	cfg, mk, dir, _, err := readConfigFile(dir)
+	return cfg, mk, dir, err
+}
+
+// readConfigFile is readConfig that also returns the file's bytes. A file that decodes
+// but whose signature does not verify is returned with its master key and dir beside an
+// invalid error wrapping ErrConfigUnverified (OpenUnverified, config_check.go).
+func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, error) {
 	var cfg Config
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return cfg, nil, "", fmt.Errorf("resolving %s: %w", dir, err)
+		return cfg, nil, "", nil, fmt.Errorf("resolving %s: %w", dir, err)
 	}
 	p := filepath.Join(dir, "channel.toml")
 	raw, err := os.ReadFile(p)
@@ -284,48 +314,72 @@ func readConfig(dir string) (Config, ed25519.PublicKey, string, error) {
 		// The folder was given (--channel, FERRY_CHANNEL, the project map): the hint says
 		// how to fix that path or make a channel there, never "pass --channel".
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
-			return cfg, nil, "", Errorf(CatNotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
+			return cfg, nil, "", nil, Errorf(CatNotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
 				"the channel folder %s does not exist", dir)
 		}
-		return cfg, nil, "", Errorf(CatNotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
+		return cfg, nil, "", nil, Errorf(CatNotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
 			"%s holds no ferry channel (no channel.toml)", dir)
 	}
 	if err != nil {
-		return cfg, nil, "", fmt.Errorf("reading %s: %w", p, err)
+		return cfg, nil, "", nil, fmt.Errorf("reading %s: %w", p, err)
 	}
-	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
-	if _, err := toml.Decode(string(raw), &cfg); err != nil {
-		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
+	const restore = "restore channel.toml from another machine or backup"
+	body := bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
+	if _, err := toml.Decode(string(body), &cfg); err != nil {
+		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s does not parse: %v", p, err)
 	}
 	if cfg.Format > FormatVersion {
-		return cfg, nil, "", Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
+		return cfg, nil, "", nil, Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
 			"channel format %d is newer than this binary reads (format %d); nothing was read or written", cfg.Format, FormatVersion)
 	}
 	if cfg.Format < 1 {
-		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s has no valid format", p)
+		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s has no valid format", p)
 	}
 	mk, err := ledger.ParseKey(cfg.Master)
 	if err != nil {
-		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
+		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: %v", p, err)
 	}
 	// The signature covers every key of the file, known to this binary or not (ADR 0001).
-	var all map[string]any
-	if _, err := toml.Decode(string(raw), &all); err != nil {
-		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s does not parse: %v", p, err)
-	}
-	delete(all, "sig")
-	body, err := ledger.Canonical(all)
+	all, err := decodeConfigMap(raw)
 	if err != nil {
-		return cfg, nil, "", Errorf(CatInvalid, "restore channel.toml from another machine or backup", "%s: %v", p, err)
+		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s does not parse: %v", p, err)
 	}
-	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, body, cfg.Sig); err != nil {
-		return cfg, nil, "", Errorf(CatInvalid, "channel.toml was edited or damaged; restore it from another machine or backup",
-			"%s is not signed by its master key", p)
+	if cfg.PolicyTable, err = policyTableOf(all["policy"]); err != nil {
+		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: [policy]: %v", p, err)
+	}
+	signed, err := ledger.Canonical(all)
+	if err != nil {
+		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: %v", p, err)
+	}
+	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, signed, cfg.Sig); err != nil {
+		return cfg, mk, dir, nil, &Error{Category: CatInvalid, Err: ErrConfigUnverified,
+			Message: p + " is not signed by its master key: it was edited or damaged; nothing was read or written",
+			Hint:    "run `ferry doctor` to see which keys changed; restore channel.toml from another machine or backup (never edit it: its signature covers every key); policy changes are made with `ferry policy set KEY=VALUE` (owner only)"}
 	}
 	if err := checkName("project id", cfg.Project); err != nil {
-		return cfg, nil, "", err
+		return cfg, nil, "", nil, err
 	}
-	return cfg, mk, dir, nil
+	return cfg, mk, dir, raw, nil
+}
+
+// policyTableOf is a decoded TOML [policy] table as canonical JSON values.
+func policyTableOf(v any) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if v == nil {
+		return out, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a table")
+	}
+	for k, x := range m {
+		c, err := ledger.Canonical(x)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = c
+	}
+	return out, nil
 }
 
 func protocolMD(cfg Config) string {

@@ -56,7 +56,7 @@ const (
 // with `ferry ledger verify` (Channel.Verify's VerifyReport.Findings): the state of
 // delivery and of this machine (what waits for sync, clocks, Syncthing and its
 // settings), contests and memory notes. Every other check is in both.
-var DoctorOnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflct}
+var DoctorOnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflct, CheckChannelConfig}
 
 // Finding is one thing `ferry doctor` or `ferry ledger verify` found, with a one-line
 // fix.
@@ -158,12 +158,22 @@ const (
 // memory/*.md. Every finding has a one-line fix. It changes nothing in the channel;
 // it returns an error only when the channel cannot be read.
 func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
+	if c.Damage != nil && c.Damage.Pin == "" {
+		// channel.toml does not verify and no pin says which key to trust: nothing
+		// else can be checked (docs/format.md §8).
+		r := &DoctorReport{Project: c.Project(), Channel: c.Root, Findings: []Finding{}, Copies: []ConflictCopy{}, Skew: []SkewRow{}}
+		r.add(c.configFinding())
+		return r, nil
+	}
 	vr, err := c.Verify(v)
 	if err != nil {
 		return nil, err
 	}
 	// The findings verify reports come first, unchanged; then the doctor's own checks.
 	r := &DoctorReport{Project: c.Project(), Channel: c.Root, Findings: []Finding{}, Copies: vr.Copies, Skew: []SkewRow{}}
+	if c.Damage != nil {
+		r.add(c.configFinding()) // channel.toml does not verify (config_check.go)
+	}
 	for _, f := range vr.Findings {
 		r.add(f)
 	}
@@ -636,7 +646,7 @@ func (c *Channel) doctorSkew(r *DoctorReport, v *View) {
 		}
 		r.Skew = append(r.Skew, SkewRow{Writer: w, AheadS: d})
 		lvl := LevelWarning
-		if d > c.Config.Policy.MaxSkewS {
+		if d > c.PolicyOf(v).MaxSkewS {
 			lvl = LevelError
 		}
 		r.add(Finding{Check: CheckSkew, Level: lvl, Path: w,

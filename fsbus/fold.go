@@ -206,10 +206,12 @@ type State struct {
 	Primary   *Primary            `json:"primary"`
 	Decisions []Decision          `json:"decisions"`
 	Handins   map[string]*Handin  `json:"handins"`
-	Contested []Contest           `json:"contested,omitempty"`
-	Ignored   []Ignored           `json:"ignored,omitempty"`
-	MaxHLC    string              `json:"max_hlc,omitempty"`
-	Entries   int                 `json:"entries"`
+	// Policy is the head of the policy.set chain (policy.go); nil when none counts.
+	Policy    *PolicySet `json:"policy,omitempty"`
+	Contested []Contest  `json:"contested,omitempty"`
+	Ignored   []Ignored  `json:"ignored,omitempty"`
+	MaxHLC    string     `json:"max_hlc,omitempty"`
+	Entries   int        `json:"entries"`
 
 	idem   layered[idemRec] // writer + "\x00" + idem key
 	counts layered[bool]    // hashes of entries that count
@@ -307,6 +309,7 @@ func Fold(in FoldInput) *State {
 	// Pass 1: the master's entries build the roster. Grants chain by basis and apply
 	// by per-segment sequence bounds, so no entry's position in time matters.
 	grantNodes := map[string][]*grantNode{}
+	var policySets []*ledger.Entry
 	st.masters = resolveMasters(st, in, ignore) // issue 8: the key of each master entry
 	for i := range in.Entries {
 		e := &in.Entries[i]
@@ -340,6 +343,8 @@ func Fold(in FoldInput) *State {
 				continue
 			}
 			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{revoke: true, bounds: d.Bounds, boundHashes: d.BoundHashes}})
+		case TypePolicySet:
+			policySets = append(policySets, e)
 		case TypeAgentRetire:
 			if e.Ref != "" && e.Ref != MasterWriter {
 				a := agent(e.Ref)
@@ -360,6 +365,7 @@ func Fold(in FoldInput) *State {
 		a := agent(name)
 		a.grants, a.grantHead = resolveGrants(st, name, grantNodes[name], ignore)
 	}
+	st.Policy = resolvePolicy(st, policySets, ignore) // policy.go: the policy.set chain
 
 	// An agent's retire of itself bounds its own segment at the retire's seq: found
 	// before pass 2, so no entry's place in merged (HLC) order decides what counts.

@@ -76,13 +76,13 @@ func (c *Channel) PrimaryStatus(v *View) *PrimaryStatus {
 		b.Take = ""
 		out.Brief = &b
 	}
-	out.Rule = c.primaryRule(p, out.Liveness, out.AgeS)
+	out.Rule = c.primaryRule(c.PolicyOf(v), p, out.Liveness, out.AgeS)
 	return out
 }
 
 // primaryRule says in one sentence which take rule applies now (issue 3).
-func (c *Channel) primaryRule(p *Primary, liveness string, ageS int64) string {
-	silent := Span(c.Config.Policy.SilentAfterS)
+func (c *Channel) primaryRule(pol Policy, p *Primary, liveness string, ageS int64) string {
+	silent := Span(pol.SilentAfterS)
 	switch {
 	case p.State == PrimaryNone:
 		return "no holder: an orchestrator may take it"
@@ -203,7 +203,7 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		}
 		return false, Errorf(CatConflict, "run `ferry primary standby` to be next in line; `ferry primary status` shows the rule",
 			"primary is held by %s (%s); take is allowed once silent after %s, or when it releases",
-			p.Holder, heard, Span(s.Config.Policy.SilentAfterS))
+			p.Holder, heard, Span(s.PolicyOf(v).SilentAfterS))
 	})
 }
 

@@ -330,7 +330,7 @@ func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, ar
 	// The run renews its own execution window (issue 6 "Windows") once half of it has
 	// passed on this machine's clock, so a long run never expires its own claim and
 	// the ledger gets one extend per half window, not one per heartbeat.
-	renewEvery := time.Duration(r.S.Config.Policy.Windows(o).ExecS) * time.Second / 2
+	renewEvery := time.Duration(r.S.Policy().Windows(o).ExecS) * time.Second / 2
 	renewed := time.Now()
 	var werr error
 wait:

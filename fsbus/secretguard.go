@@ -477,7 +477,7 @@ var generatedRef = map[string]bool{
 	TypeOrderExpire: true, TypeOrderFail: true, TypeOrderCancel: true, TypeOrderStale: true,
 	TypeMsgPost: true, TypeMsgAck: true, TypeAskRaise: true, TypeAskAnswer: true,
 	TypePrimaryTake: true, TypePrimaryRelease: true, TypePrimaryBrief: true,
-	TypeDecisionRecord: true, TypeHandinAdd: true, TypeMasterRotate: true,
+	TypeDecisionRecord: true, TypeHandinAdd: true, TypeMasterRotate: true, TypePolicySet: true,
 }
 
 // refNoun names what a caller-named ref is, for the refusal.
@@ -496,7 +496,7 @@ var fieldNoun = map[string]string{
 	TypeDecisionRecord: "decision", TypeHandinAdd: "hand-in", TypeAgentJoin: "join",
 	TypeGrantSet: "grant", TypeGrantRevoke: "revoke", TypeOrderOffer: "offer",
 	TypeOrderStale: "stale mark", TypeSecretPut: "secret", TypeReleaseApprove: "release",
-	TypeAgentRetire: "retirement",
+	TypeAgentRetire: "retirement", TypePolicySet: "policy",
 }
 
 // memberNoun renames a member for the refusal where its JSON name reads badly.

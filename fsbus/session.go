@@ -149,7 +149,9 @@ func (c *Channel) Load() (*View, error) {
 		}
 	}
 	pres := c.observePresence(st, arr)
-	return &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres, fold: f}, nil
+	v := &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres, fold: f}
+	c.noteLoaded(v) // the policy in force (policy.go)
+	return v, nil
 }
 
 // sigFramesAfter is how many new entries make a Load load the index's signature frames
@@ -309,7 +311,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			}
 			written = append(written, o.path)
 		}
-		e, err := s.appendMarked(*d, s.observedHLC(v.Snapshot))
+		e, err := s.appendMarked(*d, s.observedHLC(v))
 		if err != nil {
 			removeAll(written) // objects no entry names would only confuse readers
 			return err
@@ -375,8 +377,9 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 // clock: the one a write absorbs (DESIGN §2 "HLC"). Snapshot.MaxHLC alone would not do:
 // Append refuses to absorb a value beyond max_skew, so one far-ahead entry would stop
 // the writer from absorbing every other HLC it has read.
-func (s *Session) observedHLC(snap *ledger.Snapshot) ledger.HLC {
-	skew := time.Duration(s.Config.Policy.MaxSkewS) * time.Second
+func (s *Session) observedHLC(v *View) ledger.HLC {
+	snap := v.Snapshot
+	skew := time.Duration(s.PolicyOf(v).MaxSkewS) * time.Second
 	if skew <= 0 {
 		skew = ledger.DefaultMaxSkew
 	}

@@ -100,7 +100,7 @@ func (w *talkWorld) entries(t *testing.T) int {
 func (w *talkWorld) rawAck(t *testing.T, s *Session, ids ...string) ledger.Entry {
 	t.Helper()
 	v := w.load(t)
-	e, err := s.Ledger.Append(s.Name, s.Device, ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ids})}, s.Signer, s.observedHLC(v.Snapshot))
+	e, err := s.Ledger.Append(s.Name, s.Device, ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ids})}, s.Signer, s.observedHLC(v))
 	if err != nil {
 		t.Fatal(err)
 	}

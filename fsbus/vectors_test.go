@@ -1057,10 +1057,10 @@ func TestObservedHLCSkipsSkewed(t *testing.T) {
 	}
 	s := &Session{Channel: &Channel{Config: Config{Policy: DefaultPolicy}, Now: func() time.Time { return now }}}
 	snap := &ledger.Snapshot{Entries: []ledger.Entry{at(-time.Minute), at(10 * time.Minute), at(2 * time.Hour)}}
-	if got, want := s.observedHLC(snap), (ledger.HLC{Ms: now.Add(10 * time.Minute).UnixMilli()}); got != want {
+	if got, want := s.observedHLC(&View{Snapshot: snap}), (ledger.HLC{Ms: now.Add(10 * time.Minute).UnixMilli()}); got != want {
 		t.Errorf("observed %s, want %s", got, want)
 	}
-	if got := s.observedHLC(&ledger.Snapshot{Entries: []ledger.Entry{at(2 * time.Hour)}}); got != (ledger.HLC{}) {
+	if got := s.observedHLC(&View{Snapshot: &ledger.Snapshot{Entries: []ledger.Entry{at(2 * time.Hour)}}}); got != (ledger.HLC{}) {
 		t.Errorf("observed %s, want none", got)
 	}
 }

@@ -34,10 +34,11 @@ func (c *Channel) Liveness(v *View, writer string) (state string, ageS int64) {
 	}
 	age := c.stamp().Since(seen)
 	ageS = int64(age / time.Second)
+	pol := c.PolicyOf(v)
 	switch {
-	case ageS < c.Config.Policy.QuietAfterS:
+	case ageS < pol.QuietAfterS:
 		return Alive, ageS
-	case ageS < c.Config.Policy.SilentAfterS:
+	case ageS < pol.SilentAfterS:
 		return Quiet, ageS
 	}
 	return Silent, ageS
@@ -262,7 +263,7 @@ func (c *Channel) Status(v *View) *Status {
 // aheadWriters lists writers whose newest entry is more than max_skew ahead of this
 // machine's clock.
 func (c *Channel) aheadWriters(v *View) []string {
-	limit := c.now().Add(time.Duration(c.Config.Policy.MaxSkewS) * time.Second).UnixMilli()
+	limit := c.now().Add(time.Duration(c.PolicyOf(v).MaxSkewS) * time.Second).UnixMilli()
 	seen := map[string]bool{}
 	var out []string
 	for i := len(v.Snapshot.Entries) - 1; i >= 0; i-- {

@@ -118,7 +118,7 @@ func seenAt(v *View, own map[string]Stamp, hash string, now Stamp) time.Time {
 }
 
 func (c *Channel) window(v *View, o *Order, own map[string]Stamp, now Stamp) (w Window, ok bool) {
-	ws := c.Config.Policy.Windows(o)
+	ws := c.PolicyOf(v).Windows(o)
 	switch o.State {
 	case StateClaimed, StateChangesRequested:
 		start := seenAt(v, own, o.Claim, now)
@@ -262,7 +262,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	if err := s.checkLost(v); err != nil {
 		return nil, err
 	}
-	hlc := s.observedHLC(v.Snapshot)
+	hlc := s.observedHLC(v)
 	for i, d := range drafts {
 		if _, err := s.appendMarked(d, hlc); err != nil {
 			return ids[:i], err

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -97,6 +98,9 @@ func lockPath(lockDir, writer, device string) string {
 // the segment's lock file.
 type Ledger struct {
 	opts Options
+	// skew is the max skew Append uses now, in nanoseconds: Options.MaxSkew until
+	// SetMaxSkew changes it.
+	skew atomic.Int64
 }
 
 // Open returns a Ledger for the channel directory opts.Root. It only checks that Root
@@ -124,7 +128,19 @@ func Open(opts Options) (*Ledger, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Ledger{opts: opts}, nil
+	l := &Ledger{opts: opts}
+	l.skew.Store(int64(opts.MaxSkew))
+	return l, nil
+}
+
+// SetMaxSkew changes how far later Appends move ahead of the wall clock (the
+// channel's effective max_skew, which a policy change can move after Open); d <= 0
+// means DefaultMaxSkew. It is safe to call while other goroutines append.
+func (l *Ledger) SetMaxSkew(d time.Duration) {
+	if d <= 0 {
+		d = DefaultMaxSkew
+	}
+	l.skew.Store(int64(d))
 }
 
 // Root returns the channel directory the Ledger was opened on.
@@ -291,7 +307,7 @@ func (l *Ledger) next(writer, device string, d Draft, data json.RawMessage, s Si
 		}
 		lastHLC = h
 	}
-	h, _ := NextHLC(l.opts.Now(), l.opts.MaxSkew, lastHLC, observed)
+	h, _ := NextHLC(l.opts.Now(), time.Duration(l.skew.Load()), lastHLC, observed)
 	e.HLC = h.String()
 	if err := e.Sign(s, l.opts.Project); err != nil {
 		return Entry{}, nil, fmt.Errorf("appending: %w", err)
