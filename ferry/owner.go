@@ -33,6 +33,11 @@ func checkOwner(kctx *kong.Context, g *Globals) error {
 	for _, p := range kctx.Path {
 		if p.Flag != nil && p.Flag.Name == "as" && !p.Resolved {
 			g.asFrom = "--as"
+			if g.As == "" {
+				// An empty --as would silently override FERRY_AGENT and act as the owner.
+				return fsbus.Errorf(fsbus.CatInvalid, "name the agent (`--as NAME`), or `--as master` for the owner; drop --as for the default",
+					"--as needs a name; it was given empty")
+			}
 		}
 	}
 	n := kctx.Selected()

@@ -170,15 +170,34 @@ func RedactInputs(text string, inputs []string) string {
 				if i < 0 {
 					break
 				}
-				text = strings.ReplaceAll(text, rest[i:j], "[secret removed: "+d.kind+"]")
+				text = replaceFold(text, rest[i:j], "[secret removed: "+d.kind+"]")
 				if q := strconv.Quote(rest[i:j]); q[1:len(q)-1] != rest[i:j] {
-					text = strings.ReplaceAll(text, q[1:len(q)-1], "[secret removed: "+d.kind+"]")
+					text = replaceFold(text, q[1:len(q)-1], "[secret removed: "+d.kind+"]")
 				}
 				rest = rest[j:]
 			}
 		}
 	}
 	return text
+}
+
+// replaceFold replaces every span of text that equals old regardless of case (an id
+// is lowercased before it is quoted, and an AWS key id is upper case) with repl.
+func replaceFold(text, old, repl string) string {
+	if old == "" {
+		return text
+	}
+	var b strings.Builder
+	for i := 0; i < len(text); {
+		if i+len(old) <= len(text) && strings.EqualFold(text[i:i+len(old)], old) {
+			b.WriteString(repl)
+			i += len(old)
+			continue
+		}
+		b.WriteByte(text[i])
+		i++
+	}
+	return b.String()
 }
 
 // CheckSecret refuses s when it looks like it holds a credential: an invalid *Error

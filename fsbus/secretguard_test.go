@@ -221,3 +221,19 @@ func TestIdentifierLikeSparesRandomTokens(t *testing.T) {
 		}
 	}
 }
+
+// An error may quote the caller's input in another case (ids are lowercased before
+// they are quoted; an AWS key id is upper case): RedactInputs cuts it in any case.
+func TestRedactInputsAnyCase(t *testing.T) {
+	const token = "AKIA39ZZZZG4ZDMEN2KH"
+	for _, text := range []string{
+		`no order "akia39zzzzg4zdmen2kh"`,
+		`no order "AKIA39ZZZZG4ZDMEN2KH"`,
+		`no order "Akia39zzzzG4ZDMEN2KH"`,
+	} {
+		got := RedactInputs(text, []string{"order", "show", token})
+		if strings.Contains(strings.ToLower(got), strings.ToLower(token)) || !strings.Contains(got, "[secret removed: ") {
+			t.Errorf("RedactInputs(%q) = %q", text, got)
+		}
+	}
+}

@@ -607,7 +607,11 @@ type handler func(ctx context.Context) (any, error)
 // handle answers the request m: done receives its encoded response once, or nil when
 // it has none (cancelled). Requests that may take time — tools/call, resources/list,
 // resources/read — run in their own goroutine, so they never block ping or each other.
-func (s *Server) handle(ctx context.Context, m message, inBatch bool, done func([]byte)) {
+func (s *Server) handle(ctx context.Context, m message, inBatch bool, send func([]byte)) {
+	// An error's text may quote the request (a method, a URI, an argument): a
+	// credential pasted into the wrong place never comes back in it.
+	inputs := callInputs(m.Method, m.Params)
+	done := func(b []byte) { send(redactErrorResponse(b, inputs)) }
 	fail := func(id json.RawMessage, err *RPCError) {
 		done(encodeResponse(response{JSONRPC: "2.0", ID: id, Error: err}))
 	}
@@ -975,6 +979,33 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		return json.RawMessage(raw), nil
 	}
 	return toolResult(out)
+}
+
+// redactErrorResponse returns the encoded response b with credential-looking spans of
+// inputs cut from its error's message and data (fsbus.RedactInputs); the id and a
+// result are left as they are. b itself when it is no error response or nothing is cut.
+func redactErrorResponse(b []byte, inputs []string) []byte {
+	if !bytes.Contains(b, []byte(`"error"`)) {
+		return b
+	}
+	var r response
+	if json.Unmarshal(b, &r) != nil || r.Error == nil {
+		return b
+	}
+	msg := fsbus.RedactInputs(r.Error.Message, inputs)
+	data := r.Error.Data
+	if len(data) > 0 {
+		if d := fsbus.RedactInputs(string(data), inputs); d != string(data) && json.Valid([]byte(d)) {
+			data = json.RawMessage(d)
+		}
+	}
+	if msg == r.Error.Message && bytes.Equal(data, r.Error.Data) {
+		return b
+	}
+	c := *r.Error
+	c.Message, c.Data = msg, data
+	r.Error = &c
+	return encodeResponse(r)
 }
 
 // toolResult is a successful tools/call result: structuredContent plus the same JSON as
