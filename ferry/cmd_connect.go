@@ -244,11 +244,13 @@ func (c *ConnectCmd) join(ch *fsbus.Channel, rep *connectReport) error {
 	if ch == nil {
 		return nil
 	}
-	if err := ch.Home.MapProject(ch.Project(), ch.Root); err != nil {
+	undo, err := ch.Home.MapForJoin(ch.Project(), ch.Root, false, "by running `ferry join --as "+rep.Agent+" --channel "+ch.Root+" --force` first")
+	if err != nil {
 		return err
 	}
-	var err error
-	rep.Join, err = fsbus.Join(ch, rep.Agent, c.App)
+	if rep.Join, err = fsbus.Join(ch, rep.Agent, c.App); err != nil {
+		undo()
+	}
 	return err
 }
 

@@ -52,6 +52,6 @@ func (c *InitCmd) Run(g *Globals) error {
 		g.printf("  %s was mapped to %s on this machine; it is mapped to %s now\n", ch.Project(), old, ch.Root)
 	}
 	g.printf("  master key %s (kept on this machine)\n", ch.Config.Master)
-	g.printf("next: ferry join --as NAME --project %s   (on each agent's machine)\n", ch.Project())
+	g.printf("next: ferry join --as NAME --channel <this folder, as synced there>   (on each agent's machine)\n")
 	return nil
 }

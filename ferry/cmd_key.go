@@ -295,6 +295,9 @@ func (c *KeyImportCmd) Run(g *Globals) error {
 				c.File, ledger.FormatKey(ik.Key.Public()), ledger.FormatKey(cur))
 		}
 	}
+	if err := ch.Home.CheckRemap(ch.Project(), ch.Root, false, "by running `ferry join --as NAME --channel "+ch.Root+" --force` first"); err != nil {
+		return err
+	}
 	wrote, err := ch.Home.StoreImported(ik)
 	if err != nil {
 		return err

@@ -66,6 +66,7 @@ func TestScripts(t *testing.T) {
 // scriptCmds are the helpers the scripts use to look at and tamper with channel files.
 // They are plain Go, so the scripts run the same on every OS.
 var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
+	"copydir":    cmdCopyDir,
 	"capture":    cmdCapture,
 	"firstfile":  cmdFirstFile,
 	"appendline": cmdAppendLine,
@@ -348,4 +349,13 @@ func cmdValidJSON(ts *testscript.TestScript, neg bool, args []string) {
 	if dec.More() {
 		ts.Fatalf("stdout holds more than one JSON value")
 	}
+}
+
+// cmdCopyDir copies the tree SRC to DST, which must not exist (a copy of a channel
+// elsewhere on the machine): copydir SRC DST.
+func cmdCopyDir(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: copydir SRC DST")
+	}
+	ts.Check(os.CopyFS(ts.MkAbs(args[1]), os.DirFS(ts.MkAbs(args[0]))))
 }

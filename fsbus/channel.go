@@ -178,16 +178,8 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 	if _, err := os.Stat(filepath.Join(dir, "channel.toml")); err == nil {
 		return nil, Errorf(CatConflict, "use `ferry join` to take part in an existing channel", "%s already holds a channel", dir)
 	}
-	if old, err := h.MappedDir(opts.Project); err != nil {
+	if err := h.CheckRemap(opts.Project, dir, opts.Force, "or choose another --project"); err != nil {
 		return nil, err
-	} else if old != "" && old != dir && !opts.Force {
-		gone := ""
-		if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
-			gone = " (a folder that is missing now)"
-		}
-		return nil, Errorf(CatConflict,
-			fmt.Sprintf("pass --force to map %s to %s instead (the channel in %s is left as it is), or choose another --project", opts.Project, dir, old),
-			"project %s is already mapped on this machine to %s%s", opts.Project, old, gone)
 	}
 	var master ledger.KeySigner
 	if h.HasKey(opts.Project, MasterWriter) {

@@ -236,7 +236,46 @@ func (h *Home) MappedDir(project string) (string, error) {
 	return m[project], nil
 }
 
-// MapProject records that project's channel is dir on this machine.
+// MapForJoin maps project to dir for a command that joins it (CheckRemap first, then
+// MapProject), before the command writes anything, so that a map that cannot be saved
+// refuses the command with nothing written. undo puts the previous mapping back, for
+// when the command is then refused.
+func (h *Home) MapForJoin(project, dir string, force bool, more string) (undo func(), err error) {
+	if err := h.CheckRemap(project, dir, force, more); err != nil {
+		return nil, err
+	}
+	prev, err := h.MappedDir(project)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.MapProject(project, dir); err != nil {
+		return nil, err
+	}
+	return func() { _ = h.MapProject(project, prev) }, nil
+}
+
+// CheckRemap refuses (conflict, naming the old folder) to map project to dir when this
+// machine maps it to another folder and force is false: a silent remap would move every
+// later command, and every agent and app of this machine, onto the other channel. more
+// ends the hint (another way out the command offers). nil when mapping is safe.
+func (h *Home) CheckRemap(project, dir string, force bool, more string) error {
+	old, err := h.MappedDir(project)
+	if err != nil || old == "" || old == dir || force {
+		return err
+	}
+	gone := ""
+	if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
+		gone = " (a folder that is missing now)"
+	}
+	hint := fmt.Sprintf("pass --force to map %s to %s instead (the channel in %s is left as it is)", project, dir, old)
+	if more != "" {
+		hint += ", " + more
+	}
+	return Errorf(CatConflict, hint, "project %s is already mapped on this machine to %s%s; nothing was written", project, old, gone)
+}
+
+// MapProject records that project's channel is dir on this machine; "" removes the
+// mapping.
 func (h *Home) MapProject(project, dir string) error {
 	m, err := h.Projects()
 	if err != nil {
@@ -245,7 +284,11 @@ func (h *Home) MapProject(project, dir string) error {
 	if m[project] == dir {
 		return nil
 	}
-	m[project] = dir
+	if dir == "" {
+		delete(m, project)
+	} else {
+		m[project] = dir
+	}
 	var b strings.Builder
 	if err := toml.NewEncoder(&b).Encode(projectsFile{Projects: m}); err != nil {
 		return fmt.Errorf("encoding projects: %w", err)
