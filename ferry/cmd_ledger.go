@@ -86,7 +86,7 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 	} else {
 		// The findings `ferry doctor` starts with (fsbus VerifyReport.Findings), one line
 		// each, "(warning)" or "(info)" after the ones that are no error. Each fix
-		// follows the first finding of its check that needs it (issue 8): a hundred
+		// follows the first finding of its check that needs it: a hundred
 		// forged lines need one fix, not a hundred.
 		fixed := map[string]bool{}
 		for _, f := range r.Findings {

@@ -9,7 +9,7 @@ import (
 )
 
 // testClockEnv moves both clocks of a ferry process run by a journey this many seconds
-// ahead of the real ones (issue 6: hours pass on one machine); testWallStepEnv moves
+// ahead of the real ones (hours pass on one machine); testWallStepEnv moves
 // its wall clock alone that many seconds (a clock step, ADR 0013: an NTP step, a VM's
 // clock corrected on resume). Read only by the test binary standing in for ferry.
 const (

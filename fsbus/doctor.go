@@ -564,7 +564,7 @@ func (c *Channel) objectFindings(r *DoctorReport, v *View, vr *VerifyReport) {
 		if !ok || !strings.HasSuffix(base, ".json") {
 			continue // an orphan (doctorPending)
 		}
-		// A sync tool's copy of an object (issue 7 finding 10c): never an entry's
+		// A sync tool's copy of an object: never an entry's
 		// object, whatever it holds.
 		orig := filepath.Join(filepath.Dir(p), base)
 		f := Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: rel(c.Root, p),

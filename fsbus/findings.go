@@ -16,11 +16,11 @@ func (c *Channel) findings(v *View, out *VerifyReport) error {
 	r := &DoctorReport{Findings: []Finding{}, Copies: []ConflictCopy{}}
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, out, marked)
-	doctorKeyChanges(r, out) // issue 8 (forgery.go)
+	doctorKeyChanges(r, out) // forgery.go
 	if err := c.doctorCopies(r, v, out); err != nil {
 		return err
 	}
-	c.doctorShrunk(r, out) // issue 8: an error, once per writer (vanished.go)
+	c.doctorShrunk(r, out) // an error, once per writer (vanished.go)
 	c.objectFindings(r, v, out)
 	out.Findings, out.Copies, out.Errors, out.Warnings = r.Findings, r.Copies, r.Errors, r.Warnings
 	return nil

@@ -159,7 +159,7 @@ func (c *Channel) window(v *View, o *Order, own map[string]Stamp, now Stamp) (w 
 
 // expiryDue reports the window s may expire on o at now: the execution window of a
 // claim s made from this device, or the queue window of an order s wrote from this
-// device (issue 6: only the holder's own machine, or the author's, decides an expiry).
+// device (only the holder's own machine, or the author's, decides an expiry).
 func (s *Session) expiryDue(v *View, o *Order, own map[string]Stamp, now Stamp) (string, bool) {
 	w, ok := s.window(v, o, own, now)
 	if !ok || now.Time().Before(w.Deadline) {
