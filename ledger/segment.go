@@ -201,7 +201,7 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 	path := SegmentPath(l.opts.Root, writer, device)
 	// Conflict copies in the writer directory may hold records of this chain that the
 	// segment lacks (it was replaced, rolled back or lost a fork): make the segment
-	// whole first and chain onto the tip readers keep (issue 7, writer continuity).
+	// whole first and chain onto the tip readers keep (ADR 0007).
 	var restored *Restored
 	if hasCopies(path) {
 		if restored, err = restorePath(l.opts.Root, path, writer, device, s.Public(), l.opts.Project); err != nil {
