@@ -188,10 +188,10 @@ type GrantOptions struct {
 // Grant seats an agent (master only): a grant.set entry binding its public key, a
 // level and optional scopes. For an agent already granted, the entry names for each
 // segment of that writer the master has seen the last seq the previous grant still
-// covers (DESIGN §2). It is idempotent: the same level, key and scopes write nothing.
+// covers (docs/design.md §2). It is idempotent: the same level, key and scopes write nothing.
 // Errors: denied when s is not the master; not_found when the agent has not joined and
 // no key is given; invalid for a bad level or key; conflict when the agent is retired
-// (retirement is final, issue 6: a new name is seated instead).
+// (retirement is final: a new name is seated instead).
 func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 	if s.Name != MasterWriter {
 		return nil, Errorf(CatDenied, "run it as the owner on the machine that holds the master key", "only the master grants levels")

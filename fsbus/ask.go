@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Limits of an ask (issue 3; the ADR caps reasoning at 1,200 characters). The title is
+// Limits of an ask (docs/format.md §11 caps reasoning at 1,200 characters). The title is
 // in bytes like an order's; recommendation and reasoning in characters (Unicode code
 // points), so a non-English ask gets the same room as an English one.
 const (
@@ -61,7 +61,7 @@ func (o *AskRaiseOptions) validate() error {
 	return nil
 }
 
-// AskRaise asks the owner to decide before a risky step (DESIGN §2, issue 3): it
+// AskRaise asks the owner to decide before a risky step (docs/design.md §2): it
 // publishes the signed object asks/<a-id>.json, then appends ask.raise naming the
 // object's hash; the ask is pending until the owner answers. Errors: invalid for an
 // empty or multi-line title, a missing recommendation, or a recommendation or reasoning
@@ -118,7 +118,7 @@ type askCallArgs struct {
 // naming the ask's head as basis (a compare-and-set on this machine). verdict is
 // approve, reject or send_back ("send-back" is accepted); note is optional, at most
 // 2,000 bytes. Errors: denied unless s is the master (an agent, and the MCP surface,
-// never answers: DESIGN §2 level table); invalid for an unknown verdict, a long note or
+// never answers: docs/design.md §2 level table); invalid for an unknown verdict, a long note or
 // an ambiguous prefix; not_found for an unknown ask; conflict when the ask is already
 // answered or the idempotency key was used with other arguments; retry_needed while the
 // ask's object has not arrived. A replayed key returns the ask and writes nothing.
@@ -188,7 +188,7 @@ func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
 // askIDs lists known ask ids, sorted.
 func (st *State) askIDs() []string { return sortedKeys(st.Asks) }
 
-// FindAsk resolves a full ask id or a unique prefix of one (DESIGN §2 rule 2). Errors:
+// FindAsk resolves a full ask id or a unique prefix of one (docs/design.md §2 rule 2). Errors:
 // not_found for no match (saying why when the ask's raise does not count), invalid for
 // an empty query or an ambiguous prefix, listing the candidates.
 func (st *State) FindAsk(q string) (*Ask, error) {

@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Ask states (DESIGN §2 "Orders, asks, presence"; issue 3).
+// Ask states (docs/design.md §2 "Orders, asks, presence").
 const (
 	AskPending  = "pending"
 	AskApproved = "approved"
@@ -29,7 +29,7 @@ var askVerdicts = map[string]string{
 	VerdictSendBack: AskSentBack,
 }
 
-// AskRank is the stage rank of each ask state for the branch rule of DESIGN §2 "Races
+// AskRank is the stage rank of each ask state for the branch rule of docs/design.md §2 "Races
 // across machines": any answer (1) beats pending (0); between two answers the lower
 // entry hash wins. Pinned by docs/format.md §14.
 var AskRank = map[string]int{
@@ -39,7 +39,7 @@ var AskRank = map[string]int{
 	AskSentBack: 1,
 }
 
-// Ask is a question to the owner as folded (DESIGN §2, issue 3): the text of its
+// Ask is a question to the owner as folded (docs/design.md §2): the text of its
 // signed object asks/<id>.json and the owner's verdict from the winning ask.answer.
 // Raised and Answered are HLCs (docs/format.md §6).
 type Ask struct {
@@ -85,10 +85,10 @@ type askCore struct {
 
 // step applies one entry of an ask's chain to c: an ask.answer by the owner moves a
 // pending ask to the verdict's state. It is the one rule both the fold and AskAnswer
-// use. Refusals: denied below master level (an agent never answers, DESIGN §2 level
+// use. Refusals: denied below master level (an agent never answers, docs/design.md §2 level
 // table), conflict when the ask is already answered, invalid for an unknown verdict. An
-// entry type this binary does not know keeps its place in the chain unchanged (DESIGN
-// §2 "Types").
+// entry type this binary does not know keeps its place in the chain unchanged
+// (docs/format.md §17).
 func (c askCore) step(typ, writer string, lvl Level, d entryData) (askCore, error) {
 	n := c
 	switch typ {

@@ -85,7 +85,7 @@ func addRoot[S any](roots map[string]*chainNode[S], n *chainNode[S], why string,
 	roots[n.e.Ref] = n
 }
 
-// resolveChain applies the branch rule of DESIGN §2 "Races across machines" to the
+// resolveChain applies the branch rule of docs/design.md §2 "Races across machines" to the
 // tree under root (whose state is set): it validates every child against its parent's
 // state (an invalid entry and everything built on it is ignored), ranks subtrees by the
 // furthest stage reached, and walks the winning path — at each node the valid child

@@ -21,7 +21,7 @@ import (
 // FormatVersion is the channel format this binary writes and reads (docs/format.md).
 const FormatVersion = 1
 
-// MasterWriter is the writer name of the human owner (DESIGN §2 "Writers").
+// MasterWriter is the writer name of the human owner (docs/design.md §2 "Ledger entry").
 const MasterWriter = "master"
 
 // ChannelDomain prefixes the signature of channel.toml.
@@ -32,7 +32,7 @@ type Policy struct {
 	QuietAfterS  int64 `toml:"quiet_after_s" json:"quiet_after_s"`
 	SilentAfterS int64 `toml:"silent_after_s" json:"silent_after_s"`
 	MaxSkewS     int64 `toml:"max_skew_s" json:"max_skew_s"`
-	// Order windows (issue 6), seconds; absent or 0 means the default: an execution
+	// Order windows, seconds; absent or 0 means the default: an execution
 	// window of 4 h (DefaultExecWindowS) renewed by progress and extend, capped by a
 	// claim lifetime of 24 h (DefaultLifetimeS), and no queue window. Optional keys:
 	// a channel.toml written without them verifies and reads as before (its signature
@@ -81,7 +81,7 @@ type Channel struct {
 	// is measured (clock.go, ADR 0013); nil means the OS boot clock, moved by as much
 	// as Now is from the real wall clock. Tests only: the binary sets neither.
 	Boot func() BootReading
-	// Progress, when set, hears how far each Load is (issue 9: a progress display for
+	// Progress, when set, hears how far each Load is (a progress display for
 	// the first reading of a big channel, which a terminal-free fsbus cannot draw):
 	// stage is "reading", "verifying" (done and total count entries whose signatures are
 	// checked), "folding" or "arrivals", and "" once the Load returns, with or without
@@ -136,7 +136,7 @@ func (c *Channel) progress(stage string, done, total int) {
 // Project returns the channel's project id.
 func (c *Channel) Project() string { return c.Config.Project }
 
-// dirs every channel has (DESIGN §2 layout).
+// dirs every channel has (docs/design.md §2 layout).
 var channelDirs = []string{"ledger", "orders", "messages", "asks", "results", "presence", "handins", "memory", "releases"}
 
 const gitattributes = "* -text\n"
@@ -144,7 +144,7 @@ const gitattributes = "* -text\n"
 // stignore hides ferry's and the sync tools' temp names from Syncthing. It is written
 // on every machine by init and join: Syncthing does not sync it. Syncthing reads it
 // only at the root of a shared folder: when the channel is a subfolder, the root's
-// .stignore needs StignoreLines instead (`ferry doctor` says so; issue 7 finding 5).
+// .stignore needs StignoreLines instead (`ferry doctor` says so).
 const stignore = "// written by ferry: temp files are never synced\n(?d).ferry-*.tmp\n(?d)*.torn-*\n"
 
 // InitOptions configure Init.

@@ -14,7 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Contract is the optional contract an order carries (issue 6; docs/format.md §11
+// Contract is the optional contract an order carries (docs/format.md §11
 // order object). Every member is optional and omitted when empty, so an order without
 // a contract is byte-for-byte what format v1 wrote before. The JSON names are fixed:
 // other parts of ferry (windows, unattended runs) read them.
@@ -40,14 +40,14 @@ type Contract struct {
 
 // Windows are an order's own windows, in seconds; zero means the channel default.
 // ExecS runs from the claim and is renewed by progress and extend; LifetimeS caps the
-// renewals; QueueS is how long the order may wait unclaimed (issue 6 "Windows").
+// renewals; QueueS is how long the order may wait unclaimed (docs/format.md §14 "Windows").
 type Windows struct {
 	ExecS     int64 `json:"exec_s,omitempty"`
 	LifetimeS int64 `json:"lifetime_s,omitempty"`
 	QueueS    int64 `json:"queue_s,omitempty"`
 }
 
-// Hints are the resources a heavy order expects (issue 6 "Heavy orders"): cores,
+// Hints are the resources a heavy order expects (docs/runs.md "Heavy orders"): cores,
 // memory and GPU memory in GB, and the expected run time in minutes.
 type Hints struct {
 	Cores           int     `json:"cores,omitempty"`
@@ -115,8 +115,8 @@ func (c *Contract) validate() error {
 		}
 		if canon[0] != '{' {
 			// docs/format.md §11: the schema is an object. true/false are valid JSON
-			// Schemas but say nothing a result could be checked against (issue 6
-			// finding 13); arrays, strings and numbers are no schema.
+			// Schemas but say nothing a result could be checked against;
+			// arrays, strings and numbers are no schema.
 			return Errorf(CatInvalid, `pass a JSON Schema object, e.g. {"type":"object","required":["passed"]}`, "schema is %s, not a JSON object", jsonKind(canon[0]))
 		}
 		if _, err := compileSchema(canon); err != nil {

@@ -25,7 +25,7 @@ func (o *Order) hasPointers() bool { return len(o.Pointers) > 0 || o.Diff != nil
 // to read: nothing is read. A path the contract itself gets wrong (not a safe
 // workspace-relative path) is the author's to fix; anything else — a symlink leading
 // outside the workspace or to a sensitive file, a FIFO, device or directory, a file
-// over the size limit — is this checkout's copy, fixed here (issue 6 finding 12e).
+// over the size limit — is this checkout's copy, fixed here.
 func refusedPointers(r *PointerReport) error {
 	var bad []string
 	contract := false
@@ -72,7 +72,7 @@ func withWarnings(o *Order, warn []string) *Order {
 // match them (existence, then size, then sha256; checked again after 150 ms): else the
 // claim is refused locally with stale, naming the files and why (another commit, or
 // local edits) and how to recover, and nothing is written — the order stays open for
-// machines whose checkout matches (issue 6 "Claim"). A read-only order whose verified
+// machines whose checkout matches (ADR 0003 §2). A read-only order whose verified
 // diff covers every pointer is claimed anyway, with a warning to review the diff. A
 // contract naming a path this machine refuses to read answers invalid.
 func (s *Session) Claim(q, key string) (*Order, error) {
@@ -118,7 +118,7 @@ func (s *Session) Claim(q, key string) (*Order, error) {
 var errSettle = errors.New("fsbus: pointed files differ; checking again")
 
 // VerifyOrder reports the health of an order's pointers in this machine's workspace:
-// ok, changed, missing or refused per pointer (issue 6 "Verify"). It reads the files
+// ok, changed, missing or refused per pointer (ADR 0003 §2). It reads the files
 // and the channel and writes nothing. An order without pointers reports ok with none.
 func (s *Session) VerifyOrder(q string) (*PointerReport, error) {
 	o, _, err := s.findOrder(q)
@@ -134,7 +134,7 @@ func (s *Session) VerifyOrder(q string) (*PointerReport, error) {
 
 // MarkStale is `ferry order verify --mark`: the author, on the machine that dispatched
 // the order, records with order.stale that a pointed file changed after dispatch; the
-// order becomes pointer_stale (issue 6, ADR 0003). Errors: denied for anyone but the
+// order becomes pointer_stale (ADR 0003). Errors: denied for anyone but the
 // author or on another machine; conflict when every pointer still matches, or when
 // the order is held (the holder's submit re-verifies) or past the point of marking;
 // invalid for an order without pointers. Marking an order already pointer_stale
@@ -201,7 +201,7 @@ type SubmitOptions struct {
 }
 
 // SubmitResult hands in the holder's result (see Submit) with an optional structured
-// output, and enforces the order's contract on the holder's machine (issue 6):
+// output, and enforces the order's contract on the holder's machine:
 //
 //   - pointers are re-verified (with one retry after 150 ms). The first mismatch on a
 //     claim answers retry_needed listing the files and the recovery commands, keeps

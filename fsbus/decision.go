@@ -6,8 +6,8 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// DecisionRecord records a decision (decision.record, orchestrator level; DESIGN §2,
-// issue 3): one line, trimmed, 1–200 bytes, held in the entry itself (data.line; no
+// DecisionRecord records a decision (decision.record, orchestrator level; docs/design.md §2):
+// one line, trimmed, 1–200 bytes, held in the entry itself (data.line; no
 // object file) under a fresh d- id in ref. Errors: invalid for a bad line; denied
 // below orchestrator; conflict for a key used with other arguments. A replayed key
 // returns the decision the first call recorded and writes nothing.

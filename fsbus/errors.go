@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Error categories shared by the CLI and the MCP server (DESIGN §4).
+// Error categories shared by the CLI and the MCP server (docs/design.md §4).
 const (
 	CatDenied      = "denied"
 	CatLocked      = "locked"

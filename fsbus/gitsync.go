@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-// git as the carrier (issue 7 "`ferry sync --git`"; DESIGN §2 rule 1).
+// git as the carrier (docs/sync.md "git"; docs/design.md §2 rule 1).
 //
 // A channel kept in a git repository travels by commits. Because every file ferry
 // writes has one writer on one machine — segments per (writer, device), objects
@@ -104,8 +104,8 @@ func lastLines(s string, n int) string {
 	return strings.Join(ls, " / ")
 }
 
-// SyncGit carries the channel through the git repository it lives in (issue 7
-// `ferry sync --git`): under the channel lock it commits this machine's new and
+// SyncGit carries the channel through the git repository it lives in
+// (`ferry sync --git`): under the channel lock it commits this machine's new and
 // changed files — its own segments (and their torn tails), the objects its writers
 // published, its presence files, memory notes changed here, and the channel's own
 // files while they are new — and only those; then fetches the branch's upstream,
@@ -301,7 +301,7 @@ const (
 )
 
 // gitOwns decides whether the changed channel file rel (status e) is this machine's
-// to commit: the one-writer rule of DESIGN §2 rule 1, applied by path and, for
+// to commit: the one-writer rule of docs/design.md §2 rule 1, applied by path and, for
 // objects, by the device inside the file (objects are written once by their author's
 // device).
 func (c *Channel) gitOwns(rel string, e statusEntry) int {
@@ -439,7 +439,7 @@ func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
 
 // clonedDeviceConflict is the error of a rebase that conflicted in files only one
 // machine ever writes — segments ledger/<writer>/<device>.jsonl, presence and objects
-// (issue 7 finding 6). They can only conflict when two machines use one device id (a
+// (docs/design.md §2 rule 1). They can only conflict when two machines use one device id (a
 // home or config dir copied to a second machine, a restored backup): both appended to
 // the same segment. The rebase has been aborted. The fix gives one machine a new
 // device id (Home.Device makes one when the device file is missing) and keeps that

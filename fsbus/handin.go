@@ -24,7 +24,7 @@ type handinCall struct {
 }
 
 // HandinAdd names work handed in (handin.add, worker level — the one thing a worker
-// writes besides its join and acks; DESIGN §2, issue 3): ref is a commit, branch or
+// writes besides its join and acks; docs/design.md §2): ref is a commit, branch or
 // path (one line, trimmed, 1–500 characters), note at most 2,000 bytes. It publishes the
 // signed object handins/<s>/<h-id>.json, then appends handin.add naming the object's
 // hash. A submit may name the hand-in's id (or a unique prefix) as its reference.
@@ -97,7 +97,7 @@ func (st *State) ListHandins(f HandinFilter) []*Handin {
 	return out
 }
 
-// FindHandin resolves a full hand-in id or unique prefix (DESIGN §2 rule 2): not_found
+// FindHandin resolves a full hand-in id or unique prefix (docs/design.md §2 rule 2): not_found
 // when nothing matches, invalid listing the candidates when ambiguous.
 func (st *State) FindHandin(q string) (*Handin, error) {
 	id, err := st.resolveID("handin", q, sortedKeys(st.Handins), "")

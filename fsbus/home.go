@@ -19,7 +19,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Home is the machine-local, never-synced state (DESIGN §2): keys, pinned master keys,
+// Home is the machine-local, never-synced state (docs/design.md §2): keys, pinned master keys,
 // the project → channel map and the device id under ConfigDir; lock files, the arrival
 // log and the index under CacheDir. Keys are never put in CacheDir.
 type Home struct {
@@ -80,7 +80,7 @@ func LocalHome() (*Home, error) {
 }
 
 // Device returns this installation's device id, creating it on first use
-// (8 Crockford base32 characters, DESIGN §2 "Device").
+// (8 Crockford base32 characters, docs/design.md §2 "Ledger entry").
 func (h *Home) Device() (string, error) {
 	p := filepath.Join(h.ConfigDir, "device")
 	b, err := os.ReadFile(p)
@@ -184,7 +184,7 @@ func (h *Home) Keys(project string) []string {
 
 // PinMaster records the master public key of project on first use and checks it
 // afterwards. It returns a denied error when the channel names another master key
-// than the pinned one (DESIGN §2 "Identity, trust and levels").
+// than the pinned one (docs/design.md §2 "Identity, trust and levels").
 func (h *Home) PinMaster(project, key string) error {
 	p := filepath.Join(h.ConfigDir, "pins", project+".pub")
 	b, err := os.ReadFile(p)

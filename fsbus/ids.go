@@ -14,7 +14,7 @@ import (
 // crockford is the lowercase Crockford base32 alphabet (no i, l, o, u).
 const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
-// Id prefixes of objects and decisions (DESIGN §2 rule 2).
+// Id prefixes of objects and decisions (docs/design.md §2 rule 2).
 const (
 	PrefixOrder    = "o-"
 	PrefixMessage  = "m-"
@@ -62,7 +62,7 @@ func ValidID(s string) bool { return idRe.MatchString(s) }
 
 // ValidName reports whether s is a portable writer, device or project name:
 // [a-z0-9-], at most 63 characters, starting with a letter or digit, not a reserved
-// Windows name (DESIGN §2 rule 10). It is ledger.ValidName, so both layers agree.
+// Windows name (docs/design.md §2 rule 10). It is ledger.ValidName, so both layers agree.
 func ValidName(s string) bool { return ledger.ValidName(s) }
 
 func checkName(kind, s string) error {
@@ -76,7 +76,7 @@ func checkName(kind, s string) error {
 }
 
 // resolveID resolves a full id or a unique prefix of one among known ids, as git does
-// (DESIGN §2 rule 2). It returns a not_found error when nothing matches and an invalid
+// (docs/design.md §2 rule 2). It returns a not_found error when nothing matches and an invalid
 // error listing the candidates when the prefix is ambiguous.
 func resolveID(kind, q string, known []string) (string, error) {
 	return resolveIDIn(kind, q, known, "", 0)
@@ -84,7 +84,7 @@ func resolveID(kind, q string, known []string) (string, error) {
 
 // resolveID is resolveID over the state's ids: listHint (default: `ferry KIND list`)
 // says where the ids are listed, and a not_found error, while objects are still
-// arriving (pending sync, DESIGN §2 rule 6), says so — the id's entry may be on its way
+// arriving (pending sync, docs/design.md §2 rule 6), says so — the id's entry may be on its way
 // with them.
 func (st *State) resolveID(kind, q string, known []string, listHint string) (string, error) {
 	return resolveIDIn(kind, q, known, listHint, st.pendingObjects())

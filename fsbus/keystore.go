@@ -19,7 +19,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// The keystore (issue 8 "Keystore"; DESIGN §2 "machine-local"). A key of (project,
+// The keystore (docs/format.md §18; docs/design.md §2). A key of (project,
 // name) is held on this machine in one of two forms, both under ConfigDir/keys/<project>/:
 //
 //   - <name>.key: the plain key, "ed25519-seed:<base64url seed>\n", mode 0600;
@@ -205,7 +205,7 @@ func (k *keystoreSigner) Public() ed25519.PublicKey { return k.pub }
 
 // Signer returns the signer of (project, name): the plain key, or for a locked key a
 // signer that answers locked on every signature until `ferry key unlock` (so reads
-// work with a locked key and writes answer locked, issue 8). Errors as LoadKey.
+// work with a locked key and writes answer locked). Errors as LoadKey.
 func (h *Home) Signer(project, name string) (ledger.Signer, error) {
 	if !fileExists(h.keyPath(project, name)) && fileExists(h.lockedPath(project, name)) {
 		pub, err := h.lockedPublic(project, name)
@@ -283,7 +283,7 @@ func unseal(sealed, pass []byte, what string) ([]byte, error) {
 }
 
 // LockKey encrypts the plain key of (project, name) with pass (age, scrypt) into
-// <name>.key.locked and removes the plain file (issue 8). Locking a locked key removes
+// <name>.key.locked and removes the plain file. Locking a locked key removes
 // its runtime copy (re-locks; pass is not used). It returns the state before the call.
 // Errors: not_found when there is no key; invalid for an empty passphrase; the plain
 // key stays whenever the locked file could not be written whole.

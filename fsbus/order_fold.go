@@ -9,7 +9,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Order states (DESIGN §2 "Orders, asks, presence").
+// Order states (docs/design.md §2 "Orders, asks, presence").
 const (
 	StateOpen             = "open"
 	StateOffered          = "offered"
@@ -24,9 +24,9 @@ const (
 	StatePointerStale     = "pointer_stale"
 )
 
-// OrderRank is the stage rank of each order state for the branch rule of DESIGN §2
+// OrderRank is the stage rank of each order state for the branch rule of docs/design.md §2
 // "Races across machines": the branch that reached the highest rank wins. Pinned by
-// docs/format.md §Stage ranks.
+// docs/format.md §14.
 var OrderRank = map[string]int{
 	StateOpen:             0,
 	StateOffered:          1,
@@ -68,7 +68,7 @@ type Step struct {
 	To   string `json:"to,omitempty"`
 	// Verdict is a review's accept|changes.
 	Verdict string `json:"verdict,omitempty"`
-	// Act names what a lifecycle entry did when its type alone does not say (issue 6):
+	// Act names what a lifecycle entry did when its type alone does not say:
 	// decline (a release of an offer), retirement (a release for a retired agent),
 	// reassign (an offer of a claimed order).
 	Act string `json:"act,omitempty"`
@@ -91,7 +91,7 @@ type Review struct {
 	HLC     string `json:"hlc"`
 }
 
-// Contest is a branched chain resolved by the rule of DESIGN §2: it names the winner
+// Contest is a branched chain resolved by the rule of docs/design.md §2: it names the winner
 // and every superseded branch, and everyone involved (both holders, the author, the
 // reviewers) so each can be told.
 type Contest struct {
@@ -101,7 +101,7 @@ type Contest struct {
 	Losers   []Step   `json:"losers"`
 	Involved []string `json:"involved"`
 	// Rival is set when the branches are creates of one id by different writers
-	// (issue 8, rival.go): a forgery or replay, reported as an error. Basis is empty.
+	// (rival.go): a forgery or replay, reported as an error. Basis is empty.
 	Rival bool `json:"rival,omitempty"`
 }
 
@@ -132,14 +132,14 @@ type Order struct {
 	Head string `json:"head"`
 	// Missing is true while the order's object file has not arrived (pending sync).
 	Missing bool `json:"missing,omitempty"`
-	// Releases counts holder releases of a claim (at most MaxReleases, issue 6).
+	// Releases counts holder releases of a claim (at most MaxReleases).
 	Releases int `json:"releases,omitempty"`
-	// Contract is the order's contract (issue 6), its members beside the others.
+	// Contract is the order's contract, its members beside the others.
 	Contract
 	// SchemaFailures counts the results refused by the order's schema, over every
 	// claim (a release keeps the count); PointerFailures the submits refused because
 	// pointed files changed, on the current claim. Both come from order.progress
-	// entries with data.failure (issue 6 retry ladders).
+	// entries with data.failure (ADR 0003 §4 retry ladders).
 	SchemaFailures  int `json:"schema_failures,omitempty"`
 	PointerFailures int `json:"pointer_failures,omitempty"`
 	// Warnings are set only on the order a call returns (a pointer edited seconds
@@ -158,8 +158,8 @@ type orderCore struct {
 	Claim     string
 	OfferedTo string
 	Submitter string
-	// Releases counts the holder releases of a claim on the winning chain (issue 6:
-	// at most MaxReleases; a retirement's release and a decline do not count).
+	// Releases counts the holder releases of a claim on the winning chain (at
+	// most MaxReleases; a retirement's release and a decline do not count).
 	Releases int
 }
 
@@ -191,7 +191,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		switch c.State {
 		case StateOpen, StateOffered, StateTimedOut, StateFailed:
 		case StateClaimed, StateChangesRequested:
-			// Reassignment (DESIGN §2 level table: the author, or an orchestrator): the
+			// Reassignment (docs/design.md §2 level table: the author, or an orchestrator): the
 			// holder's claim ends here, its later submit or progress counts for nothing.
 			if d.To == c.Holder {
 				return busy("", "order is already held by %s", c.Holder)
@@ -249,7 +249,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 	case TypeOrderRelease:
 		if c.State == StateOffered {
-			// A decline: the agent an order is offered to hands the offer back (issue 6);
+			// A decline: the agent an order is offered to hands the offer back;
 			// with data.agent, a retirement declines it for the retired agent.
 			switch {
 			case d.Agent != "" && (d.Agent != c.OfferedTo || (writer != d.Agent && lvl < LevelMaster)):
@@ -265,7 +265,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 		switch {
 		case d.Agent != "":
-			// A retirement's release (issue 6, `ferry agent retire`): by the retired
+			// A retirement's release (`ferry agent retire`): by the retired
 			// holder itself or by the master; the fold counts it only when the agent
 			// is retired. It does not use up the holder's releases.
 			if d.Agent != c.Holder {
@@ -321,7 +321,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return c, fmt.Errorf("%w: %s is not a lifecycle entry", errNotAllowed, typ)
 		}
 		// A type this binary does not know that names a basis keeps its place in the
-		// chain (DESIGN §2 "Types") without changing the state, so entries a newer
+		// chain (docs/format.md §17) without changing the state, so entries a newer
 		// binary chains after it are not left pending here.
 	}
 	if err := checkLevel(writer, lvl, typ); err != nil {
@@ -333,7 +333,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 // lostClaim turns err, a denied refusal of a holder's step typ (submit, progress,
 // extend, release, fail) by writer, into superseded when writer is not the holder because its
 // claim lost a race across machines: a contest on o has a losing branch that starts
-// with writer's order.claim (DESIGN §2: furthest stage, then lower hash). The error
+// with writer's order.claim (docs/design.md §2: furthest stage, then lower hash). The error
 // names the winner — whose claim counts — so the loser stops work instead of asking
 // for a permission it was never refused (docs/exit-codes.md: 10, superseded).
 // Any other error is returned as it is.
@@ -390,7 +390,7 @@ var orderRules = chainRules[orderCore]{
 }
 
 // foldOrders builds every order from its create entry and chain of lifecycle entries,
-// resolving branches by the rule of DESIGN §2: furthest stage, then lower hash of the
+// resolving branches by the rule of docs/design.md §2: furthest stage, then lower hash of the
 // branch's first entry. Losing branches are superseded and reported as contests.
 func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
 	creates := map[string][]*orderNode{}
@@ -453,7 +453,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			if ValidName(root.d.To) {
 				root.state.State, root.state.OfferedTo = StateOffered, root.d.To
 			}
-			scopeChain(st, o, root, ignore) // issue 8: scoped grants (scope.go)
+			scopeChain(st, o, root, ignore) // scoped grants (scope.go)
 			orders[root] = o
 		}
 		if len(orders) == 0 {
@@ -565,7 +565,7 @@ func (o *Order) apply(n *orderNode) {
 	}
 }
 
-// submitOutcome applies an order.submit's data.outcome (issue 6): the holder's machine
+// submitOutcome applies an order.submit's data.outcome: the holder's machine
 // recorded the submission as pointer_stale (pointed files changed twice) or
 // validation_failed (the third result its schema refused). The result is kept either
 // way; the order has no holder after it.

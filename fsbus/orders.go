@@ -10,9 +10,9 @@ import (
 
 // Limits of order fields (bytes unless said otherwise; all listed in caps.go).
 const (
-	MaxTitle     = 200 // characters, one line (issue 8)
+	MaxTitle     = 200 // characters, one line
 	MaxOrderBody = 64 << 10
-	MaxNote      = 2 << 10 // 2 KiB: progress, review, release, cancel, extend and answer notes, summaries, fail reasons (issue 8)
+	MaxNote      = 2 << 10 // 2 KiB: progress, review, release, cancel, extend and answer notes, summaries, fail reasons
 	MaxReference = 500
 	MaxLabels    = 16
 )
@@ -27,7 +27,7 @@ type NewOrderOptions struct {
 	To       string   `json:"to,omitempty"`       // offer to this agent at creation
 	Key      string   `json:"-"`                  // idempotency key
 
-	// The contract (issue 6), all optional. Pointers are workspace-relative paths,
+	// The contract, all optional. Pointers are workspace-relative paths,
 	// each optionally with a line range ("path:10-40"); Diff is one such path to a
 	// unified diff. NewOrder fingerprints them in Session.Workspace.
 	Pointers []string        `json:"pointers,omitempty"`
@@ -110,7 +110,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 				return nil, nil, err
 			}
 			if o.State == StateCancelled {
-				// An order waiting for a cancelled one could never be claimed (issue 6).
+				// An order waiting for a cancelled one could never be claimed.
 				return nil, nil, Errorf(CatInvalid, "depend on an order that can still be accepted, or leave --dep "+o.ID+" out",
 					"dependency %s was cancelled: an order waiting for it would wait forever", o.ID)
 			}
@@ -174,7 +174,7 @@ func entryLess(a, b *ledger.Entry) bool {
 // OrderIDs lists known order ids, sorted.
 func (st *State) OrderIDs() []string { return sortedKeys(st.Orders) }
 
-// FindOrder resolves a full id or unique prefix (DESIGN §2 rule 2).
+// FindOrder resolves a full id or unique prefix (docs/design.md §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {
 	id, err := st.resolveID("order", q, st.OrderIDs(), "")
 	if IsCategory(err, CatNotFound) {
@@ -195,7 +195,7 @@ func (st *State) FindOrder(q string) (*Order, error) {
 
 // callArgs is what data.args hashes for a call on an existing order: the entry type,
 // the resolved order id (never the prefix the caller typed) and the call's data fields
-// (docs/format.md §idem).
+// (docs/format.md §15).
 type callArgs struct {
 	Call  string    `json:"call"`
 	Order string    `json:"order"`
@@ -298,7 +298,7 @@ func (s *Session) Submit(q, ref, note, key string) (*Order, error) {
 }
 
 // submit writes the order.submit and its result object; outcome is "" or the state
-// the holder's machine recorded (issue 6).
+// the holder's machine recorded.
 func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderSubmit, entryData{Reference: ref, Note: note, Outcome: outcome}, key, nil,
 		func(o *Order, d *entryData) (pendingObject, error) {
@@ -327,7 +327,7 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 }
 
 // Release returns the holder's claim: the order is open again, keeping its retry
-// count (issue 6). Errors: denied for a non-holder; conflict when the order is not
+// count. Errors: denied for a non-holder; conflict when the order is not
 // claimed, when it is only offered (that is `Decline`), and when it was already
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
@@ -360,14 +360,14 @@ func (s *Session) Cancel(q, note, key string) (*Order, error) {
 }
 
 // Progress records a progress note on the holder's current claim. It names the claim,
-// not a basis (DESIGN §2). Errors: denied for a non-holder; invalid for an empty or
+// not a basis (docs/design.md §2). Errors: denied for a non-holder; invalid for an empty or
 // over-long note.
 func (s *Session) Progress(q, note, key string) (*Order, error) {
 	return s.progress(q, note, "", key)
 }
 
 // progress writes an order.progress; failure ("", "pointers", "schema") marks one that
-// records a refused submit (issue 6).
+// records a refused submit.
 func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
@@ -385,7 +385,7 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 }
 
 // holderEntry writes an entry of typ (order.progress, order.extend) that the order's
-// holder makes on its running claim: it names the claim (DESIGN §2: not a basis) and
+// holder makes on its running claim: it names the claim (docs/design.md §2: not a basis) and
 // carries note (and failure, for progress). The refusals name the rule in the
 // caller's words: denied for anyone but the holder (deny), conflict when the order is
 // not claimed or changes_requested (busy, then what), and whatever check returns on

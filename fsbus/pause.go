@@ -16,7 +16,7 @@ import (
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
-// The pause switch (issue 8 "Pause"): a machine-local, never-synced file under
+// The pause switch (docs/format.md §18): a machine-local, never-synced file under
 // Home.ConfigDir that stops this machine acting on its own — for every channel
 // (ConfigDir/paused.json) or for one project (ConfigDir/paused/<project>.json). While
 // paused, this machine refuses primary.take (PrimaryTake) and `ferry update apply`

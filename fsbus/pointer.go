@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// Limits of an order's pointers (issue 6).
+// Limits of an order's pointers.
 const (
 	// MaxPointers is the most file pointers one order carries.
 	MaxPointers = 64
@@ -39,7 +39,7 @@ const (
 )
 
 // Pointer is one file an order's contract points to, fingerprinted at dispatch
-// (issue 6 "Pointers"; docs/format.md §11 order object). Path is workspace-relative
+// (docs/format.md §11 order object; ADR 0003). Path is workspace-relative
 // with '/' separators. Size and SHA256 describe the content as hashed: for a text file
 // (no NUL in the first 8 KiB) every CRLF is read as LF first, so a Windows checkout of
 // the same commit verifies; Size is then the normalised length in bytes. SHA256 is
@@ -71,8 +71,8 @@ type PointerCheck struct {
 	Reason string `json:"reason,omitempty"` // why it is not ok
 }
 
-// PointerReport is the health of an order's pointers in one workspace (issue 6
-// "Verify"). OK is true when every pointer (and the diff, when there is one) is ok.
+// PointerReport is the health of an order's pointers in one workspace
+// (ADR 0003 §2). OK is true when every pointer (and the diff, when there is one) is ok.
 // DiffMode is true when the files on disk do not match but the order is a read-only
 // review whose verified diff covers every pointer: it may be claimed to review the
 // diff, not the files on disk.
@@ -103,7 +103,7 @@ func (r *PointerReport) Stale() []PointerCheck {
 
 // ResolveWorkspace returns the workspace root pointers are relative to: dir when given
 // (made absolute), else the git top-level of the current directory, else the current
-// directory (issue 6). It returns invalid when dir is not a directory.
+// directory. It returns invalid when dir is not a directory.
 func ResolveWorkspace(dir string) (string, error) {
 	if dir == "" {
 		wd, err := os.Getwd()
@@ -149,7 +149,7 @@ func workspaceCommit(ws string) string {
 }
 
 // windowsReserved are the device names Windows refuses as file names, with or without
-// an extension (DESIGN §2 rule 10).
+// an extension (docs/design.md §2 rule 10).
 var windowsReserved = map[string]bool{"con": true, "prn": true, "aux": true, "nul": true, "conin$": true, "conout$": true}
 
 func isWindowsReserved(name string) bool {
@@ -161,7 +161,7 @@ func isWindowsReserved(name string) bool {
 	if len(base) == 4 && (strings.HasPrefix(base, "com") || strings.HasPrefix(base, "lpt")) && base[3] >= '0' && base[3] <= '9' {
 		return true
 	}
-	// Windows reserves COM¹–COM³ and LPT¹–LPT³ too (superscript digits; issue 8).
+	// Windows reserves COM¹–COM³ and LPT¹–LPT³ too (superscript digits).
 	if d, ok := strings.CutPrefix(base, "com"); ok && (d == "¹" || d == "²" || d == "³") {
 		return true
 	}
@@ -172,7 +172,7 @@ func isWindowsReserved(name string) bool {
 }
 
 // sensitiveName reports whether one path component names a file that must never be
-// pointed at: .env*, *.pem, *.key, id_rsa*, *credentials*, *secret*, .npmrc (issue 6).
+// pointed at: .env*, *.pem, *.key, id_rsa*, *credentials*, *secret*, .npmrc.
 func sensitiveName(name string) bool {
 	n := strings.ToLower(name)
 	return strings.HasPrefix(n, ".env") || strings.HasSuffix(n, ".pem") || strings.HasSuffix(n, ".key") ||
@@ -185,7 +185,7 @@ func sensitiveName(name string) bool {
 // rule, for an empty, absolute or drive path, a ".." component, a ':' or '\\', a
 // control character, a Windows reserved name (CON, NUL, COM1…), a component ending in
 // a dot or space, and sensitive names: .env*, *.pem, *.key, id_rsa*, *credentials*,
-// *secret*, .npmrc in any component, and .git/config (issue 6).
+// *secret*, .npmrc in any component, and .git/config.
 func CheckPointerPath(p string) (string, error) {
 	refuse := func(why string) (string, error) {
 		return "", Errorf(CatInvalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", Quote(p), why)
@@ -269,7 +269,7 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 		return fingerprint{}, PointerRefused, "symlink to a sensitive file"
 	}
 	// Stat (through the root) before opening: opening a FIFO blocks until a writer
-	// comes, and a device or socket is never read (issue 6 finding 13).
+	// comes, and a device or socket is never read.
 	if fi, err := root.Stat(name); err == nil && !fi.Mode().IsRegular() {
 		return fingerprint{}, PointerRefused, notRegular(fi.Mode())
 	}
@@ -428,7 +428,7 @@ func hashContent(r io.Reader) (fingerprint, error) {
 }
 
 // FingerprintPointers resolves each spec ("path" or "path:FIRST-LAST") inside the
-// workspace ws and records its Pointer (issue 6). It returns the pointers, warnings
+// workspace ws and records its Pointer. It returns the pointers, warnings
 // (a file changed within the last 3 s: an editor may not have saved it yet) and
 // invalid when a path is refused (CheckPointerPath), escapes the workspace through a
 // symlink, is missing, not a regular file, larger than MaxPointerBytes, named twice,
@@ -571,7 +571,7 @@ func (r *PointerReport) refusedNone() bool {
 }
 
 // checkPointersSettled is CheckPointers, checked again after 150 ms when it does not
-// match (an editor or sync tool may still be writing; issue 6 "Claim").
+// match (an editor or sync tool may still be writing; ADR 0003 §2).
 func checkPointersSettled(ws, id string, ct *Contract) *PointerReport {
 	r := CheckPointers(ws, id, ct)
 	if r.OK {
@@ -645,8 +645,8 @@ func readDiffFiles(root *os.Root, rel string) ([]diffFile, error) {
 
 // parseUnifiedDiff lists the file blocks of a unified diff (`--- a/x`, `+++ b/x`,
 // `@@ … @@` hunks; git's "a/" and "b/" prefixes stripped). It returns an error when
-// there is no file block, or a block has no hunk that adds or removes a line (issue 6:
-// "non-empty hunks").
+// there is no file block, or a block has no hunk that adds or removes a line (ADR 0003
+// §2: hunks that change at least one line).
 func parseUnifiedDiff(b []byte) ([]diffFile, error) {
 	var files []diffFile
 	var cur *diffFile

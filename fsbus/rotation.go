@@ -14,7 +14,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Master key rotation (issue 8; docs/adr/0008-master-rotation.md).
+// Master key rotation (docs/adr/0008-master-rotation.md).
 //
 // A master.rotate entry is written by the master, signed by the key it rotates from,
 // and names in data.key the new public key, in data.bounds the last seq the old key
@@ -22,7 +22,7 @@ import (
 // rotation's own seq), and in data.basis the hash of the previous rotation on the
 // chain ("" for the first, which rotates from channel.toml's key). A master entry at
 // (device, seq) falls under the newest key of the chain whose rotation's bound for that
-// device is below seq or that names no bound for it — the rule grants use (DESIGN §2),
+// device is below seq or that names no bound for it — the rule grants use (docs/design.md §2),
 // so no clock decides which key an entry needs. Two rotations naming one basis (the
 // owner rotated on two machines) are resolved like grant branches: the lower entry
 // hash wins; the other, and anything chained after it, counts for nothing and is
@@ -37,7 +37,7 @@ type masterChain struct {
 	head   string          // hash of the newest rotation on the chain ("" when none)
 	// lost holds the new keys of valid rotations that lost to a competing one (signed
 	// by a key of the chain, so by the same owner): a machine pinned to one follows
-	// the chain instead of being locked out (keys tester finding 2).
+	// the chain instead of being locked out.
 	lost map[string]bool
 }
 
@@ -189,7 +189,7 @@ func resolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 }
 
 // MasterKey returns the master's current public key: channel.toml's key moved along
-// the rotation chain (issue 8). Entries the master writes now must be signed with it.
+// the rotation chain. Entries the master writes now must be signed with it.
 func (st *State) MasterKey() ed25519.PublicKey { return st.masters.current() }
 
 // MasterKeys returns the rotation chain's keys, channel.toml's first (FormatKey form).
@@ -241,7 +241,7 @@ func repinHint(dir, key, pinFile string) string {
 // checkPin pins channel.toml's master key on first use, and afterwards accepts it when
 // the pin is that key or a key its rotation chain reaches (the rotations are read from
 // the master's segments: only when the pin differs from channel.toml's key). Anything
-// else is a denied error naming the repin command (DESIGN §2; issue 8 "Trust root").
+// else is a denied error naming the repin command (docs/design.md §2; ADR 0008).
 func (c *Channel) checkPin() error {
 	h, project, key := c.Home, c.Project(), c.Config.Master
 	pin, err := h.pinned(project)

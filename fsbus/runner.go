@@ -34,8 +34,8 @@ type Handler struct {
 	Task string // the task type it serves ("" or "*": any), for display
 }
 
-// Runner takes orders for one agent and runs them unattended (issue 6 "Unattended
-// runs"): it claims a ready order under a run key, runs the handler's file with the
+// Runner takes orders for one agent and runs them unattended (docs/runs.md): it
+// claims a ready order under a run key, runs the handler's file with the
 // order as JSON on stdin, heartbeats while it runs, and submits the file's stdout as
 // the result — or, when the file fails, gives the order back with its stderr tail.
 type Runner struct {
@@ -56,8 +56,8 @@ type Runner struct {
 
 // runWorkspace is the workspace root of a run in dir: the git top-level of dir when dir
 // lies in a git checkout, else dir — the rule ResolveWorkspace applies to the current
-// directory, applied to the run's working directory (finding 1 of the issue 6 test:
-// pointers are checked where the file runs).
+// directory, applied to the run's working directory (pointers
+// are checked where the file runs).
 func runWorkspace(dir string) string {
 	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
 		return filepath.Clean(filepath.FromSlash(top))
@@ -133,7 +133,7 @@ func (r *Runner) Start() ([]Recovery, error) {
 // at the submit.
 func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 	if err := r.S.Home.CheckPaused(r.S.Project(), "taking a new order"); err != nil {
-		return nil, err // issue 8: a paused machine claims nothing new
+		return nil, err // a paused machine claims nothing new
 	}
 	if r.skip == nil {
 		r.skip = map[string]string{}
@@ -327,7 +327,7 @@ func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, ar
 	}
 	tick := time.NewTicker(beat)
 	defer tick.Stop()
-	// The run renews its own execution window (issue 6 "Windows") once half of it has
+	// The run renews its own execution window (docs/format.md §14 "Windows") once half of it has
 	// passed on this machine's clock, so a long run never expires its own claim and
 	// the ledger gets one extend per half window, not one per heartbeat.
 	renewEvery := time.Duration(r.S.Policy().Windows(o).ExecS) * time.Second / 2
@@ -361,8 +361,8 @@ wait:
 			break wait
 		}
 	}
-	// Whatever the file left running in its group ends with it (finding 3 of the
-	// issue 6 test: an orphaned `sleep` held the runner).
+	// Whatever the file left running in its group ends with it (an orphaned
+	// `sleep` would hold the runner).
 	_ = killGroup(cmd.Process)
 	fr.exit = cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError
@@ -377,8 +377,8 @@ wait:
 }
 
 // execute runs the file for a claimed order and settles the run. A result the channel
-// refuses with retry_needed (the schema or pointer ladder of issue 6: the claim is
-// kept) runs the file again at once, the refusal in its input, until the ladder's end
+// refuses with retry_needed (the schema or pointer ladder of ADR 0003 §4: the
+// claim is kept) runs the file again at once, the refusal in its input, until the ladder's end
 // records the submission (validation_failed, pointer_stale) or the result passes.
 func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, h *Handler, argv []string) *RunResult {
 	res := &RunResult{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
@@ -520,7 +520,7 @@ func (r *Runner) takenAway(run *Run, res *RunResult, note string) *RunResult {
 }
 
 // settle ends a run that did not submit: a failed run fails its order with the note as
-// the reason (order.fail, issue 6: the order becomes failed, claimable again, and the
+// the reason (order.fail: the order becomes failed, claimable again, and the
 // reason tells whoever takes it next what went wrong); an interrupted run releases it.
 // Either entry is signed and keyed by the run id, so a retry writes it once.
 func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResult {
@@ -597,7 +597,7 @@ func cleanText(s string, multiline bool) string {
 		}
 		b.WriteRune(r)
 	}
-	out, _ := RedactSecrets(b.String()) // issue 8: the secret guard would refuse it
+	out, _ := RedactSecrets(b.String()) // the secret guard would refuse it
 	return out
 }
 

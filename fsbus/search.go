@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Search (issue 9): `ferry search` and the MCP tool ferry_search look through the same
+// Search: `ferry search` and the MCP tool ferry_search look through the same
 // things with the same matcher, so the CLI and an agent find the same hits in the same
 // order: orders (title, body, progress and review notes, the submitted reference and
 // summary), messages, decisions and asks (title, recommendation, reasoning, answer

@@ -12,10 +12,11 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// The secret guard (issue 8 "Secrets"): every free-text field is scanned before anything
-// is written, and text that looks like a credential is refused. Channel files are
-// readable by whoever stores the synced folder; a credential belongs in the vault
-// (`ferry secret put`, docs/adr/0009-vault.md), never in a message or a note.
+// The secret guard (docs/format.md §12 "Input caps and the secret guard"): every
+// free-text field is scanned before anything is written, and text that looks like a
+// credential is refused. Channel files are readable by whoever stores the synced
+// folder; a credential belongs in the vault (`ferry secret put`,
+// docs/adr/0009-vault.md), never in a message or a note.
 //
 // The detectors aim at what leaks in practice — provider tokens with a recognisable
 // prefix, private key blocks, JWTs, `.env` lines, and long random values assigned to a
@@ -215,7 +216,7 @@ func CheckSecret(field, s string) error {
 // Quote is strconv.Quote(s) for an error message, unless s looks like it holds a
 // credential: then "(text that looks like a KIND, not shown)", so an error about bad
 // input (a label, a recipient, a name) never echoes a token someone pasted in the
-// wrong place (issue 8 "Secrets": never echo it).
+// wrong place (never echo it).
 func Quote(s string) string {
 	if kind, _ := FindSecret(s); kind != "" {
 		return "(text that looks like " + article(kind) + " " + kind + ", not shown)"

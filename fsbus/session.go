@@ -81,7 +81,7 @@ func (c *Channel) Load() (*View, error) {
 	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
 	var f *folded
 	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < trust && c.lastFold.canDelta(snap.Added) {
-		// Only appends since the last Load (issue 7): fold the things they touch.
+		// Only appends since the last Load: fold the things they touch.
 		if len(snap.Added) > sigFramesAfter {
 			// Many entries since the checkpoint: most were checked by the processes that
 			// saved them in the index; looking them up beats checking them again.
@@ -160,7 +160,7 @@ func (c *Channel) Load() (*View, error) {
 // profiles of BenchmarkBigCatchUp, not a measured break-even.
 const sigFramesAfter = 512
 
-// FullFoldEvery bounds how long a process folds only what is new (issue 7): its first
+// FullFoldEvery bounds how long a process folds only what is new: its first
 // Load after that folds everything again, re-reading every object file and checking
 // every segment byte the index covers, so a file changed behind its back (objects are
 // written once: that is tampering or a broken sync) is seen by a long-running process
@@ -190,13 +190,13 @@ type Session struct {
 	Name   string
 	Signer ledger.Signer
 	// AutoSettle makes every write first expire the windows this session is entitled
-	// to close (SettleWindows, issue 6) under the same lock and from the same reading
+	// to close (SettleWindows) under the same lock and from the same reading
 	// of the channel, so a command run as the holder settles at no extra cost.
 	AutoSettle bool
 	// Expired lists the orders that writes of this session expired through
 	// AutoSettle, in the order written.
 	Expired []string
-	// Workspace is the directory an order's file pointers are relative to (issue 6);
+	// Workspace is the directory an order's file pointers are relative to;
 	// "" means the git top-level of the current directory, else the current directory.
 	Workspace string
 }
@@ -217,7 +217,7 @@ func (c *Channel) As(name string) (*Session, error) {
 }
 
 // withChannelLock runs fn holding the machine-local channel lock: the lock that makes
-// fold → check → append a true compare-and-set on one machine (DESIGN §2 rule 5).
+// fold → check → append a true compare-and-set on one machine (docs/design.md §2 rule 5).
 func (c *Channel) withChannelLock(fn func() error) error {
 	dir := c.Home.LockDir(c.Project())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -258,7 +258,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		decide := func(v *View) (*ledger.Draft, []pendingObject, error) {
 			// Before plan signs any object: a pending master key of an interrupted
 			// rotation is installed here, so the objects and the entry are signed by
-			// the same key (issue 8, fresh-user finding on ADR 0008 §6).
+			// the same key (ADR 0008 §6).
 			if err := s.checkMasterKey(v.State); err != nil {
 				return nil, nil, err
 			}
@@ -285,7 +285,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		if err != nil || d == nil {
 			return err
 		}
-		if err := s.checkLinks(objs); err != nil { // issue 8: never write through a link (links.go)
+		if err := s.checkLinks(objs); err != nil { // never write through a link (links.go)
 			return err
 		}
 		// Only a write that will happen restores this writer's chain (a refusal changes
@@ -374,7 +374,7 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 }
 
 // observedHLC is the highest HLC read that is at most max_skew ahead of this machine's
-// clock: the one a write absorbs (DESIGN §2 "HLC"). Snapshot.MaxHLC alone would not do:
+// clock: the one a write absorbs (docs/format.md §6). Snapshot.MaxHLC alone would not do:
 // Append refuses to absorb a value beyond max_skew, so one far-ahead entry would stop
 // the writer from absorbing every other HLC it has read.
 func (s *Session) observedHLC(v *View) ledger.HLC {
@@ -403,7 +403,7 @@ type pendingObject struct {
 
 // checkIdem looks up an idempotency key of this writer. It returns the earlier entry's
 // ref when the key was used with the same arguments (replay: write nothing) and a
-// conflict when it was used with other arguments (DESIGN §2 "idem").
+// conflict when it was used with other arguments (docs/format.md §15).
 func (s *Session) checkIdem(st *State, key, args string) (ref string, replay bool, err error) {
 	if key == "" {
 		return "", false, nil
@@ -443,13 +443,13 @@ func mustJSON(v any) []byte {
 // checkIdentity refuses a write (other than agent.join) by an agent whose key on this
 // machine is not the key the owner seated for its name, and every write (but a
 // release, which write checks) by a retired agent: such an entry would count for
-// nothing, so writing it would only mislead (issue 2: "unknown or unseated agent";
-// issue 6: retirement).
+// nothing, so writing it would only mislead (an unknown
+// or unseated agent, or a retired one).
 func (s *Session) checkIdentity(st *State, typ string) error {
-	if err := s.checkUnlocked(); err != nil { // issue 8: a locked key writes nothing
+	if err := s.checkUnlocked(); err != nil { // a locked key writes nothing
 		return err
 	}
-	if err := s.checkMasterKey(st); err != nil { // issue 8: a rotated-out master key neither
+	if err := s.checkMasterKey(st); err != nil { // a rotated-out master key neither
 		return err
 	}
 	if s.Name == MasterWriter || typ == TypeAgentJoin {
@@ -457,7 +457,7 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 	}
 	a := st.Agents[s.Name]
 	// A retired agent writes nothing but the releases of its own retirement (checked
-	// by write): the fold counts none of its later entries (issue 6).
+	// by write): the fold counts none of its later entries.
 	if a != nil && a.Retired && typ != TypeOrderRelease {
 		return retiredError(s.Name)
 	}
@@ -477,8 +477,7 @@ func retiredError(name string) error {
 }
 
 // ensureChain makes this writer's own chain whole before a write that will happen
-// (issue 7, writer
-// continuity; docs/adr/0007-writer-continuity.md): when v shows trouble in it — a hole
+// (docs/adr/0007-writer-continuity.md): when v shows trouble in it — a hole
 // or a malformed line in its segment, a fork or a broken chain of (name, device) —
 // Ledger.Restore moves the damaged part aside, appends the kept records the segment
 // lacks (from conflict copies, or found after the hole) and the view is read again.
@@ -702,7 +701,7 @@ func checkIdemKey(key string) error {
 		}
 	}
 	// The key is stored verbatim in the append-only ledger and echoed by a conflict:
-	// a credential-looking one is refused without echoing it (secret guard, issue 8).
+	// a credential-looking one is refused without echoing it (secret guard).
 	return CheckSecret("idempotency key", key)
 }
 

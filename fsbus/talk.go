@@ -10,14 +10,14 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Limits of messages (issue 3; DESIGN §4 token budget: bounded reads).
+// Limits of messages (docs/design.md §4 token budget: bounded reads).
 const (
 	// MaxMessageBody is the largest message body in bytes (64 KiB).
 	MaxMessageBody = 64 << 10
 	// TalkReadLimit is the default and largest number of messages one read returns.
 	TalkReadLimit = 20
 	// TalkReadChars bounds the previews one read returns (characters, at least one
-	// message always fits): the ADR's 4,000-character cap per response.
+	// message always fits): the 4,000-character cap per response of docs/design.md §4.
 	TalkReadChars = 4000
 	// TalkSentLimit is the default number of messages TalkSent lists; TalkSentMax the
 	// largest it accepts.
@@ -38,7 +38,7 @@ type talkArgs struct {
 // most MaxMessageBody bytes, trailing white space trimmed.
 //
 // Errors: invalid for a bad or empty recipient, a message to oneself, an empty, over-long
-// or non-UTF-8 body; denied below member level (DESIGN §2 level table); not_found for an
+// or non-UTF-8 body; denied below member level (docs/design.md §2 level table); not_found for an
 // agent name that never joined; conflict when the idempotency key was used with other
 // arguments. A replayed key returns the message the first call sent and writes nothing.
 func (s *Session) TalkSend(to, body, key string) (*Message, error) {
@@ -137,7 +137,7 @@ type TalkReadResult struct {
 	Next string `json:"next"`
 }
 
-// TalkRead returns the messages new to s (issue 3, `ferry talk read`): addressed to it
+// TalkRead returns the messages new to s (`ferry talk read`): addressed to it
 // by name or to "all", not sent by it, and not yet acknowledged by it, oldest first,
 // at most opt.Limit and TalkReadChars characters of previews, with Truncated and
 // Remaining when more wait. With a cursor it returns instead the messages addressed to
@@ -209,7 +209,7 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 			res.Truncated, res.Remaining = true, len(picked)-i
 			// The cursor stops below every message left out, so a read from it lists
 			// them (some shown now may come again); unread messages are in no arrival
-			// order (found by a fresh-user run: --since next skipped them).
+			// order (else --since next would skip them).
 			next := arr.Complete()
 			for _, rest := range picked[i:] {
 				if n := arr.Number(rest.post); n > 0 && n-1 < next {
@@ -320,7 +320,7 @@ type TalkSentResult struct {
 
 // TalkSent lists the messages me sent, newest first, at most limit (0: TalkSentLimit;
 // at most TalkSentMax), each with the addressees that have read it (read_by) and those
-// that have not (unread): a file written into the folder is not a delivery (issue 3).
+// that have not (unread): a file written into the folder is not a delivery.
 // Errors: invalid for a bad name or a limit out of range.
 func (st *State) TalkSent(me string, limit int) (*TalkSentResult, error) {
 	if me != MasterWriter {
@@ -374,7 +374,7 @@ func (st *State) unreadBy(m *Message) []string {
 func (st *State) MessageIDs() []string { return sortedKeys(st.Messages) }
 
 // TalkShow returns one message with its full Body (`ferry talk show`), by full id or
-// unique prefix (DESIGN §2 rule 2). It records no read receipt. A pending message comes
+// unique prefix (docs/design.md §2 rule 2). It records no read receipt. A pending message comes
 // back with Pending set and no text. Errors: not_found (saying why when its msg.post
 // does not count); invalid for an empty or ambiguous prefix.
 func (st *State) TalkShow(q string) (*Message, error) {

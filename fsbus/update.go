@@ -19,7 +19,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Signed updates (issue 9, ADR 0005): the master approves a release with a
+// Signed updates (ADR 0005): the master approves a release with a
 // release.approve entry naming, per platform, a binary under the channel's releases/
 // folder and its sha256; `ferry update check` reports a newer approved release;
 // `ferry update apply` verifies the approval's signature (only counted master entries
@@ -30,7 +30,7 @@ import (
 func Platform() string { return runtime.GOOS + "/" + runtime.GOARCH }
 
 // knownPlatforms are the GOOS/GOARCH pairs Go builds for (`go tool dist list`, Go
-// 1.26): an approval names one of them (issue 9 finding 9c).
+// 1.26): an approval names one of them.
 var knownPlatforms = map[string]bool{}
 
 func init() {
@@ -191,7 +191,7 @@ type UpdateCheck struct {
 // NoteInstalled compares the binary at exe with the approved file: when their sha256
 // are equal the release is installed already, whatever version the binary reports (a
 // release stamped with another version than approved would otherwise be "available"
-// forever; issue 9 finding 9e), so Available becomes false and Installed true. A
+// forever), so Available becomes false and Installed true. A
 // binary that cannot be read changes nothing.
 func (c *UpdateCheck) NoteInstalled(exe string) {
 	if !c.Available || c.File == nil || exe == "" {
@@ -265,7 +265,7 @@ type UpdateResult struct {
 
 // ApplyUpdate replaces the binary at opt.Exe with the newest approved release for the
 // platform when it is newer than opt.Current. The writer must be the master or hold
-// level orchestrator (issue 9). It verifies the approval (only counted master entries
+// level orchestrator. It verifies the approval (only counted master entries
 // are releases: the signature checked against the pinned master key) and copies the
 // file through os.Root into a temp file beside the binary, hashing as it copies; the
 // copy must match the approved sha256 and size, and, with opt.CheckVersion, report the
@@ -278,10 +278,10 @@ type UpdateResult struct {
 // file's size differs from the approval's (it may still be arriving: wait for the
 // sync); invalid when the size matches but the sha256 differs (the file is not the
 // approved one), or the new binary does not run or reports another version than
-// approved (issue 9 finding 9b, 9e); internal for a failed copy or rename.
+// approved; internal for a failed copy or rename.
 func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	if err := s.Home.CheckPaused(s.Project(), "update apply"); err != nil && !opt.DryRun {
-		return nil, err // ADR 0005, issue 8: a paused machine replaces no binary
+		return nil, err // ADR 0005: a paused machine replaces no binary
 	}
 	if opt.Platform == "" {
 		opt.Platform = Platform()
@@ -453,7 +453,7 @@ var stampRE = regexp.MustCompile(`-X[= ]['"]?main\.version=([^\s'"]+)`)
 // (debug/buildinfo: the GOOS, GOARCH and -ldflags its toolchain recorded) and refuses
 // it (invalid) when it was built for another platform than platform, or when it
 // carries a version stamp (-X main.version, else the module version) other than
-// version — `update apply` would refuse it on every machine (issue 9). A file without
+// version — `update apply` would refuse it on every machine. A file without
 // Go build information, or without a version stamp, is not refused: note says what
 // could not be checked.
 func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note string, err error) {

@@ -23,11 +23,11 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// The vault (issue 8 "Secrets", docs/adr/0009-vault.md): a value encrypted with age to
+// The vault (docs/adr/0009-vault.md): a value encrypted with age to
 // the seated ed25519 keys of named agents (agessh recipients: the roster's keys, so no
 // second key exists) and always to its author. Layout:
 //
-//	vault/<name>/<s-id>.age   the age file, written once (DESIGN §2 rule 2)
+//	vault/<name>/<s-id>.age   the age file, written once (docs/design.md §2 rule 2)
 //	secret.put                entry: ref = name, data {object, id, recipients}
 //
 // data.object is "sha256:" + hex of the file's bytes; data.args (with an idempotency
@@ -45,13 +45,13 @@ const TypeSecretPut = "secret.put"
 const PrefixSecret = "s-"
 
 // secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
-// shape of every object id, DESIGN §2 rule 2), so a path built from it stays in vault/.
+// shape of every object id, docs/design.md §2 rule 2), so a path built from it stays in vault/.
 var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 
 // MaxSecretValue is the largest value the vault keeps, in bytes (64 KiB).
 const MaxSecretValue = 64 << 10
 
-// MaxSecretName is the longest secret name, in characters: a portable name (DESIGN §2
+// MaxSecretName is the longest secret name, in characters: a portable name (docs/design.md §2
 // rule 10, ValidName) is at most 63.
 const MaxSecretName = 63
 

@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Order life-cycle limits and window defaults (issue 6 "Windows in hours, not minutes").
+// Order life-cycle limits and window defaults (docs/format.md §14 "Windows").
 const (
 	// MaxReleases is how many times the holders of an order may release it in all; the
 	// next release is refused (submit or fail instead). A retirement's release and a
@@ -28,7 +28,7 @@ const (
 	WindowQueue     = "queue"
 )
 
-// OrderWindows are an order's own window overrides: the contract's Windows (issue 6),
+// OrderWindows are an order's own window overrides: the contract's Windows,
 // seconds; 0 or absent means the channel's policy.
 type OrderWindows = Windows
 
@@ -72,7 +72,7 @@ type Window struct {
 
 // Window returns the window o is in, measured on this machine's clock from when this
 // machine saw the entries that opened or renewed it, never from another machine's
-// timestamps (DESIGN §2 rule 7): an entry written on this device counts from its own
+// timestamps (docs/design.md §2 rule 7): an entry written on this device counts from its own
 // HLC stamp (this machine's clock when it wrote it; the earlier of that and its
 // arrival), any other from its first arrival in this machine's arrival log. An
 // execution window runs from the current claim, renewed by each progress and extend
@@ -250,7 +250,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	if err := s.checkIdentity(v.State, TypeOrderExpire); err != nil {
 		return nil, err
 	}
-	// Writes will happen: make this writer's chain whole first (issue 7), and decide
+	// Writes will happen: make this writer's chain whole first, and decide
 	// again when that brought records back.
 	nv, err := s.ensureChain(v)
 	if err != nil {
@@ -271,8 +271,8 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	return ids, nil
 }
 
-// Extend renews the holder's execution window on its current claim (issue 6): an
-// order.extend naming the claim (like progress, DESIGN §2), with an optional note. The
+// Extend renews the holder's execution window on its current claim: an
+// order.extend naming the claim (like progress, docs/design.md §2), with an optional note. The
 // window runs again from now on this machine, never past the claim's lifetime: when
 // the lifetime cut it, the order comes back with a warning saying "capped at lifetime"
 // and the deadline. Errors: denied for a non-holder or below member level; conflict when the order is
@@ -301,7 +301,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 		return nil, err
 	}
 	if w, ok := s.Window(s.viewWithEntry(v, e), o); ok && !w.Cap.IsZero() && !w.Deadline.Before(w.Cap) {
-		// Issue 6 finding 13: an extend that reached the lifetime says so.
+		// An extend that reached the lifetime says so.
 		o = withWarnings(o, []string{fmt.Sprintf("capped at lifetime: the execution window ends at %s (this machine's clock), the claim's lifetime; extend cannot go past it (submit, or release for another attempt)",
 			w.Deadline.UTC().Format(time.RFC3339))})
 	}
@@ -323,7 +323,7 @@ func (s *Session) Fail(q, reason, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderFail, entryData{Note: reason}, key, nil)
 }
 
-// Decline hands back an order offered to s: it is open again for anyone (issue 6).
+// Decline hands back an order offered to s: it is open again for anyone.
 // It is an order.release while the order is offered. Errors: conflict when the order
 // is not offered; denied when it is offered to another agent; invalid for a note with
 // control characters; not_found for the id.
@@ -346,7 +346,7 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 	return o, err
 }
 
-// Retire retires agent name and gives back everything it held (issue 6, DESIGN §2
+// Retire retires agent name and gives back everything it held (docs/design.md §2
 // level table): the agent itself, or the master, writes agent.retire, then one
 // signed order.release (data.agent = name) per order it holds or is offered, so every
 // release is in the ledger. It returns the ids of the orders released, sorted; a
@@ -354,7 +354,7 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 // neither name nor the master; invalid for a bad name or for retiring the master;
 // not_found when no agent of that name has joined or been seated. After the retire,
 // every write by the retired agent is refused (denied) but these releases, and the
-// fold counts none of its later entries (issue 6).
+// fold counts none of its later entries.
 func (s *Session) Retire(name string) ([]string, error) {
 	if name == MasterWriter {
 		return nil, Errorf(CatInvalid, "", "the master is not retired")
@@ -381,7 +381,7 @@ func (s *Session) Retire(name string) ([]string, error) {
 			// The master's retire bounds the agent's segments as it has seen them, as a
 			// revocation does: later entries count for nothing (an agent's own retire
 			// bounds its segment at the retire's seq).
-			d.Bounds, d.BoundHashes = a.bounds(), boundHashes(v, a) // issue 8 (attest.go)
+			d.Bounds, d.BoundHashes = a.bounds(), boundHashes(v, a) // attested bounds (attest.go)
 		}
 		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(d)}, nil, nil
 	})
@@ -427,7 +427,7 @@ func (st *State) Blocking(o *Order) []string {
 }
 
 // DeadDeps returns the dependencies of o that were cancelled, in order: o can never
-// become ready and waits for its author to cancel or re-dispatch it (issue 6). A view
+// become ready and waits for its author to cancel or re-dispatch it. A view
 // rule, not a fold rule: the fold leaves o where it is.
 func (st *State) DeadDeps(o *Order) []string {
 	var out []string
@@ -440,7 +440,7 @@ func (st *State) DeadDeps(o *Order) []string {
 }
 
 // BlockedForGood is the sentence that says o waits for a cancelled dependency, or ""
-// (issue 6: shown by order show, the MCP view and a refused claim).
+// (shown by order show, the MCP view and a refused claim).
 func (st *State) BlockedForGood(o *Order) string {
 	dead := st.DeadDeps(o)
 	if len(dead) == 0 {
@@ -454,7 +454,7 @@ func (st *State) BlockedForGood(o *Order) string {
 }
 
 // Ready reports whether o can be claimed now: it is open, offered, timed out or
-// failed, and every order it depends on is accepted (issue 6 "Order relations").
+// failed, and every order it depends on is accepted (docs/format.md §14 "Dependencies").
 func (st *State) Ready(o *Order) bool {
 	switch o.State {
 	case StateOpen, StateOffered, StateTimedOut, StateFailed:
@@ -463,7 +463,7 @@ func (st *State) Ready(o *Order) bool {
 	return false
 }
 
-// checkReady returns a conflict naming the blocking dependencies of o (issue 6: an
+// checkReady returns a conflict naming the blocking dependencies of o (an
 // order is not claimable until every order it depends on is accepted); one waiting for
 // a cancelled dependency says it is blocked for good.
 func (st *State) checkReady(o *Order) error {
