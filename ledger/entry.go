@@ -17,7 +17,7 @@ import (
 // Version is the entry format version written in every entry's "v" field.
 const Version = 1
 
-// Domain prefixes of signed messages (docs/format.md §Signatures). The project id and
+// Domain prefixes of signed messages (docs/format.md §5). The project id and
 // a newline follow the prefix, then the canonical form without "sig".
 const (
 	EntryDomain  = "ferry-entry-v1"
