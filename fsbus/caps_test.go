@@ -10,9 +10,10 @@ import (
 )
 
 // TestInputCaps: every free-text input is refused one unit over its cap — invalid,
-// naming the field, its size and the cap in the cap's unit — and accepted at the cap;
-// a refusal writes nothing (issue 8 "Sizes"). Character caps are measured in
-// characters: 200 two-byte "é" fit a 200-character title.
+// naming the field, its size and the cap in the cap's unit — and accepted at the cap; a
+// refusal writes nothing (docs/format.md §12 "Input caps and the secret guard").
+// Character caps are measured in characters: 200 two-byte "é" fit a 200-character
+// title.
 func TestInputCaps(t *testing.T) {
 	w := newTalkWorld(t)
 	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
@@ -170,7 +171,7 @@ func TestCapsDoc(t *testing.T) {
 
 // TestJSONCapIsCompacted: a result output (and a schema) is measured compacted, as the
 // channel stores it: indentation does not count toward MaxOutput, content does, and
-// whitespace past maxJSONSlack times the cap is refused before parsing (secfix finding 12).
+// whitespace past maxJSONSlack times the cap is refused before parsing.
 func TestJSONCapIsCompacted(t *testing.T) {
 	val := strings.Repeat("x", MaxOutput-20)
 	indented := "{\n" + strings.Repeat(" ", 8<<10) + `"v":` + strings.Repeat("\n", 8<<10) + `"` + val + `"` + "\n}"

@@ -10,7 +10,7 @@ import (
 
 // TestLostClaimRaceIsSuperseded: alice (machine A) and bob (machine B) claim one open
 // order while partitioned; both claims succeed locally. Once the folders meet, one
-// claim counts (DESIGN §2: the lower hash of the branch's first entry). The loser's
+// claim counts (docs/design.md §2: the lower hash of the branch's first entry). The loser's
 // submit, progress, release and fail answer superseded naming the winner — not denied,
 // which would say it lacks a permission — and write nothing; the winner submits.
 func TestLostClaimRaceIsSuperseded(t *testing.T) {

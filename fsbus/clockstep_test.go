@@ -11,7 +11,7 @@ import (
 
 // A wall-clock step (an NTP step, a VM whose clock is corrected on resume) must not
 // make a live holder look silent, close a window, or expire a live run's claim: every
-// decision DESIGN §2 rule 7 leaves to an observer's clock is measured on the boot
+// decision docs/design.md §2 rule 7 leaves to an observer's clock is measured on the boot
 // clock (ADR 0013).
 
 // stepClock is a machine's wall clock and boot clock, which a test moves together

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Issue 6: order contracts — pointers, claim/submit re-verification, verify, schema.
+// Order contracts (ADR 0003) — pointers, claim/submit re-verification, verify, schema.
 
 func TestCheckPointerPath(t *testing.T) {
 	ok := map[string]string{
@@ -242,7 +242,7 @@ func TestValidateOutput(t *testing.T) {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
-	// The schema is an object (issue 6 finding 13): true, false and arrays are refused.
+	// The schema is an object (docs/format.md §11): true, false and arrays are refused.
 	for bad, kind := range map[string]string{`true`: "a boolean", `false`: "a boolean", `[]`: "an array", `"x"`: "a string", `3`: "a number"} {
 		c := Contract{Schema: json.RawMessage(bad)}
 		if err := c.validate(); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {

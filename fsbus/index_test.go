@@ -85,7 +85,7 @@ func diffLines(got, want string) string {
 // each step checks that Load through the index (one Channel kept across steps, and a
 // new Channel with an empty signature cache, as a new process) gives the same
 // snapshot entries, problems, forks and State as Load with FERRY_NO_INDEX=1, which is
-// Ledger.Read (+ ReadVerified on forks) and Fold (issue 7 "Local index").
+// Ledger.Read (+ ReadVerified on forks) and Fold (docs/format.md §18 "The local index").
 func TestIndexedLoadMatchesFullRead(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FERRY_SEED"); s != "" {
@@ -216,7 +216,7 @@ func indexStats(t *testing.T, c *Channel) (*View, ledger.ReadStats) {
 // (a flipped byte, a torn last frame, garbage), another version, another channel's
 // index, a deleted index, a truncated segment and a segment whose content was swapped
 // for another's. Each is rebuilt from the channel (its segments read again) and the
-// view equals the full read's; a sound index reads nothing again (issue 7).
+// view equals the full read's; a sound index reads nothing again.
 func TestIndexRebuiltNotTrusted(t *testing.T) {
 	c := openBusyCopy(t)
 	want := viewJSON(t, fullLoad(t, c))

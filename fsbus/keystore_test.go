@@ -47,7 +47,7 @@ func segmentLines(t *testing.T, c *Channel, writer string) int {
 	return strings.Count(string(b), "\n")
 }
 
-// TestKeyLockUnlock: issue 8 "Keystore": a locked key makes every write answer locked
+// TestKeyLockUnlock: a locked key makes every write answer locked
 // naming `ferry key unlock`, writes nothing, and leaves no plain key on disk; a wrong
 // passphrase unlocks nothing; unlock opens a 0600 runtime copy with an expiry; lock
 // again (or expiry) locks it again.
@@ -173,7 +173,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	}
 }
 
-// TestKeyExportImport: issue 8 "the owner's key life cycle": the master key exported
+// TestKeyExportImport: the owner's key life cycle (ADR 0008): the master key exported
 // with a passphrase and imported into a second home writes there in its own segment;
 // both machines' master entries verify and fold. A wrong passphrase and a different
 // key under the same name are refused and write nothing.

@@ -14,7 +14,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Issue 6: the order life cycle — windows measured on this machine, expiry written
+// The order life cycle (docs/format.md §14) — windows measured on this machine, expiry written
 // only by the entitled party's own machine, the release cap, deps, retire.
 
 // lifeWorld is a channel with the owner, alice (author), bob and carol (members) and
@@ -147,7 +147,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 	for i := 0; i < 7; i++ { // 21 h of renewals
 		w.pass(3 * time.Hour)
 		ext := must[*Order](t)(w.carol.Extend(o.ID, "", ""))
-		// Issue 6 finding 13: only the extend the lifetime cut says so, with the deadline.
+		// Only the extend the lifetime cut says so, with the deadline.
 		capped := len(ext.Warnings) == 1 && strings.HasPrefix(ext.Warnings[0], "capped at lifetime") &&
 			strings.Contains(ext.Warnings[0], w.now().Add(3*time.Hour).UTC().Format(time.RFC3339))
 		if capped != (i == 6) || (i < 6 && len(ext.Warnings) > 0) {
@@ -340,7 +340,7 @@ func TestDependenciesReady(t *testing.T) {
 	must[*Order](t)(w.carol.Claim(b.ID, ""))
 }
 
-// TestCancelledDependency (issue 6 finding 7): an order cannot be dispatched to wait
+// TestCancelledDependency: an order cannot be dispatched to wait
 // for a cancelled order; one whose dependency is cancelled later is blocked for good —
 // not ready, its claim refused saying so — and the fold leaves it where it was.
 func TestCancelledDependency(t *testing.T) {
@@ -378,7 +378,7 @@ func TestCancelledDependency(t *testing.T) {
 	}
 }
 
-// TestReadyFor (issue 6 finding 10): the ready list for an agent leaves out orders
+// TestReadyFor: the ready list for an agent leaves out orders
 // offered to another agent; a state filter is checked.
 func TestReadyFor(t *testing.T) {
 	w := newLifeWorld(t)
@@ -472,7 +472,7 @@ func TestRetire(t *testing.T) {
 	}
 }
 
-// TestRetiredWritesNothing (issue 6 finding 8): after its retirement (by itself or
+// TestRetiredWritesNothing: after its retirement (by itself or
 // by the master) an agent's every write is refused, naming the retirement, and a
 // hand-written entry after it counts for nothing in the fold; its entries before the
 // retirement keep counting.

@@ -20,10 +20,10 @@ var hostileNames = []string{
 	"-rf", "name with space", "tab\tname", "nul\x00byte", strings.Repeat("a", 64),
 }
 
-// TestPathsRefused (issue 8 "Paths"): every place a name or path enters — agent names
-// (join, seat, act as, address, offer), project ids, ids given to show commands, order
-// file pointers — refuses traversal, absolute paths, separators and Windows reserved
-// names, with an invalid (or not_found) error, and writes nothing.
+// TestPathsRefused (docs/threat-model.md "Paths and links"): every place a name or path
+// enters — agent names (join, seat, act as, address, offer), project ids, ids given to
+// show commands, order file pointers — refuses traversal, absolute paths, separators
+// and Windows reserved names, with an invalid (or not_found) error, and writes nothing.
 func TestPathsRefused(t *testing.T) {
 	w := newAdvWorld(t)
 	before := snapshotFiles(t, w.c.Root)
@@ -88,9 +88,9 @@ func TestPathsRefused(t *testing.T) {
 	}
 }
 
-// TestHostileRefsInEntries (issue 8 "Paths"): entries a modified binary writes with a
-// ref that is not an id of their kind never make the fold build a path from it: they
-// are ignored, and nothing outside the channel is read.
+// TestHostileRefsInEntries (docs/threat-model.md "Paths and links"): entries a modified
+// binary writes with a ref that is not an id of their kind never make the fold build a
+// path from it: they are ignored, and nothing outside the channel is read.
 func TestHostileRefsInEntries(t *testing.T) {
 	w := newAdvWorld(t)
 	bad := []struct{ typ, ref string }{
@@ -119,7 +119,7 @@ func TestHostileRefsInEntries(t *testing.T) {
 	w.intact(t, st)
 }
 
-// TestPointersRefused (issue 8 "Paths", issue 6): an order's file pointers are
+// TestPointersRefused (docs/threat-model.md "Paths and links"): an order's file pointers are
 // workspace-relative paths; traversal, absolute paths, reserved names and symlinks
 // out of the workspace are refused.
 func TestPointersRefused(t *testing.T) {
@@ -159,10 +159,10 @@ func TestPointersRefused(t *testing.T) {
 	}
 }
 
-// TestChannelLinksRefused (issue 8 "Paths"): a symbolic link planted inside the
-// channel — a whole directory (orders/) or a writer's segment directory — never
-// receives a write: the write is refused (invalid, naming the link), nothing lands
-// outside the channel, and verify and doctor list the link.
+// TestChannelLinksRefused (docs/threat-model.md "Paths and links"): a symbolic link
+// planted inside the channel — a whole directory (orders/) or a writer's segment
+// directory — never receives a write: the write is refused (invalid, naming the link),
+// nothing lands outside the channel, and verify and doctor list the link.
 func TestChannelLinksRefused(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Log("symlinks need privileges on Windows; the write check is the same code")

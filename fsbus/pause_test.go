@@ -11,7 +11,7 @@ import (
 
 // TestPauseRunnerTakesNothing: while paused, a runner's loop claims no order and looks
 // at none (it keeps its presence, saying so); RunOne and a --once loop answer paused;
-// after resume it picks again (issue 8 "Pause").
+// after resume it picks again (docs/format.md §18).
 func TestPauseRunnerTakesNothing(t *testing.T) {
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "wait for resume")
@@ -55,7 +55,7 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 }
 
 // TestPauseSwitch: scopes, the machine-wide switch first, a damaged file still pauses,
-// resume lifts all or one, bad input changes nothing (issue 8 "Pause").
+// resume lifts all or one, bad input changes nothing (docs/format.md §18).
 func TestPauseSwitch(t *testing.T) {
 	h := testHome(t)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

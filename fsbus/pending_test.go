@@ -10,7 +10,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Pending sync (issue 7, "Merging" and "Torn and foreign files"; DESIGN §2 rule 6):
+// Pending sync (docs/design.md §2 rule 6; docs/format.md §11):
 // an event whose object has not arrived is pending sync, an object without its event
 // is invisible, and a file that has only partly arrived — a segment or an object — is
 // waited for, never taken for a forgery.

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestPointerFIFORefusedUnopened (issue 6 finding 13): a --pointer naming a FIFO is
+// TestPointerFIFORefusedUnopened: a --pointer naming a FIFO is
 // refused at dispatch without opening it (an open would block until a writer comes),
 // and a FIFO in the worker's checkout is refused at claim as that checkout's problem.
 // The test hangs — and times out, failing — if either path opens the FIFO.

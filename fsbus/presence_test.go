@@ -10,7 +10,7 @@ import (
 
 // TestPresenceSightings: a writer's presence file is a signed heartbeat; another
 // machine records when it first saw each version, and liveness runs on that
-// machine's clock (DESIGN §2 rule 7). A presence not signed by the seated key counts
+// machine's clock (docs/design.md §2 rule 7). A presence not signed by the seated key counts
 // for nothing.
 func TestPresenceSightings(t *testing.T) {
 	hA, hB := testHome(t), testHome(t)

@@ -95,7 +95,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if p := v.State.Primary; p.State != PrimaryNone || p.Holder != "" || p.Standbys == nil || p.History == nil {
 		t.Fatalf("fresh channel: primary %+v", p)
 	}
-	// A worker's and a member's take count for nothing: the level table (DESIGN §2).
+	// A worker's and a member's take count for nothing: the level table (docs/design.md §2).
 	wTake := primaryAppend(t, wendy, TypePrimaryTake, PrimaryRef, primaryData{})
 	mTake := primaryAppend(t, mike, TypePrimaryTake, PrimaryRef, primaryData{})
 	v = primaryLoad(t, c)
@@ -133,7 +133,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	bobRelease := primaryAppend(t, bob, TypePrimaryRelease, PrimaryRef, primaryData{Basis: aliceTake})
 	// A take whose basis has not arrived is pending.
 	pending := primaryAppend(t, bob, TypePrimaryTake, PrimaryRef, primaryData{Basis: "sha256:" + strings.Repeat("0", 64)})
-	// Standbys: an orchestrator's counts; a worker's is refused (issue 3: a worker
+	// Standbys: an orchestrator's counts; a worker's is refused (a worker
 	// writes hand-ins, joins and acks only); one naming another agent does not count.
 	if _, err := olga.PrimaryStandby(""); err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestPrimaryWriteRules(t *testing.T) {
 
 // TestPrimaryTakeRuleOnThisMachinesClock: a take over a holder is refused while this
 // machine has seen the holder write within silent_after_s, and allowed once it has not
-// (DESIGN §2 rule 7: judged on the taker's own clock, from sightings of the holder).
+// (docs/design.md §2 rule 7: judged on the taker's own clock, from sightings of the holder).
 func TestPrimaryTakeRuleOnThisMachinesClock(t *testing.T) {
 	c, clk, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator"})
 	alice, bob := ss["alice"], ss["bob"]
@@ -489,7 +489,7 @@ func TestSpan(t *testing.T) {
 
 // TestPrimaryTakeFromRevokedHolder: a holder whose grant was revoked (or lowered below
 // orchestrator) can no longer release the role, so it never blocks a take; the owner
-// may always take the role (issue 3, from a fresh-user run).
+// may always take the role.
 func TestPrimaryTakeFromRevokedHolder(t *testing.T) {
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "carol": "orchestrator"})
 	if _, err := ss["alice"].PrimaryTake(""); err != nil {

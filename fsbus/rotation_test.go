@@ -66,7 +66,7 @@ func rawRotate(t *testing.T, c *Channel, device string, signer ledger.Signer, ne
 	return e
 }
 
-// TestMasterRotation: issue 8 "ferry master rotate": a rotation signed by the old key
+// TestMasterRotation (ADR 0008): a rotation signed by the old key
 // moves trust to the new one. The old key's entries after the rotation's bound (here
 // from a second master machine that kept the old key) are ignored and listed; entries
 // within the bound and the new key's entries count; the rotating machine's key files
@@ -161,7 +161,7 @@ func TestMasterRotation(t *testing.T) {
 	// ferry ledger verify: the late entry is authentic (the old key signed it on a
 	// machine that had not seen the rotation), so it is no bad signature and leaves no
 	// hole in machine two's chain — it is listed as ignored, saying why; and machine
-	// two's next entry with the new key chains on cleanly (keys tester finding 4).
+	// two's next entry with the new key chains on cleanly.
 	if _, err := c2.Ledger.Append(MasterWriter, c2.Device, ledger.Draft{Type: TypeDecisionRecord, Ref: "d-0000000000001", Data: mustJSON(d)}, m.Signer, ledger.HLC{}); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestMasterRotation(t *testing.T) {
 	}
 }
 
-// TestRotationWrongKeyAndCompeting: issue 8 adversarial rotations: a rotation signed by
+// TestRotationWrongKeyAndCompeting: adversarial rotations: a rotation signed by
 // a key that is not the master's is ignored and listed, and trust stays; of two
 // rotations naming the same basis (the owner rotating on two machines) the lower hash
 // wins, the other is listed as superseded and reported as contested; a rotation
@@ -277,7 +277,7 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 	}
 
 	// The machine whose own rotation lost had pinned its new key: it is not locked out
-	// of the channel (keys tester finding 2) — it opens, and its pin follows the chain.
+	// of the channel — it opens, and its pin follows the chain.
 	losePub := ledger.FormatKey(loseKey.Public().(ed25519.PublicKey))
 	if err := fsutil.WriteFile(c.Home.pinPath(c.Project()), []byte(losePub+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 	}
 }
 
-// TestPinRefusedAndRepin: issue 8 "Trust root": a channel.toml naming another master
+// TestPinRefusedAndRepin (ADR 0008): a channel.toml naming another master
 // key than the pinned one (and no rotation leading to it) is refused with a message
 // naming `ferry master repin`, and nothing is written; repin with a key that is not
 // channel.toml's is refused; repin with it makes the channel open.
@@ -326,7 +326,7 @@ func TestPinRefusedAndRepin(t *testing.T) {
 	}
 }
 
-// TestRotationInterrupted: issue 8 / ADR 0008 §6: a rotation whose entry was written but
+// TestRotationInterrupted (ADR 0008 §6): a rotation whose entry was written but
 // whose key files were not swapped yet (a crash) is finished by the next master write:
 // the pending key is the chain's current key, so it is installed and signs; nothing is
 // lost and the old key is kept.
@@ -354,8 +354,8 @@ func TestRotationInterrupted(t *testing.T) {
 		t.Fatal("the setup did not restore the old key")
 	}
 	// The first write signs an object too (an order): object and entry must be
-	// signed by the same, newly installed key (fresh-user finding: the object was
-	// signed by the old key, and verify flagged it).
+	// signed by the same, newly installed key (an object signed by the old key
+	// would be flagged by verify).
 	o, err := m2.NewOrder(NewOrderOptions{Title: "after an interrupted rotation"})
 	if err != nil {
 		t.Fatalf("write after an interrupted rotation: %v", err)

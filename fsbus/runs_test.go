@@ -268,7 +268,7 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 
 // TestRecoverFailsAfterReleaseCap: an orphan run claim on an order already released
 // MaxReleases times cannot be released again; recovery fails it with its note instead,
-// so a runner that keeps crashing never leaves the order held (issue 6).
+// so a runner that keeps crashing never leaves the order held.
 func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "crashes often")
@@ -287,7 +287,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	if o.State != StateFailed || o.Holder != "" || !strings.Contains(note, "failed instead") {
 		t.Fatalf("after recovery: %s holder %q %+v", o.State, o.Holder, o.History[len(o.History)-1])
 	}
-	// The note says what was done, once: not "released for a new attempt" (finding 12a).
+	// The note says what was done, once: not "released for a new attempt".
 	if strings.Contains(note, "released for a new attempt") || recs[0].Note != note {
 		t.Errorf("the fail note contradicts itself or the report: %q, reported %q", note, recs[0].Note)
 	}
@@ -419,7 +419,7 @@ func TestDeadRunDetection(t *testing.T) {
 	}
 }
 
-// TestRunnerChecksPointersInWorkdir (issue 6 test, finding 1): a runner checks an
+// TestRunnerChecksPointersInWorkdir: a runner checks an
 // order's file pointers in its --workdir, where the file runs, not in the process's
 // current directory: a workdir whose file differs from the dispatch is refused as
 // stale (nothing claimed), one that matches is claimed and submitted.
@@ -451,7 +451,7 @@ func TestRunnerChecksPointersInWorkdir(t *testing.T) {
 	}
 }
 
-// TestRunnersOfOneAgentShareNoOrder (finding 2): four runners of one agent on one
+// TestRunnersOfOneAgentShareNoOrder: four runners of one agent on one
 // machine, each with its own Session, pass at once over one open order: exactly one
 // runs the file and submits; the others find nothing ready. A run whose claim comes
 // back held by the agent under another claim (a claim by hand) is refused as not its.
@@ -566,7 +566,7 @@ func pidGone(pid int) bool {
 	return false
 }
 
-// TestRunEndsWithItsProcessGroup (finding 3): a file that leaves a child behind — one
+// TestRunEndsWithItsProcessGroup: a file that leaves a child behind — one
 // holding its stdout and stderr, ignoring SIGINT — never holds the runner: a file that
 // exits 0 is submitted, and a stopped runner interrupts, then kills the group after
 // Grace, releasing the order. The child does not outlive its run (Unix: the process
@@ -613,7 +613,7 @@ func TestRunEndsWithItsProcessGroup(t *testing.T) {
 	}
 }
 
-// TestRunSchemaOrders (finding 4): an order with a result schema takes the file's
+// TestRunSchemaOrders: an order with a result schema takes the file's
 // stdout as its structured result — one JSON value (reference run:<id>), or a
 // reference line then the JSON; a result the schema refuses keeps the claim and runs
 // the file again with the refusal in its input, until the ladder's end records
@@ -665,7 +665,7 @@ func TestRunSchemaOrders(t *testing.T) {
 	}
 }
 
-// TestRunReworksChangesRequested (finding 5): an order its runner submitted and a
+// TestRunReworksChangesRequested: an order its runner submitted and a
 // reviewer sent back with changes is run again by the runner under the same claim,
 // the review's note in the file's input, and submitted again.
 func TestRunReworksChangesRequested(t *testing.T) {
@@ -698,7 +698,7 @@ func TestRunReworksChangesRequested(t *testing.T) {
 	}
 }
 
-// TestRunMessages (finding 12 b, g): an order reassigned while its file runs ends the
+// TestRunMessages: an order reassigned while its file runs ends the
 // run as taken_away, saying the result was not submitted, and writes nothing; a file
 // that prints nothing fails its order with a note saying just that.
 func TestRunMessages(t *testing.T) {
@@ -736,7 +736,7 @@ func TestRunMessages(t *testing.T) {
 	}
 }
 
-// TestInspectIdleFromArrival (finding 13): inspect's idle time runs from when this
+// TestInspectIdleFromArrival: inspect's idle time runs from when this
 // machine saw the order's newest entry — an entry written here counts from its
 // writing, though this machine's arrival log ingests it only at its next read — so a
 // claim made 90 s before the next read shows 90 s idle, not 0.

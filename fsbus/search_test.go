@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestSearch (issue 9): every kind is found, newest first; all words must appear (any
+// TestSearch: every kind is found, newest first; all words must appear (any
 // case, title or text); an agent sees only its own messages and those to all, the
 // owner every message; paging by cursor walks each hit once, and a hit written
 // between two pages does not shift the next page; bad input is invalid with a hint.

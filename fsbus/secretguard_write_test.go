@@ -43,8 +43,8 @@ func sameFiles(a, b map[string]int64) bool {
 }
 
 // TestSecretGuardOnEveryWrite: each free-text field of every write is scanned before
-// anything is written (issue 8 "Secrets"); the refusal names the field and the kind,
-// never the value, and the channel is unchanged.
+// anything is written (docs/format.md §12 "Input caps and the secret guard"); the
+// refusal names the field and the kind, never the value, and the channel is unchanged.
 func TestSecretGuardOnEveryWrite(t *testing.T) {
 	w := newTalkWorld(t)
 	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
@@ -105,7 +105,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		{"brief objective", func() error { _, err := alice.PrimaryBrief("ship with "+secret, nil, ""); return err }},
 		{"brief constraints", func() error { _, err := alice.PrimaryBrief("ship", []string{"ok", env}, ""); return err }},
 		{"presence doing line", func() error { return alice.WritePresence("testing "+secret, nil) }},
-		// secfix finding 4: the schema and the idempotency key are free text too.
+		// The schema and the idempotency key are free text too.
 		{"order schema", func() error {
 			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","description":"call it with ` + secret + `"}`)})
 			return err
@@ -143,7 +143,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 }
 
 // TestRefusalsNeverEcho: errors about bad input quote it only when it does not look
-// like a credential (secfix finding 6: `bad label "ghp_…"`, `cannot send to "ghp_…"`).
+// like a credential (not `bad label "ghp_…"`, `cannot send to "ghp_…"`).
 func TestRefusalsNeverEcho(t *testing.T) {
 	w := newTalkWorld(t)
 	tok := "ghp_" + fakeToken(70, 36, alnum)

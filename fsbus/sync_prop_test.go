@@ -1,6 +1,6 @@
 package fsbus
 
-// Property tests with simulated sync (issue 7, "Tests"). Two machines, each with its own
+// Property tests with simulated sync. Two machines, each with its own
 // FERRY_HOME and its own copy of the channel folder, run agents that create, claim,
 // submit, review, release and cancel orders, post and read messages, raise and answer
 // asks and take the primary role. Between their steps a simulated sync engine carries

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Sync health against a fake Syncthing REST API on loopback (issue 7): every state a
+// Sync health against a fake Syncthing REST API on loopback: every state a
 // probe can end in, and the take refused while Syncthing reports no connected peer.
 
 const (

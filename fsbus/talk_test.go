@@ -126,7 +126,7 @@ func ignoredFor(st *State, hash string) []Ignored {
 }
 
 // TestTalkReceiptsOnlyFromAddressees: a read receipt counts only from an addressee of
-// the message (issue 3: "an ack by someone the message was not for"), id by id.
+// the message (not an ack by someone the message was not for), id by id.
 func TestTalkReceiptsOnlyFromAddressees(t *testing.T) {
 	w := newTalkWorld(t)
 	toBob := w.send(t, w.alice, "bob", "bob: please look at the build")
@@ -315,7 +315,7 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 		t.Fatalf("second page: %v remaining %d", ids(r.Messages), r.Remaining)
 	}
 	// A truncated read's cursor stops below what it left out: a read from it lists
-	// those (found by a fresh-user run: `--since next` after a peek skipped them).
+	// those (`--since next` after a peek must not skip them).
 	if left := w.read(t, w.bob, TalkReadOptions{Since: r.Next, Peek: true}); !slices.Equal(ids(left.Messages), sent[23:]) {
 		t.Fatalf("since the truncated page's cursor %s: %v, want the 2 left out", r.Next, ids(left.Messages))
 	}

@@ -9,7 +9,7 @@ import (
 // TestCheckReleaseBinary: the running test binary is a Go binary for this platform
 // without a version stamp, so approving it notes that its version was not checked; for
 // another platform it is refused; a file that is not a Go binary only gets a note
-// (issue 9 finding 9e; the stamped cases run in ferry's TestUpdateApplyReplacesBinary).
+// (the stamped cases run in ferry's TestUpdateApplyReplacesBinary).
 func TestCheckReleaseBinary(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {

@@ -134,8 +134,7 @@ func TestUpdateRefusals(t *testing.T) {
 			t.Fatalf("tampered apply: %v", err)
 		}
 		w.exeUnchanged(t)
-		// Another size: it may still be arriving (retry_needed, "wait for the sync";
-		// issue 9 finding 9b).
+		// Another size: it may still be arriving (retry_needed, "wait for the sync").
 		if err := os.WriteFile(filepath.Join(w.c.Root, "releases", "ferry-new"), w.rel[:len(w.rel)/2], 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +173,7 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 		w.exeUnchanged(t)
 		// The binary already is the approved file (it reports another version): check
-		// offers nothing and apply does nothing (issue 9 finding 9e).
+		// offers nothing and apply does nothing.
 		if err := os.WriteFile(w.exe, w.rel, 0o755); err != nil {
 			t.Fatal(err)
 		}

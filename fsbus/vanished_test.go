@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestCutRevocationReported (issue 8, finding 3): deleting the last line of the master
+// TestCutRevocationReported: deleting the last line of the master
 // segment (`head -n -1`) undoes a revocation in the fold of every machine — the folder
 // is what they all fold — but every machine that had read the line reports an error in
 // `ferry ledger verify` and `ferry doctor`, once, naming the writer, its segment with

@@ -19,7 +19,7 @@ import (
 
 // TestVaultPutGet: a value is encrypted to the named agents and its author, only they
 // decrypt it, nothing in the channel holds it in clear, and the newest put wins
-// (issue 8 "Secrets", ADR 0009).
+// (ADR 0009).
 func TestVaultPutGet(t *testing.T) {
 	w := newTalkWorld(t)
 	value := []byte("pg-" + fakeToken(50, 24, alnum) + "\n")
@@ -120,8 +120,8 @@ func TestVaultRefusals(t *testing.T) {
 		})
 	}
 
-	// The longest name the cap names is accepted (secfix finding 7: the table said 64
-	// while a portable name stops at 63).
+	// The longest name the cap names is accepted (63: a
+	// portable name stops there).
 	if _, err := w.alice.SecretPut(strings.Repeat("a", MaxSecretName), []string{"bob"}, v, ""); err != nil {
 		t.Fatalf("a %d-character name: %v", MaxSecretName, err)
 	}
@@ -166,8 +166,8 @@ func TestVaultRefusals(t *testing.T) {
 }
 
 // TestVaultArgsLeakNothing: with an idempotency key, data.args must not let a reader of
-// the ledger test guesses of the value (fresh-user finding: 10,000 guesses recovered a
-// 4-digit PIN from the unkeyed hash). Replays still match and other values conflict.
+// the ledger test guesses of the value (10,000 guesses would recover a 4-digit PIN
+// from an unkeyed hash). Replays still match and other values conflict.
 func TestVaultArgsLeakNothing(t *testing.T) {
 	w := newTalkWorld(t)
 	pin := []byte("4821")
@@ -214,8 +214,8 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 // TestVaultNameOwner: a name belongs to its first author; only that author or master
 // replaces it. Another member's put is refused (denied, nothing written), and one that
 // slipped past the check (written where the first put had not arrived) is ignored by
-// get and reported by list (fresh-user finding: alice silently replaced master's
-// deploy-token, and master was denied its own secret). ADR 0009 §2.
+// get and reported by list (else alice could silently replace master's
+// deploy-token, and master be denied its own secret). ADR 0009 §2.
 func TestVaultNameOwner(t *testing.T) {
 	w := newTalkWorld(t)
 	mv := []byte("master-" + fakeToken(60, 24, alnum))
@@ -267,10 +267,10 @@ func TestVaultNameOwner(t *testing.T) {
 }
 
 // TestVaultDoctorAndVerify: an edited vault file is reported by `ledger verify` and
-// doctor (secfix finding 9: get said "run ferry doctor", which reported nothing); an
+// doctor (get says "run ferry doctor", so doctor must report it); an
 // empty one (still syncing) is retry_needed and arriving, not a problem; secret names
-// that look like object ids (a--b, o-x) are not taken for objects (finding 8: doctor
-// reported a permanent pending_sync asks/a--b.json).
+// that look like object ids (a--b, o-x) are not taken for objects (doctor must
+// not report a permanent pending_sync asks/a--b.json).
 func TestVaultDoctorAndVerify(t *testing.T) {
 	w := newTalkWorld(t)
 	v := []byte("s3cret-value")

@@ -1,6 +1,6 @@
 package fsbus
 
-// Golden vectors of format v1 (docs/format.md, issue 2). Three layers:
+// Golden vectors of format v1 (docs/format.md). Three layers:
 //
 //   - RFC 8785 anchors: the published canonicalization examples and number table,
 //     fed through ledger.CanonicalJSON (fixtures/vectors/rfc8785/).
@@ -515,7 +515,7 @@ func buildVectors(t *testing.T) (map[string][]byte, *vecFile) {
 
 	// An idempotent order.create offered at creation: data.args is NewOrder's argument hash.
 	// It carries the label ci, so A's claims under its later grant scoped to ci and
-	// tests count (issue 8: scoped grants).
+	// tests count (scoped grants).
 	opt := NewOrderOptions{Title: "Bump the Go toolchain to 1.26", Labels: []string{"ci"}, To: A, Key: "dispatch-o2"}
 	o2 := &OrderObject{Envelope: Envelope{V: 1, ID: vecOrder2, Author: B, Device: b.devices[B]}, Title: opt.Title, Labels: opt.Labels}
 	b.entry("b4-create-o2", B, "2026-11-29T19:01:00.000Z/0000", TypeOrderCreate, vecOrder2, opt.Key,
@@ -1049,7 +1049,7 @@ func clip(b []byte) []byte {
 }
 
 // TestObservedHLCSkipsSkewed: a write absorbs the highest HLC it has read within
-// max_skew, even when a further-ahead entry exists (DESIGN §2 "HLC").
+// max_skew, even when a further-ahead entry exists (docs/format.md §6).
 func TestObservedHLCSkipsSkewed(t *testing.T) {
 	now := time.Date(2026, 11, 29, 18, 30, 0, 0, time.UTC)
 	at := func(d time.Duration) ledger.Entry {
