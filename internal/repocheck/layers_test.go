@@ -93,9 +93,9 @@ type listed struct {
 	Imports    []string
 }
 
-// modulePackages lists the module's packages with their direct imports (non-test
+// listPackages lists the module's packages with their direct imports (non-test
 // files), as `go list -json` reports them.
-func modulePackages(t *testing.T) []listed {
+func listPackages(t *testing.T) []listed {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-json", module+"/...")
 	cmd.Dir = moduleRoot(t)
@@ -115,25 +115,6 @@ func modulePackages(t *testing.T) []listed {
 	return pkgs
 }
 
-// moduleRoot is the directory holding go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 func rel(importPath string) (string, bool) {
 	if importPath == module {
 		return "", true
@@ -142,7 +123,7 @@ func rel(importPath string) (string, bool) {
 }
 
 func TestLayers(t *testing.T) {
-	pkgs := modulePackages(t)
+	pkgs := listPackages(t)
 	used := map[string]bool{}
 	for _, p := range pkgs {
 		name, _ := rel(p.ImportPath)
@@ -193,7 +174,7 @@ func TestLayersCatchViolations(t *testing.T) {
 // TestLintConfig checks that .golangci.yml's depguard rules are the ones the layering
 // table gives; go test ./internal/repocheck -run TestLintConfig -update rewrites it.
 func TestLintConfig(t *testing.T) {
-	pkgs := modulePackages(t)
+	pkgs := listPackages(t)
 	var names []string
 	for _, p := range pkgs {
 		name, _ := rel(p.ImportPath)
