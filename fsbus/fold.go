@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -449,7 +450,7 @@ func Fold(in FoldInput) *State {
 			}
 			lvl = g.level
 			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
-				ignore(e, err.(*Error).Message)
+				ignore(e, err.(*errs.Error).Message)
 				continue
 			}
 			if a.afterRetirement(e.Device, e.Seq) && !(e.Type == TypeOrderRelease && d.Agent == e.Writer) {
