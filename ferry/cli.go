@@ -86,7 +86,7 @@ type Globals struct {
 
 // exitCodes map error categories to process exit codes: the one map docs/exit-codes.md,
 // `ferry --help` and README are checked against (conventions.go, issue 9).
-var exitCodes = map[string]int{
+var exitCodes = map[errs.Category]int{
 	errs.Internal: 1, errs.Invalid: 2, errs.Denied: 3, errs.NotFound: 4,
 	errs.Conflict: 5, errs.Locked: 6, errs.Stale: 7, errs.RetryNeeded: 8,
 	errs.Paused: 9, errs.Superseded: 10,
@@ -191,9 +191,9 @@ func printError(w io.Writer, err error, asJSON bool, inputs []string) int {
 	}
 	if asJSON {
 		type jsonError struct {
-			Category string `json:"category"`
-			Message  string `json:"message"`
-			Hint     string `json:"hint"`
+			Category errs.Category `json:"category"`
+			Message  string        `json:"message"`
+			Hint     string        `json:"hint"`
 		}
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false) // a hint's `a < b` stays readable

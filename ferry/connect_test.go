@@ -78,7 +78,7 @@ func TestConnectPaths(t *testing.T) {
 	}
 }
 
-func isCat(err error, cat string) bool {
+func isCat(err error, cat errs.Category) bool {
 	var fe *errs.Error
 	return errors.As(err, &fe) && fe.Category == cat
 }

@@ -38,7 +38,7 @@ func loadProgress(w io.Writer) func(stage string, done, total int) {
 
 // exitMeaning says what each error category means to a script reading the exit code.
 // A test checks it names exactly the categories of exitCodes.
-var exitMeaning = map[string]string{
+var exitMeaning = map[errs.Category]string{
 	errs.Internal:    "an unexpected failure (I/O, a bug); details on stderr",
 	errs.Invalid:     "bad input or bad usage: nothing was changed",
 	errs.Denied:      "the agent's level or scope does not allow it",
@@ -54,7 +54,7 @@ var exitMeaning = map[string]string{
 // exitRow is one documented exit code.
 type exitRow struct {
 	Code     int
-	Category string
+	Category errs.Category
 	Meaning  string
 }
 

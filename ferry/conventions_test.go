@@ -44,9 +44,9 @@ func TestExitCodesDoc(t *testing.T) {
 // TestExitCodesCovered: every category has a code and a meaning, codes are distinct,
 // and `ferry --help` and README.md state the same codes.
 func TestExitCodesCovered(t *testing.T) {
-	cats := []string{errs.Internal, errs.Invalid, errs.Denied, errs.NotFound, errs.Conflict,
+	cats := []errs.Category{errs.Internal, errs.Invalid, errs.Denied, errs.NotFound, errs.Conflict,
 		errs.Locked, errs.Stale, errs.RetryNeeded, errs.Paused, errs.Superseded}
-	seen := map[int]string{0: "ok"}
+	seen := map[int]errs.Category{0: "ok"}
 	for _, c := range cats {
 		code, ok := exitCodes[c]
 		if !ok || exitMeaning[c] == "" {

@@ -164,8 +164,10 @@ func TestAskWriteRefusals(t *testing.T) {
 	before := snapshotFiles(t, w.c.Root)
 	long := strings.Repeat("é", MaxAskText+1)
 	for _, tc := range []struct {
-		name, cat, msg string
-		call           func() error
+		name string
+		cat  errs.Category
+		msg  string
+		call func() error
 	}{
 		{"agent answers", errs.Denied, "alice may not answer asks", func() error { _, err := w.alice.AskAnswer(a.ID, VerdictApprove, "", ""); return err }},
 		{"worker raises", errs.Denied, "ask.raise needs level member; wendy has level worker", func() error {

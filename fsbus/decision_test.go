@@ -35,7 +35,7 @@ func TestDecisions(t *testing.T) {
 		s    *Session
 		line string
 		key  string
-		cat  string
+		cat  errs.Category
 	}{
 		"member":        {mike, "Ship it", "", errs.Denied},
 		"empty":         {alice, "   ", "", errs.Invalid},

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"sort"
@@ -450,7 +451,9 @@ func Fold(in FoldInput) *State {
 			}
 			lvl = g.level
 			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
-				ignore(e, err.(*errs.Error).Message)
+				var fe *errs.Error
+				errors.As(err, &fe)
+				ignore(e, fe.Message)
 				continue
 			}
 			if a.afterRetirement(e.Device, e.Seq) && !(e.Type == TypeOrderRelease && d.Agent == e.Writer) {

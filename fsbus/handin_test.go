@@ -32,7 +32,7 @@ func TestHandins(t *testing.T) {
 	n := primaryEntries(t, c)
 	for name, tc := range map[string]struct {
 		ref, note string
-		cat       string
+		cat       errs.Category
 	}{
 		"empty ref":  {" ", "", errs.Invalid},
 		"long ref":   {strings.Repeat("r", 501), "", errs.Invalid},

@@ -32,9 +32,9 @@ func TestPathsRefused(t *testing.T) {
 	type attempt struct {
 		where string
 		try   func(name string) error
-		cats  []string
+		cats  []errs.Category
 	}
-	inv, invOrNF := []string{errs.Invalid}, []string{errs.Invalid, errs.NotFound}
+	inv, invOrNF := []errs.Category{errs.Invalid}, []errs.Category{errs.Invalid, errs.NotFound}
 	attempts := []attempt{
 		{"join --as", func(n string) error { _, err := Join(w.c, n, "test"); return err }, inv},
 		{"grant", func(n string) error { _, err := w.master.Grant(GrantOptions{Agent: n, Level: "member"}); return err }, inv},

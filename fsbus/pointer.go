@@ -589,7 +589,7 @@ var settleWait = func() { time.Sleep(claimRetry) }
 
 // staleError is the stale refusal of a claim or submit: why the files differ (another
 // commit, or local edits, listing the files) and how to recover.
-func staleError(cat string, r *PointerReport, what string) *errs.Error {
+func staleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
 	var files []string
 	var list []string
 	for _, p := range r.Stale() {

@@ -274,7 +274,7 @@ func TestPrimaryWriteRules(t *testing.T) {
 	n = primaryEntries(t, c)
 	for name, tc := range map[string]struct {
 		call func() error
-		cat  string
+		cat  errs.Category
 		msg  string
 	}{
 		"key reused":          {func() error { _, err := alice.PrimaryRelease("k1"); return err }, errs.Conflict, "already used"},

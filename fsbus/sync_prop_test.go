@@ -384,7 +384,7 @@ func (w *syncWorld) deliverAll() {
 // acceptable reports whether err is a refusal a machine may give while it has not seen
 // everything (or for a move that is not allowed): anything else fails the test.
 func acceptable(err error) bool {
-	for _, c := range []string{errs.Conflict, errs.Invalid, errs.RetryNeeded, errs.NotFound, errs.Denied, errs.Superseded, errs.Stale} {
+	for _, c := range []errs.Category{errs.Conflict, errs.Invalid, errs.RetryNeeded, errs.NotFound, errs.Denied, errs.Superseded, errs.Stale} {
 		if errs.Is(err, c) {
 			return true
 		}

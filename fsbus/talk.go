@@ -170,8 +170,7 @@ func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
 			return nil, nil, nil
 		}
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgAck); err != nil {
-			err.(*errs.Error).Hint += "; meanwhile read with --peek"
-			return nil, nil, err
+			return nil, nil, errs.WithHint(err, "meanwhile read with --peek")
 		}
 		return &ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ack})}, nil, nil
 	})

@@ -396,7 +396,7 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	for _, tc := range []struct {
 		s        *Session
 		to, body string
-		cat      string
+		cat      errs.Category
 		msg      string
 	}{
 		{w.wendy, "bob", "hi", errs.Denied, "msg.post needs level member; wendy has level worker"},

@@ -61,7 +61,8 @@ func TestValidName(t *testing.T) {
 func TestResolveID(t *testing.T) {
 	known := []string{"o-abc0000000000", "o-abd0000000000", "o-xyz0000000000"}
 	for _, tc := range []struct {
-		q, want, cat string
+		q, want string
+		cat     errs.Category
 	}{
 		{"o-abc0000000000", "o-abc0000000000", ""},
 		{"o-x", "o-xyz0000000000", ""},

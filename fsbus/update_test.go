@@ -258,7 +258,8 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 		n := primaryEntries(t, w.c)
 		for _, tc := range []struct {
-			who, version, plat, path, cat string
+			who, version, plat, path string
+			cat                      errs.Category
 		}{
 			{MasterWriter, "1.1", plat, "releases/ferry-new", errs.Invalid},
 			{MasterWriter, "latest", plat, "releases/ferry-new", errs.Invalid},

@@ -94,7 +94,7 @@ func TestVaultRefusals(t *testing.T) {
 		sec  string
 		to   []string
 		val  []byte
-		cat  string
+		cat  errs.Category
 		want string
 	}{
 		{"worker", w.wendy, "x", []string{"bob"}, v, errs.Denied, "needs level member"},

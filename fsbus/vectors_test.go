@@ -228,7 +228,7 @@ func TestVectorsIDs(t *testing.T) {
 		switch {
 		case r.Category == "" && (err != nil || id != r.ID):
 			t.Errorf("resolve %q: got %q, %v; want %q", r.Query, id, err, r.ID)
-		case r.Category != "" && !errs.Is(err, r.Category):
+		case r.Category != "" && !errs.Is(err, errs.Category(r.Category)):
 			t.Errorf("resolve %q: got %q, %v; want a %s error", r.Query, id, err, r.Category)
 		}
 	}

@@ -536,7 +536,7 @@ func gatewayErrorResult(err error) json.RawMessage {
 	text := err.Error()
 	var fe *errs.Error
 	if errors.As(err, &fe) {
-		text = fe.Category + ": " + fe.Message
+		text = string(fe.Category) + ": " + fe.Message
 		if fe.Hint != "" {
 			text += " — " + fe.Hint
 		}

@@ -84,7 +84,7 @@ func waitGone(t *testing.T, pid int) {
 }
 
 // wantCategory fails unless err is an *errs.Error of cat whose text holds each of subs.
-func wantCategory(t *testing.T, err error, cat string, subs ...string) {
+func wantCategory(t *testing.T, err error, cat errs.Category, subs ...string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %s", cat)
