@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // InspectCmd is `ferry inspect [--as NAME]` (issue 6).
@@ -34,7 +35,7 @@ func (c *InspectCmd) Run(g *Globals) error {
 		return err
 	}
 	if g.As != "" && v.State.Agents[g.As] == nil && g.As != fsbus.MasterWriter {
-		return fsbus.Errorf(fsbus.CatNotFound, "list agents with `ferry agents`", "no agent %q in this channel", g.As)
+		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`", "no agent %q in this channel", g.As)
 	}
 	rows := ch.Inspect(v, g.As, c.All)
 	if g.JSON {

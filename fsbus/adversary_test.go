@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -302,7 +303,7 @@ func TestAdversarialFiles(t *testing.T) {
 		if _, err := w.alice.Offer(w.order, "bob", ""); err != nil {
 			t.Fatalf("the author offers her own order: %v", err)
 		}
-		if _, err := w.bob.Offer(w.order, "alice", ""); !IsCategory(err, CatDenied) {
+		if _, err := w.bob.Offer(w.order, "alice", ""); !errs.Is(err, errs.Denied) {
 			t.Errorf("bob offers alice's order: %v, want denied (needs orchestrator)", err)
 		}
 	})

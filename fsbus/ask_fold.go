@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -97,16 +98,16 @@ func (c askCore) step(typ, writer string, lvl Level, d entryData) (askCore, erro
 			return c, err
 		}
 		if c.State != AskPending {
-			return c, Errorf(CatConflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
+			return c, errs.Errorf(errs.Conflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
 		}
 		st, ok := askVerdicts[d.Verdict]
 		if !ok {
-			return c, Errorf(CatInvalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
+			return c, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
 		}
 		n.State = st
 	default:
 		if knownType(typ) {
-			return c, Errorf(CatInvalid, "", "%s is not a step of an ask's chain", typ)
+			return c, errs.Errorf(errs.Invalid, "", "%s is not a step of an ask's chain", typ)
 		}
 		if err := checkLevel(writer, lvl, typ); err != nil {
 			return c, err

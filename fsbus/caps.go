@@ -3,6 +3,8 @@ package fsbus
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Input caps (docs/format.md §12 "Input caps and the secret guard"): every free-text
@@ -76,5 +78,5 @@ func capError(field string, n, limit int, unit, hint string) error {
 	if hint == "" {
 		hint = fmt.Sprintf("keep it to at most %d %s", limit, unit)
 	}
-	return Errorf(CatInvalid, hint, "%s is %d %s; the limit is %d", field, n, unit, limit)
+	return errs.Errorf(errs.Invalid, hint, "%s is %d %s; the limit is %d", field, n, unit, limit)
 }

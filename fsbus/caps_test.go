@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestInputCaps: every free-text input is refused one unit over its cap — invalid,
@@ -113,7 +115,7 @@ func TestInputCaps(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			err := tc.call(over)
 			want := fmt.Sprintf("%s is %d %s; the limit is %d", tc.field, tc.limit+1, tc.unit, tc.limit)
-			if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), want) {
+			if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("one over the cap: %v; want invalid containing %q", err, want)
 			}
 			if !sameFiles(before, channelFiles(t, w.c.Root)) {
@@ -183,11 +185,11 @@ func TestJSONCapIsCompacted(t *testing.T) {
 		t.Fatalf("indented output within the cap compacted: %d bytes, %v", len(out), err)
 	}
 	big := `{"v":"` + strings.Repeat("x", MaxOutput) + `"}`
-	if _, err := compactJSON([]byte(big), MaxOutput, "result"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
+	if _, err := compactJSON([]byte(big), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
 		t.Fatalf("content over the cap: %v", err)
 	}
 	padded := "{" + strings.Repeat(" ", maxJSONSlack*MaxOutput) + "}"
-	if _, err := compactJSON([]byte(padded), MaxOutput, "result"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "before compaction") {
+	if _, err := compactJSON([]byte(padded), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "before compaction") {
 		t.Fatalf("whitespace past the slack: %v", err)
 	}
 }

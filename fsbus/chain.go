@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -176,7 +177,7 @@ func stepOf[S any](n *chainNode[S]) Step {
 }
 
 func errMessage(err error) string {
-	var fe *Error
+	var fe *errs.Error
 	if errors.As(err, &fe) {
 		return fe.Message
 	}

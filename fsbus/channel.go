@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -176,7 +177,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		return nil, fmt.Errorf("resolving %s: %w", opts.Dir, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "channel.toml")); err == nil {
-		return nil, Errorf(CatConflict, "use `ferry join` to take part in an existing channel", "%s already holds a channel", dir)
+		return nil, errs.Errorf(errs.Conflict, "use `ferry join` to take part in an existing channel", "%s already holds a channel", dir)
 	}
 	if err := h.CheckRemap(opts.Project, dir, opts.Force, "or choose another --project"); err != nil {
 		return nil, err
@@ -306,10 +307,10 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 		// The folder was given (--channel, FERRY_CHANNEL, the project map): the hint says
 		// how to fix that path or make a channel there, never "pass --channel".
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
-			return cfg, nil, "", nil, Errorf(CatNotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
+			return cfg, nil, "", nil, errs.Errorf(errs.NotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
 				"the channel folder %s does not exist", dir)
 		}
-		return cfg, nil, "", nil, Errorf(CatNotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
+		return cfg, nil, "", nil, errs.Errorf(errs.NotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
 			"%s holds no ferry channel (no channel.toml)", dir)
 	}
 	if err != nil {
@@ -318,33 +319,33 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 	const restore = "restore channel.toml from another machine or backup"
 	body := bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
 	if _, err := toml.Decode(string(body), &cfg); err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s does not parse: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s does not parse: %v", p, err)
 	}
 	if cfg.Format > FormatVersion {
-		return cfg, nil, "", nil, Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, "update ferry on this machine (`ferry version` shows this binary)",
 			"channel format %d is newer than this binary reads (format %d); nothing was read or written", cfg.Format, FormatVersion)
 	}
 	if cfg.Format < 1 {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s has no valid format", p)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s has no valid format", p)
 	}
 	mk, err := ledger.ParseKey(cfg.Master)
 	if err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: %v", p, err)
 	}
 	// The signature covers every key of the file, known to this binary or not (ADR 0001).
 	all, err := decodeConfigMap(raw)
 	if err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s does not parse: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s does not parse: %v", p, err)
 	}
 	if cfg.PolicyTable, err = policyTableOf(all["policy"]); err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: [policy]: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: [policy]: %v", p, err)
 	}
 	signed, err := ledger.Canonical(all)
 	if err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: %v", p, err)
 	}
 	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, signed, cfg.Sig); err != nil {
-		return cfg, mk, dir, nil, &Error{Category: CatInvalid, Err: ErrConfigUnverified,
+		return cfg, mk, dir, nil, &errs.Error{Category: errs.Invalid, Err: ErrConfigUnverified,
 			Message: p + " is not signed by its master key: it was edited or damaged; nothing was read or written",
 			Hint:    "run `ferry doctor` to see which keys changed; restore channel.toml from another machine or backup (never edit it: its signature covers every key); policy changes are made with `ferry policy set KEY=VALUE` (owner only)"}
 	}

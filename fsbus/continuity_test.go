@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -105,8 +106,8 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 	}
 
 	_, err = loser.NewOrder(NewOrderOptions{Title: "loser after the fork"})
-	var fe *Error
-	if !errors.As(err, &fe) || fe.Category != CatRetryNeeded || !strings.Contains(fe.Message, "lost a fork") ||
+	var fe *errs.Error
+	if !errors.As(err, &fe) || fe.Category != errs.RetryNeeded || !strings.Contains(fe.Message, "lost a fork") ||
 		!strings.Contains(fe.Hint, "device") || !strings.Contains(fe.Hint, loser.Device) {
 		t.Fatalf("the home that lost the fork: %v, want retry_needed naming the lost fork and the shared device id", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -79,7 +80,7 @@ func (c *Contract) Empty() bool {
 // FingerprintPointers builds). It returns invalid naming the field.
 func (c *Contract) validate() error {
 	if c.Task != "" && !ValidName(strings.ReplaceAll(c.Task, "_", "-")) {
-		return Errorf(CatInvalid, "a task type is a short name such as code_review or implementation", "bad task type %q", c.Task)
+		return errs.Errorf(errs.Invalid, "a task type is a short name such as code_review or implementation", "bad task type %q", c.Task)
 	}
 	if w := c.Windows; w != nil {
 		for _, v := range []struct {
@@ -87,11 +88,11 @@ func (c *Contract) validate() error {
 			s    int64
 		}{{"exec_s", w.ExecS}, {"lifetime_s", w.LifetimeS}, {"queue_s", w.QueueS}} {
 			if v.s < 0 || v.s > maxWindowS {
-				return Errorf(CatInvalid, "windows are seconds between 1 and 30 days; 0 keeps the channel default", "window %s = %d", v.name, v.s)
+				return errs.Errorf(errs.Invalid, "windows are seconds between 1 and 30 days; 0 keeps the channel default", "window %s = %d", v.name, v.s)
 			}
 		}
 		if w.ExecS > 0 && w.LifetimeS > 0 && w.LifetimeS < w.ExecS {
-			return Errorf(CatInvalid, "the lifetime caps the renewals of the execution window: make it at least as long", "lifetime_s %d is shorter than exec_s %d", w.LifetimeS, w.ExecS)
+			return errs.Errorf(errs.Invalid, "the lifetime caps the renewals of the execution window: make it at least as long", "lifetime_s %d is shorter than exec_s %d", w.LifetimeS, w.ExecS)
 		}
 		if *w == (Windows{}) {
 			c.Windows = nil
@@ -102,7 +103,7 @@ func (c *Contract) validate() error {
 			h.RAMGB < 0 || h.RAMGB > 1<<20 || h.GPUMemGB < 0 || h.GPUMemGB > 1<<20 ||
 			math.IsNaN(h.RAMGB) || math.IsNaN(h.GPUMemGB)
 		if bad {
-			return Errorf(CatInvalid, "hints are non-negative: cores, ram_gb, gpu_mem_gb, expected_minutes", "hints out of range")
+			return errs.Errorf(errs.Invalid, "hints are non-negative: cores, ram_gb, gpu_mem_gb, expected_minutes", "hints out of range")
 		}
 		if *h == (Hints{}) {
 			c.Hints = nil
@@ -117,7 +118,7 @@ func (c *Contract) validate() error {
 			// docs/format.md §11: the schema is an object. true/false are valid JSON
 			// Schemas but say nothing a result could be checked against;
 			// arrays, strings and numbers are no schema.
-			return Errorf(CatInvalid, `pass a JSON Schema object, e.g. {"type":"object","required":["passed"]}`, "schema is %s, not a JSON object", jsonKind(canon[0]))
+			return errs.Errorf(errs.Invalid, `pass a JSON Schema object, e.g. {"type":"object","required":["passed"]}`, "schema is %s, not a JSON object", jsonKind(canon[0]))
 		}
 		if _, err := compileSchema(canon); err != nil {
 			return err
@@ -152,7 +153,7 @@ func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
 	given := raw
 	raw = trimJSON(raw)
 	if len(raw) > maxJSONSlack*limit {
-		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo",
+		return nil, errs.Errorf(errs.Invalid, "keep it small; the work itself stays in the work repo",
 			"%s is %d bytes before compaction; the limit is %d compacted (and %d as written)", what, len(raw), limit, maxJSONSlack*limit)
 	}
 	if err := CheckIJSON(given, what); err != nil {
@@ -160,10 +161,10 @@ func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil || !json.Valid(raw) {
-		return nil, Errorf(CatInvalid, "pass one JSON value (or @FILE holding one)", "%s is not valid JSON", what)
+		return nil, errs.Errorf(errs.Invalid, "pass one JSON value (or @FILE holding one)", "%s is not valid JSON", what)
 	}
 	if buf.Len() > limit {
-		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes compacted; the limit is %d", what, buf.Len(), limit)
+		return nil, errs.Errorf(errs.Invalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes compacted; the limit is %d", what, buf.Len(), limit)
 	}
 	return buf.Bytes(), nil
 }
@@ -183,7 +184,7 @@ func CheckIJSON(raw []byte, what string) error {
 	}
 	at := *e
 	at.Offset += int64(leadJSON(raw))
-	return &Error{Category: CatInvalid, Message: what + " is not I-JSON: " + IJSONReason(&at),
+	return &errs.Error{Category: errs.Invalid, Message: what + " is not I-JSON: " + IJSONReason(&at),
 		Hint: "give each member name once per object, in UTF-8, with surrogate escapes only in pairs (RFC 7493)", Err: e}
 }
 
@@ -234,17 +235,17 @@ func (refuseLoader) Load(url string) (any, error) {
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, Errorf(CatInvalid, "pass a JSON Schema as JSON", "schema is not valid JSON")
+		return nil, errs.Errorf(errs.Invalid, "pass a JSON Schema as JSON", "schema is not valid JSON")
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoader{})
 	const loc = "ferry:result-schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, Errorf(CatInvalid, "fix the schema", "schema: %v", err)
+		return nil, errs.Errorf(errs.Invalid, "fix the schema", "schema: %v", err)
 	}
 	sch, err := c.Compile(loc)
 	if err != nil {
-		return nil, Errorf(CatInvalid, "fix the schema (JSON Schema draft 2020-12 unless $schema says otherwise; no $ref to other documents)", "schema does not compile: %s", oneLine(err.Error()))
+		return nil, errs.Errorf(errs.Invalid, "fix the schema (JSON Schema draft 2020-12 unless $schema says otherwise; no $ref to other documents)", "schema does not compile: %s", oneLine(err.Error()))
 	}
 	return sch, nil
 }
@@ -279,7 +280,7 @@ func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(output))
 	if err != nil {
-		return nil, Errorf(CatInvalid, "pass the result as JSON", "result is not valid JSON")
+		return nil, errs.Errorf(errs.Invalid, "pass the result as JSON", "result is not valid JSON")
 	}
 	err = sch.Validate(inst)
 	if err == nil {
@@ -287,7 +288,7 @@ func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return nil, Errorf(CatInvalid, "", "validating the result: %v", err)
+		return nil, errs.Errorf(errs.Invalid, "", "validating the result: %v", err)
 	}
 	var lines []string
 	seen := map[string]bool{}
@@ -357,7 +358,7 @@ func (s *Session) dispatchContract(opt *NewOrderOptions) (*Contract, []string, e
 		files, derr := readDiffFiles(root, d.Path)
 		root.Close()
 		if derr != nil {
-			return nil, nil, Errorf(CatInvalid, "point --diff at a unified diff (`git diff > review.diff`) with at least one changed line per file", "diff %s: %v", d.Path, derr)
+			return nil, nil, errs.Errorf(errs.Invalid, "point --diff at a unified diff (`git diff > review.diff`) with at least one changed line per file", "diff %s: %v", d.Path, derr)
 		}
 		if miss := uncovered(files, c.Pointers); len(miss) > 0 && c.ReadOnly {
 			warn = append(warn, fmt.Sprintf("the diff does not cover %s: a reviewer whose checkout differs cannot fall back to the diff", strings.Join(miss, ", ")))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // findOrder reads the channel (no lock) and resolves q.
@@ -42,7 +44,7 @@ func refusedPointers(r *PointerReport) error {
 	if contract {
 		hint = "ask the author to dispatch the order again with pointers inside the workspace"
 	}
-	return Errorf(CatInvalid, hint, "order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
+	return errs.Errorf(errs.Invalid, hint, "order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
 }
 
 // diffWarning is the warning of a claim or submit made on a read-only order's diff.
@@ -100,7 +102,7 @@ func (s *Session) Claim(q, key string) (*Order, error) {
 			case !r.OK && attempt == 0:
 				return pendingObject{}, errSettle
 			case !r.OK:
-				return pendingObject{}, staleError(CatStale, r, "not claimed, nothing written (the order stays open)")
+				return pendingObject{}, staleError(errs.Stale, r, "not claimed, nothing written (the order stays open)")
 			}
 			return pendingObject{}, nil
 		}
@@ -145,16 +147,16 @@ func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
 		return nil, nil, err
 	}
 	if !o.hasPointers() {
-		return nil, nil, Errorf(CatInvalid, "only an order with pointers can go stale", "order %s has no file pointers", o.ID)
+		return nil, nil, errs.Errorf(errs.Invalid, "only an order with pointers can go stale", "order %s has no file pointers", o.ID)
 	}
 	if o.State == StatePointerStale {
 		return o, nil, nil
 	}
 	if o.Author != s.Name {
-		return nil, nil, Errorf(CatDenied, "the author marks an order stale; tell the author (`ferry talk send --to "+o.Author+" 'order "+o.ID+": a pointed file changed'`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
+		return nil, nil, errs.Errorf(errs.Denied, "the author marks an order stale; tell the author (`ferry talk send --to "+o.Author+" 'order "+o.ID+": a pointed file changed'`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
 	}
 	if o.device != s.Device {
-		return nil, nil, Errorf(CatDenied, "run `ferry order verify "+o.ID+" --mark` on the machine that dispatched it: only its checkout is the one the pointers were taken from",
+		return nil, nil, errs.Errorf(errs.Denied, "run `ferry order verify "+o.ID+" --mark` on the machine that dispatched it: only its checkout is the one the pointers were taken from",
 			"order %s was dispatched from device %s; this machine is %s", o.ID, o.device, s.Device)
 	}
 	if err := o.c.checkStale(s.Name); err != nil {
@@ -169,7 +171,7 @@ func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
 	}
 	r := checkPointersSettled(ws, o.ID, &o.Contract)
 	if r.OK {
-		return nil, r, Errorf(CatConflict, "nothing to mark; `ferry order verify "+o.ID+"` shows each pointer", "every pointer of order %s still matches this checkout", o.ID)
+		return nil, r, errs.Errorf(errs.Conflict, "nothing to mark; `ferry order verify "+o.ID+"` shows each pointer", "every pointer of order %s still matches this checkout", o.ID)
 	}
 	var list []string
 	for _, p := range r.Stale() {
@@ -219,7 +221,7 @@ type SubmitOptions struct {
 func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 	ref, note := strings.TrimSpace(opt.Reference), strings.TrimSpace(opt.Note)
 	if ref == "" {
-		return nil, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
+		return nil, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 	}
 	if err := checkCap("result reference", ref, MaxReference, UnitBytes, "a commit, branch or hand-in id; the work stays in the work repo"); err != nil {
 		return nil, err
@@ -250,7 +252,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 		return nil, o.lostClaim(TypeOrderSubmit, s.Name, err)
 	}
 	if len(o.Schema) > 0 && len(output) == 0 {
-		return nil, Errorf(CatInvalid, "pass the structured result with --result JSON|@FILE (MCP: result)", "order %s has a result schema; the submit carries no result", o.ID)
+		return nil, errs.Errorf(errs.Invalid, "pass the structured result with --result JSON|@FILE (MCP: result)", "order %s has a result schema; the submit carries no result", o.ID)
 	}
 	outcome := ""
 	var warn []string
@@ -265,7 +267,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 		case r.DiffMode:
 			warn = append(warn, diffWarning(r))
 		case o.PointerFailures == 0:
-			e := staleError(CatRetryNeeded, r, "submit refused (the claim is kept and its window renewed; a second mismatch records the submission as pointer_stale)")
+			e := staleError(errs.RetryNeeded, r, "submit refused (the claim is kept and its window renewed; a second mismatch records the submission as pointer_stale)")
 			if _, perr := s.progress(o.ID, cutNote("submit refused: "+e.Message), "pointers", ""); perr != nil {
 				return nil, perr
 			}
@@ -287,7 +289,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 				if _, perr := s.progress(o.ID, cutNote(fmt.Sprintf("result refused by the schema (%d of %d): %s", n, SchemaAttempts, strings.Join(lines, "; "))), "schema", ""); perr != nil {
 					return nil, perr
 				}
-				return nil, Errorf(CatRetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", SchemaAttempts), "%s", msg)
+				return nil, errs.Errorf(errs.RetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", SchemaAttempts), "%s", msg)
 			}
 			outcome = StateValidationFailed
 			warn = append(warn, fmt.Sprintf("the schema refused the result %d times: the submission is recorded as validation_failed, its result kept: %s", n, strings.Join(lines, "; ")))

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -42,7 +43,7 @@ func (s *Session) DecisionRecord(line, key string) (*Decision, error) {
 			return &st.Decisions[i], nil
 		}
 	}
-	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "decision %s is not in the state after writing it", id)
+	return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "decision %s is not in the state after writing it", id)
 }
 
 // ListDecisions returns decisions newest first (by hlc, then entry hash), at most limit

@@ -3,11 +3,13 @@ package fsbus
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -449,7 +451,9 @@ func Fold(in FoldInput) *State {
 			}
 			lvl = g.level
 			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
-				ignore(e, err.(*Error).Message)
+				var fe *errs.Error
+				errors.As(err, &fe)
+				ignore(e, fe.Message)
 				continue
 			}
 			if a.afterRetirement(e.Device, e.Seq) && !(e.Type == TypeOrderRelease && d.Agent == e.Writer) {

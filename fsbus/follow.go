@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Following a channel (`ferry watch`): a long-running reader that reports
@@ -61,7 +63,7 @@ type FollowOptions struct {
 	// Since is a cursor from this machine (an earlier event's Cursor, or a catchup's
 	// next): everything that arrived after it is reported first. "" (or a cursor from
 	// elsewhere) starts from now: nothing already there is reported. A value not shaped
-	// like a cursor (CursorShape) is refused: Follow returns CatInvalid.
+	// like a cursor (CursorShape) is refused: Follow returns errs.Invalid.
 	Since string
 	// Watch configures the watcher (FERRY_WATCH=poll forces polling).
 	Watch WatchOptions
@@ -106,7 +108,7 @@ func ValidCursor(s string) bool { return cursorRE.MatchString(s) }
 // Follow returns the error of the first load, or the first error emit returns.
 func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(FollowEvent) error) error {
 	if opt.Since != "" && !ValidCursor(opt.Since) {
-		return Errorf(CatInvalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+CursorShape+", or leave it out to start from now",
+		return errs.Errorf(errs.Invalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+CursorShape+", or leave it out to start from now",
 			"%q is not a cursor", opt.Since)
 	}
 	w := c.Watch(opt.Watch)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -68,7 +69,7 @@ func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
 	if h := s.viewWithEntry(v, e).State.Handins[id]; h != nil {
 		return h, nil
 	}
-	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "hand-in %s is not in the state after writing it", id)
+	return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "hand-in %s is not in the state after writing it", id)
 }
 
 // HandinFilter selects hand-ins for ListHandins.

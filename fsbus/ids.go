@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -67,7 +68,7 @@ func ValidName(s string) bool { return ledger.ValidName(s) }
 
 func checkName(kind, s string) error {
 	if !ValidName(s) {
-		return Errorf(CatInvalid, "use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
+		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
 			"%s %s is not a portable name", kind, Quote(s))
 	}
 	// A portable name can still be token-shaped (glpat-…, xoxb-…, sk-…): names are
@@ -123,7 +124,7 @@ func resolveIDIn(kind, q string, known []string, listHint string, pending int) (
 	}
 	q = strings.ToLower(strings.TrimSpace(q))
 	if q == "" {
-		return "", Errorf(CatInvalid, "give the "+kind+" id or a unique prefix of it", "empty %s id", kind)
+		return "", errs.Errorf(errs.Invalid, "give the "+kind+" id or a unique prefix of it", "empty %s id", kind)
 	}
 	var hits []string
 	for _, id := range known {
@@ -144,12 +145,12 @@ func resolveIDIn(kind, q string, known []string, listHint string, pending int) (
 		if near := nearIDs(q, known); len(near) > 0 {
 			msg += "; did you mean " + strings.Join(near, " or ") + "?"
 		}
-		return "", &Error{Category: CatNotFound, Message: msg, Hint: hint}
+		return "", &errs.Error{Category: errs.NotFound, Message: msg, Hint: hint}
 	case 1:
 		return hits[0], nil
 	}
 	sort.Strings(hits)
-	return "", Errorf(CatInvalid, "candidates: "+strings.Join(hits, ", "),
+	return "", errs.Errorf(errs.Invalid, "candidates: "+strings.Join(hits, ", "),
 		"%s id prefix %q is ambiguous (%d candidates)", kind, q, len(hits))
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -111,7 +112,7 @@ func TestIndexedLoadMatchesFullRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			what = "order new by " + s.Name
-			if _, err := s.NewOrder(NewOrderOptions{Title: fmt.Sprintf("step %d", step)}); IsCategory(err, CatDenied) || IsCategory(err, CatRetryNeeded) {
+			if _, err := s.NewOrder(NewOrderOptions{Title: fmt.Sprintf("step %d", step)}); errs.Is(err, errs.Denied) || errs.Is(err, errs.RetryNeeded) {
 				// An earlier step cut or swapped a segment: the master's grant that
 				// seated the writer is gone (denied), or the writer's own segment lost
 				// entries it wrote (retry_needed); the refusal is right either way. The

@@ -1,6 +1,10 @@
 package fsbus
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ferryhq/ferry/internal/errs"
+)
 
 // Level is a writer's grant level (docs/design.md §2 level table), ordered: each level may do
 // everything the levels below it may.
@@ -34,7 +38,7 @@ func ParseLevel(s string) (Level, error) {
 	case "orchestrator":
 		return LevelOrchestrator, nil
 	}
-	return LevelNone, Errorf(CatInvalid, "use worker, member or orchestrator", "unknown level %q", s)
+	return LevelNone, errs.Errorf(errs.Invalid, "use worker, member or orchestrator", "unknown level %q", s)
 }
 
 // Entry types (docs/format.md §12).
@@ -119,9 +123,9 @@ func checkLevel(writer string, lvl Level, typ string) error {
 		return nil
 	}
 	if lvl == LevelNone {
-		return Errorf(CatDenied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
+		return errs.Errorf(errs.Denied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
 			"%s is not seated in this channel; %s needs level %s", writer, typ, need)
 	}
-	return Errorf(CatDenied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
+	return errs.Errorf(errs.Denied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
 		"%s needs level %s; %s has level %s", typ, need, writer, lvl)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -32,7 +33,7 @@ func (s *Session) checkLinks(objs []pendingObject) error {
 	}
 	for _, p := range paths {
 		if l := linkBelow(s.Root, p); l != "" {
-			return Errorf(CatInvalid, "replace the link with a real directory or file; `ferry doctor` lists every link in the channel",
+			return errs.Errorf(errs.Invalid, "replace the link with a real directory or file; `ferry doctor` lists every link in the channel",
 				"%s in the channel is a symbolic link: ferry never writes through links (nothing was written)", l)
 		}
 	}

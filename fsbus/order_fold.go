@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -166,18 +167,18 @@ type orderCore struct {
 // ErrNotAllowed is wrapped by the state machine's refusals.
 var errNotAllowed = errors.New("not allowed")
 
-// step applies one lifecycle entry to c, returning the next core or a refusal (*Error,
+// step applies one lifecycle entry to c, returning the next core or a refusal (*errs.Error,
 // denied or conflict) saying why. It is the one rule both the fold and every write
 // path use, so a write the local fold would ignore is never made.
 func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (orderCore, error) {
 	deny := func(hint, format string, args ...any) (orderCore, error) {
-		return c, Errorf(CatDenied, hint, format, args...)
+		return c, errs.Errorf(errs.Denied, hint, format, args...)
 	}
 	busy := func(hint, format string, args ...any) (orderCore, error) {
 		if hint == "" {
 			hint = "`ferry order show ID` shows its state and history"
 		}
-		return c, Errorf(CatConflict, hint, format, args...)
+		return c, errs.Errorf(errs.Conflict, hint, format, args...)
 	}
 	n := c
 	switch typ {
@@ -186,7 +187,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return deny("only the author or an orchestrator offers an order", "%s is not the author of this order and not an orchestrator", writer)
 		}
 		if !ValidName(d.To) {
-			return c, Errorf(CatInvalid, "name the agent to offer it to", "offer needs a valid agent name")
+			return c, errs.Errorf(errs.Invalid, "name the agent to offer it to", "offer needs a valid agent name")
 		}
 		switch c.State {
 		case StateOpen, StateOffered, StateTimedOut, StateFailed:
@@ -221,7 +222,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return busy("", "order is %s; nothing to submit", c.State)
 		}
 		if strings.TrimSpace(d.Reference) == "" {
-			return c, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
+			return c, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 		}
 		n.State, n.Submitter = StateSubmitted, writer
 		if err := n.submitOutcome(d.Outcome); err != nil {
@@ -245,7 +246,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		case "changes":
 			n.State = StateChangesRequested
 		default:
-			return c, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", d.Verdict)
+			return c, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", d.Verdict)
 		}
 	case TypeOrderRelease:
 		if c.State == StateOffered {
@@ -291,7 +292,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return busy("", "order is %s", c.State)
 		}
 		if strings.TrimSpace(d.Note) == "" {
-			return c, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
+			return c, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 		}
 		n.State, n.Holder, n.Claim = StateFailed, "", ""
 	case TypeOrderExpire:
@@ -305,7 +306,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 				return deny("only the author expires the queue window of an unclaimed order", "%s cannot expire this order's queue window", writer)
 			}
 		default:
-			return c, Errorf(CatInvalid, "use queue or execution", "unknown window %q", d.Window)
+			return c, errs.Errorf(errs.Invalid, "use queue or execution", "unknown window %q", d.Window)
 		}
 		n.State, n.Holder, n.Claim = StateTimedOut, "", ""
 	case TypeOrderCancel:
@@ -338,8 +339,8 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 // for a permission it was never refused (docs/exit-codes.md: 10, superseded).
 // Any other error is returned as it is.
 func (o *Order) lostClaim(typ, writer string, err error) error {
-	var fe *Error
-	if !errors.As(err, &fe) || fe.Category != CatDenied || writer == o.Holder {
+	var fe *errs.Error
+	if !errors.As(err, &fe) || fe.Category != errs.Denied || writer == o.Holder {
 		return err
 	}
 	switch typ {
@@ -364,7 +365,7 @@ func (o *Order) lostClaim(typ, writer string, err error) error {
 			if o.Holder != "" && o.Holder != c.Winner.By {
 				msg += fmt.Sprintf(" (holder now: %s)", o.Holder)
 			}
-			return &Error{Category: CatSuperseded, Message: msg, Err: err,
+			return &errs.Error{Category: errs.Superseded, Message: msg, Err: err,
 				Hint: "stop work on it and pick another order (`ferry order list --ready`); `ferry order show " + o.ID + "` shows the contest"}
 		}
 	}
@@ -577,7 +578,7 @@ func (n *orderCore) submitOutcome(outcome string) error {
 		n.State, n.Holder, n.Claim = outcome, "", ""
 		return nil
 	}
-	return Errorf(CatInvalid, "", "unknown submit outcome %q", outcome)
+	return errs.Errorf(errs.Invalid, "", "unknown submit outcome %q", outcome)
 }
 
 // checkStale is the rule of order.stale (ADR 0003): only the author, and only while
@@ -585,16 +586,16 @@ func (n *orderCore) submitOutcome(outcome string) error {
 // re-verifies the pointers itself.
 func (c orderCore) checkStale(writer string) error {
 	if writer != c.Author {
-		return Errorf(CatDenied, "only the author marks an order stale", "%s is not the author of this order (author: %s)", writer, c.Author)
+		return errs.Errorf(errs.Denied, "only the author marks an order stale", "%s is not the author of this order (author: %s)", writer, c.Author)
 	}
 	switch c.State {
 	case StateOpen, StateOffered, StateTimedOut, StateFailed:
 		return nil
 	case StateClaimed, StateChangesRequested:
-		return Errorf(CatConflict, "the holder's submit re-verifies the pointers; cancel the order if the work is moot",
+		return errs.Errorf(errs.Conflict, "the holder's submit re-verifies the pointers; cancel the order if the work is moot",
 			"order is claimed by %s; only an unclaimed order is marked stale", c.Holder)
 	}
-	return Errorf(CatConflict, "`ferry order show ID` shows its state and history", "order is %s; only an unclaimed order is marked stale", c.State)
+	return errs.Errorf(errs.Conflict, "`ferry order show ID` shows its state and history", "order is %s; only an unclaimed order is marked stale", c.State)
 }
 
 // countFailure counts a refused submit recorded as progress (data.failure) on a claim

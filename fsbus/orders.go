@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -44,38 +45,38 @@ func (o *NewOrderOptions) validate() error {
 	o.Title = strings.TrimSpace(o.Title)
 	switch {
 	case o.Title == "":
-		return Errorf(CatInvalid, "give the order a title", "empty title")
+		return errs.Errorf(errs.Invalid, "give the order a title", "empty title")
 	case strings.ContainsAny(o.Title, "\n\r"):
-		return Errorf(CatInvalid, "keep the title to one line; put detail in the body", "order title is multi-line")
+		return errs.Errorf(errs.Invalid, "keep the title to one line; put detail in the body", "order title is multi-line")
 	case utf8.RuneCountInString(o.Title) > MaxTitle:
 		return capError("order title", utf8.RuneCountInString(o.Title), MaxTitle, UnitChars, "keep the title short; put detail in the body")
 	case len(o.Body) > MaxOrderBody:
 		return capError("order body", len(o.Body), MaxOrderBody, UnitBytes, "put large material in the work repo and reference it")
 	case !utf8.ValidString(o.Title + o.Body):
-		return Errorf(CatInvalid, "", "title and body must be UTF-8")
+		return errs.Errorf(errs.Invalid, "", "title and body must be UTF-8")
 	case hasControl(o.Title, false) || hasControl(o.Body, true):
-		return Errorf(CatInvalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
+		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
 	case len(o.Labels) > MaxLabels:
-		return Errorf(CatInvalid, "", "at most %d labels", MaxLabels)
+		return errs.Errorf(errs.Invalid, "", "at most %d labels", MaxLabels)
 	case o.To != "" && !ValidName(o.To):
-		return Errorf(CatInvalid, "", "cannot offer to %s: not an agent name", Quote(o.To))
+		return errs.Errorf(errs.Invalid, "", "cannot offer to %s: not an agent name", Quote(o.To))
 	}
 	if err := CheckSecret("offer recipient", o.To); err != nil {
 		return err
 	}
 	for _, l := range o.Labels {
 		if !ValidName(l) {
-			return Errorf(CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %s", Quote(l))
+			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", Quote(l))
 		}
 	}
 	switch o.Priority {
 	case "", "low", "normal", "high":
 	default:
-		return Errorf(CatInvalid, "use low, normal or high", "unknown priority %q", o.Priority)
+		return errs.Errorf(errs.Invalid, "use low, normal or high", "unknown priority %q", o.Priority)
 	}
 	for _, d := range o.Deps {
 		if strings.TrimSpace(d) == "" {
-			return Errorf(CatInvalid, "name dependencies by order id or a unique prefix", "empty dependency")
+			return errs.Errorf(errs.Invalid, "name dependencies by order id or a unique prefix", "empty dependency")
 		}
 	}
 	return nil
@@ -111,7 +112,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 			}
 			if o.State == StateCancelled {
 				// An order waiting for a cancelled one could never be claimed.
-				return nil, nil, Errorf(CatInvalid, "depend on an order that can still be accepted, or leave --dep "+o.ID+" out",
+				return nil, nil, errs.Errorf(errs.Invalid, "depend on an order that can still be accepted, or leave --dep "+o.ID+" out",
 					"dependency %s was cancelled: an order waiting for it would wait forever", o.ID)
 			}
 			opt.Deps[i] = o.ID
@@ -153,7 +154,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*Order, error) {
 	o := s.foldOrder(v, e, id)
 	if o == nil {
-		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
 	}
 	return o, nil
 }
@@ -177,12 +178,12 @@ func (st *State) OrderIDs() []string { return sortedKeys(st.Orders) }
 // FindOrder resolves a full id or unique prefix (docs/design.md §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {
 	id, err := st.resolveID("order", q, st.OrderIDs(), "")
-	if IsCategory(err, CatNotFound) {
+	if errs.Is(err, errs.NotFound) {
 		// An order whose create entry or object does not count is not shown; say why
 		// instead of "no such order".
 		for _, ig := range st.Ignored {
 			if ig.Type == TypeOrderCreate && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(q)) {
-				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
 					"order %s does not count: %s", ig.Ref, ig.Reason)
 			}
 		}
@@ -211,7 +212,7 @@ type callArgs struct {
 // every check passed.
 func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o *Order) bool, prepare ...func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
 	if hasControl(d.Note, true) || hasControl(d.Reference, false) {
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
 	}
 	var id, args string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
@@ -228,7 +229,7 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			return nil, nil, nil
 		}
 		if o.Missing {
-			return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver orders/"+o.ID+".json, then retry", "order %s has not fully arrived on this machine", o.ID)
+			return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver orders/"+o.ID+".json, then retry", "order %s has not fully arrived on this machine", o.ID)
 		}
 		if _, err := o.c.step(typ, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
 			return nil, nil, o.lostClaim(typ, s.Name, err)
@@ -243,7 +244,7 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 		}
 		if typ == TypeOrderClaim {
 			if v.State.retired(s.Name) {
-				return nil, nil, Errorf(CatDenied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
+				return nil, nil, errs.Errorf(errs.Denied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
 			}
 			if err := v.State.checkReady(o); err != nil {
 				return nil, nil, err
@@ -318,7 +319,7 @@ func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, k
 // never review its own result (denied).
 func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 	if verdict != "accept" && verdict != "changes" {
-		return nil, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", verdict)
+		return nil, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", verdict)
 	}
 	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
 		return nil, err
@@ -338,7 +339,7 @@ func (s *Session) Release(q, note, key string) (*Order, error) {
 	var refused error
 	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
 		if o.State == StateOffered { // an offer is handed back by Decline
-			refused = Errorf(CatConflict, "`ferry order decline "+o.ID+"` hands an offer back",
+			refused = errs.Errorf(errs.Conflict, "`ferry order decline "+o.ID+"` hands an offer back",
 				"order %s is offered, not claimed; nothing to release", o.ID)
 		}
 		return refused != nil
@@ -371,10 +372,10 @@ func (s *Session) Progress(q, note, key string) (*Order, error) {
 func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if note == "" {
-		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note")
+		return nil, errs.Errorf(errs.Invalid, "one short line of what changed", "progress needs a note")
 	}
 	if err := checkCap("progress note", note, MaxNote, UnitBytes, "one short line of what changed; the work stays in the work repo"); err != nil {
 		return nil, err
@@ -407,10 +408,10 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 			return nil, nil, err
 		}
 		if o.Holder != s.Name {
-			return nil, nil, o.lostClaim(typ, s.Name, Errorf(CatDenied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder)))
+			return nil, nil, o.lostClaim(typ, s.Name, errs.Errorf(errs.Denied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder)))
 		}
 		if o.State != StateClaimed && o.State != StateChangesRequested {
-			return nil, nil, Errorf(CatConflict, busy+"; `ferry order show "+o.ID+"` shows where it stands", "order %s is %s; %s", o.ID, o.State, what)
+			return nil, nil, errs.Errorf(errs.Conflict, busy+"; `ferry order show "+o.ID+"` shows where it stands", "order %s is %s; %s", o.ID, o.State, what)
 		}
 		if check != nil {
 			if err := check(v, o); err != nil {
@@ -439,15 +440,15 @@ func (st *State) checkRecipient(name string) error {
 		return nil
 	}
 	if name == MasterWriter {
-		return Errorf(CatInvalid, "the master is the owner, not an agent: offer the order to a seated agent (`ferry agents` lists them), or leave it open",
+		return errs.Errorf(errs.Invalid, "the master is the owner, not an agent: offer the order to a seated agent (`ferry agents` lists them), or leave it open",
 			"cannot offer an order to master")
 	}
 	a := st.Agents[name]
 	if a == nil || a.JoinKey == "" {
-		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", Quote(name))
+		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", Quote(name))
 	}
 	if a.Retired {
-		return Errorf(CatConflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
+		return errs.Errorf(errs.Conflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -31,9 +32,9 @@ func TestPathsRefused(t *testing.T) {
 	type attempt struct {
 		where string
 		try   func(name string) error
-		cats  []string
+		cats  []errs.Category
 	}
-	inv, invOrNF := []string{CatInvalid}, []string{CatInvalid, CatNotFound}
+	inv, invOrNF := []errs.Category{errs.Invalid}, []errs.Category{errs.Invalid, errs.NotFound}
 	attempts := []attempt{
 		{"join --as", func(n string) error { _, err := Join(w.c, n, "test"); return err }, inv},
 		{"grant", func(n string) error { _, err := w.master.Grant(GrantOptions{Agent: n, Level: "member"}); return err }, inv},
@@ -66,7 +67,7 @@ func TestPathsRefused(t *testing.T) {
 			}
 			ok := false
 			for _, c := range a.cats {
-				ok = ok || IsCategory(err, c)
+				ok = ok || errs.Is(err, c)
 			}
 			if !ok {
 				t.Errorf("%s %q: %v, want one of %v", a.where, n, err, a.cats)
@@ -129,7 +130,7 @@ func TestPointersRefused(t *testing.T) {
 		"COM¹", "lpt³.txt", "Conout$.log", "nul .txt",
 		".env", "deploy/id_rsa", "certs/server.pem", ".git/config",
 	} {
-		if _, err := CheckPointerPath(p); !IsCategory(err, CatInvalid) {
+		if _, err := CheckPointerPath(p); !errs.Is(err, errs.Invalid) {
 			t.Errorf("CheckPointerPath(%q) = %v, want invalid", p, err)
 		}
 	}
@@ -150,7 +151,7 @@ func TestPointersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, spec := range []string{"file-link.txt", "dir-link/secret.txt"} {
-		if _, _, err := FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !IsCategory(err, CatInvalid) {
+		if _, _, err := FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !errs.Is(err, errs.Invalid) {
 			t.Errorf("pointer %s through a link out of the workspace: %v, want invalid", spec, err)
 		}
 	}
@@ -197,7 +198,7 @@ func TestChannelLinksRefused(t *testing.T) {
 			}
 			outBefore := snapshotFiles(t, outside)
 			err := tc.write(w)
-			if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), tc.plant+" in the channel is a symbolic link") {
+			if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), tc.plant+" in the channel is a symbolic link") {
 				t.Errorf("write through %s: %v, want invalid naming the link", tc.plant, err)
 			}
 			if got := snapshotFiles(t, outside); got != outBefore {

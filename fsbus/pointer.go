@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Limits of an order's pointers.
@@ -117,10 +119,10 @@ func ResolveWorkspace(dir string) (string, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", Errorf(CatInvalid, "pass an existing directory to --workspace", "workspace %s: %v", dir, err)
+		return "", errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "workspace %s: %v", dir, err)
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return "", Errorf(CatInvalid, "pass an existing directory to --workspace", "workspace %s is not a directory", dir)
+		return "", errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "workspace %s is not a directory", dir)
 	}
 	return abs, nil
 }
@@ -188,7 +190,7 @@ func sensitiveName(name string) bool {
 // *secret*, .npmrc in any component, and .git/config.
 func CheckPointerPath(p string) (string, error) {
 	refuse := func(why string) (string, error) {
-		return "", Errorf(CatInvalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", Quote(p), why)
+		return "", errs.Errorf(errs.Invalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", Quote(p), why)
 	}
 	// The path is written in the clear into the order object (secret guard).
 	if err := CheckSecret("pointer path", p); err != nil {
@@ -242,7 +244,7 @@ func parsePointerSpec(spec string) (p string, first, last int, err error) {
 		}
 		if ea == nil && eb == nil {
 			if fa < 1 || fb < fa {
-				return "", 0, 0, Errorf(CatInvalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %s", Quote(spec))
+				return "", 0, 0, errs.Errorf(errs.Invalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %s", Quote(spec))
 			}
 			p, first, last = spec[:i], fa, fb
 		}
@@ -440,7 +442,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 		return nil, nil, nil
 	}
 	if len(specs) > MaxPointers {
-		return nil, nil, Errorf(CatInvalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), MaxPointers)
+		return nil, nil, errs.Errorf(errs.Invalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), MaxPointers)
 	}
 	root, err := openRoot(ws)
 	if err != nil {
@@ -460,7 +462,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 			return nil, nil, err
 		}
 		if seen[p] {
-			return nil, nil, Errorf(CatInvalid, "name each file once", "pointer %s named twice", p)
+			return nil, nil, errs.Errorf(errs.Invalid, "name each file once", "pointer %s named twice", p)
 		}
 		seen[p] = true
 		fp, status, why := openPointer(root, p)
@@ -469,14 +471,14 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 			if status == PointerRefused {
 				hint = "point at files inside the workspace; secrets are never pointed at"
 			}
-			return nil, nil, Errorf(CatInvalid, hint, "pointer %s %s: %s", p, status, why)
+			return nil, nil, errs.Errorf(errs.Invalid, hint, "pointer %s %s: %s", p, status, why)
 		}
 		ptr := Pointer{Path: p, Size: fp.size, SHA256: fp.sha, Commit: commit}
 		switch {
 		case !fp.text && first > 0:
-			return nil, nil, Errorf(CatInvalid, "point at a binary file without a line range", "pointer %s: a line range needs a text file", p)
+			return nil, nil, errs.Errorf(errs.Invalid, "point at a binary file without a line range", "pointer %s: a line range needs a text file", p)
 		case first > 0 && last > fp.lines:
-			return nil, nil, Errorf(CatInvalid, "check the range against the file", "pointer %s: lines %d-%d, but the file has %d", p, first, last, fp.lines)
+			return nil, nil, errs.Errorf(errs.Invalid, "check the range against the file", "pointer %s: lines %d-%d, but the file has %d", p, first, last, fp.lines)
 		case first > 0:
 			ptr.FirstLine, ptr.LastLine = first, last
 		case fp.text && fp.lines > 0:
@@ -494,7 +496,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 func openRoot(ws string) (*os.Root, error) {
 	root, err := os.OpenRoot(ws)
 	if err != nil {
-		return nil, Errorf(CatInvalid, "pass an existing directory to --workspace", "opening workspace %s: %v", ws, err)
+		return nil, errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "opening workspace %s: %v", ws, err)
 	}
 	return root, nil
 }
@@ -587,7 +589,7 @@ var settleWait = func() { time.Sleep(claimRetry) }
 
 // staleError is the stale refusal of a claim or submit: why the files differ (another
 // commit, or local edits, listing the files) and how to recover.
-func staleError(cat string, r *PointerReport, what string) *Error {
+func staleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
 	var files []string
 	var list []string
 	for _, p := range r.Stale() {
@@ -606,7 +608,7 @@ func staleError(cat string, r *PointerReport, what string) *Error {
 	default:
 		hint = "restore the files as they were at dispatch, and try again; `ferry order verify " + r.Order + "` shows each pointer"
 	}
-	return Errorf(cat, hint, "%s", msg)
+	return errs.Errorf(cat, hint, "%s", msg)
 }
 
 func short(commit string) string {

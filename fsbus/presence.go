@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -62,7 +63,7 @@ func presencePath(root, writer, device string) string {
 func (s *Session) WritePresence(doing string, runs []string) error {
 	doing = strings.TrimSpace(doing)
 	if len(doing) > MaxDoing || hasControl(doing, false) {
-		return Errorf(CatInvalid, "one short line", "presence doing line too long or holds control characters")
+		return errs.Errorf(errs.Invalid, "one short line", "presence doing line too long or holds control characters")
 	}
 	if err := CheckSecret("presence doing line", doing); err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestPresenceSightings: a writer's presence file is a signed heartbeat; another
@@ -78,7 +80,7 @@ func TestPresenceSightings(t *testing.T) {
 		t.Fatalf("forged presence shown: %+v", p)
 	}
 	// Bad input changes nothing.
-	if err := alice.WritePresence(strings.Repeat("x", MaxDoing+1), nil); !IsCategory(err, CatInvalid) {
+	if err := alice.WritePresence(strings.Repeat("x", MaxDoing+1), nil); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("over-long doing: %v", err)
 	}
 	if _, err := os.Stat(presencePath(dir, "alice", cA.Device)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -191,7 +192,7 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		if l == Silent {
 			// Silence proves nothing while the sync tool delivers nothing.
 			if h := s.SyncHealth(context.Background()); h.NoPeer() {
-				return false, Errorf(CatConflict, "reconnect Syncthing to the other machines (`ferry doctor` shows the state); the owner can still take the role",
+				return false, errs.Errorf(errs.Conflict, "reconnect Syncthing to the other machines (`ferry doctor` shows the state); the owner can still take the role",
 					"primary is held by %s, not heard from for %s, but Syncthing reports no connected peer (%s): its entries may not have arrived",
 					p.Holder, Span(age), h.Syncthing)
 			}
@@ -201,7 +202,7 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		if l != Unknown {
 			heard = l + ", heard from " + Span(age) + " ago"
 		}
-		return false, Errorf(CatConflict, "run `ferry primary standby` to be next in line; `ferry primary status` shows the rule",
+		return false, errs.Errorf(errs.Conflict, "run `ferry primary standby` to be next in line; `ferry primary status` shows the rule",
 			"primary is held by %s (%s); take is allowed once silent after %s, or when it releases",
 			p.Holder, heard, Span(s.PolicyOf(v).SilentAfterS))
 	})
@@ -236,7 +237,7 @@ func (s *Session) PrimaryBrief(objective string, constraints []string, key strin
 		cs = append(cs, c)
 	}
 	if len(cs) > MaxBriefConstraint {
-		return nil, Errorf(CatInvalid, fmt.Sprintf("keep the %d that matter most", MaxBriefConstraint),
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("keep the %d that matter most", MaxBriefConstraint),
 			"a brief is at most 5 lines: the objective and %d constraints; got %d constraints", MaxBriefConstraint, len(cs))
 	}
 	brief := primaryData{Objective: objective, Constraints: cs}
@@ -249,7 +250,7 @@ func (s *Session) PrimaryBrief(objective string, constraints []string, key strin
 			if p.Holder != "" {
 				hint = "only the primary briefs; ask " + p.Holder + ", or `ferry primary standby`"
 			}
-			return false, Errorf(CatDenied, hint, "%s is not the primary (holder: %s)", s.Name, orNone(p.Holder))
+			return false, errs.Errorf(errs.Denied, hint, "%s is not the primary (holder: %s)", s.Name, orNone(p.Holder))
 		}
 		if b := p.Brief; b != nil && b.Take == p.Take && b.By == s.Name && b.Objective == objective && slices.Equal(b.Constraints, cs) {
 			return true, nil
@@ -264,15 +265,15 @@ func (s *Session) PrimaryBrief(objective string, constraints []string, key strin
 func checkShortLine(what, s string, max int) error {
 	switch {
 	case s == "":
-		return Errorf(CatInvalid, "write one short line", "empty %s", what)
+		return errs.Errorf(errs.Invalid, "write one short line", "empty %s", what)
 	case strings.ContainsAny(s, "\r\n"):
-		return Errorf(CatInvalid, "write one line; put detail in the work repo", "%s must be one line", what)
+		return errs.Errorf(errs.Invalid, "write one line; put detail in the work repo", "%s must be one line", what)
 	case !utf8.ValidString(s):
-		return Errorf(CatInvalid, "write UTF-8 text", "%s must be UTF-8", what)
+		return errs.Errorf(errs.Invalid, "write UTF-8 text", "%s must be UTF-8", what)
 	case utf8.RuneCountInString(s) > max:
-		return Errorf(CatInvalid, fmt.Sprintf("keep it to one line of at most %d characters", max), "%s is %d characters; the limit is %d", what, utf8.RuneCountInString(s), max)
+		return errs.Errorf(errs.Invalid, fmt.Sprintf("keep it to one line of at most %d characters", max), "%s is %d characters; the limit is %d", what, utf8.RuneCountInString(s), max)
 	case hasControl(s, false):
-		return Errorf(CatInvalid, "remove terminal escapes and other control characters", "%s holds control characters", what)
+		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "%s holds control characters", what)
 	}
 	return nil
 }
@@ -283,7 +284,7 @@ func checkShortLine(what, s string, max int) error {
 func (s *Session) PrimaryStandby(key string) (*PrimaryStatus, error) {
 	return s.primaryWrite(TypePresenceStandby, s.Name, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
 		if p.State == PrimaryHeld && p.Holder == s.Name {
-			return false, Errorf(CatConflict, "`ferry primary release` hands the role back", "%s holds the primary role; standby is for taking over", s.Name)
+			return false, errs.Errorf(errs.Conflict, "`ferry primary release` hands the role back", "%s holds the primary role; standby is for taking over", s.Name)
 		}
 		for _, sb := range p.Standbys {
 			if sb.Name == s.Name {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -137,7 +138,7 @@ type primaryCore struct {
 	Previous string
 }
 
-// step applies one lifecycle entry of the primary chain to c, or refuses it (*Error)
+// step applies one lifecycle entry of the primary chain to c, or refuses it (*errs.Error)
 // saying why. The fold and the write path share it. A take is accepted from any
 // state: whether the holder may be taken over is the taker's judgment on its own
 // clock (docs/design.md §2 rule 7), made by Session.PrimaryTake before writing. A release
@@ -152,10 +153,10 @@ func (c primaryCore) step(typ, writer, hash, hlc string, lvl Level) (primaryCore
 		}
 	case TypePrimaryRelease:
 		if c.State != PrimaryHeld {
-			return c, Errorf(CatConflict, "see `ferry primary status`", "nobody holds the primary role")
+			return c, errs.Errorf(errs.Conflict, "see `ferry primary status`", "nobody holds the primary role")
 		}
 		if writer != c.Holder {
-			return c, Errorf(CatDenied, "only the holder releases the primary role", "%s does not hold the primary role (holder: %s)", writer, c.Holder)
+			return c, errs.Errorf(errs.Denied, "only the holder releases the primary role", "%s does not hold the primary role (holder: %s)", writer, c.Holder)
 		}
 		n.State, n.Holder, n.Take, n.Since, n.Previous = PrimaryReleased, "", "", "", c.Holder
 	default:

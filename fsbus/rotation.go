@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -259,7 +260,7 @@ func (c *Channel) checkPin() error {
 	if masterRotations(c).hasOrLost(pin) {
 		return nil
 	}
-	return Errorf(CatDenied, repinHint(c.Root, key, h.pinPath(project)),
+	return errs.Errorf(errs.Denied, repinHint(c.Root, key, h.pinPath(project)),
 		"channel.toml names master key %s but this machine pinned %s for project %s, and no rotation signed by the channel's key leads to the pinned one; nothing was read or written",
 		key, pin, project)
 }
@@ -306,7 +307,7 @@ func (c *Channel) followPin(st *State) error {
 	}
 	if k := ledger.FormatKey(cur); k != c.pin && st.masters.hasOrLost(c.pin) {
 		if err := fsutil.WriteFile(c.Home.pinPath(c.Project()), []byte(k+"\n"), 0o644); err != nil {
-			return &Error{Category: CatInternal, Err: err,
+			return &errs.Error{Category: errs.Internal, Err: err,
 				Message: fmt.Sprintf("moving this machine's pin of the master key to the rotated key %s: %v", k, err),
 				Hint:    "free space or fix permissions in this machine's ferry config dir (" + c.Home.ConfigDir + "), then retry"}
 		}
@@ -327,7 +328,7 @@ func Repin(h *Home, dir, key string) (old, pinned string, err error) {
 		return "", "", err
 	}
 	if strings.TrimSpace(key) != cfg.Master {
-		return "", "", Errorf(CatInvalid, "copy the key from the refusal, or from `channel.toml` (its master line)",
+		return "", "", errs.Errorf(errs.Invalid, "copy the key from the refusal, or from `channel.toml` (its master line)",
 			"%q is not the master key channel.toml in %s names (%s); nothing was written", key, root, cfg.Master)
 	}
 	if old, err = h.pinned(cfg.Project); err != nil {
@@ -361,7 +362,7 @@ type RotateResult struct {
 // plain even when the old one was locked (`ferry key lock` locks it).
 func (s *Session) RotateMaster() (*RotateResult, error) {
 	if s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "run it as the owner on a machine that holds the master key", "only the master rotates the master key")
+		return nil, errs.Errorf(errs.Denied, "run it as the owner on a machine that holds the master key", "only the master rotates the master key")
 	}
 	_, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -388,7 +389,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 		return &ledger.Draft{Type: TypeMasterRotate, Ref: MasterWriter, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
-		if !IsCategory(err, CatInternal) {
+		if !errs.Is(err, errs.Internal) {
 			os.Remove(nextPath) // refused: nothing was written
 		} // else the entry may be on disk: keep the key for checkMasterKey
 		return nil, err
@@ -396,7 +397,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	res.Entry = e.Hash()
 	if st := s.viewWithEntry(v, e).State; !st.MasterKey().Equal(next.Public()) {
 		os.Remove(nextPath)
-		return nil, Errorf(CatInternal, "run `ferry ledger verify` and `ferry doctor`: the entry is listed with the reason; this machine keeps its master key",
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify` and `ferry doctor`: the entry is listed with the reason; this machine keeps its master key",
 			"the rotation entry %s was written but does not move trust (another rotation won or its bounds did not hold)", e.Hash())
 	}
 	if res.Backup, err = s.Home.installNextMaster(p, nextPath); err != nil {
@@ -469,7 +470,7 @@ func (s *Session) checkMasterKey(st *State) error {
 			}
 		}
 	}
-	return Errorf(CatDenied,
+	return errs.Errorf(errs.Denied,
 		fmt.Sprintf("on the machine that rotated it run `ferry key export --out FILE`; here move this machine's old master key file %s aside, then run `ferry key import FILE --channel %s`", s.Home.keyPath(s.Project(), MasterWriter), s.Root),
 		"this machine's master key %s was rotated out: the channel's master key is now %s; nothing was written",
 		ledger.FormatKey(s.Signer.Public()), ledger.FormatKey(st.MasterKey()))

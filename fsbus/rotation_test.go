@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -106,11 +107,11 @@ func TestMasterRotation(t *testing.T) {
 
 	// The second master machine still holds the old key: its writes are refused.
 	_, err = m2.DecisionRecord("after the rotation, old key", "")
-	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "rotated out") {
+	if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "rotated out") {
 		t.Fatalf("write with a rotated-out key: %v, want denied", err)
 	}
 	// Nor may it rotate: refused, and its pending key file is gone with the refusal.
-	if _, err := m2.RotateMaster(); !IsCategory(err, CatDenied) {
+	if _, err := m2.RotateMaster(); !errs.Is(err, errs.Denied) {
 		t.Fatalf("rotation by a rotated-out key: %v, want denied", err)
 	}
 	if n := c2.Home.pendingMasters(p); len(n) > 0 {
@@ -200,7 +201,7 @@ func TestMasterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ik, _ := ReadExport(exp, []byte("pw"))
-	if _, err := c2.Home.StoreImported(ik); !IsCategory(err, CatConflict) {
+	if _, err := c2.Home.StoreImported(ik); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("import over the old key: %v, want conflict", err)
 	}
 	if err := os.Rename(c2.Home.keyPath(p, MasterWriter), c2.Home.keyPath(p, MasterWriter)+".old"); err != nil {
@@ -305,13 +306,13 @@ func TestPinRefusedAndRepin(t *testing.T) {
 	}
 	pinBefore, _ := h.pinned("acme")
 	_, err := Open(h, c.Root)
-	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "ferry master repin --channel "+c.Root+" --key "+c.Config.Master) {
+	if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "ferry master repin --channel "+c.Root+" --key "+c.Config.Master) {
 		t.Fatalf("open with another pinned key: %v, want denied naming the repin command", err)
 	}
 	if pin, _ := h.pinned("acme"); pin != pinBefore {
 		t.Fatal("a refused open changed the pin")
 	}
-	if _, _, err := Repin(h, c.Root, pinBefore); !IsCategory(err, CatInvalid) {
+	if _, _, err := Repin(h, c.Root, pinBefore); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("repin with the old key: %v, want invalid", err)
 	}
 	old, pinned, err := Repin(h, c.Root, c.Config.Master)
@@ -321,7 +322,7 @@ func TestPinRefusedAndRepin(t *testing.T) {
 	if _, err := Open(h, c.Root); err != nil {
 		t.Fatalf("open after repin: %v", err)
 	}
-	if _, err := Open(h, other); !IsCategory(err, CatDenied) {
+	if _, err := Open(h, other); !errs.Is(err, errs.Denied) {
 		t.Fatalf("the other channel after repin: %v, want denied", err)
 	}
 }

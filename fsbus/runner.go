@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Limits of an unattended run's output (bytes).
@@ -160,7 +162,7 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		}
 		argv, via := r.Queue.Wrap(o.ID, spec.Heavy, h.Exec)
 		run, err := r.S.BeginRun(o.ID, h.Exec, via)
-		if IsCategory(err, CatConflict) {
+		if errs.Is(err, errs.Conflict) {
 			continue // another runner of this agent on this machine is on it
 		}
 		if err != nil {
@@ -174,10 +176,10 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		}
 		if err != nil {
 			run.End(JournalEvent{Event: "done", Outcome: "not_claimed", Note: err.Error()})
-			if IsCategory(err, CatConflict) || IsCategory(err, CatRetryNeeded) {
+			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.RetryNeeded) {
 				continue // someone else was faster, or it has not fully arrived
 			}
-			if IsCategory(err, CatStale) || IsCategory(err, CatInvalid) {
+			if errs.Is(err, errs.Stale) || errs.Is(err, errs.Invalid) {
 				r.skip[o.ID] = o.Head
 				r.logf("skipping %s: %v", o.ID, err)
 				continue
@@ -212,7 +214,7 @@ func (r *Runner) adopt(run *Run, o *Order) (*Order, error) {
 	}
 	now := v.State.Orders[o.ID]
 	if now == nil || now.State != StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
-		return nil, Errorf(CatConflict, "pick another order", "order %s moved on while this run started", o.ID)
+		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s moved on while this run started", o.ID)
 	}
 	return now, run.adopt(now)
 }
@@ -266,7 +268,7 @@ var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func CheckEnvNames(names []string) error {
 	for _, n := range names {
 		if !envNameRe.MatchString(n) {
-			return Errorf(CatInvalid, "pass variables by name only (--env NAME); set their values in the environment", "%q is not an environment variable name", n)
+			return errs.Errorf(errs.Invalid, "pass variables by name only (--env NAME); set their values in the environment", "%q is not an environment variable name", n)
 		}
 	}
 	return nil
@@ -412,7 +414,7 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 			return r.settle(run, res, "failed", withStderr(why, fr.stderr))
 		}
 		done, err := r.S.SubmitResult(o.ID, opt)
-		if IsCategory(err, CatRetryNeeded) && attempt < maxAttempts && ctx.Err() == nil {
+		if errs.Is(err, errs.RetryNeeded) && attempt < maxAttempts && ctx.Err() == nil {
 			refused = cleanText(err.Error(), true)
 			r.S.Journal(JournalEvent{Event: "done", Run: run.Rec.Run, Order: o.ID, Outcome: "refused", Note: refused})
 			r.logf("result of run %s on %s refused, the claim is kept; running the file again: %s", run.Rec.Run, o.ID, firstLine(refused))
@@ -421,12 +423,12 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 			}
 			continue
 		}
-		if IsCategory(err, CatRetryNeeded) && ctx.Err() != nil {
+		if errs.Is(err, errs.RetryNeeded) && ctx.Err() != nil {
 			return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped after its result was refused (%s); released for a new attempt",
 				run.Rec.Run, firstLine(cleanText(err.Error(), false))))
 		}
 		if err != nil {
-			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {
 				if moved := r.movedOn(run, "its result was not submitted"); moved != "" {
 					return r.takenAway(run, res, moved)
 				}
@@ -533,7 +535,7 @@ func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResu
 		o, err = r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
 	}
 	if err != nil {
-		if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+		if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {
 			if moved := r.movedOn(run, "nothing given back"); moved != "" {
 				return r.takenAway(run, res, moved)
 			}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -91,10 +92,10 @@ func ResolveQueue(setting, source string) (Queue, error) {
 		}
 		argv := strings.Fields(text)
 		if hasControl(text, false) {
-			return Queue{}, Errorf(CatInvalid, "write the queue command on one line", "%s queue command holds control characters", src)
+			return Queue{}, errs.Errorf(errs.Invalid, "write the queue command on one line", "%s queue command holds control characters", src)
 		}
 		if _, err := exec.LookPath(argv[0]); err != nil {
-			return Queue{}, Errorf(CatInvalid, "install it, give its full path, or set the queue to off",
+			return Queue{}, errs.Errorf(errs.Invalid, "install it, give its full path, or set the queue to off",
 				"%s queue command %q: program not found", src, argv[0])
 		}
 		return Queue{Argv: argv, Source: src}, nil
@@ -198,7 +199,7 @@ func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
 	if ok, err := olk.TryLock(); err != nil {
 		return nil, fmt.Errorf("locking order %s: %w", order, err)
 	} else if !ok {
-		return nil, Errorf(CatConflict, "leave it to that run; `ferry inspect` shows it",
+		return nil, errs.Errorf(errs.Conflict, "leave it to that run; `ferry inspect` shows it",
 			"another run of %s on this machine is on order %s", s.Name, order)
 	}
 	id := "run-" + randomBase32(IDLen)
@@ -252,14 +253,14 @@ func (r *Run) Claim() (*Order, error) {
 		return nil, err
 	}
 	if o.Holder != r.s.Name || o.State != StateClaimed {
-		return nil, Errorf(CatConflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, orNone(o.Holder))
+		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, orNone(o.Holder))
 	}
 	v, err := r.s.Load()
 	if err != nil {
 		return nil, err
 	}
 	if e := entryByHash(v, o.Claim); e == nil || e.Idem != r.Key() {
-		return nil, Errorf(CatConflict, "pick another order", "order %s is already held by %s under another claim (another run or a claim by hand)", o.ID, r.s.Name)
+		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s is already held by %s under another claim (another run or a claim by hand)", o.ID, r.s.Name)
 	}
 	r.Rec.Claim = o.Claim
 	return o, r.save()
@@ -398,7 +399,7 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 			rv.Note = note
 			if err == nil {
 				rv.Action = act
-			} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
+			} else if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.Denied) {
 				return out, err
 			}
 		} else {
@@ -436,7 +437,7 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 		rv.Note = note
 		if err == nil {
 			rv.Action = act
-		} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
+		} else if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.Denied) {
 			return out, err
 		}
 		s.Journal(JournalEvent{Event: "recover", Run: run, Order: id, Outcome: rv.Action, Note: rv.Note})
@@ -733,7 +734,7 @@ func (h *Home) TakeLease(project, agent, config string) (*Lease, error) {
 		if ow, _ := h.ReadLeaseOwner(project, agent); ow != nil {
 			who = fmt.Sprintf("pid %d (since %s, config %s)", ow.PID, ow.Started, orNone(ow.Config))
 		}
-		return nil, Errorf(CatConflict, "stop that daemon first, or check it with `ferry daemon --status --config FILE`",
+		return nil, errs.Errorf(errs.Conflict, "stop that daemon first, or check it with `ferry daemon --status --config FILE`",
 			"a daemon for agent %s already runs on this machine: %s; lease %s", agent, who, lp)
 	}
 	b, _ := json.Marshal(LeaseOwner{PID: os.Getpid(), Agent: agent, Config: config, Started: time.Now().Format(stampLayout)})

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // runTeam is a channel with boss (member) and runner (member) on one machine.
@@ -141,7 +143,7 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 		t.Errorf("FERRY_QUEUE_CMD=off: %+v %v", q, err)
 	}
 	t.Setenv(EnvQueueCmd, "no-such-queue-program --x")
-	if _, err := ResolveQueue("", ""); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "no-such-queue-program") {
+	if _, err := ResolveQueue("", ""); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "no-such-queue-program") {
 		t.Errorf("a missing queue program: %v", err)
 	}
 	if q, err := ResolveQueue("snifrig go --id {order} --", "flag"); err != nil || q.Source != "flag" {
@@ -301,7 +303,7 @@ func TestLeaseConflictNamesOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.TakeLease("p", "a", "other.toml"); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+	if _, err := h.TakeLease("p", "a", "other.toml"); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("second lease: %v", err)
 	}
 	if ow, held := h.ReadLeaseOwner("p", "a"); !held || ow == nil || ow.Config != "cfg.toml" {
@@ -335,7 +337,7 @@ func TestRunOutputCleaning(t *testing.T) {
 	if n := fitNote(strings.Repeat("x", 5000)); len(n) > MaxNote {
 		t.Errorf("fitNote: %d bytes", len(n))
 	}
-	if err := CheckEnvNames([]string{"GOOD_1", "A=B"}); !IsCategory(err, CatInvalid) {
+	if err := CheckEnvNames([]string{"GOOD_1", "A=B"}); !errs.Is(err, errs.Invalid) {
 		t.Errorf("NAME=VALUE accepted: %v", err)
 	}
 	tb := &TailBuffer{Max: 2}
@@ -472,20 +474,20 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 		runners[i] = newTestRunner(t, s, job, Queue{})
 	}
 	results := make(chan *RunResult, n)
-	errs := make(chan error, n)
+	errCh := make(chan error, n)
 	start := make(chan struct{})
 	for _, r := range runners {
 		go func(r *Runner) {
 			<-start
 			res, err := r.RunOne(context.Background())
 			results <- res
-			errs <- err
+			errCh <- err
 		}(r)
 	}
 	close(start)
 	ran := 0
 	for range n {
-		if err := <-errs; err != nil {
+		if err := <-errCh; err != nil {
 			t.Errorf("runner: %v", err)
 		}
 		if res := <-results; res != nil {
@@ -506,10 +508,10 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run.Claim(); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "under another claim") {
+	if _, err := run.Claim(); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "under another claim") {
 		t.Errorf("a run claiming an order held by hand: %v", err)
 	}
-	if _, err := runner.BeginRun(hand, job, "direct"); !IsCategory(err, CatConflict) {
+	if _, err := runner.BeginRun(hand, job, "direct"); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a second run of one order on this machine: %v", err)
 	}
 	run.End(JournalEvent{Event: "done", Outcome: "not_claimed"})

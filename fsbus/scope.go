@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -41,7 +42,7 @@ func scopeError(agent string, scopes []string, o *Order, act string) error {
 	if len(o.Labels) > 0 {
 		labels = "labels " + strings.Join(o.Labels, ", ")
 	}
-	return Errorf(CatDenied,
+	return errs.Errorf(errs.Denied,
 		fmt.Sprintf("pick an order labelled %s, or ask the owner to widen the grant (`ferry grant %s --level LEVEL --scope LABEL`)", strings.Join(scopes, " or "), agent),
 		"%s's grant is scoped to %s; %s carries %s, so it cannot be %s", agent, strings.Join(scopes, ", "), what, labels, act)
 }

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // scopeWorld: the owner, bob (member, unscoped) who writes orders, and dana (member,
@@ -91,7 +93,7 @@ func TestScopedGrantWrites(t *testing.T) {
 		},
 	} {
 		err := try()
-		if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "scoped to docs, web") {
+		if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "scoped to docs, web") {
 			t.Errorf("%s: got %v, want denied naming the scopes docs, web", name, err)
 		}
 	}
@@ -189,7 +191,7 @@ func TestScopedGrantFold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.bob.Claim(other.ID, ""); !IsCategory(err, CatDenied) {
+	if _, err := w.bob.Claim(other.ID, ""); !errs.Is(err, errs.Denied) {
 		t.Errorf("claim after scoping: %v, want denied", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestSearch: every kind is found, newest first; all words must appear (any
@@ -96,15 +98,15 @@ func TestSearch(t *testing.T) {
 		{Query: "zebra", Cursor: searchCursorPrefix + "bm9udWw"},
 	} {
 		_, err := c.Search(v, opt)
-		var fe *Error
-		if !IsCategory(err, CatInvalid) || !asError(err, &fe) || fe.Hint == "" {
+		var fe *errs.Error
+		if !errs.Is(err, errs.Invalid) || !asError(err, &fe) || fe.Hint == "" {
 			t.Errorf("%+v: %v; want invalid with a hint", opt, err)
 		}
 	}
 }
 
-func asError(err error, fe **Error) bool {
-	e, ok := err.(*Error)
+func asError(err error, fe **errs.Error) bool {
+	e, ok := err.(*errs.Error)
 	*fe = e
 	return ok
 }

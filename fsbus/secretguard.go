@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -26,7 +27,7 @@ import (
 // secretHint is the hint of every refusal.
 const secretHint = "keep credentials out of the channel: store the value with `ferry secret put NAME --to AGENT…` and refer to it by NAME"
 
-// SecretError is returned (wrapped in an invalid *Error) when a field looks like it
+// SecretError is returned (wrapped in an invalid *errs.Error) when a field looks like it
 // holds a credential. It names the kind and the field, never the value.
 type SecretError struct {
 	Kind  string // e.g. "GitHub token"
@@ -201,7 +202,7 @@ func replaceFold(text, old, repl string) string {
 	return b.String()
 }
 
-// CheckSecret refuses s when it looks like it holds a credential: an invalid *Error
+// CheckSecret refuses s when it looks like it holds a credential: an invalid *errs.Error
 // wrapping a *SecretError that names the kind and field (and the line) but never the
 // value, with a hint pointing to `ferry secret put`. nil otherwise.
 func CheckSecret(field, s string) error {
@@ -210,7 +211,7 @@ func CheckSecret(field, s string) error {
 		return nil
 	}
 	se := &SecretError{Kind: kind, Field: field, Line: 1 + strings.Count(s[:at], "\n")}
-	return &Error{Category: CatInvalid, Message: se.Error(), Hint: secretHint, Err: se}
+	return &errs.Error{Category: errs.Invalid, Message: se.Error(), Hint: secretHint, Err: se}
 }
 
 // Quote is strconv.Quote(s) for an error message, unless s looks like it holds a

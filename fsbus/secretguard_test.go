@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // fakeToken returns n deterministic pseudo-random characters of alphabet: realistic
@@ -162,14 +164,14 @@ func enc64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte
 func TestCheckSecretNeverEchoes(t *testing.T) {
 	secret := "ghp_" + fakeToken(30, 36, alnum)
 	err := CheckSecret("message body", "line one\nplease use "+secret+" for now")
-	if !IsCategory(err, CatInvalid) {
+	if !errs.Is(err, errs.Invalid) {
 		t.Fatalf("err = %v, want invalid", err)
 	}
 	var se *SecretError
 	if !errors.As(err, &se) || se.Kind != "GitHub token" || se.Field != "message body" || se.Line != 2 {
 		t.Fatalf("SecretError = %+v", se)
 	}
-	var fe *Error
+	var fe *errs.Error
 	errors.As(err, &fe)
 	for _, part := range []string{secret, secret[4:], secret[:12], secret[len(secret)-8:]} {
 		if strings.Contains(err.Error(), part) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // channelFiles lists every file under dir with its size: a refusal must leave it equal.
@@ -122,7 +124,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			err := tc.call()
 			var se *SecretError
-			if !IsCategory(err, CatInvalid) || !errors.As(err, &se) {
+			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}
 			if se.Field != tc.field {
@@ -242,13 +244,13 @@ func TestSecretGuardEveryField(t *testing.T) {
 			keys := channelFiles(t, w.c.Home.ConfigDir)
 			err := tc.call()
 			var se *SecretError
-			if !IsCategory(err, CatInvalid) || !errors.As(err, &se) {
+			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}
 			if se.Field != tc.field {
 				t.Errorf("field = %q, want %q", se.Field, tc.field)
 			}
-			var fe *Error
+			var fe *errs.Error
 			errors.As(err, &fe)
 			for _, v := range []string{name, task, tok} {
 				if strings.Contains(err.Error(), v) || strings.Contains(fe.Hint, v) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -351,7 +352,7 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 	})
 	if err != nil {
 		if m := (*errMark)(nil); errors.As(err, &m) {
-			return ledger.Entry{}, &Error{Category: CatInternal, Err: err,
+			return ledger.Entry{}, &errs.Error{Category: errs.Internal, Err: err,
 				Message: fmt.Sprintf("%v; nothing was written", m.err),
 				Hint:    "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry: the mark that lets ferry notice lost entries must be saved before each write"}
 		}
@@ -363,7 +364,7 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 				s.Home.warn("", fmt.Sprintf("%v (the next write answers retry_needed once)", werr))
 			}
 		}
-		return ledger.Entry{}, &Error{Category: CatInternal, Err: err,
+		return ledger.Entry{}, &errs.Error{Category: errs.Internal, Err: err,
 			Message: fmt.Sprintf("appending %s: %v", d.Type, err),
 			Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
 	}
@@ -416,7 +417,7 @@ func (s *Session) checkIdem(st *State, key, args string) (ref string, replay boo
 		return "", false, nil
 	}
 	if rec.args != args {
-		return "", false, Errorf(CatConflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", key)
+		return "", false, errs.Errorf(errs.Conflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", key)
 	}
 	return rec.ref, true, nil
 }
@@ -463,7 +464,7 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 	}
 	here := ledger.FormatKey(s.Signer.Public())
 	if a != nil && a.Seated && a.Key != here {
-		return Errorf(CatDenied,
+		return errs.Errorf(errs.Denied,
 			fmt.Sprintf("use another agent name on this machine (`ferry join --as %s-2`), or, if this key replaced the old one, the owner runs `ferry grant %s --key %s`", s.Name, s.Name, here),
 			"this machine's key for %s is not the key the owner seated (seated %s, here %s)", s.Name, a.Key, here)
 	}
@@ -472,7 +473,7 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 
 // retiredError is the refusal of a write by a retired agent.
 func retiredError(name string) error {
-	return Errorf(CatDenied, "retirement is final: work under a new agent name (`ferry join --as "+name+"-2`), once the owner seats it",
+	return errs.Errorf(errs.Denied, "retirement is final: work under a new agent name (`ferry join --as "+name+"-2`), once the owner seats it",
 		"agent %s is retired: it writes nothing more", name)
 }
 
@@ -489,14 +490,14 @@ func (s *Session) ensureChain(v *View) (*View, error) {
 	if ownTrouble(v.Snapshot, s.Name, s.Device) {
 		r, err := s.Ledger.Restore(s.Name, s.Device, s.Signer.Public())
 		if err != nil {
-			return nil, &Error{Category: CatInternal, Err: err, Message: err.Error(),
+			return nil, &errs.Error{Category: errs.Internal, Err: err, Message: err.Error(),
 				Hint: "check that the channel folder is writable and not full; nothing was written"}
 		}
 		if r.Moved != "" && len(r.Missing) > 0 {
 			// The damage destroyed records: say so once (this restore found it; the
 			// next one finds no damage and writes on).
 			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
-			return nil, Errorf(CatRetryNeeded,
+			return nil, errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("if another machine or a backup still has them, put a copy of its %s.jsonl into %s under another *.jsonl name, e.g. '%s (restored).jsonl': the next write merges them without a fork; then retry (a retry writes on after seq %d)",
 					s.Device, filepath.Dir(seg), s.Device, r.Tip.Seq),
 				"unreadable bytes in %s destroyed seq %s of %s (the damaged part is kept in %s); the %d valid records after them were appended again and count; nothing was written",
@@ -569,7 +570,7 @@ func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
 func (s *Session) checkLost(v *View) error {
 	m, err := s.Home.readHighWater(s.Project(), s.Name, s.Device)
 	if err != nil {
-		return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+		return &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
 			Hint: "if the file is damaged, delete it (the check of lost entries starts again from the next write); otherwise fix its permissions, then retry"}
 	}
 	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
@@ -580,16 +581,16 @@ func (s *Session) checkLost(v *View) error {
 			m.Pending = false // the append happened; only its promotion did not
 		} else if have >= m.acked() && (e == nil || m.Hash == "") {
 			if err := s.Home.writeHighWater(s.Project(), s.Name, s.Device, highWater{Seq: have, Hash: tipHash(tip)}); err != nil {
-				return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+				return &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
 					Hint: "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry"}
 			}
 			if m.Damaged != "" {
-				return Errorf(CatRetryNeeded,
+				return errs.Errorf(errs.RetryNeeded,
 					"check with `ferry ledger verify` that nothing of this machine's is missing; the retry writes on",
 					"this machine's high-water mark %s is damaged (%s), so it cannot tell whether its last write to %s was lost; the mark now names the folder's tip; nothing was written",
 					s.Home.highWaterPath(s.Project(), s.Name, s.Device), Quote(m.Damaged), rel(s.Root, seg))
 			}
-			return Errorf(CatRetryNeeded,
+			return errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("check whether that write happened (`ferry ledger tail --writer %s`) and redo it if it is missing; the retry writes on", s.Name),
 				"this machine's last write to %s (seq %d, entry %s) is in no file here: the process writing it stopped before the append, or the entry was lost since; nothing was written",
 				rel(s.Root, seg), m.Seq, m.Hash)
@@ -597,7 +598,7 @@ func (s *Session) checkLost(v *View) error {
 	}
 	if hwm := m.acked(); have < hwm {
 		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
-		return Errorf(CatRetryNeeded, "if another copy of this channel on this machine (a second clone, another sync folder) holds the newer entries, bring them here first (`ferry sync --git` there and here, or let the sync tool finish); otherwise restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"); then retry",
+		return errs.Errorf(errs.RetryNeeded, "if another copy of this channel on this machine (a second clone, another sync folder) holds the newer entries, bring them here first (`ferry sync --git` there and here, or let the sync tool finish); otherwise restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"); then retry",
 			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
 	}
 	if m.Hash == "" {
@@ -608,10 +609,10 @@ func (s *Session) checkLost(v *View) error {
 		return nil
 	}
 	if err := s.Home.writeHighWater(s.Project(), s.Name, s.Device, highWater{Seq: tip.Seq, Hash: tip.Hash()}); err != nil {
-		return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+		return &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
 			Hint: "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry"}
 	}
-	return Errorf(CatRetryNeeded,
+	return errs.Errorf(errs.RetryNeeded,
 		fmt.Sprintf("another home uses this device id %s (a copied FERRY_HOME or config directory): on the copy, delete the file 'device' in its ferry config directory (this home's is %s) so it makes its own; check what this machine wrote from seq %d on (`ferry ledger verify` lists the left-out records) and redo what is missing; a retry now writes on the kept branch",
 			s.Device, filepath.Join(s.Home.ConfigDir, "device"), m.Seq),
 		"this machine's write at seq %d of %s (entry %s) lost a fork to another record with the same seq (entry %s): readers leave it and what followed it out; nothing was written",
@@ -693,11 +694,11 @@ const MaxIdemKey = 128
 // credential (invalid, the value never echoed).
 func checkIdemKey(key string) error {
 	if len(key) > MaxIdemKey {
-		return Errorf(CatInvalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
+		return errs.Errorf(errs.Invalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {
-			return Errorf(CatInvalid, "use letters, digits and punctuation, e.g. a UUID", "idempotency key holds spaces or characters outside printable ASCII")
+			return errs.Errorf(errs.Invalid, "use letters, digits and punctuation, e.g. a UUID", "idempotency key holds spaces or characters outside printable ASCII")
 		}
 	}
 	// The key is stored verbatim in the append-only ledger and echoed by a conflict:
@@ -710,7 +711,7 @@ func checkIdemKey(key string) error {
 // long-running process never folds an empty channel or recreates the folder by writing.
 func (c *Channel) checkPresent() error {
 	if _, err := os.Stat(filepath.Join(c.Root, "channel.toml")); err != nil {
-		return Errorf(CatNotFound, "check that the synced folder is there (is the sync tool running? was it moved?)",
+		return errs.Errorf(errs.NotFound, "check that the synced folder is there (is the sync tool running? was it moved?)",
 			"the channel folder %s is missing (no channel.toml)", c.Root)
 	}
 	return nil

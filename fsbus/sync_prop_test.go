@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -383,8 +384,8 @@ func (w *syncWorld) deliverAll() {
 // acceptable reports whether err is a refusal a machine may give while it has not seen
 // everything (or for a move that is not allowed): anything else fails the test.
 func acceptable(err error) bool {
-	for _, c := range []string{CatConflict, CatInvalid, CatRetryNeeded, CatNotFound, CatDenied, CatSuperseded, CatStale} {
-		if IsCategory(err, c) {
+	for _, c := range []errs.Category{errs.Conflict, errs.Invalid, errs.RetryNeeded, errs.NotFound, errs.Denied, errs.Superseded, errs.Stale} {
+		if errs.Is(err, c) {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -46,19 +47,19 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	body = strings.TrimRight(body, " \t\r\n")
 	switch {
 	case to == "":
-		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
+		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
 	case !validRecipient(to):
-		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", Quote(to))
+		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", Quote(to))
 	case to == s.Name:
-		return nil, Errorf(CatInvalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
+		return nil, errs.Errorf(errs.Invalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
 	case strings.TrimSpace(body) == "":
-		return nil, Errorf(CatInvalid, "give the message text, or --body @FILE", "empty message")
+		return nil, errs.Errorf(errs.Invalid, "give the message text, or --body @FILE", "empty message")
 	case len(body) > MaxMessageBody:
 		return nil, capError("message body", len(body), MaxMessageBody, UnitBytes, "put large material in the work repo and send a reference to it")
 	case !utf8.ValidString(body):
-		return nil, Errorf(CatInvalid, "write UTF-8 text", "message text must be UTF-8")
+		return nil, errs.Errorf(errs.Invalid, "write UTF-8 text", "message text must be UTF-8")
 	case hasControl(body, true):
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "message text holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "message text holds control characters")
 	}
 	args := argsHash(talkArgs{Body: body, To: to})
 	var id string
@@ -72,9 +73,9 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 		}
 		if to != ToAll && to != ToMaster {
 			if a := v.State.Agents[to]; a == nil || (a.JoinKey == "" && !a.Seated) {
-				return nil, nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
+				return nil, nil, errs.Errorf(errs.NotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
 			} else if !a.Seated {
-				return nil, nil, Errorf(CatInvalid, "ask the owner to seat it first (`ferry grant "+to+"`), or write to master or all",
+				return nil, nil, errs.Errorf(errs.Invalid, "ask the owner to seat it first (`ferry grant "+to+"`), or write to master or all",
 					"%s is not seated (or was revoked): it could never read the message", to)
 			}
 		}
@@ -96,7 +97,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	}
 	m := s.viewWithEntry(v, e).State.Messages[id]
 	if m == nil {
-		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "message %s is not in the state after writing it", id)
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "message %s is not in the state after writing it", id)
 	}
 	out := m.view()
 	return &out, nil
@@ -155,7 +156,7 @@ type TalkReadResult struct {
 // seated) and there is something to acknowledge — peek instead.
 func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
 	if opt.Limit < 0 || opt.Limit > TalkReadLimit {
-		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d (0: the default, %d)", TalkReadLimit, TalkReadLimit), "limit %d is out of range", opt.Limit)
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("pass a limit from 1 to %d (0: the default, %d)", TalkReadLimit, TalkReadLimit), "limit %d is out of range", opt.Limit)
 	}
 	if opt.Limit == 0 {
 		opt.Limit = TalkReadLimit
@@ -169,8 +170,7 @@ func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
 			return nil, nil, nil
 		}
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgAck); err != nil {
-			err.(*Error).Hint += "; meanwhile read with --peek"
-			return nil, nil, err
+			return nil, nil, errs.WithHint(err, "meanwhile read with --peek")
 		}
 		return &ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ack})}, nil, nil
 	})
@@ -248,7 +248,7 @@ type TalkAckResult struct {
 // retry_needed for a message whose text has not arrived on this machine.
 func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
 	if len(ids) == 0 || len(ids) > TalkReadLimit {
-		return nil, Errorf(CatInvalid, "name the messages by id, as `ferry talk read --peek` lists them", "acknowledge 1 to %d messages at a time", TalkReadLimit)
+		return nil, errs.Errorf(errs.Invalid, "name the messages by id, as `ferry talk read --peek` lists them", "acknowledge 1 to %d messages at a time", TalkReadLimit)
 	}
 	var res *TalkAckResult
 	var ack []string
@@ -261,9 +261,9 @@ func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
 			}
 			switch {
 			case !m.addressedTo(s.Name):
-				return nil, nil, Errorf(CatDenied, "acknowledge only messages to you or to all (`ferry talk read`)", "message %s is from %s to %s, not addressed to %s", m.ID, m.From, m.To, s.Name)
+				return nil, nil, errs.Errorf(errs.Denied, "acknowledge only messages to you or to all (`ferry talk read`)", "message %s is from %s to %s, not addressed to %s", m.ID, m.From, m.To, s.Name)
 			case m.Pending:
-				return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver messages/"+m.ID+".json, then retry", "message %s has not arrived on this machine", m.ID)
+				return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver messages/"+m.ID+".json, then retry", "message %s has not arrived on this machine", m.ID)
 			}
 			if slices.ContainsFunc(res.Messages, func(x Message) bool { return x.ID == m.ID }) {
 				continue
@@ -329,7 +329,7 @@ func (st *State) TalkSent(me string, limit int) (*TalkSentResult, error) {
 		}
 	}
 	if limit < 0 || limit > TalkSentMax {
-		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d", TalkSentMax), "limit %d out of range", limit)
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("pass a limit from 1 to %d", TalkSentMax), "limit %d out of range", limit)
 	}
 	if limit == 0 {
 		limit = TalkSentLimit
@@ -379,10 +379,10 @@ func (st *State) MessageIDs() []string { return sortedKeys(st.Messages) }
 // does not count); invalid for an empty or ambiguous prefix.
 func (st *State) TalkShow(q string) (*Message, error) {
 	id, err := st.resolveID("message", q, st.MessageIDs(), "see `ferry talk read --peek` and `ferry talk sent`")
-	if IsCategory(err, CatNotFound) {
+	if errs.Is(err, errs.NotFound) {
 		for _, ig := range st.Ignored {
 			if ig.Type == TypeMsgPost && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(strings.TrimSpace(q))) {
-				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
 					"message %s does not count: %s", ig.Ref, ig.Reason)
 			}
 		}

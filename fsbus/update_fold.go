@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -141,7 +142,7 @@ func parseRelease(e *ledger.Entry) (Release, bool) {
 func checkReleasePath(p string) error {
 	rest, ok := strings.CutPrefix(p, ReleasesDir+"/")
 	if !ok || rest == "" || path.Clean(p) != p || strings.ContainsAny(p, `\:`) || !isLocalSlash(rest) {
-		return Errorf(CatInvalid, "name a file inside the channel's releases/ folder, e.g. releases/ferry-linux-amd64",
+		return errs.Errorf(errs.Invalid, "name a file inside the channel's releases/ folder, e.g. releases/ferry-linux-amd64",
 			"release path %q is not under releases/", p)
 	}
 	return nil

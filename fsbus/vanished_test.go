@@ -35,14 +35,14 @@ func TestCutRevocationReported(t *testing.T) {
 	if len(r.vr.Lost) != 1 || len(r.vr.Vanished) != 0 || r.vr.OK() || r.vr.Fixes["lost"] == "" {
 		t.Errorf("owner's verify: lost %q, vanished %+v", r.vr.Lost, r.vr.Vanished)
 	}
-	errs := 0
+	nErrs := 0
 	for _, f := range r.dr.Findings {
 		if f.Level == LevelError && (f.Check == CheckLost || f.Check == CheckVanished) {
-			errs++
+			nErrs++
 		}
 	}
-	if errs != 1 {
-		t.Errorf("owner's doctor reports the cut %d times, want once as an error: %+v", errs, r.dr.Findings)
+	if nErrs != 1 {
+		t.Errorf("owner's doctor reports the cut %d times, want once as an error: %+v", nErrs, r.dr.Findings)
 	}
 
 	// The other machine read the line but never wrote it: the vanished record is an

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -36,10 +37,10 @@ func TestVaultPutGet(t *testing.T) {
 			t.Fatalf("%s get: %q, %v", s.Name, got, err)
 		}
 	}
-	if _, _, err := w.carol.SecretGet("db-password"); !IsCategory(err, CatDenied) {
+	if _, _, err := w.carol.SecretGet("db-password"); !errs.Is(err, errs.Denied) {
 		t.Fatalf("carol (not a recipient): %v, want denied", err)
 	}
-	if _, _, err := w.bob.SecretGet("nope"); !IsCategory(err, CatNotFound) {
+	if _, _, err := w.bob.SecretGet("nope"); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("unknown name: %v, want not_found", err)
 	}
 	// Nothing on disk holds the value in clear.
@@ -63,7 +64,7 @@ func TestVaultPutGet(t *testing.T) {
 			t.Fatalf("%s get after the second put: %q, %v", s.Name, got, err)
 		}
 	}
-	if _, _, err := w.alice.SecretGet("db-password"); !IsCategory(err, CatDenied) {
+	if _, _, err := w.alice.SecretGet("db-password"); !errs.Is(err, errs.Denied) {
 		t.Fatalf("alice after a put not to her: %v, want denied", err)
 	}
 	list := w.load(t).SecretList()
@@ -93,25 +94,25 @@ func TestVaultRefusals(t *testing.T) {
 		sec  string
 		to   []string
 		val  []byte
-		cat  string
+		cat  errs.Category
 		want string
 	}{
-		{"worker", w.wendy, "x", []string{"bob"}, v, CatDenied, "needs level member"},
-		{"unseated author", w.dave, "x", []string{"bob"}, v, CatDenied, "not seated"},
-		{"unseated recipient", w.alice, "x", []string{"dave"}, v, CatInvalid, "dave is not seated"},
-		{"retired recipient", w.alice, "x", []string{"carol"}, v, CatInvalid, "carol is retired"},
-		{"unknown recipient", w.alice, "x", []string{"zed"}, v, CatNotFound, "no agent zed"},
-		{"no recipient", w.alice, "x", nil, v, CatInvalid, "at least one recipient"},
-		{"bad name", w.alice, "../etc", []string{"bob"}, v, CatInvalid, "bad secret name"},
-		{"long name", w.alice, strings.Repeat("a", MaxSecretName+1), []string{"bob"}, v, CatInvalid, "bad secret name"},
-		{"empty value", w.alice, "x", []string{"bob"}, nil, CatInvalid, "empty secret value"},
-		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), CatInvalid, "secret value is 65537 bytes; the limit is 65536"},
+		{"worker", w.wendy, "x", []string{"bob"}, v, errs.Denied, "needs level member"},
+		{"unseated author", w.dave, "x", []string{"bob"}, v, errs.Denied, "not seated"},
+		{"unseated recipient", w.alice, "x", []string{"dave"}, v, errs.Invalid, "dave is not seated"},
+		{"retired recipient", w.alice, "x", []string{"carol"}, v, errs.Invalid, "carol is retired"},
+		{"unknown recipient", w.alice, "x", []string{"zed"}, v, errs.NotFound, "no agent zed"},
+		{"no recipient", w.alice, "x", nil, v, errs.Invalid, "at least one recipient"},
+		{"bad name", w.alice, "../etc", []string{"bob"}, v, errs.Invalid, "bad secret name"},
+		{"long name", w.alice, strings.Repeat("a", MaxSecretName+1), []string{"bob"}, v, errs.Invalid, "bad secret name"},
+		{"empty value", w.alice, "x", []string{"bob"}, nil, errs.Invalid, "empty secret value"},
+		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), errs.Invalid, "secret value is 65537 bytes; the limit is 65536"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			_, err := tc.s.SecretPut(tc.sec, tc.to, tc.val, "")
-			if !IsCategory(err, tc.cat) || !strings.Contains(err.Error(), tc.want) {
+			if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %s containing %q", err, tc.cat, tc.want)
 			}
 			if !sameFiles(before, channelFiles(t, w.c.Root)) {
@@ -135,11 +136,11 @@ func TestVaultRefusals(t *testing.T) {
 	edited := bytes.Clone(orig)
 	edited[len(edited)-1] ^= 1
 	os.WriteFile(p, edited, 0o644)
-	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "edited or damaged") {
+	if _, _, err := w.bob.SecretGet("api"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "edited or damaged") {
 		t.Fatalf("edited object: %v", err)
 	}
 	os.Remove(p)
-	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatRetryNeeded) {
+	if _, _, err := w.bob.SecretGet("api"); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("missing object: %v", err)
 	}
 	os.WriteFile(p, orig, 0o644)
@@ -156,7 +157,7 @@ func TestVaultRefusals(t *testing.T) {
 	if err != nil || b.ID != a.ID || !sameFiles(before, channelFiles(t, w.c.Root)) {
 		t.Fatalf("replay: %+v, %v", b, err)
 	}
-	if _, err := w.alice.SecretPut("k", []string{"bob"}, []byte("other"), "put-1"); !IsCategory(err, CatConflict) {
+	if _, err := w.alice.SecretPut("k", []string{"bob"}, []byte("other"), "put-1"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("replay with another value: %v, want conflict", err)
 	}
 	var se *SecretError
@@ -206,7 +207,7 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, pin, "pin-1"); err != nil || !sameFiles(before, channelFiles(t, w.c.Root)) {
 		t.Fatalf("replay: %v (or it wrote)", err)
 	}
-	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, []byte("4822"), "pin-1"); !IsCategory(err, CatConflict) {
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, []byte("4822"), "pin-1"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("same key, other value: %v, want conflict", err)
 	}
 }
@@ -224,7 +225,7 @@ func TestVaultNameOwner(t *testing.T) {
 	}
 	before := channelFiles(t, w.c.Root)
 	_, err := w.alice.SecretPut("deploy-token", []string{"bob"}, []byte("alice-value"), "")
-	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "secret deploy-token belongs to master") {
+	if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "secret deploy-token belongs to master") {
 		t.Fatalf("alice replacing master's secret: %v, want denied", err)
 	}
 	if !sameFiles(before, channelFiles(t, w.c.Root)) {
@@ -295,7 +296,7 @@ func TestVaultDoctorAndVerify(t *testing.T) {
 
 	// Empty: still arriving.
 	os.WriteFile(p, nil, 0o644)
-	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatRetryNeeded) {
+	if _, _, err := w.bob.SecretGet("api"); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("empty vault file: %v, want retry_needed", err)
 	}
 	vr, err := w.c.Verify(w.load(t))

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -227,7 +228,7 @@ func TestVectorsIDs(t *testing.T) {
 		switch {
 		case r.Category == "" && (err != nil || id != r.ID):
 			t.Errorf("resolve %q: got %q, %v; want %q", r.Query, id, err, r.ID)
-		case r.Category != "" && !IsCategory(err, r.Category):
+		case r.Category != "" && !errs.Is(err, errs.Category(r.Category)):
 			t.Errorf("resolve %q: got %q, %v; want a %s error", r.Query, id, err, r.Category)
 		}
 	}
@@ -977,7 +978,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 	if ref, replay, err := s.checkIdem(st, "dispatch-o2", args["order new o2"]); err != nil || !replay || ref != vecOrder2 {
 		t.Errorf("replay of dispatch-o2: %q %v %v", ref, replay, err)
 	}
-	if _, _, err := s.checkIdem(st, "dispatch-o2", args["order claim o2"]); !IsCategory(err, CatConflict) {
+	if _, _, err := s.checkIdem(st, "dispatch-o2", args["order claim o2"]); !errs.Is(err, errs.Conflict) {
 		t.Errorf("dispatch-o2 with other arguments: %v, want conflict", err)
 	}
 	if got := argsHash(NewOrderOptions{Title: "Bump the Go toolchain to 1.26", Labels: []string{"ci"}, To: vecAgentA, Key: "another key"}); got != args["order new o2"] {

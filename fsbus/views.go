@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -129,9 +130,9 @@ func CheckStateFilter(state string) error {
 		return nil
 	}
 	if state == "ready" {
-		return Errorf(CatInvalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
+		return errs.Errorf(errs.Invalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
 	}
-	return Errorf(CatInvalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
+	return errs.Errorf(errs.Invalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
 }
 
 // ListOrders returns matching orders, most recently updated first (ties by id).

@@ -169,10 +169,10 @@ func (w *Watcher) hint() {
 func (w *Watcher) run() {
 	defer close(w.stopped)
 	var events <-chan fsnotify.Event
-	var errs <-chan error
+	var errCh <-chan error
 	if w.fw != nil {
 		defer w.fw.Close()
-		events, errs = w.fw.Events, w.fw.Errors
+		events, errCh = w.fw.Events, w.fw.Errors
 	}
 	tick := time.NewTicker(w.opt.Rescan)
 	defer tick.Stop()
@@ -206,9 +206,9 @@ func (w *Watcher) run() {
 				debounce = time.NewTimer(w.opt.Debounce)
 				fire = debounce.C
 			}
-		case _, ok := <-errs:
+		case _, ok := <-errCh:
 			if !ok {
-				errs = nil
+				errCh = nil
 				continue
 			}
 			// fsnotify.ErrEventOverflow (the kernel queue overflowed: events were lost)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -282,7 +283,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 func (s *Session) Extend(q, note, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if err := checkCap("extend note", note, MaxNote, UnitBytes, ""); err != nil {
 		return nil, err
@@ -292,7 +293,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 		func(v *View, o *Order) error {
 			now := s.stamp()
 			if w, ok := s.window(v, o, s.ownStamps(v), now); ok && !now.Time().Before(w.Deadline) {
-				return Errorf(CatConflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
+				return errs.Errorf(errs.Conflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
 					"the execution window of order %s closed at %s (this machine's clock)", o.ID, w.Deadline.UTC().Format(time.RFC3339))
 			}
 			return nil
@@ -315,7 +316,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 func (s *Session) Fail(q, reason, key string) (*Order, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
-		return nil, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
+		return nil, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 	}
 	if err := checkCap("fail reason", reason, MaxNote, UnitBytes, ""); err != nil {
 		return nil, err
@@ -335,7 +336,7 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 	var refused error
 	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, func(o *Order) bool {
 		if o.State != StateOffered { // a claim is given back by Release
-			refused = Errorf(CatConflict, "`ferry order release "+o.ID+"` gives a claim back",
+			refused = errs.Errorf(errs.Conflict, "`ferry order release "+o.ID+"` gives a claim back",
 				"order %s is %s, not offered; nothing to decline", o.ID, o.State)
 		}
 		return refused != nil
@@ -357,18 +358,18 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 // fold counts none of its later entries.
 func (s *Session) Retire(name string) ([]string, error) {
 	if name == MasterWriter {
-		return nil, Errorf(CatInvalid, "", "the master is not retired")
+		return nil, errs.Errorf(errs.Invalid, "", "the master is not retired")
 	}
 	if err := checkName("agent name", name); err != nil {
 		return nil, err
 	}
 	if s.Name != name && s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "the agent retires itself (`--as "+name+"`), or the owner retires it", "%s cannot retire %s", s.Name, name)
+		return nil, errs.Errorf(errs.Denied, "the agent retires itself (`--as "+name+"`), or the owner retires it", "%s cannot retire %s", s.Name, name)
 	}
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[name]
 		if a == nil || (a.JoinKey == "" && !a.Seated) {
-			return nil, nil, Errorf(CatNotFound, "list agents with `ferry agents`", "no agent %q in this channel", name)
+			return nil, nil, errs.Errorf(errs.NotFound, "list agents with `ferry agents`", "no agent %q in this channel", name)
 		}
 		if a.Retired {
 			return nil, nil, nil
@@ -395,7 +396,7 @@ func (s *Session) Retire(name string) ([]string, error) {
 			continue
 		}
 		if _, err := s.lifecycle(id, TypeOrderRelease, entryData{Agent: name, Note: "agent " + name + " retired"}, "", nil); err != nil {
-			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {
 				// Moved on meanwhile (submitted, reassigned), or an offer to a worker,
 				// whose level writes no release (the master's retire declines it).
 				continue
@@ -468,13 +469,13 @@ func (st *State) Ready(o *Order) bool {
 // a cancelled dependency says it is blocked for good.
 func (st *State) checkReady(o *Order) error {
 	if why := st.BlockedForGood(o); why != "" {
-		return Errorf(CatConflict, "the author cancels it (`ferry order cancel "+o.ID+"`) or dispatches it again without that dependency",
+		return errs.Errorf(errs.Conflict, "the author cancels it (`ferry order cancel "+o.ID+"`) or dispatches it again without that dependency",
 			"order %s is blocked for good: %s", o.ID, why)
 	}
 	b := st.Blocking(o)
 	if len(b) == 0 {
 		return nil
 	}
-	return Errorf(CatConflict, "wait until they are accepted; `ferry order list --ready` lists orders that can be claimed now",
+	return errs.Errorf(errs.Conflict, "wait until they are accepted; `ferry order list --ready` lists orders that can be claimed now",
 		"order %s waits for %s (not accepted yet)", o.ID, strings.Join(b, ", "))
 }

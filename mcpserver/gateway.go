@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 )
 
@@ -245,7 +246,7 @@ func (g *Gateway) List(ctx context.Context, server string) ([]RemoteTool, error)
 }
 
 // Call runs tool of server with args (a JSON object) and returns the raw tools/call
-// result — a result with isError is a result, not an error. Errors, as *fsbus.Error:
+// result — a result with isError is a result, not an error. Errors, as *errs.Error:
 // not_found (server not configured, command not found), retry_needed (a timeout or a
 // crash: the child was killed or is gone; the next call restarts it once), invalid (the
 // server refused the request: its text), internal (any other JSON-RPC error, garbage on
@@ -273,7 +274,7 @@ func (g *Gateway) Pid(server string) int {
 }
 
 func unknownServer(name string) error {
-	return fsbus.Errorf(fsbus.CatNotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
+	return errs.Errorf(errs.NotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
 }
 
 // client returns the live child, starting it when there is none (c.mu held): at most
@@ -297,7 +298,7 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 	c.starts = recent
 	if len(c.starts) >= GatewayStartsPerMinute {
 		next := c.starts[0].Add(time.Minute)
-		return nil, fsbus.Errorf(fsbus.CatRetryNeeded,
+		return nil, errs.Errorf(errs.RetryNeeded,
 			fmt.Sprintf("call again after that; check the server by hand with `ferry mcp list %s`, or restart your app to reset the gateway", c.srv.Name),
 			"MCP server %s was started %d times in the last minute and failed (last: %v); the gateway starts it again after %s (in %ds)",
 			c.srv.Name, len(c.starts), c.failed, next.UTC().Format(time.TimeOnly), int(next.Sub(now).Seconds()+0.999))
@@ -326,7 +327,7 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 		// MCP lifecycle: a client that does not speak the version the server answered
 		// disconnects.
 		cl.Kill()
-		c.failed = fsbus.Errorf(fsbus.CatInternal, "use a version of the server that speaks one of "+strings.Join(SupportedVersions, ", "),
+		c.failed = errs.Errorf(errs.Internal, "use a version of the server that speaks one of "+strings.Join(SupportedVersions, ", "),
 			"MCP server %s answered initialize with protocol version %q, which ferry does not speak", c.srv.Name, v)
 		return nil, c.failed
 	}
@@ -379,10 +380,10 @@ func notExecutable(path string) error {
 		return nil
 	}
 	if st.IsDir() {
-		return fsbus.Errorf(fsbus.CatNotFound, "give the server's program, not a directory", "the command %s is a directory", path)
+		return errs.Errorf(errs.NotFound, "give the server's program, not a directory", "the command %s is a directory", path)
 	}
 	if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
-		return fsbus.Errorf(fsbus.CatNotFound, "chmod +x "+path, "the command %s is not executable (permission denied)", path)
+		return errs.Errorf(errs.NotFound, "chmod +x "+path, "the command %s is not executable (permission denied)", path)
 	}
 	return nil
 }
@@ -459,7 +460,7 @@ func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (j
 		Content []json.RawMessage `json:"content"`
 	}
 	if json.Unmarshal(raw, &shape) != nil || shape.Content == nil {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "the server does not follow MCP; report it to its authors",
+		return nil, errs.Errorf(errs.Internal, "the server does not follow MCP; report it to its authors",
 			"MCP server %s answered tools/call %s with no content array", c.srv.Name, tool)
 	}
 	return raw, nil
@@ -484,18 +485,18 @@ func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err e
 	var re *RPCError
 	switch {
 	case errors.As(err, &re):
-		cat := fsbus.CatInternal
+		cat := errs.Internal
 		switch re.Code {
 		case CodeInvalidParams, CodeInvalidRequest, CodeMethodNotFound, CodeParseError:
-			cat = fsbus.CatInvalid
+			cat = errs.Invalid
 		}
-		return &fsbus.Error{Category: cat, Message: fmt.Sprintf("MCP server %s refused %s: %s (code %d)", server, what, re.Message, re.Code),
+		return &errs.Error{Category: cat, Message: fmt.Sprintf("MCP server %s refused %s: %s (code %d)", server, what, re.Message, re.Code),
 			Hint: "check the arguments against the tool's inputSchema (ferry mcp list " + server + ")", Err: err}
 	case errors.Is(err, ErrTimeout):
-		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s did not answer %s within %s; it was killed", server, what, timeout),
+		return &errs.Error{Category: errs.RetryNeeded, Message: fmt.Sprintf("MCP server %s did not answer %s within %s; it was killed", server, what, timeout),
 			Hint: restartHint + ", or raise its timeouts (ferry mcp remove, then ferry mcp add --call-timeout)", Err: err}
 	case errors.Is(err, ErrGarbage):
-		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s broke the protocol during %s: %v", server, what, err),
+		return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s broke the protocol during %s: %v", server, what, err),
 			Hint: "a stdio MCP server must print only JSON-RPC on stdout (logs go to stderr); fix the server (" + restartHint + ")", Err: err}
 	case errors.Is(err, ErrNotIJSON):
 		why := err.Error()
@@ -503,19 +504,19 @@ func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err e
 		if errors.As(err, &ie) {
 			why = fsbus.IJSONReason(ie)
 		}
-		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
+		return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
 			Hint: "fix the server: ferry passes on no JSON that names a member twice in one object, is not UTF-8, or has a lone surrogate escape, since readers disagree on what it says (the server keeps running)", Err: err}
 	case errors.Is(err, ErrServerExited):
-		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
+		return &errs.Error{Category: errs.RetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
 			Hint: restartHint + stderrNote(err) + ". " + envHint, Err: err}
 	case errors.Is(err, fs.ErrPermission):
-		return &fsbus.Error{Category: fsbus.CatNotFound, Message: fmt.Sprintf("the command of MCP server %s is not executable (permission denied): %v", server, err),
+		return &errs.Error{Category: errs.NotFound, Message: fmt.Sprintf("the command of MCP server %s is not executable (permission denied): %v", server, err),
 			Hint: "make it executable (chmod +x), or re-add the server with another command", Err: err}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return &fsbus.Error{Category: fsbus.CatNotFound, Message: fmt.Sprintf("the command of MCP server %s was not found: %v", server, err),
+		return &errs.Error{Category: errs.NotFound, Message: fmt.Sprintf("the command of MCP server %s was not found: %v", server, err),
 			Hint: "install it, or re-add the server with the command's absolute path", Err: err}
 	}
-	return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s failed during %s: %v", server, what, err),
+	return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s failed during %s: %v", server, what, err),
 		Hint: "run the server's command by hand to see why", Err: err}
 }
 
@@ -533,9 +534,9 @@ func stderrNote(err error) string {
 // "category: message — hint".
 func gatewayErrorResult(err error) json.RawMessage {
 	text := err.Error()
-	var fe *fsbus.Error
+	var fe *errs.Error
 	if errors.As(err, &fe) {
-		text = fe.Category + ": " + fe.Message
+		text = string(fe.Category) + ": " + fe.Message
 		if fe.Hint != "" {
 			text += " — " + fe.Hint
 		}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Response caps of every read (DESIGN §4, ADR T4): at most maxItems items and maxChars
@@ -94,7 +95,7 @@ func parsePage(cursor string, n int) (int, error) {
 	}
 	i, err := strconv.Atoi(strings.TrimPrefix(cursor, pagePrefix))
 	if !strings.HasPrefix(cursor, pagePrefix) || err != nil || i < 0 || i > n {
-		return 0, fsbus.Errorf(fsbus.CatInvalid, "pass the next of the previous result, or no cursor to start over", "cursor %q is not a page of this list", cursor)
+		return 0, errs.Errorf(errs.Invalid, "pass the next of the previous result, or no cursor to start over", "cursor %q is not a page of this list", cursor)
 	}
 	return i, nil
 }
@@ -139,7 +140,7 @@ var orderStates = []string{"", "active", "ready", fsbus.StateOpen, fsbus.StateOf
 // checkState returns invalid for a filter not in orderStates.
 func checkState(state string) error {
 	if !slices.Contains(orderStates, state) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use active, ready, or a state: open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out",
+		return errs.Errorf(errs.Invalid, "use active, ready, or a state: open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out",
 			"unknown order state %q", state)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // The paging helpers every read shares (DESIGN §4 caps: 20 items, 4,000 characters).
@@ -40,7 +41,7 @@ func TestParsePage(t *testing.T) {
 		err    bool
 	}{{"", 5, 0, false}, {"p3", 5, 3, false}, {"p5", 5, 5, false}, {"p6", 5, 0, true}, {"p-1", 5, 0, true}, {"3", 5, 0, true}, {"px", 5, 0, true}} {
 		got, err := parsePage(c.cursor, c.n)
-		if got != c.want || (err != nil) != c.err || (err != nil && !fsbus.IsCategory(err, fsbus.CatInvalid)) {
+		if got != c.want || (err != nil) != c.err || (err != nil && !errs.Is(err, errs.Invalid)) {
 			t.Errorf("parsePage(%q, %d) = %d, %v", c.cursor, c.n, got, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 )
 
@@ -898,8 +899,8 @@ func (s *Server) resourceError(e era, uri string, err error) error {
 	if s.opts.ToolError != nil {
 		text = s.opts.ToolError(err)
 	}
-	switch fsbus.Category(err) {
-	case fsbus.CatNotFound:
+	switch errs.CategoryOf(err) {
+	case errs.NotFound:
 		r := &RPCError{Code: CodeResourceNotFound, Message: text}
 		if e == modern {
 			r.Code = CodeInvalidParams
@@ -908,7 +909,7 @@ func (s *Server) resourceError(e era, uri string, err error) error {
 			r.Data, _ = marshal(map[string]string{"uri": uri})
 		}
 		return r
-	case fsbus.CatInvalid:
+	case errs.Invalid:
 		return &RPCError{Code: CodeInvalidParams, Message: text}
 	}
 	return &RPCError{Code: CodeInternalError, Message: text}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Tool names and descriptions are static strings: the tools/list bytes are the same for
@@ -140,7 +141,7 @@ const maxWaitS = 50
 // channel's open and load errors. waitS 0 returns at once.
 func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) bool) (gone bool, err error) {
 	if waitS < 0 || waitS > maxWaitS {
-		return false, fsbus.Errorf(fsbus.CatInvalid, "pass wait_s from 0 to 50", "wait_s %d is out of range", waitS)
+		return false, errs.Errorf(errs.Invalid, "pass wait_s from 0 to 50", "wait_s %d is out of range", waitS)
 	}
 	if waitS == 0 {
 		return false, nil
@@ -514,7 +515,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 			o, err = s.Fail(in.ID, in.Note, in.Key)
 		}
 	default:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "use list, show, new, claim, progress, submit, review, release, extend, fail or verify", "unknown action %q", in.Action)
+		return nil, errs.Errorf(errs.Invalid, "use list, show, new, claim, progress, submit, review, release, extend, fail or verify", "unknown action %q", in.Action)
 	}
 	if err != nil {
 		return nil, err
@@ -587,7 +588,7 @@ func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		return f.talkPage(s, in.Since, in.Peek || gone, in.Detail)
 	}
-	return nil, fsbus.Errorf(fsbus.CatInvalid, "use read or post", "unknown action %q", in.Action)
+	return nil, errs.Errorf(errs.Invalid, "use read or post", "unknown action %q", in.Action)
 }
 
 // ---- ferry_primary ----
@@ -623,7 +624,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 	case "release":
 		ps, err = s.PrimaryRelease(in.Key)
 	default:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "use status, standby, takeover or release", "unknown action %q", in.Action)
+		return nil, errs.Errorf(errs.Invalid, "use status, standby, takeover or release", "unknown action %q", in.Action)
 	}
 	if err != nil {
 		return nil, err
@@ -690,7 +691,7 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		return askPage(v, f.cfg.Agent, in.Since, in.Detail), nil
 	}
-	return nil, fsbus.Errorf(fsbus.CatInvalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
+	return nil, errs.Errorf(errs.Invalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
 }
 
 // outputSchema is Schema(v) cut to two levels, so the six output schemas fit their

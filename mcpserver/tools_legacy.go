@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -369,7 +370,7 @@ func memoryDir(ch *fsbus.Channel) (string, error) {
 		return "", err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
-		return "", fsbus.Errorf(fsbus.CatDenied, "replace memory/ by a real directory; ferry never follows links out of the channel (`ferry doctor` lists every link)",
+		return "", errs.Errorf(errs.Denied, "replace memory/ by a real directory; ferry never follows links out of the channel (`ferry doctor` lists every link)",
 			"memory is a symbolic link or not a directory: memory notes are not read through it")
 	}
 	return dir, nil
@@ -380,7 +381,7 @@ func memoryDir(ch *fsbus.Channel) (string, error) {
 // reaches outside memory/; denied when memory/ or the note is a symbolic link. Invalid UTF-8 is replaced. It returns not_found for a name
 // memoryNotes does not list.
 func readMemoryNote(ch *fsbus.Channel, name string) (text string, cutShort bool, err error) {
-	notFound := fsbus.Errorf(fsbus.CatNotFound, "read_memory without file lists the notes", "no memory note %q", name)
+	notFound := errs.Errorf(errs.NotFound, "read_memory without file lists the notes", "no memory note %q", name)
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".md") {
 		return "", false, notFound
 	}
@@ -397,7 +398,7 @@ func readMemoryNote(ch *fsbus.Channel, name string) (text string, cutShort bool,
 	}
 	defer root.Close()
 	if fi, err := root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return "", false, fsbus.Errorf(fsbus.CatDenied, "replace the link by the note itself; ferry never follows links in memory/",
+		return "", false, errs.Errorf(errs.Denied, "replace the link by the note itself; ferry never follows links in memory/",
 			"memory/%s is a symbolic link", name)
 	}
 	fh, err := root.Open(name)
@@ -434,7 +435,7 @@ type LedgerIn struct {
 // limit returns in.Limit checked: 0 means maxItems.
 func (in LedgerIn) limit() (int, error) {
 	if in.Limit < 0 || in.Limit > maxItems {
-		return 0, fsbus.Errorf(fsbus.CatInvalid, "pass a limit from 1 to 20", "limit %d is out of range", in.Limit)
+		return 0, errs.Errorf(errs.Invalid, "pass a limit from 1 to 20", "limit %d is out of range", in.Limit)
 	}
 	if in.Limit == 0 {
 		return maxItems, nil
