@@ -16,8 +16,8 @@ import (
 // them these ceilings hold what has been reached, so the façade only shrinks. Lower
 // them as it does.
 const (
-	facadeMaxLines = 21900
-	facadeMaxNames = 266
+	facadeMaxLines = 21860
+	facadeMaxNames = 261
 )
 
 // facadeSize counts dir's non-test Go lines and its exported names as `go doc -short`
