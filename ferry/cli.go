@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // version is set by the build (-ldflags "-X main.version=…").
@@ -110,7 +111,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		if !utf8.ValidString(a) {
 			// The parser would turn the bad bytes into U+FFFD silently; refuse instead.
 			return printError(stderr, errs.Errorf(errs.Invalid, "pass UTF-8 text (or --body @FILE with a UTF-8 file)",
-				"argument %s is not UTF-8", fsbus.Quote(a)), jsonErrors, inputs)
+				"argument %s is not UTF-8", secretguard.Quote(a)), jsonErrors, inputs)
 		}
 	}
 	var cli CLI

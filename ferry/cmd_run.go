@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // RunCmd is `ferry run --as NAME --exec FILE` (issue 6 "Unattended runs").
@@ -180,7 +181,7 @@ func checkRunFlags(poll, beat, grace time.Duration, labels []string) error {
 	}
 	for _, l := range labels {
 		if !fsbus.ValidName(l) {
-			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", fsbus.Quote(l))
+			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", secretguard.Quote(l))
 		}
 	}
 	return nil

@@ -4,18 +4,18 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // parseErrorSecret returns the kind of credential a parse error's message would echo:
 // one it holds itself, or one found in an argument whose text the message quotes.
 // "" when printing it is safe.
 func parseErrorSecret(msg string, args []string) string {
-	if kind, _ := fsbus.FindSecret(msg); kind != "" {
+	if kind, _ := secretguard.FindSecret(msg); kind != "" {
 		return kind
 	}
 	for _, a := range args {
-		kind, at := fsbus.FindSecret(a)
+		kind, at := secretguard.FindSecret(a)
 		if kind == "" {
 			continue
 		}
@@ -35,15 +35,15 @@ func article(kind string) string {
 }
 
 // redact shows s with every credential-looking span of the command line's arguments
-// replaced by its kind (fsbus.RedactInputs): many errors quote the input they refuse —
+// replaced by its kind (secretguard.RedactInputs): many errors quote the input they refuse —
 // a name, an id, a path, a cursor — and a token pasted into the wrong argument must
 // never be printed back (docs/format.md "Input caps and the secret guard").
 func redact(s string, args []string) string {
-	return fsbus.RedactInputs(s, args)
+	return secretguard.RedactInputs(s, args)
 }
 
 // shown is a caller's input as output may quote it: a credential-looking span of it
 // replaced by its kind.
 func shown(input string) string {
-	return fsbus.RedactInputs(input, []string{input})
+	return secretguard.RedactInputs(input, []string{input})
 }

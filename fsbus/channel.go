@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -169,7 +170,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 	if err := checkName("project id", opts.Project); err != nil {
 		return nil, err
 	}
-	if err := CheckSecret("channel title", opts.Title); err != nil {
+	if err := secretguard.CheckSecret("channel title", opts.Title); err != nil {
 		return nil, err // channel.toml and PROTOCOL.md are read by whoever stores the folder
 	}
 	dir, err := filepath.Abs(opts.Dir)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -199,8 +200,8 @@ func IJSONReason(err error) string {
 		return err.Error()
 	}
 	c := *e
-	c.Name, _ = RedactSecrets(c.Name)
-	c.Other, _ = RedactSecrets(c.Other)
+	c.Name, _ = secretguard.RedactSecrets(c.Name)
+	c.Other, _ = secretguard.RedactSecrets(c.Other)
 	return c.Error()
 }
 

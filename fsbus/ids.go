@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -69,11 +70,11 @@ func ValidName(s string) bool { return ledger.ValidName(s) }
 func checkName(kind, s string) error {
 	if !ValidName(s) {
 		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
-			"%s %s is not a portable name", kind, Quote(s))
+			"%s %s is not a portable name", kind, secretguard.Quote(s))
 	}
 	// A portable name can still be token-shaped (glpat-…, xoxb-…, sk-…): names are
 	// written in the clear into entries, objects and file names (secret guard).
-	return CheckSecret(kind, s)
+	return secretguard.CheckSecret(kind, s)
 }
 
 // resolveID resolves a full id or a unique prefix of one among known ids, as git does

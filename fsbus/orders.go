@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -59,14 +60,14 @@ func (o *NewOrderOptions) validate() error {
 	case len(o.Labels) > MaxLabels:
 		return errs.Errorf(errs.Invalid, "", "at most %d labels", MaxLabels)
 	case o.To != "" && !ValidName(o.To):
-		return errs.Errorf(errs.Invalid, "", "cannot offer to %s: not an agent name", Quote(o.To))
+		return errs.Errorf(errs.Invalid, "", "cannot offer to %s: not an agent name", secretguard.Quote(o.To))
 	}
-	if err := CheckSecret("offer recipient", o.To); err != nil {
+	if err := secretguard.CheckSecret("offer recipient", o.To); err != nil {
 		return err
 	}
 	for _, l := range o.Labels {
 		if !ValidName(l) {
-			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", Quote(l))
+			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", secretguard.Quote(l))
 		}
 	}
 	switch o.Priority {
@@ -445,7 +446,7 @@ func (st *State) checkRecipient(name string) error {
 	}
 	a := st.Agents[name]
 	if a == nil || a.JoinKey == "" {
-		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", Quote(name))
+		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", secretguard.Quote(name))
 	}
 	if a.Retired {
 		return errs.Errorf(errs.Conflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // The pause switch (docs/format.md §18): a machine-local, never-synced file under
@@ -66,7 +67,7 @@ func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error)
 		if err := checkShortLine("pause reason", reason, MaxPauseReason); err != nil {
 			return nil, err
 		}
-		if err := CheckSecret("pause reason", reason); err != nil {
+		if err := secretguard.CheckSecret("pause reason", reason); err != nil {
 			return nil, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // Limits of an order's pointers.
@@ -190,10 +191,10 @@ func sensitiveName(name string) bool {
 // *secret*, .npmrc in any component, and .git/config.
 func CheckPointerPath(p string) (string, error) {
 	refuse := func(why string) (string, error) {
-		return "", errs.Errorf(errs.Invalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", Quote(p), why)
+		return "", errs.Errorf(errs.Invalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", secretguard.Quote(p), why)
 	}
 	// The path is written in the clear into the order object (secret guard).
-	if err := CheckSecret("pointer path", p); err != nil {
+	if err := secretguard.CheckSecret("pointer path", p); err != nil {
 		return "", err
 	}
 	q := filepath.ToSlash(p)
@@ -244,7 +245,7 @@ func parsePointerSpec(spec string) (p string, first, last int, err error) {
 		}
 		if ea == nil && eb == nil {
 			if fa < 1 || fb < fa {
-				return "", 0, 0, errs.Errorf(errs.Invalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %s", Quote(spec))
+				return "", 0, 0, errs.Errorf(errs.Invalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %s", secretguard.Quote(spec))
 			}
 			p, first, last = spec[:i], fa, fb
 		}

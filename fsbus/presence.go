@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -65,7 +66,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if len(doing) > MaxDoing || hasControl(doing, false) {
 		return errs.Errorf(errs.Invalid, "one short line", "presence doing line too long or holds control characters")
 	}
-	if err := CheckSecret("presence doing line", doing); err != nil {
+	if err := secretguard.CheckSecret("presence doing line", doing); err != nil {
 		return err
 	}
 	if err := s.checkPresent(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // Limits of an unattended run's output (bytes).
@@ -599,7 +600,7 @@ func cleanText(s string, multiline bool) string {
 		}
 		b.WriteRune(r)
 	}
-	out, _ := RedactSecrets(b.String()) // the secret guard would refuse it
+	out, _ := secretguard.RedactSecrets(b.String()) // the secret guard would refuse it
 	return out
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
+	"github.com/ferryhq/ferry/internal/secretguard/secrettest"
 )
 
 // channelFiles lists every file under dir with its size: a refusal must leave it equal.
@@ -53,8 +55,8 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := w.as(t, "alice")
-	secret := "ghp_" + fakeToken(40, 36, alnum)
-	env := "DB_PASSWORD=" + fakeToken(41, 14, alnum)
+	secret := "ghp_" + secrettest.Token(40, 36, secrettest.Alnum)
+	env := "DB_PASSWORD=" + secrettest.Token(41, 14, secrettest.Alnum)
 	mine, err := w.bob.NewOrder(NewOrderOptions{Title: "plain order"})
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +92,11 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 			return err
 		}},
 		{"result reference", func() error {
-			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "https://ada:" + fakeToken(42, 12, alnum) + "@git.example.com/x.git"})
+			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "https://ada:" + secrettest.Token(42, 12, secrettest.Alnum) + "@git.example.com/x.git"})
 			return err
 		}},
 		{"result output", func() error {
-			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"api_token":"` + fakeToken(43, 20, alnum) + `"}`)})
+			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"api_token":"` + secrettest.Token(43, 20, secrettest.Alnum) + `"}`)})
 			return err
 		}},
 		{"extend note", func() error { _, err := alice.Extend(mine.ID, secret, ""); return err }},
@@ -102,7 +104,10 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		{"release note", func() error { _, err := alice.Release(mine.ID, env, ""); return err }},
 		{"cancel note", func() error { _, err := w.bob.Cancel(mine.ID, secret, ""); return err }},
 		{"hand-in note", func() error { _, err := alice.HandinAdd("main", secret, ""); return err }},
-		{"hand-in ref", func() error { _, err := alice.HandinAdd("AKIA"+fakeToken(44, 16, upnum), "", ""); return err }},
+		{"hand-in ref", func() error {
+			_, err := alice.HandinAdd("AKIA"+secrettest.Token(44, 16, secrettest.Upnum), "", "")
+			return err
+		}},
 		{"decision line", func() error { _, err := alice.DecisionRecord("rotate "+secret, ""); return err }},
 		{"brief objective", func() error { _, err := alice.PrimaryBrief("ship with "+secret, nil, ""); return err }},
 		{"brief constraints", func() error { _, err := alice.PrimaryBrief("ship", []string{"ok", env}, ""); return err }},
@@ -123,7 +128,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		t.Run(tc.field, func(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			err := tc.call()
-			var se *SecretError
+			var se *secretguard.SecretError
 			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}
@@ -139,7 +144,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		})
 	}
 	// The same fields pass with ordinary text.
-	if _, err := alice.Progress(mine.ID, "commit 3f2a9c1e"+fakeToken(45, 32, hexd)+" pushed", ""); err != nil {
+	if _, err := alice.Progress(mine.ID, "commit 3f2a9c1e"+secrettest.Token(45, 32, secrettest.Hex)+" pushed", ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -148,7 +153,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 // like a credential (not `bad label "ghp_…"`, `cannot send to "ghp_…"`).
 func TestRefusalsNeverEcho(t *testing.T) {
 	w := newTalkWorld(t)
-	tok := "ghp_" + fakeToken(70, 36, alnum)
+	tok := "ghp_" + secrettest.Token(70, 36, secrettest.Alnum)
 	cases := []struct {
 		name string
 		call func() error
@@ -187,9 +192,9 @@ func TestSecretGuardEveryField(t *testing.T) {
 	}
 	alice := w.as(t, "alice")
 	lower := "abcdefghijklmnopqrstuvwxyz0123456789"
-	name := "glpat-" + fakeToken(80, 24, lower) // a portable name that is a GitLab token
-	task := "ghp_" + fakeToken(81, 36, lower)   // a task type ('_' allowed) that is a GitHub token
-	tok := "ghp_" + fakeToken(82, 36, alnum)    // free text
+	name := "glpat-" + secrettest.Token(80, 24, lower)         // a portable name that is a GitLab token
+	task := "ghp_" + secrettest.Token(81, 36, lower)           // a task type ('_' allowed) that is a GitHub token
+	tok := "ghp_" + secrettest.Token(82, 36, secrettest.Alnum) // free text
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, name+".txt"), []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -243,7 +248,7 @@ func TestSecretGuardEveryField(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			keys := channelFiles(t, w.c.Home.ConfigDir)
 			err := tc.call()
-			var se *SecretError
+			var se *secretguard.SecretError
 			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -588,7 +589,7 @@ func (s *Session) checkLost(v *View) error {
 				return errs.Errorf(errs.RetryNeeded,
 					"check with `ferry ledger verify` that nothing of this machine's is missing; the retry writes on",
 					"this machine's high-water mark %s is damaged (%s), so it cannot tell whether its last write to %s was lost; the mark now names the folder's tip; nothing was written",
-					s.Home.highWaterPath(s.Project(), s.Name, s.Device), Quote(m.Damaged), rel(s.Root, seg))
+					s.Home.highWaterPath(s.Project(), s.Name, s.Device), secretguard.Quote(m.Damaged), rel(s.Root, seg))
 			}
 			return errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("check whether that write happened (`ferry ledger tail --writer %s`) and redo it if it is missing; the retry writes on", s.Name),
@@ -703,7 +704,7 @@ func checkIdemKey(key string) error {
 	}
 	// The key is stored verbatim in the append-only ledger and echoed by a conflict:
 	// a credential-looking one is refused without echoing it (secret guard).
-	return CheckSecret("idempotency key", key)
+	return secretguard.CheckSecret("idempotency key", key)
 }
 
 // checkPresent returns not_found when the channel folder (its channel.toml) has gone

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -49,7 +50,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	case to == "":
 		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
 	case !validRecipient(to):
-		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", Quote(to))
+		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", secretguard.Quote(to))
 	case to == s.Name:
 		return nil, errs.Errorf(errs.Invalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
 	case strings.TrimSpace(body) == "":

@@ -20,6 +20,7 @@ import (
 	"filippo.io/age"
 	"filippo.io/age/agessh"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 	"golang.org/x/crypto/ssh"
 )
@@ -175,7 +176,7 @@ func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
 func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
 	switch {
 	case !validSecretName(name):
-		return nil, errs.Errorf(errs.Invalid, "name it with a-z, 0-9 and '-', at most 63 characters (e.g. db-password)", "bad secret name %s", Quote(name))
+		return nil, errs.Errorf(errs.Invalid, "name it with a-z, 0-9 and '-', at most 63 characters (e.g. db-password)", "bad secret name %s", secretguard.Quote(name))
 	case len(value) == 0:
 		return nil, errs.Errorf(errs.Invalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
 	case len(value) > MaxSecretValue:
@@ -271,7 +272,7 @@ func (s *Session) recipientKey(st *State, name string) (ed25519.PublicKey, error
 	a := st.Agents[name]
 	switch {
 	case !ValidName(name):
-		return nil, errs.Errorf(errs.Invalid, "name agents as `ferry agents` lists them", "bad recipient %s", Quote(name))
+		return nil, errs.Errorf(errs.Invalid, "name agents as `ferry agents` lists them", "bad recipient %s", secretguard.Quote(name))
 	case a == nil || (a.JoinKey == "" && !a.Seated && !a.Retired):
 		return nil, errs.Errorf(errs.NotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", name)
 	case a.Retired:
@@ -315,7 +316,7 @@ func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	}
 	sec := v.State.secrets(v.Snapshot)[name]
 	if sec == nil {
-		return nil, nil, errs.Errorf(errs.NotFound, "`ferry secret list` shows the names", "no secret %s in the vault", Quote(name))
+		return nil, nil, errs.Errorf(errs.NotFound, "`ferry secret list` shows the names", "no secret %s in the vault", secretguard.Quote(name))
 	}
 	if !slices.Contains(sec.Recipients, s.Name) {
 		return nil, nil, errs.Errorf(errs.Denied, "ask "+sec.Author+" to put it again with --to "+s.Name,

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
+	"github.com/ferryhq/ferry/internal/secretguard/secrettest"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -23,7 +25,7 @@ import (
 // (ADR 0009).
 func TestVaultPutGet(t *testing.T) {
 	w := newTalkWorld(t)
-	value := []byte("pg-" + fakeToken(50, 24, alnum) + "\n")
+	value := []byte("pg-" + secrettest.Token(50, 24, secrettest.Alnum) + "\n")
 	sec, err := w.alice.SecretPut("db-password", []string{"bob"}, value, "")
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +57,7 @@ func TestVaultPutGet(t *testing.T) {
 
 	// A second put of the name (master may replace any name) wins; the list shows
 	// names, never values.
-	value2 := []byte("second-" + fakeToken(51, 20, alnum))
+	value2 := []byte("second-" + secrettest.Token(51, 20, secrettest.Alnum))
 	if _, err := w.master.SecretPut("db-password", []string{"carol", "bob"}, value2, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestVaultRefusals(t *testing.T) {
 	if _, err := w.alice.SecretPut("k", []string{"bob"}, []byte("other"), "put-1"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("replay with another value: %v, want conflict", err)
 	}
-	var se *SecretError
+	var se *secretguard.SecretError
 	if errors.As(err, &se) {
 		t.Fatal("unexpected secret guard error")
 	}
@@ -219,7 +221,7 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 // deploy-token, and master be denied its own secret). ADR 0009 §2.
 func TestVaultNameOwner(t *testing.T) {
 	w := newTalkWorld(t)
-	mv := []byte("master-" + fakeToken(60, 24, alnum))
+	mv := []byte("master-" + secrettest.Token(60, 24, secrettest.Alnum))
 	if _, err := w.master.SecretPut("deploy-token", []string{"bob"}, mv, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // Instructions are the server instructions every client shows its model (DESIGN §4:
@@ -170,7 +171,7 @@ func (f *Ferry) toolError(err error) string {
 	id := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
 	// The log may quote a caller's input too: every credential-looking span is cut
 	// (an over-cut key in a log line costs nothing).
-	text, _ := fsbus.RedactSecrets(err.Error())
+	text, _ := secretguard.RedactSecrets(err.Error())
 	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %s\n", id, text)
 	return "internal: the call failed [" + id + "] — details are in the server's log on this machine"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
 // SupportedVersions are the MCP protocol versions of the legacy handshake this server
@@ -937,7 +938,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		var re *RPCError
 		if errors.As(err, &re) {
 			c := *re
-			c.Message = fsbus.RedactInputs(c.Message, inputs)
+			c.Message = secretguard.RedactInputs(c.Message, inputs)
 			err = &c
 		}
 	}()
@@ -974,7 +975,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		if s.opts.ToolError != nil {
 			text = s.opts.ToolError(err)
 		}
-		return toolError(fsbus.RedactInputs(text, inputs)), nil
+		return toolError(secretguard.RedactInputs(text, inputs)), nil
 	}
 	if raw, ok := out.(RawToolResult); ok {
 		return json.RawMessage(raw), nil
@@ -983,7 +984,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 }
 
 // redactErrorResponse returns the encoded response b with credential-looking spans of
-// inputs cut from its error's message and data (fsbus.RedactInputs); the id and a
+// inputs cut from its error's message and data (secretguard.RedactInputs); the id and a
 // result are left as they are. b itself when it is no error response or nothing is cut.
 func redactErrorResponse(b []byte, inputs []string) []byte {
 	if !bytes.Contains(b, []byte(`"error"`)) {
@@ -993,10 +994,10 @@ func redactErrorResponse(b []byte, inputs []string) []byte {
 	if json.Unmarshal(b, &r) != nil || r.Error == nil {
 		return b
 	}
-	msg := fsbus.RedactInputs(r.Error.Message, inputs)
+	msg := secretguard.RedactInputs(r.Error.Message, inputs)
 	data := r.Error.Data
 	if len(data) > 0 {
-		if d := fsbus.RedactInputs(string(data), inputs); d != string(data) && json.Valid([]byte(d)) {
+		if d := secretguard.RedactInputs(string(data), inputs); d != string(data) && json.Valid([]byte(d)) {
 			data = json.RawMessage(d)
 		}
 	}
@@ -1023,7 +1024,7 @@ func toolResult(v any) (any, error) {
 }
 
 // callInputs are the caller's strings of a tools/call: the tool name and every member
-// name and string of its arguments, at any depth (what fsbus.RedactInputs looks for).
+// name and string of its arguments, at any depth (what secretguard.RedactInputs looks for).
 func callInputs(name string, args json.RawMessage) []string {
 	out := []string{name}
 	var walk func(v any)

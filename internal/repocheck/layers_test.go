@@ -36,11 +36,13 @@ type layer struct {
 }
 
 var layers = []layer{
-	// Module-root leaves: each stands alone.
+	// Module-root internal/: shared vocabulary and leaves, below everything else. The
+	// leaves stand alone; the rest may use each other, never a package above.
+	{pkgs: "internal/errs"},
 	{pkgs: "internal/fsutil"},
 	{pkgs: "internal/ijson"},
 	{pkgs: "internal/repocheck"},
-	{pkgs: "internal/...", may: []string{"internal/fsutil", "internal/ijson"}},
+	{pkgs: "internal/...", may: []string{"internal/..."}},
 
 	// ledger knows lines, chains and clocks; of this module only internal/.
 	{pkgs: "ledger", may: []string{"internal/..."}},

@@ -1,37 +1,20 @@
-package fsbus
+package secretguard
 
 import (
+	"crypto/ed25519"
 	"crypto/sha512"
 	"encoding/base64"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/ferryhq/ferry/internal/errs"
-)
-
-// fakeToken returns n deterministic pseudo-random characters of alphabet: realistic
-// token bodies without committing anything that looks like a live credential.
-func fakeToken(seed uint64, n int, alphabet string) string {
-	r := rand.New(rand.NewPCG(seed, seed*7+1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[r.IntN(len(alphabet))]
-	}
-	return string(b)
-}
-
-const (
-	alnum  = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	upnum  = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-	b64url = alnum + "-_"
-	hexd   = "0123456789abcdef"
+	"github.com/ferryhq/ferry/internal/secretguard/secrettest"
 )
 
 func jwtOf(header string) string {
 	enc := base64.RawURLEncoding.EncodeToString
-	return enc([]byte(header)) + "." + enc([]byte(`{"sub":"1234567890","name":"Ada","iat":1516239022}`)) + "." + fakeToken(9, 43, b64url)
+	return enc([]byte(header)) + "." + enc([]byte(`{"sub":"1234567890","name":"Ada","iat":1516239022}`)) + "." + secrettest.Token(9, 43, secrettest.B64URL)
 }
 
 // TestSecretGuardTable is the detector's table (docs/format.md §12 "Input caps and the
@@ -41,27 +24,27 @@ func TestSecretGuardTable(t *testing.T) {
 		name, text, kind string // kind "" = must pass
 	}{
 		// positives
-		{"aws key id", "use AKIA" + fakeToken(1, 16, upnum) + " for the bucket", "AWS access key id"},
-		{"aws session key id", "ASIA" + fakeToken(2, 16, upnum), "AWS access key id"},
-		{"github classic", "token ghp_" + fakeToken(3, 36, alnum), "GitHub token"},
-		{"github oauth", "gho_" + fakeToken(4, 36, alnum), "GitHub token"},
-		{"github user-to-server", "ghu_" + fakeToken(5, 36, alnum), "GitHub token"},
-		{"github server", "ghs_" + fakeToken(6, 36, alnum), "GitHub token"},
-		{"github refresh", "ghr_" + fakeToken(7, 40, alnum), "GitHub token"},
-		{"github fine-grained", "github_pat_" + fakeToken(8, 22, alnum) + "_" + fakeToken(9, 59, alnum), "GitHub token"},
-		{"gitlab", "glpat-" + fakeToken(10, 20, b64url), "GitLab token"},
-		{"slack bot", "xoxb-" + fakeToken(11, 12, "0123456789") + "-" + fakeToken(12, 24, alnum), "Slack token"},
-		{"slack user", "xoxp-" + fakeToken(13, 30, alnum), "Slack token"},
-		{"openai legacy", "sk-" + fakeToken(14, 48, alnum), "OpenAI-style API key"},
-		{"openai project", "key: sk-proj-" + fakeToken(15, 64, b64url), "OpenAI-style API key"},
-		{"anthropic", "sk-ant-api03-" + fakeToken(16, 80, b64url), "Anthropic API key"},
-		{"google", "AIza" + fakeToken(17, 35, b64url), "Google API key"},
+		{"aws key id", "use AKIA" + secrettest.Token(1, 16, secrettest.Upnum) + " for the bucket", "AWS access key id"},
+		{"aws session key id", "ASIA" + secrettest.Token(2, 16, secrettest.Upnum), "AWS access key id"},
+		{"github classic", "token ghp_" + secrettest.Token(3, 36, secrettest.Alnum), "GitHub token"},
+		{"github oauth", "gho_" + secrettest.Token(4, 36, secrettest.Alnum), "GitHub token"},
+		{"github user-to-server", "ghu_" + secrettest.Token(5, 36, secrettest.Alnum), "GitHub token"},
+		{"github server", "ghs_" + secrettest.Token(6, 36, secrettest.Alnum), "GitHub token"},
+		{"github refresh", "ghr_" + secrettest.Token(7, 40, secrettest.Alnum), "GitHub token"},
+		{"github fine-grained", "github_pat_" + secrettest.Token(8, 22, secrettest.Alnum) + "_" + secrettest.Token(9, 59, secrettest.Alnum), "GitHub token"},
+		{"gitlab", "glpat-" + secrettest.Token(10, 20, secrettest.B64URL), "GitLab token"},
+		{"slack bot", "xoxb-" + secrettest.Token(11, 12, "0123456789") + "-" + secrettest.Token(12, 24, secrettest.Alnum), "Slack token"},
+		{"slack user", "xoxp-" + secrettest.Token(13, 30, secrettest.Alnum), "Slack token"},
+		{"openai legacy", "sk-" + secrettest.Token(14, 48, secrettest.Alnum), "OpenAI-style API key"},
+		{"openai project", "key: sk-proj-" + secrettest.Token(15, 64, secrettest.B64URL), "OpenAI-style API key"},
+		{"anthropic", "sk-ant-api03-" + secrettest.Token(16, 80, secrettest.B64URL), "Anthropic API key"},
+		{"google", "AIza" + secrettest.Token(17, 35, secrettest.B64URL), "Google API key"},
 		{"rsa private key", "here:\n-----BEGIN RSA PRIVATE KEY-----\nMIIE…\n", "private key block"},
 		{"openssh private key", "-----BEGIN OPENSSH PRIVATE KEY-----", "private key block"},
 		{"pkcs8 private key", "-----BEGIN PRIVATE KEY-----", "private key block"},
 		{"encrypted private key", "-----BEGIN ENCRYPTED PRIVATE KEY-----", "private key block"},
 		{"pgp private block", "-----BEGIN PGP PRIVATE KEY BLOCK-----", "private key block"},
-		{"age identity", "AGE-SECRET-KEY-1" + fakeToken(18, 58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"), "age secret key"},
+		{"age identity", "AGE-SECRET-KEY-1" + secrettest.Token(18, 58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"), "age secret key"},
 		{"jwt", "Authorization: Bearer " + jwtOf(`{"alg":"HS256","typ":"JWT"}`), "JWT"},
 		{"env password", "DB_PASSWORD=s3cr3tP4ss", ".env secret"},
 		{"env export token", "export GITHUB_TOKEN=abc123def456", ".env secret"},
@@ -69,16 +52,16 @@ func TestSecretGuardTable(t *testing.T) {
 		{"env secret lower", "client_secret = 9f8e7d6c5b4a", ".env secret"},
 		{"env in second line", "set these:\nAWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", ".env secret"},
 		{"password in url", "clone https://ada:hunter22@git.example.com/repo.git", "password in a URL"},
-		{"entropy assignment", "signing_key = " + fakeToken(19, 40, alnum), "high-entropy value assigned to a name"},
-		{"entropy yaml", "webhook: " + fakeToken(20, 32, alnum+"+/"), "high-entropy value assigned to a name"},
+		{"entropy assignment", "signing_key = " + secrettest.Token(19, 40, secrettest.Alnum), "high-entropy value assigned to a name"},
+		{"entropy yaml", "webhook: " + secrettest.Token(20, 32, secrettest.Alnum+"+/"), "high-entropy value assigned to a name"},
 		// mid-line, after another name, JSON/YAML, hyphenated project keys, empty URL user
 		{"env mid-line", "creds: DB_PASSWORD=Tr0ub4dor9x", ".env secret"},
-		{"env after another name", "note: AWS_SECRET_ACCESS_KEY=" + fakeToken(40, 40, alnum+"+/"), ".env secret"},
+		{"env after another name", "note: AWS_SECRET_ACCESS_KEY=" + secrettest.Token(40, 40, secrettest.Alnum+"+/"), ".env secret"},
 		{"json password", `{"password": "Tr0ub4dor9xQ!"}`, ".env secret"},
-		{"json api key", `{"api_key": "` + fakeToken(41, 32, alnum) + `"}`, ".env secret"},
+		{"json api key", `{"api_key": "` + secrettest.Token(41, 32, secrettest.Alnum) + `"}`, ".env secret"},
 		{"yaml password line", "db:\n  host: db.internal\n  password: Tr0ub4dor9xQ!\n", ".env secret"},
-		{"json high-entropy", `{"webhook": "` + fakeToken(42, 32, alnum) + `"}`, "high-entropy value assigned to a name"},
-		{"openai project hyphens", "sk-proj-" + fakeToken(43, 20, alnum) + "-" + fakeToken(44, 30, alnum) + "-" + fakeToken(45, 30, alnum) + "-" + fakeToken(46, 20, alnum), "OpenAI-style API key"},
+		{"json high-entropy", `{"webhook": "` + secrettest.Token(42, 32, secrettest.Alnum) + `"}`, "high-entropy value assigned to a name"},
+		{"openai project hyphens", "sk-proj-" + secrettest.Token(43, 20, secrettest.Alnum) + "-" + secrettest.Token(44, 30, secrettest.Alnum) + "-" + secrettest.Token(45, 30, secrettest.Alnum) + "-" + secrettest.Token(46, 20, secrettest.Alnum), "OpenAI-style API key"},
 		{"password in url empty user", "redis://:Tr0ub4dor9x@cache.internal:6379/0", "password in a URL"},
 
 		// negatives
@@ -93,10 +76,10 @@ func TestSecretGuardTable(t *testing.T) {
 		{"ulid", "trace = 01HZX3V8K9M2N4P6Q8R0S2T4V6", ""},
 		{"sri hash", "integrity: " + sriOf("app.js"), ""},
 		{"prose", "Refactor the ledger reader; the tests pass on Windows and macOS.", ""},
-		{"sha256", "object sha256:" + fakeToken(21, 64, hexd), ""},
-		{"sha256 assignment", "hash=" + fakeToken(22, 64, hexd), ""},
-		{"git commit", "fixed in 3f2a9c1e" + fakeToken(23, 32, hexd) + " on main", ""},
-		{"git commit assignment", "commit: " + fakeToken(24, 40, hexd), ""},
+		{"sha256", "object sha256:" + secrettest.Token(21, 64, secrettest.Hex), ""},
+		{"sha256 assignment", "hash=" + secrettest.Token(22, 64, secrettest.Hex), ""},
+		{"git commit", "fixed in 3f2a9c1e" + secrettest.Token(23, 32, secrettest.Hex) + " on main", ""},
+		{"git commit assignment", "commit: " + secrettest.Token(24, 40, secrettest.Hex), ""},
 		{"uuid", "run id 123e4567-e89b-12d3-a456-426614174000", ""},
 		{"uuid assignment", "request_id=123e4567-e89b-12d3-a456-426614174000", ""},
 		{"ferry ids", "see o-k3f9x2abq7mze and m-7gq2x9abk3f0z, device k3f9x2ab", ""},
@@ -121,7 +104,7 @@ func TestSecretGuardTable(t *testing.T) {
 		{"snake name", "test_name = test_secret_guard_refuses_tokens_2", ""},
 		{"go test line", "go test ./fsbus -run TestSecretGuardTable -count=1", ""},
 		{"hlc", "hlc=2026-11-29T18:30:00.123Z/0003", ""},
-		{"jwt-like without alg", enc64(`{"typ":"none"}`) + "." + enc64(`{"a":1}`) + "." + fakeToken(25, 20, b64url), ""},
+		{"jwt-like without alg", enc64(`{"typ":"none"}`) + "." + enc64(`{"a":1}`) + "." + secrettest.Token(25, 20, secrettest.B64URL), ""},
 		{"base64 of text", "note=" + enc64("the quick brown fox jumps over the lazy dog"), ""},
 		{"camel identifier", "handler: handleToolCallWithPausedMachineState", ""},
 		{"version", "go=1.26.0 ferry=v0.9.0-rc.1+20261129", ""},
@@ -162,7 +145,7 @@ func enc64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte
 
 // TestCheckSecretNeverEchoes: the refusal names kind, field and line, never the value.
 func TestCheckSecretNeverEchoes(t *testing.T) {
-	secret := "ghp_" + fakeToken(30, 36, alnum)
+	secret := "ghp_" + secrettest.Token(30, 36, secrettest.Alnum)
 	err := CheckSecret("message body", "line one\nplease use "+secret+" for now")
 	if !errs.Is(err, errs.Invalid) {
 		t.Fatalf("err = %v, want invalid", err)
@@ -189,8 +172,8 @@ func TestCheckSecretNeverEchoes(t *testing.T) {
 // TestRedactSecrets: every detector's span is replaced, the rest kept, and the result
 // passes the guard (what `ferry run` does to a process's output).
 func TestRedactSecrets(t *testing.T) {
-	tok := "ghp_" + fakeToken(60, 36, alnum)
-	in := "ok line\nGITHUB_TOKEN=" + tok + "\nkey AKIA" + fakeToken(61, 16, upnum) + " and -----BEGIN PRIVATE KEY-----\ndone"
+	tok := "ghp_" + secrettest.Token(60, 36, secrettest.Alnum)
+	in := "ok line\nGITHUB_TOKEN=" + tok + "\nkey AKIA" + secrettest.Token(61, 16, secrettest.Upnum) + " and -----BEGIN PRIVATE KEY-----\ndone"
 	out, n := RedactSecrets(in)
 	if n < 3 || strings.Contains(out, tok) || strings.Contains(out, "AKIA") || strings.Contains(out, "BEGIN PRIVATE") {
 		t.Fatalf("RedactSecrets = %q, %d", out, n)
@@ -216,8 +199,8 @@ func TestRedactSecrets(t *testing.T) {
 // (base64 and base64url alphabets too) is taken for an identifier.
 func TestIdentifierLikeSparesRandomTokens(t *testing.T) {
 	for seed := uint64(1); seed <= 20000; seed++ {
-		for _, a := range []string{alnum, alnum + "+/", b64url} {
-			if tok := fakeToken(seed, 40, a); identifierLike(tok) {
+		for _, a := range []string{secrettest.Alnum, secrettest.Alnum + "+/", secrettest.B64URL} {
+			if tok := secrettest.Token(seed, 40, a); identifierLike(tok) {
 				t.Fatalf("random token %q taken for an identifier", tok)
 			}
 		}
@@ -237,5 +220,26 @@ func TestRedactInputsAnyCase(t *testing.T) {
 		if strings.Contains(strings.ToLower(got), strings.ToLower(token)) || !strings.Contains(got, "[secret removed: ") {
 			t.Errorf("RedactInputs(%q) = %q", text, got)
 		}
+	}
+}
+
+// TestRedactInputsKeepsKeyText: a public key's text is what ferry prints, not a
+// secret, however random it looks; a near-miss of that shape is still looked at.
+func TestRedactInputsKeepsKeyText(t *testing.T) {
+	pub := make([]byte, ed25519.PublicKeySize)
+	for i := range pub {
+		pub[i] = byte(i*37 + 11)
+	}
+	key := "ed25519:" + base64.RawURLEncoding.EncodeToString(pub)
+	text := "no member holds " + key
+	if got := RedactInputs(text, []string{key}); got != text {
+		t.Errorf("a key text was redacted: %q", got)
+	}
+	if !keyText(key) || keyText("ed25519:"+base64.RawURLEncoding.EncodeToString(pub[:31])) || keyText(key[len("ed25519:"):]) {
+		t.Error("keyText accepts the wrong shapes")
+	}
+	token := "ghp_" + secrettest.Token(3, 36, secrettest.Alnum)
+	if got := RedactInputs("ed25519:"+token, []string{"ed25519:" + token}); strings.Contains(got, token) {
+		t.Errorf("a token behind the key prefix was kept: %q", got)
 	}
 }
