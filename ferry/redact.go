@@ -11,11 +11,11 @@ import (
 // one it holds itself, or one found in an argument whose text the message quotes.
 // "" when printing it is safe.
 func parseErrorSecret(msg string, args []string) string {
-	if kind, _ := secretguard.FindSecret(msg); kind != "" {
+	if kind, _ := secretguard.Find(msg); kind != "" {
 		return kind
 	}
 	for _, a := range args {
-		kind, at := secretguard.FindSecret(a)
+		kind, at := secretguard.Find(a)
 		if kind == "" {
 			continue
 		}

@@ -59,7 +59,7 @@ func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
 		return nil, err
 	}
 	app = PortableLabel(app)
-	if err := secretguard.CheckSecret("app name", app); err != nil {
+	if err := secretguard.Check("app name", app); err != nil {
 		return nil, err // before a key is made: a refusal changes nothing
 	}
 	res := &JoinResult{Agent: name, Project: c.Project()}

@@ -170,7 +170,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 	if err := checkName("project id", opts.Project); err != nil {
 		return nil, err
 	}
-	if err := secretguard.CheckSecret("channel title", opts.Title); err != nil {
+	if err := secretguard.Check("channel title", opts.Title); err != nil {
 		return nil, err // channel.toml and PROTOCOL.md are read by whoever stores the folder
 	}
 	dir, err := filepath.Abs(opts.Dir)

@@ -193,15 +193,15 @@ func CheckIJSON(raw []byte, what string) error {
 var utf8BOM = []byte("\xef\xbb\xbf")
 
 // IJSONReason is the text of err, an ijson.Check error, with a repeated member name that
-// looks like a credential redacted (RedactSecrets) before the text quotes and cuts it.
+// looks like a credential redacted (secretguard.Redact) before the text quotes and cuts it.
 func IJSONReason(err error) string {
 	var e *ijson.Error
 	if !errors.As(err, &e) {
 		return err.Error()
 	}
 	c := *e
-	c.Name, _ = secretguard.RedactSecrets(c.Name)
-	c.Other, _ = secretguard.RedactSecrets(c.Other)
+	c.Name, _ = secretguard.Redact(c.Name)
+	c.Other, _ = secretguard.Redact(c.Other)
 	return c.Error()
 }
 

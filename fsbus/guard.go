@@ -115,7 +115,7 @@ func exempt(ps []guardPath, at []string) bool {
 // before the write path writes anything (called from Session.write).
 func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 	if writer != MasterWriter {
-		if err := secretguard.CheckSecret("agent name", writer); err != nil {
+		if err := secretguard.Check("agent name", writer); err != nil {
 			return err
 		}
 	}
@@ -128,12 +128,12 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 		if field == "" {
 			field = noun + " ref"
 		}
-		if err := secretguard.CheckSecret(field, d.Ref); err != nil {
+		if err := secretguard.Check(field, d.Ref); err != nil {
 			return err
 		}
 	}
 	if d.Idem != "" {
-		if err := secretguard.CheckSecret("idempotency key", d.Idem); err != nil {
+		if err := secretguard.Check("idempotency key", d.Idem); err != nil {
 			return err
 		}
 	}
@@ -143,7 +143,7 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 		var m map[string]any
 		if json.Unmarshal(d.Data, &m) == nil {
 			if n, ok := m["note"].(string); ok {
-				if err := secretguard.CheckSecret(map[string]string{TypeOrderSubmit: "result summary", TypeOrderFail: "fail reason"}[d.Type], n); err != nil {
+				if err := secretguard.Check(map[string]string{TypeOrderSubmit: "result summary", TypeOrderFail: "fail reason"}[d.Type], n); err != nil {
 					return err
 				}
 			}
@@ -167,7 +167,7 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 // presence file): its writer's name and every member but the generated ones.
 func guardObject(writer, noun string, data []byte) error {
 	if writer != MasterWriter {
-		if err := secretguard.CheckSecret("agent name", writer); err != nil {
+		if err := secretguard.Check("agent name", writer); err != nil {
 			return err
 		}
 	}
@@ -183,7 +183,7 @@ func guardJSON(noun string, raw []byte, gen []guardPath) error {
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return secretguard.CheckSecret(noun, string(raw))
+		return secretguard.Check(noun, string(raw))
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -205,7 +205,7 @@ func guardMembers(noun string, m map[string]any, at []string, gen []guardPath) e
 			name = n
 		}
 		field := noun + " " + name
-		if err := secretguard.CheckSecret(field+" member name", k); err != nil {
+		if err := secretguard.Check(field+" member name", k); err != nil {
 			return err
 		}
 		if err := guardAt(noun, field, m[k], here, gen); err != nil {
@@ -253,7 +253,7 @@ func structural(gen []guardPath, at []string) bool {
 func guardValue(field string, v any) error {
 	switch x := v.(type) {
 	case string:
-		return secretguard.CheckSecret(field, x)
+		return secretguard.Check(field, x)
 	case []any:
 		for _, e := range x {
 			if err := guardValue(field, e); err != nil {
@@ -262,11 +262,11 @@ func guardValue(field string, v any) error {
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
-			if err := secretguard.CheckSecret(field+" member name", k); err != nil {
+			if err := secretguard.Check(field+" member name", k); err != nil {
 				return err
 			}
 			if s, ok := x[k].(string); ok {
-				if err := secretguard.CheckSecret(field, k+"="+s); err != nil {
+				if err := secretguard.Check(field, k+"="+s); err != nil {
 					return err
 				}
 				continue

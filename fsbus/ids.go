@@ -74,7 +74,7 @@ func checkName(kind, s string) error {
 	}
 	// A portable name can still be token-shaped (glpat-…, xoxb-…, sk-…): names are
 	// written in the clear into entries, objects and file names (secret guard).
-	return secretguard.CheckSecret(kind, s)
+	return secretguard.Check(kind, s)
 }
 
 // resolveID resolves a full id or a unique prefix of one among known ids, as git does

@@ -62,7 +62,7 @@ func (o *NewOrderOptions) validate() error {
 	case o.To != "" && !ValidName(o.To):
 		return errs.Errorf(errs.Invalid, "", "cannot offer to %s: not an agent name", secretguard.Quote(o.To))
 	}
-	if err := secretguard.CheckSecret("offer recipient", o.To); err != nil {
+	if err := secretguard.Check("offer recipient", o.To); err != nil {
 		return err
 	}
 	for _, l := range o.Labels {

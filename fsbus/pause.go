@@ -67,7 +67,7 @@ func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error)
 		if err := checkShortLine("pause reason", reason, MaxPauseReason); err != nil {
 			return nil, err
 		}
-		if err := secretguard.CheckSecret("pause reason", reason); err != nil {
+		if err := secretguard.Check("pause reason", reason); err != nil {
 			return nil, err
 		}
 	}

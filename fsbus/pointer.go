@@ -194,7 +194,7 @@ func CheckPointerPath(p string) (string, error) {
 		return "", errs.Errorf(errs.Invalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", secretguard.Quote(p), why)
 	}
 	// The path is written in the clear into the order object (secret guard).
-	if err := secretguard.CheckSecret("pointer path", p); err != nil {
+	if err := secretguard.Check("pointer path", p); err != nil {
 		return "", err
 	}
 	q := filepath.ToSlash(p)

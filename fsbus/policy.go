@@ -264,7 +264,7 @@ type PolicyAssign struct {
 // ParsePolicyAssign parses "KEY=VALUE". The text passes the secret guard first, so a
 // refusal never echoes a token-shaped value.
 func ParsePolicyAssign(s string) (PolicyAssign, error) {
-	if err := secretguard.CheckSecret("policy assignment", s); err != nil {
+	if err := secretguard.Check("policy assignment", s); err != nil {
 		return PolicyAssign{}, err
 	}
 	k, v, ok := strings.Cut(s, "=")

@@ -66,7 +66,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if len(doing) > MaxDoing || hasControl(doing, false) {
 		return errs.Errorf(errs.Invalid, "one short line", "presence doing line too long or holds control characters")
 	}
-	if err := secretguard.CheckSecret("presence doing line", doing); err != nil {
+	if err := secretguard.Check("presence doing line", doing); err != nil {
 		return err
 	}
 	if err := s.checkPresent(); err != nil {

@@ -600,7 +600,7 @@ func cleanText(s string, multiline bool) string {
 		}
 		b.WriteRune(r)
 	}
-	out, _ := secretguard.RedactSecrets(b.String()) // the secret guard would refuse it
+	out, _ := secretguard.Redact(b.String()) // the secret guard would refuse it
 	return out
 }
 

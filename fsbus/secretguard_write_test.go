@@ -128,7 +128,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		t.Run(tc.field, func(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			err := tc.call()
-			var se *secretguard.SecretError
+			var se *secretguard.Error
 			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}
@@ -248,7 +248,7 @@ func TestSecretGuardEveryField(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			keys := channelFiles(t, w.c.Home.ConfigDir)
 			err := tc.call()
-			var se *secretguard.SecretError
+			var se *secretguard.Error
 			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}

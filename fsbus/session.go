@@ -704,7 +704,7 @@ func checkIdemKey(key string) error {
 	}
 	// The key is stored verbatim in the append-only ledger and echoed by a conflict:
 	// a credential-looking one is refused without echoing it (secret guard).
-	return secretguard.CheckSecret("idempotency key", key)
+	return secretguard.Check("idempotency key", key)
 }
 
 // checkPresent returns not_found when the channel folder (its channel.toml) has gone

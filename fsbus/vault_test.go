@@ -162,7 +162,7 @@ func TestVaultRefusals(t *testing.T) {
 	if _, err := w.alice.SecretPut("k", []string{"bob"}, []byte("other"), "put-1"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("replay with another value: %v, want conflict", err)
 	}
-	var se *secretguard.SecretError
+	var se *secretguard.Error
 	if errors.As(err, &se) {
 		t.Fatal("unexpected secret guard error")
 	}

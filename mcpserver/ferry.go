@@ -171,7 +171,7 @@ func (f *Ferry) toolError(err error) string {
 	id := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
 	// The log may quote a caller's input too: every credential-looking span is cut
 	// (an over-cut key in a log line costs nothing).
-	text, _ := secretguard.RedactSecrets(err.Error())
+	text, _ := secretguard.Redact(err.Error())
 	fmt.Fprintf(f.cfg.Log, "mcp: internal error [%s]: %s\n", id, text)
 	return "internal: the call failed [" + id + "] — details are in the server's log on this machine"
 }

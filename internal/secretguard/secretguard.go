@@ -27,15 +27,15 @@ import (
 // secretHint is the hint of every refusal.
 const secretHint = "keep credentials out of the channel: store the value with `ferry secret put NAME --to AGENT…` and refer to it by NAME"
 
-// SecretError is returned (wrapped in an invalid *errs.Error) when a field looks like it
+// Error is returned (wrapped in an invalid *errs.Error) when a field looks like it
 // holds a credential. It names the kind and the field, never the value.
-type SecretError struct {
+type Error struct {
 	Kind  string // e.g. "GitHub token"
 	Field string // e.g. "message body"
 	Line  int    // 1-based line of the field where it was found
 }
 
-func (e *SecretError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("the %s looks like it holds %s %s (line %d); nothing was written", e.Field, article(e.Kind), e.Kind, e.Line)
 }
 
@@ -125,9 +125,9 @@ var secretDetectors = []secretDetector{
 	}),
 }
 
-// FindSecret returns the kind of the first thing in s that looks like a credential and
+// Find returns the kind of the first thing in s that looks like a credential and
 // its byte offset, or "" and -1 when there is none. It never returns the value.
-func FindSecret(s string) (kind string, at int) {
+func Find(s string) (kind string, at int) {
 	for _, d := range secretDetectors {
 		if i, _ := d.match(s); i >= 0 {
 			return d.kind, i
@@ -136,11 +136,11 @@ func FindSecret(s string) (kind string, at int) {
 	return "", -1
 }
 
-// RedactSecrets replaces every credential-looking span of s with "[secret removed:
+// Redact replaces every credential-looking span of s with "[secret removed:
 // KIND]" and reports how many it replaced. `ferry run` applies it to a process's output
 // before it becomes a signed note, so a job that prints its environment cannot put a
 // token in the channel, nor lose its result to the guard's refusal.
-func RedactSecrets(s string) (string, int) {
+func Redact(s string) (string, int) {
 	n := 0
 	for _, d := range secretDetectors {
 		for n < 1000 {
@@ -213,15 +213,15 @@ func replaceFold(text, old, repl string) string {
 	return b.String()
 }
 
-// CheckSecret refuses s when it looks like it holds a credential: an invalid *errs.Error
+// Check refuses s when it looks like it holds a credential: an invalid *errs.Error
 // wrapping a *SecretError that names the kind and field (and the line) but never the
 // value, with a hint pointing to `ferry secret put`. nil otherwise.
-func CheckSecret(field, s string) error {
-	kind, at := FindSecret(s)
+func Check(field, s string) error {
+	kind, at := Find(s)
 	if kind == "" {
 		return nil
 	}
-	se := &SecretError{Kind: kind, Field: field, Line: 1 + strings.Count(s[:at], "\n")}
+	se := &Error{Kind: kind, Field: field, Line: 1 + strings.Count(s[:at], "\n")}
 	return &errs.Error{Category: errs.Invalid, Message: se.Error(), Hint: secretHint, Err: se}
 }
 
@@ -230,7 +230,7 @@ func CheckSecret(field, s string) error {
 // input (a label, a recipient, a name) never echoes a token someone pasted in the
 // wrong place (never echo it).
 func Quote(s string) string {
-	if kind, _ := FindSecret(s); kind != "" {
+	if kind, _ := Find(s); kind != "" {
 		return "(text that looks like " + article(kind) + " " + kind + ", not shown)"
 	}
 	return strconv.Quote(s)

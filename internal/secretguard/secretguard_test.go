@@ -118,9 +118,9 @@ func TestSecretGuardTable(t *testing.T) {
 	kinds := map[string]bool{}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			kind, at := FindSecret(tc.text)
+			kind, at := Find(tc.text)
 			if kind != tc.kind {
-				t.Fatalf("FindSecret(%q) = %q, want %q", tc.text, kind, tc.kind)
+				t.Fatalf("Find(%q) = %q, want %q", tc.text, kind, tc.kind)
 			}
 			if (kind == "") != (at < 0) {
 				t.Fatalf("offset %d for kind %q", at, kind)
@@ -146,13 +146,13 @@ func enc64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte
 // TestCheckSecretNeverEchoes: the refusal names kind, field and line, never the value.
 func TestCheckSecretNeverEchoes(t *testing.T) {
 	secret := "ghp_" + secrettest.Token(30, 36, secrettest.Alnum)
-	err := CheckSecret("message body", "line one\nplease use "+secret+" for now")
+	err := Check("message body", "line one\nplease use "+secret+" for now")
 	if !errs.Is(err, errs.Invalid) {
 		t.Fatalf("err = %v, want invalid", err)
 	}
-	var se *SecretError
+	var se *Error
 	if !errors.As(err, &se) || se.Kind != "GitHub token" || se.Field != "message body" || se.Line != 2 {
-		t.Fatalf("SecretError = %+v", se)
+		t.Fatalf("Error = %+v", se)
 	}
 	var fe *errs.Error
 	errors.As(err, &fe)
@@ -164,7 +164,7 @@ func TestCheckSecretNeverEchoes(t *testing.T) {
 	if !strings.Contains(fe.Hint, "ferry secret put") || !strings.Contains(fe.Message, "GitHub token") || !strings.Contains(fe.Message, "message body") {
 		t.Fatalf("error %q: want kind, field and a hint naming ferry secret put", err)
 	}
-	if CheckSecret("note", "all good") != nil {
+	if Check("note", "all good") != nil {
 		t.Fatal("plain text refused")
 	}
 }
@@ -174,22 +174,22 @@ func TestCheckSecretNeverEchoes(t *testing.T) {
 func TestRedactSecrets(t *testing.T) {
 	tok := "ghp_" + secrettest.Token(60, 36, secrettest.Alnum)
 	in := "ok line\nGITHUB_TOKEN=" + tok + "\nkey AKIA" + secrettest.Token(61, 16, secrettest.Upnum) + " and -----BEGIN PRIVATE KEY-----\ndone"
-	out, n := RedactSecrets(in)
+	out, n := Redact(in)
 	if n < 3 || strings.Contains(out, tok) || strings.Contains(out, "AKIA") || strings.Contains(out, "BEGIN PRIVATE") {
 		t.Fatalf("RedactSecrets = %q, %d", out, n)
 	}
 	if !strings.HasPrefix(out, "ok line\n") || !strings.HasSuffix(out, "\ndone") || !strings.Contains(out, "[secret removed: GitHub token]") {
 		t.Fatalf("RedactSecrets lost ordinary text: %q", out)
 	}
-	if kind, _ := FindSecret(out); kind != "" {
+	if kind, _ := Find(out); kind != "" {
 		t.Fatalf("redacted text still holds a %s: %q", kind, out)
 	}
 	// A job printing JSON (`{"password": …}` must not land in results/).
 	js := `{"user": "ada", "password": "Tr0ub4dor9xQ!"}`
-	if out, n := RedactSecrets(js); n != 1 || strings.Contains(out, "Tr0ub4dor") || !strings.Contains(out, `"user": "ada"`) {
+	if out, n := Redact(js); n != 1 || strings.Contains(out, "Tr0ub4dor") || !strings.Contains(out, `"user": "ada"`) {
 		t.Fatalf("RedactSecrets(%s) = %q, %d", js, out, n)
 	}
-	if out, n := RedactSecrets("nothing here"); n != 0 || out != "nothing here" {
+	if out, n := Redact("nothing here"); n != 0 || out != "nothing here" {
 		t.Fatalf("clean text changed: %q %d", out, n)
 	}
 }
