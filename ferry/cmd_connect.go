@@ -15,8 +15,8 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// ConnectCmd is `ferry connect APP [--scope user|project] [--print] [--remove] [--hook]`
-// (issue 9).
+// ConnectCmd is `ferry connect APP [--scope user|project] [--print] [--remove] [--hook]`:
+// it writes (or removes) an app's MCP entry for ferry and joins its agent.
 type ConnectCmd struct {
 	App    string `arg:"" enum:"claude-desktop,claude-code,codex,cursor" help:"The app: claude-desktop, claude-code, codex or cursor."`
 	Scope  string `help:"Write the user-level config or the project's (claude-code, cursor)." enum:"user,project" default:"user"`
@@ -175,7 +175,7 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 		}
 	}
 	// The files are written first and the agent joined last; a join that fails puts the
-	// files back, so a failed connect leaves no entry and no joined agent (issue 9).
+	// files back, so a failed connect leaves no entry and no joined agent.
 	now := env.now()
 	perm := os.FileMode(0o644)
 	if c.App == "codex" || (c.App == "claude-code" && c.Scope == "user") {

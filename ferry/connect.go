@@ -20,7 +20,7 @@ import (
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
-// The app configs `ferry connect` edits (issue 9). Every path is computed by
+// The app configs `ferry connect` edits. Every path is computed by
 // connectPath from a GOOS and an environment, so each OS's path is unit-tested on any
 // machine; every edit goes through editConfig, which merges (other servers, unknown
 // keys and ferry's own extra keys kept), is idempotent (an equal entry writes nothing),
@@ -216,8 +216,8 @@ func (r *editResult) changed() bool {
 // invalid error and nothing is written; a failed write is an internal error, the
 // backup made for it is removed and the file is as it was. A UTF-8 byte-order mark at
 // the start of a JSON file is dropped on write and said in the result's note (the
-// backup keeps it). The result's undo puts the file back as it was (issue 9: a connect
-// whose join fails changes nothing).
+// backup keeps it). The result's undo puts the file back as it was (so a connect whose
+// join fails changes nothing).
 func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
 	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*editResult, error) {
 	res := &editResult{File: file}
@@ -288,7 +288,7 @@ func restoreFile(target string, old []byte, existed bool, perm fs.FileMode, back
 }
 
 // writeBackup copies data to <target>.bak-<UTC time to the second>, or, when that name
-// is taken, to the same name with -2, -3, … appended (issue 9: two changes within one
+// is taken, to the same name with -2, -3, … appended (so two changes within one
 // second keep both originals). An existing backup is never overwritten: the file is
 // created with O_EXCL. It returns the name written.
 func writeBackup(target string, data []byte, perm fs.FileMode, now time.Time) (string, error) {
@@ -702,9 +702,9 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 // nothing (idempotent) and an unparsable file is refused before anything runs; it is
 // backed up (writeBackup) before the CLI runs. A CLI failure puts the file back as it
 // was, removes the backup and is an internal error carrying the CLI's output. After
-// the CLI exits 0 the file is read again: an entry the CLI did not leave there (issue
-// 9 finding s4) is written by ferry itself, atomically, and said in the note. The
-// result's undo puts the file back as it was.
+// the CLI exits 0 the file is read again: an entry the CLI did not leave there (it
+// may exit 0 and write nothing) is written by ferry itself, atomically, and said in
+// the note. The result's undo puts the file back as it was.
 func editViaClaude(claude, file string, entry serverEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*editResult, error) {
 	res := &editResult{File: file}
 	old, err := os.ReadFile(file)
