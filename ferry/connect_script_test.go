@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// scriptClaude stands in for Claude Code's `claude` in the scripts (issue 9): `claude mcp
+// scriptClaude stands in for Claude Code's `claude` in the scripts: `claude mcp
 // add-json --scope user NAME JSON` and `claude mcp remove --scope user NAME` edit the
 // top-level mcpServers of $CLAUDE_CONFIG_DIR/.claude.json or ~/.claude.json as the real
 // one does, refusing to add a name that is there or remove one that is not; every call
@@ -26,7 +26,7 @@ func scriptClaude() {
 		logf.Close()
 	}
 	if os.Getenv("FAKE_CLAUDE_NOOP") == "1" {
-		os.Exit(0) // claims success, writes nothing (issue 9 finding s4)
+		os.Exit(0) // claims success, writes nothing
 	}
 	if os.Getenv("FAKE_CLAUDE_FAIL") == "1" {
 		fmt.Fprintln(os.Stderr, "claude: something went wrong")

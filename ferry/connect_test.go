@@ -18,7 +18,7 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Issue 9: `ferry connect` config paths, merges, idempotency, backups, removal,
+// `ferry connect` config paths, merges, idempotency, backups, removal,
 // refusal of invalid files and worktree naming, on temporary home dirs.
 
 func envOf(goos, home string, vars map[string]string) connectEnv {
@@ -373,7 +373,7 @@ func TestConnectWorktree(t *testing.T) {
 	}
 }
 
-// TestConnectBackupNoCollision: issue 9 finding 5. Two changes within one second (the
+// TestConnectBackupNoCollision: two changes within one second (the
 // clock here is fixed) keep both originals, each in a backup of its own; an existing
 // backup is never overwritten.
 func TestConnectBackupNoCollision(t *testing.T) {
@@ -407,7 +407,7 @@ func TestConnectBackupNoCollision(t *testing.T) {
 	}
 }
 
-// TestConnectUndo: issue 9 finding 1. An edit's undo puts the file back (or removes a
+// TestConnectUndo: an edit's undo puts the file back (or removes a
 // file it created) and removes the backup it made.
 func TestConnectUndo(t *testing.T) {
 	dir := t.TempDir()
@@ -440,7 +440,7 @@ func TestConnectUndo(t *testing.T) {
 	}
 }
 
-// TestConnectBOM: issue 9 finding s3. A JSON file starting with a UTF-8 byte-order
+// TestConnectBOM: a JSON file starting with a UTF-8 byte-order
 // mark is parsed; a write drops the mark and says so; checkEdit accepts it.
 func TestConnectBOM(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.json")
@@ -462,7 +462,7 @@ func TestConnectBOM(t *testing.T) {
 	}
 }
 
-// TestEntryAgent (re-test of issue 9): --remove names the agent of the entry it
+// TestEntryAgent: --remove names the agent of the entry it
 // removes, read from its args (--as NAME or --as=NAME) in JSON and in codex's TOML;
 // no file, no entry, no flag or a file that does not parse: "".
 func TestEntryAgent(t *testing.T) {
