@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ferryhq/ferry/ferry/internal/appconfig"
 )
 
 // scriptClaude stands in for Claude Code's `claude` in the scripts: `claude mcp
@@ -37,32 +39,32 @@ func scriptClaude() {
 		os.Exit(2)
 	}
 	data, _ := os.ReadFile(file)
-	doc, err := parseObject(data)
+	doc, err := appconfig.ParseObject(data)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake claude:", err)
 		os.Exit(1)
 	}
-	servers, _ := doc.subObject("mcpServers")
+	servers, _ := doc.SubObject("mcpServers")
 	name := args[4]
-	_, had := servers.get(name)
+	_, had := servers.Get(name)
 	switch {
 	case args[1] == "add-json" && len(args) == 6:
 		if had {
 			fmt.Fprintf(os.Stderr, "MCP server %s already exists in user config\n", name)
 			os.Exit(1)
 		}
-		servers = servers.set(name, []byte(args[5]))
+		servers = servers.Set(name, []byte(args[5]))
 	case args[1] == "remove" && len(args) == 5:
 		if !had {
 			fmt.Fprintf(os.Stderr, "No user-scoped MCP server found with name: %s\n", name)
 			os.Exit(1)
 		}
-		servers = servers.del(name)
+		servers = servers.Del(name)
 	default:
 		fmt.Fprintln(os.Stderr, "fake claude: unsupported call")
 		os.Exit(2)
 	}
-	out, _ := encodeJSON(doc.set("mcpServers", mustRaw(servers)))
+	out, _ := appconfig.EncodeJSON(doc.Set("mcpServers", appconfig.MustRaw(servers)))
 	if err := os.WriteFile(file, out, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, "fake claude:", err)
 		os.Exit(1)

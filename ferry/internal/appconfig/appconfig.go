@@ -1,4 +1,12 @@
-package main
+// Package appconfig holds the app configs `ferry connect` edits. Every path is computed
+// by ConnectPath from a GOOS and an environment, so each OS's path is unit-tested on
+// any machine; every edit goes through EditConfig, which merges (other servers, unknown
+// keys and ferry's own extra keys kept), is idempotent (an equal entry writes nothing),
+// copies the file to <file>.bak-<UTC timestamp> before any change, writes atomically
+// (fsutil.WriteFile) with the file's mode kept, and refuses a file it cannot parse
+// without writing anything. No token or passphrase is ever written: the server signs
+// with the agent's key, which stays in ferry's home.
+package appconfig
 
 import (
 	"bytes"
@@ -7,7 +15,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"reflect"
@@ -20,30 +27,21 @@ import (
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
-// The app configs `ferry connect` edits. Every path is computed by
-// connectPath from a GOOS and an environment, so each OS's path is unit-tested on any
-// machine; every edit goes through editConfig, which merges (other servers, unknown
-// keys and ferry's own extra keys kept), is idempotent (an equal entry writes nothing),
-// copies the file to <file>.bak-<UTC timestamp> before any change, writes atomically
-// (fsutil.WriteFile) with the file's mode kept, and refuses a file it cannot
-// parse without writing anything. No token or passphrase is ever written: the server
-// signs with the agent's key, which stays in ferry's home.
+// ConnectApps are the apps `ferry connect` knows, in help order.
+var ConnectApps = []string{"claude-desktop", "claude-code", "codex", "cursor"}
 
-// connectApps are the apps `ferry connect` knows, in help order.
-var connectApps = []string{"claude-desktop", "claude-code", "codex", "cursor"}
-
-// connectEnv is what connect reads from the machine, injected so tests run on
+// ConnectEnv is what connect reads from the machine, injected so tests run on
 // temporary home dirs and compute every OS's paths.
-type connectEnv struct {
-	goos   string              // runtime.GOOS, or the OS under test
-	getenv func(string) string // os.Getenv
-	home   string              // the user's home dir (os.UserHomeDir)
-	cwd    string              // the working dir: its git top level is a project's root
-	now    func() time.Time    // backup names
-	// lookPath finds a program on PATH (exec.LookPath); nil: none is looked for.
-	lookPath func(string) (string, error)
-	// run runs a program and returns its combined output (exec.Command).
-	run func(name string, args ...string) ([]byte, error)
+type ConnectEnv struct {
+	GOOS   string              // runtime.GOOS, or the OS under test
+	Getenv func(string) string // os.Getenv
+	Home   string              // the user's home dir (os.UserHomeDir)
+	Cwd    string              // the working dir: its git top level is a project's root
+	Now    func() time.Time    // backup names
+	// LookPath finds a program on PATH (exec.LookPath); nil: none is looked for.
+	LookPath func(string) (string, error)
+	// Run runs a program and returns its combined output (exec.Command).
+	Run func(name string, args ...string) ([]byte, error)
 }
 
 // joinFor joins path elements with goos's separator (a Windows path computed on Linux
@@ -67,7 +65,7 @@ func joinFor(goos string, elem ...string) string {
 	return strings.Join(parts, `\`)
 }
 
-// connectPath is the config file app reads for scope "user" or "project" on goos:
+// ConnectPath is the config file app reads for scope "user" or "project" on goos:
 //
 //   - claude-desktop (user only): macOS ~/Library/Application Support/Claude/,
 //     Windows %APPDATA%\Claude\, else $XDG_CONFIG_HOME/Claude/ or ~/.config/Claude/;
@@ -79,8 +77,8 @@ func joinFor(goos string, elem ...string) string {
 //
 // root is the project's root (its git top level). It returns invalid for an unknown
 // app, a scope the app does not read, or a missing %APPDATA% on Windows.
-func connectPath(app, scope string, env connectEnv, root string) (string, error) {
-	g := env.goos
+func ConnectPath(app, scope string, env ConnectEnv, root string) (string, error) {
+	g := env.GOOS
 	userOnly := func() error {
 		if scope == "project" {
 			return errs.Errorf(errs.Invalid, "drop --scope project", "%s reads a user-level config only", app)
@@ -94,17 +92,17 @@ func connectPath(app, scope string, env connectEnv, root string) (string, error)
 		}
 		switch g {
 		case "darwin":
-			return joinFor(g, env.home, "Library", "Application Support", "Claude", "claude_desktop_config.json"), nil
+			return joinFor(g, env.Home, "Library", "Application Support", "Claude", "claude_desktop_config.json"), nil
 		case "windows":
-			appdata := env.getenv("APPDATA")
+			appdata := env.Getenv("APPDATA")
 			if appdata == "" {
 				return "", errs.Errorf(errs.Invalid, "set APPDATA (normally C:\\Users\\<you>\\AppData\\Roaming)", "%%APPDATA%% is not set")
 			}
 			return joinFor(g, appdata, "Claude", "claude_desktop_config.json"), nil
 		default:
-			dir := env.getenv("XDG_CONFIG_HOME")
+			dir := env.Getenv("XDG_CONFIG_HOME")
 			if dir == "" || !filepath.IsAbs(dir) {
-				dir = joinFor(g, env.home, ".config")
+				dir = joinFor(g, env.Home, ".config")
 			}
 			return joinFor(g, dir, "Claude", "claude_desktop_config.json"), nil
 		}
@@ -112,44 +110,44 @@ func connectPath(app, scope string, env connectEnv, root string) (string, error)
 		if scope == "project" {
 			return joinFor(g, root, ".mcp.json"), nil
 		}
-		if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		if d := env.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
 			return joinFor(g, d, ".claude.json"), nil
 		}
-		return joinFor(g, env.home, ".claude.json"), nil
+		return joinFor(g, env.Home, ".claude.json"), nil
 	case "cursor":
 		if scope == "project" {
 			return joinFor(g, root, ".cursor", "mcp.json"), nil
 		}
-		return joinFor(g, env.home, ".cursor", "mcp.json"), nil
+		return joinFor(g, env.Home, ".cursor", "mcp.json"), nil
 	case "codex":
 		if err := userOnly(); err != nil {
 			return "", err
 		}
-		if d := env.getenv("CODEX_HOME"); d != "" {
+		if d := env.Getenv("CODEX_HOME"); d != "" {
 			return joinFor(g, d, "config.toml"), nil
 		}
-		return joinFor(g, env.home, ".codex", "config.toml"), nil
+		return joinFor(g, env.Home, ".codex", "config.toml"), nil
 	}
-	return "", errs.Errorf(errs.Invalid, "pick one of "+strings.Join(connectApps, ", "), "unknown app %q", app)
+	return "", errs.Errorf(errs.Invalid, "pick one of "+strings.Join(ConnectApps, ", "), "unknown app %q", app)
 }
 
-// hookPath is Claude Code's settings file for a SessionStart hook: user
+// HookPath is Claude Code's settings file for a SessionStart hook: user
 // ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json when set), project
 // <root>/.claude/settings.json.
-func hookPath(scope string, env connectEnv, root string) string {
+func HookPath(scope string, env ConnectEnv, root string) string {
 	if scope == "project" {
-		return joinFor(env.goos, root, ".claude", "settings.json")
+		return joinFor(env.GOOS, root, ".claude", "settings.json")
 	}
-	if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
-		return joinFor(env.goos, d, "settings.json")
+	if d := env.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return joinFor(env.GOOS, d, "settings.json")
 	}
-	return joinFor(env.goos, env.home, ".claude", "settings.json")
+	return joinFor(env.GOOS, env.Home, ".claude", "settings.json")
 }
 
-// serverEntry is the command an app spawns: `<binary> mcp serve --as NAME --project
+// ServerEntry is the command an app spawns: `<binary> mcp serve --as NAME --project
 // ID`, with in its env the variables of connectEnvKeys this ferry runs with (so the
 // app's server finds the same keys, project map and Syncthing). Nothing secret.
-type serverEntry struct {
+type ServerEntry struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -162,21 +160,21 @@ type serverEntry struct {
 // and SYNCTHING_API_URL. SYNCTHING_API_KEY is a secret and never written.
 var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
 
-// serverEnv is the env of ferry's entry: the variables of connectEnvKeys that are set,
+// ServerEnv is the env of ferry's entry: the variables of connectEnvKeys that are set,
 // a relative Syncthing dir made absolute from the working dir (the app starts the
 // server elsewhere); nil when none is.
-func serverEnv(env connectEnv) map[string]string {
+func ServerEnv(env ConnectEnv) map[string]string {
 	var out map[string]string
 	for _, k := range connectEnvKeys {
-		v := env.getenv(k)
+		v := env.Getenv(k)
 		if k != "FERRY_HOME" {
 			v = strings.TrimSpace(v)
 		}
 		if v == "" {
 			continue
 		}
-		if (k == "STHOMEDIR" || k == "STCONFDIR") && !isAbsFor(env.goos, v) && env.cwd != "" {
-			v = joinFor(env.goos, env.cwd, v)
+		if (k == "STHOMEDIR" || k == "STCONFDIR") && !isAbsFor(env.GOOS, v) && env.Cwd != "" {
+			v = joinFor(env.GOOS, env.Cwd, v)
 		}
 		if out == nil {
 			out = map[string]string{}
@@ -194,8 +192,8 @@ func isAbsFor(goos, p string) bool {
 	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') || strings.HasPrefix(p, `\\`)
 }
 
-// editResult says what one config edit did.
-type editResult struct {
+// EditResult says what one config edit did.
+type EditResult struct {
 	File   string `json:"file"`
 	Action string `json:"action"` // added, updated, unchanged, removed, absent
 	Backup string `json:"backup,omitempty"`
@@ -205,11 +203,11 @@ type editResult struct {
 }
 
 // changed reports whether the edit wrote the file.
-func (r *editResult) changed() bool {
+func (r *EditResult) Changed() bool {
 	return r.Action == "added" || r.Action == "updated" || r.Action == "removed"
 }
 
-// editConfig reads file (missing: empty), lets edit change the decoded document, and
+// EditConfig reads file (missing: empty), lets edit change the decoded document, and
 // writes it back when the edit changed it: backup first (writeBackup), then an atomic
 // write keeping the file's mode (perm for a new file). A symlinked file is written
 // through to its target. decode/encode are the format's. An unparsable file is an
@@ -218,9 +216,9 @@ func (r *editResult) changed() bool {
 // the start of a JSON file is dropped on write and said in the result's note (the
 // backup keeps it). The result's undo puts the file back as it was (so a connect whose
 // join fails changes nothing).
-func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
-	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*editResult, error) {
-	res := &editResult{File: file}
+func EditConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
+	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*EditResult, error) {
+	res := &EditResult{File: file}
 	target := file
 	if t, err := filepath.EvalSymlinks(file); err == nil {
 		target = t
@@ -245,7 +243,7 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 		return nil, err
 	}
 	res.Action = action
-	if !res.changed() {
+	if !res.Changed() {
 		return res, nil
 	}
 	data, err := encode(doc)
@@ -287,6 +285,32 @@ func restoreFile(target string, old []byte, existed bool, perm fs.FileMode, back
 	}
 }
 
+// UndoEdits puts back the files the edits changed, newest first, and returns err with
+// its hint saying whether that worked (errors change nothing).
+func UndoEdits(err error, edits ...*EditResult) error {
+	var failed []string
+	for i := len(edits) - 1; i >= 0; i-- {
+		if r := edits[i]; r != nil && r.undo != nil {
+			if uerr := r.undo(); uerr != nil {
+				failed = append(failed, fmt.Sprintf("%s could not be put back (%v); its old content is in %s", r.File, uerr, r.Backup))
+			}
+		}
+	}
+	note := "the app's config was put back as it was"
+	if len(failed) > 0 {
+		note = strings.Join(failed, "; ")
+	}
+	var fe *errs.Error
+	if errors.As(err, &fe) {
+		hint := note
+		if fe.Hint != "" {
+			hint = fe.Hint + "; " + note
+		}
+		return errs.Errorf(fe.Category, hint, "%s", fe.Message)
+	}
+	return errs.Errorf(errs.Internal, note, "%v", err)
+}
+
 // writeBackup copies data to <target>.bak-<UTC time to the second>, or, when that name
 // is taken, to the same name with -2, -3, … appended (so two changes within one
 // second keep both originals). An existing backup is never overwritten: the file is
@@ -323,20 +347,20 @@ func writeBackup(target string, data []byte, perm fs.FileMode, now time.Time) (s
 
 // --- JSON, order kept ---------------------------------------------------------
 
-// jsonObject is a JSON object with its members in file order, values kept as raw
+// JSONObject is a JSON object with its members in file order, values kept as raw
 // bytes, so an edit changes ferry's entry and nothing else.
-type jsonObject []jsonMember
+type JSONObject []jsonMember
 
 type jsonMember struct {
 	Key   string
 	Value json.RawMessage
 }
 
-// parseObject decodes a JSON object keeping member order. Empty input (a new or blank
+// ParseObject decodes a JSON object keeping member order. Empty input (a new or blank
 // file) is an empty object.
-func parseObject(data []byte) (jsonObject, error) {
+func ParseObject(data []byte) (JSONObject, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return jsonObject{}, nil
+		return JSONObject{}, nil
 	}
 	if !json.Valid(data) {
 		var v any
@@ -351,7 +375,7 @@ func parseObject(data []byte) (jsonObject, error) {
 	if d, ok := t.(json.Delim); !ok || d != '{' {
 		return nil, errors.New("the top level is not a JSON object")
 	}
-	obj := jsonObject{}
+	obj := JSONObject{}
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
@@ -366,7 +390,7 @@ func parseObject(data []byte) (jsonObject, error) {
 	return obj, nil
 }
 
-func (o jsonObject) get(key string) (json.RawMessage, bool) {
+func (o JSONObject) Get(key string) (json.RawMessage, bool) {
 	for _, m := range o {
 		if m.Key == key {
 			return m.Value, true
@@ -376,7 +400,7 @@ func (o jsonObject) get(key string) (json.RawMessage, bool) {
 }
 
 // set replaces key's value in place or appends it.
-func (o jsonObject) set(key string, v json.RawMessage) jsonObject {
+func (o JSONObject) Set(key string, v json.RawMessage) JSONObject {
 	for i, m := range o {
 		if m.Key == key {
 			o[i].Value = v
@@ -386,7 +410,7 @@ func (o jsonObject) set(key string, v json.RawMessage) jsonObject {
 	return append(o, jsonMember{Key: key, Value: v})
 }
 
-func (o jsonObject) del(key string) jsonObject {
+func (o JSONObject) Del(key string) JSONObject {
 	out := o[:0]
 	for _, m := range o {
 		if m.Key != key {
@@ -397,7 +421,7 @@ func (o jsonObject) del(key string) jsonObject {
 }
 
 // MarshalJSON writes the members in order.
-func (o jsonObject) MarshalJSON() ([]byte, error) {
+func (o JSONObject) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, m := range o {
@@ -414,18 +438,18 @@ func (o jsonObject) MarshalJSON() ([]byte, error) {
 }
 
 // subObject is o[key] as an object (absent: empty); a non-object is an error.
-func (o jsonObject) subObject(key string) (jsonObject, error) {
-	raw, ok := o.get(key)
+func (o JSONObject) SubObject(key string) (JSONObject, error) {
+	raw, ok := o.Get(key)
 	if !ok || string(bytes.TrimSpace(raw)) == "null" {
-		return jsonObject{}, nil
+		return JSONObject{}, nil
 	}
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return nil, errs.Errorf(errs.Invalid, "fix the file, then run ferry connect again; nothing was written", "%q is not a JSON object", key)
 	}
-	return parseObject(raw)
+	return ParseObject(raw)
 }
 
-func encodeJSON(doc any) ([]byte, error) {
+func EncodeJSON(doc any) ([]byte, error) {
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, err
@@ -441,12 +465,12 @@ func encodeJSON(doc any) ([]byte, error) {
 // utf8BOM is the byte-order mark some Windows editors put at the start of a UTF-8 file.
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// decodeJSON parses a JSON object keeping member order; a leading UTF-8 byte-order
-// mark is accepted and dropped (encodeJSON writes none).
-func decodeJSON(data []byte) (any, error) { return parseObject(bytes.TrimPrefix(data, utf8BOM)) }
+// DecodeJSON parses a JSON object keeping member order; a leading UTF-8 byte-order
+// mark is accepted and dropped (EncodeJSON writes none).
+func DecodeJSON(data []byte) (any, error) { return ParseObject(bytes.TrimPrefix(data, utf8BOM)) }
 
-// mustRaw is v as compact JSON without HTML escaping.
-func mustRaw(v any) json.RawMessage {
+// MustRaw is v as compact JSON without HTML escaping.
+func MustRaw(v any) json.RawMessage {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -465,46 +489,46 @@ func sameJSON(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// editJSONServer sets (or, with remove, deletes) servers.ferry under the top-level key
+// EditJSONServer sets (or, with remove, deletes) servers.ferry under the top-level key
 // "mcpServers". Keys in ferry's existing entry other than command, args, env and type
 // are kept.
-func editJSONServer(entry serverEntry, withType, remove bool) func(any) (any, string, error) {
+func EditJSONServer(entry ServerEntry, withType, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
-		doc := d.(jsonObject)
-		servers, err := doc.subObject("mcpServers")
+		doc := d.(JSONObject)
+		servers, err := doc.SubObject("mcpServers")
 		if err != nil {
 			return nil, "", err
 		}
-		cur, had := servers.get("ferry")
+		cur, had := servers.Get("ferry")
 		if remove {
 			if !had {
 				return doc, "absent", nil
 			}
-			return doc.set("mcpServers", mustRaw(servers.del("ferry"))), "removed", nil
+			return doc.Set("mcpServers", MustRaw(servers.Del("ferry"))), "removed", nil
 		}
-		want := jsonObject{}
+		want := JSONObject{}
 		if had {
 			if t := bytes.TrimSpace(cur); len(t) > 0 && t[0] == '{' {
-				if want, err = parseObject(cur); err != nil {
+				if want, err = ParseObject(cur); err != nil {
 					return nil, "", err
 				}
 			}
 		}
 		if withType {
-			want = want.set("type", mustRaw("stdio"))
+			want = want.Set("type", MustRaw("stdio"))
 		}
-		want = want.set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
+		want = want.Set("command", MustRaw(entry.Command)).Set("args", MustRaw(entry.Args))
 		env := map[string]any{}
-		if raw, ok := want.get("env"); ok {
+		if raw, ok := want.Get("env"); ok {
 			_ = json.Unmarshal(raw, &env) // not an object: replaced
 		}
 		mergeEnv(env, entry.Env)
 		if len(env) > 0 {
-			want = want.set("env", mustRaw(env))
+			want = want.Set("env", MustRaw(env))
 		} else {
-			want = want.del("env")
+			want = want.Del("env")
 		}
-		next := mustRaw(want)
+		next := MustRaw(want)
 		if had && sameJSON(cur, next) {
 			return doc, "unchanged", nil
 		}
@@ -512,25 +536,25 @@ func editJSONServer(entry serverEntry, withType, remove bool) func(any) (any, st
 		if had {
 			action = "updated"
 		}
-		return doc.set("mcpServers", mustRaw(servers.set("ferry", next))), action, nil
+		return doc.Set("mcpServers", MustRaw(servers.Set("ferry", next))), action, nil
 	}
 }
 
 // ferryEnvOf is the env of mcpServers.ferry in doc (nil: none).
-func ferryEnvOf(doc jsonObject) json.RawMessage {
-	servers, err := doc.subObject("mcpServers")
+func ferryEnvOf(doc JSONObject) json.RawMessage {
+	servers, err := doc.SubObject("mcpServers")
 	if err != nil {
 		return nil
 	}
-	raw, ok := servers.get("ferry")
+	raw, ok := servers.Get("ferry")
 	if !ok {
 		return nil
 	}
-	entry, err := parseObject(raw)
+	entry, err := ParseObject(raw)
 	if err != nil {
 		return nil
 	}
-	env, _ := entry.get("env")
+	env, _ := entry.Get("env")
 	return env
 }
 
@@ -538,18 +562,18 @@ func ferryEnvOf(doc jsonObject) json.RawMessage {
 // not) running catchup.
 var ferryHookRe = regexp.MustCompile(`(^|[/\\])ferry(\.exe)?"? catchup( |$)`)
 
-// editHook installs (or removes) a SessionStart hook running command in Claude Code's
+// EditHook installs (or removes) a SessionStart hook running command in Claude Code's
 // settings: hooks.SessionStart[] is a list of {matcher, hooks:[{type, command}]}. An
 // existing ferry catchup hook is replaced; other hooks and keys are kept.
-func editHook(command string, remove bool) func(any) (any, string, error) {
+func EditHook(command string, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
-		doc := d.(jsonObject)
-		hooks, err := doc.subObject("hooks")
+		doc := d.(JSONObject)
+		hooks, err := doc.SubObject("hooks")
 		if err != nil {
 			return nil, "", err
 		}
 		var groups []map[string]any
-		if raw, ok := hooks.get("SessionStart"); ok {
+		if raw, ok := hooks.Get("SessionStart"); ok {
 			if err := json.Unmarshal(raw, &groups); err != nil {
 				return nil, "", errs.Errorf(errs.Invalid, "fix the file, then run ferry connect again; nothing was written", "hooks.SessionStart is not a list of hook groups: %v", err)
 			}
@@ -582,11 +606,11 @@ func editHook(command string, remove bool) func(any) (any, string, error) {
 				return doc, "absent", nil
 			}
 			if len(out) == 0 {
-				hooks = hooks.del("SessionStart")
+				hooks = hooks.Del("SessionStart")
 			} else {
-				hooks = hooks.set("SessionStart", mustRaw(out))
+				hooks = hooks.Set("SessionStart", MustRaw(out))
 			}
-			return doc.set("hooks", mustRaw(hooks)), "removed", nil
+			return doc.Set("hooks", MustRaw(hooks)), "removed", nil
 		}
 		if same && countFerryHooks(groups) == 1 {
 			return doc, "unchanged", nil
@@ -596,7 +620,7 @@ func editHook(command string, remove bool) func(any) (any, string, error) {
 		if found {
 			action = "updated"
 		}
-		return doc.set("hooks", mustRaw(hooks.set("SessionStart", mustRaw(out)))), action, nil
+		return doc.Set("hooks", MustRaw(hooks.Set("SessionStart", MustRaw(out)))), action, nil
 	}
 }
 
@@ -614,71 +638,13 @@ func countFerryHooks(groups []map[string]any) int {
 	return n
 }
 
-// --- names, roots, worktrees -----------------------------------------------------
-
-// gitInfo is what git says about the working dir: its top level and whether it is a
-// second (linked) worktree, whose git dir differs from the common dir.
-type gitInfo struct {
-	TopLevel string
-	Linked   bool
-}
-
-// readGit asks git about dir; ok is false outside a repository or without git.
-func readGit(dir string) (gitInfo, bool) {
-	cmd := exec.Command("git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return gitInfo{}, false
-	}
-	l := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(l) != 3 {
-		return gitInfo{}, false
-	}
-	return gitInfo{TopLevel: filepath.FromSlash(l[0]), Linked: filepath.Clean(l[1]) != filepath.Clean(l[2])}, true
-}
-
-// defaultAgentName is <app>-<machine>, and for a project-level entry in a second
-// worktree of a repository <app>-<machine>-<worktree dir>, so two worktrees' agents
-// never share a name. At most 63 bytes (a portable name).
-func defaultAgentName(app, machine, worktree string) string {
-	parts := []string{app}
-	if m := fsbus.PortableLabel(machine); m != "" {
-		parts = append(parts, m)
-	}
-	if w := fsbus.PortableLabel(worktree); w != "" {
-		parts = append(parts, w)
-	}
-	n := strings.Join(parts, "-")
-	if len(n) > 63 {
-		n = strings.TrimRight(n[:63], "-")
-	}
-	return n
-}
-
-// machineLabel is this machine's host name up to its first dot, as fsbus writes it in
-// agent.join.
-func machineLabel() string {
-	h, _ := os.Hostname()
-	h, _, _ = strings.Cut(h, ".")
-	return fsbus.PortableLabel(h)
-}
-
-// shellQuote quotes s for a hook command line when it needs it.
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\"'\\$`!*?[]{}()<>|&;#~") {
-		return s
-	}
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s) + `"`
-}
-
-// checkEdit is a dry run of editConfig: it returns the invalid error for a file that
+// CheckEdit is a dry run of EditConfig: it returns the invalid error for a file that
 // exists and does not parse, or whose shape the edit refuses (mcpServers not an
 // object, …), so a command touching several files refuses before it changes any.
-func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (any, string, error)) error {
+func CheckEdit(file string, decode func([]byte) (any, error), edit func(any) (any, string, error)) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil // missing (a new file) or unreadable: editConfig says which
+		return nil // missing (a new file) or unreadable: EditConfig says which
 	}
 	doc, err := decode(data)
 	if err != nil {
@@ -695,7 +661,7 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 	return nil
 }
 
-// editViaClaude makes Claude Code's user-level entry through its own CLI, `claude mcp
+// EditViaClaude makes Claude Code's user-level entry through its own CLI, `claude mcp
 // add-json --scope user ferry JSON` (and `claude mcp remove --scope user ferry` first
 // when an entry is there), because Claude Code keeps rewriting ~/.claude.json while it
 // runs and an edit of ours could be lost. file is read first, so an equal entry runs
@@ -705,25 +671,25 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 // the CLI exits 0 the file is read again: an entry the CLI did not leave there (it
 // may exit 0 and write nothing) is written by ferry itself, atomically, and said in
 // the note. The result's undo puts the file back as it was.
-func editViaClaude(claude, file string, entry serverEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*editResult, error) {
-	res := &editResult{File: file}
+func EditViaClaude(claude, file string, entry ServerEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*EditResult, error) {
+	res := &EditResult{File: file}
 	old, err := os.ReadFile(file)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Errorf(errs.Internal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
 	}
-	doc, err := decodeJSON(old)
+	doc, err := DecodeJSON(old)
 	if err != nil {
 		return nil, errs.Errorf(errs.Invalid, "fix or move the file aside, then run ferry connect again; nothing was written",
 			"%s is not valid: %v", file, err)
 	}
-	edit := editJSONServer(entry, true, remove)
+	edit := EditJSONServer(entry, true, remove)
 	edited, action, err := edit(doc)
 	if err != nil {
 		return nil, err
 	}
 	res.Action = action
-	if !res.changed() {
+	if !res.Changed() {
 		return res, nil
 	}
 	perm := fs.FileMode(0o600)
@@ -748,11 +714,11 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 		steps = append(steps, []string{"mcp", "remove", "--scope", "user", "ferry"})
 	}
 	if !remove {
-		spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
-		if env := ferryEnvOf(edited.(jsonObject)); env != nil {
-			spec = spec.set("env", env) // env keys of the user's kept beside ferry's
+		spec := JSONObject{}.Set("type", MustRaw("stdio")).Set("command", MustRaw(entry.Command)).Set("args", MustRaw(entry.Args))
+		if env := ferryEnvOf(edited.(JSONObject)); env != nil {
+			spec = spec.Set("env", env) // env keys of the user's kept beside ferry's
 		}
-		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(mustRaw(spec))})
+		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(MustRaw(spec))})
 	}
 	for _, args := range steps {
 		if out, err := run(claude, args...); err != nil {
@@ -766,7 +732,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Errorf(errs.Internal, "check the file's permissions; "+failed(), "reading %s after `claude mcp`: %v", file, err)
 	}
-	d, err := decodeJSON(after)
+	d, err := DecodeJSON(after)
 	if err != nil {
 		return nil, errs.Errorf(errs.Internal, "check with `claude mcp get ferry`; "+failed(), "%s does not parse after `claude mcp` ran: %v", file, err)
 	}
@@ -778,7 +744,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 		return res, nil
 	}
 	// The CLI exited 0 without the change: ferry makes it in the file itself.
-	data, err := encodeJSON(d)
+	data, err := EncodeJSON(d)
 	if err == nil {
 		err = fsutil.WriteFile(file, data, perm)
 	}
@@ -789,10 +755,10 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	return res, nil
 }
 
-// entryAgent is the agent named by --as in the args of ferry's entry in file (the
+// EntryAgent is the agent named by --as in the args of ferry's entry in file (the
 // mcpServers.ferry entry; mcp_servers.ferry in codex's TOML): "" when the file, the
 // entry or the flag is missing or does not parse.
-func entryAgent(file string, isTOML bool) string {
+func EntryAgent(file string, isTOML bool) string {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return ""
@@ -812,15 +778,15 @@ func entryAgent(file string, isTOML bool) string {
 			}
 		}
 	} else {
-		doc, err := decodeJSON(data)
+		doc, err := DecodeJSON(data)
 		if err != nil {
 			return ""
 		}
-		servers, err := doc.(jsonObject).subObject("mcpServers")
+		servers, err := doc.(JSONObject).SubObject("mcpServers")
 		if err != nil {
 			return ""
 		}
-		raw, ok := servers.get("ferry")
+		raw, ok := servers.Get("ferry")
 		if !ok {
 			return ""
 		}

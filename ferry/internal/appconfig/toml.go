@@ -1,4 +1,4 @@
-package main
+package appconfig
 
 import (
 	"bytes"
@@ -30,8 +30,8 @@ type tomlText struct {
 	doc  map[string]any
 }
 
-// decodeTOML parses a config.toml for editConfig; its edit works on the text.
-func decodeTOML(data []byte) (any, error) {
+// DecodeTOML parses a config.toml for EditConfig; its edit works on the text.
+func DecodeTOML(data []byte) (any, error) {
 	doc, err := decodeTOMLMap(data)
 	if err != nil {
 		return nil, err
@@ -47,8 +47,8 @@ func decodeTOMLMap(data []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// encodeTOML returns the edited text as it is.
-func encodeTOML(doc any) ([]byte, error) { return doc.(*tomlText).text, nil }
+// EncodeTOML returns the edited text as it is.
+func EncodeTOML(doc any) ([]byte, error) { return doc.(*tomlText).text, nil }
 
 // tomlItem is a table header or a key/value statement of a TOML text, by byte offsets.
 type tomlItem struct {
@@ -375,7 +375,7 @@ var (
 // (nil: none): cur's other keys kept, command and args set, and in env the keys ferry
 // writes (connectEnvKeys) set to entry's values or taken out, other env keys kept; an
 // env left empty is dropped.
-func wantTOMLEntry(cur map[string]any, entry serverEntry) map[string]any {
+func wantTOMLEntry(cur map[string]any, entry ServerEntry) map[string]any {
 	want := map[string]any{}
 	for k, v := range cur {
 		want[k] = v
@@ -411,8 +411,8 @@ func mergeEnv(env map[string]any, from map[string]string) {
 	}
 }
 
-// tomlSnippet is ferry's entry as the tables to paste into config.toml.
-func tomlSnippet(entry serverEntry) string {
+// TOMLSnippet is ferry's entry as the tables to paste into config.toml.
+func TOMLSnippet(entry ServerEntry) string {
 	t, _, err := editTOMLText(&tomlText{doc: map[string]any{}}, entry, false)
 	if err != nil {
 		return ""
@@ -420,9 +420,9 @@ func tomlSnippet(entry serverEntry) string {
 	return string(t.text)
 }
 
-// editTOMLServer sets (or, with remove, deletes) ferry's entry [mcp_servers.ferry] in
+// EditTOMLServer sets (or, with remove, deletes) ferry's entry [mcp_servers.ferry] in
 // Codex's config.toml, editing its text only (see the top of this file).
-func editTOMLServer(entry serverEntry, remove bool) func(any) (any, string, error) {
+func EditTOMLServer(entry ServerEntry, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
 		t, action, err := editTOMLText(d.(*tomlText), entry, remove)
 		if err != nil {
@@ -432,7 +432,7 @@ func editTOMLServer(entry serverEntry, remove bool) func(any) (any, string, erro
 	}
 }
 
-func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, string, error) {
+func editTOMLText(t *tomlText, entry ServerEntry, remove bool) (*tomlText, string, error) {
 	const fixHint = "fix the file, then run ferry connect again; nothing was written"
 	servers := map[string]any{}
 	if v, ok := t.doc["mcp_servers"]; ok {
@@ -511,11 +511,11 @@ func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, strin
 
 // byHand is the hint of a refused edit: the tables to paste (or, for remove, what to
 // take out).
-func byHand(entry serverEntry, remove bool) string {
+func byHand(entry ServerEntry, remove bool) string {
 	if remove {
 		return "take ferry's entry out of config.toml by hand"
 	}
-	return "write ferry's entry by hand as these tables (replacing the one there):\n" + strings.TrimRight(tomlSnippet(entry), "\n")
+	return "write ferry's entry by hand as these tables (replacing the one there):\n" + strings.TrimRight(TOMLSnippet(entry), "\n")
 }
 
 func lineOf(text []byte, off int) int { return 1 + bytes.Count(text[:off], []byte("\n")) }

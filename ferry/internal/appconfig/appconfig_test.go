@@ -1,11 +1,10 @@
-package main
+package appconfig
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -14,16 +13,15 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // `ferry connect` config paths, merges, idempotency, backups, removal,
 // refusal of invalid files and worktree naming, on temporary home dirs.
 
-func envOf(goos, home string, vars map[string]string) connectEnv {
-	return connectEnv{goos: goos, home: home, getenv: func(k string) string { return vars[k] },
-		now: func() time.Time { return time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) }}
+func envOf(goos, home string, vars map[string]string) ConnectEnv {
+	return ConnectEnv{GOOS: goos, Home: home, Getenv: func(k string) string { return vars[k] },
+		Now: func() time.Time { return time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) }}
 }
 
 // TestConnectPaths: every app's config path on linux, darwin and windows.
@@ -52,7 +50,7 @@ func TestConnectPaths(t *testing.T) {
 		{"darwin", "codex", "user", map[string]string{"CODEX_HOME": "/opt/codex"}, "/Users/u", "", "/opt/codex/config.toml"},
 		{"windows", "codex", "user", nil, `C:\Users\u`, "", `C:\Users\u\.codex\config.toml`},
 	} {
-		got, err := connectPath(tc.app, tc.scope, envOf(tc.goos, tc.home, tc.vars), tc.root)
+		got, err := ConnectPath(tc.app, tc.scope, envOf(tc.goos, tc.home, tc.vars), tc.root)
 		if err != nil || got != tc.want {
 			t.Errorf("%s %s %s: got %q, %v; want %q", tc.goos, tc.app, tc.scope, got, err, tc.want)
 		}
@@ -63,17 +61,17 @@ func TestConnectPaths(t *testing.T) {
 		{"linux", "codex", "project"},
 		{"linux", "vscode", "user"},
 	} {
-		if _, err := connectPath(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, errs.Invalid) {
+		if _, err := ConnectPath(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, errs.Invalid) {
 			t.Errorf("%s %s %s: want invalid, got %v", tc.goos, tc.app, tc.scope, err)
 		}
 	}
-	if got := hookPath("project", envOf("windows", `C:\Users\u`, nil), `C:\r`); got != `C:\r\.claude\settings.json` {
+	if got := HookPath("project", envOf("windows", `C:\Users\u`, nil), `C:\r`); got != `C:\r\.claude\settings.json` {
 		t.Errorf("hook path: %q", got)
 	}
-	if got := hookPath("user", envOf("darwin", "/Users/u", nil), "/r"); got != "/Users/u/.claude/settings.json" {
+	if got := HookPath("user", envOf("darwin", "/Users/u", nil), "/r"); got != "/Users/u/.claude/settings.json" {
 		t.Errorf("hook path: %q", got)
 	}
-	if got := hookPath("user", envOf("linux", "/home/u", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}), "/r"); got != "/cc/settings.json" {
+	if got := HookPath("user", envOf("linux", "/home/u", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}), "/r"); got != "/cc/settings.json" {
 		t.Errorf("hook path: %q", got)
 	}
 }
@@ -83,11 +81,11 @@ func isCat(err error, cat errs.Category) bool {
 	return errors.As(err, &fe) && fe.Category == cat
 }
 
-var testEntry = serverEntry{Command: "/opt/ferry/bin/ferry", Args: []string{"mcp", "serve", "--as", "cursor-box", "--project", "acme"}}
+var testEntry = ServerEntry{Command: "/opt/ferry/bin/ferry", Args: []string{"mcp", "serve", "--as", "cursor-box", "--project", "acme"}}
 
-func jsonEdit(t *testing.T, file string, edit func(any) (any, string, error)) (*editResult, error) {
+func jsonEdit(t *testing.T, file string, edit func(any) (any, string, error)) (*EditResult, error) {
 	t.Helper()
-	return editConfig(file, 0o644, time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC), decodeJSON, edit, encodeJSON)
+	return EditConfig(file, 0o644, time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC), DecodeJSON, edit, EncodeJSON)
 }
 
 // TestConnectJSONMerge: other servers, unknown keys, their order and ferry's own extra
@@ -100,7 +98,7 @@ func TestConnectJSONMerge(t *testing.T) {
 	if err := os.WriteFile(file, []byte(orig), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	res, err := jsonEdit(t, file, editJSONServer(testEntry, false, false))
+	res, err := jsonEdit(t, file, EditJSONServer(testEntry, false, false))
 	if err != nil || res.Action != "updated" {
 		t.Fatalf("first run: %+v, %v", res, err)
 	}
@@ -134,7 +132,7 @@ func TestConnectJSONMerge(t *testing.T) {
 	}
 	// Idempotent: a second run writes nothing (no new backup either).
 	os.Remove(res.Backup)
-	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, false))
+	res, err = jsonEdit(t, file, EditJSONServer(testEntry, false, false))
 	if err != nil || res.Action != "unchanged" || res.Backup != "" {
 		t.Fatalf("second run: %+v, %v", res, err)
 	}
@@ -145,7 +143,7 @@ func TestConnectJSONMerge(t *testing.T) {
 		t.Errorf("second run made a backup")
 	}
 	// Remove: only ferry's entry goes.
-	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, true))
+	res, err = jsonEdit(t, file, EditJSONServer(testEntry, false, true))
 	if err != nil || res.Action != "removed" {
 		t.Fatalf("remove: %+v, %v", res, err)
 	}
@@ -155,7 +153,7 @@ func TestConnectJSONMerge(t *testing.T) {
 	if _, ok := doc.MCPServers["ferry"]; ok || doc.MCPServers["other"] == nil || doc.Zeta != 1 {
 		t.Errorf("after remove: %s", got)
 	}
-	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, true))
+	res, err = jsonEdit(t, file, EditJSONServer(testEntry, false, true))
 	if err != nil || res.Action != "absent" {
 		t.Errorf("second remove: %+v, %v", res, err)
 	}
@@ -167,7 +165,7 @@ func TestConnectJSONNew(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "Claude", "claude_desktop_config.json")
 	e := testEntry
 	e.Env = map[string]string{"FERRY_HOME": "/h/f"}
-	res, err := jsonEdit(t, file, editJSONServer(e, true, false))
+	res, err := jsonEdit(t, file, EditJSONServer(e, true, false))
 	if err != nil || res.Action != "added" || res.Backup != "" {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -199,14 +197,14 @@ func TestConnectInvalid(t *testing.T) {
 		dir := t.TempDir()
 		file := filepath.Join(dir, "c")
 		os.WriteFile(file, []byte(tc.body), 0o644)
-		decode, edit, encode := decodeJSON, editJSONServer(testEntry, false, false), encodeJSON
+		decode, edit, encode := DecodeJSON, EditJSONServer(testEntry, false, false), EncodeJSON
 		if tc.toml {
-			decode, edit, encode = decodeTOML, editTOMLServer(testEntry, false), encodeTOML
+			decode, edit, encode = DecodeTOML, EditTOMLServer(testEntry, false), EncodeTOML
 		}
-		if err := checkEdit(file, decode, edit); !isCat(err, errs.Invalid) {
-			t.Errorf("%s: checkEdit: want invalid, got %v", name, err)
+		if err := CheckEdit(file, decode, edit); !isCat(err, errs.Invalid) {
+			t.Errorf("%s: CheckEdit: want invalid, got %v", name, err)
 		}
-		_, err := editConfig(file, 0o644, time.Now(), decode, edit, encode)
+		_, err := EditConfig(file, 0o644, time.Now(), decode, edit, encode)
 		if !isCat(err, errs.Invalid) {
 			t.Errorf("%s: want invalid, got %v", name, err)
 		}
@@ -225,8 +223,8 @@ func TestConnectTOMLMerge(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "config.toml")
 	orig := "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\nargs = [\"y\"]\n\n[mcp_servers.ferry]\ncommand = \"/old\"\nstartup_timeout_sec = 20\n\n[profiles.fast]\nmodel = \"mini\"\n"
 	os.WriteFile(file, []byte(orig), 0o600)
-	edit := func(remove bool) (*editResult, error) {
-		return editConfig(file, 0o600, time.Now(), decodeTOML, editTOMLServer(testEntry, remove), encodeTOML)
+	edit := func(remove bool) (*EditResult, error) {
+		return EditConfig(file, 0o600, time.Now(), DecodeTOML, EditTOMLServer(testEntry, remove), EncodeTOML)
 	}
 	res, err := edit(false)
 	if err != nil || res.Action != "updated" || res.Backup == "" {
@@ -268,7 +266,7 @@ func TestConnectHook(t *testing.T) {
 	orig := `{"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"SessionStart": [{"matcher": "", "hooks": [{"type": "command", "command": "echo hi"}]}, {"hooks": [{"type": "command", "command": "/old/ferry catchup --as x"}]}], "Stop": [{"hooks": []}]}}`
 	os.WriteFile(file, []byte(orig), 0o644)
 	cmd := "/opt/ferry catchup --as claude-code-box --project acme"
-	res, err := jsonEdit(t, file, editHook(cmd, false))
+	res, err := jsonEdit(t, file, EditHook(cmd, false))
 	if err != nil || res.Action != "updated" {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -277,10 +275,10 @@ func TestConnectHook(t *testing.T) {
 		!bytes.Contains(b, []byte("Bash(ls)")) || !bytes.Contains(b, []byte(`"Stop"`)) {
 		t.Errorf("merged hooks:\n%s", b)
 	}
-	if res, err := jsonEdit(t, file, editHook(cmd, false)); err != nil || res.Action != "unchanged" {
+	if res, err := jsonEdit(t, file, EditHook(cmd, false)); err != nil || res.Action != "unchanged" {
 		t.Errorf("second run: %+v, %v", res, err)
 	}
-	if res, err := jsonEdit(t, file, editHook("", true)); err != nil || res.Action != "removed" {
+	if res, err := jsonEdit(t, file, EditHook("", true)); err != nil || res.Action != "removed" {
 		t.Errorf("remove: %+v, %v", res, err)
 	}
 	b, _ = os.ReadFile(file)
@@ -288,7 +286,7 @@ func TestConnectHook(t *testing.T) {
 		t.Errorf("after remove:\n%s", b)
 	}
 	os.WriteFile(file, []byte(`{"hooks": {"SessionStart": {"x": 1}}}`), 0o644)
-	if _, err := jsonEdit(t, file, editHook(cmd, false)); !isCat(err, errs.Invalid) {
+	if _, err := jsonEdit(t, file, EditHook(cmd, false)); !isCat(err, errs.Invalid) {
 		t.Errorf("SessionStart not a list: %v", err)
 	}
 }
@@ -307,7 +305,7 @@ func TestConnectSymlink(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jsonEdit(t, link, editJSONServer(testEntry, false, false)); err != nil {
+	if _, err := jsonEdit(t, link, EditJSONServer(testEntry, false, false)); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
@@ -315,61 +313,6 @@ func TestConnectSymlink(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); !bytes.Contains(b, []byte("ferry")) {
 		t.Errorf("target not written: %s", b)
-	}
-}
-
-// TestConnectNames: <app>-<machine>, a worktree suffix, 63 bytes at most.
-func TestConnectNames(t *testing.T) {
-	for _, tc := range []struct{ app, machine, wt, want string }{
-		{"claude-code", "Box", "", "claude-code-box"},
-		{"cursor", "my_laptop", "feature.x", "cursor-my-laptop-feature-x"},
-		{"codex", "", "", "codex"},
-	} {
-		if got := defaultAgentName(tc.app, tc.machine, tc.wt); got != tc.want {
-			t.Errorf("%v: got %q", tc, got)
-		}
-	}
-	long := defaultAgentName("claude-desktop", strings.Repeat("m", 40), strings.Repeat("w", 40))
-	if len(long) > 63 || !fsbus.ValidName(long) {
-		t.Errorf("long name %q", long)
-	}
-}
-
-// TestConnectWorktree: in a second git worktree, a project-level entry gets a name of
-// its own; in the main worktree it does not.
-func TestConnectWorktree(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is needed on CI")
-		}
-		t.Log("no git: readGit reports no repository, covered by the name test")
-		return
-	}
-	dir := t.TempDir()
-	repo, wt := filepath.Join(dir, "repo"), filepath.Join(dir, "feat-login")
-	git := func(d string, args ...string) {
-		t.Helper()
-		c := exec.Command("git", args...)
-		c.Dir = d
-		c.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	os.MkdirAll(repo, 0o755)
-	git(repo, "init", "-q")
-	git(repo, "commit", "-q", "--allow-empty", "-m", "x")
-	git(repo, "worktree", "add", "-q", wt)
-	gi, ok := readGit(repo)
-	if !ok || gi.Linked {
-		t.Errorf("main worktree: %+v %v", gi, ok)
-	}
-	gi, ok = readGit(filepath.Join(wt))
-	if !ok || !gi.Linked || filepath.Base(gi.TopLevel) != "feat-login" {
-		t.Errorf("linked worktree: %+v %v", gi, ok)
-	}
-	if _, ok := readGit(dir); ok {
-		t.Errorf("outside a repository: ok")
 	}
 }
 
@@ -384,12 +327,12 @@ func TestConnectBackupNoCollision(t *testing.T) {
 	now := time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC)
 	e1, e2 := testEntry, testEntry
 	e2.Args = []string{"mcp", "serve", "--as", "other-name"}
-	r1, err := editConfig(file, 0o644, now, decodeJSON, editJSONServer(e1, false, false), encodeJSON)
+	r1, err := EditConfig(file, 0o644, now, DecodeJSON, EditJSONServer(e1, false, false), EncodeJSON)
 	if err != nil || r1.Backup == "" {
 		t.Fatalf("first: %+v, %v", r1, err)
 	}
 	second, _ := os.ReadFile(file)
-	r2, err := editConfig(file, 0o644, now, decodeJSON, editJSONServer(e2, false, false), encodeJSON)
+	r2, err := EditConfig(file, 0o644, now, DecodeJSON, EditJSONServer(e2, false, false), EncodeJSON)
 	if err != nil || r2.Backup == "" {
 		t.Fatalf("second: %+v, %v", r2, err)
 	}
@@ -414,7 +357,7 @@ func TestConnectUndo(t *testing.T) {
 	file := filepath.Join(dir, "mcp.json")
 	orig := `{"theme":"dark"}`
 	os.WriteFile(file, []byte(orig), 0o644)
-	r, err := editConfig(file, 0o644, time.Now(), decodeJSON, editJSONServer(testEntry, false, false), encodeJSON)
+	r, err := EditConfig(file, 0o644, time.Now(), DecodeJSON, EditJSONServer(testEntry, false, false), EncodeJSON)
 	if err != nil || r.undo == nil {
 		t.Fatalf("edit: %+v, %v", r, err)
 	}
@@ -428,7 +371,7 @@ func TestConnectUndo(t *testing.T) {
 		t.Errorf("files left after undo: %v", m)
 	}
 	fresh := filepath.Join(dir, "new", "mcp.json")
-	r, err = editConfig(fresh, 0o644, time.Now(), decodeJSON, editJSONServer(testEntry, false, false), encodeJSON)
+	r, err = EditConfig(fresh, 0o644, time.Now(), DecodeJSON, EditJSONServer(testEntry, false, false), EncodeJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,15 +384,15 @@ func TestConnectUndo(t *testing.T) {
 }
 
 // TestConnectBOM: a JSON file starting with a UTF-8 byte-order
-// mark is parsed; a write drops the mark and says so; checkEdit accepts it.
+// mark is parsed; a write drops the mark and says so; CheckEdit accepts it.
 func TestConnectBOM(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(file, []byte("\xEF\xBB\xBF{\"keep\":1}"), 0o644)
-	edit := editJSONServer(testEntry, false, false)
-	if err := checkEdit(file, decodeJSON, edit); err != nil {
-		t.Fatalf("checkEdit: %v", err)
+	edit := EditJSONServer(testEntry, false, false)
+	if err := CheckEdit(file, DecodeJSON, edit); err != nil {
+		t.Fatalf("CheckEdit: %v", err)
 	}
-	r, err := editConfig(file, 0o644, time.Now(), decodeJSON, edit, encodeJSON)
+	r, err := EditConfig(file, 0o644, time.Now(), DecodeJSON, edit, EncodeJSON)
 	if err != nil || !strings.Contains(r.Note, "byte-order mark") {
 		t.Fatalf("edit: %+v, %v", r, err)
 	}
@@ -484,11 +427,11 @@ func TestEntryAgent(t *testing.T) {
 		if err := os.WriteFile(file, []byte(c.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := entryAgent(file, c.toml); got != c.want {
+		if got := EntryAgent(file, c.toml); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
-	if got := entryAgent(filepath.Join(dir, "missing.json"), false); got != "" {
+	if got := EntryAgent(filepath.Join(dir, "missing.json"), false); got != "" {
 		t.Errorf("missing file: %q", got)
 	}
 }
@@ -504,7 +447,7 @@ func TestConnectCodexText(t *testing.T) {
 	const cmd = `command = "/opt/ferry/bin/ferry"`
 	for _, tc := range []struct {
 		name          string
-		entry         serverEntry
+		entry         ServerEntry
 		remove        bool
 		before, after string
 		action        string
@@ -563,7 +506,7 @@ func TestConnectCodexText(t *testing.T) {
 			if err := os.WriteFile(file, []byte(tc.before), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			res, err := editConfig(file, 0o600, time.Now(), decodeTOML, editTOMLServer(tc.entry, tc.remove), encodeTOML)
+			res, err := EditConfig(file, 0o600, time.Now(), DecodeTOML, EditTOMLServer(tc.entry, tc.remove), EncodeTOML)
 			if err != nil {
 				t.Fatalf("edit: %v", err)
 			}
@@ -590,8 +533,8 @@ func TestConnectCodexRefuses(t *testing.T) {
 			dir := t.TempDir()
 			file := filepath.Join(dir, "config.toml")
 			os.WriteFile(file, []byte(body), 0o600)
-			edit := editTOMLServer(testEntry, remove)
-			_, err := editConfig(file, 0o600, time.Now(), decodeTOML, edit, encodeTOML)
+			edit := EditTOMLServer(testEntry, remove)
+			_, err := EditConfig(file, 0o600, time.Now(), DecodeTOML, edit, EncodeTOML)
 			if remove && name == "inline mcp_servers" {
 				if err != nil {
 					t.Errorf("%s: remove of an absent entry: %v", name, err)
@@ -606,8 +549,8 @@ func TestConnectCodexRefuses(t *testing.T) {
 			if !remove && !strings.Contains(fe.Hint, "[mcp_servers.ferry]\n"+`command = "/opt/ferry/bin/ferry"`) {
 				t.Errorf("%s: the hint does not hold the snippet: %q", name, fe.Hint)
 			}
-			if err := checkEdit(file, decodeTOML, edit); !isCat(err, errs.Invalid) {
-				t.Errorf("%s (remove %v): checkEdit: %v", name, remove, err)
+			if err := CheckEdit(file, DecodeTOML, edit); !isCat(err, errs.Invalid) {
+				t.Errorf("%s (remove %v): CheckEdit: %v", name, remove, err)
 			}
 			if b, _ := os.ReadFile(file); string(b) != body {
 				t.Errorf("%s: file changed to %q", name, b)
@@ -658,7 +601,7 @@ func TestConnectJSONEnv(t *testing.T) {
 	os.WriteFile(file, []byte(`{"mcpServers":{"ferry":{"command":"/old","env":{"RUST_LOG":"debug","FERRY_HOME":"/old/home","STCONFDIR":"/old/st"}}}}`), 0o644)
 	e := testEntry
 	e.Env = map[string]string{"FERRY_HOME": "/h/f", "STHOMEDIR": "/st"}
-	if _, err := jsonEdit(t, file, editJSONServer(e, false, false)); err != nil {
+	if _, err := jsonEdit(t, file, EditJSONServer(e, false, false)); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -690,8 +633,8 @@ func TestConnectServerEnv(t *testing.T) {
 			map[string]string{"STHOMEDIR": `D:\st`, "STCONFDIR": `C:\w\st`}},
 	} {
 		env := envOf(tc.goos, "/h", tc.vars)
-		env.cwd = tc.cwd
-		if got := serverEnv(env); !reflect.DeepEqual(got, tc.want) {
+		env.Cwd = tc.cwd
+		if got := ServerEnv(env); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s %v: %v, want %v", tc.goos, tc.vars, got, tc.want)
 		}
 	}
