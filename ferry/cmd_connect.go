@@ -5,10 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ferryhq/ferry/ferry/internal/appconfig"
 	"github.com/ferryhq/ferry/fsbus"
@@ -59,35 +57,28 @@ agent the removed entry served (its --as); that agent stays in the channel.`
 
 // connectReport is what --json prints.
 type connectReport struct {
-	App     string                `json:"app"`
-	Agent   string                `json:"agent"`
-	Project string                `json:"project"`
-	Server  appconfig.ServerEntry `json:"server"`
-	Config  *appconfig.EditResult `json:"config,omitempty"`
-	Hook    *appconfig.EditResult `json:"hook,omitempty"`
-	Join    *fsbus.JoinResult     `json:"join,omitempty"`
-	Notes   []string              `json:"notes,omitempty"`
+	App     string            `json:"app"`
+	Agent   string            `json:"agent"`
+	Project string            `json:"project"`
+	Server  appconfig.Server  `json:"server"`
+	Config  *appconfig.Result `json:"config,omitempty"`
+	Hook    *appconfig.Result `json:"hook,omitempty"`
+	Join    *fsbus.JoinResult `json:"join,omitempty"`
+	Notes   []string          `json:"notes,omitempty"`
 }
 
 // Run implements the command.
 func (c *ConnectCmd) Run(g *Globals) error {
-	if c.Hook && c.App != "claude-code" {
+	if c.Hook && appconfig.App(c.App) != appconfig.ClaudeCode {
 		return errs.Errorf(errs.Invalid, "drop --hook", "--hook is for claude-code only")
 	}
 	if c.Print && c.Remove {
 		return errs.Errorf(errs.Invalid, "pass one of --print and --remove", "--print and --remove exclude each other")
 	}
-	home, err := os.UserHomeDir()
+	env, err := appconfig.Machine()
 	if err != nil {
-		return errs.Errorf(errs.Internal, "set HOME (USERPROFILE on Windows)", "finding the home dir: %v", err)
+		return err
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return errs.Errorf(errs.Internal, "", "finding the working dir: %v", err)
-	}
-	env := appconfig.ConnectEnv{GOOS: runtime.GOOS, Getenv: os.Getenv, Home: home, Cwd: cwd, Now: time.Now,
-		LookPath: exec.LookPath,
-		Run:      func(name string, args ...string) ([]byte, error) { return exec.Command(name, args...).CombinedOutput() }}
 	exe, err := os.Executable()
 	if err == nil {
 		exe, err = filepath.EvalSymlinks(exe)
@@ -99,16 +90,17 @@ func (c *ConnectCmd) Run(g *Globals) error {
 }
 
 // connect is Run with the machine injected.
-func (c *ConnectCmd) connect(g *Globals, env appconfig.ConnectEnv, exe, machine string) error {
+func (c *ConnectCmd) connect(g *Globals, env appconfig.Env, exe, machine string) error {
+	app, scope := appconfig.App(c.App), appconfig.Scope(c.Scope)
 	rep := &connectReport{App: c.App}
 	root, worktree := env.Cwd, ""
 	if gi, ok := readGit(env.Cwd); ok {
 		root = gi.TopLevel
-		if gi.Linked && c.Scope == "project" {
+		if gi.Linked && scope == appconfig.Project {
 			worktree = filepath.Base(gi.TopLevel)
 		}
 	}
-	file, err := appconfig.ConnectPath(c.App, c.Scope, env, root)
+	file, err := appconfig.Path(app, scope, env, root)
 	if err != nil {
 		return err
 	}
@@ -129,7 +121,7 @@ func (c *ConnectCmd) connect(g *Globals, env appconfig.ConnectEnv, exe, machine 
 	case rep.Agent == "" && c.Remove:
 		// The agent the removed entry served (its --as), not a default that may never
 		// have existed; "" when there is no entry.
-		rep.Agent = appconfig.EntryAgent(file, c.App == "codex")
+		rep.Agent = appconfig.EntryAgent(app, file)
 	case rep.Agent == "":
 		look := ch
 		if look == nil { // --print --project P: the channel is read when it can be
@@ -142,7 +134,7 @@ func (c *ConnectCmd) connect(g *Globals, env appconfig.ConnectEnv, exe, machine 
 	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
 		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
 	}
-	rep.Server = appconfig.ServerEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
+	rep.Server = appconfig.Server{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
 		Env: appconfig.ServerEnv(env)}
 	if !c.Remove && strings.TrimSpace(env.Getenv(fsbus.EnvSyncthingKey)) != "" {
 		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+fsbus.EnvSyncthingKey+
@@ -159,53 +151,23 @@ func (c *ConnectCmd) connect(g *Globals, env appconfig.ConnectEnv, exe, machine 
 	if c.Print {
 		return c.printSnippet(g, rep, file, hookCmd)
 	}
-	withHook := c.Hook || (c.Remove && c.App == "claude-code")
-	decode, edit, encode := appconfig.DecodeJSON, appconfig.EditJSONServer(rep.Server, c.App == "claude-code", c.Remove), appconfig.EncodeJSON
-	if c.App == "codex" {
-		decode, edit, encode = appconfig.DecodeTOML, appconfig.EditTOMLServer(rep.Server, c.Remove), appconfig.EncodeTOML
+	// Every file is checked before anything is joined or written: a bad one changes
+	// nothing. The files are written first and the agent joined last; a join that fails
+	// puts the files back, so a failed connect leaves no entry and no joined agent.
+	change := appconfig.Change{App: app, Scope: scope, Root: root, Server: rep.Server, Remove: c.Remove}
+	if c.Hook {
+		change.Hook = hookCmd
 	}
-	hookFile, hookEdit := appconfig.HookPath(c.Scope, env, root), appconfig.EditHook(hookCmd, c.Remove)
-	// Every file is checked before anything is joined or written: a bad one changes nothing.
-	if err := appconfig.CheckEdit(file, decode, edit); err != nil {
-		return err
-	}
-	if withHook {
-		if err := appconfig.CheckEdit(hookFile, appconfig.DecodeJSON, hookEdit); err != nil {
-			return err
-		}
-	}
-	// The files are written first and the agent joined last; a join that fails puts the
-	// files back, so a failed connect leaves no entry and no joined agent.
-	now := env.Now()
-	perm := os.FileMode(0o644)
-	if c.App == "codex" || (c.App == "claude-code" && c.Scope == "user") {
-		perm = 0o600 // files that also hold the app's own account state or secrets
-	}
-	claude := ""
-	if c.App == "claude-code" && c.Scope == "user" && env.LookPath != nil {
-		claude, _ = env.LookPath("claude")
-	}
-	if claude != "" {
-		rep.Config, err = appconfig.EditViaClaude(claude, file, rep.Server, c.Remove, now, env.Run)
-	} else {
-		rep.Config, err = appconfig.EditConfig(file, perm, now, decode, edit, encode)
-	}
+	config, hook, err := change.Apply(env)
 	if err != nil {
 		return err
 	}
-	if withHook {
-		hres, err := appconfig.EditConfig(hookFile, 0o644, now, appconfig.DecodeJSON, hookEdit, appconfig.EncodeJSON)
-		if err != nil {
-			return appconfig.UndoEdits(err, rep.Config)
-		}
-		if c.Hook || hres.Action == "removed" {
-			rep.Hook = hres
-		}
-		if err := c.join(ch, rep); err != nil {
-			return appconfig.UndoEdits(err, rep.Config, hres)
-		}
-	} else if err := c.join(ch, rep); err != nil {
-		return appconfig.UndoEdits(err, rep.Config)
+	rep.Config = config
+	if hook != nil && (c.Hook || hook.Action == "removed") {
+		rep.Hook = hook
+	}
+	if err := c.join(ch, rep); err != nil {
+		return appconfig.Undo(err, config, hook)
 	}
 	if g.JSON {
 		return g.printJSON(rep)
@@ -261,7 +223,7 @@ var actionWords = map[string]string{
 }
 
 func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
-	line := func(what string, r *appconfig.EditResult) {
+	line := func(what string, r *appconfig.Result) {
 		g.printf("✔ %s %s %s", what, actionWords[r.Action], r.File)
 		if !r.Changed() {
 			g.printf("; nothing changed")
@@ -314,30 +276,21 @@ func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
 // printSnippet shows what connect would write, in the file's own format.
 func (c *ConnectCmd) printSnippet(g *Globals, rep *connectReport, file, hookCmd string) error {
 	if g.JSON {
-		rep.Config = &appconfig.EditResult{File: file, Action: "print"}
+		rep.Config = &appconfig.Result{File: file, Action: "print"}
 		return g.printJSON(rep)
 	}
 	g.printf("# %s: %s\n", c.App, file)
-	if c.App == "codex" {
-		g.printf("%s", appconfig.TOMLSnippet(rep.Server))
-	} else {
-		d, _, _ := appconfig.EditJSONServer(rep.Server, c.App == "claude-code", false)(appconfig.JSONObject{})
-		b, err := appconfig.EncodeJSON(d)
-		if err != nil {
-			return err
-		}
-		g.printf("%s", b)
-		if c.App == "claude-code" && c.Scope == "user" {
-			spec := appconfig.JSONObject{}.Set("type", appconfig.MustRaw("stdio")).Set("command", appconfig.MustRaw(rep.Server.Command)).Set("args", appconfig.MustRaw(rep.Server.Args))
-			if len(rep.Server.Env) > 0 {
-				spec = spec.Set("env", appconfig.MustRaw(rep.Server.Env))
-			}
-			g.printf("# or, with Claude Code's CLI: claude mcp add-json --scope user ferry '%s'\n", appconfig.MustRaw(spec))
-		}
+	app := appconfig.App(c.App)
+	b, err := appconfig.Snippet(app, rep.Server)
+	if err != nil {
+		return err
+	}
+	g.printf("%s", b)
+	if app == appconfig.ClaudeCode && appconfig.Scope(c.Scope) == appconfig.User {
+		g.printf("# or, with Claude Code's CLI: claude mcp add-json --scope user ferry '%s'\n", appconfig.ClaudeAddJSON(rep.Server))
 	}
 	if c.Hook {
-		d, _, _ := appconfig.EditHook(hookCmd, false)(appconfig.JSONObject{})
-		b, err := appconfig.EncodeJSON(d)
+		b, err := appconfig.HookSnippet(hookCmd)
 		if err != nil {
 			return err
 		}

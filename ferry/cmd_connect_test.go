@@ -4,9 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/ferry/internal/appconfig"
 	"github.com/ferryhq/ferry/fsbus"
 )
 
@@ -62,5 +64,17 @@ func TestConnectWorktree(t *testing.T) {
 	}
 	if _, ok := readGit(dir); ok {
 		t.Errorf("outside a repository: ok")
+	}
+}
+
+// TestConnectAppsEnum: the apps `ferry connect` takes are appconfig.Apps, in order.
+func TestConnectAppsEnum(t *testing.T) {
+	f, _ := reflect.TypeFor[ConnectCmd]().FieldByName("App")
+	var names []string
+	for _, a := range appconfig.Apps {
+		names = append(names, string(a))
+	}
+	if got, want := f.Tag.Get("enum"), strings.Join(names, ","); got != want {
+		t.Errorf("ConnectCmd.App enum %q, appconfig.Apps %q", got, want)
 	}
 }

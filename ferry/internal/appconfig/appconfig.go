@@ -1,11 +1,3 @@
-// Package appconfig holds the app configs `ferry connect` edits. Every path is computed
-// by ConnectPath from a GOOS and an environment, so each OS's path is unit-tested on
-// any machine; every edit goes through EditConfig, which merges (other servers, unknown
-// keys and ferry's own extra keys kept), is idempotent (an equal entry writes nothing),
-// copies the file to <file>.bak-<UTC timestamp> before any change, writes atomically
-// (fsutil.WriteFile) with the file's mode kept, and refuses a file it cannot parse
-// without writing anything. No token or passphrase is ever written: the server signs
-// with the agent's key, which stays in ferry's home.
 package appconfig
 
 import (
@@ -15,10 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -27,12 +21,42 @@ import (
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
-// ConnectApps are the apps `ferry connect` knows, in help order.
-var ConnectApps = []string{"claude-desktop", "claude-code", "codex", "cursor"}
+// App is an AI app whose MCP config ferry edits, by the name `ferry connect` takes.
+type App string
 
-// ConnectEnv is what connect reads from the machine, injected so tests run on
-// temporary home dirs and compute every OS's paths.
-type ConnectEnv struct {
+// The apps.
+const (
+	ClaudeDesktop App = "claude-desktop"
+	ClaudeCode    App = "claude-code"
+	Codex         App = "codex"
+	Cursor        App = "cursor"
+)
+
+// Apps are the apps, in help order.
+var Apps = []App{ClaudeDesktop, ClaudeCode, Codex, Cursor}
+
+// appNames is Apps joined for a hint.
+func appNames() string {
+	names := make([]string, len(Apps))
+	for i, a := range Apps {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Scope says which of an app's configs: the user's, or a project's (Claude Code and
+// Cursor only).
+type Scope string
+
+// The scopes.
+const (
+	User    Scope = "user"
+	Project Scope = "project"
+)
+
+// Env is what this package reads from the machine, injected so tests run on temporary
+// home dirs and compute every OS's paths.
+type Env struct {
 	GOOS   string              // runtime.GOOS, or the OS under test
 	Getenv func(string) string // os.Getenv
 	Home   string              // the user's home dir (os.UserHomeDir)
@@ -42,6 +66,23 @@ type ConnectEnv struct {
 	LookPath func(string) (string, error)
 	// Run runs a program and returns its combined output (exec.Command).
 	Run func(name string, args ...string) ([]byte, error)
+}
+
+// Machine is this machine's Env: runtime.GOOS, os.Getenv, os.UserHomeDir, os.Getwd,
+// time.Now, exec.LookPath and exec.Command. It fails (internal) when the home or the
+// working dir cannot be found.
+func Machine() (Env, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return Env{}, errs.Errorf(errs.Internal, "set HOME (USERPROFILE on Windows)", "finding the home dir: %v", err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return Env{}, errs.Errorf(errs.Internal, "", "finding the working dir: %v", err)
+	}
+	return Env{GOOS: runtime.GOOS, Getenv: os.Getenv, Home: home, Cwd: cwd, Now: time.Now,
+		LookPath: exec.LookPath,
+		Run:      func(name string, args ...string) ([]byte, error) { return exec.Command(name, args...).CombinedOutput() }}, nil
 }
 
 // joinFor joins path elements with goos's separator (a Windows path computed on Linux
@@ -65,7 +106,7 @@ func joinFor(goos string, elem ...string) string {
 	return strings.Join(parts, `\`)
 }
 
-// ConnectPath is the config file app reads for scope "user" or "project" on goos:
+// Path is the config file app reads for scope on env.GOOS:
 //
 //   - claude-desktop (user only): macOS ~/Library/Application Support/Claude/,
 //     Windows %APPDATA%\Claude\, else $XDG_CONFIG_HOME/Claude/ or ~/.config/Claude/;
@@ -77,16 +118,16 @@ func joinFor(goos string, elem ...string) string {
 //
 // root is the project's root (its git top level). It returns invalid for an unknown
 // app, a scope the app does not read, or a missing %APPDATA% on Windows.
-func ConnectPath(app, scope string, env ConnectEnv, root string) (string, error) {
+func Path(app App, scope Scope, env Env, root string) (string, error) {
 	g := env.GOOS
 	userOnly := func() error {
-		if scope == "project" {
+		if scope == Project {
 			return errs.Errorf(errs.Invalid, "drop --scope project", "%s reads a user-level config only", app)
 		}
 		return nil
 	}
 	switch app {
-	case "claude-desktop":
+	case ClaudeDesktop:
 		if err := userOnly(); err != nil {
 			return "", err
 		}
@@ -106,20 +147,20 @@ func ConnectPath(app, scope string, env ConnectEnv, root string) (string, error)
 			}
 			return joinFor(g, dir, "Claude", "claude_desktop_config.json"), nil
 		}
-	case "claude-code":
-		if scope == "project" {
+	case ClaudeCode:
+		if scope == Project {
 			return joinFor(g, root, ".mcp.json"), nil
 		}
 		if d := env.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
 			return joinFor(g, d, ".claude.json"), nil
 		}
 		return joinFor(g, env.Home, ".claude.json"), nil
-	case "cursor":
-		if scope == "project" {
+	case Cursor:
+		if scope == Project {
 			return joinFor(g, root, ".cursor", "mcp.json"), nil
 		}
 		return joinFor(g, env.Home, ".cursor", "mcp.json"), nil
-	case "codex":
+	case Codex:
 		if err := userOnly(); err != nil {
 			return "", err
 		}
@@ -128,14 +169,14 @@ func ConnectPath(app, scope string, env ConnectEnv, root string) (string, error)
 		}
 		return joinFor(g, env.Home, ".codex", "config.toml"), nil
 	}
-	return "", errs.Errorf(errs.Invalid, "pick one of "+strings.Join(ConnectApps, ", "), "unknown app %q", app)
+	return "", errs.Errorf(errs.Invalid, "pick one of "+appNames(), "unknown app %q", app)
 }
 
 // HookPath is Claude Code's settings file for a SessionStart hook: user
 // ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json when set), project
 // <root>/.claude/settings.json.
-func HookPath(scope string, env ConnectEnv, root string) string {
-	if scope == "project" {
+func HookPath(scope Scope, env Env, root string) string {
+	if scope == Project {
 		return joinFor(env.GOOS, root, ".claude", "settings.json")
 	}
 	if d := env.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
@@ -144,28 +185,28 @@ func HookPath(scope string, env ConnectEnv, root string) string {
 	return joinFor(env.GOOS, env.Home, ".claude", "settings.json")
 }
 
-// ServerEntry is the command an app spawns: `<binary> mcp serve --as NAME --project
-// ID`, with in its env the variables of connectEnvKeys this ferry runs with (so the
-// app's server finds the same keys, project map and Syncthing). Nothing secret.
-type ServerEntry struct {
+// Server is the command an app spawns: `<binary> mcp serve --as NAME --project ID`,
+// with in its env the variables of ownedEnvKeys this ferry runs with (so the app's
+// server finds the same keys, project map and Syncthing). Nothing secret.
+type Server struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env,omitempty"`
 }
 
-// connectEnvKeys are the variables ferry carries into the app's env entry when they are
+// ownedEnvKeys are the variables ferry carries into the app's env entry when they are
 // set where `ferry connect` runs, and owns there (set, changed or taken out; other env
 // keys are kept): FERRY_HOME (ferry's keys and project map), and where ferry finds
 // Syncthing (fsbus's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
 // and SYNCTHING_API_URL. SYNCTHING_API_KEY is a secret and never written.
-var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
+var ownedEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
 
-// ServerEnv is the env of ferry's entry: the variables of connectEnvKeys that are set,
-// a relative Syncthing dir made absolute from the working dir (the app starts the
-// server elsewhere); nil when none is.
-func ServerEnv(env ConnectEnv) map[string]string {
+// ServerEnv is the env of ferry's entry: the variables of ownedEnvKeys that are set, a
+// relative Syncthing dir made absolute from the working dir (the app starts the server
+// elsewhere); nil when none is.
+func ServerEnv(env Env) map[string]string {
 	var out map[string]string
-	for _, k := range connectEnvKeys {
+	for _, k := range ownedEnvKeys {
 		v := env.Getenv(k)
 		if k != "FERRY_HOME" {
 			v = strings.TrimSpace(v)
@@ -192,22 +233,22 @@ func isAbsFor(goos, p string) bool {
 	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') || strings.HasPrefix(p, `\\`)
 }
 
-// EditResult says what one config edit did.
-type EditResult struct {
+// Result says what one config edit did.
+type Result struct {
 	File   string `json:"file"`
-	Action string `json:"action"` // added, updated, unchanged, removed, absent
+	Action string `json:"action"` // added, updated, unchanged, removed, absent (print: none made)
 	Backup string `json:"backup,omitempty"`
 	Note   string `json:"note,omitempty"`
 	// undo puts the file back as it was before the edit (nil: nothing to undo).
 	undo func() error
 }
 
-// changed reports whether the edit wrote the file.
-func (r *EditResult) Changed() bool {
+// Changed reports whether the edit wrote the file.
+func (r *Result) Changed() bool {
 	return r.Action == "added" || r.Action == "updated" || r.Action == "removed"
 }
 
-// EditConfig reads file (missing: empty), lets edit change the decoded document, and
+// editConfig reads file (missing: empty), lets edit change the decoded document, and
 // writes it back when the edit changed it: backup first (writeBackup), then an atomic
 // write keeping the file's mode (perm for a new file). A symlinked file is written
 // through to its target. decode/encode are the format's. An unparsable file is an
@@ -216,9 +257,9 @@ func (r *EditResult) Changed() bool {
 // the start of a JSON file is dropped on write and said in the result's note (the
 // backup keeps it). The result's undo puts the file back as it was (so a connect whose
 // join fails changes nothing).
-func EditConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
-	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*EditResult, error) {
-	res := &EditResult{File: file}
+func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
+	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*Result, error) {
+	res := &Result{File: file}
 	target := file
 	if t, err := filepath.EvalSymlinks(file); err == nil {
 		target = t
@@ -285,9 +326,9 @@ func restoreFile(target string, old []byte, existed bool, perm fs.FileMode, back
 	}
 }
 
-// UndoEdits puts back the files the edits changed, newest first, and returns err with
-// its hint saying whether that worked (errors change nothing).
-func UndoEdits(err error, edits ...*EditResult) error {
+// Undo puts back the files the edits changed, newest first (nil results are skipped),
+// and returns err with its hint saying whether that worked (errors change nothing).
+func Undo(err error, edits ...*Result) error {
 	var failed []string
 	for i := len(edits) - 1; i >= 0; i-- {
 		if r := edits[i]; r != nil && r.undo != nil {
@@ -347,20 +388,20 @@ func writeBackup(target string, data []byte, perm fs.FileMode, now time.Time) (s
 
 // --- JSON, order kept ---------------------------------------------------------
 
-// JSONObject is a JSON object with its members in file order, values kept as raw
+// jsonObject is a JSON object with its members in file order, values kept as raw
 // bytes, so an edit changes ferry's entry and nothing else.
-type JSONObject []jsonMember
+type jsonObject []jsonMember
 
 type jsonMember struct {
 	Key   string
 	Value json.RawMessage
 }
 
-// ParseObject decodes a JSON object keeping member order. Empty input (a new or blank
+// parseObject decodes a JSON object keeping member order. Empty input (a new or blank
 // file) is an empty object.
-func ParseObject(data []byte) (JSONObject, error) {
+func parseObject(data []byte) (jsonObject, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return JSONObject{}, nil
+		return jsonObject{}, nil
 	}
 	if !json.Valid(data) {
 		var v any
@@ -375,7 +416,7 @@ func ParseObject(data []byte) (JSONObject, error) {
 	if d, ok := t.(json.Delim); !ok || d != '{' {
 		return nil, errors.New("the top level is not a JSON object")
 	}
-	obj := JSONObject{}
+	obj := jsonObject{}
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
@@ -390,7 +431,7 @@ func ParseObject(data []byte) (JSONObject, error) {
 	return obj, nil
 }
 
-func (o JSONObject) Get(key string) (json.RawMessage, bool) {
+func (o jsonObject) get(key string) (json.RawMessage, bool) {
 	for _, m := range o {
 		if m.Key == key {
 			return m.Value, true
@@ -400,7 +441,7 @@ func (o JSONObject) Get(key string) (json.RawMessage, bool) {
 }
 
 // set replaces key's value in place or appends it.
-func (o JSONObject) Set(key string, v json.RawMessage) JSONObject {
+func (o jsonObject) set(key string, v json.RawMessage) jsonObject {
 	for i, m := range o {
 		if m.Key == key {
 			o[i].Value = v
@@ -410,7 +451,7 @@ func (o JSONObject) Set(key string, v json.RawMessage) JSONObject {
 	return append(o, jsonMember{Key: key, Value: v})
 }
 
-func (o JSONObject) Del(key string) JSONObject {
+func (o jsonObject) del(key string) jsonObject {
 	out := o[:0]
 	for _, m := range o {
 		if m.Key != key {
@@ -421,7 +462,7 @@ func (o JSONObject) Del(key string) JSONObject {
 }
 
 // MarshalJSON writes the members in order.
-func (o JSONObject) MarshalJSON() ([]byte, error) {
+func (o jsonObject) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, m := range o {
@@ -438,18 +479,18 @@ func (o JSONObject) MarshalJSON() ([]byte, error) {
 }
 
 // subObject is o[key] as an object (absent: empty); a non-object is an error.
-func (o JSONObject) SubObject(key string) (JSONObject, error) {
-	raw, ok := o.Get(key)
+func (o jsonObject) subObject(key string) (jsonObject, error) {
+	raw, ok := o.get(key)
 	if !ok || string(bytes.TrimSpace(raw)) == "null" {
-		return JSONObject{}, nil
+		return jsonObject{}, nil
 	}
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return nil, errs.Errorf(errs.Invalid, "fix the file, then run ferry connect again; nothing was written", "%q is not a JSON object", key)
 	}
-	return ParseObject(raw)
+	return parseObject(raw)
 }
 
-func EncodeJSON(doc any) ([]byte, error) {
+func encodeJSON(doc any) ([]byte, error) {
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, err
@@ -465,12 +506,12 @@ func EncodeJSON(doc any) ([]byte, error) {
 // utf8BOM is the byte-order mark some Windows editors put at the start of a UTF-8 file.
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// DecodeJSON parses a JSON object keeping member order; a leading UTF-8 byte-order
-// mark is accepted and dropped (EncodeJSON writes none).
-func DecodeJSON(data []byte) (any, error) { return ParseObject(bytes.TrimPrefix(data, utf8BOM)) }
+// decodeJSON parses a JSON object keeping member order; a leading UTF-8 byte-order
+// mark is accepted and dropped (encodeJSON writes none).
+func decodeJSON(data []byte) (any, error) { return parseObject(bytes.TrimPrefix(data, utf8BOM)) }
 
-// MustRaw is v as compact JSON without HTML escaping.
-func MustRaw(v any) json.RawMessage {
+// mustRaw is v as compact JSON without HTML escaping.
+func mustRaw(v any) json.RawMessage {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -489,46 +530,46 @@ func sameJSON(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// EditJSONServer sets (or, with remove, deletes) servers.ferry under the top-level key
+// editJSONServer sets (or, with remove, deletes) servers.ferry under the top-level key
 // "mcpServers". Keys in ferry's existing entry other than command, args, env and type
 // are kept.
-func EditJSONServer(entry ServerEntry, withType, remove bool) func(any) (any, string, error) {
+func editJSONServer(entry Server, withType, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
-		doc := d.(JSONObject)
-		servers, err := doc.SubObject("mcpServers")
+		doc := d.(jsonObject)
+		servers, err := doc.subObject("mcpServers")
 		if err != nil {
 			return nil, "", err
 		}
-		cur, had := servers.Get("ferry")
+		cur, had := servers.get("ferry")
 		if remove {
 			if !had {
 				return doc, "absent", nil
 			}
-			return doc.Set("mcpServers", MustRaw(servers.Del("ferry"))), "removed", nil
+			return doc.set("mcpServers", mustRaw(servers.del("ferry"))), "removed", nil
 		}
-		want := JSONObject{}
+		want := jsonObject{}
 		if had {
 			if t := bytes.TrimSpace(cur); len(t) > 0 && t[0] == '{' {
-				if want, err = ParseObject(cur); err != nil {
+				if want, err = parseObject(cur); err != nil {
 					return nil, "", err
 				}
 			}
 		}
 		if withType {
-			want = want.Set("type", MustRaw("stdio"))
+			want = want.set("type", mustRaw("stdio"))
 		}
-		want = want.Set("command", MustRaw(entry.Command)).Set("args", MustRaw(entry.Args))
+		want = want.set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
 		env := map[string]any{}
-		if raw, ok := want.Get("env"); ok {
+		if raw, ok := want.get("env"); ok {
 			_ = json.Unmarshal(raw, &env) // not an object: replaced
 		}
 		mergeEnv(env, entry.Env)
 		if len(env) > 0 {
-			want = want.Set("env", MustRaw(env))
+			want = want.set("env", mustRaw(env))
 		} else {
-			want = want.Del("env")
+			want = want.del("env")
 		}
-		next := MustRaw(want)
+		next := mustRaw(want)
 		if had && sameJSON(cur, next) {
 			return doc, "unchanged", nil
 		}
@@ -536,25 +577,25 @@ func EditJSONServer(entry ServerEntry, withType, remove bool) func(any) (any, st
 		if had {
 			action = "updated"
 		}
-		return doc.Set("mcpServers", MustRaw(servers.Set("ferry", next))), action, nil
+		return doc.set("mcpServers", mustRaw(servers.set("ferry", next))), action, nil
 	}
 }
 
 // ferryEnvOf is the env of mcpServers.ferry in doc (nil: none).
-func ferryEnvOf(doc JSONObject) json.RawMessage {
-	servers, err := doc.SubObject("mcpServers")
+func ferryEnvOf(doc jsonObject) json.RawMessage {
+	servers, err := doc.subObject("mcpServers")
 	if err != nil {
 		return nil
 	}
-	raw, ok := servers.Get("ferry")
+	raw, ok := servers.get("ferry")
 	if !ok {
 		return nil
 	}
-	entry, err := ParseObject(raw)
+	entry, err := parseObject(raw)
 	if err != nil {
 		return nil
 	}
-	env, _ := entry.Get("env")
+	env, _ := entry.get("env")
 	return env
 }
 
@@ -562,18 +603,18 @@ func ferryEnvOf(doc JSONObject) json.RawMessage {
 // not) running catchup.
 var ferryHookRe = regexp.MustCompile(`(^|[/\\])ferry(\.exe)?"? catchup( |$)`)
 
-// EditHook installs (or removes) a SessionStart hook running command in Claude Code's
+// editHook installs (or removes) a SessionStart hook running command in Claude Code's
 // settings: hooks.SessionStart[] is a list of {matcher, hooks:[{type, command}]}. An
 // existing ferry catchup hook is replaced; other hooks and keys are kept.
-func EditHook(command string, remove bool) func(any) (any, string, error) {
+func editHook(command string, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
-		doc := d.(JSONObject)
-		hooks, err := doc.SubObject("hooks")
+		doc := d.(jsonObject)
+		hooks, err := doc.subObject("hooks")
 		if err != nil {
 			return nil, "", err
 		}
 		var groups []map[string]any
-		if raw, ok := hooks.Get("SessionStart"); ok {
+		if raw, ok := hooks.get("SessionStart"); ok {
 			if err := json.Unmarshal(raw, &groups); err != nil {
 				return nil, "", errs.Errorf(errs.Invalid, "fix the file, then run ferry connect again; nothing was written", "hooks.SessionStart is not a list of hook groups: %v", err)
 			}
@@ -606,11 +647,11 @@ func EditHook(command string, remove bool) func(any) (any, string, error) {
 				return doc, "absent", nil
 			}
 			if len(out) == 0 {
-				hooks = hooks.Del("SessionStart")
+				hooks = hooks.del("SessionStart")
 			} else {
-				hooks = hooks.Set("SessionStart", MustRaw(out))
+				hooks = hooks.set("SessionStart", mustRaw(out))
 			}
-			return doc.Set("hooks", MustRaw(hooks)), "removed", nil
+			return doc.set("hooks", mustRaw(hooks)), "removed", nil
 		}
 		if same && countFerryHooks(groups) == 1 {
 			return doc, "unchanged", nil
@@ -620,7 +661,7 @@ func EditHook(command string, remove bool) func(any) (any, string, error) {
 		if found {
 			action = "updated"
 		}
-		return doc.Set("hooks", MustRaw(hooks.Set("SessionStart", MustRaw(out)))), action, nil
+		return doc.set("hooks", mustRaw(hooks.set("SessionStart", mustRaw(out)))), action, nil
 	}
 }
 
@@ -638,13 +679,13 @@ func countFerryHooks(groups []map[string]any) int {
 	return n
 }
 
-// CheckEdit is a dry run of EditConfig: it returns the invalid error for a file that
+// checkEdit is a dry run of editConfig: it returns the invalid error for a file that
 // exists and does not parse, or whose shape the edit refuses (mcpServers not an
 // object, …), so a command touching several files refuses before it changes any.
-func CheckEdit(file string, decode func([]byte) (any, error), edit func(any) (any, string, error)) error {
+func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (any, string, error)) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil // missing (a new file) or unreadable: EditConfig says which
+		return nil // missing (a new file) or unreadable: editConfig says which
 	}
 	doc, err := decode(data)
 	if err != nil {
@@ -661,7 +702,17 @@ func CheckEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 	return nil
 }
 
-// EditViaClaude makes Claude Code's user-level entry through its own CLI, `claude mcp
+// claudeSpec is the JSON `claude mcp add-json` takes for entry, with env as its env
+// (nil: none).
+func claudeSpec(entry Server, env json.RawMessage) json.RawMessage {
+	spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
+	if env != nil {
+		spec = spec.set("env", env)
+	}
+	return mustRaw(spec)
+}
+
+// editViaClaude makes Claude Code's user-level entry through its own CLI, `claude mcp
 // add-json --scope user ferry JSON` (and `claude mcp remove --scope user ferry` first
 // when an entry is there), because Claude Code keeps rewriting ~/.claude.json while it
 // runs and an edit of ours could be lost. file is read first, so an equal entry runs
@@ -671,19 +722,19 @@ func CheckEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 // the CLI exits 0 the file is read again: an entry the CLI did not leave there (it
 // may exit 0 and write nothing) is written by ferry itself, atomically, and said in
 // the note. The result's undo puts the file back as it was.
-func EditViaClaude(claude, file string, entry ServerEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*EditResult, error) {
-	res := &EditResult{File: file}
+func editViaClaude(claude, file string, entry Server, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*Result, error) {
+	res := &Result{File: file}
 	old, err := os.ReadFile(file)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Errorf(errs.Internal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
 	}
-	doc, err := DecodeJSON(old)
+	doc, err := decodeJSON(old)
 	if err != nil {
 		return nil, errs.Errorf(errs.Invalid, "fix or move the file aside, then run ferry connect again; nothing was written",
 			"%s is not valid: %v", file, err)
 	}
-	edit := EditJSONServer(entry, true, remove)
+	edit := editJSONServer(entry, true, remove)
 	edited, action, err := edit(doc)
 	if err != nil {
 		return nil, err
@@ -714,11 +765,8 @@ func EditViaClaude(claude, file string, entry ServerEntry, remove bool, now time
 		steps = append(steps, []string{"mcp", "remove", "--scope", "user", "ferry"})
 	}
 	if !remove {
-		spec := JSONObject{}.Set("type", MustRaw("stdio")).Set("command", MustRaw(entry.Command)).Set("args", MustRaw(entry.Args))
-		if env := ferryEnvOf(edited.(JSONObject)); env != nil {
-			spec = spec.Set("env", env) // env keys of the user's kept beside ferry's
-		}
-		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(MustRaw(spec))})
+		spec := claudeSpec(entry, ferryEnvOf(edited.(jsonObject))) // env keys of the user's kept beside ferry's
+		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(spec)})
 	}
 	for _, args := range steps {
 		if out, err := run(claude, args...); err != nil {
@@ -732,7 +780,7 @@ func EditViaClaude(claude, file string, entry ServerEntry, remove bool, now time
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, errs.Errorf(errs.Internal, "check the file's permissions; "+failed(), "reading %s after `claude mcp`: %v", file, err)
 	}
-	d, err := DecodeJSON(after)
+	d, err := decodeJSON(after)
 	if err != nil {
 		return nil, errs.Errorf(errs.Internal, "check with `claude mcp get ferry`; "+failed(), "%s does not parse after `claude mcp` ran: %v", file, err)
 	}
@@ -744,7 +792,7 @@ func EditViaClaude(claude, file string, entry ServerEntry, remove bool, now time
 		return res, nil
 	}
 	// The CLI exited 0 without the change: ferry makes it in the file itself.
-	data, err := EncodeJSON(d)
+	data, err := encodeJSON(d)
 	if err == nil {
 		err = fsutil.WriteFile(file, data, perm)
 	}
@@ -755,16 +803,16 @@ func EditViaClaude(claude, file string, entry ServerEntry, remove bool, now time
 	return res, nil
 }
 
-// EntryAgent is the agent named by --as in the args of ferry's entry in file (the
-// mcpServers.ferry entry; mcp_servers.ferry in codex's TOML): "" when the file, the
-// entry or the flag is missing or does not parse.
-func EntryAgent(file string, isTOML bool) string {
+// EntryAgent is the agent named by --as in the args of ferry's entry in app's config
+// file (the mcpServers.ferry entry; mcp_servers.ferry in Codex's TOML): "" when the
+// file, the entry or the flag is missing or does not parse.
+func EntryAgent(app App, file string) string {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return ""
 	}
 	var args []string
-	if isTOML {
+	if app == Codex {
 		doc, err := decodeTOMLMap(data)
 		if err != nil {
 			return ""
@@ -778,15 +826,15 @@ func EntryAgent(file string, isTOML bool) string {
 			}
 		}
 	} else {
-		doc, err := DecodeJSON(data)
+		doc, err := decodeJSON(data)
 		if err != nil {
 			return ""
 		}
-		servers, err := doc.(JSONObject).SubObject("mcpServers")
+		servers, err := doc.(jsonObject).subObject("mcpServers")
 		if err != nil {
 			return ""
 		}
-		raw, ok := servers.Get("ferry")
+		raw, ok := servers.get("ferry")
 		if !ok {
 			return ""
 		}

@@ -16,18 +16,20 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// `ferry connect` config paths, merges, idempotency, backups, removal,
-// refusal of invalid files and worktree naming, on temporary home dirs.
+// App config paths, merges, idempotency, backups, removal and the refusal of invalid
+// files, on temporary home dirs.
 
-func envOf(goos, home string, vars map[string]string) ConnectEnv {
-	return ConnectEnv{GOOS: goos, Home: home, Getenv: func(k string) string { return vars[k] },
+func envOf(goos, home string, vars map[string]string) Env {
+	return Env{GOOS: goos, Home: home, Getenv: func(k string) string { return vars[k] },
 		Now: func() time.Time { return time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) }}
 }
 
-// TestConnectPaths: every app's config path on linux, darwin and windows.
-func TestConnectPaths(t *testing.T) {
+// TestPath: every app's config path on linux, darwin and windows.
+func TestPath(t *testing.T) {
 	for _, tc := range []struct {
-		goos, app, scope string
+		goos             string
+		app              App
+		scope            Scope
 		vars             map[string]string
 		home, root, want string
 	}{
@@ -50,18 +52,22 @@ func TestConnectPaths(t *testing.T) {
 		{"darwin", "codex", "user", map[string]string{"CODEX_HOME": "/opt/codex"}, "/Users/u", "", "/opt/codex/config.toml"},
 		{"windows", "codex", "user", nil, `C:\Users\u`, "", `C:\Users\u\.codex\config.toml`},
 	} {
-		got, err := ConnectPath(tc.app, tc.scope, envOf(tc.goos, tc.home, tc.vars), tc.root)
+		got, err := Path(tc.app, tc.scope, envOf(tc.goos, tc.home, tc.vars), tc.root)
 		if err != nil || got != tc.want {
 			t.Errorf("%s %s %s: got %q, %v; want %q", tc.goos, tc.app, tc.scope, got, err, tc.want)
 		}
 	}
-	for _, tc := range []struct{ goos, app, scope string }{
+	for _, tc := range []struct {
+		goos  string
+		app   App
+		scope Scope
+	}{
 		{"windows", "claude-desktop", "user"}, // no APPDATA
 		{"linux", "claude-desktop", "project"},
 		{"linux", "codex", "project"},
 		{"linux", "vscode", "user"},
 	} {
-		if _, err := ConnectPath(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, errs.Invalid) {
+		if _, err := Path(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, errs.Invalid) {
 			t.Errorf("%s %s %s: want invalid, got %v", tc.goos, tc.app, tc.scope, err)
 		}
 	}
@@ -81,24 +87,24 @@ func isCat(err error, cat errs.Category) bool {
 	return errors.As(err, &fe) && fe.Category == cat
 }
 
-var testEntry = ServerEntry{Command: "/opt/ferry/bin/ferry", Args: []string{"mcp", "serve", "--as", "cursor-box", "--project", "acme"}}
+var testEntry = Server{Command: "/opt/ferry/bin/ferry", Args: []string{"mcp", "serve", "--as", "cursor-box", "--project", "acme"}}
 
-func jsonEdit(t *testing.T, file string, edit func(any) (any, string, error)) (*EditResult, error) {
+func jsonEdit(t *testing.T, file string, edit func(any) (any, string, error)) (*Result, error) {
 	t.Helper()
-	return EditConfig(file, 0o644, time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC), DecodeJSON, edit, EncodeJSON)
+	return editConfig(file, 0o644, time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC), decodeJSON, edit, encodeJSON)
 }
 
-// TestConnectJSONMerge: other servers, unknown keys, their order and ferry's own extra
-// keys are kept; a second run changes nothing; a backup holds the old bytes; the mode
-// is kept; remove takes out ferry's entry only.
-func TestConnectJSONMerge(t *testing.T) {
+// TestJSONMerge: other servers, unknown keys, their order and ferry's own extra keys
+// are kept; a second run changes nothing; a backup holds the old bytes; the mode is
+// kept; remove takes out ferry's entry only.
+func TestJSONMerge(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.json")
 	orig := `{"zeta": 1, "mcpServers": {"other": {"command": "x", "args": ["y"]}, "ferry": {"command": "/old/ferry", "disabled": false}}, "alpha": {"k": [1,2]}}`
 	if err := os.WriteFile(file, []byte(orig), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	res, err := jsonEdit(t, file, EditJSONServer(testEntry, false, false))
+	res, err := jsonEdit(t, file, editJSONServer(testEntry, false, false))
 	if err != nil || res.Action != "updated" {
 		t.Fatalf("first run: %+v, %v", res, err)
 	}
@@ -132,7 +138,7 @@ func TestConnectJSONMerge(t *testing.T) {
 	}
 	// Idempotent: a second run writes nothing (no new backup either).
 	os.Remove(res.Backup)
-	res, err = jsonEdit(t, file, EditJSONServer(testEntry, false, false))
+	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, false))
 	if err != nil || res.Action != "unchanged" || res.Backup != "" {
 		t.Fatalf("second run: %+v, %v", res, err)
 	}
@@ -143,7 +149,7 @@ func TestConnectJSONMerge(t *testing.T) {
 		t.Errorf("second run made a backup")
 	}
 	// Remove: only ferry's entry goes.
-	res, err = jsonEdit(t, file, EditJSONServer(testEntry, false, true))
+	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, true))
 	if err != nil || res.Action != "removed" {
 		t.Fatalf("remove: %+v, %v", res, err)
 	}
@@ -153,19 +159,19 @@ func TestConnectJSONMerge(t *testing.T) {
 	if _, ok := doc.MCPServers["ferry"]; ok || doc.MCPServers["other"] == nil || doc.Zeta != 1 {
 		t.Errorf("after remove: %s", got)
 	}
-	res, err = jsonEdit(t, file, EditJSONServer(testEntry, false, true))
+	res, err = jsonEdit(t, file, editJSONServer(testEntry, false, true))
 	if err != nil || res.Action != "absent" {
 		t.Errorf("second remove: %+v, %v", res, err)
 	}
 }
 
-// TestConnectJSONNew: a missing file (and its folder) is created with the entry; the
+// TestJSONNew: a missing file (and its folder) is created with the entry; the
 // claude-code entry carries type stdio; env carries FERRY_HOME when given.
-func TestConnectJSONNew(t *testing.T) {
+func TestJSONNew(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "Claude", "claude_desktop_config.json")
 	e := testEntry
 	e.Env = map[string]string{"FERRY_HOME": "/h/f"}
-	res, err := jsonEdit(t, file, EditJSONServer(e, true, false))
+	res, err := jsonEdit(t, file, editJSONServer(e, true, false))
 	if err != nil || res.Action != "added" || res.Backup != "" {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -180,9 +186,9 @@ func TestConnectJSONNew(t *testing.T) {
 	}
 }
 
-// TestConnectInvalid: a file that does not parse, or whose mcpServers is not an
-// object, is refused as invalid and left byte for byte as it was, with no backup.
-func TestConnectInvalid(t *testing.T) {
+// TestInvalid: a file that does not parse, or whose mcpServers is not an object, is
+// refused as invalid and left byte for byte as it was, with no backup.
+func TestInvalid(t *testing.T) {
 	for name, tc := range map[string]struct {
 		body string
 		toml bool
@@ -197,14 +203,14 @@ func TestConnectInvalid(t *testing.T) {
 		dir := t.TempDir()
 		file := filepath.Join(dir, "c")
 		os.WriteFile(file, []byte(tc.body), 0o644)
-		decode, edit, encode := DecodeJSON, EditJSONServer(testEntry, false, false), EncodeJSON
+		decode, edit, encode := decodeJSON, editJSONServer(testEntry, false, false), encodeJSON
 		if tc.toml {
-			decode, edit, encode = DecodeTOML, EditTOMLServer(testEntry, false), EncodeTOML
+			decode, edit, encode = decodeTOML, editTOMLServer(testEntry, false), encodeTOML
 		}
-		if err := CheckEdit(file, decode, edit); !isCat(err, errs.Invalid) {
-			t.Errorf("%s: CheckEdit: want invalid, got %v", name, err)
+		if err := checkEdit(file, decode, edit); !isCat(err, errs.Invalid) {
+			t.Errorf("%s: checkEdit: want invalid, got %v", name, err)
 		}
-		_, err := EditConfig(file, 0o644, time.Now(), decode, edit, encode)
+		_, err := editConfig(file, 0o644, time.Now(), decode, edit, encode)
 		if !isCat(err, errs.Invalid) {
 			t.Errorf("%s: want invalid, got %v", name, err)
 		}
@@ -217,14 +223,14 @@ func TestConnectInvalid(t *testing.T) {
 	}
 }
 
-// TestConnectTOMLMerge: Codex's config.toml keeps other tables, unknown keys and
-// ferry's own extra keys; a second run changes nothing; remove takes ferry's table out.
-func TestConnectTOMLMerge(t *testing.T) {
+// TestTOMLMerge: Codex's config.toml keeps other tables, unknown keys and ferry's own
+// extra keys; a second run changes nothing; remove takes ferry's table out.
+func TestTOMLMerge(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "config.toml")
 	orig := "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\nargs = [\"y\"]\n\n[mcp_servers.ferry]\ncommand = \"/old\"\nstartup_timeout_sec = 20\n\n[profiles.fast]\nmodel = \"mini\"\n"
 	os.WriteFile(file, []byte(orig), 0o600)
-	edit := func(remove bool) (*EditResult, error) {
-		return EditConfig(file, 0o600, time.Now(), DecodeTOML, EditTOMLServer(testEntry, remove), EncodeTOML)
+	edit := func(remove bool) (*Result, error) {
+		return editConfig(file, 0o600, time.Now(), decodeTOML, editTOMLServer(testEntry, remove), encodeTOML)
 	}
 	res, err := edit(false)
 	if err != nil || res.Action != "updated" || res.Backup == "" {
@@ -259,14 +265,14 @@ func TestConnectTOMLMerge(t *testing.T) {
 	}
 }
 
-// TestConnectHook: the SessionStart hook is added beside other hooks, is idempotent,
-// replaces an older ferry catchup hook, and remove takes only it out.
-func TestConnectHook(t *testing.T) {
+// TestHook: the SessionStart hook is added beside other hooks, is idempotent, replaces
+// an older ferry catchup hook, and remove takes only it out.
+func TestHook(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "settings.json")
 	orig := `{"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"SessionStart": [{"matcher": "", "hooks": [{"type": "command", "command": "echo hi"}]}, {"hooks": [{"type": "command", "command": "/old/ferry catchup --as x"}]}], "Stop": [{"hooks": []}]}}`
 	os.WriteFile(file, []byte(orig), 0o644)
 	cmd := "/opt/ferry catchup --as claude-code-box --project acme"
-	res, err := jsonEdit(t, file, EditHook(cmd, false))
+	res, err := jsonEdit(t, file, editHook(cmd, false))
 	if err != nil || res.Action != "updated" {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -275,10 +281,10 @@ func TestConnectHook(t *testing.T) {
 		!bytes.Contains(b, []byte("Bash(ls)")) || !bytes.Contains(b, []byte(`"Stop"`)) {
 		t.Errorf("merged hooks:\n%s", b)
 	}
-	if res, err := jsonEdit(t, file, EditHook(cmd, false)); err != nil || res.Action != "unchanged" {
+	if res, err := jsonEdit(t, file, editHook(cmd, false)); err != nil || res.Action != "unchanged" {
 		t.Errorf("second run: %+v, %v", res, err)
 	}
-	if res, err := jsonEdit(t, file, EditHook("", true)); err != nil || res.Action != "removed" {
+	if res, err := jsonEdit(t, file, editHook("", true)); err != nil || res.Action != "removed" {
 		t.Errorf("remove: %+v, %v", res, err)
 	}
 	b, _ = os.ReadFile(file)
@@ -286,14 +292,14 @@ func TestConnectHook(t *testing.T) {
 		t.Errorf("after remove:\n%s", b)
 	}
 	os.WriteFile(file, []byte(`{"hooks": {"SessionStart": {"x": 1}}}`), 0o644)
-	if _, err := jsonEdit(t, file, EditHook(cmd, false)); !isCat(err, errs.Invalid) {
+	if _, err := jsonEdit(t, file, editHook(cmd, false)); !isCat(err, errs.Invalid) {
 		t.Errorf("SessionStart not a list: %v", err)
 	}
 }
 
-// TestConnectSymlink: a symlinked config (dotfiles) is written through to its target;
-// the link stays a link.
-func TestConnectSymlink(t *testing.T) {
+// TestSymlink: a symlinked config (dotfiles) is written through to its target; the link
+// stays a link.
+func TestSymlink(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Log("symlinks need privileges on Windows; the write-through is the same code")
 		return
@@ -305,7 +311,7 @@ func TestConnectSymlink(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jsonEdit(t, link, EditJSONServer(testEntry, false, false)); err != nil {
+	if _, err := jsonEdit(t, link, editJSONServer(testEntry, false, false)); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
@@ -316,10 +322,9 @@ func TestConnectSymlink(t *testing.T) {
 	}
 }
 
-// TestConnectBackupNoCollision: two changes within one second (the
-// clock here is fixed) keep both originals, each in a backup of its own; an existing
-// backup is never overwritten.
-func TestConnectBackupNoCollision(t *testing.T) {
+// TestBackupNoCollision: two changes within one second (the clock here is fixed) keep
+// both originals, each in a backup of its own; an existing backup is never overwritten.
+func TestBackupNoCollision(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.json")
 	first := `{"mcpServers":{"ferry":{"command":"/my/handwritten","args":["ORIGINAL"]}}}`
@@ -327,12 +332,12 @@ func TestConnectBackupNoCollision(t *testing.T) {
 	now := time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC)
 	e1, e2 := testEntry, testEntry
 	e2.Args = []string{"mcp", "serve", "--as", "other-name"}
-	r1, err := EditConfig(file, 0o644, now, DecodeJSON, EditJSONServer(e1, false, false), EncodeJSON)
+	r1, err := editConfig(file, 0o644, now, decodeJSON, editJSONServer(e1, false, false), encodeJSON)
 	if err != nil || r1.Backup == "" {
 		t.Fatalf("first: %+v, %v", r1, err)
 	}
 	second, _ := os.ReadFile(file)
-	r2, err := EditConfig(file, 0o644, now, DecodeJSON, EditJSONServer(e2, false, false), EncodeJSON)
+	r2, err := editConfig(file, 0o644, now, decodeJSON, editJSONServer(e2, false, false), encodeJSON)
 	if err != nil || r2.Backup == "" {
 		t.Fatalf("second: %+v, %v", r2, err)
 	}
@@ -350,14 +355,14 @@ func TestConnectBackupNoCollision(t *testing.T) {
 	}
 }
 
-// TestConnectUndo: an edit's undo puts the file back (or removes a
-// file it created) and removes the backup it made.
-func TestConnectUndo(t *testing.T) {
+// TestUndo: an edit's undo puts the file back (or removes a file it created) and
+// removes the backup it made.
+func TestUndo(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.json")
 	orig := `{"theme":"dark"}`
 	os.WriteFile(file, []byte(orig), 0o644)
-	r, err := EditConfig(file, 0o644, time.Now(), DecodeJSON, EditJSONServer(testEntry, false, false), EncodeJSON)
+	r, err := editConfig(file, 0o644, time.Now(), decodeJSON, editJSONServer(testEntry, false, false), encodeJSON)
 	if err != nil || r.undo == nil {
 		t.Fatalf("edit: %+v, %v", r, err)
 	}
@@ -371,7 +376,7 @@ func TestConnectUndo(t *testing.T) {
 		t.Errorf("files left after undo: %v", m)
 	}
 	fresh := filepath.Join(dir, "new", "mcp.json")
-	r, err = EditConfig(fresh, 0o644, time.Now(), DecodeJSON, EditJSONServer(testEntry, false, false), EncodeJSON)
+	r, err = editConfig(fresh, 0o644, time.Now(), decodeJSON, editJSONServer(testEntry, false, false), encodeJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,16 +388,16 @@ func TestConnectUndo(t *testing.T) {
 	}
 }
 
-// TestConnectBOM: a JSON file starting with a UTF-8 byte-order
-// mark is parsed; a write drops the mark and says so; CheckEdit accepts it.
-func TestConnectBOM(t *testing.T) {
+// TestBOM: a JSON file starting with a UTF-8 byte-order mark is parsed; a write drops
+// the mark and says so; checkEdit accepts it.
+func TestBOM(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(file, []byte("\xEF\xBB\xBF{\"keep\":1}"), 0o644)
-	edit := EditJSONServer(testEntry, false, false)
-	if err := CheckEdit(file, DecodeJSON, edit); err != nil {
-		t.Fatalf("CheckEdit: %v", err)
+	edit := editJSONServer(testEntry, false, false)
+	if err := checkEdit(file, decodeJSON, edit); err != nil {
+		t.Fatalf("checkEdit: %v", err)
 	}
-	r, err := EditConfig(file, 0o644, time.Now(), DecodeJSON, edit, EncodeJSON)
+	r, err := editConfig(file, 0o644, time.Now(), decodeJSON, edit, encodeJSON)
 	if err != nil || !strings.Contains(r.Note, "byte-order mark") {
 		t.Fatalf("edit: %+v, %v", r, err)
 	}
@@ -405,9 +410,9 @@ func TestConnectBOM(t *testing.T) {
 	}
 }
 
-// TestEntryAgent: --remove names the agent of the entry it
-// removes, read from its args (--as NAME or --as=NAME) in JSON and in codex's TOML;
-// no file, no entry, no flag or a file that does not parse: "".
+// TestEntryAgent: --remove names the agent of the entry it removes, read from its args
+// (--as NAME or --as=NAME) in JSON and in codex's TOML; no file, no entry, no flag or a
+// file that does not parse: "".
 func TestEntryAgent(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -427,27 +432,31 @@ func TestEntryAgent(t *testing.T) {
 		if err := os.WriteFile(file, []byte(c.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := EntryAgent(file, c.toml); got != c.want {
+		app := Cursor
+		if c.toml {
+			app = Codex
+		}
+		if got := EntryAgent(app, file); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
-	if got := EntryAgent(filepath.Join(dir, "missing.json"), false); got != "" {
+	if got := EntryAgent(ClaudeCode, filepath.Join(dir, "missing.json")); got != "" {
 		t.Errorf("missing file: %q", got)
 	}
 }
 
-// TestConnectCodexText: Codex's config.toml is edited as text. Every byte outside
-// ferry's [mcp_servers.ferry] table and its subtables stays as it was (comments,
-// order, spacing, CRLF); inside them a changed value is replaced in place, keeping the
-// key's comment; env keys ferry does not write are kept.
-func TestConnectCodexText(t *testing.T) {
+// TestCodexText: Codex's config.toml is edited as text. Every byte outside ferry's
+// [mcp_servers.ferry] table and its subtables stays as it was (comments, order,
+// spacing, CRLF); inside them a changed value is replaced in place, keeping the key's
+// comment; env keys ferry does not write are kept.
+func TestCodexText(t *testing.T) {
 	envEntry := testEntry
 	envEntry.Env = map[string]string{"FERRY_HOME": "/h/f", "STHOMEDIR": "/st"}
 	const args = `args = ["mcp", "serve", "--as", "cursor-box", "--project", "acme"]`
 	const cmd = `command = "/opt/ferry/bin/ferry"`
 	for _, tc := range []struct {
 		name          string
-		entry         ServerEntry
+		entry         Server
 		remove        bool
 		before, after string
 		action        string
@@ -506,7 +515,7 @@ func TestConnectCodexText(t *testing.T) {
 			if err := os.WriteFile(file, []byte(tc.before), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			res, err := EditConfig(file, 0o600, time.Now(), DecodeTOML, EditTOMLServer(tc.entry, tc.remove), EncodeTOML)
+			res, err := editConfig(file, 0o600, time.Now(), decodeTOML, editTOMLServer(tc.entry, tc.remove), encodeTOML)
 			if err != nil {
 				t.Fatalf("edit: %v", err)
 			}
@@ -518,10 +527,10 @@ func TestConnectCodexText(t *testing.T) {
 	}
 }
 
-// TestConnectCodexRefuses: ferry's entry written as dotted keys or as an inline table
-// (or an inline mcp_servers) is refused as invalid, the file is left byte for byte
-// with no backup, and the hint holds the tables to paste by hand.
-func TestConnectCodexRefuses(t *testing.T) {
+// TestCodexRefuses: ferry's entry written as dotted keys or as an inline table (or an
+// inline mcp_servers) is refused as invalid, the file is left byte for byte with no
+// backup, and the hint holds the tables to paste by hand.
+func TestCodexRefuses(t *testing.T) {
 	for name, body := range map[string]string{
 		"dotted under [mcp_servers]": "# c\n[mcp_servers]\nferry.command = \"/old\"\nferry.args = []\n",
 		"dotted at the top":          "# c\nmcp_servers.ferry.command = \"/old\"\n",
@@ -533,8 +542,8 @@ func TestConnectCodexRefuses(t *testing.T) {
 			dir := t.TempDir()
 			file := filepath.Join(dir, "config.toml")
 			os.WriteFile(file, []byte(body), 0o600)
-			edit := EditTOMLServer(testEntry, remove)
-			_, err := EditConfig(file, 0o600, time.Now(), DecodeTOML, edit, EncodeTOML)
+			edit := editTOMLServer(testEntry, remove)
+			_, err := editConfig(file, 0o600, time.Now(), decodeTOML, edit, encodeTOML)
 			if remove && name == "inline mcp_servers" {
 				if err != nil {
 					t.Errorf("%s: remove of an absent entry: %v", name, err)
@@ -549,8 +558,8 @@ func TestConnectCodexRefuses(t *testing.T) {
 			if !remove && !strings.Contains(fe.Hint, "[mcp_servers.ferry]\n"+`command = "/opt/ferry/bin/ferry"`) {
 				t.Errorf("%s: the hint does not hold the snippet: %q", name, fe.Hint)
 			}
-			if err := CheckEdit(file, DecodeTOML, edit); !isCat(err, errs.Invalid) {
-				t.Errorf("%s (remove %v): CheckEdit: %v", name, remove, err)
+			if err := checkEdit(file, decodeTOML, edit); !isCat(err, errs.Invalid) {
+				t.Errorf("%s (remove %v): checkEdit: %v", name, remove, err)
 			}
 			if b, _ := os.ReadFile(file); string(b) != body {
 				t.Errorf("%s: file changed to %q", name, b)
@@ -594,14 +603,14 @@ func TestVerifyTOMLEdit(t *testing.T) {
 	}
 }
 
-// TestConnectJSONEnv: in ferry's env the keys ferry writes (FERRY_HOME, the Syncthing
+// TestJSONEnv: in ferry's env the keys ferry writes (FERRY_HOME, the Syncthing
 // location) are set or taken out; the user's own env keys are kept.
-func TestConnectJSONEnv(t *testing.T) {
+func TestJSONEnv(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "mcp.json")
 	os.WriteFile(file, []byte(`{"mcpServers":{"ferry":{"command":"/old","env":{"RUST_LOG":"debug","FERRY_HOME":"/old/home","STCONFDIR":"/old/st"}}}}`), 0o644)
 	e := testEntry
 	e.Env = map[string]string{"FERRY_HOME": "/h/f", "STHOMEDIR": "/st"}
-	if _, err := jsonEdit(t, file, EditJSONServer(e, false, false)); err != nil {
+	if _, err := jsonEdit(t, file, editJSONServer(e, false, false)); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -617,9 +626,9 @@ func TestConnectJSONEnv(t *testing.T) {
 	}
 }
 
-// TestConnectServerEnv: the entry's env holds FERRY_HOME and where Syncthing was
-// looked for (a relative dir made absolute from the working dir), never the API key.
-func TestConnectServerEnv(t *testing.T) {
+// TestServerEnv: the entry's env holds FERRY_HOME and where Syncthing was looked for (a
+// relative dir made absolute from the working dir), never the API key.
+func TestServerEnv(t *testing.T) {
 	for _, tc := range []struct {
 		goos, cwd string
 		vars      map[string]string
@@ -637,5 +646,52 @@ func TestConnectServerEnv(t *testing.T) {
 		if got := ServerEnv(env); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s %v: %v, want %v", tc.goos, tc.vars, got, tc.want)
 		}
+	}
+}
+
+// TestApply: a change writes the app's config (0600 for a new Codex config, 0644 for
+// Cursor's), and with a hook Claude Code's settings too; a hook file that does not
+// parse refuses the change before anything is written; Undo puts every file back.
+func TestApply(t *testing.T) {
+	home, root := t.TempDir(), t.TempDir()
+	env := envOf(runtime.GOOS, home, nil)
+	config, hook, err := Change{App: Codex, Scope: User, Server: testEntry}.Apply(env)
+	if err != nil || hook != nil || config.Action != "added" {
+		t.Fatalf("codex: %+v %+v %v", config, hook, err)
+	}
+	if fi, err := os.Stat(config.File); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600) {
+		t.Errorf("codex config: %v %v", fi, err)
+	}
+	config, _, err = Change{App: Cursor, Scope: Project, Root: root, Server: testEntry}.Apply(env)
+	if err != nil || config.File != filepath.Join(root, ".cursor", "mcp.json") {
+		t.Fatalf("cursor: %+v %v", config, err)
+	}
+	if fi, err := os.Stat(config.File); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o644) {
+		t.Errorf("cursor config: %v %v", fi, err)
+	}
+
+	settings := filepath.Join(root, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(settings), 0o755)
+	os.WriteFile(settings, []byte("{not json"), 0o644)
+	cc := Change{App: ClaudeCode, Scope: Project, Root: root, Server: testEntry, Hook: "ferry catchup --as a --project p"}
+	if _, _, err := cc.Apply(env); !isCat(err, errs.Invalid) {
+		t.Fatalf("bad settings: want invalid, got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".mcp.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused change wrote .mcp.json: %v", err)
+	}
+	os.WriteFile(settings, []byte(`{"theme":"dark"}`), 0o644)
+	config, hook, err = cc.Apply(env)
+	if err != nil || config.Action != "added" || hook == nil || hook.Action != "added" {
+		t.Fatalf("claude-code: %+v %+v %v", config, hook, err)
+	}
+	if err := Undo(errors.New("join failed"), config, hook); !isCat(err, errs.Internal) {
+		t.Errorf("undo: %v", err)
+	}
+	if b, _ := os.ReadFile(settings); string(b) != `{"theme":"dark"}` {
+		t.Errorf("settings after undo: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".mcp.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf(".mcp.json after undo: %v", err)
 	}
 }

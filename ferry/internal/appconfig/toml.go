@@ -30,8 +30,8 @@ type tomlText struct {
 	doc  map[string]any
 }
 
-// DecodeTOML parses a config.toml for EditConfig; its edit works on the text.
-func DecodeTOML(data []byte) (any, error) {
+// decodeTOML parses a config.toml for editConfig; its edit works on the text.
+func decodeTOML(data []byte) (any, error) {
 	doc, err := decodeTOMLMap(data)
 	if err != nil {
 		return nil, err
@@ -47,8 +47,8 @@ func decodeTOMLMap(data []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// EncodeTOML returns the edited text as it is.
-func EncodeTOML(doc any) ([]byte, error) { return doc.(*tomlText).text, nil }
+// encodeTOML returns the edited text as it is.
+func encodeTOML(doc any) ([]byte, error) { return doc.(*tomlText).text, nil }
 
 // tomlItem is a table header or a key/value statement of a TOML text, by byte offsets.
 type tomlItem struct {
@@ -373,9 +373,9 @@ var (
 
 // wantTOMLEntry is the entry ferry means to leave in a config whose ferry entry is cur
 // (nil: none): cur's other keys kept, command and args set, and in env the keys ferry
-// writes (connectEnvKeys) set to entry's values or taken out, other env keys kept; an
+// writes (ownedEnvKeys) set to entry's values or taken out, other env keys kept; an
 // env left empty is dropped.
-func wantTOMLEntry(cur map[string]any, entry ServerEntry) map[string]any {
+func wantTOMLEntry(cur map[string]any, entry Server) map[string]any {
 	want := map[string]any{}
 	for k, v := range cur {
 		want[k] = v
@@ -400,10 +400,10 @@ func wantTOMLEntry(cur map[string]any, entry ServerEntry) map[string]any {
 	return want
 }
 
-// mergeEnv sets in env the keys ferry writes (connectEnvKeys and any other key of
-// from) to from's values, and deletes those of connectEnvKeys that from lacks.
+// mergeEnv sets in env the keys ferry writes (ownedEnvKeys and any other key of
+// from) to from's values, and deletes those of ownedEnvKeys that from lacks.
 func mergeEnv(env map[string]any, from map[string]string) {
-	for _, k := range connectEnvKeys {
+	for _, k := range ownedEnvKeys {
 		delete(env, k)
 	}
 	for k, v := range from {
@@ -411,8 +411,8 @@ func mergeEnv(env map[string]any, from map[string]string) {
 	}
 }
 
-// TOMLSnippet is ferry's entry as the tables to paste into config.toml.
-func TOMLSnippet(entry ServerEntry) string {
+// tomlSnippet is ferry's entry as the tables to paste into config.toml.
+func tomlSnippet(entry Server) string {
 	t, _, err := editTOMLText(&tomlText{doc: map[string]any{}}, entry, false)
 	if err != nil {
 		return ""
@@ -420,9 +420,9 @@ func TOMLSnippet(entry ServerEntry) string {
 	return string(t.text)
 }
 
-// EditTOMLServer sets (or, with remove, deletes) ferry's entry [mcp_servers.ferry] in
+// editTOMLServer sets (or, with remove, deletes) ferry's entry [mcp_servers.ferry] in
 // Codex's config.toml, editing its text only (see the top of this file).
-func EditTOMLServer(entry ServerEntry, remove bool) func(any) (any, string, error) {
+func editTOMLServer(entry Server, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
 		t, action, err := editTOMLText(d.(*tomlText), entry, remove)
 		if err != nil {
@@ -432,7 +432,7 @@ func EditTOMLServer(entry ServerEntry, remove bool) func(any) (any, string, erro
 	}
 }
 
-func editTOMLText(t *tomlText, entry ServerEntry, remove bool) (*tomlText, string, error) {
+func editTOMLText(t *tomlText, entry Server, remove bool) (*tomlText, string, error) {
 	const fixHint = "fix the file, then run ferry connect again; nothing was written"
 	servers := map[string]any{}
 	if v, ok := t.doc["mcp_servers"]; ok {
@@ -511,11 +511,11 @@ func editTOMLText(t *tomlText, entry ServerEntry, remove bool) (*tomlText, strin
 
 // byHand is the hint of a refused edit: the tables to paste (or, for remove, what to
 // take out).
-func byHand(entry ServerEntry, remove bool) string {
+func byHand(entry Server, remove bool) string {
 	if remove {
 		return "take ferry's entry out of config.toml by hand"
 	}
-	return "write ferry's entry by hand as these tables (replacing the one there):\n" + strings.TrimRight(TOMLSnippet(entry), "\n")
+	return "write ferry's entry by hand as these tables (replacing the one there):\n" + strings.TrimRight(tomlSnippet(entry), "\n")
 }
 
 func lineOf(text []byte, off int) int { return 1 + bytes.Count(text[:off], []byte("\n")) }
