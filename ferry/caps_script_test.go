@@ -8,7 +8,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
-// issue 8 (caps.txtar): inputs one unit over their caps, written by the script.
+// caps.txtar: inputs one unit over their caps, written by the script.
 func init() { scriptCmds["repeat"] = cmdRepeat }
 
 // repeat FILE N TEXT writes TEXT repeated N times (no newline) to FILE.

@@ -9,13 +9,13 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// The command catalog (issue 5; STYLE, last paragraph): every leaf command of the CLI
-// with its arguments and flags, walked from kong's model — k.Model.Leaves(true),
-// each leaf's words without aliases, n.AllFlags(true), n.Positional — never from a
-// hand-kept list. `ferry mcp serve` builds it from its own parser at start-up and
-// hands it to the MCP server (mcpserver.FerryConfig.Commands, served as
-// ferry://<project>/commands), so the server never imports the CLI; docs/commands.md
-// is generated from the same walk (go test ./ferry -run TestCommandsDoc -update).
+// The command catalog: every leaf command of the CLI with its arguments and flags,
+// walked from kong's model — k.Model.Leaves(true), each leaf's words without aliases,
+// n.AllFlags(true), n.Positional — never from a hand-kept list. `ferry mcp serve`
+// builds it from its own parser at start-up and hands it to the MCP server
+// (mcpserver.FerryConfig.Commands, served as ferry://<project>/commands), so the
+// server never imports the CLI; docs/commands.md is generated from the same walk
+// (go test ./ferry -run TestCommandsDoc -update).
 
 // Catalog is the command catalog.
 type Catalog struct {

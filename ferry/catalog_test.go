@@ -16,10 +16,10 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// The command catalog (issue 5, STYLE last paragraph): walked from kong's model, it
-// must list exactly the leaves `ferry --help` lists, each with exactly the flags and
-// arguments its own --help shows, paths without aliases; docs/commands.md must be the
-// catalog rendered now; and `ferry mcp serve` must serve that very catalog.
+// The command catalog (catalog.go): walked from kong's model, it must list exactly the
+// leaves `ferry --help` lists, each with exactly the flags and arguments its own --help
+// shows, paths without aliases; docs/commands.md must be the catalog rendered now; and
+// `ferry mcp serve` must serve that very catalog.
 
 func init() {
 	// Another test file of this binary may register -update too.

@@ -3,7 +3,7 @@ package main
 import "testing"
 
 // TestCleanShowsControlCharacters: text from the channel never carries a terminal
-// escape to the screen (issue 2 hardening); newlines and tabs pass, unicode passes.
+// escape to the screen; newlines and tabs pass, unicode passes.
 func TestCleanShowsControlCharacters(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"plain title", "plain title"},

@@ -20,7 +20,7 @@ import (
 // version is set by the build (-ldflags "-X main.version=…").
 var version = "dev"
 
-// CLI is the whole command tree (DESIGN §3). Every command is one fsbus call.
+// CLI is the whole command tree (docs/design.md §3). Every command is one fsbus call.
 type CLI struct {
 	Globals
 
@@ -50,25 +50,25 @@ type CLI struct {
 	Daemon   DaemonCmd   `cmd:"" help:"Run handlers per agent and task type from a config, one daemon per agent."`
 	Inspect  InspectCmd  `cmd:"" help:"Show orders with state, holder, age, retries and last error."`
 
-	// Fitting into the tools people use (issue 9).
+	// Fitting into the tools people use.
 	Connect    ConnectCmd    `cmd:"" help:"Write (or remove) an AI app's MCP entry for ferry and join its agent."`
 	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh, fish, powershell)."`
 	Update     UpdateCmd     `cmd:"" help:"Approve, check for and apply signed updates of ferry itself."`
 	Search     SearchCmd     `cmd:"" help:"Search orders, messages, decisions and asks, newest first."`
 
-	// The owner's trust root (issue 8).
+	// The owner's trust root (ADR 0008, ADR 0015).
 	Master MasterCmd `cmd:"" help:"Rotate the owner's master key, or deliberately re-pin it."`
 	Policy PolicyCmd `cmd:"" help:"Show the channel's policy in force, or change it (owner only)."`
-	// Issue 8: the vault and the pause switch.
+	// The vault (ADR 0009) and the pause switch.
 	Secret SecretCmd `cmd:"" help:"Keep a secret in the channel's vault, encrypted to named agents."`
 	Pause  PauseCmd  `cmd:"" help:"Stop this machine acting on channels until ferry resume."`
 	Resume ResumeCmd `cmd:"" help:"Lift this machine's pause."`
 
-	// --version is `ferry version` as a flag (issue 9 finding s1).
+	// --version is `ferry version` as a flag.
 	VersionFlag versionFlag `name:"version" help:"Print the version and channel format (as ferry version)."`
 }
 
-// Globals are the flags every command takes (DESIGN §3).
+// Globals are the flags every command takes (docs/design.md §3).
 type Globals struct {
 	Channel string `help:"Channel directory." env:"FERRY_CHANNEL" placeholder:"DIR"`
 	Project string `help:"Project id; its channel is looked up in this machine's config." placeholder:"ID"`
@@ -86,7 +86,7 @@ type Globals struct {
 }
 
 // exitCodes map error categories to process exit codes: the one map docs/exit-codes.md,
-// `ferry --help` and README are checked against (conventions.go, issue 9).
+// `ferry --help` and README are checked against (conventions.go).
 var exitCodes = map[errs.Category]int{
 	errs.Internal: 1, errs.Invalid: 2, errs.Denied: 3, errs.NotFound: 4,
 	errs.Conflict: 5, errs.Locked: 6, errs.Stale: 7, errs.RetryNeeded: 8,
@@ -151,7 +151,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		}
 		if kind := parseErrorSecret(err.Error(), args); kind != "" {
 			// The parser quotes the argument it rejects (a flag value starting with
-			// '-', e.g. a private key block): never print it (issue 8 "Secrets").
+			// '-', e.g. a private key block): never print it (docs/threat-model.md "Stray secrets").
 			return printError(stderr, errs.Errorf(errs.Invalid,
 				"keep credentials out of arguments (`ferry secret put NAME --to AGENT… < FILE`); a flag value starting with '-' is written --flag=VALUE; see `"+hint+"`",
 				"the command line holds text that looks like %s %s, which it could not parse (not shown)", article(kind), kind), jsonErrors, inputs)
@@ -258,7 +258,7 @@ func (g *Globals) openWith(open func(*fsbus.Home, string) (*fsbus.Channel, error
 		c.Now, c.Boot = testClock, testBoot
 	}
 	if c != nil {
-		c.Progress = loadProgress(g.stderr) // a terminal only (issue 9)
+		c.Progress = loadProgress(g.stderr) // a terminal only (docs/exit-codes.md "Output")
 	}
 	return c, err
 }

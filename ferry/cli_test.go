@@ -21,7 +21,7 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // TestArgsMustBeUTF8: bytes that are not UTF-8 are refused before parsing, never turned
-// into U+FFFD silently (issue 3, fresh-user run).
+// into U+FFFD silently.
 func TestArgsMustBeUTF8(t *testing.T) {
 	code, out, errs := runCLI(t, "talk", "send", "--to", "bob", "bad \xff\xfe bytes", "--as", "alice")
 	if code != exitCodes["invalid"] || out != "" || !strings.Contains(errs, "ferry: error: invalid: argument") || !strings.Contains(errs, "ferry: hint:") {
@@ -65,7 +65,7 @@ func TestParseErrorHintNamesRunnableCommand(t *testing.T) {
 }
 
 // TestVersionFlag: `ferry --version` prints what `ferry version` prints and exits 0,
-// even before a command (issue 9 finding s1); `ferry version` stays.
+// even before a command; `ferry version` stays.
 func TestVersionFlag(t *testing.T) {
 	var want, werr bytes.Buffer
 	if code := run([]string{"version"}, &want, &werr); code != 0 || !strings.HasPrefix(want.String(), "ferry ") {

@@ -34,7 +34,7 @@ func (c *AccessShowCmd) Run(g *Globals) error {
 	g.printf("%s: level %s, seated %v, joined %v, key on this machine %v (seated key here: %v)\n",
 		res.Agent, res.Level, res.Seated, res.Joined, res.KeyHere, res.SeatedKeyHere)
 	if len(res.Scopes) > 0 {
-		// Scoped grant (issue 8): only orders carrying one of these labels.
+		// Scoped grant (docs/format.md §13 "Scopes"): only orders carrying one of these labels.
 		g.printf("  scopes: %s (claims and offers only of orders carrying one of these labels)\n", strings.Join(res.Scopes, ", "))
 	}
 	if res.Next != "" {

@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// AskCmd groups the ask verbs (DESIGN §3, issue 3): an agent asks the owner before a
+// AskCmd groups the ask verbs (docs/design.md §3): an agent asks the owner before a
 // risky step; only the owner answers.
 type AskCmd struct {
 	Raise    AskRaiseCmd    `cmd:"" help:"Ask the owner to decide before a risky step."`

@@ -1,22 +1,20 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/ferryhq/ferry/ferry/internal/appconfig"
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// ConnectCmd is `ferry connect APP [--scope user|project] [--print] [--remove] [--hook]`
-// (issue 9).
+// ConnectCmd is `ferry connect APP [--scope user|project] [--print] [--remove] [--hook]`:
+// it writes (or removes) an app's MCP entry for ferry and joins its agent.
 type ConnectCmd struct {
 	App    string `arg:"" enum:"claude-desktop,claude-code,codex,cursor" help:"The app: claude-desktop, claude-code, codex or cursor."`
 	Scope  string `help:"Write the user-level config or the project's (claude-code, cursor)." enum:"user,project" default:"user"`
@@ -62,32 +60,25 @@ type connectReport struct {
 	App     string            `json:"app"`
 	Agent   string            `json:"agent"`
 	Project string            `json:"project"`
-	Server  serverEntry       `json:"server"`
-	Config  *editResult       `json:"config,omitempty"`
-	Hook    *editResult       `json:"hook,omitempty"`
+	Server  appconfig.Server  `json:"server"`
+	Config  *appconfig.Result `json:"config,omitempty"`
+	Hook    *appconfig.Result `json:"hook,omitempty"`
 	Join    *fsbus.JoinResult `json:"join,omitempty"`
 	Notes   []string          `json:"notes,omitempty"`
 }
 
 // Run implements the command.
 func (c *ConnectCmd) Run(g *Globals) error {
-	if c.Hook && c.App != "claude-code" {
+	if c.Hook && appconfig.App(c.App) != appconfig.ClaudeCode {
 		return errs.Errorf(errs.Invalid, "drop --hook", "--hook is for claude-code only")
 	}
 	if c.Print && c.Remove {
 		return errs.Errorf(errs.Invalid, "pass one of --print and --remove", "--print and --remove exclude each other")
 	}
-	home, err := os.UserHomeDir()
+	env, err := appconfig.Machine()
 	if err != nil {
-		return errs.Errorf(errs.Internal, "set HOME (USERPROFILE on Windows)", "finding the home dir: %v", err)
+		return err
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return errs.Errorf(errs.Internal, "", "finding the working dir: %v", err)
-	}
-	env := connectEnv{goos: runtime.GOOS, getenv: os.Getenv, home: home, cwd: cwd, now: time.Now,
-		lookPath: exec.LookPath,
-		run:      func(name string, args ...string) ([]byte, error) { return exec.Command(name, args...).CombinedOutput() }}
 	exe, err := os.Executable()
 	if err == nil {
 		exe, err = filepath.EvalSymlinks(exe)
@@ -99,16 +90,17 @@ func (c *ConnectCmd) Run(g *Globals) error {
 }
 
 // connect is Run with the machine injected.
-func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) error {
+func (c *ConnectCmd) connect(g *Globals, env appconfig.Env, exe, machine string) error {
+	app, scope := appconfig.App(c.App), appconfig.Scope(c.Scope)
 	rep := &connectReport{App: c.App}
-	root, worktree := env.cwd, ""
-	if gi, ok := readGit(env.cwd); ok {
+	root, worktree := env.Cwd, ""
+	if gi, ok := readGit(env.Cwd); ok {
 		root = gi.TopLevel
-		if gi.Linked && c.Scope == "project" {
+		if gi.Linked && scope == appconfig.Project {
 			worktree = filepath.Base(gi.TopLevel)
 		}
 	}
-	file, err := connectPath(c.App, c.Scope, env, root)
+	file, err := appconfig.Path(app, scope, env, root)
 	if err != nil {
 		return err
 	}
@@ -129,7 +121,7 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	case rep.Agent == "" && c.Remove:
 		// The agent the removed entry served (its --as), not a default that may never
 		// have existed; "" when there is no entry.
-		rep.Agent = entryAgent(file, c.App == "codex")
+		rep.Agent = appconfig.EntryAgent(app, file)
 	case rep.Agent == "":
 		look := ch
 		if look == nil { // --print --project P: the channel is read when it can be
@@ -142,14 +134,14 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
 		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
 	}
-	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
-		Env: serverEnv(env)}
-	if !c.Remove && strings.TrimSpace(env.getenv(fsbus.EnvSyncthingKey)) != "" {
+	rep.Server = appconfig.Server{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
+		Env: appconfig.ServerEnv(env)}
+	if !c.Remove && strings.TrimSpace(env.Getenv(fsbus.EnvSyncthingKey)) != "" {
 		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+fsbus.EnvSyncthingKey+
 			" here, which ferry never writes into a config: set "+fsbus.EnvSyncthingKey+" in the app's environment too, or sync health cannot ask Syncthing from the app")
 	}
 	hookCmd := shellQuote(exe) + " catchup --as " + rep.Agent + " --project " + rep.Project
-	if fh := env.getenv("FERRY_HOME"); fh != "" && env.goos != "windows" {
+	if fh := env.Getenv("FERRY_HOME"); fh != "" && env.GOOS != "windows" {
 		hookCmd = "FERRY_HOME=" + shellQuote(fh) + " " + hookCmd // the same home as the server's
 	}
 	if c.Remove {
@@ -159,53 +151,23 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	if c.Print {
 		return c.printSnippet(g, rep, file, hookCmd)
 	}
-	withHook := c.Hook || (c.Remove && c.App == "claude-code")
-	decode, edit, encode := decodeJSON, editJSONServer(rep.Server, c.App == "claude-code", c.Remove), encodeJSON
-	if c.App == "codex" {
-		decode, edit, encode = decodeTOML, editTOMLServer(rep.Server, c.Remove), encodeTOML
+	// Every file is checked before anything is joined or written: a bad one changes
+	// nothing. The files are written first and the agent joined last; a join that fails
+	// puts the files back, so a failed connect leaves no entry and no joined agent.
+	change := appconfig.Change{App: app, Scope: scope, Root: root, Server: rep.Server, Remove: c.Remove}
+	if c.Hook {
+		change.Hook = hookCmd
 	}
-	hookFile, hookEdit := hookPath(c.Scope, env, root), editHook(hookCmd, c.Remove)
-	// Every file is checked before anything is joined or written: a bad one changes nothing.
-	if err := checkEdit(file, decode, edit); err != nil {
-		return err
-	}
-	if withHook {
-		if err := checkEdit(hookFile, decodeJSON, hookEdit); err != nil {
-			return err
-		}
-	}
-	// The files are written first and the agent joined last; a join that fails puts the
-	// files back, so a failed connect leaves no entry and no joined agent (issue 9).
-	now := env.now()
-	perm := os.FileMode(0o644)
-	if c.App == "codex" || (c.App == "claude-code" && c.Scope == "user") {
-		perm = 0o600 // files that also hold the app's own account state or secrets
-	}
-	claude := ""
-	if c.App == "claude-code" && c.Scope == "user" && env.lookPath != nil {
-		claude, _ = env.lookPath("claude")
-	}
-	if claude != "" {
-		rep.Config, err = editViaClaude(claude, file, rep.Server, c.Remove, now, env.run)
-	} else {
-		rep.Config, err = editConfig(file, perm, now, decode, edit, encode)
-	}
+	config, hook, err := change.Apply(env)
 	if err != nil {
 		return err
 	}
-	if withHook {
-		hres, err := editConfig(hookFile, 0o644, now, decodeJSON, hookEdit, encodeJSON)
-		if err != nil {
-			return undoEdits(err, rep.Config)
-		}
-		if c.Hook || hres.Action == "removed" {
-			rep.Hook = hres
-		}
-		if err := c.join(ch, rep); err != nil {
-			return undoEdits(err, rep.Config, hres)
-		}
-	} else if err := c.join(ch, rep); err != nil {
-		return undoEdits(err, rep.Config)
+	rep.Config = config
+	if hook != nil && (c.Hook || hook.Action == "removed") {
+		rep.Hook = hook
+	}
+	if err := c.join(ch, rep); err != nil {
+		return appconfig.Undo(err, config, hook)
 	}
 	if g.JSON {
 		return g.printJSON(rep)
@@ -255,41 +217,15 @@ func (c *ConnectCmd) join(ch *fsbus.Channel, rep *connectReport) error {
 	return err
 }
 
-// undoEdits puts back the files the edits changed, newest first, and returns err with
-// its hint saying whether that worked (errors change nothing).
-func undoEdits(err error, edits ...*editResult) error {
-	var failed []string
-	for i := len(edits) - 1; i >= 0; i-- {
-		if r := edits[i]; r != nil && r.undo != nil {
-			if uerr := r.undo(); uerr != nil {
-				failed = append(failed, fmt.Sprintf("%s could not be put back (%v); its old content is in %s", r.File, uerr, r.Backup))
-			}
-		}
-	}
-	note := "the app's config was put back as it was"
-	if len(failed) > 0 {
-		note = strings.Join(failed, "; ")
-	}
-	var fe *errs.Error
-	if errors.As(err, &fe) {
-		hint := note
-		if fe.Hint != "" {
-			hint = fe.Hint + "; " + note
-		}
-		return errs.Errorf(fe.Category, hint, "%s", fe.Message)
-	}
-	return errs.Errorf(errs.Internal, note, "%v", err)
-}
-
 var actionWords = map[string]string{
 	"added": "added ferry to", "updated": "updated ferry in", "unchanged": "ferry already set in",
 	"removed": "removed ferry from", "absent": "no ferry entry in",
 }
 
 func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
-	line := func(what string, r *editResult) {
+	line := func(what string, r *appconfig.Result) {
 		g.printf("✔ %s %s %s", what, actionWords[r.Action], r.File)
-		if !r.changed() {
+		if !r.Changed() {
 			g.printf("; nothing changed")
 		}
 		g.printf("\n")
@@ -305,7 +241,7 @@ func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
 		line("SessionStart hook:", rep.Hook)
 	}
 	switch {
-	case c.Remove && !rep.Config.changed() && (rep.Hook == nil || !rep.Hook.changed()):
+	case c.Remove && !rep.Config.Changed() && (rep.Hook == nil || !rep.Hook.Changed()):
 		g.printf("  nothing was there to remove\n")
 	case c.Remove && rep.Agent != "":
 		g.printf("  the agent %s stays in the channel; the owner retires it there if it is gone for good\n", rep.Agent)
@@ -330,9 +266,9 @@ func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
 		g.printf("  note: %s\n", n)
 	}
 	switch {
-	case rep.Config.changed() && c.Remove:
+	case rep.Config.Changed() && c.Remove:
 		g.printf("  restart the app to stop ferry's server\n")
-	case rep.Config.changed():
+	case rep.Config.Changed():
 		g.printf("  restart the app to load it\n")
 	}
 }
@@ -340,30 +276,21 @@ func (c *ConnectCmd) printReport(g *Globals, rep *connectReport) {
 // printSnippet shows what connect would write, in the file's own format.
 func (c *ConnectCmd) printSnippet(g *Globals, rep *connectReport, file, hookCmd string) error {
 	if g.JSON {
-		rep.Config = &editResult{File: file, Action: "print"}
+		rep.Config = &appconfig.Result{File: file, Action: "print"}
 		return g.printJSON(rep)
 	}
 	g.printf("# %s: %s\n", c.App, file)
-	if c.App == "codex" {
-		g.printf("%s", tomlSnippet(rep.Server))
-	} else {
-		d, _, _ := editJSONServer(rep.Server, c.App == "claude-code", false)(jsonObject{})
-		b, err := encodeJSON(d)
-		if err != nil {
-			return err
-		}
-		g.printf("%s", b)
-		if c.App == "claude-code" && c.Scope == "user" {
-			spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(rep.Server.Command)).set("args", mustRaw(rep.Server.Args))
-			if len(rep.Server.Env) > 0 {
-				spec = spec.set("env", mustRaw(rep.Server.Env))
-			}
-			g.printf("# or, with Claude Code's CLI: claude mcp add-json --scope user ferry '%s'\n", mustRaw(spec))
-		}
+	app := appconfig.App(c.App)
+	b, err := appconfig.Snippet(app, rep.Server)
+	if err != nil {
+		return err
+	}
+	g.printf("%s", b)
+	if app == appconfig.ClaudeCode && appconfig.Scope(c.Scope) == appconfig.User {
+		g.printf("# or, with Claude Code's CLI: claude mcp add-json --scope user ferry '%s'\n", appconfig.ClaudeAddJSON(rep.Server))
 	}
 	if c.Hook {
-		d, _, _ := editHook(hookCmd, false)(jsonObject{})
-		b, err := encodeJSON(d)
+		b, err := appconfig.HookSnippet(hookCmd)
 		if err != nil {
 			return err
 		}
@@ -373,4 +300,60 @@ func (c *ConnectCmd) printSnippet(g *Globals, rep *connectReport, file, hookCmd 
 		g.printf("# note: %s\n", n)
 	}
 	return nil
+}
+
+// gitInfo is what git says about the working dir: its top level and whether it is a
+// second (linked) worktree, whose git dir differs from the common dir.
+type gitInfo struct {
+	TopLevel string
+	Linked   bool
+}
+
+// readGit asks git about dir; ok is false outside a repository or without git.
+func readGit(dir string) (gitInfo, bool) {
+	cmd := exec.Command("git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return gitInfo{}, false
+	}
+	l := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(l) != 3 {
+		return gitInfo{}, false
+	}
+	return gitInfo{TopLevel: filepath.FromSlash(l[0]), Linked: filepath.Clean(l[1]) != filepath.Clean(l[2])}, true
+}
+
+// defaultAgentName is <app>-<machine>, and for a project-level entry in a second
+// worktree of a repository <app>-<machine>-<worktree dir>, so two worktrees' agents
+// never share a name. At most 63 bytes (a portable name).
+func defaultAgentName(app, machine, worktree string) string {
+	parts := []string{app}
+	if m := fsbus.PortableLabel(machine); m != "" {
+		parts = append(parts, m)
+	}
+	if w := fsbus.PortableLabel(worktree); w != "" {
+		parts = append(parts, w)
+	}
+	n := strings.Join(parts, "-")
+	if len(n) > 63 {
+		n = strings.TrimRight(n[:63], "-")
+	}
+	return n
+}
+
+// machineLabel is this machine's host name up to its first dot, as fsbus writes it in
+// agent.join.
+func machineLabel() string {
+	h, _ := os.Hostname()
+	h, _, _ = strings.Cut(h, ".")
+	return fsbus.PortableLabel(h)
+}
+
+// shellQuote quotes s for a hook command line when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\"'\\$`!*?[]{}()<>|&;#~") {
+		return s
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s) + `"`
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// DaemonCmd is `ferry daemon --config FILE [--once|--status]` (issue 6).
+// DaemonCmd is `ferry daemon --config FILE [--once|--status]` (docs/runs.md
+// "`ferry daemon`").
 type DaemonCmd struct {
 	Config string `required:"" help:"TOML file of handlers per agent and task type." placeholder:"FILE" type:"path"`
 	Once   bool   `help:"One pass for each agent (at most one order each), then exit." xor:"mode"`

@@ -5,7 +5,7 @@ import (
 	"text/tabwriter"
 )
 
-// DecisionCmd groups the decision verbs (DESIGN §3, issue 3).
+// DecisionCmd groups the decision verbs (docs/design.md §3).
 type DecisionCmd struct {
 	Record DecisionRecordCmd `cmd:"" help:"Record a decision: one line of at most 200 characters."`
 	List   DecisionListCmd   `cmd:"" aliases:"ls" help:"List decisions, newest first."`

@@ -9,7 +9,7 @@ import (
 )
 
 // DoctorCmd is `ferry doctor`: what a synced folder did to the channel, and the fix for
-// each finding (issue 7).
+// each finding (docs/sync.md "`ferry doctor`", ADR 0004).
 type DoctorCmd struct{}
 
 // Help is the long help.

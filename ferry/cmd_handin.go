@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// HandinCmd groups the hand-in verbs (DESIGN §3, issue 3).
+// HandinCmd groups the hand-in verbs (docs/design.md §3).
 type HandinCmd struct {
 	Add  HandinAddCmd  `cmd:"" help:"Name work handed in: a commit, branch or path, and a note."`
 	List HandinListCmd `cmd:"" aliases:"ls" help:"List hand-ins, newest first."`

@@ -10,7 +10,7 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// InspectCmd is `ferry inspect [--as NAME]` (issue 6).
+// InspectCmd is `ferry inspect [--as NAME]` (docs/runs.md "`ferry inspect`").
 type InspectCmd struct {
 	All bool `help:"Include accepted and cancelled orders."`
 }

@@ -19,7 +19,7 @@ var (
 	testBoot  func() fsbus.BootReading
 )
 
-// orderSession opens the --as session of an order command with AutoSettle (issue 6):
+// orderSession opens the --as session of an order command with AutoSettle:
 // its write first closes the windows that writer is entitled to close on this machine
 // — its own claims whose execution window passed, the queue windows of orders it
 // wrote — under the same lock, at no extra read. printOrderResult reports them.
@@ -45,10 +45,11 @@ func (g *Globals) noteExpired() {
 }
 
 // holderSeen is a holder's liveness and what this machine knows of it. The age is
-// when this machine last saw a change from the holder (its arrival log, DESIGN §2 rule
-// 7): for an agent on another machine that is when its change reached this one, never
-// "seen on this machine" of an agent that is not here. An agent is here when this
-// machine holds its key; else the machine it joined from is named.
+// when this machine last saw a change from the holder (its arrival log,
+// docs/design.md §2 rule 7): for an agent on another machine that is when its change
+// reached this one, never "seen on this machine" of an agent that is not here. An
+// agent is here when this machine holds its key; else the machine it joined from is
+// named.
 func holderSeen(ch *fsbus.Channel, v *fsbus.View, holder string) string {
 	l, age := ch.Liveness(v, holder)
 	where := "on another machine"
@@ -101,7 +102,7 @@ type orderJSON struct {
 	Window         *fsbus.Window `json:"window,omitempty"`
 	HolderLiveness string        `json:"holder_liveness,omitempty"`
 	HolderAgeS     *int64        `json:"holder_age_s,omitempty"` // seconds since this machine last saw the holder
-	RunVia         string        `json:"run_via,omitempty"`      // issue 6: direct, or the job-queue command
+	RunVia         string        `json:"run_via,omitempty"`      // direct, or the job-queue command
 	// Blocked says the order waits for a cancelled dependency: it can never be claimed.
 	Blocked string `json:"blocked,omitempty"`
 }

@@ -5,7 +5,7 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// MasterCmd groups the owner's trust-root commands (issue 8).
+// MasterCmd groups the owner's trust-root commands (ADR 0008).
 type MasterCmd struct {
 	Rotate MasterRotateCmd `cmd:"" help:"Move trust to a new master key, signed by the current one (owner only)."`
 	Repin  MasterRepinCmd  `cmd:"" help:"Deliberately pin the master key a channel.toml names on this machine."`

@@ -53,13 +53,13 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	if !fsbus.ValidName(g.As) {
 		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
 	}
-	// The command catalog, walked from this very parser's model (issue 5): served as
+	// The command catalog, walked from this very parser's model (catalog.go): served as
 	// ferry://<project>/commands, so the server never imports the CLI.
 	commands, err := catalogJSON(k.Model)
 	if err != nil {
 		return err
 	}
-	// A config that cannot be read does not stop the server (issue 9): it serves the
+	// A config that cannot be read does not stop the server: it serves the
 	// core tools, no gateway tools, and reports why (stderr, the capabilities resource).
 	var gateway []*mcpserver.GatewayServer
 	var gatewayErr error

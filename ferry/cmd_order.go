@@ -64,7 +64,7 @@ func (c *OrderNewCmd) Validate() error {
 	return nil
 }
 
-// contractFlags are the contract of `ferry order new` (issue 6).
+// contractFlags are the contract of `ferry order new` (ADR 0003).
 type contractFlags struct {
 	Pointer      []string       `help:"A file the order is about, workspace-relative, optionally with lines (PATH:10-40); fingerprinted now." placeholder:"PATH" type:"pointer"`
 	Schema       string         `help:"JSON Schema the result must satisfy (JSON or @FILE)." placeholder:"JSON"`
@@ -130,8 +130,7 @@ func (c contractFlags) options(opt *fsbus.NewOrderOptions) error {
 		opt.Schema = json.RawMessage(schema)
 	}
 	// A window given is at least 1 s: 0s or a negative one would not mean "the channel
-	// default" to the reader of the command line (issue 6 finding 13); leaving the flag
-	// out does.
+	// default" to the reader of the command line; leaving the flag out does.
 	secs := func(name string, d *time.Duration) (int64, error) {
 		switch {
 		case d == nil:
@@ -201,7 +200,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if c.State == "ready" { // an alias of --ready (issue 6 finding 10)
+	if c.State == "ready" { // an alias of --ready
 		c.State, c.Ready = "", true
 	}
 	if err := fsbus.CheckStateFilter(c.State); err != nil {
@@ -347,7 +346,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 				who = "you (" + who + ")"
 			}
 			if ct.Rival {
-				// issue 8: two writers created this id; one is forged (`ferry doctor`).
+				// Two writers created this id; one is forged (`ferry doctor`).
 				g.printf("rival create: %s's create lost to %s's; one of them is forged or replayed (`ferry doctor`)\n", who, ct.Winner.By)
 				continue
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// PauseCmd is `ferry pause` (issue 8 "Pause"): the machine-local stop switch.
+// PauseCmd is `ferry pause`: the machine-local stop switch (docs/format.md §18).
 type PauseCmd struct {
 	Reason string `help:"Why, one line (shown to every refused call)." placeholder:"TEXT"`
 	Show   bool   `help:"List the switches set on this machine; change nothing."`
@@ -136,7 +136,7 @@ func (c *ResumeCmd) Run(g *Globals, k *kong.Context) error {
 	for _, p := range still {
 		g.printf("still %s\n", pauseLine(&p))
 		if p.Project == "" && project != "" {
-			// The machine-wide switch still pauses the project (secfix finding 11).
+			// The machine-wide switch still pauses the project.
 			g.printf("  project %s stays paused while this machine is: `ferry resume` (without --project) lifts it\n", project)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// PrimaryCmd groups the primary verbs (DESIGN §3, issue 3). `ferry primary` alone shows
+// PrimaryCmd groups the primary verbs (docs/design.md §3). `ferry primary` alone shows
 // the status.
 type PrimaryCmd struct {
 	Status  PrimaryStatusCmd  `cmd:"" default:"1" help:"Show the holder, its liveness, the standbys, the brief and the take rule."`

@@ -16,7 +16,7 @@ import (
 	"github.com/ferryhq/ferry/internal/secretguard"
 )
 
-// RunCmd is `ferry run --as NAME --exec FILE` (issue 6 "Unattended runs").
+// RunCmd is `ferry run --as NAME --exec FILE` (docs/runs.md).
 type RunCmd struct {
 	Exec    string        `required:"" help:"Executable run for each order, without a shell; it reads the order as JSON on stdin." placeholder:"FILE"`
 	Once    bool          `help:"Run at most one order, then exit (exit 0 when none is ready)."`

@@ -9,7 +9,7 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// SearchCmd is `ferry search QUERY` (issue 9): the same matcher and order as the MCP
+// SearchCmd is `ferry search QUERY`: the same matcher and order as the MCP
 // tool ferry_search (fsbus.Channel.Search).
 type SearchCmd struct {
 	Query  string `arg:"" help:"Words that must all appear (any case)."`
@@ -74,7 +74,7 @@ func (c *SearchCmd) Run(g *Globals) error {
 
 // nextCommand is the command line of the next page: every flag the user gave (--kind,
 // --limit, --channel or --project, --as) and the cursor, quoted for a POSIX shell
-// (issue 9 finding 7: a next line that drops a flag pages a different search).
+// (a next line that drops a flag pages a different search).
 func (c *SearchCmd) nextCommand(g *Globals, cursor string) string {
 	args := []string{"ferry", "search", shellQuote(c.Query)}
 	if c.Kind != "" {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/term"
 )
 
-// SecretCmd groups the vault verbs (issue 8 "Secrets", docs/adr/0009-vault.md). They
+// SecretCmd groups the vault verbs (docs/adr/0009-vault.md). They
 // exist on the command line only: no MCP tool reads or writes the vault.
 type SecretCmd struct {
 	Put  SecretPutCmd  `cmd:"" help:"Encrypt a value to named agents and keep it in the vault."`

@@ -8,8 +8,8 @@ import (
 )
 
 // TestWarnIgnored: get and list warn, naming the writers whose puts of a name were
-// ignored and its owner, and say nothing when there are none (secfix finding 2,
-// ADR 0009 §2; fsbus.TestVaultNameOwner makes such a put).
+// ignored and its owner, and say nothing when there are none (ADR 0009
+// §2; fsbus.TestVaultNameOwner makes such a put).
 func TestWarnIgnored(t *testing.T) {
 	var b bytes.Buffer
 	warnIgnored(&b, &fsbus.Secret{Name: "deploy-token", Owner: "master", Author: "master"})

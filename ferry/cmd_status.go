@@ -26,8 +26,8 @@ func (c *StatusCmd) Run(g *Globals) error {
 	}
 	g.printf("project %s · %s", s.Project, plural(s.Entries, "entry", "entries"))
 	sep := " · orders"
-	// Every state the json counts, pointer_stale and validation_failed included (issue 6
-	// finding 11), in stage-rank order.
+	// Every state the json counts, pointer_stale and validation_failed included, in
+	// stage-rank order.
 	for _, st := range fsbus.OrderStates() {
 		if n := s.Counts[st]; n > 0 {
 			g.printf("%s %s=%d", sep, st, n)
@@ -38,7 +38,7 @@ func (c *StatusCmd) Run(g *Globals) error {
 	if s.Primary.State == "held" {
 		g.printf("primary    %s (%s)\n", s.Primary.Holder, s.Primary.Liveness)
 	}
-	if p := ch.Home.Paused(ch.Project()); p != nil { // issue 8, cmd_pause.go
+	if p := ch.Home.Paused(ch.Project()); p != nil { // cmd_pause.go
 		g.printf("paused     %s: ferry resume lifts it\n", strings.TrimPrefix(pauseLine(p), "paused: "))
 	}
 	for _, a := range s.Asks {

@@ -8,8 +8,8 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// TalkCmd groups the talk verbs (issue 3): messages between agents and the owner, with
-// read receipts.
+// TalkCmd groups the talk verbs (docs/design.md §3): messages between agents and the
+// owner, with read receipts.
 type TalkCmd struct {
 	Send TalkSendCmd `cmd:"" aliases:"post" help:"Send a message to an agent, the owner (master) or all."`
 	Read TalkReadCmd `cmd:"" help:"Read the messages new to you; records that you read them."`

@@ -15,7 +15,7 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// UpdateCmd groups the signed-update verbs (issue 9, ADR 0005).
+// UpdateCmd groups the signed-update verbs (ADR 0005).
 type UpdateCmd struct {
 	Approve UpdateApproveCmd `cmd:"" help:"Approve a release: sign its version and each platform's binary checksum (owner only)."`
 	Check   UpdateCheckCmd   `cmd:"" help:"Report a newer approved release for this machine's platform."`
@@ -134,7 +134,7 @@ func (c *UpdateCheckCmd) Run(g *Globals) error {
 }
 
 // installedLine says that this binary already is the approved file of latest although
-// it reports current (issue 9 finding 9e).
+// it reports current.
 func installedLine(latest, current, platform string) string {
 	return fmt.Sprintf("this binary already is the approved file of ferry %s for %s, but it reports version %s: ask the owner to build the release with the approved version stamp", latest, platform, current)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// VersionCmd is `ferry version [--json]` (issue 9).
+// VersionCmd is `ferry version [--json]`.
 type VersionCmd struct{}
 
 // Help is the long help.

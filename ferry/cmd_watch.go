@@ -38,8 +38,8 @@ type followStop struct {
 	UntilEOF bool           `name:"until-eof" help:"Stop when standard input closes (for scripts, and on Windows, where a child gets no Ctrl-C)."`
 }
 
-// checkFor refuses a --for that is zero or negative (issue 7 finding 10e: "--for 0s"
-// would otherwise run forever): leave the flag out to run until stopped.
+// checkFor refuses a --for that is zero or negative ("--for 0s" would otherwise
+// run forever): leave the flag out to run until stopped.
 func (s *followStop) checkFor() error {
 	if s.For != nil && *s.For <= 0 {
 		return errs.Errorf(errs.Invalid, "pass a positive duration, such as --for 10m, or leave --for out to run until stopped", "--for %s is not positive", *s.For)
@@ -92,7 +92,7 @@ func (c *WatchCmd) Run(g *Globals) error {
 	}
 	if c.Since != "" && fsbus.ValidCursor(c.Since) {
 		// A cursor from elsewhere cannot say what came after it: say so, as catchup
-		// does (a fresh-user run found the watch starting from now without a word).
+		// does, rather than start from now without a word.
 		if v, err := ch.Load(); err == nil && !v.Arrivals.FromHere(c.Since) {
 			fprintf(g.stderr, "ferry: cursor %s is not from this machine's log (another machine, another copy of the channel, or a rebuilt log): reporting from now; `ferry catchup` shows what is open\n", shown(c.Since))
 		}

@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 )
 
-// scriptClaude stands in for Claude Code's `claude` in the scripts (issue 9): `claude mcp
+// scriptClaude stands in for Claude Code's `claude` in the scripts: `claude mcp
 // add-json --scope user NAME JSON` and `claude mcp remove --scope user NAME` edit the
 // top-level mcpServers of $CLAUDE_CONFIG_DIR/.claude.json or ~/.claude.json as the real
-// one does, refusing to add a name that is there or remove one that is not; every call
-// is logged to claude-calls.log beside that file. FAKE_CLAUDE_FAIL=1 makes it fail;
+// one does (it rewrites the whole file, here with members sorted by name), refusing to
+// add a name that is there or remove one that is not; every call is logged to
+// claude-calls.log beside that file. FAKE_CLAUDE_FAIL=1 makes it fail;
 // FAKE_CLAUDE_NOOP=1 makes it exit 0 having written nothing.
 func scriptClaude() {
 	args := os.Args[1:]
@@ -26,7 +29,7 @@ func scriptClaude() {
 		logf.Close()
 	}
 	if os.Getenv("FAKE_CLAUDE_NOOP") == "1" {
-		os.Exit(0) // claims success, writes nothing (issue 9 finding s4)
+		os.Exit(0) // claims success, writes nothing
 	}
 	if os.Getenv("FAKE_CLAUDE_FAIL") == "1" {
 		fmt.Fprintln(os.Stderr, "claude: something went wrong")
@@ -36,34 +39,49 @@ func scriptClaude() {
 		fmt.Fprintln(os.Stderr, "fake claude: unsupported call")
 		os.Exit(2)
 	}
-	data, _ := os.ReadFile(file)
-	doc, err := parseObject(data)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fake claude:", err)
-		os.Exit(1)
+	doc := map[string]json.RawMessage{}
+	if data, _ := os.ReadFile(file); len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, &doc); err != nil {
+			fmt.Fprintln(os.Stderr, "fake claude:", err)
+			os.Exit(1)
+		}
 	}
-	servers, _ := doc.subObject("mcpServers")
+	servers := map[string]json.RawMessage{}
+	if raw, ok := doc["mcpServers"]; ok {
+		if err := json.Unmarshal(raw, &servers); err != nil {
+			fmt.Fprintln(os.Stderr, "fake claude:", err)
+			os.Exit(1)
+		}
+	}
 	name := args[4]
-	_, had := servers.get(name)
+	_, had := servers[name]
 	switch {
 	case args[1] == "add-json" && len(args) == 6:
 		if had {
 			fmt.Fprintf(os.Stderr, "MCP server %s already exists in user config\n", name)
 			os.Exit(1)
 		}
-		servers = servers.set(name, []byte(args[5]))
+		servers[name] = json.RawMessage(args[5])
 	case args[1] == "remove" && len(args) == 5:
 		if !had {
 			fmt.Fprintf(os.Stderr, "No user-scoped MCP server found with name: %s\n", name)
 			os.Exit(1)
 		}
-		servers = servers.del(name)
+		delete(servers, name)
 	default:
 		fmt.Fprintln(os.Stderr, "fake claude: unsupported call")
 		os.Exit(2)
 	}
-	out, _ := encodeJSON(doc.set("mcpServers", mustRaw(servers)))
-	if err := os.WriteFile(file, out, 0o600); err != nil {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	doc["mcpServers"], _ = json.Marshal(servers)
+	if err := enc.Encode(doc); err != nil {
+		fmt.Fprintln(os.Stderr, "fake claude:", err)
+		os.Exit(1)
+	}
+	if err := os.WriteFile(file, out.Bytes(), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, "fake claude:", err)
 		os.Exit(1)
 	}

@@ -33,7 +33,7 @@ func loadProgress(w io.Writer) func(stage string, done, total int) {
 	}
 }
 
-// CLI conventions (issue 9): exit codes documented from the one map in cli.go, shell
+// CLI conventions: exit codes documented from the one map in cli.go, shell
 // completion walked from kong's model, plain output.
 
 // exitMeaning says what each error category means to a script reading the exit code.
@@ -48,7 +48,7 @@ var exitMeaning = map[errs.Category]string{
 	errs.Stale:       "what was acted on changed since it was read: read again, then retry",
 	errs.RetryNeeded: "something has not fully arrived or is damaged on this machine (the sync tool is still delivering it): retry later",
 	errs.Paused:      "this machine is paused (`ferry pause`): `ferry resume` lifts it",
-	errs.Superseded:  "the entry acted on lost a race across machines (its branch is superseded, DESIGN §2)",
+	errs.Superseded:  "the entry acted on lost a race across machines (its branch is superseded, docs/format.md §14)",
 }
 
 // exitRow is one documented exit code.

@@ -17,8 +17,8 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Issue 9, conventions: exit codes documented from the one map, shell completion for
-// four shells, build info in `ferry version`.
+// CLI conventions (docs/exit-codes.md): exit codes documented from the one map, shell
+// completion for four shells, build info in `ferry version`.
 
 const exitCodesDoc = "../docs/exit-codes.md"
 

@@ -1,8 +1,9 @@
 package main
 
-// `ferry daemon` with real processes (issue 6): one daemon per agent per machine (a
-// flock lease, contended by two real daemons), crash-safe (a daemon killed mid-run
-// leaves a run a restart settles), --status naming the lease owner and the journal.
+// `ferry daemon` with real processes (docs/runs.md "`ferry daemon`"): one daemon per
+// agent per machine (a flock lease, contended by two real daemons), crash-safe (a
+// daemon killed mid-run leaves a run a restart settles), --status naming the lease
+// owner and the journal.
 
 import (
 	"bytes"

@@ -283,7 +283,7 @@ func (d *demo) script() {
 	d.stalePointer()
 }
 
-// stalePointer is the demo's last step (issue 6): alice dispatches an order pointing
+// stalePointer is the demo's last step: alice dispatches an order pointing
 // at a file of a sandbox workspace, the file changes, and bob's claim is refused on
 // his machine with stale — nothing written, the order still open.
 func (d *demo) stalePointer() {

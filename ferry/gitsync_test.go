@@ -11,17 +11,16 @@ import (
 	"testing"
 )
 
-// git as the carrier (issue 7 "`ferry sync --git` … a test with two clones and a bare
-// repo proves it"): real git, a bare repository on disk, two machines (two
-// FERRY_HOMEs, two clones). git is required: it is installed wherever the suite runs
-// (CI included), and its absence fails the test rather than skipping it.
+// git as the carrier (docs/sync.md "git"): real git, a bare repository on disk, two
+// machines (two FERRY_HOMEs, two clones). git is required: it is installed wherever the
+// suite runs (CI included), and its absence fails the test rather than skipping it.
 
 // isolateGit makes every git (and every ferry running git) of the test ignore the
 // machine's git configuration: no system file, a global file in the test's home.
 func isolateGit(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("git is required by this test (issue 7: ferry sync --git): %v", err)
+		t.Fatalf("git is required by this test (ferry sync --git): %v", err)
 	}
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -367,7 +366,7 @@ func TestGitSyncRefusals(t *testing.T) {
 
 // folded returns the JSON out without the members each machine measures on its own
 // clock (an order's window, its holder's liveness): the rest is the folded state, the
-// same on every machine once the files have met (DESIGN §2 rule 7).
+// same on every machine once the files have met (docs/design.md §2 rule 7).
 func folded(t *testing.T, out string) string {
 	t.Helper()
 	var v any
@@ -395,7 +394,7 @@ func folded(t *testing.T, out string) string {
 	return string(b)
 }
 
-// TestGitSyncClonedDevice (issue 7 finding 6): machine B's ferry home is a copy of
+// TestGitSyncClonedDevice: machine B's ferry home is a copy of
 // A's (same device id, same keys). Both append to one segment, so the rebase of B's
 // sync conflicts in it. The error names the cause (two machines with one device id) and
 // the steps of the fix, never "edit each file"; the rebase is aborted cleanly. Run

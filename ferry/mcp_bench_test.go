@@ -34,9 +34,9 @@ var benchClientOptions = mcpserver.ClientOptions{
 	ProtocolVersion: "2025-11-25", Name: "ferry-bench",
 }
 
-// BenchmarkMCPSpawnInitialize times spawning `ferry mcp serve` and getting its answer to
-// initialize (issue 4: aim ≤ 15 ms). Closing the child's stdin and reaping it is not
-// timed.
+// BenchmarkMCPSpawnInitialize times spawning `ferry mcp serve` and getting its answer
+// to initialize (aim ≤ 15 ms, docs/benchmarks.md). Closing the child's stdin and
+// reaping it is not timed.
 func BenchmarkMCPSpawnInitialize(b *testing.B) {
 	c := newBusyCopy(b, buildFerry(b, b.TempDir()))
 	for b.Loop() {

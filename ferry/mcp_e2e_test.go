@@ -1,6 +1,6 @@
 package main
 
-// End to end over MCP (issues 4 and 5): the real ferry binary, real `ferry mcp serve`
+// End to end over MCP (docs/mcp.md): the real ferry binary, real `ferry mcp serve`
 // processes, real files, and two real MCP client libraries — the official go-sdk
 // (pinned to 2025-11-25, and on its default 2026-07-28) and mark3labs/mcp-go — each
 // driving two agents of one channel through the whole loop,
@@ -72,7 +72,7 @@ func TestMCP(t *testing.T) {
 // none (its latestProtocolVersion): the stateless 2026-07-28 revision. The client
 // probes with server/discover and then puts the version in every request's _meta;
 // initialize never answers 2026-07-28, so a session that reports it went the modern
-// way end to end (issue 5).
+// way end to end.
 const goSDKDefaultVersion = "2026-07-28"
 
 // connectGoSDKDefault connects go-sdk with no ClientSessionOptions at all: the version

@@ -1,9 +1,9 @@
 package main
 
-// The gateway end to end (issue 9): `ferry mcp serve --tools gateway` driven by the
-// official go-sdk client, forwarding to two real child processes — a ferry server of
-// another project on another FERRY_HOME, and the misbehaving fixture server of
-// mcpserver/testdata/gwfixture.
+// The gateway end to end (docs/mcp.md "Gateway"): `ferry mcp serve --tools gateway`
+// driven by the official go-sdk client, forwarding to two real child processes — a
+// ferry server of another project on another FERRY_HOME, and the misbehaving fixture
+// server of mcpserver/testdata/gwfixture.
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestMCPGateway(t *testing.T) {
 		bin, "mcp", "serve", "--as", "carol", "--project", "other")
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	m.must("mcp", "add", "fx", "--project", "acme", "--project-local", "--call-timeout", "500ms", "--", fixture, "-pidfile", pidfile)
-	// issue 9 findings 3 and 4: a server named ferry that is this ferry, for another
+	// A server named ferry that is this ferry, for another
 	// project of this machine, with no --env: it gets ferry's home, and its tools are
 	// gw_ferry_…, never ferry's own names.
 	m.channel("beta", "b1")
@@ -107,7 +107,7 @@ func TestMCPGateway(t *testing.T) {
 		t.Errorf("fx_slow: %v %+v", err, r)
 	}
 	// The killed child is gone; the next call starts it again, and again after a crash
-	// (issue 9 finding 2: one bad tool does not disable the server).
+	// (one bad tool does not disable the server).
 	b, _ := os.ReadFile(pidfile)
 	first, _ := strconv.Atoi(strings.Fields(string(b))[0])
 	waitPidGone(t, first)
@@ -159,7 +159,7 @@ func TestMCPGateway(t *testing.T) {
 }
 
 // TestMCPGatewayBrokenConfig: a servers.toml that cannot be read does not stop
-// `ferry mcp serve --tools gateway` (issue 9 finding 10): the core tools are served,
+// `ferry mcp serve --tools gateway`: the core tools are served,
 // no gateway tool, and the capabilities resource says why.
 func TestMCPGatewayBrokenConfig(t *testing.T) {
 	bin := mcpBinary(t)
@@ -233,7 +233,7 @@ func buildGWFixture(t *testing.T) string {
 
 // TestMCPGatewayListClean: `ferry mcp list` prints a server's tools with their control
 // characters shown as \xNN, never raw, and drops nameless and repeated tools with a
-// warning (issue 9 findings 4 and 8).
+// warning.
 func TestMCPGatewayListClean(t *testing.T) {
 	bin := mcpBinary(t)
 	fixture := buildGWFixture(t)

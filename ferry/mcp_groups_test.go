@@ -1,10 +1,10 @@
 package main
 
-// The MCP surface of issue 5 through the real binary: `ferry mcp serve --tools admin,legacy`
-// and `--read-only` driven by the real clients, a group name refused, the tools array
-// byte-identical across processes of different agents, machines, time zones and
-// protocol versions for every combination, and an idempotency key replayed by a second
-// server process after the first has exited.
+// The MCP tool groups (docs/design.md §4) through the real binary: `ferry mcp serve
+// --tools admin,legacy` and `--read-only` driven by the real clients, a group name
+// refused, the tools array byte-identical across processes of different agents,
+// machines, time zones and protocol versions for every combination, and an idempotency
+// key replayed by a second server process after the first has exited.
 
 import (
 	"bytes"

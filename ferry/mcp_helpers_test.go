@@ -1,6 +1,6 @@
 package main
 
-// Helpers of the MCP tests (issue 4): the real ferry binary, a machine (a FERRY_HOME)
+// Helpers of the MCP tests: the real ferry binary, a machine (a FERRY_HOME)
 // whose channel is set up with the CLI, and the two real MCP clients — the official
 // go-sdk and mark3labs/mcp-go — behind one small interface, so every journey runs
 // through each of them against real `ferry mcp serve` processes.

@@ -1,6 +1,6 @@
 package main
 
-// Parity of the CLI and MCP (issue 4, DESIGN §3: "the CLI and the MCP tools both call
+// Parity of the CLI and MCP (docs/design.md §3: "the CLI and the MCP tools both call
 // [one fsbus function], so permission checks, signing and entries are identical").
 // Two channels set up alike on one machine; the same operations, by the same agents,
 // go through `ferry …` processes in one and through `ferry mcp serve` processes (driven

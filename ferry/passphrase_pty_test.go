@@ -14,7 +14,7 @@ import (
 	"github.com/creack/pty"
 )
 
-// TestPassphrasePrompt (issue 8): with stdin a terminal and no --passphrase-file or
+// TestPassphrasePrompt: with stdin a terminal and no --passphrase-file or
 // FERRY_PASSPHRASE, the passphrase is read at a prompt on stderr with echo off (the
 // typed text never appears on the terminal); a passphrase being set is asked twice, and
 // two different ones are refused.

@@ -1,11 +1,11 @@
 package main
 
-// The permission matrix (issue 8): every level a writer can be at × every write a user
-// can cause × {CLI, MCP} → allow or deny, as the level table of DESIGN §2 (and the
-// code's copy of it, docs/format.md §13) says. Each row is one channel on disk: the
-// owner's machine (its own FERRY_HOME) made it and seats the actor; the actor works from
-// a machine of its own (another FERRY_HOME: no master key there), through the real
-// ferry binary and a real `ferry mcp serve` child. Each write is one line of permWrites.
+// The permission matrix: every level a writer can be at × every write a user can cause
+// × {CLI, MCP} → allow or deny, as the level table of docs/design.md §2 (and the code's
+// copy of it, docs/format.md §13) says. Each row is one channel on disk: the owner's
+// machine (its own FERRY_HOME) made it and seats the actor; the actor works from a
+// machine of its own (another FERRY_HOME: no master key there), through the real ferry
+// binary and a real `ferry mcp serve` child. Each write is one line of permWrites.
 
 import (
 	"context"
@@ -47,8 +47,8 @@ type permPrep struct {
 
 // permWrite is one write a user can cause: its entry type, the lowest level the table
 // allows it at, what must exist first, and the call over the CLI and over MCP (no
-// mcpTool: no MCP tool makes it — the table's last row never is, DESIGN §2). In cli
-// and mcpArgs, "{id}" stands for the prepared thing's id.
+// mcpTool: no MCP tool makes it — the table's last row never is, docs/design.md §2). In
+// cli and mcpArgs, "{id}" stands for the prepared thing's id.
 type permWrite struct {
 	typ     string
 	what    string // how the row is told apart when one type has several rows
@@ -111,7 +111,7 @@ var permWrites = []permWrite{
 	{typ: "agent.join", min: fsbus.LevelNone, flags: notMaster | again, cli: []string{"join", "--app", "matrix-cli"}, mcpTool: "ferry_join", mcpArgs: m{}}, // again: the CLI join's app stays (fsbus.JoinReporting)
 	{typ: "msg.ack", min: fsbus.LevelWorker, prep: (*permWorld).messageToActor, cli: []string{"talk", "ack", "{id}"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "read"}},
 	{typ: "handin.add", min: fsbus.LevelWorker, cli: []string{"handin", "add", "--ref", "commit:abc123"}},
-	// docs/format.md §13: standby needs member (issue 3), not worker as DESIGN's table.
+	// docs/format.md §13: standby needs member, not worker.
 	{typ: "presence.standby", min: fsbus.LevelMember, flags: again, cli: []string{"primary", "standby"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "standby"}},
 	{typ: "msg.post", min: fsbus.LevelMember, cli: []string{"talk", "send", "--to", "author", "hello"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "post", "to": "author", "text": "hello"}},
 	{typ: "ask.raise", min: fsbus.LevelMember, flags: notMaster, cli: []string{"ask", "raise", "Drop the table?", "--recommendation", "yes"}, mcpTool: "ferry_ask_human", mcpArgs: m{"action": "raise", "title": "Drop the table?", "recommendation": "yes"}},
@@ -328,7 +328,7 @@ func (w *permWorld) observe(before []string, call func() (bool, string)) cellOut
 	return out
 }
 
-// TestPermissionMatrix (issue 8): {worker, member, orchestrator, master, unseated,
+// TestPermissionMatrix: {worker, member, orchestrator, master, unseated,
 // revoked} × every write × {CLI, MCP}. An allowed cell exits 0 (or answers without
 // isError) and writes entries that count; a denied one is refused with `denied` (on an
 // agent's machine an owner-only command finds no master key: `not_found`) and writes
@@ -467,11 +467,11 @@ var mcpReads = map[string][]string{
 	"read_memory": nil, "list_ledger": nil, "list_learnings": nil, "list_engines": nil,
 }
 
-// TestPermissionMatrixCoversMCP (issue 8): every (tool, action) the MCP server offers,
-// with every opt-in group, is either a read (mcpReads) or the MCP cell of a row of
-// permWrites — so a write added to the MCP surface without a matrix row fails here —
-// and no MCP cell makes an entry of the table's last row (DESIGN §2: grants, policy,
-// answers, retiring others are never possible over MCP).
+// TestPermissionMatrixCoversMCP: every (tool, action) the MCP server offers, with every
+// opt-in group, is either a read (mcpReads) or the MCP cell of a row of permWrites — so
+// a write added to the MCP surface without a matrix row fails here — and no MCP cell
+// makes an entry of the table's last row (docs/design.md §2: grants, policy, answers,
+// retiring others are never possible over MCP).
 func TestPermissionMatrixCoversMCP(t *testing.T) {
 	bin := mcpBinary(t)
 	m := newMCPMachine(t, bin)

@@ -16,13 +16,13 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// TestRacePrimaryTwoMachines (issue 3): two machines — two FERRY_HOMEs, so two devices,
-// two lock folders and two arrival logs — share one channel folder, and alice
-// (machine A) and bob (machine B), both orchestrators, take the unheld primary role at
-// once with the real binary. Their channel locks are separate, so both fold the role as
-// unheld, both append a first take (no basis) and both succeed locally. Then every
-// process on either side folds one holder — the take with the lower hash (DESIGN §2) —
-// and a contest naming the winner; the loser may no longer brief, the winner may.
+// TestRacePrimaryTwoMachines: two machines — two FERRY_HOMEs, so two devices, two lock
+// folders and two arrival logs — share one channel folder, and alice (machine A) and
+// bob (machine B), both orchestrators, take the unheld primary role at once with the
+// real binary. Their channel locks are separate, so both fold the role as unheld, both
+// append a first take (no basis) and both succeed locally. Then every process on either
+// side folds one holder — the take with the lower hash (docs/design.md §2) — and a
+// contest naming the winner; the loser may no longer brief, the winner may.
 //
 // "At once" is made certain as in TestRaceTwoMachinesOneFolder: the test holds each
 // taker's segment lock, so neither can append before both have read the channel, and

@@ -1,6 +1,6 @@
 package main
 
-// Real processes racing on real files (issue 2, "Tests (real things only)"):
+// Real processes racing on real files:
 //
 //   - one machine: 8 processes race to claim each of 100 orders, and the machine-local
 //     channel lock makes each claim a true compare-and-set — exactly one wins;
@@ -310,13 +310,13 @@ func (m raceMachine) must(t *testing.T, args ...string) string {
 	return so
 }
 
-// TestRaceTwoMachinesOneFolder: two machines — two FERRY_HOMEs, so two devices and
-// two lock folders — share one channel folder, and alice (machine A) and bob
-// (machine B) claim one order at once. Their channel locks are separate, so neither
-// serialises the other: both fold the order as open, both append a claim naming the
-// same basis, and both succeed locally (exit 0). Then every ferry process on either
-// side folds one holder — the claim with the lower hash (DESIGN §2) — and the loser's
-// `order show` and `status` say it lost, and to whom.
+// TestRaceTwoMachinesOneFolder: two machines — two FERRY_HOMEs, so two devices and two
+// lock folders — share one channel folder, and alice (machine A) and bob (machine B)
+// claim one order at once. Their channel locks are separate, so neither serialises the
+// other: both fold the order as open, both append a claim naming the same basis, and
+// both succeed locally (exit 0). Then every ferry process on either side folds one
+// holder — the claim with the lower hash (docs/design.md §2) — and the loser's `order
+// show` and `status` say it lost, and to whom.
 //
 // "At once" is made certain, not hoped for: the test holds each claimer's segment lock
 // (the machine-local lock Append takes after the fold), so neither process can append
@@ -416,7 +416,7 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 		}
 	}
 
-	// The rule of DESIGN §2: both branches reached "claimed"; the lower hash wins.
+	// The rule of docs/design.md §2: both branches reached "claimed"; the lower hash wins.
 	snap, err = lg.Read()
 	if err != nil {
 		t.Fatal(err)

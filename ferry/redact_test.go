@@ -8,7 +8,7 @@ import (
 
 // TestParseErrorsNeverEchoSecrets: a flag value the parser rejects (one starting with
 // '-', like a private key block) or a bad label is never printed back when it looks
-// like a credential (secfix finding 6; issue 8 "Secrets": never echo it).
+// like a credential (docs/threat-model.md "Stray secrets": never echo it).
 func TestParseErrorsNeverEchoSecrets(t *testing.T) {
 	key := "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM2Ykl\n-----END RSA PRIVATE KEY-----"
 	tok := "ghp_" + strings.Repeat("aB3x9Q", 6)

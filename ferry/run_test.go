@@ -1,6 +1,6 @@
 package main
 
-// Unattended runs with real processes (issue 6 "Unattended runs", "Dead workers"):
+// Unattended runs with real processes (docs/runs.md, "Dead workers"):
 // a real `ferry run` is killed mid-run and a second one recovers its order; a failing
 // file gives its order back with a cleaned stderr tail; Ctrl-C releases the running
 // claim; heavy orders go through a fake job queue that records its arguments.

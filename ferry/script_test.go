@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestScripts runs the CLI journeys in testdata/script. Each script names the issue it
-// guards on its first line.
+// TestScripts runs the CLI journeys in testdata/script. Each script says on its first
+// lines what behaviour it guards and, where it is written down, the section that says
+// so (docs/format.md §N, docs/runs.md, docs/mcp.md, an ADR).
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                filepath.Join("testdata", "script"),
@@ -77,9 +78,9 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"validjson":  cmdValidJSON,
 	"zerofill":   cmdZeroFill,
 	"crlf":       cmdCRLF,
-	// issue 7 (doctor.txtar): half a line, as a sync tool delivers it.
+	// doctor.txtar: half a line, as a sync tool delivers it.
 	"appendpartial": cmdAppendPartial,
-	// issue 7 (sync_writer.txtar): a line wiped with NULs, a file rolled back.
+	// sync_writer.txtar: a line wiped with NULs, a file rolled back.
 	"zeroline":  cmdZeroLine,
 	"headlines": cmdHeadLines,
 }
@@ -122,7 +123,7 @@ func cmdHeadLines(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.WriteFile(p, bytes.Join(lines[:n], nil), 0o644))
 }
 
-// crlf FILE rewrites FILE with CRLF line endings (a Windows checkout of it; issue 6).
+// crlf FILE rewrites FILE with CRLF line endings (a Windows checkout of it).
 func cmdCRLF(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "crlf")
 	if len(args) != 1 {

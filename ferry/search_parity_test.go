@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestSearchParity (issue 9): `ferry search --as AGENT --json` and the MCP tool
+// TestSearchParity: `ferry search --as AGENT --json` and the MCP tool
 // ferry_search of a server running as that agent give the same hits in the same order
 // with the same snippets, on a channel with orders, messages to the agent and to
 // others, a decision and an ask: both call fsbus's Channel.Search matcher. Real

@@ -26,14 +26,14 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// TestSyncthingTwoNodes (issue 7): two real Syncthing instances on loopback carry one
-// channel between two machines (two FERRY_HOMEs). Agents on both sides create, claim,
-// submit and message concurrently; in the middle the devices are paused (a partition)
-// while both sides claim, submit and accept the same orders; after resuming, the test
-// waits on Syncthing's /rest/db/completion and folder state (never a sleep) and checks
-// that both machines fold the same state, every message is delivered exactly once, no
-// order has two accepted results, `ferry ledger verify` is clean on both and `ferry
-// doctor` finds no conflict copy unmerged.
+// TestSyncthingTwoNodes (docs/sync.md "Syncthing"): two real Syncthing instances on
+// loopback carry one channel between two machines (two FERRY_HOMEs). Agents on both
+// sides create, claim, submit and message concurrently; in the middle the devices are
+// paused (a partition) while both sides claim, submit and accept the same orders; after
+// resuming, the test waits on Syncthing's /rest/db/completion and folder state (never a
+// sleep) and checks that both machines fold the same state, every message is delivered
+// exactly once, no order has two accepted results, `ferry ledger verify` is clean on
+// both and `ferry doctor` finds no conflict copy unmerged.
 //
 // Gate: runs when FERRY_SYNCTHING_TEST=1 (.ci/run sets it) or CI=true, and fails then
 // when syncthing is not installed; with neither set it is skipped with a message.

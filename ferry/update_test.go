@@ -26,7 +26,7 @@ func buildVersion(t *testing.T, version, path string) {
 	}
 }
 
-// TestUpdateApplyReplacesBinary (issue 9): a real ferry 1.0.0, copied to a temp dir,
+// TestUpdateApplyReplacesBinary (ADR 0005): a real ferry 1.0.0, copied to a temp dir,
 // sees the owner's approval of 1.1.0 (a real build in the channel's releases/), applies
 // it and is then ferry 1.1.0; the new binary finds nothing newer. Every step is a
 // separate process of the binary being replaced.
@@ -62,7 +62,7 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 		t.Fatalf("check: %+v", chk)
 	}
 	// Without --yes: a dry run that runs every check, exits 0 and replaces nothing
-	// (issue 9 finding 9a).
+	// (docs/commands.md, `ferry update apply`).
 	if out := ferry("update", "apply"); !strings.Contains(out, "would install ferry 1.1.0 in place of 1.0.0 at ") || !strings.Contains(out, "run again with --yes to install it") {
 		t.Fatalf("apply without --yes said %q", out)
 	}
@@ -85,7 +85,7 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 	}
 	// The same file approved again as 1.2.0 (it reports 1.1.0), or for a platform it
 	// was not built for: refused at approval, nothing written, so no machine is ever
-	// offered a release that apply would refuse (issue 9 finding 9e).
+	// offered a release that apply would refuse.
 	approveFails := func(want string, args ...string) {
 		t.Helper()
 		cmd := exec.Command(exe, append([]string{"update", "approve"}, args...)...)

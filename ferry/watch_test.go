@@ -13,10 +13,10 @@ import (
 	"time"
 )
 
-// Long-running readers as real processes (issue 7 "`ferry watch` and `ferry talk read
-// --follow`"): the real binary starts, another process writes, the lines arrive, and
-// the reader stops with exit 0 — on SIGINT (not on Windows, which cannot send one to
-// a child), on the end of stdin with --until-eof, or after --for.
+// Long-running readers as real processes (`ferry watch` and `ferry talk read
+// --follow`): the real binary starts, another process writes, the lines arrive, and the
+// reader stops with exit 0 — on SIGINT (not on Windows, which cannot send one to a
+// child), on the end of stdin with --until-eof, or after --for.
 
 // follower is a running long-lived ferry process and its output, line by line.
 type follower struct {

@@ -1,5 +1,5 @@
 // Command runjob is the executable the `ferry run` and `ferry daemon` tests hand to
-// --exec (issue 6): a Go program, so the tests run the same on every OS. It reads the
+// --exec: a Go program, so the tests run the same on every OS. It reads the
 // order on stdin and behaves as FERRY_TEST_JOB_MODE says, leaving marks in
 // FERRY_TEST_JOB_DIR. Started under a name beginning with "snifrig" it is a fake job
 // queue instead: it records its arguments in queue.log and runs what follows "--".

@@ -1,4 +1,4 @@
-package main
+package appconfig
 
 import (
 	"bytes"
@@ -373,9 +373,9 @@ var (
 
 // wantTOMLEntry is the entry ferry means to leave in a config whose ferry entry is cur
 // (nil: none): cur's other keys kept, command and args set, and in env the keys ferry
-// writes (connectEnvKeys) set to entry's values or taken out, other env keys kept; an
+// writes (ownedEnvKeys) set to entry's values or taken out, other env keys kept; an
 // env left empty is dropped.
-func wantTOMLEntry(cur map[string]any, entry serverEntry) map[string]any {
+func wantTOMLEntry(cur map[string]any, entry Server) map[string]any {
 	want := map[string]any{}
 	for k, v := range cur {
 		want[k] = v
@@ -400,10 +400,10 @@ func wantTOMLEntry(cur map[string]any, entry serverEntry) map[string]any {
 	return want
 }
 
-// mergeEnv sets in env the keys ferry writes (connectEnvKeys and any other key of
-// from) to from's values, and deletes those of connectEnvKeys that from lacks.
+// mergeEnv sets in env the keys ferry writes (ownedEnvKeys and any other key of
+// from) to from's values, and deletes those of ownedEnvKeys that from lacks.
 func mergeEnv(env map[string]any, from map[string]string) {
-	for _, k := range connectEnvKeys {
+	for _, k := range ownedEnvKeys {
 		delete(env, k)
 	}
 	for k, v := range from {
@@ -412,7 +412,7 @@ func mergeEnv(env map[string]any, from map[string]string) {
 }
 
 // tomlSnippet is ferry's entry as the tables to paste into config.toml.
-func tomlSnippet(entry serverEntry) string {
+func tomlSnippet(entry Server) string {
 	t, _, err := editTOMLText(&tomlText{doc: map[string]any{}}, entry, false)
 	if err != nil {
 		return ""
@@ -422,7 +422,7 @@ func tomlSnippet(entry serverEntry) string {
 
 // editTOMLServer sets (or, with remove, deletes) ferry's entry [mcp_servers.ferry] in
 // Codex's config.toml, editing its text only (see the top of this file).
-func editTOMLServer(entry serverEntry, remove bool) func(any) (any, string, error) {
+func editTOMLServer(entry Server, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
 		t, action, err := editTOMLText(d.(*tomlText), entry, remove)
 		if err != nil {
@@ -432,7 +432,7 @@ func editTOMLServer(entry serverEntry, remove bool) func(any) (any, string, erro
 	}
 }
 
-func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, string, error) {
+func editTOMLText(t *tomlText, entry Server, remove bool) (*tomlText, string, error) {
 	const fixHint = "fix the file, then run ferry connect again; nothing was written"
 	servers := map[string]any{}
 	if v, ok := t.doc["mcp_servers"]; ok {
@@ -511,7 +511,7 @@ func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, strin
 
 // byHand is the hint of a refused edit: the tables to paste (or, for remove, what to
 // take out).
-func byHand(entry serverEntry, remove bool) string {
+func byHand(entry Server, remove bool) string {
 	if remove {
 		return "take ferry's entry out of config.toml by hand"
 	}

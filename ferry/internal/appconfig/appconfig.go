@@ -1,4 +1,4 @@
-package main
+package appconfig
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -20,30 +21,68 @@ import (
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
-// The app configs `ferry connect` edits (issue 9). Every path is computed by
-// connectPath from a GOOS and an environment, so each OS's path is unit-tested on any
-// machine; every edit goes through editConfig, which merges (other servers, unknown
-// keys and ferry's own extra keys kept), is idempotent (an equal entry writes nothing),
-// copies the file to <file>.bak-<UTC timestamp> before any change, writes atomically
-// (fsutil.WriteFile) with the file's mode kept, and refuses a file it cannot
-// parse without writing anything. No token or passphrase is ever written: the server
-// signs with the agent's key, which stays in ferry's home.
+// App is an AI app whose MCP config ferry edits, by the name `ferry connect` takes.
+type App string
 
-// connectApps are the apps `ferry connect` knows, in help order.
-var connectApps = []string{"claude-desktop", "claude-code", "codex", "cursor"}
+// The apps.
+const (
+	ClaudeDesktop App = "claude-desktop"
+	ClaudeCode    App = "claude-code"
+	Codex         App = "codex"
+	Cursor        App = "cursor"
+)
 
-// connectEnv is what connect reads from the machine, injected so tests run on
-// temporary home dirs and compute every OS's paths.
-type connectEnv struct {
-	goos   string              // runtime.GOOS, or the OS under test
-	getenv func(string) string // os.Getenv
-	home   string              // the user's home dir (os.UserHomeDir)
-	cwd    string              // the working dir: its git top level is a project's root
-	now    func() time.Time    // backup names
-	// lookPath finds a program on PATH (exec.LookPath); nil: none is looked for.
-	lookPath func(string) (string, error)
-	// run runs a program and returns its combined output (exec.Command).
-	run func(name string, args ...string) ([]byte, error)
+// Apps are the apps, in help order.
+var Apps = []App{ClaudeDesktop, ClaudeCode, Codex, Cursor}
+
+// appNames is Apps joined for a hint.
+func appNames() string {
+	names := make([]string, len(Apps))
+	for i, a := range Apps {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Scope says which of an app's configs: the user's, or a project's (Claude Code and
+// Cursor only).
+type Scope string
+
+// The scopes.
+const (
+	User    Scope = "user"
+	Project Scope = "project"
+)
+
+// Env is what this package reads from the machine, injected so tests run on temporary
+// home dirs and compute every OS's paths.
+type Env struct {
+	GOOS   string              // runtime.GOOS, or the OS under test
+	Getenv func(string) string // os.Getenv
+	Home   string              // the user's home dir (os.UserHomeDir)
+	Cwd    string              // the working dir: its git top level is a project's root
+	Now    func() time.Time    // backup names
+	// LookPath finds a program on PATH (exec.LookPath); nil: none is looked for.
+	LookPath func(string) (string, error)
+	// Run runs a program and returns its combined output (exec.Command).
+	Run func(name string, args ...string) ([]byte, error)
+}
+
+// Machine is this machine's Env: runtime.GOOS, os.Getenv, os.UserHomeDir, os.Getwd,
+// time.Now, exec.LookPath and exec.Command. It fails (internal) when the home or the
+// working dir cannot be found.
+func Machine() (Env, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return Env{}, errs.Errorf(errs.Internal, "set HOME (USERPROFILE on Windows)", "finding the home dir: %v", err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return Env{}, errs.Errorf(errs.Internal, "", "finding the working dir: %v", err)
+	}
+	return Env{GOOS: runtime.GOOS, Getenv: os.Getenv, Home: home, Cwd: cwd, Now: time.Now,
+		LookPath: exec.LookPath,
+		Run:      func(name string, args ...string) ([]byte, error) { return exec.Command(name, args...).CombinedOutput() }}, nil
 }
 
 // joinFor joins path elements with goos's separator (a Windows path computed on Linux
@@ -67,7 +106,7 @@ func joinFor(goos string, elem ...string) string {
 	return strings.Join(parts, `\`)
 }
 
-// connectPath is the config file app reads for scope "user" or "project" on goos:
+// Path is the config file app reads for scope on env.GOOS:
 //
 //   - claude-desktop (user only): macOS ~/Library/Application Support/Claude/,
 //     Windows %APPDATA%\Claude\, else $XDG_CONFIG_HOME/Claude/ or ~/.config/Claude/;
@@ -79,104 +118,104 @@ func joinFor(goos string, elem ...string) string {
 //
 // root is the project's root (its git top level). It returns invalid for an unknown
 // app, a scope the app does not read, or a missing %APPDATA% on Windows.
-func connectPath(app, scope string, env connectEnv, root string) (string, error) {
-	g := env.goos
+func Path(app App, scope Scope, env Env, root string) (string, error) {
+	g := env.GOOS
 	userOnly := func() error {
-		if scope == "project" {
+		if scope == Project {
 			return errs.Errorf(errs.Invalid, "drop --scope project", "%s reads a user-level config only", app)
 		}
 		return nil
 	}
 	switch app {
-	case "claude-desktop":
+	case ClaudeDesktop:
 		if err := userOnly(); err != nil {
 			return "", err
 		}
 		switch g {
 		case "darwin":
-			return joinFor(g, env.home, "Library", "Application Support", "Claude", "claude_desktop_config.json"), nil
+			return joinFor(g, env.Home, "Library", "Application Support", "Claude", "claude_desktop_config.json"), nil
 		case "windows":
-			appdata := env.getenv("APPDATA")
+			appdata := env.Getenv("APPDATA")
 			if appdata == "" {
 				return "", errs.Errorf(errs.Invalid, "set APPDATA (normally C:\\Users\\<you>\\AppData\\Roaming)", "%%APPDATA%% is not set")
 			}
 			return joinFor(g, appdata, "Claude", "claude_desktop_config.json"), nil
 		default:
-			dir := env.getenv("XDG_CONFIG_HOME")
+			dir := env.Getenv("XDG_CONFIG_HOME")
 			if dir == "" || !filepath.IsAbs(dir) {
-				dir = joinFor(g, env.home, ".config")
+				dir = joinFor(g, env.Home, ".config")
 			}
 			return joinFor(g, dir, "Claude", "claude_desktop_config.json"), nil
 		}
-	case "claude-code":
-		if scope == "project" {
+	case ClaudeCode:
+		if scope == Project {
 			return joinFor(g, root, ".mcp.json"), nil
 		}
-		if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		if d := env.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
 			return joinFor(g, d, ".claude.json"), nil
 		}
-		return joinFor(g, env.home, ".claude.json"), nil
-	case "cursor":
-		if scope == "project" {
+		return joinFor(g, env.Home, ".claude.json"), nil
+	case Cursor:
+		if scope == Project {
 			return joinFor(g, root, ".cursor", "mcp.json"), nil
 		}
-		return joinFor(g, env.home, ".cursor", "mcp.json"), nil
-	case "codex":
+		return joinFor(g, env.Home, ".cursor", "mcp.json"), nil
+	case Codex:
 		if err := userOnly(); err != nil {
 			return "", err
 		}
-		if d := env.getenv("CODEX_HOME"); d != "" {
+		if d := env.Getenv("CODEX_HOME"); d != "" {
 			return joinFor(g, d, "config.toml"), nil
 		}
-		return joinFor(g, env.home, ".codex", "config.toml"), nil
+		return joinFor(g, env.Home, ".codex", "config.toml"), nil
 	}
-	return "", errs.Errorf(errs.Invalid, "pick one of "+strings.Join(connectApps, ", "), "unknown app %q", app)
+	return "", errs.Errorf(errs.Invalid, "pick one of "+appNames(), "unknown app %q", app)
 }
 
-// hookPath is Claude Code's settings file for a SessionStart hook: user
+// HookPath is Claude Code's settings file for a SessionStart hook: user
 // ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json when set), project
 // <root>/.claude/settings.json.
-func hookPath(scope string, env connectEnv, root string) string {
-	if scope == "project" {
-		return joinFor(env.goos, root, ".claude", "settings.json")
+func HookPath(scope Scope, env Env, root string) string {
+	if scope == Project {
+		return joinFor(env.GOOS, root, ".claude", "settings.json")
 	}
-	if d := env.getenv("CLAUDE_CONFIG_DIR"); d != "" {
-		return joinFor(env.goos, d, "settings.json")
+	if d := env.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return joinFor(env.GOOS, d, "settings.json")
 	}
-	return joinFor(env.goos, env.home, ".claude", "settings.json")
+	return joinFor(env.GOOS, env.Home, ".claude", "settings.json")
 }
 
-// serverEntry is the command an app spawns: `<binary> mcp serve --as NAME --project
-// ID`, with in its env the variables of connectEnvKeys this ferry runs with (so the
-// app's server finds the same keys, project map and Syncthing). Nothing secret.
-type serverEntry struct {
+// Server is the command an app spawns: `<binary> mcp serve --as NAME --project ID`,
+// with in its env the variables of ownedEnvKeys this ferry runs with (so the app's
+// server finds the same keys, project map and Syncthing). Nothing secret.
+type Server struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env,omitempty"`
 }
 
-// connectEnvKeys are the variables ferry carries into the app's env entry when they are
+// ownedEnvKeys are the variables ferry carries into the app's env entry when they are
 // set where `ferry connect` runs, and owns there (set, changed or taken out; other env
 // keys are kept): FERRY_HOME (ferry's keys and project map), and where ferry finds
 // Syncthing (fsbus's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
 // and SYNCTHING_API_URL. SYNCTHING_API_KEY is a secret and never written.
-var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
+var ownedEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
 
-// serverEnv is the env of ferry's entry: the variables of connectEnvKeys that are set,
-// a relative Syncthing dir made absolute from the working dir (the app starts the
-// server elsewhere); nil when none is.
-func serverEnv(env connectEnv) map[string]string {
+// ServerEnv is the env of ferry's entry: the variables of ownedEnvKeys that are set, a
+// relative Syncthing dir made absolute from the working dir (the app starts the server
+// elsewhere); nil when none is.
+func ServerEnv(env Env) map[string]string {
 	var out map[string]string
-	for _, k := range connectEnvKeys {
-		v := env.getenv(k)
+	for _, k := range ownedEnvKeys {
+		v := env.Getenv(k)
 		if k != "FERRY_HOME" {
 			v = strings.TrimSpace(v)
 		}
 		if v == "" {
 			continue
 		}
-		if (k == "STHOMEDIR" || k == "STCONFDIR") && !isAbsFor(env.goos, v) && env.cwd != "" {
-			v = joinFor(env.goos, env.cwd, v)
+		if (k == "STHOMEDIR" || k == "STCONFDIR") && !isAbsFor(env.GOOS, v) && env.Cwd != "" {
+			v = joinFor(env.GOOS, env.Cwd, v)
 		}
 		if out == nil {
 			out = map[string]string{}
@@ -194,18 +233,18 @@ func isAbsFor(goos, p string) bool {
 	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') || strings.HasPrefix(p, `\\`)
 }
 
-// editResult says what one config edit did.
-type editResult struct {
+// Result says what one config edit did.
+type Result struct {
 	File   string `json:"file"`
-	Action string `json:"action"` // added, updated, unchanged, removed, absent
+	Action string `json:"action"` // added, updated, unchanged, removed, absent (print: none made)
 	Backup string `json:"backup,omitempty"`
 	Note   string `json:"note,omitempty"`
 	// undo puts the file back as it was before the edit (nil: nothing to undo).
 	undo func() error
 }
 
-// changed reports whether the edit wrote the file.
-func (r *editResult) changed() bool {
+// Changed reports whether the edit wrote the file.
+func (r *Result) Changed() bool {
 	return r.Action == "added" || r.Action == "updated" || r.Action == "removed"
 }
 
@@ -216,11 +255,11 @@ func (r *editResult) changed() bool {
 // invalid error and nothing is written; a failed write is an internal error, the
 // backup made for it is removed and the file is as it was. A UTF-8 byte-order mark at
 // the start of a JSON file is dropped on write and said in the result's note (the
-// backup keeps it). The result's undo puts the file back as it was (issue 9: a connect
-// whose join fails changes nothing).
+// backup keeps it). The result's undo puts the file back as it was (so a connect whose
+// join fails changes nothing).
 func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte) (any, error),
-	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*editResult, error) {
-	res := &editResult{File: file}
+	edit func(doc any) (any, string, error), encode func(any) ([]byte, error)) (*Result, error) {
+	res := &Result{File: file}
 	target := file
 	if t, err := filepath.EvalSymlinks(file); err == nil {
 		target = t
@@ -245,7 +284,7 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 		return nil, err
 	}
 	res.Action = action
-	if !res.changed() {
+	if !res.Changed() {
 		return res, nil
 	}
 	data, err := encode(doc)
@@ -287,8 +326,34 @@ func restoreFile(target string, old []byte, existed bool, perm fs.FileMode, back
 	}
 }
 
+// Undo puts back the files the edits changed, newest first (nil results are skipped),
+// and returns err with its hint saying whether that worked (errors change nothing).
+func Undo(err error, edits ...*Result) error {
+	var failed []string
+	for i := len(edits) - 1; i >= 0; i-- {
+		if r := edits[i]; r != nil && r.undo != nil {
+			if uerr := r.undo(); uerr != nil {
+				failed = append(failed, fmt.Sprintf("%s could not be put back (%v); its old content is in %s", r.File, uerr, r.Backup))
+			}
+		}
+	}
+	note := "the app's config was put back as it was"
+	if len(failed) > 0 {
+		note = strings.Join(failed, "; ")
+	}
+	var fe *errs.Error
+	if errors.As(err, &fe) {
+		hint := note
+		if fe.Hint != "" {
+			hint = fe.Hint + "; " + note
+		}
+		return errs.Errorf(fe.Category, hint, "%s", fe.Message)
+	}
+	return errs.Errorf(errs.Internal, note, "%v", err)
+}
+
 // writeBackup copies data to <target>.bak-<UTC time to the second>, or, when that name
-// is taken, to the same name with -2, -3, … appended (issue 9: two changes within one
+// is taken, to the same name with -2, -3, … appended (so two changes within one
 // second keep both originals). An existing backup is never overwritten: the file is
 // created with O_EXCL. It returns the name written.
 func writeBackup(target string, data []byte, perm fs.FileMode, now time.Time) (string, error) {
@@ -468,7 +533,7 @@ func sameJSON(a, b json.RawMessage) bool {
 // editJSONServer sets (or, with remove, deletes) servers.ferry under the top-level key
 // "mcpServers". Keys in ferry's existing entry other than command, args, env and type
 // are kept.
-func editJSONServer(entry serverEntry, withType, remove bool) func(any) (any, string, error) {
+func editJSONServer(entry Server, withType, remove bool) func(any) (any, string, error) {
 	return func(d any) (any, string, error) {
 		doc := d.(jsonObject)
 		servers, err := doc.subObject("mcpServers")
@@ -614,64 +679,6 @@ func countFerryHooks(groups []map[string]any) int {
 	return n
 }
 
-// --- names, roots, worktrees -----------------------------------------------------
-
-// gitInfo is what git says about the working dir: its top level and whether it is a
-// second (linked) worktree, whose git dir differs from the common dir.
-type gitInfo struct {
-	TopLevel string
-	Linked   bool
-}
-
-// readGit asks git about dir; ok is false outside a repository or without git.
-func readGit(dir string) (gitInfo, bool) {
-	cmd := exec.Command("git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return gitInfo{}, false
-	}
-	l := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(l) != 3 {
-		return gitInfo{}, false
-	}
-	return gitInfo{TopLevel: filepath.FromSlash(l[0]), Linked: filepath.Clean(l[1]) != filepath.Clean(l[2])}, true
-}
-
-// defaultAgentName is <app>-<machine>, and for a project-level entry in a second
-// worktree of a repository <app>-<machine>-<worktree dir>, so two worktrees' agents
-// never share a name. At most 63 bytes (a portable name).
-func defaultAgentName(app, machine, worktree string) string {
-	parts := []string{app}
-	if m := fsbus.PortableLabel(machine); m != "" {
-		parts = append(parts, m)
-	}
-	if w := fsbus.PortableLabel(worktree); w != "" {
-		parts = append(parts, w)
-	}
-	n := strings.Join(parts, "-")
-	if len(n) > 63 {
-		n = strings.TrimRight(n[:63], "-")
-	}
-	return n
-}
-
-// machineLabel is this machine's host name up to its first dot, as fsbus writes it in
-// agent.join.
-func machineLabel() string {
-	h, _ := os.Hostname()
-	h, _, _ = strings.Cut(h, ".")
-	return fsbus.PortableLabel(h)
-}
-
-// shellQuote quotes s for a hook command line when it needs it.
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\"'\\$`!*?[]{}()<>|&;#~") {
-		return s
-	}
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s) + `"`
-}
-
 // checkEdit is a dry run of editConfig: it returns the invalid error for a file that
 // exists and does not parse, or whose shape the edit refuses (mcpServers not an
 // object, …), so a command touching several files refuses before it changes any.
@@ -695,6 +702,16 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 	return nil
 }
 
+// claudeSpec is the JSON `claude mcp add-json` takes for entry, with env as its env
+// (nil: none).
+func claudeSpec(entry Server, env json.RawMessage) json.RawMessage {
+	spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
+	if env != nil {
+		spec = spec.set("env", env)
+	}
+	return mustRaw(spec)
+}
+
 // editViaClaude makes Claude Code's user-level entry through its own CLI, `claude mcp
 // add-json --scope user ferry JSON` (and `claude mcp remove --scope user ferry` first
 // when an entry is there), because Claude Code keeps rewriting ~/.claude.json while it
@@ -702,11 +719,11 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 // nothing (idempotent) and an unparsable file is refused before anything runs; it is
 // backed up (writeBackup) before the CLI runs. A CLI failure puts the file back as it
 // was, removes the backup and is an internal error carrying the CLI's output. After
-// the CLI exits 0 the file is read again: an entry the CLI did not leave there (issue
-// 9 finding s4) is written by ferry itself, atomically, and said in the note. The
-// result's undo puts the file back as it was.
-func editViaClaude(claude, file string, entry serverEntry, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*editResult, error) {
-	res := &editResult{File: file}
+// the CLI exits 0 the file is read again: an entry the CLI did not leave there (it
+// may exit 0 and write nothing) is written by ferry itself, atomically, and said in
+// the note. The result's undo puts the file back as it was.
+func editViaClaude(claude, file string, entry Server, remove bool, now time.Time, run func(string, ...string) ([]byte, error)) (*Result, error) {
+	res := &Result{File: file}
 	old, err := os.ReadFile(file)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -723,7 +740,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 		return nil, err
 	}
 	res.Action = action
-	if !res.changed() {
+	if !res.Changed() {
 		return res, nil
 	}
 	perm := fs.FileMode(0o600)
@@ -748,11 +765,8 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 		steps = append(steps, []string{"mcp", "remove", "--scope", "user", "ferry"})
 	}
 	if !remove {
-		spec := jsonObject{}.set("type", mustRaw("stdio")).set("command", mustRaw(entry.Command)).set("args", mustRaw(entry.Args))
-		if env := ferryEnvOf(edited.(jsonObject)); env != nil {
-			spec = spec.set("env", env) // env keys of the user's kept beside ferry's
-		}
-		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(mustRaw(spec))})
+		spec := claudeSpec(entry, ferryEnvOf(edited.(jsonObject))) // env keys of the user's kept beside ferry's
+		steps = append(steps, []string{"mcp", "add-json", "--scope", "user", "ferry", string(spec)})
 	}
 	for _, args := range steps {
 		if out, err := run(claude, args...); err != nil {
@@ -789,16 +803,16 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	return res, nil
 }
 
-// entryAgent is the agent named by --as in the args of ferry's entry in file (the
-// mcpServers.ferry entry; mcp_servers.ferry in codex's TOML): "" when the file, the
-// entry or the flag is missing or does not parse.
-func entryAgent(file string, isTOML bool) string {
+// EntryAgent is the agent named by --as in the args of ferry's entry in app's config
+// file (the mcpServers.ferry entry; mcp_servers.ferry in Codex's TOML): "" when the
+// file, the entry or the flag is missing or does not parse.
+func EntryAgent(app App, file string) string {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return ""
 	}
 	var args []string
-	if isTOML {
+	if app == Codex {
 		doc, err := decodeTOMLMap(data)
 		if err != nil {
 			return ""

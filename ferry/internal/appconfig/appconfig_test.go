@@ -1,11 +1,10 @@
-package main
+package appconfig
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -14,22 +13,23 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Issue 9: `ferry connect` config paths, merges, idempotency, backups, removal,
-// refusal of invalid files and worktree naming, on temporary home dirs.
+// App config paths, merges, idempotency, backups, removal and the refusal of invalid
+// files, on temporary home dirs.
 
-func envOf(goos, home string, vars map[string]string) connectEnv {
-	return connectEnv{goos: goos, home: home, getenv: func(k string) string { return vars[k] },
-		now: func() time.Time { return time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) }}
+func envOf(goos, home string, vars map[string]string) Env {
+	return Env{GOOS: goos, Home: home, Getenv: func(k string) string { return vars[k] },
+		Now: func() time.Time { return time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) }}
 }
 
-// TestConnectPaths: every app's config path on linux, darwin and windows.
-func TestConnectPaths(t *testing.T) {
+// TestPath: every app's config path on linux, darwin and windows.
+func TestPath(t *testing.T) {
 	for _, tc := range []struct {
-		goos, app, scope string
+		goos             string
+		app              App
+		scope            Scope
 		vars             map[string]string
 		home, root, want string
 	}{
@@ -52,28 +52,32 @@ func TestConnectPaths(t *testing.T) {
 		{"darwin", "codex", "user", map[string]string{"CODEX_HOME": "/opt/codex"}, "/Users/u", "", "/opt/codex/config.toml"},
 		{"windows", "codex", "user", nil, `C:\Users\u`, "", `C:\Users\u\.codex\config.toml`},
 	} {
-		got, err := connectPath(tc.app, tc.scope, envOf(tc.goos, tc.home, tc.vars), tc.root)
+		got, err := Path(tc.app, tc.scope, envOf(tc.goos, tc.home, tc.vars), tc.root)
 		if err != nil || got != tc.want {
 			t.Errorf("%s %s %s: got %q, %v; want %q", tc.goos, tc.app, tc.scope, got, err, tc.want)
 		}
 	}
-	for _, tc := range []struct{ goos, app, scope string }{
+	for _, tc := range []struct {
+		goos  string
+		app   App
+		scope Scope
+	}{
 		{"windows", "claude-desktop", "user"}, // no APPDATA
 		{"linux", "claude-desktop", "project"},
 		{"linux", "codex", "project"},
 		{"linux", "vscode", "user"},
 	} {
-		if _, err := connectPath(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, errs.Invalid) {
+		if _, err := Path(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, errs.Invalid) {
 			t.Errorf("%s %s %s: want invalid, got %v", tc.goos, tc.app, tc.scope, err)
 		}
 	}
-	if got := hookPath("project", envOf("windows", `C:\Users\u`, nil), `C:\r`); got != `C:\r\.claude\settings.json` {
+	if got := HookPath("project", envOf("windows", `C:\Users\u`, nil), `C:\r`); got != `C:\r\.claude\settings.json` {
 		t.Errorf("hook path: %q", got)
 	}
-	if got := hookPath("user", envOf("darwin", "/Users/u", nil), "/r"); got != "/Users/u/.claude/settings.json" {
+	if got := HookPath("user", envOf("darwin", "/Users/u", nil), "/r"); got != "/Users/u/.claude/settings.json" {
 		t.Errorf("hook path: %q", got)
 	}
-	if got := hookPath("user", envOf("linux", "/home/u", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}), "/r"); got != "/cc/settings.json" {
+	if got := HookPath("user", envOf("linux", "/home/u", map[string]string{"CLAUDE_CONFIG_DIR": "/cc"}), "/r"); got != "/cc/settings.json" {
 		t.Errorf("hook path: %q", got)
 	}
 }
@@ -83,17 +87,17 @@ func isCat(err error, cat errs.Category) bool {
 	return errors.As(err, &fe) && fe.Category == cat
 }
 
-var testEntry = serverEntry{Command: "/opt/ferry/bin/ferry", Args: []string{"mcp", "serve", "--as", "cursor-box", "--project", "acme"}}
+var testEntry = Server{Command: "/opt/ferry/bin/ferry", Args: []string{"mcp", "serve", "--as", "cursor-box", "--project", "acme"}}
 
-func jsonEdit(t *testing.T, file string, edit func(any) (any, string, error)) (*editResult, error) {
+func jsonEdit(t *testing.T, file string, edit func(any) (any, string, error)) (*Result, error) {
 	t.Helper()
 	return editConfig(file, 0o644, time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC), decodeJSON, edit, encodeJSON)
 }
 
-// TestConnectJSONMerge: other servers, unknown keys, their order and ferry's own extra
-// keys are kept; a second run changes nothing; a backup holds the old bytes; the mode
-// is kept; remove takes out ferry's entry only.
-func TestConnectJSONMerge(t *testing.T) {
+// TestJSONMerge: other servers, unknown keys, their order and ferry's own extra keys
+// are kept; a second run changes nothing; a backup holds the old bytes; the mode is
+// kept; remove takes out ferry's entry only.
+func TestJSONMerge(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.json")
 	orig := `{"zeta": 1, "mcpServers": {"other": {"command": "x", "args": ["y"]}, "ferry": {"command": "/old/ferry", "disabled": false}}, "alpha": {"k": [1,2]}}`
@@ -161,9 +165,9 @@ func TestConnectJSONMerge(t *testing.T) {
 	}
 }
 
-// TestConnectJSONNew: a missing file (and its folder) is created with the entry; the
+// TestJSONNew: a missing file (and its folder) is created with the entry; the
 // claude-code entry carries type stdio; env carries FERRY_HOME when given.
-func TestConnectJSONNew(t *testing.T) {
+func TestJSONNew(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "Claude", "claude_desktop_config.json")
 	e := testEntry
 	e.Env = map[string]string{"FERRY_HOME": "/h/f"}
@@ -182,9 +186,9 @@ func TestConnectJSONNew(t *testing.T) {
 	}
 }
 
-// TestConnectInvalid: a file that does not parse, or whose mcpServers is not an
-// object, is refused as invalid and left byte for byte as it was, with no backup.
-func TestConnectInvalid(t *testing.T) {
+// TestInvalid: a file that does not parse, or whose mcpServers is not an object, is
+// refused as invalid and left byte for byte as it was, with no backup.
+func TestInvalid(t *testing.T) {
 	for name, tc := range map[string]struct {
 		body string
 		toml bool
@@ -219,13 +223,13 @@ func TestConnectInvalid(t *testing.T) {
 	}
 }
 
-// TestConnectTOMLMerge: Codex's config.toml keeps other tables, unknown keys and
-// ferry's own extra keys; a second run changes nothing; remove takes ferry's table out.
-func TestConnectTOMLMerge(t *testing.T) {
+// TestTOMLMerge: Codex's config.toml keeps other tables, unknown keys and ferry's own
+// extra keys; a second run changes nothing; remove takes ferry's table out.
+func TestTOMLMerge(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "config.toml")
 	orig := "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\nargs = [\"y\"]\n\n[mcp_servers.ferry]\ncommand = \"/old\"\nstartup_timeout_sec = 20\n\n[profiles.fast]\nmodel = \"mini\"\n"
 	os.WriteFile(file, []byte(orig), 0o600)
-	edit := func(remove bool) (*editResult, error) {
+	edit := func(remove bool) (*Result, error) {
 		return editConfig(file, 0o600, time.Now(), decodeTOML, editTOMLServer(testEntry, remove), encodeTOML)
 	}
 	res, err := edit(false)
@@ -261,9 +265,9 @@ func TestConnectTOMLMerge(t *testing.T) {
 	}
 }
 
-// TestConnectHook: the SessionStart hook is added beside other hooks, is idempotent,
-// replaces an older ferry catchup hook, and remove takes only it out.
-func TestConnectHook(t *testing.T) {
+// TestHook: the SessionStart hook is added beside other hooks, is idempotent, replaces
+// an older ferry catchup hook, and remove takes only it out.
+func TestHook(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "settings.json")
 	orig := `{"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"SessionStart": [{"matcher": "", "hooks": [{"type": "command", "command": "echo hi"}]}, {"hooks": [{"type": "command", "command": "/old/ferry catchup --as x"}]}], "Stop": [{"hooks": []}]}}`
 	os.WriteFile(file, []byte(orig), 0o644)
@@ -293,9 +297,9 @@ func TestConnectHook(t *testing.T) {
 	}
 }
 
-// TestConnectSymlink: a symlinked config (dotfiles) is written through to its target;
-// the link stays a link.
-func TestConnectSymlink(t *testing.T) {
+// TestSymlink: a symlinked config (dotfiles) is written through to its target; the link
+// stays a link.
+func TestSymlink(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Log("symlinks need privileges on Windows; the write-through is the same code")
 		return
@@ -318,65 +322,9 @@ func TestConnectSymlink(t *testing.T) {
 	}
 }
 
-// TestConnectNames: <app>-<machine>, a worktree suffix, 63 bytes at most.
-func TestConnectNames(t *testing.T) {
-	for _, tc := range []struct{ app, machine, wt, want string }{
-		{"claude-code", "Box", "", "claude-code-box"},
-		{"cursor", "my_laptop", "feature.x", "cursor-my-laptop-feature-x"},
-		{"codex", "", "", "codex"},
-	} {
-		if got := defaultAgentName(tc.app, tc.machine, tc.wt); got != tc.want {
-			t.Errorf("%v: got %q", tc, got)
-		}
-	}
-	long := defaultAgentName("claude-desktop", strings.Repeat("m", 40), strings.Repeat("w", 40))
-	if len(long) > 63 || !fsbus.ValidName(long) {
-		t.Errorf("long name %q", long)
-	}
-}
-
-// TestConnectWorktree: in a second git worktree, a project-level entry gets a name of
-// its own; in the main worktree it does not.
-func TestConnectWorktree(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is needed on CI")
-		}
-		t.Log("no git: readGit reports no repository, covered by the name test")
-		return
-	}
-	dir := t.TempDir()
-	repo, wt := filepath.Join(dir, "repo"), filepath.Join(dir, "feat-login")
-	git := func(d string, args ...string) {
-		t.Helper()
-		c := exec.Command("git", args...)
-		c.Dir = d
-		c.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	os.MkdirAll(repo, 0o755)
-	git(repo, "init", "-q")
-	git(repo, "commit", "-q", "--allow-empty", "-m", "x")
-	git(repo, "worktree", "add", "-q", wt)
-	gi, ok := readGit(repo)
-	if !ok || gi.Linked {
-		t.Errorf("main worktree: %+v %v", gi, ok)
-	}
-	gi, ok = readGit(filepath.Join(wt))
-	if !ok || !gi.Linked || filepath.Base(gi.TopLevel) != "feat-login" {
-		t.Errorf("linked worktree: %+v %v", gi, ok)
-	}
-	if _, ok := readGit(dir); ok {
-		t.Errorf("outside a repository: ok")
-	}
-}
-
-// TestConnectBackupNoCollision: issue 9 finding 5. Two changes within one second (the
-// clock here is fixed) keep both originals, each in a backup of its own; an existing
-// backup is never overwritten.
-func TestConnectBackupNoCollision(t *testing.T) {
+// TestBackupNoCollision: two changes within one second (the clock here is fixed) keep
+// both originals, each in a backup of its own; an existing backup is never overwritten.
+func TestBackupNoCollision(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.json")
 	first := `{"mcpServers":{"ferry":{"command":"/my/handwritten","args":["ORIGINAL"]}}}`
@@ -407,9 +355,9 @@ func TestConnectBackupNoCollision(t *testing.T) {
 	}
 }
 
-// TestConnectUndo: issue 9 finding 1. An edit's undo puts the file back (or removes a
-// file it created) and removes the backup it made.
-func TestConnectUndo(t *testing.T) {
+// TestUndo: an edit's undo puts the file back (or removes a file it created) and
+// removes the backup it made.
+func TestUndo(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.json")
 	orig := `{"theme":"dark"}`
@@ -440,9 +388,9 @@ func TestConnectUndo(t *testing.T) {
 	}
 }
 
-// TestConnectBOM: issue 9 finding s3. A JSON file starting with a UTF-8 byte-order
-// mark is parsed; a write drops the mark and says so; checkEdit accepts it.
-func TestConnectBOM(t *testing.T) {
+// TestBOM: a JSON file starting with a UTF-8 byte-order mark is parsed; a write drops
+// the mark and says so; checkEdit accepts it.
+func TestBOM(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(file, []byte("\xEF\xBB\xBF{\"keep\":1}"), 0o644)
 	edit := editJSONServer(testEntry, false, false)
@@ -462,9 +410,9 @@ func TestConnectBOM(t *testing.T) {
 	}
 }
 
-// TestEntryAgent (re-test of issue 9): --remove names the agent of the entry it
-// removes, read from its args (--as NAME or --as=NAME) in JSON and in codex's TOML;
-// no file, no entry, no flag or a file that does not parse: "".
+// TestEntryAgent: --remove names the agent of the entry it removes, read from its args
+// (--as NAME or --as=NAME) in JSON and in codex's TOML; no file, no entry, no flag or a
+// file that does not parse: "".
 func TestEntryAgent(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -484,27 +432,31 @@ func TestEntryAgent(t *testing.T) {
 		if err := os.WriteFile(file, []byte(c.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := entryAgent(file, c.toml); got != c.want {
+		app := Cursor
+		if c.toml {
+			app = Codex
+		}
+		if got := EntryAgent(app, file); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
-	if got := entryAgent(filepath.Join(dir, "missing.json"), false); got != "" {
+	if got := EntryAgent(ClaudeCode, filepath.Join(dir, "missing.json")); got != "" {
 		t.Errorf("missing file: %q", got)
 	}
 }
 
-// TestConnectCodexText: Codex's config.toml is edited as text. Every byte outside
-// ferry's [mcp_servers.ferry] table and its subtables stays as it was (comments,
-// order, spacing, CRLF); inside them a changed value is replaced in place, keeping the
-// key's comment; env keys ferry does not write are kept.
-func TestConnectCodexText(t *testing.T) {
+// TestCodexText: Codex's config.toml is edited as text. Every byte outside ferry's
+// [mcp_servers.ferry] table and its subtables stays as it was (comments, order,
+// spacing, CRLF); inside them a changed value is replaced in place, keeping the key's
+// comment; env keys ferry does not write are kept.
+func TestCodexText(t *testing.T) {
 	envEntry := testEntry
 	envEntry.Env = map[string]string{"FERRY_HOME": "/h/f", "STHOMEDIR": "/st"}
 	const args = `args = ["mcp", "serve", "--as", "cursor-box", "--project", "acme"]`
 	const cmd = `command = "/opt/ferry/bin/ferry"`
 	for _, tc := range []struct {
 		name          string
-		entry         serverEntry
+		entry         Server
 		remove        bool
 		before, after string
 		action        string
@@ -575,10 +527,10 @@ func TestConnectCodexText(t *testing.T) {
 	}
 }
 
-// TestConnectCodexRefuses: ferry's entry written as dotted keys or as an inline table
-// (or an inline mcp_servers) is refused as invalid, the file is left byte for byte
-// with no backup, and the hint holds the tables to paste by hand.
-func TestConnectCodexRefuses(t *testing.T) {
+// TestCodexRefuses: ferry's entry written as dotted keys or as an inline table (or an
+// inline mcp_servers) is refused as invalid, the file is left byte for byte with no
+// backup, and the hint holds the tables to paste by hand.
+func TestCodexRefuses(t *testing.T) {
 	for name, body := range map[string]string{
 		"dotted under [mcp_servers]": "# c\n[mcp_servers]\nferry.command = \"/old\"\nferry.args = []\n",
 		"dotted at the top":          "# c\nmcp_servers.ferry.command = \"/old\"\n",
@@ -651,9 +603,9 @@ func TestVerifyTOMLEdit(t *testing.T) {
 	}
 }
 
-// TestConnectJSONEnv: in ferry's env the keys ferry writes (FERRY_HOME, the Syncthing
+// TestJSONEnv: in ferry's env the keys ferry writes (FERRY_HOME, the Syncthing
 // location) are set or taken out; the user's own env keys are kept.
-func TestConnectJSONEnv(t *testing.T) {
+func TestJSONEnv(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "mcp.json")
 	os.WriteFile(file, []byte(`{"mcpServers":{"ferry":{"command":"/old","env":{"RUST_LOG":"debug","FERRY_HOME":"/old/home","STCONFDIR":"/old/st"}}}}`), 0o644)
 	e := testEntry
@@ -674,9 +626,9 @@ func TestConnectJSONEnv(t *testing.T) {
 	}
 }
 
-// TestConnectServerEnv: the entry's env holds FERRY_HOME and where Syncthing was
-// looked for (a relative dir made absolute from the working dir), never the API key.
-func TestConnectServerEnv(t *testing.T) {
+// TestServerEnv: the entry's env holds FERRY_HOME and where Syncthing was looked for (a
+// relative dir made absolute from the working dir), never the API key.
+func TestServerEnv(t *testing.T) {
 	for _, tc := range []struct {
 		goos, cwd string
 		vars      map[string]string
@@ -690,9 +642,56 @@ func TestConnectServerEnv(t *testing.T) {
 			map[string]string{"STHOMEDIR": `D:\st`, "STCONFDIR": `C:\w\st`}},
 	} {
 		env := envOf(tc.goos, "/h", tc.vars)
-		env.cwd = tc.cwd
-		if got := serverEnv(env); !reflect.DeepEqual(got, tc.want) {
+		env.Cwd = tc.cwd
+		if got := ServerEnv(env); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s %v: %v, want %v", tc.goos, tc.vars, got, tc.want)
 		}
+	}
+}
+
+// TestApply: a change writes the app's config (0600 for a new Codex config, 0644 for
+// Cursor's), and with a hook Claude Code's settings too; a hook file that does not
+// parse refuses the change before anything is written; Undo puts every file back.
+func TestApply(t *testing.T) {
+	home, root := t.TempDir(), t.TempDir()
+	env := envOf(runtime.GOOS, home, nil)
+	config, hook, err := Change{App: Codex, Scope: User, Server: testEntry}.Apply(env)
+	if err != nil || hook != nil || config.Action != "added" {
+		t.Fatalf("codex: %+v %+v %v", config, hook, err)
+	}
+	if fi, err := os.Stat(config.File); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600) {
+		t.Errorf("codex config: %v %v", fi, err)
+	}
+	config, _, err = Change{App: Cursor, Scope: Project, Root: root, Server: testEntry}.Apply(env)
+	if err != nil || config.File != filepath.Join(root, ".cursor", "mcp.json") {
+		t.Fatalf("cursor: %+v %v", config, err)
+	}
+	if fi, err := os.Stat(config.File); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o644) {
+		t.Errorf("cursor config: %v %v", fi, err)
+	}
+
+	settings := filepath.Join(root, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(settings), 0o755)
+	os.WriteFile(settings, []byte("{not json"), 0o644)
+	cc := Change{App: ClaudeCode, Scope: Project, Root: root, Server: testEntry, Hook: "ferry catchup --as a --project p"}
+	if _, _, err := cc.Apply(env); !isCat(err, errs.Invalid) {
+		t.Fatalf("bad settings: want invalid, got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".mcp.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused change wrote .mcp.json: %v", err)
+	}
+	os.WriteFile(settings, []byte(`{"theme":"dark"}`), 0o644)
+	config, hook, err = cc.Apply(env)
+	if err != nil || config.Action != "added" || hook == nil || hook.Action != "added" {
+		t.Fatalf("claude-code: %+v %+v %v", config, hook, err)
+	}
+	if err := Undo(errors.New("join failed"), config, hook); !isCat(err, errs.Internal) {
+		t.Errorf("undo: %v", err)
+	}
+	if b, _ := os.ReadFile(settings); string(b) != `{"theme":"dark"}` {
+		t.Errorf("settings after undo: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".mcp.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf(".mcp.json after undo: %v", err)
 	}
 }
