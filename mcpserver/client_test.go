@@ -469,7 +469,7 @@ func TestClientSkipsGarbage(t *testing.T) {
 }
 
 // A Strict client kills a server at its first stdout line that is not JSON-RPC, and at
-// a line over MaxMessage, naming what it printed (issue 9: the gateway's children).
+// a line over MaxMessage, naming what it printed (the gateway's children).
 func TestClientStrict(t *testing.T) {
 	cmd := fakeCommand(t, "garbage")
 	_, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{StartTimeout: patient, Strict: true})

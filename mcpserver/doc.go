@@ -1,6 +1,6 @@
 // Package mcpserver is ferry's Model Context Protocol server: hand-rolled JSON-RPC 2.0
 // over stdio (one message per line), the MCP handshake, and ferry's tools, which call
-// the same fsbus functions as the CLI (DESIGN §4, issue 4).
+// the same fsbus functions as the CLI (docs/design.md §4).
 //
 // # Transport
 //

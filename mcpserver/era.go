@@ -6,7 +6,8 @@ import (
 	"slices"
 )
 
-// The two protocol eras (MCP 2026-07-28 "Versioning and Compatibility", DESIGN §4).
+// The two protocol eras (MCP 2026-07-28 "Versioning and Compatibility";
+// docs/design.md §4).
 //
 // A request is modern when its params._meta carries the key MetaProtocolVersion,
 // whatever the value; anything else follows the legacy rules of the version the last
@@ -45,9 +46,10 @@ const (
 )
 
 // Cache hints of the modern era (MCP 2026-07-28, CacheableResult). What never changes
-// while the process lives — the discover result, the tool list, the resource
-// templates — may be cached for an hour by anyone ("public": it holds no agent name,
-// DESIGN §4); what reads the channel is stale at once and belongs to this agent.
+// while the process lives — the discover result, the tool list, the resource templates
+// — may be cached for an hour by anyone ("public": it holds no agent name,
+// docs/design.md §4); what reads the channel is stale at once and belongs to this
+// agent.
 const (
 	ttlStatic  = 3_600_000 // ms
 	ttlChannel = 0

@@ -18,11 +18,11 @@ import (
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
-// Fuzz targets of the transport (issue 5): the line reader, the request decoder, and
-// the whole server on arbitrary input. The seed corpus is fixtures/fuzz/mcp —
-// streams/ (whole inputs) and messages/ (single lines) — plus the client side of every
-// conformance transcript; plain `go test` runs every seed, `go test -fuzz FuzzServe`
-// (or FuzzLineReader, FuzzDecodeMessage) explores from them.
+// Fuzz targets of the transport (docs/mcp.md "Tests"): the line reader, the request
+// decoder, and the whole server on arbitrary input. The seed corpus is
+// fixtures/fuzz/mcp — streams/ (whole inputs) and messages/ (single lines) — plus the
+// client side of every conformance transcript; plain `go test` runs every seed, `go
+// test -fuzz FuzzServe` (or FuzzLineReader, FuzzDecodeMessage) explores from them.
 
 const seedDir = "../fixtures/fuzz/mcp"
 

@@ -61,7 +61,7 @@ type GatewayOptions struct {
 	OneShot bool
 }
 
-// Gateway forwards tools of other MCP servers (issue 9, docs/mcp.md "Gateway"). Each
+// Gateway forwards tools of other MCP servers (docs/mcp.md "Gateway"). Each
 // configured server's child is started lazily — on the first tools/list, or the first
 // call of one of its tools — kept for the gateway's life, and started again by the next
 // call after it crashed or was killed, at most GatewayStartsPerMinute times a minute.
@@ -574,7 +574,7 @@ func gatewaySchema(s json.RawMessage) json.RawMessage {
 // ToolRef names one tool of one gateway server.
 type ToolRef struct{ Server, Tool string }
 
-// maxToolName is the longest gateway tool name (issue 9: ^[a-z0-9_]{1,64}$).
+// maxToolName is the longest gateway tool name (docs/design.md §4: ^[a-z0-9_]{1,64}$).
 const maxToolName = 64
 
 // GatewayPrefixes returns the tool-name prefix of each server of servers (every

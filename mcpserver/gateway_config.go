@@ -18,9 +18,9 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// The gateway's configuration (issue 9, docs/mcp.md "Gateway"): the MCP servers a
-// `ferry mcp serve --tools gateway` forwards to, kept in TOML on this machine, never in
-// the channel (a command line is per machine):
+// The gateway's configuration (docs/mcp.md "Where the servers are kept"): the MCP
+// servers a `ferry mcp serve --tools gateway` forwards to, kept in TOML on this
+// machine, never in the channel (a command line is per machine):
 //
 //   - machine-wide: <config>/servers.toml (<config> is fsbus.Home.ConfigDir);
 //   - project-local: <config>/projects/<project>/servers.toml, seen only by a gateway
@@ -51,7 +51,8 @@ const (
 	DefaultCallTimeout    = 60 * time.Second
 )
 
-// serverNameRE is the rule for a gateway server's name (issue 9).
+// serverNameRE is the rule for a gateway server's name (docs/mcp.md
+// "Where the servers are kept").
 var serverNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // envNameRE is the rule for an environment variable's name in an entry.

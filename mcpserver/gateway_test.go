@@ -1,7 +1,7 @@
 package mcpserver_test
 
-// The gateway (issue 9) against real child processes: testdata/gwfixture, a small MCP
-// server built here that misbehaves on demand.
+// The gateway against real child processes: testdata/gwfixture, a small MCP server
+// built here that misbehaves on demand.
 
 import (
 	"context"
@@ -387,9 +387,9 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("call-timeout-restart-backoff", func(t *testing.T) {
-		// issue 9 finding 2: one slow or crashing tool does not disable the server for
-		// the session; the next call starts it again, at most GatewayStartsPerMinute
-		// times a minute, and the refusal says when the next start is.
+		// One slow or crashing tool does not disable the server for the session; the
+		// next call starts it again, at most GatewayStartsPerMinute times a minute, and
+		// the refusal says when the next start is.
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()},
@@ -402,7 +402,7 @@ func TestGatewayFixture(t *testing.T) {
 		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose", "the next call starts it again", "PATH, HOME", "its stderr is in the message")
 		pids := readPids(t, pidfile)
 		waitGone(t, pids[1])
-		// The finding's repro: after slow and crash, echo answers (a third child).
+		// After slow and crash, echo answers (a third child).
 		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
 			t.Fatalf("after a timeout and a crash: %v", err)
 		}
@@ -440,8 +440,8 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("bad-names-and-escapes", func(t *testing.T) {
-		// issue 9 findings 4 and 8: nameless and repeated tools are dropped with a
-		// warning; a description's control characters never pass.
+		// Nameless and repeated tools are dropped with a warning; a description's
+		// control characters never pass.
 		var log strings.Builder
 		g := newFixtureGateway(t, bin, []string{"-badnames"}, nil, mcpserver.GatewayServer{},
 			func(o *mcpserver.GatewayOptions) { o.Log = &log })
@@ -466,8 +466,8 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("ferry-child-env", func(t *testing.T) {
-		// issue 9 finding 3: a child that is ferry itself (here: Self names the
-		// fixture) also gets ferry's home variables; any other child does not.
+		// A child that is ferry itself (here: Self names the fixture) also gets ferry's
+		// home variables; any other child does not.
 		env := map[string]string{"FERRY_HOME": "/h", "XDG_CONFIG_HOME": "/c", "SECRET": "s"}
 		for _, self := range []bool{true, false} {
 			g := newFixtureGateway(t, bin, nil, env, mcpserver.GatewayServer{}, func(o *mcpserver.GatewayOptions) {
@@ -523,8 +523,8 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("close-ends-group", func(t *testing.T) {
-		// re-test of issue 9: a wrapper's background process ends with the session
-		// (Close), not only on a timeout.
+		// A wrapper's background process ends with the session (Close), not only on a
+		// timeout.
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, mcpserver.GatewayServer{})
 		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
@@ -551,14 +551,14 @@ func TestGatewayFixture(t *testing.T) {
 		_, err := g.Call(ctx, "fx", "hangup", nil)
 		wantCategory(t, err, fsbus.CatRetryNeeded, "closed its stdout but kept running")
 		if strings.Contains(err.Error(), "stderr") {
-			t.Errorf("a child that wrote no stderr: %v", err) // re-test of issue 9
+			t.Errorf("a child that wrote no stderr: %v", err)
 		}
 		waitGone(t, readPids(t, pidfile)[0])
 	})
 
 	t.Run("one-shot-hint", func(t *testing.T) {
-		// re-test of issue 9: a gateway serving one command (ferry mcp call) does not
-		// promise that a next call restarts the server.
+		// A gateway serving one command (ferry mcp call) does not promise that a next
+		// call restarts the server.
 		g := newFixtureGateway(t, bin, nil, nil, mcpserver.GatewayServer{},
 			func(o *mcpserver.GatewayOptions) { o.OneShot = true })
 		_, err := g.Call(ctx, "fx", "crash", nil)

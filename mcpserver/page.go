@@ -10,7 +10,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// Response caps of every read (DESIGN §4, ADR T4): at most maxItems items and maxChars
+// Response caps of every read (docs/design.md §4): at most maxItems items and maxChars
 // characters of compact JSON per response; what does not fit is one call away, named
 // by the response's `next` cursor, with `truncated:true`.
 const (
@@ -42,8 +42,8 @@ func fit(n int, build func(k int) any) int {
 }
 
 // sinceArrival parses a `since` cursor of this machine's arrival log (the "<log
-// id>.<n>" token fsbus Arrivals.Cursor makes, DESIGN §2 "Cursors"). ok is false for
-// an empty cursor, one from another machine or a lost log, or a malformed one: the
+// id>.<n>" token fsbus Arrivals.Cursor makes, docs/design.md §2 "Cursors"). ok is false
+// for an empty cursor, one from another machine or a lost log, or a malformed one: the
 // caller then lists everything, never an error.
 func sinceArrival(a *fsbus.Arrivals, since string) (n uint64, ok bool) {
 	id, num, found := strings.Cut(since, ".")
@@ -130,7 +130,7 @@ func orderLine(r fsbus.OrderRow, detail bool) OrderLine {
 	return l
 }
 
-// orderStates are the filters of an order list: every order state (DESIGN §2
+// orderStates are the filters of an order list: every order state (docs/design.md §2
 // "Orders"), "active" (not accepted or cancelled) and "" (all).
 var orderStates = []string{"", "active", "ready", fsbus.StateOpen, fsbus.StateOffered, fsbus.StateClaimed, fsbus.StateSubmitted,
 	fsbus.StateChangesRequested, fsbus.StateAccepted, fsbus.StateCancelled, fsbus.StateFailed, fsbus.StateTimedOut,
@@ -157,7 +157,7 @@ func orderPage(v *fsbus.View, state, since, agent string, detail bool, build fun
 	after, ok := sinceArrival(v.Arrivals, since)
 	var rows []fsbus.OrderRow
 	f := fsbus.OrderFilter{State: state}
-	if state == "ready" { // claimable now: every dependency accepted (issue 6)
+	if state == "ready" { // claimable now: every dependency accepted
 		f = fsbus.OrderFilter{Ready: true, For: agent} // not those offered to another agent
 	}
 	for _, r := range v.State.ListOrders(f) {

@@ -8,7 +8,8 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// The paging helpers every read shares (DESIGN §4 caps: 20 items, 4,000 characters).
+// The paging helpers every read shares (docs/design.md §4 caps: 20 items, 4,000
+// characters).
 
 func TestFit(t *testing.T) {
 	item := strings.Repeat("x", 300)

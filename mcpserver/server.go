@@ -18,7 +18,7 @@ import (
 
 // SupportedVersions are the MCP protocol versions of the legacy handshake this server
 // speaks, oldest first; initialize echoes the client's when it is one of them, else
-// answers the newest (DESIGN §4).
+// answers the newest (docs/design.md §4).
 var SupportedVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 
 // DrainTimeout is how long Serve, at EOF, waits for calls already read to finish
@@ -51,7 +51,7 @@ type Options struct {
 	// ("category: message — hint"); nil uses err.Error().
 	ToolError func(err error) string
 	// Resources serves resources/list, resources/templates/list and resources/read;
-	// nil means the server has no resources capability (issue 5).
+	// nil means the server has no resources capability.
 	Resources Resources
 	// OnClientInfo, if set, receives the client's self-reported name and version
 	// (clientInfo) from each initialize, and from each 2026-07-28 request that carries
@@ -59,16 +59,16 @@ type Options struct {
 	// 2026-07-28: never for behaviour or security), must be quick, and may be called
 	// from several goroutines at once.
 	OnClientInfo func(name, version string)
-	// More, if set, adds tools found at run time (the gateway's, DESIGN §4 and issue 9):
+	// More, if set, adds tools found at run time (the gateway's, docs/design.md §4):
 	// tools/list appends them to Tools, and a tools/call naming no tool of Tools looks
 	// the name up in them. It may start processes, so it runs off the read loop.
 	More ToolSource
 	// Gate, if set, is asked before every tools/call (the gateway's tools included): a
 	// non-nil error is the call's answer, rendered by ToolError, and the tool does not
-	// run (the pause switch, issue 8).
+	// run (the pause switch).
 	Gate func(ctx context.Context, tool string, args json.RawMessage) error
-	// MaxRequest bounds one request line in bytes; 0 means fsbus.MaxRPCRequest (16 MiB,
-	// issue 8). A longer line is read to its end, dropped, and answered with -32600.
+	// MaxRequest bounds one request line in bytes; 0 means fsbus.MaxRPCRequest
+	// (16 MiB). A longer line is read to its end, dropped, and answered with -32600.
 	MaxRequest int
 }
 
@@ -1009,7 +1009,8 @@ func redactErrorResponse(b []byte, inputs []string) []byte {
 }
 
 // toolResult is a successful tools/call result: structuredContent plus the same JSON as
-// compact text, so clients that pass either one to the model lose nothing (DESIGN §4).
+// compact text, so clients that pass either one to the model lose nothing
+// (docs/design.md §4).
 func toolResult(v any) (any, error) {
 	b, err := marshal(v)
 	if err != nil {

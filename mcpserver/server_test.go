@@ -419,7 +419,7 @@ func startSession(t *testing.T, srv *mcpserver.Server, wrap func(io.Reader) io.R
 		s.done <- err
 	}()
 	t.Cleanup(func() { inW.Close(); outR.Close() })
-	// The legacy handshake first: a request before initialize is refused (issue 5).
+	// The legacy handshake first: a request before initialize is refused.
 	go s.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"session","version":"1"}}}`)
 	if r := s.recv(); string(r.ID) != `"init"` || r.Error != nil {
 		t.Fatalf("initialize: %+v", r)
@@ -738,7 +738,8 @@ func TestStdoutOnlyJSONRPC(t *testing.T) {
 }
 
 // TestToolsListStable: two servers built separately, with their tools registered in
-// different orders, list byte-identical tools (T8: prompt caches stay warm).
+// different orders, list byte-identical tools (docs/design.md §4: prompt caches stay
+// warm).
 func TestToolsListStable(t *testing.T) {
 	a := fakeTools(nil)
 	b := fakeTools(nil)

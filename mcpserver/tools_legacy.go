@@ -17,8 +17,8 @@ import (
 )
 
 // The legacy group (`ferry mcp serve --tools legacy`, and all `--read-only` serves):
-// the predecessor's eight read tools (ADR 0028 "What exists today"), by the same names
-// and inputs, over this channel's real data. They read; none writes or takes the
+// the predecessor's eight read tools (docs/design.md §4 "Opt-in groups"), by the same
+// names and inputs, over this channel's real data. They read; none writes or takes the
 // identity lease. Every list is capped like the core reads (maxItems, maxChars) and
 // paged with `cursor` (pass the last result's next).
 
@@ -323,9 +323,9 @@ func (f *Ferry) readMemory(ctx context.Context, args json.RawMessage) (any, erro
 	return build(n), nil
 }
 
-// memoryNotes lists the notes of the channel's memory/ (DESIGN §2: human notes):
-// regular files named *.md directly in it, dot-names skipped, sorted by name. A channel
-// without memory/ has none.
+// memoryNotes lists the notes of the channel's memory/ (docs/design.md §2: human
+// notes): regular files named *.md directly in it, dot-names skipped, sorted by name. A
+// channel without memory/ has none.
 func memoryNotes(ch *fsbus.Channel) ([]MemoryFile, error) {
 	dir, err := memoryDir(ch)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -360,8 +360,9 @@ func memoryNotes(ch *fsbus.Channel) ([]MemoryFile, error) {
 // memoryDir returns the channel's memory/ directory, refusing (denied) a memory/ that
 // is a symbolic link, a Windows junction or anything but a directory: os.OpenRoot
 // follows a link it is handed, so `rm -r memory; ln -s /some/dir memory` would serve
-// files from outside the channel (issue 8). The channel root itself may be a link
-// (the user's choice). fs.ErrNotExist when there is none.
+// files from outside the channel (docs/threat-model.md "Hostile MCP callers"). The
+// channel root itself may be a link (the user's choice). fs.ErrNotExist when there is
+// none.
 func memoryDir(ch *fsbus.Channel) (string, error) {
 	dir := filepath.Join(ch.Root, "memory")
 	fi, err := os.Lstat(dir)
@@ -726,7 +727,7 @@ func (f *Ferry) listEngines(ctx context.Context, args json.RawMessage) (any, err
 }
 
 // legacyTools lists the legacy group (names and inputs of the predecessor's read
-// tools; descriptions and schemas fixed: T8).
+// tools; descriptions and schemas fixed: docs/design.md §4).
 func (f *Ferry) legacyTools() []*Tool {
 	return []*Tool{
 		{Name: "channel_status", Description: "Summarize this channel: project, agents, orders by state, the primary, messages, pending asks, decisions.",
