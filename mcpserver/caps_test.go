@@ -7,6 +7,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // TestRequestLineCap: a request line of exactly fsbus.MaxRPCRequest bytes (16 MiB) is
@@ -31,7 +32,7 @@ func TestRequestLineCap(t *testing.T) {
 	}
 	go s.send(frame(2, fsbus.MaxRPCRequest+1))
 	r := s.recv()
-	if string(r.ID) != "null" || r.Error == nil || r.Error.Code != mcpserver.CodeInvalidRequest ||
+	if string(r.ID) != "null" || r.Error == nil || r.Error.Code != protocol.CodeInvalidRequest ||
 		r.Error.Message != fmt.Sprintf("request line is %d bytes; the limit is %d", fsbus.MaxRPCRequest+1, fsbus.MaxRPCRequest) {
 		t.Fatalf("one byte over the cap: id %s, error %+v", r.ID, r.Error)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // Client errors; callers test them with errors.Is.
@@ -128,7 +129,7 @@ func (r *ToolResult) Text() string {
 
 type clientResponse struct {
 	Result json.RawMessage `json:"result"`
-	Error  *RPCError       `json:"error"`
+	Error  *protocol.Error `json:"error"`
 	err    error           // the answer was refused here (ErrNotIJSON)
 }
 
@@ -146,7 +147,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 		opts.ExitTimeout = 5 * time.Second
 	}
 	if opts.ProtocolVersion == "" {
-		opts.ProtocolVersion = LatestVersion
+		opts.ProtocolVersion = protocol.LatestVersion
 	}
 	if opts.Name == "" {
 		opts.Name = "ferry"
@@ -531,7 +532,7 @@ func (c *Client) handle(line []byte) {
 		c.notIJSON(line, ie)
 		return
 	}
-	var m message
+	var m protocol.Message
 	if json.Unmarshal(line, &m) != nil || !bytes.HasPrefix(line, []byte("{")) {
 		// Not JSON-RPC: a broken server. Strict kills it; else the caller's timeout
 		// ends the wait.
@@ -542,10 +543,10 @@ func (c *Client) handle(line []byte) {
 		return
 	}
 	if m.Method != "" {
-		if !m.isNotification() {
+		if !m.IsNotification() {
 			// Not from this goroutine: a server that is not reading its stdin must not
 			// stop us reading its answers.
-			go c.write(response{JSONRPC: "2.0", ID: m.ID, Error: rpcErrorf(CodeMethodNotFound, "method not found: %s", m.Method)})
+			go c.write(protocol.Response{JSONRPC: "2.0", ID: m.ID, Error: protocol.Errorf(protocol.CodeMethodNotFound, "method not found: %s", m.Method)})
 		}
 		return
 	}
@@ -555,9 +556,9 @@ func (c *Client) handle(line []byte) {
 	}
 	r := &clientResponse{Result: m.Result}
 	if len(m.Error) > 0 {
-		r.Error = &RPCError{}
+		r.Error = &protocol.Error{}
 		if json.Unmarshal(m.Error, r.Error) != nil {
-			r.Error = rpcErrorf(CodeInternalError, "undecodable error object: %s", m.Error)
+			r.Error = protocol.Errorf(protocol.CodeInternalError, "undecodable error object: %s", m.Error)
 		}
 	}
 	c.mu.Lock()
@@ -573,18 +574,19 @@ func (c *Client) handle(line []byte) {
 
 // notIJSON handles a stdout line that is JSON but not I-JSON (RFC 7493); nothing of it
 // is used, since readers disagree on what it says. A request or notification of the
-// server's own (it has a method) is answered as Server answers one (refuseNonIJSON).
+// server's own (it has a method) is answered as Server answers one
+// (protocol.RefuseNonIJSON).
 // A response fails, with ErrNotIJSON and the reason, every waiting call that one of its
 // top-level ids names — a repeated id names each of its values — and is otherwise
 // dropped, as an answer to no call is. The child keeps running.
 func (c *Client) notIJSON(line []byte, why error) {
-	if methods, _ := topLevel(line, "method"); len(methods) > 0 {
-		if r := refuseNonIJSON(line, why); r != nil {
+	if methods, _ := protocol.TopLevel(line, "method"); len(methods) > 0 {
+		if r := protocol.RefuseNonIJSON(line, why, fsbus.IJSONReason(why)); r != nil {
 			go c.write(*r) // not from the reading goroutine, as in handle
 		}
 		return
 	}
-	ids, _ := topLevel(line, "id")
+	ids, _ := protocol.TopLevel(line, "id")
 	for _, raw := range ids {
 		id, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // The Client tests run real child processes: the test binary re-executed with
@@ -261,9 +262,9 @@ func wantKilled(t *testing.T, cmd *exec.Cmd) {
 
 func TestClientRoundTrip(t *testing.T) {
 	for _, tc := range []struct{ ask, want string }{
-		{"", mcpserver.LatestVersion},
+		{"", protocol.LatestVersion},
 		{"2025-03-26", "2025-03-26"},
-		{"1999-01-01", mcpserver.LatestVersion},
+		{"1999-01-01", protocol.LatestVersion},
 	} {
 		t.Run("version="+tc.ask, func(t *testing.T) {
 			c, cmd := startFake(t, "good", mcpserver.ClientOptions{
@@ -290,11 +291,11 @@ func TestClientRoundTrip(t *testing.T) {
 
 			// JSON-RPC errors come back as *RPCError with their code.
 			var re *mcpserver.RPCError
-			if err := c.Call(context.Background(), "no/such/method", nil, nil); !errors.As(err, &re) || re.Code != mcpserver.CodeMethodNotFound {
-				t.Errorf("unknown method: %v, want code %d", err, mcpserver.CodeMethodNotFound)
+			if err := c.Call(context.Background(), "no/such/method", nil, nil); !errors.As(err, &re) || re.Code != protocol.CodeMethodNotFound {
+				t.Errorf("unknown method: %v, want code %d", err, protocol.CodeMethodNotFound)
 			}
-			if _, err := c.CallTool(context.Background(), "nope", nil); !errors.As(err, &re) || re.Code != mcpserver.CodeInvalidParams {
-				t.Errorf("unknown tool: %v, want code %d", err, mcpserver.CodeInvalidParams)
+			if _, err := c.CallTool(context.Background(), "nope", nil); !errors.As(err, &re) || re.Code != protocol.CodeInvalidParams {
+				t.Errorf("unknown tool: %v, want code %d", err, protocol.CodeInvalidParams)
 			}
 
 			// Concurrent calls each get their own answer.
@@ -455,7 +456,7 @@ func TestClientSkipsGarbage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf(`client answered "s-1" with jsonrpc error %d: method not found: roots/list`, mcpserver.CodeMethodNotFound)
+		want := fmt.Sprintf(`client answered "s-1" with jsonrpc error %d: method not found: roots/list`, protocol.CodeMethodNotFound)
 		if r.Text() != want {
 			t.Errorf("CallTool answered %q, want %q", r.Text(), want)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // Bounds on what the gateway passes through from another server's tools/list.
@@ -322,11 +323,11 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 		c.failed = c.g.gatewayError(c.srv.Name, "initialize", startup, err)
 		return nil, c.failed
 	}
-	if v := cl.Init.ProtocolVersion; !slices.Contains(SupportedVersions, v) {
+	if v := cl.Init.ProtocolVersion; !slices.Contains(protocol.SupportedVersions, v) {
 		// MCP lifecycle: a client that does not speak the version the server answered
 		// disconnects.
 		cl.Kill()
-		c.failed = fsbus.Errorf(fsbus.CatInternal, "use a version of the server that speaks one of "+strings.Join(SupportedVersions, ", "),
+		c.failed = fsbus.Errorf(fsbus.CatInternal, "use a version of the server that speaks one of "+strings.Join(protocol.SupportedVersions, ", "),
 			"MCP server %s answered initialize with protocol version %q, which ferry does not speak", c.srv.Name, v)
 		return nil, c.failed
 	}
@@ -481,12 +482,12 @@ func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err e
 	if g.opts.OneShot {
 		restartHint = oneShotHint
 	}
-	var re *RPCError
+	var re *protocol.Error
 	switch {
 	case errors.As(err, &re):
 		cat := fsbus.CatInternal
 		switch re.Code {
-		case CodeInvalidParams, CodeInvalidRequest, CodeMethodNotFound, CodeParseError:
+		case protocol.CodeInvalidParams, protocol.CodeInvalidRequest, protocol.CodeMethodNotFound, protocol.CodeParseError:
 			cat = fsbus.CatInvalid
 		}
 		return &fsbus.Error{Category: cat, Message: fmt.Sprintf("MCP server %s refused %s: %s (code %d)", server, what, re.Message, re.Code),
@@ -540,7 +541,7 @@ func gatewayErrorResult(err error) json.RawMessage {
 			text += " — " + fe.Hint
 		}
 	}
-	b, _ := marshal(toolError(CleanText(text)))
+	b, _ := marshal(protocol.ToolError(CleanText(text)))
 	return b
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
@@ -798,7 +799,7 @@ func TestBusyBeyondMaxInflight(t *testing.T) {
 	s.send(`{"jsonrpc":"2.0","id":"g2","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
 	s.send(`{"jsonrpc":"2.0","id":"g3","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
 	r := s.recv()
-	if string(r.ID) != `"g3"` || r.Error == nil || r.Error.Code != mcpserver.CodeServerBusy {
+	if string(r.ID) != `"g3"` || r.Error == nil || r.Error.Code != protocol.CodeServerBusy {
 		t.Fatalf("third call while two run: %+v, want a busy error for g3", r)
 	}
 	close(release)
