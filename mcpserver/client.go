@@ -96,15 +96,9 @@ type Client struct {
 	waitErr  error         // cmd.Wait's result, set before exited is closed
 }
 
-// InitializeResult is the part of initialize's result a client acts on.
-type InitializeResult struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	ServerInfo      struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"serverInfo"`
-	Instructions string `json:"instructions,omitempty"`
-}
+// InitializeResult is the server's answer to initialize: its protocol version,
+// serverInfo, capabilities and instructions.
+type InitializeResult = protocol.InitializeResult
 
 // ToolResult is a tools/call result.
 type ToolResult struct {
@@ -196,7 +190,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	params := map[string]any{
 		"protocolVersion": opts.ProtocolVersion,
 		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": opts.Name, "version": opts.Version},
+		"clientInfo":      protocol.Implementation{Name: opts.Name, Version: opts.Version},
 	}
 	if err := c.call(ctx, opts.StartTimeout, "initialize", params, &c.Init); err != nil {
 		c.kill()
