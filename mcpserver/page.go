@@ -42,9 +42,9 @@ func fit(n int, build func(k int) any) int {
 }
 
 // sinceArrival parses a `since` cursor of this machine's arrival log (the "<log
-// id>.<n>" token fsbus Arrivals.Cursor makes, docs/design.md §2 "Cursors"). ok is false
-// for an empty cursor, one from another machine or a lost log, or a malformed one: the
-// caller then lists everything, never an error.
+// id>.<n>" token fsbus Arrivals.Cursor makes, docs/design.md §2 "The local arrival log,
+// cursors and sightings"). ok is false for an empty cursor, one from another machine or
+// a lost log, or a malformed one: the caller then lists everything, never an error.
 func sinceArrival(a *fsbus.Arrivals, since string) (n uint64, ok bool) {
 	id, num, found := strings.Cut(since, ".")
 	if since == "" || !found || id != a.LogID {

@@ -241,11 +241,11 @@ func onChain(o *fsbus.Order, h string) bool {
 
 // List returns one page of at most maxItems resources: on the first page the
 // capabilities and commands documents, then objects in the order they arrived on this
-// machine (docs/design.md §2 "Cursors"). next names the arrival number of the page's
-// last object, so it always advances, and objects that arrive meanwhile come on later
-// pages; "" when nothing follows. Errors: invalid for a cursor this listing did not
-// make (another machine's, or the arrival log was rebuilt: list again from the start);
-// the channel's open and load errors.
+// machine (docs/design.md §2 "The local arrival log, cursors and sightings"). next
+// names the arrival number of the page's last object, so it always advances, and
+// objects that arrive meanwhile come on later pages; "" when nothing follows. Errors:
+// invalid for a cursor this listing did not make (another machine's, or the arrival log
+// was rebuilt: list again from the start); the channel's open and load errors.
 func (r *resources) List(ctx context.Context, cursor string) ([]Resource, string, error) {
 	ch, v, err := r.f.read()
 	if err != nil {
