@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
 // Instructions are the server instructions every client shows its model (docs/design.md
@@ -64,9 +65,9 @@ type FerryConfig struct {
 	// the predecessor's stance); with GroupAdmin it is refused (invalid).
 	ReadOnly bool
 	// Gateway are the MCP servers whose tools GroupGateway forwards, from
-	// GatewayServers; ignored without that group.
-	Gateway []*GatewayServer
-	// GatewayError is why the gateway's config could not be read (GatewayServers'
+	// gateway.Servers; ignored without that group.
+	Gateway []*gateway.Server
+	// GatewayError is why the gateway's config could not be read (gateway.Servers'
 	// error): the server still starts, with the core tools and no gateway tools, logs
 	// it, and reports it in ferry://<project>/capabilities as gateway_error.
 	GatewayError error
@@ -88,9 +89,9 @@ type Ferry struct {
 
 	srv *Server // the server NewFerry built (its tools, for the capabilities resource)
 
-	own       map[string]bool // the names of ferry's own tools (not the gateway's): pause.go
-	gatewayOn bool            // GroupGateway is served
-	gateway   *Gateway        // its children, started lazily; closed by Close
+	own       map[string]bool  // the names of ferry's own tools (not the gateway's): pause.go
+	gatewayOn bool             // GroupGateway is served
+	gateway   *gateway.Gateway // its children, started lazily; closed by Close
 }
 
 // NewFerry builds the MCP server with ferry's six core tools and the opt-in groups of
@@ -115,16 +116,16 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 	var more ToolSource
 	if f.gatewayOn && cfg.GatewayError != nil {
 		fmt.Fprintf(cfg.Log, "mcp: gateway: serving no gateway tools: %v\n", cfg.GatewayError)
-		f.cfg.Capabilities.GatewayError = CleanText(cfg.GatewayError.Error())
+		f.cfg.Capabilities.GatewayError = gateway.CleanText(cfg.GatewayError.Error())
 		f.cfg.Gateway = nil
 	}
 	if f.gatewayOn {
-		reserved := make([]string, len(tools))
-		for i, t := range tools {
-			reserved[i] = t.Name
+		reserved := FerryToolNames()
+		for _, t := range tools {
+			reserved = append(reserved, t.Name)
 		}
-		f.gateway = NewGateway(f.cfg.Gateway, GatewayOptions{Reserved: reserved, Log: cfg.Log, Version: cfg.Version})
-		more = f.gateway
+		f.gateway = gateway.New(f.cfg.Gateway, gateway.Options{Reserved: reserved, Log: cfg.Log, Version: cfg.Version})
+		more = gatewayTools{f.gateway}
 	}
 	srv, err := New(Options{
 		More:         more,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
 // fakeTok returns n deterministic pseudo-random alphanumerics: a token body that is no
@@ -215,7 +216,7 @@ func TestPauseMCPGateway(t *testing.T) {
 		home *fsbus.Home
 	}{{"channel", b.open, b.home}, {"no channel", broken, local}} {
 		r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: c.open, Groups: []string{mcpserver.GroupGateway},
-			Gateway: []*mcpserver.GatewayServer{{Name: "fx", Command: bin}}})
+			Gateway: []*gateway.Server{{Name: "fx", Command: bin}}})
 		if rep := r.call("fx_echo", map[string]any{"x": "hi"}); rep.IsError {
 			t.Fatalf("%s: fx_echo before the pause: %s", c.name, rep.Text)
 		}

@@ -1,4 +1,15 @@
-package mcpserver
+// Package client is a minimal MCP client for a stdio server run as a child process:
+// the gateway's children, and `ferry mcp serve` driven by the demo and the benchmarks.
+//
+//	c, err := client.Start(ctx, exec.Command("my-server"), client.Options{Strict: true})
+//	...
+//	tools, err := c.ListTools(ctx)
+//	res, err := c.CallTool(ctx, "echo", map[string]any{"x": 1})
+//	err = c.Close() // EOF, then a kill after Options.ExitTimeout
+//
+// Every request is bounded by a timeout on whose expiry the child is killed; a JSON-RPC
+// error answer is an *RPCError, a tool's failure a ToolResult with IsError.
+package client
 
 import (
 	"bufio"
@@ -21,13 +32,13 @@ import (
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
-// Client errors; callers test them with errors.Is.
+// Errors of Start and Call; callers test them with errors.Is.
 var (
 	// ErrTimeout is returned by Start and Call when the server did not answer in time;
-	// the child has then been killed and the Client is unusable.
+	// the child has then been killed and the Conn is unusable.
 	ErrTimeout = errors.New("mcpserver: server did not answer in time")
 	// ErrServerExited is returned by Call when the child exited (or closed its stdout)
-	// before answering, and by every Call after the Client is closed or killed.
+	// before answering, and by every Call after the Conn is closed or killed.
 	ErrServerExited = errors.New("mcpserver: server exited")
 	// ErrGarbage is returned by Start and Call of a Strict client whose server wrote a
 	// line on stdout that is not a JSON-RPC message; the child has then been killed.
@@ -38,15 +49,15 @@ var (
 	ErrNotIJSON = errors.New("mcpserver: server answered JSON that is not I-JSON")
 )
 
-// ClientOptions configure a Client. Zero values take the defaults shown.
-type ClientOptions struct {
+// Options configure a Conn. Zero values take the defaults shown.
+type Options struct {
 	// StartTimeout bounds spawning the child and its answer to initialize (10 s).
 	StartTimeout time.Duration
 	// CallTimeout bounds each later request (30 s).
 	CallTimeout time.Duration
 	// ExitTimeout bounds how long Close waits for the child to exit after EOF (5 s).
 	ExitTimeout time.Duration
-	// ProtocolVersion is sent in initialize (LatestVersion).
+	// ProtocolVersion is sent in initialize (the newest version of the legacy handshake).
 	ProtocolVersion string
 	// Name and Version are the clientInfo sent in initialize ("ferry", "").
 	Name, Version string
@@ -67,15 +78,15 @@ type ClientOptions struct {
 	MaxMessage int
 }
 
-// Client is a minimal MCP client for a stdio server run as a child process: one
-// JSON-RPC message per line each way, requests matched to responses by id, every
+// Conn is a connection to a stdio MCP server run as a child process: one JSON-RPC
+// message per line each way, requests matched to responses by id, every
 // request bounded by a timeout on whose expiry the child is killed. It speaks the
 // legacy handshake (initialize, then notifications/initialized) and nothing the server
 // could ask of it: server requests are answered -32601, notifications ignored.
 //
-// A Client is safe for concurrent Calls.
-type Client struct {
-	opts ClientOptions
+// A Conn is safe for concurrent Calls.
+type Conn struct {
+	opts Options
 	cmd  *exec.Cmd
 	in   io.WriteCloser
 	errb *fsbus.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
@@ -96,6 +107,10 @@ type Client struct {
 	exited   chan struct{} // closed once the child was reaped and its output read
 	waitErr  error         // cmd.Wait's result, set before exited is closed
 }
+
+// RPCError is a JSON-RPC error answer: Call returns one when the server answered the
+// request with an error object.
+type RPCError = protocol.Error
 
 // InitializeResult is the server's answer to initialize: its protocol version,
 // serverInfo, capabilities and instructions.
@@ -131,7 +146,7 @@ type clientResponse struct {
 // Start runs cmd (which must not have been started, and whose Stdin and Stdout must be
 // unset) and performs the initialize handshake within opts.StartTimeout. On any failure
 // the child is killed and reaped before Start returns.
-func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, error) {
+func Start(ctx context.Context, cmd *exec.Cmd, opts Options) (*Conn, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 10 * time.Second
 	}
@@ -153,7 +168,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	if cmd.Stdout != nil {
 		return nil, errors.New("mcpserver: Start needs cmd.Stdout unset: it carries the server's answers")
 	}
-	c := &Client{opts: opts, cmd: cmd, pending: map[int64]chan *clientResponse{}, readDone: make(chan struct{}), exited: make(chan struct{})}
+	c := &Conn{opts: opts, cmd: cmd, pending: map[int64]chan *clientResponse{}, readDone: make(chan struct{}), exited: make(chan struct{})}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: connecting stdin: %w", err)
@@ -210,13 +225,13 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 // opts.CallTimeout. A JSON-RPC error answer is returned as an *RPCError. On timeout the
 // child is killed and ErrTimeout returned; when ctx ends first, the request is
 // cancelled (notifications/cancelled) and ctx's error returned.
-func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
 	return c.call(ctx, c.opts.CallTimeout, method, params, result)
 }
 
 // CallTool runs tools/call for one tool. A tool's failure is a result with IsError set,
 // not an error; errors are the transport's and the protocol's.
-func (c *Client) CallTool(ctx context.Context, name string, args any) (*ToolResult, error) {
+func (c *Conn) CallTool(ctx context.Context, name string, args any) (*ToolResult, error) {
 	if args == nil {
 		args = struct{}{}
 	}
@@ -228,7 +243,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args any) (*ToolResu
 }
 
 // Notify sends a notification (no answer is expected).
-func (c *Client) Notify(method string, params any) error {
+func (c *Conn) Notify(method string, params any) error {
 	m := map[string]any{"jsonrpc": "2.0", "method": method}
 	if params != nil {
 		m["params"] = params
@@ -240,7 +255,7 @@ func (c *Client) Notify(method string, params any) error {
 // to opts.ExitTimeout for it to exit. With opts.ProcessGroup (unix) the rest of the
 // child's process group is then killed: nothing it started outlives the session. It returns nil only when the child exited 0; a
 // child still running after the timeout is killed and ErrTimeout returned.
-func (c *Client) Close() error {
+func (c *Conn) Close() error {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
@@ -274,13 +289,13 @@ func (c *Client) Close() error {
 }
 
 // Kill ends the child at once and reaps it.
-func (c *Client) Kill() {
+func (c *Conn) Kill() {
 	c.kill()
 	<-c.exited
 }
 
-// alive reports whether the child runs and was not killed.
-func (c *Client) alive() bool {
+// Alive reports whether the child runs and was not killed.
+func (c *Conn) Alive() bool {
 	c.mu.Lock()
 	killed := c.killed
 	c.mu.Unlock()
@@ -293,9 +308,9 @@ func (c *Client) alive() bool {
 }
 
 // Pid is the child's process id.
-func (c *Client) Pid() int { return c.cmd.Process.Pid }
+func (c *Conn) Pid() int { return c.cmd.Process.Pid }
 
-func (c *Client) call(ctx context.Context, timeout time.Duration, method string, params, result any) error {
+func (c *Conn) call(ctx context.Context, timeout time.Duration, method string, params, result any) error {
 	c.mu.Lock()
 	if c.killed {
 		c.mu.Unlock()
@@ -372,8 +387,8 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 
 // ListTools runs tools/list, following nextCursor until the last page (at most 100
 // pages), and returns every tool as the server described it.
-func (c *Client) ListTools(ctx context.Context) ([]RemoteTool, error) {
-	var all []RemoteTool
+func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
+	var all []Tool
 	cursor := ""
 	for range 100 {
 		var params map[string]any
@@ -381,8 +396,8 @@ func (c *Client) ListTools(ctx context.Context) ([]RemoteTool, error) {
 			params = map[string]any{"cursor": cursor}
 		}
 		var page struct {
-			Tools      []RemoteTool `json:"tools"`
-			NextCursor string       `json:"nextCursor"`
+			Tools      []Tool `json:"tools"`
+			NextCursor string `json:"nextCursor"`
 		}
 		if err := c.Call(ctx, "tools/list", params, &page); err != nil {
 			return nil, err
@@ -399,16 +414,16 @@ func (c *Client) ListTools(ctx context.Context) ([]RemoteTool, error) {
 	return nil, errors.New("mcpserver: tools/list has more than 100 pages")
 }
 
-// RemoteTool is one tool as another server's tools/list describes it.
-type RemoteTool struct {
+// Tool is one tool as the server's tools/list describes it.
+type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // write sends one message as one line under the write lock.
-func (c *Client) write(m any) error {
-	b, err := marshal(m)
+func (c *Conn) write(m any) error {
+	b, err := protocol.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("mcpserver: encoding a request: %w", err)
 	}
@@ -423,7 +438,7 @@ func (c *Client) write(m any) error {
 
 // watchHangup kills a child (of a Strict client) that closed its stdout but did not
 // exit within exitGrace: it can answer nothing more, and must not linger.
-func (c *Client) watchHangup() {
+func (c *Conn) watchHangup() {
 	<-c.readDone
 	select {
 	case <-c.exited:
@@ -446,7 +461,7 @@ const exitGrace = time.Second
 
 // reap waits for the child to exit, then for readLoop to read what it wrote, for at most
 // exitGrace; then it closes stdout (ending readLoop) and marks the client exited.
-func (c *Client) reap(out *os.File) {
+func (c *Conn) reap(out *os.File) {
 	err := c.cmd.Wait()
 	select {
 	case <-c.readDone:
@@ -458,7 +473,7 @@ func (c *Client) reap(out *os.File) {
 }
 
 // readLoop hands each response to the call waiting on its id until stdout ends.
-func (c *Client) readLoop(out io.ReadCloser) {
+func (c *Conn) readLoop(out io.ReadCloser) {
 	defer close(c.readDone)
 	defer out.Close()
 	r := bufio.NewReaderSize(out, 64<<10)
@@ -503,7 +518,7 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 
 // garbage handles a stdout line that is no JSON-RPC message: with Strict it kills the
 // child, naming what it printed.
-func (c *Client) garbage(what string) {
+func (c *Conn) garbage(what string) {
 	if !c.opts.Strict {
 		return
 	}
@@ -515,7 +530,7 @@ func (c *Client) garbage(what string) {
 	c.kill()
 }
 
-func (c *Client) handle(line []byte) {
+func (c *Conn) handle(line []byte) {
 	c.mu.Lock()
 	broken := c.reason != nil
 	c.mu.Unlock()
@@ -574,7 +589,7 @@ func (c *Client) handle(line []byte) {
 // A response fails, with ErrNotIJSON and the reason, every waiting call that one of its
 // top-level ids names — a repeated id names each of its values — and is otherwise
 // dropped, as an answer to no call is. The child keeps running.
-func (c *Client) notIJSON(line []byte, why error) {
+func (c *Conn) notIJSON(line []byte, why error) {
 	if methods, _ := protocol.TopLevel(line, "method"); len(methods) > 0 {
 		if r := protocol.RefuseNonIJSON(line, why, fsbus.IJSONReason(why)); r != nil {
 			go c.write(*r) // not from the reading goroutine, as in handle
@@ -600,7 +615,7 @@ func (c *Client) notIJSON(line []byte, why error) {
 }
 
 // kill kills the child once; reap then sees it exit.
-func (c *Client) kill() {
+func (c *Conn) kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.killed {
@@ -627,7 +642,7 @@ func (e *StderrError) Unwrap() error { return e.Err }
 
 // withStderr is err, as a *StderrError when the child's stderr was captured and is not
 // empty.
-func (c *Client) withStderr(err error) error {
+func (c *Conn) withStderr(err error) error {
 	if c.errb == nil {
 		return err
 	}
