@@ -98,7 +98,7 @@ type Conn struct {
 
 	mu      sync.Mutex
 	nextID  int64
-	pending map[int64]chan *clientResponse
+	pending map[int64]chan *reply
 	killed  bool
 	reason  error // why the client killed the child (ErrGarbage), nil when it did not
 	closing bool  // Close was called: the child's stdout is expected to end
@@ -137,7 +137,9 @@ func (r *ToolResult) Text() string {
 	return strings.Join(parts, "\n")
 }
 
-type clientResponse struct {
+// reply is the answer to one request, as readLoop hands it to the call waiting on its
+// id.
+type reply struct {
 	Result json.RawMessage `json:"result"`
 	Error  *protocol.Error `json:"error"`
 	err    error           // the answer was refused here (ErrNotIJSON)
@@ -168,7 +170,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts Options) (*Conn, error) {
 	if cmd.Stdout != nil {
 		return nil, errors.New("mcpserver: Start needs cmd.Stdout unset: it carries the server's answers")
 	}
-	c := &Conn{opts: opts, cmd: cmd, pending: map[int64]chan *clientResponse{}, readDone: make(chan struct{}), exited: make(chan struct{})}
+	c := &Conn{opts: opts, cmd: cmd, pending: map[int64]chan *reply{}, readDone: make(chan struct{}), exited: make(chan struct{})}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: connecting stdin: %w", err)
@@ -321,7 +323,7 @@ func (c *Conn) call(ctx context.Context, timeout time.Duration, method string, p
 	}
 	c.nextID++
 	id := c.nextID
-	ch := make(chan *clientResponse, 1)
+	ch := make(chan *reply, 1)
 	c.pending[id] = ch
 	c.mu.Unlock()
 	defer func() {
@@ -349,7 +351,7 @@ func (c *Conn) call(ctx context.Context, timeout time.Duration, method string, p
 		c.kill()
 		return fmt.Errorf("%w: sending %s took over %s; killed the server", ErrTimeout, method, timeout)
 	}
-	decode := func(r *clientResponse) error {
+	decode := func(r *reply) error {
 		if r.err != nil {
 			return r.err
 		}
@@ -564,7 +566,7 @@ func (c *Conn) handle(line []byte) {
 	if err != nil {
 		return
 	}
-	r := &clientResponse{Result: m.Result}
+	r := &reply{Result: m.Result}
 	if len(m.Error) > 0 {
 		r.Error = &protocol.Error{}
 		if json.Unmarshal(m.Error, r.Error) != nil {
@@ -607,7 +609,7 @@ func (c *Conn) notIJSON(line []byte, why error) {
 		c.mu.Unlock()
 		if ch != nil {
 			select {
-			case ch <- &clientResponse{err: fmt.Errorf("%w: %w", ErrNotIJSON, why)}:
+			case ch <- &reply{err: fmt.Errorf("%w: %w", ErrNotIJSON, why)}:
 			default:
 			}
 		}

@@ -90,11 +90,11 @@ type Options struct {
 type Gateway struct {
 	opts     Options
 	reserved map[string]bool
-	conns    []*gwConn // sorted by server name
+	conns    []*child // sorted by server name
 }
 
-// gwConn is one server's child, started at most StartsPerMinute times a minute.
-type gwConn struct {
+// child is one server's child, started at most StartsPerMinute times a minute.
+type child struct {
 	g   *Gateway
 	srv *Server
 
@@ -128,7 +128,7 @@ func New(servers []*Server, opts Options) *Gateway {
 		g.reserved[n] = true
 	}
 	for _, s := range servers {
-		g.conns = append(g.conns, &gwConn{g: g, srv: s})
+		g.conns = append(g.conns, &child{g: g, srv: s})
 	}
 	sort.Slice(g.conns, func(i, j int) bool { return g.conns[i].srv.Name < g.conns[j].srv.Name })
 	return g
@@ -146,7 +146,8 @@ func (g *Gateway) Close() {
 	}
 }
 
-func (g *Gateway) conn(server string) *gwConn {
+// byName is the child of server, nil when none is configured.
+func (g *Gateway) byName(server string) *child {
 	for _, c := range g.conns {
 		if c.srv.Name == server {
 			return c
@@ -165,11 +166,11 @@ type Tool struct {
 
 // Description is the description t is served with: the server's own without control
 // characters (CleanText), cut to MaxDescription bytes, or a stand-in naming the server.
-func (t Tool) Description() string { return gatewayDescription(t.Server, t.Remote.Description) }
+func (t Tool) Description() string { return description(t.Server, t.Remote.Description) }
 
 // InputSchema is the input schema t is served with: the server's own when it is a JSON
 // object of at most MaxSchema bytes, else {"type":"object"}.
-func (t Tool) InputSchema() json.RawMessage { return gatewaySchema(t.Remote.InputSchema) }
+func (t Tool) InputSchema() json.RawMessage { return schema(t.Remote.InputSchema) }
 
 // Named lists the tools of the servers (starting the children not yet started, in
 // parallel) with their gateway names. With only == "" that is every server; else
@@ -178,7 +179,7 @@ func (t Tool) InputSchema() json.RawMessage { return gatewaySchema(t.Remote.Inpu
 // the only ones that can change its names. A server that fails is logged and left out;
 // the error of only is returned.
 func (g *Gateway) Named(ctx context.Context, only string) ([]Tool, error) {
-	if only != "" && g.conn(only) == nil {
+	if only != "" && g.byName(only) == nil {
 		return nil, unknownServer(only)
 	}
 	all := make([]string, len(g.conns))
@@ -220,7 +221,7 @@ func (g *Gateway) Named(ctx context.Context, only string) ([]Tool, error) {
 		}
 	}
 	if only != "" {
-		return kept, errs[slices.IndexFunc(g.conns, func(c *gwConn) bool { return c.srv.Name == only })]
+		return kept, errs[slices.IndexFunc(g.conns, func(c *child) bool { return c.srv.Name == only })]
 	}
 	return kept, nil
 }
@@ -236,16 +237,16 @@ func prefixesMeet(a, b string) bool {
 // text being the point even for an internal failure. Its error is ctx's, when ctx
 // ended.
 func (g *Gateway) Forward(ctx context.Context, t Tool, args json.RawMessage) (json.RawMessage, error) {
-	c := g.conn(t.Server)
+	c := g.byName(t.Server)
 	if c == nil {
-		return gatewayErrorResult(unknownServer(t.Server)), nil
+		return errorResult(unknownServer(t.Server)), nil
 	}
 	raw, err := c.call(ctx, t.Remote.Name, args)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		return gatewayErrorResult(err), nil
+		return errorResult(err), nil
 	}
 	return raw, nil
 }
@@ -253,7 +254,7 @@ func (g *Gateway) Forward(ctx context.Context, t Tool, args json.RawMessage) (js
 // List starts server if needed and returns its tools (the CLI's `ferry mcp list`).
 // Errors: not_found for a server not configured, else as Call.
 func (g *Gateway) List(ctx context.Context, server string) ([]client.Tool, error) {
-	c := g.conn(server)
+	c := g.byName(server)
 	if c == nil {
 		return nil, unknownServer(server)
 	}
@@ -267,7 +268,7 @@ func (g *Gateway) List(ctx context.Context, server string) ([]client.Tool, error
 // server refused the request: its text), internal (any other JSON-RPC error, garbage on
 // stdout, a server that failed twice).
 func (g *Gateway) Call(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
-	c := g.conn(server)
+	c := g.byName(server)
 	if c == nil {
 		return nil, unknownServer(server)
 	}
@@ -276,7 +277,7 @@ func (g *Gateway) Call(ctx context.Context, server, tool string, args json.RawMe
 
 // Pid returns the process id of server's child, 0 when none is running (tests).
 func (g *Gateway) Pid(server string) int {
-	c := g.conn(server)
+	c := g.byName(server)
 	if c == nil {
 		return 0
 	}
@@ -295,7 +296,7 @@ func unknownServer(name string) error {
 // client returns the live child, starting it when there is none (c.mu held): at most
 // StartsPerMinute starts in any minute, else a retry_needed error naming when the next
 // start is allowed.
-func (c *gwConn) client(ctx context.Context) (*client.Conn, error) {
+func (c *child) client(ctx context.Context) (*client.Conn, error) {
 	if c.c != nil {
 		if c.c.Alive() {
 			return c.c, nil
@@ -335,7 +336,7 @@ func (c *gwConn) client(ctx context.Context) (*client.Conn, error) {
 		Strict: true, ProcessGroup: true,
 	})
 	if err != nil {
-		c.failed = c.g.gatewayError(c.srv.Name, "initialize", startup, err)
+		c.failed = c.g.failure(c.srv.Name, "initialize", startup, err)
 		return nil, c.failed
 	}
 	if v := cl.Init.ProtocolVersion; !slices.Contains(protocol.SupportedVersions, v) {
@@ -407,7 +408,7 @@ func notExecutable(path string) error {
 // a failure it answers that error for a minute without starting anything, so a server
 // that hangs at start-up does not delay every call. Tools with no name, and every
 // repeat of a name, are dropped with a line on the log.
-func (c *gwConn) list(ctx context.Context) ([]client.Tool, error) {
+func (c *child) list(ctx context.Context) ([]client.Tool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.listed {
@@ -424,7 +425,7 @@ func (c *gwConn) list(ctx context.Context) ([]client.Tool, error) {
 	ts, err := cl.ListTools(ctx)
 	if err != nil {
 		_, call := c.srv.Timeouts()
-		c.failed = c.g.gatewayError(c.srv.Name, "tools/list", call, err)
+		c.failed = c.g.failure(c.srv.Name, "tools/list", call, err)
 		c.listFailed = c.g.opts.Now()
 		return nil, c.failed
 	}
@@ -446,7 +447,7 @@ func (c *gwConn) list(ctx context.Context) ([]client.Tool, error) {
 }
 
 // call forwards one tools/call and returns its raw result.
-func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+func (c *child) call(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
@@ -463,7 +464,7 @@ func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (j
 			return nil, ctx.Err()
 		}
 		_, call := c.srv.Timeouts()
-		err = c.g.gatewayError(c.srv.Name, tool, call, err)
+		err = c.g.failure(c.srv.Name, tool, call, err)
 		if !cl.Alive() {
 			c.mu.Lock()
 			c.failed = err
@@ -491,8 +492,8 @@ const oneShotHint = "run the command again"
 var envHint = "It gets none of ferry's environment but " + strings.Join(BaseEnv, ", ") +
 	" and the names its entry gives (ferry mcp servers shows them; add more with ferry mcp add --env NAME)"
 
-// gatewayError maps a client failure to ferry's categories (docs/mcp.md "Gateway").
-func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err error) error {
+// failure maps a client failure to ferry's categories (docs/mcp.md "Results and errors").
+func (g *Gateway) failure(server, what string, timeout time.Duration, err error) error {
 	restartHint := restartHint
 	if g.opts.OneShot {
 		restartHint = oneShotHint
@@ -545,9 +546,9 @@ func stderrNote(err error) string {
 	return ""
 }
 
-// gatewayErrorResult is a tools/call isError result whose text is err's
+// errorResult is a tools/call isError result whose text is err's
 // "category: message — hint".
-func gatewayErrorResult(err error) json.RawMessage {
+func errorResult(err error) json.RawMessage {
 	text := err.Error()
 	var fe *fsbus.Error
 	if errors.As(err, &fe) {
@@ -560,9 +561,9 @@ func gatewayErrorResult(err error) json.RawMessage {
 	return b
 }
 
-// gatewayDescription is a forwarded tool's description: the remote one without control
+// description is a forwarded tool's description: the remote one without control
 // characters (CleanText), bounded, or a stand-in naming the server.
-func gatewayDescription(server, d string) string {
+func description(server, d string) string {
 	d = strings.TrimSpace(CleanText(d))
 	if d == "" {
 		return "Tool of the MCP server " + server + " (through ferry's gateway)."
@@ -577,9 +578,9 @@ func gatewayDescription(server, d string) string {
 	return d[:cut] + "…"
 }
 
-// gatewaySchema is a forwarded inputSchema: the remote one when it is a JSON object of
+// schema is a forwarded inputSchema: the remote one when it is a JSON object of
 // at most MaxSchema bytes, else {"type":"object"}.
-func gatewaySchema(s json.RawMessage) json.RawMessage {
+func schema(s json.RawMessage) json.RawMessage {
 	var obj map[string]json.RawMessage
 	if len(s) == 0 || len(s) > MaxSchema || json.Unmarshal(s, &obj) != nil || obj == nil {
 		return json.RawMessage(`{"type":"object"}`)
@@ -631,7 +632,7 @@ func Prefixes(servers []string) map[string]string {
 // every name shared by two refs, or equal to a reserved name, gets the same suffix
 // (after a cut to 57 when needed). The result depends only on the set of servers, refs
 // and reserved names, not their order; suffixed names match ^[a-z0-9_]{1,64}$ as well.
-// Refs are expected to be distinct with non-empty tools (gwConn.list drops the rest).
+// Refs are expected to be distinct with non-empty tools (child.list drops the rest).
 func ToolNames(servers []string, refs []ToolRef, reserved map[string]bool) []string {
 	prefixes := Prefixes(servers)
 	plain := make([]string, len(refs))
