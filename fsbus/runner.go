@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/procgroup"
 )
 
 // Limits of an unattended run's output (bytes).
@@ -309,7 +310,7 @@ func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, ar
 	stderr := &TailBuffer{Max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = RunWaitDelay
-	bindChild(cmd)
+	procgroup.Set(cmd)
 	r.S.Journal(JournalEvent{Event: "exec", Run: run.Rec.Run, Order: o.ID, Note: strings.Join(argv, " ")})
 	if err := cmd.Start(); err != nil {
 		fr.startErr = err
@@ -353,11 +354,11 @@ wait:
 			}
 		case <-ctx.Done():
 			fr.interrupted = true
-			_ = interrupt(cmd.Process)
+			_ = procgroup.Interrupt(cmd.Process)
 			select {
 			case werr = <-done:
 			case <-time.After(grace):
-				_ = killGroup(cmd.Process)
+				_ = procgroup.Kill(cmd.Process)
 				werr = <-done
 			}
 			break wait
@@ -365,7 +366,7 @@ wait:
 	}
 	// Whatever the file left running in its group ends with it (an orphaned
 	// `sleep` would hold the runner).
-	_ = killGroup(cmd.Process)
+	_ = procgroup.Kill(cmd.Process)
 	fr.exit = cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError
 	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {

@@ -39,6 +39,7 @@ var layers = []layer{
 	// Module-root leaves: each stands alone.
 	{pkgs: "internal/fsutil"},
 	{pkgs: "internal/ijson"},
+	{pkgs: "internal/procgroup"},
 	{pkgs: "internal/repocheck"},
 	{pkgs: "internal/...", may: []string{"internal/fsutil", "internal/ijson"}},
 
