@@ -40,6 +40,7 @@ var layers = []layer{
 	{pkgs: "internal/fsutil"},
 	{pkgs: "internal/ijson"},
 	{pkgs: "internal/procgroup"},
+	{pkgs: "internal/textsafe"},
 	{pkgs: "internal/repocheck"},
 	{pkgs: "internal/...", may: []string{"internal/fsutil", "internal/ijson"}},
 
