@@ -23,6 +23,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Bounds on what the gateway passes through from another server's tools/list.
@@ -655,16 +656,12 @@ func sanitizeToolName(s string) string {
 	return string(b)
 }
 
-// CleanText drops the C0 control characters (and DEL) of s except newline and tab:
-// what the gateway passes on from a child in descriptions and error texts, so no
-// terminal escape reaches an app or a screen through ferry.
+// CleanText drops the control characters of s except newline and tab (C0, DEL, C1),
+// its line separators and its bidi controls (textsafe.Lines): what the gateway passes
+// on from a child in descriptions and error texts, so no terminal escape and no
+// reordered line reaches an app or a screen through ferry.
 func CleanText(s string) string {
-	return strings.Map(func(r rune) rune {
-		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
+	return textsafe.Lines.Clean(s, func(rune) string { return "" })
 }
 
 // ferryToolNames are the names of every ferry tool of every group.
