@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -553,14 +552,8 @@ func gatewayDescription(server, d string) string {
 	if d == "" {
 		return "Tool of the MCP server " + server + " (through ferry's gateway)."
 	}
-	if len(d) <= MaxGatewayDescription {
-		return d
-	}
-	cut := MaxGatewayDescription - len("…")
-	for cut > 0 && !utf8.RuneStart(d[cut]) {
-		cut--
-	}
-	return d[:cut] + "…"
+	d, _ = textsafe.CutBytes(d, MaxGatewayDescription)
+	return d
 }
 
 // gatewaySchema is a forwarded inputSchema: the remote one when it is a JSON object of

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Response caps of every read (DESIGN §4, ADR T4): at most maxItems items and maxChars
@@ -98,16 +99,6 @@ func parsePage(cursor string, n int) (int, error) {
 		return 0, errs.Errorf(errs.Invalid, "pass the next of the previous result, or no cursor to start over", "cursor %q is not a page of this list", cursor)
 	}
 	return i, nil
-}
-
-// cut returns s cut to at most n characters, marking a cut with "…", and whether it
-// was cut.
-func cut(s string, n int) (string, bool) {
-	if utf8.RuneCountInString(s) <= n {
-		return s, false
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…", true
 }
 
 // OrderLine is an order in a list: compact by default (what a model needs to pick it);
@@ -204,7 +195,7 @@ type AskLine struct {
 func askLine(a *fsbus.Ask, detail bool) AskLine {
 	l := AskLine{ID: a.ID, Title: a.Title, State: a.State}
 	if !detail {
-		l.Note, _ = cut(a.Note, 300)
+		l.Note, _ = textsafe.Cut(a.Note, 300)
 		return l
 	}
 	l.Note, l.Recommendation, l.Reasoning, l.Raised, l.Answered = a.Note, a.Recommendation, a.Reasoning, a.Raised, a.Answered

@@ -50,20 +50,6 @@ func TestParsePage(t *testing.T) {
 	}
 }
 
-func TestCut(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-		cut  bool
-	}{{"hello", 5, "hello", false}, {"hello!", 5, "hell…", true}, {"ünïcödé", 4, "ünï…", true}} {
-		got, was := cut(c.in, c.n)
-		if got != c.want || was != c.cut {
-			t.Errorf("cut(%q, %d) = %q, %v", c.in, c.n, got, was)
-		}
-	}
-}
-
 func TestBoundPrimary(t *testing.T) {
 	ps := &fsbus.PrimaryStatus{State: "held", Holder: "alice"}
 	for i := 0; i < 30; i++ {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Tool names and descriptions are static strings: the tools/list bytes are the same for
@@ -301,7 +302,7 @@ func contractView(c *fsbus.Contract, l viewLevel) (cv *ContractView, left bool) 
 		cv.Diff = pointerLine(*c.Diff)
 	}
 	if len(c.Schema) > 0 {
-		s, cutOff := cut(string(c.Schema), max(l.body, 40))
+		s, cutOff := textsafe.Cut(string(c.Schema), max(l.body, 40))
 		if cutOff {
 			s += " (truncated: the full schema is in the order object at body_uri)"
 			left = true
@@ -372,7 +373,7 @@ func orderViewFit(project string, o *fsbus.Order, detail bool, wrap func(*OrderV
 func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool) {
 	ov := &OrderView{OrderRow: o.Row(), Labels: o.Labels}
 	var left, c bool
-	if ov.Body, c = cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
+	if ov.Body, c = textsafe.Cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
 		left = true
 		ov.BodyURI = uri(project, "order", o.ID)
 		if l.body == 0 {
@@ -387,7 +388,7 @@ func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool)
 		return 0
 	}
 	note := func(s string) string {
-		s, c := cut(s, l.note)
+		s, c := textsafe.Cut(s, l.note)
 		left = left || c
 		return s
 	}

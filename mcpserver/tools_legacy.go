@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -490,7 +491,7 @@ func entrySummary(e *ledger.Entry) string {
 			parts = append(parts, p.k+strings.Join(strings.Fields(p.v), " "))
 		}
 	}
-	s, _ := cut(strings.Join(parts, "; "), 120)
+	s, _ := textsafe.Cut(strings.Join(parts, "; "), 120)
 	return s
 }
 
@@ -586,7 +587,7 @@ func learnings(v *fsbus.View) []Learning {
 	var out []Learning
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		title, _ := cut(o.Title, 80)
+		title, _ := textsafe.Cut(o.Title, 80)
 		var by, ref string
 		for _, s := range o.History {
 			switch s.Type {
@@ -599,7 +600,7 @@ func learnings(v *fsbus.View) []Learning {
 				if by == "" {
 					continue
 				}
-				note, _ := cut(s.Note, 200)
+				note, _ := textsafe.Cut(s.Note, 200)
 				eng := engines[by]
 				if eng == "" {
 					eng = "unknown"
