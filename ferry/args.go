@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // maxArgFile is the most readArg reads from an @FILE (bytes). Every text field ferry
@@ -22,15 +22,15 @@ func readArg(s string) (string, error) {
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return "", fsbus.Errorf(fsbus.CatInvalid, "check the path after @", "reading %s: %v", p, err)
+		return "", errs.Errorf(errs.Invalid, "check the path after @", "reading %s: %v", p, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxArgFile+1))
 	if err != nil {
-		return "", fsbus.Errorf(fsbus.CatInvalid, "check the path after @", "reading %s: %v", p, err)
+		return "", errs.Errorf(errs.Invalid, "check the path after @", "reading %s: %v", p, err)
 	}
 	if len(b) > maxArgFile {
-		return "", fsbus.Errorf(fsbus.CatInvalid, "put large material in the work repo and reference it",
+		return "", errs.Errorf(errs.Invalid, "put large material in the work repo and reference it",
 			"%s is larger than %s; the channel carries short texts", p, fmt.Sprintf("%d MiB", maxArgFile>>20))
 	}
 	return string(b), nil

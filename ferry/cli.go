@@ -13,6 +13,8 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // version is set by the build (-ldflags "-X main.version=…").
@@ -85,10 +87,10 @@ type Globals struct {
 
 // exitCodes map error categories to process exit codes: the one map docs/exit-codes.md,
 // `ferry --help` and README are checked against (conventions.go, issue 9).
-var exitCodes = map[string]int{
-	fsbus.CatInternal: 1, fsbus.CatInvalid: 2, fsbus.CatDenied: 3, fsbus.CatNotFound: 4,
-	fsbus.CatConflict: 5, fsbus.CatLocked: 6, fsbus.CatStale: 7, fsbus.CatRetryNeeded: 8,
-	fsbus.CatPaused: 9, fsbus.CatSuperseded: 10,
+var exitCodes = map[errs.Category]int{
+	errs.Internal: 1, errs.Invalid: 2, errs.Denied: 3, errs.NotFound: 4,
+	errs.Conflict: 5, errs.Locked: 6, errs.Stale: 7, errs.RetryNeeded: 8,
+	errs.Paused: 9, errs.Superseded: 10,
 }
 
 type exitError struct{ code int }
@@ -108,7 +110,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	for _, a := range args {
 		if !utf8.ValidString(a) {
 			// The parser would turn the bad bytes into U+FFFD silently; refuse instead.
-			return printError(stderr, fsbus.Errorf(fsbus.CatInvalid, "pass UTF-8 text (or --body @FILE with a UTF-8 file)",
+			return printError(stderr, errs.Errorf(errs.Invalid, "pass UTF-8 text (or --body @FILE with a UTF-8 file)",
 				"argument %s is not UTF-8", fsbus.Quote(a)), jsonErrors, inputs)
 		}
 	}
@@ -150,7 +152,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		if kind := parseErrorSecret(err.Error(), args); kind != "" {
 			// The parser quotes the argument it rejects (a flag value starting with
 			// '-', e.g. a private key block): never print it (issue 8 "Secrets").
-			return printError(stderr, fsbus.Errorf(fsbus.CatInvalid,
+			return printError(stderr, errs.Errorf(errs.Invalid,
 				"keep credentials out of arguments (`ferry secret put NAME --to AGENT… < FILE`); a flag value starting with '-' is written --flag=VALUE; see `"+hint+"`",
 				"the command line holds text that looks like %s %s, which it could not parse (not shown)", article(kind), kind), jsonErrors, inputs)
 		}
@@ -160,7 +162,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 			// (the MCP tools' parameter names, another CLI's habits): show the form.
 			h = "the form is `" + form + "`; " + h
 		}
-		return printError(stderr, fsbus.Errorf(fsbus.CatInvalid, h, "%v", err), jsonErrors, inputs)
+		return printError(stderr, errs.Errorf(errs.Invalid, h, "%v", err), jsonErrors, inputs)
 	}
 	if err := checkOwner(kctx, &cli.Globals); err != nil {
 		return printError(stderr, err, cli.JSON, inputs)
@@ -171,7 +173,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	return 0
 }
 
-// internalHint is the hint of an error that is no *fsbus.Error.
+// internalHint is the hint of an error that is no *errs.Error.
 const internalHint = "check that the channel folder and this machine's ferry config and cache dirs (FERRY_HOME when set) exist and are writable"
 
 // printError prints err and returns its exit code: as text, "ferry: error: <category>:
@@ -180,9 +182,9 @@ const internalHint = "check that the channel folder and this machine's ferry con
 // a credential in inputs (the command line, FERRY_AGENT, FERRY_CHANNEL) is never
 // printed back. It is the one place the CLI prints an error.
 func printError(w io.Writer, err error, asJSON bool, inputs []string) int {
-	var fe *fsbus.Error
+	var fe *errs.Error
 	if !errors.As(err, &fe) {
-		fe = &fsbus.Error{Category: fsbus.CatInternal, Message: err.Error(), Hint: internalHint}
+		fe = &errs.Error{Category: errs.Internal, Message: err.Error(), Hint: internalHint}
 	}
 	code, ok := exitCodes[fe.Category]
 	if !ok {
@@ -190,9 +192,9 @@ func printError(w io.Writer, err error, asJSON bool, inputs []string) int {
 	}
 	if asJSON {
 		type jsonError struct {
-			Category string `json:"category"`
-			Message  string `json:"message"`
-			Hint     string `json:"hint"`
+			Category errs.Category `json:"category"`
+			Message  string        `json:"message"`
+			Hint     string        `json:"hint"`
 		}
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false) // a hint's `a < b` stays readable
@@ -272,7 +274,7 @@ func (g *Globals) open(open func(*fsbus.Home, string) (*fsbus.Channel, error)) (
 			return nil, err
 		}
 		if g.Project != "" && g.Project != c.Project() {
-			return nil, fsbus.Errorf(fsbus.CatInvalid, "drop --project or pass the matching channel", "channel %s holds project %s, not %s", g.Channel, c.Project(), g.Project)
+			return nil, errs.Errorf(errs.Invalid, "drop --project or pass the matching channel", "channel %s holds project %s, not %s", g.Channel, c.Project(), g.Project)
 		}
 		return c, nil
 	}
@@ -283,7 +285,7 @@ func (g *Globals) open(open func(*fsbus.Home, string) (*fsbus.Channel, error)) (
 	if g.Project != "" {
 		dir, ok := m[g.Project]
 		if !ok {
-			return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine"+mappedHere(m),
+			return nil, errs.Errorf(errs.NotFound, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine"+mappedHere(m),
 				"project %s is not mapped to a channel on this machine", g.Project)
 		}
 		return openMapped(h, g.Project, dir, open)
@@ -293,7 +295,7 @@ func (g *Globals) open(open func(*fsbus.Home, string) (*fsbus.Channel, error)) (
 			return openMapped(h, p, dir, open)
 		}
 	}
-	return nil, fsbus.Errorf(fsbus.CatInvalid, "pass --channel DIR or --project ID"+mappedHere(m), "no channel given")
+	return nil, errs.Errorf(errs.Invalid, "pass --channel DIR or --project ID"+mappedHere(m), "no channel given")
 }
 
 // mappedHere is " (projects here: a, b)" naming the projects of m, sorted, or " (no
@@ -321,7 +323,7 @@ func (g *Globals) Session() (*fsbus.Session, error) {
 		if ks := c.Home.Keys(c.Project()); len(ks) > 0 {
 			hint += " (keys on this machine: " + strings.Join(ks, ", ") + ")"
 		}
-		return nil, fsbus.Errorf(fsbus.CatInvalid, hint, "no agent name given")
+		return nil, errs.Errorf(errs.Invalid, hint, "no agent name given")
 	}
 	return c.As(g.As)
 }
@@ -368,35 +370,15 @@ func cleanArgs(args []any) []any {
 	return out
 }
 
-// clean shows control characters other than newline and tab as \xNN (or \u{NNNN}).
+// clean shows control characters other than newline and tab, line separators and bidi
+// controls (textsafe.Lines) as \xNN (or \u{NNNN}).
 func clean(s string) string {
-	ok := true
-	for _, r := range s {
-		if isControl(r) {
-			ok = false
-			break
+	return textsafe.Lines.Clean(s, func(r rune) string {
+		if r < 0x100 {
+			return fmt.Sprintf("\\x%02x", r)
 		}
-	}
-	if ok {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case !isControl(r):
-			b.WriteRune(r)
-		case r < 0x100:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			fmt.Fprintf(&b, "\\u{%04x}", r)
-		}
-	}
-	return b.String()
-}
-
-func isControl(r rune) bool {
-	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 ||
-		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f // bidi overrides reorder a line
+		return fmt.Sprintf("\\u{%04x}", r)
+	})
 }
 
 // openMapped opens a project's mapped channel; a folder that vanished gets its own
@@ -404,7 +386,7 @@ func isControl(r rune) bool {
 // would make a second, empty channel under the same path.
 func openMapped(h *fsbus.Home, project, dir string, open func(*fsbus.Home, string) (*fsbus.Channel, error)) (*fsbus.Channel, error) {
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fsbus.Errorf(fsbus.CatNotFound,
+		return nil, errs.Errorf(errs.NotFound,
 			"check that the synced folder is there (is the sync tool running? was it moved?); if it moved, pass --channel NEWDIR once to re-map it",
 			"the channel folder of project %s, %s, is missing", project, dir)
 	}

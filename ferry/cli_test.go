@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // runCLI runs the CLI in-process with its own FERRY_HOME.
@@ -89,8 +91,9 @@ func TestJSONErrors(t *testing.T) {
 	}
 	tok := "ghp_" + strings.Repeat("aB3x9Q", 6)
 	for _, tc := range []struct {
-		name, category string
-		args           []string
+		name     string
+		category errs.Category
+		args     []string
 	}{
 		{"command", "not_found", []string{"--channel", filepath.Join(t.TempDir(), "missing"), "order", "list"}},
 		{"unmapped project", "not_found", []string{"--project", "acme", "order", "list"}},
@@ -113,7 +116,7 @@ func TestJSONErrors(t *testing.T) {
 				t.Fatalf("stderr is not JSON: %v: %q", err, errs)
 			}
 			e := got["error"]
-			if len(got) != 1 || len(e) != 3 || e["category"] != tc.category || e["message"] == "" || e["hint"] == "" {
+			if len(got) != 1 || len(e) != 3 || e["category"] != string(tc.category) || e["message"] == "" || e["hint"] == "" {
 				t.Fatalf("stderr %q; want {\"error\":{\"category\":%q,\"message\":…,\"hint\":…}}", errs, tc.category)
 			}
 			if strings.Contains(errs, tok[4:]) {
@@ -121,7 +124,7 @@ func TestJSONErrors(t *testing.T) {
 			}
 			// Without --json: the text lines, the same code, the same message.
 			code2, _, text := runCLI(t, tc.args...)
-			if code2 != code || !strings.HasPrefix(text, "ferry: error: "+tc.category+": ") || !strings.Contains(text, "\nferry: hint: ") {
+			if code2 != code || !strings.HasPrefix(text, "ferry: error: "+string(tc.category)+": ") || !strings.Contains(text, "\nferry: hint: ") {
 				t.Fatalf("without --json: exit %d, stderr %q", code2, text)
 			}
 			if !strings.Contains(text, e["message"]) {

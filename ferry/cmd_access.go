@@ -3,7 +3,7 @@ package main
 import (
 	"strings"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // AccessCmd is `ferry access show`.
@@ -21,7 +21,7 @@ func (c *AccessShowCmd) Run(g *Globals) error {
 		return err
 	}
 	if g.As == "" {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "no agent name given")
+		return errs.Errorf(errs.Invalid, "pass --as NAME", "no agent name given")
 	}
 	v, err := ch.Load()
 	if err != nil {

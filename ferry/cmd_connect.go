@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // ConnectCmd is `ferry connect APP [--scope user|project] [--print] [--remove] [--hook]`
@@ -71,18 +72,18 @@ type connectReport struct {
 // Run implements the command.
 func (c *ConnectCmd) Run(g *Globals) error {
 	if c.Hook && c.App != "claude-code" {
-		return fsbus.Errorf(fsbus.CatInvalid, "drop --hook", "--hook is for claude-code only")
+		return errs.Errorf(errs.Invalid, "drop --hook", "--hook is for claude-code only")
 	}
 	if c.Print && c.Remove {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass one of --print and --remove", "--print and --remove exclude each other")
+		return errs.Errorf(errs.Invalid, "pass one of --print and --remove", "--print and --remove exclude each other")
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return fsbus.Errorf(fsbus.CatInternal, "set HOME (USERPROFILE on Windows)", "finding the home dir: %v", err)
+		return errs.Errorf(errs.Internal, "set HOME (USERPROFILE on Windows)", "finding the home dir: %v", err)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return fsbus.Errorf(fsbus.CatInternal, "", "finding the working dir: %v", err)
+		return errs.Errorf(errs.Internal, "", "finding the working dir: %v", err)
 	}
 	env := connectEnv{goos: runtime.GOOS, getenv: os.Getenv, home: home, cwd: cwd, now: time.Now,
 		lookPath: exec.LookPath,
@@ -92,7 +93,7 @@ func (c *ConnectCmd) Run(g *Globals) error {
 		exe, err = filepath.EvalSymlinks(exe)
 	}
 	if err != nil {
-		return fsbus.Errorf(fsbus.CatInternal, "run ferry from its installed path", "finding this binary's path: %v", err)
+		return errs.Errorf(errs.Internal, "run ferry from its installed path", "finding this binary's path: %v", err)
 	}
 	return c.connect(g, env, exe, machineLabel())
 }
@@ -139,7 +140,7 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 		}
 	}
 	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
+		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
 	}
 	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
 		Env: serverEnv(env)}
@@ -234,7 +235,7 @@ func (c *ConnectCmd) pickAgent(ch *fsbus.Channel, def string, own bool, rep *con
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s is the agent joined for %s on this machine, so the entry is for it (--as NAME picks another)", local[0], c.App))
 		return local[0], nil
 	}
-	return "", fsbus.Errorf(fsbus.CatInvalid, fmt.Sprintf("name the one this entry is for: ferry connect %s --as NAME", c.App),
+	return "", errs.Errorf(errs.Invalid, fmt.Sprintf("name the one this entry is for: ferry connect %s --as NAME", c.App),
 		"%d agents are joined for %s on this machine (%s), and ferry cannot tell which one this entry is for; nothing was written",
 		len(local), c.App, strings.Join(local, ", "))
 }
@@ -269,15 +270,15 @@ func undoEdits(err error, edits ...*editResult) error {
 	if len(failed) > 0 {
 		note = strings.Join(failed, "; ")
 	}
-	var fe *fsbus.Error
+	var fe *errs.Error
 	if errors.As(err, &fe) {
 		hint := note
 		if fe.Hint != "" {
 			hint = fe.Hint + "; " + note
 		}
-		return fsbus.Errorf(fe.Category, hint, "%s", fe.Message)
+		return errs.Errorf(fe.Category, hint, "%s", fe.Message)
 	}
-	return fsbus.Errorf(fsbus.CatInternal, note, "%v", err)
+	return errs.Errorf(errs.Internal, note, "%v", err)
 }
 
 var actionWords = map[string]string{

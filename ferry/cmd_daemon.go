@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // DaemonCmd is `ferry daemon --config FILE [--once|--status]` (issue 6).
@@ -74,13 +75,13 @@ type daemonHandler struct {
 // queue command not found, a workdir that is not a folder.
 func loadDaemonConfig(path string) (*daemonConfig, error) {
 	bad := func(format string, args ...any) error {
-		return fsbus.Errorf(fsbus.CatInvalid, "see `ferry daemon --help` for the config format", "config %s: %s", path, fmt.Sprintf(format, args...))
+		return errs.Errorf(errs.Invalid, "see `ferry daemon --help` for the config format", "config %s: %s", path, fmt.Sprintf(format, args...))
 	}
 	var cfg daemonConfig
 	md, err := toml.DecodeFile(path, &cfg)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fsbus.Errorf(fsbus.CatInvalid, "check the path", "config %s does not exist", path)
+			return nil, errs.Errorf(errs.Invalid, "check the path", "config %s does not exist", path)
 		}
 		return nil, bad("%v", err)
 	}
@@ -359,7 +360,7 @@ func firstLineOf(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
 
 // errMsg is an error's message without its category and hint.
 func errMsg(err error) string {
-	var fe *fsbus.Error
+	var fe *errs.Error
 	if errors.As(err, &fe) {
 		return fe.Message
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // DoctorCmd is `ferry doctor`: what a synced folder did to the channel, and the fix for
@@ -71,7 +72,7 @@ func (c *DoctorCmd) Run(g *Globals) error {
 		}
 	}
 	if !r.OK() {
-		return fsbus.Errorf(fsbus.CatInvalid, "each finding above names its fix; nothing was changed",
+		return errs.Errorf(errs.Invalid, "each finding above names its fix; nothing was changed",
 			"doctor found %s and %s", plural(r.Errors, "error", "errors"), plural(r.Warnings, "warning", "warnings"))
 	}
 	if !g.JSON {

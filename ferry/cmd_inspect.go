@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // InspectCmd is `ferry inspect [--as NAME]` (issue 6).
@@ -34,7 +36,7 @@ func (c *InspectCmd) Run(g *Globals) error {
 		return err
 	}
 	if g.As != "" && v.State.Agents[g.As] == nil && g.As != fsbus.MasterWriter {
-		return fsbus.Errorf(fsbus.CatNotFound, "list agents with `ferry agents`", "no agent %q in this channel", g.As)
+		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`", "no agent %q in this channel", g.As)
 	}
 	rows := ch.Inspect(v, g.As, c.All)
 	if g.JSON {
@@ -79,9 +81,6 @@ func ageText(s int64) string {
 
 // oneLine is s on one line (newlines and tabs as spaces), cut to n runes with "…".
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
+	s, _ = textsafe.Cut(strings.Join(strings.Fields(s), " "), n)
 	return s
 }

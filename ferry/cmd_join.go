@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // JoinCmd is `ferry join --as NAME [--project ID]`.
@@ -21,7 +22,7 @@ func (c *JoinCmd) Help() string {
 // Run implements the command.
 func (c *JoinCmd) Run(g *Globals) error {
 	if g.As == "" {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME (default names: <app>-<machine>)", "no agent name given")
+		return errs.Errorf(errs.Invalid, "pass --as NAME (default names: <app>-<machine>)", "no agent name given")
 	}
 	ch, err := g.Open()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 	"golang.org/x/term"
 )
@@ -44,7 +45,7 @@ func (p Passphrase) read(g *Globals, what string, confirm bool) ([]byte, error) 
 	if p.PassphraseFile != "" {
 		f, err := os.Open(p.PassphraseFile)
 		if err != nil {
-			return nil, fsbus.Errorf(fsbus.CatNotFound, "pass a readable file holding the passphrase on its first line", "reading the passphrase file: %v", err)
+			return nil, errs.Errorf(errs.NotFound, "pass a readable file holding the passphrase on its first line", "reading the passphrase file: %v", err)
 		}
 		defer f.Close()
 		line, err := bufio.NewReader(io.LimitReader(f, 4096)).ReadBytes('\n')
@@ -58,7 +59,7 @@ func (p Passphrase) read(g *Globals, what string, confirm bool) ([]byte, error) 
 	}
 	f, ok := g.stdin.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "pass --passphrase-file PATH or set FERRY_PASSPHRASE (stdin is not a terminal to prompt on)",
+		return nil, errs.Errorf(errs.Invalid, "pass --passphrase-file PATH or set FERRY_PASSPHRASE (stdin is not a terminal to prompt on)",
 			"no passphrase given for %s", what)
 	}
 	fmt.Fprintf(g.stderr, "Passphrase for %s: ", what)
@@ -75,7 +76,7 @@ func (p Passphrase) read(g *Globals, what string, confirm bool) ([]byte, error) 
 			return nil, fmt.Errorf("reading the passphrase: %w", err)
 		}
 		if !bytes.Equal(pass, again) {
-			return nil, fsbus.Errorf(fsbus.CatInvalid, "run the command again and type the same passphrase twice", "the two passphrases differ; nothing was written")
+			return nil, errs.Errorf(errs.Invalid, "run the command again and type the same passphrase twice", "the two passphrases differ; nothing was written")
 		}
 	}
 	return pass, nil
@@ -87,7 +88,7 @@ func keyName(g *Globals) (string, error) {
 		return fsbus.MasterWriter, nil
 	}
 	if !fsbus.ValidName(g.As) {
-		return "", fsbus.Errorf(fsbus.CatInvalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+		return "", errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
 	}
 	return g.As, nil
 }
@@ -208,7 +209,7 @@ func (c *KeyExportCmd) Run(g *Globals) error {
 	}
 	if c.Out != "" {
 		if _, err := os.Lstat(c.Out); err == nil {
-			return fsbus.Errorf(fsbus.CatConflict, "pass a new file name", "%s already exists; nothing was written", c.Out)
+			return errs.Errorf(errs.Conflict, "pass a new file name", "%s already exists; nothing was written", c.Out)
 		}
 	}
 	if !ch.Home.HasKey(ch.Project(), name) {
@@ -270,7 +271,7 @@ func (c *KeyImportCmd) Run(g *Globals) error {
 	}
 	data, err := os.ReadFile(c.File)
 	if err != nil {
-		return fsbus.Errorf(fsbus.CatNotFound, "pass the file `ferry key export` wrote", "reading %s: %v", c.File, err)
+		return errs.Errorf(errs.NotFound, "pass the file `ferry key export` wrote", "reading %s: %v", c.File, err)
 	}
 	pass, err := c.read(g, c.File, false)
 	if err != nil {
@@ -281,7 +282,7 @@ func (c *KeyImportCmd) Run(g *Globals) error {
 		return err
 	}
 	if ik.Project != ch.Project() {
-		return fsbus.Errorf(fsbus.CatInvalid, "import it with --channel or --project of its own project",
+		return errs.Errorf(errs.Invalid, "import it with --channel or --project of its own project",
 			"%s holds a key of project %s, not %s; nothing was written", c.File, ik.Project, ch.Project())
 	}
 	if ik.Name == fsbus.MasterWriter {
@@ -290,7 +291,7 @@ func (c *KeyImportCmd) Run(g *Globals) error {
 			return err
 		}
 		if cur := v.State.MasterKey(); !cur.Equal(ik.Key.Public()) {
-			return fsbus.Errorf(fsbus.CatDenied, "export the current master key on the machine that rotated it last",
+			return errs.Errorf(errs.Denied, "export the current master key on the machine that rotated it last",
 				"%s holds master key %s, which is not the channel's current master key %s; nothing was written",
 				c.File, ledger.FormatKey(ik.Key.Public()), ledger.FormatKey(cur))
 		}
@@ -327,10 +328,10 @@ func (c *KeyNewCmd) Run(g *Globals) error {
 		return err
 	}
 	if g.As == "" {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "no agent name given")
+		return errs.Errorf(errs.Invalid, "pass --as NAME", "no agent name given")
 	}
 	if !fsbus.ValidName(g.As) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
 	}
 	k, err := ch.Home.NewKey(ch.Project(), g.As)
 	if err != nil {

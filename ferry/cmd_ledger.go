@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // LedgerCmd groups ledger commands.
@@ -109,7 +110,7 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 		}
 	}
 	if !r.OK() {
-		return fsbus.Errorf(fsbus.CatInvalid, "each finding above names its fix; nothing was changed",
+		return errs.Errorf(errs.Invalid, "each finding above names its fix; nothing was changed",
 			"ledger verify found %s", plural(r.Errors, "problem", "problems"))
 	}
 	if !g.JSON {

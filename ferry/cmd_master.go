@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // MasterCmd groups the owner's trust-root commands (issue 8).
@@ -88,7 +89,7 @@ func (c *MasterRepinCmd) Run(g *Globals) error {
 				dir = d
 			}
 		default:
-			return fsbus.Errorf(fsbus.CatInvalid, "pass --channel DIR", "no channel given to repin")
+			return errs.Errorf(errs.Invalid, "pass --channel DIR", "no channel given to repin")
 		}
 	}
 	old, pinned, err := fsbus.Repin(h, dir, c.Key)

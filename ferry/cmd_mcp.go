@@ -10,6 +10,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
@@ -48,10 +49,10 @@ func (c *McpServeCmd) Help() string {
 // Run implements the command: it serves stdin/stdout until EOF or a signal.
 func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	if g.As == "" {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME (one identity per server), e.g. --as claude-code-laptop", "no agent name given")
+		return errs.Errorf(errs.Invalid, "pass --as NAME (one identity per server), e.g. --as claude-code-laptop", "no agent name given")
 	}
 	if !fsbus.ValidName(g.As) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
 	}
 	// The command catalog, walked from this very parser's model (issue 5): served as
 	// ferry://<project>/commands, so the server never imports the CLI.

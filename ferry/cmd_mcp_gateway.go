@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/client"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
@@ -74,7 +75,7 @@ func (c *McpAddCmd) Run(g *Globals) error {
 	}
 	err = gateway.Update(path, func(m map[string]*gateway.Server) error {
 		if _, dup := m[c.Name]; dup {
-			return fsbus.Errorf(fsbus.CatConflict, fmt.Sprintf("remove it first: ferry mcp remove %s%s", c.Name, c.flagHint()),
+			return errs.Errorf(errs.Conflict, fmt.Sprintf("remove it first: ferry mcp remove %s%s", c.Name, c.flagHint()),
 				"an MCP server named %s is already configured in %s", c.Name, path)
 		}
 		m[c.Name] = s
@@ -122,15 +123,15 @@ func commandRunnable(command string) error {
 		st, err := os.Stat(command)
 		switch {
 		case err != nil:
-			return fsbus.Errorf(fsbus.CatNotFound, "check the path, or install the server", "command %s not found: %v", command, err)
+			return errs.Errorf(errs.NotFound, "check the path, or install the server", "command %s not found: %v", command, err)
 		case st.IsDir():
-			return fsbus.Errorf(fsbus.CatNotFound, "give the server's program, not a directory", "command %s is a directory", command)
+			return errs.Errorf(errs.NotFound, "give the server's program, not a directory", "command %s is a directory", command)
 		case runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0:
-			return fsbus.Errorf(fsbus.CatNotFound, "chmod +x "+command, "command %s is not executable (permission denied)", command)
+			return errs.Errorf(errs.NotFound, "chmod +x "+command, "command %s is not executable (permission denied)", command)
 		}
 	}
 	if _, err := exec.LookPath(command); err != nil {
-		return fsbus.Errorf(fsbus.CatNotFound, "install it, or give its absolute path", "command %s not found: %v", command, err)
+		return errs.Errorf(errs.NotFound, "install it, or give its absolute path", "command %s not found: %v", command, err)
 	}
 	return nil
 }
@@ -152,7 +153,7 @@ func (c *McpAddCmd) prefixFree(g *Globals) error {
 	mine := prefix(c.Name)
 	for _, s := range servers {
 		if s.Name != c.Name && prefix(s.Name) == mine {
-			return fsbus.Errorf(fsbus.CatConflict, "choose another name",
+			return errs.Errorf(errs.Conflict, "choose another name",
 				"the tools of %s would be named like those of the MCP server %s (%s_…)", c.Name, s.Name, mine)
 		}
 	}
@@ -180,10 +181,10 @@ func gatewayTarget(g *Globals, projectLocal bool) (path, scope string, err error
 		return gateway.ConfigPath(h, ""), gateway.ScopeMachine, nil
 	}
 	if g.Project == "" {
-		return "", "", fsbus.Errorf(fsbus.CatInvalid, "pass --project ID with --project-local", "--project-local needs a project")
+		return "", "", errs.Errorf(errs.Invalid, "pass --project ID with --project-local", "--project-local needs a project")
 	}
 	if !fsbus.ValidName(g.Project) {
-		return "", "", fsbus.Errorf(fsbus.CatInvalid, "use a-z, 0-9 and '-'", "%q is not a portable project id", g.Project)
+		return "", "", errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable project id", g.Project)
 	}
 	return gateway.ConfigPath(h, g.Project), gateway.ScopeProject, nil
 }
@@ -206,7 +207,7 @@ func (c *McpRemoveCmd) Run(g *Globals) error {
 			if !c.ProjectLocal && g.Project != "" {
 				hint += "; a project-local entry needs --project-local"
 			}
-			return fsbus.Errorf(fsbus.CatNotFound, hint, "no %s MCP server named %s in %s", scope, c.Name, path)
+			return errs.Errorf(errs.NotFound, hint, "no %s MCP server named %s in %s", scope, c.Name, path)
 		}
 		delete(m, c.Name)
 		return nil
@@ -284,7 +285,7 @@ func gatewayFor(g *Globals, name string) (*gateway.Gateway, error) {
 			return gateway.New(servers, gateway.Options{Reserved: mcpserver.FerryToolNames(), Log: g.stderr, Version: version, OneShot: true}), nil
 		}
 	}
-	return nil, fsbus.Errorf(fsbus.CatNotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
+	return nil, errs.Errorf(errs.NotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
 }
 
 // McpListCmd is `ferry mcp list NAME`.
@@ -371,7 +372,7 @@ func (c *McpCallCmd) Run(g *Globals) error {
 		if err != nil {
 			msg = err.Error()
 		}
-		return fsbus.Errorf(fsbus.CatInvalid, `pass a JSON object, e.g. --args '{"query":"x"}'`, "--args is not a JSON object: %s", msg)
+		return errs.Errorf(errs.Invalid, `pass a JSON object, e.g. --args '{"query":"x"}'`, "--args is not a JSON object: %s", msg)
 	}
 	gw, err := gatewayFor(g, c.Name)
 	if err != nil {
@@ -398,7 +399,7 @@ func (c *McpCallCmd) Run(g *Globals) error {
 		g.printf("%s\n", r.Text())
 	}
 	if r.IsError {
-		return fsbus.Errorf(fsbus.CatInternal, "the tool's own error: see its text; ferry ran the call. The server gets none of your environment but "+
+		return errs.Errorf(errs.Internal, "the tool's own error: see its text; ferry ran the call. The server gets none of your environment but "+
 			strings.Join(gateway.BaseEnv, ", ")+" and what its --env names (ferry mcp servers)",
 			"tool %s of MCP server %s reported an error: %s", c.Tool, c.Name, r.Text())
 	}

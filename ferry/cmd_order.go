@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // OrderCmd groups the order verbs.
@@ -136,9 +137,9 @@ func (c contractFlags) options(opt *fsbus.NewOrderOptions) error {
 		case d == nil:
 			return 0, nil
 		case *d <= 0:
-			return 0, fsbus.Errorf(fsbus.CatInvalid, "give a window of at least 1s such as 4h or 90m, or leave --"+name+" out to keep the channel's default", "--%s %s: a window is at least 1s", name, *d)
+			return 0, errs.Errorf(errs.Invalid, "give a window of at least 1s such as 4h or 90m, or leave --"+name+" out to keep the channel's default", "--%s %s: a window is at least 1s", name, *d)
 		case *d < time.Second || *d%time.Second != 0:
-			return 0, fsbus.Errorf(fsbus.CatInvalid, "give windows as durations such as 4h or 90m", "--%s %s is not a whole number of seconds", name, *d)
+			return 0, errs.Errorf(errs.Invalid, "give windows as durations such as 4h or 90m", "--%s %s is not a whole number of seconds", name, *d)
 		}
 		return int64(*d / time.Second), nil
 	}
@@ -209,7 +210,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready, For: g.As}
 	if c.Mine {
 		if g.As == "" {
-			return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME", "--mine needs an agent")
+			return errs.Errorf(errs.Invalid, "pass --as NAME", "--mine needs an agent")
 		}
 		f.Mine = g.As
 	}
@@ -582,7 +583,7 @@ func (c *OrderVerifyCmd) Run(g *Globals) error {
 		return nil
 	}
 	if !r.OK {
-		return fsbus.Errorf(fsbus.CatStale, "see the rows above; `git stash` or `git checkout <commit>` restores a checkout", "%d of %d pointers do not match this checkout", len(r.Stale()), len(r.Pointers)+btoi(r.Diff != nil))
+		return errs.Errorf(errs.Stale, "see the rows above; `git stash` or `git checkout <commit>` restores a checkout", "%d of %d pointers do not match this checkout", len(r.Stale()), len(r.Pointers)+btoi(r.Diff != nil))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // RunCmd is `ferry run --as NAME --exec FILE` (issue 6 "Unattended runs").
@@ -117,12 +118,12 @@ func printRunResult(g *Globals, res *fsbus.RunResult) {
 // executable.
 func resolveExec(file, base string) (string, error) {
 	if strings.TrimSpace(file) == "" {
-		return "", fsbus.Errorf(fsbus.CatInvalid, "pass --exec FILE", "no executable given")
+		return "", errs.Errorf(errs.Invalid, "pass --exec FILE", "no executable given")
 	}
 	if !strings.ContainsAny(file, `/\`) {
 		p, err := exec.LookPath(file)
 		if err != nil {
-			return "", fsbus.Errorf(fsbus.CatInvalid, "give a path to the file, or put it on PATH", "executable %q not found on PATH", file)
+			return "", errs.Errorf(errs.Invalid, "give a path to the file, or put it on PATH", "executable %q not found on PATH", file)
 		}
 		return filepath.Abs(p)
 	}
@@ -136,11 +137,11 @@ func resolveExec(file, base string) (string, error) {
 	fi, err := os.Stat(p)
 	switch {
 	case err != nil:
-		return "", fsbus.Errorf(fsbus.CatInvalid, "check the path", "executable %s: %v", p, err)
+		return "", errs.Errorf(errs.Invalid, "check the path", "executable %s: %v", p, err)
 	case fi.IsDir():
-		return "", fsbus.Errorf(fsbus.CatInvalid, "name the file to run, not its folder", "executable %s is a directory", p)
+		return "", errs.Errorf(errs.Invalid, "name the file to run, not its folder", "executable %s is a directory", p)
 	case runtime.GOOS != "windows" && fi.Mode()&0o111 == 0:
-		return "", fsbus.Errorf(fsbus.CatInvalid, "make it executable: chmod +x "+p, "%s is not executable", p)
+		return "", errs.Errorf(errs.Invalid, "make it executable: chmod +x "+p, "%s is not executable", p)
 	}
 	return p, nil
 }
@@ -161,7 +162,7 @@ func workdir(dir, base string) (string, error) {
 		return "", err
 	}
 	if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-		return "", fsbus.Errorf(fsbus.CatInvalid, "pass an existing folder", "working directory %s is not a folder", p)
+		return "", errs.Errorf(errs.Invalid, "pass an existing folder", "working directory %s is not a folder", p)
 	}
 	return p, nil
 }
@@ -171,15 +172,15 @@ func workdir(dir, base string) (string, error) {
 func checkRunFlags(poll, beat, grace time.Duration, labels []string) error {
 	switch {
 	case poll <= 0:
-		return fsbus.Errorf(fsbus.CatInvalid, "e.g. --poll 5s", "--poll must be a positive duration, not %s", poll)
+		return errs.Errorf(errs.Invalid, "e.g. --poll 5s", "--poll must be a positive duration, not %s", poll)
 	case beat <= 0:
-		return fsbus.Errorf(fsbus.CatInvalid, "e.g. --beat 60s", "--beat must be a positive duration, not %s", beat)
+		return errs.Errorf(errs.Invalid, "e.g. --beat 60s", "--beat must be a positive duration, not %s", beat)
 	case grace < 0:
-		return fsbus.Errorf(fsbus.CatInvalid, "e.g. --grace 10s", "--grace must not be negative")
+		return errs.Errorf(errs.Invalid, "e.g. --grace 10s", "--grace must not be negative")
 	}
 	for _, l := range labels {
 		if !fsbus.ValidName(l) {
-			return fsbus.Errorf(fsbus.CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %s", fsbus.Quote(l))
+			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", fsbus.Quote(l))
 		}
 	}
 	return nil

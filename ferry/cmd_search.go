@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // SearchCmd is `ferry search QUERY` (issue 9): the same matcher and order as the MCP
@@ -35,7 +36,7 @@ func (c *SearchCmd) Run(g *Globals) error {
 		return err
 	}
 	if c.Limit < 1 || c.Limit > fsbus.MaxSearchLimit {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass a limit from 1 to 100", "limit %d is out of range", c.Limit)
+		return errs.Errorf(errs.Invalid, "pass a limit from 1 to 100", "limit %d is out of range", c.Limit)
 	}
 	v, err := ch.Load()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"golang.org/x/term"
 )
 
@@ -74,23 +75,23 @@ func (c *SecretPutCmd) value(g *Globals) ([]byte, error) {
 	if c.FromFile != "" {
 		f, err := os.Open(c.FromFile)
 		if err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInvalid, "check the path of --from-file", "reading %s: %v", c.FromFile, err)
+			return nil, errs.Errorf(errs.Invalid, "check the path of --from-file", "reading %s: %v", c.FromFile, err)
 		}
 		defer f.Close()
 		r, src = f, c.FromFile
 	} else if f, ok := g.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "pipe the value in (e.g. `ferry secret put NAME --to AGENT < file`) or pass --from-file PATH",
+		return nil, errs.Errorf(errs.Invalid, "pipe the value in (e.g. `ferry secret put NAME --to AGENT < file`) or pass --from-file PATH",
 			"stdin is a terminal: the value would show on screen")
 	}
 	if r == nil {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "pipe the value in or pass --from-file PATH", "no value on stdin")
+		return nil, errs.Errorf(errs.Invalid, "pipe the value in or pass --from-file PATH", "no value on stdin")
 	}
 	b, err := io.ReadAll(io.LimitReader(r, fsbus.MaxSecretValue+1))
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "check "+src, "reading the value from %s: %v", src, err)
+		return nil, errs.Errorf(errs.Invalid, "check "+src, "reading the value from %s: %v", src, err)
 	}
 	if len(b) > fsbus.MaxSecretValue {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "the vault keeps credentials, not files",
+		return nil, errs.Errorf(errs.Invalid, "the vault keeps credentials, not files",
 			"the value in %s is more than %d bytes; the limit is %d bytes", src, fsbus.MaxSecretValue, fsbus.MaxSecretValue)
 	}
 	return b, nil

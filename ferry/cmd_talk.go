@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TalkCmd groups the talk verbs (issue 3): messages between agents and the owner, with
@@ -34,7 +35,7 @@ member level. The sender sees who has read it with ` + "`ferry talk sent`" + `.`
 // Run implements the command.
 func (c *TalkSendCmd) Run(g *Globals) error {
 	if c.Text != "" && c.Body != "" {
-		return fsbus.Errorf(fsbus.CatInvalid, "give the text as an argument or with --body, not both", "two message texts")
+		return errs.Errorf(errs.Invalid, "give the text as an argument or with --body, not both", "two message texts")
 	}
 	body, err := readArg(c.Body)
 	if err != nil {
@@ -85,13 +86,13 @@ arrives, until Ctrl-C (exit 0), --for or, with --until-eof, the end of standard 
 // Run implements the command.
 func (c *TalkReadCmd) Run(g *Globals) error {
 	if !c.Follow && (c.For != nil || c.UntilEOF) {
-		return fsbus.Errorf(fsbus.CatInvalid, "add --follow, or drop --for and --until-eof", "--for and --until-eof apply only with --follow")
+		return errs.Errorf(errs.Invalid, "add --follow, or drop --for and --until-eof", "--for and --until-eof apply only with --follow")
 	}
 	if err := c.checkFor(); err != nil {
 		return err
 	}
 	if c.Peek && c.Ack {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass --peek to read without a receipt, or --ack to record one", "--peek and --ack contradict each other")
+		return errs.Errorf(errs.Invalid, "pass --peek to read without a receipt, or --ack to record one", "--peek and --ack contradict each other")
 	}
 	s, err := g.ownerOrSession()
 	if err != nil {
@@ -240,7 +241,7 @@ type TalkSentCmd struct {
 // Run implements the command.
 func (c *TalkSentCmd) Run(g *Globals) error {
 	if g.As == "" {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass --as NAME (the owner: --as master)", "talk sent needs the sender's name")
+		return errs.Errorf(errs.Invalid, "pass --as NAME (the owner: --as master)", "talk sent needs the sender's name")
 	}
 	ch, err := g.Open()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // UpdateCmd groups the signed-update verbs (issue 9, ADR 0005).
@@ -50,10 +51,10 @@ func (c *UpdateApproveCmd) Run(g *Globals) error {
 	for _, p := range c.Platform {
 		plat, path, ok := strings.Cut(p, "=")
 		if !ok || plat == "" || path == "" {
-			return fsbus.Errorf(fsbus.CatInvalid, "write it as --platform linux/amd64=releases/ferry-linux-amd64", "--platform %q is not OS/ARCH=PATH", p)
+			return errs.Errorf(errs.Invalid, "write it as --platform linux/amd64=releases/ferry-linux-amd64", "--platform %q is not OS/ARCH=PATH", p)
 		}
 		if _, dup := plats[plat]; dup {
-			return fsbus.Errorf(fsbus.CatInvalid, "name each platform once", "platform %s given twice", plat)
+			return errs.Errorf(errs.Invalid, "name each platform once", "platform %s given twice", plat)
 		}
 		plats[plat] = path
 	}

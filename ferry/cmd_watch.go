@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -41,7 +42,7 @@ type followStop struct {
 // would otherwise run forever): leave the flag out to run until stopped.
 func (s *followStop) checkFor() error {
 	if s.For != nil && *s.For <= 0 {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --for 10m, or leave --for out to run until stopped", "--for %s is not positive", *s.For)
+		return errs.Errorf(errs.Invalid, "pass a positive duration, such as --for 10m, or leave --for out to run until stopped", "--for %s is not positive", *s.For)
 	}
 	return nil
 }
@@ -73,13 +74,13 @@ func (s *followStop) context(g *Globals) (context.Context, context.CancelFunc) {
 // Run implements the command.
 func (c *WatchCmd) Run(g *Globals) error {
 	if c.Interval <= 0 {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass a positive duration, such as --interval 2s", "--interval %s is not positive", c.Interval)
+		return errs.Errorf(errs.Invalid, "pass a positive duration, such as --interval 2s", "--interval %s is not positive", c.Interval)
 	}
 	if err := c.checkFor(); err != nil {
 		return err
 	}
 	if c.Since != "" && !fsbus.ValidCursor(c.Since) {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+fsbus.CursorShape+", or leave --since out to start from now",
+		return errs.Errorf(errs.Invalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+fsbus.CursorShape+", or leave --since out to start from now",
 			"--since %q is not a cursor", c.Since)
 	}
 	ch, err := g.Open()
@@ -87,7 +88,7 @@ func (c *WatchCmd) Run(g *Globals) error {
 		return err
 	}
 	if g.As != "" && !ledger.ValidName(g.As) {
-		return fsbus.Errorf(fsbus.CatInvalid, "pass an agent name (see `ferry agents`) or master", "%q is not an agent name", g.As)
+		return errs.Errorf(errs.Invalid, "pass an agent name (see `ferry agents`) or master", "%q is not an agent name", g.As)
 	}
 	if c.Since != "" && fsbus.ValidCursor(c.Since) {
 		// A cursor from elsewhere cannot say what came after it: say so, as catchup

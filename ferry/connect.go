@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
@@ -82,7 +83,7 @@ func connectPath(app, scope string, env connectEnv, root string) (string, error)
 	g := env.goos
 	userOnly := func() error {
 		if scope == "project" {
-			return fsbus.Errorf(fsbus.CatInvalid, "drop --scope project", "%s reads a user-level config only", app)
+			return errs.Errorf(errs.Invalid, "drop --scope project", "%s reads a user-level config only", app)
 		}
 		return nil
 	}
@@ -97,7 +98,7 @@ func connectPath(app, scope string, env connectEnv, root string) (string, error)
 		case "windows":
 			appdata := env.getenv("APPDATA")
 			if appdata == "" {
-				return "", fsbus.Errorf(fsbus.CatInvalid, "set APPDATA (normally C:\\Users\\<you>\\AppData\\Roaming)", "%%APPDATA%% is not set")
+				return "", errs.Errorf(errs.Invalid, "set APPDATA (normally C:\\Users\\<you>\\AppData\\Roaming)", "%%APPDATA%% is not set")
 			}
 			return joinFor(g, appdata, "Claude", "claude_desktop_config.json"), nil
 		default:
@@ -129,7 +130,7 @@ func connectPath(app, scope string, env connectEnv, root string) (string, error)
 		}
 		return joinFor(g, env.home, ".codex", "config.toml"), nil
 	}
-	return "", fsbus.Errorf(fsbus.CatInvalid, "pick one of "+strings.Join(connectApps, ", "), "unknown app %q", app)
+	return "", errs.Errorf(errs.Invalid, "pick one of "+strings.Join(connectApps, ", "), "unknown app %q", app)
 }
 
 // hookPath is Claude Code's settings file for a SessionStart hook: user
@@ -227,7 +228,7 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 	old, err := os.ReadFile(target)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
 	}
 	if exists {
 		if fi, err := os.Stat(target); err == nil {
@@ -236,7 +237,7 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 	}
 	doc, err := decode(old)
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix or move the file aside, then run ferry connect again; nothing was written",
+		return nil, errs.Errorf(errs.Invalid, "fix or move the file aside, then run ferry connect again; nothing was written",
 			"%s is not valid: %v", file, err)
 	}
 	doc, action, err := edit(doc)
@@ -249,18 +250,18 @@ func editConfig(file string, perm fs.FileMode, now time.Time, decode func([]byte
 	}
 	data, err := encode(doc)
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "", "encoding %s: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "", "encoding %s: %v", file, err)
 	}
 	if exists {
 		if res.Backup, err = writeBackup(target, old, perm, now); err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "backing up %s: %v", file, err)
+			return nil, errs.Errorf(errs.Internal, "check that the folder is writable; nothing was written", "backing up %s: %v", file, err)
 		}
 	}
 	if err := fsutil.WriteFile(target, data, perm); err != nil {
 		if res.Backup != "" {
 			os.Remove(res.Backup)
 		}
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "writing %s: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "check that the folder is writable; nothing was written", "writing %s: %v", file, err)
 	}
 	if bytes.HasPrefix(old, utf8BOM) && !bytes.HasPrefix(data, utf8BOM) {
 		res.Note = "the UTF-8 byte-order mark at the start of the file was dropped (the backup keeps it)"
@@ -419,7 +420,7 @@ func (o jsonObject) subObject(key string) (jsonObject, error) {
 		return jsonObject{}, nil
 	}
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix the file, then run ferry connect again; nothing was written", "%q is not a JSON object", key)
+		return nil, errs.Errorf(errs.Invalid, "fix the file, then run ferry connect again; nothing was written", "%q is not a JSON object", key)
 	}
 	return parseObject(raw)
 }
@@ -550,7 +551,7 @@ func editHook(command string, remove bool) func(any) (any, string, error) {
 		var groups []map[string]any
 		if raw, ok := hooks.get("SessionStart"); ok {
 			if err := json.Unmarshal(raw, &groups); err != nil {
-				return nil, "", fsbus.Errorf(fsbus.CatInvalid, "fix the file, then run ferry connect again; nothing was written", "hooks.SessionStart is not a list of hook groups: %v", err)
+				return nil, "", errs.Errorf(errs.Invalid, "fix the file, then run ferry connect again; nothing was written", "hooks.SessionStart is not a list of hook groups: %v", err)
 			}
 		}
 		found, same := false, false
@@ -681,13 +682,13 @@ func checkEdit(file string, decode func([]byte) (any, error), edit func(any) (an
 	}
 	doc, err := decode(data)
 	if err != nil {
-		return fsbus.Errorf(fsbus.CatInvalid, "fix or move the file aside, then run ferry connect again; nothing was written",
+		return errs.Errorf(errs.Invalid, "fix or move the file aside, then run ferry connect again; nothing was written",
 			"%s is not valid: %v", file, err)
 	}
 	if _, _, err := edit(doc); err != nil {
-		var fe *fsbus.Error
+		var fe *errs.Error
 		if errors.As(err, &fe) {
-			return fsbus.Errorf(fe.Category, fe.Hint, "%s: %s", file, fe.Message)
+			return errs.Errorf(fe.Category, fe.Hint, "%s: %s", file, fe.Message)
 		}
 		return err
 	}
@@ -709,11 +710,11 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	old, err := os.ReadFile(file)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "check the file's permissions; nothing was written", "reading %s: %v", file, err)
 	}
 	doc, err := decodeJSON(old)
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix or move the file aside, then run ferry connect again; nothing was written",
+		return nil, errs.Errorf(errs.Invalid, "fix or move the file aside, then run ferry connect again; nothing was written",
 			"%s is not valid: %v", file, err)
 	}
 	edit := editJSONServer(entry, true, remove)
@@ -731,7 +732,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 			perm = fi.Mode().Perm()
 		}
 		if res.Backup, err = writeBackup(file, old, perm, now); err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; nothing was written", "backing up %s: %v", file, err)
+			return nil, errs.Errorf(errs.Internal, "check that the folder is writable; nothing was written", "backing up %s: %v", file, err)
 		}
 	}
 	undo := restoreFile(file, old, exists, perm, res.Backup)
@@ -755,7 +756,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	}
 	for _, args := range steps {
 		if out, err := run(claude, args...); err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInternal, "run `claude "+strings.Join(args[:len(args)-1], " ")+" …` by hand, or ferry connect claude-code --print to see the entry; "+failed(),
+			return nil, errs.Errorf(errs.Internal, "run `claude "+strings.Join(args[:len(args)-1], " ")+" …` by hand, or ferry connect claude-code --print to see the entry; "+failed(),
 				"claude %s %s failed: %v: %s", args[0], args[1], err, strings.TrimSpace(string(out)))
 		}
 	}
@@ -763,15 +764,15 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 	res.Note = "written by `claude mcp`"
 	after, err := os.ReadFile(file)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check the file's permissions; "+failed(), "reading %s after `claude mcp`: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "check the file's permissions; "+failed(), "reading %s after `claude mcp`: %v", file, err)
 	}
 	d, err := decodeJSON(after)
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check with `claude mcp get ferry`; "+failed(), "%s does not parse after `claude mcp` ran: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "check with `claude mcp get ferry`; "+failed(), "%s does not parse after `claude mcp` ran: %v", file, err)
 	}
 	d, again, err := edit(d)
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check with `claude mcp get ferry`; "+failed(), "%s after `claude mcp` ran: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "check with `claude mcp get ferry`; "+failed(), "%s after `claude mcp` ran: %v", file, err)
 	}
 	if again == "unchanged" || again == "absent" {
 		return res, nil
@@ -782,7 +783,7 @@ func editViaClaude(claude, file string, entry serverEntry, remove bool, now time
 		err = fsutil.WriteFile(file, data, perm)
 	}
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "check that the folder is writable; "+failed(), "`claude mcp` exited 0 but did not change %s, and writing it failed: %v", file, err)
+		return nil, errs.Errorf(errs.Internal, "check that the folder is writable; "+failed(), "`claude mcp` exited 0 but did not change %s, and writing it failed: %v", file, err)
 	}
 	res.Note = "`claude mcp` exited 0 but did not change " + file + "; ferry edited the file itself (check with `claude mcp get ferry`)"
 	return res, nil

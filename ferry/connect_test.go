@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Issue 9: `ferry connect` config paths, merges, idempotency, backups, removal,
@@ -62,7 +63,7 @@ func TestConnectPaths(t *testing.T) {
 		{"linux", "codex", "project"},
 		{"linux", "vscode", "user"},
 	} {
-		if _, err := connectPath(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, fsbus.CatInvalid) {
+		if _, err := connectPath(tc.app, tc.scope, envOf(tc.goos, "/h", nil), "/r"); !isCat(err, errs.Invalid) {
 			t.Errorf("%s %s %s: want invalid, got %v", tc.goos, tc.app, tc.scope, err)
 		}
 	}
@@ -77,8 +78,8 @@ func TestConnectPaths(t *testing.T) {
 	}
 }
 
-func isCat(err error, cat string) bool {
-	var fe *fsbus.Error
+func isCat(err error, cat errs.Category) bool {
+	var fe *errs.Error
 	return errors.As(err, &fe) && fe.Category == cat
 }
 
@@ -202,11 +203,11 @@ func TestConnectInvalid(t *testing.T) {
 		if tc.toml {
 			decode, edit, encode = decodeTOML, editTOMLServer(testEntry, false), encodeTOML
 		}
-		if err := checkEdit(file, decode, edit); !isCat(err, fsbus.CatInvalid) {
+		if err := checkEdit(file, decode, edit); !isCat(err, errs.Invalid) {
 			t.Errorf("%s: checkEdit: want invalid, got %v", name, err)
 		}
 		_, err := editConfig(file, 0o644, time.Now(), decode, edit, encode)
-		if !isCat(err, fsbus.CatInvalid) {
+		if !isCat(err, errs.Invalid) {
 			t.Errorf("%s: want invalid, got %v", name, err)
 		}
 		if b, _ := os.ReadFile(file); string(b) != tc.body {
@@ -287,7 +288,7 @@ func TestConnectHook(t *testing.T) {
 		t.Errorf("after remove:\n%s", b)
 	}
 	os.WriteFile(file, []byte(`{"hooks": {"SessionStart": {"x": 1}}}`), 0o644)
-	if _, err := jsonEdit(t, file, editHook(cmd, false)); !isCat(err, fsbus.CatInvalid) {
+	if _, err := jsonEdit(t, file, editHook(cmd, false)); !isCat(err, errs.Invalid) {
 		t.Errorf("SessionStart not a list: %v", err)
 	}
 }
@@ -597,15 +598,15 @@ func TestConnectCodexRefuses(t *testing.T) {
 				}
 				continue
 			}
-			var fe *fsbus.Error
-			if !errors.As(err, &fe) || fe.Category != fsbus.CatInvalid {
+			var fe *errs.Error
+			if !errors.As(err, &fe) || fe.Category != errs.Invalid {
 				t.Errorf("%s (remove %v): want invalid, got %v", name, remove, err)
 				continue
 			}
 			if !remove && !strings.Contains(fe.Hint, "[mcp_servers.ferry]\n"+`command = "/opt/ferry/bin/ferry"`) {
 				t.Errorf("%s: the hint does not hold the snippet: %q", name, fe.Hint)
 			}
-			if err := checkEdit(file, decodeTOML, edit); !isCat(err, fsbus.CatInvalid) {
+			if err := checkEdit(file, decodeTOML, edit); !isCat(err, errs.Invalid) {
 				t.Errorf("%s (remove %v): checkEdit: %v", name, remove, err)
 			}
 			if b, _ := os.ReadFile(file); string(b) != body {

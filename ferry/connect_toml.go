@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Codex's config.toml is edited as text: ferry changes the text of the
@@ -438,14 +438,14 @@ func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, strin
 	if v, ok := t.doc["mcp_servers"]; ok {
 		s, ok := v.(map[string]any)
 		if !ok {
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, fixHint, "mcp_servers is not a table")
+			return nil, "", errs.Errorf(errs.Invalid, fixHint, "mcp_servers is not a table")
 		}
 		servers = s
 	}
 	raw, had := servers["ferry"]
 	cur, isTable := raw.(map[string]any)
 	if had && !isTable {
-		return nil, "", fsbus.Errorf(fsbus.CatInvalid, fixHint, "mcp_servers.ferry is not a table")
+		return nil, "", errs.Errorf(errs.Invalid, fixHint, "mcp_servers.ferry is not a table")
 	}
 	if remove && !had {
 		return t, "absent", nil
@@ -459,7 +459,7 @@ func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, strin
 	}
 	items, err := scanTOML(t.text)
 	if err != nil {
-		return nil, "", fsbus.Errorf(fsbus.CatInternal, byHand(entry, remove), "ferry could not read config.toml's layout: %v", err)
+		return nil, "", errs.Errorf(errs.Internal, byHand(entry, remove), "ferry could not read config.toml's layout: %v", err)
 	}
 	// Refuse an entry ferry would have to edit outside its own tables.
 	for _, it := range items {
@@ -469,18 +469,18 @@ func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, strin
 		f := it.full()
 		switch {
 		case slices.Equal(f, []string{"mcp_servers"}):
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, byHand(entry, remove),
+			return nil, "", errs.Errorf(errs.Invalid, byHand(entry, remove),
 				"mcp_servers is written as an inline table (line %d), which ferry does not edit; nothing was written", lineOf(t.text, it.start))
 		case hasPrefix(it.table, ferryTable):
 			if len(it.path) > 1 && slices.Contains([]string{"command", "args", "env"}, it.path[0]) && slices.Equal(it.table, ferryTable) {
-				return nil, "", fsbus.Errorf(fsbus.CatInvalid, byHand(entry, remove),
+				return nil, "", errs.Errorf(errs.Invalid, byHand(entry, remove),
 					"ferry's %s is written as dotted keys (line %d), which ferry does not edit; nothing was written", it.path[0], lineOf(t.text, it.start))
 			}
 		case slices.Equal(f, ferryTable):
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, byHand(entry, remove),
+			return nil, "", errs.Errorf(errs.Invalid, byHand(entry, remove),
 				"ferry's entry is written as an inline table (line %d), which ferry does not edit; nothing was written", lineOf(t.text, it.start))
 		case hasPrefix(f, ferryTable):
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, byHand(entry, remove),
+			return nil, "", errs.Errorf(errs.Invalid, byHand(entry, remove),
 				"ferry's entry is written as dotted keys (line %d: %s), which ferry does not edit; nothing was written", lineOf(t.text, it.start), strings.Join(f, "."))
 		}
 	}
@@ -496,7 +496,7 @@ func editTOMLText(t *tomlText, entry serverEntry, remove bool) (*tomlText, strin
 	}
 	out := ed.apply()
 	if err := verifyTOMLEdit(t.doc, out, want); err != nil {
-		return nil, "", fsbus.Errorf(fsbus.CatInternal, byHand(entry, remove), "ferry's edit of config.toml did not come out as meant (%v); nothing was written", err)
+		return nil, "", errs.Errorf(errs.Internal, byHand(entry, remove), "ferry's edit of config.toml did not come out as meant (%v); nothing was written", err)
 	}
 	action := "added"
 	switch {

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/tty"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // loadStages name fsbus's Load stages on the progress line.
@@ -38,23 +38,23 @@ func loadProgress(w io.Writer) func(stage string, done, total int) {
 
 // exitMeaning says what each error category means to a script reading the exit code.
 // A test checks it names exactly the categories of exitCodes.
-var exitMeaning = map[string]string{
-	fsbus.CatInternal:    "an unexpected failure (I/O, a bug); details on stderr",
-	fsbus.CatInvalid:     "bad input or bad usage: nothing was changed",
-	fsbus.CatDenied:      "the agent's level or scope does not allow it",
-	fsbus.CatNotFound:    "no such order, agent, key, project or file",
-	fsbus.CatConflict:    "someone else got there first (a claim, a name, a lease)",
-	fsbus.CatLocked:      "a key is locked (passphrase-protected): unlock it first",
-	fsbus.CatStale:       "what was acted on changed since it was read: read again, then retry",
-	fsbus.CatRetryNeeded: "something has not fully arrived or is damaged on this machine (the sync tool is still delivering it): retry later",
-	fsbus.CatPaused:      "this machine is paused (`ferry pause`): `ferry resume` lifts it",
-	fsbus.CatSuperseded:  "the entry acted on lost a race across machines (its branch is superseded, DESIGN §2)",
+var exitMeaning = map[errs.Category]string{
+	errs.Internal:    "an unexpected failure (I/O, a bug); details on stderr",
+	errs.Invalid:     "bad input or bad usage: nothing was changed",
+	errs.Denied:      "the agent's level or scope does not allow it",
+	errs.NotFound:    "no such order, agent, key, project or file",
+	errs.Conflict:    "someone else got there first (a claim, a name, a lease)",
+	errs.Locked:      "a key is locked (passphrase-protected): unlock it first",
+	errs.Stale:       "what was acted on changed since it was read: read again, then retry",
+	errs.RetryNeeded: "something has not fully arrived or is damaged on this machine (the sync tool is still delivering it): retry later",
+	errs.Paused:      "this machine is paused (`ferry pause`): `ferry resume` lifts it",
+	errs.Superseded:  "the entry acted on lost a race across machines (its branch is superseded, DESIGN §2)",
 }
 
 // exitRow is one documented exit code.
 type exitRow struct {
 	Code     int
-	Category string
+	Category errs.Category
 	Meaning  string
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Issue 9, conventions: exit codes documented from the one map, shell completion for
@@ -43,9 +44,9 @@ func TestExitCodesDoc(t *testing.T) {
 // TestExitCodesCovered: every category has a code and a meaning, codes are distinct,
 // and `ferry --help` and README.md state the same codes.
 func TestExitCodesCovered(t *testing.T) {
-	cats := []string{fsbus.CatInternal, fsbus.CatInvalid, fsbus.CatDenied, fsbus.CatNotFound, fsbus.CatConflict,
-		fsbus.CatLocked, fsbus.CatStale, fsbus.CatRetryNeeded, fsbus.CatPaused, fsbus.CatSuperseded}
-	seen := map[int]string{0: "ok"}
+	cats := []errs.Category{errs.Internal, errs.Invalid, errs.Denied, errs.NotFound, errs.Conflict,
+		errs.Locked, errs.Stale, errs.RetryNeeded, errs.Paused, errs.Superseded}
+	seen := map[int]errs.Category{0: "ok"}
 	for _, c := range cats {
 		code, ok := exitCodes[c]
 		if !ok || exitMeaning[c] == "" {

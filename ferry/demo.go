@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/client"
 )
@@ -115,9 +116,9 @@ func (d *demo) expectOK(name, fact string, args ...string) string {
 
 // expectOKf is expectOK with the step's fact computed from its stdout.
 func (d *demo) expectOKf(name string, fact func(stdout string) string, args ...string) string {
-	out, errs, code, ms := d.run(args...)
+	out, stderr, code, ms := d.run(args...)
 	if code != 0 {
-		d.record(name, false, ms, fmt.Sprintf("exit %d: %s", code, firstLine(errs)))
+		d.record(name, false, ms, fmt.Sprintf("exit %d: %s", code, firstLine(stderr)))
 		return ""
 	}
 	d.record(name, true, ms, fact(out))
@@ -161,7 +162,7 @@ func runDemo(g *Globals, keep bool) error {
 		fmt.Fprintf(g.stderr, "ferry: warning: removing sandbox %s: %v\n", box, err)
 	}
 	if d.failed {
-		return fsbus.Errorf(fsbus.CatInternal, "rerun with --keep and inspect the sandbox", "demo: a step failed")
+		return errs.Errorf(errs.Internal, "rerun with --keep and inspect the sandbox", "demo: a step failed")
 	}
 	if !g.JSON {
 		g.printf("all %d steps passed in %.1f s: two agents ran the order loop through a plain folder, one of them over MCP\n",
@@ -203,17 +204,17 @@ func (d *demo) script() {
 		return
 	}
 	d.expectOK("bob claims", "bob holds "+id, "order", "claim", id, "--as", bob)
-	_, errs, code, ms := d.run("order", "claim", id, "--as", alice)
-	d.record("second claim refused", code == exitCodes[fsbus.CatConflict] && strings.Contains(errs, bob), ms,
-		"alice's claim refused: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
+	_, stderr, code, ms := d.run("order", "claim", id, "--as", alice)
+	d.record("second claim refused", code == exitCodes[errs.Conflict] && strings.Contains(stderr, bob), ms,
+		"alice's claim refused: "+strings.TrimPrefix(firstLine(stderr), "ferry: error: "))
 	d.expectOK("progress", "bob reports progress on his claim", "order", "progress", id, "found the race in session setup", "--as", bob)
 	out = d.expectOKf("hand-in", func(out string) string {
 		return "bob names his work: branch fix/login-race as " + jsonID(out)
 	}, "handin", "add", "--ref", "fix/login-race@4f2c9e1", "--note", "one commit, tests included", "--as", bob, "--json")
 	hid := jsonID(out)
 	d.expectOK("submit", "bob submits hand-in "+hid+" (work stays in the repo)", "order", "submit", id, "--ref", hid, "--note", "wait for session before asserting", "--as", bob)
-	_, errs, code, ms = d.run("order", "review", id, "--accept", "--as", bob)
-	d.record("self-review refused", code == exitCodes[fsbus.CatDenied], ms, "bob cannot review his own result: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
+	_, stderr, code, ms = d.run("order", "review", id, "--accept", "--as", bob)
+	d.record("self-review refused", code == exitCodes[errs.Denied], ms, "bob cannot review his own result: "+strings.TrimPrefix(firstLine(stderr), "ferry: error: "))
 	d.expectOK("review accepted", "alice accepts: order "+id+" is accepted", "order", "review", id, "--accept", "--note", "verified locally", "--as", alice)
 
 	out = d.expectOKf("ask the owner", func(out string) string {
@@ -221,8 +222,8 @@ func (d *demo) script() {
 	}, "ask", "raise", "Drop the old session table?", "--recommendation", "Yes: nothing reads it since v2",
 		"--reasoning", "grep finds no reader; a backup exists", "--as", bob, "--json")
 	aid := jsonID(out)
-	_, errs, code, ms = d.run("ask", "approve", aid, "--as", bob)
-	d.record("agent cannot answer", code == exitCodes[fsbus.CatDenied], ms, "bob cannot approve his own ask: "+strings.TrimPrefix(firstLine(errs), "ferry: error: "))
+	_, stderr, code, ms = d.run("ask", "approve", aid, "--as", bob)
+	d.record("agent cannot answer", code == exitCodes[errs.Denied], ms, "bob cannot approve his own ask: "+strings.TrimPrefix(firstLine(stderr), "ferry: error: "))
 	d.expectOK("owner approves", "the owner approves with a master-signed answer", "ask", "approve", aid, "--note", "go ahead, keep the backup")
 	out = d.expectOKf("ask answered", func(out string) string {
 		return "bob sees " + aid + ": " + jsonField(out, "state") + ", note \"" + jsonField(out, "note") + "\""
@@ -270,12 +271,12 @@ func (d *demo) script() {
 	d.expectOK("release primary", "alice hands the role back: anyone may take it now", "primary", "release", "--as", alice)
 	d.mcpLoop()
 
-	out, errs, code, ms = d.run("order", "show", id, "--json")
+	out, stderr, code, ms = d.run("order", "show", id, "--json")
 	var o fsbus.Order
 	ok := code == 0 && json.Unmarshal([]byte(out), &o) == nil && o.State == fsbus.StateAccepted && o.Holder == bob
 	d.record("fold from files", ok, ms, fmt.Sprintf("a fresh process folds %s: %s, holder %s, %d history entries", id, o.State, o.Holder, len(o.History)))
-	if !ok && errs != "" {
-		d.steps[len(d.steps)-1].Fact += ": " + firstLine(errs)
+	if !ok && stderr != "" {
+		d.steps[len(d.steps)-1].Fact += ": " + firstLine(stderr)
 	}
 	d.expectOKf("ledger verify", func(out string) string {
 		return strings.TrimPrefix(firstLine(out), "✔ ")
@@ -293,20 +294,20 @@ func (d *demo) stalePointer() {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err == nil {
 		err = os.WriteFile(file, []byte("package login\n\n// TestLogin waits for the session.\n"), 0o644)
 	}
-	out, errs, code, ms := d.run("order", "new", "Review the login test", "--as", "alice", "--json",
+	out, stderr, code, ms := d.run("order", "new", "Review the login test", "--as", "alice", "--json",
 		"--pointer", "src/login_test.go", "--workspace", ws, "--task", "code_review", "--read-only")
 	id := jsonID(out)
 	if code != 0 || id == "" {
-		d.record(name, false, ms, fmt.Sprintf("dispatch with a pointer: exit %d: %s", code, firstLine(errs)))
+		d.record(name, false, ms, fmt.Sprintf("dispatch with a pointer: exit %d: %s", code, firstLine(stderr)))
 		return
 	}
 	if err := os.WriteFile(file, []byte("package login\n\n// TestLogin waits for the session (edited after dispatch).\n"), 0o644); err != nil {
 		d.record(name, false, 0, "editing the pointed file: "+err.Error())
 		return
 	}
-	_, errs, code, ms2 := d.run("order", "claim", id, "--as", "bob", "--workspace", ws)
+	_, stderr, code, ms2 := d.run("order", "claim", id, "--as", "bob", "--workspace", ws)
 	state, _, _, _ := d.run("order", "show", id, "--json")
-	ok := code == exitCodes[fsbus.CatStale] && strings.Contains(errs, "src/login_test.go") && jsonField(state, "state") == fsbus.StateOpen
+	ok := code == exitCodes[errs.Stale] && strings.Contains(stderr, "src/login_test.go") && jsonField(state, "state") == fsbus.StateOpen
 	d.record(name, ok, ms+ms2, fmt.Sprintf("alice points %s at src/login_test.go (size + sha256); it changes; bob's claim refused locally: stale (exit %d), order still %s",
 		id, code, orDash(jsonField(state, "state"))))
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -529,7 +530,7 @@ func mcpCLIReadUnderLease(t *testing.T, bin string) {
 	if n := waiting(); n != 1 {
 		t.Errorf("after the CLI's talk read under bob's live session: %d messages waiting for the session, want 1 (the CLI must only peek)", n)
 	}
-	if code, so, se := cli("talk", "read", "--peek", "--ack"); code != exitCodes[fsbus.CatInvalid] || !strings.Contains(se, "--peek and --ack") {
+	if code, so, se := cli("talk", "read", "--peek", "--ack"); code != exitCodes[errs.Invalid] || !strings.Contains(se, "--peek and --ack") {
 		t.Errorf("talk read --peek --ack: exit %d\n%s%s, want invalid", code, so, se)
 	}
 	code, so, se = cli("talk", "read", "--ack")

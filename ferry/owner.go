@@ -5,6 +5,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // ownerCommand is implemented by every command whose action is the owner's alone: the
@@ -35,7 +36,7 @@ func checkOwner(kctx *kong.Context, g *Globals) error {
 			g.asFrom = "--as"
 			if g.As == "" {
 				// An empty --as would silently override FERRY_AGENT and act as the owner.
-				return fsbus.Errorf(fsbus.CatInvalid, "name the agent (`--as NAME`), or `--as master` for the owner; drop --as for the default",
+				return errs.Errorf(errs.Invalid, "name the agent (`--as NAME`), or `--as master` for the owner; drop --as for the default",
 					"--as needs a name; it was given empty")
 			}
 		}
@@ -62,11 +63,11 @@ func (g *Globals) requireMaster(action string) error {
 		return nil
 	}
 	if g.asFrom == "FERRY_AGENT" {
-		return fsbus.Errorf(fsbus.CatDenied,
+		return errs.Errorf(errs.Denied,
 			"on the machine holding the master key, pass --as master (it overrides FERRY_AGENT) or unset FERRY_AGENT",
 			"%s may not %s: only the owner (master) may, and this command acts as %s (FERRY_AGENT=%s)", g.As, action, g.As, g.As)
 	}
-	return fsbus.Errorf(fsbus.CatDenied,
+	return errs.Errorf(errs.Denied,
 		"on the machine holding the master key, drop --as "+g.As+" or pass --as master",
 		"%s may not %s: only the owner (master) may, and this command acts as %s (--as %s)", g.As, action, g.As, g.As)
 }

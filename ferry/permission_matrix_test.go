@@ -22,6 +22,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Matrix rows: the actor's standing when it writes.
@@ -427,7 +428,7 @@ func TestPermissionMatrix(t *testing.T) {
 						t.Errorf("%s as %s: allowed (wrote %v), the table denies it", cell, row.name, out.wrote)
 					case !want && len(out.wrote) > 0:
 						t.Errorf("%s as %s: refused but wrote %v", cell, row.name, out.wrote)
-					case !want && out.category != fsbus.CatDenied && !(pw.has(owner) && via == "cli" && out.category == fsbus.CatNotFound && strings.Contains(out.detail, "no master key")):
+					case !want && out.category != string(errs.Denied) && !(pw.has(owner) && via == "cli" && out.category == string(errs.NotFound) && strings.Contains(out.detail, "no master key")):
 						t.Errorf("%s as %s: refused as %q (%s), want denied", cell, row.name, out.category, out.detail)
 					}
 				}
@@ -838,7 +839,7 @@ func TestPermissionMatrixMasterOnly(t *testing.T) {
 			before, pin := w.state()
 			so, se, code := w.ferryEnv(cell.env, args...)
 			after, pinAfter := w.state()
-			if code != exitCodes[fsbus.CatDenied] || !strings.Contains(se, "ferry: error: denied: actor may not ") || !strings.Contains(se, cell.src) || !strings.Contains(se, cell.hint) {
+			if code != exitCodes[errs.Denied] || !strings.Contains(se, "ferry: error: denied: actor may not ") || !strings.Contains(se, cell.src) || !strings.Contains(se, cell.hint) {
 				t.Errorf("%s under %s: exit %d, want denied (exit 3) naming actor, %s and %q\n%s%s", name, cell.via, code, cell.src, cell.hint, so, se)
 			}
 			if so != "" {
@@ -931,7 +932,7 @@ func TestMasterSessionRefusesAgentName(t *testing.T) {
 	for _, from := range []string{"--as", "FERRY_AGENT"} {
 		g := &Globals{Channel: dir, As: "actor", asFrom: from, stdout: &so, stderr: &se}
 		s, err := g.Master()
-		if !fsbus.IsCategory(err, fsbus.CatDenied) || !strings.Contains(err.Error(), "actor") || !strings.Contains(err.Error(), "--as master") {
+		if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "actor") || !strings.Contains(err.Error(), "--as master") {
 			t.Errorf("Master() with As=actor (from %s): session %v, error %v; want denied naming actor and --as master", from, s != nil, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -153,7 +154,7 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 		}
 	}
 	// Only the winner is the primary now, on its own machine as on the other.
-	if so, se, code := machineOf[loser].ferry(t, "primary", "brief", "--objective", "mine", "--as", loser, "--channel", ch); code != exitCodes[fsbus.CatDenied] ||
+	if so, se, code := machineOf[loser].ferry(t, "primary", "brief", "--objective", "mine", "--as", loser, "--channel", ch); code != exitCodes[errs.Denied] ||
 		!strings.Contains(se, loser+" is not the primary (holder: "+winner+")") {
 		t.Errorf("the loser's brief: exit %d\n%s%s", code, so, se)
 	}

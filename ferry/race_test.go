@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -217,8 +218,8 @@ func TestRaceEightProcessesClaimEachOrderOnce(t *testing.T) {
 			if r.Code == 0 {
 				continue
 			}
-			if r.Code != exitCodes[fsbus.CatConflict] || !strings.Contains(r.Stderr, "ferry: error: conflict:") || !strings.Contains(r.Stderr, "claimed by "+win) {
-				t.Errorf("order %s: %s got exit %d, stderr %q; want exit %d, a conflict naming %s", id, r.Agent, r.Code, r.Stderr, exitCodes[fsbus.CatConflict], win)
+			if r.Code != exitCodes[errs.Conflict] || !strings.Contains(r.Stderr, "ferry: error: conflict:") || !strings.Contains(r.Stderr, "claimed by "+win) {
+				t.Errorf("order %s: %s got exit %d, stderr %q; want exit %d, a conflict naming %s", id, r.Agent, r.Code, r.Stderr, exitCodes[errs.Conflict], win)
 			}
 		}
 		o := v.State.Orders[id]
@@ -491,8 +492,8 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 	}
 	for _, args := range [][]string{{"progress", id, "still on it"}, {"submit", id, "--ref", "abc123"}} {
 		so, se, code := loserM.ferry(t, append(append([]string{"order"}, args...), "--as", loser)...)
-		if code != exitCodes[fsbus.CatSuperseded] || !strings.Contains(se, "ferry: error: superseded: "+loser+"'s claim on order "+id+" lost a race across machines: "+winner+"'s claim counts") {
-			t.Errorf("the loser's %s: exit %d; want %d (superseded, naming %s)\n%s%s", args[0], code, exitCodes[fsbus.CatSuperseded], winner, so, se)
+		if code != exitCodes[errs.Superseded] || !strings.Contains(se, "ferry: error: superseded: "+loser+"'s claim on order "+id+" lost a race across machines: "+winner+"'s claim counts") {
+			t.Errorf("the loser's %s: exit %d; want %d (superseded, naming %s)\n%s%s", args[0], code, exitCodes[errs.Superseded], winner, so, se)
 		}
 	}
 	winnerM.must(t, "order", "progress", id, "on it", "--as", winner)

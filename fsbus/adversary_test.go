@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -72,7 +73,7 @@ type advReport struct {
 
 // It reads the channel as a new process does (a fresh Channel): a running process
 // folds only new entries and sees a file changed behind its back within FullFoldEvery
-// (issue 7, session.go), which TestEditedObjectInRunningProcess covers.
+// (session.go), which TestEditedObjectInRunningProcess covers.
 func (w *advWorld) report(t *testing.T) advReport {
 	t.Helper()
 	c := reopen(t, w.c)
@@ -185,7 +186,7 @@ func forgeLine(t *testing.T, path, marker string, edit func(m map[string]any)) {
 	writeTestFile(t, path, append(bytes.Join(lines, []byte("\n")), '\n'))
 }
 
-// TestAdversarialFiles (issue 8): each attack a writer of the synced folder can make
+// TestAdversarialFiles: each attack a writer of the synced folder can make
 // leaves the honest state as it was, and `ferry ledger verify` and `ferry doctor` list
 // it with its reason and a fix.
 func TestAdversarialFiles(t *testing.T) {
@@ -302,7 +303,7 @@ func TestAdversarialFiles(t *testing.T) {
 		if _, err := w.alice.Offer(w.order, "bob", ""); err != nil {
 			t.Fatalf("the author offers her own order: %v", err)
 		}
-		if _, err := w.bob.Offer(w.order, "alice", ""); !IsCategory(err, CatDenied) {
+		if _, err := w.bob.Offer(w.order, "alice", ""); !errs.Is(err, errs.Denied) {
 			t.Errorf("bob offers alice's order: %v, want denied (needs orchestrator)", err)
 		}
 	})
@@ -435,7 +436,7 @@ func TestAdversarialFiles(t *testing.T) {
 	})
 }
 
-// TestEditedObjectInRunningProcess (issue 8 with issue 7's incremental fold): a process
+// TestEditedObjectInRunningProcess (the incremental fold, ADR 0010): a process
 // that keeps its Channel open (ferry mcp serve, ferry watch) folds only new entries, so
 // an object file edited behind its back is dropped at its next full fold, at most
 // FullFoldEvery after the last: then the edited order is no longer shown there either.
@@ -464,7 +465,7 @@ func TestEditedObjectInRunningProcess(t *testing.T) {
 	}
 }
 
-// TestVerifyFix (issue 8): every kind verify lists has a fix, and ignored entries get
+// TestVerifyFix: every kind verify lists has a fix, and ignored entries get
 // the fix their reason calls for.
 func TestVerifyFix(t *testing.T) {
 	for _, kind := range []string{ledger.KindMalformed, ledger.KindBrokenChain, ledger.KindBadSignature, ledger.KindUnknownKey,

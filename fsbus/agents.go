@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -45,10 +46,10 @@ func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
 		return nil, err
 	}
 	if name == MasterWriter {
-		return nil, Errorf(CatInvalid, "pick an agent name such as claude-code-laptop", "%q is the owner's writer name", name)
+		return nil, errs.Errorf(errs.Invalid, "pick an agent name such as claude-code-laptop", "%q is the owner's writer name", name)
 	}
 	if name == ToAll {
-		return nil, Errorf(CatInvalid, "pick an agent name such as claude-code-laptop", "%q is reserved: `ferry talk send --to all` addresses everyone", name)
+		return nil, errs.Errorf(errs.Invalid, "pick an agent name such as claude-code-laptop", "%q is reserved: `ferry talk send --to all` addresses everyone", name)
 	}
 	if err := c.checkPresent(); err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[name]
 		if a != nil && a.Seated && a.Key != res.Key {
-			return nil, nil, Errorf(CatConflict,
+			return nil, nil, errs.Errorf(errs.Conflict,
 				fmt.Sprintf("pick a name of its own for this agent, e.g. `ferry join --as %s-%s`", name, machine),
 				"%s is already seated in %s with another key (%s); this machine's key is %s", name, c.Project(), a.Key, res.Key)
 		}
@@ -188,13 +189,13 @@ type GrantOptions struct {
 // Grant seats an agent (master only): a grant.set entry binding its public key, a
 // level and optional scopes. For an agent already granted, the entry names for each
 // segment of that writer the master has seen the last seq the previous grant still
-// covers (DESIGN §2). It is idempotent: the same level, key and scopes write nothing.
+// covers (docs/design.md §2). It is idempotent: the same level, key and scopes write nothing.
 // Errors: denied when s is not the master; not_found when the agent has not joined and
 // no key is given; invalid for a bad level or key; conflict when the agent is retired
-// (retirement is final, issue 6: a new name is seated instead).
+// (retirement is final: a new name is seated instead).
 func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 	if s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "run it as the owner on the machine that holds the master key", "only the master grants levels")
+		return nil, errs.Errorf(errs.Denied, "run it as the owner on the machine that holds the master key", "only the master grants levels")
 	}
 	lvl, err := ParseLevel(opt.Level)
 	if err != nil {
@@ -208,19 +209,19 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[opt.Agent]
 		if a != nil && a.Retired {
-			return nil, nil, Errorf(CatConflict,
+			return nil, nil, errs.Errorf(errs.Conflict,
 				fmt.Sprintf("retirement is final: seat a new name instead (`ferry join --as %s-2`, then `ferry grant %s-2 --level %s`)", opt.Agent, opt.Agent, lvl),
 				"agent %s is retired; a grant would not bring it back", opt.Agent)
 		}
 		key := opt.Key
 		if key == "" {
 			if a == nil || a.JoinKey == "" {
-				return nil, nil, Errorf(CatNotFound, fmt.Sprintf("the agent runs `ferry join --as %s` first, or pass --key", opt.Agent), "%s has not joined this channel", opt.Agent)
+				return nil, nil, errs.Errorf(errs.NotFound, fmt.Sprintf("the agent runs `ferry join --as %s` first, or pass --key", opt.Agent), "%s has not joined this channel", opt.Agent)
 			}
 			key = a.JoinKey
 		}
 		if _, err := ledger.ParseKey(key); err != nil {
-			return nil, nil, Errorf(CatInvalid, "pass the key `ferry key show` prints", "%v", err)
+			return nil, nil, errs.Errorf(errs.Invalid, "pass the key `ferry key show` prints", "%v", err)
 		}
 		if a != nil && a.Seated && a.Key == key && a.level == lvl && slices.Equal(a.Scopes, scopes) {
 			return nil, nil, nil
@@ -228,7 +229,7 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 		if a != nil && a.Seated && a.Key != key && opt.Key == "" {
 			// The newest join announces another key than the seated one: rebinding the
 			// name must be a deliberate act, never a side effect of a level change.
-			return nil, nil, Errorf(CatConflict,
+			return nil, nil, errs.Errorf(errs.Conflict,
 				fmt.Sprintf("if %s really moved to a new key, re-seat it with `ferry grant %s --level %s --key %s`", opt.Agent, opt.Agent, lvl, key),
 				"%s is seated with key %s, but its newest join announces %s", opt.Agent, a.Key, key)
 		}
@@ -249,12 +250,12 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 // the master; not_found when the agent was never granted.
 func (s *Session) Revoke(agent string) (*Agent, error) {
 	if s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "run it as the owner on the machine that holds the master key", "only the master revokes grants")
+		return nil, errs.Errorf(errs.Denied, "run it as the owner on the machine that holds the master key", "only the master revokes grants")
 	}
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[agent]
 		if a == nil || len(a.grants) == 0 {
-			return nil, nil, Errorf(CatNotFound, "see `ferry agents`", "%s was never granted", agent)
+			return nil, nil, errs.Errorf(errs.NotFound, "see `ferry agents`", "%s was never granted", agent)
 		}
 		if !a.Seated {
 			return nil, nil, nil

@@ -19,13 +19,14 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// Arrivals is this machine's arrival log (DESIGN §2 "The local arrival log"): every
-// entry it ingests gets the next local arrival number and the local time it was first
-// seen. Cursors name arrival numbers, so an old entry arriving late is still new;
-// sightings (when this machine last saw each writer change) come from the same log.
-// The log lives in the cache dir and is rebuildable from the channel at any time.
+// Arrivals is this machine's arrival log (docs/design.md §2 "The local arrival log,
+// cursors and sightings"): every entry it ingests gets the next local arrival number
+// and the local time it was first seen. Cursors name arrival numbers, so an old entry
+// arriving late is still new; sightings (when this machine last saw each writer change)
+// come from the same log. The log lives in the cache dir and is rebuildable from the
+// channel at any time.
 //
-// One log per channel directory, like the index (issue 7: two directories of one
+// One log per channel directory, like the index (two directories of one
 // project on one machine — two clones, a copy — receive files apart, so one's
 // arrivals must not number entries the other has not read):
 //
@@ -146,7 +147,7 @@ func (c *Channel) arrivalsPath() string {
 	return filepath.Join(c.Home.StateDir(c.Project()), "arrivals-"+hex.EncodeToString(sum[:8])+".log")
 }
 
-// arrivalsRead is the arrival log as this process last read it (issue 7: a Load reads
+// arrivalsRead is the arrival log as this process last read it (a Load reads
 // only the lines appended since, not the whole log).
 type arrivalsRead struct {
 	a      *Arrivals // as read; its Sighting map is not kept (sightings)
@@ -484,7 +485,7 @@ func loadArrivals(path string) (*Arrivals, error) {
 // Cursor returns an opaque token naming the arrival number up to which this view
 // holds everything (Complete): a catch-up or watch going on from it misses nothing, even
 // an entry another process logged while this view's Load was reading the segments
-// without it (issue 7: every message delivered).
+// without it (every message delivered).
 func (a *Arrivals) Cursor() string { return fmt.Sprintf("%s.%d", a.LogID, a.Complete()) }
 
 // Complete returns the highest arrival number up to which the view holds every entry the
@@ -501,7 +502,8 @@ func (a *Arrivals) Complete() uint64 {
 
 // FromHere reports whether cur is a cursor of this log (one a view of this channel
 // directory handed out since the log began): a cursor from another machine, another
-// copy of the channel, or a log rebuilt since is not (DESIGN §2 "Cursors").
+// copy of the channel, or a log rebuilt since is not (docs/design.md §2 "The local
+// arrival log, cursors and sightings").
 func (a *Arrivals) FromHere(cur string) bool {
 	_, ok := a.parseCursor(cur)
 	return ok
@@ -509,7 +511,7 @@ func (a *Arrivals) FromHere(cur string) bool {
 
 // parseCursor returns the arrival number a cursor names, or ok=false when the cursor is
 // from another machine, a lost log, or malformed: callers then fall back to a bounded
-// digest, never an error (DESIGN §2).
+// digest, never an error (docs/design.md §2).
 func (a *Arrivals) parseCursor(cur string) (uint64, bool) {
 	id, num, found := strings.Cut(cur, ".")
 	if !found || id != a.LogID {

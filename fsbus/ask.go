@@ -5,10 +5,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Limits of an ask (issue 3; the ADR caps reasoning at 1,200 characters). The title is
+// Limits of an ask (docs/format.md §11 caps reasoning at 1,200 characters). The title is
 // in bytes like an order's; recommendation and reasoning in characters (Unicode code
 // points), so a non-English ask gets the same room as an English one.
 const (
@@ -40,28 +41,28 @@ func (o *AskRaiseOptions) validate() error {
 	o.Reasoning = strings.TrimSpace(o.Reasoning)
 	switch {
 	case o.Title == "":
-		return Errorf(CatInvalid, "give the ask a one-line title", "empty title")
+		return errs.Errorf(errs.Invalid, "give the ask a one-line title", "empty title")
 	case strings.ContainsAny(o.Title, "\n\r"):
-		return Errorf(CatInvalid, "keep the title to one line; put detail in the reasoning", "ask title is multi-line")
+		return errs.Errorf(errs.Invalid, "keep the title to one line; put detail in the reasoning", "ask title is multi-line")
 	case utf8.RuneCountInString(o.Title) > MaxAskTitle:
 		return capError("ask title", utf8.RuneCountInString(o.Title), MaxAskTitle, UnitChars, "keep the title short; put detail in the reasoning")
 	case !utf8.ValidString(o.Title + o.Recommendation + o.Reasoning):
-		return Errorf(CatInvalid, "", "title, recommendation and reasoning must be UTF-8")
+		return errs.Errorf(errs.Invalid, "", "title, recommendation and reasoning must be UTF-8")
 	case o.Recommendation == "":
-		return Errorf(CatInvalid, "pass --recommendation: what you propose the owner decide", "an ask needs a recommendation")
+		return errs.Errorf(errs.Invalid, "pass --recommendation: what you propose the owner decide", "an ask needs a recommendation")
 	}
 	if n := utf8.RuneCountInString(o.Recommendation); n > MaxAskText {
-		return Errorf(CatInvalid, "keep it short; put detail in the work repo and reference it",
+		return errs.Errorf(errs.Invalid, "keep it short; put detail in the work repo and reference it",
 			"recommendation is %d characters; the limit is %d", n, MaxAskText)
 	}
 	if n := utf8.RuneCountInString(o.Reasoning); n > MaxAskText {
-		return Errorf(CatInvalid, "keep it short; put detail in the work repo and reference it",
+		return errs.Errorf(errs.Invalid, "keep it short; put detail in the work repo and reference it",
 			"reasoning is %d characters; the limit is %d", n, MaxAskText)
 	}
 	return nil
 }
 
-// AskRaise asks the owner to decide before a risky step (DESIGN §2, issue 3): it
+// AskRaise asks the owner to decide before a risky step (docs/design.md §2): it
 // publishes the signed object asks/<a-id>.json, then appends ask.raise naming the
 // object's hash; the ask is pending until the owner answers. Errors: invalid for an
 // empty or multi-line title, a missing recommendation, or a recommendation or reasoning
@@ -70,7 +71,7 @@ func (o *AskRaiseOptions) validate() error {
 // and writes nothing.
 func (s *Session) AskRaise(opt AskRaiseOptions) (*Ask, error) {
 	if s.Name == MasterWriter {
-		return nil, Errorf(CatInvalid, "asks are how agents ask the owner; record your own call with `ferry decision record`",
+		return nil, errs.Errorf(errs.Invalid, "asks are how agents ask the owner; record your own call with `ferry decision record`",
 			"the owner answers asks and cannot raise one")
 	}
 	if err := opt.validate(); err != nil {
@@ -118,27 +119,27 @@ type askCallArgs struct {
 // naming the ask's head as basis (a compare-and-set on this machine). verdict is
 // approve, reject or send_back ("send-back" is accepted); note is optional, at most
 // 2,000 bytes. Errors: denied unless s is the master (an agent, and the MCP surface,
-// never answers: DESIGN §2 level table); invalid for an unknown verdict, a long note or
+// never answers: docs/design.md §2 level table); invalid for an unknown verdict, a long note or
 // an ambiguous prefix; not_found for an unknown ask; conflict when the ask is already
 // answered or the idempotency key was used with other arguments; retry_needed while the
 // ask's object has not arrived. A replayed key returns the ask and writes nothing.
 func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 	if s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "only the owner answers asks, on the machine holding the master key: `ferry ask approve|reject|send-back ID` there, without --as",
+		return nil, errs.Errorf(errs.Denied, "only the owner answers asks, on the machine holding the master key: `ferry ask approve|reject|send-back ID` there, without --as",
 			"%s may not answer asks; ask.answer needs level master", s.Name)
 	}
 	if verdict == "send-back" {
 		verdict = VerdictSendBack
 	}
 	if _, ok := askVerdicts[verdict]; !ok {
-		return nil, Errorf(CatInvalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
+		return nil, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
 	}
 	note = strings.TrimSpace(note)
 	if err := checkCap("answer note", note, MaxNote, UnitBytes, "keep the note short"); err != nil {
 		return nil, err
 	}
 	if !utf8.ValidString(note) {
-		return nil, Errorf(CatInvalid, "", "note must be UTF-8")
+		return nil, errs.Errorf(errs.Invalid, "", "note must be UTF-8")
 	}
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
@@ -153,12 +154,12 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 			return nil, nil, err
 		}
 		if a.Missing {
-			return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver asks/"+a.ID+".json, then retry",
+			return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver asks/"+a.ID+".json, then retry",
 				"ask %s has not fully arrived on this machine", a.ID)
 		}
 		if _, err := a.c.step(TypeAskAnswer, s.Name, v.State.levelOf(s.Name), d); err != nil {
-			if IsCategory(err, CatConflict) {
-				return nil, nil, Errorf(CatConflict, "see the verdict with `ferry ask status "+a.ID+"`",
+			if errs.Is(err, errs.Conflict) {
+				return nil, nil, errs.Errorf(errs.Conflict, "see the verdict with `ferry ask status "+a.ID+"`",
 					"ask %s is already %s (by %s at %s)", a.ID, a.State, orNone(a.AnsweredBy), a.Answered)
 			}
 			return nil, nil, err
@@ -180,7 +181,7 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
 	a := s.viewWithEntry(v, e).State.Asks[id]
 	if a == nil {
-		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "ask %s is not in the state after writing it", id)
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "ask %s is not in the state after writing it", id)
 	}
 	return a, nil
 }
@@ -188,16 +189,16 @@ func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
 // askIDs lists known ask ids, sorted.
 func (st *State) askIDs() []string { return sortedKeys(st.Asks) }
 
-// FindAsk resolves a full ask id or a unique prefix of one (DESIGN §2 rule 2). Errors:
+// FindAsk resolves a full ask id or a unique prefix of one (docs/design.md §2 rule 2). Errors:
 // not_found for no match (saying why when the ask's raise does not count), invalid for
 // an empty query or an ambiguous prefix, listing the candidates.
 func (st *State) FindAsk(q string) (*Ask, error) {
 	id, err := st.resolveID("ask", q, st.askIDs(), "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)")
-	if IsCategory(err, CatNotFound) {
+	if errs.Is(err, errs.NotFound) {
 		lq := strings.ToLower(strings.TrimSpace(q))
 		for _, ig := range st.Ignored {
 			if ig.Type == TypeAskRaise && len(ig.Ref) > 2 && (strings.HasPrefix(ig.Ref, lq) || strings.HasPrefix(ig.Ref[2:], lq)) {
-				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
 					"ask %s does not count: %s", ig.Ref, ig.Reason)
 			}
 		}

@@ -5,10 +5,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Ask states (DESIGN §2 "Orders, asks, presence"; issue 3).
+// Ask states (docs/design.md §2 "Orders, asks, presence").
 const (
 	AskPending  = "pending"
 	AskApproved = "approved"
@@ -29,7 +30,7 @@ var askVerdicts = map[string]string{
 	VerdictSendBack: AskSentBack,
 }
 
-// AskRank is the stage rank of each ask state for the branch rule of DESIGN §2 "Races
+// AskRank is the stage rank of each ask state for the branch rule of docs/design.md §2 "Races
 // across machines": any answer (1) beats pending (0); between two answers the lower
 // entry hash wins. Pinned by docs/format.md §14.
 var AskRank = map[string]int{
@@ -39,7 +40,7 @@ var AskRank = map[string]int{
 	AskSentBack: 1,
 }
 
-// Ask is a question to the owner as folded (DESIGN §2, issue 3): the text of its
+// Ask is a question to the owner as folded (docs/design.md §2): the text of its
 // signed object asks/<id>.json and the owner's verdict from the winning ask.answer.
 // Raised and Answered are HLCs (docs/format.md §6).
 type Ask struct {
@@ -85,10 +86,10 @@ type askCore struct {
 
 // step applies one entry of an ask's chain to c: an ask.answer by the owner moves a
 // pending ask to the verdict's state. It is the one rule both the fold and AskAnswer
-// use. Refusals: denied below master level (an agent never answers, DESIGN §2 level
+// use. Refusals: denied below master level (an agent never answers, docs/design.md §2 level
 // table), conflict when the ask is already answered, invalid for an unknown verdict. An
-// entry type this binary does not know keeps its place in the chain unchanged (DESIGN
-// §2 "Types").
+// entry type this binary does not know keeps its place in the chain unchanged
+// (docs/format.md §17).
 func (c askCore) step(typ, writer string, lvl Level, d entryData) (askCore, error) {
 	n := c
 	switch typ {
@@ -97,16 +98,16 @@ func (c askCore) step(typ, writer string, lvl Level, d entryData) (askCore, erro
 			return c, err
 		}
 		if c.State != AskPending {
-			return c, Errorf(CatConflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
+			return c, errs.Errorf(errs.Conflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
 		}
 		st, ok := askVerdicts[d.Verdict]
 		if !ok {
-			return c, Errorf(CatInvalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
+			return c, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
 		}
 		n.State = st
 	default:
 		if knownType(typ) {
-			return c, Errorf(CatInvalid, "", "%s is not a step of an ask's chain", typ)
+			return c, errs.Errorf(errs.Invalid, "", "%s is not a step of an ask's chain", typ)
 		}
 		if err := checkLevel(writer, lvl, typ); err != nil {
 			return c, err

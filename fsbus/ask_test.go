@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -163,55 +164,57 @@ func TestAskWriteRefusals(t *testing.T) {
 	before := snapshotFiles(t, w.c.Root)
 	long := strings.Repeat("é", MaxAskText+1)
 	for _, tc := range []struct {
-		name, cat, msg string
-		call           func() error
+		name string
+		cat  errs.Category
+		msg  string
+		call func() error
 	}{
-		{"agent answers", CatDenied, "alice may not answer asks", func() error { _, err := w.alice.AskAnswer(a.ID, VerdictApprove, "", ""); return err }},
-		{"worker raises", CatDenied, "ask.raise needs level member; wendy has level worker", func() error {
+		{"agent answers", errs.Denied, "alice may not answer asks", func() error { _, err := w.alice.AskAnswer(a.ID, VerdictApprove, "", ""); return err }},
+		{"worker raises", errs.Denied, "ask.raise needs level member; wendy has level worker", func() error {
 			_, err := w.wend.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "r"})
 			return err
 		}},
-		{"long reasoning", CatInvalid, "reasoning is 1201 characters; the limit is 1200", func() error {
+		{"long reasoning", errs.Invalid, "reasoning is 1201 characters; the limit is 1200", func() error {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "r", Reasoning: long})
 			return err
 		}},
-		{"long recommendation", CatInvalid, "recommendation is 1201 characters", func() error {
+		{"long recommendation", errs.Invalid, "recommendation is 1201 characters", func() error {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: "t", Recommendation: long})
 			return err
 		}},
-		{"no recommendation", CatInvalid, "needs a recommendation", func() error {
+		{"no recommendation", errs.Invalid, "needs a recommendation", func() error {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "  "})
 			return err
 		}},
-		{"empty title", CatInvalid, "empty title", func() error {
+		{"empty title", errs.Invalid, "empty title", func() error {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: " ", Recommendation: "r"})
 			return err
 		}},
-		{"two-line title", CatInvalid, "multi-line", func() error {
+		{"two-line title", errs.Invalid, "multi-line", func() error {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: "a\nb", Recommendation: "r"})
 			return err
 		}},
-		{"long title", CatInvalid, "ask title is 201 characters; the limit is 200", func() error {
+		{"long title", errs.Invalid, "ask title is 201 characters; the limit is 200", func() error {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: strings.Repeat("x", MaxAskTitle+1), Recommendation: "r"})
 			return err
 		}},
-		{"answered twice", CatConflict, "is already rejected (by master", func() error { _, err := w.master.AskAnswer(done.ID, VerdictApprove, "", ""); return err }},
-		{"bad verdict", CatInvalid, "unknown verdict", func() error { _, err := w.master.AskAnswer(a.ID, "maybe", "", ""); return err }},
-		{"long note", CatInvalid, "note is", func() error {
+		{"answered twice", errs.Conflict, "is already rejected (by master", func() error { _, err := w.master.AskAnswer(done.ID, VerdictApprove, "", ""); return err }},
+		{"bad verdict", errs.Invalid, "unknown verdict", func() error { _, err := w.master.AskAnswer(a.ID, "maybe", "", ""); return err }},
+		{"long note", errs.Invalid, "note is", func() error {
 			_, err := w.master.AskAnswer(a.ID, VerdictApprove, strings.Repeat("n", MaxNote+1), "")
 			return err
 		}},
-		{"unknown id", CatNotFound, `no ask "a-zzzzzzzzzzzzz"`, func() error {
+		{"unknown id", errs.NotFound, `no ask "a-zzzzzzzzzzzzz"`, func() error {
 			_, err := w.master.AskAnswer("a-zzzzzzzzzzzzz", VerdictApprove, "", "")
 			return err
 		}},
-		{"ambiguous prefix", CatInvalid, "is ambiguous (2 candidates)", func() error { _, err := w.master.AskAnswer("a-", VerdictApprove, "", ""); return err }},
+		{"ambiguous prefix", errs.Invalid, "is ambiguous (2 candidates)", func() error { _, err := w.master.AskAnswer("a-", VerdictApprove, "", ""); return err }},
 	} {
 		err := tc.call()
-		if !IsCategory(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
+		if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: got %v, want %s containing %q", tc.name, err, tc.cat, tc.msg)
 		}
-		if fe, ok := err.(*Error); ok && fe.Hint == "" && tc.cat != CatInvalid {
+		if fe, ok := err.(*errs.Error); ok && fe.Hint == "" && tc.cat != errs.Invalid {
 			t.Errorf("%s: no hint", tc.name)
 		}
 	}
@@ -286,7 +289,7 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 	if pa := st.PendingAsks(); len(pa) != 1 || pa[0].ID != a.ID {
 		t.Fatalf("pending asks: %+v", pa)
 	}
-	if _, err := w.master.AskAnswer(a.ID, VerdictApprove, "", ""); !IsCategory(err, CatRetryNeeded) {
+	if _, err := w.master.AskAnswer(a.ID, VerdictApprove, "", ""); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("answer before the object arrived: %v", err)
 	}
 	// An editor changes the title (still valid JSON): the raise no longer counts.
@@ -301,7 +304,7 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 	if !hasIgnored(st, a.Head, "ask object differs from the hash its ask.raise names") {
 		t.Fatalf("edited ask not listed: %+v", st.Ignored)
 	}
-	if _, err := st.FindAsk(a.ID); !IsCategory(err, CatNotFound) || !strings.Contains(err.Error(), "does not count") {
+	if _, err := st.FindAsk(a.ID); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "does not count") {
 		t.Fatalf("FindAsk of an edited ask: %v", err)
 	}
 	// Restored, it counts again: nothing was lost.
@@ -328,7 +331,7 @@ func TestAskIdempotency(t *testing.T) {
 		t.Fatalf("replayed raise: %+v %v", b, err)
 	}
 	opt.Recommendation = "No."
-	if _, err := w.alice.AskRaise(opt); !IsCategory(err, CatConflict) {
+	if _, err := w.alice.AskRaise(opt); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("same key, other arguments: %v", err)
 	}
 	if _, err := w.master.AskAnswer(a.ID, VerdictApprove, "ok", "k2"); err != nil {
@@ -338,7 +341,7 @@ func TestAskIdempotency(t *testing.T) {
 	if got, err := w.master.AskAnswer(a.ID[:5], VerdictApprove, "ok", "k2"); err != nil || got.State != AskApproved {
 		t.Fatalf("replayed answer: %+v %v", got, err)
 	}
-	if _, err := w.master.AskAnswer(a.ID, VerdictReject, "ok", "k2"); !IsCategory(err, CatConflict) {
+	if _, err := w.master.AskAnswer(a.ID, VerdictReject, "ok", "k2"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("answer key reused for another verdict: %v", err)
 	}
 	if got := w.load(t).State.Entries; got != n+1 {
@@ -399,11 +402,11 @@ func TestAskListsAndFind(t *testing.T) {
 		t.Fatalf("FindAsk by bare upper-case id: %+v %v", f, err)
 	}
 	_, err := st.FindAsk("a-")
-	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), a1.ID) || !strings.Contains(err.Error(), a3.ID) {
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), a1.ID) || !strings.Contains(err.Error(), a3.ID) {
 		t.Fatalf("ambiguous: %v", err)
 	}
 	_, err = st.FindAsk("a-zzzz")
-	if fe, ok := err.(*Error); !ok || fe.Category != CatNotFound || !strings.Contains(fe.Hint, "ferry ask status") {
+	if fe, ok := err.(*errs.Error); !ok || fe.Category != errs.NotFound || !strings.Contains(fe.Hint, "ferry ask status") {
 		t.Fatalf("not found: %#v", err)
 	}
 }
@@ -490,7 +493,7 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 			t.Fatalf("device %s: contest not in State.Contested", c.Device)
 		}
 	}
-	if _, err := mB.AskAnswer(a.ID, VerdictSendBack, "", ""); !IsCategory(err, CatConflict) {
+	if _, err := mB.AskAnswer(a.ID, VerdictSendBack, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("answer after the contest: %v", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // writeNew writes data to path only if path does not exist yet (objects are written
-// once, DESIGN §2 rule 2). It returns an error wrapping fs.ErrExist otherwise.
+// once, docs/design.md §2 rule 2). It returns an error wrapping fs.ErrExist otherwise.
 func writeNew(path string, data []byte) error {
 	if _, err := os.Lstat(path); err == nil {
 		return fmt.Errorf("writing %s: %w", path, fs.ErrExist)

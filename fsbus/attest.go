@@ -7,7 +7,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Attested bounds (issue 8, finding 2; docs/format.md §13 "bound_hashes").
+// Attested bounds (docs/format.md §13 "Attested bounds").
 //
 // A grant.set, grant.revoke or the master's agent.retire bounds each of the agent's
 // segments by the last seq the owner had seen (data.bounds). A seq alone does not say

@@ -9,7 +9,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// forkInsideBound plays finding 2 of issue 8: after the owner's revocation of alice,
+// forkInsideBound plays a fork inside a grant's bounds: after the owner's revocation of alice,
 // her demotion to worker or her retirement (end; bounds {dev: N}), a line signed by alice at seq N with the original prev — a claim
 // of bob's order, its hlc varied until its hash is lower than the real seq N's. With
 // inPlace it replaces alice's last line; otherwise it is a conflict copy beside the
@@ -60,10 +60,11 @@ func forkInsideBound(t *testing.T, w *advWorld, inPlace bool, end string) (strin
 	}
 }
 
-// TestForkInsideBoundCountsNothing (issue 8, finding 2): a revoked (or demoted) key that
-// forks or rewrites its own segment inside its grant's bounds gains nothing: the grant
-// names the hash of the last record it covers, and a record at or below the bound
-// that is not that record or its past counts for nothing, listed with its reason.
+// TestForkInsideBoundCountsNothing (docs/format.md §13 "Attested bounds"): a revoked
+// (or demoted) key that forks or rewrites its own segment inside its grant's bounds
+// gains nothing: the grant names the hash of the last record it covers, and a record at
+// or below the bound that is not that record or its past counts for nothing, listed
+// with its reason.
 func TestForkInsideBoundCountsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		inPlace bool

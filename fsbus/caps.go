@@ -3,15 +3,18 @@ package fsbus
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Input caps (issue 8 "Sizes"): every free-text input has one, checked before anything
-// is written, the same for the CLI and MCP (both call these functions). The constants
-// live beside the code that uses them; Caps is the one table of all of them, which
-// docs/format.md "Input caps" lists and TestCapsDoc keeps in step.
+// Input caps (docs/format.md §12 "Input caps and the secret guard"): every free-text
+// input has one, checked before anything is written, the same for the CLI and MCP (both
+// call these functions). The constants live beside the code that uses them; Caps is the
+// one table of all of them, which docs/format.md "Input caps" lists and TestCapsDoc
+// keeps in step.
 
 // MaxRPCRequest is the longest JSON-RPC request line `ferry mcp serve` reads, in bytes
-// (16 MiB, issue 8); a longer line is consumed to its end and answered with -32600.
+// (16 MiB); a longer line is consumed to its end and answered with -32600.
 const MaxRPCRequest = 16 << 20
 
 // Units of a cap.
@@ -75,5 +78,5 @@ func capError(field string, n, limit int, unit, hint string) error {
 	if hint == "" {
 		hint = fmt.Sprintf("keep it to at most %d %s", limit, unit)
 	}
-	return Errorf(CatInvalid, hint, "%s is %d %s; the limit is %d", field, n, unit, limit)
+	return errs.Errorf(errs.Invalid, hint, "%s is %d %s; the limit is %d", field, n, unit, limit)
 }

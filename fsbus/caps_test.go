@@ -7,12 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestInputCaps: every free-text input is refused one unit over its cap — invalid,
-// naming the field, its size and the cap in the cap's unit — and accepted at the cap;
-// a refusal writes nothing (issue 8 "Sizes"). Character caps are measured in
-// characters: 200 two-byte "é" fit a 200-character title.
+// naming the field, its size and the cap in the cap's unit — and accepted at the cap; a
+// refusal writes nothing (docs/format.md §12 "Input caps and the secret guard").
+// Character caps are measured in characters: 200 two-byte "é" fit a 200-character
+// title.
 func TestInputCaps(t *testing.T) {
 	w := newTalkWorld(t)
 	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
@@ -112,7 +115,7 @@ func TestInputCaps(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			err := tc.call(over)
 			want := fmt.Sprintf("%s is %d %s; the limit is %d", tc.field, tc.limit+1, tc.unit, tc.limit)
-			if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), want) {
+			if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("one over the cap: %v; want invalid containing %q", err, want)
 			}
 			if !sameFiles(before, channelFiles(t, w.c.Root)) {
@@ -170,7 +173,7 @@ func TestCapsDoc(t *testing.T) {
 
 // TestJSONCapIsCompacted: a result output (and a schema) is measured compacted, as the
 // channel stores it: indentation does not count toward MaxOutput, content does, and
-// whitespace past maxJSONSlack times the cap is refused before parsing (secfix finding 12).
+// whitespace past maxJSONSlack times the cap is refused before parsing.
 func TestJSONCapIsCompacted(t *testing.T) {
 	val := strings.Repeat("x", MaxOutput-20)
 	indented := "{\n" + strings.Repeat(" ", 8<<10) + `"v":` + strings.Repeat("\n", 8<<10) + `"` + val + `"` + "\n}"
@@ -182,11 +185,11 @@ func TestJSONCapIsCompacted(t *testing.T) {
 		t.Fatalf("indented output within the cap compacted: %d bytes, %v", len(out), err)
 	}
 	big := `{"v":"` + strings.Repeat("x", MaxOutput) + `"}`
-	if _, err := compactJSON([]byte(big), MaxOutput, "result"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
+	if _, err := compactJSON([]byte(big), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
 		t.Fatalf("content over the cap: %v", err)
 	}
 	padded := "{" + strings.Repeat(" ", maxJSONSlack*MaxOutput) + "}"
-	if _, err := compactJSON([]byte(padded), MaxOutput, "result"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "before compaction") {
+	if _, err := compactJSON([]byte(padded), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "before compaction") {
 		t.Fatalf("whitespace past the slack: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -85,7 +86,7 @@ func addRoot[S any](roots map[string]*chainNode[S], n *chainNode[S], why string,
 	roots[n.e.Ref] = n
 }
 
-// resolveChain applies the branch rule of DESIGN §2 "Races across machines" to the
+// resolveChain applies the branch rule of docs/design.md §2 "Races across machines" to the
 // tree under root (whose state is set): it validates every child against its parent's
 // state (an invalid entry and everything built on it is ignored), ranks subtrees by the
 // furthest stage reached, and walks the winning path — at each node the valid child
@@ -176,7 +177,7 @@ func stepOf[S any](n *chainNode[S]) Step {
 }
 
 func errMessage(err error) string {
-	var fe *Error
+	var fe *errs.Error
 	if errors.As(err, &fe) {
 		return fe.Message
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -21,7 +22,7 @@ import (
 // FormatVersion is the channel format this binary writes and reads (docs/format.md).
 const FormatVersion = 1
 
-// MasterWriter is the writer name of the human owner (DESIGN §2 "Writers").
+// MasterWriter is the writer name of the human owner (docs/design.md §2 "Ledger entry").
 const MasterWriter = "master"
 
 // ChannelDomain prefixes the signature of channel.toml.
@@ -32,7 +33,7 @@ type Policy struct {
 	QuietAfterS  int64 `toml:"quiet_after_s" json:"quiet_after_s"`
 	SilentAfterS int64 `toml:"silent_after_s" json:"silent_after_s"`
 	MaxSkewS     int64 `toml:"max_skew_s" json:"max_skew_s"`
-	// Order windows (issue 6), seconds; absent or 0 means the default: an execution
+	// Order windows, seconds; absent or 0 means the default: an execution
 	// window of 4 h (DefaultExecWindowS) renewed by progress and extend, capped by a
 	// claim lifetime of 24 h (DefaultLifetimeS), and no queue window. Optional keys:
 	// a channel.toml written without them verifies and reads as before (its signature
@@ -81,7 +82,7 @@ type Channel struct {
 	// is measured (clock.go, ADR 0013); nil means the OS boot clock, moved by as much
 	// as Now is from the real wall clock. Tests only: the binary sets neither.
 	Boot func() BootReading
-	// Progress, when set, hears how far each Load is (issue 9: a progress display for
+	// Progress, when set, hears how far each Load is (a progress display for
 	// the first reading of a big channel, which a terminal-free fsbus cannot draw):
 	// stage is "reading", "verifying" (done and total count entries whose signatures are
 	// checked), "folding" or "arrivals", and "" once the Load returns, with or without
@@ -136,7 +137,7 @@ func (c *Channel) progress(stage string, done, total int) {
 // Project returns the channel's project id.
 func (c *Channel) Project() string { return c.Config.Project }
 
-// dirs every channel has (DESIGN §2 layout).
+// dirs every channel has (docs/design.md §2 layout).
 var channelDirs = []string{"ledger", "orders", "messages", "asks", "results", "presence", "handins", "memory", "releases"}
 
 const gitattributes = "* -text\n"
@@ -144,7 +145,7 @@ const gitattributes = "* -text\n"
 // stignore hides ferry's and the sync tools' temp names from Syncthing. It is written
 // on every machine by init and join: Syncthing does not sync it. Syncthing reads it
 // only at the root of a shared folder: when the channel is a subfolder, the root's
-// .stignore needs StignoreLines instead (`ferry doctor` says so; issue 7 finding 5).
+// .stignore needs StignoreLines instead (`ferry doctor` says so).
 const stignore = "// written by ferry: temp files are never synced\n(?d).ferry-*.tmp\n(?d)*.torn-*\n"
 
 // InitOptions configure Init.
@@ -176,7 +177,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		return nil, fmt.Errorf("resolving %s: %w", opts.Dir, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "channel.toml")); err == nil {
-		return nil, Errorf(CatConflict, "use `ferry join` to take part in an existing channel", "%s already holds a channel", dir)
+		return nil, errs.Errorf(errs.Conflict, "use `ferry join` to take part in an existing channel", "%s already holds a channel", dir)
 	}
 	if err := h.CheckRemap(opts.Project, dir, opts.Force, "or choose another --project"); err != nil {
 		return nil, err
@@ -306,10 +307,10 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 		// The folder was given (--channel, FERRY_CHANNEL, the project map): the hint says
 		// how to fix that path or make a channel there, never "pass --channel".
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
-			return cfg, nil, "", nil, Errorf(CatNotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
+			return cfg, nil, "", nil, errs.Errorf(errs.NotFound, "fix the path, or create a channel there with `ferry init DIR --project ID`",
 				"the channel folder %s does not exist", dir)
 		}
-		return cfg, nil, "", nil, Errorf(CatNotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
+		return cfg, nil, "", nil, errs.Errorf(errs.NotFound, "pass the folder that holds channel.toml, or create a channel there with `ferry init DIR --project ID`",
 			"%s holds no ferry channel (no channel.toml)", dir)
 	}
 	if err != nil {
@@ -318,33 +319,33 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 	const restore = "restore channel.toml from another machine or backup"
 	body := bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
 	if _, err := toml.Decode(string(body), &cfg); err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s does not parse: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s does not parse: %v", p, err)
 	}
 	if cfg.Format > FormatVersion {
-		return cfg, nil, "", nil, Errorf(CatInvalid, "update ferry on this machine (`ferry version` shows this binary)",
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, "update ferry on this machine (`ferry version` shows this binary)",
 			"channel format %d is newer than this binary reads (format %d); nothing was read or written", cfg.Format, FormatVersion)
 	}
 	if cfg.Format < 1 {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s has no valid format", p)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s has no valid format", p)
 	}
 	mk, err := ledger.ParseKey(cfg.Master)
 	if err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: %v", p, err)
 	}
 	// The signature covers every key of the file, known to this binary or not (ADR 0001).
 	all, err := decodeConfigMap(raw)
 	if err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s does not parse: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s does not parse: %v", p, err)
 	}
 	if cfg.PolicyTable, err = policyTableOf(all["policy"]); err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: [policy]: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: [policy]: %v", p, err)
 	}
 	signed, err := ledger.Canonical(all)
 	if err != nil {
-		return cfg, nil, "", nil, Errorf(CatInvalid, restore, "%s: %v", p, err)
+		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: %v", p, err)
 	}
 	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, signed, cfg.Sig); err != nil {
-		return cfg, mk, dir, nil, &Error{Category: CatInvalid, Err: ErrConfigUnverified,
+		return cfg, mk, dir, nil, &errs.Error{Category: errs.Invalid, Err: ErrConfigUnverified,
 			Message: p + " is not signed by its master key: it was edited or damaged; nothing was read or written",
 			Hint:    "run `ferry doctor` to see which keys changed; restore channel.toml from another machine or backup (never edit it: its signature covers every key); policy changes are made with `ferry policy set KEY=VALUE` (owner only)"}
 	}

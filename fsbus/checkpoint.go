@@ -22,8 +22,8 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// The fold checkpoint (issue 7 "Local index … keeps … the folded state, so catch-up
-// and claims cost O(new entries)"; ADR 0011). A process that folded the channel keeps
+// The fold checkpoint (docs/format.md §18 "The fold checkpoint"; ADR 0011): catch-up
+// and claims cost O(new entries). A process that folded the channel keeps
 // what it folded in the cache dir beside the index:
 //
 //	<cache>/channels/<project>/fold-<first 16 hex of sha256(channel root)>.bin

@@ -35,7 +35,7 @@ func rewriteCheckpoint(t *testing.T, c *Channel, edit func(head, payload []byte)
 
 // TestLoadStartsFromCheckpoint: a process that folded everything leaves a fold
 // checkpoint; the next process starts from it and folds only what was appended since,
-// and its state equals a full fold (issue 7, ADR 0011). A damaged checkpoint, one of
+// and its state equals a full fold (ADR 0011). A damaged checkpoint, one of
 // a full fold older than CheckpointTrust, and one over a segment read again since are
 // not used: that process folds everything, to the same state, and writes a good one.
 func TestLoadStartsFromCheckpoint(t *testing.T) {
@@ -398,8 +398,8 @@ func TestCheckpointWithManyNewEntries(t *testing.T) {
 }
 
 // TestCheckpointWithAThingUnderAnotherID: a checkpoint whose checksum holds but whose
-// state files an order under another id than its own (found by a fresh-user run:
-// `ferry catchup` then panicked) is refused, and the process folds everything.
+// state files an order under another id than its own (`ferry catchup` would
+// panic on it) is refused, and the process folds everything.
 func TestCheckpointWithAThingUnderAnotherID(t *testing.T) {
 	c := openBusyCopy(t)
 	v, err := c.Load()

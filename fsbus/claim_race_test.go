@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestLostClaimRaceIsSuperseded: alice (machine A) and bob (machine B) claim one open
 // order while partitioned; both claims succeed locally. Once the folders meet, one
-// claim counts (DESIGN §2: the lower hash of the branch's first entry). The loser's
+// claim counts (docs/design.md §2: the lower hash of the branch's first entry). The loser's
 // submit, progress, release and fail answer superseded naming the winner — not denied,
 // which would say it lacks a permission — and write nothing; the winner submits.
 func TestLostClaimRaceIsSuperseded(t *testing.T) {
@@ -85,8 +87,8 @@ func TestLostClaimRaceIsSuperseded(t *testing.T) {
 		"fail":     func() (*Order, error) { return loser.Fail(o.ID, "it broke", "") },
 	} {
 		_, err := op()
-		var fe *Error
-		if !errors.As(err, &fe) || fe.Category != CatSuperseded {
+		var fe *errs.Error
+		if !errors.As(err, &fe) || fe.Category != errs.Superseded {
 			t.Errorf("%s's %s after losing the race: %v, want superseded", loser.Name, name, err)
 			continue
 		}
@@ -99,7 +101,7 @@ func TestLostClaimRaceIsSuperseded(t *testing.T) {
 		t.Errorf("the refused calls wrote %d ledger bytes", after-before)
 	}
 	// A writer that never claimed is still denied: superseded is for a lost claim only.
-	if _, err := carol.Submit(o.ID, "abc123", "", ""); Category(err) != CatDenied {
+	if _, err := carol.Submit(o.ID, "abc123", "", ""); errs.CategoryOf(err) != errs.Denied {
 		t.Errorf("carol's submit: %v, want denied", err)
 	}
 	if _, err := winner.Submit(o.ID, "abc123", "done", ""); err != nil {

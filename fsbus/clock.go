@@ -6,7 +6,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/internal/bootclock"
 )
 
-// Every decision DESIGN §2 rule 7 leaves to an observer's clock — a holder silent, so
+// Every decision docs/design.md §2 rule 7 leaves to an observer's clock — a holder silent, so
 // the primary role may be taken over; an execution or queue window closed, so the
 // order expires — is measured from a sighting: when this machine first saw something.
 // A sighting is a Stamp, a reading of two clocks: the wall clock, and the OS boot

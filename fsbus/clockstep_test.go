@@ -7,11 +7,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // A wall-clock step (an NTP step, a VM whose clock is corrected on resume) must not
 // make a live holder look silent, close a window, or expire a live run's claim: every
-// decision DESIGN §2 rule 7 leaves to an observer's clock is measured on the boot
+// decision docs/design.md §2 rule 7 leaves to an observer's clock is measured on the boot
 // clock (ADR 0013).
 
 // stepClock is a machine's wall clock and boot clock, which a test moves together
@@ -106,7 +108,7 @@ func TestClockStepPrimaryTake(t *testing.T) {
 	// B's wall clock jumps an hour ahead; a second passes.
 	clkB.step(time.Hour)
 	clkB.pass(time.Second)
-	if _, err := bob.PrimaryTake(""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "held by alice (alive") {
+	if _, err := bob.PrimaryTake(""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "held by alice (alive") {
 		t.Fatalf("take from a live holder after a wall-clock step: %v", err)
 	}
 	if st := bob.PrimaryStatus(primaryLoad(t, cB)); st.Holder != "alice" || st.Liveness != Alive || st.AgeS > 1 {
@@ -114,13 +116,13 @@ func TestClockStepPrimaryTake(t *testing.T) {
 	}
 	// 29 minutes really pass: alice is quiet, not silent.
 	clkB.pass(29 * time.Minute)
-	if _, err := bob.PrimaryTake(""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "quiet, heard from 29 min ago") {
+	if _, err := bob.PrimaryTake(""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "quiet, heard from 29 min ago") {
 		t.Fatalf("take 29 minutes after the step: %v", err)
 	}
 	// B reboots: the boot clock starts again, and so does the quiet period.
 	clkB.reboot("boot-2")
 	clkB.pass(2 * time.Minute)
-	if _, err := bob.PrimaryTake(""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "held by alice (alive") {
+	if _, err := bob.PrimaryTake(""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "held by alice (alive") {
 		t.Fatalf("take after a reboot: %v", err)
 	}
 	// 31 minutes of real silence on B's boot clock: the take goes through.

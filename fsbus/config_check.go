@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -173,7 +174,7 @@ func OpenUnverified(h *Home, dir string) (*Channel, error) {
 	}
 	pk, err := ledger.ParseKey(pin)
 	if err != nil {
-		return nil, Errorf(CatInvalid, "restore "+h.pinPath(c.Config.Project)+" from a backup, or pin again with `ferry master repin`", "the pinned master key is damaged: %v", err)
+		return nil, errs.Errorf(errs.Invalid, "restore "+h.pinPath(c.Config.Project)+" from a backup, or pin again with `ferry master repin`", "the pinned master key is damaged: %v", err)
 	}
 	c.MasterKey = mk
 	if mk == nil || (ledger.FormatKey(mk) != pin && !masterRotations(c).hasOrLost(pin)) {

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Writer continuity (issue 7, findings 1-3; docs/adr/0007-writer-continuity.md).
+// Writer continuity (docs/adr/0007-writer-continuity.md).
 
 func mustReadFile(t *testing.T, p string) []byte {
 	t.Helper()
@@ -32,7 +33,7 @@ func visible(t *testing.T, c *Channel, id string) bool {
 	return v.State.Orders[id] != nil
 }
 
-// Finding 2: two homes copied from one (same key, same device) forked the master's
+// A cloned home: two homes copied from one (same key, same device) forked the master's
 // chain. Afterwards every write from either home must count: the home whose record
 // lost the fork is told once (retry_needed, naming the cloned device id), and its
 // retry chains onto the kept branch; the other home writes on at once.
@@ -105,8 +106,8 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 	}
 
 	_, err = loser.NewOrder(NewOrderOptions{Title: "loser after the fork"})
-	var fe *Error
-	if !errors.As(err, &fe) || fe.Category != CatRetryNeeded || !strings.Contains(fe.Message, "lost a fork") ||
+	var fe *errs.Error
+	if !errors.As(err, &fe) || fe.Category != errs.RetryNeeded || !strings.Contains(fe.Message, "lost a fork") ||
 		!strings.Contains(fe.Hint, "device") || !strings.Contains(fe.Hint, loser.Device) {
 		t.Fatalf("the home that lost the fork: %v, want retry_needed naming the lost fork and the shared device id", err)
 	}
@@ -144,7 +145,7 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 	}
 }
 
-// Finding 1 through the write path: the segment moved to a conflict-copy name; the
+// A moved segment, through the write path: the segment moved to a conflict-copy name; the
 // next write continues the chain and the writer's earlier entries keep counting.
 func TestWriteAfterSegmentBecameCopy(t *testing.T) {
 	h := testHome(t)
@@ -178,7 +179,7 @@ func TestWriteAfterSegmentBecameCopy(t *testing.T) {
 	}
 }
 
-// Finding 3 through the write path: NULs inserted in the middle of the segment (no
+// A hole, through the write path: NULs inserted in the middle of the segment (no
 // record destroyed). With or without this machine's cache the next write moves the
 // damaged part aside, appends the hidden records again and counts.
 func TestWriteRepairsHoleInOwnSegment(t *testing.T) {

@@ -10,12 +10,13 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Contract is the optional contract an order carries (issue 6; docs/format.md §11
+// Contract is the optional contract an order carries (docs/format.md §11
 // order object). Every member is optional and omitted when empty, so an order without
 // a contract is byte-for-byte what format v1 wrote before. The JSON names are fixed:
 // other parts of ferry (windows, unattended runs) read them.
@@ -41,14 +42,14 @@ type Contract struct {
 
 // Windows are an order's own windows, in seconds; zero means the channel default.
 // ExecS runs from the claim and is renewed by progress and extend; LifetimeS caps the
-// renewals; QueueS is how long the order may wait unclaimed (issue 6 "Windows").
+// renewals; QueueS is how long the order may wait unclaimed (docs/format.md §14 "Windows").
 type Windows struct {
 	ExecS     int64 `json:"exec_s,omitempty"`
 	LifetimeS int64 `json:"lifetime_s,omitempty"`
 	QueueS    int64 `json:"queue_s,omitempty"`
 }
 
-// Hints are the resources a heavy order expects (issue 6 "Heavy orders"): cores,
+// Hints are the resources a heavy order expects (docs/runs.md "Heavy orders"): cores,
 // memory and GPU memory in GB, and the expected run time in minutes.
 type Hints struct {
 	Cores           int     `json:"cores,omitempty"`
@@ -80,7 +81,7 @@ func (c *Contract) Empty() bool {
 // FingerprintPointers builds). It returns invalid naming the field.
 func (c *Contract) validate() error {
 	if c.Task != "" && !ValidName(strings.ReplaceAll(c.Task, "_", "-")) {
-		return Errorf(CatInvalid, "a task type is a short name such as code_review or implementation", "bad task type %q", c.Task)
+		return errs.Errorf(errs.Invalid, "a task type is a short name such as code_review or implementation", "bad task type %q", c.Task)
 	}
 	if w := c.Windows; w != nil {
 		for _, v := range []struct {
@@ -88,11 +89,11 @@ func (c *Contract) validate() error {
 			s    int64
 		}{{"exec_s", w.ExecS}, {"lifetime_s", w.LifetimeS}, {"queue_s", w.QueueS}} {
 			if v.s < 0 || v.s > maxWindowS {
-				return Errorf(CatInvalid, "windows are seconds between 1 and 30 days; 0 keeps the channel default", "window %s = %d", v.name, v.s)
+				return errs.Errorf(errs.Invalid, "windows are seconds between 1 and 30 days; 0 keeps the channel default", "window %s = %d", v.name, v.s)
 			}
 		}
 		if w.ExecS > 0 && w.LifetimeS > 0 && w.LifetimeS < w.ExecS {
-			return Errorf(CatInvalid, "the lifetime caps the renewals of the execution window: make it at least as long", "lifetime_s %d is shorter than exec_s %d", w.LifetimeS, w.ExecS)
+			return errs.Errorf(errs.Invalid, "the lifetime caps the renewals of the execution window: make it at least as long", "lifetime_s %d is shorter than exec_s %d", w.LifetimeS, w.ExecS)
 		}
 		if *w == (Windows{}) {
 			c.Windows = nil
@@ -103,7 +104,7 @@ func (c *Contract) validate() error {
 			h.RAMGB < 0 || h.RAMGB > 1<<20 || h.GPUMemGB < 0 || h.GPUMemGB > 1<<20 ||
 			math.IsNaN(h.RAMGB) || math.IsNaN(h.GPUMemGB)
 		if bad {
-			return Errorf(CatInvalid, "hints are non-negative: cores, ram_gb, gpu_mem_gb, expected_minutes", "hints out of range")
+			return errs.Errorf(errs.Invalid, "hints are non-negative: cores, ram_gb, gpu_mem_gb, expected_minutes", "hints out of range")
 		}
 		if *h == (Hints{}) {
 			c.Hints = nil
@@ -116,9 +117,9 @@ func (c *Contract) validate() error {
 		}
 		if canon[0] != '{' {
 			// docs/format.md §11: the schema is an object. true/false are valid JSON
-			// Schemas but say nothing a result could be checked against (issue 6
-			// finding 13); arrays, strings and numbers are no schema.
-			return Errorf(CatInvalid, `pass a JSON Schema object, e.g. {"type":"object","required":["passed"]}`, "schema is %s, not a JSON object", jsonKind(canon[0]))
+			// Schemas but say nothing a result could be checked against;
+			// arrays, strings and numbers are no schema.
+			return errs.Errorf(errs.Invalid, `pass a JSON Schema object, e.g. {"type":"object","required":["passed"]}`, "schema is %s, not a JSON object", jsonKind(canon[0]))
 		}
 		if _, err := compileSchema(canon); err != nil {
 			return err
@@ -153,7 +154,7 @@ func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
 	given := raw
 	raw = trimJSON(raw)
 	if len(raw) > maxJSONSlack*limit {
-		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo",
+		return nil, errs.Errorf(errs.Invalid, "keep it small; the work itself stays in the work repo",
 			"%s is %d bytes before compaction; the limit is %d compacted (and %d as written)", what, len(raw), limit, maxJSONSlack*limit)
 	}
 	if err := CheckIJSON(given, what); err != nil {
@@ -161,10 +162,10 @@ func compactJSON(raw []byte, limit int, what string) (json.RawMessage, error) {
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil || !json.Valid(raw) {
-		return nil, Errorf(CatInvalid, "pass one JSON value (or @FILE holding one)", "%s is not valid JSON", what)
+		return nil, errs.Errorf(errs.Invalid, "pass one JSON value (or @FILE holding one)", "%s is not valid JSON", what)
 	}
 	if buf.Len() > limit {
-		return nil, Errorf(CatInvalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes compacted; the limit is %d", what, buf.Len(), limit)
+		return nil, errs.Errorf(errs.Invalid, "keep it small; the work itself stays in the work repo", "%s is %d bytes compacted; the limit is %d", what, buf.Len(), limit)
 	}
 	return buf.Bytes(), nil
 }
@@ -184,7 +185,7 @@ func CheckIJSON(raw []byte, what string) error {
 	}
 	at := *e
 	at.Offset += int64(leadJSON(raw))
-	return &Error{Category: CatInvalid, Message: what + " is not I-JSON: " + IJSONReason(&at),
+	return &errs.Error{Category: errs.Invalid, Message: what + " is not I-JSON: " + IJSONReason(&at),
 		Hint: "give each member name once per object, in UTF-8, with surrogate escapes only in pairs (RFC 7493)", Err: e}
 }
 
@@ -235,23 +236,24 @@ func (refuseLoader) Load(url string) (any, error) {
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, Errorf(CatInvalid, "pass a JSON Schema as JSON", "schema is not valid JSON")
+		return nil, errs.Errorf(errs.Invalid, "pass a JSON Schema as JSON", "schema is not valid JSON")
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoader{})
 	const loc = "ferry:result-schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, Errorf(CatInvalid, "fix the schema", "schema: %v", err)
+		return nil, errs.Errorf(errs.Invalid, "fix the schema", "schema: %v", err)
 	}
 	sch, err := c.Compile(loc)
 	if err != nil {
-		return nil, Errorf(CatInvalid, "fix the schema (JSON Schema draft 2020-12 unless $schema says otherwise; no $ref to other documents)", "schema does not compile: %s", oneLine(err.Error()))
+		return nil, errs.Errorf(errs.Invalid, "fix the schema (JSON Schema draft 2020-12 unless $schema says otherwise; no $ref to other documents)", "schema does not compile: %s", oneLine(err.Error()))
 	}
 	return sch, nil
 }
 
 // scrubControl replaces the characters hasControl refuses on one line (terminal
-// escapes, bidi overrides; textsafe.Line) by U+FFFD: validator messages quote the result's own values.
+// escapes, bidi overrides; textsafe.Line) by U+FFFD: validator messages quote the
+// result's own values.
 func scrubControl(s string) string {
 	return textsafe.Line.Clean(s, func(rune) string { return "\uFFFD" })
 }
@@ -275,7 +277,7 @@ func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(output))
 	if err != nil {
-		return nil, Errorf(CatInvalid, "pass the result as JSON", "result is not valid JSON")
+		return nil, errs.Errorf(errs.Invalid, "pass the result as JSON", "result is not valid JSON")
 	}
 	err = sch.Validate(inst)
 	if err == nil {
@@ -283,7 +285,7 @@ func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return nil, Errorf(CatInvalid, "", "validating the result: %v", err)
+		return nil, errs.Errorf(errs.Invalid, "", "validating the result: %v", err)
 	}
 	var lines []string
 	seen := map[string]bool{}
@@ -353,7 +355,7 @@ func (s *Session) dispatchContract(opt *NewOrderOptions) (*Contract, []string, e
 		files, derr := readDiffFiles(root, d.Path)
 		root.Close()
 		if derr != nil {
-			return nil, nil, Errorf(CatInvalid, "point --diff at a unified diff (`git diff > review.diff`) with at least one changed line per file", "diff %s: %v", d.Path, derr)
+			return nil, nil, errs.Errorf(errs.Invalid, "point --diff at a unified diff (`git diff > review.diff`) with at least one changed line per file", "diff %s: %v", d.Path, derr)
 		}
 		if miss := uncovered(files, c.Pointers); len(miss) > 0 && c.ReadOnly {
 			warn = append(warn, fmt.Sprintf("the diff does not cover %s: a reviewer whose checkout differs cannot fall back to the diff", strings.Join(miss, ", ")))

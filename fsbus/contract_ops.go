@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
@@ -26,7 +27,7 @@ func (o *Order) hasPointers() bool { return len(o.Pointers) > 0 || o.Diff != nil
 // to read: nothing is read. A path the contract itself gets wrong (not a safe
 // workspace-relative path) is the author's to fix; anything else — a symlink leading
 // outside the workspace or to a sensitive file, a FIFO, device or directory, a file
-// over the size limit — is this checkout's copy, fixed here (issue 6 finding 12e).
+// over the size limit — is this checkout's copy, fixed here.
 func refusedPointers(r *PointerReport) error {
 	var bad []string
 	contract := false
@@ -43,7 +44,7 @@ func refusedPointers(r *PointerReport) error {
 	if contract {
 		hint = "ask the author to dispatch the order again with pointers inside the workspace"
 	}
-	return Errorf(CatInvalid, hint, "order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
+	return errs.Errorf(errs.Invalid, hint, "order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
 }
 
 // diffWarning is the warning of a claim or submit made on a read-only order's diff.
@@ -73,7 +74,7 @@ func withWarnings(o *Order, warn []string) *Order {
 // match them (existence, then size, then sha256; checked again after 150 ms): else the
 // claim is refused locally with stale, naming the files and why (another commit, or
 // local edits) and how to recover, and nothing is written — the order stays open for
-// machines whose checkout matches (issue 6 "Claim"). A read-only order whose verified
+// machines whose checkout matches (ADR 0003 §2). A read-only order whose verified
 // diff covers every pointer is claimed anyway, with a warning to review the diff. A
 // contract naming a path this machine refuses to read answers invalid.
 func (s *Session) Claim(q, key string) (*Order, error) {
@@ -101,7 +102,7 @@ func (s *Session) Claim(q, key string) (*Order, error) {
 			case !r.OK && attempt == 0:
 				return pendingObject{}, errSettle
 			case !r.OK:
-				return pendingObject{}, staleError(CatStale, r, "not claimed, nothing written (the order stays open)")
+				return pendingObject{}, staleError(errs.Stale, r, "not claimed, nothing written (the order stays open)")
 			}
 			return pendingObject{}, nil
 		}
@@ -119,7 +120,7 @@ func (s *Session) Claim(q, key string) (*Order, error) {
 var errSettle = errors.New("fsbus: pointed files differ; checking again")
 
 // VerifyOrder reports the health of an order's pointers in this machine's workspace:
-// ok, changed, missing or refused per pointer (issue 6 "Verify"). It reads the files
+// ok, changed, missing or refused per pointer (ADR 0003 §2). It reads the files
 // and the channel and writes nothing. An order without pointers reports ok with none.
 func (s *Session) VerifyOrder(q string) (*PointerReport, error) {
 	o, _, err := s.findOrder(q)
@@ -135,7 +136,7 @@ func (s *Session) VerifyOrder(q string) (*PointerReport, error) {
 
 // MarkStale is `ferry order verify --mark`: the author, on the machine that dispatched
 // the order, records with order.stale that a pointed file changed after dispatch; the
-// order becomes pointer_stale (issue 6, ADR 0003). Errors: denied for anyone but the
+// order becomes pointer_stale (ADR 0003). Errors: denied for anyone but the
 // author or on another machine; conflict when every pointer still matches, or when
 // the order is held (the holder's submit re-verifies) or past the point of marking;
 // invalid for an order without pointers. Marking an order already pointer_stale
@@ -146,16 +147,16 @@ func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
 		return nil, nil, err
 	}
 	if !o.hasPointers() {
-		return nil, nil, Errorf(CatInvalid, "only an order with pointers can go stale", "order %s has no file pointers", o.ID)
+		return nil, nil, errs.Errorf(errs.Invalid, "only an order with pointers can go stale", "order %s has no file pointers", o.ID)
 	}
 	if o.State == StatePointerStale {
 		return o, nil, nil
 	}
 	if o.Author != s.Name {
-		return nil, nil, Errorf(CatDenied, "the author marks an order stale; tell the author (`ferry talk send --to "+o.Author+" 'order "+o.ID+": a pointed file changed'`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
+		return nil, nil, errs.Errorf(errs.Denied, "the author marks an order stale; tell the author (`ferry talk send --to "+o.Author+" 'order "+o.ID+": a pointed file changed'`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
 	}
 	if o.device != s.Device {
-		return nil, nil, Errorf(CatDenied, "run `ferry order verify "+o.ID+" --mark` on the machine that dispatched it: only its checkout is the one the pointers were taken from",
+		return nil, nil, errs.Errorf(errs.Denied, "run `ferry order verify "+o.ID+" --mark` on the machine that dispatched it: only its checkout is the one the pointers were taken from",
 			"order %s was dispatched from device %s; this machine is %s", o.ID, o.device, s.Device)
 	}
 	if err := o.c.checkStale(s.Name); err != nil {
@@ -170,7 +171,7 @@ func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
 	}
 	r := checkPointersSettled(ws, o.ID, &o.Contract)
 	if r.OK {
-		return nil, r, Errorf(CatConflict, "nothing to mark; `ferry order verify "+o.ID+"` shows each pointer", "every pointer of order %s still matches this checkout", o.ID)
+		return nil, r, errs.Errorf(errs.Conflict, "nothing to mark; `ferry order verify "+o.ID+"` shows each pointer", "every pointer of order %s still matches this checkout", o.ID)
 	}
 	var list []string
 	for _, p := range r.Stale() {
@@ -196,7 +197,7 @@ type SubmitOptions struct {
 }
 
 // SubmitResult hands in the holder's result (see Submit) with an optional structured
-// output, and enforces the order's contract on the holder's machine (issue 6):
+// output, and enforces the order's contract on the holder's machine:
 //
 //   - pointers are re-verified (with one retry after 150 ms). The first mismatch on a
 //     claim answers retry_needed listing the files and the recovery commands, keeps
@@ -214,7 +215,7 @@ type SubmitOptions struct {
 func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 	ref, note := strings.TrimSpace(opt.Reference), strings.TrimSpace(opt.Note)
 	if ref == "" {
-		return nil, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
+		return nil, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 	}
 	if err := checkCap("result reference", ref, MaxReference, UnitBytes, "a commit, branch or hand-in id; the work stays in the work repo"); err != nil {
 		return nil, err
@@ -245,7 +246,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 		return nil, o.lostClaim(TypeOrderSubmit, s.Name, err)
 	}
 	if len(o.Schema) > 0 && len(output) == 0 {
-		return nil, Errorf(CatInvalid, "pass the structured result with --result JSON|@FILE (MCP: result)", "order %s has a result schema; the submit carries no result", o.ID)
+		return nil, errs.Errorf(errs.Invalid, "pass the structured result with --result JSON|@FILE (MCP: result)", "order %s has a result schema; the submit carries no result", o.ID)
 	}
 	outcome := ""
 	var warn []string
@@ -260,7 +261,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 		case r.DiffMode:
 			warn = append(warn, diffWarning(r))
 		case o.PointerFailures == 0:
-			e := staleError(CatRetryNeeded, r, "submit refused (the claim is kept and its window renewed; a second mismatch records the submission as pointer_stale)")
+			e := staleError(errs.RetryNeeded, r, "submit refused (the claim is kept and its window renewed; a second mismatch records the submission as pointer_stale)")
 			if _, perr := s.progress(o.ID, cutNote("submit refused: "+e.Message), "pointers", ""); perr != nil {
 				return nil, perr
 			}
@@ -282,7 +283,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 				if _, perr := s.progress(o.ID, cutNote(fmt.Sprintf("result refused by the schema (%d of %d): %s", n, SchemaAttempts, strings.Join(lines, "; "))), "schema", ""); perr != nil {
 					return nil, perr
 				}
-				return nil, Errorf(CatRetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", SchemaAttempts), "%s", msg)
+				return nil, errs.Errorf(errs.RetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", SchemaAttempts), "%s", msg)
 			}
 			outcome = StateValidationFailed
 			warn = append(warn, fmt.Sprintf("the schema refused the result %d times: the submission is recorded as validation_failed, its result kept: %s", n, strings.Join(lines, "; ")))

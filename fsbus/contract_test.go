@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Issue 6: order contracts — pointers, claim/submit re-verification, verify, schema.
+// Order contracts (ADR 0003) — pointers, claim/submit re-verification, verify, schema.
 
 func TestCheckPointerPath(t *testing.T) {
 	ok := map[string]string{
@@ -55,7 +57,7 @@ func TestCheckPointerPath(t *testing.T) {
 	}
 	for in, why := range refused {
 		_, err := CheckPointerPath(in)
-		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), why) {
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), why) {
 			t.Errorf("CheckPointerPath(%q) = %v; want invalid mentioning %q", in, err, why)
 		}
 	}
@@ -169,18 +171,18 @@ func TestFingerprintPointers(t *testing.T) {
 	}
 	for spec, why := range bad {
 		_, _, err := FingerprintPointers(ws, []string{spec}, time.Now())
-		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), why) {
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: %v; want invalid mentioning %q", spec, err, why)
 		}
 	}
-	if _, _, err := FingerprintPointers(ws, []string{"src/calc.go", "./src/calc.go"}, time.Now()); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "twice") {
+	if _, _, err := FingerprintPointers(ws, []string{"src/calc.go", "./src/calc.go"}, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicate: %v", err)
 	}
 	many := make([]string, MaxPointers+1)
 	for i := range many {
 		many[i] = "src/calc.go"
 	}
-	if _, _, err := FingerprintPointers(ws, many, time.Now()); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "limit") {
+	if _, _, err := FingerprintPointers(ws, many, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("too many: %v", err)
 	}
 }
@@ -238,14 +240,14 @@ func TestValidateOutput(t *testing.T) {
 	// A schema that does not compile, or reaches for another document, is invalid.
 	for _, bad := range []string{`{"type":"nonsense"}`, `{"$ref":"https://example.com/s.json"}`, `{"$ref":"file:///etc/passwd"}`, `{"minimum":"x"}`} {
 		c := Contract{Schema: json.RawMessage(bad)}
-		if err := c.validate(); !IsCategory(err, CatInvalid) {
+		if err := c.validate(); !errs.Is(err, errs.Invalid) {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
-	// The schema is an object (issue 6 finding 13): true, false and arrays are refused.
+	// The schema is an object (docs/format.md §11): true, false and arrays are refused.
 	for bad, kind := range map[string]string{`true`: "a boolean", `false`: "a boolean", `[]`: "an array", `"x"`: "a string", `3`: "a number"} {
 		c := Contract{Schema: json.RawMessage(bad)}
-		if err := c.validate(); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
+		if err := c.validate(); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
@@ -301,7 +303,7 @@ func TestClaimRefusesStalePointers(t *testing.T) {
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "package calc\n\nfunc Eq(a, b any) bool { return a != b }\n")
 	n := w.entries(t)
 	_, err = w.bob.Claim(o.ID, "")
-	if !IsCategory(err, CatStale) || !strings.Contains(err.Error(), "src/calc.go (changed") || strings.Contains(err.Error(), "README.md") {
+	if !errs.Is(err, errs.Stale) || !strings.Contains(err.Error(), "src/calc.go (changed") || strings.Contains(err.Error(), "README.md") {
 		t.Fatalf("claim on edited copy: %v", err)
 	}
 	if w.entries(t) != n {
@@ -312,7 +314,7 @@ func TestClaimRefusesStalePointers(t *testing.T) {
 	}
 	// Missing file: stale too.
 	os.Remove(filepath.Join(w.wb, "README.md"))
-	if _, err := w.bob.Claim(o.ID, ""); !IsCategory(err, CatStale) || !strings.Contains(err.Error(), "README.md (missing") {
+	if _, err := w.bob.Claim(o.ID, ""); !errs.Is(err, errs.Stale) || !strings.Contains(err.Error(), "README.md (missing") {
 		t.Fatalf("claim with a missing file: %v", err)
 	}
 	// A CRLF copy of the same content verifies.
@@ -338,7 +340,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "edited mid-review\n")
 	_, err = w.bob.Submit(o.ID, "abc123", "done", "")
-	if !IsCategory(err, CatRetryNeeded) || !strings.Contains(err.Error(), "src/calc.go") || !strings.Contains(err.Error(), "git") && !strings.Contains(err.Error(), "restore") {
+	if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "src/calc.go") || !strings.Contains(err.Error(), "git") && !strings.Contains(err.Error(), "restore") {
 		t.Fatalf("first stale submit: %v", err)
 	}
 	got := w.load(t).State.Orders[o.ID]
@@ -354,7 +356,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 	if err != nil || !strings.Contains(string(raw), `"output":{"ok":true}`) {
 		t.Fatalf("salvaged result object: %s %v", raw, err)
 	}
-	if _, err := w.bob.Claim(o.ID, ""); !IsCategory(err, CatConflict) {
+	if _, err := w.bob.Claim(o.ID, ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("claim of a pointer_stale order: %v", err)
 	}
 }
@@ -367,7 +369,7 @@ func TestSubmitAfterRestoreSucceeds(t *testing.T) {
 	}
 	orig, _ := os.ReadFile(filepath.Join(w.wb, "src/calc.go"))
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "edited\n")
-	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !IsCategory(err, CatRetryNeeded) {
+	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), string(orig))
@@ -386,13 +388,13 @@ func TestSchemaRetryLadder(t *testing.T) {
 	if _, err := w.bob.Claim(o.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "--result") {
+	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "--result") {
 		t.Fatalf("submit without a result: %v", err)
 	}
 	bad := SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":"yes"}`)}
 	for i := 1; i <= 2; i++ {
 		_, err := w.bob.SubmitResult(o.ID, bad)
-		if !IsCategory(err, CatRetryNeeded) || !strings.Contains(err.Error(), "/passed: ") || !strings.Contains(err.Error(), "failure "+string(rune('0'+i))+" of 3") {
+		if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "/passed: ") || !strings.Contains(err.Error(), "failure "+string(rune('0'+i))+" of 3") {
 			t.Fatalf("failure %d: %v", i, err)
 		}
 		if i == 1 {
@@ -418,7 +420,7 @@ func TestSchemaRetryLadder(t *testing.T) {
 	if got, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":true}`)}); err != nil || got.State != StateSubmitted {
 		t.Fatalf("valid result: %v", err)
 	}
-	if _, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":`)}); !IsCategory(err, CatInvalid) {
+	if _, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":`)}); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("not JSON: %v", err)
 	}
 }
@@ -445,7 +447,7 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 		"sens. diff":   {Title: "x", Diff: "secret.diff"},
 		"big pointer":  {Title: "x", Pointers: make([]string, MaxPointers+1)},
 	} {
-		if _, err := w.alice.NewOrder(opt); !IsCategory(err, CatInvalid) {
+		if _, err := w.alice.NewOrder(opt); !errs.Is(err, errs.Invalid) {
 			t.Errorf("%s: %v; want invalid", name, err)
 		}
 	}
@@ -491,11 +493,11 @@ func TestContractFieldsRoundTrip(t *testing.T) {
 func TestMarkStale(t *testing.T) {
 	w := newContractWorld(t)
 	o, _ := w.alice.NewOrder(NewOrderOptions{Title: "Review", Pointers: []string{"src/calc.go"}})
-	if _, _, err := w.alice.MarkStale(o.ID, ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "still matches") {
+	if _, _, err := w.alice.MarkStale(o.ID, ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "still matches") {
 		t.Fatalf("mark with nothing changed: %v", err)
 	}
 	writeFile(t, filepath.Join(w.wa, "src/calc.go"), "changed by the author\n")
-	if _, _, err := w.bob.MarkStale(o.ID, ""); !IsCategory(err, CatDenied) {
+	if _, _, err := w.bob.MarkStale(o.ID, ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("mark by a non-author: %v", err)
 	}
 	// The author on another machine (another device) is refused.
@@ -506,7 +508,7 @@ func TestMarkStale(t *testing.T) {
 	}
 	ch.Device = "zzzzzzzz"
 	other.Channel = ch
-	if _, _, err := other.MarkStale(o.ID, ""); !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "device") {
+	if _, _, err := other.MarkStale(o.ID, ""); !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "device") {
 		t.Fatalf("mark from another device: %v", err)
 	}
 	got, rep, err := w.alice.MarkStale(o.ID, "")
@@ -521,7 +523,7 @@ func TestMarkStale(t *testing.T) {
 	if again, _, err := w.alice.MarkStale(o.ID, ""); err != nil || again.State != StatePointerStale || w.entries(t) != n {
 		t.Fatalf("second mark: %v", err)
 	}
-	if _, err := w.bob.Claim(o.ID, ""); !IsCategory(err, CatConflict) {
+	if _, err := w.bob.Claim(o.ID, ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("claim of a stale order: %v", err)
 	}
 	if c, err := w.alice.Cancel(o.ID, "re-dispatched", ""); err != nil || c.State != StateCancelled {
@@ -534,7 +536,7 @@ func TestMarkStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.wa, "src/calc.go"), "changed again\n")
-	if _, _, err := w.alice.MarkStale(o2.ID, ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "claimed by bob") {
+	if _, _, err := w.alice.MarkStale(o2.ID, ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "claimed by bob") {
 		t.Fatalf("mark a claimed order: %v", err)
 	}
 }
@@ -557,13 +559,13 @@ func TestReadOnlyDiffFallback(t *testing.T) {
 	// The diff itself changed: no fallback.
 	o2, _ := w.alice.NewOrder(NewOrderOptions{Title: "Review again", Pointers: []string{"src/calc.go"}, Diff: "review.diff", ReadOnly: true})
 	writeFile(t, filepath.Join(w.wb, "review.diff"), diff+"+extra\n")
-	if _, err := w.bob.Claim(o2.ID, ""); !IsCategory(err, CatStale) || !strings.Contains(err.Error(), "review.diff") {
+	if _, err := w.bob.Claim(o2.ID, ""); !errs.Is(err, errs.Stale) || !strings.Contains(err.Error(), "review.diff") {
 		t.Fatalf("claim with a changed diff: %v", err)
 	}
 	// Not read-only: no fallback either.
 	writeFile(t, filepath.Join(w.wb, "review.diff"), diff)
 	o3, _ := w.alice.NewOrder(NewOrderOptions{Title: "Implement", Pointers: []string{"src/calc.go"}, Diff: "review.diff"})
-	if _, err := w.bob.Claim(o3.ID, ""); !IsCategory(err, CatStale) {
+	if _, err := w.bob.Claim(o3.ID, ""); !errs.Is(err, errs.Stale) {
 		t.Fatalf("claim of a writable order on the diff: %v", err)
 	}
 	// A read-only diff that does not cover every pointer warns the author.
@@ -581,7 +583,7 @@ func TestClaimRefusesForgedPointerPaths(t *testing.T) {
 	if r.OK || r.Pointers[0].Status != PointerRefused || r.Pointers[1].Status != PointerRefused {
 		t.Fatalf("%+v", r)
 	}
-	if err := refusedPointers(r); !IsCategory(err, CatInvalid) {
+	if err := refusedPointers(r); !errs.Is(err, errs.Invalid) {
 		t.Fatal(err)
 	}
 }
@@ -628,14 +630,14 @@ func TestStaleNamesCommitOrLocalEdits(t *testing.T) {
 	writeFile(t, filepath.Join(w.bob.Workspace, "src/calc.go"), "package calc // v2\n")
 	runGit(t, w.bob.Workspace, "commit", "-qam", "two")
 	_, err = w.bob.Claim(o.ID, "")
-	if !IsCategory(err, CatStale) || !strings.Contains(err.Error(), "this checkout is at commit") || !strings.Contains(err.Error(), "git checkout "+head) {
+	if !errs.Is(err, errs.Stale) || !strings.Contains(err.Error(), "this checkout is at commit") || !strings.Contains(err.Error(), "git checkout "+head) {
 		t.Fatalf("claim at another commit: %v", err)
 	}
 	// Back at the dispatched commit with a local edit: the refusal says so and names git stash.
 	runGit(t, w.bob.Workspace, "checkout", "-q", head)
 	writeFile(t, filepath.Join(w.bob.Workspace, "src/calc.go"), "local edit\n")
 	_, err = w.bob.Claim(o.ID, "")
-	if !IsCategory(err, CatStale) || !strings.Contains(err.Error(), "has local edits") || !strings.Contains(err.Error(), "git stash") {
+	if !errs.Is(err, errs.Stale) || !strings.Contains(err.Error(), "has local edits") || !strings.Contains(err.Error(), "git stash") {
 		t.Fatalf("claim with local edits: %v", err)
 	}
 	runGit(t, w.bob.Workspace, "checkout", "-q", "--", "src/calc.go")
@@ -677,7 +679,7 @@ func TestClaimChecksAgainAfterAPause(t *testing.T) {
 	waits = 0
 	settleWait = func() { waits++ }
 	writeFile(t, file, "edited for good")
-	if _, err := w.bob.Claim(o2.ID, ""); !IsCategory(err, CatStale) || waits != 1 {
+	if _, err := w.bob.Claim(o2.ID, ""); !errs.Is(err, errs.Stale) || waits != 1 {
 		t.Fatalf("claim of a changed file: %v (waits %d)", err, waits)
 	}
 }

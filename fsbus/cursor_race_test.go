@@ -15,8 +15,8 @@ import (
 // the arrival log while a Load is reading the segments, and that Load's reading missed
 // the entry (it read the writer's segment just before the append). The Load's cursor
 // must stay below the entry's arrival number, so a catch-up from it shows the entry
-// once it is read (issue 7: every message delivered; found by a fresh-user run of
-// `ferry watch` beside a writer, which lost 1 entry in 500).
+// once it is read (every message delivered; `ferry watch` beside a writer
+// must not lose 1 entry in 500).
 func TestCursorHoldsBackForEntriesLoggedWhileReading(t *testing.T) {
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "first")
@@ -158,8 +158,8 @@ func TestFollowBesideWriters(t *testing.T) {
 // TestTwoDirectoriesOfOneProject: two channel directories of one project on one
 // machine (two clones, a copy) receive files apart. An entry read in one must not
 // move the other's cursor past it: when the entry reaches the other directory, a
-// catch-up there from an earlier cursor lists it (found by a fresh-user run: an open
-// order never listed).
+// catch-up there from an earlier cursor lists it (else an open order would never be
+// listed).
 func TestTwoDirectoriesOfOneProject(t *testing.T) {
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "first")
@@ -263,8 +263,8 @@ func TestLegacyArrivalLogAdopted(t *testing.T) {
 
 // TestWatchResumesFromAnyEvent: going on from the cursor of any event a watch
 // reported — here the entry of a message, which comes before the message's own event
-// — reports that message again: a consumer that stops between the two loses nothing
-// (found by a fresh-user run). The last event's cursor moves past them all.
+// — reports that message again: a consumer that stops between the two loses nothing.
+// The last event's cursor moves past them all.
 func TestWatchResumesFromAnyEvent(t *testing.T) {
 	w := newTalkWorld(t)
 	v0, err := w.c.Load()

@@ -3,11 +3,12 @@ package fsbus
 import (
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// DecisionRecord records a decision (decision.record, orchestrator level; DESIGN §2,
-// issue 3): one line, trimmed, 1–200 bytes, held in the entry itself (data.line; no
+// DecisionRecord records a decision (decision.record, orchestrator level; docs/design.md §2):
+// one line, trimmed, 1–200 bytes, held in the entry itself (data.line; no
 // object file) under a fresh d- id in ref. Errors: invalid for a bad line; denied
 // below orchestrator; conflict for a key used with other arguments. A replayed key
 // returns the decision the first call recorded and writes nothing.
@@ -42,7 +43,7 @@ func (s *Session) DecisionRecord(line, key string) (*Decision, error) {
 			return &st.Decisions[i], nil
 		}
 	}
-	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "decision %s is not in the state after writing it", id)
+	return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "decision %s is not in the state after writing it", id)
 }
 
 // ListDecisions returns decisions newest first (by hlc, then entry hash), at most limit

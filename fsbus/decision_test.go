@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestDecisions: orchestrators record one-line decisions, listed newest first; bad
@@ -33,16 +35,16 @@ func TestDecisions(t *testing.T) {
 		s    *Session
 		line string
 		key  string
-		cat  string
+		cat  errs.Category
 	}{
-		"member":        {mike, "Ship it", "", CatDenied},
-		"empty":         {alice, "   ", "", CatInvalid},
-		"two lines":     {alice, "one\ntwo", "", CatInvalid},
-		"too long":      {alice, strings.Repeat("x", 201), "", CatInvalid},
-		"key reused":    {alice, "Another", "k", CatConflict},
-		"invalid utf-8": {alice, "bad \xff", "", CatInvalid},
+		"member":        {mike, "Ship it", "", errs.Denied},
+		"empty":         {alice, "   ", "", errs.Invalid},
+		"two lines":     {alice, "one\ntwo", "", errs.Invalid},
+		"too long":      {alice, strings.Repeat("x", 201), "", errs.Invalid},
+		"key reused":    {alice, "Another", "k", errs.Conflict},
+		"invalid utf-8": {alice, "bad \xff", "", errs.Invalid},
 	} {
-		if _, err := tc.s.DecisionRecord(tc.line, tc.key); !IsCategory(err, tc.cat) {
+		if _, err := tc.s.DecisionRecord(tc.line, tc.key); !errs.Is(err, tc.cat) {
 			t.Errorf("%s: %v; want %s", name, err, tc.cat)
 		}
 	}

@@ -2,7 +2,7 @@
 // identity and grants, signed objects, the state folded from the ledger, and every
 // operation the CLI and the MCP server share. Each operation is one function here, so
 // permission checks, signing and entries are identical whichever surface calls it
-// (DESIGN §3). docs/format.md is the normative description of the format; this comment
+// (docs/design.md §3). docs/format.md is the normative description of the format; this comment
 // is a map of the code.
 //
 // # Layout
@@ -20,7 +20,7 @@
 //	handins/<writer>/<id>.json       HandinObject (ref, note); handin.add names it
 //	presence/<writer>.<device>.json  PresenceObject, rewritten by its one writer (heartbeat)
 //	memory/                          human notes (searched by ferry_search)
-//	releases/                        binaries a release.approve names (update.go, issue 9)
+//	releases/                        binaries a release.approve names (update.go)
 //
 // Chains with a life cycle — an order, an ask, the primary role, an agent's grants —
 // resolve by basis in chain.go; decisions and messages have no chain.
@@ -70,7 +70,7 @@
 // thing's chain in data.basis, which makes it a compare-and-set: on one machine exactly
 // one of N racing processes wins; across machines the chain branches and Fold resolves
 // it (furthest stage, then lower hash) the same way everywhere. A write never goes
-// through a symbolic link below the channel root (links.go, issue 8).
+// through a symbolic link below the channel root (links.go).
 //
 // # Folding
 //
@@ -100,7 +100,7 @@
 //
 // # Contracts
 //
-// An order may carry a Contract (contract.go, issue 6): file pointers fingerprinted at
+// An order may carry a Contract (contract.go): file pointers fingerprinted at
 // dispatch in the author's workspace (pointer.go: os.Root, sensitive names refused,
 // sha256 with CRLF read as LF), a result schema, a diff, windows and run hints. The
 // files are compared on the machine that acts — Claim refuses a differing checkout

@@ -23,8 +23,7 @@ const (
 	LevelInfo    = "info"
 )
 
-// Doctor checks (Finding.Check), one per kind of trouble a synced folder brings
-// (issue 7).
+// Doctor checks (Finding.Check), one per kind of trouble a synced folder brings.
 const (
 	CheckTorn          = "torn"                 // a segment's last line has not fully arrived
 	CheckFork          = "fork"                 // two records with one (writer, device, seq)
@@ -71,7 +70,7 @@ type Finding struct {
 }
 
 // ConflictCopy is a file in ledger/<writer>/ that is not the segment of the writer and
-// device inside it: a sync tool's conflict copy, recognised by content (DESIGN §2
+// device inside it: a sync tool's conflict copy, recognised by content (docs/design.md §2
 // rule 8), whatever its name says.
 type ConflictCopy struct {
 	Path    string `json:"path"`
@@ -273,7 +272,7 @@ func (c *Channel) doctorLedger(r *DoctorReport, v *View, vr *VerifyReport, marke
 	for _, ig := range vr.Ignored {
 		r.add(Finding{Check: CheckIgnored, Level: LevelWarning,
 			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
-			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for (issue 8)
+			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for
 	}
 }
 
@@ -312,7 +311,7 @@ func (c *Channel) ownSegment(p string) bool {
 // the records found in no file readers merge are an unmerged_copy error naming the name
 // to rename the copy to. A record inside a segment proper whose (writer, device) is
 // another's is misplaced: readers count it where it is (they trust the writer and
-// device inside each line, DESIGN §2 rule 8), but no ferry writer puts it there.
+// device inside each line, docs/design.md §2 rule 8), but no ferry writer puts it there.
 func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error {
 	dir := filepath.Join(c.Root, "ledger")
 	writers, err := os.ReadDir(dir)
@@ -499,10 +498,10 @@ func recordList(es []*ledger.Entry) string {
 
 // doctorShrunk reports records this machine has read (its arrival log holds their
 // hashes) that are in no file of ledger/ any more: a segment cut short, zero-filled or
-// replaced by an older copy — of any writer, not only this machine's own (issue 7
-// finding 8). Per writer it names the count, the arrival numbers and the writer's
-// segments now in the folder, with the last seq each holds. An error since issue 8: a
-// cut line can undo a revocation on every machine that never read it.
+// replaced by an older copy — of any writer, not only this machine's own. Per
+// writer it names the count, the arrival numbers and the writer's
+// segments now in the folder, with the last seq each holds. An error: a cut line can
+// undo a revocation on every machine that never read it.
 func (c *Channel) doctorShrunk(r *DoctorReport, vr *VerifyReport) {
 	for _, g := range vr.Vanished {
 		r.add(Finding{Check: CheckVanished, Level: LevelError, Path: "ledger/" + g.Writer, Detail: g.String(),
@@ -585,7 +584,7 @@ func (c *Channel) doctorPending(r *DoctorReport, v *View) {
 	for _, p := range sortedKeys(entries) {
 		e := entries[p]
 		if isLink(p) {
-			continue // reported as a link (doctorKeyChanges), never read (issue 8)
+			continue // reported as a link (doctorKeyChanges), never read
 		}
 		_, _, err := readObject(p)
 		switch {
@@ -657,7 +656,7 @@ func (c *Channel) doctorSkew(r *DoctorReport, v *View) {
 
 // doctorMemory lists conflict copies of memory/*.md — names a sync tool gives a copy
 // (ledger.ParseCopyName) whose original is in memory/ (a per-author note such as
-// notes-bob.md is no copy: issue 7 finding 10g) — and notes with git conflict markers.
+// notes-bob.md is no copy) — and notes with git conflict markers.
 // A OneDrive-shaped name (<stem>-<MACHINE>.md) is only info: it may be a note named
 // after its author.
 func (c *Channel) doctorMemory(r *DoctorReport) {
@@ -733,7 +732,7 @@ func gitDirOf(dir string) string {
 }
 
 // doctorGit reports a rebase, merge or cherry-pick stopped in the git repository
-// holding the channel (issue 7 finding 6): the files with conflict markers are that
+// holding the channel: the files with conflict markers are that
 // operation's, not damaged segments. It returns the channel files (slash paths) that
 // hold conflict markers, whose ledger problems are then not reported on their own. The
 // finding goes first: it explains the others.
@@ -860,7 +859,7 @@ func samePath(a, b string) bool {
 // StignoreLines returns the lines the .stignore at the root of a Syncthing folder
 // needs when the channel is the folder's subdirectory relPath (slash-separated):
 // ferry's patterns (the channel's own .stignore) anchored at the channel, since
-// Syncthing reads .stignore only at the folder root (issue 7 finding 5).
+// Syncthing reads .stignore only at the folder root.
 func StignoreLines(relPath string) []string {
 	p := "/" + strings.Trim(relPath, "/")
 	return []string{"(?d)" + p + "/**.ferry-*.tmp", "(?d)" + p + "/**.torn-*"}
@@ -869,7 +868,7 @@ func StignoreLines(relPath string) []string {
 // doctorStignore reports a channel that is a subdirectory of its Syncthing folder
 // (found through the REST API or a .stfolder marker above it) whose folder root's
 // .stignore lacks ferry's patterns: the channel's own .stignore is then ignored, and
-// ferry's temp files and torn tails would be synced (issue 7 finding 5).
+// ferry's temp files and torn tails would be synced.
 func (c *Channel) doctorStignore(r *DoctorReport) {
 	root, how := c.syncthingRoot(r.Sync)
 	if root == "" || samePath(root, c.Root) {

@@ -11,7 +11,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Doctor checks a unit test reaches better than a journey (issue 7): HLC skew
+// Doctor checks a unit test reaches better than a journey: HLC skew
 // measured against this machine's clock at arrival, contests naming the winner, and
 // Syncthing's folder settings read from its REST API.
 
@@ -188,7 +188,7 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	}
 }
 
-// TestVerifyObjectsAfterRekey (issue 7 finding 7): after the owner re-keys alice
+// TestVerifyObjectsAfterRekey: after the owner re-keys alice
 // (`ferry grant alice --key …`), the messages she signed with her old key still verify
 // against the key of the grant covering their entries, in Verify and in doctor; a
 // message written with the new key verifies too; an object whose text was changed
@@ -265,7 +265,7 @@ func TestVerifyObjectsAfterRekey(t *testing.T) {
 	}
 }
 
-// TestDoctorMaxConflictsZero (issue 7 finding 10f): a Syncthing folder that keeps no
+// TestDoctorMaxConflictsZero: a Syncthing folder that keeps no
 // conflict copies discards one side of every conflict: an error.
 func TestDoctorMaxConflictsZero(t *testing.T) {
 	c, _, _ := primaryWorld(t, nil)
@@ -280,8 +280,8 @@ func TestDoctorMaxConflictsZero(t *testing.T) {
 	}
 }
 
-// TestDoctorShrunkSegment (issue 7 finding 8): another writer's segment is cut back to
-// an older copy after this machine read it. Doctor reports an error (issue 8), naming
+// TestDoctorShrunkSegment: another writer's segment is cut back to
+// an older copy after this machine read it. Doctor reports an error, naming
 // the writer, its segment and the fix; with the segment restored the error goes.
 func TestDoctorShrunkSegment(t *testing.T) {
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
@@ -326,7 +326,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 	}
 }
 
-// TestDoctorStignoreSubfolder (issue 7 finding 5): Syncthing reads .stignore only at
+// TestDoctorStignoreSubfolder: Syncthing reads .stignore only at
 // a folder root. With the channel a subfolder of the Syncthing folder — found by the
 // .stfolder marker Syncthing puts at every folder root, or by the folder path its API
 // reports — doctor says what the root's .stignore needs; once it holds those lines (or

@@ -3,16 +3,18 @@ package fsbus
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // entryData is the union of the data fields of every entry type this binary folds.
-// Unknown fields are ignored (forward compatibility, DESIGN §2 rule 9).
+// Unknown fields are ignored (forward compatibility, docs/design.md §2 rule 9).
 type entryData struct {
 	Basis     string            `json:"basis,omitempty"`
 	Object    string            `json:"object,omitempty"`
@@ -30,21 +32,21 @@ type entryData struct {
 	Scopes    []string          `json:"scopes,omitempty"`
 	Bounds    map[string]uint64 `json:"bounds,omitempty"`
 	// BoundHashes names, per segment Bounds names, the hash of the record at the bound
-	// (issue 8, attest.go).
+	// (attest.go).
 	BoundHashes map[string]string `json:"bound_hashes,omitempty"`
 	App         string            `json:"app,omitempty"`
 	Machine     string            `json:"machine,omitempty"`
 	IDs         []string          `json:"ids,omitempty"`
 	// Outcome marks an order.submit the holder's machine recorded as pointer_stale or
-	// validation_failed (issue 6; empty: an ordinary submit).
+	// validation_failed (empty: an ordinary submit).
 	Outcome string `json:"outcome,omitempty"`
 	// Failure marks an order.progress that records a refused submit: "pointers" or
-	// "schema" (issue 6; counted by the fold for the retry ladder).
+	// "schema" (counted by the fold for the retry ladder).
 	Failure string `json:"failure,omitempty"`
 }
 
 // dataOf returns e's data as decodeData gives it, decoded once per Fold: pass 1 and
-// pass 2 keep what they decode, and the family folds read it back (issue 7: decoding
+// pass 2 keep what they decode, and the family folds read it back (decoding
 // was a third of a fold's time when each pass decoded again).
 func (st *State) dataOf(e *ledger.Entry) entryData {
 	if d, ok := st.decoded[e]; ok {
@@ -106,7 +108,7 @@ type Agent struct {
 	level     Level
 	segs      map[string]uint64 // device → highest seq folded (for grant bounds)
 	// retireCut bounds what the agent's retirement leaves counting: device → last seq
-	// that counts; nil when no retirement names bounds (issue 6 finding 8).
+	// that counts; nil when no retirement names bounds.
 	retireCut map[string]uint64
 	retireAll bool                 // a retirement with bounds: segments retireCut does not name count for nothing
 	attests   []grant              // the master's retirements' bounds with bound_hashes (attest.go)
@@ -125,7 +127,7 @@ type grant struct {
 	revoke      bool
 }
 
-// cover returns the grant an entry at (device, seq) falls under (DESIGN §2 "Identity,
+// cover returns the grant an entry at (device, seq) falls under (docs/design.md §2 "Identity,
 // trust and levels"): the newest grant whose bound for that device is below seq or that
 // names no bound for it; entries within every later grant's bounds fall under the first.
 // ok is false when the agent was never granted.
@@ -168,7 +170,7 @@ func (a *Agent) retireBound(b map[string]uint64, all bool) {
 }
 
 // afterRetirement reports whether the entry at (device, seq) comes after the agent's
-// retirement: it counts for nothing (issue 6; DESIGN §2: entries a grant does not allow
+// retirement: it counts for nothing (docs/design.md §2: entries a grant does not allow
 // count for nothing), except the retirement releases of what it held.
 func (a *Agent) afterRetirement(device string, seq uint64) bool {
 	if a == nil || a.retireCut == nil {
@@ -181,7 +183,7 @@ func (a *Agent) afterRetirement(device string, seq uint64) bool {
 	return seq > b
 }
 
-// Ignored is an entry that counts for nothing, with the reason (DESIGN §2: listed by
+// Ignored is an entry that counts for nothing, with the reason (docs/design.md §2: listed by
 // `ferry ledger verify` and `ferry doctor`).
 type Ignored struct {
 	Writer string `json:"writer"`
@@ -194,7 +196,7 @@ type Ignored struct {
 }
 
 // State is the channel's state folded from verified entries: a pure function of the
-// entries and the object files they name (DESIGN §2 rule 7: it never reads a clock).
+// entries and the object files they name (docs/design.md §2 rule 7: it never reads a clock).
 type State struct {
 	Project string            `json:"project"`
 	Agents  map[string]*Agent `json:"agents"`
@@ -217,7 +219,7 @@ type State struct {
 	counts layered[bool]    // hashes of entries that count
 	// decoded holds each entry's data while Fold runs (dataOf); nil after.
 	decoded map[*ledger.Entry]entryData
-	// masters is the master key rotation chain (issue 8, rotation.go).
+	// masters is the master key rotation chain (rotation.go).
 	masters *masterChain
 	// dangling maps the basis of each pending lifecycle entry to the things waiting
 	// for it (thing keys of fold_incr.go).
@@ -310,7 +312,7 @@ func Fold(in FoldInput) *State {
 	// by per-segment sequence bounds, so no entry's position in time matters.
 	grantNodes := map[string][]*grantNode{}
 	var policySets []*ledger.Entry
-	st.masters = resolveMasters(st, in, ignore) // issue 8: the key of each master entry
+	st.masters = resolveMasters(st, in, ignore) // the key of each master entry
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		if e.Writer != MasterWriter || st.masters.skip(e) {
@@ -382,7 +384,7 @@ func Fold(in FoldInput) *State {
 		a.retireBound(map[string]uint64{e.Device: e.Seq}, false)
 	}
 
-	st.unattested = unattested(st, in) // issue 8: attested bounds (attest.go)
+	st.unattested = unattested(st, in) // attested bounds (attest.go)
 
 	// Pass 2: every entry is verified against the key its covering grant binds and
 	// checked against that grant's level.
@@ -449,7 +451,9 @@ func Fold(in FoldInput) *State {
 			}
 			lvl = g.level
 			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
-				ignore(e, err.(*Error).Message)
+				var fe *errs.Error
+				errors.As(err, &fe)
+				ignore(e, fe.Message)
 				continue
 			}
 			if a.afterRetirement(e.Device, e.Seq) && !(e.Type == TypeOrderRelease && d.Agent == e.Writer) {
@@ -457,8 +461,8 @@ func Fold(in FoldInput) *State {
 				continue
 			}
 			if e.Type == TypeAgentRetire {
-				// DESIGN §2 level table: an agent retires itself; only the master
-				// retires others (issue 6).
+				// docs/design.md §2 level table: an agent retires itself; only the master
+				// retires others.
 				if e.Ref != e.Writer {
 					ignore(e, "agent.retire of another agent: only the master retires others")
 					continue
@@ -605,7 +609,7 @@ type grantNode struct {
 // resolveGrants orders an agent's grants by their chain, never by clock: each grant
 // names the previous one in data.basis. Where the chain branches (the master on two
 // machines), the branch that reached a revocation wins, then the lower hash of the
-// branch's first entry (docs/format.md §Stage ranks); grants on losing branches count
+// branch's first entry (docs/format.md §14); grants on losing branches count
 // for nothing and the branch is reported as contested. A grant whose basis has not
 // arrived waits (pending sync).
 func resolveGrants(st *State, agent string, nodes []*grantNode, ignore func(*ledger.Entry, string)) ([]grant, string) {

@@ -72,7 +72,7 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 // TestFoldUnknownTypeHoldsChainPlace: an order.* entry of a type this binary does not
 // know, carrying a basis, takes its place in the order's chain without changing its
 // state, so a claim a newer binary chained after it counts here instead of waiting
-// forever as pending (DESIGN §2 "Types"; docs/format.md §17).
+// forever as pending (docs/format.md §17).
 func TestFoldUnknownTypeHoldsChainPlace(t *testing.T) {
 	w := propWorldFor(t)
 	var o *Order

@@ -10,7 +10,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// The incremental fold (issue 7: catch-up and claims in O(new entries)).
+// The incremental fold (catch-up and claims in O(new entries)).
 //
 // Every thing the fold keeps — an order, a message, an ask, a hand-in, the primary role
 // with the presence standbys, the decisions — is a function of the roster (the entries
@@ -151,7 +151,7 @@ func (f *folded) canDelta(added []ledger.Entry) bool {
 		if e.Writer != MasterWriter && f.st.Agents[e.Writer] == nil {
 			return false
 		}
-		if f.st.underAttestedBound(&e) { // issue 8: judged on the whole segment (attest.go)
+		if f.st.underAttestedBound(&e) { // judged on the whole segment (attest.go)
 			return false
 		}
 		if e.Idem != "" {
@@ -300,7 +300,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	missing := map[objRef]string{}
 	in.Entries = mini
 	in.Objects = recordMissing(in.Objects, missing)
-	in.unattested = old.unattested // issue 8: needs the whole snapshot (attest.go)
+	in.unattested = old.unattested // needs the whole snapshot (attest.go)
 	part := Fold(in)
 
 	st := *old

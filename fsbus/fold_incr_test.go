@@ -158,7 +158,7 @@ func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incre
 	return incremental, fallbacks
 }
 
-// TestIncrementalFoldMatchesFold holds the incremental fold (fold_incr.go, issue 7)
+// TestIncrementalFoldMatchesFold holds the incremental fold (fold_incr.go)
 // equal to the full fold on two histories: the two-machine scenario of the property
 // tests (branches, contests, forks, grants under bounds) and the busy fixture (talk,
 // asks, the primary role, decisions, hand-ins). Pieces of new entries arrive in random
@@ -381,7 +381,7 @@ func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
 // copy) and renumbered by another process under the same log id. The running process,
 // which read further, must not go on reading at its old offset — its numbers would name
 // other entries — but start a new log, so cursors into the old one fall back to a
-// digest (tester finding 1 of the incremental fold).
+// digest.
 func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "one")

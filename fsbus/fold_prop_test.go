@@ -1,7 +1,7 @@
 package fsbus
 
-// Property tests of the fold (issue 2, "Tests (real things only)": the fold is a pure
-// function). One realistic history is written once by real Sessions on two machines —
+// Property tests of the fold (the fold is a pure function, docs/design.md §2
+// rule 7). One realistic history is written once by real Sessions on two machines —
 // two Homes (two devices, two lock folders), two copies of the channel folder that meet
 // only when the test "syncs" them by copying files, as a sync tool would — and then
 // folded under arrival orders, duplicates, clock shifts, device swaps and arrival
@@ -76,8 +76,8 @@ type propObject struct {
 }
 
 // propTies are the orders whose competing branches reach the same stage, so the lower
-// hash of each branch's first entry decides (DESIGN §2 rule 2). Everything else in the
-// scenario is decided by stage alone.
+// hash of each branch's first entry decides (docs/design.md §2 "Races across
+// machines"). Everything else in the scenario is decided by stage alone.
 var propTies = map[string]bool{"tie-claim": true, "both-accepted": true}
 
 var (
@@ -539,7 +539,7 @@ func (w *propWorld) resign(t *testing.T, devs map[string]string, edit func(e *le
 				}
 				m["bounds"] = nb
 			}
-			if b, ok := m["bound_hashes"].(map[string]any); ok { // issue 8 (attest.go)
+			if b, ok := m["bound_hashes"].(map[string]any); ok { // attested bounds (attest.go)
 				nb := map[string]any{}
 				for dev, h := range b {
 					if nd, ok := devs[dev]; ok {
@@ -590,7 +590,7 @@ func (w *propWorld) resign(t *testing.T, devs map[string]string, edit func(e *le
 }
 
 // propExpect checks the scenario's outcome in st, folded from entries (the full set,
-// possibly re-signed): every order where the branch rule of DESIGN §2 puts it. Where
+// possibly re-signed): every order where the branch rule of docs/design.md §2 puts it. Where
 // branches tie on stage the expected winner is computed from entries' own hashes —
 // the lower hash of the two claims — never from a clock.
 func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) {
@@ -709,7 +709,7 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) 
 	}
 }
 
-// TestFoldScenario checks the two-machine history folds as DESIGN §2 says, and that
+// TestFoldScenario checks the two-machine history folds as docs/design.md §2 says, and that
 // both machines' folders, once met, hold and fold the same.
 func TestFoldScenario(t *testing.T) {
 	w := propWorldFor(t)
@@ -1001,7 +1001,7 @@ func propReachable(st *State, byHash map[string]*ledger.Entry) error {
 
 // propHonest checks the rule for a machine holding fewer entries than the full set:
 // it never shows an order accepted on a chain the full set supersedes without saying
-// so. Finality under a partition is honest, not absolute (DESIGN §2): a machine that
+// so. Finality under a partition is honest, not absolute (docs/design.md §2): a machine that
 // has not yet received the winning branch cannot know of it. So when the subset's
 // accepted chain is not the full set's winning chain, with d the first step where the
 // two chains differ, the subset must list a contest for the order, or count entries

@@ -6,9 +6,11 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Following a channel (issue 7 "`ferry watch`"): a long-running reader that reports
+// Following a channel (`ferry watch`): a long-running reader that reports
 // each new thing once, in the order it arrived on this machine.
 
 // Kinds of FollowEvent.
@@ -61,7 +63,7 @@ type FollowOptions struct {
 	// Since is a cursor from this machine (an earlier event's Cursor, or a catchup's
 	// next): everything that arrived after it is reported first. "" (or a cursor from
 	// elsewhere) starts from now: nothing already there is reported. A value not shaped
-	// like a cursor (CursorShape) is refused: Follow returns CatInvalid.
+	// like a cursor (CursorShape) is refused: Follow returns errs.Invalid.
 	Since string
 	// Watch configures the watcher (FERRY_WATCH=poll forces polling).
 	Watch WatchOptions
@@ -70,8 +72,8 @@ type FollowOptions struct {
 	OnReady func(polling bool)
 }
 
-// CursorShape describes a cursor for error hints: "<log id>.<arrival number>" (DESIGN
-// §2 "Cursors"), such as 3KD9QX0A.42.
+// CursorShape describes a cursor for error hints: "<log id>.<arrival number>"
+// (docs/design.md §2 "The local arrival log, cursors and sightings"), such as 3KD9QX0A.42.
 const CursorShape = "<log id>.<number>, such as 3KD9QX0A.42"
 
 // cursorRE is the shape of a cursor: an arrival log id (Crockford base32, as
@@ -84,28 +86,29 @@ var cursorRE = regexp.MustCompile(`^[0-9A-Za-z]{1,32}\.[0-9]{1,20}$`)
 func ValidCursor(s string) bool { return cursorRE.MatchString(s) }
 
 // Follow reports new things in the channel to emit until ctx ends, then returns nil
-// (issue 7 `ferry watch`). It watches the channel (fsnotify on directories, debounced,
+// (`ferry watch`). It watches the channel (fsnotify on directories, debounced,
 // temp names ignored, rescans on overflow and every opt.Watch.Rescan, polling where
 // no events come: see Watch) and after every hint loads the channel and emits, in
 // this order:
 //
 //   - entry: every ledger entry that arrived on this machine since the last load, in
-//     arrival order (an old entry arriving late is new: DESIGN §2 "cursors");
+//     arrival order (an old entry arriving late is new: docs/design.md §2 "The local
+//     arrival log, cursors and sightings");
 //   - order (with As): each move, arrived since the start, of an order that concerns
 //     As: open for anyone, offered to As, authored or held by As — once per move, and
 //     only once its object file has arrived;
 //   - message (with As): each message to As (by name or "all") whose post arrived
 //     since the start, once its text has arrived too; no read receipt is written;
-//   - contest: each branched chain (DESIGN §2 "Races") with a step that arrived since
-//     the start, once per branch point, naming the winner; with As, only those As is
-//     involved in.
+//   - contest: each branched chain (docs/design.md §2 "Races across machines") with a
+//     step that arrived since the start, once per branch point, naming the winner; with
+//     As, only those As is involved in.
 //
 // A load that fails after the first (a file half-delivered by a sync tool, say) is
 // reported as a problem event, once per distinct error, and retried on the next hint.
 // Follow returns the error of the first load, or the first error emit returns.
 func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(FollowEvent) error) error {
 	if opt.Since != "" && !ValidCursor(opt.Since) {
-		return Errorf(CatInvalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+CursorShape+", or leave it out to start from now",
+		return errs.Errorf(errs.Invalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+CursorShape+", or leave it out to start from now",
 			"%q is not a cursor", opt.Since)
 	}
 	w := c.Watch(opt.Watch)
@@ -171,8 +174,8 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 	// The events of one report are collected, then emitted with their cursors: each
 	// but the last names where this report began, the last where it ended. Going on
 	// from an event before the last reports this batch again — at least once, never
-	// lost (a fresh-user run: a message event after its entry was lost by a consumer
-	// that stopped between the two).
+	// lost (else a message event after its entry would be lost by a consumer that
+	// stopped between the two).
 	var out []FollowEvent
 	type arrived struct {
 		n uint64

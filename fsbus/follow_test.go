@@ -13,7 +13,7 @@ import (
 
 // TestFollow: Follow reports, as they arrive, every entry, the orders and messages
 // that concern its follower (never those of others), and a contest once, naming the
-// winner; nothing already there when it started (issue 7 `ferry watch`). Both watch
+// winner; nothing already there when it started (`ferry watch`). Both watch
 // modes.
 func TestFollow(t *testing.T) {
 	for _, mode := range []struct {

@@ -7,14 +7,14 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Forgery and tampering (issue 8): every kind of record that counts for nothing is
+// Forgery and tampering: every kind of record that counts for nothing is
 // listed by `ferry ledger verify` and `ferry doctor` with its reason and a one-line fix.
 // The kinds and what produces them:
 //
 //   - bad_signature: a record whose signature does not verify against the key the
 //     roster binds to its writer — edited by hand, forged, signed by another agent's
 //     key, or replayed from another channel (the signature covers the project id,
-//     DESIGN §2 "Ledger entry", so a valid record copied from another channel fails);
+//     docs/design.md §2 "Ledger entry", so a valid record copied from another channel fails);
 //   - unknown_key: a record of a writer no seated key covers;
 //   - broken_chain: a record whose prev or seq does not follow the one before it;
 //   - ignored: a verified record the fold refused (level, role, scope, revoked grant,
@@ -25,7 +25,7 @@ import (
 //     bad_signature records; the change itself is listed, not an error.
 
 // KindKeyChange is the VerifyReport kind of a seated agent whose newest join announces
-// another key (issue 8: a name reused with another key).
+// another key (a name reused with another key).
 const KindKeyChange = "key_change"
 
 // KindEdited is the VerifyReport kind of an object file whose hash differs from the one
@@ -121,7 +121,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		e := named[p]
 		d, _ := decodeData(e)
 		if isLink(p) {
-			continue // listed as a link, never read (issue 8)
+			continue // listed as a link, never read
 		}
 		if _, hash, err := readObject(p); err == nil && hash != d.Object {
 			out.Edited = append(out.Edited, fmt.Sprintf("%s: hash %s, its %s entry names %s", rel(c.Root, p), hash, e.Type, d.Object))

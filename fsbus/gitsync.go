@@ -13,9 +13,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// git as the carrier (issue 7 "`ferry sync --git`"; DESIGN §2 rule 1).
+// git as the carrier (docs/sync.md "git"; docs/design.md §2 rule 1).
 //
 // A channel kept in a git repository travels by commits. Because every file ferry
 // writes has one writer on one machine — segments per (writer, device), objects
@@ -104,8 +106,8 @@ func lastLines(s string, n int) string {
 	return strings.Join(ls, " / ")
 }
 
-// SyncGit carries the channel through the git repository it lives in (issue 7
-// `ferry sync --git`): under the channel lock it commits this machine's new and
+// SyncGit carries the channel through the git repository it lives in
+// (`ferry sync --git`): under the channel lock it commits this machine's new and
 // changed files — its own segments (and their torn tails), the objects its writers
 // published, its presence files, memory notes changed here, and the channel's own
 // files while they are new — and only those; then fetches the branch's upstream,
@@ -130,12 +132,12 @@ func lastLines(s string, n int) string {
 func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 	bin, err := exec.LookPath("git")
 	if err != nil {
-		return nil, Errorf(CatNotFound, "install git (https://git-scm.com/downloads), or carry the channel with a sync tool such as Syncthing", "git is not installed: no git executable on PATH")
+		return nil, errs.Errorf(errs.NotFound, "install git (https://git-scm.com/downloads), or carry the channel with a sync tool such as Syncthing", "git is not installed: no git executable on PATH")
 	}
 	g := &gitRunner{ctx: ctx, bin: bin, dir: c.Root}
 	top, err := g.run(nil, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return nil, Errorf(CatInvalid, "run `git init` in it (or in a folder above it), add a remote, commit and `git push -u`; or carry it with a sync tool", "the channel folder %s is not in a git repository", c.Root)
+		return nil, errs.Errorf(errs.Invalid, "run `git init` in it (or in a folder above it), add a remote, commit and `git push -u`; or carry it with a sync tool", "the channel folder %s is not in a git repository", c.Root)
 	}
 	prefix, err := g.run(nil, "rev-parse", "--show-prefix")
 	if err != nil {
@@ -147,17 +149,17 @@ func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 	}
 	res.Branch, err = g.run(nil, "symbolic-ref", "-q", "--short", "HEAD")
 	if err != nil {
-		return nil, Errorf(CatInvalid, "check out a branch (git switch BRANCH), then sync again", "HEAD is detached in %s: there is no branch to commit to and push", top)
+		return nil, errs.Errorf(errs.Invalid, "check out a branch (git switch BRANCH), then sync again", "HEAD is detached in %s: there is no branch to commit to and push", top)
 	}
 	res.Remote, _ = g.run(nil, "config", "--get", "branch."+res.Branch+".remote")
 	merge, _ := g.run(nil, "config", "--get", "branch."+res.Branch+".merge")
 	if res.Remote == "" || merge == "" {
 		remotes, _ := g.run(nil, "remote")
 		if remotes == "" {
-			return nil, Errorf(CatInvalid, "git remote add origin URL, then git push -u origin "+res.Branch, "the repository %s has no remote to push to", top)
+			return nil, errs.Errorf(errs.Invalid, "git remote add origin URL, then git push -u origin "+res.Branch, "the repository %s has no remote to push to", top)
 		}
 		first := strings.Fields(remotes)[0]
-		return nil, Errorf(CatInvalid, "set it once: git push -u "+first+" "+res.Branch, "branch %s has no upstream", res.Branch)
+		return nil, errs.Errorf(errs.Invalid, "set it once: git push -u "+first+" "+res.Branch, "branch %s has no upstream", res.Branch)
 	}
 
 	var commitErr error
@@ -184,7 +186,7 @@ func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 			return res, nil
 		}
 		if attempt == 1 {
-			return res, Errorf(CatRetryNeeded, "another machine keeps pushing to "+res.Remote+": run ferry sync --git again in a moment (the commit stays local until then)", "the push to %s was rejected twice: %s", res.Remote, res.lastReject)
+			return res, errs.Errorf(errs.RetryNeeded, "another machine keeps pushing to "+res.Remote+": run ferry sync --git again in a moment (the commit stays local until then)", "the push to %s was rejected twice: %s", res.Remote, res.lastReject)
 		}
 		res.Retried = true
 	}
@@ -193,9 +195,9 @@ func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 // gitFailed turns an unexpected git failure into an internal error naming it.
 func gitFailed(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return Errorf(CatRetryNeeded, "run ferry sync --git again", "sync interrupted: %v", err)
+		return errs.Errorf(errs.RetryNeeded, "run ferry sync --git again", "sync interrupted: %v", err)
 	}
-	return &Error{Category: CatInternal, Err: err, Message: err.Error(), Hint: "run the git command by hand to see why; the repository is as it was"}
+	return &errs.Error{Category: errs.Internal, Err: err, Message: err.Error(), Hint: "run the git command by hand to see why; the repository is as it was"}
 }
 
 // noOperationInProgress refuses to start while a rebase, merge or cherry-pick is under
@@ -210,7 +212,7 @@ func (g *gitRunner) noOperationInProgress() error {
 			p = filepath.Join(g.dir, p)
 		}
 		if _, err := os.Stat(p); err == nil {
-			return Errorf(CatConflict, "finish it (git rebase --continue, git merge --continue) or abort it (--abort), then sync again",
+			return errs.Errorf(errs.Conflict, "finish it (git rebase --continue, git merge --continue) or abort it (--abort), then sync again",
 				"a git %s is in progress in this repository", strings.TrimSuffix(strings.ToLower(strings.Split(name, "_")[0]), "-merge"))
 		}
 	}
@@ -268,7 +270,7 @@ func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) err
 	}
 	if len(foreignStaged) > 0 {
 		sort.Strings(foreignStaged)
-		return Errorf(CatConflict, "commit them yourself, or unstage them (git restore --staged PATH…), then sync again",
+		return errs.Errorf(errs.Conflict, "commit them yourself, or unstage them (git restore --staged PATH…), then sync again",
 			"the git index holds staged changes that are not this machine's channel files: %s", strings.Join(foreignStaged, ", "))
 	}
 	if len(ours) == 0 {
@@ -284,7 +286,7 @@ func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) err
 		_, _ = g.run(spec, "--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul")
 		var ge *gitError
 		if errors.As(err, &ge) && (strings.Contains(ge.stderr, "tell me who you are") || strings.Contains(ge.stderr, "empty ident") || strings.Contains(ge.stderr, "user.email")) {
-			return Errorf(CatInvalid, `git config user.name "Your Name" && git config user.email you@example.com (add --global for every repository)`, "git has no committer identity on this machine")
+			return errs.Errorf(errs.Invalid, `git config user.name "Your Name" && git config user.email you@example.com (add --global for every repository)`, "git has no committer identity on this machine")
 		}
 		return gitFailed(err)
 	}
@@ -301,7 +303,7 @@ const (
 )
 
 // gitOwns decides whether the changed channel file rel (status e) is this machine's
-// to commit: the one-writer rule of DESIGN §2 rule 1, applied by path and, for
+// to commit: the one-writer rule of docs/design.md §2 rule 1, applied by path and, for
 // objects, by the device inside the file (objects are written once by their author's
 // device).
 func (c *Channel) gitOwns(rel string, e statusEntry) int {
@@ -365,7 +367,7 @@ func (c *Channel) gitPull(g *gitRunner, res *GitSyncResult) error {
 	if _, err := g.run(nil, "fetch", "-q", res.Remote); err != nil {
 		var ge *gitError
 		if errors.As(err, &ge) {
-			return Errorf(CatRetryNeeded, "check the network and the remote (git remote -v, git fetch "+res.Remote+"); what was committed stays local until the next sync",
+			return errs.Errorf(errs.RetryNeeded, "check the network and the remote (git remote -v, git fetch "+res.Remote+"); what was committed stays local until the next sync",
 				"fetching from %s failed: %s", res.Remote, lastLines(ge.stderr, 2))
 		}
 		return gitFailed(err)
@@ -417,7 +419,7 @@ func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
 		if errors.As(err, &ge) {
 			msg = lastLines(ge.stderr, 3)
 		}
-		return Errorf(CatConflict, "run git pull --rebase by hand to see why; nothing was lost: the rebase was aborted and the local commit kept",
+		return errs.Errorf(errs.Conflict, "run git pull --rebase by hand to see why; nothing was lost: the rebase was aborted and the local commit kept",
 			"rebasing onto the upstream failed: %s", msg)
 	}
 	files := strings.Fields(conflicted)
@@ -432,14 +434,14 @@ func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
 	if len(owned) > 0 {
 		return clonedDeviceConflict(c, owned, prefix)
 	}
-	return Errorf(CatConflict,
+	return errs.Errorf(errs.Conflict,
 		"nothing was lost: the rebase was aborted and your commit and edits are kept. Merge by hand: git pull --rebase, edit each file to keep both sides, git add it, git rebase --continue, then ferry sync --git again (one memory note per author avoids this)",
 		"pulling from the upstream conflicts in %s (edited on two machines)", strings.Join(files, ", "))
 }
 
 // clonedDeviceConflict is the error of a rebase that conflicted in files only one
 // machine ever writes — segments ledger/<writer>/<device>.jsonl, presence and objects
-// (issue 7 finding 6). They can only conflict when two machines use one device id (a
+// (docs/design.md §2 rule 1). They can only conflict when two machines use one device id (a
 // home or config dir copied to a second machine, a restored backup): both appended to
 // the same segment. The rebase has been aborted. The fix gives one machine a new
 // device id (Home.Device makes one when the device file is missing) and keeps that
@@ -455,7 +457,7 @@ func clonedDeviceConflict(c *Channel, files []string, prefix string) error {
 	}
 	keep := strings.TrimSuffix(seg, ".jsonl") + ".clone.jsonl"
 	devFile := filepath.Join(c.Home.ConfigDir, "device")
-	return Errorf(CatConflict,
+	return errs.Errorf(errs.Conflict,
 		fmt.Sprintf("nothing was lost: the rebase was aborted and your commit is kept; never edit a segment by hand. On ONE of the two machines, in the repository's top folder: "+
 			"(1) delete %s (ferry makes a new device id on its next run); "+
 			"(2) git merge @{upstream}; "+
@@ -498,7 +500,7 @@ func (g *gitRunner) push(res *GitSyncResult, merge string) (pushed int, rejected
 					return 0, true, nil
 				}
 			}
-			return 0, false, Errorf(CatRetryNeeded, "check the network, the remote and your credentials (git push "+res.Remote+"); the commit stays local until the next sync",
+			return 0, false, errs.Errorf(errs.RetryNeeded, "check the network, the remote and your credentials (git push "+res.Remote+"); the commit stays local until the next sync",
 				"pushing to %s failed: %s", res.Remote, lastLines(ge.stderr, 2))
 		}
 		return 0, false, gitFailed(err)

@@ -7,9 +7,9 @@ import (
 )
 
 // TestGitOwns: ferry sync --git commits a changed file only when this machine wrote
-// it (DESIGN §2 rule 1: one writer per file) — by path for segments and presence, by
+// it (docs/design.md §2 rule 1: one writer per file) — by path for segments and presence, by
 // the device inside the file for objects — and never a temp name, .stignore or a
-// deletion (issue 7 "git as the carrier").
+// deletion (docs/sync.md "git").
 func TestGitOwns(t *testing.T) {
 	c := &Channel{Root: t.TempDir(), Device: "k3f9x2ab"}
 	for rel, body := range map[string]string{

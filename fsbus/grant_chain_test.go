@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // copyTree copies a directory tree (a sync tool delivering a folder).
@@ -98,7 +100,7 @@ func TestGrantChainBranchesResolveWithoutClock(t *testing.T) {
 			t.Fatalf("device %s: grant contest not reported: %+v", c.Device, v.State.Contested)
 		}
 		// Alice's later entries count for nothing on either machine.
-		if err := checkLevel("alice", v.State.levelOf("alice"), TypeOrderCreate); !IsCategory(err, CatDenied) {
+		if err := checkLevel("alice", v.State.levelOf("alice"), TypeOrderCreate); !errs.Is(err, errs.Denied) {
 			t.Fatalf("device %s: alice may still create orders: %v", c.Device, err)
 		}
 	}

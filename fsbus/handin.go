@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -24,7 +25,7 @@ type handinCall struct {
 }
 
 // HandinAdd names work handed in (handin.add, worker level — the one thing a worker
-// writes besides its join and acks; DESIGN §2, issue 3): ref is a commit, branch or
+// writes besides its join and acks; docs/design.md §2): ref is a commit, branch or
 // path (one line, trimmed, 1–500 characters), note at most 2,000 bytes. It publishes the
 // signed object handins/<s>/<h-id>.json, then appends handin.add naming the object's
 // hash. A submit may name the hand-in's id (or a unique prefix) as its reference.
@@ -68,7 +69,7 @@ func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
 	if h := s.viewWithEntry(v, e).State.Handins[id]; h != nil {
 		return h, nil
 	}
-	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "hand-in %s is not in the state after writing it", id)
+	return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "hand-in %s is not in the state after writing it", id)
 }
 
 // HandinFilter selects hand-ins for ListHandins.
@@ -97,7 +98,7 @@ func (st *State) ListHandins(f HandinFilter) []*Handin {
 	return out
 }
 
-// FindHandin resolves a full hand-in id or unique prefix (DESIGN §2 rule 2): not_found
+// FindHandin resolves a full hand-in id or unique prefix (docs/design.md §2 rule 2): not_found
 // when nothing matches, invalid listing the candidates when ambiguous.
 func (st *State) FindHandin(q string) (*Handin, error) {
 	id, err := st.resolveID("handin", q, sortedKeys(st.Handins), "")

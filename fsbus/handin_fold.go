@@ -7,7 +7,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Handin is a hand-in as folded (DESIGN §2, issue 3): a reference to work handed in —
+// Handin is a hand-in as folded (docs/design.md §2): a reference to work handed in —
 // a commit, branch or path in the work repo, never the work itself — and a note, from
 // the object handins/<writer>/<id>.json that its handin.add entry names.
 type Handin struct {

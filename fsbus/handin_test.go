@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestHandins: a worker hands in a reference (object handins/<writer>/<id>.json plus
@@ -30,20 +32,20 @@ func TestHandins(t *testing.T) {
 	n := primaryEntries(t, c)
 	for name, tc := range map[string]struct {
 		ref, note string
-		cat       string
+		cat       errs.Category
 	}{
-		"empty ref":  {" ", "", CatInvalid},
-		"long ref":   {strings.Repeat("r", 501), "", CatInvalid},
-		"two lines":  {"a\nb", "", CatInvalid},
-		"long note":  {"ref", strings.Repeat("n", MaxNote+1), CatInvalid},
-		"not seated": {"ref", "", CatNotFound},
+		"empty ref":  {" ", "", errs.Invalid},
+		"long ref":   {strings.Repeat("r", 501), "", errs.Invalid},
+		"two lines":  {"a\nb", "", errs.Invalid},
+		"long note":  {"ref", strings.Repeat("n", MaxNote+1), errs.Invalid},
+		"not seated": {"ref", "", errs.NotFound},
 	} {
 		s := wendy
 		if name == "not seated" {
 			s = &Session{Channel: c, Name: "nobody", Signer: wendy.Signer}
-			tc.cat = CatDenied
+			tc.cat = errs.Denied
 		}
-		if _, err := s.HandinAdd(tc.ref, tc.note, ""); !IsCategory(err, tc.cat) {
+		if _, err := s.HandinAdd(tc.ref, tc.note, ""); !errs.Is(err, tc.cat) {
 			t.Errorf("%s: %v; want %s", name, err, tc.cat)
 		}
 	}
@@ -60,7 +62,7 @@ func TestHandins(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = primaryEntries(t, c)
-	if _, err := mike.Submit(o.ID, "h-zzzz", "", ""); !IsCategory(err, CatNotFound) || !strings.Contains(err.Error(), "ferry handin list") {
+	if _, err := mike.Submit(o.ID, "h-zzzz", "", ""); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "ferry handin list") {
 		t.Fatalf("submit naming an unknown hand-in: %v", err)
 	}
 	if primaryEntries(t, c) != n {

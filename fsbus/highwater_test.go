@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -98,7 +99,7 @@ func TestWriteRefusedWhenMarkCannotBeSaved(t *testing.T) {
 	if err == nil {
 		t.Fatal("the write went on with its high-water mark unsaved")
 	}
-	if !IsCategory(err, CatInternal) || !strings.Contains(err.Error(), w.markPath()) || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
+	if !errs.Is(err, errs.Internal) || !strings.Contains(err.Error(), w.markPath()) || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
 		t.Fatalf("the refusal does not name the mark and the OS error: %v", err)
 	}
 	if !bytes.Equal(mustReadFile(t, w.seg), seg) {
@@ -150,7 +151,7 @@ func TestPendingMarkWithoutEntryRefusesOnce(t *testing.T) {
 	}
 	seg := mustReadFile(t, w.seg)
 	_, err := w.order("second")
-	if !IsCategory(err, CatRetryNeeded) || !strings.Contains(err.Error(), ghost.Hash) {
+	if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), ghost.Hash) {
 		t.Fatalf("want retry_needed naming the missing entry, got %v", err)
 	}
 	if !bytes.Equal(mustReadFile(t, w.seg), seg) {
@@ -174,7 +175,7 @@ func TestPendingMarkAboveLostEntriesRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := w.order("third"); !IsCategory(err, CatRetryNeeded) || !strings.Contains(err.Error(), "entries were lost") {
+		if _, err := w.order("third"); !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "entries were lost") {
 			t.Fatalf("attempt %d: want retry_needed for lost entries, got %v", i, err)
 		}
 	}
@@ -200,7 +201,7 @@ func TestMarkSurvivesCachePurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.NewOrder(NewOrderOptions{Title: "after the purge"}); !IsCategory(err, CatRetryNeeded) {
+	if _, err := s.NewOrder(NewOrderOptions{Title: "after the purge"}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("a write after a cache purge and a cut-back segment: want retry_needed, got %v", err)
 	}
 }
@@ -242,7 +243,7 @@ func TestDamagedMarkRefusesOnce(t *testing.T) {
 		}
 		seg := mustReadFile(t, w.seg)
 		_, err := w.order("second")
-		if !IsCategory(err, CatRetryNeeded) || !strings.Contains(err.Error(), w.markPath()) || !strings.Contains(err.Error(), "damaged") {
+		if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), w.markPath()) || !strings.Contains(err.Error(), "damaged") {
 			t.Fatalf("mark %q: want retry_needed naming the damaged file, got %v", text, err)
 		}
 		if !bytes.Equal(mustReadFile(t, w.seg), seg) {

@@ -15,11 +15,12 @@ import (
 	"sync"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Home is the machine-local, never-synced state (DESIGN §2): keys, pinned master keys,
+// Home is the machine-local, never-synced state (docs/design.md §2): keys, pinned master keys,
 // the project → channel map and the device id under ConfigDir; lock files, the arrival
 // log and the index under CacheDir. Keys are never put in CacheDir.
 type Home struct {
@@ -80,7 +81,7 @@ func LocalHome() (*Home, error) {
 }
 
 // Device returns this installation's device id, creating it on first use
-// (8 Crockford base32 characters, DESIGN §2 "Device").
+// (8 Crockford base32 characters, docs/design.md §2 "Ledger entry").
 func (h *Home) Device() (string, error) {
 	p := filepath.Join(h.ConfigDir, "device")
 	b, err := os.ReadFile(p)
@@ -125,7 +126,7 @@ func (h *Home) HasKey(project, name string) bool {
 func (h *Home) NewKey(project, name string) (ledger.KeySigner, error) {
 	p := h.keyPath(project, name)
 	if h.HasKey(project, name) {
-		return nil, Errorf(CatConflict, "use `ferry key show` to see it", "a key for %s in project %s already exists", name, project)
+		return nil, errs.Errorf(errs.Conflict, "use `ferry key show` to see it", "a key for %s in project %s already exists", name, project)
 	}
 	_, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -151,10 +152,10 @@ func (h *Home) LoadKey(project, name string) (ledger.KeySigner, error) {
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if name == MasterWriter {
-			return nil, Errorf(CatNotFound, "run owner commands on the machine where `ferry init` made the channel",
+			return nil, errs.Errorf(errs.NotFound, "run owner commands on the machine where `ferry init` made the channel",
 				"this machine holds no master key for project %s", project)
 		}
-		return nil, Errorf(CatNotFound, fmt.Sprintf("run `ferry join --as %s --project %s` first", name, project),
+		return nil, errs.Errorf(errs.NotFound, fmt.Sprintf("run `ferry join --as %s --project %s` first", name, project),
 			"no key for %s in project %s on this machine", name, project)
 	}
 	if err != nil {
@@ -184,7 +185,7 @@ func (h *Home) Keys(project string) []string {
 
 // PinMaster records the master public key of project on first use and checks it
 // afterwards. It returns a denied error when the channel names another master key
-// than the pinned one (DESIGN §2 "Identity, trust and levels").
+// than the pinned one (docs/design.md §2 "Identity, trust and levels").
 func (h *Home) PinMaster(project, key string) error {
 	p := filepath.Join(h.ConfigDir, "pins", project+".pub")
 	b, err := os.ReadFile(p)
@@ -195,7 +196,7 @@ func (h *Home) PinMaster(project, key string) error {
 		return fmt.Errorf("reading pinned master key: %w", err)
 	}
 	if pinned := strings.TrimSpace(string(b)); pinned != key {
-		return Errorf(CatDenied, "if the owner really made a new channel under this project id, remove "+p+" after checking with them",
+		return errs.Errorf(errs.Denied, "if the owner really made a new channel under this project id, remove "+p+" after checking with them",
 			"channel.toml names master key %s but this machine pinned %s for project %s", key, pinned, project)
 	}
 	return nil
@@ -271,7 +272,7 @@ func (h *Home) CheckRemap(project, dir string, force bool, more string) error {
 	if more != "" {
 		hint += ", " + more
 	}
-	return Errorf(CatConflict, hint, "project %s is already mapped on this machine to %s%s; nothing was written", project, old, gone)
+	return errs.Errorf(errs.Conflict, hint, "project %s is already mapped on this machine to %s%s; nothing was written", project, old, gone)
 }
 
 // MapProject records that project's channel is dir on this machine; "" removes the

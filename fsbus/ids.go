@@ -8,13 +8,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // crockford is the lowercase Crockford base32 alphabet (no i, l, o, u).
 const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
-// Id prefixes of objects and decisions (DESIGN §2 rule 2).
+// Id prefixes of objects and decisions (docs/design.md §2 rule 2).
 const (
 	PrefixOrder    = "o-"
 	PrefixMessage  = "m-"
@@ -62,12 +63,12 @@ func ValidID(s string) bool { return idRe.MatchString(s) }
 
 // ValidName reports whether s is a portable writer, device or project name:
 // [a-z0-9-], at most 63 characters, starting with a letter or digit, not a reserved
-// Windows name (DESIGN §2 rule 10). It is ledger.ValidName, so both layers agree.
+// Windows name (docs/design.md §2 rule 10). It is ledger.ValidName, so both layers agree.
 func ValidName(s string) bool { return ledger.ValidName(s) }
 
 func checkName(kind, s string) error {
 	if !ValidName(s) {
-		return Errorf(CatInvalid, "use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
+		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
 			"%s %s is not a portable name", kind, Quote(s))
 	}
 	// A portable name can still be token-shaped (glpat-…, xoxb-…, sk-…): names are
@@ -76,7 +77,7 @@ func checkName(kind, s string) error {
 }
 
 // resolveID resolves a full id or a unique prefix of one among known ids, as git does
-// (DESIGN §2 rule 2). It returns a not_found error when nothing matches and an invalid
+// (docs/design.md §2 rule 2). It returns a not_found error when nothing matches and an invalid
 // error listing the candidates when the prefix is ambiguous.
 func resolveID(kind, q string, known []string) (string, error) {
 	return resolveIDIn(kind, q, known, "", 0)
@@ -84,7 +85,7 @@ func resolveID(kind, q string, known []string) (string, error) {
 
 // resolveID is resolveID over the state's ids: listHint (default: `ferry KIND list`)
 // says where the ids are listed, and a not_found error, while objects are still
-// arriving (pending sync, DESIGN §2 rule 6), says so — the id's entry may be on its way
+// arriving (pending sync, docs/design.md §2 rule 6), says so — the id's entry may be on its way
 // with them.
 func (st *State) resolveID(kind, q string, known []string, listHint string) (string, error) {
 	return resolveIDIn(kind, q, known, listHint, st.pendingObjects())
@@ -123,7 +124,7 @@ func resolveIDIn(kind, q string, known []string, listHint string, pending int) (
 	}
 	q = strings.ToLower(strings.TrimSpace(q))
 	if q == "" {
-		return "", Errorf(CatInvalid, "give the "+kind+" id or a unique prefix of it", "empty %s id", kind)
+		return "", errs.Errorf(errs.Invalid, "give the "+kind+" id or a unique prefix of it", "empty %s id", kind)
 	}
 	var hits []string
 	for _, id := range known {
@@ -144,12 +145,12 @@ func resolveIDIn(kind, q string, known []string, listHint string, pending int) (
 		if near := nearIDs(q, known); len(near) > 0 {
 			msg += "; did you mean " + strings.Join(near, " or ") + "?"
 		}
-		return "", &Error{Category: CatNotFound, Message: msg, Hint: hint}
+		return "", &errs.Error{Category: errs.NotFound, Message: msg, Hint: hint}
 	case 1:
 		return hits[0], nil
 	}
 	sort.Strings(hits)
-	return "", Errorf(CatInvalid, "candidates: "+strings.Join(hits, ", "),
+	return "", errs.Errorf(errs.Invalid, "candidates: "+strings.Join(hits, ", "),
 		"%s id prefix %q is ambiguous (%d candidates)", kind, q, len(hits))
 }
 

@@ -21,9 +21,10 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// The local index (issue 7 "Local index"): this machine's cache of what it has read and
-// verified of a channel, so that Load reads and verifies only what is new. It lives in
-// the cache dir beside the arrival log, one file per channel directory:
+// The local index (docs/format.md §18 "The local index"): this machine's cache of what
+// it has read and verified of a channel, so that Load reads and verifies only what is
+// new. It lives in the cache dir beside the arrival log, one file per channel
+// directory:
 //
 //	<cache>/channels/<project>/index-<first 16 hex of sha256(channel root)>.bin
 //
@@ -52,7 +53,7 @@ import (
 // dir is machine-local and as trusted as the arrival log next to it.
 //
 // FERRY_NO_INDEX=1 turns the index off: every Load then reads every segment in full
-// (Ledger.Read), as before issue 7.
+// (Ledger.Read).
 
 // EnvNoIndex is the variable that turns the local index off when set to "1".
 const EnvNoIndex = "FERRY_NO_INDEX"
@@ -405,7 +406,7 @@ var progressBlock = 4096
 // Fold still decides which key applies to which entry.
 func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 	project := c.Project()
-	masterKey := c.masterKeys(entries) // issue 8: the rotation chain's key per entry
+	masterKey := c.masterKeys(entries) // the rotation chain's key per entry
 	parallel(len(entries), func(i int) {
 		if e := &entries[i]; e.Writer == MasterWriter {
 			verifyEntry(e, masterKey(e), project)

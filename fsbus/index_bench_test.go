@@ -135,8 +135,8 @@ func BenchmarkBigCatchUp(b *testing.B) {
 }
 
 // BenchmarkBigClaim times one claim of an open order of the big fixture as agent-02,
-// a different order each iteration, with the index in place (issue 7: "one claim
-// process on the big fixture").
+// a different order each iteration, with the index in place (one claim
+// process on the big fixture).
 //
 //   - same-process: one Session claims order after order (ferry run, ferry mcp serve).
 //   - new-process: each claim opens the channel anew, with an empty signature cache

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -85,7 +86,7 @@ func diffLines(got, want string) string {
 // each step checks that Load through the index (one Channel kept across steps, and a
 // new Channel with an empty signature cache, as a new process) gives the same
 // snapshot entries, problems, forks and State as Load with FERRY_NO_INDEX=1, which is
-// Ledger.Read (+ ReadVerified on forks) and Fold (issue 7 "Local index").
+// Ledger.Read (+ ReadVerified on forks) and Fold (docs/format.md §18 "The local index").
 func TestIndexedLoadMatchesFullRead(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FERRY_SEED"); s != "" {
@@ -111,7 +112,7 @@ func TestIndexedLoadMatchesFullRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			what = "order new by " + s.Name
-			if _, err := s.NewOrder(NewOrderOptions{Title: fmt.Sprintf("step %d", step)}); IsCategory(err, CatDenied) || IsCategory(err, CatRetryNeeded) {
+			if _, err := s.NewOrder(NewOrderOptions{Title: fmt.Sprintf("step %d", step)}); errs.Is(err, errs.Denied) || errs.Is(err, errs.RetryNeeded) {
 				// An earlier step cut or swapped a segment: the master's grant that
 				// seated the writer is gone (denied), or the writer's own segment lost
 				// entries it wrote (retry_needed); the refusal is right either way. The
@@ -216,7 +217,7 @@ func indexStats(t *testing.T, c *Channel) (*View, ledger.ReadStats) {
 // (a flipped byte, a torn last frame, garbage), another version, another channel's
 // index, a deleted index, a truncated segment and a segment whose content was swapped
 // for another's. Each is rebuilt from the channel (its segments read again) and the
-// view equals the full read's; a sound index reads nothing again (issue 7).
+// view equals the full read's; a sound index reads nothing again.
 func TestIndexRebuiltNotTrusted(t *testing.T) {
 	c := openBusyCopy(t)
 	want := viewJSON(t, fullLoad(t, c))

@@ -7,7 +7,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// InspectRow is one order as `ferry inspect` shows it (issue 6 "Unattended runs").
+// InspectRow is one order as `ferry inspect` shows it (docs/runs.md "`ferry inspect`").
 type InspectRow struct {
 	ID     string `json:"id"`
 	Title  string `json:"title"`
@@ -15,7 +15,7 @@ type InspectRow struct {
 	Holder string `json:"holder,omitempty"`
 	Author string `json:"author"`
 	// AgeS is how long ago this machine first saw the order's creation (its arrival
-	// log, this machine's clock; DESIGN §2 rule 7; an entry written here counts from
+	// log, this machine's clock; docs/design.md §2 rule 7; an entry written here counts from
 	// its writing), in seconds; -1 when unknown.
 	AgeS int64 `json:"age_s"`
 	// IdleS is how long ago this machine's arrival log first saw the newest-arrived
@@ -35,8 +35,8 @@ type InspectRow struct {
 func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
 	now := c.now()
 	// The idle time runs from the newest arrival on this machine of any entry about the
-	// order — lifecycle, progress, extend, a losing branch alike (finding 13 of the
-	// issue 6 test: not the newest entry by its writer's clock).
+	// order — lifecycle, progress, extend, a losing branch alike (not
+	// the newest entry by its writer's clock).
 	// An entry written on this machine arrived when it was written: a writer ingests
 	// its own entries only at its next read (a `ferry order claim` process never
 	// reads again), so its HLC — this machine's own clock, unless a peer's clock

@@ -15,11 +15,12 @@ import (
 
 	"filippo.io/age"
 	"filippo.io/age/armor"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// The keystore (issue 8 "Keystore"; DESIGN §2 "machine-local"). A key of (project,
+// The keystore (docs/format.md §18; docs/design.md §2). A key of (project,
 // name) is held on this machine in one of two forms, both under ConfigDir/keys/<project>/:
 //
 //   - <name>.key: the plain key, "ed25519-seed:<base64url seed>\n", mode 0600;
@@ -72,7 +73,7 @@ func (h *Home) UnlockedPath(project, name string) string {
 
 // lockedError is the answer of every write with a locked key: it names the command.
 func lockedError(project, name string) error {
-	return Errorf(CatLocked, fmt.Sprintf("run `ferry key unlock --as %s` in a terminal on this machine (the passphrase is never given to an MCP server)", name),
+	return errs.Errorf(errs.Locked, fmt.Sprintf("run `ferry key unlock --as %s` in a terminal on this machine (the passphrase is never given to an MCP server)", name),
 		"the key of %s in project %s is locked", name, project)
 }
 
@@ -147,7 +148,7 @@ func (h *Home) lockedPublic(project, name string) (ed25519.PublicKey, error) {
 	txt, ok := strings.CutPrefix(first, lockedHeader)
 	pub, perr := ledger.ParseKey(strings.TrimSpace(txt))
 	if !ok || perr != nil {
-		return nil, Errorf(CatInvalid, "restore it from a `ferry key export` copy (`ferry key import FILE`)", "locked key file %s is damaged", p)
+		return nil, errs.Errorf(errs.Invalid, "restore it from a `ferry key export` copy (`ferry key import FILE`)", "locked key file %s is damaged", p)
 	}
 	return pub, nil
 }
@@ -164,7 +165,7 @@ func readSmall(p string) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > maxKeyFile {
-		return nil, Errorf(CatInvalid, "pass the file `ferry key export` wrote", "%s is larger than a key file (%d bytes at most)", p, maxKeyFile)
+		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "%s is larger than a key file (%d bytes at most)", p, maxKeyFile)
 	}
 	return b, nil
 }
@@ -205,7 +206,7 @@ func (k *keystoreSigner) Public() ed25519.PublicKey { return k.pub }
 
 // Signer returns the signer of (project, name): the plain key, or for a locked key a
 // signer that answers locked on every signature until `ferry key unlock` (so reads
-// work with a locked key and writes answer locked, issue 8). Errors as LoadKey.
+// work with a locked key and writes answer locked). Errors as LoadKey.
 func (h *Home) Signer(project, name string) (ledger.Signer, error) {
 	if !fileExists(h.keyPath(project, name)) && fileExists(h.lockedPath(project, name)) {
 		pub, err := h.lockedPublic(project, name)
@@ -230,7 +231,7 @@ func (s *Session) checkUnlocked() error {
 // checkPassphrase refuses an empty passphrase.
 func checkPassphrase(pass []byte) error {
 	if len(bytes.TrimSpace(pass)) == 0 {
-		return Errorf(CatInvalid, "give a passphrase of a few words", "the passphrase is empty")
+		return errs.Errorf(errs.Invalid, "give a passphrase of a few words", "the passphrase is empty")
 	}
 	return nil
 }
@@ -271,19 +272,19 @@ func unseal(sealed, pass []byte, what string) ([]byte, error) {
 	if err != nil {
 		var nm *age.NoIdentityMatchError
 		if errors.As(err, &nm) {
-			return nil, Errorf(CatDenied, "check the passphrase and try again", "wrong passphrase for %s; nothing was written", what)
+			return nil, errs.Errorf(errs.Denied, "check the passphrase and try again", "wrong passphrase for %s; nothing was written", what)
 		}
-		return nil, Errorf(CatInvalid, "pass the file `ferry key export` or `ferry key lock` wrote", "%s is not a passphrase-encrypted ferry key: %v; nothing was written", what, err)
+		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` or `ferry key lock` wrote", "%s is not a passphrase-encrypted ferry key: %v; nothing was written", what, err)
 	}
 	out, err := io.ReadAll(io.LimitReader(r, maxKeyFile))
 	if err != nil {
-		return nil, Errorf(CatInvalid, "pass the file `ferry key export` or `ferry key lock` wrote", "%s does not decrypt whole: %v; nothing was written", what, err)
+		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` or `ferry key lock` wrote", "%s does not decrypt whole: %v; nothing was written", what, err)
 	}
 	return out, nil
 }
 
 // LockKey encrypts the plain key of (project, name) with pass (age, scrypt) into
-// <name>.key.locked and removes the plain file (issue 8). Locking a locked key removes
+// <name>.key.locked and removes the plain file. Locking a locked key removes
 // its runtime copy (re-locks; pass is not used). It returns the state before the call.
 // Errors: not_found when there is no key; invalid for an empty passphrase; the plain
 // key stays whenever the locked file could not be written whole.
@@ -330,10 +331,10 @@ func (h *Home) UnlockKey(project, name string, pass []byte, d time.Duration) (ti
 	case KeyNone:
 		return time.Time{}, noKeyError(project, name)
 	case KeyPlain:
-		return time.Time{}, Errorf(CatInvalid, fmt.Sprintf("lock it first with `ferry key lock --as %s`", name), "the key of %s is not locked", name)
+		return time.Time{}, errs.Errorf(errs.Invalid, fmt.Sprintf("lock it first with `ferry key lock --as %s`", name), "the key of %s is not locked", name)
 	}
 	if d <= 0 || d > MaxUnlockFor {
-		return time.Time{}, Errorf(CatInvalid, "pass a positive --for of at most 720h, e.g. --for 8h", "--for %s is out of range", d)
+		return time.Time{}, errs.Errorf(errs.Invalid, "pass a positive --for of at most 720h, e.g. --for 8h", "--for %s is out of range", d)
 	}
 	pub, err := h.lockedPublic(project, name)
 	if err != nil {
@@ -350,7 +351,7 @@ func (h *Home) UnlockKey(project, name string, pass []byte, d time.Duration) (ti
 	}
 	k, ok := parseSeedFile(string(plain))
 	if !ok || !pub.Equal(k.Public()) {
-		return time.Time{}, Errorf(CatInvalid, "restore it from a `ferry key export` copy", "the locked key of %s is damaged (its content does not match its public key)", name)
+		return time.Time{}, errs.Errorf(errs.Invalid, "restore it from a `ferry key export` copy", "the locked key of %s is damaged (its content does not match its public key)", name)
 	}
 	exp := time.Now().Add(d).UTC().Truncate(time.Second)
 	p := h.UnlockedPath(project, name)
@@ -364,7 +365,7 @@ func (h *Home) UnlockKey(project, name string, pass []byte, d time.Duration) (ti
 }
 
 func noKeyError(project, name string) error {
-	return Errorf(CatNotFound, fmt.Sprintf("run `ferry key show --as %s` on the machine that holds it, or `ferry key import FILE`", name),
+	return errs.Errorf(errs.NotFound, fmt.Sprintf("run `ferry key show --as %s` on the machine that holds it, or `ferry key import FILE`", name),
 		"no key for %s in project %s on this machine", name, project)
 }
 
@@ -408,14 +409,14 @@ type ImportedKey struct {
 // passphrase, invalid for a file that is not an export. It writes nothing.
 func ReadExport(data, pass []byte) (*ImportedKey, error) {
 	if len(data) > maxKeyFile {
-		return nil, Errorf(CatInvalid, "pass the file `ferry key export` wrote", "the file is larger than a key export (%d bytes at most)", maxKeyFile)
+		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "the file is larger than a key export (%d bytes at most)", maxKeyFile)
 	}
 	plain, err := unseal(data, pass, "the key export")
 	if err != nil {
 		return nil, err
 	}
 	lines := strings.Split(strings.TrimSpace(string(plain)), "\n")
-	bad := Errorf(CatInvalid, "pass the file `ferry key export` wrote", "the decrypted file is not a ferry key export; nothing was written")
+	bad := errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "the decrypted file is not a ferry key export; nothing was written")
 	if len(lines) != 4 || lines[0] != exportHeader {
 		return nil, bad
 	}
@@ -440,7 +441,7 @@ func (h *Home) StoreImported(ik *ImportedKey) (bool, error) {
 		if pub.Equal(ik.Key.Public()) {
 			return false, nil
 		}
-		return false, Errorf(CatConflict, "keys are never overwritten: import it on a machine (or FERRY_HOME) without a key of that name",
+		return false, errs.Errorf(errs.Conflict, "keys are never overwritten: import it on a machine (or FERRY_HOME) without a key of that name",
 			"this machine already holds another key for %s in project %s (%s, the import is %s); nothing was written",
 			ik.Name, ik.Project, ledger.FormatKey(pub), ledger.FormatKey(ik.Key.Public()))
 	}

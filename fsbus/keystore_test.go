@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -47,7 +48,7 @@ func segmentLines(t *testing.T, c *Channel, writer string) int {
 	return strings.Count(string(b), "\n")
 }
 
-// TestKeyLockUnlock: issue 8 "Keystore": a locked key makes every write answer locked
+// TestKeyLockUnlock: a locked key makes every write answer locked
 // naming `ferry key unlock`, writes nothing, and leaves no plain key on disk; a wrong
 // passphrase unlocks nothing; unlock opens a 0600 runtime copy with an expiry; lock
 // again (or expiry) locks it again.
@@ -58,7 +59,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if _, err := bot.TalkSend("master", "before the lock", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.LockKey(p, "bot", []byte("  ")); !IsCategory(err, CatInvalid) {
+	if _, err := h.LockKey(p, "bot", []byte("  ")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("lock with an empty passphrase: %v, want invalid", err)
 	}
 	if st, err := h.LockKey(p, "bot", []byte("correct horse")); err != nil || st != KeyPlain {
@@ -88,24 +89,24 @@ func TestKeyLockUnlock(t *testing.T) {
 	}
 	n := segmentLines(t, c, "bot")
 	_, err = s.TalkSend("master", "while locked", "")
-	if !IsCategory(err, CatLocked) || !strings.Contains(err.Error(), "ferry key unlock --as bot") {
+	if !errs.Is(err, errs.Locked) || !strings.Contains(err.Error(), "ferry key unlock --as bot") {
 		t.Fatalf("write with a locked key: %v, want locked naming the unlock command", err)
 	}
 	if segmentLines(t, c, "bot") != n {
 		t.Fatal("a refused write appended to the segment")
 	}
-	if _, err := h.LoadKey(p, "bot"); !IsCategory(err, CatLocked) {
+	if _, err := h.LoadKey(p, "bot"); !errs.Is(err, errs.Locked) {
 		t.Fatalf("LoadKey of a locked key: %v, want locked", err)
 	}
 
 	// A wrong passphrase: denied, no runtime copy.
-	if _, err := h.UnlockKey(p, "bot", []byte("wrong"), time.Hour); !IsCategory(err, CatDenied) {
+	if _, err := h.UnlockKey(p, "bot", []byte("wrong"), time.Hour); !errs.Is(err, errs.Denied) {
 		t.Fatalf("unlock with a wrong passphrase: %v, want denied", err)
 	}
 	if fileExists(h.UnlockedPath(p, "bot")) {
 		t.Fatal("a wrong passphrase left a runtime copy")
 	}
-	if _, err := h.UnlockKey(p, "bot", []byte("correct horse"), 0); !IsCategory(err, CatInvalid) {
+	if _, err := h.UnlockKey(p, "bot", []byte("correct horse"), 0); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("unlock --for 0: %v, want invalid", err)
 	}
 	exp, err := h.UnlockKey(p, "bot", []byte("correct horse"), 8*time.Hour)
@@ -139,7 +140,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if fileExists(h.UnlockedPath(p, "bot")) {
 		t.Fatal("re-lock left the runtime copy")
 	}
-	if _, err := s.TalkSend("master", "relocked", ""); !IsCategory(err, CatLocked) {
+	if _, err := s.TalkSend("master", "relocked", ""); !errs.Is(err, errs.Locked) {
 		t.Fatalf("write after re-lock: %v, want locked", err)
 	}
 
@@ -154,7 +155,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if err := os.WriteFile(up, []byte("expires "+past+"\n"+rest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TalkSend("master", "expired", ""); !IsCategory(err, CatLocked) {
+	if _, err := s.TalkSend("master", "expired", ""); !errs.Is(err, errs.Locked) {
 		t.Fatalf("write with an expired copy: %v, want locked", err)
 	}
 	if fileExists(up) {
@@ -165,15 +166,15 @@ func TestKeyLockUnlock(t *testing.T) {
 	if err := os.WriteFile(up, []byte("expires "+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+"\n"+seedText(other)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.LoadKey(p, "bot"); !IsCategory(err, CatLocked) {
+	if _, err := h.LoadKey(p, "bot"); !errs.Is(err, errs.Locked) {
 		t.Fatalf("a runtime copy of another key: %v, want locked", err)
 	}
-	if _, err := h.LockKey(p, "nobody", []byte("x")); !IsCategory(err, CatNotFound) {
+	if _, err := h.LockKey(p, "nobody", []byte("x")); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("lock of a missing key: %v, want not_found", err)
 	}
 }
 
-// TestKeyExportImport: issue 8 "the owner's key life cycle": the master key exported
+// TestKeyExportImport: the owner's key life cycle (ADR 0008): the master key exported
 // with a passphrase and imported into a second home writes there in its own segment;
 // both machines' master entries verify and fold. A wrong passphrase and a different
 // key under the same name are refused and write nothing.
@@ -187,18 +188,18 @@ func TestKeyExportImport(t *testing.T) {
 	if strings.Contains(string(exp), seedPrefix) || !strings.HasPrefix(string(exp), "-----BEGIN AGE ENCRYPTED FILE-----") {
 		t.Fatalf("export is not an armored age file:\n%s", exp)
 	}
-	if _, err := c.Home.ExportKey(p, MasterWriter, nil); !IsCategory(err, CatInvalid) {
+	if _, err := c.Home.ExportKey(p, MasterWriter, nil); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("export with an empty passphrase: %v, want invalid", err)
 	}
 
 	h2 := testHome(t)
-	if _, err := ReadExport(exp, []byte("wrong")); !IsCategory(err, CatDenied) {
+	if _, err := ReadExport(exp, []byte("wrong")); !errs.Is(err, errs.Denied) {
 		t.Fatalf("import with a wrong passphrase: %v, want denied", err)
 	}
-	if _, err := ReadExport([]byte("not an age file"), []byte("two machines")); !IsCategory(err, CatInvalid) {
+	if _, err := ReadExport([]byte("not an age file"), []byte("two machines")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("import of garbage: %v, want invalid", err)
 	}
-	if _, err := ReadExport(append(exp, make([]byte, maxKeyFile)...), []byte("two machines")); !IsCategory(err, CatInvalid) {
+	if _, err := ReadExport(append(exp, make([]byte, maxKeyFile)...), []byte("two machines")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("import of an oversized file: %v, want invalid", err)
 	}
 	if h2.HasKey(p, MasterWriter) {
@@ -217,7 +218,7 @@ func TestKeyExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(h3.keyPath(p, MasterWriter))
-	if _, err := h3.StoreImported(ik); !IsCategory(err, CatConflict) {
+	if _, err := h3.StoreImported(ik); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("import over another key: %v, want conflict", err)
 	}
 	if after, _ := os.ReadFile(h3.keyPath(p, MasterWriter)); string(after) != string(before) {

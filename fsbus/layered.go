@@ -7,7 +7,7 @@ import (
 
 // layered is a map of string keys made of a shared base that is never written once a
 // State or Arrivals holding it has been returned, and a small top layer of what was
-// added since (issue 7: a Load that folds 100 new entries must not copy a map of
+// added since (a Load that folds 100 new entries must not copy a map of
 // 100,000). Reads look in top, then in base. with returns a new layered and leaves the
 // receiver as it was, so a View handed out earlier keeps reading what it read.
 //

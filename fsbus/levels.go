@@ -1,8 +1,12 @@
 package fsbus
 
-import "fmt"
+import (
+	"fmt"
 
-// Level is a writer's grant level (DESIGN §2 level table), ordered: each level may do
+	"github.com/ferryhq/ferry/internal/errs"
+)
+
+// Level is a writer's grant level (docs/design.md §2 level table), ordered: each level may do
 // everything the levels below it may.
 type Level int
 
@@ -34,10 +38,10 @@ func ParseLevel(s string) (Level, error) {
 	case "orchestrator":
 		return LevelOrchestrator, nil
 	}
-	return LevelNone, Errorf(CatInvalid, "use worker, member or orchestrator", "unknown level %q", s)
+	return LevelNone, errs.Errorf(errs.Invalid, "use worker, member or orchestrator", "unknown level %q", s)
 }
 
-// Entry types (DESIGN §2 "Types").
+// Entry types (docs/format.md §12).
 const (
 	TypeAgentJoin       = "agent.join"
 	TypeAgentRetire     = "agent.retire"
@@ -66,10 +70,10 @@ const (
 	TypeAskAnswer       = "ask.answer"
 	TypeHandinAdd       = "handin.add"
 	// TypeOrderStale is the author's record that a pointed file changed after dispatch
-	// (issue 6, ADR 0003): the order becomes pointer_stale.
+	// (ADR 0003): the order becomes pointer_stale.
 	TypeOrderStale = "order.stale"
 	// TypeMasterRotate moves trust from the master key that signs it to a new one
-	// (issue 8, rotation.go, ADR 0008).
+	// (rotation.go, ADR 0008).
 	TypeMasterRotate = "master.rotate"
 )
 
@@ -77,7 +81,7 @@ const (
 // (holder, author, reviewer ≠ submitter) are checked by the thing's state machine.
 var minLevel = map[string]Level{
 	TypeAgentJoin:       LevelNone,   // counts before a seat, for display only
-	TypePresenceStandby: LevelMember, // issue 3: a worker writes hand-ins, joins and acks only (DESIGN's table allowed workers)
+	TypePresenceStandby: LevelMember, // a worker writes hand-ins, joins and acks only (docs/format.md §13 "Levels")
 	TypeMsgAck:          LevelWorker,
 	TypeHandinAdd:       LevelWorker,
 	TypeAgentRetire:     LevelWorker, // of itself; of others: master
@@ -103,9 +107,9 @@ var minLevel = map[string]Level{
 	TypeGrantRevoke:     LevelMaster,
 	TypePolicySet:       LevelMaster,
 	TypeAskAnswer:       LevelMaster,
-	TypeReleaseApprove:  LevelMaster, // issue 9: update_fold.go
-	TypeMasterRotate:    LevelMaster, // issue 8: rotation.go
-	TypeSecretPut:       LevelMember, // issue 8: vault.go
+	TypeReleaseApprove:  LevelMaster, // update_fold.go
+	TypeMasterRotate:    LevelMaster, // rotation.go
+	TypeSecretPut:       LevelMember, // vault.go
 }
 
 // checkLevel returns a denied error naming the missing level when lvl may not write typ.
@@ -119,9 +123,9 @@ func checkLevel(writer string, lvl Level, typ string) error {
 		return nil
 	}
 	if lvl == LevelNone {
-		return Errorf(CatDenied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
+		return errs.Errorf(errs.Denied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
 			"%s is not seated in this channel; %s needs level %s", writer, typ, need)
 	}
-	return Errorf(CatDenied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
+	return errs.Errorf(errs.Denied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
 		"%s needs level %s; %s has level %s", typ, need, writer, lvl)
 }

@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Issue 6: the order life cycle — windows measured on this machine, expiry written
+// The order life cycle (docs/format.md §14) — windows measured on this machine, expiry written
 // only by the entitled party's own machine, the release cap, deps, retire.
 
 // lifeWorld is a channel with the owner, alice (author), bob and carol (members) and
@@ -138,7 +139,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 		t.Fatalf("second pass wrote %d entries", after-before)
 	}
 	// Extend after the window closed: the holder no longer holds it.
-	if _, err := w.bob.Extend(o.ID, "", ""); !IsCategory(err, CatDenied) {
+	if _, err := w.bob.Extend(o.ID, "", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("extend of an expired claim: %v", err)
 	}
 
@@ -147,7 +148,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 	for i := 0; i < 7; i++ { // 21 h of renewals
 		w.pass(3 * time.Hour)
 		ext := must[*Order](t)(w.carol.Extend(o.ID, "", ""))
-		// Issue 6 finding 13: only the extend the lifetime cut says so, with the deadline.
+		// Only the extend the lifetime cut says so, with the deadline.
 		capped := len(ext.Warnings) == 1 && strings.HasPrefix(ext.Warnings[0], "capped at lifetime") &&
 			strings.Contains(ext.Warnings[0], w.now().Add(3*time.Hour).UTC().Format(time.RFC3339))
 		if capped != (i == 6) || (i < 6 && len(ext.Warnings) > 0) {
@@ -163,7 +164,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 		t.Fatalf("window %+v ok %v: want the 24 h cap, 3 h from now", win, ok)
 	}
 	w.pass(3 * time.Hour)
-	if _, err := w.carol.Extend(o.ID, "", ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "closed at") {
+	if _, err := w.carol.Extend(o.ID, "", ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "closed at") {
 		t.Fatalf("extend past the lifetime: %v", err)
 	}
 	if got := settled(t, w.carol); len(got) != 1 {
@@ -263,43 +264,43 @@ func TestReleaseCapDeclineReassign(t *testing.T) {
 		}
 	}
 	must[*Order](t)(w.bob.Claim(o.ID, ""))
-	if _, err := w.bob.Release(o.ID, "", ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "released 3 times") {
+	if _, err := w.bob.Release(o.ID, "", ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "released 3 times") {
 		t.Fatalf("fourth release: %v", err)
 	}
-	if _, err := w.bob.Fail(o.ID, "  ", ""); !IsCategory(err, CatInvalid) {
+	if _, err := w.bob.Fail(o.ID, "  ", ""); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("fail without a reason: %v", err)
 	}
-	if _, err := w.carol.Fail(o.ID, "not mine", ""); !IsCategory(err, CatDenied) {
+	if _, err := w.carol.Fail(o.ID, "not mine", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("fail by a non-holder: %v", err)
 	}
 	must[*Order](t)(w.bob.Fail(o.ID, "flakes on CI only", ""))
 	must[*Order](t)(w.carol.Claim(o.ID, ""))
-	if _, err := w.carol.Release(o.ID, "", ""); !IsCategory(err, CatConflict) {
+	if _, err := w.carol.Release(o.ID, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("release after the cap, new holder: %v", err)
 	}
 
 	d := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Docs", To: "bob"}))
-	if _, err := w.carol.Decline(d.ID, "", ""); !IsCategory(err, CatDenied) {
+	if _, err := w.carol.Decline(d.ID, "", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("decline by another agent: %v", err)
 	}
-	if _, err := w.bob.Release(d.ID, "", ""); !IsCategory(err, CatConflict) {
+	if _, err := w.bob.Release(d.ID, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("release of an offer: %v", err)
 	}
 	if got := must[*Order](t)(w.bob.Decline(d.ID, "busy", "")); got.State != StateOpen || got.Releases != 0 || got.History[len(got.History)-1].Act != "decline" {
 		t.Fatalf("decline: %+v", got)
 	}
-	if _, err := w.bob.Decline(d.ID, "", ""); !IsCategory(err, CatConflict) {
+	if _, err := w.bob.Decline(d.ID, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("decline of an open order: %v", err)
 	}
 
 	must[*Order](t)(w.bob.Claim(d.ID, ""))
-	if _, err := w.carol.Offer(d.ID, "carol", ""); !IsCategory(err, CatDenied) {
+	if _, err := w.carol.Offer(d.ID, "carol", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("reassign by a member who is not the author: %v", err)
 	}
 	if got := must[*Order](t)(w.alice.Offer(d.ID, "carol", "")); got.State != StateOffered || got.Holder != "" || got.History[len(got.History)-1].Act != "reassign" {
 		t.Fatalf("reassign by the author: %+v", got)
 	}
-	if _, err := w.bob.Submit(d.ID, "commit:abc", "", ""); !IsCategory(err, CatDenied) {
+	if _, err := w.bob.Submit(d.ID, "commit:abc", "", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("submit by the old holder: %v", err)
 	}
 	must[*Order](t)(w.carol.Claim(d.ID, ""))
@@ -325,7 +326,7 @@ func TestDependenciesReady(t *testing.T) {
 		t.Fatalf("ready %v", r)
 	}
 	_, err := w.bob.Claim(b.ID, "")
-	if !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "waits for "+a.ID) {
+	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "waits for "+a.ID) {
 		t.Fatalf("claim of a not-ready order: %v", err)
 	}
 	must[*Order](t)(w.bob.Claim(a.ID, ""))
@@ -340,7 +341,7 @@ func TestDependenciesReady(t *testing.T) {
 	must[*Order](t)(w.carol.Claim(b.ID, ""))
 }
 
-// TestCancelledDependency (issue 6 finding 7): an order cannot be dispatched to wait
+// TestCancelledDependency: an order cannot be dispatched to wait
 // for a cancelled order; one whose dependency is cancelled later is blocked for good —
 // not ready, its claim refused saying so — and the fold leaves it where it was.
 func TestCancelledDependency(t *testing.T) {
@@ -351,7 +352,7 @@ func TestCancelledDependency(t *testing.T) {
 	v := must[*View](t)(w.c.Load())
 	before := v.State.Entries
 	_, err := w.alice.NewOrder(NewOrderOptions{Title: "C", Deps: []string{a.ID}})
-	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), a.ID+" was cancelled") {
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), a.ID+" was cancelled") {
 		t.Fatalf("dispatch waiting for a cancelled order: %v", err)
 	}
 	v = must[*View](t)(w.c.Load())
@@ -370,7 +371,7 @@ func TestCancelledDependency(t *testing.T) {
 			t.Fatal("listed as ready")
 		}
 	}
-	if _, err := w.bob.Claim(b.ID, ""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "blocked for good") {
+	if _, err := w.bob.Claim(b.ID, ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "blocked for good") {
 		t.Fatalf("claim of a blocked order: %v", err)
 	}
 	if why := v.State.BlockedForGood(v.State.Orders[a.ID]); why != "" {
@@ -378,7 +379,7 @@ func TestCancelledDependency(t *testing.T) {
 	}
 }
 
-// TestReadyFor (issue 6 finding 10): the ready list for an agent leaves out orders
+// TestReadyFor: the ready list for an agent leaves out orders
 // offered to another agent; a state filter is checked.
 func TestReadyFor(t *testing.T) {
 	w := newLifeWorld(t)
@@ -407,10 +408,10 @@ func TestReadyFor(t *testing.T) {
 			t.Fatalf("state %q: %v", ok, err)
 		}
 	}
-	if err := CheckStateFilter("bogus"); !IsCategory(err, CatInvalid) || !strings.Contains(err.(*Error).Hint, "pointer_stale") {
+	if err := CheckStateFilter("bogus"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.(*errs.Error).Hint, "pointer_stale") {
 		t.Fatalf("bogus state: %v", err)
 	}
-	if err := CheckStateFilter("ready"); !IsCategory(err, CatInvalid) || !strings.Contains(err.(*Error).Hint, "--ready") {
+	if err := CheckStateFilter("ready"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.(*errs.Error).Hint, "--ready") {
 		t.Fatalf("state ready: %v", err)
 	}
 }
@@ -426,7 +427,7 @@ func TestRetire(t *testing.T) {
 	must[*Order](t)(w.bob.Claim(a.ID, ""))
 	must[*Order](t)(w.carol.Claim(c.ID, ""))
 
-	if _, err := w.otto.Retire("bob"); !IsCategory(err, CatDenied) {
+	if _, err := w.otto.Retire("bob"); !errs.Is(err, errs.Denied) {
 		t.Fatalf("retire by another agent: %v", err)
 	}
 	// Written anyway (a modified binary): the fold gives it no effect.
@@ -454,7 +455,7 @@ func TestRetire(t *testing.T) {
 	if o := w.order(t, b.ID); o.State != StateOpen {
 		t.Fatalf("offer after retire: %s", o.State)
 	}
-	if _, err := w.bob.Claim(a.ID, ""); !IsCategory(err, CatDenied) {
+	if _, err := w.bob.Claim(a.ID, ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("claim by a retired agent: %v", err)
 	}
 	if ids := must[[]string](t)(w.bob.Retire("bob")); ids != nil {
@@ -467,12 +468,12 @@ func TestRetire(t *testing.T) {
 	if o := w.order(t, c.ID); o.State != StateOpen || o.History[len(o.History)-1].By != MasterWriter {
 		t.Fatalf("after the master's retire: %+v", o)
 	}
-	if _, err := w.master.Retire("nobody"); !IsCategory(err, CatNotFound) {
+	if _, err := w.master.Retire("nobody"); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("retire of an unknown agent: %v", err)
 	}
 }
 
-// TestRetiredWritesNothing (issue 6 finding 8): after its retirement (by itself or
+// TestRetiredWritesNothing: after its retirement (by itself or
 // by the master) an agent's every write is refused, naming the retirement, and a
 // hand-written entry after it counts for nothing in the fold; its entries before the
 // retirement keep counting.
@@ -489,10 +490,10 @@ func TestRetiredWritesNothing(t *testing.T) {
 		_, checks["cancel"] = s.Cancel(map[string]string{"bob": own.ID, "carol": carols.ID}[name], "", "")
 		_, checks["offer"] = s.Offer(map[string]string{"bob": own.ID, "carol": carols.ID}[name], "alice", "")
 		for what, err := range checks {
-			if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "retired") {
+			if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "retired") {
 				t.Fatalf("%s %s after retirement: %v", name, what, err)
 			}
-			if e := err.(*Error); !strings.Contains(e.Hint, "new agent name") || strings.Contains(e.Hint, "ferry grant") {
+			if e := err.(*errs.Error); !strings.Contains(e.Hint, "new agent name") || strings.Contains(e.Hint, "ferry grant") {
 				t.Fatalf("%s %s hint: %q", name, what, e.Hint)
 			}
 		}
@@ -500,8 +501,8 @@ func TestRetiredWritesNothing(t *testing.T) {
 		// writes nothing.
 		before := len(must[*View](t)(w.c.Load()).Snapshot.Entries)
 		_, err := w.master.Grant(GrantOptions{Agent: name, Level: "orchestrator"})
-		if !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "agent "+name+" is retired") ||
-			!strings.Contains(err.(*Error).Hint, "ferry join --as "+name+"-2") {
+		if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "agent "+name+" is retired") ||
+			!strings.Contains(err.(*errs.Error).Hint, "ferry join --as "+name+"-2") {
 			t.Fatalf("grant to retired %s: %v", name, err)
 		}
 		if after := len(must[*View](t)(w.c.Load()).Snapshot.Entries); after != before {
@@ -597,7 +598,7 @@ func TestAutoSettle(t *testing.T) {
 	if len(w.alice.Expired) != 0 || w.order(t, o.ID).State != StateClaimed {
 		t.Fatalf("the author's write expired %v", w.alice.Expired)
 	}
-	if _, err := w.bob.Extend(o.ID, "", ""); !IsCategory(err, CatDenied) {
+	if _, err := w.bob.Extend(o.ID, "", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("extend after the window passed: %v", err)
 	}
 	if len(w.bob.Expired) != 1 || w.bob.Expired[0] != o.ID || w.order(t, o.ID).State != StateTimedOut {
@@ -655,7 +656,7 @@ func TestPolicyWindowsSigned(t *testing.T) {
 	if err := os.WriteFile(p, bytes.Replace(buf.Bytes(), []byte("exec_window_s = 600"), []byte("exec_window_s = 60000"), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(h, c.Root); !IsCategory(err, CatInvalid) {
+	if _, err := Open(h, c.Root); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("edited window key: %v", err)
 	}
 }

@@ -7,16 +7,17 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Symbolic links inside a channel (issue 8 "Paths"). A synced folder is writable by
-// anything on any machine sharing it: a link planted at orders/ or ledger/<writer>/
-// would make the next write land outside the channel (in a home directory, another
-// project). ferry never writes through a link below the channel root — the root itself
-// is the user's choice and may be a link — and `ferry ledger verify` and `ferry doctor`
-// list every link they find. Reads need no such rule: what a link points at counts only
-// if it verifies against a signed entry, like any other file.
+// Symbolic links inside a channel (docs/threat-model.md "Paths and links"). A synced
+// folder is writable by anything on any machine sharing it: a link planted at orders/
+// or ledger/<writer>/ would make the next write land outside the channel (in a home
+// directory, another project). ferry never writes through a link below the channel root
+// — the root itself is the user's choice and may be a link — and `ferry ledger verify`
+// and `ferry doctor` list every link they find. Reads need no such rule: what a link
+// points at counts only if it verifies against a signed entry, like any other file.
 
 // KindLink is the VerifyReport kind of a symbolic link inside the channel.
 const KindLink = "link"
@@ -32,7 +33,7 @@ func (s *Session) checkLinks(objs []pendingObject) error {
 	}
 	for _, p := range paths {
 		if l := linkBelow(s.Root, p); l != "" {
-			return Errorf(CatInvalid, "replace the link with a real directory or file; `ferry doctor` lists every link in the channel",
+			return errs.Errorf(errs.Invalid, "replace the link with a real directory or file; `ferry doctor` lists every link in the channel",
 				"%s in the channel is a symbolic link: ferry never writes through links (nothing was written)", l)
 		}
 	}
@@ -77,7 +78,7 @@ func channelLinks(root string) []string {
 }
 
 // isLink reports whether p itself is a symbolic link (Lstat: never followed). Verify
-// and doctor read no object file that is one (issue 8): the link is listed (KindLink)
+// and doctor read no object file that is one: the link is listed (KindLink)
 // and its target — a key file, say — is never opened, so none of it is printed.
 func isLink(p string) bool {
 	fi, err := os.Lstat(p)

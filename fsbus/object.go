@@ -14,7 +14,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Object kinds and their directories (DESIGN §2 layout).
+// Object kinds and their directories (docs/design.md §2 layout).
 var objectDirs = map[string]string{
 	PrefixOrder:   "orders",
 	PrefixMessage: "messages",
@@ -32,7 +32,7 @@ func ObjectPath(root, writer, id string) string {
 }
 
 // Envelope is the common head of every object: v, id, author, device, sig
-// (DESIGN §2 "Objects"). Kind-specific fields sit beside them.
+// (docs/design.md §2 "Ledger entry"). Kind-specific fields sit beside them.
 type Envelope struct {
 	V      int    `json:"v"`
 	ID     string `json:"id"`
@@ -49,7 +49,7 @@ type OrderObject struct {
 	Labels   []string `json:"labels,omitempty"`
 	Priority string   `json:"priority,omitempty"`
 	Deps     []string `json:"deps,omitempty"`
-	// Contract members (issue 6) sit beside the others, each optional.
+	// Contract members sit beside the others, each optional.
 	Contract
 }
 
@@ -60,7 +60,7 @@ type ResultObject struct {
 	Order     string `json:"order"`
 	Reference string `json:"reference"`
 	Summary   string `json:"summary,omitempty"`
-	// Output is the structured result (issue 6 "Result schema"): one JSON value of at
+	// Output is the structured result (ADR 0003 §5): one JSON value of at
 	// most MaxOutput bytes, validated against the order's schema when it has one.
 	Output json.RawMessage `json:"output,omitempty"`
 }
@@ -90,13 +90,13 @@ var ErrObjectMissing = errors.New("fsbus: object not arrived")
 
 // ErrObjectTorn is returned (wrapped) by readObject for a file that has only partly
 // arrived: empty, holding a NUL byte, or ending before its JSON value does — what a
-// sync tool that writes in place, or a crash, leaves (issue 7, "Torn and foreign
-// files"). It wraps ErrObjectMissing, so the fold shows the thing as pending sync, as
+// sync tool that writes in place, or a crash, leaves (docs/format.md §11). It
+// wraps ErrObjectMissing, so the fold shows the thing as pending sync, as
 // it does a segment's torn tail, until the rest arrives.
 var ErrObjectTorn = fmt.Errorf("%w: file incomplete", ErrObjectMissing)
 
 // readObject reads an object file and returns its canonical form and hash. A BOM,
-// CRLF or re-indentation changes neither (DESIGN §2 rule 9). It returns
+// CRLF or re-indentation changes neither (docs/design.md §2 rule 9). It returns
 // ErrObjectMissing when the file does not exist, ErrObjectTorn (wrapped, naming the
 // file) when it has not fully arrived, and an error for other unparseable JSON.
 func readObject(path string) (canonical []byte, hash string, err error) {

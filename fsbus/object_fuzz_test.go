@@ -41,11 +41,11 @@ func vectorKeys(t testing.TB) map[string]ed25519.PublicKey {
 	return out
 }
 
-// FuzzReadObject (issue 8): any bytes as an object file. readObject (its parseObject
+// FuzzReadObject: any bytes as an object file. readObject (its parseObject
 // half, without the disk) never panics; the
 // canonical form it returns is idempotent and hashes to the hash it returns; a file that
 // verifies against its author's key verifies again, with the same hash, re-indented,
-// with CRLF line ends and with a BOM (DESIGN §2 rule 9), and fails under another
+// with CRLF line ends and with a BOM (docs/design.md §2 rule 9), and fails under another
 // project id. Seeds: the object files of fixtures/vectors/ferry/channel.
 func FuzzReadObject(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join(objectSeeds, "*", "*.json"))

@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// TestObjectLinksNotRead (issue 8, finding 5): an object file replaced by a link — to
-// a key file, say — is listed as a link by verify and doctor, and never opened: none
-// of the target's bytes appear in either report.
+// TestObjectLinksNotRead (docs/threat-model.md "Paths and links"): an object file
+// replaced by a link — to a key file, say — is listed as a link by verify and doctor,
+// and never opened: none of the target's bytes appear in either report.
 func TestObjectLinksNotRead(t *testing.T) {
 	w := newAdvWorld(t)
 	secret := "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"

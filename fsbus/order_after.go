@@ -26,7 +26,7 @@ func orderEntries(entries []ledger.Entry, id string) []ledger.Entry {
 
 // foldOrder folds the view's entries plus e (when e was just written; e.Seq 0 means
 // none) for order id only: the order as every reader will fold it, at the cost of the
-// roster and that order's entries instead of the whole ledger (issue 7: a write costs
+// roster and that order's entries instead of the whole ledger (a write costs
 // one full fold, the one under the lock, not two). It returns nil when id is not an
 // order of that fold.
 func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *Order {

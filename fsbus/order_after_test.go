@@ -10,7 +10,7 @@ import (
 // (orderEntries) gives exactly the Order the whole ledger folds — state, history,
 // contests, pending count, result, reviews, progress — on the two-machine scenario
 // (branches, ties, revocations, retirements), on random arrival subsets of it, and
-// on the busy fixture (issue 7: a write refolds one order, not the ledger).
+// on the busy fixture (a write refolds one order, not the ledger).
 func TestOrderFoldOfSubsetMatches(t *testing.T) {
 	compared := 0
 	same := func(t *testing.T, what string, full *State, fold func(id string) *State) {

@@ -6,10 +6,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Order states (DESIGN §2 "Orders, asks, presence").
+// Order states (docs/design.md §2 "Orders, asks, presence").
 const (
 	StateOpen             = "open"
 	StateOffered          = "offered"
@@ -24,9 +25,9 @@ const (
 	StatePointerStale     = "pointer_stale"
 )
 
-// OrderRank is the stage rank of each order state for the branch rule of DESIGN §2
+// OrderRank is the stage rank of each order state for the branch rule of docs/design.md §2
 // "Races across machines": the branch that reached the highest rank wins. Pinned by
-// docs/format.md §Stage ranks.
+// docs/format.md §14.
 var OrderRank = map[string]int{
 	StateOpen:             0,
 	StateOffered:          1,
@@ -68,7 +69,7 @@ type Step struct {
 	To   string `json:"to,omitempty"`
 	// Verdict is a review's accept|changes.
 	Verdict string `json:"verdict,omitempty"`
-	// Act names what a lifecycle entry did when its type alone does not say (issue 6):
+	// Act names what a lifecycle entry did when its type alone does not say:
 	// decline (a release of an offer), retirement (a release for a retired agent),
 	// reassign (an offer of a claimed order).
 	Act string `json:"act,omitempty"`
@@ -91,7 +92,7 @@ type Review struct {
 	HLC     string `json:"hlc"`
 }
 
-// Contest is a branched chain resolved by the rule of DESIGN §2: it names the winner
+// Contest is a branched chain resolved by the rule of docs/design.md §2: it names the winner
 // and every superseded branch, and everyone involved (both holders, the author, the
 // reviewers) so each can be told.
 type Contest struct {
@@ -101,7 +102,7 @@ type Contest struct {
 	Losers   []Step   `json:"losers"`
 	Involved []string `json:"involved"`
 	// Rival is set when the branches are creates of one id by different writers
-	// (issue 8, rival.go): a forgery or replay, reported as an error. Basis is empty.
+	// (rival.go): a forgery or replay, reported as an error. Basis is empty.
 	Rival bool `json:"rival,omitempty"`
 }
 
@@ -132,14 +133,14 @@ type Order struct {
 	Head string `json:"head"`
 	// Missing is true while the order's object file has not arrived (pending sync).
 	Missing bool `json:"missing,omitempty"`
-	// Releases counts holder releases of a claim (at most MaxReleases, issue 6).
+	// Releases counts holder releases of a claim (at most MaxReleases).
 	Releases int `json:"releases,omitempty"`
-	// Contract is the order's contract (issue 6), its members beside the others.
+	// Contract is the order's contract, its members beside the others.
 	Contract
 	// SchemaFailures counts the results refused by the order's schema, over every
 	// claim (a release keeps the count); PointerFailures the submits refused because
 	// pointed files changed, on the current claim. Both come from order.progress
-	// entries with data.failure (issue 6 retry ladders).
+	// entries with data.failure (ADR 0003 §4 retry ladders).
 	SchemaFailures  int `json:"schema_failures,omitempty"`
 	PointerFailures int `json:"pointer_failures,omitempty"`
 	// Warnings are set only on the order a call returns (a pointer edited seconds
@@ -158,26 +159,26 @@ type orderCore struct {
 	Claim     string
 	OfferedTo string
 	Submitter string
-	// Releases counts the holder releases of a claim on the winning chain (issue 6:
-	// at most MaxReleases; a retirement's release and a decline do not count).
+	// Releases counts the holder releases of a claim on the winning chain (at
+	// most MaxReleases; a retirement's release and a decline do not count).
 	Releases int
 }
 
 // ErrNotAllowed is wrapped by the state machine's refusals.
 var errNotAllowed = errors.New("not allowed")
 
-// step applies one lifecycle entry to c, returning the next core or a refusal (*Error,
+// step applies one lifecycle entry to c, returning the next core or a refusal (*errs.Error,
 // denied or conflict) saying why. It is the one rule both the fold and every write
 // path use, so a write the local fold would ignore is never made.
 func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (orderCore, error) {
 	deny := func(hint, format string, args ...any) (orderCore, error) {
-		return c, Errorf(CatDenied, hint, format, args...)
+		return c, errs.Errorf(errs.Denied, hint, format, args...)
 	}
 	busy := func(hint, format string, args ...any) (orderCore, error) {
 		if hint == "" {
 			hint = "`ferry order show ID` shows its state and history"
 		}
-		return c, Errorf(CatConflict, hint, format, args...)
+		return c, errs.Errorf(errs.Conflict, hint, format, args...)
 	}
 	n := c
 	switch typ {
@@ -186,12 +187,12 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return deny("only the author or an orchestrator offers an order", "%s is not the author of this order and not an orchestrator", writer)
 		}
 		if !ValidName(d.To) {
-			return c, Errorf(CatInvalid, "name the agent to offer it to", "offer needs a valid agent name")
+			return c, errs.Errorf(errs.Invalid, "name the agent to offer it to", "offer needs a valid agent name")
 		}
 		switch c.State {
 		case StateOpen, StateOffered, StateTimedOut, StateFailed:
 		case StateClaimed, StateChangesRequested:
-			// Reassignment (DESIGN §2 level table: the author, or an orchestrator): the
+			// Reassignment (docs/design.md §2 level table: the author, or an orchestrator): the
 			// holder's claim ends here, its later submit or progress counts for nothing.
 			if d.To == c.Holder {
 				return busy("", "order is already held by %s", c.Holder)
@@ -221,7 +222,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return busy("", "order is %s; nothing to submit", c.State)
 		}
 		if strings.TrimSpace(d.Reference) == "" {
-			return c, Errorf(CatInvalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
+			return c, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 		}
 		n.State, n.Submitter = StateSubmitted, writer
 		if err := n.submitOutcome(d.Outcome); err != nil {
@@ -245,11 +246,11 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		case "changes":
 			n.State = StateChangesRequested
 		default:
-			return c, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", d.Verdict)
+			return c, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", d.Verdict)
 		}
 	case TypeOrderRelease:
 		if c.State == StateOffered {
-			// A decline: the agent an order is offered to hands the offer back (issue 6);
+			// A decline: the agent an order is offered to hands the offer back;
 			// with data.agent, a retirement declines it for the retired agent.
 			switch {
 			case d.Agent != "" && (d.Agent != c.OfferedTo || (writer != d.Agent && lvl < LevelMaster)):
@@ -265,7 +266,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		}
 		switch {
 		case d.Agent != "":
-			// A retirement's release (issue 6, `ferry agent retire`): by the retired
+			// A retirement's release (`ferry agent retire`): by the retired
 			// holder itself or by the master; the fold counts it only when the agent
 			// is retired. It does not use up the holder's releases.
 			if d.Agent != c.Holder {
@@ -291,7 +292,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return busy("", "order is %s", c.State)
 		}
 		if strings.TrimSpace(d.Note) == "" {
-			return c, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
+			return c, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 		}
 		n.State, n.Holder, n.Claim = StateFailed, "", ""
 	case TypeOrderExpire:
@@ -305,7 +306,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 				return deny("only the author expires the queue window of an unclaimed order", "%s cannot expire this order's queue window", writer)
 			}
 		default:
-			return c, Errorf(CatInvalid, "use queue or execution", "unknown window %q", d.Window)
+			return c, errs.Errorf(errs.Invalid, "use queue or execution", "unknown window %q", d.Window)
 		}
 		n.State, n.Holder, n.Claim = StateTimedOut, "", ""
 	case TypeOrderCancel:
@@ -321,7 +322,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return c, fmt.Errorf("%w: %s is not a lifecycle entry", errNotAllowed, typ)
 		}
 		// A type this binary does not know that names a basis keeps its place in the
-		// chain (DESIGN §2 "Types") without changing the state, so entries a newer
+		// chain (docs/format.md §17) without changing the state, so entries a newer
 		// binary chains after it are not left pending here.
 	}
 	if err := checkLevel(writer, lvl, typ); err != nil {
@@ -333,13 +334,13 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 // lostClaim turns err, a denied refusal of a holder's step typ (submit, progress,
 // extend, release, fail) by writer, into superseded when writer is not the holder because its
 // claim lost a race across machines: a contest on o has a losing branch that starts
-// with writer's order.claim (DESIGN §2: furthest stage, then lower hash). The error
+// with writer's order.claim (docs/design.md §2: furthest stage, then lower hash). The error
 // names the winner — whose claim counts — so the loser stops work instead of asking
 // for a permission it was never refused (docs/exit-codes.md: 10, superseded).
 // Any other error is returned as it is.
 func (o *Order) lostClaim(typ, writer string, err error) error {
-	var fe *Error
-	if !errors.As(err, &fe) || fe.Category != CatDenied || writer == o.Holder {
+	var fe *errs.Error
+	if !errors.As(err, &fe) || fe.Category != errs.Denied || writer == o.Holder {
 		return err
 	}
 	switch typ {
@@ -364,7 +365,7 @@ func (o *Order) lostClaim(typ, writer string, err error) error {
 			if o.Holder != "" && o.Holder != c.Winner.By {
 				msg += fmt.Sprintf(" (holder now: %s)", o.Holder)
 			}
-			return &Error{Category: CatSuperseded, Message: msg, Err: err,
+			return &errs.Error{Category: errs.Superseded, Message: msg, Err: err,
 				Hint: "stop work on it and pick another order (`ferry order list --ready`); `ferry order show " + o.ID + "` shows the contest"}
 		}
 	}
@@ -390,7 +391,7 @@ var orderRules = chainRules[orderCore]{
 }
 
 // foldOrders builds every order from its create entry and chain of lifecycle entries,
-// resolving branches by the rule of DESIGN §2: furthest stage, then lower hash of the
+// resolving branches by the rule of docs/design.md §2: furthest stage, then lower hash of the
 // branch's first entry. Losing branches are superseded and reported as contests.
 func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
 	creates := map[string][]*orderNode{}
@@ -453,7 +454,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 			if ValidName(root.d.To) {
 				root.state.State, root.state.OfferedTo = StateOffered, root.d.To
 			}
-			scopeChain(st, o, root, ignore) // issue 8: scoped grants (scope.go)
+			scopeChain(st, o, root, ignore) // scoped grants (scope.go)
 			orders[root] = o
 		}
 		if len(orders) == 0 {
@@ -565,7 +566,7 @@ func (o *Order) apply(n *orderNode) {
 	}
 }
 
-// submitOutcome applies an order.submit's data.outcome (issue 6): the holder's machine
+// submitOutcome applies an order.submit's data.outcome: the holder's machine
 // recorded the submission as pointer_stale (pointed files changed twice) or
 // validation_failed (the third result its schema refused). The result is kept either
 // way; the order has no holder after it.
@@ -577,7 +578,7 @@ func (n *orderCore) submitOutcome(outcome string) error {
 		n.State, n.Holder, n.Claim = outcome, "", ""
 		return nil
 	}
-	return Errorf(CatInvalid, "", "unknown submit outcome %q", outcome)
+	return errs.Errorf(errs.Invalid, "", "unknown submit outcome %q", outcome)
 }
 
 // checkStale is the rule of order.stale (ADR 0003): only the author, and only while
@@ -585,16 +586,16 @@ func (n *orderCore) submitOutcome(outcome string) error {
 // re-verifies the pointers itself.
 func (c orderCore) checkStale(writer string) error {
 	if writer != c.Author {
-		return Errorf(CatDenied, "only the author marks an order stale", "%s is not the author of this order (author: %s)", writer, c.Author)
+		return errs.Errorf(errs.Denied, "only the author marks an order stale", "%s is not the author of this order (author: %s)", writer, c.Author)
 	}
 	switch c.State {
 	case StateOpen, StateOffered, StateTimedOut, StateFailed:
 		return nil
 	case StateClaimed, StateChangesRequested:
-		return Errorf(CatConflict, "the holder's submit re-verifies the pointers; cancel the order if the work is moot",
+		return errs.Errorf(errs.Conflict, "the holder's submit re-verifies the pointers; cancel the order if the work is moot",
 			"order is claimed by %s; only an unclaimed order is marked stale", c.Holder)
 	}
-	return Errorf(CatConflict, "`ferry order show ID` shows its state and history", "order is %s; only an unclaimed order is marked stale", c.State)
+	return errs.Errorf(errs.Conflict, "`ferry order show ID` shows its state and history", "order is %s; only an unclaimed order is marked stale", c.State)
 }
 
 // countFailure counts a refused submit recorded as progress (data.failure) on a claim

@@ -5,15 +5,16 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // Limits of order fields (bytes unless said otherwise; all listed in caps.go).
 const (
-	MaxTitle     = 200 // characters, one line (issue 8)
+	MaxTitle     = 200 // characters, one line
 	MaxOrderBody = 64 << 10
-	MaxNote      = 2 << 10 // 2 KiB: progress, review, release, cancel, extend and answer notes, summaries, fail reasons (issue 8)
+	MaxNote      = 2 << 10 // 2 KiB: progress, review, release, cancel, extend and answer notes, summaries, fail reasons
 	MaxReference = 500
 	MaxLabels    = 16
 )
@@ -28,7 +29,7 @@ type NewOrderOptions struct {
 	To       string   `json:"to,omitempty"`       // offer to this agent at creation
 	Key      string   `json:"-"`                  // idempotency key
 
-	// The contract (issue 6), all optional. Pointers are workspace-relative paths,
+	// The contract, all optional. Pointers are workspace-relative paths,
 	// each optionally with a line range ("path:10-40"); Diff is one such path to a
 	// unified diff. NewOrder fingerprints them in Session.Workspace.
 	Pointers []string        `json:"pointers,omitempty"`
@@ -45,38 +46,38 @@ func (o *NewOrderOptions) validate() error {
 	o.Title = strings.TrimSpace(o.Title)
 	switch {
 	case o.Title == "":
-		return Errorf(CatInvalid, "give the order a title", "empty title")
+		return errs.Errorf(errs.Invalid, "give the order a title", "empty title")
 	case strings.ContainsAny(o.Title, "\n\r"):
-		return Errorf(CatInvalid, "keep the title to one line; put detail in the body", "order title is multi-line")
+		return errs.Errorf(errs.Invalid, "keep the title to one line; put detail in the body", "order title is multi-line")
 	case utf8.RuneCountInString(o.Title) > MaxTitle:
 		return capError("order title", utf8.RuneCountInString(o.Title), MaxTitle, UnitChars, "keep the title short; put detail in the body")
 	case len(o.Body) > MaxOrderBody:
 		return capError("order body", len(o.Body), MaxOrderBody, UnitBytes, "put large material in the work repo and reference it")
 	case !utf8.ValidString(o.Title + o.Body):
-		return Errorf(CatInvalid, "", "title and body must be UTF-8")
+		return errs.Errorf(errs.Invalid, "", "title and body must be UTF-8")
 	case hasControl(o.Title, false) || hasControl(o.Body, true):
-		return Errorf(CatInvalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
+		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
 	case len(o.Labels) > MaxLabels:
-		return Errorf(CatInvalid, "", "at most %d labels", MaxLabels)
+		return errs.Errorf(errs.Invalid, "", "at most %d labels", MaxLabels)
 	case o.To != "" && !ValidName(o.To):
-		return Errorf(CatInvalid, "", "cannot offer to %s: not an agent name", Quote(o.To))
+		return errs.Errorf(errs.Invalid, "", "cannot offer to %s: not an agent name", Quote(o.To))
 	}
 	if err := CheckSecret("offer recipient", o.To); err != nil {
 		return err
 	}
 	for _, l := range o.Labels {
 		if !ValidName(l) {
-			return Errorf(CatInvalid, "labels use a-z, 0-9 and '-'", "bad label %s", Quote(l))
+			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", Quote(l))
 		}
 	}
 	switch o.Priority {
 	case "", "low", "normal", "high":
 	default:
-		return Errorf(CatInvalid, "use low, normal or high", "unknown priority %q", o.Priority)
+		return errs.Errorf(errs.Invalid, "use low, normal or high", "unknown priority %q", o.Priority)
 	}
 	for _, d := range o.Deps {
 		if strings.TrimSpace(d) == "" {
-			return Errorf(CatInvalid, "name dependencies by order id or a unique prefix", "empty dependency")
+			return errs.Errorf(errs.Invalid, "name dependencies by order id or a unique prefix", "empty dependency")
 		}
 	}
 	return nil
@@ -111,8 +112,8 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 				return nil, nil, err
 			}
 			if o.State == StateCancelled {
-				// An order waiting for a cancelled one could never be claimed (issue 6).
-				return nil, nil, Errorf(CatInvalid, "depend on an order that can still be accepted, or leave --dep "+o.ID+" out",
+				// An order waiting for a cancelled one could never be claimed.
+				return nil, nil, errs.Errorf(errs.Invalid, "depend on an order that can still be accepted, or leave --dep "+o.ID+" out",
 					"dependency %s was cancelled: an order waiting for it would wait forever", o.ID)
 			}
 			opt.Deps[i] = o.ID
@@ -154,7 +155,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*Order, error) {
 	o := s.foldOrder(v, e, id)
 	if o == nil {
-		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
 	}
 	return o, nil
 }
@@ -175,15 +176,15 @@ func entryLess(a, b *ledger.Entry) bool {
 // OrderIDs lists known order ids, sorted.
 func (st *State) OrderIDs() []string { return sortedKeys(st.Orders) }
 
-// FindOrder resolves a full id or unique prefix (DESIGN §2 rule 2).
+// FindOrder resolves a full id or unique prefix (docs/design.md §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {
 	id, err := st.resolveID("order", q, st.OrderIDs(), "")
-	if IsCategory(err, CatNotFound) {
+	if errs.Is(err, errs.NotFound) {
 		// An order whose create entry or object does not count is not shown; say why
 		// instead of "no such order".
 		for _, ig := range st.Ignored {
 			if ig.Type == TypeOrderCreate && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(q)) {
-				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
 					"order %s does not count: %s", ig.Ref, ig.Reason)
 			}
 		}
@@ -196,7 +197,7 @@ func (st *State) FindOrder(q string) (*Order, error) {
 
 // callArgs is what data.args hashes for a call on an existing order: the entry type,
 // the resolved order id (never the prefix the caller typed) and the call's data fields
-// (docs/format.md §idem).
+// (docs/format.md §15).
 type callArgs struct {
 	Call  string    `json:"call"`
 	Order string    `json:"order"`
@@ -212,7 +213,7 @@ type callArgs struct {
 // every check passed.
 func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o *Order) bool, prepare ...func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
 	if hasControl(d.Note, true) || hasControl(d.Reference, false) {
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
 	}
 	var id, args string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
@@ -229,7 +230,7 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 			return nil, nil, nil
 		}
 		if o.Missing {
-			return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver orders/"+o.ID+".json, then retry", "order %s has not fully arrived on this machine", o.ID)
+			return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver orders/"+o.ID+".json, then retry", "order %s has not fully arrived on this machine", o.ID)
 		}
 		if _, err := o.c.step(typ, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
 			return nil, nil, o.lostClaim(typ, s.Name, err)
@@ -244,7 +245,7 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 		}
 		if typ == TypeOrderClaim {
 			if v.State.retired(s.Name) {
-				return nil, nil, Errorf(CatDenied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
+				return nil, nil, errs.Errorf(errs.Denied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
 			}
 			if err := v.State.checkReady(o); err != nil {
 				return nil, nil, err
@@ -299,7 +300,7 @@ func (s *Session) Submit(q, ref, note, key string) (*Order, error) {
 }
 
 // submit writes the order.submit and its result object; outcome is "" or the state
-// the holder's machine recorded (issue 6).
+// the holder's machine recorded.
 func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderSubmit, entryData{Reference: ref, Note: note, Outcome: outcome}, key, nil,
 		func(o *Order, d *entryData) (pendingObject, error) {
@@ -319,7 +320,7 @@ func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, k
 // never review its own result (denied).
 func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 	if verdict != "accept" && verdict != "changes" {
-		return nil, Errorf(CatInvalid, "use accept or changes", "unknown verdict %q", verdict)
+		return nil, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", verdict)
 	}
 	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
 		return nil, err
@@ -328,7 +329,7 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 }
 
 // Release returns the holder's claim: the order is open again, keeping its retry
-// count (issue 6). Errors: denied for a non-holder; conflict when the order is not
+// count. Errors: denied for a non-holder; conflict when the order is not
 // claimed, when it is only offered (that is `Decline`), and when it was already
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
@@ -339,7 +340,7 @@ func (s *Session) Release(q, note, key string) (*Order, error) {
 	var refused error
 	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
 		if o.State == StateOffered { // an offer is handed back by Decline
-			refused = Errorf(CatConflict, "`ferry order decline "+o.ID+"` hands an offer back",
+			refused = errs.Errorf(errs.Conflict, "`ferry order decline "+o.ID+"` hands an offer back",
 				"order %s is offered, not claimed; nothing to release", o.ID)
 		}
 		return refused != nil
@@ -361,21 +362,21 @@ func (s *Session) Cancel(q, note, key string) (*Order, error) {
 }
 
 // Progress records a progress note on the holder's current claim. It names the claim,
-// not a basis (DESIGN §2). Errors: denied for a non-holder; invalid for an empty or
+// not a basis (docs/design.md §2). Errors: denied for a non-holder; invalid for an empty or
 // over-long note.
 func (s *Session) Progress(q, note, key string) (*Order, error) {
 	return s.progress(q, note, "", key)
 }
 
 // progress writes an order.progress; failure ("", "pointers", "schema") marks one that
-// records a refused submit (issue 6).
+// records a refused submit.
 func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if note == "" {
-		return nil, Errorf(CatInvalid, "one short line of what changed", "progress needs a note")
+		return nil, errs.Errorf(errs.Invalid, "one short line of what changed", "progress needs a note")
 	}
 	if err := checkCap("progress note", note, MaxNote, UnitBytes, "one short line of what changed; the work stays in the work repo"); err != nil {
 		return nil, err
@@ -386,7 +387,7 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 }
 
 // holderEntry writes an entry of typ (order.progress, order.extend) that the order's
-// holder makes on its running claim: it names the claim (DESIGN §2: not a basis) and
+// holder makes on its running claim: it names the claim (docs/design.md §2: not a basis) and
 // carries note (and failure, for progress). The refusals name the rule in the
 // caller's words: denied for anyone but the holder (deny), conflict when the order is
 // not claimed or changes_requested (busy, then what), and whatever check returns on
@@ -408,10 +409,10 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 			return nil, nil, err
 		}
 		if o.Holder != s.Name {
-			return nil, nil, o.lostClaim(typ, s.Name, Errorf(CatDenied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder)))
+			return nil, nil, o.lostClaim(typ, s.Name, errs.Errorf(errs.Denied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder)))
 		}
 		if o.State != StateClaimed && o.State != StateChangesRequested {
-			return nil, nil, Errorf(CatConflict, busy+"; `ferry order show "+o.ID+"` shows where it stands", "order %s is %s; %s", o.ID, o.State, what)
+			return nil, nil, errs.Errorf(errs.Conflict, busy+"; `ferry order show "+o.ID+"` shows where it stands", "order %s is %s; %s", o.ID, o.State, what)
 		}
 		if check != nil {
 			if err := check(v, o); err != nil {
@@ -440,15 +441,15 @@ func (st *State) checkRecipient(name string) error {
 		return nil
 	}
 	if name == MasterWriter {
-		return Errorf(CatInvalid, "the master is the owner, not an agent: offer the order to a seated agent (`ferry agents` lists them), or leave it open",
+		return errs.Errorf(errs.Invalid, "the master is the owner, not an agent: offer the order to a seated agent (`ferry agents` lists them), or leave it open",
 			"cannot offer an order to master")
 	}
 	a := st.Agents[name]
 	if a == nil || a.JoinKey == "" {
-		return Errorf(CatNotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", Quote(name))
+		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", Quote(name))
 	}
 	if a.Retired {
-		return Errorf(CatConflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
+		return errs.Errorf(errs.Conflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
 	}
 	return nil
 }

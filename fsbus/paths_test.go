@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -20,10 +21,10 @@ var hostileNames = []string{
 	"-rf", "name with space", "tab\tname", "nul\x00byte", strings.Repeat("a", 64),
 }
 
-// TestPathsRefused (issue 8 "Paths"): every place a name or path enters — agent names
-// (join, seat, act as, address, offer), project ids, ids given to show commands, order
-// file pointers — refuses traversal, absolute paths, separators and Windows reserved
-// names, with an invalid (or not_found) error, and writes nothing.
+// TestPathsRefused (docs/threat-model.md "Paths and links"): every place a name or path
+// enters — agent names (join, seat, act as, address, offer), project ids, ids given to
+// show commands, order file pointers — refuses traversal, absolute paths, separators
+// and Windows reserved names, with an invalid (or not_found) error, and writes nothing.
 func TestPathsRefused(t *testing.T) {
 	w := newAdvWorld(t)
 	before := snapshotFiles(t, w.c.Root)
@@ -31,9 +32,9 @@ func TestPathsRefused(t *testing.T) {
 	type attempt struct {
 		where string
 		try   func(name string) error
-		cats  []string
+		cats  []errs.Category
 	}
-	inv, invOrNF := []string{CatInvalid}, []string{CatInvalid, CatNotFound}
+	inv, invOrNF := []errs.Category{errs.Invalid}, []errs.Category{errs.Invalid, errs.NotFound}
 	attempts := []attempt{
 		{"join --as", func(n string) error { _, err := Join(w.c, n, "test"); return err }, inv},
 		{"grant", func(n string) error { _, err := w.master.Grant(GrantOptions{Agent: n, Level: "member"}); return err }, inv},
@@ -66,7 +67,7 @@ func TestPathsRefused(t *testing.T) {
 			}
 			ok := false
 			for _, c := range a.cats {
-				ok = ok || IsCategory(err, c)
+				ok = ok || errs.Is(err, c)
 			}
 			if !ok {
 				t.Errorf("%s %q: %v, want one of %v", a.where, n, err, a.cats)
@@ -88,9 +89,9 @@ func TestPathsRefused(t *testing.T) {
 	}
 }
 
-// TestHostileRefsInEntries (issue 8 "Paths"): entries a modified binary writes with a
-// ref that is not an id of their kind never make the fold build a path from it: they
-// are ignored, and nothing outside the channel is read.
+// TestHostileRefsInEntries (docs/threat-model.md "Paths and links"): entries a modified
+// binary writes with a ref that is not an id of their kind never make the fold build a
+// path from it: they are ignored, and nothing outside the channel is read.
 func TestHostileRefsInEntries(t *testing.T) {
 	w := newAdvWorld(t)
 	bad := []struct{ typ, ref string }{
@@ -119,7 +120,7 @@ func TestHostileRefsInEntries(t *testing.T) {
 	w.intact(t, st)
 }
 
-// TestPointersRefused (issue 8 "Paths", issue 6): an order's file pointers are
+// TestPointersRefused (docs/threat-model.md "Paths and links"): an order's file pointers are
 // workspace-relative paths; traversal, absolute paths, reserved names and symlinks
 // out of the workspace are refused.
 func TestPointersRefused(t *testing.T) {
@@ -129,7 +130,7 @@ func TestPointersRefused(t *testing.T) {
 		"COM¹", "lpt³.txt", "Conout$.log", "nul .txt",
 		".env", "deploy/id_rsa", "certs/server.pem", ".git/config",
 	} {
-		if _, err := CheckPointerPath(p); !IsCategory(err, CatInvalid) {
+		if _, err := CheckPointerPath(p); !errs.Is(err, errs.Invalid) {
 			t.Errorf("CheckPointerPath(%q) = %v, want invalid", p, err)
 		}
 	}
@@ -150,7 +151,7 @@ func TestPointersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, spec := range []string{"file-link.txt", "dir-link/secret.txt"} {
-		if _, _, err := FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !IsCategory(err, CatInvalid) {
+		if _, _, err := FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !errs.Is(err, errs.Invalid) {
 			t.Errorf("pointer %s through a link out of the workspace: %v, want invalid", spec, err)
 		}
 	}
@@ -159,10 +160,10 @@ func TestPointersRefused(t *testing.T) {
 	}
 }
 
-// TestChannelLinksRefused (issue 8 "Paths"): a symbolic link planted inside the
-// channel — a whole directory (orders/) or a writer's segment directory — never
-// receives a write: the write is refused (invalid, naming the link), nothing lands
-// outside the channel, and verify and doctor list the link.
+// TestChannelLinksRefused (docs/threat-model.md "Paths and links"): a symbolic link
+// planted inside the channel — a whole directory (orders/) or a writer's segment
+// directory — never receives a write: the write is refused (invalid, naming the link),
+// nothing lands outside the channel, and verify and doctor list the link.
 func TestChannelLinksRefused(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Log("symlinks need privileges on Windows; the write check is the same code")
@@ -197,7 +198,7 @@ func TestChannelLinksRefused(t *testing.T) {
 			}
 			outBefore := snapshotFiles(t, outside)
 			err := tc.write(w)
-			if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), tc.plant+" in the channel is a symbolic link") {
+			if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), tc.plant+" in the channel is a symbolic link") {
 				t.Errorf("write through %s: %v, want invalid naming the link", tc.plant, err)
 			}
 			if got := snapshotFiles(t, outside); got != outBefore {

@@ -13,10 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
-// The pause switch (issue 8 "Pause"): a machine-local, never-synced file under
+// The pause switch (docs/format.md §18): a machine-local, never-synced file under
 // Home.ConfigDir that stops this machine acting on its own — for every channel
 // (ConfigDir/paused.json) or for one project (ConfigDir/paused/<project>.json). While
 // paused, this machine refuses primary.take (PrimaryTake) and `ferry update apply`
@@ -59,7 +60,7 @@ func (h *Home) pausePath(project string) string {
 func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error) {
 	reason = strings.TrimSpace(reason)
 	if project != "" && !ValidName(project) {
-		return nil, Errorf(CatInvalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", project)
+		return nil, errs.Errorf(errs.Invalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", project)
 	}
 	if reason != "" {
 		if err := checkShortLine("pause reason", reason, MaxPauseReason); err != nil {
@@ -90,7 +91,7 @@ func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error)
 // name; internal when a file cannot be removed.
 func (h *Home) Resume(project string) ([]PauseState, error) {
 	if project != "" && !ValidName(project) {
-		return nil, Errorf(CatInvalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", project)
+		return nil, errs.Errorf(errs.Invalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", project)
 	}
 	var lift []PauseState
 	if project != "" {
@@ -105,7 +106,7 @@ func (h *Home) Resume(project string) ([]PauseState, error) {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
 				// os.Remove takes an empty directory; one with files is not ferry's to delete.
-				return nil, Errorf(CatInvalid, "look inside it, move its files away and remove it, then run `ferry resume` again",
+				return nil, errs.Errorf(errs.Invalid, "look inside it, move its files away and remove it, then run `ferry resume` again",
 					"the pause switch %s is a directory with files in it, not a pause file: it pauses this machine until it is removed", path)
 			}
 			return nil, fmt.Errorf("removing the pause switch: %w", err)
@@ -187,7 +188,7 @@ func (h *Home) CheckPaused(project, doing string) error {
 	if p.Project != "" {
 		hint = "the owner runs `ferry resume --project " + p.Project + "` (or `ferry resume`) on this machine to lift it"
 	}
-	return Errorf(CatPaused, hint, "%s is paused since %s%s: %s refused", p.scope(), p.At.Format("2006-01-02 15:04 UTC"), why, doing)
+	return errs.Errorf(errs.Paused, hint, "%s is paused since %s%s: %s refused", p.scope(), p.At.Format("2006-01-02 15:04 UTC"), why, doing)
 }
 
 // pausedWait is Loop's pause step: when the machine or project is paused it returns

@@ -7,11 +7,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestPauseRunnerTakesNothing: while paused, a runner's loop claims no order and looks
 // at none (it keeps its presence, saying so); RunOne and a --once loop answer paused;
-// after resume it picks again (issue 8 "Pause").
+// after resume it picks again (docs/format.md §18).
 func TestPauseRunnerTakesNothing(t *testing.T) {
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "wait for resume")
@@ -40,10 +42,10 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "paused") {
 		t.Fatalf("presence while paused: %s, %v", b, err)
 	}
-	if _, err := r.Loop(context.Background(), time.Millisecond, true); !IsCategory(err, CatPaused) {
+	if _, err := r.Loop(context.Background(), time.Millisecond, true); !errs.Is(err, errs.Paused) {
 		t.Fatalf("--once while paused: %v, want paused", err)
 	}
-	if _, err := r.RunOne(context.Background()); !IsCategory(err, CatPaused) || !strings.Contains(err.Error(), "ferry resume") {
+	if _, err := r.RunOne(context.Background()); !errs.Is(err, errs.Paused) || !strings.Contains(err.Error(), "ferry resume") {
 		t.Fatalf("RunOne while paused: %v", err)
 	}
 	if _, err := runner.Home.Resume(""); err != nil {
@@ -55,7 +57,7 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 }
 
 // TestPauseSwitch: scopes, the machine-wide switch first, a damaged file still pauses,
-// resume lifts all or one, bad input changes nothing (issue 8 "Pause").
+// resume lifts all or one, bad input changes nothing (docs/format.md §18).
 func TestPauseSwitch(t *testing.T) {
 	h := testHome(t)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -77,7 +79,7 @@ func TestPauseSwitch(t *testing.T) {
 	if p := h.Paused("other"); p == nil || p.Project != "" {
 		t.Fatalf("machine-wide: %+v", p)
 	}
-	if err := h.CheckPaused("other", "primary take"); !IsCategory(err, CatPaused) || !strings.Contains(err.Error(), "this machine is paused since 2026-11-29 12:00 UTC: primary take refused") {
+	if err := h.CheckPaused("other", "primary take"); !errs.Is(err, errs.Paused) || !strings.Contains(err.Error(), "this machine is paused since 2026-11-29 12:00 UTC: primary take refused") {
 		t.Fatalf("CheckPaused: %v", err)
 	}
 	lifted, err := h.Resume("acme")
@@ -102,7 +104,7 @@ func TestPauseSwitch(t *testing.T) {
 	}
 	// Bad input: nothing set.
 	for _, c := range []struct{ project, reason string }{{"Bad Id", ""}, {"", "two\nlines"}, {"", "\x1b[31m"}, {"", strings.Repeat("r", MaxPauseReason+1)}} {
-		if _, err := h.Pause(c.project, c.reason, now); !IsCategory(err, CatInvalid) {
+		if _, err := h.Pause(c.project, c.reason, now); !errs.Is(err, errs.Invalid) {
 			t.Errorf("Pause(%q, %q): %v, want invalid", c.project, c.reason, err)
 		}
 	}

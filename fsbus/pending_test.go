@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Pending sync (issue 7, "Merging" and "Torn and foreign files"; DESIGN §2 rule 6):
+// Pending sync (docs/design.md §2 rule 6; docs/format.md §11):
 // an event whose object has not arrived is pending sync, an object without its event
 // is invisible, and a file that has only partly arrived — a segment or an object — is
 // waited for, never taken for a forgery.
@@ -62,13 +63,13 @@ func (w *pendingWorld) checkPending(t *testing.T, what string) {
 	if len(st.Ignored) != 0 {
 		t.Fatalf("%s: ignored %+v; a file still arriving is no forgery", what, st.Ignored)
 	}
-	if _, err := w.bob.Claim(w.order, ""); !IsCategory(err, CatRetryNeeded) {
+	if _, err := w.bob.Claim(w.order, ""); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("%s: claiming a pending order: %v, want retry_needed", what, err)
 	}
-	if _, err := w.bob.TalkAck([]string{w.msg}); !IsCategory(err, CatRetryNeeded) {
+	if _, err := w.bob.TalkAck([]string{w.msg}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("%s: acking a pending message: %v, want retry_needed", what, err)
 	}
-	if _, err := w.master.AskAnswer(w.ask, "approve", "", ""); !IsCategory(err, CatRetryNeeded) {
+	if _, err := w.master.AskAnswer(w.ask, "approve", "", ""); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("%s: answering a pending ask: %v, want retry_needed", what, err)
 	}
 }
@@ -182,7 +183,7 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 	if st.Orders[o.ID] != nil || st.Messages[m.ID] != nil || st.Asks[a.ID] != nil || len(st.ListOrders(OrderFilter{})) != 0 {
 		t.Fatalf("objects without their entries are visible: %v %v %v", st.Orders[o.ID], st.Messages[m.ID], st.Asks[a.ID])
 	}
-	if _, err := st.FindOrder(o.ID); !IsCategory(err, CatNotFound) {
+	if _, err := st.FindOrder(o.ID); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("FindOrder of an order whose entry has not arrived: %v, want not_found", err)
 	}
 	rep, err := cB.Verify(vB)
@@ -304,8 +305,8 @@ func TestNotFoundWhileObjectsArrive(t *testing.T) {
 	for kind, find := range finds {
 		q := kind[:1] + "-zzzzzzzzzzzzz"
 		err := find(q)
-		fe, ok := err.(*Error)
-		if !ok || fe.Category != CatNotFound ||
+		fe, ok := err.(*errs.Error)
+		if !ok || fe.Category != errs.NotFound ||
 			fe.Message != kind+` "`+q+`" not found yet: 3 objects are still arriving (sync in progress)` ||
 			!strings.HasPrefix(fe.Hint, "retry when the sync tool has finished; ") {
 			t.Errorf("%s %s while 3 objects are arriving: %#v", kind, q, err)
@@ -318,7 +319,7 @@ func TestNotFoundWhileObjectsArrive(t *testing.T) {
 	st = w.load(t).State
 	for kind, find := range finds {
 		q := kind[:1] + "-zzzzzzzzzzzzz"
-		if err := find(q); !IsCategory(err, CatNotFound) || err.(*Error).Message != "no "+kind+` "`+q+`"` {
+		if err := find(q); !errs.Is(err, errs.NotFound) || err.(*errs.Error).Message != "no "+kind+` "`+q+`"` {
 			t.Errorf("%s %s once arrived: %v", kind, q, err)
 		}
 	}

@@ -18,9 +18,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Limits of an order's pointers (issue 6).
+// Limits of an order's pointers.
 const (
 	// MaxPointers is the most file pointers one order carries.
 	MaxPointers = 64
@@ -39,7 +41,7 @@ const (
 )
 
 // Pointer is one file an order's contract points to, fingerprinted at dispatch
-// (issue 6 "Pointers"; docs/format.md §11 order object). Path is workspace-relative
+// (docs/format.md §11 order object; ADR 0003). Path is workspace-relative
 // with '/' separators. Size and SHA256 describe the content as hashed: for a text file
 // (no NUL in the first 8 KiB) every CRLF is read as LF first, so a Windows checkout of
 // the same commit verifies; Size is then the normalised length in bytes. SHA256 is
@@ -71,8 +73,8 @@ type PointerCheck struct {
 	Reason string `json:"reason,omitempty"` // why it is not ok
 }
 
-// PointerReport is the health of an order's pointers in one workspace (issue 6
-// "Verify"). OK is true when every pointer (and the diff, when there is one) is ok.
+// PointerReport is the health of an order's pointers in one workspace
+// (ADR 0003 §2). OK is true when every pointer (and the diff, when there is one) is ok.
 // DiffMode is true when the files on disk do not match but the order is a read-only
 // review whose verified diff covers every pointer: it may be claimed to review the
 // diff, not the files on disk.
@@ -103,7 +105,7 @@ func (r *PointerReport) Stale() []PointerCheck {
 
 // ResolveWorkspace returns the workspace root pointers are relative to: dir when given
 // (made absolute), else the git top-level of the current directory, else the current
-// directory (issue 6). It returns invalid when dir is not a directory.
+// directory. It returns invalid when dir is not a directory.
 func ResolveWorkspace(dir string) (string, error) {
 	if dir == "" {
 		wd, err := os.Getwd()
@@ -117,10 +119,10 @@ func ResolveWorkspace(dir string) (string, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", Errorf(CatInvalid, "pass an existing directory to --workspace", "workspace %s: %v", dir, err)
+		return "", errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "workspace %s: %v", dir, err)
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return "", Errorf(CatInvalid, "pass an existing directory to --workspace", "workspace %s is not a directory", dir)
+		return "", errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "workspace %s is not a directory", dir)
 	}
 	return abs, nil
 }
@@ -149,7 +151,7 @@ func workspaceCommit(ws string) string {
 }
 
 // windowsReserved are the device names Windows refuses as file names, with or without
-// an extension (DESIGN §2 rule 10).
+// an extension (docs/design.md §2 rule 10).
 var windowsReserved = map[string]bool{"con": true, "prn": true, "aux": true, "nul": true, "conin$": true, "conout$": true}
 
 func isWindowsReserved(name string) bool {
@@ -161,7 +163,7 @@ func isWindowsReserved(name string) bool {
 	if len(base) == 4 && (strings.HasPrefix(base, "com") || strings.HasPrefix(base, "lpt")) && base[3] >= '0' && base[3] <= '9' {
 		return true
 	}
-	// Windows reserves COM¹–COM³ and LPT¹–LPT³ too (superscript digits; issue 8).
+	// Windows reserves COM¹–COM³ and LPT¹–LPT³ too (superscript digits).
 	if d, ok := strings.CutPrefix(base, "com"); ok && (d == "¹" || d == "²" || d == "³") {
 		return true
 	}
@@ -172,7 +174,7 @@ func isWindowsReserved(name string) bool {
 }
 
 // sensitiveName reports whether one path component names a file that must never be
-// pointed at: .env*, *.pem, *.key, id_rsa*, *credentials*, *secret*, .npmrc (issue 6).
+// pointed at: .env*, *.pem, *.key, id_rsa*, *credentials*, *secret*, .npmrc.
 func sensitiveName(name string) bool {
 	n := strings.ToLower(name)
 	return strings.HasPrefix(n, ".env") || strings.HasSuffix(n, ".pem") || strings.HasSuffix(n, ".key") ||
@@ -185,10 +187,10 @@ func sensitiveName(name string) bool {
 // rule, for an empty, absolute or drive path, a ".." component, a ':' or '\\', a
 // control character, a Windows reserved name (CON, NUL, COM1…), a component ending in
 // a dot or space, and sensitive names: .env*, *.pem, *.key, id_rsa*, *credentials*,
-// *secret*, .npmrc in any component, and .git/config (issue 6).
+// *secret*, .npmrc in any component, and .git/config.
 func CheckPointerPath(p string) (string, error) {
 	refuse := func(why string) (string, error) {
-		return "", Errorf(CatInvalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", Quote(p), why)
+		return "", errs.Errorf(errs.Invalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", Quote(p), why)
 	}
 	// The path is written in the clear into the order object (secret guard).
 	if err := CheckSecret("pointer path", p); err != nil {
@@ -242,7 +244,7 @@ func parsePointerSpec(spec string) (p string, first, last int, err error) {
 		}
 		if ea == nil && eb == nil {
 			if fa < 1 || fb < fa {
-				return "", 0, 0, Errorf(CatInvalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %s", Quote(spec))
+				return "", 0, 0, errs.Errorf(errs.Invalid, "write a range as path:FIRST-LAST with 1 ≤ FIRST ≤ LAST", "bad line range in %s", Quote(spec))
 			}
 			p, first, last = spec[:i], fa, fb
 		}
@@ -269,7 +271,7 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 		return fingerprint{}, PointerRefused, "symlink to a sensitive file"
 	}
 	// Stat (through the root) before opening: opening a FIFO blocks until a writer
-	// comes, and a device or socket is never read (issue 6 finding 13).
+	// comes, and a device or socket is never read.
 	if fi, err := root.Stat(name); err == nil && !fi.Mode().IsRegular() {
 		return fingerprint{}, PointerRefused, notRegular(fi.Mode())
 	}
@@ -428,7 +430,7 @@ func hashContent(r io.Reader) (fingerprint, error) {
 }
 
 // FingerprintPointers resolves each spec ("path" or "path:FIRST-LAST") inside the
-// workspace ws and records its Pointer (issue 6). It returns the pointers, warnings
+// workspace ws and records its Pointer. It returns the pointers, warnings
 // (a file changed within the last 3 s: an editor may not have saved it yet) and
 // invalid when a path is refused (CheckPointerPath), escapes the workspace through a
 // symlink, is missing, not a regular file, larger than MaxPointerBytes, named twice,
@@ -440,7 +442,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 		return nil, nil, nil
 	}
 	if len(specs) > MaxPointers {
-		return nil, nil, Errorf(CatInvalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), MaxPointers)
+		return nil, nil, errs.Errorf(errs.Invalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), MaxPointers)
 	}
 	root, err := openRoot(ws)
 	if err != nil {
@@ -460,7 +462,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 			return nil, nil, err
 		}
 		if seen[p] {
-			return nil, nil, Errorf(CatInvalid, "name each file once", "pointer %s named twice", p)
+			return nil, nil, errs.Errorf(errs.Invalid, "name each file once", "pointer %s named twice", p)
 		}
 		seen[p] = true
 		fp, status, why := openPointer(root, p)
@@ -469,14 +471,14 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 			if status == PointerRefused {
 				hint = "point at files inside the workspace; secrets are never pointed at"
 			}
-			return nil, nil, Errorf(CatInvalid, hint, "pointer %s %s: %s", p, status, why)
+			return nil, nil, errs.Errorf(errs.Invalid, hint, "pointer %s %s: %s", p, status, why)
 		}
 		ptr := Pointer{Path: p, Size: fp.size, SHA256: fp.sha, Commit: commit}
 		switch {
 		case !fp.text && first > 0:
-			return nil, nil, Errorf(CatInvalid, "point at a binary file without a line range", "pointer %s: a line range needs a text file", p)
+			return nil, nil, errs.Errorf(errs.Invalid, "point at a binary file without a line range", "pointer %s: a line range needs a text file", p)
 		case first > 0 && last > fp.lines:
-			return nil, nil, Errorf(CatInvalid, "check the range against the file", "pointer %s: lines %d-%d, but the file has %d", p, first, last, fp.lines)
+			return nil, nil, errs.Errorf(errs.Invalid, "check the range against the file", "pointer %s: lines %d-%d, but the file has %d", p, first, last, fp.lines)
 		case first > 0:
 			ptr.FirstLine, ptr.LastLine = first, last
 		case fp.text && fp.lines > 0:
@@ -494,7 +496,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 func openRoot(ws string) (*os.Root, error) {
 	root, err := os.OpenRoot(ws)
 	if err != nil {
-		return nil, Errorf(CatInvalid, "pass an existing directory to --workspace", "opening workspace %s: %v", ws, err)
+		return nil, errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "opening workspace %s: %v", ws, err)
 	}
 	return root, nil
 }
@@ -571,7 +573,7 @@ func (r *PointerReport) refusedNone() bool {
 }
 
 // checkPointersSettled is CheckPointers, checked again after 150 ms when it does not
-// match (an editor or sync tool may still be writing; issue 6 "Claim").
+// match (an editor or sync tool may still be writing; ADR 0003 §2).
 func checkPointersSettled(ws, id string, ct *Contract) *PointerReport {
 	r := CheckPointers(ws, id, ct)
 	if r.OK {
@@ -587,7 +589,7 @@ var settleWait = func() { time.Sleep(claimRetry) }
 
 // staleError is the stale refusal of a claim or submit: why the files differ (another
 // commit, or local edits, listing the files) and how to recover.
-func staleError(cat string, r *PointerReport, what string) *Error {
+func staleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
 	var files []string
 	var list []string
 	for _, p := range r.Stale() {
@@ -606,7 +608,7 @@ func staleError(cat string, r *PointerReport, what string) *Error {
 	default:
 		hint = "restore the files as they were at dispatch, and try again; `ferry order verify " + r.Order + "` shows each pointer"
 	}
-	return Errorf(cat, hint, "%s", msg)
+	return errs.Errorf(cat, hint, "%s", msg)
 }
 
 func short(commit string) string {
@@ -645,8 +647,8 @@ func readDiffFiles(root *os.Root, rel string) ([]diffFile, error) {
 
 // parseUnifiedDiff lists the file blocks of a unified diff (`--- a/x`, `+++ b/x`,
 // `@@ … @@` hunks; git's "a/" and "b/" prefixes stripped). It returns an error when
-// there is no file block, or a block has no hunk that adds or removes a line (issue 6:
-// "non-empty hunks").
+// there is no file block, or a block has no hunk that adds or removes a line (ADR 0003
+// §2: hunks that change at least one line).
 func parseUnifiedDiff(b []byte) ([]diffFile, error) {
 	var files []diffFile
 	var cur *diffFile

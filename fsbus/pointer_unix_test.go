@@ -8,9 +8,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// TestPointerFIFORefusedUnopened (issue 6 finding 13): a --pointer naming a FIFO is
+// TestPointerFIFORefusedUnopened: a --pointer naming a FIFO is
 // refused at dispatch without opening it (an open would block until a writer comes),
 // and a FIFO in the worker's checkout is refused at claim as that checkout's problem.
 // The test hangs — and times out, failing — if either path opens the FIFO.
@@ -21,7 +23,7 @@ func TestPointerFIFORefusedUnopened(t *testing.T) {
 	}
 	n := w.entries(t)
 	_, err := w.alice.NewOrder(NewOrderOptions{Title: "x", Pointers: []string{"pipe"}})
-	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "FIFO") {
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "FIFO") {
 		t.Fatalf("FIFO pointer: %v", err)
 	}
 	if w.entries(t) != n {
@@ -39,11 +41,11 @@ func TestPointerFIFORefusedUnopened(t *testing.T) {
 	}
 	n = w.entries(t)
 	_, err = w.bob.Claim(o.ID, "")
-	var e *Error
-	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "FIFO") {
+	var e *errs.Error
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "FIFO") {
 		t.Fatalf("claim on a FIFO: %v", err)
 	}
-	if e = err.(*Error); !strings.Contains(e.Hint, "this checkout's copy is the problem") || strings.Contains(e.Hint, "ask the author") {
+	if e = err.(*errs.Error); !strings.Contains(e.Hint, "this checkout's copy is the problem") || strings.Contains(e.Hint, "ask the author") {
 		t.Fatalf("hint %q", e.Hint)
 	}
 	if w.entries(t) != n {
@@ -57,10 +59,10 @@ func TestPointerFIFORefusedUnopened(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = w.bob.Claim(o.ID, "")
-	if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "leads outside the workspace (through a symlink)") {
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "leads outside the workspace (through a symlink)") {
 		t.Fatalf("claim through a symlink: %v", err)
 	}
-	if e = err.(*Error); !strings.Contains(e.Hint, "this checkout's copy is the problem") {
+	if e = err.(*errs.Error); !strings.Contains(e.Hint, "this checkout's copy is the problem") {
 		t.Fatalf("symlink hint %q", e.Hint)
 	}
 }

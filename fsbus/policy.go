@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -81,7 +82,7 @@ func checkPolicyValue(key string, raw json.RawMessage) (int64, error) {
 	}
 	n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
 	if err != nil || n < k.min || n > maxPolicyS {
-		return 0, Errorf(CatInvalid, fmt.Sprintf("give %s an integer of seconds from %d to %d (%s)", key, k.min, maxPolicyS, k.doc),
+		return 0, errs.Errorf(errs.Invalid, fmt.Sprintf("give %s an integer of seconds from %d to %d (%s)", key, k.min, maxPolicyS, k.doc),
 			"policy key %s must be an integer from %d to %d, not %s", key, k.min, maxPolicyS, clipText(string(raw), 40))
 	}
 	return n, nil
@@ -136,7 +137,7 @@ func resolvePolicy(st *State, entries []*ledger.Entry, ignore func(*ledger.Entry
 		step: func(_ map[string]json.RawMessage, n *chainNode[map[string]json.RawMessage]) (map[string]json.RawMessage, error) {
 			var d policyData
 			if err := json.Unmarshal(n.e.Data, &d); err != nil || d.Policy == nil {
-				return nil, Errorf(CatInvalid, "", "policy.set without a policy table")
+				return nil, errs.Errorf(errs.Invalid, "", "policy.set without a policy table")
 			}
 			if err := checkPolicyTable(d.Policy); err != nil {
 				return nil, err
@@ -269,13 +270,13 @@ func ParsePolicyAssign(s string) (PolicyAssign, error) {
 	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 	switch {
 	case !ok:
-		return PolicyAssign{}, Errorf(CatInvalid, "write KEY=VALUE, e.g. `ferry policy set silent_after_s=3600` (keys: "+strings.Join(PolicyKeys(), ", ")+")",
+		return PolicyAssign{}, errs.Errorf(errs.Invalid, "write KEY=VALUE, e.g. `ferry policy set silent_after_s=3600` (keys: "+strings.Join(PolicyKeys(), ", ")+")",
 			"%q is not KEY=VALUE", clipText(s, 80))
 	case !policyKeyRe.MatchString(k):
-		return PolicyAssign{}, Errorf(CatInvalid, "a key is lower-case letters, digits and _ (keys this binary knows: "+strings.Join(PolicyKeys(), ", ")+")",
+		return PolicyAssign{}, errs.Errorf(errs.Invalid, "a key is lower-case letters, digits and _ (keys this binary knows: "+strings.Join(PolicyKeys(), ", ")+")",
 			"%q is not a policy key", clipText(k, 80))
 	case v == "":
-		return PolicyAssign{}, Errorf(CatInvalid, "give a value after =; a key cannot be removed from the policy", "no value for policy key %s", k)
+		return PolicyAssign{}, errs.Errorf(errs.Invalid, "give a value after =; a key cannot be removed from the policy", "no value for policy key %s", k)
 	}
 	return PolicyAssign{Key: k, Value: v}, nil
 }
@@ -315,10 +316,10 @@ type PolicySetResult struct {
 // quiet_after_s. Setting what the policy already says writes nothing.
 func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 	if s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "run it as the owner on the machine that holds the master key", "only the master changes the policy")
+		return nil, errs.Errorf(errs.Denied, "run it as the owner on the machine that holds the master key", "only the master changes the policy")
 	}
 	if len(assigns) == 0 {
-		return nil, Errorf(CatInvalid, "name at least one KEY=VALUE (keys: "+strings.Join(PolicyKeys(), ", ")+")", "no policy change given")
+		return nil, errs.Errorf(errs.Invalid, "name at least one KEY=VALUE (keys: "+strings.Join(PolicyKeys(), ", ")+")", "no policy change given")
 	}
 	vals := map[string]json.RawMessage{}
 	for _, a := range assigns {
@@ -327,7 +328,7 @@ func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 			return nil, err
 		}
 		if prev, dup := vals[a.Key]; dup && !bytes.Equal(prev, raw) {
-			return nil, Errorf(CatInvalid, "name each key once", "policy key %s given twice with different values", a.Key)
+			return nil, errs.Errorf(errs.Invalid, "name each key once", "policy key %s given twice with different values", a.Key)
 		}
 		vals[a.Key] = raw
 	}
@@ -347,7 +348,7 @@ func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 		}
 		next := effectivePolicy(s.Config, &PolicySet{Table: table}).Policy
 		if next.SilentAfterS <= next.QuietAfterS {
-			return nil, nil, Errorf(CatInvalid, fmt.Sprintf("keep silent_after_s above quiet_after_s (now %d and %d)", next.SilentAfterS, next.QuietAfterS),
+			return nil, nil, errs.Errorf(errs.Invalid, fmt.Sprintf("keep silent_after_s above quiet_after_s (now %d and %d)", next.SilentAfterS, next.QuietAfterS),
 				"silent_after_s (%d) must be greater than quiet_after_s (%d)", next.SilentAfterS, next.QuietAfterS)
 		}
 		if len(changed) == 0 {

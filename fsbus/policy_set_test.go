@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestPolicySetKeepsUnknownKeys: a key this binary does not know is kept in the table,
@@ -51,11 +53,11 @@ func TestPolicySetKeepsUnknownKeys(t *testing.T) {
 		{{Key: "quiet_after_s", Value: "4000"}}, // not below silent_after_s (3600)
 		{{Key: "exec_window_s", Value: "999999999999"}},
 	} {
-		if _, err := w.master.SetPolicy(bad); !IsCategory(err, CatInvalid) {
+		if _, err := w.master.SetPolicy(bad); !errs.Is(err, errs.Invalid) {
 			t.Errorf("SetPolicy(%v): %v, want invalid", bad, err)
 		}
 	}
-	if _, err := w.alice.SetPolicy([]PolicyAssign{{Key: "max_skew_s", Value: "60"}}); !IsCategory(err, CatDenied) {
+	if _, err := w.alice.SetPolicy([]PolicyAssign{{Key: "max_skew_s", Value: "60"}}); !errs.Is(err, errs.Denied) {
 		t.Errorf("alice's SetPolicy: %v, want denied", err)
 	}
 	// The same values again: nothing to write.

@@ -12,13 +12,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
 
 // PresenceObject is presence/<writer>.<device>.json: the writer's latest heartbeat,
-// rewritten in place only by that writer on that device (DESIGN §2 "Orders, asks,
+// rewritten in place only by that writer on that device (docs/design.md §2 "Orders, asks,
 // presence"). Its id is "<writer>.<device>". At is the writer's own clock, for display
 // only: liveness is measured by when this machine saw the file change.
 type PresenceObject struct {
@@ -26,8 +27,8 @@ type PresenceObject struct {
 	At    string   `json:"at"`              // RFC 3339 UTC with milliseconds
 	Doing string   `json:"doing,omitempty"` // one line, ≤ 200 bytes
 	Runs  []string `json:"runs,omitempty"`  // order ids the writer holds
-	// Running names the unattended runs of the writer on this device (issue 6 "Dead
-	// workers"): run id, order, supervising pid. Optional; older readers ignore it.
+	// Running names the unattended runs of the writer on this device (docs/runs.md
+	// "Dead workers"): run id, order, supervising pid. Optional; older readers ignore it.
 	Running []RunBeat `json:"running,omitempty"`
 }
 
@@ -55,14 +56,14 @@ func presencePath(root, writer, device string) string {
 
 // WritePresence rewrites this writer's presence file on this device: a signed object
 // naming what it is doing and the orders it holds. `ferry mcp serve` calls it every
-// 60 s and after every write, so a working agent never looks silent (issue 4). It
+// 60 s and after every write, so a working agent never looks silent. It
 // returns invalid for a doing line that is too long or holds control characters.
-// Every live unattended run of the writer on this machine (the run registry, issue 6)
+// Every live unattended run of the writer on this machine (the run registry)
 // is named in `running`, and its order added to runs, whoever rewrites the file.
 func (s *Session) WritePresence(doing string, runs []string) error {
 	doing = strings.TrimSpace(doing)
 	if len(doing) > MaxDoing || hasControl(doing, false) {
-		return Errorf(CatInvalid, "one short line", "presence doing line too long or holds control characters")
+		return errs.Errorf(errs.Invalid, "one short line", "presence doing line too long or holds control characters")
 	}
 	if err := CheckSecret("presence doing line", doing); err != nil {
 		return err
@@ -91,7 +92,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 // observePresence reads every presence file, keeps those signed by their writer's
 // seated key, and records in this machine's state dir when it first saw each version.
 // A presence that changed since the last look counts as a sighting of its writer now
-// (DESIGN §2 rule 7: liveness from what this machine saw, never from others' clocks).
+// (docs/design.md §2 rule 7: liveness from what this machine saw, never from others' clocks).
 //
 // presence.seen holds one line per file, "<file name> <hash> <Unix ms> <boot clock ms>
 // <boot id>" (ADR 0013). A record read on other clocks than now's (a reboot, a clock

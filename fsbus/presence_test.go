@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestPresenceSightings: a writer's presence file is a signed heartbeat; another
 // machine records when it first saw each version, and liveness runs on that
-// machine's clock (DESIGN §2 rule 7). A presence not signed by the seated key counts
+// machine's clock (docs/design.md §2 rule 7). A presence not signed by the seated key counts
 // for nothing.
 func TestPresenceSightings(t *testing.T) {
 	hA, hB := testHome(t), testHome(t)
@@ -78,7 +80,7 @@ func TestPresenceSightings(t *testing.T) {
 		t.Fatalf("forged presence shown: %+v", p)
 	}
 	// Bad input changes nothing.
-	if err := alice.WritePresence(strings.Repeat("x", MaxDoing+1), nil); !IsCategory(err, CatInvalid) {
+	if err := alice.WritePresence(strings.Repeat("x", MaxDoing+1), nil); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("over-long doing: %v", err)
 	}
 	if _, err := os.Stat(presencePath(dir, "alice", cA.Device)); err != nil {

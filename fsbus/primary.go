@@ -7,12 +7,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // PrimaryStatus is the primary role as this machine sees it (`ferry primary status`,
 // the MCP tool ferry_primary): the folded role plus liveness from this machine's
-// sightings (DESIGN §2 rule 7) and the take rule that applies now.
+// sightings (docs/design.md §2 rule 7) and the take rule that applies now.
 type PrimaryStatus struct {
 	State  string `json:"state"`  // none|held|released
 	Holder string `json:"holder"` // "" unless held
@@ -33,14 +34,14 @@ type PrimaryStatus struct {
 	Rule     string    `json:"rule"`
 	Contests []Contest `json:"contests"`
 	Pending  int       `json:"pending,omitempty"`
-	// Sync is delivery as Syncthing reports it (issue 7), set by WithSync for
+	// Sync is delivery as Syncthing reports it, set by WithSync for
 	// `ferry primary status` and ferry_primary status only.
 	Sync *SyncLine `json:"sync,omitempty"`
 }
 
 // WithSync adds sync health to the status: the delivery line, and, while Syncthing
 // carries the channel with no peer connected, the rule says a take on grounds of
-// silence is refused (DESIGN §2 rule 7: "silent" is not asserted then). It returns p.
+// silence is refused (docs/design.md §2 rule 7: "silent" is not asserted then). It returns p.
 func (p *PrimaryStatus) WithSync(h *SyncHealth) *PrimaryStatus {
 	l := h.Line()
 	p.Sync = &l
@@ -59,7 +60,7 @@ type StandbyRow struct {
 
 // PrimaryStatus builds the primary role's view from v: holder, since, liveness of the
 // holder and of every standby on this machine's clock, the current brief, the rule
-// that applies (issue 3) and the contests of the primary chain. Empty lists are [].
+// that applies and the contests of the primary chain. Empty lists are [].
 func (c *Channel) PrimaryStatus(v *View) *PrimaryStatus {
 	p := v.State.Primary
 	out := &PrimaryStatus{State: p.State, Holder: p.Holder, Since: p.Since, Previous: p.Previous,
@@ -80,7 +81,7 @@ func (c *Channel) PrimaryStatus(v *View) *PrimaryStatus {
 	return out
 }
 
-// primaryRule says in one sentence which take rule applies now (issue 3).
+// primaryRule says in one sentence which take rule applies now.
 func (c *Channel) primaryRule(pol Policy, p *Primary, liveness string, ageS int64) string {
 	silent := Span(pol.SilentAfterS)
 	switch {
@@ -158,14 +159,14 @@ func (s *Session) primaryWrite(typ, ref string, d primaryData, key string, plan 
 }
 
 // PrimaryTake makes s the primary (primary.take, orchestrator level; the CLI and MCP
-// also call it "takeover"). The rule (DESIGN §2 rule 7, issue 3): a take is allowed
+// also call it "takeover"). The rule (docs/design.md §2 rule 7): a take is allowed
 // when nobody holds the role, when it was released, or when the holder is silent on
 // this machine's clock — this machine has seen neither a new entry nor a changed
 // presence file of it for the policy's silent_after_s (30 min by default; Liveness).
 // While the holder is alive or quiet (or not yet
 // seen here) the take is refused with conflict naming the holder and when it was last
 // heard from. A take on grounds of silence is also refused (conflict) while Syncthing
-// carries the channel and reports no connected peer (SyncHealth.NoPeer, issue 7): the
+// carries the channel and reports no connected peer (SyncHealth.NoPeer): the
 // holder's entries may simply not have arrived; without Syncthing nothing changes.
 // The holder taking again writes nothing. The take names the chain's head
 // as basis; a race across machines resolves by the branch rule (one holder everywhere,
@@ -173,7 +174,7 @@ func (s *Session) primaryWrite(typ, ref string, d primaryData, key string, plan 
 // or for a key used with other arguments. It returns the role after the call.
 func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 	if err := s.Home.CheckPaused(s.Project(), "primary take"); err != nil {
-		return nil, err // issue 8: a paused machine takes no role
+		return nil, err // a paused machine takes no role
 	}
 	return s.primaryWrite(TypePrimaryTake, PrimaryRef, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
 		if p.State != PrimaryHeld {
@@ -189,9 +190,9 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		}
 		l, age := s.Liveness(v, p.Holder)
 		if l == Silent {
-			// Silence proves nothing while the sync tool delivers nothing (issue 7).
+			// Silence proves nothing while the sync tool delivers nothing.
 			if h := s.SyncHealth(context.Background()); h.NoPeer() {
-				return false, Errorf(CatConflict, "reconnect Syncthing to the other machines (`ferry doctor` shows the state); the owner can still take the role",
+				return false, errs.Errorf(errs.Conflict, "reconnect Syncthing to the other machines (`ferry doctor` shows the state); the owner can still take the role",
 					"primary is held by %s, not heard from for %s, but Syncthing reports no connected peer (%s): its entries may not have arrived",
 					p.Holder, Span(age), h.Syncthing)
 			}
@@ -201,7 +202,7 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		if l != Unknown {
 			heard = l + ", heard from " + Span(age) + " ago"
 		}
-		return false, Errorf(CatConflict, "run `ferry primary standby` to be next in line; `ferry primary status` shows the rule",
+		return false, errs.Errorf(errs.Conflict, "run `ferry primary standby` to be next in line; `ferry primary status` shows the rule",
 			"primary is held by %s (%s); take is allowed once silent after %s, or when it releases",
 			p.Holder, heard, Span(s.PolicyOf(v).SilentAfterS))
 	})
@@ -236,7 +237,7 @@ func (s *Session) PrimaryBrief(objective string, constraints []string, key strin
 		cs = append(cs, c)
 	}
 	if len(cs) > MaxBriefConstraint {
-		return nil, Errorf(CatInvalid, fmt.Sprintf("keep the %d that matter most", MaxBriefConstraint),
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("keep the %d that matter most", MaxBriefConstraint),
 			"a brief is at most 5 lines: the objective and %d constraints; got %d constraints", MaxBriefConstraint, len(cs))
 	}
 	brief := primaryData{Objective: objective, Constraints: cs}
@@ -249,7 +250,7 @@ func (s *Session) PrimaryBrief(objective string, constraints []string, key strin
 			if p.Holder != "" {
 				hint = "only the primary briefs; ask " + p.Holder + ", or `ferry primary standby`"
 			}
-			return false, Errorf(CatDenied, hint, "%s is not the primary (holder: %s)", s.Name, orNone(p.Holder))
+			return false, errs.Errorf(errs.Denied, hint, "%s is not the primary (holder: %s)", s.Name, orNone(p.Holder))
 		}
 		if b := p.Brief; b != nil && b.Take == p.Take && b.By == s.Name && b.Objective == objective && slices.Equal(b.Constraints, cs) {
 			return true, nil
@@ -264,15 +265,15 @@ func (s *Session) PrimaryBrief(objective string, constraints []string, key strin
 func checkShortLine(what, s string, max int) error {
 	switch {
 	case s == "":
-		return Errorf(CatInvalid, "write one short line", "empty %s", what)
+		return errs.Errorf(errs.Invalid, "write one short line", "empty %s", what)
 	case strings.ContainsAny(s, "\r\n"):
-		return Errorf(CatInvalid, "write one line; put detail in the work repo", "%s must be one line", what)
+		return errs.Errorf(errs.Invalid, "write one line; put detail in the work repo", "%s must be one line", what)
 	case !utf8.ValidString(s):
-		return Errorf(CatInvalid, "write UTF-8 text", "%s must be UTF-8", what)
+		return errs.Errorf(errs.Invalid, "write UTF-8 text", "%s must be UTF-8", what)
 	case utf8.RuneCountInString(s) > max:
-		return Errorf(CatInvalid, fmt.Sprintf("keep it to one line of at most %d characters", max), "%s is %d characters; the limit is %d", what, utf8.RuneCountInString(s), max)
+		return errs.Errorf(errs.Invalid, fmt.Sprintf("keep it to one line of at most %d characters", max), "%s is %d characters; the limit is %d", what, utf8.RuneCountInString(s), max)
 	case hasControl(s, false):
-		return Errorf(CatInvalid, "remove terminal escapes and other control characters", "%s holds control characters", what)
+		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "%s holds control characters", what)
 	}
 	return nil
 }
@@ -283,7 +284,7 @@ func checkShortLine(what, s string, max int) error {
 func (s *Session) PrimaryStandby(key string) (*PrimaryStatus, error) {
 	return s.primaryWrite(TypePresenceStandby, s.Name, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
 		if p.State == PrimaryHeld && p.Holder == s.Name {
-			return false, Errorf(CatConflict, "`ferry primary release` hands the role back", "%s holds the primary role; standby is for taking over", s.Name)
+			return false, errs.Errorf(errs.Conflict, "`ferry primary release` hands the role back", "%s holds the primary role; standby is for taking over", s.Name)
 		}
 		for _, sb := range p.Standbys {
 			if sb.Name == s.Name {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -22,18 +23,18 @@ const (
 	PrimaryReleased = "released" // its holder released it
 )
 
-// PrimaryRank is the stage rank of each primary state for the branch rule of DESIGN §2
+// PrimaryRank is the stage rank of each primary state for the branch rule of docs/design.md §2
 // "Races across machines", pinned by docs/format.md §14: held 2 > released 1 > none 0.
 var PrimaryRank = map[string]int{PrimaryNone: 0, PrimaryReleased: 1, PrimaryHeld: 2}
 
 // Limits of a primary.brief and a decision.record as this binary writes them (bytes).
 const (
 	MaxBriefLine       = 200 // the objective and each constraint: one line
-	MaxBriefConstraint = 4   // constraints per brief: with the objective, at most 5 lines (issue 3)
+	MaxBriefConstraint = 4   // constraints per brief: with the objective, at most 5 lines
 	MaxDecisionLine    = 200
 )
 
-// Primary is the primary role as folded (DESIGN §2, issue 3): the winning path of the
+// Primary is the primary role as folded (docs/design.md §2): the winning path of the
 // channel's one primary chain (takes and releases naming data.basis, rooted at a
 // virtual root: the first take names no basis), the current brief and the standbys.
 type Primary struct {
@@ -76,7 +77,7 @@ type Standby struct {
 	HLC  string `json:"hlc"` // its newest standby entry
 }
 
-// Decision is one decision.record: a short line held in the entry itself (DESIGN §2,
+// Decision is one decision.record: a short line held in the entry itself (docs/design.md §2,
 // "Decisions are short lines held in their decision.record entries").
 type Decision struct {
 	ID   string `json:"id"` // d- id, the entry's ref
@@ -137,10 +138,10 @@ type primaryCore struct {
 	Previous string
 }
 
-// step applies one lifecycle entry of the primary chain to c, or refuses it (*Error)
+// step applies one lifecycle entry of the primary chain to c, or refuses it (*errs.Error)
 // saying why. The fold and the write path share it. A take is accepted from any
 // state: whether the holder may be taken over is the taker's judgment on its own
-// clock (DESIGN §2 rule 7), made by Session.PrimaryTake before writing. A release
+// clock (docs/design.md §2 rule 7), made by Session.PrimaryTake before writing. A release
 // needs the role held, by the writer.
 func (c primaryCore) step(typ, writer, hash, hlc string, lvl Level) (primaryCore, error) {
 	n := c
@@ -152,17 +153,17 @@ func (c primaryCore) step(typ, writer, hash, hlc string, lvl Level) (primaryCore
 		}
 	case TypePrimaryRelease:
 		if c.State != PrimaryHeld {
-			return c, Errorf(CatConflict, "see `ferry primary status`", "nobody holds the primary role")
+			return c, errs.Errorf(errs.Conflict, "see `ferry primary status`", "nobody holds the primary role")
 		}
 		if writer != c.Holder {
-			return c, Errorf(CatDenied, "only the holder releases the primary role", "%s does not hold the primary role (holder: %s)", writer, c.Holder)
+			return c, errs.Errorf(errs.Denied, "only the holder releases the primary role", "%s does not hold the primary role (holder: %s)", writer, c.Holder)
 		}
 		n.State, n.Holder, n.Take, n.Since, n.Previous = PrimaryReleased, "", "", "", c.Holder
 	default:
 		if knownType(typ) {
 			return c, fmt.Errorf("%w: %s is not a lifecycle entry of the primary role", errNotAllowed, typ)
 		}
-		// An unknown type naming a basis keeps its place in the chain (DESIGN §2 "Types").
+		// An unknown type naming a basis keeps its place in the chain (docs/format.md §17).
 	}
 	if err := checkLevel(writer, lvl, typ); err != nil {
 		return c, err
@@ -182,7 +183,7 @@ var primaryRules = chainRules[primaryCore]{
 
 // foldPrimary folds primary.take/release/brief and presence.standby entries into
 // st.Primary (docs/format.md §14): the primary chain resolved by the branch rule of
-// DESIGN §2 from a virtual root, the current brief, and the standbys. A contest names
+// docs/design.md §2 from a virtual root, the current brief, and the standbys. A contest names
 // the winner and, as involved, every writer of a competing branch plus the holder
 // before the race.
 func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {

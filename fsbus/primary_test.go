@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -95,7 +96,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if p := v.State.Primary; p.State != PrimaryNone || p.Holder != "" || p.Standbys == nil || p.History == nil {
 		t.Fatalf("fresh channel: primary %+v", p)
 	}
-	// A worker's and a member's take count for nothing: the level table (DESIGN §2).
+	// A worker's and a member's take count for nothing: the level table (docs/design.md §2).
 	wTake := primaryAppend(t, wendy, TypePrimaryTake, PrimaryRef, primaryData{})
 	mTake := primaryAppend(t, mike, TypePrimaryTake, PrimaryRef, primaryData{})
 	v = primaryLoad(t, c)
@@ -133,12 +134,12 @@ func TestPrimaryFoldRules(t *testing.T) {
 	bobRelease := primaryAppend(t, bob, TypePrimaryRelease, PrimaryRef, primaryData{Basis: aliceTake})
 	// A take whose basis has not arrived is pending.
 	pending := primaryAppend(t, bob, TypePrimaryTake, PrimaryRef, primaryData{Basis: "sha256:" + strings.Repeat("0", 64)})
-	// Standbys: an orchestrator's counts; a worker's is refused (issue 3: a worker
+	// Standbys: an orchestrator's counts; a worker's is refused (a worker
 	// writes hand-ins, joins and acks only); one naming another agent does not count.
 	if _, err := olga.PrimaryStandby(""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wendy.PrimaryStandby(""); !IsCategory(err, CatDenied) {
+	if _, err := wendy.PrimaryStandby(""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("worker standby: %v", err)
 	}
 	otherStandby := primaryAppend(t, olga, TypePresenceStandby, "bob", primaryData{})
@@ -171,7 +172,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	}
 
 	// The holder briefs twice: the newer counts.
-	if _, err := alice.PrimaryBrief("Ship v1", []string{"no new deps", " ", "tests first"}, ""); !IsCategory(err, CatInvalid) {
+	if _, err := alice.PrimaryBrief("Ship v1", []string{"no new deps", " ", "tests first"}, ""); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("a brief with an empty constraint: %v, want invalid", err)
 	}
 	if _, err := alice.PrimaryBrief("Ship v1", []string{"no new deps", "tests first"}, ""); err != nil {
@@ -193,7 +194,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 		t.Fatalf("after release: %+v", st)
 	}
 	// wendy is a worker: she may not take.
-	if _, err := wendy.PrimaryTake(""); !IsCategory(err, CatDenied) {
+	if _, err := wendy.PrimaryTake(""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("worker take: %v", err)
 	}
 	// bob takes over; alice's brief still shows until bob briefs.
@@ -221,7 +222,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 		t.Fatalf("history %d steps; want take, release, take", n)
 	}
 	// The standby list drops the holder and keeps olga.
-	if _, err := bob.PrimaryStandby(""); !IsCategory(err, CatConflict) {
+	if _, err := bob.PrimaryStandby(""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("holder standby: %v", err)
 	}
 	if got := v.State.Primary.Standbys; len(got) != 1 || got[0].Name != "olga" {
@@ -273,23 +274,23 @@ func TestPrimaryWriteRules(t *testing.T) {
 	n = primaryEntries(t, c)
 	for name, tc := range map[string]struct {
 		call func() error
-		cat  string
+		cat  errs.Category
 		msg  string
 	}{
-		"key reused":          {func() error { _, err := alice.PrimaryRelease("k1"); return err }, CatConflict, "already used"},
-		"take while alive":    {func() error { _, err := bob.PrimaryTake(""); return err }, CatConflict, "primary is held by alice (alive, heard from 0 s ago); take is allowed once silent after 30 min, or when it releases"},
-		"brief by non-holder": {func() error { _, err := bob.PrimaryBrief("mine", nil, ""); return err }, CatDenied, "bob is not the primary (holder: alice)"},
-		"release by other":    {func() error { _, err := bob.PrimaryRelease(""); return err }, CatDenied, "bob does not hold the primary role (holder: alice)"},
+		"key reused":          {func() error { _, err := alice.PrimaryRelease("k1"); return err }, errs.Conflict, "already used"},
+		"take while alive":    {func() error { _, err := bob.PrimaryTake(""); return err }, errs.Conflict, "primary is held by alice (alive, heard from 0 s ago); take is allowed once silent after 30 min, or when it releases"},
+		"brief by non-holder": {func() error { _, err := bob.PrimaryBrief("mine", nil, ""); return err }, errs.Denied, "bob is not the primary (holder: alice)"},
+		"release by other":    {func() error { _, err := bob.PrimaryRelease(""); return err }, errs.Denied, "bob does not hold the primary role (holder: alice)"},
 		"six constraints": {func() error {
 			_, err := alice.PrimaryBrief("x", []string{"1", "2", "3", "4", "5", "6"}, "")
 			return err
-		}, CatInvalid, "at most 5"},
-		"two-line objective": {func() error { _, err := alice.PrimaryBrief("a\nb", nil, ""); return err }, CatInvalid, "one line"},
-		"long constraint":    {func() error { _, err := alice.PrimaryBrief("a", []string{strings.Repeat("x", 201)}, ""); return err }, CatInvalid, "limit is 200"},
-		"empty objective":    {func() error { _, err := alice.PrimaryBrief(" ", nil, ""); return err }, CatInvalid, "empty objective"},
+		}, errs.Invalid, "at most 5"},
+		"two-line objective": {func() error { _, err := alice.PrimaryBrief("a\nb", nil, ""); return err }, errs.Invalid, "one line"},
+		"long constraint":    {func() error { _, err := alice.PrimaryBrief("a", []string{strings.Repeat("x", 201)}, ""); return err }, errs.Invalid, "limit is 200"},
+		"empty objective":    {func() error { _, err := alice.PrimaryBrief(" ", nil, ""); return err }, errs.Invalid, "empty objective"},
 	} {
 		err := tc.call()
-		if !IsCategory(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
+		if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v; want %s containing %q", name, err, tc.cat, tc.msg)
 		}
 	}
@@ -308,7 +309,7 @@ func TestPrimaryWriteRules(t *testing.T) {
 
 // TestPrimaryTakeRuleOnThisMachinesClock: a take over a holder is refused while this
 // machine has seen the holder write within silent_after_s, and allowed once it has not
-// (DESIGN §2 rule 7: judged on the taker's own clock, from sightings of the holder).
+// (docs/design.md §2 rule 7: judged on the taker's own clock, from sightings of the holder).
 func TestPrimaryTakeRuleOnThisMachinesClock(t *testing.T) {
 	c, clk, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator"})
 	alice, bob := ss["alice"], ss["bob"]
@@ -324,7 +325,7 @@ func TestPrimaryTakeRuleOnThisMachinesClock(t *testing.T) {
 	}
 	n := primaryEntries(t, c)
 	_, err := bob.PrimaryTake("")
-	if !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "primary is held by alice (quiet, heard from 10 min ago)") ||
+	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "primary is held by alice (quiet, heard from 10 min ago)") ||
 		!strings.Contains(err.Error(), "`ferry primary standby`") {
 		t.Fatalf("take over a quiet holder: %v", err)
 	}
@@ -345,7 +346,7 @@ func TestPrimaryTakeRuleOnThisMachinesClock(t *testing.T) {
 		t.Fatalf("after the takeover: %+v", st)
 	}
 	// alice comes back: her take is judged by the same rule, and bob is alive.
-	if _, err := alice.PrimaryTake(""); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "held by bob") {
+	if _, err := alice.PrimaryTake(""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "held by bob") {
 		t.Fatalf("the old holder's take while bob is alive: %v", err)
 	}
 }
@@ -451,7 +452,7 @@ func TestPrimaryRaceTwoHomes(t *testing.T) {
 	}
 	// Only the winner briefs now; the loser is told it is not the primary.
 	byName := map[string]*Session{"alice": alice, "bob": bob}
-	if _, err := byName[loser.Writer].PrimaryBrief("mine", nil, ""); !IsCategory(err, CatDenied) {
+	if _, err := byName[loser.Writer].PrimaryBrief("mine", nil, ""); !errs.Is(err, errs.Denied) {
 		t.Errorf("the loser's brief: %v", err)
 	}
 	if _, err := byName[winner.Writer].PrimaryBrief("Carry on", nil, ""); err != nil {
@@ -489,13 +490,13 @@ func TestSpan(t *testing.T) {
 
 // TestPrimaryTakeFromRevokedHolder: a holder whose grant was revoked (or lowered below
 // orchestrator) can no longer release the role, so it never blocks a take; the owner
-// may always take the role (issue 3, from a fresh-user run).
+// may always take the role.
 func TestPrimaryTakeFromRevokedHolder(t *testing.T) {
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "carol": "orchestrator"})
 	if _, err := ss["alice"].PrimaryTake(""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss["bob"].PrimaryTake(""); !IsCategory(err, CatConflict) {
+	if _, err := ss["bob"].PrimaryTake(""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("take while alice is alive and seated: %v, want conflict", err)
 	}
 	if _, err := ss[MasterWriter].Revoke("alice"); err != nil {

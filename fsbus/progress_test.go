@@ -7,7 +7,7 @@ import (
 
 // TestLoadProgress: a Load tells Channel.Progress its stages in order, the signature
 // checks with a rising count that ends at the number of entries, and "" at the end
-// (issue 9: the progress display of a first reading of a big channel).
+// (the progress display of a first reading of a big channel).
 func TestLoadProgress(t *testing.T) {
 	h := testHome(t)
 	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})

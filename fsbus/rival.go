@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Rival creates (issue 8; docs/format.md §"Rival creates", docs/threat-model.md).
+// Rival creates (docs/format.md §12 "Rival creates", docs/threat-model.md).
 //
 // Ids are 65 random bits (ids.go), so two creating entries (order.create, msg.post,
 // ask.raise) of one id by different writers are never a race: one of them is a forgery
@@ -19,7 +19,7 @@ import (
 //  1. a create whose writer is still seated (not revoked, not retired; the owner always
 //     is) beats one whose writer is not — revoking the forger hands the id back;
 //  2. then the create whose chain reached the furthest stage through an entry by
-//     another writer (DESIGN §2 branch rule, docs/format.md §Stage ranks): an order
+//     another writer (docs/design.md §2 branch rule, docs/format.md §14): an order
 //     someone claimed, or an ask the owner answered, beats a fresh create, and a forger
 //     cannot out-run the real chain with claims and submits of its own;
 //  3. then the lower entry hash (the only step a forger can grind, and only against a
@@ -147,7 +147,7 @@ func witnessRank[S any](root *chainNode[S], r chainRules[S]) int {
 	return best
 }
 
-// rivals returns the rival contests of st (issue 8).
+// rivals returns the rival contests of st.
 func rivals(st *State) []Contest {
 	out := []Contest{}
 	for _, c := range st.Contested {

@@ -9,7 +9,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// forgeRival plays the takeover of issue 8: forger rewrites the object file of id with
+// forgeRival plays a rival-create takeover: forger rewrites the object file of id with
 // itself as author and a new title, signed with its own key, and appends to its own
 // segment a creating entry of id (typ) naming the new object, its hlc varied until its
 // hash is lower than the real create's. It returns the forged entry's hash.
@@ -114,10 +114,10 @@ func rivalListed(t *testing.T, r advReport, id string) {
 	t.Errorf("doctor has no rival_create error for %s naming alice and bob: %+v", id, r.dr.Findings)
 }
 
-// TestRivalCreateTakeover (issue 8, finding 1): a seated member that re-creates another
-// author's order, message or ask under its id, with a lower entry hash, does not take
-// it over: a chain that got further wins, a revoked forger loses every tie, and verify
-// and doctor report the forgery as an error naming both writers.
+// TestRivalCreateTakeover (docs/format.md §12 "Rival creates"): a seated member that
+// re-creates another author's order, message or ask under its id, with a lower entry
+// hash, does not take it over: a chain that got further wins, a revoked forger loses
+// every tie, and verify and doctor report the forgery as an error naming both writers.
 func TestRivalCreateTakeover(t *testing.T) {
 	t.Run("an accepted order beats a fresh forged create", func(t *testing.T) {
 		w := newAdvWorld(t)

@@ -10,11 +10,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Master key rotation (issue 8; docs/adr/0008-master-rotation.md).
+// Master key rotation (docs/adr/0008-master-rotation.md).
 //
 // A master.rotate entry is written by the master, signed by the key it rotates from,
 // and names in data.key the new public key, in data.bounds the last seq the old key
@@ -22,7 +23,7 @@ import (
 // rotation's own seq), and in data.basis the hash of the previous rotation on the
 // chain ("" for the first, which rotates from channel.toml's key). A master entry at
 // (device, seq) falls under the newest key of the chain whose rotation's bound for that
-// device is below seq or that names no bound for it — the rule grants use (DESIGN §2),
+// device is below seq or that names no bound for it — the rule grants use (docs/design.md §2),
 // so no clock decides which key an entry needs. Two rotations naming one basis (the
 // owner rotated on two machines) are resolved like grant branches: the lower entry
 // hash wins; the other, and anything chained after it, counts for nothing and is
@@ -37,7 +38,7 @@ type masterChain struct {
 	head   string          // hash of the newest rotation on the chain ("" when none)
 	// lost holds the new keys of valid rotations that lost to a competing one (signed
 	// by a key of the chain, so by the same owner): a machine pinned to one follows
-	// the chain instead of being locked out (keys tester finding 2).
+	// the chain instead of being locked out.
 	lost map[string]bool
 }
 
@@ -189,7 +190,7 @@ func resolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 }
 
 // MasterKey returns the master's current public key: channel.toml's key moved along
-// the rotation chain (issue 8). Entries the master writes now must be signed with it.
+// the rotation chain. Entries the master writes now must be signed with it.
 func (st *State) MasterKey() ed25519.PublicKey { return st.masters.current() }
 
 // MasterKeys returns the rotation chain's keys, channel.toml's first (FormatKey form).
@@ -241,7 +242,7 @@ func repinHint(dir, key, pinFile string) string {
 // checkPin pins channel.toml's master key on first use, and afterwards accepts it when
 // the pin is that key or a key its rotation chain reaches (the rotations are read from
 // the master's segments: only when the pin differs from channel.toml's key). Anything
-// else is a denied error naming the repin command (DESIGN §2; issue 8 "Trust root").
+// else is a denied error naming the repin command (docs/design.md §2; ADR 0008).
 func (c *Channel) checkPin() error {
 	h, project, key := c.Home, c.Project(), c.Config.Master
 	pin, err := h.pinned(project)
@@ -259,7 +260,7 @@ func (c *Channel) checkPin() error {
 	if masterRotations(c).hasOrLost(pin) {
 		return nil
 	}
-	return Errorf(CatDenied, repinHint(c.Root, key, h.pinPath(project)),
+	return errs.Errorf(errs.Denied, repinHint(c.Root, key, h.pinPath(project)),
 		"channel.toml names master key %s but this machine pinned %s for project %s, and no rotation signed by the channel's key leads to the pinned one; nothing was read or written",
 		key, pin, project)
 }
@@ -306,7 +307,7 @@ func (c *Channel) followPin(st *State) error {
 	}
 	if k := ledger.FormatKey(cur); k != c.pin && st.masters.hasOrLost(c.pin) {
 		if err := fsutil.WriteFile(c.Home.pinPath(c.Project()), []byte(k+"\n"), 0o644); err != nil {
-			return &Error{Category: CatInternal, Err: err,
+			return &errs.Error{Category: errs.Internal, Err: err,
 				Message: fmt.Sprintf("moving this machine's pin of the master key to the rotated key %s: %v", k, err),
 				Hint:    "free space or fix permissions in this machine's ferry config dir (" + c.Home.ConfigDir + "), then retry"}
 		}
@@ -327,7 +328,7 @@ func Repin(h *Home, dir, key string) (old, pinned string, err error) {
 		return "", "", err
 	}
 	if strings.TrimSpace(key) != cfg.Master {
-		return "", "", Errorf(CatInvalid, "copy the key from the refusal, or from `channel.toml` (its master line)",
+		return "", "", errs.Errorf(errs.Invalid, "copy the key from the refusal, or from `channel.toml` (its master line)",
 			"%q is not the master key channel.toml in %s names (%s); nothing was written", key, root, cfg.Master)
 	}
 	if old, err = h.pinned(cfg.Project); err != nil {
@@ -361,7 +362,7 @@ type RotateResult struct {
 // plain even when the old one was locked (`ferry key lock` locks it).
 func (s *Session) RotateMaster() (*RotateResult, error) {
 	if s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "run it as the owner on a machine that holds the master key", "only the master rotates the master key")
+		return nil, errs.Errorf(errs.Denied, "run it as the owner on a machine that holds the master key", "only the master rotates the master key")
 	}
 	_, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -388,7 +389,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 		return &ledger.Draft{Type: TypeMasterRotate, Ref: MasterWriter, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
-		if !IsCategory(err, CatInternal) {
+		if !errs.Is(err, errs.Internal) {
 			os.Remove(nextPath) // refused: nothing was written
 		} // else the entry may be on disk: keep the key for checkMasterKey
 		return nil, err
@@ -396,7 +397,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	res.Entry = e.Hash()
 	if st := s.viewWithEntry(v, e).State; !st.MasterKey().Equal(next.Public()) {
 		os.Remove(nextPath)
-		return nil, Errorf(CatInternal, "run `ferry ledger verify` and `ferry doctor`: the entry is listed with the reason; this machine keeps its master key",
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify` and `ferry doctor`: the entry is listed with the reason; this machine keeps its master key",
 			"the rotation entry %s was written but does not move trust (another rotation won or its bounds did not hold)", e.Hash())
 	}
 	if res.Backup, err = s.Home.installNextMaster(p, nextPath); err != nil {
@@ -469,7 +470,7 @@ func (s *Session) checkMasterKey(st *State) error {
 			}
 		}
 	}
-	return Errorf(CatDenied,
+	return errs.Errorf(errs.Denied,
 		fmt.Sprintf("on the machine that rotated it run `ferry key export --out FILE`; here move this machine's old master key file %s aside, then run `ferry key import FILE --channel %s`", s.Home.keyPath(s.Project(), MasterWriter), s.Root),
 		"this machine's master key %s was rotated out: the channel's master key is now %s; nothing was written",
 		ledger.FormatKey(s.Signer.Public()), ledger.FormatKey(st.MasterKey()))

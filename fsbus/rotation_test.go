@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -66,7 +67,7 @@ func rawRotate(t *testing.T, c *Channel, device string, signer ledger.Signer, ne
 	return e
 }
 
-// TestMasterRotation: issue 8 "ferry master rotate": a rotation signed by the old key
+// TestMasterRotation (ADR 0008): a rotation signed by the old key
 // moves trust to the new one. The old key's entries after the rotation's bound (here
 // from a second master machine that kept the old key) are ignored and listed; entries
 // within the bound and the new key's entries count; the rotating machine's key files
@@ -106,11 +107,11 @@ func TestMasterRotation(t *testing.T) {
 
 	// The second master machine still holds the old key: its writes are refused.
 	_, err = m2.DecisionRecord("after the rotation, old key", "")
-	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "rotated out") {
+	if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "rotated out") {
 		t.Fatalf("write with a rotated-out key: %v, want denied", err)
 	}
 	// Nor may it rotate: refused, and its pending key file is gone with the refusal.
-	if _, err := m2.RotateMaster(); !IsCategory(err, CatDenied) {
+	if _, err := m2.RotateMaster(); !errs.Is(err, errs.Denied) {
 		t.Fatalf("rotation by a rotated-out key: %v, want denied", err)
 	}
 	if n := c2.Home.pendingMasters(p); len(n) > 0 {
@@ -161,7 +162,7 @@ func TestMasterRotation(t *testing.T) {
 	// ferry ledger verify: the late entry is authentic (the old key signed it on a
 	// machine that had not seen the rotation), so it is no bad signature and leaves no
 	// hole in machine two's chain — it is listed as ignored, saying why; and machine
-	// two's next entry with the new key chains on cleanly (keys tester finding 4).
+	// two's next entry with the new key chains on cleanly.
 	if _, err := c2.Ledger.Append(MasterWriter, c2.Device, ledger.Draft{Type: TypeDecisionRecord, Ref: "d-0000000000001", Data: mustJSON(d)}, m.Signer, ledger.HLC{}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestMasterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ik, _ := ReadExport(exp, []byte("pw"))
-	if _, err := c2.Home.StoreImported(ik); !IsCategory(err, CatConflict) {
+	if _, err := c2.Home.StoreImported(ik); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("import over the old key: %v, want conflict", err)
 	}
 	if err := os.Rename(c2.Home.keyPath(p, MasterWriter), c2.Home.keyPath(p, MasterWriter)+".old"); err != nil {
@@ -221,7 +222,7 @@ func TestMasterRotation(t *testing.T) {
 	}
 }
 
-// TestRotationWrongKeyAndCompeting: issue 8 adversarial rotations: a rotation signed by
+// TestRotationWrongKeyAndCompeting: adversarial rotations: a rotation signed by
 // a key that is not the master's is ignored and listed, and trust stays; of two
 // rotations naming the same basis (the owner rotating on two machines) the lower hash
 // wins, the other is listed as superseded and reported as contested; a rotation
@@ -277,7 +278,7 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 	}
 
 	// The machine whose own rotation lost had pinned its new key: it is not locked out
-	// of the channel (keys tester finding 2) — it opens, and its pin follows the chain.
+	// of the channel — it opens, and its pin follows the chain.
 	losePub := ledger.FormatKey(loseKey.Public().(ed25519.PublicKey))
 	if err := fsutil.WriteFile(c.Home.pinPath(c.Project()), []byte(losePub+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -292,7 +293,7 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 	}
 }
 
-// TestPinRefusedAndRepin: issue 8 "Trust root": a channel.toml naming another master
+// TestPinRefusedAndRepin (ADR 0008): a channel.toml naming another master
 // key than the pinned one (and no rotation leading to it) is refused with a message
 // naming `ferry master repin`, and nothing is written; repin with a key that is not
 // channel.toml's is refused; repin with it makes the channel open.
@@ -305,13 +306,13 @@ func TestPinRefusedAndRepin(t *testing.T) {
 	}
 	pinBefore, _ := h.pinned("acme")
 	_, err := Open(h, c.Root)
-	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "ferry master repin --channel "+c.Root+" --key "+c.Config.Master) {
+	if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "ferry master repin --channel "+c.Root+" --key "+c.Config.Master) {
 		t.Fatalf("open with another pinned key: %v, want denied naming the repin command", err)
 	}
 	if pin, _ := h.pinned("acme"); pin != pinBefore {
 		t.Fatal("a refused open changed the pin")
 	}
-	if _, _, err := Repin(h, c.Root, pinBefore); !IsCategory(err, CatInvalid) {
+	if _, _, err := Repin(h, c.Root, pinBefore); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("repin with the old key: %v, want invalid", err)
 	}
 	old, pinned, err := Repin(h, c.Root, c.Config.Master)
@@ -321,12 +322,12 @@ func TestPinRefusedAndRepin(t *testing.T) {
 	if _, err := Open(h, c.Root); err != nil {
 		t.Fatalf("open after repin: %v", err)
 	}
-	if _, err := Open(h, other); !IsCategory(err, CatDenied) {
+	if _, err := Open(h, other); !errs.Is(err, errs.Denied) {
 		t.Fatalf("the other channel after repin: %v, want denied", err)
 	}
 }
 
-// TestRotationInterrupted: issue 8 / ADR 0008 §6: a rotation whose entry was written but
+// TestRotationInterrupted (ADR 0008 §6): a rotation whose entry was written but
 // whose key files were not swapped yet (a crash) is finished by the next master write:
 // the pending key is the chain's current key, so it is installed and signs; nothing is
 // lost and the old key is kept.
@@ -354,8 +355,8 @@ func TestRotationInterrupted(t *testing.T) {
 		t.Fatal("the setup did not restore the old key")
 	}
 	// The first write signs an object too (an order): object and entry must be
-	// signed by the same, newly installed key (fresh-user finding: the object was
-	// signed by the old key, and verify flagged it).
+	// signed by the same, newly installed key (an object signed by the old key
+	// would be flagged by verify).
 	o, err := m2.NewOrder(NewOrderOptions{Title: "after an interrupted rotation"})
 	if err != nil {
 		t.Fatalf("write after an interrupted rotation: %v", err)

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
@@ -37,8 +38,8 @@ type Handler struct {
 	Task string // the task type it serves ("" or "*": any), for display
 }
 
-// Runner takes orders for one agent and runs them unattended (issue 6 "Unattended
-// runs"): it claims a ready order under a run key, runs the handler's file with the
+// Runner takes orders for one agent and runs them unattended (docs/runs.md): it
+// claims a ready order under a run key, runs the handler's file with the
 // order as JSON on stdin, heartbeats while it runs, and submits the file's stdout as
 // the result — or, when the file fails, gives the order back with its stderr tail.
 type Runner struct {
@@ -59,8 +60,8 @@ type Runner struct {
 
 // runWorkspace is the workspace root of a run in dir: the git top-level of dir when dir
 // lies in a git checkout, else dir — the rule ResolveWorkspace applies to the current
-// directory, applied to the run's working directory (finding 1 of the issue 6 test:
-// pointers are checked where the file runs).
+// directory, applied to the run's working directory (pointers
+// are checked where the file runs).
 func runWorkspace(dir string) string {
 	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
 		return filepath.Clean(filepath.FromSlash(top))
@@ -136,7 +137,7 @@ func (r *Runner) Start() ([]Recovery, error) {
 // at the submit.
 func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 	if err := r.S.Home.CheckPaused(r.S.Project(), "taking a new order"); err != nil {
-		return nil, err // issue 8: a paused machine claims nothing new
+		return nil, err // a paused machine claims nothing new
 	}
 	if r.skip == nil {
 		r.skip = map[string]string{}
@@ -163,7 +164,7 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		}
 		argv, via := r.Queue.Wrap(o.ID, spec.Heavy, h.Exec)
 		run, err := r.S.BeginRun(o.ID, h.Exec, via)
-		if IsCategory(err, CatConflict) {
+		if errs.Is(err, errs.Conflict) {
 			continue // another runner of this agent on this machine is on it
 		}
 		if err != nil {
@@ -177,10 +178,10 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		}
 		if err != nil {
 			run.End(JournalEvent{Event: "done", Outcome: "not_claimed", Note: err.Error()})
-			if IsCategory(err, CatConflict) || IsCategory(err, CatRetryNeeded) {
+			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.RetryNeeded) {
 				continue // someone else was faster, or it has not fully arrived
 			}
-			if IsCategory(err, CatStale) || IsCategory(err, CatInvalid) {
+			if errs.Is(err, errs.Stale) || errs.Is(err, errs.Invalid) {
 				r.skip[o.ID] = o.Head
 				r.logf("skipping %s: %v", o.ID, err)
 				continue
@@ -215,7 +216,7 @@ func (r *Runner) adopt(run *Run, o *Order) (*Order, error) {
 	}
 	now := v.State.Orders[o.ID]
 	if now == nil || now.State != StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
-		return nil, Errorf(CatConflict, "pick another order", "order %s moved on while this run started", o.ID)
+		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s moved on while this run started", o.ID)
 	}
 	return now, run.adopt(now)
 }
@@ -269,7 +270,7 @@ var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func CheckEnvNames(names []string) error {
 	for _, n := range names {
 		if !envNameRe.MatchString(n) {
-			return Errorf(CatInvalid, "pass variables by name only (--env NAME); set their values in the environment", "%q is not an environment variable name", n)
+			return errs.Errorf(errs.Invalid, "pass variables by name only (--env NAME); set their values in the environment", "%q is not an environment variable name", n)
 		}
 	}
 	return nil
@@ -330,7 +331,7 @@ func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, ar
 	}
 	tick := time.NewTicker(beat)
 	defer tick.Stop()
-	// The run renews its own execution window (issue 6 "Windows") once half of it has
+	// The run renews its own execution window (docs/format.md §14 "Windows") once half of it has
 	// passed on this machine's clock, so a long run never expires its own claim and
 	// the ledger gets one extend per half window, not one per heartbeat.
 	renewEvery := time.Duration(r.S.Policy().Windows(o).ExecS) * time.Second / 2
@@ -364,8 +365,8 @@ wait:
 			break wait
 		}
 	}
-	// Whatever the file left running in its group ends with it (finding 3 of the
-	// issue 6 test: an orphaned `sleep` held the runner).
+	// Whatever the file left running in its group ends with it (an orphaned
+	// `sleep` would hold the runner).
 	_ = procgroup.Kill(cmd.Process)
 	fr.exit = cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError
@@ -380,8 +381,8 @@ wait:
 }
 
 // execute runs the file for a claimed order and settles the run. A result the channel
-// refuses with retry_needed (the schema or pointer ladder of issue 6: the claim is
-// kept) runs the file again at once, the refusal in its input, until the ladder's end
+// refuses with retry_needed (the schema or pointer ladder of ADR 0003 §4: the
+// claim is kept) runs the file again at once, the refusal in its input, until the ladder's end
 // records the submission (validation_failed, pointer_stale) or the result passes.
 func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, h *Handler, argv []string) *RunResult {
 	res := &RunResult{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
@@ -415,7 +416,7 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 			return r.settle(run, res, "failed", withStderr(why, fr.stderr))
 		}
 		done, err := r.S.SubmitResult(o.ID, opt)
-		if IsCategory(err, CatRetryNeeded) && attempt < maxAttempts && ctx.Err() == nil {
+		if errs.Is(err, errs.RetryNeeded) && attempt < maxAttempts && ctx.Err() == nil {
 			refused = cleanText(err.Error(), true)
 			r.S.Journal(JournalEvent{Event: "done", Run: run.Rec.Run, Order: o.ID, Outcome: "refused", Note: refused})
 			r.logf("result of run %s on %s refused, the claim is kept; running the file again: %s", run.Rec.Run, o.ID, firstLine(refused))
@@ -424,12 +425,12 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 			}
 			continue
 		}
-		if IsCategory(err, CatRetryNeeded) && ctx.Err() != nil {
+		if errs.Is(err, errs.RetryNeeded) && ctx.Err() != nil {
 			return r.settle(run, res, "interrupted", fmt.Sprintf("run %s interrupted: the runner was stopped after its result was refused (%s); released for a new attempt",
 				run.Rec.Run, firstLine(cleanText(err.Error(), false))))
 		}
 		if err != nil {
-			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {
 				if moved := r.movedOn(run, "its result was not submitted"); moved != "" {
 					return r.takenAway(run, res, moved)
 				}
@@ -523,7 +524,7 @@ func (r *Runner) takenAway(run *Run, res *RunResult, note string) *RunResult {
 }
 
 // settle ends a run that did not submit: a failed run fails its order with the note as
-// the reason (order.fail, issue 6: the order becomes failed, claimable again, and the
+// the reason (order.fail: the order becomes failed, claimable again, and the
 // reason tells whoever takes it next what went wrong); an interrupted run releases it.
 // Either entry is signed and keyed by the run id, so a retry writes it once.
 func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResult {
@@ -536,7 +537,7 @@ func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResu
 		o, err = r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
 	}
 	if err != nil {
-		if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+		if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {
 			if moved := r.movedOn(run, "nothing given back"); moved != "" {
 				return r.takenAway(run, res, moved)
 			}

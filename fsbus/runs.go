@@ -15,12 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
 
-// Unattended runs (issue 6, "Unattended runs" and "Dead workers"): `ferry run` and
+// Unattended runs (docs/runs.md, "Dead workers" among them): `ferry run` and
 // `ferry daemon` claim orders and run a local executable on them. Everything here is
 // machine-local, under the cache dir, per project and per agent (docs/runs.md):
 //
@@ -40,12 +41,12 @@ import (
 // Recovery recognises its own machine's run claims by it (docs/runs.md).
 const RunKeyPrefix = "run:"
 
-// RunHints are an order's resource hints: the contract's Hints (issue 6 "Heavy
-// orders").
+// RunHints are an order's resource hints: the contract's Hints
+// (docs/runs.md "Heavy orders").
 type RunHints = Hints
 
 // RunSpec is what a runner needs from an order beyond its state: the contract fields
-// `heavy`, `hints` and `task` (issue 6), checked at dispatch (contract.go).
+// `heavy`, `hints` and `task`, checked at dispatch (contract.go).
 type RunSpec struct {
 	Heavy bool      `json:"heavy,omitempty"`
 	Hints *RunHints `json:"hints,omitempty"`
@@ -76,7 +77,7 @@ type Queue struct {
 	Source string   `json:"source"`
 }
 
-// ResolveQueue returns this machine's job-queue command (issue 6 "Heavy orders"). The
+// ResolveQueue returns this machine's job-queue command (docs/runs.md "Heavy orders"). The
 // first of these that is set wins: setting (a --queue flag or a daemon config's
 // `queue`), then the FERRY_QUEUE_CMD environment variable, then `snifrig run --name
 // {order} --` when snifrig is on PATH (exec.LookPath). The value "off" (or "none")
@@ -91,10 +92,10 @@ func ResolveQueue(setting, source string) (Queue, error) {
 		}
 		argv := strings.Fields(text)
 		if hasControl(text, false) {
-			return Queue{}, Errorf(CatInvalid, "write the queue command on one line", "%s queue command holds control characters", src)
+			return Queue{}, errs.Errorf(errs.Invalid, "write the queue command on one line", "%s queue command holds control characters", src)
 		}
 		if _, err := exec.LookPath(argv[0]); err != nil {
-			return Queue{}, Errorf(CatInvalid, "install it, give its full path, or set the queue to off",
+			return Queue{}, errs.Errorf(errs.Invalid, "install it, give its full path, or set the queue to off",
 				"%s queue command %q: program not found", src, argv[0])
 		}
 		return Queue{Argv: argv, Source: src}, nil
@@ -130,7 +131,7 @@ func (q Queue) Wrap(order string, heavy bool, file string) (argv []string, via s
 }
 
 // RunVia says how this machine would run o unattended: "direct", or the queue command
-// (issue 6: `ferry order show` and `ferry_orders show` report it).
+// (`ferry order show` and `ferry_orders show` report it).
 func (c *Channel) RunVia(o *Order, q Queue) string {
 	_, via := q.Wrap(o.ID, c.RunSpecOf(o).Heavy, "")
 	return via
@@ -182,8 +183,8 @@ type Run struct {
 
 // BeginRun registers a run of order in the run registry: it takes the agent's lock on
 // the order (cache/…/runs/<agent>/orders/<order>.lock, held for the run's life, so
-// several runners of one agent on one machine never run the same order: finding 2 of
-// the issue 6 test), then the run's lock, then writes its record.
+// several runners of one agent on one machine never run the same order),
+// then the run's lock, then writes its record.
 //
 // Errors: conflict when another run on this machine (any process, any Session) holds
 // the order's lock; internal when the cache dir is not writable.
@@ -198,7 +199,7 @@ func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
 	if ok, err := olk.TryLock(); err != nil {
 		return nil, fmt.Errorf("locking order %s: %w", order, err)
 	} else if !ok {
-		return nil, Errorf(CatConflict, "leave it to that run; `ferry inspect` shows it",
+		return nil, errs.Errorf(errs.Conflict, "leave it to that run; `ferry inspect` shows it",
 			"another run of %s on this machine is on order %s", s.Name, order)
 	}
 	id := "run-" + randomBase32(IDLen)
@@ -252,14 +253,14 @@ func (r *Run) Claim() (*Order, error) {
 		return nil, err
 	}
 	if o.Holder != r.s.Name || o.State != StateClaimed {
-		return nil, Errorf(CatConflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, orNone(o.Holder))
+		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, orNone(o.Holder))
 	}
 	v, err := r.s.Load()
 	if err != nil {
 		return nil, err
 	}
 	if e := entryByHash(v, o.Claim); e == nil || e.Idem != r.Key() {
-		return nil, Errorf(CatConflict, "pick another order", "order %s is already held by %s under another claim (another run or a claim by hand)", o.ID, r.s.Name)
+		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s is already held by %s under another claim (another run or a claim by hand)", o.ID, r.s.Name)
 	}
 	r.Rec.Claim = o.Claim
 	return o, r.save()
@@ -359,8 +360,8 @@ type Recovery struct {
 	Note   string `json:"note"`
 }
 
-// RecoverRuns settles this agent's dead runs and orphans on this machine (issue 6
-// "Dead workers"); `ferry run` and `ferry daemon` call it at start-up.
+// RecoverRuns settles this agent's dead runs and orphans on this machine
+// (docs/runs.md "Dead workers"); `ferry run` and `ferry daemon` call it at start-up.
 //
 //   - A dead run is a registry record whose supervisor is gone (its run lock is free
 //     or its pid no longer exists). If the agent still holds the order under that
@@ -398,7 +399,7 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 			rv.Note = note
 			if err == nil {
 				rv.Action = act
-			} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
+			} else if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.Denied) {
 				return out, err
 			}
 		} else {
@@ -436,7 +437,7 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 		rv.Note = note
 		if err == nil {
 			rv.Action = act
-		} else if !IsCategory(err, CatConflict) && !IsCategory(err, CatDenied) {
+		} else if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.Denied) {
 			return out, err
 		}
 		s.Journal(JournalEvent{Event: "recover", Run: run, Order: id, Outcome: rv.Action, Note: rv.Note})
@@ -447,7 +448,7 @@ func (s *Session) RecoverRuns() ([]Recovery, error) {
 
 // giveBack settles a dead run's claim on o: a release, or — once o was released
 // MaxReleases times, when a release would be refused — an order.fail with the same
-// note, so a runner that keeps crashing never leaves the order held (issue 6). It
+// note, so a runner that keeps crashing never leaves the order held. It
 // returns the action taken, "released" or "failed", the note written (why, then what
 // was done: the ledger note says which) and the write's error.
 func (s *Session) giveBack(o *Order, why string) (action, note string, err error) {
@@ -496,7 +497,7 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 	case o.State != StateOpen && o.State != StateOffered:
 		return false, o.State
 	case !InScope(st.scopesNow(agent), o.Labels):
-		return false, "outside " + agent + "'s scopes" // issue 8: scoped grants
+		return false, "outside " + agent + "'s scopes" // scoped grants
 	}
 	if b := st.Blocking(o); len(b) > 0 {
 		return false, "waits for " + strings.Join(b, ", ")
@@ -539,7 +540,7 @@ func (st *State) RunCandidates(agent string, labels []string) []*Order {
 // reworkCandidates lists the orders agent holds in changes_requested under a claim a
 // run of this machine made (run key, this device) and carrying every label in labels:
 // a reviewer asked for changes, and the runner runs the file again on them under the
-// same claim (issue 6: changes_requested is still held). Claims made by hand, or on
+// same claim (changes_requested is still held). Claims made by hand, or on
 // another machine, are left to whoever made them.
 func (s *Session) reworkCandidates(v *View, labels []string) []*Order {
 	var out []*Order
@@ -694,7 +695,7 @@ func (h *Home) ReadJournal(project, agent string) (*JournalHealth, error) {
 	return jh, nil
 }
 
-// Lease is the daemon lease of one agent on this machine (issue 6: one daemon per
+// Lease is the daemon lease of one agent on this machine (one daemon per
 // agent per machine): a flock held for the daemon's life and an owner file naming it.
 type Lease struct {
 	lock  *flock.Flock
@@ -733,7 +734,7 @@ func (h *Home) TakeLease(project, agent, config string) (*Lease, error) {
 		if ow, _ := h.ReadLeaseOwner(project, agent); ow != nil {
 			who = fmt.Sprintf("pid %d (since %s, config %s)", ow.PID, ow.Started, orNone(ow.Config))
 		}
-		return nil, Errorf(CatConflict, "stop that daemon first, or check it with `ferry daemon --status --config FILE`",
+		return nil, errs.Errorf(errs.Conflict, "stop that daemon first, or check it with `ferry daemon --status --config FILE`",
 			"a daemon for agent %s already runs on this machine: %s; lease %s", agent, who, lp)
 	}
 	b, _ := json.Marshal(LeaseOwner{PID: os.Getpid(), Agent: agent, Config: config, Started: time.Now().Format(stampLayout)})

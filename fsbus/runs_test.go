@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // runTeam is a channel with boss (member) and runner (member) on one machine.
@@ -141,7 +143,7 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 		t.Errorf("FERRY_QUEUE_CMD=off: %+v %v", q, err)
 	}
 	t.Setenv(EnvQueueCmd, "no-such-queue-program --x")
-	if _, err := ResolveQueue("", ""); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "no-such-queue-program") {
+	if _, err := ResolveQueue("", ""); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "no-such-queue-program") {
 		t.Errorf("a missing queue program: %v", err)
 	}
 	if q, err := ResolveQueue("snifrig go --id {order} --", "flag"); err != nil || q.Source != "flag" {
@@ -268,7 +270,7 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 
 // TestRecoverFailsAfterReleaseCap: an orphan run claim on an order already released
 // MaxReleases times cannot be released again; recovery fails it with its note instead,
-// so a runner that keeps crashing never leaves the order held (issue 6).
+// so a runner that keeps crashing never leaves the order held.
 func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "crashes often")
@@ -287,7 +289,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	if o.State != StateFailed || o.Holder != "" || !strings.Contains(note, "failed instead") {
 		t.Fatalf("after recovery: %s holder %q %+v", o.State, o.Holder, o.History[len(o.History)-1])
 	}
-	// The note says what was done, once: not "released for a new attempt" (finding 12a).
+	// The note says what was done, once: not "released for a new attempt".
 	if strings.Contains(note, "released for a new attempt") || recs[0].Note != note {
 		t.Errorf("the fail note contradicts itself or the report: %q, reported %q", note, recs[0].Note)
 	}
@@ -301,7 +303,7 @@ func TestLeaseConflictNamesOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.TakeLease("p", "a", "other.toml"); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+	if _, err := h.TakeLease("p", "a", "other.toml"); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("second lease: %v", err)
 	}
 	if ow, held := h.ReadLeaseOwner("p", "a"); !held || ow == nil || ow.Config != "cfg.toml" {
@@ -335,7 +337,7 @@ func TestRunOutputCleaning(t *testing.T) {
 	if n := fitNote(strings.Repeat("x", 5000)); len(n) > MaxNote {
 		t.Errorf("fitNote: %d bytes", len(n))
 	}
-	if err := CheckEnvNames([]string{"GOOD_1", "A=B"}); !IsCategory(err, CatInvalid) {
+	if err := CheckEnvNames([]string{"GOOD_1", "A=B"}); !errs.Is(err, errs.Invalid) {
 		t.Errorf("NAME=VALUE accepted: %v", err)
 	}
 	tb := &TailBuffer{Max: 2}
@@ -419,7 +421,7 @@ func TestDeadRunDetection(t *testing.T) {
 	}
 }
 
-// TestRunnerChecksPointersInWorkdir (issue 6 test, finding 1): a runner checks an
+// TestRunnerChecksPointersInWorkdir: a runner checks an
 // order's file pointers in its --workdir, where the file runs, not in the process's
 // current directory: a workdir whose file differs from the dispatch is refused as
 // stale (nothing claimed), one that matches is claimed and submitted.
@@ -451,7 +453,7 @@ func TestRunnerChecksPointersInWorkdir(t *testing.T) {
 	}
 }
 
-// TestRunnersOfOneAgentShareNoOrder (finding 2): four runners of one agent on one
+// TestRunnersOfOneAgentShareNoOrder: four runners of one agent on one
 // machine, each with its own Session, pass at once over one open order: exactly one
 // runs the file and submits; the others find nothing ready. A run whose claim comes
 // back held by the agent under another claim (a claim by hand) is refused as not its.
@@ -472,20 +474,20 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 		runners[i] = newTestRunner(t, s, job, Queue{})
 	}
 	results := make(chan *RunResult, n)
-	errs := make(chan error, n)
+	errCh := make(chan error, n)
 	start := make(chan struct{})
 	for _, r := range runners {
 		go func(r *Runner) {
 			<-start
 			res, err := r.RunOne(context.Background())
 			results <- res
-			errs <- err
+			errCh <- err
 		}(r)
 	}
 	close(start)
 	ran := 0
 	for range n {
-		if err := <-errs; err != nil {
+		if err := <-errCh; err != nil {
 			t.Errorf("runner: %v", err)
 		}
 		if res := <-results; res != nil {
@@ -506,10 +508,10 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run.Claim(); !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "under another claim") {
+	if _, err := run.Claim(); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "under another claim") {
 		t.Errorf("a run claiming an order held by hand: %v", err)
 	}
-	if _, err := runner.BeginRun(hand, job, "direct"); !IsCategory(err, CatConflict) {
+	if _, err := runner.BeginRun(hand, job, "direct"); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a second run of one order on this machine: %v", err)
 	}
 	run.End(JournalEvent{Event: "done", Outcome: "not_claimed"})
@@ -566,7 +568,7 @@ func pidGone(pid int) bool {
 	return false
 }
 
-// TestRunEndsWithItsProcessGroup (finding 3): a file that leaves a child behind — one
+// TestRunEndsWithItsProcessGroup: a file that leaves a child behind — one
 // holding its stdout and stderr, ignoring SIGINT — never holds the runner: a file that
 // exits 0 is submitted, and a stopped runner interrupts, then kills the group after
 // Grace, releasing the order. The child does not outlive its run (Unix: the process
@@ -613,7 +615,7 @@ func TestRunEndsWithItsProcessGroup(t *testing.T) {
 	}
 }
 
-// TestRunSchemaOrders (finding 4): an order with a result schema takes the file's
+// TestRunSchemaOrders: an order with a result schema takes the file's
 // stdout as its structured result — one JSON value (reference run:<id>), or a
 // reference line then the JSON; a result the schema refuses keeps the claim and runs
 // the file again with the refusal in its input, until the ladder's end records
@@ -665,7 +667,7 @@ func TestRunSchemaOrders(t *testing.T) {
 	}
 }
 
-// TestRunReworksChangesRequested (finding 5): an order its runner submitted and a
+// TestRunReworksChangesRequested: an order its runner submitted and a
 // reviewer sent back with changes is run again by the runner under the same claim,
 // the review's note in the file's input, and submitted again.
 func TestRunReworksChangesRequested(t *testing.T) {
@@ -698,7 +700,7 @@ func TestRunReworksChangesRequested(t *testing.T) {
 	}
 }
 
-// TestRunMessages (finding 12 b, g): an order reassigned while its file runs ends the
+// TestRunMessages: an order reassigned while its file runs ends the
 // run as taken_away, saying the result was not submitted, and writes nothing; a file
 // that prints nothing fails its order with a note saying just that.
 func TestRunMessages(t *testing.T) {
@@ -736,7 +738,7 @@ func TestRunMessages(t *testing.T) {
 	}
 }
 
-// TestInspectIdleFromArrival (finding 13): inspect's idle time runs from when this
+// TestInspectIdleFromArrival: inspect's idle time runs from when this
 // machine saw the order's newest entry — an entry written here counts from its
 // writing, though this machine's arrival log ingests it only at its next read — so a
 // claim made 90 s before the next read shows 90 s idle, not 0.

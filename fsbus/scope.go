@@ -5,16 +5,17 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Scoped grants (issue 8; DESIGN §2 "Identity, trust and levels": a grant.set carries
-// optional scopes). A grant that names scopes limits its agent to orders carrying at
-// least one of those labels: the agent may claim only such orders and only such orders
-// may be offered to it. A grant without scopes limits nothing. The rule holds on write
-// (checkScope: denied, naming the scopes) and, for claims, in the fold (scopeChain: a
-// hand-written claim beyond the scopes counts for nothing and is listed in
-// State.Ignored).
+// Scoped grants (docs/format.md §13 "Scopes"; docs/design.md §2 "Identity, trust and
+// levels": a grant.set carries optional scopes). A grant that names scopes limits its
+// agent to orders carrying at least one of those labels: the agent may claim only such
+// orders and only such orders may be offered to it. A grant without scopes limits
+// nothing. The rule holds on write (checkScope: denied, naming the scopes) and, for
+// claims, in the fold (scopeChain: a hand-written claim beyond the scopes counts for
+// nothing and is listed in State.Ignored).
 
 // InScope reports whether an agent granted scopes may claim, or be offered, an order
 // carrying labels: true when scopes is empty or when the two share a label (labels
@@ -41,7 +42,7 @@ func scopeError(agent string, scopes []string, o *Order, act string) error {
 	if len(o.Labels) > 0 {
 		labels = "labels " + strings.Join(o.Labels, ", ")
 	}
-	return Errorf(CatDenied,
+	return errs.Errorf(errs.Denied,
 		fmt.Sprintf("pick an order labelled %s, or ask the owner to widen the grant (`ferry grant %s --level LEVEL --scope LABEL`)", strings.Join(scopes, " or "), agent),
 		"%s's grant is scoped to %s; %s carries %s, so it cannot be %s", agent, strings.Join(scopes, ", "), what, labels, act)
 }
@@ -65,7 +66,7 @@ func (st *State) checkScope(writer, typ string, o *Order, to string) error {
 
 // scopeChain is the fold-side rule, run on one order's chain tree before it is
 // resolved: an order.claim whose writer's covering grant (the grant the claim entry
-// falls under, DESIGN §2 grant bounds) names scopes the order's labels miss is cut from
+// falls under, docs/design.md §2 grant bounds) names scopes the order's labels miss is cut from
 // the tree with everything built on it and listed as ignored.
 //
 // Offers are refused on write but not cut here: whether an offer came before or after

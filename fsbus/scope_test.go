@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // scopeWorld: the owner, bob (member, unscoped) who writes orders, and dana (member,
@@ -62,7 +64,7 @@ func TestInScope(t *testing.T) {
 	}
 }
 
-// TestScopedGrantWrites (issue 8): an agent granted scopes claims, and is offered, only
+// TestScopedGrantWrites: an agent granted scopes claims, and is offered, only
 // orders carrying one of its labels; every other attempt is denied naming the scopes
 // and writes nothing. Catch-up and `ferry run` offer it only what it may claim.
 func TestScopedGrantWrites(t *testing.T) {
@@ -91,7 +93,7 @@ func TestScopedGrantWrites(t *testing.T) {
 		},
 	} {
 		err := try()
-		if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "scoped to docs, web") {
+		if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "scoped to docs, web") {
 			t.Errorf("%s: got %v, want denied naming the scopes docs, web", name, err)
 		}
 	}
@@ -133,10 +135,10 @@ func TestScopedGrantWrites(t *testing.T) {
 	}
 }
 
-// TestScopedGrantFold (issue 8): a claim written past the write-side check (a modified
+// TestScopedGrantFold: a claim written past the write-side check (a modified
 // binary) beyond the writer's scopes counts for nothing, with everything built on it,
 // and is listed as ignored with the scope. A claim made before the grant was scoped
-// keeps counting (the covering grant decides, DESIGN §2). Offers are refused on write
+// keeps counting (the covering grant decides, docs/design.md §2). Offers are refused on write
 // only (scope.go says why): a hand-written one reserves the order, and the scoped agent's
 // claim of it still counts for nothing.
 func TestScopedGrantFold(t *testing.T) {
@@ -189,7 +191,7 @@ func TestScopedGrantFold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.bob.Claim(other.ID, ""); !IsCategory(err, CatDenied) {
+	if _, err := w.bob.Claim(other.ID, ""); !errs.Is(err, errs.Denied) {
 		t.Errorf("claim after scoping: %v, want denied", err)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Search (issue 9): `ferry search` and the MCP tool ferry_search look through the same
+// Search: `ferry search` and the MCP tool ferry_search look through the same
 // things with the same matcher, so the CLI and an agent find the same hits in the same
 // order: orders (title, body, progress and review notes, the submitted reference and
 // summary), messages, decisions and asks (title, recommendation, reasoning, answer
@@ -61,9 +63,9 @@ func SearchTerms(q string) ([]string, error) {
 	terms := strings.Fields(strings.ToLower(q))
 	switch {
 	case len(terms) == 0:
-		return nil, Errorf(CatInvalid, "pass one or more words to search for", "empty query")
+		return nil, errs.Errorf(errs.Invalid, "pass one or more words to search for", "empty query")
 	case utf8.RuneCountInString(q) > MaxSearchQuery:
-		return nil, Errorf(CatInvalid, "search for a few words", "query is longer than %d characters", MaxSearchQuery)
+		return nil, errs.Errorf(errs.Invalid, "search for a few words", "query is longer than %d characters", MaxSearchQuery)
 	}
 	return terms, nil
 }
@@ -78,7 +80,7 @@ func checkSearchKind(kind string) error {
 			return nil
 		}
 	}
-	return Errorf(CatInvalid, "use order, message, decision or ask", "unknown kind %q", kind)
+	return errs.Errorf(errs.Invalid, "use order, message, decision or ask", "unknown kind %q", kind)
 }
 
 // Search returns one page of the hits of opt.Query in v, newest first. Errors: invalid
@@ -97,7 +99,7 @@ func (c *Channel) Search(v *View, opt SearchOptions) (*SearchPage, error) {
 	case limit == 0:
 		limit = DefaultSearchMax
 	case limit < 0 || limit > MaxSearchLimit:
-		return nil, Errorf(CatInvalid, "pass a limit from 1 to 100", "limit %d is out of range", limit)
+		return nil, errs.Errorf(errs.Invalid, "pass a limit from 1 to 100", "limit %d is out of range", limit)
 	}
 	hits := c.SearchHits(v, terms, opt.Kind, opt.Agent)
 	start := 0
@@ -134,7 +136,7 @@ func searchCursor(at, key string) string {
 }
 
 func parseSearchCursor(cur string) (at, key string, err error) {
-	bad := Errorf(CatInvalid, "pass the next value of the previous page exactly, or no cursor to start over", "cursor %q is not a search cursor", cur)
+	bad := errs.Errorf(errs.Invalid, "pass the next value of the previous page exactly, or no cursor to start over", "cursor %q is not a search cursor", cur)
 	rest, ok := strings.CutPrefix(cur, searchCursorPrefix)
 	if !ok {
 		return "", "", bad

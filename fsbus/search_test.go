@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// TestSearch (issue 9): every kind is found, newest first; all words must appear (any
+// TestSearch: every kind is found, newest first; all words must appear (any
 // case, title or text); an agent sees only its own messages and those to all, the
 // owner every message; paging by cursor walks each hit once, and a hit written
 // between two pages does not shift the next page; bad input is invalid with a hint.
@@ -96,15 +98,15 @@ func TestSearch(t *testing.T) {
 		{Query: "zebra", Cursor: searchCursorPrefix + "bm9udWw"},
 	} {
 		_, err := c.Search(v, opt)
-		var fe *Error
-		if !IsCategory(err, CatInvalid) || !asError(err, &fe) || fe.Hint == "" {
+		var fe *errs.Error
+		if !errs.Is(err, errs.Invalid) || !asError(err, &fe) || fe.Hint == "" {
 			t.Errorf("%+v: %v; want invalid with a hint", opt, err)
 		}
 	}
 }
 
-func asError(err error, fe **Error) bool {
-	e, ok := err.(*Error)
+func asError(err error, fe **errs.Error) bool {
+	e, ok := err.(*errs.Error)
 	*fe = e
 	return ok
 }

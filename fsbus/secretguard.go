@@ -9,13 +9,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// The secret guard (issue 8 "Secrets"): every free-text field is scanned before anything
-// is written, and text that looks like a credential is refused. Channel files are
-// readable by whoever stores the synced folder; a credential belongs in the vault
-// (`ferry secret put`, docs/adr/0009-vault.md), never in a message or a note.
+// The secret guard (docs/format.md §12 "Input caps and the secret guard"): every
+// free-text field is scanned before anything is written, and text that looks like a
+// credential is refused. Channel files are readable by whoever stores the synced
+// folder; a credential belongs in the vault (`ferry secret put`,
+// docs/adr/0009-vault.md), never in a message or a note.
 //
 // The detectors aim at what leaks in practice — provider tokens with a recognisable
 // prefix, private key blocks, JWTs, `.env` lines, and long random values assigned to a
@@ -25,7 +27,7 @@ import (
 // secretHint is the hint of every refusal.
 const secretHint = "keep credentials out of the channel: store the value with `ferry secret put NAME --to AGENT…` and refer to it by NAME"
 
-// SecretError is returned (wrapped in an invalid *Error) when a field looks like it
+// SecretError is returned (wrapped in an invalid *errs.Error) when a field looks like it
 // holds a credential. It names the kind and the field, never the value.
 type SecretError struct {
 	Kind  string // e.g. "GitHub token"
@@ -200,7 +202,7 @@ func replaceFold(text, old, repl string) string {
 	return b.String()
 }
 
-// CheckSecret refuses s when it looks like it holds a credential: an invalid *Error
+// CheckSecret refuses s when it looks like it holds a credential: an invalid *errs.Error
 // wrapping a *SecretError that names the kind and field (and the line) but never the
 // value, with a hint pointing to `ferry secret put`. nil otherwise.
 func CheckSecret(field, s string) error {
@@ -209,13 +211,13 @@ func CheckSecret(field, s string) error {
 		return nil
 	}
 	se := &SecretError{Kind: kind, Field: field, Line: 1 + strings.Count(s[:at], "\n")}
-	return &Error{Category: CatInvalid, Message: se.Error(), Hint: secretHint, Err: se}
+	return &errs.Error{Category: errs.Invalid, Message: se.Error(), Hint: secretHint, Err: se}
 }
 
 // Quote is strconv.Quote(s) for an error message, unless s looks like it holds a
 // credential: then "(text that looks like a KIND, not shown)", so an error about bad
 // input (a label, a recipient, a name) never echoes a token someone pasted in the
-// wrong place (issue 8 "Secrets": never echo it).
+// wrong place (never echo it).
 func Quote(s string) string {
 	if kind, _ := FindSecret(s); kind != "" {
 		return "(text that looks like " + article(kind) + " " + kind + ", not shown)"

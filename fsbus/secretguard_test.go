@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // fakeToken returns n deterministic pseudo-random characters of alphabet: realistic
@@ -32,8 +34,8 @@ func jwtOf(header string) string {
 	return enc([]byte(header)) + "." + enc([]byte(`{"sub":"1234567890","name":"Ada","iat":1516239022}`)) + "." + fakeToken(9, 43, b64url)
 }
 
-// TestSecretGuardTable is the detector's table (issue 8 "Secrets"): every kind it
-// names is found, ordinary engineering text is not.
+// TestSecretGuardTable is the detector's table (docs/format.md §12 "Input caps and the
+// secret guard"): every kind it names is found, ordinary engineering text is not.
 func TestSecretGuardTable(t *testing.T) {
 	tests := []struct {
 		name, text, kind string // kind "" = must pass
@@ -69,7 +71,7 @@ func TestSecretGuardTable(t *testing.T) {
 		{"password in url", "clone https://ada:hunter22@git.example.com/repo.git", "password in a URL"},
 		{"entropy assignment", "signing_key = " + fakeToken(19, 40, alnum), "high-entropy value assigned to a name"},
 		{"entropy yaml", "webhook: " + fakeToken(20, 32, alnum+"+/"), "high-entropy value assigned to a name"},
-		// fresh-user findings (secfix 3): mid-line, after another name, JSON/YAML, hyphenated project keys, empty URL user
+		// mid-line, after another name, JSON/YAML, hyphenated project keys, empty URL user
 		{"env mid-line", "creds: DB_PASSWORD=Tr0ub4dor9x", ".env secret"},
 		{"env after another name", "note: AWS_SECRET_ACCESS_KEY=" + fakeToken(40, 40, alnum+"+/"), ".env secret"},
 		{"json password", `{"password": "Tr0ub4dor9xQ!"}`, ".env secret"},
@@ -83,7 +85,7 @@ func TestSecretGuardTable(t *testing.T) {
 		{"yaml token prose", "Token: expired, ask for a new one", ""},
 		{"yaml secret kebab", "secret: v2-rollout-plan", ""},
 		{"json empty password", `{"password": ""}`, ""},
-		// fresh-user findings (secfix 5): identifiers, ids and digests, not secrets
+		// identifiers, ids and digests, not secrets
 		{"branch with ticket", "branch: feature/JIRA-1234-fix-login-flow2", ""},
 		{"go package path", "path: internal/pkg/handlers/v2/OrderSubmit", ""},
 		{"go test name with seed", "func: TestIncrementalFoldMatchesFold3283736891", ""},
@@ -162,14 +164,14 @@ func enc64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte
 func TestCheckSecretNeverEchoes(t *testing.T) {
 	secret := "ghp_" + fakeToken(30, 36, alnum)
 	err := CheckSecret("message body", "line one\nplease use "+secret+" for now")
-	if !IsCategory(err, CatInvalid) {
+	if !errs.Is(err, errs.Invalid) {
 		t.Fatalf("err = %v, want invalid", err)
 	}
 	var se *SecretError
 	if !errors.As(err, &se) || se.Kind != "GitHub token" || se.Field != "message body" || se.Line != 2 {
 		t.Fatalf("SecretError = %+v", se)
 	}
-	var fe *Error
+	var fe *errs.Error
 	errors.As(err, &fe)
 	for _, part := range []string{secret, secret[4:], secret[:12], secret[len(secret)-8:]} {
 		if strings.Contains(err.Error(), part) {
@@ -185,7 +187,7 @@ func TestCheckSecretNeverEchoes(t *testing.T) {
 }
 
 // TestRedactSecrets: every detector's span is replaced, the rest kept, and the result
-// passes the guard (what `ferry run` does to a process's output, issue 8).
+// passes the guard (what `ferry run` does to a process's output).
 func TestRedactSecrets(t *testing.T) {
 	tok := "ghp_" + fakeToken(60, 36, alnum)
 	in := "ok line\nGITHUB_TOKEN=" + tok + "\nkey AKIA" + fakeToken(61, 16, upnum) + " and -----BEGIN PRIVATE KEY-----\ndone"
@@ -199,7 +201,7 @@ func TestRedactSecrets(t *testing.T) {
 	if kind, _ := FindSecret(out); kind != "" {
 		t.Fatalf("redacted text still holds a %s: %q", kind, out)
 	}
-	// A job printing JSON (secfix finding 3: `{"password": …}` landed in results/).
+	// A job printing JSON (`{"password": …}` must not land in results/).
 	js := `{"user": "ada", "password": "Tr0ub4dor9xQ!"}`
 	if out, n := RedactSecrets(js); n != 1 || strings.Contains(out, "Tr0ub4dor") || !strings.Contains(out, `"user": "ada"`) {
 		t.Fatalf("RedactSecrets(%s) = %q, %d", js, out, n)
@@ -209,7 +211,7 @@ func TestRedactSecrets(t *testing.T) {
 	}
 }
 
-// TestIdentifierLikeSparesRandomTokens: the words-not-random rule (secfix finding 5)
+// TestIdentifierLikeSparesRandomTokens: the words-not-random rule
 // must not excuse random tokens: none of 20,000 random 40-character mixed-case tokens
 // (base64 and base64url alphabets too) is taken for an identifier.
 func TestIdentifierLikeSparesRandomTokens(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // channelFiles lists every file under dir with its size: a refusal must leave it equal.
@@ -43,8 +45,8 @@ func sameFiles(a, b map[string]int64) bool {
 }
 
 // TestSecretGuardOnEveryWrite: each free-text field of every write is scanned before
-// anything is written (issue 8 "Secrets"); the refusal names the field and the kind,
-// never the value, and the channel is unchanged.
+// anything is written (docs/format.md §12 "Input caps and the secret guard"); the
+// refusal names the field and the kind, never the value, and the channel is unchanged.
 func TestSecretGuardOnEveryWrite(t *testing.T) {
 	w := newTalkWorld(t)
 	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
@@ -105,7 +107,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		{"brief objective", func() error { _, err := alice.PrimaryBrief("ship with "+secret, nil, ""); return err }},
 		{"brief constraints", func() error { _, err := alice.PrimaryBrief("ship", []string{"ok", env}, ""); return err }},
 		{"presence doing line", func() error { return alice.WritePresence("testing "+secret, nil) }},
-		// secfix finding 4: the schema and the idempotency key are free text too.
+		// The schema and the idempotency key are free text too.
 		{"order schema", func() error {
 			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","description":"call it with ` + secret + `"}`)})
 			return err
@@ -122,7 +124,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			err := tc.call()
 			var se *SecretError
-			if !IsCategory(err, CatInvalid) || !errors.As(err, &se) {
+			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}
 			if se.Field != tc.field {
@@ -143,7 +145,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 }
 
 // TestRefusalsNeverEcho: errors about bad input quote it only when it does not look
-// like a credential (secfix finding 6: `bad label "ghp_…"`, `cannot send to "ghp_…"`).
+// like a credential (not `bad label "ghp_…"`, `cannot send to "ghp_…"`).
 func TestRefusalsNeverEcho(t *testing.T) {
 	w := newTalkWorld(t)
 	tok := "ghp_" + fakeToken(70, 36, alnum)
@@ -242,13 +244,13 @@ func TestSecretGuardEveryField(t *testing.T) {
 			keys := channelFiles(t, w.c.Home.ConfigDir)
 			err := tc.call()
 			var se *SecretError
-			if !IsCategory(err, CatInvalid) || !errors.As(err, &se) {
+			if !errs.Is(err, errs.Invalid) || !errors.As(err, &se) {
 				t.Fatalf("err = %v, want an invalid secret refusal", err)
 			}
 			if se.Field != tc.field {
 				t.Errorf("field = %q, want %q", se.Field, tc.field)
 			}
-			var fe *Error
+			var fe *errs.Error
 			errors.As(err, &fe)
 			for _, v := range []string{name, task, tok} {
 				if strings.Contains(err.Error(), v) || strings.Contains(fe.Hint, v) {

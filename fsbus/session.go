@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
 )
@@ -81,7 +82,7 @@ func (c *Channel) Load() (*View, error) {
 	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
 	var f *folded
 	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < trust && c.lastFold.canDelta(snap.Added) {
-		// Only appends since the last Load (issue 7): fold the things they touch.
+		// Only appends since the last Load: fold the things they touch.
 		if len(snap.Added) > sigFramesAfter {
 			// Many entries since the checkpoint: most were checked by the processes that
 			// saved them in the index; looking them up beats checking them again.
@@ -160,7 +161,7 @@ func (c *Channel) Load() (*View, error) {
 // profiles of BenchmarkBigCatchUp, not a measured break-even.
 const sigFramesAfter = 512
 
-// FullFoldEvery bounds how long a process folds only what is new (issue 7): its first
+// FullFoldEvery bounds how long a process folds only what is new: its first
 // Load after that folds everything again, re-reading every object file and checking
 // every segment byte the index covers, so a file changed behind its back (objects are
 // written once: that is tampering or a broken sync) is seen by a long-running process
@@ -190,13 +191,13 @@ type Session struct {
 	Name   string
 	Signer ledger.Signer
 	// AutoSettle makes every write first expire the windows this session is entitled
-	// to close (SettleWindows, issue 6) under the same lock and from the same reading
+	// to close (SettleWindows) under the same lock and from the same reading
 	// of the channel, so a command run as the holder settles at no extra cost.
 	AutoSettle bool
 	// Expired lists the orders that writes of this session expired through
 	// AutoSettle, in the order written.
 	Expired []string
-	// Workspace is the directory an order's file pointers are relative to (issue 6);
+	// Workspace is the directory an order's file pointers are relative to;
 	// "" means the git top-level of the current directory, else the current directory.
 	Workspace string
 }
@@ -217,7 +218,7 @@ func (c *Channel) As(name string) (*Session, error) {
 }
 
 // withChannelLock runs fn holding the machine-local channel lock: the lock that makes
-// fold → check → append a true compare-and-set on one machine (DESIGN §2 rule 5).
+// fold → check → append a true compare-and-set on one machine (docs/design.md §2 rule 5).
 func (c *Channel) withChannelLock(fn func() error) error {
 	dir := c.Home.LockDir(c.Project())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -258,7 +259,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		decide := func(v *View) (*ledger.Draft, []pendingObject, error) {
 			// Before plan signs any object: a pending master key of an interrupted
 			// rotation is installed here, so the objects and the entry are signed by
-			// the same key (issue 8, fresh-user finding on ADR 0008 §6).
+			// the same key (ADR 0008 §6).
 			if err := s.checkMasterKey(v.State); err != nil {
 				return nil, nil, err
 			}
@@ -285,7 +286,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		if err != nil || d == nil {
 			return err
 		}
-		if err := s.checkLinks(objs); err != nil { // issue 8: never write through a link (links.go)
+		if err := s.checkLinks(objs); err != nil { // never write through a link (links.go)
 			return err
 		}
 		// Only a write that will happen restores this writer's chain (a refusal changes
@@ -351,7 +352,7 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 	})
 	if err != nil {
 		if m := (*errMark)(nil); errors.As(err, &m) {
-			return ledger.Entry{}, &Error{Category: CatInternal, Err: err,
+			return ledger.Entry{}, &errs.Error{Category: errs.Internal, Err: err,
 				Message: fmt.Sprintf("%v; nothing was written", m.err),
 				Hint:    "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry: the mark that lets ferry notice lost entries must be saved before each write"}
 		}
@@ -363,7 +364,7 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 				s.Home.warn("", fmt.Sprintf("%v (the next write answers retry_needed once)", werr))
 			}
 		}
-		return ledger.Entry{}, &Error{Category: CatInternal, Err: err,
+		return ledger.Entry{}, &errs.Error{Category: errs.Internal, Err: err,
 			Message: fmt.Sprintf("appending %s: %v", d.Type, err),
 			Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
 	}
@@ -374,7 +375,7 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 }
 
 // observedHLC is the highest HLC read that is at most max_skew ahead of this machine's
-// clock: the one a write absorbs (DESIGN §2 "HLC"). Snapshot.MaxHLC alone would not do:
+// clock: the one a write absorbs (docs/format.md §6). Snapshot.MaxHLC alone would not do:
 // Append refuses to absorb a value beyond max_skew, so one far-ahead entry would stop
 // the writer from absorbing every other HLC it has read.
 func (s *Session) observedHLC(v *View) ledger.HLC {
@@ -403,7 +404,7 @@ type pendingObject struct {
 
 // checkIdem looks up an idempotency key of this writer. It returns the earlier entry's
 // ref when the key was used with the same arguments (replay: write nothing) and a
-// conflict when it was used with other arguments (DESIGN §2 "idem").
+// conflict when it was used with other arguments (docs/format.md §15).
 func (s *Session) checkIdem(st *State, key, args string) (ref string, replay bool, err error) {
 	if key == "" {
 		return "", false, nil
@@ -416,7 +417,7 @@ func (s *Session) checkIdem(st *State, key, args string) (ref string, replay boo
 		return "", false, nil
 	}
 	if rec.args != args {
-		return "", false, Errorf(CatConflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", key)
+		return "", false, errs.Errorf(errs.Conflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", key)
 	}
 	return rec.ref, true, nil
 }
@@ -443,13 +444,13 @@ func mustJSON(v any) []byte {
 // checkIdentity refuses a write (other than agent.join) by an agent whose key on this
 // machine is not the key the owner seated for its name, and every write (but a
 // release, which write checks) by a retired agent: such an entry would count for
-// nothing, so writing it would only mislead (issue 2: "unknown or unseated agent";
-// issue 6: retirement).
+// nothing, so writing it would only mislead (an unknown
+// or unseated agent, or a retired one).
 func (s *Session) checkIdentity(st *State, typ string) error {
-	if err := s.checkUnlocked(); err != nil { // issue 8: a locked key writes nothing
+	if err := s.checkUnlocked(); err != nil { // a locked key writes nothing
 		return err
 	}
-	if err := s.checkMasterKey(st); err != nil { // issue 8: a rotated-out master key neither
+	if err := s.checkMasterKey(st); err != nil { // a rotated-out master key neither
 		return err
 	}
 	if s.Name == MasterWriter || typ == TypeAgentJoin {
@@ -457,13 +458,13 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 	}
 	a := st.Agents[s.Name]
 	// A retired agent writes nothing but the releases of its own retirement (checked
-	// by write): the fold counts none of its later entries (issue 6).
+	// by write): the fold counts none of its later entries.
 	if a != nil && a.Retired && typ != TypeOrderRelease {
 		return retiredError(s.Name)
 	}
 	here := ledger.FormatKey(s.Signer.Public())
 	if a != nil && a.Seated && a.Key != here {
-		return Errorf(CatDenied,
+		return errs.Errorf(errs.Denied,
 			fmt.Sprintf("use another agent name on this machine (`ferry join --as %s-2`), or, if this key replaced the old one, the owner runs `ferry grant %s --key %s`", s.Name, s.Name, here),
 			"this machine's key for %s is not the key the owner seated (seated %s, here %s)", s.Name, a.Key, here)
 	}
@@ -472,13 +473,12 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 
 // retiredError is the refusal of a write by a retired agent.
 func retiredError(name string) error {
-	return Errorf(CatDenied, "retirement is final: work under a new agent name (`ferry join --as "+name+"-2`), once the owner seats it",
+	return errs.Errorf(errs.Denied, "retirement is final: work under a new agent name (`ferry join --as "+name+"-2`), once the owner seats it",
 		"agent %s is retired: it writes nothing more", name)
 }
 
 // ensureChain makes this writer's own chain whole before a write that will happen
-// (issue 7, writer
-// continuity; docs/adr/0007-writer-continuity.md): when v shows trouble in it — a hole
+// (docs/adr/0007-writer-continuity.md): when v shows trouble in it — a hole
 // or a malformed line in its segment, a fork or a broken chain of (name, device) —
 // Ledger.Restore moves the damaged part aside, appends the kept records the segment
 // lacks (from conflict copies, or found after the hole) and the view is read again.
@@ -490,14 +490,14 @@ func (s *Session) ensureChain(v *View) (*View, error) {
 	if ownTrouble(v.Snapshot, s.Name, s.Device) {
 		r, err := s.Ledger.Restore(s.Name, s.Device, s.Signer.Public())
 		if err != nil {
-			return nil, &Error{Category: CatInternal, Err: err, Message: err.Error(),
+			return nil, &errs.Error{Category: errs.Internal, Err: err, Message: err.Error(),
 				Hint: "check that the channel folder is writable and not full; nothing was written"}
 		}
 		if r.Moved != "" && len(r.Missing) > 0 {
 			// The damage destroyed records: say so once (this restore found it; the
 			// next one finds no damage and writes on).
 			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
-			return nil, Errorf(CatRetryNeeded,
+			return nil, errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("if another machine or a backup still has them, put a copy of its %s.jsonl into %s under another *.jsonl name, e.g. '%s (restored).jsonl': the next write merges them without a fork; then retry (a retry writes on after seq %d)",
 					s.Device, filepath.Dir(seg), s.Device, r.Tip.Seq),
 				"unreadable bytes in %s destroyed seq %s of %s (the damaged part is kept in %s); the %d valid records after them were appended again and count; nothing was written",
@@ -570,7 +570,7 @@ func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
 func (s *Session) checkLost(v *View) error {
 	m, err := s.Home.readHighWater(s.Project(), s.Name, s.Device)
 	if err != nil {
-		return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+		return &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
 			Hint: "if the file is damaged, delete it (the check of lost entries starts again from the next write); otherwise fix its permissions, then retry"}
 	}
 	seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
@@ -581,16 +581,16 @@ func (s *Session) checkLost(v *View) error {
 			m.Pending = false // the append happened; only its promotion did not
 		} else if have >= m.acked() && (e == nil || m.Hash == "") {
 			if err := s.Home.writeHighWater(s.Project(), s.Name, s.Device, highWater{Seq: have, Hash: tipHash(tip)}); err != nil {
-				return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+				return &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
 					Hint: "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry"}
 			}
 			if m.Damaged != "" {
-				return Errorf(CatRetryNeeded,
+				return errs.Errorf(errs.RetryNeeded,
 					"check with `ferry ledger verify` that nothing of this machine's is missing; the retry writes on",
 					"this machine's high-water mark %s is damaged (%s), so it cannot tell whether its last write to %s was lost; the mark now names the folder's tip; nothing was written",
 					s.Home.highWaterPath(s.Project(), s.Name, s.Device), Quote(m.Damaged), rel(s.Root, seg))
 			}
-			return Errorf(CatRetryNeeded,
+			return errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("check whether that write happened (`ferry ledger tail --writer %s`) and redo it if it is missing; the retry writes on", s.Name),
 				"this machine's last write to %s (seq %d, entry %s) is in no file here: the process writing it stopped before the append, or the entry was lost since; nothing was written",
 				rel(s.Root, seg), m.Seq, m.Hash)
@@ -598,7 +598,7 @@ func (s *Session) checkLost(v *View) error {
 	}
 	if hwm := m.acked(); have < hwm {
 		torn := strings.TrimSuffix(filepath.Base(seg), ".jsonl") + ".torn-N"
-		return Errorf(CatRetryNeeded, "if another copy of this channel on this machine (a second clone, another sync folder) holds the newer entries, bring them here first (`ferry sync --git` there and here, or let the sync tool finish); otherwise restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"); then retry",
+		return errs.Errorf(errs.RetryNeeded, "if another copy of this channel on this machine (a second clone, another sync folder) holds the newer entries, bring them here first (`ferry sync --git` there and here, or let the sync tool finish); otherwise restore "+seg+" from another machine's copy or a backup (a damaged part is kept beside it as "+torn+"); then retry",
 			"this machine wrote up to seq %d of its segment but the folder holds only seq %d: entries were lost; nothing was written", hwm, have)
 	}
 	if m.Hash == "" {
@@ -609,10 +609,10 @@ func (s *Session) checkLost(v *View) error {
 		return nil
 	}
 	if err := s.Home.writeHighWater(s.Project(), s.Name, s.Device, highWater{Seq: tip.Seq, Hash: tip.Hash()}); err != nil {
-		return &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
+		return &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("%v; nothing was written", err),
 			Hint: "free space or fix permissions in this machine's ferry config dir (" + s.Home.ConfigDir + "), then retry"}
 	}
-	return Errorf(CatRetryNeeded,
+	return errs.Errorf(errs.RetryNeeded,
 		fmt.Sprintf("another home uses this device id %s (a copied FERRY_HOME or config directory): on the copy, delete the file 'device' in its ferry config directory (this home's is %s) so it makes its own; check what this machine wrote from seq %d on (`ferry ledger verify` lists the left-out records) and redo what is missing; a retry now writes on the kept branch",
 			s.Device, filepath.Join(s.Home.ConfigDir, "device"), m.Seq),
 		"this machine's write at seq %d of %s (entry %s) lost a fork to another record with the same seq (entry %s): readers leave it and what followed it out; nothing was written",
@@ -694,15 +694,15 @@ const MaxIdemKey = 128
 // credential (invalid, the value never echoed).
 func checkIdemKey(key string) error {
 	if len(key) > MaxIdemKey {
-		return Errorf(CatInvalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
+		return errs.Errorf(errs.Invalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {
-			return Errorf(CatInvalid, "use letters, digits and punctuation, e.g. a UUID", "idempotency key holds spaces or characters outside printable ASCII")
+			return errs.Errorf(errs.Invalid, "use letters, digits and punctuation, e.g. a UUID", "idempotency key holds spaces or characters outside printable ASCII")
 		}
 	}
 	// The key is stored verbatim in the append-only ledger and echoed by a conflict:
-	// a credential-looking one is refused without echoing it (secret guard, issue 8).
+	// a credential-looking one is refused without echoing it (secret guard).
 	return CheckSecret("idempotency key", key)
 }
 
@@ -711,7 +711,7 @@ func checkIdemKey(key string) error {
 // long-running process never folds an empty channel or recreates the folder by writing.
 func (c *Channel) checkPresent() error {
 	if _, err := os.Stat(filepath.Join(c.Root, "channel.toml")); err != nil {
-		return Errorf(CatNotFound, "check that the synced folder is there (is the sync tool running? was it moved?)",
+		return errs.Errorf(errs.NotFound, "check that the synced folder is there (is the sync tool running? was it moved?)",
 			"the channel folder %s is missing (no channel.toml)", c.Root)
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 	"unsafe"
 )
 
-// The state codec (issue 7: the folded state kept in the local index). The fold's
+// The state codec (the folded state kept in the local index). The fold's
 // State is a graph of plain values — structs with unexported fields, strings, numbers,
 // slices, maps with string keys, pointers — that only this package builds. encoding/gob
 // and encoding/json see exported fields alone, and a State that came back without its

@@ -1,6 +1,6 @@
 package fsbus
 
-// Property tests with simulated sync (issue 7, "Tests"). Two machines, each with its own
+// Property tests with simulated sync. Two machines, each with its own
 // FERRY_HOME and its own copy of the channel folder, run agents that create, claim,
 // submit, review, release and cancel orders, post and read messages, raise and answer
 // asks and take the primary role. Between their steps a simulated sync engine carries
@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -383,8 +384,8 @@ func (w *syncWorld) deliverAll() {
 // acceptable reports whether err is a refusal a machine may give while it has not seen
 // everything (or for a move that is not allowed): anything else fails the test.
 func acceptable(err error) bool {
-	for _, c := range []string{CatConflict, CatInvalid, CatRetryNeeded, CatNotFound, CatDenied, CatSuperseded, CatStale} {
-		if IsCategory(err, c) {
+	for _, c := range []errs.Category{errs.Conflict, errs.Invalid, errs.RetryNeeded, errs.NotFound, errs.Denied, errs.Superseded, errs.Stale} {
+		if errs.Is(err, c) {
 			return true
 		}
 	}

@@ -22,11 +22,11 @@ import (
 	"time"
 )
 
-// Sync health (issue 7, DESIGN §2 rule 7): what Syncthing, when it carries the channel,
+// Sync health (docs/design.md §2 rule 7): what Syncthing, when it carries the channel,
 // says about delivery. ferry asks Syncthing's REST API on this machine's loopback
 // interface only, with a deadline of SyncDeadline for the whole probe.
 
-// SyncDeadline bounds one SyncHealth probe, every request included (issue 7: 5 s).
+// SyncDeadline bounds one SyncHealth probe, every request included (5 s).
 const SyncDeadline = 5 * time.Second
 
 // Environment variables that point ferry at Syncthing's REST API. Both set: ferry does
@@ -121,7 +121,7 @@ func (h *SyncHealth) Line() SyncLine {
 
 // NoPeer reports whether Syncthing carries the channel here and no peer of its folder
 // is connected (including Syncthing not answering): this machine cannot tell a silent
-// writer from one whose files have not arrived, so "silent" is not asserted (DESIGN §2
+// writer from one whose files have not arrived, so "silent" is not asserted (docs/design.md §2
 // rule 7).
 func (h *SyncHealth) NoPeer() bool { return h.InUse && h.Connected == 0 }
 

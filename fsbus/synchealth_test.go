@@ -11,9 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Sync health against a fake Syncthing REST API on loopback (issue 7): every state a
+// Sync health against a fake Syncthing REST API on loopback: every state a
 // probe can end in, and the take refused while Syncthing reports no connected peer.
 
 const (
@@ -268,7 +270,7 @@ func TestPrimaryTakeRefusedWithoutPeers(t *testing.T) {
 	}
 	n := primaryEntries(t, c)
 	_, err := ss["bob"].PrimaryTake("")
-	if !IsCategory(err, CatConflict) || !strings.Contains(err.Error(), "primary is held by alice, not heard from for 31 min, but Syncthing reports no connected peer") {
+	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "primary is held by alice, not heard from for 31 min, but Syncthing reports no connected peer") {
 		t.Fatalf("take while no peer is connected: %v", err)
 	}
 	if primaryEntries(t, c) != n {

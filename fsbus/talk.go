@@ -7,17 +7,18 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Limits of messages (issue 3; DESIGN §4 token budget: bounded reads).
+// Limits of messages (docs/design.md §4 token budget: bounded reads).
 const (
 	// MaxMessageBody is the largest message body in bytes (64 KiB).
 	MaxMessageBody = 64 << 10
 	// TalkReadLimit is the default and largest number of messages one read returns.
 	TalkReadLimit = 20
 	// TalkReadChars bounds the previews one read returns (characters, at least one
-	// message always fits): the ADR's 4,000-character cap per response.
+	// message always fits): the 4,000-character cap per response of docs/design.md §4.
 	TalkReadChars = 4000
 	// TalkSentLimit is the default number of messages TalkSent lists; TalkSentMax the
 	// largest it accepts.
@@ -38,7 +39,7 @@ type talkArgs struct {
 // most MaxMessageBody bytes, trailing white space trimmed.
 //
 // Errors: invalid for a bad or empty recipient, a message to oneself, an empty, over-long
-// or non-UTF-8 body; denied below member level (DESIGN §2 level table); not_found for an
+// or non-UTF-8 body; denied below member level (docs/design.md §2 level table); not_found for an
 // agent name that never joined; conflict when the idempotency key was used with other
 // arguments. A replayed key returns the message the first call sent and writes nothing.
 func (s *Session) TalkSend(to, body, key string) (*Message, error) {
@@ -46,19 +47,19 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	body = strings.TrimRight(body, " \t\r\n")
 	switch {
 	case to == "":
-		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
+		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
 	case !validRecipient(to):
-		return nil, Errorf(CatInvalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", Quote(to))
+		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", Quote(to))
 	case to == s.Name:
-		return nil, Errorf(CatInvalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
+		return nil, errs.Errorf(errs.Invalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
 	case strings.TrimSpace(body) == "":
-		return nil, Errorf(CatInvalid, "give the message text, or --body @FILE", "empty message")
+		return nil, errs.Errorf(errs.Invalid, "give the message text, or --body @FILE", "empty message")
 	case len(body) > MaxMessageBody:
 		return nil, capError("message body", len(body), MaxMessageBody, UnitBytes, "put large material in the work repo and send a reference to it")
 	case !utf8.ValidString(body):
-		return nil, Errorf(CatInvalid, "write UTF-8 text", "message text must be UTF-8")
+		return nil, errs.Errorf(errs.Invalid, "write UTF-8 text", "message text must be UTF-8")
 	case hasControl(body, true):
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "message text holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "message text holds control characters")
 	}
 	args := argsHash(talkArgs{Body: body, To: to})
 	var id string
@@ -72,9 +73,9 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 		}
 		if to != ToAll && to != ToMaster {
 			if a := v.State.Agents[to]; a == nil || (a.JoinKey == "" && !a.Seated) {
-				return nil, nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
+				return nil, nil, errs.Errorf(errs.NotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
 			} else if !a.Seated {
-				return nil, nil, Errorf(CatInvalid, "ask the owner to seat it first (`ferry grant "+to+"`), or write to master or all",
+				return nil, nil, errs.Errorf(errs.Invalid, "ask the owner to seat it first (`ferry grant "+to+"`), or write to master or all",
 					"%s is not seated (or was revoked): it could never read the message", to)
 			}
 		}
@@ -96,7 +97,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	}
 	m := s.viewWithEntry(v, e).State.Messages[id]
 	if m == nil {
-		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "message %s is not in the state after writing it", id)
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "message %s is not in the state after writing it", id)
 	}
 	out := m.view()
 	return &out, nil
@@ -137,7 +138,7 @@ type TalkReadResult struct {
 	Next string `json:"next"`
 }
 
-// TalkRead returns the messages new to s (issue 3, `ferry talk read`): addressed to it
+// TalkRead returns the messages new to s (`ferry talk read`): addressed to it
 // by name or to "all", not sent by it, and not yet acknowledged by it, oldest first,
 // at most opt.Limit and TalkReadChars characters of previews, with Truncated and
 // Remaining when more wait. With a cursor it returns instead the messages addressed to
@@ -155,7 +156,7 @@ type TalkReadResult struct {
 // seated) and there is something to acknowledge — peek instead.
 func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
 	if opt.Limit < 0 || opt.Limit > TalkReadLimit {
-		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d (0: the default, %d)", TalkReadLimit, TalkReadLimit), "limit %d is out of range", opt.Limit)
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("pass a limit from 1 to %d (0: the default, %d)", TalkReadLimit, TalkReadLimit), "limit %d is out of range", opt.Limit)
 	}
 	if opt.Limit == 0 {
 		opt.Limit = TalkReadLimit
@@ -169,8 +170,7 @@ func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
 			return nil, nil, nil
 		}
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgAck); err != nil {
-			err.(*Error).Hint += "; meanwhile read with --peek"
-			return nil, nil, err
+			return nil, nil, errs.WithHint(err, "meanwhile read with --peek")
 		}
 		return &ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ack})}, nil, nil
 	})
@@ -209,7 +209,7 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 			res.Truncated, res.Remaining = true, len(picked)-i
 			// The cursor stops below every message left out, so a read from it lists
 			// them (some shown now may come again); unread messages are in no arrival
-			// order (found by a fresh-user run: --since next skipped them).
+			// order (else --since next would skip them).
 			next := arr.Complete()
 			for _, rest := range picked[i:] {
 				if n := arr.Number(rest.post); n > 0 && n-1 < next {
@@ -248,7 +248,7 @@ type TalkAckResult struct {
 // retry_needed for a message whose text has not arrived on this machine.
 func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
 	if len(ids) == 0 || len(ids) > TalkReadLimit {
-		return nil, Errorf(CatInvalid, "name the messages by id, as `ferry talk read --peek` lists them", "acknowledge 1 to %d messages at a time", TalkReadLimit)
+		return nil, errs.Errorf(errs.Invalid, "name the messages by id, as `ferry talk read --peek` lists them", "acknowledge 1 to %d messages at a time", TalkReadLimit)
 	}
 	var res *TalkAckResult
 	var ack []string
@@ -261,9 +261,9 @@ func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
 			}
 			switch {
 			case !m.addressedTo(s.Name):
-				return nil, nil, Errorf(CatDenied, "acknowledge only messages to you or to all (`ferry talk read`)", "message %s is from %s to %s, not addressed to %s", m.ID, m.From, m.To, s.Name)
+				return nil, nil, errs.Errorf(errs.Denied, "acknowledge only messages to you or to all (`ferry talk read`)", "message %s is from %s to %s, not addressed to %s", m.ID, m.From, m.To, s.Name)
 			case m.Pending:
-				return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver messages/"+m.ID+".json, then retry", "message %s has not arrived on this machine", m.ID)
+				return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver messages/"+m.ID+".json, then retry", "message %s has not arrived on this machine", m.ID)
 			}
 			if slices.ContainsFunc(res.Messages, func(x Message) bool { return x.ID == m.ID }) {
 				continue
@@ -320,7 +320,7 @@ type TalkSentResult struct {
 
 // TalkSent lists the messages me sent, newest first, at most limit (0: TalkSentLimit;
 // at most TalkSentMax), each with the addressees that have read it (read_by) and those
-// that have not (unread): a file written into the folder is not a delivery (issue 3).
+// that have not (unread): a file written into the folder is not a delivery.
 // Errors: invalid for a bad name or a limit out of range.
 func (st *State) TalkSent(me string, limit int) (*TalkSentResult, error) {
 	if me != MasterWriter {
@@ -329,7 +329,7 @@ func (st *State) TalkSent(me string, limit int) (*TalkSentResult, error) {
 		}
 	}
 	if limit < 0 || limit > TalkSentMax {
-		return nil, Errorf(CatInvalid, fmt.Sprintf("pass a limit from 1 to %d", TalkSentMax), "limit %d out of range", limit)
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("pass a limit from 1 to %d", TalkSentMax), "limit %d out of range", limit)
 	}
 	if limit == 0 {
 		limit = TalkSentLimit
@@ -374,15 +374,15 @@ func (st *State) unreadBy(m *Message) []string {
 func (st *State) MessageIDs() []string { return sortedKeys(st.Messages) }
 
 // TalkShow returns one message with its full Body (`ferry talk show`), by full id or
-// unique prefix (DESIGN §2 rule 2). It records no read receipt. A pending message comes
+// unique prefix (docs/design.md §2 rule 2). It records no read receipt. A pending message comes
 // back with Pending set and no text. Errors: not_found (saying why when its msg.post
 // does not count); invalid for an empty or ambiguous prefix.
 func (st *State) TalkShow(q string) (*Message, error) {
 	id, err := st.resolveID("message", q, st.MessageIDs(), "see `ferry talk read --peek` and `ferry talk sent`")
-	if IsCategory(err, CatNotFound) {
+	if errs.Is(err, errs.NotFound) {
 		for _, ig := range st.Ignored {
 			if ig.Type == TypeMsgPost && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(strings.TrimSpace(q))) {
-				return nil, Errorf(CatNotFound, "run `ferry ledger verify` to see every record that does not count",
+				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
 					"message %s does not count: %s", ig.Ref, ig.Reason)
 			}
 		}

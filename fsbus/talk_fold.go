@@ -10,7 +10,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Recipients that are not agent names (DESIGN §3 `ferry talk send --to NAME|all`).
+// Recipients that are not agent names (docs/design.md §3 `ferry talk send --to NAME|all`).
 const (
 	// ToAll addresses every agent of the channel and the owner, except the sender.
 	ToAll = "all"
@@ -19,7 +19,7 @@ const (
 )
 
 // PreviewRunes is the length of a message preview in characters (runes): longer bodies
-// are read in full with `ferry talk show` (issue 3; ADR ferry_talk "300 chars each").
+// are read in full with `ferry talk show` (docs/mcp.md).
 const PreviewRunes = 300
 
 // MessageObject is messages/<id>.json: a message body, signed by its sender
@@ -37,7 +37,7 @@ type MessageObject struct {
 // Body is set only by State.TalkShow; every other view carries the Preview: the first
 // PreviewRunes characters, with Truncated set when the body is longer. A message whose
 // object has not arrived on this machine is Pending: its sender, recipient and time are
-// known from the signed entry, its text is not (DESIGN §2 rule 6, "pending sync").
+// known from the signed entry, its text is not (docs/design.md §2 rule 6, "pending sync").
 type Message struct {
 	ID        string   `json:"id"`
 	From      string   `json:"from"`
@@ -215,7 +215,7 @@ func sortMessages(ms []*Message) {
 // Unread returns the messages waiting on name, oldest first: addressed to it (by name,
 // or to "all" and not sent by it), arrived on this machine, and not yet acknowledged by
 // it. name is an agent name or "master" for the owner. It is the list `ferry catchup`
-// and `ferry status` summarise (issue 3); it reads no clock.
+// and `ferry status` summarise; it reads no clock.
 func (st *State) Unread(name string) []*Message {
 	return st.messagesWhere(func(m *Message) bool {
 		return m.addressedTo(name) && !m.Pending && !m.ReadByName(name)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -126,7 +127,7 @@ func ignoredFor(st *State, hash string) []Ignored {
 }
 
 // TestTalkReceiptsOnlyFromAddressees: a read receipt counts only from an addressee of
-// the message (issue 3: "an ack by someone the message was not for"), id by id.
+// the message (not an ack by someone the message was not for), id by id.
 func TestTalkReceiptsOnlyFromAddressees(t *testing.T) {
 	w := newTalkWorld(t)
 	toBob := w.send(t, w.alice, "bob", "bob: please look at the build")
@@ -191,7 +192,7 @@ func TestTalkReceiptsOnlyFromAddressees(t *testing.T) {
 		s  *Session
 		id string
 	}{{w.carol, toBob.ID}, {w.alice, toAll.ID}, {w.carol, toMaster.ID}} {
-		if _, err := tc.s.TalkAck([]string{tc.id}); !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "not addressed to "+tc.s.Name) {
+		if _, err := tc.s.TalkAck([]string{tc.id}); !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "not addressed to "+tc.s.Name) {
 			t.Errorf("%s acks %s: %v, want denied", tc.s.Name, tc.id, err)
 		}
 	}
@@ -238,7 +239,7 @@ func TestTalkPendingAndEditedObjects(t *testing.T) {
 	if !slices.Equal(ids(r.Messages), []string{m2.ID}) || r.Pending != 1 || !slices.Equal(r.Acked, []string{m2.ID}) {
 		t.Fatalf("read with a pending message: %+v", r)
 	}
-	if _, err := w.bob.TalkAck([]string{m1.ID}); !IsCategory(err, CatRetryNeeded) {
+	if _, err := w.bob.TalkAck([]string{m1.ID}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("acking a pending message: %v, want retry_needed", err)
 	}
 	if sh, err := v.State.TalkShow(m1.ID); err != nil || !sh.Pending || sh.Body != "" {
@@ -267,10 +268,10 @@ func TestTalkPendingAndEditedObjects(t *testing.T) {
 	if st.Messages[m1.ID] != nil {
 		t.Fatal("a message with an edited object still counts")
 	}
-	if _, err := st.TalkShow(m1.ID); !IsCategory(err, CatNotFound) || !strings.Contains(err.Error(), "message object differs") {
+	if _, err := st.TalkShow(m1.ID); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "message object differs") {
 		t.Fatalf("show of an edited message: %v", err)
 	}
-	if _, err := st.TalkShow("m-zzzz"); !IsCategory(err, CatNotFound) || !strings.Contains(err.Error(), "ferry talk read --peek") {
+	if _, err := st.TalkShow("m-zzzz"); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "ferry talk read --peek") {
 		t.Fatalf("show of an unknown message: %v", err)
 	}
 	// A bob read ignores it (no ack for a message that does not count).
@@ -290,7 +291,7 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 		sent = append(sent, w.send(t, w.alice, "bob", strings.Repeat("x", i+1)).ID)
 	}
 	n := w.entries(t)
-	if _, err := w.bob.TalkRead(TalkReadOptions{Peek: true, Limit: 50}); !IsCategory(err, CatInvalid) {
+	if _, err := w.bob.TalkRead(TalkReadOptions{Peek: true, Limit: 50}); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("limit 50: %v, want invalid", err)
 	}
 	r := w.read(t, w.bob, TalkReadOptions{Peek: true})
@@ -315,7 +316,7 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 		t.Fatalf("second page: %v remaining %d", ids(r.Messages), r.Remaining)
 	}
 	// A truncated read's cursor stops below what it left out: a read from it lists
-	// those (found by a fresh-user run: `--since next` after a peek skipped them).
+	// those (`--since next` after a peek must not skip them).
 	if left := w.read(t, w.bob, TalkReadOptions{Since: r.Next, Peek: true}); !slices.Equal(ids(left.Messages), sent[23:]) {
 		t.Fatalf("since the truncated page's cursor %s: %v, want the 2 left out", r.Next, ids(left.Messages))
 	}
@@ -329,7 +330,7 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 	if len(r.Messages) != 0 || len(r.Acked) != 0 || w.entries(t) != n {
 		t.Fatalf("a read with nothing new returned %v and wrote %d entries", ids(r.Messages), w.entries(t)-n)
 	}
-	if _, err := w.bob.TalkRead(TalkReadOptions{Limit: -1}); !IsCategory(err, CatInvalid) {
+	if _, err := w.bob.TalkRead(TalkReadOptions{Limit: -1}); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("negative limit: %v", err)
 	}
 
@@ -395,21 +396,21 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	for _, tc := range []struct {
 		s        *Session
 		to, body string
-		cat      string
+		cat      errs.Category
 		msg      string
 	}{
-		{w.wendy, "bob", "hi", CatDenied, "msg.post needs level member; wendy has level worker"},
-		{w.dave, "bob", "hi", CatDenied, "dave is not seated"},
-		{w.alice, "zed", "hi", CatNotFound, "no agent zed has joined"},
-		{w.alice, "Bob!", "hi", CatInvalid, "not an agent name"},
-		{w.alice, "", "hi", CatInvalid, "needs a recipient"},
-		{w.alice, "alice", "hi", CatInvalid, "to itself"},
-		{w.alice, "bob", " \n\t", CatInvalid, "empty message"},
-		{w.alice, "bob", strings.Repeat("x", MaxMessageBody+1), CatInvalid, "the limit is 65536"},
-		{w.alice, "bob", "\xff", CatInvalid, "UTF-8"},
+		{w.wendy, "bob", "hi", errs.Denied, "msg.post needs level member; wendy has level worker"},
+		{w.dave, "bob", "hi", errs.Denied, "dave is not seated"},
+		{w.alice, "zed", "hi", errs.NotFound, "no agent zed has joined"},
+		{w.alice, "Bob!", "hi", errs.Invalid, "not an agent name"},
+		{w.alice, "", "hi", errs.Invalid, "needs a recipient"},
+		{w.alice, "alice", "hi", errs.Invalid, "to itself"},
+		{w.alice, "bob", " \n\t", errs.Invalid, "empty message"},
+		{w.alice, "bob", strings.Repeat("x", MaxMessageBody+1), errs.Invalid, "the limit is 65536"},
+		{w.alice, "bob", "\xff", errs.Invalid, "UTF-8"},
 	} {
 		_, err := tc.s.TalkSend(tc.to, tc.body, "")
-		if !IsCategory(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
+		if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s → %q: %v, want %s %q", tc.s.Name, tc.to, err, tc.cat, tc.msg)
 		}
 	}
@@ -428,7 +429,7 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	if err != nil || again.ID != m.ID {
 		t.Fatalf("replay: %+v, %v (first %s)", again, err, m.ID)
 	}
-	if _, err := w.alice.TalkSend("bob", "deploy at one", "k1"); !IsCategory(err, CatConflict) {
+	if _, err := w.alice.TalkSend("bob", "deploy at one", "k1"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("key reused with another body: %v", err)
 	}
 	if got := w.entries(t); got != n+1 {
@@ -436,11 +437,11 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	}
 	// dave has joined but is not seated: a message to him is refused (he could never
 	// acknowledge it); his own read that would acknowledge is denied.
-	if _, err := w.alice.TalkSend("dave", "welcome", ""); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not seated") {
+	if _, err := w.alice.TalkSend("dave", "welcome", ""); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not seated") {
 		t.Fatalf("message to an unseated agent: %v", err)
 	}
 	w.send(t, w.alice, "all", "welcome, everyone")
-	if _, err := w.dave.TalkRead(TalkReadOptions{}); !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "--peek") {
+	if _, err := w.dave.TalkRead(TalkReadOptions{}); !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "--peek") {
 		t.Fatalf("unseated read: %v", err)
 	}
 	if r := w.read(t, w.dave, TalkReadOptions{Peek: true}); len(r.Messages) != 1 {
@@ -449,7 +450,7 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	// The owner may send to everyone and to agents; master and all are not agent names
 	// to join.
 	w.send(t, w.master, ToAll, "release on friday")
-	if _, err := Join(w.c, ToAll, "test"); !IsCategory(err, CatInvalid) {
+	if _, err := Join(w.c, ToAll, "test"); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("join as all: %v", err)
 	}
 }
@@ -474,10 +475,10 @@ func TestTalkShowAndPreview(t *testing.T) {
 	if exact.Truncated {
 		t.Fatal("a body of exactly the preview length is not truncated")
 	}
-	if _, err := st.TalkSent("Not A Name", 0); !IsCategory(err, CatInvalid) {
+	if _, err := st.TalkSent("Not A Name", 0); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("TalkSent with a bad name: %v", err)
 	}
-	if _, err := st.TalkSent("alice", TalkSentMax+1); !IsCategory(err, CatInvalid) {
+	if _, err := st.TalkSent("alice", TalkSentMax+1); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("TalkSent with a limit too large: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -60,21 +61,22 @@ func TestValidName(t *testing.T) {
 func TestResolveID(t *testing.T) {
 	known := []string{"o-abc0000000000", "o-abd0000000000", "o-xyz0000000000"}
 	for _, tc := range []struct {
-		q, want, cat string
+		q, want string
+		cat     errs.Category
 	}{
 		{"o-abc0000000000", "o-abc0000000000", ""},
 		{"o-x", "o-xyz0000000000", ""},
 		{"xyz", "o-xyz0000000000", ""},
-		{"o-ab", "", CatInvalid},
-		{"o-q", "", CatNotFound},
-		{"", "", CatInvalid},
+		{"o-ab", "", errs.Invalid},
+		{"o-q", "", errs.NotFound},
+		{"", "", errs.Invalid},
 	} {
 		got, err := resolveID("order", tc.q, known)
 		if tc.cat != "" {
-			if !IsCategory(err, tc.cat) {
+			if !errs.Is(err, tc.cat) {
 				t.Errorf("resolveID(%q) err = %v, want category %s", tc.q, err, tc.cat)
 			}
-			if tc.cat == CatInvalid && tc.q != "" && !strings.Contains(err.Error(), "o-abc0000000000, o-abd0000000000") {
+			if tc.cat == errs.Invalid && tc.q != "" && !strings.Contains(err.Error(), "o-abc0000000000, o-abd0000000000") {
 				t.Errorf("ambiguous prefix error does not list candidates: %v", err)
 			}
 			continue
@@ -108,21 +110,21 @@ func TestResolveIDNear(t *testing.T) {
 		{"o-vvvvvvvvvvvvv", nil},                                            // nothing close
 	} {
 		_, err := resolveID("order", tc.q, known)
-		if !IsCategory(err, CatNotFound) {
+		if !errs.Is(err, errs.NotFound) {
 			t.Fatalf("resolveID(%q): %v, want not_found", tc.q, err)
 		}
 		want := fmt.Sprintf("no order %q", tc.q)
 		if len(tc.near) > 0 {
 			want += "; did you mean " + strings.Join(tc.near, " or ") + "?"
 		}
-		if msg := err.(*Error).Message; msg != want {
+		if msg := err.(*errs.Error).Message; msg != want {
 			t.Errorf("resolveID(%q): %q, want %q", tc.q, msg, want)
 		}
 	}
 	// Three at most.
 	many := []string{"o-aaaaaaaaaaaa1", "o-aaaaaaaaaaaa2", "o-aaaaaaaaaaaa3", "o-aaaaaaaaaaaa4"}
 	_, err := resolveID("order", "o-aaaaaaaaaaaax", many)
-	if want := `no order "o-aaaaaaaaaaaax"; did you mean o-aaaaaaaaaaaa1 or o-aaaaaaaaaaaa2 or o-aaaaaaaaaaaa3?`; err == nil || err.(*Error).Message != want {
+	if want := `no order "o-aaaaaaaaaaaax"; did you mean o-aaaaaaaaaaaa1 or o-aaaaaaaaaaaa2 or o-aaaaaaaaaaaa3?`; err == nil || err.(*errs.Error).Message != want {
 		t.Errorf("many near ids: %v, want %q", err, want)
 	}
 }
@@ -169,7 +171,7 @@ func TestKeysArePrivateAndNeverOverwritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.NewKey("acme", "alice"); !IsCategory(err, CatConflict) {
+	if _, err := h.NewKey("acme", "alice"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("second NewKey: %v, want conflict", err)
 	}
 	k2, err := h.LoadKey("acme", "alice")
@@ -179,7 +181,7 @@ func TestKeysArePrivateAndNeverOverwritten(t *testing.T) {
 	if fi, _ := os.Stat(h.keyPath("acme", "alice")); fi != nil && os.PathSeparator == '/' && fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key mode %v, want 0600", fi.Mode().Perm())
 	}
-	if _, err := h.LoadKey("acme", "bob"); !IsCategory(err, CatNotFound) || !strings.Contains(err.Error(), "ferry join --as bob") {
+	if _, err := h.LoadKey("acme", "bob"); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "ferry join --as bob") {
 		t.Fatalf("LoadKey of a missing key: %v", err)
 	}
 	if !strings.HasPrefix(h.keyPath("acme", "alice"), h.ConfigDir) {
@@ -199,10 +201,10 @@ func TestInitOpenAndTrust(t *testing.T) {
 			t.Errorf("init did not make %s", f)
 		}
 	}
-	if _, err := Init(h, InitOptions{Dir: dir, Project: "acme"}); !IsCategory(err, CatConflict) {
+	if _, err := Init(h, InitOptions{Dir: dir, Project: "acme"}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("second init: %v, want conflict", err)
 	}
-	if _, err := Init(h, InitOptions{Dir: t.TempDir(), Project: "Bad_ID"}); !IsCategory(err, CatInvalid) {
+	if _, err := Init(h, InitOptions{Dir: t.TempDir(), Project: "Bad_ID"}); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("bad project id: %v, want invalid", err)
 	}
 	m, _ := h.Projects()
@@ -221,7 +223,7 @@ func TestInitOpenAndTrust(t *testing.T) {
 	if _, err := Init(testHome(t), InitOptions{Dir: other, Project: "acme"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(h2, other); !IsCategory(err, CatDenied) {
+	if _, err := Open(h2, other); !errs.Is(err, errs.Denied) {
 		t.Fatalf("open with another master key: %v, want denied", err)
 	}
 
@@ -231,14 +233,14 @@ func TestInitOpenAndTrust(t *testing.T) {
 	if err := os.WriteFile(p, []byte(strings.Replace(string(raw), "quiet_after_s = 300", "quiet_after_s = 1", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(h, dir); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not signed") {
+	if _, err := Open(h, dir); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not signed") {
 		t.Fatalf("open of an edited channel.toml: %v", err)
 	}
 	// A key added by hand is covered by the signature too (ADR 0001 §2).
 	if err := os.WriteFile(p, append(raw, []byte("\nextra = 1\n")...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(h, dir); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not signed") {
+	if _, err := Open(h, dir); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not signed") {
 		t.Fatalf("open of channel.toml with an added key: %v", err)
 	}
 	if err := os.WriteFile(p, raw, 0o644); err != nil {
@@ -247,7 +249,7 @@ func TestInitOpenAndTrust(t *testing.T) {
 	if _, err := Open(h, dir); err != nil {
 		t.Fatalf("restored channel.toml: %v", err)
 	}
-	if _, err := Open(h, t.TempDir()); !IsCategory(err, CatNotFound) {
+	if _, err := Open(h, t.TempDir()); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("open of an empty dir: %v, want not_found", err)
 	}
 }
@@ -360,16 +362,16 @@ func TestVanishedChannelFolder(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Load(); !IsCategory(err, CatNotFound) {
+	if _, err := c.Load(); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("Load: %v, want not_found", err)
 	}
-	if _, err := alice.NewOrder(NewOrderOptions{Title: "x"}); !IsCategory(err, CatNotFound) {
+	if _, err := alice.NewOrder(NewOrderOptions{Title: "x"}); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("NewOrder: %v, want not_found", err)
 	}
-	if err := alice.WritePresence("working", nil); !IsCategory(err, CatNotFound) {
+	if err := alice.WritePresence("working", nil); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("WritePresence: %v, want not_found", err)
 	}
-	if _, err := Join(c, "alice", "test"); !IsCategory(err, CatNotFound) {
+	if _, err := Join(c, "alice", "test"); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("Join: %v, want not_found", err)
 	}
 	if _, err := os.Stat(dir); err == nil {
@@ -395,7 +397,7 @@ func TestIdempotencyKeyBounded(t *testing.T) {
 	alice, _ := c.As("alice")
 	v0, _ := c.Load()
 	for _, key := range []string{strings.Repeat("k", MaxIdemKey+1), "has space", "tab\tkey", "ключ"} {
-		if _, err := alice.NewOrder(NewOrderOptions{Title: "x", Key: key}); !IsCategory(err, CatInvalid) {
+		if _, err := alice.NewOrder(NewOrderOptions{Title: "x", Key: key}); !errs.Is(err, errs.Invalid) {
 			t.Errorf("key %q: %v, want invalid", key, err)
 		}
 	}

@@ -15,11 +15,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Signed updates (issue 9, ADR 0005): the master approves a release with a
+// Signed updates (ADR 0005): the master approves a release with a
 // release.approve entry naming, per platform, a binary under the channel's releases/
 // folder and its sha256; `ferry update check` reports a newer approved release;
 // `ferry update apply` verifies the approval's signature (only counted master entries
@@ -30,7 +31,7 @@ import (
 func Platform() string { return runtime.GOOS + "/" + runtime.GOARCH }
 
 // knownPlatforms are the GOOS/GOARCH pairs Go builds for (`go tool dist list`, Go
-// 1.26): an approval names one of them (issue 9 finding 9c).
+// 1.26): an approval names one of them.
 var knownPlatforms = map[string]bool{}
 
 func init() {
@@ -64,22 +65,22 @@ func KnownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() 
 // writes nothing and returns that approval.
 func (s *Session) ApproveRelease(version string, platforms map[string]string) (*Release, error) {
 	if !ValidVersion(version) {
-		return nil, Errorf(CatInvalid, "use a semantic version such as 1.4.0 or v1.4.0-rc.1", "version %q is not semver-like", version)
+		return nil, errs.Errorf(errs.Invalid, "use a semantic version such as 1.4.0 or v1.4.0-rc.1", "version %q is not semver-like", version)
 	}
 	if len(platforms) == 0 {
-		return nil, Errorf(CatInvalid, "pass --platform GOOS/GOARCH=releases/FILE at least once", "no platforms to approve")
+		return nil, errs.Errorf(errs.Invalid, "pass --platform GOOS/GOARCH=releases/FILE at least once", "no platforms to approve")
 	}
 	if s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", TypeReleaseApprove)
+		return nil, errs.Errorf(errs.Denied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", TypeReleaseApprove)
 	}
 	files := map[string]ReleaseFile{}
 	var notes []string
 	for _, p := range sortedKeys(platforms) {
 		if !platformRE.MatchString(p) {
-			return nil, Errorf(CatInvalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
+			return nil, errs.Errorf(errs.Invalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
 		}
 		if !KnownPlatform(p) {
-			return nil, Errorf(CatInvalid, "use a pair from `go tool dist list`, e.g. linux/amd64, darwin/arm64 or windows/amd64",
+			return nil, errs.Errorf(errs.Invalid, "use a pair from `go tool dist list`, e.g. linux/amd64, darwin/arm64 or windows/amd64",
 				"platform %q is not a GOOS/GOARCH pair Go builds for", p)
 		}
 		rf, note, err := s.hashRelease(platforms[p], p, version)
@@ -114,7 +115,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 			return &r, nil
 		}
 	}
-	return nil, Errorf(CatInternal, "run `ferry ledger verify`", "release %s is not in the state after approving it", version)
+	return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "release %s is not in the state after approving it", version)
 }
 
 // hashRelease reads one release file through os.Root at the channel's releases/
@@ -152,20 +153,20 @@ func (c *Channel) openRelease(p string) (*os.File, error) {
 	rest := strings.TrimPrefix(p, ReleasesDir+"/")
 	root, err := os.OpenRoot(filepath.Join(c.Root, ReleasesDir))
 	if err != nil {
-		return nil, Errorf(CatNotFound, "copy the binaries into the channel's releases/ folder first", "the channel has no releases/ folder: %v", err)
+		return nil, errs.Errorf(errs.NotFound, "copy the binaries into the channel's releases/ folder first", "the channel has no releases/ folder: %v", err)
 	}
 	defer root.Close()
 	f, err := root.Open(filepath.FromSlash(rest))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, Errorf(CatNotFound, "copy the binary into the channel's releases/ folder (and wait for the sync) first", "release file %s is missing", p)
+		return nil, errs.Errorf(errs.NotFound, "copy the binary into the channel's releases/ folder (and wait for the sync) first", "release file %s is missing", p)
 	case err != nil:
-		return nil, &Error{Category: CatInvalid, Err: err, Hint: "name a regular file inside releases/ (symlinks out of it are refused)",
+		return nil, &errs.Error{Category: errs.Invalid, Err: err, Hint: "name a regular file inside releases/ (symlinks out of it are refused)",
 			Message: fmt.Sprintf("opening release file %s: %v", p, err)}
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, Errorf(CatInvalid, "name a regular file inside releases/", "release file %s is not a regular file", p)
+		return nil, errs.Errorf(errs.Invalid, "name a regular file inside releases/", "release file %s is not a regular file", p)
 	}
 	return f, nil
 }
@@ -191,7 +192,7 @@ type UpdateCheck struct {
 // NoteInstalled compares the binary at exe with the approved file: when their sha256
 // are equal the release is installed already, whatever version the binary reports (a
 // release stamped with another version than approved would otherwise be "available"
-// forever; issue 9 finding 9e), so Available becomes false and Installed true. A
+// forever), so Available becomes false and Installed true. A
 // binary that cannot be read changes nothing.
 func (c *UpdateCheck) NoteInstalled(exe string) {
 	if !c.Available || c.File == nil || exe == "" {
@@ -265,7 +266,7 @@ type UpdateResult struct {
 
 // ApplyUpdate replaces the binary at opt.Exe with the newest approved release for the
 // platform when it is newer than opt.Current. The writer must be the master or hold
-// level orchestrator (issue 9). It verifies the approval (only counted master entries
+// level orchestrator. It verifies the approval (only counted master entries
 // are releases: the signature checked against the pinned master key) and copies the
 // file through os.Root into a temp file beside the binary, hashing as it copies; the
 // copy must match the approved sha256 and size, and, with opt.CheckVersion, report the
@@ -278,10 +279,10 @@ type UpdateResult struct {
 // file's size differs from the approval's (it may still be arriving: wait for the
 // sync); invalid when the size matches but the sha256 differs (the file is not the
 // approved one), or the new binary does not run or reports another version than
-// approved (issue 9 finding 9b, 9e); internal for a failed copy or rename.
+// approved; internal for a failed copy or rename.
 func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	if err := s.Home.CheckPaused(s.Project(), "update apply"); err != nil && !opt.DryRun {
-		return nil, err // ADR 0005, issue 8: a paused machine replaces no binary
+		return nil, err // ADR 0005: a paused machine replaces no binary
 	}
 	if opt.Platform == "" {
 		opt.Platform = Platform()
@@ -301,7 +302,7 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 		return nil, err
 	}
 	if lvl := v.State.levelOf(s.Name); lvl < LevelOrchestrator {
-		return nil, Errorf(CatDenied, "run it as the owner, or as an agent the owner seated at orchestrator",
+		return nil, errs.Errorf(errs.Denied, "run it as the owner, or as an agent the owner seated at orchestrator",
 			"applying an update needs level orchestrator; %s has level %s", s.Name, lvl)
 	}
 	// The level is the seated key's: a key on this machine under that name that the
@@ -314,7 +315,7 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	res := &UpdateResult{From: opt.Current, Platform: opt.Platform, Exe: exe, Latest: chk.Latest, Installed: chk.Installed}
 	if !chk.Available {
 		if len(chk.Refused) > 0 {
-			return nil, Errorf(CatInvalid, "ask the owner to approve the release again with `ferry update approve` (it computes the sha256)",
+			return nil, errs.Errorf(errs.Invalid, "ask the owner to approve the release again with `ferry update approve` (it computes the sha256)",
 				"no usable approval: %s", strings.Join(chk.Refused, "; "))
 		}
 		return res, nil
@@ -330,24 +331,24 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	}
 	if chk.File.Size != 0 && n != chk.File.Size {
 		os.Remove(tmp)
-		return nil, Errorf(CatRetryNeeded, "the file may still be arriving: wait for the sync to finish, then run it again; the running binary is unchanged",
+		return nil, errs.Errorf(errs.RetryNeeded, "the file may still be arriving: wait for the sync to finish, then run it again; the running binary is unchanged",
 			"%s does not match the approval of %s: %d bytes, approved %d bytes", chk.File.Path, chk.Latest, n, chk.File.Size)
 	}
 	if sum != chk.File.SHA256 {
 		os.Remove(tmp)
-		return nil, Errorf(CatInvalid, "the file differs from the approved checksum: do not install it; ask the owner to check releases/ and approve again; the running binary is unchanged",
+		return nil, errs.Errorf(errs.Invalid, "the file differs from the approved checksum: do not install it; ask the owner to check releases/ and approve again; the running binary is unchanged",
 			"%s does not match the approval of %s: sha256 %s (%d bytes), approved %s (%d bytes)", chk.File.Path, chk.Latest, sum, n, chk.File.SHA256, chk.File.Size)
 	}
 	if opt.CheckVersion != nil {
 		got, err := opt.CheckVersion(tmp)
 		if err != nil {
 			os.Remove(tmp)
-			return nil, &Error{Category: CatInvalid, Err: err, Message: fmt.Sprintf("the approved binary %s does not run here: %v", chk.File.Path, err),
+			return nil, &errs.Error{Category: errs.Invalid, Err: err, Message: fmt.Sprintf("the approved binary %s does not run here: %v", chk.File.Path, err),
 				Hint: "do not install it; ask the owner to check the release for " + opt.Platform + "; the running binary is unchanged"}
 		}
 		if canonicalVersion(got) != canonicalVersion(chk.Latest) {
 			os.Remove(tmp)
-			return nil, Errorf(CatInvalid, "do not install it; ask the owner to build it with the approved version stamp and approve it again; the running binary is unchanged",
+			return nil, errs.Errorf(errs.Invalid, "do not install it; ask the owner to build it with the approved version stamp and approve it again; the running binary is unchanged",
 				"the approved binary %s reports version %s, not the approved %s", chk.File.Path, got, chk.Latest)
 		}
 	}
@@ -359,7 +360,7 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	}
 	if err := replaceExecutable(exe, tmp, runtime.GOOS); err != nil {
 		os.Remove(tmp)
-		return nil, &Error{Category: CatInternal, Err: err, Message: fmt.Sprintf("replacing %s: %v", exe, err),
+		return nil, &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("replacing %s: %v", exe, err),
 			Hint: "check that the binary's folder is writable; the running binary is unchanged"}
 	}
 	res.Applied = true
@@ -453,7 +454,7 @@ var stampRE = regexp.MustCompile(`-X[= ]['"]?main\.version=([^\s'"]+)`)
 // (debug/buildinfo: the GOOS, GOARCH and -ldflags its toolchain recorded) and refuses
 // it (invalid) when it was built for another platform than platform, or when it
 // carries a version stamp (-X main.version, else the module version) other than
-// version — `update apply` would refuse it on every machine (issue 9). A file without
+// version — `update apply` would refuse it on every machine. A file without
 // Go build information, or without a version stamp, is not refused: note says what
 // could not be checked.
 func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note string, err error) {
@@ -473,7 +474,7 @@ func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note str
 		}
 	}
 	if goos != "" && goarch != "" && goos+"/"+goarch != platform {
-		return "", Errorf(CatInvalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
+		return "", errs.Errorf(errs.Invalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
 			"%s is a Go binary for %s/%s, not %s", path, goos, goarch, platform)
 	}
 	stamped := ""
@@ -486,7 +487,7 @@ func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note str
 		return fmt.Sprintf("%s carries no version stamp (build it with -ldflags \"-X main.version=%s\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, version, version), nil
 	}
 	if canonicalVersion(stamped) != canonicalVersion(version) {
-		return "", Errorf(CatInvalid, "approve the version the binary reports, or rebuild it with -ldflags \"-X main.version="+version+"\"",
+		return "", errs.Errorf(errs.Invalid, "approve the version the binary reports, or rebuild it with -ldflags \"-X main.version="+version+"\"",
 			"%s reports version %s, not %s", path, stamped, version)
 	}
 	return "", nil

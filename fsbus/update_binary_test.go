@@ -4,12 +4,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestCheckReleaseBinary: the running test binary is a Go binary for this platform
 // without a version stamp, so approving it notes that its version was not checked; for
 // another platform it is refused; a file that is not a Go binary only gets a note
-// (issue 9 finding 9e; the stamped cases run in ferry's TestUpdateApplyReplacesBinary).
+// (the stamped cases run in ferry's TestUpdateApplyReplacesBinary).
 func TestCheckReleaseBinary(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -25,7 +27,7 @@ func TestCheckReleaseBinary(t *testing.T) {
 		t.Fatalf("the test binary for its own platform: note %q, err %v", note, err)
 	}
 	other := "plan9/386"
-	if _, err := checkReleaseBinary(f, "releases/x", other, "1.0.0"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not "+other) {
+	if _, err := checkReleaseBinary(f, "releases/x", other, "1.0.0"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not "+other) {
 		t.Fatalf("the test binary approved for %s: %v", other, err)
 	}
 	note, err = checkReleaseBinary(strings.NewReader("#!/bin/sh\necho hi\n"), "releases/x.sh", Platform(), "1.0.0")

@@ -9,16 +9,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// TypeReleaseApprove is the master's approval of a release (issue 9, ADR 0005,
-// docs/format.md §release.approve): ref is the version, data is
+// TypeReleaseApprove is the master's approval of a release (ADR 0005,
+// docs/format.md §12): ref is the version, data is
 // {"version": V, "platforms": {"GOOS/GOARCH": {"sha256": HEX, "path": "releases/…", "size": BYTES}}}.
 // Only the master's entries count (minLevel); the MCP surface never writes it.
 const TypeReleaseApprove = "release.approve"
 
-// ReleasesDir is the channel folder that holds release binaries (DESIGN §2 layout).
+// ReleasesDir is the channel folder that holds release binaries (docs/design.md §2 layout).
 const ReleasesDir = "releases"
 
 // Release is one approved release as folded from a counted release.approve entry.
@@ -141,7 +142,7 @@ func parseRelease(e *ledger.Entry) (Release, bool) {
 func checkReleasePath(p string) error {
 	rest, ok := strings.CutPrefix(p, ReleasesDir+"/")
 	if !ok || rest == "" || path.Clean(p) != p || strings.ContainsAny(p, `\:`) || !isLocalSlash(rest) {
-		return Errorf(CatInvalid, "name a file inside the channel's releases/ folder, e.g. releases/ferry-linux-amd64",
+		return errs.Errorf(errs.Invalid, "name a file inside the channel's releases/ folder, e.g. releases/ferry-linux-amd64",
 			"release path %q is not under releases/", p)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // updateWorld is a channel with an orchestrator and a member, a release binary in
@@ -89,7 +91,7 @@ func TestUpdateApproveCheckApply(t *testing.T) {
 		t.Errorf("another platform offered %+v", chk)
 	}
 
-	if _, err := w.ss["mike"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !IsCategory(err, CatDenied) {
+	if _, err := w.ss["mike"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("member apply: %v", err)
 	}
 	w.exeUnchanged(t)
@@ -130,17 +132,16 @@ func TestUpdateRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat})
-		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), "differs from the approved checksum: do not install") {
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), "differs from the approved checksum: do not install") {
 			t.Fatalf("tampered apply: %v", err)
 		}
 		w.exeUnchanged(t)
-		// Another size: it may still be arriving (retry_needed, "wait for the sync";
-		// issue 9 finding 9b).
+		// Another size: it may still be arriving (retry_needed, "wait for the sync").
 		if err := os.WriteFile(filepath.Join(w.c.Root, "releases", "ferry-new"), w.rel[:len(w.rel)/2], 0o644); err != nil {
 			t.Fatal(err)
 		}
 		_, err = w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat, DryRun: true})
-		if !IsCategory(err, CatRetryNeeded) || !strings.Contains(err.Error(), "wait for the sync") {
+		if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "wait for the sync") {
 			t.Fatalf("half-synced apply: %v", err)
 		}
 		w.exeUnchanged(t)
@@ -159,12 +160,12 @@ func TestUpdateRefusals(t *testing.T) {
 			}
 		}
 		_, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat, CheckVersion: reports("1.0.5", nil)})
-		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "reports version 1.0.5, not the approved 1.1.0") {
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "reports version 1.0.5, not the approved 1.1.0") {
 			t.Fatalf("mis-stamped apply: %v", err)
 		}
 		w.exeUnchanged(t)
 		_, err = w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat, CheckVersion: reports("", os.ErrPermission)})
-		if !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "does not run here") {
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "does not run here") {
 			t.Fatalf("apply of a binary that does not run: %v", err)
 		}
 		w.exeUnchanged(t)
@@ -174,7 +175,7 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 		w.exeUnchanged(t)
 		// The binary already is the approved file (it reports another version): check
-		// offers nothing and apply does nothing (issue 9 finding 9e).
+		// offers nothing and apply does nothing.
 		if err := os.WriteFile(w.exe, w.rel, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestUpdateRefusals(t *testing.T) {
 	t.Run("unknown platform", func(t *testing.T) {
 		w := newUpdateWorld(t)
 		for _, p := range []string{"foo/bar", "linux/foo", "windows/mips"} {
-			if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{p: "releases/ferry-new"}); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "not a GOOS/GOARCH pair Go builds for") {
+			if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{p: "releases/ferry-new"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not a GOOS/GOARCH pair Go builds for") {
 				t.Errorf("approve for %s: %v", p, err)
 			}
 		}
@@ -205,7 +206,7 @@ func TestUpdateRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		impostor := &Session{Channel: w.c, Name: "olga", Signer: w.ss["mike"].Signer}
-		if _, err := impostor.ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !IsCategory(err, CatDenied) {
+		if _, err := impostor.ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !errs.Is(err, errs.Denied) {
 			t.Fatalf("apply with a key the owner did not seat: %v", err)
 		}
 		w.exeUnchanged(t)
@@ -237,7 +238,7 @@ func TestUpdateRefusals(t *testing.T) {
 			if chk.Available || len(chk.Refused) != 1 || !strings.HasPrefix(chk.Refused[0], "2.0.0: ") {
 				t.Fatalf("check: %+v", chk)
 			}
-			if _, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !IsCategory(err, CatInvalid) {
+			if _, err := w.ss["olga"].ApplyUpdate(ApplyOptions{Exe: w.exe, Current: "1.0.0", Platform: plat}); !errs.Is(err, errs.Invalid) {
 				t.Fatalf("apply: %v", err)
 			}
 			w.exeUnchanged(t)
@@ -257,28 +258,29 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 		n := primaryEntries(t, w.c)
 		for _, tc := range []struct {
-			who, version, plat, path, cat string
+			who, version, plat, path string
+			cat                      errs.Category
 		}{
-			{MasterWriter, "1.1", plat, "releases/ferry-new", CatInvalid},
-			{MasterWriter, "latest", plat, "releases/ferry-new", CatInvalid},
-			{MasterWriter, "1.1.0", "linux", "releases/ferry-new", CatInvalid},
-			{MasterWriter, "1.1.0", plat, "releases/../channel.toml", CatInvalid},
-			{MasterWriter, "1.1.0", plat, "../ferry-new", CatInvalid},
-			{MasterWriter, "1.1.0", plat, "/etc/passwd", CatInvalid},
-			{MasterWriter, "1.1.0", plat, "releases/link", CatInvalid},
-			{MasterWriter, "1.1.0", plat, "releases/dir", CatInvalid},
-			{MasterWriter, "1.1.0", plat, "releases/nope", CatNotFound},
-			{"olga", "1.1.0", plat, "releases/ferry-new", CatDenied},
+			{MasterWriter, "1.1", plat, "releases/ferry-new", errs.Invalid},
+			{MasterWriter, "latest", plat, "releases/ferry-new", errs.Invalid},
+			{MasterWriter, "1.1.0", "linux", "releases/ferry-new", errs.Invalid},
+			{MasterWriter, "1.1.0", plat, "releases/../channel.toml", errs.Invalid},
+			{MasterWriter, "1.1.0", plat, "../ferry-new", errs.Invalid},
+			{MasterWriter, "1.1.0", plat, "/etc/passwd", errs.Invalid},
+			{MasterWriter, "1.1.0", plat, "releases/link", errs.Invalid},
+			{MasterWriter, "1.1.0", plat, "releases/dir", errs.Invalid},
+			{MasterWriter, "1.1.0", plat, "releases/nope", errs.NotFound},
+			{"olga", "1.1.0", plat, "releases/ferry-new", errs.Denied},
 		} {
 			if runtime.GOOS == "windows" && strings.HasSuffix(tc.path, "link") {
 				continue
 			}
 			_, err := w.ss[tc.who].ApproveRelease(tc.version, map[string]string{tc.plat: tc.path})
-			if !IsCategory(err, tc.cat) {
+			if !errs.Is(err, tc.cat) {
 				t.Errorf("%+v: %v; want %s", tc, err, tc.cat)
 			}
 		}
-		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", nil); !IsCategory(err, CatInvalid) {
+		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", nil); !errs.Is(err, errs.Invalid) {
 			t.Errorf("no platforms: %v", err)
 		}
 		if primaryEntries(t, w.c) != n {

@@ -8,13 +8,13 @@ import (
 	"strings"
 )
 
-// Vanished records (issue 8, finding 3). A record this machine read (its arrival log
-// holds it) that is in no file of the folder any more was cut from its segment — a
-// truncated line can undo a revocation on every machine that never read it. It is an
-// error in `ferry ledger verify` and `ferry doctor` on every machine that read it, so
-// the owner learns to restore the segment from such a machine. The fold does not keep
-// counting the vanished records (the folder is what every machine folds alike); see
-// docs/threat-model.md "Truncated segments".
+// Vanished records. A record this machine read (its arrival log holds it) that is in
+// no file of the folder any more was cut from its segment — a truncated line can undo a
+// revocation on every machine that never read it. It is an error in `ferry ledger
+// verify` and `ferry doctor` on every machine that read it, so the owner learns to
+// restore the segment from such a machine. The fold does not keep counting the vanished
+// records (the folder is what every machine folds alike); see docs/threat-model.md
+// "Truncated segments".
 
 // KindVanished is the VerifyReport kind of records this machine read that are gone.
 const KindVanished = "vanished"

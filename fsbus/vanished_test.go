@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestCutRevocationReported (issue 8, finding 3): deleting the last line of the master
+// TestCutRevocationReported: deleting the last line of the master
 // segment (`head -n -1`) undoes a revocation in the fold of every machine — the folder
 // is what they all fold — but every machine that had read the line reports an error in
 // `ferry ledger verify` and `ferry doctor`, once, naming the writer, its segment with
@@ -35,14 +35,14 @@ func TestCutRevocationReported(t *testing.T) {
 	if len(r.vr.Lost) != 1 || len(r.vr.Vanished) != 0 || r.vr.OK() || r.vr.Fixes["lost"] == "" {
 		t.Errorf("owner's verify: lost %q, vanished %+v", r.vr.Lost, r.vr.Vanished)
 	}
-	errs := 0
+	nErrs := 0
 	for _, f := range r.dr.Findings {
 		if f.Level == LevelError && (f.Check == CheckLost || f.Check == CheckVanished) {
-			errs++
+			nErrs++
 		}
 	}
-	if errs != 1 {
-		t.Errorf("owner's doctor reports the cut %d times, want once as an error: %+v", errs, r.dr.Findings)
+	if nErrs != 1 {
+		t.Errorf("owner's doctor reports the cut %d times, want once as an error: %+v", nErrs, r.dr.Findings)
 	}
 
 	// The other machine read the line but never wrote it: the vanished record is an

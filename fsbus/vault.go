@@ -19,15 +19,16 @@ import (
 
 	"filippo.io/age"
 	"filippo.io/age/agessh"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 	"golang.org/x/crypto/ssh"
 )
 
-// The vault (issue 8 "Secrets", docs/adr/0009-vault.md): a value encrypted with age to
+// The vault (docs/adr/0009-vault.md): a value encrypted with age to
 // the seated ed25519 keys of named agents (agessh recipients: the roster's keys, so no
 // second key exists) and always to its author. Layout:
 //
-//	vault/<name>/<s-id>.age   the age file, written once (DESIGN §2 rule 2)
+//	vault/<name>/<s-id>.age   the age file, written once (docs/design.md §2 rule 2)
 //	secret.put                entry: ref = name, data {object, id, recipients}
 //
 // data.object is "sha256:" + hex of the file's bytes; data.args (with an idempotency
@@ -45,13 +46,13 @@ const TypeSecretPut = "secret.put"
 const PrefixSecret = "s-"
 
 // secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
-// shape of every object id, DESIGN §2 rule 2), so a path built from it stays in vault/.
+// shape of every object id, docs/design.md §2 rule 2), so a path built from it stays in vault/.
 var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 
 // MaxSecretValue is the largest value the vault keeps, in bytes (64 KiB).
 const MaxSecretValue = 64 << 10
 
-// MaxSecretName is the longest secret name, in characters: a portable name (DESIGN §2
+// MaxSecretName is the longest secret name, in characters: a portable name (docs/design.md §2
 // rule 10, ValidName) is at most 63.
 const MaxSecretName = 63
 
@@ -174,13 +175,13 @@ func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
 func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
 	switch {
 	case !validSecretName(name):
-		return nil, Errorf(CatInvalid, "name it with a-z, 0-9 and '-', at most 63 characters (e.g. db-password)", "bad secret name %s", Quote(name))
+		return nil, errs.Errorf(errs.Invalid, "name it with a-z, 0-9 and '-', at most 63 characters (e.g. db-password)", "bad secret name %s", Quote(name))
 	case len(value) == 0:
-		return nil, Errorf(CatInvalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
+		return nil, errs.Errorf(errs.Invalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
 	case len(value) > MaxSecretValue:
 		return nil, capError("secret value", len(value), MaxSecretValue, UnitBytes, "the vault keeps credentials, not files")
 	case len(to) == 0:
-		return nil, Errorf(CatInvalid, "pass --to AGENT (repeatable) naming who may read it", "a secret needs at least one recipient")
+		return nil, errs.Errorf(errs.Invalid, "pass --to AGENT (repeatable) naming who may read it", "a secret needs at least one recipient")
 	}
 	recips := []string{s.Name}
 	for _, n := range to {
@@ -207,7 +208,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 			return nil, nil, err
 		}
 		if cur := v.State.secrets(v.Snapshot)[name]; cur != nil && cur.Owner != s.Name && s.Name != MasterWriter {
-			return nil, nil, Errorf(CatDenied, "pick another name, or ask "+cur.Owner+" (or the owner, as master) to put it again",
+			return nil, nil, errs.Errorf(errs.Denied, "pick another name, or ask "+cur.Owner+" (or the owner, as master) to put it again",
 				"secret %s belongs to %s, who put it first: only %s or master may replace it", name, cur.Owner, cur.Owner)
 		}
 		var rs []age.Recipient
@@ -256,7 +257,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 	}
 	sec := v.State.secrets(v.Snapshot)[name]
 	if sec == nil || (e.Type != "" && sec.ID != id) {
-		return nil, Errorf(CatInternal, "run `ferry ledger verify`", "secret %s is not in the state after writing it", name)
+		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "secret %s is not in the state after writing it", name)
 	}
 	return sec, nil
 }
@@ -270,13 +271,13 @@ func (s *Session) recipientKey(st *State, name string) (ed25519.PublicKey, error
 	a := st.Agents[name]
 	switch {
 	case !ValidName(name):
-		return nil, Errorf(CatInvalid, "name agents as `ferry agents` lists them", "bad recipient %s", Quote(name))
+		return nil, errs.Errorf(errs.Invalid, "name agents as `ferry agents` lists them", "bad recipient %s", Quote(name))
 	case a == nil || (a.JoinKey == "" && !a.Seated && !a.Retired):
-		return nil, Errorf(CatNotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", name)
+		return nil, errs.Errorf(errs.NotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", name)
 	case a.Retired:
-		return nil, Errorf(CatInvalid, "leave it out: a retired agent must not receive new secrets", "%s is retired", name)
+		return nil, errs.Errorf(errs.Invalid, "leave it out: a retired agent must not receive new secrets", "%s is retired", name)
 	case !a.Seated || a.Key == "":
-		return nil, Errorf(CatInvalid, "ask the owner to seat it first (`ferry grant "+name+"`)", "%s is not seated (or was revoked): it has no key the owner vouches for", name)
+		return nil, errs.Errorf(errs.Invalid, "ask the owner to seat it first (`ferry grant "+name+"`)", "%s is not seated (or was revoked): it has no key the owner vouches for", name)
 	}
 	return ledger.ParseKey(a.Key)
 }
@@ -299,7 +300,7 @@ func (s *Session) privateKey() (ed25519.PrivateKey, error) {
 	case privateKeyer:
 		return k.PrivateKey(), nil
 	}
-	return nil, Errorf(CatLocked, "unlock the key first", "%s's key cannot decrypt here", s.Name)
+	return nil, errs.Errorf(errs.Locked, "unlock the key first", "%s's key cannot decrypt here", s.Name)
 }
 
 // SecretGet decrypts the newest value of name for s, with s's own key only. Errors:
@@ -314,27 +315,27 @@ func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	}
 	sec := v.State.secrets(v.Snapshot)[name]
 	if sec == nil {
-		return nil, nil, Errorf(CatNotFound, "`ferry secret list` shows the names", "no secret %s in the vault", Quote(name))
+		return nil, nil, errs.Errorf(errs.NotFound, "`ferry secret list` shows the names", "no secret %s in the vault", Quote(name))
 	}
 	if !slices.Contains(sec.Recipients, s.Name) {
-		return nil, nil, Errorf(CatDenied, "ask "+sec.Author+" to put it again with --to "+s.Name,
+		return nil, nil, errs.Errorf(errs.Denied, "ask "+sec.Author+" to put it again with --to "+s.Name,
 			"secret %s is not encrypted to %s (recipients: %v)", name, s.Name, sec.Recipients)
 	}
 	path := vaultPath(s.Root, name, sec.ID)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to deliver it, then run the command again",
+		return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver it, then run the command again",
 			"secret %s (%s) has not arrived on this machine yet", name, sec.ID)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if len(b) == 0 { // a sync tool creates the file before it fills it (ADR 0009 §2)
-		return nil, nil, Errorf(CatRetryNeeded, "wait for the sync tool to finish the file, then run the command again",
+		return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to finish the file, then run the command again",
 			"secret %s (%s) has only partly arrived on this machine", name, sec.ID)
 	}
 	if h := sha256.Sum256(b); "sha256:"+hex.EncodeToString(h[:]) != sec.Object {
-		return nil, nil, Errorf(CatInvalid, "run `ferry doctor`; ask "+sec.Author+" to put it again",
+		return nil, nil, errs.Errorf(errs.Invalid, "run `ferry doctor`; ask "+sec.Author+" to put it again",
 			"vault object %s differs from the hash its secret.put names (edited or damaged): not decrypted", sec.ID)
 	}
 	priv, err := s.privateKey()
@@ -349,17 +350,17 @@ func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
 	if err != nil {
 		var nm *age.NoIdentityMatchError
 		if errors.As(err, &nm) {
-			return nil, nil, Errorf(CatDenied, "ask "+sec.Author+" to put it again: it was encrypted to a key of "+s.Name+" since replaced",
+			return nil, nil, errs.Errorf(errs.Denied, "ask "+sec.Author+" to put it again: it was encrypted to a key of "+s.Name+" since replaced",
 				"this machine's key of %s does not open secret %s", s.Name, name)
 		}
-		return nil, nil, Errorf(CatInvalid, "run `ferry doctor`; ask "+sec.Author+" to put it again", "secret %s does not decrypt: %v", name, err)
+		return nil, nil, errs.Errorf(errs.Invalid, "run `ferry doctor`; ask "+sec.Author+" to put it again", "secret %s does not decrypt: %v", name, err)
 	}
 	out, err := io.ReadAll(io.LimitReader(r, MaxSecretValue+1))
 	if err != nil {
-		return nil, nil, Errorf(CatInvalid, "ask "+sec.Author+" to put it again", "secret %s does not decrypt: %v", name, err)
+		return nil, nil, errs.Errorf(errs.Invalid, "ask "+sec.Author+" to put it again", "secret %s does not decrypt: %v", name, err)
 	}
 	if len(out) > MaxSecretValue {
-		return nil, nil, Errorf(CatInvalid, "ask "+sec.Author+" to put it again", "secret %s is larger than %d bytes", name, MaxSecretValue)
+		return nil, nil, errs.Errorf(errs.Invalid, "ask "+sec.Author+" to put it again", "secret %s is larger than %d bytes", name, MaxSecretValue)
 	}
 	return out, sec, nil
 }

@@ -14,12 +14,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // TestVaultPutGet: a value is encrypted to the named agents and its author, only they
 // decrypt it, nothing in the channel holds it in clear, and the newest put wins
-// (issue 8 "Secrets", ADR 0009).
+// (ADR 0009).
 func TestVaultPutGet(t *testing.T) {
 	w := newTalkWorld(t)
 	value := []byte("pg-" + fakeToken(50, 24, alnum) + "\n")
@@ -36,10 +37,10 @@ func TestVaultPutGet(t *testing.T) {
 			t.Fatalf("%s get: %q, %v", s.Name, got, err)
 		}
 	}
-	if _, _, err := w.carol.SecretGet("db-password"); !IsCategory(err, CatDenied) {
+	if _, _, err := w.carol.SecretGet("db-password"); !errs.Is(err, errs.Denied) {
 		t.Fatalf("carol (not a recipient): %v, want denied", err)
 	}
-	if _, _, err := w.bob.SecretGet("nope"); !IsCategory(err, CatNotFound) {
+	if _, _, err := w.bob.SecretGet("nope"); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("unknown name: %v, want not_found", err)
 	}
 	// Nothing on disk holds the value in clear.
@@ -63,7 +64,7 @@ func TestVaultPutGet(t *testing.T) {
 			t.Fatalf("%s get after the second put: %q, %v", s.Name, got, err)
 		}
 	}
-	if _, _, err := w.alice.SecretGet("db-password"); !IsCategory(err, CatDenied) {
+	if _, _, err := w.alice.SecretGet("db-password"); !errs.Is(err, errs.Denied) {
 		t.Fatalf("alice after a put not to her: %v, want denied", err)
 	}
 	list := w.load(t).SecretList()
@@ -93,25 +94,25 @@ func TestVaultRefusals(t *testing.T) {
 		sec  string
 		to   []string
 		val  []byte
-		cat  string
+		cat  errs.Category
 		want string
 	}{
-		{"worker", w.wendy, "x", []string{"bob"}, v, CatDenied, "needs level member"},
-		{"unseated author", w.dave, "x", []string{"bob"}, v, CatDenied, "not seated"},
-		{"unseated recipient", w.alice, "x", []string{"dave"}, v, CatInvalid, "dave is not seated"},
-		{"retired recipient", w.alice, "x", []string{"carol"}, v, CatInvalid, "carol is retired"},
-		{"unknown recipient", w.alice, "x", []string{"zed"}, v, CatNotFound, "no agent zed"},
-		{"no recipient", w.alice, "x", nil, v, CatInvalid, "at least one recipient"},
-		{"bad name", w.alice, "../etc", []string{"bob"}, v, CatInvalid, "bad secret name"},
-		{"long name", w.alice, strings.Repeat("a", MaxSecretName+1), []string{"bob"}, v, CatInvalid, "bad secret name"},
-		{"empty value", w.alice, "x", []string{"bob"}, nil, CatInvalid, "empty secret value"},
-		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), CatInvalid, "secret value is 65537 bytes; the limit is 65536"},
+		{"worker", w.wendy, "x", []string{"bob"}, v, errs.Denied, "needs level member"},
+		{"unseated author", w.dave, "x", []string{"bob"}, v, errs.Denied, "not seated"},
+		{"unseated recipient", w.alice, "x", []string{"dave"}, v, errs.Invalid, "dave is not seated"},
+		{"retired recipient", w.alice, "x", []string{"carol"}, v, errs.Invalid, "carol is retired"},
+		{"unknown recipient", w.alice, "x", []string{"zed"}, v, errs.NotFound, "no agent zed"},
+		{"no recipient", w.alice, "x", nil, v, errs.Invalid, "at least one recipient"},
+		{"bad name", w.alice, "../etc", []string{"bob"}, v, errs.Invalid, "bad secret name"},
+		{"long name", w.alice, strings.Repeat("a", MaxSecretName+1), []string{"bob"}, v, errs.Invalid, "bad secret name"},
+		{"empty value", w.alice, "x", []string{"bob"}, nil, errs.Invalid, "empty secret value"},
+		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), errs.Invalid, "secret value is 65537 bytes; the limit is 65536"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := channelFiles(t, w.c.Root)
 			_, err := tc.s.SecretPut(tc.sec, tc.to, tc.val, "")
-			if !IsCategory(err, tc.cat) || !strings.Contains(err.Error(), tc.want) {
+			if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %s containing %q", err, tc.cat, tc.want)
 			}
 			if !sameFiles(before, channelFiles(t, w.c.Root)) {
@@ -120,8 +121,8 @@ func TestVaultRefusals(t *testing.T) {
 		})
 	}
 
-	// The longest name the cap names is accepted (secfix finding 7: the table said 64
-	// while a portable name stops at 63).
+	// The longest name the cap names is accepted (63: a
+	// portable name stops there).
 	if _, err := w.alice.SecretPut(strings.Repeat("a", MaxSecretName), []string{"bob"}, v, ""); err != nil {
 		t.Fatalf("a %d-character name: %v", MaxSecretName, err)
 	}
@@ -135,11 +136,11 @@ func TestVaultRefusals(t *testing.T) {
 	edited := bytes.Clone(orig)
 	edited[len(edited)-1] ^= 1
 	os.WriteFile(p, edited, 0o644)
-	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatInvalid) || !strings.Contains(err.Error(), "edited or damaged") {
+	if _, _, err := w.bob.SecretGet("api"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "edited or damaged") {
 		t.Fatalf("edited object: %v", err)
 	}
 	os.Remove(p)
-	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatRetryNeeded) {
+	if _, _, err := w.bob.SecretGet("api"); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("missing object: %v", err)
 	}
 	os.WriteFile(p, orig, 0o644)
@@ -156,7 +157,7 @@ func TestVaultRefusals(t *testing.T) {
 	if err != nil || b.ID != a.ID || !sameFiles(before, channelFiles(t, w.c.Root)) {
 		t.Fatalf("replay: %+v, %v", b, err)
 	}
-	if _, err := w.alice.SecretPut("k", []string{"bob"}, []byte("other"), "put-1"); !IsCategory(err, CatConflict) {
+	if _, err := w.alice.SecretPut("k", []string{"bob"}, []byte("other"), "put-1"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("replay with another value: %v, want conflict", err)
 	}
 	var se *SecretError
@@ -166,8 +167,8 @@ func TestVaultRefusals(t *testing.T) {
 }
 
 // TestVaultArgsLeakNothing: with an idempotency key, data.args must not let a reader of
-// the ledger test guesses of the value (fresh-user finding: 10,000 guesses recovered a
-// 4-digit PIN from the unkeyed hash). Replays still match and other values conflict.
+// the ledger test guesses of the value (10,000 guesses would recover a 4-digit PIN
+// from an unkeyed hash). Replays still match and other values conflict.
 func TestVaultArgsLeakNothing(t *testing.T) {
 	w := newTalkWorld(t)
 	pin := []byte("4821")
@@ -206,7 +207,7 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, pin, "pin-1"); err != nil || !sameFiles(before, channelFiles(t, w.c.Root)) {
 		t.Fatalf("replay: %v (or it wrote)", err)
 	}
-	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, []byte("4822"), "pin-1"); !IsCategory(err, CatConflict) {
+	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, []byte("4822"), "pin-1"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("same key, other value: %v, want conflict", err)
 	}
 }
@@ -214,8 +215,8 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 // TestVaultNameOwner: a name belongs to its first author; only that author or master
 // replaces it. Another member's put is refused (denied, nothing written), and one that
 // slipped past the check (written where the first put had not arrived) is ignored by
-// get and reported by list (fresh-user finding: alice silently replaced master's
-// deploy-token, and master was denied its own secret). ADR 0009 §2.
+// get and reported by list (else alice could silently replace master's
+// deploy-token, and master be denied its own secret). ADR 0009 §2.
 func TestVaultNameOwner(t *testing.T) {
 	w := newTalkWorld(t)
 	mv := []byte("master-" + fakeToken(60, 24, alnum))
@@ -224,7 +225,7 @@ func TestVaultNameOwner(t *testing.T) {
 	}
 	before := channelFiles(t, w.c.Root)
 	_, err := w.alice.SecretPut("deploy-token", []string{"bob"}, []byte("alice-value"), "")
-	if !IsCategory(err, CatDenied) || !strings.Contains(err.Error(), "secret deploy-token belongs to master") {
+	if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "secret deploy-token belongs to master") {
 		t.Fatalf("alice replacing master's secret: %v, want denied", err)
 	}
 	if !sameFiles(before, channelFiles(t, w.c.Root)) {
@@ -267,10 +268,10 @@ func TestVaultNameOwner(t *testing.T) {
 }
 
 // TestVaultDoctorAndVerify: an edited vault file is reported by `ledger verify` and
-// doctor (secfix finding 9: get said "run ferry doctor", which reported nothing); an
+// doctor (get says "run ferry doctor", so doctor must report it); an
 // empty one (still syncing) is retry_needed and arriving, not a problem; secret names
-// that look like object ids (a--b, o-x) are not taken for objects (finding 8: doctor
-// reported a permanent pending_sync asks/a--b.json).
+// that look like object ids (a--b, o-x) are not taken for objects (doctor must
+// not report a permanent pending_sync asks/a--b.json).
 func TestVaultDoctorAndVerify(t *testing.T) {
 	w := newTalkWorld(t)
 	v := []byte("s3cret-value")
@@ -295,7 +296,7 @@ func TestVaultDoctorAndVerify(t *testing.T) {
 
 	// Empty: still arriving.
 	os.WriteFile(p, nil, 0o644)
-	if _, _, err := w.bob.SecretGet("api"); !IsCategory(err, CatRetryNeeded) {
+	if _, _, err := w.bob.SecretGet("api"); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("empty vault file: %v, want retry_needed", err)
 	}
 	vr, err := w.c.Verify(w.load(t))

@@ -1,6 +1,6 @@
 package fsbus
 
-// Golden vectors of format v1 (docs/format.md, issue 2). Three layers:
+// Golden vectors of format v1 (docs/format.md). Three layers:
 //
 //   - RFC 8785 anchors: the published canonicalization examples and number table,
 //     fed through ledger.CanonicalJSON (fixtures/vectors/rfc8785/).
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -227,7 +228,7 @@ func TestVectorsIDs(t *testing.T) {
 		switch {
 		case r.Category == "" && (err != nil || id != r.ID):
 			t.Errorf("resolve %q: got %q, %v; want %q", r.Query, id, err, r.ID)
-		case r.Category != "" && !IsCategory(err, r.Category):
+		case r.Category != "" && !errs.Is(err, errs.Category(r.Category)):
 			t.Errorf("resolve %q: got %q, %v; want a %s error", r.Query, id, err, r.Category)
 		}
 	}
@@ -515,7 +516,7 @@ func buildVectors(t *testing.T) (map[string][]byte, *vecFile) {
 
 	// An idempotent order.create offered at creation: data.args is NewOrder's argument hash.
 	// It carries the label ci, so A's claims under its later grant scoped to ci and
-	// tests count (issue 8: scoped grants).
+	// tests count (scoped grants).
 	opt := NewOrderOptions{Title: "Bump the Go toolchain to 1.26", Labels: []string{"ci"}, To: A, Key: "dispatch-o2"}
 	o2 := &OrderObject{Envelope: Envelope{V: 1, ID: vecOrder2, Author: B, Device: b.devices[B]}, Title: opt.Title, Labels: opt.Labels}
 	b.entry("b4-create-o2", B, "2026-11-29T19:01:00.000Z/0000", TypeOrderCreate, vecOrder2, opt.Key,
@@ -977,7 +978,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 	if ref, replay, err := s.checkIdem(st, "dispatch-o2", args["order new o2"]); err != nil || !replay || ref != vecOrder2 {
 		t.Errorf("replay of dispatch-o2: %q %v %v", ref, replay, err)
 	}
-	if _, _, err := s.checkIdem(st, "dispatch-o2", args["order claim o2"]); !IsCategory(err, CatConflict) {
+	if _, _, err := s.checkIdem(st, "dispatch-o2", args["order claim o2"]); !errs.Is(err, errs.Conflict) {
 		t.Errorf("dispatch-o2 with other arguments: %v, want conflict", err)
 	}
 	if got := argsHash(NewOrderOptions{Title: "Bump the Go toolchain to 1.26", Labels: []string{"ci"}, To: vecAgentA, Key: "another key"}); got != args["order new o2"] {
@@ -1049,7 +1050,7 @@ func clip(b []byte) []byte {
 }
 
 // TestObservedHLCSkipsSkewed: a write absorbs the highest HLC it has read within
-// max_skew, even when a further-ahead entry exists (DESIGN §2 "HLC").
+// max_skew, even when a further-ahead entry exists (docs/format.md §6).
 func TestObservedHLCSkipsSkewed(t *testing.T) {
 	now := time.Date(2026, 11, 29, 18, 30, 0, 0, time.UTC)
 	at := func(d time.Duration) ledger.Entry {

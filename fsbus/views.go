@@ -11,11 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Liveness states of a writer as this machine saw it (DESIGN §2 rule 7).
+// Liveness states of a writer as this machine saw it (docs/design.md §2 rule 7).
 const (
 	Alive   = "alive"
 	Quiet   = "quiet"
@@ -107,14 +108,14 @@ type OrderFilter struct {
 	State string // one state, "active" (not accepted/cancelled), or "" for all
 	Mine  string // author or holder
 	Limit int    // 0 = no limit
-	// Ready keeps only orders that can be claimed now (State.Ready, issue 6); with For
+	// Ready keeps only orders that can be claimed now (State.Ready); with For
 	// set, only those that agent can claim (an order offered to another, or outside the
-	// agent's scoped grant, issue 8, is left out).
+	// agent's scoped grant, is left out).
 	Ready bool
 	For   string
 }
 
-// OrderStates lists every order state, in stage-rank order (DESIGN §2).
+// OrderStates lists every order state, in stage-rank order (docs/design.md §2).
 func OrderStates() []string {
 	out := sortedKeys(OrderRank)
 	sort.Slice(out, func(i, j int) bool { return OrderRank[out[i]] < OrderRank[out[j]] })
@@ -122,16 +123,16 @@ func OrderStates() []string {
 }
 
 // CheckStateFilter returns invalid for a state filter that is not "", "active" or an
-// order state (issue 6 finding 10: an unknown state silently listed nothing), with a
+// order state (an unknown state would silently list nothing), with a
 // hint listing the valid ones; "ready" names --ready.
 func CheckStateFilter(state string) error {
 	if state == "" || state == "active" || OrderRank[state] > 0 || state == StateOpen {
 		return nil
 	}
 	if state == "ready" {
-		return Errorf(CatInvalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
+		return errs.Errorf(errs.Invalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
 	}
-	return Errorf(CatInvalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
+	return errs.Errorf(errs.Invalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
 }
 
 // ListOrders returns matching orders, most recently updated first (ties by id).
@@ -150,7 +151,7 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 		case f.Ready && f.For != "" && o.State == StateOffered && o.OfferedTo != f.For:
 			continue
 		case f.Ready && f.For != "" && !InScope(st.scopesNow(f.For), o.Labels):
-			continue // issue 8: outside the agent's scoped grant
+			continue // outside the agent's scoped grant
 		}
 		out = append(out, o.Row())
 	}
@@ -206,14 +207,14 @@ type Status struct {
 	Counts     map[string]int `json:"orders"`
 	Ignored    int            `json:"ignored_entries"`
 	Problems   int            `json:"ledger_problems"`
-	// Asks waiting on the owner's answer, oldest first (issue 3).
+	// Asks waiting on the owner's answer, oldest first.
 	Asks []AskRow `json:"asks_waiting"`
 	// Messages to the owner ("master" or "all") not yet read by the owner.
 	Messages CatchupMessages `json:"messages_waiting"`
 	// Primary is the primary role in one line.
 	Primary CatchupPrimary `json:"primary"`
 	// Ahead lists writers with entries stamped more than max_skew ahead of this
-	// machine's clock: their HLCs are not absorbed (DESIGN §2 "HLC"), only reported.
+	// machine's clock: their HLCs are not absorbed (docs/format.md §6), only reported.
 	Ahead []string `json:"clock_ahead,omitempty"`
 }
 
@@ -281,9 +282,9 @@ func (c *Channel) aheadWriters(v *View) []string {
 	return out
 }
 
-// Catchup limits (DESIGN §4 token budget: a digest, never history).
+// Catchup limits (docs/design.md §4 token budget: a digest, never history).
 const (
-	CatchupOpen      = 7 // open orders (7 and 7 keep the busy fixture's digest ≤ 600 tokens, issue 5)
+	CatchupOpen      = 7 // open orders (7 and 7 keep the busy fixture's digest ≤ 600 tokens)
 	CatchupMine      = 7 // the agent's own orders
 	CatchupReviews   = 5 // results the agent may review
 	CatchupDecisions = 8 // newest decisions
@@ -293,7 +294,7 @@ const (
 	CatchupPreview   = 120
 )
 
-// Catchup is an agent's bounded digest (issue 3; served by `ferry catchup` and the
+// Catchup is an agent's bounded digest (served by `ferry catchup` and the
 // ferry_catchup MCP tool): who leads and what they asked for, what was decided, what
 // is open, what is mine, my asks, messages waiting, contests I am part of.
 type Catchup struct {
@@ -327,7 +328,7 @@ type CatchupPrimary struct {
 }
 
 // DigestRow is an order in a digest: what a model needs to pick it, nothing more (the
-// token budget of DESIGN §4); `ferry order show` has the rest.
+// token budget of docs/design.md §4); `ferry order show` has the rest.
 type DigestRow struct {
 	ID     string `json:"id"`
 	Title  string `json:"title"`
@@ -453,7 +454,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		case o.Author == agent && o.State == StateOpen:
 			add(&out.Mine, o, CatchupMine) // my own order waiting for someone: mine, not "open to me"
 		case !InScope(st.scopesNow(agent), o.Labels):
-			// Scoped grant (issue 8): an order the agent may not claim is not offered to it.
+			// Scoped grant: an order the agent may not claim is not offered to it.
 		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
 			add(&out.Open, o, CatchupOpen)
 		}
@@ -543,24 +544,24 @@ type VerifyReport struct {
 	// (a segment overwritten, zero-filled or restored from an old backup).
 	Lost []string `json:"lost"`
 	// Vanished lists, per writer, records this machine read that no file of the
-	// folder holds any more (issue 8, vanished.go): an error.
+	// folder holds any more (vanished.go): an error.
 	Vanished []Vanished `json:"vanished"`
 	// Arriving lists object files that have only partly arrived (ErrObjectTorn): the
 	// sync tool is still writing them; not a problem.
 	Arriving []string `json:"arriving,omitempty"`
 	// Edited lists object files whose hash differs from the one their entry names
-	// (issue 8: flagged, never shown).
+	// (flagged, never shown).
 	Edited []string `json:"edited"`
-	// Links lists symbolic links inside the channel (issue 8: writes through them are
+	// Links lists symbolic links inside the channel (writes through them are
 	// refused).
 	Links []string `json:"links"`
-	// KeyChanges lists seated names announced with another key (issue 8; not an error).
+	// KeyChanges lists seated names announced with another key (not an error).
 	KeyChanges []KeyChange `json:"key_changes"`
-	// Rivals lists ids created by two writers (issue 8, rival.go): one create is
+	// Rivals lists ids created by two writers (rival.go): one create is
 	// forged or replayed; an error naming every writer.
 	Rivals []Contest `json:"rivals"`
 	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
-	// key_change) to its one-line fix (issue 8, forgery.go).
+	// key_change) to its one-line fix (forgery.go).
 	Fixes map[string]string `json:"fixes"`
 	// Findings is everything above, and the conflict copies of segments, the records
 	// only in a copy readers do not merge and other writers' lines inside a segment, as
@@ -623,7 +624,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	}
 	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
 	// Segments this machine wrote that now hold fewer entries than it appended.
-	// Each name once: the owner's home holds a key file named master too (issue 8).
+	// Each name once: the owner's home holds a key file named master too.
 	for _, name := range slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), MasterWriter)))) {
 		hwm := c.Home.highWater(c.Project(), name, c.Device)
 		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
@@ -634,19 +635,19 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	if out.Ignored == nil {
 		out.Ignored = []Ignored{}
 	}
-	// Records this machine read that are gone (issue 8, vanished.go).
+	// Records this machine read that are gone (vanished.go).
 	if out.Vanished, err = c.vanished(v, lostWriters(out.Lost)); err != nil {
 		return nil, err
 	}
 	// Every object file: it must parse, and its signature must verify against the key
 	// the roster bound when the entry naming it was written (the grant covering that
-	// entry, so objects written before a re-key keep verifying: finding 7 of issue 7).
+	// entry, so objects written before a re-key keep verifying).
 	// An object no entry names yet is checked against any key its author was granted;
 	// one only partly arrived is pending, not a problem.
 	named := objectEntries(c.Root, v.Snapshot)
 	for _, p := range allObjectFiles(c.Root) {
 		if isLink(p) {
-			continue // listed as a link (out.Links), never read (issue 8)
+			continue // listed as a link (out.Links), never read
 		}
 		canon, _, err := readObject(p)
 		if errors.Is(err, ErrObjectTorn) {
@@ -698,7 +699,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	}
 	vaultBad, vaultArriving := c.vaultFiles(v.Snapshot, st) // vault files, by their bytes' hash (ADR 0009)
 	out.Objects, out.Arriving = append(out.Objects, vaultBad...), append(out.Arriving, vaultArriving...)
-	c.forgeryReport(out, v) // issue 8: key changes and a fix for each kind (forgery.go)
+	c.forgeryReport(out, v) // key changes and a fix for each kind (forgery.go)
 	if err := c.findings(v, out); err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Waiting for change (DESIGN §1 "watching with fsnotify", §4 long-poll; issue 5).
+// Waiting for change (docs/design.md §1, §4 long-poll).
 //
 // A Watcher's notifications are hints, never facts (STYLE "watchers are hints"): it
 // watches directories, not files — ledger/, every ledger/<writer>/ (new ones are added
@@ -56,7 +56,7 @@ type WatchOptions struct {
 	OnWait func()
 }
 
-// watchedDirs are the channel directories a Watcher watches (DESIGN §2 layout):
+// watchedDirs are the channel directories a Watcher watches (docs/design.md §2 layout):
 // the ledger, whose writer subdirectories are added too, and the object directories,
 // because an entry may arrive before the object it names (pending sync).
 var watchedDirs = []string{"ledger", "orders", "messages", "asks", "results", "handins"}
@@ -169,10 +169,10 @@ func (w *Watcher) hint() {
 func (w *Watcher) run() {
 	defer close(w.stopped)
 	var events <-chan fsnotify.Event
-	var errs <-chan error
+	var errCh <-chan error
 	if w.fw != nil {
 		defer w.fw.Close()
-		events, errs = w.fw.Events, w.fw.Errors
+		events, errCh = w.fw.Events, w.fw.Errors
 	}
 	tick := time.NewTicker(w.opt.Rescan)
 	defer tick.Stop()
@@ -206,9 +206,9 @@ func (w *Watcher) run() {
 				debounce = time.NewTimer(w.opt.Debounce)
 				fire = debounce.C
 			}
-		case _, ok := <-errs:
+		case _, ok := <-errCh:
 			if !ok {
-				errs = nil
+				errCh = nil
 				continue
 			}
 			// fsnotify.ErrEventOverflow (the kernel queue overflowed: events were lost)
@@ -235,8 +235,8 @@ func (w *Watcher) run() {
 }
 
 // IsTempName reports whether a file name is a temporary file of a write in progress —
-// ferry's own or a sync tool's — that readers and watchers ignore (issue 7 "temp files
-// of every sync tool … are invisible"; DESIGN §2 rule 3):
+// ferry's own or a sync tool's — that readers and watchers ignore (docs/design.md
+// §2 rule 3):
 //
 //   - a name starting with "." — ferry's .ferry-<name>-<rand>.tmp, Syncthing's
 //     .syncthing.<name>.tmp, Google Drive's .tmp.drivedownload, Dropbox's .dropbox.cache;
@@ -321,7 +321,7 @@ func (w *Watcher) scan() [32]byte {
 }
 
 // WaitFor loads the channel and calls ready on the view, then again after every hint
-// of change, until ready reports true or ctx ends (DESIGN §4 long-poll: callers pass a
+// of change, until ready reports true or ctx ends (docs/design.md §4 long-poll: callers pass a
 // ctx with the wait's deadline). The watcher starts before the first load, so a change
 // landing between that load and the wait is never missed.
 //
@@ -354,10 +354,10 @@ func (c *Channel) WaitFor(ctx context.Context, opt WatchOptions, ready func(*Vie
 }
 
 // ArrivedSince reports whether an entry written by a writer other than me arrived on
-// this machine after the cursor since (DESIGN §2 "Cursors": arrival order, so an old
-// entry arriving late is new). With no cursor, or one from another machine or a lost
-// arrival log, everything is new: it reports true, as Catchup then gives the whole
-// digest.
+// this machine after the cursor since (docs/design.md §2 "The local arrival log,
+// cursors and sightings": arrival order, so an old entry arriving late is new). With no
+// cursor, or one from another machine or a lost arrival log, everything is new: it
+// reports true, as Catchup then gives the whole digest.
 func (v *View) ArrivedSince(since, me string) bool {
 	n, ok := v.Arrivals.parseCursor(since)
 	if since == "" || !ok {

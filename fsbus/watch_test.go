@@ -13,7 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Waiting for change (issue 5 "Long-poll"): a write by another session wakes a wait,
+// Waiting for change (docs/design.md §4 long-poll): a write by another session wakes a wait,
 // with fsnotify and with the polling fallback; new writer directories are watched as
 // they appear; the time running out and a cancelled wait both return. Every wait runs
 // under a generous deadline that only a hang reaches: no assertion is on elapsed time.
@@ -284,7 +284,7 @@ func TestIsTempName(t *testing.T) {
 
 // TestWatcherIgnoresTempNames: temp files of every sync tool, and our own, neither
 // change the rescan's signature nor wake a watcher; the file they become does both
-// (issue 7 "temp names ignored").
+// (docs/design.md §2 rule 3).
 func TestWatcherIgnoresTempNames(t *testing.T) {
 	w := newTalkWorld(t)
 	for _, mode := range []struct {
@@ -355,7 +355,7 @@ func drain(wa *Watcher) {
 
 // TestWatcherRescansOnOverflow: when fsnotify reports lost events
 // (fsnotify.ErrEventOverflow), the watcher re-adds its directories and hints, though
-// nothing it can see changed: the reader looks again (issue 7 "rescan on overflow").
+// nothing it can see changed: the reader looks again.
 func TestWatcherRescansOnOverflow(t *testing.T) {
 	w := newTalkWorld(t)
 	wa := w.c.Watch(WatchOptions{Rescan: never})
@@ -384,7 +384,7 @@ func TestWatcherRescansOnOverflow(t *testing.T) {
 
 // TestWatcherTimedRescan: with fsnotify on, a change it is not told about (here: in a
 // directory removed from its watch list, as on a network drive whose events never
-// come) is found by the timed rescan (issue 7 "rescan … on a timer").
+// come) is found by the timed rescan.
 func TestWatcherTimedRescan(t *testing.T) {
 	w := newTalkWorld(t)
 	wa := w.c.Watch(WatchOptions{Rescan: 50 * time.Millisecond})

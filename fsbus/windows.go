@@ -5,10 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Order life-cycle limits and window defaults (issue 6 "Windows in hours, not minutes").
+// Order life-cycle limits and window defaults (docs/format.md §14 "Windows").
 const (
 	// MaxReleases is how many times the holders of an order may release it in all; the
 	// next release is refused (submit or fail instead). A retirement's release and a
@@ -28,7 +29,7 @@ const (
 	WindowQueue     = "queue"
 )
 
-// OrderWindows are an order's own window overrides: the contract's Windows (issue 6),
+// OrderWindows are an order's own window overrides: the contract's Windows,
 // seconds; 0 or absent means the channel's policy.
 type OrderWindows = Windows
 
@@ -72,7 +73,7 @@ type Window struct {
 
 // Window returns the window o is in, measured on this machine's clock from when this
 // machine saw the entries that opened or renewed it, never from another machine's
-// timestamps (DESIGN §2 rule 7): an entry written on this device counts from its own
+// timestamps (docs/design.md §2 rule 7): an entry written on this device counts from its own
 // HLC stamp (this machine's clock when it wrote it; the earlier of that and its
 // arrival), any other from its first arrival in this machine's arrival log. An
 // execution window runs from the current claim, renewed by each progress and extend
@@ -250,7 +251,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	if err := s.checkIdentity(v.State, TypeOrderExpire); err != nil {
 		return nil, err
 	}
-	// Writes will happen: make this writer's chain whole first (issue 7), and decide
+	// Writes will happen: make this writer's chain whole first, and decide
 	// again when that brought records back.
 	nv, err := s.ensureChain(v)
 	if err != nil {
@@ -271,8 +272,8 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	return ids, nil
 }
 
-// Extend renews the holder's execution window on its current claim (issue 6): an
-// order.extend naming the claim (like progress, DESIGN §2), with an optional note. The
+// Extend renews the holder's execution window on its current claim: an
+// order.extend naming the claim (like progress, docs/design.md §2), with an optional note. The
 // window runs again from now on this machine, never past the claim's lifetime: when
 // the lifetime cut it, the order comes back with a warning saying "capped at lifetime"
 // and the deadline. Errors: denied for a non-holder or below member level; conflict when the order is
@@ -282,7 +283,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 func (s *Session) Extend(q, note, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
-		return nil, Errorf(CatInvalid, "remove terminal escapes and other control characters", "note holds control characters")
+		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if err := checkCap("extend note", note, MaxNote, UnitBytes, ""); err != nil {
 		return nil, err
@@ -292,7 +293,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 		func(v *View, o *Order) error {
 			now := s.stamp()
 			if w, ok := s.window(v, o, s.ownStamps(v), now); ok && !now.Time().Before(w.Deadline) {
-				return Errorf(CatConflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
+				return errs.Errorf(errs.Conflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
 					"the execution window of order %s closed at %s (this machine's clock)", o.ID, w.Deadline.UTC().Format(time.RFC3339))
 			}
 			return nil
@@ -301,7 +302,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 		return nil, err
 	}
 	if w, ok := s.Window(s.viewWithEntry(v, e), o); ok && !w.Cap.IsZero() && !w.Deadline.Before(w.Cap) {
-		// Issue 6 finding 13: an extend that reached the lifetime says so.
+		// An extend that reached the lifetime says so.
 		o = withWarnings(o, []string{fmt.Sprintf("capped at lifetime: the execution window ends at %s (this machine's clock), the claim's lifetime; extend cannot go past it (submit, or release for another attempt)",
 			w.Deadline.UTC().Format(time.RFC3339))})
 	}
@@ -315,7 +316,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 func (s *Session) Fail(q, reason, key string) (*Order, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
-		return nil, Errorf(CatInvalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
+		return nil, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 	}
 	if err := checkCap("fail reason", reason, MaxNote, UnitBytes, ""); err != nil {
 		return nil, err
@@ -323,7 +324,7 @@ func (s *Session) Fail(q, reason, key string) (*Order, error) {
 	return s.lifecycle(q, TypeOrderFail, entryData{Note: reason}, key, nil)
 }
 
-// Decline hands back an order offered to s: it is open again for anyone (issue 6).
+// Decline hands back an order offered to s: it is open again for anyone.
 // It is an order.release while the order is offered. Errors: conflict when the order
 // is not offered; denied when it is offered to another agent; invalid for a note with
 // control characters; not_found for the id.
@@ -335,7 +336,7 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 	var refused error
 	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, func(o *Order) bool {
 		if o.State != StateOffered { // a claim is given back by Release
-			refused = Errorf(CatConflict, "`ferry order release "+o.ID+"` gives a claim back",
+			refused = errs.Errorf(errs.Conflict, "`ferry order release "+o.ID+"` gives a claim back",
 				"order %s is %s, not offered; nothing to decline", o.ID, o.State)
 		}
 		return refused != nil
@@ -346,7 +347,7 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 	return o, err
 }
 
-// Retire retires agent name and gives back everything it held (issue 6, DESIGN §2
+// Retire retires agent name and gives back everything it held (docs/design.md §2
 // level table): the agent itself, or the master, writes agent.retire, then one
 // signed order.release (data.agent = name) per order it holds or is offered, so every
 // release is in the ledger. It returns the ids of the orders released, sorted; a
@@ -354,21 +355,21 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 // neither name nor the master; invalid for a bad name or for retiring the master;
 // not_found when no agent of that name has joined or been seated. After the retire,
 // every write by the retired agent is refused (denied) but these releases, and the
-// fold counts none of its later entries (issue 6).
+// fold counts none of its later entries.
 func (s *Session) Retire(name string) ([]string, error) {
 	if name == MasterWriter {
-		return nil, Errorf(CatInvalid, "", "the master is not retired")
+		return nil, errs.Errorf(errs.Invalid, "", "the master is not retired")
 	}
 	if err := checkName("agent name", name); err != nil {
 		return nil, err
 	}
 	if s.Name != name && s.Name != MasterWriter {
-		return nil, Errorf(CatDenied, "the agent retires itself (`--as "+name+"`), or the owner retires it", "%s cannot retire %s", s.Name, name)
+		return nil, errs.Errorf(errs.Denied, "the agent retires itself (`--as "+name+"`), or the owner retires it", "%s cannot retire %s", s.Name, name)
 	}
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[name]
 		if a == nil || (a.JoinKey == "" && !a.Seated) {
-			return nil, nil, Errorf(CatNotFound, "list agents with `ferry agents`", "no agent %q in this channel", name)
+			return nil, nil, errs.Errorf(errs.NotFound, "list agents with `ferry agents`", "no agent %q in this channel", name)
 		}
 		if a.Retired {
 			return nil, nil, nil
@@ -381,7 +382,7 @@ func (s *Session) Retire(name string) ([]string, error) {
 			// The master's retire bounds the agent's segments as it has seen them, as a
 			// revocation does: later entries count for nothing (an agent's own retire
 			// bounds its segment at the retire's seq).
-			d.Bounds, d.BoundHashes = a.bounds(), boundHashes(v, a) // issue 8 (attest.go)
+			d.Bounds, d.BoundHashes = a.bounds(), boundHashes(v, a) // attested bounds (attest.go)
 		}
 		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(d)}, nil, nil
 	})
@@ -395,7 +396,7 @@ func (s *Session) Retire(name string) ([]string, error) {
 			continue
 		}
 		if _, err := s.lifecycle(id, TypeOrderRelease, entryData{Agent: name, Note: "agent " + name + " retired"}, "", nil); err != nil {
-			if IsCategory(err, CatConflict) || IsCategory(err, CatDenied) {
+			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {
 				// Moved on meanwhile (submitted, reassigned), or an offer to a worker,
 				// whose level writes no release (the master's retire declines it).
 				continue
@@ -427,7 +428,7 @@ func (st *State) Blocking(o *Order) []string {
 }
 
 // DeadDeps returns the dependencies of o that were cancelled, in order: o can never
-// become ready and waits for its author to cancel or re-dispatch it (issue 6). A view
+// become ready and waits for its author to cancel or re-dispatch it. A view
 // rule, not a fold rule: the fold leaves o where it is.
 func (st *State) DeadDeps(o *Order) []string {
 	var out []string
@@ -440,7 +441,7 @@ func (st *State) DeadDeps(o *Order) []string {
 }
 
 // BlockedForGood is the sentence that says o waits for a cancelled dependency, or ""
-// (issue 6: shown by order show, the MCP view and a refused claim).
+// (shown by order show, the MCP view and a refused claim).
 func (st *State) BlockedForGood(o *Order) string {
 	dead := st.DeadDeps(o)
 	if len(dead) == 0 {
@@ -454,7 +455,7 @@ func (st *State) BlockedForGood(o *Order) string {
 }
 
 // Ready reports whether o can be claimed now: it is open, offered, timed out or
-// failed, and every order it depends on is accepted (issue 6 "Order relations").
+// failed, and every order it depends on is accepted (docs/format.md §14 "Dependencies").
 func (st *State) Ready(o *Order) bool {
 	switch o.State {
 	case StateOpen, StateOffered, StateTimedOut, StateFailed:
@@ -463,18 +464,18 @@ func (st *State) Ready(o *Order) bool {
 	return false
 }
 
-// checkReady returns a conflict naming the blocking dependencies of o (issue 6: an
+// checkReady returns a conflict naming the blocking dependencies of o (an
 // order is not claimable until every order it depends on is accepted); one waiting for
 // a cancelled dependency says it is blocked for good.
 func (st *State) checkReady(o *Order) error {
 	if why := st.BlockedForGood(o); why != "" {
-		return Errorf(CatConflict, "the author cancels it (`ferry order cancel "+o.ID+"`) or dispatches it again without that dependency",
+		return errs.Errorf(errs.Conflict, "the author cancels it (`ferry order cancel "+o.ID+"`) or dispatches it again without that dependency",
 			"order %s is blocked for good: %s", o.ID, why)
 	}
 	b := st.Blocking(o)
 	if len(b) == 0 {
 		return nil
 	}
-	return Errorf(CatConflict, "wait until they are accepted; `ferry order list --ready` lists orders that can be claimed now",
+	return errs.Errorf(errs.Conflict, "wait until they are accepted; `ferry order list --ready` lists orders that can be claimed now",
 		"order %s waits for %s (not accepted yet)", o.ID, strings.Join(b, ", "))
 }

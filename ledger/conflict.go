@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// Sync tools ParseCopyName recognises (DESIGN §2 rule 8).
+// Sync tools ParseCopyName recognises (docs/design.md §2 rule 8).
 const (
 	ToolSyncthing   = "syncthing"    // <stem>.sync-conflict-YYYYMMDD-HHMMSS-<DEVICE><ext>
 	ToolDropbox     = "dropbox"      // <stem> ([<Name>'s ]conflicted copy YYYY-MM-DD[ (N)])<ext>
@@ -21,7 +21,7 @@ const (
 //
 // The name is a hint for people (`ferry doctor` names the tool that made a copy), never
 // evidence: readers read every *.jsonl file whatever its name, and the writer and
-// device inside each entry say whose record it is (DESIGN §2 rule 8; issue 7). A copy
+// device inside each entry say whose record it is (docs/design.md §2 rule 8). A copy
 // whose name parses as another writer's segment is still only a copy.
 //
 // With <ext> the extension (the last "." and what follows it, possibly empty) and

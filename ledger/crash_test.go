@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Crash safety (issue 7, "Tests"): a writer process killed at random points, 200 times,
+// Crash safety: a writer process killed at random points, 200 times,
 // loses no acknowledged append. The child is this test binary re-executed with
 // crasherEnv set (see TestMain); os.Process.Kill is SIGKILL on unix and
 // TerminateProcess on Windows — the process gets no chance to clean up either way.

@@ -13,7 +13,7 @@ exactly one segment file:
 
 [SegmentPath] is the one place the name is built. Writer and device are portable names
 ([ValidName]: 1–63 characters of [a-z0-9-], not starting with '-', no name Windows
-reserves). Only that writer on that device ever appends to its segment (DESIGN §2
+reserves). Only that writer on that device ever appends to its segment (docs/design.md §2
 rule 1), so a folder synchronised by Syncthing, Dropbox, OneDrive or git never sees two
 machines write one file.
 
@@ -91,7 +91,7 @@ kept records the segment lacks (found in conflict copies or after a hole) and re
 in [Restored].Missing the seqs below the tip that no file holds.
 [Ledger.Append] runs it itself when the writer directory holds a conflict copy; callers
 that see a fork, hole or malformed line of the writer's chain in their reading call it
-first (issue 7; docs/adr/0007-writer-continuity.md).
+first (docs/adr/0007-writer-continuity.md).
 
 # Merging and forks
 
@@ -116,7 +116,7 @@ when no key is bound to its writer and [KindBadSignature] when the signature doe
 verify. Records with bad signatures are set aside before chains are resolved, so a
 forged record can never win a fork against a signed one ([Ledger.ReadVerified]).
 
-See docs/format.md for the normative description of the format and DESIGN §2 for why
+See docs/format.md for the normative description of the format and docs/design.md §2 for why
 each rule exists.
 */
 package ledger

@@ -17,7 +17,7 @@ import (
 // Version is the entry format version written in every entry's "v" field.
 const Version = 1
 
-// Domain prefixes of signed messages (docs/format.md §Signatures). The project id and
+// Domain prefixes of signed messages (docs/format.md §5). The project id and
 // a newline follow the prefix, then the canonical form without "sig".
 const (
 	EntryDomain  = "ferry-entry-v1"
@@ -25,7 +25,7 @@ const (
 )
 
 // Entry is one line of a segment file ledger/<writer>/<device>.jsonl
-// (DESIGN §2 "Ledger entry"). Optional fields are omitted, never null.
+// (docs/design.md §2 "Ledger entry"). Optional fields are omitted, never null.
 type Entry struct {
 	V      int             `json:"v"`
 	Writer string          `json:"writer"`
@@ -40,7 +40,7 @@ type Entry struct {
 	Sig    string          `json:"sig,omitempty"`
 
 	// raw is the RFC 8785 form of the line as read, unknown fields included, so hashes
-	// and signatures of entries written by newer binaries still verify (DESIGN §2 rule 9).
+	// and signatures of entries written by newer binaries still verify (docs/design.md §2 rule 9).
 	raw []byte
 	// hash caches Hash once computed from raw.
 	hash string
@@ -97,7 +97,7 @@ func (e *Entry) Canonical() ([]byte, error) {
 }
 
 // Hash returns the entry hash: "sha256:" + hex of the canonical form including sig
-// (DESIGN §2). It is the value later entries name in prev and basis.
+// (docs/design.md §2 "Ledger entry"). It is the value later entries name in prev and basis.
 func (e *Entry) Hash() string {
 	if e.hash != "" {
 		return e.hash
@@ -279,7 +279,7 @@ func (e *Entry) VerifySig(pub ed25519.PublicKey, project string) error {
 }
 
 // ParseLine decodes one segment line (without its trailing newline). It accepts any
-// JSON formatting (verification is over the canonical form, DESIGN §2 rule 9), ignores
+// JSON formatting (verification is over the canonical form, docs/design.md §2 rule 9), ignores
 // unknown fields, and returns ErrMalformed (wrapped) when required fields are missing
 // or of the wrong type.
 func ParseLine(line []byte) (Entry, error) {
@@ -327,7 +327,7 @@ var entryKeys = [...]string{"v", "writer", "device", "seq", "hlc", "prev", "type
 // checkKeyCase returns ErrMalformed (wrapped) when a top-level key of line equals a
 // field name only when case is ignored ("Writer"). encoding/json fills the field from
 // such a key too, last one wins, so the entry's meaning would hang on key order — which
-// the canonical form, and so hash and signature, ignore (DESIGN §2 rule 9).
+// the canonical form, and so hash and signature, ignore (docs/design.md §2 rule 9).
 func checkKeyCase(line []byte) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {

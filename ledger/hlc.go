@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// HLC text layout (DESIGN §2 "HLC"): YYYY-MM-DDTHH:MM:SS.mmmZ/NNNN, fixed width, UTC,
+// HLC text layout (docs/format.md §6): YYYY-MM-DDTHH:MM:SS.mmmZ/NNNN, fixed width, UTC,
 // sorting as text. NNNN is a decimal counter 0000–9999 within one millisecond.
 const (
 	hlcTimeLayout = "2006-01-02T15:04:05.000Z"
@@ -13,7 +13,7 @@ const (
 	// MaxCounter is the largest HLC counter; one more moves the clock part on by 1 ms.
 	MaxCounter = 9999
 	// DefaultMaxSkew is how far a writer may move ahead of its own wall clock by
-	// absorbing others' HLCs (DESIGN §2).
+	// absorbing others' HLCs (docs/design.md §2 "Ledger entry").
 	DefaultMaxSkew = time.Hour
 )
 
@@ -34,11 +34,11 @@ func (h HLC) Less(o HLC) bool {
 	return h.Ms < o.Ms || (h.Ms == o.Ms && h.Counter < o.Counter)
 }
 
-// ParseHLC parses HLC text (DESIGN §2 "HLC"): exactly 29 bytes,
+// ParseHLC parses HLC text (docs/format.md §6): exactly 29 bytes,
 // YYYY-MM-DDTHH:MM:SS.mmmZ/NNNN, ASCII digits at fixed positions, read as UTC.
 //
-// It accepts exactly the text that time.Parse accepted for this layout before issue 7
-// replaced it with this hand-written parser (ledger/hlc_test.go keeps that version as
+// It accepts exactly the text that time.Parse accepted for this layout before this
+// hand-written parser replaced it (ledger/hlc_test.go keeps that version as
 // the reference and compares both on every input): year 0000–9999, month 01–12, the
 // day within the month of that year (Gregorian leap years), hour < 24, minute < 60,
 // second < 60 (no leap second). Like time.Parse it also takes ',' for the decimal point

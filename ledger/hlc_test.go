@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// parseHLCReference is ParseHLC as it was before issue 7: time.Parse on the clock part.
+// parseHLCReference is ParseHLC as it was before the hand-written parser: time.Parse on the clock part.
 // It is the reference the hand-written parser must match on every input.
 func parseHLCReference(s string) (HLC, error) {
 	if len(s) != hlcLen || s[hlcLen-5] != '/' {
@@ -49,7 +49,7 @@ func checkParseHLC(t *testing.T, s string) {
 }
 
 // hlcEdgeCases are the inputs TestParseHLCMatchesReference checks and FuzzParseHLC
-// starts from (issue 7): each field at and past its limits, leap years, every
+// starts from: each field at and past its limits, leap years, every
 // separator replaced, signs, spaces, non-ASCII digits, wrong lengths.
 func hlcEdgeCases() []string {
 	cases := []string{
@@ -144,7 +144,7 @@ func hlcEdgeCases() []string {
 	return cases
 }
 
-// TestParseHLCMatchesReference (issue 7): the hand-written parser accepts and rejects
+// TestParseHLCMatchesReference: the hand-written parser accepts and rejects
 // exactly what time.Parse did, with the same value, on the edge cases and on every day of
 // a leap and a common year at several years across 0000–9999.
 func TestParseHLCMatchesReference(t *testing.T) {
@@ -190,7 +190,7 @@ func TestParseHLCErrors(t *testing.T) {
 	}
 }
 
-// TestParseHLCNoAlloc: parsing valid text does not allocate (issue 7: it runs once per
+// TestParseHLCNoAlloc: parsing valid text does not allocate (it runs once per
 // restored record).
 func TestParseHLCNoAlloc(t *testing.T) {
 	s := "2026-11-29T18:30:00.123Z/0003"
@@ -203,7 +203,7 @@ func TestParseHLCNoAlloc(t *testing.T) {
 	}
 }
 
-// FuzzParseHLC (issue 7): for any string, ParseHLC and ValidHLC agree with the
+// FuzzParseHLC: for any string, ParseHLC and ValidHLC agree with the
 // time.Parse reference — same acceptance, same value. Seeds: hlcEdgeCases, plus
 // ledger/testdata/fuzz/FuzzParseHLC.
 func FuzzParseHLC(f *testing.F) {
@@ -229,7 +229,7 @@ var sinkHLC HLC
 
 // BenchmarkParseHLC measures ParseHLC on valid text, the path taken once per record
 // restored from the local index (ledger/trusted.go); BenchmarkParseHLCReference is the
-// time.Parse version it replaced (issue 7).
+// time.Parse version it replaced.
 func BenchmarkParseHLC(b *testing.B) {
 	benchParse(b, ParseHLC)
 }

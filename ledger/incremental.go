@@ -21,7 +21,7 @@ import (
 )
 
 // ReadState is what an incremental reader remembers of each segment file between
-// reads (issue 7 "Local index"): the file's identity (the hash of its first complete
+// reads (docs/format.md §18): the file's identity (the hash of its first complete
 // line), the byte offset just past its last complete line, that line's start and
 // hash, the number of lines before the offset, and the records and malformed-line
 // problems found before the offset. ReadIncremental reads only the bytes past each
@@ -37,7 +37,7 @@ type ReadState struct {
 	dirty map[string]mark
 	stats ReadStats
 	// last is the snapshot the previous unverified ReadIncremental returned, with what
-	// the append-only fast path needs of it (issue 7: catch-up in O(new entries)).
+	// the append-only fast path needs of it (catch-up in O(new entries)).
 	last *lastRead
 }
 
@@ -211,7 +211,7 @@ func (st *ReadState) remember(snap *Snapshot, files []segFile, nfile int) {
 	st.last = lr
 }
 
-// appended is the fast path of ReadIncremental (issue 7): when every file only grew
+// appended is the fast path of ReadIncremental: when every file only grew
 // or is new, no new line is malformed, and each new record continues its chain (seq one past the
 // chain's tip and prev naming the tip's hash, or seq 1 of a new chain), the snapshot
 // is the last one plus the new records, merged without going over the earlier

@@ -62,7 +62,7 @@ func reload(t *testing.T, saved *[][]byte, st *ReadState, whole bool) *ReadState
 // malformed and blank lines, conflict copies that fork, truncation, replaced content,
 // deleted files — and after each step checks that ReadIncremental (kept in memory, and
 // saved and restored through chunks) gives exactly the Snapshot of Read and of
-// ReadVerified (issue 7 "Local index").
+// ReadVerified (docs/format.md §18).
 func TestIncrementalMatchesRead(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FERRY_SEED"); s != "" {
@@ -454,7 +454,7 @@ func TestCheckPrefixesFindsAnInPlaceEdit(t *testing.T) {
 // TestRestoreLastRejectsDamage feeds RestoreLast a saved snapshot cut short, with bytes
 // flipped, and one that names a segment read again from its start: each is refused
 // with ErrChunk, without a panic, and the next read merges everything and gives the
-// snapshot of Read (issue 7: a damaged index is rebuilt, never trusted).
+// snapshot of Read (a damaged index is rebuilt, never trusted).
 func TestRestoreLastRejectsDamage(t *testing.T) {
 	l := newTestLedger(t)
 	appendN(t, l, testWriter, testDevice, "a", 30)

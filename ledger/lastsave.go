@@ -8,7 +8,7 @@ import (
 	"slices"
 )
 
-// Saving the last snapshot (issue 7: a new process catches up in O(new entries)).
+// Saving the last snapshot (a new process catches up in O(new entries)).
 //
 // ReadIncremental's fast path extends the snapshot it returned last by the records
 // appended since. A process that opens a saved ReadState has no last snapshot, so its

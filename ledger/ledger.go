@@ -12,7 +12,7 @@ type Options struct {
 	// Root is the channel directory; segments live under Root/ledger.
 	Root string
 	// LockDir is a machine-local directory (never synced) for the segment lock files.
-	// Lock files are created on first use and never deleted (DESIGN §2 rule 5).
+	// Lock files are created on first use and never deleted (docs/design.md §2 rule 5).
 	LockDir string
 	// Project is the channel's project id, part of every signature's domain.
 	Project string
@@ -51,10 +51,10 @@ const (
 	KindBadSignature = "bad_signature" // signature does not verify against the writer's key
 	KindUnknownKey   = "unknown_key"   // no key is bound to the writer
 	KindFork         = "fork"          // two records with one (writer, device, seq)
-	KindHole         = "hole"          // NUL bytes followed by more data: records after them are hidden (issue 7)
+	KindHole         = "hole"          // NUL bytes followed by more data: records after them are hidden (ADR 0007)
 )
 
-// Fork is two or more different records with one (writer, device, seq) (DESIGN §2
+// Fork is two or more different records with one (writer, device, seq) (docs/design.md §2
 // rule 8). The branch whose first record has the lower hash counts; Losers holds every
 // record of the other branches, never dropped silently.
 type Fork struct {
@@ -79,8 +79,8 @@ type Snapshot struct {
 	// Added is set only by ReadIncremental when this snapshot extends the one the
 	// previous call on the same ReadState returned (Base) by appends alone: Entries is
 	// Base.Entries plus Added (in merged order), Forks are Base's, and only torn tails may
-	// differ among Problems. Nil means the snapshot was merged from scratch (issue 7:
-	// callers then fold everything again).
+	// differ among Problems. Nil means the snapshot was merged from scratch
+	// (callers then fold everything again).
 	Added []Entry `json:"-"`
 	// Base is the snapshot Added extends (nil when Added is nil).
 	Base *Snapshot `json:"-"`

@@ -67,7 +67,7 @@ func FuzzParseLine(f *testing.F) {
 	for _, s := range parseSeeds(f) {
 		f.Add(s)
 	}
-	for _, s := range loadVerifySeeds(f) { // the committed corpus (issue 8)
+	for _, s := range loadVerifySeeds(f) { // the committed corpus
 		f.Add(s)
 	}
 	f.Fuzz(checkParse)

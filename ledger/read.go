@@ -230,7 +230,7 @@ func readSegment(f segFile) segResult {
 // nulProblem is the problem of a file whose reading stops at a NUL byte at offset at:
 // KindTorn when only NULs and white space follow (a tail not arrived yet), KindHole when
 // data follows (rest is the rest of the line from the NUL, br the rest of the file;
-// issue 7: records after a hole are hidden from every reader until the writer restores
+// ADR 0007: records after a hole are hidden from every reader until the writer restores
 // them).
 func nulProblem(rel string, lineNo int, at int64, rest []byte, br *bufio.Reader) (Problem, error) {
 	more := dataIn(rest)

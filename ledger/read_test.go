@@ -31,7 +31,7 @@ func TestReadSkipsOtherFiles(t *testing.T) {
 	for _, name := range []string{
 		"claude-code-laptop/.k3f9x2ab.jsonl.tmp",
 		"claude-code-laptop/k3f9x2ab.jsonl.tmp",
-		"claude-code-laptop/.syncthing.k3f9x2ab.jsonl.tmp", // Syncthing's temp names (issue 7)
+		"claude-code-laptop/.syncthing.k3f9x2ab.jsonl.tmp", // Syncthing's temp names
 		"claude-code-laptop/~syncthing~k3f9x2ab.jsonl.tmp",
 		"claude-code-laptop/k3f9x2ab.torn-1",
 		"claude-code-laptop/k3f9x2ab.torn-2.jsonl",
@@ -190,7 +190,7 @@ func TestReadFork(t *testing.T) {
 					t.Fatalf("problems %v (%+v), want one fork", k, s.Problems)
 				}
 				// The problem names both lines: the left-out record's file and line, and
-				// the kept one's (issue 7: forks reported with both lines).
+				// the kept one's (docs/design.md §2 rule 8: a fork is reported with every line).
 				winPath, losePath := lay.aPath, lay.bPath
 				if sh.bLower {
 					winPath, losePath = lay.bPath, lay.aPath

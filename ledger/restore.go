@@ -35,7 +35,7 @@ type Restored struct {
 func (r *Restored) Changed() bool { return r != nil && (r.Moved != "" || len(r.Appended) > 0) }
 
 // Restore makes the segment of (writer, device) hold the whole chain readers keep,
-// under the segment's lock (DESIGN §2 rule 4; issue 7, writer continuity):
+// under the segment's lock (docs/design.md §2 rule 4; ADR 0007):
 //
 //   - every *.jsonl file of the writer directory (the segment and a sync tool's conflict
 //     copies of it) is read; records of (writer, device) count wherever they are, as for

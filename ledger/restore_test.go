@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Writer continuity (issue 7, findings 1-3; docs/adr/0007-writer-continuity.md).
+// Writer continuity (docs/adr/0007-writer-continuity.md).
 
 // lineOffsets returns the byte offset where each line of b starts.
 func lineOffsets(b []byte) []int {
@@ -39,7 +39,7 @@ func checkWhole(t *testing.T, l *Ledger, want []Entry, last Entry) {
 	checkChain(t, s.Entries)
 }
 
-// Finding 1: the segment was moved to a conflict-copy name; the next append must
+// A moved segment: the segment was moved to a conflict-copy name; the next append must
 // continue after the copy's records, not start again at seq 1.
 func TestAppendContinuesFromConflictCopy(t *testing.T) {
 	l := newTestLedger(t)
@@ -60,7 +60,7 @@ func TestAppendContinuesFromConflictCopy(t *testing.T) {
 	}
 }
 
-// Finding 1, second form: the segment was rolled back to 2 lines and a copy holds 4.
+// A rolled-back segment: the segment was rolled back to 2 lines and a copy holds 4.
 func TestAppendCompletesRolledBackSegment(t *testing.T) {
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
@@ -84,7 +84,7 @@ func TestAppendCompletesRolledBackSegment(t *testing.T) {
 	}
 }
 
-// Finding 2: two homes with one device id forked the chain; whichever branch the main
+// A cloned home: two homes with one device id forked the chain; whichever branch the main
 // file holds, the next append must chain onto the branch readers keep.
 func TestAppendChainsOntoForkWinner(t *testing.T) {
 	for _, mainHoldsWinner := range []bool{false, true} {
@@ -128,7 +128,7 @@ func TestAppendChainsOntoForkWinner(t *testing.T) {
 	}
 }
 
-// Finding 3: a NUL run in the middle of the segment that destroyed no record: Restore
+// A hole: a NUL run in the middle of the segment that destroyed no record: Restore
 // moves everything from it aside and appends the records after it again.
 func TestRestoreHoleKeepsRecordsAfter(t *testing.T) {
 	l := newTestLedger(t)
@@ -172,7 +172,7 @@ func TestRestoreHoleKeepsRecordsAfter(t *testing.T) {
 	}
 }
 
-// Finding 3, destroyed record: the hole took seq 3. Restore moves the damaged part
+// A hole that destroyed a record: the hole took seq 3. Restore moves the damaged part
 // aside, appends seq 4 and 5 again (readers count them and report the gap) and names
 // seq 3 as missing; once another machine's copy is put in the writer directory, the
 // next append restores seq 3 without a fork and still follows seq 5.

@@ -7,14 +7,14 @@ import (
 	"unsafe"
 )
 
-// This file is trustedEntry's fast path (issue 7 "Local index"): a new process opens
+// This file is trustedEntry's fast path (the local index, docs/format.md §18): a new process opens
 // the local index and rebuilds every entry from its canonical line, which
 // encoding/json does at several microseconds and a dozen allocations per line. The
 // lines a read records are nearly always the ones Append writes, so a hand parser
 // that accepts exactly that shape, and leaves everything else to json.Unmarshal,
 // gives the same Entry without the cost.
 
-// trustedMembers are the members an entry line may hold, in RFC 8785 order (DESIGN §2
+// trustedMembers are the members an entry line may hold, in RFC 8785 order (docs/design.md §2
 // rule 9; all ASCII, so UTF-16 order is byte order). Each is written `"name":`.
 var trustedMembers = [...][]byte{
 	[]byte(`"data":`), []byte(`"device":`), []byte(`"hlc":`), []byte(`"idem":`),

@@ -22,7 +22,7 @@ var trustedFixtures = []struct {
 }
 
 // fixtureRecords returns the records a read of root finds, as the local index stores
-// them (issue 7): canonical line and hash.
+// them (docs/format.md §18): canonical line and hash.
 func fixtureRecords(t testing.TB, root string) []record {
 	files, err := listSegments(root)
 	if err != nil {
@@ -38,7 +38,7 @@ func fixtureRecords(t testing.TB, root string) []record {
 	return out
 }
 
-// TestTrustedEntryMatchesJSON (issue 7): every record of the fixtures, rebuilt from
+// TestTrustedEntryMatchesJSON: every record of the fixtures, rebuilt from
 // its stored line by trustedEntry, equals the json.Unmarshal rebuild field by field
 // (raw and hash included), with known as parseCanonical sets it; and every one of
 // them takes the fast path (the fixtures are lines Append wrote).
@@ -193,7 +193,7 @@ func TestTrustedEntryNoAllocs(t *testing.T) {
 	}
 }
 
-// FuzzTrustedEntry (issue 7): for any bytes as a stored line, trustedEntry gives what
+// FuzzTrustedEntry: for any bytes as a stored line, trustedEntry gives what
 // the json.Unmarshal rebuild gives — the same error, or the same entry field by field
 // — with known only when parseCanonical accepts the line. Seeds: lines of
 // fixtures/busy and fixtures/vectors, and parseSeeds' edge cases.
@@ -213,7 +213,7 @@ func FuzzTrustedEntry(f *testing.F) {
 	})
 }
 
-// FuzzTrustedData (issue 7) is FuzzTrustedEntry with the bytes placed where the fast
+// FuzzTrustedData is FuzzTrustedEntry with the bytes placed where the fast
 // path checks most: as data, and inside the type string, of an otherwise usual line.
 func FuzzTrustedData(f *testing.F) {
 	for _, d := range []string{
@@ -269,7 +269,7 @@ func checkTrusted(t *testing.T, raw []byte, hash string) Entry {
 	return got
 }
 
-// BenchmarkTrustedEntry (issue 7) rebuilds the records of fixtures/busy from their
+// BenchmarkTrustedEntry rebuilds the records of fixtures/busy from their
 // stored lines: fast is trustedEntry, json the json.Unmarshal rebuild it replaces.
 // Per op: one record.
 func BenchmarkTrustedEntry(b *testing.B) {

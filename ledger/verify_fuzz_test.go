@@ -65,11 +65,11 @@ func TestVerifySeeds(t *testing.T) {
 	}
 }
 
-// FuzzVerifyLine (issue 8): for any bytes as a segment line, parsing, canonicalising and
+// FuzzVerifyLine: for any bytes as a segment line, parsing, canonicalising and
 // verifying never panic; the canonical form is idempotent (canonicalising it again, or
 // parsing it and writing it back, gives the same bytes); and a line that verifies
 // still verifies, with the same entry hash, after re-indentation, CRLF and a BOM
-// (DESIGN §2 rule 9), while it fails under another project id (a replay) and another
+// (docs/design.md §2 rule 9), while it fails under another project id (a replay) and another
 // key. Seeds: fixtures/fuzz/ledger/lines.
 func FuzzVerifyLine(f *testing.F) {
 	for _, s := range loadVerifySeeds(f) {

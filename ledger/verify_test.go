@@ -39,7 +39,7 @@ func TestVerifyEditedEntry(t *testing.T) {
 			[]string{"bad_signature@30", "broken_chain@4"}, []string{"broken_chain@4", "broken_chain@30"}},
 		{"line cut short", func(b []byte) []byte { return b[:len(b)/2] },
 			[]string{"malformed:3", "broken_chain@4"}, []string{"malformed:3", "broken_chain@4"}},
-		// Verify content, not bytes (DESIGN §2 rule 9): none of these is a change.
+		// Verify content, not bytes (docs/design.md §2 rule 9): none of these is a change.
 		{"reindented", func(b []byte) []byte {
 			var v any
 			json.Unmarshal(b, &v)

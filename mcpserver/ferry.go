@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
@@ -161,8 +162,8 @@ func (f *Ferry) Close() {
 // toolError renders a failure as "category: message — hint"; an internal error gets a
 // correlation id, its details go to the log only.
 func (f *Ferry) toolError(err error) string {
-	var fe *fsbus.Error
-	if errors.As(err, &fe) && fe.Category != fsbus.CatInternal {
+	var fe *errs.Error
+	if errors.As(err, &fe) && fe.Category != errs.Internal {
 		return toolWords(fe.Error())
 	}
 	if errors.Is(err, context.Canceled) {
@@ -244,7 +245,7 @@ func (f *Ferry) takeLease(ch *fsbus.Channel) error {
 		return fmt.Errorf("taking the identity lease: %w", err)
 	}
 	if l == nil {
-		return fsbus.Errorf(fsbus.CatConflict,
+		return errs.Errorf(errs.Conflict,
 			fmt.Sprintf("give this session a name of its own, e.g. `ferry mcp serve --as %s-2` (then ferry join and the owner's grant)", f.cfg.Agent),
 			"%s is already acting as %s in project %s on this machine; two sessions under one name would read each other's messages",
 			holder, f.cfg.Agent, ch.Project())
@@ -339,7 +340,7 @@ func (f *Ferry) heartbeat(s *fsbus.Session) {
 // decode parses a tool's arguments into v, refusing unknown JSON as invalid params.
 func decode(args json.RawMessage, v any) error {
 	if err := json.Unmarshal(args, v); err != nil {
-		return fsbus.Errorf(fsbus.CatInvalid, "check the tool's input schema", "arguments do not decode: %v", err)
+		return errs.Errorf(errs.Invalid, "check the tool's input schema", "arguments do not decode: %v", err)
 	}
 	return nil
 }
@@ -358,7 +359,7 @@ func need(action string, fields map[string]string) error {
 	}
 	sort.Strings(missing)
 	list := strings.Join(missing, " and ")
-	return fsbus.Errorf(fsbus.CatInvalid, "pass "+list+" with action "+action, "action %s needs %s", action, list)
+	return errs.Errorf(errs.Invalid, "pass "+list+" with action "+action, "action %s needs %s", action, list)
 }
 
 // clientApp is the app to announce in agent.join: the MCP client's name from

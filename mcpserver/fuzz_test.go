@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -209,7 +210,7 @@ func (fuzzResources) List(ctx context.Context, cursor string) ([]Resource, strin
 	case "p1":
 		return []Resource{{URI: "ferry://t/order/o-2", Name: "o-2"}}, "", nil
 	}
-	return nil, "", fsbus.Errorf(fsbus.CatInvalid, "list again", "bad cursor")
+	return nil, "", errs.Errorf(errs.Invalid, "list again", "bad cursor")
 }
 
 func (fuzzResources) Templates() []ResourceTemplate {
@@ -220,7 +221,7 @@ func (fuzzResources) Read(ctx context.Context, uri string) ([]ResourceContents, 
 	if uri == "ferry://t/order/o-1" {
 		return []ResourceContents{{URI: uri, Text: "{}"}}, nil
 	}
-	return nil, fsbus.Errorf(fsbus.CatNotFound, "list them", "no %s", uri)
+	return nil, errs.Errorf(errs.NotFound, "list them", "no %s", uri)
 }
 
 // fuzzOut is a bytes.Buffer written under the server's write lock and read after

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Tool groups (docs/design.md §4 "Opt-in groups"). The core group is always served
@@ -40,7 +40,7 @@ func (f *Ferry) surface() (tools []*Tool, instructions string, err error) {
 	groups := []string{}
 	for _, g := range f.cfg.Groups {
 		if !slices.Contains(OptInGroups, g) {
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, "use --tools admin, --tools gateway or --tools legacy", "unknown tool group %q", g)
+			return nil, "", errs.Errorf(errs.Invalid, "use --tools admin, --tools gateway or --tools legacy", "unknown tool group %q", g)
 		}
 		if !slices.Contains(groups, g) {
 			groups = append(groups, g)
@@ -51,7 +51,7 @@ func (f *Ferry) surface() (tools []*Tool, instructions string, err error) {
 	if f.cfg.ReadOnly {
 		for _, g := range []string{GroupAdmin, GroupGateway} {
 			if slices.Contains(groups, g) {
-				return nil, "", fsbus.Errorf(fsbus.CatInvalid, "drop --tools "+g+", or --read-only", "--read-only serves the legacy read tools only")
+				return nil, "", errs.Errorf(errs.Invalid, "drop --tools "+g+", or --read-only", "--read-only serves the legacy read tools only")
 			}
 		}
 		if caps.Mode == "" {

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -87,7 +88,7 @@ func (f *Ferry) replaying(mu *sync.Mutex, tool string, actions []string, call fu
 		defer mu.Unlock()
 		if rec, ok := f.readReply(path); ok {
 			if rec.Tool != tool || rec.Args != digest {
-				return nil, fsbus.Errorf(fsbus.CatConflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", probe.Key)
+				return nil, errs.Errorf(errs.Conflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", probe.Key)
 			}
 			return rec.Result, nil
 		}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Response caps of every read (docs/design.md §4): at most maxItems items and maxChars
@@ -94,19 +96,9 @@ func parsePage(cursor string, n int) (int, error) {
 	}
 	i, err := strconv.Atoi(strings.TrimPrefix(cursor, pagePrefix))
 	if !strings.HasPrefix(cursor, pagePrefix) || err != nil || i < 0 || i > n {
-		return 0, fsbus.Errorf(fsbus.CatInvalid, "pass the next of the previous result, or no cursor to start over", "cursor %q is not a page of this list", cursor)
+		return 0, errs.Errorf(errs.Invalid, "pass the next of the previous result, or no cursor to start over", "cursor %q is not a page of this list", cursor)
 	}
 	return i, nil
-}
-
-// cut returns s cut to at most n characters, marking a cut with "…", and whether it
-// was cut.
-func cut(s string, n int) (string, bool) {
-	if utf8.RuneCountInString(s) <= n {
-		return s, false
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…", true
 }
 
 // OrderLine is an order in a list: compact by default (what a model needs to pick it);
@@ -139,7 +131,7 @@ var orderStates = []string{"", "active", "ready", fsbus.StateOpen, fsbus.StateOf
 // checkState returns invalid for a filter not in orderStates.
 func checkState(state string) error {
 	if !slices.Contains(orderStates, state) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use active, ready, or a state: open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out",
+		return errs.Errorf(errs.Invalid, "use active, ready, or a state: open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out",
 			"unknown order state %q", state)
 	}
 	return nil
@@ -203,7 +195,7 @@ type AskLine struct {
 func askLine(a *fsbus.Ask, detail bool) AskLine {
 	l := AskLine{ID: a.ID, Title: a.Title, State: a.State}
 	if !detail {
-		l.Note, _ = cut(a.Note, 300)
+		l.Note, _ = textsafe.Cut(a.Note, 300)
 		return l
 	}
 	l.Note, l.Recommendation, l.Reasoning, l.Raised, l.Answered = a.Note, a.Recommendation, a.Reasoning, a.Raised, a.Answered

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // The paging helpers every read shares (docs/design.md §4 caps: 20 items, 4,000
@@ -41,26 +42,12 @@ func TestParsePage(t *testing.T) {
 		err    bool
 	}{{"", 5, 0, false}, {"p3", 5, 3, false}, {"p5", 5, 5, false}, {"p6", 5, 0, true}, {"p-1", 5, 0, true}, {"3", 5, 0, true}, {"px", 5, 0, true}} {
 		got, err := parsePage(c.cursor, c.n)
-		if got != c.want || (err != nil) != c.err || (err != nil && !fsbus.IsCategory(err, fsbus.CatInvalid)) {
+		if got != c.want || (err != nil) != c.err || (err != nil && !errs.Is(err, errs.Invalid)) {
 			t.Errorf("parsePage(%q, %d) = %d, %v", c.cursor, c.n, got, err)
 		}
 	}
 	if pageCursor(7) != "p7" {
 		t.Errorf("pageCursor(7) = %q", pageCursor(7))
-	}
-}
-
-func TestCut(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-		cut  bool
-	}{{"hello", 5, "hello", false}, {"hello!", 5, "hell…", true}, {"ünïcödé", 4, "ünï…", true}} {
-		got, was := cut(c.in, c.n)
-		if got != c.want || was != c.cut {
-			t.Errorf("cut(%q, %d) = %q, %v", c.in, c.n, got, was)
-		}
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -50,7 +50,7 @@ func (f *fakeResources) List(ctx context.Context, cursor string) ([]mcpserver.Re
 	if cursor != "" {
 		n, err := strconv.Atoi(strings.TrimPrefix(cursor, "p"))
 		if !strings.HasPrefix(cursor, "p") || err != nil || n < 0 || n > len(f.fx.Resources) {
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, "list again without a cursor", "%q is not a cursor of resources/list", cursor)
+			return nil, "", errs.Errorf(errs.Invalid, "list again without a cursor", "%q is not a cursor of resources/list", cursor)
 		}
 		start = n
 	}
@@ -86,7 +86,7 @@ func (f *fakeResources) Read(ctx context.Context, uri string) ([]mcpserver.Resou
 	}
 	text, ok := f.fx.Contents[uri]
 	if !ok {
-		return nil, fsbus.Errorf(fsbus.CatNotFound, "list them with resources/list", "no resource %s", uri)
+		return nil, errs.Errorf(errs.NotFound, "list them with resources/list", "no resource %s", uri)
 	}
 	mime := ""
 	for _, r := range f.fx.Resources {

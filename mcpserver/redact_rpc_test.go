@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
@@ -20,7 +20,7 @@ func (missingResources) List(context.Context, string) ([]Resource, string, error
 }
 func (missingResources) Templates() []ResourceTemplate { return nil }
 func (missingResources) Read(_ context.Context, uri string) ([]ResourceContents, error) {
-	return nil, fsbus.Errorf(fsbus.CatNotFound, "", "no resource %s", strings.ToLower(uri))
+	return nil, errs.Errorf(errs.NotFound, "", "no resource %s", strings.ToLower(uri))
 }
 
 // TestRPCErrorsNeverEchoSecrets: a JSON-RPC error answering a request whose method,

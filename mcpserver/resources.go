@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -265,7 +266,7 @@ func (r *resources) List(ctx context.Context, cursor string) ([]Resource, string
 	} else {
 		n, ok := sinceArrival(v.Arrivals, cursor)
 		if !ok {
-			return nil, "", fsbus.Errorf(fsbus.CatInvalid, "pass the nextCursor of the previous page, or none to start over",
+			return nil, "", errs.Errorf(errs.Invalid, "pass the nextCursor of the previous page, or none to start over",
 				"cursor %q is not a page of this listing", cursor)
 		}
 		after = n
@@ -399,7 +400,7 @@ func (f *Ferry) toolNames() []string {
 
 // notFound is the error of a URI nothing answers to.
 func notFound(uri, hint string) error {
-	return fsbus.Errorf(fsbus.CatNotFound, hint, "no resource %s", uri)
+	return errs.Errorf(errs.NotFound, hint, "no resource %s", uri)
 }
 
 // uri is the URI of a path under the channel's project.
@@ -468,7 +469,7 @@ func (r *resources) content(root *os.Root, it *item) (string, error) {
 	}
 	c, err := ledger.CanonicalJSON([]byte(strings.TrimSpace(strings.TrimPrefix(string(raw), "\ufeff"))))
 	if err != nil || ledger.HashBytes(c) != it.object {
-		return "", fsbus.Errorf(fsbus.CatInvalid, "run `ferry ledger verify`",
+		return "", errs.Errorf(errs.Invalid, "run `ferry ledger verify`",
 			"%s does not match the hash its signed entry names", filepath.ToSlash(rel))
 	}
 	return string(c), nil
@@ -482,32 +483,32 @@ func readInside(root *os.Root, rel string) ([]byte, error) {
 	shown := filepath.ToSlash(rel)
 	fi, err := root.Lstat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fsbus.Errorf(fsbus.CatNotFound, "it may not have arrived on this machine yet", "%s is missing", shown)
+		return nil, errs.Errorf(errs.NotFound, "it may not have arrived on this machine yet", "%s is missing", shown)
 	}
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatDenied, "ferry reads only regular files inside the channel", "%s cannot be read safely: %v", shown, err)
+		return nil, errs.Errorf(errs.Denied, "ferry reads only regular files inside the channel", "%s cannot be read safely: %v", shown, err)
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, fsbus.Errorf(fsbus.CatDenied, "replace the link by the file itself; ferry never follows links out of the channel",
+		return nil, errs.Errorf(errs.Denied, "replace the link by the file itself; ferry never follows links out of the channel",
 			"%s is a symbolic link", shown)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fsbus.Errorf(fsbus.CatDenied, "ferry reads only regular files inside the channel", "%s is not a regular file", shown)
+		return nil, errs.Errorf(errs.Denied, "ferry reads only regular files inside the channel", "%s is not a regular file", shown)
 	}
 	f, err := root.Open(rel)
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatDenied, "ferry reads only regular files inside the channel", "%s cannot be opened safely: %v", shown, err)
+		return nil, errs.Errorf(errs.Denied, "ferry reads only regular files inside the channel", "%s cannot be opened safely: %v", shown, err)
 	}
 	defer f.Close()
 	if got, err := f.Stat(); err != nil || !os.SameFile(fi, got) {
-		return nil, fsbus.Errorf(fsbus.CatDenied, "retry; if it persists, run `ferry ledger verify`", "%s changed while it was opened", shown)
+		return nil, errs.Errorf(errs.Denied, "retry; if it persists, run `ferry ledger verify`", "%s changed while it was opened", shown)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxObjectFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", shown, err)
 	}
 	if len(b) > maxObjectFile {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "run `ferry ledger verify`", "%s is larger than %d bytes", shown, maxObjectFile)
+		return nil, errs.Errorf(errs.Invalid, "run `ferry ledger verify`", "%s is larger than %d bytes", shown, maxObjectFile)
 	}
 	return b, nil
 }

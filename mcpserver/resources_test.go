@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Resources and long-poll over a real channel: fsbus.Init, real keys, real writes by
@@ -214,7 +215,7 @@ func TestResourcesListPagesEveryObject(t *testing.T) {
 		}
 	}
 
-	if _, _, err := res.List(ctx, "nonsense.3"); !fsbus.IsCategory(err, fsbus.CatInvalid) {
+	if _, _, err := res.List(ctx, "nonsense.3"); !errs.Is(err, errs.Invalid) {
 		t.Errorf("List with a foreign cursor: %v, want invalid", err)
 	}
 }
@@ -353,7 +354,7 @@ func TestResourcesReadNotFound(t *testing.T) {
 		"http://acme/order/" + longOrder,                  // another scheme
 		"",
 	} {
-		if _, err := res.Read(context.Background(), uri); !fsbus.IsCategory(err, fsbus.CatNotFound) {
+		if _, err := res.Read(context.Background(), uri); !errs.Is(err, errs.NotFound) {
 			t.Errorf("Read(%q) = %v, want not_found", uri, err)
 		}
 	}
@@ -409,7 +410,7 @@ func TestResourcesRefuseLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	uri := "ferry://acme/order/" + longOrder
-	if _, err := res.Read(ctx, uri); !fsbus.IsCategory(err, fsbus.CatDenied) || !strings.Contains(err.Error(), "symbolic link") {
+	if _, err := res.Read(ctx, uri); !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "symbolic link") {
 		t.Fatalf("Read through a link out of the channel = %v, want denied", err)
 	}
 	if page := listAll(t, res); slices.Contains(page, uri) {
@@ -426,7 +427,7 @@ func TestResourcesRefuseLinks(t *testing.T) {
 	if err := os.Symlink(moved, dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := res.Read(ctx, resultURI); err == nil || fsbus.IsCategory(err, fsbus.CatNotFound) {
+	if _, err := res.Read(ctx, resultURI); err == nil || errs.Is(err, errs.NotFound) {
 		t.Fatalf("Read through a linked directory = %v, want refused", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -33,7 +34,7 @@ type listedTool struct {
 func countingOpen(n *atomic.Int32) func() (*fsbus.Channel, error) {
 	return func() (*fsbus.Channel, error) {
 		n.Add(1)
-		return nil, fsbus.Errorf(fsbus.CatNotFound, "run ferry init", "no channel here")
+		return nil, errs.Errorf(errs.NotFound, "run ferry init", "no channel here")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
@@ -208,7 +209,7 @@ func TestPauseMCPGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken := func() (*fsbus.Channel, error) {
-		return nil, fsbus.Errorf(fsbus.CatNotFound, "pass --channel", "no channel here")
+		return nil, errs.Errorf(errs.NotFound, "pass --channel", "no channel here")
 	}
 	for _, c := range []struct {
 		name string

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
@@ -848,8 +849,8 @@ func (s *Server) resourceError(e protocol.Era, uri string, err error) error {
 	if s.opts.ToolError != nil {
 		text = s.opts.ToolError(err)
 	}
-	switch fsbus.Category(err) {
-	case fsbus.CatNotFound:
+	switch errs.CategoryOf(err) {
+	case errs.NotFound:
 		r := &protocol.Error{Code: protocol.CodeResourceNotFound, Message: text}
 		if e == protocol.Modern {
 			r.Code = protocol.CodeInvalidParams
@@ -858,7 +859,7 @@ func (s *Server) resourceError(e protocol.Era, uri string, err error) error {
 			r.Data, _ = marshal(map[string]string{"uri": uri})
 		}
 		return r
-	case fsbus.CatInvalid:
+	case errs.Invalid:
 		return &protocol.Error{Code: protocol.CodeInvalidParams, Message: text}
 	}
 	return &protocol.Error{Code: protocol.CodeInternalError, Message: text}

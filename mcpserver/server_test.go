@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -64,7 +65,7 @@ func (e *eofReader) Read(p []byte) (int, error) {
 //   - echo returns its arguments;
 //   - slow waits for its context (a cancellation) or for the client's EOF, then
 //     returns {"finished":true};
-//   - fail returns an *fsbus.Error;
+//   - fail returns an *errs.Error;
 //   - boom panics.
 func fakeTools(eof <-chan struct{}) []*mcpserver.Tool {
 	return []*mcpserver.Tool{
@@ -95,7 +96,7 @@ func fakeTools(eof <-chan struct{}) []*mcpserver.Tool {
 			Description: "Fail with a conflict.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{}}`),
 			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
-				return nil, fsbus.Errorf(fsbus.CatConflict, "pick another order", "order %s is claimed by %s", "o-1", "carol")
+				return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s is claimed by %s", "o-1", "carol")
 			},
 		},
 		{

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Tool names and descriptions are static strings: the tools/list bytes are the same for
@@ -141,7 +143,7 @@ const maxWaitS = 50
 // channel's open and load errors. waitS 0 returns at once.
 func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) bool) (gone bool, err error) {
 	if waitS < 0 || waitS > maxWaitS {
-		return false, fsbus.Errorf(fsbus.CatInvalid, "pass wait_s from 0 to 50", "wait_s %d is out of range", waitS)
+		return false, errs.Errorf(errs.Invalid, "pass wait_s from 0 to 50", "wait_s %d is out of range", waitS)
 	}
 	if waitS == 0 {
 		return false, nil
@@ -301,7 +303,7 @@ func contractView(c *fsbus.Contract, l viewLevel) (cv *ContractView, left bool) 
 		cv.Diff = pointerLine(*c.Diff)
 	}
 	if len(c.Schema) > 0 {
-		s, cutOff := cut(string(c.Schema), max(l.body, 40))
+		s, cutOff := textsafe.Cut(string(c.Schema), max(l.body, 40))
 		if cutOff {
 			s += " (truncated: the full schema is in the order object at body_uri)"
 			left = true
@@ -372,7 +374,7 @@ func orderViewFit(project string, o *fsbus.Order, detail bool, wrap func(*OrderV
 func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool) {
 	ov := &OrderView{OrderRow: o.Row(), Labels: o.Labels}
 	var left, c bool
-	if ov.Body, c = cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
+	if ov.Body, c = textsafe.Cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
 		left = true
 		ov.BodyURI = uri(project, "order", o.ID)
 		if l.body == 0 {
@@ -387,7 +389,7 @@ func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool)
 		return 0
 	}
 	note := func(s string) string {
-		s, c := cut(s, l.note)
+		s, c := textsafe.Cut(s, l.note)
 		left = left || c
 		return s
 	}
@@ -515,7 +517,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 			o, err = s.Fail(in.ID, in.Note, in.Key)
 		}
 	default:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "use list, show, new, claim, progress, submit, review, release, extend, fail or verify", "unknown action %q", in.Action)
+		return nil, errs.Errorf(errs.Invalid, "use list, show, new, claim, progress, submit, review, release, extend, fail or verify", "unknown action %q", in.Action)
 	}
 	if err != nil {
 		return nil, err
@@ -588,7 +590,7 @@ func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		return f.talkPage(s, in.Since, in.Peek || gone, in.Detail)
 	}
-	return nil, fsbus.Errorf(fsbus.CatInvalid, "use read or post", "unknown action %q", in.Action)
+	return nil, errs.Errorf(errs.Invalid, "use read or post", "unknown action %q", in.Action)
 }
 
 // ---- ferry_primary ----
@@ -624,7 +626,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 	case "release":
 		ps, err = s.PrimaryRelease(in.Key)
 	default:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "use status, standby, takeover or release", "unknown action %q", in.Action)
+		return nil, errs.Errorf(errs.Invalid, "use status, standby, takeover or release", "unknown action %q", in.Action)
 	}
 	if err != nil {
 		return nil, err
@@ -691,7 +693,7 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		return askPage(v, f.cfg.Agent, in.Since, in.Detail), nil
 	}
-	return nil, fsbus.Errorf(fsbus.CatInvalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
+	return nil, errs.Errorf(errs.Invalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
 }
 
 // outputSchema is Schema(v) cut to two levels, so the six output schemas fit their

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // The admin group (`ferry mcp serve --tools admin`, docs/design.md §4): ferry_search,
@@ -63,7 +64,7 @@ func onlyKnownArgs(args json.RawMessage, known ...string) error {
 		return nil
 	}
 	sort.Strings(bad)
-	return fsbus.Errorf(fsbus.CatInvalid, "pass only "+strings.Join(known, ", ")+"; pages hold at most 20 hits: pass next as cursor for more",
+	return errs.Errorf(errs.Invalid, "pass only "+strings.Join(known, ", ")+"; pages hold at most 20 hits: pass next as cursor for more",
 		"unknown argument %s", strings.Join(bad, ", "))
 }
 
@@ -85,7 +86,7 @@ func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 	switch in.Kind {
 	case "", "order", "message", "decision", "ask", "memory":
 	default:
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "use order, message, decision, ask or memory", "unknown kind %q", in.Kind)
+		return nil, errs.Errorf(errs.Invalid, "use order, message, decision, ask or memory", "unknown kind %q", in.Kind)
 	}
 	ch, v, err := f.read()
 	if err != nil {
@@ -124,7 +125,7 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 	}
 	if kind == "" || kind == "memory" {
 		notes, err := memoryNotes(ch)
-		if err != nil && kind == "" && fsbus.IsCategory(err, fsbus.CatDenied) {
+		if err != nil && kind == "" && errs.Is(err, errs.Denied) {
 			return hits, nil // memory/ is a link: the channel's own things still answer
 		}
 		if err != nil {
@@ -172,7 +173,7 @@ func (f *Ferry) get(ctx context.Context, args json.RawMessage) (any, error) {
 		return nil, err
 	}
 	if strings.TrimSpace(in.URI) == "" {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "pass uri, e.g. ferry://<project>/order/<id> (ferry_search and resources/list give them)", "ferry_get needs uri")
+		return nil, errs.Errorf(errs.Invalid, "pass uri, e.g. ferry://<project>/order/<id> (ferry_search and resources/list give them)", "ferry_get needs uri")
 	}
 	contents, err := f.readURI(ctx, in.URI)
 	if err != nil {
@@ -342,7 +343,7 @@ func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		return &UpdateOut{Check: v.CheckUpdate(current, fsbus.Platform()), Apply: res}, nil
 	}
-	return nil, fsbus.Errorf(fsbus.CatInvalid, "use action check or apply (approving is the owner's `ferry update approve`)", "unknown action %q", in.Action)
+	return nil, errs.Errorf(errs.Invalid, "use action check or apply (approving is the owner's `ferry update approve`)", "unknown action %q", in.Action)
 }
 
 // adminTools lists the admin group (names, descriptions, schemas fixed:

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -370,7 +372,7 @@ func memoryDir(ch *fsbus.Channel) (string, error) {
 		return "", err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
-		return "", fsbus.Errorf(fsbus.CatDenied, "replace memory/ by a real directory; ferry never follows links out of the channel (`ferry doctor` lists every link)",
+		return "", errs.Errorf(errs.Denied, "replace memory/ by a real directory; ferry never follows links out of the channel (`ferry doctor` lists every link)",
 			"memory is a symbolic link or not a directory: memory notes are not read through it")
 	}
 	return dir, nil
@@ -381,7 +383,7 @@ func memoryDir(ch *fsbus.Channel) (string, error) {
 // reaches outside memory/; denied when memory/ or the note is a symbolic link. Invalid UTF-8 is replaced. It returns not_found for a name
 // memoryNotes does not list.
 func readMemoryNote(ch *fsbus.Channel, name string) (text string, cutShort bool, err error) {
-	notFound := fsbus.Errorf(fsbus.CatNotFound, "read_memory without file lists the notes", "no memory note %q", name)
+	notFound := errs.Errorf(errs.NotFound, "read_memory without file lists the notes", "no memory note %q", name)
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".md") {
 		return "", false, notFound
 	}
@@ -398,7 +400,7 @@ func readMemoryNote(ch *fsbus.Channel, name string) (text string, cutShort bool,
 	}
 	defer root.Close()
 	if fi, err := root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return "", false, fsbus.Errorf(fsbus.CatDenied, "replace the link by the note itself; ferry never follows links in memory/",
+		return "", false, errs.Errorf(errs.Denied, "replace the link by the note itself; ferry never follows links in memory/",
 			"memory/%s is a symbolic link", name)
 	}
 	fh, err := root.Open(name)
@@ -435,7 +437,7 @@ type LedgerIn struct {
 // limit returns in.Limit checked: 0 means maxItems.
 func (in LedgerIn) limit() (int, error) {
 	if in.Limit < 0 || in.Limit > maxItems {
-		return 0, fsbus.Errorf(fsbus.CatInvalid, "pass a limit from 1 to 20", "limit %d is out of range", in.Limit)
+		return 0, errs.Errorf(errs.Invalid, "pass a limit from 1 to 20", "limit %d is out of range", in.Limit)
 	}
 	if in.Limit == 0 {
 		return maxItems, nil
@@ -490,7 +492,7 @@ func entrySummary(e *ledger.Entry) string {
 			parts = append(parts, p.k+strings.Join(strings.Fields(p.v), " "))
 		}
 	}
-	s, _ := cut(strings.Join(parts, "; "), 120)
+	s, _ := textsafe.Cut(strings.Join(parts, "; "), 120)
 	return s
 }
 
@@ -586,7 +588,7 @@ func learnings(v *fsbus.View) []Learning {
 	var out []Learning
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		title, _ := cut(o.Title, 80)
+		title, _ := textsafe.Cut(o.Title, 80)
 		var by, ref string
 		for _, s := range o.History {
 			switch s.Type {
@@ -599,7 +601,7 @@ func learnings(v *fsbus.View) []Learning {
 				if by == "" {
 					continue
 				}
-				note, _ := cut(s.Note, 200)
+				note, _ := textsafe.Cut(s.Note, 200)
 				eng := engines[by]
 				if eng == "" {
 					eng = "unknown"

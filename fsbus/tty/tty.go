@@ -1,5 +1,5 @@
 // Package tty draws ferry's only terminal output that is not plain text: a one-line
-// progress display on stderr, and only when stderr is a terminal (issue 9). Output
+// progress display on stderr, and only when stderr is a terminal. Output
 // that is piped or redirected never carries it, and no colour is ever printed, so
 // NO_COLOR holds without a check. The line is redrawn in place with '\r' and erased
 // with spaces, no escape sequences.

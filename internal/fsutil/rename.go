@@ -11,8 +11,9 @@
 //
 // ferry never locks a data file: its flocks are taken only on dedicated lock files in
 // the machine-local cache dir (the channel lock, each segment's lock, the arrival
-// log's lock; DESIGN §2 rule 5) and, for the MCP session lease, the config dir. A rename that keeps failing is therefore someone
-// else's handle, and the error is returned once the retry budget is spent.
+// log's lock; docs/design.md §2 rule 5) and, for the MCP session lease, the config
+// dir. A rename that keeps failing is therefore someone else's handle, and the error
+// is returned once the retry budget is spent.
 package fsutil
 
 import (

@@ -29,8 +29,9 @@ func linkErr(code uintptr) error {
 	return &os.LinkError{Op: "rename", Old: "a", New: "b", Err: syscall.Errno(code)}
 }
 
-// TestRetry drives the retry loop with an injected rename and sleep (issue 7
-// "Windows: rename retried on access-denied / sharing violations"), on every OS.
+// TestRetry drives the retry loop with an injected rename and sleep (docs/design.md §2
+// rule 3: on Windows a rename is retried on access-denied and sharing violations), on
+// every OS.
 func TestRetry(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

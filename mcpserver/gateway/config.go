@@ -14,6 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/gofrs/flock"
 )
@@ -96,18 +97,18 @@ func (s *Server) Timeouts() (startup, call time.Duration) {
 	return startup, call
 }
 
-// Validate checks an entry; it returns an invalid *fsbus.Error naming the bad field.
+// Validate checks an entry; it returns an invalid *errs.Error naming the bad field.
 func (s *Server) Validate() error {
 	if !ValidName(s.Name) {
-		return fsbus.Errorf(fsbus.CatInvalid, "use 1–32 of a-z, 0-9, '_' and '-', starting with a letter or digit", "%q is not a valid server name", s.Name)
+		return errs.Errorf(errs.Invalid, "use 1–32 of a-z, 0-9, '_' and '-', starting with a letter or digit", "%q is not a valid server name", s.Name)
 	}
 	if strings.TrimSpace(s.Command) == "" {
-		return fsbus.Errorf(fsbus.CatInvalid, "give the command after --, e.g. ferry mcp add NAME -- my-server --stdio", "server %s has no command", s.Name)
+		return errs.Errorf(errs.Invalid, "give the command after --, e.g. ferry mcp add NAME -- my-server --stdio", "server %s has no command", s.Name)
 	}
 	for _, e := range s.Env {
 		name, _, _ := strings.Cut(e, "=")
 		if !envNameRE.MatchString(name) {
-			return fsbus.Errorf(fsbus.CatInvalid, "pass --env NAME or --env NAME=VALUE", "server %s: %q is not an environment variable name", s.Name, name)
+			return errs.Errorf(errs.Invalid, "pass --env NAME or --env NAME=VALUE", "server %s: %q is not an environment variable name", s.Name, name)
 		}
 	}
 	for _, d := range []struct{ key, v string }{{"startup_timeout", s.StartupTimeout}, {"call_timeout", s.CallTimeout}} {
@@ -116,7 +117,7 @@ func (s *Server) Validate() error {
 		}
 		v, err := time.ParseDuration(d.v)
 		if err != nil || v <= 0 || v > time.Hour {
-			return fsbus.Errorf(fsbus.CatInvalid, "use a Go duration between 1ms and 1h, e.g. 10s", "server %s: %s %q is not a valid duration", s.Name, d.key, d.v)
+			return errs.Errorf(errs.Invalid, "use a Go duration between 1ms and 1h, e.g. 10s", "server %s: %s %q is not a valid duration", s.Name, d.key, d.v)
 		}
 	}
 	return nil
@@ -179,14 +180,14 @@ func Load(path, scope string) ([]*Server, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "fix the file by hand, or remove it and add the servers again", "reading %s: %v", path, err)
+		return nil, errs.Errorf(errs.Invalid, "fix the file by hand, or remove it and add the servers again", "reading %s: %v", path, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return nil, fsbus.Errorf(fsbus.CatInvalid, "remove or rename them (known keys: command, args, env, startup_timeout, call_timeout)", "%s has unknown keys: %s", path, strings.Join(keys, ", "))
+		return nil, errs.Errorf(errs.Invalid, "remove or rename them (known keys: command, args, env, startup_timeout, call_timeout)", "%s has unknown keys: %s", path, strings.Join(keys, ", "))
 	}
 	var out []*Server
 	for name, s := range f.Servers {
@@ -195,7 +196,7 @@ func Load(path, scope string) ([]*Server, error) {
 		}
 		s.Name, s.Scope = name, scope
 		if err := s.Validate(); err != nil {
-			return nil, fsbus.Errorf(fsbus.CatInvalid, "fix "+path, "%s: %v", path, err)
+			return nil, errs.Errorf(errs.Invalid, "fix "+path, "%s: %v", path, err)
 		}
 		out = append(out, s)
 	}

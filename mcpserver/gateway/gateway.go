@@ -31,10 +31,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/mcpserver/client"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
@@ -262,7 +263,7 @@ func (g *Gateway) List(ctx context.Context, server string) ([]client.Tool, error
 }
 
 // Call runs tool of server with args (a JSON object) and returns the raw tools/call
-// result — a result with isError is a result, not an error. Errors, as *fsbus.Error:
+// result — a result with isError is a result, not an error. Errors, as *errs.Error:
 // not_found (server not configured, command not found), retry_needed (a timeout or a
 // crash: the child was killed or is gone; the next call restarts it once), invalid (the
 // server refused the request: its text), internal (any other JSON-RPC error, garbage on
@@ -290,7 +291,7 @@ func (g *Gateway) Pid(server string) int {
 }
 
 func unknownServer(name string) error {
-	return fsbus.Errorf(fsbus.CatNotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
+	return errs.Errorf(errs.NotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
 }
 
 // client returns the live child, starting it when there is none (c.mu held): at most
@@ -314,7 +315,7 @@ func (c *child) client(ctx context.Context) (*client.Conn, error) {
 	c.starts = recent
 	if len(c.starts) >= StartsPerMinute {
 		next := c.starts[0].Add(time.Minute)
-		return nil, fsbus.Errorf(fsbus.CatRetryNeeded,
+		return nil, errs.Errorf(errs.RetryNeeded,
 			fmt.Sprintf("call again after that; check the server by hand with `ferry mcp list %s`, or restart your app to reset the gateway", c.srv.Name),
 			"MCP server %s was started %d times in the last minute and failed (last: %v); the gateway starts it again after %s (in %ds)",
 			c.srv.Name, len(c.starts), c.failed, next.UTC().Format(time.TimeOnly), int(next.Sub(now).Seconds()+0.999))
@@ -343,7 +344,7 @@ func (c *child) client(ctx context.Context) (*client.Conn, error) {
 		// MCP lifecycle: a client that does not speak the version the server answered
 		// disconnects.
 		cl.Kill()
-		c.failed = fsbus.Errorf(fsbus.CatInternal, "use a version of the server that speaks one of "+strings.Join(protocol.SupportedVersions, ", "),
+		c.failed = errs.Errorf(errs.Internal, "use a version of the server that speaks one of "+strings.Join(protocol.SupportedVersions, ", "),
 			"MCP server %s answered initialize with protocol version %q, which ferry does not speak", c.srv.Name, v)
 		return nil, c.failed
 	}
@@ -396,10 +397,10 @@ func notExecutable(path string) error {
 		return nil
 	}
 	if st.IsDir() {
-		return fsbus.Errorf(fsbus.CatNotFound, "give the server's program, not a directory", "the command %s is a directory", path)
+		return errs.Errorf(errs.NotFound, "give the server's program, not a directory", "the command %s is a directory", path)
 	}
 	if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
-		return fsbus.Errorf(fsbus.CatNotFound, "chmod +x "+path, "the command %s is not executable (permission denied)", path)
+		return errs.Errorf(errs.NotFound, "chmod +x "+path, "the command %s is not executable (permission denied)", path)
 	}
 	return nil
 }
@@ -476,7 +477,7 @@ func (c *child) call(ctx context.Context, tool string, args json.RawMessage) (js
 		Content []json.RawMessage `json:"content"`
 	}
 	if json.Unmarshal(raw, &shape) != nil || shape.Content == nil {
-		return nil, fsbus.Errorf(fsbus.CatInternal, "the server does not follow MCP; report it to its authors",
+		return nil, errs.Errorf(errs.Internal, "the server does not follow MCP; report it to its authors",
 			"MCP server %s answered tools/call %s with no content array", c.srv.Name, tool)
 	}
 	return raw, nil
@@ -501,18 +502,18 @@ func (g *Gateway) failure(server, what string, timeout time.Duration, err error)
 	var re *protocol.Error
 	switch {
 	case errors.As(err, &re):
-		cat := fsbus.CatInternal
+		cat := errs.Internal
 		switch re.Code {
 		case protocol.CodeInvalidParams, protocol.CodeInvalidRequest, protocol.CodeMethodNotFound, protocol.CodeParseError:
-			cat = fsbus.CatInvalid
+			cat = errs.Invalid
 		}
-		return &fsbus.Error{Category: cat, Message: fmt.Sprintf("MCP server %s refused %s: %s (code %d)", server, what, re.Message, re.Code),
+		return &errs.Error{Category: cat, Message: fmt.Sprintf("MCP server %s refused %s: %s (code %d)", server, what, re.Message, re.Code),
 			Hint: "check the arguments against the tool's inputSchema (ferry mcp list " + server + ")", Err: err}
 	case errors.Is(err, client.ErrTimeout):
-		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s did not answer %s within %s; it was killed", server, what, timeout),
+		return &errs.Error{Category: errs.RetryNeeded, Message: fmt.Sprintf("MCP server %s did not answer %s within %s; it was killed", server, what, timeout),
 			Hint: restartHint + ", or raise its timeouts (ferry mcp remove, then ferry mcp add --call-timeout)", Err: err}
 	case errors.Is(err, client.ErrGarbage):
-		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s broke the protocol during %s: %v", server, what, err),
+		return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s broke the protocol during %s: %v", server, what, err),
 			Hint: "a stdio MCP server must print only JSON-RPC on stdout (logs go to stderr); fix the server (" + restartHint + ")", Err: err}
 	case errors.Is(err, client.ErrNotIJSON):
 		why := err.Error()
@@ -520,19 +521,19 @@ func (g *Gateway) failure(server, what string, timeout time.Duration, err error)
 		if errors.As(err, &ie) {
 			why = fsbus.IJSONReason(ie)
 		}
-		return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
+		return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
 			Hint: "fix the server: ferry passes on no JSON that names a member twice in one object, is not UTF-8, or has a lone surrogate escape, since readers disagree on what it says (the server keeps running)", Err: err}
 	case errors.Is(err, client.ErrServerExited):
-		return &fsbus.Error{Category: fsbus.CatRetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
+		return &errs.Error{Category: errs.RetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
 			Hint: restartHint + stderrNote(err) + ". " + envHint, Err: err}
 	case errors.Is(err, fs.ErrPermission):
-		return &fsbus.Error{Category: fsbus.CatNotFound, Message: fmt.Sprintf("the command of MCP server %s is not executable (permission denied): %v", server, err),
+		return &errs.Error{Category: errs.NotFound, Message: fmt.Sprintf("the command of MCP server %s is not executable (permission denied): %v", server, err),
 			Hint: "make it executable (chmod +x), or re-add the server with another command", Err: err}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return &fsbus.Error{Category: fsbus.CatNotFound, Message: fmt.Sprintf("the command of MCP server %s was not found: %v", server, err),
+		return &errs.Error{Category: errs.NotFound, Message: fmt.Sprintf("the command of MCP server %s was not found: %v", server, err),
 			Hint: "install it, or re-add the server with the command's absolute path", Err: err}
 	}
-	return &fsbus.Error{Category: fsbus.CatInternal, Message: fmt.Sprintf("MCP server %s failed during %s: %v", server, what, err),
+	return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s failed during %s: %v", server, what, err),
 		Hint: "run the server's command by hand to see why", Err: err}
 }
 
@@ -550,9 +551,9 @@ func stderrNote(err error) string {
 // "category: message — hint".
 func errorResult(err error) json.RawMessage {
 	text := err.Error()
-	var fe *fsbus.Error
+	var fe *errs.Error
 	if errors.As(err, &fe) {
-		text = fe.Category + ": " + fe.Message
+		text = string(fe.Category) + ": " + fe.Message
 		if fe.Hint != "" {
 			text += " — " + fe.Hint
 		}
@@ -568,14 +569,8 @@ func description(server, d string) string {
 	if d == "" {
 		return "Tool of the MCP server " + server + " (through ferry's gateway)."
 	}
-	if len(d) <= MaxDescription {
-		return d
-	}
-	cut := MaxDescription - len("…")
-	for cut > 0 && !utf8.RuneStart(d[cut]) {
-		cut--
-	}
-	return d[:cut] + "…"
+	d, _ = textsafe.CutBytes(d, MaxDescription)
+	return d
 }
 
 // schema is a forwarded inputSchema: the remote one when it is a JSON object of
@@ -671,14 +666,10 @@ func sanitizeToolName(s string) string {
 	return string(b)
 }
 
-// CleanText drops the C0 control characters (and DEL) of s except newline and tab:
-// what the gateway passes on from a child in descriptions and error texts, so no
-// terminal escape reaches an app or a screen through ferry.
+// CleanText drops the control characters of s except newline and tab (C0, DEL, C1),
+// its line separators and its bidi controls (textsafe.Lines): what the gateway passes
+// on from a child in descriptions and error texts, so no terminal escape and no
+// reordered line reaches an app or a screen through ferry.
 func CleanText(s string) string {
-	return strings.Map(func(r rune) rune {
-		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
+	return textsafe.Lines.Clean(s, func(rune) string { return "" })
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver/client"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
@@ -91,13 +92,13 @@ func waitGone(t *testing.T, pid int) {
 	}
 }
 
-// wantCategory fails unless err is an *fsbus.Error of cat whose text holds each of subs.
-func wantCategory(t *testing.T, err error, cat string, subs ...string) {
+// wantCategory fails unless err is an *errs.Error of cat whose text holds each of subs.
+func wantCategory(t *testing.T, err error, cat errs.Category, subs ...string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %s", cat)
 	}
-	if got := fsbus.Category(err); got != cat {
+	if got := errs.CategoryOf(err); got != cat {
 		t.Fatalf("category %s (%v), want %s", got, err, cat)
 	}
 	for _, s := range subs {
@@ -237,19 +238,19 @@ func TestGatewayConfig(t *testing.T) {
 		{Name: "ok", Command: "x", StartupTimeout: "soon"},
 		{Name: "ok", Command: "x", CallTimeout: "-1s"},
 	} {
-		wantCategory(t, add(machine, bad), fsbus.CatInvalid)
+		wantCategory(t, add(machine, bad), errs.Invalid)
 	}
 	if after, _ := os.ReadFile(machine); string(after) != string(before) {
 		t.Errorf("a refused add changed the file")
 	}
 
 	// Concurrent adds all land (the lock file serialises read-modify-write).
-	errs := make(chan error, 8)
+	errCh := make(chan error, 8)
 	for i := range 8 {
-		go func() { errs <- add(machine, &gateway.Server{Name: "c" + strconv.Itoa(i), Command: "x"}) }()
+		go func() { errCh <- add(machine, &gateway.Server{Name: "c" + strconv.Itoa(i), Command: "x"}) }()
 	}
 	for range 8 {
-		if err := <-errs; err != nil {
+		if err := <-errCh; err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,17 +271,17 @@ func TestGatewayConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = gateway.Servers(h, "")
-	wantCategory(t, err, fsbus.CatInvalid, "servers.zz.cmd", "servers.zz.timeout")
+	wantCategory(t, err, errs.Invalid, "servers.zz.cmd", "servers.zz.timeout")
 	if err := os.WriteFile(machine, []byte("[servers.BAD]\ncommand = \"z\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err = gateway.Servers(h, "")
-	wantCategory(t, err, fsbus.CatInvalid, "BAD")
+	wantCategory(t, err, errs.Invalid, "BAD")
 	if err := os.WriteFile(machine, []byte("not = [toml"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err = gateway.Servers(h, "")
-	wantCategory(t, err, fsbus.CatInvalid, machine)
+	wantCategory(t, err, errs.Invalid, machine)
 }
 
 func TestGatewayChildEnv(t *testing.T) {
@@ -393,13 +394,13 @@ func TestGatewayFixture(t *testing.T) {
 			t.Errorf("isError result passed through as %q %v", text, isErr)
 		}
 		_, err = g.Call(ctx, "fx", "rpc_error", nil)
-		wantCategory(t, err, fsbus.CatInvalid, "bad widget", "-32602")
+		wantCategory(t, err, errs.Invalid, "bad widget", "-32602")
 		// The child survives both.
 		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
 			t.Fatalf("after tool errors: %v", err)
 		}
 		_, err = g.Call(ctx, "nope", "echo", nil)
-		wantCategory(t, err, fsbus.CatNotFound, "nope")
+		wantCategory(t, err, errs.NotFound, "nope")
 	})
 
 	t.Run("call-timeout-restart-backoff", func(t *testing.T) {
@@ -411,11 +412,11 @@ func TestGatewayFixture(t *testing.T) {
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{CallTimeout: firing.String()},
 			func(o *gateway.Options) { o.Now = func() time.Time { return now } })
 		_, err := g.Call(ctx, "fx", "slow", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer slow within", "killed", "the next call starts it again")
+		wantCategory(t, err, errs.RetryNeeded, "did not answer slow within", "killed", "the next call starts it again")
 		first := readPids(t, pidfile)
 		waitGone(t, first[0])
 		_, err = g.Call(ctx, "fx", "crash", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose", "the next call starts it again", "PATH, HOME", "its stderr is in the message")
+		wantCategory(t, err, errs.RetryNeeded, "crashing on purpose", "the next call starts it again", "PATH, HOME", "its stderr is in the message")
 		pids := readPids(t, pidfile)
 		waitGone(t, pids[1])
 		// After slow and crash, echo answers (a third child).
@@ -429,7 +430,7 @@ func TestGatewayFixture(t *testing.T) {
 		// time of the next start, and starts nothing.
 		for i := 0; i < 3; i++ {
 			_, err = g.Call(ctx, "fx", "crash", nil)
-			wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose")
+			wantCategory(t, err, errs.RetryNeeded, "crashing on purpose")
 			pids = readPids(t, pidfile)
 			waitGone(t, pids[len(pids)-1])
 			if i < 2 {
@@ -440,7 +441,7 @@ func TestGatewayFixture(t *testing.T) {
 		}
 		now = now.Add(30 * time.Second)
 		_, err = g.Call(ctx, "fx", "echo", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "started 5 times in the last minute", "crashing on purpose",
+		wantCategory(t, err, errs.RetryNeeded, "started 5 times in the last minute", "crashing on purpose",
 			"starts it again after 12:01:00 (in 30s)", "ferry mcp list fx")
 		if n := len(readPids(t, pidfile)); n != 5 {
 			t.Errorf("%d children started, want 5", n)
@@ -520,14 +521,14 @@ func TestGatewayFixture(t *testing.T) {
 		}
 		g := newFixtureGateway(t, plain, nil, nil, gateway.Server{})
 		_, err = g.List(ctx, "fx")
-		wantCategory(t, err, fsbus.CatNotFound, "not executable (permission denied)", "chmod +x "+plain)
+		wantCategory(t, err, errs.NotFound, "not executable (permission denied)", "chmod +x "+plain)
 	})
 
 	t.Run("process-group", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, gateway.Server{CallTimeout: firing.String()})
 		_, err := g.Call(ctx, "fx", "slow", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "killed")
+		wantCategory(t, err, errs.RetryNeeded, "killed")
 		pids := readPids(t, pidfile)
 		if len(pids) != 2 {
 			t.Fatalf("pids %v, want the child's and the grandchild's", pids)
@@ -565,7 +566,7 @@ func TestGatewayFixture(t *testing.T) {
 		// The call timeout is far off: the EOF on stdout is what ends the wait.
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{})
 		_, err := g.Call(ctx, "fx", "hangup", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "closed its stdout but kept running")
+		wantCategory(t, err, errs.RetryNeeded, "closed its stdout but kept running")
 		if strings.Contains(err.Error(), "stderr") {
 			t.Errorf("a child that wrote no stderr: %v", err)
 		}
@@ -578,7 +579,7 @@ func TestGatewayFixture(t *testing.T) {
 		g := newFixtureGateway(t, bin, nil, nil, gateway.Server{},
 			func(o *gateway.Options) { o.OneShot = true })
 		_, err := g.Call(ctx, "fx", "crash", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "crashing on purpose", "run the command again", "its stderr is in the message")
+		wantCategory(t, err, errs.RetryNeeded, "crashing on purpose", "run the command again", "its stderr is in the message")
 		if strings.Contains(err.Error(), "next call") {
 			t.Errorf("one-shot hint: %v", err)
 		}
@@ -588,7 +589,7 @@ func TestGatewayFixture(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{})
 		_, err := g.Call(ctx, "fx", "garbage", nil)
-		wantCategory(t, err, fsbus.CatInternal, "DEBUG widget count", "stdout")
+		wantCategory(t, err, errs.Internal, "DEBUG widget count", "stdout")
 		waitGone(t, readPids(t, pidfile)[0])
 	})
 
@@ -604,7 +605,7 @@ func TestGatewayFixture(t *testing.T) {
 			"surrogate": `lone surrogate \ud800`,
 		} {
 			raw, err := g.Call(ctx, "fx", tool, nil)
-			wantCategory(t, err, fsbus.CatInternal, "MCP server fx answered "+tool+" with JSON that is not I-JSON (RFC 7493), so it was not passed on: "+why, "fix the server")
+			wantCategory(t, err, errs.Internal, "MCP server fx answered "+tool+" with JSON that is not I-JSON (RFC 7493), so it was not passed on: "+why, "fix the server")
 			if raw != nil || strings.Contains(err.Error(), "evil") {
 				t.Errorf("%s: passed on %s (%v)", tool, raw, err)
 			}
@@ -628,7 +629,7 @@ func TestGatewayFixture(t *testing.T) {
 			t.Errorf("a server that never started listed %d tools", len(tools))
 		}
 		_, err := g.Call(ctx, "fx", "echo", nil)
-		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer initialize within "+firing.String())
+		wantCategory(t, err, errs.RetryNeeded, "did not answer initialize within "+firing.String())
 		for _, pid := range readPids(t, pidfile) {
 			waitGone(t, pid)
 		}
@@ -652,26 +653,26 @@ func TestGatewayFixture(t *testing.T) {
 		}
 		now = now.Add(61 * time.Second)
 		_, err := g.List(ctx, "fx")
-		wantCategory(t, err, fsbus.CatRetryNeeded, "did not answer initialize")
+		wantCategory(t, err, errs.RetryNeeded, "did not answer initialize")
 	})
 
 	t.Run("garbage-start", func(t *testing.T) {
 		g := newFixtureGateway(t, bin, []string{"-garbage-start"}, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
-		wantCategory(t, err, fsbus.CatInternal, "starting up, please wait")
+		wantCategory(t, err, errs.Internal, "starting up, please wait")
 	})
 
 	t.Run("unknown-version", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-proto", "2031-01-01"}, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
-		wantCategory(t, err, fsbus.CatInternal, `protocol version "2031-01-01"`)
+		wantCategory(t, err, errs.Internal, `protocol version "2031-01-01"`)
 		waitGone(t, readPids(t, pidfile)[0])
 	})
 
 	t.Run("command-not-found", func(t *testing.T) {
 		g := newFixtureGateway(t, filepath.Join(t.TempDir(), "no-such-server"), nil, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
-		wantCategory(t, err, fsbus.CatNotFound, "no-such-server")
+		wantCategory(t, err, errs.NotFound, "no-such-server")
 	})
 }
