@@ -12,6 +12,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
 // McpCmd groups the MCP commands.
@@ -61,17 +62,17 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	// A config that cannot be read does not stop the server: it serves the
 	// core tools, no gateway tools, and reports why (stderr, the capabilities resource).
-	var gateway []*mcpserver.GatewayServer
+	var servers []*gateway.Server
 	var gatewayErr error
 	if slices.Contains(c.Tools, mcpserver.GroupGateway) {
 		h, err := g.Home()
 		if err != nil {
 			return err
 		}
-		gateway, gatewayErr = mcpserver.GatewayServers(h, g.Project)
+		servers, gatewayErr = gateway.Servers(h, g.Project)
 	}
 	srv, f, err := mcpserver.NewFerry(mcpserver.FerryConfig{
-		Gateway:       gateway,
+		Gateway:       servers,
 		GatewayError:  gatewayErr,
 		Agent:         g.As,
 		Open:          g.Open,

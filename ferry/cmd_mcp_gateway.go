@@ -16,6 +16,8 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/client"
+	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
 // The gateway's commands (issue 9, docs/mcp.md "Gateway"): the MCP servers that
@@ -48,7 +50,7 @@ func (c *McpAddCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	s := &mcpserver.GatewayServer{Name: c.Name, Scope: scope, Env: c.Env,
+	s := &gateway.Server{Name: c.Name, Scope: scope, Env: c.Env,
 		StartupTimeout: c.StartupTimeout.String(), CallTimeout: c.CallTimeout.String()}
 	if len(c.Command) > 0 && c.Command[0] == "--" {
 		c.Command = c.Command[1:]
@@ -71,7 +73,7 @@ func (c *McpAddCmd) Run(g *Globals) error {
 	if err := c.prefixFree(g); err != nil {
 		return err
 	}
-	err = mcpserver.UpdateGatewayServers(path, func(m map[string]*mcpserver.GatewayServer) error {
+	err = gateway.Update(path, func(m map[string]*gateway.Server) error {
 		if _, dup := m[c.Name]; dup {
 			return errs.Errorf(errs.Conflict, fmt.Sprintf("remove it first: ferry mcp remove %s%s", c.Name, c.flagHint()),
 				"an MCP server named %s is already configured in %s", c.Name, path)
@@ -93,13 +95,13 @@ func (c *McpAddCmd) Run(g *Globals) error {
 	g.printf("%s\n", see)
 	if isFerry(s.Command) {
 		g.printf("note: %s runs this ferry binary: it gets %s from ferry's environment (ferry's home), and otherwise only %s and what --env names\n",
-			c.Name, strings.Join(mcpserver.GatewayFerryEnv, ", "), strings.Join(mcpserver.GatewayBaseEnv, ", "))
+			c.Name, strings.Join(gateway.FerryEnv, ", "), strings.Join(gateway.BaseEnv, ", "))
 	}
 	return nil
 }
 
 // isFerry reports whether command is this very ferry executable (the gateway then
-// passes it mcpserver.GatewayFerryEnv).
+// passes it gateway.FerryEnv).
 func isFerry(command string) bool {
 	self, err := os.Executable()
 	if err != nil {
@@ -143,11 +145,11 @@ func (c *McpAddCmd) prefixFree(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	servers, err := mcpserver.GatewayServers(h, g.Project)
+	servers, err := gateway.Servers(h, g.Project)
 	if err != nil {
 		return err
 	}
-	prefix := func(name string) string { return mcpserver.GatewayPrefixes([]string{name})[name] }
+	prefix := func(name string) string { return gateway.Prefixes([]string{name})[name] }
 	mine := prefix(c.Name)
 	for _, s := range servers {
 		if s.Name != c.Name && prefix(s.Name) == mine {
@@ -176,7 +178,7 @@ func gatewayTarget(g *Globals, projectLocal bool) (path, scope string, err error
 		return "", "", err
 	}
 	if !projectLocal {
-		return mcpserver.GatewayConfigPath(h, ""), mcpserver.ScopeMachine, nil
+		return gateway.ConfigPath(h, ""), gateway.ScopeMachine, nil
 	}
 	if g.Project == "" {
 		return "", "", errs.Errorf(errs.Invalid, "pass --project ID with --project-local", "--project-local needs a project")
@@ -184,7 +186,7 @@ func gatewayTarget(g *Globals, projectLocal bool) (path, scope string, err error
 	if !fsbus.ValidName(g.Project) {
 		return "", "", errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable project id", g.Project)
 	}
-	return mcpserver.GatewayConfigPath(h, g.Project), mcpserver.ScopeProject, nil
+	return gateway.ConfigPath(h, g.Project), gateway.ScopeProject, nil
 }
 
 // McpRemoveCmd is `ferry mcp remove NAME [--project-local]`.
@@ -199,7 +201,7 @@ func (c *McpRemoveCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	err = mcpserver.UpdateGatewayServers(path, func(m map[string]*mcpserver.GatewayServer) error {
+	err = gateway.Update(path, func(m map[string]*gateway.Server) error {
 		if _, ok := m[c.Name]; !ok {
 			hint := "see `ferry mcp servers`"
 			if !c.ProjectLocal && g.Project != "" {
@@ -232,13 +234,13 @@ func (c *McpServersCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	servers, err := mcpserver.GatewayServers(h, g.Project)
+	servers, err := gateway.Servers(h, g.Project)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
 		if servers == nil {
-			servers = []*mcpserver.GatewayServer{}
+			servers = []*gateway.Server{}
 		}
 		return g.printJSON(map[string]any{"servers": servers})
 	}
@@ -267,12 +269,12 @@ func envNames(env []string) []string {
 }
 
 // gatewayFor returns a gateway over the one server name (not started).
-func gatewayFor(g *Globals, name string) (*mcpserver.Gateway, error) {
+func gatewayFor(g *Globals, name string) (*gateway.Gateway, error) {
 	h, err := g.Home()
 	if err != nil {
 		return nil, err
 	}
-	servers, err := mcpserver.GatewayServers(h, g.Project)
+	servers, err := gateway.Servers(h, g.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +282,7 @@ func gatewayFor(g *Globals, name string) (*mcpserver.Gateway, error) {
 		if s.Name == name {
 			// Every server, so names are computed as serve computes them; only name
 			// (and those whose names it can collide with) are started.
-			return mcpserver.NewGateway(servers, mcpserver.GatewayOptions{Log: g.stderr, Version: version, OneShot: true}), nil
+			return gateway.New(servers, gateway.Options{Reserved: mcpserver.FerryToolNames(), Log: g.stderr, Version: version, OneShot: true}), nil
 		}
 	}
 	return nil, errs.Errorf(errs.NotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)
@@ -313,7 +315,7 @@ func (c *McpListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	tools := make([]mcpserver.RemoteTool, len(named))
+	tools := make([]client.Tool, len(named))
 	names := make([]string, len(named))
 	for i, n := range named {
 		tools[i], names[i] = n.Remote, n.Name
@@ -383,7 +385,7 @@ func (c *McpCallCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	var r mcpserver.ToolResult
+	var r client.ToolResult
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("decoding the result of %s: %w", c.Tool, err)
 	}
@@ -398,7 +400,7 @@ func (c *McpCallCmd) Run(g *Globals) error {
 	}
 	if r.IsError {
 		return errs.Errorf(errs.Internal, "the tool's own error: see its text; ferry ran the call. The server gets none of your environment but "+
-			strings.Join(mcpserver.GatewayBaseEnv, ", ")+" and what its --env names (ferry mcp servers)",
+			strings.Join(gateway.BaseEnv, ", ")+" and what its --env names (ferry mcp servers)",
 			"tool %s of MCP server %s reported an error: %s", c.Tool, c.Name, r.Text())
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/client"
 )
 
 // demoStep is one line of `ferry demo`'s report.
@@ -374,7 +375,7 @@ func (d *demo) mcpLoop() {
 	start := time.Now()
 	cmd := exec.Command(d.self, "mcp", "serve", "--as", bob, "--project", "demo")
 	cmd.Env = d.env()
-	c, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{
+	c, err := client.Start(context.Background(), cmd, client.Options{
 		StartTimeout: demoMCPStart, CallTimeout: demoMCPCall, Name: "ferry-demo", Version: version,
 	})
 	if err != nil {
@@ -441,7 +442,7 @@ func (d *demo) mcpLoop() {
 
 // tool runs one tools/call on c and decodes its structuredContent into v; a tool
 // failure (isError) is an error carrying its text.
-func (d *demo) tool(c *mcpserver.Client, name string, args, v any) (int64, error) {
+func (d *demo) tool(c *client.Conn, name string, args, v any) (int64, error) {
 	start := time.Now()
 	r, err := c.CallTool(context.Background(), name, args)
 	ms := time.Since(start).Milliseconds()

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/client"
 )
 
 // The MCP benchmarks time the real binary's `ferry mcp serve` as an AI app drives it:
-// spawned as a child, spoken to over its stdin/stdout by mcpserver.Client, on a copy of
+// spawned as a child, spoken to over its stdin/stdout by client.Conn, on a copy of
 // the busy fixture (fixtures/README.md), acting as benchAgent (a member whose key is in
 // the fixture's home). Figures are in docs/benchmarks.md.
 
@@ -29,7 +29,7 @@ func (c *busyCopy) mcpServe() *exec.Cmd {
 	return cmd
 }
 
-var benchClientOptions = mcpserver.ClientOptions{
+var benchClientOptions = client.Options{
 	StartTimeout: 30 * time.Second, CallTimeout: 30 * time.Second, ExitTimeout: 30 * time.Second,
 	ProtocolVersion: "2025-11-25", Name: "ferry-bench",
 }
@@ -40,7 +40,7 @@ var benchClientOptions = mcpserver.ClientOptions{
 func BenchmarkMCPSpawnInitialize(b *testing.B) {
 	c := newBusyCopy(b, buildFerry(b, b.TempDir()))
 	for b.Loop() {
-		cl, err := mcpserver.Start(context.Background(), c.mcpServe(), benchClientOptions)
+		cl, err := client.Start(context.Background(), c.mcpServe(), benchClientOptions)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func BenchmarkMCPSpawnInitialize(b *testing.B) {
 // orders). Each call loads the channel afresh, as every call of a running server does.
 func BenchmarkMCPToolCall(b *testing.B) {
 	c := newBusyCopy(b, buildFerry(b, b.TempDir()))
-	cl, err := mcpserver.Start(context.Background(), c.mcpServe(), benchClientOptions)
+	cl, err := client.Start(context.Background(), c.mcpServe(), benchClientOptions)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,13 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/gofrs/flock"
 )
 
@@ -407,29 +407,9 @@ func createSegment(root, path string) (*os.File, error) {
 func syncCreated(root, segment string) error {
 	writerDir := filepath.Dir(segment)
 	for _, d := range []string{writerDir, filepath.Dir(writerDir), root} {
-		if err := syncDir(d); err != nil {
+		if err := fsutil.SyncDir(d); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory so that names created or removed in it survive a crash.
-// Windows has no directory fsync (its metadata is journaled); there it does nothing.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil
 }
@@ -521,7 +501,7 @@ func copyTail(src io.ReaderAt, path string, from, size int64) (string, error) {
 			err = cerr
 		}
 		if err == nil {
-			err = syncDir(filepath.Dir(tp))
+			err = fsutil.SyncDir(filepath.Dir(tp))
 		}
 		if err != nil {
 			// The segment still holds every byte; the partial copy is ours to drop.

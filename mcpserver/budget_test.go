@@ -18,7 +18,7 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// The token budget (DESIGN §4, ADR T1/T3/T10): every byte of the tool list is paid in
+// The token budget (docs/design.md §4): every byte of the tool list is paid in
 // every agent's context on every turn. Tokens are estimated as characters/4 of compact
 // JSON, rounded up. The measured figures live in mcp_budget.json, committed, so growth
 // shows in review: the test fails when the file is stale; `go test ./mcpserver -run
@@ -31,19 +31,19 @@ const (
 	capOutputSchemas = 1000 // the core tools' output schemas together
 	capInstructions  = 250
 	aimInstructions  = 200
-	capCatchupBusy   = 800 // ferry_catchup on the busy fixture (T6)
+	capCatchupBusy   = 800 // ferry_catchup on the busy fixture (docs/design.md §4)
 	aimCatchupBusy   = 600
 )
 
 // responseCaps cap every typical response, in tokens, per tool: the core tools' caps
-// are the ADR's per-tool table (ADR 0028 "Per-tool token estimate": join 600,
-// catchup 800, orders 600, talk 600, primary 300, ask_human 300); the opt-in tools
-// answer within the hard cap of every read (T4: 4,000 characters, 1,000 tokens).
+// are a per-tool table (join 600, catchup 800, orders 600, talk 600, primary 300,
+// ask_human 300); the opt-in tools answer within the hard cap of every read
+// (docs/design.md §4: 4,000 characters, 1,000 tokens).
 var responseCaps = map[string]int{
 	"ferry_join": 600, "ferry_catchup": 800, "ferry_orders": 600, "ferry_talk": 600, "ferry_primary": 300, "ferry_ask_human": 300,
 }
 
-// capOptIn is the response cap of the admin and legacy tools (T4).
+// capOptIn is the response cap of the admin and legacy tools (docs/design.md §4).
 const capOptIn = 1000
 
 const budgetFile = "mcp_budget.json"
@@ -90,7 +90,7 @@ type toolFigures struct {
 
 // groupFigures are an opt-in group's own tools: what the model sees of them (names,
 // descriptions, input schemas) and their output schemas, both paid only when the group
-// is served (T2).
+// is served (docs/design.md §4 "Opt-in groups").
 type groupFigures struct {
 	Listed        int `json:"listed"`
 	OutputSchemas int `json:"output_schemas"`
@@ -318,7 +318,7 @@ func TestBudget(t *testing.T) {
 	for _, f := range figs {
 		t.Logf("%s: %d tokens (cap %d, aim %d)", f.name, f.fig.Tokens, f.fig.Cap, f.fig.Aim)
 		if f.fig.Tokens > f.fig.Cap {
-			t.Errorf("%s: %d tokens, over the cap of %d (DESIGN §4): shrink descriptions or schemas, never drop fields", f.name, f.fig.Tokens, f.fig.Cap)
+			t.Errorf("%s: %d tokens, over the cap of %d (docs/design.md §4): shrink descriptions or schemas, never drop fields", f.name, f.fig.Tokens, f.fig.Cap)
 		}
 	}
 	got, err := json.MarshalIndent(b, "", "  ")

@@ -7,11 +7,13 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // TestRequestLineCap: a request line of exactly fsbus.MaxRPCRequest bytes (16 MiB) is
 // read and answered; one byte more is read to its end, dropped, and answered -32600
-// with id null naming its size and the cap — and the session goes on (issue 8 "Sizes").
+// with id null naming its size and the cap — and the session goes on
+// (docs/mcp.md "Transport").
 func TestRequestLineCap(t *testing.T) {
 	srv := newFakeServer(t, fakeTools(nil), nil)
 	s := startSession(t, srv, nil)
@@ -30,7 +32,7 @@ func TestRequestLineCap(t *testing.T) {
 	}
 	go s.send(frame(2, fsbus.MaxRPCRequest+1))
 	r := s.recv()
-	if string(r.ID) != "null" || r.Error == nil || r.Error.Code != mcpserver.CodeInvalidRequest ||
+	if string(r.ID) != "null" || r.Error == nil || r.Error.Code != protocol.CodeInvalidRequest ||
 		r.Error.Message != fmt.Sprintf("request line is %d bytes; the limit is %d", fsbus.MaxRPCRequest+1, fsbus.MaxRPCRequest) {
 		t.Fatalf("one byte over the cap: id %s, error %+v", r.ID, r.Error)
 	}
@@ -41,8 +43,8 @@ func TestRequestLineCap(t *testing.T) {
 	s.close()
 }
 
-// TestInputCapsMCP: the caps hold through MCP as on the command line (issue 8): one
-// over is invalid naming the field, its size and the cap; nothing is written.
+// TestInputCapsMCP: the caps hold through MCP as on the command line: one over is
+// invalid naming the field, its size and the cap; nothing is written.
 func TestInputCapsMCP(t *testing.T) {
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})

@@ -11,8 +11,9 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// Issue 6: ferry_orders verify reports pointer health, claim refuses a stale checkout
-// (stale), submit carries a result validated against the order's schema.
+// Order contracts (ADR 0003): ferry_orders verify reports pointer health, claim refuses
+// a stale checkout (stale), submit carries a result validated against the order's
+// schema.
 func TestOrdersContract(t *testing.T) {
 	b := copyBusy(t)
 	ws := t.TempDir()
@@ -72,10 +73,10 @@ func TestOrdersContract(t *testing.T) {
 	}
 }
 
-// TestOrdersShowContract (issue 6 finding 6): ferry_orders show carries the contract,
-// compact — pointers as path, lines, size and short sha; the schema (cut, saying so,
-// when it is long); task, read-only, windows, heavy and hints — so the agent knows the
-// schema before its first submit; a result without the schema's hint names no @FILE.
+// TestOrdersShowContract: ferry_orders show carries the contract, compact — pointers as
+// path, lines, size and short sha; the schema (cut, saying so, when it is long); task,
+// read-only, windows, heavy and hints — so the agent knows the schema before its first
+// submit; a result without the schema's hint names no @FILE.
 func TestOrdersShowContract(t *testing.T) {
 	b := copyBusy(t)
 	ws := t.TempDir()
@@ -137,7 +138,7 @@ func TestOrdersShowContract(t *testing.T) {
 	if got.Order.Contract != nil {
 		t.Fatalf("plain order shows a contract: %+v", got.Order.Contract)
 	}
-	// An order waiting for a cancelled one says it is blocked for good (finding 7).
+	// An order waiting for a cancelled one says it is blocked for good.
 	waits, err := author.NewOrder(fsbus.NewOrderOptions{Title: "After plain", Deps: []string{plain.ID}})
 	if err != nil {
 		t.Fatal(err)

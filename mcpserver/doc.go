@@ -1,6 +1,6 @@
 // Package mcpserver is ferry's Model Context Protocol server: hand-rolled JSON-RPC 2.0
 // over stdio (one message per line), the MCP handshake, and ferry's tools, which call
-// the same fsbus functions as the CLI (DESIGN §4, issue 4).
+// the same fsbus functions as the CLI (docs/design.md §4).
 //
 // # Transport
 //
@@ -15,12 +15,14 @@
 //
 // # Protocol versions
 //
-// The era is decided per request (era.go): a request whose params._meta carries
-// MetaProtocolVersion is modern (ModernVersions, the stateless 2026-07-28 revision:
-// server/discover, resultType, cache hints, -32022 for a version it does not speak);
-// anything else follows the legacy handshake of SupportedVersions, where initialize
-// echoes the client's version when it is one of them, else answers the newest; it
-// never fails and never reads the channel, and a legacy request before it is refused.
+// The era is decided per request (mcpserver/internal/protocol, which holds the wire:
+// JSON-RPC messages, error codes, versions): a request whose params._meta carries
+// protocol.MetaProtocolVersion is modern (protocol.ModernVersions, the stateless
+// 2026-07-28 revision: server/discover, resultType, cache hints, -32022 for a version
+// it does not speak); anything else follows the legacy handshake of
+// protocol.SupportedVersions, where initialize echoes the client's version when it is
+// one of them, else answers the newest; it never fails and never reads the channel,
+// and a legacy request before it is refused.
 // tools/list returns the same tools array for every agent, time and version.
 // docs/mcp.md has the table per version and every error code.
 package mcpserver

@@ -16,10 +16,11 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
+	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
-// Instructions are the server instructions every client shows its model (DESIGN §4:
-// ≤ 250 tokens, aim ≤ 200; the budget test holds them to it).
+// Instructions are the server instructions every client shows its model (docs/design.md
+// §4: ≤ 250 tokens, aim ≤ 200; the budget test holds them to it).
 const Instructions = `ferry: your team's channel in a synced folder; nothing needs to be running.
 1. Call ferry_join first, then ferry_catchup; later pass its "next" as since. Never read history.
 2. ferry_orders: list, claim, progress, submit (a reference: commit, branch or hand-in id; never the work itself), review others' results.
@@ -33,8 +34,8 @@ const Instructions = `ferry: your team's channel in a synced folder; nothing nee
 type FerryConfig struct {
 	// Agent is the one identity this server acts as (--as).
 	Agent string
-	// Workspace is the root of order file pointers (--workspace, issue 6); "" means the
-	// git top-level of the server's current directory, else that directory.
+	// Workspace is the root of order file pointers (--workspace); "" means the git
+	// top-level of the server's current directory, else that directory.
 	Workspace string
 	// Open opens the channel (the CLI resolves --channel/--project). It is called on the
 	// first tool call, never at start-up: initialize must not read the channel.
@@ -44,11 +45,12 @@ type FerryConfig struct {
 	// Log receives diagnostics (stderr).
 	Log io.Writer
 	// PresenceEvery is how often a running server rewrites its presence file; 0 means
-	// 60 s (issue 4).
+	// 60 s (docs/design.md §2 "Orders, asks, presence").
 	PresenceEvery time.Duration
 	// Commands is the CLI's command catalog as JSON ({"commands":[…]}), walked from
 	// kong's model by the CLI at start-up and served as ferry://<project>/commands
-	// (issue 5); nil serves no commands resource. The server never imports the CLI.
+	// (docs/mcp.md "Resources"); nil serves no commands resource. The server never
+	// imports the CLI.
 	Commands json.RawMessage
 	// Capabilities feed ferry://<project>/capabilities; empty fields get defaults (see
 	// Capabilities).
@@ -59,17 +61,17 @@ type FerryConfig struct {
 	// GroupAdmin, GroupLegacy; NewFerry refuses any other name (invalid).
 	Groups []string
 	// UpdateExe is the binary ferry_update apply replaces; "" means the running one
-	// (os.Executable). Tests set a copy (issue 9).
+	// (os.Executable). Tests set a copy.
 	UpdateExe string
 	// ReadOnly serves the legacy read tools only, and nothing that writes (--read-only,
 	// the predecessor's stance); with GroupAdmin it is refused (invalid).
 	ReadOnly bool
-	// Gateway are the MCP servers whose tools GroupGateway forwards (issue 9), from
-	// GatewayServers; ignored without that group.
-	Gateway []*GatewayServer
-	// GatewayError is why the gateway's config could not be read (GatewayServers'
+	// Gateway are the MCP servers whose tools GroupGateway forwards, from
+	// gateway.Servers; ignored without that group.
+	Gateway []*gateway.Server
+	// GatewayError is why the gateway's config could not be read (gateway.Servers'
 	// error): the server still starts, with the core tools and no gateway tools, logs
-	// it, and reports it in ferry://<project>/capabilities as gateway_error (issue 9).
+	// it, and reports it in ferry://<project>/capabilities as gateway_error.
 	GatewayError error
 }
 
@@ -89,13 +91,13 @@ type Ferry struct {
 
 	srv *Server // the server NewFerry built (its tools, for the capabilities resource)
 
-	own       map[string]bool // the names of ferry's own tools (not the gateway's): pause.go
-	gatewayOn bool            // GroupGateway is served
-	gateway   *Gateway        // its children, started lazily; closed by Close
+	own       map[string]bool  // the names of ferry's own tools (not the gateway's): pause.go
+	gatewayOn bool             // GroupGateway is served
+	gateway   *gateway.Gateway // its children, started lazily; closed by Close
 }
 
 // NewFerry builds the MCP server with ferry's six core tools and the opt-in groups of
-// cfg.Groups, or with cfg.ReadOnly the legacy read tools only (DESIGN §4, issues 4–5;
+// cfg.Groups, or with cfg.ReadOnly the legacy read tools only (docs/design.md §4;
 // see surface). Errors: invalid for an unknown group or ReadOnly with admin.
 func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 	if cfg.Log == nil {
@@ -116,16 +118,16 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 	var more ToolSource
 	if f.gatewayOn && cfg.GatewayError != nil {
 		fmt.Fprintf(cfg.Log, "mcp: gateway: serving no gateway tools: %v\n", cfg.GatewayError)
-		f.cfg.Capabilities.GatewayError = CleanText(cfg.GatewayError.Error())
+		f.cfg.Capabilities.GatewayError = gateway.CleanText(cfg.GatewayError.Error())
 		f.cfg.Gateway = nil
 	}
 	if f.gatewayOn {
-		reserved := make([]string, len(tools))
-		for i, t := range tools {
-			reserved[i] = t.Name
+		reserved := FerryToolNames()
+		for _, t := range tools {
+			reserved = append(reserved, t.Name)
 		}
-		f.gateway = NewGateway(f.cfg.Gateway, GatewayOptions{Reserved: reserved, Log: cfg.Log, Version: cfg.Version})
-		more = f.gateway
+		f.gateway = gateway.New(f.cfg.Gateway, gateway.Options{Reserved: reserved, Log: cfg.Log, Version: cfg.Version})
+		more = gatewayTools{f.gateway}
 	}
 	srv, err := New(Options{
 		More:         more,
@@ -202,7 +204,8 @@ func (f *Ferry) read() (*fsbus.Channel, *fsbus.View, error) {
 }
 
 // session is the agent's session for a call that writes or acknowledges: it takes the
-// identity lease first, so two live servers never act as one agent (issue 4).
+// identity lease first, so two live servers never act as one agent
+// (docs/mcp.md "One session per agent").
 func (f *Ferry) session() (*fsbus.Session, error) {
 	ch, err := f.channel()
 	if err != nil {
@@ -317,8 +320,8 @@ func (f *Ferry) heartbeat(s *fsbus.Session) {
 	f.mu.Lock()
 	doing := f.doing
 	f.mu.Unlock()
-	// The holder's own process closes its windows (issue 6): expiries this machine's
-	// clock says are due are written here, never by another machine.
+	// The holder's own process closes its windows: expiries this machine's clock says
+	// are due are written here, never by another machine.
 	if _, err := s.SettleWindows(); err != nil {
 		fmt.Fprintf(f.cfg.Log, "mcp: settling order windows: %v\n", err)
 	}
@@ -378,7 +381,7 @@ func (f *Ferry) SetClientApp(name string) {
 }
 
 // toolVocabulary rewrites the CLI commands an fsbus hint names into the tool calls an
-// agent can make, so a hint over MCP is always actionable (issue 4: failures are
+// agent can make, so a hint over MCP is always actionable (ADR 0002 §8; failures are
 // "category: message — hint"). Commands only the owner runs (`ferry grant`, `ferry ask
 // approve`) stay as they are: the agent relays them.
 var toolVocabulary = []struct {
@@ -400,8 +403,8 @@ var toolVocabulary = []struct {
 	{regexp.MustCompile(`pass --to NAME, --to master or --to all`), "pass to: an agent name, master or all"},
 	{regexp.MustCompile(`pass --ref COMMIT\|BRANCH\|h-ID`), "pass ref: a commit, branch or hand-in id"},
 	{regexp.MustCompile("`ferry talk send --to ([a-z0-9-]+)[^`]*`"), "`ferry_talk` action send to $1"},
-	// MCP passes every value inline and reads no file: no hint may name @FILE (issue 6
-	// finding 12f). The specific forms first, then any left.
+	// MCP passes every value inline and reads no file: no hint may name @FILE. The
+	// specific forms first, then any left.
 	{regexp.MustCompile(`, or --body @FILE`), ""},
 	{regexp.MustCompile(`--body @FILE`), "text"},
 	{regexp.MustCompile(`with --result JSON\|@FILE \(MCP: result\)`), "in result (JSON)"},

@@ -13,16 +13,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
-// Fuzz targets of the transport (issue 5): the line reader, the request decoder, and
-// the whole server on arbitrary input. The seed corpus is fixtures/fuzz/mcp —
-// streams/ (whole inputs) and messages/ (single lines) — plus the client side of every
-// conformance transcript; plain `go test` runs every seed, `go test -fuzz FuzzServe`
-// (or FuzzLineReader, FuzzDecodeMessage) explores from them.
+// Fuzz targets of the transport (docs/mcp.md "Tests"): the line reader, the request
+// decoder, and the whole server on arbitrary input. The seed corpus is
+// fixtures/fuzz/mcp — streams/ (whole inputs) and messages/ (single lines) — plus the
+// client side of every conformance transcript; plain `go test` runs every seed, `go
+// test -fuzz FuzzServe` (or FuzzLineReader, FuzzDecodeMessage) explores from them.
 
 const seedDir = "../fixtures/fuzz/mcp"
 
@@ -147,7 +149,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		m, ok, bad := decodeMessage(line)
+		m, ok, bad := protocol.DecodeMessage(line, fsbus.IJSONReason)
 		ierr := ijson.CheckFolded(line)
 		var ie *ijson.Error
 		switch {
@@ -156,7 +158,7 @@ func FuzzDecodeMessage(f *testing.F) {
 				t.Fatalf("%q: handled with method %q, error %+v, I-JSON: %v", line, m.Method, bad, ierr)
 			}
 		case bad == nil && ierr != nil:
-			if ids, object := topLevel(line, "id"); !object || len(ids) > 0 {
+			if ids, object := protocol.TopLevel(line, "id"); !object || len(ids) > 0 {
 				t.Fatalf("%q: dropped without an answer, but it is not a notification (%v)", line, ierr)
 			}
 		case bad == nil:
@@ -164,27 +166,27 @@ func FuzzDecodeMessage(f *testing.F) {
 				t.Fatalf("%q: dropped without an answer, but it is not a client's response", line)
 			}
 		default:
-			wantCode := CodeInvalidRequest
+			wantCode := protocol.CodeInvalidRequest
 			if !json.Valid(line) || errors.As(ierr, &ie) && ie.Encoding() {
-				wantCode = CodeParseError
+				wantCode = protocol.CodeParseError
 			}
 			if bad.Error == nil || bad.Error.Code != wantCode {
 				t.Fatalf("%q: error %+v, want code %d", line, bad.Error, wantCode)
 			}
-			if !bytes.Equal(bad.ID, nullID) && (!validID(bad.ID) || !bytes.Contains(line, bad.ID)) {
+			if !bytes.Equal(bad.ID, protocol.NullID) && (!protocol.ValidID(bad.ID) || !bytes.Contains(line, bad.ID)) {
 				t.Fatalf("%q: error id %s is neither null nor the request's", line, bad.ID)
 			}
-			if !json.Valid(encodeResponse(*bad)) {
+			if !json.Valid(protocol.EncodeResponse(*bad)) {
 				t.Fatalf("%q: the error response is not JSON", line)
 			}
 		}
 		if ok {
-			e, err := requestEra(m.Params)
+			e, err := protocol.RequestEra(m.Params)
 			if err != nil {
-				if e != modern || (err.Code != CodeInvalidParams && err.Code != CodeUnsupportedVersion) {
+				if e != protocol.Modern || (err.Code != protocol.CodeInvalidParams && err.Code != protocol.CodeUnsupportedVersion) {
 					t.Fatalf("%q: era %v error %+v", line, e, err)
 				}
-				if err.Code == CodeUnsupportedVersion {
+				if err.Code == protocol.CodeUnsupportedVersion {
 					var d struct {
 						Supported []string `json:"supported"`
 						Requested *string  `json:"requested"`
@@ -234,7 +236,7 @@ func FuzzServe(f *testing.F) {
 	for _, s := range append(seeds(f, "streams"), transcriptInputs(f)...) {
 		f.Add(s)
 	}
-	codes := []int{CodeParseError, CodeInvalidRequest, CodeMethodNotFound, CodeInvalidParams, CodeInternalError, CodeResourceNotFound, CodeUnsupportedVersion}
+	codes := []int{protocol.CodeParseError, protocol.CodeInvalidRequest, protocol.CodeMethodNotFound, protocol.CodeInvalidParams, protocol.CodeInternalError, protocol.CodeResourceNotFound, protocol.CodeUnsupportedVersion}
 	f.Fuzz(func(t *testing.T, input []byte) {
 		srv, err := New(Options{
 			Name: "fuzz", Version: "1", Instructions: "fuzz",
@@ -293,7 +295,7 @@ func checkResponse(o []byte, codes []int) error {
 		return fmt.Errorf("jsonrpc %s", m["jsonrpc"])
 	}
 	id, hasID := m["id"]
-	if !hasID || (!bytes.Equal(id, nullID) && !validID(id)) {
+	if !hasID || (!bytes.Equal(id, protocol.NullID) && !protocol.ValidID(id)) {
 		return fmt.Errorf("id %s", id)
 	}
 	_, res := m["result"]

@@ -7,7 +7,7 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Tool groups (DESIGN §4 "Opt-in groups", ADR T2). The core group is always served
+// Tool groups (docs/design.md §4 "Opt-in groups"). The core group is always served
 // (except with ReadOnly); the others only when FerryConfig.Groups names them, so by
 // default they cost no token.
 const (
@@ -15,7 +15,7 @@ const (
 	GroupAdmin  = "admin"  // ferry_search, ferry_get, ferry_status, ferry_update
 	GroupLegacy = "legacy" // the predecessor's eight read tools
 	// GroupGateway forwards the tools of the MCP servers of FerryConfig.Gateway
-	// (issue 9, docs/mcp.md "Gateway"); its tools are known only at run time.
+	// (docs/mcp.md "Gateway"); its tools are known only at run time.
 	GroupGateway = "gateway"
 )
 
@@ -31,11 +31,11 @@ Lists are capped at 20 rows: pass a result's next as cursor for more; detail:tru
 
 // surface decides what the server serves from cfg.Groups and cfg.ReadOnly: the tools
 // (core, then each opted-in group; with ReadOnly the legacy group alone), the
-// instructions, and the groups and mode the capabilities resource reports (when the
-// CLI left them empty). The tools array is a function of the groups only — never of the
+// instructions, and the groups and mode the capabilities resource reports (when the CLI
+// left them empty). The tools array is a function of the groups only — never of the
 // agent, the time or the machine — so it is byte-identical for every combination
-// (T8). Errors: invalid for a group name not in OptInGroups, and for ReadOnly with
-// admin (read-only serves the legacy tools only).
+// (docs/design.md §4). Errors: invalid for a group name not in OptInGroups, and for
+// ReadOnly with admin (read-only serves the legacy tools only).
 func (f *Ferry) surface() (tools []*Tool, instructions string, err error) {
 	groups := []string{}
 	for _, g := range f.cfg.Groups {

@@ -20,7 +20,7 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// Tool groups (DESIGN §4 "Opt-in groups", issue 5 "Surface and budget"): what each
+// Tool groups (docs/design.md §4 "Opt-in groups", docs/mcp.md "Budget"): what each
 // combination of --tools and --read-only serves, over the wire, against real channels.
 // The helpers here (a copy of the busy fixture with a fixed clock, and a rig that
 // drives a Ferry server over io.Pipe) serve the admin, legacy and budget tests too.
@@ -298,7 +298,7 @@ func TestGroupsRefused(t *testing.T) {
 		want     string
 	}{
 		{[]string{"gateways"}, false, `invalid: unknown tool group "gateways"`},
-		{[]string{"gateway"}, true, "invalid: --read-only serves the legacy read tools only"}, // issue 9
+		{[]string{"gateway"}, true, "invalid: --read-only serves the legacy read tools only"},
 		{[]string{"Admin"}, false, `invalid: unknown tool group "Admin"`},
 		{[]string{"admin"}, true, "invalid: --read-only serves the legacy read tools only"},
 	} {
@@ -311,7 +311,7 @@ func TestGroupsRefused(t *testing.T) {
 
 // TestGroupsToolsListStable: for every combination, two servers built for different
 // agents list byte-identical tools, and so does each over the wire in two protocol
-// versions (T8).
+// versions (docs/design.md §4).
 func TestGroupsToolsListStable(t *testing.T) {
 	for _, c := range []struct {
 		groups   []string
@@ -373,8 +373,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // TestGroupsSchemaLint: the admin and legacy tools pass the lint of the core tools
-// (DESIGN §4 "Schemas clients accept"), and every description in their input types'
-// tags reaches the schema whole.
+// (docs/design.md §4 "Schemas clients accept"), and every description in their input
+// types' tags reaches the schema whole.
 func TestGroupsSchemaLint(t *testing.T) {
 	srv, f, err := mcpserver.NewFerry(mcpserver.FerryConfig{Agent: "lint", Groups: []string{"admin", "legacy"}})
 	if err != nil {

@@ -19,8 +19,8 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Idempotency of the MCP writes (DESIGN §4 "Mutations take an optional idempotency
-// key"; §2 "idem"). Two layers:
+// Idempotency of the MCP writes (docs/design.md §4 "Mutations take an optional
+// idempotency key"; §2 "idem"). Two layers:
 //
 //   - The ledger decides. fsbus writes the key into the entry (idem) with the hash of
 //     the call's arguments (data.args): a call repeating a key this agent already used

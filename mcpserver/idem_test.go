@@ -11,7 +11,7 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// Idempotency keys (issue 5, DESIGN §4): a replay returns the first result — also from
+// Idempotency keys (docs/design.md §4): a replay returns the first result — also from
 // a server started after the first one ended — and writes nothing; the same key with
 // other arguments is a conflict.
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // nonIJSONCases are messages that are not I-JSON (RFC 7493) with the answer the rule
@@ -17,24 +19,24 @@ var nonIJSONCases = []struct {
 	code int
 	id   string // the answer's id as JSON
 }{
-	{"duplicate method", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"write","arguments":{}}}`, CodeInvalidRequest, "1"},
-	{"duplicate params", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"ping"},"params":{"name":"write","arguments":{}}}`, CodeInvalidRequest, `"a"`},
-	{"duplicate nested", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{"x":{"k":1,"k":2}}}}`, CodeInvalidRequest, "2"},
-	{"duplicate id", `{"jsonrpc":"2.0","id":3,"id":4,"method":"tools/call","params":{"name":"write","arguments":{}}}`, CodeInvalidRequest, "null"},
-	{"duplicate id, one invalid", `{"jsonrpc":"2.0","id":null,"id":5,"method":"tools/call","params":{"name":"write","arguments":{}}}`, CodeInvalidRequest, "null"},
-	{"invalid id", `{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"write","arguments":{"k":1,"k":2}}}`, CodeInvalidRequest, "null"},
-	{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"write\",\"arguments\":{\"t\":\"\xff\"}}}", CodeParseError, "null"},
-	{"invalid UTF-8 in a name", "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"write\",\"arguments\":{\"\xe2\x82\":1}}}", CodeParseError, "null"},
-	{"lone high surrogate", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"write","arguments":{"t":"\ud800"}}}`, CodeParseError, "null"},
-	{"lone low surrogate", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"write","arguments":{"t":"\uDC00x"}}}`, CodeParseError, "null"},
-	{"duplicate and invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":10,\"id\":10,\"method\":\"tools/call\",\"params\":{\"name\":\"write\",\"arguments\":{\"t\":\"\xff\"}}}", CodeParseError, "null"},
-	{"duplicate secret-looking name", `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"write","arguments":{"sk-ant-api03-Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2":1,"sk-ant-api03-Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2":2}}}`, CodeInvalidRequest, "11"},
+	{"duplicate method", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"write","arguments":{}}}`, protocol.CodeInvalidRequest, "1"},
+	{"duplicate params", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"ping"},"params":{"name":"write","arguments":{}}}`, protocol.CodeInvalidRequest, `"a"`},
+	{"duplicate nested", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{"x":{"k":1,"k":2}}}}`, protocol.CodeInvalidRequest, "2"},
+	{"duplicate id", `{"jsonrpc":"2.0","id":3,"id":4,"method":"tools/call","params":{"name":"write","arguments":{}}}`, protocol.CodeInvalidRequest, "null"},
+	{"duplicate id, one invalid", `{"jsonrpc":"2.0","id":null,"id":5,"method":"tools/call","params":{"name":"write","arguments":{}}}`, protocol.CodeInvalidRequest, "null"},
+	{"invalid id", `{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"write","arguments":{"k":1,"k":2}}}`, protocol.CodeInvalidRequest, "null"},
+	{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"write\",\"arguments\":{\"t\":\"\xff\"}}}", protocol.CodeParseError, "null"},
+	{"invalid UTF-8 in a name", "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"write\",\"arguments\":{\"\xe2\x82\":1}}}", protocol.CodeParseError, "null"},
+	{"lone high surrogate", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"write","arguments":{"t":"\ud800"}}}`, protocol.CodeParseError, "null"},
+	{"lone low surrogate", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"write","arguments":{"t":"\uDC00x"}}}`, protocol.CodeParseError, "null"},
+	{"duplicate and invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":10,\"id\":10,\"method\":\"tools/call\",\"params\":{\"name\":\"write\",\"arguments\":{\"t\":\"\xff\"}}}", protocol.CodeParseError, "null"},
+	{"duplicate secret-looking name", `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"write","arguments":{"sk-ant-api03-Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2":1,"sk-ant-api03-Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2Q7xv9Lr2":2}}}`, protocol.CodeInvalidRequest, "11"},
 	{"notification, duplicate", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}`, 0, ""},
 	{"notification, invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\xff\"}", 0, ""},
 	{"notification, lone surrogate", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write","arguments":{"t":"\ud800"}}}`, 0, ""},
 	// Names that differ only in case: encoding/json reads "METHOD" as method, the last wins.
-	{"method in another case", `{"jsonrpc":"2.0","id":12,"method":"ping","METHOD":"tools/call","params":{"name":"write","arguments":{}}}`, CodeInvalidRequest, "12"},
-	{"argument in another case", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"write","arguments":{"t":"a","T":"b"}}}`, CodeInvalidRequest, "13"},
+	{"method in another case", `{"jsonrpc":"2.0","id":12,"method":"ping","METHOD":"tools/call","params":{"name":"write","arguments":{}}}`, protocol.CodeInvalidRequest, "12"},
+	{"argument in another case", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"write","arguments":{"t":"a","T":"b"}}}`, protocol.CodeInvalidRequest, "13"},
 	{"notification, name in another case", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"RequestID":2}}`, 0, ""},
 }
 
@@ -90,7 +92,7 @@ func TestNonIJSONRefused(t *testing.T) {
 			}
 			var r struct {
 				ID    json.RawMessage `json:"id"`
-				Error *RPCError       `json:"error"`
+				Error *protocol.Error `json:"error"`
 			}
 			if err := json.Unmarshal([]byte(lines[1]), &r); err != nil {
 				t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// TestOrdersLifecycleActions: ferry_orders release, extend and fail (issue 6), the
-// fail reason required, list state=ready hiding an order whose dependency is not
-// accepted, and the heartbeat of the holder's own server expiring its claim once the
-// execution window passed by this machine's clock.
+// TestOrdersLifecycleActions: ferry_orders release, extend and fail, the fail reason
+// required, list state=ready hiding an order whose dependency is not accepted, and the
+// heartbeat of the holder's own server expiring its claim once the execution window
+// passed by this machine's clock.
 func TestOrdersLifecycleActions(t *testing.T) {
 	b := copyBusy(t)
 	var now atomic.Int64

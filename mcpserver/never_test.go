@@ -11,8 +11,8 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// ownerOnly are the owner's actions no MCP tool may expose (issue 8 "What MCP can
-// never do", keys part): grants and seats, the master key's rotation and pin, the
+// ownerOnly are the owner's actions no MCP tool may expose (docs/threat-model.md
+// "Hostile MCP callers"): grants and seats, the master key's rotation and pin, the
 // keystore (export, import, lock, unlock) and release signing.
 var ownerOnly = []string{"grant", "seat", "revoke", "rotate", "repin", "pin", "export", "import", "lock", "unlock", "approve", "sign"}
 
@@ -52,12 +52,12 @@ func schemaWalk(v any, fn func(kind, s string)) {
 	}
 }
 
-// TestMCPNeverActsAsOwner (issue 8): walks tools/list as served with every group of
-// ferry's own tools (core, admin, legacy; the gateway only forwards other servers'
-// tools) and asserts that no tool name, action or argument exposes an owner-only action
-// or takes a passphrase; then calls every tool that has an action argument with each
-// owner-only action (ferry_update approve among them) and asserts the call is refused
-// as invalid.
+// TestMCPNeverActsAsOwner (docs/threat-model.md "Hostile MCP callers"): walks
+// tools/list as served with every group of ferry's own tools (core, admin, legacy; the
+// gateway only forwards other servers' tools) and asserts that no tool name, action or
+// argument exposes an owner-only action or takes a passphrase; then calls every tool
+// that has an action argument with each owner-only action (ferry_update approve among
+// them) and asserts the call is refused as invalid.
 func TestMCPNeverActsAsOwner(t *testing.T) {
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "claude-code-laptop", Open: b.open, Groups: []string{"admin", "legacy"}})
@@ -115,10 +115,11 @@ func TestMCPNeverActsAsOwner(t *testing.T) {
 	}
 }
 
-// TestMCPLockedKey (issue 8 "Keystore"): with the agent's key locked, reads work and
-// every write answers `locked` with the command to run (`ferry key unlock --as NAME`),
-// writing nothing; the server never asks for, takes or prints a passphrase — after the
-// owner unlocks the key in a terminal, the same server writes.
+// TestMCPLockedKey (docs/threat-model.md "The owner's key, locked keys and the pause
+// switch"): with the agent's key locked, reads work and every write answers `locked`
+// with the command to run (`ferry key unlock --as NAME`), writing nothing; the server
+// never asks for, takes or prints a passphrase — after the owner unlocks the key in a
+// terminal, the same server writes.
 func TestMCPLockedKey(t *testing.T) {
 	b := copyBusy(t)
 	const agent = "codex-laptop"

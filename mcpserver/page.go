@@ -9,9 +9,10 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
-// Response caps of every read (DESIGN §4, ADR T4): at most maxItems items and maxChars
+// Response caps of every read (docs/design.md §4): at most maxItems items and maxChars
 // characters of compact JSON per response; what does not fit is one call away, named
 // by the response's `next` cursor, with `truncated:true`.
 const (
@@ -43,9 +44,9 @@ func fit(n int, build func(k int) any) int {
 }
 
 // sinceArrival parses a `since` cursor of this machine's arrival log (the "<log
-// id>.<n>" token fsbus Arrivals.Cursor makes, DESIGN §2 "Cursors"). ok is false for
-// an empty cursor, one from another machine or a lost log, or a malformed one: the
-// caller then lists everything, never an error.
+// id>.<n>" token fsbus Arrivals.Cursor makes, docs/design.md §2 "The local arrival log,
+// cursors and sightings"). ok is false for an empty cursor, one from another machine or
+// a lost log, or a malformed one: the caller then lists everything, never an error.
 func sinceArrival(a *fsbus.Arrivals, since string) (n uint64, ok bool) {
 	id, num, found := strings.Cut(since, ".")
 	if since == "" || !found || id != a.LogID {
@@ -100,16 +101,6 @@ func parsePage(cursor string, n int) (int, error) {
 	return i, nil
 }
 
-// cut returns s cut to at most n characters, marking a cut with "…", and whether it
-// was cut.
-func cut(s string, n int) (string, bool) {
-	if utf8.RuneCountInString(s) <= n {
-		return s, false
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…", true
-}
-
 // OrderLine is an order in a list: compact by default (what a model needs to pick it);
 // detail adds its author and when it last changed (HLC).
 type OrderLine struct {
@@ -131,7 +122,7 @@ func orderLine(r fsbus.OrderRow, detail bool) OrderLine {
 	return l
 }
 
-// orderStates are the filters of an order list: every order state (DESIGN §2
+// orderStates are the filters of an order list: every order state (docs/design.md §2
 // "Orders"), "active" (not accepted or cancelled) and "" (all).
 var orderStates = []string{"", "active", "ready", fsbus.StateOpen, fsbus.StateOffered, fsbus.StateClaimed, fsbus.StateSubmitted,
 	fsbus.StateChangesRequested, fsbus.StateAccepted, fsbus.StateCancelled, fsbus.StateFailed, fsbus.StateTimedOut,
@@ -158,7 +149,7 @@ func orderPage(v *fsbus.View, state, since, agent string, detail bool, build fun
 	after, ok := sinceArrival(v.Arrivals, since)
 	var rows []fsbus.OrderRow
 	f := fsbus.OrderFilter{State: state}
-	if state == "ready" { // claimable now: every dependency accepted (issue 6)
+	if state == "ready" { // claimable now: every dependency accepted
 		f = fsbus.OrderFilter{Ready: true, For: agent} // not those offered to another agent
 	}
 	for _, r := range v.State.ListOrders(f) {
@@ -204,7 +195,7 @@ type AskLine struct {
 func askLine(a *fsbus.Ask, detail bool) AskLine {
 	l := AskLine{ID: a.ID, Title: a.Title, State: a.State}
 	if !detail {
-		l.Note, _ = cut(a.Note, 300)
+		l.Note, _ = textsafe.Cut(a.Note, 300)
 		return l
 	}
 	l.Note, l.Recommendation, l.Reasoning, l.Raised, l.Answered = a.Note, a.Recommendation, a.Reasoning, a.Raised, a.Answered

@@ -9,7 +9,8 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// The paging helpers every read shares (DESIGN §4 caps: 20 items, 4,000 characters).
+// The paging helpers every read shares (docs/design.md §4 caps: 20 items, 4,000
+// characters).
 
 func TestFit(t *testing.T) {
 	item := strings.Repeat("x", 300)
@@ -47,20 +48,6 @@ func TestParsePage(t *testing.T) {
 	}
 	if pageCursor(7) != "p7" {
 		t.Errorf("pageCursor(7) = %q", pageCursor(7))
-	}
-}
-
-func TestCut(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-		cut  bool
-	}{{"hello", 5, "hello", false}, {"hello!", 5, "hell…", true}, {"ünïcödé", 4, "ünï…", true}} {
-		got, was := cut(c.in, c.n)
-		if got != c.want || was != c.cut {
-			t.Errorf("cut(%q, %d) = %q, %v", c.in, c.n, got, was)
-		}
 	}
 }
 

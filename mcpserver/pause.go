@@ -7,10 +7,11 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// pausedReads are the calls a paused machine's server still answers (issue 8 "Pause"):
-// read-only status, so an agent can learn why it is stopped and what the channel looks
-// like. Everything else — writes, acknowledging reads (ferry_talk read, ferry_catchup
-// mark what they return as seen), gateway tools — answers `paused`. tool → the actions
+// pausedReads are the calls a paused machine's server still answers
+// (docs/threat-model.md "The owner's key, locked keys and the pause switch"): read-only
+// status, so an agent can learn why it is stopped and what the channel looks like.
+// Everything else — writes, acknowledging reads (ferry_talk read, ferry_catchup mark
+// what they return as seen), gateway tools — answers `paused`. tool → the actions
 // allowed ("" = any call of the tool).
 var pausedReads = map[string][]string{
 	"ferry_status":    {""},

@@ -17,7 +17,7 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// Issue 5, protocol: the two eras, resources routing, batches, EOF and long-polls.
+// The protocol: the two eras, resources routing, batches, EOF and long-polls.
 // Most rules are conformance transcripts (testdata/conformance); what a transcript
 // cannot show — what a tool sees of its contexts, bytes compared across eras, a
 // server stopped by its context — is tested here.
@@ -230,8 +230,9 @@ func TestServeEndsWithContext(t *testing.T) {
 }
 
 // TestToolsArrayAcrossEras: the tools array of tools/list is the same bytes in the
-// legacy result, in the modern one (which adds resultType, cache hints and _meta
-// around it) and in ToolsList (T8: prompt caches stay warm whatever the version).
+// legacy result, in the modern one (which adds resultType, cache hints and _meta around
+// it) and in ToolsList (docs/design.md §4: prompt caches stay warm whatever the
+// version).
 func TestToolsArrayAcrossEras(t *testing.T) {
 	srv := newFakeServer(t, fakeTools(nil), nil)
 	lines := runLines(t, srv, nil, func(w io.Writer) {

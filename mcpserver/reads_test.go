@@ -10,7 +10,7 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// The core reads (issue 5, DESIGN §4, ADR T4/T5): compact by default, detail:true
+// The core reads (docs/design.md §4): compact by default, detail:true
 // expands; at most 20 items and 4,000 characters with truncated and a next cursor;
 // since returns only what is new — and a read that marks messages read never marks
 // one it left out.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // missingResources has no resource: Read answers not_found quoting the uri lowercased,
@@ -49,7 +50,7 @@ func TestRPCErrorsNeverEchoSecrets(t *testing.T) {
 	for _, l := range lines[1:] { // answers to tools and resources may come in any order
 		var r struct {
 			ID    json.RawMessage `json:"id"`
-			Error *RPCError       `json:"error"`
+			Error *protocol.Error `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Error == nil {
 			t.Fatalf("%s: not an error (%v)", l, err)

@@ -19,7 +19,8 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Resources of `ferry mcp serve` (issue 5 "Resources"; DESIGN §4 "Results"):
+// Resources of `ferry mcp serve` (docs/mcp.md "Resources";
+// docs/design.md §4 "Results"):
 //
 //	ferry://<project>/capabilities      what this server is, serves and never exposes (JSON)
 //	ferry://<project>/commands          the CLI's command catalog (JSON, FerryConfig.Commands)
@@ -58,7 +59,7 @@ var resourceKinds = map[string]struct{ prefix, dir string }{
 }
 
 // Capabilities is what the CLI tells the server about itself for
-// ferry://<project>/capabilities (issue 5). NewFerry fills what is empty: Version from
+// ferry://<project>/capabilities. NewFerry fills what is empty: Version from
 // FerryConfig.Version, Mode "read-write", Groups ["core"], Exclusions
 // DefaultExclusions.
 type Capabilities struct {
@@ -75,8 +76,8 @@ type Capabilities struct {
 }
 
 // DefaultExclusions are what no ferry MCP tool or resource ever reads, accepts or does
-// (DESIGN §2 level table, "The MCP surface can never write the last row"; ADR 0028
-// "Permissions"; seed 001 "Current exclusions").
+// (docs/design.md §2 level table, "The MCP surface can never write the last row";
+// docs/threat-model.md "Hostile MCP callers").
 var DefaultExclusions = []string{
 	"grants: seating, levels, revocation and policy are the owner's, with the CLI",
 	"ask answers: only the owner answers asks, with the CLI",
@@ -241,11 +242,11 @@ func onChain(o *fsbus.Order, h string) bool {
 
 // List returns one page of at most maxItems resources: on the first page the
 // capabilities and commands documents, then objects in the order they arrived on this
-// machine (DESIGN §2 "Cursors"). next names the arrival number of the page's last
-// object, so it always advances, and objects that arrive meanwhile come on later
-// pages; "" when nothing follows. Errors: invalid for a cursor this listing did not
-// make (another machine's, or the arrival log was rebuilt: list again from the start);
-// the channel's open and load errors.
+// machine (docs/design.md §2 "The local arrival log, cursors and sightings"). next
+// names the arrival number of the page's last object, so it always advances, and
+// objects that arrive meanwhile come on later pages; "" when nothing follows. Errors:
+// invalid for a cursor this listing did not make (another machine's, or the arrival log
+// was rebuilt: list again from the start); the channel's open and load errors.
 func (r *resources) List(ctx context.Context, cursor string) ([]Resource, string, error) {
 	ch, v, err := r.f.read()
 	if err != nil {

@@ -20,9 +20,9 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// Resources and long-poll (issue 5) over a real channel: fsbus.Init, real keys, real
-// writes by real sessions. Waits run under a generous deadline only a hang reaches; no
-// assertion is on elapsed time.
+// Resources and long-poll over a real channel: fsbus.Init, real keys, real writes by
+// real sessions. Waits run under a generous deadline only a hang reaches; no assertion
+// is on elapsed time.
 
 // rsDeadline bounds every wait of these tests: far above a wake-up, below wait_s 50.
 const rsDeadline = 25 * time.Second
@@ -252,8 +252,9 @@ func TestResourcesReadEveryKind(t *testing.T) {
 	if msg.Body != "the index is rebuilt" || msg.To != "bob" || msg.Author != "alice" {
 		t.Errorf("message: %+v", msg)
 	}
-	// An editor's BOM, CRLF and indentation change no meaning (DESIGN §2 rule 9): the
-	// read serves the same canonical text, whose digest is the signed object hash.
+	// An editor's BOM, CRLF and indentation change no meaning (docs/design.md §2 rule
+	// 9): the read serves the same canonical text, whose digest is the signed object
+	// hash.
 	before, err := res.Read(ctx, kinds["message"])
 	if err != nil {
 		t.Fatal(err)

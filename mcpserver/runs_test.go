@@ -9,7 +9,7 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// TestJoinReportsQueueShowReportsRunVia (issue 6 "Heavy orders"): ferry_join names
+// TestJoinReportsQueueShowReportsRunVia (docs/runs.md "Heavy orders"): ferry_join names
 // this machine's job-queue command, an unusable one says so, and ferry_orders show
 // says how an order would run here (an ordinary order: direct).
 func TestJoinReportsQueueShowReportsRunVia(t *testing.T) {

@@ -16,10 +16,10 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// Schema lint over the six core tools (DESIGN §4 "Schemas clients accept"): the shapes
-// some clients reject a whole server for.
+// Schema lint over the six core tools (docs/design.md §4 "Schemas clients accept"): the
+// shapes some clients reject a whole server for.
 
-// coreTools are the tools of DESIGN §4, sorted.
+// coreTools are the tools of docs/design.md §4, sorted.
 var coreTools = []string{"ferry_ask_human", "ferry_catchup", "ferry_join", "ferry_orders", "ferry_primary", "ferry_talk"}
 
 // listedTool is one entry of tools/list.
@@ -116,7 +116,7 @@ func TestSchemaLint(t *testing.T) {
 			lintTree(t, "inputSchema", in)
 
 			if tool.OutputSchema == nil {
-				t.Fatal("no outputSchema (DESIGN §4: always listed)")
+				t.Fatal("no outputSchema (docs/design.md §4: always listed)")
 			}
 			out := decodeSchema(t, "outputSchema", tool.OutputSchema)
 			if out["type"] != "object" {
@@ -314,9 +314,9 @@ func wireSession(t *testing.T, srv *mcpserver.Server, lines ...string) map[strin
 	return res
 }
 
-// TestToolsListIdentityFree (T8): tools/list is byte-identical for different agents,
-// Open funcs and negotiated versions: no agent name, version or time inside, so prompt
-// caches survive across agents and restarts.
+// TestToolsListIdentityFree (docs/design.md §4): tools/list is byte-identical for
+// different agents, Open funcs and negotiated versions: no agent name, version or time
+// inside, so prompt caches survive across agents and restarts.
 func TestToolsListIdentityFree(t *testing.T) {
 	var opensA, opensB atomic.Int32
 	a := newFerry(t, "alice", &opensA)

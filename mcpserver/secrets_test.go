@@ -12,6 +12,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
 // fakeTok returns n deterministic pseudo-random alphanumerics: a token body that is no
@@ -26,8 +27,8 @@ func fakeTok(seed uint64, n int) string {
 	return string(b)
 }
 
-// TestSecretGuardMCP: the same refusal through MCP as on the command line (issue 8):
-// invalid, the kind and field named, the value never echoed, nothing written.
+// TestSecretGuardMCP: the same refusal through MCP as on the command line: invalid, the
+// kind and field named, the value never echoed, nothing written.
 func TestSecretGuardMCP(t *testing.T) {
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
@@ -89,7 +90,8 @@ func dirState(t *testing.T, dir string) string {
 }
 
 // TestPauseMCP: a paused machine's server answers `paused` to every tool call but the
-// read-only status calls (issue 8 "Pause"), and no tool call lifts the pause.
+// read-only status calls (docs/threat-model.md "The owner's key, locked keys and the
+// pause switch"), and no tool call lifts the pause.
 func TestPauseMCP(t *testing.T) {
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{mcpserver.GroupAdmin, mcpserver.GroupLegacy}})
@@ -152,8 +154,9 @@ func TestPauseMCP(t *testing.T) {
 }
 
 // TestNoVaultOrPauseTool: no MCP tool of any group reads or writes the vault, pauses or
-// resumes (issue 8 "What MCP can never do"): no tool is named for them, and no input
-// schema has a member for a secret's name or value.
+// resumes (docs/threat-model.md "The owner's key, locked keys and the pause switch"):
+// no tool is named for them, and no input schema has a member for a secret's name or
+// value.
 func TestNoVaultOrPauseTool(t *testing.T) {
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{mcpserver.GroupAdmin, mcpserver.GroupLegacy}})
@@ -194,8 +197,8 @@ func TestNoVaultOrPauseTool(t *testing.T) {
 	}
 }
 
-// TestPauseMCPGateway: the gateway's proxied tools answer paused too (issue 8), and
-// without a reachable channel the machine-wide switch still holds for them.
+// TestPauseMCPGateway: the gateway's proxied tools answer paused too, and without a
+// reachable channel the machine-wide switch still holds for them.
 func TestPauseMCPGateway(t *testing.T) {
 	bin := buildFixture(t)
 	b := copyBusy(t)
@@ -214,7 +217,7 @@ func TestPauseMCPGateway(t *testing.T) {
 		home *fsbus.Home
 	}{{"channel", b.open, b.home}, {"no channel", broken, local}} {
 		r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: c.open, Groups: []string{mcpserver.GroupGateway},
-			Gateway: []*mcpserver.GatewayServer{{Name: "fx", Command: bin}}})
+			Gateway: []*gateway.Server{{Name: "fx", Command: bin}}})
 		if rep := r.call("fx_echo", map[string]any{"x": "hi"}); rep.IsError {
 			t.Fatalf("%s: fx_echo before the pause: %s", c.name, rep.Text)
 		}

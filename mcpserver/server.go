@@ -16,19 +16,16 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/internal/secretguard"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
-
-// SupportedVersions are the MCP protocol versions of the legacy handshake this server
-// speaks, oldest first; initialize echoes the client's when it is one of them, else
-// answers the newest (DESIGN §4).
-var SupportedVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 
 // DrainTimeout is how long Serve, at EOF, waits for calls already read to finish
 // before cancelling them.
 var DrainTimeout = 10 * time.Second
 
-// LatestVersion is the newest supported protocol version.
-var LatestVersion = SupportedVersions[len(SupportedVersions)-1]
+// RPCError is a JSON-RPC error object (code, message, data). A Tool or Resources
+// returns one, or wraps one, to choose the code of a JSON-RPC error answer.
+type RPCError = protocol.Error
 
 // Tool is one MCP tool. Call receives the raw "arguments" object (never nil: "{}" when
 // absent) and returns a JSON-marshalable result or an error; an *RPCError becomes a
@@ -53,7 +50,7 @@ type Options struct {
 	// ("category: message — hint"); nil uses err.Error().
 	ToolError func(err error) string
 	// Resources serves resources/list, resources/templates/list and resources/read;
-	// nil means the server has no resources capability (issue 5).
+	// nil means the server has no resources capability.
 	Resources Resources
 	// OnClientInfo, if set, receives the client's self-reported name and version
 	// (clientInfo) from each initialize, and from each 2026-07-28 request that carries
@@ -61,16 +58,16 @@ type Options struct {
 	// 2026-07-28: never for behaviour or security), must be quick, and may be called
 	// from several goroutines at once.
 	OnClientInfo func(name, version string)
-	// More, if set, adds tools found at run time (the gateway's, DESIGN §4 and issue 9):
+	// More, if set, adds tools found at run time (the gateway's, docs/design.md §4):
 	// tools/list appends them to Tools, and a tools/call naming no tool of Tools looks
 	// the name up in them. It may start processes, so it runs off the read loop.
 	More ToolSource
 	// Gate, if set, is asked before every tools/call (the gateway's tools included): a
 	// non-nil error is the call's answer, rendered by ToolError, and the tool does not
-	// run (the pause switch, issue 8).
+	// run (the pause switch).
 	Gate func(ctx context.Context, tool string, args json.RawMessage) error
-	// MaxRequest bounds one request line in bytes; 0 means fsbus.MaxRPCRequest (16 MiB,
-	// issue 8). A longer line is read to its end, dropped, and answered with -32600.
+	// MaxRequest bounds one request line in bytes; 0 means fsbus.MaxRPCRequest
+	// (16 MiB). A longer line is read to its end, dropped, and answered with -32600.
 	MaxRequest int
 }
 
@@ -211,7 +208,7 @@ func (s *Server) listTools(ctx context.Context) (any, error) {
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	arr, err := marshal(list)
 	if err != nil {
-		return nil, rpcErrorf(CodeInternalError, "encoding tools/list: %v", err)
+		return nil, protocol.Errorf(protocol.CodeInternalError, "encoding tools/list: %v", err)
 	}
 	return json.RawMessage(append(append([]byte(`{"tools":`), arr...), '}')), nil
 }
@@ -300,8 +297,8 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			var big *lineTooLong
 			if errors.As(r.err, &big) {
 				// Not read as a message: its id is unknown, so the answer has id null.
-				s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID,
-					Error: rpcErrorf(CodeInvalidRequest, "request line is %d bytes; the limit is %d", big.n, big.max)}))
+				s.write(protocol.EncodeResponse(protocol.Response{JSONRPC: "2.0", ID: protocol.NullID,
+					Error: protocol.Errorf(protocol.CodeInvalidRequest, "request line is %d bytes; the limit is %d", big.n, big.max)}))
 				handled <- struct{}{}
 				continue
 			}
@@ -419,15 +416,15 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 		s.handleBatch(ctx, t)
 		return
 	}
-	m, ok, bad := decodeMessage(line)
+	m, ok, bad := protocol.DecodeMessage(line, fsbus.IJSONReason)
 	if bad != nil {
-		s.write(encodeResponse(*bad))
+		s.write(protocol.EncodeResponse(*bad))
 	}
 	if !ok {
 		s.logDropped(line, bad)
 		return
 	}
-	if m.isNotification() {
+	if m.IsNotification() {
 		s.notify(m)
 		return
 	}
@@ -436,50 +433,13 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 
 // logDropped says on the log why a message that is not I-JSON got no answer: it is
 // a notification (JSON-RPC 2.0 §4.1), and nothing of it was acted on.
-func (s *Server) logDropped(b []byte, bad *response) {
+func (s *Server) logDropped(b []byte, bad *protocol.Response) {
 	if bad != nil {
 		return
 	}
 	if err := ijson.CheckFolded(b); err != nil {
 		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493) or names members that differ only in case: %s\n", fsbus.IJSONReason(err))
 	}
-}
-
-// decodeMessage decodes one JSON-RPC message: a line, or one element of a batch. It
-// returns the message to handle (ok), or the error response for what is not a message
-// (bad): -32700 with id null for what is not JSON; -32600 for JSON that is not a
-// request, echoing its id when that id is usable (JSON-RPC 2.0 §5.1). A response from
-// the client, to a request this server never sends, is neither: it is ignored. A
-// message that is not I-JSON, or whose objects name two members that differ only in
-// case (which encoding/json reads as one), is never handled (refuseNonIJSON).
-func decodeMessage(b []byte) (m message, ok bool, bad *response) {
-	if err := ijson.CheckFolded(b); err != nil {
-		return m, false, refuseNonIJSON(b, err)
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		if !json.Valid(b) {
-			return m, false, &response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", err)}
-		}
-		id := nullID
-		var probe struct {
-			ID json.RawMessage `json:"id"`
-		}
-		if json.Unmarshal(b, &probe) == nil && validID(probe.ID) {
-			id = probe.ID // usable: echo it so the client can match the error
-		}
-		return m, false, &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest, "invalid request: %v", err)}
-	}
-	if m.Method == "" {
-		if len(m.Result) > 0 || len(m.Error) > 0 {
-			return m, false, nil // a response to a request we never sent: ignore
-		}
-		id := m.ID
-		if !validID(id) {
-			id = nullID
-		}
-		return m, false, &response{JSONRPC: "2.0", ID: id, Error: rpcErrorf(CodeInvalidRequest, "invalid request: no method")}
-	}
-	return m, true, nil
 }
 
 // handleBatch handles a JSON-RPC batch (JSON-RPC 2.0 §6). Only MCP 2025-03-26 has
@@ -490,15 +450,15 @@ func decodeMessage(b []byte) (m message, ok bool, bad *response) {
 // is done; a cancelled request has none, and a batch of notifications gets no answer.
 func (s *Server) handleBatch(ctx context.Context, line []byte) {
 	// A batch whose encoding is broken is not read at all (-32700, id null); a
-	// repeated member name is refused element by element (decodeMessage).
+	// repeated member name is refused element by element (protocol.DecodeMessage).
 	var e *ijson.Error
 	if errors.As(ijson.Check(line), &e) && e.Encoding() {
-		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", e)}))
+		s.write(protocol.EncodeResponse(protocol.Response{JSONRPC: "2.0", ID: protocol.NullID, Error: protocol.Errorf(protocol.CodeParseError, "parse error: %v", e)}))
 		return
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(line, &elems); err != nil {
-		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeParseError, "parse error: %v", err)}))
+		s.write(protocol.EncodeResponse(protocol.Response{JSONRPC: "2.0", ID: protocol.NullID, Error: protocol.Errorf(protocol.CodeParseError, "parse error: %v", err)}))
 		return
 	}
 	s.mu.Lock()
@@ -509,12 +469,12 @@ func (s *Server) handleBatch(ctx context.Context, line []byte) {
 		if v != "" {
 			why = v + " was negotiated"
 		}
-		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeInvalidRequest,
+		s.write(protocol.EncodeResponse(protocol.Response{JSONRPC: "2.0", ID: protocol.NullID, Error: protocol.Errorf(protocol.CodeInvalidRequest,
 			"batches are not supported: only protocol version 2025-03-26 has them, and %s", why)}))
 		return
 	}
 	if len(elems) == 0 {
-		s.write(encodeResponse(response{JSONRPC: "2.0", ID: nullID, Error: rpcErrorf(CodeInvalidRequest, "invalid request: empty batch")}))
+		s.write(protocol.EncodeResponse(protocol.Response{JSONRPC: "2.0", ID: protocol.NullID, Error: protocol.Errorf(protocol.CodeInvalidRequest, "invalid request: empty batch")}))
 		return
 	}
 	out := make([][]byte, len(elems))
@@ -524,14 +484,14 @@ func (s *Server) handleBatch(ctx context.Context, line []byte) {
 		left    int // requests not answered yet
 	)
 	for i, el := range elems {
-		m, ok, bad := decodeMessage(el)
+		m, ok, bad := protocol.DecodeMessage(el, fsbus.IJSONReason)
 		if bad != nil {
-			out[i] = encodeResponse(*bad)
+			out[i] = protocol.EncodeResponse(*bad)
 		}
 		if !ok {
 			continue
 		}
-		if m.isNotification() {
+		if m.IsNotification() {
 			s.notify(m)
 			continue
 		}
@@ -584,7 +544,7 @@ func (s *Server) handleBatch(ctx context.Context, line []byte) {
 // notify handles a notification; unknown ones are ignored (JSON-RPC 2.0 §4.1).
 // notifications/cancelled cancels the request of that id in either era; its response
 // is suppressed.
-func (s *Server) notify(m message) {
+func (s *Server) notify(m protocol.Message) {
 	switch m.Method {
 	case "notifications/cancelled":
 		var p struct {
@@ -609,39 +569,39 @@ type handler func(ctx context.Context) (any, error)
 // handle answers the request m: done receives its encoded response once, or nil when
 // it has none (cancelled). Requests that may take time — tools/call, resources/list,
 // resources/read — run in their own goroutine, so they never block ping or each other.
-func (s *Server) handle(ctx context.Context, m message, inBatch bool, send func([]byte)) {
+func (s *Server) handle(ctx context.Context, m protocol.Message, inBatch bool, send func([]byte)) {
 	// An error's text may quote the request (a method, a URI, an argument): a
 	// credential pasted into the wrong place never comes back in it.
 	inputs := callInputs(m.Method, m.Params)
 	done := func(b []byte) { send(redactErrorResponse(b, inputs)) }
-	fail := func(id json.RawMessage, err *RPCError) {
-		done(encodeResponse(response{JSONRPC: "2.0", ID: id, Error: err}))
+	fail := func(id json.RawMessage, err *protocol.Error) {
+		done(protocol.EncodeResponse(protocol.Response{JSONRPC: "2.0", ID: id, Error: err}))
 	}
-	if !validID(m.ID) {
-		fail(nullID, rpcErrorf(CodeInvalidRequest, "invalid request: id must be a string or an integer"))
+	if !protocol.ValidID(m.ID) {
+		fail(protocol.NullID, protocol.Errorf(protocol.CodeInvalidRequest, "invalid request: id must be a string or an integer"))
 		return
 	}
 	if m.JSONRPC != "2.0" {
 		// The id is usable: echo it so the client can match the error to its request.
-		fail(m.ID, rpcErrorf(CodeInvalidRequest, "invalid request: jsonrpc must be \"2.0\""))
+		fail(m.ID, protocol.Errorf(protocol.CodeInvalidRequest, "invalid request: jsonrpc must be \"2.0\""))
 		return
 	}
-	e, rerr := requestEra(m.Params)
+	e, rerr := protocol.RequestEra(m.Params)
 	if rerr != nil {
 		fail(m.ID, rerr)
 		return
 	}
-	if e == modern && s.opts.OnClientInfo != nil {
-		if name, version := metaClientInfo(m.Params); name != "" {
+	if e == protocol.Modern && s.opts.OnClientInfo != nil {
+		if name, version := protocol.RequestClientInfo(m.Params); name != "" {
 			s.opts.OnClientInfo(name, version)
 		}
 	}
-	if inBatch && e == modern {
-		fail(m.ID, rpcErrorf(CodeInvalidRequest, "invalid request: protocol version %s has no batches", ModernVersions[0]))
+	if inBatch && e == protocol.Modern {
+		fail(m.ID, protocol.Errorf(protocol.CodeInvalidRequest, "invalid request: protocol version %s has no batches", protocol.ModernVersions[0]))
 		return
 	}
 	if inBatch && m.Method == "initialize" {
-		fail(m.ID, rpcErrorf(CodeInvalidRequest, "invalid request: initialize must not be part of a batch"))
+		fail(m.ID, protocol.Errorf(protocol.CodeInvalidRequest, "invalid request: initialize must not be part of a batch"))
 		return
 	}
 	h, async, rerr := s.route(e, m)
@@ -658,13 +618,13 @@ func (s *Server) handle(ctx context.Context, m message, inBatch bool, send func(
 }
 
 // route picks the handler of m in era e, and whether it runs in its own goroutine.
-func (s *Server) route(e era, m message) (h handler, async bool, err *RPCError) {
-	if e == modern && removedInModern[m.Method] {
+func (s *Server) route(e protocol.Era, m protocol.Message) (h handler, async bool, err *protocol.Error) {
+	if e == protocol.Modern && protocol.RemovedInModern(m.Method) {
 		hint := ""
 		if m.Method == "initialize" {
-			hint = ": for the legacy handshake, send initialize without _meta " + MetaProtocolVersion
+			hint = ": for the legacy handshake, send initialize without _meta " + protocol.MetaProtocolVersion
 		}
-		return nil, false, rpcErrorf(CodeMethodNotFound, "method not found: %s does not exist in protocol version %s%s", m.Method, ModernVersions[0], hint)
+		return nil, false, protocol.Errorf(protocol.CodeMethodNotFound, "method not found: %s does not exist in protocol version %s%s", m.Method, protocol.ModernVersions[0], hint)
 	}
 	switch m.Method {
 	case "initialize":
@@ -674,7 +634,9 @@ func (s *Server) route(e era, m message) (h handler, async bool, err *RPCError) 
 	case "server/discover":
 		// Answered in either era and in any state: it is how a client tells the era of
 		// a server (MCP 2026-07-28, transports "stdio: Backward Compatibility").
-		return func(context.Context) (any, error) { return s.discover(), nil }, false, nil
+		return func(context.Context) (any, error) {
+			return protocol.Discover(s.capabilities(), s.opts.Instructions), nil
+		}, false, nil
 	}
 	switch m.Method {
 	case "tools/list":
@@ -683,7 +645,7 @@ func (s *Server) route(e era, m message) (h handler, async bool, err *RPCError) 
 		h, async = func(ctx context.Context) (any, error) { return s.call(ctx, m.Params) }, true
 	case "resources/list", "resources/templates/list", "resources/read":
 		if s.opts.Resources == nil {
-			return nil, false, rpcErrorf(CodeMethodNotFound, "method not found: %s (this server has no resources)", m.Method)
+			return nil, false, protocol.Errorf(protocol.CodeMethodNotFound, "method not found: %s (this server has no resources)", m.Method)
 		}
 		switch m.Method {
 		case "resources/list":
@@ -694,15 +656,15 @@ func (s *Server) route(e era, m message) (h handler, async bool, err *RPCError) 
 			h, async = func(ctx context.Context) (any, error) { return s.readResource(ctx, e, m.Params) }, true
 		}
 	default:
-		return nil, false, rpcErrorf(CodeMethodNotFound, "method not found: %s", m.Method)
+		return nil, false, protocol.Errorf(protocol.CodeMethodNotFound, "method not found: %s", m.Method)
 	}
-	if e == legacy {
+	if e == protocol.Legacy {
 		s.mu.Lock()
 		initialized := s.negotiated != ""
 		s.mu.Unlock()
 		if !initialized {
-			return nil, false, rpcErrorf(CodeInvalidRequest, "invalid request: %s before initialize: send initialize first, or put %q in params._meta (protocol version %s)",
-				m.Method, MetaProtocolVersion, ModernVersions[0])
+			return nil, false, protocol.Errorf(protocol.CodeInvalidRequest, "invalid request: %s before initialize: send initialize first, or put %q in params._meta (protocol version %s)",
+				m.Method, protocol.MetaProtocolVersion, protocol.ModernVersions[0])
 		}
 	}
 	return h, async, nil
@@ -710,7 +672,7 @@ func (s *Server) route(e era, m message) (h handler, async bool, err *RPCError) 
 
 // start runs a request in its own goroutine. notifications/cancelled cancels its
 // context and suppresses its response; EOF ends only its wait context (EOFContext).
-func (s *Server) start(ctx context.Context, m message, e era, h handler, done func([]byte)) {
+func (s *Server) start(ctx context.Context, m protocol.Message, e protocol.Era, h handler, done func([]byte)) {
 	key := string(bytes.TrimSpace(m.ID))
 	cctx, cancel := context.WithCancel(ctx)
 	wctx, wcancel := context.WithCancel(cctx)
@@ -721,7 +683,7 @@ func (s *Server) start(ctx context.Context, m message, e era, h handler, done fu
 		wcancel()
 		cancel()
 		// Bounded work per client: a flood of calls is refused, never queued in memory.
-		done(s.encode(e, m, nil, rpcErrorf(CodeServerBusy, "server busy: %d calls already running; retry when one has answered", MaxInflight)))
+		done(s.encode(e, m, nil, protocol.Errorf(protocol.CodeServerBusy, "server busy: %d calls already running; retry when one has answered", MaxInflight)))
 		return
 	}
 	stop := context.AfterFunc(s.eof, wcancel)
@@ -754,7 +716,7 @@ func (s *Server) safely(method string, h handler, ctx context.Context) (res any,
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(s.opts.Log, "mcp: %s panicked: %v\n", method, r)
-			res, err = nil, rpcErrorf(CodeInternalError, "internal: %s failed — see the server log", method)
+			res, err = nil, protocol.Errorf(protocol.CodeInternalError, "internal: %s failed — see the server log", method)
 		}
 	}()
 	return h(ctx)
@@ -762,18 +724,18 @@ func (s *Server) safely(method string, h handler, ctx context.Context) (res any,
 
 // encode is the response line of request m: its error, or its result — in the modern
 // era, and for server/discover always, with the members of a modern result.
-func (s *Server) encode(e era, m message, result any, err error) []byte {
-	r := response{JSONRPC: "2.0", ID: m.ID}
+func (s *Server) encode(e protocol.Era, m protocol.Message, result any, err error) []byte {
+	r := protocol.Response{JSONRPC: "2.0", ID: m.ID}
 	switch {
 	case err != nil:
-		r.Error = asRPCError(err)
-	case e == modern || m.Method == "server/discover":
+		r.Error = protocol.AsError(err)
+	case e == protocol.Modern || m.Method == "server/discover":
 		if result == nil {
 			result = struct{}{}
 		}
-		b, merr := s.modernResult(m.Method, result)
+		b, merr := protocol.ModernResult(m.Method, result, s.serverInfo())
 		if merr != nil {
-			r.Error = asRPCError(merr)
+			r.Error = protocol.AsError(merr)
 		} else {
 			r.Result = b
 		}
@@ -783,63 +745,51 @@ func (s *Server) encode(e era, m message, result any, err error) []byte {
 		}
 		r.Result = result
 	}
-	return encodeResponse(r)
-}
-
-// encodeResponse is the compact JSON of one response; one that cannot be encoded
-// becomes an internal error with the same id.
-func encodeResponse(r response) []byte {
-	b, err := marshal(r)
-	if err != nil {
-		b, _ = marshal(response{JSONRPC: "2.0", ID: r.ID, Error: rpcErrorf(CodeInternalError, "encoding response: %v", err)})
-	}
-	return b
+	return protocol.EncodeResponse(r)
 }
 
 // initialize answers the legacy handshake: the client's version when it is one of
-// SupportedVersions, else the newest — never an error, never a channel read. It may
-// come at any time, again too; the last one decides the session's version.
+// protocol.SupportedVersions, else the newest — never an error, never a channel read
+// (protocol.Negotiate). It may come at any time, again too; the last one decides the
+// session's version.
 func (s *Server) initialize(params json.RawMessage) any {
-	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
-		ClientInfo      struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"clientInfo"`
-	}
+	var p protocol.InitializeParams
 	_ = json.Unmarshal(params, &p) // never an error: a bad request still gets the newest version
 	if s.opts.OnClientInfo != nil && p.ClientInfo.Name != "" {
 		s.opts.OnClientInfo(p.ClientInfo.Name, p.ClientInfo.Version)
 	}
-	version := LatestVersion
-	for _, v := range SupportedVersions {
-		if v == p.ProtocolVersion {
-			version = v
-		}
-	}
+	version := protocol.Negotiate(p.ProtocolVersion)
 	s.mu.Lock()
 	s.negotiated = version
 	s.mu.Unlock()
-	res := map[string]any{
-		"protocolVersion": version,
-		"capabilities":    s.capabilities(),
-		"serverInfo":      s.serverInfo(),
+	return protocol.InitializeResult{
+		Capabilities:    s.capabilities(),
+		Instructions:    s.opts.Instructions,
+		ProtocolVersion: version,
+		ServerInfo:      s.serverInfo(),
 	}
-	if s.opts.Instructions != "" {
-		res["instructions"] = s.opts.Instructions
-	}
-	return res
+}
+
+// serverInfo is the server's name and version (Options.Name, Options.Version).
+func (s *Server) serverInfo() protocol.Implementation {
+	return protocol.Implementation{Name: s.opts.Name, Version: s.opts.Version}
+}
+
+// capabilities are the server capabilities of initialize and server/discover: tools
+// always, resources only when Options.Resources is set.
+func (s *Server) capabilities() map[string]any {
+	return protocol.Capabilities(s.opts.Resources != nil)
 }
 
 // listResources answers resources/list: one page after params.cursor. A page whose
 // next cursor is the cursor it was asked with would loop a client forever; the server
 // ends the listing there instead, and logs it.
-func (s *Server) listResources(ctx context.Context, e era, params json.RawMessage) (any, error) {
+func (s *Server) listResources(ctx context.Context, e protocol.Era, params json.RawMessage) (any, error) {
 	var p struct {
 		Cursor string `json:"cursor"`
 	}
 	if !absent(params) && json.Unmarshal(params, &p) != nil {
-		return nil, rpcErrorf(CodeInvalidParams, "resources/list takes params {cursor?: string}")
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "resources/list takes params {cursor?: string}")
 	}
 	page, next, err := s.opts.Resources.List(ctx, p.Cursor)
 	if err != nil {
@@ -869,12 +819,12 @@ func (s *Server) listTemplates() any {
 }
 
 // readResource answers resources/read of params.uri.
-func (s *Server) readResource(ctx context.Context, e era, params json.RawMessage) (any, error) {
+func (s *Server) readResource(ctx context.Context, e protocol.Era, params json.RawMessage) (any, error) {
 	var p struct {
 		URI string `json:"uri"`
 	}
 	if json.Unmarshal(params, &p) != nil || p.URI == "" {
-		return nil, rpcErrorf(CodeInvalidParams, "resources/read takes params {uri: string}")
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "resources/read takes params {uri: string}")
 	}
 	contents, err := s.opts.Resources.Read(ctx, p.URI)
 	if err != nil {
@@ -891,8 +841,8 @@ func (s *Server) readResource(ctx context.Context, e era, params json.RawMessage
 // CodeInvalidParams (-32602) in the modern one (MCP 2026-07-28 replaced -32002), with
 // data {"uri"}; invalid → -32602; anything else → -32603. The message is the text a
 // tool failure would show (Options.ToolError): no internal details.
-func (s *Server) resourceError(e era, uri string, err error) error {
-	var re *RPCError
+func (s *Server) resourceError(e protocol.Era, uri string, err error) error {
+	var re *protocol.Error
 	if errors.As(err, &re) {
 		return re
 	}
@@ -902,18 +852,18 @@ func (s *Server) resourceError(e era, uri string, err error) error {
 	}
 	switch errs.CategoryOf(err) {
 	case errs.NotFound:
-		r := &RPCError{Code: CodeResourceNotFound, Message: text}
-		if e == modern {
-			r.Code = CodeInvalidParams
+		r := &protocol.Error{Code: protocol.CodeResourceNotFound, Message: text}
+		if e == protocol.Modern {
+			r.Code = protocol.CodeInvalidParams
 		}
 		if uri != "" {
 			r.Data, _ = marshal(map[string]string{"uri": uri})
 		}
 		return r
 	case errs.Invalid:
-		return &RPCError{Code: CodeInvalidParams, Message: text}
+		return &protocol.Error{Code: protocol.CodeInvalidParams, Message: text}
 	}
-	return &RPCError{Code: CodeInternalError, Message: text}
+	return &protocol.Error{Code: protocol.CodeInternalError, Message: text}
 }
 
 // absent reports whether params are missing or null.
@@ -929,13 +879,13 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil || p.Name == "" {
-		return nil, rpcErrorf(CodeInvalidParams, "tools/call needs params {name, arguments}")
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "tools/call needs params {name, arguments}")
 	}
 	// An error's text may quote the call's input: a credential pasted into the wrong
 	// argument never comes back (docs/format.md "Input caps and the secret guard").
 	inputs := callInputs(p.Name, p.Arguments)
 	defer func() {
-		var re *RPCError
+		var re *protocol.Error
 		if errors.As(err, &re) {
 			c := *re
 			c.Message = secretguard.RedactInputs(c.Message, inputs)
@@ -944,19 +894,19 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 	}()
 	t := s.lookup(ctx, p.Name)
 	if t == nil {
-		return nil, rpcErrorf(CodeInvalidParams, "unknown tool: %s", p.Name)
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "unknown tool: %s", p.Name)
 	}
 	args := bytes.TrimSpace(p.Arguments)
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		args = []byte("{}")
 	}
 	if args[0] != '{' {
-		return nil, rpcErrorf(CodeInvalidParams, "arguments of %s must be an object", p.Name)
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "arguments of %s must be an object", p.Name)
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(s.opts.Log, "mcp: tool %s panicked: %v\n", p.Name, r)
-			res, err = toolError("internal: the tool failed — see the server log"), nil
+			res, err = protocol.ToolError("internal: the tool failed — see the server log"), nil
 		}
 	}()
 	var out any
@@ -967,7 +917,7 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		out, err = t.Call(ctx, args)
 	}
 	if err != nil {
-		var re *RPCError
+		var re *protocol.Error
 		if errors.As(err, &re) {
 			return nil, re
 		}
@@ -975,12 +925,12 @@ func (s *Server) call(ctx context.Context, params json.RawMessage) (res any, err
 		if s.opts.ToolError != nil {
 			text = s.opts.ToolError(err)
 		}
-		return toolError(secretguard.RedactInputs(text, inputs)), nil
+		return protocol.ToolError(secretguard.RedactInputs(text, inputs)), nil
 	}
 	if raw, ok := out.(RawToolResult); ok {
 		return json.RawMessage(raw), nil
 	}
-	return toolResult(out)
+	return protocol.ToolResult(out)
 }
 
 // redactErrorResponse returns the encoded response b with credential-looking spans of
@@ -990,7 +940,7 @@ func redactErrorResponse(b []byte, inputs []string) []byte {
 	if !bytes.Contains(b, []byte(`"error"`)) {
 		return b
 	}
-	var r response
+	var r protocol.Response
 	if json.Unmarshal(b, &r) != nil || r.Error == nil {
 		return b
 	}
@@ -1007,20 +957,7 @@ func redactErrorResponse(b []byte, inputs []string) []byte {
 	c := *r.Error
 	c.Message, c.Data = msg, data
 	r.Error = &c
-	return encodeResponse(r)
-}
-
-// toolResult is a successful tools/call result: structuredContent plus the same JSON as
-// compact text, so clients that pass either one to the model lose nothing (DESIGN §4).
-func toolResult(v any) (any, error) {
-	b, err := marshal(v)
-	if err != nil {
-		return nil, rpcErrorf(CodeInternalError, "encoding result: %v", err)
-	}
-	return map[string]any{
-		"content":           []any{map[string]any{"type": "text", "text": string(b)}},
-		"structuredContent": json.RawMessage(b),
-	}, nil
+	return protocol.EncodeResponse(r)
 }
 
 // callInputs are the caller's strings of a tools/call: the tool name and every member
@@ -1050,14 +987,6 @@ func callInputs(name string, args json.RawMessage) []string {
 	return out
 }
 
-// toolError is a failed tools/call result: isError, no structuredContent.
-func toolError(text string) any {
-	return map[string]any{
-		"content": []any{map[string]any{"type": "text", "text": text}},
-		"isError": true,
-	}
-}
-
 // write writes one response line (b without its "\n") under the write lock; nil
 // writes nothing (a cancelled request).
 func (s *Server) write(b []byte) {
@@ -1073,14 +1002,6 @@ func (s *Server) write(b []byte) {
 	}
 }
 
-// marshal is compact JSON without HTML escaping, so ids and texts go out byte for byte
-// as they came in ("<" stays "<", never "\u003c").
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
+// marshal is protocol.Marshal: compact JSON without HTML escaping, the encoding of
+// every message and of every size and digest the tools compute.
+func marshal(v any) ([]byte, error) { return protocol.Marshal(v) }

@@ -18,6 +18,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
@@ -420,7 +421,7 @@ func startSession(t *testing.T, srv *mcpserver.Server, wrap func(io.Reader) io.R
 		s.done <- err
 	}()
 	t.Cleanup(func() { inW.Close(); outR.Close() })
-	// The legacy handshake first: a request before initialize is refused (issue 5).
+	// The legacy handshake first: a request before initialize is refused.
 	go s.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"session","version":"1"}}}`)
 	if r := s.recv(); string(r.ID) != `"init"` || r.Error != nil {
 		t.Fatalf("initialize: %+v", r)
@@ -739,7 +740,8 @@ func TestStdoutOnlyJSONRPC(t *testing.T) {
 }
 
 // TestToolsListStable: two servers built separately, with their tools registered in
-// different orders, list byte-identical tools (T8: prompt caches stay warm).
+// different orders, list byte-identical tools (docs/design.md §4: prompt caches stay
+// warm).
 func TestToolsListStable(t *testing.T) {
 	a := fakeTools(nil)
 	b := fakeTools(nil)
@@ -798,7 +800,7 @@ func TestBusyBeyondMaxInflight(t *testing.T) {
 	s.send(`{"jsonrpc":"2.0","id":"g2","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
 	s.send(`{"jsonrpc":"2.0","id":"g3","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
 	r := s.recv()
-	if string(r.ID) != `"g3"` || r.Error == nil || r.Error.Code != mcpserver.CodeServerBusy {
+	if string(r.ID) != `"g3"` || r.Error == nil || r.Error.Code != protocol.CodeServerBusy {
 		t.Fatalf("third call while two run: %+v, want a busy error for g3", r)
 	}
 	close(release)

@@ -15,8 +15,8 @@ import (
 
 // The figures and transcripts of this package must not depend on a Syncthing of the
 // machine running the tests (ferry_join and ferry_primary status report sync health,
-// issue 7): Syncthing's config is looked for only in a directory that does not exist,
-// and no API is named in the environment.
+// docs/sync.md "Sync health"): Syncthing's config is looked for only in a directory
+// that does not exist, and no API is named in the environment.
 func init() {
 	os.Setenv("STHOMEDIR", filepath.Join(os.TempDir(), "ferry-tests-no-syncthing", "none"))
 	os.Unsetenv("STCONFDIR")
@@ -24,8 +24,9 @@ func init() {
 	os.Unsetenv(fsbus.EnvSyncthingKey)
 }
 
-// TestJoinAndPrimaryReportSync (issue 7): ferry_join and ferry_primary status say
-// whether writes are only stored here or delivered to every Syncthing peer.
+// TestJoinAndPrimaryReportSync (docs/sync.md "Sync health"): ferry_join and
+// ferry_primary status say whether writes are only stored here or delivered to every
+// Syncthing peer.
 func TestJoinAndPrimaryReportSync(t *testing.T) {
 	busy := copyBusy(t)
 	type syncOut struct {

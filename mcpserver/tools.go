@@ -11,10 +11,11 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Tool names and descriptions are static strings: the tools/list bytes are the same for
-// every agent, time, machine and protocol version (DESIGN §4, T8).
+// every agent, time, machine and protocol version (docs/design.md §4).
 
 // ---- ferry_join ----
 
@@ -31,9 +32,10 @@ type JoinOut struct {
 	Primary  JoinPrimary  `json:"primary"`
 	Alive    []AliveAgent `json:"alive"`
 	MineOpen int          `json:"mine_open"`
-	// Queue is this machine's job-queue command for heavy orders (issue 6), if any.
+	// Queue is this machine's job-queue command for heavy orders (docs/runs.md "Heavy
+	// orders"), if any.
 	Queue string `json:"queue,omitempty"`
-	// Sync: stored here, or delivered to every peer (issue 7).
+	// Sync: stored here, or delivered to every peer (docs/sync.md "Sync health").
 	Sync fsbus.SyncLine `json:"sync"`
 	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
 	Next string `json:"next"`
@@ -127,11 +129,11 @@ func (f *Ferry) catchup(ctx context.Context, args json.RawMessage) (any, error) 
 	return ch.Catchup(v, f.cfg.Agent, in.Since), nil
 }
 
-// maxWaitS is the longest wait_s (issue 5: ≤ 50 s, under the request timeouts of
-// clients in use).
+// maxWaitS is the longest wait_s (≤ 50 s, under the request timeouts of clients in
+// use).
 const maxWaitS = 50
 
-// waitFor is the long-poll of wait_s (issue 5, DESIGN §4): it blocks for up to waitS
+// waitFor is the long-poll of wait_s (docs/design.md §4): it blocks for up to waitS
 // seconds until news holds on a fresh view of the channel (fsbus.Channel.WaitFor:
 // fsnotify on the channel's directories, or polling), the time runs out, or the
 // client's input ends (EOFContext), and returns nil then, so the caller answers as
@@ -167,7 +169,7 @@ func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) b
 // ---- ferry_orders ----
 
 // OrdersIn is ferry_orders' input; fields required by some actions only are checked
-// per action (DESIGN §4).
+// per action (docs/design.md §4).
 type OrdersIn struct {
 	Action  string `json:"action" jsonschema:"enum=list,enum=show,enum=new,enum=claim,enum=progress,enum=submit,enum=review,enum=release,enum=extend,enum=fail,enum=verify"`
 	ID      string `json:"id,omitempty" jsonschema:"description=order id or unique prefix"`
@@ -193,7 +195,7 @@ type OrdersOut struct {
 	Truncated bool        `json:"truncated,omitempty"`
 	Next      string      `json:"next,omitempty"`
 	// Verify is verify's pointer health; Warnings what the call wants the agent to
-	// know (issue 6: a pointed file edited just before dispatch, a claim on a diff).
+	// know (a pointed file edited just before dispatch, a claim on a diff).
 	Verify   *VerifyView `json:"verify,omitempty"`
 	Warnings []string    `json:"warnings,omitempty"`
 }
@@ -225,9 +227,9 @@ func verifyView(r *fsbus.PointerReport) *VerifyView {
 	return v
 }
 
-// OrderView is one order, bounded (DESIGN §4 caps, see viewLevels): the body cut to a
-// few hundred characters (detail: a few thousand), the newest progress notes, reviews
-// and contests, each note cut; BodyURI names the full body when it was cut.
+// OrderView is one order, bounded (docs/design.md §4 caps, see viewLevels): the body
+// cut to a few hundred characters (detail: a few thousand), the newest progress notes,
+// reviews and contests, each note cut; BodyURI names the full body when it was cut.
 type OrderView struct {
 	fsbus.OrderRow
 	Body      string             `json:"body,omitempty"`
@@ -237,15 +239,15 @@ type OrderView struct {
 	Reviews   []fsbus.Review     `json:"reviews,omitempty"`
 	Progress  []string           `json:"progress,omitempty"`
 	Contested []fsbus.ContestRow `json:"contested,omitempty"`
-	RunVia    string             `json:"run_via,omitempty"` // show: direct, or the job-queue command (issue 6)
+	RunVia    string             `json:"run_via,omitempty"` // show: direct, or the job-queue command
 	Contract  *ContractView      `json:"contract,omitempty"`
 	Blocked   string             `json:"blocked,omitempty"` // show: a dependency was cancelled
 }
 
-// ContractView is an order's contract, compact (issue 6 finding 6: the agent learns
-// the schema before its first submit): each pointer "path[:from-to] <size>B sha256:<8
-// hex>"; the schema as compact JSON text, cut to the view's body bound and then saying
-// so (the full order object is at body_uri); windows and hints as one line each.
+// ContractView is an order's contract, compact (the agent learns the schema before its
+// first submit): each pointer "path[:from-to] <size>B sha256:<8 hex>"; the schema as
+// compact JSON text, cut to the view's body bound and then saying so (the full order
+// object is at body_uri); windows and hints as one line each.
 type ContractView struct {
 	Task     string   `json:"task,omitempty"`
 	ReadOnly bool     `json:"read_only,omitempty"`
@@ -301,7 +303,7 @@ func contractView(c *fsbus.Contract, l viewLevel) (cv *ContractView, left bool) 
 		cv.Diff = pointerLine(*c.Diff)
 	}
 	if len(c.Schema) > 0 {
-		s, cutOff := cut(string(c.Schema), max(l.body, 40))
+		s, cutOff := textsafe.Cut(string(c.Schema), max(l.body, 40))
 		if cutOff {
 			s += " (truncated: the full schema is in the order object at body_uri)"
 			left = true
@@ -372,7 +374,7 @@ func orderViewFit(project string, o *fsbus.Order, detail bool, wrap func(*OrderV
 func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool) {
 	ov := &OrderView{OrderRow: o.Row(), Labels: o.Labels}
 	var left, c bool
-	if ov.Body, c = cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
+	if ov.Body, c = textsafe.Cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
 		left = true
 		ov.BodyURI = uri(project, "order", o.ID)
 		if l.body == 0 {
@@ -387,7 +389,7 @@ func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool)
 		return 0
 	}
 	note := func(s string) string {
-		s, c := cut(s, l.note)
+		s, c := textsafe.Cut(s, l.note)
 		left = left || c
 		return s
 	}
@@ -510,7 +512,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err = need(in.Action, map[string]string{"id": in.ID}); err == nil {
 			o, err = map[string]func(string, string, string) (*fsbus.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, in.Note, in.Key)
 		}
-	case "fail": // issue 6: the note is the reason, required
+	case "fail": // the note is the reason, required
 		if err = need("fail", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
 			o, err = s.Fail(in.ID, in.Note, in.Key)
 		}
@@ -695,9 +697,9 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 }
 
 // outputSchema is Schema(v) cut to two levels, so the six output schemas fit their
-// budget (DESIGN §4: ≤ 1,000 tokens together): top-level fields keep their schemas; a
-// field holding an object, or a list of objects, keeps its type and lists its own
-// fields' names in its description. The results themselves are unchanged.
+// budget (docs/design.md §4: ≤ 1,000 tokens together): top-level fields keep their
+// schemas; a field holding an object, or a list of objects, keeps its type and lists
+// its own fields' names in its description. The results themselves are unchanged.
 func outputSchema(v any) json.RawMessage {
 	var s map[string]any
 	if err := json.Unmarshal(Schema(v), &s); err != nil {
@@ -741,7 +743,8 @@ func nameFields(s map[string]any) {
 	s["description"] = desc
 }
 
-// tools lists the six core tools (names, descriptions, schemas fixed; DESIGN §4).
+// tools lists the six core tools (names, descriptions, schemas fixed; docs/design.md
+// §4).
 func (f *Ferry) tools() []*Tool {
 	ts := []*Tool{
 		{Name: "ferry_join", Description: "Announce yourself (idempotent). Says your level, the primary, who is alive, and what to do next. Call first.",

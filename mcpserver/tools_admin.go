@@ -11,9 +11,10 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
-// The admin group (`ferry mcp serve --tools admin`, DESIGN §4, ADR T2): ferry_search,
-// ferry_get, ferry_status and ferry_update (issue 9). Not in the default list, so they cost nothing unless the
-// owner opts in; their definitions count in the admin_tools_list budget figure.
+// The admin group (`ferry mcp serve --tools admin`, docs/design.md §4): ferry_search,
+// ferry_get, ferry_status and ferry_update. Not in the default list, so they cost
+// nothing unless the owner opts in; their definitions count in the admin_tools_list
+// budget figure.
 
 // ---- ferry_search ----
 
@@ -112,7 +113,7 @@ func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 
 // searchHits finds what ferry_search looks through: the channel's orders, messages
 // the agent sent or was sent (to it or to all), decisions and asks through
-// fsbus.Channel.SearchHits (the matcher and order `ferry search` uses, issue 9), newest
+// fsbus.Channel.SearchHits (the matcher and order `ferry search` uses), newest
 // first, then memory/*.md notes by name.
 func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kind string) ([]SearchHit, error) {
 	p := ch.Project()
@@ -125,7 +126,7 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 	if kind == "" || kind == "memory" {
 		notes, err := memoryNotes(ch)
 		if err != nil && kind == "" && errs.Is(err, errs.Denied) {
-			return hits, nil // memory/ is a link (issue 8): the channel's own things still answer
+			return hits, nil // memory/ is a link: the channel's own things still answer
 		}
 		if err != nil {
 			return nil, err
@@ -143,7 +144,8 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 	return hits, nil
 }
 
-// uri is the ferry:// URI of one thing of project (DESIGN §4: bodies come by URI).
+// uri is the ferry:// URI of one thing of project (docs/design.md §4: bodies come by
+// URI).
 func uri(project, kind, id string) string { return "ferry://" + project + "/" + kind + "/" + id }
 
 // ---- ferry_get ----
@@ -298,14 +300,15 @@ type UpdateIn struct {
 	Action string `json:"action" jsonschema:"enum=check,enum=apply"`
 }
 
-// UpdateOut is ferry_update's output: the check (both actions) and, for apply, what
-// was installed. The MCP surface never approves a release (DESIGN §2: the master row).
+// UpdateOut is ferry_update's output: the check (both actions) and, for apply, what was
+// installed. The MCP surface never approves a release (docs/design.md §2: the master
+// row).
 type UpdateOut struct {
 	Check *fsbus.UpdateCheck  `json:"check"`
 	Apply *fsbus.UpdateResult `json:"apply,omitempty"`
 }
 
-// update checks for, or applies, a newer master-approved ferry release (issue 9,
+// update checks for, or applies, a newer master-approved ferry release (ADR 0005,
 // fsbus.View.CheckUpdate and Session.ApplyUpdate). apply needs level orchestrator and
 // replaces cfg.UpdateExe ("" the running binary); the server keeps running the old code
 // until restarted. Errors: invalid for another action; those of ApplyUpdate.
@@ -343,7 +346,8 @@ func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
 	return nil, errs.Errorf(errs.Invalid, "use action check or apply (approving is the owner's `ferry update approve`)", "unknown action %q", in.Action)
 }
 
-// adminTools lists the admin group (names, descriptions, schemas fixed: T8).
+// adminTools lists the admin group (names, descriptions, schemas fixed:
+// docs/design.md §4).
 func (f *Ferry) adminTools() []*Tool {
 	return []*Tool{
 		{Name: "ferry_search", Description: "Search orders, messages, decisions, asks and memory notes for words (all must appear). Paged: pass next as cursor; open a hit with ferry_get.",

@@ -13,8 +13,8 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// The admin group (issue 5): ferry_search, ferry_get, ferry_status over a copy of the
-// busy fixture, through the wire.
+// The admin group: ferry_search, ferry_get, ferry_status over a copy of the busy
+// fixture, through the wire.
 
 // searchPage is ferry_search's result as the model reads it.
 type searchPage struct {
@@ -31,7 +31,8 @@ type searchPage struct {
 	Next      string `json:"next"`
 }
 
-// maxResponse is the hard cap of every read: 4,000 characters of compact JSON (T4).
+// maxResponse is the hard cap of every read: 4,000 characters of compact JSON
+// (docs/design.md §4).
 const maxResponse = 4000
 
 // capped fails the test when a response is over the hard cap.
@@ -139,7 +140,7 @@ func TestSearch(t *testing.T) {
 		`{"query":"x","kind":"secrets"}`:  `invalid: unknown kind "secrets"`,
 		`{"query":"x","cursor":"p99999"}`: `invalid: cursor "p99999" is not a page of this list`,
 		`{"query":"x","cursor":"3"}`:      `invalid: cursor "3" is not a page of this list`,
-		// issue 9 s5: no limit here (the CLI refuses > 100); never silently ignored.
+		// No limit here (the CLI refuses > 100); never silently ignored.
 		`{"query":"x","limit":1000}`: `invalid: unknown argument limit`,
 	} {
 		var m map[string]any
@@ -240,7 +241,7 @@ func TestGet(t *testing.T) {
 	bad := []string{"ferry://busy/memory/../channel.toml", "ferry://busy/memory/..%2fchannel.toml", "ferry://busy/memory/script.sh",
 		"ferry://busy/memory/missing.md", "ferry://other/memory/long.md", "ferry://busy/order/o-0000000000000", "ferry://busy/secrets/x", "file:///etc/passwd"}
 	if err := os.Symlink(outside, filepath.Join(b.dir, "memory", "link.md")); err == nil {
-		// A note that is a link is refused outright (issue 8), not read.
+		// A note that is a link is refused outright, not read.
 		if got := r.fail("ferry_get", map[string]any{"uri": "ferry://busy/memory/link.md"}); !strings.HasPrefix(got, "denied:") || strings.Contains(got, "secret") {
 			t.Errorf("ferry_get of a linked note: %q, want denied", got)
 		}

@@ -14,12 +14,13 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // The legacy group (`ferry mcp serve --tools legacy`, and all `--read-only` serves):
-// the predecessor's eight read tools (ADR 0028 "What exists today"), by the same names
-// and inputs, over this channel's real data. They read; none writes or takes the
+// the predecessor's eight read tools (docs/design.md §4 "Opt-in groups"), by the same
+// names and inputs, over this channel's real data. They read; none writes or takes the
 // identity lease. Every list is capped like the core reads (maxItems, maxChars) and
 // paged with `cursor` (pass the last result's next).
 
@@ -324,9 +325,9 @@ func (f *Ferry) readMemory(ctx context.Context, args json.RawMessage) (any, erro
 	return build(n), nil
 }
 
-// memoryNotes lists the notes of the channel's memory/ (DESIGN §2: human notes):
-// regular files named *.md directly in it, dot-names skipped, sorted by name. A channel
-// without memory/ has none.
+// memoryNotes lists the notes of the channel's memory/ (docs/design.md §2: human
+// notes): regular files named *.md directly in it, dot-names skipped, sorted by name. A
+// channel without memory/ has none.
 func memoryNotes(ch *fsbus.Channel) ([]MemoryFile, error) {
 	dir, err := memoryDir(ch)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -361,8 +362,9 @@ func memoryNotes(ch *fsbus.Channel) ([]MemoryFile, error) {
 // memoryDir returns the channel's memory/ directory, refusing (denied) a memory/ that
 // is a symbolic link, a Windows junction or anything but a directory: os.OpenRoot
 // follows a link it is handed, so `rm -r memory; ln -s /some/dir memory` would serve
-// files from outside the channel (issue 8). The channel root itself may be a link
-// (the user's choice). fs.ErrNotExist when there is none.
+// files from outside the channel (docs/threat-model.md "Hostile MCP callers"). The
+// channel root itself may be a link (the user's choice). fs.ErrNotExist when there is
+// none.
 func memoryDir(ch *fsbus.Channel) (string, error) {
 	dir := filepath.Join(ch.Root, "memory")
 	fi, err := os.Lstat(dir)
@@ -490,7 +492,7 @@ func entrySummary(e *ledger.Entry) string {
 			parts = append(parts, p.k+strings.Join(strings.Fields(p.v), " "))
 		}
 	}
-	s, _ := cut(strings.Join(parts, "; "), 120)
+	s, _ := textsafe.Cut(strings.Join(parts, "; "), 120)
 	return s
 }
 
@@ -586,7 +588,7 @@ func learnings(v *fsbus.View) []Learning {
 	var out []Learning
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		title, _ := cut(o.Title, 80)
+		title, _ := textsafe.Cut(o.Title, 80)
 		var by, ref string
 		for _, s := range o.History {
 			switch s.Type {
@@ -599,7 +601,7 @@ func learnings(v *fsbus.View) []Learning {
 				if by == "" {
 					continue
 				}
-				note, _ := cut(s.Note, 200)
+				note, _ := textsafe.Cut(s.Note, 200)
 				eng := engines[by]
 				if eng == "" {
 					eng = "unknown"
@@ -727,7 +729,7 @@ func (f *Ferry) listEngines(ctx context.Context, args json.RawMessage) (any, err
 }
 
 // legacyTools lists the legacy group (names and inputs of the predecessor's read
-// tools; descriptions and schemas fixed: T8).
+// tools; descriptions and schemas fixed: docs/design.md §4).
 func (f *Ferry) legacyTools() []*Tool {
 	return []*Tool{
 		{Name: "channel_status", Description: "Summarize this channel: project, agents, orders by state, the primary, messages, pending asks, decisions.",

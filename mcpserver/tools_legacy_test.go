@@ -13,8 +13,8 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// The legacy group (issue 5): the predecessor's eight read tools over real data — the
-// busy fixture's 200 entries, 75 orders and five agents of three engines.
+// The legacy group: the predecessor's eight read tools over real data — the busy
+// fixture's 200 entries, 75 orders and five agents of three engines.
 
 // legacyRig serves the legacy group as agent on a copy of the busy fixture.
 func legacyRig(t *testing.T, readOnly bool) (*busyChannel, *rig) {
@@ -497,10 +497,10 @@ func TestStateFilterChecked(t *testing.T) {
 	}
 }
 
-// TestMemoryRefusesLinks (issue 8, finding 4): a memory/ replaced by a link to another
-// directory (`rm -r memory; ln -s /some/dir memory`), or a note that is a link, is never
-// read: read_memory, ferry_get and ferry_search answer denied, and a search of every
-// kind still answers from the channel's own things.
+// TestMemoryRefusesLinks (docs/threat-model.md "Hostile MCP callers"): a memory/
+// replaced by a link to another directory (`rm -r memory; ln -s /some/dir memory`), or
+// a note that is a link, is never read: read_memory, ferry_get and ferry_search answer
+// denied, and a search of every kind still answers from the channel's own things.
 func TestMemoryRefusesLinks(t *testing.T) {
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "k.md"), []byte("outside secret\n"), 0o644); err != nil {

@@ -26,10 +26,10 @@ type updateOut struct {
 	} `json:"apply"`
 }
 
-// TestUpdateTool (issue 9): ferry_update check reports the owner's approval to any
-// agent; apply is denied to a member and installs the approved bytes over a copy of a
-// real binary (this test binary) for the orchestrator; an unknown action (approve) is
-// invalid: the MCP surface never approves.
+// TestUpdateTool: ferry_update check reports the owner's approval to any agent; apply
+// is denied to a member and installs the approved bytes over a copy of a real binary
+// (this test binary) for the orchestrator; an unknown action (approve) is invalid: the
+// MCP surface never approves.
 func TestUpdateTool(t *testing.T) {
 	b := copyBusy(t)
 	self, err := os.Executable()
@@ -83,9 +83,9 @@ func TestUpdateTool(t *testing.T) {
 	}
 }
 
-// TestSearchMatchesFsbus (issue 9): ferry_search's channel hits are fsbus's
-// Channel.Search hits for the same agent, in the same order, with the same snippets
-// (the CLI's `ferry search` calls Channel.Search), so the two surfaces agree.
+// TestSearchMatchesFsbus: ferry_search's channel hits are fsbus's Channel.Search hits
+// for the same agent, in the same order, with the same snippets (the CLI's `ferry
+// search` calls Channel.Search), so the two surfaces agree.
 func TestSearchMatchesFsbus(t *testing.T) {
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{"admin"}})

@@ -2,7 +2,7 @@ package mcpserver
 
 import "testing"
 
-// TestToolWords: hints written for the CLI name tool calls over MCP (issue 4: a
+// TestToolWords: hints written for the CLI name tool calls over MCP (ADR 0002 §8: a
 // failure's hint must be actionable by the agent that reads it).
 func TestToolWords(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -12,7 +12,7 @@ func TestToolWords(t *testing.T) {
 		{"invalid: a message needs a recipient — pass --to NAME, --to master or --to all", "invalid: a message needs a recipient — pass to: an agent name, master or all"},
 		{"conflict: held by alice — run `ferry primary standby` to be next; `ferry primary status` shows the rule", "conflict: held by alice — run `ferry_primary` action standby to be next; `ferry_primary` action status shows the rule"},
 		{"denied: dave is not seated — ask the owner to run `ferry grant dave --level member`", "denied: dave is not seated — ask the owner to run `ferry grant dave --level member`"},
-		// issue 6 finding 12f: MCP reads no file, so no hint names @FILE.
+		// MCP reads no file, so no hint names @FILE.
 		{"invalid: schema is not valid JSON — pass one JSON value (or @FILE holding one)", "invalid: schema is not valid JSON — pass one JSON value"},
 		{"invalid: empty message — give the message text, or --body @FILE", "invalid: empty message — give the message text"},
 		{"invalid: order o-1 has a result schema; the submit carries no result — pass the structured result with --result JSON|@FILE (MCP: result)", "invalid: order o-1 has a result schema; the submit carries no result — pass the structured result in result (JSON)"},

@@ -41,6 +41,8 @@ var layers = []layer{
 	{pkgs: "internal/errs"},
 	{pkgs: "internal/fsutil"},
 	{pkgs: "internal/ijson"},
+	{pkgs: "internal/procgroup"},
+	{pkgs: "internal/textsafe"},
 	{pkgs: "internal/repocheck"},
 	{pkgs: "internal/...", may: []string{"internal/..."}},
 
@@ -58,6 +60,9 @@ var layers = []layer{
 
 	// Public packages on top of the façade.
 	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/...", "fsbus/tty"}},
+
+	// The MCP wire knows nothing of channels: JSON-RPC, eras and the handshake.
+	{pkgs: "mcpserver/internal/protocol", may: []string{"internal/ijson", "internal/textsafe"}},
 
 	// The MCP server: the façade, never the CLI.
 	{pkgs: "mcpserver", may: []string{"internal/...", "ledger", "fsbus", "fsbus/...", "mcpserver/..."}},

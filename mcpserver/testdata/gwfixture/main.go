@@ -1,5 +1,5 @@
 // Command gwfixture is a small stdio MCP server that misbehaves on demand, for the
-// gateway's tests (issue 9). It is built by the tests, never shipped.
+// gateway's tests. It is built by the tests, never shipped.
 //
 // Flags change the whole process: -slow-start sleeps before answering initialize,
 // -garbage-start prints a non-JSON line instead, -pages splits tools/list into pages

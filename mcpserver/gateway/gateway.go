@@ -1,4 +1,17 @@
-package mcpserver
+// Package gateway forwards the tools of other MCP servers, each run as a child process
+// of ferry's (docs/mcp.md "Gateway"). Its servers are kept in TOML on this machine
+// (Servers, Update); a Gateway over them starts each child when it is first needed and
+// names its tools for ferry's tool list:
+//
+//	servers, err := gateway.Servers(home, project)
+//	g := gateway.New(servers, gateway.Options{Reserved: mcpserver.FerryToolNames()})
+//	defer g.Close()
+//	tools, err := g.Named(ctx, "")           // every server's tools, under their gateway names
+//	raw, err := g.Forward(ctx, tools[0], args) // the child's tools/call result, passed on
+//
+// The MCP server serves these tools with --tools gateway; `ferry mcp list` and `ferry
+// mcp call` use the same names.
+package gateway
 
 import (
 	"context"
@@ -18,32 +31,35 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/textsafe"
+	"github.com/ferryhq/ferry/mcpserver/client"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // Bounds on what the gateway passes through from another server's tools/list.
 const (
-	// MaxGatewayDescription bounds a forwarded tool description, in bytes; a longer one
-	// is cut at a rune boundary and ends in "…".
-	MaxGatewayDescription = 1024
-	// MaxGatewaySchema bounds a forwarded inputSchema, in bytes of JSON; a larger one (or
-	// one that is not a JSON object) is replaced by {"type":"object"}.
-	MaxGatewaySchema = 16 << 10
-	// GatewayStartsPerMinute bounds how often one server's child is started: after a
+	// MaxDescription bounds a forwarded tool description, in bytes; a longer one is cut
+	// at a rune boundary and ends in "…".
+	MaxDescription = 1024
+	// MaxSchema bounds a forwarded inputSchema, in bytes of JSON; a larger one (or one
+	// that is not a JSON object) is replaced by {"type":"object"}.
+	MaxSchema = 16 << 10
+	// StartsPerMinute bounds how often one server's child is started: after a
 	// crash, a kill on a timeout or a failed start the next call starts it again, but
 	// never more than this many starts in any minute; past that, calls fail
 	// (retry_needed, naming the time of the next start) until the minute has passed.
-	GatewayStartsPerMinute = 5
+	StartsPerMinute = 5
 )
 
-// GatewayOptions configure a Gateway.
-type GatewayOptions struct {
-	// Reserved are tool names the gateway must not use besides FerryToolNames (which
-	// are always reserved); a sanitised name equal to one gets a hash suffix.
+// Options configure a Gateway.
+type Options struct {
+	// Reserved are tool names the gateway must not serve a forwarded tool under
+	// (ferry's own, mcpserver.FerryToolNames); a sanitised name equal to one gets a
+	// hash suffix.
 	Reserved []string
 	// Log receives one line per server that fails to start or list (stderr).
 	Log io.Writer
@@ -52,7 +68,7 @@ type GatewayOptions struct {
 	// Version is the clientInfo version sent to the children.
 	Version string
 	// Self is the ferry executable; a server whose command is that same file also gets
-	// GatewayFerryEnv ("" means os.Executable()).
+	// FerryEnv ("" means os.Executable()).
 	Self string
 	// Now is the clock of the restart bound (time.Now).
 	Now func() time.Time
@@ -62,40 +78,40 @@ type GatewayOptions struct {
 	OneShot bool
 }
 
-// Gateway forwards tools of other MCP servers (issue 9, docs/mcp.md "Gateway"). Each
+// Gateway forwards tools of other MCP servers (docs/mcp.md "Gateway"). Each
 // configured server's child is started lazily — on the first tools/list, or the first
 // call of one of its tools — kept for the gateway's life, and started again by the next
-// call after it crashed or was killed, at most GatewayStartsPerMinute times a minute.
-// Every child gets only the environment its entry names (ChildEnv; a ferry child also
-// GatewayFerryEnv), runs in its own process group, and is killed when it misses its
+// call after it crashed or was killed, at most StartsPerMinute times a minute. Every
+// child gets only the environment its entry names (ChildEnv; a ferry child also
+// FerryEnv), runs in its own process group, and is killed when it misses its
 // start-up or call timeout, closes stdout, or prints anything on stdout that is not
 // JSON-RPC (Strict).
 //
-// A Gateway is a ToolSource; it is safe for concurrent use.
+// A Gateway is safe for concurrent use.
 type Gateway struct {
-	opts     GatewayOptions
+	opts     Options
 	reserved map[string]bool
-	conns    []*gwConn // sorted by server name
+	conns    []*child // sorted by server name
 }
 
-// gwConn is one server's child, started at most GatewayStartsPerMinute times a minute.
-type gwConn struct {
+// child is one server's child, started at most StartsPerMinute times a minute.
+type child struct {
 	g   *Gateway
-	srv *GatewayServer
+	srv *Server
 
 	mu     sync.Mutex // serialises starting and listing
-	c      *Client
-	starts []time.Time  // the starts of the last minute
-	failed error        // the last failure (start, list, or a call that ended the child)
-	tools  []RemoteTool // the server's tools once listed
+	c      *client.Conn
+	starts []time.Time   // the starts of the last minute
+	failed error         // the last failure (start, list, or a call that ended the child)
+	tools  []client.Tool // the server's tools once listed
 	listed bool
 	// listFailed is when listing last failed: Tools (run on every tools/list, and on
 	// every call of a run-time tool) tries such a server again only a minute later.
 	listFailed time.Time
 }
 
-// NewGateway returns a gateway over servers; nothing is started.
-func NewGateway(servers []*GatewayServer, opts GatewayOptions) *Gateway {
+// New returns a gateway over servers; nothing is started.
+func New(servers []*Server, opts Options) *Gateway {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
@@ -109,11 +125,11 @@ func NewGateway(servers []*GatewayServer, opts GatewayOptions) *Gateway {
 		opts.Self, _ = os.Executable()
 	}
 	g := &Gateway{opts: opts, reserved: map[string]bool{}}
-	for _, n := range append(FerryToolNames(), opts.Reserved...) {
+	for _, n := range opts.Reserved {
 		g.reserved[n] = true
 	}
 	for _, s := range servers {
-		g.conns = append(g.conns, &gwConn{g: g, srv: s})
+		g.conns = append(g.conns, &child{g: g, srv: s})
 	}
 	sort.Slice(g.conns, func(i, j int) bool { return g.conns[i].srv.Name < g.conns[j].srv.Name })
 	return g
@@ -131,7 +147,8 @@ func (g *Gateway) Close() {
 	}
 }
 
-func (g *Gateway) conn(server string) *gwConn {
+// byName is the child of server, nil when none is configured.
+func (g *Gateway) byName(server string) *child {
 	for _, c := range g.conns {
 		if c.srv.Name == server {
 			return c
@@ -140,13 +157,21 @@ func (g *Gateway) conn(server string) *gwConn {
 	return nil
 }
 
-// GatewayTool is one forwarded tool: its server, the tool as the server lists it, and
-// the name the gateway serves it under (GatewayToolNames).
-type GatewayTool struct {
+// Tool is one forwarded tool: its server, the tool as the server lists it, and the
+// name the gateway serves it under (ToolNames).
+type Tool struct {
 	Server string
-	Remote RemoteTool
+	Remote client.Tool
 	Name   string
 }
+
+// Description is the description t is served with: the server's own without control
+// characters (CleanText), cut to MaxDescription bytes, or a stand-in naming the server.
+func (t Tool) Description() string { return description(t.Server, t.Remote.Description) }
+
+// InputSchema is the input schema t is served with: the server's own when it is a JSON
+// object of at most MaxSchema bytes, else {"type":"object"}.
+func (t Tool) InputSchema() json.RawMessage { return schema(t.Remote.InputSchema) }
 
 // Named lists the tools of the servers (starting the children not yet started, in
 // parallel) with their gateway names. With only == "" that is every server; else
@@ -154,16 +179,16 @@ type GatewayTool struct {
 // those whose names can collide with its (one's tool-name prefix starts the other's),
 // the only ones that can change its names. A server that fails is logged and left out;
 // the error of only is returned.
-func (g *Gateway) Named(ctx context.Context, only string) ([]GatewayTool, error) {
-	if only != "" && g.conn(only) == nil {
+func (g *Gateway) Named(ctx context.Context, only string) ([]Tool, error) {
+	if only != "" && g.byName(only) == nil {
 		return nil, unknownServer(only)
 	}
 	all := make([]string, len(g.conns))
 	for i, c := range g.conns {
 		all[i] = c.srv.Name
 	}
-	prefixes := GatewayPrefixes(all)
-	lists := make([][]RemoteTool, len(g.conns))
+	prefixes := Prefixes(all)
+	lists := make([][]client.Tool, len(g.conns))
 	errs := make([]error, len(g.conns))
 	var wg sync.WaitGroup
 	for i, c := range g.conns {
@@ -181,14 +206,14 @@ func (g *Gateway) Named(ctx context.Context, only string) ([]GatewayTool, error)
 	}
 	wg.Wait()
 	var refs []ToolRef
-	var out []GatewayTool
+	var out []Tool
 	for i, c := range g.conns {
 		for _, t := range lists[i] {
 			refs = append(refs, ToolRef{Server: c.srv.Name, Tool: t.Name})
-			out = append(out, GatewayTool{Server: c.srv.Name, Remote: t})
+			out = append(out, Tool{Server: c.srv.Name, Remote: t})
 		}
 	}
-	names := GatewayToolNames(all, refs, g.reserved)
+	names := ToolNames(all, refs, g.reserved)
 	kept := out[:0]
 	for i := range out {
 		out[i].Name = names[i]
@@ -197,7 +222,7 @@ func (g *Gateway) Named(ctx context.Context, only string) ([]GatewayTool, error)
 		}
 	}
 	if only != "" {
-		return kept, errs[slices.IndexFunc(g.conns, func(c *gwConn) bool { return c.srv.Name == only })]
+		return kept, errs[slices.IndexFunc(g.conns, func(c *child) bool { return c.srv.Name == only })]
 	}
 	return kept, nil
 }
@@ -207,38 +232,30 @@ func prefixesMeet(a, b string) bool {
 	return strings.HasPrefix(a+"_", b+"_") || strings.HasPrefix(b+"_", a+"_")
 }
 
-// Tools lists every server's tools (Named) as gateway tools. A server that fails is
-// logged and left out.
-func (g *Gateway) Tools(ctx context.Context) []*Tool {
-	named, _ := g.Named(ctx, "")
-	tools := make([]*Tool, len(named))
-	for i, n := range named {
-		c, rt := g.conn(n.Server), n.Remote
-		tools[i] = &Tool{
-			Name:        n.Name,
-			Description: gatewayDescription(c.srv.Name, rt.Description),
-			InputSchema: gatewaySchema(rt.InputSchema),
-			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
-				raw, err := c.call(ctx, rt.Name, args)
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil, err
-					}
-					// Rendered here, not by the server's ToolError: the remote text is
-					// the point, even for an internal failure.
-					return RawToolResult(gatewayErrorResult(err)), nil
-				}
-				return RawToolResult(raw), nil
-			},
-		}
+// Forward runs t (one of Named's) with args and returns the tools/call result to pass
+// on: the server's own, isError included, or for a call that failed an isError result
+// whose text is the failure's "category: message — hint" (Call's errors), the remote
+// text being the point even for an internal failure. Its error is ctx's, when ctx
+// ended.
+func (g *Gateway) Forward(ctx context.Context, t Tool, args json.RawMessage) (json.RawMessage, error) {
+	c := g.byName(t.Server)
+	if c == nil {
+		return errorResult(unknownServer(t.Server)), nil
 	}
-	return tools
+	raw, err := c.call(ctx, t.Remote.Name, args)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return errorResult(err), nil
+	}
+	return raw, nil
 }
 
 // List starts server if needed and returns its tools (the CLI's `ferry mcp list`).
 // Errors: not_found for a server not configured, else as Call.
-func (g *Gateway) List(ctx context.Context, server string) ([]RemoteTool, error) {
-	c := g.conn(server)
+func (g *Gateway) List(ctx context.Context, server string) ([]client.Tool, error) {
+	c := g.byName(server)
 	if c == nil {
 		return nil, unknownServer(server)
 	}
@@ -252,7 +269,7 @@ func (g *Gateway) List(ctx context.Context, server string) ([]RemoteTool, error)
 // server refused the request: its text), internal (any other JSON-RPC error, garbage on
 // stdout, a server that failed twice).
 func (g *Gateway) Call(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
-	c := g.conn(server)
+	c := g.byName(server)
 	if c == nil {
 		return nil, unknownServer(server)
 	}
@@ -261,7 +278,7 @@ func (g *Gateway) Call(ctx context.Context, server, tool string, args json.RawMe
 
 // Pid returns the process id of server's child, 0 when none is running (tests).
 func (g *Gateway) Pid(server string) int {
-	c := g.conn(server)
+	c := g.byName(server)
 	if c == nil {
 		return 0
 	}
@@ -278,11 +295,11 @@ func unknownServer(name string) error {
 }
 
 // client returns the live child, starting it when there is none (c.mu held): at most
-// GatewayStartsPerMinute starts in any minute, else a retry_needed error naming when
-// the next start is allowed.
-func (c *gwConn) client(ctx context.Context) (*Client, error) {
+// StartsPerMinute starts in any minute, else a retry_needed error naming when the next
+// start is allowed.
+func (c *child) client(ctx context.Context) (*client.Conn, error) {
 	if c.c != nil {
-		if c.c.alive() {
+		if c.c.Alive() {
 			return c.c, nil
 		}
 		c.c.Kill() // reaps it
@@ -296,7 +313,7 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 		}
 	}
 	c.starts = recent
-	if len(c.starts) >= GatewayStartsPerMinute {
+	if len(c.starts) >= StartsPerMinute {
 		next := c.starts[0].Add(time.Minute)
 		return nil, errs.Errorf(errs.RetryNeeded,
 			fmt.Sprintf("call again after that; check the server by hand with `ferry mcp list %s`, or restart your app to reset the gateway", c.srv.Name),
@@ -314,20 +331,20 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 		c.failed = err
 		return nil, err
 	}
-	cl, err := Start(ctx, cmd, ClientOptions{
+	cl, err := client.Start(ctx, cmd, client.Options{
 		StartTimeout: startup, CallTimeout: call,
 		Name: "ferry-gateway", Version: c.g.opts.Version,
 		Strict: true, ProcessGroup: true,
 	})
 	if err != nil {
-		c.failed = c.g.gatewayError(c.srv.Name, "initialize", startup, err)
+		c.failed = c.g.failure(c.srv.Name, "initialize", startup, err)
 		return nil, c.failed
 	}
-	if v := cl.Init.ProtocolVersion; !slices.Contains(SupportedVersions, v) {
+	if v := cl.Init.ProtocolVersion; !slices.Contains(protocol.SupportedVersions, v) {
 		// MCP lifecycle: a client that does not speak the version the server answered
 		// disconnects.
 		cl.Kill()
-		c.failed = errs.Errorf(errs.Internal, "use a version of the server that speaks one of "+strings.Join(SupportedVersions, ", "),
+		c.failed = errs.Errorf(errs.Internal, "use a version of the server that speaks one of "+strings.Join(protocol.SupportedVersions, ", "),
 			"MCP server %s answered initialize with protocol version %q, which ferry does not speak", c.srv.Name, v)
 		return nil, c.failed
 	}
@@ -338,14 +355,14 @@ func (c *gwConn) client(ctx context.Context) (*Client, error) {
 	return cl, nil
 }
 
-// GatewayFerryEnv are the variables a child that is ferry itself (the same executable)
-// also gets from ferry's environment: those that choose ferry's home (fsbus.Home), so
-// the child sees the same projects and keys as its parent.
-var GatewayFerryEnv = []string{fsbus.EnvHome, "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA"}
+// FerryEnv are the variables a child that is ferry itself (the same executable) also
+// gets from ferry's environment: those that choose ferry's home (fsbus.Home), so the
+// child sees the same projects and keys as its parent.
+var FerryEnv = []string{fsbus.EnvHome, "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA"}
 
-// withFerryEnv adds GatewayFerryEnv from lookup to env, unless env sets them already.
+// withFerryEnv adds FerryEnv from lookup to env, unless env sets them already.
 func withFerryEnv(env []string, lookup func(string) (string, bool)) []string {
-	for _, n := range GatewayFerryEnv {
+	for _, n := range FerryEnv {
 		if slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, n+"=") }) {
 			continue
 		}
@@ -392,7 +409,7 @@ func notExecutable(path string) error {
 // a failure it answers that error for a minute without starting anything, so a server
 // that hangs at start-up does not delay every call. Tools with no name, and every
 // repeat of a name, are dropped with a line on the log.
-func (c *gwConn) list(ctx context.Context) ([]RemoteTool, error) {
+func (c *child) list(ctx context.Context) ([]client.Tool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.listed {
@@ -409,12 +426,12 @@ func (c *gwConn) list(ctx context.Context) ([]RemoteTool, error) {
 	ts, err := cl.ListTools(ctx)
 	if err != nil {
 		_, call := c.srv.Timeouts()
-		c.failed = c.g.gatewayError(c.srv.Name, "tools/list", call, err)
+		c.failed = c.g.failure(c.srv.Name, "tools/list", call, err)
 		c.listFailed = c.g.opts.Now()
 		return nil, c.failed
 	}
 	seen := map[string]bool{}
-	kept := make([]RemoteTool, 0, len(ts))
+	kept := make([]client.Tool, 0, len(ts))
 	for _, t := range ts {
 		switch {
 		case strings.TrimSpace(t.Name) == "":
@@ -431,7 +448,7 @@ func (c *gwConn) list(ctx context.Context) ([]RemoteTool, error) {
 }
 
 // call forwards one tools/call and returns its raw result.
-func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+func (c *child) call(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
@@ -448,8 +465,8 @@ func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (j
 			return nil, ctx.Err()
 		}
 		_, call := c.srv.Timeouts()
-		err = c.g.gatewayError(c.srv.Name, tool, call, err)
-		if !cl.alive() {
+		err = c.g.failure(c.srv.Name, tool, call, err)
+		if !cl.Alive() {
 			c.mu.Lock()
 			c.failed = err
 			c.mu.Unlock()
@@ -466,39 +483,39 @@ func (c *gwConn) call(ctx context.Context, tool string, args json.RawMessage) (j
 	return raw, nil
 }
 
-// restartHint says what the next call does after a child ended (GatewayStartsPerMinute).
-var restartHint = fmt.Sprintf("call again: the next call starts it again (at most %d starts a minute)", GatewayStartsPerMinute)
+// restartHint says what the next call does after a child ended (StartsPerMinute).
+var restartHint = fmt.Sprintf("call again: the next call starts it again (at most %d starts a minute)", StartsPerMinute)
 
 // oneShotHint replaces restartHint for a gateway that serves one command (OneShot).
 const oneShotHint = "run the command again"
 
 // envHint is said of a child that failed: it runs without most of ferry's environment.
-var envHint = "It gets none of ferry's environment but " + strings.Join(GatewayBaseEnv, ", ") +
+var envHint = "It gets none of ferry's environment but " + strings.Join(BaseEnv, ", ") +
 	" and the names its entry gives (ferry mcp servers shows them; add more with ferry mcp add --env NAME)"
 
-// gatewayError maps a client failure to ferry's categories (docs/mcp.md "Gateway").
-func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err error) error {
+// failure maps a client failure to ferry's categories (docs/mcp.md "Results and errors").
+func (g *Gateway) failure(server, what string, timeout time.Duration, err error) error {
 	restartHint := restartHint
 	if g.opts.OneShot {
 		restartHint = oneShotHint
 	}
-	var re *RPCError
+	var re *protocol.Error
 	switch {
 	case errors.As(err, &re):
 		cat := errs.Internal
 		switch re.Code {
-		case CodeInvalidParams, CodeInvalidRequest, CodeMethodNotFound, CodeParseError:
+		case protocol.CodeInvalidParams, protocol.CodeInvalidRequest, protocol.CodeMethodNotFound, protocol.CodeParseError:
 			cat = errs.Invalid
 		}
 		return &errs.Error{Category: cat, Message: fmt.Sprintf("MCP server %s refused %s: %s (code %d)", server, what, re.Message, re.Code),
 			Hint: "check the arguments against the tool's inputSchema (ferry mcp list " + server + ")", Err: err}
-	case errors.Is(err, ErrTimeout):
+	case errors.Is(err, client.ErrTimeout):
 		return &errs.Error{Category: errs.RetryNeeded, Message: fmt.Sprintf("MCP server %s did not answer %s within %s; it was killed", server, what, timeout),
 			Hint: restartHint + ", or raise its timeouts (ferry mcp remove, then ferry mcp add --call-timeout)", Err: err}
-	case errors.Is(err, ErrGarbage):
+	case errors.Is(err, client.ErrGarbage):
 		return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s broke the protocol during %s: %v", server, what, err),
 			Hint: "a stdio MCP server must print only JSON-RPC on stdout (logs go to stderr); fix the server (" + restartHint + ")", Err: err}
-	case errors.Is(err, ErrNotIJSON):
+	case errors.Is(err, client.ErrNotIJSON):
 		why := err.Error()
 		var ie *ijson.Error
 		if errors.As(err, &ie) {
@@ -506,7 +523,7 @@ func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err e
 		}
 		return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
 			Hint: "fix the server: ferry passes on no JSON that names a member twice in one object, is not UTF-8, or has a lone surrogate escape, since readers disagree on what it says (the server keeps running)", Err: err}
-	case errors.Is(err, ErrServerExited):
+	case errors.Is(err, client.ErrServerExited):
 		return &errs.Error{Category: errs.RetryNeeded, Message: fmt.Sprintf("MCP server %s exited during %s: %v", server, what, err),
 			Hint: restartHint + stderrNote(err) + ". " + envHint, Err: err}
 	case errors.Is(err, fs.ErrPermission):
@@ -521,18 +538,18 @@ func (g *Gateway) gatewayError(server, what string, timeout time.Duration, err e
 }
 
 // stderrNote is "; its stderr is in the message" when err carries the child's stderr
-// (a *StderrError), else "".
+// (a *client.StderrError), else "".
 func stderrNote(err error) string {
-	var se *StderrError
+	var se *client.StderrError
 	if errors.As(err, &se) {
 		return "; its stderr is in the message"
 	}
 	return ""
 }
 
-// gatewayErrorResult is a tools/call isError result whose text is err's
+// errorResult is a tools/call isError result whose text is err's
 // "category: message — hint".
-func gatewayErrorResult(err error) json.RawMessage {
+func errorResult(err error) json.RawMessage {
 	text := err.Error()
 	var fe *errs.Error
 	if errors.As(err, &fe) {
@@ -541,32 +558,26 @@ func gatewayErrorResult(err error) json.RawMessage {
 			text += " — " + fe.Hint
 		}
 	}
-	b, _ := marshal(toolError(CleanText(text)))
+	b, _ := protocol.Marshal(protocol.ToolError(CleanText(text)))
 	return b
 }
 
-// gatewayDescription is a forwarded tool's description: the remote one without control
+// description is a forwarded tool's description: the remote one without control
 // characters (CleanText), bounded, or a stand-in naming the server.
-func gatewayDescription(server, d string) string {
+func description(server, d string) string {
 	d = strings.TrimSpace(CleanText(d))
 	if d == "" {
 		return "Tool of the MCP server " + server + " (through ferry's gateway)."
 	}
-	if len(d) <= MaxGatewayDescription {
-		return d
-	}
-	cut := MaxGatewayDescription - len("…")
-	for cut > 0 && !utf8.RuneStart(d[cut]) {
-		cut--
-	}
-	return d[:cut] + "…"
+	d, _ = textsafe.CutBytes(d, MaxDescription)
+	return d
 }
 
-// gatewaySchema is a forwarded inputSchema: the remote one when it is a JSON object of
-// at most MaxGatewaySchema bytes, else {"type":"object"}.
-func gatewaySchema(s json.RawMessage) json.RawMessage {
+// schema is a forwarded inputSchema: the remote one when it is a JSON object of
+// at most MaxSchema bytes, else {"type":"object"}.
+func schema(s json.RawMessage) json.RawMessage {
 	var obj map[string]json.RawMessage
-	if len(s) == 0 || len(s) > MaxGatewaySchema || json.Unmarshal(s, &obj) != nil || obj == nil {
+	if len(s) == 0 || len(s) > MaxSchema || json.Unmarshal(s, &obj) != nil || obj == nil {
 		return json.RawMessage(`{"type":"object"}`)
 	}
 	return s
@@ -575,17 +586,17 @@ func gatewaySchema(s json.RawMessage) json.RawMessage {
 // ToolRef names one tool of one gateway server.
 type ToolRef struct{ Server, Tool string }
 
-// maxToolName is the longest gateway tool name (issue 9: ^[a-z0-9_]{1,64}$).
+// maxToolName is the longest gateway tool name (docs/design.md §4: ^[a-z0-9_]{1,64}$).
 const maxToolName = 64
 
-// GatewayPrefixes returns the tool-name prefix of each server of servers (every
+// Prefixes returns the tool-name prefix of each server of servers (every
 // configured server, whether it runs or not): its name lower-cased with '-' as '_';
 // "gw_" before it when that is "ferry" or starts with "ferry_", so no forwarded tool is
 // ever named like ferry's own ferry_* tools; and "_" and 6 hex digits of
 // sha256(name) after it when two servers share the prefix (my-srv and my_srv), for
 // each of them. A server's prefix depends only on its name and the names of the
 // servers it shares a prefix with.
-func GatewayPrefixes(servers []string) map[string]string {
+func Prefixes(servers []string) map[string]string {
 	plain := map[string]string{}
 	count := map[string]int{}
 	for _, s := range servers {
@@ -609,22 +620,22 @@ func GatewayPrefixes(servers []string) map[string]string {
 	return out
 }
 
-// GatewayToolNames returns the gateway name of each ref, in order: the prefix of its
-// server (GatewayPrefixes over servers, every configured server), "_", and the tool's
+// ToolNames returns the gateway name of each ref, in order: the prefix of its server
+// (Prefixes over servers, every configured server), "_", and the tool's
 // name lower-cased with every character outside [a-z0-9_] as '_'. A name longer than 64
 // bytes is cut to 57 and given "_" and 6 hex digits of sha256("<server>\x00<tool>");
 // every name shared by two refs, or equal to a reserved name, gets the same suffix
 // (after a cut to 57 when needed). The result depends only on the set of servers, refs
 // and reserved names, not their order; suffixed names match ^[a-z0-9_]{1,64}$ as well.
-// Refs are expected to be distinct with non-empty tools (gwConn.list drops the rest).
-func GatewayToolNames(servers []string, refs []ToolRef, reserved map[string]bool) []string {
-	prefixes := GatewayPrefixes(servers)
+// Refs are expected to be distinct with non-empty tools (child.list drops the rest).
+func ToolNames(servers []string, refs []ToolRef, reserved map[string]bool) []string {
+	prefixes := Prefixes(servers)
 	plain := make([]string, len(refs))
 	count := map[string]int{}
 	for i, r := range refs {
 		p, ok := prefixes[r.Server]
 		if !ok {
-			p = GatewayPrefixes([]string{r.Server})[r.Server]
+			p = Prefixes([]string{r.Server})[r.Server]
 		}
 		plain[i] = p + "_" + sanitizeToolName(r.Tool)
 		count[plain[i]]++
@@ -655,32 +666,10 @@ func sanitizeToolName(s string) string {
 	return string(b)
 }
 
-// CleanText drops the C0 control characters (and DEL) of s except newline and tab:
-// what the gateway passes on from a child in descriptions and error texts, so no
-// terminal escape reaches an app or a screen through ferry.
+// CleanText drops the control characters of s except newline and tab (C0, DEL, C1),
+// its line separators and its bidi controls (textsafe.Lines): what the gateway passes
+// on from a child in descriptions and error texts, so no terminal escape and no
+// reordered line reaches an app or a screen through ferry.
 func CleanText(s string) string {
-	return strings.Map(func(r rune) rune {
-		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
+	return textsafe.Lines.Clean(s, func(rune) string { return "" })
 }
-
-// ferryToolNames are the names of every ferry tool of every group.
-var ferryToolNames = sync.OnceValue(func() []string {
-	f := &Ferry{}
-	var names []string
-	for _, ts := range [][]*Tool{f.tools(), f.adminTools(), f.legacyTools()} {
-		for _, t := range ts {
-			names = append(names, t.Name)
-		}
-	}
-	sort.Strings(names)
-	return names
-})
-
-// FerryToolNames are the names of ferry's own tools in every group (core, admin,
-// legacy): a gateway never serves a forwarded tool under one of them, whichever groups
-// are on, so `ferry mcp list` and `ferry mcp serve` name the tools alike.
-func FerryToolNames() []string { return slices.Clone(ferryToolNames()) }

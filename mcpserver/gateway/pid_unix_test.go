@@ -1,6 +1,6 @@
 //go:build !windows
 
-package mcpserver_test
+package gateway_test
 
 import (
 	"errors"

@@ -1,7 +1,7 @@
-package mcpserver_test
+package gateway_test
 
-// The gateway (issue 9) against real child processes: testdata/gwfixture, a small MCP
-// server built here that misbehaves on demand.
+// The gateway against real child processes: mcpserver/testdata/gwfixture, a small MCP server
+// built here that misbehaves on demand.
 
 import (
 	"context"
@@ -19,10 +19,19 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
-	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/client"
+	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
-// buildFixture builds testdata/gwfixture into a temp dir of t.
+// Timeouts: short where a test expects the timeout to fire, long where it must not
+// (a loaded machine may take a while to start a race-built binary).
+const (
+	firing  = 300 * time.Millisecond
+	patient = 30 * time.Second
+)
+
+// buildFixture builds ../testdata/gwfixture (mcpserver's, shared with ferry's tests)
+// into a temp dir of t.
 func buildFixture(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gwfixture")
@@ -33,7 +42,7 @@ func buildFixture(t *testing.T) string {
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, "./testdata/gwfixture").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goBin, "build", "-o", bin, "../testdata/gwfixture").CombinedOutput(); err != nil {
 		t.Fatalf("building the fixture: %v\n%s", err, out)
 	}
 	return bin
@@ -101,7 +110,7 @@ func wantCategory(t *testing.T, err error, cat errs.Category, subs ...string) {
 
 func resultText(t *testing.T, raw json.RawMessage) (string, bool) {
 	t.Helper()
-	var r mcpserver.ToolResult
+	var r client.ToolResult
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatalf("result %s: %v", raw, err)
 	}
@@ -113,7 +122,7 @@ var gatewayNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 func TestGatewayToolNames(t *testing.T) {
 	long := strings.Repeat("x", 70)
 	servers := []string{"gh", "a-b", "a", "srv", "my_srv", "my-srv", "ferry", "ferry-x", "gw_ferry", "list"}
-	refs := []mcpserver.ToolRef{
+	refs := []gateway.ToolRef{
 		{"gh", "Get-Issue"},   // 0: sanitised plainly
 		{"a-b", "c"},          // 1: collides with 2 → both suffixed
 		{"a", "b.c"},          // 2
@@ -126,14 +135,9 @@ func TestGatewayToolNames(t *testing.T) {
 		{"ferry-x", "orders"}, // 9: nor does ferry-x
 		{"gw_ferry", "join"},  // 10: shares gw_ferry with 8 → both prefixes suffixed
 	}
-	reserved := map[string]bool{}
-	for _, n := range mcpserver.FerryToolNames() {
-		reserved[n] = true
-	}
-	if !reserved["ferry_join"] || !reserved["ferry_search"] || !reserved["list_tasks"] {
-		t.Fatalf("FerryToolNames misses a group: %q", mcpserver.FerryToolNames())
-	}
-	got := mcpserver.GatewayToolNames(servers, refs, reserved)
+	// Some of ferry's own names, as mcpserver.FerryToolNames has them.
+	reserved := map[string]bool{"ferry_join": true, "ferry_orders": true, "ferry_search": true, "list_tasks": true}
+	got := gateway.ToolNames(servers, refs, reserved)
 	if got[0] != "gh_get_issue" || got[9] != "gw_ferry_x_orders" {
 		t.Errorf("plain names: %q", got)
 	}
@@ -167,17 +171,17 @@ func TestGatewayToolNames(t *testing.T) {
 	// Deterministic: the same refs in another order get the same names.
 	rev := slices.Clone(refs)
 	slices.Reverse(rev)
-	again := mcpserver.GatewayToolNames(servers, rev, reserved)
+	again := gateway.ToolNames(servers, rev, reserved)
 	slices.Reverse(again)
 	if !slices.Equal(got, again) {
 		t.Errorf("order changed the names:\n%q\n%q", got, again)
 	}
 	// A server alone is named as among others it cannot collide with: adding a server
 	// renames no one else's tools.
-	if alone := mcpserver.GatewayToolNames([]string{"ferry"}, refs[8:9], reserved); alone[0] != "gw_ferry_join" {
+	if alone := gateway.ToolNames([]string{"ferry"}, refs[8:9], reserved); alone[0] != "gw_ferry_join" {
 		t.Errorf("server ferry alone: %q", alone)
 	}
-	more := mcpserver.GatewayToolNames(append(slices.Clone(servers), "zzz"), append(slices.Clone(refs), mcpserver.ToolRef{"zzz", "echo"}), reserved)
+	more := gateway.ToolNames(append(slices.Clone(servers), "zzz"), append(slices.Clone(refs), gateway.ToolRef{"zzz", "echo"}), reserved)
 	if !slices.Equal(more[:len(got)], got) {
 		t.Errorf("adding server zzz renamed others:\n%q\n%q", got, more[:len(got)])
 	}
@@ -185,10 +189,10 @@ func TestGatewayToolNames(t *testing.T) {
 
 func TestGatewayConfig(t *testing.T) {
 	h := &fsbus.Home{ConfigDir: t.TempDir()}
-	machine := mcpserver.GatewayConfigPath(h, "")
-	local := mcpserver.GatewayConfigPath(h, "acme")
-	add := func(path string, s *mcpserver.GatewayServer) error {
-		return mcpserver.UpdateGatewayServers(path, func(m map[string]*mcpserver.GatewayServer) error {
+	machine := gateway.ConfigPath(h, "")
+	local := gateway.ConfigPath(h, "acme")
+	add := func(path string, s *gateway.Server) error {
+		return gateway.Update(path, func(m map[string]*gateway.Server) error {
 			if err := s.Validate(); err != nil {
 				return err
 			}
@@ -196,27 +200,27 @@ func TestGatewayConfig(t *testing.T) {
 			return nil
 		})
 	}
-	if err := add(machine, &mcpserver.GatewayServer{Name: "gh", Command: "gh-mcp", Args: []string{"stdio"}, Env: []string{"GITHUB_TOKEN"}, CallTimeout: "5s"}); err != nil {
+	if err := add(machine, &gateway.Server{Name: "gh", Command: "gh-mcp", Args: []string{"stdio"}, Env: []string{"GITHUB_TOKEN"}, CallTimeout: "5s"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := add(machine, &mcpserver.GatewayServer{Name: "db", Command: "db-mcp"}); err != nil {
+	if err := add(machine, &gateway.Server{Name: "db", Command: "db-mcp"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := add(local, &mcpserver.GatewayServer{Name: "gh", Command: "other-gh"}); err != nil {
+	if err := add(local, &gateway.Server{Name: "gh", Command: "other-gh"}); err != nil {
 		t.Fatal(err)
 	}
-	all, err := mcpserver.GatewayServers(h, "acme")
+	all, err := gateway.Servers(h, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 2 || all[0].Name != "db" || all[1].Name != "gh" || all[1].Command != "other-gh" || all[1].Scope != mcpserver.ScopeProject {
+	if len(all) != 2 || all[0].Name != "db" || all[1].Name != "gh" || all[1].Command != "other-gh" || all[1].Scope != gateway.ScopeProject {
 		t.Errorf("project view: %+v %+v", all[0], all[1])
 	}
-	m, err := mcpserver.GatewayServers(h, "")
+	m, err := gateway.Servers(h, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m) != 2 || m[1].Command != "gh-mcp" || m[1].Scope != mcpserver.ScopeMachine || m[1].Env[0] != "GITHUB_TOKEN" {
+	if len(m) != 2 || m[1].Command != "gh-mcp" || m[1].Scope != gateway.ScopeMachine || m[1].Env[0] != "GITHUB_TOKEN" {
 		t.Errorf("machine view: %+v", m)
 	}
 	if _, call := m[1].Timeouts(); call != 5*time.Second {
@@ -225,7 +229,7 @@ func TestGatewayConfig(t *testing.T) {
 
 	// Refusals change nothing.
 	before, _ := os.ReadFile(machine)
-	for _, bad := range []*mcpserver.GatewayServer{
+	for _, bad := range []*gateway.Server{
 		{Name: "Bad", Command: "x"},
 		{Name: "-x", Command: "x"},
 		{Name: strings.Repeat("a", 33), Command: "x"},
@@ -243,17 +247,17 @@ func TestGatewayConfig(t *testing.T) {
 	// Concurrent adds all land (the lock file serialises read-modify-write).
 	errCh := make(chan error, 8)
 	for i := range 8 {
-		go func() { errCh <- add(machine, &mcpserver.GatewayServer{Name: "c" + strconv.Itoa(i), Command: "x"}) }()
+		go func() { errCh <- add(machine, &gateway.Server{Name: "c" + strconv.Itoa(i), Command: "x"}) }()
 	}
 	for range 8 {
 		if err := <-errCh; err != nil {
 			t.Fatal(err)
 		}
 	}
-	if m, err := mcpserver.GatewayServers(h, ""); err != nil || len(m) != 10 {
+	if m, err := gateway.Servers(h, ""); err != nil || len(m) != 10 {
 		t.Fatalf("after 8 concurrent adds: %d servers (%v), want 10", len(m), err)
 	}
-	if err := mcpserver.UpdateGatewayServers(machine, func(m map[string]*mcpserver.GatewayServer) error {
+	if err := gateway.Update(machine, func(m map[string]*gateway.Server) error {
 		for i := range 8 {
 			delete(m, "c"+strconv.Itoa(i))
 		}
@@ -266,34 +270,34 @@ func TestGatewayConfig(t *testing.T) {
 	if err := os.WriteFile(machine, append(before, "\n[servers.zz]\ncommand = \"z\"\ncmd = \"typo\"\ntimeout = 3\n"...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = mcpserver.GatewayServers(h, "")
+	_, err = gateway.Servers(h, "")
 	wantCategory(t, err, errs.Invalid, "servers.zz.cmd", "servers.zz.timeout")
 	if err := os.WriteFile(machine, []byte("[servers.BAD]\ncommand = \"z\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = mcpserver.GatewayServers(h, "")
+	_, err = gateway.Servers(h, "")
 	wantCategory(t, err, errs.Invalid, "BAD")
 	if err := os.WriteFile(machine, []byte("not = [toml"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = mcpserver.GatewayServers(h, "")
+	_, err = gateway.Servers(h, "")
 	wantCategory(t, err, errs.Invalid, machine)
 }
 
 func TestGatewayChildEnv(t *testing.T) {
-	s := &mcpserver.GatewayServer{Name: "x", Command: "x", Env: []string{"WANTED", "MISSING", "SET=1", "PATH=/override"}}
+	s := &gateway.Server{Name: "x", Command: "x", Env: []string{"WANTED", "MISSING", "SET=1", "PATH=/override"}}
 	env := s.ChildEnv(fixtureEnv(map[string]string{"PATH": "/bin", "HOME": "/home/me", "WANTED": "w", "SECRET": "s"}))
 	want := []string{"PATH=/override", "HOME=/home/me", "WANTED=w", "SET=1"}
 	if !slices.Equal(env, want) {
 		t.Errorf("ChildEnv = %q, want %q", env, want)
 	}
-	if env := (&mcpserver.GatewayServer{}).ChildEnv(func(string) (string, bool) { return "", false }); env == nil {
+	if env := (&gateway.Server{}).ChildEnv(func(string) (string, bool) { return "", false }); env == nil {
 		t.Error("ChildEnv is nil: os/exec would pass the whole environment")
 	}
 }
 
 // newFixtureGateway returns a gateway over one fixture server named fx.
-func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]string, s mcpserver.GatewayServer, opts ...func(*mcpserver.GatewayOptions)) *mcpserver.Gateway {
+func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]string, s gateway.Server, opts ...func(*gateway.Options)) *gateway.Gateway {
 	t.Helper()
 	s.Name, s.Command, s.Args = "fx", bin, args
 	if s.StartupTimeout == "" {
@@ -302,11 +306,11 @@ func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]s
 	if s.CallTimeout == "" {
 		s.CallTimeout = patient.String()
 	}
-	o := mcpserver.GatewayOptions{LookupEnv: fixtureEnv(env), Reserved: []string{"fx_hangup_2"}}
+	o := gateway.Options{LookupEnv: fixtureEnv(env), Reserved: []string{"fx_hangup_2"}}
 	for _, f := range opts {
 		f(&o)
 	}
-	g := mcpserver.NewGateway([]*mcpserver.GatewayServer{&s}, o)
+	g := gateway.New([]*gateway.Server{&s}, o)
 	t.Cleanup(g.Close)
 	return g
 }
@@ -317,16 +321,19 @@ func TestGatewayFixture(t *testing.T) {
 
 	t.Run("list-call-env", func(t *testing.T) {
 		g := newFixtureGateway(t, bin, []string{"-pages"}, map[string]string{"WANTED": "w", "SECRET": "s"},
-			mcpserver.GatewayServer{Env: []string{"WANTED", "SET=1"}})
+			gateway.Server{Env: []string{"WANTED", "SET=1"}})
 		if g.Pid("fx") != 0 {
 			t.Fatal("the child started before any list or call")
 		}
-		tools := g.Tools(ctx)
+		tools, err := g.Named(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
 		var names []string
 		for _, tl := range tools {
 			names = append(names, tl.Name)
-			if tl.Name == "fx_echo" && (tl.Description != "The echo tool." || !strings.Contains(string(tl.InputSchema), `"x"`)) {
-				t.Errorf("fx_echo passed through as %q %s", tl.Description, tl.InputSchema)
+			if tl.Name == "fx_echo" && (tl.Description() != "The echo tool." || !strings.Contains(string(tl.InputSchema()), `"x"`)) {
+				t.Errorf("fx_echo passed through as %q %s", tl.Description(), tl.InputSchema())
 			}
 		}
 		want := []string{"fx_echo", "fx_env", "fx_slow", "fx_hangup", "fx_crash", "fx_garbage", "fx_rpc_error", "fx_fail"}
@@ -354,22 +361,31 @@ func TestGatewayFixture(t *testing.T) {
 				t.Errorf("the child's environment: %q, want exactly %q", got, want)
 			}
 		}
-		// A call through the Tool, as the MCP server makes it.
+		// A call through Forward, as the MCP server makes it: a failure is a result.
 		for _, tl := range tools {
-			if tl.Name == "fx_echo" {
-				out, err := tl.Call(ctx, json.RawMessage(`{"x":"tool"}`))
+			switch tl.Name {
+			case "fx_echo":
+				out, err := g.Forward(ctx, tl, json.RawMessage(`{"x":"tool"}`))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if text, _ := resultText(t, json.RawMessage(out.(mcpserver.RawToolResult))); text != `{"x":"tool"}` {
+				if text, _ := resultText(t, out); text != `{"x":"tool"}` {
 					t.Errorf("fx_echo answered %q", text)
+				}
+			case "fx_rpc_error":
+				out, err := g.Forward(ctx, tl, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if text, isErr := resultText(t, out); !isErr || !strings.HasPrefix(text, "invalid: MCP server fx refused rpc_error: ") {
+					t.Errorf("fx_rpc_error answered %q (isError %v)", text, isErr)
 				}
 			}
 		}
 	})
 
 	t.Run("tool-errors", func(t *testing.T) {
-		g := newFixtureGateway(t, bin, nil, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, bin, nil, nil, gateway.Server{})
 		raw, err := g.Call(ctx, "fx", "fail", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -388,13 +404,13 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("call-timeout-restart-backoff", func(t *testing.T) {
-		// issue 9 finding 2: one slow or crashing tool does not disable the server for
-		// the session; the next call starts it again, at most GatewayStartsPerMinute
-		// times a minute, and the refusal says when the next start is.
+		// One slow or crashing tool does not disable the server for the session; the
+		// next call starts it again, at most StartsPerMinute times a minute, and
+		// the refusal says when the next start is.
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()},
-			func(o *mcpserver.GatewayOptions) { o.Now = func() time.Time { return now } })
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{CallTimeout: firing.String()},
+			func(o *gateway.Options) { o.Now = func() time.Time { return now } })
 		_, err := g.Call(ctx, "fx", "slow", nil)
 		wantCategory(t, err, errs.RetryNeeded, "did not answer slow within", "killed", "the next call starts it again")
 		first := readPids(t, pidfile)
@@ -403,7 +419,7 @@ func TestGatewayFixture(t *testing.T) {
 		wantCategory(t, err, errs.RetryNeeded, "crashing on purpose", "the next call starts it again", "PATH, HOME", "its stderr is in the message")
 		pids := readPids(t, pidfile)
 		waitGone(t, pids[1])
-		// The finding's repro: after slow and crash, echo answers (a third child).
+		// After slow and crash, echo answers (a third child).
 		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
 			t.Fatalf("after a timeout and a crash: %v", err)
 		}
@@ -441,17 +457,17 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("bad-names-and-escapes", func(t *testing.T) {
-		// issue 9 findings 4 and 8: nameless and repeated tools are dropped with a
-		// warning; a description's control characters never pass.
+		// Nameless and repeated tools are dropped with a warning; a description's
+		// control characters never pass.
 		var log strings.Builder
-		g := newFixtureGateway(t, bin, []string{"-badnames"}, nil, mcpserver.GatewayServer{},
-			func(o *mcpserver.GatewayOptions) { o.Log = &log })
-		tools := g.Tools(ctx)
+		g := newFixtureGateway(t, bin, []string{"-badnames"}, nil, gateway.Server{},
+			func(o *gateway.Options) { o.Log = &log })
+		tools, _ := g.Named(ctx, "")
 		var names []string
 		for _, tl := range tools {
 			names = append(names, tl.Name)
-			if tl.Name == "fx_echo" && tl.Description != "The [31mecho[0m tool." {
-				t.Errorf("fx_echo description %q", tl.Description)
+			if tl.Name == "fx_echo" && tl.Description() != "The [31mecho[0m tool." {
+				t.Errorf("fx_echo description %q", tl.Description())
 			}
 		}
 		want := []string{"fx_echo", "fx_env", "fx_slow", "fx_hangup", "fx_crash", "fx_garbage", "fx_rpc_error", "fx_fail"}
@@ -461,17 +477,17 @@ func TestGatewayFixture(t *testing.T) {
 		if strings.Count(log.String(), "a tool with no name; dropped") != 2 || !strings.Contains(log.String(), `the tool "echo" twice; the second dropped`) {
 			t.Errorf("log: %s", log.String())
 		}
-		if again := g.Tools(ctx); len(again) != len(tools) {
+		if again, _ := g.Named(ctx, ""); len(again) != len(tools) {
 			t.Errorf("second listing: %d tools", len(again))
 		}
 	})
 
 	t.Run("ferry-child-env", func(t *testing.T) {
-		// issue 9 finding 3: a child that is ferry itself (here: Self names the
-		// fixture) also gets ferry's home variables; any other child does not.
+		// A child that is ferry itself (here: Self names the fixture) also gets ferry's
+		// home variables; any other child does not.
 		env := map[string]string{"FERRY_HOME": "/h", "XDG_CONFIG_HOME": "/c", "SECRET": "s"}
 		for _, self := range []bool{true, false} {
-			g := newFixtureGateway(t, bin, nil, env, mcpserver.GatewayServer{}, func(o *mcpserver.GatewayOptions) {
+			g := newFixtureGateway(t, bin, nil, env, gateway.Server{}, func(o *gateway.Options) {
 				if self {
 					o.Self = bin
 				} else {
@@ -503,14 +519,14 @@ func TestGatewayFixture(t *testing.T) {
 		if err := os.WriteFile(plain, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		g := newFixtureGateway(t, plain, nil, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, plain, nil, nil, gateway.Server{})
 		_, err = g.List(ctx, "fx")
 		wantCategory(t, err, errs.NotFound, "not executable (permission denied)", "chmod +x "+plain)
 	})
 
 	t.Run("process-group", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, mcpserver.GatewayServer{CallTimeout: firing.String()})
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, gateway.Server{CallTimeout: firing.String()})
 		_, err := g.Call(ctx, "fx", "slow", nil)
 		wantCategory(t, err, errs.RetryNeeded, "killed")
 		pids := readPids(t, pidfile)
@@ -524,10 +540,10 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("close-ends-group", func(t *testing.T) {
-		// re-test of issue 9: a wrapper's background process ends with the session
-		// (Close), not only on a timeout.
+		// A wrapper's background process ends with the session (Close), not only on a
+		// timeout.
 		pidfile := filepath.Join(t.TempDir(), "pids")
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, gateway.Server{})
 		if _, err := g.Call(ctx, "fx", "echo", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -548,20 +564,20 @@ func TestGatewayFixture(t *testing.T) {
 	t.Run("hangup", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		// The call timeout is far off: the EOF on stdout is what ends the wait.
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{})
 		_, err := g.Call(ctx, "fx", "hangup", nil)
 		wantCategory(t, err, errs.RetryNeeded, "closed its stdout but kept running")
 		if strings.Contains(err.Error(), "stderr") {
-			t.Errorf("a child that wrote no stderr: %v", err) // re-test of issue 9
+			t.Errorf("a child that wrote no stderr: %v", err)
 		}
 		waitGone(t, readPids(t, pidfile)[0])
 	})
 
 	t.Run("one-shot-hint", func(t *testing.T) {
-		// re-test of issue 9: a gateway serving one command (ferry mcp call) does not
-		// promise that a next call restarts the server.
-		g := newFixtureGateway(t, bin, nil, nil, mcpserver.GatewayServer{},
-			func(o *mcpserver.GatewayOptions) { o.OneShot = true })
+		// A gateway serving one command (ferry mcp call) does not promise that a next
+		// call restarts the server.
+		g := newFixtureGateway(t, bin, nil, nil, gateway.Server{},
+			func(o *gateway.Options) { o.OneShot = true })
 		_, err := g.Call(ctx, "fx", "crash", nil)
 		wantCategory(t, err, errs.RetryNeeded, "crashing on purpose", "run the command again", "its stderr is in the message")
 		if strings.Contains(err.Error(), "next call") {
@@ -571,7 +587,7 @@ func TestGatewayFixture(t *testing.T) {
 
 	t.Run("garbage", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{})
 		_, err := g.Call(ctx, "fx", "garbage", nil)
 		wantCategory(t, err, errs.Internal, "DEBUG widget count", "stdout")
 		waitGone(t, readPids(t, pidfile)[0])
@@ -581,7 +597,7 @@ func TestGatewayFixture(t *testing.T) {
 		// An answer that is not I-JSON (RFC 7493) is not passed on: the call fails
 		// (internal, naming why), the child keeps running and answers the next call.
 		pidfile := filepath.Join(t.TempDir(), "pids")
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{})
 		for tool, why := range map[string]string{
 			"dupkey":    `duplicate member name "content" in the object at "/result"`,
 			"dupid":     `duplicate member name "id" at the top level`,
@@ -608,8 +624,8 @@ func TestGatewayFixture(t *testing.T) {
 
 	t.Run("slow-start", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-slow-start", "1h"}, nil, mcpserver.GatewayServer{StartupTimeout: firing.String()})
-		if tools := g.Tools(ctx); len(tools) != 0 {
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-slow-start", "1h"}, nil, gateway.Server{StartupTimeout: firing.String()})
+		if tools, _ := g.Named(ctx, ""); len(tools) != 0 {
 			t.Errorf("a server that never started listed %d tools", len(tools))
 		}
 		_, err := g.Call(ctx, "fx", "echo", nil)
@@ -625,10 +641,10 @@ func TestGatewayFixture(t *testing.T) {
 		// one minute start it once, never reaching the start bound.
 		var log strings.Builder
 		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-		g := newFixtureGateway(t, bin, []string{"-slow-start", "1h"}, nil, mcpserver.GatewayServer{StartupTimeout: firing.String()},
-			func(o *mcpserver.GatewayOptions) { o.Log, o.Now = &log, func() time.Time { return now } })
+		g := newFixtureGateway(t, bin, []string{"-slow-start", "1h"}, nil, gateway.Server{StartupTimeout: firing.String()},
+			func(o *gateway.Options) { o.Log, o.Now = &log, func() time.Time { return now } })
 		for i := 0; i < 6; i++ {
-			if tools := g.Tools(ctx); len(tools) != 0 {
+			if tools, _ := g.Named(ctx, ""); len(tools) != 0 {
 				t.Fatalf("listed %d tools", len(tools))
 			}
 		}
@@ -641,21 +657,21 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("garbage-start", func(t *testing.T) {
-		g := newFixtureGateway(t, bin, []string{"-garbage-start"}, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, bin, []string{"-garbage-start"}, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
 		wantCategory(t, err, errs.Internal, "starting up, please wait")
 	})
 
 	t.Run("unknown-version", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
-		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-proto", "2031-01-01"}, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-proto", "2031-01-01"}, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
 		wantCategory(t, err, errs.Internal, `protocol version "2031-01-01"`)
 		waitGone(t, readPids(t, pidfile)[0])
 	})
 
 	t.Run("command-not-found", func(t *testing.T) {
-		g := newFixtureGateway(t, filepath.Join(t.TempDir(), "no-such-server"), nil, nil, mcpserver.GatewayServer{})
+		g := newFixtureGateway(t, filepath.Join(t.TempDir(), "no-such-server"), nil, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
 		wantCategory(t, err, errs.NotFound, "no-such-server")
 	})

@@ -1,4 +1,4 @@
-package mcpserver_test
+package client_test
 
 import (
 	"bufio"
@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/client"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
-// The Client tests run real child processes: the test binary re-executed with
+// The client tests run real child processes: the test binary re-executed with
 // fakeServerEnv set, which TestMain turns into one of the fake servers below instead
 // of running the tests.
 const fakeServerEnv = "FERRY_CLIENT_TEST_SERVER"
@@ -173,10 +175,10 @@ var garbageLines = []string{
 }
 
 type fakeMessage struct {
-	ID     json.RawMessage     `json:"id"`
-	Method string              `json:"method"`
-	Params json.RawMessage     `json:"params"`
-	Error  *mcpserver.RPCError `json:"error"`
+	ID     json.RawMessage  `json:"id"`
+	Method string           `json:"method"`
+	Params json.RawMessage  `json:"params"`
+	Error  *client.RPCError `json:"error"`
 }
 
 // next reads the next message; false at EOF.
@@ -232,10 +234,10 @@ func fakeCommand(t *testing.T, mode string) *exec.Cmd {
 
 // startFake starts the fake server of mode and fails the test if Start fails; the
 // child is killed at the end of the test if still running.
-func startFake(t *testing.T, mode string, opts mcpserver.ClientOptions) (*mcpserver.Client, *exec.Cmd) {
+func startFake(t *testing.T, mode string, opts client.Options) (*client.Conn, *exec.Cmd) {
 	t.Helper()
 	cmd := fakeCommand(t, mode)
-	c, err := mcpserver.Start(context.Background(), cmd, opts)
+	c, err := client.Start(context.Background(), cmd, opts)
 	if err != nil {
 		t.Fatalf("Start(%s): %v", mode, err)
 	}
@@ -261,12 +263,12 @@ func wantKilled(t *testing.T, cmd *exec.Cmd) {
 
 func TestClientRoundTrip(t *testing.T) {
 	for _, tc := range []struct{ ask, want string }{
-		{"", mcpserver.LatestVersion},
+		{"", protocol.LatestVersion},
 		{"2025-03-26", "2025-03-26"},
-		{"1999-01-01", mcpserver.LatestVersion},
+		{"1999-01-01", protocol.LatestVersion},
 	} {
 		t.Run("version="+tc.ask, func(t *testing.T) {
-			c, cmd := startFake(t, "good", mcpserver.ClientOptions{
+			c, cmd := startFake(t, "good", client.Options{
 				StartTimeout: patient, CallTimeout: patient, ExitTimeout: patient, ProtocolVersion: tc.ask,
 			})
 			if c.Init.ProtocolVersion != tc.want {
@@ -289,12 +291,12 @@ func TestClientRoundTrip(t *testing.T) {
 			}
 
 			// JSON-RPC errors come back as *RPCError with their code.
-			var re *mcpserver.RPCError
-			if err := c.Call(context.Background(), "no/such/method", nil, nil); !errors.As(err, &re) || re.Code != mcpserver.CodeMethodNotFound {
-				t.Errorf("unknown method: %v, want code %d", err, mcpserver.CodeMethodNotFound)
+			var re *client.RPCError
+			if err := c.Call(context.Background(), "no/such/method", nil, nil); !errors.As(err, &re) || re.Code != protocol.CodeMethodNotFound {
+				t.Errorf("unknown method: %v, want code %d", err, protocol.CodeMethodNotFound)
 			}
-			if _, err := c.CallTool(context.Background(), "nope", nil); !errors.As(err, &re) || re.Code != mcpserver.CodeInvalidParams {
-				t.Errorf("unknown tool: %v, want code %d", err, mcpserver.CodeInvalidParams)
+			if _, err := c.CallTool(context.Background(), "nope", nil); !errors.As(err, &re) || re.Code != protocol.CodeInvalidParams {
+				t.Errorf("unknown tool: %v, want code %d", err, protocol.CodeInvalidParams)
 			}
 
 			// Concurrent calls each get their own answer.
@@ -316,7 +318,7 @@ func TestClientRoundTrip(t *testing.T) {
 			if !cmd.ProcessState.Success() {
 				t.Errorf("the server ended with %s, want exit 0", cmd.ProcessState)
 			}
-			if err := c.Call(context.Background(), "ping", nil, nil); !errors.Is(err, mcpserver.ErrServerExited) {
+			if err := c.Call(context.Background(), "ping", nil, nil); !errors.Is(err, client.ErrServerExited) {
 				t.Errorf("Call after Close: %v, want ErrServerExited", err)
 			}
 		})
@@ -326,7 +328,7 @@ func TestClientRoundTrip(t *testing.T) {
 func TestClientStartNeedsStdoutUnset(t *testing.T) {
 	cmd := fakeCommand(t, "good")
 	cmd.Stdout = io.Discard
-	if _, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{}); err == nil {
+	if _, err := client.Start(context.Background(), cmd, client.Options{}); err == nil {
 		t.Fatal("Start with cmd.Stdout set succeeded")
 	}
 	if cmd.Process != nil {
@@ -336,8 +338,8 @@ func TestClientStartNeedsStdoutUnset(t *testing.T) {
 
 func TestClientStartTimeout(t *testing.T) {
 	cmd := fakeCommand(t, "silent")
-	c, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{StartTimeout: firing})
-	if !errors.Is(err, mcpserver.ErrTimeout) || c != nil {
+	c, err := client.Start(context.Background(), cmd, client.Options{StartTimeout: firing})
+	if !errors.Is(err, client.ErrTimeout) || c != nil {
 		t.Fatalf("Start: %v, want ErrTimeout", err)
 	}
 	wantKilled(t, cmd)
@@ -345,8 +347,8 @@ func TestClientStartTimeout(t *testing.T) {
 
 func TestClientServerExitsAtStart(t *testing.T) {
 	cmd := fakeCommand(t, "exit-now")
-	c, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{StartTimeout: patient})
-	if !errors.Is(err, mcpserver.ErrServerExited) || c != nil {
+	c, err := client.Start(context.Background(), cmd, client.Options{StartTimeout: patient})
+	if !errors.Is(err, client.ErrServerExited) || c != nil {
 		t.Fatalf("Start: %v, want ErrServerExited", err)
 	}
 	if cmd.ProcessState == nil {
@@ -355,14 +357,14 @@ func TestClientServerExitsAtStart(t *testing.T) {
 }
 
 func TestClientCallTimeout(t *testing.T) {
-	c, cmd := startFake(t, "slow-call", mcpserver.ClientOptions{StartTimeout: patient, CallTimeout: firing, ExitTimeout: patient})
-	if _, err := c.CallTool(context.Background(), "anything", nil); !errors.Is(err, mcpserver.ErrTimeout) {
+	c, cmd := startFake(t, "slow-call", client.Options{StartTimeout: patient, CallTimeout: firing, ExitTimeout: patient})
+	if _, err := c.CallTool(context.Background(), "anything", nil); !errors.Is(err, client.ErrTimeout) {
 		t.Fatalf("CallTool: %v, want ErrTimeout", err)
 	}
-	if err := c.Call(context.Background(), "ping", nil, nil); !errors.Is(err, mcpserver.ErrServerExited) {
+	if err := c.Call(context.Background(), "ping", nil, nil); !errors.Is(err, client.ErrServerExited) {
 		t.Errorf("Call after the timeout: %v, want ErrServerExited", err)
 	}
-	if err := c.Close(); !errors.Is(err, mcpserver.ErrServerExited) {
+	if err := c.Close(); !errors.Is(err, client.ErrServerExited) {
 		t.Errorf("Close after the timeout: %v, want ErrServerExited", err)
 	}
 	wantKilled(t, cmd)
@@ -371,12 +373,12 @@ func TestClientCallTimeout(t *testing.T) {
 // A request the child will not read (its stdin pipe is full) is bounded by the call
 // timeout too, not only the wait for the answer.
 func TestClientCallTimeoutStdinFull(t *testing.T) {
-	c, cmd := startFake(t, "deaf", mcpserver.ClientOptions{StartTimeout: patient, CallTimeout: firing, ExitTimeout: patient})
+	c, cmd := startFake(t, "deaf", client.Options{StartTimeout: patient, CallTimeout: firing, ExitTimeout: patient})
 	big := map[string]string{"text": strings.Repeat("x", 4<<20)} // far over any pipe buffer
-	if _, err := c.CallTool(context.Background(), "echo", big); !errors.Is(err, mcpserver.ErrTimeout) {
+	if _, err := c.CallTool(context.Background(), "echo", big); !errors.Is(err, client.ErrTimeout) {
 		t.Fatalf("CallTool: %v, want ErrTimeout", err)
 	}
-	if err := c.Close(); !errors.Is(err, mcpserver.ErrServerExited) {
+	if err := c.Close(); !errors.Is(err, client.ErrServerExited) {
 		t.Errorf("Close after the timeout: %v, want ErrServerExited", err)
 	}
 	wantKilled(t, cmd)
@@ -385,7 +387,7 @@ func TestClientCallTimeoutStdinFull(t *testing.T) {
 // A cancelled context ends the Call with its error, tells the server
 // (notifications/cancelled), and leaves the child running and usable.
 func TestClientCallCancelled(t *testing.T) {
-	c, cmd := startFake(t, "slow-call", mcpserver.ClientOptions{StartTimeout: patient, CallTimeout: patient, ExitTimeout: patient})
+	c, cmd := startFake(t, "slow-call", client.Options{StartTimeout: patient, CallTimeout: patient, ExitTimeout: patient})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.CallTool(ctx, "anything", nil); !errors.Is(err, context.Canceled) {
@@ -411,7 +413,7 @@ func TestClientCallCancelled(t *testing.T) {
 // reported. Repeated, since the reply and the exit race.
 func TestClientReplyThenExit(t *testing.T) {
 	for i := range 10 {
-		c, cmd := startFake(t, "reply-then-exit", mcpserver.ClientOptions{StartTimeout: patient, CallTimeout: patient, ExitTimeout: patient})
+		c, cmd := startFake(t, "reply-then-exit", client.Options{StartTimeout: patient, CallTimeout: patient, ExitTimeout: patient})
 		r, err := c.CallTool(context.Background(), "last", nil)
 		if err != nil {
 			t.Fatalf("run %d: CallTool: %v", i, err)
@@ -419,12 +421,12 @@ func TestClientReplyThenExit(t *testing.T) {
 		if r.Text() != "last words" {
 			t.Fatalf("run %d: CallTool answered %q", i, r.Text())
 		}
-		if err := c.Call(context.Background(), "ping", nil, nil); !errors.Is(err, mcpserver.ErrServerExited) {
+		if err := c.Call(context.Background(), "ping", nil, nil); !errors.Is(err, client.ErrServerExited) {
 			t.Fatalf("run %d: Call after the exit: %v, want ErrServerExited", i, err)
 		}
 		// The child exited 3 on its own: Close reports that, with its last stderr line.
 		err = c.Close()
-		if err == nil || errors.Is(err, mcpserver.ErrTimeout) || errors.Is(err, mcpserver.ErrServerExited) ||
+		if err == nil || errors.Is(err, client.ErrTimeout) || errors.Is(err, client.ErrServerExited) ||
 			!strings.Contains(err.Error(), "fake: exiting after the reply") {
 			t.Fatalf("run %d: Close: %v, want the exit status and stderr", i, err)
 		}
@@ -435,8 +437,8 @@ func TestClientReplyThenExit(t *testing.T) {
 }
 
 func TestClientCloseIgnoredEOF(t *testing.T) {
-	c, cmd := startFake(t, "ignore-eof", mcpserver.ClientOptions{StartTimeout: patient, CallTimeout: patient, ExitTimeout: firing})
-	if err := c.Close(); !errors.Is(err, mcpserver.ErrTimeout) {
+	c, cmd := startFake(t, "ignore-eof", client.Options{StartTimeout: patient, CallTimeout: patient, ExitTimeout: firing})
+	if err := c.Close(); !errors.Is(err, client.ErrTimeout) {
 		t.Fatalf("Close: %v, want ErrTimeout", err)
 	}
 	wantKilled(t, cmd)
@@ -446,7 +448,7 @@ func TestClientCloseIgnoredEOF(t *testing.T) {
 // object, an unknown or mistyped id, a notification) are skipped; a request from the
 // server is answered -32601.
 func TestClientSkipsGarbage(t *testing.T) {
-	c, cmd := startFake(t, "garbage", mcpserver.ClientOptions{StartTimeout: patient, CallTimeout: patient, ExitTimeout: patient})
+	c, cmd := startFake(t, "garbage", client.Options{StartTimeout: patient, CallTimeout: patient, ExitTimeout: patient})
 	if c.Init.ServerInfo.Name != "fake-garbage" || c.Init.ProtocolVersion != "2025-06-18" {
 		t.Errorf("initialize answered %+v", c.Init)
 	}
@@ -455,7 +457,7 @@ func TestClientSkipsGarbage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf(`client answered "s-1" with jsonrpc error %d: method not found: roots/list`, mcpserver.CodeMethodNotFound)
+		want := fmt.Sprintf(`client answered "s-1" with jsonrpc error %d: method not found: roots/list`, protocol.CodeMethodNotFound)
 		if r.Text() != want {
 			t.Errorf("CallTool answered %q, want %q", r.Text(), want)
 		}
@@ -469,18 +471,18 @@ func TestClientSkipsGarbage(t *testing.T) {
 }
 
 // A Strict client kills a server at its first stdout line that is not JSON-RPC, and at
-// a line over MaxMessage, naming what it printed (issue 9: the gateway's children).
+// a line over MaxMessage, naming what it printed (the gateway's children).
 func TestClientStrict(t *testing.T) {
 	cmd := fakeCommand(t, "garbage")
-	_, err := mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{StartTimeout: patient, Strict: true})
-	if !errors.Is(err, mcpserver.ErrGarbage) || !strings.Contains(err.Error(), `"this is not JSON"`) {
+	_, err := client.Start(context.Background(), cmd, client.Options{StartTimeout: patient, Strict: true})
+	if !errors.Is(err, client.ErrGarbage) || !strings.Contains(err.Error(), `"this is not JSON"`) {
 		t.Fatalf("Start: %v, want ErrGarbage quoting the line", err)
 	}
 	wantKilled(t, cmd)
 
 	cmd = fakeCommand(t, "good")
-	_, err = mcpserver.Start(context.Background(), cmd, mcpserver.ClientOptions{StartTimeout: patient, Strict: true, MaxMessage: 10})
-	if !errors.Is(err, mcpserver.ErrGarbage) || !strings.Contains(err.Error(), "a line over 10 bytes") {
+	_, err = client.Start(context.Background(), cmd, client.Options{StartTimeout: patient, Strict: true, MaxMessage: 10})
+	if !errors.Is(err, client.ErrGarbage) || !strings.Contains(err.Error(), "a line over 10 bytes") {
 		t.Fatalf("Start: %v, want ErrGarbage for a long line", err)
 	}
 	wantKilled(t, cmd)

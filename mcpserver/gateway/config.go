@@ -1,4 +1,4 @@
-package mcpserver
+package gateway
 
 import (
 	"bytes"
@@ -19,9 +19,9 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// The gateway's configuration (issue 9, docs/mcp.md "Gateway"): the MCP servers a
-// `ferry mcp serve --tools gateway` forwards to, kept in TOML on this machine, never in
-// the channel (a command line is per machine):
+// The gateway's configuration (docs/mcp.md "Where the servers are kept"): the MCP
+// servers a `ferry mcp serve --tools gateway` forwards to, kept in TOML on this
+// machine, never in the channel (a command line is per machine):
 //
 //   - machine-wide: <config>/servers.toml (<config> is fsbus.Home.ConfigDir);
 //   - project-local: <config>/projects/<project>/servers.toml, seen only by a gateway
@@ -52,19 +52,20 @@ const (
 	DefaultCallTimeout    = 60 * time.Second
 )
 
-// serverNameRE is the rule for a gateway server's name (issue 9).
+// serverNameRE is the rule for a gateway server's name (docs/mcp.md
+// "Where the servers are kept").
 var serverNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // envNameRE is the rule for an environment variable's name in an entry.
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// ValidServerName reports whether name is a valid gateway server name:
+// ValidName reports whether name is a valid gateway server name:
 // ^[a-z0-9][a-z0-9_-]{0,31}$.
-func ValidServerName(name string) bool { return serverNameRE.MatchString(name) }
+func ValidName(name string) bool { return serverNameRE.MatchString(name) }
 
-// GatewayServer is one configured MCP server.
-type GatewayServer struct {
-	// Name is the table key (ValidServerName).
+// Server is one configured MCP server.
+type Server struct {
+	// Name is the table key (ValidName).
 	Name string `toml:"-" json:"name"`
 	// Scope is ScopeMachine or ScopeProject: the file it came from (not stored).
 	Scope string `toml:"-" json:"scope"`
@@ -73,7 +74,7 @@ type GatewayServer struct {
 	Command string `toml:"command" json:"command"`
 	// Args are the program's arguments.
 	Args []string `toml:"args,omitempty" json:"args,omitempty"`
-	// Env is the child's environment beyond the base set (GatewayBaseEnv): "NAME"
+	// Env is the child's environment beyond the base set (BaseEnv): "NAME"
 	// passes ferry's own value (never stored), "NAME=VALUE" sets a value (stored in the
 	// file: no secrets).
 	Env []string `toml:"env,omitempty" json:"env,omitempty"`
@@ -85,7 +86,7 @@ type GatewayServer struct {
 }
 
 // Timeouts returns the entry's start-up and call timeouts (defaults when empty).
-func (s *GatewayServer) Timeouts() (startup, call time.Duration) {
+func (s *Server) Timeouts() (startup, call time.Duration) {
 	startup, call = DefaultStartupTimeout, DefaultCallTimeout
 	if d, err := time.ParseDuration(s.StartupTimeout); err == nil && d > 0 {
 		startup = d
@@ -97,8 +98,8 @@ func (s *GatewayServer) Timeouts() (startup, call time.Duration) {
 }
 
 // Validate checks an entry; it returns an invalid *errs.Error naming the bad field.
-func (s *GatewayServer) Validate() error {
-	if !ValidServerName(s.Name) {
+func (s *Server) Validate() error {
+	if !ValidName(s.Name) {
 		return errs.Errorf(errs.Invalid, "use 1–32 of a-z, 0-9, '_' and '-', starting with a letter or digit", "%q is not a valid server name", s.Name)
 	}
 	if strings.TrimSpace(s.Command) == "" {
@@ -122,15 +123,15 @@ func (s *GatewayServer) Validate() error {
 	return nil
 }
 
-// GatewayBaseEnv are the variables every child gets from ferry's environment when set,
+// BaseEnv are the variables every child gets from ferry's environment when set,
 // besides those its entry names: what a program needs to run at all on each OS (PATH
 // to find its interpreter, the home and temp dirs, Windows' SystemRoot).
-var GatewayBaseEnv = []string{"PATH", "HOME", "USERPROFILE", "SystemRoot", "TEMP", "TMP", "TMPDIR"}
+var BaseEnv = []string{"PATH", "HOME", "USERPROFILE", "SystemRoot", "TEMP", "TMP", "TMPDIR"}
 
-// ChildEnv is the environment of s's child: GatewayBaseEnv and the entry's names from
+// ChildEnv is the environment of s's child: BaseEnv and the entry's names from
 // lookup (os.LookupEnv), then its NAME=VALUE settings. It is never nil (a nil Env would
 // make os/exec pass ferry's whole environment).
-func (s *GatewayServer) ChildEnv(lookup func(string) (string, bool)) []string {
+func (s *Server) ChildEnv(lookup func(string) (string, bool)) []string {
 	env := []string{}
 	seen := map[string]int{}
 	set := func(name, value string) {
@@ -141,7 +142,7 @@ func (s *GatewayServer) ChildEnv(lookup func(string) (string, bool)) []string {
 		seen[name] = len(env)
 		env = append(env, name+"="+value)
 	}
-	for _, n := range GatewayBaseEnv {
+	for _, n := range BaseEnv {
 		if v, ok := lookup(n); ok {
 			set(n, v)
 		}
@@ -156,23 +157,24 @@ func (s *GatewayServer) ChildEnv(lookup func(string) (string, bool)) []string {
 	return env
 }
 
-// GatewayConfigPath is the file of a scope: machine-wide when project is "", else
+// ConfigPath is the file of a scope: machine-wide when project is "", else
 // project-local.
-func GatewayConfigPath(h *fsbus.Home, project string) string {
+func ConfigPath(h *fsbus.Home, project string) string {
 	if project == "" {
 		return filepath.Join(h.ConfigDir, "servers.toml")
 	}
 	return filepath.Join(h.ConfigDir, "projects", project, "servers.toml")
 }
 
-type gatewayFile struct {
-	Servers map[string]*GatewayServer `toml:"servers"`
+// configFile is one servers.toml.
+type configFile struct {
+	Servers map[string]*Server `toml:"servers"`
 }
 
-// LoadGatewayServers reads one config file (missing: none). Errors: invalid for a file
-// that is not TOML, has unknown keys (named) or a bad entry.
-func LoadGatewayServers(path, scope string) ([]*GatewayServer, error) {
-	var f gatewayFile
+// Load reads one config file (missing: none); every entry gets scope. Errors: invalid
+// for a file that is not TOML, has unknown keys (named) or a bad entry.
+func Load(path, scope string) ([]*Server, error) {
+	var f configFile
 	md, err := toml.DecodeFile(path, &f)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -187,7 +189,7 @@ func LoadGatewayServers(path, scope string) ([]*GatewayServer, error) {
 		}
 		return nil, errs.Errorf(errs.Invalid, "remove or rename them (known keys: command, args, env, startup_timeout, call_timeout)", "%s has unknown keys: %s", path, strings.Join(keys, ", "))
 	}
-	var out []*GatewayServer
+	var out []*Server
 	for name, s := range f.Servers {
 		if s == nil {
 			continue
@@ -202,26 +204,26 @@ func LoadGatewayServers(path, scope string) ([]*GatewayServer, error) {
 	return out, nil
 }
 
-// GatewayServers returns the servers a gateway for project sees: the machine-wide ones
-// and, when project is not "", that project's, a project-local entry shadowing a
+// Servers returns the servers a gateway for project sees: the machine-wide ones and,
+// when project is not "", that project's, a project-local entry shadowing a
 // machine-wide one of the same name; sorted by name.
-func GatewayServers(h *fsbus.Home, project string) ([]*GatewayServer, error) {
-	all, err := LoadGatewayServers(GatewayConfigPath(h, ""), ScopeMachine)
+func Servers(h *fsbus.Home, project string) ([]*Server, error) {
+	all, err := Load(ConfigPath(h, ""), ScopeMachine)
 	if err != nil || project == "" {
 		return all, err
 	}
-	local, err := LoadGatewayServers(GatewayConfigPath(h, project), ScopeProject)
+	local, err := Load(ConfigPath(h, project), ScopeProject)
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*GatewayServer{}
+	byName := map[string]*Server{}
 	for _, s := range all {
 		byName[s.Name] = s
 	}
 	for _, s := range local {
 		byName[s.Name] = s
 	}
-	out := make([]*GatewayServer, 0, len(byName))
+	out := make([]*Server, 0, len(byName))
 	for _, s := range byName {
 		out = append(out, s)
 	}
@@ -229,10 +231,10 @@ func GatewayServers(h *fsbus.Home, project string) ([]*GatewayServer, error) {
 	return out, nil
 }
 
-// UpdateGatewayServers rewrites one config file under its lock: change receives the
-// current entries by name and may edit the map; its error aborts with nothing written.
-// The file is replaced atomically.
-func UpdateGatewayServers(path string, change func(map[string]*GatewayServer) error) error {
+// Update rewrites one config file under its lock: change receives the current entries
+// by name and may edit the map; its error aborts with nothing written. The file is
+// replaced atomically.
+func Update(path string, change func(map[string]*Server) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("making %s: %w", filepath.Dir(path), err)
 	}
@@ -241,11 +243,11 @@ func UpdateGatewayServers(path string, change func(map[string]*GatewayServer) er
 		return fmt.Errorf("locking %s: %w", path, err)
 	}
 	defer lk.Unlock()
-	cur, err := LoadGatewayServers(path, "")
+	cur, err := Load(path, "")
 	if err != nil {
 		return err
 	}
-	m := map[string]*GatewayServer{}
+	m := map[string]*Server{}
 	for _, s := range cur {
 		m[s.Name] = s
 	}
@@ -254,7 +256,7 @@ func UpdateGatewayServers(path string, change func(map[string]*GatewayServer) er
 	}
 	var b bytes.Buffer
 	b.WriteString("# MCP servers of ferry's gateway (ferry mcp add/remove; docs/mcp.md \"Gateway\").\n")
-	if err := toml.NewEncoder(&b).Encode(gatewayFile{Servers: m}); err != nil {
+	if err := toml.NewEncoder(&b).Encode(configFile{Servers: m}); err != nil {
 		return fmt.Errorf("encoding %s: %w", path, err)
 	}
 	return fsutil.WriteFile(path, b.Bytes(), 0o600)

@@ -1,4 +1,15 @@
-package mcpserver
+// Package client is a minimal MCP client for a stdio server run as a child process:
+// the gateway's children, and `ferry mcp serve` driven by the demo and the benchmarks.
+//
+//	c, err := client.Start(ctx, exec.Command("my-server"), client.Options{Strict: true})
+//	...
+//	tools, err := c.ListTools(ctx)
+//	res, err := c.CallTool(ctx, "echo", map[string]any{"x": 1})
+//	err = c.Close() // EOF, then a kill after Options.ExitTimeout
+//
+// Every request is bounded by a timeout on whose expiry the child is killed; a JSON-RPC
+// error answer is an *RPCError, a tool's failure a ToolResult with IsError.
+package client
 
 import (
 	"bufio"
@@ -17,15 +28,17 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/procgroup"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
-// Client errors; callers test them with errors.Is.
+// Errors of Start and Call; callers test them with errors.Is.
 var (
 	// ErrTimeout is returned by Start and Call when the server did not answer in time;
-	// the child has then been killed and the Client is unusable.
+	// the child has then been killed and the Conn is unusable.
 	ErrTimeout = errors.New("mcpserver: server did not answer in time")
 	// ErrServerExited is returned by Call when the child exited (or closed its stdout)
-	// before answering, and by every Call after the Client is closed or killed.
+	// before answering, and by every Call after the Conn is closed or killed.
 	ErrServerExited = errors.New("mcpserver: server exited")
 	// ErrGarbage is returned by Start and Call of a Strict client whose server wrote a
 	// line on stdout that is not a JSON-RPC message; the child has then been killed.
@@ -36,15 +49,15 @@ var (
 	ErrNotIJSON = errors.New("mcpserver: server answered JSON that is not I-JSON")
 )
 
-// ClientOptions configure a Client. Zero values take the defaults shown.
-type ClientOptions struct {
+// Options configure a Conn. Zero values take the defaults shown.
+type Options struct {
 	// StartTimeout bounds spawning the child and its answer to initialize (10 s).
 	StartTimeout time.Duration
 	// CallTimeout bounds each later request (30 s).
 	CallTimeout time.Duration
 	// ExitTimeout bounds how long Close waits for the child to exit after EOF (5 s).
 	ExitTimeout time.Duration
-	// ProtocolVersion is sent in initialize (LatestVersion).
+	// ProtocolVersion is sent in initialize (the newest version of the legacy handshake).
 	ProtocolVersion string
 	// Name and Version are the clientInfo sent in initialize ("ferry", "").
 	Name, Version string
@@ -57,23 +70,23 @@ type ClientOptions struct {
 	// ProcessGroup starts the child in a process group of its own (unix) and kills the
 	// whole group on a kill and at Close, so a wrapper's children die with it. On Linux
 	// the child also gets SIGKILL when ferry dies (Pdeathsig; its own children do not:
-	// a ferry killed with SIGKILL can leave them running). On Windows the child alone
-	// is killed.
+	// a ferry killed with SIGKILL can leave them running). On Windows the child starts
+	// in a new process group (a console Ctrl-C does not reach it) and is killed alone.
 	ProcessGroup bool
 	// MaxMessage bounds one line on stdout, in bytes (16 MiB). A longer line is garbage:
 	// skipped, or with Strict the child is killed.
 	MaxMessage int
 }
 
-// Client is a minimal MCP client for a stdio server run as a child process: one
-// JSON-RPC message per line each way, requests matched to responses by id, every
+// Conn is a connection to a stdio MCP server run as a child process: one JSON-RPC
+// message per line each way, requests matched to responses by id, every
 // request bounded by a timeout on whose expiry the child is killed. It speaks the
 // legacy handshake (initialize, then notifications/initialized) and nothing the server
 // could ask of it: server requests are answered -32601, notifications ignored.
 //
-// A Client is safe for concurrent Calls.
-type Client struct {
-	opts ClientOptions
+// A Conn is safe for concurrent Calls.
+type Conn struct {
+	opts Options
 	cmd  *exec.Cmd
 	in   io.WriteCloser
 	errb *fsbus.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
@@ -85,7 +98,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	nextID  int64
-	pending map[int64]chan *clientResponse
+	pending map[int64]chan *reply
 	killed  bool
 	reason  error // why the client killed the child (ErrGarbage), nil when it did not
 	closing bool  // Close was called: the child's stdout is expected to end
@@ -95,15 +108,13 @@ type Client struct {
 	waitErr  error         // cmd.Wait's result, set before exited is closed
 }
 
-// InitializeResult is the part of initialize's result a client acts on.
-type InitializeResult struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	ServerInfo      struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"serverInfo"`
-	Instructions string `json:"instructions,omitempty"`
-}
+// RPCError is a JSON-RPC error answer: Call returns one when the server answered the
+// request with an error object.
+type RPCError = protocol.Error
+
+// InitializeResult is the server's answer to initialize: its protocol version,
+// serverInfo, capabilities and instructions.
+type InitializeResult = protocol.InitializeResult
 
 // ToolResult is a tools/call result.
 type ToolResult struct {
@@ -126,16 +137,18 @@ func (r *ToolResult) Text() string {
 	return strings.Join(parts, "\n")
 }
 
-type clientResponse struct {
+// reply is the answer to one request, as readLoop hands it to the call waiting on its
+// id.
+type reply struct {
 	Result json.RawMessage `json:"result"`
-	Error  *RPCError       `json:"error"`
+	Error  *protocol.Error `json:"error"`
 	err    error           // the answer was refused here (ErrNotIJSON)
 }
 
 // Start runs cmd (which must not have been started, and whose Stdin and Stdout must be
 // unset) and performs the initialize handshake within opts.StartTimeout. On any failure
 // the child is killed and reaped before Start returns.
-func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, error) {
+func Start(ctx context.Context, cmd *exec.Cmd, opts Options) (*Conn, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 10 * time.Second
 	}
@@ -146,7 +159,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 		opts.ExitTimeout = 5 * time.Second
 	}
 	if opts.ProtocolVersion == "" {
-		opts.ProtocolVersion = LatestVersion
+		opts.ProtocolVersion = protocol.LatestVersion
 	}
 	if opts.Name == "" {
 		opts.Name = "ferry"
@@ -157,7 +170,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	if cmd.Stdout != nil {
 		return nil, errors.New("mcpserver: Start needs cmd.Stdout unset: it carries the server's answers")
 	}
-	c := &Client{opts: opts, cmd: cmd, pending: map[int64]chan *clientResponse{}, readDone: make(chan struct{}), exited: make(chan struct{})}
+	c := &Conn{opts: opts, cmd: cmd, pending: map[int64]chan *reply{}, readDone: make(chan struct{}), exited: make(chan struct{})}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: connecting stdin: %w", err)
@@ -178,7 +191,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	// The child's stderr may outlive it in a grandchild; never let that hang Wait.
 	cmd.WaitDelay = exitGrace
 	if opts.ProcessGroup {
-		setProcessGroup(cmd)
+		procgroup.Set(cmd)
 	}
 	err = cmd.Start()
 	_ = w.Close() // the child holds its own copy
@@ -195,7 +208,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	params := map[string]any{
 		"protocolVersion": opts.ProtocolVersion,
 		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": opts.Name, "version": opts.Version},
+		"clientInfo":      protocol.Implementation{Name: opts.Name, Version: opts.Version},
 	}
 	if err := c.call(ctx, opts.StartTimeout, "initialize", params, &c.Init); err != nil {
 		c.kill()
@@ -214,13 +227,13 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 // opts.CallTimeout. A JSON-RPC error answer is returned as an *RPCError. On timeout the
 // child is killed and ErrTimeout returned; when ctx ends first, the request is
 // cancelled (notifications/cancelled) and ctx's error returned.
-func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
 	return c.call(ctx, c.opts.CallTimeout, method, params, result)
 }
 
 // CallTool runs tools/call for one tool. A tool's failure is a result with IsError set,
 // not an error; errors are the transport's and the protocol's.
-func (c *Client) CallTool(ctx context.Context, name string, args any) (*ToolResult, error) {
+func (c *Conn) CallTool(ctx context.Context, name string, args any) (*ToolResult, error) {
 	if args == nil {
 		args = struct{}{}
 	}
@@ -232,7 +245,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args any) (*ToolResu
 }
 
 // Notify sends a notification (no answer is expected).
-func (c *Client) Notify(method string, params any) error {
+func (c *Conn) Notify(method string, params any) error {
 	m := map[string]any{"jsonrpc": "2.0", "method": method}
 	if params != nil {
 		m["params"] = params
@@ -244,7 +257,7 @@ func (c *Client) Notify(method string, params any) error {
 // to opts.ExitTimeout for it to exit. With opts.ProcessGroup (unix) the rest of the
 // child's process group is then killed: nothing it started outlives the session. It returns nil only when the child exited 0; a
 // child still running after the timeout is killed and ErrTimeout returned.
-func (c *Client) Close() error {
+func (c *Conn) Close() error {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
@@ -265,7 +278,7 @@ func (c *Client) Close() error {
 	}
 	if c.opts.ProcessGroup {
 		// What the child left behind (a wrapper script's `sleep &`) ends with it.
-		killGroup(c.cmd)
+		_ = procgroup.Kill(c.cmd.Process)
 	}
 	if killed {
 		return fmt.Errorf("%w: it had been killed", ErrServerExited)
@@ -278,13 +291,13 @@ func (c *Client) Close() error {
 }
 
 // Kill ends the child at once and reaps it.
-func (c *Client) Kill() {
+func (c *Conn) Kill() {
 	c.kill()
 	<-c.exited
 }
 
-// alive reports whether the child runs and was not killed.
-func (c *Client) alive() bool {
+// Alive reports whether the child runs and was not killed.
+func (c *Conn) Alive() bool {
 	c.mu.Lock()
 	killed := c.killed
 	c.mu.Unlock()
@@ -297,9 +310,9 @@ func (c *Client) alive() bool {
 }
 
 // Pid is the child's process id.
-func (c *Client) Pid() int { return c.cmd.Process.Pid }
+func (c *Conn) Pid() int { return c.cmd.Process.Pid }
 
-func (c *Client) call(ctx context.Context, timeout time.Duration, method string, params, result any) error {
+func (c *Conn) call(ctx context.Context, timeout time.Duration, method string, params, result any) error {
 	c.mu.Lock()
 	if c.killed {
 		c.mu.Unlock()
@@ -310,7 +323,7 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 	}
 	c.nextID++
 	id := c.nextID
-	ch := make(chan *clientResponse, 1)
+	ch := make(chan *reply, 1)
 	c.pending[id] = ch
 	c.mu.Unlock()
 	defer func() {
@@ -338,7 +351,7 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 		c.kill()
 		return fmt.Errorf("%w: sending %s took over %s; killed the server", ErrTimeout, method, timeout)
 	}
-	decode := func(r *clientResponse) error {
+	decode := func(r *reply) error {
 		if r.err != nil {
 			return r.err
 		}
@@ -376,8 +389,8 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method string,
 
 // ListTools runs tools/list, following nextCursor until the last page (at most 100
 // pages), and returns every tool as the server described it.
-func (c *Client) ListTools(ctx context.Context) ([]RemoteTool, error) {
-	var all []RemoteTool
+func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
+	var all []Tool
 	cursor := ""
 	for range 100 {
 		var params map[string]any
@@ -385,8 +398,8 @@ func (c *Client) ListTools(ctx context.Context) ([]RemoteTool, error) {
 			params = map[string]any{"cursor": cursor}
 		}
 		var page struct {
-			Tools      []RemoteTool `json:"tools"`
-			NextCursor string       `json:"nextCursor"`
+			Tools      []Tool `json:"tools"`
+			NextCursor string `json:"nextCursor"`
 		}
 		if err := c.Call(ctx, "tools/list", params, &page); err != nil {
 			return nil, err
@@ -403,16 +416,16 @@ func (c *Client) ListTools(ctx context.Context) ([]RemoteTool, error) {
 	return nil, errors.New("mcpserver: tools/list has more than 100 pages")
 }
 
-// RemoteTool is one tool as another server's tools/list describes it.
-type RemoteTool struct {
+// Tool is one tool as the server's tools/list describes it.
+type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // write sends one message as one line under the write lock.
-func (c *Client) write(m any) error {
-	b, err := marshal(m)
+func (c *Conn) write(m any) error {
+	b, err := protocol.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("mcpserver: encoding a request: %w", err)
 	}
@@ -427,7 +440,7 @@ func (c *Client) write(m any) error {
 
 // watchHangup kills a child (of a Strict client) that closed its stdout but did not
 // exit within exitGrace: it can answer nothing more, and must not linger.
-func (c *Client) watchHangup() {
+func (c *Conn) watchHangup() {
 	<-c.readDone
 	select {
 	case <-c.exited:
@@ -450,7 +463,7 @@ const exitGrace = time.Second
 
 // reap waits for the child to exit, then for readLoop to read what it wrote, for at most
 // exitGrace; then it closes stdout (ending readLoop) and marks the client exited.
-func (c *Client) reap(out *os.File) {
+func (c *Conn) reap(out *os.File) {
 	err := c.cmd.Wait()
 	select {
 	case <-c.readDone:
@@ -462,7 +475,7 @@ func (c *Client) reap(out *os.File) {
 }
 
 // readLoop hands each response to the call waiting on its id until stdout ends.
-func (c *Client) readLoop(out io.ReadCloser) {
+func (c *Conn) readLoop(out io.ReadCloser) {
 	defer close(c.readDone)
 	defer out.Close()
 	r := bufio.NewReaderSize(out, 64<<10)
@@ -507,7 +520,7 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 
 // garbage handles a stdout line that is no JSON-RPC message: with Strict it kills the
 // child, naming what it printed.
-func (c *Client) garbage(what string) {
+func (c *Conn) garbage(what string) {
 	if !c.opts.Strict {
 		return
 	}
@@ -519,7 +532,7 @@ func (c *Client) garbage(what string) {
 	c.kill()
 }
 
-func (c *Client) handle(line []byte) {
+func (c *Conn) handle(line []byte) {
 	c.mu.Lock()
 	broken := c.reason != nil
 	c.mu.Unlock()
@@ -531,7 +544,7 @@ func (c *Client) handle(line []byte) {
 		c.notIJSON(line, ie)
 		return
 	}
-	var m message
+	var m protocol.Message
 	if json.Unmarshal(line, &m) != nil || !bytes.HasPrefix(line, []byte("{")) {
 		// Not JSON-RPC: a broken server. Strict kills it; else the caller's timeout
 		// ends the wait.
@@ -542,10 +555,10 @@ func (c *Client) handle(line []byte) {
 		return
 	}
 	if m.Method != "" {
-		if !m.isNotification() {
+		if !m.IsNotification() {
 			// Not from this goroutine: a server that is not reading its stdin must not
 			// stop us reading its answers.
-			go c.write(response{JSONRPC: "2.0", ID: m.ID, Error: rpcErrorf(CodeMethodNotFound, "method not found: %s", m.Method)})
+			go c.write(protocol.Response{JSONRPC: "2.0", ID: m.ID, Error: protocol.Errorf(protocol.CodeMethodNotFound, "method not found: %s", m.Method)})
 		}
 		return
 	}
@@ -553,11 +566,11 @@ func (c *Client) handle(line []byte) {
 	if err != nil {
 		return
 	}
-	r := &clientResponse{Result: m.Result}
+	r := &reply{Result: m.Result}
 	if len(m.Error) > 0 {
-		r.Error = &RPCError{}
+		r.Error = &protocol.Error{}
 		if json.Unmarshal(m.Error, r.Error) != nil {
-			r.Error = rpcErrorf(CodeInternalError, "undecodable error object: %s", m.Error)
+			r.Error = protocol.Errorf(protocol.CodeInternalError, "undecodable error object: %s", m.Error)
 		}
 	}
 	c.mu.Lock()
@@ -573,18 +586,19 @@ func (c *Client) handle(line []byte) {
 
 // notIJSON handles a stdout line that is JSON but not I-JSON (RFC 7493); nothing of it
 // is used, since readers disagree on what it says. A request or notification of the
-// server's own (it has a method) is answered as Server answers one (refuseNonIJSON).
+// server's own (it has a method) is answered as Server answers one
+// (protocol.RefuseNonIJSON).
 // A response fails, with ErrNotIJSON and the reason, every waiting call that one of its
 // top-level ids names — a repeated id names each of its values — and is otherwise
 // dropped, as an answer to no call is. The child keeps running.
-func (c *Client) notIJSON(line []byte, why error) {
-	if methods, _ := topLevel(line, "method"); len(methods) > 0 {
-		if r := refuseNonIJSON(line, why); r != nil {
+func (c *Conn) notIJSON(line []byte, why error) {
+	if methods, _ := protocol.TopLevel(line, "method"); len(methods) > 0 {
+		if r := protocol.RefuseNonIJSON(line, why, fsbus.IJSONReason(why)); r != nil {
 			go c.write(*r) // not from the reading goroutine, as in handle
 		}
 		return
 	}
-	ids, _ := topLevel(line, "id")
+	ids, _ := protocol.TopLevel(line, "id")
 	for _, raw := range ids {
 		id, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
 		if err != nil {
@@ -595,7 +609,7 @@ func (c *Client) notIJSON(line []byte, why error) {
 		c.mu.Unlock()
 		if ch != nil {
 			select {
-			case ch <- &clientResponse{err: fmt.Errorf("%w: %w", ErrNotIJSON, why)}:
+			case ch <- &reply{err: fmt.Errorf("%w: %w", ErrNotIJSON, why)}:
 			default:
 			}
 		}
@@ -603,7 +617,7 @@ func (c *Client) notIJSON(line []byte, why error) {
 }
 
 // kill kills the child once; reap then sees it exit.
-func (c *Client) kill() {
+func (c *Conn) kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.killed {
@@ -611,7 +625,7 @@ func (c *Client) kill() {
 	}
 	c.killed = true
 	if c.opts.ProcessGroup {
-		killGroup(c.cmd)
+		_ = procgroup.Kill(c.cmd.Process)
 	} else {
 		_ = c.cmd.Process.Kill()
 	}
@@ -630,7 +644,7 @@ func (e *StderrError) Unwrap() error { return e.Err }
 
 // withStderr is err, as a *StderrError when the child's stderr was captured and is not
 // empty.
-func (c *Client) withStderr(err error) error {
+func (c *Conn) withStderr(err error) error {
 	if c.errb == nil {
 		return err
 	}
