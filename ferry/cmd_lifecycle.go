@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/bootclock"
 )
 
 // testClock and testBoot, when set, are the wall clock and the boot clock of every
@@ -16,7 +17,7 @@ import (
 // and reads no variable that moves them.
 var (
 	testClock func() time.Time
-	testBoot  func() fsbus.BootReading
+	testBoot  func() bootclock.Reading
 )
 
 // orderSession opens the --as session of an order command with AutoSettle:

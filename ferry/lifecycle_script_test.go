@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/bootclock"
 )
 
 // testClockEnv moves both clocks of a ferry process run by a journey this many seconds
@@ -23,8 +23,8 @@ func init() {
 		return
 	}
 	testClock = func() time.Time { return time.Now().Add(ahead + step) }
-	testBoot = func() fsbus.BootReading {
-		r, err := fsbus.ReadBootClock()
+	testBoot = func() bootclock.Reading {
+		r, err := bootclock.Read()
 		if err != nil {
 			panic("reading the boot clock: " + err.Error())
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -82,7 +83,7 @@ type Channel struct {
 	// Boot is the boot clock read beside Now at every sighting, on which elapsed time
 	// is measured (clock.go, ADR 0013); nil means the OS boot clock, moved by as much
 	// as Now is from the real wall clock. Tests only: the binary sets neither.
-	Boot func() BootReading
+	Boot func() bootclock.Reading
 	// Progress, when set, hears how far each Load is (a progress display for
 	// the first reading of a big channel, which a terminal-free fsbus cannot draw):
 	// stage is "reading", "verifying" (done and total count entries whose signatures are

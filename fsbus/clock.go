@@ -3,14 +3,14 @@ package fsbus
 import (
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus/internal/bootclock"
+	"github.com/ferryhq/ferry/internal/bootclock"
 )
 
 // Every decision docs/design.md §2 rule 7 leaves to an observer's clock — a holder silent, so
 // the primary role may be taken over; an execution or queue window closed, so the
 // order expires — is measured from a sighting: when this machine first saw something.
 // A sighting is a Stamp, a reading of two clocks: the wall clock, and the OS boot
-// clock (fsbus/internal/bootclock), which no setting of the wall clock moves. Elapsed
+// clock (internal/bootclock), which no setting of the wall clock moves. Elapsed
 // time is measured on the boot clock; a wall-clock step (an NTP step, a VM whose clock
 // is corrected on resume) cannot make a live holder look silent (ADR 0013,
 // docs/format.md §18 "Clock steps").
@@ -35,20 +35,13 @@ const MaxClockStep = 2 * time.Second
 // as wall time minus boot time jumping by the length of the previous boot.
 const noBootID = "-"
 
-// BootReading is one reading of the boot clock (Channel.Boot).
-type BootReading = bootclock.Reading
-
-// ReadBootClock reads the OS boot clock, as Channel.Boot does when unset (its error is
-// the OS's: the channel then measures on the wall clock alone).
-func ReadBootClock() (BootReading, error) { return bootclock.Read() }
-
 // stamp reads this machine's clocks now: c.Now (the wall clock) and the boot clock.
 // With Boot unset the OS boot clock is read, moved by as much as Now is from the real
 // wall clock: a test that sets Now alone moves both clocks together (time passes), and
 // one that sets Boot too can step the wall clock alone.
 func (c *Channel) stamp() Stamp {
 	wall := c.now()
-	var r BootReading
+	var r bootclock.Reading
 	if c.Boot != nil {
 		r = c.Boot()
 	} else {

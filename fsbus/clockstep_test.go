@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -32,8 +33,8 @@ func newStepClock() *stepClock {
 }
 
 func (c *stepClock) now() time.Time { return time.UnixMilli(c.wall.Load()) }
-func (c *stepClock) bootNow() BootReading {
-	return BootReading{Since: time.Duration(c.boot.Load()) * time.Millisecond, ID: c.id.Load().(string)}
+func (c *stepClock) bootNow() bootclock.Reading {
+	return bootclock.Reading{Since: time.Duration(c.boot.Load()) * time.Millisecond, ID: c.id.Load().(string)}
 }
 
 // pass lets d go by on both clocks.

@@ -202,11 +202,11 @@ func TestSettleWindowsQueueAndPolicy(t *testing.T) {
 	}
 
 	// An order's own windows override the channel's.
-	ws := w.c.Config.Policy.Windows(&Order{Contract: Contract{Windows: &OrderWindows{ExecS: 7200}}})
-	if ws != (OrderWindows{ExecS: 7200, LifetimeS: DefaultLifetimeS, QueueS: 3600}) {
+	ws := w.c.Config.Policy.Windows(&Order{Contract: Contract{Windows: &Windows{ExecS: 7200}}})
+	if ws != (Windows{ExecS: 7200, LifetimeS: DefaultLifetimeS, QueueS: 3600}) {
 		t.Fatalf("windows: %+v", ws)
 	}
-	if ws := (Policy{}).Windows(&Order{}); ws != (OrderWindows{ExecS: DefaultExecWindowS, LifetimeS: DefaultLifetimeS}) {
+	if ws := (Policy{}).Windows(&Order{}); ws != (Windows{ExecS: DefaultExecWindowS, LifetimeS: DefaultLifetimeS}) {
 		t.Fatalf("default windows: %+v", ws)
 	}
 }
@@ -649,7 +649,7 @@ func TestPolicyWindowsSigned(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a signed channel.toml with window keys: %v", err)
 	}
-	if ws := c2.Config.Policy.Windows(&Order{}); ws != (OrderWindows{ExecS: 600, LifetimeS: 7200, QueueS: 300}) {
+	if ws := c2.Config.Policy.Windows(&Order{}); ws != (Windows{ExecS: 600, LifetimeS: 7200, QueueS: 300}) {
 		t.Fatalf("windows %+v", ws)
 	}
 	// Edited after signing: refused like any other key.

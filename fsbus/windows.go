@@ -29,14 +29,10 @@ const (
 	WindowQueue     = "queue"
 )
 
-// OrderWindows are an order's own window overrides: the contract's Windows,
-// seconds; 0 or absent means the channel's policy.
-type OrderWindows = Windows
-
 // Windows returns the windows that apply to o under policy p, seconds: the order's
 // own values where set, else the channel's, else the defaults (queue 0 = none).
-func (p Policy) Windows(o *Order) OrderWindows {
-	w := OrderWindows{ExecS: p.ExecWindowS, LifetimeS: p.LifetimeS, QueueS: p.QueueWindowS}
+func (p Policy) Windows(o *Order) Windows {
+	w := Windows{ExecS: p.ExecWindowS, LifetimeS: p.LifetimeS, QueueS: p.QueueWindowS}
 	if w.ExecS <= 0 {
 		w.ExecS = DefaultExecWindowS
 	}

@@ -304,7 +304,7 @@ func checkResponse(o []byte, codes []int) error {
 		return fmt.Errorf("not exactly one of result and error")
 	}
 	if hasErr {
-		var re RPCError
+		var re protocol.Error
 		if err := json.Unmarshal(e, &re); err != nil || !slices.Contains(codes, re.Code) || re.Message == "" {
 			return fmt.Errorf("error object %s", e)
 		}

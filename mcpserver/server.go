@@ -23,12 +23,8 @@ import (
 // before cancelling them.
 var DrainTimeout = 10 * time.Second
 
-// RPCError is a JSON-RPC error object (code, message, data). A Tool or Resources
-// returns one, or wraps one, to choose the code of a JSON-RPC error answer.
-type RPCError = protocol.Error
-
 // Tool is one MCP tool. Call receives the raw "arguments" object (never nil: "{}" when
-// absent) and returns a JSON-marshalable result or an error; an *RPCError becomes a
+// absent) and returns a JSON-marshalable result or an error; a *protocol.Error (returned or wrapped, to choose the code) becomes a
 // JSON-RPC error, any other error an isError tool result.
 type Tool struct {
 	Name         string
@@ -836,7 +832,7 @@ func (s *Server) readResource(ctx context.Context, e protocol.Era, params json.R
 	return map[string]any{"contents": contents}, nil
 }
 
-// resourceError turns a Resources failure into a JSON-RPC error: an *RPCError as it
+// resourceError turns a Resources failure into a JSON-RPC error: a *protocol.Error as it
 // is; fsbus category not_found → CodeResourceNotFound (-32002) in the legacy era,
 // CodeInvalidParams (-32602) in the modern one (MCP 2026-07-28 replaced -32002), with
 // data {"uri"}; invalid → -32602; anything else → -32603. The message is the text a

@@ -164,7 +164,7 @@ func TestLayers(t *testing.T) {
 func TestLayersCatchViolations(t *testing.T) {
 	for _, tc := range []struct{ pkg, dep string }{
 		{"ledger", "fsbus"},
-		{"fsbus/internal/bootclock", "fsbus"},
+		{"internal/bootclock", "fsbus"},
 		{"mcpserver", "ferry"},
 		{"internal/fsutil", "ledger"},
 	} {

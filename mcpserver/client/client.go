@@ -8,7 +8,7 @@
 //	err = c.Close() // EOF, then a kill after Options.ExitTimeout
 //
 // Every request is bounded by a timeout on whose expiry the child is killed; a JSON-RPC
-// error answer is an *RPCError, a tool's failure a ToolResult with IsError.
+// error answer is a *protocol.Error, a tool's failure a ToolResult with IsError.
 package client
 
 import (
@@ -92,7 +92,7 @@ type Conn struct {
 	errb *fsbus.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
 
 	// Init is the server's answer to initialize.
-	Init InitializeResult
+	Init protocol.InitializeResult // the server's answer to initialize
 
 	wmu sync.Mutex // one write of one whole line per message
 
@@ -107,14 +107,6 @@ type Conn struct {
 	exited   chan struct{} // closed once the child was reaped and its output read
 	waitErr  error         // cmd.Wait's result, set before exited is closed
 }
-
-// RPCError is a JSON-RPC error answer: Call returns one when the server answered the
-// request with an error object.
-type RPCError = protocol.Error
-
-// InitializeResult is the server's answer to initialize: its protocol version,
-// serverInfo, capabilities and instructions.
-type InitializeResult = protocol.InitializeResult
 
 // ToolResult is a tools/call result.
 type ToolResult struct {
@@ -224,7 +216,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts Options) (*Conn, error) {
 }
 
 // Call sends one request and decodes its result into result (unless nil), within
-// opts.CallTimeout. A JSON-RPC error answer is returned as an *RPCError. On timeout the
+// opts.CallTimeout. A JSON-RPC error answer is returned as a *protocol.Error. On timeout the
 // child is killed and ErrTimeout returned; when ctx ends first, the request is
 // cancelled (notifications/cancelled) and ctx's error returned.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {

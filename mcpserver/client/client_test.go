@@ -175,10 +175,10 @@ var garbageLines = []string{
 }
 
 type fakeMessage struct {
-	ID     json.RawMessage  `json:"id"`
-	Method string           `json:"method"`
-	Params json.RawMessage  `json:"params"`
-	Error  *client.RPCError `json:"error"`
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Error  *protocol.Error `json:"error"`
 }
 
 // next reads the next message; false at EOF.
@@ -290,8 +290,8 @@ func TestClientRoundTrip(t *testing.T) {
 				t.Errorf("structuredContent %s (%v)", r.StructuredContent, err)
 			}
 
-			// JSON-RPC errors come back as *RPCError with their code.
-			var re *client.RPCError
+			// JSON-RPC errors come back as *protocol.Error with their code.
+			var re *protocol.Error
 			if err := c.Call(context.Background(), "no/such/method", nil, nil); !errors.As(err, &re) || re.Code != protocol.CodeMethodNotFound {
 				t.Errorf("unknown method: %v, want code %d", err, protocol.CodeMethodNotFound)
 			}
