@@ -543,8 +543,7 @@ func (c *OrderVerifyCmd) Run(g *Globals) error {
 		if err != nil {
 			return err
 		}
-		s := &fsbus.Session{Channel: ch, Workspace: c.Workspace}
-		if r, err = s.VerifyOrder(c.ID); err != nil {
+		if r, err = ch.VerifyOrder(c.ID, c.Workspace); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -296,7 +297,7 @@ func TestGitSyncRefusals(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &so, &se
 		err := cmd.Run()
 		got := 0
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			got = ee.ExitCode()
 		}
 		if got != code || !strings.Contains(se.String(), msg) || !strings.Contains(se.String(), "ferry: hint: "+hint) {

@@ -214,7 +214,7 @@ func TestAskWriteRefusals(t *testing.T) {
 		if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: got %v, want %s containing %q", tc.name, err, tc.cat, tc.msg)
 		}
-		if fe, ok := err.(*errs.Error); ok && fe.Hint == "" && tc.cat != errs.Invalid {
+		if fe, ok := errs.From(err); ok && fe.Hint == "" && tc.cat != errs.Invalid {
 			t.Errorf("%s: no hint", tc.name)
 		}
 	}
@@ -406,7 +406,7 @@ func TestAskListsAndFind(t *testing.T) {
 		t.Fatalf("ambiguous: %v", err)
 	}
 	_, err = st.FindAsk("a-zzzz")
-	if fe, ok := err.(*errs.Error); !ok || fe.Category != errs.NotFound || !strings.Contains(fe.Hint, "ferry ask status") {
+	if fe, ok := errs.From(err); !ok || fe.Category != errs.NotFound || !strings.Contains(fe.Hint, "ferry ask status") {
 		t.Fatalf("not found: %#v", err)
 	}
 }

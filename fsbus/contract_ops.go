@@ -119,15 +119,21 @@ func (s *Session) Claim(q, key string) (*Order, error) {
 // once: nothing was written, and the check is made again after claimRetry.
 var errSettle = errors.New("fsbus: pointed files differ; checking again")
 
-// VerifyOrder reports the health of an order's pointers in this machine's workspace:
-// ok, changed, missing or refused per pointer (ADR 0003 §2). It reads the files
-// and the channel and writes nothing. An order without pointers reports ok with none.
-func (s *Session) VerifyOrder(q string) (*PointerReport, error) {
-	o, _, err := s.findOrder(q)
+// VerifyOrder reports the health of an order's pointers in workspace ("" means the
+// git top-level of the current directory, else the current directory): ok, changed,
+// missing or refused per pointer (ADR 0003 §2). It reads the files and the channel
+// and writes nothing, so it needs no key. An order without pointers reports ok with
+// none.
+func (c *Channel) VerifyOrder(q, workspace string) (*PointerReport, error) {
+	v, err := c.Load()
 	if err != nil {
 		return nil, err
 	}
-	ws, err := s.workspace()
+	o, err := v.State.FindOrder(q)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := ResolveWorkspace(workspace)
 	if err != nil {
 		return nil, err
 	}

@@ -320,7 +320,7 @@ func TestClaimRefusesStalePointers(t *testing.T) {
 	// A CRLF copy of the same content verifies.
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "package calc\r\n\r\nfunc Eq(a, b any) bool { return a == b }\r\n")
 	writeFile(t, filepath.Join(w.wb, "README.md"), "# calc\r\n")
-	rep, err := w.bob.VerifyOrder(o.ID)
+	rep, err := w.bob.VerifyOrder(o.ID, w.bob.Workspace)
 	if err != nil || !rep.OK {
 		t.Fatalf("verify CRLF copy: %+v %v", rep, err)
 	}

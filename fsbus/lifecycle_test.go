@@ -408,10 +408,10 @@ func TestReadyFor(t *testing.T) {
 			t.Fatalf("state %q: %v", ok, err)
 		}
 	}
-	if err := CheckStateFilter("bogus"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.(*errs.Error).Hint, "pointer_stale") {
+	if err := CheckStateFilter("bogus"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "pointer_stale") {
 		t.Fatalf("bogus state: %v", err)
 	}
-	if err := CheckStateFilter("ready"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.(*errs.Error).Hint, "--ready") {
+	if err := CheckStateFilter("ready"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "--ready") {
 		t.Fatalf("state ready: %v", err)
 	}
 }
@@ -493,7 +493,7 @@ func TestRetiredWritesNothing(t *testing.T) {
 			if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "retired") {
 				t.Fatalf("%s %s after retirement: %v", name, what, err)
 			}
-			if e := err.(*errs.Error); !strings.Contains(e.Hint, "new agent name") || strings.Contains(e.Hint, "ferry grant") {
+			if e := errOf(err); !strings.Contains(e.Hint, "new agent name") || strings.Contains(e.Hint, "ferry grant") {
 				t.Fatalf("%s %s hint: %q", name, what, e.Hint)
 			}
 		}
@@ -502,7 +502,7 @@ func TestRetiredWritesNothing(t *testing.T) {
 		before := len(must[*View](t)(w.c.Load()).Snapshot.Entries)
 		_, err := w.master.Grant(GrantOptions{Agent: name, Level: "orchestrator"})
 		if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "agent "+name+" is retired") ||
-			!strings.Contains(err.(*errs.Error).Hint, "ferry join --as "+name+"-2") {
+			!strings.Contains(errOf(err).Hint, "ferry join --as "+name+"-2") {
 			t.Fatalf("grant to retired %s: %v", name, err)
 		}
 		if after := len(must[*View](t)(w.c.Load()).Snapshot.Entries); after != before {

@@ -305,7 +305,7 @@ func TestNotFoundWhileObjectsArrive(t *testing.T) {
 	for kind, find := range finds {
 		q := kind[:1] + "-zzzzzzzzzzzzz"
 		err := find(q)
-		fe, ok := err.(*errs.Error)
+		fe, ok := errs.From(err)
 		if !ok || fe.Category != errs.NotFound ||
 			fe.Message != kind+` "`+q+`" not found yet: 3 objects are still arriving (sync in progress)` ||
 			!strings.HasPrefix(fe.Hint, "retry when the sync tool has finished; ") {
@@ -319,7 +319,7 @@ func TestNotFoundWhileObjectsArrive(t *testing.T) {
 	st = w.load(t).State
 	for kind, find := range finds {
 		q := kind[:1] + "-zzzzzzzzzzzzz"
-		if err := find(q); !errs.Is(err, errs.NotFound) || err.(*errs.Error).Message != "no "+kind+` "`+q+`"` {
+		if err := find(q); !errs.Is(err, errs.NotFound) || errOf(err).Message != "no "+kind+` "`+q+`"` {
 			t.Errorf("%s %s once arrived: %v", kind, q, err)
 		}
 	}

@@ -45,7 +45,7 @@ func TestPointerFIFORefusedUnopened(t *testing.T) {
 	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "FIFO") {
 		t.Fatalf("claim on a FIFO: %v", err)
 	}
-	if e = err.(*errs.Error); !strings.Contains(e.Hint, "this checkout's copy is the problem") || strings.Contains(e.Hint, "ask the author") {
+	if e = errOf(err); !strings.Contains(e.Hint, "this checkout's copy is the problem") || strings.Contains(e.Hint, "ask the author") {
 		t.Fatalf("hint %q", e.Hint)
 	}
 	if w.entries(t) != n {
@@ -62,7 +62,7 @@ func TestPointerFIFORefusedUnopened(t *testing.T) {
 	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "leads outside the workspace (through a symlink)") {
 		t.Fatalf("claim through a symlink: %v", err)
 	}
-	if e = err.(*errs.Error); !strings.Contains(e.Hint, "this checkout's copy is the problem") {
+	if e = errOf(err); !strings.Contains(e.Hint, "this checkout's copy is the problem") {
 		t.Fatalf("symlink hint %q", e.Hint)
 	}
 }

@@ -106,7 +106,7 @@ func TestSearch(t *testing.T) {
 }
 
 func asError(err error, fe **errs.Error) bool {
-	e, ok := err.(*errs.Error)
+	e, ok := errs.From(err)
 	*fe = e
 	return ok
 }

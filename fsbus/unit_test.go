@@ -117,14 +117,14 @@ func TestResolveIDNear(t *testing.T) {
 		if len(tc.near) > 0 {
 			want += "; did you mean " + strings.Join(tc.near, " or ") + "?"
 		}
-		if msg := err.(*errs.Error).Message; msg != want {
+		if msg := errOf(err).Message; msg != want {
 			t.Errorf("resolveID(%q): %q, want %q", tc.q, msg, want)
 		}
 	}
 	// Three at most.
 	many := []string{"o-aaaaaaaaaaaa1", "o-aaaaaaaaaaaa2", "o-aaaaaaaaaaaa3", "o-aaaaaaaaaaaa4"}
 	_, err := resolveID("order", "o-aaaaaaaaaaaax", many)
-	if want := `no order "o-aaaaaaaaaaaax"; did you mean o-aaaaaaaaaaaa1 or o-aaaaaaaaaaaa2 or o-aaaaaaaaaaaa3?`; err == nil || err.(*errs.Error).Message != want {
+	if want := `no order "o-aaaaaaaaaaaax"; did you mean o-aaaaaaaaaaaa1 or o-aaaaaaaaaaaa2 or o-aaaaaaaaaaaa3?`; err == nil || errOf(err).Message != want {
 		t.Errorf("many near ids: %v, want %q", err, want)
 	}
 }
@@ -408,4 +408,13 @@ func TestIdempotencyKeyBounded(t *testing.T) {
 	if len(v1.Snapshot.Entries) != len(v0.Snapshot.Entries)+1 {
 		t.Fatalf("refused keys wrote entries: %d → %d", len(v0.Snapshot.Entries), len(v1.Snapshot.Entries))
 	}
+}
+
+// errOf is the *errs.Error err holds, or an empty one: a test reads its hint or
+// message without a type assertion.
+func errOf(err error) *errs.Error {
+	if fe, ok := errs.From(err); ok {
+		return fe
+	}
+	return &errs.Error{}
 }

@@ -275,7 +275,7 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			case <-stop:
 				return
 			}
-			if _, big := err.(*lineTooLong); err != nil && !big {
+			if big := (*lineTooLong)(nil); err != nil && !errors.As(err, &big) {
 				return
 			}
 			select {

@@ -475,7 +475,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, err := (&fsbus.Session{Channel: ch, Workspace: f.cfg.Workspace}).VerifyOrder(in.ID)
+		r, err := ch.VerifyOrder(in.ID, f.cfg.Workspace)
 		if err != nil {
 			return nil, err
 		}

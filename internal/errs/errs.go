@@ -79,3 +79,11 @@ func WithHint(err error, more string) error {
 	}
 	return &c
 }
+
+// From returns the *Error err is or wraps, as errors.As finds it, and whether there
+// is one.
+func From(err error) (*Error, bool) {
+	var fe *Error
+	ok := errors.As(err, &fe)
+	return fe, ok
+}
