@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
@@ -158,9 +159,9 @@ type serverEntry struct {
 // connectEnvKeys are the variables ferry carries into the app's env entry when they are
 // set where `ferry connect` runs, and owns there (set, changed or taken out; other env
 // keys are kept): FERRY_HOME (ferry's keys and project map), and where ferry finds
-// Syncthing (fsbus's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
+// Syncthing (fsbus/synchealth's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
 // and SYNCTHING_API_URL. SYNCTHING_API_KEY is a secret and never written.
-var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
+var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", synchealth.EnvSyncthingURL}
 
 // serverEnv is the env of ferry's entry: the variables of connectEnvKeys that are set,
 // a relative Syncthing dir made absolute from the working dir (the app starts the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -20,8 +20,8 @@ import (
 func init() {
 	os.Setenv("STHOMEDIR", filepath.Join(os.TempDir(), "ferry-tests-no-syncthing", "none"))
 	os.Unsetenv("STCONFDIR")
-	os.Unsetenv(fsbus.EnvSyncthingURL)
-	os.Unsetenv(fsbus.EnvSyncthingKey)
+	os.Unsetenv(synchealth.EnvSyncthingURL)
+	os.Unsetenv(synchealth.EnvSyncthingKey)
 }
 
 // TestJoinAndPrimaryReportSync (issue 7): ferry_join and ferry_primary status say
@@ -29,7 +29,7 @@ func init() {
 func TestJoinAndPrimaryReportSync(t *testing.T) {
 	busy := copyBusy(t)
 	type syncOut struct {
-		Sync *fsbus.SyncLine `json:"sync"`
+		Sync *synchealth.SyncLine `json:"sync"`
 	}
 	rg := newRig(t, mcpserver.FerryConfig{Agent: "cursor-laptop", Open: busy.open})
 	check := func(want, note string) {
@@ -46,7 +46,7 @@ func TestJoinAndPrimaryReportSync(t *testing.T) {
 			}
 		}
 	}
-	check(fsbus.DeliveryStored, "no Syncthing here")
+	check(synchealth.DeliveryStored, "no Syncthing here")
 
 	// A Syncthing on loopback shares the channel with one peer, connected, at 100%.
 	const me, peer = "ME00000-X", "PEER000-X"
@@ -77,9 +77,9 @@ func TestJoinAndPrimaryReportSync(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	defer srv.Close()
-	t.Setenv(fsbus.EnvSyncthingURL, srv.URL)
-	t.Setenv(fsbus.EnvSyncthingKey, "k")
-	check(fsbus.DeliveryDelivered, "1 of 1 peers connected, all at 100%")
-	t.Setenv(fsbus.EnvSyncthingKey, "wrong")
-	check(fsbus.DeliveryStored, "refused the API key")
+	t.Setenv(synchealth.EnvSyncthingURL, srv.URL)
+	t.Setenv(synchealth.EnvSyncthingKey, "k")
+	check(synchealth.DeliveryDelivered, "1 of 1 peers connected, all at 100%")
+	t.Setenv(synchealth.EnvSyncthingKey, "wrong")
+	check(synchealth.DeliveryStored, "refused the API key")
 }

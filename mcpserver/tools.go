@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -34,7 +35,7 @@ type JoinOut struct {
 	// Queue is this machine's job-queue command for heavy orders (issue 6), if any.
 	Queue string `json:"queue,omitempty"`
 	// Sync: stored here, or delivered to every peer (issue 7).
-	Sync fsbus.SyncLine `json:"sync"`
+	Sync synchealth.SyncLine `json:"sync"`
 	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
 	Next string `json:"next"`
 }
@@ -94,7 +95,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 	} else {
 		out.Queue = q.String()
 	}
-	out.Sync = ch.SyncHealth(ctx).Line()
+	out.Sync = synchealth.Probe(ctx, ch.Root).Line()
 	if res.Wrote {
 		if s, err := ch.As(f.cfg.Agent); err == nil && res.Seated {
 			f.wrote(s, "joined")
@@ -609,7 +610,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		return boundPrimary(ch.PrimaryStatus(v).WithSync(ch.SyncHealth(ctx))), nil
+		return boundPrimary(ch.PrimaryStatus(v).WithSync(synchealth.Probe(ctx, ch.Root))), nil
 	}
 	s, err := f.session()
 	if err != nil {

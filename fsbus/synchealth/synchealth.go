@@ -1,4 +1,14 @@
-package fsbus
+// Package synchealth asks Syncthing, when it carries a channel, what it says about
+// delivery (docs/design.md §2 rule 7):
+//
+//	h := synchealth.Probe(ctx, ch.Root)
+//	if h.NoPeer() { … } // Syncthing carries the channel and no peer is connected
+//
+// Probe asks Syncthing's REST API on this machine's loopback interface only, with a
+// deadline of SyncDeadline for the whole probe, and never fails: a missing Syncthing,
+// a refused key or a timeout are states of the SyncHealth it returns, each with a
+// one-line Detail and Fix.
+package synchealth
 
 import (
 	"bytes"
@@ -21,10 +31,6 @@ import (
 	"strings"
 	"time"
 )
-
-// Sync health (docs/design.md §2 rule 7): what Syncthing, when it carries the channel,
-// says about delivery. ferry asks Syncthing's REST API on this machine's loopback
-// interface only, with a deadline of SyncDeadline for the whole probe.
 
 // SyncDeadline bounds one SyncHealth probe, every request included (5 s).
 const SyncDeadline = 5 * time.Second
@@ -125,13 +131,13 @@ func (h *SyncHealth) Line() SyncLine {
 // rule 7).
 func (h *SyncHealth) NoPeer() bool { return h.InUse && h.Connected == 0 }
 
-// SyncHealth asks Syncthing on this machine about the folder holding the channel:
-// folder state (/rest/db/status), connected peers (/rest/system/connections) and each
-// peer's completion (/rest/db/completion). The address and key come from
+// Probe asks Syncthing on this machine about the folder holding the channel folder
+// root: folder state (/rest/db/status), connected peers (/rest/system/connections) and
+// each peer's completion (/rest/db/completion). The address and key come from
 // SYNCTHING_API_URL and SYNCTHING_API_KEY, or from Syncthing's config.xml (see
 // syncthingConfigPaths); only loopback addresses are asked. The whole probe is bounded
 // by SyncDeadline and by ctx. It never fails: every failure mode is a state.
-func (c *Channel) SyncHealth(ctx context.Context) *SyncHealth {
+func Probe(ctx context.Context, root string) *SyncHealth {
 	ctx, cancel := context.WithTimeout(ctx, SyncDeadline)
 	defer cancel()
 	h := &SyncHealth{Syncthing: SyncNone, Delivery: DeliveryStored, Peers: []SyncPeer{}}
@@ -146,7 +152,7 @@ func (c *Channel) SyncHealth(ctx context.Context) *SyncHealth {
 		return h
 	}
 	h.Source = api.source
-	root := canonicalDir(c.Root)
+	root = canonicalDir(root)
 	cfgFolder := matchFolder(folders, root)
 	h.InUse = cfgFolder != nil
 
