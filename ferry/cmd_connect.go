@@ -145,9 +145,9 @@ func (c *ConnectCmd) connect(g *Globals, env connectEnv, exe, machine string) er
 	}
 	rep.Server = serverEntry{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
 		Env: serverEnv(env)}
-	if !c.Remove && strings.TrimSpace(env.getenv(synchealth.EnvSyncthingKey)) != "" {
-		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+synchealth.EnvSyncthingKey+
-			" here, which ferry never writes into a config: set "+synchealth.EnvSyncthingKey+" in the app's environment too, or sync health cannot ask Syncthing from the app")
+	if !c.Remove && strings.TrimSpace(env.getenv(synchealth.EnvKey)) != "" {
+		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+synchealth.EnvKey+
+			" here, which ferry never writes into a config: set "+synchealth.EnvKey+" in the app's environment too, or sync health cannot ask Syncthing from the app")
 	}
 	hookCmd := shellQuote(exe) + " catchup --as " + rep.Agent + " --project " + rep.Project
 	if fh := env.getenv("FERRY_HOME"); fh != "" && env.goos != "windows" {

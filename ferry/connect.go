@@ -161,7 +161,7 @@ type serverEntry struct {
 // keys are kept): FERRY_HOME (ferry's keys and project map), and where ferry finds
 // Syncthing (fsbus/synchealth's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
 // and SYNCTHING_API_URL. SYNCTHING_API_KEY is a secret and never written.
-var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", synchealth.EnvSyncthingURL}
+var connectEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", synchealth.EnvURL}
 
 // serverEnv is the env of ferry's entry: the variables of connectEnvKeys that are set,
 // a relative Syncthing dir made absolute from the working dir (the app starts the

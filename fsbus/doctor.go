@@ -100,15 +100,15 @@ type DoctorPending struct {
 
 // DoctorReport is `ferry doctor`.
 type DoctorReport struct {
-	Project  string                 `json:"project"`
-	Channel  string                 `json:"channel"`
-	Errors   int                    `json:"errors"`
-	Warnings int                    `json:"warnings"`
-	Findings []Finding              `json:"findings"`
-	Copies   []ConflictCopy         `json:"conflict_copies"`
-	Pending  DoctorPending          `json:"pending"`
-	Skew     []SkewRow              `json:"clock_skew"`
-	Sync     *synchealth.SyncHealth `json:"sync"`
+	Project  string             `json:"project"`
+	Channel  string             `json:"channel"`
+	Errors   int                `json:"errors"`
+	Warnings int                `json:"warnings"`
+	Findings []Finding          `json:"findings"`
+	Copies   []ConflictCopy     `json:"conflict_copies"`
+	Pending  DoctorPending      `json:"pending"`
+	Skew     []SkewRow          `json:"clock_skew"`
+	Sync     *synchealth.Health `json:"sync"`
 }
 
 // OK reports whether the doctor found no error.
@@ -154,7 +154,7 @@ const (
 // entries the fold ignored, object files that are wrong), then the DoctorOnlyChecks:
 // object files that no entry names, what waits for sync, HLC skew of writers against
 // this machine's clock at arrival, Syncthing's view of delivery (synchealth.Probe,
-// within synchealth.SyncDeadline) and its folder settings, contested things, and
+// within synchealth.Deadline) and its folder settings, contested things, and
 // conflict copies of memory/*.md. Every finding has a one-line fix. It changes
 // nothing in the channel; it returns an error only when the channel cannot be read.
 func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
@@ -774,11 +774,11 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 	h := r.Sync
 	lvl := LevelInfo
 	switch {
-	case h.InUse && h.Syncthing != synchealth.SyncOK:
+	case h.InUse && h.Syncthing != synchealth.StateOK:
 		lvl = LevelError // the channel is in Syncthing, and Syncthing cannot be asked
 	case h.InUse && (h.NoPeer() || (h.Folder != nil && h.Folder.Paused)):
 		lvl = LevelWarning
-	case h.Syncthing == synchealth.SyncError || h.Syncthing == synchealth.SyncUnauthorized || h.Syncthing == synchealth.SyncTimeout:
+	case h.Syncthing == synchealth.StateError || h.Syncthing == synchealth.StateUnauthorized || h.Syncthing == synchealth.StateTimeout:
 		lvl = LevelWarning
 	}
 	fix := h.Fix
@@ -822,7 +822,7 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 // it was found: the folder path Syncthing's REST API reports ("api"), else the nearest
 // directory at or above the channel holding a .stfolder marker (Syncthing puts one at
 // every folder root: "marker"). "" when neither says.
-func (c *Channel) syncthingRoot(h *synchealth.SyncHealth) (root, how string) {
+func (c *Channel) syncthingRoot(h *synchealth.Health) (root, how string) {
 	if h != nil && h.Folder != nil && h.Folder.Path != "" {
 		p := h.Folder.Path
 		if rest, ok := strings.CutPrefix(p, "~"); ok {

@@ -146,7 +146,7 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := doctor(t, c)
-	if r.Sync == nil || r.Sync.Syncthing != synchealth.SyncOK || !r.Sync.NoPeer() {
+	if r.Sync == nil || r.Sync.Syncthing != synchealth.StateOK || !r.Sync.NoPeer() {
 		t.Fatalf("sync: %+v", r.Sync)
 	}
 	want := map[string]string{
@@ -180,12 +180,12 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = doctor(t, c)
-	if len(findingsOf(r, CheckSettings)) != 0 || !r.OK() || r.Sync.Delivery != synchealth.DeliveryDelivered {
+	if len(findingsOf(r, CheckSettings)) != 0 || !r.OK() || r.Sync.Delivery != synchealth.Delivered {
 		t.Fatalf("healthy folder: %+v", r.Findings)
 	}
 	srv.Close()
 	r = doctor(t, c)
-	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != synchealth.SyncUnreachable {
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != synchealth.StateUnreachable {
 		t.Fatalf("env-only API gone (nothing says the channel is in Syncthing): %+v", s)
 	}
 }

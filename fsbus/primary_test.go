@@ -536,7 +536,7 @@ func TestPrimaryTakeRefusedWithoutPeers(t *testing.T) {
 	v := primaryLoad(t, c)
 	ps := c.PrimaryStatus(v).WithSync(synchealth.Probe(context.Background(), c.Root))
 	if ps.Liveness != Silent || ps.Rule != "holder not heard from for 31 min, but Syncthing reports no connected peer: take refused until a peer connects" ||
-		ps.Sync == nil || ps.Sync.Delivery != synchealth.DeliveryStored {
+		ps.Sync == nil || ps.Sync.Delivery != synchealth.Stored {
 		t.Fatalf("status %+v", ps)
 	}
 	n := primaryEntries(t, c)
@@ -563,7 +563,7 @@ func TestPrimaryTakeRefusedWithoutPeers(t *testing.T) {
 	f.Connected = true
 	f.Unlock()
 	v = primaryLoad(t, c)
-	if ps := c.PrimaryStatus(v).WithSync(synchealth.Probe(context.Background(), c.Root)); ps.Rule != "holder silent (heard from 31 min ago): an orchestrator may take over" || ps.Sync.Delivery != synchealth.DeliveryDelivered {
+	if ps := c.PrimaryStatus(v).WithSync(synchealth.Probe(context.Background(), c.Root)); ps.Rule != "holder silent (heard from 31 min ago): an orchestrator may take over" || ps.Sync.Delivery != synchealth.Delivered {
 		t.Fatalf("status with a peer connected: %+v", ps)
 	}
 	if ps, err := ss["bob"].PrimaryTake(""); err != nil || ps.Holder != "bob" {

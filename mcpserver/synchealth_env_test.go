@@ -20,8 +20,8 @@ import (
 func init() {
 	os.Setenv("STHOMEDIR", filepath.Join(os.TempDir(), "ferry-tests-no-syncthing", "none"))
 	os.Unsetenv("STCONFDIR")
-	os.Unsetenv(synchealth.EnvSyncthingURL)
-	os.Unsetenv(synchealth.EnvSyncthingKey)
+	os.Unsetenv(synchealth.EnvURL)
+	os.Unsetenv(synchealth.EnvKey)
 }
 
 // TestJoinAndPrimaryReportSync (issue 7): ferry_join and ferry_primary status say
@@ -29,7 +29,7 @@ func init() {
 func TestJoinAndPrimaryReportSync(t *testing.T) {
 	busy := copyBusy(t)
 	type syncOut struct {
-		Sync *synchealth.SyncLine `json:"sync"`
+		Sync *synchealth.Line `json:"sync"`
 	}
 	rg := newRig(t, mcpserver.FerryConfig{Agent: "cursor-laptop", Open: busy.open})
 	check := func(want, note string) {
@@ -46,7 +46,7 @@ func TestJoinAndPrimaryReportSync(t *testing.T) {
 			}
 		}
 	}
-	check(synchealth.DeliveryStored, "no Syncthing here")
+	check(synchealth.Stored, "no Syncthing here")
 
 	// A Syncthing on loopback shares the channel with one peer, connected, at 100%.
 	const me, peer = "ME00000-X", "PEER000-X"
@@ -77,9 +77,9 @@ func TestJoinAndPrimaryReportSync(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	defer srv.Close()
-	t.Setenv(synchealth.EnvSyncthingURL, srv.URL)
-	t.Setenv(synchealth.EnvSyncthingKey, "k")
-	check(synchealth.DeliveryDelivered, "1 of 1 peers connected, all at 100%")
-	t.Setenv(synchealth.EnvSyncthingKey, "wrong")
-	check(synchealth.DeliveryStored, "refused the API key")
+	t.Setenv(synchealth.EnvURL, srv.URL)
+	t.Setenv(synchealth.EnvKey, "k")
+	check(synchealth.Delivered, "1 of 1 peers connected, all at 100%")
+	t.Setenv(synchealth.EnvKey, "wrong")
+	check(synchealth.Stored, "refused the API key")
 }

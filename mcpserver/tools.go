@@ -35,7 +35,7 @@ type JoinOut struct {
 	// Queue is this machine's job-queue command for heavy orders (issue 6), if any.
 	Queue string `json:"queue,omitempty"`
 	// Sync: stored here, or delivered to every peer (issue 7).
-	Sync synchealth.SyncLine `json:"sync"`
+	Sync synchealth.Line `json:"sync"`
 	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
 	Next string `json:"next"`
 }

@@ -26,8 +26,8 @@ func channelDir(t *testing.T) string {
 
 // The fake names Syncthing's API by the variables Probe reads.
 func TestFakeEnv(t *testing.T) {
-	if fakesyncthing.EnvURL != EnvSyncthingURL || fakesyncthing.EnvKey != EnvSyncthingKey {
-		t.Fatalf("fakesyncthing names %s and %s, synchealth reads %s and %s", fakesyncthing.EnvURL, fakesyncthing.EnvKey, EnvSyncthingURL, EnvSyncthingKey)
+	if fakesyncthing.EnvURL != EnvURL || fakesyncthing.EnvKey != EnvKey {
+		t.Fatalf("fakesyncthing names %s and %s, synchealth reads %s and %s", fakesyncthing.EnvURL, fakesyncthing.EnvKey, EnvURL, EnvKey)
 	}
 }
 
@@ -38,14 +38,14 @@ func TestSyncHealthStates(t *testing.T) {
 	t.Run("no syncthing", func(t *testing.T) {
 		fakesyncthing.Isolate(t)
 		h := Probe(context.Background(), root)
-		if h.Syncthing != SyncNone || h.InUse || h.Delivery != DeliveryStored || h.NoPeer() {
+		if h.Syncthing != StateNone || h.InUse || h.Delivery != Stored || h.NoPeer() {
 			t.Fatalf("got %+v", h)
 		}
 	})
 	t.Run("delivered", func(t *testing.T) {
 		_, _ = fakesyncthing.Serve(t, parent)
 		h := Probe(context.Background(), root)
-		if h.Syncthing != SyncOK || !h.InUse || h.Delivery != DeliveryDelivered || h.Connected != 1 || h.NoPeer() {
+		if h.Syncthing != StateOK || !h.InUse || h.Delivery != Delivered || h.Connected != 1 || h.NoPeer() {
 			t.Fatalf("got %+v", h)
 		}
 		if h.Folder == nil || h.Folder.ID != "ferry-ch" || h.Folder.State != "idle" || h.Folder.MaxConflicts != 10 || h.Folder.WatcherDelayS != 10 {
@@ -59,7 +59,7 @@ func TestSyncHealthStates(t *testing.T) {
 		f, _ := fakesyncthing.Serve(t, root)
 		f.Completion = 97.5
 		h := Probe(context.Background(), root)
-		if h.Delivery != DeliveryStored || h.Connected != 1 || !strings.Contains(h.Detail, "not yet at 100%") || h.Fix == "" {
+		if h.Delivery != Stored || h.Connected != 1 || !strings.Contains(h.Detail, "not yet at 100%") || h.Fix == "" {
 			t.Fatalf("got %+v", h)
 		}
 	})
@@ -67,7 +67,7 @@ func TestSyncHealthStates(t *testing.T) {
 		f, _ := fakesyncthing.Serve(t, root)
 		f.Connected = false
 		h := Probe(context.Background(), root)
-		if h.Syncthing != SyncOK || h.Delivery != DeliveryStored || !h.NoPeer() || !strings.Contains(h.Detail, "no peer connected") {
+		if h.Syncthing != StateOK || h.Delivery != Stored || !h.NoPeer() || !strings.Contains(h.Detail, "no peer connected") {
 			t.Fatalf("got %+v", h)
 		}
 	})
@@ -75,22 +75,22 @@ func TestSyncHealthStates(t *testing.T) {
 		f, _ := fakesyncthing.Serve(t, root)
 		f.Paused = true
 		h := Probe(context.Background(), root)
-		if h.Delivery != DeliveryStored || !strings.Contains(h.Detail, "paused") {
+		if h.Delivery != Stored || !strings.Contains(h.Detail, "paused") {
 			t.Fatalf("got %+v", h)
 		}
 	})
 	t.Run("folder not shared", func(t *testing.T) {
 		_, _ = fakesyncthing.Serve(t, t.TempDir())
 		h := Probe(context.Background(), root)
-		if h.Syncthing != SyncNotShared || h.InUse || h.NoPeer() || h.Delivery != DeliveryStored || h.Fix == "" {
+		if h.Syncthing != StateNotShared || h.InUse || h.NoPeer() || h.Delivery != Stored || h.Fix == "" {
 			t.Fatalf("got %+v", h)
 		}
 	})
 	t.Run("bad key", func(t *testing.T) {
 		_, _ = fakesyncthing.Serve(t, root)
-		t.Setenv(EnvSyncthingKey, "wrong")
+		t.Setenv(EnvKey, "wrong")
 		h := Probe(context.Background(), root)
-		if h.Syncthing != SyncUnauthorized || !strings.Contains(h.Detail, "refused the API key") || !strings.Contains(h.Fix, EnvSyncthingKey) {
+		if h.Syncthing != StateUnauthorized || !strings.Contains(h.Detail, "refused the API key") || !strings.Contains(h.Fix, EnvKey) {
 			t.Fatalf("got %+v", h)
 		}
 	})
@@ -100,7 +100,7 @@ func TestSyncHealthStates(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		h := Probe(ctx, root)
-		if h.Syncthing != SyncTimeout || h.Delivery != DeliveryStored {
+		if h.Syncthing != StateTimeout || h.Delivery != Stored {
 			t.Fatalf("got %+v", h)
 		}
 	})
@@ -108,16 +108,16 @@ func TestSyncHealthStates(t *testing.T) {
 		_, srv := fakesyncthing.Serve(t, root)
 		srv.Close()
 		h := Probe(context.Background(), root)
-		if h.Syncthing != SyncUnreachable || h.InUse || !strings.Contains(h.Fix, "start Syncthing") {
+		if h.Syncthing != StateUnreachable || h.InUse || !strings.Contains(h.Fix, "start Syncthing") {
 			t.Fatalf("got %+v", h)
 		}
 	})
 	t.Run("not loopback", func(t *testing.T) {
 		fakesyncthing.Isolate(t)
-		t.Setenv(EnvSyncthingURL, "http://192.0.2.1:8384")
-		t.Setenv(EnvSyncthingKey, fakesyncthing.Key)
+		t.Setenv(EnvURL, "http://192.0.2.1:8384")
+		t.Setenv(EnvKey, fakesyncthing.Key)
 		h := Probe(context.Background(), root)
-		if h.Syncthing != SyncError || !strings.Contains(h.Detail, "loopback") {
+		if h.Syncthing != StateError || !strings.Contains(h.Detail, "loopback") {
 			t.Fatalf("got %+v", h)
 		}
 	})
@@ -129,8 +129,8 @@ func TestSyncHealthStates(t *testing.T) {
 func TestSyncHealthConfigXML(t *testing.T) {
 	root := channelDir(t)
 	f, srv := fakesyncthing.Serve(t, root)
-	t.Setenv(EnvSyncthingURL, "")
-	t.Setenv(EnvSyncthingKey, "")
+	t.Setenv(EnvURL, "")
+	t.Setenv(EnvKey, "")
 	home := t.TempDir()
 	t.Setenv("STHOMEDIR", home)
 	port := srv.URL[strings.LastIndexByte(srv.URL, ':')+1:]
@@ -147,7 +147,7 @@ func TestSyncHealthConfigXML(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := Probe(context.Background(), root)
-	if h.Syncthing != SyncOK || h.Delivery != DeliveryDelivered || h.Source != filepath.Join(home, "config.xml") {
+	if h.Syncthing != StateOK || h.Delivery != Delivered || h.Source != filepath.Join(home, "config.xml") {
 		t.Fatalf("got %+v", h)
 	}
 	if len(f.Calls) == 0 {
@@ -155,7 +155,7 @@ func TestSyncHealthConfigXML(t *testing.T) {
 	}
 	srv.Close()
 	h = Probe(context.Background(), root)
-	if h.Syncthing != SyncUnreachable || !h.InUse || !h.NoPeer() || h.Folder == nil || h.Folder.MaxConflicts != -1 || !strings.Contains(h.Detail, "not running") {
+	if h.Syncthing != StateUnreachable || !h.InUse || !h.NoPeer() || h.Folder == nil || h.Folder.MaxConflicts != -1 || !strings.Contains(h.Detail, "not running") {
 		t.Fatalf("got %+v", h)
 	}
 
@@ -163,7 +163,7 @@ func TestSyncHealthConfigXML(t *testing.T) {
 		t.Fatal(err)
 	}
 	h = Probe(context.Background(), root)
-	if h.Syncthing != SyncError || !strings.Contains(h.Detail, "parsing Syncthing's") || h.InUse {
+	if h.Syncthing != StateError || !strings.Contains(h.Detail, "parsing Syncthing's") || h.InUse {
 		t.Fatalf("got %+v", h)
 	}
 }
