@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
 // git as the carrier (docs/sync.md "git"; docs/design.md §2 rule 1).
@@ -317,7 +318,7 @@ func (c *Channel) gitOwns(rel string, e statusEntry) int {
 		return ownOther
 	case rel == ".stignore":
 		return ownSkip // machine-local: Syncthing does not sync it either
-	case IsTempName(base) && !strings.Contains(base, ".torn-"):
+	case fsutil.IsTempName(base) && !strings.Contains(base, ".torn-"):
 		return ownSkip // a write in progress
 	case e.x == 'D' || e.y == 'D':
 		return ownOther // ferry never deletes a channel file
