@@ -55,12 +55,13 @@ var layers = []layer{
 	// and the surfaces' signatures, so they cannot live in fsbus/internal): public, and
 	// below the façade like fsbus/internal.
 	{pkgs: "fsbus/synchealth", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
+	{pkgs: "fsbus/gitsync", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
 
 	// fsbus: the façade the CLI and the MCP server call.
-	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth"}},
+	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// Public packages on top of the façade.
-	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth"}},
+	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// The MCP server: the façade, never the CLI.
 	{pkgs: "mcpserver", may: []string{"internal/...", "ledger", "fsbus", "fsbus/...", "mcpserver/..."}},
@@ -164,6 +165,7 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"ledger", "fsbus"},
 		{"fsbus/internal/bootclock", "fsbus"},
 		{"fsbus/synchealth", "fsbus"},
+		{"fsbus/gitsync", "fsbus"},
 		{"mcpserver", "ferry"},
 		{"internal/fsutil", "ledger"},
 	} {
