@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/ferry/internal/appconfig"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -136,9 +137,9 @@ func (c *ConnectCmd) connect(g *Globals, env appconfig.Env, exe, machine string)
 	}
 	rep.Server = appconfig.Server{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
 		Env: appconfig.ServerEnv(env)}
-	if !c.Remove && strings.TrimSpace(env.Getenv(fsbus.EnvSyncthingKey)) != "" {
-		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+fsbus.EnvSyncthingKey+
-			" here, which ferry never writes into a config: set "+fsbus.EnvSyncthingKey+" in the app's environment too, or sync health cannot ask Syncthing from the app")
+	if !c.Remove && strings.TrimSpace(env.Getenv(synchealth.EnvKey)) != "" {
+		rep.Notes = append(rep.Notes, "the Syncthing API key comes from "+synchealth.EnvKey+
+			" here, which ferry never writes into a config: set "+synchealth.EnvKey+" in the app's environment too, or sync health cannot ask Syncthing from the app")
 	}
 	hookCmd := shellQuote(exe) + " catchup --as " + rep.Agent + " --project " + rep.Project
 	if fh := env.Getenv("FERRY_HOME"); fh != "" && env.GOOS != "windows" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 )
 
 // PrimaryCmd groups the primary verbs (docs/design.md §3). `ferry primary` alone shows
@@ -38,7 +39,7 @@ func (c *PrimaryStatusCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printPrimary(g, ch.PrimaryStatus(v).WithSync(ch.SyncHealth(context.Background())))
+	return printPrimary(g, ch.PrimaryStatus(v).WithSync(synchealth.Probe(context.Background(), ch.Root)))
 }
 
 // PrimaryStandbyCmd is `ferry primary standby`.

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 )
 
 // TestSyncthingTwoNodes (docs/sync.md "Syncthing"): two real Syncthing instances on
@@ -61,7 +62,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 	a := &syncMachine{t: t, name: "A", bin: bin, home: filepath.Join(root, "ferry-a"), dir: dirA,
 		env: []string{"STHOMEDIR=" + stA.home}}
 	b := &syncMachine{t: t, name: "B", bin: bin, home: filepath.Join(root, "ferry-b"), dir: dirB,
-		env: []string{fsbus.EnvSyncthingURL + "=" + stB.base, fsbus.EnvSyncthingKey + "=" + stB.key}}
+		env: []string{synchealth.EnvURL + "=" + stB.base, synchealth.EnvKey + "=" + stB.key}}
 	waitConnected(t, ctx, stA, stB, true)
 
 	a.must("init", dirA, "--project", "acme")
@@ -113,9 +114,9 @@ func TestSyncthingTwoNodes(t *testing.T) {
 	pauseDevice(t, ctx, stA, stB.id, true)
 	pauseDevice(t, ctx, stB, stA.id, true)
 	waitConnected(t, ctx, stA, stB, false)
-	var ps struct{ Sync *fsbus.SyncLine }
+	var ps struct{ Sync *synchealth.Line }
 	a.jsonOut(&ps, "primary", "status")
-	if ps.Sync == nil || ps.Sync.Delivery != fsbus.DeliveryStored {
+	if ps.Sync == nil || ps.Sync.Delivery != synchealth.Stored {
 		t.Errorf("primary status on A during the partition: sync %+v, want stored", ps.Sync)
 	}
 	contested := orders[:3]
@@ -203,14 +204,14 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if r.Errors != 0 || r.Unmerged() != 0 {
 			t.Errorf("doctor on %s: %d errors, %d unmerged copies: %+v", m.name, r.Errors, r.Unmerged(), r.Findings)
 		}
-		if r.Sync == nil || r.Sync.Syncthing != fsbus.SyncOK || r.Sync.Delivery != fsbus.DeliveryDelivered || r.Sync.Folder == nil || r.Sync.Folder.MaxConflicts != -1 {
+		if r.Sync == nil || r.Sync.Syncthing != synchealth.StateOK || r.Sync.Delivery != synchealth.Delivered || r.Sync.Folder == nil || r.Sync.Folder.MaxConflicts != -1 {
 			t.Errorf("doctor's sync health on %s: %+v", m.name, r.Sync)
 		}
 		t.Logf("machine %s: %d conflict copies (all merged), %d contested", m.name, len(r.Copies), len(findingsOfCheck(r, fsbus.CheckContested)))
 	}
-	var j struct{ Sync fsbus.SyncLine }
+	var j struct{ Sync synchealth.Line }
 	b.jsonOut(&j, "primary", "status")
-	if j.Sync.Delivery != fsbus.DeliveryDelivered {
+	if j.Sync.Delivery != synchealth.Delivered {
 		t.Errorf("primary status on B after convergence: %+v", j.Sync)
 	}
 

@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/gitsync"
 	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
@@ -406,4 +408,14 @@ func writeStignore(dir string) error {
 		return nil
 	}
 	return fsutil.WriteFile(p, []byte(stignore), 0o644)
+}
+
+// SyncGit carries the channel through the git repository it lives in (`ferry sync
+// --git`) under the channel lock: gitsync.Sync says what it commits and how it fails.
+func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
+	return gitsync.Sync(ctx, c.Root, gitsync.Options{
+		Device:     c.Device,
+		DeviceFile: filepath.Join(c.Home.ConfigDir, "device"),
+		Lock:       c.withChannelLock,
+	})
 }

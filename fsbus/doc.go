@@ -88,9 +88,9 @@
 // # Watching and carrying
 //
 // Channel.Watch turns change into hints: fsnotify on the channel's directories (never
-// on files), debounced, temp names of every sync tool ignored ([IsTempName]), with a
-// rescan on overflow and on a timer, and polling alone where events do not arrive
-// (FERRY_WATCH=poll). WaitFor (MCP long-poll) and Follow (`ferry watch`, `ferry talk
+// on files), debounced, temp names of every sync tool ignored
+// (internal/fsutil.IsTempName), with a rescan on overflow and on a timer, and polling
+// alone where events do not arrive (FERRY_WATCH=poll). WaitFor (MCP long-poll) and Follow (`ferry watch`, `ferry talk
 // read --follow`) reload on each hint and decide for themselves what is new.
 // Channel.SyncGit carries a channel kept in a git repository: it commits only the files
 // this machine wrote, rebases onto the upstream and pushes; one writer per file means

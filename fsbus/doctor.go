@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -99,15 +100,15 @@ type DoctorPending struct {
 
 // DoctorReport is `ferry doctor`.
 type DoctorReport struct {
-	Project  string         `json:"project"`
-	Channel  string         `json:"channel"`
-	Errors   int            `json:"errors"`
-	Warnings int            `json:"warnings"`
-	Findings []Finding      `json:"findings"`
-	Copies   []ConflictCopy `json:"conflict_copies"`
-	Pending  DoctorPending  `json:"pending"`
-	Skew     []SkewRow      `json:"clock_skew"`
-	Sync     *SyncHealth    `json:"sync"`
+	Project  string             `json:"project"`
+	Channel  string             `json:"channel"`
+	Errors   int                `json:"errors"`
+	Warnings int                `json:"warnings"`
+	Findings []Finding          `json:"findings"`
+	Copies   []ConflictCopy     `json:"conflict_copies"`
+	Pending  DoctorPending      `json:"pending"`
+	Skew     []SkewRow          `json:"clock_skew"`
+	Sync     *synchealth.Health `json:"sync"`
 }
 
 // OK reports whether the doctor found no error.
@@ -152,10 +153,10 @@ const (
 // merge, other writers' lines inside a segment, bad signatures and unknown keys,
 // entries the fold ignored, object files that are wrong), then the DoctorOnlyChecks:
 // object files that no entry names, what waits for sync, HLC skew of writers against
-// this machine's clock at arrival, Syncthing's view of delivery (SyncHealth, within
-// SyncDeadline) and its folder settings, contested things, and conflict copies of
-// memory/*.md. Every finding has a one-line fix. It changes nothing in the channel;
-// it returns an error only when the channel cannot be read.
+// this machine's clock at arrival, Syncthing's view of delivery (synchealth.Probe,
+// within synchealth.Deadline) and its folder settings, contested things, and
+// conflict copies of memory/*.md. Every finding has a one-line fix. It changes
+// nothing in the channel; it returns an error only when the channel cannot be read.
 func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 	if c.Damage != nil && c.Damage.Pin == "" {
 		// channel.toml does not verify and no pin says which key to trust: nothing
@@ -188,7 +189,7 @@ func (c *Channel) Doctor(ctx context.Context, v *View) (*DoctorReport, error) {
 			Fix:    "nothing to do: every machine folds the same winner; tell " + strings.Join(ct.Involved, ", ") + " if work was done twice"})
 	}
 	c.doctorMemory(r)
-	r.Sync = c.SyncHealth(ctx)
+	r.Sync = synchealth.Probe(ctx, c.Root)
 	c.doctorSync(r)
 	c.doctorStignore(r)
 	return r, nil
@@ -773,11 +774,11 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 	h := r.Sync
 	lvl := LevelInfo
 	switch {
-	case h.InUse && h.Syncthing != SyncOK:
+	case h.InUse && h.Syncthing != synchealth.StateOK:
 		lvl = LevelError // the channel is in Syncthing, and Syncthing cannot be asked
 	case h.InUse && (h.NoPeer() || (h.Folder != nil && h.Folder.Paused)):
 		lvl = LevelWarning
-	case h.Syncthing == SyncError || h.Syncthing == SyncUnauthorized || h.Syncthing == SyncTimeout:
+	case h.Syncthing == synchealth.StateError || h.Syncthing == synchealth.StateUnauthorized || h.Syncthing == synchealth.StateTimeout:
 		lvl = LevelWarning
 	}
 	fix := h.Fix
@@ -821,7 +822,7 @@ func (c *Channel) doctorSync(r *DoctorReport) {
 // it was found: the folder path Syncthing's REST API reports ("api"), else the nearest
 // directory at or above the channel holding a .stfolder marker (Syncthing puts one at
 // every folder root: "marker"). "" when neither says.
-func (c *Channel) syncthingRoot(h *SyncHealth) (root, how string) {
+func (c *Channel) syncthingRoot(h *synchealth.Health) (root, how string) {
 	if h != nil && h.Folder != nil && h.Folder.Path != "" {
 		p := h.Folder.Path
 		if rest, ok := strings.CutPrefix(p, "~"); ok {

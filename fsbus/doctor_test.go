@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/internal/fakesyncthing"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -30,7 +32,7 @@ func findingsOf(r *DoctorReport, check string) []Finding {
 // (its own device), B's wall clock shifted by skew, with alice seated.
 func twoMasters(t *testing.T, skew time.Duration) (cA, cB *Channel, mA, mB *Session) {
 	t.Helper()
-	isolateSyncthing(t)
+	fakesyncthing.Isolate(t)
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
 	cA, err := Init(hA, InitOptions{Dir: dirA, Project: "acme"})
@@ -138,13 +140,13 @@ func TestDoctorSmallSkewIgnored(t *testing.T) {
 // here, doctor names each with its fix; a healthy folder gives one info line.
 func TestDoctorSyncthingSettings(t *testing.T) {
 	c, _, _ := primaryWorld(t, nil)
-	f, srv := stServer(t, c.Root)
-	f.maxConflicts, f.connected = 5, false
+	f, srv := fakesyncthing.Serve(t, c.Root)
+	f.MaxConflicts, f.Connected = 5, false
 	if err := os.Remove(filepath.Join(c.Root, ".stignore")); err != nil {
 		t.Fatal(err)
 	}
 	r := doctor(t, c)
-	if r.Sync == nil || r.Sync.Syncthing != SyncOK || !r.Sync.NoPeer() {
+	if r.Sync == nil || r.Sync.Syncthing != synchealth.StateOK || !r.Sync.NoPeer() {
 		t.Fatalf("sync: %+v", r.Sync)
 	}
 	want := map[string]string{
@@ -171,19 +173,19 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 
 	// Syncthing stops: the channel is in a Syncthing folder (config.xml says so) and
 	// nobody answers — an error.
-	f.mu.Lock()
-	f.maxConflicts, f.connected, f.watcherDelayS = -1, true, 1
-	f.mu.Unlock()
+	f.Lock()
+	f.MaxConflicts, f.Connected, f.WatcherDelayS = -1, true, 1
+	f.Unlock()
 	if _, err := Join(c, "zed", "test"); err != nil { // writes .stignore again
 		t.Fatal(err)
 	}
 	r = doctor(t, c)
-	if len(findingsOf(r, CheckSettings)) != 0 || !r.OK() || r.Sync.Delivery != DeliveryDelivered {
+	if len(findingsOf(r, CheckSettings)) != 0 || !r.OK() || r.Sync.Delivery != synchealth.Delivered {
 		t.Fatalf("healthy folder: %+v", r.Findings)
 	}
 	srv.Close()
 	r = doctor(t, c)
-	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != SyncUnreachable {
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != synchealth.StateUnreachable {
 		t.Fatalf("env-only API gone (nothing says the channel is in Syncthing): %+v", s)
 	}
 }
@@ -269,10 +271,10 @@ func TestVerifyObjectsAfterRekey(t *testing.T) {
 // conflict copies discards one side of every conflict: an error.
 func TestDoctorMaxConflictsZero(t *testing.T) {
 	c, _, _ := primaryWorld(t, nil)
-	f, _ := stServer(t, c.Root)
-	f.mu.Lock()
-	f.maxConflicts = 0
-	f.mu.Unlock()
+	f, _ := fakesyncthing.Serve(t, c.Root)
+	f.Lock()
+	f.MaxConflicts = 0
+	f.Unlock()
 	r := doctor(t, c)
 	s := findingsOf(r, CheckSettings)
 	if len(s) == 0 || s[0].Level != LevelError || !strings.Contains(s[0].Detail, "maxConflicts 0") || !strings.Contains(s[0].Fix, "maxConflicts to -1") || r.OK() {
@@ -333,7 +335,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 // the channel is the folder root) nothing is reported.
 func TestDoctorStignoreSubfolder(t *testing.T) {
 	c, _, _ := primaryWorld(t, nil)
-	isolateSyncthing(t)
+	fakesyncthing.Isolate(t)
 	parent := filepath.Dir(c.Root)
 	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
 		t.Fatalf("no Syncthing folder, yet: %+v", r.Findings)
@@ -372,7 +374,7 @@ func TestDoctorStignoreSubfolder(t *testing.T) {
 	if err := os.Remove(filepath.Join(parent, ".stfolder")); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = stServer(t, parent)
+	_, _ = fakesyncthing.Serve(t, parent)
 	r = doctor(t, c)
 	if f := findingsOf(r, CheckStignore); len(f) != 1 || !strings.Contains(f[0].Detail, "Syncthing's API") || !strings.Contains(f[0].Fix, want) {
 		t.Fatalf("stignore findings from the API: %+v", r.Findings)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -36,13 +37,13 @@ type PrimaryStatus struct {
 	Pending  int       `json:"pending,omitempty"`
 	// Sync is delivery as Syncthing reports it, set by WithSync for
 	// `ferry primary status` and ferry_primary status only.
-	Sync *SyncLine `json:"sync,omitempty"`
+	Sync *synchealth.Line `json:"sync,omitempty"`
 }
 
 // WithSync adds sync health to the status: the delivery line, and, while Syncthing
 // carries the channel with no peer connected, the rule says a take on grounds of
 // silence is refused (docs/design.md §2 rule 7: "silent" is not asserted then). It returns p.
-func (p *PrimaryStatus) WithSync(h *SyncHealth) *PrimaryStatus {
+func (p *PrimaryStatus) WithSync(h *synchealth.Health) *PrimaryStatus {
 	l := h.Line()
 	p.Sync = &l
 	if p.State == PrimaryHeld && p.Liveness == Silent && h.NoPeer() {
@@ -166,7 +167,7 @@ func (s *Session) primaryWrite(typ, ref string, d primaryData, key string, plan 
 // While the holder is alive or quiet (or not yet
 // seen here) the take is refused with conflict naming the holder and when it was last
 // heard from. A take on grounds of silence is also refused (conflict) while Syncthing
-// carries the channel and reports no connected peer (SyncHealth.NoPeer): the
+// carries the channel and reports no connected peer (synchealth.Health.NoPeer): the
 // holder's entries may simply not have arrived; without Syncthing nothing changes.
 // The holder taking again writes nothing. The take names the chain's head
 // as basis; a race across machines resolves by the branch rule (one holder everywhere,
@@ -191,7 +192,7 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		l, age := s.Liveness(v, p.Holder)
 		if l == Silent {
 			// Silence proves nothing while the sync tool delivers nothing.
-			if h := s.SyncHealth(context.Background()); h.NoPeer() {
+			if h := synchealth.Probe(context.Background(), s.Root); h.NoPeer() {
 				return false, errs.Errorf(errs.Conflict, "reconnect Syncthing to the other machines (`ferry doctor` shows the state); the owner can still take the role",
 					"primary is held by %s, not heard from for %s, but Syncthing reports no connected peer (%s): its entries may not have arrived",
 					p.Holder, Span(age), h.Syncthing)

@@ -1,12 +1,15 @@
 package fsbus
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/internal/fakesyncthing"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -516,5 +519,68 @@ func TestPrimaryTakeFromRevokedHolder(t *testing.T) {
 	}
 	if p := v.State.Primary; p.Holder != MasterWriter || len(p.History) != 3 {
 		t.Fatalf("primary after the owner's take: %+v", p)
+	}
+}
+
+// A take on grounds of silence is refused while Syncthing reports no connected peer,
+// and allowed again once a peer connects; status says which rule applies.
+func TestPrimaryTakeRefusedWithoutPeers(t *testing.T) {
+	c, clk, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator"})
+	f, _ := fakesyncthing.Serve(t, c.Root)
+	f.Connected = false
+	if _, err := ss["alice"].PrimaryTake(""); err != nil {
+		t.Fatal(err)
+	}
+	primaryLoad(t, c) // this machine sees alice's take now
+	clk.advance(31 * time.Minute)
+	v := primaryLoad(t, c)
+	ps := c.PrimaryStatus(v).WithSync(synchealth.Probe(context.Background(), c.Root))
+	if ps.Liveness != Silent || ps.Rule != "holder not heard from for 31 min, but Syncthing reports no connected peer: take refused until a peer connects" ||
+		ps.Sync == nil || ps.Sync.Delivery != synchealth.Stored {
+		t.Fatalf("status %+v", ps)
+	}
+	n := primaryEntries(t, c)
+	_, err := ss["bob"].PrimaryTake("")
+	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "primary is held by alice, not heard from for 31 min, but Syncthing reports no connected peer") {
+		t.Fatalf("take while no peer is connected: %v", err)
+	}
+	if primaryEntries(t, c) != n {
+		t.Fatal("a refused take wrote an entry")
+	}
+	// The owner's explicit act is never blocked.
+	if ps, err := ss[MasterWriter].PrimaryTake(""); err != nil || ps.Holder != MasterWriter {
+		t.Fatalf("the owner's take: %v", err)
+	}
+	if _, err := ss[MasterWriter].PrimaryRelease(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss["alice"].PrimaryTake(""); err != nil {
+		t.Fatal(err)
+	}
+	primaryLoad(t, c)
+	clk.advance(31 * time.Minute)
+	f.Lock()
+	f.Connected = true
+	f.Unlock()
+	v = primaryLoad(t, c)
+	if ps := c.PrimaryStatus(v).WithSync(synchealth.Probe(context.Background(), c.Root)); ps.Rule != "holder silent (heard from 31 min ago): an orchestrator may take over" || ps.Sync.Delivery != synchealth.Delivered {
+		t.Fatalf("status with a peer connected: %+v", ps)
+	}
+	if ps, err := ss["bob"].PrimaryTake(""); err != nil || ps.Holder != "bob" {
+		t.Fatalf("take once a peer is connected: %v %+v", err, ps)
+	}
+}
+
+// Without Syncthing the take rule is unchanged: silence alone allows it.
+func TestPrimaryTakeWithoutSyncthingUnchanged(t *testing.T) {
+	c, clk, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator"})
+	fakesyncthing.Isolate(t)
+	if _, err := ss["alice"].PrimaryTake(""); err != nil {
+		t.Fatal(err)
+	}
+	primaryLoad(t, c)
+	clk.advance(31 * time.Minute)
+	if ps, err := ss["bob"].PrimaryTake(""); err != nil || ps.Holder != "bob" {
+		t.Fatalf("take of a silent holder without Syncthing: %v %+v", err, ps)
 	}
 }

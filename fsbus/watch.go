@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -199,7 +200,7 @@ func (w *Watcher) run() {
 				_ = w.add(ev.Name)
 				w.hint()
 			}
-			if ev.Op == fsnotify.Chmod || IsTempName(filepath.Base(ev.Name)) {
+			if ev.Op == fsnotify.Chmod || fsutil.IsTempName(filepath.Base(ev.Name)) {
 				continue // metadata only, or a sync tool's (or our) file in progress
 			}
 			if fire == nil { // gather the burst from its first event: a steady stream still wakes
@@ -234,33 +235,6 @@ func (w *Watcher) run() {
 	}
 }
 
-// IsTempName reports whether a file name is a temporary file of a write in progress —
-// ferry's own or a sync tool's — that readers and watchers ignore (docs/design.md
-// §2 rule 3):
-//
-//   - a name starting with "." — ferry's .ferry-<name>-<rand>.tmp, Syncthing's
-//     .syncthing.<name>.tmp, Google Drive's .tmp.drivedownload, Dropbox's .dropbox.cache;
-//   - a name starting with "~" — Syncthing's ~syncthing~<name>.tmp (Windows), and the
-//     ~$<name> owner files Office and OneDrive leave beside a file being written;
-//   - a name ending in ".tmp" (any case), ".partial" or ".crdownload" — the ledger's
-//     own temp files, and the partial downloads of Dropbox, OneDrive and browsers;
-//   - a torn tail moved aside by a segment's writer (<device>.torn-<n>), which no
-//     reader folds.
-//
-// Conflict copies are not temp names: they are evidence and are read (rule 8).
-func IsTempName(name string) bool {
-	if name == "" || name[0] == '.' || name[0] == '~' {
-		return true
-	}
-	lower := strings.ToLower(name)
-	for _, suf := range []string{".tmp", ".partial", ".crdownload"} {
-		if strings.HasSuffix(lower, suf) {
-			return true
-		}
-	}
-	return strings.Contains(lower, ".torn-")
-}
-
 // isWriterDir reports whether p is a directory directly under ledger/ or handins/.
 func (w *Watcher) isWriterDir(p string) bool {
 	parent := filepath.Base(filepath.Dir(p))
@@ -288,7 +262,7 @@ func (w *Watcher) scan() [32]byte {
 		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 		for _, e := range ents {
 			name := e.Name()
-			if IsTempName(name) {
+			if fsutil.IsTempName(name) {
 				continue // a publish or a download in progress
 			}
 			p := filepath.Join(dir, name)

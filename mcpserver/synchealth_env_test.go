@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -20,8 +20,8 @@ import (
 func init() {
 	os.Setenv("STHOMEDIR", filepath.Join(os.TempDir(), "ferry-tests-no-syncthing", "none"))
 	os.Unsetenv("STCONFDIR")
-	os.Unsetenv(fsbus.EnvSyncthingURL)
-	os.Unsetenv(fsbus.EnvSyncthingKey)
+	os.Unsetenv(synchealth.EnvURL)
+	os.Unsetenv(synchealth.EnvKey)
 }
 
 // TestJoinAndPrimaryReportSync (docs/sync.md "Sync health"): ferry_join and
@@ -30,7 +30,7 @@ func init() {
 func TestJoinAndPrimaryReportSync(t *testing.T) {
 	busy := copyBusy(t)
 	type syncOut struct {
-		Sync *fsbus.SyncLine `json:"sync"`
+		Sync *synchealth.Line `json:"sync"`
 	}
 	rg := newRig(t, mcpserver.FerryConfig{Agent: "cursor-laptop", Open: busy.open})
 	check := func(want, note string) {
@@ -47,7 +47,7 @@ func TestJoinAndPrimaryReportSync(t *testing.T) {
 			}
 		}
 	}
-	check(fsbus.DeliveryStored, "no Syncthing here")
+	check(synchealth.Stored, "no Syncthing here")
 
 	// A Syncthing on loopback shares the channel with one peer, connected, at 100%.
 	const me, peer = "ME00000-X", "PEER000-X"
@@ -78,9 +78,9 @@ func TestJoinAndPrimaryReportSync(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	defer srv.Close()
-	t.Setenv(fsbus.EnvSyncthingURL, srv.URL)
-	t.Setenv(fsbus.EnvSyncthingKey, "k")
-	check(fsbus.DeliveryDelivered, "1 of 1 peers connected, all at 100%")
-	t.Setenv(fsbus.EnvSyncthingKey, "wrong")
-	check(fsbus.DeliveryStored, "refused the API key")
+	t.Setenv(synchealth.EnvURL, srv.URL)
+	t.Setenv(synchealth.EnvKey, "k")
+	check(synchealth.Delivered, "1 of 1 peers connected, all at 100%")
+	t.Setenv(synchealth.EnvKey, "wrong")
+	check(synchealth.Stored, "refused the API key")
 }

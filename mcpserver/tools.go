@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
@@ -36,7 +37,7 @@ type JoinOut struct {
 	// orders"), if any.
 	Queue string `json:"queue,omitempty"`
 	// Sync: stored here, or delivered to every peer (docs/sync.md "Sync health").
-	Sync fsbus.SyncLine `json:"sync"`
+	Sync synchealth.Line `json:"sync"`
 	// Next is what to do now: "ferry_catchup", or the one command the owner runs.
 	Next string `json:"next"`
 }
@@ -96,7 +97,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 	} else {
 		out.Queue = q.String()
 	}
-	out.Sync = ch.SyncHealth(ctx).Line()
+	out.Sync = synchealth.Probe(ctx, ch.Root).Line()
 	if res.Wrote {
 		if s, err := ch.As(f.cfg.Agent); err == nil && res.Seated {
 			f.wrote(s, "joined")
@@ -611,7 +612,7 @@ func (f *Ferry) primary(ctx context.Context, args json.RawMessage) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		return boundPrimary(ch.PrimaryStatus(v).WithSync(ch.SyncHealth(ctx))), nil
+		return boundPrimary(ch.PrimaryStatus(v).WithSync(synchealth.Probe(ctx, ch.Root))), nil
 	}
 	s, err := f.session()
 	if err != nil {

@@ -1,6 +1,7 @@
 // Package fsutil holds ferry's durable file writes: publishing a file by rename
 // ([WriteFile], docs/design.md §2 rule 3), appending to a machine-local log ([Append]),
-// fsync of a directory ([SyncDir]), and the one step that differs per OS, [Rename].
+// fsync of a directory ([SyncDir]), and the one step that differs per OS, [Rename];
+// and which names are such writes in progress, its own or a sync tool's ([IsTempName]).
 // Every such write runs the fault hook [SetFault] installs, the one seam through which
 // tests inject ENOSPC or EIO into every machine-local write path.
 //

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
@@ -197,9 +197,9 @@ type Server struct {
 // ownedEnvKeys are the variables ferry carries into the app's env entry when they are
 // set where `ferry connect` runs, and owns there (set, changed or taken out; other env
 // keys are kept): FERRY_HOME (ferry's keys and project map), and where ferry finds
-// Syncthing (fsbus's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
+// Syncthing (fsbus/synchealth's syncthingConfigPaths and locateSyncthing): STHOMEDIR, STCONFDIR
 // and SYNCTHING_API_URL. SYNCTHING_API_KEY is a secret and never written.
-var ownedEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", fsbus.EnvSyncthingURL}
+var ownedEnvKeys = []string{"FERRY_HOME", "STHOMEDIR", "STCONFDIR", synchealth.EnvURL}
 
 // ServerEnv is the env of ferry's entry: the variables of ownedEnvKeys that are set, a
 // relative Syncthing dir made absolute from the working dir (the app starts the server

@@ -1,4 +1,14 @@
-package fsbus
+// Package gitsync carries a channel kept in a git repository (`ferry sync --git`;
+// docs/sync.md "git"; docs/design.md §2 rule 1):
+//
+//	res, err := gitsync.Sync(ctx, root, gitsync.Options{Device: device, DeviceFile: file, Lock: lock})
+//
+// A channel kept in a git repository travels by commits. Because every file ferry
+// writes has one writer on one machine — segments per (writer, device), objects
+// written once by their author's device, presence per (writer, device) — two machines'
+// commits never touch one file, so a rebase of one onto the other cannot conflict.
+// Only human notes under memory/ can, and those are reported, never resolved by guess.
+package gitsync
 
 import (
 	"bytes"
@@ -15,18 +25,24 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
-// git as the carrier (docs/sync.md "git"; docs/design.md §2 rule 1).
-//
-// A channel kept in a git repository travels by commits. Because every file ferry
-// writes has one writer on one machine — segments per (writer, device), objects
-// written once by their author's device, presence per (writer, device) — two machines'
-// commits never touch one file, so a rebase of one onto the other cannot conflict.
-// Only human notes under memory/ can, and those are reported, never resolved by guess.
+// Options is what Sync needs of the channel besides its folder.
+type Options struct {
+	// Device is this machine's device id: the segments, presence files and objects
+	// that name it are this machine's to commit.
+	Device string
+	// DeviceFile is the file holding the device id, named in the fix when two
+	// machines use one device id.
+	DeviceFile string
+	// Lock runs fn holding the channel lock, so no ferry write lands while Sync
+	// commits or rebases; nil runs fn without a lock.
+	Lock func(fn func() error) error
+}
 
-// GitSyncResult is what SyncGit did.
-type GitSyncResult struct {
+// Result is what Sync did.
+type Result struct {
 	Repo   string `json:"repo"`   // the repository's top-level directory
 	Branch string `json:"branch"` // the branch synced
 	Remote string `json:"remote"` // its upstream's remote
@@ -58,8 +74,7 @@ type gitRunner struct {
 }
 
 // run runs git args with stdin in (nil: none) and returns its stdout without trailing
-// white space, and an
-// error holding the trimmed stderr when git exits non-zero.
+// white space, and an error holding the trimmed stderr when git exits non-zero.
 func (g *gitRunner) run(in []byte, args ...string) (string, error) {
 	cmd := exec.CommandContext(g.ctx, g.bin, args...)
 	cmd.Dir = g.dir
@@ -106,8 +121,8 @@ func lastLines(s string, n int) string {
 	return strings.Join(ls, " / ")
 }
 
-// SyncGit carries the channel through the git repository it lives in
-// (`ferry sync --git`): under the channel lock it commits this machine's new and
+// Sync carries the channel in the folder root through the git repository it lives in
+// (`ferry sync --git`): under the channel lock (o.Lock) it commits this machine's new and
 // changed files — its own segments (and their torn tails), the objects its writers
 // published, its presence files, memory notes changed here, and the channel's own
 // files while they are new — and only those; then fetches the branch's upstream,
@@ -129,21 +144,22 @@ func lastLines(s string, n int) string {
 //     aborted, the local commit and edits are kept, and the message names the files;
 //   - retry_needed: fetching or pushing failed (network, credentials, a push rejected
 //     twice).
-func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
+func Sync(ctx context.Context, root string, o Options) (*Result, error) {
 	bin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, errs.Errorf(errs.NotFound, "install git (https://git-scm.com/downloads), or carry the channel with a sync tool such as Syncthing", "git is not installed: no git executable on PATH")
 	}
-	g := &gitRunner{ctx: ctx, bin: bin, dir: c.Root}
+	g := &gitRunner{ctx: ctx, bin: bin, dir: root}
+	s := &syncer{root: root, o: o}
 	top, err := g.run(nil, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return nil, errs.Errorf(errs.Invalid, "run `git init` in it (or in a folder above it), add a remote, commit and `git push -u`; or carry it with a sync tool", "the channel folder %s is not in a git repository", c.Root)
+		return nil, errs.Errorf(errs.Invalid, "run `git init` in it (or in a folder above it), add a remote, commit and `git push -u`; or carry it with a sync tool", "the channel folder %s is not in a git repository", root)
 	}
 	prefix, err := g.run(nil, "rev-parse", "--show-prefix")
 	if err != nil {
 		return nil, gitFailed(err)
 	}
-	res := &GitSyncResult{Repo: filepath.FromSlash(top), Committed: []string{}, LeftAlone: []string{}}
+	res := &Result{Repo: filepath.FromSlash(top), Committed: []string{}, LeftAlone: []string{}}
 	if err := g.noOperationInProgress(); err != nil {
 		return nil, err
 	}
@@ -163,8 +179,8 @@ func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 	}
 
 	var commitErr error
-	err = c.withChannelLock(func() error {
-		commitErr = c.gitCommit(g, prefix, res)
+	err = s.lock(func() error {
+		commitErr = s.commit(g, prefix, res)
 		return nil
 	})
 	if err == nil {
@@ -174,7 +190,7 @@ func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		if err := c.gitPull(g, res); err != nil {
+		if err := s.pull(g, res); err != nil {
 			return res, err
 		}
 		pushed, rejected, err := g.push(res, merge)
@@ -190,6 +206,20 @@ func (c *Channel) SyncGit(ctx context.Context) (*GitSyncResult, error) {
 		}
 		res.Retried = true
 	}
+}
+
+// syncer is one Sync of the channel folder root.
+type syncer struct {
+	root string
+	o    Options
+}
+
+// lock runs fn under o.Lock (directly when it is nil).
+func (s *syncer) lock(fn func() error) error {
+	if s.o.Lock == nil {
+		return fn()
+	}
+	return s.o.Lock(fn)
 }
 
 // gitFailed turns an unexpected git failure into an internal error naming it.
@@ -226,9 +256,9 @@ type statusEntry struct {
 	path string
 }
 
-// gitCommit stages and commits this machine's files (see SyncGit). Caller holds the
+// commit stages and commits this machine's files (see Sync). Caller holds the
 // channel lock.
-func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) error {
+func (s *syncer) commit(g *gitRunner, prefix string, res *Result) error {
 	var ours, foreignStaged []string
 	// Staged anywhere in the repository (the channel may sit inside a project's repo):
 	// a commit takes the whole index, so what is staged outside the channel is refused.
@@ -257,7 +287,7 @@ func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) err
 		if !inside {
 			continue
 		}
-		switch c.gitOwns(rel, e) {
+		switch s.owns(rel, e) {
 		case ownMine:
 			ours = append(ours, rel)
 		case ownSkip:
@@ -281,7 +311,7 @@ func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) err
 	if _, err := g.run(spec, "--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
 		return gitFailed(err)
 	}
-	msg := fmt.Sprintf("ferry sync: %d file(s) from device %s\n\n%s\n", len(ours), c.Device, strings.Join(ours, "\n"))
+	msg := fmt.Sprintf("ferry sync: %d file(s) from device %s\n\n%s\n", len(ours), s.o.Device, strings.Join(ours, "\n"))
 	if _, err := g.run(nil, "commit", "-q", "--no-verify", "-m", msg); err != nil {
 		_, _ = g.run(spec, "--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul")
 		var ge *gitError
@@ -295,18 +325,18 @@ func (c *Channel) gitCommit(g *gitRunner, prefix string, res *GitSyncResult) err
 	return nil
 }
 
-// Ownership of a changed path (gitOwns).
+// Ownership of a changed path (owns).
 const (
 	ownOther = iota // not this machine's to commit: left alone, reported
 	ownMine         // this machine wrote it: committed
 	ownSkip         // machine-local or in progress: ignored silently
 )
 
-// gitOwns decides whether the changed channel file rel (status e) is this machine's
+// owns decides whether the changed channel file rel (status e) is this machine's
 // to commit: the one-writer rule of docs/design.md §2 rule 1, applied by path and, for
 // objects, by the device inside the file (objects are written once by their author's
 // device).
-func (c *Channel) gitOwns(rel string, e statusEntry) int {
+func (s *syncer) owns(rel string, e statusEntry) int {
 	base := path.Base(rel)
 	untracked := e.x == '?'
 	switch {
@@ -317,7 +347,7 @@ func (c *Channel) gitOwns(rel string, e statusEntry) int {
 		return ownOther
 	case rel == ".stignore":
 		return ownSkip // machine-local: Syncthing does not sync it either
-	case IsTempName(base) && !strings.Contains(base, ".torn-"):
+	case fsutil.IsTempName(base) && !strings.Contains(base, ".torn-"):
 		return ownSkip // a write in progress
 	case e.x == 'D' || e.y == 'D':
 		return ownOther // ferry never deletes a channel file
@@ -325,18 +355,18 @@ func (c *Channel) gitOwns(rel string, e statusEntry) int {
 	parts := strings.Split(rel, "/")
 	switch {
 	case parts[0] == "ledger" && len(parts) == 3:
-		if base == c.Device+".jsonl" || strings.HasPrefix(base, c.Device+".torn-") {
+		if base == s.o.Device+".jsonl" || strings.HasPrefix(base, s.o.Device+".torn-") {
 			return ownMine
 		}
 	case parts[0] == "presence" && len(parts) == 2:
-		if f := strings.Split(strings.TrimSuffix(base, ".json"), "."); len(f) == 2 && f[1] == c.Device && strings.HasSuffix(base, ".json") {
+		if f := strings.Split(strings.TrimSuffix(base, ".json"), "."); len(f) == 2 && f[1] == s.o.Device && strings.HasSuffix(base, ".json") {
 			return ownMine
 		}
 	case parts[0] == "memory" && strings.HasSuffix(strings.ToLower(base), ".md"):
 		return ownMine // a human's note, written here
 	case (parts[0] == "orders" || parts[0] == "messages" || parts[0] == "asks" || parts[0] == "results") && len(parts) == 2,
 		parts[0] == "handins" && len(parts) == 3:
-		if untracked && strings.HasSuffix(base, ".json") && c.objectDevice(rel) == c.Device {
+		if untracked && strings.HasSuffix(base, ".json") && s.objectDevice(rel) == s.o.Device {
 			return ownMine
 		}
 	}
@@ -345,8 +375,8 @@ func (c *Channel) gitOwns(rel string, e statusEntry) int {
 
 // objectDevice returns the device named inside the object file rel ("" when it does
 // not parse).
-func (c *Channel) objectDevice(rel string) string {
-	raw, err := os.ReadFile(filepath.Join(c.Root, filepath.FromSlash(rel)))
+func (s *syncer) objectDevice(rel string) string {
+	raw, err := os.ReadFile(filepath.Join(s.root, filepath.FromSlash(rel)))
 	if err != nil {
 		return ""
 	}
@@ -359,11 +389,11 @@ func (c *Channel) objectDevice(rel string) string {
 	return env.Device
 }
 
-// gitPull fetches the upstream and rebases onto it (what `git pull --rebase
+// pull fetches the upstream and rebases onto it (what `git pull --rebase
 // --autostash` does), holding the channel lock during the rebase so no ferry write
 // lands while files are being checked out. A conflict aborts the rebase: the local
 // commit and edits are kept.
-func (c *Channel) gitPull(g *gitRunner, res *GitSyncResult) error {
+func (s *syncer) pull(g *gitRunner, res *Result) error {
 	if _, err := g.run(nil, "fetch", "-q", res.Remote); err != nil {
 		var ge *gitError
 		if errors.As(err, &ge) {
@@ -386,9 +416,9 @@ func (c *Channel) gitPull(g *gitRunner, res *GitSyncResult) error {
 	}
 	files, _ := g.run(nil, "diff", "--name-only", "HEAD...@{upstream}")
 	var rebaseErr error
-	err = c.withChannelLock(func() error {
+	err = s.lock(func() error {
 		if _, err := g.run(nil, "rebase", "-q", "--autostash", "@{upstream}"); err != nil {
-			rebaseErr = c.rebaseFailed(g, err)
+			rebaseErr = s.rebaseFailed(g, err)
 		}
 		return nil
 	})
@@ -407,7 +437,7 @@ func (c *Channel) gitPull(g *gitRunner, res *GitSyncResult) error {
 
 // rebaseFailed aborts a failed rebase (so the branch, the local commit and the edits
 // are as they were) and names the conflicting files.
-func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
+func (s *syncer) rebaseFailed(g *gitRunner, err error) error {
 	conflicted, _ := g.run(nil, "diff", "--name-only", "--diff-filter=U")
 	_, abortErr := g.run(nil, "rebase", "--abort")
 	if abortErr != nil && conflicted == "" {
@@ -432,7 +462,7 @@ func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
 		}
 	}
 	if len(owned) > 0 {
-		return clonedDeviceConflict(c, owned, prefix)
+		return s.clonedDeviceConflict(owned, prefix)
 	}
 	return errs.Errorf(errs.Conflict,
 		"nothing was lost: the rebase was aborted and your commit and edits are kept. Merge by hand: git pull --rebase, edit each file to keep both sides, git add it, git rebase --continue, then ferry sync --git again (one memory note per author avoids this)",
@@ -444,10 +474,10 @@ func (c *Channel) rebaseFailed(g *gitRunner, err error) error {
 // (docs/design.md §2 rule 1). They can only conflict when two machines use one device id (a
 // home or config dir copied to a second machine, a restored backup): both appended to
 // the same segment. The rebase has been aborted. The fix gives one machine a new
-// device id (Home.Device makes one when the device file is missing) and keeps that
+// device id (ferry makes one when the device file is missing) and keeps that
 // machine's records as a copy readers merge by content; segments are never edited by
 // hand.
-func clonedDeviceConflict(c *Channel, files []string, prefix string) error {
+func (s *syncer) clonedDeviceConflict(files []string, prefix string) error {
 	seg := files[0]
 	for _, f := range files {
 		if strings.HasPrefix(strings.TrimPrefix(f, prefix), "ledger/") && strings.HasSuffix(f, ".jsonl") {
@@ -456,7 +486,7 @@ func clonedDeviceConflict(c *Channel, files []string, prefix string) error {
 		}
 	}
 	keep := strings.TrimSuffix(seg, ".jsonl") + ".clone.jsonl"
-	devFile := filepath.Join(c.Home.ConfigDir, "device")
+	devFile := s.o.DeviceFile
 	return errs.Errorf(errs.Conflict,
 		fmt.Sprintf("nothing was lost: the rebase was aborted and your commit is kept; never edit a segment by hand. On ONE of the two machines, in the repository's top folder: "+
 			"(1) delete %s (ferry makes a new device id on its next run); "+
@@ -467,12 +497,12 @@ func clonedDeviceConflict(c *Channel, files []string, prefix string) error {
 			"(6) ferry sync --git, then ferry doctor (it lists the fork and which records count)",
 			devFile, seg, keep, seg, path.Dir(seg)),
 		"pulling from the upstream conflicts in %s, files only one machine ever writes: two machines use one device id (%s), as when a ferry home or config dir is copied to another machine",
-		strings.Join(files, ", "), c.Device)
+		strings.Join(files, ", "), s.o.Device)
 }
 
 // push pushes HEAD to the upstream branch merge. It reports the commits pushed, and
 // rejected=true when the remote moved on meanwhile (fetch first).
-func (g *gitRunner) push(res *GitSyncResult, merge string) (pushed int, rejected bool, err error) {
+func (g *gitRunner) push(res *Result, merge string) (pushed int, rejected bool, err error) {
 	ahead := "0"
 	if up, err := g.run(nil, "rev-parse", "-q", "--verify", "@{upstream}"); err == nil && up != "" {
 		ahead, err = g.run(nil, "rev-list", "--count", "@{upstream}..HEAD")

@@ -1,4 +1,4 @@
-package fsbus
+package gitsync
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // the device inside the file for objects — and never a temp name, .stignore or a
 // deletion (docs/sync.md "git").
 func TestGitOwns(t *testing.T) {
-	c := &Channel{Root: t.TempDir(), Device: "k3f9x2ab"}
+	s := &syncer{root: t.TempDir(), o: Options{Device: "k3f9x2ab"}}
 	for rel, body := range map[string]string{
 		"orders/o-0000000000001.json":          `{"v":1,"id":"o-0000000000001","author":"alice","device":"k3f9x2ab"}`,
 		"orders/o-0000000000002.json":          `{"v":1,"id":"o-0000000000002","author":"bob","device":"zzzzzzzz"}`,
@@ -21,7 +21,7 @@ func TestGitOwns(t *testing.T) {
 		"asks/a-0000000000006.json":            `{"device":"k3f9x2ab"}`,
 		"orders/o-0000000000007.json.sync-bak": `{"device":"k3f9x2ab"}`,
 	} {
-		p := filepath.Join(c.Root, filepath.FromSlash(rel))
+		p := filepath.Join(s.root, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -64,8 +64,8 @@ func TestGitOwns(t *testing.T) {
 		{".stignore", untracked, ownSkip},
 		{"notes.txt", untracked, ownOther},
 	} {
-		if got := c.gitOwns(tc.rel, tc.e); got != tc.want {
-			t.Errorf("gitOwns(%s, %c%c) = %d, want %d", tc.rel, tc.e.x, tc.e.y, got, tc.want)
+		if got := s.owns(tc.rel, tc.e); got != tc.want {
+			t.Errorf("owns(%s, %c%c) = %d, want %d", tc.rel, tc.e.x, tc.e.y, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,13 @@
-package fsbus
+// Package synchealth asks Syncthing, when it carries a channel, what it says about
+// delivery (docs/design.md §2 rule 7):
+//
+//	h := synchealth.Probe(ctx, ch.Root)
+//	if h.NoPeer() { … } // Syncthing carries the channel and no peer is connected
+//
+// Probe asks Syncthing's REST API on this machine's loopback interface only, within
+// Deadline for the whole probe, and never fails: a missing Syncthing, a refused key or
+// a timeout are states of the Health it returns, each with a one-line Detail and Fix.
+package synchealth
 
 import (
 	"bytes"
@@ -22,29 +31,25 @@ import (
 	"time"
 )
 
-// Sync health (docs/design.md §2 rule 7): what Syncthing, when it carries the channel,
-// says about delivery. ferry asks Syncthing's REST API on this machine's loopback
-// interface only, with a deadline of SyncDeadline for the whole probe.
-
-// SyncDeadline bounds one SyncHealth probe, every request included (5 s).
-const SyncDeadline = 5 * time.Second
+// Deadline bounds one Probe, every request included (5 s).
+const Deadline = 5 * time.Second
 
 // Environment variables that point ferry at Syncthing's REST API. Both set: ferry does
 // not look for Syncthing's config.xml. One set: it overrides that part of config.xml.
 const (
-	EnvSyncthingURL = "SYNCTHING_API_URL" // e.g. http://127.0.0.1:8384
-	EnvSyncthingKey = "SYNCTHING_API_KEY"
+	EnvURL = "SYNCTHING_API_URL" // e.g. http://127.0.0.1:8384
+	EnvKey = "SYNCTHING_API_KEY"
 )
 
-// Syncthing states of a SyncHealth (the Syncthing field).
+// The states of Health.Syncthing.
 const (
-	SyncNone         = "none"         // no Syncthing config on this machine and no SYNCTHING_API_URL/KEY
-	SyncNotShared    = "not_shared"   // Syncthing runs here, but no folder of it holds the channel
-	SyncUnreachable  = "unreachable"  // nothing answers at the GUI/API address (Syncthing not running?)
-	SyncUnauthorized = "unauthorized" // the API refused the key (401/403)
-	SyncTimeout      = "timeout"      // no answer within SyncDeadline
-	SyncError        = "error"        // an answer ferry cannot use (bad JSON, 5xx, non-loopback address)
-	SyncOK           = "ok"           // the folder and its peers were read
+	StateNone         = "none"         // no Syncthing config on this machine and no SYNCTHING_API_URL/KEY
+	StateNotShared    = "not_shared"   // Syncthing runs here, but no folder of it holds the channel
+	StateUnreachable  = "unreachable"  // nothing answers at the GUI/API address (Syncthing not running?)
+	StateUnauthorized = "unauthorized" // the API refused the key (401/403)
+	StateTimeout      = "timeout"      // no answer within Deadline
+	StateError        = "error"        // an answer ferry cannot use (bad JSON, 5xx, non-loopback address)
+	StateOK           = "ok"           // the folder and its peers were read
 )
 
 // Delivery states: "stored" means written to this machine's disk (every write is, once
@@ -52,35 +57,35 @@ const (
 // connected and at 100% completion for it — a peer that is paused, disconnected, or
 // behind, or no Syncthing to ask, leaves it at "stored".
 const (
-	DeliveryStored    = "stored"
-	DeliveryDelivered = "delivered"
+	Stored    = "stored"
+	Delivered = "delivered"
 )
 
-// SyncHealth is this machine's view of how the channel travels (`ferry doctor`,
+// Health is this machine's view of how the channel travels (`ferry doctor`,
 // ferry_join, `ferry primary status`). It is never an error: a missing Syncthing, a
 // refused key or a timeout are states, each with a one-line Detail and Fix.
-type SyncHealth struct {
-	// Syncthing is one of the Sync* states above.
+type Health struct {
+	// Syncthing is one of the State* states above.
 	Syncthing string `json:"syncthing"`
 	// InUse is true when a Syncthing folder on this machine holds the channel (from the
 	// REST API, or from config.xml when the API does not answer).
 	InUse bool `json:"in_use"`
-	// Delivery is "stored" or "delivered" (see DeliveryStored).
+	// Delivery is "stored" or "delivered" (see Stored).
 	Delivery string `json:"delivery"`
 	// Detail says what was found in one line; Fix what to do about it ("" when nothing).
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"`
 	// Source names where the API address and key came from: "env", a config.xml path, or "".
-	Source string      `json:"source,omitempty"`
-	Folder *SyncFolder `json:"folder,omitempty"`
-	Peers  []SyncPeer  `json:"peers"`
+	Source string  `json:"source,omitempty"`
+	Folder *Folder `json:"folder,omitempty"`
+	Peers  []Peer  `json:"peers"`
 	// Connected counts the folder's peers Syncthing reports connected.
 	Connected int `json:"connected"`
 }
 
-// SyncFolder is the Syncthing folder holding the channel, with the settings ferry
+// Folder is the Syncthing folder holding the channel, with the settings ferry
 // recommends checking (docs/sync.md).
-type SyncFolder struct {
+type Folder struct {
 	ID    string `json:"id"`
 	Label string `json:"label,omitempty"`
 	Path  string `json:"path"`
@@ -97,8 +102,8 @@ type SyncFolder struct {
 	WatcherDelayS  int  `json:"watcher_delay_s"`
 }
 
-// SyncPeer is another device sharing the folder.
-type SyncPeer struct {
+// Peer is another device sharing the folder.
+type Peer struct {
 	ID        string `json:"id"` // Syncthing device id, first 7 characters
 	Name      string `json:"name,omitempty"`
 	Connected bool   `json:"connected"`
@@ -107,38 +112,38 @@ type SyncPeer struct {
 	Completion float64 `json:"completion"`
 }
 
-// SyncLine is sync health in two words for ferry_join and ferry_primary status: the
+// Line is sync health in two words for ferry_join and ferry_primary status: the
 // delivery state and a short note.
-type SyncLine struct {
+type Line struct {
 	Delivery string `json:"delivery"`
 	Note     string `json:"note"`
 }
 
 // Line summarises h.
-func (h *SyncHealth) Line() SyncLine {
-	return SyncLine{Delivery: h.Delivery, Note: h.Detail}
+func (h *Health) Line() Line {
+	return Line{Delivery: h.Delivery, Note: h.Detail}
 }
 
 // NoPeer reports whether Syncthing carries the channel here and no peer of its folder
 // is connected (including Syncthing not answering): this machine cannot tell a silent
 // writer from one whose files have not arrived, so "silent" is not asserted (docs/design.md §2
 // rule 7).
-func (h *SyncHealth) NoPeer() bool { return h.InUse && h.Connected == 0 }
+func (h *Health) NoPeer() bool { return h.InUse && h.Connected == 0 }
 
-// SyncHealth asks Syncthing on this machine about the folder holding the channel:
-// folder state (/rest/db/status), connected peers (/rest/system/connections) and each
-// peer's completion (/rest/db/completion). The address and key come from
+// Probe asks Syncthing on this machine about the folder holding the channel folder
+// root: folder state (/rest/db/status), connected peers (/rest/system/connections) and
+// each peer's completion (/rest/db/completion). The address and key come from
 // SYNCTHING_API_URL and SYNCTHING_API_KEY, or from Syncthing's config.xml (see
 // syncthingConfigPaths); only loopback addresses are asked. The whole probe is bounded
-// by SyncDeadline and by ctx. It never fails: every failure mode is a state.
-func (c *Channel) SyncHealth(ctx context.Context) *SyncHealth {
-	ctx, cancel := context.WithTimeout(ctx, SyncDeadline)
+// by Deadline and by ctx. It never fails: every failure mode is a state.
+func Probe(ctx context.Context, root string) *Health {
+	ctx, cancel := context.WithTimeout(ctx, Deadline)
 	defer cancel()
-	h := &SyncHealth{Syncthing: SyncNone, Delivery: DeliveryStored, Peers: []SyncPeer{}}
+	h := &Health{Syncthing: StateNone, Delivery: Stored, Peers: []Peer{}}
 	api, folders, err := locateSyncthing()
 	switch {
 	case err != nil:
-		h.Syncthing, h.Detail = SyncError, err.Error()
+		h.Syncthing, h.Detail = StateError, err.Error()
 		h.Fix = "fix or remove the file named above, or set SYNCTHING_API_URL and SYNCTHING_API_KEY"
 		return h
 	case api == nil:
@@ -146,14 +151,14 @@ func (c *Channel) SyncHealth(ctx context.Context) *SyncHealth {
 		return h
 	}
 	h.Source = api.source
-	root := canonicalDir(c.Root)
+	root = canonicalDir(root)
 	cfgFolder := matchFolder(folders, root)
 	h.InUse = cfgFolder != nil
 
 	if err := api.probe(ctx, h, root); err != nil {
 		h.Syncthing, h.Detail, h.Fix = classify(err, api)
 		// A probe cut short proves no connection: count none.
-		h.Delivery, h.Connected, h.Peers = DeliveryStored, 0, []SyncPeer{}
+		h.Delivery, h.Connected, h.Peers = Stored, 0, []Peer{}
 		if h.Folder == nil && cfgFolder != nil {
 			h.Folder = cfgFolder.summary()
 		}
@@ -169,22 +174,22 @@ func classify(err error, api *stAPI) (state, detail, fix string) {
 	var se *statusError
 	switch {
 	case errors.Is(err, errNotLoopback):
-		return SyncError, err.Error(), "set SYNCTHING_API_URL to Syncthing's API on 127.0.0.1 or ::1"
+		return StateError, err.Error(), "set SYNCTHING_API_URL to Syncthing's API on 127.0.0.1 or ::1"
 	case errors.As(err, &se) && (se.code == http.StatusUnauthorized || se.code == http.StatusForbidden):
-		return SyncUnauthorized, fmt.Sprintf("Syncthing at %s refused the API key (HTTP %d)", api.base, se.code),
+		return StateUnauthorized, fmt.Sprintf("Syncthing at %s refused the API key (HTTP %d)", api.base, se.code),
 			"set SYNCTHING_API_KEY to the key in Syncthing's settings (Actions → Settings → GUI)"
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return SyncTimeout, fmt.Sprintf("Syncthing at %s did not answer within %s", api.base, SyncDeadline),
+		return StateTimeout, fmt.Sprintf("Syncthing at %s did not answer within %s", api.base, Deadline),
 			"check that Syncthing is not hung; restart it"
 	case isRefused(err):
 		if api.source != "env" && !api.explicit {
 			// A config.xml of an installation that is not running.
-			return SyncUnreachable, fmt.Sprintf("Syncthing is not running here (nothing answers at %s)", api.base),
+			return StateUnreachable, fmt.Sprintf("Syncthing is not running here (nothing answers at %s)", api.base),
 				"start Syncthing, or set SYNCTHING_API_URL to where its API listens"
 		}
-		return SyncUnreachable, fmt.Sprintf("nothing answers at %s", api.base), "start Syncthing, or fix SYNCTHING_API_URL"
+		return StateUnreachable, fmt.Sprintf("nothing answers at %s", api.base), "start Syncthing, or fix SYNCTHING_API_URL"
 	}
-	return SyncError, "asking Syncthing: " + err.Error(), "check Syncthing's log; `ferry doctor` shows the state"
+	return StateError, "asking Syncthing: " + err.Error(), "check Syncthing's log; `ferry doctor` shows the state"
 }
 
 func isTimeout(err error) bool {
@@ -280,13 +285,13 @@ type (
 	}
 )
 
-func (f *stFolderCfg) summary() *SyncFolder {
-	return &SyncFolder{ID: f.ID, Label: f.Label, Path: f.Path, Paused: f.Paused, NeedFiles: -1, NeedBytes: -1,
+func (f *stFolderCfg) summary() *Folder {
+	return &Folder{ID: f.ID, Label: f.Label, Path: f.Path, Paused: f.Paused, NeedFiles: -1, NeedBytes: -1,
 		MaxConflicts: f.MaxConflicts, WatcherEnabled: f.WatcherEnabled, WatcherDelayS: f.WatcherDelayS}
 }
 
 // probe reads the folder holding root and its peers into h.
-func (a *stAPI) probe(ctx context.Context, h *SyncHealth, root string) error {
+func (a *stAPI) probe(ctx context.Context, h *Health, root string) error {
 	var me stSystemStatus
 	if err := a.get(ctx, "/rest/system/status", &me); err != nil {
 		return err
@@ -297,12 +302,12 @@ func (a *stAPI) probe(ctx context.Context, h *SyncHealth, root string) error {
 	}
 	f := matchFolder(folders, root)
 	if f == nil {
-		h.Syncthing, h.InUse = SyncNotShared, false
+		h.Syncthing, h.InUse = StateNotShared, false
 		h.Detail = "Syncthing runs here but no folder of it holds the channel: delivery to other machines is not known"
 		h.Fix = "share the channel's folder (or a folder above it) in Syncthing, or ignore this when another tool carries it"
 		return nil
 	}
-	h.Syncthing, h.InUse, h.Folder = SyncOK, true, f.summary()
+	h.Syncthing, h.InUse, h.Folder = StateOK, true, f.summary()
 	var st stDBStatus
 	if err := a.get(ctx, "/rest/db/status?folder="+url.QueryEscape(f.ID), &st); err != nil {
 		return err
@@ -324,7 +329,7 @@ func (a *stAPI) probe(ctx context.Context, h *SyncHealth, root string) error {
 		if d.DeviceID == me.MyID || d.DeviceID == "" {
 			continue
 		}
-		p := SyncPeer{ID: shortDevice(d.DeviceID), Name: names[d.DeviceID].Name, Paused: names[d.DeviceID].Paused, Completion: -1}
+		p := Peer{ID: shortDevice(d.DeviceID), Name: names[d.DeviceID].Name, Paused: names[d.DeviceID].Paused, Completion: -1}
 		if c, ok := conns.Connections[d.DeviceID]; ok {
 			p.Connected = c.Connected && !c.Paused
 			p.Paused = p.Paused || c.Paused
@@ -351,7 +356,7 @@ func (a *stAPI) probe(ctx context.Context, h *SyncHealth, root string) error {
 		}
 	}
 	if delivered {
-		h.Delivery = DeliveryDelivered
+		h.Delivery = Delivered
 	}
 	switch {
 	case f.Paused:
@@ -519,7 +524,7 @@ func syncthingConfigPaths() []string {
 // config.xml shares (nil without a config.xml). An error names a config.xml that
 // exists but cannot be read or parsed.
 func locateSyncthing() (*stAPI, []stFolderCfg, error) {
-	envURL, envKey := strings.TrimSpace(os.Getenv(EnvSyncthingURL)), strings.TrimSpace(os.Getenv(EnvSyncthingKey))
+	envURL, envKey := strings.TrimSpace(os.Getenv(EnvURL)), strings.TrimSpace(os.Getenv(EnvKey))
 	var cfg *stConfig
 	var cfgPath string
 	if envURL == "" || envKey == "" {
@@ -621,7 +626,7 @@ func readPEMCert(p string) []byte {
 // self-signed: it is accepted when it is the one in Syncthing's https-cert.pem (pin),
 // or, without that file, on loopback alone.
 func loopbackClient(pin []byte) *http.Client {
-	dialer := &net.Dialer{Timeout: SyncDeadline}
+	dialer := &net.Dialer{Timeout: Deadline}
 	tr := &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -647,9 +652,9 @@ func loopbackClient(pin []byte) *http.Client {
 				return errors.New("Syncthing's HTTPS certificate is not the one in its https-cert.pem")
 			},
 		},
-		ResponseHeaderTimeout: SyncDeadline,
+		ResponseHeaderTimeout: Deadline,
 		DisableKeepAlives:     true,
 	}
-	return &http.Client{Transport: tr, Timeout: SyncDeadline,
+	return &http.Client{Transport: tr, Timeout: Deadline,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
