@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -208,15 +210,6 @@ func completionTable(app *kong.Application) *complTable {
 	return t
 }
 
-func sortedKeys(m map[string][]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
 func sortedSubs(m map[string]string) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
@@ -245,7 +238,7 @@ func bashCompletion(t *complTable) []byte {
 	b.WriteString("\tesac\n}\n\n")
 	b.WriteString("# _ferry_values PATH FLAG prints FLAG's fixed values; it fails for a flag taking none.\n")
 	b.WriteString("_ferry_values() {\n\tcase \"$1|$2\" in\n")
-	for _, k := range sortedKeys(t.Values) {
+	for _, k := range slices.Sorted(maps.Keys(t.Values)) {
 		fmt.Fprintf(&b, "\t%s) echo %s ;;\n", sq(k), sq(strings.Join(t.Values[k], " ")))
 	}
 	b.WriteString("\t*) return 1 ;;\n\tesac\n}\n\n")
@@ -299,7 +292,7 @@ func fishCompletion(t *complTable) []byte {
 	}
 	b.WriteString("\tend\nend\n\n")
 	b.WriteString("function __ferry_values --argument-names path flag\n\tswitch \"$path|$flag\"\n")
-	for _, k := range sortedKeys(t.Values) {
+	for _, k := range slices.Sorted(maps.Keys(t.Values)) {
 		fmt.Fprintf(&b, "\t\tcase %s\n", sq(k))
 		if len(t.Values[k]) > 0 {
 			fmt.Fprintf(&b, "\t\t\tprintf '%%s\\n' %s\n", strings.Join(quoteAll(t.Values[k]), " "))
@@ -382,7 +375,7 @@ func powershellCompletion(t *complTable) []byte {
 		fmt.Fprintf(&b, "\t\t%s = %s\n", psq(p), psList(t.Words[p]))
 	}
 	b.WriteString("\t}\n\t$values = @{\n")
-	for _, k := range sortedKeys(t.Values) {
+	for _, k := range slices.Sorted(maps.Keys(t.Values)) {
 		fmt.Fprintf(&b, "\t\t%s = %s\n", psq(k), psList(t.Values[k]))
 	}
 	b.WriteString(`	}

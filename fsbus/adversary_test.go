@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -357,7 +359,7 @@ func TestAdversarialFiles(t *testing.T) {
 				}
 				var b bytes.Buffer
 				b.WriteString("{ ")
-				keys := sortedKeys(m)
+				keys := slices.Sorted(maps.Keys(m))
 				for k := len(keys) - 1; k >= 0; k-- { // reverse order
 					b.WriteString(`"` + keys[k] + `" : ` + string(m[keys[k]]))
 					if k > 0 {

@@ -1,6 +1,8 @@
 package fsbus
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -187,7 +189,7 @@ func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
 }
 
 // askIDs lists known ask ids, sorted.
-func (st *State) askIDs() []string { return sortedKeys(st.Asks) }
+func (st *State) askIDs() []string { return slices.Sorted(maps.Keys(st.Asks)) }
 
 // FindAsk resolves a full ask id or a unique prefix of one (docs/design.md §2 rule 2). Errors:
 // not_found for no match (saying why when the ask's raise does not count), invalid for

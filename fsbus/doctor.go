@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/synchealth"
@@ -402,7 +404,7 @@ func (c *Channel) doctorCopies(r *DoctorReport, v *View, vr *VerifyReport) error
 	for _, fr := range files {
 		// Merged: every record is read into the ledger — from this file (*.jsonl), or
 		// for a file readers skip (a *.jsonl.bak, say) from other files.
-		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(sortedKeys(fr.of), ","), Records: len(fr.entries), Merged: true}
+		cp := ConflictCopy{Path: fr.rel, Of: strings.Join(slices.Sorted(maps.Keys(fr.of)), ","), Records: len(fr.entries), Merged: true}
 		var unmerged []*ledger.Entry
 		for i := range fr.entries {
 			h := fr.entries[i].Hash()
@@ -582,7 +584,7 @@ func (c *Channel) objectFindings(r *DoctorReport, v *View, vr *VerifyReport) {
 // names, and lifecycle entries whose basis has not arrived.
 func (c *Channel) doctorPending(r *DoctorReport, v *View) {
 	entries := objectEntries(c.Root, v.Snapshot)
-	for _, p := range sortedKeys(entries) {
+	for _, p := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[p]
 		if isLink(p) {
 			continue // reported as a link (doctorKeyChanges), never read
@@ -639,7 +641,7 @@ func (c *Channel) doctorSkew(r *DoctorReport, v *View) {
 			ahead[e.Writer] = d
 		}
 	}
-	for _, w := range sortedKeys(ahead) {
+	for _, w := range slices.Sorted(maps.Keys(ahead)) {
 		d := ahead[w]
 		if d < SkewWarnS {
 			continue
@@ -758,7 +760,7 @@ func (c *Channel) doctorGit(r *DoctorReport) map[string]bool {
 		})
 		detail := fmt.Sprintf("a git %s is in progress in the repository holding the channel (%s)", op.name, filepath.Dir(gd))
 		if len(marked) > 0 {
-			detail += "; its conflict markers are in " + strings.Join(sortedKeys(marked), ", ") + ": ferry reads those lines as damage until it ends"
+			detail += "; its conflict markers are in " + strings.Join(slices.Sorted(maps.Keys(marked)), ", ") + ": ferry reads those lines as damage until it ends"
 		}
 		fix := op.fix + "; if a ledger segment conflicts, abort: two machines use one device id — `ferry sync --git` names the steps"
 		f := Finding{Check: CheckGit, Level: LevelError, Detail: detail, Fix: fix}

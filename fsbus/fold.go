@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -363,7 +364,7 @@ func Fold(in FoldInput) *State {
 		}
 	}
 
-	for _, name := range sortedKeys(grantNodes) {
+	for _, name := range slices.Sorted(maps.Keys(grantNodes)) {
 		a := agent(name)
 		a.grants, a.grantHead = resolveGrants(st, name, grantNodes[name], ignore)
 	}
@@ -674,15 +675,6 @@ func ignoreGrantBranch(n *grantNode, ignore func(*ledger.Entry, string)) {
 	for _, ch := range n.children {
 		ignoreGrantBranch(ch, ignore)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // family is the noun of an entry type ("order" of "order.claim").

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -205,7 +206,7 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 	}
 	st := v.State
 	if f.me != "" {
-		for _, id := range sortedKeys(st.Orders) {
+		for _, id := range slices.Sorted(maps.Keys(st.Orders)) {
 			o := st.Orders[id]
 			concerns := o.State == StateOpen || o.OfferedTo == f.me || o.Author == f.me || o.Holder == f.me
 			if !concerns || o.Missing || o.Head == "" || f.orders[id] == o.Head || arr.Number(o.Head) <= f.start {

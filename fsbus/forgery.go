@@ -2,6 +2,8 @@ package fsbus
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -117,7 +119,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 	st := v.State
 	out.Edited = []string{}
 	named := objectEntries(c.Root, v.Snapshot)
-	for _, p := range sortedKeys(named) {
+	for _, p := range slices.Sorted(maps.Keys(named)) {
 		e := named[p]
 		d, _ := decodeData(e)
 		if isLink(p) {

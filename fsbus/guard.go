@@ -2,6 +2,8 @@ package fsbus
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -195,7 +197,7 @@ func guardJSON(noun string, raw []byte, gen []guardPath) error {
 // guardMembers scans the members of m, an object of the format's own structure at
 // position at.
 func guardMembers(noun string, m map[string]any, at []string, gen []guardPath) error {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		here := append(at[:len(at):len(at)], k)
 		if exempt(gen, here) {
 			continue
@@ -261,7 +263,7 @@ func guardValue(field string, v any) error {
 			}
 		}
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			if err := secretguard.Check(field+" member name", k); err != nil {
 				return err
 			}

@@ -1,7 +1,9 @@
 package fsbus
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -101,7 +103,7 @@ func (st *State) ListHandins(f HandinFilter) []*Handin {
 // FindHandin resolves a full hand-in id or unique prefix (docs/design.md §2 rule 2): not_found
 // when nothing matches, invalid listing the candidates when ambiguous.
 func (st *State) FindHandin(q string) (*Handin, error) {
-	id, err := st.resolveID("handin", q, sortedKeys(st.Handins), "")
+	id, err := st.resolveID("handin", q, slices.Sorted(maps.Keys(st.Handins)), "")
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package fsbus
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -175,7 +177,7 @@ func entryLess(a, b *ledger.Entry) bool {
 }
 
 // OrderIDs lists known order ids, sorted.
-func (st *State) OrderIDs() []string { return sortedKeys(st.Orders) }
+func (st *State) OrderIDs() []string { return slices.Sorted(maps.Keys(st.Orders)) }
 
 // FindOrder resolves a full id or unique prefix (docs/design.md §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -282,7 +283,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 	}
 
 	// Standbys: seated, not retired, not the holder.
-	for _, name := range sortedKeys(standby) {
+	for _, name := range slices.Sorted(maps.Keys(standby)) {
 		a := st.Agents[name]
 		if name == p.Holder || (name != MasterWriter && (a == nil || !a.Seated || a.Retired)) {
 			continue

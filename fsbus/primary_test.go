@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,7 +36,7 @@ func primaryWorld(t *testing.T, levels map[string]string) (*Channel, *primaryClo
 		t.Fatal(err)
 	}
 	ss := map[string]*Session{MasterWriter: m}
-	for _, name := range sortedKeys(levels) {
+	for _, name := range slices.Sorted(maps.Keys(levels)) {
 		if _, err := Join(c, name, "test"); err != nil {
 			t.Fatal(err)
 		}

@@ -409,7 +409,7 @@ func (w *syncWorld) act() {
 	st := v.State
 	pick := func(f func(o *Order) bool) string {
 		var ids []string
-		for _, id := range sortedKeys(st.Orders) {
+		for _, id := range slices.Sorted(maps.Keys(st.Orders)) {
 			if f(st.Orders[id]) {
 				ids = append(ids, id)
 			}

@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -372,7 +373,7 @@ func (st *State) unreadBy(m *Message) []string {
 }
 
 // MessageIDs lists the ids of the messages that count, sorted.
-func (st *State) MessageIDs() []string { return sortedKeys(st.Messages) }
+func (st *State) MessageIDs() []string { return slices.Sorted(maps.Keys(st.Messages)) }
 
 // TalkShow returns one message with its full Body (`ferry talk show`), by full id or
 // unique prefix (docs/design.md §2 rule 2). It records no read receipt. A pending message comes

@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -117,7 +118,7 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 			acks = append(acks, e)
 		}
 	}
-	for _, id := range sortedKeys(posts) {
+	for _, id := range slices.Sorted(maps.Keys(posts)) {
 		cands := posts[id]
 		msgs := map[*chainNode[struct{}]]*Message{}
 		for _, n := range cands {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -75,7 +76,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 	}
 	files := map[string]ReleaseFile{}
 	var notes []string
-	for _, p := range sortedKeys(platforms) {
+	for _, p := range slices.Sorted(maps.Keys(platforms)) {
 		if !platformRE.MatchString(p) {
 			return nil, errs.Errorf(errs.Invalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
 		}

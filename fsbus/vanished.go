@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,7 +61,7 @@ func (c *Channel) vanished(v *View, skip map[string]bool) ([]Vanished, error) {
 			gone[writer] = append(gone[writer], n)
 		}
 	})
-	for _, w := range sortedKeys(gone) {
+	for _, w := range slices.Sorted(maps.Keys(gone)) {
 		ns := gone[w]
 		slices.Sort(ns)
 		g := Vanished{Writer: w, Records: len(ns), First: ns[0], Last: ns[len(ns)-1], Segments: []string{}}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -127,7 +128,7 @@ func (st *State) secrets(snap *ledger.Snapshot) map[string]*Secret {
 func (v *View) SecretList() []*Secret {
 	m := v.State.secrets(v.Snapshot)
 	out := make([]*Secret, 0, len(m))
-	for _, n := range sortedKeys(m) {
+	for _, n := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, m[n])
 	}
 	return out

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -664,7 +665,7 @@ func TestVectorsFerry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading %s: %v (run with -update to create it)", vecFerry, err)
 	}
-	for _, p := range sortedKeys(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		if !stored[p] {
 			t.Errorf("%s: missing from fixtures", p)
 			continue

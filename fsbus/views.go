@@ -1,9 +1,11 @@
 package fsbus
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,9 +119,7 @@ type OrderFilter struct {
 
 // OrderStates lists every order state, in stage-rank order (docs/design.md §2).
 func OrderStates() []string {
-	out := sortedKeys(OrderRank)
-	sort.Slice(out, func(i, j int) bool { return OrderRank[out[i]] < OrderRank[out[j]] })
-	return out
+	return slices.SortedFunc(maps.Keys(OrderRank), func(a, b string) int { return cmp.Compare(OrderRank[a], OrderRank[b]) })
 }
 
 // CheckStateFilter returns invalid for a state filter that is not "", "active" or an

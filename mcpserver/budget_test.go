@@ -309,7 +309,7 @@ func TestBudget(t *testing.T) {
 		{"read-only instructions", b.ReadOnlyInstructions},
 		{"ferry_catchup on the busy fixture as " + b.CatchupBusy.Agent, b.CatchupBusy.budgetFigure},
 	}
-	for _, key := range sortedKeys(b.Responses) {
+	for _, key := range slices.Sorted(maps.Keys(b.Responses)) {
 		figs = append(figs, struct {
 			name string
 			fig  budgetFigure

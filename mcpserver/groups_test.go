@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -259,7 +260,7 @@ func TestGroupsServe(t *testing.T) {
 			}
 			defer f.Close()
 			got := toolsByName(t, srv.ToolsList())
-			names := sortedKeys(got)
+			names := slices.Sorted(maps.Keys(got))
 			if !reflect.DeepEqual(names, c.want) {
 				t.Fatalf("tools %v, want %v", names, c.want)
 			}
@@ -362,14 +363,6 @@ func toolsByName(t *testing.T, list json.RawMessage) map[string]json.RawMessage 
 		out[n.Name] = raw
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return sorted(out)
 }
 
 // TestGroupsSchemaLint: the admin and legacy tools pass the lint of the core tools
