@@ -70,7 +70,7 @@ func (c *SecretPutCmd) Run(g *Globals) error {
 // value reads the value from --from-file or stdin, refusing a terminal stdin (the value
 // would echo on screen) and anything over fsbus.MaxSecretValue bytes.
 func (c *SecretPutCmd) value(g *Globals) ([]byte, error) {
-	var r io.Reader = g.stdin
+	r := io.Reader(g.stdin)
 	src := "stdin"
 	if c.FromFile != "" {
 		f, err := os.Open(c.FromFile)

@@ -39,8 +39,8 @@ func (c *SyncCmd) Run(g *Globals) error {
 	if g.JSON {
 		return g.printJSON(res)
 	}
-	switch n := len(res.Committed); {
-	case n == 0:
+	switch n := len(res.Committed); n {
+	case 0:
 		g.printf("nothing to commit from this machine\n")
 	default:
 		g.printf("✔ committed %d file(s) as %.12s on %s\n", n, res.Commit, res.Branch)

@@ -62,7 +62,7 @@ func (c *UpdateApproveCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	before, err := s.Channel.Load()
+	before, err := s.Load()
 	if err != nil {
 		return err
 	}

@@ -291,8 +291,13 @@ func (d *demo) stalePointer() {
 	const name = "stale pointer caught"
 	ws := filepath.Join(filepath.Dir(d.home), "work")
 	file := filepath.Join(ws, "src", "login_test.go")
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err == nil {
-		err = os.WriteFile(file, []byte("package login\n\n// TestLogin waits for the session.\n"), 0o644)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		d.record(name, false, 0, err.Error())
+		return
+	}
+	if err := os.WriteFile(file, []byte("package login\n\n// TestLogin waits for the session.\n"), 0o644); err != nil {
+		d.record(name, false, 0, err.Error())
+		return
 	}
 	out, stderr, code, ms := d.run("order", "new", "Review the login test", "--as", "alice", "--json",
 		"--pointer", "src/login_test.go", "--workspace", ws, "--task", "code_review", "--read-only")

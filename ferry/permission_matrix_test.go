@@ -149,7 +149,6 @@ type permWorld struct {
 	master, auth  *fsbus.Session
 	actorSess     *fsbus.Session // nil on the unseated row
 	ownerCh       *fsbus.Channel
-	actorHomePath string
 }
 
 func fsHome(home string) *fsbus.Home {

@@ -68,24 +68,6 @@ func linkChain[S any](nodes []*chainNode[S], byHash map[string]*chainNode[S], ig
 	return pending
 }
 
-// addRoot records n as the root of its thing (keyed by ref) unless a root with a lower
-// hash is already there: two roots under one id (a forged or cloned record) resolve by
-// hash, whatever the clocks say, like a fork. The loser is ignored with why.
-func addRoot[S any](roots map[string]*chainNode[S], n *chainNode[S], why string, ignore func(*ledger.Entry, string)) {
-	prev, dup := roots[n.e.Ref]
-	switch {
-	case !dup:
-	case prev.e.Hash() == n.e.Hash():
-		return
-	case prev.e.Hash() < n.e.Hash():
-		ignore(n.e, why)
-		return
-	default:
-		ignore(prev.e, why)
-	}
-	roots[n.e.Ref] = n
-}
-
 // resolveChain applies the branch rule of docs/design.md §2 "Races across machines" to the
 // tree under root (whose state is set): it validates every child against its parent's
 // state (an invalid entry and everything built on it is ignored), ranks subtrees by the

@@ -50,7 +50,7 @@ func (c *Channel) stamp() Stamp {
 			return Stamp{Wall: wall.UnixMilli()}
 		}
 		if c.Now != nil {
-			r.Since += wall.Sub(time.Now())
+			r.Since += time.Until(wall)
 		}
 	}
 	id := r.ID

@@ -312,7 +312,7 @@ func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
 
 // contractOf returns the contract an order folded from its object, or nil.
 func (o *Order) contract() *Contract {
-	if o.Contract.Empty() {
+	if o.Empty() {
 		return nil
 	}
 	return &o.Contract

@@ -71,7 +71,6 @@ type localIndex struct {
 	rs     *ledger.ReadState // nil until opened
 	frames int               // frames in the file as opened (plus those appended since)
 	whole  bool              // the next save writes the file whole
-	sigs   []sigRec          // good signatures not yet saved
 	// restored is the fold checkpoint open restored, until Load takes it.
 	restored *restoredFold
 	// sigFrames are the index's signature frames not yet in the signature cache

@@ -29,7 +29,7 @@ import (
 // the thing carries a Contest with Rival set naming both writers, and `ferry ledger
 // verify` and `ferry doctor` report it as an error: the forgery is signed evidence.
 // Two creates of one id by the same writer (a cloned disk, a replayed line) keep the
-// older rule: the lower hash counts (addRoot).
+// older rule: the lower hash counts, as in a fork.
 
 // KindRival is the VerifyReport kind of an id created by two writers; CheckRival the
 // doctor check.
@@ -45,7 +45,7 @@ func rivalReason(typ, winner string) string {
 }
 
 // addRival adds n to the creates of its id: one per writer (a writer's second create
-// of one id resolves by the lower hash, like addRoot, the loser ignored with why),
+// of one id resolves by the lower hash, as a fork does, the loser ignored with why),
 // kept sorted by hash so the fold does not depend on arrival order.
 func addRival[S any](roots map[string][]*chainNode[S], n *chainNode[S], why string, ignore func(*ledger.Entry, string)) {
 	list := roots[n.e.Ref]

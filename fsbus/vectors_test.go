@@ -971,7 +971,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 
 	// Idempotency: a replay with the same arguments returns the first call's order; other
 	// arguments are a conflict.
-	var args map[string]string = map[string]string{}
+	args := map[string]string{}
 	for _, a := range f.Args {
 		args[a.Name] = a.Hash
 	}

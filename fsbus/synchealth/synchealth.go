@@ -210,7 +210,7 @@ type statusError struct {
 
 func (e *statusError) Error() string { return fmt.Sprintf("%s: HTTP %d", e.path, e.code) }
 
-var errNotLoopback = errors.New("Syncthing's API address is not on loopback; ferry asks only 127.0.0.1 or ::1")
+var errNotLoopback = errors.New("the Syncthing API address is not on loopback; ferry asks only 127.0.0.1 or ::1")
 
 // stAPI is Syncthing's REST API on loopback.
 type stAPI struct {
@@ -649,7 +649,7 @@ func loopbackClient(pin []byte) *http.Client {
 				if pin == nil || (len(raw) > 0 && bytes.Equal(raw[0], pin)) {
 					return nil
 				}
-				return errors.New("Syncthing's HTTPS certificate is not the one in its https-cert.pem")
+				return errors.New("the Syncthing HTTPS certificate is not the one in its https-cert.pem")
 			},
 		},
 		ResponseHeaderTimeout: Deadline,

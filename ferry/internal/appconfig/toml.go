@@ -92,15 +92,15 @@ func scanTOML(s []byte) ([]tomlItem, error) {
 		if sc.i >= len(s) {
 			return items, nil
 		}
-		switch c := s[sc.i]; {
-		case c == '\n' || c == '\r':
+		switch s[sc.i] {
+		case '\n', '\r':
 			sc.newline()
 			continue
-		case c == '#':
+		case '#':
 			sc.toEOL()
 			sc.newline()
 			continue
-		case c == '[':
+		case '[':
 			it := tomlItem{header: true, start: lineStart}
 			sc.i++
 			if sc.peek() == '[' {
@@ -204,8 +204,8 @@ func (sc *tomlScanner) key() ([]string, error) {
 	var parts []string
 	for {
 		sc.skipSpace()
-		switch c := sc.peek(); {
-		case c == '"' || c == '\'':
+		switch sc.peek() {
+		case '"', '\'':
 			start := sc.i
 			if err := sc.str(); err != nil {
 				return nil, err
