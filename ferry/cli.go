@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // version is set by the build (-ldflags "-X main.version=…").
@@ -369,35 +370,15 @@ func cleanArgs(args []any) []any {
 	return out
 }
 
-// clean shows control characters other than newline and tab as \xNN (or \u{NNNN}).
+// clean shows control characters other than newline and tab, line separators and bidi
+// controls (textsafe.Lines) as \xNN (or \u{NNNN}).
 func clean(s string) string {
-	ok := true
-	for _, r := range s {
-		if isControl(r) {
-			ok = false
-			break
+	return textsafe.Lines.Clean(s, func(r rune) string {
+		if r < 0x100 {
+			return fmt.Sprintf("\\x%02x", r)
 		}
-	}
-	if ok {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case !isControl(r):
-			b.WriteRune(r)
-		case r < 0x100:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			fmt.Fprintf(&b, "\\u{%04x}", r)
-		}
-	}
-	return b.String()
-}
-
-func isControl(r rune) bool {
-	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 ||
-		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f // bidi overrides reorder a line
+		return fmt.Sprintf("\\u{%04x}", r)
+	})
 }
 
 // openMapped opens a project's mapped channel; a folder that vanished gets its own

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // InspectCmd is `ferry inspect [--as NAME]` (issue 6).
@@ -80,9 +81,6 @@ func ageText(s int64) string {
 
 // oneLine is s on one line (newlines and tabs as spaces), cut to n runes with "…".
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
+	s, _ = textsafe.Cut(strings.Join(strings.Fields(s), " "), n)
 	return s
 }

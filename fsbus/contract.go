@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -250,15 +251,10 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	return sch, nil
 }
 
-// scrubControl replaces the characters hasControl refuses (terminal escapes, bidi
-// overrides) by U+FFFD: validator messages quote the result's own values.
+// scrubControl replaces the characters hasControl refuses on one line (terminal
+// escapes, bidi overrides; textsafe.Line) by U+FFFD: validator messages quote the result's own values.
 func scrubControl(s string) string {
-	return strings.Map(func(r rune) rune {
-		if hasControl(string(r), false) {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
+	return textsafe.Line.Clean(s, func(rune) string { return "\uFFFD" })
 }
 
 func oneLine(s string) string {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // findOrder reads the channel (no lock) and resolves q.
@@ -184,14 +184,8 @@ func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
 
 // cutNote keeps a generated note within MaxNote bytes (on a rune boundary).
 func cutNote(s string) string {
-	if len(s) <= MaxNote {
-		return s
-	}
-	s = s[:MaxNote-len("…")]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
+	s, _ = textsafe.CutBytes(s, MaxNote)
+	return s
 }
 
 // SubmitOptions are the arguments of SubmitResult.

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -453,16 +454,12 @@ func (st *State) checkRecipient(name string) error {
 	return nil
 }
 
-// hasControl reports whether s holds a control character (C0, DEL, C1) other than,
-// when multiline, newline and tab: terminal escapes must not reach an owner's screen.
+// hasControl reports whether s holds a control character (C0, DEL, C1), a line
+// separator or a bidi control (textsafe.Line) other than, when multiline, newline, tab
+// and CR (textsafe.LinesCR): terminal escapes must not reach an owner's screen.
 func hasControl(s string, multiline bool) bool {
-	for _, r := range s {
-		switch {
-		case multiline && (r == '\n' || r == '\t' || r == '\r'):
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0), r == 0x2028, r == 0x2029,
-			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f:
-			return true // controls, line separators, bidi overrides
-		}
+	if multiline {
+		return textsafe.LinesCR.Index(s) >= 0
 	}
-	return false
+	return textsafe.Line.Index(s) >= 0
 }

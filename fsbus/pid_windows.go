@@ -4,7 +4,6 @@ package fsbus
 
 import (
 	"errors"
-	"os"
 	"syscall"
 )
 
@@ -30,10 +29,3 @@ func pidAlive(pid int) bool {
 	}
 	return code == stillActive
 }
-
-// interrupt stops a child: Windows has no SIGINT for another process, so it is killed.
-func interrupt(p *os.Process) error { return p.Kill() }
-
-// killGroup kills a run's file; its own children are not tracked on Windows, and the
-// runner's WaitDelay bounds how long they can hold its output pipes.
-func killGroup(p *os.Process) error { return p.Kill() }

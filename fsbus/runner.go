@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/procgroup"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Limits of an unattended run's output (bytes).
@@ -309,7 +311,7 @@ func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, ar
 	stderr := &TailBuffer{Max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = RunWaitDelay
-	bindChild(cmd)
+	procgroup.Set(cmd)
 	r.S.Journal(JournalEvent{Event: "exec", Run: run.Rec.Run, Order: o.ID, Note: strings.Join(argv, " ")})
 	if err := cmd.Start(); err != nil {
 		fr.startErr = err
@@ -353,11 +355,11 @@ wait:
 			}
 		case <-ctx.Done():
 			fr.interrupted = true
-			_ = interrupt(cmd.Process)
+			_ = procgroup.Interrupt(cmd.Process)
 			select {
 			case werr = <-done:
 			case <-time.After(grace):
-				_ = killGroup(cmd.Process)
+				_ = procgroup.Kill(cmd.Process)
 				werr = <-done
 			}
 			break wait
@@ -365,7 +367,7 @@ wait:
 	}
 	// Whatever the file left running in its group ends with it (an orphaned
 	// `sleep` would hold the runner).
-	_ = killGroup(cmd.Process)
+	_ = procgroup.Kill(cmd.Process)
 	fr.exit = cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError
 	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
@@ -472,7 +474,7 @@ func runSubmission(run string, o *Order, stdout string, cut bool) (opt SubmitOpt
 		return opt, ""
 	}
 	if ref, rest, ok := strings.Cut(out, "\n"); ok && json.Valid([]byte(strings.TrimSpace(rest))) {
-		opt.Reference = truncRunes(strings.TrimSpace(cleanText(ref, false)), MaxReference)
+		opt.Reference = textsafe.Head(strings.TrimSpace(cleanText(ref, false)), MaxReference)
 		opt.Output = json.RawMessage(strings.TrimSpace(rest))
 		opt.Note = "structured result of run " + run
 		if opt.Reference != "" {
@@ -480,7 +482,7 @@ func runSubmission(run string, o *Order, stdout string, cut bool) (opt SubmitOpt
 		}
 	}
 	return opt, fmt.Sprintf("run %s: no result: order %s has a result schema, and stdout is not a JSON value (nor a reference line then one): %q",
-		run, o.ID, truncRunes(firstLine(cleanText(out, false)), 120))
+		run, o.ID, textsafe.Head(firstLine(cleanText(out, false)), 120))
 }
 
 // withStderr adds the cleaned tail of a run's stderr to a note, when there is one.
@@ -591,15 +593,12 @@ func cleanText(s string, multiline bool) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = ansiRe.ReplaceAllString(s, "")
 	s = strings.ReplaceAll(s, "\r\n", "\n")
-	var b strings.Builder
-	for _, r := range s {
-		if hasControl(string(r), multiline) || (r == '\r') {
-			b.WriteByte(' ')
-			continue
-		}
-		b.WriteRune(r)
+	mode := textsafe.Line
+	if multiline {
+		mode = textsafe.Lines
 	}
-	out, _ := RedactSecrets(b.String()) // the secret guard would refuse it
+	s = mode.Clean(s, func(rune) string { return " " })
+	out, _ := RedactSecrets(s) // the secret guard would refuse it
 	return out
 }
 
@@ -609,26 +608,15 @@ func cleanText(s string, multiline bool) string {
 func parseResult(out string, cut bool) (ref, note string) {
 	out = strings.TrimSpace(cleanText(out, true))
 	ref, note, _ = strings.Cut(out, "\n")
-	ref = truncRunes(strings.TrimSpace(strings.ReplaceAll(ref, "\t", " ")), MaxReference)
+	ref = textsafe.Head(strings.TrimSpace(strings.ReplaceAll(ref, "\t", " ")), MaxReference)
 	note = strings.TrimSpace(note)
 	if cut {
 		note += "\n… (stdout cut at 64 KiB)"
 	}
 	if len(note) > MaxNote {
-		note = truncRunes(note, MaxNote-len("\n…")) + "\n…"
+		note = textsafe.Head(note, MaxNote-len("\n…")) + "\n…"
 	}
 	return ref, note
-}
-
-func truncRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }

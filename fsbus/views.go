@@ -10,9 +10,9 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -530,11 +530,8 @@ func contestChanged(ct Contest, changed map[string]bool) bool {
 
 // previewRunes cuts s to at most n runes, marking a cut with "…".
 func previewRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	s, _ = textsafe.Cut(s, n)
+	return s
 }
 
 // VerifyReport is `ferry ledger verify`: the ledger's own checks plus what the fold

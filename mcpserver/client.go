@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/procgroup"
 )
 
 // Client errors; callers test them with errors.Is.
@@ -57,8 +58,8 @@ type ClientOptions struct {
 	// ProcessGroup starts the child in a process group of its own (unix) and kills the
 	// whole group on a kill and at Close, so a wrapper's children die with it. On Linux
 	// the child also gets SIGKILL when ferry dies (Pdeathsig; its own children do not:
-	// a ferry killed with SIGKILL can leave them running). On Windows the child alone
-	// is killed.
+	// a ferry killed with SIGKILL can leave them running). On Windows the child starts
+	// in a new process group (a console Ctrl-C does not reach it) and is killed alone.
 	ProcessGroup bool
 	// MaxMessage bounds one line on stdout, in bytes (16 MiB). A longer line is garbage:
 	// skipped, or with Strict the child is killed.
@@ -178,7 +179,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	// The child's stderr may outlive it in a grandchild; never let that hang Wait.
 	cmd.WaitDelay = exitGrace
 	if opts.ProcessGroup {
-		setProcessGroup(cmd)
+		procgroup.Set(cmd)
 	}
 	err = cmd.Start()
 	_ = w.Close() // the child holds its own copy
@@ -265,7 +266,7 @@ func (c *Client) Close() error {
 	}
 	if c.opts.ProcessGroup {
 		// What the child left behind (a wrapper script's `sleep &`) ends with it.
-		killGroup(c.cmd)
+		_ = procgroup.Kill(c.cmd.Process)
 	}
 	if killed {
 		return fmt.Errorf("%w: it had been killed", ErrServerExited)
@@ -611,7 +612,7 @@ func (c *Client) kill() {
 	}
 	c.killed = true
 	if c.opts.ProcessGroup {
-		killGroup(c.cmd)
+		_ = procgroup.Kill(c.cmd.Process)
 	} else {
 		_ = c.cmd.Process.Kill()
 	}
