@@ -64,7 +64,7 @@ func (h *Home) keepVerifiedConfig(project, root string, raw []byte) {
 		return
 	}
 	if err := fsutil.WriteFile(p, raw, 0o644); err != nil {
-		h.cacheNotSaved(p, err)
+		h.CacheNotSaved(p, err)
 	}
 }
 

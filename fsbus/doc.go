@@ -55,11 +55,11 @@
 //
 // # Unattended runs
 //
-// Runner (runner.go) claims ready orders and runs an executable on each; runs.go keeps
-// the machine-local run registry (a record and a flock per running run), the run
-// journal, the daemon lease and the job queue for heavy orders, and RecoverRuns
-// settles an agent's dead runs and orphaned run claims at start-up with signed
-// releases. docs/runs.md describes the rules.
+// Package fsbus/runner claims ready orders and runs an executable on each, keeps the
+// run journal, the daemon lease and the job queue for heavy orders, and settles an
+// agent's dead runs and orphaned run claims at start-up with signed releases. runs.go
+// keeps the machine-local run registry it writes (a record and a flock per running
+// run), which presence files read. docs/runs.md describes the rules.
 //
 // # Writing
 //

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/internal/procgroup"
 )
@@ -77,7 +77,7 @@ type Client struct {
 	opts ClientOptions
 	cmd  *exec.Cmd
 	in   io.WriteCloser
-	errb *fsbus.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
+	errb *runner.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
 
 	// Init is the server's answer to initialize.
 	Init InitializeResult
@@ -173,7 +173,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts ClientOptions) (*Client, err
 	cmd.Stdout = w
 	c.in = in
 	if cmd.Stderr == nil {
-		c.errb = &fsbus.TailBuffer{Max: 4 << 10}
+		c.errb = &runner.TailBuffer{Max: 4 << 10}
 		cmd.Stderr = c.errb
 	}
 	// The child's stderr may outlive it in a grandchild; never let that hang Wait.
