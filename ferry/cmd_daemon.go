@@ -244,7 +244,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 		s := sessions[a]
 		agent := a
 		r := &runner.Runner{S: s, Queue: cfg.queue, Workdir: cfg.Workdir, Beat: cfg.beat, Log: g.stderr,
-			Pick: func(_ *fsbus.Order, spec runner.RunSpec) *runner.Handler { return cfg.pick(agent, spec.Task) }}
+			Pick: func(_ *fsbus.Order, spec runner.Spec) *runner.Handler { return cfg.pick(agent, spec.Task) }}
 		if _, err := r.Start(); err != nil {
 			return fmt.Errorf("agent %s: %w", a, err)
 		}
@@ -254,7 +254,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		results []*runner.RunResult
+		results []*runner.Result
 		first   error
 	)
 	for _, r := range runners {
@@ -281,7 +281,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	if c.Once {
 		if g.JSON {
 			if results == nil {
-				results = []*runner.RunResult{}
+				results = []*runner.Result{}
 			}
 			return g.printJSON(results)
 		}

@@ -254,7 +254,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		return err
 	}
 	q, _ := runner.ResolveQueue("", "") // an unusable queue: heavy orders run directly
-	via := runner.RunVia(o, q)
+	via := q.Via(o)
 	if g.JSON {
 		out := lifecycleJSON(ch, v, o)
 		out.RunVia = via

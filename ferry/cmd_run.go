@@ -76,7 +76,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	h := &runner.Handler{Exec: file, Env: c.Env}
 	r := &runner.Runner{S: s, Labels: c.Label, Queue: q, Workdir: wd, Beat: c.Beat, Grace: c.Grace, Log: g.stderr,
-		Pick: func(*fsbus.Order, runner.RunSpec) *runner.Handler { return h }}
+		Pick: func(*fsbus.Order, runner.Spec) *runner.Handler { return h }}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := r.Start(); err != nil {
@@ -89,8 +89,8 @@ func (c *RunCmd) Run(g *Globals) error {
 	if c.Once {
 		if g.JSON {
 			return g.printJSON(struct {
-				Ran    bool              `json:"ran"`
-				Result *runner.RunResult `json:"result,omitempty"`
+				Ran    bool           `json:"ran"`
+				Result *runner.Result `json:"result,omitempty"`
 			}{res != nil, res})
 		}
 		if res == nil {
@@ -103,7 +103,7 @@ func (c *RunCmd) Run(g *Globals) error {
 }
 
 // printRunResult prints one run's outcome.
-func printRunResult(g *Globals, res *runner.RunResult) {
+func printRunResult(g *Globals, res *runner.Result) {
 	g.printf("%s %s %q (run %s, via %s)\n", res.Outcome, res.Order, res.Title, res.Run, res.Via)
 	if res.Ref != "" {
 		g.printf("reference %s\n", res.Ref)

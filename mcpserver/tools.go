@@ -456,7 +456,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 			return nil, err
 		}
 		q, _ := runner.ResolveQueue("", "") // an unusable queue: heavy orders run directly
-		via, out := runner.RunVia(o, q), &OrdersOut{}
+		via, out := q.Via(o), &OrdersOut{}
 		blocked := ""
 		if !fsbus.Terminal(o.State) {
 			blocked = v.State.BlockedForGood(o)

@@ -24,8 +24,8 @@ import (
 
 // Limits of an unattended run's output (bytes).
 const (
-	// MaxRunStdout is how much of a run's stdout is kept; the result is read from it.
-	MaxRunStdout = 64 << 10
+	// MaxStdout is how much of a run's stdout is kept; the result is read from it.
+	MaxStdout = 64 << 10
 	// StderrTail is how much of the end of a failed run's stderr its note carries.
 	StderrTail = 2 << 10
 )
@@ -45,7 +45,7 @@ type Handler struct {
 type Runner struct {
 	S *fsbus.Session
 	// Pick returns the handler for an order, nil to leave the order alone.
-	Pick    func(o *fsbus.Order, spec RunSpec) *Handler
+	Pick    func(o *fsbus.Order, spec Spec) *Handler
 	Labels  []string      // only orders carrying every one of these labels
 	Queue   Queue         // job queue for heavy orders (ResolveQueue)
 	Workdir string        // the exec's working directory: the workspace
@@ -58,8 +58,8 @@ type Runner struct {
 	pauseLogged bool              // the pause was logged (pausedWait)
 }
 
-// RunResult is the outcome of one run.
-type RunResult struct {
+// Result is the outcome of one run.
+type Result struct {
 	Run   string `json:"run"`
 	Order string `json:"order"`
 	Title string `json:"title"`
@@ -81,7 +81,7 @@ func (r *Runner) logf(format string, args ...any) {
 	}
 }
 
-// Start settles what this agent left behind on this machine (RecoverRuns) and reads
+// Start settles what this agent left behind on this machine (Recover) and reads
 // the journal: an order whose last run here failed is not retried by this runner.
 //
 // Errors: denied when the agent may not claim orders (below member level, or not
@@ -95,7 +95,7 @@ func (r *Runner) Start() ([]Recovery, error) {
 	if err := r.S.CheckWrite(v, fsbus.TypeOrderClaim); err != nil {
 		return nil, err
 	}
-	recs, err := RecoverRuns(r.S)
+	recs, err := Recover(r.S)
 	for _, rv := range recs {
 		r.logf("recovered %s: %s", rv.Order, rv.Note)
 	}
@@ -121,7 +121,7 @@ func (r *Runner) Start() ([]Recovery, error) {
 // The file runs in Workdir, and the order's file pointers are checked there (the
 // session's Workspace is set to its git top-level, else to it): at the claim and again
 // at the submit.
-func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
+func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 	if err := r.S.Home.CheckPaused(r.S.Project(), "taking a new order"); err != nil {
 		return nil, err // a paused machine claims nothing new
 	}
@@ -143,7 +143,7 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		if head, ok := r.skip[o.ID]; ok && head == o.Head {
 			continue // failed or refused here, and nothing happened to it since
 		}
-		spec := RunSpecOf(o)
+		spec := SpecOf(o)
 		h := r.Pick(o, spec)
 		if h == nil {
 			continue
@@ -207,15 +207,15 @@ func (r *Runner) adopt(run *fsbus.Run, o *fsbus.Order) (*fsbus.Order, error) {
 	return now, run.Adopt(now)
 }
 
-// RunInput is the JSON a run's file reads on stdin: the order as `ferry order show
+// Input is the JSON a run's file reads on stdin: the order as `ferry order show
 // --json` prints it, its contract fields, and the run id. Review is the reviewer's
 // request when the run reworks an order in changes_requested; Refused is why the
 // previous attempt's result was refused (retry_needed: a schema or pointer check)
 // when the file runs again within the same run.
-type RunInput struct {
+type Input struct {
 	*fsbus.Order
 	Heavy   bool          `json:"heavy,omitempty"`
-	Hints   *RunHints     `json:"hints,omitempty"`
+	Hints   *fsbus.Hints  `json:"hints,omitempty"`
 	Task    string        `json:"task,omitempty"`
 	Run     string        `json:"run"`
 	Review  *fsbus.Review `json:"review,omitempty"`
@@ -262,11 +262,11 @@ func CheckEnvNames(names []string) error {
 	return nil
 }
 
-// RunWaitDelay is how long a run waits, once its file has exited (or was killed), for
+// WaitDelay is how long a run waits, once its file has exited (or was killed), for
 // the processes it left behind to close its stdout and stderr; then the pipes are
 // closed and the rest of its process group is killed (exec.Cmd.WaitDelay). A
 // background child never holds a runner.
-const RunWaitDelay = 2 * time.Second
+const WaitDelay = 2 * time.Second
 
 // maxAttempts bounds how often one run runs its file on a result refused with
 // retry_needed: the pointer ladder (1 retry) plus the schema ladder (SchemaAttempts-1
@@ -293,10 +293,10 @@ func (r *Runner) runFile(ctx context.Context, run *fsbus.Run, o *fsbus.Order, h 
 	cmd.Dir = r.Workdir
 	cmd.Env = runEnv(h.Env, o.ID, run.Rec.Run)
 	cmd.Stdin = bytes.NewReader(append(in, '\n'))
-	stdout := &headBuffer{max: MaxRunStdout}
+	stdout := &headBuffer{max: MaxStdout}
 	stderr := &TailBuffer{Max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = RunWaitDelay
+	cmd.WaitDelay = WaitDelay
 	procgroup.Set(cmd)
 	Journal(r.S, JournalEvent{Event: "exec", Run: run.Rec.Run, Order: o.ID, Note: strings.Join(argv, " ")})
 	if err := cmd.Start(); err != nil {
@@ -370,8 +370,8 @@ wait:
 // refuses with retry_needed (the schema or pointer ladder of ADR 0003 §4: the
 // claim is kept) runs the file again at once, the refusal in its input, until the ladder's end
 // records the submission (validation_failed, pointer_stale) or the result passes.
-func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fsbus.Order, spec RunSpec, h *Handler, argv []string) *RunResult {
-	res := &RunResult{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
+func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fsbus.Order, spec Spec, h *Handler, argv []string) *Result {
+	res := &Result{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
 	var review *fsbus.Review
 	if o.State == fsbus.StateChangesRequested {
 		for i := len(o.Reviews) - 1; i >= 0; i-- {
@@ -384,7 +384,7 @@ func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fsbus.Order, sp
 	}
 	refused := ""
 	for attempt := 1; ; attempt++ {
-		in, _ := json.Marshal(RunInput{Order: o, Heavy: spec.Heavy, Hints: spec.Hints, Task: spec.Task, Run: run.Rec.Run, Review: review, Refused: refused})
+		in, _ := json.Marshal(Input{Order: o, Heavy: spec.Heavy, Hints: spec.Hints, Task: spec.Task, Run: run.Rec.Run, Review: review, Refused: refused})
 		fr := r.runFile(ctx, run, o, h, argv, in)
 		res.Exit = fr.exit
 		switch {
@@ -453,7 +453,7 @@ func runSubmission(run string, o *fsbus.Order, stdout string, cut bool) (opt fsb
 	case out == "":
 		return opt, fmt.Sprintf("run %s: no result: the file printed nothing on stdout (order %s has a result schema: print the JSON result)", run, o.ID)
 	case cut:
-		return opt, fmt.Sprintf("run %s: no result: stdout is longer than %d KiB; a structured result must fit", run, MaxRunStdout>>10)
+		return opt, fmt.Sprintf("run %s: no result: stdout is longer than %d KiB; a structured result must fit", run, MaxStdout>>10)
 	case json.Valid([]byte(out)):
 		opt.Reference, opt.Output = fsbus.RunKeyPrefix+run, json.RawMessage(out)
 		opt.Note = "structured result of run " + run
@@ -510,7 +510,7 @@ func (r *Runner) end(run *fsbus.Run, ev JournalEvent) {
 
 // takenAway ends a run whose order moved on under it: nothing is written to the ledger
 // (the order is not the agent's to give back), the journal records it.
-func (r *Runner) takenAway(run *fsbus.Run, res *RunResult, note string) *RunResult {
+func (r *Runner) takenAway(run *fsbus.Run, res *Result, note string) *Result {
 	res.Outcome, res.Note = "taken_away", note
 	r.end(run, JournalEvent{Event: "done", Outcome: "taken_away", Note: note})
 	r.logf("%s", note)
@@ -521,7 +521,7 @@ func (r *Runner) takenAway(run *fsbus.Run, res *RunResult, note string) *RunResu
 // the reason (order.fail: the order becomes failed, claimable again, and the
 // reason tells whoever takes it next what went wrong); an interrupted run releases it.
 // Either entry is signed and keyed by the run id, so a retry writes it once.
-func (r *Runner) settle(run *fsbus.Run, res *RunResult, outcome, note string) *RunResult {
+func (r *Runner) settle(run *fsbus.Run, res *Result, outcome, note string) *Result {
 	res.Outcome, res.Note = outcome, fitNote(note)
 	var o *fsbus.Order
 	var err error
@@ -598,7 +598,7 @@ func cleanText(s string, multiline bool) string {
 
 // parseResult reads a run's result from its stdout: the first non-empty line is the
 // reference (≤ MaxReference bytes), the rest the note (≤ MaxNote bytes). cut says the
-// stdout was longer than MaxRunStdout.
+// stdout was longer than MaxStdout.
 func parseResult(out string, cut bool) (ref, note string) {
 	out = strings.TrimSpace(cleanText(out, true))
 	ref, note, _ = strings.Cut(out, "\n")
@@ -674,7 +674,7 @@ func (t *TailBuffer) String() string {
 // rewriting the agent's presence every Beat while idle. With once it makes one pass
 // and returns its result (nil: none was ready). Errors: those of Load (a vanished
 // channel folder is not_found) and of the run registry.
-func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*RunResult, error) {
+func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*Result, error) {
 	if poll <= 0 {
 		poll = 5 * time.Second
 	}

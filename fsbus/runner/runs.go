@@ -33,25 +33,22 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// RunHints are an order's resource hints: the contract's Hints
+// Spec is what a runner needs from an order beyond its state: the contract fields
+// `heavy`, `hints` and `task`, checked at dispatch (fsbus/contract.go); Hints are the contract's resource hints
 // (docs/runs.md "Heavy orders").
-type RunHints = fsbus.Hints
-
-// RunSpec is what a runner needs from an order beyond its state: the contract fields
-// `heavy`, `hints` and `task`, checked at dispatch (contract.go).
-type RunSpec struct {
-	Heavy bool      `json:"heavy,omitempty"`
-	Hints *RunHints `json:"hints,omitempty"`
-	Task  string    `json:"task,omitempty"`
+type Spec struct {
+	Heavy bool         `json:"heavy,omitempty"`
+	Hints *fsbus.Hints `json:"hints,omitempty"`
+	Task  string       `json:"task,omitempty"`
 }
 
-// RunSpecOf returns o's run fields from its folded contract; nil or an order whose
+// SpecOf returns o's run fields from its folded contract; nil or an order whose
 // object has not arrived gives a zero spec.
-func RunSpecOf(o *fsbus.Order) RunSpec {
+func SpecOf(o *fsbus.Order) Spec {
 	if o == nil || o.Missing {
-		return RunSpec{}
+		return Spec{}
 	}
-	return RunSpec{Heavy: o.Heavy, Hints: o.Hints, Task: o.Task}
+	return Spec{Heavy: o.Heavy, Hints: o.Hints, Task: o.Task}
 }
 
 // EnvQueueCmd names this machine's local job-queue command for heavy orders.
@@ -122,10 +119,10 @@ func (q Queue) Wrap(order string, heavy bool, file string) (argv []string, via s
 	return append(argv, file), via
 }
 
-// RunVia says how this machine would run o unattended: "direct", or the queue command
-// (`ferry order show` and `ferry_orders show` report it).
-func RunVia(o *fsbus.Order, q Queue) string {
-	_, via := q.Wrap(o.ID, RunSpecOf(o).Heavy, "")
+// Via says how this machine would run o unattended through q: "direct", or the queue
+// command (`ferry order show` and `ferry_orders show` report it).
+func (q Queue) Via(o *fsbus.Order) string {
+	_, via := q.Wrap(o.ID, SpecOf(o).Heavy, "")
 	return via
 }
 
@@ -135,7 +132,7 @@ func journalPath(h *fsbus.Home, project, agent string) string {
 
 const stampLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Recovery is one settlement made by RecoverRuns.
+// Recovery is one settlement made by Recover.
 type Recovery struct {
 	Run    string `json:"run,omitempty"`
 	Order  string `json:"order"`
@@ -144,7 +141,7 @@ type Recovery struct {
 	Note   string `json:"note"`
 }
 
-// RecoverRuns settles this agent's dead runs and orphans on this machine
+// Recover settles this agent's dead runs and orphans on this machine
 // (docs/runs.md "Dead workers"); `ferry run` and `ferry daemon` call it at start-up.
 //
 //   - A dead run is a registry record whose supervisor is gone (its run lock is free
@@ -160,7 +157,7 @@ type Recovery struct {
 // Recovery never reclaims in place: a release followed by a fresh claim shows in the
 // ledger for every machine, where a silent re-run would not (docs/runs.md). A release
 // refused because the order moved on meanwhile (conflict, denied) is not an error.
-func RecoverRuns(s *fsbus.Session) ([]Recovery, error) {
+func Recover(s *fsbus.Session) ([]Recovery, error) {
 	var out []Recovery
 	known := map[string]bool{}
 	for _, rec := range s.Home.RunRecords(s.Project(), s.Name) {

@@ -85,7 +85,7 @@ func buildRunjob(t *testing.T, dir, name string) string {
 // FERRY_TEST_JOB_MODE passed by name.
 func newTestRunner(t *testing.T, s *fsbus.Session, job string, q Queue) *Runner {
 	r := &Runner{S: s, Queue: q, Workdir: t.TempDir(),
-		Pick: func(*fsbus.Order, RunSpec) *Handler {
+		Pick: func(*fsbus.Order, Spec) *Handler {
 			return &Handler{Exec: job, Env: []string{"FERRY_TEST_JOB_DIR", "FERRY_TEST_JOB_MODE", "FERRY_TEST_JOB_OUTPUT"}}
 		}}
 	if _, err := r.Start(); err != nil {
@@ -96,7 +96,7 @@ func newTestRunner(t *testing.T, s *fsbus.Session, job string, q Queue) *Runner 
 
 // TestRunnerHeavyOrderThroughQueue: with a fake snifrig on PATH (it records its
 // arguments), a heavy order runs as `snifrig run --name <order-id> -- FILE` and an
-// ordinary one directly; the file reads heavy, hints and task from stdin; RunVia says
+// ordinary one directly; the file reads heavy, hints and task from stdin; Via says
 // the same; FERRY_QUEUE_CMD=off turns the queue off and a queue program that does not
 // exist is refused by name.
 func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
@@ -119,18 +119,18 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 		t.Fatalf("queue %+v, %v", q, err)
 	}
 	v, _ := runner.Load()
-	if via := RunVia(v.State.Orders[heavy], q); !strings.Contains(via, "run --name "+heavy+" --") {
+	if via := q.Via(v.State.Orders[heavy]); !strings.Contains(via, "run --name "+heavy+" --") {
 		t.Errorf("run_via of the heavy order: %q", via)
 	}
-	if spec := RunSpecOf(v.State.Orders[light]); spec.Heavy || spec.Hints != nil {
+	if spec := SpecOf(v.State.Orders[light]); spec.Heavy || spec.Hints != nil {
 		t.Errorf("spec of an ordinary order: %+v", spec)
 	}
-	if spec := RunSpecOf(v.State.Orders[heavy]); spec.Hints == nil || spec.Hints.Cores != 8 || spec.Hints.GPUMemGB != 24 || spec.Task != "gpu-train" {
+	if spec := SpecOf(v.State.Orders[heavy]); spec.Hints == nil || spec.Hints.Cores != 8 || spec.Hints.GPUMemGB != 24 || spec.Task != "gpu-train" {
 		t.Errorf("spec of the heavy order: %+v", spec)
 	}
 
 	r := newTestRunner(t, runner, job, q)
-	done := map[string]*RunResult{}
+	done := map[string]*Result{}
 	for range 2 {
 		res, err := r.RunOne(context.Background())
 		if err != nil || res == nil || res.Outcome != "submitted" {
@@ -257,7 +257,7 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 	if _, err := run.Claim(); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := RecoverRuns(runner)
+	recs, err := Recover(runner)
 	if err != nil || len(recs) != 1 || recs[0].Order != orphan || recs[0].Action != "released" {
 		t.Fatalf("recoveries %+v, %v", recs, err)
 	}
@@ -298,7 +298,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 		must[*fsbus.Order](t)(runner.Release(id, fmt.Sprintf("attempt %d", i), ""))
 	}
 	must[*fsbus.Order](t)(runner.Claim(id, fsbus.RunKeyPrefix+"run-capped"))
-	recs, err := RecoverRuns(runner)
+	recs, err := Recover(runner)
 	if err != nil || len(recs) != 1 || recs[0].Action != "failed" {
 		t.Fatalf("recoveries %+v, %v", recs, err)
 	}
@@ -397,7 +397,7 @@ func TestJournalHealthAndRotation(t *testing.T) {
 }
 
 // TestDeadRunDetection: a run record whose lock nobody holds is dead even when its
-// pid names a live process (a reused pid), and RecoverRuns releases its claim with a
+// pid names a live process (a reused pid), and Recover releases its claim with a
 // note naming the run and pid.
 func TestDeadRunDetection(t *testing.T) {
 	boss, runner := runTeam(t)
@@ -413,7 +413,7 @@ func TestDeadRunDetection(t *testing.T) {
 	if live := runner.Home.LiveRuns(runner.Project(), "runner"); len(live) != 0 {
 		t.Fatalf("a record without its lock counted as live: %+v", live)
 	}
-	recs, err := RecoverRuns(runner)
+	recs, err := Recover(runner)
 	if err != nil || len(recs) != 1 || recs[0].Action != "released" || !strings.Contains(recs[0].Note, run.Rec.Run+" (pid "+strconv.Itoa(os.Getpid())+") died") {
 		t.Fatalf("recoveries: %+v %v", recs, err)
 	}
@@ -425,7 +425,7 @@ func TestDeadRunDetection(t *testing.T) {
 		t.Errorf("the dead run's order: %s", o.State)
 	}
 	// Idempotent: a second recovery finds nothing.
-	if recs, err := RecoverRuns(runner); err != nil || len(recs) != 0 {
+	if recs, err := Recover(runner); err != nil || len(recs) != 0 {
 		t.Errorf("second recovery: %+v %v", recs, err)
 	}
 }
@@ -482,7 +482,7 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 		}
 		runners[i] = newTestRunner(t, s, job, Queue{})
 	}
-	results := make(chan *RunResult, n)
+	results := make(chan *Result, n)
 	errCh := make(chan error, n)
 	start := make(chan struct{})
 	for _, r := range runners {
@@ -527,12 +527,12 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 }
 
 // runAsync runs one pass of r in the background; the channel gets its result.
-func runAsync(ctx context.Context, r *Runner) chan *RunResult {
-	ch := make(chan *RunResult, 1)
+func runAsync(ctx context.Context, r *Runner) chan *Result {
+	ch := make(chan *Result, 1)
 	go func() {
 		res, err := r.RunOne(ctx)
 		if err != nil {
-			res = &RunResult{Outcome: "error: " + err.Error()}
+			res = &Result{Outcome: "error: " + err.Error()}
 		}
 		ch <- res
 	}()
@@ -541,7 +541,7 @@ func runAsync(ctx context.Context, r *Runner) chan *RunResult {
 
 // waitRun waits for a pass started by runAsync. The bound only turns a hung runner
 // into a failure: a runner held by the grandchild would wait a whole minute.
-func waitRun(t *testing.T, ch chan *RunResult, what string) *RunResult {
+func waitRun(t *testing.T, ch chan *Result, what string) *Result {
 	t.Helper()
 	select {
 	case res := <-ch:
@@ -778,7 +778,7 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 	id := plainOrder(t, boss, "wait for resume")
 	var picked atomic.Int32
 	r := &Runner{S: runner, Workdir: t.TempDir(), Beat: time.Millisecond,
-		Pick: func(*fsbus.Order, RunSpec) *Handler { picked.Add(1); return nil }}
+		Pick: func(*fsbus.Order, Spec) *Handler { picked.Add(1); return nil }}
 	if _, err := runner.Home.Pause("", "maintenance", time.Now()); err != nil {
 		t.Fatal(err)
 	}
