@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/doctor"
 )
 
 // TestSyncthingTwoNodes (issue 7): two real Syncthing instances on loopback carry one
@@ -198,7 +199,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if out := m.must("ledger", "verify"); !strings.Contains(out, "no problems") {
 			t.Errorf("ledger verify on %s: %s", m.name, out)
 		}
-		var r fsbus.DoctorReport
+		var r doctor.DoctorReport
 		m.jsonOut(&r, "doctor")
 		if r.Errors != 0 || r.Unmerged() != 0 {
 			t.Errorf("doctor on %s: %d errors, %d unmerged copies: %+v", m.name, r.Errors, r.Unmerged(), r.Findings)
@@ -206,7 +207,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if r.Sync == nil || r.Sync.Syncthing != fsbus.SyncOK || r.Sync.Delivery != fsbus.DeliveryDelivered || r.Sync.Folder == nil || r.Sync.Folder.MaxConflicts != -1 {
 			t.Errorf("doctor's sync health on %s: %+v", m.name, r.Sync)
 		}
-		t.Logf("machine %s: %d conflict copies (all merged), %d contested", m.name, len(r.Copies), len(findingsOfCheck(r, fsbus.CheckContested)))
+		t.Logf("machine %s: %d conflict copies (all merged), %d contested", m.name, len(r.Copies), len(findingsOfCheck(r, doctor.CheckContested)))
 	}
 	var j struct{ Sync fsbus.SyncLine }
 	b.jsonOut(&j, "primary", "status")
@@ -241,7 +242,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		t.Errorf("the merged ledgers differ after the clone")
 	}
 	for _, m := range []*syncMachine{a, b} {
-		var r fsbus.DoctorReport
+		var r doctor.DoctorReport
 		so, _, _ := m.run("--channel", m.dir, "doctor", "--json") // exits non-zero: the fork is an error
 		if err := json.Unmarshal([]byte(so), &r); err != nil {
 			t.Fatalf("doctor --json on %s: %v\n%s", m.name, err, so)
@@ -250,7 +251,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if len(r.Copies) == 0 || r.Unmerged() != 0 || len(forks) != 1 || len(forks[0].Lines) != 2 {
 			t.Errorf("doctor on %s after the clone: copies %+v, forks %+v", m.name, r.Copies, forks)
 		}
-		if len(findingsOfCheck(r, fsbus.CheckMemoryConflct)) != 1 {
+		if len(findingsOfCheck(r, doctor.CheckMemoryConflct)) != 1 {
 			t.Errorf("doctor on %s: the note's conflict copy is not listed: %+v", m.name, r.Findings)
 		}
 		t.Logf("machine %s after the clone: conflict copies %+v", m.name, r.Copies)
@@ -280,7 +281,7 @@ func writeNote(t *testing.T, p, text string) {
 	}
 }
 
-func findingsOfCheck(r fsbus.DoctorReport, check string) []fsbus.Finding {
+func findingsOfCheck(r doctor.DoctorReport, check string) []fsbus.Finding {
 	var out []fsbus.Finding
 	for _, f := range r.Findings {
 		if f.Check == check {

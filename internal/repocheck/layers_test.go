@@ -57,6 +57,7 @@ var layers = []layer{
 	// Public packages on top of the façade, called by the surfaces; nothing under
 	// fsbus imports them.
 	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/..."}},
+	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/..."}},
 
 	// Other public packages on top of the façade.
 	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/...", "fsbus/tty"}},
@@ -167,6 +168,8 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"fsbus", "fsbus/runner"},
 		{"fsbus/internal/bootclock", "fsbus/runner"},
 		{"fsbus/tty", "fsbus/runner"},
+		{"fsbus", "fsbus/doctor"},
+		{"fsbus/runner", "fsbus/doctor"},
 	} {
 		l, ok := layerOf(tc.pkg)
 		if !ok {
