@@ -47,7 +47,7 @@ func (c *DoctorCmd) Run(g *Globals) error {
 			return err
 		}
 	}
-	r, err := doctor.Doctor(context.Background(), ch, v)
+	r, err := doctor.Examine(context.Background(), ch, v)
 	if err != nil {
 		return err
 	}

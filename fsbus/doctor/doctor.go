@@ -26,22 +26,22 @@ import (
 // Checks (Finding.Check) `ferry doctor` makes beyond those it shares with `ferry
 // ledger verify` (fsbus.CheckTorn …).
 const (
-	CheckOrphan        = "orphan_object"   // an object file no entry names (yet)
-	CheckPending       = "pending_sync"    // an entry whose object or basis has not arrived
-	CheckSkew          = "clock_skew"      // a writer's HLCs ran ahead of this machine's clock
-	CheckSync          = "sync"            // Syncthing's view of delivery
-	CheckSettings      = "sync_settings"   // Syncthing folder settings ferry recommends
-	CheckContested     = "contested"       // a thing whose chain branched, with its winner
-	CheckMemoryConflct = "memory_conflict" // a conflict copy (or git conflict) of memory/*.md
-	CheckStignore      = "stignore"        // ferry's .stignore not at the root of its Syncthing folder
-	CheckChannelConfig = "channel_config"  // channel.toml does not verify (docs/format.md §8)
+	CheckOrphan         = "orphan_object"   // an object file no entry names (yet)
+	CheckPending        = "pending_sync"    // an entry whose object or basis has not arrived
+	CheckSkew           = "clock_skew"      // a writer's HLCs ran ahead of this machine's clock
+	CheckSync           = "sync"            // Syncthing's view of delivery
+	CheckSettings       = "sync_settings"   // Syncthing folder settings ferry recommends
+	CheckContested      = "contested"       // a thing whose chain branched, with its winner
+	CheckMemoryConflict = "memory_conflict" // a conflict copy (or git conflict) of memory/*.md
+	CheckStignore       = "stignore"        // ferry's .stignore not at the root of its Syncthing folder
+	CheckChannelConfig  = "channel_config"  // channel.toml does not verify (docs/format.md §8)
 )
 
-// DoctorOnlyChecks are the checks `ferry doctor` makes beyond the findings it shares
+// OnlyChecks are the checks `ferry doctor` makes beyond the findings it shares
 // with `ferry ledger verify` (Channel.Verify's VerifyReport.Findings): the state of
 // delivery and of this machine (what waits for sync, clocks, Syncthing and its
 // settings), contests and memory notes. Every other check is in both.
-var DoctorOnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflct, CheckChannelConfig}
+var OnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflict, CheckChannelConfig}
 
 // SkewRow is how far a writer's HLCs ran ahead of this machine's clock at arrival.
 type SkewRow struct {
@@ -49,31 +49,31 @@ type SkewRow struct {
 	AheadS int64  `json:"ahead_s"` // max over its entries of hlc − first seen here, seconds
 }
 
-// DoctorPending counts what waits for the sync tool.
-type DoctorPending struct {
+// Pending counts what waits for the sync tool.
+type Pending struct {
 	Events  int `json:"events"`  // entries whose object file has not arrived
 	Objects int `json:"objects"` // object files no entry names yet
 	Basis   int `json:"basis"`   // lifecycle entries whose basis has not arrived
 }
 
-// DoctorReport is `ferry doctor`.
-type DoctorReport struct {
+// Report is `ferry doctor`.
+type Report struct {
 	Project  string               `json:"project"`
 	Channel  string               `json:"channel"`
 	Errors   int                  `json:"errors"`
 	Warnings int                  `json:"warnings"`
 	Findings []fsbus.Finding      `json:"findings"`
 	Copies   []fsbus.ConflictCopy `json:"conflict_copies"`
-	Pending  DoctorPending        `json:"pending"`
+	Pending  Pending              `json:"pending"`
 	Skew     []SkewRow            `json:"clock_skew"`
 	Sync     *fsbus.SyncHealth    `json:"sync"`
 }
 
 // OK reports whether the doctor found no error.
-func (r *DoctorReport) OK() bool { return r.Errors == 0 }
+func (r *Report) OK() bool { return r.Errors == 0 }
 
 // Unmerged counts the conflict copies whose records readers do not read.
-func (r *DoctorReport) Unmerged() int {
+func (r *Report) Unmerged() int {
 	n := 0
 	for _, c := range r.Copies {
 		if !c.Merged {
@@ -83,7 +83,7 @@ func (r *DoctorReport) Unmerged() int {
 	return n
 }
 
-func (r *DoctorReport) add(f fsbus.Finding) {
+func (r *Report) add(f fsbus.Finding) {
 	switch f.Level {
 	case fsbus.LevelError:
 		r.Errors++
@@ -105,21 +105,21 @@ const (
 	RecommendedWatcherDelayS = 2
 )
 
-// Doctor examines the channel as this machine sees it: every finding of Verify
-// (VerifyReport.Findings: torn tails, forks with both branches' lines, conflict copies
-// of segments found by content, merged or not, records only in a copy readers do not
-// merge, other writers' lines inside a segment, bad signatures and unknown keys,
-// entries the fold ignored, object files that are wrong), then the DoctorOnlyChecks:
+// Examine is `ferry doctor` on the channel as this machine sees it: every finding of
+// Verify (VerifyReport.Findings: torn tails, forks with both branches' lines, conflict
+// copies of segments found by content, merged or not, records only in a copy readers
+// do not merge, other writers' lines inside a segment, bad signatures and unknown
+// keys, entries the fold ignored, object files that are wrong), then the OnlyChecks:
 // object files that no entry names, what waits for sync, HLC skew of writers against
-// this machine's clock at arrival, Syncthing's view of delivery (SyncHealth, within
-// SyncDeadline) and its folder settings, contested things, and conflict copies of
-// memory/*.md. Every finding has a one-line fix. It changes nothing in the channel;
+// this machine's clock at arrival, Syncthing's view of delivery (fsbus.SyncHealth,
+// within fsbus.SyncDeadline) and its folder settings, contested things, and conflict
+// copies of memory/*.md. Every finding has a one-line fix. It changes nothing in the channel;
 // it returns an error only when the channel cannot be read.
-func Doctor(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*DoctorReport, error) {
+func Examine(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*Report, error) {
 	if c.Damage != nil && c.Damage.Pin == "" {
 		// channel.toml does not verify and no pin says which key to trust: nothing
 		// else can be checked (docs/format.md §8).
-		r := &DoctorReport{Project: c.Project(), Channel: c.Root, Findings: []fsbus.Finding{}, Copies: []fsbus.ConflictCopy{}, Skew: []SkewRow{}}
+		r := &Report{Project: c.Project(), Channel: c.Root, Findings: []fsbus.Finding{}, Copies: []fsbus.ConflictCopy{}, Skew: []SkewRow{}}
 		r.add(configFinding(c))
 		return r, nil
 	}
@@ -128,15 +128,15 @@ func Doctor(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*DoctorReport
 		return nil, err
 	}
 	// The findings verify reports come first, unchanged; then the doctor's own checks.
-	r := &DoctorReport{Project: c.Project(), Channel: c.Root, Findings: []fsbus.Finding{}, Copies: vr.Copies, Skew: []SkewRow{}}
+	r := &Report{Project: c.Project(), Channel: c.Root, Findings: []fsbus.Finding{}, Copies: vr.Copies, Skew: []SkewRow{}}
 	if c.Damage != nil {
 		r.add(configFinding(c)) // channel.toml does not verify (docs/format.md §8)
 	}
 	for _, f := range vr.Findings {
 		r.add(f)
 	}
-	doctorPending(r, c, v)
-	doctorSkew(r, c, v)
+	checkPending(r, c, v)
+	checkSkew(r, c, v)
 	for _, ct := range v.State.Contested {
 		lost := []string{}
 		for _, l := range ct.Losers {
@@ -146,17 +146,17 @@ func Doctor(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*DoctorReport
 			Detail: fmt.Sprintf("%s branched: %s: %s won over %s", ct.Ref, ct.Winner.By, ct.Winner.Type, strings.Join(lost, ", ")),
 			Fix:    "nothing to do: every machine folds the same winner; tell " + strings.Join(ct.Involved, ", ") + " if work was done twice"})
 	}
-	doctorMemory(r, c)
+	checkMemory(r, c)
 	r.Sync = c.SyncHealth(ctx)
-	doctorSync(r, c)
-	doctorStignore(r, c)
+	checkSync(r, c)
+	checkStignore(r, c)
 	return r, nil
 }
 
 // doctorLedger reports the ledger's problems, forks and ignored entries. Problems and
 // forks in the segments of marked (slash paths holding git conflict markers while a
 // names, and lifecycle entries whose basis has not arrived.
-func doctorPending(r *DoctorReport, c *fsbus.Channel, v *fsbus.View) {
+func checkPending(r *Report, c *fsbus.Channel, v *fsbus.View) {
 	entries := c.ObjectEntries(v)
 	for _, p := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[p]
@@ -200,9 +200,9 @@ func doctorPending(r *DoctorReport, c *fsbus.Channel, v *fsbus.View) {
 	}
 }
 
-// doctorSkew reports writers whose entries carried HLCs ahead of this machine's clock
+// checkSkew reports writers whose entries carried HLCs ahead of this machine's clock
 // when it first saw them.
-func doctorSkew(r *DoctorReport, c *fsbus.Channel, v *fsbus.View) {
+func checkSkew(r *Report, c *fsbus.Channel, v *fsbus.View) {
 	ahead := map[string]int64{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
@@ -231,12 +231,12 @@ func doctorSkew(r *DoctorReport, c *fsbus.Channel, v *fsbus.View) {
 	}
 }
 
-// doctorMemory lists conflict copies of memory/*.md — names a sync tool gives a copy
+// checkMemory lists conflict copies of memory/*.md — names a sync tool gives a copy
 // (ledger.ParseCopyName) whose original is in memory/ (a per-author note such as
 // notes-bob.md is no copy) — and notes with git conflict markers.
 // A OneDrive-shaped name (<stem>-<MACHINE>.md) is only info: it may be a note named
 // after its author.
-func doctorMemory(r *DoctorReport, c *fsbus.Channel) {
+func checkMemory(r *Report, c *fsbus.Channel) {
 	dir := filepath.Join(c.Root, "memory")
 	ents, _ := os.ReadDir(dir)
 	names := map[string]bool{}
@@ -250,7 +250,7 @@ func doctorMemory(r *DoctorReport, c *fsbus.Channel) {
 		}
 		p := "memory/" + name
 		if base, tool, ok := ledger.ParseCopyName(name); ok && names[base] {
-			f := fsbus.Finding{Check: CheckMemoryConflct, Level: fsbus.LevelWarning, Path: p,
+			f := fsbus.Finding{Check: CheckMemoryConflict, Level: fsbus.LevelWarning, Path: p,
 				Detail: fmt.Sprintf("a %s conflict copy of memory/%s: two machines edited it at once", tool, base),
 				Fix:    "merge it into the original by hand, then delete the copy; prefer one note per author"}
 			if tool == ledger.ToolOneDrive {
@@ -262,7 +262,7 @@ func doctorMemory(r *DoctorReport, c *fsbus.Channel) {
 			continue
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && gitMarkers.Match(b) {
-			r.add(fsbus.Finding{Check: CheckMemoryConflct, Level: fsbus.LevelWarning, Path: p,
+			r.add(fsbus.Finding{Check: CheckMemoryConflict, Level: fsbus.LevelWarning, Path: p,
 				Detail: "the note holds git conflict markers (<<<<<<< … >>>>>>>)",
 				Fix:    "resolve the conflict in the note by hand and commit it"})
 		}
@@ -271,7 +271,7 @@ func doctorMemory(r *DoctorReport, c *fsbus.Channel) {
 
 var gitMarkers = regexp.MustCompile(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
 
-func doctorSync(r *DoctorReport, c *fsbus.Channel) {
+func checkSync(r *Report, c *fsbus.Channel) {
 	h := r.Sync
 	lvl := fsbus.LevelInfo
 	switch {
@@ -310,7 +310,7 @@ func doctorSync(r *DoctorReport, c *fsbus.Channel) {
 			Fix:    fmt.Sprintf("set fsWatcherDelayS to 1–%d in the folder's advanced settings for faster delivery", RecommendedWatcherDelayS)})
 	}
 	if root, _ := syncthingRoot(c, r.Sync); root != "" && !samePath(root, c.Root) {
-		return // doctorStignore reports what the folder root's .stignore needs
+		return // checkStignore reports what the folder root's .stignore needs
 	}
 	if b, err := os.ReadFile(filepath.Join(c.Root, ".stignore")); err != nil || !bytes.Contains(b, []byte(".ferry-*.tmp")) {
 		r.add(fsbus.Finding{Check: CheckSettings, Level: fsbus.LevelWarning, Path: ".stignore",
@@ -367,11 +367,11 @@ func StignoreLines(relPath string) []string {
 	return []string{"(?d)" + p + "/**.ferry-*.tmp", "(?d)" + p + "/**.torn-*"}
 }
 
-// doctorStignore reports a channel that is a subdirectory of its Syncthing folder
+// checkStignore reports a channel that is a subdirectory of its Syncthing folder
 // (found through the REST API or a .stfolder marker above it) whose folder root's
 // .stignore lacks ferry's patterns: the channel's own .stignore is then ignored, and
 // ferry's temp files and torn tails would be synced.
-func doctorStignore(r *DoctorReport, c *fsbus.Channel) {
+func checkStignore(r *Report, c *fsbus.Channel) {
 	root, how := syncthingRoot(c, r.Sync)
 	if root == "" || samePath(root, c.Root) {
 		return

@@ -18,7 +18,7 @@ import (
 // Syncthing's folder settings read from its REST API.
 
 // findingsOf returns the findings of one check.
-func findingsOf(r *DoctorReport, check string) []fsbus.Finding {
+func findingsOf(r *Report, check string) []fsbus.Finding {
 	var out []fsbus.Finding
 	for _, f := range r.Findings {
 		if f.Check == check {
@@ -57,13 +57,13 @@ func twoMasters(t *testing.T, skew time.Duration) (cA, cB *fsbus.Channel, mA, mB
 	return cA, cB, mA, mB
 }
 
-func doctor(t *testing.T, c *fsbus.Channel) *DoctorReport {
+func doctor(t *testing.T, c *fsbus.Channel) *Report {
 	t.Helper()
 	v, err := c.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Doctor(context.Background(), c, v)
+	r, err := Examine(context.Background(), c, v)
 	if err != nil {
 		t.Fatal(err)
 	}
