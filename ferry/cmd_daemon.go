@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -57,7 +58,7 @@ type daemonConfig struct {
 
 	poll, beat time.Duration
 	dir        string // the config file's folder
-	queue      fsbus.Queue
+	queue      runner.Queue
 }
 
 type daemonHandler struct {
@@ -66,7 +67,7 @@ type daemonHandler struct {
 	Exec  string   `toml:"exec"`
 	Env   []string `toml:"env"`
 
-	h *fsbus.Handler
+	h *runner.Handler
 }
 
 // loadDaemonConfig reads and checks a daemon config. Errors (invalid, naming the file
@@ -133,21 +134,21 @@ func loadDaemonConfig(path string) (*daemonConfig, error) {
 			return nil, bad("handlers %d and %d both serve agent %s, task %s", prev, n, h.Agent, orAny(h.Task))
 		}
 		seen[key] = n
-		if err := fsbus.CheckEnvNames(h.Env); err != nil {
+		if err := runner.CheckEnvNames(h.Env); err != nil {
 			return nil, bad("handler %d: %v", n, errMsg(err))
 		}
 		file, err := resolveExec(h.Exec, cfg.dir)
 		if err != nil {
 			return nil, bad("handler %d: %v", n, errMsg(err))
 		}
-		h.h = &fsbus.Handler{Exec: file, Env: h.Env, Task: h.Task}
+		h.h = &runner.Handler{Exec: file, Env: h.Env, Task: h.Task}
 	}
 	wd, err := workdir(cfg.Workdir, cfg.dir)
 	if err != nil {
 		return nil, bad("%v", errMsg(err))
 	}
 	cfg.Workdir = wd
-	q, err := fsbus.ResolveQueue(cfg.Queue, "config")
+	q, err := runner.ResolveQueue(cfg.Queue, "config")
 	if err != nil {
 		return nil, bad("%v", errMsg(err))
 	}
@@ -185,8 +186,8 @@ func contains(list []string, s string) bool {
 
 // pick returns agent's handler for an order of task type task: the exact task first,
 // then the agent's catch-all ("*"), else nil.
-func (cfg *daemonConfig) pick(agent, task string) *fsbus.Handler {
-	var any *fsbus.Handler
+func (cfg *daemonConfig) pick(agent, task string) *runner.Handler {
+	var any *runner.Handler
 	for _, h := range cfg.Handler {
 		if h.Agent != agent {
 			continue
@@ -224,14 +225,14 @@ func (c *DaemonCmd) Run(g *Globals) error {
 		}
 		sessions[a] = s
 	}
-	var leases []*fsbus.Lease
+	var leases []*runner.Lease
 	defer func() {
 		for _, l := range leases {
 			l.Release()
 		}
 	}()
 	for _, a := range cfg.agents() {
-		l, err := ch.Home.TakeLease(ch.Project(), a, c.Config)
+		l, err := runner.TakeLease(ch.Home, ch.Project(), a, c.Config)
 		if err != nil {
 			return err
 		}
@@ -239,12 +240,12 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var runners []*fsbus.Runner
+	var runners []*runner.Runner
 	for _, a := range cfg.agents() {
 		s := sessions[a]
 		agent := a
-		r := &fsbus.Runner{S: s, Queue: cfg.queue, Workdir: cfg.Workdir, Beat: cfg.beat, Log: g.stderr,
-			Pick: func(_ *fsbus.Order, spec fsbus.RunSpec) *fsbus.Handler { return cfg.pick(agent, spec.Task) }}
+		r := &runner.Runner{S: s, Queue: cfg.queue, Workdir: cfg.Workdir, Beat: cfg.beat, Log: g.stderr,
+			Pick: func(_ *fsbus.Order, spec runner.Spec) *runner.Handler { return cfg.pick(agent, spec.Task) }}
 		if _, err := r.Start(); err != nil {
 			return fmt.Errorf("agent %s: %w", a, err)
 		}
@@ -254,12 +255,12 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		results []*fsbus.RunResult
+		results []*runner.Result
 		first   error
 	)
 	for _, r := range runners {
 		wg.Add(1)
-		go func(r *fsbus.Runner) {
+		go func(r *runner.Runner) {
 			defer wg.Done()
 			res, err := r.Loop(ctx, cfg.poll, c.Once)
 			mu.Lock()
@@ -271,7 +272,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 			if res != nil {
 				results = append(results, res)
 			}
-			r.S.Journal(fsbus.JournalEvent{Event: "stop", Note: "daemon stopped"})
+			runner.Journal(r.S, runner.JournalEvent{Event: "stop", Note: "daemon stopped"})
 		}(r)
 	}
 	wg.Wait()
@@ -281,7 +282,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	if c.Once {
 		if g.JSON {
 			if results == nil {
-				results = []*fsbus.RunResult{}
+				results = []*runner.Result{}
 			}
 			return g.printJSON(results)
 		}
@@ -297,18 +298,18 @@ func (c *DaemonCmd) Run(g *Globals) error {
 
 // daemonStatus is one agent's row of `ferry daemon --status`.
 type daemonStatus struct {
-	Agent   string               `json:"agent"`
-	Running bool                 `json:"running"`
-	Owner   *fsbus.LeaseOwner    `json:"owner,omitempty"` // the current or last owner
-	Runs    []fsbus.RunRecord    `json:"runs"`            // live runs of the agent here
-	Journal *fsbus.JournalHealth `json:"journal"`
+	Agent   string                `json:"agent"`
+	Running bool                  `json:"running"`
+	Owner   *runner.LeaseOwner    `json:"owner,omitempty"` // the current or last owner
+	Runs    []fsbus.RunRecord     `json:"runs"`            // live runs of the agent here
+	Journal *runner.JournalHealth `json:"journal"`
 }
 
 func (c *DaemonCmd) status(g *Globals, ch *fsbus.Channel, cfg *daemonConfig) error {
 	var rows []daemonStatus
 	for _, a := range cfg.agents() {
-		ow, held := ch.Home.ReadLeaseOwner(ch.Project(), a)
-		jh, err := ch.Home.ReadJournal(ch.Project(), a)
+		ow, held := runner.ReadLeaseOwner(ch.Home, ch.Project(), a)
+		jh, err := runner.ReadJournal(ch.Home, ch.Project(), a)
 		if err != nil {
 			return err
 		}

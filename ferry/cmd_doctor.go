@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/doctor"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -46,7 +47,7 @@ func (c *DoctorCmd) Run(g *Globals) error {
 			return err
 		}
 	}
-	r, err := ch.Doctor(context.Background(), v)
+	r, err := doctor.Examine(context.Background(), ch, v)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
@@ -38,10 +39,10 @@ func (c *InspectCmd) Run(g *Globals) error {
 	if g.As != "" && v.State.Agents[g.As] == nil && g.As != fsbus.MasterWriter {
 		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`", "no agent %q in this channel", g.As)
 	}
-	rows := ch.Inspect(v, g.As, c.All)
+	rows := runner.Inspect(ch, v, g.As, c.All)
 	if g.JSON {
 		if rows == nil {
-			rows = []fsbus.InspectRow{}
+			rows = []runner.InspectRow{}
 		}
 		return g.printJSON(rows)
 	}

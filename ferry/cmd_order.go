@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -251,8 +252,8 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	q, _ := fsbus.ResolveQueue("", "") // an unusable queue: heavy orders run directly
-	via := ch.RunVia(o, q)
+	q, _ := runner.ResolveQueue("", "") // an unusable queue: heavy orders run directly
+	via := q.Via(o)
 	if g.JSON {
 		out := lifecycleJSON(ch, v, o)
 		out.RunVia = via

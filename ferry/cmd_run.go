@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 )
@@ -56,7 +57,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if err := fsbus.CheckEnvNames(c.Env); err != nil {
+	if err := runner.CheckEnvNames(c.Env); err != nil {
 		return err
 	}
 	if err := checkRunFlags(c.Poll, c.Beat, c.Grace, c.Label); err != nil {
@@ -70,13 +71,13 @@ func (c *RunCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	q, err := fsbus.ResolveQueue(c.Queue, "--queue")
+	q, err := runner.ResolveQueue(c.Queue, "--queue")
 	if err != nil {
 		return err
 	}
-	h := &fsbus.Handler{Exec: file, Env: c.Env}
-	r := &fsbus.Runner{S: s, Labels: c.Label, Queue: q, Workdir: wd, Beat: c.Beat, Grace: c.Grace, Log: g.stderr,
-		Pick: func(*fsbus.Order, fsbus.RunSpec) *fsbus.Handler { return h }}
+	h := &runner.Handler{Exec: file, Env: c.Env}
+	r := &runner.Runner{S: s, Labels: c.Label, Queue: q, Workdir: wd, Beat: c.Beat, Grace: c.Grace, Log: g.stderr,
+		Pick: func(*fsbus.Order, runner.Spec) *runner.Handler { return h }}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := r.Start(); err != nil {
@@ -89,8 +90,8 @@ func (c *RunCmd) Run(g *Globals) error {
 	if c.Once {
 		if g.JSON {
 			return g.printJSON(struct {
-				Ran    bool             `json:"ran"`
-				Result *fsbus.RunResult `json:"result,omitempty"`
+				Ran    bool           `json:"ran"`
+				Result *runner.Result `json:"result,omitempty"`
 			}{res != nil, res})
 		}
 		if res == nil {
@@ -103,7 +104,7 @@ func (c *RunCmd) Run(g *Globals) error {
 }
 
 // printRunResult prints one run's outcome.
-func printRunResult(g *Globals, res *fsbus.RunResult) {
+func printRunResult(g *Globals, res *runner.Result) {
 	g.printf("%s %s %q (run %s, via %s)\n", res.Outcome, res.Order, res.Title, res.Run, res.Via)
 	if res.Ref != "" {
 		g.printf("reference %s\n", res.Ref)

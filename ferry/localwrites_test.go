@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
@@ -98,7 +99,7 @@ var localScenario = []localStep{
 	{machine: "a", args: []string{"presence"}, as: "alice", fn: func(s *fsbus.Session) error { return s.WritePresence("testing", nil) }},
 	{machine: "b", args: []string{"--as", "bob", "order", "list"}},
 	{machine: "a", args: []string{"journal"}, as: "alice", fn: func(s *fsbus.Session) error {
-		s.Journal(fsbus.JournalEvent{Event: "start"})
+		runner.Journal(s, runner.JournalEvent{Event: "start"})
 		return nil
 	}},
 }

@@ -142,13 +142,13 @@ var permWrites = []permWrite{
 // permWorld is one row's channel: the owner's machine (master, author and bystander
 // keys) and the actor's machine.
 type permWorld struct {
-	t             *testing.T
-	owner, agent  *mcpMachine
-	dir           string
-	actor         string // "actor", or "master" on the master row
-	master, auth  *fsbus.Session
-	actorSess     *fsbus.Session // nil on the unseated row
-	ownerCh       *fsbus.Channel
+	t            *testing.T
+	owner, agent *mcpMachine
+	dir          string
+	actor        string // "actor", or "master" on the master row
+	master, auth *fsbus.Session
+	actorSess    *fsbus.Session // nil on the unseated row
+	ownerCh      *fsbus.Channel
 }
 
 func fsHome(home string) *fsbus.Home {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/doctor"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 )
 
@@ -199,7 +200,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if out := m.must("ledger", "verify"); !strings.Contains(out, "no problems") {
 			t.Errorf("ledger verify on %s: %s", m.name, out)
 		}
-		var r fsbus.DoctorReport
+		var r doctor.Report
 		m.jsonOut(&r, "doctor")
 		if r.Errors != 0 || r.Unmerged() != 0 {
 			t.Errorf("doctor on %s: %d errors, %d unmerged copies: %+v", m.name, r.Errors, r.Unmerged(), r.Findings)
@@ -207,7 +208,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if r.Sync == nil || r.Sync.Syncthing != synchealth.StateOK || r.Sync.Delivery != synchealth.Delivered || r.Sync.Folder == nil || r.Sync.Folder.MaxConflicts != -1 {
 			t.Errorf("doctor's sync health on %s: %+v", m.name, r.Sync)
 		}
-		t.Logf("machine %s: %d conflict copies (all merged), %d contested", m.name, len(r.Copies), len(findingsOfCheck(r, fsbus.CheckContested)))
+		t.Logf("machine %s: %d conflict copies (all merged), %d contested", m.name, len(r.Copies), len(findingsOfCheck(r, doctor.CheckContested)))
 	}
 	var j struct{ Sync synchealth.Line }
 	b.jsonOut(&j, "primary", "status")
@@ -242,7 +243,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		t.Errorf("the merged ledgers differ after the clone")
 	}
 	for _, m := range []*syncMachine{a, b} {
-		var r fsbus.DoctorReport
+		var r doctor.Report
 		so, _, _ := m.run("--channel", m.dir, "doctor", "--json") // exits non-zero: the fork is an error
 		if err := json.Unmarshal([]byte(so), &r); err != nil {
 			t.Fatalf("doctor --json on %s: %v\n%s", m.name, err, so)
@@ -251,7 +252,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if len(r.Copies) == 0 || r.Unmerged() != 0 || len(forks) != 1 || len(forks[0].Lines) != 2 {
 			t.Errorf("doctor on %s after the clone: copies %+v, forks %+v", m.name, r.Copies, forks)
 		}
-		if len(findingsOfCheck(r, fsbus.CheckMemoryConflct)) != 1 {
+		if len(findingsOfCheck(r, doctor.CheckMemoryConflict)) != 1 {
 			t.Errorf("doctor on %s: the note's conflict copy is not listed: %+v", m.name, r.Findings)
 		}
 		t.Logf("machine %s after the clone: conflict copies %+v", m.name, r.Copies)
@@ -281,7 +282,7 @@ func writeNote(t *testing.T, p, text string) {
 	}
 }
 
-func findingsOfCheck(r fsbus.DoctorReport, check string) []fsbus.Finding {
+func findingsOfCheck(r doctor.Report, check string) []fsbus.Finding {
 	var out []fsbus.Finding
 	for _, f := range r.Findings {
 		if f.Check == check {

@@ -14,7 +14,7 @@ import (
 
 // doctorOnly are the checks `ferry doctor` makes that `ferry ledger verify` does not:
 // delivery and this machine's state (what waits for sync, clocks, Syncthing), contests
-// and memory notes (fsbus.DoctorOnlyChecks). Every other finding must be the same in
+// and memory notes (doctor.OnlyChecks). Every other finding must be the same in
 // both, in the same order.
 var doctorOnly = []string{"pending_sync", "orphan_object", "clock_skew", "sync", "sync_settings", "stignore", "contested", "memory_conflict"}
 

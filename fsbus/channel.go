@@ -149,7 +149,7 @@ const gitattributes = "* -text\n"
 // stignore hides ferry's and the sync tools' temp names from Syncthing. It is written
 // on every machine by init and join: Syncthing does not sync it. Syncthing reads it
 // only at the root of a shared folder: when the channel is a subfolder, the root's
-// .stignore needs StignoreLines instead (`ferry doctor` says so).
+// .stignore needs doctor.StignoreLines instead (`ferry doctor` says so).
 const stignore = "// written by ferry: temp files are never synced\n(?d).ferry-*.tmp\n(?d)*.torn-*\n"
 
 // InitOptions configure Init.

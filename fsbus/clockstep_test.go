@@ -200,7 +200,7 @@ func TestClockStepLiveRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer run.End(JournalEvent{Event: "done", Outcome: "test"})
+	defer run.End()
 	must[*Order](t)(run.Claim())
 	clk.pass(time.Hour)
 	if err := run.Beat("running " + id); err != nil {
@@ -218,8 +218,8 @@ func TestClockStepLiveRun(t *testing.T) {
 	if o := must[*View](t)(runner.Load()).State.Orders[id]; o.State != StateClaimed || o.Holder != "runner" || o.Claim != run.Rec.Claim {
 		t.Fatalf("order after the step: %s held by %s", o.State, o.Holder)
 	}
-	if recs := must[[]Recovery](t)(runner.RecoverRuns()); len(recs) != 0 {
-		t.Fatalf("recovery of a live run: %+v", recs)
+	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 1 || lr[0].Run != run.Rec.Run {
+		t.Fatalf("the live run after a wall-clock step: live runs %+v", lr)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,9 +25,6 @@ import (
 // ErrConfigUnverified is wrapped by the error Open returns when channel.toml decodes
 // but its signature does not verify against the master key it names.
 var ErrConfigUnverified = errors.New("channel.toml is not signed by its master key")
-
-// CheckChannelConfig is the doctor check of a channel.toml that does not verify.
-const CheckChannelConfig = "channel_config"
 
 // ConfigDamage is what OpenUnverified found wrong with channel.toml.
 type ConfigDamage struct {
@@ -64,7 +60,7 @@ func (h *Home) keepVerifiedConfig(project, root string, raw []byte) {
 		return
 	}
 	if err := fsutil.WriteFile(p, raw, 0o644); err != nil {
-		h.cacheNotSaved(p, err)
+		h.CacheNotSaved(p, err)
 	}
 }
 
@@ -213,50 +209,4 @@ func verifyConfigBytes(raw []byte) (Config, bool) {
 		return cfg, false
 	}
 	return cfg, ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, body, cfg.Sig) == nil
-}
-
-// configFinding is the doctor's finding about a channel.toml that does not verify.
-func (c *Channel) configFinding() Finding {
-	d := c.Damage
-	f := Finding{Check: CheckChannelConfig, Level: LevelError, Path: "channel.toml"}
-	restore := "restore channel.toml from another machine or a backup (never edit it: its signature covers every key)"
-	switch {
-	case d.Pin == "":
-		f.Detail = "channel.toml is not signed by its master key, and this machine has pinned no master key for project " + c.Config.Project +
-			": nothing in the channel can be verified here, so nothing else was checked"
-		f.Fix = restore + "; then run `ferry doctor` again"
-		return f
-	case !d.Compared:
-		f.Detail = "channel.toml is not signed by its master key; this machine kept no verified copy, so which keys changed is unknown; the rest was checked with the pinned master key " + d.Key
-	case len(d.Changed) == 0:
-		f.Detail = "channel.toml is not signed by its master key, though its keys equal the last verified copy's (" + d.Copy + "): its signature was changed; the rest was checked with the pinned master key " + d.Key
-	default:
-		f.Detail = fmt.Sprintf("channel.toml is not signed by its master key: changed since this machine last verified it: %s; the rest was checked with the pinned master key %s and the verified copy's settings",
-			strings.Join(d.Changed, ", "), d.Key)
-	}
-	policyOnly := d.Compared && len(d.Changed) > 0
-	for _, k := range d.Changed {
-		policyOnly = policyOnly && strings.HasPrefix(k, "policy.")
-	}
-	switch {
-	case policyOnly:
-		var sets []string
-		for _, k := range d.Changed {
-			k = strings.TrimPrefix(k, "policy.")
-			val := "VALUE"
-			if v, ok := d.Edited[k]; ok {
-				val = v
-			}
-			sets = append(sets, k+"="+val)
-		}
-		f.Fix = restore + ", then make the policy change with `ferry policy set " + strings.Join(sets, " ") + "` (owner only)"
-		if d.Copy != "" {
-			f.Fix = "copy " + d.Copy + " back to channel.toml (the last verified one), then make the policy change with `ferry policy set " + strings.Join(sets, " ") + "` (owner only)"
-		}
-	case d.Copy != "":
-		f.Fix = "copy " + d.Copy + " back to channel.toml (the last verified one) or " + restore + "; policy changes are made with `ferry policy set KEY=VALUE` (owner only)"
-	default:
-		f.Fix = restore + "; policy changes are made with `ferry policy set KEY=VALUE` (owner only)"
-	}
-	return f
 }

@@ -1,7 +1,6 @@
 package fsbus
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -126,7 +125,7 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := cA.Doctor(context.Background(), v)
+	rep, err := cA.Verify(v)
 	if err != nil {
 		t.Fatal(err)
 	}

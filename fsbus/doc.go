@@ -55,11 +55,11 @@
 //
 // # Unattended runs
 //
-// Runner (runner.go) claims ready orders and runs an executable on each; runs.go keeps
-// the machine-local run registry (a record and a flock per running run), the run
-// journal, the daemon lease and the job queue for heavy orders, and RecoverRuns
-// settles an agent's dead runs and orphaned run claims at start-up with signed
-// releases. docs/runs.md describes the rules.
+// Package fsbus/runner claims ready orders and runs an executable on each, keeps the
+// run journal, the daemon lease and the job queue for heavy orders, and settles an
+// agent's dead runs and orphaned run claims at start-up with signed releases. runs.go
+// keeps the machine-local run registry it writes (a record and a flock per running
+// run), which presence files read. docs/runs.md describes the rules.
 //
 // # Writing
 //
@@ -79,8 +79,9 @@
 // binds (grants apply by per-segment sequence bounds) and its level, then builds agents
 // and orders. A claim beyond its writer's scoped grant counts for nothing (scope.go).
 // Entries that count for nothing are listed in State.Ignored; branched chains are
-// listed as contests naming the winner and everyone involved. Channel.Verify and
-// Channel.Doctor list every kind of forgery and tampering with a fix (forgery.go).
+// listed as contests naming the winner and everyone involved. Channel.Verify (and
+// package fsbus/doctor, which starts from its findings) lists every kind of forgery
+// and tampering with a fix (forgery.go).
 // What is left to this machine's clock — a holder's liveness, an order's windows — is
 // measured from sightings on the OS boot clock, never the wall clock alone, so a
 // wall-clock step makes no live holder silent (clock.go, ADR 0013).

@@ -176,7 +176,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 
 // doctorKeyChanges reports every key change as a warning, and every link inside the
 // channel and every rival create (rival.go) as an error.
-func doctorKeyChanges(r *DoctorReport, vr *VerifyReport) {
+func doctorKeyChanges(r *findingList, vr *VerifyReport) {
 	for _, c := range vr.Rivals {
 		r.add(Finding{Check: CheckRival, Level: LevelError, Path: c.Ref, Detail: RivalDetail(c), Fix: verifyFixes[KindRival]})
 	}

@@ -50,8 +50,9 @@ func (h *Home) warn(key, msg string) {
 	h.Warn(msg)
 }
 
-// cacheNotSaved warns, once per path, that a cache file could not be saved.
-func (h *Home) cacheNotSaved(path string, err error) {
+// CacheNotSaved warns through Warn, once per path and process, that a machine-local
+// cache file (the index, the fold checkpoint, a run journal) could not be saved.
+func (h *Home) CacheNotSaved(path string, err error) {
 	h.warn("cache "+path, fmt.Sprintf("%v (a cache: the next commands redo the work it saves, and still give the same answers)", err))
 }
 

@@ -212,8 +212,8 @@ func TestChannelLinksRefused(t *testing.T) {
 			if !found || r.vr.OK() || r.vr.Fixes[KindLink] == "" {
 				t.Errorf("verify does not list the link %s with a fix: %v", tc.plant, r.vr.Links)
 			}
-			if len(findingsOf(r.dr, CheckLink)) != 1 {
-				t.Errorf("doctor does not list the link: %+v", r.dr.Findings)
+			if len(findingsOf(r.vr.Findings, CheckLink)) != 1 {
+				t.Errorf("verify's findings do not list the link: %+v", r.vr.Findings)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package fsbus
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -190,37 +189,4 @@ func (h *Home) CheckPaused(project, doing string) error {
 		hint = "the owner runs `ferry resume --project " + p.Project + "` (or `ferry resume`) on this machine to lift it"
 	}
 	return errs.Errorf(errs.Paused, hint, "%s is paused since %s%s: %s refused", p.scope(), p.At.Format("2006-01-02 15:04 UTC"), why, doing)
-}
-
-// pausedWait is Loop's pause step: when the machine or project is paused it returns
-// (true, nil) after logging once, keeping the agent's presence fresh ("paused") and
-// waiting one poll — or, with once, the paused error. (false, nil) when not paused.
-func (r *Runner) pausedWait(ctx context.Context, once bool, poll time.Duration, lastBeat *time.Time) (bool, error) {
-	err := r.S.Home.CheckPaused(r.S.Project(), "taking a new order")
-	if err == nil {
-		r.pauseLogged = false
-		return false, nil
-	}
-	if once {
-		return true, err
-	}
-	if !r.pauseLogged {
-		r.logf("%v", err)
-		r.pauseLogged = true
-	}
-	beat := r.Beat
-	if beat <= 0 {
-		beat = 60 * time.Second
-	}
-	if lastBeat.IsZero() || time.Since(*lastBeat) >= beat {
-		if werr := r.S.WritePresence("ferry run: paused on this machine", nil); werr != nil {
-			return true, werr
-		}
-		*lastBeat = time.Now()
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(poll):
-	}
-	return true, nil
 }

@@ -1,60 +1,13 @@
 package fsbus
 
 import (
-	"context"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ferryhq/ferry/internal/errs"
 )
-
-// TestPauseRunnerTakesNothing: while paused, a runner's loop claims no order and looks
-// at none (it keeps its presence, saying so); RunOne and a --once loop answer paused;
-// after resume it picks again (docs/format.md §18).
-func TestPauseRunnerTakesNothing(t *testing.T) {
-	boss, runner := runTeam(t)
-	id := plainOrder(t, boss, "wait for resume")
-	var picked atomic.Int32
-	r := &Runner{S: runner, Workdir: t.TempDir(), Beat: time.Millisecond,
-		Pick: func(*Order, RunSpec) *Handler { picked.Add(1); return nil }}
-	if _, err := runner.Home.Pause("", "maintenance", time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if _, err := r.Loop(ctx, 20*time.Millisecond, false); err != nil {
-		t.Fatal(err)
-	}
-	if n := picked.Load(); n != 0 {
-		t.Fatalf("a paused runner looked at %d orders", n)
-	}
-	v, err := runner.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := v.State.Orders[id]; o.State != StateOpen {
-		t.Fatalf("order %s is %s while the runner was paused", id, o.State)
-	}
-	b, err := os.ReadFile(presencePath(runner.Root, runner.Name, runner.Device))
-	if err != nil || !strings.Contains(string(b), "paused") {
-		t.Fatalf("presence while paused: %s, %v", b, err)
-	}
-	if _, err := r.Loop(context.Background(), time.Millisecond, true); !errs.Is(err, errs.Paused) {
-		t.Fatalf("--once while paused: %v, want paused", err)
-	}
-	if _, err := r.RunOne(context.Background()); !errs.Is(err, errs.Paused) || !strings.Contains(err.Error(), "ferry resume") {
-		t.Fatalf("RunOne while paused: %v", err)
-	}
-	if _, err := runner.Home.Resume(""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Loop(context.Background(), time.Millisecond, true); err != nil || picked.Load() == 0 {
-		t.Fatalf("after resume: %v, picked %d", err, picked.Load())
-	}
-}
 
 // TestPauseSwitch: scopes, the machine-wide switch first, a damaged file still pauses,
 // resume lifts all or one, bad input changes nothing (docs/format.md §18).

@@ -113,10 +113,7 @@ func ResolveWorkspace(dir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("reading the current directory: %w", err)
 		}
-		if top := gitOutput(wd, "rev-parse", "--show-toplevel"); top != "" {
-			return filepath.Clean(filepath.FromSlash(top)), nil
-		}
-		return wd, nil
+		return WorkspaceRoot(wd), nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -126,6 +123,16 @@ func ResolveWorkspace(dir string) (string, error) {
 		return "", errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "workspace %s is not a directory", dir)
 	}
 	return abs, nil
+}
+
+// WorkspaceRoot is the workspace root of a directory: the git top-level of dir when
+// dir lies in a git checkout, else dir (the rule ResolveWorkspace applies to the current
+// directory).
+func WorkspaceRoot(dir string) string {
+	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
+		return filepath.Clean(filepath.FromSlash(top))
+	}
+	return dir
 }
 
 // gitOutput runs git with args in dir and returns its trimmed stdout, or "" when git is

@@ -195,7 +195,7 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 		}
 		if err := fsutil.WriteFile(seenPath, []byte(b.String()), 0o644); err != nil {
 			// A lost record only makes a later sighting: a holder looks alive longer.
-			c.Home.cacheNotSaved(seenPath, err)
+			c.Home.CacheNotSaved(seenPath, err)
 		}
 	}
 	return out

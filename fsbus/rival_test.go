@@ -106,12 +106,12 @@ func rivalListed(t *testing.T, r advReport, id string) {
 	if !found || r.vr.OK() || r.vr.Fixes[KindRival] == "" {
 		t.Errorf("verify does not report the rival create of %s with a fix: %+v", id, r.vr.Rivals)
 	}
-	for _, f := range r.dr.Findings {
+	for _, f := range r.vr.Findings {
 		if f.Check == CheckRival && f.Level == LevelError && f.Path == id && strings.Contains(f.Detail, "alice") && strings.Contains(f.Detail, "bob") && f.Fix != "" {
 			return
 		}
 	}
-	t.Errorf("doctor has no rival_create error for %s naming alice and bob: %+v", id, r.dr.Findings)
+	t.Errorf("verify has no rival_create error for %s naming alice and bob: %+v", id, r.vr.Findings)
 }
 
 // TestRivalCreateTakeover (docs/format.md §12 "Rival creates"): a seated member that

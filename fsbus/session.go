@@ -134,7 +134,7 @@ func (c *Channel) Load() (*View, error) {
 	}
 	c.lastSnap, c.lastFold = snap, f
 	if err := c.saveIndex(); err != nil { // a failed save costs only the next Load's work
-		c.Home.cacheNotSaved(c.indexPath(), err)
+		c.Home.CacheNotSaved(c.indexPath(), err)
 	}
 	if fresh {
 		c.sinceCheckpoint = 0
@@ -145,7 +145,7 @@ func (c *Channel) Load() (*View, error) {
 		// What this fold cost the next process need not pay (ADR 0011). A failure
 		// costs only the next process a full fold.
 		if err := c.writeCheckpoint(f, snap, c.lastFullAt, c.lastArr); err != nil {
-			c.Home.cacheNotSaved(c.checkpointPath(), err)
+			c.Home.CacheNotSaved(c.checkpointPath(), err)
 		} else {
 			c.sinceCheckpoint = 0
 		}
@@ -470,6 +470,17 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 			"this machine's key for %s is not the key the owner seated (seated %s, here %s)", s.Name, a.Key, here)
 	}
 	return nil
+}
+
+// CheckWrite returns the refusal a write of typ by this session would meet for who
+// it is, before anything is written: denied when its level in v does not allow typ,
+// when this machine's key is not the key seated for its name, or when the agent is
+// retired; the key's error when it is locked.
+func (s *Session) CheckWrite(v *View, typ string) error {
+	if err := checkLevel(s.Name, v.State.levelOf(s.Name), typ); err != nil {
+		return err
+	}
+	return s.checkIdentity(v.State, typ)
 }
 
 // retiredError is the refusal of a write by a retired agent.

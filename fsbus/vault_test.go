@@ -269,11 +269,11 @@ func TestVaultNameOwner(t *testing.T) {
 	}
 }
 
-// TestVaultDoctorAndVerify: an edited vault file is reported by `ledger verify` and
-// doctor (get says "run ferry doctor", so doctor must report it); an
-// empty one (still syncing) is retry_needed and arriving, not a problem; secret names
-// that look like object ids (a--b, o-x) are not taken for objects (doctor must
-// not report a permanent pending_sync asks/a--b.json).
+// TestVaultDoctorAndVerify: an edited vault file is reported by `ledger verify` and in
+// its findings, which doctor starts from (get says "run ferry doctor", so doctor must
+// report it); an empty one (still syncing) is retry_needed and arriving, not a problem;
+// secret names that look like object ids (a--b, o-x) are not taken for objects
+// (fsbus/doctor's TestDoctorVaultNames: no pending_sync asks/a--b.json either).
 func TestVaultDoctorAndVerify(t *testing.T) {
 	w := newTalkWorld(t)
 	v := []byte("s3cret-value")
@@ -282,10 +282,10 @@ func TestVaultDoctorAndVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := doctor(t, w.c)
+	r := verified(t, w.c)
 	for _, f := range r.Findings {
 		if f.Level != LevelInfo {
-			t.Errorf("a clean vault: doctor finding %+v", f)
+			t.Errorf("a clean vault: finding %+v", f)
 		}
 	}
 	sec, err := w.alice.SecretPut("api", []string{"bob"}, v, "")
@@ -309,7 +309,7 @@ func TestVaultDoctorAndVerify(t *testing.T) {
 		t.Fatalf("empty vault file: verify %+v, want arriving only", vr)
 	}
 
-	// Edited: an error for verify and doctor.
+	// Edited: an error for verify and in its findings.
 	edited := bytes.Clone(orig)
 	edited[len(edited)-1] ^= 1
 	os.WriteFile(p, edited, 0o644)
@@ -321,12 +321,12 @@ func TestVaultDoctorAndVerify(t *testing.T) {
 		t.Fatalf("edited vault file: verify objects %q", vr.Objects)
 	}
 	found := false
-	for _, f := range doctor(t, w.c).Findings {
+	for _, f := range verified(t, w.c).Findings {
 		if f.Check == CheckObject && f.Level == LevelError && strings.Contains(filepath.ToSlash(f.Detail), rp) {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatal("doctor does not report the edited vault file")
+		t.Fatal("the findings do not report the edited vault file")
 	}
 }

@@ -734,6 +734,25 @@ func countProblems(snap *ledger.Snapshot) int {
 	return n
 }
 
+// ObjectFiles lists every object file of the channel (absolute paths): orders,
+// results, asks, messages and handins/<writer>/, sync tools' copies among them.
+func (c *Channel) ObjectFiles() []string { return allObjectFiles(c.Root) }
+
+// ObjectEntries maps each object file (absolute path) an entry of v names
+// (data.object) to that entry: the first, in fold order.
+func (c *Channel) ObjectEntries(v *View) map[string]*ledger.Entry {
+	return objectEntries(c.Root, v.Snapshot)
+}
+
+// ReadObject reads one object file of the channel (an absolute path) and returns its
+// canonical form and hash; a BOM, CRLF or re-indentation changes neither (docs/design.md
+// §2 rule 9). Errors: ErrObjectMissing when the file does not exist, ErrObjectTorn
+// (wrapped, naming the file) when it has not fully arrived, another error for JSON that
+// does not parse. It follows a symbolic link: check for one first.
+func (c *Channel) ReadObject(path string) (canonical []byte, hash string, err error) {
+	return readObject(path)
+}
+
 // allObjectFiles lists every object file of the channel: orders, results, asks,
 // messages and handins/<writer>/.
 func allObjectFiles(root string) []string {

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -19,7 +19,7 @@ func TestJoinReportsQueueShowReportsRunVia(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(fsbus.EnvQueueCmd, self+" run --name {order} --")
+	t.Setenv(runner.EnvQueueCmd, self+" run --name {order} --")
 	var joined struct {
 		Queue string `json:"queue"`
 	}
@@ -27,7 +27,7 @@ func TestJoinReportsQueueShowReportsRunVia(t *testing.T) {
 	if joined.Queue != self+" run --name {order} --" {
 		t.Errorf("join queue: %q", joined.Queue)
 	}
-	t.Setenv(fsbus.EnvQueueCmd, "no-such-queue-program")
+	t.Setenv(runner.EnvQueueCmd, "no-such-queue-program")
 	r.ok("ferry_join", map[string]any{}, &joined)
 	if want := "unusable: "; len(joined.Queue) < len(want) || joined.Queue[:len(want)] != want {
 		t.Errorf("join with an unusable queue: %q", joined.Queue)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -92,7 +93,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 		out.Alive = append(out.Alive, AliveAgent{Name: r.Name, Doing: doing, AgeS: r.AgeS})
 	}
 	out.MineOpen = len(v.State.ListOrders(fsbus.OrderFilter{State: "active", Mine: f.cfg.Agent}))
-	if q, err := fsbus.ResolveQueue("", ""); err != nil {
+	if q, err := runner.ResolveQueue("", ""); err != nil {
 		out.Queue = "unusable: " + err.Error()
 	} else {
 		out.Queue = q.String()
@@ -457,8 +458,8 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		q, _ := fsbus.ResolveQueue("", "") // an unusable queue: heavy orders run directly
-		via, out := ch.RunVia(o, q), &OrdersOut{}
+		q, _ := runner.ResolveQueue("", "") // an unusable queue: heavy orders run directly
+		via, out := q.Via(o), &OrdersOut{}
 		blocked := ""
 		if !fsbus.Terminal(o.State) {
 			blocked = v.State.BlockedForGood(o)

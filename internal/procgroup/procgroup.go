@@ -19,4 +19,7 @@
 // it stops. Its own children are not tracked (no job object): [Interrupt] and [Kill]
 // kill the child alone, and the caller's exec.Cmd.WaitDelay bounds how long those
 // children can hold its output pipes.
+//
+// [Alive] tells whether a pid names a running process: a run's supervisor, which the
+// run registry checks beside its flock (docs/runs.md "Dead workers").
 package procgroup

@@ -64,7 +64,12 @@ var layers = []layer{
 	// fsbus: the façade the CLI and the MCP server call.
 	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
-	// Public packages on top of the façade.
+	// Public packages on top of the façade, called by the surfaces; nothing under
+	// fsbus imports them.
+	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/..."}},
+	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
+
+	// Other public packages on top of the façade.
 	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// The MCP wire knows nothing of channels: JSON-RPC, eras and the handshake.
@@ -175,6 +180,11 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"fsbus/gitsync", "fsbus"},
 		{"mcpserver", "ferry"},
 		{"internal/fsutil", "ledger"},
+		{"fsbus", "fsbus/runner"},
+		{"fsbus/internal/bootclock", "fsbus/runner"},
+		{"fsbus/tty", "fsbus/runner"},
+		{"fsbus", "fsbus/doctor"},
+		{"fsbus/runner", "fsbus/doctor"},
 	} {
 		l, ok := layerOf(tc.pkg)
 		if !ok {

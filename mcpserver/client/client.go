@@ -89,7 +89,7 @@ type Conn struct {
 	opts Options
 	cmd  *exec.Cmd
 	in   io.WriteCloser
-	errb *fsbus.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
+	errb *procgroup.TailBuffer // the child's stderr, when the caller left cmd.Stderr nil
 
 	// Init is the server's answer to initialize.
 	Init protocol.InitializeResult // the server's answer to initialize
@@ -177,7 +177,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, opts Options) (*Conn, error) {
 	cmd.Stdout = w
 	c.in = in
 	if cmd.Stderr == nil {
-		c.errb = &fsbus.TailBuffer{Max: 4 << 10}
+		c.errb = &procgroup.TailBuffer{Max: 4 << 10}
 		cmd.Stderr = c.errb
 	}
 	// The child's stderr may outlive it in a grandchild; never let that hang Wait.

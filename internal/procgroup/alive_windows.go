@@ -1,6 +1,6 @@
 //go:build windows
 
-package fsbus
+package procgroup
 
 import (
 	"errors"
@@ -12,9 +12,9 @@ const (
 	stillActive                    = 259
 )
 
-// pidAlive reports whether a process with this pid is running: OpenProcess, then
+// Alive reports whether a process with this pid is running: OpenProcess, then
 // GetExitCodeProcess is STILL_ACTIVE. Access denied means it exists under another user.
-func pidAlive(pid int) bool {
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}

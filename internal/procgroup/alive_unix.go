@@ -1,6 +1,6 @@
 //go:build !windows
 
-package fsbus
+package procgroup
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// pidAlive reports whether a process with this pid exists: signal 0 checks without
+// Alive reports whether a process with this pid exists: signal 0 checks without
 // signalling (EPERM means it exists under another user).
-func pidAlive(pid int) bool {
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}

@@ -1,9 +1,11 @@
-package fsbus
+package runner
 
 import (
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -26,14 +28,14 @@ type InspectRow struct {
 	// LastError is the note of the newest release, fail or expiry ("" when none).
 	LastError string `json:"last_error,omitempty"`
 	// Run names the live unattended run on this machine holding the order, if any.
-	Run *RunBeat `json:"run,omitempty"`
+	Run *fsbus.RunBeat `json:"run,omitempty"`
 }
 
 // Inspect lists orders for `ferry inspect`: every order that is not accepted or
 // cancelled (all when all is set), only those agent wrote or holds when agent is set,
 // oldest first. Ages are this machine's: from when it saw the entries arrive.
-func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
-	now := c.now()
+func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectRow {
+	now := now(c)
 	// The idle time runs from the newest arrival on this machine of any entry about the
 	// order — lifecycle, progress, extend, a losing branch alike (not
 	// the newest entry by its writer's clock).
@@ -44,7 +46,7 @@ func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
 	lastSeen, created := map[string]int64{}, map[string]int64{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
-		if !isOrderType(e.Type) || v.State.Orders[e.Ref] == nil {
+		if !strings.HasPrefix(e.Type, "order.") || v.State.Orders[e.Ref] == nil {
 			continue
 		}
 		t := v.Arrivals.Seen(e.Hash())
@@ -60,11 +62,11 @@ func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
 		if ms > lastSeen[e.Ref] {
 			lastSeen[e.Ref] = ms
 		}
-		if e.Type == TypeOrderCreate {
+		if e.Type == fsbus.TypeOrderCreate {
 			created[e.Ref] = ms
 		}
 	}
-	runs := map[string]*RunBeat{}
+	runs := map[string]*fsbus.RunBeat{}
 	agents := map[string]bool{}
 	for _, o := range v.State.Orders {
 		if o.Holder != "" {
@@ -73,13 +75,13 @@ func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
 	}
 	for a := range agents {
 		for _, r := range c.Home.LiveRuns(c.Project(), a) {
-			runs[r.Order] = &RunBeat{Run: r.Run, Order: r.Order, PID: r.PID}
+			runs[r.Order] = &fsbus.RunBeat{Run: r.Run, Order: r.Order, PID: r.PID}
 		}
 	}
 	var out []InspectRow
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		if (!all && Terminal(o.State)) || (agent != "" && o.Author != agent && o.Holder != agent) {
+		if (!all && fsbus.Terminal(o.State)) || (agent != "" && o.Author != agent && o.Holder != agent) {
 			continue
 		}
 		row := InspectRow{ID: o.ID, Title: o.Title, State: o.State, Holder: o.Holder, Author: o.Author, AgeS: -1, IdleS: -1}
@@ -91,7 +93,7 @@ func (c *Channel) Inspect(v *View, agent string, all bool) []InspectRow {
 		}
 		for _, h := range o.History {
 			switch h.Type {
-			case TypeOrderRelease, TypeOrderFail, TypeOrderExpire:
+			case fsbus.TypeOrderRelease, fsbus.TypeOrderFail, fsbus.TypeOrderExpire:
 				row.Retries++
 				if h.Note != "" {
 					row.LastError = h.Note

@@ -1,16 +1,18 @@
-package fsbus
+package doctor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/internal/fakesyncthing"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
-	"github.com/ferryhq/ferry/ledger"
 )
 
 // Doctor checks a unit test reaches better than a journey: HLC skew
@@ -18,8 +20,8 @@ import (
 // Syncthing's folder settings read from its REST API.
 
 // findingsOf returns the findings of one check.
-func findingsOf(r *DoctorReport, check string) []Finding {
-	var out []Finding
+func findingsOf(r *Report, check string) []fsbus.Finding {
+	var out []fsbus.Finding
 	for _, f := range r.Findings {
 		if f.Check == check {
 			out = append(out, f)
@@ -30,46 +32,40 @@ func findingsOf(r *DoctorReport, check string) []Finding {
 
 // twoMasters is a channel on machine A and a copy on machine B holding the owner's key
 // (its own device), B's wall clock shifted by skew, with alice seated.
-func twoMasters(t *testing.T, skew time.Duration) (cA, cB *Channel, mA, mB *Session) {
+func twoMasters(t *testing.T, skew time.Duration) (cA, cB *fsbus.Channel, mA, mB *fsbus.Session) {
 	t.Helper()
 	fakesyncthing.Isolate(t)
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
-	cA, err := Init(hA, InitOptions{Dir: dirA, Project: "acme"})
+	cA, err := fsbus.Init(hA, fsbus.InitOptions{Dir: dirA, Project: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Join(cA, "alice", "test"); err != nil {
+	if _, err := fsbus.Join(cA, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	mA, _ = cA.As(MasterWriter)
-	if _, err := mA.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
+	mA, _ = cA.As(fsbus.MasterWriter)
+	if _, err := mA.Grant(fsbus.GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}
 	dirB := filepath.Join(t.TempDir(), "acme")
 	copyTree(t, dirA, dirB)
-	kb, _ := os.ReadFile(hA.keyPath("acme", MasterWriter))
-	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", MasterWriter)), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(hB.keyPath("acme", MasterWriter), kb, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if cB, err = Open(hB, dirB); err != nil {
+	copyKey(t, hA, hB, "acme", fsbus.MasterWriter)
+	if cB, err = fsbus.Open(hB, dirB); err != nil {
 		t.Fatal(err)
 	}
 	cB.Now = func() time.Time { return time.Now().Add(skew) }
-	mB, _ = cB.As(MasterWriter)
+	mB, _ = cB.As(fsbus.MasterWriter)
 	return cA, cB, mA, mB
 }
 
-func doctor(t *testing.T, c *Channel) *DoctorReport {
+func doctor(t *testing.T, c *fsbus.Channel) *Report {
 	t.Helper()
 	v, err := c.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Doctor(context.Background(), v)
+	r, err := Examine(context.Background(), c, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,16 +84,16 @@ func TestDoctorSkewAndContests(t *testing.T) {
 	if _, err := mA.Revoke("alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mB.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+	if _, err := mB.Grant(fsbus.GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
 		t.Fatal(err)
 	}
 	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
 	r := doctor(t, cA)
-	if len(r.Skew) != 1 || r.Skew[0].Writer != MasterWriter || r.Skew[0].AheadS < 7100 || r.Skew[0].AheadS > 7300 {
+	if len(r.Skew) != 1 || r.Skew[0].Writer != fsbus.MasterWriter || r.Skew[0].AheadS < 7100 || r.Skew[0].AheadS > 7300 {
 		t.Fatalf("skew rows: %+v", r.Skew)
 	}
 	sk := findingsOf(r, CheckSkew)
-	if len(sk) != 1 || sk[0].Level != LevelError || !strings.Contains(sk[0].Detail, "ahead of this machine's clock") || !strings.Contains(sk[0].Fix, "NTP") {
+	if len(sk) != 1 || sk[0].Level != fsbus.LevelError || !strings.Contains(sk[0].Detail, "ahead of this machine's clock") || !strings.Contains(sk[0].Fix, "NTP") {
 		t.Fatalf("skew findings: %+v", sk)
 	}
 	if r.OK() {
@@ -113,7 +109,7 @@ func TestDoctorSkewAndContests(t *testing.T) {
 // rounded down to whole hours.
 func TestDoctorSkewMinutes(t *testing.T) {
 	cA, cB, _, mB := twoMasters(t, 2*time.Hour+59*time.Minute+30*time.Second)
-	if _, err := mB.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+	if _, err := mB.Grant(fsbus.GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
 		t.Fatal(err)
 	}
 	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
@@ -126,7 +122,7 @@ func TestDoctorSkewMinutes(t *testing.T) {
 // TestDoctorSmallSkewIgnored: a clock less than SkewWarnS ahead is not reported.
 func TestDoctorSmallSkewIgnored(t *testing.T) {
 	cA, cB, _, mB := twoMasters(t, 20*time.Second)
-	if _, err := mB.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
+	if _, err := mB.Grant(fsbus.GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
 		t.Fatal(err)
 	}
 	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
@@ -139,7 +135,7 @@ func TestDoctorSmallSkewIgnored(t *testing.T) {
 // few conflict copies, waits 10 s to send, has no peer connected and no .stignore
 // here, doctor names each with its fix; a healthy folder gives one info line.
 func TestDoctorSyncthingSettings(t *testing.T) {
-	c, _, _ := primaryWorld(t, nil)
+	c := world(t)
 	f, srv := fakesyncthing.Serve(t, c.Root)
 	f.MaxConflicts, f.Connected = 5, false
 	if err := os.Remove(filepath.Join(c.Root, ".stignore")); err != nil {
@@ -150,9 +146,9 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 		t.Fatalf("sync: %+v", r.Sync)
 	}
 	want := map[string]string{
-		"maxConflicts to -1":     LevelWarning,
-		"fsWatcherDelayS to 1–2": LevelInfo,
-		"it writes .stignore":    LevelWarning,
+		"maxConflicts to -1":     fsbus.LevelWarning,
+		"fsWatcherDelayS to 1–2": fsbus.LevelInfo,
+		"it writes .stignore":    fsbus.LevelWarning,
 	}
 	for _, fd := range findingsOf(r, CheckSettings) {
 		for k, lvl := range want {
@@ -164,7 +160,7 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	if len(want) != 0 {
 		t.Fatalf("missing settings findings %v in %+v", want, r.Findings)
 	}
-	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelWarning || !strings.Contains(s[0].Detail, "no peer connected") {
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != fsbus.LevelWarning || !strings.Contains(s[0].Detail, "no peer connected") {
 		t.Fatalf("sync finding: %+v", s)
 	}
 	if !r.OK() {
@@ -176,7 +172,7 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	f.Lock()
 	f.MaxConflicts, f.Connected, f.WatcherDelayS = -1, true, 1
 	f.Unlock()
-	if _, err := Join(c, "zed", "test"); err != nil { // writes .stignore again
+	if _, err := fsbus.Join(c, "zed", "test"); err != nil { // writes .stignore again
 		t.Fatal(err)
 	}
 	r = doctor(t, c)
@@ -185,146 +181,23 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	}
 	srv.Close()
 	r = doctor(t, c)
-	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != LevelInfo || r.Sync.Syncthing != synchealth.StateUnreachable {
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != fsbus.LevelInfo || r.Sync.Syncthing != synchealth.StateUnreachable {
 		t.Fatalf("env-only API gone (nothing says the channel is in Syncthing): %+v", s)
-	}
-}
-
-// TestVerifyObjectsAfterRekey: after the owner re-keys alice
-// (`ferry grant alice --key …`), the messages she signed with her old key still verify
-// against the key of the grant covering their entries, in Verify and in doctor; a
-// message written with the new key verifies too; an object whose text was changed
-// after signing is still flagged.
-func TestVerifyObjectsAfterRekey(t *testing.T) {
-	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
-	old, err := ss["alice"].TalkSend("bob", "signed with the old key", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := testHome(t)
-	k, err := other.NewKey("acme", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss[MasterWriter].Grant(GrantOptions{Agent: "alice", Level: "member", Key: ledger.FormatKey(k.Public())}); err != nil {
-		t.Fatal(err)
-	}
-	kb, err := os.ReadFile(other.keyPath("acme", "alice"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(c.Home.keyPath("acme", "alice"), kb, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	alice, err := c.As("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alice.TalkSend("bob", "signed with the new key", ""); err != nil {
-		t.Fatal(err)
-	}
-	v, err := c.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vr, err := c.Verify(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !vr.OK() {
-		t.Fatalf("verify after a re-key: objects %v, problems %+v, ignored %+v", vr.Objects, vr.Ledger.Problems, vr.Ignored)
-	}
-	if r := doctor(t, c); !r.OK() || len(findingsOf(r, CheckObject)) != 0 {
-		t.Fatalf("doctor after a re-key: %+v", r.Findings)
-	}
-
-	// Change the old message's text: its signature no longer verifies against the key
-	// that covered its entry.
-	p := ObjectPath(c.Root, "alice", old.ID)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged := strings.Replace(string(b), "signed with the old key", "signed with the OLD key", 1)
-	if forged == string(b) {
-		t.Fatalf("message text not found in %s", b)
-	}
-	if err := os.WriteFile(p, []byte(forged), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	v, err = c.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vr, err = c.Verify(v); err != nil {
-		t.Fatal(err)
-	}
-	if len(vr.Objects) != 1 || !strings.Contains(vr.Objects[0], old.ID) || !strings.Contains(vr.Objects[0], "signature does not verify against the key its entry's grant bound") {
-		t.Fatalf("forged object: %v", vr.Objects)
-	}
-	if r := doctor(t, c); r.OK() {
-		t.Fatalf("doctor with a forged object: %+v", r.Findings)
 	}
 }
 
 // TestDoctorMaxConflictsZero: a Syncthing folder that keeps no
 // conflict copies discards one side of every conflict: an error.
 func TestDoctorMaxConflictsZero(t *testing.T) {
-	c, _, _ := primaryWorld(t, nil)
+	c := world(t)
 	f, _ := fakesyncthing.Serve(t, c.Root)
 	f.Lock()
 	f.MaxConflicts = 0
 	f.Unlock()
 	r := doctor(t, c)
 	s := findingsOf(r, CheckSettings)
-	if len(s) == 0 || s[0].Level != LevelError || !strings.Contains(s[0].Detail, "maxConflicts 0") || !strings.Contains(s[0].Fix, "maxConflicts to -1") || r.OK() {
+	if len(s) == 0 || s[0].Level != fsbus.LevelError || !strings.Contains(s[0].Detail, "maxConflicts 0") || !strings.Contains(s[0].Fix, "maxConflicts to -1") || r.OK() {
 		t.Fatalf("maxConflicts 0: %+v", r.Findings)
-	}
-}
-
-// TestDoctorShrunkSegment: another writer's segment is cut back to
-// an older copy after this machine read it. Doctor reports an error, naming
-// the writer, its segment and the fix; with the segment restored the error goes.
-func TestDoctorShrunkSegment(t *testing.T) {
-	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
-	segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", "bob", "*.jsonl"))
-	if len(segs) != 1 {
-		t.Fatalf("bob's segments: %v", segs)
-	}
-	older, err := os.ReadFile(segs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, body := range []string{"one", "two"} {
-		if _, err := ss["bob"].TalkSend("alice", body, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	full, err := os.ReadFile(segs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := doctor(t, c); len(findingsOf(r, CheckVanished)) != 0 {
-		t.Fatalf("shrunk before anything was cut: %+v", r.Findings)
-	}
-	// bob is another machine's writer from here on: no key of his on this one, so the
-	// check of this machine's own segments (Lost) does not apply.
-	c.Home.removeKey("acme", "bob")
-	if err := os.WriteFile(segs[0], older, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := doctor(t, c)
-	f := findingsOf(r, CheckVanished)
-	if len(f) != 1 || f[0].Level != LevelError || f[0].Path != "ledger/bob" ||
-		!strings.Contains(f[0].Detail, "2 record(s) of bob this machine already read") ||
-		!strings.Contains(f[0].Detail, rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
-		t.Fatalf("shrunk findings: %+v", r.Findings)
-	}
-	if err := os.WriteFile(segs[0], full, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if r := doctor(t, c); len(findingsOf(r, CheckVanished)) != 0 {
-		t.Fatalf("shrunk after the segment came back: %+v", r.Findings)
 	}
 }
 
@@ -334,7 +207,7 @@ func TestDoctorShrunkSegment(t *testing.T) {
 // reports — doctor says what the root's .stignore needs; once it holds those lines (or
 // the channel is the folder root) nothing is reported.
 func TestDoctorStignoreSubfolder(t *testing.T) {
-	c, _, _ := primaryWorld(t, nil)
+	c := world(t)
 	fakesyncthing.Isolate(t)
 	parent := filepath.Dir(c.Root)
 	if r := doctor(t, c); len(findingsOf(r, CheckStignore)) != 0 {
@@ -346,7 +219,7 @@ func TestDoctorStignoreSubfolder(t *testing.T) {
 	r := doctor(t, c)
 	f := findingsOf(r, CheckStignore)
 	want := "(?d)/acme/**.ferry-*.tmp  (?d)/acme/**.torn-*"
-	if len(f) != 1 || f[0].Level != LevelWarning || !strings.Contains(f[0].Detail, "subfolder acme of the Syncthing folder") ||
+	if len(f) != 1 || f[0].Level != fsbus.LevelWarning || !strings.Contains(f[0].Detail, "subfolder acme of the Syncthing folder") ||
 		!strings.Contains(f[0].Detail, "a .stfolder marker") || !strings.Contains(f[0].Fix, want) || !strings.Contains(f[0].Fix, "share the channel folder itself") {
 		t.Fatalf("stignore findings: %+v", r.Findings)
 	}
@@ -383,5 +256,66 @@ func TestDoctorStignoreSubfolder(t *testing.T) {
 		if strings.Contains(s.Fix, "it writes .stignore") {
 			t.Fatalf("the channel's own .stignore is named although the root's is the one read: %+v", s)
 		}
+	}
+}
+
+// TestDoctorVaultNames: secret names that look like object ids (a--b, o-x) are not
+// taken for objects: a clean vault gives doctor no finding above info (no permanent
+// pending_sync asks/a--b.json).
+func TestDoctorVaultNames(t *testing.T) {
+	fakesyncthing.Isolate(t)
+	c := world(t, "alice", "bob")
+	alice, err := c.As("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a--b", "a-x", "o-x", "m-x"} {
+		if _, err := alice.SecretPut(n, []string{"bob"}, []byte("s3cret-value"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range doctor(t, c).Findings {
+		if f.Level != fsbus.LevelInfo {
+			t.Errorf("a clean vault: doctor finding %+v", f)
+		}
+	}
+}
+
+// TestDoctorLinksNotRead (docs/threat-model.md "Paths and links"): object files
+// replaced by links to a key file — one an entry names, one no entry names — are
+// listed as links, and none of the target's bytes appear in doctor's report.
+func TestDoctorLinksNotRead(t *testing.T) {
+	fakesyncthing.Isolate(t)
+	c := world(t, "alice")
+	alice, err := c.As("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := alice.NewOrder(fsbus.NewOrderOptions{Title: "linked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"
+	target := filepath.Join(t.TempDir(), "master.key")
+	if err := os.WriteFile(target, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{o.ID, "o-0000000000000"} {
+		p := fsbus.ObjectPath(c.Root, "alice", id)
+		_ = os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			t.Skipf("no symbolic links here: %v", err)
+		}
+	}
+	r := doctor(t, c)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(secret[:12])) || bytes.Contains(b, []byte("QQQQ")) {
+		t.Errorf("doctor's report shows the link's target: %s", b)
+	}
+	if links := findingsOf(r, fsbus.CheckLink); len(links) != 2 {
+		t.Errorf("doctor reports %d links, want 2: %+v", len(links), r.Findings)
 	}
 }

@@ -1,4 +1,4 @@
-package fsbus
+package runner
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -25,8 +25,8 @@ import (
 
 // Limits of an unattended run's output (bytes).
 const (
-	// MaxRunStdout is how much of a run's stdout is kept; the result is read from it.
-	MaxRunStdout = 64 << 10
+	// MaxStdout is how much of a run's stdout is kept; the result is read from it.
+	MaxStdout = 64 << 10
 	// StderrTail is how much of the end of a failed run's stderr its note carries.
 	StderrTail = 2 << 10
 )
@@ -44,9 +44,9 @@ type Handler struct {
 // order as JSON on stdin, heartbeats while it runs, and submits the file's stdout as
 // the result — or, when the file fails, gives the order back with its stderr tail.
 type Runner struct {
-	S *Session
+	S *fsbus.Session
 	// Pick returns the handler for an order, nil to leave the order alone.
-	Pick    func(o *Order, spec RunSpec) *Handler
+	Pick    func(o *fsbus.Order, spec Spec) *Handler
 	Labels  []string      // only orders carrying every one of these labels
 	Queue   Queue         // job queue for heavy orders (ResolveQueue)
 	Workdir string        // the exec's working directory: the workspace
@@ -56,22 +56,11 @@ type Runner struct {
 
 	skip        map[string]string // order → the chain head at which this runner left it alone
 	ws          string            // the Workdir the session's Workspace was set from
-	pauseLogged bool              // the pause was logged (pause.go)
+	pauseLogged bool              // the pause was logged (pausedWait)
 }
 
-// runWorkspace is the workspace root of a run in dir: the git top-level of dir when dir
-// lies in a git checkout, else dir — the rule ResolveWorkspace applies to the current
-// directory, applied to the run's working directory (pointers
-// are checked where the file runs).
-func runWorkspace(dir string) string {
-	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
-		return filepath.Clean(filepath.FromSlash(top))
-	}
-	return dir
-}
-
-// RunResult is the outcome of one run.
-type RunResult struct {
+// Result is the outcome of one run.
+type Result struct {
 	Run   string `json:"run"`
 	Order string `json:"order"`
 	Title string `json:"title"`
@@ -93,7 +82,7 @@ func (r *Runner) logf(format string, args ...any) {
 	}
 }
 
-// Start settles what this agent left behind on this machine (RecoverRuns) and reads
+// Start settles what this agent left behind on this machine (Recover) and reads
 // the journal: an order whose last run here failed is not retried by this runner.
 //
 // Errors: denied when the agent may not claim orders (below member level, or not
@@ -104,25 +93,22 @@ func (r *Runner) Start() ([]Recovery, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLevel(r.S.Name, v.State.levelOf(r.S.Name), TypeOrderClaim); err != nil {
+	if err := r.S.CheckWrite(v, fsbus.TypeOrderClaim); err != nil {
 		return nil, err
 	}
-	if err := r.S.checkIdentity(v.State, TypeOrderClaim); err != nil {
-		return nil, err
-	}
-	recs, err := r.S.RecoverRuns()
+	recs, err := Recover(r.S)
 	for _, rv := range recs {
 		r.logf("recovered %s: %s", rv.Order, rv.Note)
 	}
 	if err != nil {
 		return recs, err
 	}
-	if jh, err := r.S.Home.ReadJournal(r.S.Project(), r.S.Name); err == nil {
+	if jh, err := ReadJournal(r.S.Home, r.S.Project(), r.S.Name); err == nil {
 		for o, head := range jh.Failed {
 			r.skip[o] = head // its last run on this machine failed; retried once it moves on
 		}
 	}
-	r.S.Journal(JournalEvent{Event: "start", Note: fmt.Sprintf("recovered %d", len(recs))})
+	Journal(r.S, JournalEvent{Event: "start", Note: fmt.Sprintf("recovered %d", len(recs))})
 	return recs, nil
 }
 
@@ -136,7 +122,7 @@ func (r *Runner) Start() ([]Recovery, error) {
 // The file runs in Workdir, and the order's file pointers are checked there (the
 // session's Workspace is set to its git top-level, else to it): at the claim and again
 // at the submit.
-func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
+func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 	if err := r.S.Home.CheckPaused(r.S.Project(), "taking a new order"); err != nil {
 		return nil, err // a paused machine claims nothing new
 	}
@@ -144,13 +130,13 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		r.skip = map[string]string{}
 	}
 	if r.Workdir != "" && r.ws != r.Workdir {
-		r.S.Workspace, r.ws = runWorkspace(r.Workdir), r.Workdir
+		r.S.Workspace, r.ws = fsbus.WorkspaceRoot(r.Workdir), r.Workdir // pointers are checked where the file runs
 	}
 	v, err := r.S.Load()
 	if err != nil {
 		return nil, err
 	}
-	cands := append(r.S.reworkCandidates(v, r.Labels), v.State.RunCandidates(r.S.Name, r.Labels)...)
+	cands := append(reworkCandidates(r.S, v, r.Labels), v.State.RunCandidates(r.S.Name, r.Labels)...)
 	for _, o := range cands {
 		if ctx.Err() != nil {
 			return nil, nil
@@ -158,7 +144,7 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		if head, ok := r.skip[o.ID]; ok && head == o.Head {
 			continue // failed or refused here, and nothing happened to it since
 		}
-		spec := r.S.RunSpecOf(o)
+		spec := SpecOf(o)
 		h := r.Pick(o, spec)
 		if h == nil {
 			continue
@@ -171,14 +157,14 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		var claimed *Order
-		if o.State == StateChangesRequested {
+		var claimed *fsbus.Order
+		if o.State == fsbus.StateChangesRequested {
 			claimed, err = r.adopt(run, o)
 		} else {
 			claimed, err = run.Claim()
 		}
 		if err != nil {
-			run.End(JournalEvent{Event: "done", Outcome: "not_claimed", Note: err.Error()})
+			r.end(run, JournalEvent{Event: "done", Outcome: "not_claimed", Note: err.Error()})
 			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.RetryNeeded) {
 				continue // someone else was faster, or it has not fully arrived
 			}
@@ -189,11 +175,11 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 			}
 			return nil, err
 		}
-		if o.State == StateChangesRequested {
-			r.S.Journal(JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: "rework under claim " + claimed.Claim})
+		if o.State == fsbus.StateChangesRequested {
+			Journal(r.S, JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: "rework under claim " + claimed.Claim})
 			r.logf("changes requested on %s %q: running it again as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
 		} else {
-			r.S.Journal(JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: via})
+			Journal(r.S, JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: via})
 			r.logf("claimed %s %q as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
 		}
 		res := r.execute(ctx, run, claimed, spec, h, argv)
@@ -210,31 +196,31 @@ func (r *Runner) RunOne(ctx context.Context) (*RunResult, error) {
 // the run holds the order's lock: the order is read again, and unless it is still in
 // changes_requested under the same claim (another runner may have reworked it in the
 // meantime) the answer is conflict.
-func (r *Runner) adopt(run *Run, o *Order) (*Order, error) {
+func (r *Runner) adopt(run *fsbus.Run, o *fsbus.Order) (*fsbus.Order, error) {
 	v, err := r.S.Load()
 	if err != nil {
 		return nil, err
 	}
 	now := v.State.Orders[o.ID]
-	if now == nil || now.State != StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
+	if now == nil || now.State != fsbus.StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
 		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s moved on while this run started", o.ID)
 	}
-	return now, run.adopt(now)
+	return now, run.Adopt(now)
 }
 
-// RunInput is the JSON a run's file reads on stdin: the order as `ferry order show
+// Input is the JSON a run's file reads on stdin: the order as `ferry order show
 // --json` prints it, its contract fields, and the run id. Review is the reviewer's
 // request when the run reworks an order in changes_requested; Refused is why the
 // previous attempt's result was refused (retry_needed: a schema or pointer check)
 // when the file runs again within the same run.
-type RunInput struct {
-	*Order
-	Heavy   bool      `json:"heavy,omitempty"`
-	Hints   *RunHints `json:"hints,omitempty"`
-	Task    string    `json:"task,omitempty"`
-	Run     string    `json:"run"`
-	Review  *Review   `json:"review,omitempty"`
-	Refused string    `json:"refused,omitempty"`
+type Input struct {
+	*fsbus.Order
+	Heavy   bool          `json:"heavy,omitempty"`
+	Hints   *fsbus.Hints  `json:"hints,omitempty"`
+	Task    string        `json:"task,omitempty"`
+	Run     string        `json:"run"`
+	Review  *fsbus.Review `json:"review,omitempty"`
+	Refused string        `json:"refused,omitempty"`
 }
 
 // baseEnv are the variables every run gets when set (PATH and HOME and their
@@ -277,16 +263,16 @@ func CheckEnvNames(names []string) error {
 	return nil
 }
 
-// RunWaitDelay is how long a run waits, once its file has exited (or was killed), for
+// WaitDelay is how long a run waits, once its file has exited (or was killed), for
 // the processes it left behind to close its stdout and stderr; then the pipes are
 // closed and the rest of its process group is killed (exec.Cmd.WaitDelay). A
 // background child never holds a runner.
-const RunWaitDelay = 2 * time.Second
+const WaitDelay = 2 * time.Second
 
 // maxAttempts bounds how often one run runs its file on a result refused with
 // retry_needed: the pointer ladder (1 retry) plus the schema ladder (SchemaAttempts-1
 // retries), plus the final attempt.
-const maxAttempts = SchemaAttempts + 1
+const maxAttempts = fsbus.SchemaAttempts + 1
 
 // fileRun is the outcome of one execution of a run's file.
 type fileRun struct {
@@ -302,18 +288,18 @@ type fileRun struct {
 // runFile runs the file once with in on stdin and waits for it: heartbeats and window
 // renewals while it runs; on ctx cancelled, interrupt to its process group, Grace,
 // then kill. Whatever is left of its process group when it ends is killed.
-func (r *Runner) runFile(ctx context.Context, run *Run, o *Order, h *Handler, argv []string, in []byte) fileRun {
+func (r *Runner) runFile(ctx context.Context, run *fsbus.Run, o *fsbus.Order, h *Handler, argv []string, in []byte) fileRun {
 	fr := fileRun{exit: -1}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = r.Workdir
 	cmd.Env = runEnv(h.Env, o.ID, run.Rec.Run)
 	cmd.Stdin = bytes.NewReader(append(in, '\n'))
-	stdout := &headBuffer{max: MaxRunStdout}
-	stderr := &TailBuffer{Max: StderrTail}
+	stdout := &headBuffer{max: MaxStdout}
+	stderr := &procgroup.TailBuffer{Max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = RunWaitDelay
+	cmd.WaitDelay = WaitDelay
 	procgroup.Set(cmd)
-	r.S.Journal(JournalEvent{Event: "exec", Run: run.Rec.Run, Order: o.ID, Note: strings.Join(argv, " ")})
+	Journal(r.S, JournalEvent{Event: "exec", Run: run.Rec.Run, Order: o.ID, Note: strings.Join(argv, " ")})
 	if err := cmd.Start(); err != nil {
 		fr.startErr = err
 		return fr
@@ -385,10 +371,10 @@ wait:
 // refuses with retry_needed (the schema or pointer ladder of ADR 0003 §4: the
 // claim is kept) runs the file again at once, the refusal in its input, until the ladder's end
 // records the submission (validation_failed, pointer_stale) or the result passes.
-func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, h *Handler, argv []string) *RunResult {
-	res := &RunResult{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
-	var review *Review
-	if o.State == StateChangesRequested {
+func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fsbus.Order, spec Spec, h *Handler, argv []string) *Result {
+	res := &Result{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
+	var review *fsbus.Review
+	if o.State == fsbus.StateChangesRequested {
 		for i := len(o.Reviews) - 1; i >= 0; i-- {
 			if o.Reviews[i].Verdict == "changes" {
 				rv := o.Reviews[i]
@@ -399,7 +385,7 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 	}
 	refused := ""
 	for attempt := 1; ; attempt++ {
-		in, _ := json.Marshal(RunInput{Order: o, Heavy: spec.Heavy, Hints: spec.Hints, Task: spec.Task, Run: run.Rec.Run, Review: review, Refused: refused})
+		in, _ := json.Marshal(Input{Order: o, Heavy: spec.Heavy, Hints: spec.Hints, Task: spec.Task, Run: run.Rec.Run, Review: review, Refused: refused})
 		fr := r.runFile(ctx, run, o, h, argv, in)
 		res.Exit = fr.exit
 		switch {
@@ -419,7 +405,7 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 		done, err := r.S.SubmitResult(o.ID, opt)
 		if errs.Is(err, errs.RetryNeeded) && attempt < maxAttempts && ctx.Err() == nil {
 			refused = cleanText(err.Error(), true)
-			r.S.Journal(JournalEvent{Event: "done", Run: run.Rec.Run, Order: o.ID, Outcome: "refused", Note: refused})
+			Journal(r.S, JournalEvent{Event: "done", Run: run.Rec.Run, Order: o.ID, Outcome: "refused", Note: refused})
 			r.logf("result of run %s on %s refused, the claim is kept; running the file again: %s", run.Rec.Run, o.ID, firstLine(refused))
 			if v, lerr := r.S.Load(); lerr == nil && v.State.Orders[o.ID] != nil {
 				o = v.State.Orders[o.ID]
@@ -439,11 +425,11 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 			return r.settle(run, res, "failed", fmt.Sprintf("run %s: its result was refused: %v", run.Rec.Run, cleanText(err.Error(), false)))
 		}
 		res.Outcome, res.Ref, res.Note = "submitted", opt.Reference, opt.Note
-		if done.State == StateValidationFailed || done.State == StatePointerStale {
+		if done.State == fsbus.StateValidationFailed || done.State == fsbus.StatePointerStale {
 			res.Outcome = done.State // the ladder's end: recorded, its result kept
 			res.Note = strings.Join(done.Warnings, "; ")
 		}
-		run.End(JournalEvent{Event: "done", Outcome: res.Outcome, Note: opt.Reference})
+		r.end(run, JournalEvent{Event: "done", Outcome: res.Outcome, Note: opt.Reference})
 		r.logf("%s %s: %s", res.Outcome, o.ID, opt.Reference)
 		return res
 	}
@@ -454,7 +440,7 @@ func (r *Runner) execute(ctx context.Context, run *Run, o *Order, spec RunSpec, 
 // the note. For an order with a schema, stdout is the structured result: either one
 // JSON value (the reference is then "run:<run id>"), or a reference line followed by
 // one JSON value. why says, when stdout holds no result, why not.
-func runSubmission(run string, o *Order, stdout string, cut bool) (opt SubmitOptions, why string) {
+func runSubmission(run string, o *fsbus.Order, stdout string, cut bool) (opt fsbus.SubmitOptions, why string) {
 	opt.Key = "submit:" + run
 	if len(o.Schema) == 0 {
 		opt.Reference, opt.Note = parseResult(stdout, cut)
@@ -468,14 +454,14 @@ func runSubmission(run string, o *Order, stdout string, cut bool) (opt SubmitOpt
 	case out == "":
 		return opt, fmt.Sprintf("run %s: no result: the file printed nothing on stdout (order %s has a result schema: print the JSON result)", run, o.ID)
 	case cut:
-		return opt, fmt.Sprintf("run %s: no result: stdout is longer than %d KiB; a structured result must fit", run, MaxRunStdout>>10)
+		return opt, fmt.Sprintf("run %s: no result: stdout is longer than %d KiB; a structured result must fit", run, MaxStdout>>10)
 	case json.Valid([]byte(out)):
-		opt.Reference, opt.Output = RunKeyPrefix+run, json.RawMessage(out)
+		opt.Reference, opt.Output = fsbus.RunKeyPrefix+run, json.RawMessage(out)
 		opt.Note = "structured result of run " + run
 		return opt, ""
 	}
 	if ref, rest, ok := strings.Cut(out, "\n"); ok && json.Valid([]byte(strings.TrimSpace(rest))) {
-		opt.Reference = textsafe.Head(strings.TrimSpace(cleanText(ref, false)), MaxReference)
+		opt.Reference = textsafe.Head(strings.TrimSpace(cleanText(ref, false)), fsbus.MaxReference)
 		opt.Output = json.RawMessage(strings.TrimSpace(rest))
 		opt.Note = "structured result of run " + run
 		if opt.Reference != "" {
@@ -498,7 +484,7 @@ func withStderr(note, stderr string) string {
 // run's claim (reassigned by an offer, cancelled, expired, taken by recovery on
 // another start-up), a note saying so and what did not happen; "" while the run still
 // holds it.
-func (r *Runner) movedOn(run *Run, what string) string {
+func (r *Runner) movedOn(run *fsbus.Run, what string) string {
 	v, err := r.S.Load()
 	if err != nil {
 		return ""
@@ -515,11 +501,19 @@ func (r *Runner) movedOn(run *Run, what string) string {
 		run.Rec.Run, run.Rec.Order, state, orNone(holder), what)
 }
 
+// end settles run locally: ev goes to the journal with the run and its order, then
+// the run's record and locks go (fsbus.Run.End).
+func (r *Runner) end(run *fsbus.Run, ev JournalEvent) {
+	ev.Run, ev.Order = run.Rec.Run, run.Rec.Order
+	Journal(r.S, ev)
+	run.End()
+}
+
 // takenAway ends a run whose order moved on under it: nothing is written to the ledger
 // (the order is not the agent's to give back), the journal records it.
-func (r *Runner) takenAway(run *Run, res *RunResult, note string) *RunResult {
+func (r *Runner) takenAway(run *fsbus.Run, res *Result, note string) *Result {
 	res.Outcome, res.Note = "taken_away", note
-	run.End(JournalEvent{Event: "done", Outcome: "taken_away", Note: note})
+	r.end(run, JournalEvent{Event: "done", Outcome: "taken_away", Note: note})
 	r.logf("%s", note)
 	return res
 }
@@ -528,9 +522,9 @@ func (r *Runner) takenAway(run *Run, res *RunResult, note string) *RunResult {
 // the reason (order.fail: the order becomes failed, claimable again, and the
 // reason tells whoever takes it next what went wrong); an interrupted run releases it.
 // Either entry is signed and keyed by the run id, so a retry writes it once.
-func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResult {
+func (r *Runner) settle(run *fsbus.Run, res *Result, outcome, note string) *Result {
 	res.Outcome, res.Note = outcome, fitNote(note)
-	var o *Order
+	var o *fsbus.Order
 	var err error
 	if outcome == "failed" {
 		o, err = r.S.Fail(run.Rec.Order, res.Note, "fail:"+run.Rec.Run)
@@ -545,12 +539,12 @@ func (r *Runner) settle(run *Run, res *RunResult, outcome, note string) *RunResu
 		}
 		// The record stays: the next start-up recovers the claim.
 		r.logf("settling %s: %v (a restart recovers it)", run.Rec.Order, err)
-		r.S.Journal(JournalEvent{Event: "error", Run: run.Rec.Run, Order: run.Rec.Order, Note: err.Error()})
-		run.unlock()
+		Journal(r.S, JournalEvent{Event: "error", Run: run.Rec.Run, Order: run.Rec.Order, Note: err.Error()})
+		run.Unlock()
 		return res
 	}
 	res.head = o.Head
-	run.End(JournalEvent{Event: "done", Outcome: outcome, Note: res.Note, Head: o.Head})
+	r.end(run, JournalEvent{Event: "done", Outcome: outcome, Note: res.Note, Head: o.Head})
 	r.logf("%s %s: %s", outcome, run.Rec.Order, firstLine(res.Note))
 	return res
 }
@@ -568,12 +562,12 @@ func failNote(run string, exit int, stderr string) string {
 // fitNote keeps a note within MaxNote bytes, cutting the middle (head and stderr
 // tail both matter) on rune boundaries.
 func fitNote(s string) string {
-	if len(s) <= MaxNote {
+	if len(s) <= fsbus.MaxNote {
 		return s
 	}
 	const mark = "\n…\n"
 	keepHead := 200
-	keepTail := MaxNote - keepHead - len(mark)
+	keepTail := fsbus.MaxNote - keepHead - len(mark)
 	h, t := s[:keepHead], s[len(s)-keepTail:]
 	for !utf8.ValidString(h) {
 		h = h[:len(h)-1]
@@ -605,17 +599,17 @@ func cleanText(s string, multiline bool) string {
 
 // parseResult reads a run's result from its stdout: the first non-empty line is the
 // reference (≤ MaxReference bytes), the rest the note (≤ MaxNote bytes). cut says the
-// stdout was longer than MaxRunStdout.
+// stdout was longer than MaxStdout.
 func parseResult(out string, cut bool) (ref, note string) {
 	out = strings.TrimSpace(cleanText(out, true))
 	ref, note, _ = strings.Cut(out, "\n")
-	ref = textsafe.Head(strings.TrimSpace(strings.ReplaceAll(ref, "\t", " ")), MaxReference)
+	ref = textsafe.Head(strings.TrimSpace(strings.ReplaceAll(ref, "\t", " ")), fsbus.MaxReference)
 	note = strings.TrimSpace(note)
 	if cut {
 		note += "\n… (stdout cut at 64 KiB)"
 	}
-	if len(note) > MaxNote {
-		note = textsafe.Head(note, MaxNote-len("\n…")) + "\n…"
+	if len(note) > fsbus.MaxNote {
+		note = textsafe.Head(note, fsbus.MaxNote-len("\n…")) + "\n…"
 	}
 	return ref, note
 }
@@ -645,43 +639,11 @@ func (h *headBuffer) Write(p []byte) (int, error) {
 
 func (h *headBuffer) String() string { h.mu.Lock(); defer h.mu.Unlock(); return string(h.b) }
 
-// TailBuffer is an io.Writer that keeps the last Max bytes written to it (a child
-// process's stderr: `ferry run` keeps StderrTail bytes, the MCP client 4 KiB). It is
-// safe for concurrent use; String never starts inside a UTF-8 sequence the cut split.
-type TailBuffer struct {
-	Max int // bytes kept
-
-	mu sync.Mutex
-	b  []byte
-}
-
-// Write appends p, dropping the oldest bytes past Max. It never fails.
-func (t *TailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.Max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.Max:]...)
-	}
-	return len(p), nil
-}
-
-// String returns the bytes kept.
-func (t *TailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := string(t.b)
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:] // the cut may split a rune
-	}
-	return s
-}
-
 // Loop runs orders until ctx is cancelled, polling every poll when none is ready and
 // rewriting the agent's presence every Beat while idle. With once it makes one pass
 // and returns its result (nil: none was ready). Errors: those of Load (a vanished
 // channel folder is not_found) and of the run registry.
-func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*RunResult, error) {
+func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*Result, error) {
 	if poll <= 0 {
 		poll = 5 * time.Second
 	}
@@ -719,4 +681,37 @@ func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*RunR
 		case <-time.After(poll):
 		}
 	}
+}
+
+// pausedWait is Loop's pause step: when the machine or project is paused it returns
+// (true, nil) after logging once, keeping the agent's presence fresh ("paused") and
+// waiting one poll — or, with once, the paused error. (false, nil) when not paused.
+func (r *Runner) pausedWait(ctx context.Context, once bool, poll time.Duration, lastBeat *time.Time) (bool, error) {
+	err := r.S.Home.CheckPaused(r.S.Project(), "taking a new order")
+	if err == nil {
+		r.pauseLogged = false
+		return false, nil
+	}
+	if once {
+		return true, err
+	}
+	if !r.pauseLogged {
+		r.logf("%v", err)
+		r.pauseLogged = true
+	}
+	beat := r.Beat
+	if beat <= 0 {
+		beat = 60 * time.Second
+	}
+	if lastBeat.IsZero() || time.Since(*lastBeat) >= beat {
+		if werr := r.S.WritePresence("ferry run: paused on this machine", nil); werr != nil {
+			return true, werr
+		}
+		*lastBeat = time.Now()
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(poll):
+	}
+	return true, nil
 }

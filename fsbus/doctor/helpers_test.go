@@ -1,0 +1,90 @@
+package doctor
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ferryhq/ferry/fsbus"
+)
+
+func testHome(t *testing.T) *fsbus.Home {
+	t.Helper()
+	d := t.TempDir()
+	return &fsbus.Home{ConfigDir: filepath.Join(d, "config"), CacheDir: filepath.Join(d, "cache")}
+}
+
+// world is a channel "acme" on one machine with the owner's key, and the members
+// named seated.
+func world(t *testing.T, members ...string) *fsbus.Channel {
+	t.Helper()
+	c, err := fsbus.Init(testHome(t), fsbus.InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.As(fsbus.MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range members {
+		if _, err := fsbus.Join(c, name, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Grant(fsbus.GrantOptions{Agent: name, Level: "member"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// copyKey gives home to the key of (project, name) from home from, as `ferry key
+// export` and `ferry key import` would.
+func copyKey(t *testing.T, from, to *fsbus.Home, project, name string) {
+	t.Helper()
+	pass := []byte("test passphrase")
+	b, err := from.ExportKey(project, name, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ik, err := fsbus.ReadExport(b, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := to.StoreImported(ik); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyTree copies src into dst as a sync tool would: a file is never replaced by a
+// shorter copy (segments only grow).
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if old, err := os.ReadFile(target); err == nil && len(old) >= len(b) {
+			return nil
+		}
+		return os.WriteFile(target, b, fi.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A fake Syncthing REST API on loopback, serving what fsbus.Channel.SyncHealth reads.
+const (
+	stMe   = "AAAAAAA-BBBBBBB-CCCCCCC-DDDDDDD-EEEEEEE-FFFFFFF-GGGGGGG-HHHHHHH"
+	stPeer = "PEERONE-BBBBBBB-CCCCCCC-DDDDDDD-EEEEEEE-FFFFFFF-GGGGGGG-HHHHHHH"
+	stKey  = "test-api-key"
+)
