@@ -105,11 +105,11 @@ func (r advReport) listed(t *testing.T, kind, detail, check string) {
 		for _, o := range r.vr.Objects {
 			found = found || strings.Contains(o, detail)
 		}
-	case KindEdited:
+	case kindEdited:
 		for _, o := range r.vr.Edited {
 			found = found || strings.Contains(o, detail)
 		}
-	case KindKeyChange:
+	case kindKeyChange:
 		for _, k := range r.vr.KeyChanges {
 			found = found || k.Agent == detail
 		}
@@ -270,7 +270,7 @@ func TestAdversarialFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := w.report(t)
-		r.listed(t, KindKeyChange, "alice", CheckKeyChange)
+		r.listed(t, kindKeyChange, "alice", checkKeyChange)
 		r.listed(t, ledger.KindBadSignature, post.Hash(), CheckSignature)
 		w.intact(t, r.v.State)
 		if a := r.v.State.Agents["alice"]; a.App == "evil" || a.Key == key {
@@ -426,10 +426,10 @@ func TestAdversarialFiles(t *testing.T) {
 		r.listed(t, "ignored", "order object differs from the hash", CheckIgnored)
 		r.listed(t, "ignored", "message object differs from the hash", CheckIgnored)
 		r.listed(t, "ignored", "ask object differs from the hash", CheckIgnored)
-		r.listed(t, KindEdited, "orders/"+w.order+".json", CheckEdited)
+		r.listed(t, kindEdited, "orders/"+w.order+".json", CheckEdited)
 		r.listed(t, "object", "messages/"+w.msg+".json", CheckObject)
-		r.listed(t, KindEdited, "messages/"+w.msg+".json", CheckEdited)
-		r.listed(t, KindEdited, "asks/"+w.ask+".json", CheckEdited)
+		r.listed(t, kindEdited, "messages/"+w.msg+".json", CheckEdited)
+		r.listed(t, kindEdited, "asks/"+w.ask+".json", CheckEdited)
 	})
 }
 
@@ -448,7 +448,7 @@ func TestEditedObjectInRunningProcess(t *testing.T) {
 	m["title"] = "Wire the money"
 	b, _ := json.Marshal(m)
 	writeTestFile(t, p, b)
-	w.c.lastFullAt = w.c.lastFullAt.Add(-FullFoldEvery) // the bound has passed
+	w.c.lastFullAt = w.c.lastFullAt.Add(-fullFoldEvery) // the bound has passed
 	st := mustLoad(t, w.c).State
 	if o := st.Orders[w.order]; o != nil {
 		t.Errorf("a running process still shows the edited order after FullFoldEvery: %q", o.Title)
@@ -466,8 +466,8 @@ func TestEditedObjectInRunningProcess(t *testing.T) {
 // the fix their reason calls for.
 func TestVerifyFix(t *testing.T) {
 	for _, kind := range []string{ledger.KindMalformed, ledger.KindBrokenChain, ledger.KindBadSignature, ledger.KindUnknownKey,
-		ledger.KindFork, ledger.KindHole, ledger.KindTorn, "object", "lost", KindEdited, KindLink, KindKeyChange} {
-		if VerifyFix(kind, "") == "" {
+		ledger.KindFork, ledger.KindHole, ledger.KindTorn, "object", "lost", kindEdited, kindLink, kindKeyChange} {
+		if verifyFix(kind, "") == "" {
 			t.Errorf("no fix for %s", kind)
 		}
 	}
@@ -487,7 +487,7 @@ func TestVerifyFix(t *testing.T) {
 		"not allowed: order is already claimed by bob":                     "race lost",
 		"retirement release for an agent that is not retired":              "skipped ferry's checks",
 	} {
-		if got := VerifyFix("ignored", reason); !strings.Contains(got, want) {
+		if got := verifyFix("ignored", reason); !strings.Contains(got, want) {
 			t.Errorf("fix for %q = %q, want it to say %q", reason, got, want)
 		}
 	}

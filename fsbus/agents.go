@@ -49,7 +49,7 @@ func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
 	if name == MasterWriter {
 		return nil, errs.Errorf(errs.Invalid, "pick an agent name such as claude-code-laptop", "%q is the owner's writer name", name)
 	}
-	if name == ToAll {
+	if name == toAll {
 		return nil, errs.Errorf(errs.Invalid, "pick an agent name such as claude-code-laptop", "%q is reserved: `ferry talk send --to all` addresses everyone", name)
 	}
 	if err := c.checkPresent(); err != nil {

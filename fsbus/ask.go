@@ -137,7 +137,7 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 		return nil, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
 	}
 	note = strings.TrimSpace(note)
-	if err := checkCap("answer note", note, MaxNote, UnitBytes, "keep the note short"); err != nil {
+	if err := checkCap("answer note", note, MaxNote, unitBytes, "keep the note short"); err != nil {
 		return nil, err
 	}
 	if !utf8.ValidString(note) {

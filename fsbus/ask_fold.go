@@ -30,10 +30,10 @@ var askVerdicts = map[string]string{
 	VerdictSendBack: AskSentBack,
 }
 
-// AskRank is the stage rank of each ask state for the branch rule of docs/design.md §2 "Races
+// askRank is the stage rank of each ask state for the branch rule of docs/design.md §2 "Races
 // across machines": any answer (1) beats pending (0); between two answers the lower
 // entry hash wins. Pinned by docs/format.md §14.
-var AskRank = map[string]int{
+var askRank = map[string]int{
 	AskPending:  0,
 	AskApproved: 1,
 	AskRejected: 1,
@@ -124,7 +124,7 @@ var askRules = chainRules[askCore]{
 	step: func(c askCore, n *askNode) (askCore, error) {
 		return c.step(n.e.Type, n.e.Writer, n.lvl, n.d)
 	},
-	rank: func(c askCore) int { return AskRank[c.State] },
+	rank: func(c askCore) int { return askRank[c.State] },
 }
 
 // foldAsks folds ask.raise and ask.answer chains into st.Asks (docs/format.md §14): an

@@ -19,7 +19,7 @@ const MaxRPCRequest = 16 << 20
 
 // Units of a cap.
 const (
-	UnitBytes = "bytes"
+	unitBytes = "bytes"
 	UnitChars = "characters"
 )
 
@@ -30,33 +30,33 @@ type InputCap struct {
 	Unit  string // UnitBytes or UnitChars
 }
 
-// Caps is every input cap, in the order docs/format.md lists them.
-var Caps = []InputCap{
+// caps is every input cap, in the order docs/format.md lists them.
+var caps = []InputCap{
 	{"order title", MaxTitle, UnitChars},
-	{"order body", MaxOrderBody, UnitBytes},
-	{"message body", MaxMessageBody, UnitBytes},
-	{"progress note", MaxNote, UnitBytes},
-	{"result summary", MaxNote, UnitBytes},
-	{"result reference", MaxReference, UnitBytes},
-	{"result output", MaxOutput, UnitBytes},
-	{"review, release, cancel, extend note", MaxNote, UnitBytes},
-	{"fail reason", MaxNote, UnitBytes},
+	{"order body", MaxOrderBody, unitBytes},
+	{"message body", MaxMessageBody, unitBytes},
+	{"progress note", MaxNote, unitBytes},
+	{"result summary", MaxNote, unitBytes},
+	{"result reference", MaxReference, unitBytes},
+	{"result output", MaxOutput, unitBytes},
+	{"review, release, cancel, extend note", MaxNote, unitBytes},
+	{"fail reason", MaxNote, unitBytes},
 	{"ask title", MaxAskTitle, UnitChars},
 	{"ask recommendation", MaxAskText, UnitChars},
 	{"ask reasoning", MaxAskText, UnitChars},
-	{"answer note", MaxNote, UnitBytes},
+	{"answer note", MaxNote, unitBytes},
 	{"hand-in reference", MaxReference, UnitChars},
-	{"hand-in note", MaxNote, UnitBytes},
+	{"hand-in note", MaxNote, unitBytes},
 	{"decision line", MaxDecisionLine, UnitChars},
-	{"brief objective, each constraint", MaxBriefLine, UnitChars},
-	{"presence doing line", MaxDoing, UnitBytes},
-	{"order schema", MaxSchema, UnitBytes},
-	{"search query", MaxSearchQuery, UnitChars},
-	{"idempotency key", MaxIdemKey, UnitBytes},
-	{"secret value", MaxSecretValue, UnitBytes},
-	{"secret name", MaxSecretName, UnitChars},
-	{"pause reason", MaxPauseReason, UnitChars},
-	{"JSON-RPC request line", MaxRPCRequest, UnitBytes},
+	{"brief objective, each constraint", maxBriefLine, UnitChars},
+	{"presence doing line", maxDoing, unitBytes},
+	{"order schema", maxSchema, unitBytes},
+	{"search query", maxSearchQuery, UnitChars},
+	{"idempotency key", maxIdemKey, unitBytes},
+	{"secret value", MaxSecretValue, unitBytes},
+	{"secret name", maxSecretName, UnitChars},
+	{"pause reason", maxPauseReason, UnitChars},
+	{"JSON-RPC request line", MaxRPCRequest, unitBytes},
 }
 
 // checkCap returns an invalid error naming field, its size and the cap when s is over

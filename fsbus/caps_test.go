@@ -56,22 +56,22 @@ func TestInputCaps(t *testing.T) {
 		prep  func() // run before the snapshot: sets id
 	}{
 		{"order title", MaxTitle, UnitChars, charsOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: s}); return err }, nil},
-		{"order body", MaxOrderBody, UnitBytes, bytesOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Body: s}); return err }, nil},
-		{"message body", MaxMessageBody, UnitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend("bob", s, ""); return err }, nil},
-		{"progress note", MaxNote, UnitBytes, bytesOf, func(s string) error { _, err := alice.Progress(id, s, ""); return err }, hold},
-		{"result summary", MaxNote, UnitBytes, bytesOf, func(s string) error {
+		{"order body", MaxOrderBody, unitBytes, bytesOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Body: s}); return err }, nil},
+		{"message body", MaxMessageBody, unitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend("bob", s, ""); return err }, nil},
+		{"progress note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Progress(id, s, ""); return err }, hold},
+		{"result summary", MaxNote, unitBytes, bytesOf, func(s string) error {
 			_, err := alice.SubmitResult(id, SubmitOptions{Reference: "main", Note: s})
 			return err
 		}, hold},
-		{"result reference", MaxReference, UnitBytes, bytesOf, func(s string) error {
+		{"result reference", MaxReference, unitBytes, bytesOf, func(s string) error {
 			_, err := alice.SubmitResult(id, SubmitOptions{Reference: s})
 			return err
 		}, hold},
-		{"review note", MaxNote, UnitBytes, bytesOf, func(s string) error { _, err := w.bob.Review(id, "accept", s, ""); return err }, sub},
-		{"release note", MaxNote, UnitBytes, bytesOf, func(s string) error { _, err := alice.Release(id, s, ""); return err }, hold},
-		{"cancel note", MaxNote, UnitBytes, bytesOf, func(s string) error { _, err := w.bob.Cancel(id, s, ""); return err }, hold},
-		{"extend note", MaxNote, UnitBytes, bytesOf, func(s string) error { _, err := alice.Extend(id, s, ""); return err }, hold},
-		{"fail reason", MaxNote, UnitBytes, bytesOf, func(s string) error { _, err := alice.Fail(id, s, ""); return err }, hold},
+		{"review note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Review(id, "accept", s, ""); return err }, sub},
+		{"release note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Release(id, s, ""); return err }, hold},
+		{"cancel note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Cancel(id, s, ""); return err }, hold},
+		{"extend note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Extend(id, s, ""); return err }, hold},
+		{"fail reason", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Fail(id, s, ""); return err }, hold},
 		{"ask title", MaxAskTitle, UnitChars, charsOf, func(s string) error {
 			_, err := alice.AskRaise(AskRaiseOptions{Title: s, Recommendation: "r"})
 			return err
@@ -84,7 +84,7 @@ func TestInputCaps(t *testing.T) {
 			_, err := alice.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "r", Reasoning: s})
 			return err
 		}, nil},
-		{"answer note", MaxNote, UnitBytes, bytesOf, func(s string) error {
+		{"answer note", MaxNote, unitBytes, bytesOf, func(s string) error {
 			_, err := w.master.AskAnswer(id, VerdictApprove, s, "")
 			return err
 		}, func() {
@@ -94,11 +94,11 @@ func TestInputCaps(t *testing.T) {
 			}
 			id = a.ID
 		}},
-		{"hand-in note", MaxNote, UnitBytes, bytesOf, func(s string) error { _, err := alice.HandinAdd("main", s, ""); return err }, nil},
+		{"hand-in note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.HandinAdd("main", s, ""); return err }, nil},
 		{"decision", MaxDecisionLine, UnitChars, charsOf, func(s string) error { _, err := alice.DecisionRecord(s, ""); return err }, nil},
-		{"objective", MaxBriefLine, UnitChars, charsOf, func(s string) error { _, err := alice.PrimaryBrief(s, nil, ""); return err }, nil},
-		{"secret value", MaxSecretValue, UnitBytes, bytesOf, func(s string) error { _, err := alice.SecretPut("k", []string{"bob"}, []byte(s), ""); return err }, nil},
-		{"pause reason", MaxPauseReason, UnitChars, charsOf, func(s string) error {
+		{"objective", maxBriefLine, UnitChars, charsOf, func(s string) error { _, err := alice.PrimaryBrief(s, nil, ""); return err }, nil},
+		{"secret value", MaxSecretValue, unitBytes, bytesOf, func(s string) error { _, err := alice.SecretPut("k", []string{"bob"}, []byte(s), ""); return err }, nil},
+		{"pause reason", maxPauseReason, UnitChars, charsOf, func(s string) error {
 			_, err := w.c.Home.Pause("", s, time.Now())
 			if err == nil {
 				_, err = w.c.Home.Resume("")
@@ -136,14 +136,14 @@ func TestCapsDoc(t *testing.T) {
 	const path, begin, end = "../docs/format.md", "<!-- caps:begin -->\n", "<!-- caps:end -->"
 	var b strings.Builder
 	b.WriteString(begin)
-	b.WriteString("<!-- Generated from fsbus.Caps (fsbus/caps.go) by `go test ./fsbus -run TestCapsDoc -update`; do not edit. -->\n\n")
+	b.WriteString("<!-- Generated from fsbus.caps (fsbus/caps.go) by `go test ./fsbus -run TestCapsDoc -update`; do not edit. -->\n\n")
 	b.WriteString("| input | cap |\n|---|---:|\n")
-	for _, c := range Caps {
+	for _, c := range caps {
 		lim := fmt.Sprint(c.Limit)
 		switch {
-		case c.Unit == UnitBytes && c.Limit%(1<<20) == 0:
+		case c.Unit == unitBytes && c.Limit%(1<<20) == 0:
 			lim = fmt.Sprintf("%d MiB", c.Limit>>20)
-		case c.Unit == UnitBytes && c.Limit%(1<<10) == 0:
+		case c.Unit == unitBytes && c.Limit%(1<<10) == 0:
 			lim = fmt.Sprintf("%d KiB", c.Limit>>10)
 		default:
 			lim += " " + c.Unit

@@ -29,8 +29,8 @@ const FormatVersion = 1
 // MasterWriter is the writer name of the human owner (docs/design.md §2 "Ledger entry").
 const MasterWriter = "master"
 
-// ChannelDomain prefixes the signature of channel.toml.
-const ChannelDomain = "ferry-channel-v1"
+// channelDomain prefixes the signature of channel.toml.
+const channelDomain = "ferry-channel-v1"
 
 // Policy holds the signed policy defaults of channel.toml (seconds).
 type Policy struct {
@@ -47,8 +47,8 @@ type Policy struct {
 	QueueWindowS int64 `toml:"queue_window_s,omitzero" json:"queue_window_s,omitempty"`
 }
 
-// DefaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
-var DefaultPolicy = Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600}
+// defaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
+var defaultPolicy = Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600}
 
 // Config is channel.toml: written once by init and signed by the master.
 type Config struct {
@@ -211,13 +211,13 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		Title:   title,
 		Master:  ledger.FormatKey(master.Public()),
 		Created: time.Now().UTC().Format(time.RFC3339),
-		Policy:  DefaultPolicy,
+		Policy:  defaultPolicy,
 	}
 	body, err := cfg.signingBody()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Sig, err = ledger.SignDomain(master, ChannelDomain, cfg.Project, body); err != nil {
+	if cfg.Sig, err = ledger.SignDomain(master, channelDomain, cfg.Project, body); err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
@@ -348,7 +348,7 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 	if err != nil {
 		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: %v", p, err)
 	}
-	if err := ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, signed, cfg.Sig); err != nil {
+	if err := ledger.VerifyDomain(mk, channelDomain, cfg.Project, signed, cfg.Sig); err != nil {
 		return cfg, mk, dir, nil, &errs.Error{Category: errs.Invalid, Err: ErrConfigUnverified,
 			Message: p + " is not signed by its master key: it was edited or damaged; nothing was read or written",
 			Hint:    "run `ferry doctor` to see which keys changed; restore channel.toml from another machine or backup (never edit it: its signature covers every key); policy changes are made with `ferry policy set KEY=VALUE` (owner only)"}

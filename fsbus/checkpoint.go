@@ -53,10 +53,10 @@ import (
 // and re-hashes every segment byte the index covers, which is how a file changed in
 // place behind ferry's back (objects are written once) is found.
 
-// CheckpointTrust is how long after a full fold a new process may start from the
+// checkpointTrust is how long after a full fold a new process may start from the
 // checkpoint that fold left, instead of folding everything again (ADR 0011). A running
 // process folds everything every FullFoldEvery.
-const CheckpointTrust = 10 * time.Minute
+const checkpointTrust = 10 * time.Minute
 
 // checkpointEvery is how many entries a process folds through foldDelta after the
 // last checkpoint before it writes a new one: what a new process's first Load folds
@@ -572,7 +572,7 @@ type checkpointRead struct {
 // localIndex.open runs it beside reading the index.
 func (c *Channel) readCheckpointState() *checkpointRead {
 	fullAt, last, body, err := c.readCheckpoint()
-	if err != nil || time.Since(fullAt) >= CheckpointTrust || time.Until(fullAt) > time.Minute {
+	if err != nil || time.Since(fullAt) >= checkpointTrust || time.Until(fullAt) > time.Minute {
 		return nil
 	}
 	pre := &checkpointRead{fullAt: fullAt, last: last}

@@ -62,8 +62,8 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	// want is the state a process without the index folds.
 	want := func() string {
 		t.Helper()
-		t.Setenv(EnvNoIndex, "1")
-		defer os.Unsetenv(EnvNoIndex)
+		t.Setenv(envNoIndex, "1")
+		defer os.Unsetenv(envNoIndex)
 		v, err := reopened(t, c).Load()
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +172,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	// A checkpoint whose full fold is older than CheckpointTrust.
 	rewriteCheckpoint(t, c, func(_, p []byte) []byte {
 		_, k := binary.Uvarint(p)
-		old := time.Now().Add(-CheckpointTrust - time.Minute).UnixMilli()
+		old := time.Now().Add(-checkpointTrust - time.Minute).UnixMilli()
 		return append(binary.AppendUvarint(nil, uint64(old)), p[k:]...)
 	})
 	check("stale checkpoint", false)
@@ -387,7 +387,7 @@ func TestCheckpointWithManyNewEntries(t *testing.T) {
 		t.Fatalf("folds %+v, %d added, %d signature frames left: want from the checkpoint, over %d added, frames loaded",
 			n.folds, len(v.Snapshot.Added), len(n.localIndex().sigFrames), sigFramesAfter)
 	}
-	t.Setenv(EnvNoIndex, "1")
+	t.Setenv(envNoIndex, "1")
 	w, err := reopened(t, c).Load()
 	if err != nil {
 		t.Fatal(err)

@@ -25,11 +25,11 @@ type Stamp struct {
 	BootID string
 }
 
-// MaxClockStep is how far the wall clock may move against the boot clock (wall time
+// maxClockStep is how far the wall clock may move against the boot clock (wall time
 // minus boot time) between a sighting and now before the sighting counts as made
 // before a clock step (ADR 0013). NTP slews both clocks at one rate; only a step
 // moves one against the other.
-const MaxClockStep = 2 * time.Second
+const maxClockStep = 2 * time.Second
 
 // noBootID is the boot id of a boot clock whose OS names no boot: a reboot still shows
 // as wall time minus boot time jumping by the length of the previous boot.
@@ -67,7 +67,7 @@ func (s Stamp) sameClock(t Stamp) bool {
 		return false
 	}
 	d := (s.Wall - s.Boot) - (t.Wall - t.Boot)
-	return max(d, -d) <= MaxClockStep.Milliseconds()
+	return max(d, -d) <= maxClockStep.Milliseconds()
 }
 
 // Since is the time elapsed from sighting s to now (the receiver): on the boot clock

@@ -208,5 +208,5 @@ func verifyConfigBytes(raw []byte) (Config, bool) {
 	if err != nil {
 		return cfg, false
 	}
-	return cfg, ledger.VerifyDomain(mk, ChannelDomain, cfg.Project, body, cfg.Sig) == nil
+	return cfg, ledger.VerifyDomain(mk, channelDomain, cfg.Project, body, cfg.Sig) == nil
 }

@@ -61,8 +61,8 @@ type Hints struct {
 
 // Limits of a contract.
 const (
-	// MaxSchema is the largest result schema (bytes of its canonical form).
-	MaxSchema = 32 << 10
+	// maxSchema is the largest result schema (bytes of its canonical form).
+	maxSchema = 32 << 10
 	// MaxOutput is the largest structured output of a result (bytes of its canonical form).
 	MaxOutput = 64 << 10
 	// maxWindowS is the longest window an order may set (seconds: 30 days).
@@ -112,7 +112,7 @@ func (c *Contract) validate() error {
 		}
 	}
 	if len(c.Schema) > 0 {
-		canon, err := compactJSON(c.Schema, MaxSchema, "schema")
+		canon, err := compactJSON(c.Schema, maxSchema, "schema")
 		if err != nil {
 			return err
 		}
@@ -267,11 +267,11 @@ func oneLine(s string) string {
 	return s
 }
 
-// ValidateOutput checks output against schema and returns one line per failure,
+// validateOutput checks output against schema and returns one line per failure,
 // "<instance location>: <reason>" (e.g. "/passed: got string, want boolean"), sorted
 // as the validator reports them; nil when it validates. It returns invalid when the
 // schema does not compile or output is not JSON.
-func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
+func validateOutput(schema, output json.RawMessage) ([]string, error) {
 	sch, err := compileSchema(schema)
 	if err != nil {
 		return nil, err
@@ -368,5 +368,5 @@ func (s *Session) dispatchContract(opt *NewOrderOptions) (*Contract, []string, e
 // workspace resolves the session's workspace root (Session.Workspace, else the git
 // top-level of the current directory, else the current directory).
 func (s *Session) workspace() (string, error) {
-	return ResolveWorkspace(s.Workspace)
+	return resolveWorkspace(s.Workspace)
 }

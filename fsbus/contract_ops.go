@@ -133,7 +133,7 @@ func (c *Channel) VerifyOrder(q, workspace string) (*PointerReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := ResolveWorkspace(workspace)
+	ws, err := resolveWorkspace(workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -223,10 +223,10 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 	if ref == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
 	}
-	if err := checkCap("result reference", ref, MaxReference, UnitBytes, "a commit, branch or hand-in id; the work stays in the work repo"); err != nil {
+	if err := checkCap("result reference", ref, MaxReference, unitBytes, "a commit, branch or hand-in id; the work stays in the work repo"); err != nil {
 		return nil, err
 	}
-	if err := checkCap("result summary", note, MaxNote, UnitBytes, "summarise; the work stays in the work repo"); err != nil {
+	if err := checkCap("result summary", note, MaxNote, unitBytes, "summarise; the work stays in the work repo"); err != nil {
 		return nil, err
 	}
 	var output json.RawMessage
@@ -278,7 +278,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 		}
 	}
 	if outcome == "" && len(o.Schema) > 0 {
-		lines, err := ValidateOutput(o.Schema, output)
+		lines, err := validateOutput(o.Schema, output)
 		if err != nil {
 			return nil, err
 		}

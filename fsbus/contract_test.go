@@ -25,7 +25,7 @@ func TestCheckPointerPath(t *testing.T) {
 		"console/README.md": "console/README.md",
 	}
 	for in, want := range ok {
-		got, err := CheckPointerPath(in)
+		got, err := checkPointerPath(in)
 		if err != nil || got != want {
 			t.Errorf("CheckPointerPath(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -56,7 +56,7 @@ func TestCheckPointerPath(t *testing.T) {
 		"bell\a.txt":          "control",
 	}
 	for in, why := range refused {
-		_, err := CheckPointerPath(in)
+		_, err := checkPointerPath(in)
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), why) {
 			t.Errorf("CheckPointerPath(%q) = %v; want invalid mentioning %q", in, err, why)
 		}
@@ -178,7 +178,7 @@ func TestFingerprintPointers(t *testing.T) {
 	if _, _, err := FingerprintPointers(ws, []string{"src/calc.go", "./src/calc.go"}, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicate: %v", err)
 	}
-	many := make([]string, MaxPointers+1)
+	many := make([]string, maxPointers+1)
 	for i := range many {
 		many[i] = "src/calc.go"
 	}
@@ -211,11 +211,11 @@ func TestParseUnifiedDiff(t *testing.T) {
 
 func TestValidateOutput(t *testing.T) {
 	schema := json.RawMessage(`{"type":"object","required":["passed","issues"],"properties":{"passed":{"type":"boolean"},"issues":{"type":"array","items":{"type":"string"}}}}`)
-	lines, err := ValidateOutput(schema, json.RawMessage(`{"passed":true,"issues":[]}`))
+	lines, err := validateOutput(schema, json.RawMessage(`{"passed":true,"issues":[]}`))
 	if err != nil || lines != nil {
 		t.Fatalf("valid: %v %v", lines, err)
 	}
-	lines, err = ValidateOutput(schema, json.RawMessage(`{"passed":"yes","issues":[1]}`))
+	lines, err = validateOutput(schema, json.RawMessage(`{"passed":"yes","issues":[1]}`))
 	if err != nil || len(lines) != 2 {
 		t.Fatalf("invalid: %q %v", lines, err)
 	}
@@ -229,11 +229,11 @@ func TestValidateOutput(t *testing.T) {
 		}
 	}
 	// Messages quoting the result's own text carry no terminal escape.
-	lines, _ = ValidateOutput(json.RawMessage(`{"type":"string","pattern":"^a$"}`), json.RawMessage(`"\u001b[31mred"`))
+	lines, _ = validateOutput(json.RawMessage(`{"type":"string","pattern":"^a$"}`), json.RawMessage(`"\u001b[31mred"`))
 	if len(lines) != 1 || strings.ContainsRune(lines[0], 0x1b) || hasControl(lines[0], false) {
 		t.Fatalf("escape in %q", lines)
 	}
-	lines, _ = ValidateOutput(schema, json.RawMessage(`{}`))
+	lines, _ = validateOutput(schema, json.RawMessage(`{}`))
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "/: ") || !strings.Contains(lines[0], "passed") {
 		t.Fatalf("missing properties: %q", lines)
 	}
@@ -445,7 +445,7 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 		"bad task":     {Title: "x", Task: "Code Review!"},
 		"prose diff":   {Title: "x", Pointers: []string{"src/calc.go"}, Diff: "README.md"},
 		"sens. diff":   {Title: "x", Diff: "secret.diff"},
-		"big pointer":  {Title: "x", Pointers: make([]string, MaxPointers+1)},
+		"big pointer":  {Title: "x", Pointers: make([]string, maxPointers+1)},
 	} {
 		if _, err := w.alice.NewOrder(opt); !errs.Is(err, errs.Invalid) {
 			t.Errorf("%s: %v; want invalid", name, err)
@@ -646,7 +646,7 @@ func TestStaleNamesCommitOrLocalEdits(t *testing.T) {
 	}
 	// ResolveWorkspace("") finds the git top-level from a subdirectory.
 	t.Chdir(filepath.Join(w.wa, "src"))
-	if ws, err := ResolveWorkspace(""); err != nil || !sameDir(ws, w.wa) {
+	if ws, err := resolveWorkspace(""); err != nil || !sameDir(ws, w.wa) {
 		t.Fatalf("workspace from a subdirectory: %q %v", ws, err)
 	}
 }

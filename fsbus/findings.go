@@ -62,13 +62,13 @@ const (
 	CheckBrokenChain  = ledger.KindBrokenChain // a seq gap or a prev naming another record
 	CheckHole         = ledger.KindHole        // NUL bytes with data after them
 	CheckLost         = "lost"                 // appends this machine made that the folder lost
-	CheckEdited       = KindEdited             // an object whose hash differs from its entry's
+	CheckEdited       = kindEdited             // an object whose hash differs from its entry's
 	CheckUnmerged     = "unmerged_copy"        // records only in a file readers do not merge
 	CheckMisplaced    = "misplaced"            // another writer's line inside a segment
 	CheckIgnored      = "ignored"              // entries the fold ignored (grant, level, rule)
 	CheckObject       = "object"               // an object file whose signature or hash is wrong
 	CheckGit          = "git"                  // a git rebase or merge stopped in the repository holding the channel
-	CheckVanished     = KindVanished           // records this machine read that are in no file any more
+	CheckVanished     = kindVanished           // records this machine read that are in no file any more
 )
 
 // Finding is one thing `ferry doctor` or `ferry ledger verify` found, with a one-line
@@ -193,7 +193,7 @@ func (c *Channel) doctorLedger(r *findingList, v *View, vr *VerifyReport, marked
 	for _, ig := range vr.Ignored {
 		r.add(Finding{Check: CheckIgnored, Level: LevelWarning,
 			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
-			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for
+			Fix:    verifyFix("ignored", ig.Reason)}) // the fix its reason calls for
 	}
 }
 
@@ -472,7 +472,7 @@ func (c *Channel) objectFindings(r *findingList, v *View, vr *VerifyReport) {
 			Fix: verifyFixes["object"]})
 	}
 	for _, e := range vr.Edited {
-		r.add(Finding{Check: CheckEdited, Level: LevelError, Detail: e, Fix: verifyFixes[KindEdited]})
+		r.add(Finding{Check: CheckEdited, Level: LevelError, Detail: e, Fix: verifyFixes[kindEdited]})
 	}
 	entries := objectEntries(c.Root, v.Snapshot)
 	for _, p := range allObjectFiles(c.Root) {

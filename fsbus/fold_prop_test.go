@@ -883,7 +883,7 @@ func TestFoldClockShifts(t *testing.T) {
 	w := propWorldFor(t)
 	r := propSeed(t)
 	shapes := newPropShapes(w)
-	maxSkew := DefaultPolicy.MaxSkewS * 1000
+	maxSkew := defaultPolicy.MaxSkewS * 1000
 	clockDisagrees := 0 // cases where the earlier tied claim is not the lower-hash one
 	for i := range propIters(150) {
 		off := map[string]int64{w.devA: r.Int63n(2*maxSkew+1) - maxSkew, w.devB: r.Int63n(2*maxSkew+1) - maxSkew}
@@ -933,7 +933,7 @@ func TestFoldPermutedBranches(t *testing.T) {
 	for i := range propIters(100) {
 		devs := map[string]string{w.devA: w.devB, w.devB: w.devA}
 		if i%2 == 1 {
-			devs = map[string]string{w.devA: NewDeviceID(), w.devB: NewDeviceID()}
+			devs = map[string]string{w.devA: newDeviceID(), w.devB: newDeviceID()}
 			if r.Intn(2) == 0 {
 				devs[w.devA], devs[w.devB] = devs[w.devB], devs[w.devA]
 			}
@@ -956,7 +956,7 @@ func TestFoldPermutedBranches(t *testing.T) {
 // state, holder, claim and offer shown. Progress is only ever the holder's.
 func propReachable(st *State, byHash map[string]*ledger.Entry) error {
 	for id, o := range st.Orders {
-		if _, ok := OrderRank[o.State]; !ok {
+		if _, ok := orderRank[o.State]; !ok {
 			return fmt.Errorf("order %s has unknown state %q", id, o.State)
 		}
 		if len(o.History) == 0 || o.History[0].Type != TypeOrderCreate || byHash[o.History[0].Hash] == nil {

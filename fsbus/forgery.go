@@ -26,13 +26,13 @@ import (
 //     reused by another machine or an impostor). Its records signed with that key are
 //     bad_signature records; the change itself is listed, not an error.
 
-// KindKeyChange is the VerifyReport kind of a seated agent whose newest join announces
+// kindKeyChange is the VerifyReport kind of a seated agent whose newest join announces
 // another key (a name reused with another key).
-const KindKeyChange = "key_change"
+const kindKeyChange = "key_change"
 
-// KindEdited is the VerifyReport kind of an object file whose hash differs from the one
+// kindEdited is the VerifyReport kind of an object file whose hash differs from the one
 // its creating entry names (edited after it was written, even if re-signed).
-const KindEdited = "edited"
+const kindEdited = "edited"
 
 // KeyChange is a seated agent whose newest agent.join announces a key other than the
 // one its grant binds.
@@ -54,17 +54,17 @@ var verifyFixes = map[string]string{
 	ledger.KindHole:         "records after the NUL bytes are hidden; restore the segment from the writer's machine",
 	ledger.KindTorn:         "wait for the sync tool; the writer's next append moves an unfinished tail aside",
 	"object":                "the object counts for nothing; restore it from the writer's machine",
-	KindEdited:              "the object was changed after its entry was written: it is not shown and its entry counts for nothing; restore it from the writer's machine",
-	KindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
+	kindEdited:              "the object was changed after its entry was written: it is not shown and its entry counts for nothing; restore it from the writer's machine",
+	kindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
 	"lost":                  "restore the segment from another machine's copy of the folder or a backup",
-	KindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand",
-	KindRival:               "ids are random, so a second writer's create of an id is forged or replayed: keep the segment as evidence and revoke the writer that did not create it (`ferry grant revoke NAME`); a create by a revoked writer loses, so the id goes back to its author",
-	KindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
+	kindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand",
+	kindRival:               "ids are random, so a second writer's create of an id is forged or replayed: keep the segment as evidence and revoke the writer that did not create it (`ferry grant revoke NAME`); a create by a revoked writer loses, so the id goes back to its author",
+	kindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
 }
 
-// VerifyFix returns the one-line fix for a verify kind (a ledger.Kind*, "ignored" with
+// verifyFix returns the one-line fix for a verify kind (a ledger.Kind*, "ignored" with
 // its reason, "object", "lost", KindKeyChange); "" for a kind it does not know.
-func VerifyFix(kind, reason string) string {
+func verifyFix(kind, reason string) string {
 	if kind != "ignored" {
 		return verifyFixes[kind]
 	}
@@ -92,7 +92,7 @@ func VerifyFix(kind, reason string) string {
 	case strings.Contains(reason, "grant attests"), strings.Contains(reason, "no longer holds the record"):
 		return "the writer forked or rewrote its segment inside a grant's bounds after the owner wrote the grant: keep the file as evidence; restore the segment from another machine if real records are missing"
 	case strings.HasPrefix(reason, "rival "):
-		return verifyFixes[KindRival]
+		return verifyFixes[kindRival]
 	case strings.HasPrefix(reason, "second "):
 		return "nothing to do: two records claim one id; the one with the lower hash counts"
 	case strings.HasPrefix(reason, "not allowed"):
@@ -138,7 +138,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		if kind == "ignored" {
 			key = "ignored: " + reason
 		}
-		if f := VerifyFix(kind, reason); f != "" {
+		if f := verifyFix(kind, reason); f != "" {
 			out.Fixes[key] = f
 		}
 	}
@@ -158,19 +158,19 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		add("lost", "")
 	}
 	if len(out.Vanished) > 0 {
-		add(KindVanished, "")
+		add(kindVanished, "")
 	}
 	if len(out.Edited) > 0 {
-		add(KindEdited, "")
+		add(kindEdited, "")
 	}
 	if len(out.Links) > 0 {
-		add(KindLink, "")
+		add(kindLink, "")
 	}
 	if len(out.KeyChanges) > 0 {
-		add(KindKeyChange, "")
+		add(kindKeyChange, "")
 	}
 	if len(out.Rivals) > 0 {
-		add(KindRival, "")
+		add(kindRival, "")
 	}
 }
 
@@ -178,25 +178,25 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 // channel and every rival create (rival.go) as an error.
 func doctorKeyChanges(r *findingList, vr *VerifyReport) {
 	for _, c := range vr.Rivals {
-		r.add(Finding{Check: CheckRival, Level: LevelError, Path: c.Ref, Detail: RivalDetail(c), Fix: verifyFixes[KindRival]})
+		r.add(Finding{Check: CheckRival, Level: LevelError, Path: c.Ref, Detail: rivalDetail(c), Fix: verifyFixes[kindRival]})
 	}
 	for _, l := range vr.Links {
 		r.add(Finding{Check: CheckLink, Level: LevelError, Path: l,
 			Detail: l + " is a symbolic link inside the channel: writes through it are refused",
-			Fix:    verifyFixes[KindLink]})
+			Fix:    verifyFixes[kindLink]})
 	}
 	for _, k := range vr.KeyChanges {
-		r.add(Finding{Check: CheckKeyChange, Level: LevelWarning, Path: k.Agent,
+		r.add(Finding{Check: checkKeyChange, Level: LevelWarning, Path: k.Agent,
 			Detail: fmt.Sprintf("%s is seated with %s but its newest join announces %s (%s on %s): another machine, or someone else, under the same name",
 				k.Agent, k.Seated, k.Announce, orDashF(k.App), orDashF(k.Machine)),
-			Fix: strings.ReplaceAll(strings.ReplaceAll(verifyFixes[KindKeyChange], "NAME", k.Agent), "KEY", k.Announce)})
+			Fix: strings.ReplaceAll(strings.ReplaceAll(verifyFixes[kindKeyChange], "NAME", k.Agent), "KEY", k.Announce)})
 	}
 }
 
 // CheckKeyChange is the doctor check of a seated name announced with another key;
 // CheckLink of a symbolic link inside the channel.
 const (
-	CheckKeyChange = "key_change"
+	checkKeyChange = "key_change"
 	CheckLink      = "link"
 )
 

@@ -57,7 +57,7 @@ var generatedRef = map[string]bool{
 var refNoun = map[string]string{
 	TypeAgentJoin: "agent name", TypeGrantSet: "agent name", TypeGrantRevoke: "agent name",
 	TypeAgentRetire: "agent name", TypePresenceStandby: "agent name",
-	TypeSecretPut: "secret name", TypeReleaseApprove: "release version",
+	typeSecretPut: "secret name", typeReleaseApprove: "release version",
 }
 
 // fieldNoun names what an entry type's text belongs to, for the refusal.
@@ -68,7 +68,7 @@ var fieldNoun = map[string]string{
 	TypeOrderExtend: "extend", TypeOrderExpire: "expire", TypePrimaryBrief: "brief",
 	TypeDecisionRecord: "decision", TypeHandinAdd: "hand-in", TypeAgentJoin: "join",
 	TypeGrantSet: "grant", TypeGrantRevoke: "revoke", TypeOrderOffer: "offer",
-	TypeOrderStale: "stale mark", TypeSecretPut: "secret", TypeReleaseApprove: "release",
+	TypeOrderStale: "stale mark", typeSecretPut: "secret", typeReleaseApprove: "release",
 	TypeAgentRetire: "retirement", TypePolicySet: "policy",
 }
 

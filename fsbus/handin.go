@@ -39,7 +39,7 @@ func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
 	if err := checkShortLine("reference", ref, MaxReference); err != nil {
 		return nil, err
 	}
-	if err := checkCap("hand-in note", note, MaxNote, UnitBytes, "keep the note short; the work stays in the work repo"); err != nil {
+	if err := checkCap("hand-in note", note, MaxNote, unitBytes, "keep the note short; the work stays in the work repo"); err != nil {
 		return nil, err
 	}
 	args := argsHash(handinCall{Call: TypeHandinAdd, Note: note, Ref: ref})

@@ -88,7 +88,7 @@ func (h *Home) Device() (string, error) {
 	b, err := os.ReadFile(p)
 	if err == nil {
 		id := strings.TrimSpace(string(b))
-		if len(id) == DeviceLen && ValidName(id) {
+		if len(id) == deviceLen && ValidName(id) {
 			return id, nil
 		}
 		return "", fmt.Errorf("device id in %s is damaged (%q); delete the file to make a new one", p, id)
@@ -96,7 +96,7 @@ func (h *Home) Device() (string, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("reading device id: %w", err)
 	}
-	id := NewDeviceID()
+	id := newDeviceID()
 	if err := fsutil.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
 		return "", err
 	}

@@ -26,11 +26,11 @@ const (
 	PrefixDecision = "d-"
 )
 
-// IDLen is the number of base32 characters after an id's prefix (65 random bits).
-const IDLen = 13
+// idLen is the number of base32 characters after an id's prefix (65 random bits).
+const idLen = 13
 
-// DeviceLen is the number of base32 characters of a device id (40 random bits).
-const DeviceLen = 8
+// deviceLen is the number of base32 characters of a device id (40 random bits).
+const deviceLen = 8
 
 var (
 	idRe = regexp.MustCompile(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
@@ -54,10 +54,10 @@ func randomBase32(n int) string {
 
 // NewID returns a fresh object id: prefix + 13 lowercase Crockford base32 characters
 // (65 random bits), e.g. "o-k3f9x2abq7mze".
-func NewID(prefix string) string { return prefix + randomBase32(IDLen) }
+func NewID(prefix string) string { return prefix + randomBase32(idLen) }
 
-// NewDeviceID returns a fresh 8-character device id (40 random bits).
-func NewDeviceID() string { return randomBase32(DeviceLen) }
+// newDeviceID returns a fresh 8-character device id (40 random bits).
+func newDeviceID() string { return randomBase32(deviceLen) }
 
 // ValidID reports whether s is a full object id of any prefix.
 func ValidID(s string) bool { return idRe.MatchString(s) }

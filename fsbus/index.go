@@ -55,8 +55,8 @@ import (
 // FERRY_NO_INDEX=1 turns the index off: every Load then reads every segment in full
 // (Ledger.Read).
 
-// EnvNoIndex is the variable that turns the local index off when set to "1".
-const EnvNoIndex = "FERRY_NO_INDEX"
+// envNoIndex is the variable that turns the local index off when set to "1".
+const envNoIndex = "FERRY_NO_INDEX"
 
 const indexHeader = "ferry-index 3 " // 2: segment chunks carry the running hash (CheckPrefixes); 3: CRC-32C frames
 
@@ -91,7 +91,7 @@ func (c *Channel) indexPath() string {
 }
 
 // indexEnabled reports whether Load uses the index (FERRY_NO_INDEX is not "1").
-func indexEnabled() bool { return os.Getenv(EnvNoIndex) != "1" }
+func indexEnabled() bool { return os.Getenv(envNoIndex) != "1" }
 
 // readLedger is Ledger.Read (keys == nil) or Ledger.ReadVerified through the local
 // index when it is enabled. The first call in a process opens the index file.

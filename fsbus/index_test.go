@@ -58,8 +58,8 @@ func entryHashes(es []ledger.Entry) []string {
 // fullLoad is Load with the index off (FERRY_NO_INDEX=1): every segment read in full.
 func fullLoad(t *testing.T, c *Channel) *View {
 	t.Helper()
-	t.Setenv(EnvNoIndex, "1")
-	defer os.Unsetenv(EnvNoIndex)
+	t.Setenv(envNoIndex, "1")
+	defer os.Unsetenv(envNoIndex)
 	v, err := reopen(t, c).Load()
 	if err != nil {
 		t.Fatal(err)

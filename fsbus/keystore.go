@@ -44,8 +44,8 @@ const (
 	unlockedDirNm = "unlocked"
 )
 
-// MaxUnlockFor is the longest a key stays unlocked (`ferry key unlock --for`): 720 h.
-const MaxUnlockFor = 30 * 24 * time.Hour
+// maxUnlockFor is the longest a key stays unlocked (`ferry key unlock --for`): 720 h.
+const maxUnlockFor = 30 * 24 * time.Hour
 
 // scryptWorkFactor is log2 of the scrypt cost age uses for a passphrase (age's default,
 // 18: about a second and 256 MiB). Tests lower it.
@@ -333,7 +333,7 @@ func (h *Home) UnlockKey(project, name string, pass []byte, d time.Duration) (ti
 	case KeyPlain:
 		return time.Time{}, errs.Errorf(errs.Invalid, fmt.Sprintf("lock it first with `ferry key lock --as %s`", name), "the key of %s is not locked", name)
 	}
-	if d <= 0 || d > MaxUnlockFor {
+	if d <= 0 || d > maxUnlockFor {
 		return time.Time{}, errs.Errorf(errs.Invalid, "pass a positive --for of at most 720h, e.g. --for 8h", "--for %s is out of range", d)
 	}
 	pub, err := h.lockedPublic(project, name)

@@ -107,9 +107,9 @@ var minLevel = map[string]Level{
 	TypeGrantRevoke:     LevelMaster,
 	TypePolicySet:       LevelMaster,
 	TypeAskAnswer:       LevelMaster,
-	TypeReleaseApprove:  LevelMaster, // update_fold.go
+	typeReleaseApprove:  LevelMaster, // update_fold.go
 	TypeMasterRotate:    LevelMaster, // rotation.go
-	TypeSecretPut:       LevelMember, // vault.go
+	typeSecretPut:       LevelMember, // vault.go
 }
 
 // checkLevel returns a denied error naming the missing level when lvl may not write typ.

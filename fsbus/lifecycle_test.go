@@ -632,7 +632,7 @@ func TestPolicyWindowsSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Sig, err = ledger.SignDomain(k, ChannelDomain, cfg.Project, body); err != nil {
+	if cfg.Sig, err = ledger.SignDomain(k, channelDomain, cfg.Project, body); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer

@@ -19,8 +19,8 @@ import (
 // and `ferry doctor` list every link they find. Reads need no such rule: what a link
 // points at counts only if it verifies against a signed entry, like any other file.
 
-// KindLink is the VerifyReport kind of a symbolic link inside the channel.
-const KindLink = "link"
+// kindLink is the VerifyReport kind of a symbolic link inside the channel.
+const kindLink = "link"
 
 // checkLinks returns invalid when a path a write is about to touch — each object file
 // of objs and the writer's own segment — or a directory between it and the channel

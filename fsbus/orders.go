@@ -55,7 +55,7 @@ func (o *NewOrderOptions) validate() error {
 	case utf8.RuneCountInString(o.Title) > MaxTitle:
 		return capError("order title", utf8.RuneCountInString(o.Title), MaxTitle, UnitChars, "keep the title short; put detail in the body")
 	case len(o.Body) > MaxOrderBody:
-		return capError("order body", len(o.Body), MaxOrderBody, UnitBytes, "put large material in the work repo and reference it")
+		return capError("order body", len(o.Body), MaxOrderBody, unitBytes, "put large material in the work repo and reference it")
 	case !utf8.ValidString(o.Title + o.Body):
 		return errs.Errorf(errs.Invalid, "", "title and body must be UTF-8")
 	case hasControl(o.Title, false) || hasControl(o.Body, true):
@@ -325,7 +325,7 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 	if verdict != "accept" && verdict != "changes" {
 		return nil, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", verdict)
 	}
-	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
+	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	return s.lifecycle(q, TypeOrderReview, entryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
@@ -337,7 +337,7 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
 func (s *Session) Release(q, note, key string) (*Order, error) {
-	if err := checkCap("release note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
+	if err := checkCap("release note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
@@ -356,7 +356,7 @@ func (s *Session) Release(q, note, key string) (*Order, error) {
 
 // Cancel ends an order (author only).
 func (s *Session) Cancel(q, note, key string) (*Order, error) {
-	if err := checkCap("cancel note", strings.TrimSpace(note), MaxNote, UnitBytes, ""); err != nil {
+	if err := checkCap("cancel note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	return s.lifecycle(q, TypeOrderCancel, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
@@ -381,7 +381,7 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	if note == "" {
 		return nil, errs.Errorf(errs.Invalid, "one short line of what changed", "progress needs a note")
 	}
-	if err := checkCap("progress note", note, MaxNote, UnitBytes, "one short line of what changed; the work stays in the work repo"); err != nil {
+	if err := checkCap("progress note", note, MaxNote, unitBytes, "one short line of what changed; the work stays in the work repo"); err != nil {
 		return nil, err
 	}
 	_, _, o, err := s.holderEntry(q, TypeOrderProgress, note, failure, key,

@@ -130,11 +130,11 @@ func TestPointersRefused(t *testing.T) {
 		"COM¹", "lpt³.txt", "Conout$.log", "nul .txt",
 		".env", "deploy/id_rsa", "certs/server.pem", ".git/config",
 	} {
-		if _, err := CheckPointerPath(p); !errs.Is(err, errs.Invalid) {
+		if _, err := checkPointerPath(p); !errs.Is(err, errs.Invalid) {
 			t.Errorf("CheckPointerPath(%q) = %v, want invalid", p, err)
 		}
 	}
-	if got, err := CheckPointerPath("src/./main.go"); err != nil || got != "src/main.go" {
+	if got, err := checkPointerPath("src/./main.go"); err != nil || got != "src/main.go" {
 		t.Errorf("CheckPointerPath(src/./main.go) = %q, %v", got, err)
 	}
 
@@ -209,7 +209,7 @@ func TestChannelLinksRefused(t *testing.T) {
 			for _, l := range r.vr.Links {
 				found = found || l == tc.plant
 			}
-			if !found || r.vr.OK() || r.vr.Fixes[KindLink] == "" {
+			if !found || r.vr.OK() || r.vr.Fixes[kindLink] == "" {
 				t.Errorf("verify does not list the link %s with a fix: %v", tc.plant, r.vr.Links)
 			}
 			if len(findingsOf(r.vr.Findings, CheckLink)) != 1 {

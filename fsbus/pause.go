@@ -27,8 +27,8 @@ import (
 // machine's command line, lifts it: no MCP tool unpauses. The owner's and agents'
 // entries from other machines still arrive and fold as usual.
 
-// MaxPauseReason is the longest pause reason, in characters.
-const MaxPauseReason = 200
+// maxPauseReason is the longest pause reason, in characters.
+const maxPauseReason = 200
 
 // PauseState is one pause switch.
 type PauseState struct {
@@ -63,7 +63,7 @@ func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error)
 		return nil, errs.Errorf(errs.Invalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", project)
 	}
 	if reason != "" {
-		if err := checkShortLine("pause reason", reason, MaxPauseReason); err != nil {
+		if err := checkShortLine("pause reason", reason, maxPauseReason); err != nil {
 			return nil, err
 		}
 		if err := secretguard.Check("pause reason", reason); err != nil {

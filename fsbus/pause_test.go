@@ -56,7 +56,7 @@ func TestPauseSwitch(t *testing.T) {
 		t.Fatalf("resume of a damaged switch: %v", err)
 	}
 	// Bad input: nothing set.
-	for _, c := range []struct{ project, reason string }{{"Bad Id", ""}, {"", "two\nlines"}, {"", "\x1b[31m"}, {"", strings.Repeat("r", MaxPauseReason+1)}} {
+	for _, c := range []struct{ project, reason string }{{"Bad Id", ""}, {"", "two\nlines"}, {"", "\x1b[31m"}, {"", strings.Repeat("r", maxPauseReason+1)}} {
 		if _, err := h.Pause(c.project, c.reason, now); !errs.Is(err, errs.Invalid) {
 			t.Errorf("Pause(%q, %q): %v, want invalid", c.project, c.reason, err)
 		}

@@ -25,8 +25,8 @@ import (
 
 // Limits of an order's pointers.
 const (
-	// MaxPointers is the most file pointers one order carries.
-	MaxPointers = 64
+	// maxPointers is the most file pointers one order carries.
+	maxPointers = 64
 	// MaxPointerBytes is the largest file a pointer fingerprints (bytes on disk); the
 	// file is streamed, never read whole.
 	MaxPointerBytes = 256 << 20
@@ -61,7 +61,7 @@ type Pointer struct {
 
 // Pointer health, as VerifyOrder, Claim and Submit judge it on this machine.
 const (
-	PointerOK      = "ok"
+	pointerOK      = "ok"
 	PointerChanged = "changed"
 	PointerMissing = "missing"
 	PointerRefused = "refused"
@@ -94,20 +94,20 @@ type PointerReport struct {
 func (r *PointerReport) Stale() []PointerCheck {
 	var out []PointerCheck
 	for _, p := range r.Pointers {
-		if p.Status != PointerOK {
+		if p.Status != pointerOK {
 			out = append(out, p)
 		}
 	}
-	if r.Diff != nil && r.Diff.Status != PointerOK {
+	if r.Diff != nil && r.Diff.Status != pointerOK {
 		out = append(out, *r.Diff)
 	}
 	return out
 }
 
-// ResolveWorkspace returns the workspace root pointers are relative to: dir when given
+// resolveWorkspace returns the workspace root pointers are relative to: dir when given
 // (made absolute), else the git top-level of the current directory, else the current
 // directory. It returns invalid when dir is not a directory.
-func ResolveWorkspace(dir string) (string, error) {
+func resolveWorkspace(dir string) (string, error) {
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -190,13 +190,13 @@ func sensitiveName(name string) bool {
 		n == ".npmrc"
 }
 
-// CheckPointerPath checks a workspace-relative path written with '/' (or the OS
+// checkPointerPath checks a workspace-relative path written with '/' (or the OS
 // separator) and returns it cleaned, '/'-separated. It returns invalid, naming the
 // rule, for an empty, absolute or drive path, a ".." component, a ':' or '\\', a
 // control character, a Windows reserved name (CON, NUL, COM1…), a component ending in
 // a dot or space, and sensitive names: .env*, *.pem, *.key, id_rsa*, *credentials*,
 // *secret*, .npmrc in any component, and .git/config.
-func CheckPointerPath(p string) (string, error) {
+func checkPointerPath(p string) (string, error) {
 	refuse := func(why string) (string, error) {
 		return "", errs.Errorf(errs.Invalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", secretguard.Quote(p), why)
 	}
@@ -321,7 +321,7 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 		return fingerprint{}, PointerRefused, fmt.Sprintf("more than %d bytes", MaxPointerBytes)
 	}
 	fp.mtime = fi.ModTime()
-	return fp, PointerOK, ""
+	return fp, pointerOK, ""
 }
 
 // notRegular names what a pointed path is when it is not a regular file.
@@ -449,8 +449,8 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 	if len(specs) == 0 {
 		return nil, nil, nil
 	}
-	if len(specs) > MaxPointers {
-		return nil, nil, errs.Errorf(errs.Invalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), MaxPointers)
+	if len(specs) > maxPointers {
+		return nil, nil, errs.Errorf(errs.Invalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), maxPointers)
 	}
 	root, err := openRoot(ws)
 	if err != nil {
@@ -466,7 +466,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 		if err != nil {
 			return nil, nil, err
 		}
-		if p, err = CheckPointerPath(p); err != nil {
+		if p, err = checkPointerPath(p); err != nil {
 			return nil, nil, err
 		}
 		if seen[p] {
@@ -474,7 +474,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 		}
 		seen[p] = true
 		fp, status, why := openPointer(root, p)
-		if status != PointerOK {
+		if status != pointerOK {
 			hint := "point at an existing regular file inside the workspace " + ws
 			if status == PointerRefused {
 				hint = "point at files inside the workspace; secrets are never pointed at"
@@ -515,15 +515,15 @@ const reasonUnsafePath = "the path is not a safe workspace-relative path"
 
 // checkOne compares one pointer with the file in root.
 func checkOne(root *os.Root, p Pointer) PointerCheck {
-	c := PointerCheck{Path: p.Path, Status: PointerOK}
-	rel, err := CheckPointerPath(p.Path)
+	c := PointerCheck{Path: p.Path, Status: pointerOK}
+	rel, err := checkPointerPath(p.Path)
 	if err != nil || rel != p.Path {
 		c.Status, c.Reason = PointerRefused, reasonUnsafePath
 		return c
 	}
 	fp, status, why := openPointer(root, rel)
 	switch {
-	case status != PointerOK:
+	case status != pointerOK:
 		c.Status, c.Reason = status, why
 	case fp.size != p.Size:
 		c.Status, c.Reason = PointerChanged, fmt.Sprintf("size %d bytes, dispatched %d", fp.size, p.Size)
@@ -549,7 +549,7 @@ func CheckPointers(ws string, id string, ct *Contract) *PointerReport {
 		if err == nil {
 			c = checkOne(root, p)
 		}
-		r.OK = r.OK && c.Status == PointerOK
+		r.OK = r.OK && c.Status == pointerOK
 		r.Pointers = append(r.Pointers, c)
 	}
 	if ct.Diff != nil {
@@ -558,8 +558,8 @@ func CheckPointers(ws string, id string, ct *Contract) *PointerReport {
 			c = checkOne(root, *ct.Diff)
 		}
 		r.Diff = &c
-		r.OK = r.OK && c.Status == PointerOK
-		if !r.OK && ct.ReadOnly && c.Status == PointerOK && r.refusedNone() {
+		r.OK = r.OK && c.Status == pointerOK
+		if !r.OK && ct.ReadOnly && c.Status == pointerOK && r.refusedNone() {
 			if files, derr := readDiffFiles(root, ct.Diff.Path); derr == nil && covers(files, ct.Pointers) {
 				r.DiffMode = true
 			}
@@ -633,8 +633,8 @@ type diffFile struct {
 	changes bool
 }
 
-// MaxDiffBytes is the largest unified diff a contract's diff pointer may name (bytes).
-const MaxDiffBytes = 8 << 20
+// maxDiffBytes is the largest unified diff a contract's diff pointer may name (bytes).
+const maxDiffBytes = 8 << 20
 
 // readDiffFiles reads the unified diff at rel inside root and lists its file blocks.
 func readDiffFiles(root *os.Root, rel string) ([]diffFile, error) {
@@ -643,12 +643,12 @@ func readDiffFiles(root *os.Root, rel string) ([]diffFile, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxDiffBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxDiffBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxDiffBytes {
-		return nil, fmt.Errorf("the diff is larger than %d bytes", MaxDiffBytes)
+	if len(b) > maxDiffBytes {
+		return nil, fmt.Errorf("the diff is larger than %d bytes", maxDiffBytes)
 	}
 	return parseUnifiedDiff(b)
 }

@@ -29,8 +29,8 @@ import (
 // effective policy is channel.toml's [policy] overlaid, key by key, by the table of the
 // winning chain's head. Nothing here reads a clock.
 
-// PolicyRef is the ref of every policy.set entry.
-const PolicyRef = "policy"
+// policyRef is the ref of every policy.set entry.
+const policyRef = "policy"
 
 // maxPolicyS bounds every known policy value (seconds): ten years, far below 2^53
 // (docs/format.md §3) and below what a time.Duration holds.
@@ -118,8 +118,8 @@ func resolvePolicy(st *State, entries []*ledger.Entry, ignore func(*ledger.Entry
 	byHash := map[string]*chainNode[map[string]json.RawMessage]{"": root}
 	var nodes []*chainNode[map[string]json.RawMessage]
 	for _, e := range entries {
-		if e.Ref != PolicyRef {
-			ignore(e, "policy.set whose ref is not "+PolicyRef)
+		if e.Ref != policyRef {
+			ignore(e, "policy.set whose ref is not "+policyRef)
 			continue
 		}
 		n := &chainNode[map[string]json.RawMessage]{e: e, d: st.dataOf(e)}
@@ -147,7 +147,7 @@ func resolvePolicy(st *State, entries []*ledger.Entry, ignore func(*ledger.Entry
 		},
 		rank: func(map[string]json.RawMessage) int { return 0 }, // no stage ranks: the lower hash wins
 	}
-	path, contests := resolveChain(PolicyRef, root, rules, []string{MasterWriter}, ignore)
+	path, contests := resolveChain(policyRef, root, rules, []string{MasterWriter}, ignore)
 	st.Contested = append(st.Contested, contests...)
 	on := map[*chainNode[map[string]json.RawMessage]]bool{}
 	for _, n := range path {
@@ -181,7 +181,7 @@ type EffectivePolicy struct {
 
 // Sources of EffectivePolicy.Source.
 const (
-	PolicyFromChannel = "channel.toml"
+	policyFromChannel = "channel.toml"
 	PolicyFromSet     = "policy.set"
 )
 
@@ -189,12 +189,12 @@ const (
 func effectivePolicy(cfg Config, head *PolicySet) EffectivePolicy {
 	ep := EffectivePolicy{Policy: cfg.Policy, Table: map[string]json.RawMessage{}, Source: map[string]string{}, Head: head}
 	for k, v := range cfg.PolicyTable {
-		ep.Table[k], ep.Source[k] = v, PolicyFromChannel
+		ep.Table[k], ep.Source[k] = v, policyFromChannel
 	}
 	if cfg.PolicyTable == nil { // a Config not read from a file (tests): its known keys
 		for k, pk := range policyKeys {
 			if v := *pk.field(&ep.Policy); v != 0 || k == "quiet_after_s" || k == "silent_after_s" || k == "max_skew_s" {
-				ep.Table[k], ep.Source[k] = json.RawMessage(strconv.FormatInt(v, 10)), PolicyFromChannel
+				ep.Table[k], ep.Source[k] = json.RawMessage(strconv.FormatInt(v, 10)), policyFromChannel
 			}
 		}
 	}
@@ -359,7 +359,7 @@ func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 		if ep.Head != nil {
 			d.Basis = ep.Head.Hash
 		}
-		return &ledger.Draft{Type: TypePolicySet, Ref: PolicyRef, Data: mustJSON(d)}, nil, nil
+		return &ledger.Draft{Type: TypePolicySet, Ref: policyRef, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		return nil, err

@@ -33,8 +33,8 @@ type PresenceObject struct {
 	Running []RunBeat `json:"running,omitempty"`
 }
 
-// MaxDoing is the longest presence "doing" line, in bytes.
-const MaxDoing = 200
+// maxDoing is the longest presence "doing" line, in bytes.
+const maxDoing = 200
 
 // Presence is a writer's heartbeat as this machine saw it.
 type Presence struct {
@@ -63,7 +63,7 @@ func presencePath(root, writer, device string) string {
 // is named in `running`, and its order added to runs, whoever rewrites the file.
 func (s *Session) WritePresence(doing string, runs []string) error {
 	doing = strings.TrimSpace(doing)
-	if len(doing) > MaxDoing || hasControl(doing, false) {
+	if len(doing) > maxDoing || hasControl(doing, false) {
 		return errs.Errorf(errs.Invalid, "one short line", "presence doing line too long or holds control characters")
 	}
 	if err := secretguard.Check("presence doing line", doing); err != nil {

@@ -80,7 +80,7 @@ func TestPresenceSightings(t *testing.T) {
 		t.Fatalf("forged presence shown: %+v", p)
 	}
 	// Bad input changes nothing.
-	if err := alice.WritePresence(strings.Repeat("x", MaxDoing+1), nil); !errs.Is(err, errs.Invalid) {
+	if err := alice.WritePresence(strings.Repeat("x", maxDoing+1), nil); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("over-long doing: %v", err)
 	}
 	if _, err := os.Stat(presencePath(dir, "alice", cA.Device)); err != nil {

@@ -86,7 +86,7 @@ func (c *Channel) PrimaryStatus(v *View) *PrimaryStatus {
 func (c *Channel) primaryRule(pol Policy, p *Primary, liveness string, ageS int64) string {
 	silent := Span(pol.SilentAfterS)
 	switch {
-	case p.State == PrimaryNone:
+	case p.State == primaryNone:
 		return "no holder: an orchestrator may take it"
 	case p.State == PrimaryReleased:
 		return "released by " + p.Previous + ": an orchestrator may take it"
@@ -226,13 +226,13 @@ func (s *Session) PrimaryRelease(key string) (*PrimaryStatus, error) {
 // for bad lines; denied below orchestrator or when s is not the holder.
 func (s *Session) PrimaryBrief(objective string, constraints []string, key string) (*PrimaryStatus, error) {
 	objective = strings.TrimSpace(objective)
-	if err := checkShortLine("objective", objective, MaxBriefLine); err != nil {
+	if err := checkShortLine("objective", objective, maxBriefLine); err != nil {
 		return nil, err
 	}
 	cs := []string{}
 	for _, c := range constraints {
 		c = strings.TrimSpace(c)
-		if err := checkShortLine("constraint", c, MaxBriefLine); err != nil {
+		if err := checkShortLine("constraint", c, maxBriefLine); err != nil {
 			return nil, err
 		}
 		cs = append(cs, c)

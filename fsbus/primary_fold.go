@@ -19,18 +19,18 @@ const PrimaryRef = "primary"
 
 // States of the primary role (docs/format.md §14).
 const (
-	PrimaryNone     = "none"     // never taken
+	primaryNone     = "none"     // never taken
 	PrimaryHeld     = "held"     // a primary.take is the chain's head
 	PrimaryReleased = "released" // its holder released it
 )
 
-// PrimaryRank is the stage rank of each primary state for the branch rule of docs/design.md §2
+// primaryRank is the stage rank of each primary state for the branch rule of docs/design.md §2
 // "Races across machines", pinned by docs/format.md §14: held 2 > released 1 > none 0.
-var PrimaryRank = map[string]int{PrimaryNone: 0, PrimaryReleased: 1, PrimaryHeld: 2}
+var primaryRank = map[string]int{primaryNone: 0, PrimaryReleased: 1, PrimaryHeld: 2}
 
 // Limits of a primary.brief and a decision.record as this binary writes them (bytes).
 const (
-	MaxBriefLine       = 200 // the objective and each constraint: one line
+	maxBriefLine       = 200 // the objective and each constraint: one line
 	MaxBriefConstraint = 4   // constraints per brief: with the objective, at most 5 lines
 	MaxDecisionLine    = 200
 )
@@ -179,7 +179,7 @@ var primaryRules = chainRules[primaryCore]{
 	step: func(c primaryCore, n *primaryNode) (primaryCore, error) {
 		return c.step(n.e.Type, n.e.Writer, n.e.Hash(), n.e.HLC, n.lvl)
 	},
-	rank: func(c primaryCore) int { return PrimaryRank[c.State] },
+	rank: func(c primaryCore) int { return primaryRank[c.State] },
 }
 
 // foldPrimary folds primary.take/release/brief and presence.standby entries into
@@ -189,8 +189,8 @@ var primaryRules = chainRules[primaryCore]{
 // before the race.
 func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
 	p := st.Primary
-	p.State, p.Standbys, p.History = PrimaryNone, []Standby{}, []Step{}
-	root := &primaryNode{state: primaryCore{State: PrimaryNone}}
+	p.State, p.Standbys, p.History = primaryNone, []Standby{}, []Step{}
+	root := &primaryNode{state: primaryCore{State: primaryNone}}
 	byHash := map[string]*primaryNode{"": root}
 	var nodes []*primaryNode
 	var briefs []*ledger.Entry
@@ -240,7 +240,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 	}
 	p.State, p.Holder, p.Take, p.Since, p.Previous = p.c.State, p.c.Holder, p.c.Take, p.c.Since, p.c.Previous
 	if p.State == "" {
-		p.State = PrimaryNone
+		p.State = primaryNone
 	}
 	// The holder before the race is involved in it too.
 	for i := range contests {

@@ -97,7 +97,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	alice, bob, olga, mike, wendy := ss["alice"], ss["bob"], ss["olga"], ss["mike"], ss["wendy"]
 
 	v := primaryLoad(t, c)
-	if p := v.State.Primary; p.State != PrimaryNone || p.Holder != "" || p.Standbys == nil || p.History == nil {
+	if p := v.State.Primary; p.State != primaryNone || p.Holder != "" || p.Standbys == nil || p.History == nil {
 		t.Fatalf("fresh channel: primary %+v", p)
 	}
 	// A worker's and a member's take count for nothing: the level table (docs/design.md §2).
@@ -110,7 +110,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if r := primaryIgnored(v.State, mTake.Hash()); !strings.Contains(r, "needs level orchestrator") {
 		t.Errorf("member take: ignored for %q", r)
 	}
-	if v.State.Primary.State != PrimaryNone {
+	if v.State.Primary.State != primaryNone {
 		t.Fatalf("primary after ignored takes: %+v", v.State.Primary)
 	}
 

@@ -34,7 +34,7 @@ import (
 // KindRival is the VerifyReport kind of an id created by two writers; CheckRival the
 // doctor check.
 const (
-	KindRival  = "rival"
+	kindRival  = "rival"
 	CheckRival = "rival_create"
 )
 
@@ -158,9 +158,9 @@ func rivals(st *State) []Contest {
 	return out
 }
 
-// RivalDetail describes a rival contest for verify and doctor: the id, the writer
+// rivalDetail describes a rival contest for verify and doctor: the id, the writer
 // that counts and every other writer.
-func RivalDetail(c Contest) string {
+func rivalDetail(c Contest) string {
 	var others []string
 	for _, l := range c.Losers {
 		others = append(others, fmt.Sprintf("%s (%s %s)", l.By, l.Type, short(l.Hash)))

@@ -103,7 +103,7 @@ func rivalListed(t *testing.T, r advReport, id string) {
 			found = true
 		}
 	}
-	if !found || r.vr.OK() || r.vr.Fixes[KindRival] == "" {
+	if !found || r.vr.OK() || r.vr.Fixes[kindRival] == "" {
 		t.Errorf("verify does not report the rival create of %s with a fix: %+v", id, r.vr.Rivals)
 	}
 	for _, f := range r.vr.Findings {

@@ -94,7 +94,7 @@ func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
 		return nil, errs.Errorf(errs.Conflict, "leave it to that run; `ferry inspect` shows it",
 			"another run of %s on this machine is on order %s", s.Name, order)
 	}
-	id := "run-" + randomBase32(IDLen)
+	id := "run-" + randomBase32(idLen)
 	lk := flock.New(filepath.Join(dir, id+".lock"))
 	if ok, err := lk.TryLock(); err != nil || !ok {
 		olk.Unlock()
@@ -280,7 +280,7 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 		return false, "offered to " + o.OfferedTo
 	case o.State != StateOpen && o.State != StateOffered:
 		return false, o.State
-	case !InScope(st.scopesNow(agent), o.Labels):
+	case !inScope(st.scopesNow(agent), o.Labels):
 		return false, "outside " + agent + "'s scopes" // scoped grants
 	}
 	if b := st.Blocking(o); len(b) > 0 {

@@ -17,10 +17,10 @@ import (
 // claims, in the fold (scopeChain: a hand-written claim beyond the scopes counts for
 // nothing and is listed in State.Ignored).
 
-// InScope reports whether an agent granted scopes may claim, or be offered, an order
+// inScope reports whether an agent granted scopes may claim, or be offered, an order
 // carrying labels: true when scopes is empty or when the two share a label (labels
 // compare exactly, as written).
-func InScope(scopes, labels []string) bool {
+func inScope(scopes, labels []string) bool {
 	if len(scopes) == 0 {
 		return true
 	}
@@ -53,11 +53,11 @@ func scopeError(agent string, scopes []string, o *Order, act string) error {
 func (st *State) checkScope(writer, typ string, o *Order, to string) error {
 	switch typ {
 	case TypeOrderClaim:
-		if a := st.Agents[writer]; a != nil && !InScope(a.Scopes, o.Labels) {
+		if a := st.Agents[writer]; a != nil && !inScope(a.Scopes, o.Labels) {
 			return scopeError(writer, a.Scopes, o, "claimed by it")
 		}
 	case TypeOrderOffer, TypeOrderCreate:
-		if a := st.Agents[to]; to != "" && a != nil && !InScope(a.Scopes, o.Labels) {
+		if a := st.Agents[to]; to != "" && a != nil && !inScope(a.Scopes, o.Labels) {
 			return scopeError(to, a.Scopes, o, "offered to it")
 		}
 	}
@@ -97,7 +97,7 @@ func (st *State) outOfScope(n *orderNode, o *Order) string {
 	case TypeOrderClaim:
 		a := st.Agents[n.e.Writer]
 		g, ok := a.cover(n.e.Device, n.e.Seq)
-		if ok && !InScope(g.scopes, o.Labels) {
+		if ok && !inScope(g.scopes, o.Labels) {
 			return fmt.Sprintf("claim outside the writer's scopes (%s)", strings.Join(g.scopes, ", "))
 		}
 	}

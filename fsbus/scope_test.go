@@ -58,7 +58,7 @@ func TestInScope(t *testing.T) {
 		{[]string{"docs", "web"}, []string{"web"}, true},
 		{[]string{"docs"}, []string{"Docs"}, false}, // labels compare exactly
 	} {
-		if got := InScope(tc.scopes, tc.labels); got != tc.want {
+		if got := inScope(tc.scopes, tc.labels); got != tc.want {
 			t.Errorf("InScope(%v, %v) = %v, want %v", tc.scopes, tc.labels, got, tc.want)
 		}
 	}

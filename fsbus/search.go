@@ -17,7 +17,7 @@ import (
 
 // Search bounds.
 const (
-	MaxSearchQuery   = 200 // characters
+	maxSearchQuery   = 200 // characters
 	SearchSnippet    = 160 // characters of text around the first word found
 	DefaultSearchMax = 20  // hits per page when no limit is given
 	MaxSearchLimit   = 100 // hits per page at most
@@ -64,8 +64,8 @@ func SearchTerms(q string) ([]string, error) {
 	switch {
 	case len(terms) == 0:
 		return nil, errs.Errorf(errs.Invalid, "pass one or more words to search for", "empty query")
-	case utf8.RuneCountInString(q) > MaxSearchQuery:
-		return nil, errs.Errorf(errs.Invalid, "search for a few words", "query is longer than %d characters", MaxSearchQuery)
+	case utf8.RuneCountInString(q) > maxSearchQuery:
+		return nil, errs.Errorf(errs.Invalid, "search for a few words", "query is longer than %d characters", maxSearchQuery)
 	}
 	return terms, nil
 }
@@ -182,7 +182,7 @@ func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []Sear
 	if want("message") {
 		for _, id := range st.MessageIDs() {
 			m := st.Messages[id]
-			if m.Pending || (agent != "" && m.From != agent && m.To != agent && m.To != ToAll) {
+			if m.Pending || (agent != "" && m.From != agent && m.To != agent && m.To != toAll) {
 				continue
 			}
 			full, err := st.TalkShow(id)

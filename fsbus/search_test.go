@@ -89,7 +89,7 @@ func TestSearch(t *testing.T) {
 
 	for _, opt := range []SearchOptions{
 		{Query: "  "},
-		{Query: strings.Repeat("z", MaxSearchQuery+1)},
+		{Query: strings.Repeat("z", maxSearchQuery+1)},
 		{Query: "zebra", Kind: "memo"},
 		{Query: "zebra", Limit: -1},
 		{Query: "zebra", Limit: MaxSearchLimit + 1},

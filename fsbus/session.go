@@ -53,10 +53,10 @@ func (c *Channel) Load() (*View, error) {
 	c.progress("reading", 0, 0)
 	c.foldMu.Lock()
 	defer c.foldMu.Unlock()
-	if !c.lastFullAt.IsZero() && time.Since(c.lastFullAt) >= FullFoldEvery {
+	if !c.lastFullAt.IsZero() && time.Since(c.lastFullAt) >= fullFoldEvery {
 		c.checkIndexPrefixes() // the minute's full fold reads changed segments again too
 	}
-	trust := FullFoldEvery
+	trust := fullFoldEvery
 	if c.Thorough {
 		// Everything again: every segment byte the index covers and every object file.
 		c.checkIndexThoroughly()
@@ -64,7 +64,7 @@ func (c *Channel) Load() (*View, error) {
 	} else if c.lastFold == nil {
 		// A new process: start from the fold checkpoint when there is a good one (ADR 0011).
 		if r := c.takeRestored(); r != nil {
-			c.lastSnap, c.lastFold, c.lastFullAt, trust = r.snap, r.fold, r.fullAt, CheckpointTrust
+			c.lastSnap, c.lastFold, c.lastFullAt, trust = r.snap, r.fold, r.fullAt, checkpointTrust
 			if c.lastArr == nil {
 				c.lastArr = r.arr // read on from its offset when the log is still that one
 			}
@@ -97,7 +97,7 @@ func (c *Channel) Load() (*View, error) {
 	switch {
 	case fresh:
 		c.folds.full++
-	case trust == CheckpointTrust:
+	case trust == checkpointTrust:
 		c.folds.fromCheckpoint++
 	default:
 		c.folds.delta++
@@ -162,14 +162,14 @@ func (c *Channel) Load() (*View, error) {
 // profiles of BenchmarkBigCatchUp, not a measured break-even.
 const sigFramesAfter = 512
 
-// FullFoldEvery bounds how long a process folds only what is new: its first
+// fullFoldEvery bounds how long a process folds only what is new: its first
 // Load after that folds everything again, re-reading every object file and checking
 // every segment byte the index covers, so a file changed behind its back (objects are
 // written once: that is tampering or a broken sync) is seen by a long-running process
 // (ferry mcp serve, ferry watch) within this time. A new process starting from the
 // fold checkpoint counts from the checkpoint's full fold (CheckpointTrust, ADR 0011);
 // a thorough one (Channel.Thorough) sees it at once.
-const FullFoldEvery = time.Minute
+const fullFoldEvery = time.Minute
 
 // maxHLCText is the snapshot's highest HLC as text ("" when it has no entries).
 func maxHLCText(snap *ledger.Snapshot) string {
@@ -698,15 +698,15 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	return &View{Snapshot: &snap, State: f.st, Arrivals: &arr, Presence: v.Presence, fold: f}
 }
 
-// MaxIdemKey is the longest idempotency key, in bytes: the key is stored in the
+// maxIdemKey is the longest idempotency key, in bytes: the key is stored in the
 // signed entry forever and read by every later fold.
-const MaxIdemKey = 128
+const maxIdemKey = 128
 
 // checkIdemKey refuses keys that are too long, not printable ASCII, or that look like a
 // credential (invalid, the value never echoed).
 func checkIdemKey(key string) error {
-	if len(key) > MaxIdemKey {
-		return errs.Errorf(errs.Invalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", MaxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), MaxIdemKey)
+	if len(key) > maxIdemKey {
+		return errs.Errorf(errs.Invalid, fmt.Sprintf("use a short key (at most %d bytes), e.g. a UUID", maxIdemKey), "idempotency key is %d bytes; the limit is %d", len(key), maxIdemKey)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {

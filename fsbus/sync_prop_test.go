@@ -434,7 +434,7 @@ func (w *syncWorld) act() {
 		_, err = s.AskAnswer(pend[w.r.Intn(len(pend))], []string{"approve", "reject"}[w.r.Intn(2)], "", "")
 	case s.Name == MasterWriter:
 		op = "msg.post"
-		_, err = s.TalkSend([]string{"a1", "a2", "a3", ToAll}[w.r.Intn(4)], "from the owner", "")
+		_, err = s.TalkSend([]string{"a1", "a2", "a3", toAll}[w.r.Intn(4)], "from the owner", "")
 	case x < 2:
 		op = "order.create"
 		_, err = s.NewOrder(NewOrderOptions{Title: fmt.Sprintf("order by %s on %s", s.Name, m.name)})
@@ -462,7 +462,7 @@ func (w *syncWorld) act() {
 		}
 	case x < 10:
 		op = "msg.post"
-		_, err = s.TalkSend([]string{"a1", "a2", "a3", MasterWriter, ToAll}[w.r.Intn(5)], "hello from "+s.Name, "")
+		_, err = s.TalkSend([]string{"a1", "a2", "a3", MasterWriter, toAll}[w.r.Intn(5)], "hello from "+s.Name, "")
 	case x < 12:
 		op = "talk.read"
 		w.readAll(m, s)
@@ -759,7 +759,7 @@ func TestSyncProperties(t *testing.T) {
 						w.write(w.path(0, rel), b) // machine A had seen all of it
 					}
 					if w.restoreBackup(1, writer) {
-						if _, err := w.m[1].sessions[writer].TalkSend(ToAll, "after the restore", ""); err != nil && !acceptable(err) {
+						if _, err := w.m[1].sessions[writer].TalkSend(toAll, "after the restore", ""); err != nil && !acceptable(err) {
 							t.Fatal(err)
 						}
 					}

@@ -57,7 +57,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	case strings.TrimSpace(body) == "":
 		return nil, errs.Errorf(errs.Invalid, "give the message text, or --body @FILE", "empty message")
 	case len(body) > MaxMessageBody:
-		return nil, capError("message body", len(body), MaxMessageBody, UnitBytes, "put large material in the work repo and send a reference to it")
+		return nil, capError("message body", len(body), MaxMessageBody, unitBytes, "put large material in the work repo and send a reference to it")
 	case !utf8.ValidString(body):
 		return nil, errs.Errorf(errs.Invalid, "write UTF-8 text", "message text must be UTF-8")
 	case hasControl(body, true):
@@ -73,7 +73,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgPost); err != nil {
 			return nil, nil, err
 		}
-		if to != ToAll && to != ToMaster {
+		if to != toAll && to != ToMaster {
 			if a := v.State.Agents[to]; a == nil || (a.JoinKey == "" && !a.Seated) {
 				return nil, nil, errs.Errorf(errs.NotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
 			} else if !a.Seated {
@@ -352,7 +352,7 @@ func (st *State) TalkSent(me string, limit int) (*TalkSentResult, error) {
 // unreadBy lists m's addressees that have not acknowledged it.
 func (st *State) unreadBy(m *Message) []string {
 	var who []string
-	if m.To == ToAll {
+	if m.To == toAll {
 		who = append(who, MasterWriter)
 		for name, a := range st.Agents {
 			if a.Seated && !a.Retired {

@@ -13,8 +13,8 @@ import (
 
 // Recipients that are not agent names (docs/design.md §3 `ferry talk send --to NAME|all`).
 const (
-	// ToAll addresses every agent of the channel and the owner, except the sender.
-	ToAll = "all"
+	// toAll addresses every agent of the channel and the owner, except the sender.
+	toAll = "all"
 	// ToMaster addresses the human owner (the writer "master").
 	ToMaster = MasterWriter
 )
@@ -58,7 +58,7 @@ type Message struct {
 // addressedTo reports whether name is an addressee of m: named by it, or any writer but
 // the sender when m is to "all". A sender is never an addressee of its own message.
 func (m *Message) addressedTo(name string) bool {
-	return name != m.From && (m.To == name || m.To == ToAll)
+	return name != m.From && (m.To == name || m.To == toAll)
 }
 
 // ReadByName reports whether name has acknowledged m.
@@ -87,7 +87,7 @@ func preview(s string, n int) (string, bool) {
 }
 
 // validRecipient reports whether to may be named in msg.post data.to.
-func validRecipient(to string) bool { return to == ToAll || ValidName(to) }
+func validRecipient(to string) bool { return to == toAll || ValidName(to) }
 
 // foldTalk folds msg.post and msg.ack entries into st.Messages (docs/format.md §12).
 //

@@ -131,7 +131,7 @@ func ignoredFor(st *State, hash string) []Ignored {
 func TestTalkReceiptsOnlyFromAddressees(t *testing.T) {
 	w := newTalkWorld(t)
 	toBob := w.send(t, w.alice, "bob", "bob: please look at the build")
-	toAll := w.send(t, w.alice, ToAll, "everyone: the build is green")
+	toAll := w.send(t, w.alice, toAll, "everyone: the build is green")
 	toMaster := w.send(t, w.bob, ToMaster, "owner: may I push?")
 	if !slices.Equal(toBob.ReadBy, []string{}) || toBob.From != "alice" || toBob.To != "bob" || toBob.Preview != "bob: please look at the build" || toBob.Bytes != 29 {
 		t.Fatalf("sent message view: %+v", toBob)
@@ -344,8 +344,8 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 		t.Fatalf("since the start: since=%v %v remaining %d", r.Since, ids(r.Messages), r.Remaining)
 	}
 	cur = w.load(t).Arrivals.Cursor()
-	late := w.send(t, w.carol, ToAll, "late news")
-	mine := w.send(t, w.bob, ToAll, "bob's own news")
+	late := w.send(t, w.carol, toAll, "late news")
+	mine := w.send(t, w.bob, toAll, "bob's own news")
 	r = w.read(t, w.bob, TalkReadOptions{Since: cur})
 	if !r.Since || !slices.Equal(ids(r.Messages), []string{late.ID}) || !slices.Equal(r.Acked, []string{late.ID}) {
 		t.Fatalf("since after two posts: %v acked %v (own %s must not show)", ids(r.Messages), r.Acked, mine.ID)
@@ -449,8 +449,8 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	}
 	// The owner may send to everyone and to agents; master and all are not agent names
 	// to join.
-	w.send(t, w.master, ToAll, "release on friday")
-	if _, err := Join(w.c, ToAll, "test"); !errs.Is(err, errs.Invalid) {
+	w.send(t, w.master, toAll, "release on friday")
+	if _, err := Join(w.c, toAll, "test"); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("join as all: %v", err)
 	}
 }
@@ -487,7 +487,7 @@ func TestTalkShowAndPreview(t *testing.T) {
 // still counts: posts fold before acks, so neither arrival nor clock order matters.
 func TestTalkFoldIsOrderFree(t *testing.T) {
 	w := newTalkWorld(t)
-	m := w.send(t, w.alice, ToAll, "hi")
+	m := w.send(t, w.alice, toAll, "hi")
 	// wendy's machine clock is far behind: her ack is stamped just after her join,
 	// before alice's post in merged order.
 	l, err := ledger.Open(ledger.Options{Root: w.c.Root, LockDir: w.c.Home.LockDir("acme"), Project: "acme",

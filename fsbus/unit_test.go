@@ -23,7 +23,7 @@ func TestNewIDShape(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
 		id := NewID(PrefixOrder)
-		if !ValidID(id) || len(id) != 2+IDLen {
+		if !ValidID(id) || len(id) != 2+idLen {
 			t.Fatalf("NewID = %q, not a valid id", id)
 		}
 		if seen[id] {
@@ -38,7 +38,7 @@ func TestNewIDShape(t *testing.T) {
 			}
 		}
 	}
-	if d := NewDeviceID(); len(d) != DeviceLen || !ValidName(d) {
+	if d := newDeviceID(); len(d) != deviceLen || !ValidName(d) {
 		t.Fatalf("NewDeviceID = %q", d)
 	}
 }
@@ -396,12 +396,12 @@ func TestIdempotencyKeyBounded(t *testing.T) {
 	}
 	alice, _ := c.As("alice")
 	v0, _ := c.Load()
-	for _, key := range []string{strings.Repeat("k", MaxIdemKey+1), "has space", "tab\tkey", "ключ"} {
+	for _, key := range []string{strings.Repeat("k", maxIdemKey+1), "has space", "tab\tkey", "ключ"} {
 		if _, err := alice.NewOrder(NewOrderOptions{Title: "x", Key: key}); !errs.Is(err, errs.Invalid) {
 			t.Errorf("key %q: %v, want invalid", key, err)
 		}
 	}
-	if _, err := alice.NewOrder(NewOrderOptions{Title: "x", Key: strings.Repeat("k", MaxIdemKey)}); err != nil {
+	if _, err := alice.NewOrder(NewOrderOptions{Title: "x", Key: strings.Repeat("k", maxIdemKey)}); err != nil {
 		t.Fatalf("a key of the maximum length: %v", err)
 	}
 	v1, _ := c.Load()

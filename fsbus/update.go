@@ -47,9 +47,9 @@ func init() {
 	}
 }
 
-// KnownPlatform reports whether p ("GOOS/GOARCH") is a pair Go builds for (`go tool
+// knownPlatform reports whether p ("GOOS/GOARCH") is a pair Go builds for (`go tool
 // dist list`), or this binary's own platform.
-func KnownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() }
+func knownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() }
 
 // ApproveRelease writes a release.approve for version (SemVer 2.0.0, optional leading
 // "v") naming, per platform ("GOOS/GOARCH"), a file under the channel's releases/
@@ -65,14 +65,14 @@ func KnownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() 
 // newest approval of version already names the same files with the same checksums, it
 // writes nothing and returns that approval.
 func (s *Session) ApproveRelease(version string, platforms map[string]string) (*Release, error) {
-	if !ValidVersion(version) {
+	if !validVersion(version) {
 		return nil, errs.Errorf(errs.Invalid, "use a semantic version such as 1.4.0 or v1.4.0-rc.1", "version %q is not semver-like", version)
 	}
 	if len(platforms) == 0 {
 		return nil, errs.Errorf(errs.Invalid, "pass --platform GOOS/GOARCH=releases/FILE at least once", "no platforms to approve")
 	}
 	if s.Name != MasterWriter {
-		return nil, errs.Errorf(errs.Denied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", TypeReleaseApprove)
+		return nil, errs.Errorf(errs.Denied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", typeReleaseApprove)
 	}
 	files := map[string]ReleaseFile{}
 	var notes []string
@@ -80,7 +80,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 		if !platformRE.MatchString(p) {
 			return nil, errs.Errorf(errs.Invalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
 		}
-		if !KnownPlatform(p) {
+		if !knownPlatform(p) {
 			return nil, errs.Errorf(errs.Invalid, "use a pair from `go tool dist list`, e.g. linux/amd64, darwin/arm64 or windows/amd64",
 				"platform %q is not a GOOS/GOARCH pair Go builds for", p)
 		}
@@ -96,7 +96,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 	data := releaseData{Version: version, Platforms: files}
 	var rel *Release
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeReleaseApprove); err != nil {
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), typeReleaseApprove); err != nil {
 			return nil, nil, err
 		}
 		for _, r := range v.Releases() {
@@ -105,7 +105,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 				return nil, nil, nil
 			}
 		}
-		return &ledger.Draft{Type: TypeReleaseApprove, Ref: version, Data: mustJSON(data)}, nil, nil
+		return &ledger.Draft{Type: typeReleaseApprove, Ref: version, Data: mustJSON(data)}, nil, nil
 	})
 	if err != nil || rel != nil {
 		return rel, err // the same approval again writes nothing and notes nothing
@@ -151,8 +151,8 @@ func (c *Channel) openRelease(p string) (*os.File, error) {
 	if err := checkReleasePath(p); err != nil {
 		return nil, err
 	}
-	rest := strings.TrimPrefix(p, ReleasesDir+"/")
-	root, err := os.OpenRoot(filepath.Join(c.Root, ReleasesDir))
+	rest := strings.TrimPrefix(p, releasesDir+"/")
+	root, err := os.OpenRoot(filepath.Join(c.Root, releasesDir))
 	if err != nil {
 		return nil, errs.Errorf(errs.NotFound, "copy the binaries into the channel's releases/ folder first", "the channel has no releases/ folder: %v", err)
 	}
@@ -308,7 +308,7 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	}
 	// The level is the seated key's: a key on this machine under that name that the
 	// owner did not seat does not carry it.
-	if err := s.checkIdentity(v.State, TypeReleaseApprove); err != nil {
+	if err := s.checkIdentity(v.State, typeReleaseApprove); err != nil {
 		return nil, err
 	}
 	chk := v.CheckUpdate(opt.Current, opt.Platform)

@@ -13,14 +13,14 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// TypeReleaseApprove is the master's approval of a release (ADR 0005,
+// typeReleaseApprove is the master's approval of a release (ADR 0005,
 // docs/format.md §12): ref is the version, data is
 // {"version": V, "platforms": {"GOOS/GOARCH": {"sha256": HEX, "path": "releases/…", "size": BYTES}}}.
 // Only the master's entries count (minLevel); the MCP surface never writes it.
-const TypeReleaseApprove = "release.approve"
+const typeReleaseApprove = "release.approve"
 
-// ReleasesDir is the channel folder that holds release binaries (docs/design.md §2 layout).
-const ReleasesDir = "releases"
+// releasesDir is the channel folder that holds release binaries (docs/design.md §2 layout).
+const releasesDir = "releases"
 
 // Release is one approved release as folded from a counted release.approve entry.
 type Release struct {
@@ -66,7 +66,7 @@ func (v *View) Releases() []Release {
 	byVersion := map[string]Release{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
-		if e.Type != TypeReleaseApprove || e.Writer != MasterWriter || !v.State.Counts(e.Hash()) {
+		if e.Type != typeReleaseApprove || e.Writer != MasterWriter || !v.State.Counts(e.Hash()) {
 			continue
 		}
 		r, ok := parseRelease(e)
@@ -102,7 +102,7 @@ func parseRelease(e *ledger.Entry) (Release, bool) {
 		return Release{}, false
 	}
 	var d releaseData
-	if json.Unmarshal(raw["version"], &d.Version) != nil || !ValidVersion(d.Version) || e.Ref != d.Version {
+	if json.Unmarshal(raw["version"], &d.Version) != nil || !validVersion(d.Version) || e.Ref != d.Version {
 		return Release{}, false
 	}
 	var plats map[string]map[string]json.RawMessage
@@ -140,7 +140,7 @@ func parseRelease(e *ledger.Entry) (Release, bool) {
 // checkReleasePath checks that p is a slash path "releases/…" naming something inside
 // the releases folder: local (no "..", not absolute, no backslash or colon), cleaned.
 func checkReleasePath(p string) error {
-	rest, ok := strings.CutPrefix(p, ReleasesDir+"/")
+	rest, ok := strings.CutPrefix(p, releasesDir+"/")
 	if !ok || rest == "" || path.Clean(p) != p || strings.ContainsAny(p, `\:`) || !isLocalSlash(rest) {
 		return errs.Errorf(errs.Invalid, "name a file inside the channel's releases/ folder, e.g. releases/ferry-linux-amd64",
 			"release path %q is not under releases/", p)
@@ -165,9 +165,9 @@ var semverRE = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` 
 	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
 	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 
-// ValidVersion reports whether s is a SemVer 2.0.0 version, optionally with a leading
+// validVersion reports whether s is a SemVer 2.0.0 version, optionally with a leading
 // "v" ("1.4.0", "v1.4.0-rc.1"), at most 64 bytes.
-func ValidVersion(s string) bool { return len(s) <= 64 && semverRE.MatchString(s) }
+func validVersion(s string) bool { return len(s) <= 64 && semverRE.MatchString(s) }
 
 // canonicalVersion drops the leading "v" and the build metadata, which precedence
 // ignores (SemVer 2.0.0 §10): "v1.2.0+abc" and "1.2.0" are one version.
@@ -181,7 +181,7 @@ func canonicalVersion(s string) string {
 // is older than b, 0 when equal, +1 when newer. A string that is not a valid version
 // ("dev", an unstamped build) is older than every valid one; two invalid ones are equal.
 func CompareVersions(a, b string) int {
-	va, vb := ValidVersion(a), ValidVersion(b)
+	va, vb := validVersion(a), validVersion(b)
 	switch {
 	case !va && !vb:
 		return 0

@@ -214,7 +214,7 @@ func TestUpdateRefusals(t *testing.T) {
 	t.Run("non-master approval ignored", func(t *testing.T) {
 		w := newUpdateWorld(t)
 		d := releaseData{Version: "9.0.0", Platforms: map[string]ReleaseFile{plat: {SHA256: sumHex(w.rel), Path: "releases/ferry-new"}}}
-		e := primaryAppend(t, w.ss["olga"], TypeReleaseApprove, "9.0.0", d)
+		e := primaryAppend(t, w.ss["olga"], typeReleaseApprove, "9.0.0", d)
 		v := primaryLoad(t, w.c)
 		if len(v.Releases()) != 0 || v.CheckUpdate("1.0.0", plat).Available || v.State.Counts(e.Hash()) {
 			t.Fatalf("an orchestrator's approval counted: %+v", v.Releases())
@@ -233,7 +233,7 @@ func TestUpdateRefusals(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := newUpdateWorld(t)
-			primaryAppend(t, w.ss[MasterWriter], TypeReleaseApprove, "2.0.0", releaseData{Version: "2.0.0", Platforms: map[string]ReleaseFile{plat: f}})
+			primaryAppend(t, w.ss[MasterWriter], typeReleaseApprove, "2.0.0", releaseData{Version: "2.0.0", Platforms: map[string]ReleaseFile{plat: f}})
 			chk := primaryLoad(t, w.c).CheckUpdate("1.0.0", plat)
 			if chk.Available || len(chk.Refused) != 1 || !strings.HasPrefix(chk.Refused[0], "2.0.0: ") {
 				t.Fatalf("check: %+v", chk)
@@ -370,7 +370,7 @@ func TestCompareVersions(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"1", "1.2", "01.2.3", "1.2.3-", "1.2.3-01", "v", strings.Repeat("1", 70) + ".0.0"} {
-		if ValidVersion(bad) {
+		if validVersion(bad) {
 			t.Errorf("%q is valid", bad)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 // records (the folder is what every machine folds alike); see docs/threat-model.md
 // "Truncated segments".
 
-// KindVanished is the VerifyReport kind of records this machine read that are gone.
-const KindVanished = "vanished"
+// kindVanished is the VerifyReport kind of records this machine read that are gone.
+const kindVanished = "vanished"
 
 // Vanished is one writer's records this machine read that no file of the folder holds.
 type Vanished struct {

@@ -52,7 +52,7 @@ func TestCutRevocationReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(vr.Vanished) != 1 || vr.Vanished[0].Writer != MasterWriter || vr.Vanished[0].Records != 1 || vr.OK() ||
-		vr.Fixes[KindVanished] == "" || !strings.Contains(vr.Vanished[0].String(), " up to seq ") {
+		vr.Fixes[kindVanished] == "" || !strings.Contains(vr.Vanished[0].String(), " up to seq ") {
 		t.Errorf("other machine's verify: vanished %+v lost %q", vr.Vanished, vr.Lost)
 	}
 	found := 0

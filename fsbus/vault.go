@@ -41,11 +41,11 @@ import (
 // put is refused when written (denied) and ignored when folded. Older puts stay on
 // disk and in the ledger. No MCP tool reads or writes the vault.
 
-// TypeSecretPut records a value put in the vault (member level).
-const TypeSecretPut = "secret.put"
+// typeSecretPut records a value put in the vault (member level).
+const typeSecretPut = "secret.put"
 
-// PrefixSecret is the id prefix of a vault object.
-const PrefixSecret = "s-"
+// prefixSecret is the id prefix of a vault object.
+const prefixSecret = "s-"
 
 // secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
 // shape of every object id, docs/design.md §2 rule 2), so a path built from it stays in vault/.
@@ -54,9 +54,9 @@ var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 // MaxSecretValue is the largest value the vault keeps, in bytes (64 KiB).
 const MaxSecretValue = 64 << 10
 
-// MaxSecretName is the longest secret name, in characters: a portable name (docs/design.md §2
+// maxSecretName is the longest secret name, in characters: a portable name (docs/design.md §2
 // rule 10, ValidName) is at most 63.
-const MaxSecretName = 63
+const maxSecretName = 63
 
 // secretData is a secret.put entry's data. "recipients", not "to": entryData's to is a
 // string, and a list there would make the entry undecodable for every fold.
@@ -95,7 +95,7 @@ func (st *State) secrets(snap *ledger.Snapshot) map[string]*Secret {
 	out := map[string]*Secret{}
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
-		if e.Type != TypeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
+		if e.Type != typeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
 			continue
 		}
 		var d secretData
@@ -135,7 +135,7 @@ func (v *View) SecretList() []*Secret {
 }
 
 func validSecretName(n string) bool {
-	return ValidName(n) && len(n) <= MaxSecretName
+	return ValidName(n) && len(n) <= maxSecretName
 }
 
 // secretArgs is what data.args authenticates for SecretPut: the value's hash, never the value.
@@ -181,7 +181,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 	case len(value) == 0:
 		return nil, errs.Errorf(errs.Invalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
 	case len(value) > MaxSecretValue:
-		return nil, capError("secret value", len(value), MaxSecretValue, UnitBytes, "the vault keeps credentials, not files")
+		return nil, capError("secret value", len(value), MaxSecretValue, unitBytes, "the vault keeps credentials, not files")
 	case len(to) == 0:
 		return nil, errs.Errorf(errs.Invalid, "pass --to AGENT (repeatable) naming who may read it", "a secret needs at least one recipient")
 	}
@@ -206,7 +206,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			return nil, nil, err // a replay: the first put's ref is name
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeSecretPut); err != nil {
+		if err := checkLevel(s.Name, v.State.levelOf(s.Name), typeSecretPut); err != nil {
 			return nil, nil, err
 		}
 		if cur := v.State.secrets(v.Snapshot)[name]; cur != nil && cur.Owner != s.Name && s.Name != MasterWriter {
@@ -236,13 +236,13 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		if err := w.Close(); err != nil {
 			return nil, nil, fmt.Errorf("encrypting: %w", err)
 		}
-		id = NewID(PrefixSecret)
+		id = NewID(prefixSecret)
 		h := sha256.Sum256(buf.Bytes())
 		d := secretData{Object: "sha256:" + hex.EncodeToString(h[:]), ID: id, Recipients: recips}
 		if key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeSecretPut, Ref: name, Data: mustJSON(d), Idem: key},
+		return &ledger.Draft{Type: typeSecretPut, Ref: name, Data: mustJSON(d), Idem: key},
 			[]pendingObject{{path: vaultPath(s.Root, name, id), data: buf.Bytes(), sealed: true}}, nil
 	})
 	if err != nil {

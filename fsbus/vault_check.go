@@ -26,7 +26,7 @@ var namesObject = map[string]bool{
 func (c *Channel) vaultFiles(snap *ledger.Snapshot, st *State) (problems, arriving []string) {
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
-		if e.Type != TypeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
+		if e.Type != typeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
 			continue
 		}
 		var d secretData

@@ -220,7 +220,7 @@ func TestVectorsIDs(t *testing.T) {
 		}
 	}
 	for _, d := range f.Devices {
-		if len(d) != DeviceLen || !ValidName(d) || strings.Trim(d, crockford) != "" {
+		if len(d) != deviceLen || !ValidName(d) || strings.Trim(d, crockford) != "" {
 			t.Errorf("device %q is not 8 Crockford characters", d)
 		}
 	}
@@ -234,10 +234,10 @@ func TestVectorsIDs(t *testing.T) {
 		}
 	}
 	for range 100 {
-		if id := NewID(PrefixOrder); !ValidID(id) || len(id) != 2+IDLen {
+		if id := NewID(PrefixOrder); !ValidID(id) || len(id) != 2+idLen {
 			t.Fatalf("NewID made %q", id)
 		}
-		if d := NewDeviceID(); len(d) != DeviceLen || strings.Trim(d, crockford) != "" {
+		if d := newDeviceID(); len(d) != deviceLen || strings.Trim(d, crockford) != "" {
 			t.Fatalf("NewDeviceID made %q", d)
 		}
 	}
@@ -398,12 +398,12 @@ func (b *vecBuilder) key(w string) string { return ledger.FormatKey(b.signers[w]
 // channel writes channel.toml as Init does, with a fixed creation time.
 func (b *vecBuilder) channel() {
 	cfg := Config{Format: FormatVersion, Project: vecProject, Title: "ferry format v1 vectors",
-		Master: b.key(MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: DefaultPolicy}
+		Master: b.key(MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: defaultPolicy}
 	body, err := cfg.signingBody()
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if cfg.Sig, err = ledger.SignDomain(b.signers[MasterWriter], ChannelDomain, vecProject, body); err != nil {
+	if cfg.Sig, err = ledger.SignDomain(b.signers[MasterWriter], channelDomain, vecProject, body); err != nil {
 		b.t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -413,7 +413,7 @@ func (b *vecBuilder) channel() {
 	}
 	b.files["channel.toml"] = buf.Bytes()
 	b.f.Channel = vecChannel{File: "channel/channel.toml", SigningBody: string(body),
-		SigningMessage: string(ledger.DomainMessage(ChannelDomain, vecProject, body)), Sig: cfg.Sig}
+		SigningMessage: string(ledger.DomainMessage(channelDomain, vecProject, body)), Sig: cfg.Sig}
 }
 
 // object seals obj with sealObject and records it.
@@ -728,7 +728,7 @@ func checkVecChannel(t *testing.T, f *vecFile, master ed25519.PublicKey) {
 	if err != nil || cfg.Sig != f.Channel.Sig || !ed25519.Verify(master, []byte(msg), sig) {
 		t.Errorf("channel.toml signature does not verify (%v)", err)
 	}
-	if err := ledger.VerifyDomain(master, ChannelDomain, "another-project", body, cfg.Sig); err == nil {
+	if err := ledger.VerifyDomain(master, channelDomain, "another-project", body, cfg.Sig); err == nil {
 		t.Error("channel.toml signature verifies for another project")
 	}
 }
@@ -1057,7 +1057,7 @@ func TestObservedHLCSkipsSkewed(t *testing.T) {
 	at := func(d time.Duration) ledger.Entry {
 		return ledger.Entry{HLC: ledger.HLC{Ms: now.Add(d).UnixMilli()}.String()}
 	}
-	s := &Session{Channel: &Channel{Config: Config{Policy: DefaultPolicy}, Now: func() time.Time { return now }}}
+	s := &Session{Channel: &Channel{Config: Config{Policy: defaultPolicy}, Now: func() time.Time { return now }}}
 	snap := &ledger.Snapshot{Entries: []ledger.Entry{at(-time.Minute), at(10 * time.Minute), at(2 * time.Hour)}}
 	if got, want := s.observedHLC(&View{Snapshot: snap}), (ledger.HLC{Ms: now.Add(10 * time.Minute).UnixMilli()}); got != want {
 		t.Errorf("observed %s, want %s", got, want)

@@ -119,14 +119,14 @@ type OrderFilter struct {
 
 // OrderStates lists every order state, in stage-rank order (docs/design.md §2).
 func OrderStates() []string {
-	return slices.SortedFunc(maps.Keys(OrderRank), func(a, b string) int { return cmp.Compare(OrderRank[a], OrderRank[b]) })
+	return slices.SortedFunc(maps.Keys(orderRank), func(a, b string) int { return cmp.Compare(orderRank[a], orderRank[b]) })
 }
 
 // CheckStateFilter returns invalid for a state filter that is not "", "active" or an
 // order state (an unknown state would silently list nothing), with a
 // hint listing the valid ones; "ready" names --ready.
 func CheckStateFilter(state string) error {
-	if state == "" || state == "active" || OrderRank[state] > 0 || state == StateOpen {
+	if state == "" || state == "active" || orderRank[state] > 0 || state == StateOpen {
 		return nil
 	}
 	if state == "ready" {
@@ -150,7 +150,7 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 			continue
 		case f.Ready && f.For != "" && o.State == StateOffered && o.OfferedTo != f.For:
 			continue
-		case f.Ready && f.For != "" && !InScope(st.scopesNow(f.For), o.Labels):
+		case f.Ready && f.For != "" && !inScope(st.scopesNow(f.For), o.Labels):
 			continue // outside the agent's scoped grant
 		}
 		out = append(out, o.Row())
@@ -284,7 +284,7 @@ func (c *Channel) aheadWriters(v *View) []string {
 
 // Catchup limits (docs/design.md §4 token budget: a digest, never history).
 const (
-	CatchupOpen      = 7 // open orders (7 and 7 keep the busy fixture's digest ≤ 600 tokens)
+	catchupOpen      = 7 // open orders (7 and 7 keep the busy fixture's digest ≤ 600 tokens)
 	CatchupMine      = 7 // the agent's own orders
 	CatchupReviews   = 5 // results the agent may review
 	CatchupDecisions = 8 // newest decisions
@@ -453,10 +453,10 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			add(&out.Mine, o, CatchupMine)
 		case o.Author == agent && o.State == StateOpen:
 			add(&out.Mine, o, CatchupMine) // my own order waiting for someone: mine, not "open to me"
-		case !InScope(st.scopesNow(agent), o.Labels):
+		case !inScope(st.scopesNow(agent), o.Labels):
 			// Scoped grant: an order the agent may not claim is not offered to it.
 		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
-			add(&out.Open, o, CatchupOpen)
+			add(&out.Open, o, catchupOpen)
 		}
 	}
 
@@ -480,7 +480,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		out.Messages.Oldest = append(out.Messages.Oldest, MessageLine{ID: m.ID, From: m.From, Preview: previewRunes(m.Preview, CatchupPreview)})
 	}
 
-	recent := c.now().Add(-ContestShownFor)
+	recent := c.now().Add(-contestShownFor)
 	for i := len(st.Contested) - 1; i >= 0; i-- {
 		ct := st.Contested[i]
 		if !slices.Contains(ct.Involved, agent) {
@@ -501,9 +501,9 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 	return out
 }
 
-// ContestShownFor is how long after this machine first saw a contest's entries the
+// contestShownFor is how long after this machine first saw a contest's entries the
 // digest keeps listing it (display only, on this machine's clock).
-const ContestShownFor = 24 * time.Hour
+const contestShownFor = 24 * time.Hour
 
 // contestSeenSince reports whether this machine first saw any entry of the contest
 // after t.

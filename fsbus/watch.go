@@ -28,15 +28,15 @@ import (
 // is all there is. Whoever gets a hint loads the channel and decides for itself
 // whether anything it cares about changed: WaitFor does exactly that.
 
-// EnvWatch is the variable that turns fsnotify off: FERRY_WATCH=poll makes every
+// envWatch is the variable that turns fsnotify off: FERRY_WATCH=poll makes every
 // Watcher poll (for folders whose change notifications are missing or unreliable).
-const EnvWatch = "FERRY_WATCH"
+const envWatch = "FERRY_WATCH"
 
 // Watch defaults.
 var (
-	// DefaultRescan is how often a Watcher rescans the channel's directories: the poll
+	// defaultRescan is how often a Watcher rescans the channel's directories: the poll
 	// interval without fsnotify, the safety net with it.
-	DefaultRescan = 2 * time.Second
+	defaultRescan = 2 * time.Second
 	// DefaultDebounce is how long a Watcher gathers a burst of fsnotify events into
 	// one hint (a write is a temp file, a rename and an append: several events).
 	DefaultDebounce = 50 * time.Millisecond
@@ -87,14 +87,14 @@ type Watcher struct {
 // be notified still polls.
 func (c *Channel) Watch(opt WatchOptions) *Watcher {
 	if opt.Rescan <= 0 {
-		opt.Rescan = DefaultRescan
+		opt.Rescan = defaultRescan
 	}
 	if opt.Debounce <= 0 {
 		opt.Debounce = DefaultDebounce
 	}
 	ch := make(chan struct{}, 1)
 	w := &Watcher{C: ch, c: ch, root: c.Root, opt: opt, done: make(chan struct{}), stopped: make(chan struct{})}
-	w.polling = opt.Poll || strings.EqualFold(strings.TrimSpace(os.Getenv(EnvWatch)), "poll")
+	w.polling = opt.Poll || strings.EqualFold(strings.TrimSpace(os.Getenv(envWatch)), "poll")
 	if !w.polling {
 		fw, err := fsnotify.NewWatcher()
 		if err == nil {

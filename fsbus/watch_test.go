@@ -115,17 +115,17 @@ func TestWatcherFallsBackToPolling(t *testing.T) {
 	} else {
 		pw.Close()
 	}
-	t.Setenv(EnvWatch, "poll")
+	t.Setenv(envWatch, "poll")
 	pw := w.c.Watch(WatchOptions{})
 	defer pw.Close()
 	if !pw.Polling() {
-		t.Errorf("%s=poll: the watcher does not poll", EnvWatch)
+		t.Errorf("%s=poll: the watcher does not poll", envWatch)
 	}
-	os.Unsetenv(EnvWatch)
+	os.Unsetenv(envWatch)
 	nw := w.c.Watch(WatchOptions{})
 	defer nw.Close()
 	if nw.Polling() {
-		t.Errorf("without %s the watcher polls: fsnotify did not start here", EnvWatch)
+		t.Errorf("without %s the watcher polls: fsnotify did not start here", envWatch)
 	}
 }
 

@@ -281,7 +281,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 	if hasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
-	if err := checkCap("extend note", note, MaxNote, UnitBytes, ""); err != nil {
+	if err := checkCap("extend note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	v, e, o, err := s.holderEntry(q, TypeOrderExtend, note, "", key,
@@ -314,7 +314,7 @@ func (s *Session) Fail(q, reason, key string) (*Order, error) {
 	if reason == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 	}
-	if err := checkCap("fail reason", reason, MaxNote, UnitBytes, ""); err != nil {
+	if err := checkCap("fail reason", reason, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	return s.lifecycle(q, TypeOrderFail, entryData{Note: reason}, key, nil)
@@ -326,7 +326,7 @@ func (s *Session) Fail(q, reason, key string) (*Order, error) {
 // control characters; not_found for the id.
 func (s *Session) Decline(q, note, key string) (*Order, error) {
 	note = strings.TrimSpace(note)
-	if err := checkCap("decline note", note, MaxNote, UnitBytes, ""); err != nil {
+	if err := checkCap("decline note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
