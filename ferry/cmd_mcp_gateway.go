@@ -20,7 +20,7 @@ import (
 	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
-// The gateway's commands (issue 9, docs/mcp.md "Gateway"): the MCP servers that
+// The gateway's commands (docs/mcp.md "Gateway"): the MCP servers that
 // `ferry mcp serve --tools gateway` forwards to, kept in this machine's config.
 
 // McpAddCmd is `ferry mcp add NAME [--env NAME…] [--project-local] -- COMMAND ARGS…`.
@@ -138,7 +138,7 @@ func commandRunnable(command string) error {
 
 // prefixFree refuses a name whose tools would be named like those of another server
 // this gateway sees (my-srv and my_srv: both my_srv_…), which would rename that
-// server's tools (issue 9 finding 4). A project-local entry of the same name shadows
+// server's tools. A project-local entry of the same name shadows
 // the machine's and is allowed.
 func (c *McpAddCmd) prefixFree(g *Globals) error {
 	h, err := g.Home()
