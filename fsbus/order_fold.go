@@ -54,8 +54,6 @@ var orderLifecycle = map[string]bool{
 	TypeOrderFail: true, TypeOrderStale: true,
 }
 
-func isOrderType(t string) bool { return strings.HasPrefix(t, "order.") }
-
 // knownType reports whether this binary knows the entry type.
 func knownType(t string) bool { _, ok := minLevel[t]; return ok }
 

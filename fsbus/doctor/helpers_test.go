@@ -81,10 +81,3 @@ func copyTree(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
-
-// A fake Syncthing REST API on loopback, serving what fsbus.Channel.SyncHealth reads.
-const (
-	stMe   = "AAAAAAA-BBBBBBB-CCCCCCC-DDDDDDD-EEEEEEE-FFFFFFF-GGGGGGG-HHHHHHH"
-	stPeer = "PEERONE-BBBBBBB-CCCCCCC-DDDDDDD-EEEEEEE-FFFFFFF-GGGGGGG-HHHHHHH"
-	stKey  = "test-api-key"
-)

@@ -471,7 +471,7 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 	const n = 4
 	runners := make([]*Runner, n)
 	for i := range runners {
-		s, err := runner.Channel.As("runner")
+		s, err := runner.As("runner")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -749,8 +749,8 @@ func TestRunMessages(t *testing.T) {
 func TestInspectIdleFromArrival(t *testing.T) {
 	boss, runner := runTeam(t)
 	clock := time.Now()
-	boss.Channel.Now = func() time.Time { return clock }
-	runner.Channel.Now = func() time.Time { return clock }
+	boss.Now = func() time.Time { return clock }
+	runner.Now = func() time.Time { return clock }
 	id := plainOrder(t, boss, "waits")
 	clock = clock.Add(10 * time.Second)
 	must[*fsbus.Order](t)(runner.Claim(id, ""))
