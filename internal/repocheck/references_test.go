@@ -143,8 +143,17 @@ func offence(root, line string) string {
 			return "docs/adr/" + m[1] + " does not exist"
 		}
 	}
+	for _, m := range repoPath.FindAllStringSubmatch(line, -1) {
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(m[1]))); err != nil {
+			return m[1] + " does not exist"
+		}
+	}
 	return ""
 }
+
+// repoPath matches a backticked path into one of the repository's top-level Go trees,
+// such as `fsbus/guard.go`: the file it names must exist.
+var repoPath = regexp.MustCompile("`((?:ferry|fsbus|ledger|mcpserver|internal)/[A-Za-z0-9_./-]+\\.(?:go|md|json|txtar|toml))`")
 
 // TestNoOutsideReferences: no text file of the repository points at the design kept
 // outside it, at a directory beside it, at reference documents it does not hold, at an
@@ -188,6 +197,7 @@ func TestNoOutsideReferencesCatches(t *testing.T) {
 		"cat ../" + "shared/notes",
 		"the ADR in " + "see" + "ds/000.txt",
 		"(" + iss + " 7)",
+		"the guard (`fsbus/" + "gone.go`) runs first",
 		"Iss" + "ue 9 asks for it",
 		iss + "s 2–5",
 		"the end of " + sess + " 3",
