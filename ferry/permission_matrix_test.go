@@ -4,8 +4,8 @@ package main
 // × {CLI, MCP} → allow or deny, as the level table of docs/design.md §2 (and the code's
 // copy of it, docs/format.md §13) says. Each row is one channel on disk: the owner's
 // machine (its own FERRY_HOME) made it and seats the actor; the actor works from a
-// machine of its own (another FERRY_HOME: no master key there), through the real ferry
-// binary and a real `ferry mcp serve` child. Each write is one line of permWrites.
+// machine of its own (another FERRY_HOME: no master key there), through separate ferry
+// processes and a real `ferry mcp serve` child. Each write is one line of permWrites.
 
 import (
 	"context"
@@ -335,7 +335,7 @@ func (w *permWorld) observe(before []string, call func() (bool, string)) cellOut
 // nothing. A write no MCP tool makes is listed as such, and
 // TestPermissionMatrixCoversMCP checks that every MCP write is a row here.
 func TestPermissionMatrix(t *testing.T) {
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-30s", "write")
 	for _, r := range permRows {
@@ -473,7 +473,7 @@ var mcpReads = map[string][]string{
 // makes an entry of the table's last row (docs/design.md §2: grants, policy, answers,
 // retiring others are never possible over MCP).
 func TestPermissionMatrixCoversMCP(t *testing.T) {
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	m := newMCPMachine(t, bin)
 	m.channel("acme", "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), mcpDeadline)
@@ -807,7 +807,7 @@ func TestPermissionMatrixMasterOnly(t *testing.T) {
 		return
 	}
 
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	w := &masterWorld{t: t, m: newMCPMachine(t, bin)}
 	w.dir = w.m.channel("acme", "actor")
 	w.m.must("grant", "actor", "--level", "orchestrator", "--channel", w.dir)

@@ -43,7 +43,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	root := t.TempDir()
 	stA := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-a"))
 	stB := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-b"))
