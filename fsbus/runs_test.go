@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,19 +46,57 @@ func plainOrder(t *testing.T, s *Session, title string) string {
 	return must[*Order](t)(s.NewOrder(NewOrderOptions{Title: title})).ID
 }
 
-// buildRunjob builds ferry/testdata/runjob into dir under name.
+// runjob is ferry/testdata/runjob as buildRunjob built it, once for the test binary,
+// in a folder TestMain removes.
+var runjob struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if runjob.dir != "" {
+		os.RemoveAll(runjob.dir)
+	}
+	os.Exit(code)
+}
+
+// buildRunjob puts ferry/testdata/runjob, built once, into dir under name (a hard
+// link, else a copy).
 func buildRunjob(t *testing.T, dir, name string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	exe := func(name string) string {
+		if runtime.GOOS == "windows" {
+			return name + ".exe"
+		}
+		return name
 	}
-	bin := filepath.Join(dir, name)
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
+	runjob.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		if runjob.dir, runjob.err = os.MkdirTemp("", "fsbus-runjob-"); runjob.err != nil {
+			return
+		}
+		runjob.path = filepath.Join(runjob.dir, exe("runjob"))
+		if out, err := exec.Command(goBin, "build", "-o", runjob.path, "../ferry/testdata/runjob").CombinedOutput(); err != nil {
+			runjob.err = fmt.Errorf("go build runjob: %v\n%s", err, out)
+		}
+	})
+	if runjob.err != nil {
+		t.Fatal(runjob.err)
 	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, "../ferry/testdata/runjob").CombinedOutput(); err != nil {
-		t.Fatalf("go build runjob: %v\n%s", err, out)
+	bin := filepath.Join(dir, exe(name))
+	if os.Link(runjob.path, bin) != nil {
+		b, err := os.ReadFile(runjob.path)
+		if err == nil {
+			err = os.WriteFile(bin, b, 0o755)
+		}
+		if err != nil {
+			t.Fatalf("copying runjob to %s: %v", bin, err)
+		}
 	}
 	return bin
 }

@@ -23,11 +23,17 @@ import (
 // of running the tests.
 const fakeServerEnv = "FERRY_CLIENT_TEST_SERVER"
 
+// TestMain runs a fake server when fakeServerEnv is set, else the tests; after them
+// it removes the gateway fixture buildFixture built.
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeServerEnv); mode != "" {
 		os.Exit(runFakeServer(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if gwfixture.dir != "" {
+		os.RemoveAll(gwfixture.dir)
+	}
+	os.Exit(code)
 }
 
 // Timeouts: short where a test expects the timeout to fire, long where it must not

@@ -6,6 +6,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,21 +24,37 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// buildFixture builds testdata/gwfixture into a temp dir of t.
+// gwfixture is testdata/gwfixture as buildFixture built it, once for the test binary,
+// in a folder TestMain removes.
+var gwfixture struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// buildFixture returns testdata/gwfixture, built once.
 func buildFixture(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gwfixture")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
+	gwfixture.once.Do(func() {
+		if gwfixture.dir, gwfixture.err = os.MkdirTemp("", "mcpserver-gwfixture-"); gwfixture.err != nil {
+			return
+		}
+		gwfixture.path = filepath.Join(gwfixture.dir, "gwfixture")
+		if runtime.GOOS == "windows" {
+			gwfixture.path += ".exe"
+		}
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		if out, err := exec.Command(goBin, "build", "-o", gwfixture.path, "./testdata/gwfixture").CombinedOutput(); err != nil {
+			gwfixture.err = fmt.Errorf("building the fixture: %v\n%s", err, out)
+		}
+	})
+	if gwfixture.err != nil {
+		t.Fatal(gwfixture.err)
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, "./testdata/gwfixture").CombinedOutput(); err != nil {
-		t.Fatalf("building the fixture: %v\n%s", err, out)
-	}
-	return bin
+	return gwfixture.path
 }
 
 // fixtureEnv is the environment the gateway reads for its children in these tests.
