@@ -12,6 +12,7 @@ import (
 // refused. No variable moves the clocks a released ferry measures liveness and
 // windows on (ADR 0013).
 func TestReleaseBinaryIgnoresClockVariables(t *testing.T) {
+	t.Parallel()
 	m := newMCPMachine(t, releaseBinary(t))
 	m.channel("acme", "alice", "bob")
 	m.must("grant", "alice", "--level", "orchestrator", "--project", "acme")

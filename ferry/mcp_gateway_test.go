@@ -18,6 +18,7 @@ import (
 )
 
 func TestMCPGateway(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
 	fixture := buildGWFixture(t)
 
@@ -160,6 +161,7 @@ func TestMCPGateway(t *testing.T) {
 // `ferry mcp serve --tools gateway`: the core tools are served,
 // no gateway tool, and the capabilities resource says why.
 func TestMCPGatewayBrokenConfig(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
 	m := newMCPMachine(t, bin)
 	m.channel("acme", "bob")
@@ -226,6 +228,7 @@ func buildGWFixture(t *testing.T) string {
 // characters shown as \xNN, never raw, and drops nameless and repeated tools with a
 // warning.
 func TestMCPGatewayListClean(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
 	fixture := buildGWFixture(t)
 	m := newMCPMachine(t, bin)

@@ -28,6 +28,7 @@ var (
 )
 
 func TestMCPGroups(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
 	for _, kind := range mcpClientKinds {
 		t.Run("groups/"+kind.name, func(t *testing.T) {

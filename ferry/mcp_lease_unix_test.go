@@ -22,6 +22,7 @@ import (
 
 // TestMCPLease runs the lease journeys against ferry processes (ferryExe).
 func TestMCPLease(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
 	t.Run("survives-cache-purge", func(t *testing.T) {
 		t.Parallel()

@@ -24,6 +24,7 @@ import (
 )
 
 func TestMCPParity(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
 	m := newMCPMachine(t, bin)
 	cli := newParityLane(t, m, "viacli")

@@ -28,6 +28,7 @@ import (
 // taker's segment lock, so neither can append before both have read the channel, and
 // lets them go once both arrival logs hold the last entry written before the race.
 func TestRacePrimaryTwoMachines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ch := filepath.Join(dir, "shared", "duo")
 	bin := ferryExe(t)

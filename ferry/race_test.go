@@ -306,6 +306,7 @@ func (m raceMachine) must(t *testing.T, args ...string) string {
 // order's creation into their arrival logs, which Load does after reading every
 // segment.
 func TestRaceTwoMachinesOneFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ch := filepath.Join(dir, "shared", "duo")
 	bin := ferryExe(t)

@@ -142,6 +142,7 @@ func waitFile(t *testing.T, path string, what string) string {
 // naming the run, claims it afresh and completes it: create, claim, release, claim,
 // submit — every step in the ledger, which still verifies.
 func TestRunKilledMidRunIsRecovered(t *testing.T) {
+	t.Parallel()
 	f := newRunFixture(t)
 	id := f.order("build the thing")
 

@@ -14,6 +14,7 @@ import (
 // others, a decision and an ask: both call fsbus's Channel.Search matcher. Real
 // processes: the CLI and `ferry mcp serve --tools admin`, through the go-sdk client.
 func TestSearchParity(t *testing.T) {
+	t.Parallel()
 	m := newMCPMachine(t, ferryExe(t))
 	m.channel("acme", "alice", "bob", "carol")
 	m.must("grant", "alice", "--level", "orchestrator", "--project", "acme")

@@ -24,6 +24,7 @@ func buildVersion(t *testing.T, version, path string) {
 // it and is then ferry 1.1.0; the new binary finds nothing newer. Every step is a
 // separate process of the binary being replaced.
 func TestUpdateApplyReplacesBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "bin", "ferry")
 	if runtime.GOOS == "windows" {

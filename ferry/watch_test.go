@@ -153,6 +153,7 @@ func stopWays() []string {
 }
 
 func TestWatchProcess(t *testing.T) {
+	t.Parallel()
 	m := newMCPMachine(t, ferryExe(t))
 	ch := m.channel("acme", "alice", "bob", "carol")
 	m.must("--as", "alice", "talk", "send", "--to", "bob", "before the watch", "--channel", ch)
@@ -226,6 +227,7 @@ func TestWatchProcess(t *testing.T) {
 }
 
 func TestTalkReadFollowProcess(t *testing.T) {
+	t.Parallel()
 	m := newMCPMachine(t, ferryExe(t))
 	ch := m.channel("acme", "alice", "bob")
 	m.must("--as", "alice", "talk", "send", "--to", "bob", "unread before", "--channel", ch)
