@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -20,24 +19,6 @@ const busyBatch = 40
 
 // benchAgent is a member on device A of the busy fixture.
 const benchAgent = "cursor-laptop"
-
-// buildFerry builds the real binary into dir, as `go build ./ferry` does.
-func buildFerry(b *testing.B, dir string) string {
-	b.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		b.Fatalf("no go command to build ferry with: %v", err)
-	}
-	bin := filepath.Join(dir, "ferry")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // busyCopy is one copy of the busy fixture.
 type busyCopy struct {
@@ -90,7 +71,7 @@ func (c *busyCopy) ferry(b *testing.B, args ...string) []byte {
 
 // BenchmarkProcessOrderNew times one `ferry order new` process on the busy fixture.
 func BenchmarkProcessOrderNew(b *testing.B) {
-	bin := buildFerry(b, b.TempDir())
+	bin := releaseBinary(b)
 	c := newBusyCopy(b, bin)
 	n := 0
 	for b.Loop() {
@@ -107,7 +88,7 @@ func BenchmarkProcessOrderNew(b *testing.B) {
 // BenchmarkProcessOrderClaim times one `ferry order claim ID` process on the busy
 // fixture; each iteration claims another of its 40 open orders.
 func BenchmarkProcessOrderClaim(b *testing.B) {
-	bin := buildFerry(b, b.TempDir())
+	bin := releaseBinary(b)
 	c := newBusyCopy(b, bin)
 	for b.Loop() {
 		if len(c.open) == 0 {

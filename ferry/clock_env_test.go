@@ -12,7 +12,8 @@ import (
 // refused. No variable moves the clocks a released ferry measures liveness and
 // windows on (ADR 0013).
 func TestReleaseBinaryIgnoresClockVariables(t *testing.T) {
-	m := newMCPMachine(t, mcpBinary(t))
+	t.Parallel()
+	m := newMCPMachine(t, releaseBinary(t))
 	m.channel("acme", "alice", "bob")
 	m.must("grant", "alice", "--level", "orchestrator", "--project", "acme")
 	m.must("grant", "bob", "--level", "orchestrator", "--project", "acme")

@@ -69,6 +69,7 @@ func (f *runFixture) daemonStatus(cfg string) daemonStatusOut {
 // `ferry daemon --once` takes the lease, settles the dead run (release with a note)
 // and completes the order on a fresh claim.
 func TestDaemonLeaseAndCrashRecovery(t *testing.T) {
+	t.Parallel()
 	f := newRunFixture(t)
 	cfg := f.daemonConfigFile(t.TempDir())
 	id := f.order("daemon work")
@@ -131,6 +132,7 @@ func TestDaemonLeaseAndCrashRecovery(t *testing.T) {
 // TestDaemonNothingReady: --once with no ready order exits 0 and says so; the lease is
 // free afterwards (a second --once runs too).
 func TestDaemonNothingReady(t *testing.T) {
+	t.Parallel()
 	f := newRunFixture(t)
 	cfg := f.daemonConfigFile(t.TempDir())
 	for range 2 {

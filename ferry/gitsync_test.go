@@ -81,7 +81,7 @@ func gsync(t *testing.T, m *mcpMachine, ch string) syncResult {
 // rejected because the other machine pushed first; both converge to one state, git
 // never conflicts, and ledger verify is clean on both.
 func TestGitSyncTwoMachines(t *testing.T) {
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	isolateGit(t)
 	root := t.TempDir()
 	bare := filepath.Join(root, "origin.git")
@@ -274,7 +274,7 @@ func TestGitSyncTwoMachines(t *testing.T) {
 // TestGitSyncRefusals: every setup ferry sync --git cannot work in is refused with its
 // reason and a hint, and changes nothing.
 func TestGitSyncRefusals(t *testing.T) {
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	isolateGit(t)
 	m := newMCPMachine(t, bin)
 	root := t.TempDir()
@@ -402,7 +402,7 @@ func folded(t *testing.T, out string) string {
 // while a rebase is stopped, doctor names the rebase first instead of calling the
 // conflict markers malformed lines.
 func TestGitSyncClonedDevice(t *testing.T) {
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	isolateGit(t)
 	root := t.TempDir()
 	bare := filepath.Join(root, "origin.git")

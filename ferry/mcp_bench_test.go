@@ -38,7 +38,7 @@ var benchClientOptions = client.Options{
 // to initialize (aim ≤ 15 ms, docs/benchmarks.md). Closing the child's stdin and
 // reaping it is not timed.
 func BenchmarkMCPSpawnInitialize(b *testing.B) {
-	c := newBusyCopy(b, buildFerry(b, b.TempDir()))
+	c := newBusyCopy(b, releaseBinary(b))
 	for b.Loop() {
 		cl, err := client.Start(context.Background(), c.mcpServe(), benchClientOptions)
 		if err != nil {
@@ -59,7 +59,7 @@ func BenchmarkMCPSpawnInitialize(b *testing.B) {
 // ferry_catchup (the full digest, no cursor) and a ferry_orders list (the 40 open
 // orders). Each call loads the channel afresh, as every call of a running server does.
 func BenchmarkMCPToolCall(b *testing.B) {
-	c := newBusyCopy(b, buildFerry(b, b.TempDir()))
+	c := newBusyCopy(b, releaseBinary(b))
 	cl, err := client.Start(context.Background(), c.mcpServe(), benchClientOptions)
 	if err != nil {
 		b.Fatal(err)

@@ -1,7 +1,7 @@
 package main
 
-// End to end over MCP (docs/mcp.md): the real ferry binary, real `ferry mcp serve`
-// processes, real files, and two real MCP client libraries — the official go-sdk
+// End to end over MCP (docs/mcp.md): separate ferry processes (ferryExe), real `ferry
+// mcp serve` processes, real files, and two real MCP client libraries — the official go-sdk
 // (pinned to 2025-11-25, and on its default 2026-07-28) and mark3labs/mcp-go — each
 // driving two agents of one channel through the whole loop,
 // with the owner answering on the CLI, and through the resources (list across pages,
@@ -33,9 +33,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestMCP runs every MCP end-to-end journey against one build of the real binary.
+// TestMCP runs every MCP end-to-end journey against ferry processes (ferryExe).
 func TestMCP(t *testing.T) {
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	for _, kind := range mcpClientKinds {
 		t.Run("journey/"+kind.name, func(t *testing.T) {
 			t.Parallel()

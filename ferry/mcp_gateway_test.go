@@ -9,9 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +18,8 @@ import (
 )
 
 func TestMCPGateway(t *testing.T) {
-	bin := mcpBinary(t)
+	t.Parallel()
+	bin := ferryExe(t)
 	fixture := buildGWFixture(t)
 
 	// Another project on another machine (its own FERRY_HOME): carol is seated there.
@@ -162,7 +161,8 @@ func TestMCPGateway(t *testing.T) {
 // `ferry mcp serve --tools gateway`: the core tools are served,
 // no gateway tool, and the capabilities resource says why.
 func TestMCPGatewayBrokenConfig(t *testing.T) {
-	bin := mcpBinary(t)
+	t.Parallel()
+	bin := ferryExe(t)
 	m := newMCPMachine(t, bin)
 	m.channel("acme", "bob")
 	cfg := filepath.Join(m.home, "config", "servers.toml")
@@ -218,24 +218,18 @@ func waitPidGone(t *testing.T, pid int) {
 	}
 }
 
-// buildGWFixture builds mcpserver/testdata/gwfixture into a temp dir of t.
+// buildGWFixture returns mcpserver/testdata/gwfixture, built once.
 func buildGWFixture(t *testing.T) string {
 	t.Helper()
-	fixture := filepath.Join(t.TempDir(), "gwfixture")
-	if runtime.GOOS == "windows" {
-		fixture += ".exe"
-	}
-	if out, err := exec.Command("go", "build", "-o", fixture, "../mcpserver/testdata/gwfixture").CombinedOutput(); err != nil {
-		t.Fatalf("building the fixture: %v\n%s", err, out)
-	}
-	return fixture
+	return goBuilt(t, "gwfixture", "../mcpserver/testdata/gwfixture")
 }
 
 // TestMCPGatewayListClean: `ferry mcp list` prints a server's tools with their control
 // characters shown as \xNN, never raw, and drops nameless and repeated tools with a
 // warning.
 func TestMCPGatewayListClean(t *testing.T) {
-	bin := mcpBinary(t)
+	t.Parallel()
+	bin := ferryExe(t)
 	fixture := buildGWFixture(t)
 	m := newMCPMachine(t, bin)
 	m.must("mcp", "add", "bad", "--", fixture, "-badnames")

@@ -1,6 +1,6 @@
 package main
 
-// The MCP tool groups (docs/design.md §4) through the real binary: `ferry mcp serve
+// The MCP tool groups (docs/design.md §4) through ferry processes: `ferry mcp serve
 // --tools admin,legacy` and `--read-only` driven by the real clients, a group name
 // refused, the tools array byte-identical across processes of different agents,
 // machines, time zones and protocol versions for every combination, and an idempotency
@@ -28,7 +28,8 @@ var (
 )
 
 func TestMCPGroups(t *testing.T) {
-	bin := mcpBinary(t)
+	t.Parallel()
+	bin := ferryExe(t)
 	for _, kind := range mcpClientKinds {
 		t.Run("groups/"+kind.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,6 @@
 package main
 
-// Helpers of the MCP tests: the real ferry binary, a machine (a FERRY_HOME)
+// Helpers of the MCP tests: the ferry binary (ferryExe), a machine (a FERRY_HOME)
 // whose channel is set up with the CLI, and the two real MCP clients — the official
 // go-sdk and mark3labs/mcp-go — behind one small interface, so every journey runs
 // through each of them against real `ferry mcp serve` processes.
@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -36,24 +35,6 @@ const mcpDeadline = 20 * time.Second
 
 // mcpCoreTools are the six core tools, sorted as tools/list returns them.
 var mcpCoreTools = []string{"ferry_ask_human", "ferry_catchup", "ferry_join", "ferry_orders", "ferry_primary", "ferry_talk"}
-
-// mcpBinary builds the real ferry binary into a temp dir of t, as `go build ./ferry`
-// does. Build it once per top-level test and share it with the subtests.
-func mcpBinary(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "ferry")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/ferryhq/ferry/ferry").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // mcpMachine is one machine: its own FERRY_HOME (so its own device and locks), the real
 // binary, and the channel folders made on it.

@@ -20,9 +20,10 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// TestMCPLease runs the lease journeys against one build of the real binary.
+// TestMCPLease runs the lease journeys against ferry processes (ferryExe).
 func TestMCPLease(t *testing.T) {
-	bin := mcpBinary(t)
+	t.Parallel()
+	bin := ferryExe(t)
 	t.Run("survives-cache-purge", func(t *testing.T) {
 		t.Parallel()
 		mcpLeaseSurvivesCachePurge(t, bin)

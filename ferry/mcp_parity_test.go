@@ -24,7 +24,8 @@ import (
 )
 
 func TestMCPParity(t *testing.T) {
-	bin := mcpBinary(t)
+	t.Parallel()
+	bin := ferryExe(t)
 	m := newMCPMachine(t, bin)
 	cli := newParityLane(t, m, "viacli")
 	mcp := newParityLane(t, m, "viamcp")

@@ -4,8 +4,8 @@ package main
 // × {CLI, MCP} → allow or deny, as the level table of docs/design.md §2 (and the code's
 // copy of it, docs/format.md §13) says. Each row is one channel on disk: the owner's
 // machine (its own FERRY_HOME) made it and seats the actor; the actor works from a
-// machine of its own (another FERRY_HOME: no master key there), through the real ferry
-// binary and a real `ferry mcp serve` child. Each write is one line of permWrites.
+// machine of its own (another FERRY_HOME: no master key there), through separate ferry
+// processes and a real `ferry mcp serve` child. Each write is one line of permWrites.
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/alecthomas/kong"
@@ -333,18 +334,50 @@ func (w *permWorld) observe(before []string, call func() (bool, string)) cellOut
 // isError) and writes entries that count; a denied one is refused with `denied` (on an
 // agent's machine an owner-only command finds no master key: `not_found`) and writes
 // nothing. A write no MCP tool makes is listed as such, and
-// TestPermissionMatrixCoversMCP checks that every MCP write is a row here.
+// TestPermissionMatrixCoversMCP checks that every MCP write is a row here. The rows
+// run in parallel, each on its own channel and machines.
 func TestPermissionMatrix(t *testing.T) {
-	bin := mcpBinary(t)
-	var table strings.Builder
-	fmt.Fprintf(&table, "%-30s", "write")
-	for _, r := range permRows {
-		fmt.Fprintf(&table, " %-12s", r.name)
-	}
-	table.WriteString("\n")
+	t.Parallel()
+	bin := ferryExe(t)
+	var mu sync.Mutex // guards results
 	results := map[string]map[string]string{}
+	record := func(write, row, cell string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if results[write] == nil {
+			results[write] = map[string]string{}
+		}
+		results[write][row] += cell
+	}
+	// The matrix as it ran, for the log and for docs/threat-model.md, once every row
+	// has run.
+	t.Cleanup(func() {
+		var table strings.Builder
+		fmt.Fprintf(&table, "%-30s", "write")
+		for _, r := range permRows {
+			fmt.Fprintf(&table, " %-12s", r.name)
+		}
+		table.WriteString("\n")
+		names := make([]string, 0, len(results))
+		for n := range results {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(&table, "%-30s", n)
+			for _, r := range permRows {
+				fmt.Fprintf(&table, " %-12s", strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(results[n][r.name], "cli:", ""), "mcp:", "/")))
+			}
+			table.WriteString("\n")
+		}
+		t.Logf("permission matrix (cli /mcp):\n%s", table.String())
+		if os.Getenv("FERRY_MATRIX_OUT") != "" {
+			_ = os.WriteFile(os.Getenv("FERRY_MATRIX_OUT"), []byte(table.String()), 0o644)
+		}
+	})
 	for _, row := range permRows {
 		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
 			w := newPermWorld(t, bin, row.name)
 			preps := map[int]map[string]permPrep{}
 			for i, pw := range permWrites {
@@ -377,17 +410,14 @@ func TestPermissionMatrix(t *testing.T) {
 					if pw.what != "" {
 						name += " (" + pw.what + ")"
 					}
-					if results[name] == nil {
-						results[name] = map[string]string{}
-					}
 					via := pass.via
 					cell := name + " × " + via
 					if row.name == "master" && pw.has(notMaster) {
-						results[name][row.name] += via + ":n/a "
+						record(name, row.name, via+":n/a ")
 						continue
 					}
 					if via == "mcp" && pw.mcpTool == "" {
-						results[name][row.name] += "mcp:none "
+						record(name, row.name, "mcp:none ")
 						continue
 					}
 					want := row.level >= pw.min
@@ -417,7 +447,7 @@ func TestPermissionMatrix(t *testing.T) {
 					if out.ok {
 						mark = "allow"
 					}
-					results[name][row.name] += via + ":" + mark + " "
+					record(name, row.name, via+":"+mark+" ")
 					noop := pw.has(again) && via == "mcp" && len(out.wrote) == 0
 					switch {
 					case want && !out.ok:
@@ -434,23 +464,6 @@ func TestPermissionMatrix(t *testing.T) {
 				}
 			}
 		})
-	}
-	// The matrix as it ran, for the log and for docs/threat-model.md.
-	names := make([]string, 0, len(results))
-	for n := range results {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(&table, "%-30s", n)
-		for _, r := range permRows {
-			fmt.Fprintf(&table, " %-12s", strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(results[n][r.name], "cli:", ""), "mcp:", "/")))
-		}
-		table.WriteString("\n")
-	}
-	t.Logf("permission matrix (cli /mcp):\n%s", table.String())
-	if os.Getenv("FERRY_MATRIX_OUT") != "" {
-		_ = os.WriteFile(os.Getenv("FERRY_MATRIX_OUT"), []byte(table.String()), 0o644)
 	}
 }
 
@@ -473,7 +486,8 @@ var mcpReads = map[string][]string{
 // makes an entry of the table's last row (docs/design.md §2: grants, policy, answers,
 // retiring others are never possible over MCP).
 func TestPermissionMatrixCoversMCP(t *testing.T) {
-	bin := mcpBinary(t)
+	t.Parallel()
+	bin := ferryExe(t)
 	m := newMCPMachine(t, bin)
 	m.channel("acme", "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), mcpDeadline)
@@ -760,6 +774,7 @@ func kongLeafOf(n *kong.Node, words []string) string {
 // kong model: a master-only command added without the ownerCommand mark, or marked
 // without a row here, fails this test.
 func TestPermissionMatrixMasterOnly(t *testing.T) {
+	t.Parallel()
 	leaves := kongLeaves(t)
 	master, writtenBy := formatMasterTypes(t)
 	rows := map[string][]masterAction{} // by type
@@ -807,7 +822,7 @@ func TestPermissionMatrixMasterOnly(t *testing.T) {
 		return
 	}
 
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	w := &masterWorld{t: t, m: newMCPMachine(t, bin)}
 	w.dir = w.m.channel("acme", "actor")
 	w.m.must("grant", "actor", "--level", "orchestrator", "--channel", w.dir)

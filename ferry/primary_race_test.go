@@ -18,8 +18,8 @@ import (
 
 // TestRacePrimaryTwoMachines: two machines — two FERRY_HOMEs, so two devices, two lock
 // folders and two arrival logs — share one channel folder, and alice (machine A) and
-// bob (machine B), both orchestrators, take the unheld primary role at once with the
-// real binary. Their channel locks are separate, so both fold the role as unheld, both
+// bob (machine B), both orchestrators, take the unheld primary role at once as ferry
+// processes. Their channel locks are separate, so both fold the role as unheld, both
 // append a first take (no basis) and both succeed locally. Then every process on either
 // side folds one holder — the take with the lower hash (docs/design.md §2) — and a
 // contest naming the winner; the loser may no longer brief, the winner may.
@@ -28,9 +28,10 @@ import (
 // taker's segment lock, so neither can append before both have read the channel, and
 // lets them go once both arrival logs hold the last entry written before the race.
 func TestRacePrimaryTwoMachines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ch := filepath.Join(dir, "shared", "duo")
-	bin := raceBinary(t, dir)
+	bin := ferryExe(t)
 	a := raceMachine{"machine A", filepath.Join(dir, "home-a"), bin}
 	b := raceMachine{"machine B", filepath.Join(dir, "home-b"), bin}
 	const project = "duo"

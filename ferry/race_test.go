@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -250,28 +249,11 @@ func TestRaceEightProcessesClaimEachOrderOnce(t *testing.T) {
 	t.Logf("wins per process: %v", wins)
 }
 
-// raceBinary builds the real ferry binary into dir, as `go build ./ferry` does.
-func raceBinary(t *testing.T, dir string) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "ferry")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // raceMachine is one machine: its FERRY_HOME, as LocalHome lays it out.
 type raceMachine struct {
 	name string
 	home string
-	bin  string // the real ferry binary
+	bin  string // the ferry executable (ferryExe)
 }
 
 func (m raceMachine) fsHome() *fsbus.Home {
@@ -325,9 +307,10 @@ func (m raceMachine) must(t *testing.T, args ...string) string {
 // order's creation into their arrival logs, which Load does after reading every
 // segment.
 func TestRaceTwoMachinesOneFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ch := filepath.Join(dir, "shared", "duo")
-	bin := raceBinary(t, dir)
+	bin := ferryExe(t)
 	a := raceMachine{"machine A", filepath.Join(dir, "home-a"), bin}
 	b := raceMachine{"machine B", filepath.Join(dir, "home-b"), bin}
 	const project = "duo"

@@ -18,6 +18,7 @@ import (
 // record and exits 0. (Windows has no SIGINT to send to another process; the kill
 // path of TestRunKilledMidRunIsRecovered covers a stopped runner there.)
 func TestRunInterruptReleasesClaim(t *testing.T) {
+	t.Parallel()
 	f := newRunFixture(t)
 	id := f.order("long job")
 	cmd := f.runCmd("block", "--grace", "2s")

@@ -11,28 +11,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// runjobBinary builds testdata/runjob (the FILE the tests run) into dir.
-func runjobBinary(t *testing.T, dir, name string) string {
+// runjobBinary returns testdata/runjob (the FILE the tests run), built once.
+func runjobBinary(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, name)
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, "./testdata/runjob").CombinedOutput(); err != nil {
-		t.Fatalf("go build runjob: %v\n%s", err, out)
-	}
-	return bin
+	return goBuilt(t, "runjob", "./testdata/runjob")
 }
 
 // runFixture is a machine with a channel "rp": boss (member, dispatches) and runner
@@ -45,10 +33,10 @@ type runFixture struct {
 
 func newRunFixture(t *testing.T) *runFixture {
 	t.Helper()
-	m := newMCPMachine(t, mcpBinary(t))
+	m := newMCPMachine(t, ferryExe(t))
 	m.channel("rp", "boss", "runner")
 	f := &runFixture{mcpMachine: m, jobDir: t.TempDir()}
-	f.job = runjobBinary(t, t.TempDir(), "runjob")
+	f.job = runjobBinary(t)
 	return f
 }
 
@@ -154,6 +142,7 @@ func waitFile(t *testing.T, path string, what string) string {
 // naming the run, claims it afresh and completes it: create, claim, release, claim,
 // submit — every step in the ledger, which still verifies.
 func TestRunKilledMidRunIsRecovered(t *testing.T) {
+	t.Parallel()
 	f := newRunFixture(t)
 	id := f.order("build the thing")
 

@@ -20,14 +20,15 @@ import (
 )
 
 // TestMain lets the test binary stand in for the ferry binary: testscript puts a copy
-// named "ferry" on the scripts' PATH, so every `exec ferry …` line in
-// testdata/script/*.txtar is a real, separate ferry process.
+// named "ferry" on PATH, which runs main, so every `exec ferry …` line in
+// testdata/script/*.txtar and every ferryExe process is a real, separate ferry process.
+// After the tests it removes what goBuilt built.
 func TestMain(m *testing.M) {
 	if os.Getenv(raceHelperEnv) == "1" {
 		os.Exit(raceClaimHelper())
 	}
-	testscript.Main(m, map[string]func(){
-		"ferry":  func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+	testscript.Main(cleanupM{m}, map[string]func(){
+		"ferry":  main,
 		"runjob": scriptRunjob, // the FILE of ferry run journeys (run_test.go)
 		"claude": scriptClaude, // Claude Code's CLI, for ferry connect (connect_script_test.go)
 	})

@@ -14,7 +14,8 @@ import (
 // others, a decision and an ask: both call fsbus's Channel.Search matcher. Real
 // processes: the CLI and `ferry mcp serve --tools admin`, through the go-sdk client.
 func TestSearchParity(t *testing.T) {
-	m := newMCPMachine(t, mcpBinary(t))
+	t.Parallel()
+	m := newMCPMachine(t, ferryExe(t))
 	m.channel("acme", "alice", "bob", "carol")
 	m.must("grant", "alice", "--level", "orchestrator", "--project", "acme")
 	for i := range 6 {

@@ -40,12 +40,13 @@ import (
 // Gate: runs when FERRY_SYNCTHING_TEST=1 (.ci/run sets it) or CI=true, and fails then
 // when syncthing is not installed; with neither set it is skipped with a message.
 func TestSyncthingTwoNodes(t *testing.T) {
+	t.Parallel()
 	stBin := syncthingGate(t)
 	deadline := time.Now().Add(170 * time.Second) // the whole test stays under 3 minutes
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	bin := mcpBinary(t)
+	bin := ferryExe(t)
 	root := t.TempDir()
 	stA := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-a"))
 	stB := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-b"))

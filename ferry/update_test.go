@@ -12,18 +12,11 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 )
 
-// buildVersion builds the real ferry binary stamped with version (as a release build
-// does: -ldflags "-X main.version=…") to path.
+// buildVersion puts at path a copy of the real ferry binary stamped with version (as a
+// release build does: -ldflags "-X main.version=…"), built once per version.
 func buildVersion(t *testing.T, version, path string) {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goBin, "build", "-ldflags", "-X main.version="+version, "-o", path, "github.com/ferryhq/ferry/ferry")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", version, err, out)
-	}
+	copyExe(t, goBuilt(t, "ferry", ".", "-ldflags", "-X main.version="+version), path)
 }
 
 // TestUpdateApplyReplacesBinary (ADR 0005): a real ferry 1.0.0, copied to a temp dir,
@@ -31,6 +24,7 @@ func buildVersion(t *testing.T, version, path string) {
 // it and is then ferry 1.1.0; the new binary finds nothing newer. Every step is a
 // separate process of the binary being replaced.
 func TestUpdateApplyReplacesBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "bin", "ferry")
 	if runtime.GOOS == "windows" {

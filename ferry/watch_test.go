@@ -14,7 +14,7 @@ import (
 )
 
 // Long-running readers as real processes (`ferry watch` and `ferry talk read
-// --follow`): the real binary starts, another process writes, the lines arrive, and the
+// --follow`): a ferry process starts, another process writes, the lines arrive, and the
 // reader stops with exit 0 — on SIGINT (not on Windows, which cannot send one to a
 // child), on the end of stdin with --until-eof, or after --for.
 
@@ -153,7 +153,8 @@ func stopWays() []string {
 }
 
 func TestWatchProcess(t *testing.T) {
-	m := newMCPMachine(t, mcpBinary(t))
+	t.Parallel()
+	m := newMCPMachine(t, ferryExe(t))
 	ch := m.channel("acme", "alice", "bob", "carol")
 	m.must("--as", "alice", "talk", "send", "--to", "bob", "before the watch", "--channel", ch)
 	for _, mode := range []struct {
@@ -226,7 +227,8 @@ func TestWatchProcess(t *testing.T) {
 }
 
 func TestTalkReadFollowProcess(t *testing.T) {
-	m := newMCPMachine(t, mcpBinary(t))
+	t.Parallel()
+	m := newMCPMachine(t, ferryExe(t))
 	ch := m.channel("acme", "alice", "bob")
 	m.must("--as", "alice", "talk", "send", "--to", "bob", "unread before", "--channel", ch)
 	for _, how := range stopWays() {

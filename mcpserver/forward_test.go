@@ -18,9 +18,9 @@ func buildFixture(t *testing.T) string {
 	if runtime.GOOS == "windows" {
 		bin += ".exe"
 	}
-	goBin, err := exec.LookPath("go")
+	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goBin = "go"
 	}
 	if out, err := exec.Command(goBin, "build", "-o", bin, "./testdata/gwfixture").CombinedOutput(); err != nil {
 		t.Fatalf("building the fixture: %v\n%s", err, out)

@@ -67,9 +67,9 @@ func plainOrder(t *testing.T, s *fsbus.Session, title string) string {
 // buildRunjob builds ferry/testdata/runjob into dir under name.
 func buildRunjob(t *testing.T, dir, name string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goBin = "go"
 	}
 	bin := filepath.Join(dir, name)
 	if runtime.GOOS == "windows" {
