@@ -6,6 +6,9 @@ demo:
 test:
     go test ./...
 
+lint:
+    golangci-lint run ./...
+
 bench:
     go test -run '^$' -bench . -benchmem ./...
 
