@@ -100,12 +100,16 @@ func raceClaimHelper() int {
 const fsbusAgentEnv = "FERRY_AGENT"
 
 // TestRaceEightProcessesClaimEachOrderOnce: 8 processes (8 seated agents) race to claim
-// each of 100 orders on one machine. Every order is claimed exactly once: one process
-// succeeds, the other 7 get a conflict (exit code 5) naming the holder; the ledger
-// holds exactly 100 claims; the fold shows that one holder and no contests, because
-// the machine's channel lock serialises fold → check → append.
+// each of 100 orders (-short: 20) on one machine. Every order is claimed exactly once:
+// one process succeeds, the other 7 get a conflict (exit code 5) naming the holder;
+// the ledger holds exactly one claim per order; the fold shows that one holder and no
+// contests, because the machine's channel lock serialises fold → check → append.
 func TestRaceEightProcessesClaimEachOrderOnce(t *testing.T) {
-	const procs, orders = 8, 100
+	const procs = 8
+	orders := 100
+	if testing.Short() {
+		orders = 20
+	}
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
 	ch := filepath.Join(dir, "channel")

@@ -105,7 +105,10 @@ func TestFollowBesideWriters(t *testing.T) {
 			}
 		}
 	}()
-	const per = 60
+	per := 60 // messages each writer posts
+	if testing.Short() {
+		per = 20
+	}
 	var wg sync.WaitGroup
 	sent := make(chan string, 2*per)
 	for _, name := range []string{"alice", "carol"} {

@@ -60,12 +60,13 @@ func tokenOf(shape string) string {
 
 // TestSecretFieldsMCP is the secret guard's table over MCP: every tool the server
 // lists (core, admin and legacy groups) × every action its input schema enumerates ×
-// every string property of the schema, each set to a token-shaped value. The call is
-// refused, or the value appears nowhere: not in the answer, not in any file of the
-// channel folder, not in the server's log. The properties and actions come from the
-// served input schemas, so a new one is in the table without an edit; an action whose
-// base arguments this table lacks fails it. ferry_join has no properties: the app
-// name it announces is the client's name from initialize, tried on its own.
+// every string property of the schema, each set to three token-shaped values (-short:
+// one, in turn). The call is refused, or the value appears nowhere: not in the answer,
+// not in any file of the channel folder, not in the server's log. The properties and
+// actions come from the served input schemas, so a new one is in the table without an
+// edit; an action whose base arguments this table lacks fails it. ferry_join has no
+// properties: the app name it announces is the client's name from initialize, tried
+// on its own.
 func TestSecretFieldsMCP(t *testing.T) {
 	b := copyBusy(t)
 	var log syncBuf
@@ -188,7 +189,11 @@ func TestSecretFieldsMCP(t *testing.T) {
 			}
 			var prepared map[string]any // reused until a call succeeds (a refusal changes nothing)
 			for _, p := range props {
-				for i := range 3 {
+				shapes := []int{0, 1, 2}
+				if testing.Short() {
+					shapes = []int{cases % 3} // -short: one shape per property, each in turn
+				}
+				for _, i := range shapes {
 					shape := secretShapes(uint64(100 + cases))[i]
 					if prepared == nil {
 						prepared = bs.args()
