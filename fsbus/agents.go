@@ -296,3 +296,19 @@ func (st *State) AgentList() []*Agent {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// boundHashes returns, per segment of a, the hash of the record at the seq a.bounds()
+// names for it, as this view folded it (data.bound_hashes of a grant, revoke or
+// retire this binary writes).
+func boundHashes(v *View, a *Agent) map[string]string {
+	out := map[string]string{}
+	for dev, seq := range a.segs {
+		if tip := v.chainTip(a.Name, dev); tip != nil && tip.Seq == seq {
+			out[dev] = tip.Hash()
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

@@ -78,9 +78,9 @@ func (c *Contract) Empty() bool {
 		!c.ReadOnly && c.Windows == nil && !c.Heavy && c.Hints == nil)
 }
 
-// validate checks the fields the caller sets directly (not the pointers, which
+// validateContract checks the fields the caller sets directly (not the pointers, which
 // FingerprintPointers builds). It returns invalid naming the field.
-func (c *Contract) validate() error {
+func validateContract(c *Contract) error {
 	if c.Task != "" && !ValidName(strings.ReplaceAll(c.Task, "_", "-")) {
 		return errs.Errorf(errs.Invalid, "a task type is a short name such as code_review or implementation", "bad task type %q", c.Task)
 	}
@@ -323,7 +323,7 @@ func (o *Order) contract() *Contract {
 // diff. It returns the warnings to show the author.
 func (s *Session) dispatchContract(opt *NewOrderOptions) (*Contract, []string, error) {
 	c := Contract{Schema: opt.Schema, Task: opt.Task, ReadOnly: opt.ReadOnly, Windows: opt.Windows, Heavy: opt.Heavy, Hints: opt.Hints}
-	if err := c.validate(); err != nil {
+	if err := validateContract(&c); err != nil {
 		return nil, nil, err
 	}
 	if len(opt.Pointers) == 0 && opt.Diff == "" {

@@ -240,19 +240,19 @@ func TestValidateOutput(t *testing.T) {
 	// A schema that does not compile, or reaches for another document, is invalid.
 	for _, bad := range []string{`{"type":"nonsense"}`, `{"$ref":"https://example.com/s.json"}`, `{"$ref":"file:///etc/passwd"}`, `{"minimum":"x"}`} {
 		c := Contract{Schema: json.RawMessage(bad)}
-		if err := c.validate(); !errs.Is(err, errs.Invalid) {
+		if err := validateContract(&c); !errs.Is(err, errs.Invalid) {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
 	// The schema is an object (docs/format.md §11): true, false and arrays are refused.
 	for bad, kind := range map[string]string{`true`: "a boolean", `false`: "a boolean", `[]`: "an array", `"x"`: "a string", `3`: "a number"} {
 		c := Contract{Schema: json.RawMessage(bad)}
-		if err := c.validate(); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
+		if err := validateContract(&c); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
 	c := Contract{Schema: json.RawMessage(" {\n\"type\": \"object\"}\n")}
-	if err := c.validate(); err != nil || string(c.Schema) != `{"type":"object"}` {
+	if err := validateContract(&c); err != nil || string(c.Schema) != `{"type":"object"}` {
 		t.Fatalf("compacted %s %v", c.Schema, err)
 	}
 }

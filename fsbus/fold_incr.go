@@ -452,22 +452,6 @@ func (f *folded) tip(e *ledger.Entry) {
 	}
 }
 
-// chainTip returns the entry with the highest seq of (writer, device) in v's snapshot
-// (nil when there is none): from the fold's chain tips when v has them, else by
-// going over the snapshot.
-func (v *View) chainTip(writer, device string) *ledger.Entry {
-	if v.fold != nil {
-		return v.fold.tips[[2]string{writer, device}]
-	}
-	var tip *ledger.Entry
-	for i := range v.Snapshot.Entries {
-		if e := &v.Snapshot.Entries[i]; e.Writer == writer && e.Device == device && (tip == nil || e.Seq > tip.Seq) {
-			tip = e
-		}
-	}
-	return tip
-}
-
 // spliceThing puts the thing id of part into m (or takes it out when part has none).
 func spliceThing[T any](m, part map[string]*T, id string) {
 	if t, ok := part[id]; ok {

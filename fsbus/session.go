@@ -728,3 +728,19 @@ func (c *Channel) checkPresent() error {
 	}
 	return nil
 }
+
+// chainTip returns the entry with the highest seq of (writer, device) in v's snapshot
+// (nil when there is none): from the fold's chain tips when v has them, else by
+// going over the snapshot.
+func (v *View) chainTip(writer, device string) *ledger.Entry {
+	if v.fold != nil {
+		return v.fold.tips[[2]string{writer, device}]
+	}
+	var tip *ledger.Entry
+	for i := range v.Snapshot.Entries {
+		if e := &v.Snapshot.Entries[i]; e.Writer == writer && e.Device == device && (tip == nil || e.Seq > tip.Seq) {
+			tip = e
+		}
+	}
+	return tip
+}

@@ -493,3 +493,39 @@ func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note str
 	}
 	return "", nil
 }
+
+// Releases returns the approved releases folded from v: every release.approve the
+// master wrote that counts (its signature verifies against the pinned master key),
+// newest version first (semver precedence, SemVer 2.0.0 §11), then newest entry first.
+// A version approved twice keeps only its newest approval (a re-approval replaces the
+// checksums). Entries by any other writer never count (the fold lists them as
+// ignored); approvals whose version is not semver-like or whose data does not decode
+// are dropped. The list is never nil.
+func (v *View) Releases() []Release {
+	byVersion := map[string]Release{}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		if e.Type != typeReleaseApprove || e.Writer != MasterWriter || !v.State.Counts(e.Hash()) {
+			continue
+		}
+		r, ok := parseRelease(e)
+		if !ok {
+			continue
+		}
+		key := canonicalVersion(r.Version)
+		if old, seen := byVersion[key]; !seen || old.HLC < r.HLC || (old.HLC == r.HLC && old.Hash < r.Hash) {
+			byVersion[key] = r
+		}
+	}
+	out := make([]Release, 0, len(byVersion))
+	for _, r := range byVersion {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if c := CompareVersions(out[i].Version, out[j].Version); c != 0 {
+			return c > 0
+		}
+		return out[i].HLC > out[j].HLC
+	})
+	return out
+}

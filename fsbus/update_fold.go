@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"path"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -54,42 +53,6 @@ var (
 	platformRE = regexp.MustCompile(`^[a-z0-9]{1,20}/[a-z0-9]{1,20}$`)
 	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
-
-// Releases returns the approved releases folded from v: every release.approve the
-// master wrote that counts (its signature verifies against the pinned master key),
-// newest version first (semver precedence, SemVer 2.0.0 §11), then newest entry first.
-// A version approved twice keeps only its newest approval (a re-approval replaces the
-// checksums). Entries by any other writer never count (the fold lists them as
-// ignored); approvals whose version is not semver-like or whose data does not decode
-// are dropped. The list is never nil.
-func (v *View) Releases() []Release {
-	byVersion := map[string]Release{}
-	for i := range v.Snapshot.Entries {
-		e := &v.Snapshot.Entries[i]
-		if e.Type != typeReleaseApprove || e.Writer != MasterWriter || !v.State.Counts(e.Hash()) {
-			continue
-		}
-		r, ok := parseRelease(e)
-		if !ok {
-			continue
-		}
-		key := canonicalVersion(r.Version)
-		if old, seen := byVersion[key]; !seen || old.HLC < r.HLC || (old.HLC == r.HLC && old.Hash < r.Hash) {
-			byVersion[key] = r
-		}
-	}
-	out := make([]Release, 0, len(byVersion))
-	for _, r := range byVersion {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if c := CompareVersions(out[i].Version, out[j].Version); c != 0 {
-			return c > 0
-		}
-		return out[i].HLC > out[j].HLC
-	})
-	return out
-}
 
 // parseRelease decodes a release.approve entry strictly: the data keys must be spelled
 // exactly (encoding/json would match "VERSION" too, and the meaning would hang on key
