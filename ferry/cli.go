@@ -13,6 +13,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -340,7 +341,7 @@ func (g *Globals) Master() (*fsbus.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.As(fsbus.MasterWriter)
+	return c.As(fold.MasterWriter)
 }
 
 // printJSON writes v as indented JSON.

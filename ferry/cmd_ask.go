@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // AskCmd groups the ask verbs (docs/design.md §3): an agent asks the owner before a
@@ -91,8 +92,8 @@ func (c *AskStatusCmd) Run(g *Globals) error {
 		printAsk(g, a)
 		return nil
 	}
-	var list []*fsbus.Ask
-	mine := g.As != "" && g.As != fsbus.MasterWriter
+	var list []*fold.Ask
+	mine := g.As != "" && g.As != fold.MasterWriter
 	if mine {
 		list = v.State.AsksBy(g.As)
 	} else {
@@ -118,7 +119,7 @@ func (c *AskStatusCmd) Run(g *Globals) error {
 }
 
 // printAsk prints one ask in full.
-func printAsk(g *Globals, a *fsbus.Ask) {
+func printAsk(g *Globals, a *fold.Ask) {
 	g.printf("%s  %s\n", a.ID, a.Title)
 	g.printf("state           %s\n", a.State)
 	g.printf("author          %s\n", a.Author)
@@ -148,7 +149,7 @@ func printAsk(g *Globals, a *fsbus.Ask) {
 		}
 		g.printf("\n")
 	}
-	if a.State == fsbus.AskPending && !a.Missing {
+	if a.State == fold.AskPending && !a.Missing {
 		g.printf("the owner answers with: ferry ask approve|reject|send-back %s [--note …]\n", a.ID)
 	}
 }
@@ -193,7 +194,7 @@ type AskApproveCmd struct{ askAnswerArgs }
 
 // Run implements the command.
 func (c *AskApproveCmd) Run(g *Globals) error {
-	return c.answer(g, fsbus.VerdictApprove, "approved")
+	return c.answer(g, fold.VerdictApprove, "approved")
 }
 
 // AskRejectCmd is `ferry ask reject ID [--note …]`.
@@ -201,7 +202,7 @@ type AskRejectCmd struct{ askAnswerArgs }
 
 // Run implements the command.
 func (c *AskRejectCmd) Run(g *Globals) error {
-	return c.answer(g, fsbus.VerdictReject, "rejected")
+	return c.answer(g, fold.VerdictReject, "rejected")
 }
 
 // AskSendBackCmd is `ferry ask send-back ID [--note …]`.
@@ -209,5 +210,5 @@ type AskSendBackCmd struct{ askAnswerArgs }
 
 // Run implements the command.
 func (c *AskSendBackCmd) Run(g *Globals) error {
-	return c.answer(g, fsbus.VerdictSendBack, "sent back")
+	return c.answer(g, fold.VerdictSendBack, "sent back")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/ferry/internal/appconfig"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -132,7 +133,7 @@ func (c *ConnectCmd) connect(g *Globals, env appconfig.Env, exe, machine string)
 			return err
 		}
 	}
-	if rep.Agent != "" && !fsbus.ValidName(rep.Agent) {
+	if rep.Agent != "" && !fold.ValidName(rep.Agent) {
 		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
 	}
 	rep.Server = appconfig.Server{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/ferry/internal/appconfig"
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // TestConnectNames: <app>-<machine>, a worktree suffix, 63 bytes at most.
@@ -24,7 +24,7 @@ func TestConnectNames(t *testing.T) {
 		}
 	}
 	long := defaultAgentName("claude-desktop", strings.Repeat("m", 40), strings.Repeat("w", 40))
-	if len(long) > 63 || !fsbus.ValidName(long) {
+	if len(long) > 63 || !fold.ValidName(long) {
 		t.Errorf("long name %q", long)
 	}
 }

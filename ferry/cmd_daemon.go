@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -119,7 +120,7 @@ func loadDaemonConfig(path string) (*daemonConfig, error) {
 		switch {
 		case h.Agent == "":
 			return nil, bad("handler %d has no agent", n)
-		case !fsbus.ValidName(h.Agent):
+		case !fold.ValidName(h.Agent):
 			return nil, bad("handler %d: %q is not an agent name", n, h.Agent)
 		case h.Exec == "":
 			return nil, bad("handler %d (agent %s) has no exec", n, h.Agent)
@@ -245,7 +246,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 		s := sessions[a]
 		agent := a
 		r := &runner.Runner{S: s, Queue: cfg.queue, Workdir: cfg.Workdir, Beat: cfg.beat, Log: g.stderr,
-			Pick: func(_ *fsbus.Order, spec runner.Spec) *runner.Handler { return cfg.pick(agent, spec.Task) }}
+			Pick: func(_ *fold.Order, spec runner.Spec) *runner.Handler { return cfg.pick(agent, spec.Task) }}
 		if _, err := r.Start(); err != nil {
 			return fmt.Errorf("agent %s: %w", a, err)
 		}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // HandinCmd groups the hand-in verbs (docs/design.md §3).
@@ -64,7 +64,7 @@ func (c *HandinListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	hs := v.State.ListHandins(fsbus.HandinFilter{By: c.By, Limit: c.Limit})
+	hs := v.State.ListHandins(fold.HandinFilter{By: c.By, Limit: c.Limit})
 	if g.JSON {
 		return g.printJSON(hs)
 	}

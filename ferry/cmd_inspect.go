@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -36,7 +36,7 @@ func (c *InspectCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if g.As != "" && v.State.Agents[g.As] == nil && g.As != fsbus.MasterWriter {
+	if g.As != "" && v.State.Agents[g.As] == nil && g.As != fold.MasterWriter {
 		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`", "no agent %q in this channel", g.As)
 	}
 	rows := runner.Inspect(ch, v, g.As, c.All)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 	"golang.org/x/term"
@@ -84,10 +85,10 @@ func (p Passphrase) read(g *Globals, what string, confirm bool) ([]byte, error) 
 
 // keyName is --as, or the master when it is empty.
 func keyName(g *Globals) (string, error) {
-	if g.As == "" || g.As == fsbus.MasterWriter {
-		return fsbus.MasterWriter, nil
+	if g.As == "" || g.As == fold.MasterWriter {
+		return fold.MasterWriter, nil
 	}
-	if !fsbus.ValidName(g.As) {
+	if !fold.ValidName(g.As) {
 		return "", errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
 	}
 	return g.As, nil
@@ -285,7 +286,7 @@ func (c *KeyImportCmd) Run(g *Globals) error {
 		return errs.Errorf(errs.Invalid, "import it with --channel or --project of its own project",
 			"%s holds a key of project %s, not %s; nothing was written", c.File, ik.Project, ch.Project())
 	}
-	if ik.Name == fsbus.MasterWriter {
+	if ik.Name == fold.MasterWriter {
 		v, err := ch.Load()
 		if err != nil {
 			return err
@@ -330,7 +331,7 @@ func (c *KeyNewCmd) Run(g *Globals) error {
 	if g.As == "" {
 		return errs.Errorf(errs.Invalid, "pass --as NAME", "no agent name given")
 	}
-	if !fsbus.ValidName(g.As) {
+	if !fold.ValidName(g.As) {
 		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
 	}
 	k, err := ch.Home.NewKey(ch.Project(), g.As)
@@ -351,7 +352,7 @@ func (c *KeyShowCmd) Run(g *Globals) error {
 	}
 	name := g.As
 	if name == "" {
-		name = fsbus.MasterWriter
+		name = fold.MasterWriter
 	}
 	k, err := ch.Home.PublicKey(ch.Project(), name) // a locked key's public half too
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/bootclock"
 )
 
@@ -71,7 +72,7 @@ func holderSeen(ch *fsbus.Channel, v *fsbus.View, holder string) string {
 
 // showLifecycle prints an order's window (this machine's clock), its holder's liveness
 // as this machine saw it, its releases and the dependencies it waits for.
-func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order) {
+func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fold.Order) {
 	if o.Holder != "" {
 		g.printf("liveness  %s %s\n", o.Holder, holderSeen(ch, v, o.Holder))
 	}
@@ -87,9 +88,9 @@ func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order)
 		g.printf("window    %s until %s (this machine's clock), %s\n", w.Kind, w.Deadline.Local().Format("2006-01-02 15:04"), when)
 	}
 	if o.Releases > 0 {
-		g.printf("releases  %d of %d\n", o.Releases, fsbus.MaxReleases)
+		g.printf("releases  %d of %d\n", o.Releases, fold.MaxReleases)
 	}
-	if why := v.State.BlockedForGood(o); why != "" && !fsbus.Terminal(o.State) {
+	if why := v.State.BlockedForGood(o); why != "" && !fold.Terminal(o.State) {
 		g.printf("blocked   %s\n", why)
 	} else if b := v.State.Blocking(o); len(b) > 0 {
 		g.printf("waits for %s (not accepted yet)\n", strings.Join(b, ", "))
@@ -99,7 +100,7 @@ func showLifecycle(g *Globals, ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order)
 // orderJSON is `order show --json`: the order plus what this machine measures — its
 // window (deadline on this machine's clock) and its holder's liveness.
 type orderJSON struct {
-	*fsbus.Order
+	*fold.Order
 	Window         *fsbus.Window `json:"window,omitempty"`
 	HolderLiveness string        `json:"holder_liveness,omitempty"`
 	HolderAgeS     *int64        `json:"holder_age_s,omitempty"` // seconds since this machine last saw the holder
@@ -108,9 +109,9 @@ type orderJSON struct {
 	Blocked string `json:"blocked,omitempty"`
 }
 
-func lifecycleJSON(ch *fsbus.Channel, v *fsbus.View, o *fsbus.Order) orderJSON {
+func lifecycleJSON(ch *fsbus.Channel, v *fsbus.View, o *fold.Order) orderJSON {
 	out := orderJSON{Order: o}
-	if !fsbus.Terminal(o.State) {
+	if !fold.Terminal(o.State) {
 		out.Blocked = v.State.BlockedForGood(o)
 	}
 	if w, ok := ch.Window(v, o); ok {
@@ -195,7 +196,7 @@ type AgentRetireCmd struct {
 // rule: of itself, worker; of others, master); an agent retiring itself (--as NAME with
 // NAME the agent) acts as that agent.
 func (c *AgentRetireCmd) ownerAction(g *Globals) string {
-	if g.As != "" && g.As != fsbus.MasterWriter && g.As == c.Name {
+	if g.As != "" && g.As != fold.MasterWriter && g.As == c.Name {
 		return ""
 	}
 	return "retire " + c.Name + " (agent.retire of another agent)"

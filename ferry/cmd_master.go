@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -35,7 +36,7 @@ func (c *MasterRotateCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	was, _ := s.Home.KeyStatus(s.Project(), fsbus.MasterWriter)
+	was, _ := s.Home.KeyStatus(s.Project(), fold.MasterWriter)
 	res, err := s.RotateMaster()
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
@@ -51,7 +51,7 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	if g.As == "" {
 		return errs.Errorf(errs.Invalid, "pass --as NAME (one identity per server), e.g. --as claude-code-laptop", "no agent name given")
 	}
-	if !fsbus.ValidName(g.As) {
+	if !fold.ValidName(g.As) {
 		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
 	}
 	// The command catalog, walked from this very parser's model (catalog.go): served as

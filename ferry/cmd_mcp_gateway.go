@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/client"
@@ -183,7 +184,7 @@ func gatewayTarget(g *Globals, projectLocal bool) (path, scope string, err error
 	if g.Project == "" {
 		return "", "", errs.Errorf(errs.Invalid, "pass --project ID with --project-local", "--project-local needs a project")
 	}
-	if !fsbus.ValidName(g.Project) {
+	if !fold.ValidName(g.Project) {
 		return "", "", errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable project id", g.Project)
 	}
 	return gateway.ConfigPath(h, g.Project), gateway.ScopeProject, nil

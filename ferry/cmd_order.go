@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -143,7 +144,7 @@ func (c contractFlags) options(opt *fsbus.NewOrderOptions) error {
 		}
 		return int64(*d / time.Second), nil
 	}
-	var w fsbus.Windows
+	var w fold.Windows
 	var err error
 	if w.ExecS, err = secs("exec-window", c.ExecWindow); err != nil {
 		return err
@@ -154,10 +155,10 @@ func (c contractFlags) options(opt *fsbus.NewOrderOptions) error {
 	if w.QueueS, err = secs("queue-window", c.QueueWindow); err != nil {
 		return err
 	}
-	if w != (fsbus.Windows{}) {
+	if w != (fold.Windows{}) {
 		opt.Windows = &w
 	}
-	if h := (fsbus.Hints{Cores: c.Cores, RAMGB: c.RAMGB, GPUMemGB: c.GPUMemGB, ExpectedMinutes: c.ExpectedMins}); h != (fsbus.Hints{}) {
+	if h := (fold.Hints{Cores: c.Cores, RAMGB: c.RAMGB, GPUMemGB: c.GPUMemGB, ExpectedMinutes: c.ExpectedMins}); h != (fold.Hints{}) {
 		opt.Hints = &h
 	}
 	opt.Pointers, opt.Diff, opt.Task, opt.ReadOnly, opt.Heavy = c.Pointer, c.Diff, c.Task, c.ReadOnly, c.Heavy
@@ -207,7 +208,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if err := fsbus.CheckStateFilter(c.State); err != nil {
 		return err
 	}
-	f := fsbus.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready, For: g.As}
+	f := fold.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready, For: g.As}
 	if c.Mine {
 		if g.As == "" {
 			return errs.Errorf(errs.Invalid, "pass --as NAME", "--mine needs an agent")
@@ -217,7 +218,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	rows := v.State.ListOrders(f)
 	if g.JSON {
 		if rows == nil {
-			rows = []fsbus.OrderRow{}
+			rows = []fold.OrderRow{}
 		}
 		return g.printJSON(rows)
 	}
@@ -313,7 +314,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		}
 	}
 	for _, p := range o.Progress {
-		if p.Type == fsbus.TypeOrderExtend {
+		if p.Type == fold.TypeOrderExtend {
 			g.printf("extended  %s %s", p.HLC, p.By)
 			if p.Note != "" {
 				g.printf(": %s", p.Note)
@@ -527,7 +528,7 @@ func (c *OrderVerifyCmd) Help() string {
 func (c *OrderVerifyCmd) Run(g *Globals) error {
 	var (
 		r   *fsbus.PointerReport
-		o   *fsbus.Order
+		o   *fold.Order
 		err error
 	)
 	if c.Mark {
@@ -594,7 +595,7 @@ func btoi(b bool) int {
 	return 0
 }
 
-func printOrderResult(g *Globals, o *fsbus.Order, err error, verb string) error {
+func printOrderResult(g *Globals, o *fold.Order, err error, verb string) error {
 	g.noteExpired()
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -45,7 +46,7 @@ func pauseProject(g *Globals, k *kong.Context) (string, error) {
 		return "", nil
 	}
 	if g.Channel == "" && g.Project != "" {
-		if !fsbus.ValidName(g.Project) {
+		if !fold.ValidName(g.Project) {
 			return "", errs.Errorf(errs.Invalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", g.Project)
 		}
 		return g.Project, nil // a project is paused by id, mapped here or not

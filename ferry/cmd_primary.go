@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 )
 
@@ -157,9 +158,9 @@ func printPrimary(g *Globals, p *fsbus.PrimaryStatus) error {
 		return g.printJSON(p)
 	}
 	switch p.State {
-	case fsbus.PrimaryHeld:
+	case fold.PrimaryHeld:
 		g.printf("primary   %s (%s, heard from %s ago) since %s\n", p.Holder, p.Liveness, fsbus.Span(p.AgeS), p.Since)
-	case fsbus.PrimaryReleased:
+	case fold.PrimaryReleased:
 		g.printf("primary   none (released by %s)\n", p.Previous)
 	default:
 		g.printf("primary   none\n")

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -77,7 +77,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	}
 	h := &runner.Handler{Exec: file, Env: c.Env}
 	r := &runner.Runner{S: s, Labels: c.Label, Queue: q, Workdir: wd, Beat: c.Beat, Grace: c.Grace, Log: g.stderr,
-		Pick: func(*fsbus.Order, runner.Spec) *runner.Handler { return h }}
+		Pick: func(*fold.Order, runner.Spec) *runner.Handler { return h }}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := r.Start(); err != nil {
@@ -181,7 +181,7 @@ func checkRunFlags(poll, beat, grace time.Duration, labels []string) error {
 		return errs.Errorf(errs.Invalid, "e.g. --grace 10s", "--grace must not be negative")
 	}
 	for _, l := range labels {
-		if !fsbus.ValidName(l) {
+		if !fold.ValidName(l) {
 			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", secretguard.Quote(l))
 		}
 	}

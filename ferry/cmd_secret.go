@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"golang.org/x/term"
 )
@@ -127,13 +128,13 @@ func (c *SecretGetCmd) Run(g *Globals) error {
 
 // warnIgnored warns that a name has puts by writers other than its owner and master,
 // which get and list ignore (ADR 0009 §2).
-func warnIgnored(w io.Writer, sec *fsbus.Secret) {
+func warnIgnored(w io.Writer, sec *fold.Secret) {
 	if len(sec.Ignored) == 0 {
 		return
 	}
-	who := sec.Owner + " or " + fsbus.MasterWriter
-	if sec.Owner == fsbus.MasterWriter {
-		who = fsbus.MasterWriter
+	who := sec.Owner + " or " + fold.MasterWriter
+	if sec.Owner == fold.MasterWriter {
+		who = fold.MasterWriter
 	}
 	fprintf(w, "ferry: warning: secret %s also has puts by %s, ignored: it belongs to %s, and only %s may replace it\n",
 		sec.Name, strings.Join(sec.Ignored, ", "), sec.Owner, who)

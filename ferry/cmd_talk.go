@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -226,8 +227,8 @@ func (g *Globals) ownerOrSession() (*fsbus.Session, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c.Home.HasKey(c.Project(), fsbus.MasterWriter) {
-			return c.As(fsbus.MasterWriter)
+		if c.Home.HasKey(c.Project(), fold.MasterWriter) {
+			return c.As(fold.MasterWriter)
 		}
 	}
 	return g.Session()
@@ -334,7 +335,7 @@ func (c *TalkAckCmd) Run(g *Globals) error {
 	return nil
 }
 
-func talkHead(g *Globals, m *fsbus.Message) {
+func talkHead(g *Globals, m *fold.Message) {
 	g.printf("%s  %s → %s  %s\n", m.ID, m.From, m.To, m.HLC)
 }
 

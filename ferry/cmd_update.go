@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -229,7 +230,7 @@ func truncate(s string, n int) string {
 // whose version is not newer than the newest approved — `ferry update` offers only
 // the newest, so an older approval is never offered while a newer one stands. An
 // approval that wrote nothing (the same files again) gets no note.
-func approvalNotes(prior []fsbus.Release, r *fsbus.Release) []string {
+func approvalNotes(prior []fold.Release, r *fold.Release) []string {
 	var notes []string
 	for _, p := range prior {
 		if p.Hash == r.Hash {
@@ -237,16 +238,16 @@ func approvalNotes(prior []fsbus.Release, r *fsbus.Release) []string {
 		}
 	}
 	for _, p := range prior {
-		if fsbus.CompareVersions(p.Version, r.Version) == 0 {
+		if fold.CompareVersions(p.Version, r.Version) == 0 {
 			notes = append(notes, fmt.Sprintf("this replaces the approval of %s made at %s (other files or checksums)", p.Version, p.HLC))
 			break
 		}
 	}
 	for _, p := range prior {
-		if fsbus.CompareVersions(p.Version, r.Version) == 0 {
+		if fold.CompareVersions(p.Version, r.Version) == 0 {
 			continue
 		}
-		if fsbus.CompareVersions(r.Version, p.Version) < 0 {
+		if fold.CompareVersions(r.Version, p.Version) < 0 {
 			notes = append(notes, fmt.Sprintf("%s is older than the approved %s: machines are offered only the newest approved release, so nothing will update to %s", r.Version, p.Version, r.Version))
 		}
 		break

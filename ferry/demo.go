@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/client"
@@ -228,7 +229,7 @@ func (d *demo) script() {
 	out = d.expectOKf("ask answered", func(out string) string {
 		return "bob sees " + aid + ": " + jsonField(out, "state") + ", note \"" + jsonField(out, "note") + "\""
 	}, "ask", "status", aid, "--as", bob, "--json")
-	if st := jsonField(out, "state"); st != fsbus.AskApproved && len(d.steps) > 0 {
+	if st := jsonField(out, "state"); st != fold.AskApproved && len(d.steps) > 0 {
 		d.steps[len(d.steps)-1].OK, d.failed = false, true
 	}
 
@@ -272,8 +273,8 @@ func (d *demo) script() {
 	d.mcpLoop()
 
 	out, stderr, code, ms = d.run("order", "show", id, "--json")
-	var o fsbus.Order
-	ok := code == 0 && json.Unmarshal([]byte(out), &o) == nil && o.State == fsbus.StateAccepted && o.Holder == bob
+	var o fold.Order
+	ok := code == 0 && json.Unmarshal([]byte(out), &o) == nil && o.State == fold.StateAccepted && o.Holder == bob
 	d.record("fold from files", ok, ms, fmt.Sprintf("a fresh process folds %s: %s, holder %s, %d history entries", id, o.State, o.Holder, len(o.History)))
 	if !ok && stderr != "" {
 		d.steps[len(d.steps)-1].Fact += ": " + firstLine(stderr)
@@ -312,7 +313,7 @@ func (d *demo) stalePointer() {
 	}
 	_, stderr, code, ms2 := d.run("order", "claim", id, "--as", "bob", "--workspace", ws)
 	state, _, _, _ := d.run("order", "show", id, "--json")
-	ok := code == exitCodes[errs.Stale] && strings.Contains(stderr, "src/login_test.go") && jsonField(state, "state") == fsbus.StateOpen
+	ok := code == exitCodes[errs.Stale] && strings.Contains(stderr, "src/login_test.go") && jsonField(state, "state") == fold.StateOpen
 	d.record(name, ok, ms+ms2, fmt.Sprintf("alice points %s at src/login_test.go (size + sha256); it changes; bob's claim refused locally: stale (exit %d), order still %s",
 		id, code, orDash(jsonField(state, "state"))))
 }
@@ -413,7 +414,7 @@ func (d *demo) mcpLoop() {
 	if ms, err := d.tool(c, "ferry_orders", map[string]any{"action": "claim", "id": id}, &ord); err != nil {
 		d.record("mcp claim", false, ms, err.Error())
 	} else {
-		d.record("mcp claim", ord.Order != nil && ord.Order.Holder == bob && ord.Order.State == fsbus.StateClaimed, ms,
+		d.record("mcp claim", ord.Order != nil && ord.Order.Holder == bob && ord.Order.State == fold.StateClaimed, ms,
 			fmt.Sprintf("bob claims %s with ferry_orders: %s, holder %s", id, orderState(ord), orderHolder(ord)))
 	}
 
@@ -422,7 +423,7 @@ func (d *demo) mcpLoop() {
 	if ms, err := d.tool(c, "ferry_orders", map[string]any{"action": "submit", "id": id, "ref": ref, "note": "same fix as login"}, &ord); err != nil {
 		d.record("mcp submit", false, ms, err.Error())
 	} else {
-		d.record("mcp submit", ord.Order != nil && ord.Order.State == fsbus.StateSubmitted && ord.Order.Result != nil, ms,
+		d.record("mcp submit", ord.Order != nil && ord.Order.State == fold.StateSubmitted && ord.Order.Result != nil, ms,
 			fmt.Sprintf("bob submits a reference, %s: %s", ref, orderState(ord)))
 	}
 

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -322,7 +322,7 @@ func (l *parityLane) norm(v any) any {
 			return "<hash>"
 		case parityHLC.MatchString(v):
 			return "<time>"
-		case fsbus.ValidID(v):
+		case fold.ValidID(v):
 			p, ok := l.ids[v]
 			if !ok {
 				p = fmt.Sprintf("<%s%d>", v[:2], len(l.ids)+1)

@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -59,7 +59,7 @@ func checkOwner(kctx *kong.Context, g *Globals) error {
 // and else the one refusal of an owner's action under another name: denied, naming the
 // name, where it came from, and how to act as the owner.
 func (g *Globals) requireMaster(action string) error {
-	if g.As == "" || g.As == fsbus.MasterWriter {
+	if g.As == "" || g.As == fold.MasterWriter {
 		return nil
 	}
 	if g.asFrom == "FERRY_AGENT" {

@@ -24,20 +24,21 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // Matrix rows: the actor's standing when it writes.
 var permRows = []struct {
 	name  string
-	level fsbus.Level // the level the table judges by (none: unseated or revoked)
+	level fold.Level // the level the table judges by (none: unseated or revoked)
 }{
-	{"worker", fsbus.LevelWorker},
-	{"member", fsbus.LevelMember},
-	{"orchestrator", fsbus.LevelOrchestrator},
-	{"master", fsbus.LevelMaster},
-	{"unseated", fsbus.LevelNone},
-	{"revoked", fsbus.LevelNone},
+	{"worker", fold.LevelWorker},
+	{"member", fold.LevelMember},
+	{"orchestrator", fold.LevelOrchestrator},
+	{"master", fold.LevelMaster},
+	{"unseated", fold.LevelNone},
+	{"revoked", fold.LevelNone},
 }
 
 // permPrep is what a write needs, made before the actor's level is set: ids of things
@@ -54,7 +55,7 @@ type permPrep struct {
 type permWrite struct {
 	typ     string
 	what    string // how the row is told apart when one type has several rows
-	min     fsbus.Level
+	min     fold.Level
 	prep    func(w *permWorld, via string) permPrep
 	cli     []string
 	mcpTool string
@@ -110,34 +111,34 @@ type m = map[string]any
 // `ferry policy set` and `ferry update approve` are TestPermissionMatrixMasterOnly's
 // rows; release approval is tested in update_test.go too).
 var permWrites = []permWrite{
-	{typ: "agent.join", min: fsbus.LevelNone, flags: notMaster | again, cli: []string{"join", "--app", "matrix-cli"}, mcpTool: "ferry_join", mcpArgs: m{}}, // again: the CLI join's app stays (fsbus.JoinReporting)
-	{typ: "msg.ack", min: fsbus.LevelWorker, prep: (*permWorld).messageToActor, cli: []string{"talk", "ack", "{id}"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "read"}},
-	{typ: "handin.add", min: fsbus.LevelWorker, cli: []string{"handin", "add", "--ref", "commit:abc123"}},
+	{typ: "agent.join", min: fold.LevelNone, flags: notMaster | again, cli: []string{"join", "--app", "matrix-cli"}, mcpTool: "ferry_join", mcpArgs: m{}}, // again: the CLI join's app stays (fsbus.JoinReporting)
+	{typ: "msg.ack", min: fold.LevelWorker, prep: (*permWorld).messageToActor, cli: []string{"talk", "ack", "{id}"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "read"}},
+	{typ: "handin.add", min: fold.LevelWorker, cli: []string{"handin", "add", "--ref", "commit:abc123"}},
 	// docs/format.md §13: standby needs member, not worker.
-	{typ: "presence.standby", min: fsbus.LevelMember, flags: again, cli: []string{"primary", "standby"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "standby"}},
-	{typ: "msg.post", min: fsbus.LevelMember, cli: []string{"talk", "send", "--to", "author", "hello"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "post", "to": "author", "text": "hello"}},
-	{typ: "ask.raise", min: fsbus.LevelMember, flags: notMaster, cli: []string{"ask", "raise", "Drop the table?", "--recommendation", "yes"}, mcpTool: "ferry_ask_human", mcpArgs: m{"action": "raise", "title": "Drop the table?", "recommendation": "yes"}},
-	{typ: "order.create", min: fsbus.LevelMember, cli: []string{"order", "new", "A new order"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "new", "title": "A new order"}},
-	{typ: "order.claim", min: fsbus.LevelMember, prep: (*permWorld).openOrder, cli: []string{"order", "claim", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "claim", "id": "{id}"}},
-	{typ: "order.progress", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "progress", "{id}", "halfway"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "progress", "id": "{id}", "note": "halfway"}},
-	{typ: "order.extend", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "extend", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "extend", "id": "{id}"}},
-	{typ: "order.submit", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "submit", "{id}", "--ref", "commit:abc123"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "submit", "id": "{id}", "ref": "commit:abc123"}},
-	{typ: "order.release", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "release", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "release", "id": "{id}"}},
-	{typ: "order.fail", what: "holder", min: fsbus.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "fail", "{id}", "--reason", "blocked"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "fail", "id": "{id}", "note": "blocked"}},
-	{typ: "order.cancel", what: "author", min: fsbus.LevelMember, prep: (*permWorld).ownOrder, cli: []string{"order", "cancel", "{id}"}},
-	{typ: "order.offer", what: "author", min: fsbus.LevelMember, prep: (*permWorld).ownOrder, cli: []string{"order", "offer", "{id}", "--to", "author"}},
-	{typ: "order.stale", what: "author", min: fsbus.LevelMember, prep: (*permWorld).staleOrder, cli: []string{"order", "verify", "{id}", "--mark"}},
-	{typ: "order.review", min: fsbus.LevelMember, prep: (*permWorld).submittedOrder, cli: []string{"order", "review", "{id}", "--accept"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "review", "id": "{id}", "verdict": "accept"}},
-	{typ: "order.offer", what: "any order", min: fsbus.LevelOrchestrator, prep: (*permWorld).openOrder, cli: []string{"order", "offer", "{id}", "--to", "author"}},
-	{typ: "decision.record", min: fsbus.LevelOrchestrator, cli: []string{"decision", "record", "Ship on Friday"}},
-	{typ: "primary.take", min: fsbus.LevelOrchestrator, cli: []string{"primary", "take"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "takeover"}},
-	{typ: "primary.brief", min: fsbus.LevelOrchestrator, cli: []string{"primary", "brief", "--objective", "Ship v2"}},
-	{typ: "primary.release", min: fsbus.LevelOrchestrator, cli: []string{"primary", "release"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "release"}},
-	{typ: "grant.set", min: fsbus.LevelMaster, flags: owner, cli: []string{"grant", "set", "bystander", "--level", "orchestrator"}},
-	{typ: "grant.revoke", min: fsbus.LevelMaster, flags: owner, cli: []string{"grant", "revoke", "bystander"}},
-	{typ: "ask.answer", min: fsbus.LevelMaster, flags: owner, prep: (*permWorld).askByAuthor, cli: []string{"ask", "approve", "{id}"}},
-	{typ: "agent.retire", what: "of another", min: fsbus.LevelMaster, flags: owner | final, cli: []string{"agent", "retire", "bystander"}},
-	{typ: "agent.retire", what: "of itself", min: fsbus.LevelWorker, flags: notMaster | final, cli: []string{"agent", "retire", "actor"}},
+	{typ: "presence.standby", min: fold.LevelMember, flags: again, cli: []string{"primary", "standby"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "standby"}},
+	{typ: "msg.post", min: fold.LevelMember, cli: []string{"talk", "send", "--to", "author", "hello"}, mcpTool: "ferry_talk", mcpArgs: m{"action": "post", "to": "author", "text": "hello"}},
+	{typ: "ask.raise", min: fold.LevelMember, flags: notMaster, cli: []string{"ask", "raise", "Drop the table?", "--recommendation", "yes"}, mcpTool: "ferry_ask_human", mcpArgs: m{"action": "raise", "title": "Drop the table?", "recommendation": "yes"}},
+	{typ: "order.create", min: fold.LevelMember, cli: []string{"order", "new", "A new order"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "new", "title": "A new order"}},
+	{typ: "order.claim", min: fold.LevelMember, prep: (*permWorld).openOrder, cli: []string{"order", "claim", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "claim", "id": "{id}"}},
+	{typ: "order.progress", what: "holder", min: fold.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "progress", "{id}", "halfway"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "progress", "id": "{id}", "note": "halfway"}},
+	{typ: "order.extend", what: "holder", min: fold.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "extend", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "extend", "id": "{id}"}},
+	{typ: "order.submit", what: "holder", min: fold.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "submit", "{id}", "--ref", "commit:abc123"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "submit", "id": "{id}", "ref": "commit:abc123"}},
+	{typ: "order.release", what: "holder", min: fold.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "release", "{id}"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "release", "id": "{id}"}},
+	{typ: "order.fail", what: "holder", min: fold.LevelMember, prep: (*permWorld).heldOrder, cli: []string{"order", "fail", "{id}", "--reason", "blocked"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "fail", "id": "{id}", "note": "blocked"}},
+	{typ: "order.cancel", what: "author", min: fold.LevelMember, prep: (*permWorld).ownOrder, cli: []string{"order", "cancel", "{id}"}},
+	{typ: "order.offer", what: "author", min: fold.LevelMember, prep: (*permWorld).ownOrder, cli: []string{"order", "offer", "{id}", "--to", "author"}},
+	{typ: "order.stale", what: "author", min: fold.LevelMember, prep: (*permWorld).staleOrder, cli: []string{"order", "verify", "{id}", "--mark"}},
+	{typ: "order.review", min: fold.LevelMember, prep: (*permWorld).submittedOrder, cli: []string{"order", "review", "{id}", "--accept"}, mcpTool: "ferry_orders", mcpArgs: m{"action": "review", "id": "{id}", "verdict": "accept"}},
+	{typ: "order.offer", what: "any order", min: fold.LevelOrchestrator, prep: (*permWorld).openOrder, cli: []string{"order", "offer", "{id}", "--to", "author"}},
+	{typ: "decision.record", min: fold.LevelOrchestrator, cli: []string{"decision", "record", "Ship on Friday"}},
+	{typ: "primary.take", min: fold.LevelOrchestrator, cli: []string{"primary", "take"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "takeover"}},
+	{typ: "primary.brief", min: fold.LevelOrchestrator, cli: []string{"primary", "brief", "--objective", "Ship v2"}},
+	{typ: "primary.release", min: fold.LevelOrchestrator, cli: []string{"primary", "release"}, mcpTool: "ferry_primary", mcpArgs: m{"action": "release"}},
+	{typ: "grant.set", min: fold.LevelMaster, flags: owner, cli: []string{"grant", "set", "bystander", "--level", "orchestrator"}},
+	{typ: "grant.revoke", min: fold.LevelMaster, flags: owner, cli: []string{"grant", "revoke", "bystander"}},
+	{typ: "ask.answer", min: fold.LevelMaster, flags: owner, prep: (*permWorld).askByAuthor, cli: []string{"ask", "approve", "{id}"}},
+	{typ: "agent.retire", what: "of another", min: fold.LevelMaster, flags: owner | final, cli: []string{"agent", "retire", "bystander"}},
+	{typ: "agent.retire", what: "of itself", min: fold.LevelWorker, flags: notMaster | final, cli: []string{"agent", "retire", "actor"}},
 }
 
 // permWorld is one row's channel: the owner's machine (master, author and bystander
@@ -163,14 +164,14 @@ func newPermWorld(t *testing.T, bin, row string) *permWorld {
 	if w.ownerCh, err = fsbus.Open(fsHome(w.owner.home), w.dir); err != nil {
 		t.Fatal(err)
 	}
-	if w.master, err = w.ownerCh.As(fsbus.MasterWriter); err != nil {
+	if w.master, err = w.ownerCh.As(fold.MasterWriter); err != nil {
 		t.Fatal(err)
 	}
 	if w.auth, err = w.ownerCh.As("author"); err != nil {
 		t.Fatal(err)
 	}
 	if row == "master" {
-		w.agent, w.actor, w.actorSess = w.owner, fsbus.MasterWriter, w.master
+		w.agent, w.actor, w.actorSess = w.owner, fold.MasterWriter, w.master
 		return w
 	}
 	w.agent = newMCPMachine(t, bin)
@@ -283,7 +284,7 @@ func (w *permWorld) askByAuthor(string) permPrep {
 }
 
 // entries returns the hashes of every entry and whether each counts.
-func (w *permWorld) entries() (all []string, counts map[string]bool, st *fsbus.State) {
+func (w *permWorld) entries() (all []string, counts map[string]bool, st *fold.State) {
 	v, err := w.ownerCh.Load()
 	if err != nil {
 		w.t.Fatal(err)
@@ -426,7 +427,7 @@ func TestPermissionMatrix(t *testing.T) {
 					var out cellOutcome
 					if via == "cli" {
 						args := append(pw.cliArgs(p), "--channel", w.dir)
-						if w.actor != fsbus.MasterWriter || !pw.has(owner) {
+						if w.actor != fold.MasterWriter || !pw.has(owner) {
 							args = append(args, "--as", w.actor)
 						}
 						out = w.observe(before, func() (bool, string) {
@@ -831,7 +832,7 @@ func TestPermissionMatrixMasterOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.Fields(w.m.must("key", "show", "--channel", w.dir))
-	if len(key) != 2 || key[0] != fsbus.MasterWriter {
+	if len(key) != 2 || key[0] != fold.MasterWriter {
 		t.Fatalf("key show: %q", key)
 	}
 	w.masterKey = key[1]
@@ -866,7 +867,7 @@ func TestPermissionMatrixMasterOnly(t *testing.T) {
 		}
 		// --as master on the command line overrides FERRY_AGENT.
 		before, _ := w.state()
-		so, se, code := w.ferryEnv([]string{"FERRY_AGENT=actor"}, append(append(a.args(w), "--channel", w.dir), "--as", fsbus.MasterWriter)...)
+		so, se, code := w.ferryEnv([]string{"FERRY_AGENT=actor"}, append(append(a.args(w), "--channel", w.dir), "--as", fold.MasterWriter)...)
 		if code != 0 {
 			t.Errorf("%s under --as master with FERRY_AGENT=actor: exit %d\n%s%s", name, code, so, se)
 			continue
@@ -885,7 +886,7 @@ func TestPermissionMatrixMasterOnly(t *testing.T) {
 		wrote := false
 		for i := range v.Snapshot.Entries {
 			e := &v.Snapshot.Entries[i]
-			if !seen[e.Hash()] && e.Type == a.typ && e.Writer == fsbus.MasterWriter && v.State.Counts(e.Hash()) {
+			if !seen[e.Hash()] && e.Type == a.typ && e.Writer == fold.MasterWriter && v.State.Counts(e.Hash()) {
 				wrote = true
 			}
 		}
@@ -906,7 +907,7 @@ func TestPermissionMatrixMasterOnly(t *testing.T) {
 	}{
 		{"--as actor", pass, []string{"--as", "actor"}, "actor"},
 		{"FERRY_AGENT=actor", append(slices.Clone(pass), "FERRY_AGENT=actor"), nil, "actor"},
-		{"--as master with FERRY_AGENT=actor", append(slices.Clone(pass), "FERRY_AGENT=actor"), []string{"--as", fsbus.MasterWriter}, fsbus.MasterWriter},
+		{"--as master with FERRY_AGENT=actor", append(slices.Clone(pass), "FERRY_AGENT=actor"), []string{"--as", fold.MasterWriter}, fold.MasterWriter},
 	} {
 		so, se, code := w.ferryEnv(c.env, append([]string{"key", "export", "--channel", w.dir}, c.extra...)...)
 		if code != 0 {
@@ -951,9 +952,9 @@ func TestMasterSessionRefusesAgentName(t *testing.T) {
 			t.Errorf("Master() with As=actor (from %s): session %v, error %v; want denied naming actor and --as master", from, s != nil, err)
 		}
 	}
-	for _, as := range []string{"", fsbus.MasterWriter} {
+	for _, as := range []string{"", fold.MasterWriter} {
 		g := &Globals{Channel: dir, As: as, stdout: &so, stderr: &se}
-		if s, err := g.Master(); err != nil || s.Name != fsbus.MasterWriter {
+		if s, err := g.Master(); err != nil || s.Name != fold.MasterWriter {
 			t.Errorf("Master() with As=%q: %v", as, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -43,7 +44,7 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 	a.must(t, "grant", "bob", "--level", "orchestrator")
 	// The last entry before the race: a decision, which no arrival log has seen yet (the
 	// writer's own read happened before it was appended).
-	var dec fsbus.Decision
+	var dec fold.Decision
 	if err := json.Unmarshal([]byte(a.must(t, "decision", "record", "Race for the lead", "--as", "alice", "--json")), &dec); err != nil || dec.ID == "" {
 		t.Fatalf("decision record --json: %v %+v", err, dec)
 	}
@@ -57,7 +58,7 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 	}
 	marker := ""
 	for i := range snap.Entries {
-		if e := &snap.Entries[i]; e.Type == fsbus.TypeDecisionRecord && e.Ref == dec.ID {
+		if e := &snap.Entries[i]; e.Type == fold.TypeDecisionRecord && e.Ref == dec.ID {
 			marker = e.Hash()
 		}
 	}
@@ -121,7 +122,7 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 	}
 	var takes []*ledger.Entry
 	for i := range snap.Entries {
-		if e := &snap.Entries[i]; e.Type == fsbus.TypePrimaryTake {
+		if e := &snap.Entries[i]; e.Type == fold.TypePrimaryTake {
 			takes = append(takes, e)
 		}
 	}
@@ -138,11 +139,11 @@ func TestRacePrimaryTwoMachines(t *testing.T) {
 		if err := json.Unmarshal([]byte(m.must(t, "primary", "status", "--json", "--channel", ch)), &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.State != fsbus.PrimaryHeld || st.Holder != winner || len(st.Contests) != 1 {
+		if st.State != fold.PrimaryHeld || st.Holder != winner || len(st.Contests) != 1 {
 			t.Fatalf("%s: primary %+v; want held by %s with one contest", m.name, st, winner)
 		}
 		ct := st.Contests[0]
-		if ct.Ref != fsbus.PrimaryRef || ct.Basis != "" || ct.Winner.By != winner || ct.Winner.Hash != takes[0].Hash() ||
+		if ct.Ref != fold.PrimaryRef || ct.Basis != "" || ct.Winner.By != winner || ct.Winner.Hash != takes[0].Hash() ||
 			len(ct.Losers) != 1 || ct.Losers[0].By != loser || !slices.Equal(ct.Involved, []string{"alice", "bob"}) {
 			t.Errorf("%s: contest %+v", m.name, ct)
 		}

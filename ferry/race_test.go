@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -122,7 +123,7 @@ func TestRaceEightProcessesClaimEachOrderOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	master, err := c.As(fsbus.MasterWriter)
+	master, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,13 +228,13 @@ func TestRaceEightProcessesClaimEachOrderOnce(t *testing.T) {
 			}
 		}
 		o := v.State.Orders[id]
-		if o == nil || o.State != fsbus.StateClaimed || o.Holder != win || len(o.Contests) != 0 {
+		if o == nil || o.State != fold.StateClaimed || o.Holder != win || len(o.Contests) != 0 {
 			t.Errorf("order %s folds as %+v; want claimed by %s, uncontested", id, o, win)
 		}
 	}
 	claims := 0
 	for _, e := range v.Snapshot.Entries {
-		if e.Type == fsbus.TypeOrderClaim {
+		if e.Type == fold.TypeOrderClaim {
 			claims++
 		}
 	}
@@ -341,7 +342,7 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 	}
 	marker := ""
 	for i := range snap.Entries {
-		if e := &snap.Entries[i]; e.Type == fsbus.TypeOrderCreate && e.Ref == id {
+		if e := &snap.Entries[i]; e.Type == fold.TypeOrderCreate && e.Ref == id {
 			marker = e.Hash()
 		}
 	}
@@ -411,7 +412,7 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 	}
 	var claims []*ledger.Entry
 	for i := range snap.Entries {
-		if e := &snap.Entries[i]; e.Type == fsbus.TypeOrderClaim && e.Ref == id {
+		if e := &snap.Entries[i]; e.Type == fold.TypeOrderClaim && e.Ref == id {
 			claims = append(claims, e)
 		}
 	}
@@ -432,17 +433,17 @@ func TestRaceTwoMachinesOneFolder(t *testing.T) {
 			if as != "" {
 				args = append(args, "--as", as)
 			}
-			var o fsbus.Order
+			var o fold.Order
 			if err := json.Unmarshal([]byte(m.must(t, args...)), &o); err != nil {
 				t.Fatal(err)
 			}
-			if o.State != fsbus.StateClaimed || o.Holder != winner || o.Claim != claims[0].Hash() || len(o.Contests) != 1 ||
+			if o.State != fold.StateClaimed || o.Holder != winner || o.Claim != claims[0].Hash() || len(o.Contests) != 1 ||
 				o.Contests[0].Winner.By != winner || len(o.Contests[0].Losers) != 1 || o.Contests[0].Losers[0].By != loser {
 				t.Errorf("%s, as %q: order folds as state %s holder %s contests %+v; want claimed by %s, %s's claim superseded",
 					m.name, as, o.State, o.Holder, o.Contests, winner, loser)
 			}
 		}
-		var rows []fsbus.OrderRow
+		var rows []fold.OrderRow
 		if err := json.Unmarshal([]byte(m.must(t, "order", "list", "--json")), &rows); err != nil {
 			t.Fatal(err)
 		}

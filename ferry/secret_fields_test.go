@@ -14,6 +14,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // The secret guard's table over the CLI (docs/format.md "Input caps and the secret
@@ -136,7 +137,7 @@ func newSecretCLIWorld(t *testing.T) *secretCLIWorld {
 	for _, s := range []struct {
 		p    **fsbus.Session
 		name string
-	}{{&w.master, fsbus.MasterWriter}, {&w.actor, "actor"}, {&w.peer, "peer"}} {
+	}{{&w.master, fold.MasterWriter}, {&w.actor, "actor"}, {&w.peer, "peer"}} {
 		*s.p, err = c.As(s.name)
 		w.must(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/doctor"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 )
 
@@ -166,13 +167,13 @@ func TestSyncthingTwoNodes(t *testing.T) {
 	// No order has two accepted results: each contested order is accepted once, with
 	// one result, and the contest names the winner on both machines.
 	for _, id := range contested {
-		var oa, ob fsbus.Order
+		var oa, ob fold.Order
 		a.jsonOut(&oa, "order", "show", id)
 		b.jsonOut(&ob, "order", "show", id)
-		if oa.State != fsbus.StateAccepted || oa.Result == nil || oa.Holder != oa.Result.By || !jsonEqual(oa, ob) {
+		if oa.State != fold.StateAccepted || oa.Result == nil || oa.Holder != oa.Result.By || !jsonEqual(oa, ob) {
 			t.Errorf("order %s: A %s holder %s result %+v; B %s holder %s", id, oa.State, oa.Holder, oa.Result, ob.State, ob.Holder)
 		}
-		if !slices.ContainsFunc(stsA.Contests, func(c fsbus.Contest) bool { return c.Ref == id }) {
+		if !slices.ContainsFunc(stsA.Contests, func(c fold.Contest) bool { return c.Ref == id }) {
 			t.Errorf("order %s was claimed on both sides but is not listed as contested: %+v", id, stsA.Contests)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -30,7 +31,7 @@ func newAdvWorld(t *testing.T) *advWorld {
 		t.Fatal(err)
 	}
 	w := &advWorld{c: c, orderTitle: "Fix the login page", msgBody: "the staging password is in the vault"}
-	if w.master, err = c.As(MasterWriter); err != nil {
+	if w.master, err = c.As(fold.MasterWriter); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"alice", "bob"} {
@@ -61,7 +62,7 @@ func newAdvWorld(t *testing.T) *advWorld {
 	}
 	w.order, w.msg, w.ask = o.ID, m.ID, a.ID
 	w.aliceSeg = ledger.SegmentPath(c.Root, "alice", c.Device)
-	w.masterSeg = ledger.SegmentPath(c.Root, MasterWriter, c.Device)
+	w.masterSeg = ledger.SegmentPath(c.Root, fold.MasterWriter, c.Device)
 	return w
 }
 
@@ -137,17 +138,17 @@ func (r advReport) listed(t *testing.T, kind, detail, check string) {
 
 // intact checks the honest state survived: alice and bob members, the order, message
 // and ask shown with their signed text.
-func (w *advWorld) intact(t *testing.T, st *State) {
+func (w *advWorld) intact(t *testing.T, st *fold.State) {
 	t.Helper()
 	for _, name := range []string{"alice", "bob"} {
 		if a := st.Agents[name]; a == nil || a.Level != "member" || !a.Seated {
 			t.Errorf("%s is no longer a seated member: %+v", name, a)
 		}
 	}
-	if o := st.Orders[w.order]; o == nil || o.Title != w.orderTitle || o.State != StateOpen {
+	if o := st.Orders[w.order]; o == nil || o.Title != w.orderTitle || o.State != fold.StateOpen {
 		t.Errorf("order changed: %+v", o)
 	}
-	if m := st.Messages[w.msg]; m == nil || m.body != w.msgBody {
+	if m := st.Messages[w.msg]; m == nil || m.FullBody != w.msgBody {
 		t.Errorf("message changed: %+v", m)
 	}
 	if a := st.Asks[w.ask]; a == nil || a.State != "pending" {
@@ -209,8 +210,8 @@ func TestAdversarialFiles(t *testing.T) {
 		w := newAdvWorld(t)
 		// bob writes in alice's name with his own (seated) key: the roster binds
 		// alice's name to her key only.
-		e, err := w.c.Ledger.Append("alice", "b0bdev00", ledger.Draft{Type: TypeOrderCancel, Ref: w.order,
-			Data: mustJSON(entryData{Basis: mustLoad(t, w.c).State.Orders[w.order].Head})}, w.bob.Signer, ledger.HLC{})
+		e, err := w.c.Ledger.Append("alice", "b0bdev00", ledger.Draft{Type: fold.TypeOrderCancel, Ref: w.order,
+			Data: mustJSON(fold.EntryData{Basis: mustLoad(t, w.c).State.Orders[w.order].Head})}, w.bob.Signer, ledger.HLC{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,12 +230,12 @@ func TestAdversarialFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := lg.Append("alice", "rep1ay00", ledger.Draft{Type: TypeGrantSet, Ref: "alice",
-			Data: mustJSON(entryData{Agent: "alice", Level: "orchestrator", Key: ledger.FormatKey(w.alice.Signer.Public())})}, w.alice.Signer, ledger.HLC{})
+		e, err := lg.Append("alice", "rep1ay00", ledger.Draft{Type: fold.TypeGrantSet, Ref: "alice",
+			Data: mustJSON(fold.EntryData{Agent: "alice", Level: "orchestrator", Key: ledger.FormatKey(w.alice.Signer.Public())})}, w.alice.Signer, ledger.HLC{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lg.Append("alice", "rep1ay00", ledger.Draft{Type: TypeMsgPost, Ref: "m-0000000000000", Data: mustJSON(entryData{To: "bob", Object: "sha256:00"})}, w.alice.Signer, ledger.HLC{}); err != nil {
+		if _, err := lg.Append("alice", "rep1ay00", ledger.Draft{Type: fold.TypeMsgPost, Ref: "m-0000000000000", Data: mustJSON(fold.EntryData{To: "bob", Object: "sha256:00"})}, w.alice.Signer, ledger.HLC{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.VerifySig(w.alice.Signer.Public(), "beta"); err != nil {
@@ -260,12 +261,12 @@ func TestAdversarialFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		key := ledger.FormatKey(imp.Public())
-		if _, err := w.c.Ledger.Append("alice", "impost0r", ledger.Draft{Type: TypeAgentJoin, Ref: "alice",
-			Data: mustJSON(entryData{Key: key, App: "evil", Machine: "elsewhere"})}, imp, ledger.HLC{}); err != nil {
+		if _, err := w.c.Ledger.Append("alice", "impost0r", ledger.Draft{Type: fold.TypeAgentJoin, Ref: "alice",
+			Data: mustJSON(fold.EntryData{Key: key, App: "evil", Machine: "elsewhere"})}, imp, ledger.HLC{}); err != nil {
 			t.Fatal(err)
 		}
-		post, err := w.c.Ledger.Append("alice", "impost0r", ledger.Draft{Type: TypeOrderCancel, Ref: w.order,
-			Data: mustJSON(entryData{Basis: mustLoad(t, w.c).State.Orders[w.order].Head})}, imp, ledger.HLC{})
+		post, err := w.c.Ledger.Append("alice", "impost0r", ledger.Draft{Type: fold.TypeOrderCancel, Ref: w.order,
+			Data: mustJSON(fold.EntryData{Basis: mustLoad(t, w.c).State.Orders[w.order].Head})}, imp, ledger.HLC{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,13 +284,13 @@ func TestAdversarialFiles(t *testing.T) {
 
 	t.Run("grant signed by a non-master key", func(t *testing.T) {
 		w := newAdvWorld(t)
-		grant := ledger.Draft{Type: TypeGrantSet, Ref: "alice",
-			Data: mustJSON(entryData{Agent: "alice", Level: "orchestrator", Key: ledger.FormatKey(w.alice.Signer.Public())})}
+		grant := ledger.Draft{Type: fold.TypeGrantSet, Ref: "alice",
+			Data: mustJSON(fold.EntryData{Agent: "alice", Level: "orchestrator", Key: ledger.FormatKey(w.alice.Signer.Public())})}
 		// In the owner's name, signed by alice; and in alice's own name.
-		if _, err := w.c.Ledger.Append(MasterWriter, "f0rged00", grant, w.alice.Signer, ledger.HLC{}); err != nil {
+		if _, err := w.c.Ledger.Append(fold.MasterWriter, "f0rged00", grant, w.alice.Signer, ledger.HLC{}); err != nil {
 			t.Fatal(err)
 		}
-		own := appendRaw(t, w.alice, TypeGrantSet, "alice", entryData{Agent: "alice", Level: "orchestrator", Key: ledger.FormatKey(w.alice.Signer.Public())})
+		own := appendRaw(t, w.alice, fold.TypeGrantSet, "alice", fold.EntryData{Agent: "alice", Level: "orchestrator", Key: ledger.FormatKey(w.alice.Signer.Public())})
 		r := w.report(t)
 		r.listed(t, ledger.KindBadSignature, "master", CheckSignature)
 		r.listed(t, "ignored", "signature does not verify against the master key", CheckIgnored)
@@ -311,7 +312,7 @@ func TestAdversarialFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.c.Ledger.Append("mallory", "ma11ory0", ledger.Draft{Type: TypeOrderCreate, Ref: "o-0000000000001", Data: mustJSON(entryData{Object: "sha256:00"})}, mal, ledger.HLC{}); err != nil {
+		if _, err := w.c.Ledger.Append("mallory", "ma11ory0", ledger.Draft{Type: fold.TypeOrderCreate, Ref: "o-0000000000001", Data: mustJSON(fold.EntryData{Object: "sha256:00"})}, mal, ledger.HLC{}); err != nil {
 			t.Fatal(err)
 		}
 		// Bob's first line (his join) removed: his chain starts at seq 2.

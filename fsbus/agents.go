@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -43,13 +44,13 @@ func JoinReporting(c *Channel, name, reported string) (*JoinResult, error) {
 }
 
 func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
-	if err := checkName("agent name", name); err != nil {
+	if err := fold.CheckName("agent name", name); err != nil {
 		return nil, err
 	}
-	if name == MasterWriter {
+	if name == fold.MasterWriter {
 		return nil, errs.Errorf(errs.Invalid, "pick an agent name such as claude-code-laptop", "%q is the owner's writer name", name)
 	}
-	if name == toAll {
+	if name == fold.ToAll {
 		return nil, errs.Errorf(errs.Invalid, "pick an agent name such as claude-code-laptop", "%q is reserved: `ferry talk send --to all` addresses everyone", name)
 	}
 	if err := c.checkPresent(); err != nil {
@@ -86,15 +87,15 @@ func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
 				"%s is already seated in %s with another key (%s); this machine's key is %s", name, c.Project(), a.Key, res.Key)
 		}
 		if a != nil && a.JoinKey == res.Key {
-			if was := a.joins[res.Key][0]; app == "" || (reported && was != "") {
+			if was := a.Joins[res.Key][0]; app == "" || (reported && was != "") {
 				app = was // no app given, or only a client's name: keep the one announced
 			}
-			if a.joins[res.Key] == [2]string{app, machine} {
+			if a.Joins[res.Key] == [2]string{app, machine} {
 				return nil, nil, nil
 			}
 		}
-		d := entryData{Key: res.Key, App: app, Machine: machine}
-		return &ledger.Draft{Type: TypeAgentJoin, Ref: name, Data: mustJSON(d)}, nil, nil
+		d := fold.EntryData{Key: res.Key, App: app, Machine: machine}
+		return &ledger.Draft{Type: fold.TypeAgentJoin, Ref: name, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		if res.Created {
@@ -103,7 +104,7 @@ func join(c *Channel, name, app string, reported bool) (*JoinResult, error) {
 		return nil, err
 	}
 	res.Wrote = e.Seq > 0
-	res.Level = LevelNone.String()
+	res.Level = fold.LevelNone.String()
 	if a := v.State.Agents[name]; a != nil && a.Seated && a.Key == res.Key {
 		res.Seated, res.Level = true, a.Level
 	} else {
@@ -121,14 +122,14 @@ func (c *Channel) LocalAgents(v *View, app string) []string {
 	var out []string
 	for _, name := range c.Home.Keys(c.Project()) {
 		a := v.State.Agents[name]
-		if name == MasterWriter || a == nil || a.Retired {
+		if name == fold.MasterWriter || a == nil || a.Retired {
 			continue
 		}
 		pub, err := c.Home.PublicKey(c.Project(), name)
 		if err != nil {
 			continue
 		}
-		if j, ok := a.joins[ledger.FormatKey(pub)]; ok && j[0] == app {
+		if j, ok := a.Joins[ledger.FormatKey(pub)]; ok && j[0] == app {
 			out = append(out, name)
 		}
 	}
@@ -194,15 +195,15 @@ type GrantOptions struct {
 // Errors: denied when s is not the master; not_found when the agent has not joined and
 // no key is given; invalid for a bad level or key; conflict when the agent is retired
 // (retirement is final: a new name is seated instead).
-func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
-	if s.Name != MasterWriter {
+func (s *Session) Grant(opt GrantOptions) (*fold.Agent, error) {
+	if s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner on the machine that holds the master key", "only the master grants levels")
 	}
-	lvl, err := ParseLevel(opt.Level)
+	lvl, err := fold.ParseLevel(opt.Level)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkName("agent name", opt.Agent); err != nil {
+	if err := fold.CheckName("agent name", opt.Agent); err != nil {
 		return nil, err
 	}
 	scopes := slices.Clone(opt.Scopes)
@@ -224,7 +225,7 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 		if _, err := ledger.ParseKey(key); err != nil {
 			return nil, nil, errs.Errorf(errs.Invalid, "pass the key `ferry key show` prints", "%v", err)
 		}
-		if a != nil && a.Seated && a.Key == key && a.level == lvl && slices.Equal(a.Scopes, scopes) {
+		if a != nil && a.Seated && a.Key == key && a.LevelRank == lvl && slices.Equal(a.Scopes, scopes) {
 			return nil, nil, nil
 		}
 		if a != nil && a.Seated && a.Key != key && opt.Key == "" {
@@ -234,11 +235,11 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 				fmt.Sprintf("if %s really moved to a new key, re-seat it with `ferry grant %s --level %s --key %s`", opt.Agent, opt.Agent, lvl, key),
 				"%s is seated with key %s, but its newest join announces %s", opt.Agent, a.Key, key)
 		}
-		d := entryData{Agent: opt.Agent, Key: key, Level: lvl.String(), Scopes: scopes}
-		if a != nil && len(a.grants) > 0 {
-			d.Bounds, d.BoundHashes, d.Basis = a.bounds(), boundHashes(v, a), a.grantHead
+		d := fold.EntryData{Agent: opt.Agent, Key: key, Level: lvl.String(), Scopes: scopes}
+		if a != nil && len(a.Grants) > 0 {
+			d.Bounds, d.BoundHashes, d.Basis = a.Bounds(), boundHashes(v, a), a.GrantHead
 		}
-		return &ledger.Draft{Type: TypeGrantSet, Ref: opt.Agent, Data: mustJSON(d)}, nil, nil
+		return &ledger.Draft{Type: fold.TypeGrantSet, Ref: opt.Agent, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -249,20 +250,20 @@ func (s *Session) Grant(opt GrantOptions) (*Agent, error) {
 // Revoke ends an agent's grant (master only): its later entries, and entries in
 // segments the master has not seen, count for nothing. Errors: denied when s is not
 // the master; not_found when the agent was never granted.
-func (s *Session) Revoke(agent string) (*Agent, error) {
-	if s.Name != MasterWriter {
+func (s *Session) Revoke(agent string) (*fold.Agent, error) {
+	if s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner on the machine that holds the master key", "only the master revokes grants")
 	}
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[agent]
-		if a == nil || len(a.grants) == 0 {
+		if a == nil || len(a.Grants) == 0 {
 			return nil, nil, errs.Errorf(errs.NotFound, "see `ferry agents`", "%s was never granted", agent)
 		}
 		if !a.Seated {
 			return nil, nil, nil
 		}
-		d := entryData{Agent: agent, Bounds: a.bounds(), BoundHashes: boundHashes(v, a), Basis: a.grantHead}
-		return &ledger.Draft{Type: TypeGrantRevoke, Ref: agent, Data: mustJSON(d)}, nil, nil
+		d := fold.EntryData{Agent: agent, Bounds: a.Bounds(), BoundHashes: boundHashes(v, a), Basis: a.GrantHead}
+		return &ledger.Draft{Type: fold.TypeGrantRevoke, Ref: agent, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -270,16 +271,7 @@ func (s *Session) Revoke(agent string) (*Agent, error) {
 	return s.agentAfter(v, agent)
 }
 
-// bounds is the last seq seen of every segment of the agent.
-func (a *Agent) bounds() map[string]uint64 {
-	b := make(map[string]uint64, len(a.segs))
-	for dev, seq := range a.segs {
-		b[dev] = seq
-	}
-	return b
-}
-
-func (s *Session) agentAfter(_ *View, name string) (*Agent, error) {
+func (s *Session) agentAfter(_ *View, name string) (*fold.Agent, error) {
 	v, err := s.Load()
 	if err != nil {
 		return nil, err
@@ -287,22 +279,12 @@ func (s *Session) agentAfter(_ *View, name string) (*Agent, error) {
 	return v.State.Agents[name], nil
 }
 
-// AgentList returns the agents sorted by name.
-func (st *State) AgentList() []*Agent {
-	out := make([]*Agent, 0, len(st.Agents))
-	for _, a := range st.Agents {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
 // boundHashes returns, per segment of a, the hash of the record at the seq a.bounds()
 // names for it, as this view folded it (data.bound_hashes of a grant, revoke or
 // retire this binary writes).
-func boundHashes(v *View, a *Agent) map[string]string {
+func boundHashes(v *View, a *fold.Agent) map[string]string {
 	out := map[string]string{}
-	for dev, seq := range a.segs {
+	for dev, seq := range a.Segs {
 		if tip := v.chainTip(a.Name, dev); tip != nil && tip.Seq == seq {
 			out[dev] = tip.Hash()
 		}

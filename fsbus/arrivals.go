@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -41,9 +42,9 @@ import (
 // it counts as seen at it (the first observation after the step).
 type Arrivals struct {
 	LogID    string
-	Last     uint64           // highest arrival number
-	recs     layered[arrival] // entry hash → its arrival
-	Sighting map[string]Stamp // writer → when this machine last saw it change
+	Last     uint64                // highest arrival number
+	recs     fold.Layered[arrival] // entry hash → its arrival
+	Sighting map[string]Stamp      // writer → when this machine last saw it change
 	// latest is each writer's newest line (highest number); clocks counts the clock
 	// lines read, clock is the last of them.
 	latest map[string]arrival
@@ -91,7 +92,7 @@ func (a *Arrivals) sightings() map[string]Stamp {
 // seenStamp is when this machine first saw an entry, on both clocks (ok false if
 // never): what windows are measured from.
 func (a *Arrivals) seenStamp(hash string) (Stamp, bool) {
-	r, ok := a.recs.get(hash)
+	r, ok := a.recs.Get(hash)
 	if !ok {
 		return Stamp{}, false
 	}
@@ -115,20 +116,20 @@ func (a *Arrivals) stampOwn(ms int64) Stamp {
 
 // Number returns the arrival number of an entry hash (0 if not ingested).
 func (a *Arrivals) Number(hash string) uint64 {
-	r, _ := a.recs.get(hash)
+	r, _ := a.recs.Get(hash)
 	return r.n
 }
 
 // Ingested calls fn for every entry this machine has ingested: its hash, writer and
 // arrival number (doctor's check that no record read here has vanished since).
 func (a *Arrivals) Ingested(fn func(hash, writer string, n uint64)) {
-	a.recs.all(func(h string, r arrival) { fn(h, r.writer, r.n) })
+	a.recs.All(func(h string, r arrival) { fn(h, r.writer, r.n) })
 }
 
 // Seen returns when this machine first saw an entry, on its wall clock then (zero time
 // if never): for display and for comparing with HLCs; decisions use seenStamp.
 func (a *Arrivals) Seen(hash string) time.Time {
-	r, ok := a.recs.get(hash)
+	r, ok := a.recs.Get(hash)
 	if !ok {
 		return time.Time{}
 	}
@@ -213,7 +214,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	}
 	var buf bytes.Buffer
 	if rd == nil {
-		id := randomBase32(8)
+		id := fold.RandomBase32(8)
 		rd = &arrivalsRead{a: &Arrivals{LogID: id, latest: map[string]arrival{}}, header: arrivalsHeader + id + "\n"}
 		buf.WriteString(rd.header)
 		torn = false
@@ -237,7 +238,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	for i := range entries {
 		e := &entries[i]
 		h := e.Hash()
-		if _, ok := a.recs.get(h); ok {
+		if _, ok := a.recs.Get(h); ok {
 			continue
 		}
 		if _, ok := add[h]; ok {
@@ -249,7 +250,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		a.latest[e.Writer] = r
 		fmt.Fprintf(&buf, "%d %s %d %s\n", a.Last, h, now, e.Writer)
 	}
-	a.recs = a.recs.with(add)
+	a.recs = a.recs.With(add)
 	if buf.Len() > 0 {
 		out := buf.Bytes()
 		if torn {
@@ -352,7 +353,7 @@ func readArrivals(path string) (rd *arrivalsRead, torn bool, err error) {
 	a := &Arrivals{LogID: strings.TrimPrefix(string(head), arrivalsHeader), latest: map[string]arrival{}}
 	recs := map[string]arrival{}
 	n := parseArrivals(a, rest, recs)
-	a.recs = layered[arrival]{base: recs}
+	a.recs = fold.Layered[arrival]{Base: recs}
 	off := int64(len(head)+1) + int64(n)
 	return &arrivalsRead{a: a, header: string(head) + "\n", offset: off, last: lastLine(raw[:off])}, off < int64(len(raw)), nil
 }
@@ -399,7 +400,7 @@ func readArrivalsFrom(path string, prev *arrivalsRead) (rd *arrivalsRead, rewrit
 	a.latest = cloneLatest(prev.a.latest)
 	recs := map[string]arrival{}
 	n := parseArrivals(&a, more, recs)
-	a.recs = a.recs.with(recs)
+	a.recs = a.recs.With(recs)
 	last := prev.last
 	if n > 0 {
 		last = lastLine(more[:n])

@@ -1,12 +1,10 @@
 package fsbus
 
 import (
-	"maps"
-	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -18,15 +16,6 @@ const (
 	MaxAskTitle = MaxTitle // characters, one line
 	MaxAskText  = 1200     // characters, for recommendation and for reasoning
 )
-
-// AskObject is asks/<id>.json: a question to the owner, written once and signed by the
-// asker (docs/format.md §11).
-type AskObject struct {
-	Envelope
-	Title          string `json:"title"`
-	Recommendation string `json:"recommendation"`
-	Reasoning      string `json:"reasoning,omitempty"`
-}
 
 // AskRaiseOptions are the arguments of AskRaise. Their JSON form (Key excluded) is what
 // data.args hashes (docs/format.md §15).
@@ -71,8 +60,8 @@ func (o *AskRaiseOptions) validate() error {
 // over 1,200 characters; denied below member level; conflict when the idempotency key
 // was used with other arguments. A replayed key returns the ask the first call made
 // and writes nothing.
-func (s *Session) AskRaise(opt AskRaiseOptions) (*Ask, error) {
-	if s.Name == MasterWriter {
+func (s *Session) AskRaise(opt AskRaiseOptions) (*fold.Ask, error) {
+	if s.Name == fold.MasterWriter {
 		return nil, errs.Errorf(errs.Invalid, "asks are how agents ask the owner; record your own call with `ferry decision record`",
 			"the owner answers asks and cannot raise one")
 	}
@@ -86,21 +75,21 @@ func (s *Session) AskRaise(opt AskRaiseOptions) (*Ask, error) {
 			id = ref
 			return nil, nil, err
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeAskRaise); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeAskRaise); err != nil {
 			return nil, nil, err
 		}
-		id = NewID(PrefixAsk)
-		obj := &AskObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
+		id = fold.NewID(fold.PrefixAsk)
+		obj := &fold.AskObject{Envelope: fold.Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
 			Title: opt.Title, Recommendation: opt.Recommendation, Reasoning: opt.Reasoning}
 		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 		if err != nil {
 			return nil, nil, err
 		}
-		d := entryData{Object: hash}
+		d := fold.EntryData{Object: hash}
 		if opt.Key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeAskRaise, Ref: id, Data: mustJSON(d), Idem: opt.Key},
+		return &ledger.Draft{Type: fold.TypeAskRaise, Ref: id, Data: mustJSON(d), Idem: opt.Key},
 			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
@@ -112,9 +101,9 @@ func (s *Session) AskRaise(opt AskRaiseOptions) (*Ask, error) {
 // askCallArgs is what data.args hashes for an ask.answer: the entry type, the resolved
 // ask id and the call's data fields (docs/format.md §15).
 type askCallArgs struct {
-	Call string    `json:"call"`
-	Ask  string    `json:"ask"`
-	Data entryData `json:"data"`
+	Call string         `json:"call"`
+	Ask  string         `json:"ask"`
+	Data fold.EntryData `json:"data"`
 }
 
 // AskAnswer records the owner's verdict on a pending ask as a master-signed ask.answer
@@ -125,15 +114,15 @@ type askCallArgs struct {
 // an ambiguous prefix; not_found for an unknown ask; conflict when the ask is already
 // answered or the idempotency key was used with other arguments; retry_needed while the
 // ask's object has not arrived. A replayed key returns the ask and writes nothing.
-func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
-	if s.Name != MasterWriter {
+func (s *Session) AskAnswer(q, verdict, note, key string) (*fold.Ask, error) {
+	if s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "only the owner answers asks, on the machine holding the master key: `ferry ask approve|reject|send-back ID` there, without --as",
 			"%s may not answer asks; ask.answer needs level master", s.Name)
 	}
 	if verdict == "send-back" {
-		verdict = VerdictSendBack
+		verdict = fold.VerdictSendBack
 	}
-	if _, ok := askVerdicts[verdict]; !ok {
+	if _, ok := fold.AskVerdicts[verdict]; !ok {
 		return nil, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
 	}
 	note = strings.TrimSpace(note)
@@ -150,8 +139,8 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 			return nil, nil, err
 		}
 		id = a.ID
-		d := entryData{Verdict: verdict, Note: note}
-		args := argsHash(askCallArgs{Call: TypeAskAnswer, Ask: a.ID, Data: d})
+		d := fold.EntryData{Verdict: verdict, Note: note}
+		args := argsHash(askCallArgs{Call: fold.TypeAskAnswer, Ask: a.ID, Data: d})
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			return nil, nil, err
 		}
@@ -159,10 +148,10 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 			return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver asks/"+a.ID+".json, then retry",
 				"ask %s has not fully arrived on this machine", a.ID)
 		}
-		if _, err := a.c.step(TypeAskAnswer, s.Name, v.State.levelOf(s.Name), d); err != nil {
+		if _, err := a.C.Step(fold.TypeAskAnswer, s.Name, v.State.LevelOf(s.Name), d); err != nil {
 			if errs.Is(err, errs.Conflict) {
 				return nil, nil, errs.Errorf(errs.Conflict, "see the verdict with `ferry ask status "+a.ID+"`",
-					"ask %s is already %s (by %s at %s)", a.ID, a.State, orNone(a.AnsweredBy), a.Answered)
+					"ask %s is already %s (by %s at %s)", a.ID, a.State, fold.OrNone(a.AnsweredBy), a.Answered)
 			}
 			return nil, nil, err
 		}
@@ -170,7 +159,7 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 		if key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeAskAnswer, Ref: a.ID, Data: mustJSON(d), Idem: key}, nil, nil
+		return &ledger.Draft{Type: fold.TypeAskAnswer, Ref: a.ID, Data: mustJSON(d), Idem: key}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -180,71 +169,10 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*Ask, error) {
 
 // askAfter folds the view plus the entry just written (no second read of the channel)
 // and returns the ask.
-func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*Ask, error) {
+func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*fold.Ask, error) {
 	a := s.viewWithEntry(v, e).State.Asks[id]
 	if a == nil {
 		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "ask %s is not in the state after writing it", id)
 	}
 	return a, nil
-}
-
-// askIDs lists known ask ids, sorted.
-func (st *State) askIDs() []string { return slices.Sorted(maps.Keys(st.Asks)) }
-
-// FindAsk resolves a full ask id or a unique prefix of one (docs/design.md §2 rule 2). Errors:
-// not_found for no match (saying why when the ask's raise does not count), invalid for
-// an empty query or an ambiguous prefix, listing the candidates.
-func (st *State) FindAsk(q string) (*Ask, error) {
-	id, err := st.resolveID("ask", q, st.askIDs(), "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)")
-	if errs.Is(err, errs.NotFound) {
-		lq := strings.ToLower(strings.TrimSpace(q))
-		for _, ig := range st.Ignored {
-			if ig.Type == TypeAskRaise && len(ig.Ref) > 2 && (strings.HasPrefix(ig.Ref, lq) || strings.HasPrefix(ig.Ref[2:], lq)) {
-				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
-					"ask %s does not count: %s", ig.Ref, ig.Reason)
-			}
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return st.Asks[id], nil
-}
-
-// AsksBy returns the asks author raised, newest first (by raise HLC, ties by id); an
-// empty list, never nil.
-func (st *State) AsksBy(author string) []*Ask {
-	out := []*Ask{}
-	for _, a := range st.Asks {
-		if a.Author == author {
-			out = append(out, a)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Raised != out[j].Raised {
-			return out[i].Raised > out[j].Raised
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
-}
-
-// PendingAsks returns every ask still waiting on the owner, oldest first (the one
-// waiting longest leads; ties by id), including asks whose object has not arrived
-// (Missing); an empty list, never nil. It is the owner's queue for `ferry status` and
-// catch-up.
-func (st *State) PendingAsks() []*Ask {
-	out := []*Ask{}
-	for _, a := range st.Asks {
-		if a.State == AskPending {
-			out = append(out, a)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Raised != out[j].Raised {
-			return out[i].Raised < out[j].Raised
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
 }

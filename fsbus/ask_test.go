@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -23,7 +24,7 @@ func newAskWorld(t *testing.T) *askWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.As(MasterWriter)
+	m, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func (w *askWorld) load(t *testing.T) *View {
 }
 
 // raise raises a plain ask as alice.
-func (w *askWorld) raise(t *testing.T, title string) *Ask {
+func (w *askWorld) raise(t *testing.T, title string) *fold.Ask {
 	t.Helper()
 	a, err := w.alice.AskRaise(AskRaiseOptions{Title: title, Recommendation: "Do it.", Reasoning: "Because."})
 	if err != nil {
@@ -66,7 +67,7 @@ func (w *askWorld) raise(t *testing.T, title string) *Ask {
 
 // appendRaw appends an entry to s's own segment, bypassing every write-side check:
 // what a modified or older binary could write.
-func appendRaw(t *testing.T, s *Session, typ, ref string, d entryData) ledger.Entry {
+func appendRaw(t *testing.T, s *Session, typ, ref string, d fold.EntryData) ledger.Entry {
 	t.Helper()
 	e, err := s.Ledger.Append(s.Name, s.Device, ledger.Draft{Type: typ, Ref: ref, Data: mustJSON(d)}, s.Signer, ledger.HLC{})
 	if err != nil {
@@ -99,7 +100,7 @@ func snapshotFiles(t *testing.T, dir string) string {
 	return b.String()
 }
 
-func hasIgnored(st *State, hash, reason string) bool {
+func hasIgnored(st *fold.State, hash, reason string) bool {
 	for _, ig := range st.Ignored {
 		if ig.Hash == hash && strings.Contains(ig.Reason, reason) {
 			return true
@@ -116,7 +117,7 @@ func TestAskLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ValidID(a.ID) || !strings.HasPrefix(a.ID, PrefixAsk) || a.State != AskPending || a.Author != "alice" ||
+	if !fold.ValidID(a.ID) || !strings.HasPrefix(a.ID, fold.PrefixAsk) || a.State != fold.AskPending || a.Author != "alice" ||
 		a.Title != "Drop the legacy table?" || a.Recommendation != "Yes, after a backup." || a.Reasoning != "Nothing reads it since v2." || a.Raised == "" {
 		t.Fatalf("raised ask: %+v", a)
 	}
@@ -126,25 +127,25 @@ func TestAskLoop(t *testing.T) {
 	if p := w.load(t).State.PendingAsks(); len(p) != 1 || p[0].ID != a.ID {
 		t.Fatalf("pending asks: %+v", p)
 	}
-	got, err := w.master.AskAnswer(a.ID[:6], VerdictApprove, "  go ahead  ", "")
+	got, err := w.master.AskAnswer(a.ID[:6], fold.VerdictApprove, "  go ahead  ", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != AskApproved || got.Note != "go ahead" || got.AnsweredBy != MasterWriter || got.Answered <= got.Raised {
+	if got.State != fold.AskApproved || got.Note != "go ahead" || got.AnsweredBy != fold.MasterWriter || got.Answered <= got.Raised {
 		t.Fatalf("answered ask: %+v", got)
 	}
 	st := w.load(t).State
 	if p := st.PendingAsks(); len(p) != 0 {
 		t.Fatalf("pending after the answer: %+v", p)
 	}
-	if f, err := st.FindAsk(a.ID); err != nil || f.State != AskApproved || f.Note != "go ahead" {
+	if f, err := st.FindAsk(a.ID); err != nil || f.State != fold.AskApproved || f.Note != "go ahead" {
 		t.Fatalf("FindAsk: %+v %v", f, err)
 	}
 	if len(st.Ignored) != 0 {
 		t.Fatalf("ignored: %+v", st.Ignored)
 	}
 	// Verdicts map to states; "send-back" is accepted for send_back.
-	for verdict, want := range map[string]string{VerdictReject: AskRejected, "send-back": AskSentBack, VerdictSendBack: AskSentBack} {
+	for verdict, want := range map[string]string{fold.VerdictReject: fold.AskRejected, "send-back": fold.AskSentBack, fold.VerdictSendBack: fold.AskSentBack} {
 		b := w.raise(t, "another "+verdict)
 		got, err := w.master.AskAnswer(b.ID, verdict, "", "")
 		if err != nil || got.State != want {
@@ -158,7 +159,7 @@ func TestAskWriteRefusals(t *testing.T) {
 	w := newAskWorld(t)
 	a := w.raise(t, "Pending one")
 	done := w.raise(t, "Answered one")
-	if _, err := w.master.AskAnswer(done.ID, VerdictReject, "no", ""); err != nil {
+	if _, err := w.master.AskAnswer(done.ID, fold.VerdictReject, "no", ""); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshotFiles(t, w.c.Root)
@@ -169,7 +170,7 @@ func TestAskWriteRefusals(t *testing.T) {
 		msg  string
 		call func() error
 	}{
-		{"agent answers", errs.Denied, "alice may not answer asks", func() error { _, err := w.alice.AskAnswer(a.ID, VerdictApprove, "", ""); return err }},
+		{"agent answers", errs.Denied, "alice may not answer asks", func() error { _, err := w.alice.AskAnswer(a.ID, fold.VerdictApprove, "", ""); return err }},
 		{"worker raises", errs.Denied, "ask.raise needs level member; wendy has level worker", func() error {
 			_, err := w.wend.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "r"})
 			return err
@@ -198,17 +199,17 @@ func TestAskWriteRefusals(t *testing.T) {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: strings.Repeat("x", MaxAskTitle+1), Recommendation: "r"})
 			return err
 		}},
-		{"answered twice", errs.Conflict, "is already rejected (by master", func() error { _, err := w.master.AskAnswer(done.ID, VerdictApprove, "", ""); return err }},
+		{"answered twice", errs.Conflict, "is already rejected (by master", func() error { _, err := w.master.AskAnswer(done.ID, fold.VerdictApprove, "", ""); return err }},
 		{"bad verdict", errs.Invalid, "unknown verdict", func() error { _, err := w.master.AskAnswer(a.ID, "maybe", "", ""); return err }},
 		{"long note", errs.Invalid, "note is", func() error {
-			_, err := w.master.AskAnswer(a.ID, VerdictApprove, strings.Repeat("n", MaxNote+1), "")
+			_, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, strings.Repeat("n", MaxNote+1), "")
 			return err
 		}},
 		{"unknown id", errs.NotFound, `no ask "a-zzzzzzzzzzzzz"`, func() error {
-			_, err := w.master.AskAnswer("a-zzzzzzzzzzzzz", VerdictApprove, "", "")
+			_, err := w.master.AskAnswer("a-zzzzzzzzzzzzz", fold.VerdictApprove, "", "")
 			return err
 		}},
-		{"ambiguous prefix", errs.Invalid, "is ambiguous (2 candidates)", func() error { _, err := w.master.AskAnswer("a-", VerdictApprove, "", ""); return err }},
+		{"ambiguous prefix", errs.Invalid, "is ambiguous (2 candidates)", func() error { _, err := w.master.AskAnswer("a-", fold.VerdictApprove, "", ""); return err }},
 	} {
 		err := tc.call()
 		if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
@@ -233,16 +234,16 @@ func TestAskWriteRefusals(t *testing.T) {
 func TestAskFoldOnlyMasterAnswers(t *testing.T) {
 	w := newAskWorld(t)
 	a := w.raise(t, "Rotate the deploy key?")
-	forged := appendRaw(t, w.alice, TypeAskAnswer, a.ID, entryData{Basis: a.Head, Verdict: VerdictApprove, Note: "self-approved"})
+	forged := appendRaw(t, w.alice, fold.TypeAskAnswer, a.ID, fold.EntryData{Basis: a.Head, Verdict: fold.VerdictApprove, Note: "self-approved"})
 	st := w.load(t).State
-	if got := st.Asks[a.ID]; got.State != AskPending || got.Note != "" {
+	if got := st.Asks[a.ID]; got.State != fold.AskPending || got.Note != "" {
 		t.Fatalf("forged answer changed the ask: %+v", got)
 	}
 	if !hasIgnored(st, forged.Hash(), "ask.answer needs level master; alice has level member") {
 		t.Fatalf("forged answer not listed as ignored: %+v", st.Ignored)
 	}
-	got, err := w.master.AskAnswer(a.ID, VerdictReject, "not now", "")
-	if err != nil || got.State != AskRejected || got.Note != "not now" {
+	got, err := w.master.AskAnswer(a.ID, fold.VerdictReject, "not now", "")
+	if err != nil || got.State != fold.AskRejected || got.Note != "not now" {
 		t.Fatalf("owner's answer after a forged one: %+v %v", got, err)
 	}
 }
@@ -253,13 +254,13 @@ func TestAskFoldOnlyMasterAnswers(t *testing.T) {
 func TestAskFoldAnsweredTwiceIgnored(t *testing.T) {
 	w := newAskWorld(t)
 	a := w.raise(t, "Merge the branch?")
-	first, err := w.master.AskAnswer(a.ID, VerdictApprove, "yes", "")
+	first, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "yes", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := appendRaw(t, w.master, TypeAskAnswer, a.ID, entryData{Basis: first.Head, Verdict: VerdictReject, Note: "changed my mind"})
+	second := appendRaw(t, w.master, fold.TypeAskAnswer, a.ID, fold.EntryData{Basis: first.Head, Verdict: fold.VerdictReject, Note: "changed my mind"})
 	st := w.load(t).State
-	if got := st.Asks[a.ID]; got.State != AskApproved || got.Note != "yes" || got.Head != first.Head {
+	if got := st.Asks[a.ID]; got.State != fold.AskApproved || got.Note != "yes" || got.Head != first.Head {
 		t.Fatalf("second answer changed the ask: %+v", got)
 	}
 	if !hasIgnored(st, second.Hash(), "not allowed: ask is already approved") {
@@ -283,13 +284,13 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 	}
 	st := w.load(t).State
 	got := st.Asks[a.ID]
-	if got == nil || !got.Missing || got.Title != "(pending sync)" || got.State != AskPending {
+	if got == nil || !got.Missing || got.Title != "(pending sync)" || got.State != fold.AskPending {
 		t.Fatalf("ask without its object: %+v", got)
 	}
 	if pa := st.PendingAsks(); len(pa) != 1 || pa[0].ID != a.ID {
 		t.Fatalf("pending asks: %+v", pa)
 	}
-	if _, err := w.master.AskAnswer(a.ID, VerdictApprove, "", ""); !errs.Is(err, errs.RetryNeeded) {
+	if _, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "", ""); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("answer before the object arrived: %v", err)
 	}
 	// An editor changes the title (still valid JSON): the raise no longer counts.
@@ -334,14 +335,14 @@ func TestAskIdempotency(t *testing.T) {
 	if _, err := w.alice.AskRaise(opt); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("same key, other arguments: %v", err)
 	}
-	if _, err := w.master.AskAnswer(a.ID, VerdictApprove, "ok", "k2"); err != nil {
+	if _, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "ok", "k2"); err != nil {
 		t.Fatal(err)
 	}
 	// A retry of the same answer with its key is a replay, not "already answered".
-	if got, err := w.master.AskAnswer(a.ID[:5], VerdictApprove, "ok", "k2"); err != nil || got.State != AskApproved {
+	if got, err := w.master.AskAnswer(a.ID[:5], fold.VerdictApprove, "ok", "k2"); err != nil || got.State != fold.AskApproved {
 		t.Fatalf("replayed answer: %+v %v", got, err)
 	}
-	if _, err := w.master.AskAnswer(a.ID, VerdictReject, "ok", "k2"); !errs.Is(err, errs.Conflict) {
+	if _, err := w.master.AskAnswer(a.ID, fold.VerdictReject, "ok", "k2"); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("answer key reused for another verdict: %v", err)
 	}
 	if got := w.load(t).State.Entries; got != n+1 {
@@ -355,9 +356,9 @@ func TestAskIdempotency(t *testing.T) {
 func TestAskUnknownTypeHoldsChainPlace(t *testing.T) {
 	w := newAskWorld(t)
 	a := w.raise(t, "Buy the domain?")
-	unk := appendRaw(t, w.alice, "ask.amend", a.ID, entryData{Basis: a.Head, Note: "from a newer binary"})
-	got, err := w.master.AskAnswer(a.ID, VerdictApprove, "", "")
-	if err != nil || got.State != AskApproved || got.Pending != 0 {
+	unk := appendRaw(t, w.alice, "ask.amend", a.ID, fold.EntryData{Basis: a.Head, Note: "from a newer binary"})
+	got, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "", "")
+	if err != nil || got.State != fold.AskApproved || got.Pending != 0 {
 		t.Fatalf("answer after an unknown entry: %+v %v", got, err)
 	}
 	st := w.load(t).State
@@ -378,11 +379,11 @@ func TestAskListsAndFind(t *testing.T) {
 		t.Fatalf("PendingAsks on an empty channel: %#v", l)
 	}
 	a1, a2, a3 := w.raise(t, "one"), w.raise(t, "two"), w.raise(t, "three")
-	if _, err := w.master.AskAnswer(a2.ID, VerdictReject, "", ""); err != nil {
+	if _, err := w.master.AskAnswer(a2.ID, fold.VerdictReject, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	st = w.load(t).State
-	ids := func(l []*Ask) string {
+	ids := func(l []*fold.Ask) string {
 		var s []string
 		for _, a := range l {
 			s = append(s, a.ID)
@@ -425,7 +426,7 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 	if _, err := Join(cA, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	mA, _ := cA.As(MasterWriter)
+	mA, _ := cA.As(fold.MasterWriter)
 	if _, err := mA.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}
@@ -437,24 +438,24 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 	// Machine B gets the folder and the owner's key (its own device, its own segment).
 	dirB := filepath.Join(t.TempDir(), "acme")
 	copyTree(t, dirA, dirB)
-	kb, _ := os.ReadFile(hA.keyPath("acme", MasterWriter))
-	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", MasterWriter)), 0o700); err != nil {
+	kb, _ := os.ReadFile(hA.keyPath("acme", fold.MasterWriter))
+	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", fold.MasterWriter)), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(hB.keyPath("acme", MasterWriter), kb, 0o600); err != nil {
+	if err := os.WriteFile(hB.keyPath("acme", fold.MasterWriter), kb, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cB, err := Open(hB, dirB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mB, _ := cB.As(MasterWriter)
+	mB, _ := cB.As(fold.MasterWriter)
 	// Partitioned: A approves, B rejects; each succeeds locally.
-	ansA, err := mA.AskAnswer(a.ID, VerdictApprove, "from the laptop", "")
+	ansA, err := mA.AskAnswer(a.ID, fold.VerdictApprove, "from the laptop", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ansB, err := mB.AskAnswer(a.ID, VerdictReject, "from the desktop", "")
+	ansB, err := mB.AskAnswer(a.ID, fold.VerdictReject, "from the desktop", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +483,7 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 			strings.Join(ct.Involved, ",") != "alice,master" {
 			t.Fatalf("device %s: contest %+v", c.Device, ct)
 		}
-		if s := got.Superseded[0]; s.Hash != loser.Head || s.Note != loser.Note || askVerdicts[s.Verdict] != loser.State {
+		if s := got.Superseded[0]; s.Hash != loser.Head || s.Note != loser.Note || fold.AskVerdicts[s.Verdict] != loser.State {
 			t.Fatalf("device %s: superseded %+v, want the losing answer", c.Device, s)
 		}
 		found := false
@@ -493,7 +494,7 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 			t.Fatalf("device %s: contest not in State.Contested", c.Device)
 		}
 	}
-	if _, err := mB.AskAnswer(a.ID, VerdictSendBack, "", ""); !errs.Is(err, errs.Conflict) {
+	if _, err := mB.AskAnswer(a.ID, fold.VerdictSendBack, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("answer after the contest: %v", err)
 	}
 }

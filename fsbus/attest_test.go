@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -35,8 +36,8 @@ func forkInsideBound(t *testing.T, w *advWorld, inPlace bool, end string) (strin
 	real := v.chainTip("alice", w.alice.Device)
 	for i := 0; ; i++ {
 		e := ledger.Entry{V: 1, Writer: "alice", Device: w.alice.Device, Seq: real.Seq, Prev: real.Prev,
-			HLC: fmt.Sprintf("%s/%04d", real.HLC[:strings.IndexByte(real.HLC, '/')], i), Type: TypeOrderClaim, Ref: o.ID,
-			Data: mustJSON(entryData{Basis: o.Head})}
+			HLC: fmt.Sprintf("%s/%04d", real.HLC[:strings.IndexByte(real.HLC, '/')], i), Type: fold.TypeOrderClaim, Ref: o.ID,
+			Data: mustJSON(fold.EntryData{Basis: o.Head})}
 		if err := e.Sign(w.alice.Signer, "acme"); err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func TestForkInsideBoundCountsNothing(t *testing.T) {
 			forged, order := forkInsideBound(t, w, inPlace, tc.end)
 			r := w.report(t)
 			st := r.v.State
-			if o := st.Orders[order]; o == nil || o.State != StateOpen || o.Holder != "" {
+			if o := st.Orders[order]; o == nil || o.State != fold.StateOpen || o.Holder != "" {
 				t.Fatalf("the forged claim counts: %+v", o)
 			}
 			if st.Counts(forged) {
@@ -101,7 +102,7 @@ func TestForkInsideBoundCountsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := mustLoad(t, reopen(t, w.c))
-		d, _ := decodeData(v.chainTip(MasterWriter, w.master.Device))
+		d, _ := fold.DecodeData(v.chainTip(fold.MasterWriter, w.master.Device))
 		if d.Bounds[w.alice.Device] != tip.Seq || d.BoundHashes[w.alice.Device] != tip.Hash() {
 			t.Errorf("revoke data: bounds %v bound_hashes %v, want %d %s", d.Bounds, d.BoundHashes, tip.Seq, tip.Hash())
 		}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // busyDir is the committed busy fixture (fixtures/README.md).
@@ -45,7 +47,7 @@ func BenchmarkFoldBusy(b *testing.B) {
 	}
 	objs := map[string]obj{}
 	read := c.objects()
-	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries,
+	in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: snap.Entries,
 		Objects: func(writer, id string) ([]byte, string, error) {
 			o, ok := objs[writer+"/"+id]
 			if !ok {
@@ -54,28 +56,28 @@ func BenchmarkFoldBusy(b *testing.B) {
 			}
 			return o.canon, o.hash, o.err
 		}}
-	check := func(st *State) {
+	check := func(st *fold.State) {
 		if st.Entries != 200 || len(st.Ignored) != 0 || len(st.Orders) != 75 {
 			b.Fatalf("busy fold: %d entries, %d ignored, %d orders; want 200, 0, 75", st.Entries, len(st.Ignored), len(st.Orders))
 		}
 	}
-	st := Fold(in) // reads every object file once, into objs
+	st := fold.Fold(in) // reads every object file once, into objs
 	check(st)
-	if n := len(st.ListOrders(OrderFilter{State: StateOpen})); n != 40 {
+	if n := len(st.ListOrders(fold.OrderFilter{State: fold.StateOpen})); n != 40 {
 		b.Fatalf("busy fold: %d open orders, want 40", n)
 	}
 	b.Run("cold", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			sigCache.Clear()
-			check(Fold(in))
+			fold.SigCache.Clear()
+			check(fold.Fold(in))
 		}
 	})
 	b.Run("cached", func(b *testing.B) {
-		check(Fold(in))
+		check(fold.Fold(in))
 		b.ReportAllocs()
 		for b.Loop() {
-			check(Fold(in))
+			check(fold.Fold(in))
 		}
 	})
 }
@@ -91,7 +93,7 @@ func BenchmarkLoadBusy(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		sigCache.Clear()
+		fold.SigCache.Clear()
 		v, err := c.Load()
 		if err != nil {
 			b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -34,7 +35,7 @@ type InputCap struct {
 var caps = []InputCap{
 	{"order title", MaxTitle, UnitChars},
 	{"order body", MaxOrderBody, unitBytes},
-	{"message body", MaxMessageBody, unitBytes},
+	{"message body", fold.MaxMessageBody, unitBytes},
 	{"progress note", MaxNote, unitBytes},
 	{"result summary", MaxNote, unitBytes},
 	{"result reference", MaxReference, unitBytes},
@@ -47,14 +48,14 @@ var caps = []InputCap{
 	{"answer note", MaxNote, unitBytes},
 	{"hand-in reference", MaxReference, UnitChars},
 	{"hand-in note", MaxNote, unitBytes},
-	{"decision line", MaxDecisionLine, UnitChars},
-	{"brief objective, each constraint", maxBriefLine, UnitChars},
+	{"decision line", fold.MaxDecisionLine, UnitChars},
+	{"brief objective, each constraint", fold.MaxBriefLine, UnitChars},
 	{"presence doing line", maxDoing, unitBytes},
 	{"order schema", maxSchema, unitBytes},
 	{"search query", maxSearchQuery, UnitChars},
 	{"idempotency key", maxIdemKey, unitBytes},
 	{"secret value", MaxSecretValue, unitBytes},
-	{"secret name", maxSecretName, UnitChars},
+	{"secret name", fold.MaxSecretName, UnitChars},
 	{"pause reason", maxPauseReason, UnitChars},
 	{"JSON-RPC request line", MaxRPCRequest, unitBytes},
 }

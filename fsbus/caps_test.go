@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -25,7 +26,7 @@ func TestInputCaps(t *testing.T) {
 	if _, err := alice.PrimaryTake(""); err != nil {
 		t.Fatal(err)
 	}
-	held := func() *Order { // an order alice holds
+	held := func() *fold.Order { // an order alice holds
 		o, err := w.bob.NewOrder(NewOrderOptions{Title: "held"})
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +36,7 @@ func TestInputCaps(t *testing.T) {
 		}
 		return o
 	}
-	submitted := func() *Order { // an order alice submitted, bob to review
+	submitted := func() *fold.Order { // an order alice submitted, bob to review
 		o := held()
 		if _, err := alice.Submit(o.ID, "main", "", ""); err != nil {
 			t.Fatal(err)
@@ -57,7 +58,7 @@ func TestInputCaps(t *testing.T) {
 	}{
 		{"order title", MaxTitle, UnitChars, charsOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: s}); return err }, nil},
 		{"order body", MaxOrderBody, unitBytes, bytesOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Body: s}); return err }, nil},
-		{"message body", MaxMessageBody, unitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend("bob", s, ""); return err }, nil},
+		{"message body", fold.MaxMessageBody, unitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend("bob", s, ""); return err }, nil},
 		{"progress note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Progress(id, s, ""); return err }, hold},
 		{"result summary", MaxNote, unitBytes, bytesOf, func(s string) error {
 			_, err := alice.SubmitResult(id, SubmitOptions{Reference: "main", Note: s})
@@ -85,18 +86,18 @@ func TestInputCaps(t *testing.T) {
 			return err
 		}, nil},
 		{"answer note", MaxNote, unitBytes, bytesOf, func(s string) error {
-			_, err := w.master.AskAnswer(id, VerdictApprove, s, "")
+			_, err := w.master.AskAnswer(id, fold.VerdictApprove, s, "")
 			return err
 		}, func() {
-			a, err := alice.AskRaise(AskRaiseOptions{Title: "t" + NewID(""), Recommendation: "r"})
+			a, err := alice.AskRaise(AskRaiseOptions{Title: "t" + fold.NewID(""), Recommendation: "r"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			id = a.ID
 		}},
 		{"hand-in note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.HandinAdd("main", s, ""); return err }, nil},
-		{"decision", MaxDecisionLine, UnitChars, charsOf, func(s string) error { _, err := alice.DecisionRecord(s, ""); return err }, nil},
-		{"objective", maxBriefLine, UnitChars, charsOf, func(s string) error { _, err := alice.PrimaryBrief(s, nil, ""); return err }, nil},
+		{"decision", fold.MaxDecisionLine, UnitChars, charsOf, func(s string) error { _, err := alice.DecisionRecord(s, ""); return err }, nil},
+		{"objective", fold.MaxBriefLine, UnitChars, charsOf, func(s string) error { _, err := alice.PrimaryBrief(s, nil, ""); return err }, nil},
 		{"secret value", MaxSecretValue, unitBytes, bytesOf, func(s string) error { _, err := alice.SecretPut("k", []string{"bob"}, []byte(s), ""); return err }, nil},
 		{"pause reason", maxPauseReason, UnitChars, charsOf, func(s string) error {
 			_, err := w.c.Home.Pause("", s, time.Now())

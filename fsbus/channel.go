@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/gitsync"
 	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -26,39 +27,18 @@ import (
 // FormatVersion is the channel format this binary writes and reads (docs/format.md).
 const FormatVersion = 1
 
-// MasterWriter is the writer name of the human owner (docs/design.md §2 "Ledger entry").
-const MasterWriter = "master"
-
 // channelDomain prefixes the signature of channel.toml.
 const channelDomain = "ferry-channel-v1"
 
-// Policy holds the signed policy defaults of channel.toml (seconds).
-type Policy struct {
-	QuietAfterS  int64 `toml:"quiet_after_s" json:"quiet_after_s"`
-	SilentAfterS int64 `toml:"silent_after_s" json:"silent_after_s"`
-	MaxSkewS     int64 `toml:"max_skew_s" json:"max_skew_s"`
-	// Order windows, seconds; absent or 0 means the default: an execution
-	// window of 4 h (DefaultExecWindowS) renewed by progress and extend, capped by a
-	// claim lifetime of 24 h (DefaultLifetimeS), and no queue window. Optional keys:
-	// a channel.toml written without them verifies and reads as before (its signature
-	// covers the keys it has).
-	ExecWindowS  int64 `toml:"exec_window_s,omitzero" json:"exec_window_s,omitempty"`
-	LifetimeS    int64 `toml:"lifetime_s,omitzero" json:"lifetime_s,omitempty"`
-	QueueWindowS int64 `toml:"queue_window_s,omitzero" json:"queue_window_s,omitempty"`
-}
-
-// defaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
-var defaultPolicy = Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600}
-
 // Config is channel.toml: written once by init and signed by the master.
 type Config struct {
-	Format  int    `toml:"format" json:"format"`
-	Project string `toml:"project" json:"project"`
-	Title   string `toml:"title" json:"title"`
-	Master  string `toml:"master" json:"master"`
-	Created string `toml:"created" json:"created"`
-	Policy  Policy `toml:"policy" json:"policy"`
-	Sig     string `toml:"sig" json:"sig,omitempty"`
+	Format  int         `toml:"format" json:"format"`
+	Project string      `toml:"project" json:"project"`
+	Title   string      `toml:"title" json:"title"`
+	Master  string      `toml:"master" json:"master"`
+	Created string      `toml:"created" json:"created"`
+	Policy  fold.Policy `toml:"policy" json:"policy"`
+	Sig     string      `toml:"sig" json:"sig,omitempty"`
 	// PolicyTable is the [policy] table as the file holds it — every key, those this
 	// binary does not know too — as canonical JSON values (readConfig). Not part of
 	// the signed body: Policy and the file's other keys are.
@@ -104,16 +84,16 @@ type Channel struct {
 	// and the channel is open for `ferry doctor` only.
 	Damage *ConfigDamage
 
-	pin        string                    // the master key pinned on this machine (rotation.go)
-	policyHead atomic.Pointer[PolicySet] // the policy.set chain's head as of the last Load (policy.go)
-	index      *localIndex               // this process's copy of the local index (index.go)
+	pin        string                         // the master key pinned on this machine (rotation.go)
+	policyHead atomic.Pointer[fold.PolicySet] // the policy.set chain's head as of the last Load (policy.go)
+	index      *localIndex                    // this process's copy of the local index (index.go)
 	indexOnce  sync.Once
 
 	// The last Load's snapshot and fold, from which the next Load folds only what is
 	// new (fold_incr.go), and the arrival log as last read (arrivals.go).
 	foldMu   sync.Mutex
 	lastSnap *ledger.Snapshot
-	lastFold *folded
+	lastFold *fold.Folded
 	// lastFullAt is when this process last folded everything (FullFoldEvery).
 	lastFullAt time.Time
 	// sinceCheckpoint counts the entries folded through foldDelta since this process
@@ -170,7 +150,7 @@ type InitOptions struct {
 // folder: remapping it silently would leave every command of the project on a new,
 // empty channel.
 func Init(h *Home, opts InitOptions) (*Channel, error) {
-	if err := checkName("project id", opts.Project); err != nil {
+	if err := fold.CheckName("project id", opts.Project); err != nil {
 		return nil, err
 	}
 	if err := secretguard.Check("channel title", opts.Title); err != nil {
@@ -187,10 +167,10 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		return nil, err
 	}
 	var master ledger.KeySigner
-	if h.HasKey(opts.Project, MasterWriter) {
-		master, err = h.LoadKey(opts.Project, MasterWriter)
+	if h.HasKey(opts.Project, fold.MasterWriter) {
+		master, err = h.LoadKey(opts.Project, fold.MasterWriter)
 	} else {
-		master, err = h.NewKey(opts.Project, MasterWriter)
+		master, err = h.NewKey(opts.Project, fold.MasterWriter)
 	}
 	if err != nil {
 		return nil, err
@@ -211,7 +191,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		Title:   title,
 		Master:  ledger.FormatKey(master.Public()),
 		Created: time.Now().UTC().Format(time.RFC3339),
-		Policy:  defaultPolicy,
+		Policy:  fold.DefaultPolicy,
 	}
 	body, err := cfg.signingBody()
 	if err != nil {
@@ -353,7 +333,7 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 			Message: p + " is not signed by its master key: it was edited or damaged; nothing was read or written",
 			Hint:    "run `ferry doctor` to see which keys changed; restore channel.toml from another machine or backup (never edit it: its signature covers every key); policy changes are made with `ferry policy set KEY=VALUE` (owner only)"}
 	}
-	if err := checkName("project id", cfg.Project); err != nil {
+	if err := fold.CheckName("project id", cfg.Project); err != nil {
 		return cfg, nil, "", nil, err
 	}
 	return cfg, mk, dir, raw, nil

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -97,7 +98,7 @@ var stateLayout = sync.OnceValue(func() string {
 			walk(t.Elem())
 		}
 	}
-	walk(reflect.TypeFor[folded]())
+	walk(reflect.TypeFor[fold.Folded]())
 	sum := sha256.Sum256([]byte(sb.String()))
 	return hex.EncodeToString(sum[:8])
 })
@@ -133,8 +134,8 @@ var binaryIdentity = sync.OnceValue(func() string {
 
 // checkpointBody is what the payload holds past the ledger snapshot, by value.
 type checkpointBody struct {
-	St       State
-	Missing  map[objRef]string
+	St       fold.State
+	Missing  map[fold.ObjRef]string
 	Dangling map[string][]string
 	Crossed  map[string]bool
 }
@@ -143,15 +144,15 @@ type checkpointBody struct {
 // (ledger.ReadState.SaveLast) and the time of the full fold it descends from. It
 // returns an error when f names an entry snap does not hold or the state does not
 // encode; nothing is written then.
-func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivalsRead) ([]byte, error) {
+func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivalsRead) ([]byte, error) {
 	at := make(map[string]int, len(snap.Entries))
 	for i := range snap.Entries {
 		at[snap.Entries[i].Hash()] = i
 	}
 	b := binary.AppendUvarint(nil, uint64(fullAt.UnixMilli()))
 	b = appendStr(b, string(ledgerLast))
-	body := checkpointBody{St: *f.st, Missing: f.missing, Dangling: f.dangling, Crossed: f.crossed}
-	body.St.counts = layered[bool]{}
+	body := checkpointBody{St: *f.State, Missing: f.Missing, Dangling: f.Dangling, Crossed: f.Crossed}
+	body.St.Counted = fold.Layered[bool]{}
 	var err error
 	if b, err = encodeState(b, &body); err != nil {
 		return nil, err
@@ -160,7 +161,7 @@ func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullA
 	// (the restored set is searched, not hashed: layered's sorted base).
 	var counted []int
 	var missing error
-	f.st.counts.all(func(h string, c bool) {
+	f.State.Counted.All(func(h string, c bool) {
 		if !c {
 			return
 		}
@@ -190,22 +191,22 @@ func encodeCheckpoint(f *folded, snap *ledger.Snapshot, ledgerLast []byte, fullA
 		}
 		return nil
 	}
-	roster := make([]*ledger.Entry, len(f.roster))
-	for i := range f.roster {
-		roster[i] = &f.roster[i]
+	roster := make([]*ledger.Entry, len(f.Roster))
+	for i := range f.Roster {
+		roster[i] = &f.Roster[i]
 	}
 	if err := idx(roster...); err != nil {
 		return nil, err
 	}
-	b = binary.AppendUvarint(b, uint64(len(f.things)))
-	for k, es := range f.things {
+	b = binary.AppendUvarint(b, uint64(len(f.Things)))
+	for k, es := range f.Things {
 		b = appendStr(b, k)
 		if err := idx(es...); err != nil {
 			return nil, err
 		}
 	}
-	tips := make([]*ledger.Entry, 0, len(f.tips))
-	for _, e := range f.tips {
+	tips := make([]*ledger.Entry, 0, len(f.Tips))
+	for _, e := range f.Tips {
 		tips = append(tips, e)
 	}
 	if err := idx(tips...); err != nil {
@@ -244,8 +245,8 @@ func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[s
 		h string
 		r arrival
 	}
-	recs := make([]rec, 0, arr.a.recs.len())
-	arr.a.recs.all(func(h string, r arrival) { recs = append(recs, rec{h, r}) })
+	recs := make([]rec, 0, arr.a.recs.Len())
+	arr.a.recs.All(func(h string, r arrival) { recs = append(recs, rec{h, r}) })
 	sortByHash(recs, func(x rec) string { return x.h })
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for _, x := range recs {
@@ -305,7 +306,7 @@ func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
 		}
 		keys, vals = append(keys, h), append(vals, arrival{num, ms, writer, int(ep)})
 	}
-	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: sortedLayered(keys, vals), latest: cloneLatest(head.Latest),
+	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: fold.SortedLayered(keys, vals), latest: cloneLatest(head.Latest),
 		clocks: head.Clocks, clock: head.Clock}
 	return &arrivalsRead{a: a, header: head.Header, offset: head.Offset, last: head.Last}
 }
@@ -313,7 +314,7 @@ func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
 // decodeCheckpoint rebuilds the folded state from a payload, over snap, the ledger
 // snapshot restored from ledgerLast. It returns errStateCodec (wrapped) for bytes that
 // do not decode or name entries snap does not hold.
-func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, error) {
+func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
 	var body checkpointBody
 	rest, err := decodeState(b, &body)
 	if err != nil {
@@ -324,7 +325,7 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, 
 
 // decodeCheckpointRefs is the part of decodeCheckpoint past the state codec's: what
 // refers to snap's entries. body is the decoded state; rest the bytes after it.
-func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapshot) (*folded, *arrivalsRead, error) {
+func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
 	d := &stateDec{b: rest}
 	ncount := d.length()
 	keys, vals := make([]string, 0, ncount), make([]bool, 0, ncount)
@@ -354,17 +355,17 @@ func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapsh
 		}
 		return out
 	}
-	f := &folded{missing: body.Missing, dangling: body.Dangling, crossed: body.Crossed, things: map[string][]*ledger.Entry{}, tips: map[[2]string]*ledger.Entry{}}
+	f := &fold.Folded{Missing: body.Missing, Dangling: body.Dangling, Crossed: body.Crossed, Things: map[string][]*ledger.Entry{}, Tips: map[[2]string]*ledger.Entry{}}
 	for _, e := range idx() {
-		f.roster = append(f.roster, *e)
+		f.Roster = append(f.Roster, *e)
 	}
 	nthing := d.length()
 	for i := 0; i < nthing && d.err == nil; i++ {
 		k := string(d.take(d.length()))
-		f.things[k] = idx()
+		f.Things[k] = idx()
 	}
 	for _, e := range idx() {
-		f.tips[[2]string{e.Writer, e.Device}] = e
+		f.Tips[[2]string{e.Writer, e.Device}] = e
 	}
 	arr := decodeArrivals(d, snap)
 	if d.err == nil && len(d.b) != 0 {
@@ -377,11 +378,11 @@ func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapsh
 	if err := checkDecodedState(&st); err != nil {
 		return nil, nil, err
 	}
-	st.counts = sortedLayered(keys, vals)
-	if f.missing == nil {
-		f.missing = map[objRef]string{}
+	st.Counted = fold.SortedLayered(keys, vals)
+	if f.Missing == nil {
+		f.Missing = map[fold.ObjRef]string{}
 	}
-	f.st = &st
+	f.State = &st
 	return f, arr, nil
 }
 
@@ -421,7 +422,7 @@ func sortByHash[T any](xs []T, hash func(T) string) {
 // payload that passes its checksum may still break (a bug, a hand edit): each thing is
 // filed under its own id, no entry of a map is nil, the primary role is there. It
 // returns errStateCodec (wrapped) naming the first break.
-func checkDecodedState(st *State) error {
+func checkDecodedState(st *fold.State) error {
 	if st.Primary == nil {
 		return fmt.Errorf("%w: no primary role", errStateCodec)
 	}
@@ -430,19 +431,19 @@ func checkDecodedState(st *State) error {
 			return fmt.Errorf("%w: agent %q filed under %q", errStateCodec, nameOf(a), k)
 		}
 	}
-	if err := checkFiled(st.Orders, func(o *Order) string { return o.ID }); err != nil {
+	if err := checkFiled(st.Orders, func(o *fold.Order) string { return o.ID }); err != nil {
 		return err
 	}
-	if err := checkFiled(st.Messages, func(m *Message) string { return m.ID }); err != nil {
+	if err := checkFiled(st.Messages, func(m *fold.Message) string { return m.ID }); err != nil {
 		return err
 	}
-	if err := checkFiled(st.Asks, func(a *Ask) string { return a.ID }); err != nil {
+	if err := checkFiled(st.Asks, func(a *fold.Ask) string { return a.ID }); err != nil {
 		return err
 	}
-	return checkFiled(st.Handins, func(h *Handin) string { return h.ID })
+	return checkFiled(st.Handins, func(h *fold.Handin) string { return h.ID })
 }
 
-func nameOf(a *Agent) string {
+func nameOf(a *fold.Agent) string {
 	if a == nil {
 		return "<nil>"
 	}
@@ -491,7 +492,7 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 // was at fullAt, under the flock index.lock, atomically (fsutil.WriteFile). It does
 // nothing when the index is off or its last snapshot is not snap (the last read was
 // verified — a fork — or another read came after). A failure is returned and costs only the next process a full fold.
-func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivalsRead) error {
+func (c *Channel) writeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivalsRead) error {
 	if !indexEnabled() {
 		return nil
 	}
@@ -531,7 +532,7 @@ func (c *Channel) writeCheckpoint(f *folded, snap *ledger.Snapshot, fullAt time.
 // restoredFold is a fold checkpoint restored over the index just opened.
 type restoredFold struct {
 	snap   *ledger.Snapshot
-	fold   *folded
+	fold   *fold.Folded
 	fullAt time.Time
 	arr    *arrivalsRead // the arrival log as the checkpoint's process read it (nil: none)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -138,7 +139,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	}
 	write(reopened(t, c), 9)
 	before := sigsInIndex()
-	sigCache.Clear() // a new process's cache
+	fold.SigCache.Clear() // a new process's cache
 	m := reopened(t, c)
 	if _, err := m.Load(); err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestDecodeCheckpointDamaged(t *testing.T) {
 		switch {
 		case err != nil:
 			refused++
-		case f == nil || f.st == nil:
+		case f == nil || f.State == nil:
 			t.Fatalf("case %d decoded without error to nothing", i)
 		}
 	}
@@ -322,7 +323,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f, arr, err := decodeCheckpoint(b, snap); err == nil && (f == nil || f.st == nil) {
+		if f, arr, err := decodeCheckpoint(b, snap); err == nil && (f == nil || f.State == nil) {
 			t.Fatalf("decoded without error to %v, %v", f, arr)
 		}
 	})
@@ -368,7 +369,7 @@ func TestCheckpointWithManyNewEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range sigFramesAfter + 20 {
-		d := ledger.Draft{Type: TypeMsgPost, Ref: fmt.Sprintf("m-many%04d", i%50), Data: []byte(`{"body":"many ` + fmt.Sprint(i) + `"}`)}
+		d := ledger.Draft{Type: fold.TypeMsgPost, Ref: fmt.Sprintf("m-many%04d", i%50), Data: []byte(`{"body":"many ` + fmt.Sprint(i) + `"}`)}
 		if _, err := c.Ledger.Append("codex-desktop", c.Device, d, key, ledger.HLC{}); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -22,7 +23,7 @@ func TestLostClaimRaceIsSuperseded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mA, _ := cA.As(MasterWriter)
+	mA, _ := cA.As(fold.MasterWriter)
 	for _, name := range []string{"alice", "carol"} {
 		if _, err := Join(cA, name, "test"); err != nil {
 			t.Fatal(err)
@@ -80,11 +81,11 @@ func TestLostClaimRaceIsSuperseded(t *testing.T) {
 		loser = bob
 	}
 	before := segmentBytes(t, loser.Root)
-	for name, op := range map[string]func() (*Order, error){
-		"submit":   func() (*Order, error) { return loser.Submit(o.ID, "abc123", "done", "") },
-		"progress": func() (*Order, error) { return loser.Progress(o.ID, "half way", "") },
-		"release":  func() (*Order, error) { return loser.Release(o.ID, "", "") },
-		"fail":     func() (*Order, error) { return loser.Fail(o.ID, "it broke", "") },
+	for name, op := range map[string]func() (*fold.Order, error){
+		"submit":   func() (*fold.Order, error) { return loser.Submit(o.ID, "abc123", "done", "") },
+		"progress": func() (*fold.Order, error) { return loser.Progress(o.ID, "half way", "") },
+		"release":  func() (*fold.Order, error) { return loser.Release(o.ID, "", "") },
+		"fail":     func() (*fold.Order, error) { return loser.Fail(o.ID, "it broke", "") },
 	} {
 		_, err := op()
 		var fe *errs.Error

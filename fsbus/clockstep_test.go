@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -67,7 +68,7 @@ func TestClockStepPrimaryTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	clkA.drive(cA)
-	mA := must[*Session](t)(cA.As(MasterWriter))
+	mA := must[*Session](t)(cA.As(fold.MasterWriter))
 	if _, err := Join(cA, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +147,9 @@ func TestClockStepWindows(t *testing.T) {
 	clk := newStepClock()
 	clk.drive(w.c)
 	w.c.Config.Policy.QueueWindowS = 3600
-	q := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Nobody wants this"}))
-	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Port the parser"}))
-	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	q := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Nobody wants this"}))
+	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Port the parser"}))
+	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 	clk.pass(30 * time.Minute)
 	if got := settled(t, w.bob); got != nil {
 		t.Fatalf("expired %v before any step", got)
@@ -201,7 +202,7 @@ func TestClockStepLiveRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.End()
-	must[*Order](t)(run.Claim())
+	must[*fold.Order](t)(run.Claim())
 	clk.pass(time.Hour)
 	if err := run.Beat("running " + id); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestClockStepLiveRun(t *testing.T) {
 	if got := settled(t, runner); got != nil {
 		t.Fatalf("expired %v: the live run's claim after a wall-clock step", got)
 	}
-	if o := must[*View](t)(runner.Load()).State.Orders[id]; o.State != StateClaimed || o.Holder != "runner" || o.Claim != run.Rec.Claim {
+	if o := must[*View](t)(runner.Load()).State.Orders[id]; o.State != fold.StateClaimed || o.Holder != "runner" || o.Claim != run.Rec.Claim {
 		t.Fatalf("order after the step: %s held by %s", o.State, o.Holder)
 	}
 	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 1 || lr[0].Run != run.Rec.Run {

@@ -173,7 +173,7 @@ func OpenUnverified(h *Home, dir string) (*Channel, error) {
 		return nil, errs.Errorf(errs.Invalid, "restore "+h.pinPath(c.Config.Project)+" from a backup, or pin again with `ferry master repin`", "the pinned master key is damaged: %v", err)
 	}
 	c.MasterKey = mk
-	if mk == nil || (ledger.FormatKey(mk) != pin && !masterRotations(c).hasOrLost(pin)) {
+	if mk == nil || (ledger.FormatKey(mk) != pin && !masterRotations(c).HasOrLost(pin)) {
 		c.MasterKey = pk
 	}
 	dmg.Key = ledger.FormatKey(c.MasterKey)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -44,7 +45,7 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sA, err := cA.As(MasterWriter)
+	sA, err := cA.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,14 +61,14 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 	if cB.Device != cA.Device {
 		t.Fatalf("the copied home has device %s, want %s", cB.Device, cA.Device)
 	}
-	sB, err := cB.As(MasterWriter)
+	sB, err := cB.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// Each home writes against the same starting file; the sync tool keeps A's version
 	// as a conflict copy and B's as the segment.
-	seg := ledger.SegmentPath(dir, MasterWriter, cA.Device)
+	seg := ledger.SegmentPath(dir, fold.MasterWriter, cA.Device)
 	base := mustReadFile(t, seg)
 	oa, err := sA.NewOrder(NewOrderOptions{Title: "from A"})
 	if err != nil {
@@ -153,7 +154,7 @@ func TestWriteAfterSegmentBecameCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.As(MasterWriter)
+	s, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestWriteAfterSegmentBecameCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seg := ledger.SegmentPath(dir, MasterWriter, c.Device)
+	seg := ledger.SegmentPath(dir, fold.MasterWriter, c.Device)
 	if err := os.Rename(seg, strings.TrimSuffix(seg, ".jsonl")+" (conflicted copy 2026-11-29).jsonl"); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestWriteRepairsHoleInOwnSegment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.As(MasterWriter)
+		s, err := c.As(fold.MasterWriter)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +202,7 @@ func TestWriteRepairsHoleInOwnSegment(t *testing.T) {
 			}
 			ids = append(ids, o.ID)
 		}
-		seg := ledger.SegmentPath(dir, MasterWriter, c.Device)
+		seg := ledger.SegmentPath(dir, fold.MasterWriter, c.Device)
 		b := mustReadFile(t, seg)
 		lines := strings.SplitAfter(string(b), "\n")
 		cut := len(strings.Join(lines[:len(lines)-3], "")) // before the last two records

@@ -10,54 +10,13 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-// Contract is the optional contract an order carries (docs/format.md §11
-// order object). Every member is optional and omitted when empty, so an order without
-// a contract is byte-for-byte what format v1 wrote before. The JSON names are fixed:
-// other parts of ferry (windows, unattended runs) read them.
-type Contract struct {
-	// Pointers are the files the order is about, fingerprinted at dispatch.
-	Pointers []Pointer `json:"pointers,omitempty"`
-	// Schema is a JSON Schema the submitted result's output must satisfy: a JSON
-	// object (true, false and other values are refused at dispatch, invalid).
-	Schema json.RawMessage `json:"schema,omitempty"`
-	// Diff points to a unified diff (itself a fingerprinted file) for review and
-	// audit orders.
-	Diff *Pointer `json:"diff,omitempty"`
-	// Task is the kind of work (e.g. code_review, implementation), one portable name.
-	Task string `json:"task,omitempty"`
-	// ReadOnly marks a review or audit: the worker reads, never changes the files.
-	ReadOnly bool `json:"read_only,omitempty"`
-	// Windows overrides the channel's default windows for this order.
-	Windows *Windows `json:"windows,omitempty"`
-	// Heavy asks for the machine's job queue; Hints say what the run needs.
-	Heavy bool   `json:"heavy,omitempty"`
-	Hints *Hints `json:"hints,omitempty"`
-}
-
-// Windows are an order's own windows, in seconds; zero means the channel default.
-// ExecS runs from the claim and is renewed by progress and extend; LifetimeS caps the
-// renewals; QueueS is how long the order may wait unclaimed (docs/format.md §14 "Windows").
-type Windows struct {
-	ExecS     int64 `json:"exec_s,omitempty"`
-	LifetimeS int64 `json:"lifetime_s,omitempty"`
-	QueueS    int64 `json:"queue_s,omitempty"`
-}
-
-// Hints are the resources a heavy order expects (docs/runs.md "Heavy orders"): cores,
-// memory and GPU memory in GB, and the expected run time in minutes.
-type Hints struct {
-	Cores           int     `json:"cores,omitempty"`
-	RAMGB           float64 `json:"ram_gb,omitempty"`
-	GPUMemGB        float64 `json:"gpu_mem_gb,omitempty"`
-	ExpectedMinutes int     `json:"expected_minutes,omitempty"`
-}
 
 // Limits of a contract.
 const (
@@ -72,16 +31,10 @@ const (
 	SchemaAttempts = 3
 )
 
-// Empty reports whether c carries nothing.
-func (c *Contract) Empty() bool {
-	return c == nil || (len(c.Pointers) == 0 && len(c.Schema) == 0 && c.Diff == nil && c.Task == "" &&
-		!c.ReadOnly && c.Windows == nil && !c.Heavy && c.Hints == nil)
-}
-
 // validateContract checks the fields the caller sets directly (not the pointers, which
 // FingerprintPointers builds). It returns invalid naming the field.
-func validateContract(c *Contract) error {
-	if c.Task != "" && !ValidName(strings.ReplaceAll(c.Task, "_", "-")) {
+func validateContract(c *fold.Contract) error {
+	if c.Task != "" && !fold.ValidName(strings.ReplaceAll(c.Task, "_", "-")) {
 		return errs.Errorf(errs.Invalid, "a task type is a short name such as code_review or implementation", "bad task type %q", c.Task)
 	}
 	if w := c.Windows; w != nil {
@@ -96,7 +49,7 @@ func validateContract(c *Contract) error {
 		if w.ExecS > 0 && w.LifetimeS > 0 && w.LifetimeS < w.ExecS {
 			return errs.Errorf(errs.Invalid, "the lifetime caps the renewals of the execution window: make it at least as long", "lifetime_s %d is shorter than exec_s %d", w.LifetimeS, w.ExecS)
 		}
-		if *w == (Windows{}) {
+		if *w == (fold.Windows{}) {
 			c.Windows = nil
 		}
 	}
@@ -107,7 +60,7 @@ func validateContract(c *Contract) error {
 		if bad {
 			return errs.Errorf(errs.Invalid, "hints are non-negative: cores, ram_gb, gpu_mem_gb, expected_minutes", "hints out of range")
 		}
-		if *h == (Hints{}) {
+		if *h == (fold.Hints{}) {
 			c.Hints = nil
 		}
 	}
@@ -310,19 +263,11 @@ func validateOutput(schema, output json.RawMessage) ([]string, error) {
 	return lines, nil
 }
 
-// contractOf returns the contract an order folded from its object, or nil.
-func (o *Order) contract() *Contract {
-	if o.Empty() {
-		return nil
-	}
-	return &o.Contract
-}
-
 // dispatchContract builds the contract of a new order: it fingerprints the pointers
 // and the diff in the workspace, validates the schema, and checks a read-only order's
 // diff. It returns the warnings to show the author.
-func (s *Session) dispatchContract(opt *NewOrderOptions) (*Contract, []string, error) {
-	c := Contract{Schema: opt.Schema, Task: opt.Task, ReadOnly: opt.ReadOnly, Windows: opt.Windows, Heavy: opt.Heavy, Hints: opt.Hints}
+func (s *Session) dispatchContract(opt *NewOrderOptions) (*fold.Contract, []string, error) {
+	c := fold.Contract{Schema: opt.Schema, Task: opt.Task, ReadOnly: opt.ReadOnly, Windows: opt.Windows, Heavy: opt.Heavy, Hints: opt.Hints}
 	if err := validateContract(&c); err != nil {
 		return nil, nil, err
 	}

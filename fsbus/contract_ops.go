@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // findOrder reads the channel (no lock) and resolves q.
-func (s *Session) findOrder(q string) (*Order, *View, error) {
+func (s *Session) findOrder(q string) (*fold.Order, *View, error) {
 	v, err := s.Load()
 	if err != nil {
 		return nil, nil, err
@@ -19,9 +20,6 @@ func (s *Session) findOrder(q string) (*Order, *View, error) {
 	o, err := v.State.FindOrder(q)
 	return o, v, err
 }
-
-// hasPointers reports whether o's contract names files to verify.
-func (o *Order) hasPointers() bool { return len(o.Pointers) > 0 || o.Diff != nil }
 
 // refusedPointers returns invalid when the contract names a path this machine refuses
 // to read: nothing is read. A path the contract itself gets wrong (not a safe
@@ -57,7 +55,7 @@ func diffWarning(r *PointerReport) string {
 }
 
 // withWarnings returns a copy of o carrying warnings.
-func withWarnings(o *Order, warn []string) *Order {
+func withWarnings(o *fold.Order, warn []string) *fold.Order {
 	if o == nil || len(warn) == 0 {
 		return o
 	}
@@ -77,15 +75,15 @@ func withWarnings(o *Order, warn []string) *Order {
 // machines whose checkout matches (ADR 0003 §2). A read-only order whose verified
 // diff covers every pointer is claimed anyway, with a warning to review the diff. A
 // contract naming a path this machine refuses to read answers invalid.
-func (s *Session) Claim(q, key string) (*Order, error) {
+func (s *Session) Claim(q, key string) (*fold.Order, error) {
 	for attempt := 0; ; attempt++ {
 		var warn []string
 		// The files are checked under the channel lock, on the very view the claim is
 		// decided on (one reading of the channel per claim); a first mismatch is
 		// checked again after claimRetry with the lock released (an editor's save may
 		// still be landing).
-		check := func(o *Order, _ *entryData) (pendingObject, error) {
-			if !o.hasPointers() {
+		check := func(o *fold.Order, _ *fold.EntryData) (pendingObject, error) {
+			if !o.HasPointers() {
 				return pendingObject{}, nil
 			}
 			ws, err := s.workspace()
@@ -147,28 +145,28 @@ func (c *Channel) VerifyOrder(q, workspace string) (*PointerReport, error) {
 // the order is held (the holder's submit re-verifies) or past the point of marking;
 // invalid for an order without pointers. Marking an order already pointer_stale
 // writes nothing.
-func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
+func (s *Session) MarkStale(q, key string) (*fold.Order, *PointerReport, error) {
 	o, v, err := s.findOrder(q)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !o.hasPointers() {
+	if !o.HasPointers() {
 		return nil, nil, errs.Errorf(errs.Invalid, "only an order with pointers can go stale", "order %s has no file pointers", o.ID)
 	}
-	if o.State == StatePointerStale {
+	if o.State == fold.StatePointerStale {
 		return o, nil, nil
 	}
 	if o.Author != s.Name {
 		return nil, nil, errs.Errorf(errs.Denied, "the author marks an order stale; tell the author (`ferry talk send --to "+o.Author+" 'order "+o.ID+": a pointed file changed'`)", "%s is not the author of order %s (author: %s)", s.Name, o.ID, o.Author)
 	}
-	if o.device != s.Device {
+	if o.Device != s.Device {
 		return nil, nil, errs.Errorf(errs.Denied, "run `ferry order verify "+o.ID+" --mark` on the machine that dispatched it: only its checkout is the one the pointers were taken from",
-			"order %s was dispatched from device %s; this machine is %s", o.ID, o.device, s.Device)
+			"order %s was dispatched from device %s; this machine is %s", o.ID, o.Device, s.Device)
 	}
-	if err := o.c.checkStale(s.Name); err != nil {
+	if err := o.C.CheckStale(s.Name); err != nil {
 		return nil, nil, err
 	}
-	if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderStale); err != nil {
+	if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeOrderStale); err != nil {
 		return nil, nil, err
 	}
 	ws, err := s.workspace()
@@ -184,7 +182,7 @@ func (s *Session) MarkStale(q, key string) (*Order, *PointerReport, error) {
 		list = append(list, p.Path+" "+p.Status)
 	}
 	note := cutNote("pointed files changed after dispatch: " + strings.Join(list, ", "))
-	o, err = s.lifecycle(o.ID, TypeOrderStale, entryData{Note: note}, key, func(o *Order) bool { return o.State == StatePointerStale })
+	o, err = s.lifecycle(o.ID, fold.TypeOrderStale, fold.EntryData{Note: note}, key, func(o *fold.Order) bool { return o.State == fold.StatePointerStale })
 	return o, r, err
 }
 
@@ -218,7 +216,7 @@ type SubmitOptions struct {
 // JSON or larger than MaxOutput, or a missing output when the order has a schema;
 // denied for a non-holder (superseded when its claim lost a race across machines);
 // conflict when the order is not in hand.
-func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
+func (s *Session) SubmitResult(q string, opt SubmitOptions) (*fold.Order, error) {
 	ref, note := strings.TrimSpace(opt.Reference), strings.TrimSpace(opt.Note)
 	if ref == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
@@ -245,18 +243,18 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.contract() == nil {
+	if o.ContractOrNil() == nil {
 		return s.submit(o.ID, ref, note, output, "", opt.Key)
 	}
-	if _, err := o.c.step(TypeOrderSubmit, s.Name, "", v.State.levelOf(s.Name), entryData{Reference: ref}); err != nil {
-		return nil, o.lostClaim(TypeOrderSubmit, s.Name, err)
+	if _, err := o.C.Step(fold.TypeOrderSubmit, s.Name, "", v.State.LevelOf(s.Name), fold.EntryData{Reference: ref}); err != nil {
+		return nil, o.LostClaim(fold.TypeOrderSubmit, s.Name, err)
 	}
 	if len(o.Schema) > 0 && len(output) == 0 {
 		return nil, errs.Errorf(errs.Invalid, "pass the structured result with --result JSON|@FILE (MCP: result)", "order %s has a result schema; the submit carries no result", o.ID)
 	}
 	outcome := ""
 	var warn []string
-	if o.hasPointers() {
+	if o.HasPointers() {
 		ws, err := s.workspace()
 		if err != nil {
 			return nil, err
@@ -273,7 +271,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 			}
 			return nil, e
 		default:
-			outcome = StatePointerStale
+			outcome = fold.StatePointerStale
 			warn = append(warn, "the pointed files changed again: the submission is recorded as pointer_stale, its result kept")
 		}
 	}
@@ -291,7 +289,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*Order, error) {
 				}
 				return nil, errs.Errorf(errs.RetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", SchemaAttempts), "%s", msg)
 			}
-			outcome = StateValidationFailed
+			outcome = fold.StateValidationFailed
 			warn = append(warn, fmt.Sprintf("the schema refused the result %d times: the submission is recorded as validation_failed, its result kept: %s", n, strings.Join(lines, "; ")))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -194,7 +195,7 @@ func TestParseUnifiedDiff(t *testing.T) {
 	if err != nil || len(files) != 2 || files[0].path != "src/calc.go" || files[1].path != "gone.txt" {
 		t.Fatalf("%+v %v", files, err)
 	}
-	if !covers(files, []Pointer{{Path: "src/calc.go"}}) || covers(files, []Pointer{{Path: "other.go"}}) {
+	if !covers(files, []fold.Pointer{{Path: "src/calc.go"}}) || covers(files, []fold.Pointer{{Path: "other.go"}}) {
 		t.Fatal("coverage")
 	}
 	for name, d := range map[string]string{
@@ -239,19 +240,19 @@ func TestValidateOutput(t *testing.T) {
 	}
 	// A schema that does not compile, or reaches for another document, is invalid.
 	for _, bad := range []string{`{"type":"nonsense"}`, `{"$ref":"https://example.com/s.json"}`, `{"$ref":"file:///etc/passwd"}`, `{"minimum":"x"}`} {
-		c := Contract{Schema: json.RawMessage(bad)}
+		c := fold.Contract{Schema: json.RawMessage(bad)}
 		if err := validateContract(&c); !errs.Is(err, errs.Invalid) {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
 	// The schema is an object (docs/format.md §11): true, false and arrays are refused.
 	for bad, kind := range map[string]string{`true`: "a boolean", `false`: "a boolean", `[]`: "an array", `"x"`: "a string", `3`: "a number"} {
-		c := Contract{Schema: json.RawMessage(bad)}
+		c := fold.Contract{Schema: json.RawMessage(bad)}
 		if err := validateContract(&c); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
-	c := Contract{Schema: json.RawMessage(" {\n\"type\": \"object\"}\n")}
+	c := fold.Contract{Schema: json.RawMessage(" {\n\"type\": \"object\"}\n")}
 	if err := validateContract(&c); err != nil || string(c.Schema) != `{"type":"object"}` {
 		t.Fatalf("compacted %s %v", c.Schema, err)
 	}
@@ -309,7 +310,7 @@ func TestClaimRefusesStalePointers(t *testing.T) {
 	if w.entries(t) != n {
 		t.Fatal("a refused claim wrote an entry")
 	}
-	if st := w.load(t).State.Orders[o.ID].State; st != StateOpen {
+	if st := w.load(t).State.Orders[o.ID].State; st != fold.StateOpen {
 		t.Fatalf("order is %s after a refused claim; want open", st)
 	}
 	// Missing file: stale too.
@@ -324,7 +325,7 @@ func TestClaimRefusesStalePointers(t *testing.T) {
 	if err != nil || !rep.OK {
 		t.Fatalf("verify CRLF copy: %+v %v", rep, err)
 	}
-	if c, err := w.bob.Claim(o.ID, ""); err != nil || c.State != StateClaimed {
+	if c, err := w.bob.Claim(o.ID, ""); err != nil || c.State != fold.StateClaimed {
 		t.Fatalf("claim on a CRLF copy: %v", err)
 	}
 }
@@ -344,12 +345,12 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 		t.Fatalf("first stale submit: %v", err)
 	}
 	got := w.load(t).State.Orders[o.ID]
-	if got.State != StateClaimed || got.Holder != "bob" || got.PointerFailures != 1 || len(got.Progress) != 1 {
+	if got.State != fold.StateClaimed || got.Holder != "bob" || got.PointerFailures != 1 || len(got.Progress) != 1 {
 		t.Fatalf("after first stale submit: %s holder %s failures %d progress %v", got.State, got.Holder, got.PointerFailures, got.Progress)
 	}
 	// Second mismatch: recorded as pointer_stale, the result kept.
 	done, err := w.bob.SubmitResult(o.ID, SubmitOptions{Reference: "abc123", Note: "done anyway", Output: json.RawMessage(`{"ok":true}`)})
-	if err != nil || done.State != StatePointerStale || done.Result == nil || done.Result.Reference != "abc123" || len(done.Warnings) != 1 {
+	if err != nil || done.State != fold.StatePointerStale || done.Result == nil || done.Result.Reference != "abc123" || len(done.Warnings) != 1 {
 		t.Fatalf("second stale submit: %+v %v", done, err)
 	}
 	raw, err := os.ReadFile(ObjectPath(w.c.Root, "bob", done.Result.Result))
@@ -373,7 +374,7 @@ func TestSubmitAfterRestoreSucceeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), string(orig))
-	if got, err := w.bob.Submit(o.ID, "abc", "", ""); err != nil || got.State != StateSubmitted {
+	if got, err := w.bob.Submit(o.ID, "abc", "", ""); err != nil || got.State != fold.StateSubmitted {
 		t.Fatalf("submit after restoring: %v", err)
 	}
 }
@@ -407,17 +408,17 @@ func TestSchemaRetryLadder(t *testing.T) {
 			}
 		}
 	}
-	if got := w.load(t).State.Orders[o.ID]; got.SchemaFailures != 2 || got.State != StateClaimed {
+	if got := w.load(t).State.Orders[o.ID]; got.SchemaFailures != 2 || got.State != fold.StateClaimed {
 		t.Fatalf("after two failures: %d %s", got.SchemaFailures, got.State)
 	}
 	done, err := w.bob.SubmitResult(o.ID, bad)
-	if err != nil || done.State != StateValidationFailed || done.Result == nil {
+	if err != nil || done.State != fold.StateValidationFailed || done.Result == nil {
 		t.Fatalf("third failure: %+v %v", done, err)
 	}
 	// A valid result on a fresh order goes through.
 	o2, _ := w.alice.NewOrder(NewOrderOptions{Title: "Check again", Schema: schema})
 	w.bob.Claim(o2.ID, "")
-	if got, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":true}`)}); err != nil || got.State != StateSubmitted {
+	if got, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":true}`)}); err != nil || got.State != fold.StateSubmitted {
 		t.Fatalf("valid result: %v", err)
 	}
 	if _, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":`)}); !errs.Is(err, errs.Invalid) {
@@ -435,13 +436,13 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 		"schema false": {Title: "x", Schema: json.RawMessage(` false `)},
 		"schema array": {Title: "x", Schema: json.RawMessage(`[{"type":"object"}]`)},
 		"schema null":  {Title: "x", Schema: json.RawMessage(`null`)},
-		"to master":    {Title: "x", To: MasterWriter},
+		"to master":    {Title: "x", To: fold.MasterWriter},
 		"traversal":    {Title: "x", Pointers: []string{"../etc/passwd"}},
 		"sensitive":    {Title: "x", Pointers: []string{".env"}},
 		"missing":      {Title: "x", Pointers: []string{"nope.go"}},
-		"bad window":   {Title: "x", Windows: &Windows{ExecS: -1}},
-		"lifetime":     {Title: "x", Windows: &Windows{ExecS: 7200, LifetimeS: 3600}},
-		"bad hints":    {Title: "x", Hints: &Hints{Cores: -2}},
+		"bad window":   {Title: "x", Windows: &fold.Windows{ExecS: -1}},
+		"lifetime":     {Title: "x", Windows: &fold.Windows{ExecS: 7200, LifetimeS: 3600}},
+		"bad hints":    {Title: "x", Hints: &fold.Hints{Cores: -2}},
 		"bad task":     {Title: "x", Task: "Code Review!"},
 		"prose diff":   {Title: "x", Pointers: []string{"src/calc.go"}, Diff: "README.md"},
 		"sens. diff":   {Title: "x", Diff: "secret.diff"},
@@ -462,8 +463,8 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 
 func TestContractFieldsRoundTrip(t *testing.T) {
 	w := newContractWorld(t)
-	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Train", Heavy: true, Hints: &Hints{Cores: 8, RAMGB: 31.5, GPUMemGB: 24, ExpectedMinutes: 90},
-		Windows: &Windows{ExecS: 7200, LifetimeS: 86400, QueueS: 3600}, Task: "implementation"})
+	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Train", Heavy: true, Hints: &fold.Hints{Cores: 8, RAMGB: 31.5, GPUMemGB: 24, ExpectedMinutes: 90},
+		Windows: &fold.Windows{ExecS: 7200, LifetimeS: 86400, QueueS: 3600}, Task: "implementation"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,21 +513,21 @@ func TestMarkStale(t *testing.T) {
 		t.Fatalf("mark from another device: %v", err)
 	}
 	got, rep, err := w.alice.MarkStale(o.ID, "")
-	if err != nil || got.State != StatePointerStale || rep.OK || rep.Pointers[0].Status != PointerChanged {
+	if err != nil || got.State != fold.StatePointerStale || rep.OK || rep.Pointers[0].Status != PointerChanged {
 		t.Fatalf("mark: %+v %+v %v", got, rep, err)
 	}
-	if h := got.History[len(got.History)-1]; h.Type != TypeOrderStale || !strings.Contains(h.Note, "src/calc.go changed") {
+	if h := got.History[len(got.History)-1]; h.Type != fold.TypeOrderStale || !strings.Contains(h.Note, "src/calc.go changed") {
 		t.Fatalf("history %+v", h)
 	}
 	// Again: nothing written.
 	n := w.entries(t)
-	if again, _, err := w.alice.MarkStale(o.ID, ""); err != nil || again.State != StatePointerStale || w.entries(t) != n {
+	if again, _, err := w.alice.MarkStale(o.ID, ""); err != nil || again.State != fold.StatePointerStale || w.entries(t) != n {
 		t.Fatalf("second mark: %v", err)
 	}
 	if _, err := w.bob.Claim(o.ID, ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("claim of a stale order: %v", err)
 	}
-	if c, err := w.alice.Cancel(o.ID, "re-dispatched", ""); err != nil || c.State != StateCancelled {
+	if c, err := w.alice.Cancel(o.ID, "re-dispatched", ""); err != nil || c.State != fold.StateCancelled {
 		t.Fatalf("cancel a stale order: %v", err)
 	}
 	// A claimed order is not marked: the holder's submit re-verifies.
@@ -553,7 +554,7 @@ func TestReadOnlyDiffFallback(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "package calc // applied the diff locally\n")
 	got, err := w.bob.Claim(o.ID, "")
-	if err != nil || got.State != StateClaimed || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "review the diff review.diff") {
+	if err != nil || got.State != fold.StateClaimed || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "review the diff review.diff") {
 		t.Fatalf("claim on the diff: %+v %v", got, err)
 	}
 	// The diff itself changed: no fallback.
@@ -579,7 +580,7 @@ func TestClaimRefusesForgedPointerPaths(t *testing.T) {
 	// A contract written by another binary may name any path: a claim reads nothing
 	// outside the workspace.
 	ws := t.TempDir()
-	r := CheckPointers(ws, "o-x", &Contract{Pointers: []Pointer{{Path: "../../etc/passwd", Size: 1, SHA256: "sha256:00"}, {Path: ".env", Size: 1}}})
+	r := CheckPointers(ws, "o-x", &fold.Contract{Pointers: []fold.Pointer{{Path: "../../etc/passwd", Size: 1, SHA256: "sha256:00"}, {Path: ".env", Size: 1}}})
 	if r.OK || r.Pointers[0].Status != PointerRefused || r.Pointers[1].Status != PointerRefused {
 		t.Fatalf("%+v", r)
 	}

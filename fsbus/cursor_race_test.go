@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // TestCursorHoldsBackForEntriesLoggedWhileReading: another process logs an entry in
@@ -42,7 +44,7 @@ func TestCursorHoldsBackForEntriesLoggedWhileReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n2 := v2.Arrivals.Number(v2.State.Messages[m2.ID].post)
+	n2 := v2.Arrivals.Number(v2.State.Messages[m2.ID].Post)
 	if n2 == 0 || arr.Last < n2 {
 		t.Fatalf("m2 arrived as %d, the log's last is %d: the scenario did not happen", n2, arr.Last)
 	}
@@ -77,7 +79,7 @@ func TestFollowBesideWriters(t *testing.T) {
 	fc := reopened(t, w.c)
 	go func() {
 		done <- fc.Follow(ctx, FollowOptions{OnReady: func(bool) { close(ready) }}, func(e FollowEvent) error {
-			if e.Kind == FollowEntry && e.Type == TypeMsgPost {
+			if e.Kind == FollowEntry && e.Type == fold.TypeMsgPost {
 				mu.Lock()
 				seen[e.Ref]++
 				mu.Unlock()
@@ -259,7 +261,7 @@ func TestLegacyArrivalLogAdopted(t *testing.T) {
 	if !got.Since {
 		t.Fatalf("a cursor from before the upgrade (%s) fell back to the digest", cur)
 	}
-	if v2.Arrivals.Number(v2.State.Messages[m.ID].post) <= v1.Arrivals.Last {
+	if v2.Arrivals.Number(v2.State.Messages[m.ID].Post) <= v1.Arrivals.Last {
 		t.Fatal("the message sent after the upgrade is not new to the old cursor")
 	}
 }

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -12,27 +13,27 @@ import (
 // object file) under a fresh d- id in ref. Errors: invalid for a bad line; denied
 // below orchestrator; conflict for a key used with other arguments. A replayed key
 // returns the decision the first call recorded and writes nothing.
-func (s *Session) DecisionRecord(line, key string) (*Decision, error) {
+func (s *Session) DecisionRecord(line, key string) (*fold.Decision, error) {
 	line = strings.TrimSpace(line)
-	if err := checkShortLine("decision", line, MaxDecisionLine); err != nil {
+	if err := checkShortLine("decision", line, fold.MaxDecisionLine); err != nil {
 		return nil, err
 	}
-	args := argsHash(primaryCall{Call: TypeDecisionRecord, Data: primaryData{Line: line}})
+	args := argsHash(primaryCall{Call: fold.TypeDecisionRecord, Data: fold.PrimaryData{Line: line}})
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		if ref, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			id = ref
 			return nil, nil, err
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeDecisionRecord); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeDecisionRecord); err != nil {
 			return nil, nil, err
 		}
-		id = NewID(PrefixDecision)
-		d := primaryData{Line: line}
+		id = fold.NewID(fold.PrefixDecision)
+		d := fold.PrimaryData{Line: line}
 		if key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeDecisionRecord, Ref: id, Data: mustJSON(d), Idem: key}, nil, nil
+		return &ledger.Draft{Type: fold.TypeDecisionRecord, Ref: id, Data: mustJSON(d), Idem: key}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -44,14 +45,4 @@ func (s *Session) DecisionRecord(line, key string) (*Decision, error) {
 		}
 	}
 	return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "decision %s is not in the state after writing it", id)
-}
-
-// ListDecisions returns decisions newest first (by hlc, then entry hash), at most limit
-// of them (0: all). The list is never nil.
-func (st *State) ListDecisions(limit int) []Decision {
-	out := append([]Decision{}, st.Decisions...)
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -18,7 +19,7 @@ func TestDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ValidID(first.ID) || !strings.HasPrefix(first.ID, PrefixDecision) || first.Line != "Use Go 1.26" || first.By != "alice" {
+	if !fold.ValidID(first.ID) || !strings.HasPrefix(first.ID, fold.PrefixDecision) || first.Line != "Use Go 1.26" || first.By != "alice" {
 		t.Fatalf("decision %+v", first)
 	}
 	clk.advance(time.Millisecond)
@@ -54,9 +55,9 @@ func TestDecisions(t *testing.T) {
 	if got := primaryLoad(t, c).State.ListDecisions(0); len(got) != 2 || got[0].ID != second.ID || got[1].ID != first.ID {
 		t.Fatalf("decisions %+v; want newest first", got)
 	}
-	badID := primaryAppend(t, alice, TypeDecisionRecord, "o-0000000000000", primaryData{Line: "x"})
-	noLine := primaryAppend(t, alice, TypeDecisionRecord, NewID(PrefixDecision), primaryData{})
-	dup := primaryAppend(t, alice, TypeDecisionRecord, first.ID, primaryData{Line: "rewritten"})
+	badID := primaryAppend(t, alice, fold.TypeDecisionRecord, "o-0000000000000", fold.PrimaryData{Line: "x"})
+	noLine := primaryAppend(t, alice, fold.TypeDecisionRecord, fold.NewID(fold.PrefixDecision), fold.PrimaryData{})
+	dup := primaryAppend(t, alice, fold.TypeDecisionRecord, first.ID, fold.PrimaryData{Line: "rewritten"})
 	v := primaryLoad(t, c)
 	if r := primaryIgnored(v.State, badID.Hash()); r != "decision.record with a bad decision id" {
 		t.Errorf("bad id: %q", r)
@@ -91,7 +92,7 @@ func TestDecisions(t *testing.T) {
 	if l := v.State.ListDecisions(1); len(l) != 1 || l[0].ID != got[0].ID {
 		t.Errorf("limit 1: %+v", l)
 	}
-	if l := (&State{}).ListDecisions(0); l == nil {
+	if l := (&fold.State{}).ListDecisions(0); l == nil {
 		t.Error("an empty list is nil")
 	}
 }

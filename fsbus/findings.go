@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -223,7 +224,7 @@ func (c *Channel) ownSegment(p string) bool {
 	if len(parts) != 3 || parts[2] != c.Device+".jsonl" {
 		return false
 	}
-	return parts[1] == MasterWriter && c.Home.HasKey(c.Project(), MasterWriter) || c.Home.HasKey(c.Project(), parts[1])
+	return parts[1] == fold.MasterWriter && c.Home.HasKey(c.Project(), fold.MasterWriter) || c.Home.HasKey(c.Project(), parts[1])
 }
 
 // doctorCopies finds conflict copies in ledger/<writer>/ by content: a file whose

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -50,7 +51,7 @@ func TestVerifyObjectsAfterRekey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss[MasterWriter].Grant(GrantOptions{Agent: "alice", Level: "member", Key: ledger.FormatKey(k.Public())}); err != nil {
+	if _, err := ss[fold.MasterWriter].Grant(GrantOptions{Agent: "alice", Level: "member", Key: ledger.FormatKey(k.Public())}); err != nil {
 		t.Fatal(err)
 	}
 	kb, err := os.ReadFile(other.keyPath("acme", "alice"))

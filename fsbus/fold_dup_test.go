@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -14,7 +15,7 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 	w := propWorldFor(t)
 	var orig *ledger.Entry
 	for i := range w.entries {
-		if e := &w.entries[i]; e.Type == TypeOrderCreate && e.Writer != MasterWriter {
+		if e := &w.entries[i]; e.Type == fold.TypeOrderCreate && e.Writer != fold.MasterWriter {
 			orig = e
 			break
 		}
@@ -29,8 +30,8 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 		// or after the original; its seq is varied until its hash sorts where wanted.
 		var parsed ledger.Entry
 		for seq := uint64(9000); ; seq++ {
-			dup := ledger.Entry{V: 1, Writer: orig.Writer, Device: orig.Device, Seq: seq, Type: TypeOrderCreate, Ref: orig.Ref,
-				Data: mustJSON(entryData{Object: ledger.HashBytes([]byte("another object"))})}
+			dup := ledger.Entry{V: 1, Writer: orig.Writer, Device: orig.Device, Seq: seq, Type: fold.TypeOrderCreate, Ref: orig.Ref,
+				Data: mustJSON(fold.EntryData{Object: ledger.HashBytes([]byte("another object"))})}
 			dup.HLC = "2099-01-01T00:00:00.000Z/0000"
 			if earlier {
 				dup.HLC = "2000-01-01T00:00:00.000Z/0000"
@@ -59,7 +60,7 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 		}
 		found := false
 		for _, ig := range st.Ignored {
-			if ig.Type == TypeOrderCreate && ig.Ref == orig.Ref {
+			if ig.Type == fold.TypeOrderCreate && ig.Ref == orig.Ref {
 				found = true
 			}
 		}
@@ -75,9 +76,9 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 // forever as pending (docs/format.md §17).
 func TestFoldUnknownTypeHoldsChainPlace(t *testing.T) {
 	w := propWorldFor(t)
-	var o *Order
+	var o *fold.Order
 	for _, id := range w.full.OrderIDs() {
-		if c := w.full.Orders[id]; c.State == StateOpen && !c.Missing {
+		if c := w.full.Orders[id]; c.State == fold.StateOpen && !c.Missing {
 			o = c
 			break
 		}
@@ -87,14 +88,14 @@ func TestFoldUnknownTypeHoldsChainPlace(t *testing.T) {
 	}
 	var claimer string
 	for name, a := range w.full.Agents {
-		if a.Seated && a.level >= LevelMember && name != o.Author {
+		if a.Seated && a.LevelRank >= fold.LevelMember && name != o.Author {
 			claimer = name
 			break
 		}
 	}
 	signer := w.signers[claimer]
 	dev := w.full.Agents[claimer].Devices[0]
-	mk := func(seq uint64, typ string, d entryData) ledger.Entry {
+	mk := func(seq uint64, typ string, d fold.EntryData) ledger.Entry {
 		e := ledger.Entry{V: 1, Writer: claimer, Device: dev, Seq: seq, HLC: "2099-01-01T00:00:00.000Z/" + fmt.Sprintf("%04d", seq%10000),
 			Type: typ, Ref: o.ID, Data: mustJSON(d)}
 		if err := e.Sign(signer, propProject); err != nil {
@@ -107,16 +108,16 @@ func TestFoldUnknownTypeHoldsChainPlace(t *testing.T) {
 		}
 		return p
 	}
-	unknown := mk(9001, "order.annotate", entryData{Basis: o.Head, Note: "from a newer binary"})
-	claim := mk(9002, TypeOrderClaim, entryData{Basis: unknown.Hash()})
+	unknown := mk(9001, "order.annotate", fold.EntryData{Basis: o.Head, Note: "from a newer binary"})
+	claim := mk(9002, fold.TypeOrderClaim, fold.EntryData{Basis: unknown.Hash()})
 	st := w.fold(append(append([]ledger.Entry{}, w.entries...), unknown, claim), nil)
 	got := st.Orders[o.ID]
-	if got.State != StateClaimed || got.Holder != claimer || got.Pending != 0 {
+	if got.State != fold.StateClaimed || got.Holder != claimer || got.Pending != 0 {
 		t.Fatalf("order after unknown+claim: state %s holder %s pending %d; want claimed by %s, nothing pending", got.State, got.Holder, got.Pending, claimer)
 	}
 	// Without the unknown entry, the claim waits for its basis.
 	st = w.fold(append(append([]ledger.Entry{}, w.entries...), claim), nil)
-	if got := st.Orders[o.ID]; got.State != StateOpen || got.Pending != 1 {
+	if got := st.Orders[o.ID]; got.State != fold.StateOpen || got.Pending != 1 {
 		t.Fatalf("claim on a missing basis: state %s pending %d; want open with 1 pending", got.State, got.Pending)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -29,30 +30,30 @@ func reopened(t *testing.T, c *Channel) *Channel {
 
 // incrCanon is the comparable form of everything a fold keeps: every exported field of
 // the State plus the idempotency records and the set of entries that count.
-func incrCanon(st *State) string {
-	idem := map[string]idemRec{}
-	st.idem.all(func(k string, r idemRec) { idem[k] = r })
+func incrCanon(st *fold.State) string {
+	idem := map[string]fold.IdemRec{}
+	st.Idem.All(func(k string, r fold.IdemRec) { idem[k] = r })
 	idemOut := map[string]string{}
 	for k, r := range idem {
-		idemOut[k] = r.args + " " + r.hash + " " + r.ref
+		idemOut[k] = r.Args + " " + r.Hash + " " + r.Ref
 	}
 	var counts []string
-	st.counts.all(func(h string, c bool) {
+	st.Counted.All(func(h string, c bool) {
 		if c {
 			counts = append(counts, h)
 		}
 	})
 	sort.Strings(counts)
 	type agentOut struct {
-		*Agent
+		*fold.Agent
 		Segs map[string]uint64
 	}
 	agents := map[string]agentOut{}
 	for n, a := range st.Agents {
-		agents[n] = agentOut{a, a.segs}
+		agents[n] = agentOut{a, a.Segs}
 	}
 	b, err := json.Marshal(struct {
-		St     *State
+		St     *fold.State
 		Agents map[string]agentOut
 		Idem   map[string]string
 		Counts []string
@@ -88,17 +89,17 @@ func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incre
 		}
 		objs := func(writer, id string) ([]byte, string, error) {
 			if !have[id] {
-				return nil, "", ErrObjectMissing
+				return nil, "", fold.ErrObjectMissing
 			}
 			return w.objects(writer, id)
 		}
-		in := FoldInput{Project: w.project, Master: w.master, Objects: objs}
+		in := fold.FoldInput{Project: w.project, Master: w.master, Objects: objs}
 		// The base holds every roster entry (seats change rarely) and a random part of
 		// the rest; the rest arrives in random pieces, in random order.
 		var base, rest []ledger.Entry
 		p := r.Float64()
 		for _, e := range w.entries {
-			if _, roster := thingKeys(&e); roster || r.Float64() < p {
+			if _, roster := fold.ThingKeys(&e); roster || r.Float64() < p {
 				base = append(base, e)
 			} else {
 				rest = append(rest, e)
@@ -106,7 +107,7 @@ func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incre
 		}
 		r.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 		in.Entries = base
-		f := foldFull(in)
+		f := fold.FoldFull(in)
 		so := slices.Clone(base)
 		for len(rest) > 0 || r.Intn(4) == 0 {
 			n := min(len(rest), 1+r.Intn(8))
@@ -120,27 +121,27 @@ func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incre
 				}
 			}
 			so = append(so, piece...)
-			merged := mergedSet(slices.Clone(so))
-			nf, ok := f.foldDelta(in, piece, len(merged), merged[len(merged)-1].HLC,
-				func(o objRef) bool { return have[o.id] })
+			merged := fold.MergedSet(slices.Clone(so))
+			nf, ok := f.FoldDelta(in, piece, len(merged), merged[len(merged)-1].HLC,
+				func(o fold.ObjRef) bool { return have[o.ID] })
 			if ok {
 				incremental++
 			} else {
 				fallbacks++
 				in.Entries = so
-				nf = foldFull(in)
+				nf = fold.FoldFull(in)
 			}
 			in.Entries = so
-			want := Fold(in)
-			if g, wnt := incrCanon(nf.st), incrCanon(want); g != wnt {
+			want := fold.Fold(in)
+			if g, wnt := incrCanon(nf.State), incrCanon(want); g != wnt {
 				t.Fatalf("iteration %d, piece of %d (incremental %v): the state differs from a full fold: %s", it, n, ok, propDiff(g, wnt))
 			}
-			full := foldFull(FoldInput{Project: w.project, Master: w.master, Objects: objs, Entries: so})
-			if len(full.tips) != len(nf.tips) {
-				t.Fatalf("iteration %d: %d chain tips, want %d", it, len(nf.tips), len(full.tips))
+			full := fold.FoldFull(fold.FoldInput{Project: w.project, Master: w.master, Objects: objs, Entries: so})
+			if len(full.Tips) != len(nf.Tips) {
+				t.Fatalf("iteration %d: %d chain tips, want %d", it, len(nf.Tips), len(full.Tips))
 			}
-			for k, e := range full.tips {
-				if g := nf.tips[k]; g == nil || g.Hash() != e.Hash() {
+			for k, e := range full.Tips {
+				if g := nf.Tips[k]; g == nil || g.Hash() != e.Hash() {
 					t.Fatalf("iteration %d: tip of %v is %v, want seq %d", it, k, g, e.Seq)
 				}
 			}
@@ -170,7 +171,7 @@ func TestIncrementalFoldMatchesFold(t *testing.T) {
 		objects: func(writer, id string) ([]byte, string, error) {
 			o, ok := pw.objects[id]
 			if !ok {
-				return nil, "", ErrObjectMissing
+				return nil, "", fold.ErrObjectMissing
 			}
 			return o.canonical, o.hash, nil
 		}}
@@ -183,7 +184,7 @@ func TestIncrementalFoldMatchesFold(t *testing.T) {
 	mixed := mixedWorld(t)
 	kinds := map[string]bool{}
 	for _, e := range mixed.entries {
-		kinds[family(e.Type)] = true
+		kinds[fold.Family(e.Type)] = true
 	}
 	for _, k := range []string{"order", "msg", "ask", "primary", "presence", "decision", "handin"} {
 		if !kinds[k] {
@@ -232,7 +233,7 @@ func mixedWorld(t *testing.T) incrWorld {
 	a1, err := w.alice.AskRaise(AskRaiseOptions{Title: "Upgrade?", Recommendation: "yes", Key: "k-ask"})
 	must(a1, err)
 	must(w.bob.AskRaise(AskRaiseOptions{Title: "Drop it?", Recommendation: "no"}))
-	must(w.master.AskAnswer(a1.ID, VerdictApprove, "go", ""))
+	must(w.master.AskAnswer(a1.ID, fold.VerdictApprove, "go", ""))
 	must(w.master.PrimaryTake(""))
 	must(w.master.PrimaryBrief("ship it", []string{"no force push"}, ""))
 	must(w.alice.PrimaryStandby(""))
@@ -256,13 +257,13 @@ func mixedWorld(t *testing.T) incrWorld {
 	v := w.load(t)
 	raw := func(s *Session, typ, ref, basis string) {
 		t.Helper()
-		d := ledger.Draft{Type: typ, Ref: ref, Data: mustJSON(entryData{Basis: basis})}
+		d := ledger.Draft{Type: typ, Ref: ref, Data: mustJSON(fold.EntryData{Basis: basis})}
 		if _, err := w.c.Ledger.Append(s.Name, s.Device, d, s.Signer, ledger.HLC{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	raw(w.bob, TypeOrderClaim, o3.ID, v.State.Orders[o1.ID].History[0].Hash)
-	raw(w.carol, TypeOrderClaim, o3.ID, "sha256:"+strings.Repeat("ab", 32))
+	raw(w.bob, fold.TypeOrderClaim, o3.ID, v.State.Orders[o1.ID].History[0].Hash)
+	raw(w.carol, fold.TypeOrderClaim, o3.ID, "sha256:"+strings.Repeat("ab", 32))
 	snap, err := w.c.Ledger.Read()
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +422,7 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 // fields (reflect.DeepEqual, the layered maps flattened), the roster, each thing's
 // entries, the chain tips, the missing objects, the pending bases and the crossed
 // things. It returns the decoded fold.
-func roundTripFold(t *testing.T, f *folded, entries []ledger.Entry) *folded {
+func roundTripFold(t *testing.T, f *fold.Folded, entries []ledger.Entry) *fold.Folded {
 	t.Helper()
 	snap := &ledger.Snapshot{Entries: entries}
 	b, err := encodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil)
@@ -436,18 +437,18 @@ func roundTripFold(t *testing.T, f *folded, entries []ledger.Entry) *folded {
 	if err != nil {
 		t.Fatalf("decoding the checkpoint: %v", err)
 	}
-	flat := func(st *State) State {
+	flat := func(st *fold.State) fold.State {
 		c := *st
 		all := map[string]bool{}
-		st.counts.all(func(k string, v bool) { all[k] = v })
-		c.counts = layered[bool]{base: all}
-		idem := map[string]idemRec{}
-		st.idem.all(func(k string, v idemRec) { idem[k] = v })
-		c.idem = layered[idemRec]{base: idem}
+		st.Counted.All(func(k string, v bool) { all[k] = v })
+		c.Counted = fold.Layered[bool]{Base: all}
+		idem := map[string]fold.IdemRec{}
+		st.Idem.All(func(k string, v fold.IdemRec) { idem[k] = v })
+		c.Idem = fold.Layered[fold.IdemRec]{Base: idem}
 		return c
 	}
-	if a, b := flat(f.st), flat(g.st); !reflect.DeepEqual(a, b) {
-		t.Fatalf("the State differs after a checkpoint round trip: %s", propDiff(incrCanon(g.st), incrCanon(f.st)))
+	if a, b := flat(f.State), flat(g.State); !reflect.DeepEqual(a, b) {
+		t.Fatalf("the State differs after a checkpoint round trip: %s", propDiff(incrCanon(g.State), incrCanon(f.State)))
 	}
 	hashes := func(es []*ledger.Entry) []string {
 		var out []string
@@ -457,32 +458,32 @@ func roundTripFold(t *testing.T, f *folded, entries []ledger.Entry) *folded {
 		return out
 	}
 	var ra, rb []*ledger.Entry
-	for i := range f.roster {
-		ra = append(ra, &f.roster[i])
+	for i := range f.Roster {
+		ra = append(ra, &f.Roster[i])
 	}
-	for i := range g.roster {
-		rb = append(rb, &g.roster[i])
+	for i := range g.Roster {
+		rb = append(rb, &g.Roster[i])
 	}
 	if !slices.Equal(hashes(ra), hashes(rb)) {
 		t.Fatal("the roster differs after a checkpoint round trip")
 	}
-	if len(f.things) != len(g.things) {
-		t.Fatalf("%d things after a round trip, want %d", len(g.things), len(f.things))
+	if len(f.Things) != len(g.Things) {
+		t.Fatalf("%d things after a round trip, want %d", len(g.Things), len(f.Things))
 	}
-	for k, es := range f.things {
-		if !slices.Equal(hashes(es), hashes(g.things[k])) {
+	for k, es := range f.Things {
+		if !slices.Equal(hashes(es), hashes(g.Things[k])) {
 			t.Fatalf("thing %s differs after a checkpoint round trip", k)
 		}
 	}
-	if len(f.tips) != len(g.tips) {
-		t.Fatalf("%d tips after a round trip, want %d", len(g.tips), len(f.tips))
+	if len(f.Tips) != len(g.Tips) {
+		t.Fatalf("%d tips after a round trip, want %d", len(g.Tips), len(f.Tips))
 	}
-	for k, e := range f.tips {
-		if g.tips[k] == nil || g.tips[k].Hash() != e.Hash() {
+	for k, e := range f.Tips {
+		if g.Tips[k] == nil || g.Tips[k].Hash() != e.Hash() {
 			t.Fatalf("tip %v differs after a checkpoint round trip", k)
 		}
 	}
-	if !reflect.DeepEqual(f.missing, g.missing) || !reflect.DeepEqual(f.dangling, g.dangling) || !reflect.DeepEqual(f.crossed, g.crossed) {
+	if !reflect.DeepEqual(f.Missing, g.Missing) || !reflect.DeepEqual(f.Dangling, g.Dangling) || !reflect.DeepEqual(f.Crossed, g.Crossed) {
 		t.Fatal("missing objects, pending bases or crossed things differ after a checkpoint round trip")
 	}
 	return g

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -65,7 +66,7 @@ type propWorld struct {
 	orders  map[string]string        // scenario label → order id
 	labels  map[string]string        // order id → scenario label
 	byHash  map[string]*ledger.Entry // hash → entry of the full set
-	full    *State                   // the full set folded
+	full    *fold.State              // the full set folded
 	segs    map[[2]string][]int      // (writer, device) → indexes into entries, by seq
 	objIDs  []string                 // every object id, sorted
 }
@@ -188,7 +189,7 @@ func buildPropWorld() (w *propWorld, err error) {
 		ok(err)
 		return s
 	}
-	m := as(cA, MasterWriter)
+	m := as(cA, fold.MasterWriter)
 	for _, a := range []string{"a1", "a2", "a3"} {
 		_, err := m.Grant(GrantOptions{Agent: a, Level: "member"})
 		ok(err)
@@ -197,7 +198,7 @@ func buildPropWorld() (w *propWorld, err error) {
 	a1A, a3A, a2B, a3B := as(cA, "a1"), as(cA, "a3"), as(cB, "a2"), as(cB, "a3")
 
 	orders := map[string]string{}
-	do := func(o *Order, err error) *Order {
+	do := func(o *fold.Order, err error) *fold.Order {
 		ok(err)
 		return o
 	}
@@ -346,7 +347,7 @@ func buildPropWorld() (w *propWorld, err error) {
 			w.orders[l], w.labels[id] = id, l
 		}
 	}
-	for _, name := range []string{MasterWriter, "a1", "a3"} {
+	for _, name := range []string{fold.MasterWriter, "a1", "a3"} {
 		k, err := hA.LoadKey(propProject, name)
 		ok(err)
 		w.signers[name] = k
@@ -386,12 +387,12 @@ func buildPropWorld() (w *propWorld, err error) {
 
 // fold folds entries with the world's objects (all of them when have is nil, else
 // those have names).
-func (w *propWorld) fold(entries []ledger.Entry, have map[string]bool) *State {
-	return Fold(FoldInput{Project: propProject, Master: w.master, Entries: entries,
+func (w *propWorld) fold(entries []ledger.Entry, have map[string]bool) *fold.State {
+	return fold.Fold(fold.FoldInput{Project: propProject, Master: w.master, Entries: entries,
 		Objects: func(writer, id string) ([]byte, string, error) {
 			o, ok := w.objects[id]
 			if !ok || (have != nil && !have[id]) {
-				return nil, "", ErrObjectMissing
+				return nil, "", fold.ErrObjectMissing
 			}
 			return o.canonical, o.hash, nil
 		}})
@@ -399,7 +400,7 @@ func (w *propWorld) fold(entries []ledger.Entry, have map[string]bool) *State {
 
 // propCanon is the comparable form of a State: its orders, agents, contests and
 // ignored entries as JSON (maps marshal with sorted keys; ignored entries are sorted).
-func propCanon(st *State) string {
+func propCanon(st *fold.State) string {
 	ign := slices.Clone(st.Ignored)
 	sort.Slice(ign, func(i, j int) bool {
 		if ign[i].Hash != ign[j].Hash {
@@ -408,10 +409,10 @@ func propCanon(st *State) string {
 		return ign[i].Reason < ign[j].Reason
 	})
 	b, err := json.Marshal(struct {
-		Orders    map[string]*Order
-		Agents    map[string]*Agent
-		Contested []Contest
-		Ignored   []Ignored
+		Orders    map[string]*fold.Order
+		Agents    map[string]*fold.Agent
+		Contested []fold.Contest
+		Ignored   []fold.Ignored
 		Entries   int
 	}{st.Orders, st.Agents, st.Contested, ign, st.Entries})
 	if err != nil {
@@ -585,7 +586,7 @@ func (w *propWorld) resign(t *testing.T, devs map[string]string, edit func(e *le
 	if devs == nil {
 		rename[w.devA], rename[w.devB] = "machine-a", "machine-b"
 	}
-	sort.SliceStable(out, func(i, j int) bool { return entryLess(&out[i], &out[j]) })
+	sort.SliceStable(out, func(i, j int) bool { return fold.EntryLess(&out[i], &out[j]) })
 	return out, rename
 }
 
@@ -593,9 +594,9 @@ func (w *propWorld) resign(t *testing.T, devs map[string]string, edit func(e *le
 // possibly re-signed): every order where the branch rule of docs/design.md §2 puts it. Where
 // branches tie on stage the expected winner is computed from entries' own hashes —
 // the lower hash of the two claims — never from a clock.
-func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) {
+func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *fold.State) {
 	t.Helper()
-	get := func(label string) *Order {
+	get := func(label string) *fold.Order {
 		o := st.Orders[w.orders[label]]
 		if o == nil {
 			t.Fatalf("%s: order %s missing from the fold", label, w.orders[label])
@@ -606,21 +607,21 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) 
 	claims := func(label string) []*ledger.Entry {
 		var out []*ledger.Entry
 		for i := range entries {
-			if e := &entries[i]; e.Ref == w.orders[label] && e.Type == TypeOrderClaim {
+			if e := &entries[i]; e.Ref == w.orders[label] && e.Type == fold.TypeOrderClaim {
 				out = append(out, e)
 			}
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Hash() < out[j].Hash() })
 		return out
 	}
-	want := func(label string, o *Order, state, holder string, contests int) {
+	want := func(label string, o *fold.Order, state, holder string, contests int) {
 		t.Helper()
 		if o.State != state || o.Holder != holder || len(o.Contests) != contests || o.Pending != 0 || o.Missing {
 			t.Errorf("%s: state %s holder %q contests %d pending %d missing %v; want %s holder %q contests %d",
 				label, o.State, o.Holder, len(o.Contests), o.Pending, o.Missing, state, holder, contests)
 		}
 	}
-	loser := func(label string, o *Order, typ, by string) {
+	loser := func(label string, o *fold.Order, typ, by string) {
 		t.Helper()
 		if len(o.Contests) == 0 {
 			return
@@ -634,13 +635,13 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) 
 	}
 
 	o := get("linear")
-	want("linear", o, StateAccepted, "a1", 0)
+	want("linear", o, fold.StateAccepted, "a1", 0)
 	if o.Result == nil || o.Result.Reference != "c2" || len(o.Reviews) != 2 || len(o.Progress) != 1 {
 		t.Errorf("linear: result %+v, %d reviews, %d progress; want c2, 2, 1", o.Result, len(o.Reviews), len(o.Progress))
 	}
 
 	o, cl := get("tie-claim"), claims("tie-claim")
-	want("tie-claim", o, StateClaimed, cl[0].Writer, 1)
+	want("tie-claim", o, fold.StateClaimed, cl[0].Writer, 1)
 	if o.Claim != cl[0].Hash() || len(o.Contests) == 1 && (o.Contests[0].Winner.Hash != cl[0].Hash() || o.Contests[0].Losers[0].Hash != cl[1].Hash()) {
 		t.Errorf("tie-claim: the claim with the lower hash (%s by %s) must win; got claim %s, contests %+v", cl[0].Hash(), cl[0].Writer, o.Claim, o.Contests)
 	}
@@ -649,25 +650,25 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) 
 	}
 
 	o = get("submit-beats-claim")
-	want("submit-beats-claim", o, StateSubmitted, "a1", 1)
-	loser("submit-beats-claim", o, TypeOrderClaim, "a2")
+	want("submit-beats-claim", o, fold.StateSubmitted, "a1", 1)
+	loser("submit-beats-claim", o, fold.TypeOrderClaim, "a2")
 
 	o, cl = get("both-accepted"), claims("both-accepted")
-	want("both-accepted", o, StateAccepted, cl[0].Writer, 1)
+	want("both-accepted", o, fold.StateAccepted, cl[0].Writer, 1)
 	if o.Result == nil || o.Result.By != cl[0].Writer || len(o.Contests) == 1 && o.Contests[0].Winner.Hash != cl[0].Hash() {
 		t.Errorf("both-accepted: the branch whose claim has the lower hash (%s) must win; got %+v", cl[0].Writer, o.Contests)
 	}
 
 	o = get("accept-beats-cancel")
-	want("accept-beats-cancel", o, StateAccepted, "a2", 1)
-	loser("accept-beats-cancel", o, TypeOrderCancel, "a1")
+	want("accept-beats-cancel", o, fold.StateAccepted, "a2", 1)
+	loser("accept-beats-cancel", o, fold.TypeOrderCancel, "a1")
 
 	o = get("cancel-beats-submit")
-	want("cancel-beats-submit", o, StateCancelled, "", 1)
-	loser("cancel-beats-submit", o, TypeOrderSubmit, "a2")
+	want("cancel-beats-submit", o, fold.StateCancelled, "", 1)
+	loser("cancel-beats-submit", o, fold.TypeOrderSubmit, "a2")
 
 	o = get("release-reclaim")
-	want("release-reclaim", o, StateClaimed, "a3", 0)
+	want("release-reclaim", o, fold.StateClaimed, "a3", 0)
 	var types []string
 	for _, h := range o.History {
 		types = append(types, strings.TrimPrefix(h.Type, "order."))
@@ -677,19 +678,19 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) 
 	}
 
 	o = get("release-vs-submit")
-	want("release-vs-submit", o, StateSubmitted, "a3", 1)
-	loser("release-vs-submit", o, TypeOrderRelease, "a3")
+	want("release-vs-submit", o, fold.StateSubmitted, "a3", 1)
+	loser("release-vs-submit", o, fold.TypeOrderRelease, "a3")
 	if len(o.Contests) == 1 && !slices.Contains(o.Contests[0].Involved, "a1") {
 		t.Errorf("release-vs-submit: a1's superseded reclaim must make a1 involved: %v", o.Contests[0].Involved)
 	}
 
-	want("cancel", get("cancel"), StateCancelled, "", 0)
-	want("offered", get("offered"), StateClaimed, "a2", 0)
+	want("cancel", get("cancel"), fold.StateCancelled, "", 0)
+	want("offered", get("offered"), fold.StateClaimed, "a2", 0)
 	o = get("accept-beats-changes")
-	want("accept-beats-changes", o, StateAccepted, "a1", 1)
-	loser("accept-beats-changes", o, TypeOrderReview, "a2")
-	want("open-on-b", get("open-on-b"), StateOpen, "", 0)
-	want("a3-on-b", get("a3-on-b"), StateOpen, "", 0)
+	want("accept-beats-changes", o, fold.StateAccepted, "a1", 1)
+	loser("accept-beats-changes", o, fold.TypeOrderReview, "a2")
+	want("open-on-b", get("open-on-b"), fold.StateOpen, "", 0)
+	want("a3-on-b", get("a3-on-b"), fold.StateOpen, "", 0)
 
 	if len(st.Contested) != 7 {
 		t.Errorf("%d contested orders; want 7", len(st.Contested))
@@ -703,7 +704,7 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *State) 
 		t.Errorf("agent a3: %+v; want a seated orchestrator on two devices", a)
 	}
 	for _, ig := range st.Ignored {
-		if ig.Type != TypeOrderProgress {
+		if ig.Type != fold.TypeOrderProgress {
 			t.Errorf("unexpected ignored entry %+v", ig)
 		}
 	}
@@ -834,7 +835,7 @@ func newPropShapes(w *propWorld) *propShapes {
 	return s
 }
 
-func propHistKey(o *Order, rename map[string]string) string {
+func propHistKey(o *fold.Order, rename map[string]string) string {
 	var parts []string
 	for _, h := range o.History {
 		parts = append(parts, rename[h.Hash])
@@ -842,7 +843,7 @@ func propHistKey(o *Order, rename map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-func (s *propShapes) check(t *testing.T, what string, st *State, rename map[string]string) {
+func (s *propShapes) check(t *testing.T, what string, st *fold.State, rename map[string]string) {
 	t.Helper()
 	if got := propRenamed(st.Agents, rename); got != s.agents {
 		t.Fatalf("%s: agents differ beyond names and clocks; %s", what, propDiff(got, s.agents))
@@ -883,7 +884,7 @@ func TestFoldClockShifts(t *testing.T) {
 	w := propWorldFor(t)
 	r := propSeed(t)
 	shapes := newPropShapes(w)
-	maxSkew := defaultPolicy.MaxSkewS * 1000
+	maxSkew := fold.DefaultPolicy.MaxSkewS * 1000
 	clockDisagrees := 0 // cases where the earlier tied claim is not the lower-hash one
 	for i := range propIters(150) {
 		off := map[string]int64{w.devA: r.Int63n(2*maxSkew+1) - maxSkew, w.devB: r.Int63n(2*maxSkew+1) - maxSkew}
@@ -908,7 +909,7 @@ func TestFoldClockShifts(t *testing.T) {
 		for _, label := range []string{"tie-claim", "both-accepted"} {
 			var cl []*ledger.Entry
 			for j := range entries {
-				if e := &entries[j]; e.Ref == w.orders[label] && e.Type == TypeOrderClaim {
+				if e := &entries[j]; e.Ref == w.orders[label] && e.Type == fold.TypeOrderClaim {
 					cl = append(cl, e)
 				}
 			}
@@ -933,7 +934,7 @@ func TestFoldPermutedBranches(t *testing.T) {
 	for i := range propIters(100) {
 		devs := map[string]string{w.devA: w.devB, w.devB: w.devA}
 		if i%2 == 1 {
-			devs = map[string]string{w.devA: newDeviceID(), w.devB: newDeviceID()}
+			devs = map[string]string{w.devA: fold.NewDeviceID(), w.devB: fold.NewDeviceID()}
 			if r.Intn(2) == 0 {
 				devs[w.devA], devs[w.devB] = devs[w.devB], devs[w.devA]
 			}
@@ -954,30 +955,30 @@ func TestFoldPermutedBranches(t *testing.T) {
 // it: its history is a chain (each entry names the previous one as basis) from its
 // order.create, every step is a move `step` allows, and the end of that walk is the
 // state, holder, claim and offer shown. Progress is only ever the holder's.
-func propReachable(st *State, byHash map[string]*ledger.Entry) error {
+func propReachable(st *fold.State, byHash map[string]*ledger.Entry) error {
 	for id, o := range st.Orders {
-		if _, ok := orderRank[o.State]; !ok {
+		if _, ok := fold.OrderRank[o.State]; !ok {
 			return fmt.Errorf("order %s has unknown state %q", id, o.State)
 		}
-		if len(o.History) == 0 || o.History[0].Type != TypeOrderCreate || byHash[o.History[0].Hash] == nil {
+		if len(o.History) == 0 || o.History[0].Type != fold.TypeOrderCreate || byHash[o.History[0].Hash] == nil {
 			return fmt.Errorf("order %s: history does not start at its order.create: %+v", id, o.History)
 		}
 		root := byHash[o.History[0].Hash]
-		d0, _ := decodeData(root)
-		c := orderCore{State: StateOpen, Author: root.Writer}
-		if ValidName(d0.To) {
-			c.State, c.OfferedTo = StateOffered, d0.To
+		d0, _ := fold.DecodeData(root)
+		c := fold.OrderCore{State: fold.StateOpen, Author: root.Writer}
+		if fold.ValidName(d0.To) {
+			c.State, c.OfferedTo = fold.StateOffered, d0.To
 		}
 		for i, s := range o.History[1:] {
 			e := byHash[s.Hash]
 			if e == nil {
 				return fmt.Errorf("order %s: history names unknown entry %s", id, s.Hash)
 			}
-			d, _ := decodeData(e)
+			d, _ := fold.DecodeData(e)
 			if d.Basis != o.History[i].Hash {
 				return fmt.Errorf("order %s: history step %d (%s) names basis %s, not the previous step %s", id, i+1, e.Type, d.Basis, o.History[i].Hash)
 			}
-			next, err := c.step(e.Type, e.Writer, e.Hash(), st.levelAt(e), d)
+			next, err := c.Step(e.Type, e.Writer, e.Hash(), st.LevelAt(e), d)
 			if err != nil {
 				return fmt.Errorf("order %s: history step %d (%s by %s) from %s is not a move the state machine allows: %v", id, i+1, e.Type, e.Writer, c.State, err)
 			}
@@ -1011,13 +1012,13 @@ func propReachable(st *State, byHash map[string]*ledger.Entry) error {
 // verify` and `ferry doctor` list it). A subset that holds the winning branch's first
 // entry after the divergence, counted and valid, and still shows its own acceptance
 // uncontested would be lying.
-func propHonest(full, sub *State, present map[string]bool) error {
+func propHonest(full, sub *fold.State, present map[string]bool) error {
 	ignored := map[string]bool{}
 	for _, ig := range sub.Ignored {
 		ignored[ig.Hash] = true
 	}
 	for id, o := range sub.Orders {
-		if o.State != StateAccepted {
+		if o.State != fold.StateAccepted {
 			continue
 		}
 		f := full.Orders[id]
@@ -1086,7 +1087,7 @@ func TestFoldArrivalSubsets(t *testing.T) {
 			present[sub[j].Hash()] = true
 		}
 		what := fmt.Sprintf("iteration %d, %s, %d of %d entries, %d of %d objects", i, mode, len(sub), len(w.entries), len(objs), len(w.objects))
-		var st *State
+		var st *fold.State
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
@@ -1105,7 +1106,7 @@ func TestFoldArrivalSubsets(t *testing.T) {
 			t.Fatalf("%s: the same subset in another order folds another state; %s", what, propDiff(again, propCanon(st)))
 		}
 		for id, o := range st.Orders {
-			if o.State == StateAccepted && o.Head != w.full.Orders[id].Head {
+			if o.State == fold.StateAccepted && o.Head != w.full.Orders[id].Head {
 				acceptedSuperseded++
 				if len(o.Contests) > 0 || o.Pending > 0 {
 					saidSo++

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -208,15 +209,15 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 	if f.me != "" {
 		for _, id := range slices.Sorted(maps.Keys(st.Orders)) {
 			o := st.Orders[id]
-			concerns := o.State == StateOpen || o.OfferedTo == f.me || o.Author == f.me || o.Holder == f.me
+			concerns := o.State == fold.StateOpen || o.OfferedTo == f.me || o.Author == f.me || o.Holder == f.me
 			if !concerns || o.Missing || o.Head == "" || f.orders[id] == o.Head || arr.Number(o.Head) <= f.start {
 				continue
 			}
 			f.orders[id] = o.Head
 			out = append(out, FollowEvent{Kind: FollowOrder, ID: o.ID, Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo, HLC: o.Updated})
 		}
-		for _, m := range st.messagesWhere(func(m *Message) bool { return m.addressedTo(f.me) && !m.Pending }) {
-			if f.msgs[m.ID] || arr.Number(m.post) <= f.start {
+		for _, m := range st.MessagesWhere(func(m *fold.Message) bool { return m.AddressedTo(f.me) && !m.Pending }) {
+			if f.msgs[m.ID] || arr.Number(m.Post) <= f.start {
 				continue
 			}
 			f.msgs[m.ID] = true

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -77,7 +78,7 @@ func TestFollow(t *testing.T) {
 				t.Fatal(err)
 			}
 			bob := otherWriter(t, w, "bob")
-			if _, err := bob.Ledger.Append("bob", bob.Device, ledger.Draft{Type: TypeOrderClaim, Ref: o.ID, Data: mustJSON(entryData{Basis: o.Head})}, bob.Signer, ledger.HLC{}); err != nil {
+			if _, err := bob.Ledger.Append("bob", bob.Device, ledger.Draft{Type: fold.TypeOrderClaim, Ref: o.ID, Data: mustJSON(fold.EntryData{Basis: o.Head})}, bob.Signer, ledger.HLC{}); err != nil {
 				t.Fatal(err)
 			}
 
@@ -113,7 +114,7 @@ func TestFollow(t *testing.T) {
 				return n == 7 // two posts, three creates, two claims
 			})
 			want(has(FollowOrder, func(e FollowEvent) bool {
-				return e.ID == offered.ID && e.State == StateOffered && e.OfferedTo == "bob" && e.Title == "for bob"
+				return e.ID == offered.ID && e.State == fold.StateOffered && e.OfferedTo == "bob" && e.Title == "for bob"
 			}))
 			cancel()
 			select {
@@ -134,7 +135,7 @@ func TestFollow(t *testing.T) {
 			for _, e := range got {
 				switch e.Kind {
 				case FollowEntry:
-					if e.Type == TypeMsgPost && e.Writer != "alice" {
+					if e.Type == fold.TypeMsgPost && e.Writer != "alice" {
 						t.Errorf("entry %+v", e)
 					}
 					// Cursors never go back (events reported together share where they

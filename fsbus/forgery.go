@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -58,7 +59,7 @@ var verifyFixes = map[string]string{
 	kindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
 	"lost":                  "restore the segment from another machine's copy of the folder or a backup",
 	kindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand",
-	kindRival:               "ids are random, so a second writer's create of an id is forged or replayed: keep the segment as evidence and revoke the writer that did not create it (`ferry grant revoke NAME`); a create by a revoked writer loses, so the id goes back to its author",
+	fold.KindRival:          "ids are random, so a second writer's create of an id is forged or replayed: keep the segment as evidence and revoke the writer that did not create it (`ferry grant revoke NAME`); a create by a revoked writer loses, so the id goes back to its author",
 	kindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
 }
 
@@ -92,7 +93,7 @@ func verifyFix(kind, reason string) string {
 	case strings.Contains(reason, "grant attests"), strings.Contains(reason, "no longer holds the record"):
 		return "the writer forked or rewrote its segment inside a grant's bounds after the owner wrote the grant: keep the file as evidence; restore the segment from another machine if real records are missing"
 	case strings.HasPrefix(reason, "rival "):
-		return verifyFixes[kindRival]
+		return verifyFixes[fold.KindRival]
 	case strings.HasPrefix(reason, "second "):
 		return "nothing to do: two records claim one id; the one with the lower hash counts"
 	case strings.HasPrefix(reason, "not allowed"):
@@ -102,11 +103,11 @@ func verifyFix(kind, reason string) string {
 }
 
 // keyChanges lists the seated agents whose newest join announces another key.
-func keyChanges(st *State) []KeyChange {
+func keyChanges(st *fold.State) []KeyChange {
 	out := []KeyChange{}
 	for _, a := range st.AgentList() {
 		if a.Seated && !a.Retired && a.JoinKey != "" && a.Key != a.JoinKey {
-			j := a.joins[a.JoinKey]
+			j := a.Joins[a.JoinKey]
 			out = append(out, KeyChange{Agent: a.Name, Seated: a.Key, Announce: a.JoinKey, App: j[0], Machine: j[1]})
 		}
 	}
@@ -121,7 +122,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 	named := objectEntries(c.Root, v.Snapshot)
 	for _, p := range slices.Sorted(maps.Keys(named)) {
 		e := named[p]
-		d, _ := decodeData(e)
+		d, _ := fold.DecodeData(e)
 		if isLink(p) {
 			continue // listed as a link, never read
 		}
@@ -130,7 +131,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		}
 	}
 	out.KeyChanges = keyChanges(st)
-	out.Rivals = rivals(st)
+	out.Rivals = fold.Rivals(st)
 	out.Links = channelLinks(c.Root)
 	out.Fixes = map[string]string{}
 	add := func(kind, reason string) {
@@ -170,7 +171,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		add(kindKeyChange, "")
 	}
 	if len(out.Rivals) > 0 {
-		add(kindRival, "")
+		add(fold.KindRival, "")
 	}
 }
 
@@ -178,7 +179,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 // channel and every rival create (rival.go) as an error.
 func doctorKeyChanges(r *findingList, vr *VerifyReport) {
 	for _, c := range vr.Rivals {
-		r.add(Finding{Check: CheckRival, Level: LevelError, Path: c.Ref, Detail: rivalDetail(c), Fix: verifyFixes[kindRival]})
+		r.add(Finding{Check: fold.CheckRival, Level: LevelError, Path: c.Ref, Detail: fold.RivalDetail(c), Fix: verifyFixes[fold.KindRival]})
 	}
 	for _, l := range vr.Links {
 		r.add(Finding{Check: CheckLink, Level: LevelError, Path: l,

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -76,7 +77,7 @@ func TestFullConfigDiskRefusesWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.As(MasterWriter)
+	s, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,16 +92,16 @@ func TestFullConfigDiskRefusesWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tip := v.chainTip(MasterWriter, c.Device)
-	if m, err := h.readHighWater(c.Project(), MasterWriter, c.Device); err != nil || m != (highWater{Seq: tip.Seq, Hash: tip.Hash()}) {
+	tip := v.chainTip(fold.MasterWriter, c.Device)
+	if m, err := h.readHighWater(c.Project(), fold.MasterWriter, c.Device); err != nil || m != (highWater{Seq: tip.Seq, Hash: tip.Hash()}) {
 		t.Fatalf("mark %+v (%v) after a write on a full disk, want seq %d", m, err, tip.Seq)
 	}
-	mark := h.highWaterPath(c.Project(), MasterWriter, c.Device)
+	mark := h.highWaterPath(c.Project(), fold.MasterWriter, c.Device)
 	if err := os.Remove(mark); err != nil { // as before this writer's first write here
 		t.Fatal(err)
 	}
 	fill() // the page the mark held
-	seg := ledger.SegmentPath(dir, MasterWriter, c.Device)
+	seg := ledger.SegmentPath(dir, fold.MasterWriter, c.Device)
 	before := mustReadFile(t, seg)
 	_, err = s.NewOrder(NewOrderOptions{Title: "on a full disk, with a new mark"})
 	if err == nil || !strings.Contains(err.Error(), mark) || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
@@ -125,7 +126,7 @@ func TestFullChannelDiskAppendLeavesNoRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.As(MasterWriter)
+	s, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func TestFullChannelDiskAppendLeavesNoRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tip := v.chainTip(MasterWriter, c.Device)
-	if m, err := h.readHighWater(c.Project(), MasterWriter, c.Device); err != nil || m != (highWater{Seq: tip.Seq, Hash: tip.Hash()}) {
+	tip := v.chainTip(fold.MasterWriter, c.Device)
+	if m, err := h.readHighWater(c.Project(), fold.MasterWriter, c.Device); err != nil || m != (highWater{Seq: tip.Seq, Hash: tip.Hash()}) {
 		t.Fatalf("mark %+v (%v) after a failed append, want the tip seq %d", m, err, tip.Seq)
 	}
 	free()

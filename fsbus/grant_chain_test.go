@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -49,18 +50,18 @@ func TestGrantChainBranchesResolveWithoutClock(t *testing.T) {
 	if _, err := Join(cA, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	mA, _ := cA.As(MasterWriter)
+	mA, _ := cA.As(fold.MasterWriter)
 	if _, err := mA.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}
 	// Machine B gets the folder and the owner's key (its own device, its own segment).
 	dirB := filepath.Join(t.TempDir(), "acme")
 	copyTree(t, dirA, dirB)
-	kb, _ := os.ReadFile(hA.keyPath("acme", MasterWriter))
-	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", MasterWriter)), 0o700); err != nil {
+	kb, _ := os.ReadFile(hA.keyPath("acme", fold.MasterWriter))
+	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", fold.MasterWriter)), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(hB.keyPath("acme", MasterWriter), kb, 0o600); err != nil {
+	if err := os.WriteFile(hB.keyPath("acme", fold.MasterWriter), kb, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cB, err := Open(hB, dirB)
@@ -70,7 +71,7 @@ func TestGrantChainBranchesResolveWithoutClock(t *testing.T) {
 	if cA.Device == cB.Device {
 		t.Fatal("two homes share a device id")
 	}
-	mB, _ := cB.As(MasterWriter)
+	mB, _ := cB.As(fold.MasterWriter)
 	// Partitioned: A revokes, B raises alice to orchestrator.
 	if _, err := mA.Revoke("alice"); err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestGrantChainBranchesResolveWithoutClock(t *testing.T) {
 		}
 		var found bool
 		for _, ct := range v.State.Contested {
-			if ct.Ref == "alice" && ct.Winner.Type == TypeGrantRevoke && len(ct.Losers) == 1 && ct.Losers[0].Type == TypeGrantSet {
+			if ct.Ref == "alice" && ct.Winner.Type == fold.TypeGrantRevoke && len(ct.Losers) == 1 && ct.Losers[0].Type == fold.TypeGrantSet {
 				found = true
 			}
 		}
@@ -100,7 +101,7 @@ func TestGrantChainBranchesResolveWithoutClock(t *testing.T) {
 			t.Fatalf("device %s: grant contest not reported: %+v", c.Device, v.State.Contested)
 		}
 		// Alice's later entries count for nothing on either machine.
-		if err := checkLevel("alice", v.State.levelOf("alice"), TypeOrderCreate); !errs.Is(err, errs.Denied) {
+		if err := fold.CheckLevel("alice", v.State.LevelOf("alice"), fold.TypeOrderCreate); !errs.Is(err, errs.Denied) {
 			t.Fatalf("device %s: alice may still create orders: %v", c.Device, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -45,31 +46,31 @@ var generatedObject = guardPaths(
 // word: primary, master); every other type's ref is a caller's name (an agent, a
 // secret, a version) and is scanned.
 var generatedRef = map[string]bool{
-	TypeOrderCreate: true, TypeOrderOffer: true, TypeOrderClaim: true, TypeOrderProgress: true,
-	TypeOrderSubmit: true, TypeOrderReview: true, TypeOrderRelease: true, TypeOrderExtend: true,
-	TypeOrderExpire: true, TypeOrderFail: true, TypeOrderCancel: true, TypeOrderStale: true,
-	TypeMsgPost: true, TypeMsgAck: true, TypeAskRaise: true, TypeAskAnswer: true,
-	TypePrimaryTake: true, TypePrimaryRelease: true, TypePrimaryBrief: true,
-	TypeDecisionRecord: true, TypeHandinAdd: true, TypeMasterRotate: true, TypePolicySet: true,
+	fold.TypeOrderCreate: true, fold.TypeOrderOffer: true, fold.TypeOrderClaim: true, fold.TypeOrderProgress: true,
+	fold.TypeOrderSubmit: true, fold.TypeOrderReview: true, fold.TypeOrderRelease: true, fold.TypeOrderExtend: true,
+	fold.TypeOrderExpire: true, fold.TypeOrderFail: true, fold.TypeOrderCancel: true, fold.TypeOrderStale: true,
+	fold.TypeMsgPost: true, fold.TypeMsgAck: true, fold.TypeAskRaise: true, fold.TypeAskAnswer: true,
+	fold.TypePrimaryTake: true, fold.TypePrimaryRelease: true, fold.TypePrimaryBrief: true,
+	fold.TypeDecisionRecord: true, fold.TypeHandinAdd: true, fold.TypeMasterRotate: true, fold.TypePolicySet: true,
 }
 
 // refNoun names what a caller-named ref is, for the refusal.
 var refNoun = map[string]string{
-	TypeAgentJoin: "agent name", TypeGrantSet: "agent name", TypeGrantRevoke: "agent name",
-	TypeAgentRetire: "agent name", TypePresenceStandby: "agent name",
-	typeSecretPut: "secret name", typeReleaseApprove: "release version",
+	fold.TypeAgentJoin: "agent name", fold.TypeGrantSet: "agent name", fold.TypeGrantRevoke: "agent name",
+	fold.TypeAgentRetire: "agent name", fold.TypePresenceStandby: "agent name",
+	fold.TypeSecretPut: "secret name", fold.TypeReleaseApprove: "release version",
 }
 
 // fieldNoun names what an entry type's text belongs to, for the refusal.
 var fieldNoun = map[string]string{
-	TypeMsgPost: "message", TypeOrderCreate: "order", TypeAskRaise: "ask", TypeAskAnswer: "answer",
-	TypeOrderProgress: "progress", TypeOrderSubmit: "result", TypeOrderReview: "review",
-	TypeOrderRelease: "release", TypeOrderFail: "fail", TypeOrderCancel: "cancel",
-	TypeOrderExtend: "extend", TypeOrderExpire: "expire", TypePrimaryBrief: "brief",
-	TypeDecisionRecord: "decision", TypeHandinAdd: "hand-in", TypeAgentJoin: "join",
-	TypeGrantSet: "grant", TypeGrantRevoke: "revoke", TypeOrderOffer: "offer",
-	TypeOrderStale: "stale mark", typeSecretPut: "secret", typeReleaseApprove: "release",
-	TypeAgentRetire: "retirement", TypePolicySet: "policy",
+	fold.TypeMsgPost: "message", fold.TypeOrderCreate: "order", fold.TypeAskRaise: "ask", fold.TypeAskAnswer: "answer",
+	fold.TypeOrderProgress: "progress", fold.TypeOrderSubmit: "result", fold.TypeOrderReview: "review",
+	fold.TypeOrderRelease: "release", fold.TypeOrderFail: "fail", fold.TypeOrderCancel: "cancel",
+	fold.TypeOrderExtend: "extend", fold.TypeOrderExpire: "expire", fold.TypePrimaryBrief: "brief",
+	fold.TypeDecisionRecord: "decision", fold.TypeHandinAdd: "hand-in", fold.TypeAgentJoin: "join",
+	fold.TypeGrantSet: "grant", fold.TypeGrantRevoke: "revoke", fold.TypeOrderOffer: "offer",
+	fold.TypeOrderStale: "stale mark", fold.TypeSecretPut: "secret", fold.TypeReleaseApprove: "release",
+	fold.TypeAgentRetire: "retirement", fold.TypePolicySet: "policy",
 }
 
 // memberNoun renames a member for the refusal where its JSON name reads badly.
@@ -116,7 +117,7 @@ func exempt(ps []guardPath, at []string) bool {
 // writer's name, the draft entry (ref, idem, data) and the objects it publishes —
 // before the write path writes anything (called from Session.write).
 func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
-	if writer != MasterWriter {
+	if writer != fold.MasterWriter {
 		if err := secretguard.Check("agent name", writer); err != nil {
 			return err
 		}
@@ -140,12 +141,12 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 		}
 	}
 	switch d.Type {
-	case TypeOrderSubmit, TypeOrderFail:
+	case fold.TypeOrderSubmit, fold.TypeOrderFail:
 		// their data.note is the result's summary and the failure's reason
 		var m map[string]any
 		if json.Unmarshal(d.Data, &m) == nil {
 			if n, ok := m["note"].(string); ok {
-				if err := secretguard.Check(map[string]string{TypeOrderSubmit: "result summary", TypeOrderFail: "fail reason"}[d.Type], n); err != nil {
+				if err := secretguard.Check(map[string]string{fold.TypeOrderSubmit: "result summary", fold.TypeOrderFail: "fail reason"}[d.Type], n); err != nil {
 					return err
 				}
 			}
@@ -168,7 +169,7 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 // guardObject runs the secret guard over an object written outside Session.write (a
 // presence file): its writer's name and every member but the generated ones.
 func guardObject(writer, noun string, data []byte) error {
-	if writer != MasterWriter {
+	if writer != fold.MasterWriter {
 		if err := secretguard.Check("agent name", writer); err != nil {
 			return err
 		}

@@ -1,23 +1,13 @@
 package fsbus
 
 import (
-	"maps"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
-
-// HandinObject is handins/<writer>/<id>.json: a reference to work handed in and a
-// note, signed by its author (docs/format.md §11). The work stays in the work repo.
-type HandinObject struct {
-	Envelope
-	Ref  string `json:"ref"`            // commit, branch or path, ≤ 500 characters
-	Note string `json:"note,omitempty"` // ≤ 2,000 bytes
-}
 
 // handinCall is what data.args hashes for `handin add` (docs/format.md §15).
 type handinCall struct {
@@ -34,7 +24,7 @@ type handinCall struct {
 // Errors: invalid for a bad ref or note; denied below worker; conflict for a key used
 // with other arguments. A replayed key returns the first call's hand-in and writes
 // nothing.
-func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
+func (s *Session) HandinAdd(ref, note, key string) (*fold.Handin, error) {
 	ref, note = strings.TrimSpace(ref), strings.TrimSpace(note)
 	if err := checkShortLine("reference", ref, MaxReference); err != nil {
 		return nil, err
@@ -42,27 +32,27 @@ func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
 	if err := checkCap("hand-in note", note, MaxNote, unitBytes, "keep the note short; the work stays in the work repo"); err != nil {
 		return nil, err
 	}
-	args := argsHash(handinCall{Call: TypeHandinAdd, Note: note, Ref: ref})
+	args := argsHash(handinCall{Call: fold.TypeHandinAdd, Note: note, Ref: ref})
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		if r, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			id = r
 			return nil, nil, err
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeHandinAdd); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeHandinAdd); err != nil {
 			return nil, nil, err
 		}
-		id = NewID(PrefixHandin)
-		obj := &HandinObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device}, Ref: ref, Note: note}
+		id = fold.NewID(fold.PrefixHandin)
+		obj := &fold.HandinObject{Envelope: fold.Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device}, Ref: ref, Note: note}
 		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 		if err != nil {
 			return nil, nil, err
 		}
-		d := entryData{Object: hash}
+		d := fold.EntryData{Object: hash}
 		if key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeHandinAdd, Ref: id, Data: mustJSON(d), Idem: key},
+		return &ledger.Draft{Type: fold.TypeHandinAdd, Ref: id, Data: mustJSON(d), Idem: key},
 			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
@@ -72,42 +62,6 @@ func (s *Session) HandinAdd(ref, note, key string) (*Handin, error) {
 		return h, nil
 	}
 	return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "hand-in %s is not in the state after writing it", id)
-}
-
-// HandinFilter selects hand-ins for ListHandins.
-type HandinFilter struct {
-	By    string // only this writer's ("" for all)
-	Limit int    // 0 = no limit
-}
-
-// ListHandins returns matching hand-ins newest first (by hlc, then id). Never nil.
-func (st *State) ListHandins(f HandinFilter) []*Handin {
-	out := []*Handin{}
-	for _, h := range st.Handins {
-		if f.By == "" || h.By == f.By {
-			out = append(out, h)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].HLC != out[j].HLC {
-			return out[i].HLC > out[j].HLC
-		}
-		return out[i].ID < out[j].ID
-	})
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out
-}
-
-// FindHandin resolves a full hand-in id or unique prefix (docs/design.md §2 rule 2): not_found
-// when nothing matches, invalid listing the candidates when ambiguous.
-func (st *State) FindHandin(q string) (*Handin, error) {
-	id, err := st.resolveID("handin", q, slices.Sorted(maps.Keys(st.Handins)), "")
-	if err != nil {
-		return nil, err
-	}
-	return st.Handins[id], nil
 }
 
 // handinRefRe matches a reference written as a hand-in id or a prefix of one.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -19,7 +20,7 @@ func TestHandins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ValidID(h.ID) || !strings.HasPrefix(h.ID, PrefixHandin) || h.By != "wendy" || h.Ref != "branch:fix-login" || h.Note != "the fix \n and its test" || h.Missing {
+	if !fold.ValidID(h.ID) || !strings.HasPrefix(h.ID, fold.PrefixHandin) || h.By != "wendy" || h.Ref != "branch:fix-login" || h.Note != "the fix \n and its test" || h.Missing {
 		t.Fatalf("hand-in %+v", h)
 	}
 	path := ObjectPath(c.Root, "wendy", h.ID)
@@ -87,10 +88,10 @@ func TestHandins(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := primaryLoad(t, c)
-	if l := v.State.ListHandins(HandinFilter{}); len(l) != 2 || l[0].ID != h2.ID {
+	if l := v.State.ListHandins(fold.HandinFilter{}); len(l) != 2 || l[0].ID != h2.ID {
 		t.Fatalf("list %+v; want newest first", l)
 	}
-	if l := v.State.ListHandins(HandinFilter{By: "mike"}); l == nil || len(l) != 0 {
+	if l := v.State.ListHandins(fold.HandinFilter{By: "mike"}); l == nil || len(l) != 0 {
 		t.Fatalf("list by mike %+v", l)
 	}
 	if got, err := v.State.FindHandin(h2.ID[2:8]); err != nil || got.ID != h2.ID {
@@ -115,7 +116,7 @@ func TestHandins(t *testing.T) {
 	}
 }
 
-func primaryIgnoredRef(st *State, ref string) string {
+func primaryIgnoredRef(st *fold.State, ref string) string {
 	for _, ig := range st.Ignored {
 		if ig.Ref == ref {
 			return ig.Reason

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -35,22 +36,22 @@ func newMarkWorld(t *testing.T) *markWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.As(MasterWriter)
+	s, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.c, w.s, w.seg = c, s, ledger.SegmentPath(dir, MasterWriter, c.Device)
+	w.c, w.s, w.seg = c, s, ledger.SegmentPath(dir, fold.MasterWriter, c.Device)
 	w.order("first")
 	return w
 }
 
-func (w *markWorld) order(title string) (*Order, error) {
+func (w *markWorld) order(title string) (*fold.Order, error) {
 	return w.s.NewOrder(NewOrderOptions{Title: title})
 }
 
 func (w *markWorld) mark() highWater {
 	w.t.Helper()
-	m, err := w.c.Home.readHighWater(w.c.Project(), MasterWriter, w.c.Device)
+	m, err := w.c.Home.readHighWater(w.c.Project(), fold.MasterWriter, w.c.Device)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func (w *markWorld) mark() highWater {
 }
 
 func (w *markWorld) markPath() string {
-	return w.c.Home.highWaterPath(w.c.Project(), MasterWriter, w.c.Device)
+	return w.c.Home.highWaterPath(w.c.Project(), fold.MasterWriter, w.c.Device)
 }
 
 // tip is the seq and hash of the segment's last line.
@@ -146,7 +147,7 @@ func TestPendingMarkWithoutEntryRefusesOnce(t *testing.T) {
 	w := newMarkWorld(t)
 	seq, _ := w.tip()
 	ghost := highWater{Seq: seq + 1, Hash: "sha256:" + strings.Repeat("ab", 32), Pending: true}
-	if err := w.c.Home.writeHighWater(w.c.Project(), MasterWriter, w.c.Device, ghost); err != nil {
+	if err := w.c.Home.writeHighWater(w.c.Project(), fold.MasterWriter, w.c.Device, ghost); err != nil {
 		t.Fatal(err)
 	}
 	seg := mustReadFile(t, w.seg)
@@ -171,7 +172,7 @@ func TestPendingMarkAboveLostEntriesRefuses(t *testing.T) {
 	w.order("second")
 	seq, hash := w.tip()
 	pend := highWater{Seq: seq + 2, Hash: hash, Pending: true} // seq+1 was acknowledged
-	if err := w.c.Home.writeHighWater(w.c.Project(), MasterWriter, w.c.Device, pend); err != nil {
+	if err := w.c.Home.writeHighWater(w.c.Project(), fold.MasterWriter, w.c.Device, pend); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
@@ -197,7 +198,7 @@ func TestMarkSurvivesCachePurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.As(MasterWriter)
+	s, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestLegacyMarkIsTakenOver(t *testing.T) {
 	w := newMarkWorld(t)
 	seq, hash := w.tip()
 	h, project, dev := w.c.Home, w.c.Project(), w.c.Device
-	legacy := h.legacyHighWaterPath(project, MasterWriter, dev)
+	legacy := h.legacyHighWaterPath(project, fold.MasterWriter, dev)
 	if err := os.MkdirAll(filepath.Dir(legacy), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -307,11 +308,11 @@ func BenchmarkAppendMark(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := c.As(MasterWriter)
+			s, err := c.As(fold.MasterWriter)
 			if err != nil {
 				b.Fatal(err)
 			}
-			d := ledger.Draft{Type: TypeMsgPost, Data: []byte(`{"to":"all","body":"benchmark"}`)}
+			d := ledger.Draft{Type: fold.TypeMsgPost, Data: []byte(`{"to":"all","body":"benchmark"}`)}
 			b.ResetTimer()
 			for range b.N {
 				if tc.marked {

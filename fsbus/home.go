@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -88,7 +89,7 @@ func (h *Home) Device() (string, error) {
 	b, err := os.ReadFile(p)
 	if err == nil {
 		id := strings.TrimSpace(string(b))
-		if len(id) == deviceLen && ValidName(id) {
+		if len(id) == fold.DeviceLen && fold.ValidName(id) {
 			return id, nil
 		}
 		return "", fmt.Errorf("device id in %s is damaged (%q); delete the file to make a new one", p, id)
@@ -96,7 +97,7 @@ func (h *Home) Device() (string, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("reading device id: %w", err)
 	}
-	id := newDeviceID()
+	id := fold.NewDeviceID()
 	if err := fsutil.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
 		return "", err
 	}
@@ -152,7 +153,7 @@ func (h *Home) LoadKey(project, name string) (ledger.KeySigner, error) {
 		return k, err
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		if name == MasterWriter {
+		if name == fold.MasterWriter {
 			return nil, errs.Errorf(errs.NotFound, "run owner commands on the machine where `ferry init` made the channel",
 				"this machine holds no master key for project %s", project)
 		}

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -78,12 +79,6 @@ type localIndex struct {
 	sigFrames [][]byte
 }
 
-// sigRec is one good signature: the entry hash and the key it verified under.
-type sigRec struct {
-	hash string
-	pub  ed25519.PublicKey
-}
-
 // indexPath is the channel's index file.
 func (c *Channel) indexPath() string {
 	sum := sha256.Sum256([]byte(c.Root))
@@ -111,7 +106,7 @@ func (c *Channel) readLedger(keys ledger.KeyFunc) (*ledger.Snapshot, error) {
 	if keys != nil {
 		ix.loadSigsLocked(c.Project()) // every signature is checked
 	}
-	return c.Ledger.ReadIncremental(ix.rs, keys, verifyEntry)
+	return c.Ledger.ReadIncremental(ix.rs, keys, fold.VerifyEntry)
 }
 
 // checkIndexPrefixes runs ledger.ReadState.CheckPrefixes on this process's index (when
@@ -279,7 +274,7 @@ func (ix *localIndex) loadSigsLocked(project string) {
 			continue
 		}
 		for _, s := range sigs {
-			rememberSig(s.hash, s.pub, project)
+			fold.RememberSig(s.Hash, s.Pub, project)
 		}
 	}
 	ix.sigFrames = nil
@@ -291,20 +286,20 @@ func (c *Channel) loadIndexSigs() {
 	c.withOpenIndex(func(ix *localIndex) { ix.loadSigsLocked(c.Project()) })
 }
 
-func decodeSigs(b []byte) ([]sigRec, error) {
+func decodeSigs(b []byte) ([]fold.SigRec, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: signature count", errIndex)
 	}
 	b = b[k:]
-	out := make([]sigRec, 0, n)
+	out := make([]fold.SigRec, 0, n)
 	for range n {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < l+ed25519.PublicKeySize {
 			return nil, fmt.Errorf("%w: signature record", errIndex)
 		}
 		b = b[k:]
-		out = append(out, sigRec{hash: string(b[:l]), pub: ed25519.PublicKey(bytes.Clone(b[l : l+ed25519.PublicKeySize]))})
+		out = append(out, fold.SigRec{Hash: string(b[:l]), Pub: ed25519.PublicKey(bytes.Clone(b[l : l+ed25519.PublicKeySize]))})
 		b = b[l+ed25519.PublicKeySize:]
 	}
 	if len(b) != 0 {
@@ -337,15 +332,15 @@ func (c *Channel) saveIndex() error {
 	if ix.rs == nil {
 		return nil
 	}
-	sigs := takeSigs(c.Project())
+	sigs := fold.TakeSigs(c.Project())
 	var buf []byte
 	whole := ix.whole
 	var chunks [][]byte
 	if whole {
 		chunks = ix.rs.Chunks()
 		buf = append(buf, indexHeader+c.Project()+" "+ledger.FormatKey(c.MasterKey)+"\n"...)
-		ix.loadSigsLocked(c.Project()) // the frames not loaded yet are written again too
-		sigs = allSigs(c.Project())    // the pending ones included
+		ix.loadSigsLocked(c.Project())   // the frames not loaded yet are written again too
+		sigs = fold.AllSigs(c.Project()) // the pending ones included
 	} else {
 		chunks = ix.rs.TakeChanges()
 	}
@@ -355,8 +350,8 @@ func (c *Channel) saveIndex() error {
 	if len(sigs) > 0 {
 		p := binary.AppendUvarint(nil, uint64(len(sigs)))
 		for _, s := range sigs {
-			p = appendStr(p, s.hash)
-			p = append(p, s.pub...)
+			p = appendStr(p, s.Hash)
+			p = append(p, s.Pub...)
 		}
 		buf = appendFrame(buf, 'V', p)
 	}
@@ -407,17 +402,17 @@ func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 	project := c.Project()
 	masterKey := c.masterKeys(entries) // the rotation chain's key per entry
 	parallel(len(entries), func(i int) {
-		if e := &entries[i]; e.Writer == MasterWriter {
-			verifyEntry(e, masterKey(e), project)
+		if e := &entries[i]; e.Writer == fold.MasterWriter {
+			fold.VerifyEntry(e, masterKey(e), project)
 		}
 	})
 	granted := map[string][]ed25519.PublicKey{}
 	for i := range entries {
 		e := &entries[i]
-		if e.Writer != MasterWriter || e.Type != TypeGrantSet || !verifyEntry(e, masterKey(e), project) {
+		if e.Writer != fold.MasterWriter || e.Type != fold.TypeGrantSet || !fold.VerifyEntry(e, masterKey(e), project) {
 			continue
 		}
-		if d, ok := decodeData(e); ok {
+		if d, ok := fold.DecodeData(e); ok {
 			if k, err := ledger.ParseKey(d.Key); err == nil {
 				granted[e.Ref] = append(granted[e.Ref], k)
 			}
@@ -437,16 +432,16 @@ func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 // granted. Master entries were checked before.
 func verifyAgentEntry(e *ledger.Entry, granted map[string][]ed25519.PublicKey, project string) {
 	switch {
-	case e.Writer == MasterWriter:
-	case e.Type == TypeAgentJoin:
-		if d, ok := decodeData(e); ok {
+	case e.Writer == fold.MasterWriter:
+	case e.Type == fold.TypeAgentJoin:
+		if d, ok := fold.DecodeData(e); ok {
 			if k, err := ledger.ParseKey(d.Key); err == nil {
-				verifyEntry(e, k, project)
+				fold.VerifyEntry(e, k, project)
 			}
 		}
 	default:
 		for _, k := range granted[e.Writer] {
-			if verifyEntry(e, k, project) {
+			if fold.VerifyEntry(e, k, project) {
 				break
 			}
 		}

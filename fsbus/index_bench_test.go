@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -48,7 +49,7 @@ func BenchmarkBigFirstIngest(b *testing.B) {
 	needBig(b)
 	for b.Loop() {
 		b.StopTimer()
-		sigCache.Clear()
+		fold.SigCache.Clear()
 		h := &Home{ConfigDir: filepath.Join(bigDir, "home", "config"), CacheDir: b.TempDir()}
 		c, err := Open(h, filepath.Join(bigDir, "channel"))
 		if err != nil {
@@ -92,7 +93,7 @@ func BenchmarkBigCatchUp(b *testing.B) {
 	}
 	add := func(b *testing.B) {
 		for i := range 100 {
-			d := ledger.Draft{Type: TypeMsgPost, Ref: "m-bench", Data: json.RawMessage(`{"body":"catch-up ` + string(rune('a'+i%26)) + `"}`)}
+			d := ledger.Draft{Type: fold.TypeMsgPost, Ref: "m-bench", Data: json.RawMessage(`{"body":"catch-up ` + string(rune('a'+i%26)) + `"}`)}
 			if _, err := c.Ledger.Append(writer, device, d, key, ledger.HLC{}); err != nil {
 				b.Fatal(err)
 			}
@@ -115,7 +116,7 @@ func BenchmarkBigCatchUp(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
 			add(b)
-			sigCache.Clear()
+			fold.SigCache.Clear()
 			n, err := Open(h, c.Root)
 			if err != nil {
 				b.Fatal(err)
@@ -149,7 +150,7 @@ func BenchmarkBigClaim(b *testing.B) {
 	}
 	var open []string
 	for id, o := range v.State.Orders {
-		if o.State == StateOpen && o.OfferedTo == "" && len(o.Deps) == 0 {
+		if o.State == fold.StateOpen && o.OfferedTo == "" && len(o.Deps) == 0 {
 			open = append(open, id)
 		}
 	}
@@ -191,7 +192,7 @@ func BenchmarkBigClaim(b *testing.B) {
 	b.Run("new-process", func(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
-			sigCache.Clear()
+			fold.SigCache.Clear()
 			b.StartTimer()
 			if n := claim(b); n.folds.fromCheckpoint != 1 {
 				b.Fatalf("the claim did not start from the fold checkpoint: %+v", n.folds)
@@ -204,7 +205,7 @@ func BenchmarkBigClaim(b *testing.B) {
 	b.Run("new-process-no-checkpoint", func(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
-			sigCache.Clear()
+			fold.SigCache.Clear()
 			if err := os.Remove(c.checkpointPath()); err != nil {
 				b.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -39,7 +40,7 @@ func viewJSON(t testing.TB, v *View) string {
 		Problems []ledger.Problem
 		Forks    []ledger.Fork
 		MaxHLC   ledger.HLC
-		State    *State
+		State    *fold.State
 	}{entryHashes(v.Snapshot.Entries), v.Snapshot.Problems, v.Snapshot.Forks, v.Snapshot.MaxHLC, v.State}, "", " ")
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestIndexedLoadMatchesFullRead(t *testing.T) {
 		if got := viewJSON(t, v); got != want {
 			t.Fatalf("step %d (%s): Load through the kept index differs from the full read: %s", step, what, diffLines(got, want))
 		}
-		sigCache.Clear()
+		fold.SigCache.Clear()
 		v, err = reopen(t, c).Load()
 		if err != nil {
 			t.Fatal(err)
@@ -204,7 +205,7 @@ func appendTestFile(t testing.TB, p string, b []byte) {
 // emptied) and returns what its incremental read did.
 func indexStats(t *testing.T, c *Channel) (*View, ledger.ReadStats) {
 	t.Helper()
-	sigCache.Clear()
+	fold.SigCache.Clear()
 	n := reopen(t, c)
 	v, err := n.Load()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"filippo.io/age"
 	"filippo.io/age/armor"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -423,7 +424,7 @@ func ReadExport(data, pass []byte) (*ImportedKey, error) {
 	project, ok1 := strings.CutPrefix(lines[1], "project ")
 	name, ok2 := strings.CutPrefix(lines[2], "name ")
 	k, ok3 := parseSeedFile(lines[3])
-	if !ok1 || !ok2 || !ok3 || !ValidName(project) || (name != MasterWriter && !ValidName(name)) {
+	if !ok1 || !ok2 || !ok3 || !fold.ValidName(project) || (name != fold.MasterWriter && !fold.ValidName(name)) {
 		return nil, bad
 	}
 	return &ImportedKey{Project: project, Name: name, Key: k}, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -24,7 +25,7 @@ func seatedAgent(t *testing.T) (*Channel, *Session, *Session) {
 	if _, err := Join(c, "bot", "test"); err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.As(MasterWriter)
+	m, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,14 +182,14 @@ func TestKeyLockUnlock(t *testing.T) {
 func TestKeyExportImport(t *testing.T) {
 	c, m, _ := seatedAgent(t)
 	p := c.Project()
-	exp, err := c.Home.ExportKey(p, MasterWriter, []byte("two machines"))
+	exp, err := c.Home.ExportKey(p, fold.MasterWriter, []byte("two machines"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(exp), seedPrefix) || !strings.HasPrefix(string(exp), "-----BEGIN AGE ENCRYPTED FILE-----") {
 		t.Fatalf("export is not an armored age file:\n%s", exp)
 	}
-	if _, err := c.Home.ExportKey(p, MasterWriter, nil); !errs.Is(err, errs.Invalid) {
+	if _, err := c.Home.ExportKey(p, fold.MasterWriter, nil); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("export with an empty passphrase: %v, want invalid", err)
 	}
 
@@ -202,26 +203,26 @@ func TestKeyExportImport(t *testing.T) {
 	if _, err := ReadExport(append(exp, make([]byte, maxKeyFile)...), []byte("two machines")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("import of an oversized file: %v, want invalid", err)
 	}
-	if h2.HasKey(p, MasterWriter) {
+	if h2.HasKey(p, fold.MasterWriter) {
 		t.Fatal("a refused import wrote a key")
 	}
 	ik, err := ReadExport(exp, []byte("two machines"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ik.Project != p || ik.Name != MasterWriter || !ik.Key.Public().Equal(m.Signer.Public()) {
+	if ik.Project != p || ik.Name != fold.MasterWriter || !ik.Key.Public().Equal(m.Signer.Public()) {
 		t.Fatalf("import read %s/%s", ik.Project, ik.Name)
 	}
 	// Another key under the name: conflict, nothing overwritten.
 	h3 := testHome(t)
-	if _, err := h3.NewKey(p, MasterWriter); err != nil {
+	if _, err := h3.NewKey(p, fold.MasterWriter); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(h3.keyPath(p, MasterWriter))
+	before, _ := os.ReadFile(h3.keyPath(p, fold.MasterWriter))
 	if _, err := h3.StoreImported(ik); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("import over another key: %v, want conflict", err)
 	}
-	if after, _ := os.ReadFile(h3.keyPath(p, MasterWriter)); string(after) != string(before) {
+	if after, _ := os.ReadFile(h3.keyPath(p, fold.MasterWriter)); string(after) != string(before) {
 		t.Fatal("a refused import changed the existing key")
 	}
 	if wrote, err := h2.StoreImported(ik); err != nil || !wrote {
@@ -239,7 +240,7 @@ func TestKeyExportImport(t *testing.T) {
 	if c2.Device == c.Device {
 		t.Fatal("the two homes share a device id")
 	}
-	m2, err := c2.As(MasterWriter)
+	m2, err := c2.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestKeyExportImport(t *testing.T) {
 		}
 	}
 	for _, dev := range []string{c.Device, c2.Device} {
-		if !fileExists(ledger.SegmentPath(c.Root, MasterWriter, dev)) {
+		if !fileExists(ledger.SegmentPath(c.Root, fold.MasterWriter, dev)) {
 			t.Fatalf("no master segment for device %s", dev)
 		}
 	}

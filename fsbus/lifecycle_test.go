@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -36,7 +37,7 @@ func newLifeWorld(t *testing.T) *lifeWorld {
 	w := &lifeWorld{c: c, clock: &atomic.Int64{}}
 	w.clock.Store(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC).UnixMilli())
 	c.Now = w.now
-	if w.master, err = c.As(MasterWriter); err != nil {
+	if w.master, err = c.As(fold.MasterWriter); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []struct {
@@ -59,7 +60,7 @@ func newLifeWorld(t *testing.T) *lifeWorld {
 func (w *lifeWorld) now() time.Time       { return time.UnixMilli(w.clock.Load()) }
 func (w *lifeWorld) pass(d time.Duration) { w.clock.Add(d.Milliseconds()) }
 
-func (w *lifeWorld) order(t *testing.T, id string) *Order {
+func (w *lifeWorld) order(t *testing.T, id string) *fold.Order {
 	t.Helper()
 	v, err := w.c.Load()
 	if err != nil {
@@ -96,8 +97,8 @@ func settled(t *testing.T, s *Session) []string {
 // is closed only by the holder's SettleWindows — once.
 func TestSettleWindowsExecution(t *testing.T) {
 	w := newLifeWorld(t)
-	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Port the parser"}))
-	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Port the parser"}))
+	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 
 	w.pass(3 * time.Hour)
 	for _, s := range []*Session{w.alice, w.bob, w.carol, w.master} {
@@ -105,9 +106,9 @@ func TestSettleWindowsExecution(t *testing.T) {
 			t.Fatalf("%s expired %v before the window closed", s.Name, got)
 		}
 	}
-	must[*Order](t)(w.bob.Progress(o.ID, "halfway", "")) // renews: 4 h from now
+	must[*fold.Order](t)(w.bob.Progress(o.ID, "halfway", "")) // renews: 4 h from now
 	w.pass(3 * time.Hour)
-	must[*Order](t)(w.bob.Extend(o.ID, "tests are slow", "")) // renews again
+	must[*fold.Order](t)(w.bob.Extend(o.ID, "tests are slow", "")) // renews again
 	w.pass(4*time.Hour - time.Second)
 	if got := settled(t, w.bob); got != nil {
 		t.Fatalf("expired %v one second before the renewed window closed", got)
@@ -119,7 +120,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 			t.Fatalf("%s expired %v: only the holder closes an execution window", s.Name, got)
 		}
 	}
-	if st := w.order(t, o.ID).State; st != StateClaimed {
+	if st := w.order(t, o.ID).State; st != fold.StateClaimed {
 		t.Fatalf("state %s before the holder settled", st)
 	}
 	if got := settled(t, w.bob); len(got) != 1 || got[0] != o.ID {
@@ -127,7 +128,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 	}
 	got := w.order(t, o.ID)
 	last := got.History[len(got.History)-1]
-	if got.State != StateTimedOut || last.Type != TypeOrderExpire || last.By != "bob" {
+	if got.State != fold.StateTimedOut || last.Type != fold.TypeOrderExpire || last.By != "bob" {
 		t.Fatalf("after settling: %s, last %+v", got.State, last)
 	}
 	// Idempotent: a second pass writes nothing.
@@ -144,10 +145,10 @@ func TestSettleWindowsExecution(t *testing.T) {
 	}
 
 	// The lifetime caps renewals: a claim renewed every 3 h still ends 24 h after it.
-	must[*Order](t)(w.carol.Claim(o.ID, ""))
+	must[*fold.Order](t)(w.carol.Claim(o.ID, ""))
 	for i := 0; i < 7; i++ { // 21 h of renewals
 		w.pass(3 * time.Hour)
-		ext := must[*Order](t)(w.carol.Extend(o.ID, "", ""))
+		ext := must[*fold.Order](t)(w.carol.Extend(o.ID, "", ""))
 		// Only the extend the lifetime cut says so, with the deadline.
 		capped := len(ext.Warnings) == 1 && strings.HasPrefix(ext.Warnings[0], "capped at lifetime") &&
 			strings.Contains(ext.Warnings[0], w.now().Add(3*time.Hour).UTC().Format(time.RFC3339))
@@ -179,7 +180,7 @@ func TestSettleWindowsQueueAndPolicy(t *testing.T) {
 	w := newLifeWorld(t)
 	w.c.Config.Policy.QueueWindowS = 3600
 	w.c.Config.Policy.ExecWindowS = 600
-	q := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Nobody wants this"}))
+	q := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Nobody wants this"}))
 	w.pass(time.Hour)
 	for _, s := range []*Session{w.bob, w.otto, w.master} {
 		if got := settled(t, s); got != nil {
@@ -189,24 +190,24 @@ func TestSettleWindowsQueueAndPolicy(t *testing.T) {
 	if got := settled(t, w.alice); len(got) != 1 || got[0] != q.ID {
 		t.Fatalf("author settled %v", got)
 	}
-	if o := w.order(t, q.ID); o.State != StateTimedOut || o.History[len(o.History)-1].By != "alice" {
+	if o := w.order(t, q.ID); o.State != fold.StateTimedOut || o.History[len(o.History)-1].By != "alice" {
 		t.Fatalf("queue expiry: %+v", o)
 	}
 
 	// The channel's execution window (10 min) applies.
-	x := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Quick one"}))
-	must[*Order](t)(w.bob.Claim(x.ID, ""))
+	x := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Quick one"}))
+	must[*fold.Order](t)(w.bob.Claim(x.ID, ""))
 	w.pass(11 * time.Minute)
 	if got := settled(t, w.bob); len(got) != 1 || got[0] != x.ID {
 		t.Fatalf("channel exec window: settled %v", got)
 	}
 
 	// An order's own windows override the channel's.
-	ws := w.c.Config.Policy.Windows(&Order{Contract: Contract{Windows: &Windows{ExecS: 7200}}})
-	if ws != (Windows{ExecS: 7200, LifetimeS: DefaultLifetimeS, QueueS: 3600}) {
+	ws := w.c.Config.Policy.Windows(&fold.Order{Contract: fold.Contract{Windows: &fold.Windows{ExecS: 7200}}})
+	if ws != (fold.Windows{ExecS: 7200, LifetimeS: fold.DefaultLifetimeS, QueueS: 3600}) {
 		t.Fatalf("windows: %+v", ws)
 	}
-	if ws := (Policy{}).Windows(&Order{}); ws != (Windows{ExecS: DefaultExecWindowS, LifetimeS: DefaultLifetimeS}) {
+	if ws := (fold.Policy{}).Windows(&fold.Order{}); ws != (fold.Windows{ExecS: fold.DefaultExecWindowS, LifetimeS: fold.DefaultLifetimeS}) {
 		t.Fatalf("default windows: %+v", ws)
 	}
 }
@@ -215,8 +216,8 @@ func TestSettleWindowsQueueAndPolicy(t *testing.T) {
 // own device and clock) never expires a claim made on the first.
 func TestSettleWindowsOnlyTheClaimingMachine(t *testing.T) {
 	w := newLifeWorld(t)
-	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Rebuild the index"}))
-	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Rebuild the index"}))
+	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 
 	hb := testHome(t)
 	if err := os.MkdirAll(filepath.Dir(hb.keyPath("acme", "bob")), 0o700); err != nil {
@@ -256,14 +257,14 @@ func TestSettleWindowsOnlyTheClaimingMachine(t *testing.T) {
 // claimed order by its author and by an orchestrator, not by another member.
 func TestReleaseCapDeclineReassign(t *testing.T) {
 	w := newLifeWorld(t)
-	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Flaky test"}))
+	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Flaky test"}))
 	for i, s := range []*Session{w.bob, w.carol, w.bob} {
-		must[*Order](t)(s.Claim(o.ID, ""))
-		if got := must[*Order](t)(s.Release(o.ID, "", "")); got.State != StateOpen || got.Releases != i+1 {
+		must[*fold.Order](t)(s.Claim(o.ID, ""))
+		if got := must[*fold.Order](t)(s.Release(o.ID, "", "")); got.State != fold.StateOpen || got.Releases != i+1 {
 			t.Fatalf("release %d: %s, releases %d", i+1, got.State, got.Releases)
 		}
 	}
-	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 	if _, err := w.bob.Release(o.ID, "", ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "released 3 times") {
 		t.Fatalf("fourth release: %v", err)
 	}
@@ -273,38 +274,38 @@ func TestReleaseCapDeclineReassign(t *testing.T) {
 	if _, err := w.carol.Fail(o.ID, "not mine", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("fail by a non-holder: %v", err)
 	}
-	must[*Order](t)(w.bob.Fail(o.ID, "flakes on CI only", ""))
-	must[*Order](t)(w.carol.Claim(o.ID, ""))
+	must[*fold.Order](t)(w.bob.Fail(o.ID, "flakes on CI only", ""))
+	must[*fold.Order](t)(w.carol.Claim(o.ID, ""))
 	if _, err := w.carol.Release(o.ID, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("release after the cap, new holder: %v", err)
 	}
 
-	d := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Docs", To: "bob"}))
+	d := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Docs", To: "bob"}))
 	if _, err := w.carol.Decline(d.ID, "", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("decline by another agent: %v", err)
 	}
 	if _, err := w.bob.Release(d.ID, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("release of an offer: %v", err)
 	}
-	if got := must[*Order](t)(w.bob.Decline(d.ID, "busy", "")); got.State != StateOpen || got.Releases != 0 || got.History[len(got.History)-1].Act != "decline" {
+	if got := must[*fold.Order](t)(w.bob.Decline(d.ID, "busy", "")); got.State != fold.StateOpen || got.Releases != 0 || got.History[len(got.History)-1].Act != "decline" {
 		t.Fatalf("decline: %+v", got)
 	}
 	if _, err := w.bob.Decline(d.ID, "", ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("decline of an open order: %v", err)
 	}
 
-	must[*Order](t)(w.bob.Claim(d.ID, ""))
+	must[*fold.Order](t)(w.bob.Claim(d.ID, ""))
 	if _, err := w.carol.Offer(d.ID, "carol", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("reassign by a member who is not the author: %v", err)
 	}
-	if got := must[*Order](t)(w.alice.Offer(d.ID, "carol", "")); got.State != StateOffered || got.Holder != "" || got.History[len(got.History)-1].Act != "reassign" {
+	if got := must[*fold.Order](t)(w.alice.Offer(d.ID, "carol", "")); got.State != fold.StateOffered || got.Holder != "" || got.History[len(got.History)-1].Act != "reassign" {
 		t.Fatalf("reassign by the author: %+v", got)
 	}
 	if _, err := w.bob.Submit(d.ID, "commit:abc", "", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("submit by the old holder: %v", err)
 	}
-	must[*Order](t)(w.carol.Claim(d.ID, ""))
-	if got := must[*Order](t)(w.otto.Offer(d.ID, "bob", "")); got.OfferedTo != "bob" {
+	must[*fold.Order](t)(w.carol.Claim(d.ID, ""))
+	if got := must[*fold.Order](t)(w.otto.Offer(d.ID, "bob", "")); got.OfferedTo != "bob" {
 		t.Fatalf("reassign by an orchestrator: %+v", got)
 	}
 }
@@ -313,11 +314,11 @@ func TestReleaseCapDeclineReassign(t *testing.T) {
 // accepted; Ready and ListOrders(Ready) agree with the claim refusal.
 func TestDependenciesReady(t *testing.T) {
 	w := newLifeWorld(t)
-	a := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Schema"}))
-	b := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Migration", Deps: []string{a.ID}}))
+	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Schema"}))
+	b := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Migration", Deps: []string{a.ID}}))
 	ready := func() map[string]bool {
 		m := map[string]bool{}
-		for _, r := range must[*View](t)(w.c.Load()).State.ListOrders(OrderFilter{Ready: true}) {
+		for _, r := range must[*View](t)(w.c.Load()).State.ListOrders(fold.OrderFilter{Ready: true}) {
 			m[r.ID] = true
 		}
 		return m
@@ -329,16 +330,16 @@ func TestDependenciesReady(t *testing.T) {
 	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "waits for "+a.ID) {
 		t.Fatalf("claim of a not-ready order: %v", err)
 	}
-	must[*Order](t)(w.bob.Claim(a.ID, ""))
-	must[*Order](t)(w.bob.Submit(a.ID, "commit:1", "", ""))
+	must[*fold.Order](t)(w.bob.Claim(a.ID, ""))
+	must[*fold.Order](t)(w.bob.Submit(a.ID, "commit:1", "", ""))
 	if r := ready(); r[b.ID] {
 		t.Fatal("ready before the dependency is accepted")
 	}
-	must[*Order](t)(w.alice.Review(a.ID, "accept", "", ""))
+	must[*fold.Order](t)(w.alice.Review(a.ID, "accept", "", ""))
 	if r := ready(); !r[b.ID] || r[a.ID] {
 		t.Fatalf("ready after accept %v", r)
 	}
-	must[*Order](t)(w.carol.Claim(b.ID, ""))
+	must[*fold.Order](t)(w.carol.Claim(b.ID, ""))
 }
 
 // TestCancelledDependency: an order cannot be dispatched to wait
@@ -346,9 +347,9 @@ func TestDependenciesReady(t *testing.T) {
 // not ready, its claim refused saying so — and the fold leaves it where it was.
 func TestCancelledDependency(t *testing.T) {
 	w := newLifeWorld(t)
-	a := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
-	b := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", Deps: []string{a.ID}}))
-	must[*Order](t)(w.alice.Cancel(a.ID, "", ""))
+	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
+	b := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", Deps: []string{a.ID}}))
+	must[*fold.Order](t)(w.alice.Cancel(a.ID, "", ""))
 	v := must[*View](t)(w.c.Load())
 	before := v.State.Entries
 	_, err := w.alice.NewOrder(NewOrderOptions{Title: "C", Deps: []string{a.ID}})
@@ -360,13 +361,13 @@ func TestCancelledDependency(t *testing.T) {
 		t.Fatal("a refused dispatch wrote")
 	}
 	ob := v.State.Orders[b.ID]
-	if ob.State != StateOpen || v.State.Ready(ob) {
+	if ob.State != fold.StateOpen || v.State.Ready(ob) {
 		t.Fatalf("order on a cancelled dependency: %s ready=%v", ob.State, v.State.Ready(ob))
 	}
 	if why := v.State.BlockedForGood(ob); !strings.Contains(why, "dependency "+a.ID+" was cancelled: cancel or re-dispatch this order") {
 		t.Fatalf("blocked: %q", why)
 	}
-	for _, r := range v.State.ListOrders(OrderFilter{Ready: true}) {
+	for _, r := range v.State.ListOrders(fold.OrderFilter{Ready: true}) {
 		if r.ID == b.ID {
 			t.Fatal("listed as ready")
 		}
@@ -383,11 +384,11 @@ func TestCancelledDependency(t *testing.T) {
 // offered to another agent; a state filter is checked.
 func TestReadyFor(t *testing.T) {
 	w := newLifeWorld(t)
-	mine := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For bob", To: "bob"}))
-	theirs := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For carol", To: "carol"}))
-	open := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Open"}))
+	mine := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For bob", To: "bob"}))
+	theirs := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For carol", To: "carol"}))
+	open := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Open"}))
 	v := must[*View](t)(w.c.Load())
-	ids := func(f OrderFilter) string {
+	ids := func(f fold.OrderFilter) string {
 		var out []string
 		for _, r := range v.State.ListOrders(f) {
 			out = append(out, r.ID)
@@ -397,10 +398,10 @@ func TestReadyFor(t *testing.T) {
 	}
 	want := []string{mine.ID, open.ID}
 	sort.Strings(want)
-	if got := ids(OrderFilter{Ready: true, For: "bob"}); got != strings.Join(want, " ") {
+	if got := ids(fold.OrderFilter{Ready: true, For: "bob"}); got != strings.Join(want, " ") {
 		t.Fatalf("ready for bob: %s (carol's offer %s must be left out)", got, theirs.ID)
 	}
-	if got := ids(OrderFilter{Ready: true}); len(strings.Fields(got)) != 3 {
+	if got := ids(fold.OrderFilter{Ready: true}); len(strings.Fields(got)) != 3 {
 		t.Fatalf("ready for anyone: %s", got)
 	}
 	for _, ok := range []string{"", "active", "open", "pointer_stale", "validation_failed", "accepted"} {
@@ -421,25 +422,25 @@ func TestReadyFor(t *testing.T) {
 // a retire or a retirement release for an agent that is not retired.
 func TestRetire(t *testing.T) {
 	w := newLifeWorld(t)
-	a := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
-	b := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", To: "bob"}))
-	c := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "C"}))
-	must[*Order](t)(w.bob.Claim(a.ID, ""))
-	must[*Order](t)(w.carol.Claim(c.ID, ""))
+	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
+	b := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", To: "bob"}))
+	c := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "C"}))
+	must[*fold.Order](t)(w.bob.Claim(a.ID, ""))
+	must[*fold.Order](t)(w.carol.Claim(c.ID, ""))
 
 	if _, err := w.otto.Retire("bob"); !errs.Is(err, errs.Denied) {
 		t.Fatalf("retire by another agent: %v", err)
 	}
 	// Written anyway (a modified binary): the fold gives it no effect.
-	e := appendRaw(t, w.otto, TypeAgentRetire, "bob", entryData{})
+	e := appendRaw(t, w.otto, fold.TypeAgentRetire, "bob", fold.EntryData{})
 	v := must[*View](t)(w.c.Load())
 	if v.State.Agents["bob"].Retired || !hasIgnored(v.State, e.Hash(), "only the master retires others") {
 		t.Fatal("another agent's retire counted")
 	}
 	// A retirement release for an agent not retired counts for nothing.
-	x := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "X"}))
-	x = must[*Order](t)(w.otto.Claim(x.ID, ""))
-	r := appendRaw(t, w.master, TypeOrderRelease, x.ID, entryData{Basis: x.Head, Agent: "otto"})
+	x := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "X"}))
+	x = must[*fold.Order](t)(w.otto.Claim(x.ID, ""))
+	r := appendRaw(t, w.master, fold.TypeOrderRelease, x.ID, fold.EntryData{Basis: x.Head, Agent: "otto"})
 	v = must[*View](t)(w.c.Load())
 	if v.State.Orders[x.ID].Holder != "otto" || !hasIgnored(v.State, r.Hash(), "not retired") {
 		t.Fatal("a retirement release for an agent not retired counted")
@@ -449,10 +450,10 @@ func TestRetire(t *testing.T) {
 	if len(ids) != 2 || !strings.Contains(strings.Join(ids, " "), a.ID) || !strings.Contains(strings.Join(ids, " "), b.ID) {
 		t.Fatalf("bob's retire released %v", ids)
 	}
-	if o := w.order(t, a.ID); o.State != StateOpen || o.History[len(o.History)-1].Act != "retirement" || o.Releases != 0 {
+	if o := w.order(t, a.ID); o.State != fold.StateOpen || o.History[len(o.History)-1].Act != "retirement" || o.Releases != 0 {
 		t.Fatalf("after retire: %+v", o)
 	}
-	if o := w.order(t, b.ID); o.State != StateOpen {
+	if o := w.order(t, b.ID); o.State != fold.StateOpen {
 		t.Fatalf("offer after retire: %s", o.State)
 	}
 	if _, err := w.bob.Claim(a.ID, ""); !errs.Is(err, errs.Denied) {
@@ -465,7 +466,7 @@ func TestRetire(t *testing.T) {
 	if len(ids) != 1 || ids[0] != c.ID {
 		t.Fatalf("master's retire released %v", ids)
 	}
-	if o := w.order(t, c.ID); o.State != StateOpen || o.History[len(o.History)-1].By != MasterWriter {
+	if o := w.order(t, c.ID); o.State != fold.StateOpen || o.History[len(o.History)-1].By != fold.MasterWriter {
 		t.Fatalf("after the master's retire: %+v", o)
 	}
 	if _, err := w.master.Retire("nobody"); !errs.Is(err, errs.NotFound) {
@@ -479,8 +480,8 @@ func TestRetire(t *testing.T) {
 // retirement keep counting.
 func TestRetiredWritesNothing(t *testing.T) {
 	w := newLifeWorld(t)
-	own := must[*Order](t)(w.bob.NewOrder(NewOrderOptions{Title: "Bob's own"}))
-	carols := must[*Order](t)(w.carol.NewOrder(NewOrderOptions{Title: "Carol's own"}))
+	own := must[*fold.Order](t)(w.bob.NewOrder(NewOrderOptions{Title: "Bob's own"}))
+	carols := must[*fold.Order](t)(w.carol.NewOrder(NewOrderOptions{Title: "Carol's own"}))
 	must[[]string](t)(w.bob.Retire("bob"))
 	must[[]string](t)(w.master.Retire("carol"))
 	for name, s := range map[string]*Session{"bob": w.bob, "carol": w.carol} {
@@ -512,14 +513,14 @@ func TestRetiredWritesNothing(t *testing.T) {
 	// Written anyway (a modified binary): the fold counts neither cancel; the orders
 	// each wrote before retiring still count.
 	v := must[*View](t)(w.c.Load())
-	eb := appendRaw(t, w.bob, TypeOrderCancel, own.ID, entryData{Basis: v.State.Orders[own.ID].Head})
-	ec := appendRaw(t, w.carol, TypeOrderCancel, carols.ID, entryData{Basis: v.State.Orders[carols.ID].Head})
+	eb := appendRaw(t, w.bob, fold.TypeOrderCancel, own.ID, fold.EntryData{Basis: v.State.Orders[own.ID].Head})
+	ec := appendRaw(t, w.carol, fold.TypeOrderCancel, carols.ID, fold.EntryData{Basis: v.State.Orders[carols.ID].Head})
 	v = must[*View](t)(w.c.Load())
 	for _, c := range []struct {
 		id   string
 		hash string
 	}{{own.ID, eb.Hash()}, {carols.ID, ec.Hash()}} {
-		if o := v.State.Orders[c.id]; o == nil || o.State != StateOpen {
+		if o := v.State.Orders[c.id]; o == nil || o.State != fold.StateOpen {
 			t.Fatalf("order %s after a cancel written past retirement: %+v", c.id, o)
 		}
 		if !hasIgnored(v.State, c.hash, "was retired") {
@@ -537,32 +538,32 @@ func TestFoldWrongWriterCountsForNothing(t *testing.T) {
 	rnd := propSeed(t)
 	writers := []*Session{w.alice, w.bob, w.carol, w.otto, w.master}
 	for i := 0; i < propIters(40); i++ {
-		o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "case"}))
+		o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "case"}))
 		// A random starting state: open, offered to bob, or claimed by bob.
 		switch rnd.Intn(3) {
 		case 1:
-			o = must[*Order](t)(w.alice.Offer(o.ID, "bob", ""))
+			o = must[*fold.Order](t)(w.alice.Offer(o.ID, "bob", ""))
 		case 2:
-			o = must[*Order](t)(w.bob.Claim(o.ID, ""))
+			o = must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 		}
-		typ, d := TypeOrderRelease, entryData{Basis: o.Head}
+		typ, d := fold.TypeOrderRelease, fold.EntryData{Basis: o.Head}
 		switch rnd.Intn(4) {
 		case 1:
-			typ, d.Window = TypeOrderExpire, WindowExecution
+			typ, d.Window = fold.TypeOrderExpire, WindowExecution
 		case 2:
-			typ, d.Window = TypeOrderExpire, WindowQueue
+			typ, d.Window = fold.TypeOrderExpire, WindowQueue
 		case 3:
-			typ, d.Note = TypeOrderFail, "reason"
+			typ, d.Note = fold.TypeOrderFail, "reason"
 		}
 		s := writers[rnd.Intn(len(writers))]
 		entitled := false
 		switch {
-		case typ == TypeOrderRelease && o.State == StateClaimed, typ == TypeOrderFail && o.State == StateClaimed,
-			typ == TypeOrderExpire && d.Window == WindowExecution && o.State == StateClaimed:
+		case typ == fold.TypeOrderRelease && o.State == fold.StateClaimed, typ == fold.TypeOrderFail && o.State == fold.StateClaimed,
+			typ == fold.TypeOrderExpire && d.Window == WindowExecution && o.State == fold.StateClaimed:
 			entitled = s.Name == o.Holder
-		case typ == TypeOrderRelease && o.State == StateOffered:
+		case typ == fold.TypeOrderRelease && o.State == fold.StateOffered:
 			entitled = s.Name == o.OfferedTo
-		case typ == TypeOrderExpire && d.Window == WindowQueue && o.State != StateClaimed:
+		case typ == fold.TypeOrderExpire && d.Window == WindowQueue && o.State != fold.StateClaimed:
 			entitled = s.Name == o.Author
 		}
 		e := appendRaw(t, s, typ, o.ID, d)
@@ -578,9 +579,9 @@ func TestFoldWrongWriterCountsForNothing(t *testing.T) {
 		}
 	}
 	// An extend naming a claim that is not the writer's own never renews it.
-	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "extend"}))
-	o = must[*Order](t)(w.bob.Claim(o.ID, ""))
-	appendRaw(t, w.carol, TypeOrderExtend, o.ID, entryData{Claim: o.Claim})
+	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "extend"}))
+	o = must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
+	appendRaw(t, w.carol, fold.TypeOrderExtend, o.ID, fold.EntryData{Claim: o.Claim})
 	if got := w.order(t, o.ID); len(got.Progress) != 0 {
 		t.Fatalf("another agent's extend counted: %+v", got.Progress)
 	}
@@ -590,18 +591,18 @@ func TestFoldWrongWriterCountsForNothing(t *testing.T) {
 // windows under the same lock; another writer's AutoSettle closes nothing of others.
 func TestAutoSettle(t *testing.T) {
 	w := newLifeWorld(t)
-	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Long job"}))
-	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Long job"}))
+	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 	w.pass(5 * time.Hour)
 	w.alice.AutoSettle, w.bob.AutoSettle = true, true
-	must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Another"}))
-	if len(w.alice.Expired) != 0 || w.order(t, o.ID).State != StateClaimed {
+	must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Another"}))
+	if len(w.alice.Expired) != 0 || w.order(t, o.ID).State != fold.StateClaimed {
 		t.Fatalf("the author's write expired %v", w.alice.Expired)
 	}
 	if _, err := w.bob.Extend(o.ID, "", ""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("extend after the window passed: %v", err)
 	}
-	if len(w.bob.Expired) != 1 || w.bob.Expired[0] != o.ID || w.order(t, o.ID).State != StateTimedOut {
+	if len(w.bob.Expired) != 1 || w.bob.Expired[0] != o.ID || w.order(t, o.ID).State != fold.StateTimedOut {
 		t.Fatalf("holder's write expired %v; state %s", w.bob.Expired, w.order(t, o.ID).State)
 	}
 }
@@ -624,7 +625,7 @@ func TestPolicyWindowsSigned(t *testing.T) {
 	}
 	cfg := c.Config
 	cfg.Policy.ExecWindowS, cfg.Policy.LifetimeS, cfg.Policy.QueueWindowS = 600, 7200, 300
-	k, err := h.LoadKey("acme", MasterWriter)
+	k, err := h.LoadKey("acme", fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +650,7 @@ func TestPolicyWindowsSigned(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a signed channel.toml with window keys: %v", err)
 	}
-	if ws := c2.Config.Policy.Windows(&Order{}); ws != (Windows{ExecS: 600, LifetimeS: 7200, QueueS: 300}) {
+	if ws := c2.Config.Policy.Windows(&fold.Order{}); ws != (fold.Windows{ExecS: 600, LifetimeS: 7200, QueueS: 300}) {
 		t.Fatalf("windows %+v", ws)
 	}
 	// Edited after signing: refused like any other key.

@@ -11,58 +11,25 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // Object kinds and their directories (docs/design.md §2 layout).
 var objectDirs = map[string]string{
-	PrefixOrder:   "orders",
-	PrefixMessage: "messages",
-	PrefixAsk:     "asks",
-	PrefixResult:  "results",
+	fold.PrefixOrder:   "orders",
+	fold.PrefixMessage: "messages",
+	fold.PrefixAsk:     "asks",
+	fold.PrefixResult:  "results",
 }
 
 // ObjectPath returns the file of object id in the channel rooted at root. Hand-ins live
 // under handins/<writer>/.
 func ObjectPath(root, writer, id string) string {
-	if len(id) > 2 && id[:2] == PrefixHandin {
+	if len(id) > 2 && id[:2] == fold.PrefixHandin {
 		return filepath.Join(root, "handins", writer, id+".json")
 	}
 	return filepath.Join(root, objectDirs[id[:2]], id+".json")
-}
-
-// Envelope is the common head of every object: v, id, author, device, sig
-// (docs/design.md §2 "Ledger entry"). Kind-specific fields sit beside them.
-type Envelope struct {
-	V      int    `json:"v"`
-	ID     string `json:"id"`
-	Author string `json:"author"`
-	Device string `json:"device"`
-	Sig    string `json:"sig,omitempty"`
-}
-
-// OrderObject is orders/<id>.json: an order's immutable body, signed by its author.
-type OrderObject struct {
-	Envelope
-	Title    string   `json:"title"`
-	Body     string   `json:"body,omitempty"`
-	Labels   []string `json:"labels,omitempty"`
-	Priority string   `json:"priority,omitempty"`
-	Deps     []string `json:"deps,omitempty"`
-	// Contract members sit beside the others, each optional.
-	Contract
-}
-
-// ResultObject is results/<id>.json: a submitted result — a reference to the work
-// (commit, branch, hand-in id) and a short summary; never the work itself.
-type ResultObject struct {
-	Envelope
-	Order     string `json:"order"`
-	Reference string `json:"reference"`
-	Summary   string `json:"summary,omitempty"`
-	// Output is the structured result (ADR 0003 §5): one JSON value of at
-	// most MaxOutput bytes, validated against the order's schema when it has one.
-	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // sealObject signs obj (a struct embedding Envelope, passed as a pointer whose Sig is
@@ -85,16 +52,6 @@ func sealObject(obj any, setSig func(string), s ledger.Signer, project string) (
 	return append(full, '\n'), ledger.HashBytes(full), nil
 }
 
-// ErrObjectMissing is returned by readObject when the file has not arrived (yet).
-var ErrObjectMissing = errors.New("fsbus: object not arrived")
-
-// ErrObjectTorn is returned (wrapped) by readObject for a file that has only partly
-// arrived: empty, holding a NUL byte, or ending before its JSON value does — what a
-// sync tool that writes in place, or a crash, leaves (docs/format.md §11). It
-// wraps ErrObjectMissing, so the fold shows the thing as pending sync, as
-// it does a segment's torn tail, until the rest arrives.
-var ErrObjectTorn = fmt.Errorf("%w: file incomplete", ErrObjectMissing)
-
 // readObject reads an object file and returns its canonical form and hash. A BOM,
 // CRLF or re-indentation changes neither (docs/design.md §2 rule 9). It returns
 // ErrObjectMissing when the file does not exist, ErrObjectTorn (wrapped, naming the
@@ -102,7 +59,7 @@ var ErrObjectTorn = fmt.Errorf("%w: file incomplete", ErrObjectMissing)
 func readObject(path string) (canonical []byte, hash string, err error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", ErrObjectMissing
+		return nil, "", fold.ErrObjectMissing
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("reading %s: %w", path, err)
@@ -114,7 +71,7 @@ func readObject(path string) (canonical []byte, hash string, err error) {
 func parseObject(path string, raw []byte) (canonical []byte, hash string, err error) {
 	raw = bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))
 	if objectTorn(raw) {
-		return nil, "", fmt.Errorf("reading %s: %w", path, ErrObjectTorn)
+		return nil, "", fmt.Errorf("reading %s: %w", path, fold.ErrObjectTorn)
 	}
 	c, err := ledger.CanonicalJSON(raw)
 	if err != nil {

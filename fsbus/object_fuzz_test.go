@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -59,8 +60,8 @@ func FuzzReadObject(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		var env Envelope
-		if c, _, err := readObject(p); err == nil && jsonUnmarshal(c, &env) == nil && keys[env.Author] != nil && verifyObjectSig(c, keys[env.Author], "vectors") == nil {
+		var env fold.Envelope
+		if c, _, err := readObject(p); err == nil && fold.JSONUnmarshal(c, &env) == nil && keys[env.Author] != nil && verifyObjectSig(c, keys[env.Author], "vectors") == nil {
 			verified++
 		}
 		f.Add(b)
@@ -77,8 +78,8 @@ func FuzzReadObject(f *testing.F) {
 		if again, err := ledger.CanonicalJSON(canon); err != nil || !bytes.Equal(again, canon) || ledger.HashBytes(canon) != hash {
 			t.Fatalf("canonical form of %q not idempotent or hash wrong: %q (%v)", raw, again, err)
 		}
-		var env Envelope
-		if jsonUnmarshal(canon, &env) != nil {
+		var env fold.Envelope
+		if fold.JSONUnmarshal(canon, &env) != nil {
 			return
 		}
 		pub := keys[env.Author]

@@ -3,6 +3,7 @@ package fsbus
 import (
 	"slices"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -17,7 +18,7 @@ import (
 func orderEntries(entries []ledger.Entry, id string) []ledger.Entry {
 	var out []ledger.Entry
 	for _, e := range entries {
-		if e.Writer == MasterWriter || e.Ref == id || e.Type == TypeAgentJoin || e.Type == TypeAgentRetire {
+		if e.Writer == fold.MasterWriter || e.Ref == id || e.Type == fold.TypeAgentJoin || e.Type == fold.TypeAgentRetire {
 			out = append(out, e)
 		}
 	}
@@ -29,12 +30,12 @@ func orderEntries(entries []ledger.Entry, id string) []ledger.Entry {
 // roster and that order's entries instead of the whole ledger (a write costs
 // one full fold, the one under the lock, not two). It returns nil when id is not an
 // order of that fold.
-func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *Order {
+func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *fold.Order {
 	var entries []ledger.Entry
 	if f := v.fold; f != nil {
 		// The incremental fold keeps the roster and each order's entries apart.
-		entries = slices.Clone(f.roster)
-		for _, e := range f.things["o"+id] {
+		entries = slices.Clone(f.Roster)
+		for _, e := range f.Things["o"+id] {
 			entries = append(entries, *e)
 		}
 	} else {
@@ -43,5 +44,5 @@ func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *Order {
 	if e.Seq != 0 {
 		entries = append(entries, e) // Fold puts them in merged order
 	}
-	return Fold(FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()}).Orders[id]
+	return fold.Fold(fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()}).Orders[id]
 }

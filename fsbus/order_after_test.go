@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // TestOrderFoldOfSubsetMatches: folding only the roster and one order's entries
@@ -13,7 +15,7 @@ import (
 // on the busy fixture (a write refolds one order, not the ledger).
 func TestOrderFoldOfSubsetMatches(t *testing.T) {
 	compared := 0
-	same := func(t *testing.T, what string, full *State, fold func(id string) *State) {
+	same := func(t *testing.T, what string, full *fold.State, fold func(id string) *fold.State) {
 		t.Helper()
 		compared += len(full.Orders)
 		if len(full.Orders) == 0 && what == "scenario" || what == "busy fixture" && len(full.Orders) < 40 {
@@ -30,13 +32,13 @@ func TestOrderFoldOfSubsetMatches(t *testing.T) {
 	}
 
 	w := propWorldFor(t)
-	same(t, "scenario", w.full, func(id string) *State { return w.fold(orderEntries(w.entries, id), nil) })
+	same(t, "scenario", w.full, func(id string) *fold.State { return w.fold(orderEntries(w.entries, id), nil) })
 	r := propSeed(t)
 	for i := range propIters(60) {
 		sub, objs, mode := w.propSubset(r)
 		sub = propShuffle(r, sub, 0)
 		full := w.fold(sub, objs)
-		same(t, fmt.Sprintf("subset %d (%s)", i, mode), full, func(id string) *State { return w.fold(orderEntries(sub, id), objs) })
+		same(t, fmt.Sprintf("subset %d (%s)", i, mode), full, func(id string) *fold.State { return w.fold(orderEntries(sub, id), objs) })
 	}
 
 	c := openBusyCopy(t)
@@ -44,8 +46,8 @@ func TestOrderFoldOfSubsetMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same(t, "busy fixture", v.State, func(id string) *State {
-		return Fold(FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: orderEntries(v.Snapshot.Entries, id), Objects: c.objects()})
+	same(t, "busy fixture", v.State, func(id string) *fold.State {
+		return fold.Fold(fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: orderEntries(v.Snapshot.Entries, id), Objects: c.objects()})
 	})
 	t.Logf("%d orders compared", compared)
 }

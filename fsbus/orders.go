@@ -2,11 +2,10 @@ package fsbus
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -40,9 +39,9 @@ type NewOrderOptions struct {
 	Schema   json.RawMessage `json:"schema,omitempty"`
 	Task     string          `json:"task,omitempty"`
 	ReadOnly bool            `json:"read_only,omitempty"`
-	Windows  *Windows        `json:"windows,omitempty"`
+	Windows  *fold.Windows   `json:"windows,omitempty"`
 	Heavy    bool            `json:"heavy,omitempty"`
-	Hints    *Hints          `json:"hints,omitempty"`
+	Hints    *fold.Hints     `json:"hints,omitempty"`
 }
 
 func (o *NewOrderOptions) validate() error {
@@ -62,14 +61,14 @@ func (o *NewOrderOptions) validate() error {
 		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
 	case len(o.Labels) > MaxLabels:
 		return errs.Errorf(errs.Invalid, "", "at most %d labels", MaxLabels)
-	case o.To != "" && !ValidName(o.To):
+	case o.To != "" && !fold.ValidName(o.To):
 		return errs.Errorf(errs.Invalid, "", "cannot offer to %s: not an agent name", secretguard.Quote(o.To))
 	}
 	if err := secretguard.Check("offer recipient", o.To); err != nil {
 		return err
 	}
 	for _, l := range o.Labels {
-		if !ValidName(l) {
+		if !fold.ValidName(l) {
 			return errs.Errorf(errs.Invalid, "labels use a-z, 0-9 and '-'", "bad label %s", secretguard.Quote(l))
 		}
 	}
@@ -91,7 +90,7 @@ func (o *NewOrderOptions) validate() error {
 // creation). Errors: invalid for bad fields or a cancelled dependency; denied below member level; conflict when
 // the idempotency key was used with other arguments. A replayed key returns the order
 // the first call made and writes nothing.
-func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
+func (s *Session) NewOrder(opt NewOrderOptions) (*fold.Order, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
@@ -106,7 +105,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 			id = ref
 			return nil, nil, err
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeOrderCreate); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeOrderCreate); err != nil {
 			return nil, nil, err
 		}
 		for i, dep := range opt.Deps {
@@ -114,31 +113,31 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			if o.State == StateCancelled {
+			if o.State == fold.StateCancelled {
 				// An order waiting for a cancelled one could never be claimed.
 				return nil, nil, errs.Errorf(errs.Invalid, "depend on an order that can still be accepted, or leave --dep "+o.ID+" out",
 					"dependency %s was cancelled: an order waiting for it would wait forever", o.ID)
 			}
 			opt.Deps[i] = o.ID
 		}
-		if err := v.State.checkRecipient(opt.To); err != nil {
+		if err := v.State.CheckRecipient(opt.To); err != nil {
 			return nil, nil, err
 		}
-		if err := v.State.checkScope(s.Name, TypeOrderCreate, &Order{Labels: opt.Labels}, opt.To); err != nil {
+		if err := v.State.CheckScope(s.Name, fold.TypeOrderCreate, &fold.Order{Labels: opt.Labels}, opt.To); err != nil {
 			return nil, nil, err
 		}
-		id = NewID(PrefixOrder)
-		obj := &OrderObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
+		id = fold.NewID(fold.PrefixOrder)
+		obj := &fold.OrderObject{Envelope: fold.Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
 			Title: opt.Title, Body: opt.Body, Labels: opt.Labels, Priority: opt.Priority, Deps: opt.Deps, Contract: *contract}
 		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 		if err != nil {
 			return nil, nil, err
 		}
-		d := entryData{Object: hash, To: opt.To}
+		d := fold.EntryData{Object: hash, To: opt.To}
 		if opt.Key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeOrderCreate, Ref: id, Data: mustJSON(d), Idem: opt.Key},
+		return &ledger.Draft{Type: fold.TypeOrderCreate, Ref: id, Data: mustJSON(d), Idem: opt.Key},
 			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
@@ -155,7 +154,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*Order, error) {
 
 // orderAfter folds the view plus the entry just written (no second read of the
 // channel) and returns the order.
-func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*Order, error) {
+func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*fold.Order, error) {
 	o := s.foldOrder(v, e, id)
 	if o == nil {
 		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "order %s is not in the state after writing it", id)
@@ -163,48 +162,13 @@ func (s *Session) orderAfter(v *View, e ledger.Entry, id string) (*Order, error)
 	return o, nil
 }
 
-func entryLess(a, b *ledger.Entry) bool {
-	if a.HLC != b.HLC {
-		return a.HLC < b.HLC
-	}
-	if a.Writer != b.Writer {
-		return a.Writer < b.Writer
-	}
-	if a.Device != b.Device {
-		return a.Device < b.Device
-	}
-	return a.Seq < b.Seq
-}
-
-// OrderIDs lists known order ids, sorted.
-func (st *State) OrderIDs() []string { return slices.Sorted(maps.Keys(st.Orders)) }
-
-// FindOrder resolves a full id or unique prefix (docs/design.md §2 rule 2).
-func (st *State) FindOrder(q string) (*Order, error) {
-	id, err := st.resolveID("order", q, st.OrderIDs(), "")
-	if errs.Is(err, errs.NotFound) {
-		// An order whose create entry or object does not count is not shown; say why
-		// instead of "no such order".
-		for _, ig := range st.Ignored {
-			if ig.Type == TypeOrderCreate && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(q)) {
-				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
-					"order %s does not count: %s", ig.Ref, ig.Reason)
-			}
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return st.Orders[id], nil
-}
-
 // callArgs is what data.args hashes for a call on an existing order: the entry type,
 // the resolved order id (never the prefix the caller typed) and the call's data fields
 // (docs/format.md §15).
 type callArgs struct {
-	Call  string    `json:"call"`
-	Order string    `json:"order"`
-	Data  entryData `json:"data"`
+	Call  string         `json:"call"`
+	Order string         `json:"order"`
+	Data  fold.EntryData `json:"data"`
 }
 
 // lifecycle writes one lifecycle entry of an order under the channel lock: it resolves
@@ -214,7 +178,7 @@ type callArgs struct {
 //
 // prepare, when set, publishes objects the entry names (a submit's result object) after
 // every check passed.
-func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o *Order) bool, prepare ...func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
+func (s *Session) lifecycle(q, typ string, d fold.EntryData, key string, noop func(o *fold.Order) bool, prepare ...func(o *fold.Order, d *fold.EntryData) (pendingObject, error)) (*fold.Order, error) {
 	if hasControl(d.Note, true) || hasControl(d.Reference, false) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
 	}
@@ -235,22 +199,22 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 		if o.Missing {
 			return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver orders/"+o.ID+".json, then retry", "order %s has not fully arrived on this machine", o.ID)
 		}
-		if _, err := o.c.step(typ, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
-			return nil, nil, o.lostClaim(typ, s.Name, err)
+		if _, err := o.C.Step(typ, s.Name, "", v.State.LevelOf(s.Name), d); err != nil {
+			return nil, nil, o.LostClaim(typ, s.Name, err)
 		}
-		if typ == TypeOrderOffer {
-			if err := v.State.checkRecipient(d.To); err != nil {
+		if typ == fold.TypeOrderOffer {
+			if err := v.State.CheckRecipient(d.To); err != nil {
 				return nil, nil, err
 			}
 		}
-		if err := v.State.checkScope(s.Name, typ, o, d.To); err != nil {
+		if err := v.State.CheckScope(s.Name, typ, o, d.To); err != nil {
 			return nil, nil, err
 		}
-		if typ == TypeOrderClaim {
-			if v.State.retired(s.Name) {
+		if typ == fold.TypeOrderClaim {
+			if v.State.Retired(s.Name) {
 				return nil, nil, errs.Errorf(errs.Denied, "retirement is final: work under another agent name (`ferry join --as NAME-2`)", "%s is retired", s.Name)
 			}
-			if err := v.State.checkReady(o); err != nil {
+			if err := v.State.CheckReady(o); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -278,19 +242,19 @@ func (s *Session) lifecycle(q, typ string, d entryData, key string, noop func(o 
 
 // claim writes the order.claim after the checks in check (Claim's contract checks),
 // which run under the channel lock on the view the claim is decided on.
-func (s *Session) claim(q, key string, check func(o *Order, d *entryData) (pendingObject, error)) (*Order, error) {
-	return s.lifecycle(q, TypeOrderClaim, entryData{}, key, func(o *Order) bool {
-		return o.Holder == s.Name && o.State == StateClaimed
+func (s *Session) claim(q, key string, check func(o *fold.Order, d *fold.EntryData) (pendingObject, error)) (*fold.Order, error) {
+	return s.lifecycle(q, fold.TypeOrderClaim, fold.EntryData{}, key, func(o *fold.Order) bool {
+		return o.Holder == s.Name && o.State == fold.StateClaimed
 	}, check)
 }
 
 // Offer reserves an order for one agent (its author, or an orchestrator). It returns
 // not_found when that agent has never joined the channel.
-func (s *Session) Offer(q, to, key string) (*Order, error) {
-	if err := checkName("offer recipient", to); err != nil {
+func (s *Session) Offer(q, to, key string) (*fold.Order, error) {
+	if err := fold.CheckName("offer recipient", to); err != nil {
 		return nil, err // never echo a token pasted as the name (secret guard)
 	}
-	return s.lifecycle(q, TypeOrderOffer, entryData{To: to}, key, nil)
+	return s.lifecycle(q, fold.TypeOrderOffer, fold.EntryData{To: to}, key, nil)
 }
 
 // Submit hands in the holder's result: a reference (commit, branch, hand-in id) and a
@@ -298,17 +262,17 @@ func (s *Session) Offer(q, to, key string) (*Order, error) {
 // denied for a non-holder; superseded, naming the winner, for one whose claim lost a
 // race across machines (Order.lostClaim); invalid for an empty or over-long reference or note. An
 // order with a contract is checked as SubmitResult says.
-func (s *Session) Submit(q, ref, note, key string) (*Order, error) {
+func (s *Session) Submit(q, ref, note, key string) (*fold.Order, error) {
 	return s.SubmitResult(q, SubmitOptions{Reference: ref, Note: note, Key: key})
 }
 
 // submit writes the order.submit and its result object; outcome is "" or the state
 // the holder's machine recorded.
-func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, key string) (*Order, error) {
-	return s.lifecycle(q, TypeOrderSubmit, entryData{Reference: ref, Note: note, Outcome: outcome}, key, nil,
-		func(o *Order, d *entryData) (pendingObject, error) {
-			id := NewID(PrefixResult)
-			obj := &ResultObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
+func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, key string) (*fold.Order, error) {
+	return s.lifecycle(q, fold.TypeOrderSubmit, fold.EntryData{Reference: ref, Note: note, Outcome: outcome}, key, nil,
+		func(o *fold.Order, d *fold.EntryData) (pendingObject, error) {
+			id := fold.NewID(fold.PrefixResult)
+			obj := &fold.ResultObject{Envelope: fold.Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device},
 				Order: o.ID, Reference: ref, Summary: note, Output: output}
 			data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 			if err != nil {
@@ -321,14 +285,14 @@ func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, k
 
 // Review gives a verdict on a submitted result: accept or changes. The submitter can
 // never review its own result (denied).
-func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
+func (s *Session) Review(q, verdict, note, key string) (*fold.Order, error) {
 	if verdict != "accept" && verdict != "changes" {
 		return nil, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", verdict)
 	}
 	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, TypeOrderReview, entryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
+	return s.lifecycle(q, fold.TypeOrderReview, fold.EntryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
 }
 
 // Release returns the holder's claim: the order is open again, keeping its retry
@@ -336,13 +300,13 @@ func (s *Session) Review(q, verdict, note, key string) (*Order, error) {
 // claimed, when it is only offered (that is `Decline`), and when it was already
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
-func (s *Session) Release(q, note, key string) (*Order, error) {
+func (s *Session) Release(q, note, key string) (*fold.Order, error) {
 	if err := checkCap("release note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
-	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
-		if o.State == StateOffered { // an offer is handed back by Decline
+	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: strings.TrimSpace(note)}, key, func(o *fold.Order) bool {
+		if o.State == fold.StateOffered { // an offer is handed back by Decline
 			refused = errs.Errorf(errs.Conflict, "`ferry order decline "+o.ID+"` hands an offer back",
 				"order %s is offered, not claimed; nothing to release", o.ID)
 		}
@@ -355,25 +319,25 @@ func (s *Session) Release(q, note, key string) (*Order, error) {
 }
 
 // Cancel ends an order (author only).
-func (s *Session) Cancel(q, note, key string) (*Order, error) {
+func (s *Session) Cancel(q, note, key string) (*fold.Order, error) {
 	if err := checkCap("cancel note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, TypeOrderCancel, entryData{Note: strings.TrimSpace(note)}, key, func(o *Order) bool {
-		return o.State == StateCancelled && o.Author == s.Name
+	return s.lifecycle(q, fold.TypeOrderCancel, fold.EntryData{Note: strings.TrimSpace(note)}, key, func(o *fold.Order) bool {
+		return o.State == fold.StateCancelled && o.Author == s.Name
 	})
 }
 
 // Progress records a progress note on the holder's current claim. It names the claim,
 // not a basis (docs/design.md §2). Errors: denied for a non-holder; invalid for an empty or
 // over-long note.
-func (s *Session) Progress(q, note, key string) (*Order, error) {
+func (s *Session) Progress(q, note, key string) (*fold.Order, error) {
 	return s.progress(q, note, "", key)
 }
 
 // progress writes an order.progress; failure ("", "pointers", "schema") marks one that
 // records a refused submit.
-func (s *Session) progress(q, note, failure, key string) (*Order, error) {
+func (s *Session) progress(q, note, failure, key string) (*fold.Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
@@ -384,7 +348,7 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 	if err := checkCap("progress note", note, MaxNote, unitBytes, "one short line of what changed; the work stays in the work repo"); err != nil {
 		return nil, err
 	}
-	_, _, o, err := s.holderEntry(q, TypeOrderProgress, note, failure, key,
+	_, _, o, err := s.holderEntry(q, fold.TypeOrderProgress, note, failure, key,
 		"only the holder reports progress", "progress is for work in hand", "progress is reported while it is claimed", nil)
 	return o, err
 }
@@ -396,7 +360,7 @@ func (s *Session) progress(q, note, failure, key string) (*Order, error) {
 // not claimed or changes_requested (busy, then what), and whatever check returns on
 // the locked view. It returns the view the write was decided on, the entry written
 // and the order folded with it.
-func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what string, check func(v *View, o *Order) error) (*View, ledger.Entry, *Order, error) {
+func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what string, check func(v *View, o *fold.Order) error) (*View, ledger.Entry, *fold.Order, error) {
 	var id string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		o, err := v.State.FindOrder(q)
@@ -404,17 +368,17 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 			return nil, nil, err
 		}
 		id = o.ID
-		args := argsHash(callArgs{Call: typ, Order: o.ID, Data: entryData{Note: note}})
+		args := argsHash(callArgs{Call: typ, Order: o.ID, Data: fold.EntryData{Note: note}})
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			return nil, nil, err
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), typ); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), typ); err != nil {
 			return nil, nil, err
 		}
 		if o.Holder != s.Name {
-			return nil, nil, o.lostClaim(typ, s.Name, errs.Errorf(errs.Denied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, orNone(o.Holder)))
+			return nil, nil, o.LostClaim(typ, s.Name, errs.Errorf(errs.Denied, deny, "%s does not hold order %s (holder: %s)", s.Name, o.ID, fold.OrNone(o.Holder)))
 		}
-		if o.State != StateClaimed && o.State != StateChangesRequested {
+		if o.State != fold.StateClaimed && o.State != fold.StateChangesRequested {
 			return nil, nil, errs.Errorf(errs.Conflict, busy+"; `ferry order show "+o.ID+"` shows where it stands", "order %s is %s; %s", o.ID, o.State, what)
 		}
 		if check != nil {
@@ -422,7 +386,7 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 				return nil, nil, err
 			}
 		}
-		d := entryData{Claim: o.Claim, Note: note, Failure: failure}
+		d := fold.EntryData{Claim: o.Claim, Note: note, Failure: failure}
 		if key != "" {
 			d.Args = args
 		}
@@ -433,28 +397,6 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 	}
 	o, err := s.orderAfter(v, e, id)
 	return v, e, o, err
-}
-
-// checkRecipient returns not_found when name ("" passes) is not an agent that has
-// joined the channel: an order offered to a name nobody holds would wait forever;
-// invalid for master (the owner is no agent: it claims nothing); conflict for a
-// retired agent.
-func (st *State) checkRecipient(name string) error {
-	if name == "" {
-		return nil
-	}
-	if name == MasterWriter {
-		return errs.Errorf(errs.Invalid, "the master is the owner, not an agent: offer the order to a seated agent (`ferry agents` lists them), or leave it open",
-			"cannot offer an order to master")
-	}
-	a := st.Agents[name]
-	if a == nil || a.JoinKey == "" {
-		return errs.Errorf(errs.NotFound, "list agents with `ferry agents`; an agent joins with `ferry join --as "+name+"`", "no agent %s has joined this channel", secretguard.Quote(name))
-	}
-	if a.Retired {
-		return errs.Errorf(errs.Conflict, "offer it to another agent (`ferry agents` lists them)", "agent %s is retired", name)
-	}
-	return nil
 }
 
 // hasControl reports whether s holds a control character (C0, DEL, C1), a line

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -78,12 +79,12 @@ func TestPathsRefused(t *testing.T) {
 		t.Errorf("refused names changed the channel:\n%s", diffLines(after, before))
 	}
 	for _, n := range hostileNames {
-		if ValidName(n) || ledger.ValidName(n) {
+		if fold.ValidName(n) || ledger.ValidName(n) {
 			t.Errorf("ValidName(%q) = true", n)
 		}
 	}
 	for _, n := range []string{"con-1", "nul2", "com10", "lpt", "console", "a", "claude-code-laptop"} {
-		if !ValidName(n) {
+		if !fold.ValidName(n) {
 			t.Errorf("ValidName(%q) = false: only the reserved device names themselves are refused", n)
 		}
 	}
@@ -95,16 +96,16 @@ func TestPathsRefused(t *testing.T) {
 func TestHostileRefsInEntries(t *testing.T) {
 	w := newAdvWorld(t)
 	bad := []struct{ typ, ref string }{
-		{TypeOrderCreate, "o-../../../etc"},
-		{TypeOrderCreate, "../orders/x"},
-		{TypeMsgPost, "m-/etc/passwd"},
-		{TypeAskRaise, "a-..\\..\\x"},
-		{TypeHandinAdd, "h-../../x"},
-		{TypeOrderCreate, "o-con"},
+		{fold.TypeOrderCreate, "o-../../../etc"},
+		{fold.TypeOrderCreate, "../orders/x"},
+		{fold.TypeMsgPost, "m-/etc/passwd"},
+		{fold.TypeAskRaise, "a-..\\..\\x"},
+		{fold.TypeHandinAdd, "h-../../x"},
+		{fold.TypeOrderCreate, "o-con"},
 	}
 	var hashes []string
 	for _, b := range bad {
-		e := appendRaw(t, w.alice, b.typ, b.ref, entryData{Object: "sha256:00", To: "bob"})
+		e := appendRaw(t, w.alice, b.typ, b.ref, fold.EntryData{Object: "sha256:00", To: "bob"})
 		hashes = append(hashes, e.Hash())
 	}
 	st := mustLoad(t, w.c).State

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -59,7 +60,7 @@ func (h *Home) pausePath(project string) string {
 // characters (or looks like a credential); internal when the file cannot be written.
 func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error) {
 	reason = strings.TrimSpace(reason)
-	if project != "" && !ValidName(project) {
+	if project != "" && !fold.ValidName(project) {
 		return nil, errs.Errorf(errs.Invalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", project)
 	}
 	if reason != "" {
@@ -90,7 +91,7 @@ func (h *Home) Pause(project, reason string, now time.Time) (*PauseState, error)
 // (none when nothing was paused: not an error). Errors: invalid for a bad project
 // name; internal when a file cannot be removed.
 func (h *Home) Resume(project string) ([]PauseState, error) {
-	if project != "" && !ValidName(project) {
+	if project != "" && !fold.ValidName(project) {
 		return nil, errs.Errorf(errs.Invalid, "project ids use a-z, 0-9 and '-'", "bad project id %q", project)
 	}
 	var lift []PauseState
@@ -125,7 +126,7 @@ func (h *Home) Pauses() []PauseState {
 	var names []string
 	for _, e := range ents {
 		// A directory of that name pauses too (pauseAt fails safe): list it.
-		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && ValidName(n) {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && fold.ValidName(n) {
 			names = append(names, n)
 		}
 	}
@@ -144,7 +145,7 @@ func (h *Home) Paused(project string) *PauseState {
 	if p := h.pauseAt(h.pausePath(""), ""); p != nil {
 		return p
 	}
-	if project == "" || !ValidName(project) {
+	if project == "" || !fold.ValidName(project) {
 		return nil
 	}
 	return h.pauseAt(h.pausePath(project), project)

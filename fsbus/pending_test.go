@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -51,7 +52,7 @@ func (w *pendingWorld) checkPending(t *testing.T, what string) {
 	w.fresh(t)
 	v := w.load(t)
 	st := v.State
-	if o := st.Orders[w.order]; o == nil || !o.Missing || o.Title != "(pending sync)" || o.State != StateOpen {
+	if o := st.Orders[w.order]; o == nil || !o.Missing || o.Title != "(pending sync)" || o.State != fold.StateOpen {
 		t.Fatalf("%s: order %+v; want it shown as pending sync", what, o)
 	}
 	if m := st.Messages[w.msg]; m == nil || !m.Pending || m.Preview != "" {
@@ -180,7 +181,7 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := vB.State
-	if st.Orders[o.ID] != nil || st.Messages[m.ID] != nil || st.Asks[a.ID] != nil || len(st.ListOrders(OrderFilter{})) != 0 {
+	if st.Orders[o.ID] != nil || st.Messages[m.ID] != nil || st.Asks[a.ID] != nil || len(st.ListOrders(fold.OrderFilter{})) != 0 {
 		t.Fatalf("objects without their entries are visible: %v %v %v", st.Orders[o.ID], st.Messages[m.ID], st.Asks[a.ID])
 	}
 	if _, err := st.FindOrder(o.ID); !errs.Is(err, errs.NotFound) {
@@ -241,7 +242,7 @@ func TestForeignTornSegmentWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := v.State.Orders[o.ID]
-		if got == nil || got.State != StateClaimed || got.Pending != 1 || got.Holder != "bob" {
+		if got == nil || got.State != fold.StateClaimed || got.Pending != 1 || got.Holder != "bob" {
 			t.Fatalf("with bob's submit half-arrived: %+v; want claimed, 1 pending", got)
 		}
 		if n := countProblems(v.Snapshot); n != 0 || len(v.Snapshot.Problems) != 1 || v.Snapshot.Problems[0].Kind != ledger.KindTorn {
@@ -259,13 +260,13 @@ func TestForeignTornSegmentWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v.State.Orders[o.ID]; got.State != StateAccepted || got.Pending != 0 || len(v.Snapshot.Problems) != 0 {
+	if got := v.State.Orders[o.ID]; got.State != fold.StateAccepted || got.Pending != 0 || len(v.Snapshot.Problems) != 0 {
 		t.Fatalf("after the rest arrived: %+v, problems %+v", got, v.Snapshot.Problems)
 	}
 }
 
-func mustOrder(t *testing.T) func(*Order, error) *Order {
-	return func(o *Order, err error) *Order {
+func mustOrder(t *testing.T) func(*fold.Order, error) *fold.Order {
+	return func(o *fold.Order, err error) *fold.Order {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 )
@@ -40,24 +41,6 @@ const (
 	// pointers a second time (an editor or sync tool still flushing).
 	claimRetry = 150 * time.Millisecond
 )
-
-// Pointer is one file an order's contract points to, fingerprinted at dispatch
-// (docs/format.md §11 order object; ADR 0003). Path is workspace-relative
-// with '/' separators. Size and SHA256 describe the content as hashed: for a text file
-// (no NUL in the first 8 KiB) every CRLF is read as LF first, so a Windows checkout of
-// the same commit verifies; Size is then the normalised length in bytes. SHA256 is
-// "sha256:" + 64 lowercase hex. FirstLine/LastLine are the line range the author
-// points at (1-based, inclusive; the whole file when no range was given; omitted for
-// binary files). Commit is the workspace's `git rev-parse HEAD` at dispatch, omitted
-// outside a git repository.
-type Pointer struct {
-	Path      string `json:"path"`
-	Size      int64  `json:"size"`
-	SHA256    string `json:"sha256"`
-	FirstLine int    `json:"first_line,omitempty"`
-	LastLine  int    `json:"last_line,omitempty"`
-	Commit    string `json:"commit,omitempty"`
-}
 
 // Pointer health, as VerifyOrder, Claim and Submit judge it on this machine.
 const (
@@ -445,7 +428,7 @@ func hashContent(r io.Reader) (fingerprint, error) {
 // when a line range lies past the end of a text file or is given for a binary file,
 // or when there are more than MaxPointers. now is the clock the warning compares
 // mtimes with.
-func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, []string, error) {
+func FingerprintPointers(ws string, specs []string, now time.Time) ([]fold.Pointer, []string, error) {
 	if len(specs) == 0 {
 		return nil, nil, nil
 	}
@@ -458,7 +441,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 	}
 	defer root.Close()
 	commit := workspaceCommit(ws)
-	var out []Pointer
+	var out []fold.Pointer
 	var warn []string
 	seen := map[string]bool{}
 	for _, spec := range specs {
@@ -481,7 +464,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]Pointer, [
 			}
 			return nil, nil, errs.Errorf(errs.Invalid, hint, "pointer %s %s: %s", p, status, why)
 		}
-		ptr := Pointer{Path: p, Size: fp.size, SHA256: fp.sha, Commit: commit}
+		ptr := fold.Pointer{Path: p, Size: fp.size, SHA256: fp.sha, Commit: commit}
 		switch {
 		case !fp.text && first > 0:
 			return nil, nil, errs.Errorf(errs.Invalid, "point at a binary file without a line range", "pointer %s: a line range needs a text file", p)
@@ -514,7 +497,7 @@ func openRoot(ws string) (*os.Root, error) {
 const reasonUnsafePath = "the path is not a safe workspace-relative path"
 
 // checkOne compares one pointer with the file in root.
-func checkOne(root *os.Root, p Pointer) PointerCheck {
+func checkOne(root *os.Root, p fold.Pointer) PointerCheck {
 	c := PointerCheck{Path: p.Path, Status: pointerOK}
 	rel, err := checkPointerPath(p.Path)
 	if err != nil || rel != p.Path {
@@ -535,7 +518,7 @@ func checkOne(root *os.Root, p Pointer) PointerCheck {
 
 // CheckPointers compares the contract's pointers (and its diff) with the files in the
 // workspace ws, once. It never writes.
-func CheckPointers(ws string, id string, ct *Contract) *PointerReport {
+func CheckPointers(ws string, id string, ct *fold.Contract) *PointerReport {
 	r := &PointerReport{Order: id, Workspace: ws, OK: true, Commit: workspaceCommit(ws), Pointers: []PointerCheck{}}
 	for _, p := range ct.Pointers {
 		if p.Commit != "" {
@@ -582,7 +565,7 @@ func (r *PointerReport) refusedNone() bool {
 
 // checkPointersSettled is CheckPointers, checked again after 150 ms when it does not
 // match (an editor or sync tool may still be writing; ADR 0003 §2).
-func checkPointersSettled(ws, id string, ct *Contract) *PointerReport {
+func checkPointersSettled(ws, id string, ct *fold.Contract) *PointerReport {
 	r := CheckPointers(ws, id, ct)
 	if r.OK {
 		return r
@@ -608,7 +591,7 @@ func staleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
 	var hint string
 	switch {
 	case r.Dispatched != "" && r.Commit != "" && r.Commit != r.Dispatched:
-		msg += fmt.Sprintf(" — this checkout is at commit %s, the pointers were taken at %s", short(r.Commit), short(r.Dispatched))
+		msg += fmt.Sprintf(" — this checkout is at commit %s, the pointers were taken at %s", fold.Short(r.Commit), fold.Short(r.Dispatched))
 		hint = fmt.Sprintf("run `git stash` if you have local edits, then `git checkout %s` (fetch it first if it is missing), and try again; a machine whose checkout matches can take it meanwhile", r.Dispatched)
 	case r.Dispatched != "":
 		msg += " — this checkout is at the dispatched commit and has local edits"
@@ -617,13 +600,6 @@ func staleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
 		hint = "restore the files as they were at dispatch, and try again; `ferry order verify " + r.Order + "` shows each pointer"
 	}
 	return errs.Errorf(cat, hint, "%s", msg)
-}
-
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
 }
 
 // diffFile is one file block of a unified diff: its path and whether a hunk of it
@@ -708,7 +684,7 @@ func diffPath(s string) string {
 }
 
 // covers reports whether the diff touches every pointer's file.
-func covers(files []diffFile, ptrs []Pointer) bool {
+func covers(files []diffFile, ptrs []fold.Pointer) bool {
 	for _, p := range ptrs {
 		if !slices.ContainsFunc(files, func(f diffFile) bool { return f.path == p.Path }) {
 			return false
@@ -718,7 +694,7 @@ func covers(files []diffFile, ptrs []Pointer) bool {
 }
 
 // uncovered lists the pointers the diff does not touch.
-func uncovered(files []diffFile, ptrs []Pointer) []string {
+func uncovered(files []diffFile, ptrs []fold.Pointer) []string {
 	var out []string
 	for _, p := range ptrs {
 		if !slices.ContainsFunc(files, func(f diffFile) bool { return f.path == p.Path }) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -26,7 +27,7 @@ func TestPolicySetKeepsUnknownKeys(t *testing.T) {
 	if head == nil || head.Hash != r.Written {
 		t.Fatalf("head %+v, want %s", head, r.Written)
 	}
-	var d policyData
+	var d fold.PolicyData
 	for i := range v.Snapshot.Entries {
 		if e := &v.Snapshot.Entries[i]; e.Hash() == r.Written {
 			if err := json.Unmarshal(e.Data, &d); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -48,8 +49,8 @@ func execWindow(t *testing.T, c *Channel, id string, now time.Time) time.Duratio
 func TestPolicySetWindowDecides(t *testing.T) {
 	w := newLifeWorld(t)
 	appendPolicySet(t, w.master, "", map[string]any{"quiet_after_s": 300, "silent_after_s": 1800, "max_skew_s": 3600, "exec_window_s": 600})
-	o := must[*Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Quick one"}))
-	must[*Order](t)(w.bob.Claim(o.ID, ""))
+	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Quick one"}))
+	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 	if got := execWindow(t, w.c, o.ID, w.now()); got != 10*time.Minute {
 		t.Fatalf("execution window after policy.set exec_window_s=600: %v left, want 10m0s", got)
 	}
@@ -74,7 +75,7 @@ func TestPolicySetBranchesLowerHashWins(t *testing.T) {
 	if _, err := Join(cA, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	mA, _ := cA.As(MasterWriter)
+	mA, _ := cA.As(fold.MasterWriter)
 	if _, err := mA.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,18 +89,18 @@ func TestPolicySetBranchesLowerHashWins(t *testing.T) {
 	}
 	dirB := filepath.Join(t.TempDir(), "acme")
 	copyTree(t, dirA, dirB)
-	kb, _ := os.ReadFile(hA.keyPath("acme", MasterWriter))
-	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", MasterWriter)), 0o700); err != nil {
+	kb, _ := os.ReadFile(hA.keyPath("acme", fold.MasterWriter))
+	if err := os.MkdirAll(filepath.Dir(hB.keyPath("acme", fold.MasterWriter)), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(hB.keyPath("acme", MasterWriter), kb, 0o600); err != nil {
+	if err := os.WriteFile(hB.keyPath("acme", fold.MasterWriter), kb, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cB, err := Open(hB, dirB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mB, _ := cB.As(MasterWriter)
+	mB, _ := cB.As(fold.MasterWriter)
 	base := map[string]any{"quiet_after_s": 300, "silent_after_s": 1800, "max_skew_s": 3600}
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{k: v}
@@ -144,7 +145,7 @@ func TestPolicySetBranchesLowerHashWins(t *testing.T) {
 			t.Fatalf("device %s: no window", c.Device)
 		}
 		// The cap is the claim's sighting + 24 h (no renewal since).
-		claimSeen := w.Cap.Add(-DefaultLifetimeS * time.Second)
+		claimSeen := w.Cap.Add(-fold.DefaultLifetimeS * time.Second)
 		if got := w.Deadline.Sub(claimSeen); got != want {
 			t.Errorf("device %s: execution window %v, want the winner's %v", c.Device, got, want)
 		}

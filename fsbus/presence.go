@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -24,7 +25,7 @@ import (
 // presence"). Its id is "<writer>.<device>". At is the writer's own clock, for display
 // only: liveness is measured by when this machine saw the file change.
 type PresenceObject struct {
-	Envelope
+	fold.Envelope
 	At    string   `json:"at"`              // RFC 3339 UTC with milliseconds
 	Doing string   `json:"doing,omitempty"` // one line, ≤ 200 bytes
 	Runs  []string `json:"runs,omitempty"`  // order ids the writer holds
@@ -72,7 +73,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if err := s.checkPresent(); err != nil {
 		return err // never recreate a vanished channel folder by writing a heartbeat
 	}
-	obj := &PresenceObject{Envelope: Envelope{V: 1, ID: s.Name + "." + s.Device, Author: s.Name, Device: s.Device},
+	obj := &PresenceObject{Envelope: fold.Envelope{V: 1, ID: s.Name + "." + s.Device, Author: s.Name, Device: s.Device},
 		At: s.now().UTC().Format("2006-01-02T15:04:05.000Z"), Doing: doing, Runs: slices.Clone(runs)}
 	for _, r := range s.Home.LiveRuns(s.Project(), s.Name) {
 		obj.Running = append(obj.Running, RunBeat{Run: r.Run, Order: r.Order, PID: r.PID})
@@ -99,7 +100,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 // <boot id>" (ADR 0013). A record read on other clocks than now's (a reboot, a clock
 // step since) is re-stamped now: the first observation after the step. A line of an
 // older binary, "<file name> <hash> <Unix ms>", is read as seen on now's clocks.
-func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence {
+func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Presence {
 	out := map[string]*Presence{}
 	ents, err := os.ReadDir(filepath.Join(c.Root, "presence"))
 	if err != nil {
@@ -151,7 +152,7 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 			continue
 		}
 		writer, device, ok := strings.Cut(base, ".")
-		if !ok || !ValidName(writer) || !ValidName(device) {
+		if !ok || !fold.ValidName(writer) || !fold.ValidName(device) {
 			continue
 		}
 		canon, hash, err := readObject(filepath.Join(c.Root, "presence", name))
@@ -203,8 +204,8 @@ func (c *Channel) observePresence(st *State, arr *Arrivals) map[string]*Presence
 
 // presenceKey is the key a writer's presence must be signed with: the master key or
 // the agent's seated key.
-func (c *Channel) presenceKey(st *State, writer string) (pub []byte, ok bool) {
-	if writer == MasterWriter {
+func (c *Channel) presenceKey(st *fold.State, writer string) (pub []byte, ok bool) {
+	if writer == fold.MasterWriter {
 		return st.MasterKey(), true // the current key of the rotation chain
 	}
 	a := st.Agents[writer]

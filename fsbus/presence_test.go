@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -24,7 +25,7 @@ func TestPresenceSightings(t *testing.T) {
 	if _, err := Join(cA, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := cA.As(MasterWriter)
+	m, _ := cA.As(fold.MasterWriter)
 	if _, err := m.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
@@ -30,11 +31,11 @@ type PrimaryStatus struct {
 	Standbys []StandbyRow `json:"standbys"`
 	// Brief is the current brief; its By differs from Holder when it was written by an
 	// earlier holder (it survives a release until a new holder briefs).
-	Brief *Brief `json:"brief,omitempty"`
+	Brief *fold.Brief `json:"brief,omitempty"`
 	// Rule is one sentence saying which take rule applies now.
-	Rule     string    `json:"rule"`
-	Contests []Contest `json:"contests"`
-	Pending  int       `json:"pending,omitempty"`
+	Rule     string         `json:"rule"`
+	Contests []fold.Contest `json:"contests"`
+	Pending  int            `json:"pending,omitempty"`
 	// Sync is delivery as Syncthing reports it, set by WithSync for
 	// `ferry primary status` and ferry_primary status only.
 	Sync *synchealth.Line `json:"sync,omitempty"`
@@ -46,7 +47,7 @@ type PrimaryStatus struct {
 func (p *PrimaryStatus) WithSync(h *synchealth.Health) *PrimaryStatus {
 	l := h.Line()
 	p.Sync = &l
-	if p.State == PrimaryHeld && p.Liveness == Silent && h.NoPeer() {
+	if p.State == fold.PrimaryHeld && p.Liveness == Silent && h.NoPeer() {
 		p.Rule = fmt.Sprintf("holder not heard from for %s, but Syncthing reports no connected peer: take refused until a peer connects", Span(p.AgeS))
 	}
 	return p
@@ -65,7 +66,7 @@ type StandbyRow struct {
 func (c *Channel) PrimaryStatus(v *View) *PrimaryStatus {
 	p := v.State.Primary
 	out := &PrimaryStatus{State: p.State, Holder: p.Holder, Since: p.Since, Previous: p.Previous,
-		Liveness: Unknown, AgeS: -1, Standbys: []StandbyRow{}, Contests: append([]Contest{}, p.Contests...), Pending: p.Pending}
+		Liveness: Unknown, AgeS: -1, Standbys: []StandbyRow{}, Contests: append([]fold.Contest{}, p.Contests...), Pending: p.Pending}
 	if p.Holder != "" {
 		out.Liveness, out.AgeS = c.Liveness(v, p.Holder)
 	}
@@ -83,12 +84,12 @@ func (c *Channel) PrimaryStatus(v *View) *PrimaryStatus {
 }
 
 // primaryRule says in one sentence which take rule applies now.
-func (c *Channel) primaryRule(pol Policy, p *Primary, liveness string, ageS int64) string {
+func (c *Channel) primaryRule(pol fold.Policy, p *fold.Primary, liveness string, ageS int64) string {
 	silent := Span(pol.SilentAfterS)
 	switch {
-	case p.State == primaryNone:
+	case p.State == fold.PrimaryNone:
 		return "no holder: an orchestrator may take it"
-	case p.State == PrimaryReleased:
+	case p.State == fold.PrimaryReleased:
 		return "released by " + p.Previous + ": an orchestrator may take it"
 	case liveness == Silent:
 		return fmt.Sprintf("holder silent (heard from %s ago): an orchestrator may take over", Span(ageS))
@@ -120,30 +121,30 @@ func Span(s int64) string {
 // primaryCall is what data.args hashes for a primary or standby call: the entry type
 // and the call's data members (docs/format.md §15).
 type primaryCall struct {
-	Call string      `json:"call"`
-	Data primaryData `json:"data"`
+	Call string           `json:"call"`
+	Data fold.PrimaryData `json:"data"`
 }
 
 // primaryWrite writes one entry of the primary role under the channel lock: it checks
 // the idempotency key and the writer's level, lets plan refuse the call or find it
 // already done (noop: nothing is written), checks a take or release with the fold's
 // own state machine and names the chain's head as basis.
-func (s *Session) primaryWrite(typ, ref string, d primaryData, key string, plan func(v *View, p *Primary, d *primaryData) (noop bool, err error)) (*PrimaryStatus, error) {
+func (s *Session) primaryWrite(typ, ref string, d fold.PrimaryData, key string, plan func(v *View, p *fold.Primary, d *fold.PrimaryData) (noop bool, err error)) (*PrimaryStatus, error) {
 	args := argsHash(primaryCall{Call: typ, Data: d})
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			return nil, nil, err
 		}
-		lvl := v.State.levelOf(s.Name)
-		if err := checkLevel(s.Name, lvl, typ); err != nil {
+		lvl := v.State.LevelOf(s.Name)
+		if err := fold.CheckLevel(s.Name, lvl, typ); err != nil {
 			return nil, nil, err
 		}
 		p := v.State.Primary
 		if noop, err := plan(v, p, &d); err != nil || noop {
 			return nil, nil, err
 		}
-		if typ == TypePrimaryTake || typ == TypePrimaryRelease {
-			if _, err := p.c.step(typ, s.Name, "", "", lvl); err != nil {
+		if typ == fold.TypePrimaryTake || typ == fold.TypePrimaryRelease {
+			if _, err := p.C.Step(typ, s.Name, "", "", lvl); err != nil {
 				return nil, nil, err
 			}
 			d.Basis = p.Head
@@ -177,8 +178,8 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 	if err := s.Home.CheckPaused(s.Project(), "primary take"); err != nil {
 		return nil, err // a paused machine takes no role
 	}
-	return s.primaryWrite(TypePrimaryTake, PrimaryRef, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
-		if p.State != PrimaryHeld {
+	return s.primaryWrite(fold.TypePrimaryTake, fold.PrimaryRef, fold.PrimaryData{}, key, func(v *View, p *fold.Primary, d *fold.PrimaryData) (bool, error) {
+		if p.State != fold.PrimaryHeld {
 			return false, nil
 		}
 		if p.Holder == s.Name {
@@ -186,7 +187,7 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 		}
 		// The owner's explicit act, or a holder whose grant no longer allows the role
 		// (revoked, lowered), never blocks a take: no one could otherwise release it.
-		if s.Name == MasterWriter || v.State.levelOf(p.Holder) < LevelOrchestrator {
+		if s.Name == fold.MasterWriter || v.State.LevelOf(p.Holder) < fold.LevelOrchestrator {
 			return false, nil
 		}
 		l, age := s.Liveness(v, p.Holder)
@@ -214,8 +215,8 @@ func (s *Session) PrimaryTake(key string) (*PrimaryStatus, error) {
 // right after one's own release writes nothing. Errors: denied for a non-holder or
 // below orchestrator; conflict when nobody holds the role.
 func (s *Session) PrimaryRelease(key string) (*PrimaryStatus, error) {
-	return s.primaryWrite(TypePrimaryRelease, PrimaryRef, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
-		return p.State == PrimaryReleased && p.Previous == s.Name, nil
+	return s.primaryWrite(fold.TypePrimaryRelease, fold.PrimaryRef, fold.PrimaryData{}, key, func(v *View, p *fold.Primary, d *fold.PrimaryData) (bool, error) {
+		return p.State == fold.PrimaryReleased && p.Previous == s.Name, nil
 	})
 }
 
@@ -226,32 +227,32 @@ func (s *Session) PrimaryRelease(key string) (*PrimaryStatus, error) {
 // for bad lines; denied below orchestrator or when s is not the holder.
 func (s *Session) PrimaryBrief(objective string, constraints []string, key string) (*PrimaryStatus, error) {
 	objective = strings.TrimSpace(objective)
-	if err := checkShortLine("objective", objective, maxBriefLine); err != nil {
+	if err := checkShortLine("objective", objective, fold.MaxBriefLine); err != nil {
 		return nil, err
 	}
 	cs := []string{}
 	for _, c := range constraints {
 		c = strings.TrimSpace(c)
-		if err := checkShortLine("constraint", c, maxBriefLine); err != nil {
+		if err := checkShortLine("constraint", c, fold.MaxBriefLine); err != nil {
 			return nil, err
 		}
 		cs = append(cs, c)
 	}
-	if len(cs) > MaxBriefConstraint {
-		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("keep the %d that matter most", MaxBriefConstraint),
-			"a brief is at most 5 lines: the objective and %d constraints; got %d constraints", MaxBriefConstraint, len(cs))
+	if len(cs) > fold.MaxBriefConstraint {
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("keep the %d that matter most", fold.MaxBriefConstraint),
+			"a brief is at most 5 lines: the objective and %d constraints; got %d constraints", fold.MaxBriefConstraint, len(cs))
 	}
-	brief := primaryData{Objective: objective, Constraints: cs}
+	brief := fold.PrimaryData{Objective: objective, Constraints: cs}
 	if len(cs) == 0 {
 		brief.Constraints = nil
 	}
-	return s.primaryWrite(TypePrimaryBrief, PrimaryRef, brief, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
-		if p.State != PrimaryHeld || p.Holder != s.Name {
+	return s.primaryWrite(fold.TypePrimaryBrief, fold.PrimaryRef, brief, key, func(v *View, p *fold.Primary, d *fold.PrimaryData) (bool, error) {
+		if p.State != fold.PrimaryHeld || p.Holder != s.Name {
 			hint := "take the role first: `ferry primary take`"
 			if p.Holder != "" {
 				hint = "only the primary briefs; ask " + p.Holder + ", or `ferry primary standby`"
 			}
-			return false, errs.Errorf(errs.Denied, hint, "%s is not the primary (holder: %s)", s.Name, orNone(p.Holder))
+			return false, errs.Errorf(errs.Denied, hint, "%s is not the primary (holder: %s)", s.Name, fold.OrNone(p.Holder))
 		}
 		if b := p.Brief; b != nil && b.Take == p.Take && b.By == s.Name && b.Objective == objective && slices.Equal(b.Constraints, cs) {
 			return true, nil
@@ -283,8 +284,8 @@ func checkShortLine(what, s string, max int) error {
 // level; ref = s, data {}). Being a standby already writes nothing. Errors: denied
 // below worker; conflict when s holds the role.
 func (s *Session) PrimaryStandby(key string) (*PrimaryStatus, error) {
-	return s.primaryWrite(TypePresenceStandby, s.Name, primaryData{}, key, func(v *View, p *Primary, d *primaryData) (bool, error) {
-		if p.State == PrimaryHeld && p.Holder == s.Name {
+	return s.primaryWrite(fold.TypePresenceStandby, s.Name, fold.PrimaryData{}, key, func(v *View, p *fold.Primary, d *fold.PrimaryData) (bool, error) {
+		if p.State == fold.PrimaryHeld && p.Holder == s.Name {
 			return false, errs.Errorf(errs.Conflict, "`ferry primary release` hands the role back", "%s holds the primary role; standby is for taking over", s.Name)
 		}
 		for _, sb := range p.Standbys {

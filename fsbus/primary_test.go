@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/fakesyncthing"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -31,11 +32,11 @@ func primaryWorld(t *testing.T, levels map[string]string) (*Channel, *primaryClo
 		t.Fatal(err)
 	}
 	c.Now = clk.now // the ledger's HLCs read it too
-	m, err := c.As(MasterWriter)
+	m, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss := map[string]*Session{MasterWriter: m}
+	ss := map[string]*Session{fold.MasterWriter: m}
 	for _, name := range slices.Sorted(maps.Keys(levels)) {
 		if _, err := Join(c, name, "test"); err != nil {
 			t.Fatal(err)
@@ -71,7 +72,7 @@ func primaryLoad(t *testing.T, c *Channel) *View {
 }
 
 // primaryIgnored returns the reason the fold ignored the entry with hash h ("" if it counts).
-func primaryIgnored(st *State, h string) string {
+func primaryIgnored(st *fold.State, h string) string {
 	for _, ig := range st.Ignored {
 		if ig.Hash == h {
 			return ig.Reason
@@ -97,12 +98,12 @@ func TestPrimaryFoldRules(t *testing.T) {
 	alice, bob, olga, mike, wendy := ss["alice"], ss["bob"], ss["olga"], ss["mike"], ss["wendy"]
 
 	v := primaryLoad(t, c)
-	if p := v.State.Primary; p.State != primaryNone || p.Holder != "" || p.Standbys == nil || p.History == nil {
+	if p := v.State.Primary; p.State != fold.PrimaryNone || p.Holder != "" || p.Standbys == nil || p.History == nil {
 		t.Fatalf("fresh channel: primary %+v", p)
 	}
 	// A worker's and a member's take count for nothing: the level table (docs/design.md §2).
-	wTake := primaryAppend(t, wendy, TypePrimaryTake, PrimaryRef, primaryData{})
-	mTake := primaryAppend(t, mike, TypePrimaryTake, PrimaryRef, primaryData{})
+	wTake := primaryAppend(t, wendy, fold.TypePrimaryTake, fold.PrimaryRef, fold.PrimaryData{})
+	mTake := primaryAppend(t, mike, fold.TypePrimaryTake, fold.PrimaryRef, fold.PrimaryData{})
 	v = primaryLoad(t, c)
 	if r := primaryIgnored(v.State, wTake.Hash()); !strings.Contains(r, "primary.take needs level orchestrator; wendy has level worker") {
 		t.Errorf("worker take: ignored for %q", r)
@@ -110,7 +111,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if r := primaryIgnored(v.State, mTake.Hash()); !strings.Contains(r, "needs level orchestrator") {
 		t.Errorf("member take: ignored for %q", r)
 	}
-	if v.State.Primary.State != primaryNone {
+	if v.State.Primary.State != fold.PrimaryNone {
 		t.Fatalf("primary after ignored takes: %+v", v.State.Primary)
 	}
 
@@ -119,7 +120,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Holder != "alice" || st.State != PrimaryHeld || st.Liveness != Alive {
+	if st.Holder != "alice" || st.State != fold.PrimaryHeld || st.Liveness != Alive {
 		t.Fatalf("after alice's take: %+v", st)
 	}
 	v = primaryLoad(t, c)
@@ -131,13 +132,13 @@ func TestPrimaryFoldRules(t *testing.T) {
 
 	// A brief by a non-holder, even naming the holder's take, is ignored; so is a brief
 	// naming no take. A take in another ref is ignored.
-	bobBrief := primaryAppend(t, bob, TypePrimaryBrief, PrimaryRef, primaryData{Take: aliceTake, Objective: "bob's plan"})
-	noTake := primaryAppend(t, alice, TypePrimaryBrief, PrimaryRef, primaryData{Objective: "no take named"})
-	badRef := primaryAppend(t, bob, TypePrimaryTake, "leader", primaryData{Basis: aliceTake})
+	bobBrief := primaryAppend(t, bob, fold.TypePrimaryBrief, fold.PrimaryRef, fold.PrimaryData{Take: aliceTake, Objective: "bob's plan"})
+	noTake := primaryAppend(t, alice, fold.TypePrimaryBrief, fold.PrimaryRef, fold.PrimaryData{Objective: "no take named"})
+	badRef := primaryAppend(t, bob, fold.TypePrimaryTake, "leader", fold.PrimaryData{Basis: aliceTake})
 	// A release by a non-holder is not allowed by the state machine.
-	bobRelease := primaryAppend(t, bob, TypePrimaryRelease, PrimaryRef, primaryData{Basis: aliceTake})
+	bobRelease := primaryAppend(t, bob, fold.TypePrimaryRelease, fold.PrimaryRef, fold.PrimaryData{Basis: aliceTake})
 	// A take whose basis has not arrived is pending.
-	pending := primaryAppend(t, bob, TypePrimaryTake, PrimaryRef, primaryData{Basis: "sha256:" + strings.Repeat("0", 64)})
+	pending := primaryAppend(t, bob, fold.TypePrimaryTake, fold.PrimaryRef, fold.PrimaryData{Basis: "sha256:" + strings.Repeat("0", 64)})
 	// Standbys: an orchestrator's counts; a worker's is refused (a worker
 	// writes hand-ins, joins and acks only); one naming another agent does not count.
 	if _, err := olga.PrimaryStandby(""); err != nil {
@@ -146,8 +147,8 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if _, err := wendy.PrimaryStandby(""); !errs.Is(err, errs.Denied) {
 		t.Fatalf("worker standby: %v", err)
 	}
-	otherStandby := primaryAppend(t, olga, TypePresenceStandby, "bob", primaryData{})
-	workerStandby := primaryAppend(t, wendy, TypePresenceStandby, "wendy", primaryData{})
+	otherStandby := primaryAppend(t, olga, fold.TypePresenceStandby, "bob", fold.PrimaryData{})
+	workerStandby := primaryAppend(t, wendy, fold.TypePresenceStandby, "wendy", fold.PrimaryData{})
 	v = primaryLoad(t, c)
 	p = v.State.Primary
 	for name, tc := range map[string]struct {
@@ -193,7 +194,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	if st, err = alice.PrimaryRelease(""); err != nil {
 		t.Fatal(err)
 	}
-	if st.State != PrimaryReleased || st.Holder != "" || st.Previous != "alice" || st.Brief == nil || st.Brief.By != "alice" ||
+	if st.State != fold.PrimaryReleased || st.Holder != "" || st.Previous != "alice" || st.Brief == nil || st.Brief.By != "alice" ||
 		!strings.HasPrefix(st.Rule, "released by alice") {
 		t.Fatalf("after release: %+v", st)
 	}
@@ -217,7 +218,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 	}
 	// A brief alice writes later, naming her old take, counts but names an older take
 	// than bob's: bob's stays current.
-	late := primaryAppend(t, alice, TypePrimaryBrief, PrimaryRef, primaryData{Take: aliceTake, Objective: "late brief on an old take"})
+	late := primaryAppend(t, alice, fold.TypePrimaryBrief, fold.PrimaryRef, fold.PrimaryData{Take: aliceTake, Objective: "late brief on an old take"})
 	v = primaryLoad(t, c)
 	if r := primaryIgnored(v.State, late.Hash()); r != "" || v.State.Primary.Brief.By != "bob" {
 		t.Fatalf("a late brief on alice's old take: ignored %q, current brief %+v", r, v.State.Primary.Brief)
@@ -306,7 +307,7 @@ func TestPrimaryWriteRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = primaryEntries(t, c)
-	if st, err := alice.PrimaryRelease(""); err != nil || st.State != PrimaryReleased || primaryEntries(t, c) != n {
+	if st, err := alice.PrimaryRelease(""); err != nil || st.State != fold.PrimaryReleased || primaryEntries(t, c) != n {
 		t.Fatalf("second release: %+v %v", st, err)
 	}
 }
@@ -369,7 +370,7 @@ func TestPrimaryRaceTwoHomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cA.Now = clk.now
-	mA, _ := cA.As(MasterWriter)
+	mA, _ := cA.As(fold.MasterWriter)
 	for _, name := range []string{"carol", "alice"} {
 		if _, err := Join(cA, name, "test"); err != nil {
 			t.Fatal(err)
@@ -425,7 +426,7 @@ func TestPrimaryRaceTwoHomes(t *testing.T) {
 
 	var takes []ledger.Entry
 	for _, e := range primaryLoad(t, cA).Snapshot.Entries {
-		if e.Type == TypePrimaryTake && e.Writer != "carol" {
+		if e.Type == fold.TypePrimaryTake && e.Writer != "carol" {
 			takes = append(takes, e)
 		}
 	}
@@ -446,11 +447,11 @@ func TestPrimaryRaceTwoHomes(t *testing.T) {
 			t.Fatalf("device %s: contests %+v", c.Device, st.Contests)
 		}
 		ct := st.Contests[0]
-		if ct.Ref != PrimaryRef || ct.Winner.By != winner.Writer || ct.Winner.Hash != winner.Hash() || len(ct.Losers) != 1 ||
+		if ct.Ref != fold.PrimaryRef || ct.Winner.By != winner.Writer || ct.Winner.Hash != winner.Hash() || len(ct.Losers) != 1 ||
 			ct.Losers[0].By != loser.Writer || !slices.Equal(ct.Involved, []string{"alice", "bob", "carol"}) {
 			t.Errorf("device %s: contest %+v", c.Device, ct)
 		}
-		if !slices.ContainsFunc(v.State.Contested, func(x Contest) bool { return x.Ref == PrimaryRef }) {
+		if !slices.ContainsFunc(v.State.Contested, func(x fold.Contest) bool { return x.Ref == fold.PrimaryRef }) {
 			t.Errorf("device %s: the primary contest is not in State.Contested", c.Device)
 		}
 	}
@@ -478,7 +479,7 @@ func TestDecodePrimaryDataRejectsCaseVariantKeys(t *testing.T) {
 		{`"x"`, false},
 	} {
 		e := ledger.Entry{Data: []byte(tc.data)}
-		if _, ok := decodePrimaryData(&e); ok != tc.ok {
+		if _, ok := fold.DecodePrimaryData(&e); ok != tc.ok {
 			t.Errorf("decodePrimaryData(%s) ok = %v, want %v", tc.data, ok, tc.ok)
 		}
 	}
@@ -503,7 +504,7 @@ func TestPrimaryTakeFromRevokedHolder(t *testing.T) {
 	if _, err := ss["bob"].PrimaryTake(""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("take while alice is alive and seated: %v, want conflict", err)
 	}
-	if _, err := ss[MasterWriter].Revoke("alice"); err != nil {
+	if _, err := ss[fold.MasterWriter].Revoke("alice"); err != nil {
 		t.Fatal(err)
 	}
 	st, err := ss["bob"].PrimaryTake("")
@@ -511,14 +512,14 @@ func TestPrimaryTakeFromRevokedHolder(t *testing.T) {
 		t.Fatalf("take from a revoked holder: %+v, %v", st, err)
 	}
 	// The owner takes it even while bob is alive.
-	if st, err = ss[MasterWriter].PrimaryTake(""); err != nil || st.Holder != MasterWriter {
+	if st, err = ss[fold.MasterWriter].PrimaryTake(""); err != nil || st.Holder != fold.MasterWriter {
 		t.Fatalf("owner's take: %+v, %v", st, err)
 	}
 	v, err := c.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := v.State.Primary; p.Holder != MasterWriter || len(p.History) != 3 {
+	if p := v.State.Primary; p.Holder != fold.MasterWriter || len(p.History) != 3 {
 		t.Fatalf("primary after the owner's take: %+v", p)
 	}
 }
@@ -549,10 +550,10 @@ func TestPrimaryTakeRefusedWithoutPeers(t *testing.T) {
 		t.Fatal("a refused take wrote an entry")
 	}
 	// The owner's explicit act is never blocked.
-	if ps, err := ss[MasterWriter].PrimaryTake(""); err != nil || ps.Holder != MasterWriter {
+	if ps, err := ss[fold.MasterWriter].PrimaryTake(""); err != nil || ps.Holder != fold.MasterWriter {
 		t.Fatalf("the owner's take: %v", err)
 	}
-	if _, err := ss[MasterWriter].PrimaryRelease(""); err != nil {
+	if _, err := ss[fold.MasterWriter].PrimaryRelease(""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ss["alice"].PrimaryTake(""); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -103,11 +104,11 @@ func rivalListed(t *testing.T, r advReport, id string) {
 			found = true
 		}
 	}
-	if !found || r.vr.OK() || r.vr.Fixes[kindRival] == "" {
+	if !found || r.vr.OK() || r.vr.Fixes[fold.KindRival] == "" {
 		t.Errorf("verify does not report the rival create of %s with a fix: %+v", id, r.vr.Rivals)
 	}
 	for _, f := range r.vr.Findings {
-		if f.Check == CheckRival && f.Level == LevelError && f.Path == id && strings.Contains(f.Detail, "alice") && strings.Contains(f.Detail, "bob") && f.Fix != "" {
+		if f.Check == fold.CheckRival && f.Level == LevelError && f.Path == id && strings.Contains(f.Detail, "alice") && strings.Contains(f.Detail, "bob") && f.Fix != "" {
 			return
 		}
 	}
@@ -131,10 +132,10 @@ func TestRivalCreateTakeover(t *testing.T) {
 		if _, err := w.alice.Review(w.order, "accept", "", ""); err != nil {
 			t.Fatal(err)
 		}
-		forged := forgeRival(t, w, w.bob, TypeOrderCreate, w.order)
+		forged := forgeRival(t, w, w.bob, fold.TypeOrderCreate, w.order)
 		r := w.report(t)
 		o := r.v.State.Orders[w.order]
-		if o == nil || o.Author != "alice" || o.State != StateAccepted || len(o.History) != 4 || o.History[1].By != "carol" {
+		if o == nil || o.Author != "alice" || o.State != fold.StateAccepted || len(o.History) != 4 || o.History[1].By != "carol" {
 			t.Fatalf("the forged create took the order over: %+v", o)
 		}
 		if len(o.Contests) == 0 || !o.Contests[0].Rival || o.Contests[0].Losers[0].Hash != forged {
@@ -150,12 +151,12 @@ func TestRivalCreateTakeover(t *testing.T) {
 		if _, err := carol.Claim(w.order, ""); err != nil {
 			t.Fatal(err)
 		}
-		forged := forgeRival(t, w, w.bob, TypeOrderCreate, w.order)
+		forged := forgeRival(t, w, w.bob, fold.TypeOrderCreate, w.order)
 		anyHash := func(string) bool { return true }
-		claim := appendSigned(t, w, w.bob, TypeOrderClaim, w.order, map[string]any{"basis": forged}, anyHash)
-		appendSigned(t, w, w.bob, TypeOrderSubmit, w.order, map[string]any{"basis": claim, "reference": "main"}, anyHash)
+		claim := appendSigned(t, w, w.bob, fold.TypeOrderClaim, w.order, map[string]any{"basis": forged}, anyHash)
+		appendSigned(t, w, w.bob, fold.TypeOrderSubmit, w.order, map[string]any{"basis": claim, "reference": "main"}, anyHash)
 		r := w.report(t)
-		if o := r.v.State.Orders[w.order]; o == nil || o.Author != "alice" || o.State != StateClaimed || o.Holder != "carol" {
+		if o := r.v.State.Orders[w.order]; o == nil || o.Author != "alice" || o.State != fold.StateClaimed || o.Holder != "carol" {
 			t.Fatalf("the forger's own chain took the order over: %+v", o)
 		}
 		r.listed(t, "ignored", "built on an entry that does not count", "")
@@ -164,9 +165,9 @@ func TestRivalCreateTakeover(t *testing.T) {
 
 	t.Run("revoking the forger hands back order, message and ask", func(t *testing.T) {
 		w := newAdvWorld(t)
-		forgeRival(t, w, w.bob, TypeOrderCreate, w.order)
-		forgeRival(t, w, w.bob, TypeMsgPost, w.msg)
-		forgeRival(t, w, w.bob, TypeAskRaise, w.ask)
+		forgeRival(t, w, w.bob, fold.TypeOrderCreate, w.order)
+		forgeRival(t, w, w.bob, fold.TypeMsgPost, w.msg)
+		forgeRival(t, w, w.bob, fold.TypeAskRaise, w.ask)
 		r := w.report(t)
 		// Nobody worked on them: the tie goes to the lower hash (the forger ground its
 		// hash), and every machine reports the forgery as an error.
@@ -178,13 +179,13 @@ func TestRivalCreateTakeover(t *testing.T) {
 		}
 		r = w.report(t)
 		st := r.v.State
-		if o := st.Orders[w.order]; o == nil || o.Author != "alice" || o.State != StateOpen {
+		if o := st.Orders[w.order]; o == nil || o.Author != "alice" || o.State != fold.StateOpen {
 			t.Errorf("order not back with alice after revoking bob: %+v", o)
 		}
 		if m := st.Messages[w.msg]; m == nil || m.From != "alice" {
 			t.Errorf("message not back with alice after revoking bob: %+v", m)
 		}
-		if a := st.Asks[w.ask]; a == nil || a.Author != "alice" || a.State != AskPending {
+		if a := st.Asks[w.ask]; a == nil || a.Author != "alice" || a.State != fold.AskPending {
 			t.Errorf("ask not back with alice after revoking bob: %+v", a)
 		}
 		for _, id := range []string{w.order, w.msg, w.ask} {

@@ -7,9 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -29,192 +29,11 @@ import (
 // hash wins; the other, and anything chained after it, counts for nothing and is
 // listed.
 
-// masterChain is the resolved chain of master keys: keys[0] is channel.toml's key,
-// keys[i] the key rotation i moved trust to, bounds[i] that rotation's bounds.
-type masterChain struct {
-	keys   []ed25519.PublicKey
-	bounds []map[string]uint64
-	on     map[string]bool // hashes of the rotations on the chain
-	head   string          // hash of the newest rotation on the chain ("" when none)
-	// lost holds the new keys of valid rotations that lost to a competing one (signed
-	// by a key of the chain, so by the same owner): a machine pinned to one follows
-	// the chain instead of being locked out.
-	lost map[string]bool
-}
-
-// keyAt is the master key an entry of the master's segment device at seq must be
-// signed with.
-func (m *masterChain) keyAt(device string, seq uint64) ed25519.PublicKey {
-	if m == nil || len(m.keys) == 0 {
-		return nil
-	}
-	for k := len(m.keys) - 1; k > 0; k-- {
-		if b, named := m.bounds[k][device]; !named || seq > b {
-			return m.keys[k]
-		}
-	}
-	return m.keys[0]
-}
-
-// current is the newest master key.
-func (m *masterChain) current() ed25519.PublicKey {
-	if m == nil || len(m.keys) == 0 {
-		return nil
-	}
-	return m.keys[len(m.keys)-1]
-}
-
-// has reports whether key (in FormatKey form) is on the chain.
-// hasOrLost reports whether key is on the chain or was brought in by a rotation that
-// lost to a competing one.
-func (m *masterChain) hasOrLost(key string) bool {
-	return m.has(key) || (m != nil && m.lost[key])
-}
-
-func (m *masterChain) has(key string) bool {
-	if m == nil {
-		return false
-	}
-	for _, k := range m.keys {
-		if ledger.FormatKey(k) == key {
-			return true
-		}
-	}
-	return false
-}
-
-// skip reports whether pass 1 of the fold leaves e alone: a rotation that is not on
-// the chain (resolveMasters listed it).
-func (m *masterChain) skip(e *ledger.Entry) bool {
-	return e.Type == TypeMasterRotate && !m.on[e.Hash()]
-}
-
-// badSig is the reason a master entry that failed verification is ignored.
-func (m *masterChain) badSig(e *ledger.Entry, project string) string {
-	for i, k := range m.keys {
-		if i < len(m.keys)-1 && !k.Equal(m.keyAt(e.Device, e.Seq)) && verifyEntry(e, k, project) {
-			return fmt.Sprintf("signed by master key %s after a rotation moved trust from it (seq %d of device %s is past the rotation's bound)",
-				ledger.FormatKey(k), e.Seq, e.Device)
-		}
-	}
-	return "signature does not verify against the master key"
-}
-
-// resolveMasters resolves the rotation chain from in.Master over the master.rotate
-// entries among in.Entries, listing every rotation left out (with ignore) and adding a
-// contest for competing rotations.
-func resolveMasters(st *State, in FoldInput, ignore func(*ledger.Entry, string)) *masterChain {
-	var rots []*ledger.Entry
-	for i := range in.Entries {
-		if e := &in.Entries[i]; e.Writer == MasterWriter && e.Type == TypeMasterRotate {
-			rots = append(rots, e)
-		}
-	}
-	return resolveRotations(st, in.Master, in.Project, rots, ignore)
-}
-
-func resolveRotations(st *State, root ed25519.PublicKey, project string, rots []*ledger.Entry, ignore func(*ledger.Entry, string)) *masterChain {
-	m := &masterChain{keys: []ed25519.PublicKey{root}, bounds: []map[string]uint64{nil}, on: map[string]bool{}, lost: map[string]bool{}}
-	if len(rots) == 0 {
-		return m
-	}
-	type rot struct {
-		e   *ledger.Entry
-		d   entryData
-		key ed25519.PublicKey
-	}
-	listed := map[string]bool{}
-	list := func(e *ledger.Entry, why string) {
-		if !listed[e.Hash()] {
-			listed[e.Hash()] = true
-			ignore(e, why)
-		}
-	}
-	byBasis := map[string][]rot{}
-	for _, e := range rots {
-		d, ok := decodeData(e)
-		key, kerr := ledger.ParseKey(d.Key)
-		if !ok || kerr != nil {
-			list(e, "master.rotate with data that does not decode or a bad key")
-			continue
-		}
-		byBasis[d.Basis] = append(byBasis[d.Basis], rot{e: e, d: d, key: key})
-	}
-	level := byBasis[""]
-	for len(level) > 0 {
-		cur := m.current()
-		var valid []rot
-		for _, r := range level {
-			switch {
-			case !verifyEntry(r.e, cur, project):
-				list(r.e, "master.rotate not signed by the master key it rotates from ("+ledger.FormatKey(cur)+")")
-			case !m.keyAt(r.e.Device, r.e.Seq).Equal(cur):
-				list(r.e, "master.rotate within the bounds of an earlier rotation")
-			case m.has(ledger.FormatKey(r.key)):
-				list(r.e, "master.rotate to a key already on the rotation chain")
-			case r.d.Bounds[r.e.Device] != r.e.Seq:
-				list(r.e, "master.rotate that does not bound its own segment at its own seq")
-			default:
-				valid = append(valid, r)
-			}
-		}
-		if len(valid) == 0 {
-			break
-		}
-		sort.Slice(valid, func(i, j int) bool { return valid[i].e.Hash() < valid[j].e.Hash() })
-		win := valid[0]
-		for _, l := range valid[1:] {
-			m.lost[ledger.FormatKey(l.key)] = true
-		}
-		if len(valid) > 1 && st != nil {
-			c := Contest{Ref: MasterWriter, Basis: m.head, Involved: []string{MasterWriter},
-				Winner: Step{Type: win.e.Type, By: win.e.Writer, HLC: win.e.HLC, Hash: win.e.Hash()}}
-			for _, l := range valid[1:] {
-				c.Losers = append(c.Losers, Step{Type: l.e.Type, By: l.e.Writer, HLC: l.e.HLC, Hash: l.e.Hash()})
-				list(l.e, "master.rotate on a superseded branch: a competing rotation with a lower hash won")
-			}
-			st.Contested = append(st.Contested, c)
-		}
-		m.keys = append(m.keys, win.key)
-		m.bounds = append(m.bounds, win.d.Bounds)
-		m.on[win.e.Hash()] = true
-		m.head = win.e.Hash()
-		level = byBasis[win.e.Hash()]
-	}
-	for _, e := range rots {
-		if !m.on[e.Hash()] {
-			list(e, "master.rotate off the rotation chain (its basis lost, was left out, or has not arrived)")
-		}
-	}
-	return m
-}
-
-// MasterKey returns the master's current public key: channel.toml's key moved along
-// the rotation chain. Entries the master writes now must be signed with it.
-func (st *State) MasterKey() ed25519.PublicKey { return st.masters.current() }
-
-// MasterKeys returns the rotation chain's keys, channel.toml's first (FormatKey form).
-func (st *State) MasterKeys() []string {
-	if st.masters == nil {
-		return nil
-	}
-	out := make([]string, len(st.masters.keys))
-	for i, k := range st.masters.keys {
-		out[i] = ledger.FormatKey(k)
-	}
-	return out
-}
-
-// masterKeyAt is the key the master's entry e must be signed with.
-func (st *State) masterKeyAt(e *ledger.Entry) ed25519.PublicKey {
-	return st.masters.keyAt(e.Device, e.Seq)
-}
-
 // masterKeys returns the key each master entry among entries must be signed with,
 // resolving the rotation chain from them (for the signature pre-check, index.go).
 func (c *Channel) masterKeys(entries []ledger.Entry) func(*ledger.Entry) ed25519.PublicKey {
-	m := resolveMasters(nil, FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: entries}, func(*ledger.Entry, string) {})
-	return func(e *ledger.Entry) ed25519.PublicKey { return m.keyAt(e.Device, e.Seq) }
+	m := fold.ResolveMasters(nil, fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Entries: entries}, func(*ledger.Entry, string) {})
+	return func(e *ledger.Entry) ed25519.PublicKey { return m.KeyAt(e.Device, e.Seq) }
 }
 
 // pinPath is where this machine pins a project's master key.
@@ -257,7 +76,7 @@ func (c *Channel) checkPin() error {
 	case key:
 		return nil
 	}
-	if masterRotations(c).hasOrLost(pin) {
+	if masterRotations(c).HasOrLost(pin) {
 		return nil
 	}
 	return errs.Errorf(errs.Denied, repinHint(c.Root, key, h.pinPath(project)),
@@ -268,8 +87,8 @@ func (c *Channel) checkPin() error {
 // masterRotations resolves the rotation chain from the master.rotate entries of the
 // master's segment files (conflict copies included: any *.jsonl* file in its folder).
 // Damaged lines are skipped: what they hold is read, and listed, by Load.
-func masterRotations(c *Channel) *masterChain {
-	dir := filepath.Join(c.Root, "ledger", MasterWriter)
+func masterRotations(c *Channel) *fold.MasterChain {
+	dir := filepath.Join(c.Root, "ledger", fold.MasterWriter)
 	ents, _ := os.ReadDir(dir)
 	var rots []*ledger.Entry
 	seen := map[string]bool{}
@@ -282,30 +101,30 @@ func masterRotations(c *Channel) *masterChain {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.Contains(line, TypeMasterRotate) {
+			if !strings.Contains(line, fold.TypeMasterRotate) {
 				continue
 			}
 			e, err := ledger.ParseLine([]byte(line))
-			if err != nil || e.Writer != MasterWriter || e.Type != TypeMasterRotate || seen[e.Hash()] {
+			if err != nil || e.Writer != fold.MasterWriter || e.Type != fold.TypeMasterRotate || seen[e.Hash()] {
 				continue
 			}
 			seen[e.Hash()] = true
 			rots = append(rots, &e)
 		}
 	}
-	return resolveRotations(nil, c.MasterKey, c.Project(), rots, func(*ledger.Entry, string) {})
+	return fold.ResolveRotations(nil, c.MasterKey, c.Project(), rots, func(*ledger.Entry, string) {})
 }
 
 // followPin moves this machine's pin to the newest key of the rotation chain st
 // resolved, when the pin is on that chain (a pinned machine follows a rotation). The
 // pin is this machine's root of trust (docs/format.md §13): a pin that cannot be moved
 // is an error naming the file, never a silent stay on the old key.
-func (c *Channel) followPin(st *State) error {
+func (c *Channel) followPin(st *fold.State) error {
 	cur := st.MasterKey()
 	if cur == nil || c.pin == "" {
 		return nil
 	}
-	if k := ledger.FormatKey(cur); k != c.pin && st.masters.hasOrLost(c.pin) {
+	if k := ledger.FormatKey(cur); k != c.pin && st.Masters.HasOrLost(c.pin) {
 		if err := fsutil.WriteFile(c.Home.pinPath(c.Project()), []byte(k+"\n"), 0o644); err != nil {
 			return &errs.Error{Category: errs.Internal, Err: err,
 				Message: fmt.Sprintf("moving this machine's pin of the master key to the rotated key %s: %v", k, err),
@@ -361,7 +180,7 @@ type RotateResult struct {
 // chain (the new key is then discarded and the old one stays). The new key is stored
 // plain even when the old one was locked (`ferry key lock` locks it).
 func (s *Session) RotateMaster() (*RotateResult, error) {
-	if s.Name != MasterWriter {
+	if s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner on a machine that holds the master key", "only the master rotates the master key")
 	}
 	_, priv, err := ed25519.GenerateKey(nil)
@@ -372,7 +191,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	p := s.Project()
 	// A file of its own per rotation: a pending key of an interrupted rotation is never
 	// overwritten (checkMasterKey installs it once its rotation is on the chain).
-	nextPath := s.Home.keyPath(p, MasterWriter) + ".next-" + strings.TrimPrefix(ledger.FormatKey(next.Public()), "ed25519:")[:12]
+	nextPath := s.Home.keyPath(p, fold.MasterWriter) + ".next-" + strings.TrimPrefix(ledger.FormatKey(next.Public()), "ed25519:")[:12]
 	if err := fsutil.WriteFile(nextPath, []byte(seedText(next)), 0o600); err != nil {
 		return nil, err
 	}
@@ -380,13 +199,13 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		bounds := map[string]uint64{}
 		for i := range v.Snapshot.Entries {
-			if x := &v.Snapshot.Entries[i]; x.Writer == MasterWriter && x.Seq > bounds[x.Device] {
+			if x := &v.Snapshot.Entries[i]; x.Writer == fold.MasterWriter && x.Seq > bounds[x.Device] {
 				bounds[x.Device] = x.Seq
 			}
 		}
-		bounds[s.Device] = tipSeq(v.chainTip(MasterWriter, s.Device)) + 1 // this entry
-		d := entryData{Key: res.New, Bounds: bounds, Basis: v.State.masters.head}
-		return &ledger.Draft{Type: TypeMasterRotate, Ref: MasterWriter, Data: mustJSON(d)}, nil, nil
+		bounds[s.Device] = tipSeq(v.chainTip(fold.MasterWriter, s.Device)) + 1 // this entry
+		d := fold.EntryData{Key: res.New, Bounds: bounds, Basis: v.State.Masters.Head}
+		return &ledger.Draft{Type: fold.TypeMasterRotate, Ref: fold.MasterWriter, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		if !errs.Is(err, errs.Internal) {
@@ -417,10 +236,10 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 // machine's master key, keeping the old key file (plain or locked) as <file>.old-<n>,
 // and removing the old key's unlocked copy. It returns the backup's path.
 func (h *Home) installNextMaster(project, next string) (string, error) {
-	kp := h.keyPath(project, MasterWriter)
+	kp := h.keyPath(project, fold.MasterWriter)
 	old := kp
 	if !fileExists(kp) {
-		old = h.lockedPath(project, MasterWriter)
+		old = h.lockedPath(project, fold.MasterWriter)
 	}
 	backup := ""
 	for n := 1; ; n++ {
@@ -435,13 +254,13 @@ func (h *Home) installNextMaster(project, next string) (string, error) {
 	if err := os.Rename(next, kp); err != nil {
 		return "", fmt.Errorf("installing the new master key (it is in %s): %w", next, err)
 	}
-	os.Remove(h.UnlockedPath(project, MasterWriter))
+	os.Remove(h.UnlockedPath(project, fold.MasterWriter))
 	return backup, nil
 }
 
 // pendingMasters lists the master.key.next-* files of project (interrupted rotations).
 func (h *Home) pendingMasters(project string) []string {
-	kp := h.keyPath(project, MasterWriter)
+	kp := h.keyPath(project, fold.MasterWriter)
 	ents, _ := os.ReadDir(filepath.Dir(kp))
 	var out []string
 	for _, e := range ents {
@@ -456,8 +275,8 @@ func (h *Home) pendingMasters(project string) []string {
 // current master key (a machine holding a key rotated out). When this machine holds
 // the current key in a pending master.key.next-<key prefix> (a rotation interrupted
 // after its entry was written), it finishes installing it and signs with it.
-func (s *Session) checkMasterKey(st *State) error {
-	if s.Name != MasterWriter || st.masters == nil || s.Signer.Public().Equal(st.MasterKey()) {
+func (s *Session) checkMasterKey(st *fold.State) error {
+	if s.Name != fold.MasterWriter || st.Masters == nil || s.Signer.Public().Equal(st.MasterKey()) {
 		return nil
 	}
 	for _, next := range s.Home.pendingMasters(s.Project()) {
@@ -471,7 +290,7 @@ func (s *Session) checkMasterKey(st *State) error {
 		}
 	}
 	return errs.Errorf(errs.Denied,
-		fmt.Sprintf("on the machine that rotated it run `ferry key export --out FILE`; here move this machine's old master key file %s aside, then run `ferry key import FILE --channel %s`", s.Home.keyPath(s.Project(), MasterWriter), s.Root),
+		fmt.Sprintf("on the machine that rotated it run `ferry key export --out FILE`; here move this machine's old master key file %s aside, then run `ferry key import FILE --channel %s`", s.Home.keyPath(s.Project(), fold.MasterWriter), s.Root),
 		"this machine's master key %s was rotated out: the channel's master key is now %s; nothing was written",
 		ledger.FormatKey(s.Signer.Public()), ledger.FormatKey(st.MasterKey()))
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -15,7 +16,7 @@ import (
 // secondMaster imports the master key of c into a fresh home and opens c there.
 func secondMaster(t *testing.T, c *Channel) (*Channel, *Session) {
 	t.Helper()
-	exp, err := c.Home.ExportKey(c.Project(), MasterWriter, []byte("pw"))
+	exp, err := c.Home.ExportKey(c.Project(), fold.MasterWriter, []byte("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func secondMaster(t *testing.T, c *Channel) (*Channel, *Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, err := c2.As(MasterWriter)
+	m2, err := c2.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func secondMaster(t *testing.T, c *Channel) (*Channel, *Session) {
 }
 
 // ignoredHas reports whether st lists the entry with hash h with a reason holding why.
-func ignoredHas(st *State, h, why string) bool {
+func ignoredHas(st *fold.State, h, why string) bool {
 	for _, ig := range st.Ignored {
 		if ig.Hash == h && strings.Contains(ig.Reason, why) {
 			return true
@@ -52,15 +53,15 @@ func ignoredHas(st *State, h, why string) bool {
 // every check of the write path (what a hand-made or hostile line would be).
 func rawRotate(t *testing.T, c *Channel, device string, signer ledger.Signer, newKey ed25519.PublicKey, basis string, bounds map[string]uint64) ledger.Entry {
 	t.Helper()
-	seq := tipSeq(mustLoad(t, c).chainTip(MasterWriter, device)) + 1
+	seq := tipSeq(mustLoad(t, c).chainTip(fold.MasterWriter, device)) + 1
 	if bounds == nil {
 		bounds = map[string]uint64{}
 	}
 	if _, ok := bounds[device]; !ok {
 		bounds[device] = seq
 	}
-	d := entryData{Key: ledger.FormatKey(newKey), Bounds: bounds, Basis: basis}
-	e, err := c.Ledger.Append(MasterWriter, device, ledger.Draft{Type: TypeMasterRotate, Ref: MasterWriter, Data: mustJSON(d)}, signer, ledger.HLC{})
+	d := fold.EntryData{Key: ledger.FormatKey(newKey), Bounds: bounds, Basis: basis}
+	e, err := c.Ledger.Append(fold.MasterWriter, device, ledger.Draft{Type: fold.TypeMasterRotate, Ref: fold.MasterWriter, Data: mustJSON(d)}, signer, ledger.HLC{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestMasterRotation(t *testing.T) {
 	if res.Old != ledger.FormatKey(oldKey) || res.New == res.Old || ledger.FormatKey(m.Signer.Public()) != res.New {
 		t.Fatalf("rotate result %+v", res)
 	}
-	if k, err := c.Home.LoadKey(p, MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
+	if k, err := c.Home.LoadKey(p, fold.MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
 		t.Fatalf("this machine's master key after the rotation: %v", err)
 	}
 	if b, err := os.ReadFile(res.Backup); err != nil || !strings.Contains(string(b), seedPrefix) {
@@ -118,8 +119,8 @@ func TestMasterRotation(t *testing.T) {
 		t.Fatalf("a refused rotation left %v", n)
 	}
 	// A line it appends anyway (bypassing the check) is ignored and listed.
-	d := entryData{}
-	late, err := c2.Ledger.Append(MasterWriter, c2.Device, ledger.Draft{Type: TypeDecisionRecord, Ref: "d-0000000000000", Data: mustJSON(d)}, m2.Signer, ledger.HLC{})
+	d := fold.EntryData{}
+	late, err := c2.Ledger.Append(fold.MasterWriter, c2.Device, ledger.Draft{Type: fold.TypeDecisionRecord, Ref: "d-0000000000000", Data: mustJSON(d)}, m2.Signer, ledger.HLC{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestMasterRotation(t *testing.T) {
 	// machine that had not seen the rotation), so it is no bad signature and leaves no
 	// hole in machine two's chain — it is listed as ignored, saying why; and machine
 	// two's next entry with the new key chains on cleanly.
-	if _, err := c2.Ledger.Append(MasterWriter, c2.Device, ledger.Draft{Type: TypeDecisionRecord, Ref: "d-0000000000001", Data: mustJSON(d)}, m.Signer, ledger.HLC{}); err != nil {
+	if _, err := c2.Ledger.Append(fold.MasterWriter, c2.Device, ledger.Draft{Type: fold.TypeDecisionRecord, Ref: "d-0000000000001", Data: mustJSON(d)}, m.Signer, ledger.HLC{}); err != nil {
 		t.Fatal(err)
 	}
 	v = mustLoad(t, c)
@@ -174,7 +175,7 @@ func TestMasterRotation(t *testing.T) {
 	if len(rep.Ledger.Problems) != 0 {
 		t.Fatalf("verify problems %+v, want none: an honest late entry is no forgery", rep.Ledger.Problems)
 	}
-	if !slices.ContainsFunc(rep.Ignored, func(ig Ignored) bool {
+	if !slices.ContainsFunc(rep.Ignored, func(ig fold.Ignored) bool {
 		return ig.Hash == late.Hash() && strings.Contains(ig.Reason, "after a rotation moved trust")
 	}) {
 		t.Fatalf("verify does not list the late entry as ignored: %+v", rep.Ignored)
@@ -196,7 +197,7 @@ func TestMasterRotation(t *testing.T) {
 
 	// Importing the new key on the second machine (its old file moved aside) lets it
 	// write again, in its own segment.
-	exp, err := c.Home.ExportKey(p, MasterWriter, []byte("pw"))
+	exp, err := c.Home.ExportKey(p, fold.MasterWriter, []byte("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +205,13 @@ func TestMasterRotation(t *testing.T) {
 	if _, err := c2.Home.StoreImported(ik); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("import over the old key: %v, want conflict", err)
 	}
-	if err := os.Rename(c2.Home.keyPath(p, MasterWriter), c2.Home.keyPath(p, MasterWriter)+".old"); err != nil {
+	if err := os.Rename(c2.Home.keyPath(p, fold.MasterWriter), c2.Home.keyPath(p, fold.MasterWriter)+".old"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c2.Home.StoreImported(ik); err != nil {
 		t.Fatal(err)
 	}
-	m2, err = c2.As(MasterWriter)
+	m2, err = c2.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 		}
 		contested := false
 		for _, cs := range st.Contested {
-			contested = contested || cs.Ref == MasterWriter && cs.Winner.Hash == win.Hash()
+			contested = contested || cs.Ref == fold.MasterWriter && cs.Winner.Hash == win.Hash()
 		}
 		if !contested {
 			t.Fatalf("competing rotations not reported: %+v", st.Contested)
@@ -339,7 +340,7 @@ func TestRotationInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Put the files back as they were between the append and the swap.
-	kp := c.Home.keyPath(p, MasterWriter)
+	kp := c.Home.keyPath(p, fold.MasterWriter)
 	pending := kp + ".next-" + strings.TrimPrefix(res.New, "ed25519:")[:12]
 	if err := os.Rename(kp, pending); err != nil {
 		t.Fatal(err)
@@ -347,7 +348,7 @@ func TestRotationInterrupted(t *testing.T) {
 	if err := os.Rename(res.Backup, kp); err != nil {
 		t.Fatal(err)
 	}
-	m2, err := c.As(MasterWriter)
+	m2, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +373,7 @@ func TestRotationInterrupted(t *testing.T) {
 	if len(rep.Objects) != 0 || v.State.Orders[o.ID] == nil {
 		t.Fatalf("after the interrupted rotation: object problems %v, order shown %v", rep.Objects, v.State.Orders[o.ID] != nil)
 	}
-	if k, err := c.Home.LoadKey(p, MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
+	if k, err := c.Home.LoadKey(p, fold.MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
 		t.Fatalf("the pending key was not installed: %v", err)
 	}
 	if fileExists(pending) || !fileExists(res.Backup) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/procgroup"
@@ -94,7 +95,7 @@ func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
 		return nil, errs.Errorf(errs.Conflict, "leave it to that run; `ferry inspect` shows it",
 			"another run of %s on this machine is on order %s", s.Name, order)
 	}
-	id := "run-" + randomBase32(idLen)
+	id := "run-" + fold.RandomBase32(fold.IDLen)
 	lk := flock.New(filepath.Join(dir, id+".lock"))
 	if ok, err := lk.TryLock(); err != nil || !ok {
 		olk.Unlock()
@@ -139,13 +140,13 @@ func (r *Run) Key() string { return RunKeyPrefix + r.Rec.Run }
 // under a claim this run did not write — a claim of the same agent succeeds without
 // writing, so another process (another runner, a claim by hand) got there first and
 // the order is not this run's.
-func (r *Run) Claim() (*Order, error) {
+func (r *Run) Claim() (*fold.Order, error) {
 	o, err := r.s.Claim(r.Rec.Order, r.Key())
 	if err != nil {
 		return nil, err
 	}
-	if o.Holder != r.s.Name || o.State != StateClaimed {
-		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, orNone(o.Holder))
+	if o.Holder != r.s.Name || o.State != fold.StateClaimed {
+		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s is %s (holder %s)", o.ID, o.State, fold.OrNone(o.Holder))
 	}
 	v, err := r.s.Load()
 	if err != nil {
@@ -161,7 +162,7 @@ func (r *Run) Claim() (*Order, error) {
 // Adopt makes the run the continuation of the agent's current claim on o (a rework
 // after a review asked for changes): the record names that claim, so a crash is
 // recovered like any run's.
-func (r *Run) Adopt(o *Order) error {
+func (r *Run) Adopt(o *fold.Order) error {
 	r.Rec.Claim = o.Claim
 	return r.save()
 }
@@ -267,56 +268,4 @@ func (v *View) Entry(hash string) *ledger.Entry {
 		}
 	}
 	return nil
-}
-
-// Ready reports whether agent may take o unattended now, and why not: o is open or
-// offered to agent, its object has arrived, every dependency is accepted, and it
-// carries every label in labels.
-func (st *State) runReady(o *Order, agent string, labels []string) (bool, string) {
-	switch {
-	case o.Missing:
-		return false, "pending sync"
-	case o.State == StateOffered && o.OfferedTo != agent:
-		return false, "offered to " + o.OfferedTo
-	case o.State != StateOpen && o.State != StateOffered:
-		return false, o.State
-	case !inScope(st.scopesNow(agent), o.Labels):
-		return false, "outside " + agent + "'s scopes" // scoped grants
-	}
-	if b := st.Blocking(o); len(b) > 0 {
-		return false, "waits for " + strings.Join(b, ", ")
-	}
-	for _, l := range labels {
-		found := false
-		for _, have := range o.Labels {
-			found = found || have == l
-		}
-		if !found {
-			return false, "no label " + l
-		}
-	}
-	return true, ""
-}
-
-// RunCandidates lists the orders agent may take unattended now, offered-to-agent
-// first, then by priority (high, normal, low) and age (oldest first).
-func (st *State) RunCandidates(agent string, labels []string) []*Order {
-	var out []*Order
-	for _, id := range st.OrderIDs() {
-		if ok, _ := st.runReady(st.Orders[id], agent, labels); ok {
-			out = append(out, st.Orders[id])
-		}
-	}
-	prio := map[string]int{"high": 0, "": 1, "normal": 1, "low": 2}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if (a.OfferedTo == agent) != (b.OfferedTo == agent) {
-			return a.OfferedTo == agent
-		}
-		if prio[a.Priority] != prio[b.Priority] {
-			return prio[a.Priority] < prio[b.Priority]
-		}
-		return a.Created < b.Created
-	})
-	return out
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -17,7 +18,7 @@ func runTeam(t *testing.T) (boss, runner *Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := c.As(MasterWriter)
+	m, _ := c.As(fold.MasterWriter)
 	for _, a := range []string{"boss", "runner"} {
 		if _, err := Join(c, a, "test"); err != nil {
 			t.Fatal(err)
@@ -34,7 +35,7 @@ func runTeam(t *testing.T) (boss, runner *Session) {
 // plainOrder dispatches an order with a title only and returns its id.
 func plainOrder(t *testing.T, s *Session, title string) string {
 	t.Helper()
-	return must[*Order](t)(s.NewOrder(NewOrderOptions{Title: title})).ID
+	return must[*fold.Order](t)(s.NewOrder(NewOrderOptions{Title: title})).ID
 }
 
 // TestRunRegistry: a run holds its order's lock (a second run of the order on this

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -22,7 +23,7 @@ func newScopeWorld(t *testing.T) *scopeWorld {
 		t.Fatal(err)
 	}
 	w := &scopeWorld{c: c}
-	if w.master, err = c.As(MasterWriter); err != nil {
+	if w.master, err = c.As(fold.MasterWriter); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []struct {
@@ -58,7 +59,7 @@ func TestInScope(t *testing.T) {
 		{[]string{"docs", "web"}, []string{"web"}, true},
 		{[]string{"docs"}, []string{"Docs"}, false}, // labels compare exactly
 	} {
-		if got := inScope(tc.scopes, tc.labels); got != tc.want {
+		if got := fold.InScope(tc.scopes, tc.labels); got != tc.want {
 			t.Errorf("InScope(%v, %v) = %v, want %v", tc.scopes, tc.labels, got, tc.want)
 		}
 	}
@@ -110,10 +111,10 @@ func TestScopedGrantWrites(t *testing.T) {
 	if len(open) != 1 || open[0] != inside.ID {
 		t.Errorf("dana's catch-up offers %v, want only %s (the order labelled web)", open, inside.ID)
 	}
-	if rows := v.State.ListOrders(OrderFilter{Ready: true, For: "dana"}); len(rows) != 1 || rows[0].ID != inside.ID {
+	if rows := v.State.ListOrders(fold.OrderFilter{Ready: true, For: "dana"}); len(rows) != 1 || rows[0].ID != inside.ID {
 		t.Errorf("order list --ready for dana: %v, want only %s", rows, inside.ID)
 	}
-	if rows := v.State.ListOrders(OrderFilter{Ready: true, For: "bob"}); len(rows) != 3 {
+	if rows := v.State.ListOrders(fold.OrderFilter{Ready: true, For: "bob"}); len(rows) != 3 {
 		t.Errorf("order list --ready for bob (unscoped): %d rows, want 3", len(rows))
 	}
 	if rc := v.State.RunCandidates("dana", nil); len(rc) != 1 || rc[0].ID != inside.ID {
@@ -127,7 +128,7 @@ func TestScopedGrantWrites(t *testing.T) {
 		t.Fatalf("offer within scope: %v", err)
 	}
 	o, err := w.dana.Claim(inside.ID, "")
-	if err != nil || o.State != StateClaimed || o.Holder != "dana" {
+	if err != nil || o.State != fold.StateClaimed || o.Holder != "dana" {
 		t.Fatalf("claim within scope: %v (%+v)", err, o)
 	}
 	if _, err := w.bob.Claim(outside.ID, ""); err != nil {
@@ -152,13 +153,13 @@ func TestScopedGrantFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := mustLoad(t, w.c)
-	claim := appendRaw(t, w.dana, TypeOrderClaim, db.ID, entryData{Basis: v.State.Orders[db.ID].Head})
-	submit := appendRaw(t, w.dana, TypeOrderSubmit, db.ID, entryData{Basis: claim.Hash(), Reference: "commit abc"})
-	offer := appendRaw(t, w.bob, TypeOrderOffer, db2.ID, entryData{Basis: v.State.Orders[db2.ID].Head, To: "dana"})
-	claim2 := appendRaw(t, w.dana, TypeOrderClaim, db2.ID, entryData{Basis: offer.Hash()})
+	claim := appendRaw(t, w.dana, fold.TypeOrderClaim, db.ID, fold.EntryData{Basis: v.State.Orders[db.ID].Head})
+	submit := appendRaw(t, w.dana, fold.TypeOrderSubmit, db.ID, fold.EntryData{Basis: claim.Hash(), Reference: "commit abc"})
+	offer := appendRaw(t, w.bob, fold.TypeOrderOffer, db2.ID, fold.EntryData{Basis: v.State.Orders[db2.ID].Head, To: "dana"})
+	claim2 := appendRaw(t, w.dana, fold.TypeOrderClaim, db2.ID, fold.EntryData{Basis: offer.Hash()})
 
 	st := mustLoad(t, w.c).State
-	if o := st.Orders[db.ID]; o.State != StateOpen || o.Holder != "" {
+	if o := st.Orders[db.ID]; o.State != fold.StateOpen || o.Holder != "" {
 		t.Errorf("out-of-scope claim took effect: %s held by %q", o.State, o.Holder)
 	}
 	if !hasIgnored(st, claim.Hash(), "claim outside the writer's scopes (docs, web)") {
@@ -167,7 +168,7 @@ func TestScopedGrantFold(t *testing.T) {
 	if !hasIgnored(st, submit.Hash(), "built on an entry that does not count") {
 		t.Errorf("submit on the out-of-scope claim not ignored: %+v", st.Ignored)
 	}
-	if o := st.Orders[db2.ID]; o.State != StateOffered || o.OfferedTo != "dana" || o.Holder != "" {
+	if o := st.Orders[db2.ID]; o.State != fold.StateOffered || o.OfferedTo != "dana" || o.Holder != "" {
 		t.Errorf("hand-written offer: %s to %q held by %q, want offered to dana, unclaimed", o.State, o.OfferedTo, o.Holder)
 	}
 	if !hasIgnored(st, claim2.Hash(), "claim outside the writer's scopes") {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -182,7 +183,7 @@ func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []Sear
 	if want("message") {
 		for _, id := range st.MessageIDs() {
 			m := st.Messages[id]
-			if m.Pending || (agent != "" && m.From != agent && m.To != agent && m.To != toAll) {
+			if m.Pending || (agent != "" && m.From != agent && m.To != agent && m.To != fold.ToAll) {
 				continue
 			}
 			full, err := st.TalkShow(id)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -22,16 +23,16 @@ import (
 // this machine's arrival log.
 type View struct {
 	Snapshot *ledger.Snapshot
-	State    *State
+	State    *fold.State
 	Arrivals *Arrivals
 	// Presence holds each writer's verified heartbeat, keyed "<writer>.<device>".
 	Presence map[string]*Presence
 
-	fold *folded // State with what folding new entries into it needs (fold_incr.go)
+	fold *fold.Folded // State with what folding new entries into it needs (fold_incr.go)
 }
 
 // objects returns the ObjectReader over the channel's files.
-func (c *Channel) objects() ObjectReader {
+func (c *Channel) objects() fold.ObjectReader {
 	return func(writer, id string) ([]byte, string, error) {
 		return readObject(ObjectPath(c.Root, writer, id))
 	}
@@ -80,18 +81,18 @@ func (c *Channel) Load() (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
 	}
-	in := FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
-	var f *folded
-	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < trust && c.lastFold.canDelta(snap.Added) {
+	in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects()}
+	var f *fold.Folded
+	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < trust && c.lastFold.CanDelta(snap.Added) {
 		// Only appends since the last Load: fold the things they touch.
 		if len(snap.Added) > sigFramesAfter {
 			// Many entries since the checkpoint: most were checked by the processes that
 			// saved them in the index; looking them up beats checking them again.
 			c.loadIndexSigs()
 		}
-		c.prewarmSigs(slices.Concat(c.lastFold.roster, snap.Added))
+		c.prewarmSigs(slices.Concat(c.lastFold.Roster, snap.Added))
 		c.progress("folding", 0, 0)
-		f, _ = c.lastFold.foldDelta(in, snap.Added, len(snap.Entries), maxHLCText(snap), c.objectExists)
+		f, _ = c.lastFold.FoldDelta(in, snap.Added, len(snap.Entries), maxHLCText(snap), c.objectExists)
 	}
 	fresh := f == nil
 	switch {
@@ -108,9 +109,9 @@ func (c *Channel) Load() (*View, error) {
 		c.prewarmSigs(snap.Entries)
 		c.progress("folding", 0, 0)
 		in.Entries, in.Forks = snap.Entries, snap.Forks
-		f = foldFull(in)
+		f = fold.FoldFull(in)
 	}
-	st := f.st
+	st := f.State
 	// Read resolves forks by hash without checking signatures, so a forged copy of a
 	// record (same writer, device and seq, bad signature) could displace the signed one.
 	// When there is a fork, read again leaving out records whose signature fails against
@@ -121,8 +122,8 @@ func (c *Channel) Load() (*View, error) {
 			return nil, fmt.Errorf("reading ledger: %w", err)
 		}
 		in.Entries, in.Forks, fresh = snap.Entries, snap.Forks, true
-		f = foldFull(in)
-		st = f.st
+		f = fold.FoldFull(in)
+		st = f.State
 	}
 	if err := c.followPin(st); err != nil { // the pin follows the master key rotation chain
 		return nil, err
@@ -181,8 +182,8 @@ func maxHLCText(snap *ledger.Snapshot) string {
 
 // objectExists reports whether an object file is there now (the incremental fold's
 // check for objects that were missing).
-func (c *Channel) objectExists(o objRef) bool {
-	_, err := os.Stat(ObjectPath(c.Root, o.writer, o.id))
+func (c *Channel) objectExists(o fold.ObjRef) bool {
+	_, err := os.Stat(ObjectPath(c.Root, o.Writer, o.ID))
 	return err == nil
 }
 
@@ -206,8 +207,8 @@ type Session struct {
 // As opens a session as name, loading its key from this machine's keystore. It returns
 // not_found naming the command to run when this machine has no key for name.
 func (c *Channel) As(name string) (*Session, error) {
-	if name != MasterWriter {
-		if err := checkName("agent name", name); err != nil {
+	if name != fold.MasterWriter {
+		if err := fold.CheckName("agent name", name); err != nil {
 			return nil, err
 		}
 	}
@@ -274,8 +275,8 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			if err := guardDraft(s.Name, d, objs); err != nil { // the secret guard (secretguard.go)
 				return nil, nil, err
 			}
-			if d.Type == TypeOrderRelease && v.State.retired(s.Name) {
-				var rd entryData
+			if d.Type == fold.TypeOrderRelease && v.State.Retired(s.Name) {
+				var rd fold.EntryData
 				if json.Unmarshal(d.Data, &rd) != nil || rd.Agent != s.Name {
 					return nil, nil, retiredError(s.Name)
 				}
@@ -406,21 +407,21 @@ type pendingObject struct {
 // checkIdem looks up an idempotency key of this writer. It returns the earlier entry's
 // ref when the key was used with the same arguments (replay: write nothing) and a
 // conflict when it was used with other arguments (docs/format.md §15).
-func (s *Session) checkIdem(st *State, key, args string) (ref string, replay bool, err error) {
+func (s *Session) checkIdem(st *fold.State, key, args string) (ref string, replay bool, err error) {
 	if key == "" {
 		return "", false, nil
 	}
 	if err := checkIdemKey(key); err != nil {
 		return "", false, err
 	}
-	rec, ok := st.idem.get(s.Name + "\x00" + key)
+	rec, ok := st.Idem.Get(s.Name + "\x00" + key)
 	if !ok {
 		return "", false, nil
 	}
-	if rec.args != args {
+	if rec.Args != args {
 		return "", false, errs.Errorf(errs.Conflict, "use a new key for a different call", "idempotency key %q was already used with other arguments", key)
 	}
-	return rec.ref, true, nil
+	return rec.Ref, true, nil
 }
 
 // argsHash is the hash of a call's arguments that an idempotent entry carries in
@@ -447,20 +448,20 @@ func mustJSON(v any) []byte {
 // release, which write checks) by a retired agent: such an entry would count for
 // nothing, so writing it would only mislead (an unknown
 // or unseated agent, or a retired one).
-func (s *Session) checkIdentity(st *State, typ string) error {
+func (s *Session) checkIdentity(st *fold.State, typ string) error {
 	if err := s.checkUnlocked(); err != nil { // a locked key writes nothing
 		return err
 	}
 	if err := s.checkMasterKey(st); err != nil { // a rotated-out master key neither
 		return err
 	}
-	if s.Name == MasterWriter || typ == TypeAgentJoin {
+	if s.Name == fold.MasterWriter || typ == fold.TypeAgentJoin {
 		return nil
 	}
 	a := st.Agents[s.Name]
 	// A retired agent writes nothing but the releases of its own retirement (checked
 	// by write): the fold counts none of its later entries.
-	if a != nil && a.Retired && typ != TypeOrderRelease {
+	if a != nil && a.Retired && typ != fold.TypeOrderRelease {
 		return retiredError(s.Name)
 	}
 	here := ledger.FormatKey(s.Signer.Public())
@@ -477,7 +478,7 @@ func (s *Session) checkIdentity(st *State, typ string) error {
 // when this machine's key is not the key seated for its name, or when the agent is
 // retired; the key's error when it is locked.
 func (s *Session) CheckWrite(v *View, typ string) error {
-	if err := checkLevel(s.Name, v.State.levelOf(s.Name), typ); err != nil {
+	if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), typ); err != nil {
 		return err
 	}
 	return s.checkIdentity(v.State, typ)
@@ -676,7 +677,7 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	// The entries are in merged order: put e in its place (after any equal one, as a
 	// stable sort would) with one copy, not a sort of the whole ledger per write.
 	old := v.Snapshot.Entries
-	at := sort.Search(len(old), func(i int) bool { return entryLess(&e, &old[i]) })
+	at := sort.Search(len(old), func(i int) bool { return fold.EntryLess(&e, &old[i]) })
 	entries := slices.Insert(slices.Clip(old), at, e)
 	snap := *v.Snapshot
 	snap.Entries, snap.Added, snap.Base = entries, nil, nil
@@ -686,16 +687,16 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 		arr.Sighting = map[string]Stamp{}
 	}
 	arr.Sighting[s.Name] = s.stamp()
-	in := FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects()}
-	var f *folded
+	in := fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects()}
+	var f *fold.Folded
 	if v.fold != nil {
-		f, _ = v.fold.foldDelta(in, []ledger.Entry{e}, len(entries), entries[len(entries)-1].HLC, s.objectExists)
+		f, _ = v.fold.FoldDelta(in, []ledger.Entry{e}, len(entries), entries[len(entries)-1].HLC, s.objectExists)
 	}
 	if f == nil {
 		in.Entries, in.Forks = entries, snap.Forks
-		f = foldFull(in)
+		f = fold.FoldFull(in)
 	}
-	return &View{Snapshot: &snap, State: f.st, Arrivals: &arr, Presence: v.Presence, fold: f}
+	return &View{Snapshot: &snap, State: f.State, Arrivals: &arr, Presence: v.Presence, fold: f}
 }
 
 // maxIdemKey is the longest idempotency key, in bytes: the key is stored in the
@@ -734,7 +735,7 @@ func (c *Channel) checkPresent() error {
 // going over the snapshot.
 func (v *View) chainTip(writer, device string) *ledger.Entry {
 	if v.fold != nil {
-		return v.fold.tips[[2]string{writer, device}]
+		return v.fold.Tips[[2]string{writer, device}]
 	}
 	var tip *ledger.Entry
 	for i := range v.Snapshot.Entries {

@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -110,7 +111,7 @@ func newSyncWorld(t *testing.T, r *rand.Rand) *syncWorld {
 			t.Fatal(err)
 		}
 	}
-	for _, k := range []string{"a3", MasterWriter} {
+	for _, k := range []string{"a3", fold.MasterWriter} {
 		b, err := os.ReadFile(homes[0].keyPath(syncProject, k))
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +124,7 @@ func newSyncWorld(t *testing.T, r *rand.Rand) *syncWorld {
 		{name: "A", dir: dirA, ch: cA, sessions: map[string]*Session{}, readers: []string{"a1", "a3"}},
 		{name: "B", dir: dirB, ch: cB, sessions: map[string]*Session{}, readers: []string{"a2"}},
 	}
-	for _, pair := range [][2]string{{"A", MasterWriter}, {"A", "a1"}, {"A", "a3"}, {"B", MasterWriter}, {"B", "a2"}, {"B", "a3"}} {
+	for _, pair := range [][2]string{{"A", fold.MasterWriter}, {"A", "a1"}, {"A", "a3"}, {"B", fold.MasterWriter}, {"B", "a2"}, {"B", "a3"}} {
 		m := w.m[0]
 		if pair[0] == "B" {
 			m = w.m[1]
@@ -136,7 +137,7 @@ func newSyncWorld(t *testing.T, r *rand.Rand) *syncWorld {
 	}
 	w.deliverAll()
 	for a, lvl := range map[string]string{"a1": "orchestrator", "a2": "orchestrator", "a3": "member"} {
-		if _, err := w.m[0].sessions[MasterWriter].Grant(GrantOptions{Agent: a, Level: lvl}); err != nil {
+		if _, err := w.m[0].sessions[fold.MasterWriter].Grant(GrantOptions{Agent: a, Level: lvl}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,7 +254,7 @@ func (w *syncWorld) conflictCopy(i int, rel string, b []byte) {
 	for n := len(w.copies); ; n++ {
 		var cr string
 		if foreign {
-			other := []string{"a1", "a2", "a3", MasterWriter}[w.r.Intn(4)]
+			other := []string{"a1", "a2", "a3", fold.MasterWriter}[w.r.Intn(4)]
 			cr = fmt.Sprintf("ledger/%s/zz%06d.jsonl", other, n)
 		} else {
 			cn := c.name(stem, ext, n)
@@ -407,7 +408,7 @@ func (w *syncWorld) act() {
 		w.t.Fatalf("machine %s: load: %v", m.name, err)
 	}
 	st := v.State
-	pick := func(f func(o *Order) bool) string {
+	pick := func(f func(o *fold.Order) bool) string {
 		var ids []string
 		for _, id := range slices.Sorted(maps.Keys(st.Orders)) {
 			if f(st.Orders[id]) {
@@ -422,7 +423,7 @@ func (w *syncWorld) act() {
 	var op string
 	err = nil
 	switch x := w.r.Intn(15); {
-	case s.Name == MasterWriter && x < 5:
+	case s.Name == fold.MasterWriter && x < 5:
 		op = "ask.answer"
 		var pend []string
 		for _, a := range st.PendingAsks() {
@@ -432,37 +433,37 @@ func (w *syncWorld) act() {
 			return
 		}
 		_, err = s.AskAnswer(pend[w.r.Intn(len(pend))], []string{"approve", "reject"}[w.r.Intn(2)], "", "")
-	case s.Name == MasterWriter:
+	case s.Name == fold.MasterWriter:
 		op = "msg.post"
-		_, err = s.TalkSend([]string{"a1", "a2", "a3", toAll}[w.r.Intn(4)], "from the owner", "")
+		_, err = s.TalkSend([]string{"a1", "a2", "a3", fold.ToAll}[w.r.Intn(4)], "from the owner", "")
 	case x < 2:
 		op = "order.create"
 		_, err = s.NewOrder(NewOrderOptions{Title: fmt.Sprintf("order by %s on %s", s.Name, m.name)})
 	case x < 4:
 		op = "order.claim"
-		if id := pick(func(o *Order) bool { return o.State == StateOpen }); id != "" {
+		if id := pick(func(o *fold.Order) bool { return o.State == fold.StateOpen }); id != "" {
 			_, err = s.Claim(id, "")
 		}
 	case x < 5:
 		op = "order.submit"
-		if id := pick(func(o *Order) bool { return o.Holder == s.Name && o.State == StateClaimed }); id != "" {
+		if id := pick(func(o *fold.Order) bool { return o.Holder == s.Name && o.State == fold.StateClaimed }); id != "" {
 			_, err = s.Submit(id, "commit-"+s.Name, "done", "")
 		}
 	case x < 6:
 		op = "order.review"
-		if id := pick(func(o *Order) bool { return o.State == StateSubmitted && o.Holder != s.Name }); id != "" {
+		if id := pick(func(o *fold.Order) bool { return o.State == fold.StateSubmitted && o.Holder != s.Name }); id != "" {
 			_, err = s.Review(id, []string{"accept", "accept", "changes"}[w.r.Intn(3)], "", "")
 		}
 	case x < 7:
 		op = "order.release/cancel"
-		if id := pick(func(o *Order) bool { return o.Holder == s.Name && o.State == StateClaimed }); id != "" {
+		if id := pick(func(o *fold.Order) bool { return o.Holder == s.Name && o.State == fold.StateClaimed }); id != "" {
 			_, err = s.Release(id, "", "")
-		} else if id := pick(func(o *Order) bool { return o.Author == s.Name && !Terminal(o.State) }); id != "" {
+		} else if id := pick(func(o *fold.Order) bool { return o.Author == s.Name && !fold.Terminal(o.State) }); id != "" {
 			_, err = s.Cancel(id, "", "")
 		}
 	case x < 10:
 		op = "msg.post"
-		_, err = s.TalkSend([]string{"a1", "a2", "a3", MasterWriter, toAll}[w.r.Intn(5)], "hello from "+s.Name, "")
+		_, err = s.TalkSend([]string{"a1", "a2", "a3", fold.MasterWriter, fold.ToAll}[w.r.Intn(5)], "hello from "+s.Name, "")
 	case x < 12:
 		op = "talk.read"
 		w.readAll(m, s)
@@ -557,18 +558,18 @@ func (w *syncWorld) restoreBackup(i int, writer string) bool {
 }
 
 // syncCanon is the comparable form of a State: everything it folds, as JSON.
-func syncCanon(st *State) string {
+func syncCanon(st *fold.State) string {
 	ign := slices.Clone(st.Ignored)
 	sort.Slice(ign, func(i, j int) bool { return ign[i].Hash+ign[i].Reason < ign[j].Hash+ign[j].Reason })
 	b, err := json.Marshal(struct {
-		Orders    map[string]*Order
-		Agents    map[string]*Agent
-		Messages  map[string]*Message
-		Asks      map[string]*Ask
-		Primary   *Primary
-		Decisions []Decision
-		Contested []Contest
-		Ignored   []Ignored
+		Orders    map[string]*fold.Order
+		Agents    map[string]*fold.Agent
+		Messages  map[string]*fold.Message
+		Asks      map[string]*fold.Ask
+		Primary   *fold.Primary
+		Decisions []fold.Decision
+		Contested []fold.Contest
+		Ignored   []fold.Ignored
 		Entries   int
 		MaxHLC    string
 	}{st.Orders, st.Agents, st.Messages, st.Asks, st.Primary, st.Decisions, st.Contested, ign, st.Entries, st.MaxHLC})
@@ -681,11 +682,11 @@ func (w *syncWorld) check(what string) string {
 		for id, o := range st.Orders {
 			accepts := 0
 			for _, h := range o.History {
-				if h.Type == TypeOrderReview && h.Verdict == "accept" {
+				if h.Type == fold.TypeOrderReview && h.Verdict == "accept" {
 					accepts++
 				}
 			}
-			if o.Missing || accepts > 1 || (o.State == StateAccepted) != (accepts == 1) || o.State == StateAccepted && o.Result == nil {
+			if o.Missing || accepts > 1 || (o.State == fold.StateAccepted) != (accepts == 1) || o.State == fold.StateAccepted && o.Result == nil {
 				t.Fatalf("%s: machine %s: order %s is %s with %d accepting reviews on its chain (missing %v)", what, m.name, id, o.State, accepts, o.Missing)
 			}
 		}
@@ -752,14 +753,14 @@ func TestSyncProperties(t *testing.T) {
 					// so exactly-once stays checkable.)
 					writer := "a3" // the longer of the two segments
 					if len(w.read(1, "ledger/master/"+w.m[1].ch.Device+".jsonl")) > len(w.read(1, "ledger/a3/"+w.m[1].ch.Device+".jsonl")) {
-						writer = MasterWriter
+						writer = fold.MasterWriter
 					}
 					rel := filepath.ToSlash(filepath.Join("ledger", writer, w.m[1].ch.Device+".jsonl"))
 					if b := w.read(1, rel); b != nil {
 						w.write(w.path(0, rel), b) // machine A had seen all of it
 					}
 					if w.restoreBackup(1, writer) {
-						if _, err := w.m[1].sessions[writer].TalkSend(toAll, "after the restore", ""); err != nil && !acceptable(err) {
+						if _, err := w.m[1].sessions[writer].TalkSend(fold.ToAll, "after the restore", ""); err != nil && !acceptable(err) {
 							t.Fatal(err)
 						}
 					}
@@ -784,7 +785,7 @@ func TestSyncProperties(t *testing.T) {
 				for _, m := range w.m {
 					for _, n := range m.readers {
 						want := 0
-						if msg.addressedTo(n) {
+						if msg.AddressedTo(n) {
 							want = 1
 						}
 						if got := w.returned[n+" "+id]; got != want {

@@ -2,30 +2,15 @@ package fsbus
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
-)
-
-// Limits of messages (docs/design.md §4 token budget: bounded reads).
-const (
-	// MaxMessageBody is the largest message body in bytes (64 KiB).
-	MaxMessageBody = 64 << 10
-	// TalkReadLimit is the default and largest number of messages one read returns.
-	TalkReadLimit = 20
-	// TalkReadChars bounds the previews one read returns (characters, at least one
-	// message always fits): the 4,000-character cap per response of docs/design.md §4.
-	TalkReadChars = 4000
-	// TalkSentLimit is the default number of messages TalkSent lists; TalkSentMax the
-	// largest it accepts.
-	TalkSentLimit = 20
-	TalkSentMax   = 100
 )
 
 // talkArgs is what data.args hashes for TalkSend: {"body":…,"to":…} (docs/format.md §15).
@@ -44,20 +29,20 @@ type talkArgs struct {
 // or non-UTF-8 body; denied below member level (docs/design.md §2 level table); not_found for an
 // agent name that never joined; conflict when the idempotency key was used with other
 // arguments. A replayed key returns the message the first call sent and writes nothing.
-func (s *Session) TalkSend(to, body, key string) (*Message, error) {
+func (s *Session) TalkSend(to, body, key string) (*fold.Message, error) {
 	to = strings.TrimSpace(to)
 	body = strings.TrimRight(body, " \t\r\n")
 	switch {
 	case to == "":
 		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
-	case !validRecipient(to):
+	case !fold.ValidRecipient(to):
 		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "cannot send to %s: not an agent name", secretguard.Quote(to))
 	case to == s.Name:
 		return nil, errs.Errorf(errs.Invalid, "send it to another agent, master or all", "%s cannot send a message to itself", s.Name)
 	case strings.TrimSpace(body) == "":
 		return nil, errs.Errorf(errs.Invalid, "give the message text, or --body @FILE", "empty message")
-	case len(body) > MaxMessageBody:
-		return nil, capError("message body", len(body), MaxMessageBody, unitBytes, "put large material in the work repo and send a reference to it")
+	case len(body) > fold.MaxMessageBody:
+		return nil, capError("message body", len(body), fold.MaxMessageBody, unitBytes, "put large material in the work repo and send a reference to it")
 	case !utf8.ValidString(body):
 		return nil, errs.Errorf(errs.Invalid, "write UTF-8 text", "message text must be UTF-8")
 	case hasControl(body, true):
@@ -70,10 +55,10 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 			id = ref
 			return nil, nil, err
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgPost); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeMsgPost); err != nil {
 			return nil, nil, err
 		}
-		if to != toAll && to != ToMaster {
+		if to != fold.ToAll && to != fold.ToMaster {
 			if a := v.State.Agents[to]; a == nil || (a.JoinKey == "" && !a.Seated) {
 				return nil, nil, errs.Errorf(errs.NotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", to)
 			} else if !a.Seated {
@@ -81,17 +66,17 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 					"%s is not seated (or was revoked): it could never read the message", to)
 			}
 		}
-		id = NewID(PrefixMessage)
-		obj := &MessageObject{Envelope: Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device}, To: to, Body: body}
+		id = fold.NewID(fold.PrefixMessage)
+		obj := &fold.MessageObject{Envelope: fold.Envelope{V: 1, ID: id, Author: s.Name, Device: s.Device}, To: to, Body: body}
 		data, hash, err := sealObject(obj, func(sig string) { obj.Sig = sig }, s.Signer, s.Project())
 		if err != nil {
 			return nil, nil, err
 		}
-		d := entryData{Object: hash, To: to}
+		d := fold.EntryData{Object: hash, To: to}
 		if key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: TypeMsgPost, Ref: id, Data: mustJSON(d), Idem: key},
+		return &ledger.Draft{Type: fold.TypeMsgPost, Ref: id, Data: mustJSON(d), Idem: key},
 			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
@@ -101,7 +86,7 @@ func (s *Session) TalkSend(to, body, key string) (*Message, error) {
 	if m == nil {
 		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "message %s is not in the state after writing it", id)
 	}
-	out := m.view()
+	out := m.View()
 	return &out, nil
 }
 
@@ -123,8 +108,8 @@ type TalkReadOptions struct {
 
 // TalkReadResult is what TalkRead returns.
 type TalkReadResult struct {
-	Agent    string    `json:"agent"`
-	Messages []Message `json:"messages"` // oldest first, previews only
+	Agent    string         `json:"agent"`
+	Messages []fold.Message `json:"messages"` // oldest first, previews only
 	// Truncated is set when Remaining more messages wait: run the read again.
 	Truncated bool `json:"truncated,omitempty"`
 	Remaining int  `json:"remaining,omitempty"`
@@ -157,11 +142,11 @@ type TalkReadResult struct {
 // Errors: invalid for a negative limit; denied when s may not write msg.ack (not
 // seated) and there is something to acknowledge — peek instead.
 func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
-	if opt.Limit < 0 || opt.Limit > TalkReadLimit {
-		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("pass a limit from 1 to %d (0: the default, %d)", TalkReadLimit, TalkReadLimit), "limit %d is out of range", opt.Limit)
+	if opt.Limit < 0 || opt.Limit > fold.TalkReadLimit {
+		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("pass a limit from 1 to %d (0: the default, %d)", fold.TalkReadLimit, fold.TalkReadLimit), "limit %d is out of range", opt.Limit)
 	}
 	if opt.Limit == 0 {
-		opt.Limit = TalkReadLimit
+		opt.Limit = fold.TalkReadLimit
 	}
 	var res *TalkReadResult
 	var ack []string
@@ -171,10 +156,10 @@ func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
 			ack = nil
 			return nil, nil, nil
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgAck); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeMsgAck); err != nil {
 			return nil, nil, errs.WithHint(err, "meanwhile read with --peek")
 		}
-		return &ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ack})}, nil, nil
+		return &ledger.Draft{Type: fold.TypeMsgAck, Data: mustJSON(fold.EntryData{IDs: ack})}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -187,19 +172,19 @@ func (s *Session) TalkRead(opt TalkReadOptions) (*TalkReadResult, error) {
 // talkRead selects what TalkRead returns from v, and the ids it would acknowledge.
 func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []string) {
 	st, arr := v.State, v.Arrivals
-	res := &TalkReadResult{Agent: me, Messages: []Message{}, Next: arr.Cursor()}
-	var picked []*Message
+	res := &TalkReadResult{Agent: me, Messages: []fold.Message{}, Next: arr.Cursor()}
+	var picked []*fold.Message
 	if n, ok := arr.parseCursor(opt.Since); ok && opt.Since != "" {
 		res.Since = true
-		picked = st.messagesWhere(func(m *Message) bool {
-			return m.addressedTo(me) && !m.Pending && arr.Number(m.post) > n
+		picked = st.MessagesWhere(func(m *fold.Message) bool {
+			return m.AddressedTo(me) && !m.Pending && arr.Number(m.Post) > n
 		})
-		sort.SliceStable(picked, func(i, j int) bool { return arr.Number(picked[i].post) < arr.Number(picked[j].post) })
+		sort.SliceStable(picked, func(i, j int) bool { return arr.Number(picked[i].Post) < arr.Number(picked[j].Post) })
 	} else {
 		picked = st.Unread(me)
 	}
 	for _, m := range st.Messages {
-		if m.Pending && m.addressedTo(me) && !m.ReadByName(me) {
+		if m.Pending && m.AddressedTo(me) && !m.ReadByName(me) {
 			res.Pending++
 		}
 	}
@@ -207,14 +192,14 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 	chars := 0
 	for i, m := range picked {
 		c := utf8.RuneCountInString(m.Preview)
-		if i == opt.Limit || (i > 0 && chars+c > TalkReadChars) {
+		if i == opt.Limit || (i > 0 && chars+c > fold.TalkReadChars) {
 			res.Truncated, res.Remaining = true, len(picked)-i
 			// The cursor stops below every message left out, so a read from it lists
 			// them (some shown now may come again); unread messages are in no arrival
 			// order (else --since next would skip them).
 			next := arr.Complete()
 			for _, rest := range picked[i:] {
-				if n := arr.Number(rest.post); n > 0 && n-1 < next {
+				if n := arr.Number(rest.Post); n > 0 && n-1 < next {
 					next = n - 1
 				}
 			}
@@ -222,9 +207,9 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 			break
 		}
 		chars += c
-		mv := m.view()
+		mv := m.View()
 		if opt.Bodies {
-			mv.Body = m.body
+			mv.Body = m.FullBody
 		}
 		res.Messages = append(res.Messages, mv)
 		if !m.ReadByName(me) {
@@ -236,8 +221,8 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 
 // TalkAckResult is what TalkAck returns.
 type TalkAckResult struct {
-	Messages []Message `json:"messages"` // the messages named, with their read receipts
-	Acked    []string  `json:"acked"`    // ids this call recorded as read ([] when all were)
+	Messages []fold.Message `json:"messages"` // the messages named, with their read receipts
+	Acked    []string       `json:"acked"`    // ids this call recorded as read ([] when all were)
 }
 
 // TalkAck records that s has read the named messages (ids or unique prefixes, at most
@@ -249,25 +234,25 @@ type TalkAckResult struct {
 // given only by an addressee (docs/format.md §12), and below worker level;
 // retry_needed for a message whose text has not arrived on this machine.
 func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
-	if len(ids) == 0 || len(ids) > TalkReadLimit {
-		return nil, errs.Errorf(errs.Invalid, "name the messages by id, as `ferry talk read --peek` lists them", "acknowledge 1 to %d messages at a time", TalkReadLimit)
+	if len(ids) == 0 || len(ids) > fold.TalkReadLimit {
+		return nil, errs.Errorf(errs.Invalid, "name the messages by id, as `ferry talk read --peek` lists them", "acknowledge 1 to %d messages at a time", fold.TalkReadLimit)
 	}
 	var res *TalkAckResult
 	var ack []string
 	_, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		res, ack = &TalkAckResult{Messages: []Message{}}, nil
+		res, ack = &TalkAckResult{Messages: []fold.Message{}}, nil
 		for _, q := range ids {
 			m, err := v.State.TalkShow(q)
 			if err != nil {
 				return nil, nil, err
 			}
 			switch {
-			case !m.addressedTo(s.Name):
+			case !m.AddressedTo(s.Name):
 				return nil, nil, errs.Errorf(errs.Denied, "acknowledge only messages to you or to all (`ferry talk read`)", "message %s is from %s to %s, not addressed to %s", m.ID, m.From, m.To, s.Name)
 			case m.Pending:
 				return nil, nil, errs.Errorf(errs.RetryNeeded, "wait for the sync tool to deliver messages/"+m.ID+".json, then retry", "message %s has not arrived on this machine", m.ID)
 			}
-			if slices.ContainsFunc(res.Messages, func(x Message) bool { return x.ID == m.ID }) {
+			if slices.ContainsFunc(res.Messages, func(x fold.Message) bool { return x.ID == m.ID }) {
 				continue
 			}
 			m.Body = ""
@@ -279,10 +264,10 @@ func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
 		if len(ack) == 0 {
 			return nil, nil, nil
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeMsgAck); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeMsgAck); err != nil {
 			return nil, nil, err
 		}
-		return &ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ack})}, nil, nil
+		return &ledger.Draft{Type: fold.TypeMsgAck, Data: mustJSON(fold.EntryData{IDs: ack})}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -293,7 +278,7 @@ func (s *Session) TalkAck(ids []string) (*TalkAckResult, error) {
 }
 
 // markRead adds name to the read_by of the messages acked names.
-func markRead(ms []Message, acked []string, name string) {
+func markRead(ms []fold.Message, acked []string, name string) {
 	for i := range ms {
 		m := &ms[i]
 		if slices.Contains(acked, m.ID) {
@@ -302,98 +287,4 @@ func markRead(ms []Message, acked []string, name string) {
 			}
 		}
 	}
-}
-
-// SentMessage is one of my sent messages with who has not read it yet.
-type SentMessage struct {
-	Message
-	// Unread lists the addressees that have not acknowledged it: the recipient, or for
-	// "all" every seated agent and the owner but the sender. Sorted; [] when all read.
-	Unread []string `json:"unread"`
-}
-
-// TalkSentResult is what TalkSent returns.
-type TalkSentResult struct {
-	Agent     string        `json:"agent"`
-	Messages  []SentMessage `json:"messages"` // newest first
-	Truncated bool          `json:"truncated,omitempty"`
-	Remaining int           `json:"remaining,omitempty"`
-}
-
-// TalkSent lists the messages me sent, newest first, at most limit (0: TalkSentLimit;
-// at most TalkSentMax), each with the addressees that have read it (read_by) and those
-// that have not (unread): a file written into the folder is not a delivery.
-// Errors: invalid for a bad name or a limit out of range.
-func (st *State) TalkSent(me string, limit int) (*TalkSentResult, error) {
-	if me != MasterWriter {
-		if err := checkName("agent name", me); err != nil {
-			return nil, err
-		}
-	}
-	if limit < 0 || limit > TalkSentMax {
-		return nil, errs.Errorf(errs.Invalid, fmt.Sprintf("pass a limit from 1 to %d", TalkSentMax), "limit %d out of range", limit)
-	}
-	if limit == 0 {
-		limit = TalkSentLimit
-	}
-	mine := st.messagesWhere(func(m *Message) bool { return m.From == me })
-	slices.Reverse(mine)
-	res := &TalkSentResult{Agent: me, Messages: []SentMessage{}}
-	for i, m := range mine {
-		if i == limit {
-			res.Truncated, res.Remaining = true, len(mine)-i
-			break
-		}
-		res.Messages = append(res.Messages, SentMessage{Message: m.view(), Unread: st.unreadBy(m)})
-	}
-	return res, nil
-}
-
-// unreadBy lists m's addressees that have not acknowledged it.
-func (st *State) unreadBy(m *Message) []string {
-	var who []string
-	if m.To == toAll {
-		who = append(who, MasterWriter)
-		for name, a := range st.Agents {
-			if a.Seated && !a.Retired {
-				who = append(who, name)
-			}
-		}
-	} else {
-		who = append(who, m.To)
-	}
-	out := []string{}
-	for _, w := range who {
-		if m.addressedTo(w) && !m.ReadByName(w) {
-			out = append(out, w)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// MessageIDs lists the ids of the messages that count, sorted.
-func (st *State) MessageIDs() []string { return slices.Sorted(maps.Keys(st.Messages)) }
-
-// TalkShow returns one message with its full Body (`ferry talk show`), by full id or
-// unique prefix (docs/design.md §2 rule 2). It records no read receipt. A pending message comes
-// back with Pending set and no text. Errors: not_found (saying why when its msg.post
-// does not count); invalid for an empty or ambiguous prefix.
-func (st *State) TalkShow(q string) (*Message, error) {
-	id, err := st.resolveID("message", q, st.MessageIDs(), "see `ferry talk read --peek` and `ferry talk sent`")
-	if errs.Is(err, errs.NotFound) {
-		for _, ig := range st.Ignored {
-			if ig.Type == TypeMsgPost && q != "" && strings.HasPrefix(ig.Ref, strings.ToLower(strings.TrimSpace(q))) {
-				return nil, errs.Errorf(errs.NotFound, "run `ferry ledger verify` to see every record that does not count",
-					"message %s does not count: %s", ig.Ref, ig.Reason)
-			}
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	m := st.Messages[id]
-	out := m.view()
-	out.Body = m.body
-	return &out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -33,7 +34,7 @@ func newTalkWorld(t *testing.T) *talkWorld {
 			t.Fatal(err)
 		}
 	}
-	w.master = w.as(t, MasterWriter)
+	w.master = w.as(t, fold.MasterWriter)
 	for n, lvl := range map[string]string{"alice": "member", "bob": "member", "carol": "member", "wendy": "worker"} {
 		if _, err := w.master.Grant(GrantOptions{Agent: n, Level: lvl}); err != nil {
 			t.Fatal(err)
@@ -50,7 +51,7 @@ func newTalkWorld(t *testing.T) *talkWorld {
 func (w *talkWorld) fresh(t *testing.T) {
 	t.Helper()
 	w.c = reopened(t, w.c)
-	w.master = w.as(t, MasterWriter)
+	w.master = w.as(t, fold.MasterWriter)
 	w.alice, w.bob, w.carol, w.wendy, w.dave = w.as(t, "alice"), w.as(t, "bob"), w.as(t, "carol"), w.as(t, "wendy"), w.as(t, "dave")
 }
 
@@ -72,7 +73,7 @@ func (w *talkWorld) load(t *testing.T) *View {
 	return v
 }
 
-func (w *talkWorld) send(t *testing.T, from *Session, to, body string) *Message {
+func (w *talkWorld) send(t *testing.T, from *Session, to, body string) *fold.Message {
 	t.Helper()
 	m, err := from.TalkSend(to, body, "")
 	if err != nil {
@@ -101,14 +102,14 @@ func (w *talkWorld) entries(t *testing.T) int {
 func (w *talkWorld) rawAck(t *testing.T, s *Session, ids ...string) ledger.Entry {
 	t.Helper()
 	v := w.load(t)
-	e, err := s.Ledger.Append(s.Name, s.Device, ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: ids})}, s.Signer, s.observedHLC(v))
+	e, err := s.Ledger.Append(s.Name, s.Device, ledger.Draft{Type: fold.TypeMsgAck, Data: mustJSON(fold.EntryData{IDs: ids})}, s.Signer, s.observedHLC(v))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func ids(ms []Message) []string {
+func ids(ms []fold.Message) []string {
 	out := []string{}
 	for _, m := range ms {
 		out = append(out, m.ID)
@@ -116,8 +117,8 @@ func ids(ms []Message) []string {
 	return out
 }
 
-func ignoredFor(st *State, hash string) []Ignored {
-	var out []Ignored
+func ignoredFor(st *fold.State, hash string) []fold.Ignored {
+	var out []fold.Ignored
 	for _, ig := range st.Ignored {
 		if ig.Hash == hash {
 			out = append(out, ig)
@@ -131,8 +132,8 @@ func ignoredFor(st *State, hash string) []Ignored {
 func TestTalkReceiptsOnlyFromAddressees(t *testing.T) {
 	w := newTalkWorld(t)
 	toBob := w.send(t, w.alice, "bob", "bob: please look at the build")
-	toAll := w.send(t, w.alice, toAll, "everyone: the build is green")
-	toMaster := w.send(t, w.bob, ToMaster, "owner: may I push?")
+	toAll := w.send(t, w.alice, fold.ToAll, "everyone: the build is green")
+	toMaster := w.send(t, w.bob, fold.ToMaster, "owner: may I push?")
 	if !slices.Equal(toBob.ReadBy, []string{}) || toBob.From != "alice" || toBob.To != "bob" || toBob.Preview != "bob: please look at the build" || toBob.Bytes != 29 {
 		t.Fatalf("sent message view: %+v", toBob)
 	}
@@ -204,8 +205,8 @@ func TestTalkReceiptsOnlyFromAddressees(t *testing.T) {
 	}
 }
 
-func sentMessages(r *TalkSentResult) []Message {
-	var out []Message
+func sentMessages(r *fold.TalkSentResult) []fold.Message {
+	var out []fold.Message
 	for _, m := range r.Messages {
 		out = append(out, m.Message)
 	}
@@ -295,7 +296,7 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 		t.Fatalf("limit 50: %v, want invalid", err)
 	}
 	r := w.read(t, w.bob, TalkReadOptions{Peek: true})
-	if len(r.Messages) != TalkReadLimit || !r.Truncated || r.Remaining != 5 || len(r.Acked) != 0 {
+	if len(r.Messages) != fold.TalkReadLimit || !r.Truncated || r.Remaining != 5 || len(r.Acked) != 0 {
 		t.Fatalf("peek: %d messages, truncated %v remaining %d acked %v", len(r.Messages), r.Truncated, r.Remaining, r.Acked)
 	}
 	if !slices.Equal(ids(r.Messages), sent[:20]) {
@@ -344,8 +345,8 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 		t.Fatalf("since the start: since=%v %v remaining %d", r.Since, ids(r.Messages), r.Remaining)
 	}
 	cur = w.load(t).Arrivals.Cursor()
-	late := w.send(t, w.carol, toAll, "late news")
-	mine := w.send(t, w.bob, toAll, "bob's own news")
+	late := w.send(t, w.carol, fold.ToAll, "late news")
+	mine := w.send(t, w.bob, fold.ToAll, "bob's own news")
 	r = w.read(t, w.bob, TalkReadOptions{Since: cur})
 	if !r.Since || !slices.Equal(ids(r.Messages), []string{late.ID}) || !slices.Equal(r.Acked, []string{late.ID}) {
 		t.Fatalf("since after two posts: %v acked %v (own %s must not show)", ids(r.Messages), r.Acked, mine.ID)
@@ -369,7 +370,7 @@ func TestTalkReadBudgetAndSincePaging(t *testing.T) {
 	if len(r.Messages) != 13 || r.Remaining != 2 || !r.Truncated {
 		t.Fatalf("character budget: %d messages, remaining %d", len(r.Messages), r.Remaining)
 	}
-	if m := r.Messages[0]; !m.Truncated || len([]rune(m.Preview)) != PreviewRunes || m.Bytes != 800 {
+	if m := r.Messages[0]; !m.Truncated || len([]rune(m.Preview)) != fold.PreviewRunes || m.Bytes != 800 {
 		t.Fatalf("preview: truncated %v, %d runes, %d bytes", m.Truncated, len([]rune(m.Preview)), m.Bytes)
 	}
 	page1 := w.read(t, w.carol, TalkReadOptions{Since: firstCursor(w.load(t)), Peek: true, Limit: 10})
@@ -406,7 +407,7 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 		{w.alice, "", "hi", errs.Invalid, "needs a recipient"},
 		{w.alice, "alice", "hi", errs.Invalid, "to itself"},
 		{w.alice, "bob", " \n\t", errs.Invalid, "empty message"},
-		{w.alice, "bob", strings.Repeat("x", MaxMessageBody+1), errs.Invalid, "the limit is 65536"},
+		{w.alice, "bob", strings.Repeat("x", fold.MaxMessageBody+1), errs.Invalid, "the limit is 65536"},
 		{w.alice, "bob", "\xff", errs.Invalid, "UTF-8"},
 	} {
 		_, err := tc.s.TalkSend(tc.to, tc.body, "")
@@ -449,8 +450,8 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	}
 	// The owner may send to everyone and to agents; master and all are not agent names
 	// to join.
-	w.send(t, w.master, toAll, "release on friday")
-	if _, err := Join(w.c, toAll, "test"); !errs.Is(err, errs.Invalid) {
+	w.send(t, w.master, fold.ToAll, "release on friday")
+	if _, err := Join(w.c, fold.ToAll, "test"); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("join as all: %v", err)
 	}
 }
@@ -458,9 +459,9 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 // TestTalkShowAndPreview: the preview is rune-safe and flagged; show gives the body.
 func TestTalkShowAndPreview(t *testing.T) {
 	w := newTalkWorld(t)
-	body := strings.Repeat("ü", PreviewRunes) + "tail"
+	body := strings.Repeat("ü", fold.PreviewRunes) + "tail"
 	m := w.send(t, w.alice, "bob", body)
-	if !m.Truncated || m.Preview != strings.Repeat("ü", PreviewRunes) || m.Bytes != len(body) || m.Body != "" {
+	if !m.Truncated || m.Preview != strings.Repeat("ü", fold.PreviewRunes) || m.Bytes != len(body) || m.Body != "" {
 		t.Fatalf("preview of a long body: truncated %v, %d runes", m.Truncated, len([]rune(m.Preview)))
 	}
 	st := w.load(t).State
@@ -471,14 +472,14 @@ func TestTalkShowAndPreview(t *testing.T) {
 	if st.Messages[m.ID].Body != "" {
 		t.Fatal("show changed the state's message")
 	}
-	exact := w.send(t, w.alice, "bob", strings.Repeat("a", PreviewRunes))
+	exact := w.send(t, w.alice, "bob", strings.Repeat("a", fold.PreviewRunes))
 	if exact.Truncated {
 		t.Fatal("a body of exactly the preview length is not truncated")
 	}
 	if _, err := st.TalkSent("Not A Name", 0); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("TalkSent with a bad name: %v", err)
 	}
-	if _, err := st.TalkSent("alice", TalkSentMax+1); !errs.Is(err, errs.Invalid) {
+	if _, err := st.TalkSent("alice", fold.TalkSentMax+1); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("TalkSent with a limit too large: %v", err)
 	}
 }
@@ -487,7 +488,7 @@ func TestTalkShowAndPreview(t *testing.T) {
 // still counts: posts fold before acks, so neither arrival nor clock order matters.
 func TestTalkFoldIsOrderFree(t *testing.T) {
 	w := newTalkWorld(t)
-	m := w.send(t, w.alice, toAll, "hi")
+	m := w.send(t, w.alice, fold.ToAll, "hi")
 	// wendy's machine clock is far behind: her ack is stamped just after her join,
 	// before alice's post in merged order.
 	l, err := ledger.Open(ledger.Options{Root: w.c.Root, LockDir: w.c.Home.LockDir("acme"), Project: "acme",
@@ -495,7 +496,7 @@ func TestTalkFoldIsOrderFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := l.Append("wendy", w.wendy.Device, ledger.Draft{Type: TypeMsgAck, Data: mustJSON(entryData{IDs: []string{m.ID}})}, w.wendy.Signer, ledger.HLC{})
+	ack, err := l.Append("wendy", w.wendy.Device, ledger.Draft{Type: fold.TypeMsgAck, Data: mustJSON(fold.EntryData{IDs: []string{m.ID}})}, w.wendy.Signer, ledger.HLC{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,11 +511,11 @@ func TestTalkFoldIsOrderFree(t *testing.T) {
 	// makes it count.
 	var noPost []ledger.Entry
 	for _, e := range v.Snapshot.Entries {
-		if e.Type != TypeMsgPost {
+		if e.Type != fold.TypeMsgPost {
 			noPost = append(noPost, e)
 		}
 	}
-	st := Fold(FoldInput{Project: "acme", Master: w.c.MasterKey, Entries: noPost, Objects: w.c.objects()})
+	st := fold.Fold(fold.FoldInput{Project: "acme", Master: w.c.MasterKey, Entries: noPost, Objects: w.c.objects()})
 	if len(st.Messages) != 0 || len(st.Ignored) != 1 || st.Ignored[0].Hash != ack.Hash() {
 		t.Fatalf("ack without its post: %d messages, ignored %v", len(st.Messages), st.Ignored)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -22,8 +23,8 @@ func testHome(t *testing.T) *Home {
 func TestNewIDShape(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
-		id := NewID(PrefixOrder)
-		if !ValidID(id) || len(id) != 2+idLen {
+		id := fold.NewID(fold.PrefixOrder)
+		if !fold.ValidID(id) || len(id) != 2+fold.IDLen {
 			t.Fatalf("NewID = %q, not a valid id", id)
 		}
 		if seen[id] {
@@ -38,7 +39,7 @@ func TestNewIDShape(t *testing.T) {
 			}
 		}
 	}
-	if d := newDeviceID(); len(d) != deviceLen || !ValidName(d) {
+	if d := fold.NewDeviceID(); len(d) != fold.DeviceLen || !fold.ValidName(d) {
 		t.Fatalf("NewDeviceID = %q", d)
 	}
 }
@@ -52,7 +53,7 @@ func TestValidName(t *testing.T) {
 		{"", false}, {"-a", false}, {"A", false}, {"a_b", false}, {"a.b", false},
 		{"con", false}, {"lpt1", false}, {strings.Repeat("a", 64), false},
 	} {
-		if got := ValidName(tc.in); got != tc.ok {
+		if got := fold.ValidName(tc.in); got != tc.ok {
 			t.Errorf("ValidName(%q) = %v, want %v", tc.in, got, tc.ok)
 		}
 	}
@@ -71,7 +72,7 @@ func TestResolveID(t *testing.T) {
 		{"o-q", "", errs.NotFound},
 		{"", "", errs.Invalid},
 	} {
-		got, err := resolveID("order", tc.q, known)
+		got, err := fold.ResolveID("order", tc.q, known)
 		if tc.cat != "" {
 			if !errs.Is(err, tc.cat) {
 				t.Errorf("resolveID(%q) err = %v, want category %s", tc.q, err, tc.cat)
@@ -109,7 +110,7 @@ func TestResolveIDNear(t *testing.T) {
 		{"o-k3g", nil},                                                      // too short to guess
 		{"o-vvvvvvvvvvvvv", nil},                                            // nothing close
 	} {
-		_, err := resolveID("order", tc.q, known)
+		_, err := fold.ResolveID("order", tc.q, known)
 		if !errs.Is(err, errs.NotFound) {
 			t.Fatalf("resolveID(%q): %v, want not_found", tc.q, err)
 		}
@@ -123,7 +124,7 @@ func TestResolveIDNear(t *testing.T) {
 	}
 	// Three at most.
 	many := []string{"o-aaaaaaaaaaaa1", "o-aaaaaaaaaaaa2", "o-aaaaaaaaaaaa3", "o-aaaaaaaaaaaa4"}
-	_, err := resolveID("order", "o-aaaaaaaaaaaax", many)
+	_, err := fold.ResolveID("order", "o-aaaaaaaaaaaax", many)
 	if want := `no order "o-aaaaaaaaaaaax"; did you mean o-aaaaaaaaaaaa1 or o-aaaaaaaaaaaa2 or o-aaaaaaaaaaaa3?`; err == nil || errOf(err).Message != want {
 		t.Errorf("many near ids: %v, want %q", err, want)
 	}
@@ -335,7 +336,7 @@ func TestDecodeDataRejectsCaseVariantKeys(t *testing.T) {
 		{`[1]`, false},
 	} {
 		e := ledger.Entry{Data: []byte(tc.data)}
-		if _, ok := decodeData(&e); ok != tc.ok {
+		if _, ok := fold.DecodeData(&e); ok != tc.ok {
 			t.Errorf("decodeData(%s) ok = %v, want %v", tc.data, ok, tc.ok)
 		}
 	}
@@ -354,7 +355,7 @@ func TestVanishedChannelFolder(t *testing.T) {
 	if _, err := Join(c, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := c.As(MasterWriter)
+	m, _ := c.As(fold.MasterWriter)
 	if _, err := m.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +391,7 @@ func TestIdempotencyKeyBounded(t *testing.T) {
 	if _, err := Join(c, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := c.As(MasterWriter)
+	m, _ := c.As(fold.MasterWriter)
 	if _, err := m.Grant(GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}

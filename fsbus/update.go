@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -64,20 +65,20 @@ func knownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() 
 // master. When the
 // newest approval of version already names the same files with the same checksums, it
 // writes nothing and returns that approval.
-func (s *Session) ApproveRelease(version string, platforms map[string]string) (*Release, error) {
-	if !validVersion(version) {
+func (s *Session) ApproveRelease(version string, platforms map[string]string) (*fold.Release, error) {
+	if !fold.ValidVersion(version) {
 		return nil, errs.Errorf(errs.Invalid, "use a semantic version such as 1.4.0 or v1.4.0-rc.1", "version %q is not semver-like", version)
 	}
 	if len(platforms) == 0 {
 		return nil, errs.Errorf(errs.Invalid, "pass --platform GOOS/GOARCH=releases/FILE at least once", "no platforms to approve")
 	}
-	if s.Name != MasterWriter {
-		return nil, errs.Errorf(errs.Denied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", typeReleaseApprove)
+	if s.Name != fold.MasterWriter {
+		return nil, errs.Errorf(errs.Denied, "run it on the owner's machine, without --as", "only the owner may approve a release (%s needs the master key)", fold.TypeReleaseApprove)
 	}
-	files := map[string]ReleaseFile{}
+	files := map[string]fold.ReleaseFile{}
 	var notes []string
 	for _, p := range slices.Sorted(maps.Keys(platforms)) {
-		if !platformRE.MatchString(p) {
+		if !fold.PlatformRE.MatchString(p) {
 			return nil, errs.Errorf(errs.Invalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
 		}
 		if !knownPlatform(p) {
@@ -93,19 +94,19 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 			notes = append(notes, note)
 		}
 	}
-	data := releaseData{Version: version, Platforms: files}
-	var rel *Release
+	data := fold.ReleaseData{Version: version, Platforms: files}
+	var rel *fold.Release
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), typeReleaseApprove); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeReleaseApprove); err != nil {
 			return nil, nil, err
 		}
 		for _, r := range v.Releases() {
-			if canonicalVersion(r.Version) == canonicalVersion(version) && r.Version == version && maps.Equal(r.Platforms, files) && len(r.Refused) == 0 {
+			if fold.CanonicalVersion(r.Version) == fold.CanonicalVersion(version) && r.Version == version && maps.Equal(r.Platforms, files) && len(r.Refused) == 0 {
 				rel = &r
 				return nil, nil, nil
 			}
 		}
-		return &ledger.Draft{Type: typeReleaseApprove, Ref: version, Data: mustJSON(data)}, nil, nil
+		return &ledger.Draft{Type: fold.TypeReleaseApprove, Ref: version, Data: mustJSON(data)}, nil, nil
 	})
 	if err != nil || rel != nil {
 		return rel, err // the same approval again writes nothing and notes nothing
@@ -123,36 +124,36 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 // folder, checks it is a binary for platform carrying version (checkReleaseBinary),
 // and returns its slash path, sha256 and size, with a note when the check could not
 // be made.
-func (s *Session) hashRelease(p, platform, version string) (ReleaseFile, string, error) {
+func (s *Session) hashRelease(p, platform, version string) (fold.ReleaseFile, string, error) {
 	p = filepath.ToSlash(p)
-	if err := checkReleasePath(p); err != nil {
-		return ReleaseFile{}, "", err
+	if err := fold.CheckReleasePath(p); err != nil {
+		return fold.ReleaseFile{}, "", err
 	}
 	f, err := s.openRelease(p)
 	if err != nil {
-		return ReleaseFile{}, "", err
+		return fold.ReleaseFile{}, "", err
 	}
 	defer f.Close()
 	note, err := checkReleaseBinary(f, p, platform, version)
 	if err != nil {
-		return ReleaseFile{}, "", err
+		return fold.ReleaseFile{}, "", err
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return ReleaseFile{}, "", fmt.Errorf("reading %s: %w", p, err)
+		return fold.ReleaseFile{}, "", fmt.Errorf("reading %s: %w", p, err)
 	}
-	return ReleaseFile{SHA256: hexSHA(h.Sum(nil)), Path: p, Size: n}, note, nil
+	return fold.ReleaseFile{SHA256: fold.HexSHA(h.Sum(nil)), Path: p, Size: n}, note, nil
 }
 
 // openRelease opens a regular file at slash path p ("releases/…") through os.Root, so
 // no "..", absolute path or symlink leads outside the releases folder.
 func (c *Channel) openRelease(p string) (*os.File, error) {
-	if err := checkReleasePath(p); err != nil {
+	if err := fold.CheckReleasePath(p); err != nil {
 		return nil, err
 	}
-	rest := strings.TrimPrefix(p, releasesDir+"/")
-	root, err := os.OpenRoot(filepath.Join(c.Root, releasesDir))
+	rest := strings.TrimPrefix(p, fold.ReleasesDir+"/")
+	root, err := os.OpenRoot(filepath.Join(c.Root, fold.ReleasesDir))
 	if err != nil {
 		return nil, errs.Errorf(errs.NotFound, "copy the binaries into the channel's releases/ folder first", "the channel has no releases/ folder: %v", err)
 	}
@@ -179,9 +180,9 @@ type UpdateCheck struct {
 	Available bool   `json:"available"`
 	// Latest is the newest approved version with a usable file for Platform (empty when
 	// none); File is that file.
-	Latest   string       `json:"latest,omitempty"`
-	File     *ReleaseFile `json:"file,omitempty"`
-	Approved string       `json:"approved,omitempty"` // HLC of the approval
+	Latest   string            `json:"latest,omitempty"`
+	File     *fold.ReleaseFile `json:"file,omitempty"`
+	Approved string            `json:"approved,omitempty"` // HLC of the approval
 	// Refused names newer approvals for Platform that no update will use, with why
 	// ("1.5.0: approval carries no sha256").
 	Refused []string `json:"refused,omitempty"`
@@ -208,7 +209,7 @@ func (c *UpdateCheck) NoteInstalled(exe string) {
 	if _, err := io.Copy(h, f); err != nil {
 		return
 	}
-	if hexSHA(h.Sum(nil)) == c.File.SHA256 {
+	if fold.HexSHA(h.Sum(nil)) == c.File.SHA256 {
 		c.Available, c.Installed = false, true
 	}
 }
@@ -219,7 +220,7 @@ func (c *UpdateCheck) NoteInstalled(exe string) {
 func (v *View) CheckUpdate(current, platform string) *UpdateCheck {
 	out := &UpdateCheck{Current: current, Platform: platform}
 	for _, r := range v.Releases() {
-		if why, refused := r.Refused[platform]; refused && CompareVersions(r.Version, current) > 0 {
+		if why, refused := r.Refused[platform]; refused && fold.CompareVersions(r.Version, current) > 0 {
 			out.Refused = append(out.Refused, r.Version+": "+why)
 			continue
 		}
@@ -228,7 +229,7 @@ func (v *View) CheckUpdate(current, platform string) *UpdateCheck {
 			continue
 		}
 		out.Latest, out.Approved, out.File = r.Version, r.HLC, &f
-		out.Available = CompareVersions(r.Version, current) > 0
+		out.Available = fold.CompareVersions(r.Version, current) > 0
 		break
 	}
 	sort.Strings(out.Refused)
@@ -302,13 +303,13 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lvl := v.State.levelOf(s.Name); lvl < LevelOrchestrator {
+	if lvl := v.State.LevelOf(s.Name); lvl < fold.LevelOrchestrator {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner, or as an agent the owner seated at orchestrator",
 			"applying an update needs level orchestrator; %s has level %s", s.Name, lvl)
 	}
 	// The level is the seated key's: a key on this machine under that name that the
 	// owner did not seat does not carry it.
-	if err := s.checkIdentity(v.State, typeReleaseApprove); err != nil {
+	if err := s.checkIdentity(v.State, fold.TypeReleaseApprove); err != nil {
 		return nil, err
 	}
 	chk := v.CheckUpdate(opt.Current, opt.Platform)
@@ -347,7 +348,7 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 			return nil, &errs.Error{Category: errs.Invalid, Err: err, Message: fmt.Sprintf("the approved binary %s does not run here: %v", chk.File.Path, err),
 				Hint: "do not install it; ask the owner to check the release for " + opt.Platform + "; the running binary is unchanged"}
 		}
-		if canonicalVersion(got) != canonicalVersion(chk.Latest) {
+		if fold.CanonicalVersion(got) != fold.CanonicalVersion(chk.Latest) {
 			os.Remove(tmp)
 			return nil, errs.Errorf(errs.Invalid, "do not install it; ask the owner to build it with the approved version stamp and approve it again; the running binary is unchanged",
 				"the approved binary %s reports version %s, not the approved %s", chk.File.Path, got, chk.Latest)
@@ -405,7 +406,7 @@ func copyBeside(exe string, src io.Reader) (tmp, sum string, n int64, err error)
 		os.Remove(f.Name())
 		return "", "", 0, fmt.Errorf("closing %s: %w", f.Name(), err)
 	}
-	return f.Name(), hexSHA(h.Sum(nil)), n, nil
+	return f.Name(), fold.HexSHA(h.Sum(nil)), n, nil
 }
 
 // replaceExecutable puts the file tmp in place of exe. On unix one rename does it (a
@@ -487,7 +488,7 @@ func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note str
 	if stamped == "" {
 		return fmt.Sprintf("%s carries no version stamp (build it with -ldflags \"-X main.version=%s\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, version, version), nil
 	}
-	if canonicalVersion(stamped) != canonicalVersion(version) {
+	if fold.CanonicalVersion(stamped) != fold.CanonicalVersion(version) {
 		return "", errs.Errorf(errs.Invalid, "approve the version the binary reports, or rebuild it with -ldflags \"-X main.version="+version+"\"",
 			"%s reports version %s, not %s", path, stamped, version)
 	}
@@ -501,28 +502,28 @@ func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note str
 // checksums). Entries by any other writer never count (the fold lists them as
 // ignored); approvals whose version is not semver-like or whose data does not decode
 // are dropped. The list is never nil.
-func (v *View) Releases() []Release {
-	byVersion := map[string]Release{}
+func (v *View) Releases() []fold.Release {
+	byVersion := map[string]fold.Release{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
-		if e.Type != typeReleaseApprove || e.Writer != MasterWriter || !v.State.Counts(e.Hash()) {
+		if e.Type != fold.TypeReleaseApprove || e.Writer != fold.MasterWriter || !v.State.Counts(e.Hash()) {
 			continue
 		}
-		r, ok := parseRelease(e)
+		r, ok := fold.ParseRelease(e)
 		if !ok {
 			continue
 		}
-		key := canonicalVersion(r.Version)
+		key := fold.CanonicalVersion(r.Version)
 		if old, seen := byVersion[key]; !seen || old.HLC < r.HLC || (old.HLC == r.HLC && old.Hash < r.Hash) {
 			byVersion[key] = r
 		}
 	}
-	out := make([]Release, 0, len(byVersion))
+	out := make([]fold.Release, 0, len(byVersion))
 	for _, r := range byVersion {
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if c := CompareVersions(out[i].Version, out[j].Version); c != 0 {
+		if c := fold.CompareVersions(out[i].Version, out[j].Version); c != 0 {
 			return c > 0
 		}
 		return out[i].HLC > out[j].HLC

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -69,7 +70,7 @@ func sumHex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(
 func TestUpdateApproveCheckApply(t *testing.T) {
 	w := newUpdateWorld(t)
 	plat := Platform()
-	r, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"})
+	r, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestUpdateApproveCheckApply(t *testing.T) {
 		t.Fatalf("approval %+v", r)
 	}
 	n := primaryEntries(t, w.c)
-	if again, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil || again.Hash != r.Hash || primaryEntries(t, w.c) != n {
+	if again, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil || again.Hash != r.Hash || primaryEntries(t, w.c) != n {
 		t.Fatalf("re-approving the same files wrote again: %v", err)
 	}
 	v := primaryLoad(t, w.c)
@@ -122,7 +123,7 @@ func TestUpdateRefusals(t *testing.T) {
 	plat := Platform()
 	t.Run("tampered", func(t *testing.T) {
 		w := newUpdateWorld(t)
-		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
+		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
 		}
 		// Same size, other bytes: not the approved file (invalid, "do not install").
@@ -148,7 +149,7 @@ func TestUpdateRefusals(t *testing.T) {
 	})
 	t.Run("version check and dry run", func(t *testing.T) {
 		w := newUpdateWorld(t)
-		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
+		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
 		}
 		reports := func(v string, err error) func(string) (string, error) {
@@ -192,7 +193,7 @@ func TestUpdateRefusals(t *testing.T) {
 	t.Run("unknown platform", func(t *testing.T) {
 		w := newUpdateWorld(t)
 		for _, p := range []string{"foo/bar", "linux/foo", "windows/mips"} {
-			if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{p: "releases/ferry-new"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not a GOOS/GOARCH pair Go builds for") {
+			if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{p: "releases/ferry-new"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not a GOOS/GOARCH pair Go builds for") {
 				t.Errorf("approve for %s: %v", p, err)
 			}
 		}
@@ -202,7 +203,7 @@ func TestUpdateRefusals(t *testing.T) {
 	})
 	t.Run("unseated key under an orchestrator's name", func(t *testing.T) {
 		w := newUpdateWorld(t)
-		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
+		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
 		}
 		impostor := &Session{Channel: w.c, Name: "olga", Signer: w.ss["mike"].Signer}
@@ -213,8 +214,8 @@ func TestUpdateRefusals(t *testing.T) {
 	})
 	t.Run("non-master approval ignored", func(t *testing.T) {
 		w := newUpdateWorld(t)
-		d := releaseData{Version: "9.0.0", Platforms: map[string]ReleaseFile{plat: {SHA256: sumHex(w.rel), Path: "releases/ferry-new"}}}
-		e := primaryAppend(t, w.ss["olga"], typeReleaseApprove, "9.0.0", d)
+		d := fold.ReleaseData{Version: "9.0.0", Platforms: map[string]fold.ReleaseFile{plat: {SHA256: sumHex(w.rel), Path: "releases/ferry-new"}}}
+		e := primaryAppend(t, w.ss["olga"], fold.TypeReleaseApprove, "9.0.0", d)
 		v := primaryLoad(t, w.c)
 		if len(v.Releases()) != 0 || v.CheckUpdate("1.0.0", plat).Available || v.State.Counts(e.Hash()) {
 			t.Fatalf("an orchestrator's approval counted: %+v", v.Releases())
@@ -224,7 +225,7 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 		w.exeUnchanged(t)
 	})
-	for name, f := range map[string]ReleaseFile{
+	for name, f := range map[string]fold.ReleaseFile{
 		"missing checksum": {Path: "releases/ferry-new"},
 		"short checksum":   {SHA256: "abc", Path: "releases/ferry-new"},
 		"path traversal":   {SHA256: strings.Repeat("0", 64), Path: "releases/../channel.toml"},
@@ -233,7 +234,7 @@ func TestUpdateRefusals(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := newUpdateWorld(t)
-			primaryAppend(t, w.ss[MasterWriter], typeReleaseApprove, "2.0.0", releaseData{Version: "2.0.0", Platforms: map[string]ReleaseFile{plat: f}})
+			primaryAppend(t, w.ss[fold.MasterWriter], fold.TypeReleaseApprove, "2.0.0", fold.ReleaseData{Version: "2.0.0", Platforms: map[string]fold.ReleaseFile{plat: f}})
 			chk := primaryLoad(t, w.c).CheckUpdate("1.0.0", plat)
 			if chk.Available || len(chk.Refused) != 1 || !strings.HasPrefix(chk.Refused[0], "2.0.0: ") {
 				t.Fatalf("check: %+v", chk)
@@ -261,15 +262,15 @@ func TestUpdateRefusals(t *testing.T) {
 			who, version, plat, path string
 			cat                      errs.Category
 		}{
-			{MasterWriter, "1.1", plat, "releases/ferry-new", errs.Invalid},
-			{MasterWriter, "latest", plat, "releases/ferry-new", errs.Invalid},
-			{MasterWriter, "1.1.0", "linux", "releases/ferry-new", errs.Invalid},
-			{MasterWriter, "1.1.0", plat, "releases/../channel.toml", errs.Invalid},
-			{MasterWriter, "1.1.0", plat, "../ferry-new", errs.Invalid},
-			{MasterWriter, "1.1.0", plat, "/etc/passwd", errs.Invalid},
-			{MasterWriter, "1.1.0", plat, "releases/link", errs.Invalid},
-			{MasterWriter, "1.1.0", plat, "releases/dir", errs.Invalid},
-			{MasterWriter, "1.1.0", plat, "releases/nope", errs.NotFound},
+			{fold.MasterWriter, "1.1", plat, "releases/ferry-new", errs.Invalid},
+			{fold.MasterWriter, "latest", plat, "releases/ferry-new", errs.Invalid},
+			{fold.MasterWriter, "1.1.0", "linux", "releases/ferry-new", errs.Invalid},
+			{fold.MasterWriter, "1.1.0", plat, "releases/../channel.toml", errs.Invalid},
+			{fold.MasterWriter, "1.1.0", plat, "../ferry-new", errs.Invalid},
+			{fold.MasterWriter, "1.1.0", plat, "/etc/passwd", errs.Invalid},
+			{fold.MasterWriter, "1.1.0", plat, "releases/link", errs.Invalid},
+			{fold.MasterWriter, "1.1.0", plat, "releases/dir", errs.Invalid},
+			{fold.MasterWriter, "1.1.0", plat, "releases/nope", errs.NotFound},
 			{"olga", "1.1.0", plat, "releases/ferry-new", errs.Denied},
 		} {
 			if runtime.GOOS == "windows" && strings.HasSuffix(tc.path, "link") {
@@ -280,7 +281,7 @@ func TestUpdateRefusals(t *testing.T) {
 				t.Errorf("%+v: %v; want %s", tc, err, tc.cat)
 			}
 		}
-		if _, err := w.ss[MasterWriter].ApproveRelease("1.1.0", nil); !errs.Is(err, errs.Invalid) {
+		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", nil); !errs.Is(err, errs.Invalid) {
 			t.Errorf("no platforms: %v", err)
 		}
 		if primaryEntries(t, w.c) != n {
@@ -295,7 +296,7 @@ func TestUpdateRefusals(t *testing.T) {
 func TestUpdateOlderNotOffered(t *testing.T) {
 	w := newUpdateWorld(t)
 	plat := Platform()
-	m := w.ss[MasterWriter]
+	m := w.ss[fold.MasterWriter]
 	for _, ver := range []string{"1.10.0", "1.2.0"} {
 		if _, err := m.ApproveRelease(ver, map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
@@ -362,15 +363,15 @@ func TestCompareVersions(t *testing.T) {
 		{"1.0.0-alpha.1", "1.0.0-alpha.beta", -1}, {"1.0.0-beta.2", "1.0.0-beta.11", -1},
 		{"1.0.0-rc.1", "1.0.0-beta.11", 1}, {"dev", "0.0.1", -1}, {"dev", "(devel)", 0},
 	} {
-		if got := CompareVersions(tc.a, tc.b); got != tc.want {
+		if got := fold.CompareVersions(tc.a, tc.b); got != tc.want {
 			t.Errorf("CompareVersions(%q, %q) = %d; want %d", tc.a, tc.b, got, tc.want)
 		}
-		if got := CompareVersions(tc.b, tc.a); got != -tc.want {
+		if got := fold.CompareVersions(tc.b, tc.a); got != -tc.want {
 			t.Errorf("CompareVersions(%q, %q) = %d; want %d", tc.b, tc.a, got, -tc.want)
 		}
 	}
 	for _, bad := range []string{"1", "1.2", "01.2.3", "1.2.3-", "1.2.3-01", "v", strings.Repeat("1", 70) + ".0.0"} {
-		if validVersion(bad) {
+		if fold.ValidVersion(bad) {
 			t.Errorf("%q is valid", bad)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // TestCutRevocationReported: deleting the last line of the master
@@ -51,7 +53,7 @@ func TestCutRevocationReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vr.Vanished) != 1 || vr.Vanished[0].Writer != MasterWriter || vr.Vanished[0].Records != 1 || vr.OK() ||
+	if len(vr.Vanished) != 1 || vr.Vanished[0].Writer != fold.MasterWriter || vr.Vanished[0].Records != 1 || vr.OK() ||
 		vr.Fixes[kindVanished] == "" || !strings.Contains(vr.Vanished[0].String(), " up to seq ") {
 		t.Errorf("other machine's verify: vanished %+v lost %q", vr.Vanished, vr.Lost)
 	}

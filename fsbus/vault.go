@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +13,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 
 	"filippo.io/age"
 	"filippo.io/age/agessh"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -41,101 +40,22 @@ import (
 // put is refused when written (denied) and ignored when folded. Older puts stay on
 // disk and in the ledger. No MCP tool reads or writes the vault.
 
-// typeSecretPut records a value put in the vault (member level).
-const typeSecretPut = "secret.put"
-
-// prefixSecret is the id prefix of a vault object.
-const prefixSecret = "s-"
-
-// secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
-// shape of every object id, docs/design.md §2 rule 2), so a path built from it stays in vault/.
-var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
-
 // MaxSecretValue is the largest value the vault keeps, in bytes (64 KiB).
 const MaxSecretValue = 64 << 10
-
-// maxSecretName is the longest secret name, in characters: a portable name (docs/design.md §2
-// rule 10, ValidName) is at most 63.
-const maxSecretName = 63
-
-// secretData is a secret.put entry's data. "recipients", not "to": entryData's to is a
-// string, and a list there would make the entry undecodable for every fold.
-type secretData struct {
-	Object     string   `json:"object"`
-	ID         string   `json:"id"`
-	Recipients []string `json:"recipients"`
-	Args       string   `json:"args,omitempty"`
-}
-
-// Secret is a name in the vault as the newest counted put left it (never the value).
-type Secret struct {
-	Name       string   `json:"name"`
-	ID         string   `json:"id"`
-	Author     string   `json:"author"`
-	Recipients []string `json:"recipients"` // sorted, the author included
-	HLC        string   `json:"hlc"`
-	Object     string   `json:"object"`
-	Puts       int      `json:"puts"`  // counted puts of this name that replaced it, this one included
-	Owner      string   `json:"owner"` // the writer of the name's first counted put
-	// Ignored names the other writers whose puts of this name were ignored (sorted):
-	// a name belongs to its first author, and only that author or master replaces it.
-	Ignored []string `json:"ignored_authors,omitempty"`
-
-	device string
-}
 
 // vaultPath is the file of a vault object.
 func vaultPath(root, name, id string) string {
 	return filepath.Join(root, "vault", name, id+".age")
 }
 
-// Secrets returns every name in the vault, sorted, each as its newest counted put
-// (entryLess: HLC, then writer, device, seq — the fold's order).
-func (st *State) secrets(snap *ledger.Snapshot) map[string]*Secret {
-	out := map[string]*Secret{}
-	for i := range snap.Entries {
-		e := &snap.Entries[i]
-		if e.Type != typeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
-			continue
-		}
-		var d secretData
-		if json.Unmarshal(e.Data, &d) != nil || !secretIDRe.MatchString(d.ID) || d.Object == "" {
-			continue
-		}
-		old := out[e.Ref]
-		n, owner := 1, e.Writer
-		var ignored []string
-		if old != nil {
-			if e.Writer != old.Owner && e.Writer != MasterWriter {
-				// Another author's put (one written where the first had not yet
-				// arrived, or past the write check) replaces nothing: ADR 0009 §2.
-				if !slices.Contains(old.Ignored, e.Writer) {
-					old.Ignored = append(old.Ignored, e.Writer)
-					sort.Strings(old.Ignored)
-				}
-				continue
-			}
-			n, owner, ignored = old.Puts+1, old.Owner, old.Ignored
-		}
-		// Entries come in merged (HLC) order: a later one is newer.
-		out[e.Ref] = &Secret{Name: e.Ref, ID: d.ID, Author: e.Writer, Recipients: d.Recipients,
-			HLC: string(e.HLC), Object: d.Object, Puts: n, Owner: owner, Ignored: ignored, device: e.Device}
-	}
-	return out
-}
-
 // SecretList lists the vault's names, sorted, without values.
-func (v *View) SecretList() []*Secret {
-	m := v.State.secrets(v.Snapshot)
-	out := make([]*Secret, 0, len(m))
+func (v *View) SecretList() []*fold.Secret {
+	m := v.State.Secrets(v.Snapshot)
+	out := make([]*fold.Secret, 0, len(m))
 	for _, n := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, m[n])
 	}
 	return out
-}
-
-func validSecretName(n string) bool {
-	return ValidName(n) && len(n) <= maxSecretName
 }
 
 // secretArgs is what data.args authenticates for SecretPut: the value's hash, never the value.
@@ -174,9 +94,9 @@ func (s *Session) secretArgsMAC(a secretArgs) (string, error) {
 // member level, or when name belongs to another writer (its first author; master may
 // replace any name); conflict for a key used with other arguments. A replayed key writes
 // nothing and returns the first put.
-func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*Secret, error) {
+func (s *Session) SecretPut(name string, to []string, value []byte, key string) (*fold.Secret, error) {
 	switch {
-	case !validSecretName(name):
+	case !fold.ValidSecretName(name):
 		return nil, errs.Errorf(errs.Invalid, "name it with a-z, 0-9 and '-', at most 63 characters (e.g. db-password)", "bad secret name %s", secretguard.Quote(name))
 	case len(value) == 0:
 		return nil, errs.Errorf(errs.Invalid, "pass the value on stdin or with --from-file PATH", "empty secret value")
@@ -206,10 +126,10 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		if _, replay, err := s.checkIdem(v.State, key, args); err != nil || replay {
 			return nil, nil, err // a replay: the first put's ref is name
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), typeSecretPut); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeSecretPut); err != nil {
 			return nil, nil, err
 		}
-		if cur := v.State.secrets(v.Snapshot)[name]; cur != nil && cur.Owner != s.Name && s.Name != MasterWriter {
+		if cur := v.State.Secrets(v.Snapshot)[name]; cur != nil && cur.Owner != s.Name && s.Name != fold.MasterWriter {
 			return nil, nil, errs.Errorf(errs.Denied, "pick another name, or ask "+cur.Owner+" (or the owner, as master) to put it again",
 				"secret %s belongs to %s, who put it first: only %s or master may replace it", name, cur.Owner, cur.Owner)
 		}
@@ -236,13 +156,13 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 		if err := w.Close(); err != nil {
 			return nil, nil, fmt.Errorf("encrypting: %w", err)
 		}
-		id = NewID(prefixSecret)
+		id = fold.NewID(fold.PrefixSecret)
 		h := sha256.Sum256(buf.Bytes())
-		d := secretData{Object: "sha256:" + hex.EncodeToString(h[:]), ID: id, Recipients: recips}
+		d := fold.SecretData{Object: "sha256:" + hex.EncodeToString(h[:]), ID: id, Recipients: recips}
 		if key != "" {
 			d.Args = args
 		}
-		return &ledger.Draft{Type: typeSecretPut, Ref: name, Data: mustJSON(d), Idem: key},
+		return &ledger.Draft{Type: fold.TypeSecretPut, Ref: name, Data: mustJSON(d), Idem: key},
 			[]pendingObject{{path: vaultPath(s.Root, name, id), data: buf.Bytes(), sealed: true}}, nil
 	})
 	if err != nil {
@@ -257,7 +177,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 	} else {
 		v = s.viewWithEntry(v, e)
 	}
-	sec := v.State.secrets(v.Snapshot)[name]
+	sec := v.State.Secrets(v.Snapshot)[name]
 	if sec == nil || (e.Type != "" && sec.ID != id) {
 		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "secret %s is not in the state after writing it", name)
 	}
@@ -266,13 +186,13 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 
 // recipientKey is the ed25519 key the roster binds to name: the master key for
 // "master", else the seated key of an agent that is seated and not retired.
-func (s *Session) recipientKey(st *State, name string) (ed25519.PublicKey, error) {
-	if name == MasterWriter {
+func (s *Session) recipientKey(st *fold.State, name string) (ed25519.PublicKey, error) {
+	if name == fold.MasterWriter {
 		return s.MasterKey, nil
 	}
 	a := st.Agents[name]
 	switch {
-	case !ValidName(name):
+	case !fold.ValidName(name):
 		return nil, errs.Errorf(errs.Invalid, "name agents as `ferry agents` lists them", "bad recipient %s", secretguard.Quote(name))
 	case a == nil || (a.JoinKey == "" && !a.Seated && !a.Retired):
 		return nil, errs.Errorf(errs.NotFound, "see `ferry agents` for the agents of this channel", "no agent %s has joined this channel", name)
@@ -310,12 +230,12 @@ func (s *Session) privateKey() (ed25519.PrivateKey, error) {
 // no longer opens the value (it was encrypted to a key since replaced); retry_needed
 // while the object has not arrived or is still empty; invalid when the object's bytes differ from the
 // hash its entry names (edited or damaged: never decrypted).
-func (s *Session) SecretGet(name string) ([]byte, *Secret, error) {
+func (s *Session) SecretGet(name string) ([]byte, *fold.Secret, error) {
 	v, err := s.Load()
 	if err != nil {
 		return nil, nil, err
 	}
-	sec := v.State.secrets(v.Snapshot)[name]
+	sec := v.State.Secrets(v.Snapshot)[name]
 	if sec == nil {
 		return nil, nil, errs.Errorf(errs.NotFound, "`ferry secret list` shows the names", "no secret %s in the vault", secretguard.Quote(name))
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -14,7 +15,7 @@ import (
 // types may carry data.object too (secret.put names a vault file by its bytes), and
 // their ref is not an object id: a secret named a--b is not the ask a--b.
 var namesObject = map[string]bool{
-	TypeOrderCreate: true, TypeMsgPost: true, TypeAskRaise: true, TypeOrderSubmit: true, TypeHandinAdd: true,
+	fold.TypeOrderCreate: true, fold.TypeMsgPost: true, fold.TypeAskRaise: true, fold.TypeOrderSubmit: true, fold.TypeHandinAdd: true,
 }
 
 // vaultFiles checks the file of every counted secret.put against the hash its entry
@@ -23,14 +24,14 @@ var namesObject = map[string]bool{
 // one is still arriving (a sync tool creates the file before it fills it); a missing
 // one is not listed (it has not arrived: secret get answers retry_needed). Paths are
 // relative to the channel root.
-func (c *Channel) vaultFiles(snap *ledger.Snapshot, st *State) (problems, arriving []string) {
+func (c *Channel) vaultFiles(snap *ledger.Snapshot, st *fold.State) (problems, arriving []string) {
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
-		if e.Type != typeSecretPut || !st.Counts(e.Hash()) || !validSecretName(e.Ref) {
+		if e.Type != fold.TypeSecretPut || !st.Counts(e.Hash()) || !fold.ValidSecretName(e.Ref) {
 			continue
 		}
-		var d secretData
-		if json.Unmarshal(e.Data, &d) != nil || !secretIDRe.MatchString(d.ID) || d.Object == "" {
+		var d fold.SecretData
+		if json.Unmarshal(e.Data, &d) != nil || !fold.SecretIDRe.MatchString(d.ID) || d.Object == "" {
 			continue
 		}
 		p := vaultPath(c.Root, e.Ref, d.ID)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/secretguard/secrettest"
@@ -30,7 +31,7 @@ func TestVaultPutGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(sec.Recipients, ",") != "alice,bob" || sec.Author != "alice" || !secretIDRe.MatchString(sec.ID) {
+	if strings.Join(sec.Recipients, ",") != "alice,bob" || sec.Author != "alice" || !fold.SecretIDRe.MatchString(sec.ID) {
 		t.Fatalf("put: %+v", sec)
 	}
 	for _, s := range []*Session{w.alice, w.bob} {
@@ -106,7 +107,7 @@ func TestVaultRefusals(t *testing.T) {
 		{"unknown recipient", w.alice, "x", []string{"zed"}, v, errs.NotFound, "no agent zed"},
 		{"no recipient", w.alice, "x", nil, v, errs.Invalid, "at least one recipient"},
 		{"bad name", w.alice, "../etc", []string{"bob"}, v, errs.Invalid, "bad secret name"},
-		{"long name", w.alice, strings.Repeat("a", maxSecretName+1), []string{"bob"}, v, errs.Invalid, "bad secret name"},
+		{"long name", w.alice, strings.Repeat("a", fold.MaxSecretName+1), []string{"bob"}, v, errs.Invalid, "bad secret name"},
 		{"empty value", w.alice, "x", []string{"bob"}, nil, errs.Invalid, "empty secret value"},
 		{"value too large", w.alice, "x", []string{"bob"}, make([]byte, MaxSecretValue+1), errs.Invalid, "secret value is 65537 bytes; the limit is 65536"},
 	}
@@ -125,8 +126,8 @@ func TestVaultRefusals(t *testing.T) {
 
 	// The longest name the cap names is accepted (63: a
 	// portable name stops there).
-	if _, err := w.alice.SecretPut(strings.Repeat("a", maxSecretName), []string{"bob"}, v, ""); err != nil {
-		t.Fatalf("a %d-character name: %v", maxSecretName, err)
+	if _, err := w.alice.SecretPut(strings.Repeat("a", fold.MaxSecretName), []string{"bob"}, v, ""); err != nil {
+		t.Fatalf("a %d-character name: %v", fold.MaxSecretName, err)
 	}
 	// An object edited on disk is never decrypted; a missing one is pending sync.
 	sec, err := w.alice.SecretPut("api", []string{"bob"}, v, "")
@@ -179,8 +180,8 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 	}
 	var args string
 	for _, e := range w.load(t).Snapshot.Entries {
-		if e.Type == typeSecretPut && e.Ref == "door-pin" {
-			var d secretData
+		if e.Type == fold.TypeSecretPut && e.Ref == "door-pin" {
+			var d fold.SecretData
 			if err := json.Unmarshal(e.Data, &d); err != nil {
 				t.Fatal(err)
 			}
@@ -253,8 +254,8 @@ func TestVaultNameOwner(t *testing.T) {
 	}
 	// A put by bob that bypassed the write check: counted as an entry, ignored as a value.
 	_, _, err = w.bob.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		d := secretData{Object: "sha256:" + strings.Repeat("0", 64), ID: NewID(prefixSecret), Recipients: []string{"bob", "master"}}
-		return &ledger.Draft{Type: typeSecretPut, Ref: "deploy-token", Data: mustJSON(d)}, nil, nil
+		d := fold.SecretData{Object: "sha256:" + strings.Repeat("0", 64), ID: fold.NewID(fold.PrefixSecret), Recipients: []string{"bob", "master"}}
+		return &ledger.Draft{Type: fold.TypeSecretPut, Ref: "deploy-token", Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		t.Fatal(err)

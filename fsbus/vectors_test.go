@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -206,26 +207,26 @@ func TestVectorsIDs(t *testing.T) {
 		} `json:"resolve"`
 	}
 	readJSON(t, filepath.Join(vecRoot, "ids.json"), &f)
-	if f.Alphabet != crockford {
-		t.Errorf("alphabet %q, code uses %q", f.Alphabet, crockford)
+	if f.Alphabet != fold.Crockford {
+		t.Errorf("alphabet %q, code uses %q", f.Alphabet, fold.Crockford)
 	}
 	for _, id := range f.Valid {
-		if !ValidID(id) {
+		if !fold.ValidID(id) {
 			t.Errorf("ValidID(%q) = false", id)
 		}
 	}
 	for _, id := range f.Invalid {
-		if ValidID(id) {
+		if fold.ValidID(id) {
 			t.Errorf("ValidID(%q) = true", id)
 		}
 	}
 	for _, d := range f.Devices {
-		if len(d) != deviceLen || !ValidName(d) || strings.Trim(d, crockford) != "" {
+		if len(d) != fold.DeviceLen || !fold.ValidName(d) || strings.Trim(d, fold.Crockford) != "" {
 			t.Errorf("device %q is not 8 Crockford characters", d)
 		}
 	}
 	for _, r := range f.Resolve {
-		id, err := resolveID("order", r.Query, r.Known)
+		id, err := fold.ResolveID("order", r.Query, r.Known)
 		switch {
 		case r.Category == "" && (err != nil || id != r.ID):
 			t.Errorf("resolve %q: got %q, %v; want %q", r.Query, id, err, r.ID)
@@ -234,10 +235,10 @@ func TestVectorsIDs(t *testing.T) {
 		}
 	}
 	for range 100 {
-		if id := NewID(PrefixOrder); !ValidID(id) || len(id) != 2+idLen {
+		if id := fold.NewID(fold.PrefixOrder); !fold.ValidID(id) || len(id) != 2+fold.IDLen {
 			t.Fatalf("NewID made %q", id)
 		}
-		if d := newDeviceID(); len(d) != deviceLen || strings.Trim(d, crockford) != "" {
+		if d := fold.NewDeviceID(); len(d) != fold.DeviceLen || strings.Trim(d, fold.Crockford) != "" {
 			t.Fatalf("NewDeviceID made %q", d)
 		}
 	}
@@ -384,7 +385,7 @@ func newVecBuilder(t *testing.T) *vecBuilder {
 		seg:     map[string]*bytes.Buffer{},
 	}
 	b.f.Comment = "ferry format v1 golden vectors (docs/format.md). Regenerate only on purpose: go test ./fsbus -run Vectors -update"
-	for i, w := range []struct{ name, device string }{{MasterWriter, "k3f9x2ab"}, {vecAgentA, "q7mze0h4"}, {vecAgentB, "d3sktp01"}} {
+	for i, w := range []struct{ name, device string }{{fold.MasterWriter, "k3f9x2ab"}, {vecAgentA, "q7mze0h4"}, {vecAgentB, "d3sktp01"}} {
 		k := ledger.KeySigner(ed25519.NewKeyFromSeed(unhex(t, rfc[i].SecretKey)))
 		b.signers[w.name], b.devices[w.name] = k, w.device
 		b.f.Keys = append(b.f.Keys, vecKey{Writer: w.name, Device: w.device, Seed: rfc[i].SecretKey,
@@ -398,12 +399,12 @@ func (b *vecBuilder) key(w string) string { return ledger.FormatKey(b.signers[w]
 // channel writes channel.toml as Init does, with a fixed creation time.
 func (b *vecBuilder) channel() {
 	cfg := Config{Format: FormatVersion, Project: vecProject, Title: "ferry format v1 vectors",
-		Master: b.key(MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: defaultPolicy}
+		Master: b.key(fold.MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: fold.DefaultPolicy}
 	body, err := cfg.signingBody()
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if cfg.Sig, err = ledger.SignDomain(b.signers[MasterWriter], channelDomain, vecProject, body); err != nil {
+	if cfg.Sig, err = ledger.SignDomain(b.signers[fold.MasterWriter], channelDomain, vecProject, body); err != nil {
 		b.t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -417,7 +418,7 @@ func (b *vecBuilder) channel() {
 }
 
 // object seals obj with sealObject and records it.
-func (b *vecBuilder) object(name, author, id string, obj any, env *Envelope) string {
+func (b *vecBuilder) object(name, author, id string, obj any, env *fold.Envelope) string {
 	body, err := ledger.Canonical(obj) // what sealObject signs: the envelope has no sig yet
 	if err != nil {
 		b.t.Fatal(err)
@@ -450,7 +451,7 @@ func (b *vecBuilder) args(name string, call any) string {
 }
 
 // entry signs the next entry of writer's segment and records it.
-func (b *vecBuilder) entry(name, writer, hlc, typ, ref, idem string, d entryData) string {
+func (b *vecBuilder) entry(name, writer, hlc, typ, ref, idem string, d fold.EntryData) string {
 	e := ledger.Entry{V: ledger.Version, Writer: writer, Device: b.devices[writer], Seq: 1, HLC: hlc,
 		Type: typ, Ref: ref, Idem: idem, Data: mustJSON(d)}
 	if last := b.tails[writer]; last != nil {
@@ -486,65 +487,65 @@ func (b *vecBuilder) entry(name, writer, hlc, typ, ref, idem string, d entryData
 func buildVectors(t *testing.T) (map[string][]byte, *vecFile) {
 	b := newVecBuilder(t)
 	b.channel()
-	A, B, M := vecAgentA, vecAgentB, MasterWriter
+	A, B, M := vecAgentA, vecAgentB, fold.MasterWriter
 	h := b.hashes
 
-	b.entry("a1-join", A, "2026-11-29T18:30:00.000Z/0000", TypeAgentJoin, A, "",
-		entryData{Key: b.key(A), App: "claude-code", Machine: "laptop"})
-	b.entry("b1-join", B, "2026-11-29T18:30:00.250Z/0000", TypeAgentJoin, B, "",
-		entryData{Key: b.key(B), App: "codex", Machine: "desktop"})
-	b.entry("m1-grant-a", M, "2026-11-29T18:30:01.000Z/0000", TypeGrantSet, A, "",
-		entryData{Agent: A, Key: b.key(A), Level: "member"})
-	b.entry("m2-grant-b", M, "2026-11-29T18:30:01.000Z/0001", TypeGrantSet, B, "",
-		entryData{Agent: B, Key: b.key(B), Level: "member"})
+	b.entry("a1-join", A, "2026-11-29T18:30:00.000Z/0000", fold.TypeAgentJoin, A, "",
+		fold.EntryData{Key: b.key(A), App: "claude-code", Machine: "laptop"})
+	b.entry("b1-join", B, "2026-11-29T18:30:00.250Z/0000", fold.TypeAgentJoin, B, "",
+		fold.EntryData{Key: b.key(B), App: "codex", Machine: "desktop"})
+	b.entry("m1-grant-a", M, "2026-11-29T18:30:01.000Z/0000", fold.TypeGrantSet, A, "",
+		fold.EntryData{Agent: A, Key: b.key(A), Level: "member"})
+	b.entry("m2-grant-b", M, "2026-11-29T18:30:01.000Z/0001", fold.TypeGrantSet, B, "",
+		fold.EntryData{Agent: B, Key: b.key(B), Level: "member"})
 
-	o1 := &OrderObject{Envelope: Envelope{V: 1, ID: vecOrder1, Author: B, Device: b.devices[B]},
+	o1 := &fold.OrderObject{Envelope: fold.Envelope{V: 1, ID: vecOrder1, Author: B, Device: b.devices[B]},
 		Title: "Fix the flaky login test <CI> & retry", Body: "Fails about 1 in 20 runs on CI.\nSee `auth_test.go` — “TestLogin”.",
 		Labels: []string{"ci", "tests"}, Priority: "high"}
-	b.entry("b2-create-o1", B, "2026-11-29T18:31:00.000Z/0000", TypeOrderCreate, vecOrder1, "",
-		entryData{Object: b.object("order o1", B, vecOrder1, o1, &o1.Envelope)})
-	b.entry("a2-claim-o1", A, "2026-11-29T18:32:00.000Z/0000", TypeOrderClaim, vecOrder1, "",
-		entryData{Basis: h["b2-create-o1"]})
-	b.entry("a3-progress-o1", A, "2026-11-29T18:40:00.000Z/0000", TypeOrderProgress, vecOrder1, "",
-		entryData{Claim: h["a2-claim-o1"], Note: "found the race: the session cookie is read before it is set"})
-	r := &ResultObject{Envelope: Envelope{V: 1, ID: vecResult, Author: A, Device: b.devices[A]},
+	b.entry("b2-create-o1", B, "2026-11-29T18:31:00.000Z/0000", fold.TypeOrderCreate, vecOrder1, "",
+		fold.EntryData{Object: b.object("order o1", B, vecOrder1, o1, &o1.Envelope)})
+	b.entry("a2-claim-o1", A, "2026-11-29T18:32:00.000Z/0000", fold.TypeOrderClaim, vecOrder1, "",
+		fold.EntryData{Basis: h["b2-create-o1"]})
+	b.entry("a3-progress-o1", A, "2026-11-29T18:40:00.000Z/0000", fold.TypeOrderProgress, vecOrder1, "",
+		fold.EntryData{Claim: h["a2-claim-o1"], Note: "found the race: the session cookie is read before it is set"})
+	r := &fold.ResultObject{Envelope: fold.Envelope{V: 1, ID: vecResult, Author: A, Device: b.devices[A]},
 		Order: vecOrder1, Reference: "commit 1a2b3c4d", Summary: "wait for the cookie; 200 runs green"}
-	b.entry("a4-submit-o1", A, "2026-11-29T18:50:00.000Z/0000", TypeOrderSubmit, vecOrder1, "",
-		entryData{Basis: h["a2-claim-o1"], Reference: r.Reference, Note: r.Summary, Result: vecResult,
+	b.entry("a4-submit-o1", A, "2026-11-29T18:50:00.000Z/0000", fold.TypeOrderSubmit, vecOrder1, "",
+		fold.EntryData{Basis: h["a2-claim-o1"], Reference: r.Reference, Note: r.Summary, Result: vecResult,
 			Object: b.object("result of o1", A, vecResult, r, &r.Envelope)})
-	b.entry("b3-review-o1", B, "2026-11-29T19:00:00.000Z/0000", TypeOrderReview, vecOrder1, "",
-		entryData{Basis: h["a4-submit-o1"], Verdict: "accept", Note: "LGTM"})
+	b.entry("b3-review-o1", B, "2026-11-29T19:00:00.000Z/0000", fold.TypeOrderReview, vecOrder1, "",
+		fold.EntryData{Basis: h["a4-submit-o1"], Verdict: "accept", Note: "LGTM"})
 
 	// An idempotent order.create offered at creation: data.args is NewOrder's argument hash.
 	// It carries the label ci, so A's claims under its later grant scoped to ci and
 	// tests count (scoped grants).
 	opt := NewOrderOptions{Title: "Bump the Go toolchain to 1.26", Labels: []string{"ci"}, To: A, Key: "dispatch-o2"}
-	o2 := &OrderObject{Envelope: Envelope{V: 1, ID: vecOrder2, Author: B, Device: b.devices[B]}, Title: opt.Title, Labels: opt.Labels}
-	b.entry("b4-create-o2", B, "2026-11-29T19:01:00.000Z/0000", TypeOrderCreate, vecOrder2, opt.Key,
-		entryData{Object: b.object("order o2", B, vecOrder2, o2, &o2.Envelope), To: A, Args: b.args("order new o2", opt)})
+	o2 := &fold.OrderObject{Envelope: fold.Envelope{V: 1, ID: vecOrder2, Author: B, Device: b.devices[B]}, Title: opt.Title, Labels: opt.Labels}
+	b.entry("b4-create-o2", B, "2026-11-29T19:01:00.000Z/0000", fold.TypeOrderCreate, vecOrder2, opt.Key,
+		fold.EntryData{Object: b.object("order o2", B, vecOrder2, o2, &o2.Envelope), To: A, Args: b.args("order new o2", opt)})
 	// A grant change names the last seq the previous grant still covers.
-	b.entry("m3-regrant-a", M, "2026-11-29T19:02:00.000Z/0000", TypeGrantSet, A, "",
-		entryData{Agent: A, Key: b.key(A), Level: "orchestrator", Scopes: []string{"ci", "tests"},
+	b.entry("m3-regrant-a", M, "2026-11-29T19:02:00.000Z/0000", fold.TypeGrantSet, A, "",
+		fold.EntryData{Agent: A, Key: b.key(A), Level: "orchestrator", Scopes: []string{"ci", "tests"},
 			Bounds: map[string]uint64{b.devices[A]: 4}, Basis: h["m1-grant-a"]})
 	// An idempotent lifecycle call: data.args is lifecycle's argument hash.
-	claimArgs := callArgs{Call: TypeOrderClaim, Order: vecOrder2, Data: entryData{}}
-	b.entry("a5-claim-o2", A, "2026-11-29T19:03:00.000Z/0000", TypeOrderClaim, vecOrder2, "claim-o2",
-		entryData{Basis: h["b4-create-o2"], Args: b.args("order claim o2", claimArgs)})
-	b.entry("a6-release-o2", A, "2026-11-29T19:04:00.000Z/0000", TypeOrderRelease, vecOrder2, "",
-		entryData{Basis: h["a5-claim-o2"], Note: "no time today"})
+	claimArgs := callArgs{Call: fold.TypeOrderClaim, Order: vecOrder2, Data: fold.EntryData{}}
+	b.entry("a5-claim-o2", A, "2026-11-29T19:03:00.000Z/0000", fold.TypeOrderClaim, vecOrder2, "claim-o2",
+		fold.EntryData{Basis: h["b4-create-o2"], Args: b.args("order claim o2", claimArgs)})
+	b.entry("a6-release-o2", A, "2026-11-29T19:04:00.000Z/0000", fold.TypeOrderRelease, vecOrder2, "",
+		fold.EntryData{Basis: h["a5-claim-o2"], Note: "no time today"})
 	// Two machines claim o2 on the same basis: a branch, resolved by the lower hash.
-	b.entry("a7-claim-o2", A, "2026-11-29T19:05:00.000Z/0000", TypeOrderClaim, vecOrder2, "",
-		entryData{Basis: h["a6-release-o2"]})
-	b.entry("b5-claim-o2", B, "2026-11-29T19:05:00.000Z/0000", TypeOrderClaim, vecOrder2, "",
-		entryData{Basis: h["a6-release-o2"]})
-	b.entry("m4-revoke-b", M, "2026-11-29T19:10:00.000Z/0000", TypeGrantRevoke, B, "",
-		entryData{Agent: B, Bounds: map[string]uint64{b.devices[B]: 5}, Basis: h["m2-grant-b"]})
+	b.entry("a7-claim-o2", A, "2026-11-29T19:05:00.000Z/0000", fold.TypeOrderClaim, vecOrder2, "",
+		fold.EntryData{Basis: h["a6-release-o2"]})
+	b.entry("b5-claim-o2", B, "2026-11-29T19:05:00.000Z/0000", fold.TypeOrderClaim, vecOrder2, "",
+		fold.EntryData{Basis: h["a6-release-o2"]})
+	b.entry("m4-revoke-b", M, "2026-11-29T19:10:00.000Z/0000", fold.TypeGrantRevoke, B, "",
+		fold.EntryData{Agent: B, Bounds: map[string]uint64{b.devices[B]: 5}, Basis: h["m2-grant-b"]})
 	// Beyond the revocation's bound: counts for nothing.
-	b.entry("b6-cancel-o2", B, "2026-11-29T19:20:00.000Z/0000", TypeOrderCancel, vecOrder2, "",
-		entryData{Basis: h["b5-claim-o2"], Note: "doing it myself"})
+	b.entry("b6-cancel-o2", B, "2026-11-29T19:20:00.000Z/0000", fold.TypeOrderCancel, vecOrder2, "",
+		fold.EntryData{Basis: h["b5-claim-o2"], Note: "doing it myself"})
 	// A basis binds an entry to a chain only together with its ref: ref o2, basis in o1.
-	b.entry("a8-offer-o2-bad-basis", A, "2026-11-29T19:30:00.000Z/0000", TypeOrderOffer, vecOrder2, "",
-		entryData{Basis: h["b2-create-o1"], To: A})
+	b.entry("a8-offer-o2-bad-basis", A, "2026-11-29T19:30:00.000Z/0000", fold.TypeOrderOffer, vecOrder2, "",
+		fold.EntryData{Basis: h["b2-create-o1"], To: A})
 
 	files := map[string][]byte{}
 	for p, data := range b.files {
@@ -591,7 +592,7 @@ func openDir(t *testing.T, dir string) *Channel {
 }
 
 // vecSummary reduces a folded state to what the vectors pin, naming entries by name.
-func vecSummary(t *testing.T, st *State, f *vecFile) vecState {
+func vecSummary(t *testing.T, st *fold.State, f *vecFile) vecState {
 	t.Helper()
 	names := map[string]string{}
 	for _, e := range f.Entries {
@@ -606,7 +607,7 @@ func vecSummary(t *testing.T, st *State, f *vecFile) vecState {
 		}
 		return hash
 	}
-	steps := func(ss []Step) []string {
+	steps := func(ss []fold.Step) []string {
 		var out []string
 		for _, s := range ss {
 			out = append(out, name(s.Hash))
@@ -636,8 +637,8 @@ func vecSummary(t *testing.T, st *State, f *vecFile) vecState {
 	for _, ig := range st.Ignored {
 		out.Ignored = append(out.Ignored, vecIgnored{Entry: name(ig.Hash), Reason: ig.Reason})
 	}
-	st.idem.all(func(k string, rec idemRec) {
-		out.Idem[strings.Replace(k, "\x00", " ", 1)] = name(rec.hash)
+	st.Idem.All(func(k string, rec fold.IdemRec) {
+		out.Idem[strings.Replace(k, "\x00", " ", 1)] = name(rec.Hash)
 	})
 	return out
 }
@@ -698,7 +699,7 @@ func TestVectorsFerry(t *testing.T) {
 		}
 		keys[k.Writer] = pub
 	}
-	t.Run("channel", func(t *testing.T) { checkVecChannel(t, &sf, keys[MasterWriter]) })
+	t.Run("channel", func(t *testing.T) { checkVecChannel(t, &sf, keys[fold.MasterWriter]) })
 	t.Run("objects", func(t *testing.T) { checkVecObjects(t, &sf, keys) })
 	t.Run("args", func(t *testing.T) { checkVecArgs(t, &sf) })
 	t.Run("entries", func(t *testing.T) { checkVecEntries(t, &sf, keys) })
@@ -929,11 +930,11 @@ func checkVecFold(t *testing.T, f *vecFile) {
 	if b == nil || b.Seated || b.Level != "none" {
 		t.Errorf("%s: want revoked (not seated, level none); got %+v", vecAgentB, b)
 	}
-	if lv := st.levelAt(&v.Snapshot.Entries[0]); lv != LevelMember { // a1-join at seq 1 ≤ bound 4
+	if lv := st.LevelAt(&v.Snapshot.Entries[0]); lv != fold.LevelMember { // a1-join at seq 1 ≤ bound 4
 		t.Errorf("a1-join falls under level %s, want member", lv)
 	}
 	o1 := st.Orders[vecOrder1]
-	if o1 == nil || o1.State != StateAccepted || o1.Holder != vecAgentA || o1.Result == nil ||
+	if o1 == nil || o1.State != fold.StateAccepted || o1.Holder != vecAgentA || o1.Result == nil ||
 		o1.Result.Reference != "commit 1a2b3c4d" || o1.Result.Result != vecResult || len(o1.Progress) != 1 ||
 		o1.Head != hash["b3-review-o1"] || o1.Claim != hash["a2-claim-o1"] {
 		t.Errorf("%s: want accepted, held by %s, result %s, one progress note; got %+v", vecOrder1, vecAgentA, vecResult, o1)
@@ -943,7 +944,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 		winner, loser = loser, winner
 	}
 	o2 := st.Orders[vecOrder2]
-	if o2 == nil || o2.State != StateClaimed || o2.Claim != hash[winner] || len(o2.Contests) != 1 {
+	if o2 == nil || o2.State != fold.StateClaimed || o2.Claim != hash[winner] || len(o2.Contests) != 1 {
 		t.Fatalf("%s: want claimed by the branch with the lower hash (%s); got %+v", vecOrder2, winner, o2)
 	}
 	ct := o2.Contests[0]
@@ -1057,7 +1058,7 @@ func TestObservedHLCSkipsSkewed(t *testing.T) {
 	at := func(d time.Duration) ledger.Entry {
 		return ledger.Entry{HLC: ledger.HLC{Ms: now.Add(d).UnixMilli()}.String()}
 	}
-	s := &Session{Channel: &Channel{Config: Config{Policy: defaultPolicy}, Now: func() time.Time { return now }}}
+	s := &Session{Channel: &Channel{Config: Config{Policy: fold.DefaultPolicy}, Now: func() time.Time { return now }}}
 	snap := &ledger.Snapshot{Entries: []ledger.Entry{at(-time.Minute), at(10 * time.Minute), at(2 * time.Hour)}}
 	if got, want := s.observedHLC(&View{Snapshot: snap}), (ledger.HLC{Ms: now.Add(10 * time.Minute).UnixMilli()}); got != want {
 		t.Errorf("observed %s, want %s", got, want)

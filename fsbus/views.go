@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
@@ -63,7 +64,7 @@ type Access struct {
 
 // Access reports an agent's seat as this machine sees it, and what to run next.
 func (c *Channel) Access(v *View, name string) *Access {
-	r := &Access{Agent: name, Level: LevelNone.String(), Scopes: []string{}, KeyHere: c.Home.HasKey(c.Project(), name)}
+	r := &Access{Agent: name, Level: fold.LevelNone.String(), Scopes: []string{}, KeyHere: c.Home.HasKey(c.Project(), name)}
 	var here string
 	if r.KeyHere {
 		if k, err := c.Home.PublicKey(c.Project(), name); err == nil {
@@ -89,44 +90,16 @@ func (c *Channel) Access(v *View, name string) *Access {
 	return r
 }
 
-// OrderRow is an order's one-line summary.
-type OrderRow struct {
-	ID      string `json:"id"`
-	Title   string `json:"title"`
-	State   string `json:"state"`
-	Author  string `json:"author"`
-	Holder  string `json:"holder,omitempty"`
-	To      string `json:"offered_to,omitempty"`
-	Updated string `json:"updated"`
-}
-
-// Row summarises o.
-func (o *Order) Row() OrderRow {
-	return OrderRow{ID: o.ID, Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, To: o.OfferedTo, Updated: o.Updated}
-}
-
-// OrderFilter selects orders for ListOrders.
-type OrderFilter struct {
-	State string // one state, "active" (not accepted/cancelled), or "" for all
-	Mine  string // author or holder
-	Limit int    // 0 = no limit
-	// Ready keeps only orders that can be claimed now (State.Ready); with For
-	// set, only those that agent can claim (an order offered to another, or outside the
-	// agent's scoped grant, is left out).
-	Ready bool
-	For   string
-}
-
 // OrderStates lists every order state, in stage-rank order (docs/design.md §2).
 func OrderStates() []string {
-	return slices.SortedFunc(maps.Keys(orderRank), func(a, b string) int { return cmp.Compare(orderRank[a], orderRank[b]) })
+	return slices.SortedFunc(maps.Keys(fold.OrderRank), func(a, b string) int { return cmp.Compare(fold.OrderRank[a], fold.OrderRank[b]) })
 }
 
 // CheckStateFilter returns invalid for a state filter that is not "", "active" or an
 // order state (an unknown state would silently list nothing), with a
 // hint listing the valid ones; "ready" names --ready.
 func CheckStateFilter(state string) error {
-	if state == "" || state == "active" || orderRank[state] > 0 || state == StateOpen {
+	if state == "" || state == "active" || fold.OrderRank[state] > 0 || state == fold.StateOpen {
 		return nil
 	}
 	if state == "ready" {
@@ -135,41 +108,9 @@ func CheckStateFilter(state string) error {
 	return errs.Errorf(errs.Invalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
 }
 
-// ListOrders returns matching orders, most recently updated first (ties by id).
-func (st *State) ListOrders(f OrderFilter) []OrderRow {
-	var out []OrderRow
-	for _, o := range st.Orders {
-		switch {
-		case f.State == "active" && Terminal(o.State):
-			continue
-		case f.State != "" && f.State != "active" && o.State != f.State:
-			continue
-		case f.Mine != "" && o.Author != f.Mine && o.Holder != f.Mine:
-			continue
-		case f.Ready && !st.Ready(o):
-			continue
-		case f.Ready && f.For != "" && o.State == StateOffered && o.OfferedTo != f.For:
-			continue
-		case f.Ready && f.For != "" && !inScope(st.scopesNow(f.For), o.Labels):
-			continue // outside the agent's scoped grant
-		}
-		out = append(out, o.Row())
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Updated != out[j].Updated {
-			return out[i].Updated > out[j].Updated
-		}
-		return out[i].ID < out[j].ID
-	})
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out
-}
-
 // AgentRow is an agent with this machine's view of its liveness.
 type AgentRow struct {
-	*Agent
+	*fold.Agent
 	Liveness string `json:"liveness"`
 	AgeS     int64  `json:"age_s"`
 }
@@ -194,19 +135,19 @@ type HolderRow struct {
 
 // Status is the owner's view (`ferry status`).
 type Status struct {
-	Project string   `json:"project"`
-	Channel string   `json:"channel"`
-	Entries int      `json:"entries"`
-	ToSeat  []*Agent `json:"to_seat"`
+	Project string        `json:"project"`
+	Channel string        `json:"channel"`
+	Entries int           `json:"entries"`
+	ToSeat  []*fold.Agent `json:"to_seat"`
 	// KeyChanges are seated agents whose newest join announces another key: another
 	// machine, or someone else, under the same name. Re-seat only deliberately.
-	KeyChanges []*Agent       `json:"key_changes"`
-	Reviews    []OrderRow     `json:"reviews_due"`
-	Contests   []Contest      `json:"contested"`
-	Quiet      []HolderRow    `json:"holders_not_seen"`
-	Counts     map[string]int `json:"orders"`
-	Ignored    int            `json:"ignored_entries"`
-	Problems   int            `json:"ledger_problems"`
+	KeyChanges []*fold.Agent   `json:"key_changes"`
+	Reviews    []fold.OrderRow `json:"reviews_due"`
+	Contests   []fold.Contest  `json:"contested"`
+	Quiet      []HolderRow     `json:"holders_not_seen"`
+	Counts     map[string]int  `json:"orders"`
+	Ignored    int             `json:"ignored_entries"`
+	Problems   int             `json:"ledger_problems"`
 	// Asks waiting on the owner's answer, oldest first.
 	Asks []AskRow `json:"asks_waiting"`
 	// Messages to the owner ("master" or "all") not yet read by the owner.
@@ -223,20 +164,20 @@ type Status struct {
 func (c *Channel) Status(v *View) *Status {
 	st := v.State
 	s := &Status{Project: c.Project(), Channel: c.Root, Entries: st.Entries, Counts: map[string]int{},
-		Contests: append([]Contest{}, st.Contested...), ToSeat: []*Agent{}, KeyChanges: []*Agent{}, Quiet: []HolderRow{}, Ignored: len(st.Ignored), Problems: countProblems(v.Snapshot)}
+		Contests: append([]fold.Contest{}, st.Contested...), ToSeat: []*fold.Agent{}, KeyChanges: []*fold.Agent{}, Quiet: []HolderRow{}, Ignored: len(st.Ignored), Problems: countProblems(v.Snapshot)}
 	for _, a := range st.AgentList() {
 		switch {
 		case a.JoinKey == "" || a.Retired:
-		case len(a.grants) == 0:
+		case len(a.Grants) == 0:
 			s.ToSeat = append(s.ToSeat, a)
 		case a.Seated && a.Key != a.JoinKey:
 			s.KeyChanges = append(s.KeyChanges, a)
 		}
 	}
-	s.Reviews = append([]OrderRow{}, st.ListOrders(OrderFilter{State: StateSubmitted})...)
+	s.Reviews = append([]fold.OrderRow{}, st.ListOrders(fold.OrderFilter{State: fold.StateSubmitted})...)
 	for _, o := range st.Orders {
 		s.Counts[o.State]++
-		if o.Holder != "" && (o.State == StateClaimed || o.State == StateChangesRequested) {
+		if o.Holder != "" && (o.State == fold.StateClaimed || o.State == fold.StateChangesRequested) {
 			if l, age := c.Liveness(v, o.Holder); l != Alive {
 				s.Quiet = append(s.Quiet, HolderRow{Order: o.ID, Holder: o.Holder, Liveness: l, AgeS: age})
 			}
@@ -248,7 +189,7 @@ func (c *Channel) Status(v *View) *Status {
 	for _, a := range st.PendingAsks() {
 		s.Asks = append(s.Asks, AskRow{ID: a.ID, Title: a.Title + " (" + a.Author + ")", State: a.State})
 	}
-	unread := st.Unread(MasterWriter)
+	unread := st.Unread(fold.MasterWriter)
 	s.Messages = CatchupMessages{Waiting: len(unread), Oldest: []MessageLine{}}
 	for _, m := range unread {
 		if len(s.Messages.Oldest) == CatchupPreviews {
@@ -304,7 +245,7 @@ type Catchup struct {
 	// "" for a seated or retired agent.
 	Seat      string          `json:"seat,omitempty"`
 	Primary   CatchupPrimary  `json:"primary"`
-	Brief     *Brief          `json:"brief,omitempty"`
+	Brief     *fold.Brief     `json:"brief,omitempty"`
 	Decisions []DecisionRow   `json:"decisions"`
 	Open      []DigestRow     `json:"open"`
 	Mine      []DigestRow     `json:"mine"`
@@ -372,9 +313,9 @@ type ContestRow struct {
 }
 
 // ContestRowOf summarises a contest as a digest row.
-func ContestRowOf(c Contest) ContestRow { return contestRow(c) }
+func ContestRowOf(c fold.Contest) ContestRow { return contestRow(c) }
 
-func contestRow(c Contest) ContestRow {
+func contestRow(c fold.Contest) ContestRow {
 	r := ContestRow{Ref: c.Ref, Winner: c.Winner.By + ": " + c.Winner.Type, Lost: []string{}}
 	for _, l := range c.Losers {
 		r.Lost = append(r.Lost, l.By+": "+l.Type)
@@ -388,7 +329,7 @@ func contestRow(c Contest) ContestRow {
 // to the full bounded digest, never an error.
 func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 	st := v.State
-	out := &Catchup{Agent: agent, Level: st.levelOf(agent).String(), Next: v.Arrivals.Cursor(),
+	out := &Catchup{Agent: agent, Level: st.LevelOf(agent).String(), Next: v.Arrivals.Cursor(),
 		Decisions: []DecisionRow{}, Open: []DigestRow{}, Mine: []DigestRow{}, Reviews: []DigestRow{},
 		Asks: []AskRow{}, Messages: CatchupMessages{Oldest: []MessageLine{}}, Contested: []ContestRow{}}
 	var changed map[string]bool // refs with an entry that arrived after the cursor
@@ -404,8 +345,8 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		}
 	}
 	fresh := func(ref string) bool { return changed == nil || changed[ref] }
-	lvl := st.levelOf(agent)
-	if a := st.Agents[agent]; lvl == LevelNone && (a == nil || !a.Retired) {
+	lvl := st.LevelOf(agent)
+	if a := st.Agents[agent]; lvl == fold.LevelNone && (a == nil || !a.Retired) {
 		grant := fmt.Sprintf("the owner runs `ferry grant %s --level member`", agent)
 		if a == nil || a.JoinKey == "" {
 			out.Seat = fmt.Sprintf("not joined: run `ferry join --as %s`, then %s", agent, grant)
@@ -414,7 +355,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		}
 	}
 	// Only results the agent may review are listed (docs/format.md §13 level table).
-	mayReview := checkLevel(agent, lvl, TypeOrderReview) == nil
+	mayReview := fold.CheckLevel(agent, lvl, fold.TypeOrderReview) == nil
 
 	ps := c.PrimaryStatus(v)
 	out.Primary = CatchupPrimary{State: ps.State, Holder: ps.Holder, Liveness: ps.Liveness, AgeS: ps.AgeS, Rule: ps.Rule}
@@ -433,29 +374,29 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		}
 	}
 
-	add := func(list *[]DigestRow, o *Order, limit int) {
+	add := func(list *[]DigestRow, o *fold.Order, limit int) {
 		if len(*list) >= limit {
 			out.Truncated = true
 			return
 		}
 		*list = append(*list, DigestRow{ID: o.ID, Title: o.Title, State: o.State, Holder: o.Holder})
 	}
-	for _, row := range st.ListOrders(OrderFilter{State: "active"}) {
+	for _, row := range st.ListOrders(fold.OrderFilter{State: "active"}) {
 		o := st.Orders[row.ID]
 		if !fresh(o.ID) {
 			continue
 		}
 		switch {
-		case o.State == StateSubmitted && o.Result != nil && o.Result.By != agent && mayReview:
+		case o.State == fold.StateSubmitted && o.Result != nil && o.Result.By != agent && mayReview:
 			// Before "mine": the author is the usual reviewer of its own order.
 			add(&out.Reviews, o, CatchupReviews)
-		case o.Holder == agent || (o.Author == agent && o.State != StateOpen):
+		case o.Holder == agent || (o.Author == agent && o.State != fold.StateOpen):
 			add(&out.Mine, o, CatchupMine)
-		case o.Author == agent && o.State == StateOpen:
+		case o.Author == agent && o.State == fold.StateOpen:
 			add(&out.Mine, o, CatchupMine) // my own order waiting for someone: mine, not "open to me"
-		case !inScope(st.scopesNow(agent), o.Labels):
+		case !fold.InScope(st.ScopesNow(agent), o.Labels):
 			// Scoped grant: an order the agent may not claim is not offered to it.
-		case o.State == StateOpen || o.State == StateTimedOut || o.State == StateFailed || (o.State == StateOffered && o.OfferedTo == agent):
+		case o.State == fold.StateOpen || o.State == fold.StateTimedOut || o.State == fold.StateFailed || (o.State == fold.StateOffered && o.OfferedTo == agent):
 			add(&out.Open, o, catchupOpen)
 		}
 	}
@@ -507,7 +448,7 @@ const contestShownFor = 24 * time.Hour
 
 // contestSeenSince reports whether this machine first saw any entry of the contest
 // after t.
-func contestSeenSince(a *Arrivals, ct Contest, t time.Time) bool {
+func contestSeenSince(a *Arrivals, ct fold.Contest, t time.Time) bool {
 	if a.Seen(ct.Winner.Hash).After(t) {
 		return true
 	}
@@ -519,7 +460,7 @@ func contestSeenSince(a *Arrivals, ct Contest, t time.Time) bool {
 	return false
 }
 
-func contestChanged(ct Contest, changed map[string]bool) bool {
+func contestChanged(ct fold.Contest, changed map[string]bool) bool {
 	for _, l := range ct.Losers {
 		if changed[l.Hash] {
 			return true
@@ -538,7 +479,7 @@ func previewRunes(s string, n int) string {
 // ignored and objects whose signature or hash is wrong.
 type VerifyReport struct {
 	Ledger  *ledger.Report `json:"ledger"`
-	Ignored []Ignored      `json:"ignored"`
+	Ignored []fold.Ignored `json:"ignored"`
 	Objects []string       `json:"objects"`
 	// Lost lists this machine's own segments that hold fewer entries than it appended
 	// (a segment overwritten, zero-filled or restored from an old backup).
@@ -559,7 +500,7 @@ type VerifyReport struct {
 	KeyChanges []KeyChange `json:"key_changes"`
 	// Rivals lists ids created by two writers (rival.go): one create is
 	// forged or replayed; an error naming every writer.
-	Rivals []Contest `json:"rivals"`
+	Rivals []fold.Contest `json:"rivals"`
 	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
 	// key_change) to its one-line fix (forgery.go).
 	Fixes map[string]string `json:"fixes"`
@@ -582,16 +523,16 @@ func (r *VerifyReport) OK() bool { return r.Errors == 0 }
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
 // key, the key of the agent's grant covering the entry, or for an agent.join the key
 // it announces.
-func (c *Channel) rosterKeys(st *State) ledger.KeyFunc {
+func (c *Channel) rosterKeys(st *fold.State) ledger.KeyFunc {
 	return func(e *ledger.Entry) (ed25519.PublicKey, bool) {
-		if e.Writer == MasterWriter {
-			k := st.masterKeyAt(e) // rotation.go
-			if !verifyEntry(e, k, c.Project()) && st.masters != nil {
+		if e.Writer == fold.MasterWriter {
+			k := st.MasterKeyAt(e) // rotation.go
+			if !fold.VerifyEntry(e, k, c.Project()) && st.Masters != nil {
 				// Signed by an earlier key of the chain (a machine that had not seen the
 				// rotation yet, or a rotation that lost): authentic, so not a forgery and
 				// no hole in the chain; the fold ignores it, saying why (badSig).
-				for _, old := range st.masters.keys {
-					if verifyEntry(e, old, c.Project()) {
+				for _, old := range st.Masters.Keys {
+					if fold.VerifyEntry(e, old, c.Project()) {
 						return old, true
 					}
 				}
@@ -599,11 +540,11 @@ func (c *Channel) rosterKeys(st *State) ledger.KeyFunc {
 			return k, true
 		}
 		a := st.Agents[e.Writer]
-		if g, ok := a.cover(e.Device, e.Seq); ok && !g.revoke {
-			return g.key, true
+		if g, ok := a.Cover(e.Device, e.Seq); ok && !g.Revoke {
+			return g.Key, true
 		}
-		if e.Type == TypeAgentJoin {
-			if d, ok := decodeData(e); ok {
+		if e.Type == fold.TypeAgentJoin {
+			if d, ok := fold.DecodeData(e); ok {
 				if k, err := ledger.ParseKey(d.Key); err == nil {
 					return k, true
 				}
@@ -625,7 +566,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
 	// Segments this machine wrote that now hold fewer entries than it appended.
 	// Each name once: the owner's home holds a key file named master too.
-	for _, name := range slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), MasterWriter)))) {
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), fold.MasterWriter)))) {
 		hwm := c.Home.highWater(c.Project(), name, c.Device)
 		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
 			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
@@ -633,7 +574,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 		}
 	}
 	if out.Ignored == nil {
-		out.Ignored = []Ignored{}
+		out.Ignored = []fold.Ignored{}
 	}
 	// Records this machine read that are gone (vanished.go).
 	if out.Vanished, err = c.vanished(v, lostWriters(out.Lost)); err != nil {
@@ -650,7 +591,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			continue // listed as a link (out.Links), never read
 		}
 		canon, _, err := readObject(p)
-		if errors.Is(err, ErrObjectTorn) {
+		if errors.Is(err, fold.ErrObjectTorn) {
 			out.Arriving = append(out.Arriving, rel(c.Root, p))
 			continue
 		}
@@ -658,8 +599,8 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": "+err.Error())
 			continue
 		}
-		var env Envelope
-		if err := jsonUnmarshal(canon, &env); err != nil || !ValidName(env.Author) && env.Author != MasterWriter {
+		var env fold.Envelope
+		if err := fold.JSONUnmarshal(canon, &env); err != nil || !fold.ValidName(env.Author) && env.Author != fold.MasterWriter {
 			out.Objects = append(out.Objects, rel(c.Root, p)+": no valid author")
 			continue
 		}
@@ -670,12 +611,12 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 				continue // its entry is listed as ignored
 			}
 			cands = append(cands, pub)
-		} else if env.Author == MasterWriter {
-			cands = append(cands, st.masters.keys...) // any key of the rotation chain
+		} else if env.Author == fold.MasterWriter {
+			cands = append(cands, st.Masters.Keys...) // any key of the rotation chain
 		} else if a := st.Agents[env.Author]; a != nil {
-			for k := len(a.grants) - 1; k >= 0; k-- {
-				if !a.grants[k].revoke && a.grants[k].key != nil {
-					cands = append(cands, a.grants[k].key)
+			for k := len(a.Grants) - 1; k >= 0; k-- {
+				if !a.Grants[k].Revoke && a.Grants[k].Key != nil {
+					cands = append(cands, a.Grants[k].Key)
 				}
 			}
 		}
@@ -775,7 +716,7 @@ func objectEntries(root string, snap *ledger.Snapshot) map[string]*ledger.Entry 
 	named := map[string]*ledger.Entry{}
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
-		d, ok := decodeData(e)
+		d, ok := fold.DecodeData(e)
 		if !ok || d.Object == "" || !namesObject[e.Type] {
 			continue
 		}
@@ -783,7 +724,7 @@ func objectEntries(root string, snap *ledger.Snapshot) map[string]*ledger.Entry 
 		if d.Result != "" {
 			id = d.Result
 		}
-		if len(id) < 3 || (objectDirs[id[:2]] == "" && id[:2] != PrefixHandin) {
+		if len(id) < 3 || (objectDirs[id[:2]] == "" && id[:2] != fold.PrefixHandin) {
 			continue
 		}
 		if p := ObjectPath(root, e.Writer, id); named[p] == nil {

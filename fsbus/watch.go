@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/fsnotify/fsnotify"
 )
@@ -353,6 +354,6 @@ func (v *View) ArrivedSince(since, me string) bool {
 // the cursor since ("" for the unread ones), without reading or acknowledging them:
 // the messages a long-polling `ferry_talk read` waits for.
 func (v *View) TalkWaiting(me, since string) int {
-	res, _ := talkRead(v, me, TalkReadOptions{Since: since, Peek: true, Limit: TalkReadLimit})
+	res, _ := talkRead(v, me, TalkReadOptions{Since: since, Peek: true, Limit: fold.TalkReadLimit})
 	return len(res.Messages)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -100,7 +101,7 @@ func TestWaitForWakesOnAnotherWriter(t *testing.T) {
 			if r.err != nil {
 				t.Fatalf("WaitFor = %v, want woken by alice's message", r.err)
 			}
-			res, _ := talkRead(r.v, "bob", TalkReadOptions{Limit: TalkReadLimit})
+			res, _ := talkRead(r.v, "bob", TalkReadOptions{Limit: fold.TalkReadLimit})
 			if len(res.Messages) != 1 || res.Messages[0].ID != sent.ID {
 				t.Fatalf("woken view holds %+v, want alice's message %s", res.Messages, sent.ID)
 			}

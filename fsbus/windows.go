@@ -5,22 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
-)
-
-// Order life-cycle limits and window defaults (docs/format.md §14 "Windows").
-const (
-	// MaxReleases is how many times the holders of an order may release it in all; the
-	// next release is refused (submit or fail instead). A retirement's release and a
-	// decline do not count.
-	MaxReleases = 3
-	// DefaultExecWindowS is the execution window, in seconds: from the claim, renewed
-	// by every progress and extend.
-	DefaultExecWindowS = 4 * 3600
-	// DefaultLifetimeS caps a claim's execution window, in seconds from the claim,
-	// however often it is renewed.
-	DefaultLifetimeS = 24 * 3600
 )
 
 // Window kinds of order.expire (data.window).
@@ -28,33 +15,6 @@ const (
 	WindowExecution = "execution"
 	WindowQueue     = "queue"
 )
-
-// Windows returns the windows that apply to o under policy p, seconds: the order's
-// own values where set, else the channel's, else the defaults (queue 0 = none).
-func (p Policy) Windows(o *Order) Windows {
-	w := Windows{ExecS: p.ExecWindowS, LifetimeS: p.LifetimeS, QueueS: p.QueueWindowS}
-	if w.ExecS <= 0 {
-		w.ExecS = DefaultExecWindowS
-	}
-	if w.LifetimeS <= 0 {
-		w.LifetimeS = DefaultLifetimeS
-	}
-	if w.QueueS < 0 {
-		w.QueueS = 0
-	}
-	if ow := o.Windows; ow != nil {
-		if ow.ExecS > 0 {
-			w.ExecS = ow.ExecS
-		}
-		if ow.LifetimeS > 0 {
-			w.LifetimeS = ow.LifetimeS
-		}
-		if ow.QueueS > 0 {
-			w.QueueS = ow.QueueS
-		}
-	}
-	return w
-}
 
 // Window is an order's running window as this machine measures it.
 type Window struct {
@@ -79,7 +39,7 @@ type Window struct {
 // window, or entries this machine has not seen). Time is measured from those sightings
 // on the boot clock; a wall-clock step or a reboot since a sighting restarts the time
 // from the first observation after it (ADR 0013).
-func (c *Channel) Window(v *View, o *Order) (w Window, ok bool) {
+func (c *Channel) Window(v *View, o *fold.Order) (w Window, ok bool) {
 	return c.window(v, o, c.ownStamps(v), c.stamp())
 }
 
@@ -114,10 +74,10 @@ func seenAt(v *View, own map[string]Stamp, hash string, now Stamp) time.Time {
 	return now.At(at)
 }
 
-func (c *Channel) window(v *View, o *Order, own map[string]Stamp, now Stamp) (w Window, ok bool) {
+func (c *Channel) window(v *View, o *fold.Order, own map[string]Stamp, now Stamp) (w Window, ok bool) {
 	ws := c.PolicyOf(v).Windows(o)
 	switch o.State {
-	case StateClaimed, StateChangesRequested:
+	case fold.StateClaimed, fold.StateChangesRequested:
 		start := seenAt(v, own, o.Claim, now)
 		if start.IsZero() {
 			return w, false
@@ -127,7 +87,7 @@ func (c *Channel) window(v *View, o *Order, own map[string]Stamp, now Stamp) (w 
 		for _, p := range o.Progress {
 			renew = append(renew, p.Hash)
 		}
-		if o.State == StateChangesRequested {
+		if o.State == fold.StateChangesRequested {
 			renew = append(renew, o.Head)
 		}
 		for _, h := range renew {
@@ -141,7 +101,7 @@ func (c *Channel) window(v *View, o *Order, own map[string]Stamp, now Stamp) (w 
 			w.Deadline = w.Cap
 		}
 		return w, true
-	case StateOpen, StateOffered:
+	case fold.StateOpen, fold.StateOffered:
 		if ws.QueueS <= 0 {
 			return w, false
 		}
@@ -157,7 +117,7 @@ func (c *Channel) window(v *View, o *Order, own map[string]Stamp, now Stamp) (w 
 // expiryDue reports the window s may expire on o at now: the execution window of a
 // claim s made from this device, or the queue window of an order s wrote from this
 // device (only the holder's own machine, or the author's, decides an expiry).
-func (s *Session) expiryDue(v *View, o *Order, own map[string]Stamp, now Stamp) (string, bool) {
+func (s *Session) expiryDue(v *View, o *fold.Order, own map[string]Stamp, now Stamp) (string, bool) {
 	w, ok := s.window(v, o, own, now)
 	if !ok || now.Time().Before(w.Deadline) {
 		return "", false
@@ -186,7 +146,7 @@ func (s *Session) expiryDue(v *View, o *Order, own map[string]Stamp, now Stamp) 
 // order already expired (or renewed meanwhile) is left alone. It returns the orders it
 // expired, in id order, as folded afterwards; errors are those of Load and of the
 // append (the orders expired before the error stay expired).
-func (s *Session) SettleWindows() ([]*Order, error) {
+func (s *Session) SettleWindows() ([]*fold.Order, error) {
 	var ids []string
 	var v *View
 	err := s.withChannelLock(func() error {
@@ -206,7 +166,7 @@ func (s *Session) SettleWindows() ([]*Order, error) {
 	if len(ids) == 0 || v == nil {
 		return nil, err
 	}
-	out := make([]*Order, 0, len(ids))
+	out := make([]*fold.Order, 0, len(ids))
 	for _, id := range ids {
 		if o := v.State.Orders[id]; o != nil {
 			out = append(out, o)
@@ -234,17 +194,17 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 		if !ok {
 			continue
 		}
-		d := entryData{Window: kind, Basis: o.Head, Note: kind + " window closed by the clock of the machine that wrote this"}
-		if _, err := o.c.step(TypeOrderExpire, s.Name, "", v.State.levelOf(s.Name), d); err != nil {
+		d := fold.EntryData{Window: kind, Basis: o.Head, Note: kind + " window closed by the clock of the machine that wrote this"}
+		if _, err := o.C.Step(fold.TypeOrderExpire, s.Name, "", v.State.LevelOf(s.Name), d); err != nil {
 			continue // not this writer's to close after all (e.g. a level it lost): leave it
 		}
 		ids = append(ids, id)
-		drafts = append(drafts, ledger.Draft{Type: TypeOrderExpire, Ref: id, Data: mustJSON(d)})
+		drafts = append(drafts, ledger.Draft{Type: fold.TypeOrderExpire, Ref: id, Data: mustJSON(d)})
 	}
 	if len(drafts) == 0 {
 		return nil, nil
 	}
-	if err := s.checkIdentity(v.State, TypeOrderExpire); err != nil {
+	if err := s.checkIdentity(v.State, fold.TypeOrderExpire); err != nil {
 		return nil, err
 	}
 	// Writes will happen: make this writer's chain whole first, and decide
@@ -276,7 +236,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 // not claimed, or when its window already closed by this machine's clock (the holder's
 // SettleWindows then expires it: extend cannot revive a closed window); invalid for a
 // note with control characters or over MaxNote bytes; not_found for the id.
-func (s *Session) Extend(q, note, key string) (*Order, error) {
+func (s *Session) Extend(q, note, key string) (*fold.Order, error) {
 	note = strings.TrimSpace(note)
 	if hasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
@@ -284,9 +244,9 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 	if err := checkCap("extend note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	v, e, o, err := s.holderEntry(q, TypeOrderExtend, note, "", key,
+	v, e, o, err := s.holderEntry(q, fold.TypeOrderExtend, note, "", key,
 		"only the holder extends its window", "only a running claim is extended", "only a running claim is extended",
-		func(v *View, o *Order) error {
+		func(v *View, o *fold.Order) error {
 			now := s.stamp()
 			if w, ok := s.window(v, o, s.ownStamps(v), now); ok && !now.Time().Before(w.Deadline) {
 				return errs.Errorf(errs.Conflict, "claim it again if it is still open after the expiry (`ferry order claim "+o.ID+"`)",
@@ -309,7 +269,7 @@ func (s *Session) Extend(q, note, key string) (*Order, error) {
 // for whoever claims it next (a failed order may be claimed again). Errors: invalid
 // when reason is empty, over MaxNote bytes or holds control characters; denied for a
 // non-holder; conflict when the order is not claimed; not_found for the id.
-func (s *Session) Fail(q, reason, key string) (*Order, error) {
+func (s *Session) Fail(q, reason, key string) (*fold.Order, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
@@ -317,21 +277,21 @@ func (s *Session) Fail(q, reason, key string) (*Order, error) {
 	if err := checkCap("fail reason", reason, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, TypeOrderFail, entryData{Note: reason}, key, nil)
+	return s.lifecycle(q, fold.TypeOrderFail, fold.EntryData{Note: reason}, key, nil)
 }
 
 // Decline hands back an order offered to s: it is open again for anyone.
 // It is an order.release while the order is offered. Errors: conflict when the order
 // is not offered; denied when it is offered to another agent; invalid for a note with
 // control characters; not_found for the id.
-func (s *Session) Decline(q, note, key string) (*Order, error) {
+func (s *Session) Decline(q, note, key string) (*fold.Order, error) {
 	note = strings.TrimSpace(note)
 	if err := checkCap("decline note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
-	o, err := s.lifecycle(q, TypeOrderRelease, entryData{Note: note}, key, func(o *Order) bool {
-		if o.State != StateOffered { // a claim is given back by Release
+	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: note}, key, func(o *fold.Order) bool {
+		if o.State != fold.StateOffered { // a claim is given back by Release
 			refused = errs.Errorf(errs.Conflict, "`ferry order release "+o.ID+"` gives a claim back",
 				"order %s is %s, not offered; nothing to decline", o.ID, o.State)
 		}
@@ -353,13 +313,13 @@ func (s *Session) Decline(q, note, key string) (*Order, error) {
 // every write by the retired agent is refused (denied) but these releases, and the
 // fold counts none of its later entries.
 func (s *Session) Retire(name string) ([]string, error) {
-	if name == MasterWriter {
+	if name == fold.MasterWriter {
 		return nil, errs.Errorf(errs.Invalid, "", "the master is not retired")
 	}
-	if err := checkName("agent name", name); err != nil {
+	if err := fold.CheckName("agent name", name); err != nil {
 		return nil, err
 	}
-	if s.Name != name && s.Name != MasterWriter {
+	if s.Name != name && s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "the agent retires itself (`--as "+name+"`), or the owner retires it", "%s cannot retire %s", s.Name, name)
 	}
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
@@ -370,17 +330,17 @@ func (s *Session) Retire(name string) ([]string, error) {
 		if a.Retired {
 			return nil, nil, nil
 		}
-		if err := checkLevel(s.Name, v.State.levelOf(s.Name), TypeAgentRetire); err != nil {
+		if err := fold.CheckLevel(s.Name, v.State.LevelOf(s.Name), fold.TypeAgentRetire); err != nil {
 			return nil, nil, err
 		}
-		d := entryData{}
+		d := fold.EntryData{}
 		if s.Name != name {
 			// The master's retire bounds the agent's segments as it has seen them, as a
 			// revocation does: later entries count for nothing (an agent's own retire
 			// bounds its segment at the retire's seq).
-			d.Bounds, d.BoundHashes = a.bounds(), boundHashes(v, a) // attested bounds (attest.go)
+			d.Bounds, d.BoundHashes = a.Bounds(), boundHashes(v, a) // attested bounds (attest.go)
 		}
-		return &ledger.Draft{Type: TypeAgentRetire, Ref: name, Data: mustJSON(d)}, nil, nil
+		return &ledger.Draft{Type: fold.TypeAgentRetire, Ref: name, Data: mustJSON(d)}, nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -388,10 +348,10 @@ func (s *Session) Retire(name string) ([]string, error) {
 	var out []string
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		if o.Holder != name && !(o.State == StateOffered && o.OfferedTo == name) {
+		if o.Holder != name && !(o.State == fold.StateOffered && o.OfferedTo == name) {
 			continue
 		}
-		if _, err := s.lifecycle(id, TypeOrderRelease, entryData{Agent: name, Note: "agent " + name + " retired"}, "", nil); err != nil {
+		if _, err := s.lifecycle(id, fold.TypeOrderRelease, fold.EntryData{Agent: name, Note: "agent " + name + " retired"}, "", nil); err != nil {
 			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {
 				// Moved on meanwhile (submitted, reassigned), or an offer to a worker,
 				// whose level writes no release (the master's retire declines it).
@@ -402,76 +362,4 @@ func (s *Session) Retire(name string) ([]string, error) {
 		out = append(out, id)
 	}
 	return out, nil
-}
-
-// retired reports whether the fold marked name retired.
-func (st *State) retired(name string) bool {
-	a := st.Agents[name]
-	return a != nil && a.Retired
-}
-
-// Blocking returns the dependencies of o that are not accepted yet (ids as written;
-// a dependency this machine has not received counts as blocking), in order. A
-// cancelled dependency blocks for good: DeadDeps names those.
-func (st *State) Blocking(o *Order) []string {
-	var out []string
-	for _, d := range o.Deps {
-		if dep := st.Orders[d]; dep == nil || dep.State != StateAccepted {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// DeadDeps returns the dependencies of o that were cancelled, in order: o can never
-// become ready and waits for its author to cancel or re-dispatch it. A view
-// rule, not a fold rule: the fold leaves o where it is.
-func (st *State) DeadDeps(o *Order) []string {
-	var out []string
-	for _, d := range o.Deps {
-		if dep := st.Orders[d]; dep != nil && dep.State == StateCancelled {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// BlockedForGood is the sentence that says o waits for a cancelled dependency, or ""
-// (shown by order show, the MCP view and a refused claim).
-func (st *State) BlockedForGood(o *Order) string {
-	dead := st.DeadDeps(o)
-	if len(dead) == 0 {
-		return ""
-	}
-	word := "dependency " + dead[0] + " was"
-	if len(dead) > 1 {
-		word = "dependencies " + strings.Join(dead, ", ") + " were"
-	}
-	return word + " cancelled: cancel or re-dispatch this order"
-}
-
-// Ready reports whether o can be claimed now: it is open, offered, timed out or
-// failed, and every order it depends on is accepted (docs/format.md §14 "Dependencies").
-func (st *State) Ready(o *Order) bool {
-	switch o.State {
-	case StateOpen, StateOffered, StateTimedOut, StateFailed:
-		return len(st.Blocking(o)) == 0
-	}
-	return false
-}
-
-// checkReady returns a conflict naming the blocking dependencies of o (an
-// order is not claimable until every order it depends on is accepted); one waiting for
-// a cancelled dependency says it is blocked for good.
-func (st *State) checkReady(o *Order) error {
-	if why := st.BlockedForGood(o); why != "" {
-		return errs.Errorf(errs.Conflict, "the author cancels it (`ferry order cancel "+o.ID+"`) or dispatches it again without that dependency",
-			"order %s is blocked for good: %s", o.ID, why)
-	}
-	b := st.Blocking(o)
-	if len(b) == 0 {
-		return nil
-	}
-	return errs.Errorf(errs.Conflict, "wait until they are accepted; `ferry order list --ready` lists orders that can be claimed now",
-		"order %s waits for %s (not accepted yet)", o.ID, strings.Join(b, ", "))
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -246,7 +246,7 @@ func typicalResponses(t *testing.T) (catchupFigure, map[string]budgetFigure) {
 	}
 	shown, steps := "", 0
 	for _, id := range v.State.OrderIDs() {
-		if o := v.State.Orders[id]; len(o.History) > steps && !fsbus.Terminal(o.State) {
+		if o := v.State.Orders[id]; len(o.History) > steps && !fold.Terminal(o.State) {
 			shown, steps = id, len(o.History) // the longest story still open: a full order
 		}
 	}

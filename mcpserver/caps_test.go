@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
@@ -63,7 +64,7 @@ func TestInputCapsMCP(t *testing.T) {
 	}{
 		{"ferry_orders", map[string]any{"action": "new", "title": strings.Repeat("é", fsbus.MaxTitle+1)}, "order title is 201 characters; the limit is 200"},
 		{"ferry_orders", map[string]any{"action": "new", "title": "t", "body": strings.Repeat("x", fsbus.MaxOrderBody+1)}, "order body is 65537 bytes; the limit is 65536"},
-		{"ferry_talk", map[string]any{"action": "post", "to": "all", "text": strings.Repeat("x", fsbus.MaxMessageBody+1)}, "message body is 65537 bytes; the limit is 65536"},
+		{"ferry_talk", map[string]any{"action": "post", "to": "all", "text": strings.Repeat("x", fold.MaxMessageBody+1)}, "message body is 65537 bytes; the limit is 65536"},
 		{"ferry_orders", map[string]any{"action": "progress", "id": id, "note": strings.Repeat("x", fsbus.MaxNote+1)}, "progress note is 2049 bytes; the limit is 2048"},
 		{"ferry_orders", map[string]any{"action": "submit", "id": id, "ref": "main", "note": strings.Repeat("x", fsbus.MaxNote+1)}, "result summary is 2049 bytes; the limit is 2048"},
 		{"ferry_orders", map[string]any{"action": "submit", "id": id, "ref": strings.Repeat("x", fsbus.MaxReference+1)}, "result reference is 501 bytes; the limit is 500"},

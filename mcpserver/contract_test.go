@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -65,7 +66,7 @@ func TestOrdersContract(t *testing.T) {
 		} `json:"order"`
 	}
 	r.ok("ferry_orders", map[string]any{"action": "submit", "id": o.ID, "ref": "abc", "result": `{"passed":true}`}, &done)
-	if done.Order.State != fsbus.StateSubmitted {
+	if done.Order.State != fold.StateSubmitted {
 		t.Fatalf("submit: %+v", done)
 	}
 	if txt := r.fail("ferry_orders", map[string]any{"action": "verify"}); !strings.HasPrefix(txt, "invalid: ") {
@@ -92,7 +93,7 @@ func TestOrdersShowContract(t *testing.T) {
 	long := `{"type":"object","description":"` + strings.Repeat("x", 6000) + `"}`
 	o, err := author.NewOrder(fsbus.NewOrderOptions{Title: "Review calc", Pointers: []string{"calc.go:3-3"},
 		Schema: json.RawMessage(schema), Task: "code_review", ReadOnly: true, Heavy: true,
-		Windows: &fsbus.Windows{ExecS: 7200, LifetimeS: 28800}, Hints: &fsbus.Hints{Cores: 8, RAMGB: 32, ExpectedMinutes: 90}})
+		Windows: &fold.Windows{ExecS: 7200, LifetimeS: 28800}, Hints: &fold.Hints{Cores: 8, RAMGB: 32, ExpectedMinutes: 90}})
 	if err != nil {
 		t.Fatal(err)
 	}

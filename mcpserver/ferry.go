@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
@@ -327,7 +328,7 @@ func (f *Ferry) heartbeat(s *fsbus.Session) {
 	}
 	var runs []string
 	if v, err := s.Load(); err == nil {
-		for _, r := range v.State.ListOrders(fsbus.OrderFilter{Mine: s.Name, State: fsbus.StateClaimed}) {
+		for _, r := range v.State.ListOrders(fold.OrderFilter{Mine: s.Name, State: fold.StateClaimed}) {
 			if r.Holder == s.Name {
 				runs = append(runs, r.ID)
 			}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -52,7 +52,7 @@ func TestIdempotentReplay(t *testing.T) {
 	// The world moves on: progress, a reply, the owner answers the ask.
 	first.ok("ferry_orders", map[string]any{"action": "progress", "id": made.Order.ID, "note": "half done"}, nil)
 	other.ok("ferry_talk", map[string]any{"action": "read"}, nil)
-	master, err := b.ch.As(fsbus.MasterWriter)
+	master, err := b.ch.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -44,12 +45,12 @@ func TestOrdersLifecycleActions(t *testing.T) {
 	var got one
 	holder.ok("ferry_orders", map[string]any{"action": "claim", "id": id}, nil)
 	holder.ok("ferry_orders", map[string]any{"action": "extend", "id": id, "note": "waiting on the HSM"}, &got)
-	if got.Order.State != fsbus.StateClaimed || len(got.Order.Progress) != 1 || !strings.Contains(got.Order.Progress[0], "waiting on the HSM") {
+	if got.Order.State != fold.StateClaimed || len(got.Order.Progress) != 1 || !strings.Contains(got.Order.Progress[0], "waiting on the HSM") {
 		t.Fatalf("extend: %+v", got.Order)
 	}
 	got = one{}
 	holder.ok("ferry_orders", map[string]any{"action": "release", "id": id}, &got)
-	if got.Order.State != fsbus.StateOpen || got.Order.Holder != "" {
+	if got.Order.State != fold.StateOpen || got.Order.Holder != "" {
 		t.Fatalf("release: %+v", got.Order)
 	}
 	holder.ok("ferry_orders", map[string]any{"action": "claim", "id": id}, nil)
@@ -77,7 +78,7 @@ func TestOrdersLifecycleActions(t *testing.T) {
 	now.Add((5 * time.Hour).Milliseconds())
 	holder.ok("ferry_talk", map[string]any{"action": "post", "to": "all", "text": "back"}, nil)
 	holder.ok("ferry_orders", map[string]any{"action": "show", "id": id}, &got)
-	if got.Order.State != fsbus.StateTimedOut {
+	if got.Order.State != fold.StateTimedOut {
 		t.Fatalf("after the window: state %s, want timed_out", got.Order.State)
 	}
 	if text := holder.fail("ferry_orders", map[string]any{"action": "extend", "id": id}); !strings.Contains(text, "does not hold") {
@@ -85,7 +86,7 @@ func TestOrdersLifecycleActions(t *testing.T) {
 	}
 	holder.ok("ferry_orders", map[string]any{"action": "claim", "id": id}, nil)
 	holder.ok("ferry_orders", map[string]any{"action": "fail", "id": id, "note": "the HSM is gone"}, &got)
-	if got.Order.State != fsbus.StateFailed {
+	if got.Order.State != fold.StateFailed {
 		t.Fatalf("fail: %+v", got.Order)
 	}
 }

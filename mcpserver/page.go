@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
@@ -114,7 +115,7 @@ type OrderLine struct {
 }
 
 // orderLine renders r compact, or with detail.
-func orderLine(r fsbus.OrderRow, detail bool) OrderLine {
+func orderLine(r fold.OrderRow, detail bool) OrderLine {
 	l := OrderLine{ID: r.ID, Title: r.Title, State: r.State, Holder: r.Holder, To: r.To}
 	if detail {
 		l.Author, l.Updated = r.Author, r.Updated
@@ -124,9 +125,9 @@ func orderLine(r fsbus.OrderRow, detail bool) OrderLine {
 
 // orderStates are the filters of an order list: every order state (docs/design.md §2
 // "Orders"), "active" (not accepted or cancelled) and "" (all).
-var orderStates = []string{"", "active", "ready", fsbus.StateOpen, fsbus.StateOffered, fsbus.StateClaimed, fsbus.StateSubmitted,
-	fsbus.StateChangesRequested, fsbus.StateAccepted, fsbus.StateCancelled, fsbus.StateFailed, fsbus.StateTimedOut,
-	fsbus.StateValidationFailed, fsbus.StatePointerStale}
+var orderStates = []string{"", "active", "ready", fold.StateOpen, fold.StateOffered, fold.StateClaimed, fold.StateSubmitted,
+	fold.StateChangesRequested, fold.StateAccepted, fold.StateCancelled, fold.StateFailed, fold.StateTimedOut,
+	fold.StateValidationFailed, fold.StatePointerStale}
 
 // checkState returns invalid for a filter not in orderStates.
 func checkState(state string) error {
@@ -147,10 +148,10 @@ func checkState(state string) error {
 func orderPage(v *fsbus.View, state, since, agent string, detail bool, build func(rows []OrderLine, truncated bool, next string) any) any {
 	last := lastArrivals(v)
 	after, ok := sinceArrival(v.Arrivals, since)
-	var rows []fsbus.OrderRow
-	f := fsbus.OrderFilter{State: state}
+	var rows []fold.OrderRow
+	f := fold.OrderFilter{State: state}
 	if state == "ready" { // claimable now: every dependency accepted
-		f = fsbus.OrderFilter{Ready: true, For: agent} // not those offered to another agent
+		f = fold.OrderFilter{Ready: true, For: agent} // not those offered to another agent
 	}
 	for _, r := range v.State.ListOrders(f) {
 		if !ok || last[r.ID] > after {
@@ -192,7 +193,7 @@ type AskLine struct {
 }
 
 // askLine renders a compact, or with detail.
-func askLine(a *fsbus.Ask, detail bool) AskLine {
+func askLine(a *fold.Ask, detail bool) AskLine {
 	l := AskLine{ID: a.ID, Title: a.Title, State: a.State}
 	if !detail {
 		l.Note, _ = textsafe.Cut(a.Note, 300)
@@ -207,7 +208,7 @@ func askLine(a *fsbus.Ask, detail bool) AskLine {
 func askPage(v *fsbus.View, agent, since string, detail bool) *AskOut {
 	last := lastArrivals(v)
 	after, ok := sinceArrival(v.Arrivals, since)
-	var asks []*fsbus.Ask
+	var asks []*fold.Ask
 	for _, a := range v.State.AsksBy(agent) {
 		if !ok || last[a.ID] > after {
 			asks = append(asks, a)

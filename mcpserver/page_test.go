@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -57,7 +58,7 @@ func TestBoundPrimary(t *testing.T) {
 		ps.Standbys = append(ps.Standbys, fsbus.StandbyRow{Name: fmt.Sprintf("agent-%02d", i), Liveness: "alive"})
 	}
 	for i := 0; i < 10; i++ {
-		ps.Contests = append(ps.Contests, fsbus.Contest{Ref: fmt.Sprint("contest-", i), Involved: []string{strings.Repeat("z", 600)}})
+		ps.Contests = append(ps.Contests, fold.Contest{Ref: fmt.Sprint("contest-", i), Involved: []string{strings.Repeat("z", 600)}})
 	}
 	ps = boundPrimary(ps)
 	if len(ps.Standbys) > maxItems || len(ps.Contests) > primaryContests || chars(ps) > maxChars {

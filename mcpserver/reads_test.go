@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -40,7 +40,7 @@ func TestOrdersListPages(t *testing.T) {
 				t.Fatalf("detail %v: a page of %d rows, next %q", detail, len(p.Orders), p.Next)
 			}
 			for _, o := range p.Orders {
-				if seen[o.ID] || fsbus.Terminal(o.State) {
+				if seen[o.ID] || fold.Terminal(o.State) {
 					t.Fatalf("detail %v: %s (%s) listed twice or not active", detail, o.ID, o.State)
 				}
 				seen[o.ID] = true
@@ -239,7 +239,7 @@ func TestAskStatusSince(t *testing.T) {
 		t.Errorf("detailed status: %+v", s)
 	}
 	cur := s.Next
-	master, err := b.ch.As(fsbus.MasterWriter)
+	master, err := b.ch.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -51,11 +52,11 @@ const maxObjectFile = 1 << 20
 // resourceKinds maps a URI kind to its id prefix and channel directory ("" for a
 // decision, held in its ledger entry).
 var resourceKinds = map[string]struct{ prefix, dir string }{
-	"order":    {fsbus.PrefixOrder, "orders"},
-	"message":  {fsbus.PrefixMessage, "messages"},
-	"ask":      {fsbus.PrefixAsk, "asks"},
-	"result":   {fsbus.PrefixResult, "results"},
-	"decision": {fsbus.PrefixDecision, ""},
+	"order":    {fold.PrefixOrder, "orders"},
+	"message":  {fold.PrefixMessage, "messages"},
+	"ask":      {fold.PrefixAsk, "asks"},
+	"result":   {fold.PrefixResult, "results"},
+	"decision": {fold.PrefixDecision, ""},
 }
 
 // Capabilities is what the CLI tells the server about itself for
@@ -167,7 +168,7 @@ func items(v *fsbus.View) []*item {
 	for _, ig := range st.Ignored {
 		ignored[ig.Hash] = true
 	}
-	decisions := map[string]fsbus.Decision{}
+	decisions := map[string]fold.Decision{}
 	for _, d := range st.Decisions {
 		decisions[d.ID] = d
 	}
@@ -186,31 +187,31 @@ func items(v *fsbus.View) []*item {
 		_ = json.Unmarshal(e.Data, &d)
 		it := &item{id: e.Ref, entry: e, object: d.Object}
 		switch e.Type {
-		case fsbus.TypeOrderCreate:
+		case fold.TypeOrderCreate:
 			o := st.Orders[e.Ref]
 			if o == nil || o.Missing || len(o.History) == 0 || o.History[0].Hash != h {
 				continue
 			}
 			it.kind = "order"
-		case fsbus.TypeMsgPost:
+		case fold.TypeMsgPost:
 			m := st.Messages[e.Ref]
 			if m == nil || m.Pending || m.From != e.Writer || m.HLC != e.HLC {
 				continue
 			}
 			it.kind = "message"
-		case fsbus.TypeAskRaise:
+		case fold.TypeAskRaise:
 			a := st.Asks[e.Ref]
 			if a == nil || a.Missing || a.Author != e.Writer || a.Raised != e.HLC {
 				continue
 			}
 			it.kind = "ask"
-		case fsbus.TypeOrderSubmit:
+		case fold.TypeOrderSubmit:
 			o := st.Orders[e.Ref]
-			if o == nil || !fsbus.ValidID(d.Result) || !strings.HasPrefix(d.Result, fsbus.PrefixResult) || !onChain(o, h) {
+			if o == nil || !fold.ValidID(d.Result) || !strings.HasPrefix(d.Result, fold.PrefixResult) || !onChain(o, h) {
 				continue
 			}
 			it.kind, it.id = "result", d.Result
-		case fsbus.TypeDecisionRecord:
+		case fold.TypeDecisionRecord:
 			dec, ok := decisions[e.Ref]
 			if !ok || dec.By != e.Writer || dec.HLC != e.HLC {
 				continue
@@ -231,7 +232,7 @@ func items(v *fsbus.View) []*item {
 }
 
 // onChain reports whether the entry hash h is a step of o's winning chain.
-func onChain(o *fsbus.Order, h string) bool {
+func onChain(o *fold.Order, h string) bool {
 	for _, s := range o.History {
 		if s.Hash == h {
 			return true
@@ -324,7 +325,7 @@ func (r *resources) Read(ctx context.Context, uri string) ([]ResourceContents, e
 		if !found || !known {
 			return nil, notFound(uri, "kinds are order, message, ask, result and decision")
 		}
-		if !fsbus.ValidID(id) || !strings.HasPrefix(id, k.prefix) {
+		if !fold.ValidID(id) || !strings.HasPrefix(id, k.prefix) {
 			article := "a"
 			if strings.ContainsRune("aeiou", rune(kind[0])) {
 				article = "an"
@@ -380,7 +381,7 @@ func splitURI(uri string) (project, rest string, ok bool) {
 		return "", "", false
 	}
 	project, rest, found = strings.Cut(s, "/")
-	if !found || !fsbus.ValidName(project) || rest == "" {
+	if !found || !fold.ValidName(project) || rest == "" {
 		return "", "", false
 	}
 	return project, rest, true

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -47,7 +48,7 @@ func newRSWorld(t *testing.T) *rsWorld {
 			t.Fatal(err)
 		}
 	}
-	m, err := c.As(fsbus.MasterWriter)
+	m, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +102,10 @@ func (w *rsWorld) ferry(t *testing.T, watch fsbus.WatchOptions, opens *atomic.In
 
 // rsFixture writes 25 orders (the first with a body longer than a tool shows), a
 // message, an ask, a result and a decision, and returns the URIs of every object.
-func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody string, submitted *fsbus.Order) {
+func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody string, submitted *fold.Order) {
 	t.Helper()
 	longBody = strings.Repeat("Rebuild the index, then check every shard. ", 40)
-	var orders []*fsbus.Order
+	var orders []*fold.Order
 	for i := range 25 {
 		body := ""
 		if i == 0 {
@@ -242,12 +243,12 @@ func TestResourcesReadEveryKind(t *testing.T) {
 		kinds[parts[3]] = u
 	}
 
-	var order fsbus.OrderObject
+	var order fold.OrderObject
 	read("ferry://acme/order/"+longOrder, &order)
 	if order.ID != longOrder || order.Body != longBody || order.Author != "alice" || order.Sig == "" {
 		t.Errorf("order: %+v, want the full body of %d bytes, signed by alice", order.Envelope, len(longBody))
 	}
-	var msg fsbus.MessageObject
+	var msg fold.MessageObject
 	read(kinds["message"], &msg)
 	if msg.Body != "the index is rebuilt" || msg.To != "bob" || msg.Author != "alice" {
 		t.Errorf("message: %+v", msg)
@@ -273,7 +274,7 @@ func TestResourcesReadEveryKind(t *testing.T) {
 		t.Errorf("re-indented message: %v, text changed: %v", err, err == nil && after[0].Text != before[0].Text)
 	}
 	var ask struct {
-		fsbus.Envelope
+		fold.Envelope
 		Title          string `json:"title"`
 		Recommendation string `json:"recommendation"`
 	}
@@ -281,7 +282,7 @@ func TestResourcesReadEveryKind(t *testing.T) {
 	if ask.Title != "drop the old shards?" || ask.Recommendation != "yes, after a backup" || ask.Author != "bob" {
 		t.Errorf("ask: %+v", ask)
 	}
-	var result fsbus.ResultObject
+	var result fold.ResultObject
 	read(kinds["result"], &result)
 	if result.ID != submitted.Result.Result || result.Order != submitted.ID || result.Reference != "commit 4f2a9c1" || result.Summary != "rebuilt and checked" {
 		t.Errorf("result: %+v", result)
@@ -296,7 +297,7 @@ func TestResourcesReadEveryKind(t *testing.T) {
 		} `json:"data"`
 	}
 	read(kinds["decision"], &dec)
-	if dec.Type != fsbus.TypeDecisionRecord || dec.Data.Line != "shards are rebuilt nightly" || dec.Writer != "alice" || dec.Sig == "" {
+	if dec.Type != fold.TypeDecisionRecord || dec.Data.Line != "shards are rebuilt nightly" || dec.Writer != "alice" || dec.Sig == "" {
 		t.Errorf("decision: %+v", dec)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -92,7 +93,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		out.Alive = append(out.Alive, AliveAgent{Name: r.Name, Doing: doing, AgeS: r.AgeS})
 	}
-	out.MineOpen = len(v.State.ListOrders(fsbus.OrderFilter{State: "active", Mine: f.cfg.Agent}))
+	out.MineOpen = len(v.State.ListOrders(fold.OrderFilter{State: "active", Mine: f.cfg.Agent}))
 	if q, err := runner.ResolveQueue("", ""); err != nil {
 		out.Queue = "unusable: " + err.Error()
 	} else {
@@ -233,12 +234,12 @@ func verifyView(r *fsbus.PointerReport) *VerifyView {
 // cut to a few hundred characters (detail: a few thousand), the newest progress notes,
 // reviews and contests, each note cut; BodyURI names the full body when it was cut.
 type OrderView struct {
-	fsbus.OrderRow
+	fold.OrderRow
 	Body      string             `json:"body,omitempty"`
 	BodyURI   string             `json:"body_uri,omitempty"`
 	Labels    []string           `json:"labels,omitempty"`
-	Result    *fsbus.Submission  `json:"result,omitempty"`
-	Reviews   []fsbus.Review     `json:"reviews,omitempty"`
+	Result    *fold.Submission   `json:"result,omitempty"`
+	Reviews   []fold.Review      `json:"reviews,omitempty"`
 	Progress  []string           `json:"progress,omitempty"`
 	Contested []fsbus.ContestRow `json:"contested,omitempty"`
 	RunVia    string             `json:"run_via,omitempty"` // show: direct, or the job-queue command
@@ -273,7 +274,7 @@ func seconds(s int64) string {
 }
 
 // pointerLine is one pointer of a ContractView.
-func pointerLine(p fsbus.Pointer) string {
+func pointerLine(p fold.Pointer) string {
 	s := p.Path
 	if p.FirstLine > 0 {
 		s += fmt.Sprintf(":%d-%d", p.FirstLine, p.LastLine)
@@ -287,7 +288,7 @@ func pointerLine(p fsbus.Pointer) string {
 
 // contractView renders c within l (nil for an order without a contract); cut
 // reports whether pointers or the schema were left out.
-func contractView(c *fsbus.Contract, l viewLevel) (cv *ContractView, left bool) {
+func contractView(c *fold.Contract, l viewLevel) (cv *ContractView, left bool) {
 	if c.Empty() {
 		return nil, false
 	}
@@ -356,7 +357,7 @@ const compactLevel = 4
 // orderViewFit renders o at the largest level whose answer — wrap(view), the whole
 // result the tool returns — fits maxChars, and reports whether anything was left out
 // or cut (then BodyURI names the full body when the body was cut).
-func orderViewFit(project string, o *fsbus.Order, detail bool, wrap func(*OrderView) any) (*OrderView, bool) {
+func orderViewFit(project string, o *fold.Order, detail bool, wrap func(*OrderView) any) (*OrderView, bool) {
 	first := compactLevel
 	if detail {
 		first = 0
@@ -373,7 +374,7 @@ func orderViewFit(project string, o *fsbus.Order, detail bool, wrap func(*OrderV
 }
 
 // orderViewAt renders o within the bounds of l.
-func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool) {
+func orderViewAt(project string, o *fold.Order, l viewLevel) (*OrderView, bool) {
 	ov := &OrderView{OrderRow: o.Row(), Labels: o.Labels}
 	var left, c bool
 	if ov.Body, c = textsafe.Cut(o.Body, max(l.body, 1)); c || (l.body == 0 && o.Body != "") {
@@ -419,7 +420,7 @@ func orderViewAt(project string, o *fsbus.Order, l viewLevel) (*OrderView, bool)
 }
 
 // orderAnswer is ferry_orders' answer for one order, bounded.
-func orderAnswer(project string, o *fsbus.Order, detail bool) *OrdersOut {
+func orderAnswer(project string, o *fold.Order, detail bool) *OrdersOut {
 	out := &OrdersOut{}
 	out.Order, out.Truncated = orderViewFit(project, o, detail, func(ov *OrderView) any { return &OrdersOut{Order: ov, Truncated: true} })
 	return out
@@ -461,7 +462,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		q, _ := runner.ResolveQueue("", "") // an unusable queue: heavy orders run directly
 		via, out := q.Via(o), &OrdersOut{}
 		blocked := ""
-		if !fsbus.Terminal(o.State) {
+		if !fold.Terminal(o.State) {
 			blocked = v.State.BlockedForGood(o)
 		}
 		out.Order, out.Truncated = orderViewFit(ch.Project(), o, in.Detail, func(ov *OrderView) any {
@@ -483,7 +484,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 		return &OrdersOut{Verify: verifyView(r)}, nil
 	}
-	var o *fsbus.Order
+	var o *fold.Order
 	s, err := f.session()
 	if err != nil {
 		return nil, err
@@ -512,7 +513,7 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 	case "release", "extend":
 		if err = need(in.Action, map[string]string{"id": in.ID}); err == nil {
-			o, err = map[string]func(string, string, string) (*fsbus.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, in.Note, in.Key)
+			o, err = map[string]func(string, string, string) (*fold.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, in.Note, in.Key)
 		}
 	case "fail": // the note is the reason, required
 		if err = need("fail", map[string]string{"id": in.ID, "note": in.Note}); err == nil {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
@@ -135,7 +136,7 @@ func (f *Ferry) discover(ctx context.Context, args json.RawMessage) (any, error)
 // it only ever joined over MCP, else "unknown". Only joins announcing the agent's
 // current key count. The owner ("master") is "human".
 func engineOf(v *fsbus.View) map[string]string {
-	out := map[string]string{fsbus.MasterWriter: "human"}
+	out := map[string]string{fold.MasterWriter: "human"}
 	for _, a := range v.State.Agents {
 		switch {
 		case a.App != "":
@@ -147,7 +148,7 @@ func engineOf(v *fsbus.View) map[string]string {
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
 		a := v.State.Agents[e.Writer]
-		if e.Type != fsbus.TypeAgentJoin || a == nil || e.Ref != e.Writer {
+		if e.Type != fold.TypeAgentJoin || a == nil || e.Ref != e.Writer {
 			continue
 		}
 		var d struct {
@@ -237,7 +238,7 @@ func (f *Ferry) getTask(ctx context.Context, args json.RawMessage) (any, error) 
 	}
 	claims := []ClaimLine{}
 	for _, s := range o.History {
-		if s.Type == fsbus.TypeOrderClaim {
+		if s.Type == fold.TypeOrderClaim {
 			claims = append(claims, ClaimLine{By: s.By, At: s.HLC})
 		}
 	}
@@ -592,12 +593,12 @@ func learnings(v *fsbus.View) []Learning {
 		var by, ref string
 		for _, s := range o.History {
 			switch s.Type {
-			case fsbus.TypeOrderSubmit:
+			case fold.TypeOrderSubmit:
 				by, ref = s.By, ""
 				if o.Result != nil && o.Result.By == s.By && o.Result.HLC == s.HLC {
 					ref = o.Result.Reference
 				}
-			case fsbus.TypeOrderReview:
+			case fold.TypeOrderReview:
 				if by == "" {
 					continue
 				}
@@ -701,7 +702,7 @@ func (f *Ferry) listEngines(ctx context.Context, args json.RawMessage) (any, err
 	}
 	for _, o := range v.State.Orders {
 		for _, s := range o.History {
-			if s.Type == fsbus.TypeOrderSubmit && engines[s.By] != "" {
+			if s.Type == fold.TypeOrderSubmit && engines[s.By] != "" {
 				line(engines[s.By]).Submitted++
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -148,7 +149,7 @@ func TestListTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := b.ch.Load()
-	open := v.State.ListOrders(fsbus.OrderFilter{State: fsbus.StateOpen})[0].ID
+	open := v.State.ListOrders(fold.OrderFilter{State: fold.StateOpen})[0].ID
 	if _, err := s.Claim(open, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestGetTask(t *testing.T) {
 	for _, oid := range v.State.OrderIDs() {
 		n := 0
 		for _, s := range v.State.Orders[oid].History {
-			if s.Type == fsbus.TypeOrderClaim {
+			if s.Type == fold.TypeOrderClaim {
 				n++
 			}
 		}
@@ -363,10 +364,10 @@ func TestLearningsAndEngines(t *testing.T) {
 		by := ""
 		for _, s := range o.History {
 			switch s.Type {
-			case fsbus.TypeOrderSubmit:
+			case fold.TypeOrderSubmit:
 				by = s.By
 				submitted[engineFor(by)]++
-			case fsbus.TypeOrderReview:
+			case fold.TypeOrderReview:
 				want = append(want, judged{engineFor(by), by, o.ID, s.Verdict == "accept"})
 			}
 		}

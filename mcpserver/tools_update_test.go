@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -48,7 +49,7 @@ func TestUpdateTool(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(b.dir, "releases", "ferry-2"), rel, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := b.ch.As(fsbus.MasterWriter)
+	m, err := b.ch.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -166,12 +167,12 @@ func checkPending(r *Report, c *fsbus.Channel, v *fsbus.View) {
 		}
 		_, _, err := c.ReadObject(p)
 		switch {
-		case errors.Is(err, fsbus.ErrObjectTorn): // (wraps ErrObjectMissing) only a warning: Verify lists it as arriving, not as an error
+		case errors.Is(err, fold.ErrObjectTorn): // (wraps ErrObjectMissing) only a warning: Verify lists it as arriving, not as an error
 			r.Pending.Events++
 			r.add(fsbus.Finding{Check: CheckPending, Level: fsbus.LevelWarning, Path: relPath(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has only partly arrived (pending sync)", e.Type, e.Writer, relPath(c.Root, p)),
 				Fix:    "wait for the sync tool to finish the file; if it stays cut short, restore it from the writer's machine"})
-		case errors.Is(err, fsbus.ErrObjectMissing):
+		case errors.Is(err, fold.ErrObjectMissing):
 			r.Pending.Events++
 			r.add(fsbus.Finding{Check: CheckPending, Level: fsbus.LevelWarning, Path: relPath(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has not arrived (pending sync)", e.Type, e.Writer, relPath(c.Root, p)),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/fakesyncthing"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 )
@@ -44,18 +45,18 @@ func twoMasters(t *testing.T, skew time.Duration) (cA, cB *fsbus.Channel, mA, mB
 	if _, err := fsbus.Join(cA, "alice", "test"); err != nil {
 		t.Fatal(err)
 	}
-	mA, _ = cA.As(fsbus.MasterWriter)
+	mA, _ = cA.As(fold.MasterWriter)
 	if _, err := mA.Grant(fsbus.GrantOptions{Agent: "alice", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}
 	dirB := filepath.Join(t.TempDir(), "acme")
 	copyTree(t, dirA, dirB)
-	copyKey(t, hA, hB, "acme", fsbus.MasterWriter)
+	copyKey(t, hA, hB, "acme", fold.MasterWriter)
 	if cB, err = fsbus.Open(hB, dirB); err != nil {
 		t.Fatal(err)
 	}
 	cB.Now = func() time.Time { return time.Now().Add(skew) }
-	mB, _ = cB.As(fsbus.MasterWriter)
+	mB, _ = cB.As(fold.MasterWriter)
 	return cA, cB, mA, mB
 }
 
@@ -89,7 +90,7 @@ func TestDoctorSkewAndContests(t *testing.T) {
 	}
 	copyTree(t, filepath.Join(cB.Root, "ledger"), filepath.Join(cA.Root, "ledger"))
 	r := doctor(t, cA)
-	if len(r.Skew) != 1 || r.Skew[0].Writer != fsbus.MasterWriter || r.Skew[0].AheadS < 7100 || r.Skew[0].AheadS > 7300 {
+	if len(r.Skew) != 1 || r.Skew[0].Writer != fold.MasterWriter || r.Skew[0].AheadS < 7100 || r.Skew[0].AheadS > 7300 {
 		t.Fatalf("skew rows: %+v", r.Skew)
 	}
 	sk := findingsOf(r, CheckSkew)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 func testHome(t *testing.T) *fsbus.Home {
@@ -22,7 +23,7 @@ func world(t *testing.T, members ...string) *fsbus.Channel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.As(fsbus.MasterWriter)
+	m, err := c.As(fold.MasterWriter)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -62,7 +63,7 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 		if ms > lastSeen[e.Ref] {
 			lastSeen[e.Ref] = ms
 		}
-		if e.Type == fsbus.TypeOrderCreate {
+		if e.Type == fold.TypeOrderCreate {
 			created[e.Ref] = ms
 		}
 	}
@@ -81,7 +82,7 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 	var out []InspectRow
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		if (!all && fsbus.Terminal(o.State)) || (agent != "" && o.Author != agent && o.Holder != agent) {
+		if (!all && fold.Terminal(o.State)) || (agent != "" && o.Author != agent && o.Holder != agent) {
 			continue
 		}
 		row := InspectRow{ID: o.ID, Title: o.Title, State: o.State, Holder: o.Holder, Author: o.Author, AgeS: -1, IdleS: -1}
@@ -93,7 +94,7 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 		}
 		for _, h := range o.History {
 			switch h.Type {
-			case fsbus.TypeOrderRelease, fsbus.TypeOrderFail, fsbus.TypeOrderExpire:
+			case fold.TypeOrderRelease, fold.TypeOrderFail, fold.TypeOrderExpire:
 				row.Retries++
 				if h.Note != "" {
 					row.LastError = h.Note

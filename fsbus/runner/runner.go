@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -46,7 +47,7 @@ type Handler struct {
 type Runner struct {
 	S *fsbus.Session
 	// Pick returns the handler for an order, nil to leave the order alone.
-	Pick    func(o *fsbus.Order, spec Spec) *Handler
+	Pick    func(o *fold.Order, spec Spec) *Handler
 	Labels  []string      // only orders carrying every one of these labels
 	Queue   Queue         // job queue for heavy orders (ResolveQueue)
 	Workdir string        // the exec's working directory: the workspace
@@ -93,7 +94,7 @@ func (r *Runner) Start() ([]Recovery, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.S.CheckWrite(v, fsbus.TypeOrderClaim); err != nil {
+	if err := r.S.CheckWrite(v, fold.TypeOrderClaim); err != nil {
 		return nil, err
 	}
 	recs, err := Recover(r.S)
@@ -157,8 +158,8 @@ func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		var claimed *fsbus.Order
-		if o.State == fsbus.StateChangesRequested {
+		var claimed *fold.Order
+		if o.State == fold.StateChangesRequested {
 			claimed, err = r.adopt(run, o)
 		} else {
 			claimed, err = run.Claim()
@@ -175,7 +176,7 @@ func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 			}
 			return nil, err
 		}
-		if o.State == fsbus.StateChangesRequested {
+		if o.State == fold.StateChangesRequested {
 			Journal(r.S, JournalEvent{Event: "claim", Run: run.Rec.Run, Order: o.ID, Note: "rework under claim " + claimed.Claim})
 			r.logf("changes requested on %s %q: running it again as %s (run %s, via %s)", o.ID, o.Title, r.S.Name, run.Rec.Run, via)
 		} else {
@@ -196,13 +197,13 @@ func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 // the run holds the order's lock: the order is read again, and unless it is still in
 // changes_requested under the same claim (another runner may have reworked it in the
 // meantime) the answer is conflict.
-func (r *Runner) adopt(run *fsbus.Run, o *fsbus.Order) (*fsbus.Order, error) {
+func (r *Runner) adopt(run *fsbus.Run, o *fold.Order) (*fold.Order, error) {
 	v, err := r.S.Load()
 	if err != nil {
 		return nil, err
 	}
 	now := v.State.Orders[o.ID]
-	if now == nil || now.State != fsbus.StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
+	if now == nil || now.State != fold.StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
 		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s moved on while this run started", o.ID)
 	}
 	return now, run.Adopt(now)
@@ -214,13 +215,13 @@ func (r *Runner) adopt(run *fsbus.Run, o *fsbus.Order) (*fsbus.Order, error) {
 // previous attempt's result was refused (retry_needed: a schema or pointer check)
 // when the file runs again within the same run.
 type Input struct {
-	*fsbus.Order
-	Heavy   bool          `json:"heavy,omitempty"`
-	Hints   *fsbus.Hints  `json:"hints,omitempty"`
-	Task    string        `json:"task,omitempty"`
-	Run     string        `json:"run"`
-	Review  *fsbus.Review `json:"review,omitempty"`
-	Refused string        `json:"refused,omitempty"`
+	*fold.Order
+	Heavy   bool         `json:"heavy,omitempty"`
+	Hints   *fold.Hints  `json:"hints,omitempty"`
+	Task    string       `json:"task,omitempty"`
+	Run     string       `json:"run"`
+	Review  *fold.Review `json:"review,omitempty"`
+	Refused string       `json:"refused,omitempty"`
 }
 
 // baseEnv are the variables every run gets when set (PATH and HOME and their
@@ -288,7 +289,7 @@ type fileRun struct {
 // runFile runs the file once with in on stdin and waits for it: heartbeats and window
 // renewals while it runs; on ctx cancelled, interrupt to its process group, Grace,
 // then kill. Whatever is left of its process group when it ends is killed.
-func (r *Runner) runFile(ctx context.Context, run *fsbus.Run, o *fsbus.Order, h *Handler, argv []string, in []byte) fileRun {
+func (r *Runner) runFile(ctx context.Context, run *fsbus.Run, o *fold.Order, h *Handler, argv []string, in []byte) fileRun {
 	fr := fileRun{exit: -1}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = r.Workdir
@@ -371,10 +372,10 @@ wait:
 // refuses with retry_needed (the schema or pointer ladder of ADR 0003 §4: the
 // claim is kept) runs the file again at once, the refusal in its input, until the ladder's end
 // records the submission (validation_failed, pointer_stale) or the result passes.
-func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fsbus.Order, spec Spec, h *Handler, argv []string) *Result {
+func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fold.Order, spec Spec, h *Handler, argv []string) *Result {
 	res := &Result{Run: run.Rec.Run, Order: o.ID, Via: run.Rec.Via, Exit: -1}
-	var review *fsbus.Review
-	if o.State == fsbus.StateChangesRequested {
+	var review *fold.Review
+	if o.State == fold.StateChangesRequested {
 		for i := len(o.Reviews) - 1; i >= 0; i-- {
 			if o.Reviews[i].Verdict == "changes" {
 				rv := o.Reviews[i]
@@ -425,7 +426,7 @@ func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fsbus.Order, sp
 			return r.settle(run, res, "failed", fmt.Sprintf("run %s: its result was refused: %v", run.Rec.Run, cleanText(err.Error(), false)))
 		}
 		res.Outcome, res.Ref, res.Note = "submitted", opt.Reference, opt.Note
-		if done.State == fsbus.StateValidationFailed || done.State == fsbus.StatePointerStale {
+		if done.State == fold.StateValidationFailed || done.State == fold.StatePointerStale {
 			res.Outcome = done.State // the ladder's end: recorded, its result kept
 			res.Note = strings.Join(done.Warnings, "; ")
 		}
@@ -440,7 +441,7 @@ func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fsbus.Order, sp
 // the note. For an order with a schema, stdout is the structured result: either one
 // JSON value (the reference is then "run:<run id>"), or a reference line followed by
 // one JSON value. why says, when stdout holds no result, why not.
-func runSubmission(run string, o *fsbus.Order, stdout string, cut bool) (opt fsbus.SubmitOptions, why string) {
+func runSubmission(run string, o *fold.Order, stdout string, cut bool) (opt fsbus.SubmitOptions, why string) {
 	opt.Key = "submit:" + run
 	if len(o.Schema) == 0 {
 		opt.Reference, opt.Note = parseResult(stdout, cut)
@@ -524,7 +525,7 @@ func (r *Runner) takenAway(run *fsbus.Run, res *Result, note string) *Result {
 // Either entry is signed and keyed by the run id, so a retry writes it once.
 func (r *Runner) settle(run *fsbus.Run, res *Result, outcome, note string) *Result {
 	res.Outcome, res.Note = outcome, fitNote(note)
-	var o *fsbus.Order
+	var o *fold.Order
 	var err error
 	if outcome == "failed" {
 		o, err = r.S.Fail(run.Rec.Order, res.Note, "fail:"+run.Rec.Run)

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -37,14 +38,14 @@ import (
 // `heavy`, `hints` and `task`, checked at dispatch (fsbus/contract.go); Hints are the contract's resource hints
 // (docs/runs.md "Heavy orders").
 type Spec struct {
-	Heavy bool         `json:"heavy,omitempty"`
-	Hints *fsbus.Hints `json:"hints,omitempty"`
-	Task  string       `json:"task,omitempty"`
+	Heavy bool        `json:"heavy,omitempty"`
+	Hints *fold.Hints `json:"hints,omitempty"`
+	Task  string      `json:"task,omitempty"`
 }
 
 // SpecOf returns o's run fields from its folded contract; nil or an order whose
 // object has not arrived gives a zero spec.
-func SpecOf(o *fsbus.Order) Spec {
+func SpecOf(o *fold.Order) Spec {
 	if o == nil || o.Missing {
 		return Spec{}
 	}
@@ -121,7 +122,7 @@ func (q Queue) Wrap(order string, heavy bool, file string) (argv []string, via s
 
 // Via says how this machine would run o unattended through q: "direct", or the queue
 // command (`ferry order show` and `ferry_orders show` report it).
-func (q Queue) Via(o *fsbus.Order) string {
+func (q Queue) Via(o *fold.Order) string {
 	_, via := q.Wrap(o.ID, SpecOf(o).Heavy, "")
 	return via
 }
@@ -196,7 +197,7 @@ func Recover(s *fsbus.Session) ([]Recovery, error) {
 	}
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		if o.Holder != s.Name || o.State != fsbus.StateClaimed {
+		if o.Holder != s.Name || o.State != fold.StateClaimed {
 			continue
 		}
 		e := v.Entry(o.Claim)
@@ -231,9 +232,9 @@ func Recover(s *fsbus.Session) ([]Recovery, error) {
 // note, so a runner that keeps crashing never leaves the order held. It
 // returns the action taken, "released" or "failed", the note written (why, then what
 // was done: the ledger note says which) and the write's error.
-func giveBack(s *fsbus.Session, o *fsbus.Order, why string) (action, note string, err error) {
-	if o.Releases >= fsbus.MaxReleases {
-		note = fmt.Sprintf("%s; failed instead of released: the order was released %d times already (at most %d)", why, o.Releases, fsbus.MaxReleases)
+func giveBack(s *fsbus.Session, o *fold.Order, why string) (action, note string, err error) {
+	if o.Releases >= fold.MaxReleases {
+		note = fmt.Sprintf("%s; failed instead of released: the order was released %d times already (at most %d)", why, o.Releases, fold.MaxReleases)
 		_, err = s.Fail(o.ID, note, "")
 		return "failed", note, err
 	}
@@ -243,10 +244,10 @@ func giveBack(s *fsbus.Session, o *fsbus.Order, why string) (action, note string
 }
 
 // runClaim finds the claim entry of order o written with run's key, "" if none.
-func runClaim(s *fsbus.Session, v *fsbus.View, o *fsbus.Order, run string) string {
+func runClaim(s *fsbus.Session, v *fsbus.View, o *fold.Order, run string) string {
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
-		if e.Type == fsbus.TypeOrderClaim && e.Ref == o.ID && e.Writer == s.Name && e.Idem == fsbus.RunKeyPrefix+run {
+		if e.Type == fold.TypeOrderClaim && e.Ref == o.ID && e.Writer == s.Name && e.Idem == fsbus.RunKeyPrefix+run {
 			return e.Hash()
 		}
 	}
@@ -258,11 +259,11 @@ func runClaim(s *fsbus.Session, v *fsbus.View, o *fsbus.Order, run string) strin
 // a reviewer asked for changes, and the runner runs the file again on them under the
 // same claim (changes_requested is still held). Claims made by hand, or on
 // another machine, are left to whoever made them.
-func reworkCandidates(s *fsbus.Session, v *fsbus.View, labels []string) []*fsbus.Order {
-	var out []*fsbus.Order
+func reworkCandidates(s *fsbus.Session, v *fsbus.View, labels []string) []*fold.Order {
+	var out []*fold.Order
 	for _, id := range v.State.OrderIDs() {
 		o := v.State.Orders[id]
-		if o.State != fsbus.StateChangesRequested || o.Holder != s.Name || o.Missing {
+		if o.State != fold.StateChangesRequested || o.Holder != s.Name || o.Missing {
 			continue
 		}
 		e := v.Entry(o.Claim)

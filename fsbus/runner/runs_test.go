@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
 )
@@ -44,7 +45,7 @@ func runTeam(t *testing.T) (boss, runner *fsbus.Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := c.As(fsbus.MasterWriter)
+	m, _ := c.As(fold.MasterWriter)
 	for _, a := range []string{"boss", "runner"} {
 		if _, err := fsbus.Join(c, a, "test"); err != nil {
 			t.Fatal(err)
@@ -61,7 +62,7 @@ func runTeam(t *testing.T) (boss, runner *fsbus.Session) {
 // plainOrder dispatches an order with a title only and returns its id.
 func plainOrder(t *testing.T, s *fsbus.Session, title string) string {
 	t.Helper()
-	return must[*fsbus.Order](t)(s.NewOrder(fsbus.NewOrderOptions{Title: title})).ID
+	return must[*fold.Order](t)(s.NewOrder(fsbus.NewOrderOptions{Title: title})).ID
 }
 
 // buildRunjob builds ferry/testdata/runjob into dir under name.
@@ -85,7 +86,7 @@ func buildRunjob(t *testing.T, dir, name string) string {
 // FERRY_TEST_JOB_MODE passed by name.
 func newTestRunner(t *testing.T, s *fsbus.Session, job string, q Queue) *Runner {
 	r := &Runner{S: s, Queue: q, Workdir: t.TempDir(),
-		Pick: func(*fsbus.Order, Spec) *Handler {
+		Pick: func(*fold.Order, Spec) *Handler {
 			return &Handler{Exec: job, Env: []string{"FERRY_TEST_JOB_DIR", "FERRY_TEST_JOB_MODE", "FERRY_TEST_JOB_OUTPUT"}}
 		}}
 	if _, err := r.Start(); err != nil {
@@ -110,9 +111,9 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 	t.Setenv("FERRY_TEST_JOB_DIR", jobDir)
 	t.Setenv("FERRY_TEST_JOB_MODE", "ok")
 
-	heavy := must[*fsbus.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: "train the model", Heavy: true, Task: "gpu-train",
-		Hints: &fsbus.Hints{Cores: 8, RAMGB: 32, GPUMemGB: 24, ExpectedMinutes: 90}})).ID
-	light := must[*fsbus.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: "lint"})).ID
+	heavy := must[*fold.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: "train the model", Heavy: true, Task: "gpu-train",
+		Hints: &fold.Hints{Cores: 8, RAMGB: 32, GPUMemGB: 24, ExpectedMinutes: 90}})).ID
+	light := must[*fold.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: "lint"})).ID
 
 	q, err := ResolveQueue("", "")
 	if err != nil || q.Source != "default" || len(q.Argv) != 5 {
@@ -197,7 +198,7 @@ func TestRunnerFailureAndEnvironment(t *testing.T) {
 	o := v.State.Orders[id]
 	rel := o.History[len(o.History)-1]
 	switch {
-	case o.State != fsbus.StateFailed || rel.Type != fsbus.TypeOrderFail:
+	case o.State != fold.StateFailed || rel.Type != fold.TypeOrderFail:
 		t.Fatalf("after the failure: %s, last %s", o.State, rel.Type)
 	case !strings.Contains(rel.Note, "exit 3") || !strings.Contains(rel.Note, "the last words") || !strings.Contains(rel.Note, res.Run):
 		t.Errorf("fail reason: %q", rel.Note)
@@ -262,11 +263,11 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 		t.Fatalf("recoveries %+v, %v", recs, err)
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[orphan]; o.State != fsbus.StateOpen || !strings.Contains(o.History[len(o.History)-1].Note, "orphan claim of run run-gone") {
+	if o := v.State.Orders[orphan]; o.State != fold.StateOpen || !strings.Contains(o.History[len(o.History)-1].Note, "orphan claim of run run-gone") {
 		t.Errorf("orphan: %s %+v", o.State, o.History)
 	}
 	for _, id := range []string{manual, live} {
-		if o := v.State.Orders[id]; o.State != fsbus.StateClaimed {
+		if o := v.State.Orders[id]; o.State != fold.StateClaimed {
 			t.Errorf("%s was touched: %s", id, o.State)
 		}
 	}
@@ -293,11 +294,11 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "crashes often")
-	for i := range fsbus.MaxReleases {
-		must[*fsbus.Order](t)(runner.Claim(id, ""))
-		must[*fsbus.Order](t)(runner.Release(id, fmt.Sprintf("attempt %d", i), ""))
+	for i := range fold.MaxReleases {
+		must[*fold.Order](t)(runner.Claim(id, ""))
+		must[*fold.Order](t)(runner.Release(id, fmt.Sprintf("attempt %d", i), ""))
 	}
-	must[*fsbus.Order](t)(runner.Claim(id, fsbus.RunKeyPrefix+"run-capped"))
+	must[*fold.Order](t)(runner.Claim(id, fsbus.RunKeyPrefix+"run-capped"))
 	recs, err := Recover(runner)
 	if err != nil || len(recs) != 1 || recs[0].Action != "failed" {
 		t.Fatalf("recoveries %+v, %v", recs, err)
@@ -305,7 +306,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	v, _ := runner.Load()
 	o := v.State.Orders[id]
 	note := o.History[len(o.History)-1].Note
-	if o.State != fsbus.StateFailed || o.Holder != "" || !strings.Contains(note, "failed instead") {
+	if o.State != fold.StateFailed || o.Holder != "" || !strings.Contains(note, "failed instead") {
 		t.Fatalf("after recovery: %s holder %q %+v", o.State, o.Holder, o.History[len(o.History)-1])
 	}
 	// The note says what was done, once: not "released for a new attempt".
@@ -416,7 +417,7 @@ func TestDeadRunDetection(t *testing.T) {
 		t.Error("the dead run's record is still there")
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[id]; o.State != fsbus.StateOpen {
+	if o := v.State.Orders[id]; o.State != fold.StateOpen {
 		t.Errorf("the dead run's order: %s", o.State)
 	}
 	// Idempotent: a second recovery finds nothing.
@@ -438,7 +439,7 @@ func TestRunnerChecksPointersInWorkdir(t *testing.T) {
 	os.WriteFile(filepath.Join(good, "f.txt"), []byte("orig\n"), 0o644)
 	os.WriteFile(filepath.Join(changed, "f.txt"), []byte("changed\n"), 0o644)
 	boss.Workspace = good
-	id := must[*fsbus.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: "edit f", Pointers: []string{"f.txt"}})).ID
+	id := must[*fold.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: "edit f", Pointers: []string{"f.txt"}})).ID
 
 	r := newTestRunner(t, runner, job, Queue{})
 	r.Workdir = changed
@@ -446,7 +447,7 @@ func TestRunnerChecksPointersInWorkdir(t *testing.T) {
 		t.Fatalf("a stale workdir ran the order: %+v %v", res, err)
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[id]; o.State != fsbus.StateOpen {
+	if o := v.State.Orders[id]; o.State != fold.StateOpen {
 		t.Fatalf("after the stale refusal: %s", o.State)
 	}
 	r2 := newTestRunner(t, runner, job, Queue{})
@@ -507,7 +508,7 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 	}
 
 	hand := plainOrder(t, boss, "by hand")
-	must[*fsbus.Order](t)(runner.Claim(hand, ""))
+	must[*fold.Order](t)(runner.Claim(hand, ""))
 	run, err := runner.BeginRun(hand, job, "direct")
 	if err != nil {
 		t.Fatal(err)
@@ -595,9 +596,9 @@ func TestRunEndsWithItsProcessGroup(t *testing.T) {
 		}
 		res := waitRun(t, ch, mode)
 		cancel()
-		want, state := "submitted", fsbus.StateSubmitted
+		want, state := "submitted", fold.StateSubmitted
 		if mode == "spawn-block" {
-			want, state = "interrupted", fsbus.StateOpen
+			want, state = "interrupted", fold.StateOpen
 		}
 		if res == nil || res.Outcome != want || res.Order != id {
 			t.Fatalf("%s: %+v", mode, res)
@@ -632,13 +633,13 @@ func TestRunSchemaOrders(t *testing.T) {
 	t.Setenv("FERRY_TEST_JOB_MODE", "json")
 	schema := json.RawMessage(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`)
 	order := func(title string) string {
-		return must[*fsbus.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: title, Schema: schema})).ID
+		return must[*fold.Order](t)(boss.NewOrder(fsbus.NewOrderOptions{Title: title, Schema: schema})).ID
 	}
 	r := newTestRunner(t, runner, job, Queue{})
 	cases := []struct{ out, outcome, ref, note string }{
 		{`{"n": 3}`, "submitted", "run:", ""},
 		{"abc123\n{\"n\": 4}", "submitted", "abc123", ""},
-		{`{"n": "three"}`, fsbus.StateValidationFailed, "run:", ""},
+		{`{"n": "three"}`, fold.StateValidationFailed, "run:", ""},
 		{"all done, n is 3", "failed", "", "stdout is not a JSON value"},
 	}
 	for i, c := range cases {
@@ -655,16 +656,16 @@ func TestRunSchemaOrders(t *testing.T) {
 		o := v.State.Orders[id]
 		switch c.outcome {
 		case "submitted":
-			if o.State != fsbus.StateSubmitted || o.Result == nil || o.Result.Reference != res.Ref {
+			if o.State != fold.StateSubmitted || o.Result == nil || o.Result.Reference != res.Ref {
 				t.Errorf("%q: %s %+v", c.out, o.State, o.Result)
 			}
-		case fsbus.StateValidationFailed:
+		case fold.StateValidationFailed:
 			refusals, _ := os.ReadFile(filepath.Join(jobDir, "refused-"+id))
-			if o.State != fsbus.StateValidationFailed || o.SchemaFailures != fsbus.SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != fsbus.SchemaAttempts-1 {
+			if o.State != fold.StateValidationFailed || o.SchemaFailures != fsbus.SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != fsbus.SchemaAttempts-1 {
 				t.Errorf("%q: %s, %d schema failures; the file was told:\n%s", c.out, o.State, o.SchemaFailures, refusals)
 			}
 		case "failed":
-			if o.State != fsbus.StateFailed {
+			if o.State != fold.StateFailed {
 				t.Errorf("%q: %s", c.out, o.State)
 			}
 		}
@@ -687,7 +688,7 @@ func TestRunReworksChangesRequested(t *testing.T) {
 	}
 	v, _ := runner.Load()
 	claim := v.State.Orders[id].Claim
-	must[*fsbus.Order](t)(boss.Review(id, "changes", "add the tests", ""))
+	must[*fold.Order](t)(boss.Review(id, "changes", "add the tests", ""))
 	res, err := r.RunOne(context.Background())
 	if err != nil || res == nil || res.Outcome != "submitted" || res.Order != id {
 		t.Fatalf("rework: %+v %v", res, err)
@@ -696,7 +697,7 @@ func TestRunReworksChangesRequested(t *testing.T) {
 		t.Errorf("the file was given the review note %q", note)
 	}
 	v, _ = runner.Load()
-	if o := v.State.Orders[id]; o.State != fsbus.StateSubmitted || o.Claim != claim {
+	if o := v.State.Orders[id]; o.State != fold.StateSubmitted || o.Claim != claim {
 		t.Errorf("after the rework: %s, claim %s (was %s)", o.State, o.Claim, claim)
 	}
 	if res, _ := r.RunOne(context.Background()); res != nil {
@@ -717,14 +718,14 @@ func TestRunMessages(t *testing.T) {
 	r := newTestRunner(t, runner, job, Queue{})
 	ch := runAsync(context.Background(), r)
 	waitMark(t, filepath.Join(jobDir, "started-"+id))
-	must[*fsbus.Order](t)(boss.Offer(id, "boss", ""))
+	must[*fold.Order](t)(boss.Offer(id, "boss", ""))
 	os.WriteFile(filepath.Join(jobDir, "gate-"+id), []byte("go"), 0o644)
 	res := waitRun(t, ch, "reassigned")
 	if res == nil || res.Outcome != "taken_away" || !strings.Contains(res.Note, "reassigned or taken away") || !strings.Contains(res.Note, "not submitted") {
 		t.Fatalf("reassigned during the run: %+v", res)
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[id]; o.State != fsbus.StateOffered || o.History[len(o.History)-1].Type != fsbus.TypeOrderOffer {
+	if o := v.State.Orders[id]; o.State != fold.StateOffered || o.History[len(o.History)-1].Type != fold.TypeOrderOffer {
 		t.Errorf("the runner wrote after the reassignment: %s %+v", o.State, o.History[len(o.History)-1])
 	}
 	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 0 {
@@ -753,7 +754,7 @@ func TestInspectIdleFromArrival(t *testing.T) {
 	runner.Now = func() time.Time { return clock }
 	id := plainOrder(t, boss, "waits")
 	clock = clock.Add(10 * time.Second)
-	must[*fsbus.Order](t)(runner.Claim(id, ""))
+	must[*fold.Order](t)(runner.Claim(id, ""))
 	clock = clock.Add(90 * time.Second)
 	v, err := runner.Load()
 	if err != nil {
@@ -773,7 +774,7 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 	id := plainOrder(t, boss, "wait for resume")
 	var picked atomic.Int32
 	r := &Runner{S: runner, Workdir: t.TempDir(), Beat: time.Millisecond,
-		Pick: func(*fsbus.Order, Spec) *Handler { picked.Add(1); return nil }}
+		Pick: func(*fold.Order, Spec) *Handler { picked.Add(1); return nil }}
 	if _, err := runner.Home.Pause("", "maintenance", time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -789,7 +790,7 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := v.State.Orders[id]; o.State != fsbus.StateOpen {
+	if o := v.State.Orders[id]; o.State != fold.StateOpen {
 		t.Fatalf("order %s is %s while the runner was paused", id, o.State)
 	}
 	if p := v.PresenceOf(runner.Name); p == nil || !strings.Contains(p.Doing, "paused") {

@@ -16,8 +16,8 @@ import (
 // them these ceilings hold what has been reached, so the façade only shrinks. Lower
 // them as it does.
 const (
-	facadeMaxLines = 18388
-	facadeMaxNames = 176
+	facadeMaxLines = 13246
+	facadeMaxNames = 113
 )
 
 // facadeSize counts dir's non-test Go lines and its exported names as `go doc -short`

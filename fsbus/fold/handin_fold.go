@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"errors"
@@ -75,7 +75,7 @@ func loadHandinObject(h *Handin, in FoldInput, object string) bool {
 		return false
 	}
 	var obj HandinObject
-	if err := jsonUnmarshal(c, &obj); err != nil || obj.ID != h.ID || obj.Author != h.By {
+	if err := JSONUnmarshal(c, &obj); err != nil || obj.ID != h.ID || obj.Author != h.By {
 		return false
 	}
 	h.Ref, h.Note = obj.Ref, obj.Note

@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // Recipients that are not agent names (docs/design.md §3 `ferry talk send --to NAME|all`).
 const (
 	// toAll addresses every agent of the channel and the owner, except the sender.
-	toAll = "all"
+	ToAll = "all"
 	// ToMaster addresses the human owner (the writer "master").
 	ToMaster = MasterWriter
 )
@@ -51,14 +51,14 @@ type Message struct {
 	ReadBy    []string `json:"read_by"` // addressees that acknowledged it, sorted
 	Pending   bool     `json:"pending,omitempty"`
 
-	body string // the full body (empty while pending)
-	post string // hash of the msg.post entry
+	FullBody string `json:"-"` // the full body (empty while pending)
+	Post     string `json:"-"` // hash of the msg.post entry
 }
 
 // addressedTo reports whether name is an addressee of m: named by it, or any writer but
 // the sender when m is to "all". A sender is never an addressee of its own message.
-func (m *Message) addressedTo(name string) bool {
-	return name != m.From && (m.To == name || m.To == toAll)
+func (m *Message) AddressedTo(name string) bool {
+	return name != m.From && (m.To == name || m.To == ToAll)
 }
 
 // ReadByName reports whether name has acknowledged m.
@@ -68,7 +68,7 @@ func (m *Message) ReadByName(name string) bool {
 }
 
 // view returns a copy of m for a result: its own read_by list, never null.
-func (m *Message) view() Message {
+func (m *Message) View() Message {
 	c := *m
 	c.ReadBy = append([]string{}, m.ReadBy...)
 	return c
@@ -87,7 +87,7 @@ func preview(s string, n int) (string, bool) {
 }
 
 // validRecipient reports whether to may be named in msg.post data.to.
-func validRecipient(to string) bool { return to == toAll || ValidName(to) }
+func ValidRecipient(to string) bool { return to == ToAll || ValidName(to) }
 
 // foldTalk folds msg.post and msg.ack entries into st.Messages (docs/format.md §12).
 //
@@ -109,7 +109,7 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 		switch e.Type {
 		case TypeMsgPost:
 			d := st.dataOf(e)
-			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixMessage) || !validRecipient(d.To) || d.Object == "" {
+			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixMessage) || !ValidRecipient(d.To) || d.Object == "" {
 				ignore(e, "msg.post with a bad message id, recipient or object hash")
 				continue
 			}
@@ -123,14 +123,14 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 		msgs := map[*chainNode[struct{}]]*Message{}
 		for _, n := range cands {
 			e, d := n.e, n.d
-			m := &Message{ID: id, From: e.Writer, To: d.To, HLC: e.HLC, ReadBy: []string{}, post: e.Hash()}
+			m := &Message{ID: id, From: e.Writer, To: d.To, HLC: e.HLC, ReadBy: []string{}, Post: e.Hash()}
 			if !loadMessageObject(m, in, d.Object) {
 				if len(cands) == 1 {
 					ignore(e, "message object differs from the hash its msg.post names")
 					continue
 				}
 				// A rival post (rival.go): the object file decides nothing.
-				m.body, m.Preview = "", "(object replaced by another writer; restore it from the author's machine)"
+				m.FullBody, m.Preview = "", "(object replaced by another writer; restore it from the author's machine)"
 			}
 			msgs[n] = m
 		}
@@ -150,7 +150,7 @@ func foldTalk(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 		n := 0
 		for _, id := range d.IDs {
 			m := st.Messages[id]
-			if m == nil || !m.addressedTo(e.Writer) {
+			if m == nil || !m.AddressedTo(e.Writer) {
 				continue
 			}
 			n++
@@ -184,16 +184,16 @@ func loadMessageObject(m *Message, in FoldInput, object string) bool {
 		return false
 	}
 	var obj MessageObject
-	if err := jsonUnmarshal(c, &obj); err != nil || obj.ID != m.ID || obj.Author != m.From || obj.To != m.To || !utf8.ValidString(obj.Body) {
+	if err := JSONUnmarshal(c, &obj); err != nil || obj.ID != m.ID || obj.Author != m.From || obj.To != m.To || !utf8.ValidString(obj.Body) {
 		return false
 	}
-	m.body, m.Bytes = obj.Body, len(obj.Body)
+	m.FullBody, m.Bytes = obj.Body, len(obj.Body)
 	m.Preview, m.Truncated = preview(obj.Body, PreviewRunes)
 	return true
 }
 
 // messagesWhere returns the messages f selects, oldest first (HLC, then id).
-func (st *State) messagesWhere(f func(m *Message) bool) []*Message {
+func (st *State) MessagesWhere(f func(m *Message) bool) []*Message {
 	var out []*Message
 	for _, m := range st.Messages {
 		if f(m) {
@@ -218,7 +218,7 @@ func sortMessages(ms []*Message) {
 // it. name is an agent name or "master" for the owner. It is the list `ferry catchup`
 // and `ferry status` summarise; it reads no clock.
 func (st *State) Unread(name string) []*Message {
-	return st.messagesWhere(func(m *Message) bool {
-		return m.addressedTo(name) && !m.Pending && !m.ReadByName(name)
+	return st.MessagesWhere(func(m *Message) bool {
+		return m.AddressedTo(name) && !m.Pending && !m.ReadByName(name)
 	})
 }

@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // inScope reports whether an agent granted scopes may claim, or be offered, an order
 // carrying labels: true when scopes is empty or when the two share a label (labels
 // compare exactly, as written).
-func inScope(scopes, labels []string) bool {
+func InScope(scopes, labels []string) bool {
 	if len(scopes) == 0 {
 		return true
 	}
@@ -50,14 +50,14 @@ func scopeError(agent string, scopes []string, o *Order, act string) error {
 // checkScope is the write-side rule: it returns denied when the entry typ (a claim by
 // writer, or an offer to d.To) would reach an agent whose newest grant's scopes the
 // order's labels do not meet, and nil otherwise.
-func (st *State) checkScope(writer, typ string, o *Order, to string) error {
+func (st *State) CheckScope(writer, typ string, o *Order, to string) error {
 	switch typ {
 	case TypeOrderClaim:
-		if a := st.Agents[writer]; a != nil && !inScope(a.Scopes, o.Labels) {
+		if a := st.Agents[writer]; a != nil && !InScope(a.Scopes, o.Labels) {
 			return scopeError(writer, a.Scopes, o, "claimed by it")
 		}
 	case TypeOrderOffer, TypeOrderCreate:
-		if a := st.Agents[to]; to != "" && a != nil && !inScope(a.Scopes, o.Labels) {
+		if a := st.Agents[to]; to != "" && a != nil && !InScope(a.Scopes, o.Labels) {
 			return scopeError(to, a.Scopes, o, "offered to it")
 		}
 	}
@@ -96,8 +96,8 @@ func (st *State) outOfScope(n *orderNode, o *Order) string {
 	switch n.e.Type {
 	case TypeOrderClaim:
 		a := st.Agents[n.e.Writer]
-		g, ok := a.cover(n.e.Device, n.e.Seq)
-		if ok && !inScope(g.scopes, o.Labels) {
+		g, ok := a.Cover(n.e.Device, n.e.Seq)
+		if ok && !InScope(g.scopes, o.Labels) {
 			return fmt.Sprintf("claim outside the writer's scopes (%s)", strings.Join(g.scopes, ", "))
 		}
 	}
@@ -105,7 +105,7 @@ func (st *State) outOfScope(n *orderNode, o *Order) string {
 }
 
 // scopesNow is the scopes of an agent's newest grant (nil: unscoped or unknown).
-func (st *State) scopesNow(name string) []string {
+func (st *State) ScopesNow(name string) []string {
 	if a := st.Agents[name]; a != nil {
 		return a.Scopes
 	}

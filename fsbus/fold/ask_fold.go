@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ const (
 	VerdictSendBack = "send_back"
 )
 
-var askVerdicts = map[string]string{
+var AskVerdicts = map[string]string{
 	VerdictApprove:  AskApproved,
 	VerdictReject:   AskRejected,
 	VerdictSendBack: AskSentBack,
@@ -66,7 +66,7 @@ type Ask struct {
 	// Head is the hash of the last entry on the winning chain: the basis an answer names.
 	Head string `json:"head"`
 
-	c askCore
+	C askCore `json:"-"`
 }
 
 // AskAnswer is one ask.answer entry: a verdict and its note.
@@ -90,17 +90,17 @@ type askCore struct {
 // table), conflict when the ask is already answered, invalid for an unknown verdict. An
 // entry type this binary does not know keeps its place in the chain unchanged
 // (docs/format.md §17).
-func (c askCore) step(typ, writer string, lvl Level, d entryData) (askCore, error) {
+func (c askCore) Step(typ, writer string, lvl Level, d EntryData) (askCore, error) {
 	n := c
 	switch typ {
 	case TypeAskAnswer:
-		if err := checkLevel(writer, lvl, typ); err != nil {
+		if err := CheckLevel(writer, lvl, typ); err != nil {
 			return c, err
 		}
 		if c.State != AskPending {
 			return c, errs.Errorf(errs.Conflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
 		}
-		st, ok := askVerdicts[d.Verdict]
+		st, ok := AskVerdicts[d.Verdict]
 		if !ok {
 			return c, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
 		}
@@ -109,7 +109,7 @@ func (c askCore) step(typ, writer string, lvl Level, d entryData) (askCore, erro
 		if knownType(typ) {
 			return c, errs.Errorf(errs.Invalid, "", "%s is not a step of an ask's chain", typ)
 		}
-		if err := checkLevel(writer, lvl, typ); err != nil {
+		if err := CheckLevel(writer, lvl, typ); err != nil {
 			return c, err
 		}
 	}
@@ -122,7 +122,7 @@ type askNode = chainNode[askCore]
 // askRules is the ask state machine for resolveChain.
 var askRules = chainRules[askCore]{
 	step: func(c askCore, n *askNode) (askCore, error) {
-		return c.step(n.e.Type, n.e.Writer, n.lvl, n.d)
+		return c.Step(n.e.Type, n.e.Writer, n.lvl, n.d)
 	},
 	rank: func(c askCore) int { return askRank[c.State] },
 }
@@ -139,7 +139,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	var rest []*askNode
 	for _, e := range entries {
 		d := st.dataOf(e)
-		n := &askNode{e: e, d: d, lvl: st.levelAt(e)}
+		n := &askNode{e: e, d: d, lvl: st.LevelAt(e)}
 		switch {
 		case e.Type == TypeAskRaise:
 			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixAsk) {
@@ -235,7 +235,7 @@ func loadAskObject(a *Ask, in FoldInput, root *askNode) string {
 		return "ask object differs from the hash its ask.raise names"
 	}
 	var obj AskObject
-	if err := jsonUnmarshal(c, &obj); err != nil || obj.ID != a.ID || obj.Author != root.e.Writer || obj.Device != root.e.Device {
+	if err := JSONUnmarshal(c, &obj); err != nil || obj.ID != a.ID || obj.Author != root.e.Writer || obj.Device != root.e.Device {
 		return "ask object does not match its ask.raise (id, author or device)"
 	}
 	a.Title, a.Recommendation, a.Reasoning = obj.Title, obj.Recommendation, obj.Reasoning
@@ -244,7 +244,7 @@ func loadAskObject(a *Ask, in FoldInput, root *askNode) string {
 
 // apply records a winning-chain node in the ask's view.
 func (a *Ask) apply(n *askNode) {
-	a.c = n.state
+	a.C = n.state
 	a.State = n.state.State
 	a.Head = n.e.Hash()
 	if n.e.Type == TypeAskAnswer {

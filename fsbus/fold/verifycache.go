@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"crypto/ed25519"
@@ -13,13 +13,13 @@ import (
 // Entry hashes cover the signature, so a cached result can never vouch for other bytes.
 // The local index (index.go) saves the good results and fills the cache from them in
 // the next process.
-var sigCache sync.Map // string(hash + key) → bool
+var SigCache sync.Map // string(hash + key) → bool
 
 // newSigs holds, per project, the good signatures checked in this process and not yet
 // saved to a local index (takeSigs).
 var newSigs struct {
 	sync.Mutex
-	m map[string][]sigRec
+	m map[string][]SigRec
 }
 
 func sigKey(hash string, pub ed25519.PublicKey, project string) string {
@@ -27,31 +27,31 @@ func sigKey(hash string, pub ed25519.PublicKey, project string) string {
 }
 
 // verifyEntry is e.VerifySig with the per-process cache.
-func verifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
+func VerifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
 	k := sigKey(e.Hash(), pub, project)
-	if ok, hit := sigCache.Load(k); hit {
+	if ok, hit := SigCache.Load(k); hit {
 		return ok.(bool)
 	}
 	ok := e.VerifySig(pub, project) == nil
-	if _, loaded := sigCache.LoadOrStore(k, ok); ok && !loaded {
+	if _, loaded := SigCache.LoadOrStore(k, ok); ok && !loaded {
 		newSigs.Lock()
 		if newSigs.m == nil {
-			newSigs.m = map[string][]sigRec{}
+			newSigs.m = map[string][]SigRec{}
 		}
-		newSigs.m[project] = append(newSigs.m[project], sigRec{hash: e.Hash(), pub: pub})
+		newSigs.m[project] = append(newSigs.m[project], SigRec{Hash: e.Hash(), Pub: pub})
 		newSigs.Unlock()
 	}
 	return ok
 }
 
 // rememberSig puts a good signature read from the local index into the cache.
-func rememberSig(hash string, pub ed25519.PublicKey, project string) {
-	sigCache.Store(sigKey(hash, pub, project), true)
+func RememberSig(hash string, pub ed25519.PublicKey, project string) {
+	SigCache.Store(sigKey(hash, pub, project), true)
 }
 
 // takeSigs returns and forgets the good signatures of project checked since the last
 // call.
-func takeSigs(project string) []sigRec {
+func TakeSigs(project string) []SigRec {
 	newSigs.Lock()
 	defer newSigs.Unlock()
 	out := newSigs.m[project]
@@ -60,10 +60,10 @@ func takeSigs(project string) []sigRec {
 }
 
 // allSigs returns every good signature of project in the cache.
-func allSigs(project string) []sigRec {
-	var out []sigRec
+func AllSigs(project string) []SigRec {
+	var out []SigRec
 	suffix := "\x00" + project
-	sigCache.Range(func(k, v any) bool {
+	SigCache.Range(func(k, v any) bool {
 		s := k.(string)
 		if ok := v.(bool); !ok || !strings.HasSuffix(s, suffix) {
 			return true
@@ -72,8 +72,14 @@ func allSigs(project string) []sigRec {
 		if len(s) < ed25519.PublicKeySize+1 || s[len(s)-ed25519.PublicKeySize-1] != 0 {
 			return true
 		}
-		out = append(out, sigRec{hash: s[:len(s)-ed25519.PublicKeySize-1], pub: ed25519.PublicKey(s[len(s)-ed25519.PublicKeySize:])})
+		out = append(out, SigRec{Hash: s[:len(s)-ed25519.PublicKeySize-1], Pub: ed25519.PublicKey(s[len(s)-ed25519.PublicKeySize:])})
 		return true
 	})
 	return out
+}
+
+// sigRec is one good signature: the entry hash and the key it verified under.
+type SigRec struct {
+	Hash string            `json:"-"`
+	Pub  ed25519.PublicKey `json:"-"`
 }

@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"crypto/ed25519"
@@ -16,7 +16,7 @@ import (
 
 // entryData is the union of the data fields of every entry type this binary folds.
 // Unknown fields are ignored (forward compatibility, docs/design.md §2 rule 9).
-type entryData struct {
+type EntryData struct {
 	Basis     string            `json:"basis,omitempty"`
 	Object    string            `json:"object,omitempty"`
 	Args      string            `json:"args,omitempty"`
@@ -49,11 +49,11 @@ type entryData struct {
 // dataOf returns e's data as decodeData gives it, decoded once per Fold: pass 1 and
 // pass 2 keep what they decode, and the family folds read it back (decoding
 // was a third of a fold's time when each pass decoded again).
-func (st *State) dataOf(e *ledger.Entry) entryData {
+func (st *State) dataOf(e *ledger.Entry) EntryData {
 	if d, ok := st.decoded[e]; ok {
 		return d
 	}
-	d, _ := decodeData(e)
+	d, _ := DecodeData(e)
 	return d
 }
 
@@ -61,8 +61,8 @@ func (st *State) dataOf(e *ledger.Entry) entryData {
 // and for data with a key that equals a known field name only when case is ignored
 // ("Basis"): encoding/json would fill the field from it, last key wins, so the entry's
 // meaning would hang on key order, which its hash and signature ignore (rule 9).
-func decodeData(e *ledger.Entry) (entryData, bool) {
-	var d entryData
+func DecodeData(e *ledger.Entry) (EntryData, bool) {
+	var d EntryData
 	if len(e.Data) == 0 {
 		return d, true
 	}
@@ -81,7 +81,7 @@ func decodeData(e *ledger.Entry) (entryData, bool) {
 // dataKeysFolded maps each lower-cased json name of entryData to the name itself.
 var dataKeysFolded = func() map[string]string {
 	m := map[string]string{}
-	t := reflect.TypeFor[entryData]()
+	t := reflect.TypeFor[EntryData]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		m[strings.ToLower(name)] = name
@@ -104,45 +104,45 @@ type Agent struct {
 	Devices []string `json:"devices,omitempty"` // devices it has written from
 	LastHLC string   `json:"last_hlc,omitempty"`
 
-	grants    []grant
-	grantHead string // hash of the newest grant entry on the winning chain: the next grant's basis
-	level     Level
-	segs      map[string]uint64 // device → highest seq folded (for grant bounds)
+	Grants    []grant           `json:"-"`
+	GrantHead string            `json:"-"` // hash of the newest grant entry on the winning chain: the next grant's basis
+	LevelRank Level             `json:"-"`
+	Segs      map[string]uint64 `json:"-"` // device → highest seq folded (for grant bounds)
 	// retireCut bounds what the agent's retirement leaves counting: device → last seq
 	// that counts; nil when no retirement names bounds.
 	retireCut map[string]uint64
 	retireAll bool                 // a retirement with bounds: segments retireCut does not name count for nothing
 	attests   []grant              // the master's retirements' bounds with bound_hashes (attest.go)
-	joins     map[string][2]string // announced key → (app, machine) of its newest join
+	Joins     map[string][2]string `json:"-"` // announced key → (app, machine) of its newest join
 }
 
 // grant is one grant.set or grant.revoke of an agent, in master entry order.
 type grant struct {
-	level  Level
-	key    ed25519.PublicKey
-	keyTxt string
-	scopes []string
-	bounds map[string]uint64
+	LevelRank Level             `json:"-"`
+	Key       ed25519.PublicKey `json:"-"`
+	keyTxt    string
+	scopes    []string
+	bounds    map[string]uint64
 	// boundHashes: device → hash of the record at bounds[device] (attest.go).
 	boundHashes map[string]string
-	revoke      bool
+	Revoke      bool `json:"-"`
 }
 
 // cover returns the grant an entry at (device, seq) falls under (docs/design.md §2 "Identity,
 // trust and levels"): the newest grant whose bound for that device is below seq or that
 // names no bound for it; entries within every later grant's bounds fall under the first.
 // ok is false when the agent was never granted.
-func (a *Agent) cover(device string, seq uint64) (grant, bool) {
-	if a == nil || len(a.grants) == 0 {
+func (a *Agent) Cover(device string, seq uint64) (grant, bool) {
+	if a == nil || len(a.Grants) == 0 {
 		return grant{}, false
 	}
-	for k := len(a.grants) - 1; k > 0; k-- {
-		g := a.grants[k]
+	for k := len(a.Grants) - 1; k > 0; k-- {
+		g := a.Grants[k]
 		if b, named := g.bounds[device]; !named || seq > b {
 			return g, true
 		}
 	}
-	return a.grants[0], true
+	return a.Grants[0], true
 }
 
 // retireBound adds a retirement's bounds (device → last seq that still counts; all:
@@ -216,12 +216,12 @@ type State struct {
 	MaxHLC    string     `json:"max_hlc,omitempty"`
 	Entries   int        `json:"entries"`
 
-	idem   layered[idemRec] // writer + "\x00" + idem key
-	counts layered[bool]    // hashes of entries that count
+	Idem    Layered[IdemRec] `json:"-"` // writer + "\x00" + idem key
+	Counted Layered[bool]    `json:"-"` // hashes of entries that count
 	// decoded holds each entry's data while Fold runs (dataOf); nil after.
-	decoded map[*ledger.Entry]entryData
+	decoded map[*ledger.Entry]EntryData
 	// masters is the master key rotation chain (rotation.go).
-	masters *masterChain
+	Masters *MasterChain `json:"-"`
 	// dangling maps the basis of each pending lifecycle entry to the things waiting
 	// for it (thing keys of fold_incr.go).
 	dangling map[string][]string
@@ -239,10 +239,10 @@ func (st *State) noteDangling(basis, thing string) {
 	}
 }
 
-type idemRec struct {
-	args string
-	hash string
-	ref  string
+type IdemRec struct {
+	Args string `json:"-"`
+	Hash string `json:"-"`
+	Ref  string `json:"-"`
 }
 
 // ObjectReader returns an object file's canonical bytes and hash, or ErrObjectMissing.
@@ -269,7 +269,7 @@ type FoldInput struct {
 // they arrived in. Entries that fail verification or exceed their writer's grant are
 // listed in State.Ignored and change nothing.
 func Fold(in FoldInput) *State {
-	in.Entries = mergedSet(in.Entries)
+	in.Entries = MergedSet(in.Entries)
 	st := &State{
 		Project:  in.Project,
 		Agents:   map[string]*Agent{},
@@ -278,9 +278,9 @@ func Fold(in FoldInput) *State {
 		Asks:     map[string]*Ask{},
 		Primary:  &Primary{},
 		Handins:  map[string]*Handin{},
-		idem:     layered[idemRec]{top: map[string]idemRec{}},
-		counts:   layered[bool]{top: make(map[string]bool, len(in.Entries))},
-		decoded:  make(map[*ledger.Entry]entryData, len(in.Entries)),
+		Idem:     Layered[IdemRec]{top: map[string]IdemRec{}},
+		Counted:  Layered[bool]{top: make(map[string]bool, len(in.Entries))},
+		decoded:  make(map[*ledger.Entry]EntryData, len(in.Entries)),
 		Entries:  len(in.Entries),
 	}
 	ignore := func(e *ledger.Entry, why string) {
@@ -289,7 +289,7 @@ func Fold(in FoldInput) *State {
 	agent := func(name string) *Agent {
 		a := st.Agents[name]
 		if a == nil {
-			a = &Agent{Name: name, Level: LevelNone.String(), segs: map[string]uint64{}}
+			a = &Agent{Name: name, Level: LevelNone.String(), Segs: map[string]uint64{}}
 			st.Agents[name] = a
 		}
 		return a
@@ -303,8 +303,8 @@ func Fold(in FoldInput) *State {
 		e := &in.Entries[i]
 		if e.Writer != MasterWriter && ValidName(e.Writer) {
 			a := agent(e.Writer)
-			if e.Seq > a.segs[e.Device] {
-				a.segs[e.Device] = e.Seq
+			if e.Seq > a.Segs[e.Device] {
+				a.Segs[e.Device] = e.Seq
 			}
 		}
 	}
@@ -313,18 +313,18 @@ func Fold(in FoldInput) *State {
 	// by per-segment sequence bounds, so no entry's position in time matters.
 	grantNodes := map[string][]*grantNode{}
 	var policySets []*ledger.Entry
-	st.masters = resolveMasters(st, in, ignore) // the key of each master entry
+	st.Masters = ResolveMasters(st, in, ignore) // the key of each master entry
 	for i := range in.Entries {
 		e := &in.Entries[i]
-		if e.Writer != MasterWriter || st.masters.skip(e) {
+		if e.Writer != MasterWriter || st.Masters.skip(e) {
 			continue
 		}
-		if !verifyEntry(e, st.masters.keyAt(e.Device, e.Seq), in.Project) {
-			ignore(e, st.masters.badSig(e, in.Project))
+		if !VerifyEntry(e, st.Masters.KeyAt(e.Device, e.Seq), in.Project) {
+			ignore(e, st.Masters.badSig(e, in.Project))
 			continue
 		}
-		st.counts.set(e.Hash(), true)
-		d, ok := decodeData(e)
+		st.Counted.set(e.Hash(), true)
+		d, ok := DecodeData(e)
 		if !ok {
 			ignore(e, "data does not decode")
 			continue
@@ -339,13 +339,13 @@ func Fold(in FoldInput) *State {
 				continue
 			}
 			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis,
-				g: grant{level: lvl, key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds, boundHashes: d.BoundHashes}})
+				g: grant{LevelRank: lvl, Key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds, boundHashes: d.BoundHashes}})
 		case TypeGrantRevoke:
 			if !ValidName(e.Ref) || e.Ref == MasterWriter {
 				ignore(e, "grant.revoke of a bad agent name")
 				continue
 			}
-			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{revoke: true, bounds: d.Bounds, boundHashes: d.BoundHashes}})
+			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{Revoke: true, bounds: d.Bounds, boundHashes: d.BoundHashes}})
 		case TypePolicySet:
 			policySets = append(policySets, e)
 		case TypeAgentRetire:
@@ -366,7 +366,7 @@ func Fold(in FoldInput) *State {
 
 	for _, name := range slices.Sorted(maps.Keys(grantNodes)) {
 		a := agent(name)
-		a.grants, a.grantHead = resolveGrants(st, name, grantNodes[name], ignore)
+		a.Grants, a.GrantHead = resolveGrants(st, name, grantNodes[name], ignore)
 	}
 	st.Policy = resolvePolicy(st, policySets, ignore) // policy.go: the policy.set chain
 
@@ -378,8 +378,8 @@ func Fold(in FoldInput) *State {
 			continue
 		}
 		a := st.Agents[e.Writer]
-		g, granted := a.cover(e.Device, e.Seq)
-		if !granted || g.revoke || !verifyEntry(e, g.key, in.Project) || checkLevel(e.Writer, g.level, e.Type) != nil {
+		g, granted := a.Cover(e.Device, e.Seq)
+		if !granted || g.Revoke || !VerifyEntry(e, g.Key, in.Project) || CheckLevel(e.Writer, g.LevelRank, e.Type) != nil {
 			continue // pass 2 lists it as ignored
 		}
 		a.retireBound(map[string]uint64{e.Device: e.Seq}, false)
@@ -394,13 +394,13 @@ func Fold(in FoldInput) *State {
 		e := &in.Entries[i]
 		d, ok := st.decoded[e]
 		if !ok {
-			if d, ok = decodeData(e); ok {
+			if d, ok = DecodeData(e); ok {
 				st.decoded[e] = d
 			}
 		}
 		var lvl Level
 		if e.Writer == MasterWriter {
-			if c, _ := st.counts.get(e.Hash()); !c {
+			if c, _ := st.Counted.Get(e.Hash()); !c {
 				continue // already listed in pass 1
 			}
 			if !ok {
@@ -416,31 +416,31 @@ func Fold(in FoldInput) *State {
 			if e.Type == TypeAgentJoin {
 				// Counts before a seat, for display only: self-signed by the key it carries.
 				key, err := ledger.ParseKey(d.Key)
-				if !ok || err != nil || !verifyEntry(e, key, in.Project) {
+				if !ok || err != nil || !VerifyEntry(e, key, in.Project) {
 					ignore(e, "agent.join not signed by the key it announces")
 					continue
 				}
-				st.counts.set(e.Hash(), true)
+				st.Counted.set(e.Hash(), true)
 				if a.Joined == "" {
 					a.Joined = e.HLC
 				}
 				a.JoinKey = d.Key
-				if a.joins == nil {
-					a.joins = map[string][2]string{}
+				if a.Joins == nil {
+					a.Joins = map[string][2]string{}
 				}
-				a.joins[d.Key] = [2]string{d.App, d.Machine}
+				a.Joins[d.Key] = [2]string{d.App, d.Machine}
 				a.noteSegment(e)
 				continue
 			}
-			g, granted := a.cover(e.Device, e.Seq)
+			g, granted := a.Cover(e.Device, e.Seq)
 			switch {
 			case !granted:
 				ignore(e, "writer is not seated")
 				continue
-			case g.revoke:
+			case g.Revoke:
 				ignore(e, "writer's grant was revoked")
 				continue
-			case !verifyEntry(e, g.key, in.Project):
+			case !VerifyEntry(e, g.Key, in.Project):
 				ignore(e, "signature does not verify against the seated key")
 				continue
 			case !ok:
@@ -450,8 +450,8 @@ func Fold(in FoldInput) *State {
 				ignore(e, st.unattested[e.Hash()])
 				continue
 			}
-			lvl = g.level
-			if err := checkLevel(e.Writer, lvl, e.Type); err != nil {
+			lvl = g.LevelRank
+			if err := CheckLevel(e.Writer, lvl, e.Type); err != nil {
 				var fe *errs.Error
 				errors.As(err, &fe)
 				ignore(e, fe.Message)
@@ -470,16 +470,16 @@ func Fold(in FoldInput) *State {
 				}
 				a.Retired = true
 			}
-			st.counts.set(e.Hash(), true)
+			st.Counted.set(e.Hash(), true)
 			a.noteSegment(e)
 		}
 		if e.Idem != "" {
 			k := e.Writer + "\x00" + e.Idem
-			if _, seen := st.idem.get(k); !seen {
-				st.idem.set(k, idemRec{args: d.Args, hash: e.Hash(), ref: e.Ref})
+			if _, seen := st.Idem.Get(k); !seen {
+				st.Idem.set(k, IdemRec{Args: d.Args, Hash: e.Hash(), Ref: e.Ref})
 			}
 		}
-		switch family(e.Type) {
+		switch Family(e.Type) {
 		case "order":
 			orderEntries = append(orderEntries, e)
 		case "msg":
@@ -497,10 +497,10 @@ func Fold(in FoldInput) *State {
 
 	// Seat state of every agent: its newest grant.
 	for _, a := range st.Agents {
-		if n := len(a.grants); n > 0 {
-			g := a.grants[n-1]
-			if !g.revoke {
-				a.Seated, a.level, a.Level, a.Key, a.Scopes = true, g.level, g.level.String(), g.keyTxt, g.scopes
+		if n := len(a.Grants); n > 0 {
+			g := a.Grants[n-1]
+			if !g.Revoke {
+				a.Seated, a.LevelRank, a.Level, a.Key, a.Scopes = true, g.LevelRank, g.LevelRank.String(), g.keyTxt, g.scopes
 			}
 		}
 		// App and machine are shown from the join of the seated key: a join under the
@@ -510,7 +510,7 @@ func Fold(in FoldInput) *State {
 		if a.Seated {
 			show = a.Key
 		}
-		if j, ok := a.joins[show]; ok {
+		if j, ok := a.Joins[show]; ok {
 			a.App, a.Machine = j[0], j[1]
 		}
 		sort.Strings(a.Devices)
@@ -532,10 +532,10 @@ func Fold(in FoldInput) *State {
 // records dropped, so the fold is a function of the set of entries it is given, not of
 // their order or of how often a record was delivered. Entries already in strict merged
 // order, as ledger.Read gives them, are returned as they are.
-func mergedSet(entries []ledger.Entry) []ledger.Entry {
+func MergedSet(entries []ledger.Entry) []ledger.Entry {
 	sorted := true
 	for i := 1; i < len(entries) && sorted; i++ {
-		sorted = entryLess(&entries[i-1], &entries[i])
+		sorted = EntryLess(&entries[i-1], &entries[i])
 	}
 	if sorted {
 		return entries
@@ -545,10 +545,10 @@ func mergedSet(entries []ledger.Entry) []ledger.Entry {
 		ps[i] = &entries[i]
 	}
 	sort.Slice(ps, func(i, j int) bool {
-		if entryLess(ps[i], ps[j]) {
+		if EntryLess(ps[i], ps[j]) {
 			return true
 		}
-		if entryLess(ps[j], ps[i]) {
+		if EntryLess(ps[j], ps[i]) {
 			return false
 		}
 		return ps[i].Hash() < ps[j].Hash() // one record twice, or a fork: same place
@@ -573,29 +573,29 @@ func (a *Agent) noteSegment(e *ledger.Entry) {
 }
 
 // levelOf is the level the agent's next entry on device falls under (its newest grant).
-func (st *State) levelOf(name string) Level {
+func (st *State) LevelOf(name string) Level {
 	if name == MasterWriter {
 		return LevelMaster
 	}
 	if a := st.Agents[name]; a != nil {
-		return a.level
+		return a.LevelRank
 	}
 	return LevelNone
 }
 
 // Counts reports whether the entry with this hash counts for state (verified, granted).
-func (st *State) Counts(hash string) bool { c, _ := st.counts.get(hash); return c }
+func (st *State) Counts(hash string) bool { c, _ := st.Counted.Get(hash); return c }
 
 // levelAt is the level an entry fell under (for the order state machine).
-func (st *State) levelAt(e *ledger.Entry) Level {
+func (st *State) LevelAt(e *ledger.Entry) Level {
 	if e.Writer == MasterWriter {
 		return LevelMaster
 	}
-	g, ok := st.Agents[e.Writer].cover(e.Device, e.Seq)
-	if !ok || g.revoke {
+	g, ok := st.Agents[e.Writer].Cover(e.Device, e.Seq)
+	if !ok || g.Revoke {
 		return LevelNone
 	}
-	return g.level
+	return g.LevelRank
 }
 
 // grantNode is a grant.set or grant.revoke in an agent's grant chain.
@@ -632,7 +632,7 @@ func resolveGrants(st *State, agent string, nodes []*grantNode, ignore func(*led
 	var rank func(n *grantNode) int
 	rank = func(n *grantNode) int {
 		n.rank = 0
-		if n.g.revoke {
+		if n.g.Revoke {
 			n.rank = 1
 		}
 		for _, ch := range n.children {
@@ -678,7 +678,7 @@ func ignoreGrantBranch(n *grantNode, ignore func(*ledger.Entry, string)) {
 }
 
 // family is the noun of an entry type ("order" of "order.claim").
-func family(typ string) string {
+func Family(typ string) string {
 	noun, _, _ := strings.Cut(typ, ".")
 	return noun
 }

@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"encoding/hex"
@@ -16,10 +16,10 @@ import (
 // docs/format.md §12): ref is the version, data is
 // {"version": V, "platforms": {"GOOS/GOARCH": {"sha256": HEX, "path": "releases/…", "size": BYTES}}}.
 // Only the master's entries count (minLevel); the MCP surface never writes it.
-const typeReleaseApprove = "release.approve"
+const TypeReleaseApprove = "release.approve"
 
 // releasesDir is the channel folder that holds release binaries (docs/design.md §2 layout).
-const releasesDir = "releases"
+const ReleasesDir = "releases"
 
 // Release is one approved release as folded from a counted release.approve entry.
 type Release struct {
@@ -44,13 +44,13 @@ type ReleaseFile struct {
 }
 
 // releaseData is release.approve's data as written.
-type releaseData struct {
+type ReleaseData struct {
 	Version   string                 `json:"version"`
 	Platforms map[string]ReleaseFile `json:"platforms"`
 }
 
 var (
-	platformRE = regexp.MustCompile(`^[a-z0-9]{1,20}/[a-z0-9]{1,20}$`)
+	PlatformRE = regexp.MustCompile(`^[a-z0-9]{1,20}/[a-z0-9]{1,20}$`)
 	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
@@ -59,13 +59,13 @@ var (
 // case, which the signature covers but a reader would not expect). Platforms with a
 // bad name, a missing or malformed sha256 or a path outside releases/ are kept out of
 // Platforms and listed in Refused.
-func parseRelease(e *ledger.Entry) (Release, bool) {
+func ParseRelease(e *ledger.Entry) (Release, bool) {
 	var raw map[string]json.RawMessage
 	if json.Unmarshal(e.Data, &raw) != nil {
 		return Release{}, false
 	}
-	var d releaseData
-	if json.Unmarshal(raw["version"], &d.Version) != nil || !validVersion(d.Version) || e.Ref != d.Version {
+	var d ReleaseData
+	if json.Unmarshal(raw["version"], &d.Version) != nil || !ValidVersion(d.Version) || e.Ref != d.Version {
 		return Release{}, false
 	}
 	var plats map[string]map[string]json.RawMessage
@@ -85,13 +85,13 @@ func parseRelease(e *ledger.Entry) (Release, bool) {
 		_ = json.Unmarshal(f["path"], &rf.Path)
 		_ = json.Unmarshal(f["size"], &rf.Size)
 		switch {
-		case !platformRE.MatchString(p):
+		case !PlatformRE.MatchString(p):
 			refuse(p, "platform is not GOOS/GOARCH")
 		case rf.SHA256 == "":
 			refuse(p, "approval carries no sha256")
 		case !sha256RE.MatchString(rf.SHA256):
 			refuse(p, "sha256 is not 64 lower-case hex digits")
-		case checkReleasePath(rf.Path) != nil:
+		case CheckReleasePath(rf.Path) != nil:
 			refuse(p, "path is not a file under releases/")
 		default:
 			r.Platforms[p] = rf
@@ -102,8 +102,8 @@ func parseRelease(e *ledger.Entry) (Release, bool) {
 
 // checkReleasePath checks that p is a slash path "releases/…" naming something inside
 // the releases folder: local (no "..", not absolute, no backslash or colon), cleaned.
-func checkReleasePath(p string) error {
-	rest, ok := strings.CutPrefix(p, releasesDir+"/")
+func CheckReleasePath(p string) error {
+	rest, ok := strings.CutPrefix(p, ReleasesDir+"/")
 	if !ok || rest == "" || path.Clean(p) != p || strings.ContainsAny(p, `\:`) || !isLocalSlash(rest) {
 		return errs.Errorf(errs.Invalid, "name a file inside the channel's releases/ folder, e.g. releases/ferry-linux-amd64",
 			"release path %q is not under releases/", p)
@@ -130,11 +130,11 @@ var semverRE = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` 
 
 // validVersion reports whether s is a SemVer 2.0.0 version, optionally with a leading
 // "v" ("1.4.0", "v1.4.0-rc.1"), at most 64 bytes.
-func validVersion(s string) bool { return len(s) <= 64 && semverRE.MatchString(s) }
+func ValidVersion(s string) bool { return len(s) <= 64 && semverRE.MatchString(s) }
 
 // canonicalVersion drops the leading "v" and the build metadata, which precedence
 // ignores (SemVer 2.0.0 §10): "v1.2.0+abc" and "1.2.0" are one version.
-func canonicalVersion(s string) string {
+func CanonicalVersion(s string) string {
 	s = strings.TrimPrefix(s, "v")
 	s, _, _ = strings.Cut(s, "+")
 	return s
@@ -144,7 +144,7 @@ func canonicalVersion(s string) string {
 // is older than b, 0 when equal, +1 when newer. A string that is not a valid version
 // ("dev", an unstamped build) is older than every valid one; two invalid ones are equal.
 func CompareVersions(a, b string) int {
-	va, vb := validVersion(a), validVersion(b)
+	va, vb := ValidVersion(a), ValidVersion(b)
 	switch {
 	case !va && !vb:
 		return 0
@@ -209,4 +209,4 @@ func cmpInt(less bool) int {
 }
 
 // hexSHA is the lower-case hex of a sha256 sum.
-func hexSHA(sum []byte) string { return hex.EncodeToString(sum) }
+func HexSHA(sum []byte) string { return hex.EncodeToString(sum) }

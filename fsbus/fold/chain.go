@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 // primary role), carrying the thing's state after it. S is the state machine's state.
 type chainNode[S any] struct {
 	e        *ledger.Entry // nil for a virtual root (a chain with no creating entry)
-	d        entryData
+	d        EntryData
 	lvl      Level // level the entry fell under
 	children []*chainNode[S]
 	state    S    // state after this entry (valid nodes only)

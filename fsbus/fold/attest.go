@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"fmt"
@@ -46,7 +46,7 @@ func unattested(st *State, in FoldInput) map[string]string {
 	type seg struct{ writer, device string }
 	var attest map[seg][]grant
 	for _, a := range st.Agents {
-		for _, g := range slices.Concat(a.grants, a.attests) {
+		for _, g := range slices.Concat(a.Grants, a.attests) {
 			for dev := range g.boundHashes {
 				if attest == nil {
 					attest = map[seg][]grant{}
@@ -137,7 +137,7 @@ func (st *State) underAttestedBound(e *ledger.Entry) bool {
 	if a == nil {
 		return false
 	}
-	for _, g := range slices.Concat(a.grants, a.attests) {
+	for _, g := range slices.Concat(a.Grants, a.attests) {
 		if g.boundHashes[e.Device] != "" && e.Seq <= g.bounds[e.Device] {
 			return true
 		}

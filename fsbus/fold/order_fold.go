@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ const (
 // orderRank is the stage rank of each order state for the branch rule of docs/design.md §2
 // "Races across machines": the branch that reached the highest rank wins. Pinned by
 // docs/format.md §14.
-var orderRank = map[string]int{
+var OrderRank = map[string]int{
 	StateOpen:             0,
 	StateOffered:          1,
 	StateTimedOut:         2,
@@ -145,12 +145,12 @@ type Order struct {
 	// before dispatch, a claim made on the diff): never folded.
 	Warnings []string `json:"warnings,omitempty"`
 
-	c      orderCore // state machine view of the chain head
-	device string    // the device of the order.create (the author's machine)
+	C      OrderCore `json:"-"` // state machine view of the chain head
+	Device string    `json:"-"` // the device of the order.create (the author's machine)
 }
 
 // orderCore is the part of an order its state machine decides on.
-type orderCore struct {
+type OrderCore struct {
 	State     string
 	Author    string
 	Holder    string
@@ -168,11 +168,11 @@ var errNotAllowed = errors.New("not allowed")
 // step applies one lifecycle entry to c, returning the next core or a refusal (*errs.Error,
 // denied or conflict) saying why. It is the one rule both the fold and every write
 // path use, so a write the local fold would ignore is never made.
-func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (orderCore, error) {
-	deny := func(hint, format string, args ...any) (orderCore, error) {
+func (c OrderCore) Step(typ, writer, hash string, lvl Level, d EntryData) (OrderCore, error) {
+	deny := func(hint, format string, args ...any) (OrderCore, error) {
 		return c, errs.Errorf(errs.Denied, hint, format, args...)
 	}
-	busy := func(hint, format string, args ...any) (orderCore, error) {
+	busy := func(hint, format string, args ...any) (OrderCore, error) {
 		if hint == "" {
 			hint = "`ferry order show ID` shows its state and history"
 		}
@@ -214,7 +214,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		n.State, n.Holder, n.Claim, n.OfferedTo, n.Submitter = StateClaimed, writer, hash, "", ""
 	case TypeOrderSubmit:
 		if writer != c.Holder {
-			return deny("only the holder submits", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+			return deny("only the holder submits", "%s does not hold this order (holder: %s)", writer, OrNone(c.Holder))
 		}
 		if c.State != StateClaimed && c.State != StateChangesRequested {
 			return busy("", "order is %s; nothing to submit", c.State)
@@ -227,7 +227,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			return c, err
 		}
 	case TypeOrderStale:
-		if err := c.checkStale(writer); err != nil {
+		if err := c.CheckStale(writer); err != nil {
 			return c, err
 		}
 		n.State, n.OfferedTo = StatePointerStale, ""
@@ -268,13 +268,13 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 			// holder itself or by the master; the fold counts it only when the agent
 			// is retired. It does not use up the holder's releases.
 			if d.Agent != c.Holder {
-				return deny("", "%s does not hold this order (holder: %s)", d.Agent, orNone(c.Holder))
+				return deny("", "%s does not hold this order (holder: %s)", d.Agent, OrNone(c.Holder))
 			}
 			if writer != c.Holder && lvl < LevelMaster {
 				return deny("the agent itself or the owner retires an agent", "%s cannot release %s's claim", writer, c.Holder)
 			}
 		case writer != c.Holder:
-			return deny("only the holder releases its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+			return deny("only the holder releases its claim", "%s does not hold this order (holder: %s)", writer, OrNone(c.Holder))
 		case c.Releases >= MaxReleases:
 			return busy("submit what you have, or end the attempt with `ferry order fail ID --reason TEXT`",
 				"order was released %d times already; at most %d releases per order", c.Releases, MaxReleases)
@@ -284,7 +284,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		n.State, n.Holder, n.Claim, n.Submitter = StateOpen, "", "", ""
 	case TypeOrderFail:
 		if writer != c.Holder {
-			return deny("only the holder fails its claim", "%s does not hold this order (holder: %s)", writer, orNone(c.Holder))
+			return deny("only the holder fails its claim", "%s does not hold this order (holder: %s)", writer, OrNone(c.Holder))
 		}
 		if c.State != StateClaimed && c.State != StateChangesRequested {
 			return busy("", "order is %s", c.State)
@@ -323,7 +323,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 		// chain (docs/format.md §17) without changing the state, so entries a newer
 		// binary chains after it are not left pending here.
 	}
-	if err := checkLevel(writer, lvl, typ); err != nil {
+	if err := CheckLevel(writer, lvl, typ); err != nil {
 		return c, err
 	}
 	return n, nil
@@ -336,7 +336,7 @@ func (c orderCore) step(typ, writer, hash string, lvl Level, d entryData) (order
 // names the winner — whose claim counts — so the loser stops work instead of asking
 // for a permission it was never refused (docs/exit-codes.md: 10, superseded).
 // Any other error is returned as it is.
-func (o *Order) lostClaim(typ, writer string, err error) error {
+func (o *Order) LostClaim(typ, writer string, err error) error {
 	var fe *errs.Error
 	if !errors.As(err, &fe) || fe.Category != errs.Denied || writer == o.Holder {
 		return err
@@ -370,7 +370,7 @@ func (o *Order) lostClaim(typ, writer string, err error) error {
 	return err
 }
 
-func orNone(s string) string {
+func OrNone(s string) string {
 	if s == "" {
 		return "none"
 	}
@@ -378,14 +378,14 @@ func orNone(s string) string {
 }
 
 // orderNode is a node of an order's chain.
-type orderNode = chainNode[orderCore]
+type orderNode = chainNode[OrderCore]
 
 // orderRules is the order state machine for resolveChain.
-var orderRules = chainRules[orderCore]{
-	step: func(c orderCore, n *orderNode) (orderCore, error) {
-		return c.step(n.e.Type, n.e.Writer, n.e.Hash(), n.lvl, n.d)
+var orderRules = chainRules[OrderCore]{
+	step: func(c OrderCore, n *orderNode) (OrderCore, error) {
+		return c.Step(n.e.Type, n.e.Writer, n.e.Hash(), n.lvl, n.d)
 	},
-	rank: func(c orderCore) int { return orderRank[c.State] },
+	rank: func(c OrderCore) int { return OrderRank[c.State] },
 }
 
 // foldOrders builds every order from its create entry and chain of lifecycle entries,
@@ -397,7 +397,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	var progress []*ledger.Entry
 	for _, e := range entries {
 		d := st.dataOf(e)
-		n := &orderNode{e: e, d: d, lvl: st.levelAt(e)}
+		n := &orderNode{e: e, d: d, lvl: st.LevelAt(e)}
 		switch {
 		case e.Type == TypeOrderCreate:
 			if !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixOrder) {
@@ -405,7 +405,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 				continue
 			}
 			addRival(creates, n, "second order.create for an existing order id", ignore)
-		case e.Type == TypeOrderRelease && d.Agent != "" && !st.retired(d.Agent):
+		case e.Type == TypeOrderRelease && d.Agent != "" && !st.Retired(d.Agent):
 			ignore(e, "retirement release for an agent that is not retired")
 		case orderLifecycle[e.Type]:
 			rest = append(rest, n)
@@ -436,7 +436,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 		cands := creates[id]
 		orders := map[*orderNode]*Order{}
 		for _, root := range cands {
-			o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], device: root.e.Device}
+			o := &Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], Device: root.e.Device}
 			if !loadOrderObject(o, in, root) {
 				if len(cands) == 1 {
 					ignore(root.e, "order object differs from the hash its order.create names")
@@ -445,10 +445,10 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 				// A rival create (rival.go): the object file can hold only one of the
 				// writers' objects, so it decides nothing; a winner without its object
 				// shows no text.
-				*o = Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], device: root.e.Device,
+				*o = Order{ID: id, Author: root.e.Writer, Created: root.e.HLC, Pending: pending[id], Device: root.e.Device,
 					Title: "(object replaced by another writer; restore it from the author's machine)"}
 			}
-			root.state = orderCore{State: StateOpen, Author: root.e.Writer}
+			root.state = OrderCore{State: StateOpen, Author: root.e.Writer}
 			if ValidName(root.d.To) {
 				root.state.State, root.state.OfferedTo = StateOffered, root.d.To
 			}
@@ -526,7 +526,7 @@ func loadOrderObject(o *Order, in FoldInput, root *orderNode) bool {
 		return false
 	}
 	var obj OrderObject
-	if err := jsonUnmarshal(c, &obj); err != nil || obj.ID != o.ID {
+	if err := JSONUnmarshal(c, &obj); err != nil || obj.ID != o.ID {
 		return false
 	}
 	o.Title, o.Body, o.Labels, o.Priority, o.Deps = obj.Title, obj.Body, obj.Labels, obj.Priority, obj.Deps
@@ -537,8 +537,8 @@ func loadOrderObject(o *Order, in FoldInput, root *orderNode) bool {
 // apply records a winning-chain node in the order's view.
 func (o *Order) apply(n *orderNode) {
 	c := n.state
-	prev := o.c.State
-	o.c = c
+	prev := o.C.State
+	o.C = c
 	o.State, o.Holder, o.Claim, o.OfferedTo, o.Releases = c.State, c.Holder, c.Claim, c.OfferedTo, c.Releases
 	o.Head = n.e.Hash()
 	if n.e.HLC > o.Updated {
@@ -568,7 +568,7 @@ func (o *Order) apply(n *orderNode) {
 // recorded the submission as pointer_stale (pointed files changed twice) or
 // validation_failed (the third result its schema refused). The result is kept either
 // way; the order has no holder after it.
-func (n *orderCore) submitOutcome(outcome string) error {
+func (n *OrderCore) submitOutcome(outcome string) error {
 	switch outcome {
 	case "":
 		return nil
@@ -582,7 +582,7 @@ func (n *orderCore) submitOutcome(outcome string) error {
 // checkStale is the rule of order.stale (ADR 0003): only the author, and only while
 // nobody holds the order (open, offered, timed_out, failed) — a holder's submit
 // re-verifies the pointers itself.
-func (c orderCore) checkStale(writer string) error {
+func (c OrderCore) CheckStale(writer string) error {
 	if writer != c.Author {
 		return errs.Errorf(errs.Denied, "only the author marks an order stale", "%s is not the author of this order (author: %s)", writer, c.Author)
 	}
@@ -599,7 +599,7 @@ func (c orderCore) checkStale(writer string) error {
 // countFailure counts a refused submit recorded as progress (data.failure) on a claim
 // of the order's winning chain: schema failures over every claim, pointer failures on
 // the current claim only.
-func (o *Order) countFailure(e *ledger.Entry, d entryData) {
+func (o *Order) countFailure(e *ledger.Entry, d EntryData) {
 	if e.Type != TypeOrderProgress {
 		return
 	}
@@ -611,4 +611,17 @@ func (o *Order) countFailure(e *ledger.Entry, d entryData) {
 			o.PointerFailures++
 		}
 	}
+}
+
+func EntryLess(a, b *ledger.Entry) bool {
+	if a.HLC != b.HLC {
+		return a.HLC < b.HLC
+	}
+	if a.Writer != b.Writer {
+		return a.Writer < b.Writer
+	}
+	if a.Device != b.Device {
+		return a.Device < b.Device
+	}
+	return a.Seq < b.Seq
 }

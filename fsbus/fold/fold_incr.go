@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"errors"
@@ -30,27 +30,27 @@ import (
 // FullFoldEvery, a new one within CheckpointTrust of the checkpoint's full fold.
 
 // folded is a State with what folding it again after new entries needs.
-type folded struct {
-	st     *State
-	roster []ledger.Entry // entries that build the roster, merged order
+type Folded struct {
+	State  *State         `json:"-"`
+	Roster []ledger.Entry `json:"-"` // entries that build the roster, merged order
 	// things holds each thing's entries, in merged order, as pointers into the
 	// snapshots they were read in (a copy of each entry would double the memory).
-	things map[string][]*ledger.Entry
+	Things map[string][]*ledger.Entry `json:"-"`
 	// missing maps each object file the fold found missing to its thing.
-	missing map[objRef]string
+	Missing map[ObjRef]string `json:"-"`
 	// tips holds each chain's entry with the highest seq: (writer, device) → entry.
-	tips map[[2]string]*ledger.Entry
+	Tips map[[2]string]*ledger.Entry `json:"-"`
 	// dangling maps the basis of each pending lifecycle entry to the things that
 	// wait for it: when an entry with that hash arrives they are folded again.
-	dangling map[string][]string
+	Dangling map[string][]string `json:"-"`
 	// crossed holds the things with an entry ignored because its basis lies in
 	// another thing's chain: folding such a thing alone would take that entry for
 	// pending, so touching one folds everything.
-	crossed map[string]bool
+	Crossed map[string]bool `json:"-"`
 }
 
 // objRef names an object file: its author and id.
-type objRef struct{ writer, id string }
+type ObjRef struct{ Writer, ID string }
 
 // Thing keys: a one-letter kind and the id ("o" orders, "m" messages, "a" asks, "h"
 // hand-ins), "P" for the primary chain and presence standbys, "D" for the decisions,
@@ -62,8 +62,8 @@ const (
 
 // thingKeys returns the things an entry belongs to, or roster = true when it may change
 // the roster or belongs to no family folded per thing.
-func thingKeys(e *ledger.Entry) (keys []string, roster bool) {
-	switch family(e.Type) {
+func ThingKeys(e *ledger.Entry) (keys []string, roster bool) {
+	switch Family(e.Type) {
 	case "order":
 		return []string{"o" + e.Ref}, false
 	case "ask":
@@ -78,7 +78,7 @@ func thingKeys(e *ledger.Entry) (keys []string, roster bool) {
 		if e.Type != TypeMsgAck {
 			return []string{"m" + e.Ref}, false
 		}
-		if d, ok := decodeData(e); ok {
+		if d, ok := DecodeData(e); ok {
 			for _, id := range d.IDs {
 				keys = append(keys, "m"+id)
 			}
@@ -103,7 +103,7 @@ func objectThing(id string) string {
 
 // recordMissing wraps an ObjectReader so that every object found missing is noted in
 // missing by thing.
-func recordMissing(r ObjectReader, missing map[objRef]string) ObjectReader {
+func recordMissing(r ObjectReader, missing map[ObjRef]string) ObjectReader {
 	if r == nil {
 		return nil
 	}
@@ -111,7 +111,7 @@ func recordMissing(r ObjectReader, missing map[objRef]string) ObjectReader {
 		b, h, err := r(writer, id)
 		if errors.Is(err, ErrObjectMissing) {
 			if k := objectThing(id); k != "" {
-				missing[objRef{writer, id}] = k
+				missing[ObjRef{writer, id}] = k
 			}
 		}
 		return b, h, err
@@ -119,23 +119,23 @@ func recordMissing(r ObjectReader, missing map[objRef]string) ObjectReader {
 }
 
 // foldFull folds entries from scratch (Fold) and keeps what foldDelta needs.
-func foldFull(in FoldInput) *folded {
-	f := &folded{things: map[string][]*ledger.Entry{}, missing: map[objRef]string{}, tips: map[[2]string]*ledger.Entry{}}
-	in.Objects = recordMissing(in.Objects, f.missing)
-	in.Entries = mergedSet(in.Entries)
-	f.st = Fold(in)
-	f.dangling = f.st.dangling
-	f.crossed = crossedThings(f.st.Ignored)
+func FoldFull(in FoldInput) *Folded {
+	f := &Folded{Things: map[string][]*ledger.Entry{}, Missing: map[ObjRef]string{}, Tips: map[[2]string]*ledger.Entry{}}
+	in.Objects = recordMissing(in.Objects, f.Missing)
+	in.Entries = MergedSet(in.Entries)
+	f.State = Fold(in)
+	f.Dangling = f.State.dangling
+	f.Crossed = crossedThings(f.State.Ignored)
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		f.tip(e)
-		keys, roster := thingKeys(e)
+		keys, roster := ThingKeys(e)
 		if roster {
-			f.roster = append(f.roster, *e)
+			f.Roster = append(f.Roster, *e)
 			continue
 		}
 		for _, k := range keys {
-			f.things[k] = append(f.things[k], e)
+			f.Things[k] = append(f.Things[k], e)
 		}
 	}
 	return f
@@ -143,19 +143,19 @@ func foldFull(in FoldInput) *folded {
 
 // canDelta reports whether foldDelta can fold added into f: no entry changes the
 // roster, every writer is known, and no idempotency key is one another entry used.
-func (f *folded) canDelta(added []ledger.Entry) bool {
+func (f *Folded) CanDelta(added []ledger.Entry) bool {
 	for _, e := range added {
-		if _, roster := thingKeys(&e); roster {
+		if _, roster := ThingKeys(&e); roster {
 			return false
 		}
-		if e.Writer != MasterWriter && f.st.Agents[e.Writer] == nil {
+		if e.Writer != MasterWriter && f.State.Agents[e.Writer] == nil {
 			return false
 		}
-		if f.st.underAttestedBound(&e) { // judged on the whole segment (attest.go)
+		if f.State.underAttestedBound(&e) { // judged on the whole segment (attest.go)
 			return false
 		}
 		if e.Idem != "" {
-			if rec, seen := f.st.idem.get(e.Writer + "\x00" + e.Idem); seen && rec.hash != e.Hash() {
+			if rec, seen := f.State.Idem.Get(e.Writer + "\x00" + e.Idem); seen && rec.Hash != e.Hash() {
 				return false
 			}
 		}
@@ -168,22 +168,22 @@ func (f *folded) canDelta(added []ledger.Entry) bool {
 // in.Entries is not read. total and maxHLC are the entry count and highest HLC of the
 // whole snapshot after added. exists reports whether an object file is there now. f is
 // not modified: a View holding it keeps reading what it read.
-func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC string, exists func(objRef) bool) (nf *folded, ok bool) {
-	if !f.canDelta(added) {
+func (f *Folded) FoldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC string, exists func(ObjRef) bool) (nf *Folded, ok bool) {
+	if !f.CanDelta(added) {
 		return nil, false
 	}
-	old := f.st
+	old := f.State
 	touched := map[string]bool{}
 	addedBy := map[string][]*ledger.Entry{}
 	for i := range added {
 		e := &added[i]
-		keys, _ := thingKeys(e)
+		keys, _ := ThingKeys(e)
 		for _, k := range keys {
 			touched[k] = true
 			addedBy[k] = append(addedBy[k], e)
 		}
 	}
-	for o, k := range f.missing {
+	for o, k := range f.Missing {
 		if exists(o) {
 			touched[k] = true
 		}
@@ -195,21 +195,21 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	addedAt := map[string]string{} // hash → thing, of the new entries
 	for i := range added {
 		e := &added[i]
-		for _, k := range f.dangling[e.Hash()] {
+		for _, k := range f.Dangling[e.Hash()] {
 			touched[k] = true
 		}
-		if keys, _ := thingKeys(e); len(keys) == 1 {
+		if keys, _ := ThingKeys(e); len(keys) == 1 {
 			addedAt[e.Hash()] = keys[0]
 		}
 	}
 	for i := range added {
 		e := &added[i]
-		switch family(e.Type) {
+		switch Family(e.Type) {
 		case "order", "ask", "primary":
 		default:
 			continue
 		}
-		d, _ := decodeData(e)
+		d, _ := DecodeData(e)
 		if d.Basis == "" {
 			continue
 		}
@@ -220,39 +220,39 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 			}
 			continue
 		}
-		if c, _ := old.counts.get(d.Basis); c && !slices.ContainsFunc(f.things[own], func(x *ledger.Entry) bool { return x.Hash() == d.Basis }) {
+		if c, _ := old.Counted.Get(d.Basis); c && !slices.ContainsFunc(f.Things[own], func(x *ledger.Entry) bool { return x.Hash() == d.Basis }) {
 			return nil, false
 		}
 	}
-	tips := maps.Clone(f.tips)
+	tips := maps.Clone(f.Tips)
 	for i := range added {
 		if t := tips[[2]string{added[i].Writer, added[i].Device}]; t == nil || added[i].Seq > t.Seq {
 			tips[[2]string{added[i].Writer, added[i].Device}] = &added[i]
 		}
 	}
 	for k := range touched {
-		if f.crossed[k] {
+		if f.Crossed[k] {
 			return nil, false
 		}
 	}
 	if len(touched) == 0 {
 		nf := *f
-		nf.tips = tips
+		nf.Tips = tips
 		st := *old
 		st.Entries, st.MaxHLC = total, maxHLC
-		nf.st = &st
+		nf.State = &st
 		return &nf, true
 	}
-	things := f.things
+	things := f.Things
 	if len(addedBy) > 0 {
-		things = maps.Clone(f.things)
+		things = maps.Clone(f.Things)
 		for k, es := range addedBy {
 			merged := slices.Concat(things[k], es)
 			slices.SortFunc(merged, func(a, b *ledger.Entry) int {
-				if entryLess(a, b) {
+				if EntryLess(a, b) {
 					return -1
 				}
-				if entryLess(b, a) {
+				if EntryLess(b, a) {
 					return 1
 				}
 				return strings.Compare(a.Hash(), b.Hash())
@@ -272,7 +272,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 				if e.Type != TypeMsgAck {
 					continue
 				}
-				more, _ := thingKeys(e)
+				more, _ := ThingKeys(e)
 				for _, m := range more {
 					if !touched[m] {
 						touched[m], grew = true, true
@@ -285,9 +285,9 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	// Fold the roster and the touched things' entries.
 	oldHashes, newHashes := map[string]bool{}, map[string]bool{}
 	var mini []ledger.Entry
-	mini = append(mini, f.roster...)
+	mini = append(mini, f.Roster...)
 	for k := range touched {
-		for _, e := range f.things[k] {
+		for _, e := range f.Things[k] {
 			oldHashes[e.Hash()] = true
 		}
 		for _, e := range things[k] {
@@ -297,7 +297,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 			}
 		}
 	}
-	missing := map[objRef]string{}
+	missing := map[ObjRef]string{}
 	in.Entries = mini
 	in.Objects = recordMissing(in.Objects, missing)
 	in.unattested = old.unattested // needs the whole snapshot (attest.go)
@@ -336,13 +336,13 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		a := st.Agents[e.Writer]
 		if !cloned[e.Writer] {
 			c := *a
-			c.segs = maps.Clone(a.segs)
+			c.Segs = maps.Clone(a.Segs)
 			c.Devices = slices.Clone(a.Devices)
 			a, cloned[e.Writer] = &c, true
 			st.Agents[e.Writer] = a
 		}
-		if e.Seq > a.segs[e.Device] {
-			a.segs[e.Device] = e.Seq
+		if e.Seq > a.Segs[e.Device] {
+			a.Segs[e.Device] = e.Seq
 		}
 		if part.Counts(e.Hash()) {
 			a.noteSegment(e)
@@ -379,7 +379,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	sortContested(st.Contested)
 
 	counts := map[string]bool{}
-	idem := map[string]idemRec{}
+	idem := map[string]IdemRec{}
 	for h := range newHashes {
 		if part.Counts(h) {
 			counts[h] = true
@@ -388,15 +388,15 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	for i := range added {
 		if e := &added[i]; e.Idem != "" {
 			k := e.Writer + "\x00" + e.Idem
-			if rec, ok := part.idem.get(k); ok {
+			if rec, ok := part.Idem.Get(k); ok {
 				idem[k] = rec
 			}
 		}
 	}
-	st.counts, st.idem = old.counts.with(counts), old.idem.with(idem)
+	st.Counted, st.Idem = old.Counted.With(counts), old.Idem.With(idem)
 
-	nm := map[objRef]string{}
-	for o, k := range f.missing {
+	nm := map[ObjRef]string{}
+	for o, k := range f.Missing {
 		if !touched[k] {
 			nm[o] = k
 		}
@@ -407,7 +407,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		}
 	}
 	dangling := map[string][]string{}
-	for b, ks := range f.dangling {
+	for b, ks := range f.Dangling {
 		for _, k := range ks {
 			if !touched[k] {
 				dangling[b] = append(dangling[b], k)
@@ -421,7 +421,7 @@ func (f *folded) foldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 			}
 		}
 	}
-	return &folded{st: &st, roster: f.roster, things: things, missing: nm, tips: tips, dangling: dangling, crossed: crossedThings(st.Ignored)}, true
+	return &Folded{State: &st, Roster: f.Roster, Things: things, Missing: nm, Tips: tips, Dangling: dangling, Crossed: crossedThings(st.Ignored)}, true
 }
 
 // crossedThings returns the things of the entries ignored for naming a basis in
@@ -432,7 +432,7 @@ func crossedThings(igs []Ignored) map[string]bool {
 		if ig.Reason != reasonOtherChain {
 			continue
 		}
-		switch family(ig.Type) {
+		switch Family(ig.Type) {
 		case "order":
 			out["o"+ig.Ref] = true
 		case "ask":
@@ -445,10 +445,10 @@ func crossedThings(igs []Ignored) map[string]bool {
 }
 
 // tip notes e as its chain's tip when it has the highest seq seen.
-func (f *folded) tip(e *ledger.Entry) {
+func (f *Folded) tip(e *ledger.Entry) {
 	k := [2]string{e.Writer, e.Device}
-	if t := f.tips[k]; t == nil || e.Seq > t.Seq {
-		f.tips[k] = e
+	if t := f.Tips[k]; t == nil || e.Seq > t.Seq {
+		f.Tips[k] = e
 	}
 }
 

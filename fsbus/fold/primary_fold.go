@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"encoding/json"
@@ -19,18 +19,18 @@ const PrimaryRef = "primary"
 
 // States of the primary role (docs/format.md §14).
 const (
-	primaryNone     = "none"     // never taken
+	PrimaryNone     = "none"     // never taken
 	PrimaryHeld     = "held"     // a primary.take is the chain's head
 	PrimaryReleased = "released" // its holder released it
 )
 
 // primaryRank is the stage rank of each primary state for the branch rule of docs/design.md §2
 // "Races across machines", pinned by docs/format.md §14: held 2 > released 1 > none 0.
-var primaryRank = map[string]int{primaryNone: 0, PrimaryReleased: 1, PrimaryHeld: 2}
+var primaryRank = map[string]int{PrimaryNone: 0, PrimaryReleased: 1, PrimaryHeld: 2}
 
 // Limits of a primary.brief and a decision.record as this binary writes them (bytes).
 const (
-	maxBriefLine       = 200 // the objective and each constraint: one line
+	MaxBriefLine       = 200 // the objective and each constraint: one line
 	MaxBriefConstraint = 4   // constraints per brief: with the objective, at most 5 lines
 	MaxDecisionLine    = 200
 )
@@ -59,7 +59,7 @@ type Primary struct {
 	// Pending counts lifecycle entries whose basis has not arrived (pending sync).
 	Pending int `json:"pending,omitempty"`
 
-	c primaryCore
+	C primaryCore `json:"-"`
 }
 
 // Brief is a primary.brief: the holder's objective and constraints (≤ 5 lines).
@@ -90,7 +90,7 @@ type Decision struct {
 
 // primaryData is the data of primary.brief and decision.record beyond the members the
 // shared entryData carries (docs/format.md §12).
-type primaryData struct {
+type PrimaryData struct {
 	Basis       string   `json:"basis,omitempty"`
 	Args        string   `json:"args,omitempty"`
 	Take        string   `json:"take,omitempty"`
@@ -102,7 +102,7 @@ type primaryData struct {
 // primaryDataKeys maps each lower-cased json name of primaryData to the name itself.
 var primaryDataKeys = func() map[string]string {
 	m := map[string]string{}
-	t := reflect.TypeFor[primaryData]()
+	t := reflect.TypeFor[PrimaryData]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		m[strings.ToLower(name)] = name
@@ -113,8 +113,8 @@ var primaryDataKeys = func() map[string]string {
 // decodePrimaryData decodes the primaryData members of an entry's data. Like
 // decodeData it refuses a key that equals a member name only when case is ignored, so
 // an entry's meaning never hangs on key order (rule 9).
-func decodePrimaryData(e *ledger.Entry) (primaryData, bool) {
-	var d primaryData
+func DecodePrimaryData(e *ledger.Entry) (PrimaryData, bool) {
+	var d PrimaryData
 	if len(e.Data) == 0 {
 		return d, true
 	}
@@ -144,7 +144,7 @@ type primaryCore struct {
 // state: whether the holder may be taken over is the taker's judgment on its own
 // clock (docs/design.md §2 rule 7), made by Session.PrimaryTake before writing. A release
 // needs the role held, by the writer.
-func (c primaryCore) step(typ, writer, hash, hlc string, lvl Level) (primaryCore, error) {
+func (c primaryCore) Step(typ, writer, hash, hlc string, lvl Level) (primaryCore, error) {
 	n := c
 	switch typ {
 	case TypePrimaryTake:
@@ -166,7 +166,7 @@ func (c primaryCore) step(typ, writer, hash, hlc string, lvl Level) (primaryCore
 		}
 		// An unknown type naming a basis keeps its place in the chain (docs/format.md §17).
 	}
-	if err := checkLevel(writer, lvl, typ); err != nil {
+	if err := CheckLevel(writer, lvl, typ); err != nil {
 		return c, err
 	}
 	return n, nil
@@ -177,7 +177,7 @@ type primaryNode = chainNode[primaryCore]
 // primaryRules is the primary role's state machine for resolveChain.
 var primaryRules = chainRules[primaryCore]{
 	step: func(c primaryCore, n *primaryNode) (primaryCore, error) {
-		return c.step(n.e.Type, n.e.Writer, n.e.Hash(), n.e.HLC, n.lvl)
+		return c.Step(n.e.Type, n.e.Writer, n.e.Hash(), n.e.HLC, n.lvl)
 	},
 	rank: func(c primaryCore) int { return primaryRank[c.State] },
 }
@@ -189,8 +189,8 @@ var primaryRules = chainRules[primaryCore]{
 // before the race.
 func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*ledger.Entry, string)) {
 	p := st.Primary
-	p.State, p.Standbys, p.History = primaryNone, []Standby{}, []Step{}
-	root := &primaryNode{state: primaryCore{State: primaryNone}}
+	p.State, p.Standbys, p.History = PrimaryNone, []Standby{}, []Step{}
+	root := &primaryNode{state: primaryCore{State: PrimaryNone}}
 	byHash := map[string]*primaryNode{"": root}
 	var nodes []*primaryNode
 	var briefs []*ledger.Entry
@@ -206,7 +206,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 			}
 			continue
 		}
-		if family(e.Type) != "primary" {
+		if Family(e.Type) != "primary" {
 			continue // other presence.* types: not folded by this binary
 		}
 		if e.Ref != PrimaryRef {
@@ -223,7 +223,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 		default:
 			continue
 		}
-		n := &primaryNode{e: e, d: d, lvl: st.levelAt(e)}
+		n := &primaryNode{e: e, d: d, lvl: st.LevelAt(e)}
 		nodes = append(nodes, n)
 		byHash[e.Hash()] = n
 	}
@@ -231,16 +231,16 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 	path, contests := resolveChain(PrimaryRef, root, primaryRules, nil, ignore)
 	takes := map[string]int{} // hash of a take on the winning path → its position
 	for i, n := range path[1:] {
-		p.c = n.state
+		p.C = n.state
 		p.Head = n.hash()
 		p.History = append(p.History, stepOf(n))
 		if n.e.Type == TypePrimaryTake {
 			takes[n.hash()] = i + 1
 		}
 	}
-	p.State, p.Holder, p.Take, p.Since, p.Previous = p.c.State, p.c.Holder, p.c.Take, p.c.Since, p.c.Previous
+	p.State, p.Holder, p.Take, p.Since, p.Previous = p.C.State, p.C.Holder, p.C.Take, p.C.Since, p.C.Previous
 	if p.State == "" {
-		p.State = primaryNone
+		p.State = PrimaryNone
 	}
 	// The holder before the race is involved in it too.
 	for i := range contests {
@@ -267,7 +267,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 	// several for one take: the highest (hlc, hash).
 	bestPos := 0
 	for _, e := range briefs {
-		d, ok := decodePrimaryData(e)
+		d, ok := DecodePrimaryData(e)
 		pos := takes[d.Take]
 		if !ok || pos == 0 || path[pos].e.Writer != e.Writer {
 			ignore(e, "brief does not name a take of its writer on the primary chain")
@@ -303,7 +303,7 @@ func foldDecisions(st *State, in FoldInput, entries []*ledger.Entry, ignore func
 		if e.Type != TypeDecisionRecord {
 			continue // other decision.* types: not folded by this binary
 		}
-		d, ok := decodePrimaryData(e)
+		d, ok := DecodePrimaryData(e)
 		switch {
 		case !ValidID(e.Ref) || !strings.HasPrefix(e.Ref, PrefixDecision):
 			ignore(e, "decision.record with a bad decision id")

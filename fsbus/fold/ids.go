@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"crypto/rand"
@@ -14,7 +14,7 @@ import (
 )
 
 // crockford is the lowercase Crockford base32 alphabet (no i, l, o, u).
-const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+const Crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // Id prefixes of objects and decisions (docs/design.md §2 rule 2).
 const (
@@ -27,17 +27,17 @@ const (
 )
 
 // idLen is the number of base32 characters after an id's prefix (65 random bits).
-const idLen = 13
+const IDLen = 13
 
 // deviceLen is the number of base32 characters of a device id (40 random bits).
-const deviceLen = 8
+const DeviceLen = 8
 
 var (
 	idRe = regexp.MustCompile(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
 )
 
 // randomBase32 returns n Crockford characters carrying 5n random bits.
-func randomBase32(n int) string {
+func RandomBase32(n int) string {
 	var buf [16]byte
 	if _, err := rand.Read(buf[:]); err != nil {
 		panic(fmt.Sprintf("fsbus: reading random bytes: %v", err)) // crypto/rand never fails on supported OSes
@@ -45,7 +45,7 @@ func randomBase32(n int) string {
 	hi, lo := binary.BigEndian.Uint64(buf[:8]), binary.BigEndian.Uint64(buf[8:])
 	out := make([]byte, n)
 	for i := range n {
-		out[i] = crockford[lo&31]
+		out[i] = Crockford[lo&31]
 		lo = lo>>5 | hi<<59
 		hi >>= 5
 	}
@@ -54,10 +54,10 @@ func randomBase32(n int) string {
 
 // NewID returns a fresh object id: prefix + 13 lowercase Crockford base32 characters
 // (65 random bits), e.g. "o-k3f9x2abq7mze".
-func NewID(prefix string) string { return prefix + randomBase32(idLen) }
+func NewID(prefix string) string { return prefix + RandomBase32(IDLen) }
 
 // newDeviceID returns a fresh 8-character device id (40 random bits).
-func newDeviceID() string { return randomBase32(deviceLen) }
+func NewDeviceID() string { return RandomBase32(DeviceLen) }
 
 // ValidID reports whether s is a full object id of any prefix.
 func ValidID(s string) bool { return idRe.MatchString(s) }
@@ -67,7 +67,7 @@ func ValidID(s string) bool { return idRe.MatchString(s) }
 // Windows name (docs/design.md §2 rule 10). It is ledger.ValidName, so both layers agree.
 func ValidName(s string) bool { return ledger.ValidName(s) }
 
-func checkName(kind, s string) error {
+func CheckName(kind, s string) error {
 	if !ValidName(s) {
 		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
 			"%s %s is not a portable name", kind, secretguard.Quote(s))
@@ -80,7 +80,7 @@ func checkName(kind, s string) error {
 // resolveID resolves a full id or a unique prefix of one among known ids, as git does
 // (docs/design.md §2 rule 2). It returns a not_found error when nothing matches and an invalid
 // error listing the candidates when the prefix is ambiguous.
-func resolveID(kind, q string, known []string) (string, error) {
+func ResolveID(kind, q string, known []string) (string, error) {
 	return resolveIDIn(kind, q, known, "", 0)
 }
 

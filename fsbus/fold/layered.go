@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"maps"
@@ -15,22 +15,22 @@ import (
 // increasing order with their values (keys, vals): found by binary search, so a new
 // process does not build a map of 100,000 keys it will look up a few of. A base is one
 // or the other, never both.
-type layered[V any] struct {
-	base, top map[string]V
-	keys      []string // sorted, no repeats; vals[i] is keys[i]'s value
+type Layered[V any] struct {
+	Base, top map[string]V `json:"-"`
+	keys      []string     // sorted, no repeats; vals[i] is keys[i]'s value
 	vals      []V
 }
 
 // sortedLayered makes a layered whose base is keys (strictly increasing) with vals.
-func sortedLayered[V any](keys []string, vals []V) layered[V] {
-	return layered[V]{keys: keys, vals: vals}
+func SortedLayered[V any](keys []string, vals []V) Layered[V] {
+	return Layered[V]{keys: keys, vals: vals}
 }
 
 // layeredTopMax is how large the top layer grows before with folds it into a new base
 // (one copy of the whole map per that many additions).
 const layeredTopMax = 4096
 
-func (m layered[V]) get(k string) (V, bool) {
+func (m Layered[V]) Get(k string) (V, bool) {
 	if v, ok := m.top[k]; ok {
 		return v, true
 	}
@@ -41,23 +41,23 @@ func (m layered[V]) get(k string) (V, bool) {
 		var zero V
 		return zero, false
 	}
-	v, ok := m.base[k]
+	v, ok := m.Base[k]
 	return v, ok
 }
 
 // inBase reports whether k is in the base.
-func (m layered[V]) inBase(k string) bool {
+func (m Layered[V]) inBase(k string) bool {
 	if m.keys != nil {
 		_, ok := slices.BinarySearch(m.keys, k)
 		return ok
 	}
-	_, ok := m.base[k]
+	_, ok := m.Base[k]
 	return ok
 }
 
 // set writes k in the top layer. Only for a layered still being built (Fold, loading
 // the arrival log): never on one a View may hold.
-func (m *layered[V]) set(k string, v V) {
+func (m *Layered[V]) set(k string, v V) {
 	if m.top == nil {
 		m.top = map[string]V{}
 	}
@@ -65,8 +65,8 @@ func (m *layered[V]) set(k string, v V) {
 }
 
 // len returns the number of keys (a key in both layers counts once).
-func (m layered[V]) len() int {
-	n := len(m.base) + len(m.keys)
+func (m Layered[V]) Len() int {
+	n := len(m.Base) + len(m.keys)
 	for k := range m.top {
 		if !m.inBase(k) {
 			n++
@@ -76,11 +76,11 @@ func (m layered[V]) len() int {
 }
 
 // all calls fn for every key once, with its newest value.
-func (m layered[V]) all(fn func(k string, v V)) {
+func (m Layered[V]) All(fn func(k string, v V)) {
 	for k, v := range m.top {
 		fn(k, v)
 	}
-	for k, v := range m.base {
+	for k, v := range m.Base {
 		if _, ok := m.top[k]; !ok {
 			fn(k, v)
 		}
@@ -94,22 +94,22 @@ func (m layered[V]) all(fn func(k string, v V)) {
 
 // with returns m plus add (add's values win). It copies the top layer, or, once the
 // top would exceed layeredTopMax, the whole map into a new base.
-func (m layered[V]) with(add map[string]V) layered[V] {
+func (m Layered[V]) With(add map[string]V) Layered[V] {
 	if len(add) == 0 {
 		return m
 	}
 	if len(m.top)+len(add) > layeredTopMax {
-		base := make(map[string]V, len(m.base)+len(m.keys)+len(m.top)+len(add))
-		maps.Copy(base, m.base)
+		base := make(map[string]V, len(m.Base)+len(m.keys)+len(m.top)+len(add))
+		maps.Copy(base, m.Base)
 		for i, k := range m.keys {
 			base[k] = m.vals[i]
 		}
 		maps.Copy(base, m.top)
 		maps.Copy(base, add)
-		return layered[V]{base: base}
+		return Layered[V]{Base: base}
 	}
 	top := make(map[string]V, len(m.top)+len(add))
 	maps.Copy(top, m.top)
 	maps.Copy(top, add)
-	return layered[V]{base: m.base, top: top, keys: m.keys, vals: m.vals}
+	return Layered[V]{Base: m.Base, top: top, keys: m.keys, vals: m.vals}
 }

@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ import (
 // KindRival is the VerifyReport kind of an id created by two writers; CheckRival the
 // doctor check.
 const (
-	kindRival  = "rival"
+	KindRival  = "rival"
 	CheckRival = "rival_create"
 )
 
@@ -148,7 +148,7 @@ func witnessRank[S any](root *chainNode[S], r chainRules[S]) int {
 }
 
 // rivals returns the rival contests of st.
-func rivals(st *State) []Contest {
+func Rivals(st *State) []Contest {
 	out := []Contest{}
 	for _, c := range st.Contested {
 		if c.Rival {
@@ -160,11 +160,11 @@ func rivals(st *State) []Contest {
 
 // rivalDetail describes a rival contest for verify and doctor: the id, the writer
 // that counts and every other writer.
-func rivalDetail(c Contest) string {
+func RivalDetail(c Contest) string {
 	var others []string
 	for _, l := range c.Losers {
-		others = append(others, fmt.Sprintf("%s (%s %s)", l.By, l.Type, short(l.Hash)))
+		others = append(others, fmt.Sprintf("%s (%s %s)", l.By, l.Type, Short(l.Hash)))
 	}
 	return fmt.Sprintf("%s was created by %s (%s %s) and by %s: ids are random, so all but one are forged or replayed; %s's counts",
-		c.Ref, c.Winner.By, c.Winner.Type, short(c.Winner.Hash), strings.Join(others, ", "), c.Winner.By)
+		c.Ref, c.Winner.By, c.Winner.Type, Short(c.Winner.Hash), strings.Join(others, ", "), c.Winner.By)
 }

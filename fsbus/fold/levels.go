@@ -1,4 +1,4 @@
-package fsbus
+package fold
 
 import (
 	"fmt"
@@ -107,14 +107,14 @@ var minLevel = map[string]Level{
 	TypeGrantRevoke:     LevelMaster,
 	TypePolicySet:       LevelMaster,
 	TypeAskAnswer:       LevelMaster,
-	typeReleaseApprove:  LevelMaster, // update_fold.go
+	TypeReleaseApprove:  LevelMaster, // update_fold.go
 	TypeMasterRotate:    LevelMaster, // rotation.go
-	typeSecretPut:       LevelMember, // vault.go
+	TypeSecretPut:       LevelMember, // vault.go
 }
 
 // checkLevel returns a denied error naming the missing level when lvl may not write typ.
 // Unknown types need member level (they are kept and ignored by the fold).
-func checkLevel(writer string, lvl Level, typ string) error {
+func CheckLevel(writer string, lvl Level, typ string) error {
 	need, ok := minLevel[typ]
 	if !ok {
 		need = LevelMember
@@ -129,3 +129,6 @@ func checkLevel(writer string, lvl Level, typ string) error {
 	return errs.Errorf(errs.Denied, fmt.Sprintf("ask the owner to run `ferry grant %s --level %s`", writer, need),
 		"%s needs level %s; %s has level %s", typ, need, writer, lvl)
 }
+
+// MasterWriter is the writer name of the human owner (docs/design.md §2 "Ledger entry").
+const MasterWriter = "master"

@@ -1,0 +1,5 @@
+package fold
+
+import "encoding/json"
+
+func JSONUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
