@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -288,7 +289,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		g.printf("diff      %s %d bytes %.19s\n", o.Diff.Path, o.Diff.Size, o.Diff.SHA256)
 	}
 	if len(o.Schema) > 0 {
-		g.printf("schema    %d bytes; refused results so far: %d of %d\n", len(o.Schema), o.SchemaFailures, fsbus.SchemaAttempts)
+		g.printf("schema    %d bytes; refused results so far: %d of %d\n", len(o.Schema), o.SchemaFailures, contract.SchemaAttempts)
 	}
 	if o.Missing {
 		g.printf("pending   the order's body has not arrived on this machine yet\n")
@@ -527,7 +528,7 @@ func (c *OrderVerifyCmd) Help() string {
 // Run implements the command.
 func (c *OrderVerifyCmd) Run(g *Globals) error {
 	var (
-		r   *fsbus.PointerReport
+		r   *contract.PointerReport
 		o   *fold.Order
 		err error
 	)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -39,7 +40,7 @@ var caps = []InputCap{
 	{"progress note", MaxNote, unitBytes},
 	{"result summary", MaxNote, unitBytes},
 	{"result reference", MaxReference, unitBytes},
-	{"result output", MaxOutput, unitBytes},
+	{"result output", contract.MaxOutput, unitBytes},
 	{"review, release, cancel, extend note", MaxNote, unitBytes},
 	{"fail reason", MaxNote, unitBytes},
 	{"ask title", MaxAskTitle, UnitChars},
@@ -51,7 +52,7 @@ var caps = []InputCap{
 	{"decision line", fold.MaxDecisionLine, UnitChars},
 	{"brief objective, each constraint", fold.MaxBriefLine, UnitChars},
 	{"presence doing line", maxDoing, unitBytes},
-	{"order schema", maxSchema, unitBytes},
+	{"order schema", contract.MaxSchema, unitBytes},
 	{"search query", maxSearchQuery, UnitChars},
 	{"idempotency key", maxIdemKey, unitBytes},
 	{"secret value", MaxSecretValue, unitBytes},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -176,21 +177,21 @@ func TestCapsDoc(t *testing.T) {
 // channel stores it: indentation does not count toward MaxOutput, content does, and
 // whitespace past maxJSONSlack times the cap is refused before parsing.
 func TestJSONCapIsCompacted(t *testing.T) {
-	val := strings.Repeat("x", MaxOutput-20)
+	val := strings.Repeat("x", contract.MaxOutput-20)
 	indented := "{\n" + strings.Repeat(" ", 8<<10) + `"v":` + strings.Repeat("\n", 8<<10) + `"` + val + `"` + "\n}"
-	if len(indented) <= MaxOutput {
+	if len(indented) <= contract.MaxOutput {
 		t.Fatal("the test input must be over the cap as written")
 	}
-	out, err := compactJSON([]byte(indented), MaxOutput, "result")
-	if err != nil || len(out) > MaxOutput || !strings.Contains(string(out), `{"v":"`) {
+	out, err := contract.CompactJSON([]byte(indented), contract.MaxOutput, "result")
+	if err != nil || len(out) > contract.MaxOutput || !strings.Contains(string(out), `{"v":"`) {
 		t.Fatalf("indented output within the cap compacted: %d bytes, %v", len(out), err)
 	}
-	big := `{"v":"` + strings.Repeat("x", MaxOutput) + `"}`
-	if _, err := compactJSON([]byte(big), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
+	big := `{"v":"` + strings.Repeat("x", contract.MaxOutput) + `"}`
+	if _, err := contract.CompactJSON([]byte(big), contract.MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
 		t.Fatalf("content over the cap: %v", err)
 	}
-	padded := "{" + strings.Repeat(" ", maxJSONSlack*MaxOutput) + "}"
-	if _, err := compactJSON([]byte(padded), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "before compaction") {
+	padded := "{" + strings.Repeat(" ", contract.MaxJSONSlack*contract.MaxOutput) + "}"
+	if _, err := contract.CompactJSON([]byte(padded), contract.MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "before compaction") {
 		t.Fatalf("whitespace past the slack: %v", err)
 	}
 }

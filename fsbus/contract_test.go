@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -26,7 +27,7 @@ func TestCheckPointerPath(t *testing.T) {
 		"console/README.md": "console/README.md",
 	}
 	for in, want := range ok {
-		got, err := checkPointerPath(in)
+		got, err := contract.CheckPointerPath(in)
 		if err != nil || got != want {
 			t.Errorf("CheckPointerPath(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -57,7 +58,7 @@ func TestCheckPointerPath(t *testing.T) {
 		"bell\a.txt":          "control",
 	}
 	for in, why := range refused {
-		_, err := checkPointerPath(in)
+		_, err := contract.CheckPointerPath(in)
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), why) {
 			t.Errorf("CheckPointerPath(%q) = %v; want invalid mentioning %q", in, err, why)
 		}
@@ -67,31 +68,31 @@ func TestCheckPointerPath(t *testing.T) {
 func TestHashContentNormalisesCRLF(t *testing.T) {
 	lf := strings.Repeat("line one\nline two\n", 5000) // crosses the 64 KiB chunk
 	crlf := strings.ReplaceAll(lf, "\n", "\r\n")
-	a, err := hashContent(strings.NewReader(lf))
+	a, err := contract.HashContent(strings.NewReader(lf))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := hashContent(strings.NewReader(crlf))
+	b, err := contract.HashContent(strings.NewReader(crlf))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.sha != b.sha || a.size != b.size || a.size != int64(len(lf)) || a.lines != 10000 || !a.text {
+	if a.SHA != b.SHA || a.Size != b.Size || a.Size != int64(len(lf)) || a.Lines != 10000 || !a.Text {
 		t.Fatalf("LF %+v, CRLF %+v", a, b)
 	}
 	// A lone CR is content, not a line ending; a trailing CR is kept.
-	c, _ := hashContent(strings.NewReader("a\rb\r"))
-	d, _ := hashContent(strings.NewReader("a\nb\n"))
-	if c.sha == d.sha || c.size != 4 || c.lines != 1 {
+	c, _ := contract.HashContent(strings.NewReader("a\rb\r"))
+	d, _ := contract.HashContent(strings.NewReader("a\nb\n"))
+	if c.SHA == d.SHA || c.Size != 4 || c.Lines != 1 {
 		t.Fatalf("lone CR: %+v", c)
 	}
 	// Binary (a NUL in the first 8 KiB) is hashed as is.
-	e, _ := hashContent(strings.NewReader("\x00a\r\n"))
-	f, _ := hashContent(strings.NewReader("\x00a\n"))
-	if e.text || e.sha == f.sha || e.size != 4 {
+	e, _ := contract.HashContent(strings.NewReader("\x00a\r\n"))
+	f, _ := contract.HashContent(strings.NewReader("\x00a\n"))
+	if e.Text || e.SHA == f.SHA || e.Size != 4 {
 		t.Fatalf("binary: %+v", e)
 	}
-	empty, _ := hashContent(strings.NewReader(""))
-	if empty.size != 0 || empty.lines != 0 || !strings.HasPrefix(empty.sha, "sha256:") {
+	empty, _ := contract.HashContent(strings.NewReader(""))
+	if empty.Size != 0 || empty.Lines != 0 || !strings.HasPrefix(empty.SHA, "sha256:") {
 		t.Fatalf("empty: %+v", empty)
 	}
 }
@@ -114,7 +115,7 @@ func TestFingerprintPointers(t *testing.T) {
 	for _, p := range []string{"src/calc.go", "bin.dat"} {
 		os.Chtimes(filepath.Join(ws, p), old, old)
 	}
-	ptrs, warn, err := FingerprintPointers(ws, []string{"src/calc.go:3-3", "bin.dat"}, time.Now())
+	ptrs, warn, err := contract.FingerprintPointers(ws, []string{"src/calc.go:3-3", "bin.dat"}, time.Now())
 	if err != nil || len(warn) != 0 {
 		t.Fatal(err, warn)
 	}
@@ -124,13 +125,13 @@ func TestFingerprintPointers(t *testing.T) {
 	if p := ptrs[1]; p.FirstLine != 0 || p.Size != 3 {
 		t.Fatalf("binary pointer %+v", p)
 	}
-	whole, _, _ := FingerprintPointers(ws, []string{"src/calc.go"}, time.Now())
+	whole, _, _ := contract.FingerprintPointers(ws, []string{"src/calc.go"}, time.Now())
 	if whole[0].FirstLine != 1 || whole[0].LastLine != 3 {
 		t.Fatalf("whole file %+v", whole[0])
 	}
 	// A file written just now warns about unsaved editor buffers.
 	writeFile(t, filepath.Join(ws, "fresh.go"), "x\n")
-	if _, warn, err := FingerprintPointers(ws, []string{"fresh.go"}, time.Now()); err != nil || len(warn) != 1 || !strings.Contains(warn[0], "3 s") {
+	if _, warn, err := contract.FingerprintPointers(ws, []string{"fresh.go"}, time.Now()); err != nil || len(warn) != 1 || !strings.Contains(warn[0], "3 s") {
 		t.Fatalf("fresh: %v %v", warn, err)
 	}
 
@@ -171,19 +172,19 @@ func TestFingerprintPointers(t *testing.T) {
 		bad["gitdir/config"] = "sensitive"
 	}
 	for spec, why := range bad {
-		_, _, err := FingerprintPointers(ws, []string{spec}, time.Now())
+		_, _, err := contract.FingerprintPointers(ws, []string{spec}, time.Now())
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: %v; want invalid mentioning %q", spec, err, why)
 		}
 	}
-	if _, _, err := FingerprintPointers(ws, []string{"src/calc.go", "./src/calc.go"}, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "twice") {
+	if _, _, err := contract.FingerprintPointers(ws, []string{"src/calc.go", "./src/calc.go"}, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicate: %v", err)
 	}
-	many := make([]string, maxPointers+1)
+	many := make([]string, contract.MaxPointers+1)
 	for i := range many {
 		many[i] = "src/calc.go"
 	}
-	if _, _, err := FingerprintPointers(ws, many, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "limit") {
+	if _, _, err := contract.FingerprintPointers(ws, many, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("too many: %v", err)
 	}
 }
@@ -191,11 +192,11 @@ func TestFingerprintPointers(t *testing.T) {
 func TestParseUnifiedDiff(t *testing.T) {
 	good := "diff --git a/src/calc.go b/src/calc.go\n--- a/src/calc.go\n+++ b/src/calc.go\n@@ -1,3 +1,3 @@\n package calc\n-func Add() {}\n+func Add(a int) {}\n" +
 		"--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
-	files, err := parseUnifiedDiff([]byte(good))
-	if err != nil || len(files) != 2 || files[0].path != "src/calc.go" || files[1].path != "gone.txt" {
+	files, err := contract.ParseUnifiedDiff([]byte(good))
+	if err != nil || len(files) != 2 || files[0].Path != "src/calc.go" || files[1].Path != "gone.txt" {
 		t.Fatalf("%+v %v", files, err)
 	}
-	if !covers(files, []fold.Pointer{{Path: "src/calc.go"}}) || covers(files, []fold.Pointer{{Path: "other.go"}}) {
+	if !contract.Covers(files, []fold.Pointer{{Path: "src/calc.go"}}) || contract.Covers(files, []fold.Pointer{{Path: "other.go"}}) {
 		t.Fatal("coverage")
 	}
 	for name, d := range map[string]string{
@@ -204,7 +205,7 @@ func TestParseUnifiedDiff(t *testing.T) {
 		"context only": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n same\n",
 		"prose":        "this is not a diff\n",
 	} {
-		if _, err := parseUnifiedDiff([]byte(d)); err == nil {
+		if _, err := contract.ParseUnifiedDiff([]byte(d)); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
 	}
@@ -212,11 +213,11 @@ func TestParseUnifiedDiff(t *testing.T) {
 
 func TestValidateOutput(t *testing.T) {
 	schema := json.RawMessage(`{"type":"object","required":["passed","issues"],"properties":{"passed":{"type":"boolean"},"issues":{"type":"array","items":{"type":"string"}}}}`)
-	lines, err := validateOutput(schema, json.RawMessage(`{"passed":true,"issues":[]}`))
+	lines, err := contract.ValidateOutput(schema, json.RawMessage(`{"passed":true,"issues":[]}`))
 	if err != nil || lines != nil {
 		t.Fatalf("valid: %v %v", lines, err)
 	}
-	lines, err = validateOutput(schema, json.RawMessage(`{"passed":"yes","issues":[1]}`))
+	lines, err = contract.ValidateOutput(schema, json.RawMessage(`{"passed":"yes","issues":[1]}`))
 	if err != nil || len(lines) != 2 {
 		t.Fatalf("invalid: %q %v", lines, err)
 	}
@@ -230,30 +231,30 @@ func TestValidateOutput(t *testing.T) {
 		}
 	}
 	// Messages quoting the result's own text carry no terminal escape.
-	lines, _ = validateOutput(json.RawMessage(`{"type":"string","pattern":"^a$"}`), json.RawMessage(`"\u001b[31mred"`))
-	if len(lines) != 1 || strings.ContainsRune(lines[0], 0x1b) || hasControl(lines[0], false) {
+	lines, _ = contract.ValidateOutput(json.RawMessage(`{"type":"string","pattern":"^a$"}`), json.RawMessage(`"\u001b[31mred"`))
+	if len(lines) != 1 || strings.ContainsRune(lines[0], 0x1b) || contract.HasControl(lines[0], false) {
 		t.Fatalf("escape in %q", lines)
 	}
-	lines, _ = validateOutput(schema, json.RawMessage(`{}`))
+	lines, _ = contract.ValidateOutput(schema, json.RawMessage(`{}`))
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "/: ") || !strings.Contains(lines[0], "passed") {
 		t.Fatalf("missing properties: %q", lines)
 	}
 	// A schema that does not compile, or reaches for another document, is invalid.
 	for _, bad := range []string{`{"type":"nonsense"}`, `{"$ref":"https://example.com/s.json"}`, `{"$ref":"file:///etc/passwd"}`, `{"minimum":"x"}`} {
 		c := fold.Contract{Schema: json.RawMessage(bad)}
-		if err := validateContract(&c); !errs.Is(err, errs.Invalid) {
+		if err := contract.ValidateContract(&c); !errs.Is(err, errs.Invalid) {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
 	// The schema is an object (docs/format.md §11): true, false and arrays are refused.
 	for bad, kind := range map[string]string{`true`: "a boolean", `false`: "a boolean", `[]`: "an array", `"x"`: "a string", `3`: "a number"} {
 		c := fold.Contract{Schema: json.RawMessage(bad)}
-		if err := validateContract(&c); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
+		if err := contract.ValidateContract(&c); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
 	c := fold.Contract{Schema: json.RawMessage(" {\n\"type\": \"object\"}\n")}
-	if err := validateContract(&c); err != nil || string(c.Schema) != `{"type":"object"}` {
+	if err := contract.ValidateContract(&c); err != nil || string(c.Schema) != `{"type":"object"}` {
 		t.Fatalf("compacted %s %v", c.Schema, err)
 	}
 }
@@ -446,7 +447,7 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 		"bad task":     {Title: "x", Task: "Code Review!"},
 		"prose diff":   {Title: "x", Pointers: []string{"src/calc.go"}, Diff: "README.md"},
 		"sens. diff":   {Title: "x", Diff: "secret.diff"},
-		"big pointer":  {Title: "x", Pointers: make([]string, maxPointers+1)},
+		"big pointer":  {Title: "x", Pointers: make([]string, contract.MaxPointers+1)},
 	} {
 		if _, err := w.alice.NewOrder(opt); !errs.Is(err, errs.Invalid) {
 			t.Errorf("%s: %v; want invalid", name, err)
@@ -513,7 +514,7 @@ func TestMarkStale(t *testing.T) {
 		t.Fatalf("mark from another device: %v", err)
 	}
 	got, rep, err := w.alice.MarkStale(o.ID, "")
-	if err != nil || got.State != fold.StatePointerStale || rep.OK || rep.Pointers[0].Status != PointerChanged {
+	if err != nil || got.State != fold.StatePointerStale || rep.OK || rep.Pointers[0].Status != contract.PointerChanged {
 		t.Fatalf("mark: %+v %+v %v", got, rep, err)
 	}
 	if h := got.History[len(got.History)-1]; h.Type != fold.TypeOrderStale || !strings.Contains(h.Note, "src/calc.go changed") {
@@ -580,8 +581,8 @@ func TestClaimRefusesForgedPointerPaths(t *testing.T) {
 	// A contract written by another binary may name any path: a claim reads nothing
 	// outside the workspace.
 	ws := t.TempDir()
-	r := CheckPointers(ws, "o-x", &fold.Contract{Pointers: []fold.Pointer{{Path: "../../etc/passwd", Size: 1, SHA256: "sha256:00"}, {Path: ".env", Size: 1}}})
-	if r.OK || r.Pointers[0].Status != PointerRefused || r.Pointers[1].Status != PointerRefused {
+	r := contract.CheckPointers(ws, "o-x", &fold.Contract{Pointers: []fold.Pointer{{Path: "../../etc/passwd", Size: 1, SHA256: "sha256:00"}, {Path: ".env", Size: 1}}})
+	if r.OK || r.Pointers[0].Status != contract.PointerRefused || r.Pointers[1].Status != contract.PointerRefused {
 		t.Fatalf("%+v", r)
 	}
 	if err := refusedPointers(r); !errs.Is(err, errs.Invalid) {
@@ -620,7 +621,7 @@ func TestStaleNamesCommitOrLocalEdits(t *testing.T) {
 	runGit(t, w.wa, "init", "-q")
 	runGit(t, w.wa, "add", ".")
 	runGit(t, w.wa, "commit", "-qm", "one")
-	head := gitOutput(w.wa, "rev-parse", "HEAD")
+	head := contract.GitOutput(w.wa, "rev-parse", "HEAD")
 	w.bob.Workspace = filepath.Join(w.wb, "clone")
 	runGit(t, w.wb, "clone", "-q", w.wa, "clone")
 	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Review", Pointers: []string{"src/calc.go"}})
@@ -647,7 +648,7 @@ func TestStaleNamesCommitOrLocalEdits(t *testing.T) {
 	}
 	// ResolveWorkspace("") finds the git top-level from a subdirectory.
 	t.Chdir(filepath.Join(w.wa, "src"))
-	if ws, err := resolveWorkspace(""); err != nil || !sameDir(ws, w.wa) {
+	if ws, err := contract.ResolveWorkspace(""); err != nil || !sameDir(ws, w.wa) {
 		t.Fatalf("workspace from a subdirectory: %q %v", ws, err)
 	}
 }
@@ -668,17 +669,17 @@ func TestClaimChecksAgainAfterAPause(t *testing.T) {
 	orig, _ := os.ReadFile(file)
 	writeFile(t, file, "half-saved by an editor")
 	waits := 0
-	old := settleWait
-	t.Cleanup(func() { settleWait = old })
+	old := contract.SettleWait
+	t.Cleanup(func() { contract.SettleWait = old })
 	// The editor finishes its write during the pause: the second check passes.
-	settleWait = func() { waits++; writeFile(t, file, string(orig)) }
+	contract.SettleWait = func() { waits++; writeFile(t, file, string(orig)) }
 	if _, err := w.bob.Claim(o.ID, ""); err != nil || waits != 1 {
 		t.Fatalf("claim after a late save: %v (waits %d)", err, waits)
 	}
 	// A file still different after the pause: refused, after exactly one pause.
 	o2, _ := w.alice.NewOrder(NewOrderOptions{Title: "Review 2", Pointers: []string{"src/calc.go"}})
 	waits = 0
-	settleWait = func() { waits++ }
+	contract.SettleWait = func() { waits++ }
 	writeFile(t, file, "edited for good")
 	if _, err := w.bob.Claim(o2.ID, ""); !errs.Is(err, errs.Stale) || waits != 1 {
 		t.Fatalf("claim of a changed file: %v (waits %d)", err, waits)

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
-	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -57,7 +57,7 @@ func (o *NewOrderOptions) validate() error {
 		return capError("order body", len(o.Body), MaxOrderBody, unitBytes, "put large material in the work repo and reference it")
 	case !utf8.ValidString(o.Title + o.Body):
 		return errs.Errorf(errs.Invalid, "", "title and body must be UTF-8")
-	case hasControl(o.Title, false) || hasControl(o.Body, true):
+	case contract.HasControl(o.Title, false) || contract.HasControl(o.Body, true):
 		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
 	case len(o.Labels) > MaxLabels:
 		return errs.Errorf(errs.Invalid, "", "at most %d labels", MaxLabels)
@@ -179,7 +179,7 @@ type callArgs struct {
 // prepare, when set, publishes objects the entry names (a submit's result object) after
 // every check passed.
 func (s *Session) lifecycle(q, typ string, d fold.EntryData, key string, noop func(o *fold.Order) bool, prepare ...func(o *fold.Order, d *fold.EntryData) (pendingObject, error)) (*fold.Order, error) {
-	if hasControl(d.Note, true) || hasControl(d.Reference, false) {
+	if contract.HasControl(d.Note, true) || contract.HasControl(d.Reference, false) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
 	}
 	var id, args string
@@ -339,7 +339,7 @@ func (s *Session) Progress(q, note, key string) (*fold.Order, error) {
 // records a refused submit.
 func (s *Session) progress(q, note, failure, key string) (*fold.Order, error) {
 	note = strings.TrimSpace(note)
-	if hasControl(note, true) {
+	if contract.HasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if note == "" {
@@ -397,14 +397,4 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 	}
 	o, err := s.orderAfter(v, e, id)
 	return v, e, o, err
-}
-
-// hasControl reports whether s holds a control character (C0, DEL, C1), a line
-// separator or a bidi control (textsafe.Line) other than, when multiline, newline, tab
-// and CR (textsafe.LinesCR): terminal escapes must not reach an owner's screen.
-func hasControl(s string, multiline bool) bool {
-	if multiline {
-		return textsafe.LinesCR.Index(s) >= 0
-	}
-	return textsafe.Line.Index(s) >= 0
 }

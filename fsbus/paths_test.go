@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
@@ -131,11 +132,11 @@ func TestPointersRefused(t *testing.T) {
 		"COM¹", "lpt³.txt", "Conout$.log", "nul .txt",
 		".env", "deploy/id_rsa", "certs/server.pem", ".git/config",
 	} {
-		if _, err := checkPointerPath(p); !errs.Is(err, errs.Invalid) {
+		if _, err := contract.CheckPointerPath(p); !errs.Is(err, errs.Invalid) {
 			t.Errorf("CheckPointerPath(%q) = %v, want invalid", p, err)
 		}
 	}
-	if got, err := checkPointerPath("src/./main.go"); err != nil || got != "src/main.go" {
+	if got, err := contract.CheckPointerPath("src/./main.go"); err != nil || got != "src/main.go" {
 		t.Errorf("CheckPointerPath(src/./main.go) = %q, %v", got, err)
 	}
 
@@ -152,11 +153,11 @@ func TestPointersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, spec := range []string{"file-link.txt", "dir-link/secret.txt"} {
-		if _, _, err := FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !errs.Is(err, errs.Invalid) {
+		if _, _, err := contract.FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !errs.Is(err, errs.Invalid) {
 			t.Errorf("pointer %s through a link out of the workspace: %v, want invalid", spec, err)
 		}
 	}
-	if ps, _, err := FingerprintPointers(ws, []string{"ok.txt"}, time.Now().Add(time.Hour)); err != nil || len(ps) != 1 {
+	if ps, _, err := contract.FingerprintPointers(ws, []string{"ok.txt"}, time.Now().Add(time.Hour)); err != nil || len(ps) != 1 {
 		t.Errorf("pointer inside the workspace: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
@@ -167,7 +168,7 @@ func (h *Home) pauseAt(path, project string) *PauseState {
 		return &PauseState{Project: project, Reason: "the pause file " + path + " is damaged; `ferry resume` removes it"}
 	}
 	p.Project = project
-	if hasControl(p.Reason, false) {
+	if contract.HasControl(p.Reason, false) {
 		p.Reason = "(reason holds control characters)"
 	}
 	return &p

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
@@ -64,7 +65,7 @@ func presencePath(root, writer, device string) string {
 // is named in `running`, and its order added to runs, whoever rewrites the file.
 func (s *Session) WritePresence(doing string, runs []string) error {
 	doing = strings.TrimSpace(doing)
-	if len(doing) > maxDoing || hasControl(doing, false) {
+	if len(doing) > maxDoing || contract.HasControl(doing, false) {
 		return errs.Errorf(errs.Invalid, "one short line", "presence doing line too long or holds control characters")
 	}
 	if err := secretguard.Check("presence doing line", doing); err != nil {

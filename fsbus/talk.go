@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -45,7 +46,7 @@ func (s *Session) TalkSend(to, body, key string) (*fold.Message, error) {
 		return nil, capError("message body", len(body), fold.MaxMessageBody, unitBytes, "put large material in the work repo and send a reference to it")
 	case !utf8.ValidString(body):
 		return nil, errs.Errorf(errs.Invalid, "write UTF-8 text", "message text must be UTF-8")
-	case hasControl(body, true):
+	case contract.HasControl(body, true):
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "message text holds control characters")
 	}
 	args := argsHash(talkArgs{Body: body, To: to})

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
@@ -238,7 +239,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 // note with control characters or over MaxNote bytes; not_found for the id.
 func (s *Session) Extend(q, note, key string) (*fold.Order, error) {
 	note = strings.TrimSpace(note)
-	if hasControl(note, true) {
+	if contract.HasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if err := checkCap("extend note", note, MaxNote, unitBytes, ""); err != nil {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
@@ -149,7 +149,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		m, ok, bad := protocol.DecodeMessage(line, fsbus.IJSONReason)
+		m, ok, bad := protocol.DecodeMessage(line, contract.IJSONReason)
 		ierr := ijson.CheckFolded(line)
 		var ie *ijson.Error
 		switch {

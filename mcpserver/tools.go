@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
@@ -212,9 +213,9 @@ type VerifyView struct {
 	DiffMode bool     `json:"diff_mode,omitempty"`
 }
 
-func verifyView(r *fsbus.PointerReport) *VerifyView {
+func verifyView(r *contract.PointerReport) *VerifyView {
 	v := &VerifyView{OK: r.OK, DiffMode: r.DiffMode, Pointers: []string{}}
-	line := func(prefix string, p fsbus.PointerCheck) string {
+	line := func(prefix string, p contract.PointerCheck) string {
 		l := prefix + p.Status + " " + p.Path
 		if p.Reason != "" {
 			l += ": " + p.Reason

@@ -84,7 +84,7 @@ type askCore struct {
 	Author string
 }
 
-// step applies one entry of an ask's chain to c: an ask.answer by the owner moves a
+// Step applies one entry of an ask's chain to c: an ask.answer by the owner moves a
 // pending ask to the verdict's state. It is the one rule both the fold and AskAnswer
 // use. Refusals: denied below master level (an agent never answers, docs/design.md §2 level
 // table), conflict when the ask is already answered, invalid for an unknown verdict. An

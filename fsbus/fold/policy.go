@@ -112,7 +112,7 @@ func resolvePolicy(st *State, entries []*ledger.Entry, ignore func(*ledger.Entry
 	return &PolicySet{Hash: head.e.Hash(), HLC: head.e.HLC, Table: head.state}
 }
 
-// clipText shortens s to at most n bytes for an error message.
+// ClipText shortens s to at most n bytes for an error message.
 func ClipText(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -120,7 +120,7 @@ func ClipText(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// checkPolicyTable judges a whole table: every known key's value (checkPolicyValue).
+// CheckPolicyTable judges a whole table: every known key's value (checkPolicyValue).
 func CheckPolicyTable(t map[string]json.RawMessage) error {
 	for _, k := range slices.Sorted(maps.Keys(t)) {
 		if _, err := CheckPolicyValue(k, t[k]); err != nil {
@@ -130,7 +130,7 @@ func CheckPolicyTable(t map[string]json.RawMessage) error {
 	return nil
 }
 
-// checkPolicyValue judges a value of a known key: an integer from the key's minimum to
+// CheckPolicyValue judges a value of a known key: an integer from the key's minimum to
 // maxPolicyS. Unknown keys take any JSON value.
 func CheckPolicyValue(key string, raw json.RawMessage) (int64, error) {
 	k, known := PolicyKeys[key]
@@ -145,7 +145,7 @@ func CheckPolicyValue(key string, raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// policyData is the data of a policy.set entry.
+// PolicyData is the data of a policy.set entry.
 type PolicyData struct {
 	Basis  string                     `json:"basis,omitempty"`
 	Policy map[string]json.RawMessage `json:"policy"`
@@ -159,10 +159,10 @@ type PolicySet struct {
 	Table map[string]json.RawMessage `json:"policy"`
 }
 
-// policyKeyRe is what `ferry policy set` takes as a key: a TOML bare key in lower case.
+// PolicyKeyRe is what `ferry policy set` takes as a key: a TOML bare key in lower case.
 var PolicyKeyRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
-// policyKeys are the keys of [policy] this binary knows (docs/format.md §8).
+// PolicyKeys are the keys of [policy] this binary knows (docs/format.md §8).
 var PolicyKeys = map[string]policyKey{
 	"quiet_after_s":  {func(p *Policy) *int64 { return &p.QuietAfterS }, 1, "seconds without a sighting before a writer shows as quiet"},
 	"silent_after_s": {func(p *Policy) *int64 { return &p.SilentAfterS }, 1, "seconds without a sighting before a writer is silent (primary take-over)"},
@@ -184,10 +184,10 @@ type policyKey struct {
 // (docs/format.md §3) and below what a time.Duration holds.
 const maxPolicyS = 10 * 365 * 24 * 3600
 
-// policyRef is the ref of every policy.set entry.
+// PolicyRef is the ref of every policy.set entry.
 const PolicyRef = "policy"
 
-// defaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
+// DefaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
 var DefaultPolicy = Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600}
 
 // Policy holds the signed policy defaults of channel.toml (seconds).

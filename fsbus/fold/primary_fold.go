@@ -88,7 +88,7 @@ type Decision struct {
 	hash string
 }
 
-// primaryData is the data of primary.brief and decision.record beyond the members the
+// PrimaryData is the data of primary.brief and decision.record beyond the members the
 // shared entryData carries (docs/format.md §12).
 type PrimaryData struct {
 	Basis       string   `json:"basis,omitempty"`
@@ -110,7 +110,7 @@ var primaryDataKeys = func() map[string]string {
 	return m
 }()
 
-// decodePrimaryData decodes the primaryData members of an entry's data. Like
+// DecodePrimaryData decodes the primaryData members of an entry's data. Like
 // decodeData it refuses a key that equals a member name only when case is ignored, so
 // an entry's meaning never hangs on key order (rule 9).
 func DecodePrimaryData(e *ledger.Entry) (PrimaryData, bool) {
@@ -139,7 +139,7 @@ type primaryCore struct {
 	Previous string
 }
 
-// step applies one lifecycle entry of the primary chain to c, or refuses it (*errs.Error)
+// Step applies one lifecycle entry of the primary chain to c, or refuses it (*errs.Error)
 // saying why. The fold and the write path share it. A take is accepted from any
 // state: whether the holder may be taken over is the taker's judgment on its own
 // clock (docs/design.md §2 rule 7), made by Session.PrimaryTake before writing. A release

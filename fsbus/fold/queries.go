@@ -70,7 +70,7 @@ type OrderRow struct {
 	Updated string `json:"updated"`
 }
 
-// checkReady returns a conflict naming the blocking dependencies of o (an
+// CheckReady returns a conflict naming the blocking dependencies of o (an
 // order is not claimable until every order it depends on is accepted); one waiting for
 // a cancelled dependency says it is blocked for good.
 func (st *State) CheckReady(o *Order) error {
@@ -136,7 +136,7 @@ func (st *State) Blocking(o *Order) []string {
 	return out
 }
 
-// retired reports whether the fold marked name retired.
+// Retired reports whether the fold marked name retired.
 func (st *State) Retired(name string) bool {
 	a := st.Agents[name]
 	return a != nil && a.Retired
@@ -213,7 +213,7 @@ func (st *State) AgentList() []*Agent {
 	return out
 }
 
-// bounds is the last seq seen of every segment of the agent.
+// Bounds is the last seq seen of every segment of the agent.
 func (a *Agent) Bounds() map[string]uint64 {
 	b := make(map[string]uint64, len(a.Segs))
 	for dev, seq := range a.Segs {

@@ -147,7 +147,7 @@ func witnessRank[S any](root *chainNode[S], r chainRules[S]) int {
 	return best
 }
 
-// rivals returns the rival contests of st.
+// Rivals returns the rival contests of st.
 func Rivals(st *State) []Contest {
 	out := []Contest{}
 	for _, c := range st.Contested {
@@ -158,7 +158,7 @@ func Rivals(st *State) []Contest {
 	return out
 }
 
-// rivalDetail describes a rival contest for verify and doctor: the id, the writer
+// RivalDetail describes a rival contest for verify and doctor: the id, the writer
 // that counts and every other writer.
 func RivalDetail(c Contest) string {
 	var others []string

@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// masterKeyAt is the key the master's entry e must be signed with.
+// MasterKeyAt is the key the master's entry e must be signed with.
 func (st *State) MasterKeyAt(e *ledger.Entry) ed25519.PublicKey {
 	return st.Masters.KeyAt(e.Device, e.Seq)
 }
@@ -105,7 +105,7 @@ func ResolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 	return m
 }
 
-// resolveMasters resolves the rotation chain from in.Master over the master.rotate
+// ResolveMasters resolves the rotation chain from in.Master over the master.rotate
 // entries among in.Entries, listing every rotation left out (with ignore) and adding a
 // contest for competing rotations.
 func ResolveMasters(st *State, in FoldInput, ignore func(*ledger.Entry, string)) *MasterChain {
@@ -162,7 +162,7 @@ func (m *MasterChain) current() ed25519.PublicKey {
 	return m.Keys[len(m.Keys)-1]
 }
 
-// keyAt is the master key an entry of the master's segment device at seq must be
+// KeyAt is the master key an entry of the master's segment device at seq must be
 // signed with.
 func (m *MasterChain) KeyAt(device string, seq uint64) ed25519.PublicKey {
 	if m == nil || len(m.Keys) == 0 {
@@ -176,7 +176,7 @@ func (m *MasterChain) KeyAt(device string, seq uint64) ed25519.PublicKey {
 	return m.Keys[0]
 }
 
-// masterChain is the resolved chain of master keys: keys[0] is channel.toml's key,
+// MasterChain is the resolved chain of master keys: keys[0] is channel.toml's key,
 // keys[i] the key rotation i moved trust to, bounds[i] that rotation's bounds.
 type MasterChain struct {
 	Keys   []ed25519.PublicKey `json:"-"`

@@ -8,7 +8,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// sigCache remembers, for this process, which (entry hash, key) pairs verified, so a
+// SigCache remembers, for this process, which (entry hash, key) pairs verified, so a
 // command that folds twice (before and after its write) checks each signature once.
 // Entry hashes cover the signature, so a cached result can never vouch for other bytes.
 // The local index (index.go) saves the good results and fills the cache from them in
@@ -26,7 +26,7 @@ func sigKey(hash string, pub ed25519.PublicKey, project string) string {
 	return hash + "\x00" + string(pub) + "\x00" + project
 }
 
-// verifyEntry is e.VerifySig with the per-process cache.
+// VerifyEntry is e.VerifySig with the per-process cache.
 func VerifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
 	k := sigKey(e.Hash(), pub, project)
 	if ok, hit := SigCache.Load(k); hit {
@@ -44,12 +44,12 @@ func VerifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
 	return ok
 }
 
-// rememberSig puts a good signature read from the local index into the cache.
+// RememberSig puts a good signature read from the local index into the cache.
 func RememberSig(hash string, pub ed25519.PublicKey, project string) {
 	SigCache.Store(sigKey(hash, pub, project), true)
 }
 
-// takeSigs returns and forgets the good signatures of project checked since the last
+// TakeSigs returns and forgets the good signatures of project checked since the last
 // call.
 func TakeSigs(project string) []SigRec {
 	newSigs.Lock()
@@ -59,7 +59,7 @@ func TakeSigs(project string) []SigRec {
 	return out
 }
 
-// allSigs returns every good signature of project in the cache.
+// AllSigs returns every good signature of project in the cache.
 func AllSigs(project string) []SigRec {
 	var out []SigRec
 	suffix := "\x00" + project
@@ -78,7 +78,7 @@ func AllSigs(project string) []SigRec {
 	return out
 }
 
-// sigRec is one good signature: the entry hash and the key it verified under.
+// SigRec is one good signature: the entry hash and the key it verified under.
 type SigRec struct {
 	Hash string            `json:"-"`
 	Pub  ed25519.PublicKey `json:"-"`

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
@@ -131,7 +132,7 @@ func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 		r.skip = map[string]string{}
 	}
 	if r.Workdir != "" && r.ws != r.Workdir {
-		r.S.Workspace, r.ws = fsbus.WorkspaceRoot(r.Workdir), r.Workdir // pointers are checked where the file runs
+		r.S.Workspace, r.ws = contract.WorkspaceRoot(r.Workdir), r.Workdir // pointers are checked where the file runs
 	}
 	v, err := r.S.Load()
 	if err != nil {
@@ -273,7 +274,7 @@ const WaitDelay = 2 * time.Second
 // maxAttempts bounds how often one run runs its file on a result refused with
 // retry_needed: the pointer ladder (1 retry) plus the schema ladder (SchemaAttempts-1
 // retries), plus the final attempt.
-const maxAttempts = fsbus.SchemaAttempts + 1
+const maxAttempts = contract.SchemaAttempts + 1
 
 // fileRun is the outcome of one execution of a run's file.
 type fileRun struct {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
@@ -661,7 +662,7 @@ func TestRunSchemaOrders(t *testing.T) {
 			}
 		case fold.StateValidationFailed:
 			refusals, _ := os.ReadFile(filepath.Join(jobDir, "refused-"+id))
-			if o.State != fold.StateValidationFailed || o.SchemaFailures != fsbus.SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != fsbus.SchemaAttempts-1 {
+			if o.State != fold.StateValidationFailed || o.SchemaFailures != contract.SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != contract.SchemaAttempts-1 {
 				t.Errorf("%q: %s, %d schema failures; the file was told:\n%s", c.out, o.State, o.SchemaFailures, refusals)
 			}
 		case "failed":

@@ -59,6 +59,10 @@ var layers = []layer{
 	// network, a process or the time. Public, because every surface names its types.
 	{pkgs: "fsbus/fold", may: []string{"internal/errs", "internal/secretguard", "ledger"}, never: foldNever},
 
+	// fsbus/contract: an order's contract checked against this machine's workspace —
+	// pointers and result schemas. It reads the workspace, never the channel.
+	{pkgs: "fsbus/contract", may: []string{"internal/...", "fsbus/fold"}},
+
 	// fsbus/tty: the terminal prompt, below everything that asks for a passphrase.
 	{pkgs: "fsbus/tty"},
 
@@ -69,15 +73,15 @@ var layers = []layer{
 	{pkgs: "fsbus/gitsync", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
 
 	// fsbus: the façade the CLI and the MCP server call.
-	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/contract", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// Public packages on top of the façade, called by the surfaces; nothing under
 	// fsbus imports them.
-	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/internal/..."}},
-	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/internal/..."}},
+	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// Other public packages on top of the façade.
-	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// The MCP wire knows nothing of channels: JSON-RPC, eras and the handshake.
 	{pkgs: "mcpserver/internal/protocol", may: []string{"internal/ijson", "internal/textsafe"}},
@@ -197,6 +201,8 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"fsbus", "fsbus/doctor"},
 		{"fsbus/runner", "fsbus/doctor"},
 		{"fsbus/fold", "fsbus"},
+		{"fsbus/fold", "fsbus/contract"},
+		{"fsbus/contract", "fsbus"},
 		{"fsbus/fold", "internal/fsutil"},
 		{"fsbus/fold", "fsbus/internal/bootclock"},
 	} {
