@@ -154,7 +154,7 @@ func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 	body := checkpointBody{St: *f.State, Missing: f.Missing, Dangling: f.Dangling, Crossed: f.Crossed}
 	body.St.Counted = fold.Layered[bool]{}
 	var err error
-	if b, err = encodeState(b, &body); err != nil {
+	if b, err = fold.EncodeState(b, &body); err != nil {
 		return nil, err
 	}
 	// The counted entries: their indexes in snap.Entries, in the order of their hashes
@@ -167,7 +167,7 @@ func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 		}
 		i, ok := at[h]
 		if !ok {
-			missing = fmt.Errorf("%w: a counted entry %s is not in the snapshot", errStateCodec, h)
+			missing = fmt.Errorf("%w: a counted entry %s is not in the snapshot", fold.ErrStateCodec, h)
 			return
 		}
 		counted = append(counted, i)
@@ -185,7 +185,7 @@ func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 		for _, e := range es {
 			i, ok := at[e.Hash()]
 			if !ok {
-				return fmt.Errorf("%w: entry %s is not in the snapshot", errStateCodec, e.Hash())
+				return fmt.Errorf("%w: entry %s is not in the snapshot", fold.ErrStateCodec, e.Hash())
 			}
 			b = binary.AppendUvarint(b, uint64(i))
 		}
@@ -240,7 +240,7 @@ func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[s
 	b = append(b, 1)
 	head := checkpointArrivals{Header: arr.header, LogID: arr.a.LogID, Offset: arr.offset, Last: arr.last, N: arr.a.Last,
 		Latest: arr.a.latest, Clocks: arr.a.clocks, Clock: arr.a.clock}
-	b, _ = encodeState(b, &head) // plain values: cannot fail
+	b, _ = fold.EncodeState(b, &head) // plain values: cannot fail
 	type rec struct {
 		h string
 		r arrival
@@ -266,42 +266,42 @@ func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[s
 
 // decodeArrivals reads what appendArrivals wrote over snap; nil when the checkpoint
 // holds no arrival log.
-func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
-	has := d.take(1)
-	if d.err != nil || has[0] == 0 {
+func decodeArrivals(d *fold.StateDec, snap *ledger.Snapshot) *arrivalsRead {
+	has := d.Take(1)
+	if d.Err != nil || has[0] == 0 {
 		return nil
 	}
 	var head checkpointArrivals
-	if d.b, d.err = decodeState(d.b, &head); d.err != nil {
+	if d.B, d.Err = fold.DecodeState(d.B, &head); d.Err != nil {
 		return nil
 	}
-	n := d.length()
+	n := d.Length()
 	keys, vals := make([]string, 0, n), make([]arrival, 0, n)
 	for range n {
 		var h, writer string
-		if i := d.uvarint(); i > 0 && i <= uint64(len(snap.Entries)) {
+		if i := d.Uvarint(); i > 0 && i <= uint64(len(snap.Entries)) {
 			h, writer = snap.Entries[i-1].Hash(), snap.Entries[i-1].Writer
 		} else if i == 0 {
-			h, writer = string(d.take(d.length())), string(d.take(d.length()))
+			h, writer = string(d.Take(d.Length())), string(d.Take(d.Length()))
 		} else {
-			d.fail("arrival of entry %d of %d", i, len(snap.Entries))
+			d.Fail("arrival of entry %d of %d", i, len(snap.Entries))
 		}
-		num := d.uvarint()
-		ms, k := binary.Varint(d.b)
+		num := d.Uvarint()
+		ms, k := binary.Varint(d.B)
 		if k <= 0 {
-			d.fail("arrival time")
+			d.Fail("arrival time")
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			return nil
 		}
-		d.b = d.b[k:]
-		ep := d.uvarint()
-		if d.err != nil || ep > uint64(head.Clocks) {
-			d.fail("clock lines before arrival %d", num)
+		d.B = d.B[k:]
+		ep := d.Uvarint()
+		if d.Err != nil || ep > uint64(head.Clocks) {
+			d.Fail("clock lines before arrival %d", num)
 			return nil
 		}
 		if m := len(keys); m > 0 && keys[m-1] >= h {
-			d.fail("arrivals out of order")
+			d.Fail("arrivals out of order")
 			return nil
 		}
 		keys, vals = append(keys, h), append(vals, arrival{num, ms, writer, int(ep)})
@@ -316,7 +316,7 @@ func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
 // do not decode or name entries snap does not hold.
 func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
 	var body checkpointBody
-	rest, err := decodeState(b, &body)
+	rest, err := fold.DecodeState(b, &body)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -326,29 +326,29 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsR
 // decodeCheckpointRefs is the part of decodeCheckpoint past the state codec's: what
 // refers to snap's entries. body is the decoded state; rest the bytes after it.
 func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
-	d := &stateDec{b: rest}
-	ncount := d.length()
+	d := &fold.StateDec{B: rest}
+	ncount := d.Length()
 	keys, vals := make([]string, 0, ncount), make([]bool, 0, ncount)
 	for range ncount {
-		i := d.uvarint()
-		if d.err != nil || i >= uint64(len(snap.Entries)) {
-			d.fail("counted entry %d of %d", i, len(snap.Entries))
+		i := d.Uvarint()
+		if d.Err != nil || i >= uint64(len(snap.Entries)) {
+			d.Fail("counted entry %d of %d", i, len(snap.Entries))
 			break
 		}
 		h := snap.Entries[i].Hash()
 		if n := len(keys); n > 0 && keys[n-1] >= h {
-			d.fail("counted entries out of order")
+			d.Fail("counted entries out of order")
 			break
 		}
 		keys, vals = append(keys, h), append(vals, true)
 	}
 	idx := func() []*ledger.Entry {
-		n := d.length()
+		n := d.Length()
 		var out []*ledger.Entry
 		for range n {
-			i := d.uvarint()
-			if d.err != nil || i >= uint64(len(snap.Entries)) {
-				d.fail("entry index %d of %d", i, len(snap.Entries))
+			i := d.Uvarint()
+			if d.Err != nil || i >= uint64(len(snap.Entries)) {
+				d.Fail("entry index %d of %d", i, len(snap.Entries))
 				return nil
 			}
 			out = append(out, &snap.Entries[i])
@@ -359,20 +359,20 @@ func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapsh
 	for _, e := range idx() {
 		f.Roster = append(f.Roster, *e)
 	}
-	nthing := d.length()
-	for i := 0; i < nthing && d.err == nil; i++ {
-		k := string(d.take(d.length()))
+	nthing := d.Length()
+	for i := 0; i < nthing && d.Err == nil; i++ {
+		k := string(d.Take(d.Length()))
 		f.Things[k] = idx()
 	}
 	for _, e := range idx() {
 		f.Tips[[2]string{e.Writer, e.Device}] = e
 	}
 	arr := decodeArrivals(d, snap)
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, nil, d.err
+	if d.Err != nil {
+		return nil, nil, d.Err
 	}
 	st := body.St
 	if err := checkDecodedState(&st); err != nil {
@@ -424,11 +424,11 @@ func sortByHash[T any](xs []T, hash func(T) string) {
 // returns errStateCodec (wrapped) naming the first break.
 func checkDecodedState(st *fold.State) error {
 	if st.Primary == nil {
-		return fmt.Errorf("%w: no primary role", errStateCodec)
+		return fmt.Errorf("%w: no primary role", fold.ErrStateCodec)
 	}
 	for k, a := range st.Agents {
 		if a == nil || a.Name != k {
-			return fmt.Errorf("%w: agent %q filed under %q", errStateCodec, nameOf(a), k)
+			return fmt.Errorf("%w: agent %q filed under %q", fold.ErrStateCodec, nameOf(a), k)
 		}
 	}
 	if err := checkFiled(st.Orders, func(o *fold.Order) string { return o.ID }); err != nil {
@@ -454,7 +454,7 @@ func nameOf(a *fold.Agent) string {
 func checkFiled[T any](m map[string]*T, id func(*T) string) error {
 	for k, v := range m {
 		if v == nil || id(v) != k {
-			return fmt.Errorf("%w: a thing filed under %q is nil or has another id", errStateCodec, k)
+			return fmt.Errorf("%w: a thing filed under %q is nil or has another id", fold.ErrStateCodec, k)
 		}
 	}
 	return nil
@@ -479,13 +479,13 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 	if s := frameSum(payload); !bytes.Equal(s[:], sum) {
 		return time.Time{}, nil, nil, fmt.Errorf("%w: checksum", errCheckpoint)
 	}
-	d := &stateDec{b: payload}
-	ms := d.uvarint()
-	ledgerLast = d.take(d.length())
-	if d.err != nil {
-		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, d.err)
+	d := &fold.StateDec{B: payload}
+	ms := d.Uvarint()
+	ledgerLast = d.Take(d.Length())
+	if d.Err != nil {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, d.Err)
 	}
-	return time.UnixMilli(int64(ms)), ledgerLast, d.b, nil
+	return time.UnixMilli(int64(ms)), ledgerLast, d.B, nil
 }
 
 // writeCheckpoint writes the checkpoint of f, folded from snap, whose last full fold
@@ -577,7 +577,7 @@ func (c *Channel) readCheckpointState() *checkpointRead {
 		return nil
 	}
 	pre := &checkpointRead{fullAt: fullAt, last: last}
-	if pre.rest, err = decodeState(body, &pre.body); err != nil {
+	if pre.rest, err = fold.DecodeState(body, &pre.body); err != nil {
 		return nil
 	}
 	return pre

@@ -429,11 +429,11 @@ func roundTripFold(t *testing.T, f *fold.Folded, entries []ledger.Entry) *fold.F
 	if err != nil {
 		t.Fatalf("encoding the checkpoint: %v", err)
 	}
-	d := &stateDec{b: b}
-	if ms := d.uvarint(); ms != 1 || string(d.take(d.length())) != "ledger" || d.err != nil {
-		t.Fatalf("checkpoint head: %d, %v", ms, d.err)
+	d := &fold.StateDec{B: b}
+	if ms := d.Uvarint(); ms != 1 || string(d.Take(d.Length())) != "ledger" || d.Err != nil {
+		t.Fatalf("checkpoint head: %d, %v", ms, d.Err)
 	}
-	g, _, err := decodeCheckpoint(d.b, snap)
+	g, _, err := decodeCheckpoint(d.B, snap)
 	if err != nil {
 		t.Fatalf("decoding the checkpoint: %v", err)
 	}
