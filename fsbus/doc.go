@@ -88,7 +88,7 @@
 //
 // # Watching and carrying
 //
-// Channel.Watch turns change into hints: fsnotify on the channel's directories (never
+// Package watch (fsbus/watch) turns change into hints: fsnotify on the channel's directories (never
 // on files), debounced, temp names of every sync tool ignored
 // (internal/fsutil.IsTempName), with a rescan on overflow and on a timer, and polling
 // alone where events do not arrive (FERRY_WATCH=poll). WaitFor (MCP long-poll) and Follow (`ferry watch`, `ferry talk

@@ -409,7 +409,7 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 	if v3.Arrivals.LogID == v1.Arrivals.LogID {
 		t.Fatalf("the running process kept log id %s after the log was rewritten under it", v3.Arrivals.LogID)
 	}
-	if _, ok := v3.Arrivals.parseCursor(cur); ok {
+	if _, ok := v3.Arrivals.ParseCursor(cur); ok {
 		t.Fatal("a cursor into the rewritten log is still taken")
 	}
 	if n := v3.Arrivals.Number(v3.Snapshot.Entries[len(v3.Snapshot.Entries)-1].Hash()); n == 0 {

@@ -175,7 +175,7 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 	st, arr := v.State, v.Arrivals
 	res := &TalkReadResult{Agent: me, Messages: []fold.Message{}, Next: arr.Cursor()}
 	var picked []*fold.Message
-	if n, ok := arr.parseCursor(opt.Since); ok && opt.Since != "" {
+	if n, ok := arr.ParseCursor(opt.Since); ok && opt.Since != "" {
 		res.Since = true
 		picked = st.MessagesWhere(func(m *fold.Message) bool {
 			return m.AddressedTo(me) && !m.Pending && arr.Number(m.Post) > n

@@ -276,11 +276,11 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, ok := v2.Arrivals.parseCursor(cur)
+	n, ok := v2.Arrivals.ParseCursor(cur)
 	if !ok || n != v1.Arrivals.Last || v2.Arrivals.Last != n+1 {
 		t.Fatalf("cursor %q → %d,%v; last %d → %d", cur, n, ok, v1.Arrivals.Last, v2.Arrivals.Last)
 	}
-	if _, ok := v2.Arrivals.parseCursor("zzzz.3"); ok {
+	if _, ok := v2.Arrivals.ParseCursor("zzzz.3"); ok {
 		t.Fatal("a foreign cursor was accepted")
 	}
 	if _, ok := v2.Arrivals.Sighting["bob"]; !ok {
@@ -298,7 +298,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	if v3.Arrivals.Last != 2 || v3.Arrivals.LogID == v2.Arrivals.LogID {
 		t.Fatalf("rebuilt log: last %d id %s (old %s)", v3.Arrivals.Last, v3.Arrivals.LogID, v2.Arrivals.LogID)
 	}
-	if _, ok := v3.Arrivals.parseCursor(cur); ok {
+	if _, ok := v3.Arrivals.ParseCursor(cur); ok {
 		t.Fatal("cursor into a lost log was accepted")
 	}
 	d := c.Catchup(v3, "alice", cur)

@@ -333,7 +333,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		Decisions: []DecisionRow{}, Open: []DigestRow{}, Mine: []DigestRow{}, Reviews: []DigestRow{},
 		Asks: []AskRow{}, Messages: CatchupMessages{Oldest: []MessageLine{}}, Contested: []ContestRow{}}
 	var changed map[string]bool // refs with an entry that arrived after the cursor
-	if n, ok := v.Arrivals.parseCursor(since); ok && since != "" {
+	if n, ok := v.Arrivals.ParseCursor(since); ok && since != "" {
 		out.Since = true
 		changed = map[string]bool{}
 		for i := range v.Snapshot.Entries {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
@@ -57,7 +58,7 @@ type FerryConfig struct {
 	// Capabilities).
 	Capabilities Capabilities
 	// Watch configures the long-poll of wait_s (fsnotify, or polling when forced).
-	Watch fsbus.WatchOptions
+	Watch watch.WatchOptions
 	// Groups are the opt-in tool groups served besides the core tools (--tools):
 	// GroupAdmin, GroupLegacy; NewFerry refuses any other name (invalid).
 	Groups []string

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -77,7 +78,7 @@ func (w *rsWorld) session(t *testing.T, name string) *fsbus.Session {
 }
 
 // ferry builds bob's server; opens counts the channel opens.
-func (w *rsWorld) ferry(t *testing.T, watch fsbus.WatchOptions, opens *atomic.Int32) (*Server, *Ferry) {
+func (w *rsWorld) ferry(t *testing.T, watch watch.WatchOptions, opens *atomic.Int32) (*Server, *Ferry) {
 	t.Helper()
 	srv, f, err := NewFerry(FerryConfig{
 		Agent:    "bob",
@@ -146,7 +147,7 @@ func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody str
 func TestResourcesListPagesEveryObject(t *testing.T) {
 	w := newRSWorld(t)
 	want, _, _, _ := rsFixture(t, w)
-	_, f := w.ferry(t, fsbus.WatchOptions{}, nil)
+	_, f := w.ferry(t, watch.WatchOptions{}, nil)
 	res := f.Resources()
 	ctx := context.Background()
 
@@ -224,7 +225,7 @@ func TestResourcesListPagesEveryObject(t *testing.T) {
 func TestResourcesReadEveryKind(t *testing.T) {
 	w := newRSWorld(t)
 	uris, longOrder, longBody, submitted := rsFixture(t, w)
-	_, f := w.ferry(t, fsbus.WatchOptions{}, nil)
+	_, f := w.ferry(t, watch.WatchOptions{}, nil)
 	res := f.Resources()
 	ctx := context.Background()
 	read := func(uri string, v any) {
@@ -337,7 +338,7 @@ func TestResourcesReadNotFound(t *testing.T) {
 	w := newRSWorld(t)
 	uris, longOrder, _, _ := rsFixture(t, w)
 	var opens atomic.Int32
-	_, f := w.ferry(t, fsbus.WatchOptions{}, &opens)
+	_, f := w.ferry(t, watch.WatchOptions{}, &opens)
 	res := f.Resources()
 	msgID := strings.TrimPrefix(uris[25], "ferry://acme/message/")
 	for _, uri := range []string{
@@ -367,7 +368,7 @@ func TestResourcesReadNotFound(t *testing.T) {
 func TestResourcesNoChannelReadAtStart(t *testing.T) {
 	w := newRSWorld(t)
 	var opens atomic.Int32
-	_, f := w.ferry(t, fsbus.WatchOptions{}, &opens)
+	_, f := w.ferry(t, watch.WatchOptions{}, &opens)
 	tpl := f.Resources().Templates()
 	var names []string
 	for _, x := range tpl {
@@ -390,7 +391,7 @@ func TestResourcesNoChannelReadAtStart(t *testing.T) {
 func TestResourcesRefuseLinks(t *testing.T) {
 	w := newRSWorld(t)
 	uris, longOrder, _, _ := rsFixture(t, w)
-	_, f := w.ferry(t, fsbus.WatchOptions{}, nil)
+	_, f := w.ferry(t, watch.WatchOptions{}, nil)
 	res := f.Resources()
 	ctx := context.Background()
 	outside := t.TempDir()
@@ -579,7 +580,7 @@ func (c *rsConn) errText(id string) string {
 
 // onWait returns watch options that close the returned channel when a wait first
 // waits.
-func onWait(opt fsbus.WatchOptions) (fsbus.WatchOptions, <-chan struct{}) {
+func onWait(opt watch.WatchOptions) (watch.WatchOptions, <-chan struct{}) {
 	ch := make(chan struct{})
 	var once sync.Once
 	opt.OnWait = func() { once.Do(func() { close(ch) }) }
@@ -590,10 +591,10 @@ func onWait(opt fsbus.WatchOptions) (fsbus.WatchOptions, <-chan struct{}) {
 // polling fallback.
 var waitModes = []struct {
 	name string
-	opt  fsbus.WatchOptions
+	opt  watch.WatchOptions
 }{
-	{"fsnotify", fsbus.WatchOptions{Rescan: time.Hour}},
-	{"poll", fsbus.WatchOptions{Poll: true, Rescan: 50 * time.Millisecond}},
+	{"fsnotify", watch.WatchOptions{Rescan: time.Hour}},
+	{"poll", watch.WatchOptions{Poll: true, Rescan: 50 * time.Millisecond}},
 }
 
 // awaitSignal waits for a wait to begin, failing the test if it never does.
@@ -657,7 +658,7 @@ func TestLongPollCatchupWakes(t *testing.T) {
 // runs out: nothing new.
 func TestLongPollTimesOut(t *testing.T) {
 	w := newRSWorld(t)
-	srv, _ := w.ferry(t, fsbus.WatchOptions{}, nil)
+	srv, _ := w.ferry(t, watch.WatchOptions{}, nil)
 	c := rsServe(t, srv)
 	var first fsbus.Catchup
 	c.call(1, "ferry_catchup", map[string]any{})
@@ -678,7 +679,7 @@ func TestLongPollTimesOut(t *testing.T) {
 
 func TestLongPollWaitSBounds(t *testing.T) {
 	w := newRSWorld(t)
-	srv, _ := w.ferry(t, fsbus.WatchOptions{}, nil)
+	srv, _ := w.ferry(t, watch.WatchOptions{}, nil)
 	c := rsServe(t, srv)
 	for i, args := range []struct {
 		tool string
@@ -728,7 +729,7 @@ func TestLongPollCancel(t *testing.T) {
 				{"ferry_catchup", `{"since":"` + cursor + `","wait_s":50}`},
 			} {
 				// Rescan out of reach in both modes: only the cancel can end the wait.
-				opt, waiting := onWait(fsbus.WatchOptions{Poll: mode.opt.Poll, Rescan: time.Hour})
+				opt, waiting := onWait(watch.WatchOptions{Poll: mode.opt.Poll, Rescan: time.Hour})
 				srv, _ := w.ferry(t, opt, nil)
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
@@ -755,7 +756,7 @@ func TestLongPollCancel(t *testing.T) {
 // answers (nothing new), and Serve returns.
 func TestLongPollEOF(t *testing.T) {
 	w := newRSWorld(t)
-	opt, waiting := onWait(fsbus.WatchOptions{Rescan: time.Hour})
+	opt, waiting := onWait(watch.WatchOptions{Rescan: time.Hour})
 	srv, _ := w.ferry(t, opt, nil)
 	c := rsServe(t, srv)
 	c.call(1, "ferry_talk", map[string]any{"action": "read", "wait_s": 50})

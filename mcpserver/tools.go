@@ -14,6 +14,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
@@ -138,7 +139,7 @@ func (f *Ferry) catchup(ctx context.Context, args json.RawMessage) (any, error) 
 const maxWaitS = 50
 
 // waitFor is the long-poll of wait_s (docs/design.md §4): it blocks for up to waitS
-// seconds until news holds on a fresh view of the channel (fsbus.Channel.WaitFor:
+// seconds until news holds on a fresh view of the channel (watch.WaitFor:
 // fsnotify on the channel's directories, or polling), the time runs out, or the
 // client's input ends (EOFContext), and returns nil then, so the caller answers as
 // usual; gone is true when the input ended with nothing new (the client will not see
@@ -158,7 +159,7 @@ func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) b
 	}
 	wctx, cancel := context.WithTimeout(EOFContext(ctx), time.Duration(waitS)*time.Second)
 	defer cancel()
-	_, err = ch.WaitFor(wctx, f.cfg.Watch, news)
+	_, err = watch.WaitFor(wctx, ch, f.cfg.Watch, news)
 	switch {
 	case ctx.Err() != nil:
 		return false, ctx.Err()
