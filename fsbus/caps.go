@@ -53,7 +53,7 @@ var caps = []InputCap{
 	{"brief objective, each constraint", fold.MaxBriefLine, UnitChars},
 	{"presence doing line", maxDoing, unitBytes},
 	{"order schema", contract.MaxSchema, unitBytes},
-	{"search query", maxSearchQuery, UnitChars},
+	{"search query", MaxSearchQuery, UnitChars},
 	{"idempotency key", maxIdemKey, unitBytes},
 	{"secret value", MaxSecretValue, unitBytes},
 	{"secret name", fold.MaxSecretName, UnitChars},
@@ -82,3 +82,11 @@ func capError(field string, n, limit int, unit, hint string) error {
 	}
 	return errs.Errorf(errs.Invalid, hint, "%s is %d %s; the limit is %d", field, n, unit, limit)
 }
+
+// Search bounds.
+const (
+	MaxSearchQuery   = 200 // characters
+	SearchSnippet    = 160 // characters of text around the first word found
+	DefaultSearchMax = 20  // hits per page when no limit is given
+	MaxSearchLimit   = 100 // hits per page at most
+)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/search"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -79,7 +80,7 @@ func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 	if err := onlyKnownArgs(args, "query", "kind", "cursor"); err != nil {
 		return nil, err
 	}
-	terms, err := fsbus.SearchTerms(in.Query)
+	terms, err := search.Terms(in.Query)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 	p := ch.Project()
 	var hits []SearchHit
 	if kind != "memory" {
-		for _, h := range ch.SearchHits(v, terms, kind, f.cfg.Agent) {
+		for _, h := range search.Hits(ch, v, terms, kind, f.cfg.Agent) {
 			hits = append(hits, SearchHit{URI: uri(p, h.Kind, h.ID), Kind: h.Kind, Title: h.Title, By: h.By, At: h.At, Snippet: h.Snippet})
 		}
 	}
@@ -136,7 +137,7 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 			if err != nil {
 				continue // vanished or unreadable since listed: not a hit
 			}
-			if snip, line, ok := fsbus.MatchText(n.Name, text, terms); ok {
+			if snip, line, ok := search.MatchText(n.Name, text, terms); ok {
 				hits = append(hits, SearchHit{URI: uri(p, "memory", n.Name), Kind: "memory", Title: n.Name, Line: line, Snippet: snip})
 			}
 		}

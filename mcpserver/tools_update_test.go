@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/search"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -109,7 +110,7 @@ func TestSearchMatchesFsbus(t *testing.T) {
 		}
 		var want []string
 		for cursor := ""; ; {
-			page, err := b.ch.Search(v, fsbus.SearchOptions{Query: q, Agent: "codex-laptop", Limit: 7, Cursor: cursor})
+			page, err := search.Find(b.ch, v, search.Options{Query: q, Agent: "codex-laptop", Limit: 7, Cursor: cursor})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -84,6 +84,9 @@ var layers = []layer{
 	// following a channel's events; it calls the façade's Load and reads its View.
 	{pkgs: "fsbus/watch", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold"}},
 
+	// fsbus/search: one matcher over a loaded View for the CLI and the MCP tool.
+	{pkgs: "fsbus/search", may: []string{"internal/...", "fsbus", "fsbus/fold"}},
+
 	// Other public packages on top of the façade.
 	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
@@ -205,6 +208,7 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"fsbus", "fsbus/doctor"},
 		{"fsbus/runner", "fsbus/doctor"},
 		{"fsbus", "fsbus/watch"},
+		{"fsbus", "fsbus/search"},
 		{"fsbus/fold", "fsbus/watch"},
 		{"fsbus/fold", "fsbus"},
 		{"fsbus/fold", "fsbus/contract"},
