@@ -2,8 +2,6 @@ package fsbus
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -142,12 +140,6 @@ const arrivalsHeader = "ferry-arrivals 1 "
 // so a binary that predates clock lines skips it as a line it cannot parse.
 const arrivalsClock = "clock"
 
-// arrivalsPath is the channel's arrival log.
-func (c *Channel) arrivalsPath() string {
-	sum := sha256.Sum256([]byte(c.Root))
-	return filepath.Join(c.Home.StateDir(c.Project()), "arrivals-"+hex.EncodeToString(sum[:8])+".log")
-}
-
 // arrivalsRead is the arrival log as this process last read it (a Load reads
 // only the lines appended since, not the whole log).
 type arrivalsRead struct {
@@ -167,25 +159,28 @@ type arrivalsRead struct {
 // size0 is the log's size when the Load began, before it read the segments (-1: no
 // log then): lines past it were logged by other processes meanwhile, and those naming
 // an entry this Load did not read hold Complete below them.
-func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, size0 int64) (*Arrivals, error) {
-	dir := c.Home.StateDir(c.Project())
+//
+// The log is path, in dir, locked with lockDir's arrivals.lock; last is the log as this
+// process last read it (nil: not yet), and the log as this call leaves it is returned
+// beside the Arrivals (last again when the log could not be locked; nil when appending
+// to it failed, so the next call reads it whole). now is this machine's clocks.
+func ingestArrivals(dir, lockDir, path string, last *arrivalsRead, now Stamp, all, added []ledger.Entry, incremental bool, size0 int64) (*Arrivals, *arrivalsRead, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", dir, err)
+		return nil, last, fmt.Errorf("creating %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(c.Home.LockDir(c.Project()), 0o755); err != nil {
-		return nil, fmt.Errorf("locking arrival log: %w", err)
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return nil, last, fmt.Errorf("locking arrival log: %w", err)
 	}
-	lk := flock.New(filepath.Join(c.Home.LockDir(c.Project()), "arrivals.lock"))
+	lk := flock.New(filepath.Join(lockDir, "arrivals.lock"))
 	if err := lk.Lock(); err != nil {
-		return nil, fmt.Errorf("locking arrival log: %w", err)
+		return nil, last, fmt.Errorf("locking arrival log: %w", err)
 	}
 	defer lk.Unlock()
-	path := c.arrivalsPath()
 	adoptLegacyArrivals(dir, path)
 	var rd *arrivalsRead
 	rewritten := false
-	if c.lastArr != nil {
-		rd, rewritten = readArrivalsFrom(path, c.lastArr)
+	if last != nil {
+		rd, rewritten = readArrivalsFrom(path, last)
 	}
 	entries := all
 	if rd != nil && incremental {
@@ -205,7 +200,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		if err != nil {
 			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
 			if rerr := fsutil.Rename(path, aside); rerr != nil {
-				return nil, fmt.Errorf("moving damaged arrival log aside: %w", rerr)
+				return nil, last, fmt.Errorf("moving damaged arrival log aside: %w", rerr)
 			}
 			rd = nil
 		}
@@ -225,7 +220,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	if size0 >= 0 && buf.Len() == 0 { // the log read goes on from the one there at size0
 		a.missedAt, a.missed = lateMissed(path, size0, rd.offset, entries)
 	}
-	stamp := c.stamp()
+	stamp := now
 	if stamp.BootID != "" && (a.clocks == 0 || !stamp.sameClock(a.clock)) {
 		// A reboot or a clock step since the last clock line (or none yet): what was
 		// seen before counts from now (ADR 0013).
@@ -233,7 +228,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		a.clocks++
 		a.clock = stamp
 	}
-	now := stamp.Wall
+	wall := stamp.Wall
 	add := map[string]arrival{}
 	for i := range entries {
 		e := &entries[i]
@@ -245,10 +240,10 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 			continue
 		}
 		a.Last++
-		r := arrival{a.Last, now, e.Writer, a.clocks}
+		r := arrival{a.Last, wall, e.Writer, a.clocks}
 		add[h] = r
 		a.latest[e.Writer] = r
-		fmt.Fprintf(&buf, "%d %s %d %s\n", a.Last, h, now, e.Writer)
+		fmt.Fprintf(&buf, "%d %s %d %s\n", a.Last, h, wall, e.Writer)
 	}
 	a.recs = a.recs.With(add)
 	if buf.Len() > 0 {
@@ -258,16 +253,15 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		}
 		end, err := fsutil.Append(path, out, fsutil.AppendOptions{Create: true, Perm: 0o644})
 		if err != nil {
-			c.lastArr = nil
-			return nil, fmt.Errorf("appending to the arrival log: %w", err)
+			return nil, nil, fmt.Errorf("appending to the arrival log: %w", err)
 		}
-		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: end, last: lastLine(out)}
+		last = &arrivalsRead{a: &a, header: rd.header, offset: end, last: lastLine(out)}
 	} else {
-		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset, last: rd.last}
+		last = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset, last: rd.last}
 	}
 	ret := a
 	ret.Sighting = a.sightings()
-	return &ret, nil
+	return &ret, last, nil
 }
 
 // adoptLegacyArrivals moves the log of an older binary — one per project,
@@ -523,34 +517,4 @@ func (a *Arrivals) ParseCursor(cur string) (uint64, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-// ArrivedSince reports whether an entry written by a writer other than me arrived on
-// this machine after the cursor since (docs/design.md §2 "The local arrival log,
-// cursors and sightings": arrival order, so an old entry arriving late is new). With no
-// cursor, or one from another machine or a lost arrival log, everything is new: it
-// reports true, as Catchup then gives the whole digest.
-func (v *View) ArrivedSince(since, me string) bool {
-	n, ok := v.Arrivals.ParseCursor(since)
-	if since == "" || !ok {
-		return true
-	}
-	if v.Arrivals.Last <= n {
-		return false
-	}
-	for i := range v.Snapshot.Entries {
-		e := &v.Snapshot.Entries[i]
-		if e.Writer != me && v.Arrivals.Number(e.Hash()) > n {
-			return true
-		}
-	}
-	return false
-}
-
-// TalkWaiting returns how many messages Session.TalkRead would return to me now with
-// the cursor since ("" for the unread ones), without reading or acknowledging them:
-// the messages a long-polling `ferry_talk read` waits for.
-func (v *View) TalkWaiting(me, since string) int {
-	res, _ := talkRead(v, me, TalkReadOptions{Since: since, Peek: true, Limit: fold.TalkReadLimit})
-	return len(res.Messages)
 }

@@ -2,8 +2,6 @@ package fsbus
 
 import (
 	"time"
-
-	"github.com/ferryhq/ferry/internal/bootclock"
 )
 
 // Every decision docs/design.md §2 rule 7 leaves to an observer's clock — a holder silent, so
@@ -34,31 +32,6 @@ const maxClockStep = 2 * time.Second
 // noBootID is the boot id of a boot clock whose OS names no boot: a reboot still shows
 // as wall time minus boot time jumping by the length of the previous boot.
 const noBootID = "-"
-
-// stamp reads this machine's clocks now: c.Now (the wall clock) and the boot clock.
-// With Boot unset the OS boot clock is read, moved by as much as Now is from the real
-// wall clock: a test that sets Now alone moves both clocks together (time passes), and
-// one that sets Boot too can step the wall clock alone.
-func (c *Channel) stamp() Stamp {
-	wall := c.now()
-	var r bootclock.Reading
-	if c.Boot != nil {
-		r = c.Boot()
-	} else {
-		var err error
-		if r, err = bootclock.Read(); err != nil {
-			return Stamp{Wall: wall.UnixMilli()}
-		}
-		if c.Now != nil {
-			r.Since += time.Until(wall)
-		}
-	}
-	id := r.ID
-	if id == "" {
-		id = noBootID
-	}
-	return Stamp{Wall: wall.UnixMilli(), Boot: r.Since.Milliseconds(), BootID: id}
-}
 
 // sameClock reports whether s and t were read on one boot with no clock step between
 // them: the same boot id, and wall minus boot time within MaxClockStep.

@@ -745,3 +745,33 @@ func (v *View) chainTip(writer, device string) *ledger.Entry {
 	}
 	return tip
 }
+
+// ArrivedSince reports whether an entry written by a writer other than me arrived on
+// this machine after the cursor since (docs/design.md §2 "The local arrival log,
+// cursors and sightings": arrival order, so an old entry arriving late is new). With no
+// cursor, or one from another machine or a lost arrival log, everything is new: it
+// reports true, as Catchup then gives the whole digest.
+func (v *View) ArrivedSince(since, me string) bool {
+	n, ok := v.Arrivals.ParseCursor(since)
+	if since == "" || !ok {
+		return true
+	}
+	if v.Arrivals.Last <= n {
+		return false
+	}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		if e.Writer != me && v.Arrivals.Number(e.Hash()) > n {
+			return true
+		}
+	}
+	return false
+}
+
+// TalkWaiting returns how many messages Session.TalkRead would return to me now with
+// the cursor since ("" for the unread ones), without reading or acknowledging them:
+// the messages a long-polling `ferry_talk read` waits for.
+func (v *View) TalkWaiting(me, since string) int {
+	res, _ := talkRead(v, me, TalkReadOptions{Since: since, Peek: true, Limit: fold.TalkReadLimit})
+	return len(res.Messages)
+}
