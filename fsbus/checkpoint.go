@@ -2,7 +2,6 @@ package fsbus
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -150,7 +148,7 @@ func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 		at[snap.Entries[i].Hash()] = i
 	}
 	b := binary.AppendUvarint(nil, uint64(fullAt.UnixMilli()))
-	b = appendStr(b, string(ledgerLast))
+	b = fold.AppendStr(b, string(ledgerLast))
 	body := checkpointBody{St: *f.State, Missing: f.Missing, Dangling: f.Dangling, Crossed: f.Crossed}
 	body.St.Counted = fold.Layered[bool]{}
 	var err error
@@ -175,7 +173,7 @@ func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 	if missing != nil {
 		return nil, missing
 	}
-	sortByHash(counted, func(i int) string { return snap.Entries[i].Hash() })
+	fold.SortByHash(counted, func(i int) string { return snap.Entries[i].Hash() })
 	b = binary.AppendUvarint(b, uint64(len(counted)))
 	for _, i := range counted {
 		b = binary.AppendUvarint(b, uint64(i))
@@ -200,7 +198,7 @@ func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 	}
 	b = binary.AppendUvarint(b, uint64(len(f.Things)))
 	for k, es := range f.Things {
-		b = appendStr(b, k)
+		b = fold.AppendStr(b, k)
 		if err := idx(es...); err != nil {
 			return nil, err
 		}
@@ -247,15 +245,15 @@ func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[s
 	}
 	recs := make([]rec, 0, arr.a.recs.Len())
 	arr.a.recs.All(func(h string, r arrival) { recs = append(recs, rec{h, r}) })
-	sortByHash(recs, func(x rec) string { return x.h })
+	fold.SortByHash(recs, func(x rec) string { return x.h })
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for _, x := range recs {
 		if i, ok := at[x.h]; ok && snap.Entries[i].Writer == x.r.writer {
 			b = binary.AppendUvarint(b, uint64(i)+1)
 		} else {
 			b = append(b, 0)
-			b = appendStr(b, x.h)
-			b = appendStr(b, x.r.writer)
+			b = fold.AppendStr(b, x.h)
+			b = fold.AppendStr(b, x.r.writer)
 		}
 		b = binary.AppendUvarint(b, x.r.n)
 		b = binary.AppendVarint(b, x.r.ms)
@@ -384,38 +382,6 @@ func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapsh
 	}
 	f.State = &st
 	return f, arr, nil
-}
-
-// sortByHash sorts xs by hash(x) as text. Entry hashes share the "sha256:" prefix,
-// so the 8 bytes after it, read as a big-endian number, order them but for a tie once
-// in billions, which the whole text settles: one integer comparison per step instead
-// of a string comparison over the shared prefix.
-func sortByHash[T any](xs []T, hash func(T) string) {
-	const prefix = "sha256:"
-	for _, x := range xs {
-		if h := hash(x); len(h) < len(prefix)+8 || h[:len(prefix)] != prefix {
-			slices.SortFunc(xs, func(a, b T) int { return strings.Compare(hash(a), hash(b)) })
-			return
-		}
-	}
-	type keyed struct {
-		k uint64
-		x T
-	}
-	ks := make([]keyed, len(xs))
-	for i, x := range xs {
-		h := hash(x)
-		ks[i] = keyed{binary.BigEndian.Uint64([]byte(h[len(prefix) : len(prefix)+8])), x}
-	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		if a.k != b.k {
-			return cmp.Compare(a.k, b.k)
-		}
-		return strings.Compare(hash(a.x), hash(b.x))
-	})
-	for i := range ks {
-		xs[i] = ks[i].x
-	}
 }
 
 // checkDecodedState checks what every reader of a State takes for granted and a

@@ -346,7 +346,7 @@ func TestSortByHash(t *testing.T) {
 			hs = append(hs, "sha256:invalid", "other")
 		}
 		got := slices.Clone(hs)
-		sortByHash(got, func(s string) string { return s })
+		fold.SortByHash(got, func(s string) string { return s })
 		want := slices.Clone(hs)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {

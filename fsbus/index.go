@@ -350,7 +350,7 @@ func (c *Channel) saveIndex() error {
 	if len(sigs) > 0 {
 		p := binary.AppendUvarint(nil, uint64(len(sigs)))
 		for _, s := range sigs {
-			p = appendStr(p, s.Hash)
+			p = fold.AppendStr(p, s.Hash)
 			p = append(p, s.Pub...)
 		}
 		buf = appendFrame(buf, 'V', p)
@@ -383,11 +383,6 @@ func (c *Channel) saveIndex() error {
 		return fmt.Errorf("writing the local index: %w", err)
 	}
 	return nil
-}
-
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 // progressBlock is how many entries prewarmSigs checks between two progress reports.

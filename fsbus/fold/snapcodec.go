@@ -1,11 +1,14 @@
 package fold
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -399,4 +402,43 @@ func DecodeState[T any](b []byte, v *T) ([]byte, error) {
 	d := &StateDec{B: b}
 	codecFor(reflect.TypeFor[T]()).dec(d, unsafe.Pointer(v), 0)
 	return d.B, d.Err
+}
+
+// SortByHash sorts xs by hash(x) as text. Entry hashes share the "sha256:" prefix,
+// so the 8 bytes after it, read as a big-endian number, order them but for a tie once
+// in billions, which the whole text settles: one integer comparison per step instead
+// of a string comparison over the shared prefix.
+func SortByHash[T any](xs []T, hash func(T) string) {
+	const prefix = "sha256:"
+	for _, x := range xs {
+		if h := hash(x); len(h) < len(prefix)+8 || h[:len(prefix)] != prefix {
+			slices.SortFunc(xs, func(a, b T) int { return strings.Compare(hash(a), hash(b)) })
+			return
+		}
+	}
+	type keyed struct {
+		k uint64
+		x T
+	}
+	ks := make([]keyed, len(xs))
+	for i, x := range xs {
+		h := hash(x)
+		ks[i] = keyed{binary.BigEndian.Uint64([]byte(h[len(prefix) : len(prefix)+8])), x}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if a.k != b.k {
+			return cmp.Compare(a.k, b.k)
+		}
+		return strings.Compare(hash(a.x), hash(b.x))
+	})
+	for i := range ks {
+		xs[i] = ks[i].x
+	}
+}
+
+// AppendStr appends s to b as the state codec writes a string: its length as a
+// uvarint, then its bytes (what StateDec reads back).
+func AppendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
