@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/gitsync"
 	"github.com/ferryhq/ferry/internal/bootclock"
@@ -103,7 +104,7 @@ type Channel struct {
 	sinceCheckpoint int
 	// folds counts this process's Loads by how they folded (tests and benchmarks).
 	folds   struct{ full, delta, fromCheckpoint int }
-	lastArr *arrivalsRead
+	lastArr *arrivals.Reading
 }
 
 func (c *Channel) now() time.Time {
@@ -406,7 +407,7 @@ func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
 // With Boot unset the OS boot clock is read, moved by as much as Now is from the real
 // wall clock: a test that sets Now alone moves both clocks together (time passes), and
 // one that sets Boot too can step the wall clock alone.
-func (c *Channel) stamp() Stamp {
+func (c *Channel) stamp() arrivals.Stamp {
 	wall := c.now()
 	var r bootclock.Reading
 	if c.Boot != nil {
@@ -414,7 +415,7 @@ func (c *Channel) stamp() Stamp {
 	} else {
 		var err error
 		if r, err = bootclock.Read(); err != nil {
-			return Stamp{Wall: wall.UnixMilli()}
+			return arrivals.Stamp{Wall: wall.UnixMilli()}
 		}
 		if c.Now != nil {
 			r.Since += time.Until(wall)
@@ -422,9 +423,9 @@ func (c *Channel) stamp() Stamp {
 	}
 	id := r.ID
 	if id == "" {
-		id = noBootID
+		id = arrivals.NoBootID
 	}
-	return Stamp{Wall: wall.UnixMilli(), Boot: r.Since.Milliseconds(), BootID: id}
+	return arrivals.Stamp{Wall: wall.UnixMilli(), Boot: r.Since.Milliseconds(), BootID: id}
 }
 
 // arrivalsPath is the channel's arrival log.
@@ -435,9 +436,9 @@ func (c *Channel) arrivalsPath() string {
 
 // ingestArrivals brings the channel's arrival log up to date (the function of the
 // same name in arrivals.go) and keeps the log as read for the next Load.
-func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, size0 int64) (*Arrivals, error) {
+func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, size0 int64) (*arrivals.Log, error) {
 	dir, lockDir := c.Home.StateDir(c.Project()), c.Home.LockDir(c.Project())
-	a, last, err := ingestArrivals(dir, lockDir, c.arrivalsPath(), c.lastArr, c.stamp(), all, added, incremental, size0)
+	a, last, err := arrivals.Ingest(dir, lockDir, c.arrivalsPath(), c.lastArr, c.stamp(), all, added, incremental, size0)
 	c.lastArr = last
 	return a, err
 }

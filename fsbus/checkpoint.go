@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
@@ -142,7 +143,7 @@ type checkpointBody struct {
 // (ledger.ReadState.SaveLast) and the time of the full fold it descends from. It
 // returns an error when f names an entry snap does not hold or the state does not
 // encode; nothing is written then.
-func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivalsRead) ([]byte, error) {
+func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivals.Reading) ([]byte, error) {
 	at := make(map[string]int, len(snap.Entries))
 	for i := range snap.Entries {
 		at[snap.Entries[i].Hash()] = i
@@ -210,109 +211,13 @@ func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 	if err := idx(tips...); err != nil {
 		return nil, err
 	}
-	return appendArrivals(b, arr, snap, at), nil
-}
-
-// checkpointArrivals is the arrival log as the checkpoint's process read it, past its
-// records (appendArrivals).
-type checkpointArrivals struct {
-	Header, LogID string
-	Offset        int64
-	Last          []byte
-	N             uint64
-	Latest        map[string]arrival // Arrivals.latest
-	Clocks        int
-	Clock         Stamp
-}
-
-// appendArrivals appends the arrival log as arr read it (0 when there is none): its
-// header, offset, last line, log id, highest number, each writer's newest line and the
-// clock lines' count and last (ADR 0013), then its records in
-// the order of their hashes, each as the index of its entry in snap (plus one) or 0 and
-// the hash and writer when snap does not hold it (or another writer), then its arrival
-// number, time and count of clock lines before it. Most records are the snapshot's: a few bytes each and no hash.
-func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[string]int) []byte {
-	if arr == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	head := checkpointArrivals{Header: arr.header, LogID: arr.a.LogID, Offset: arr.offset, Last: arr.last, N: arr.a.Last,
-		Latest: arr.a.latest, Clocks: arr.a.clocks, Clock: arr.a.clock}
-	b, _ = fold.EncodeState(b, &head) // plain values: cannot fail
-	type rec struct {
-		h string
-		r arrival
-	}
-	recs := make([]rec, 0, arr.a.recs.Len())
-	arr.a.recs.All(func(h string, r arrival) { recs = append(recs, rec{h, r}) })
-	fold.SortByHash(recs, func(x rec) string { return x.h })
-	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for _, x := range recs {
-		if i, ok := at[x.h]; ok && snap.Entries[i].Writer == x.r.writer {
-			b = binary.AppendUvarint(b, uint64(i)+1)
-		} else {
-			b = append(b, 0)
-			b = fold.AppendStr(b, x.h)
-			b = fold.AppendStr(b, x.r.writer)
-		}
-		b = binary.AppendUvarint(b, x.r.n)
-		b = binary.AppendVarint(b, x.r.ms)
-		b = binary.AppendUvarint(b, uint64(x.r.ep))
-	}
-	return b
-}
-
-// decodeArrivals reads what appendArrivals wrote over snap; nil when the checkpoint
-// holds no arrival log.
-func decodeArrivals(d *fold.StateDec, snap *ledger.Snapshot) *arrivalsRead {
-	has := d.Take(1)
-	if d.Err != nil || has[0] == 0 {
-		return nil
-	}
-	var head checkpointArrivals
-	if d.B, d.Err = fold.DecodeState(d.B, &head); d.Err != nil {
-		return nil
-	}
-	n := d.Length()
-	keys, vals := make([]string, 0, n), make([]arrival, 0, n)
-	for range n {
-		var h, writer string
-		if i := d.Uvarint(); i > 0 && i <= uint64(len(snap.Entries)) {
-			h, writer = snap.Entries[i-1].Hash(), snap.Entries[i-1].Writer
-		} else if i == 0 {
-			h, writer = string(d.Take(d.Length())), string(d.Take(d.Length()))
-		} else {
-			d.Fail("arrival of entry %d of %d", i, len(snap.Entries))
-		}
-		num := d.Uvarint()
-		ms, k := binary.Varint(d.B)
-		if k <= 0 {
-			d.Fail("arrival time")
-		}
-		if d.Err != nil {
-			return nil
-		}
-		d.B = d.B[k:]
-		ep := d.Uvarint()
-		if d.Err != nil || ep > uint64(head.Clocks) {
-			d.Fail("clock lines before arrival %d", num)
-			return nil
-		}
-		if m := len(keys); m > 0 && keys[m-1] >= h {
-			d.Fail("arrivals out of order")
-			return nil
-		}
-		keys, vals = append(keys, h), append(vals, arrival{num, ms, writer, int(ep)})
-	}
-	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: fold.SortedLayered(keys, vals), latest: cloneLatest(head.Latest),
-		clocks: head.Clocks, clock: head.Clock}
-	return &arrivalsRead{a: a, header: head.Header, offset: head.Offset, last: head.Last}
+	return arrivals.Append(b, arr, snap, at), nil
 }
 
 // decodeCheckpoint rebuilds the folded state from a payload, over snap, the ledger
 // snapshot restored from ledgerLast. It returns errStateCodec (wrapped) for bytes that
 // do not decode or name entries snap does not hold.
-func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
+func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivals.Reading, error) {
 	var body checkpointBody
 	rest, err := fold.DecodeState(b, &body)
 	if err != nil {
@@ -323,7 +228,7 @@ func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsR
 
 // decodeCheckpointRefs is the part of decodeCheckpoint past the state codec's: what
 // refers to snap's entries. body is the decoded state; rest the bytes after it.
-func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
+func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivals.Reading, error) {
 	d := &fold.StateDec{B: rest}
 	ncount := d.Length()
 	keys, vals := make([]string, 0, ncount), make([]bool, 0, ncount)
@@ -365,7 +270,7 @@ func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapsh
 	for _, e := range idx() {
 		f.Tips[[2]string{e.Writer, e.Device}] = e
 	}
-	arr := decodeArrivals(d, snap)
+	arr := arrivals.Decode(d, snap)
 	if d.Err == nil && len(d.B) != 0 {
 		d.Fail("%d trailing bytes", len(d.B))
 	}
@@ -458,7 +363,7 @@ func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, e
 // was at fullAt, under the flock index.lock, atomically (fsutil.WriteFile). It does
 // nothing when the index is off or its last snapshot is not snap (the last read was
 // verified — a fork — or another read came after). A failure is returned and costs only the next process a full fold.
-func (c *Channel) writeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivalsRead) error {
+func (c *Channel) writeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivals.Reading) error {
 	if !indexEnabled() {
 		return nil
 	}
@@ -500,7 +405,7 @@ type restoredFold struct {
 	snap   *ledger.Snapshot
 	fold   *fold.Folded
 	fullAt time.Time
-	arr    *arrivalsRead // the arrival log as the checkpoint's process read it (nil: none)
+	arr    *arrivals.Reading // the arrival log as the checkpoint's process read it (nil: none)
 }
 
 // restoreCheckpoint is called when a process opens the index (localIndex.open): when

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -85,16 +86,16 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 			t.Fatalf("%s: state differs from a full fold: %s", name, propDiff(g, w))
 		}
 		// The arrivals are the log's, as a process reading it whole sees them.
-		rd, _, err := readArrivals(n.arrivalsPath())
+		rd, _, err := arrivals.Read(n.arrivalsPath())
 		if err != nil || rd == nil {
 			t.Fatalf("%s: reading the arrival log: %v", name, err)
 		}
-		if v.Arrivals.LogID != rd.a.LogID || v.Arrivals.Last != rd.a.Last {
-			t.Fatalf("%s: arrivals %s/%d, the log says %s/%d", name, v.Arrivals.LogID, v.Arrivals.Last, rd.a.LogID, rd.a.Last)
+		if v.Arrivals.LogID != rd.Log.LogID || v.Arrivals.Last != rd.Log.Last {
+			t.Fatalf("%s: arrivals %s/%d, the log says %s/%d", name, v.Arrivals.LogID, v.Arrivals.Last, rd.Log.LogID, rd.Log.Last)
 		}
 		for i := range v.Snapshot.Entries {
 			h := v.Snapshot.Entries[i].Hash()
-			if g, w := v.Arrivals.Number(h), rd.a.Number(h); g != w || g == 0 {
+			if g, w := v.Arrivals.Number(h), rd.Log.Number(h); g != w || g == 0 {
 				t.Fatalf("%s: entry %s arrived as %d, the log says %d", name, h, g, w)
 			}
 		}
@@ -102,7 +103,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 		// vanished records).
 		got, wantIngested := map[string]string{}, map[string]string{}
 		v.Arrivals.Ingested(func(h, w string, n uint64) { got[h] = fmt.Sprint(w, n) })
-		rd.a.Ingested(func(h, w string, n uint64) { wantIngested[h] = fmt.Sprint(w, n) })
+		rd.Log.Ingested(func(h, w string, n uint64) { wantIngested[h] = fmt.Sprint(w, n) })
 		if !maps.Equal(got, wantIngested) {
 			t.Fatalf("%s: %d records ingested, the log has %d", name, len(got), len(wantIngested))
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -49,8 +50,8 @@ type Presence struct {
 	Running []RunBeat `json:"running,omitempty"`
 	// SeenMs is when this machine first saw this version of the file (Unix ms), on its
 	// wall clock then: for display.
-	SeenMs int64 `json:"seen_ms"`
-	seen   Stamp // the same on both clocks (ADR 0013)
+	SeenMs int64          `json:"seen_ms"`
+	seen   arrivals.Stamp // the same on both clocks (ADR 0013)
 }
 
 func presencePath(root, writer, device string) string {
@@ -101,7 +102,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 // <boot id>" (ADR 0013). A record read on other clocks than now's (a reboot, a clock
 // step since) is re-stamped now: the first observation after the step. A line of an
 // older binary, "<file name> <hash> <Unix ms>", is read as seen on now's clocks.
-func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Presence {
+func (c *Channel) observePresence(st *fold.State, arr *arrivals.Log) map[string]*Presence {
 	out := map[string]*Presence{}
 	ents, err := os.ReadDir(filepath.Join(c.Root, "presence"))
 	if err != nil {
@@ -109,7 +110,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 	}
 	type seenRec struct {
 		hash string
-		at   Stamp
+		at   arrivals.Stamp
 	}
 	dir := c.Home.StateDir(c.Project())
 	seenPath := filepath.Join(dir, "presence.seen")
@@ -132,7 +133,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 			if err != nil {
 				continue
 			}
-			at := Stamp{Wall: ms}
+			at := arrivals.Stamp{Wall: ms}
 			if len(f) == 5 {
 				boot, err := strconv.ParseInt(f[3], 10, 64)
 				if err != nil {
@@ -140,7 +141,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 				}
 				at.Boot, at.BootID = boot, f[4]
 			}
-			if rebased := now.onClock(at); rebased != at {
+			if rebased := now.OnClock(at); rebased != at {
 				at, changed = rebased, true
 			}
 			seen[f[0]] = seenRec{f[1], at}
@@ -174,7 +175,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 			seen[name] = rec
 			changed = true
 		}
-		if cur, ok := arr.Sighting[writer]; !ok || rec.at.later(cur) {
+		if cur, ok := arr.Sighting[writer]; !ok || rec.at.Later(cur) {
 			arr.Sighting[writer] = rec.at
 		}
 		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, Running: obj.Running,
@@ -224,7 +225,7 @@ func (c *Channel) presenceKey(st *fold.State, writer string) (pub []byte, ok boo
 func (v *View) PresenceOf(writer string) *Presence {
 	var best *Presence
 	for _, p := range v.Presence {
-		if p.Writer == writer && (best == nil || p.seen.later(best.seen)) {
+		if p.Writer == writer && (best == nil || p.seen.Later(best.seen)) {
 			best = p
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -24,7 +25,7 @@ import (
 type View struct {
 	Snapshot *ledger.Snapshot
 	State    *fold.State
-	Arrivals *Arrivals
+	Arrivals *arrivals.Log
 	// Presence holds each writer's verified heartbeat, keyed "<writer>.<device>".
 	Presence map[string]*Presence
 
@@ -684,7 +685,7 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	arr := *v.Arrivals
 	arr.Sighting = maps.Clone(v.Arrivals.Sighting)
 	if arr.Sighting == nil {
-		arr.Sighting = map[string]Stamp{}
+		arr.Sighting = map[string]arrivals.Stamp{}
 	}
 	arr.Sighting[s.Name] = s.stamp()
 	in := fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects()}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
@@ -309,7 +310,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0o644)
 	f.WriteString("3 sha256:ab")
 	f.Close()
-	if _, err := loadArrivals(p); err != nil {
+	if _, err := arrivals.Load(p); err != nil {
 		t.Fatalf("torn arrival log line: %v", err)
 	}
 	if _, err := Join(c, "carol", "test"); err != nil {

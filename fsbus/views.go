@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -448,7 +449,7 @@ const contestShownFor = 24 * time.Hour
 
 // contestSeenSince reports whether this machine first saw any entry of the contest
 // after t.
-func contestSeenSince(a *Arrivals, ct fold.Contest, t time.Time) bool {
+func contestSeenSince(a *arrivals.Log, ct fold.Contest, t time.Time) bool {
 	if a.Seen(ct.Winner.Hash).After(t) {
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -47,15 +48,15 @@ func (c *Channel) Window(v *View, o *fold.Order) (w Window, ok bool) {
 // ownStamps maps the hash of every entry written on this device to its HLC's physical
 // time (this machine's wall clock when it wrote it, unless a peer's clock pushed it
 // later), on both clocks (Arrivals.stampOwn).
-func (c *Channel) ownStamps(v *View) map[string]Stamp {
-	m := map[string]Stamp{}
+func (c *Channel) ownStamps(v *View) map[string]arrivals.Stamp {
+	m := map[string]arrivals.Stamp{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
 		if e.Device != c.Device {
 			continue
 		}
 		if h, err := ledger.ParseHLC(e.HLC); err == nil {
-			m[e.Hash()] = v.Arrivals.stampOwn(h.Ms)
+			m[e.Hash()] = v.Arrivals.StampOwn(h.Ms)
 		}
 	}
 	return m
@@ -64,9 +65,9 @@ func (c *Channel) ownStamps(v *View) map[string]Stamp {
 // seenAt is when this machine saw the entry hash, as a time on now's wall clock (zero
 // when never): the earlier of its arrival and, for an entry of this device, its
 // writing (see Window).
-func seenAt(v *View, own map[string]Stamp, hash string, now Stamp) time.Time {
-	at, ok := v.Arrivals.seenStamp(hash)
-	if w, mine := own[hash]; mine && (!ok || at.later(w)) {
+func seenAt(v *View, own map[string]arrivals.Stamp, hash string, now arrivals.Stamp) time.Time {
+	at, ok := v.Arrivals.SeenStamp(hash)
+	if w, mine := own[hash]; mine && (!ok || at.Later(w)) {
 		at, ok = w, true
 	}
 	if !ok {
@@ -75,7 +76,7 @@ func seenAt(v *View, own map[string]Stamp, hash string, now Stamp) time.Time {
 	return now.At(at)
 }
 
-func (c *Channel) window(v *View, o *fold.Order, own map[string]Stamp, now Stamp) (w Window, ok bool) {
+func (c *Channel) window(v *View, o *fold.Order, own map[string]arrivals.Stamp, now arrivals.Stamp) (w Window, ok bool) {
 	ws := c.PolicyOf(v).Windows(o)
 	switch o.State {
 	case fold.StateClaimed, fold.StateChangesRequested:
@@ -118,7 +119,7 @@ func (c *Channel) window(v *View, o *fold.Order, own map[string]Stamp, now Stamp
 // expiryDue reports the window s may expire on o at now: the execution window of a
 // claim s made from this device, or the queue window of an order s wrote from this
 // device (only the holder's own machine, or the author's, decides an expiry).
-func (s *Session) expiryDue(v *View, o *fold.Order, own map[string]Stamp, now Stamp) (string, bool) {
+func (s *Session) expiryDue(v *View, o *fold.Order, own map[string]arrivals.Stamp, now arrivals.Stamp) (string, bool) {
 	w, ok := s.window(v, o, own, now)
 	if !ok || now.Time().Before(w.Deadline) {
 		return "", false
@@ -179,7 +180,7 @@ func (s *Session) SettleWindows() ([]*fold.Order, error) {
 // settleLocked appends, holding the channel lock, one order.expire per window due in v
 // (see SettleWindows) and returns the expired order ids.
 func (s *Session) settleLocked(v *View) ([]string, error) {
-	var own map[string]Stamp
+	var own map[string]arrivals.Stamp
 	now := s.stamp()
 	var ids []string
 	var drafts []ledger.Draft

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -48,7 +49,7 @@ func fit(n int, build func(k int) any) int {
 // id>.<n>" token fsbus Arrivals.Cursor makes, docs/design.md §2 "The local arrival log,
 // cursors and sightings"). ok is false for an empty cursor, one from another machine or
 // a lost log, or a malformed one: the caller then lists everything, never an error.
-func sinceArrival(a *fsbus.Arrivals, since string) (n uint64, ok bool) {
+func sinceArrival(a *arrivals.Log, since string) (n uint64, ok bool) {
 	id, num, found := strings.Cut(since, ".")
 	if since == "" || !found || id != a.LogID {
 		return 0, false
@@ -61,7 +62,7 @@ func sinceArrival(a *fsbus.Arrivals, since string) (n uint64, ok bool) {
 }
 
 // arrivalCursor is the since cursor naming arrival number n of a's log.
-func arrivalCursor(a *fsbus.Arrivals, n uint64) string {
+func arrivalCursor(a *arrivals.Log, n uint64) string {
 	return a.LogID + "." + strconv.FormatUint(n, 10)
 }
 

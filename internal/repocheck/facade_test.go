@@ -16,8 +16,8 @@ import (
 // them these ceilings hold what has been reached, so the façade only shrinks. Lower
 // them as it does.
 const (
-	facadeMaxLines = 11018
-	facadeMaxNames = 90
+	facadeMaxLines = 10284
+	facadeMaxNames = 88
 )
 
 // facadeSize counts dir's non-test Go lines and its exported names as `go doc -short`

@@ -1,4 +1,4 @@
-package fsbus
+package arrivals
 
 import (
 	"time"
@@ -29,9 +29,9 @@ type Stamp struct {
 // moves one against the other.
 const maxClockStep = 2 * time.Second
 
-// noBootID is the boot id of a boot clock whose OS names no boot: a reboot still shows
+// NoBootID is the boot id of a boot clock whose OS names no boot: a reboot still shows
 // as wall time minus boot time jumping by the length of the previous boot.
-const noBootID = "-"
+const NoBootID = "-"
 
 // sameClock reports whether s and t were read on one boot with no clock step between
 // them: the same boot id, and wall minus boot time within MaxClockStep.
@@ -68,20 +68,20 @@ func (now Stamp) At(s Stamp) time.Time {
 // Time is the wall clock reading of s.
 func (s Stamp) Time() time.Time { return time.UnixMilli(s.Wall) }
 
-// later reports whether s was seen after t: by the boot clock on one boot (it never
+// Later reports whether s was seen after t: by the boot clock on one boot (it never
 // goes back), else by the wall clock.
-func (s Stamp) later(t Stamp) bool {
+func (s Stamp) Later(t Stamp) bool {
 	if s.BootID != "" && s.BootID == t.BootID {
 		return s.Boot > t.Boot
 	}
 	return s.Wall > t.Wall
 }
 
-// onClock returns s re-based onto the clock of now: s itself when it was read with no
+// OnClock returns s re-based onto the clock of now: s itself when it was read with no
 // step or reboot since, else now (the first observation after the step). A stamp
 // without a boot reading is adopted as read on now's clock (its age stays what the wall
 // clock says: how records written before boot stamps are read).
-func (now Stamp) onClock(s Stamp) Stamp {
+func (now Stamp) OnClock(s Stamp) Stamp {
 	switch {
 	case now.BootID == "":
 		return s
