@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/cache"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -27,8 +28,8 @@ func rewriteCheckpoint(t *testing.T, c *Channel, edit func(head, payload []byte)
 		t.Fatal(err)
 	}
 	i := bytes.IndexByte(raw, '\n') + 1
-	payload := edit(raw[:i], raw[i:len(raw)-frameSumSize])
-	sum := frameSum(payload)
+	payload := edit(raw[:i], raw[i:len(raw)-cache.FrameSumSize])
+	sum := cache.FrameSum(payload)
 	out := append(append(bytes.Clone(raw[:i]), payload...), sum[:]...)
 	if err := os.WriteFile(c.checkpointPath(), out, 0o644); err != nil {
 		t.Fatal(err)
@@ -124,13 +125,13 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		_, frames, _, err := readIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey))
+		_, frames, _, err := cache.ReadIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey))
 		if err != nil {
 			t.Fatal(err)
 		}
 		total := 0
 		for _, b := range frames {
-			s, err := decodeSigs(b)
+			s, err := cache.DecodeSigs(b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,10 +187,10 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 
 	// Another binary's layout, another build of the same layout.
 	raw, _ = os.ReadFile(c.checkpointPath())
-	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(stateLayout()), []byte("0123456789abcdef"), 1), 0o644)
+	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(cache.StateLayout()), []byte("0123456789abcdef"), 1), 0o644)
 	check("other layout", false)
 	raw, _ = os.ReadFile(c.checkpointPath())
-	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(binaryIdentity()), []byte("0123456789abcdef"), 1), 0o644)
+	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(cache.BinaryIdentity()), []byte("0123456789abcdef"), 1), 0o644)
 	check("other build", false)
 
 	// A segment rewritten (a sync tool replaced it with an older copy): the index reads
@@ -291,7 +292,7 @@ func TestDecodeCheckpointDamaged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, _, err := decodeCheckpoint(b, snap)
+		f, _, err := cache.DecodeCheckpoint(b, snap)
 		switch {
 		case err != nil:
 			refused++
@@ -324,7 +325,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f, arr, err := decodeCheckpoint(b, snap); err == nil && (f == nil || f.State == nil) {
+		if f, arr, err := cache.DecodeCheckpoint(b, snap); err == nil && (f == nil || f.State == nil) {
 			t.Fatalf("decoded without error to %v, %v", f, arr)
 		}
 	})

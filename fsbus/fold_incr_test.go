@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/cache"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -425,7 +426,7 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 func roundTripFold(t *testing.T, f *fold.Folded, entries []ledger.Entry) *fold.Folded {
 	t.Helper()
 	snap := &ledger.Snapshot{Entries: entries}
-	b, err := encodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil)
+	b, err := cache.EncodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil)
 	if err != nil {
 		t.Fatalf("encoding the checkpoint: %v", err)
 	}
@@ -433,7 +434,7 @@ func roundTripFold(t *testing.T, f *fold.Folded, entries []ledger.Entry) *fold.F
 	if ms := d.Uvarint(); ms != 1 || string(d.Take(d.Length())) != "ledger" || d.Err != nil {
 		t.Fatalf("checkpoint head: %d, %v", ms, d.Err)
 	}
-	g, _, err := decodeCheckpoint(d.B, snap)
+	g, _, err := cache.DecodeCheckpoint(d.B, snap)
 	if err != nil {
 		t.Fatalf("decoding the checkpoint: %v", err)
 	}

@@ -50,7 +50,7 @@ var layers = []layer{
 	{pkgs: "ledger", may: []string{"internal/..."}},
 
 	// fsbus/internal: the layers under the façade; never the façade itself.
-	{pkgs: "fsbus/internal/...", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
+	{pkgs: "fsbus/internal/...", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/arrivals"}},
 
 	// fsbus/fold: the fold, a pure function from the ledger's entries to the State, and
 	// the state's types and queries the surfaces print. It reads no clock and does no
