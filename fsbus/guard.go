@@ -115,8 +115,9 @@ func exempt(ps []guardPath, at []string) bool {
 
 // guardDraft runs the secret guard over what a write would put in the channel — the
 // writer's name, the draft entry (ref, idem, data) and the objects it publishes —
-// before the write path writes anything (called from Session.write).
-func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
+// before the write path writes anything (called from Session.write). objects are the
+// published objects' data, sealed ones (age ciphertext) left out.
+func guardDraft(writer string, d *ledger.Draft, objects [][]byte) error {
 	if writer != fold.MasterWriter {
 		if err := secretguard.Check("agent name", writer); err != nil {
 			return err
@@ -155,11 +156,8 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 	if err := guardJSON(noun, d.Data, generatedData); err != nil {
 		return err
 	}
-	for _, o := range objs {
-		if o.sealed {
-			continue
-		}
-		if err := guardJSON(noun, o.data, generatedObject); err != nil {
+	for _, data := range objects {
+		if err := guardJSON(noun, data, generatedObject); err != nil {
 			return err
 		}
 	}

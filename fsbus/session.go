@@ -273,7 +273,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			if err := s.checkIdentity(v.State, d.Type); err != nil {
 				return nil, nil, err
 			}
-			if err := guardDraft(s.Name, d, objs); err != nil { // the secret guard (secretguard.go)
+			if err := guardDraft(s.Name, d, scannedObjects(objs)); err != nil { // the secret guard (internal/secretguard)
 				return nil, nil, err
 			}
 			if d.Type == fold.TypeOrderRelease && v.State.Retired(s.Name) {
@@ -403,6 +403,17 @@ type pendingObject struct {
 	// sealed marks an age file (the vault, docs/format.md §11): ciphertext the secret
 	// guard does not scan.
 	sealed bool
+}
+
+// scannedObjects is the data of the objects the secret guard scans: all but sealed ones.
+func scannedObjects(objs []pendingObject) [][]byte {
+	var out [][]byte
+	for _, o := range objs {
+		if !o.sealed {
+			out = append(out, o.data)
+		}
+	}
+	return out
 }
 
 // checkIdem looks up an idempotency key of this writer. It returns the earlier entry's
