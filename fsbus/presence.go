@@ -15,6 +15,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/guard"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -87,7 +88,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if err != nil {
 		return err
 	}
-	if err := guardObject(s.Name, "presence", data); err != nil {
+	if err := guard.Object(s.Name, "presence", data); err != nil {
 		return err
 	}
 	return fsutil.WriteFile(presencePath(s.Root, s.Name, s.Device), data, 0o644)

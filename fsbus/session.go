@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/guard"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -273,7 +274,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			if err := s.checkIdentity(v.State, d.Type); err != nil {
 				return nil, nil, err
 			}
-			if err := guardDraft(s.Name, d, scannedObjects(objs)); err != nil { // the secret guard (internal/secretguard)
+			if err := guard.Draft(s.Name, d, scannedObjects(objs)); err != nil { // the secret guard (internal/secretguard)
 				return nil, nil, err
 			}
 			if d.Type == fold.TypeOrderRelease && v.State.Retired(s.Name) {
