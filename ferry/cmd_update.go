@@ -14,6 +14,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // UpdateCmd groups the signed-update verbs (ADR 0005).
@@ -109,7 +110,7 @@ func (c *UpdateCheckCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	chk := v.CheckUpdate(version, fsbus.Platform())
+	chk := v.CheckUpdate(version, selfupdate.Platform())
 	if exe, err := os.Executable(); err == nil {
 		chk.NoteInstalled(exe)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // buildVersion puts at path a copy of the real ferry binary stamped with version (as a
@@ -45,7 +46,7 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 	}
 	ferry("init", ch, "--project", "acme")
 	buildVersion(t, "1.1.0", filepath.Join(ch, "releases", "ferry-next"))
-	plat := fsbus.Platform()
+	plat := selfupdate.Platform()
 	ferry("update", "approve", "1.1.0", "--platform", plat+"=releases/ferry-next")
 
 	var chk fsbus.UpdateCheck

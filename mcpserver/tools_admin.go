@@ -10,6 +10,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/search"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // The admin group (`ferry mcp serve --tools admin`, docs/design.md §4): ferry_search,
@@ -324,7 +325,7 @@ func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &UpdateOut{Check: v.CheckUpdate(f.cfg.Version, fsbus.Platform())}, nil
+		return &UpdateOut{Check: v.CheckUpdate(f.cfg.Version, selfupdate.Platform())}, nil
 	case "apply":
 		s, err := f.session()
 		if err != nil {
@@ -342,7 +343,7 @@ func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
 		if res.Applied {
 			current = res.To
 		}
-		return &UpdateOut{Check: v.CheckUpdate(current, fsbus.Platform()), Apply: res}, nil
+		return &UpdateOut{Check: v.CheckUpdate(current, selfupdate.Platform()), Apply: res}, nil
 	}
 	return nil, errs.Errorf(errs.Invalid, "use action check or apply (approving is the owner's `ferry update approve`)", "unknown action %q", in.Action)
 }

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/search"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -54,7 +54,7 @@ func TestUpdateTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.ApproveRelease("2.0.0", map[string]string{fsbus.Platform(): "releases/ferry-2"}); err != nil {
+	if _, err := m.ApproveRelease("2.0.0", map[string]string{selfupdate.Platform(): "releases/ferry-2"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -43,6 +43,7 @@ var layers = []layer{
 	{pkgs: "internal/ijson"},
 	{pkgs: "internal/procgroup"},
 	{pkgs: "internal/textsafe"},
+	{pkgs: "internal/selfupdate", may: []string{"internal/errs", "internal/fsutil"}},
 	{pkgs: "internal/repocheck"},
 	{pkgs: "internal/...", may: []string{"internal/..."}},
 
