@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -29,7 +30,7 @@ import (
 // An error means something counts for nothing or can be lost; a warning needs
 // attention; info needs nothing done. It returns an error only when the ledger
 // directory cannot be read.
-func (c *Channel) findings(v *View, out *VerifyReport) error {
+func (c *checkedChannel) findings(v *checkedView, out *VerifyReport) error {
 	r := &findingList{Findings: []Finding{}, Copies: []ConflictCopy{}}
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, out, marked)
@@ -119,7 +120,7 @@ func (r *findingList) add(f Finding) {
 }
 
 // rebase or merge is stopped) are left to the git finding.
-func (c *Channel) doctorLedger(r *findingList, v *View, vr *VerifyReport, marked map[string]bool) {
+func (c *checkedChannel) doctorLedger(r *findingList, v *checkedView, vr *VerifyReport, marked map[string]bool) {
 	for _, p := range vr.Ledger.Problems {
 		if marked[p.Path] {
 			continue
@@ -219,12 +220,12 @@ func entryLine(e *ledger.Entry) string {
 
 // ownSegment reports whether a slash path ledger/<writer>/<device>.jsonl is one this
 // machine appends to.
-func (c *Channel) ownSegment(p string) bool {
+func (c *checkedChannel) ownSegment(p string) bool {
 	parts := strings.Split(p, "/")
 	if len(parts) != 3 || parts[2] != c.Device+".jsonl" {
 		return false
 	}
-	return parts[1] == fold.MasterWriter && c.Home.HasKey(c.Project(), fold.MasterWriter) || c.Home.HasKey(c.Project(), parts[1])
+	return parts[1] == fold.MasterWriter && c.hasKey(fold.MasterWriter) || c.hasKey(parts[1])
 }
 
 // doctorCopies finds conflict copies in ledger/<writer>/ by content: a file whose
@@ -234,7 +235,7 @@ func (c *Channel) ownSegment(p string) bool {
 // to rename the copy to. A record inside a segment proper whose (writer, device) is
 // another's is misplaced: readers count it where it is (they trust the writer and
 // device inside each line, docs/design.md §2 rule 8), but no ferry writer puts it there.
-func (c *Channel) doctorCopies(r *findingList, v *View, vr *VerifyReport) error {
+func (c *checkedChannel) doctorCopies(r *findingList, v *checkedView, vr *VerifyReport) error {
 	dir := filepath.Join(c.Root, "ledger")
 	writers, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -424,7 +425,7 @@ func recordList(es []*ledger.Entry) string {
 // writer it names the count, the arrival numbers and the writer's
 // segments now in the folder, with the last seq each holds. An error: a cut line can
 // undo a revocation on every machine that never read it.
-func (c *Channel) doctorShrunk(r *findingList, vr *VerifyReport) {
+func (c *checkedChannel) doctorShrunk(r *findingList, vr *VerifyReport) {
 	for _, g := range vr.Vanished {
 		r.add(Finding{Check: CheckVanished, Level: LevelError, Path: "ledger/" + g.Writer, Detail: g.String(),
 			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand", g.Writer, g.Writer)})
@@ -467,7 +468,7 @@ func scanLines(p string) ([]ledger.Entry, []int, error) {
 // objectFindings reports objects whose signature or parse fails (VerifyReport.Objects),
 // objects whose hash differs from their entry's (Edited), and sync tools' copies of
 // objects, which readers never read.
-func (c *Channel) objectFindings(r *findingList, v *View, vr *VerifyReport) {
+func (c *checkedChannel) objectFindings(r *findingList, v *checkedView, vr *VerifyReport) {
 	for _, o := range vr.Objects {
 		r.add(Finding{Check: CheckObject, Level: LevelError, Detail: o,
 			Fix: verifyFixes["object"]})
@@ -544,7 +545,7 @@ func gitDirOf(dir string) string {
 // operation's, not damaged segments. It returns the channel files (slash paths) that
 // hold conflict markers, whose ledger problems are then not reported on their own. The
 // finding goes first: it explains the others.
-func (c *Channel) doctorGit(r *findingList) map[string]bool {
+func (c *checkedChannel) doctorGit(r *findingList) map[string]bool {
 	marked := map[string]bool{}
 	gd := gitDirOf(c.Root)
 	if gd == "" {
@@ -577,3 +578,26 @@ func (c *Channel) doctorGit(r *findingList) map[string]bool {
 }
 
 // doctorSync reports Syncthing's view and its folder settings.
+
+// checkedChannel is what the checks of findings.go, forgery.go and vanished.go read of
+// a channel: its root, this machine's device, the project and whether this home holds
+// a key.
+type checkedChannel struct {
+	Root, Device string
+	project      string
+	hasKey       func(name string) bool
+}
+
+// Project is the channel's project.
+func (c *checkedChannel) Project() string { return c.project }
+
+// checkedView is what the checks read of a view: the merged ledger, the fold, this
+// machine's arrival log and each chain's tip.
+type checkedView struct {
+	Snapshot *ledger.Snapshot
+	State    *fold.State
+	Arrivals *arrivals.Log
+	tip      func(writer, device string) *ledger.Entry
+}
+
+func (v *checkedView) chainTip(writer, device string) *ledger.Entry { return v.tip(writer, device) }

@@ -116,7 +116,7 @@ func keyChanges(st *fold.State) []KeyChange {
 
 // forgeryReport adds to a verify report the edited objects, the key changes and the
 // fix of each kind.
-func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
+func (c *checkedChannel) forgeryReport(out *VerifyReport, v *checkedView) {
 	st := v.State
 	out.Edited = []string{}
 	named := objectEntries(c.Root, v.Snapshot)

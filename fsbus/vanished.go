@@ -46,7 +46,7 @@ func (g Vanished) String() string {
 // vanished lists, per writer, the records v's arrival log holds that no file under
 // ledger/ holds. Writers in skip (this machine's own segments, already reported as
 // Lost with their seqs) are left out so each loss is reported once.
-func (c *Channel) vanished(v *View, skip map[string]bool) ([]Vanished, error) {
+func (c *checkedChannel) vanished(v *checkedView, skip map[string]bool) ([]Vanished, error) {
 	out := []Vanished{}
 	if v.Arrivals == nil {
 		return out, nil

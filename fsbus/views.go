@@ -578,7 +578,9 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 		out.Ignored = []fold.Ignored{}
 	}
 	// Records this machine read that are gone (vanished.go).
-	if out.Vanished, err = c.vanished(v, lostWriters(out.Lost)); err != nil {
+	cc := &checkedChannel{Root: c.Root, Device: c.Device, project: c.Project(), hasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}
+	cv := &checkedView{Snapshot: v.Snapshot, State: v.State, Arrivals: v.Arrivals, tip: v.chainTip}
+	if out.Vanished, err = cc.vanished(cv, lostWriters(out.Lost)); err != nil {
 		return nil, err
 	}
 	// Every object file: it must parse, and its signature must verify against the key
@@ -641,8 +643,8 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	}
 	vaultBad, vaultArriving := c.vaultFiles(v.Snapshot, st) // vault files, by their bytes' hash (ADR 0009)
 	out.Objects, out.Arriving = append(out.Objects, vaultBad...), append(out.Arriving, vaultArriving...)
-	c.forgeryReport(out, v) // key changes and a fix for each kind (forgery.go)
-	if err := c.findings(v, out); err != nil {
+	cc.forgeryReport(out, cv) // key changes and a fix for each kind (forgery.go)
+	if err := cc.findings(cv, out); err != nil {
 		return nil, err
 	}
 	return out, nil
