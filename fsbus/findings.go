@@ -584,12 +584,12 @@ func (c *checkedChannel) doctorGit(r *findingList) map[string]bool {
 // a key.
 type checkedChannel struct {
 	Root, Device string
-	project      string
+	projectName  string
 	hasKey       func(name string) bool
 }
 
 // Project is the channel's project.
-func (c *checkedChannel) Project() string { return c.project }
+func (c *checkedChannel) Project() string { return c.projectName }
 
 // checkedView is what the checks read of a view: the merged ledger, the fold, this
 // machine's arrival log and each chain's tip.

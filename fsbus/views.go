@@ -578,7 +578,7 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 		out.Ignored = []fold.Ignored{}
 	}
 	// Records this machine read that are gone (vanished.go).
-	cc := &checkedChannel{Root: c.Root, Device: c.Device, project: c.Project(), hasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}
+	cc := &checkedChannel{Root: c.Root, Device: c.Device, projectName: c.Project(), hasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}
 	cv := &checkedView{Snapshot: v.Snapshot, State: v.State, Arrivals: v.Arrivals, tip: v.chainTip}
 	if out.Vanished, err = cc.vanished(cv, lostWriters(out.Lost)); err != nil {
 		return nil, err
