@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -90,7 +91,7 @@ func (s *Session) AskRaise(opt AskRaiseOptions) (*fold.Ask, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeAskRaise, Ref: id, Data: mustJSON(d), Idem: opt.Key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -274,7 +275,7 @@ func TestAskFoldAnsweredTwiceIgnored(t *testing.T) {
 func TestAskPendingAndEditedObject(t *testing.T) {
 	w := newAskWorld(t)
 	a := w.raise(t, "Upgrade the database?")
-	p := ObjectPath(w.c.Root, "alice", a.ID)
+	p := verify.ObjectPath(w.c.Root, "alice", a.ID)
 	raw, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)

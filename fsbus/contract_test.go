@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -354,7 +355,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 	if err != nil || done.State != fold.StatePointerStale || done.Result == nil || done.Result.Reference != "abc123" || len(done.Warnings) != 1 {
 		t.Fatalf("second stale submit: %+v %v", done, err)
 	}
-	raw, err := os.ReadFile(ObjectPath(w.c.Root, "bob", done.Result.Result))
+	raw, err := os.ReadFile(verify.ObjectPath(w.c.Root, "bob", done.Result.Result))
 	if err != nil || !strings.Contains(string(raw), `"output":{"ok":true}`) {
 		t.Fatalf("salvaged result object: %s %v", raw, err)
 	}
@@ -469,7 +470,7 @@ func TestContractFieldsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(ObjectPath(w.c.Root, "alice", o.ID))
+	raw, err := os.ReadFile(verify.ObjectPath(w.c.Root, "alice", o.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +485,7 @@ func TestContractFieldsRoundTrip(t *testing.T) {
 	}
 	// An order without a contract writes none of these members.
 	plain, _ := w.alice.NewOrder(NewOrderOptions{Title: "Plain"})
-	raw, _ = os.ReadFile(ObjectPath(w.c.Root, "alice", plain.ID))
+	raw, _ = os.ReadFile(verify.ObjectPath(w.c.Root, "alice", plain.ID))
 	for _, k := range []string{"pointers", "schema", "heavy", "hints", "windows", "task", "read_only", "diff"} {
 		if strings.Contains(string(raw), `"`+k+`"`) {
 			t.Errorf("plain order object has %s: %s", k, raw)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ferryhq/ferry/fsbus/verify"
 )
 
 // TestCursorHoldsBackForEntriesLoggedWhileReading: another process logs an entry in
@@ -93,7 +95,7 @@ func TestTwoDirectoriesOfOneProject(t *testing.T) {
 	cur := w.c.Catchup(v, "bob", "").Next
 	// o reaches the first directory, as a sync tool or a git pull brings it.
 	seg := filepath.Join("ledger", "alice", a2.Device+".jsonl")
-	obj, err := filepath.Rel(other, ObjectPath(other, "alice", o.ID))
+	obj, err := filepath.Rel(other, verify.ObjectPath(other, "alice", o.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/cache"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -346,7 +347,7 @@ func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
 	if _, err := th.Load(); err != nil {
 		t.Fatal(err)
 	}
-	p := ObjectPath(w.c.Root, "alice", m1.ID)
+	p := verify.ObjectPath(w.c.Root, "alice", m1.ID)
 	raw := readTestFile(t, p)
 	writeTestFile(t, p, bytes.Replace(raw, []byte("first"), []byte("forged"), 1))
 	w.send(t, w.bob, "alice", "a reply")

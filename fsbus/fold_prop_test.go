@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -362,7 +363,7 @@ func buildPropWorld() (w *propWorld, err error) {
 			if strings.HasPrefix(e.Name(), ".") {
 				continue
 			}
-			c, h, err := readObject(filepath.Join(dA, dir, e.Name()))
+			c, h, err := verify.ReadObject(filepath.Join(dA, dir, e.Name()))
 			ok(err)
 			id := strings.TrimSuffix(e.Name(), ".json")
 			w.objects[id] = propObject{c, h}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -53,7 +54,7 @@ func (s *Session) HandinAdd(ref, note, key string) (*fold.Handin, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeHandinAdd, Ref: id, Data: mustJSON(d), Idem: key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err

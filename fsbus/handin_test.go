@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -23,7 +24,7 @@ func TestHandins(t *testing.T) {
 	if !fold.ValidID(h.ID) || !strings.HasPrefix(h.ID, fold.PrefixHandin) || h.By != "wendy" || h.Ref != "branch:fix-login" || h.Note != "the fix \n and its test" || h.Missing {
 		t.Fatalf("hand-in %+v", h)
 	}
-	path := ObjectPath(c.Root, "wendy", h.ID)
+	path := verify.ObjectPath(c.Root, "wendy", h.ID)
 	if !strings.Contains(path, "handins") {
 		t.Fatalf("object path %s", path)
 	}
@@ -99,7 +100,7 @@ func TestHandins(t *testing.T) {
 	}
 
 	// An edited object: the entry counts for nothing. A missing one: pending sync.
-	p2 := ObjectPath(c.Root, "wendy", h2.ID)
+	p2 := verify.ObjectPath(c.Root, "wendy", h2.ID)
 	raw, _ := os.ReadFile(p2)
 	if err := os.WriteFile(p2, []byte(strings.Replace(string(raw), "abc123", "def456", 1)), 0o644); err != nil {
 		t.Fatal(err)

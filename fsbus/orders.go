@@ -7,6 +7,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -138,7 +139,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*fold.Order, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeOrderCreate, Ref: id, Data: mustJSON(d), Idem: opt.Key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -279,7 +280,7 @@ func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, k
 				return pendingObject{}, err
 			}
 			d.Result, d.Object = id, hash
-			return pendingObject{path: ObjectPath(s.Root, s.Name, id), data: data}, nil
+			return pendingObject{path: verify.ObjectPath(s.Root, s.Name, id), data: data}, nil
 		})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -211,10 +212,10 @@ func TestChannelLinksRefused(t *testing.T) {
 			for _, l := range r.vr.Links {
 				found = found || l == tc.plant
 			}
-			if !found || r.vr.OK() || r.vr.Fixes[kindLink] == "" {
+			if !found || r.vr.OK() || r.vr.Fixes[verify.KindLink] == "" {
 				t.Errorf("verify does not list the link %s with a fix: %v", tc.plant, r.vr.Links)
 			}
-			if len(findingsOf(r.vr.Findings, CheckLink)) != 1 {
+			if len(findingsOf(r.vr.Findings, verify.CheckLink)) != 1 {
 				t.Errorf("verify's findings do not list the link: %+v", r.vr.Findings)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -39,7 +40,7 @@ func newPendingWorld(t *testing.T) *pendingWorld {
 	}
 	w.order, w.msg, w.ask = o.ID, m.ID, a.ID
 	for _, id := range []string{o.ID, m.ID, a.ID} {
-		p := ObjectPath(w.c.Root, "alice", id)
+		p := verify.ObjectPath(w.c.Root, "alice", id)
 		w.files[p] = readTestFile(t, p)
 	}
 	return w
@@ -162,7 +163,7 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{o.ID, m.ID, a.ID} {
-		p := ObjectPath(w.c.Root, "alice", id)
+		p := verify.ObjectPath(w.c.Root, "alice", id)
 		rel, _ := filepath.Rel(w.c.Root, p)
 		writeTestFile(t, filepath.Join(dirB, rel), readTestFile(t, p))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/guard"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -158,7 +159,7 @@ func (c *Channel) observePresence(st *fold.State, arr *arrivals.Log) map[string]
 		if !ok || !fold.ValidName(writer) || !fold.ValidName(device) {
 			continue
 		}
-		canon, hash, err := readObject(filepath.Join(c.Root, "presence", name))
+		canon, hash, err := verify.ReadObject(filepath.Join(c.Root, "presence", name))
 		if err != nil {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/guard"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -36,7 +37,7 @@ type View struct {
 // objects returns the ObjectReader over the channel's files.
 func (c *Channel) objects() fold.ObjectReader {
 	return func(writer, id string) ([]byte, string, error) {
-		return readObject(ObjectPath(c.Root, writer, id))
+		return verify.ReadObject(verify.ObjectPath(c.Root, writer, id))
 	}
 }
 
@@ -185,7 +186,7 @@ func maxHLCText(snap *ledger.Snapshot) string {
 // objectExists reports whether an object file is there now (the incremental fold's
 // check for objects that were missing).
 func (c *Channel) objectExists(o fold.ObjRef) bool {
-	_, err := os.Stat(ObjectPath(c.Root, o.Writer, o.ID))
+	_, err := os.Stat(verify.ObjectPath(c.Root, o.Writer, o.ID))
 	return err == nil
 }
 
@@ -527,7 +528,7 @@ func (s *Session) ensureChain(v *View) (*View, error) {
 				fmt.Sprintf("if another machine or a backup still has them, put a copy of its %s.jsonl into %s under another *.jsonl name, e.g. '%s (restored).jsonl': the next write merges them without a fork; then retry (a retry writes on after seq %d)",
 					s.Device, filepath.Dir(seg), s.Device, r.Tip.Seq),
 				"unreadable bytes in %s destroyed seq %s of %s (the damaged part is kept in %s); the %d valid records after them were appended again and count; nothing was written",
-				rel(s.Root, seg), seqList(r.Missing), s.Name, filepath.Base(r.Moved), len(r.Appended))
+				verify.Rel(s.Root, seg), seqList(r.Missing), s.Name, filepath.Base(r.Moved), len(r.Appended))
 		}
 		if r.Changed() {
 			if v, err = s.Load(); err != nil {
@@ -614,12 +615,12 @@ func (s *Session) checkLost(v *View) error {
 				return errs.Errorf(errs.RetryNeeded,
 					"check with `ferry ledger verify` that nothing of this machine's is missing; the retry writes on",
 					"this machine's high-water mark %s is damaged (%s), so it cannot tell whether its last write to %s was lost; the mark now names the folder's tip; nothing was written",
-					s.Home.highWaterPath(s.Project(), s.Name, s.Device), secretguard.Quote(m.Damaged), rel(s.Root, seg))
+					s.Home.highWaterPath(s.Project(), s.Name, s.Device), secretguard.Quote(m.Damaged), verify.Rel(s.Root, seg))
 			}
 			return errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("check whether that write happened (`ferry ledger tail --writer %s`) and redo it if it is missing; the retry writes on", s.Name),
 				"this machine's last write to %s (seq %d, entry %s) is in no file here: the process writing it stopped before the append, or the entry was lost since; nothing was written",
-				rel(s.Root, seg), m.Seq, m.Hash)
+				verify.Rel(s.Root, seg), m.Seq, m.Hash)
 		}
 	}
 	if hwm := m.acked(); have < hwm {
@@ -642,7 +643,7 @@ func (s *Session) checkLost(v *View) error {
 		fmt.Sprintf("another home uses this device id %s (a copied FERRY_HOME or config directory): on the copy, delete the file 'device' in its ferry config directory (this home's is %s) so it makes its own; check what this machine wrote from seq %d on (`ferry ledger verify` lists the left-out records) and redo what is missing; a retry now writes on the kept branch",
 			s.Device, filepath.Join(s.Home.ConfigDir, "device"), m.Seq),
 		"this machine's write at seq %d of %s (entry %s) lost a fork to another record with the same seq (entry %s): readers leave it and what followed it out; nothing was written",
-		m.Seq, rel(s.Root, seg), m.Hash, at.Hash())
+		m.Seq, verify.Rel(s.Root, seg), m.Hash, at.Hash())
 }
 
 // ownEntry is the kept entry of (name, device) at seq in v, nil when there is none.

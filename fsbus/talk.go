@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -78,7 +79,7 @@ func (s *Session) TalkSend(to, body, key string) (*fold.Message, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeMsgPost, Ref: id, Data: mustJSON(d), Idem: key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -220,7 +221,7 @@ func TestTalkPendingAndEditedObjects(t *testing.T) {
 	w := newTalkWorld(t)
 	m1 := w.send(t, w.alice, "bob", "first")
 	m2 := w.send(t, w.alice, "bob", "second")
-	p1 := ObjectPath(w.c.Root, "alice", m1.ID)
+	p1 := verify.ObjectPath(w.c.Root, "alice", m1.ID)
 	raw, err := os.ReadFile(p1)
 	if err != nil {
 		t.Fatal(err)

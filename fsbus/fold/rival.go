@@ -31,7 +31,7 @@ import (
 // Two creates of one id by the same writer (a cloned disk, a replayed line) keep the
 // older rule: the lower hash counts, as in a fork.
 
-// KindRival is the VerifyReport kind of an id created by two writers; CheckRival the
+// KindRival is the verify.Report kind of an id created by two writers; CheckRival the
 // doctor check.
 const (
 	KindRival  = "rival"

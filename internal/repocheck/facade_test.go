@@ -16,8 +16,8 @@ import (
 // them these ceilings hold what has been reached, so the façade only shrinks. Lower
 // them as it does.
 const (
-	facadeMaxLines = 9462
-	facadeMaxNames = 86
+	facadeMaxLines = 8342
+	facadeMaxNames = 77
 )
 
 // facadeSize counts dir's non-test Go lines and its exported names as `go doc -short`

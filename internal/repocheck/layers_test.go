@@ -64,6 +64,10 @@ var layers = []layer{
 	// machine-local file, never the channel. Public: surfaces name its Log.
 	{pkgs: "fsbus/arrivals", may: []string{"internal/...", "ledger", "fsbus/fold"}},
 
+	// fsbus/verify: the checks ledger verify and doctor share, over a loaded View and
+	// the channel's files; public, because the surfaces print its findings.
+	{pkgs: "fsbus/verify", may: []string{"internal/...", "ledger", "fsbus/fold", "fsbus/arrivals"}},
+
 	// fsbus/contract: an order's contract checked against this machine's workspace —
 	// pointers and result schemas. It reads the workspace, never the channel.
 	{pkgs: "fsbus/contract", may: []string{"internal/...", "fsbus/fold"}},
@@ -78,12 +82,12 @@ var layers = []layer{
 	{pkgs: "fsbus/gitsync", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
 
 	// fsbus: the façade the CLI and the MCP server call.
-	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// Public packages on top of the façade, called by the surfaces; nothing under
 	// fsbus imports them.
-	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/internal/..."}},
-	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/internal/..."}},
+	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// fsbus/watch: waking on what arrives (fsnotify, with polling as the fallback) and
 	// following a channel's events; it calls the façade's Load and reads its View.
@@ -93,7 +97,7 @@ var layers = []layer{
 	{pkgs: "fsbus/search", may: []string{"internal/...", "fsbus", "fsbus/fold"}},
 
 	// Other public packages on top of the façade.
-	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// The MCP wire knows nothing of channels: JSON-RPC, eras and the handshake.
 	{pkgs: "mcpserver/internal/protocol", may: []string{"internal/ijson", "internal/textsafe"}},
@@ -214,6 +218,7 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"fsbus/runner", "fsbus/doctor"},
 		{"fsbus", "fsbus/watch"},
 		{"fsbus/arrivals", "fsbus"},
+		{"fsbus/verify", "fsbus"},
 		{"fsbus/fold", "fsbus/arrivals"},
 		{"fsbus", "fsbus/search"},
 		{"fsbus/fold", "fsbus/watch"},
