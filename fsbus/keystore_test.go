@@ -9,10 +9,11 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-func init() { scryptWorkFactor = 10 } // tests: a cheap scrypt; the format is the same
+func init() { keyfile.ScryptWorkFactor = 10 } // tests: a cheap scrypt; the format is the same
 
 // seatedAgent makes a channel with a master and a seated member agent "bot".
 func seatedAgent(t *testing.T) (*Channel, *Session, *Session) {
@@ -66,11 +67,11 @@ func TestKeyLockUnlock(t *testing.T) {
 	if st, err := h.LockKey(p, "bot", []byte("correct horse")); err != nil || st != KeyPlain {
 		t.Fatalf("lock: %v %v", st, err)
 	}
-	if fileExists(h.keyPath(p, "bot")) {
+	if keyfile.Exists(h.keyPath(p, "bot")) {
 		t.Fatal("the plain key is still on disk after lock")
 	}
 	raw, _ := os.ReadFile(h.lockedPath(p, "bot"))
-	if strings.Contains(string(raw), seedPrefix) {
+	if strings.Contains(string(raw), keyfile.SeedPrefix) {
 		t.Fatal("the locked file holds the plain seed")
 	}
 	if got, _ := h.PublicKey(p, "bot"); ledger.FormatKey(got) != pub {
@@ -104,7 +105,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if _, err := h.UnlockKey(p, "bot", []byte("wrong"), time.Hour); !errs.Is(err, errs.Denied) {
 		t.Fatalf("unlock with a wrong passphrase: %v, want denied", err)
 	}
-	if fileExists(h.UnlockedPath(p, "bot")) {
+	if keyfile.Exists(h.UnlockedPath(p, "bot")) {
 		t.Fatal("a wrong passphrase left a runtime copy")
 	}
 	if _, err := h.UnlockKey(p, "bot", []byte("correct horse"), 0); !errs.Is(err, errs.Invalid) {
@@ -138,7 +139,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if st, err := h.LockKey(p, "bot", nil); err != nil || st != KeyUnlocked {
 		t.Fatalf("re-lock: %v %v", st, err)
 	}
-	if fileExists(h.UnlockedPath(p, "bot")) {
+	if keyfile.Exists(h.UnlockedPath(p, "bot")) {
 		t.Fatal("re-lock left the runtime copy")
 	}
 	if _, err := s.TalkSend("master", "relocked", ""); !errs.Is(err, errs.Locked) {
@@ -159,7 +160,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if _, err := s.TalkSend("master", "expired", ""); !errs.Is(err, errs.Locked) {
 		t.Fatalf("write with an expired copy: %v, want locked", err)
 	}
-	if fileExists(up) {
+	if keyfile.Exists(up) {
 		t.Fatal("the expired copy was not removed")
 	}
 	// A copy of another key (left from a replaced key) never signs.
@@ -186,7 +187,7 @@ func TestKeyExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(exp), seedPrefix) || !strings.HasPrefix(string(exp), "-----BEGIN AGE ENCRYPTED FILE-----") {
+	if strings.Contains(string(exp), keyfile.SeedPrefix) || !strings.HasPrefix(string(exp), "-----BEGIN AGE ENCRYPTED FILE-----") {
 		t.Fatalf("export is not an armored age file:\n%s", exp)
 	}
 	if _, err := c.Home.ExportKey(p, fold.MasterWriter, nil); !errs.Is(err, errs.Invalid) {
@@ -200,7 +201,7 @@ func TestKeyExportImport(t *testing.T) {
 	if _, err := ReadExport([]byte("not an age file"), []byte("two machines")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("import of garbage: %v, want invalid", err)
 	}
-	if _, err := ReadExport(append(exp, make([]byte, maxKeyFile)...), []byte("two machines")); !errs.Is(err, errs.Invalid) {
+	if _, err := ReadExport(append(exp, make([]byte, keyfile.MaxKeyFile)...), []byte("two machines")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("import of an oversized file: %v, want invalid", err)
 	}
 	if h2.HasKey(p, fold.MasterWriter) {
@@ -266,7 +267,7 @@ func TestKeyExportImport(t *testing.T) {
 		}
 	}
 	for _, dev := range []string{c.Device, c2.Device} {
-		if !fileExists(ledger.SegmentPath(c.Root, fold.MasterWriter, dev)) {
+		if !keyfile.Exists(ledger.SegmentPath(c.Root, fold.MasterWriter, dev)) {
 			t.Fatalf("no master segment for device %s", dev)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // them these ceilings hold what has been reached, so the façade only shrinks. Lower
 // them as it does.
 const (
-	facadeMaxLines = 8342
+	facadeMaxLines = 8247
 	facadeMaxNames = 77
 )
 
