@@ -18,6 +18,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
+	"github.com/ferryhq/ferry/internal/sessionlease"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
@@ -84,7 +85,7 @@ type Ferry struct {
 
 	mu      sync.Mutex
 	ch      *fsbus.Channel
-	lease   *fsbus.SessionLease
+	lease   *sessionlease.Lease
 	stop    chan struct{} // closed by Close: ends the lease's heartbeat
 	leaseBy string        // who holds the lease's file instead of this process, as last logged
 	ticking bool

@@ -16,8 +16,8 @@ import (
 // them these ceilings hold what has been reached, so the façade only shrinks. Lower
 // them as it does.
 const (
-	facadeMaxLines = 8247
-	facadeMaxNames = 77
+	facadeMaxLines = 8132
+	facadeMaxNames = 76
 )
 
 // facadeSize counts dir's non-test Go lines and its exported names as `go doc -short`
