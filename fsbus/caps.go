@@ -6,6 +6,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/pause"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -57,7 +58,7 @@ var caps = []InputCap{
 	{"idempotency key", maxIdemKey, unitBytes},
 	{"secret value", MaxSecretValue, unitBytes},
 	{"secret name", fold.MaxSecretName, UnitChars},
-	{"pause reason", maxPauseReason, UnitChars},
+	{"pause reason", pause.MaxReason, UnitChars},
 	{"JSON-RPC request line", MaxRPCRequest, unitBytes},
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/pause"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -100,7 +101,7 @@ func TestInputCaps(t *testing.T) {
 		{"decision", fold.MaxDecisionLine, UnitChars, charsOf, func(s string) error { _, err := alice.DecisionRecord(s, ""); return err }, nil},
 		{"objective", fold.MaxBriefLine, UnitChars, charsOf, func(s string) error { _, err := alice.PrimaryBrief(s, nil, ""); return err }, nil},
 		{"secret value", MaxSecretValue, unitBytes, bytesOf, func(s string) error { _, err := alice.SecretPut("k", []string{"bob"}, []byte(s), ""); return err }, nil},
-		{"pause reason", maxPauseReason, UnitChars, charsOf, func(s string) error {
+		{"pause reason", pause.MaxReason, UnitChars, charsOf, func(s string) error {
 			_, err := w.c.Home.Pause("", s, time.Now())
 			if err == nil {
 				_, err = w.c.Home.Resume("")

@@ -68,6 +68,10 @@ var layers = []layer{
 	// the channel's files; public, because the surfaces print its findings.
 	{pkgs: "fsbus/verify", may: []string{"internal/...", "ledger", "fsbus/fold", "fsbus/arrivals"}},
 
+	// fsbus/pause: the machine-local pause switch; public, because the surfaces print
+	// its State.
+	{pkgs: "fsbus/pause", may: []string{"internal/...", "fsbus/fold", "fsbus/contract"}},
+
 	// fsbus/contract: an order's contract checked against this machine's workspace —
 	// pointers and result schemas. It reads the workspace, never the channel.
 	{pkgs: "fsbus/contract", may: []string{"internal/...", "fsbus/fold"}},
@@ -82,12 +86,12 @@ var layers = []layer{
 	{pkgs: "fsbus/gitsync", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
 
 	// fsbus: the façade the CLI and the MCP server call.
-	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// Public packages on top of the façade, called by the surfaces; nothing under
 	// fsbus imports them.
-	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/internal/..."}},
-	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/..."}},
+	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// fsbus/watch: waking on what arrives (fsnotify, with polling as the fallback) and
 	// following a channel's events; it calls the façade's Load and reads its View.
@@ -97,7 +101,7 @@ var layers = []layer{
 	{pkgs: "fsbus/search", may: []string{"internal/...", "fsbus", "fsbus/fold"}},
 
 	// Other public packages on top of the façade.
-	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// The MCP wire knows nothing of channels: JSON-RPC, eras and the handshake.
 	{pkgs: "mcpserver/internal/protocol", may: []string{"internal/ijson", "internal/textsafe"}},
@@ -219,6 +223,7 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"fsbus", "fsbus/watch"},
 		{"fsbus/arrivals", "fsbus"},
 		{"fsbus/verify", "fsbus"},
+		{"fsbus/pause", "fsbus"},
 		{"fsbus/fold", "fsbus/arrivals"},
 		{"fsbus", "fsbus/search"},
 		{"fsbus/fold", "fsbus/watch"},
