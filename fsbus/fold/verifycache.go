@@ -2,7 +2,6 @@ package fold
 
 import (
 	"crypto/ed25519"
-	"strings"
 	"sync"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -13,7 +12,7 @@ import (
 // Entry hashes cover the signature, so a cached result can never vouch for other bytes.
 // The local index (index.go) saves the good results and fills the cache from them in
 // the next process.
-var SigCache sync.Map // string(hash + key) → bool
+var SigCache sync.Map // sigKey → bool
 
 // newSigs holds, per project, the good signatures checked in this process and not yet
 // saved to a local index (takeSigs).
@@ -22,13 +21,12 @@ var newSigs struct {
 	m map[string][]SigRec
 }
 
-func sigKey(hash string, pub ed25519.PublicKey, project string) string {
-	return hash + "\x00" + string(pub) + "\x00" + project
-}
+// sigKey is one signature check: the entry's hash, the key, the project.
+type sigKey struct{ hash, pub, project string }
 
 // VerifyEntry is e.VerifySig with the per-process cache.
 func VerifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
-	k := sigKey(e.Hash(), pub, project)
+	k := sigKey{e.Hash(), string(pub), project}
 	if ok, hit := SigCache.Load(k); hit {
 		return ok.(bool)
 	}
@@ -46,7 +44,7 @@ func VerifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
 
 // RememberSig puts a good signature read from the local index into the cache.
 func RememberSig(hash string, pub ed25519.PublicKey, project string) {
-	SigCache.Store(sigKey(hash, pub, project), true)
+	SigCache.Store(sigKey{hash, string(pub), project}, true)
 }
 
 // TakeSigs returns and forgets the good signatures of project checked since the last
@@ -62,17 +60,10 @@ func TakeSigs(project string) []SigRec {
 // AllSigs returns every good signature of project in the cache.
 func AllSigs(project string) []SigRec {
 	var out []SigRec
-	suffix := "\x00" + project
 	SigCache.Range(func(k, v any) bool {
-		s := k.(string)
-		if ok := v.(bool); !ok || !strings.HasSuffix(s, suffix) {
-			return true
+		if key := k.(sigKey); v.(bool) && key.project == project {
+			out = append(out, SigRec{Hash: key.hash, Pub: ed25519.PublicKey(key.pub)})
 		}
-		s = strings.TrimSuffix(s, suffix)
-		if len(s) < ed25519.PublicKeySize+1 || s[len(s)-ed25519.PublicKeySize-1] != 0 {
-			return true
-		}
-		out = append(out, SigRec{Hash: s[:len(s)-ed25519.PublicKeySize-1], Pub: ed25519.PublicKey(s[len(s)-ed25519.PublicKeySize:])})
 		return true
 	})
 	return out
