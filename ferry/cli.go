@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -306,11 +306,7 @@ func mappedHere(m map[string]string) string {
 	if len(m) == 0 {
 		return " (no project is mapped on this machine)"
 	}
-	names := make([]string, 0, len(m))
-	for p := range m {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(m))
 	return " (projects here: " + strings.Join(names, ", ") + ")"
 }
 

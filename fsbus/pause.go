@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -131,7 +131,7 @@ func (h *Home) Pauses() []PauseState {
 			names = append(names, n)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, n := range names {
 		if p := h.pauseAt(h.pausePath(n), n); p != nil {
 			out = append(out, *p)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -212,7 +212,7 @@ func (h *Home) RunRecords(project, agent string) []RunRecord {
 		}
 		out = append(out, rec)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Started < out[j].Started })
+	slices.SortFunc(out, func(a, b RunRecord) int { return strings.Compare(a.Started, b.Started) })
 	return out
 }
 

@@ -1,9 +1,9 @@
 package fsbus
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -180,7 +180,7 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 		picked = st.MessagesWhere(func(m *fold.Message) bool {
 			return m.AddressedTo(me) && !m.Pending && arr.Number(m.Post) > n
 		})
-		sort.SliceStable(picked, func(i, j int) bool { return arr.Number(picked[i].Post) < arr.Number(picked[j].Post) })
+		slices.SortStableFunc(picked, func(a, b *fold.Message) int { return cmp.Compare(arr.Number(a.Post), arr.Number(b.Post)) })
 	} else {
 		picked = st.Unread(me)
 	}

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -733,11 +734,7 @@ func nameFields(s map[string]any) {
 	if !ok {
 		return
 	}
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(props))
 	desc := strings.Join(names, ", ")
 	if d, _ := s["description"].(string); d != "" {
 		desc = d + " (" + desc + ")"
@@ -764,6 +761,6 @@ func (f *Ferry) tools() []*Tool {
 		{Name: "ferry_ask_human", Description: "Ask the owner before a risky step: raise (title, recommendation, reasoning), then status. You cannot answer asks.",
 			InputSchema: Schema(&AskIn{}), OutputSchema: outputSchema(&AskOut{}), Call: f.ask},
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	slices.SortFunc(ts, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
 	return ts
 }
