@@ -140,7 +140,7 @@ func (c *OrderExtendCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Extend(c.ID, c.Note, c.Key)
+	o, err := s.Extend(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	verb := "extended"
 	if err == nil && slices.ContainsFunc(o.Warnings, func(w string) bool { return strings.HasPrefix(w, "capped at lifetime") }) {
 		verb = "extended (capped at lifetime)"
@@ -161,7 +161,7 @@ func (c *OrderFailCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Fail(c.ID, c.Reason, c.Key)
+	o, err := s.Fail(c.ID, fsbus.NoteOptions{Note: c.Reason, Key: c.Key})
 	return printOrderResult(g, o, err, "failed")
 }
 
@@ -178,7 +178,7 @@ func (c *OrderDeclineCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Decline(c.ID, c.Note, c.Key)
+	o, err := s.Decline(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "declined")
 }
 

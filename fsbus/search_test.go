@@ -25,7 +25,7 @@ func TestSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	step()
-	if _, err := ss["mike"].TalkSend("wendy", "a zebra between two", ""); err != nil {
+	if _, err := ss["mike"].TalkSend(TalkSendOptions{To: "wendy", Body: "a zebra between two"}); err != nil {
 		t.Fatal(err)
 	}
 	step()

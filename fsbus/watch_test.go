@@ -93,7 +93,7 @@ func TestWaitForWakesOnAnotherWriter(t *testing.T) {
 			case r := <-done:
 				t.Fatalf("WaitFor returned before anything was written: %v", r.err)
 			}
-			sent, err := alice.TalkSend("bob", "the build is green", "")
+			sent, err := alice.TalkSend(TalkSendOptions{To: "bob", Body: "the build is green"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,10 @@ package repocheck
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -193,5 +197,120 @@ func TestStyleCatches(t *testing.T) {
 	}
 	if got := stalePending(root); len(got) != 2 {
 		t.Errorf("stale pending entries: %q, want the first two", got)
+	}
+}
+
+// maxStringRun is the most string parameters in a row an exported method of package
+// fsbus takes: past it the arguments are an options struct (NewOrderOptions,
+// NoteOptions), so a call cannot swap a note and an idempotency key unseen.
+const maxStringRun = 2
+
+// stringRuns returns one "path:line: what" per exported method declared in src (a
+// file of package fsbus) that takes more than maxStringRun string parameters in a row.
+func stringRuns(path string, src []byte) ([]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var hits []string
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || !fd.Name.IsExported() {
+			continue
+		}
+		run, longest := 0, 0
+		for _, p := range fd.Type.Params.List {
+			if id, ok := p.Type.(*ast.Ident); !ok || id.Name != "string" {
+				run = 0
+				continue
+			}
+			run += max(len(p.Names), 1)
+			longest = max(longest, run)
+		}
+		if longest > maxStringRun {
+			hits = append(hits, fmt.Sprintf("%s:%d: %s.%s takes %d string parameters in a row: pass an options struct",
+				path, fset.Position(fd.Pos()).Line, recvName(fd), fd.Name.Name, longest))
+		}
+	}
+	return hits, nil
+}
+
+// recvName is the name of fd's receiver type, without a pointer or type parameters.
+func recvName(fd *ast.FuncDecl) string {
+	t := fd.Recv.List[0].Type
+	if s, ok := t.(*ast.StarExpr); ok {
+		t = s.X
+	}
+	switch x := t.(type) {
+	case *ast.IndexExpr:
+		t = x.X
+	case *ast.IndexListExpr:
+		t = x.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name
+	}
+	return "?"
+}
+
+// facadeSources returns the non-test Go files of package fsbus (its directory only),
+// by slash path from the module root.
+func facadeSources(t *testing.T, root string) map[string][]byte {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(root, "fsbus", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, n := range names {
+		if strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["fsbus/"+filepath.Base(n)] = src
+	}
+	return out
+}
+
+func TestOptionsStructs(t *testing.T) {
+	srcs := facadeSources(t, moduleRoot(t))
+	for _, p := range slices.Sorted(maps.Keys(srcs)) {
+		hits, err := stringRuns(p, srcs[p])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			t.Error(h)
+		}
+	}
+}
+
+// TestOptionsStructsCatches: a run of three strings is found however it is written;
+// two, a broken run, an unexported method and a function are not.
+func TestOptionsStructsCatches(t *testing.T) {
+	for _, tc := range []struct {
+		decl string
+		hits int
+	}{
+		{"func (s *Session) Submit(q, ref, note, key string) error", 1},
+		{"func (s *Session) Fail(q string, reason string, key string) error", 1},
+		{"func (h Home) Has(project string, agent, run string) bool", 1},
+		{"func (c *chain[S]) Add(n int, a, b, c string) {}", 1},
+		{"func (s *Session) Review(q, verdict string, opt NoteOptions) error", 0},
+		{"func (s *Session) Mixed(a, b string, n int, c, d string) error", 0},
+		{"func (s *Session) progress(q, note, failure, key string) error", 0},
+		{"func ObjectPath(root, writer, id string) string", 0},
+	} {
+		hits, err := stringRuns("fsbus/x.go", []byte("package fsbus\n\n"+tc.decl+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != tc.hits {
+			t.Errorf("%s: %q, want %d hits", tc.decl, hits, tc.hits)
+		}
 	}
 }
