@@ -83,8 +83,9 @@ type Globals struct {
 	home   *fsbus.Home
 	// asFrom is where As came from, "--as" or "FERRY_AGENT" (checkOwner sets it).
 	asFrom string
-	// settling is the session of an order command, whose expiries are reported.
-	settling *fsbus.Session
+	// expired are the orders an order command's writes expired (orderSession), to be
+	// reported.
+	expired []string
 }
 
 // exitCodes map error categories to process exit codes: the one map docs/exit-codes.md,

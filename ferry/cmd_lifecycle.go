@@ -30,20 +30,16 @@ func (g *Globals) orderSession() (*fsbus.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.AutoSettle = true
-	g.settling = s
+	s.AutoSettle = func(expired []string) { g.expired = append(g.expired, expired...) }
 	return s, nil
 }
 
 // noteExpired reports on stderr the orders the command's write expired.
 func (g *Globals) noteExpired() {
-	if g.settling == nil {
-		return
-	}
-	for _, id := range g.settling.Expired {
+	for _, id := range g.expired {
 		fprintf(g.stderr, "ferry: note: order %s timed out: its window closed by this machine's clock; it can be claimed again\n", id)
 	}
-	g.settling.Expired = nil
+	g.expired = nil
 }
 
 // holderSeen is a holder's liveness and what this machine knows of it. The age is

@@ -209,7 +209,7 @@ func TestClockStepLiveRun(t *testing.T) {
 	}
 
 	clk.step(5 * time.Hour)
-	runner.AutoSettle = true
+	runner.AutoSettle = func([]string) {}
 	if _, err := runner.Extend(id, NoteOptions{Note: "run " + run.Rec.Run + " is still running"}); err != nil {
 		t.Fatalf("the live run's renewal after a wall-clock step: %v", err)
 	}

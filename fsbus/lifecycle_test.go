@@ -594,16 +594,18 @@ func TestAutoSettle(t *testing.T) {
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Long job"}))
 	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 	w.pass(5 * time.Hour)
-	w.alice.AutoSettle, w.bob.AutoSettle = true, true
+	var aliceExpired, bobExpired []string
+	w.alice.AutoSettle = func(ids []string) { aliceExpired = append(aliceExpired, ids...) }
+	w.bob.AutoSettle = func(ids []string) { bobExpired = append(bobExpired, ids...) }
 	must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Another"}))
-	if len(w.alice.Expired) != 0 || w.order(t, o.ID).State != fold.StateClaimed {
-		t.Fatalf("the author's write expired %v", w.alice.Expired)
+	if len(aliceExpired) != 0 || w.order(t, o.ID).State != fold.StateClaimed {
+		t.Fatalf("the author's write expired %v", aliceExpired)
 	}
 	if _, err := w.bob.Extend(o.ID, NoteOptions{}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("extend after the window passed: %v", err)
 	}
-	if len(w.bob.Expired) != 1 || w.bob.Expired[0] != o.ID || w.order(t, o.ID).State != fold.StateTimedOut {
-		t.Fatalf("holder's write expired %v; state %s", w.bob.Expired, w.order(t, o.ID).State)
+	if len(bobExpired) != 1 || bobExpired[0] != o.ID || w.order(t, o.ID).State != fold.StateTimedOut {
+		t.Fatalf("holder's write expired %v; state %s", bobExpired, w.order(t, o.ID).State)
 	}
 }
 

@@ -314,3 +314,130 @@ func TestOptionsStructsCatches(t *testing.T) {
 		}
 	}
 }
+
+// facadeValues are the façade's long-lived values (ADR 0016): a call returns what it
+// did, or hands it to a callback, rather than piling it up on one of these for the
+// caller to read and clear.
+var facadeValues = []string{"Channel", "Session", "Home"}
+
+// accumulations returns one "path:line: what" per assignment in a method of a façade
+// value that appends to an exported slice field of one (Session embeds *Channel, so
+// their fields are taken together), srcs being the files of package fsbus.
+func accumulations(srcs map[string][]byte) ([]string, error) {
+	fset := token.NewFileSet()
+	files := map[string]*ast.File{}
+	fields := map[string]bool{}
+	for p, src := range srcs {
+		f, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		files[p] = f
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok || !slices.Contains(facadeValues, ts.Name.Name) {
+				return true
+			}
+			if st, ok := ts.Type.(*ast.StructType); ok {
+				for _, fl := range st.Fields.List {
+					if at, ok := fl.Type.(*ast.ArrayType); ok && at.Len == nil {
+						for _, n := range fl.Names {
+							fields[n.Name] = n.IsExported()
+						}
+					}
+				}
+			}
+			return false
+		})
+	}
+	var hits []string
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		for _, d := range files[p].Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || len(fd.Recv.List[0].Names) == 0 || fd.Body == nil || !slices.Contains(facadeValues, recvName(fd)) {
+				continue
+			}
+			recv := fd.Recv.List[0].Names[0].Name
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				as, ok := n.(*ast.AssignStmt)
+				if !ok {
+					return true
+				}
+				for i, l := range as.Lhs {
+					sel, ok := l.(*ast.SelectorExpr)
+					if !ok || !fields[sel.Sel.Name] || rootIdent(sel) != recv || i >= len(as.Rhs) {
+						continue
+					}
+					if call, ok := as.Rhs[i].(*ast.CallExpr); ok {
+						if fn, ok := call.Fun.(*ast.Ident); ok && fn.Name == "append" {
+							hits = append(hits, fmt.Sprintf("%s:%d: %s.%s appends to %s.%s: return what the call did (or pass it to a callback) instead",
+								p, fset.Position(as.Pos()).Line, recvName(fd), fd.Name.Name, recvName(fd), sel.Sel.Name))
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	return hits, nil
+}
+
+// rootIdent is the name x.y.z starts from ("" for anything but an identifier).
+func rootIdent(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.SelectorExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return ""
+		}
+	}
+}
+
+func TestNoAccumulation(t *testing.T) {
+	hits, err := accumulations(facadeSources(t, moduleRoot(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hits {
+		t.Error(h)
+	}
+}
+
+// TestNoAccumulationCatches: an append to an exported slice field of a façade value in
+// its method is found, through the embedded Channel too; an unexported field, a local
+// slice, another type's field and a plain function are not.
+func TestNoAccumulationCatches(t *testing.T) {
+	src := map[string][]byte{
+		"fsbus/session.go": []byte(`package fsbus
+type Session struct {
+	*Channel
+	Expired []string
+	pending []string
+}
+type Channel struct{ Notes []string }
+type Report struct{ Lines []string }
+`),
+		"fsbus/write.go": []byte(`package fsbus
+func (s *Session) write(done []string) {
+	s.Expired = append(s.Expired, done...)
+	s.Channel.Notes = append(s.Channel.Notes, "n")
+	s.pending = append(s.pending, done...)
+	var out []string
+	out = append(out, done...)
+}
+func (c Channel) Note(n string) { c.Notes, _ = append(c.Notes, n), 0 }
+func (r *Report) Add(l string) { r.Lines = append(r.Lines, l) }
+func settle(s *Session, done []string) { s.Expired = append(s.Expired, done...) }
+`),
+	}
+	hits, err := accumulations(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 3 {
+		t.Errorf("hits %q, want s.Expired, s.Channel.Notes and c.Notes", hits)
+	}
+}
