@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,7 +172,7 @@ func (cfg *daemonConfig) agents() []string {
 			out = append(out, h.Agent)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

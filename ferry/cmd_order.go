@@ -400,7 +400,7 @@ func (c *OrderProgressCmd) Run(g *Globals) error {
 	if note == "" {
 		note = c.NoteArg
 	}
-	o, err := s.Progress(c.ID, note, c.Key)
+	o, err := s.Progress(c.ID, fsbus.NoteOptions{Note: note, Key: c.Key})
 	return printOrderResult(g, o, err, "progress recorded on")
 }
 
@@ -430,7 +430,7 @@ func (c *OrderSubmitCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.SubmitResult(c.ID, fsbus.SubmitOptions{Reference: c.Ref, Note: c.Note, Output: json.RawMessage(result), Key: c.Key})
+	o, err := s.Submit(c.ID, fsbus.SubmitOptions{Reference: c.Ref, Note: c.Note, Output: json.RawMessage(result), Key: c.Key})
 	return printOrderResult(g, o, err, "submitted")
 }
 
@@ -457,7 +457,7 @@ func (c *OrderReviewCmd) Run(g *Globals) error {
 	case c.Changes:
 		verdict = "changes"
 	}
-	o, err := s.Review(c.ID, verdict, c.Note, c.Key)
+	o, err := s.Review(c.ID, verdict, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "reviewed")
 }
 
@@ -474,7 +474,7 @@ func (c *OrderReleaseCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Release(c.ID, c.Note, c.Key)
+	o, err := s.Release(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "released")
 }
 
@@ -491,7 +491,7 @@ func (c *OrderCancelCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Cancel(c.ID, c.Note, c.Key)
+	o, err := s.Cancel(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "cancelled")
 }
 
@@ -508,7 +508,7 @@ func (c *OrderOfferCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Offer(c.ID, c.To, c.Key)
+	o, err := s.Offer(c.ID, fsbus.OfferOptions{To: c.To, Key: c.Key})
 	return printOrderResult(g, o, err, "offered")
 }
 

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -44,11 +45,7 @@ func (c *PolicyShowCmd) Run(g *Globals) error {
 
 // printPolicy prints the table, one key a line, with the source of each value.
 func printPolicy(g *Globals, ep fsbus.EffectivePolicy) {
-	keys := make([]string, 0, len(ep.Table))
-	for k := range ep.Table {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(ep.Table))
 	unknown := map[string]bool{}
 	for _, k := range ep.Unknown {
 		unknown[k] = true

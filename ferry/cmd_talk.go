@@ -50,7 +50,7 @@ func (c *TalkSendCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.TalkSend(c.To, body, c.Key)
+	m, err := s.TalkSend(fsbus.TalkSendOptions{To: c.To, Body: body, Key: c.Key})
 	if err != nil {
 		return err
 	}

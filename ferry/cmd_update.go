@@ -5,9 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,11 +80,7 @@ func (c *UpdateApproveCmd) Run(g *Globals) error {
 	for _, n := range append(approvalNotes(before.Releases(), r), r.Notes...) {
 		g.printf("  note: %s\n", clean(n))
 	}
-	names := make([]string, 0, len(r.Platforms))
-	for p := range r.Platforms {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(r.Platforms))
 	for _, p := range names {
 		f := r.Platforms[p]
 		g.printf("  %s  %s  sha256 %s  %d bytes\n", p, f.Path, f.SHA256, f.Size)

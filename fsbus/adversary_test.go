@@ -53,7 +53,7 @@ func newAdvWorld(t *testing.T) *advWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := w.alice.TalkSend("bob", w.msgBody, "")
+	m, err := w.alice.TalkSend(TalkSendOptions{To: "bob", Body: w.msgBody})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,10 +299,10 @@ func TestAdversarialFiles(t *testing.T) {
 			t.Errorf("alice's self-grant not ignored for its level: %+v", r.v.State.Ignored)
 		}
 		w.intact(t, r.v.State)
-		if _, err := w.alice.Offer(w.order, "bob", ""); err != nil {
+		if _, err := w.alice.Offer(w.order, OfferOptions{To: "bob"}); err != nil {
 			t.Fatalf("the author offers her own order: %v", err)
 		}
-		if _, err := w.bob.Offer(w.order, "alice", ""); !errs.Is(err, errs.Denied) {
+		if _, err := w.bob.Offer(w.order, OfferOptions{To: "alice"}); !errs.Is(err, errs.Denied) {
 			t.Errorf("bob offers alice's order: %v, want denied (needs orchestrator)", err)
 		}
 	})
@@ -318,7 +318,7 @@ func TestAdversarialFiles(t *testing.T) {
 		}
 		// Bob's first line (his join) removed: his chain starts at seq 2.
 		bobSeg := ledger.SegmentPath(w.c.Root, "bob", w.c.Device)
-		if _, err := w.bob.TalkSend("alice", "hello", ""); err != nil {
+		if _, err := w.bob.TalkSend(TalkSendOptions{To: "alice", Body: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 		_, rest, _ := bytes.Cut(mustReadFile(t, bobSeg), []byte("\n"))

@@ -40,7 +40,7 @@ func TestInputCaps(t *testing.T) {
 	}
 	submitted := func() *fold.Order { // an order alice submitted, bob to review
 		o := held()
-		if _, err := alice.Submit(o.ID, "main", "", ""); err != nil {
+		if _, err := alice.Submit(o.ID, SubmitOptions{Reference: "main"}); err != nil {
 			t.Fatal(err)
 		}
 		return o
@@ -60,21 +60,21 @@ func TestInputCaps(t *testing.T) {
 	}{
 		{"order title", MaxTitle, UnitChars, charsOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: s}); return err }, nil},
 		{"order body", MaxOrderBody, unitBytes, bytesOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Body: s}); return err }, nil},
-		{"message body", fold.MaxMessageBody, unitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend("bob", s, ""); return err }, nil},
-		{"progress note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Progress(id, s, ""); return err }, hold},
+		{"message body", fold.MaxMessageBody, unitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend(TalkSendOptions{To: "bob", Body: s}); return err }, nil},
+		{"progress note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Progress(id, NoteOptions{Note: s}); return err }, hold},
 		{"result summary", MaxNote, unitBytes, bytesOf, func(s string) error {
-			_, err := alice.SubmitResult(id, SubmitOptions{Reference: "main", Note: s})
+			_, err := alice.Submit(id, SubmitOptions{Reference: "main", Note: s})
 			return err
 		}, hold},
 		{"result reference", MaxReference, unitBytes, bytesOf, func(s string) error {
-			_, err := alice.SubmitResult(id, SubmitOptions{Reference: s})
+			_, err := alice.Submit(id, SubmitOptions{Reference: s})
 			return err
 		}, hold},
-		{"review note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Review(id, "accept", s, ""); return err }, sub},
-		{"release note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Release(id, s, ""); return err }, hold},
-		{"cancel note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Cancel(id, s, ""); return err }, hold},
-		{"extend note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Extend(id, s, ""); return err }, hold},
-		{"fail reason", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Fail(id, s, ""); return err }, hold},
+		{"review note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Review(id, "accept", NoteOptions{Note: s}); return err }, sub},
+		{"release note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Release(id, NoteOptions{Note: s}); return err }, hold},
+		{"cancel note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Cancel(id, NoteOptions{Note: s}); return err }, hold},
+		{"extend note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Extend(id, NoteOptions{Note: s}); return err }, hold},
+		{"fail reason", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Fail(id, NoteOptions{Note: s}); return err }, hold},
 		{"ask title", MaxAskTitle, UnitChars, charsOf, func(s string) error {
 			_, err := alice.AskRaise(AskRaiseOptions{Title: s, Recommendation: "r"})
 			return err
@@ -88,7 +88,7 @@ func TestInputCaps(t *testing.T) {
 			return err
 		}, nil},
 		{"answer note", MaxNote, unitBytes, bytesOf, func(s string) error {
-			_, err := w.master.AskAnswer(id, fold.VerdictApprove, s, "")
+			_, err := w.master.AskAnswer(id, fold.VerdictApprove, NoteOptions{Note: s})
 			return err
 		}, func() {
 			a, err := alice.AskRaise(AskRaiseOptions{Title: "t" + fold.NewID(""), Recommendation: "r"})
@@ -97,7 +97,7 @@ func TestInputCaps(t *testing.T) {
 			}
 			id = a.ID
 		}},
-		{"hand-in note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.HandinAdd("main", s, ""); return err }, nil},
+		{"hand-in note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.HandinAdd("main", NoteOptions{Note: s}); return err }, nil},
 		{"decision", fold.MaxDecisionLine, UnitChars, charsOf, func(s string) error { _, err := alice.DecisionRecord(s, ""); return err }, nil},
 		{"objective", fold.MaxBriefLine, UnitChars, charsOf, func(s string) error { _, err := alice.PrimaryBrief(s, nil, ""); return err }, nil},
 		{"secret value", MaxSecretValue, unitBytes, bytesOf, func(s string) error { _, err := alice.SecretPut("k", []string{"bob"}, []byte(s), ""); return err }, nil},

@@ -58,7 +58,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.TalkSend("claude-code-desktop", "checkpoint note "+string(rune('a'+i)), ""); err != nil {
+		if _, err := s.TalkSend(TalkSendOptions{To: "claude-code-desktop", Body: "checkpoint note " + string(rune('a'+i))}); err != nil {
 			t.Fatal(err)
 		}
 	}

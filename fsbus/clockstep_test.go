@@ -198,7 +198,7 @@ func TestClockStepLiveRun(t *testing.T) {
 	clk := newStepClock()
 	clk.drive(runner.Channel)
 	id := plainOrder(t, boss, "long build")
-	run, err := runner.BeginRun(id, "/bin/true", "direct")
+	run, err := runner.BeginRun(id, BeginRunOptions{Exec: "/bin/true", Via: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +210,8 @@ func TestClockStepLiveRun(t *testing.T) {
 	}
 
 	clk.step(5 * time.Hour)
-	runner.AutoSettle = true
-	if _, err := runner.Extend(id, "run "+run.Rec.Run+" is still running", ""); err != nil {
+	runner.AutoSettle = func([]string) {}
+	if _, err := runner.Extend(id, NoteOptions{Note: "run " + run.Rec.Run + " is still running"}); err != nil {
 		t.Fatalf("the live run's renewal after a wall-clock step: %v", err)
 	}
 	if got := settled(t, runner); got != nil {

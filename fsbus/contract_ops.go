@@ -193,7 +193,7 @@ func cutNote(s string) string {
 	return s
 }
 
-// SubmitOptions are the arguments of SubmitResult.
+// SubmitOptions are the arguments of Submit.
 type SubmitOptions struct {
 	Reference string          // commit, branch or hand-in id (required)
 	Note      string          // short summary
@@ -201,8 +201,9 @@ type SubmitOptions struct {
 	Key       string          // idempotency key
 }
 
-// SubmitResult hands in the holder's result (see Submit) with an optional structured
-// output, and enforces the order's contract on the holder's machine:
+// Submit hands in the holder's result: a reference (commit, branch, hand-in id), a
+// short note and an optional structured output, published as results/<r-id>.json and
+// named by order.submit. It enforces the order's contract on the holder's machine:
 //
 //   - pointers are re-verified (with one retry after 150 ms). The first mismatch on a
 //     claim answers retry_needed listing the files and the recovery commands, keeps
@@ -215,9 +216,9 @@ type SubmitOptions struct {
 //
 // Errors: invalid for an empty or over-long reference or note, output that is not
 // JSON or larger than MaxOutput, or a missing output when the order has a schema;
-// denied for a non-holder (superseded when its claim lost a race across machines);
-// conflict when the order is not in hand.
-func (s *Session) SubmitResult(q string, opt SubmitOptions) (*fold.Order, error) {
+// denied for a non-holder; superseded, naming the winner, for one whose claim lost a
+// race across machines (Order.lostClaim); conflict when the order is not in hand.
+func (s *Session) Submit(q string, opt SubmitOptions) (*fold.Order, error) {
 	ref, note := strings.TrimSpace(opt.Reference), strings.TrimSpace(opt.Note)
 	if ref == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")

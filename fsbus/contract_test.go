@@ -342,7 +342,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "edited mid-review\n")
-	_, err = w.bob.Submit(o.ID, "abc123", "done", "")
+	_, err = w.bob.Submit(o.ID, SubmitOptions{Reference: "abc123", Note: "done"})
 	if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "src/calc.go") || !strings.Contains(err.Error(), "git") && !strings.Contains(err.Error(), "restore") {
 		t.Fatalf("first stale submit: %v", err)
 	}
@@ -351,7 +351,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 		t.Fatalf("after first stale submit: %s holder %s failures %d progress %v", got.State, got.Holder, got.PointerFailures, got.Progress)
 	}
 	// Second mismatch: recorded as pointer_stale, the result kept.
-	done, err := w.bob.SubmitResult(o.ID, SubmitOptions{Reference: "abc123", Note: "done anyway", Output: json.RawMessage(`{"ok":true}`)})
+	done, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc123", Note: "done anyway", Output: json.RawMessage(`{"ok":true}`)})
 	if err != nil || done.State != fold.StatePointerStale || done.Result == nil || done.Result.Reference != "abc123" || len(done.Warnings) != 1 {
 		t.Fatalf("second stale submit: %+v %v", done, err)
 	}
@@ -372,11 +372,11 @@ func TestSubmitAfterRestoreSucceeds(t *testing.T) {
 	}
 	orig, _ := os.ReadFile(filepath.Join(w.wb, "src/calc.go"))
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "edited\n")
-	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !errs.Is(err, errs.RetryNeeded) {
+	if _, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc"}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), string(orig))
-	if got, err := w.bob.Submit(o.ID, "abc", "", ""); err != nil || got.State != fold.StateSubmitted {
+	if got, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc"}); err != nil || got.State != fold.StateSubmitted {
 		t.Fatalf("submit after restoring: %v", err)
 	}
 }
@@ -391,18 +391,18 @@ func TestSchemaRetryLadder(t *testing.T) {
 	if _, err := w.bob.Claim(o.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "--result") {
+	if _, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "--result") {
 		t.Fatalf("submit without a result: %v", err)
 	}
 	bad := SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":"yes"}`)}
 	for i := 1; i <= 2; i++ {
-		_, err := w.bob.SubmitResult(o.ID, bad)
+		_, err := w.bob.Submit(o.ID, bad)
 		if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "/passed: ") || !strings.Contains(err.Error(), "failure "+string(rune('0'+i))+" of 3") {
 			t.Fatalf("failure %d: %v", i, err)
 		}
 		if i == 1 {
 			// A release keeps the count (it is the contract's, not the claim's).
-			if _, err := w.bob.Release(o.ID, "later", ""); err != nil {
+			if _, err := w.bob.Release(o.ID, NoteOptions{Note: "later"}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := w.bob.Claim(o.ID, ""); err != nil {
@@ -413,17 +413,17 @@ func TestSchemaRetryLadder(t *testing.T) {
 	if got := w.load(t).State.Orders[o.ID]; got.SchemaFailures != 2 || got.State != fold.StateClaimed {
 		t.Fatalf("after two failures: %d %s", got.SchemaFailures, got.State)
 	}
-	done, err := w.bob.SubmitResult(o.ID, bad)
+	done, err := w.bob.Submit(o.ID, bad)
 	if err != nil || done.State != fold.StateValidationFailed || done.Result == nil {
 		t.Fatalf("third failure: %+v %v", done, err)
 	}
 	// A valid result on a fresh order goes through.
 	o2, _ := w.alice.NewOrder(NewOrderOptions{Title: "Check again", Schema: schema})
 	w.bob.Claim(o2.ID, "")
-	if got, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":true}`)}); err != nil || got.State != fold.StateSubmitted {
+	if got, err := w.bob.Submit(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":true}`)}); err != nil || got.State != fold.StateSubmitted {
 		t.Fatalf("valid result: %v", err)
 	}
-	if _, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":`)}); !errs.Is(err, errs.Invalid) {
+	if _, err := w.bob.Submit(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":`)}); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("not JSON: %v", err)
 	}
 }
@@ -529,7 +529,7 @@ func TestMarkStale(t *testing.T) {
 	if _, err := w.bob.Claim(o.ID, ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("claim of a stale order: %v", err)
 	}
-	if c, err := w.alice.Cancel(o.ID, "re-dispatched", ""); err != nil || c.State != fold.StateCancelled {
+	if c, err := w.alice.Cancel(o.ID, NoteOptions{Note: "re-dispatched"}); err != nil || c.State != fold.StateCancelled {
 		t.Fatalf("cancel a stale order: %v", err)
 	}
 	// A claimed order is not marked: the holder's submit re-verifies.

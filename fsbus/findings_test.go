@@ -43,7 +43,7 @@ func verified(t *testing.T, c *Channel) *verify.Report {
 // after signing is still flagged.
 func TestVerifyObjectsAfterRekey(t *testing.T) {
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
-	old, err := ss["alice"].TalkSend("bob", "signed with the old key", "")
+	old, err := ss["alice"].TalkSend(TalkSendOptions{To: "bob", Body: "signed with the old key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestVerifyObjectsAfterRekey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.TalkSend("bob", "signed with the new key", ""); err != nil {
+	if _, err := alice.TalkSend(TalkSendOptions{To: "bob", Body: "signed with the new key"}); err != nil {
 		t.Fatal(err)
 	}
 	v, err := c.Load()
@@ -127,7 +127,7 @@ func TestFindingsShrunkSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, body := range []string{"one", "two"} {
-		if _, err := ss["bob"].TalkSend("alice", body, ""); err != nil {
+		if _, err := ss["bob"].TalkSend(TalkSendOptions{To: "alice", Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 func TestHandins(t *testing.T) {
 	c, _, ss := primaryWorld(t, map[string]string{"wendy": "worker", "mike": "member"})
 	wendy, mike := ss["wendy"], ss["mike"]
-	h, err := wendy.HandinAdd(" branch:fix-login ", " the fix \n and its test ", "")
+	h, err := wendy.HandinAdd(" branch:fix-login ", NoteOptions{Note: " the fix \n and its test "})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestHandins(t *testing.T) {
 			s = &Session{Channel: c, Name: "nobody", Signer: wendy.Signer}
 			tc.cat = errs.Denied
 		}
-		if _, err := s.HandinAdd(tc.ref, tc.note, ""); !errs.Is(err, tc.cat) {
+		if _, err := s.HandinAdd(tc.ref, NoteOptions{Note: tc.note}); !errs.Is(err, tc.cat) {
 			t.Errorf("%s: %v; want %s", name, err, tc.cat)
 		}
 	}
@@ -64,13 +64,13 @@ func TestHandins(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = primaryEntries(t, c)
-	if _, err := mike.Submit(o.ID, "h-zzzz", "", ""); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "ferry handin list") {
+	if _, err := mike.Submit(o.ID, SubmitOptions{Reference: "h-zzzz"}); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "ferry handin list") {
 		t.Fatalf("submit naming an unknown hand-in: %v", err)
 	}
 	if primaryEntries(t, c) != n {
 		t.Fatal("a refused submit wrote an entry")
 	}
-	o, err = mike.Submit(o.ID, h.ID[:6], "see the hand-in", "")
+	o, err = mike.Submit(o.ID, SubmitOptions{Reference: h.ID[:6], Note: "see the hand-in"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +80,11 @@ func TestHandins(t *testing.T) {
 	// References not shaped like a hand-in id pass unchanged (a branch named h-fix).
 	o2, _ := mike.NewOrder(NewOrderOptions{Title: "Other"})
 	mike.Claim(o2.ID, "")
-	if o2, err = mike.Submit(o2.ID, "h-fix", "", ""); err != nil || o2.Result.Reference != "h-fix" {
+	if o2, err = mike.Submit(o2.ID, SubmitOptions{Reference: "h-fix"}); err != nil || o2.Result.Reference != "h-fix" {
 		t.Fatalf("branch h-fix: %v", err)
 	}
 
-	h2, err := wendy.HandinAdd("commit:abc123", "", "")
+	h2, err := wendy.HandinAdd("commit:abc123", NoteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

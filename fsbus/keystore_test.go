@@ -58,7 +58,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	c, _, bot := seatedAgent(t)
 	h, p := c.Home, c.Project()
 	pub := ledger.FormatKey(bot.Signer.Public())
-	if _, err := bot.TalkSend("master", "before the lock", ""); err != nil {
+	if _, err := bot.TalkSend(TalkSendOptions{To: "master", Body: "before the lock"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.LockKey(p, "bot", []byte("  ")); !errs.Is(err, errs.Invalid) {
@@ -90,7 +90,7 @@ func TestKeyLockUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := segmentLines(t, c, "bot")
-	_, err = s.TalkSend("master", "while locked", "")
+	_, err = s.TalkSend(TalkSendOptions{To: "master", Body: "while locked"})
 	if !errs.Is(err, errs.Locked) || !strings.Contains(err.Error(), "ferry key unlock --as bot") {
 		t.Fatalf("write with a locked key: %v, want locked naming the unlock command", err)
 	}
@@ -128,7 +128,7 @@ func TestKeyLockUnlock(t *testing.T) {
 		t.Fatalf("status after unlock = %s", st)
 	}
 	// The session opened while locked signs now: each signature reads the copy.
-	if _, err := s.TalkSend("master", "unlocked", ""); err != nil {
+	if _, err := s.TalkSend(TalkSendOptions{To: "master", Body: "unlocked"}); err != nil {
 		t.Fatalf("write after unlock: %v", err)
 	}
 	if segmentLines(t, c, "bot") != n+1 {
@@ -142,7 +142,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if keyfile.Exists(h.UnlockedPath(p, "bot")) {
 		t.Fatal("re-lock left the runtime copy")
 	}
-	if _, err := s.TalkSend("master", "relocked", ""); !errs.Is(err, errs.Locked) {
+	if _, err := s.TalkSend(TalkSendOptions{To: "master", Body: "relocked"}); !errs.Is(err, errs.Locked) {
 		t.Fatalf("write after re-lock: %v, want locked", err)
 	}
 
@@ -157,7 +157,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if err := os.WriteFile(up, []byte("expires "+past+"\n"+rest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TalkSend("master", "expired", ""); !errs.Is(err, errs.Locked) {
+	if _, err := s.TalkSend(TalkSendOptions{To: "master", Body: "expired"}); !errs.Is(err, errs.Locked) {
 		t.Fatalf("write with an expired copy: %v, want locked", err)
 	}
 	if keyfile.Exists(up) {

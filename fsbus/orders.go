@@ -249,22 +249,26 @@ func (s *Session) claim(q, key string, check func(o *fold.Order, d *fold.EntryDa
 	}, check)
 }
 
-// Offer reserves an order for one agent (its author, or an orchestrator). It returns
-// not_found when that agent has never joined the channel.
-func (s *Session) Offer(q, to, key string) (*fold.Order, error) {
-	if err := fold.CheckName("offer recipient", to); err != nil {
-		return nil, err // never echo a token pasted as the name (secret guard)
-	}
-	return s.lifecycle(q, fold.TypeOrderOffer, fold.EntryData{To: to}, key, nil)
+// NoteOptions are what a write on an order, an ask or a hand-in carries besides its
+// subject: a short note (Fail's reason) and an idempotency key.
+type NoteOptions struct {
+	Note string // at most MaxNote bytes, trimmed
+	Key  string // idempotency key
 }
 
-// Submit hands in the holder's result: a reference (commit, branch, hand-in id) and a
-// short note, published as results/<r-id>.json and named by order.submit. Errors:
-// denied for a non-holder; superseded, naming the winner, for one whose claim lost a
-// race across machines (Order.lostClaim); invalid for an empty or over-long reference or note. An
-// order with a contract is checked as SubmitResult says.
-func (s *Session) Submit(q, ref, note, key string) (*fold.Order, error) {
-	return s.SubmitResult(q, SubmitOptions{Reference: ref, Note: note, Key: key})
+// OfferOptions are the arguments of Offer.
+type OfferOptions struct {
+	To  string // the agent the order is offered to
+	Key string // idempotency key
+}
+
+// Offer reserves an order for one agent (its author, or an orchestrator). It returns
+// not_found when that agent has never joined the channel.
+func (s *Session) Offer(q string, opt OfferOptions) (*fold.Order, error) {
+	if err := fold.CheckName("offer recipient", opt.To); err != nil {
+		return nil, err // never echo a token pasted as the name (secret guard)
+	}
+	return s.lifecycle(q, fold.TypeOrderOffer, fold.EntryData{To: opt.To}, opt.Key, nil)
 }
 
 // submit writes the order.submit and its result object; outcome is "" or the state
@@ -286,14 +290,14 @@ func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, k
 
 // Review gives a verdict on a submitted result: accept or changes. The submitter can
 // never review its own result (denied).
-func (s *Session) Review(q, verdict, note, key string) (*fold.Order, error) {
+func (s *Session) Review(q, verdict string, opt NoteOptions) (*fold.Order, error) {
 	if verdict != "accept" && verdict != "changes" {
 		return nil, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", verdict)
 	}
-	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
+	if err := checkCap("review note", strings.TrimSpace(opt.Note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, fold.TypeOrderReview, fold.EntryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
+	return s.lifecycle(q, fold.TypeOrderReview, fold.EntryData{Verdict: verdict, Note: strings.TrimSpace(opt.Note)}, opt.Key, nil)
 }
 
 // Release returns the holder's claim: the order is open again, keeping its retry
@@ -301,12 +305,12 @@ func (s *Session) Review(q, verdict, note, key string) (*fold.Order, error) {
 // claimed, when it is only offered (that is `Decline`), and when it was already
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
-func (s *Session) Release(q, note, key string) (*fold.Order, error) {
-	if err := checkCap("release note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
+func (s *Session) Release(q string, opt NoteOptions) (*fold.Order, error) {
+	if err := checkCap("release note", strings.TrimSpace(opt.Note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
-	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: strings.TrimSpace(note)}, key, func(o *fold.Order) bool {
+	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: strings.TrimSpace(opt.Note)}, opt.Key, func(o *fold.Order) bool {
 		if o.State == fold.StateOffered { // an offer is handed back by Decline
 			refused = errs.Errorf(errs.Conflict, "`ferry order decline "+o.ID+"` hands an offer back",
 				"order %s is offered, not claimed; nothing to release", o.ID)
@@ -320,11 +324,11 @@ func (s *Session) Release(q, note, key string) (*fold.Order, error) {
 }
 
 // Cancel ends an order (author only).
-func (s *Session) Cancel(q, note, key string) (*fold.Order, error) {
-	if err := checkCap("cancel note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
+func (s *Session) Cancel(q string, opt NoteOptions) (*fold.Order, error) {
+	if err := checkCap("cancel note", strings.TrimSpace(opt.Note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, fold.TypeOrderCancel, fold.EntryData{Note: strings.TrimSpace(note)}, key, func(o *fold.Order) bool {
+	return s.lifecycle(q, fold.TypeOrderCancel, fold.EntryData{Note: strings.TrimSpace(opt.Note)}, opt.Key, func(o *fold.Order) bool {
 		return o.State == fold.StateCancelled && o.Author == s.Name
 	})
 }
@@ -332,8 +336,8 @@ func (s *Session) Cancel(q, note, key string) (*fold.Order, error) {
 // Progress records a progress note on the holder's current claim. It names the claim,
 // not a basis (docs/design.md §2). Errors: denied for a non-holder; invalid for an empty or
 // over-long note.
-func (s *Session) Progress(q, note, key string) (*fold.Order, error) {
-	return s.progress(q, note, "", key)
+func (s *Session) Progress(q string, opt NoteOptions) (*fold.Order, error) {
+	return s.progress(q, opt.Note, "", opt.Key)
 }
 
 // progress writes an order.progress; failure ("", "pointers", "schema") marks one that

@@ -43,8 +43,8 @@ func TestPathsRefused(t *testing.T) {
 		{"grant", func(n string) error { _, err := w.master.Grant(GrantOptions{Agent: n, Level: "member"}); return err }, inv},
 		{"revoke", func(n string) error { _, err := w.master.Revoke(n); return err }, invOrNF},
 		{"--as", func(n string) error { _, err := w.c.As(n); return err }, inv},
-		{"talk send --to", func(n string) error { _, err := w.alice.TalkSend(n, "hi", ""); return err }, invOrNF},
-		{"order offer --to", func(n string) error { _, err := w.alice.Offer(w.order, n, ""); return err }, invOrNF},
+		{"talk send --to", func(n string) error { _, err := w.alice.TalkSend(TalkSendOptions{To: n, Body: "hi"}); return err }, invOrNF},
+		{"order offer --to", func(n string) error { _, err := w.alice.Offer(w.order, OfferOptions{To: n}); return err }, invOrNF},
 		{"order new --to", func(n string) error {
 			_, err := w.alice.NewOrder(NewOrderOptions{Title: "t", To: n})
 			return err
@@ -181,7 +181,7 @@ func TestChannelLinksRefused(t *testing.T) {
 			return err
 		}},
 		{"segment directory", "ledger/bob", func(w *advWorld) error {
-			_, err := w.bob.TalkSend("alice", "through the link", "")
+			_, err := w.bob.TalkSend(TalkSendOptions{To: "alice", Body: "through the link"})
 			return err
 		}},
 	} {

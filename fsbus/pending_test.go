@@ -71,7 +71,7 @@ func (w *pendingWorld) checkPending(t *testing.T, what string) {
 	if _, err := w.bob.TalkAck([]string{w.msg}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("%s: acking a pending message: %v, want retry_needed", what, err)
 	}
-	if _, err := w.master.AskAnswer(w.ask, "approve", "", ""); !errs.Is(err, errs.RetryNeeded) {
+	if _, err := w.master.AskAnswer(w.ask, "approve", NoteOptions{}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("%s: answering a pending ask: %v, want retry_needed", what, err)
 	}
 }
@@ -219,8 +219,8 @@ func TestForeignTornSegmentWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustOrder(t)(w.bob.Claim(o.ID, ""))
-	mustOrder(t)(w.bob.Submit(o.ID, "c1", "", ""))
-	mustOrder(t)(w.carol.Review(o.ID, "accept", "", ""))
+	mustOrder(t)(w.bob.Submit(o.ID, SubmitOptions{Reference: "c1"}))
+	mustOrder(t)(w.carol.Review(o.ID, "accept", NoteOptions{}))
 
 	dirB := filepath.Join(t.TempDir(), "acme")
 	if err := propSync(dirB, w.c.Root); err != nil {

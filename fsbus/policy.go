@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +79,7 @@ func effectivePolicy(cfg Config, head *fold.PolicySet) EffectivePolicy {
 			ep.Unknown = append(ep.Unknown, k)
 		}
 	}
-	sort.Strings(ep.Unknown)
+	slices.Sort(ep.Unknown)
 	return ep
 }
 

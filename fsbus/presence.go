@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -188,7 +187,7 @@ func (c *Channel) observePresence(st *fold.State, arr *arrivals.Log) map[string]
 		for n := range seen {
 			names = append(names, n)
 		}
-		sort.Strings(names)
+		slices.Sort(names)
 		var b strings.Builder
 		for _, n := range names {
 			r := seen[n]

@@ -127,10 +127,10 @@ func TestRivalCreateTakeover(t *testing.T) {
 		if _, err := carol.Claim(w.order, ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := carol.Submit(w.order, "main", "done", ""); err != nil {
+		if _, err := carol.Submit(w.order, SubmitOptions{Reference: "main", Note: "done"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.alice.Review(w.order, "accept", "", ""); err != nil {
+		if _, err := w.alice.Review(w.order, "accept", NoteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		forged := forgeRival(t, w, w.bob, fold.TypeOrderCreate, w.order)

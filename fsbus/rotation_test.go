@@ -136,7 +136,7 @@ func TestMasterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An agent's entries are untouched by the rotation.
-	if _, err := bot.TalkSend("master", "still here", ""); err != nil {
+	if _, err := bot.TalkSend(TalkSendOptions{To: "master", Body: "still here"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -195,13 +195,12 @@ type Session struct {
 	*Channel
 	Name   string
 	Signer ledger.Signer
-	// AutoSettle makes every write first expire the windows this session is entitled
-	// to close (SettleWindows) under the same lock and from the same reading
-	// of the channel, so a command run as the holder settles at no extra cost.
-	AutoSettle bool
-	// Expired lists the orders that writes of this session expired through
-	// AutoSettle, in the order written.
-	Expired []string
+	// AutoSettle, when set, makes every write first expire the windows this session is
+	// entitled to close (SettleWindows) under the same lock and from the same reading
+	// of the channel, so a command run as the holder settles at no extra cost. A write
+	// that expired orders calls it with them, in the order written, once the lock is
+	// released.
+	AutoSettle func(expired []string)
 	// Workspace is the directory an order's file pointers are relative to;
 	// "" means the git top-level of the current directory, else the current directory.
 	Workspace string
@@ -244,18 +243,18 @@ func (c *Channel) withChannelLock(fn func() error) error {
 func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, error)) (ledger.Entry, *View, error) {
 	var out ledger.Entry
 	var view *View
+	var expired []string
 	err := s.withChannelLock(func() error {
 		v, err := s.Load()
 		if err != nil {
 			return err
 		}
-		if s.AutoSettle {
+		if s.AutoSettle != nil {
 			done, err := s.settleLocked(v)
 			if err != nil {
 				return err
 			}
-			if len(done) > 0 {
-				s.Expired = append(s.Expired, done...)
+			if expired = done; len(done) > 0 {
 				if v, err = s.Load(); err != nil {
 					return err
 				}
@@ -325,6 +324,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		out = e
 		return nil
 	})
+	if len(expired) > 0 {
+		s.AutoSettle(expired)
+	}
 	return out, view, err
 }
 

@@ -1,9 +1,9 @@
 package fsbus
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -21,19 +21,25 @@ type talkArgs struct {
 	To   string `json:"to"`
 }
 
+// TalkSendOptions are the arguments of TalkSend.
+type TalkSendOptions struct {
+	To   string // an agent that has joined the channel, "master" (the owner) or "all"
+	Body string // UTF-8 text of at most MaxMessageBody bytes
+	Key  string // idempotency key
+}
+
 // TalkSend sends a message: it publishes the signed object messages/<m-id>.json
 // {to, body}, then appends msg.post naming the object's hash and the recipient
-// (docs/format.md §12). to is an agent that has joined the channel, "master" (the
-// owner) or "all" (every agent and the owner but the sender); body is UTF-8 text of at
-// most MaxMessageBody bytes, trailing white space trimmed.
+// (docs/format.md §12). "all" is every agent and the owner but the sender; the body's
+// trailing white space is trimmed.
 //
 // Errors: invalid for a bad or empty recipient, a message to oneself, an empty, over-long
 // or non-UTF-8 body; denied below member level (docs/design.md §2 level table); not_found for an
 // agent name that never joined; conflict when the idempotency key was used with other
 // arguments. A replayed key returns the message the first call sent and writes nothing.
-func (s *Session) TalkSend(to, body, key string) (*fold.Message, error) {
-	to = strings.TrimSpace(to)
-	body = strings.TrimRight(body, " \t\r\n")
+func (s *Session) TalkSend(opt TalkSendOptions) (*fold.Message, error) {
+	to, key := strings.TrimSpace(opt.To), opt.Key
+	body := strings.TrimRight(opt.Body, " \t\r\n")
 	switch {
 	case to == "":
 		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
@@ -181,7 +187,7 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 		picked = st.MessagesWhere(func(m *fold.Message) bool {
 			return m.AddressedTo(me) && !m.Pending && arr.Number(m.Post) > n
 		})
-		sort.SliceStable(picked, func(i, j int) bool { return arr.Number(picked[i].Post) < arr.Number(picked[j].Post) })
+		slices.SortStableFunc(picked, func(a, b *fold.Message) int { return cmp.Compare(arr.Number(a.Post), arr.Number(b.Post)) })
 	} else {
 		picked = st.Unread(me)
 	}

@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -207,7 +207,7 @@ func (v *View) CheckUpdate(current, platform string) *UpdateCheck {
 		out.Available = fold.CompareVersions(r.Version, current) > 0
 		break
 	}
-	sort.Strings(out.Refused)
+	slices.Sort(out.Refused)
 	return out
 }
 
@@ -371,11 +371,8 @@ func (v *View) Releases() []fold.Release {
 	for _, r := range byVersion {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if c := fold.CompareVersions(out[i].Version, out[j].Version); c != 0 {
-			return c > 0
-		}
-		return out[i].HLC > out[j].HLC
+	slices.SortFunc(out, func(a, b fold.Release) int {
+		return cmp.Or(fold.CompareVersions(b.Version, a.Version), strings.Compare(b.HLC, a.HLC))
 	})
 	return out
 }

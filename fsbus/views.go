@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -183,7 +182,7 @@ func (c *Channel) Status(v *View) *Status {
 			}
 		}
 	}
-	sort.Slice(s.Quiet, func(i, j int) bool { return s.Quiet[i].Order < s.Quiet[j].Order })
+	slices.SortFunc(s.Quiet, func(a, b HolderRow) int { return strings.Compare(a.Order, b.Order) })
 	s.Ahead = c.aheadWriters(v)
 	s.Asks = []AskRow{}
 	for _, a := range st.PendingAsks() {
@@ -219,7 +218,7 @@ func (c *Channel) aheadWriters(v *View) []string {
 			out = append(out, e.Writer)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

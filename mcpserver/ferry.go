@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -361,7 +361,7 @@ func need(action string, fields map[string]string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	sort.Strings(missing)
+	slices.Sort(missing)
 	list := strings.Join(missing, " and ")
 	return errs.Errorf(errs.Invalid, "pass "+list+" with action "+action, "action %s needs %s", action, list)
 }

@@ -1,8 +1,8 @@
 package mcpserver
 
 import (
+	"cmp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -159,11 +159,8 @@ func orderPage(v *fsbus.View, state, since, agent string, detail bool, build fun
 			rows = append(rows, r)
 		}
 	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		if last[rows[i].ID] != last[rows[j].ID] {
-			return last[rows[i].ID] < last[rows[j].ID]
-		}
-		return rows[i].ID < rows[j].ID
+	slices.SortStableFunc(rows, func(a, b fold.OrderRow) int {
+		return cmp.Or(cmp.Compare(last[a.ID], last[b.ID]), strings.Compare(a.ID, b.ID))
 	})
 	page := func(k int) any {
 		lines := make([]OrderLine, 0, k)
@@ -215,11 +212,8 @@ func askPage(v *fsbus.View, agent, since string, detail bool) *AskOut {
 			asks = append(asks, a)
 		}
 	}
-	sort.SliceStable(asks, func(i, j int) bool {
-		if last[asks[i].ID] != last[asks[j].ID] {
-			return last[asks[i].ID] < last[asks[j].ID]
-		}
-		return asks[i].ID < asks[j].ID
+	slices.SortStableFunc(asks, func(a, b *fold.Ask) int {
+		return cmp.Or(cmp.Compare(last[a.ID], last[b.ID]), strings.Compare(a.ID, b.ID))
 	})
 	page := func(k int) any {
 		out := &AskOut{Asks: []AskLine{}, Next: v.Arrivals.Cursor()}

@@ -120,7 +120,7 @@ func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody str
 		uris = append(uris, "ferry://acme/order/"+o.ID)
 	}
 	bob := w.session(t, "bob")
-	msg, err := w.alice.TalkSend("bob", "the index is rebuilt", "")
+	msg, err := w.alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the index is rebuilt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody str
 	if _, err := bob.Claim(orders[1].ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	submitted, err = bob.Submit(orders[1].ID, "commit 4f2a9c1", "rebuilt and checked", "")
+	submitted, err = bob.Submit(orders[1].ID, fsbus.SubmitOptions{Reference: "commit 4f2a9c1", Note: "rebuilt and checked"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +616,7 @@ func TestLongPollTalkReadWakes(t *testing.T) {
 			c := rsServe(t, srv)
 			c.call(1, "ferry_talk", map[string]any{"action": "read", "wait_s": 50})
 			awaitSignal(t, waiting, "ferry_talk read")
-			sent, err := w.alice.TalkSend("bob", "the index is rebuilt", "")
+			sent, err := w.alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the index is rebuilt"})
 			if err != nil {
 				t.Fatal(err)
 			}

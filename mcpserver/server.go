@@ -8,7 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -163,7 +164,7 @@ func New(opts Options) (*Server, error) {
 		s.tools[t.Name] = t
 		list = append(list, listedTool{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	slices.SortFunc(list, func(a, b listedTool) int { return strings.Compare(a.Name, b.Name) })
 	if list == nil {
 		list = []listedTool{}
 	}
@@ -202,7 +203,7 @@ func (s *Server) listTools(ctx context.Context) (any, error) {
 		}
 		list = append(list, listedTool{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	slices.SortFunc(list, func(a, b listedTool) int { return strings.Compare(a.Name, b.Name) })
 	arr, err := marshal(list)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "encoding tools/list: %v", err)

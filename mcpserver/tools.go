@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -503,23 +504,23 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 	case "progress":
 		if err = need("progress", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
-			o, err = s.Progress(in.ID, in.Note, in.Key)
+			o, err = s.Progress(in.ID, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	case "submit":
 		if err = need("submit", map[string]string{"id": in.ID, "ref": in.Ref}); err == nil {
-			o, err = s.SubmitResult(in.ID, fsbus.SubmitOptions{Reference: in.Ref, Note: in.Note, Output: json.RawMessage(in.Result), Key: in.Key})
+			o, err = s.Submit(in.ID, fsbus.SubmitOptions{Reference: in.Ref, Note: in.Note, Output: json.RawMessage(in.Result), Key: in.Key})
 		}
 	case "review":
 		if err = need("review", map[string]string{"id": in.ID, "verdict": in.Verdict}); err == nil {
-			o, err = s.Review(in.ID, in.Verdict, in.Note, in.Key)
+			o, err = s.Review(in.ID, in.Verdict, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	case "release", "extend":
 		if err = need(in.Action, map[string]string{"id": in.ID}); err == nil {
-			o, err = map[string]func(string, string, string) (*fold.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, in.Note, in.Key)
+			o, err = map[string]func(string, fsbus.NoteOptions) (*fold.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	case "fail": // the note is the reason, required
 		if err = need("fail", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
-			o, err = s.Fail(in.ID, in.Note, in.Key)
+			o, err = s.Fail(in.ID, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	default:
 		return nil, errs.Errorf(errs.Invalid, "use list, show, new, claim, progress, submit, review, release, extend, fail or verify", "unknown action %q", in.Action)
@@ -573,7 +574,7 @@ func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m, err := s.TalkSend(in.To, in.Text, in.Key)
+		m, err := s.TalkSend(fsbus.TalkSendOptions{To: in.To, Body: in.Text, Key: in.Key})
 		if err != nil {
 			return nil, err
 		}
@@ -734,11 +735,7 @@ func nameFields(s map[string]any) {
 	if !ok {
 		return
 	}
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(props))
 	desc := strings.Join(names, ", ")
 	if d, _ := s["description"].(string); d != "" {
 		desc = d + " (" + desc + ")"
@@ -765,6 +762,6 @@ func (f *Ferry) tools() []*Tool {
 		{Name: "ferry_ask_human", Description: "Ask the owner before a risky step: raise (title, recommendation, reasoning), then status. You cannot answer asks.",
 			InputSchema: Schema(&AskIn{}), OutputSchema: outputSchema(&AskOut{}), Call: f.ask},
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	slices.SortFunc(ts, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
 	return ts
 }

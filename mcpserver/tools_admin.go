@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -65,7 +64,7 @@ func onlyKnownArgs(args json.RawMessage, known ...string) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	sort.Strings(bad)
+	slices.Sort(bad)
 	return errs.Errorf(errs.Invalid, "pass only "+strings.Join(known, ", ")+"; pages hold at most 20 hits: pass next as cursor for more",
 		"unknown argument %s", strings.Join(bad, ", "))
 }

@@ -2,7 +2,8 @@ package fold
 
 import (
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -164,11 +165,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	}
 	pending := linkChain(rest, byHash, ignore, func(b, ref string) { st.noteDangling(b, "a"+ref) })
 
-	ids := make([]string, 0, len(raises))
-	for id := range raises {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(raises))
 	for _, id := range ids {
 		cands := raises[id]
 		asks := map[*askNode]*Ask{}

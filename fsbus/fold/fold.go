@@ -1,13 +1,13 @@
 package fold
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -513,7 +513,7 @@ func Fold(in FoldInput) *State {
 		if j, ok := a.Joins[show]; ok {
 			a.App, a.Machine = j[0], j[1]
 		}
-		sort.Strings(a.Devices)
+		slices.Sort(a.Devices)
 	}
 
 	foldOrders(st, in, orderEntries, ignore)
@@ -544,14 +544,14 @@ func MergedSet(entries []ledger.Entry) []ledger.Entry {
 	for i := range entries {
 		ps[i] = &entries[i]
 	}
-	sort.Slice(ps, func(i, j int) bool {
-		if EntryLess(ps[i], ps[j]) {
-			return true
+	slices.SortFunc(ps, func(a, b *ledger.Entry) int {
+		switch {
+		case EntryLess(a, b):
+			return -1
+		case EntryLess(b, a):
+			return 1
 		}
-		if EntryLess(ps[j], ps[i]) {
-			return false
-		}
-		return ps[i].Hash() < ps[j].Hash() // one record twice, or a fork: same place
+		return strings.Compare(a.Hash(), b.Hash()) // one record twice, or a fork: same place
 	})
 	out := make([]ledger.Entry, 0, len(ps))
 	for i, e := range ps {
@@ -648,11 +648,8 @@ func resolveGrants(st *State, agent string, nodes []*grantNode, ignore func(*led
 	var path []grant
 	head, level := "", roots
 	for len(level) > 0 {
-		sort.Slice(level, func(i, j int) bool {
-			if level[i].rank != level[j].rank {
-				return level[i].rank > level[j].rank
-			}
-			return level[i].e.Hash() < level[j].e.Hash()
+		slices.SortFunc(level, func(a, b *grantNode) int {
+			return cmp.Or(cmp.Compare(b.rank, a.rank), strings.Compare(a.e.Hash(), b.e.Hash()))
 		})
 		win := level[0]
 		if len(level) > 1 {

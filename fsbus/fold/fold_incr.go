@@ -1,10 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -349,7 +349,7 @@ func (f *Folded) FoldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		}
 	}
 	for name := range cloned {
-		sort.Strings(st.Agents[name].Devices)
+		slices.Sort(st.Agents[name].Devices)
 	}
 
 	// Ignored entries and contests of the touched things come from the partial fold.
@@ -464,24 +464,14 @@ func spliceThing[T any](m, part map[string]*T, id string) {
 // sortIgnored puts ignored entries in one order whatever the path that folded them:
 // by writer, device, seq, hash and reason.
 func sortIgnored(igs []Ignored) {
-	sort.SliceStable(igs, func(i, j int) bool {
-		a, b := &igs[i], &igs[j]
-		switch {
-		case a.Writer != b.Writer:
-			return a.Writer < b.Writer
-		case a.Device != b.Device:
-			return a.Device < b.Device
-		case a.Seq != b.Seq:
-			return a.Seq < b.Seq
-		case a.Hash != b.Hash:
-			return a.Hash < b.Hash
-		}
-		return a.Reason < b.Reason
+	slices.SortStableFunc(igs, func(a, b Ignored) int {
+		return cmp.Or(strings.Compare(a.Writer, b.Writer), strings.Compare(a.Device, b.Device), cmp.Compare(a.Seq, b.Seq),
+			strings.Compare(a.Hash, b.Hash), strings.Compare(a.Reason, b.Reason))
 	})
 }
 
 // sortContested orders contests by the thing they are about, keeping each thing's
 // contests in chain order.
 func sortContested(cs []Contest) {
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Ref < cs[j].Ref })
+	slices.SortStableFunc(cs, func(a, b Contest) int { return strings.Compare(a.Ref, b.Ref) })
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -150,7 +150,7 @@ func resolveIDIn(kind, q string, known []string, listHint string, pending int) (
 	case 1:
 		return hits[0], nil
 	}
-	sort.Strings(hits)
+	slices.Sort(hits)
 	return "", errs.Errorf(errs.Invalid, "candidates: "+strings.Join(hits, ", "),
 		"%s id prefix %q is ambiguous (%d candidates)", kind, q, len(hits))
 }
@@ -209,7 +209,7 @@ func nearIDs(q string, known []string) []string {
 	if len(ids) == 0 {
 		ids = sharing
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids[:min(len(ids), maxNear)]
 }
 

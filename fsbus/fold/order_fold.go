@@ -3,7 +3,8 @@ package fold
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -427,11 +428,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	}
 	pending := linkChain(rest, byHash, ignore, func(b, ref string) { st.noteDangling(b, "o"+ref) })
 
-	ids := make([]string, 0, len(creates))
-	for id := range creates {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(creates))
 	for _, id := range ids {
 		cands := creates[id]
 		orders := map[*orderNode]*Order{}

@@ -1,12 +1,12 @@
 package fold
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -255,7 +255,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 			}
 			if prev != "" && !slices.Contains(ct.Involved, prev) {
 				ct.Involved = append(ct.Involved, prev)
-				sort.Strings(ct.Involved)
+				slices.Sort(ct.Involved)
 			}
 		}
 	}
@@ -326,11 +326,7 @@ func foldDecisions(st *State, in FoldInput, entries []*ledger.Entry, ignore func
 	for _, d := range byID {
 		st.Decisions = append(st.Decisions, *d)
 	}
-	sort.Slice(st.Decisions, func(i, j int) bool {
-		a, b := st.Decisions[i], st.Decisions[j]
-		if a.HLC != b.HLC {
-			return a.HLC > b.HLC
-		}
-		return a.hash > b.hash
+	slices.SortFunc(st.Decisions, func(a, b Decision) int {
+		return cmp.Or(strings.Compare(b.HLC, a.HLC), strings.Compare(b.hash, a.hash))
 	})
 }

@@ -1,10 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -30,11 +30,8 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 		}
 		out = append(out, o.Row())
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Updated != out[j].Updated {
-			return out[i].Updated > out[j].Updated
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b OrderRow) int {
+		return cmp.Or(strings.Compare(b.Updated, a.Updated), strings.Compare(a.ID, b.ID))
 	})
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
@@ -153,11 +150,8 @@ func (st *State) PendingAsks() []*Ask {
 			out = append(out, a)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Raised != out[j].Raised {
-			return out[i].Raised < out[j].Raised
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b *Ask) int {
+		return cmp.Or(strings.Compare(a.Raised, b.Raised), strings.Compare(a.ID, b.ID))
 	})
 	return out
 }
@@ -171,11 +165,8 @@ func (st *State) AsksBy(author string) []*Ask {
 			out = append(out, a)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Raised != out[j].Raised {
-			return out[i].Raised > out[j].Raised
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b *Ask) int {
+		return cmp.Or(strings.Compare(b.Raised, a.Raised), strings.Compare(a.ID, b.ID))
 	})
 	return out
 }
@@ -209,7 +200,7 @@ func (st *State) AgentList() []*Agent {
 	for _, a := range st.Agents {
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b *Agent) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -240,11 +231,8 @@ func (st *State) ListHandins(f HandinFilter) []*Handin {
 			out = append(out, h)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].HLC != out[j].HLC {
-			return out[i].HLC > out[j].HLC
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b *Handin) int {
+		return cmp.Or(strings.Compare(b.HLC, a.HLC), strings.Compare(a.ID, b.ID))
 	})
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
@@ -335,7 +323,7 @@ func (st *State) unreadBy(m *Message) []string {
 			out = append(out, w)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -409,15 +397,14 @@ func (st *State) RunCandidates(agent string, labels []string) []*Order {
 		}
 	}
 	prio := map[string]int{"high": 0, "": 1, "normal": 1, "low": 2}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if (a.OfferedTo == agent) != (b.OfferedTo == agent) {
-			return a.OfferedTo == agent
+	offered := func(o *Order) int { // 0 for an order offered to agent: those come first
+		if o.OfferedTo == agent {
+			return 0
 		}
-		if prio[a.Priority] != prio[b.Priority] {
-			return prio[a.Priority] < prio[b.Priority]
-		}
-		return a.Created < b.Created
+		return 1
+	}
+	slices.SortStableFunc(out, func(a, b *Order) int {
+		return cmp.Or(cmp.Compare(offered(a), offered(b)), cmp.Compare(prio[a.Priority], prio[b.Priority]), strings.Compare(a.Created, b.Created))
 	})
 	return out
 }

@@ -1,8 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -65,7 +67,7 @@ func addRival[S any](roots map[string][]*chainNode[S], n *chainNode[S], why stri
 		break
 	}
 	list = append(list, n)
-	sort.Slice(list, func(i, j int) bool { return list[i].e.Hash() < list[j].e.Hash() })
+	slices.SortFunc(list, func(a, b *chainNode[S]) int { return strings.Compare(a.e.Hash(), b.e.Hash()) })
 	roots[n.e.Ref] = list
 }
 
@@ -94,15 +96,8 @@ func pickRival[S any](st *State, cands []*chainNode[S], rank func(*chainNode[S])
 	for i, n := range cands {
 		all[i] = scored{n, st.standing(n.e.Writer), rank(n)}
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		a, b := all[i], all[j]
-		if a.standing != b.standing {
-			return a.standing > b.standing
-		}
-		if a.rank != b.rank {
-			return a.rank > b.rank
-		}
-		return a.n.e.Hash() < b.n.e.Hash()
+	slices.SortStableFunc(all, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.standing, a.standing), cmp.Compare(b.rank, a.rank), strings.Compare(a.n.e.Hash(), b.n.e.Hash()))
 	})
 	win := all[0].n
 	c := Contest{Ref: win.e.Ref, Winner: stepOf(win), Rival: true}
@@ -118,10 +113,7 @@ func pickRival[S any](st *State, cands []*chainNode[S], rank func(*chainNode[S])
 			ignoreSubtree(ch, "built on an entry that does not count", ignore)
 		}
 	}
-	for name := range who {
-		c.Involved = append(c.Involved, name)
-	}
-	sort.Strings(c.Involved)
+	c.Involved = slices.Sorted(maps.Keys(who))
 	return win, c
 }
 

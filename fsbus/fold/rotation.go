@@ -3,7 +3,8 @@ package fold
 import (
 	"crypto/ed25519"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -77,7 +78,7 @@ func ResolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 		if len(valid) == 0 {
 			break
 		}
-		sort.Slice(valid, func(i, j int) bool { return valid[i].e.Hash() < valid[j].e.Hash() })
+		slices.SortFunc(valid, func(a, b rot) int { return strings.Compare(a.e.Hash(), b.e.Hash()) })
 		win := valid[0]
 		for _, l := range valid[1:] {
 			m.lost[ledger.FormatKey(l.key)] = true

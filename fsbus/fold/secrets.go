@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
-	"sort"
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -59,7 +58,7 @@ func (st *State) Secrets(snap *ledger.Snapshot) map[string]*Secret {
 				// arrived, or past the write check) replaces nothing: ADR 0009 §2.
 				if !slices.Contains(old.Ignored, e.Writer) {
 					old.Ignored = append(old.Ignored, e.Writer)
-					sort.Strings(old.Ignored)
+					slices.Sort(old.Ignored)
 				}
 				continue
 			}

@@ -1,10 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -205,11 +205,8 @@ func (st *State) MessagesWhere(f func(m *Message) bool) []*Message {
 }
 
 func sortMessages(ms []*Message) {
-	sort.Slice(ms, func(i, j int) bool {
-		if ms[i].HLC != ms[j].HLC {
-			return ms[i].HLC < ms[j].HLC
-		}
-		return ms[i].ID < ms[j].ID
+	slices.SortFunc(ms, func(a, b *Message) int {
+		return cmp.Or(strings.Compare(a.HLC, b.HLC), strings.Compare(a.ID, b.ID))
 	})
 }
 

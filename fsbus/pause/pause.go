@@ -17,7 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -117,7 +117,7 @@ func List(dir string) []State {
 			names = append(names, n)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, n := range names {
 		if p := at(File(dir, n), n); p != nil {
 			out = append(out, *p)

@@ -1,7 +1,9 @@
 package search
 
 import (
+	"cmp"
 	"encoding/base64"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -192,11 +194,8 @@ func Hits(c *fsbus.Channel, v *fsbus.View, terms []string, kind, agent string) [
 				joinDistinct([]string{a.Recommendation, a.Reasoning, a.Note}))
 		}
 	}
-	sort.SliceStable(hits, func(i, j int) bool {
-		if hits[i].At != hits[j].At {
-			return hits[i].At > hits[j].At
-		}
-		return hits[i].Kind+"/"+hits[i].ID < hits[j].Kind+"/"+hits[j].ID
+	slices.SortStableFunc(hits, func(a, b Hit) int {
+		return cmp.Or(cmp.Compare(b.At, a.At), strings.Compare(a.Kind+"/"+a.ID, b.Kind+"/"+b.ID))
 	})
 	return hits
 }

@@ -26,7 +26,7 @@ func TestSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	step()
-	if _, err := ss["mike"].TalkSend("wendy", "a zebra between two", ""); err != nil {
+	if _, err := ss["mike"].TalkSend(fsbus.TalkSendOptions{To: "wendy", Body: "a zebra between two"}); err != nil {
 		t.Fatal(err)
 	}
 	step()

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -123,7 +123,7 @@ func objectFiles(dir string) []string {
 		}
 		out = append(out, filepath.Join(dir, name))
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

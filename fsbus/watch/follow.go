@@ -1,12 +1,12 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"regexp"
 	"slices"
-	"sort"
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -191,7 +191,7 @@ func (f *follower) report(v *fsbus.View, emit func(FollowEvent) error) error {
 			fresh = append(fresh, arrived{n, i})
 		}
 	}
-	sort.Slice(fresh, func(a, b int) bool { return fresh[a].n < fresh[b].n })
+	slices.SortFunc(fresh, func(a, b arrived) int { return cmp.Compare(a.n, b.n) })
 	for _, a := range fresh {
 		e := &v.Snapshot.Entries[a.i]
 		out = append(out, FollowEvent{Kind: FollowEntry, Writer: e.Writer, Type: e.Type, Ref: e.Ref, HLC: e.HLC})

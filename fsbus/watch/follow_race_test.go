@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
@@ -64,7 +65,7 @@ func TestFollowBesideWriters(t *testing.T) {
 			defer wg.Done()
 			s := otherWriter(t, w, name)
 			for i := range per {
-				m, err := s.TalkSend("bob", fmt.Sprintf("%s %d", name, i), "")
+				m, err := s.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: fmt.Sprintf("%s %d", name, i)})
 				if err != nil {
 					t.Error(err)
 					return

@@ -55,11 +55,11 @@ func TestFollow(t *testing.T) {
 				t.Fatalf("Follow returned before it was ready: %v", err)
 			}
 			alice := otherWriter(t, w, "alice")
-			msg, err := alice.TalkSend("bob", "the build is green", "")
+			msg, err := alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the build is green"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := alice.TalkSend("carol", "not for bob", ""); err != nil {
+			if _, err := alice.TalkSend(fsbus.TalkSendOptions{To: "carol", Body: "not for bob"}); err != nil {
 				t.Fatal(err)
 			}
 			offered, err := alice.NewOrder(fsbus.NewOrderOptions{Title: "for bob", To: "bob"})

@@ -66,7 +66,7 @@ func (w *talkWorld) load(t *testing.T) *fsbus.View {
 
 func (w *talkWorld) send(t *testing.T, from *fsbus.Session, to, body string) *fold.Message {
 	t.Helper()
-	m, err := from.TalkSend(to, body, "")
+	m, err := from.TalkSend(fsbus.TalkSendOptions{To: to, Body: body})
 	if err != nil {
 		t.Fatalf("%s → %s: %v", from.Name, to, err)
 	}

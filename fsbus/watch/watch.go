@@ -7,7 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -260,7 +260,7 @@ func (w *Watcher) scan() [32]byte {
 			h.Write([]byte("\x00missing " + dir + "\n"))
 			return
 		}
-		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+		slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 		for _, e := range ents {
 			name := e.Name()
 			if fsutil.IsTempName(name) {

@@ -94,7 +94,7 @@ func TestWaitForWakesOnAnotherWriter(t *testing.T) {
 			case r := <-done:
 				t.Fatalf("WaitFor returned before anything was written: %v", r.err)
 			}
-			sent, err := alice.TalkSend("bob", "the build is green", "")
+			sent, err := alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the build is green"})
 			if err != nil {
 				t.Fatal(err)
 			}

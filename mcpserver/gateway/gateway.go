@@ -27,7 +27,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -132,7 +131,7 @@ func New(servers []*Server, opts Options) *Gateway {
 	for _, s := range servers {
 		g.conns = append(g.conns, &child{g: g, srv: s})
 	}
-	sort.Slice(g.conns, func(i, j int) bool { return g.conns[i].srv.Name < g.conns[j].srv.Name })
+	slices.SortFunc(g.conns, func(a, b *child) int { return strings.Compare(a.srv.Name, b.srv.Name) })
 	return g
 }
 

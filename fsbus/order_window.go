@@ -238,15 +238,15 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 // not claimed, or when its window already closed by this machine's clock (the holder's
 // SettleWindows then expires it: extend cannot revive a closed window); invalid for a
 // note with control characters or over MaxNote bytes; not_found for the id.
-func (s *Session) Extend(q, note, key string) (*fold.Order, error) {
-	note = strings.TrimSpace(note)
+func (s *Session) Extend(q string, opt NoteOptions) (*fold.Order, error) {
+	note := strings.TrimSpace(opt.Note)
 	if contract.HasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if err := checkCap("extend note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	v, e, o, err := s.holderEntry(q, fold.TypeOrderExtend, note, "", key,
+	v, e, o, err := s.holderEntry(q, fold.TypeOrderExtend, note, "", opt.Key,
 		"only the holder extends its window", "only a running claim is extended", "only a running claim is extended",
 		func(v *View, o *fold.Order) error {
 			now := s.stamp()
@@ -267,32 +267,32 @@ func (s *Session) Extend(q, note, key string) (*fold.Order, error) {
 	return o, nil
 }
 
-// Fail ends the holder's attempt: the order becomes failed, with the reason recorded
-// for whoever claims it next (a failed order may be claimed again). Errors: invalid
-// when reason is empty, over MaxNote bytes or holds control characters; denied for a
-// non-holder; conflict when the order is not claimed; not_found for the id.
-func (s *Session) Fail(q, reason, key string) (*fold.Order, error) {
-	reason = strings.TrimSpace(reason)
+// Fail ends the holder's attempt: the order becomes failed, with the reason (opt.Note)
+// recorded for whoever claims it next (a failed order may be claimed again). Errors:
+// invalid when the reason is empty, over MaxNote bytes or holds control characters;
+// denied for a non-holder; conflict when the order is not claimed; not_found for the id.
+func (s *Session) Fail(q string, opt NoteOptions) (*fold.Order, error) {
+	reason := strings.TrimSpace(opt.Note)
 	if reason == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 	}
 	if err := checkCap("fail reason", reason, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, fold.TypeOrderFail, fold.EntryData{Note: reason}, key, nil)
+	return s.lifecycle(q, fold.TypeOrderFail, fold.EntryData{Note: reason}, opt.Key, nil)
 }
 
 // Decline hands back an order offered to s: it is open again for anyone.
 // It is an order.release while the order is offered. Errors: conflict when the order
 // is not offered; denied when it is offered to another agent; invalid for a note with
 // control characters; not_found for the id.
-func (s *Session) Decline(q, note, key string) (*fold.Order, error) {
-	note = strings.TrimSpace(note)
+func (s *Session) Decline(q string, opt NoteOptions) (*fold.Order, error) {
+	note := strings.TrimSpace(opt.Note)
 	if err := checkCap("decline note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
-	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: note}, key, func(o *fold.Order) bool {
+	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: note}, opt.Key, func(o *fold.Order) bool {
 		if o.State != fold.StateOffered { // a claim is given back by Release
 			refused = errs.Errorf(errs.Conflict, "`ferry order release "+o.ID+"` gives a claim back",
 				"order %s is %s, not offered; nothing to decline", o.ID, o.State)
