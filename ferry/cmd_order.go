@@ -206,7 +206,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if c.State == "ready" { // an alias of --ready
 		c.State, c.Ready = "", true
 	}
-	if err := fsbus.CheckStateFilter(c.State); err != nil {
+	if err := fold.CheckStateFilter(c.State); err != nil {
 		return err
 	}
 	f := fold.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready, For: g.As}

@@ -123,7 +123,7 @@ func (s *Session) AskAnswer(q, verdict string, opt NoteOptions) (*fold.Ask, erro
 	if verdict == "send-back" {
 		verdict = fold.VerdictSendBack
 	}
-	if _, ok := fold.AskVerdicts[verdict]; !ok {
+	if _, ok := fold.AskVerdictState(verdict); !ok {
 		return nil, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
 	}
 	note, key := strings.TrimSpace(opt.Note), opt.Key

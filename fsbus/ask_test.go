@@ -484,7 +484,8 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 			strings.Join(ct.Involved, ",") != "alice,master" {
 			t.Fatalf("device %s: contest %+v", c.Device, ct)
 		}
-		if s := got.Superseded[0]; s.Hash != loser.Head || s.Note != loser.Note || fold.AskVerdicts[s.Verdict] != loser.State {
+		s := got.Superseded[0]
+		if st, _ := fold.AskVerdictState(s.Verdict); s.Hash != loser.Head || s.Note != loser.Note || st != loser.State {
 			t.Fatalf("device %s: superseded %+v, want the losing answer", c.Device, s)
 		}
 		found := false

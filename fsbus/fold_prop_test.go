@@ -958,7 +958,7 @@ func TestFoldPermutedBranches(t *testing.T) {
 // state, holder, claim and offer shown. Progress is only ever the holder's.
 func propReachable(st *fold.State, byHash map[string]*ledger.Entry) error {
 	for id, o := range st.Orders {
-		if _, ok := fold.OrderRank[o.State]; !ok {
+		if !slices.Contains(fold.OrderStates(), o.State) {
 			return fmt.Errorf("order %s has unknown state %q", id, o.State)
 		}
 		if len(o.History) == 0 || o.History[0].Type != fold.TypeOrderCreate || byHash[o.History[0].Hash] == nil {

@@ -405,14 +405,14 @@ func TestReadyFor(t *testing.T) {
 		t.Fatalf("ready for anyone: %s", got)
 	}
 	for _, ok := range []string{"", "active", "open", "pointer_stale", "validation_failed", "accepted"} {
-		if err := CheckStateFilter(ok); err != nil {
+		if err := fold.CheckStateFilter(ok); err != nil {
 			t.Fatalf("state %q: %v", ok, err)
 		}
 	}
-	if err := CheckStateFilter("bogus"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "pointer_stale") {
+	if err := fold.CheckStateFilter("bogus"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "pointer_stale") {
 		t.Fatalf("bogus state: %v", err)
 	}
-	if err := CheckStateFilter("ready"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "--ready") {
+	if err := fold.CheckStateFilter("ready"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "--ready") {
 		t.Fatalf("state ready: %v", err)
 	}
 }

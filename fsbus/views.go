@@ -1,11 +1,9 @@
 package fsbus
 
 import (
-	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/verify"
-	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -87,24 +84,6 @@ func (c *Channel) Access(v *View, name string) *Access {
 		r.Next = fmt.Sprintf("this machine's key is not the seated one: use another name here (ferry join --as %s-2)", name)
 	}
 	return r
-}
-
-// OrderStates lists every order state, in stage-rank order (docs/design.md §2).
-func OrderStates() []string {
-	return slices.SortedFunc(maps.Keys(fold.OrderRank), func(a, b string) int { return cmp.Compare(fold.OrderRank[a], fold.OrderRank[b]) })
-}
-
-// CheckStateFilter returns invalid for a state filter that is not "", "active" or an
-// order state (an unknown state would silently list nothing), with a
-// hint listing the valid ones; "ready" names --ready.
-func CheckStateFilter(state string) error {
-	if state == "" || state == "active" || fold.OrderRank[state] > 0 || state == fold.StateOpen {
-		return nil
-	}
-	if state == "ready" {
-		return errs.Errorf(errs.Invalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
-	}
-	return errs.Errorf(errs.Invalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
 }
 
 // AgentRow is an agent with this machine's view of its liveness.

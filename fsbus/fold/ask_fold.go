@@ -25,10 +25,18 @@ const (
 	VerdictSendBack = "send_back"
 )
 
-var AskVerdicts = map[string]string{
+// askVerdicts maps each verdict of an ask.answer to the ask state it leads to.
+var askVerdicts = map[string]string{
 	VerdictApprove:  AskApproved,
 	VerdictReject:   AskRejected,
 	VerdictSendBack: AskSentBack,
+}
+
+// AskVerdictState is the ask state a verdict leads to; ok is false for a word that is
+// no verdict.
+func AskVerdictState(verdict string) (state string, ok bool) {
+	state, ok = askVerdicts[verdict]
+	return state, ok
 }
 
 // askRank is the stage rank of each ask state for the branch rule of docs/design.md §2 "Races
@@ -101,7 +109,7 @@ func (c askCore) Step(typ, writer string, lvl Level, d EntryData) (askCore, erro
 		if c.State != AskPending {
 			return c, errs.Errorf(errs.Conflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
 		}
-		st, ok := AskVerdicts[d.Verdict]
+		st, ok := askVerdicts[d.Verdict]
 		if !ok {
 			return c, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
 		}

@@ -26,10 +26,10 @@ const (
 	StatePointerStale     = "pointer_stale"
 )
 
-// OrderRank is the stage rank of each order state for the branch rule of docs/design.md §2
+// orderRank is the stage rank of each order state for the branch rule of docs/design.md §2
 // "Races across machines": the branch that reached the highest rank wins. Pinned by
 // docs/format.md §14.
-var OrderRank = map[string]int{
+var orderRank = map[string]int{
 	StateOpen:             0,
 	StateOffered:          1,
 	StateTimedOut:         2,
@@ -386,7 +386,7 @@ var orderRules = chainRules[OrderCore]{
 	step: func(c OrderCore, n *orderNode) (OrderCore, error) {
 		return c.Step(n.e.Type, n.e.Writer, n.e.Hash(), n.lvl, n.d)
 	},
-	rank: func(c OrderCore) int { return OrderRank[c.State] },
+	rank: func(c OrderCore) int { return orderRank[c.State] },
 }
 
 // foldOrders builds every order from its create entry and chain of lifecycle entries,

@@ -437,3 +437,21 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 	}
 	return true, ""
 }
+
+// CheckStateFilter returns invalid for a state filter that is not "", "active" or an
+// order state (an unknown state would silently list nothing), with a
+// hint listing the valid ones; "ready" names --ready.
+func CheckStateFilter(state string) error {
+	if state == "" || state == "active" || orderRank[state] > 0 || state == StateOpen {
+		return nil
+	}
+	if state == "ready" {
+		return errs.Errorf(errs.Invalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
+	}
+	return errs.Errorf(errs.Invalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
+}
+
+// OrderStates lists every order state, in stage-rank order (docs/design.md §2).
+func OrderStates() []string {
+	return slices.SortedFunc(maps.Keys(orderRank), func(a, b string) int { return cmp.Compare(orderRank[a], orderRank[b]) })
+}
