@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
-	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -414,7 +413,7 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 		s.handleBatch(ctx, t)
 		return
 	}
-	m, ok, bad := protocol.DecodeMessage(line, contract.IJSONReason)
+	m, ok, bad := protocol.DecodeMessage(line, secretguard.RedactIJSON)
 	if bad != nil {
 		s.write(protocol.EncodeResponse(*bad))
 	}
@@ -436,7 +435,7 @@ func (s *Server) logDropped(b []byte, bad *protocol.Response) {
 		return
 	}
 	if err := ijson.CheckFolded(b); err != nil {
-		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493) or names members that differ only in case: %s\n", contract.IJSONReason(err))
+		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493) or names members that differ only in case: %s\n", secretguard.RedactIJSON(err))
 	}
 }
 
@@ -482,7 +481,7 @@ func (s *Server) handleBatch(ctx context.Context, line []byte) {
 		left    int // requests not answered yet
 	)
 	for i, el := range elems {
-		m, ok, bad := protocol.DecodeMessage(el, contract.IJSONReason)
+		m, ok, bad := protocol.DecodeMessage(el, secretguard.RedactIJSON)
 		if bad != nil {
 			out[i] = protocol.EncodeResponse(*bad)
 		}

@@ -131,19 +131,6 @@ func trimJSON(raw []byte) []byte {
 	return bytes.TrimPrefix(bytes.TrimSpace(raw), utf8BOM)
 }
 
-// IJSONReason is the text of err, an ijson.Check error, with a repeated member name that
-// looks like a credential redacted (secretguard.Redact) before the text quotes and cuts it.
-func IJSONReason(err error) string {
-	var e *ijson.Error
-	if !errors.As(err, &e) {
-		return err.Error()
-	}
-	c := *e
-	c.Name, _ = secretguard.Redact(c.Name)
-	c.Other, _ = secretguard.Redact(c.Other)
-	return c.Error()
-}
-
 // utf8BOM may stand before a JSON value given in a file (trimJSON drops it).
 var utf8BOM = []byte("\xef\xbb\xbf")
 
@@ -153,7 +140,7 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 // escape of a lone surrogate. Readers disagree on what such JSON says (the first or
 // the last of two members; U+FFFD or a refusal), so ferry accepts none of it. Text
 // that is not JSON at all passes: the caller's own decoding refuses it in its own
-// words. A repeated name that looks like a secret is redacted (IJSONReason).
+// words. A repeated name that looks like a secret is redacted (secretguard.RedactIJSON).
 func CheckIJSON(raw []byte, what string) error {
 	body := trimJSON(raw)
 	var e *ijson.Error
@@ -162,7 +149,7 @@ func CheckIJSON(raw []byte, what string) error {
 	}
 	at := *e
 	at.Offset += int64(leadJSON(raw))
-	return &errs.Error{Category: errs.Invalid, Message: what + " is not I-JSON: " + IJSONReason(&at),
+	return &errs.Error{Category: errs.Invalid, Message: what + " is not I-JSON: " + secretguard.RedactIJSON(&at),
 		Hint: "give each member name once per object, in UTF-8, with surrogate escapes only in pairs (RFC 7493)", Err: e}
 }
 
