@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
 	"github.com/ferryhq/ferry/fsbus/internal/fakesyncthing"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/fsbus/verify"
@@ -37,7 +38,7 @@ func findingsOf(r *Report, check string) []verify.Finding {
 func twoMasters(t *testing.T, skew time.Duration) (cA, cB *fsbus.Channel, mA, mB *fsbus.Session) {
 	t.Helper()
 	fakesyncthing.Isolate(t)
-	hA, hB := testHome(t), testHome(t)
+	hA, hB := fsbustest.Home(t), fsbustest.Home(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
 	cA, err := fsbus.Init(hA, fsbus.InitOptions{Dir: dirA, Project: "acme"})
 	if err != nil {

@@ -18,15 +18,10 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
 )
-
-func testHome(t *testing.T) *fsbus.Home {
-	t.Helper()
-	d := t.TempDir()
-	return &fsbus.Home{ConfigDir: filepath.Join(d, "config"), CacheDir: filepath.Join(d, "cache")}
-}
 
 func must[T any](t *testing.T) func(T, error) T {
 	return func(v T, err error) T {
@@ -41,23 +36,8 @@ func must[T any](t *testing.T) func(T, error) T {
 // runTeam is a channel with boss (member) and runner (member) on one machine.
 func runTeam(t *testing.T) (boss, runner *fsbus.Session) {
 	t.Helper()
-	h := testHome(t)
-	c, err := fsbus.Init(h, fsbus.InitOptions{Dir: filepath.Join(t.TempDir(), "rt"), Project: "rt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := c.As(fold.MasterWriter)
-	for _, a := range []string{"boss", "runner"} {
-		if _, err := fsbus.Join(c, a, "test"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.Grant(fsbus.GrantOptions{Agent: a, Level: "member"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	boss, _ = c.As("boss")
-	runner, _ = c.As("runner")
-	return boss, runner
+	_, ss := fsbustest.Channel(t, fsbustest.Options{Project: "rt", Levels: map[string]string{"boss": "member", "runner": "member"}})
+	return ss["boss"], ss["runner"]
 }
 
 // plainOrder dispatches an order with a title only and returns its id.
@@ -319,7 +299,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 // TestLeaseConflictNamesOwner: a second lease for one agent is a conflict naming the
 // first owner's pid; after Release it is free.
 func TestLeaseConflictNamesOwner(t *testing.T) {
-	h := testHome(t)
+	h := fsbustest.Home(t)
 	l, err := TakeLease(h, "p", "a", "cfg.toml")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
 )
 
 // TestFollowBesideWriters: a follower (ferry watch) while two other processes post
@@ -22,7 +23,7 @@ func TestFollowBesideWriters(t *testing.T) {
 	seen := map[string]int{}
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	fc := reopened(t, w.c)
+	fc := fsbustest.Reopen(t, w.c)
 	go func() {
 		done <- Follow(ctx, fc, FollowOptions{OnReady: func(bool) { close(ready) }}, func(e FollowEvent) error {
 			if e.Kind == FollowEntry && e.Type == fold.TypeMsgPost {
@@ -36,7 +37,7 @@ func TestFollowBesideWriters(t *testing.T) {
 	<-ready
 	// A third process loads all the time, logging each entry as soon as it is there:
 	// often while the follower is between reading the segments and the log.
-	logger := reopened(t, w.c)
+	logger := fsbustest.Reopen(t, w.c)
 	stop := make(chan struct{})
 	logged := make(chan struct{})
 	go func() {

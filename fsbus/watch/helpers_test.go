@@ -1,19 +1,12 @@
 package watch
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
 )
-
-// testHome is a Home of the test's own: keys and caches in a temporary directory.
-func testHome(t *testing.T) *fsbus.Home {
-	t.Helper()
-	d := t.TempDir()
-	return &fsbus.Home{ConfigDir: filepath.Join(d, "config"), CacheDir: filepath.Join(d, "cache")}
-}
 
 // talkWorld is a channel with members alice, bob and carol, wendy a worker, dave
 // joined but not granted, and the master's session.
@@ -25,39 +18,15 @@ type talkWorld struct {
 
 func newTalkWorld(t *testing.T) *talkWorld {
 	t.Helper()
-	h := testHome(t)
-	c, err := fsbus.Init(h, fsbus.InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &talkWorld{c: c}
-	for _, n := range []string{"alice", "bob", "carol", "wendy", "dave"} {
-		if _, err := fsbus.Join(c, n, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.master = w.as(t, fold.MasterWriter)
-	for n, lvl := range map[string]string{"alice": "member", "bob": "member", "carol": "member", "wendy": "worker"} {
-		if _, err := w.master.Grant(fsbus.GrantOptions{Agent: n, Level: lvl}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.alice, w.bob, w.carol, w.wendy, w.dave = w.as(t, "alice"), w.as(t, "bob"), w.as(t, "carol"), w.as(t, "wendy"), w.as(t, "dave")
-	return w
-}
-
-func (w *talkWorld) as(t *testing.T, name string) *fsbus.Session {
-	t.Helper()
-	s, err := w.c.As(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{
+		"alice": "member", "bob": "member", "carol": "member", "wendy": "worker", "dave": ""}})
+	return &talkWorld{c: c, alice: ss["alice"], bob: ss["bob"], carol: ss["carol"], wendy: ss["wendy"],
+		dave: ss["dave"], master: ss[fold.MasterWriter]}
 }
 
 func (w *talkWorld) load(t *testing.T) *fsbus.View {
 	t.Helper()
-	v, err := reopened(t, w.c).Load()
+	v, err := fsbustest.Reopen(t, w.c).Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,16 +49,4 @@ func (w *talkWorld) read(t *testing.T, s *fsbus.Session, opt fsbus.TalkReadOptio
 		t.Fatalf("%s reads: %v", s.Name, err)
 	}
 	return r
-}
-
-// reopened opens c's channel again with the same home and clock, as the next ferry
-// command would: its first Load folds everything.
-func reopened(t *testing.T, c *fsbus.Channel) *fsbus.Channel {
-	t.Helper()
-	n, err := fsbus.Open(c.Home, c.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Now, n.Boot = c.Now, c.Boot
-	return n
 }
