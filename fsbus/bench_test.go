@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 )
 
 // busyDir is the committed busy fixture (fixtures/README.md).
@@ -69,7 +70,7 @@ func BenchmarkFoldBusy(b *testing.B) {
 	b.Run("cold", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			fold.SigCache.Clear()
+			sigcache.Clear()
 			check(fold.Fold(in))
 		}
 	})
@@ -93,7 +94,7 @@ func BenchmarkLoadBusy(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		fold.SigCache.Clear()
+		sigcache.Clear()
 		v, err := c.Load()
 		if err != nil {
 			b.Fatal(err)

@@ -194,7 +194,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		Title:   title,
 		Master:  ledger.FormatKey(master.Public()),
 		Created: time.Now().UTC().Format(time.RFC3339),
-		Policy:  fold.DefaultPolicy,
+		Policy:  fold.DefaultPolicy(),
 	}
 	body, err := cfg.signingBody()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/cache"
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -141,7 +142,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	}
 	write(reopened(t, c), 9)
 	before := sigsInIndex()
-	fold.SigCache.Clear() // a new process's cache
+	sigcache.Clear() // a new process's cache
 	m := reopened(t, c)
 	if _, err := m.Load(); err != nil {
 		t.Fatal(err)

@@ -885,7 +885,7 @@ func TestFoldClockShifts(t *testing.T) {
 	w := propWorldFor(t)
 	r := propSeed(t)
 	shapes := newPropShapes(w)
-	maxSkew := fold.DefaultPolicy.MaxSkewS * 1000
+	maxSkew := fold.DefaultPolicy().MaxSkewS * 1000
 	clockDisagrees := 0 // cases where the earlier tied claim is not the lower-hash one
 	for i := range propIters(150) {
 		off := map[string]int64{w.devA: r.Int63n(2*maxSkew+1) - maxSkew, w.devB: r.Int63n(2*maxSkew+1) - maxSkew}

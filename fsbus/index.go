@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/cache"
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -102,7 +103,7 @@ func (c *Channel) readLedger(keys ledger.KeyFunc) (*ledger.Snapshot, error) {
 	if keys != nil {
 		ix.loadSigsLocked(c.Project()) // every signature is checked
 	}
-	return c.Ledger.ReadIncremental(ix.rs, keys, fold.VerifyEntry)
+	return c.Ledger.ReadIncremental(ix.rs, keys, sigcache.Verify)
 }
 
 // checkIndexPrefixes runs ledger.ReadState.CheckPrefixes on this process's index (when
@@ -210,7 +211,7 @@ func (ix *localIndex) loadSigsLocked(project string) {
 			continue
 		}
 		for _, s := range sigs {
-			fold.RememberSig(s.Hash, s.Pub, project)
+			sigcache.Remember(s.Hash, s.Pub, project)
 		}
 	}
 	ix.sigFrames = nil
@@ -236,7 +237,7 @@ func (c *Channel) saveIndex() error {
 	if ix.rs == nil {
 		return nil
 	}
-	sigs := fold.TakeSigs(c.Project())
+	sigs := sigcache.Take(c.Project())
 	var buf []byte
 	whole := ix.whole
 	var chunks [][]byte
@@ -244,7 +245,7 @@ func (c *Channel) saveIndex() error {
 		chunks = ix.rs.Chunks()
 		buf = append(buf, cache.IndexHeader+c.Project()+" "+ledger.FormatKey(c.MasterKey)+"\n"...)
 		ix.loadSigsLocked(c.Project())   // the frames not loaded yet are written again too
-		sigs = fold.AllSigs(c.Project()) // the pending ones included
+		sigs = sigcache.All(c.Project()) // the pending ones included
 	} else {
 		chunks = ix.rs.TakeChanges()
 	}
@@ -302,13 +303,13 @@ func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 	masterKey := c.masterKeys(entries) // the rotation chain's key per entry
 	cache.Parallel(len(entries), func(i int) {
 		if e := &entries[i]; e.Writer == fold.MasterWriter {
-			fold.VerifyEntry(e, masterKey(e), project)
+			sigcache.Verify(e, masterKey(e), project)
 		}
 	})
 	granted := map[string][]ed25519.PublicKey{}
 	for i := range entries {
 		e := &entries[i]
-		if e.Writer != fold.MasterWriter || e.Type != fold.TypeGrantSet || !fold.VerifyEntry(e, masterKey(e), project) {
+		if e.Writer != fold.MasterWriter || e.Type != fold.TypeGrantSet || !sigcache.Verify(e, masterKey(e), project) {
 			continue
 		}
 		if d, ok := fold.DecodeData(e); ok {

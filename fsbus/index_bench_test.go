@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkBigFirstIngest(b *testing.B) {
 	needBig(b)
 	for b.Loop() {
 		b.StopTimer()
-		fold.SigCache.Clear()
+		sigcache.Clear()
 		h := &Home{ConfigDir: filepath.Join(bigDir, "home", "config"), CacheDir: b.TempDir()}
 		c, err := Open(h, filepath.Join(bigDir, "channel"))
 		if err != nil {
@@ -116,7 +117,7 @@ func BenchmarkBigCatchUp(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
 			add(b)
-			fold.SigCache.Clear()
+			sigcache.Clear()
 			n, err := Open(h, c.Root)
 			if err != nil {
 				b.Fatal(err)
@@ -192,7 +193,7 @@ func BenchmarkBigClaim(b *testing.B) {
 	b.Run("new-process", func(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
-			fold.SigCache.Clear()
+			sigcache.Clear()
 			b.StartTimer()
 			if n := claim(b); n.folds.fromCheckpoint != 1 {
 				b.Fatalf("the claim did not start from the fold checkpoint: %+v", n.folds)
@@ -205,7 +206,7 @@ func BenchmarkBigClaim(b *testing.B) {
 	b.Run("new-process-no-checkpoint", func(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
-			fold.SigCache.Clear()
+			sigcache.Clear()
 			if err := os.Remove(c.checkpointPath()); err != nil {
 				b.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/cache"
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -168,7 +169,7 @@ func TestIndexedLoadMatchesFullRead(t *testing.T) {
 		if got := viewJSON(t, v); got != want {
 			t.Fatalf("step %d (%s): Load through the kept index differs from the full read: %s", step, what, diffLines(got, want))
 		}
-		fold.SigCache.Clear()
+		sigcache.Clear()
 		v, err = reopen(t, c).Load()
 		if err != nil {
 			t.Fatal(err)
@@ -206,7 +207,7 @@ func appendTestFile(t testing.TB, p string, b []byte) {
 // emptied) and returns what its incremental read did.
 func indexStats(t *testing.T, c *Channel) (*View, ledger.ReadStats) {
 	t.Helper()
-	fold.SigCache.Clear()
+	sigcache.Clear()
 	n := reopen(t, c)
 	v, err := n.Load()
 	if err != nil {

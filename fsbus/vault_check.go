@@ -24,7 +24,7 @@ func (c *Channel) vaultFiles(snap *ledger.Snapshot, st *fold.State) (problems, a
 			continue
 		}
 		var d fold.SecretData
-		if json.Unmarshal(e.Data, &d) != nil || !fold.SecretIDRe.MatchString(d.ID) || d.Object == "" {
+		if json.Unmarshal(e.Data, &d) != nil || !fold.ValidSecretID(d.ID) || d.Object == "" {
 			continue
 		}
 		p := vaultPath(c.Root, e.Ref, d.ID)

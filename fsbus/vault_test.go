@@ -32,7 +32,7 @@ func TestVaultPutGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(sec.Recipients, ",") != "alice,bob" || sec.Author != "alice" || !fold.SecretIDRe.MatchString(sec.ID) {
+	if strings.Join(sec.Recipients, ",") != "alice,bob" || sec.Author != "alice" || !fold.ValidSecretID(sec.ID) {
 		t.Fatalf("put: %+v", sec)
 	}
 	for _, s := range []*Session{w.alice, w.bob} {

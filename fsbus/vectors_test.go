@@ -400,7 +400,7 @@ func (b *vecBuilder) key(w string) string { return ledger.FormatKey(b.signers[w]
 // channel writes channel.toml as Init does, with a fixed creation time.
 func (b *vecBuilder) channel() {
 	cfg := Config{Format: FormatVersion, Project: vecProject, Title: "ferry format v1 vectors",
-		Master: b.key(fold.MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: fold.DefaultPolicy}
+		Master: b.key(fold.MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: fold.DefaultPolicy()}
 	body, err := cfg.signingBody()
 	if err != nil {
 		b.t.Fatal(err)
@@ -1059,7 +1059,7 @@ func TestObservedHLCSkipsSkewed(t *testing.T) {
 	at := func(d time.Duration) ledger.Entry {
 		return ledger.Entry{HLC: ledger.HLC{Ms: now.Add(d).UnixMilli()}.String()}
 	}
-	s := &Session{Channel: &Channel{Config: Config{Policy: fold.DefaultPolicy}, Now: func() time.Time { return now }}}
+	s := &Session{Channel: &Channel{Config: Config{Policy: fold.DefaultPolicy()}, Now: func() time.Time { return now }}}
 	snap := &ledger.Snapshot{Entries: []ledger.Entry{at(-time.Minute), at(10 * time.Minute), at(2 * time.Hour)}}
 	if got, want := s.observedHLC(&View{Snapshot: snap}), (ledger.HLC{Ms: now.Add(10 * time.Minute).UnixMilli()}); got != want {
 		t.Errorf("observed %s, want %s", got, want)

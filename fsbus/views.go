@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
@@ -460,12 +461,12 @@ func (c *Channel) rosterKeys(st *fold.State) ledger.KeyFunc {
 	return func(e *ledger.Entry) (ed25519.PublicKey, bool) {
 		if e.Writer == fold.MasterWriter {
 			k := st.MasterKeyAt(e) // rotation.go
-			if !fold.VerifyEntry(e, k, c.Project()) && st.Masters != nil {
+			if !sigcache.Verify(e, k, c.Project()) && st.Masters != nil {
 				// Signed by an earlier key of the chain (a machine that had not seen the
 				// rotation yet, or a rotation that lost): authentic, so not a forgery and
 				// no hole in the chain; the fold ignores it, saying why (badSig).
 				for _, old := range st.Masters.Keys {
-					if fold.VerifyEntry(e, old, c.Project()) {
+					if sigcache.Verify(e, old, c.Project()) {
 						return old, true
 					}
 				}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -319,7 +320,7 @@ func Fold(in FoldInput) *State {
 		if e.Writer != MasterWriter || st.Masters.skip(e) {
 			continue
 		}
-		if !VerifyEntry(e, st.Masters.KeyAt(e.Device, e.Seq), in.Project) {
+		if !sigcache.Verify(e, st.Masters.KeyAt(e.Device, e.Seq), in.Project) {
 			ignore(e, st.Masters.badSig(e, in.Project))
 			continue
 		}
@@ -379,7 +380,7 @@ func Fold(in FoldInput) *State {
 		}
 		a := st.Agents[e.Writer]
 		g, granted := a.Cover(e.Device, e.Seq)
-		if !granted || g.Revoke || !VerifyEntry(e, g.Key, in.Project) || CheckLevel(e.Writer, g.LevelRank, e.Type) != nil {
+		if !granted || g.Revoke || !sigcache.Verify(e, g.Key, in.Project) || CheckLevel(e.Writer, g.LevelRank, e.Type) != nil {
 			continue // pass 2 lists it as ignored
 		}
 		a.retireBound(map[string]uint64{e.Device: e.Seq}, false)
@@ -416,7 +417,7 @@ func Fold(in FoldInput) *State {
 			if e.Type == TypeAgentJoin {
 				// Counts before a seat, for display only: self-signed by the key it carries.
 				key, err := ledger.ParseKey(d.Key)
-				if !ok || err != nil || !VerifyEntry(e, key, in.Project) {
+				if !ok || err != nil || !sigcache.Verify(e, key, in.Project) {
 					ignore(e, "agent.join not signed by the key it announces")
 					continue
 				}
@@ -440,7 +441,7 @@ func Fold(in FoldInput) *State {
 			case g.Revoke:
 				ignore(e, "writer's grant was revoked")
 				continue
-			case !VerifyEntry(e, g.Key, in.Project):
+			case !sigcache.Verify(e, g.Key, in.Project):
 				ignore(e, "signature does not verify against the seated key")
 				continue
 			case !ok:

@@ -161,8 +161,8 @@ type PolicySet struct {
 	Table map[string]json.RawMessage `json:"policy"`
 }
 
-// PolicyKeyRe is what `ferry policy set` takes as a key: a TOML bare key in lower case.
-var PolicyKeyRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+// policyKeyRe is what `ferry policy set` takes as a key: a TOML bare key in lower case.
+var policyKeyRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // policyKeys are the keys of [policy] this binary knows (docs/format.md §8).
 var policyKeys = map[string]policyKey{
@@ -190,7 +190,7 @@ const maxPolicyS = 10 * 365 * 24 * 3600
 const PolicyRef = "policy"
 
 // DefaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
-var DefaultPolicy = Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600}
+func DefaultPolicy() Policy { return Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600} }
 
 // Policy holds the signed policy defaults of channel.toml (seconds).
 type Policy struct {
@@ -248,7 +248,7 @@ func ParsePolicyAssign(s string) (PolicyAssign, error) {
 	case !ok:
 		return PolicyAssign{}, errs.Errorf(errs.Invalid, "write KEY=VALUE, e.g. `ferry policy set silent_after_s=3600` (keys: "+strings.Join(PolicyKeyNames(), ", ")+")",
 			"%q is not KEY=VALUE", ClipText(s, 80))
-	case !PolicyKeyRe.MatchString(k):
+	case !policyKeyRe.MatchString(k):
 		return PolicyAssign{}, errs.Errorf(errs.Invalid, "a key is lower-case letters, digits and _ (keys this binary knows: "+strings.Join(PolicyKeyNames(), ", ")+")",
 			"%q is not a policy key", ClipText(k, 80))
 	case v == "":

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -63,7 +64,7 @@ func ResolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 		var valid []rot
 		for _, r := range level {
 			switch {
-			case !VerifyEntry(r.e, cur, project):
+			case !sigcache.Verify(r.e, cur, project):
 				list(r.e, "master.rotate not signed by the master key it rotates from ("+ledger.FormatKey(cur)+")")
 			case !m.KeyAt(r.e.Device, r.e.Seq).Equal(cur):
 				list(r.e, "master.rotate within the bounds of an earlier rotation")
@@ -122,7 +123,7 @@ func ResolveMasters(st *State, in FoldInput, ignore func(*ledger.Entry, string))
 // badSig is the reason a master entry that failed verification is ignored.
 func (m *MasterChain) badSig(e *ledger.Entry, project string) string {
 	for i, k := range m.Keys {
-		if i < len(m.Keys)-1 && !k.Equal(m.KeyAt(e.Device, e.Seq)) && VerifyEntry(e, k, project) {
+		if i < len(m.Keys)-1 && !k.Equal(m.KeyAt(e.Device, e.Seq)) && sigcache.Verify(e, k, project) {
 			return fmt.Sprintf("signed by master key %s after a rotation moved trust from it (seq %d of device %s is past the rotation's bound)",
 				ledger.FormatKey(k), e.Seq, e.Device)
 		}

@@ -46,7 +46,7 @@ func (st *State) Secrets(snap *ledger.Snapshot) map[string]*Secret {
 			continue
 		}
 		var d SecretData
-		if json.Unmarshal(e.Data, &d) != nil || !SecretIDRe.MatchString(d.ID) || d.Object == "" {
+		if json.Unmarshal(e.Data, &d) != nil || !secretIDRe.MatchString(d.ID) || d.Object == "" {
 			continue
 		}
 		old := out[e.Ref]
@@ -101,12 +101,15 @@ type SecretData struct {
 // rule 10, ValidName) is at most 63.
 const MaxSecretName = 63
 
-// SecretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
+// secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
 // shape of every object id, docs/design.md §2 rule 2), so a path built from it stays in vault/.
-var SecretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
+var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 
 // PrefixSecret is the id prefix of a vault object.
 const PrefixSecret = "s-"
 
 // TypeSecretPut records a value put in the vault (member level).
 const TypeSecretPut = "secret.put"
+
+// ValidSecretID reports whether s has the shape of a vault secret id (s- and 13 base32).
+func ValidSecretID(s string) bool { return secretIDRe.MatchString(s) }

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -47,12 +48,12 @@ func VerifyAgentEntry(e *ledger.Entry, granted map[string][]ed25519.PublicKey, p
 	case e.Type == fold.TypeAgentJoin:
 		if d, ok := fold.DecodeData(e); ok {
 			if k, err := ledger.ParseKey(d.Key); err == nil {
-				fold.VerifyEntry(e, k, project)
+				sigcache.Verify(e, k, project)
 			}
 		}
 	default:
 		for _, k := range granted[e.Writer] {
-			if fold.VerifyEntry(e, k, project) {
+			if sigcache.Verify(e, k, project) {
 				break
 			}
 		}
@@ -69,20 +70,20 @@ func AppendFrame(buf []byte, kind byte, payload []byte) []byte {
 	return append(buf, sum[:]...)
 }
 
-func DecodeSigs(b []byte) ([]fold.SigRec, error) {
+func DecodeSigs(b []byte) ([]sigcache.Rec, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: signature count", errIndex)
 	}
 	b = b[k:]
-	out := make([]fold.SigRec, 0, n)
+	out := make([]sigcache.Rec, 0, n)
 	for range n {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < l+ed25519.PublicKeySize {
 			return nil, fmt.Errorf("%w: signature record", errIndex)
 		}
 		b = b[k:]
-		out = append(out, fold.SigRec{Hash: string(b[:l]), Pub: ed25519.PublicKey(bytes.Clone(b[l : l+ed25519.PublicKeySize]))})
+		out = append(out, sigcache.Rec{Hash: string(b[:l]), Pub: ed25519.PublicKey(bytes.Clone(b[l : l+ed25519.PublicKeySize]))})
 		b = b[l+ed25519.PublicKeySize:]
 	}
 	if len(b) != 0 {
