@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/scryptcost"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -22,8 +23,11 @@ import (
 // TestMain lets the test binary stand in for the ferry binary: testscript puts a copy
 // named "ferry" on PATH, which runs main, so every `exec ferry …` line in
 // testdata/script/*.txtar and every ferryExe process is a real, separate ferry process.
-// After the tests it removes what goBuilt built.
+// Every key it locks or exports costs testScryptWorkFactor, not the release binary's
+// scrypt cost (TestReleaseBinaryLocksAtFullCost). After the tests it removes what
+// goBuilt built.
 func TestMain(m *testing.M) {
+	scryptcost.SetForTests(testScryptWorkFactor)
 	if os.Getenv(raceHelperEnv) == "1" {
 		os.Exit(raceClaimHelper())
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/scryptcost"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -47,10 +48,6 @@ const (
 
 // maxUnlockFor is the longest a key stays unlocked (`ferry key unlock --for`): 720 h.
 const maxUnlockFor = 30 * 24 * time.Hour
-
-// scryptWorkFactor is log2 of the scrypt cost age uses for a passphrase (age's default,
-// 18: about a second and 256 MiB). Tests lower it.
-var scryptWorkFactor = 18
 
 // KeyState is how a key is held on this machine.
 type KeyState string
@@ -243,7 +240,7 @@ func seal(plain, pass []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the scrypt recipient: %w", err)
 	}
-	r.SetWorkFactor(scryptWorkFactor)
+	r.SetWorkFactor(scryptcost.WorkFactor()) // age's default cost; tests lower it
 	var buf bytes.Buffer
 	aw := armor.NewWriter(&buf)
 	w, err := age.Encrypt(aw, r)

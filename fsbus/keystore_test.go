@@ -9,10 +9,11 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/scryptcost"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-func init() { scryptWorkFactor = 10 } // tests: a cheap scrypt; the format is the same
+func init() { scryptcost.SetForTests(10) } // tests: a cheap scrypt; the format is the same
 
 // seatedAgent makes a channel with a master and a seated member agent "bot".
 func seatedAgent(t *testing.T) (*Channel, *Session, *Session) {

@@ -7,7 +7,10 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/scryptcost"
 )
+
+func init() { scryptcost.SetForTests(10) } // copyKey exports and imports: a cheap scrypt, the same format
 
 func testHome(t *testing.T) *fsbus.Home {
 	t.Helper()

@@ -42,6 +42,7 @@ var layers = []layer{
 	{pkgs: "internal/fsutil"},
 	{pkgs: "internal/ijson"},
 	{pkgs: "internal/procgroup"},
+	{pkgs: "internal/scryptcost"},
 	{pkgs: "internal/textsafe"},
 	{pkgs: "internal/repocheck"},
 	{pkgs: "internal/...", may: []string{"internal/..."}},
