@@ -19,18 +19,19 @@ import (
 // format; age reads the cost back from each file's header.
 const testScryptWorkFactor = 10
 
-// TestReleaseBinaryLocksAtFullCost: the binary `go build ./ferry` makes locks a key
+// TestReleaseBinaryLocksAtFullCost: the release build of ferry (releaseBuild) locks a key
 // with age's full scrypt cost (log2 N = 18, internal/scryptcost), whatever the tests
 // lower in their own processes; the test binary standing in for ferry locks with the
 // lowered cost, so the check reads the header and would see either.
 func TestReleaseBinaryLocksAtFullCost(t *testing.T) {
+	rel := releaseBuild() // built while the tests before the parallel ones run
 	t.Parallel()
 	for _, c := range []struct {
 		name string
 		bin  string
 		want int
 	}{
-		{"release binary", releaseBinary(t), scryptcost.Default},
+		{"release binary", rel.wait(t), scryptcost.Default},
 		{"test binary as ferry", ferryExe(t), testScryptWorkFactor},
 	} {
 		m := newMCPMachine(t, c.bin)
