@@ -45,8 +45,12 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs the CLI journeys in testdata/script. Each script says on its first
 // lines what behaviour it guards and, where it is written down, the section that says
-// so (docs/format.md §N, docs/runs.md, docs/mcp.md, an ADR).
+// so (docs/format.md §N, docs/runs.md, docs/mcp.md, an ADR). The scripts run in
+// parallel with each other and with the other parallel tests: each has its own work
+// dir and FERRY_HOME, and a script's environment is its own (testscript), not the
+// process's.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, testscript.Params{
 		Dir:                filepath.Join("testdata", "script"),
 		RequireUniqueNames: true,
