@@ -20,6 +20,7 @@ import (
 // once it is read (every message delivered; `ferry watch` beside a writer
 // must not lose 1 entry in 500).
 func TestCursorHoldsBackForEntriesLoggedWhileReading(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "first")
 	v1, err := w.c.Load()
@@ -69,6 +70,7 @@ func TestCursorHoldsBackForEntriesLoggedWhileReading(t *testing.T) {
 // TestFollowBesideWriters: a follower (ferry watch) while two other processes post
 // messages and a third loads without pause: every entry is reported exactly once.
 func TestFollowBesideWriters(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -166,6 +168,7 @@ func TestFollowBesideWriters(t *testing.T) {
 // catch-up there from an earlier cursor lists it (else an open order would never be
 // listed).
 func TestTwoDirectoriesOfOneProject(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "first")
 	other := filepath.Join(t.TempDir(), "acme-copy")
@@ -228,6 +231,7 @@ func TestTwoDirectoriesOfOneProject(t *testing.T) {
 // over by the first channel directory that loads after the upgrade (ADR 0012): its
 // cursors stay valid and its sightings and first-seen times go on.
 func TestLegacyArrivalLogAdopted(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "before the upgrade")
 	v1, err := w.c.Load()
@@ -271,6 +275,7 @@ func TestLegacyArrivalLogAdopted(t *testing.T) {
 // — reports that message again: a consumer that stops between the two loses nothing.
 // The last event's cursor moves past them all.
 func TestWatchResumesFromAnyEvent(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	v0, err := w.c.Load()
 	if err != nil {

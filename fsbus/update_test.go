@@ -68,6 +68,7 @@ func sumHex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(
 // newer binary; a member may not apply; an orchestrator applies it and the binary is
 // replaced by the approved bytes, still executable; a second apply has nothing to do.
 func TestUpdateApproveCheckApply(t *testing.T) {
+	t.Parallel()
 	w := newUpdateWorld(t)
 	plat := Platform()
 	r, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"})
@@ -120,6 +121,7 @@ func TestUpdateApproveCheckApply(t *testing.T) {
 // (ignored by the fold), an approval without a checksum or with a path outside
 // releases/ (refused by check and apply), and approve's own checks.
 func TestUpdateRefusals(t *testing.T) {
+	t.Parallel()
 	plat := Platform()
 	t.Run("tampered", func(t *testing.T) {
 		w := newUpdateWorld(t)
@@ -294,6 +296,7 @@ func TestUpdateRefusals(t *testing.T) {
 // nothing (semver, not string order), a 1.3.0 binary is offered 1.10.0, and a later
 // re-approval of a version replaces its checksum.
 func TestUpdateOlderNotOffered(t *testing.T) {
+	t.Parallel()
 	w := newUpdateWorld(t)
 	plat := Platform()
 	m := w.ss[fold.MasterWriter]
@@ -324,6 +327,7 @@ func TestUpdateOlderNotOffered(t *testing.T) {
 // TestReplaceExecutableWindowsDance runs the Windows rename dance on this OS: the old
 // binary moves to .old, the new one is renamed in, and CleanOldExecutable removes .old.
 func TestReplaceExecutableWindowsDance(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	exe, tmp := filepath.Join(dir, "ferry.exe"), filepath.Join(dir, ".ferry.exe.new-1")
 	os.WriteFile(exe, []byte("old"), 0o755)
@@ -353,6 +357,7 @@ func TestReplaceExecutableWindowsDance(t *testing.T) {
 
 // TestCompareVersions: SemVer 2.0.0 §11 precedence, and non-versions are oldest.
 func TestCompareVersions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b string
 		want int
