@@ -62,6 +62,7 @@ func schemaWalk(v any, fn func(kind, s string)) {
 // that has an action argument with each owner-only action (ferry_update approve among
 // them) and asserts the call is refused as invalid.
 func TestMCPNeverActsAsOwner(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "claude-code-laptop", Open: b.open, Groups: []string{"admin", "legacy"}})
 	var list struct {
@@ -124,6 +125,7 @@ func TestMCPNeverActsAsOwner(t *testing.T) {
 // never asks for, takes or prints a passphrase — after the owner unlocks the key in a
 // terminal, the same server writes.
 func TestMCPLockedKey(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	const agent = "codex-laptop"
 	p := b.ch.Project()
