@@ -124,6 +124,7 @@ func TestUpdateRefusals(t *testing.T) {
 	t.Parallel()
 	plat := Platform()
 	t.Run("tampered", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
@@ -150,6 +151,7 @@ func TestUpdateRefusals(t *testing.T) {
 		w.exeUnchanged(t)
 	})
 	t.Run("version check and dry run", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
@@ -193,6 +195,7 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 	})
 	t.Run("unknown platform", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		for _, p := range []string{"foo/bar", "linux/foo", "windows/mips"} {
 			if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{p: "releases/ferry-new"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not a GOOS/GOARCH pair Go builds for") {
@@ -204,6 +207,7 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 	})
 	t.Run("unseated key under an orchestrator's name", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
@@ -215,6 +219,7 @@ func TestUpdateRefusals(t *testing.T) {
 		w.exeUnchanged(t)
 	})
 	t.Run("non-master approval ignored", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		d := fold.ReleaseData{Version: "9.0.0", Platforms: map[string]fold.ReleaseFile{plat: {SHA256: sumHex(w.rel), Path: "releases/ferry-new"}}}
 		e := primaryAppend(t, w.ss["olga"], fold.TypeReleaseApprove, "9.0.0", d)
@@ -235,6 +240,7 @@ func TestUpdateRefusals(t *testing.T) {
 		"outside releases": {SHA256: strings.Repeat("0", 64), Path: "channel.toml"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			w := newUpdateWorld(t)
 			primaryAppend(t, w.ss[fold.MasterWriter], fold.TypeReleaseApprove, "2.0.0", fold.ReleaseData{Version: "2.0.0", Platforms: map[string]fold.ReleaseFile{plat: f}})
 			chk := primaryLoad(t, w.c).CheckUpdate("1.0.0", plat)
@@ -248,6 +254,7 @@ func TestUpdateRefusals(t *testing.T) {
 		})
 	}
 	t.Run("approve checks", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		outside := filepath.Join(t.TempDir(), "evil")
 		if err := os.WriteFile(outside, []byte("evil"), 0o755); err != nil {
