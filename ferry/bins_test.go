@@ -110,13 +110,6 @@ func startBuild(name, pkg string, flags ...string) *build {
 	return b
 }
 
-// goBuilt returns the executable name that `go build flags… pkg` builds, waiting for
-// the build startBuild started, or starting it.
-func goBuilt(tb testing.TB, name, pkg string, flags ...string) string {
-	tb.Helper()
-	return startBuild(name, pkg, flags...).wait(tb)
-}
-
 // buildEnv is the environment of every go build: this process's as it started, before
 // any test's t.Setenv (a build runs in the background while other tests run, and a
 // HOME of theirs would move go's module cache into a test's temporary folder).
@@ -192,7 +185,7 @@ func copyExe(tb testing.TB, from, to string) {
 	}
 }
 
-// cleanupM runs the tests of m, then removes what goBuilt built.
+// cleanupM runs the tests of m, then removes what startBuild built.
 type cleanupM struct{ m *testing.M }
 
 func (c cleanupM) Run() int {

@@ -28,8 +28,8 @@ import (
 // scrypt cost (TestReleaseBinaryLocksAtFullCost), and the garbage collector runs at a
 // quarter of its default pace (GOGC=400): most ferry processes live milliseconds, and
 // the tests' own process keeps little, so collecting less changes nothing they check
-// and saves a fifth of the package's CPU time. After the tests it removes what goBuilt
-// built.
+// and saves a fifth of the package's CPU time. After the tests it removes what
+// startBuild built.
 func TestMain(m *testing.M) {
 	scryptcost.SetForTests(testScryptWorkFactor)
 	debug.SetGCPercent(400)
