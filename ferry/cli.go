@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -83,8 +83,9 @@ type Globals struct {
 	home   *fsbus.Home
 	// asFrom is where As came from, "--as" or "FERRY_AGENT" (checkOwner sets it).
 	asFrom string
-	// settling is the session of an order command, whose expiries are reported.
-	settling *fsbus.Session
+	// expired are the orders an order command's writes expired (orderSession), to be
+	// reported.
+	expired []string
 }
 
 // exitCodes map error categories to process exit codes: the one map docs/exit-codes.md,
@@ -306,11 +307,7 @@ func mappedHere(m map[string]string) string {
 	if len(m) == 0 {
 		return " (no project is mapped on this machine)"
 	}
-	names := make([]string, 0, len(m))
-	for p := range m {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(m))
 	return " (projects here: " + strings.Join(names, ", ") + ")"
 }
 

@@ -178,7 +178,7 @@ func (c *askAnswerArgs) answer(g *Globals, verdict, done string) error {
 	if err != nil {
 		return err
 	}
-	a, err := s.AskAnswer(c.ID, verdict, c.Note, c.Key)
+	a, err := s.AskAnswer(c.ID, verdict, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	if err != nil {
 		return err
 	}

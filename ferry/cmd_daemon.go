@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,7 +114,7 @@ func loadDaemonConfig(path string) (*daemonConfig, error) {
 	if len(cfg.Handler) == 0 {
 		return nil, bad("no [[handler]]: name at least one agent and the file it runs")
 	}
-	seen := map[string]int{}
+	seen := map[[2]string]int{} // (agent, task) → handler number
 	for i, h := range cfg.Handler {
 		n := i + 1
 		switch {
@@ -130,7 +130,7 @@ func loadDaemonConfig(path string) (*daemonConfig, error) {
 		if h.Task == "*" {
 			h.Task = ""
 		}
-		key := h.Agent + "\x00" + h.Task
+		key := [2]string{h.Agent, h.Task}
 		if prev, dup := seen[key]; dup {
 			return nil, bad("handlers %d and %d both serve agent %s, task %s", prev, n, h.Agent, orAny(h.Task))
 		}
@@ -172,7 +172,7 @@ func (cfg *daemonConfig) agents() []string {
 			out = append(out, h.Agent)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
@@ -37,7 +38,7 @@ func (c *HandinAddCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	h, err := s.HandinAdd(c.Ref, note, c.Key)
+	h, err := s.HandinAdd(c.Ref, fsbus.NoteOptions{Note: note, Key: c.Key})
 	if err != nil {
 		return err
 	}

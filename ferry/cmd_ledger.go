@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -85,7 +85,7 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 			return err
 		}
 	} else {
-		// The findings `ferry doctor` starts with (fsbus VerifyReport.Findings), one line
+		// The findings `ferry doctor` starts with (verify.Report.Findings), one line
 		// each, "(warning)" or "(info)" after the ones that are no error. Each fix
 		// follows the first finding of its check that needs it: a hundred
 		// forged lines need one fix, not a hundred.
@@ -96,7 +96,7 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 				where = f.Path + ": "
 			}
 			mark := ""
-			if f.Level != fsbus.LevelError {
+			if f.Level != verify.LevelError {
 				mark = " (" + f.Level + ")"
 			}
 			g.printf("%-13s %s%s%s\n", f.Check, where, f.Detail, mark)

@@ -30,20 +30,16 @@ func (g *Globals) orderSession() (*fsbus.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.AutoSettle = true
-	g.settling = s
+	s.AutoSettle = func(expired []string) { g.expired = append(g.expired, expired...) }
 	return s, nil
 }
 
 // noteExpired reports on stderr the orders the command's write expired.
 func (g *Globals) noteExpired() {
-	if g.settling == nil {
-		return
-	}
-	for _, id := range g.settling.Expired {
+	for _, id := range g.expired {
 		fprintf(g.stderr, "ferry: note: order %s timed out: its window closed by this machine's clock; it can be claimed again\n", id)
 	}
-	g.settling.Expired = nil
+	g.expired = nil
 }
 
 // holderSeen is a holder's liveness and what this machine knows of it. The age is
@@ -140,7 +136,7 @@ func (c *OrderExtendCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Extend(c.ID, c.Note, c.Key)
+	o, err := s.Extend(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	verb := "extended"
 	if err == nil && slices.ContainsFunc(o.Warnings, func(w string) bool { return strings.HasPrefix(w, "capped at lifetime") }) {
 		verb = "extended (capped at lifetime)"
@@ -161,7 +157,7 @@ func (c *OrderFailCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Fail(c.ID, c.Reason, c.Key)
+	o, err := s.Fail(c.ID, fsbus.NoteOptions{Note: c.Reason, Key: c.Key})
 	return printOrderResult(g, o, err, "failed")
 }
 
@@ -178,7 +174,7 @@ func (c *OrderDeclineCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Decline(c.ID, c.Note, c.Key)
+	o, err := s.Decline(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "declined")
 }
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
@@ -364,7 +364,7 @@ func (c *McpCallCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if err := fsbus.CheckIJSON([]byte(text), "--args"); err != nil {
+	if err := contract.CheckIJSON([]byte(text), "--args"); err != nil {
 		return err
 	}
 	var obj map[string]json.RawMessage

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -205,7 +206,7 @@ func (c *OrderListCmd) Run(g *Globals) error {
 	if c.State == "ready" { // an alias of --ready
 		c.State, c.Ready = "", true
 	}
-	if err := fsbus.CheckStateFilter(c.State); err != nil {
+	if err := fold.CheckStateFilter(c.State); err != nil {
 		return err
 	}
 	f := fold.OrderFilter{State: c.State, Limit: c.Limit, Ready: c.Ready, For: g.As}
@@ -288,7 +289,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 		g.printf("diff      %s %d bytes %.19s\n", o.Diff.Path, o.Diff.Size, o.Diff.SHA256)
 	}
 	if len(o.Schema) > 0 {
-		g.printf("schema    %d bytes; refused results so far: %d of %d\n", len(o.Schema), o.SchemaFailures, fsbus.SchemaAttempts)
+		g.printf("schema    %d bytes; refused results so far: %d of %d\n", len(o.Schema), o.SchemaFailures, contract.SchemaAttempts)
 	}
 	if o.Missing {
 		g.printf("pending   the order's body has not arrived on this machine yet\n")
@@ -399,7 +400,7 @@ func (c *OrderProgressCmd) Run(g *Globals) error {
 	if note == "" {
 		note = c.NoteArg
 	}
-	o, err := s.Progress(c.ID, note, c.Key)
+	o, err := s.Progress(c.ID, fsbus.NoteOptions{Note: note, Key: c.Key})
 	return printOrderResult(g, o, err, "progress recorded on")
 }
 
@@ -429,7 +430,7 @@ func (c *OrderSubmitCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.SubmitResult(c.ID, fsbus.SubmitOptions{Reference: c.Ref, Note: c.Note, Output: json.RawMessage(result), Key: c.Key})
+	o, err := s.Submit(c.ID, fsbus.SubmitOptions{Reference: c.Ref, Note: c.Note, Output: json.RawMessage(result), Key: c.Key})
 	return printOrderResult(g, o, err, "submitted")
 }
 
@@ -456,7 +457,7 @@ func (c *OrderReviewCmd) Run(g *Globals) error {
 	case c.Changes:
 		verdict = "changes"
 	}
-	o, err := s.Review(c.ID, verdict, c.Note, c.Key)
+	o, err := s.Review(c.ID, verdict, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "reviewed")
 }
 
@@ -473,7 +474,7 @@ func (c *OrderReleaseCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Release(c.ID, c.Note, c.Key)
+	o, err := s.Release(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "released")
 }
 
@@ -490,7 +491,7 @@ func (c *OrderCancelCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Cancel(c.ID, c.Note, c.Key)
+	o, err := s.Cancel(c.ID, fsbus.NoteOptions{Note: c.Note, Key: c.Key})
 	return printOrderResult(g, o, err, "cancelled")
 }
 
@@ -507,7 +508,7 @@ func (c *OrderOfferCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.Offer(c.ID, c.To, c.Key)
+	o, err := s.Offer(c.ID, fsbus.OfferOptions{To: c.To, Key: c.Key})
 	return printOrderResult(g, o, err, "offered")
 }
 
@@ -527,7 +528,7 @@ func (c *OrderVerifyCmd) Help() string {
 // Run implements the command.
 func (c *OrderVerifyCmd) Run(g *Globals) error {
 	var (
-		r   *fsbus.PointerReport
+		r   *contract.PointerReport
 		o   *fold.Order
 		err error
 	)

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/pause"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -60,8 +60,8 @@ func pauseProject(g *Globals, k *kong.Context) (string, error) {
 
 // pauseView is the JSON form of the switches.
 type pauseView struct {
-	Paused []fsbus.PauseState `json:"paused"`
-	Lifted []fsbus.PauseState `json:"lifted,omitempty"`
+	Paused []pause.State `json:"paused"`
+	Lifted []pause.State `json:"lifted,omitempty"`
 }
 
 // Run implements the command.
@@ -144,7 +144,7 @@ func (c *ResumeCmd) Run(g *Globals, k *kong.Context) error {
 	return nil
 }
 
-func pauseLine(p *fsbus.PauseState) string {
+func pauseLine(p *pause.State) string {
 	scope := "this machine (every channel)"
 	if p.Project != "" {
 		scope = "project " + p.Project + " on this machine"
@@ -156,9 +156,9 @@ func pauseLine(p *fsbus.PauseState) string {
 	return s
 }
 
-func nonNil(ps []fsbus.PauseState) []fsbus.PauseState {
+func nonNil(ps []pause.State) []pause.State {
 	if ps == nil {
-		return []fsbus.PauseState{}
+		return []pause.State{}
 	}
 	return ps
 }

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // PolicyCmd is `ferry policy show|set`: the channel's policy as it is in force, and the
@@ -43,12 +44,8 @@ func (c *PolicyShowCmd) Run(g *Globals) error {
 }
 
 // printPolicy prints the table, one key a line, with the source of each value.
-func printPolicy(g *Globals, ep fsbus.EffectivePolicy) {
-	keys := make([]string, 0, len(ep.Table))
-	for k := range ep.Table {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+func printPolicy(g *Globals, ep fold.EffectivePolicy) {
+	keys := slices.Sorted(maps.Keys(ep.Table))
 	unknown := map[string]bool{}
 	for _, k := range ep.Unknown {
 		unknown[k] = true
@@ -76,7 +73,7 @@ type PolicySetCmd struct {
 func (c *PolicySetCmd) Help() string {
 	return "Writes a master-signed policy.set carrying the whole policy table with these keys\n" +
 		"changed; it follows the newest policy.set, so every machine folds the same policy.\n" +
-		"Known keys take integers of seconds: " + strings.Join(fsbus.PolicyKeys(), ", ") + ".\n" +
+		"Known keys take integers of seconds: " + strings.Join(fold.PolicyKeyNames(), ", ") + ".\n" +
 		"Other keys are kept as given (an integer, true, false or text) for later versions,\n" +
 		"with a warning. A bad value writes nothing. Setting what the policy already says\n" +
 		"writes nothing. channel.toml itself is never edited: its signature covers it."
@@ -87,9 +84,9 @@ func (c *PolicySetCmd) ownerAction(*Globals) string { return "change the policy 
 
 // Run implements the command.
 func (c *PolicySetCmd) Run(g *Globals) error {
-	var as []fsbus.PolicyAssign
+	var as []fold.PolicyAssign
 	for _, s := range c.Assign {
-		a, err := fsbus.ParsePolicyAssign(s)
+		a, err := fold.ParsePolicyAssign(s)
 		if err != nil {
 			return err
 		}
@@ -104,13 +101,13 @@ func (c *PolicySetCmd) Run(g *Globals) error {
 		return err
 	}
 	known := map[string]bool{}
-	for _, k := range fsbus.PolicyKeys() {
+	for _, k := range fold.PolicyKeyNames() {
 		known[k] = true
 	}
 	for _, a := range as {
 		if !known[a.Key] {
 			fprintf(g.stderr, "ferry: warning: policy key %s is unknown to this binary: kept in the table for later versions, not used here (keys it knows: %s)\n",
-				a.Key, strings.Join(fsbus.PolicyKeys(), ", "))
+				a.Key, strings.Join(fold.PolicyKeyNames(), ", "))
 		}
 	}
 	if g.JSON {

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/search"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -32,7 +33,7 @@ func (c *SearchCmd) Run(g *Globals) error {
 		return err
 	}
 	// Validate before reading the channel: a bad query changes nothing and costs nothing.
-	if _, err := fsbus.SearchTerms(c.Query); err != nil {
+	if _, err := search.Terms(c.Query); err != nil {
 		return err
 	}
 	if c.Limit < 1 || c.Limit > fsbus.MaxSearchLimit {
@@ -42,7 +43,7 @@ func (c *SearchCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	page, err := ch.Search(v, fsbus.SearchOptions{Query: c.Query, Kind: c.Kind, Agent: g.As, Limit: c.Limit, Cursor: c.Cursor})
+	page, err := search.Find(ch, v, search.Options{Query: c.Query, Kind: c.Kind, Agent: g.As, Limit: c.Limit, Cursor: c.Cursor})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 )
 
 // StatusCmd is `ferry status`, the owner's view.
@@ -28,7 +28,7 @@ func (c *StatusCmd) Run(g *Globals) error {
 	sep := " · orders"
 	// Every state the json counts, pointer_stale and validation_failed included, in
 	// stage-rank order.
-	for _, st := range fsbus.OrderStates() {
+	for _, st := range fold.OrderStates() {
 		if n := s.Counts[st]; n > 0 {
 			g.printf("%s %s=%d", sep, st, n)
 			sep = ""

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -49,7 +50,7 @@ func (c *TalkSendCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.TalkSend(c.To, body, c.Key)
+	m, err := s.TalkSend(fsbus.TalkSendOptions{To: c.To, Body: body, Key: c.Key})
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func (c *TalkReadCmd) Run(g *Globals) error {
 	defer cancel()
 	// The watcher starts before the first read, so a message landing between the read
 	// and the wait is never missed.
-	w := s.Watch(fsbus.WatchOptions{})
+	w := watch.Watch(s.Channel, watch.WatchOptions{})
 	defer w.Close()
 	enc := json.NewEncoder(g.stdout)
 	show := func(res *fsbus.TalkReadResult, first bool) error {

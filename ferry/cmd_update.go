@@ -5,15 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // UpdateCmd groups the signed-update verbs (ADR 0005).
@@ -78,11 +80,7 @@ func (c *UpdateApproveCmd) Run(g *Globals) error {
 	for _, n := range append(approvalNotes(before.Releases(), r), r.Notes...) {
 		g.printf("  note: %s\n", clean(n))
 	}
-	names := make([]string, 0, len(r.Platforms))
-	for p := range r.Platforms {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(r.Platforms))
 	for _, p := range names {
 		f := r.Platforms[p]
 		g.printf("  %s  %s  sha256 %s  %d bytes\n", p, f.Path, f.SHA256, f.Size)
@@ -109,7 +107,7 @@ func (c *UpdateCheckCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	chk := v.CheckUpdate(version, fsbus.Platform())
+	chk := v.CheckUpdate(version, selfupdate.Platform())
 	if exe, err := os.Executable(); err == nil {
 		chk.NoteInstalled(exe)
 	}

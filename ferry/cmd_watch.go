@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -79,8 +79,8 @@ func (c *WatchCmd) Run(g *Globals) error {
 	if err := c.checkFor(); err != nil {
 		return err
 	}
-	if c.Since != "" && !fsbus.ValidCursor(c.Since) {
-		return errs.Errorf(errs.Invalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+fsbus.CursorShape+", or leave --since out to start from now",
+	if c.Since != "" && !watch.ValidCursor(c.Since) {
+		return errs.Errorf(errs.Invalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+watch.CursorShape+", or leave --since out to start from now",
 			"--since %q is not a cursor", c.Since)
 	}
 	ch, err := g.Open()
@@ -90,7 +90,7 @@ func (c *WatchCmd) Run(g *Globals) error {
 	if g.As != "" && !ledger.ValidName(g.As) {
 		return errs.Errorf(errs.Invalid, "pass an agent name (see `ferry agents`) or master", "%q is not an agent name", g.As)
 	}
-	if c.Since != "" && fsbus.ValidCursor(c.Since) {
+	if c.Since != "" && watch.ValidCursor(c.Since) {
 		// A cursor from elsewhere cannot say what came after it: say so, as catchup
 		// does, rather than start from now without a word.
 		if v, err := ch.Load(); err == nil && !v.Arrivals.FromHere(c.Since) {
@@ -100,8 +100,8 @@ func (c *WatchCmd) Run(g *Globals) error {
 	ctx, cancel := c.context(g)
 	defer cancel()
 	enc := json.NewEncoder(g.stdout)
-	return ch.Follow(ctx, fsbus.FollowOptions{
-		As: g.As, Since: c.Since, Watch: fsbus.WatchOptions{Rescan: c.Interval},
+	return watch.Follow(ctx, ch, watch.FollowOptions{
+		As: g.As, Since: c.Since, Watch: watch.WatchOptions{Rescan: c.Interval},
 		OnReady: func(polling bool) {
 			how := "change events"
 			if polling {
@@ -109,7 +109,7 @@ func (c *WatchCmd) Run(g *Globals) error {
 			}
 			fprintf(g.stderr, "ferry: watching %s (%s, rescan every %s); Ctrl-C to stop\n", ch.Root, how, c.Interval)
 		},
-	}, func(e fsbus.FollowEvent) error {
+	}, func(e watch.FollowEvent) error {
 		if g.JSON {
 			return enc.Encode(e)
 		}
@@ -119,11 +119,11 @@ func (c *WatchCmd) Run(g *Globals) error {
 }
 
 // watchLine is the text line of one event.
-func watchLine(e *fsbus.FollowEvent) string {
+func watchLine(e *watch.FollowEvent) string {
 	switch e.Kind {
-	case fsbus.FollowEntry:
+	case watch.FollowEntry:
 		return strings.TrimRight("entry    "+e.HLC+"  "+e.Writer+"  "+e.Type+"  "+e.Ref, " ")
-	case fsbus.FollowOrder:
+	case watch.FollowOrder:
 		line := "order    " + e.ID + "  " + e.State + "  " + quote(e.Title) + "  by " + e.Author
 		if e.Holder != "" {
 			line += ", held by " + e.Holder
@@ -132,9 +132,9 @@ func watchLine(e *fsbus.FollowEvent) string {
 			line += ", offered to " + e.OfferedTo
 		}
 		return line
-	case fsbus.FollowMessage:
+	case watch.FollowMessage:
 		return "message  " + e.ID + "  " + e.From + " → " + e.To + ": " + strings.ReplaceAll(e.Preview, "\n", " ")
-	case fsbus.FollowContest:
+	case watch.FollowContest:
 		lost := "-"
 		if len(e.Lost) > 0 {
 			lost = strings.Join(e.Lost, ", ")

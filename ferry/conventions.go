@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -66,7 +66,7 @@ func exitRows() []exitRow {
 	for cat, code := range exitCodes {
 		rows = append(rows, exitRow{code, cat, exitMeaning[cat]})
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Code < rows[j].Code })
+	slices.SortFunc(rows, func(a, b exitRow) int { return cmp.Compare(a.Code, b.Code) })
 	return rows
 }
 
@@ -211,11 +211,7 @@ func completionTable(app *kong.Application) *complTable {
 }
 
 func sortedSubs(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
+	ks := slices.Sorted(maps.Keys(m))
 	return ks
 }
 

@@ -7,12 +7,12 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 func main() {
 	if runtime.GOOS == "windows" {
-		fsbus.CleanOldExecutable("") // the .exe.old a `ferry update apply` left (best effort)
+		selfupdate.CleanOld("") // the .exe.old a `ferry update apply` left (best effort)
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -266,13 +266,13 @@ func (w *permWorld) submittedOrder(via string) permPrep {
 	p := w.openOrder(via)
 	_, err := w.auth.Claim(p.id, "")
 	w.must(err)
-	_, err = w.auth.Submit(p.id, "commit:def456", "done", "")
+	_, err = w.auth.Submit(p.id, fsbus.SubmitOptions{Reference: "commit:def456", Note: "done"})
 	w.must(err)
 	return p
 }
 
 func (w *permWorld) messageToActor(string) permPrep {
-	m, err := w.auth.TalkSend("all", "read me", "") // to all: the unseated actor too
+	m, err := w.auth.TalkSend(fsbus.TalkSendOptions{To: "all", Body: "read me"}) // to all: the unseated actor too
 	w.must(err)
 	return permPrep{id: m.ID}
 }

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/internal/scryptcost"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -31,7 +31,7 @@ import (
 // and saves a fifth of the package's CPU time. After the tests it removes what
 // startBuild built.
 func TestMain(m *testing.M) {
-	scryptcost.SetForTests(testScryptWorkFactor)
+	keyfile.ScryptWorkFactor = testScryptWorkFactor
 	debug.SetGCPercent(400)
 	if os.Getenv(raceHelperEnv) == "1" {
 		os.Exit(raceClaimHelper())

@@ -10,18 +10,22 @@ import (
 	"testing"
 
 	"filippo.io/age/armor"
-	"github.com/ferryhq/ferry/internal/scryptcost"
 )
 
 // testScryptWorkFactor is log2 N of the scrypt cost the ferry tests lock and export
-// keys with: TestMain sets it in the test binary and in every copy of it that runs as
-// ferry, so a lock costs milliseconds instead of a second. The files are the same
-// format; age reads the cost back from each file's header.
+// keys with: TestMain sets keyfile.ScryptWorkFactor to it in the test binary and in
+// every copy of it that runs as ferry, so a lock costs milliseconds instead of a
+// second. The files are the same format; age reads the cost back from each file's
+// header.
 const testScryptWorkFactor = 10
 
+// fullScryptWorkFactor is the work factor every build locks keys with: age's default,
+// keyfile.ScryptWorkFactor's value until a test lowers it.
+const fullScryptWorkFactor = 18
+
 // TestReleaseBinaryLocksAtFullCost: the release build of ferry (releaseBuild) locks a key
-// with age's full scrypt cost (log2 N = 18, internal/scryptcost), whatever the tests
-// lower in their own processes; the test binary standing in for ferry locks with the
+// with age's full scrypt cost (log2 N = 18, keyfile.ScryptWorkFactor), whatever the
+// tests lower in their own processes; the test binary standing in for ferry locks with the
 // lowered cost, so the check reads the header and would see either.
 func TestReleaseBinaryLocksAtFullCost(t *testing.T) {
 	rel := releaseBuild() // built while the tests before the parallel ones run
@@ -31,7 +35,7 @@ func TestReleaseBinaryLocksAtFullCost(t *testing.T) {
 		bin  string
 		want int
 	}{
-		{"release binary", rel.wait(t), scryptcost.Default},
+		{"release binary", rel.wait(t), fullScryptWorkFactor},
 		{"test binary as ferry", ferryExe(t), testScryptWorkFactor},
 	} {
 		m := newMCPMachine(t, c.bin)

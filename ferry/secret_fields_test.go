@@ -178,7 +178,7 @@ func (w *secretCLIWorld) bases() map[string]func() secretCLI {
 			id := w.order(w.actor)
 			_, err := w.peer.Claim(id, "")
 			w.must(err)
-			_, err = w.peer.Submit(id, "main", "done", "")
+			_, err = w.peer.Submit(id, fsbus.SubmitOptions{Reference: "main", Note: "done"})
 			w.must(err)
 			return secretCLI{pos: []string{id}, flags: flags("--accept", "--note", "fine")}
 		},
@@ -203,7 +203,7 @@ func (w *secretCLIWorld) bases() map[string]func() secretCLI {
 		"talk send": func() secretCLI { return secretCLI{pos: []string{"hello"}, flags: flags("--to", "peer")} },
 		"talk read": func() secretCLI { return secretCLI{flags: as} },
 		"talk ack": func() secretCLI {
-			m, err := w.peer.TalkSend("actor", "hi", "")
+			m, err := w.peer.TalkSend(fsbus.TalkSendOptions{To: "actor", Body: "hi"})
 			w.must(err)
 			return secretCLI{pos: []string{m.ID}, flags: as}
 		},

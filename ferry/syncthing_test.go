@@ -27,6 +27,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/doctor"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
+	"github.com/ferryhq/ferry/fsbus/verify"
 )
 
 // TestSyncthingTwoNodes (docs/sync.md "Syncthing"): two real Syncthing instances on
@@ -250,7 +251,7 @@ func TestSyncthingTwoNodes(t *testing.T) {
 		if err := json.Unmarshal([]byte(so), &r); err != nil {
 			t.Fatalf("doctor --json on %s: %v\n%s", m.name, err, so)
 		}
-		forks := findingsOfCheck(r, fsbus.CheckFork)
+		forks := findingsOfCheck(r, verify.CheckFork)
 		if len(r.Copies) == 0 || r.Unmerged() != 0 || len(forks) != 1 || len(forks[0].Lines) != 2 {
 			t.Errorf("doctor on %s after the clone: copies %+v, forks %+v", m.name, r.Copies, forks)
 		}
@@ -284,8 +285,8 @@ func writeNote(t *testing.T, p, text string) {
 	}
 }
 
-func findingsOfCheck(r doctor.Report, check string) []fsbus.Finding {
-	var out []fsbus.Finding
+func findingsOfCheck(r doctor.Report, check string) []verify.Finding {
+	var out []verify.Finding
 	for _, f := range r.Findings {
 		if f.Check == check {
 			out = append(out, f)

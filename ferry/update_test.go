@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // copyBuild puts at path a copy of what b builds.
@@ -47,7 +48,7 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 	}
 	ferry("init", ch, "--project", "acme")
 	copyBuild(t, v110, filepath.Join(ch, "releases", "ferry-next"))
-	plat := fsbus.Platform()
+	plat := selfupdate.Platform()
 	ferry("update", "approve", "1.1.0", "--platform", plat+"=releases/ferry-next")
 
 	var chk fsbus.UpdateCheck

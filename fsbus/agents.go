@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -133,7 +132,7 @@ func (c *Channel) LocalAgents(v *View, app string) []string {
 			out = append(out, name)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -207,7 +206,7 @@ func (s *Session) Grant(opt GrantOptions) (*fold.Agent, error) {
 		return nil, err
 	}
 	scopes := slices.Clone(opt.Scopes)
-	sort.Strings(scopes)
+	slices.Sort(scopes)
 	_, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		a := v.State.Agents[opt.Agent]
 		if a != nil && a.Retired {

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -90,7 +91,7 @@ func (s *Session) AskRaise(opt AskRaiseOptions) (*fold.Ask, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeAskRaise, Ref: id, Data: mustJSON(d), Idem: opt.Key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -108,13 +109,13 @@ type askCallArgs struct {
 
 // AskAnswer records the owner's verdict on a pending ask as a master-signed ask.answer
 // naming the ask's head as basis (a compare-and-set on this machine). verdict is
-// approve, reject or send_back ("send-back" is accepted); note is optional, at most
-// 2,000 bytes. Errors: denied unless s is the master (an agent, and the MCP surface,
+// approve, reject or send_back ("send-back" is accepted); the note is optional, at
+// most 2,000 bytes. Errors: denied unless s is the master (an agent, and the MCP surface,
 // never answers: docs/design.md §2 level table); invalid for an unknown verdict, a long note or
 // an ambiguous prefix; not_found for an unknown ask; conflict when the ask is already
 // answered or the idempotency key was used with other arguments; retry_needed while the
 // ask's object has not arrived. A replayed key returns the ask and writes nothing.
-func (s *Session) AskAnswer(q, verdict, note, key string) (*fold.Ask, error) {
+func (s *Session) AskAnswer(q, verdict string, opt NoteOptions) (*fold.Ask, error) {
 	if s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "only the owner answers asks, on the machine holding the master key: `ferry ask approve|reject|send-back ID` there, without --as",
 			"%s may not answer asks; ask.answer needs level master", s.Name)
@@ -122,10 +123,10 @@ func (s *Session) AskAnswer(q, verdict, note, key string) (*fold.Ask, error) {
 	if verdict == "send-back" {
 		verdict = fold.VerdictSendBack
 	}
-	if _, ok := fold.AskVerdicts[verdict]; !ok {
+	if _, ok := fold.AskVerdictState(verdict); !ok {
 		return nil, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", verdict)
 	}
-	note = strings.TrimSpace(note)
+	note, key := strings.TrimSpace(opt.Note), opt.Key
 	if err := checkCap("answer note", note, MaxNote, unitBytes, "keep the note short"); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -128,7 +129,7 @@ func TestAskLoop(t *testing.T) {
 	if p := w.load(t).State.PendingAsks(); len(p) != 1 || p[0].ID != a.ID {
 		t.Fatalf("pending asks: %+v", p)
 	}
-	got, err := w.master.AskAnswer(a.ID[:6], fold.VerdictApprove, "  go ahead  ", "")
+	got, err := w.master.AskAnswer(a.ID[:6], fold.VerdictApprove, NoteOptions{Note: "  go ahead  "})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestAskLoop(t *testing.T) {
 	// Verdicts map to states; "send-back" is accepted for send_back.
 	for verdict, want := range map[string]string{fold.VerdictReject: fold.AskRejected, "send-back": fold.AskSentBack, fold.VerdictSendBack: fold.AskSentBack} {
 		b := w.raise(t, "another "+verdict)
-		got, err := w.master.AskAnswer(b.ID, verdict, "", "")
+		got, err := w.master.AskAnswer(b.ID, verdict, NoteOptions{})
 		if err != nil || got.State != want {
 			t.Fatalf("%s: %+v %v", verdict, got, err)
 		}
@@ -161,7 +162,7 @@ func TestAskWriteRefusals(t *testing.T) {
 	w := newAskWorld(t)
 	a := w.raise(t, "Pending one")
 	done := w.raise(t, "Answered one")
-	if _, err := w.master.AskAnswer(done.ID, fold.VerdictReject, "no", ""); err != nil {
+	if _, err := w.master.AskAnswer(done.ID, fold.VerdictReject, NoteOptions{Note: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshotFiles(t, w.c.Root)
@@ -172,7 +173,7 @@ func TestAskWriteRefusals(t *testing.T) {
 		msg  string
 		call func() error
 	}{
-		{"agent answers", errs.Denied, "alice may not answer asks", func() error { _, err := w.alice.AskAnswer(a.ID, fold.VerdictApprove, "", ""); return err }},
+		{"agent answers", errs.Denied, "alice may not answer asks", func() error { _, err := w.alice.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{}); return err }},
 		{"worker raises", errs.Denied, "ask.raise needs level member; wendy has level worker", func() error {
 			_, err := w.wend.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "r"})
 			return err
@@ -201,17 +202,17 @@ func TestAskWriteRefusals(t *testing.T) {
 			_, err := w.alice.AskRaise(AskRaiseOptions{Title: strings.Repeat("x", MaxAskTitle+1), Recommendation: "r"})
 			return err
 		}},
-		{"answered twice", errs.Conflict, "is already rejected (by master", func() error { _, err := w.master.AskAnswer(done.ID, fold.VerdictApprove, "", ""); return err }},
-		{"bad verdict", errs.Invalid, "unknown verdict", func() error { _, err := w.master.AskAnswer(a.ID, "maybe", "", ""); return err }},
+		{"answered twice", errs.Conflict, "is already rejected (by master", func() error { _, err := w.master.AskAnswer(done.ID, fold.VerdictApprove, NoteOptions{}); return err }},
+		{"bad verdict", errs.Invalid, "unknown verdict", func() error { _, err := w.master.AskAnswer(a.ID, "maybe", NoteOptions{}); return err }},
 		{"long note", errs.Invalid, "note is", func() error {
-			_, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, strings.Repeat("n", MaxNote+1), "")
+			_, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{Note: strings.Repeat("n", MaxNote+1)})
 			return err
 		}},
 		{"unknown id", errs.NotFound, `no ask "a-zzzzzzzzzzzzz"`, func() error {
-			_, err := w.master.AskAnswer("a-zzzzzzzzzzzzz", fold.VerdictApprove, "", "")
+			_, err := w.master.AskAnswer("a-zzzzzzzzzzzzz", fold.VerdictApprove, NoteOptions{})
 			return err
 		}},
-		{"ambiguous prefix", errs.Invalid, "is ambiguous (2 candidates)", func() error { _, err := w.master.AskAnswer("a-", fold.VerdictApprove, "", ""); return err }},
+		{"ambiguous prefix", errs.Invalid, "is ambiguous (2 candidates)", func() error { _, err := w.master.AskAnswer("a-", fold.VerdictApprove, NoteOptions{}); return err }},
 	} {
 		err := tc.call()
 		if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
@@ -245,7 +246,7 @@ func TestAskFoldOnlyMasterAnswers(t *testing.T) {
 	if !hasIgnored(st, forged.Hash(), "ask.answer needs level master; alice has level member") {
 		t.Fatalf("forged answer not listed as ignored: %+v", st.Ignored)
 	}
-	got, err := w.master.AskAnswer(a.ID, fold.VerdictReject, "not now", "")
+	got, err := w.master.AskAnswer(a.ID, fold.VerdictReject, NoteOptions{Note: "not now"})
 	if err != nil || got.State != fold.AskRejected || got.Note != "not now" {
 		t.Fatalf("owner's answer after a forged one: %+v %v", got, err)
 	}
@@ -258,7 +259,7 @@ func TestAskFoldAnsweredTwiceIgnored(t *testing.T) {
 	t.Parallel()
 	w := newAskWorld(t)
 	a := w.raise(t, "Merge the branch?")
-	first, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "yes", "")
+	first, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{Note: "yes"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 	t.Parallel()
 	w := newAskWorld(t)
 	a := w.raise(t, "Upgrade the database?")
-	p := ObjectPath(w.c.Root, "alice", a.ID)
+	p := verify.ObjectPath(w.c.Root, "alice", a.ID)
 	raw, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +296,7 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 	if pa := st.PendingAsks(); len(pa) != 1 || pa[0].ID != a.ID {
 		t.Fatalf("pending asks: %+v", pa)
 	}
-	if _, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "", ""); !errs.Is(err, errs.RetryNeeded) {
+	if _, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("answer before the object arrived: %v", err)
 	}
 	// An editor changes the title (still valid JSON): the raise no longer counts.
@@ -341,14 +342,14 @@ func TestAskIdempotency(t *testing.T) {
 	if _, err := w.alice.AskRaise(opt); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("same key, other arguments: %v", err)
 	}
-	if _, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "ok", "k2"); err != nil {
+	if _, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{Note: "ok", Key: "k2"}); err != nil {
 		t.Fatal(err)
 	}
 	// A retry of the same answer with its key is a replay, not "already answered".
-	if got, err := w.master.AskAnswer(a.ID[:5], fold.VerdictApprove, "ok", "k2"); err != nil || got.State != fold.AskApproved {
+	if got, err := w.master.AskAnswer(a.ID[:5], fold.VerdictApprove, NoteOptions{Note: "ok", Key: "k2"}); err != nil || got.State != fold.AskApproved {
 		t.Fatalf("replayed answer: %+v %v", got, err)
 	}
-	if _, err := w.master.AskAnswer(a.ID, fold.VerdictReject, "ok", "k2"); !errs.Is(err, errs.Conflict) {
+	if _, err := w.master.AskAnswer(a.ID, fold.VerdictReject, NoteOptions{Note: "ok", Key: "k2"}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("answer key reused for another verdict: %v", err)
 	}
 	if got := w.load(t).State.Entries; got != n+1 {
@@ -364,7 +365,7 @@ func TestAskUnknownTypeHoldsChainPlace(t *testing.T) {
 	w := newAskWorld(t)
 	a := w.raise(t, "Buy the domain?")
 	unk := appendRaw(t, w.alice, "ask.amend", a.ID, fold.EntryData{Basis: a.Head, Note: "from a newer binary"})
-	got, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, "", "")
+	got, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{})
 	if err != nil || got.State != fold.AskApproved || got.Pending != 0 {
 		t.Fatalf("answer after an unknown entry: %+v %v", got, err)
 	}
@@ -387,7 +388,7 @@ func TestAskListsAndFind(t *testing.T) {
 		t.Fatalf("PendingAsks on an empty channel: %#v", l)
 	}
 	a1, a2, a3 := w.raise(t, "one"), w.raise(t, "two"), w.raise(t, "three")
-	if _, err := w.master.AskAnswer(a2.ID, fold.VerdictReject, "", ""); err != nil {
+	if _, err := w.master.AskAnswer(a2.ID, fold.VerdictReject, NoteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st = w.load(t).State
@@ -460,11 +461,11 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 	}
 	mB, _ := cB.As(fold.MasterWriter)
 	// Partitioned: A approves, B rejects; each succeeds locally.
-	ansA, err := mA.AskAnswer(a.ID, fold.VerdictApprove, "from the laptop", "")
+	ansA, err := mA.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{Note: "from the laptop"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ansB, err := mB.AskAnswer(a.ID, fold.VerdictReject, "from the desktop", "")
+	ansB, err := mB.AskAnswer(a.ID, fold.VerdictReject, NoteOptions{Note: "from the desktop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +493,8 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 			strings.Join(ct.Involved, ",") != "alice,master" {
 			t.Fatalf("device %s: contest %+v", c.Device, ct)
 		}
-		if s := got.Superseded[0]; s.Hash != loser.Head || s.Note != loser.Note || fold.AskVerdicts[s.Verdict] != loser.State {
+		s := got.Superseded[0]
+		if st, _ := fold.AskVerdictState(s.Verdict); s.Hash != loser.Head || s.Note != loser.Note || st != loser.State {
 			t.Fatalf("device %s: superseded %+v, want the losing answer", c.Device, s)
 		}
 		found := false
@@ -503,7 +505,7 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 			t.Fatalf("device %s: contest not in State.Contested", c.Device)
 		}
 	}
-	if _, err := mB.AskAnswer(a.ID, fold.VerdictSendBack, "", ""); !errs.Is(err, errs.Conflict) {
+	if _, err := mB.AskAnswer(a.ID, fold.VerdictSendBack, NoteOptions{}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("answer after the contest: %v", err)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/pause"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -39,7 +41,7 @@ var caps = []InputCap{
 	{"progress note", MaxNote, unitBytes},
 	{"result summary", MaxNote, unitBytes},
 	{"result reference", MaxReference, unitBytes},
-	{"result output", MaxOutput, unitBytes},
+	{"result output", contract.MaxOutput, unitBytes},
 	{"review, release, cancel, extend note", MaxNote, unitBytes},
 	{"fail reason", MaxNote, unitBytes},
 	{"ask title", MaxAskTitle, UnitChars},
@@ -51,12 +53,12 @@ var caps = []InputCap{
 	{"decision line", fold.MaxDecisionLine, UnitChars},
 	{"brief objective, each constraint", fold.MaxBriefLine, UnitChars},
 	{"presence doing line", maxDoing, unitBytes},
-	{"order schema", maxSchema, unitBytes},
-	{"search query", maxSearchQuery, UnitChars},
+	{"order schema", contract.MaxSchema, unitBytes},
+	{"search query", MaxSearchQuery, UnitChars},
 	{"idempotency key", maxIdemKey, unitBytes},
 	{"secret value", MaxSecretValue, unitBytes},
 	{"secret name", fold.MaxSecretName, UnitChars},
-	{"pause reason", maxPauseReason, UnitChars},
+	{"pause reason", pause.MaxReason, UnitChars},
 	{"JSON-RPC request line", MaxRPCRequest, unitBytes},
 }
 
@@ -81,3 +83,11 @@ func capError(field string, n, limit int, unit, hint string) error {
 	}
 	return errs.Errorf(errs.Invalid, hint, "%s is %d %s; the limit is %d", field, n, unit, limit)
 }
+
+// Search bounds.
+const (
+	MaxSearchQuery   = 200 // characters
+	SearchSnippet    = 160 // characters of text around the first word found
+	DefaultSearchMax = 20  // hits per page when no limit is given
+	MaxSearchLimit   = 100 // hits per page at most
+)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/pause"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -39,7 +41,7 @@ func TestInputCaps(t *testing.T) {
 	}
 	submitted := func() *fold.Order { // an order alice submitted, bob to review
 		o := held()
-		if _, err := alice.Submit(o.ID, "main", "", ""); err != nil {
+		if _, err := alice.Submit(o.ID, SubmitOptions{Reference: "main"}); err != nil {
 			t.Fatal(err)
 		}
 		return o
@@ -59,21 +61,21 @@ func TestInputCaps(t *testing.T) {
 	}{
 		{"order title", MaxTitle, UnitChars, charsOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: s}); return err }, nil},
 		{"order body", MaxOrderBody, unitBytes, bytesOf, func(s string) error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Body: s}); return err }, nil},
-		{"message body", fold.MaxMessageBody, unitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend("bob", s, ""); return err }, nil},
-		{"progress note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Progress(id, s, ""); return err }, hold},
+		{"message body", fold.MaxMessageBody, unitBytes, bytesOf, func(s string) error { _, err := alice.TalkSend(TalkSendOptions{To: "bob", Body: s}); return err }, nil},
+		{"progress note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Progress(id, NoteOptions{Note: s}); return err }, hold},
 		{"result summary", MaxNote, unitBytes, bytesOf, func(s string) error {
-			_, err := alice.SubmitResult(id, SubmitOptions{Reference: "main", Note: s})
+			_, err := alice.Submit(id, SubmitOptions{Reference: "main", Note: s})
 			return err
 		}, hold},
 		{"result reference", MaxReference, unitBytes, bytesOf, func(s string) error {
-			_, err := alice.SubmitResult(id, SubmitOptions{Reference: s})
+			_, err := alice.Submit(id, SubmitOptions{Reference: s})
 			return err
 		}, hold},
-		{"review note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Review(id, "accept", s, ""); return err }, sub},
-		{"release note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Release(id, s, ""); return err }, hold},
-		{"cancel note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Cancel(id, s, ""); return err }, hold},
-		{"extend note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Extend(id, s, ""); return err }, hold},
-		{"fail reason", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Fail(id, s, ""); return err }, hold},
+		{"review note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Review(id, "accept", NoteOptions{Note: s}); return err }, sub},
+		{"release note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Release(id, NoteOptions{Note: s}); return err }, hold},
+		{"cancel note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := w.bob.Cancel(id, NoteOptions{Note: s}); return err }, hold},
+		{"extend note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Extend(id, NoteOptions{Note: s}); return err }, hold},
+		{"fail reason", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.Fail(id, NoteOptions{Note: s}); return err }, hold},
 		{"ask title", MaxAskTitle, UnitChars, charsOf, func(s string) error {
 			_, err := alice.AskRaise(AskRaiseOptions{Title: s, Recommendation: "r"})
 			return err
@@ -87,7 +89,7 @@ func TestInputCaps(t *testing.T) {
 			return err
 		}, nil},
 		{"answer note", MaxNote, unitBytes, bytesOf, func(s string) error {
-			_, err := w.master.AskAnswer(id, fold.VerdictApprove, s, "")
+			_, err := w.master.AskAnswer(id, fold.VerdictApprove, NoteOptions{Note: s})
 			return err
 		}, func() {
 			a, err := alice.AskRaise(AskRaiseOptions{Title: "t" + fold.NewID(""), Recommendation: "r"})
@@ -96,11 +98,11 @@ func TestInputCaps(t *testing.T) {
 			}
 			id = a.ID
 		}},
-		{"hand-in note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.HandinAdd("main", s, ""); return err }, nil},
+		{"hand-in note", MaxNote, unitBytes, bytesOf, func(s string) error { _, err := alice.HandinAdd("main", NoteOptions{Note: s}); return err }, nil},
 		{"decision", fold.MaxDecisionLine, UnitChars, charsOf, func(s string) error { _, err := alice.DecisionRecord(s, ""); return err }, nil},
 		{"objective", fold.MaxBriefLine, UnitChars, charsOf, func(s string) error { _, err := alice.PrimaryBrief(s, nil, ""); return err }, nil},
 		{"secret value", MaxSecretValue, unitBytes, bytesOf, func(s string) error { _, err := alice.SecretPut("k", []string{"bob"}, []byte(s), ""); return err }, nil},
-		{"pause reason", maxPauseReason, UnitChars, charsOf, func(s string) error {
+		{"pause reason", pause.MaxReason, UnitChars, charsOf, func(s string) error {
 			_, err := w.c.Home.Pause("", s, time.Now())
 			if err == nil {
 				_, err = w.c.Home.Resume("")
@@ -178,22 +180,21 @@ func TestCapsDoc(t *testing.T) {
 // channel stores it: indentation does not count toward MaxOutput, content does, and
 // whitespace past maxJSONSlack times the cap is refused before parsing.
 func TestJSONCapIsCompacted(t *testing.T) {
-	t.Parallel()
-	val := strings.Repeat("x", MaxOutput-20)
+	val := strings.Repeat("x", contract.MaxOutput-20)
 	indented := "{\n" + strings.Repeat(" ", 8<<10) + `"v":` + strings.Repeat("\n", 8<<10) + `"` + val + `"` + "\n}"
-	if len(indented) <= MaxOutput {
+	if len(indented) <= contract.MaxOutput {
 		t.Fatal("the test input must be over the cap as written")
 	}
-	out, err := compactJSON([]byte(indented), MaxOutput, "result")
-	if err != nil || len(out) > MaxOutput || !strings.Contains(string(out), `{"v":"`) {
+	out, err := contract.CompactJSON([]byte(indented), contract.MaxOutput, "result")
+	if err != nil || len(out) > contract.MaxOutput || !strings.Contains(string(out), `{"v":"`) {
 		t.Fatalf("indented output within the cap compacted: %d bytes, %v", len(out), err)
 	}
-	big := `{"v":"` + strings.Repeat("x", MaxOutput) + `"}`
-	if _, err := compactJSON([]byte(big), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
+	big := `{"v":"` + strings.Repeat("x", contract.MaxOutput) + `"}`
+	if _, err := contract.CompactJSON([]byte(big), contract.MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "bytes compacted; the limit is 65536") {
 		t.Fatalf("content over the cap: %v", err)
 	}
-	padded := "{" + strings.Repeat(" ", maxJSONSlack*MaxOutput) + "}"
-	if _, err := compactJSON([]byte(padded), MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "before compaction") {
+	padded := "{" + strings.Repeat(" ", contract.MaxJSONSlack*contract.MaxOutput) + "}"
+	if _, err := contract.CompactJSON([]byte(padded), contract.MaxOutput, "result"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "before compaction") {
 		t.Fatalf("whitespace past the slack: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/gitsync"
 	"github.com/ferryhq/ferry/internal/bootclock"
@@ -101,7 +104,7 @@ type Channel struct {
 	sinceCheckpoint int
 	// folds counts this process's Loads by how they folded (tests and benchmarks).
 	folds   struct{ full, delta, fromCheckpoint int }
-	lastArr *arrivalsRead
+	lastArr *arrivals.Reading
 }
 
 func (c *Channel) now() time.Time {
@@ -398,4 +401,44 @@ func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
 		DeviceFile: filepath.Join(c.Home.ConfigDir, "device"),
 		Lock:       c.withChannelLock,
 	})
+}
+
+// stamp reads this machine's clocks now: c.Now (the wall clock) and the boot clock.
+// With Boot unset the OS boot clock is read, moved by as much as Now is from the real
+// wall clock: a test that sets Now alone moves both clocks together (time passes), and
+// one that sets Boot too can step the wall clock alone.
+func (c *Channel) stamp() arrivals.Stamp {
+	wall := c.now()
+	var r bootclock.Reading
+	if c.Boot != nil {
+		r = c.Boot()
+	} else {
+		var err error
+		if r, err = bootclock.Read(); err != nil {
+			return arrivals.Stamp{Wall: wall.UnixMilli()}
+		}
+		if c.Now != nil {
+			r.Since += time.Until(wall)
+		}
+	}
+	id := r.ID
+	if id == "" {
+		id = arrivals.NoBootID
+	}
+	return arrivals.Stamp{Wall: wall.UnixMilli(), Boot: r.Since.Milliseconds(), BootID: id}
+}
+
+// arrivalsPath is the channel's arrival log.
+func (c *Channel) arrivalsPath() string {
+	sum := sha256.Sum256([]byte(c.Root))
+	return filepath.Join(c.Home.StateDir(c.Project()), "arrivals-"+hex.EncodeToString(sum[:8])+".log")
+}
+
+// ingestArrivals brings the channel's arrival log up to date (the function of the
+// same name in arrivals.go) and keeps the log as read for the next Load.
+func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, size0 int64) (*arrivals.Log, error) {
+	dir, lockDir := c.Home.StateDir(c.Project()), c.Home.LockDir(c.Project())
+	a, last, err := arrivals.Ingest(dir, lockDir, c.arrivalsPath(), c.lastArr, c.stamp(), all, added, incremental, size0)
+	c.lastArr = last
+	return a, err
 }

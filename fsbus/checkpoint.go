@@ -2,22 +2,16 @@ package fsbus
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"runtime/debug"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/cache"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -64,404 +58,16 @@ const checkpointTrust = 10 * time.Minute
 // on top of a checkpoint is bounded by about this plus what arrived since.
 const checkpointEvery = 2000
 
-const checkpointHeader = "ferry-fold 1 "
-
 // checkpointPath is the channel's checkpoint file.
 func (c *Channel) checkpointPath() string {
 	sum := sha256.Sum256([]byte(c.Root))
 	return filepath.Join(c.Home.StateDir(c.Project()), "fold-"+hex.EncodeToString(sum[:8])+".bin")
 }
 
-// stateLayout is a digest of every type the state codec walks from folded: their
-// names, kinds and fields in order.
-var stateLayout = sync.OnceValue(func() string {
-	var sb strings.Builder
-	seen := map[reflect.Type]bool{}
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		fmt.Fprintf(&sb, "%s/%s/%d;", t.String(), t.Kind(), t.Size())
-		if seen[t] {
-			return
-		}
-		seen[t] = true
-		switch t.Kind() {
-		case reflect.Struct:
-			for i := range t.NumField() {
-				f := t.Field(i)
-				fmt.Fprintf(&sb, "%s@%d:", f.Name, f.Offset)
-				walk(f.Type)
-			}
-		case reflect.Pointer, reflect.Slice, reflect.Array:
-			walk(t.Elem())
-		case reflect.Map:
-			walk(t.Key())
-			walk(t.Elem())
-		}
-	}
-	walk(reflect.TypeFor[fold.Folded]())
-	sum := sha256.Sum256([]byte(sb.String()))
-	return hex.EncodeToString(sum[:8])
-})
-
 // checkpointHead is the checkpoint's header line for this binary and channel.
 func (c *Channel) checkpointHead() string {
-	return checkpointHeader + stateLayout() + "-" + binaryIdentity() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
+	return cache.CheckpointHeader + cache.StateLayout() + "-" + cache.BinaryIdentity() + " " + c.Project() + " " + ledger.FormatKey(c.MasterKey) + "\n"
 }
-
-// binaryIdentity tells this binary from another one (16 hex): its module version and
-// VCS revision as built, and its executable's size and modification time. A state
-// folded by another build — whose fold rules may differ though its types do not — is
-// never restored. A binary that cannot name its executable is told apart by its
-// build information alone.
-var binaryIdentity = sync.OnceValue(func() string {
-	var sb strings.Builder
-	if info, ok := debug.ReadBuildInfo(); ok {
-		sb.WriteString(info.Main.Path + "@" + info.Main.Version)
-		for _, s := range info.Settings {
-			if strings.HasPrefix(s.Key, "vcs.") {
-				sb.WriteString(" " + s.Key + "=" + s.Value)
-			}
-		}
-	}
-	if exe, err := os.Executable(); err == nil {
-		if fi, err := os.Stat(exe); err == nil {
-			fmt.Fprintf(&sb, " %d %d", fi.Size(), fi.ModTime().UnixNano())
-		}
-	}
-	sum := sha256.Sum256([]byte(sb.String()))
-	return hex.EncodeToString(sum[:8])
-})
-
-// checkpointBody is what the payload holds past the ledger snapshot, by value.
-type checkpointBody struct {
-	St       fold.State
-	Missing  map[fold.ObjRef]string
-	Dangling map[string][]string
-	Crossed  map[string]bool
-}
-
-// encodeCheckpoint encodes f, folded from snap, with the ledger's saved snapshot
-// (ledger.ReadState.SaveLast) and the time of the full fold it descends from. It
-// returns an error when f names an entry snap does not hold or the state does not
-// encode; nothing is written then.
-func encodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivalsRead) ([]byte, error) {
-	at := make(map[string]int, len(snap.Entries))
-	for i := range snap.Entries {
-		at[snap.Entries[i].Hash()] = i
-	}
-	b := binary.AppendUvarint(nil, uint64(fullAt.UnixMilli()))
-	b = appendStr(b, string(ledgerLast))
-	body := checkpointBody{St: *f.State, Missing: f.Missing, Dangling: f.Dangling, Crossed: f.Crossed}
-	body.St.Counted = fold.Layered[bool]{}
-	var err error
-	if b, err = encodeState(b, &body); err != nil {
-		return nil, err
-	}
-	// The counted entries: their indexes in snap.Entries, in the order of their hashes
-	// (the restored set is searched, not hashed: layered's sorted base).
-	var counted []int
-	var missing error
-	f.State.Counted.All(func(h string, c bool) {
-		if !c {
-			return
-		}
-		i, ok := at[h]
-		if !ok {
-			missing = fmt.Errorf("%w: a counted entry %s is not in the snapshot", errStateCodec, h)
-			return
-		}
-		counted = append(counted, i)
-	})
-	if missing != nil {
-		return nil, missing
-	}
-	sortByHash(counted, func(i int) string { return snap.Entries[i].Hash() })
-	b = binary.AppendUvarint(b, uint64(len(counted)))
-	for _, i := range counted {
-		b = binary.AppendUvarint(b, uint64(i))
-	}
-	idx := func(es ...*ledger.Entry) error {
-		b = binary.AppendUvarint(b, uint64(len(es)))
-		for _, e := range es {
-			i, ok := at[e.Hash()]
-			if !ok {
-				return fmt.Errorf("%w: entry %s is not in the snapshot", errStateCodec, e.Hash())
-			}
-			b = binary.AppendUvarint(b, uint64(i))
-		}
-		return nil
-	}
-	roster := make([]*ledger.Entry, len(f.Roster))
-	for i := range f.Roster {
-		roster[i] = &f.Roster[i]
-	}
-	if err := idx(roster...); err != nil {
-		return nil, err
-	}
-	b = binary.AppendUvarint(b, uint64(len(f.Things)))
-	for k, es := range f.Things {
-		b = appendStr(b, k)
-		if err := idx(es...); err != nil {
-			return nil, err
-		}
-	}
-	tips := make([]*ledger.Entry, 0, len(f.Tips))
-	for _, e := range f.Tips {
-		tips = append(tips, e)
-	}
-	if err := idx(tips...); err != nil {
-		return nil, err
-	}
-	return appendArrivals(b, arr, snap, at), nil
-}
-
-// checkpointArrivals is the arrival log as the checkpoint's process read it, past its
-// records (appendArrivals).
-type checkpointArrivals struct {
-	Header, LogID string
-	Offset        int64
-	Last          []byte
-	N             uint64
-	Latest        map[string]arrival // Arrivals.latest
-	Clocks        int
-	Clock         Stamp
-}
-
-// appendArrivals appends the arrival log as arr read it (0 when there is none): its
-// header, offset, last line, log id, highest number, each writer's newest line and the
-// clock lines' count and last (ADR 0013), then its records in
-// the order of their hashes, each as the index of its entry in snap (plus one) or 0 and
-// the hash and writer when snap does not hold it (or another writer), then its arrival
-// number, time and count of clock lines before it. Most records are the snapshot's: a few bytes each and no hash.
-func appendArrivals(b []byte, arr *arrivalsRead, snap *ledger.Snapshot, at map[string]int) []byte {
-	if arr == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	head := checkpointArrivals{Header: arr.header, LogID: arr.a.LogID, Offset: arr.offset, Last: arr.last, N: arr.a.Last,
-		Latest: arr.a.latest, Clocks: arr.a.clocks, Clock: arr.a.clock}
-	b, _ = encodeState(b, &head) // plain values: cannot fail
-	type rec struct {
-		h string
-		r arrival
-	}
-	recs := make([]rec, 0, arr.a.recs.Len())
-	arr.a.recs.All(func(h string, r arrival) { recs = append(recs, rec{h, r}) })
-	sortByHash(recs, func(x rec) string { return x.h })
-	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for _, x := range recs {
-		if i, ok := at[x.h]; ok && snap.Entries[i].Writer == x.r.writer {
-			b = binary.AppendUvarint(b, uint64(i)+1)
-		} else {
-			b = append(b, 0)
-			b = appendStr(b, x.h)
-			b = appendStr(b, x.r.writer)
-		}
-		b = binary.AppendUvarint(b, x.r.n)
-		b = binary.AppendVarint(b, x.r.ms)
-		b = binary.AppendUvarint(b, uint64(x.r.ep))
-	}
-	return b
-}
-
-// decodeArrivals reads what appendArrivals wrote over snap; nil when the checkpoint
-// holds no arrival log.
-func decodeArrivals(d *stateDec, snap *ledger.Snapshot) *arrivalsRead {
-	has := d.take(1)
-	if d.err != nil || has[0] == 0 {
-		return nil
-	}
-	var head checkpointArrivals
-	if d.b, d.err = decodeState(d.b, &head); d.err != nil {
-		return nil
-	}
-	n := d.length()
-	keys, vals := make([]string, 0, n), make([]arrival, 0, n)
-	for range n {
-		var h, writer string
-		if i := d.uvarint(); i > 0 && i <= uint64(len(snap.Entries)) {
-			h, writer = snap.Entries[i-1].Hash(), snap.Entries[i-1].Writer
-		} else if i == 0 {
-			h, writer = string(d.take(d.length())), string(d.take(d.length()))
-		} else {
-			d.fail("arrival of entry %d of %d", i, len(snap.Entries))
-		}
-		num := d.uvarint()
-		ms, k := binary.Varint(d.b)
-		if k <= 0 {
-			d.fail("arrival time")
-		}
-		if d.err != nil {
-			return nil
-		}
-		d.b = d.b[k:]
-		ep := d.uvarint()
-		if d.err != nil || ep > uint64(head.Clocks) {
-			d.fail("clock lines before arrival %d", num)
-			return nil
-		}
-		if m := len(keys); m > 0 && keys[m-1] >= h {
-			d.fail("arrivals out of order")
-			return nil
-		}
-		keys, vals = append(keys, h), append(vals, arrival{num, ms, writer, int(ep)})
-	}
-	a := &Arrivals{LogID: head.LogID, Last: head.N, recs: fold.SortedLayered(keys, vals), latest: cloneLatest(head.Latest),
-		clocks: head.Clocks, clock: head.Clock}
-	return &arrivalsRead{a: a, header: head.Header, offset: head.Offset, last: head.Last}
-}
-
-// decodeCheckpoint rebuilds the folded state from a payload, over snap, the ledger
-// snapshot restored from ledgerLast. It returns errStateCodec (wrapped) for bytes that
-// do not decode or name entries snap does not hold.
-func decodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
-	var body checkpointBody
-	rest, err := decodeState(b, &body)
-	if err != nil {
-		return nil, nil, err
-	}
-	return decodeCheckpointRefs(&body, rest, snap)
-}
-
-// decodeCheckpointRefs is the part of decodeCheckpoint past the state codec's: what
-// refers to snap's entries. body is the decoded state; rest the bytes after it.
-func decodeCheckpointRefs(body *checkpointBody, rest []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivalsRead, error) {
-	d := &stateDec{b: rest}
-	ncount := d.length()
-	keys, vals := make([]string, 0, ncount), make([]bool, 0, ncount)
-	for range ncount {
-		i := d.uvarint()
-		if d.err != nil || i >= uint64(len(snap.Entries)) {
-			d.fail("counted entry %d of %d", i, len(snap.Entries))
-			break
-		}
-		h := snap.Entries[i].Hash()
-		if n := len(keys); n > 0 && keys[n-1] >= h {
-			d.fail("counted entries out of order")
-			break
-		}
-		keys, vals = append(keys, h), append(vals, true)
-	}
-	idx := func() []*ledger.Entry {
-		n := d.length()
-		var out []*ledger.Entry
-		for range n {
-			i := d.uvarint()
-			if d.err != nil || i >= uint64(len(snap.Entries)) {
-				d.fail("entry index %d of %d", i, len(snap.Entries))
-				return nil
-			}
-			out = append(out, &snap.Entries[i])
-		}
-		return out
-	}
-	f := &fold.Folded{Missing: body.Missing, Dangling: body.Dangling, Crossed: body.Crossed, Things: map[string][]*ledger.Entry{}, Tips: map[[2]string]*ledger.Entry{}}
-	for _, e := range idx() {
-		f.Roster = append(f.Roster, *e)
-	}
-	nthing := d.length()
-	for i := 0; i < nthing && d.err == nil; i++ {
-		k := string(d.take(d.length()))
-		f.Things[k] = idx()
-	}
-	for _, e := range idx() {
-		f.Tips[[2]string{e.Writer, e.Device}] = e
-	}
-	arr := decodeArrivals(d, snap)
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return nil, nil, d.err
-	}
-	st := body.St
-	if err := checkDecodedState(&st); err != nil {
-		return nil, nil, err
-	}
-	st.Counted = fold.SortedLayered(keys, vals)
-	if f.Missing == nil {
-		f.Missing = map[fold.ObjRef]string{}
-	}
-	f.State = &st
-	return f, arr, nil
-}
-
-// sortByHash sorts xs by hash(x) as text. Entry hashes share the "sha256:" prefix,
-// so the 8 bytes after it, read as a big-endian number, order them but for a tie once
-// in billions, which the whole text settles: one integer comparison per step instead
-// of a string comparison over the shared prefix.
-func sortByHash[T any](xs []T, hash func(T) string) {
-	const prefix = "sha256:"
-	for _, x := range xs {
-		if h := hash(x); len(h) < len(prefix)+8 || h[:len(prefix)] != prefix {
-			slices.SortFunc(xs, func(a, b T) int { return strings.Compare(hash(a), hash(b)) })
-			return
-		}
-	}
-	type keyed struct {
-		k uint64
-		x T
-	}
-	ks := make([]keyed, len(xs))
-	for i, x := range xs {
-		h := hash(x)
-		ks[i] = keyed{binary.BigEndian.Uint64([]byte(h[len(prefix) : len(prefix)+8])), x}
-	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		if a.k != b.k {
-			return cmp.Compare(a.k, b.k)
-		}
-		return strings.Compare(hash(a.x), hash(b.x))
-	})
-	for i := range ks {
-		xs[i] = ks[i].x
-	}
-}
-
-// checkDecodedState checks what every reader of a State takes for granted and a
-// payload that passes its checksum may still break (a bug, a hand edit): each thing is
-// filed under its own id, no entry of a map is nil, the primary role is there. It
-// returns errStateCodec (wrapped) naming the first break.
-func checkDecodedState(st *fold.State) error {
-	if st.Primary == nil {
-		return fmt.Errorf("%w: no primary role", errStateCodec)
-	}
-	for k, a := range st.Agents {
-		if a == nil || a.Name != k {
-			return fmt.Errorf("%w: agent %q filed under %q", errStateCodec, nameOf(a), k)
-		}
-	}
-	if err := checkFiled(st.Orders, func(o *fold.Order) string { return o.ID }); err != nil {
-		return err
-	}
-	if err := checkFiled(st.Messages, func(m *fold.Message) string { return m.ID }); err != nil {
-		return err
-	}
-	if err := checkFiled(st.Asks, func(a *fold.Ask) string { return a.ID }); err != nil {
-		return err
-	}
-	return checkFiled(st.Handins, func(h *fold.Handin) string { return h.ID })
-}
-
-func nameOf(a *fold.Agent) string {
-	if a == nil {
-		return "<nil>"
-	}
-	return a.Name
-}
-
-// checkFiled reports a thing of m that is nil or filed under another id than its own.
-func checkFiled[T any](m map[string]*T, id func(*T) string) error {
-	for k, v := range m {
-		if v == nil || id(v) != k {
-			return fmt.Errorf("%w: a thing filed under %q is nil or has another id", errStateCodec, k)
-		}
-	}
-	return nil
-}
-
-// errCheckpoint marks a checkpoint file that cannot be used.
-var errCheckpoint = errors.New("fold checkpoint unusable")
 
 // readCheckpoint reads the checkpoint file's header and payload, checking its
 // checksum. It returns errCheckpoint (wrapped) for a missing, damaged or foreign
@@ -469,30 +75,30 @@ var errCheckpoint = errors.New("fold checkpoint unusable")
 func (c *Channel) readCheckpoint() (fullAt time.Time, ledgerLast, body []byte, err error) {
 	raw, err := os.ReadFile(c.checkpointPath())
 	if err != nil {
-		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, err)
+		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", cache.ErrCheckpoint, err)
 	}
 	head := c.checkpointHead()
-	if !bytes.HasPrefix(raw, []byte(head)) || len(raw) < len(head)+frameSumSize {
-		return time.Time{}, nil, nil, fmt.Errorf("%w: header", errCheckpoint)
+	if !bytes.HasPrefix(raw, []byte(head)) || len(raw) < len(head)+cache.FrameSumSize {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: header", cache.ErrCheckpoint)
 	}
-	payload, sum := raw[len(head):len(raw)-frameSumSize], raw[len(raw)-frameSumSize:]
-	if s := frameSum(payload); !bytes.Equal(s[:], sum) {
-		return time.Time{}, nil, nil, fmt.Errorf("%w: checksum", errCheckpoint)
+	payload, sum := raw[len(head):len(raw)-cache.FrameSumSize], raw[len(raw)-cache.FrameSumSize:]
+	if s := cache.FrameSum(payload); !bytes.Equal(s[:], sum) {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: checksum", cache.ErrCheckpoint)
 	}
-	d := &stateDec{b: payload}
-	ms := d.uvarint()
-	ledgerLast = d.take(d.length())
-	if d.err != nil {
-		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", errCheckpoint, d.err)
+	d := &fold.StateDec{B: payload}
+	ms := d.Uvarint()
+	ledgerLast = d.Take(d.Length())
+	if d.Err != nil {
+		return time.Time{}, nil, nil, fmt.Errorf("%w: %v", cache.ErrCheckpoint, d.Err)
 	}
-	return time.UnixMilli(int64(ms)), ledgerLast, d.b, nil
+	return time.UnixMilli(int64(ms)), ledgerLast, d.B, nil
 }
 
 // writeCheckpoint writes the checkpoint of f, folded from snap, whose last full fold
 // was at fullAt, under the flock index.lock, atomically (fsutil.WriteFile). It does
 // nothing when the index is off or its last snapshot is not snap (the last read was
 // verified — a fork — or another read came after). A failure is returned and costs only the next process a full fold.
-func (c *Channel) writeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivalsRead) error {
+func (c *Channel) writeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, fullAt time.Time, arr *arrivals.Reading) error {
 	if !indexEnabled() {
 		return nil
 	}
@@ -506,12 +112,12 @@ func (c *Channel) writeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, fullAt 
 	if last == nil {
 		return nil
 	}
-	payload, err := encodeCheckpoint(f, snap, last, fullAt, arr)
+	payload, err := cache.EncodeCheckpoint(f, snap, last, fullAt, arr)
 	if err != nil {
 		return err
 	}
 	head := c.checkpointHead()
-	sum := frameSum(payload)
+	sum := cache.FrameSum(payload)
 	out := make([]byte, 0, len(head)+len(payload)+len(sum))
 	out = append(append(append(out, head...), payload...), sum[:]...)
 	lockDir := c.Home.LockDir(c.Project())
@@ -534,7 +140,7 @@ type restoredFold struct {
 	snap   *ledger.Snapshot
 	fold   *fold.Folded
 	fullAt time.Time
-	arr    *arrivalsRead // the arrival log as the checkpoint's process read it (nil: none)
+	arr    *arrivals.Reading // the arrival log as the checkpoint's process read it (nil: none)
 }
 
 // restoreCheckpoint is called when a process opens the index (localIndex.open): when
@@ -550,7 +156,7 @@ func (c *Channel) restoreCheckpoint(rs *ledger.ReadState, pre *checkpointRead) *
 	if err != nil {
 		return nil
 	}
-	f, arr, err := decodeCheckpointRefs(&pre.body, pre.rest, snap)
+	f, arr, err := cache.DecodeCheckpointRefs(&pre.body, pre.rest, snap)
 	if err != nil {
 		rs.RestoreLast(nil) // drops the restored snapshot again
 		return nil
@@ -563,7 +169,7 @@ func (c *Channel) restoreCheckpoint(rs *ledger.ReadState, pre *checkpointRead) *
 type checkpointRead struct {
 	fullAt time.Time
 	last   []byte // the ledger's saved snapshot
-	body   checkpointBody
+	body   cache.CheckpointBody
 	rest   []byte // what refers to the snapshot's entries (decodeCheckpointRefs)
 }
 
@@ -577,7 +183,7 @@ func (c *Channel) readCheckpointState() *checkpointRead {
 		return nil
 	}
 	pre := &checkpointRead{fullAt: fullAt, last: last}
-	if pre.rest, err = decodeState(body, &pre.body); err != nil {
+	if pre.rest, err = fold.DecodeState(body, &pre.body); err != nil {
 		return nil
 	}
 	return pre

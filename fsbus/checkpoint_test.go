@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/cache"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -26,8 +28,8 @@ func rewriteCheckpoint(t *testing.T, c *Channel, edit func(head, payload []byte)
 		t.Fatal(err)
 	}
 	i := bytes.IndexByte(raw, '\n') + 1
-	payload := edit(raw[:i], raw[i:len(raw)-frameSumSize])
-	sum := frameSum(payload)
+	payload := edit(raw[:i], raw[i:len(raw)-cache.FrameSumSize])
+	sum := cache.FrameSum(payload)
 	out := append(append(bytes.Clone(raw[:i]), payload...), sum[:]...)
 	if err := os.WriteFile(c.checkpointPath(), out, 0o644); err != nil {
 		t.Fatal(err)
@@ -56,7 +58,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.TalkSend("claude-code-desktop", "checkpoint note "+string(rune('a'+i)), ""); err != nil {
+		if _, err := s.TalkSend(TalkSendOptions{To: "claude-code-desktop", Body: "checkpoint note " + string(rune('a'+i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,16 +87,16 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 			t.Fatalf("%s: state differs from a full fold: %s", name, propDiff(g, w))
 		}
 		// The arrivals are the log's, as a process reading it whole sees them.
-		rd, _, err := readArrivals(n.arrivalsPath())
+		rd, _, err := arrivals.Read(n.arrivalsPath())
 		if err != nil || rd == nil {
 			t.Fatalf("%s: reading the arrival log: %v", name, err)
 		}
-		if v.Arrivals.LogID != rd.a.LogID || v.Arrivals.Last != rd.a.Last {
-			t.Fatalf("%s: arrivals %s/%d, the log says %s/%d", name, v.Arrivals.LogID, v.Arrivals.Last, rd.a.LogID, rd.a.Last)
+		if v.Arrivals.LogID != rd.Log.LogID || v.Arrivals.Last != rd.Log.Last {
+			t.Fatalf("%s: arrivals %s/%d, the log says %s/%d", name, v.Arrivals.LogID, v.Arrivals.Last, rd.Log.LogID, rd.Log.Last)
 		}
 		for i := range v.Snapshot.Entries {
 			h := v.Snapshot.Entries[i].Hash()
-			if g, w := v.Arrivals.Number(h), rd.a.Number(h); g != w || g == 0 {
+			if g, w := v.Arrivals.Number(h), rd.Log.Number(h); g != w || g == 0 {
 				t.Fatalf("%s: entry %s arrived as %d, the log says %d", name, h, g, w)
 			}
 		}
@@ -102,7 +104,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 		// vanished records).
 		got, wantIngested := map[string]string{}, map[string]string{}
 		v.Arrivals.Ingested(func(h, w string, n uint64) { got[h] = fmt.Sprint(w, n) })
-		rd.a.Ingested(func(h, w string, n uint64) { wantIngested[h] = fmt.Sprint(w, n) })
+		rd.Log.Ingested(func(h, w string, n uint64) { wantIngested[h] = fmt.Sprint(w, n) })
 		if !maps.Equal(got, wantIngested) {
 			t.Fatalf("%s: %d records ingested, the log has %d", name, len(got), len(wantIngested))
 		}
@@ -123,13 +125,13 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		_, frames, _, err := readIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey))
+		_, frames, _, err := cache.ReadIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey))
 		if err != nil {
 			t.Fatal(err)
 		}
 		total := 0
 		for _, b := range frames {
-			s, err := decodeSigs(b)
+			s, err := cache.DecodeSigs(b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,10 +187,10 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 
 	// Another binary's layout, another build of the same layout.
 	raw, _ = os.ReadFile(c.checkpointPath())
-	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(stateLayout()), []byte("0123456789abcdef"), 1), 0o644)
+	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(cache.StateLayout()), []byte("0123456789abcdef"), 1), 0o644)
 	check("other layout", false)
 	raw, _ = os.ReadFile(c.checkpointPath())
-	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(binaryIdentity()), []byte("0123456789abcdef"), 1), 0o644)
+	os.WriteFile(c.checkpointPath(), bytes.Replace(raw, []byte(cache.BinaryIdentity()), []byte("0123456789abcdef"), 1), 0o644)
 	check("other build", false)
 
 	// A segment rewritten (a sync tool replaced it with an older copy): the index reads
@@ -292,7 +294,7 @@ func TestDecodeCheckpointDamaged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, _, err := decodeCheckpoint(b, snap)
+		f, _, err := cache.DecodeCheckpoint(b, snap)
 		switch {
 		case err != nil:
 			refused++
@@ -325,7 +327,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f, arr, err := decodeCheckpoint(b, snap); err == nil && (f == nil || f.State == nil) {
+		if f, arr, err := cache.DecodeCheckpoint(b, snap); err == nil && (f == nil || f.State == nil) {
 			t.Fatalf("decoded without error to %v, %v", f, arr)
 		}
 	})
@@ -349,7 +351,7 @@ func TestSortByHash(t *testing.T) {
 			hs = append(hs, "sha256:invalid", "other")
 		}
 		got := slices.Clone(hs)
-		sortByHash(got, func(s string) string { return s })
+		fold.SortByHash(got, func(s string) string { return s })
 		want := slices.Clone(hs)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {

@@ -83,10 +83,12 @@ func TestLostClaimRaceIsSuperseded(t *testing.T) {
 	}
 	before := segmentBytes(t, loser.Root)
 	for name, op := range map[string]func() (*fold.Order, error){
-		"submit":   func() (*fold.Order, error) { return loser.Submit(o.ID, "abc123", "done", "") },
-		"progress": func() (*fold.Order, error) { return loser.Progress(o.ID, "half way", "") },
-		"release":  func() (*fold.Order, error) { return loser.Release(o.ID, "", "") },
-		"fail":     func() (*fold.Order, error) { return loser.Fail(o.ID, "it broke", "") },
+		"submit": func() (*fold.Order, error) {
+			return loser.Submit(o.ID, SubmitOptions{Reference: "abc123", Note: "done"})
+		},
+		"progress": func() (*fold.Order, error) { return loser.Progress(o.ID, NoteOptions{Note: "half way"}) },
+		"release":  func() (*fold.Order, error) { return loser.Release(o.ID, NoteOptions{}) },
+		"fail":     func() (*fold.Order, error) { return loser.Fail(o.ID, NoteOptions{Note: "it broke"}) },
 	} {
 		_, err := op()
 		var fe *errs.Error
@@ -103,10 +105,10 @@ func TestLostClaimRaceIsSuperseded(t *testing.T) {
 		t.Errorf("the refused calls wrote %d ledger bytes", after-before)
 	}
 	// A writer that never claimed is still denied: superseded is for a lost claim only.
-	if _, err := carol.Submit(o.ID, "abc123", "", ""); errs.CategoryOf(err) != errs.Denied {
+	if _, err := carol.Submit(o.ID, SubmitOptions{Reference: "abc123"}); errs.CategoryOf(err) != errs.Denied {
 		t.Errorf("carol's submit: %v, want denied", err)
 	}
-	if _, err := winner.Submit(o.ID, "abc123", "done", ""); err != nil {
+	if _, err := winner.Submit(o.ID, SubmitOptions{Reference: "abc123", Note: "done"}); err != nil {
 		t.Errorf("the winner's submit: %v", err)
 	}
 }

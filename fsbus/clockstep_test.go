@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -200,7 +201,7 @@ func TestClockStepLiveRun(t *testing.T) {
 	clk := newStepClock()
 	clk.drive(runner.Channel)
 	id := plainOrder(t, boss, "long build")
-	run, err := runner.BeginRun(id, "/bin/true", "direct")
+	run, err := runner.BeginRun(id, BeginRunOptions{Exec: "/bin/true", Via: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +213,8 @@ func TestClockStepLiveRun(t *testing.T) {
 	}
 
 	clk.step(5 * time.Hour)
-	runner.AutoSettle = true
-	if _, err := runner.Extend(id, "run "+run.Rec.Run+" is still running", ""); err != nil {
+	runner.AutoSettle = func([]string) {}
+	if _, err := runner.Extend(id, NoteOptions{Note: "run " + run.Rec.Run + " is still running"}); err != nil {
 		t.Fatalf("the live run's renewal after a wall-clock step: %v", err)
 	}
 	if got := settled(t, runner); got != nil {
@@ -256,7 +257,7 @@ func TestClockStepArrivalLog(t *testing.T) {
 	if err := os.WriteFile(p, []byte(strings.Join(legacy, "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	old, err := loadArrivals(p)
+	old, err := arrivals.Load(p)
 	if err != nil || old.LogID != v.Arrivals.LogID || old.Last != v.Arrivals.Last {
 		t.Fatalf("legacy log: %+v %v", old, err)
 	}
@@ -301,26 +302,25 @@ func TestClockStepArrivalLog(t *testing.T) {
 // TestStampSince: elapsed time on the boot clock, a step of more than MaxClockStep or a
 // reboot restarting it, the wall clock alone without boot readings.
 func TestStampSince(t *testing.T) {
-	t.Parallel()
-	at := Stamp{Wall: 1_000_000, Boot: 500_000, BootID: "b"}
+	at := arrivals.Stamp{Wall: 1_000_000, Boot: 500_000, BootID: "b"}
 	for _, c := range []struct {
 		name string
-		now  Stamp
+		now  arrivals.Stamp
 		want time.Duration
 	}{
-		{"time passes", Stamp{Wall: 1_060_000, Boot: 560_000, BootID: "b"}, time.Minute},
-		{"slewed by 2 s", Stamp{Wall: 1_062_000, Boot: 560_000, BootID: "b"}, time.Minute},
-		{"stepped 2.001 s ahead", Stamp{Wall: 1_062_001, Boot: 560_000, BootID: "b"}, 0},
-		{"stepped an hour ahead", Stamp{Wall: 4_660_000, Boot: 560_000, BootID: "b"}, 0},
-		{"stepped back", Stamp{Wall: 60_000, Boot: 560_000, BootID: "b"}, 0},
-		{"rebooted", Stamp{Wall: 1_060_000, Boot: 60_000, BootID: "c"}, 0},
-		{"no boot clock now", Stamp{Wall: 1_060_000}, time.Minute},
+		{"time passes", arrivals.Stamp{Wall: 1_060_000, Boot: 560_000, BootID: "b"}, time.Minute},
+		{"slewed by 2 s", arrivals.Stamp{Wall: 1_062_000, Boot: 560_000, BootID: "b"}, time.Minute},
+		{"stepped 2.001 s ahead", arrivals.Stamp{Wall: 1_062_001, Boot: 560_000, BootID: "b"}, 0},
+		{"stepped an hour ahead", arrivals.Stamp{Wall: 4_660_000, Boot: 560_000, BootID: "b"}, 0},
+		{"stepped back", arrivals.Stamp{Wall: 60_000, Boot: 560_000, BootID: "b"}, 0},
+		{"rebooted", arrivals.Stamp{Wall: 1_060_000, Boot: 60_000, BootID: "c"}, 0},
+		{"no boot clock now", arrivals.Stamp{Wall: 1_060_000}, time.Minute},
 	} {
 		if got := c.now.Since(at); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
-	if got := (Stamp{Wall: 1_060_000, Boot: 1, BootID: "b"}).Since(Stamp{Wall: 1_000_000}); got != time.Minute {
+	if got := (arrivals.Stamp{Wall: 1_060_000, Boot: 1, BootID: "b"}).Since(arrivals.Stamp{Wall: 1_000_000}); got != time.Minute {
 		t.Errorf("a sighting without a boot reading: %v, want the wall clock's 1m0s", got)
 	}
 }

@@ -8,12 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -100,7 +101,7 @@ func changedKeys(old, cur map[string]any) []string {
 			out = append(out, k)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -126,12 +127,12 @@ func OpenUnverified(h *Home, dir string) (*Channel, error) {
 	project := cfg.Project
 	if m, perr := h.Projects(); perr == nil {
 		for p, d := range m {
-			if filepath.Clean(d) == root && p != project && !fileExists(h.verifiedConfigPath(project, root)) {
+			if filepath.Clean(d) == root && p != project && !keyfile.Exists(h.verifiedConfigPath(project, root)) {
 				project = p
 			}
 		}
 	}
-	if cp := h.verifiedConfigPath(project, root); fileExists(cp) {
+	if cp := h.verifiedConfigPath(project, root); keyfile.Exists(cp) {
 		if old, rerr := os.ReadFile(cp); rerr == nil {
 			if vcfg, ok := verifyConfigBytes(old); ok {
 				raw, _ := os.ReadFile(filepath.Join(root, "channel.toml"))

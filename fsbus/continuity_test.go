@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -133,11 +134,11 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 	}
 	forks := 0
 	for _, f := range rep.Findings {
-		if f.Check != CheckFork {
+		if f.Check != verify.CheckFork {
 			continue
 		}
 		forks++
-		if f.Level != LevelWarning || !strings.HasPrefix(f.Detail, "resolved") || len(f.Lines) < 2 {
+		if f.Level != verify.LevelWarning || !strings.HasPrefix(f.Detail, "resolved") || len(f.Lines) < 2 {
 			t.Errorf("a fork the writer has written past: %s %s (%d lines)", f.Level, f.Detail, len(f.Lines))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -26,27 +27,27 @@ func (s *Session) findOrder(q string) (*fold.Order, *View, error) {
 // workspace-relative path) is the author's to fix; anything else — a symlink leading
 // outside the workspace or to a sensitive file, a FIFO, device or directory, a file
 // over the size limit — is this checkout's copy, fixed here.
-func refusedPointers(r *PointerReport) error {
+func refusedPointers(r *contract.PointerReport) error {
 	var bad []string
-	contract := false
+	authorsFault := false
 	for _, p := range r.Stale() {
-		if p.Status == PointerRefused {
+		if p.Status == contract.PointerRefused {
 			bad = append(bad, p.Path+" ("+p.Reason+")")
-			contract = contract || p.Reason == reasonUnsafePath
+			authorsFault = authorsFault || p.Reason == contract.ReasonUnsafePath
 		}
 	}
 	if len(bad) == 0 {
 		return nil
 	}
 	hint := "this checkout's copy is the problem, not the order: replace it with the regular file itself (no symlink out of the workspace or to a secret, no FIFO or device), then try again"
-	if contract {
+	if authorsFault {
 		hint = "ask the author to dispatch the order again with pointers inside the workspace"
 	}
 	return errs.Errorf(errs.Invalid, hint, "order %s points at files this machine refuses to read: %s", r.Order, strings.Join(bad, ", "))
 }
 
 // diffWarning is the warning of a claim or submit made on a read-only order's diff.
-func diffWarning(r *PointerReport) string {
+func diffWarning(r *contract.PointerReport) string {
 	var files []string
 	for _, p := range r.Stale() {
 		files = append(files, p.Path)
@@ -90,7 +91,7 @@ func (s *Session) Claim(q, key string) (*fold.Order, error) {
 			if err != nil {
 				return pendingObject{}, err
 			}
-			r := CheckPointers(ws, o.ID, &o.Contract)
+			r := contract.CheckPointers(ws, o.ID, &o.Contract)
 			if err := refusedPointers(r); err != nil {
 				return pendingObject{}, err
 			}
@@ -100,13 +101,13 @@ func (s *Session) Claim(q, key string) (*fold.Order, error) {
 			case !r.OK && attempt == 0:
 				return pendingObject{}, errSettle
 			case !r.OK:
-				return pendingObject{}, staleError(errs.Stale, r, "not claimed, nothing written (the order stays open)")
+				return pendingObject{}, contract.StaleError(errs.Stale, r, "not claimed, nothing written (the order stays open)")
 			}
 			return pendingObject{}, nil
 		}
 		o, err := s.claim(q, key, check)
 		if errors.Is(err, errSettle) {
-			settleWait()
+			contract.SettleWait()
 			continue
 		}
 		return withWarnings(o, warn), err
@@ -122,7 +123,7 @@ var errSettle = errors.New("fsbus: pointed files differ; checking again")
 // missing or refused per pointer (ADR 0003 §2). It reads the files and the channel
 // and writes nothing, so it needs no key. An order without pointers reports ok with
 // none.
-func (c *Channel) VerifyOrder(q, workspace string) (*PointerReport, error) {
+func (c *Channel) VerifyOrder(q, workspace string) (*contract.PointerReport, error) {
 	v, err := c.Load()
 	if err != nil {
 		return nil, err
@@ -131,11 +132,11 @@ func (c *Channel) VerifyOrder(q, workspace string) (*PointerReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := resolveWorkspace(workspace)
+	ws, err := contract.ResolveWorkspace(workspace)
 	if err != nil {
 		return nil, err
 	}
-	return CheckPointers(ws, o.ID, &o.Contract), nil
+	return contract.CheckPointers(ws, o.ID, &o.Contract), nil
 }
 
 // MarkStale is `ferry order verify --mark`: the author, on the machine that dispatched
@@ -145,7 +146,7 @@ func (c *Channel) VerifyOrder(q, workspace string) (*PointerReport, error) {
 // the order is held (the holder's submit re-verifies) or past the point of marking;
 // invalid for an order without pointers. Marking an order already pointer_stale
 // writes nothing.
-func (s *Session) MarkStale(q, key string) (*fold.Order, *PointerReport, error) {
+func (s *Session) MarkStale(q, key string) (*fold.Order, *contract.PointerReport, error) {
 	o, v, err := s.findOrder(q)
 	if err != nil {
 		return nil, nil, err
@@ -173,7 +174,7 @@ func (s *Session) MarkStale(q, key string) (*fold.Order, *PointerReport, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	r := checkPointersSettled(ws, o.ID, &o.Contract)
+	r := contract.CheckPointersSettled(ws, o.ID, &o.Contract)
 	if r.OK {
 		return nil, r, errs.Errorf(errs.Conflict, "nothing to mark; `ferry order verify "+o.ID+"` shows each pointer", "every pointer of order %s still matches this checkout", o.ID)
 	}
@@ -192,7 +193,7 @@ func cutNote(s string) string {
 	return s
 }
 
-// SubmitOptions are the arguments of SubmitResult.
+// SubmitOptions are the arguments of Submit.
 type SubmitOptions struct {
 	Reference string          // commit, branch or hand-in id (required)
 	Note      string          // short summary
@@ -200,8 +201,9 @@ type SubmitOptions struct {
 	Key       string          // idempotency key
 }
 
-// SubmitResult hands in the holder's result (see Submit) with an optional structured
-// output, and enforces the order's contract on the holder's machine:
+// Submit hands in the holder's result: a reference (commit, branch, hand-in id), a
+// short note and an optional structured output, published as results/<r-id>.json and
+// named by order.submit. It enforces the order's contract on the holder's machine:
 //
 //   - pointers are re-verified (with one retry after 150 ms). The first mismatch on a
 //     claim answers retry_needed listing the files and the recovery commands, keeps
@@ -214,9 +216,9 @@ type SubmitOptions struct {
 //
 // Errors: invalid for an empty or over-long reference or note, output that is not
 // JSON or larger than MaxOutput, or a missing output when the order has a schema;
-// denied for a non-holder (superseded when its claim lost a race across machines);
-// conflict when the order is not in hand.
-func (s *Session) SubmitResult(q string, opt SubmitOptions) (*fold.Order, error) {
+// denied for a non-holder; superseded, naming the winner, for one whose claim lost a
+// race across machines (Order.lostClaim); conflict when the order is not in hand.
+func (s *Session) Submit(q string, opt SubmitOptions) (*fold.Order, error) {
 	ref, note := strings.TrimSpace(opt.Reference), strings.TrimSpace(opt.Note)
 	if ref == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --ref COMMIT|BRANCH|h-ID", "a submit needs a reference to the work")
@@ -230,7 +232,7 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*fold.Order, error)
 	var output json.RawMessage
 	if len(opt.Output) > 0 {
 		var err error
-		if output, err = compactJSON(opt.Output, MaxOutput, "result"); err != nil {
+		if output, err = contract.CompactJSON(opt.Output, contract.MaxOutput, "result"); err != nil {
 			return nil, err
 		}
 	}
@@ -259,13 +261,13 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*fold.Order, error)
 		if err != nil {
 			return nil, err
 		}
-		r := checkPointersSettled(ws, o.ID, &o.Contract)
+		r := contract.CheckPointersSettled(ws, o.ID, &o.Contract)
 		switch {
 		case r.OK:
 		case r.DiffMode:
 			warn = append(warn, diffWarning(r))
 		case o.PointerFailures == 0:
-			e := staleError(errs.RetryNeeded, r, "submit refused (the claim is kept and its window renewed; a second mismatch records the submission as pointer_stale)")
+			e := contract.StaleError(errs.RetryNeeded, r, "submit refused (the claim is kept and its window renewed; a second mismatch records the submission as pointer_stale)")
 			if _, perr := s.progress(o.ID, cutNote("submit refused: "+e.Message), "pointers", ""); perr != nil {
 				return nil, perr
 			}
@@ -276,18 +278,18 @@ func (s *Session) SubmitResult(q string, opt SubmitOptions) (*fold.Order, error)
 		}
 	}
 	if outcome == "" && len(o.Schema) > 0 {
-		lines, err := validateOutput(o.Schema, output)
+		lines, err := contract.ValidateOutput(o.Schema, output)
 		if err != nil {
 			return nil, err
 		}
 		if lines != nil {
 			n := o.SchemaFailures + 1
-			if n < SchemaAttempts {
-				msg := fmt.Sprintf("result does not match the schema of order %s (failure %d of %d):\n  %s", o.ID, n, SchemaAttempts, strings.Join(lines, "\n  "))
-				if _, perr := s.progress(o.ID, cutNote(fmt.Sprintf("result refused by the schema (%d of %d): %s", n, SchemaAttempts, strings.Join(lines, "; "))), "schema", ""); perr != nil {
+			if n < contract.SchemaAttempts {
+				msg := fmt.Sprintf("result does not match the schema of order %s (failure %d of %d):\n  %s", o.ID, n, contract.SchemaAttempts, strings.Join(lines, "\n  "))
+				if _, perr := s.progress(o.ID, cutNote(fmt.Sprintf("result refused by the schema (%d of %d): %s", n, contract.SchemaAttempts, strings.Join(lines, "; "))), "schema", ""); perr != nil {
 					return nil, perr
 				}
-				return nil, errs.Errorf(errs.RetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", SchemaAttempts), "%s", msg)
+				return nil, errs.Errorf(errs.RetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", contract.SchemaAttempts), "%s", msg)
 			}
 			outcome = fold.StateValidationFailed
 			warn = append(warn, fmt.Sprintf("the schema refused the result %d times: the submission is recorded as validation_failed, its result kept: %s", n, strings.Join(lines, "; ")))

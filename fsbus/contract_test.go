@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -27,7 +29,7 @@ func TestCheckPointerPath(t *testing.T) {
 		"console/README.md": "console/README.md",
 	}
 	for in, want := range ok {
-		got, err := checkPointerPath(in)
+		got, err := contract.CheckPointerPath(in)
 		if err != nil || got != want {
 			t.Errorf("CheckPointerPath(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -58,7 +60,7 @@ func TestCheckPointerPath(t *testing.T) {
 		"bell\a.txt":          "control",
 	}
 	for in, why := range refused {
-		_, err := checkPointerPath(in)
+		_, err := contract.CheckPointerPath(in)
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), why) {
 			t.Errorf("CheckPointerPath(%q) = %v; want invalid mentioning %q", in, err, why)
 		}
@@ -69,31 +71,31 @@ func TestHashContentNormalisesCRLF(t *testing.T) {
 	t.Parallel()
 	lf := strings.Repeat("line one\nline two\n", 5000) // crosses the 64 KiB chunk
 	crlf := strings.ReplaceAll(lf, "\n", "\r\n")
-	a, err := hashContent(strings.NewReader(lf))
+	a, err := contract.HashContent(strings.NewReader(lf))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := hashContent(strings.NewReader(crlf))
+	b, err := contract.HashContent(strings.NewReader(crlf))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.sha != b.sha || a.size != b.size || a.size != int64(len(lf)) || a.lines != 10000 || !a.text {
+	if a.SHA != b.SHA || a.Size != b.Size || a.Size != int64(len(lf)) || a.Lines != 10000 || !a.Text {
 		t.Fatalf("LF %+v, CRLF %+v", a, b)
 	}
 	// A lone CR is content, not a line ending; a trailing CR is kept.
-	c, _ := hashContent(strings.NewReader("a\rb\r"))
-	d, _ := hashContent(strings.NewReader("a\nb\n"))
-	if c.sha == d.sha || c.size != 4 || c.lines != 1 {
+	c, _ := contract.HashContent(strings.NewReader("a\rb\r"))
+	d, _ := contract.HashContent(strings.NewReader("a\nb\n"))
+	if c.SHA == d.SHA || c.Size != 4 || c.Lines != 1 {
 		t.Fatalf("lone CR: %+v", c)
 	}
 	// Binary (a NUL in the first 8 KiB) is hashed as is.
-	e, _ := hashContent(strings.NewReader("\x00a\r\n"))
-	f, _ := hashContent(strings.NewReader("\x00a\n"))
-	if e.text || e.sha == f.sha || e.size != 4 {
+	e, _ := contract.HashContent(strings.NewReader("\x00a\r\n"))
+	f, _ := contract.HashContent(strings.NewReader("\x00a\n"))
+	if e.Text || e.SHA == f.SHA || e.Size != 4 {
 		t.Fatalf("binary: %+v", e)
 	}
-	empty, _ := hashContent(strings.NewReader(""))
-	if empty.size != 0 || empty.lines != 0 || !strings.HasPrefix(empty.sha, "sha256:") {
+	empty, _ := contract.HashContent(strings.NewReader(""))
+	if empty.Size != 0 || empty.Lines != 0 || !strings.HasPrefix(empty.SHA, "sha256:") {
 		t.Fatalf("empty: %+v", empty)
 	}
 }
@@ -117,7 +119,7 @@ func TestFingerprintPointers(t *testing.T) {
 	for _, p := range []string{"src/calc.go", "bin.dat"} {
 		os.Chtimes(filepath.Join(ws, p), old, old)
 	}
-	ptrs, warn, err := FingerprintPointers(ws, []string{"src/calc.go:3-3", "bin.dat"}, time.Now())
+	ptrs, warn, err := contract.FingerprintPointers(ws, []string{"src/calc.go:3-3", "bin.dat"}, time.Now())
 	if err != nil || len(warn) != 0 {
 		t.Fatal(err, warn)
 	}
@@ -127,13 +129,13 @@ func TestFingerprintPointers(t *testing.T) {
 	if p := ptrs[1]; p.FirstLine != 0 || p.Size != 3 {
 		t.Fatalf("binary pointer %+v", p)
 	}
-	whole, _, _ := FingerprintPointers(ws, []string{"src/calc.go"}, time.Now())
+	whole, _, _ := contract.FingerprintPointers(ws, []string{"src/calc.go"}, time.Now())
 	if whole[0].FirstLine != 1 || whole[0].LastLine != 3 {
 		t.Fatalf("whole file %+v", whole[0])
 	}
 	// A file written just now warns about unsaved editor buffers.
 	writeFile(t, filepath.Join(ws, "fresh.go"), "x\n")
-	if _, warn, err := FingerprintPointers(ws, []string{"fresh.go"}, time.Now()); err != nil || len(warn) != 1 || !strings.Contains(warn[0], "3 s") {
+	if _, warn, err := contract.FingerprintPointers(ws, []string{"fresh.go"}, time.Now()); err != nil || len(warn) != 1 || !strings.Contains(warn[0], "3 s") {
 		t.Fatalf("fresh: %v %v", warn, err)
 	}
 
@@ -174,19 +176,19 @@ func TestFingerprintPointers(t *testing.T) {
 		bad["gitdir/config"] = "sensitive"
 	}
 	for spec, why := range bad {
-		_, _, err := FingerprintPointers(ws, []string{spec}, time.Now())
+		_, _, err := contract.FingerprintPointers(ws, []string{spec}, time.Now())
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: %v; want invalid mentioning %q", spec, err, why)
 		}
 	}
-	if _, _, err := FingerprintPointers(ws, []string{"src/calc.go", "./src/calc.go"}, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "twice") {
+	if _, _, err := contract.FingerprintPointers(ws, []string{"src/calc.go", "./src/calc.go"}, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicate: %v", err)
 	}
-	many := make([]string, maxPointers+1)
+	many := make([]string, contract.MaxPointers+1)
 	for i := range many {
 		many[i] = "src/calc.go"
 	}
-	if _, _, err := FingerprintPointers(ws, many, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "limit") {
+	if _, _, err := contract.FingerprintPointers(ws, many, time.Now()); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("too many: %v", err)
 	}
 }
@@ -195,11 +197,11 @@ func TestParseUnifiedDiff(t *testing.T) {
 	t.Parallel()
 	good := "diff --git a/src/calc.go b/src/calc.go\n--- a/src/calc.go\n+++ b/src/calc.go\n@@ -1,3 +1,3 @@\n package calc\n-func Add() {}\n+func Add(a int) {}\n" +
 		"--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
-	files, err := parseUnifiedDiff([]byte(good))
-	if err != nil || len(files) != 2 || files[0].path != "src/calc.go" || files[1].path != "gone.txt" {
+	files, err := contract.ParseUnifiedDiff([]byte(good))
+	if err != nil || len(files) != 2 || files[0].Path != "src/calc.go" || files[1].Path != "gone.txt" {
 		t.Fatalf("%+v %v", files, err)
 	}
-	if !covers(files, []fold.Pointer{{Path: "src/calc.go"}}) || covers(files, []fold.Pointer{{Path: "other.go"}}) {
+	if !contract.Covers(files, []fold.Pointer{{Path: "src/calc.go"}}) || contract.Covers(files, []fold.Pointer{{Path: "other.go"}}) {
 		t.Fatal("coverage")
 	}
 	for name, d := range map[string]string{
@@ -208,7 +210,7 @@ func TestParseUnifiedDiff(t *testing.T) {
 		"context only": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n same\n",
 		"prose":        "this is not a diff\n",
 	} {
-		if _, err := parseUnifiedDiff([]byte(d)); err == nil {
+		if _, err := contract.ParseUnifiedDiff([]byte(d)); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
 	}
@@ -217,11 +219,11 @@ func TestParseUnifiedDiff(t *testing.T) {
 func TestValidateOutput(t *testing.T) {
 	t.Parallel()
 	schema := json.RawMessage(`{"type":"object","required":["passed","issues"],"properties":{"passed":{"type":"boolean"},"issues":{"type":"array","items":{"type":"string"}}}}`)
-	lines, err := validateOutput(schema, json.RawMessage(`{"passed":true,"issues":[]}`))
+	lines, err := contract.ValidateOutput(schema, json.RawMessage(`{"passed":true,"issues":[]}`))
 	if err != nil || lines != nil {
 		t.Fatalf("valid: %v %v", lines, err)
 	}
-	lines, err = validateOutput(schema, json.RawMessage(`{"passed":"yes","issues":[1]}`))
+	lines, err = contract.ValidateOutput(schema, json.RawMessage(`{"passed":"yes","issues":[1]}`))
 	if err != nil || len(lines) != 2 {
 		t.Fatalf("invalid: %q %v", lines, err)
 	}
@@ -235,30 +237,30 @@ func TestValidateOutput(t *testing.T) {
 		}
 	}
 	// Messages quoting the result's own text carry no terminal escape.
-	lines, _ = validateOutput(json.RawMessage(`{"type":"string","pattern":"^a$"}`), json.RawMessage(`"\u001b[31mred"`))
-	if len(lines) != 1 || strings.ContainsRune(lines[0], 0x1b) || hasControl(lines[0], false) {
+	lines, _ = contract.ValidateOutput(json.RawMessage(`{"type":"string","pattern":"^a$"}`), json.RawMessage(`"\u001b[31mred"`))
+	if len(lines) != 1 || strings.ContainsRune(lines[0], 0x1b) || contract.HasControl(lines[0], false) {
 		t.Fatalf("escape in %q", lines)
 	}
-	lines, _ = validateOutput(schema, json.RawMessage(`{}`))
+	lines, _ = contract.ValidateOutput(schema, json.RawMessage(`{}`))
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "/: ") || !strings.Contains(lines[0], "passed") {
 		t.Fatalf("missing properties: %q", lines)
 	}
 	// A schema that does not compile, or reaches for another document, is invalid.
 	for _, bad := range []string{`{"type":"nonsense"}`, `{"$ref":"https://example.com/s.json"}`, `{"$ref":"file:///etc/passwd"}`, `{"minimum":"x"}`} {
 		c := fold.Contract{Schema: json.RawMessage(bad)}
-		if err := validateContract(&c); !errs.Is(err, errs.Invalid) {
+		if err := contract.ValidateContract(&c); !errs.Is(err, errs.Invalid) {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
 	// The schema is an object (docs/format.md §11): true, false and arrays are refused.
 	for bad, kind := range map[string]string{`true`: "a boolean", `false`: "a boolean", `[]`: "an array", `"x"`: "a string", `3`: "a number"} {
 		c := fold.Contract{Schema: json.RawMessage(bad)}
-		if err := validateContract(&c); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
+		if err := contract.ValidateContract(&c); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "schema is "+kind+", not a JSON object") {
 			t.Errorf("schema %s: %v", bad, err)
 		}
 	}
 	c := fold.Contract{Schema: json.RawMessage(" {\n\"type\": \"object\"}\n")}
-	if err := validateContract(&c); err != nil || string(c.Schema) != `{"type":"object"}` {
+	if err := contract.ValidateContract(&c); err != nil || string(c.Schema) != `{"type":"object"}` {
 		t.Fatalf("compacted %s %v", c.Schema, err)
 	}
 }
@@ -347,7 +349,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "edited mid-review\n")
-	_, err = w.bob.Submit(o.ID, "abc123", "done", "")
+	_, err = w.bob.Submit(o.ID, SubmitOptions{Reference: "abc123", Note: "done"})
 	if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "src/calc.go") || !strings.Contains(err.Error(), "git") && !strings.Contains(err.Error(), "restore") {
 		t.Fatalf("first stale submit: %v", err)
 	}
@@ -356,11 +358,11 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 		t.Fatalf("after first stale submit: %s holder %s failures %d progress %v", got.State, got.Holder, got.PointerFailures, got.Progress)
 	}
 	// Second mismatch: recorded as pointer_stale, the result kept.
-	done, err := w.bob.SubmitResult(o.ID, SubmitOptions{Reference: "abc123", Note: "done anyway", Output: json.RawMessage(`{"ok":true}`)})
+	done, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc123", Note: "done anyway", Output: json.RawMessage(`{"ok":true}`)})
 	if err != nil || done.State != fold.StatePointerStale || done.Result == nil || done.Result.Reference != "abc123" || len(done.Warnings) != 1 {
 		t.Fatalf("second stale submit: %+v %v", done, err)
 	}
-	raw, err := os.ReadFile(ObjectPath(w.c.Root, "bob", done.Result.Result))
+	raw, err := os.ReadFile(verify.ObjectPath(w.c.Root, "bob", done.Result.Result))
 	if err != nil || !strings.Contains(string(raw), `"output":{"ok":true}`) {
 		t.Fatalf("salvaged result object: %s %v", raw, err)
 	}
@@ -378,11 +380,11 @@ func TestSubmitAfterRestoreSucceeds(t *testing.T) {
 	}
 	orig, _ := os.ReadFile(filepath.Join(w.wb, "src/calc.go"))
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), "edited\n")
-	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !errs.Is(err, errs.RetryNeeded) {
+	if _, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc"}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.wb, "src/calc.go"), string(orig))
-	if got, err := w.bob.Submit(o.ID, "abc", "", ""); err != nil || got.State != fold.StateSubmitted {
+	if got, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc"}); err != nil || got.State != fold.StateSubmitted {
 		t.Fatalf("submit after restoring: %v", err)
 	}
 }
@@ -398,18 +400,18 @@ func TestSchemaRetryLadder(t *testing.T) {
 	if _, err := w.bob.Claim(o.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.bob.Submit(o.ID, "abc", "", ""); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "--result") {
+	if _, err := w.bob.Submit(o.ID, SubmitOptions{Reference: "abc"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "--result") {
 		t.Fatalf("submit without a result: %v", err)
 	}
 	bad := SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":"yes"}`)}
 	for i := 1; i <= 2; i++ {
-		_, err := w.bob.SubmitResult(o.ID, bad)
+		_, err := w.bob.Submit(o.ID, bad)
 		if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "/passed: ") || !strings.Contains(err.Error(), "failure "+string(rune('0'+i))+" of 3") {
 			t.Fatalf("failure %d: %v", i, err)
 		}
 		if i == 1 {
 			// A release keeps the count (it is the contract's, not the claim's).
-			if _, err := w.bob.Release(o.ID, "later", ""); err != nil {
+			if _, err := w.bob.Release(o.ID, NoteOptions{Note: "later"}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := w.bob.Claim(o.ID, ""); err != nil {
@@ -420,17 +422,17 @@ func TestSchemaRetryLadder(t *testing.T) {
 	if got := w.load(t).State.Orders[o.ID]; got.SchemaFailures != 2 || got.State != fold.StateClaimed {
 		t.Fatalf("after two failures: %d %s", got.SchemaFailures, got.State)
 	}
-	done, err := w.bob.SubmitResult(o.ID, bad)
+	done, err := w.bob.Submit(o.ID, bad)
 	if err != nil || done.State != fold.StateValidationFailed || done.Result == nil {
 		t.Fatalf("third failure: %+v %v", done, err)
 	}
 	// A valid result on a fresh order goes through.
 	o2, _ := w.alice.NewOrder(NewOrderOptions{Title: "Check again", Schema: schema})
 	w.bob.Claim(o2.ID, "")
-	if got, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":true}`)}); err != nil || got.State != fold.StateSubmitted {
+	if got, err := w.bob.Submit(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":true}`)}); err != nil || got.State != fold.StateSubmitted {
 		t.Fatalf("valid result: %v", err)
 	}
-	if _, err := w.bob.SubmitResult(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":`)}); !errs.Is(err, errs.Invalid) {
+	if _, err := w.bob.Submit(o2.ID, SubmitOptions{Reference: "abc", Output: json.RawMessage(`{"passed":`)}); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("not JSON: %v", err)
 	}
 }
@@ -456,7 +458,7 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 		"bad task":     {Title: "x", Task: "Code Review!"},
 		"prose diff":   {Title: "x", Pointers: []string{"src/calc.go"}, Diff: "README.md"},
 		"sens. diff":   {Title: "x", Diff: "secret.diff"},
-		"big pointer":  {Title: "x", Pointers: make([]string, maxPointers+1)},
+		"big pointer":  {Title: "x", Pointers: make([]string, contract.MaxPointers+1)},
 	} {
 		if _, err := w.alice.NewOrder(opt); !errs.Is(err, errs.Invalid) {
 			t.Errorf("%s: %v; want invalid", name, err)
@@ -479,7 +481,7 @@ func TestContractFieldsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(ObjectPath(w.c.Root, "alice", o.ID))
+	raw, err := os.ReadFile(verify.ObjectPath(w.c.Root, "alice", o.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +496,7 @@ func TestContractFieldsRoundTrip(t *testing.T) {
 	}
 	// An order without a contract writes none of these members.
 	plain, _ := w.alice.NewOrder(NewOrderOptions{Title: "Plain"})
-	raw, _ = os.ReadFile(ObjectPath(w.c.Root, "alice", plain.ID))
+	raw, _ = os.ReadFile(verify.ObjectPath(w.c.Root, "alice", plain.ID))
 	for _, k := range []string{"pointers", "schema", "heavy", "hints", "windows", "task", "read_only", "diff"} {
 		if strings.Contains(string(raw), `"`+k+`"`) {
 			t.Errorf("plain order object has %s: %s", k, raw)
@@ -525,7 +527,7 @@ func TestMarkStale(t *testing.T) {
 		t.Fatalf("mark from another device: %v", err)
 	}
 	got, rep, err := w.alice.MarkStale(o.ID, "")
-	if err != nil || got.State != fold.StatePointerStale || rep.OK || rep.Pointers[0].Status != PointerChanged {
+	if err != nil || got.State != fold.StatePointerStale || rep.OK || rep.Pointers[0].Status != contract.PointerChanged {
 		t.Fatalf("mark: %+v %+v %v", got, rep, err)
 	}
 	if h := got.History[len(got.History)-1]; h.Type != fold.TypeOrderStale || !strings.Contains(h.Note, "src/calc.go changed") {
@@ -539,7 +541,7 @@ func TestMarkStale(t *testing.T) {
 	if _, err := w.bob.Claim(o.ID, ""); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("claim of a stale order: %v", err)
 	}
-	if c, err := w.alice.Cancel(o.ID, "re-dispatched", ""); err != nil || c.State != fold.StateCancelled {
+	if c, err := w.alice.Cancel(o.ID, NoteOptions{Note: "re-dispatched"}); err != nil || c.State != fold.StateCancelled {
 		t.Fatalf("cancel a stale order: %v", err)
 	}
 	// A claimed order is not marked: the holder's submit re-verifies.
@@ -594,8 +596,8 @@ func TestClaimRefusesForgedPointerPaths(t *testing.T) {
 	// A contract written by another binary may name any path: a claim reads nothing
 	// outside the workspace.
 	ws := t.TempDir()
-	r := CheckPointers(ws, "o-x", &fold.Contract{Pointers: []fold.Pointer{{Path: "../../etc/passwd", Size: 1, SHA256: "sha256:00"}, {Path: ".env", Size: 1}}})
-	if r.OK || r.Pointers[0].Status != PointerRefused || r.Pointers[1].Status != PointerRefused {
+	r := contract.CheckPointers(ws, "o-x", &fold.Contract{Pointers: []fold.Pointer{{Path: "../../etc/passwd", Size: 1, SHA256: "sha256:00"}, {Path: ".env", Size: 1}}})
+	if r.OK || r.Pointers[0].Status != contract.PointerRefused || r.Pointers[1].Status != contract.PointerRefused {
 		t.Fatalf("%+v", r)
 	}
 	if err := refusedPointers(r); !errs.Is(err, errs.Invalid) {
@@ -634,7 +636,7 @@ func TestStaleNamesCommitOrLocalEdits(t *testing.T) {
 	runGit(t, w.wa, "init", "-q")
 	runGit(t, w.wa, "add", ".")
 	runGit(t, w.wa, "commit", "-qm", "one")
-	head := gitOutput(w.wa, "rev-parse", "HEAD")
+	head := contract.GitOutput(w.wa, "rev-parse", "HEAD")
 	w.bob.Workspace = filepath.Join(w.wb, "clone")
 	runGit(t, w.wb, "clone", "-q", w.wa, "clone")
 	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Review", Pointers: []string{"src/calc.go"}})
@@ -661,7 +663,7 @@ func TestStaleNamesCommitOrLocalEdits(t *testing.T) {
 	}
 	// ResolveWorkspace("") finds the git top-level from a subdirectory.
 	t.Chdir(filepath.Join(w.wa, "src"))
-	if ws, err := resolveWorkspace(""); err != nil || !sameDir(ws, w.wa) {
+	if ws, err := contract.ResolveWorkspace(""); err != nil || !sameDir(ws, w.wa) {
 		t.Fatalf("workspace from a subdirectory: %q %v", ws, err)
 	}
 }
@@ -682,17 +684,17 @@ func TestClaimChecksAgainAfterAPause(t *testing.T) {
 	orig, _ := os.ReadFile(file)
 	writeFile(t, file, "half-saved by an editor")
 	waits := 0
-	old := settleWait
-	t.Cleanup(func() { settleWait = old })
+	old := contract.SettleWait
+	t.Cleanup(func() { contract.SettleWait = old })
 	// The editor finishes its write during the pause: the second check passes.
-	settleWait = func() { waits++; writeFile(t, file, string(orig)) }
+	contract.SettleWait = func() { waits++; writeFile(t, file, string(orig)) }
 	if _, err := w.bob.Claim(o.ID, ""); err != nil || waits != 1 {
 		t.Fatalf("claim after a late save: %v (waits %d)", err, waits)
 	}
 	// A file still different after the pause: refused, after exactly one pause.
 	o2, _ := w.alice.NewOrder(NewOrderOptions{Title: "Review 2", Pointers: []string{"src/calc.go"}})
 	waits = 0
-	settleWait = func() { waits++ }
+	contract.SettleWait = func() { waits++ }
 	writeFile(t, file, "edited for good")
 	if _, err := w.bob.Claim(o2.ID, ""); !errs.Is(err, errs.Stale) || waits != 1 {
 		t.Fatalf("claim of a changed file: %v (waits %d)", err, waits)

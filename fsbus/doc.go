@@ -88,7 +88,7 @@
 //
 // # Watching and carrying
 //
-// Channel.Watch turns change into hints: fsnotify on the channel's directories (never
+// Package watch (fsbus/watch) turns change into hints: fsnotify on the channel's directories (never
 // on files), debounced, temp names of every sync tool ignored
 // (internal/fsutil.IsTempName), with a rescan on overflow and on a timer, and polling
 // alone where events do not arrive (FERRY_WATCH=poll). WaitFor (MCP long-poll) and Follow (`ferry watch`, `ferry talk
@@ -105,7 +105,7 @@
 // dispatch in the author's workspace (pointer.go: os.Root, sensitive names refused,
 // sha256 with CRLF read as LF), a result schema, a diff, windows and run hints. The
 // files are compared on the machine that acts — Claim refuses a differing checkout
-// locally with stale and writes nothing; SubmitResult records refusals as progress
+// locally with stale and writes nothing; Submit records refusals as progress
 // entries the fold counts, then a submit with an outcome (pointer_stale,
 // validation_failed); MarkStale is the author's order.stale. Reading files is never
 // part of the fold.

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/ledger"
 )
 
 // findingsOf returns the findings of one check.
-func findingsOf(fs []Finding, check string) []Finding {
-	var out []Finding
+func findingsOf(fs []verify.Finding, check string) []verify.Finding {
+	var out []verify.Finding
 	for _, f := range fs {
 		if f.Check == check {
 			out = append(out, f)
@@ -22,7 +23,7 @@ func findingsOf(fs []Finding, check string) []Finding {
 }
 
 // verified is Verify's report on c as it stands.
-func verified(t *testing.T, c *Channel) *VerifyReport {
+func verified(t *testing.T, c *Channel) *verify.Report {
 	t.Helper()
 	v, err := c.Load()
 	if err != nil {
@@ -43,7 +44,7 @@ func verified(t *testing.T, c *Channel) *VerifyReport {
 func TestVerifyObjectsAfterRekey(t *testing.T) {
 	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
-	old, err := ss["alice"].TalkSend("bob", "signed with the old key", "")
+	old, err := ss["alice"].TalkSend(TalkSendOptions{To: "bob", Body: "signed with the old key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestVerifyObjectsAfterRekey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.TalkSend("bob", "signed with the new key", ""); err != nil {
+	if _, err := alice.TalkSend(TalkSendOptions{To: "bob", Body: "signed with the new key"}); err != nil {
 		t.Fatal(err)
 	}
 	v, err := c.Load()
@@ -80,13 +81,13 @@ func TestVerifyObjectsAfterRekey(t *testing.T) {
 	if !vr.OK() {
 		t.Fatalf("verify after a re-key: objects %v, problems %+v, ignored %+v", vr.Objects, vr.Ledger.Problems, vr.Ignored)
 	}
-	if r := verified(t, c); !r.OK() || len(findingsOf(r.Findings, CheckObject)) != 0 {
+	if r := verified(t, c); !r.OK() || len(findingsOf(r.Findings, verify.CheckObject)) != 0 {
 		t.Fatalf("findings after a re-key: %+v", r.Findings)
 	}
 
 	// Change the old message's text: its signature no longer verifies against the key
 	// that covered its entry.
-	p := ObjectPath(c.Root, "alice", old.ID)
+	p := verify.ObjectPath(c.Root, "alice", old.ID)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestFindingsShrunkSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, body := range []string{"one", "two"} {
-		if _, err := ss["bob"].TalkSend("alice", body, ""); err != nil {
+		if _, err := ss["bob"].TalkSend(TalkSendOptions{To: "alice", Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -136,7 +137,7 @@ func TestFindingsShrunkSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := verified(t, c); len(findingsOf(r.Findings, CheckVanished)) != 0 {
+	if r := verified(t, c); len(findingsOf(r.Findings, verify.CheckVanished)) != 0 {
 		t.Fatalf("shrunk before anything was cut: %+v", r.Findings)
 	}
 	// bob is another machine's writer from here on: no key of his on this one, so the
@@ -146,16 +147,16 @@ func TestFindingsShrunkSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := verified(t, c)
-	f := findingsOf(r.Findings, CheckVanished)
-	if len(f) != 1 || f[0].Level != LevelError || f[0].Path != "ledger/bob" ||
+	f := findingsOf(r.Findings, verify.CheckVanished)
+	if len(f) != 1 || f[0].Level != verify.LevelError || f[0].Path != "ledger/bob" ||
 		!strings.Contains(f[0].Detail, "2 record(s) of bob this machine already read") ||
-		!strings.Contains(f[0].Detail, rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
+		!strings.Contains(f[0].Detail, verify.Rel(c.Root, segs[0])) || !strings.Contains(f[0].Fix, "restore bob's segment from another machine's copy") {
 		t.Fatalf("shrunk findings: %+v", r.Findings)
 	}
 	if err := os.WriteFile(segs[0], full, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := verified(t, c); len(findingsOf(r.Findings, CheckVanished)) != 0 {
+	if r := verified(t, c); len(findingsOf(r.Findings, verify.CheckVanished)) != 0 {
 		t.Fatalf("shrunk after the segment came back: %+v", r.Findings)
 	}
 }

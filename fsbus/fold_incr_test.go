@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/cache"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -230,26 +232,26 @@ func mixedWorld(t *testing.T) incrWorld {
 	m4 := w.send(t, w.alice, "wendy", "for the worker")
 	must(w.bob.TalkAck([]string{m1.ID, m2.ID, m3.ID}))
 	must(w.wendy.TalkAck([]string{m4.ID, m3.ID}))
-	must(w.alice.TalkSend("carol", "with a key", "k-talk"))
+	must(w.alice.TalkSend(TalkSendOptions{To: "carol", Body: "with a key", Key: "k-talk"}))
 	a1, err := w.alice.AskRaise(AskRaiseOptions{Title: "Upgrade?", Recommendation: "yes", Key: "k-ask"})
 	must(a1, err)
 	must(w.bob.AskRaise(AskRaiseOptions{Title: "Drop it?", Recommendation: "no"}))
-	must(w.master.AskAnswer(a1.ID, fold.VerdictApprove, "go", ""))
+	must(w.master.AskAnswer(a1.ID, fold.VerdictApprove, NoteOptions{Note: "go"}))
 	must(w.master.PrimaryTake(""))
 	must(w.master.PrimaryBrief("ship it", []string{"no force push"}, ""))
 	must(w.alice.PrimaryStandby(""))
 	must(w.master.PrimaryRelease(""))
 	must(w.master.DecisionRecord("use sqlite", ""))
 	must(w.master.DecisionRecord("no vendoring", "k-dec"))
-	must(w.wendy.HandinAdd("commit:abc123", "the fix", ""))
-	must(w.wendy.HandinAdd("branch:feature", "", "k-hand"))
+	must(w.wendy.HandinAdd("commit:abc123", NoteOptions{Note: "the fix"}))
+	must(w.wendy.HandinAdd("branch:feature", NoteOptions{Key: "k-hand"}))
 	o1, err := w.alice.NewOrder(NewOrderOptions{Title: "fix the login"})
 	must(o1, err)
 	must(w.alice.NewOrder(NewOrderOptions{Title: "write docs", Deps: []string{o1.ID}}))
 	must(w.bob.Claim(o1.ID, ""))
-	must(w.bob.Progress(o1.ID, "halfway", ""))
-	must(w.bob.Submit(o1.ID, "commit:def456", "done", ""))
-	must(w.carol.Review(o1.ID, "accept", "fine", ""))
+	must(w.bob.Progress(o1.ID, NoteOptions{Note: "halfway"}))
+	must(w.bob.Submit(o1.ID, SubmitOptions{Reference: "commit:def456", Note: "done"}))
+	must(w.carol.Review(o1.ID, "accept", NoteOptions{Note: "fine"}))
 	o3, err := w.alice.NewOrder(NewOrderOptions{Title: "third"})
 	must(o3, err)
 	// Hand-written lifecycle entries a careful writer never makes: a claim of o3 whose
@@ -347,7 +349,7 @@ func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
 	if _, err := th.Load(); err != nil {
 		t.Fatal(err)
 	}
-	p := ObjectPath(w.c.Root, "alice", m1.ID)
+	p := verify.ObjectPath(w.c.Root, "alice", m1.ID)
 	raw := readTestFile(t, p)
 	writeTestFile(t, p, bytes.Replace(raw, []byte("first"), []byte("forged"), 1))
 	w.send(t, w.bob, "alice", "a reply")
@@ -412,7 +414,7 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 	if v3.Arrivals.LogID == v1.Arrivals.LogID {
 		t.Fatalf("the running process kept log id %s after the log was rewritten under it", v3.Arrivals.LogID)
 	}
-	if _, ok := v3.Arrivals.parseCursor(cur); ok {
+	if _, ok := v3.Arrivals.ParseCursor(cur); ok {
 		t.Fatal("a cursor into the rewritten log is still taken")
 	}
 	if n := v3.Arrivals.Number(v3.Snapshot.Entries[len(v3.Snapshot.Entries)-1].Hash()); n == 0 {
@@ -428,15 +430,15 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 func roundTripFold(t *testing.T, f *fold.Folded, entries []ledger.Entry) *fold.Folded {
 	t.Helper()
 	snap := &ledger.Snapshot{Entries: entries}
-	b, err := encodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil)
+	b, err := cache.EncodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil)
 	if err != nil {
 		t.Fatalf("encoding the checkpoint: %v", err)
 	}
-	d := &stateDec{b: b}
-	if ms := d.uvarint(); ms != 1 || string(d.take(d.length())) != "ledger" || d.err != nil {
-		t.Fatalf("checkpoint head: %d, %v", ms, d.err)
+	d := &fold.StateDec{B: b}
+	if ms := d.Uvarint(); ms != 1 || string(d.Take(d.Length())) != "ledger" || d.Err != nil {
+		t.Fatalf("checkpoint head: %d, %v", ms, d.Err)
 	}
-	g, _, err := decodeCheckpoint(d.b, snap)
+	g, _, err := cache.DecodeCheckpoint(d.B, snap)
 	if err != nil {
 		t.Fatalf("decoding the checkpoint: %v", err)
 	}

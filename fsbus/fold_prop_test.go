@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -212,30 +213,30 @@ func buildPropWorld() (w *propWorld, err error) {
 	id := newOrder("linear", a1A, "")
 	sync()
 	do(a1A.Claim(id, ""))
-	do(a1A.Progress(id, "started", ""))
-	do(a1A.Submit(id, "c1", "first", ""))
+	do(a1A.Progress(id, NoteOptions{Note: "started"}))
+	do(a1A.Submit(id, SubmitOptions{Reference: "c1", Note: "first"}))
 	sync()
-	do(a2B.Review(id, "changes", "more tests", ""))
+	do(a2B.Review(id, "changes", NoteOptions{Note: "more tests"}))
 	sync()
-	do(a1A.Submit(id, "c2", "second", ""))
+	do(a1A.Submit(id, SubmitOptions{Reference: "c2", Note: "second"}))
 	sync()
-	do(a2B.Review(id, "accept", "", ""))
+	do(a2B.Review(id, "accept", NoteOptions{}))
 	sync()
 
 	// tie-claim: two claims on one basis from two machines, each with progress.
 	id = newOrder("tie-claim", a1A, "")
 	sync()
 	do(a1A.Claim(id, ""))
-	do(a1A.Progress(id, "a1 working", ""))
+	do(a1A.Progress(id, NoteOptions{Note: "a1 working"}))
 	do(a2B.Claim(id, ""))
-	do(a2B.Progress(id, "a2 working", ""))
+	do(a2B.Progress(id, NoteOptions{Note: "a2 working"}))
 	sync()
 
 	// submit-beats-claim: one branch reaches submitted, the other stays claimed.
 	id = newOrder("submit-beats-claim", a3A, "")
 	sync()
 	do(a1A.Claim(id, ""))
-	do(a1A.Submit(id, "s1", "", ""))
+	do(a1A.Submit(id, SubmitOptions{Reference: "s1"}))
 	do(a2B.Claim(id, ""))
 	sync()
 
@@ -243,11 +244,11 @@ func buildPropWorld() (w *propWorld, err error) {
 	id = newOrder("both-accepted", a3A, "")
 	sync()
 	do(a1A.Claim(id, ""))
-	do(a1A.Submit(id, "ba1", "", ""))
-	do(a3A.Review(id, "accept", "", ""))
+	do(a1A.Submit(id, SubmitOptions{Reference: "ba1"}))
+	do(a3A.Review(id, "accept", NoteOptions{}))
 	do(a2B.Claim(id, ""))
-	do(a2B.Submit(id, "ba2", "", ""))
-	do(a3B.Review(id, "accept", "", ""))
+	do(a2B.Submit(id, SubmitOptions{Reference: "ba2"}))
+	do(a3B.Review(id, "accept", NoteOptions{}))
 	sync()
 
 	// accept-beats-cancel: the holder's accepted branch against the author's cancel.
@@ -255,9 +256,9 @@ func buildPropWorld() (w *propWorld, err error) {
 	sync()
 	do(a2B.Claim(id, ""))
 	sync()
-	do(a2B.Submit(id, "abc", "", ""))
-	do(a3B.Review(id, "accept", "", ""))
-	do(a1A.Cancel(id, "not needed", ""))
+	do(a2B.Submit(id, SubmitOptions{Reference: "abc"}))
+	do(a3B.Review(id, "accept", NoteOptions{}))
+	do(a1A.Cancel(id, NoteOptions{Note: "not needed"}))
 	sync()
 
 	// cancel-beats-submit: the author's cancel against a submit.
@@ -265,8 +266,8 @@ func buildPropWorld() (w *propWorld, err error) {
 	sync()
 	do(a2B.Claim(id, ""))
 	sync()
-	do(a2B.Submit(id, "cbs", "", ""))
-	do(a1A.Cancel(id, "not needed", ""))
+	do(a2B.Submit(id, SubmitOptions{Reference: "cbs"}))
+	do(a1A.Cancel(id, NoteOptions{Note: "not needed"}))
 	sync()
 
 	// release-reclaim: released on B, claimed again on A, in one chain.
@@ -274,10 +275,10 @@ func buildPropWorld() (w *propWorld, err error) {
 	sync()
 	do(a2B.Claim(id, ""))
 	sync()
-	do(a2B.Release(id, "blocked", ""))
+	do(a2B.Release(id, NoteOptions{Note: "blocked"}))
 	sync()
 	do(a3A.Claim(id, ""))
-	do(a3A.Progress(id, "picked up", ""))
+	do(a3A.Progress(id, NoteOptions{Note: "picked up"}))
 	sync()
 
 	// A grant change with bounds while B's newest a3 entries are still unseen by A.
@@ -292,14 +293,14 @@ func buildPropWorld() (w *propWorld, err error) {
 	sync()
 	do(a3A.Claim(id, ""))
 	sync()
-	do(a3A.Release(id, "", ""))
+	do(a3A.Release(id, NoteOptions{}))
 	do(a1A.Claim(id, ""))
-	do(a3B.Submit(id, "rvs", "", ""))
+	do(a3B.Submit(id, SubmitOptions{Reference: "rvs"}))
 	sync()
 
 	// cancel: the author cancels an open order.
 	id = newOrder("cancel", a3A, "")
-	do(a3A.Cancel(id, "", ""))
+	do(a3A.Cancel(id, NoteOptions{}))
 	sync()
 
 	// offered: offered at creation, claimed by the offeree.
@@ -312,10 +313,10 @@ func buildPropWorld() (w *propWorld, err error) {
 	id = newOrder("accept-beats-changes", a1A, "")
 	sync()
 	do(a1A.Claim(id, ""))
-	do(a1A.Submit(id, "abch", "", ""))
+	do(a1A.Submit(id, SubmitOptions{Reference: "abch"}))
 	sync()
-	do(a3A.Review(id, "accept", "", ""))
-	do(a2B.Review(id, "changes", "", ""))
+	do(a3A.Review(id, "accept", NoteOptions{}))
+	do(a2B.Review(id, "changes", NoteOptions{}))
 	sync()
 
 	// open-on-b: written on B, untouched.
@@ -362,7 +363,7 @@ func buildPropWorld() (w *propWorld, err error) {
 			if strings.HasPrefix(e.Name(), ".") {
 				continue
 			}
-			c, h, err := readObject(filepath.Join(dA, dir, e.Name()))
+			c, h, err := verify.ReadObject(filepath.Join(dA, dir, e.Name()))
 			ok(err)
 			id := strings.TrimSuffix(e.Name(), ".json")
 			w.objects[id] = propObject{c, h}
@@ -962,7 +963,7 @@ func TestFoldPermutedBranches(t *testing.T) {
 // state, holder, claim and offer shown. Progress is only ever the holder's.
 func propReachable(st *fold.State, byHash map[string]*ledger.Entry) error {
 	for id, o := range st.Orders {
-		if _, ok := fold.OrderRank[o.State]; !ok {
+		if !slices.Contains(fold.OrderStates(), o.State) {
 			return fmt.Errorf("order %s has unknown state %q", id, o.State)
 		}
 		if len(o.History) == 0 || o.History[0].Type != fold.TypeOrderCreate || byHash[o.History[0].Hash] == nil {

@@ -142,7 +142,7 @@ func TestFullChannelDiskAppendLeavesNoRetry(t *testing.T) {
 	fill()
 	// The segment's last page may have room for a few lines: write until it has none.
 	for i := 0; ; i++ {
-		_, err := s.Progress(o.ID, "still working", "")
+		_, err := s.Progress(o.ID, NoteOptions{Note: "still working"})
 		if err == nil {
 			if i > 64 {
 				t.Fatal("64 progress notes fit on a full disk")
@@ -163,7 +163,7 @@ func TestFullChannelDiskAppendLeavesNoRetry(t *testing.T) {
 		t.Fatalf("mark %+v (%v) after a failed append, want the tip seq %d", m, err, tip.Seq)
 	}
 	free()
-	if _, err := s.Progress(o.ID, "with room again", ""); err != nil {
+	if _, err := s.Progress(o.ID, NoteOptions{Note: "with room again"}); err != nil {
 		t.Fatalf("the write with room again: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -18,14 +19,14 @@ type handinCall struct {
 
 // HandinAdd names work handed in (handin.add, worker level — the one thing a worker
 // writes besides its join and acks; docs/design.md §2): ref is a commit, branch or
-// path (one line, trimmed, 1–500 characters), note at most 2,000 bytes. It publishes the
+// path (one line, trimmed, 1–500 characters), the note at most 2,000 bytes. It publishes the
 // signed object handins/<s>/<h-id>.json, then appends handin.add naming the object's
 // hash. A submit may name the hand-in's id (or a unique prefix) as its reference.
 // Errors: invalid for a bad ref or note; denied below worker; conflict for a key used
 // with other arguments. A replayed key returns the first call's hand-in and writes
 // nothing.
-func (s *Session) HandinAdd(ref, note, key string) (*fold.Handin, error) {
-	ref, note = strings.TrimSpace(ref), strings.TrimSpace(note)
+func (s *Session) HandinAdd(ref string, opt NoteOptions) (*fold.Handin, error) {
+	ref, note, key := strings.TrimSpace(ref), strings.TrimSpace(opt.Note), opt.Key
 	if err := checkShortLine("reference", ref, MaxReference); err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func (s *Session) HandinAdd(ref, note, key string) (*fold.Handin, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeHandinAdd, Ref: id, Data: mustJSON(d), Idem: key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -17,14 +18,14 @@ func TestHandins(t *testing.T) {
 	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"wendy": "worker", "mike": "member"})
 	wendy, mike := ss["wendy"], ss["mike"]
-	h, err := wendy.HandinAdd(" branch:fix-login ", " the fix \n and its test ", "")
+	h, err := wendy.HandinAdd(" branch:fix-login ", NoteOptions{Note: " the fix \n and its test "})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !fold.ValidID(h.ID) || !strings.HasPrefix(h.ID, fold.PrefixHandin) || h.By != "wendy" || h.Ref != "branch:fix-login" || h.Note != "the fix \n and its test" || h.Missing {
 		t.Fatalf("hand-in %+v", h)
 	}
-	path := ObjectPath(c.Root, "wendy", h.ID)
+	path := verify.ObjectPath(c.Root, "wendy", h.ID)
 	if !strings.Contains(path, "handins") {
 		t.Fatalf("object path %s", path)
 	}
@@ -47,7 +48,7 @@ func TestHandins(t *testing.T) {
 			s = &Session{Channel: c, Name: "nobody", Signer: wendy.Signer}
 			tc.cat = errs.Denied
 		}
-		if _, err := s.HandinAdd(tc.ref, tc.note, ""); !errs.Is(err, tc.cat) {
+		if _, err := s.HandinAdd(tc.ref, NoteOptions{Note: tc.note}); !errs.Is(err, tc.cat) {
 			t.Errorf("%s: %v; want %s", name, err, tc.cat)
 		}
 	}
@@ -64,13 +65,13 @@ func TestHandins(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = primaryEntries(t, c)
-	if _, err := mike.Submit(o.ID, "h-zzzz", "", ""); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "ferry handin list") {
+	if _, err := mike.Submit(o.ID, SubmitOptions{Reference: "h-zzzz"}); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "ferry handin list") {
 		t.Fatalf("submit naming an unknown hand-in: %v", err)
 	}
 	if primaryEntries(t, c) != n {
 		t.Fatal("a refused submit wrote an entry")
 	}
-	o, err = mike.Submit(o.ID, h.ID[:6], "see the hand-in", "")
+	o, err = mike.Submit(o.ID, SubmitOptions{Reference: h.ID[:6], Note: "see the hand-in"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +81,11 @@ func TestHandins(t *testing.T) {
 	// References not shaped like a hand-in id pass unchanged (a branch named h-fix).
 	o2, _ := mike.NewOrder(NewOrderOptions{Title: "Other"})
 	mike.Claim(o2.ID, "")
-	if o2, err = mike.Submit(o2.ID, "h-fix", "", ""); err != nil || o2.Result.Reference != "h-fix" {
+	if o2, err = mike.Submit(o2.ID, SubmitOptions{Reference: "h-fix"}); err != nil || o2.Result.Reference != "h-fix" {
 		t.Fatalf("branch h-fix: %v", err)
 	}
 
-	h2, err := wendy.HandinAdd("commit:abc123", "", "")
+	h2, err := wendy.HandinAdd("commit:abc123", NoteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestHandins(t *testing.T) {
 	}
 
 	// An edited object: the entry counts for nothing. A missing one: pending sync.
-	p2 := ObjectPath(c.Root, "wendy", h2.ID)
+	p2 := verify.ObjectPath(c.Root, "wendy", h2.ID)
 	raw, _ := os.ReadFile(p2)
 	if err := os.WriteFile(p2, []byte(strings.Replace(string(raw), "abc123", "def456", 1)), 0o644); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -120,7 +120,7 @@ func (h *Home) keyPath(project, name string) string {
 // locked (keystore.go).
 func (h *Home) HasKey(project, name string) bool {
 	_, err := os.Stat(h.keyPath(project, name))
-	return err == nil || fileExists(h.lockedPath(project, name))
+	return err == nil || keyfile.Exists(h.lockedPath(project, name))
 }
 
 // NewKey makes and stores a fresh ed25519 key for (project, name), mode 0600. It
@@ -148,7 +148,7 @@ func (h *Home) NewKey(project, name string) (ledger.KeySigner, error) {
 func (h *Home) LoadKey(project, name string) (ledger.KeySigner, error) {
 	p := h.keyPath(project, name)
 	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) && fileExists(h.lockedPath(project, name)) {
+	if errors.Is(err, fs.ErrNotExist) && keyfile.Exists(h.lockedPath(project, name)) {
 		k, _, err := h.readUnlocked(project, name)
 		return k, err
 	}
@@ -177,11 +177,11 @@ func (h *Home) Keys(project string) []string {
 	for _, e := range ents {
 		if n, ok := strings.CutSuffix(e.Name(), ".key"); ok {
 			out = append(out, n)
-		} else if n, ok := strings.CutSuffix(e.Name(), lockedSuffix); ok && !slices.Contains(out, n) {
+		} else if n, ok := strings.CutSuffix(e.Name(), keyfile.LockedSuffix); ok && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

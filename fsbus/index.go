@@ -2,21 +2,17 @@ package fsbus
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/cache"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -59,7 +55,7 @@ import (
 // envNoIndex is the variable that turns the local index off when set to "1".
 const envNoIndex = "FERRY_NO_INDEX"
 
-const indexHeader = "ferry-index 3 " // 2: segment chunks carry the running hash (CheckPrefixes); 3: CRC-32C frames
+// 2: segment chunks carry the running hash (CheckPrefixes); 3: CRC-32C frames
 
 // indexCompactFrames is how many frames an index may hold before a Load rewrites it
 // whole (compaction): each Load with new data appends about one frame per changed
@@ -164,7 +160,7 @@ func (ix *localIndex) open(c *Channel) {
 	} else {
 		go func() { pre <- c.readCheckpointState() }()
 	}
-	rs, sigs, frames, err := readIndex(bufio.NewReaderSize(f, 1<<20), c.Project(), ledger.FormatKey(c.MasterKey))
+	rs, sigs, frames, err := cache.ReadIndex(bufio.NewReaderSize(f, 1<<20), c.Project(), ledger.FormatKey(c.MasterKey))
 	if err != nil {
 		return // damaged or foreign: rebuilt
 	}
@@ -204,72 +200,12 @@ func (c *Channel) withOpenIndex(fn func(ix *localIndex)) {
 	fn(ix)
 }
 
-// frameSumSize is the size of a frame's checksum (frameSum).
-const frameSumSize = crc32.Size
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// frameSum is the checksum of an index frame or a checkpoint payload: CRC-32C, big-endian.
-func frameSum(b []byte) [frameSumSize]byte {
-	var out [frameSumSize]byte
-	binary.BigEndian.PutUint32(out[:], crc32.Checksum(b, castagnoli))
-	return out
-}
-
-// errIndex marks an index file that cannot be trusted.
-var errIndex = errors.New("local index is damaged")
-
-// readIndex replays an index file. The signature frames are returned as they are, for
-// loadSigsLocked to put in the process's signature cache when a fold needs them: a
-// process starting from the fold checkpoint verifies only what is new and never does
-// (ADR 0011). It returns errIndex (wrapped) for a wrong header, a failed checksum, a
-// ledger frame that does not decode, or a torn last frame.
-func readIndex(r *bufio.Reader, project, master string) (*ledger.ReadState, [][]byte, int, error) {
-	head, err := r.ReadString('\n')
-	if err != nil || head != indexHeader+project+" "+master+"\n" {
-		return nil, nil, 0, fmt.Errorf("%w: header %q", errIndex, head)
-	}
-	rs := ledger.NewReadState()
-	var sigs [][]byte
-	frames := 0
-	for {
-		n, err := binary.ReadUvarint(r)
-		if err == io.EOF {
-			break
-		}
-		if err != nil || n > 1<<30 {
-			return nil, nil, 0, fmt.Errorf("%w: frame length", errIndex)
-		}
-		buf := make([]byte, n+frameSumSize)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, nil, 0, fmt.Errorf("%w: torn frame", errIndex)
-		}
-		payload, sum := buf[:n], buf[n:]
-		if s := frameSum(payload); !bytes.Equal(s[:], sum) || n == 0 {
-			return nil, nil, 0, fmt.Errorf("%w: checksum", errIndex)
-		}
-		switch payload[0] {
-		case 'L':
-			if err := rs.ApplyChunk(payload[1:]); err != nil {
-				return nil, nil, 0, fmt.Errorf("%w: %v", errIndex, err)
-			}
-		case 'V':
-			sigs = append(sigs, payload[1:])
-		default:
-			return nil, nil, 0, fmt.Errorf("%w: frame kind %q", errIndex, payload[0])
-		}
-		frames++
-	}
-	rs.ClearChanges() // what was just read is saved
-	return rs, sigs, frames, nil
-}
-
 // loadSigsLocked puts the signatures of the index's signature frames in the process's
 // signature cache, once; under ix.mu. A frame that does not decode is dropped (its
 // checksum held: only a bug writes one), which costs a signature check per entry.
 func (ix *localIndex) loadSigsLocked(project string) {
 	for _, b := range ix.sigFrames {
-		sigs, err := decodeSigs(b)
+		sigs, err := cache.DecodeSigs(b)
 		if err != nil {
 			continue
 		}
@@ -284,38 +220,6 @@ func (ix *localIndex) loadSigsLocked(project string) {
 // fold): the index is opened first when it is not.
 func (c *Channel) loadIndexSigs() {
 	c.withOpenIndex(func(ix *localIndex) { ix.loadSigsLocked(c.Project()) })
-}
-
-func decodeSigs(b []byte) ([]fold.SigRec, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: signature count", errIndex)
-	}
-	b = b[k:]
-	out := make([]fold.SigRec, 0, n)
-	for range n {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < l+ed25519.PublicKeySize {
-			return nil, fmt.Errorf("%w: signature record", errIndex)
-		}
-		b = b[k:]
-		out = append(out, fold.SigRec{Hash: string(b[:l]), Pub: ed25519.PublicKey(bytes.Clone(b[l : l+ed25519.PublicKeySize]))})
-		b = b[l+ed25519.PublicKeySize:]
-	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("%w: signature frame has trailing bytes", errIndex)
-	}
-	return out, nil
-}
-
-// appendFrame appends one frame (kind + payload) to buf.
-func appendFrame(buf []byte, kind byte, payload []byte) []byte {
-	buf = binary.AppendUvarint(buf, uint64(len(payload)+1))
-	start := len(buf)
-	buf = append(buf, kind)
-	buf = append(buf, payload...)
-	sum := frameSum(buf[start:])
-	return append(buf, sum[:]...)
 }
 
 // saveIndex writes what this Load added to the index: appended frames, or the whole
@@ -338,22 +242,22 @@ func (c *Channel) saveIndex() error {
 	var chunks [][]byte
 	if whole {
 		chunks = ix.rs.Chunks()
-		buf = append(buf, indexHeader+c.Project()+" "+ledger.FormatKey(c.MasterKey)+"\n"...)
+		buf = append(buf, cache.IndexHeader+c.Project()+" "+ledger.FormatKey(c.MasterKey)+"\n"...)
 		ix.loadSigsLocked(c.Project())   // the frames not loaded yet are written again too
 		sigs = fold.AllSigs(c.Project()) // the pending ones included
 	} else {
 		chunks = ix.rs.TakeChanges()
 	}
 	for _, ch := range chunks {
-		buf = appendFrame(buf, 'L', ch)
+		buf = cache.AppendFrame(buf, 'L', ch)
 	}
 	if len(sigs) > 0 {
 		p := binary.AppendUvarint(nil, uint64(len(sigs)))
 		for _, s := range sigs {
-			p = appendStr(p, s.Hash)
+			p = fold.AppendStr(p, s.Hash)
 			p = append(p, s.Pub...)
 		}
-		buf = appendFrame(buf, 'V', p)
+		buf = cache.AppendFrame(buf, 'V', p)
 	}
 	if !whole && len(chunks) == 0 && len(sigs) == 0 {
 		return nil
@@ -385,11 +289,6 @@ func (c *Channel) saveIndex() error {
 	return nil
 }
 
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
 // progressBlock is how many entries prewarmSigs checks between two progress reports.
 var progressBlock = 4096
 
@@ -401,7 +300,7 @@ var progressBlock = 4096
 func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 	project := c.Project()
 	masterKey := c.masterKeys(entries) // the rotation chain's key per entry
-	parallel(len(entries), func(i int) {
+	cache.Parallel(len(entries), func(i int) {
 		if e := &entries[i]; e.Writer == fold.MasterWriter {
 			fold.VerifyEntry(e, masterKey(e), project)
 		}
@@ -422,50 +321,7 @@ func (c *Channel) prewarmSigs(entries []ledger.Entry) {
 	for lo := 0; lo < len(entries); lo += progressBlock {
 		hi := min(lo+progressBlock, len(entries))
 		c.progress("verifying", lo, len(entries))
-		parallel(hi-lo, func(i int) { verifyAgentEntry(&entries[lo+i], granted, project) })
+		cache.Parallel(hi-lo, func(i int) { cache.VerifyAgentEntry(&entries[lo+i], granted, project) })
 	}
 	c.progress("verifying", len(entries), len(entries))
-}
-
-// verifyAgentEntry warms the signature cache for one agent entry: an agent.join is
-// checked against the key it announces, anything else against the keys its writer was
-// granted. Master entries were checked before.
-func verifyAgentEntry(e *ledger.Entry, granted map[string][]ed25519.PublicKey, project string) {
-	switch {
-	case e.Writer == fold.MasterWriter:
-	case e.Type == fold.TypeAgentJoin:
-		if d, ok := fold.DecodeData(e); ok {
-			if k, err := ledger.ParseKey(d.Key); err == nil {
-				fold.VerifyEntry(e, k, project)
-			}
-		}
-	default:
-		for _, k := range granted[e.Writer] {
-			if fold.VerifyEntry(e, k, project) {
-				break
-			}
-		}
-	}
-}
-
-// parallel runs fn(0..n-1) on GOMAXPROCS goroutines, in blocks.
-func parallel(n int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/256+1)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	per := (n + workers - 1) / workers
-	for w := range workers {
-		lo, hi := w*per, min(n, (w+1)*per)
-		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
 }

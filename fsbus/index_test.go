@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/cache"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -237,8 +238,8 @@ func TestIndexRebuiltNotTrusted(t *testing.T) {
 		"flipped byte":    append(bytes.Clone(good[:len(good)/2]), append([]byte{good[len(good)/2] ^ 0x40}, good[len(good)/2+1:]...)...),
 		"torn last frame": good[:len(good)-7],
 		"garbage":         []byte("\x00\x00\x00 not an index"),
-		"other version":   append([]byte("ferry-index 1 "), good[len(indexHeader):]...),
-		"other channel":   append([]byte(indexHeader+"other-project "+ledger.FormatKey(c.MasterKey)+"\n"), good[len(header):]...),
+		"other version":   append([]byte("ferry-index 1 "), good[len(cache.IndexHeader):]...),
+		"other channel":   append([]byte(cache.IndexHeader+"other-project "+ledger.FormatKey(c.MasterKey)+"\n"), good[len(header):]...),
 		"header only":     header[:len(header)-1],
 	}
 	for name, b := range damage {
@@ -377,7 +378,7 @@ func TestIndexConcurrentLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, _, _, err := readIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey)); err != nil {
+	if _, _, _, err := cache.ReadIndex(bufioReader(f), c.Project(), ledger.FormatKey(c.MasterKey)); err != nil {
 		t.Fatalf("index after concurrent loads: %v", err)
 	}
 	want := viewJSON(t, fullLoad(t, c))

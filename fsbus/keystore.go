@@ -3,22 +3,18 @@ package fsbus
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"filippo.io/age"
-	"filippo.io/age/armor"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
-	"github.com/ferryhq/ferry/internal/scryptcost"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -37,15 +33,6 @@ import (
 // is locked again. The expiry is judged on this machine's clock: it is machine-local
 // state, never part of the fold.
 
-const (
-	lockedHeader  = "ferry-locked-key-v1 "
-	exportHeader  = "ferry-key-export-v1"
-	lockedSuffix  = ".key.locked"
-	seedPrefix    = "ed25519-seed:"
-	maxKeyFile    = 64 << 10 // bytes: a key file, locked file or export is far smaller
-	unlockedDirNm = "unlocked"
-)
-
 // maxUnlockFor is the longest a key stays unlocked (`ferry key unlock --for`): 720 h.
 const maxUnlockFor = 30 * 24 * time.Hour
 
@@ -61,12 +48,12 @@ const (
 )
 
 func (h *Home) lockedPath(project, name string) string {
-	return filepath.Join(h.ConfigDir, "keys", project, name+lockedSuffix)
+	return filepath.Join(h.ConfigDir, "keys", project, name+keyfile.LockedSuffix)
 }
 
 // UnlockedPath is where `ferry key unlock` puts the runtime copy of a locked key.
 func (h *Home) UnlockedPath(project, name string) string {
-	return filepath.Join(h.ConfigDir, unlockedDirNm, project, name+".key")
+	return filepath.Join(h.ConfigDir, keyfile.UnlockedDir, project, name+".key")
 }
 
 // lockedError is the answer of every write with a locked key: it names the command.
@@ -78,10 +65,10 @@ func lockedError(project, name string) error {
 // KeyStatus reports how the key of (project, name) is held and, for an unlocked key,
 // when its runtime copy expires. An expired copy is removed (the key is locked again).
 func (h *Home) KeyStatus(project, name string) (KeyState, time.Time) {
-	if fileExists(h.keyPath(project, name)) {
+	if keyfile.Exists(h.keyPath(project, name)) {
 		return KeyPlain, time.Time{}
 	}
-	if !fileExists(h.lockedPath(project, name)) {
+	if !keyfile.Exists(h.lockedPath(project, name)) {
 		return KeyNone, time.Time{}
 	}
 	_, exp, err := h.readUnlocked(project, name)
@@ -91,30 +78,11 @@ func (h *Home) KeyStatus(project, name string) (KeyState, time.Time) {
 	return KeyUnlocked, exp
 }
 
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
-// parseSeedFile parses a plain key file's text.
-func parseSeedFile(text string) (ledger.KeySigner, bool) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(text), seedPrefix)
-	seed, err := base64.RawURLEncoding.DecodeString(rest)
-	if !ok || err != nil || len(seed) != ed25519.SeedSize {
-		return nil, false
-	}
-	return ledger.KeySigner(ed25519.NewKeyFromSeed(seed)), true
-}
-
-func seedText(k ledger.KeySigner) string {
-	return seedPrefix + base64.RawURLEncoding.EncodeToString(ed25519.PrivateKey(k).Seed()) + "\n"
-}
-
 // readUnlocked reads the runtime copy of a locked key. An expired copy is removed and
 // reported as locked; so is a missing or damaged one.
 func (h *Home) readUnlocked(project, name string) (ledger.KeySigner, time.Time, error) {
 	p := h.UnlockedPath(project, name)
-	b, err := readSmall(p)
+	b, err := keyfile.ReadSmall(p)
 	if err != nil {
 		return nil, time.Time{}, lockedError(project, name)
 	}
@@ -138,12 +106,12 @@ func (h *Home) readUnlocked(project, name string) (ledger.KeySigner, time.Time, 
 // lockedPublic reads the public key in a locked key file's first line.
 func (h *Home) lockedPublic(project, name string) (ed25519.PublicKey, error) {
 	p := h.lockedPath(project, name)
-	b, err := readSmall(p)
+	b, err := keyfile.ReadSmall(p)
 	if err != nil {
 		return nil, err
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
-	txt, ok := strings.CutPrefix(first, lockedHeader)
+	txt, ok := strings.CutPrefix(first, keyfile.LockedHeader)
 	pub, perr := ledger.ParseKey(strings.TrimSpace(txt))
 	if !ok || perr != nil {
 		return nil, errs.Errorf(errs.Invalid, "restore it from a `ferry key export` copy (`ferry key import FILE`)", "locked key file %s is damaged", p)
@@ -151,27 +119,10 @@ func (h *Home) lockedPublic(project, name string) (ed25519.PublicKey, error) {
 	return pub, nil
 }
 
-// readSmall reads a file of at most maxKeyFile bytes.
-func readSmall(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxKeyFile {
-		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "%s is larger than a key file (%d bytes at most)", p, maxKeyFile)
-	}
-	return b, nil
-}
-
 // PublicKey returns the public key of (project, name) on this machine, locked or not.
 // Errors: not_found when there is no key.
 func (h *Home) PublicKey(project, name string) (ed25519.PublicKey, error) {
-	if fileExists(h.lockedPath(project, name)) && !fileExists(h.keyPath(project, name)) {
+	if keyfile.Exists(h.lockedPath(project, name)) && !keyfile.Exists(h.keyPath(project, name)) {
 		return h.lockedPublic(project, name)
 	}
 	k, err := h.LoadKey(project, name)
@@ -206,7 +157,7 @@ func (k *keystoreSigner) Public() ed25519.PublicKey { return k.pub }
 // signer that answers locked on every signature until `ferry key unlock` (so reads
 // work with a locked key and writes answer locked). Errors as LoadKey.
 func (h *Home) Signer(project, name string) (ledger.Signer, error) {
-	if !fileExists(h.keyPath(project, name)) && fileExists(h.lockedPath(project, name)) {
+	if !keyfile.Exists(h.keyPath(project, name)) && keyfile.Exists(h.lockedPath(project, name)) {
 		pub, err := h.lockedPublic(project, name)
 		if err != nil {
 			return nil, err
@@ -226,61 +177,6 @@ func (s *Session) checkUnlocked() error {
 	return nil
 }
 
-// checkPassphrase refuses an empty passphrase.
-func checkPassphrase(pass []byte) error {
-	if len(bytes.TrimSpace(pass)) == 0 {
-		return errs.Errorf(errs.Invalid, "give a passphrase of a few words", "the passphrase is empty")
-	}
-	return nil
-}
-
-// seal encrypts plain to a passphrase with age (scrypt), armored.
-func seal(plain, pass []byte) ([]byte, error) {
-	r, err := age.NewScryptRecipient(string(pass))
-	if err != nil {
-		return nil, fmt.Errorf("making the scrypt recipient: %w", err)
-	}
-	r.SetWorkFactor(scryptcost.WorkFactor()) // age's default cost; tests lower it
-	var buf bytes.Buffer
-	aw := armor.NewWriter(&buf)
-	w, err := age.Encrypt(aw, r)
-	if err != nil {
-		return nil, fmt.Errorf("encrypting: %w", err)
-	}
-	if _, err := w.Write(plain); err != nil {
-		return nil, fmt.Errorf("encrypting: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encrypting: %w", err)
-	}
-	if err := aw.Close(); err != nil {
-		return nil, fmt.Errorf("encrypting: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// unseal decrypts an armored age file made by seal. A wrong passphrase is a denied
-// error; a file that is not an age file an invalid one. what names the file.
-func unseal(sealed, pass []byte, what string) ([]byte, error) {
-	id, err := age.NewScryptIdentity(string(pass))
-	if err != nil {
-		return nil, fmt.Errorf("making the scrypt identity: %w", err)
-	}
-	r, err := age.Decrypt(armor.NewReader(bytes.NewReader(sealed)), id)
-	if err != nil {
-		var nm *age.NoIdentityMatchError
-		if errors.As(err, &nm) {
-			return nil, errs.Errorf(errs.Denied, "check the passphrase and try again", "wrong passphrase for %s; nothing was written", what)
-		}
-		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` or `ferry key lock` wrote", "%s is not a passphrase-encrypted ferry key: %v; nothing was written", what, err)
-	}
-	out, err := io.ReadAll(io.LimitReader(r, maxKeyFile))
-	if err != nil {
-		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` or `ferry key lock` wrote", "%s does not decrypt whole: %v; nothing was written", what, err)
-	}
-	return out, nil
-}
-
 // LockKey encrypts the plain key of (project, name) with pass (age, scrypt) into
 // <name>.key.locked and removes the plain file. Locking a locked key removes
 // its runtime copy (re-locks; pass is not used). It returns the state before the call.
@@ -297,18 +193,18 @@ func (h *Home) LockKey(project, name string, pass []byte) (KeyState, error) {
 		}
 		return before, nil
 	}
-	if err := checkPassphrase(pass); err != nil {
+	if err := keyfile.CheckPassphrase(pass); err != nil {
 		return before, err
 	}
 	k, err := h.LoadKey(project, name)
 	if err != nil {
 		return before, err
 	}
-	sealed, err := seal([]byte(seedText(k)), pass)
+	sealed, err := keyfile.Seal([]byte(seedText(k)), pass)
 	if err != nil {
 		return before, err
 	}
-	body := append([]byte(lockedHeader+ledger.FormatKey(k.Public())+"\n"), sealed...)
+	body := append([]byte(keyfile.LockedHeader+ledger.FormatKey(k.Public())+"\n"), sealed...)
 	lp := h.lockedPath(project, name)
 	if err := fsutil.WriteFile(lp, body, 0o600); err != nil {
 		return before, err
@@ -338,12 +234,12 @@ func (h *Home) UnlockKey(project, name string, pass []byte, d time.Duration) (ti
 	if err != nil {
 		return time.Time{}, err
 	}
-	b, err := readSmall(h.lockedPath(project, name))
+	b, err := keyfile.ReadSmall(h.lockedPath(project, name))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reading the locked key: %w", err)
 	}
 	_, sealed, _ := bytes.Cut(b, []byte("\n"))
-	plain, err := unseal(sealed, pass, "the key of "+name)
+	plain, err := keyfile.Unseal(sealed, pass, "the key of "+name)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -385,46 +281,15 @@ func (h *Home) signerKey(project, name string) (ledger.KeySigner, error) {
 // <name>" and the key file's line. Errors: not_found, locked (unlock it first),
 // invalid for an empty passphrase.
 func (h *Home) ExportKey(project, name string, pass []byte) ([]byte, error) {
-	if err := checkPassphrase(pass); err != nil {
+	if err := keyfile.CheckPassphrase(pass); err != nil {
 		return nil, err
 	}
 	k, err := h.signerKey(project, name)
 	if err != nil {
 		return nil, err
 	}
-	plain := exportHeader + "\nproject " + project + "\nname " + name + "\n" + seedText(k)
-	return seal([]byte(plain), pass)
-}
-
-// ImportedKey is a key read from an export.
-type ImportedKey struct {
-	Project string
-	Name    string
-	Key     ledger.KeySigner
-}
-
-// ReadExport decrypts an export made by ExportKey. Errors: denied for a wrong
-// passphrase, invalid for a file that is not an export. It writes nothing.
-func ReadExport(data, pass []byte) (*ImportedKey, error) {
-	if len(data) > maxKeyFile {
-		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "the file is larger than a key export (%d bytes at most)", maxKeyFile)
-	}
-	plain, err := unseal(data, pass, "the key export")
-	if err != nil {
-		return nil, err
-	}
-	lines := strings.Split(strings.TrimSpace(string(plain)), "\n")
-	bad := errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "the decrypted file is not a ferry key export; nothing was written")
-	if len(lines) != 4 || lines[0] != exportHeader {
-		return nil, bad
-	}
-	project, ok1 := strings.CutPrefix(lines[1], "project ")
-	name, ok2 := strings.CutPrefix(lines[2], "name ")
-	k, ok3 := parseSeedFile(lines[3])
-	if !ok1 || !ok2 || !ok3 || !fold.ValidName(project) || (name != fold.MasterWriter && !fold.ValidName(name)) {
-		return nil, bad
-	}
-	return &ImportedKey{Project: project, Name: name, Key: k}, nil
+	plain := keyfile.ExportHeader + "\nproject " + project + "\nname " + name + "\n" + seedText(k)
+	return keyfile.Seal([]byte(plain), pass)
 }
 
 // StoreImported stores an imported key as the plain key of (project, name). It returns
@@ -448,3 +313,43 @@ func (h *Home) StoreImported(ik *ImportedKey) (bool, error) {
 	}
 	return true, nil
 }
+
+// ImportedKey is a key read from an export.
+type ImportedKey struct {
+	Project string
+	Name    string
+	Key     ledger.KeySigner
+}
+
+// ReadExport decrypts an export made by ExportKey. Errors: denied for a wrong
+// passphrase, invalid for a file that is not an export. It writes nothing.
+func ReadExport(data, pass []byte) (*ImportedKey, error) {
+	if len(data) > keyfile.MaxKeyFile {
+		return nil, errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "the file is larger than a key export (%d bytes at most)", keyfile.MaxKeyFile)
+	}
+	plain, err := keyfile.Unseal(data, pass, "the key export")
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(plain)), "\n")
+	bad := errs.Errorf(errs.Invalid, "pass the file `ferry key export` wrote", "the decrypted file is not a ferry key export; nothing was written")
+	if len(lines) != 4 || lines[0] != keyfile.ExportHeader {
+		return nil, bad
+	}
+	project, ok1 := strings.CutPrefix(lines[1], "project ")
+	name, ok2 := strings.CutPrefix(lines[2], "name ")
+	k, ok3 := parseSeedFile(lines[3])
+	if !ok1 || !ok2 || !ok3 || !fold.ValidName(project) || (name != fold.MasterWriter && !fold.ValidName(name)) {
+		return nil, bad
+	}
+	return &ImportedKey{Project: project, Name: name, Key: k}, nil
+}
+
+// parseSeedFile parses a plain key file's text (keyfile.ParseSeed) into a signer.
+func parseSeedFile(text string) (ledger.KeySigner, bool) {
+	k, ok := keyfile.ParseSeed(text)
+	return ledger.KeySigner(k), ok
+}
+
+// seedText is a plain key file's text for k (keyfile.SeedText).
+func seedText(k ledger.KeySigner) string { return keyfile.SeedText(ed25519.PrivateKey(k)) }

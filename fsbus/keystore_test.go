@@ -9,11 +9,11 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
-	"github.com/ferryhq/ferry/internal/scryptcost"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-func init() { scryptcost.SetForTests(10) } // tests: a cheap scrypt; the format is the same
+func init() { keyfile.ScryptWorkFactor = 10 } // tests: a cheap scrypt; the format is the same
 
 // seatedAgent makes a channel with a master and a seated member agent "bot".
 func seatedAgent(t *testing.T) (*Channel, *Session, *Session) {
@@ -59,7 +59,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	c, _, bot := seatedAgent(t)
 	h, p := c.Home, c.Project()
 	pub := ledger.FormatKey(bot.Signer.Public())
-	if _, err := bot.TalkSend("master", "before the lock", ""); err != nil {
+	if _, err := bot.TalkSend(TalkSendOptions{To: "master", Body: "before the lock"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.LockKey(p, "bot", []byte("  ")); !errs.Is(err, errs.Invalid) {
@@ -68,11 +68,11 @@ func TestKeyLockUnlock(t *testing.T) {
 	if st, err := h.LockKey(p, "bot", []byte("correct horse")); err != nil || st != KeyPlain {
 		t.Fatalf("lock: %v %v", st, err)
 	}
-	if fileExists(h.keyPath(p, "bot")) {
+	if keyfile.Exists(h.keyPath(p, "bot")) {
 		t.Fatal("the plain key is still on disk after lock")
 	}
 	raw, _ := os.ReadFile(h.lockedPath(p, "bot"))
-	if strings.Contains(string(raw), seedPrefix) {
+	if strings.Contains(string(raw), keyfile.SeedPrefix) {
 		t.Fatal("the locked file holds the plain seed")
 	}
 	if got, _ := h.PublicKey(p, "bot"); ledger.FormatKey(got) != pub {
@@ -91,7 +91,7 @@ func TestKeyLockUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := segmentLines(t, c, "bot")
-	_, err = s.TalkSend("master", "while locked", "")
+	_, err = s.TalkSend(TalkSendOptions{To: "master", Body: "while locked"})
 	if !errs.Is(err, errs.Locked) || !strings.Contains(err.Error(), "ferry key unlock --as bot") {
 		t.Fatalf("write with a locked key: %v, want locked naming the unlock command", err)
 	}
@@ -106,7 +106,7 @@ func TestKeyLockUnlock(t *testing.T) {
 	if _, err := h.UnlockKey(p, "bot", []byte("wrong"), time.Hour); !errs.Is(err, errs.Denied) {
 		t.Fatalf("unlock with a wrong passphrase: %v, want denied", err)
 	}
-	if fileExists(h.UnlockedPath(p, "bot")) {
+	if keyfile.Exists(h.UnlockedPath(p, "bot")) {
 		t.Fatal("a wrong passphrase left a runtime copy")
 	}
 	if _, err := h.UnlockKey(p, "bot", []byte("correct horse"), 0); !errs.Is(err, errs.Invalid) {
@@ -129,7 +129,7 @@ func TestKeyLockUnlock(t *testing.T) {
 		t.Fatalf("status after unlock = %s", st)
 	}
 	// The session opened while locked signs now: each signature reads the copy.
-	if _, err := s.TalkSend("master", "unlocked", ""); err != nil {
+	if _, err := s.TalkSend(TalkSendOptions{To: "master", Body: "unlocked"}); err != nil {
 		t.Fatalf("write after unlock: %v", err)
 	}
 	if segmentLines(t, c, "bot") != n+1 {
@@ -140,10 +140,10 @@ func TestKeyLockUnlock(t *testing.T) {
 	if st, err := h.LockKey(p, "bot", nil); err != nil || st != KeyUnlocked {
 		t.Fatalf("re-lock: %v %v", st, err)
 	}
-	if fileExists(h.UnlockedPath(p, "bot")) {
+	if keyfile.Exists(h.UnlockedPath(p, "bot")) {
 		t.Fatal("re-lock left the runtime copy")
 	}
-	if _, err := s.TalkSend("master", "relocked", ""); !errs.Is(err, errs.Locked) {
+	if _, err := s.TalkSend(TalkSendOptions{To: "master", Body: "relocked"}); !errs.Is(err, errs.Locked) {
 		t.Fatalf("write after re-lock: %v, want locked", err)
 	}
 
@@ -158,10 +158,10 @@ func TestKeyLockUnlock(t *testing.T) {
 	if err := os.WriteFile(up, []byte("expires "+past+"\n"+rest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TalkSend("master", "expired", ""); !errs.Is(err, errs.Locked) {
+	if _, err := s.TalkSend(TalkSendOptions{To: "master", Body: "expired"}); !errs.Is(err, errs.Locked) {
 		t.Fatalf("write with an expired copy: %v, want locked", err)
 	}
-	if fileExists(up) {
+	if keyfile.Exists(up) {
 		t.Fatal("the expired copy was not removed")
 	}
 	// A copy of another key (left from a replaced key) never signs.
@@ -189,7 +189,7 @@ func TestKeyExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(exp), seedPrefix) || !strings.HasPrefix(string(exp), "-----BEGIN AGE ENCRYPTED FILE-----") {
+	if strings.Contains(string(exp), keyfile.SeedPrefix) || !strings.HasPrefix(string(exp), "-----BEGIN AGE ENCRYPTED FILE-----") {
 		t.Fatalf("export is not an armored age file:\n%s", exp)
 	}
 	if _, err := c.Home.ExportKey(p, fold.MasterWriter, nil); !errs.Is(err, errs.Invalid) {
@@ -203,7 +203,7 @@ func TestKeyExportImport(t *testing.T) {
 	if _, err := ReadExport([]byte("not an age file"), []byte("two machines")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("import of garbage: %v, want invalid", err)
 	}
-	if _, err := ReadExport(append(exp, make([]byte, maxKeyFile)...), []byte("two machines")); !errs.Is(err, errs.Invalid) {
+	if _, err := ReadExport(append(exp, make([]byte, keyfile.MaxKeyFile)...), []byte("two machines")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("import of an oversized file: %v, want invalid", err)
 	}
 	if h2.HasKey(p, fold.MasterWriter) {
@@ -269,7 +269,7 @@ func TestKeyExportImport(t *testing.T) {
 		}
 	}
 	for _, dev := range []string{c.Device, c2.Device} {
-		if !fileExists(ledger.SegmentPath(c.Root, fold.MasterWriter, dev)) {
+		if !keyfile.Exists(ledger.SegmentPath(c.Root, fold.MasterWriter, dev)) {
 			t.Fatalf("no master segment for device %s", dev)
 		}
 	}

@@ -107,9 +107,9 @@ func TestSettleWindowsExecution(t *testing.T) {
 			t.Fatalf("%s expired %v before the window closed", s.Name, got)
 		}
 	}
-	must[*fold.Order](t)(w.bob.Progress(o.ID, "halfway", "")) // renews: 4 h from now
+	must[*fold.Order](t)(w.bob.Progress(o.ID, NoteOptions{Note: "halfway"})) // renews: 4 h from now
 	w.pass(3 * time.Hour)
-	must[*fold.Order](t)(w.bob.Extend(o.ID, "tests are slow", "")) // renews again
+	must[*fold.Order](t)(w.bob.Extend(o.ID, NoteOptions{Note: "tests are slow"})) // renews again
 	w.pass(4*time.Hour - time.Second)
 	if got := settled(t, w.bob); got != nil {
 		t.Fatalf("expired %v one second before the renewed window closed", got)
@@ -141,7 +141,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 		t.Fatalf("second pass wrote %d entries", after-before)
 	}
 	// Extend after the window closed: the holder no longer holds it.
-	if _, err := w.bob.Extend(o.ID, "", ""); !errs.Is(err, errs.Denied) {
+	if _, err := w.bob.Extend(o.ID, NoteOptions{}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("extend of an expired claim: %v", err)
 	}
 
@@ -149,7 +149,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 	must[*fold.Order](t)(w.carol.Claim(o.ID, ""))
 	for i := 0; i < 7; i++ { // 21 h of renewals
 		w.pass(3 * time.Hour)
-		ext := must[*fold.Order](t)(w.carol.Extend(o.ID, "", ""))
+		ext := must[*fold.Order](t)(w.carol.Extend(o.ID, NoteOptions{}))
 		// Only the extend the lifetime cut says so, with the deadline.
 		capped := len(ext.Warnings) == 1 && strings.HasPrefix(ext.Warnings[0], "capped at lifetime") &&
 			strings.Contains(ext.Warnings[0], w.now().Add(3*time.Hour).UTC().Format(time.RFC3339))
@@ -166,7 +166,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 		t.Fatalf("window %+v ok %v: want the 24 h cap, 3 h from now", win, ok)
 	}
 	w.pass(3 * time.Hour)
-	if _, err := w.carol.Extend(o.ID, "", ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "closed at") {
+	if _, err := w.carol.Extend(o.ID, NoteOptions{}); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "closed at") {
 		t.Fatalf("extend past the lifetime: %v", err)
 	}
 	if got := settled(t, w.carol); len(got) != 1 {
@@ -264,52 +264,52 @@ func TestReleaseCapDeclineReassign(t *testing.T) {
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Flaky test"}))
 	for i, s := range []*Session{w.bob, w.carol, w.bob} {
 		must[*fold.Order](t)(s.Claim(o.ID, ""))
-		if got := must[*fold.Order](t)(s.Release(o.ID, "", "")); got.State != fold.StateOpen || got.Releases != i+1 {
+		if got := must[*fold.Order](t)(s.Release(o.ID, NoteOptions{})); got.State != fold.StateOpen || got.Releases != i+1 {
 			t.Fatalf("release %d: %s, releases %d", i+1, got.State, got.Releases)
 		}
 	}
 	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
-	if _, err := w.bob.Release(o.ID, "", ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "released 3 times") {
+	if _, err := w.bob.Release(o.ID, NoteOptions{}); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "released 3 times") {
 		t.Fatalf("fourth release: %v", err)
 	}
-	if _, err := w.bob.Fail(o.ID, "  ", ""); !errs.Is(err, errs.Invalid) {
+	if _, err := w.bob.Fail(o.ID, NoteOptions{Note: "  "}); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("fail without a reason: %v", err)
 	}
-	if _, err := w.carol.Fail(o.ID, "not mine", ""); !errs.Is(err, errs.Denied) {
+	if _, err := w.carol.Fail(o.ID, NoteOptions{Note: "not mine"}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("fail by a non-holder: %v", err)
 	}
-	must[*fold.Order](t)(w.bob.Fail(o.ID, "flakes on CI only", ""))
+	must[*fold.Order](t)(w.bob.Fail(o.ID, NoteOptions{Note: "flakes on CI only"}))
 	must[*fold.Order](t)(w.carol.Claim(o.ID, ""))
-	if _, err := w.carol.Release(o.ID, "", ""); !errs.Is(err, errs.Conflict) {
+	if _, err := w.carol.Release(o.ID, NoteOptions{}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("release after the cap, new holder: %v", err)
 	}
 
 	d := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Docs", To: "bob"}))
-	if _, err := w.carol.Decline(d.ID, "", ""); !errs.Is(err, errs.Denied) {
+	if _, err := w.carol.Decline(d.ID, NoteOptions{}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("decline by another agent: %v", err)
 	}
-	if _, err := w.bob.Release(d.ID, "", ""); !errs.Is(err, errs.Conflict) {
+	if _, err := w.bob.Release(d.ID, NoteOptions{}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("release of an offer: %v", err)
 	}
-	if got := must[*fold.Order](t)(w.bob.Decline(d.ID, "busy", "")); got.State != fold.StateOpen || got.Releases != 0 || got.History[len(got.History)-1].Act != "decline" {
+	if got := must[*fold.Order](t)(w.bob.Decline(d.ID, NoteOptions{Note: "busy"})); got.State != fold.StateOpen || got.Releases != 0 || got.History[len(got.History)-1].Act != "decline" {
 		t.Fatalf("decline: %+v", got)
 	}
-	if _, err := w.bob.Decline(d.ID, "", ""); !errs.Is(err, errs.Conflict) {
+	if _, err := w.bob.Decline(d.ID, NoteOptions{}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("decline of an open order: %v", err)
 	}
 
 	must[*fold.Order](t)(w.bob.Claim(d.ID, ""))
-	if _, err := w.carol.Offer(d.ID, "carol", ""); !errs.Is(err, errs.Denied) {
+	if _, err := w.carol.Offer(d.ID, OfferOptions{To: "carol"}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("reassign by a member who is not the author: %v", err)
 	}
-	if got := must[*fold.Order](t)(w.alice.Offer(d.ID, "carol", "")); got.State != fold.StateOffered || got.Holder != "" || got.History[len(got.History)-1].Act != "reassign" {
+	if got := must[*fold.Order](t)(w.alice.Offer(d.ID, OfferOptions{To: "carol"})); got.State != fold.StateOffered || got.Holder != "" || got.History[len(got.History)-1].Act != "reassign" {
 		t.Fatalf("reassign by the author: %+v", got)
 	}
-	if _, err := w.bob.Submit(d.ID, "commit:abc", "", ""); !errs.Is(err, errs.Denied) {
+	if _, err := w.bob.Submit(d.ID, SubmitOptions{Reference: "commit:abc"}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("submit by the old holder: %v", err)
 	}
 	must[*fold.Order](t)(w.carol.Claim(d.ID, ""))
-	if got := must[*fold.Order](t)(w.otto.Offer(d.ID, "bob", "")); got.OfferedTo != "bob" {
+	if got := must[*fold.Order](t)(w.otto.Offer(d.ID, OfferOptions{To: "bob"})); got.OfferedTo != "bob" {
 		t.Fatalf("reassign by an orchestrator: %+v", got)
 	}
 }
@@ -336,11 +336,11 @@ func TestDependenciesReady(t *testing.T) {
 		t.Fatalf("claim of a not-ready order: %v", err)
 	}
 	must[*fold.Order](t)(w.bob.Claim(a.ID, ""))
-	must[*fold.Order](t)(w.bob.Submit(a.ID, "commit:1", "", ""))
+	must[*fold.Order](t)(w.bob.Submit(a.ID, SubmitOptions{Reference: "commit:1"}))
 	if r := ready(); r[b.ID] {
 		t.Fatal("ready before the dependency is accepted")
 	}
-	must[*fold.Order](t)(w.alice.Review(a.ID, "accept", "", ""))
+	must[*fold.Order](t)(w.alice.Review(a.ID, "accept", NoteOptions{}))
 	if r := ready(); !r[b.ID] || r[a.ID] {
 		t.Fatalf("ready after accept %v", r)
 	}
@@ -355,7 +355,7 @@ func TestCancelledDependency(t *testing.T) {
 	w := newLifeWorld(t)
 	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
 	b := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", Deps: []string{a.ID}}))
-	must[*fold.Order](t)(w.alice.Cancel(a.ID, "", ""))
+	must[*fold.Order](t)(w.alice.Cancel(a.ID, NoteOptions{}))
 	v := must[*View](t)(w.c.Load())
 	before := v.State.Entries
 	_, err := w.alice.NewOrder(NewOrderOptions{Title: "C", Deps: []string{a.ID}})
@@ -412,14 +412,14 @@ func TestReadyFor(t *testing.T) {
 		t.Fatalf("ready for anyone: %s", got)
 	}
 	for _, ok := range []string{"", "active", "open", "pointer_stale", "validation_failed", "accepted"} {
-		if err := CheckStateFilter(ok); err != nil {
+		if err := fold.CheckStateFilter(ok); err != nil {
 			t.Fatalf("state %q: %v", ok, err)
 		}
 	}
-	if err := CheckStateFilter("bogus"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "pointer_stale") {
+	if err := fold.CheckStateFilter("bogus"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "pointer_stale") {
 		t.Fatalf("bogus state: %v", err)
 	}
-	if err := CheckStateFilter("ready"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "--ready") {
+	if err := fold.CheckStateFilter("ready"); !errs.Is(err, errs.Invalid) || !strings.Contains(errOf(err).Hint, "--ready") {
 		t.Fatalf("state ready: %v", err)
 	}
 }
@@ -496,9 +496,9 @@ func TestRetiredWritesNothing(t *testing.T) {
 	for name, s := range map[string]*Session{"bob": w.bob, "carol": w.carol} {
 		checks := map[string]error{}
 		_, checks["new"] = s.NewOrder(NewOrderOptions{Title: "After"})
-		_, checks["talk"] = s.TalkSend("alice", "hello", "")
-		_, checks["cancel"] = s.Cancel(map[string]string{"bob": own.ID, "carol": carols.ID}[name], "", "")
-		_, checks["offer"] = s.Offer(map[string]string{"bob": own.ID, "carol": carols.ID}[name], "alice", "")
+		_, checks["talk"] = s.TalkSend(TalkSendOptions{To: "alice", Body: "hello"})
+		_, checks["cancel"] = s.Cancel(map[string]string{"bob": own.ID, "carol": carols.ID}[name], NoteOptions{})
+		_, checks["offer"] = s.Offer(map[string]string{"bob": own.ID, "carol": carols.ID}[name], OfferOptions{To: "alice"})
 		for what, err := range checks {
 			if !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), "retired") {
 				t.Fatalf("%s %s after retirement: %v", name, what, err)
@@ -552,7 +552,7 @@ func TestFoldWrongWriterCountsForNothing(t *testing.T) {
 		// A random starting state: open, offered to bob, or claimed by bob.
 		switch rnd.Intn(3) {
 		case 1:
-			o = must[*fold.Order](t)(w.alice.Offer(o.ID, "bob", ""))
+			o = must[*fold.Order](t)(w.alice.Offer(o.ID, OfferOptions{To: "bob"}))
 		case 2:
 			o = must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 		}
@@ -605,16 +605,18 @@ func TestAutoSettle(t *testing.T) {
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Long job"}))
 	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
 	w.pass(5 * time.Hour)
-	w.alice.AutoSettle, w.bob.AutoSettle = true, true
+	var aliceExpired, bobExpired []string
+	w.alice.AutoSettle = func(ids []string) { aliceExpired = append(aliceExpired, ids...) }
+	w.bob.AutoSettle = func(ids []string) { bobExpired = append(bobExpired, ids...) }
 	must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Another"}))
-	if len(w.alice.Expired) != 0 || w.order(t, o.ID).State != fold.StateClaimed {
-		t.Fatalf("the author's write expired %v", w.alice.Expired)
+	if len(aliceExpired) != 0 || w.order(t, o.ID).State != fold.StateClaimed {
+		t.Fatalf("the author's write expired %v", aliceExpired)
 	}
-	if _, err := w.bob.Extend(o.ID, "", ""); !errs.Is(err, errs.Denied) {
+	if _, err := w.bob.Extend(o.ID, NoteOptions{}); !errs.Is(err, errs.Denied) {
 		t.Fatalf("extend after the window passed: %v", err)
 	}
-	if len(w.bob.Expired) != 1 || w.bob.Expired[0] != o.ID || w.order(t, o.ID).State != fold.StateTimedOut {
-		t.Fatalf("holder's write expired %v; state %s", w.bob.Expired, w.order(t, o.ID).State)
+	if len(bobExpired) != 1 || bobExpired[0] != o.ID || w.order(t, o.ID).State != fold.StateTimedOut {
+		t.Fatalf("holder's write expired %v; state %s", bobExpired, w.order(t, o.ID).State)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -18,9 +19,6 @@ import (
 // — the root itself is the user's choice and may be a link — and `ferry ledger verify`
 // and `ferry doctor` list every link they find. Reads need no such rule: what a link
 // points at counts only if it verifies against a signed entry, like any other file.
-
-// kindLink is the VerifyReport kind of a symbolic link inside the channel.
-const kindLink = "link"
 
 // checkLinks returns invalid when a path a write is about to touch — each object file
 // of objs and the writer's own segment — or a directory between it and the channel
@@ -55,32 +53,8 @@ func linkBelow(root, p string) string {
 			return ""
 		}
 		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return rel(root, cur)
+			return verify.Rel(root, cur)
 		}
 	}
 	return ""
-}
-
-// channelLinks lists every symbolic link under root (slash paths), without following
-// any.
-func channelLinks(root string) []string {
-	out := []string{}
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // an unreadable directory is reported elsewhere
-		}
-		if p != root && d.Type()&fs.ModeSymlink != 0 {
-			out = append(out, rel(root, p))
-		}
-		return nil
-	})
-	return out
-}
-
-// isLink reports whether p itself is a symbolic link (Lstat: never followed). Verify
-// and doctor read no object file that is one: the link is listed (KindLink)
-// and its target — a key file, say — is never opened, so none of it is printed.
-func isLink(p string) bool {
-	fi, err := os.Lstat(p)
-	return err == nil && fi.Mode()&fs.ModeSymlink != 0
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -61,7 +62,7 @@ func FuzzReadObject(f *testing.F) {
 			f.Fatal(err)
 		}
 		var env fold.Envelope
-		if c, _, err := readObject(p); err == nil && fold.JSONUnmarshal(c, &env) == nil && keys[env.Author] != nil && verifyObjectSig(c, keys[env.Author], "vectors") == nil {
+		if c, _, err := verify.ReadObject(p); err == nil && fold.JSONUnmarshal(c, &env) == nil && keys[env.Author] != nil && verifyObjectSig(c, keys[env.Author], "vectors") == nil {
 			verified++
 		}
 		f.Add(b)
@@ -70,7 +71,7 @@ func FuzzReadObject(f *testing.F) {
 		f.Fatalf("%d of %d seeds verify against the vectors' keys", verified, len(seeds))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		read := func(b []byte) ([]byte, string, error) { return parseObject("o.json", b) }
+		read := func(b []byte) ([]byte, string, error) { return verify.ParseObject("o.json", b) }
 		canon, hash, err := read(raw)
 		if err != nil {
 			return

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ferryhq/ferry/fsbus/verify"
 )
 
 // TestObjectLinksNotRead (docs/threat-model.md "Paths and links"): an object file
@@ -19,7 +21,7 @@ func TestObjectLinksNotRead(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "master.key")
 	writeTestFile(t, target, []byte(secret+"\n"))
 	for _, id := range []string{w.order, "o-0000000000000"} { // named by an entry, and by none
-		p := ObjectPath(w.c.Root, "alice", id)
+		p := verify.ObjectPath(w.c.Root, "alice", id)
 		_ = os.Remove(p)
 		if err := os.Symlink(target, p); err != nil {
 			t.Fatal(err)
@@ -38,7 +40,7 @@ func TestObjectLinksNotRead(t *testing.T) {
 	}
 	links := 0
 	for _, f := range r.vr.Findings {
-		if f.Check == CheckLink && f.Level == LevelError {
+		if f.Check == verify.CheckLink && f.Level == verify.LevelError {
 			links++
 		}
 	}

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
-	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -57,7 +58,7 @@ func (o *NewOrderOptions) validate() error {
 		return capError("order body", len(o.Body), MaxOrderBody, unitBytes, "put large material in the work repo and reference it")
 	case !utf8.ValidString(o.Title + o.Body):
 		return errs.Errorf(errs.Invalid, "", "title and body must be UTF-8")
-	case hasControl(o.Title, false) || hasControl(o.Body, true):
+	case contract.HasControl(o.Title, false) || contract.HasControl(o.Body, true):
 		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "title or body holds control characters (only newlines and tabs are allowed in a body)")
 	case len(o.Labels) > MaxLabels:
 		return errs.Errorf(errs.Invalid, "", "at most %d labels", MaxLabels)
@@ -138,7 +139,7 @@ func (s *Session) NewOrder(opt NewOrderOptions) (*fold.Order, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeOrderCreate, Ref: id, Data: mustJSON(d), Idem: opt.Key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -179,7 +180,7 @@ type callArgs struct {
 // prepare, when set, publishes objects the entry names (a submit's result object) after
 // every check passed.
 func (s *Session) lifecycle(q, typ string, d fold.EntryData, key string, noop func(o *fold.Order) bool, prepare ...func(o *fold.Order, d *fold.EntryData) (pendingObject, error)) (*fold.Order, error) {
-	if hasControl(d.Note, true) || hasControl(d.Reference, false) {
+	if contract.HasControl(d.Note, true) || contract.HasControl(d.Reference, false) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note or reference holds control characters")
 	}
 	var id, args string
@@ -248,22 +249,26 @@ func (s *Session) claim(q, key string, check func(o *fold.Order, d *fold.EntryDa
 	}, check)
 }
 
-// Offer reserves an order for one agent (its author, or an orchestrator). It returns
-// not_found when that agent has never joined the channel.
-func (s *Session) Offer(q, to, key string) (*fold.Order, error) {
-	if err := fold.CheckName("offer recipient", to); err != nil {
-		return nil, err // never echo a token pasted as the name (secret guard)
-	}
-	return s.lifecycle(q, fold.TypeOrderOffer, fold.EntryData{To: to}, key, nil)
+// NoteOptions are what a write on an order, an ask or a hand-in carries besides its
+// subject: a short note (Fail's reason) and an idempotency key.
+type NoteOptions struct {
+	Note string // at most MaxNote bytes, trimmed
+	Key  string // idempotency key
 }
 
-// Submit hands in the holder's result: a reference (commit, branch, hand-in id) and a
-// short note, published as results/<r-id>.json and named by order.submit. Errors:
-// denied for a non-holder; superseded, naming the winner, for one whose claim lost a
-// race across machines (Order.lostClaim); invalid for an empty or over-long reference or note. An
-// order with a contract is checked as SubmitResult says.
-func (s *Session) Submit(q, ref, note, key string) (*fold.Order, error) {
-	return s.SubmitResult(q, SubmitOptions{Reference: ref, Note: note, Key: key})
+// OfferOptions are the arguments of Offer.
+type OfferOptions struct {
+	To  string // the agent the order is offered to
+	Key string // idempotency key
+}
+
+// Offer reserves an order for one agent (its author, or an orchestrator). It returns
+// not_found when that agent has never joined the channel.
+func (s *Session) Offer(q string, opt OfferOptions) (*fold.Order, error) {
+	if err := fold.CheckName("offer recipient", opt.To); err != nil {
+		return nil, err // never echo a token pasted as the name (secret guard)
+	}
+	return s.lifecycle(q, fold.TypeOrderOffer, fold.EntryData{To: opt.To}, opt.Key, nil)
 }
 
 // submit writes the order.submit and its result object; outcome is "" or the state
@@ -279,20 +284,20 @@ func (s *Session) submit(q, ref, note string, output json.RawMessage, outcome, k
 				return pendingObject{}, err
 			}
 			d.Result, d.Object = id, hash
-			return pendingObject{path: ObjectPath(s.Root, s.Name, id), data: data}, nil
+			return pendingObject{path: verify.ObjectPath(s.Root, s.Name, id), data: data}, nil
 		})
 }
 
 // Review gives a verdict on a submitted result: accept or changes. The submitter can
 // never review its own result (denied).
-func (s *Session) Review(q, verdict, note, key string) (*fold.Order, error) {
+func (s *Session) Review(q, verdict string, opt NoteOptions) (*fold.Order, error) {
 	if verdict != "accept" && verdict != "changes" {
 		return nil, errs.Errorf(errs.Invalid, "use accept or changes", "unknown verdict %q", verdict)
 	}
-	if err := checkCap("review note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
+	if err := checkCap("review note", strings.TrimSpace(opt.Note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, fold.TypeOrderReview, fold.EntryData{Verdict: verdict, Note: strings.TrimSpace(note)}, key, nil)
+	return s.lifecycle(q, fold.TypeOrderReview, fold.EntryData{Verdict: verdict, Note: strings.TrimSpace(opt.Note)}, opt.Key, nil)
 }
 
 // Release returns the holder's claim: the order is open again, keeping its retry
@@ -300,12 +305,12 @@ func (s *Session) Review(q, verdict, note, key string) (*fold.Order, error) {
 // claimed, when it is only offered (that is `Decline`), and when it was already
 // released MaxReleases times (submit or Fail instead); invalid for a note with
 // control characters.
-func (s *Session) Release(q, note, key string) (*fold.Order, error) {
-	if err := checkCap("release note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
+func (s *Session) Release(q string, opt NoteOptions) (*fold.Order, error) {
+	if err := checkCap("release note", strings.TrimSpace(opt.Note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
-	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: strings.TrimSpace(note)}, key, func(o *fold.Order) bool {
+	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: strings.TrimSpace(opt.Note)}, opt.Key, func(o *fold.Order) bool {
 		if o.State == fold.StateOffered { // an offer is handed back by Decline
 			refused = errs.Errorf(errs.Conflict, "`ferry order decline "+o.ID+"` hands an offer back",
 				"order %s is offered, not claimed; nothing to release", o.ID)
@@ -319,11 +324,11 @@ func (s *Session) Release(q, note, key string) (*fold.Order, error) {
 }
 
 // Cancel ends an order (author only).
-func (s *Session) Cancel(q, note, key string) (*fold.Order, error) {
-	if err := checkCap("cancel note", strings.TrimSpace(note), MaxNote, unitBytes, ""); err != nil {
+func (s *Session) Cancel(q string, opt NoteOptions) (*fold.Order, error) {
+	if err := checkCap("cancel note", strings.TrimSpace(opt.Note), MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, fold.TypeOrderCancel, fold.EntryData{Note: strings.TrimSpace(note)}, key, func(o *fold.Order) bool {
+	return s.lifecycle(q, fold.TypeOrderCancel, fold.EntryData{Note: strings.TrimSpace(opt.Note)}, opt.Key, func(o *fold.Order) bool {
 		return o.State == fold.StateCancelled && o.Author == s.Name
 	})
 }
@@ -331,15 +336,15 @@ func (s *Session) Cancel(q, note, key string) (*fold.Order, error) {
 // Progress records a progress note on the holder's current claim. It names the claim,
 // not a basis (docs/design.md §2). Errors: denied for a non-holder; invalid for an empty or
 // over-long note.
-func (s *Session) Progress(q, note, key string) (*fold.Order, error) {
-	return s.progress(q, note, "", key)
+func (s *Session) Progress(q string, opt NoteOptions) (*fold.Order, error) {
+	return s.progress(q, opt.Note, "", opt.Key)
 }
 
 // progress writes an order.progress; failure ("", "pointers", "schema") marks one that
 // records a refused submit.
 func (s *Session) progress(q, note, failure, key string) (*fold.Order, error) {
 	note = strings.TrimSpace(note)
-	if hasControl(note, true) {
+	if contract.HasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if note == "" {
@@ -397,14 +402,4 @@ func (s *Session) holderEntry(q, typ, note, failure, key, deny, busy, what strin
 	}
 	o, err := s.orderAfter(v, e, id)
 	return v, e, o, err
-}
-
-// hasControl reports whether s holds a control character (C0, DEL, C1), a line
-// separator or a bidi control (textsafe.Line) other than, when multiline, newline, tab
-// and CR (textsafe.LinesCR): terminal escapes must not reach an owner's screen.
-func hasControl(s string, multiline bool) bool {
-	if multiline {
-		return textsafe.LinesCR.Index(s) >= 0
-	}
-	return textsafe.Line.Index(s) >= 0
 }

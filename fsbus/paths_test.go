@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -42,8 +44,8 @@ func TestPathsRefused(t *testing.T) {
 		{"grant", func(n string) error { _, err := w.master.Grant(GrantOptions{Agent: n, Level: "member"}); return err }, inv},
 		{"revoke", func(n string) error { _, err := w.master.Revoke(n); return err }, invOrNF},
 		{"--as", func(n string) error { _, err := w.c.As(n); return err }, inv},
-		{"talk send --to", func(n string) error { _, err := w.alice.TalkSend(n, "hi", ""); return err }, invOrNF},
-		{"order offer --to", func(n string) error { _, err := w.alice.Offer(w.order, n, ""); return err }, invOrNF},
+		{"talk send --to", func(n string) error { _, err := w.alice.TalkSend(TalkSendOptions{To: n, Body: "hi"}); return err }, invOrNF},
+		{"order offer --to", func(n string) error { _, err := w.alice.Offer(w.order, OfferOptions{To: n}); return err }, invOrNF},
 		{"order new --to", func(n string) error {
 			_, err := w.alice.NewOrder(NewOrderOptions{Title: "t", To: n})
 			return err
@@ -134,11 +136,11 @@ func TestPointersRefused(t *testing.T) {
 		"COM¹", "lpt³.txt", "Conout$.log", "nul .txt",
 		".env", "deploy/id_rsa", "certs/server.pem", ".git/config",
 	} {
-		if _, err := checkPointerPath(p); !errs.Is(err, errs.Invalid) {
+		if _, err := contract.CheckPointerPath(p); !errs.Is(err, errs.Invalid) {
 			t.Errorf("CheckPointerPath(%q) = %v, want invalid", p, err)
 		}
 	}
-	if got, err := checkPointerPath("src/./main.go"); err != nil || got != "src/main.go" {
+	if got, err := contract.CheckPointerPath("src/./main.go"); err != nil || got != "src/main.go" {
 		t.Errorf("CheckPointerPath(src/./main.go) = %q, %v", got, err)
 	}
 
@@ -155,11 +157,11 @@ func TestPointersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, spec := range []string{"file-link.txt", "dir-link/secret.txt"} {
-		if _, _, err := FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !errs.Is(err, errs.Invalid) {
+		if _, _, err := contract.FingerprintPointers(ws, []string{spec}, time.Now().Add(time.Hour)); !errs.Is(err, errs.Invalid) {
 			t.Errorf("pointer %s through a link out of the workspace: %v, want invalid", spec, err)
 		}
 	}
-	if ps, _, err := FingerprintPointers(ws, []string{"ok.txt"}, time.Now().Add(time.Hour)); err != nil || len(ps) != 1 {
+	if ps, _, err := contract.FingerprintPointers(ws, []string{"ok.txt"}, time.Now().Add(time.Hour)); err != nil || len(ps) != 1 {
 		t.Errorf("pointer inside the workspace: %v", err)
 	}
 }
@@ -183,7 +185,7 @@ func TestChannelLinksRefused(t *testing.T) {
 			return err
 		}},
 		{"segment directory", "ledger/bob", func(w *advWorld) error {
-			_, err := w.bob.TalkSend("alice", "through the link", "")
+			_, err := w.bob.TalkSend(TalkSendOptions{To: "alice", Body: "through the link"})
 			return err
 		}},
 	} {
@@ -214,10 +216,10 @@ func TestChannelLinksRefused(t *testing.T) {
 			for _, l := range r.vr.Links {
 				found = found || l == tc.plant
 			}
-			if !found || r.vr.OK() || r.vr.Fixes[kindLink] == "" {
+			if !found || r.vr.OK() || r.vr.Fixes[verify.KindLink] == "" {
 				t.Errorf("verify does not list the link %s with a fix: %v", tc.plant, r.vr.Links)
 			}
-			if len(findingsOf(r.vr.Findings, CheckLink)) != 1 {
+			if len(findingsOf(r.vr.Findings, verify.CheckLink)) != 1 {
 				t.Errorf("verify's findings do not list the link: %+v", r.vr.Findings)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/pause"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -47,7 +48,7 @@ func TestPauseSwitch(t *testing.T) {
 	if err := os.MkdirAll(h.ConfigDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(h.pausePath(""), []byte("{not json"), 0o600); err != nil {
+	if err := os.WriteFile(pause.File(h.ConfigDir, ""), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if p := h.Paused("acme"); p == nil || !strings.Contains(p.Reason, "damaged") {
@@ -57,7 +58,7 @@ func TestPauseSwitch(t *testing.T) {
 		t.Fatalf("resume of a damaged switch: %v", err)
 	}
 	// Bad input: nothing set.
-	for _, c := range []struct{ project, reason string }{{"Bad Id", ""}, {"", "two\nlines"}, {"", "\x1b[31m"}, {"", strings.Repeat("r", maxPauseReason+1)}} {
+	for _, c := range []struct{ project, reason string }{{"Bad Id", ""}, {"", "two\nlines"}, {"", "\x1b[31m"}, {"", strings.Repeat("r", pause.MaxReason+1)}} {
 		if _, err := h.Pause(c.project, c.reason, now); !errs.Is(err, errs.Invalid) {
 			t.Errorf("Pause(%q, %q): %v, want invalid", c.project, c.reason, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -39,7 +40,7 @@ func newPendingWorld(t *testing.T) *pendingWorld {
 	}
 	w.order, w.msg, w.ask = o.ID, m.ID, a.ID
 	for _, id := range []string{o.ID, m.ID, a.ID} {
-		p := ObjectPath(w.c.Root, "alice", id)
+		p := verify.ObjectPath(w.c.Root, "alice", id)
 		w.files[p] = readTestFile(t, p)
 	}
 	return w
@@ -70,7 +71,7 @@ func (w *pendingWorld) checkPending(t *testing.T, what string) {
 	if _, err := w.bob.TalkAck([]string{w.msg}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("%s: acking a pending message: %v, want retry_needed", what, err)
 	}
-	if _, err := w.master.AskAnswer(w.ask, "approve", "", ""); !errs.Is(err, errs.RetryNeeded) {
+	if _, err := w.master.AskAnswer(w.ask, "approve", NoteOptions{}); !errs.Is(err, errs.RetryNeeded) {
 		t.Fatalf("%s: answering a pending ask: %v, want retry_needed", what, err)
 	}
 }
@@ -164,7 +165,7 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{o.ID, m.ID, a.ID} {
-		p := ObjectPath(w.c.Root, "alice", id)
+		p := verify.ObjectPath(w.c.Root, "alice", id)
 		rel, _ := filepath.Rel(w.c.Root, p)
 		writeTestFile(t, filepath.Join(dirB, rel), readTestFile(t, p))
 	}
@@ -221,8 +222,8 @@ func TestForeignTornSegmentWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustOrder(t)(w.bob.Claim(o.ID, ""))
-	mustOrder(t)(w.bob.Submit(o.ID, "c1", "", ""))
-	mustOrder(t)(w.carol.Review(o.ID, "accept", "", ""))
+	mustOrder(t)(w.bob.Submit(o.ID, SubmitOptions{Reference: "c1"}))
+	mustOrder(t)(w.carol.Review(o.ID, "accept", NoteOptions{}))
 
 	dirB := filepath.Join(t.TempDir(), "acme")
 	if err := propSync(dirB, w.c.Root); err != nil {

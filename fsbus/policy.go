@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
-	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -29,69 +26,14 @@ import (
 // effective policy is channel.toml's [policy] overlaid, key by key, by the table of the
 // winning chain's head. Nothing here reads a clock.
 
-// PolicyKeys lists the keys of [policy] this binary knows, sorted.
-func PolicyKeys() []string { return slices.Sorted(maps.Keys(fold.PolicyKeys)) }
-
-// EffectivePolicy is the policy in force: channel.toml's [policy] overlaid, key by key,
-// by the table of the policy.set chain's head.
-type EffectivePolicy struct {
-	Policy fold.Policy `json:"-"`
-	// Table holds every key, as JSON values; Source names where each came from:
-	// "channel.toml" or "policy.set".
-	Table  map[string]json.RawMessage `json:"policy"`
-	Source map[string]string          `json:"source"`
-	// Head is the policy.set in force (nil: channel.toml alone).
-	Head *fold.PolicySet `json:"head,omitempty"`
-	// Unknown lists the keys this binary does not know: kept, shown, not used.
-	Unknown []string `json:"unknown,omitempty"`
-}
-
-// Sources of EffectivePolicy.Source.
-const (
-	policyFromChannel = "channel.toml"
-	PolicyFromSet     = "policy.set"
-)
-
-// effectivePolicy overlays cfg's [policy] with head's table.
-func effectivePolicy(cfg Config, head *fold.PolicySet) EffectivePolicy {
-	ep := EffectivePolicy{Policy: cfg.Policy, Table: map[string]json.RawMessage{}, Source: map[string]string{}, Head: head}
-	for k, v := range cfg.PolicyTable {
-		ep.Table[k], ep.Source[k] = v, policyFromChannel
-	}
-	if cfg.PolicyTable == nil { // a Config not read from a file (tests): its known keys
-		for k, pk := range fold.PolicyKeys {
-			if v := *pk.Field(&ep.Policy); v != 0 || k == "quiet_after_s" || k == "silent_after_s" || k == "max_skew_s" {
-				ep.Table[k], ep.Source[k] = json.RawMessage(strconv.FormatInt(v, 10)), policyFromChannel
-			}
-		}
-	}
-	if head != nil {
-		for k, v := range head.Table {
-			ep.Table[k], ep.Source[k] = v, PolicyFromSet
-			if pk, known := fold.PolicyKeys[k]; known {
-				if n, err := fold.CheckPolicyValue(k, v); err == nil {
-					*pk.Field(&ep.Policy) = n
-				}
-			}
-		}
-	}
-	for k := range ep.Table {
-		if _, known := fold.PolicyKeys[k]; !known {
-			ep.Unknown = append(ep.Unknown, k)
-		}
-	}
-	sort.Strings(ep.Unknown)
-	return ep
-}
-
 // EffectivePolicy is the policy in force in v (channel.toml's [policy] overlaid by the
 // policy.set chain's head).
-func (c *Channel) EffectivePolicy(v *View) EffectivePolicy {
+func (c *Channel) EffectivePolicy(v *View) fold.EffectivePolicy {
 	var head *fold.PolicySet
 	if v != nil && v.State != nil {
 		head = v.State.Policy
 	}
-	return effectivePolicy(c.Config, head)
+	return fold.Effective(c.Config.Policy, c.Config.PolicyTable, head)
 }
 
 // PolicyOf is the policy in force in v: what every decision that reads the policy
@@ -100,7 +42,7 @@ func (c *Channel) PolicyOf(v *View) fold.Policy {
 	if v == nil || v.State == nil || v.State.Policy == nil {
 		return c.Config.Policy
 	}
-	return effectivePolicy(c.Config, v.State.Policy).Policy
+	return fold.Effective(c.Config.Policy, c.Config.PolicyTable, v.State.Policy).Policy
 }
 
 // Policy is the policy in force as of this Channel's last Load (channel.toml's before
@@ -110,7 +52,7 @@ func (c *Channel) Policy() fold.Policy {
 	if head == nil {
 		return c.Config.Policy
 	}
-	return effectivePolicy(c.Config, head).Policy
+	return fold.Effective(c.Config.Policy, c.Config.PolicyTable, head).Policy
 }
 
 // noteLoaded records the policy in force after a Load: Policy() answers it, and the
@@ -123,54 +65,9 @@ func (c *Channel) noteLoaded(v *View) {
 	}
 }
 
-// PolicyAssign is one KEY=VALUE of `ferry policy set`, as given.
-type PolicyAssign struct {
-	Key, Value string
-}
-
-// ParsePolicyAssign parses "KEY=VALUE". The text passes the secret guard first, so a
-// refusal never echoes a token-shaped value.
-func ParsePolicyAssign(s string) (PolicyAssign, error) {
-	if err := secretguard.Check("policy assignment", s); err != nil {
-		return PolicyAssign{}, err
-	}
-	k, v, ok := strings.Cut(s, "=")
-	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-	switch {
-	case !ok:
-		return PolicyAssign{}, errs.Errorf(errs.Invalid, "write KEY=VALUE, e.g. `ferry policy set silent_after_s=3600` (keys: "+strings.Join(PolicyKeys(), ", ")+")",
-			"%q is not KEY=VALUE", fold.ClipText(s, 80))
-	case !fold.PolicyKeyRe.MatchString(k):
-		return PolicyAssign{}, errs.Errorf(errs.Invalid, "a key is lower-case letters, digits and _ (keys this binary knows: "+strings.Join(PolicyKeys(), ", ")+")",
-			"%q is not a policy key", fold.ClipText(k, 80))
-	case v == "":
-		return PolicyAssign{}, errs.Errorf(errs.Invalid, "give a value after =; a key cannot be removed from the policy", "no value for policy key %s", k)
-	}
-	return PolicyAssign{Key: k, Value: v}, nil
-}
-
-// policyJSON is VALUE as a JSON value: a known key's integer; for an unknown key an
-// integer, true or false, else the text as a JSON string.
-func policyJSON(a PolicyAssign) (json.RawMessage, error) {
-	if _, known := fold.PolicyKeys[a.Key]; known {
-		raw := json.RawMessage(a.Value)
-		if _, err := fold.CheckPolicyValue(a.Key, raw); err != nil {
-			return nil, err
-		}
-		return raw, nil
-	}
-	if _, err := strconv.ParseInt(a.Value, 10, 64); err == nil && len(a.Value) < 16 {
-		return json.RawMessage(a.Value), nil
-	}
-	if a.Value == "true" || a.Value == "false" {
-		return json.RawMessage(a.Value), nil
-	}
-	return json.Marshal(a.Value)
-}
-
 // PolicySetResult is what SetPolicy did.
 type PolicySetResult struct {
-	EffectivePolicy
+	fold.EffectivePolicy
 	// Changed lists the keys whose value the write changed; empty when the policy
 	// already said so (nothing written).
 	Changed []string `json:"changed"`
@@ -182,16 +79,16 @@ type PolicySetResult struct {
 // the assignments applied, chained on the current head. Every value is checked first:
 // a bad one is invalid and nothing is written; silent_after_s must stay above
 // quiet_after_s. Setting what the policy already says writes nothing.
-func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
+func (s *Session) SetPolicy(assigns []fold.PolicyAssign) (*PolicySetResult, error) {
 	if s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner on the machine that holds the master key", "only the master changes the policy")
 	}
 	if len(assigns) == 0 {
-		return nil, errs.Errorf(errs.Invalid, "name at least one KEY=VALUE (keys: "+strings.Join(PolicyKeys(), ", ")+")", "no policy change given")
+		return nil, errs.Errorf(errs.Invalid, "name at least one KEY=VALUE (keys: "+strings.Join(fold.PolicyKeyNames(), ", ")+")", "no policy change given")
 	}
 	vals := map[string]json.RawMessage{}
 	for _, a := range assigns {
-		raw, err := policyJSON(a)
+		raw, err := fold.PolicyJSON(a)
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +103,7 @@ func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 		table := maps.Clone(ep.Table)
 		changed = nil
 		for _, k := range slices.Sorted(maps.Keys(vals)) {
-			if cur, ok := table[k]; !ok || !jsonEqual(cur, vals[k]) {
+			if cur, ok := table[k]; !ok || !fold.JSONEqual(cur, vals[k]) {
 				changed = append(changed, k)
 			}
 			table[k] = vals[k]
@@ -214,7 +111,7 @@ func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 		if err := fold.CheckPolicyTable(table); err != nil {
 			return nil, nil, err
 		}
-		next := effectivePolicy(s.Config, &fold.PolicySet{Table: table}).Policy
+		next := fold.Effective(s.Config.Policy, s.Config.PolicyTable, &fold.PolicySet{Table: table}).Policy
 		if next.SilentAfterS <= next.QuietAfterS {
 			return nil, nil, errs.Errorf(errs.Invalid, fmt.Sprintf("keep silent_after_s above quiet_after_s (now %d and %d)", next.SilentAfterS, next.QuietAfterS),
 				"silent_after_s (%d) must be greater than quiet_after_s (%d)", next.SilentAfterS, next.QuietAfterS)
@@ -239,14 +136,4 @@ func (s *Session) SetPolicy(assigns []PolicyAssign) (*PolicySetResult, error) {
 		out.Changed = []string{}
 	}
 	return out, nil
-}
-
-// jsonEqual reports whether two JSON values are the same value (canonical forms).
-func jsonEqual(a, b json.RawMessage) bool {
-	ca, err1 := ledger.CanonicalJSON(a)
-	cb, err2 := ledger.CanonicalJSON(b)
-	if err1 != nil || err2 != nil {
-		return bytes.Equal(a, b)
-	}
-	return bytes.Equal(ca, cb)
 }

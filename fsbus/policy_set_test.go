@@ -16,7 +16,7 @@ func TestPolicySetKeepsUnknownKeys(t *testing.T) {
 	t.Parallel()
 	w := newLifeWorld(t)
 	first := appendPolicySet(t, w.master, "", map[string]any{"quiet_after_s": 300, "silent_after_s": 1800, "max_skew_s": 3600, "review_quorum": map[string]any{"min": 2}})
-	r, err := w.master.SetPolicy([]PolicyAssign{{Key: "silent_after_s", Value: "3600"}, {Key: "future_mode", Value: "strict"}})
+	r, err := w.master.SetPolicy([]fold.PolicyAssign{{Key: "silent_after_s", Value: "3600"}, {Key: "future_mode", Value: "strict"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +45,11 @@ func TestPolicySetKeepsUnknownKeys(t *testing.T) {
 		}
 	}
 	ep := w.c.EffectivePolicy(v)
-	if strings.Join(ep.Unknown, ",") != "future_mode,review_quorum" || ep.Source["silent_after_s"] != PolicyFromSet || ep.Policy.SilentAfterS != 3600 {
+	if strings.Join(ep.Unknown, ",") != "future_mode,review_quorum" || ep.Source["silent_after_s"] != fold.PolicyFromSet || ep.Policy.SilentAfterS != 3600 {
 		t.Errorf("effective: unknown %v, source %v, silent %d", ep.Unknown, ep.Source, ep.Policy.SilentAfterS)
 	}
 	n := len(v.Snapshot.Entries)
-	for _, bad := range [][]PolicyAssign{
+	for _, bad := range [][]fold.PolicyAssign{
 		{{Key: "max_skew_s", Value: "-1"}},
 		{{Key: "max_skew_s", Value: "1h"}},
 		{{Key: "quiet_after_s", Value: "4000"}}, // not below silent_after_s (3600)
@@ -59,11 +59,11 @@ func TestPolicySetKeepsUnknownKeys(t *testing.T) {
 			t.Errorf("SetPolicy(%v): %v, want invalid", bad, err)
 		}
 	}
-	if _, err := w.alice.SetPolicy([]PolicyAssign{{Key: "max_skew_s", Value: "60"}}); !errs.Is(err, errs.Denied) {
+	if _, err := w.alice.SetPolicy([]fold.PolicyAssign{{Key: "max_skew_s", Value: "60"}}); !errs.Is(err, errs.Denied) {
 		t.Errorf("alice's SetPolicy: %v, want denied", err)
 	}
 	// The same values again: nothing to write.
-	if r, err := w.master.SetPolicy([]PolicyAssign{{Key: "silent_after_s", Value: "3600"}}); err != nil || r.Written != "" {
+	if r, err := w.master.SetPolicy([]fold.PolicyAssign{{Key: "silent_after_s", Value: "3600"}}); err != nil || r.Written != "" {
 		t.Errorf("unchanged set: %+v, %v", r, err)
 	}
 	if got := len(must[*View](t)(w.c.Load()).Snapshot.Entries); got != n {

@@ -8,11 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/guard"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -48,8 +51,8 @@ type Presence struct {
 	Running []RunBeat `json:"running,omitempty"`
 	// SeenMs is when this machine first saw this version of the file (Unix ms), on its
 	// wall clock then: for display.
-	SeenMs int64 `json:"seen_ms"`
-	seen   Stamp // the same on both clocks (ADR 0013)
+	SeenMs int64          `json:"seen_ms"`
+	seen   arrivals.Stamp // the same on both clocks (ADR 0013)
 }
 
 func presencePath(root, writer, device string) string {
@@ -64,7 +67,7 @@ func presencePath(root, writer, device string) string {
 // is named in `running`, and its order added to runs, whoever rewrites the file.
 func (s *Session) WritePresence(doing string, runs []string) error {
 	doing = strings.TrimSpace(doing)
-	if len(doing) > maxDoing || hasControl(doing, false) {
+	if len(doing) > maxDoing || contract.HasControl(doing, false) {
 		return errs.Errorf(errs.Invalid, "one short line", "presence doing line too long or holds control characters")
 	}
 	if err := secretguard.Check("presence doing line", doing); err != nil {
@@ -85,7 +88,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 	if err != nil {
 		return err
 	}
-	if err := guardObject(s.Name, "presence", data); err != nil {
+	if err := guard.Object(s.Name, "presence", data); err != nil {
 		return err
 	}
 	return fsutil.WriteFile(presencePath(s.Root, s.Name, s.Device), data, 0o644)
@@ -100,7 +103,7 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 // <boot id>" (ADR 0013). A record read on other clocks than now's (a reboot, a clock
 // step since) is re-stamped now: the first observation after the step. A line of an
 // older binary, "<file name> <hash> <Unix ms>", is read as seen on now's clocks.
-func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Presence {
+func (c *Channel) observePresence(st *fold.State, arr *arrivals.Log) map[string]*Presence {
 	out := map[string]*Presence{}
 	ents, err := os.ReadDir(filepath.Join(c.Root, "presence"))
 	if err != nil {
@@ -108,7 +111,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 	}
 	type seenRec struct {
 		hash string
-		at   Stamp
+		at   arrivals.Stamp
 	}
 	dir := c.Home.StateDir(c.Project())
 	seenPath := filepath.Join(dir, "presence.seen")
@@ -131,7 +134,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 			if err != nil {
 				continue
 			}
-			at := Stamp{Wall: ms}
+			at := arrivals.Stamp{Wall: ms}
 			if len(f) == 5 {
 				boot, err := strconv.ParseInt(f[3], 10, 64)
 				if err != nil {
@@ -139,7 +142,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 				}
 				at.Boot, at.BootID = boot, f[4]
 			}
-			if rebased := now.onClock(at); rebased != at {
+			if rebased := now.OnClock(at); rebased != at {
 				at, changed = rebased, true
 			}
 			seen[f[0]] = seenRec{f[1], at}
@@ -155,7 +158,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 		if !ok || !fold.ValidName(writer) || !fold.ValidName(device) {
 			continue
 		}
-		canon, hash, err := readObject(filepath.Join(c.Root, "presence", name))
+		canon, hash, err := verify.ReadObject(filepath.Join(c.Root, "presence", name))
 		if err != nil {
 			continue
 		}
@@ -173,7 +176,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 			seen[name] = rec
 			changed = true
 		}
-		if cur, ok := arr.Sighting[writer]; !ok || rec.at.later(cur) {
+		if cur, ok := arr.Sighting[writer]; !ok || rec.at.Later(cur) {
 			arr.Sighting[writer] = rec.at
 		}
 		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, Running: obj.Running,
@@ -184,7 +187,7 @@ func (c *Channel) observePresence(st *fold.State, arr *Arrivals) map[string]*Pre
 		for n := range seen {
 			names = append(names, n)
 		}
-		sort.Strings(names)
+		slices.Sort(names)
 		var b strings.Builder
 		for _, n := range names {
 			r := seen[n]
@@ -223,7 +226,7 @@ func (c *Channel) presenceKey(st *fold.State, writer string) (pub []byte, ok boo
 func (v *View) PresenceOf(writer string) *Presence {
 	var best *Presence
 	for _, p := range v.Presence {
-		if p.Writer == writer && (best == nil || p.seen.later(best.seen)) {
+		if p.Writer == writer && (best == nil || p.seen.Later(best.seen)) {
 			best = p
 		}
 	}

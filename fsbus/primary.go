@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -274,7 +275,7 @@ func checkShortLine(what, s string, max int) error {
 		return errs.Errorf(errs.Invalid, "write UTF-8 text", "%s must be UTF-8", what)
 	case utf8.RuneCountInString(s) > max:
 		return errs.Errorf(errs.Invalid, fmt.Sprintf("keep it to one line of at most %d characters", max), "%s is %d characters; the limit is %d", what, utf8.RuneCountInString(s), max)
-	case hasControl(s, false):
+	case contract.HasControl(s, false):
 		return errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "%s holds control characters", what)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -16,7 +17,7 @@ import (
 // hash is lower than the real create's. It returns the forged entry's hash.
 func forgeRival(t *testing.T, w *advWorld, forger *Session, typ, id string) string {
 	t.Helper()
-	objPath := ObjectPath(w.c.Root, "alice", id)
+	objPath := verify.ObjectPath(w.c.Root, "alice", id)
 	var obj map[string]any
 	if err := json.Unmarshal(mustReadFile(t, objPath), &obj); err != nil {
 		t.Fatal(err)
@@ -37,7 +38,7 @@ func forgeRival(t *testing.T, w *advWorld, forger *Session, typ, id string) stri
 	}
 	b, _ := json.Marshal(obj)
 	writeTestFile(t, objPath, b)
-	_, objHash, err := readObject(objPath)
+	_, objHash, err := verify.ReadObject(objPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func rivalListed(t *testing.T, r advReport, id string) {
 		t.Errorf("verify does not report the rival create of %s with a fix: %+v", id, r.vr.Rivals)
 	}
 	for _, f := range r.vr.Findings {
-		if f.Check == fold.CheckRival && f.Level == LevelError && f.Path == id && strings.Contains(f.Detail, "alice") && strings.Contains(f.Detail, "bob") && f.Fix != "" {
+		if f.Check == fold.CheckRival && f.Level == verify.LevelError && f.Path == id && strings.Contains(f.Detail, "alice") && strings.Contains(f.Detail, "bob") && f.Fix != "" {
 			return
 		}
 	}
@@ -127,10 +128,10 @@ func TestRivalCreateTakeover(t *testing.T) {
 		if _, err := carol.Claim(w.order, ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := carol.Submit(w.order, "main", "done", ""); err != nil {
+		if _, err := carol.Submit(w.order, SubmitOptions{Reference: "main", Note: "done"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.alice.Review(w.order, "accept", "", ""); err != nil {
+		if _, err := w.alice.Review(w.order, "accept", NoteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		forged := forgeRival(t, w, w.bob, fold.TypeOrderCreate, w.order)

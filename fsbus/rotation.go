@@ -12,6 +12,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -238,13 +239,13 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 func (h *Home) installNextMaster(project, next string) (string, error) {
 	kp := h.keyPath(project, fold.MasterWriter)
 	old := kp
-	if !fileExists(kp) {
+	if !keyfile.Exists(kp) {
 		old = h.lockedPath(project, fold.MasterWriter)
 	}
 	backup := ""
 	for n := 1; ; n++ {
 		backup = fmt.Sprintf("%s.old-%d", old, n)
-		if !fileExists(backup) {
+		if !keyfile.Exists(backup) {
 			break
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -100,7 +101,7 @@ func TestMasterRotation(t *testing.T) {
 	if k, err := c.Home.LoadKey(p, fold.MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
 		t.Fatalf("this machine's master key after the rotation: %v", err)
 	}
-	if b, err := os.ReadFile(res.Backup); err != nil || !strings.Contains(string(b), seedPrefix) {
+	if b, err := os.ReadFile(res.Backup); err != nil || !strings.Contains(string(b), keyfile.SeedPrefix) {
 		t.Fatalf("old key not kept at %s: %v", res.Backup, err)
 	}
 	if n := c.Home.pendingMasters(p); len(n) > 0 {
@@ -136,7 +137,7 @@ func TestMasterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An agent's entries are untouched by the rotation.
-	if _, err := bot.TalkSend("master", "still here", ""); err != nil {
+	if _, err := bot.TalkSend(TalkSendOptions{To: "master", Body: "still here"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -380,7 +381,7 @@ func TestRotationInterrupted(t *testing.T) {
 	if k, err := c.Home.LoadKey(p, fold.MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
 		t.Fatalf("the pending key was not installed: %v", err)
 	}
-	if fileExists(pending) || !fileExists(res.Backup) {
+	if keyfile.Exists(pending) || !keyfile.Exists(res.Backup) {
 		t.Fatal("the pending file is still there or the old key was not kept")
 	}
 	st := mustLoad(t, c).State

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -74,6 +74,12 @@ type Run struct {
 	path  string
 }
 
+// BeginRunOptions say what a run executes, as its record keeps them.
+type BeginRunOptions struct {
+	Exec string // the exec file
+	Via  string // "direct", or the queue command that runs it
+}
+
 // BeginRun registers a run of order in the run registry: it takes the agent's lock on
 // the order (cache/…/runs/<agent>/orders/<order>.lock, held for the run's life, so
 // several runners of one agent on one machine never run the same order),
@@ -81,7 +87,7 @@ type Run struct {
 //
 // Errors: conflict when another run on this machine (any process, any Session) holds
 // the order's lock; internal when the cache dir is not writable.
-func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
+func (s *Session) BeginRun(order string, opt BeginRunOptions) (*Run, error) {
 	dir := s.Home.runsDir(s.Project(), s.Name)
 	if err := os.MkdirAll(filepath.Join(dir, "orders"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating run registry: %w", err)
@@ -106,7 +112,7 @@ func (s *Session) BeginRun(order, execFile, via string) (*Run, error) {
 	}
 	now := s.now().Format(stampLayout)
 	r := &Run{s: s, lock: lk, order: olk, path: filepath.Join(dir, id+".json"),
-		Rec: RunRecord{V: 1, Run: id, Agent: s.Name, Order: order, PID: os.Getpid(), Exec: execFile, Via: via, Started: now, Beat: now}}
+		Rec: RunRecord{V: 1, Run: id, Agent: s.Name, Order: order, PID: os.Getpid(), Exec: opt.Exec, Via: opt.Via, Started: now, Beat: now}}
 	if err := r.save(); err != nil {
 		lk.Unlock()
 		os.Remove(lk.Path())
@@ -212,14 +218,14 @@ func (h *Home) RunRecords(project, agent string) []RunRecord {
 		}
 		out = append(out, rec)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Started < out[j].Started })
+	slices.SortFunc(out, func(a, b RunRecord) int { return strings.Compare(a.Started, b.Started) })
 	return out
 }
 
-// HasRunRecord reports whether the agent's run registry on this machine holds a
-// record of run (a run begun writes its record before its claim).
-func (h *Home) HasRunRecord(project, agent, run string) bool {
-	_, err := os.Stat(filepath.Join(h.runsDir(project, agent), run+".json"))
+// HasRunRecord reports whether the run registry of rec.Agent on this machine holds a
+// record of rec.Run (a run begun writes its record before its claim).
+func (h *Home) HasRunRecord(project string, rec RunRecord) bool {
+	_, err := os.Stat(filepath.Join(h.runsDir(project, rec.Agent), rec.Run+".json"))
 	return err == nil
 }
 

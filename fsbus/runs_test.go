@@ -46,11 +46,11 @@ func TestRunRegistry(t *testing.T) {
 	t.Parallel()
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "registered")
-	run, err := runner.BeginRun(id, "/bin/true", "direct")
+	run, err := runner.BeginRun(id, BeginRunOptions{Exec: "/bin/true", Via: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runner.BeginRun(id, "/bin/true", "direct"); !errs.Is(err, errs.Conflict) {
+	if _, err := runner.BeginRun(id, BeginRunOptions{Exec: "/bin/true", Via: "direct"}); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a second run of one order on this machine: %v", err)
 	}
 	o, err := run.Claim()
@@ -73,11 +73,11 @@ func TestRunRegistry(t *testing.T) {
 	}
 	run.Unlock()
 	recs := runner.Home.RunRecords(runner.Project(), "runner")
-	if len(recs) != 1 || runner.Home.RunAlive(runner.Project(), recs[0]) || !runner.Home.HasRunRecord(runner.Project(), "runner", run.Rec.Run) {
+	if len(recs) != 1 || runner.Home.RunAlive(runner.Project(), recs[0]) || !runner.Home.HasRunRecord(runner.Project(), RunRecord{Agent: "runner", Run: run.Rec.Run}) {
 		t.Fatalf("an unlocked run with a live pid: records %+v", recs)
 	}
 	runner.Home.ForgetRun(runner.Project(), recs[0])
-	if recs := runner.Home.RunRecords(runner.Project(), "runner"); len(recs) != 0 || runner.Home.HasRunRecord(runner.Project(), "runner", run.Rec.Run) {
+	if recs := runner.Home.RunRecords(runner.Project(), "runner"); len(recs) != 0 || runner.Home.HasRunRecord(runner.Project(), RunRecord{Agent: "runner", Run: run.Rec.Run}) {
 		t.Errorf("after ForgetRun: %+v", recs)
 	}
 }

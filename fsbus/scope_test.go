@@ -89,7 +89,7 @@ func TestScopedGrantWrites(t *testing.T) {
 	for name, try := range map[string]func() error{
 		"claim labelled db": func() error { _, err := w.dana.Claim(outside.ID, ""); return err },
 		"claim unlabelled":  func() error { _, err := w.dana.Claim(unlabelled.ID, ""); return err },
-		"offer to dana":     func() error { _, err := w.bob.Offer(outside.ID, "dana", ""); return err },
+		"offer to dana":     func() error { _, err := w.bob.Offer(outside.ID, OfferOptions{To: "dana"}); return err },
 		"create offered to dana": func() error {
 			_, err := w.bob.NewOrder(NewOrderOptions{Title: "Tune the index", Labels: []string{"db"}, To: "dana"})
 			return err
@@ -126,7 +126,7 @@ func TestScopedGrantWrites(t *testing.T) {
 		t.Errorf("bob's own orders: %d in mine, want 3", len(cb.Mine))
 	}
 
-	if _, err := w.bob.Offer(inside.ID, "dana", ""); err != nil {
+	if _, err := w.bob.Offer(inside.ID, OfferOptions{To: "dana"}); err != nil {
 		t.Fatalf("offer within scope: %v", err)
 	}
 	o, err := w.dana.Claim(inside.ID, "")

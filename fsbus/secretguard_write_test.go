@@ -72,7 +72,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		field string
 		call  func() error
 	}{
-		{"message body", func() error { _, err := alice.TalkSend("bob", "hi\n"+secret, ""); return err }},
+		{"message body", func() error { _, err := alice.TalkSend(TalkSendOptions{To: "bob", Body: "hi\n" + secret}); return err }},
 		{"order title", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "use " + secret}); return err }},
 		{"order body", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Body: env}); return err }},
 		{"ask title", func() error {
@@ -87,26 +87,26 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 			_, err := alice.AskRaise(AskRaiseOptions{Title: "t", Recommendation: "r", Reasoning: "because " + secret})
 			return err
 		}},
-		{"progress note", func() error { _, err := alice.Progress(mine.ID, env, ""); return err }},
+		{"progress note", func() error { _, err := alice.Progress(mine.ID, NoteOptions{Note: env}); return err }},
 		{"result summary", func() error {
-			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Note: secret})
+			_, err := alice.Submit(mine.ID, SubmitOptions{Reference: "main", Note: secret})
 			return err
 		}},
 		{"result reference", func() error {
-			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "https://ada:" + secrettest.Token(42, 12, secrettest.Alnum) + "@git.example.com/x.git"})
+			_, err := alice.Submit(mine.ID, SubmitOptions{Reference: "https://ada:" + secrettest.Token(42, 12, secrettest.Alnum) + "@git.example.com/x.git"})
 			return err
 		}},
 		{"result output", func() error {
-			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"api_token":"` + secrettest.Token(43, 20, secrettest.Alnum) + `"}`)})
+			_, err := alice.Submit(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"api_token":"` + secrettest.Token(43, 20, secrettest.Alnum) + `"}`)})
 			return err
 		}},
-		{"extend note", func() error { _, err := alice.Extend(mine.ID, secret, ""); return err }},
-		{"fail reason", func() error { _, err := alice.Fail(mine.ID, "crashed with "+secret, ""); return err }},
-		{"release note", func() error { _, err := alice.Release(mine.ID, env, ""); return err }},
-		{"cancel note", func() error { _, err := w.bob.Cancel(mine.ID, secret, ""); return err }},
-		{"hand-in note", func() error { _, err := alice.HandinAdd("main", secret, ""); return err }},
+		{"extend note", func() error { _, err := alice.Extend(mine.ID, NoteOptions{Note: secret}); return err }},
+		{"fail reason", func() error { _, err := alice.Fail(mine.ID, NoteOptions{Note: "crashed with " + secret}); return err }},
+		{"release note", func() error { _, err := alice.Release(mine.ID, NoteOptions{Note: env}); return err }},
+		{"cancel note", func() error { _, err := w.bob.Cancel(mine.ID, NoteOptions{Note: secret}); return err }},
+		{"hand-in note", func() error { _, err := alice.HandinAdd("main", NoteOptions{Note: secret}); return err }},
 		{"hand-in ref", func() error {
-			_, err := alice.HandinAdd("AKIA"+secrettest.Token(44, 16, secrettest.Upnum), "", "")
+			_, err := alice.HandinAdd("AKIA"+secrettest.Token(44, 16, secrettest.Upnum), NoteOptions{})
 			return err
 		}},
 		{"decision line", func() error { _, err := alice.DecisionRecord("rotate "+secret, ""); return err }},
@@ -122,7 +122,10 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 			_, err := alice.NewOrder(NewOrderOptions{Title: "t", Schema: []byte(`{"type":"object","properties":{"token":{"default":"` + secret + `"}}}`)})
 			return err
 		}},
-		{"idempotency key", func() error { _, err := alice.TalkSend("bob", "hi", secret); return err }},
+		{"idempotency key", func() error {
+			_, err := alice.TalkSend(TalkSendOptions{To: "bob", Body: "hi", Key: secret})
+			return err
+		}},
 		{"idempotency key", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Key: env}); return err }},
 	}
 	for _, tc := range cases {
@@ -145,7 +148,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 		})
 	}
 	// The same fields pass with ordinary text.
-	if _, err := alice.Progress(mine.ID, "commit 3f2a9c1e"+secrettest.Token(45, 32, secrettest.Hex)+" pushed", ""); err != nil {
+	if _, err := alice.Progress(mine.ID, NoteOptions{Note: "commit 3f2a9c1e" + secrettest.Token(45, 32, secrettest.Hex) + " pushed"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -164,7 +167,7 @@ func TestRefusalsNeverEcho(t *testing.T) {
 			_, err := w.alice.NewOrder(NewOrderOptions{Title: "t", Labels: []string{tok}})
 			return err
 		}},
-		{"talk recipient", func() error { _, err := w.alice.TalkSend(tok, "hi", ""); return err }},
+		{"talk recipient", func() error { _, err := w.alice.TalkSend(TalkSendOptions{To: tok, Body: "hi"}); return err }},
 		{"secret name", func() error { _, err := w.alice.SecretPut(tok, []string{"bob"}, []byte("v4lue-123"), ""); return err }},
 		{"secret recipient", func() error { _, err := w.alice.SecretPut("x", []string{tok}, []byte("v4lue-123"), ""); return err }},
 		{"secret get name", func() error { _, _, err := w.alice.SecretGet(tok); return err }},
@@ -177,7 +180,7 @@ func TestRefusalsNeverEcho(t *testing.T) {
 			}
 		})
 	}
-	if _, err := w.alice.TalkSend("Bad Name", "hi", ""); err == nil || !strings.Contains(err.Error(), `"Bad Name"`) {
+	if _, err := w.alice.TalkSend(TalkSendOptions{To: "Bad Name", Body: "hi"}); err == nil || !strings.Contains(err.Error(), `"Bad Name"`) {
 		t.Fatalf("an ordinary bad name is still quoted: %v", err)
 	}
 }
@@ -225,7 +228,7 @@ func TestSecretGuardEveryField(t *testing.T) {
 		}},
 		{"pointer path", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", Diff: name + ".txt"}); return err }},
 		{"offer recipient", func() error { _, err := alice.NewOrder(NewOrderOptions{Title: "t", To: name}); return err }},
-		{"offer recipient", func() error { _, err := alice.Offer(mine.ID, name, ""); return err }},
+		{"offer recipient", func() error { _, err := alice.Offer(mine.ID, OfferOptions{To: name}); return err }},
 		{"app name", func() error { _, err := Join(w.c, "erin", name); return err }},
 		{"agent name", func() error { _, err := Join(w.c, name, "test"); return err }},
 		{"secret name", func() error { _, err := alice.SecretPut(name, []string{"bob"}, []byte("v4lue-123"), ""); return err }},
@@ -234,11 +237,11 @@ func TestSecretGuardEveryField(t *testing.T) {
 			return err
 		}},
 		{"result output member name", func() error {
-			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"` + tok + `":1}`)})
+			_, err := alice.Submit(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"` + tok + `":1}`)})
 			return err
 		}},
 		{"result output member name", func() error {
-			_, err := alice.SubmitResult(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"a":[{"b":{"` + tok + `":null}}]}`)})
+			_, err := alice.Submit(mine.ID, SubmitOptions{Reference: "main", Output: []byte(`{"a":[{"b":{"` + tok + `":null}}]}`)})
 			return err
 		}},
 		{"order schema member name", func() error {

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/guard"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -24,7 +27,7 @@ import (
 type View struct {
 	Snapshot *ledger.Snapshot
 	State    *fold.State
-	Arrivals *Arrivals
+	Arrivals *arrivals.Log
 	// Presence holds each writer's verified heartbeat, keyed "<writer>.<device>".
 	Presence map[string]*Presence
 
@@ -34,7 +37,7 @@ type View struct {
 // objects returns the ObjectReader over the channel's files.
 func (c *Channel) objects() fold.ObjectReader {
 	return func(writer, id string) ([]byte, string, error) {
-		return readObject(ObjectPath(c.Root, writer, id))
+		return verify.ReadObject(verify.ObjectPath(c.Root, writer, id))
 	}
 }
 
@@ -183,7 +186,7 @@ func maxHLCText(snap *ledger.Snapshot) string {
 // objectExists reports whether an object file is there now (the incremental fold's
 // check for objects that were missing).
 func (c *Channel) objectExists(o fold.ObjRef) bool {
-	_, err := os.Stat(ObjectPath(c.Root, o.Writer, o.ID))
+	_, err := os.Stat(verify.ObjectPath(c.Root, o.Writer, o.ID))
 	return err == nil
 }
 
@@ -192,13 +195,12 @@ type Session struct {
 	*Channel
 	Name   string
 	Signer ledger.Signer
-	// AutoSettle makes every write first expire the windows this session is entitled
-	// to close (SettleWindows) under the same lock and from the same reading
-	// of the channel, so a command run as the holder settles at no extra cost.
-	AutoSettle bool
-	// Expired lists the orders that writes of this session expired through
-	// AutoSettle, in the order written.
-	Expired []string
+	// AutoSettle, when set, makes every write first expire the windows this session is
+	// entitled to close (SettleWindows) under the same lock and from the same reading
+	// of the channel, so a command run as the holder settles at no extra cost. A write
+	// that expired orders calls it with them, in the order written, once the lock is
+	// released.
+	AutoSettle func(expired []string)
 	// Workspace is the directory an order's file pointers are relative to;
 	// "" means the git top-level of the current directory, else the current directory.
 	Workspace string
@@ -241,18 +243,18 @@ func (c *Channel) withChannelLock(fn func() error) error {
 func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, error)) (ledger.Entry, *View, error) {
 	var out ledger.Entry
 	var view *View
+	var expired []string
 	err := s.withChannelLock(func() error {
 		v, err := s.Load()
 		if err != nil {
 			return err
 		}
-		if s.AutoSettle {
+		if s.AutoSettle != nil {
 			done, err := s.settleLocked(v)
 			if err != nil {
 				return err
 			}
-			if len(done) > 0 {
-				s.Expired = append(s.Expired, done...)
+			if expired = done; len(done) > 0 {
 				if v, err = s.Load(); err != nil {
 					return err
 				}
@@ -272,7 +274,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			if err := s.checkIdentity(v.State, d.Type); err != nil {
 				return nil, nil, err
 			}
-			if err := guardDraft(s.Name, d, objs); err != nil { // the secret guard (secretguard.go)
+			if err := guard.Draft(s.Name, d, scannedObjects(objs)); err != nil { // the secret guard (internal/secretguard)
 				return nil, nil, err
 			}
 			if d.Type == fold.TypeOrderRelease && v.State.Retired(s.Name) {
@@ -322,6 +324,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 		out = e
 		return nil
 	})
+	if len(expired) > 0 {
+		s.AutoSettle(expired)
+	}
 	return out, view, err
 }
 
@@ -402,6 +407,17 @@ type pendingObject struct {
 	// sealed marks an age file (the vault, docs/format.md §11): ciphertext the secret
 	// guard does not scan.
 	sealed bool
+}
+
+// scannedObjects is the data of the objects the secret guard scans: all but sealed ones.
+func scannedObjects(objs []pendingObject) [][]byte {
+	var out [][]byte
+	for _, o := range objs {
+		if !o.sealed {
+			out = append(out, o.data)
+		}
+	}
+	return out
 }
 
 // checkIdem looks up an idempotency key of this writer. It returns the earlier entry's
@@ -514,7 +530,7 @@ func (s *Session) ensureChain(v *View) (*View, error) {
 				fmt.Sprintf("if another machine or a backup still has them, put a copy of its %s.jsonl into %s under another *.jsonl name, e.g. '%s (restored).jsonl': the next write merges them without a fork; then retry (a retry writes on after seq %d)",
 					s.Device, filepath.Dir(seg), s.Device, r.Tip.Seq),
 				"unreadable bytes in %s destroyed seq %s of %s (the damaged part is kept in %s); the %d valid records after them were appended again and count; nothing was written",
-				rel(s.Root, seg), seqList(r.Missing), s.Name, filepath.Base(r.Moved), len(r.Appended))
+				verify.Rel(s.Root, seg), seqList(r.Missing), s.Name, filepath.Base(r.Moved), len(r.Appended))
 		}
 		if r.Changed() {
 			if v, err = s.Load(); err != nil {
@@ -601,12 +617,12 @@ func (s *Session) checkLost(v *View) error {
 				return errs.Errorf(errs.RetryNeeded,
 					"check with `ferry ledger verify` that nothing of this machine's is missing; the retry writes on",
 					"this machine's high-water mark %s is damaged (%s), so it cannot tell whether its last write to %s was lost; the mark now names the folder's tip; nothing was written",
-					s.Home.highWaterPath(s.Project(), s.Name, s.Device), secretguard.Quote(m.Damaged), rel(s.Root, seg))
+					s.Home.highWaterPath(s.Project(), s.Name, s.Device), secretguard.Quote(m.Damaged), verify.Rel(s.Root, seg))
 			}
 			return errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("check whether that write happened (`ferry ledger tail --writer %s`) and redo it if it is missing; the retry writes on", s.Name),
 				"this machine's last write to %s (seq %d, entry %s) is in no file here: the process writing it stopped before the append, or the entry was lost since; nothing was written",
-				rel(s.Root, seg), m.Seq, m.Hash)
+				verify.Rel(s.Root, seg), m.Seq, m.Hash)
 		}
 	}
 	if hwm := m.acked(); have < hwm {
@@ -629,7 +645,7 @@ func (s *Session) checkLost(v *View) error {
 		fmt.Sprintf("another home uses this device id %s (a copied FERRY_HOME or config directory): on the copy, delete the file 'device' in its ferry config directory (this home's is %s) so it makes its own; check what this machine wrote from seq %d on (`ferry ledger verify` lists the left-out records) and redo what is missing; a retry now writes on the kept branch",
 			s.Device, filepath.Join(s.Home.ConfigDir, "device"), m.Seq),
 		"this machine's write at seq %d of %s (entry %s) lost a fork to another record with the same seq (entry %s): readers leave it and what followed it out; nothing was written",
-		m.Seq, rel(s.Root, seg), m.Hash, at.Hash())
+		m.Seq, verify.Rel(s.Root, seg), m.Hash, at.Hash())
 }
 
 // ownEntry is the kept entry of (name, device) at seq in v, nil when there is none.
@@ -684,7 +700,7 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 	arr := *v.Arrivals
 	arr.Sighting = maps.Clone(v.Arrivals.Sighting)
 	if arr.Sighting == nil {
-		arr.Sighting = map[string]Stamp{}
+		arr.Sighting = map[string]arrivals.Stamp{}
 	}
 	arr.Sighting[s.Name] = s.stamp()
 	in := fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects()}
@@ -744,4 +760,34 @@ func (v *View) chainTip(writer, device string) *ledger.Entry {
 		}
 	}
 	return tip
+}
+
+// ArrivedSince reports whether an entry written by a writer other than me arrived on
+// this machine after the cursor since (docs/design.md §2 "The local arrival log,
+// cursors and sightings": arrival order, so an old entry arriving late is new). With no
+// cursor, or one from another machine or a lost arrival log, everything is new: it
+// reports true, as Catchup then gives the whole digest.
+func (v *View) ArrivedSince(since, me string) bool {
+	n, ok := v.Arrivals.ParseCursor(since)
+	if since == "" || !ok {
+		return true
+	}
+	if v.Arrivals.Last <= n {
+		return false
+	}
+	for i := range v.Snapshot.Entries {
+		e := &v.Snapshot.Entries[i]
+		if e.Writer != me && v.Arrivals.Number(e.Hash()) > n {
+			return true
+		}
+	}
+	return false
+}
+
+// TalkWaiting returns how many messages Session.TalkRead would return to me now with
+// the cursor since ("" for the unread ones), without reading or acknowledging them:
+// the messages a long-polling `ferry_talk read` waits for.
+func (v *View) TalkWaiting(me, since string) int {
+	res, _ := talkRead(v, me, TalkReadOptions{Since: since, Peek: true, Limit: fold.TalkReadLimit})
+	return len(res.Messages)
 }

@@ -432,10 +432,10 @@ func (w *syncWorld) act() {
 		if len(pend) == 0 {
 			return
 		}
-		_, err = s.AskAnswer(pend[w.r.Intn(len(pend))], []string{"approve", "reject"}[w.r.Intn(2)], "", "")
+		_, err = s.AskAnswer(pend[w.r.Intn(len(pend))], []string{"approve", "reject"}[w.r.Intn(2)], NoteOptions{})
 	case s.Name == fold.MasterWriter:
 		op = "msg.post"
-		_, err = s.TalkSend([]string{"a1", "a2", "a3", fold.ToAll}[w.r.Intn(4)], "from the owner", "")
+		_, err = s.TalkSend(TalkSendOptions{To: []string{"a1", "a2", "a3", fold.ToAll}[w.r.Intn(4)], Body: "from the owner"})
 	case x < 2:
 		op = "order.create"
 		_, err = s.NewOrder(NewOrderOptions{Title: fmt.Sprintf("order by %s on %s", s.Name, m.name)})
@@ -447,23 +447,23 @@ func (w *syncWorld) act() {
 	case x < 5:
 		op = "order.submit"
 		if id := pick(func(o *fold.Order) bool { return o.Holder == s.Name && o.State == fold.StateClaimed }); id != "" {
-			_, err = s.Submit(id, "commit-"+s.Name, "done", "")
+			_, err = s.Submit(id, SubmitOptions{Reference: "commit-" + s.Name, Note: "done"})
 		}
 	case x < 6:
 		op = "order.review"
 		if id := pick(func(o *fold.Order) bool { return o.State == fold.StateSubmitted && o.Holder != s.Name }); id != "" {
-			_, err = s.Review(id, []string{"accept", "accept", "changes"}[w.r.Intn(3)], "", "")
+			_, err = s.Review(id, []string{"accept", "accept", "changes"}[w.r.Intn(3)], NoteOptions{})
 		}
 	case x < 7:
 		op = "order.release/cancel"
 		if id := pick(func(o *fold.Order) bool { return o.Holder == s.Name && o.State == fold.StateClaimed }); id != "" {
-			_, err = s.Release(id, "", "")
+			_, err = s.Release(id, NoteOptions{})
 		} else if id := pick(func(o *fold.Order) bool { return o.Author == s.Name && !fold.Terminal(o.State) }); id != "" {
-			_, err = s.Cancel(id, "", "")
+			_, err = s.Cancel(id, NoteOptions{})
 		}
 	case x < 10:
 		op = "msg.post"
-		_, err = s.TalkSend([]string{"a1", "a2", "a3", fold.MasterWriter, fold.ToAll}[w.r.Intn(5)], "hello from "+s.Name, "")
+		_, err = s.TalkSend(TalkSendOptions{To: []string{"a1", "a2", "a3", fold.MasterWriter, fold.ToAll}[w.r.Intn(5)], Body: "hello from " + s.Name})
 	case x < 12:
 		op = "talk.read"
 		w.readAll(m, s)
@@ -761,7 +761,7 @@ func TestSyncProperties(t *testing.T) {
 						w.write(w.path(0, rel), b) // machine A had seen all of it
 					}
 					if w.restoreBackup(1, writer) {
-						if _, err := w.m[1].sessions[writer].TalkSend(fold.ToAll, "after the restore", ""); err != nil && !acceptable(err) {
+						if _, err := w.m[1].sessions[writer].TalkSend(TalkSendOptions{To: fold.ToAll, Body: "after the restore"}); err != nil && !acceptable(err) {
 							t.Fatal(err)
 						}
 					}

@@ -1,13 +1,15 @@
 package fsbus
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
@@ -19,19 +21,25 @@ type talkArgs struct {
 	To   string `json:"to"`
 }
 
+// TalkSendOptions are the arguments of TalkSend.
+type TalkSendOptions struct {
+	To   string // an agent that has joined the channel, "master" (the owner) or "all"
+	Body string // UTF-8 text of at most MaxMessageBody bytes
+	Key  string // idempotency key
+}
+
 // TalkSend sends a message: it publishes the signed object messages/<m-id>.json
 // {to, body}, then appends msg.post naming the object's hash and the recipient
-// (docs/format.md §12). to is an agent that has joined the channel, "master" (the
-// owner) or "all" (every agent and the owner but the sender); body is UTF-8 text of at
-// most MaxMessageBody bytes, trailing white space trimmed.
+// (docs/format.md §12). "all" is every agent and the owner but the sender; the body's
+// trailing white space is trimmed.
 //
 // Errors: invalid for a bad or empty recipient, a message to oneself, an empty, over-long
 // or non-UTF-8 body; denied below member level (docs/design.md §2 level table); not_found for an
 // agent name that never joined; conflict when the idempotency key was used with other
 // arguments. A replayed key returns the message the first call sent and writes nothing.
-func (s *Session) TalkSend(to, body, key string) (*fold.Message, error) {
-	to = strings.TrimSpace(to)
-	body = strings.TrimRight(body, " \t\r\n")
+func (s *Session) TalkSend(opt TalkSendOptions) (*fold.Message, error) {
+	to, key := strings.TrimSpace(opt.To), opt.Key
+	body := strings.TrimRight(opt.Body, " \t\r\n")
 	switch {
 	case to == "":
 		return nil, errs.Errorf(errs.Invalid, "pass --to NAME, --to master or --to all", "a message needs a recipient")
@@ -45,7 +53,7 @@ func (s *Session) TalkSend(to, body, key string) (*fold.Message, error) {
 		return nil, capError("message body", len(body), fold.MaxMessageBody, unitBytes, "put large material in the work repo and send a reference to it")
 	case !utf8.ValidString(body):
 		return nil, errs.Errorf(errs.Invalid, "write UTF-8 text", "message text must be UTF-8")
-	case hasControl(body, true):
+	case contract.HasControl(body, true):
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "message text holds control characters")
 	}
 	args := argsHash(talkArgs{Body: body, To: to})
@@ -77,7 +85,7 @@ func (s *Session) TalkSend(to, body, key string) (*fold.Message, error) {
 			d.Args = args
 		}
 		return &ledger.Draft{Type: fold.TypeMsgPost, Ref: id, Data: mustJSON(d), Idem: key},
-			[]pendingObject{{path: ObjectPath(s.Root, s.Name, id), data: data}}, nil
+			[]pendingObject{{path: verify.ObjectPath(s.Root, s.Name, id), data: data}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -174,12 +182,12 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 	st, arr := v.State, v.Arrivals
 	res := &TalkReadResult{Agent: me, Messages: []fold.Message{}, Next: arr.Cursor()}
 	var picked []*fold.Message
-	if n, ok := arr.parseCursor(opt.Since); ok && opt.Since != "" {
+	if n, ok := arr.ParseCursor(opt.Since); ok && opt.Since != "" {
 		res.Since = true
 		picked = st.MessagesWhere(func(m *fold.Message) bool {
 			return m.AddressedTo(me) && !m.Pending && arr.Number(m.Post) > n
 		})
-		sort.SliceStable(picked, func(i, j int) bool { return arr.Number(picked[i].Post) < arr.Number(picked[j].Post) })
+		slices.SortStableFunc(picked, func(a, b *fold.Message) int { return cmp.Compare(arr.Number(a.Post), arr.Number(b.Post)) })
 	} else {
 		picked = st.Unread(me)
 	}

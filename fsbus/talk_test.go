@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -75,7 +76,7 @@ func (w *talkWorld) load(t *testing.T) *View {
 
 func (w *talkWorld) send(t *testing.T, from *Session, to, body string) *fold.Message {
 	t.Helper()
-	m, err := from.TalkSend(to, body, "")
+	m, err := from.TalkSend(TalkSendOptions{To: to, Body: body})
 	if err != nil {
 		t.Fatalf("%s → %s: %v", from.Name, to, err)
 	}
@@ -222,7 +223,7 @@ func TestTalkPendingAndEditedObjects(t *testing.T) {
 	w := newTalkWorld(t)
 	m1 := w.send(t, w.alice, "bob", "first")
 	m2 := w.send(t, w.alice, "bob", "second")
-	p1 := ObjectPath(w.c.Root, "alice", m1.ID)
+	p1 := verify.ObjectPath(w.c.Root, "alice", m1.ID)
 	raw, err := os.ReadFile(p1)
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +416,7 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 		{w.alice, "bob", strings.Repeat("x", fold.MaxMessageBody+1), errs.Invalid, "the limit is 65536"},
 		{w.alice, "bob", "\xff", errs.Invalid, "UTF-8"},
 	} {
-		_, err := tc.s.TalkSend(tc.to, tc.body, "")
+		_, err := tc.s.TalkSend(TalkSendOptions{To: tc.to, Body: tc.body})
 		if !errs.Is(err, tc.cat) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s → %q: %v, want %s %q", tc.s.Name, tc.to, err, tc.cat, tc.msg)
 		}
@@ -427,15 +428,15 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 		t.Fatalf("refusals left message files: %v", ents)
 	}
 
-	m, err := w.alice.TalkSend("bob", "deploy at noon\n", "k1")
+	m, err := w.alice.TalkSend(TalkSendOptions{To: "bob", Body: "deploy at noon\n", Key: "k1"})
 	if err != nil || m.Preview != "deploy at noon" {
 		t.Fatalf("send with a key: %+v, %v", m, err)
 	}
-	again, err := w.alice.TalkSend("bob", "deploy at noon", "k1")
+	again, err := w.alice.TalkSend(TalkSendOptions{To: "bob", Body: "deploy at noon", Key: "k1"})
 	if err != nil || again.ID != m.ID {
 		t.Fatalf("replay: %+v, %v (first %s)", again, err, m.ID)
 	}
-	if _, err := w.alice.TalkSend("bob", "deploy at one", "k1"); !errs.Is(err, errs.Conflict) {
+	if _, err := w.alice.TalkSend(TalkSendOptions{To: "bob", Body: "deploy at one", Key: "k1"}); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("key reused with another body: %v", err)
 	}
 	if got := w.entries(t); got != n+1 {
@@ -443,7 +444,7 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 	}
 	// dave has joined but is not seated: a message to him is refused (he could never
 	// acknowledge it); his own read that would acknowledge is denied.
-	if _, err := w.alice.TalkSend("dave", "welcome", ""); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not seated") {
+	if _, err := w.alice.TalkSend(TalkSendOptions{To: "dave", Body: "welcome"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not seated") {
 		t.Fatalf("message to an unseated agent: %v", err)
 	}
 	w.send(t, w.alice, "all", "welcome, everyone")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
@@ -284,11 +285,11 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, ok := v2.Arrivals.parseCursor(cur)
+	n, ok := v2.Arrivals.ParseCursor(cur)
 	if !ok || n != v1.Arrivals.Last || v2.Arrivals.Last != n+1 {
 		t.Fatalf("cursor %q → %d,%v; last %d → %d", cur, n, ok, v1.Arrivals.Last, v2.Arrivals.Last)
 	}
-	if _, ok := v2.Arrivals.parseCursor("zzzz.3"); ok {
+	if _, ok := v2.Arrivals.ParseCursor("zzzz.3"); ok {
 		t.Fatal("a foreign cursor was accepted")
 	}
 	if _, ok := v2.Arrivals.Sighting["bob"]; !ok {
@@ -306,7 +307,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	if v3.Arrivals.Last != 2 || v3.Arrivals.LogID == v2.Arrivals.LogID {
 		t.Fatalf("rebuilt log: last %d id %s (old %s)", v3.Arrivals.Last, v3.Arrivals.LogID, v2.Arrivals.LogID)
 	}
-	if _, ok := v3.Arrivals.parseCursor(cur); ok {
+	if _, ok := v3.Arrivals.ParseCursor(cur); ok {
 		t.Fatal("cursor into a lost log was accepted")
 	}
 	d := c.Catchup(v3, "alice", cur)
@@ -317,7 +318,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0o644)
 	f.WriteString("3 sha256:ab")
 	f.Close()
-	if _, err := loadArrivals(p); err != nil {
+	if _, err := arrivals.Load(p); err != nil {
 		t.Fatalf("torn arrival log line: %v", err)
 	}
 	if _, err := Join(c, "carol", "test"); err != nil {

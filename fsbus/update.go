@@ -1,8 +1,8 @@
 package fsbus
 
 import (
+	"cmp"
 	"crypto/sha256"
-	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"io"
@@ -10,15 +10,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
-	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -29,29 +27,6 @@ import (
 // are releases) and the binary's sha256 and swaps the running binary for it. Nothing is
 // downloaded: the binary arrives with the channel folder like every other file.
 
-// Platform is this binary's platform, "GOOS/GOARCH" (runtime values).
-func Platform() string { return runtime.GOOS + "/" + runtime.GOARCH }
-
-// knownPlatforms are the GOOS/GOARCH pairs Go builds for (`go tool dist list`, Go
-// 1.26): an approval names one of them.
-var knownPlatforms = map[string]bool{}
-
-func init() {
-	for _, p := range strings.Fields(`aix/ppc64 android/386 android/amd64 android/arm android/arm64
-		darwin/amd64 darwin/arm64 dragonfly/amd64 freebsd/386 freebsd/amd64 freebsd/arm freebsd/arm64
-		illumos/amd64 ios/amd64 ios/arm64 js/wasm linux/386 linux/amd64 linux/arm
-		linux/arm64 linux/loong64 linux/mips linux/mips64 linux/mips64le linux/mipsle linux/ppc64
-		linux/ppc64le linux/riscv64 linux/s390x netbsd/386 netbsd/amd64 netbsd/arm netbsd/arm64
-		openbsd/386 openbsd/amd64 openbsd/arm openbsd/arm64 openbsd/ppc64 openbsd/riscv64 plan9/386
-		plan9/amd64 plan9/arm solaris/amd64 wasip1/wasm windows/386 windows/amd64 windows/arm64`) {
-		knownPlatforms[p] = true
-	}
-}
-
-// knownPlatform reports whether p ("GOOS/GOARCH") is a pair Go builds for (`go tool
-// dist list`), or this binary's own platform.
-func knownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() }
-
 // ApproveRelease writes a release.approve for version (SemVer 2.0.0, optional leading
 // "v") naming, per platform ("GOOS/GOARCH"), a file under the channel's releases/
 // folder; it computes each file's sha256 and size itself. Master only. Errors:
@@ -60,7 +35,7 @@ func knownPlatform(p string) bool { return knownPlatforms[p] || p == Platform() 
 // a path not under releases/ (a path that leaves releases/ through "..", an absolute
 // path or a symlink is refused by os.Root); not_found for a missing file; invalid for
 // something that is not a regular file; invalid for a Go binary built for another
-// platform or stamped with another version (checkReleaseBinary: a file it cannot
+// platform or stamped with another version (selfupdate.CheckBinary: a file it cannot
 // check is approved with a note in Release.Notes); denied for any writer but the
 // master. When the
 // newest approval of version already names the same files with the same checksums, it
@@ -81,7 +56,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 		if !fold.PlatformRE.MatchString(p) {
 			return nil, errs.Errorf(errs.Invalid, "write the platform as GOOS/GOARCH, e.g. linux/amd64 or windows/arm64", "platform %q is not GOOS/GOARCH", p)
 		}
-		if !knownPlatform(p) {
+		if !selfupdate.Known(p) {
 			return nil, errs.Errorf(errs.Invalid, "use a pair from `go tool dist list`, e.g. linux/amd64, darwin/arm64 or windows/amd64",
 				"platform %q is not a GOOS/GOARCH pair Go builds for", p)
 		}
@@ -121,7 +96,7 @@ func (s *Session) ApproveRelease(version string, platforms map[string]string) (*
 }
 
 // hashRelease reads one release file through os.Root at the channel's releases/
-// folder, checks it is a binary for platform carrying version (checkReleaseBinary),
+// folder, checks it is a binary for platform carrying version (selfupdate.CheckBinary),
 // and returns its slash path, sha256 and size, with a note when the check could not
 // be made.
 func (s *Session) hashRelease(p, platform, version string) (fold.ReleaseFile, string, error) {
@@ -134,7 +109,7 @@ func (s *Session) hashRelease(p, platform, version string) (fold.ReleaseFile, st
 		return fold.ReleaseFile{}, "", err
 	}
 	defer f.Close()
-	note, err := checkReleaseBinary(f, p, platform, version)
+	note, err := selfupdate.CheckBinary(f, p, platform, version, sameVersion)
 	if err != nil {
 		return fold.ReleaseFile{}, "", err
 	}
@@ -232,7 +207,7 @@ func (v *View) CheckUpdate(current, platform string) *UpdateCheck {
 		out.Available = fold.CompareVersions(r.Version, current) > 0
 		break
 	}
-	sort.Strings(out.Refused)
+	slices.Sort(out.Refused)
 	return out
 }
 
@@ -273,7 +248,7 @@ type UpdateResult struct {
 // file through os.Root into a temp file beside the binary, hashing as it copies; the
 // copy must match the approved sha256 and size, and, with opt.CheckVersion, report the
 // approved version when run. Then it fsyncs, sets the binary's mode (plus execute
-// bits) and renames it over the binary (replaceExecutable); opt.DryRun stops before
+// bits) and renames it over the binary (selfupdate.Replace); opt.DryRun stops before
 // the rename. No newer release, or a binary that already is the approved file
 // (UpdateCheck.NoteInstalled): Applied is false and nothing changes. Errors (nothing
 // replaced): denied below orchestrator or when this machine's key for the writer is
@@ -287,7 +262,7 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 		return nil, err // ADR 0005: a paused machine replaces no binary
 	}
 	if opt.Platform == "" {
-		opt.Platform = Platform()
+		opt.Platform = selfupdate.Platform()
 	}
 	exe := opt.Exe
 	if exe == "" {
@@ -327,7 +302,7 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 		return nil, err
 	}
 	defer f.Close()
-	tmp, sum, n, err := copyBeside(exe, f)
+	tmp, sum, n, err := selfupdate.CopyBeside(exe, f)
 	if err != nil {
 		return nil, err
 	}
@@ -360,139 +335,13 @@ func (s *Session) ApplyUpdate(opt ApplyOptions) (*UpdateResult, error) {
 		res.DryRun = true
 		return res, nil
 	}
-	if err := replaceExecutable(exe, tmp, runtime.GOOS); err != nil {
+	if err := selfupdate.Replace(exe, tmp, runtime.GOOS); err != nil {
 		os.Remove(tmp)
 		return nil, &errs.Error{Category: errs.Internal, Err: err, Message: fmt.Sprintf("replacing %s: %v", exe, err),
 			Hint: "check that the binary's folder is writable; the running binary is unchanged"}
 	}
 	res.Applied = true
 	return res, nil
-}
-
-// copyBeside copies src into a new temp file in exe's folder (so the rename stays on
-// one file system), hashing as it copies; it fsyncs and closes the copy and gives it
-// exe's permission bits plus execute bits. It returns the temp path, the sha256 and
-// the size in bytes; on error it removes the temp file.
-func copyBeside(exe string, src io.Reader) (tmp, sum string, n int64, err error) {
-	dir, base := filepath.Split(exe)
-	if dir == "" {
-		dir = "."
-	}
-	mode := fs.FileMode(0o755)
-	if st, err := os.Stat(exe); err == nil {
-		mode = st.Mode().Perm() | 0o111
-	}
-	ext := filepath.Ext(base) // kept last, so Windows runs the copy (.exe)
-	f, err := os.CreateTemp(dir, "."+strings.TrimSuffix(base, ext)+".new-*"+ext)
-	if err != nil {
-		return "", "", 0, fmt.Errorf("creating the new binary beside %s: %w", exe, err)
-	}
-	fail := func(err error) (string, string, int64, error) {
-		f.Close()
-		os.Remove(f.Name())
-		return "", "", 0, err
-	}
-	h := sha256.New()
-	if n, err = io.Copy(io.MultiWriter(f, h), src); err != nil {
-		return fail(fmt.Errorf("copying the new binary: %w", err))
-	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("syncing %s: %w", f.Name(), err))
-	}
-	if err := f.Chmod(mode); err != nil && runtime.GOOS != "windows" {
-		return fail(fmt.Errorf("setting mode of %s: %w", f.Name(), err))
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", "", 0, fmt.Errorf("closing %s: %w", f.Name(), err)
-	}
-	return f.Name(), fold.HexSHA(h.Sum(nil)), n, nil
-}
-
-// replaceExecutable puts the file tmp in place of exe. On unix one rename does it (a
-// running binary may be renamed over). Windows will not replace a running .exe but
-// will rename it: exe moves to exe+".old" (an older .old removed first), tmp is renamed
-// in, and if that fails exe is moved back; CleanOldExecutable removes the .old on a
-// later start. goos selects the dance so tests run both on any OS.
-func replaceExecutable(exe, tmp, goos string) error {
-	if goos != "windows" {
-		if err := fsutil.Rename(tmp, exe); err != nil {
-			return err
-		}
-		return fsutil.SyncDir(filepath.Dir(exe))
-	}
-	old := exe + ".old"
-	if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing the previous %s: %w", old, err)
-	}
-	if err := fsutil.Rename(exe, old); err != nil {
-		return fmt.Errorf("moving the running binary aside: %w", err)
-	}
-	if err := fsutil.Rename(tmp, exe); err != nil {
-		if berr := fsutil.Rename(old, exe); berr != nil {
-			return fmt.Errorf("renaming the new binary in: %w (and moving the old one back: %v; it is at %s)", err, berr, old)
-		}
-		return fmt.Errorf("renaming the new binary in: %w", err)
-	}
-	return fsutil.SyncDir(filepath.Dir(exe))
-}
-
-// CleanOldExecutable removes exe+".old" left by an update on Windows (best effort: the
-// file may still be running; errors are ignored). "" means os.Executable().
-func CleanOldExecutable(exe string) {
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return
-		}
-	}
-	_ = os.Remove(exe + ".old")
-}
-
-// stampRE finds the version ferry's build stamps with -ldflags "-X main.version=V".
-var stampRE = regexp.MustCompile(`-X[= ]['"]?main\.version=([^\s'"]+)`)
-
-// checkReleaseBinary reads the Go build information of a release file
-// (debug/buildinfo: the GOOS, GOARCH and -ldflags its toolchain recorded) and refuses
-// it (invalid) when it was built for another platform than platform, or when it
-// carries a version stamp (-X main.version, else the module version) other than
-// version — `update apply` would refuse it on every machine. A file without
-// Go build information, or without a version stamp, is not refused: note says what
-// could not be checked.
-func checkReleaseBinary(r io.ReaderAt, path, platform, version string) (note string, err error) {
-	bi, berr := buildinfo.Read(r)
-	if berr != nil {
-		return fmt.Sprintf("%s is not a Go binary this ferry can read: its platform and version were not checked", path), nil
-	}
-	var goos, goarch, ldflags string
-	for _, st := range bi.Settings {
-		switch st.Key {
-		case "GOOS":
-			goos = st.Value
-		case "GOARCH":
-			goarch = st.Value
-		case "-ldflags":
-			ldflags = st.Value
-		}
-	}
-	if goos != "" && goarch != "" && goos+"/"+goarch != platform {
-		return "", errs.Errorf(errs.Invalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
-			"%s is a Go binary for %s/%s, not %s", path, goos, goarch, platform)
-	}
-	stamped := ""
-	if m := stampRE.FindStringSubmatch(ldflags); m != nil {
-		stamped = m[1]
-	} else if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
-		stamped = mv
-	}
-	if stamped == "" {
-		return fmt.Sprintf("%s carries no version stamp (build it with -ldflags \"-X main.version=%s\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, version, version), nil
-	}
-	if fold.CanonicalVersion(stamped) != fold.CanonicalVersion(version) {
-		return "", errs.Errorf(errs.Invalid, "approve the version the binary reports, or rebuild it with -ldflags \"-X main.version="+version+"\"",
-			"%s reports version %s, not %s", path, stamped, version)
-	}
-	return "", nil
 }
 
 // Releases returns the approved releases folded from v: every release.approve the
@@ -522,11 +371,11 @@ func (v *View) Releases() []fold.Release {
 	for _, r := range byVersion {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if c := fold.CompareVersions(out[i].Version, out[j].Version); c != 0 {
-			return c > 0
-		}
-		return out[i].HLC > out[j].HLC
+	slices.SortFunc(out, func(a, b fold.Release) int {
+		return cmp.Or(fold.CompareVersions(b.Version, a.Version), strings.Compare(b.HLC, a.HLC))
 	})
 	return out
 }
+
+// sameVersion reports whether two version texts name one version (docs/format.md §11).
+func sameVersion(a, b string) bool { return fold.CanonicalVersion(a) == fold.CanonicalVersion(b) }

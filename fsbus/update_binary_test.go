@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // TestCheckReleaseBinary: the running test binary is a Go binary for this platform
@@ -23,15 +24,15 @@ func TestCheckReleaseBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	note, err := checkReleaseBinary(f, "releases/x", Platform(), "1.0.0")
+	note, err := selfupdate.CheckBinary(f, "releases/x", selfupdate.Platform(), "1.0.0", sameVersion)
 	if err != nil || !strings.Contains(note, "carries no version stamp") {
 		t.Fatalf("the test binary for its own platform: note %q, err %v", note, err)
 	}
 	other := "plan9/386"
-	if _, err := checkReleaseBinary(f, "releases/x", other, "1.0.0"); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not "+other) {
+	if _, err := selfupdate.CheckBinary(f, "releases/x", other, "1.0.0", sameVersion); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not "+other) {
 		t.Fatalf("the test binary approved for %s: %v", other, err)
 	}
-	note, err = checkReleaseBinary(strings.NewReader("#!/bin/sh\necho hi\n"), "releases/x.sh", Platform(), "1.0.0")
+	note, err = selfupdate.CheckBinary(strings.NewReader("#!/bin/sh\necho hi\n"), "releases/x.sh", selfupdate.Platform(), "1.0.0", sameVersion)
 	if err != nil || !strings.Contains(note, "not a Go binary") {
 		t.Fatalf("a shell script: note %q, err %v", note, err)
 	}

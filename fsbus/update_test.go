@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // updateWorld is a channel with an orchestrator and a member, a release binary in
@@ -70,7 +71,7 @@ func sumHex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(
 func TestUpdateApproveCheckApply(t *testing.T) {
 	t.Parallel()
 	w := newUpdateWorld(t)
-	plat := Platform()
+	plat := selfupdate.Platform()
 	r, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"})
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +122,7 @@ func TestUpdateApproveCheckApply(t *testing.T) {
 // (ignored by the fold), an approval without a checksum or with a path outside
 // releases/ (refused by check and apply), and approve's own checks.
 func TestUpdateRefusals(t *testing.T) {
-	t.Parallel()
-	plat := Platform()
+	plat := selfupdate.Platform()
 	t.Run("tampered", func(t *testing.T) {
 		t.Parallel()
 		w := newUpdateWorld(t)
@@ -305,7 +305,7 @@ func TestUpdateRefusals(t *testing.T) {
 func TestUpdateOlderNotOffered(t *testing.T) {
 	t.Parallel()
 	w := newUpdateWorld(t)
-	plat := Platform()
+	plat := selfupdate.Platform()
 	m := w.ss[fold.MasterWriter]
 	for _, ver := range []string{"1.10.0", "1.2.0"} {
 		if _, err := m.ApproveRelease(ver, map[string]string{plat: "releases/ferry-new"}); err != nil {
@@ -332,7 +332,7 @@ func TestUpdateOlderNotOffered(t *testing.T) {
 }
 
 // TestReplaceExecutableWindowsDance runs the Windows rename dance on this OS: the old
-// binary moves to .old, the new one is renamed in, and CleanOldExecutable removes .old.
+// binary moves to .old, the new one is renamed in, and selfupdate.CleanOld removes .old.
 func TestReplaceExecutableWindowsDance(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -340,7 +340,7 @@ func TestReplaceExecutableWindowsDance(t *testing.T) {
 	os.WriteFile(exe, []byte("old"), 0o755)
 	os.WriteFile(exe+".old", []byte("older"), 0o755)
 	os.WriteFile(tmp, []byte("new"), 0o755)
-	if err := replaceExecutable(exe, tmp, "windows"); err != nil {
+	if err := selfupdate.Replace(exe, tmp, "windows"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(exe); string(b) != "new" {
@@ -349,12 +349,12 @@ func TestReplaceExecutableWindowsDance(t *testing.T) {
 	if b, _ := os.ReadFile(exe + ".old"); string(b) != "old" {
 		t.Fatalf(".old holds %q", b)
 	}
-	CleanOldExecutable(exe)
+	selfupdate.CleanOld(exe)
 	if _, err := os.Stat(exe + ".old"); !os.IsNotExist(err) {
 		t.Fatalf(".old left: %v", err)
 	}
 	// A failed rename-in moves the old binary back.
-	if err := replaceExecutable(exe, filepath.Join(dir, "missing"), "windows"); err == nil {
+	if err := selfupdate.Replace(exe, filepath.Join(dir, "missing"), "windows"); err == nil {
 		t.Fatal("renaming a missing file in succeeded")
 	}
 	if b, _ := os.ReadFile(exe); string(b) != "new" {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 )
 
 // TestCutRevocationReported: deleting the last line of the master
@@ -39,7 +40,7 @@ func TestCutRevocationReported(t *testing.T) {
 	}
 	nErrs := 0
 	for _, f := range r.vr.Findings {
-		if f.Level == LevelError && (f.Check == CheckLost || f.Check == CheckVanished) {
+		if f.Level == verify.LevelError && (f.Check == verify.CheckLost || f.Check == verify.CheckVanished) {
 			nErrs++
 		}
 	}
@@ -55,12 +56,12 @@ func TestCutRevocationReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(vr.Vanished) != 1 || vr.Vanished[0].Writer != fold.MasterWriter || vr.Vanished[0].Records != 1 || vr.OK() ||
-		vr.Fixes[kindVanished] == "" || !strings.Contains(vr.Vanished[0].String(), " up to seq ") {
+		vr.Fixes[verify.KindVanished] == "" || !strings.Contains(vr.Vanished[0].String(), " up to seq ") {
 		t.Errorf("other machine's verify: vanished %+v lost %q", vr.Vanished, vr.Lost)
 	}
 	found := 0
 	for _, f := range vr.Findings {
-		if f.Check == CheckVanished && f.Level == LevelError && f.Path == "ledger/master" && strings.Contains(f.Detail, "up to seq") && strings.Contains(f.Fix, "restore") {
+		if f.Check == verify.CheckVanished && f.Level == verify.LevelError && f.Path == "ledger/master" && strings.Contains(f.Detail, "up to seq") && strings.Contains(f.Fix, "restore") {
 			found++
 		}
 	}

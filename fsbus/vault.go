@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 
 	"filippo.io/age"
 	"filippo.io/age/agessh"
@@ -111,7 +110,7 @@ func (s *Session) SecretPut(name string, to []string, value []byte, key string) 
 			recips = append(recips, n)
 		}
 	}
-	sort.Strings(recips)
+	slices.Sort(recips)
 	var args string
 	if key != "" {
 		sum := sha256.Sum256(value)

@@ -7,16 +7,9 @@ import (
 	"os"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/ledger"
 )
-
-// namesObject lists the entry types whose data.object is the hash of a JSON object
-// under orders/, messages/, asks/, results/ or handins/ (docs/format.md §11). Other
-// types may carry data.object too (secret.put names a vault file by its bytes), and
-// their ref is not an object id: a secret named a--b is not the ask a--b.
-var namesObject = map[string]bool{
-	fold.TypeOrderCreate: true, fold.TypeMsgPost: true, fold.TypeAskRaise: true, fold.TypeOrderSubmit: true, fold.TypeHandinAdd: true,
-}
 
 // vaultFiles checks the file of every counted secret.put against the hash its entry
 // names (ADR 0009 §2), for `ferry ledger verify` and `ferry doctor`: a file whose bytes
@@ -40,10 +33,10 @@ func (c *Channel) vaultFiles(snap *ledger.Snapshot, st *fold.State) (problems, a
 		case err != nil:
 			continue
 		case len(b) == 0:
-			arriving = append(arriving, rel(c.Root, p))
+			arriving = append(arriving, verify.Rel(c.Root, p))
 		default:
 			if h := sha256.Sum256(b); "sha256:"+hex.EncodeToString(h[:]) != d.Object {
-				problems = append(problems, rel(c.Root, p)+": differs from the hash its secret.put names (edited or damaged): secret get will not decrypt it")
+				problems = append(problems, verify.Rel(c.Root, p)+": differs from the hash its secret.put names (edited or damaged): secret get will not decrypt it")
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/secretguard/secrettest"
@@ -290,7 +291,7 @@ func TestVaultDoctorAndVerify(t *testing.T) {
 	}
 	r := verified(t, w.c)
 	for _, f := range r.Findings {
-		if f.Level != LevelInfo {
+		if f.Level != verify.LevelInfo {
 			t.Errorf("a clean vault: finding %+v", f)
 		}
 	}
@@ -328,7 +329,7 @@ func TestVaultDoctorAndVerify(t *testing.T) {
 	}
 	found := false
 	for _, f := range verified(t, w.c).Findings {
-		if f.Check == CheckObject && f.Level == LevelError && strings.Contains(filepath.ToSlash(f.Detail), rp) {
+		if f.Check == verify.CheckObject && f.Level == verify.LevelError && strings.Contains(filepath.ToSlash(f.Detail), rp) {
 			found = true
 		}
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -431,7 +432,7 @@ func (b *vecBuilder) object(name, author, id string, obj any, env *fold.Envelope
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	rel, err := filepath.Rel("/ch", ObjectPath("/ch", author, id))
+	rel, err := filepath.Rel("/ch", verify.ObjectPath("/ch", author, id))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -745,7 +746,7 @@ func checkVecObjects(t *testing.T, f *vecFile, keys map[string]ed25519.PublicKey
 		if string(raw) != o.File {
 			t.Errorf("%s: file bytes differ from the vector", o.Name)
 		}
-		c, hash, err := readObject(filepath.Join(vecFerry, o.Path))
+		c, hash, err := verify.ReadObject(filepath.Join(vecFerry, o.Path))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -770,7 +771,7 @@ func checkVecObjects(t *testing.T, f *vecFile, keys map[string]ed25519.PublicKey
 		if err := os.WriteFile(p, edited, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, h2, err := readObject(p); err != nil || h2 != o.Hash {
+		if _, h2, err := verify.ReadObject(p); err != nil || h2 != o.Hash {
 			t.Errorf("%s: re-indented copy hashes to %s (%v), want %s", o.Name, h2, err, o.Hash)
 		}
 	}

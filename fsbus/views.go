@@ -1,20 +1,16 @@
 package fsbus
 
 import (
-	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
-	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -88,24 +84,6 @@ func (c *Channel) Access(v *View, name string) *Access {
 		r.Next = fmt.Sprintf("this machine's key is not the seated one: use another name here (ferry join --as %s-2)", name)
 	}
 	return r
-}
-
-// OrderStates lists every order state, in stage-rank order (docs/design.md §2).
-func OrderStates() []string {
-	return slices.SortedFunc(maps.Keys(fold.OrderRank), func(a, b string) int { return cmp.Compare(fold.OrderRank[a], fold.OrderRank[b]) })
-}
-
-// CheckStateFilter returns invalid for a state filter that is not "", "active" or an
-// order state (an unknown state would silently list nothing), with a
-// hint listing the valid ones; "ready" names --ready.
-func CheckStateFilter(state string) error {
-	if state == "" || state == "active" || fold.OrderRank[state] > 0 || state == fold.StateOpen {
-		return nil
-	}
-	if state == "ready" {
-		return errs.Errorf(errs.Invalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
-	}
-	return errs.Errorf(errs.Invalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
 }
 
 // AgentRow is an agent with this machine's view of its liveness.
@@ -183,7 +161,7 @@ func (c *Channel) Status(v *View) *Status {
 			}
 		}
 	}
-	sort.Slice(s.Quiet, func(i, j int) bool { return s.Quiet[i].Order < s.Quiet[j].Order })
+	slices.SortFunc(s.Quiet, func(a, b HolderRow) int { return strings.Compare(a.Order, b.Order) })
 	s.Ahead = c.aheadWriters(v)
 	s.Asks = []AskRow{}
 	for _, a := range st.PendingAsks() {
@@ -219,7 +197,7 @@ func (c *Channel) aheadWriters(v *View) []string {
 			out = append(out, e.Writer)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -333,7 +311,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		Decisions: []DecisionRow{}, Open: []DigestRow{}, Mine: []DigestRow{}, Reviews: []DigestRow{},
 		Asks: []AskRow{}, Messages: CatchupMessages{Oldest: []MessageLine{}}, Contested: []ContestRow{}}
 	var changed map[string]bool // refs with an entry that arrived after the cursor
-	if n, ok := v.Arrivals.parseCursor(since); ok && since != "" {
+	if n, ok := v.Arrivals.ParseCursor(since); ok && since != "" {
 		out.Since = true
 		changed = map[string]bool{}
 		for i := range v.Snapshot.Entries {
@@ -448,7 +426,7 @@ const contestShownFor = 24 * time.Hour
 
 // contestSeenSince reports whether this machine first saw any entry of the contest
 // after t.
-func contestSeenSince(a *Arrivals, ct fold.Contest, t time.Time) bool {
+func contestSeenSince(a *arrivals.Log, ct fold.Contest, t time.Time) bool {
 	if a.Seen(ct.Winner.Hash).After(t) {
 		return true
 	}
@@ -474,51 +452,6 @@ func previewRunes(s string, n int) string {
 	s, _ = textsafe.Cut(s, n)
 	return s
 }
-
-// VerifyReport is `ferry ledger verify`: the ledger's own checks plus what the fold
-// ignored and objects whose signature or hash is wrong.
-type VerifyReport struct {
-	Ledger  *ledger.Report `json:"ledger"`
-	Ignored []fold.Ignored `json:"ignored"`
-	Objects []string       `json:"objects"`
-	// Lost lists this machine's own segments that hold fewer entries than it appended
-	// (a segment overwritten, zero-filled or restored from an old backup).
-	Lost []string `json:"lost"`
-	// Vanished lists, per writer, records this machine read that no file of the
-	// folder holds any more (vanished.go): an error.
-	Vanished []Vanished `json:"vanished"`
-	// Arriving lists object files that have only partly arrived (ErrObjectTorn): the
-	// sync tool is still writing them; not a problem.
-	Arriving []string `json:"arriving,omitempty"`
-	// Edited lists object files whose hash differs from the one their entry names
-	// (flagged, never shown).
-	Edited []string `json:"edited"`
-	// Links lists symbolic links inside the channel (writes through them are
-	// refused).
-	Links []string `json:"links"`
-	// KeyChanges lists seated names announced with another key (not an error).
-	KeyChanges []KeyChange `json:"key_changes"`
-	// Rivals lists ids created by two writers (rival.go): one create is
-	// forged or replayed; an error naming every writer.
-	Rivals []fold.Contest `json:"rivals"`
-	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
-	// key_change) to its one-line fix (forgery.go).
-	Fixes map[string]string `json:"fixes"`
-	// Findings is everything above, and the conflict copies of segments, the records
-	// only in a copy readers do not merge and other writers' lines inside a segment, as
-	// findings with a level and a fix: the list `ferry ledger verify` prints and
-	// `ferry doctor` starts with (findings.go).
-	Findings []Finding `json:"findings"`
-	// Copies lists the files in ledger/<writer>/ that are not the segment of the records
-	// inside (conflict copies, found by content).
-	Copies []ConflictCopy `json:"conflict_copies"`
-	// Errors and Warnings count the findings of each level.
-	Errors   int `json:"errors"`
-	Warnings int `json:"warnings"`
-}
-
-// OK reports whether no finding is an error (as `ferry doctor` decides it).
-func (r *VerifyReport) OK() bool { return r.Errors == 0 }
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
 // key, the key of the agent's grant covering the entry, or for an agent.join the key
@@ -556,28 +489,30 @@ func (c *Channel) rosterKeys(st *fold.State) ledger.KeyFunc {
 
 // Verify checks every segment line (chain, signature against the key the roster binds,
 // forks), lists entries the fold ignored, and checks every object file's signature.
-func (c *Channel) Verify(v *View) (*VerifyReport, error) {
+func (c *Channel) Verify(v *View) (*verify.Report, error) {
 	st := v.State
 	keys := c.rosterKeys(st)
 	rep, err := c.Ledger.Verify(keys)
 	if err != nil {
 		return nil, err
 	}
-	out := &VerifyReport{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
+	out := &verify.Report{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
 	// Segments this machine wrote that now hold fewer entries than it appended.
 	// Each name once: the owner's home holds a key file named master too.
 	for _, name := range slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), fold.MasterWriter)))) {
 		hwm := c.Home.highWater(c.Project(), name, c.Device)
 		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
 			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
-				rel(c.Root, ledger.SegmentPath(c.Root, name, c.Device)), hwm, have))
+				verify.Rel(c.Root, ledger.SegmentPath(c.Root, name, c.Device)), hwm, have))
 		}
 	}
 	if out.Ignored == nil {
 		out.Ignored = []fold.Ignored{}
 	}
 	// Records this machine read that are gone (vanished.go).
-	if out.Vanished, err = c.vanished(v, lostWriters(out.Lost)); err != nil {
+	cc := &verify.Channel{Root: c.Root, Device: c.Device, ProjectName: c.Project(), HasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}
+	cv := &verify.View{Snapshot: v.Snapshot, State: v.State, Arrivals: v.Arrivals, Tip: v.chainTip}
+	if out.Vanished, err = cc.VanishedRecords(cv, verify.LostWriters(out.Lost)); err != nil {
 		return nil, err
 	}
 	// Every object file: it must parse, and its signature must verify against the key
@@ -585,23 +520,23 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 	// entry, so objects written before a re-key keep verifying).
 	// An object no entry names yet is checked against any key its author was granted;
 	// one only partly arrived is pending, not a problem.
-	named := objectEntries(c.Root, v.Snapshot)
-	for _, p := range allObjectFiles(c.Root) {
-		if isLink(p) {
+	named := verify.ObjectEntries(c.Root, v.Snapshot)
+	for _, p := range verify.AllObjectFiles(c.Root) {
+		if verify.IsLink(p) {
 			continue // listed as a link (out.Links), never read
 		}
-		canon, _, err := readObject(p)
+		canon, _, err := verify.ReadObject(p)
 		if errors.Is(err, fold.ErrObjectTorn) {
-			out.Arriving = append(out.Arriving, rel(c.Root, p))
+			out.Arriving = append(out.Arriving, verify.Rel(c.Root, p))
 			continue
 		}
 		if err != nil {
-			out.Objects = append(out.Objects, rel(c.Root, p)+": "+err.Error())
+			out.Objects = append(out.Objects, verify.Rel(c.Root, p)+": "+err.Error())
 			continue
 		}
 		var env fold.Envelope
 		if err := fold.JSONUnmarshal(canon, &env); err != nil || !fold.ValidName(env.Author) && env.Author != fold.MasterWriter {
-			out.Objects = append(out.Objects, rel(c.Root, p)+": no valid author")
+			out.Objects = append(out.Objects, verify.Rel(c.Root, p)+": no valid author")
 			continue
 		}
 		var cands []ed25519.PublicKey
@@ -635,23 +570,16 @@ func (c *Channel) Verify(v *View) (*VerifyReport, error) {
 			if named[p] == nil {
 				what = "any key its author was granted"
 			}
-			out.Objects = append(out.Objects, rel(c.Root, p)+": signature does not verify against "+what)
+			out.Objects = append(out.Objects, verify.Rel(c.Root, p)+": signature does not verify against "+what)
 		}
 	}
 	vaultBad, vaultArriving := c.vaultFiles(v.Snapshot, st) // vault files, by their bytes' hash (ADR 0009)
 	out.Objects, out.Arriving = append(out.Objects, vaultBad...), append(out.Arriving, vaultArriving...)
-	c.forgeryReport(out, v) // key changes and a fix for each kind (forgery.go)
-	if err := c.findings(v, out); err != nil {
+	cc.ForgeryReport(out, cv) // key changes and a fix for each kind (forgery.go)
+	if err := cc.Findings(cv, out); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-func rel(root, p string) string {
-	if r, err := filepath.Rel(root, p); err == nil {
-		return filepath.ToSlash(r)
-	}
-	return p
 }
 
 // Tail returns the last n entries (all when n <= 0), oldest first.
@@ -677,12 +605,12 @@ func countProblems(snap *ledger.Snapshot) int {
 
 // ObjectFiles lists every object file of the channel (absolute paths): orders,
 // results, asks, messages and handins/<writer>/, sync tools' copies among them.
-func (c *Channel) ObjectFiles() []string { return allObjectFiles(c.Root) }
+func (c *Channel) ObjectFiles() []string { return verify.AllObjectFiles(c.Root) }
 
 // ObjectEntries maps each object file (absolute path) an entry of v names
 // (data.object) to that entry: the first, in fold order.
 func (c *Channel) ObjectEntries(v *View) map[string]*ledger.Entry {
-	return objectEntries(c.Root, v.Snapshot)
+	return verify.ObjectEntries(c.Root, v.Snapshot)
 }
 
 // ReadObject reads one object file of the channel (an absolute path) and returns its
@@ -691,61 +619,5 @@ func (c *Channel) ObjectEntries(v *View) map[string]*ledger.Entry {
 // (wrapped, naming the file) when it has not fully arrived, another error for JSON that
 // does not parse. It follows a symbolic link: check for one first.
 func (c *Channel) ReadObject(path string) (canonical []byte, hash string, err error) {
-	return readObject(path)
-}
-
-// allObjectFiles lists every object file of the channel: orders, results, asks,
-// messages and handins/<writer>/.
-func allObjectFiles(root string) []string {
-	var files []string
-	for _, dir := range []string{"orders", "results", "asks", "messages"} {
-		files = append(files, objectFiles(filepath.Join(root, dir))...)
-	}
-	writers, _ := os.ReadDir(filepath.Join(root, "handins"))
-	for _, w := range writers {
-		if w.IsDir() {
-			files = append(files, objectFiles(filepath.Join(root, "handins", w.Name()))...)
-		}
-	}
-	return files
-}
-
-// objectEntries maps each object file path an entry of snap names (data.object) to
-// that entry (the first, in fold order).
-func objectEntries(root string, snap *ledger.Snapshot) map[string]*ledger.Entry {
-	named := map[string]*ledger.Entry{}
-	for i := range snap.Entries {
-		e := &snap.Entries[i]
-		d, ok := fold.DecodeData(e)
-		if !ok || d.Object == "" || !namesObject[e.Type] {
-			continue
-		}
-		id := e.Ref
-		if d.Result != "" {
-			id = d.Result
-		}
-		if len(id) < 3 || (objectDirs[id[:2]] == "" && id[:2] != fold.PrefixHandin) {
-			continue
-		}
-		if p := ObjectPath(root, e.Writer, id); named[p] == nil {
-			named[p] = e
-		}
-	}
-	return named
-}
-
-// objectFiles lists the object files of one directory (dot-names, temp files and
-// anything but *.json are skipped).
-func objectFiles(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	var out []string
-	for _, de := range ents {
-		name := de.Name()
-		if de.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
-			continue
-		}
-		out = append(out, filepath.Join(dir, name))
-	}
-	sort.Strings(out)
-	return out
+	return verify.ReadObject(path)
 }

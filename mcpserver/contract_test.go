@@ -146,7 +146,7 @@ func TestOrdersShowContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := author.Cancel(plain.ID, "", ""); err != nil {
+	if _, err := author.Cancel(plain.ID, fsbus.NoteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var blocked struct {

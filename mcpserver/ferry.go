@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +15,10 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
+	"github.com/ferryhq/ferry/internal/sessionlease"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
 )
 
@@ -57,7 +59,7 @@ type FerryConfig struct {
 	// Capabilities).
 	Capabilities Capabilities
 	// Watch configures the long-poll of wait_s (fsnotify, or polling when forced).
-	Watch fsbus.WatchOptions
+	Watch watch.WatchOptions
 	// Groups are the opt-in tool groups served besides the core tools (--tools):
 	// GroupAdmin, GroupLegacy; NewFerry refuses any other name (invalid).
 	Groups []string
@@ -83,7 +85,7 @@ type Ferry struct {
 
 	mu      sync.Mutex
 	ch      *fsbus.Channel
-	lease   *fsbus.SessionLease
+	lease   *sessionlease.Lease
 	stop    chan struct{} // closed by Close: ends the lease's heartbeat
 	leaseBy string        // who holds the lease's file instead of this process, as last logged
 	ticking bool
@@ -359,7 +361,7 @@ func need(action string, fields map[string]string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	sort.Strings(missing)
+	slices.Sort(missing)
 	list := strings.Join(missing, " and ")
 	return errs.Errorf(errs.Invalid, "pass "+list+" with action "+action, "action %s needs %s", action, list)
 }

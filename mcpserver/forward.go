@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/ferryhq/ferry/mcpserver/gateway"
@@ -44,7 +43,7 @@ var ferryToolNames = sync.OnceValue(func() []string {
 			names = append(names, t.Name)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 })
 

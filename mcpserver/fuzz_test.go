@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 	"github.com/rogpeppe/go-internal/txtar"
 )
@@ -149,7 +149,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		m, ok, bad := protocol.DecodeMessage(line, fsbus.IJSONReason)
+		m, ok, bad := protocol.DecodeMessage(line, secretguard.RedactIJSON)
 		ierr := ijson.CheckFolded(line)
 		var ie *ijson.Error
 		switch {

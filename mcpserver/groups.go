@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"slices"
-	"sort"
 
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -46,7 +45,7 @@ func (f *Ferry) surface() (tools []*Tool, instructions string, err error) {
 			groups = append(groups, g)
 		}
 	}
-	sort.Strings(groups)
+	slices.Sort(groups)
 	caps := &f.cfg.Capabilities
 	if f.cfg.ReadOnly {
 		for _, g := range []string{GroupAdmin, GroupGateway} {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
@@ -62,7 +63,7 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 	first.ok("ferry_ask_human", map[string]any{"action": "status"}, nil)
 	mustDecode(t, raised, &ask)
-	if _, err := master.AskAnswer(ask.ID, "approve", "go", ""); err != nil {
+	if _, err := master.AskAnswer(ask.ID, "approve", fsbus.NoteOptions{Note: "go"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/internal/scryptcost"
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-func init() { scryptcost.SetForTests(10) } // keys locked below: a cheap scrypt, the same format
+func init() { keyfile.ScryptWorkFactor = 10 } // keys locked below: a cheap scrypt, the same format
 
 // ownerOnly are the owner's actions no MCP tool may expose (docs/threat-model.md
 // "Hostile MCP callers"): grants and seats, the master key's rotation and pin, the

@@ -1,13 +1,14 @@
 package mcpserver
 
 import (
+	"cmp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -48,7 +49,7 @@ func fit(n int, build func(k int) any) int {
 // id>.<n>" token fsbus Arrivals.Cursor makes, docs/design.md §2 "The local arrival log,
 // cursors and sightings"). ok is false for an empty cursor, one from another machine or
 // a lost log, or a malformed one: the caller then lists everything, never an error.
-func sinceArrival(a *fsbus.Arrivals, since string) (n uint64, ok bool) {
+func sinceArrival(a *arrivals.Log, since string) (n uint64, ok bool) {
 	id, num, found := strings.Cut(since, ".")
 	if since == "" || !found || id != a.LogID {
 		return 0, false
@@ -61,7 +62,7 @@ func sinceArrival(a *fsbus.Arrivals, since string) (n uint64, ok bool) {
 }
 
 // arrivalCursor is the since cursor naming arrival number n of a's log.
-func arrivalCursor(a *fsbus.Arrivals, n uint64) string {
+func arrivalCursor(a *arrivals.Log, n uint64) string {
 	return a.LogID + "." + strconv.FormatUint(n, 10)
 }
 
@@ -158,11 +159,8 @@ func orderPage(v *fsbus.View, state, since, agent string, detail bool, build fun
 			rows = append(rows, r)
 		}
 	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		if last[rows[i].ID] != last[rows[j].ID] {
-			return last[rows[i].ID] < last[rows[j].ID]
-		}
-		return rows[i].ID < rows[j].ID
+	slices.SortStableFunc(rows, func(a, b fold.OrderRow) int {
+		return cmp.Or(cmp.Compare(last[a.ID], last[b.ID]), strings.Compare(a.ID, b.ID))
 	})
 	page := func(k int) any {
 		lines := make([]OrderLine, 0, k)
@@ -214,11 +212,8 @@ func askPage(v *fsbus.View, agent, since string, detail bool) *AskOut {
 			asks = append(asks, a)
 		}
 	}
-	sort.SliceStable(asks, func(i, j int) bool {
-		if last[asks[i].ID] != last[asks[j].ID] {
-			return last[asks[i].ID] < last[asks[j].ID]
-		}
-		return asks[i].ID < asks[j].ID
+	slices.SortStableFunc(asks, func(a, b *fold.Ask) int {
+		return cmp.Or(cmp.Compare(last[a.ID], last[b.ID]), strings.Compare(a.ID, b.ID))
 	})
 	page := func(k int) any {
 		out := &AskOut{Asks: []AskLine{}, Next: v.Arrivals.Cursor()}

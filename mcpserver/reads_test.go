@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/mcpserver"
 )
@@ -171,7 +172,7 @@ func TestTalkReadBounded(t *testing.T) {
 	}
 	var sent []string
 	for i := 0; i < 15; i++ {
-		m, err := sender.TalkSend("codex-desktop", fmt.Sprintf("%02d %s", i, strings.Repeat(`"quote" \ `, 100)), "")
+		m, err := sender.TalkSend(fsbus.TalkSendOptions{To: "codex-desktop", Body: fmt.Sprintf("%02d %s", i, strings.Repeat(`"quote" \ `, 100))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +248,7 @@ func TestAskStatusSince(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := master.AskAnswer(ids[1], "reject", "not now", ""); err != nil {
+	if _, err := master.AskAnswer(ids[1], "reject", fsbus.NoteOptions{Note: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	s = askStatus{}
@@ -295,7 +296,7 @@ func TestTalkReadDetailWhole(t *testing.T) {
 	want := map[string]string{}
 	for _, body := range bodies {
 		body = strings.TrimSpace(body) // a body is kept without trailing white space
-		m, err := sender.TalkSend("codex-desktop", body, "")
+		m, err := sender.TalkSend(fsbus.TalkSendOptions{To: "codex-desktop", Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}

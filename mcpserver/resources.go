@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -227,7 +229,7 @@ func items(v *fsbus.View) []*item {
 		it.arrival = v.Arrivals.Number(h)
 		out = append(out, it)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].arrival < out[j].arrival })
+	slices.SortStableFunc(out, func(a, b *item) int { return cmp.Compare(a.arrival, b.arrival) })
 	return out
 }
 
@@ -395,7 +397,7 @@ func (f *Ferry) toolNames() []string {
 			names = append(names, name)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -77,7 +78,7 @@ func (w *rsWorld) session(t *testing.T, name string) *fsbus.Session {
 }
 
 // ferry builds bob's server; opens counts the channel opens.
-func (w *rsWorld) ferry(t *testing.T, watch fsbus.WatchOptions, opens *atomic.Int32) (*Server, *Ferry) {
+func (w *rsWorld) ferry(t *testing.T, watch watch.WatchOptions, opens *atomic.Int32) (*Server, *Ferry) {
 	t.Helper()
 	srv, f, err := NewFerry(FerryConfig{
 		Agent:    "bob",
@@ -119,7 +120,7 @@ func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody str
 		uris = append(uris, "ferry://acme/order/"+o.ID)
 	}
 	bob := w.session(t, "bob")
-	msg, err := w.alice.TalkSend("bob", "the index is rebuilt", "")
+	msg, err := w.alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the index is rebuilt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody str
 	if _, err := bob.Claim(orders[1].ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	submitted, err = bob.Submit(orders[1].ID, "commit 4f2a9c1", "rebuilt and checked", "")
+	submitted, err = bob.Submit(orders[1].ID, fsbus.SubmitOptions{Reference: "commit 4f2a9c1", Note: "rebuilt and checked"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestResourcesListPagesEveryObject(t *testing.T) {
 	t.Parallel()
 	w := newRSWorld(t)
 	want, _, _, _ := rsFixture(t, w)
-	_, f := w.ferry(t, fsbus.WatchOptions{}, nil)
+	_, f := w.ferry(t, watch.WatchOptions{}, nil)
 	res := f.Resources()
 	ctx := context.Background()
 
@@ -226,7 +227,7 @@ func TestResourcesReadEveryKind(t *testing.T) {
 	t.Parallel()
 	w := newRSWorld(t)
 	uris, longOrder, longBody, submitted := rsFixture(t, w)
-	_, f := w.ferry(t, fsbus.WatchOptions{}, nil)
+	_, f := w.ferry(t, watch.WatchOptions{}, nil)
 	res := f.Resources()
 	ctx := context.Background()
 	read := func(uri string, v any) {
@@ -340,7 +341,7 @@ func TestResourcesReadNotFound(t *testing.T) {
 	w := newRSWorld(t)
 	uris, longOrder, _, _ := rsFixture(t, w)
 	var opens atomic.Int32
-	_, f := w.ferry(t, fsbus.WatchOptions{}, &opens)
+	_, f := w.ferry(t, watch.WatchOptions{}, &opens)
 	res := f.Resources()
 	msgID := strings.TrimPrefix(uris[25], "ferry://acme/message/")
 	for _, uri := range []string{
@@ -371,7 +372,7 @@ func TestResourcesNoChannelReadAtStart(t *testing.T) {
 	t.Parallel()
 	w := newRSWorld(t)
 	var opens atomic.Int32
-	_, f := w.ferry(t, fsbus.WatchOptions{}, &opens)
+	_, f := w.ferry(t, watch.WatchOptions{}, &opens)
 	tpl := f.Resources().Templates()
 	var names []string
 	for _, x := range tpl {
@@ -395,7 +396,7 @@ func TestResourcesRefuseLinks(t *testing.T) {
 	t.Parallel()
 	w := newRSWorld(t)
 	uris, longOrder, _, _ := rsFixture(t, w)
-	_, f := w.ferry(t, fsbus.WatchOptions{}, nil)
+	_, f := w.ferry(t, watch.WatchOptions{}, nil)
 	res := f.Resources()
 	ctx := context.Background()
 	outside := t.TempDir()
@@ -584,7 +585,7 @@ func (c *rsConn) errText(id string) string {
 
 // onWait returns watch options that close the returned channel when a wait first
 // waits.
-func onWait(opt fsbus.WatchOptions) (fsbus.WatchOptions, <-chan struct{}) {
+func onWait(opt watch.WatchOptions) (watch.WatchOptions, <-chan struct{}) {
 	ch := make(chan struct{})
 	var once sync.Once
 	opt.OnWait = func() { once.Do(func() { close(ch) }) }
@@ -595,10 +596,10 @@ func onWait(opt fsbus.WatchOptions) (fsbus.WatchOptions, <-chan struct{}) {
 // polling fallback.
 var waitModes = []struct {
 	name string
-	opt  fsbus.WatchOptions
+	opt  watch.WatchOptions
 }{
-	{"fsnotify", fsbus.WatchOptions{Rescan: time.Hour}},
-	{"poll", fsbus.WatchOptions{Poll: true, Rescan: 50 * time.Millisecond}},
+	{"fsnotify", watch.WatchOptions{Rescan: time.Hour}},
+	{"poll", watch.WatchOptions{Poll: true, Rescan: 50 * time.Millisecond}},
 }
 
 // awaitSignal waits for a wait to begin, failing the test if it never does.
@@ -621,7 +622,7 @@ func TestLongPollTalkReadWakes(t *testing.T) {
 			c := rsServe(t, srv)
 			c.call(1, "ferry_talk", map[string]any{"action": "read", "wait_s": 50})
 			awaitSignal(t, waiting, "ferry_talk read")
-			sent, err := w.alice.TalkSend("bob", "the index is rebuilt", "")
+			sent, err := w.alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the index is rebuilt"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -665,7 +666,7 @@ func TestLongPollCatchupWakes(t *testing.T) {
 func TestLongPollTimesOut(t *testing.T) {
 	t.Parallel()
 	w := newRSWorld(t)
-	srv, _ := w.ferry(t, fsbus.WatchOptions{}, nil)
+	srv, _ := w.ferry(t, watch.WatchOptions{}, nil)
 	c := rsServe(t, srv)
 	var first fsbus.Catchup
 	c.call(1, "ferry_catchup", map[string]any{})
@@ -687,7 +688,7 @@ func TestLongPollTimesOut(t *testing.T) {
 func TestLongPollWaitSBounds(t *testing.T) {
 	t.Parallel()
 	w := newRSWorld(t)
-	srv, _ := w.ferry(t, fsbus.WatchOptions{}, nil)
+	srv, _ := w.ferry(t, watch.WatchOptions{}, nil)
 	c := rsServe(t, srv)
 	for i, args := range []struct {
 		tool string
@@ -738,7 +739,7 @@ func TestLongPollCancel(t *testing.T) {
 				{"ferry_catchup", `{"since":"` + cursor + `","wait_s":50}`},
 			} {
 				// Rescan out of reach in both modes: only the cancel can end the wait.
-				opt, waiting := onWait(fsbus.WatchOptions{Poll: mode.opt.Poll, Rescan: time.Hour})
+				opt, waiting := onWait(watch.WatchOptions{Poll: mode.opt.Poll, Rescan: time.Hour})
 				srv, _ := w.ferry(t, opt, nil)
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
@@ -766,7 +767,7 @@ func TestLongPollCancel(t *testing.T) {
 func TestLongPollEOF(t *testing.T) {
 	t.Parallel()
 	w := newRSWorld(t)
-	opt, waiting := onWait(fsbus.WatchOptions{Rescan: time.Hour})
+	opt, waiting := onWait(watch.WatchOptions{Rescan: time.Hour})
 	srv, _ := w.ferry(t, opt, nil)
 	c := rsServe(t, srv)
 	c.call(1, "ferry_talk", map[string]any{"action": "read", "wait_s": 50})

@@ -105,7 +105,7 @@ func TestSecretFieldsMCP(t *testing.T) {
 		must(err)
 		_, err = other.Claim(o.ID, "")
 		must(err)
-		_, err = other.Submit(o.ID, "main", "done", "")
+		_, err = other.Submit(o.ID, fsbus.SubmitOptions{Reference: "main", Note: "done"})
 		must(err)
 		return o.ID
 	}

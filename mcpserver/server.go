@@ -8,7 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,7 +163,7 @@ func New(opts Options) (*Server, error) {
 		s.tools[t.Name] = t
 		list = append(list, listedTool{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	slices.SortFunc(list, func(a, b listedTool) int { return strings.Compare(a.Name, b.Name) })
 	if list == nil {
 		list = []listedTool{}
 	}
@@ -201,7 +202,7 @@ func (s *Server) listTools(ctx context.Context) (any, error) {
 		}
 		list = append(list, listedTool{t.Name, t.Description, t.InputSchema, t.OutputSchema})
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	slices.SortFunc(list, func(a, b listedTool) int { return strings.Compare(a.Name, b.Name) })
 	arr, err := marshal(list)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "encoding tools/list: %v", err)
@@ -412,7 +413,7 @@ func (s *Server) handleLine(ctx context.Context, line []byte) {
 		s.handleBatch(ctx, t)
 		return
 	}
-	m, ok, bad := protocol.DecodeMessage(line, fsbus.IJSONReason)
+	m, ok, bad := protocol.DecodeMessage(line, secretguard.RedactIJSON)
 	if bad != nil {
 		s.write(protocol.EncodeResponse(*bad))
 	}
@@ -434,7 +435,7 @@ func (s *Server) logDropped(b []byte, bad *protocol.Response) {
 		return
 	}
 	if err := ijson.CheckFolded(b); err != nil {
-		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493) or names members that differ only in case: %s\n", fsbus.IJSONReason(err))
+		fmt.Fprintf(s.opts.Log, "mcp: ignoring a notification that is not I-JSON (RFC 7493) or names members that differ only in case: %s\n", secretguard.RedactIJSON(err))
 	}
 }
 
@@ -480,7 +481,7 @@ func (s *Server) handleBatch(ctx context.Context, line []byte) {
 		left    int // requests not answered yet
 	)
 	for i, el := range elems {
-		m, ok, bad := protocol.DecodeMessage(el, fsbus.IJSONReason)
+		m, ok, bad := protocol.DecodeMessage(el, secretguard.RedactIJSON)
 		if bad != nil {
 			out[i] = protocol.EncodeResponse(*bad)
 		}

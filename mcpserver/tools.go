@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
+	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
@@ -137,7 +140,7 @@ func (f *Ferry) catchup(ctx context.Context, args json.RawMessage) (any, error) 
 const maxWaitS = 50
 
 // waitFor is the long-poll of wait_s (docs/design.md §4): it blocks for up to waitS
-// seconds until news holds on a fresh view of the channel (fsbus.Channel.WaitFor:
+// seconds until news holds on a fresh view of the channel (watch.WaitFor:
 // fsnotify on the channel's directories, or polling), the time runs out, or the
 // client's input ends (EOFContext), and returns nil then, so the caller answers as
 // usual; gone is true when the input ended with nothing new (the client will not see
@@ -157,7 +160,7 @@ func (f *Ferry) waitFor(ctx context.Context, waitS int, news func(*fsbus.View) b
 	}
 	wctx, cancel := context.WithTimeout(EOFContext(ctx), time.Duration(waitS)*time.Second)
 	defer cancel()
-	_, err = ch.WaitFor(wctx, f.cfg.Watch, news)
+	_, err = watch.WaitFor(wctx, ch, f.cfg.Watch, news)
 	switch {
 	case ctx.Err() != nil:
 		return false, ctx.Err()
@@ -212,9 +215,9 @@ type VerifyView struct {
 	DiffMode bool     `json:"diff_mode,omitempty"`
 }
 
-func verifyView(r *fsbus.PointerReport) *VerifyView {
+func verifyView(r *contract.PointerReport) *VerifyView {
 	v := &VerifyView{OK: r.OK, DiffMode: r.DiffMode, Pointers: []string{}}
-	line := func(prefix string, p fsbus.PointerCheck) string {
+	line := func(prefix string, p contract.PointerCheck) string {
 		l := prefix + p.Status + " " + p.Path
 		if p.Reason != "" {
 			l += ": " + p.Reason
@@ -501,23 +504,23 @@ func (f *Ferry) orders(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 	case "progress":
 		if err = need("progress", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
-			o, err = s.Progress(in.ID, in.Note, in.Key)
+			o, err = s.Progress(in.ID, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	case "submit":
 		if err = need("submit", map[string]string{"id": in.ID, "ref": in.Ref}); err == nil {
-			o, err = s.SubmitResult(in.ID, fsbus.SubmitOptions{Reference: in.Ref, Note: in.Note, Output: json.RawMessage(in.Result), Key: in.Key})
+			o, err = s.Submit(in.ID, fsbus.SubmitOptions{Reference: in.Ref, Note: in.Note, Output: json.RawMessage(in.Result), Key: in.Key})
 		}
 	case "review":
 		if err = need("review", map[string]string{"id": in.ID, "verdict": in.Verdict}); err == nil {
-			o, err = s.Review(in.ID, in.Verdict, in.Note, in.Key)
+			o, err = s.Review(in.ID, in.Verdict, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	case "release", "extend":
 		if err = need(in.Action, map[string]string{"id": in.ID}); err == nil {
-			o, err = map[string]func(string, string, string) (*fold.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, in.Note, in.Key)
+			o, err = map[string]func(string, fsbus.NoteOptions) (*fold.Order, error){"release": s.Release, "extend": s.Extend}[in.Action](in.ID, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	case "fail": // the note is the reason, required
 		if err = need("fail", map[string]string{"id": in.ID, "note": in.Note}); err == nil {
-			o, err = s.Fail(in.ID, in.Note, in.Key)
+			o, err = s.Fail(in.ID, fsbus.NoteOptions{Note: in.Note, Key: in.Key})
 		}
 	default:
 		return nil, errs.Errorf(errs.Invalid, "use list, show, new, claim, progress, submit, review, release, extend, fail or verify", "unknown action %q", in.Action)
@@ -571,7 +574,7 @@ func (f *Ferry) talk(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m, err := s.TalkSend(in.To, in.Text, in.Key)
+		m, err := s.TalkSend(fsbus.TalkSendOptions{To: in.To, Body: in.Text, Key: in.Key})
 		if err != nil {
 			return nil, err
 		}
@@ -732,11 +735,7 @@ func nameFields(s map[string]any) {
 	if !ok {
 		return
 	}
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(props))
 	desc := strings.Join(names, ", ")
 	if d, _ := s["description"].(string); d != "" {
 		desc = d + " (" + desc + ")"
@@ -763,6 +762,6 @@ func (f *Ferry) tools() []*Tool {
 		{Name: "ferry_ask_human", Description: "Ask the owner before a risky step: raise (title, recommendation, reasoning), then status. You cannot answer asks.",
 			InputSchema: Schema(&AskIn{}), OutputSchema: outputSchema(&AskOut{}), Call: f.ask},
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	slices.SortFunc(ts, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
 	return ts
 }

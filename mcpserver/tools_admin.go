@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/search"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
 // The admin group (`ferry mcp serve --tools admin`, docs/design.md §4): ferry_search,
@@ -63,7 +64,7 @@ func onlyKnownArgs(args json.RawMessage, known ...string) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	sort.Strings(bad)
+	slices.Sort(bad)
 	return errs.Errorf(errs.Invalid, "pass only "+strings.Join(known, ", ")+"; pages hold at most 20 hits: pass next as cursor for more",
 		"unknown argument %s", strings.Join(bad, ", "))
 }
@@ -79,7 +80,7 @@ func (f *Ferry) search(ctx context.Context, args json.RawMessage) (any, error) {
 	if err := onlyKnownArgs(args, "query", "kind", "cursor"); err != nil {
 		return nil, err
 	}
-	terms, err := fsbus.SearchTerms(in.Query)
+	terms, err := search.Terms(in.Query)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 	p := ch.Project()
 	var hits []SearchHit
 	if kind != "memory" {
-		for _, h := range ch.SearchHits(v, terms, kind, f.cfg.Agent) {
+		for _, h := range search.Hits(ch, v, terms, kind, f.cfg.Agent) {
 			hits = append(hits, SearchHit{URI: uri(p, h.Kind, h.ID), Kind: h.Kind, Title: h.Title, By: h.By, At: h.At, Snippet: h.Snippet})
 		}
 	}
@@ -136,7 +137,7 @@ func (f *Ferry) searchHits(ch *fsbus.Channel, v *fsbus.View, terms []string, kin
 			if err != nil {
 				continue // vanished or unreadable since listed: not a hit
 			}
-			if snip, line, ok := fsbus.MatchText(n.Name, text, terms); ok {
+			if snip, line, ok := search.MatchText(n.Name, text, terms); ok {
 				hits = append(hits, SearchHit{URI: uri(p, "memory", n.Name), Kind: "memory", Title: n.Name, Line: line, Snippet: snip})
 			}
 		}
@@ -323,7 +324,7 @@ func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &UpdateOut{Check: v.CheckUpdate(f.cfg.Version, fsbus.Platform())}, nil
+		return &UpdateOut{Check: v.CheckUpdate(f.cfg.Version, selfupdate.Platform())}, nil
 	case "apply":
 		s, err := f.session()
 		if err != nil {
@@ -341,7 +342,7 @@ func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
 		if res.Applied {
 			current = res.To
 		}
-		return &UpdateOut{Check: v.CheckUpdate(current, fsbus.Platform()), Apply: res}, nil
+		return &UpdateOut{Check: v.CheckUpdate(current, selfupdate.Platform()), Apply: res}, nil
 	}
 	return nil, errs.Errorf(errs.Invalid, "use action check or apply (approving is the owner's `ferry update approve`)", "unknown action %q", in.Action)
 }

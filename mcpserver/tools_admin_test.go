@@ -56,10 +56,10 @@ func TestSearch(t *testing.T) {
 		}
 		return s
 	}
-	if _, err := as("codex-laptop").TalkSend("codex-desktop", "the zebra crossing test is flaky on Windows", ""); err != nil {
+	if _, err := as("codex-laptop").TalkSend(fsbus.TalkSendOptions{To: "codex-desktop", Body: "the zebra crossing test is flaky on Windows"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := as("codex-desktop").TalkSend("cursor-laptop", "zebra: a private note between two others", ""); err != nil {
+	if _, err := as("codex-desktop").TalkSend(fsbus.TalkSendOptions{To: "cursor-laptop", Body: "zebra: a private note between two others"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := as("claude-code-laptop").DecisionRecord("Zebra stripes stay in the logo", ""); err != nil {

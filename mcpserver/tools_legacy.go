@@ -1,14 +1,16 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -356,7 +358,7 @@ func memoryNotes(ch *fsbus.Channel) ([]MemoryFile, error) {
 		}
 		out = append(out, MemoryFile{Name: name, Bytes: info.Size()})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b MemoryFile) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -612,11 +614,8 @@ func learnings(v *fsbus.View) []Learning {
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].At != out[j].At {
-			return out[i].At < out[j].At
-		}
-		return out[i].Order < out[j].Order
+	slices.SortStableFunc(out, func(a, b Learning) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), strings.Compare(a.Order, b.Order))
 	})
 	return out
 }
@@ -714,11 +713,7 @@ func (f *Ferry) listEngines(ctx context.Context, args json.RawMessage) (any, err
 			line(l.Engine).Changes++
 		}
 	}
-	names := make([]string, 0, len(byEngine))
-	for e := range byEngine {
-		names = append(names, e)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byEngine))
 	build := func(k int) any {
 		out := &ListEnginesOut{Engines: []EngineLine{}, Truncated: k < len(names)}
 		for _, e := range names[:k] {

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/search"
+	"github.com/ferryhq/ferry/internal/selfupdate"
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
@@ -54,7 +55,7 @@ func TestUpdateTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.ApproveRelease("2.0.0", map[string]string{fsbus.Platform(): "releases/ferry-2"}); err != nil {
+	if _, err := m.ApproveRelease("2.0.0", map[string]string{selfupdate.Platform(): "releases/ferry-2"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -111,7 +112,7 @@ func TestSearchMatchesFsbus(t *testing.T) {
 		}
 		var want []string
 		for cursor := ""; ; {
-			page, err := b.ch.Search(v, fsbus.SearchOptions{Query: q, Agent: "codex-laptop", Limit: 7, Cursor: cursor})
+			page, err := search.Find(b.ch, v, search.Options{Query: q, Agent: "codex-laptop", Limit: 7, Cursor: cursor})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
+	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -40,7 +41,7 @@ const (
 )
 
 // OnlyChecks are the checks `ferry doctor` makes beyond the findings it shares
-// with `ferry ledger verify` (Channel.Verify's VerifyReport.Findings): the state of
+// with `ferry ledger verify` (Channel.Verify's verify.Report.Findings): the state of
 // delivery and of this machine (what waits for sync, clocks, Syncthing and its
 // settings), contests and memory notes. Every other check is in both.
 var OnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflict, CheckChannelConfig}
@@ -60,15 +61,15 @@ type Pending struct {
 
 // Report is `ferry doctor`.
 type Report struct {
-	Project  string               `json:"project"`
-	Channel  string               `json:"channel"`
-	Errors   int                  `json:"errors"`
-	Warnings int                  `json:"warnings"`
-	Findings []fsbus.Finding      `json:"findings"`
-	Copies   []fsbus.ConflictCopy `json:"conflict_copies"`
-	Pending  Pending              `json:"pending"`
-	Skew     []SkewRow            `json:"clock_skew"`
-	Sync     *synchealth.Health   `json:"sync"`
+	Project  string                `json:"project"`
+	Channel  string                `json:"channel"`
+	Errors   int                   `json:"errors"`
+	Warnings int                   `json:"warnings"`
+	Findings []verify.Finding      `json:"findings"`
+	Copies   []verify.ConflictCopy `json:"conflict_copies"`
+	Pending  Pending               `json:"pending"`
+	Skew     []SkewRow             `json:"clock_skew"`
+	Sync     *synchealth.Health    `json:"sync"`
 }
 
 // OK reports whether the doctor found no error.
@@ -85,11 +86,11 @@ func (r *Report) Unmerged() int {
 	return n
 }
 
-func (r *Report) add(f fsbus.Finding) {
+func (r *Report) add(f verify.Finding) {
 	switch f.Level {
-	case fsbus.LevelError:
+	case verify.LevelError:
 		r.Errors++
-	case fsbus.LevelWarning:
+	case verify.LevelWarning:
 		r.Warnings++
 	}
 	r.Findings = append(r.Findings, f)
@@ -108,7 +109,7 @@ const (
 )
 
 // Examine is `ferry doctor` on the channel as this machine sees it: every finding of
-// Verify (VerifyReport.Findings: torn tails, forks with both branches' lines, conflict
+// Verify (verify.Report.Findings: torn tails, forks with both branches' lines, conflict
 // copies of segments found by content, merged or not, records only in a copy readers
 // do not merge, other writers' lines inside a segment, bad signatures and unknown
 // keys, entries the fold ignored, object files that are wrong), then the OnlyChecks:
@@ -121,7 +122,7 @@ func Examine(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*Report, err
 	if c.Damage != nil && c.Damage.Pin == "" {
 		// channel.toml does not verify and no pin says which key to trust: nothing
 		// else can be checked (docs/format.md §8).
-		r := &Report{Project: c.Project(), Channel: c.Root, Findings: []fsbus.Finding{}, Copies: []fsbus.ConflictCopy{}, Skew: []SkewRow{}}
+		r := &Report{Project: c.Project(), Channel: c.Root, Findings: []verify.Finding{}, Copies: []verify.ConflictCopy{}, Skew: []SkewRow{}}
 		r.add(configFinding(c))
 		return r, nil
 	}
@@ -130,7 +131,7 @@ func Examine(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*Report, err
 		return nil, err
 	}
 	// The findings verify reports come first, unchanged; then the doctor's own checks.
-	r := &Report{Project: c.Project(), Channel: c.Root, Findings: []fsbus.Finding{}, Copies: vr.Copies, Skew: []SkewRow{}}
+	r := &Report{Project: c.Project(), Channel: c.Root, Findings: []verify.Finding{}, Copies: vr.Copies, Skew: []SkewRow{}}
 	if c.Damage != nil {
 		r.add(configFinding(c)) // channel.toml does not verify (docs/format.md §8)
 	}
@@ -144,7 +145,7 @@ func Examine(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*Report, err
 		for _, l := range ct.Losers {
 			lost = append(lost, l.By+": "+l.Type)
 		}
-		r.add(fsbus.Finding{Check: CheckContested, Level: fsbus.LevelInfo, Path: ct.Ref,
+		r.add(verify.Finding{Check: CheckContested, Level: verify.LevelInfo, Path: ct.Ref,
 			Detail: fmt.Sprintf("%s branched: %s: %s won over %s", ct.Ref, ct.Winner.By, ct.Winner.Type, strings.Join(lost, ", ")),
 			Fix:    "nothing to do: every machine folds the same winner; tell " + strings.Join(ct.Involved, ", ") + " if work was done twice"})
 	}
@@ -169,12 +170,12 @@ func checkPending(r *Report, c *fsbus.Channel, v *fsbus.View) {
 		switch {
 		case errors.Is(err, fold.ErrObjectTorn): // (wraps ErrObjectMissing) only a warning: Verify lists it as arriving, not as an error
 			r.Pending.Events++
-			r.add(fsbus.Finding{Check: CheckPending, Level: fsbus.LevelWarning, Path: relPath(c.Root, p),
+			r.add(verify.Finding{Check: CheckPending, Level: verify.LevelWarning, Path: relPath(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has only partly arrived (pending sync)", e.Type, e.Writer, relPath(c.Root, p)),
 				Fix:    "wait for the sync tool to finish the file; if it stays cut short, restore it from the writer's machine"})
 		case errors.Is(err, fold.ErrObjectMissing):
 			r.Pending.Events++
-			r.add(fsbus.Finding{Check: CheckPending, Level: fsbus.LevelWarning, Path: relPath(c.Root, p),
+			r.add(verify.Finding{Check: CheckPending, Level: verify.LevelWarning, Path: relPath(c.Root, p),
 				Detail: fmt.Sprintf("%s by %s names %s, which has not arrived (pending sync)", e.Type, e.Writer, relPath(c.Root, p)),
 				Fix:    "wait for the sync tool; if it never comes, the writer's machine still holds it — check its sync"})
 		}
@@ -187,7 +188,7 @@ func checkPending(r *Report, c *fsbus.Channel, v *fsbus.View) {
 			continue // a copy, reported with Verify's findings (objectFindings)
 		}
 		r.Pending.Objects++
-		r.add(fsbus.Finding{Check: CheckOrphan, Level: fsbus.LevelWarning, Path: relPath(c.Root, p),
+		r.add(verify.Finding{Check: CheckOrphan, Level: verify.LevelWarning, Path: relPath(c.Root, p),
 			Detail: relPath(c.Root, p) + " is named by no entry: invisible until its entry arrives",
 			Fix:    "wait for the sync tool; if it stays after every machine synced, its writer stopped between the file and the entry (harmless; it may be deleted)"})
 	}
@@ -196,7 +197,7 @@ func checkPending(r *Report, c *fsbus.Channel, v *fsbus.View) {
 	}
 	r.Pending.Basis += v.State.Primary.Pending
 	if r.Pending.Basis > 0 {
-		r.add(fsbus.Finding{Check: CheckPending, Level: fsbus.LevelWarning,
+		r.add(verify.Finding{Check: CheckPending, Level: verify.LevelWarning,
 			Detail: fmt.Sprintf("%d lifecycle entries wait for the entry they build on (pending sync)", r.Pending.Basis),
 			Fix:    "wait for the sync tool to deliver the other machines' segments"})
 	}
@@ -223,11 +224,11 @@ func checkSkew(r *Report, c *fsbus.Channel, v *fsbus.View) {
 			continue
 		}
 		r.Skew = append(r.Skew, SkewRow{Writer: w, AheadS: d})
-		lvl := fsbus.LevelWarning
+		lvl := verify.LevelWarning
 		if d > c.PolicyOf(v).MaxSkewS {
-			lvl = fsbus.LevelError
+			lvl = verify.LevelError
 		}
-		r.add(fsbus.Finding{Check: CheckSkew, Level: lvl, Path: w,
+		r.add(verify.Finding{Check: CheckSkew, Level: lvl, Path: w,
 			Detail: fmt.Sprintf("entries of %s were stamped up to %s ahead of this machine's clock when they arrived (a fast clock, or one absorbed from a writer with a fast clock)", w, fsbus.Span(d)),
 			Fix:    "turn on network time (NTP) on the machines involved; order is kept by HLC either way"})
 	}
@@ -252,11 +253,11 @@ func checkMemory(r *Report, c *fsbus.Channel) {
 		}
 		p := "memory/" + name
 		if base, tool, ok := ledger.ParseCopyName(name); ok && names[base] {
-			f := fsbus.Finding{Check: CheckMemoryConflict, Level: fsbus.LevelWarning, Path: p,
+			f := verify.Finding{Check: CheckMemoryConflict, Level: verify.LevelWarning, Path: p,
 				Detail: fmt.Sprintf("a %s conflict copy of memory/%s: two machines edited it at once", tool, base),
 				Fix:    "merge it into the original by hand, then delete the copy; prefer one note per author"}
 			if tool == ledger.ToolOneDrive {
-				f.Level = fsbus.LevelInfo
+				f.Level = verify.LevelInfo
 				f.Detail = fmt.Sprintf("named like a OneDrive conflict copy of memory/%s (or a note named after its author)", base)
 				f.Fix = "if OneDrive made it, merge it into the original and delete it; otherwise nothing to do"
 			}
@@ -264,7 +265,7 @@ func checkMemory(r *Report, c *fsbus.Channel) {
 			continue
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && gitMarkers.Match(b) {
-			r.add(fsbus.Finding{Check: CheckMemoryConflict, Level: fsbus.LevelWarning, Path: p,
+			r.add(verify.Finding{Check: CheckMemoryConflict, Level: verify.LevelWarning, Path: p,
 				Detail: "the note holds git conflict markers (<<<<<<< … >>>>>>>)",
 				Fix:    "resolve the conflict in the note by hand and commit it"})
 		}
@@ -275,39 +276,39 @@ var gitMarkers = regexp.MustCompile(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
 
 func checkSync(r *Report, c *fsbus.Channel) {
 	h := r.Sync
-	lvl := fsbus.LevelInfo
+	lvl := verify.LevelInfo
 	switch {
 	case h.InUse && h.Syncthing != synchealth.StateOK:
-		lvl = fsbus.LevelError // the channel is in Syncthing, and Syncthing cannot be asked
+		lvl = verify.LevelError // the channel is in Syncthing, and Syncthing cannot be asked
 	case h.InUse && (h.NoPeer() || (h.Folder != nil && h.Folder.Paused)):
-		lvl = fsbus.LevelWarning
+		lvl = verify.LevelWarning
 	case h.Syncthing == synchealth.StateError || h.Syncthing == synchealth.StateUnauthorized || h.Syncthing == synchealth.StateTimeout:
-		lvl = fsbus.LevelWarning
+		lvl = verify.LevelWarning
 	}
 	fix := h.Fix
 	if fix == "" {
 		fix = "nothing to do"
 	}
-	r.add(fsbus.Finding{Check: CheckSync, Level: lvl, Detail: h.Syncthing + ", " + h.Delivery + ": " + h.Detail, Fix: fix})
+	r.add(verify.Finding{Check: CheckSync, Level: lvl, Detail: h.Syncthing + ", " + h.Delivery + ": " + h.Detail, Fix: fix})
 	if !h.InUse || h.Folder == nil {
 		return
 	}
 	f := h.Folder
 	if f.MaxConflicts == 0 {
-		r.add(fsbus.Finding{Check: CheckSettings, Level: fsbus.LevelError, Path: f.ID,
+		r.add(verify.Finding{Check: CheckSettings, Level: verify.LevelError, Path: f.ID,
 			Detail: fmt.Sprintf("Syncthing keeps no conflict copies in folder %s (maxConflicts 0): when two machines change a file at once, one side's changes are discarded", f.ID),
 			Fix:    "set the folder's maxConflicts to -1 (keep all) in Syncthing (Edit Folder → Advanced)"})
 	} else if f.MaxConflicts > 0 && f.MaxConflicts < RecommendedMaxConflicts {
-		r.add(fsbus.Finding{Check: CheckSettings, Level: fsbus.LevelWarning, Path: f.ID,
+		r.add(verify.Finding{Check: CheckSettings, Level: verify.LevelWarning, Path: f.ID,
 			Detail: fmt.Sprintf("Syncthing keeps %d conflict copies per file in folder %s: records only in a pruned copy would be lost", f.MaxConflicts, f.ID),
 			Fix:    "set the folder's maxConflicts to -1 (keep all) in Syncthing (Edit Folder → Advanced)"})
 	}
 	if !f.WatcherEnabled {
-		r.add(fsbus.Finding{Check: CheckSettings, Level: fsbus.LevelWarning, Path: f.ID,
+		r.add(verify.Finding{Check: CheckSettings, Level: verify.LevelWarning, Path: f.ID,
 			Detail: fmt.Sprintf("the file watcher is off for folder %s: changes wait for the next full rescan", f.ID),
 			Fix:    "turn on \"Watch for Changes\" for the folder in Syncthing"})
 	} else if f.WatcherDelayS > RecommendedWatcherDelayS {
-		r.add(fsbus.Finding{Check: CheckSettings, Level: fsbus.LevelInfo, Path: f.ID,
+		r.add(verify.Finding{Check: CheckSettings, Level: verify.LevelInfo, Path: f.ID,
 			Detail: fmt.Sprintf("the watcher waits %d s before sending changes in folder %s", f.WatcherDelayS, f.ID),
 			Fix:    fmt.Sprintf("set fsWatcherDelayS to 1–%d in the folder's advanced settings for faster delivery", RecommendedWatcherDelayS)})
 	}
@@ -315,7 +316,7 @@ func checkSync(r *Report, c *fsbus.Channel) {
 		return // checkStignore reports what the folder root's .stignore needs
 	}
 	if b, err := os.ReadFile(filepath.Join(c.Root, ".stignore")); err != nil || !bytes.Contains(b, []byte(".ferry-*.tmp")) {
-		r.add(fsbus.Finding{Check: CheckSettings, Level: fsbus.LevelWarning, Path: ".stignore",
+		r.add(verify.Finding{Check: CheckSettings, Level: verify.LevelWarning, Path: ".stignore",
 			Detail: ".stignore on this machine does not hide ferry's temp files (Syncthing does not sync .stignore)",
 			Fix:    "run `ferry join --as <agent>` once on this machine: it writes .stignore"})
 	}
@@ -407,16 +408,16 @@ func checkStignore(r *Report, c *fsbus.Channel) {
 	if how == "api" {
 		src = "Syncthing's API"
 	}
-	r.add(fsbus.Finding{Check: CheckStignore, Level: fsbus.LevelWarning, Path: ".stignore",
+	r.add(verify.Finding{Check: CheckStignore, Level: verify.LevelWarning, Path: ".stignore",
 		Detail: fmt.Sprintf("the channel is the subfolder %s of the Syncthing folder %s (from %s): Syncthing reads .stignore only at the folder root, so the channel's own .stignore has no effect and ferry's temp files and torn tails get synced", relp, root, src),
 		Fix:    fmt.Sprintf("share the channel folder itself in Syncthing, or add these lines to %s on every machine: %s", filepath.Join(root, ".stignore"), strings.Join(missing, "  "))})
 }
 
 // configFinding is the doctor's finding about a channel.toml that does not verify
 // (fsbus.Channel.Damage, set by fsbus.OpenUnverified).
-func configFinding(c *fsbus.Channel) fsbus.Finding {
+func configFinding(c *fsbus.Channel) verify.Finding {
 	d := c.Damage
-	f := fsbus.Finding{Check: CheckChannelConfig, Level: fsbus.LevelError, Path: "channel.toml"}
+	f := verify.Finding{Check: CheckChannelConfig, Level: verify.LevelError, Path: "channel.toml"}
 	restore := "restore channel.toml from another machine or a backup (never edit it: its signature covers every key)"
 	switch {
 	case d.Pin == "":

@@ -12,8 +12,10 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
 	"github.com/ferryhq/ferry/fsbus/internal/fakesyncthing"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
+	"github.com/ferryhq/ferry/fsbus/verify"
 )
 
 // Doctor checks a unit test reaches better than a journey: HLC skew
@@ -21,8 +23,8 @@ import (
 // Syncthing's folder settings read from its REST API.
 
 // findingsOf returns the findings of one check.
-func findingsOf(r *Report, check string) []fsbus.Finding {
-	var out []fsbus.Finding
+func findingsOf(r *Report, check string) []verify.Finding {
+	var out []verify.Finding
 	for _, f := range r.Findings {
 		if f.Check == check {
 			out = append(out, f)
@@ -36,7 +38,7 @@ func findingsOf(r *Report, check string) []fsbus.Finding {
 func twoMasters(t *testing.T, skew time.Duration) (cA, cB *fsbus.Channel, mA, mB *fsbus.Session) {
 	t.Helper()
 	fakesyncthing.Isolate(t)
-	hA, hB := testHome(t), testHome(t)
+	hA, hB := fsbustest.Home(t), fsbustest.Home(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
 	cA, err := fsbus.Init(hA, fsbus.InitOptions{Dir: dirA, Project: "acme"})
 	if err != nil {
@@ -94,7 +96,7 @@ func TestDoctorSkewAndContests(t *testing.T) {
 		t.Fatalf("skew rows: %+v", r.Skew)
 	}
 	sk := findingsOf(r, CheckSkew)
-	if len(sk) != 1 || sk[0].Level != fsbus.LevelError || !strings.Contains(sk[0].Detail, "ahead of this machine's clock") || !strings.Contains(sk[0].Fix, "NTP") {
+	if len(sk) != 1 || sk[0].Level != verify.LevelError || !strings.Contains(sk[0].Detail, "ahead of this machine's clock") || !strings.Contains(sk[0].Fix, "NTP") {
 		t.Fatalf("skew findings: %+v", sk)
 	}
 	if r.OK() {
@@ -147,9 +149,9 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 		t.Fatalf("sync: %+v", r.Sync)
 	}
 	want := map[string]string{
-		"maxConflicts to -1":     fsbus.LevelWarning,
-		"fsWatcherDelayS to 1–2": fsbus.LevelInfo,
-		"it writes .stignore":    fsbus.LevelWarning,
+		"maxConflicts to -1":     verify.LevelWarning,
+		"fsWatcherDelayS to 1–2": verify.LevelInfo,
+		"it writes .stignore":    verify.LevelWarning,
 	}
 	for _, fd := range findingsOf(r, CheckSettings) {
 		for k, lvl := range want {
@@ -161,7 +163,7 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	if len(want) != 0 {
 		t.Fatalf("missing settings findings %v in %+v", want, r.Findings)
 	}
-	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != fsbus.LevelWarning || !strings.Contains(s[0].Detail, "no peer connected") {
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != verify.LevelWarning || !strings.Contains(s[0].Detail, "no peer connected") {
 		t.Fatalf("sync finding: %+v", s)
 	}
 	if !r.OK() {
@@ -182,7 +184,7 @@ func TestDoctorSyncthingSettings(t *testing.T) {
 	}
 	srv.Close()
 	r = doctor(t, c)
-	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != fsbus.LevelInfo || r.Sync.Syncthing != synchealth.StateUnreachable {
+	if s := findingsOf(r, CheckSync); len(s) != 1 || s[0].Level != verify.LevelInfo || r.Sync.Syncthing != synchealth.StateUnreachable {
 		t.Fatalf("env-only API gone (nothing says the channel is in Syncthing): %+v", s)
 	}
 }
@@ -197,7 +199,7 @@ func TestDoctorMaxConflictsZero(t *testing.T) {
 	f.Unlock()
 	r := doctor(t, c)
 	s := findingsOf(r, CheckSettings)
-	if len(s) == 0 || s[0].Level != fsbus.LevelError || !strings.Contains(s[0].Detail, "maxConflicts 0") || !strings.Contains(s[0].Fix, "maxConflicts to -1") || r.OK() {
+	if len(s) == 0 || s[0].Level != verify.LevelError || !strings.Contains(s[0].Detail, "maxConflicts 0") || !strings.Contains(s[0].Fix, "maxConflicts to -1") || r.OK() {
 		t.Fatalf("maxConflicts 0: %+v", r.Findings)
 	}
 }
@@ -220,7 +222,7 @@ func TestDoctorStignoreSubfolder(t *testing.T) {
 	r := doctor(t, c)
 	f := findingsOf(r, CheckStignore)
 	want := "(?d)/acme/**.ferry-*.tmp  (?d)/acme/**.torn-*"
-	if len(f) != 1 || f[0].Level != fsbus.LevelWarning || !strings.Contains(f[0].Detail, "subfolder acme of the Syncthing folder") ||
+	if len(f) != 1 || f[0].Level != verify.LevelWarning || !strings.Contains(f[0].Detail, "subfolder acme of the Syncthing folder") ||
 		!strings.Contains(f[0].Detail, "a .stfolder marker") || !strings.Contains(f[0].Fix, want) || !strings.Contains(f[0].Fix, "share the channel folder itself") {
 		t.Fatalf("stignore findings: %+v", r.Findings)
 	}
@@ -276,7 +278,7 @@ func TestDoctorVaultNames(t *testing.T) {
 		}
 	}
 	for _, f := range doctor(t, c).Findings {
-		if f.Level != fsbus.LevelInfo {
+		if f.Level != verify.LevelInfo {
 			t.Errorf("a clean vault: doctor finding %+v", f)
 		}
 	}
@@ -302,7 +304,7 @@ func TestDoctorLinksNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{o.ID, "o-0000000000000"} {
-		p := fsbus.ObjectPath(c.Root, "alice", id)
+		p := verify.ObjectPath(c.Root, "alice", id)
 		_ = os.Remove(p)
 		if err := os.Symlink(target, p); err != nil {
 			t.Fatalf("making a symbolic link: %v", err)
@@ -316,7 +318,7 @@ func TestDoctorLinksNotRead(t *testing.T) {
 	if bytes.Contains(b, []byte(secret[:12])) || bytes.Contains(b, []byte("QQQQ")) {
 		t.Errorf("doctor's report shows the link's target: %s", b)
 	}
-	if links := findingsOf(r, fsbus.CheckLink); len(links) != 2 {
+	if links := findingsOf(r, verify.CheckLink); len(links) != 2 {
 		t.Errorf("doctor reports %d links, want 2: %+v", len(links), r.Findings)
 	}
 }

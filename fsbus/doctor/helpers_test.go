@@ -6,38 +6,21 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
-	"github.com/ferryhq/ferry/fsbus/fold"
-	"github.com/ferryhq/ferry/internal/scryptcost"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
+	"github.com/ferryhq/ferry/internal/keyfile"
 )
 
-func init() { scryptcost.SetForTests(10) } // copyKey exports and imports: a cheap scrypt, the same format
-
-func testHome(t *testing.T) *fsbus.Home {
-	t.Helper()
-	d := t.TempDir()
-	return &fsbus.Home{ConfigDir: filepath.Join(d, "config"), CacheDir: filepath.Join(d, "cache")}
-}
+func init() { keyfile.ScryptWorkFactor = 10 } // copyKey exports and imports: a cheap scrypt, the same format
 
 // world is a channel "acme" on one machine with the owner's key, and the members
 // named seated.
 func world(t *testing.T, members ...string) *fsbus.Channel {
 	t.Helper()
-	c, err := fsbus.Init(testHome(t), fsbus.InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
-	if err != nil {
-		t.Fatal(err)
+	levels := map[string]string{}
+	for _, m := range members {
+		levels[m] = "member"
 	}
-	m, err := c.As(fold.MasterWriter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range members {
-		if _, err := fsbus.Join(c, name, "test"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.Grant(fsbus.GrantOptions{Agent: name, Level: "member"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, _ := fsbustest.Channel(t, fsbustest.Options{Levels: levels})
 	return c
 }
 

@@ -2,7 +2,8 @@ package fold
 
 import (
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -24,10 +25,18 @@ const (
 	VerdictSendBack = "send_back"
 )
 
-var AskVerdicts = map[string]string{
+// askVerdicts maps each verdict of an ask.answer to the ask state it leads to.
+var askVerdicts = map[string]string{
 	VerdictApprove:  AskApproved,
 	VerdictReject:   AskRejected,
 	VerdictSendBack: AskSentBack,
+}
+
+// AskVerdictState is the ask state a verdict leads to; ok is false for a word that is
+// no verdict.
+func AskVerdictState(verdict string) (state string, ok bool) {
+	state, ok = askVerdicts[verdict]
+	return state, ok
 }
 
 // askRank is the stage rank of each ask state for the branch rule of docs/design.md §2 "Races
@@ -84,7 +93,7 @@ type askCore struct {
 	Author string
 }
 
-// step applies one entry of an ask's chain to c: an ask.answer by the owner moves a
+// Step applies one entry of an ask's chain to c: an ask.answer by the owner moves a
 // pending ask to the verdict's state. It is the one rule both the fold and AskAnswer
 // use. Refusals: denied below master level (an agent never answers, docs/design.md §2 level
 // table), conflict when the ask is already answered, invalid for an unknown verdict. An
@@ -100,7 +109,7 @@ func (c askCore) Step(typ, writer string, lvl Level, d EntryData) (askCore, erro
 		if c.State != AskPending {
 			return c, errs.Errorf(errs.Conflict, "see the verdict with `ferry ask status ID`", "ask is already %s", c.State)
 		}
-		st, ok := AskVerdicts[d.Verdict]
+		st, ok := askVerdicts[d.Verdict]
 		if !ok {
 			return c, errs.Errorf(errs.Invalid, "use approve, reject or send_back", "unknown verdict %q", d.Verdict)
 		}
@@ -164,11 +173,7 @@ func foldAsks(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*led
 	}
 	pending := linkChain(rest, byHash, ignore, func(b, ref string) { st.noteDangling(b, "a"+ref) })
 
-	ids := make([]string, 0, len(raises))
-	for id := range raises {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(raises))
 	for _, id := range ids {
 		cands := raises[id]
 		asks := map[*askNode]*Ask{}

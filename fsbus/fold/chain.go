@@ -1,8 +1,11 @@
 package fold
 
 import (
+	"cmp"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
@@ -91,11 +94,8 @@ func resolveChain[S any](ref string, root *chainNode[S], r chainRules[S], involv
 		if len(valid) == 0 {
 			return path, contests
 		}
-		sort.Slice(valid, func(i, j int) bool {
-			if valid[i].rank != valid[j].rank {
-				return valid[i].rank > valid[j].rank
-			}
-			return valid[i].e.Hash() < valid[j].e.Hash()
+		slices.SortFunc(valid, func(a, b *chainNode[S]) int {
+			return cmp.Or(cmp.Compare(b.rank, a.rank), strings.Compare(a.e.Hash(), b.e.Hash()))
 		})
 		win := valid[0]
 		if len(valid) > 1 {
@@ -110,10 +110,7 @@ func resolveChain[S any](ref string, root *chainNode[S], r chainRules[S], involv
 			for _, b := range valid {
 				markInvolved(b, who)
 			}
-			for name := range who {
-				c.Involved = append(c.Involved, name)
-			}
-			sort.Strings(c.Involved)
+			c.Involved = slices.Sorted(maps.Keys(who))
 			contests = append(contests, c)
 		}
 		n = win

@@ -85,5 +85,5 @@ type Pointer struct {
 	Commit    string `json:"commit,omitempty"`
 }
 
-// hasPointers reports whether o's contract names files to verify.
+// HasPointers reports whether o's contract names files to verify.
 func (o *Order) HasPointers() bool { return len(o.Pointers) > 0 || o.Diff != nil }

@@ -1,20 +1,20 @@
 package fold
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// entryData is the union of the data fields of every entry type this binary folds.
+// EntryData is the union of the data fields of every entry type this binary folds.
 // Unknown fields are ignored (forward compatibility, docs/design.md §2 rule 9).
 type EntryData struct {
 	Basis     string            `json:"basis,omitempty"`
@@ -57,7 +57,7 @@ func (st *State) dataOf(e *ledger.Entry) EntryData {
 	return d
 }
 
-// decodeData decodes an entry's data. It reports false for data that does not decode
+// DecodeData decodes an entry's data. It reports false for data that does not decode
 // and for data with a key that equals a known field name only when case is ignored
 // ("Basis"): encoding/json would fill the field from it, last key wins, so the entry's
 // meaning would hang on key order, which its hash and signature ignore (rule 9).
@@ -128,7 +128,7 @@ type grant struct {
 	Revoke      bool `json:"-"`
 }
 
-// cover returns the grant an entry at (device, seq) falls under (docs/design.md §2 "Identity,
+// Cover returns the grant an entry at (device, seq) falls under (docs/design.md §2 "Identity,
 // trust and levels"): the newest grant whose bound for that device is below seq or that
 // names no bound for it; entries within every later grant's bounds fall under the first.
 // ok is false when the agent was never granted.
@@ -220,7 +220,7 @@ type State struct {
 	Counted Layered[bool]    `json:"-"` // hashes of entries that count
 	// decoded holds each entry's data while Fold runs (dataOf); nil after.
 	decoded map[*ledger.Entry]EntryData
-	// masters is the master key rotation chain (rotation.go).
+	// Masters is the master key rotation chain (rotation.go).
 	Masters *MasterChain `json:"-"`
 	// dangling maps the basis of each pending lifecycle entry to the things waiting
 	// for it (thing keys of fold_incr.go).
@@ -513,7 +513,7 @@ func Fold(in FoldInput) *State {
 		if j, ok := a.Joins[show]; ok {
 			a.App, a.Machine = j[0], j[1]
 		}
-		sort.Strings(a.Devices)
+		slices.Sort(a.Devices)
 	}
 
 	foldOrders(st, in, orderEntries, ignore)
@@ -528,7 +528,7 @@ func Fold(in FoldInput) *State {
 	return st
 }
 
-// mergedSet returns entries in merged (hlc, writer, device, seq) order with repeated
+// MergedSet returns entries in merged (hlc, writer, device, seq) order with repeated
 // records dropped, so the fold is a function of the set of entries it is given, not of
 // their order or of how often a record was delivered. Entries already in strict merged
 // order, as ledger.Read gives them, are returned as they are.
@@ -544,14 +544,14 @@ func MergedSet(entries []ledger.Entry) []ledger.Entry {
 	for i := range entries {
 		ps[i] = &entries[i]
 	}
-	sort.Slice(ps, func(i, j int) bool {
-		if EntryLess(ps[i], ps[j]) {
-			return true
+	slices.SortFunc(ps, func(a, b *ledger.Entry) int {
+		switch {
+		case EntryLess(a, b):
+			return -1
+		case EntryLess(b, a):
+			return 1
 		}
-		if EntryLess(ps[j], ps[i]) {
-			return false
-		}
-		return ps[i].Hash() < ps[j].Hash() // one record twice, or a fork: same place
+		return strings.Compare(a.Hash(), b.Hash()) // one record twice, or a fork: same place
 	})
 	out := make([]ledger.Entry, 0, len(ps))
 	for i, e := range ps {
@@ -572,7 +572,7 @@ func (a *Agent) noteSegment(e *ledger.Entry) {
 	}
 }
 
-// levelOf is the level the agent's next entry on device falls under (its newest grant).
+// LevelOf is the level the agent's next entry on device falls under (its newest grant).
 func (st *State) LevelOf(name string) Level {
 	if name == MasterWriter {
 		return LevelMaster
@@ -586,7 +586,7 @@ func (st *State) LevelOf(name string) Level {
 // Counts reports whether the entry with this hash counts for state (verified, granted).
 func (st *State) Counts(hash string) bool { c, _ := st.Counted.Get(hash); return c }
 
-// levelAt is the level an entry fell under (for the order state machine).
+// LevelAt is the level an entry fell under (for the order state machine).
 func (st *State) LevelAt(e *ledger.Entry) Level {
 	if e.Writer == MasterWriter {
 		return LevelMaster
@@ -648,11 +648,8 @@ func resolveGrants(st *State, agent string, nodes []*grantNode, ignore func(*led
 	var path []grant
 	head, level := "", roots
 	for len(level) > 0 {
-		sort.Slice(level, func(i, j int) bool {
-			if level[i].rank != level[j].rank {
-				return level[i].rank > level[j].rank
-			}
-			return level[i].e.Hash() < level[j].e.Hash()
+		slices.SortFunc(level, func(a, b *grantNode) int {
+			return cmp.Or(cmp.Compare(b.rank, a.rank), strings.Compare(a.e.Hash(), b.e.Hash()))
 		})
 		win := level[0]
 		if len(level) > 1 {
@@ -677,7 +674,7 @@ func ignoreGrantBranch(n *grantNode, ignore func(*ledger.Entry, string)) {
 	}
 }
 
-// family is the noun of an entry type ("order" of "order.claim").
+// Family is the noun of an entry type ("order" of "order.claim").
 func Family(typ string) string {
 	noun, _, _ := strings.Cut(typ, ".")
 	return noun

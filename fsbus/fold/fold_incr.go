@@ -1,10 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -29,27 +29,27 @@ import (
 // full fold — `ferry doctor`, `ferry ledger verify`, a running process within
 // FullFoldEvery, a new one within CheckpointTrust of the checkpoint's full fold.
 
-// folded is a State with what folding it again after new entries needs.
+// Folded is a State with what folding it again after new entries needs.
 type Folded struct {
 	State  *State         `json:"-"`
 	Roster []ledger.Entry `json:"-"` // entries that build the roster, merged order
-	// things holds each thing's entries, in merged order, as pointers into the
+	// Things holds each thing's entries, in merged order, as pointers into the
 	// snapshots they were read in (a copy of each entry would double the memory).
 	Things map[string][]*ledger.Entry `json:"-"`
-	// missing maps each object file the fold found missing to its thing.
+	// Missing maps each object file the fold found missing to its thing.
 	Missing map[ObjRef]string `json:"-"`
-	// tips holds each chain's entry with the highest seq: (writer, device) → entry.
+	// Tips holds each chain's entry with the highest seq: (writer, device) → entry.
 	Tips map[[2]string]*ledger.Entry `json:"-"`
-	// dangling maps the basis of each pending lifecycle entry to the things that
+	// Dangling maps the basis of each pending lifecycle entry to the things that
 	// wait for it: when an entry with that hash arrives they are folded again.
 	Dangling map[string][]string `json:"-"`
-	// crossed holds the things with an entry ignored because its basis lies in
+	// Crossed holds the things with an entry ignored because its basis lies in
 	// another thing's chain: folding such a thing alone would take that entry for
 	// pending, so touching one folds everything.
 	Crossed map[string]bool `json:"-"`
 }
 
-// objRef names an object file: its author and id.
+// ObjRef names an object file: its author and id.
 type ObjRef struct{ Writer, ID string }
 
 // Thing keys: a one-letter kind and the id ("o" orders, "m" messages, "a" asks, "h"
@@ -60,7 +60,7 @@ const (
 	thingDecisions = "D"
 )
 
-// thingKeys returns the things an entry belongs to, or roster = true when it may change
+// ThingKeys returns the things an entry belongs to, or roster = true when it may change
 // the roster or belongs to no family folded per thing.
 func ThingKeys(e *ledger.Entry) (keys []string, roster bool) {
 	switch Family(e.Type) {
@@ -118,7 +118,7 @@ func recordMissing(r ObjectReader, missing map[ObjRef]string) ObjectReader {
 	}
 }
 
-// foldFull folds entries from scratch (Fold) and keeps what foldDelta needs.
+// FoldFull folds entries from scratch (Fold) and keeps what foldDelta needs.
 func FoldFull(in FoldInput) *Folded {
 	f := &Folded{Things: map[string][]*ledger.Entry{}, Missing: map[ObjRef]string{}, Tips: map[[2]string]*ledger.Entry{}}
 	in.Objects = recordMissing(in.Objects, f.Missing)
@@ -141,7 +141,7 @@ func FoldFull(in FoldInput) *Folded {
 	return f
 }
 
-// canDelta reports whether foldDelta can fold added into f: no entry changes the
+// CanDelta reports whether foldDelta can fold added into f: no entry changes the
 // roster, every writer is known, and no idempotency key is one another entry used.
 func (f *Folded) CanDelta(added []ledger.Entry) bool {
 	for _, e := range added {
@@ -163,7 +163,7 @@ func (f *Folded) CanDelta(added []ledger.Entry) bool {
 	return true
 }
 
-// foldDelta returns f with added folded in, or ok = false when that needs a full fold
+// FoldDelta returns f with added folded in, or ok = false when that needs a full fold
 // (see the package comment above). in gives the project, master key and objects;
 // in.Entries is not read. total and maxHLC are the entry count and highest HLC of the
 // whole snapshot after added. exists reports whether an object file is there now. f is
@@ -349,7 +349,7 @@ func (f *Folded) FoldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 		}
 	}
 	for name := range cloned {
-		sort.Strings(st.Agents[name].Devices)
+		slices.Sort(st.Agents[name].Devices)
 	}
 
 	// Ignored entries and contests of the touched things come from the partial fold.
@@ -464,24 +464,14 @@ func spliceThing[T any](m, part map[string]*T, id string) {
 // sortIgnored puts ignored entries in one order whatever the path that folded them:
 // by writer, device, seq, hash and reason.
 func sortIgnored(igs []Ignored) {
-	sort.SliceStable(igs, func(i, j int) bool {
-		a, b := &igs[i], &igs[j]
-		switch {
-		case a.Writer != b.Writer:
-			return a.Writer < b.Writer
-		case a.Device != b.Device:
-			return a.Device < b.Device
-		case a.Seq != b.Seq:
-			return a.Seq < b.Seq
-		case a.Hash != b.Hash:
-			return a.Hash < b.Hash
-		}
-		return a.Reason < b.Reason
+	slices.SortStableFunc(igs, func(a, b Ignored) int {
+		return cmp.Or(strings.Compare(a.Writer, b.Writer), strings.Compare(a.Device, b.Device), cmp.Compare(a.Seq, b.Seq),
+			strings.Compare(a.Hash, b.Hash), strings.Compare(a.Reason, b.Reason))
 	})
 }
 
 // sortContested orders contests by the thing they are about, keeping each thing's
 // contests in chain order.
 func sortContested(cs []Contest) {
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Ref < cs[j].Ref })
+	slices.SortStableFunc(cs, func(a, b Contest) int { return strings.Compare(a.Ref, b.Ref) })
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -13,7 +13,7 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// crockford is the lowercase Crockford base32 alphabet (no i, l, o, u).
+// Crockford is the lowercase Crockford base32 alphabet (no i, l, o, u).
 const Crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // Id prefixes of objects and decisions (docs/design.md §2 rule 2).
@@ -29,14 +29,14 @@ const (
 // idLen is the number of base32 characters after an id's prefix (65 random bits).
 const IDLen = 13
 
-// deviceLen is the number of base32 characters of a device id (40 random bits).
+// DeviceLen is the number of base32 characters of a device id (40 random bits).
 const DeviceLen = 8
 
 var (
 	idRe = regexp.MustCompile(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
 )
 
-// randomBase32 returns n Crockford characters carrying 5n random bits.
+// RandomBase32 returns n Crockford characters carrying 5n random bits.
 func RandomBase32(n int) string {
 	var buf [16]byte
 	if _, err := rand.Read(buf[:]); err != nil {
@@ -56,7 +56,7 @@ func RandomBase32(n int) string {
 // (65 random bits), e.g. "o-k3f9x2abq7mze".
 func NewID(prefix string) string { return prefix + RandomBase32(IDLen) }
 
-// newDeviceID returns a fresh 8-character device id (40 random bits).
+// NewDeviceID returns a fresh 8-character device id (40 random bits).
 func NewDeviceID() string { return RandomBase32(DeviceLen) }
 
 // ValidID reports whether s is a full object id of any prefix.
@@ -77,7 +77,7 @@ func CheckName(kind, s string) error {
 	return secretguard.Check(kind, s)
 }
 
-// resolveID resolves a full id or a unique prefix of one among known ids, as git does
+// ResolveID resolves a full id or a unique prefix of one among known ids, as git does
 // (docs/design.md §2 rule 2). It returns a not_found error when nothing matches and an invalid
 // error listing the candidates when the prefix is ambiguous.
 func ResolveID(kind, q string, known []string) (string, error) {
@@ -150,7 +150,7 @@ func resolveIDIn(kind, q string, known []string, listHint string, pending int) (
 	case 1:
 		return hits[0], nil
 	}
-	sort.Strings(hits)
+	slices.Sort(hits)
 	return "", errs.Errorf(errs.Invalid, "candidates: "+strings.Join(hits, ", "),
 		"%s id prefix %q is ambiguous (%d candidates)", kind, q, len(hits))
 }
@@ -209,7 +209,7 @@ func nearIDs(q string, known []string) []string {
 	if len(ids) == 0 {
 		ids = sharing
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids[:min(len(ids), maxNear)]
 }
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// layered is a map of string keys made of a shared base that is never written once a
+// Layered is a map of string keys made of a shared base that is never written once a
 // State or Arrivals holding it has been returned, and a small top layer of what was
 // added since (a Load that folds 100 new entries must not copy a map of
 // 100,000). Reads look in top, then in base. with returns a new layered and leaves the
@@ -21,7 +21,7 @@ type Layered[V any] struct {
 	vals      []V
 }
 
-// sortedLayered makes a layered whose base is keys (strictly increasing) with vals.
+// SortedLayered makes a layered whose base is keys (strictly increasing) with vals.
 func SortedLayered[V any](keys []string, vals []V) Layered[V] {
 	return Layered[V]{keys: keys, vals: vals}
 }
@@ -64,7 +64,7 @@ func (m *Layered[V]) set(k string, v V) {
 	m.top[k] = v
 }
 
-// len returns the number of keys (a key in both layers counts once).
+// Len returns the number of keys (a key in both layers counts once).
 func (m Layered[V]) Len() int {
 	n := len(m.Base) + len(m.keys)
 	for k := range m.top {
@@ -75,7 +75,7 @@ func (m Layered[V]) Len() int {
 	return n
 }
 
-// all calls fn for every key once, with its newest value.
+// All calls fn for every key once, with its newest value.
 func (m Layered[V]) All(fn func(k string, v V)) {
 	for k, v := range m.top {
 		fn(k, v)
@@ -92,7 +92,7 @@ func (m Layered[V]) All(fn func(k string, v V)) {
 	}
 }
 
-// with returns m plus add (add's values win). It copies the top layer, or, once the
+// With returns m plus add (add's values win). It copies the top layer, or, once the
 // top would exceed layeredTopMax, the whole map into a new base.
 func (m Layered[V]) With(add map[string]V) Layered[V] {
 	if len(add) == 0 {

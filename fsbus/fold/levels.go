@@ -112,7 +112,7 @@ var minLevel = map[string]Level{
 	TypeSecretPut:       LevelMember, // vault.go
 }
 
-// checkLevel returns a denied error naming the missing level when lvl may not write typ.
+// CheckLevel returns a denied error naming the missing level when lvl may not write typ.
 // Unknown types need member level (they are kept and ignored by the fold).
 func CheckLevel(writer string, lvl Level, typ string) error {
 	need, ok := minLevel[typ]

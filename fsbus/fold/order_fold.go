@@ -3,7 +3,8 @@ package fold
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -28,7 +29,7 @@ const (
 // orderRank is the stage rank of each order state for the branch rule of docs/design.md §2
 // "Races across machines": the branch that reached the highest rank wins. Pinned by
 // docs/format.md §14.
-var OrderRank = map[string]int{
+var orderRank = map[string]int{
 	StateOpen:             0,
 	StateOffered:          1,
 	StateTimedOut:         2,
@@ -149,7 +150,7 @@ type Order struct {
 	Device string    `json:"-"` // the device of the order.create (the author's machine)
 }
 
-// orderCore is the part of an order its state machine decides on.
+// OrderCore is the part of an order its state machine decides on.
 type OrderCore struct {
 	State     string
 	Author    string
@@ -165,7 +166,7 @@ type OrderCore struct {
 // ErrNotAllowed is wrapped by the state machine's refusals.
 var errNotAllowed = errors.New("not allowed")
 
-// step applies one lifecycle entry to c, returning the next core or a refusal (*errs.Error,
+// Step applies one lifecycle entry to c, returning the next core or a refusal (*errs.Error,
 // denied or conflict) saying why. It is the one rule both the fold and every write
 // path use, so a write the local fold would ignore is never made.
 func (c OrderCore) Step(typ, writer, hash string, lvl Level, d EntryData) (OrderCore, error) {
@@ -329,7 +330,7 @@ func (c OrderCore) Step(typ, writer, hash string, lvl Level, d EntryData) (Order
 	return n, nil
 }
 
-// lostClaim turns err, a denied refusal of a holder's step typ (submit, progress,
+// LostClaim turns err, a denied refusal of a holder's step typ (submit, progress,
 // extend, release, fail) by writer, into superseded when writer is not the holder because its
 // claim lost a race across machines: a contest on o has a losing branch that starts
 // with writer's order.claim (docs/design.md §2: furthest stage, then lower hash). The error
@@ -385,7 +386,7 @@ var orderRules = chainRules[OrderCore]{
 	step: func(c OrderCore, n *orderNode) (OrderCore, error) {
 		return c.Step(n.e.Type, n.e.Writer, n.e.Hash(), n.lvl, n.d)
 	},
-	rank: func(c OrderCore) int { return OrderRank[c.State] },
+	rank: func(c OrderCore) int { return orderRank[c.State] },
 }
 
 // foldOrders builds every order from its create entry and chain of lifecycle entries,
@@ -427,11 +428,7 @@ func foldOrders(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*l
 	}
 	pending := linkChain(rest, byHash, ignore, func(b, ref string) { st.noteDangling(b, "o"+ref) })
 
-	ids := make([]string, 0, len(creates))
-	for id := range creates {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(creates))
 	for _, id := range ids {
 		cands := creates[id]
 		orders := map[*orderNode]*Order{}
@@ -579,7 +576,7 @@ func (n *OrderCore) submitOutcome(outcome string) error {
 	return errs.Errorf(errs.Invalid, "", "unknown submit outcome %q", outcome)
 }
 
-// checkStale is the rule of order.stale (ADR 0003): only the author, and only while
+// CheckStale is the rule of order.stale (ADR 0003): only the author, and only while
 // nobody holds the order (open, offered, timed_out, failed) — a holder's submit
 // re-verifies the pointers itself.
 func (c OrderCore) CheckStale(writer string) error {

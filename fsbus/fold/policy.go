@@ -8,8 +8,10 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -112,7 +114,7 @@ func resolvePolicy(st *State, entries []*ledger.Entry, ignore func(*ledger.Entry
 	return &PolicySet{Hash: head.e.Hash(), HLC: head.e.HLC, Table: head.state}
 }
 
-// clipText shortens s to at most n bytes for an error message.
+// ClipText shortens s to at most n bytes for an error message.
 func ClipText(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -120,7 +122,7 @@ func ClipText(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// checkPolicyTable judges a whole table: every known key's value (checkPolicyValue).
+// CheckPolicyTable judges a whole table: every known key's value (checkPolicyValue).
 func CheckPolicyTable(t map[string]json.RawMessage) error {
 	for _, k := range slices.Sorted(maps.Keys(t)) {
 		if _, err := CheckPolicyValue(k, t[k]); err != nil {
@@ -130,10 +132,10 @@ func CheckPolicyTable(t map[string]json.RawMessage) error {
 	return nil
 }
 
-// checkPolicyValue judges a value of a known key: an integer from the key's minimum to
+// CheckPolicyValue judges a value of a known key: an integer from the key's minimum to
 // maxPolicyS. Unknown keys take any JSON value.
 func CheckPolicyValue(key string, raw json.RawMessage) (int64, error) {
-	k, known := PolicyKeys[key]
+	k, known := policyKeys[key]
 	if !known {
 		return 0, nil
 	}
@@ -145,7 +147,7 @@ func CheckPolicyValue(key string, raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// policyData is the data of a policy.set entry.
+// PolicyData is the data of a policy.set entry.
 type PolicyData struct {
 	Basis  string                     `json:"basis,omitempty"`
 	Policy map[string]json.RawMessage `json:"policy"`
@@ -159,11 +161,11 @@ type PolicySet struct {
 	Table map[string]json.RawMessage `json:"policy"`
 }
 
-// policyKeyRe is what `ferry policy set` takes as a key: a TOML bare key in lower case.
+// PolicyKeyRe is what `ferry policy set` takes as a key: a TOML bare key in lower case.
 var PolicyKeyRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // policyKeys are the keys of [policy] this binary knows (docs/format.md §8).
-var PolicyKeys = map[string]policyKey{
+var policyKeys = map[string]policyKey{
 	"quiet_after_s":  {func(p *Policy) *int64 { return &p.QuietAfterS }, 1, "seconds without a sighting before a writer shows as quiet"},
 	"silent_after_s": {func(p *Policy) *int64 { return &p.SilentAfterS }, 1, "seconds without a sighting before a writer is silent (primary take-over)"},
 	"max_skew_s":     {func(p *Policy) *int64 { return &p.MaxSkewS }, 1, "how far a writer's HLC may run ahead of its clock (docs/format.md §6)"},
@@ -184,10 +186,10 @@ type policyKey struct {
 // (docs/format.md §3) and below what a time.Duration holds.
 const maxPolicyS = 10 * 365 * 24 * 3600
 
-// policyRef is the ref of every policy.set entry.
+// PolicyRef is the ref of every policy.set entry.
 const PolicyRef = "policy"
 
-// defaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
+// DefaultPolicy is what init writes: quiet after 5 min, silent after 30, max skew 1 h.
 var DefaultPolicy = Policy{QuietAfterS: 300, SilentAfterS: 1800, MaxSkewS: 3600}
 
 // Policy holds the signed policy defaults of channel.toml (seconds).
@@ -204,3 +206,114 @@ type Policy struct {
 	LifetimeS    int64 `toml:"lifetime_s,omitzero" json:"lifetime_s,omitempty"`
 	QueueWindowS int64 `toml:"queue_window_s,omitzero" json:"queue_window_s,omitempty"`
 }
+
+// jsonEqual reports whether two JSON values are the same value (canonical forms).
+func JSONEqual(a, b json.RawMessage) bool {
+	ca, err1 := ledger.CanonicalJSON(a)
+	cb, err2 := ledger.CanonicalJSON(b)
+	if err1 != nil || err2 != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca, cb)
+}
+
+// PolicyJSON is VALUE as a JSON value: a known key's integer; for an unknown key an
+// integer, true or false, else the text as a JSON string.
+func PolicyJSON(a PolicyAssign) (json.RawMessage, error) {
+	if _, known := policyKeys[a.Key]; known {
+		raw := json.RawMessage(a.Value)
+		if _, err := CheckPolicyValue(a.Key, raw); err != nil {
+			return nil, err
+		}
+		return raw, nil
+	}
+	if _, err := strconv.ParseInt(a.Value, 10, 64); err == nil && len(a.Value) < 16 {
+		return json.RawMessage(a.Value), nil
+	}
+	if a.Value == "true" || a.Value == "false" {
+		return json.RawMessage(a.Value), nil
+	}
+	return json.Marshal(a.Value)
+}
+
+// ParsePolicyAssign parses "KEY=VALUE". The text passes the secret guard first, so a
+// refusal never echoes a token-shaped value.
+func ParsePolicyAssign(s string) (PolicyAssign, error) {
+	if err := secretguard.Check("policy assignment", s); err != nil {
+		return PolicyAssign{}, err
+	}
+	k, v, ok := strings.Cut(s, "=")
+	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+	switch {
+	case !ok:
+		return PolicyAssign{}, errs.Errorf(errs.Invalid, "write KEY=VALUE, e.g. `ferry policy set silent_after_s=3600` (keys: "+strings.Join(PolicyKeyNames(), ", ")+")",
+			"%q is not KEY=VALUE", ClipText(s, 80))
+	case !PolicyKeyRe.MatchString(k):
+		return PolicyAssign{}, errs.Errorf(errs.Invalid, "a key is lower-case letters, digits and _ (keys this binary knows: "+strings.Join(PolicyKeyNames(), ", ")+")",
+			"%q is not a policy key", ClipText(k, 80))
+	case v == "":
+		return PolicyAssign{}, errs.Errorf(errs.Invalid, "give a value after =; a key cannot be removed from the policy", "no value for policy key %s", k)
+	}
+	return PolicyAssign{Key: k, Value: v}, nil
+}
+
+// PolicyAssign is one KEY=VALUE of `ferry policy set`, as given.
+type PolicyAssign struct {
+	Key, Value string
+}
+
+// effectivePolicy overlays channel.toml's [policy] (the decoded policy and the table
+// as read) with head's table.
+func Effective(policy Policy, table map[string]json.RawMessage, head *PolicySet) EffectivePolicy {
+	ep := EffectivePolicy{Policy: policy, Table: map[string]json.RawMessage{}, Source: map[string]string{}, Head: head}
+	for k, v := range table {
+		ep.Table[k], ep.Source[k] = v, policyFromChannel
+	}
+	if table == nil { // a Config not read from a file (tests): its known keys
+		for k, pk := range policyKeys {
+			if v := *pk.Field(&ep.Policy); v != 0 || k == "quiet_after_s" || k == "silent_after_s" || k == "max_skew_s" {
+				ep.Table[k], ep.Source[k] = json.RawMessage(strconv.FormatInt(v, 10)), policyFromChannel
+			}
+		}
+	}
+	if head != nil {
+		for k, v := range head.Table {
+			ep.Table[k], ep.Source[k] = v, PolicyFromSet
+			if pk, known := policyKeys[k]; known {
+				if n, err := CheckPolicyValue(k, v); err == nil {
+					*pk.Field(&ep.Policy) = n
+				}
+			}
+		}
+	}
+	for k := range ep.Table {
+		if _, known := policyKeys[k]; !known {
+			ep.Unknown = append(ep.Unknown, k)
+		}
+	}
+	slices.Sort(ep.Unknown)
+	return ep
+}
+
+// Sources of EffectivePolicy.Source.
+const (
+	policyFromChannel = "channel.toml"
+	PolicyFromSet     = "policy.set"
+)
+
+// EffectivePolicy is the policy in force: channel.toml's [policy] overlaid, key by key,
+// by the table of the policy.set chain's head.
+type EffectivePolicy struct {
+	Policy Policy `json:"-"`
+	// Table holds every key, as JSON values; Source names where each came from:
+	// "channel.toml" or "policy.set".
+	Table  map[string]json.RawMessage `json:"policy"`
+	Source map[string]string          `json:"source"`
+	// Head is the policy.set in force (nil: channel.toml alone).
+	Head *PolicySet `json:"head,omitempty"`
+	// Unknown lists the keys this binary does not know: kept, shown, not used.
+	Unknown []string `json:"unknown,omitempty"`
+}
+
+// policyKeys lists the keys of [policy] this binary knows, sorted.
+func PolicyKeyNames() []string { return slices.Sorted(maps.Keys(policyKeys)) }

@@ -1,12 +1,12 @@
 package fold
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -88,7 +88,7 @@ type Decision struct {
 	hash string
 }
 
-// primaryData is the data of primary.brief and decision.record beyond the members the
+// PrimaryData is the data of primary.brief and decision.record beyond the members the
 // shared entryData carries (docs/format.md §12).
 type PrimaryData struct {
 	Basis       string   `json:"basis,omitempty"`
@@ -110,7 +110,7 @@ var primaryDataKeys = func() map[string]string {
 	return m
 }()
 
-// decodePrimaryData decodes the primaryData members of an entry's data. Like
+// DecodePrimaryData decodes the primaryData members of an entry's data. Like
 // decodeData it refuses a key that equals a member name only when case is ignored, so
 // an entry's meaning never hangs on key order (rule 9).
 func DecodePrimaryData(e *ledger.Entry) (PrimaryData, bool) {
@@ -139,7 +139,7 @@ type primaryCore struct {
 	Previous string
 }
 
-// step applies one lifecycle entry of the primary chain to c, or refuses it (*errs.Error)
+// Step applies one lifecycle entry of the primary chain to c, or refuses it (*errs.Error)
 // saying why. The fold and the write path share it. A take is accepted from any
 // state: whether the holder may be taken over is the taker's judgment on its own
 // clock (docs/design.md §2 rule 7), made by Session.PrimaryTake before writing. A release
@@ -255,7 +255,7 @@ func foldPrimary(st *State, in FoldInput, entries []*ledger.Entry, ignore func(*
 			}
 			if prev != "" && !slices.Contains(ct.Involved, prev) {
 				ct.Involved = append(ct.Involved, prev)
-				sort.Strings(ct.Involved)
+				slices.Sort(ct.Involved)
 			}
 		}
 	}
@@ -326,11 +326,7 @@ func foldDecisions(st *State, in FoldInput, entries []*ledger.Entry, ignore func
 	for _, d := range byID {
 		st.Decisions = append(st.Decisions, *d)
 	}
-	sort.Slice(st.Decisions, func(i, j int) bool {
-		a, b := st.Decisions[i], st.Decisions[j]
-		if a.HLC != b.HLC {
-			return a.HLC > b.HLC
-		}
-		return a.hash > b.hash
+	slices.SortFunc(st.Decisions, func(a, b Decision) int {
+		return cmp.Or(strings.Compare(b.HLC, a.HLC), strings.Compare(b.hash, a.hash))
 	})
 }

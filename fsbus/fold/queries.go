@@ -1,10 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -30,11 +30,8 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 		}
 		out = append(out, o.Row())
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Updated != out[j].Updated {
-			return out[i].Updated > out[j].Updated
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b OrderRow) int {
+		return cmp.Or(strings.Compare(b.Updated, a.Updated), strings.Compare(a.ID, b.ID))
 	})
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
@@ -70,7 +67,7 @@ type OrderRow struct {
 	Updated string `json:"updated"`
 }
 
-// checkReady returns a conflict naming the blocking dependencies of o (an
+// CheckReady returns a conflict naming the blocking dependencies of o (an
 // order is not claimable until every order it depends on is accepted); one waiting for
 // a cancelled dependency says it is blocked for good.
 func (st *State) CheckReady(o *Order) error {
@@ -136,7 +133,7 @@ func (st *State) Blocking(o *Order) []string {
 	return out
 }
 
-// retired reports whether the fold marked name retired.
+// Retired reports whether the fold marked name retired.
 func (st *State) Retired(name string) bool {
 	a := st.Agents[name]
 	return a != nil && a.Retired
@@ -153,11 +150,8 @@ func (st *State) PendingAsks() []*Ask {
 			out = append(out, a)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Raised != out[j].Raised {
-			return out[i].Raised < out[j].Raised
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b *Ask) int {
+		return cmp.Or(strings.Compare(a.Raised, b.Raised), strings.Compare(a.ID, b.ID))
 	})
 	return out
 }
@@ -171,11 +165,8 @@ func (st *State) AsksBy(author string) []*Ask {
 			out = append(out, a)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Raised != out[j].Raised {
-			return out[i].Raised > out[j].Raised
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b *Ask) int {
+		return cmp.Or(strings.Compare(b.Raised, a.Raised), strings.Compare(a.ID, b.ID))
 	})
 	return out
 }
@@ -209,11 +200,11 @@ func (st *State) AgentList() []*Agent {
 	for _, a := range st.Agents {
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b *Agent) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// bounds is the last seq seen of every segment of the agent.
+// Bounds is the last seq seen of every segment of the agent.
 func (a *Agent) Bounds() map[string]uint64 {
 	b := make(map[string]uint64, len(a.Segs))
 	for dev, seq := range a.Segs {
@@ -240,11 +231,8 @@ func (st *State) ListHandins(f HandinFilter) []*Handin {
 			out = append(out, h)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].HLC != out[j].HLC {
-			return out[i].HLC > out[j].HLC
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b *Handin) int {
+		return cmp.Or(strings.Compare(b.HLC, a.HLC), strings.Compare(a.ID, b.ID))
 	})
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
@@ -335,7 +323,7 @@ func (st *State) unreadBy(m *Message) []string {
 			out = append(out, w)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -409,15 +397,14 @@ func (st *State) RunCandidates(agent string, labels []string) []*Order {
 		}
 	}
 	prio := map[string]int{"high": 0, "": 1, "normal": 1, "low": 2}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if (a.OfferedTo == agent) != (b.OfferedTo == agent) {
-			return a.OfferedTo == agent
+	offered := func(o *Order) int { // 0 for an order offered to agent: those come first
+		if o.OfferedTo == agent {
+			return 0
 		}
-		if prio[a.Priority] != prio[b.Priority] {
-			return prio[a.Priority] < prio[b.Priority]
-		}
-		return a.Created < b.Created
+		return 1
+	}
+	slices.SortStableFunc(out, func(a, b *Order) int {
+		return cmp.Or(cmp.Compare(offered(a), offered(b)), cmp.Compare(prio[a.Priority], prio[b.Priority]), strings.Compare(a.Created, b.Created))
 	})
 	return out
 }
@@ -449,4 +436,22 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 		}
 	}
 	return true, ""
+}
+
+// CheckStateFilter returns invalid for a state filter that is not "", "active" or an
+// order state (an unknown state would silently list nothing), with a
+// hint listing the valid ones; "ready" names --ready.
+func CheckStateFilter(state string) error {
+	if state == "" || state == "active" || orderRank[state] > 0 || state == StateOpen {
+		return nil
+	}
+	if state == "ready" {
+		return errs.Errorf(errs.Invalid, "ready is not a state: use --ready (orders that can be claimed now)", "unknown order state %q", state)
+	}
+	return errs.Errorf(errs.Invalid, "use active or a state: "+strings.Join(OrderStates(), ", "), "unknown order state %q", state)
+}
+
+// OrderStates lists every order state, in stage-rank order (docs/design.md §2).
+func OrderStates() []string {
+	return slices.SortedFunc(maps.Keys(orderRank), func(a, b string) int { return cmp.Compare(orderRank[a], orderRank[b]) })
 }

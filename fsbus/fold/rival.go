@@ -1,8 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
@@ -31,7 +33,7 @@ import (
 // Two creates of one id by the same writer (a cloned disk, a replayed line) keep the
 // older rule: the lower hash counts, as in a fork.
 
-// KindRival is the VerifyReport kind of an id created by two writers; CheckRival the
+// KindRival is the verify.Report kind of an id created by two writers; CheckRival the
 // doctor check.
 const (
 	KindRival  = "rival"
@@ -65,7 +67,7 @@ func addRival[S any](roots map[string][]*chainNode[S], n *chainNode[S], why stri
 		break
 	}
 	list = append(list, n)
-	sort.Slice(list, func(i, j int) bool { return list[i].e.Hash() < list[j].e.Hash() })
+	slices.SortFunc(list, func(a, b *chainNode[S]) int { return strings.Compare(a.e.Hash(), b.e.Hash()) })
 	roots[n.e.Ref] = list
 }
 
@@ -94,15 +96,8 @@ func pickRival[S any](st *State, cands []*chainNode[S], rank func(*chainNode[S])
 	for i, n := range cands {
 		all[i] = scored{n, st.standing(n.e.Writer), rank(n)}
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		a, b := all[i], all[j]
-		if a.standing != b.standing {
-			return a.standing > b.standing
-		}
-		if a.rank != b.rank {
-			return a.rank > b.rank
-		}
-		return a.n.e.Hash() < b.n.e.Hash()
+	slices.SortStableFunc(all, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.standing, a.standing), cmp.Compare(b.rank, a.rank), strings.Compare(a.n.e.Hash(), b.n.e.Hash()))
 	})
 	win := all[0].n
 	c := Contest{Ref: win.e.Ref, Winner: stepOf(win), Rival: true}
@@ -118,10 +113,7 @@ func pickRival[S any](st *State, cands []*chainNode[S], rank func(*chainNode[S])
 			ignoreSubtree(ch, "built on an entry that does not count", ignore)
 		}
 	}
-	for name := range who {
-		c.Involved = append(c.Involved, name)
-	}
-	sort.Strings(c.Involved)
+	c.Involved = slices.Sorted(maps.Keys(who))
 	return win, c
 }
 
@@ -147,7 +139,7 @@ func witnessRank[S any](root *chainNode[S], r chainRules[S]) int {
 	return best
 }
 
-// rivals returns the rival contests of st.
+// Rivals returns the rival contests of st.
 func Rivals(st *State) []Contest {
 	out := []Contest{}
 	for _, c := range st.Contested {
@@ -158,7 +150,7 @@ func Rivals(st *State) []Contest {
 	return out
 }
 
-// rivalDetail describes a rival contest for verify and doctor: the id, the writer
+// RivalDetail describes a rival contest for verify and doctor: the id, the writer
 // that counts and every other writer.
 func RivalDetail(c Contest) string {
 	var others []string

@@ -3,12 +3,13 @@ package fold
 import (
 	"crypto/ed25519"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// masterKeyAt is the key the master's entry e must be signed with.
+// MasterKeyAt is the key the master's entry e must be signed with.
 func (st *State) MasterKeyAt(e *ledger.Entry) ed25519.PublicKey {
 	return st.Masters.KeyAt(e.Device, e.Seq)
 }
@@ -77,7 +78,7 @@ func ResolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 		if len(valid) == 0 {
 			break
 		}
-		sort.Slice(valid, func(i, j int) bool { return valid[i].e.Hash() < valid[j].e.Hash() })
+		slices.SortFunc(valid, func(a, b rot) int { return strings.Compare(a.e.Hash(), b.e.Hash()) })
 		win := valid[0]
 		for _, l := range valid[1:] {
 			m.lost[ledger.FormatKey(l.key)] = true
@@ -105,7 +106,7 @@ func ResolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 	return m
 }
 
-// resolveMasters resolves the rotation chain from in.Master over the master.rotate
+// ResolveMasters resolves the rotation chain from in.Master over the master.rotate
 // entries among in.Entries, listing every rotation left out (with ignore) and adding a
 // contest for competing rotations.
 func ResolveMasters(st *State, in FoldInput, ignore func(*ledger.Entry, string)) *MasterChain {
@@ -162,7 +163,7 @@ func (m *MasterChain) current() ed25519.PublicKey {
 	return m.Keys[len(m.Keys)-1]
 }
 
-// keyAt is the master key an entry of the master's segment device at seq must be
+// KeyAt is the master key an entry of the master's segment device at seq must be
 // signed with.
 func (m *MasterChain) KeyAt(device string, seq uint64) ed25519.PublicKey {
 	if m == nil || len(m.Keys) == 0 {
@@ -176,7 +177,7 @@ func (m *MasterChain) KeyAt(device string, seq uint64) ed25519.PublicKey {
 	return m.Keys[0]
 }
 
-// masterChain is the resolved chain of master keys: keys[0] is channel.toml's key,
+// MasterChain is the resolved chain of master keys: keys[0] is channel.toml's key,
 // keys[i] the key rotation i moved trust to, bounds[i] that rotation's bounds.
 type MasterChain struct {
 	Keys   []ed25519.PublicKey `json:"-"`

@@ -17,7 +17,7 @@ import (
 // claims, in the fold (scopeChain: a hand-written claim beyond the scopes counts for
 // nothing and is listed in State.Ignored).
 
-// inScope reports whether an agent granted scopes may claim, or be offered, an order
+// InScope reports whether an agent granted scopes may claim, or be offered, an order
 // carrying labels: true when scopes is empty or when the two share a label (labels
 // compare exactly, as written).
 func InScope(scopes, labels []string) bool {
@@ -47,7 +47,7 @@ func scopeError(agent string, scopes []string, o *Order, act string) error {
 		"%s's grant is scoped to %s; %s carries %s, so it cannot be %s", agent, strings.Join(scopes, ", "), what, labels, act)
 }
 
-// checkScope is the write-side rule: it returns denied when the entry typ (a claim by
+// CheckScope is the write-side rule: it returns denied when the entry typ (a claim by
 // writer, or an offer to d.To) would reach an agent whose newest grant's scopes the
 // order's labels do not meet, and nil otherwise.
 func (st *State) CheckScope(writer, typ string, o *Order, to string) error {
@@ -104,7 +104,7 @@ func (st *State) outOfScope(n *orderNode, o *Order) string {
 	return ""
 }
 
-// scopesNow is the scopes of an agent's newest grant (nil: unscoped or unknown).
+// ScopesNow is the scopes of an agent's newest grant (nil: unscoped or unknown).
 func (st *State) ScopesNow(name string) []string {
 	if a := st.Agents[name]; a != nil {
 		return a.Scopes

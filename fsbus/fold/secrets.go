@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
-	"sort"
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// checkRecipient returns not_found when name ("" passes) is not an agent that has
+// CheckRecipient returns not_found when name ("" passes) is not an agent that has
 // joined the channel: an order offered to a name nobody holds would wait forever;
 // invalid for master (the owner is no agent: it claims nothing); conflict for a
 // retired agent.
@@ -59,7 +58,7 @@ func (st *State) Secrets(snap *ledger.Snapshot) map[string]*Secret {
 				// arrived, or past the write check) replaces nothing: ADR 0009 §2.
 				if !slices.Contains(old.Ignored, e.Writer) {
 					old.Ignored = append(old.Ignored, e.Writer)
-					sort.Strings(old.Ignored)
+					slices.Sort(old.Ignored)
 				}
 				continue
 			}
@@ -89,7 +88,7 @@ type Secret struct {
 	device string
 }
 
-// secretData is a secret.put entry's data. "recipients", not "to": entryData's to is a
+// SecretData is a secret.put entry's data. "recipients", not "to": entryData's to is a
 // string, and a list there would make the entry undecodable for every fold.
 type SecretData struct {
 	Object     string   `json:"object"`
@@ -98,16 +97,16 @@ type SecretData struct {
 	Args       string   `json:"args,omitempty"`
 }
 
-// maxSecretName is the longest secret name, in characters: a portable name (docs/design.md §2
+// MaxSecretName is the longest secret name, in characters: a portable name (docs/design.md §2
 // rule 10, ValidName) is at most 63.
 const MaxSecretName = 63
 
-// secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
+// SecretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
 // shape of every object id, docs/design.md §2 rule 2), so a path built from it stays in vault/.
 var SecretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 
-// prefixSecret is the id prefix of a vault object.
+// PrefixSecret is the id prefix of a vault object.
 const PrefixSecret = "s-"
 
-// typeSecretPut records a value put in the vault (member level).
+// TypeSecretPut records a value put in the vault (member level).
 const TypeSecretPut = "secret.put"

@@ -1,10 +1,10 @@
 package fold
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -13,7 +13,7 @@ import (
 
 // Recipients that are not agent names (docs/design.md §3 `ferry talk send --to NAME|all`).
 const (
-	// toAll addresses every agent of the channel and the owner, except the sender.
+	// ToAll addresses every agent of the channel and the owner, except the sender.
 	ToAll = "all"
 	// ToMaster addresses the human owner (the writer "master").
 	ToMaster = MasterWriter
@@ -55,7 +55,7 @@ type Message struct {
 	Post     string `json:"-"` // hash of the msg.post entry
 }
 
-// addressedTo reports whether name is an addressee of m: named by it, or any writer but
+// AddressedTo reports whether name is an addressee of m: named by it, or any writer but
 // the sender when m is to "all". A sender is never an addressee of its own message.
 func (m *Message) AddressedTo(name string) bool {
 	return name != m.From && (m.To == name || m.To == ToAll)
@@ -67,7 +67,7 @@ func (m *Message) ReadByName(name string) bool {
 	return ok
 }
 
-// view returns a copy of m for a result: its own read_by list, never null.
+// View returns a copy of m for a result: its own read_by list, never null.
 func (m *Message) View() Message {
 	c := *m
 	c.ReadBy = append([]string{}, m.ReadBy...)
@@ -86,7 +86,7 @@ func preview(s string, n int) (string, bool) {
 	return s, false
 }
 
-// validRecipient reports whether to may be named in msg.post data.to.
+// ValidRecipient reports whether to may be named in msg.post data.to.
 func ValidRecipient(to string) bool { return to == ToAll || ValidName(to) }
 
 // foldTalk folds msg.post and msg.ack entries into st.Messages (docs/format.md §12).
@@ -192,7 +192,7 @@ func loadMessageObject(m *Message, in FoldInput, object string) bool {
 	return true
 }
 
-// messagesWhere returns the messages f selects, oldest first (HLC, then id).
+// MessagesWhere returns the messages f selects, oldest first (HLC, then id).
 func (st *State) MessagesWhere(f func(m *Message) bool) []*Message {
 	var out []*Message
 	for _, m := range st.Messages {
@@ -205,11 +205,8 @@ func (st *State) MessagesWhere(f func(m *Message) bool) []*Message {
 }
 
 func sortMessages(ms []*Message) {
-	sort.Slice(ms, func(i, j int) bool {
-		if ms[i].HLC != ms[j].HLC {
-			return ms[i].HLC < ms[j].HLC
-		}
-		return ms[i].ID < ms[j].ID
+	slices.SortFunc(ms, func(a, b *Message) int {
+		return cmp.Or(strings.Compare(a.HLC, b.HLC), strings.Compare(a.ID, b.ID))
 	})
 }
 

@@ -12,13 +12,13 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// typeReleaseApprove is the master's approval of a release (ADR 0005,
+// TypeReleaseApprove is the master's approval of a release (ADR 0005,
 // docs/format.md §12): ref is the version, data is
 // {"version": V, "platforms": {"GOOS/GOARCH": {"sha256": HEX, "path": "releases/…", "size": BYTES}}}.
 // Only the master's entries count (minLevel); the MCP surface never writes it.
 const TypeReleaseApprove = "release.approve"
 
-// releasesDir is the channel folder that holds release binaries (docs/design.md §2 layout).
+// ReleasesDir is the channel folder that holds release binaries (docs/design.md §2 layout).
 const ReleasesDir = "releases"
 
 // Release is one approved release as folded from a counted release.approve entry.
@@ -43,7 +43,7 @@ type ReleaseFile struct {
 	Size   int64  `json:"size,omitempty"`
 }
 
-// releaseData is release.approve's data as written.
+// ReleaseData is release.approve's data as written.
 type ReleaseData struct {
 	Version   string                 `json:"version"`
 	Platforms map[string]ReleaseFile `json:"platforms"`
@@ -54,7 +54,7 @@ var (
 	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// parseRelease decodes a release.approve entry strictly: the data keys must be spelled
+// ParseRelease decodes a release.approve entry strictly: the data keys must be spelled
 // exactly (encoding/json would match "VERSION" too, and the meaning would hang on key
 // case, which the signature covers but a reader would not expect). Platforms with a
 // bad name, a missing or malformed sha256 or a path outside releases/ are kept out of
@@ -100,7 +100,7 @@ func ParseRelease(e *ledger.Entry) (Release, bool) {
 	return r, true
 }
 
-// checkReleasePath checks that p is a slash path "releases/…" naming something inside
+// CheckReleasePath checks that p is a slash path "releases/…" naming something inside
 // the releases folder: local (no "..", not absolute, no backslash or colon), cleaned.
 func CheckReleasePath(p string) error {
 	rest, ok := strings.CutPrefix(p, ReleasesDir+"/")
@@ -128,11 +128,11 @@ var semverRE = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` 
 	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
 	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 
-// validVersion reports whether s is a SemVer 2.0.0 version, optionally with a leading
+// ValidVersion reports whether s is a SemVer 2.0.0 version, optionally with a leading
 // "v" ("1.4.0", "v1.4.0-rc.1"), at most 64 bytes.
 func ValidVersion(s string) bool { return len(s) <= 64 && semverRE.MatchString(s) }
 
-// canonicalVersion drops the leading "v" and the build metadata, which precedence
+// CanonicalVersion drops the leading "v" and the build metadata, which precedence
 // ignores (SemVer 2.0.0 §10): "v1.2.0+abc" and "1.2.0" are one version.
 func CanonicalVersion(s string) string {
 	s = strings.TrimPrefix(s, "v")
@@ -208,5 +208,5 @@ func cmpInt(less bool) int {
 	return 1
 }
 
-// hexSHA is the lower-case hex of a sha256 sum.
+// HexSHA is the lower-case hex of a sha256 sum.
 func HexSHA(sum []byte) string { return hex.EncodeToString(sum) }

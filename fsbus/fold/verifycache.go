@@ -2,18 +2,17 @@ package fold
 
 import (
 	"crypto/ed25519"
-	"strings"
 	"sync"
 
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// sigCache remembers, for this process, which (entry hash, key) pairs verified, so a
+// SigCache remembers, for this process, which (entry hash, key) pairs verified, so a
 // command that folds twice (before and after its write) checks each signature once.
 // Entry hashes cover the signature, so a cached result can never vouch for other bytes.
 // The local index (index.go) saves the good results and fills the cache from them in
 // the next process.
-var SigCache sync.Map // string(hash + key) → bool
+var SigCache sync.Map // sigKey → bool
 
 // newSigs holds, per project, the good signatures checked in this process and not yet
 // saved to a local index (takeSigs).
@@ -22,13 +21,12 @@ var newSigs struct {
 	m map[string][]SigRec
 }
 
-func sigKey(hash string, pub ed25519.PublicKey, project string) string {
-	return hash + "\x00" + string(pub) + "\x00" + project
-}
+// sigKey is one signature check: the entry's hash, the key, the project.
+type sigKey struct{ hash, pub, project string }
 
-// verifyEntry is e.VerifySig with the per-process cache.
+// VerifyEntry is e.VerifySig with the per-process cache.
 func VerifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
-	k := sigKey(e.Hash(), pub, project)
+	k := sigKey{e.Hash(), string(pub), project}
 	if ok, hit := SigCache.Load(k); hit {
 		return ok.(bool)
 	}
@@ -44,12 +42,12 @@ func VerifyEntry(e *ledger.Entry, pub ed25519.PublicKey, project string) bool {
 	return ok
 }
 
-// rememberSig puts a good signature read from the local index into the cache.
+// RememberSig puts a good signature read from the local index into the cache.
 func RememberSig(hash string, pub ed25519.PublicKey, project string) {
-	SigCache.Store(sigKey(hash, pub, project), true)
+	SigCache.Store(sigKey{hash, string(pub), project}, true)
 }
 
-// takeSigs returns and forgets the good signatures of project checked since the last
+// TakeSigs returns and forgets the good signatures of project checked since the last
 // call.
 func TakeSigs(project string) []SigRec {
 	newSigs.Lock()
@@ -59,26 +57,19 @@ func TakeSigs(project string) []SigRec {
 	return out
 }
 
-// allSigs returns every good signature of project in the cache.
+// AllSigs returns every good signature of project in the cache.
 func AllSigs(project string) []SigRec {
 	var out []SigRec
-	suffix := "\x00" + project
 	SigCache.Range(func(k, v any) bool {
-		s := k.(string)
-		if ok := v.(bool); !ok || !strings.HasSuffix(s, suffix) {
-			return true
+		if key := k.(sigKey); v.(bool) && key.project == project {
+			out = append(out, SigRec{Hash: key.hash, Pub: ed25519.PublicKey(key.pub)})
 		}
-		s = strings.TrimSuffix(s, suffix)
-		if len(s) < ed25519.PublicKeySize+1 || s[len(s)-ed25519.PublicKeySize-1] != 0 {
-			return true
-		}
-		out = append(out, SigRec{Hash: s[:len(s)-ed25519.PublicKeySize-1], Pub: ed25519.PublicKey(s[len(s)-ed25519.PublicKeySize:])})
 		return true
 	})
 	return out
 }
 
-// sigRec is one good signature: the entry hash and the key it verified under.
+// SigRec is one good signature: the entry hash and the key it verified under.
 type SigRec struct {
 	Hash string            `json:"-"`
 	Pub  ed25519.PublicKey `json:"-"`

@@ -20,7 +20,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -299,14 +299,14 @@ func (s *syncer) commit(g *gitRunner, prefix string, res *Result) error {
 		}
 	}
 	if len(foreignStaged) > 0 {
-		sort.Strings(foreignStaged)
+		slices.Sort(foreignStaged)
 		return errs.Errorf(errs.Conflict, "commit them yourself, or unstage them (git restore --staged PATH…), then sync again",
 			"the git index holds staged changes that are not this machine's channel files: %s", strings.Join(foreignStaged, ", "))
 	}
 	if len(ours) == 0 {
 		return nil
 	}
-	sort.Strings(ours)
+	slices.Sort(ours)
 	spec := []byte(strings.Join(ours, "\x00") + "\x00")
 	if _, err := g.run(spec, "--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
 		return gitFailed(err)

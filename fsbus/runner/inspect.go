@@ -1,7 +1,7 @@
 package runner
 
 import (
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,6 +106,8 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 		}
 		out = append(out, row)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return v.State.Orders[out[i].ID].Created < v.State.Orders[out[j].ID].Created })
+	slices.SortStableFunc(out, func(a, b InspectRow) int {
+		return strings.Compare(v.State.Orders[a.ID].Created, v.State.Orders[b.ID].Created)
+	})
 	return out
 }

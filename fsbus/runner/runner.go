@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
@@ -131,7 +132,7 @@ func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 		r.skip = map[string]string{}
 	}
 	if r.Workdir != "" && r.ws != r.Workdir {
-		r.S.Workspace, r.ws = fsbus.WorkspaceRoot(r.Workdir), r.Workdir // pointers are checked where the file runs
+		r.S.Workspace, r.ws = contract.WorkspaceRoot(r.Workdir), r.Workdir // pointers are checked where the file runs
 	}
 	v, err := r.S.Load()
 	if err != nil {
@@ -151,7 +152,7 @@ func (r *Runner) RunOne(ctx context.Context) (*Result, error) {
 			continue
 		}
 		argv, via := r.Queue.Wrap(o.ID, spec.Heavy, h.Exec)
-		run, err := r.S.BeginRun(o.ID, h.Exec, via)
+		run, err := r.S.BeginRun(o.ID, fsbus.BeginRunOptions{Exec: h.Exec, Via: via})
 		if errs.Is(err, errs.Conflict) {
 			continue // another runner of this agent on this machine is on it
 		}
@@ -273,7 +274,7 @@ const WaitDelay = 2 * time.Second
 // maxAttempts bounds how often one run runs its file on a result refused with
 // retry_needed: the pointer ladder (1 retry) plus the schema ladder (SchemaAttempts-1
 // retries), plus the final attempt.
-const maxAttempts = fsbus.SchemaAttempts + 1
+const maxAttempts = contract.SchemaAttempts + 1
 
 // fileRun is the outcome of one execution of a run's file.
 type fileRun struct {
@@ -335,7 +336,7 @@ wait:
 				r.logf("heartbeat: %v", err)
 			}
 			if renewEvery > 0 && time.Since(renewed) >= renewEvery {
-				if _, err := r.S.Extend(o.ID, "run "+run.Rec.Run+" is still running", ""); err != nil {
+				if _, err := r.S.Extend(o.ID, fsbus.NoteOptions{Note: "run " + run.Rec.Run + " is still running"}); err != nil {
 					r.logf("extending %s: %v", o.ID, err)
 				} else {
 					renewed = time.Now()
@@ -403,7 +404,7 @@ func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fold.Order, spe
 		if why != "" {
 			return r.settle(run, res, "failed", withStderr(why, fr.stderr))
 		}
-		done, err := r.S.SubmitResult(o.ID, opt)
+		done, err := r.S.Submit(o.ID, opt)
 		if errs.Is(err, errs.RetryNeeded) && attempt < maxAttempts && ctx.Err() == nil {
 			refused = cleanText(err.Error(), true)
 			Journal(r.S, JournalEvent{Event: "done", Run: run.Rec.Run, Order: o.ID, Outcome: "refused", Note: refused})
@@ -528,9 +529,9 @@ func (r *Runner) settle(run *fsbus.Run, res *Result, outcome, note string) *Resu
 	var o *fold.Order
 	var err error
 	if outcome == "failed" {
-		o, err = r.S.Fail(run.Rec.Order, res.Note, "fail:"+run.Rec.Run)
+		o, err = r.S.Fail(run.Rec.Order, fsbus.NoteOptions{Note: res.Note, Key: "fail:" + run.Rec.Run})
 	} else {
-		o, err = r.S.Release(run.Rec.Order, res.Note, "release:"+run.Rec.Run)
+		o, err = r.S.Release(run.Rec.Order, fsbus.NoteOptions{Note: res.Note, Key: "release:" + run.Rec.Run})
 	}
 	if err != nil {
 		if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Denied) {

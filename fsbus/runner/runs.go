@@ -210,7 +210,7 @@ func Recover(s *fsbus.Session) ([]Recovery, error) {
 		}
 		// A run begun since the registry was read writes its record before its claim:
 		// a record there now means the claim is not an orphan.
-		if s.Home.HasRunRecord(s.Project(), s.Name, run) {
+		if s.Home.HasRunRecord(s.Project(), fsbus.RunRecord{Agent: s.Name, Run: run}) {
 			continue
 		}
 		rv := Recovery{Run: run, Order: id, Action: "forgotten"}
@@ -235,11 +235,11 @@ func Recover(s *fsbus.Session) ([]Recovery, error) {
 func giveBack(s *fsbus.Session, o *fold.Order, why string) (action, note string, err error) {
 	if o.Releases >= fold.MaxReleases {
 		note = fmt.Sprintf("%s; failed instead of released: the order was released %d times already (at most %d)", why, o.Releases, fold.MaxReleases)
-		_, err = s.Fail(o.ID, note, "")
+		_, err = s.Fail(o.ID, fsbus.NoteOptions{Note: note})
 		return "failed", note, err
 	}
 	note = why + "; released for a new attempt"
-	_, err = s.Release(o.ID, note, "")
+	_, err = s.Release(o.ID, fsbus.NoteOptions{Note: note})
 	return "released", note, err
 }
 

@@ -17,16 +17,12 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/procgroup"
 )
-
-func testHome(t *testing.T) *fsbus.Home {
-	t.Helper()
-	d := t.TempDir()
-	return &fsbus.Home{ConfigDir: filepath.Join(d, "config"), CacheDir: filepath.Join(d, "cache")}
-}
 
 func must[T any](t *testing.T) func(T, error) T {
 	return func(v T, err error) T {
@@ -41,23 +37,8 @@ func must[T any](t *testing.T) func(T, error) T {
 // runTeam is a channel with boss (member) and runner (member) on one machine.
 func runTeam(t *testing.T) (boss, runner *fsbus.Session) {
 	t.Helper()
-	h := testHome(t)
-	c, err := fsbus.Init(h, fsbus.InitOptions{Dir: filepath.Join(t.TempDir(), "rt"), Project: "rt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := c.As(fold.MasterWriter)
-	for _, a := range []string{"boss", "runner"} {
-		if _, err := fsbus.Join(c, a, "test"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.Grant(fsbus.GrantOptions{Agent: a, Level: "member"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	boss, _ = c.As("boss")
-	runner, _ = c.As("runner")
-	return boss, runner
+	_, ss := fsbustest.Channel(t, fsbustest.Options{Project: "rt", Levels: map[string]string{"boss": "member", "runner": "member"}})
+	return ss["boss"], ss["runner"]
 }
 
 // plainOrder dispatches an order with a title only and returns its id.
@@ -259,7 +240,7 @@ func TestRunnerFailureAndEnvironment(t *testing.T) {
 		t.Errorf("a new runner retried the order that failed here: %+v", res)
 	}
 	// Once the order moves on (its author offers it to runner again), it is retried.
-	if _, err := boss.Offer(id, "runner", ""); err != nil {
+	if _, err := boss.Offer(id, fsbus.OfferOptions{To: "runner"}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.RunOne(context.Background()); err != nil || res == nil || res.Order != id {
@@ -298,7 +279,7 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 	if _, err := runner.Claim(manual, ""); err != nil {
 		t.Fatal(err)
 	}
-	run, err := runner.BeginRun(live, "/bin/true", "direct")
+	run, err := runner.BeginRun(live, fsbus.BeginRunOptions{Exec: "/bin/true", Via: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +324,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 	id := plainOrder(t, boss, "crashes often")
 	for i := range fold.MaxReleases {
 		must[*fold.Order](t)(runner.Claim(id, ""))
-		must[*fold.Order](t)(runner.Release(id, fmt.Sprintf("attempt %d", i), ""))
+		must[*fold.Order](t)(runner.Release(id, fsbus.NoteOptions{Note: fmt.Sprintf("attempt %d", i)}))
 	}
 	must[*fold.Order](t)(runner.Claim(id, fsbus.RunKeyPrefix+"run-capped"))
 	recs, err := Recover(runner)
@@ -365,7 +346,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 // TestLeaseConflictNamesOwner: a second lease for one agent is a conflict naming the
 // first owner's pid; after Release it is free.
 func TestLeaseConflictNamesOwner(t *testing.T) {
-	h := testHome(t)
+	h := fsbustest.Home(t)
 	l, err := TakeLease(h, "p", "a", "cfg.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -445,7 +426,7 @@ func TestJournalHealthAndRotation(t *testing.T) {
 func TestDeadRunDetection(t *testing.T) {
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "reused pid")
-	run, err := runner.BeginRun(id, "/bin/true", "direct")
+	run, err := runner.BeginRun(id, fsbus.BeginRunOptions{Exec: "/bin/true", Via: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +441,7 @@ func TestDeadRunDetection(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Action != "released" || !strings.Contains(recs[0].Note, run.Rec.Run+" (pid "+strconv.Itoa(os.Getpid())+") died") {
 		t.Fatalf("recoveries: %+v %v", recs, err)
 	}
-	if runner.Home.HasRunRecord(runner.Project(), "runner", run.Rec.Run) {
+	if runner.Home.HasRunRecord(runner.Project(), fsbus.RunRecord{Agent: "runner", Run: run.Rec.Run}) {
 		t.Error("the dead run's record is still there")
 	}
 	v, _ := runner.Load()
@@ -556,14 +537,14 @@ func TestRunnersOfOneAgentShareNoOrder(t *testing.T) {
 
 	hand := plainOrder(t, boss, "by hand")
 	must[*fold.Order](t)(runner.Claim(hand, ""))
-	run, err := runner.BeginRun(hand, job, "direct")
+	run, err := runner.BeginRun(hand, fsbus.BeginRunOptions{Exec: job, Via: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := run.Claim(); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "under another claim") {
 		t.Errorf("a run claiming an order held by hand: %v", err)
 	}
-	if _, err := runner.BeginRun(hand, job, "direct"); !errs.Is(err, errs.Conflict) {
+	if _, err := runner.BeginRun(hand, fsbus.BeginRunOptions{Exec: job, Via: "direct"}); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a second run of one order on this machine: %v", err)
 	}
 	run.End()
@@ -708,7 +689,7 @@ func TestRunSchemaOrders(t *testing.T) {
 			}
 		case fold.StateValidationFailed:
 			refusals, _ := os.ReadFile(filepath.Join(jobDir, "refused-"+id))
-			if o.State != fold.StateValidationFailed || o.SchemaFailures != fsbus.SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != fsbus.SchemaAttempts-1 {
+			if o.State != fold.StateValidationFailed || o.SchemaFailures != contract.SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != contract.SchemaAttempts-1 {
 				t.Errorf("%q: %s, %d schema failures; the file was told:\n%s", c.out, o.State, o.SchemaFailures, refusals)
 			}
 		case "failed":
@@ -735,7 +716,7 @@ func TestRunReworksChangesRequested(t *testing.T) {
 	}
 	v, _ := runner.Load()
 	claim := v.State.Orders[id].Claim
-	must[*fold.Order](t)(boss.Review(id, "changes", "add the tests", ""))
+	must[*fold.Order](t)(boss.Review(id, "changes", fsbus.NoteOptions{Note: "add the tests"}))
 	res, err := r.RunOne(context.Background())
 	if err != nil || res == nil || res.Outcome != "submitted" || res.Order != id {
 		t.Fatalf("rework: %+v %v", res, err)
@@ -765,7 +746,7 @@ func TestRunMessages(t *testing.T) {
 	r := newTestRunner(t, runner, job, Queue{})
 	ch := runAsync(context.Background(), r)
 	waitMark(t, filepath.Join(jobDir, "started-"+id))
-	must[*fold.Order](t)(boss.Offer(id, "boss", ""))
+	must[*fold.Order](t)(boss.Offer(id, fsbus.OfferOptions{To: "boss"}))
 	os.WriteFile(filepath.Join(jobDir, "gate-"+id), []byte("go"), 0o644)
 	res := waitRun(t, ch, "reassigned")
 	if res == nil || res.Outcome != "taken_away" || !strings.Contains(res.Note, "reassigned or taken away") || !strings.Contains(res.Note, "not submitted") {

@@ -26,7 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -344,7 +344,7 @@ func (a *stAPI) probe(ctx context.Context, h *Health, root string) error {
 		}
 		h.Peers = append(h.Peers, p)
 	}
-	sort.Slice(h.Peers, func(i, j int) bool { return h.Peers[i].ID < h.Peers[j].ID })
+	slices.SortFunc(h.Peers, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
 	delivered := len(h.Peers) > 0 && !f.Paused
 	behind := 0
 	for _, p := range h.Peers {

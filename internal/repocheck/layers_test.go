@@ -42,8 +42,8 @@ var layers = []layer{
 	{pkgs: "internal/fsutil"},
 	{pkgs: "internal/ijson"},
 	{pkgs: "internal/procgroup"},
-	{pkgs: "internal/scryptcost"},
 	{pkgs: "internal/textsafe"},
+	{pkgs: "internal/selfupdate", may: []string{"internal/errs", "internal/fsutil"}},
 	{pkgs: "internal/repocheck"},
 	{pkgs: "internal/...", may: []string{"internal/..."}},
 
@@ -51,7 +51,7 @@ var layers = []layer{
 	{pkgs: "ledger", may: []string{"internal/..."}},
 
 	// fsbus/internal: the layers under the façade; never the façade itself.
-	{pkgs: "fsbus/internal/...", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
+	{pkgs: "fsbus/internal/...", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/arrivals"}},
 
 	// fsbus/fold: the fold, a pure function from the ledger's entries to the State, and
 	// the state's types and queries the surfaces print. It reads no clock and does no
@@ -59,6 +59,22 @@ var layers = []layer{
 	// internal/, and of the standard library nothing that reaches the disk, the
 	// network, a process or the time. Public, because every surface names its types.
 	{pkgs: "fsbus/fold", may: []string{"internal/errs", "internal/secretguard", "ledger"}, never: foldNever},
+
+	// fsbus/arrivals: this machine's arrival log, cursors and sightings; one
+	// machine-local file, never the channel. Public: surfaces name its Log.
+	{pkgs: "fsbus/arrivals", may: []string{"internal/...", "ledger", "fsbus/fold"}},
+
+	// fsbus/verify: the checks ledger verify and doctor share, over a loaded View and
+	// the channel's files; public, because the surfaces print its findings.
+	{pkgs: "fsbus/verify", may: []string{"internal/...", "ledger", "fsbus/fold", "fsbus/arrivals"}},
+
+	// fsbus/pause: the machine-local pause switch; public, because the surfaces print
+	// its State.
+	{pkgs: "fsbus/pause", may: []string{"internal/...", "fsbus/fold", "fsbus/contract"}},
+
+	// fsbus/contract: an order's contract checked against this machine's workspace —
+	// pointers and result schemas. It reads the workspace, never the channel.
+	{pkgs: "fsbus/contract", may: []string{"internal/...", "fsbus/fold"}},
 
 	// fsbus/tty: the terminal prompt, below everything that asks for a passphrase.
 	{pkgs: "fsbus/tty"},
@@ -70,15 +86,22 @@ var layers = []layer{
 	{pkgs: "fsbus/gitsync", may: []string{"internal/...", "ledger", "fsbus/internal/..."}},
 
 	// fsbus: the façade the CLI and the MCP server call.
-	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus", may: []string{"internal/...", "ledger", "fsbus/internal/...", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// Public packages on top of the façade, called by the surfaces; nothing under
 	// fsbus imports them.
-	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/internal/..."}},
-	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/..."}},
+	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
+
+	// fsbus/watch: waking on what arrives (fsnotify, with polling as the fallback) and
+	// following a channel's events; it calls the façade's Load and reads its View.
+	{pkgs: "fsbus/watch", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold"}},
+
+	// fsbus/search: one matcher over a loaded View for the CLI and the MCP tool.
+	{pkgs: "fsbus/search", may: []string{"internal/...", "fsbus", "fsbus/fold"}},
 
 	// Other public packages on top of the façade.
-	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/...", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/...", "fsbus/tty", "fsbus/synchealth", "fsbus/gitsync"}},
 
 	// The MCP wire knows nothing of channels: JSON-RPC, eras and the handshake.
 	{pkgs: "mcpserver/internal/protocol", may: []string{"internal/ijson", "internal/textsafe"}},
@@ -197,7 +220,16 @@ func TestLayersCatchViolations(t *testing.T) {
 		{"fsbus/tty", "fsbus/runner"},
 		{"fsbus", "fsbus/doctor"},
 		{"fsbus/runner", "fsbus/doctor"},
+		{"fsbus", "fsbus/watch"},
+		{"fsbus/arrivals", "fsbus"},
+		{"fsbus/verify", "fsbus"},
+		{"fsbus/pause", "fsbus"},
+		{"fsbus/fold", "fsbus/arrivals"},
+		{"fsbus", "fsbus/search"},
+		{"fsbus/fold", "fsbus/watch"},
 		{"fsbus/fold", "fsbus"},
+		{"fsbus/fold", "fsbus/contract"},
+		{"fsbus/contract", "fsbus"},
 		{"fsbus/fold", "internal/fsutil"},
 		{"fsbus/fold", "fsbus/internal/bootclock"},
 	} {

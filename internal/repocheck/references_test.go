@@ -152,7 +152,7 @@ func offence(root, line string) string {
 }
 
 // repoPath matches a backticked path into one of the repository's top-level Go trees,
-// such as `fsbus/guard.go`: the file it names must exist.
+// such as `fsbus/internal/guard/guard.go`: the file it names must exist.
 var repoPath = regexp.MustCompile("`((?:ferry|fsbus|ledger|mcpserver|internal)/[A-Za-z0-9_./-]+\\.(?:go|md|json|txtar|toml))`")
 
 // TestNoOutsideReferences: no text file of the repository points at the design kept

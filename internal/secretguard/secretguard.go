@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/ijson"
 )
 
 // The secret guard (docs/format.md §12 "Input caps and the secret guard"): every
@@ -467,4 +469,17 @@ func shannon(s string) float64 {
 		}
 	}
 	return h
+}
+
+// RedactIJSON is the text of err, an ijson.Check error, with a repeated member name that
+// looks like a credential redacted (Redact) before the text quotes and cuts it.
+func RedactIJSON(err error) string {
+	var e *ijson.Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	c := *e
+	c.Name, _ = Redact(c.Name)
+	c.Other, _ = Redact(c.Other)
+	return c.Error()
 }

@@ -26,9 +26,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/ijson"
 	"github.com/ferryhq/ferry/internal/procgroup"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
@@ -585,7 +585,7 @@ func (c *Conn) handle(line []byte) {
 // dropped, as an answer to no call is. The child keeps running.
 func (c *Conn) notIJSON(line []byte, why error) {
 	if methods, _ := protocol.TopLevel(line, "method"); len(methods) > 0 {
-		if r := protocol.RefuseNonIJSON(line, why, fsbus.IJSONReason(why)); r != nil {
+		if r := protocol.RefuseNonIJSON(line, why, secretguard.RedactIJSON(why)); r != nil {
 			go c.write(*r) // not from the reading goroutine, as in handle
 		}
 		return

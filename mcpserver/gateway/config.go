@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -200,7 +200,7 @@ func Load(path, scope string) ([]*Server, error) {
 		}
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b *Server) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -227,7 +227,7 @@ func Servers(h *fsbus.Home, project string) ([]*Server, error) {
 	for _, s := range byName {
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b *Server) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

@@ -27,7 +27,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +34,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/textsafe"
 	"github.com/ferryhq/ferry/mcpserver/client"
 	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
@@ -131,7 +131,7 @@ func New(servers []*Server, opts Options) *Gateway {
 	for _, s := range servers {
 		g.conns = append(g.conns, &child{g: g, srv: s})
 	}
-	sort.Slice(g.conns, func(i, j int) bool { return g.conns[i].srv.Name < g.conns[j].srv.Name })
+	slices.SortFunc(g.conns, func(a, b *child) int { return strings.Compare(a.srv.Name, b.srv.Name) })
 	return g
 }
 
@@ -519,7 +519,7 @@ func (g *Gateway) failure(server, what string, timeout time.Duration, err error)
 		why := err.Error()
 		var ie *ijson.Error
 		if errors.As(err, &ie) {
-			why = fsbus.IJSONReason(ie)
+			why = secretguard.RedactIJSON(ie)
 		}
 		return &errs.Error{Category: errs.Internal, Message: fmt.Sprintf("MCP server %s answered %s with JSON that is not I-JSON (RFC 7493), so it was not passed on: %s", server, what, why),
 			Hint: "fix the server: ferry passes on no JSON that names a member twice in one object, is not UTF-8, or has a lone surrogate escape, since readers disagree on what it says (the server keeps running)", Err: err}

@@ -2,10 +2,11 @@ package appconfig
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -350,11 +351,7 @@ func tomlKey(k string) string {
 
 // tomlInline is an env table as an inline table, keys sorted.
 func tomlInline(m map[string]any) (string, error) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		v, err := tomlValue(m[k])
@@ -629,7 +626,7 @@ func envKeys(ms ...map[string]any) []string {
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -733,11 +730,14 @@ func (e *textEdit) removeSection(items []tomlItem, h int) {
 func (e *textEdit) apply() []byte {
 	sp := slices.Clone(e.splices)
 	// At one offset an insertion comes before a removal that starts there.
-	sort.SliceStable(sp, func(i, j int) bool {
-		if sp[i].start != sp[j].start {
-			return sp[i].start < sp[j].start
+	removal := func(s splice) int { // 0 for an insertion (end == start), 1 for a removal
+		if s.end == s.start {
+			return 0
 		}
-		return sp[i].end == sp[i].start && sp[j].end > sp[j].start
+		return 1
+	}
+	slices.SortStableFunc(sp, func(a, b splice) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(removal(a), removal(b)))
 	})
 	var b bytes.Buffer
 	at := 0

@@ -1,34 +1,23 @@
-package fsbus
+package search
 
 import (
+	"cmp"
 	"encoding/base64"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
-)
-
-// Search: `ferry search` and the MCP tool ferry_search look through the same
-// things with the same matcher, so the CLI and an agent find the same hits in the same
-// order: orders (title, body, progress and review notes, the submitted reference and
-// summary), messages, decisions and asks (title, recommendation, reasoning, answer
-// note). A hit needs every word of the query, any case, in its title or text.
-
-// Search bounds.
-const (
-	maxSearchQuery   = 200 // characters
-	SearchSnippet    = 160 // characters of text around the first word found
-	DefaultSearchMax = 20  // hits per page when no limit is given
-	MaxSearchLimit   = 100 // hits per page at most
 )
 
 // Search kinds.
 var searchKinds = []string{"order", "message", "decision", "ask"}
 
-// SearchHit is one match, newest first by At (the HLC of its newest entry).
-type SearchHit struct {
+// Hit is one match, newest first by At (the HLC of its newest entry).
+type Hit struct {
 	Kind    string `json:"kind"` // order|message|decision|ask (ferry_search adds memory)
 	ID      string `json:"id"`
 	Title   string `json:"title,omitempty"`
@@ -38,8 +27,8 @@ type SearchHit struct {
 	Snippet string `json:"snippet"`
 }
 
-// SearchOptions is one search.
-type SearchOptions struct {
+// Options is one search.
+type Options struct {
 	Query string // words that must all appear; 1–MaxSearchQuery characters
 	Kind  string // "" for all, or order|message|decision|ask
 	// Agent limits messages to those it sent or was sent (to it or to all), as an
@@ -49,24 +38,24 @@ type SearchOptions struct {
 	Cursor string // Next of the previous page; "" for the first
 }
 
-// SearchPage is one page of hits. Total counts every hit of the query; Next, when
+// Page is one page of hits. Total counts every hit of the query; Next, when
 // set, is the cursor of the following page. The cursor names the last hit returned,
 // not a position, so hits that arrive between pages do not shift the next page.
-type SearchPage struct {
-	Hits  []SearchHit `json:"hits"`
-	Total int         `json:"total"`
-	Next  string      `json:"next,omitempty"`
+type Page struct {
+	Hits  []Hit  `json:"hits"`
+	Total int    `json:"total"`
+	Next  string `json:"next,omitempty"`
 }
 
-// SearchTerms validates a query and returns its lower-cased words. Errors: invalid for
+// Terms validates a query and returns its lower-cased words. Errors: invalid for
 // a query with no words or longer than MaxSearchQuery characters.
-func SearchTerms(q string) ([]string, error) {
+func Terms(q string) ([]string, error) {
 	terms := strings.Fields(strings.ToLower(q))
 	switch {
 	case len(terms) == 0:
 		return nil, errs.Errorf(errs.Invalid, "pass one or more words to search for", "empty query")
-	case utf8.RuneCountInString(q) > maxSearchQuery:
-		return nil, errs.Errorf(errs.Invalid, "search for a few words", "query is longer than %d characters", maxSearchQuery)
+	case utf8.RuneCountInString(q) > fsbus.MaxSearchQuery:
+		return nil, errs.Errorf(errs.Invalid, "search for a few words", "query is longer than %d characters", fsbus.MaxSearchQuery)
 	}
 	return terms, nil
 }
@@ -87,8 +76,8 @@ func checkSearchKind(kind string) error {
 // Search returns one page of the hits of opt.Query in v, newest first. Errors: invalid
 // for an empty or too long query, an unknown kind, a limit outside 0–MaxSearchLimit,
 // or a cursor this search did not make (hint: pass the previous page's next).
-func (c *Channel) Search(v *View, opt SearchOptions) (*SearchPage, error) {
-	terms, err := SearchTerms(opt.Query)
+func Find(c *fsbus.Channel, v *fsbus.View, opt Options) (*Page, error) {
+	terms, err := Terms(opt.Query)
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +87,11 @@ func (c *Channel) Search(v *View, opt SearchOptions) (*SearchPage, error) {
 	limit := opt.Limit
 	switch {
 	case limit == 0:
-		limit = DefaultSearchMax
-	case limit < 0 || limit > MaxSearchLimit:
+		limit = fsbus.DefaultSearchMax
+	case limit < 0 || limit > fsbus.MaxSearchLimit:
 		return nil, errs.Errorf(errs.Invalid, "pass a limit from 1 to 100", "limit %d is out of range", limit)
 	}
-	hits := c.SearchHits(v, terms, opt.Kind, opt.Agent)
+	hits := Hits(c, v, terms, opt.Kind, opt.Agent)
 	start := 0
 	if opt.Cursor != "" {
 		at, key, err := parseSearchCursor(opt.Cursor)
@@ -111,7 +100,7 @@ func (c *Channel) Search(v *View, opt SearchOptions) (*SearchPage, error) {
 		}
 		start = sort.Search(len(hits), func(i int) bool { return hitAfter(hits[i], at, key) })
 	}
-	page := &SearchPage{Hits: []SearchHit{}, Total: len(hits)}
+	page := &Page{Hits: []Hit{}, Total: len(hits)}
 	end := min(len(hits), start+limit)
 	page.Hits = append(page.Hits, hits[start:end]...)
 	if end < len(hits) {
@@ -123,7 +112,7 @@ func (c *Channel) Search(v *View, opt SearchOptions) (*SearchPage, error) {
 
 // hitAfter reports whether h sorts after the hit (at, key) in search order (At
 // descending, then kind/id ascending).
-func hitAfter(h SearchHit, at, key string) bool {
+func hitAfter(h Hit, at, key string) bool {
 	if h.At != at {
 		return h.At < at
 	}
@@ -153,15 +142,15 @@ func parseSearchCursor(cur string) (at, key string, err error) {
 	return at, key, nil
 }
 
-// SearchHits returns every hit of terms (lower-cased words, see SearchTerms) of kind
+// Hits returns every hit of terms (lower-cased words, see Terms) of kind
 // ("" for all) in v, newest first (At descending, then kind/id ascending). agent
-// limits messages as in SearchOptions. Messages still pending (their object not yet
+// limits messages as in Options. Messages still pending (their object not yet
 // arrived) are not searched.
-func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []SearchHit {
+func Hits(c *fsbus.Channel, v *fsbus.View, terms []string, kind, agent string) []Hit {
 	st := v.State
 	want := func(k string) bool { return kind == "" || kind == k }
-	var hits []SearchHit
-	add := func(h SearchHit, text string) {
+	var hits []Hit
+	add := func(h Hit, text string) {
 		if snip, _, ok := MatchText(h.Title, text, terms); ok {
 			h.Snippet = snip
 			hits = append(hits, h)
@@ -177,7 +166,7 @@ func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []Sear
 			if o.Result != nil {
 				text = append(text, o.Result.Reference, o.Result.Note)
 			}
-			add(SearchHit{Kind: "order", ID: id, Title: o.Title, By: o.Author, At: o.Updated}, joinDistinct(text))
+			add(Hit{Kind: "order", ID: id, Title: o.Title, By: o.Author, At: o.Updated}, joinDistinct(text))
 		}
 	}
 	if want("message") {
@@ -190,26 +179,23 @@ func (c *Channel) SearchHits(v *View, terms []string, kind, agent string) []Sear
 			if err != nil {
 				continue
 			}
-			add(SearchHit{Kind: "message", ID: id, By: m.From, At: m.HLC}, full.Body)
+			add(Hit{Kind: "message", ID: id, By: m.From, At: m.HLC}, full.Body)
 		}
 	}
 	if want("decision") {
 		for _, d := range st.ListDecisions(0) {
-			add(SearchHit{Kind: "decision", ID: d.ID, By: d.By, At: d.HLC}, d.Line)
+			add(Hit{Kind: "decision", ID: d.ID, By: d.By, At: d.HLC}, d.Line)
 		}
 	}
 	if want("ask") {
 		for _, a := range st.Asks {
 			at := max(a.Raised, a.Answered)
-			add(SearchHit{Kind: "ask", ID: a.ID, Title: a.Title, By: a.Author, At: at},
+			add(Hit{Kind: "ask", ID: a.ID, Title: a.Title, By: a.Author, At: at},
 				joinDistinct([]string{a.Recommendation, a.Reasoning, a.Note}))
 		}
 	}
-	sort.SliceStable(hits, func(i, j int) bool {
-		if hits[i].At != hits[j].At {
-			return hits[i].At > hits[j].At
-		}
-		return hits[i].Kind+"/"+hits[i].ID < hits[j].Kind+"/"+hits[j].ID
+	slices.SortStableFunc(hits, func(a, b Hit) int {
+		return cmp.Or(cmp.Compare(b.At, a.At), strings.Compare(a.Kind+"/"+a.ID, b.Kind+"/"+b.ID))
 	})
 	return hits
 }
@@ -257,8 +243,8 @@ func MatchText(title, text string, terms []string) (snippet string, line int, ok
 		at = len(runes)
 	}
 	line = 1 + strings.Count(string(runes[:at]), "\n")
-	from := max(0, at-SearchSnippet/4)
-	to := min(len(runes), from+SearchSnippet)
+	from := max(0, at-fsbus.SearchSnippet/4)
+	to := min(len(runes), from+fsbus.SearchSnippet)
 	snip := strings.Join(strings.Fields(string(runes[from:to])), " ")
 	if from > 0 {
 		snip = "…" + snip

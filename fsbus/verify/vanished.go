@@ -1,4 +1,4 @@
-package fsbus
+package verify
 
 import (
 	"fmt"
@@ -17,8 +17,8 @@ import (
 // records (the folder is what every machine folds alike); see docs/threat-model.md
 // "Truncated segments".
 
-// kindVanished is the VerifyReport kind of records this machine read that are gone.
-const kindVanished = "vanished"
+// KindVanished is the Report kind of records this machine read that are gone.
+const KindVanished = "vanished"
 
 // Vanished is one writer's records this machine read that no file of the folder holds.
 type Vanished struct {
@@ -46,7 +46,7 @@ func (g Vanished) String() string {
 // vanished lists, per writer, the records v's arrival log holds that no file under
 // ledger/ holds. Writers in skip (this machine's own segments, already reported as
 // Lost with their seqs) are left out so each loss is reported once.
-func (c *Channel) vanished(v *View, skip map[string]bool) ([]Vanished, error) {
+func (c *Channel) VanishedRecords(v *View, skip map[string]bool) ([]Vanished, error) {
 	out := []Vanished{}
 	if v.Arrivals == nil {
 		return out, nil
@@ -67,7 +67,7 @@ func (c *Channel) vanished(v *View, skip map[string]bool) ([]Vanished, error) {
 		g := Vanished{Writer: w, Records: len(ns), First: ns[0], Last: ns[len(ns)-1], Segments: []string{}}
 		segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", w, "*.jsonl"))
 		for _, p := range segs {
-			desc := rel(c.Root, p)
+			desc := Rel(c.Root, p)
 			if dev, ok := strings.CutSuffix(filepath.Base(p), ".jsonl"); ok {
 				if tip := v.chainTip(w, dev); tip != nil {
 					desc += fmt.Sprintf(" up to seq %d", tip.Seq)
@@ -116,8 +116,8 @@ func recordsOnDisk(root string) (map[string]bool, error) {
 	return onDisk, nil
 }
 
-// lostWriters returns the writers whose segments Lost names (ledger/<writer>/…).
-func lostWriters(lost []string) map[string]bool {
+// LostWriters returns the writers whose segments Lost names (ledger/<writer>/…).
+func LostWriters(lost []string) map[string]bool {
 	out := map[string]bool{}
 	for _, l := range lost {
 		if rest, ok := strings.CutPrefix(filepath.ToSlash(l), "ledger/"); ok {

@@ -1,4 +1,4 @@
-package fsbus
+package watch
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/fsnotify/fsnotify"
 )
@@ -43,7 +43,7 @@ var (
 	DefaultDebounce = 50 * time.Millisecond
 )
 
-// WatchOptions configure Channel.Watch and Channel.WaitFor. The zero value watches
+// WatchOptions configure Watch and WaitFor. The zero value watches
 // with fsnotify (unless FERRY_WATCH=poll), rescans every DefaultRescan and debounces
 // by DefaultDebounce.
 type WatchOptions struct {
@@ -86,7 +86,7 @@ type Watcher struct {
 // tells which. The directories that do not exist yet are created by the writes that
 // need them and noticed by the rescan. Watch returns no error: a watcher that cannot
 // be notified still polls.
-func (c *Channel) Watch(opt WatchOptions) *Watcher {
+func Watch(c *fsbus.Channel, opt WatchOptions) *Watcher {
 	if opt.Rescan <= 0 {
 		opt.Rescan = defaultRescan
 	}
@@ -260,7 +260,7 @@ func (w *Watcher) scan() [32]byte {
 			h.Write([]byte("\x00missing " + dir + "\n"))
 			return
 		}
-		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+		slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 		for _, e := range ents {
 			name := e.Name()
 			if fsutil.IsTempName(name) {
@@ -303,8 +303,8 @@ func (w *Watcher) scan() [32]byte {
 // It returns the view ready accepted and nil; or, when ctx ends first, the last view
 // loaded and ctx.Err() (context.DeadlineExceeded when the time ran out,
 // context.Canceled when the caller gave up); or the error of a load.
-func (c *Channel) WaitFor(ctx context.Context, opt WatchOptions, ready func(*View) bool) (*View, error) {
-	w := c.Watch(opt)
+func WaitFor(ctx context.Context, c *fsbus.Channel, opt WatchOptions, ready func(*fsbus.View) bool) (*fsbus.View, error) {
+	w := Watch(c, opt)
 	defer w.Close()
 	for {
 		v, err := c.Load()
@@ -326,34 +326,4 @@ func (c *Channel) WaitFor(ctx context.Context, opt WatchOptions, ready func(*Vie
 		case <-w.C:
 		}
 	}
-}
-
-// ArrivedSince reports whether an entry written by a writer other than me arrived on
-// this machine after the cursor since (docs/design.md §2 "The local arrival log,
-// cursors and sightings": arrival order, so an old entry arriving late is new). With no
-// cursor, or one from another machine or a lost arrival log, everything is new: it
-// reports true, as Catchup then gives the whole digest.
-func (v *View) ArrivedSince(since, me string) bool {
-	n, ok := v.Arrivals.parseCursor(since)
-	if since == "" || !ok {
-		return true
-	}
-	if v.Arrivals.Last <= n {
-		return false
-	}
-	for i := range v.Snapshot.Entries {
-		e := &v.Snapshot.Entries[i]
-		if e.Writer != me && v.Arrivals.Number(e.Hash()) > n {
-			return true
-		}
-	}
-	return false
-}
-
-// TalkWaiting returns how many messages Session.TalkRead would return to me now with
-// the cursor since ("" for the unread ones), without reading or acknowledging them:
-// the messages a long-polling `ferry_talk read` waits for.
-func (v *View) TalkWaiting(me, since string) int {
-	res, _ := talkRead(v, me, TalkReadOptions{Since: since, Peek: true, Limit: fold.TalkReadLimit})
-	return len(res.Messages)
 }

@@ -1,4 +1,4 @@
-package fsbus
+package verify
 
 import (
 	"fmt"
@@ -27,13 +27,13 @@ import (
 //     reused by another machine or an impostor). Its records signed with that key are
 //     bad_signature records; the change itself is listed, not an error.
 
-// kindKeyChange is the VerifyReport kind of a seated agent whose newest join announces
+// KindKeyChange is the Report kind of a seated agent whose newest join announces
 // another key (a name reused with another key).
-const kindKeyChange = "key_change"
+const KindKeyChange = "key_change"
 
-// kindEdited is the VerifyReport kind of an object file whose hash differs from the one
+// KindEdited is the Report kind of an object file whose hash differs from the one
 // its creating entry names (edited after it was written, even if re-signed).
-const kindEdited = "edited"
+const KindEdited = "edited"
 
 // KeyChange is a seated agent whose newest agent.join announces a key other than the
 // one its grant binds.
@@ -55,17 +55,17 @@ var verifyFixes = map[string]string{
 	ledger.KindHole:         "records after the NUL bytes are hidden; restore the segment from the writer's machine",
 	ledger.KindTorn:         "wait for the sync tool; the writer's next append moves an unfinished tail aside",
 	"object":                "the object counts for nothing; restore it from the writer's machine",
-	kindEdited:              "the object was changed after its entry was written: it is not shown and its entry counts for nothing; restore it from the writer's machine",
-	kindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
+	KindEdited:              "the object was changed after its entry was written: it is not shown and its entry counts for nothing; restore it from the writer's machine",
+	KindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
 	"lost":                  "restore the segment from another machine's copy of the folder or a backup",
-	kindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand",
+	KindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand",
 	fold.KindRival:          "ids are random, so a second writer's create of an id is forged or replayed: keep the segment as evidence and revoke the writer that did not create it (`ferry grant revoke NAME`); a create by a revoked writer loses, so the id goes back to its author",
-	kindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
+	KindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
 }
 
-// verifyFix returns the one-line fix for a verify kind (a ledger.Kind*, "ignored" with
+// VerifyFix returns the one-line fix for a verify kind (a ledger.Kind*, "ignored" with
 // its reason, "object", "lost", KindKeyChange); "" for a kind it does not know.
-func verifyFix(kind, reason string) string {
+func VerifyFix(kind, reason string) string {
 	if kind != "ignored" {
 		return verifyFixes[kind]
 	}
@@ -114,20 +114,20 @@ func keyChanges(st *fold.State) []KeyChange {
 	return out
 }
 
-// forgeryReport adds to a verify report the edited objects, the key changes and the
+// ForgeryReport adds to a verify report the edited objects, the key changes and the
 // fix of each kind.
-func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
+func (c *Channel) ForgeryReport(out *Report, v *View) {
 	st := v.State
 	out.Edited = []string{}
-	named := objectEntries(c.Root, v.Snapshot)
+	named := ObjectEntries(c.Root, v.Snapshot)
 	for _, p := range slices.Sorted(maps.Keys(named)) {
 		e := named[p]
 		d, _ := fold.DecodeData(e)
-		if isLink(p) {
+		if IsLink(p) {
 			continue // listed as a link, never read
 		}
-		if _, hash, err := readObject(p); err == nil && hash != d.Object {
-			out.Edited = append(out.Edited, fmt.Sprintf("%s: hash %s, its %s entry names %s", rel(c.Root, p), hash, e.Type, d.Object))
+		if _, hash, err := ReadObject(p); err == nil && hash != d.Object {
+			out.Edited = append(out.Edited, fmt.Sprintf("%s: hash %s, its %s entry names %s", Rel(c.Root, p), hash, e.Type, d.Object))
 		}
 	}
 	out.KeyChanges = keyChanges(st)
@@ -139,7 +139,7 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		if kind == "ignored" {
 			key = "ignored: " + reason
 		}
-		if f := verifyFix(kind, reason); f != "" {
+		if f := VerifyFix(kind, reason); f != "" {
 			out.Fixes[key] = f
 		}
 	}
@@ -159,16 +159,16 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 		add("lost", "")
 	}
 	if len(out.Vanished) > 0 {
-		add(kindVanished, "")
+		add(KindVanished, "")
 	}
 	if len(out.Edited) > 0 {
-		add(kindEdited, "")
+		add(KindEdited, "")
 	}
 	if len(out.Links) > 0 {
-		add(kindLink, "")
+		add(KindLink, "")
 	}
 	if len(out.KeyChanges) > 0 {
-		add(kindKeyChange, "")
+		add(KindKeyChange, "")
 	}
 	if len(out.Rivals) > 0 {
 		add(fold.KindRival, "")
@@ -177,27 +177,27 @@ func (c *Channel) forgeryReport(out *VerifyReport, v *View) {
 
 // doctorKeyChanges reports every key change as a warning, and every link inside the
 // channel and every rival create (rival.go) as an error.
-func doctorKeyChanges(r *findingList, vr *VerifyReport) {
+func doctorKeyChanges(r *findingList, vr *Report) {
 	for _, c := range vr.Rivals {
 		r.add(Finding{Check: fold.CheckRival, Level: LevelError, Path: c.Ref, Detail: fold.RivalDetail(c), Fix: verifyFixes[fold.KindRival]})
 	}
 	for _, l := range vr.Links {
 		r.add(Finding{Check: CheckLink, Level: LevelError, Path: l,
 			Detail: l + " is a symbolic link inside the channel: writes through it are refused",
-			Fix:    verifyFixes[kindLink]})
+			Fix:    verifyFixes[KindLink]})
 	}
 	for _, k := range vr.KeyChanges {
-		r.add(Finding{Check: checkKeyChange, Level: LevelWarning, Path: k.Agent,
+		r.add(Finding{Check: CheckKeyChange, Level: LevelWarning, Path: k.Agent,
 			Detail: fmt.Sprintf("%s is seated with %s but its newest join announces %s (%s on %s): another machine, or someone else, under the same name",
 				k.Agent, k.Seated, k.Announce, orDashF(k.App), orDashF(k.Machine)),
-			Fix: strings.ReplaceAll(strings.ReplaceAll(verifyFixes[kindKeyChange], "NAME", k.Agent), "KEY", k.Announce)})
+			Fix: strings.ReplaceAll(strings.ReplaceAll(verifyFixes[KindKeyChange], "NAME", k.Agent), "KEY", k.Announce)})
 	}
 }
 
 // CheckKeyChange is the doctor check of a seated name announced with another key;
 // CheckLink of a symbolic link inside the channel.
 const (
-	checkKeyChange = "key_change"
+	CheckKeyChange = "key_change"
 	CheckLink      = "link"
 )
 

@@ -1,4 +1,4 @@
-package fsbus
+package verify
 
 import (
 	"bufio"
@@ -13,11 +13,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// findings fills out.Findings, out.Copies and the counts of errors and warnings: the
+// Findings fills out.Findings, out.Copies and the counts of errors and warnings: the
 // one list of findings `ferry ledger verify` and `ferry doctor` both report (package
 // fsbus/doctor starts its report with them, then adds its own checks). In this order: a git
 // operation stopped in the repository holding the channel (its conflict markers
@@ -29,7 +30,7 @@ import (
 // An error means something counts for nothing or can be lost; a warning needs
 // attention; info needs nothing done. It returns an error only when the ledger
 // directory cannot be read.
-func (c *Channel) findings(v *View, out *VerifyReport) error {
+func (c *Channel) Findings(v *View, out *Report) error {
 	r := &findingList{Findings: []Finding{}, Copies: []ConflictCopy{}}
 	marked := c.doctorGit(r)
 	c.doctorLedger(r, v, out, marked)
@@ -63,13 +64,13 @@ const (
 	CheckBrokenChain  = ledger.KindBrokenChain // a seq gap or a prev naming another record
 	CheckHole         = ledger.KindHole        // NUL bytes with data after them
 	CheckLost         = "lost"                 // appends this machine made that the folder lost
-	CheckEdited       = kindEdited             // an object whose hash differs from its entry's
+	CheckEdited       = KindEdited             // an object whose hash differs from its entry's
 	CheckUnmerged     = "unmerged_copy"        // records only in a file readers do not merge
 	CheckMisplaced    = "misplaced"            // another writer's line inside a segment
 	CheckIgnored      = "ignored"              // entries the fold ignored (grant, level, rule)
 	CheckObject       = "object"               // an object file whose signature or hash is wrong
 	CheckGit          = "git"                  // a git rebase or merge stopped in the repository holding the channel
-	CheckVanished     = kindVanished           // records this machine read that are in no file any more
+	CheckVanished     = KindVanished           // records this machine read that are in no file any more
 )
 
 // Finding is one thing `ferry doctor` or `ferry ledger verify` found, with a one-line
@@ -119,7 +120,7 @@ func (r *findingList) add(f Finding) {
 }
 
 // rebase or merge is stopped) are left to the git finding.
-func (c *Channel) doctorLedger(r *findingList, v *View, vr *VerifyReport, marked map[string]bool) {
+func (c *Channel) doctorLedger(r *findingList, v *View, vr *Report, marked map[string]bool) {
 	for _, p := range vr.Ledger.Problems {
 		if marked[p.Path] {
 			continue
@@ -163,7 +164,7 @@ func (c *Channel) doctorLedger(r *findingList, v *View, vr *VerifyReport, marked
 		}
 	}
 	for _, f := range vr.Ledger.Forks {
-		if marked[rel(c.Root, ledger.SegmentPath(c.Root, f.Writer, f.Device))] {
+		if marked[Rel(c.Root, ledger.SegmentPath(c.Root, f.Writer, f.Device))] {
 			continue
 		}
 		lines := []string{"kept: " + entryLine(&f.Winner)}
@@ -194,7 +195,7 @@ func (c *Channel) doctorLedger(r *findingList, v *View, vr *VerifyReport, marked
 	for _, ig := range vr.Ignored {
 		r.add(Finding{Check: CheckIgnored, Level: LevelWarning,
 			Detail: fmt.Sprintf("%s/%s#%d %s %s: %s", ig.Writer, ig.Device, ig.Seq, ig.Type, ig.Ref, ig.Reason),
-			Fix:    verifyFix("ignored", ig.Reason)}) // the fix its reason calls for
+			Fix:    VerifyFix("ignored", ig.Reason)}) // the fix its reason calls for
 	}
 }
 
@@ -224,7 +225,7 @@ func (c *Channel) ownSegment(p string) bool {
 	if len(parts) != 3 || parts[2] != c.Device+".jsonl" {
 		return false
 	}
-	return parts[1] == fold.MasterWriter && c.Home.HasKey(c.Project(), fold.MasterWriter) || c.Home.HasKey(c.Project(), parts[1])
+	return parts[1] == fold.MasterWriter && c.HasKey(fold.MasterWriter) || c.HasKey(parts[1])
 }
 
 // doctorCopies finds conflict copies in ledger/<writer>/ by content: a file whose
@@ -234,7 +235,7 @@ func (c *Channel) ownSegment(p string) bool {
 // to rename the copy to. A record inside a segment proper whose (writer, device) is
 // another's is misplaced: readers count it where it is (they trust the writer and
 // device inside each line, docs/design.md §2 rule 8), but no ferry writer puts it there.
-func (c *Channel) doctorCopies(r *findingList, v *View, vr *VerifyReport) error {
+func (c *Channel) doctorCopies(r *findingList, v *View, vr *Report) error {
 	dir := filepath.Join(c.Root, "ledger")
 	writers, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -424,7 +425,7 @@ func recordList(es []*ledger.Entry) string {
 // writer it names the count, the arrival numbers and the writer's
 // segments now in the folder, with the last seq each holds. An error: a cut line can
 // undo a revocation on every machine that never read it.
-func (c *Channel) doctorShrunk(r *findingList, vr *VerifyReport) {
+func (c *Channel) doctorShrunk(r *findingList, vr *Report) {
 	for _, g := range vr.Vanished {
 		r.add(Finding{Check: CheckVanished, Level: LevelError, Path: "ledger/" + g.Writer, Detail: g.String(),
 			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand", g.Writer, g.Writer)})
@@ -464,19 +465,19 @@ func scanLines(p string) ([]ledger.Entry, []int, error) {
 	return out, nums, nil
 }
 
-// objectFindings reports objects whose signature or parse fails (VerifyReport.Objects),
+// objectFindings reports objects whose signature or parse fails (Report.Objects),
 // objects whose hash differs from their entry's (Edited), and sync tools' copies of
 // objects, which readers never read.
-func (c *Channel) objectFindings(r *findingList, v *View, vr *VerifyReport) {
+func (c *Channel) objectFindings(r *findingList, v *View, vr *Report) {
 	for _, o := range vr.Objects {
 		r.add(Finding{Check: CheckObject, Level: LevelError, Detail: o,
 			Fix: verifyFixes["object"]})
 	}
 	for _, e := range vr.Edited {
-		r.add(Finding{Check: CheckEdited, Level: LevelError, Detail: e, Fix: verifyFixes[kindEdited]})
+		r.add(Finding{Check: CheckEdited, Level: LevelError, Detail: e, Fix: verifyFixes[KindEdited]})
 	}
-	entries := objectEntries(c.Root, v.Snapshot)
-	for _, p := range allObjectFiles(c.Root) {
+	entries := ObjectEntries(c.Root, v.Snapshot)
+	for _, p := range AllObjectFiles(c.Root) {
 		if entries[p] != nil {
 			continue
 		}
@@ -488,12 +489,12 @@ func (c *Channel) objectFindings(r *findingList, v *View, vr *VerifyReport) {
 		// A sync tool's copy of an object: never an entry's
 		// object, whatever it holds.
 		orig := filepath.Join(filepath.Dir(p), base)
-		f := Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: rel(c.Root, p),
-			Detail: fmt.Sprintf("a %s conflict copy of %s: readers never read it", tool, rel(c.Root, orig)),
-			Fix:    fmt.Sprintf("compare it with %s; once the original is intact (no object finding for it), delete the copy", rel(c.Root, orig))}
+		f := Finding{Check: CheckConflictCopy, Level: LevelWarning, Path: Rel(c.Root, p),
+			Detail: fmt.Sprintf("a %s conflict copy of %s: readers never read it", tool, Rel(c.Root, orig)),
+			Fix:    fmt.Sprintf("compare it with %s; once the original is intact (no object finding for it), delete the copy", Rel(c.Root, orig))}
 		if _, err := os.Stat(orig); errors.Is(err, os.ErrNotExist) {
-			f.Detail = fmt.Sprintf("a %s conflict copy of %s, which is not in the folder: readers never read the copy", tool, rel(c.Root, orig))
-			f.Fix = fmt.Sprintf("wait for the sync tool; if %s never arrives, check the copy and rename it to %s", rel(c.Root, orig), base)
+			f.Detail = fmt.Sprintf("a %s conflict copy of %s, which is not in the folder: readers never read the copy", tool, Rel(c.Root, orig))
+			f.Fix = fmt.Sprintf("wait for the sync tool; if %s never arrives, check the copy and rename it to %s", Rel(c.Root, orig), base)
 		}
 		r.add(f)
 	}
@@ -559,7 +560,7 @@ func (c *Channel) doctorGit(r *findingList) map[string]bool {
 				return nil
 			}
 			if b, err := os.ReadFile(p); err == nil && gitMarkers.Match(b) {
-				marked[rel(c.Root, p)] = true
+				marked[Rel(c.Root, p)] = true
 			}
 			return nil
 		})
@@ -577,3 +578,26 @@ func (c *Channel) doctorGit(r *findingList) map[string]bool {
 }
 
 // doctorSync reports Syncthing's view and its folder settings.
+
+// checkedChannel is what the checks of findings.go, forgery.go and vanished.go read of
+// a channel: its root, this machine's device, the project and whether this home holds
+// a key.
+type Channel struct {
+	Root, Device string
+	ProjectName  string                 `json:"-"`
+	HasKey       func(name string) bool `json:"-"`
+}
+
+// Project is the channel's project.
+func (c *Channel) Project() string { return c.ProjectName }
+
+// checkedView is what the checks read of a view: the merged ledger, the fold, this
+// machine's arrival log and each chain's tip.
+type View struct {
+	Snapshot *ledger.Snapshot
+	State    *fold.State
+	Arrivals *arrivals.Log
+	Tip      func(writer, device string) *ledger.Entry `json:"-"`
+}
+
+func (v *View) chainTip(writer, device string) *ledger.Entry { return v.Tip(writer, device) }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package fsbus
+package contract
 
 import "os"
 

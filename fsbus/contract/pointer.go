@@ -1,4 +1,4 @@
-package fsbus
+package contract
 
 import (
 	"bufio"
@@ -26,8 +26,8 @@ import (
 
 // Limits of an order's pointers.
 const (
-	// maxPointers is the most file pointers one order carries.
-	maxPointers = 64
+	// MaxPointers is the most file pointers one order carries.
+	MaxPointers = 64
 	// MaxPointerBytes is the largest file a pointer fingerprints (bytes on disk); the
 	// file is streamed, never read whole.
 	MaxPointerBytes = 256 << 20
@@ -87,10 +87,10 @@ func (r *PointerReport) Stale() []PointerCheck {
 	return out
 }
 
-// resolveWorkspace returns the workspace root pointers are relative to: dir when given
+// ResolveWorkspace returns the workspace root pointers are relative to: dir when given
 // (made absolute), else the git top-level of the current directory, else the current
 // directory. It returns invalid when dir is not a directory.
-func resolveWorkspace(dir string) (string, error) {
+func ResolveWorkspace(dir string) (string, error) {
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -112,15 +112,15 @@ func resolveWorkspace(dir string) (string, error) {
 // dir lies in a git checkout, else dir (the rule ResolveWorkspace applies to the current
 // directory).
 func WorkspaceRoot(dir string) string {
-	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
+	if top := GitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
 		return filepath.Clean(filepath.FromSlash(top))
 	}
 	return dir
 }
 
-// gitOutput runs git with args in dir and returns its trimmed stdout, or "" when git is
+// GitOutput runs git with args in dir and returns its trimmed stdout, or "" when git is
 // missing, dir is not a repository, or git fails (within 5 s).
-func gitOutput(dir string, args ...string) string {
+func GitOutput(dir string, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
@@ -134,7 +134,7 @@ func gitOutput(dir string, args ...string) string {
 
 // workspaceCommit is the workspace's HEAD commit, or "" outside a git repository.
 func workspaceCommit(ws string) string {
-	c := gitOutput(ws, "rev-parse", "--verify", "--quiet", "HEAD")
+	c := GitOutput(ws, "rev-parse", "--verify", "--quiet", "HEAD")
 	if len(c) < 40 || strings.ContainsAny(c, " \n") {
 		return ""
 	}
@@ -173,13 +173,13 @@ func sensitiveName(name string) bool {
 		n == ".npmrc"
 }
 
-// checkPointerPath checks a workspace-relative path written with '/' (or the OS
+// CheckPointerPath checks a workspace-relative path written with '/' (or the OS
 // separator) and returns it cleaned, '/'-separated. It returns invalid, naming the
 // rule, for an empty, absolute or drive path, a ".." component, a ':' or '\\', a
 // control character, a Windows reserved name (CON, NUL, COM1…), a component ending in
 // a dot or space, and sensitive names: .env*, *.pem, *.key, id_rsa*, *credentials*,
 // *secret*, .npmrc in any component, and .git/config.
-func checkPointerPath(p string) (string, error) {
+func CheckPointerPath(p string) (string, error) {
 	refuse := func(why string) (string, error) {
 		return "", errs.Errorf(errs.Invalid, "point at files inside the workspace by relative path; secrets are never pointed at", "pointer %s refused: %s", secretguard.Quote(p), why)
 	}
@@ -191,7 +191,7 @@ func checkPointerPath(p string) (string, error) {
 	switch {
 	case strings.TrimSpace(q) == "":
 		return refuse("empty path")
-	case hasControl(q, false):
+	case HasControl(q, false):
 		return refuse("control characters")
 	case strings.HasPrefix(q, "/") || filepath.IsAbs(p) || filepath.VolumeName(p) != "":
 		return refuse("absolute path")
@@ -245,10 +245,10 @@ func parsePointerSpec(spec string) (p string, first, last int, err error) {
 
 // fingerprint is a file's content as a pointer records it.
 type fingerprint struct {
-	size  int64
-	sha   string
-	text  bool
-	lines int
+	Size  int64  `json:"-"`
+	SHA   string `json:"-"`
+	Text  bool   `json:"-"`
+	Lines int    `json:"-"`
 	mtime time.Time
 }
 
@@ -296,11 +296,11 @@ func openPointer(root *os.Root, rel string) (fingerprint, string, string) {
 	if fi.Size() > MaxPointerBytes {
 		return fingerprint{}, PointerRefused, fmt.Sprintf("%d bytes; the limit is %d", fi.Size(), MaxPointerBytes)
 	}
-	fp, err := hashContent(io.LimitReader(f, MaxPointerBytes+1))
+	fp, err := HashContent(io.LimitReader(f, MaxPointerBytes+1))
 	if err != nil {
 		return fingerprint{}, PointerMissing, "cannot read: " + err.Error()
 	}
-	if fp.size > MaxPointerBytes {
+	if fp.Size > MaxPointerBytes {
 		return fingerprint{}, PointerRefused, fmt.Sprintf("more than %d bytes", MaxPointerBytes)
 	}
 	fp.mtime = fi.ModTime()
@@ -364,16 +364,16 @@ func symlinkToSensitive(root *os.Root, rel string) bool {
 	return false
 }
 
-// hashContent streams r into sha256. Text (no NUL in the first 8 KiB) is hashed with
+// HashContent streams r into sha256. Text (no NUL in the first 8 KiB) is hashed with
 // every CRLF read as LF; lines counts '\n'-terminated lines plus a last unterminated
 // one. Binary content is hashed as is.
-func hashContent(r io.Reader) (fingerprint, error) {
+func HashContent(r io.Reader) (fingerprint, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	head, err := br.Peek(textSniff)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return fingerprint{}, err
 	}
-	fp := fingerprint{text: bytes.IndexByte(head, 0) < 0}
+	fp := fingerprint{Text: bytes.IndexByte(head, 0) < 0}
 	h := sha256.New()
 	buf := make([]byte, 64<<10)
 	out := make([]byte, 0, 64<<10)
@@ -382,7 +382,7 @@ func hashContent(r io.Reader) (fingerprint, error) {
 	for {
 		n, err := br.Read(buf)
 		chunk := buf[:n]
-		if fp.text {
+		if fp.Text {
 			out = out[:0]
 			for _, b := range chunk {
 				if cr && b != '\n' {
@@ -397,8 +397,8 @@ func hashContent(r io.Reader) (fingerprint, error) {
 		}
 		if len(chunk) > 0 {
 			h.Write(chunk)
-			fp.size += int64(len(chunk))
-			fp.lines += bytes.Count(chunk, []byte{'\n'})
+			fp.Size += int64(len(chunk))
+			fp.Lines += bytes.Count(chunk, []byte{'\n'})
 			last = chunk[len(chunk)-1]
 		}
 		if errors.Is(err, io.EOF) {
@@ -410,13 +410,13 @@ func hashContent(r io.Reader) (fingerprint, error) {
 	}
 	if cr {
 		h.Write([]byte{'\r'})
-		fp.size++
+		fp.Size++
 		last = '\r'
 	}
-	if fp.size > 0 && last != '\n' {
-		fp.lines++
+	if fp.Size > 0 && last != '\n' {
+		fp.Lines++
 	}
-	fp.sha = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	fp.SHA = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return fp, nil
 }
 
@@ -432,10 +432,10 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]fold.Point
 	if len(specs) == 0 {
 		return nil, nil, nil
 	}
-	if len(specs) > maxPointers {
-		return nil, nil, errs.Errorf(errs.Invalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), maxPointers)
+	if len(specs) > MaxPointers {
+		return nil, nil, errs.Errorf(errs.Invalid, "point at the files that matter; put the rest in the body", "%d pointers; the limit is %d", len(specs), MaxPointers)
 	}
-	root, err := openRoot(ws)
+	root, err := OpenRoot(ws)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -449,7 +449,7 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]fold.Point
 		if err != nil {
 			return nil, nil, err
 		}
-		if p, err = checkPointerPath(p); err != nil {
+		if p, err = CheckPointerPath(p); err != nil {
 			return nil, nil, err
 		}
 		if seen[p] {
@@ -464,16 +464,16 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]fold.Point
 			}
 			return nil, nil, errs.Errorf(errs.Invalid, hint, "pointer %s %s: %s", p, status, why)
 		}
-		ptr := fold.Pointer{Path: p, Size: fp.size, SHA256: fp.sha, Commit: commit}
+		ptr := fold.Pointer{Path: p, Size: fp.Size, SHA256: fp.SHA, Commit: commit}
 		switch {
-		case !fp.text && first > 0:
+		case !fp.Text && first > 0:
 			return nil, nil, errs.Errorf(errs.Invalid, "point at a binary file without a line range", "pointer %s: a line range needs a text file", p)
-		case first > 0 && last > fp.lines:
-			return nil, nil, errs.Errorf(errs.Invalid, "check the range against the file", "pointer %s: lines %d-%d, but the file has %d", p, first, last, fp.lines)
+		case first > 0 && last > fp.Lines:
+			return nil, nil, errs.Errorf(errs.Invalid, "check the range against the file", "pointer %s: lines %d-%d, but the file has %d", p, first, last, fp.Lines)
 		case first > 0:
 			ptr.FirstLine, ptr.LastLine = first, last
-		case fp.text && fp.lines > 0:
-			ptr.FirstLine, ptr.LastLine = 1, fp.lines
+		case fp.Text && fp.Lines > 0:
+			ptr.FirstLine, ptr.LastLine = 1, fp.Lines
 		}
 		if d := now.Sub(fp.mtime); d < recentEdit && d > -recentEdit {
 			warn = append(warn, fmt.Sprintf("%s changed less than 3 s ago: save it in your editor if it has unsaved changes, then dispatch again if the content differs", p))
@@ -483,8 +483,8 @@ func FingerprintPointers(ws string, specs []string, now time.Time) ([]fold.Point
 	return out, warn, nil
 }
 
-// openRoot opens the workspace ws as an os.Root, or returns invalid.
-func openRoot(ws string) (*os.Root, error) {
+// OpenRoot opens the workspace ws as an os.Root, or returns invalid.
+func OpenRoot(ws string) (*os.Root, error) {
 	root, err := os.OpenRoot(ws)
 	if err != nil {
 		return nil, errs.Errorf(errs.Invalid, "pass an existing directory to --workspace", "opening workspace %s: %v", ws, err)
@@ -492,25 +492,25 @@ func openRoot(ws string) (*os.Root, error) {
 	return root, nil
 }
 
-// reasonUnsafePath is the refusal of a pointer whose recorded path is not a safe
+// ReasonUnsafePath is the refusal of a pointer whose recorded path is not a safe
 // workspace-relative path: the contract is wrong, not the checkout.
-const reasonUnsafePath = "the path is not a safe workspace-relative path"
+const ReasonUnsafePath = "the path is not a safe workspace-relative path"
 
 // checkOne compares one pointer with the file in root.
 func checkOne(root *os.Root, p fold.Pointer) PointerCheck {
 	c := PointerCheck{Path: p.Path, Status: pointerOK}
-	rel, err := checkPointerPath(p.Path)
+	rel, err := CheckPointerPath(p.Path)
 	if err != nil || rel != p.Path {
-		c.Status, c.Reason = PointerRefused, reasonUnsafePath
+		c.Status, c.Reason = PointerRefused, ReasonUnsafePath
 		return c
 	}
 	fp, status, why := openPointer(root, rel)
 	switch {
 	case status != pointerOK:
 		c.Status, c.Reason = status, why
-	case fp.size != p.Size:
-		c.Status, c.Reason = PointerChanged, fmt.Sprintf("size %d bytes, dispatched %d", fp.size, p.Size)
-	case fp.sha != p.SHA256:
+	case fp.Size != p.Size:
+		c.Status, c.Reason = PointerChanged, fmt.Sprintf("size %d bytes, dispatched %d", fp.Size, p.Size)
+	case fp.SHA != p.SHA256:
 		c.Status, c.Reason = PointerChanged, "content differs (sha256)"
 	}
 	return c
@@ -543,7 +543,7 @@ func CheckPointers(ws string, id string, ct *fold.Contract) *PointerReport {
 		r.Diff = &c
 		r.OK = r.OK && c.Status == pointerOK
 		if !r.OK && ct.ReadOnly && c.Status == pointerOK && r.refusedNone() {
-			if files, derr := readDiffFiles(root, ct.Diff.Path); derr == nil && covers(files, ct.Pointers) {
+			if files, derr := ReadDiffFiles(root, ct.Diff.Path); derr == nil && Covers(files, ct.Pointers) {
 				r.DiffMode = true
 			}
 		}
@@ -563,24 +563,24 @@ func (r *PointerReport) refusedNone() bool {
 	return true
 }
 
-// checkPointersSettled is CheckPointers, checked again after 150 ms when it does not
+// CheckPointersSettled is CheckPointers, checked again after 150 ms when it does not
 // match (an editor or sync tool may still be writing; ADR 0003 §2).
-func checkPointersSettled(ws, id string, ct *fold.Contract) *PointerReport {
+func CheckPointersSettled(ws, id string, ct *fold.Contract) *PointerReport {
 	r := CheckPointers(ws, id, ct)
 	if r.OK {
 		return r
 	}
-	settleWait()
+	SettleWait()
 	return CheckPointers(ws, id, ct)
 }
 
-// settleWait is the pause before the second check (a variable so a test can do the
+// SettleWait is the pause before the second check (a variable so a test can do the
 // editor's late write there instead of sleeping).
-var settleWait = func() { time.Sleep(claimRetry) }
+var SettleWait = func() { time.Sleep(claimRetry) }
 
-// staleError is the stale refusal of a claim or submit: why the files differ (another
+// StaleError is the stale refusal of a claim or submit: why the files differ (another
 // commit, or local edits, listing the files) and how to recover.
-func staleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
+func StaleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
 	var files []string
 	var list []string
 	for _, p := range r.Stale() {
@@ -605,15 +605,15 @@ func staleError(cat errs.Category, r *PointerReport, what string) *errs.Error {
 // diffFile is one file block of a unified diff: its path and whether a hunk of it
 // adds or removes a line.
 type diffFile struct {
-	path    string
+	Path    string `json:"-"`
 	changes bool
 }
 
 // maxDiffBytes is the largest unified diff a contract's diff pointer may name (bytes).
 const maxDiffBytes = 8 << 20
 
-// readDiffFiles reads the unified diff at rel inside root and lists its file blocks.
-func readDiffFiles(root *os.Root, rel string) ([]diffFile, error) {
+// ReadDiffFiles reads the unified diff at rel inside root and lists its file blocks.
+func ReadDiffFiles(root *os.Root, rel string) ([]diffFile, error) {
 	f, err := root.Open(filepath.FromSlash(rel))
 	if err != nil {
 		return nil, err
@@ -626,14 +626,14 @@ func readDiffFiles(root *os.Root, rel string) ([]diffFile, error) {
 	if len(b) > maxDiffBytes {
 		return nil, fmt.Errorf("the diff is larger than %d bytes", maxDiffBytes)
 	}
-	return parseUnifiedDiff(b)
+	return ParseUnifiedDiff(b)
 }
 
-// parseUnifiedDiff lists the file blocks of a unified diff (`--- a/x`, `+++ b/x`,
+// ParseUnifiedDiff lists the file blocks of a unified diff (`--- a/x`, `+++ b/x`,
 // `@@ … @@` hunks; git's "a/" and "b/" prefixes stripped). It returns an error when
 // there is no file block, or a block has no hunk that adds or removes a line (ADR 0003
 // §2: hunks that change at least one line).
-func parseUnifiedDiff(b []byte) ([]diffFile, error) {
+func ParseUnifiedDiff(b []byte) ([]diffFile, error) {
 	var files []diffFile
 	var cur *diffFile
 	var minus string
@@ -647,7 +647,7 @@ func parseUnifiedDiff(b []byte) ([]diffFile, error) {
 			if p == "/dev/null" {
 				p = minus
 			}
-			files = append(files, diffFile{path: p})
+			files = append(files, diffFile{Path: p})
 			cur = &files[len(files)-1]
 		case strings.HasPrefix(line, "@@ "):
 			if cur == nil {
@@ -665,7 +665,7 @@ func parseUnifiedDiff(b []byte) ([]diffFile, error) {
 	}
 	for _, f := range files {
 		if !f.changes {
-			return nil, fmt.Errorf("%s has no hunk that adds or removes a line", f.path)
+			return nil, fmt.Errorf("%s has no hunk that adds or removes a line", f.Path)
 		}
 	}
 	return files, nil
@@ -683,21 +683,21 @@ func diffPath(s string) string {
 	return path.Clean(s)
 }
 
-// covers reports whether the diff touches every pointer's file.
-func covers(files []diffFile, ptrs []fold.Pointer) bool {
+// Covers reports whether the diff touches every pointer's file.
+func Covers(files []diffFile, ptrs []fold.Pointer) bool {
 	for _, p := range ptrs {
-		if !slices.ContainsFunc(files, func(f diffFile) bool { return f.path == p.Path }) {
+		if !slices.ContainsFunc(files, func(f diffFile) bool { return f.Path == p.Path }) {
 			return false
 		}
 	}
 	return true
 }
 
-// uncovered lists the pointers the diff does not touch.
-func uncovered(files []diffFile, ptrs []fold.Pointer) []string {
+// Uncovered lists the pointers the diff does not touch.
+func Uncovered(files []diffFile, ptrs []fold.Pointer) []string {
 	var out []string
 	for _, p := range ptrs {
-		if !slices.ContainsFunc(files, func(f diffFile) bool { return f.path == p.Path }) {
+		if !slices.ContainsFunc(files, func(f diffFile) bool { return f.Path == p.Path }) {
 			out = append(out, p.Path)
 		}
 	}

@@ -1,15 +1,17 @@
-package fsbus
+package watch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"regexp"
 	"slices"
-	"sort"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
 // Following a channel (`ferry watch`): a long-running reader that reports
@@ -108,12 +110,12 @@ func ValidCursor(s string) bool { return cursorRE.MatchString(s) }
 // A load that fails after the first (a file half-delivered by a sync tool, say) is
 // reported as a problem event, once per distinct error, and retried on the next hint.
 // Follow returns the error of the first load, or the first error emit returns.
-func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(FollowEvent) error) error {
+func Follow(ctx context.Context, c *fsbus.Channel, opt FollowOptions, emit func(FollowEvent) error) error {
 	if opt.Since != "" && !ValidCursor(opt.Since) {
 		return errs.Errorf(errs.Invalid, "pass a cursor printed by `ferry watch --json` (cursor) or `ferry catchup` (next), "+CursorShape+", or leave it out to start from now",
 			"%q is not a cursor", opt.Since)
 	}
-	w := c.Watch(opt.Watch)
+	w := Watch(c, opt.Watch)
 	defer w.Close()
 	v, err := c.Load()
 	if err != nil {
@@ -121,7 +123,7 @@ func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(Follo
 	}
 	f := &follower{c: c, me: opt.As, orders: map[string]string{}, msgs: map[string]bool{}, contests: map[string]bool{}, sent: map[uint64]bool{}}
 	f.start = v.Arrivals.Complete()
-	if n, ok := v.Arrivals.parseCursor(opt.Since); ok && opt.Since != "" {
+	if n, ok := v.Arrivals.ParseCursor(opt.Since); ok && opt.Since != "" {
 		f.start = n
 	}
 	f.last = f.start
@@ -157,7 +159,7 @@ func (c *Channel) Follow(ctx context.Context, opt FollowOptions, emit func(Follo
 
 // follower is the state of one Follow: what it has reported.
 type follower struct {
-	c        *Channel
+	c        *fsbus.Channel
 	me       string
 	start    uint64            // arrival number Follow started after
 	last     uint64            // arrival number up to which everything was reported
@@ -168,7 +170,7 @@ type follower struct {
 }
 
 // report emits what is new in v.
-func (f *follower) report(v *View, emit func(FollowEvent) error) error {
+func (f *follower) report(v *fsbus.View, emit func(FollowEvent) error) error {
 	arr := v.Arrivals
 	cursor := func(n uint64) string { return fmt.Sprintf("%s.%d", arr.LogID, n) }
 	now := arr.Cursor()
@@ -189,7 +191,7 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 			fresh = append(fresh, arrived{n, i})
 		}
 	}
-	sort.Slice(fresh, func(a, b int) bool { return fresh[a].n < fresh[b].n })
+	slices.SortFunc(fresh, func(a, b arrived) int { return cmp.Compare(a.n, b.n) })
 	for _, a := range fresh {
 		e := &v.Snapshot.Entries[a.i]
 		out = append(out, FollowEvent{Kind: FollowEntry, Writer: e.Writer, Type: e.Type, Ref: e.Ref, HLC: e.HLC})
@@ -221,7 +223,7 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 				continue
 			}
 			f.msgs[m.ID] = true
-			out = append(out, FollowEvent{Kind: FollowMessage, ID: m.ID, From: m.From, To: m.To, HLC: m.HLC, Preview: previewRunes(m.Preview, CatchupPreview)})
+			out = append(out, FollowEvent{Kind: FollowMessage, ID: m.ID, From: m.From, To: m.To, HLC: m.HLC, Preview: followPreview(m.Preview)})
 		}
 	}
 	for _, ct := range st.Contested {
@@ -237,7 +239,7 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 			continue
 		}
 		f.contests[key] = true
-		r := contestRow(ct)
+		r := fsbus.ContestRowOf(ct)
 		out = append(out, FollowEvent{Kind: FollowContest, Ref: ct.Ref, Winner: r.Winner, Lost: r.Lost})
 	}
 	for i, ev := range out {
@@ -250,4 +252,10 @@ func (f *follower) report(v *View, emit func(FollowEvent) error) error {
 		}
 	}
 	return nil
+}
+
+// followPreview cuts a message's preview to CatchupPreview runes, as catch-up shows it.
+func followPreview(s string) string {
+	s, _ = textsafe.Cut(s, fsbus.CatchupPreview)
+	return s
 }

@@ -1,10 +1,11 @@
-package fsbus
+package search
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -17,7 +18,7 @@ func TestSearch(t *testing.T) {
 	c, clk, ss := primaryWorld(t, map[string]string{"olga": "orchestrator", "mike": "member", "wendy": "member"})
 	step := func() { clk.t = clk.t.Add(1e9) }
 	for i := range 5 {
-		if _, err := ss["mike"].NewOrder(NewOrderOptions{Title: fmt.Sprintf("Zebra task %d", i), Body: "stripes"}); err != nil {
+		if _, err := ss["mike"].NewOrder(fsbus.NewOrderOptions{Title: fmt.Sprintf("Zebra task %d", i), Body: "stripes"}); err != nil {
 			t.Fatal(err)
 		}
 		step()
@@ -26,17 +27,17 @@ func TestSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	step()
-	if _, err := ss["mike"].TalkSend("wendy", "a zebra between two", ""); err != nil {
+	if _, err := ss["mike"].TalkSend(fsbus.TalkSendOptions{To: "wendy", Body: "a zebra between two"}); err != nil {
 		t.Fatal(err)
 	}
 	step()
-	if _, err := ss["mike"].AskRaise(AskRaiseOptions{Title: "Buy a zebra?", Recommendation: "yes"}); err != nil {
+	if _, err := ss["mike"].AskRaise(fsbus.AskRaiseOptions{Title: "Buy a zebra?", Recommendation: "yes"}); err != nil {
 		t.Fatal(err)
 	}
 	step()
 	v := primaryLoad(t, c)
 
-	all, err := c.Search(v, SearchOptions{Query: "ZEBRA"})
+	all, err := Find(c, v, Options{Query: "ZEBRA"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,23 +48,23 @@ func TestSearch(t *testing.T) {
 	if got := strings.Join(kinds, ","); got != "ask,message,decision,order,order,order,order,order" || all.Total != 8 || all.Next != "" {
 		t.Fatalf("owner's search: %s (total %d)", got, all.Total)
 	}
-	if p, _ := c.Search(v, SearchOptions{Query: "zebra", Agent: "olga"}); p.Total != 7 {
+	if p, _ := Find(c, v, Options{Query: "zebra", Agent: "olga"}); p.Total != 7 {
 		t.Errorf("olga sees another pair's message: total %d", p.Total)
 	}
-	if p, _ := c.Search(v, SearchOptions{Query: "zebra", Agent: "wendy", Kind: "message"}); p.Total != 1 || !strings.Contains(p.Hits[0].Snippet, "zebra between") {
+	if p, _ := Find(c, v, Options{Query: "zebra", Agent: "wendy", Kind: "message"}); p.Total != 1 || !strings.Contains(p.Hits[0].Snippet, "zebra between") {
 		t.Errorf("wendy's messages: %+v", p)
 	}
-	if p, _ := c.Search(v, SearchOptions{Query: "zebra stripes"}); p.Total != 5 {
+	if p, _ := Find(c, v, Options{Query: "zebra stripes"}); p.Total != 5 {
 		t.Errorf("two words: total %d", p.Total)
 	}
 
 	// Pages of 3 walk the 8 hits once; an order written after the first page does
 	// not shift the rest.
-	first, err := c.Search(v, SearchOptions{Query: "zebra", Limit: 3})
+	first, err := Find(c, v, Options{Query: "zebra", Limit: 3})
 	if err != nil || len(first.Hits) != 3 || first.Next == "" {
 		t.Fatalf("first page: %+v %v", first, err)
 	}
-	if _, err := ss["mike"].NewOrder(NewOrderOptions{Title: "Zebra task late"}); err != nil {
+	if _, err := ss["mike"].NewOrder(fsbus.NewOrderOptions{Title: "Zebra task late"}); err != nil {
 		t.Fatal(err)
 	}
 	v = primaryLoad(t, c)
@@ -72,7 +73,7 @@ func TestSearch(t *testing.T) {
 		seen[h.Kind+h.ID] = true
 	}
 	for cur := first.Next; cur != ""; {
-		p, err := c.Search(v, SearchOptions{Query: "zebra", Limit: 3, Cursor: cur})
+		p, err := Find(c, v, Options{Query: "zebra", Limit: 3, Cursor: cur})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,17 +89,17 @@ func TestSearch(t *testing.T) {
 		t.Fatalf("paging saw %d hits, want the 8 older ones", len(seen))
 	}
 
-	for _, opt := range []SearchOptions{
+	for _, opt := range []Options{
 		{Query: "  "},
-		{Query: strings.Repeat("z", maxSearchQuery+1)},
+		{Query: strings.Repeat("z", fsbus.MaxSearchQuery+1)},
 		{Query: "zebra", Kind: "memo"},
 		{Query: "zebra", Limit: -1},
-		{Query: "zebra", Limit: MaxSearchLimit + 1},
+		{Query: "zebra", Limit: fsbus.MaxSearchLimit + 1},
 		{Query: "zebra", Cursor: "p1"},
 		{Query: "zebra", Cursor: "s1.!!!"},
 		{Query: "zebra", Cursor: searchCursorPrefix + "bm9udWw"},
 	} {
-		_, err := c.Search(v, opt)
+		_, err := Find(c, v, opt)
 		var fe *errs.Error
 		if !errs.Is(err, errs.Invalid) || !asError(err, &fe) || fe.Hint == "" {
 			t.Errorf("%+v: %v; want invalid with a hint", opt, err)

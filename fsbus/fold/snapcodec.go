@@ -1,11 +1,14 @@
-package fsbus
+package fold
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -30,8 +33,8 @@ import (
 // Decoded strings share the bytes they were decoded from (unsafe.String): the caller
 // keeps that buffer unchanged for as long as the state lives.
 
-// errStateCodec is wrapped by every encode and decode failure of the state codec.
-var errStateCodec = errors.New("state codec")
+// ErrStateCodec is wrapped by every encode and decode failure of the state codec.
+var ErrStateCodec = errors.New("state codec")
 
 // decodePrealloc is the most elements a decoded slice or map is made with before its
 // elements have decoded: it grows from there.
@@ -42,7 +45,7 @@ const stateMaxDepth = 64
 
 type stateCodec struct {
 	enc func(b []byte, p unsafe.Pointer, depth int) ([]byte, error)
-	dec func(d *stateDec, p unsafe.Pointer, depth int)
+	dec func(d *StateDec, p unsafe.Pointer, depth int)
 }
 
 var (
@@ -77,55 +80,55 @@ func codecLocked(t reflect.Type) *stateCodec {
 	return c
 }
 
-// stateDec reads the encoding; the first failure sticks in err.
-type stateDec struct {
-	b   []byte
-	err error
+// StateDec reads the encoding; the first failure sticks in err.
+type StateDec struct {
+	B   []byte `json:"-"`
+	Err error  `json:"-"`
 }
 
-func (d *stateDec) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{errStateCodec}, args...)...)
+func (d *StateDec) Fail(format string, args ...any) {
+	if d.Err == nil {
+		d.Err = fmt.Errorf("%w: "+format, append([]any{ErrStateCodec}, args...)...)
 	}
 }
 
-func (d *stateDec) uvarint() uint64 {
-	if d.err != nil {
+func (d *StateDec) Uvarint() uint64 {
+	if d.Err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b)
+	v, n := binary.Uvarint(d.B)
 	if n <= 0 {
-		d.fail("bad uvarint")
+		d.Fail("bad uvarint")
 		return 0
 	}
-	d.b = d.b[n:]
+	d.B = d.B[n:]
 	return v
 }
 
-// length reads a slice, map or string length (plus one when nilable) and checks that
+// Length reads a slice, map or string length (plus one when nilable) and checks that
 // at least that many bytes remain, so damaged input never allocates much.
-func (d *stateDec) length() int {
-	n := d.uvarint()
-	if n > uint64(len(d.b))+1 {
-		d.fail("length %d past the end", n)
+func (d *StateDec) Length() int {
+	n := d.Uvarint()
+	if n > uint64(len(d.B))+1 {
+		d.Fail("length %d past the end", n)
 		return 0
 	}
 	return int(n)
 }
 
-func (d *stateDec) take(n int) []byte {
-	if d.err != nil || n > len(d.b) {
-		d.fail("short input")
+func (d *StateDec) Take(n int) []byte {
+	if d.Err != nil || n > len(d.B) {
+		d.Fail("short input")
 		return nil
 	}
-	out := d.b[:n:n]
-	d.b = d.b[n:]
+	out := d.B[:n:n]
+	d.B = d.B[n:]
 	return out
 }
 
 func tooDeep(depth int) error {
 	if depth > stateMaxDepth {
-		return fmt.Errorf("%w: nested deeper than %d (a cycle?)", errStateCodec, stateMaxDepth)
+		return fmt.Errorf("%w: nested deeper than %d (a cycle?)", ErrStateCodec, stateMaxDepth)
 	}
 	return nil
 }
@@ -139,8 +142,8 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 			}
 			return append(b, 0), nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, _ int) {
-			v := d.take(1)
+		c.dec = func(d *StateDec, p unsafe.Pointer, _ int) {
+			v := d.Take(1)
 			if len(v) == 1 {
 				*(*bool)(p) = v[0] == 1
 			}
@@ -149,31 +152,31 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 		c.enc = func(b []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 			return binary.AppendVarint(b, reflect.NewAt(t, p).Elem().Int()), nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, _ int) {
-			if d.err != nil {
+		c.dec = func(d *StateDec, p unsafe.Pointer, _ int) {
+			if d.Err != nil {
 				return
 			}
-			v, n := binary.Varint(d.b)
+			v, n := binary.Varint(d.B)
 			if n <= 0 {
-				d.fail("bad varint")
+				d.Fail("bad varint")
 				return
 			}
-			d.b = d.b[n:]
+			d.B = d.B[n:]
 			reflect.NewAt(t, p).Elem().SetInt(v)
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		c.enc = func(b []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 			return binary.AppendUvarint(b, reflect.NewAt(t, p).Elem().Uint()), nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, _ int) {
-			reflect.NewAt(t, p).Elem().SetUint(d.uvarint())
+		c.dec = func(d *StateDec, p unsafe.Pointer, _ int) {
+			reflect.NewAt(t, p).Elem().SetUint(d.Uvarint())
 		}
 	case reflect.Float64:
 		c.enc = func(b []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 			return binary.BigEndian.AppendUint64(b, math.Float64bits(*(*float64)(p))), nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, _ int) {
-			if v := d.take(8); len(v) == 8 {
+		c.dec = func(d *StateDec, p unsafe.Pointer, _ int) {
+			if v := d.Take(8); len(v) == 8 {
 				*(*float64)(p) = math.Float64frombits(binary.BigEndian.Uint64(v))
 			}
 		}
@@ -183,9 +186,9 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 			b = binary.AppendUvarint(b, uint64(len(s)))
 			return append(b, s...), nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, _ int) {
-			n := d.length()
-			if v := d.take(n); len(v) > 0 {
+		c.dec = func(d *StateDec, p unsafe.Pointer, _ int) {
+			n := d.Length()
+			if v := d.Take(n); len(v) > 0 {
 				*(*string)(p) = unsafe.String(&v[0], len(v))
 			}
 		}
@@ -202,8 +205,8 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 			}
 			return b, nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, depth int) {
-			for i := 0; i < t.Len() && d.err == nil; i++ {
+		c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
+			for i := 0; i < t.Len() && d.Err == nil; i++ {
 				elem.dec(d, unsafe.Add(p, uintptr(i)*size), depth+1)
 			}
 		}
@@ -221,13 +224,13 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 			}
 			return elem.enc(append(b, 1), q, depth+1)
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, depth int) {
-			v := d.take(1)
+		c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
+			v := d.Take(1)
 			if len(v) == 0 || v[0] == 0 {
 				return
 			}
 			if depth > stateMaxDepth {
-				d.fail("nested too deep")
+				d.Fail("nested too deep")
 				return
 			}
 			q := reflect.New(t.Elem()).UnsafePointer()
@@ -253,9 +256,9 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 			}
 			return b, nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, depth int) {
+		c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
 			for _, f := range fields {
-				if d.err != nil {
+				if d.Err != nil {
 					return
 				}
 				f.c.dec(d, unsafe.Add(p, f.off), depth+1)
@@ -268,9 +271,9 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 
 func unsupported(c *stateCodec, t reflect.Type) {
 	c.enc = func(b []byte, p unsafe.Pointer, _ int) ([]byte, error) {
-		return nil, fmt.Errorf("%w: cannot encode a %s", errStateCodec, t)
+		return nil, fmt.Errorf("%w: cannot encode a %s", ErrStateCodec, t)
 	}
-	c.dec = func(d *stateDec, p unsafe.Pointer, _ int) { d.fail("cannot decode a %s", t) }
+	c.dec = func(d *StateDec, p unsafe.Pointer, _ int) { d.Fail("cannot decode a %s", t) }
 }
 
 func buildSlice(c *stateCodec, t reflect.Type) {
@@ -283,13 +286,13 @@ func buildSlice(c *stateCodec, t reflect.Type) {
 			b = binary.AppendUvarint(b, uint64(len(s))+1)
 			return append(b, s...), nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, _ int) {
-			n := d.length()
+		c.dec = func(d *StateDec, p unsafe.Pointer, _ int) {
+			n := d.Length()
 			if n == 0 {
 				return
 			}
-			v := d.take(n - 1)
-			if d.err == nil {
+			v := d.Take(n - 1)
+			if d.Err == nil {
 				*(*[]byte)(p) = append(make([]byte, 0, n-1), v...)
 			}
 		}
@@ -312,15 +315,15 @@ func buildSlice(c *stateCodec, t reflect.Type) {
 		}
 		return b, nil
 	}
-	c.dec = func(d *stateDec, p unsafe.Pointer, depth int) {
-		n := d.length()
-		if n == 0 || d.err != nil {
+	c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
+		n := d.Length()
+		if n == 0 || d.Err != nil {
 			return
 		}
 		// Grown as elements decode, not made at the claimed length up front: damaged
 		// input claiming a long slice of large elements runs out of bytes first.
 		s := reflect.MakeSlice(t, 0, min(n-1, decodePrealloc))
-		for i := 0; i < n-1 && d.err == nil; i++ {
+		for i := 0; i < n-1 && d.Err == nil; i++ {
 			if i == s.Cap() {
 				g := reflect.MakeSlice(t, i, min(n-1, 2*i))
 				reflect.Copy(g, s)
@@ -338,13 +341,13 @@ func buildMap(c *stateCodec, t reflect.Type) {
 		// Only nil or empty (State.decoded): pointer identity does not survive a copy.
 		c.enc = func(b []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 			if reflect.NewAt(t, p).Elem().Len() > 0 {
-				return nil, fmt.Errorf("%w: cannot encode a non-empty %s", errStateCodec, t)
+				return nil, fmt.Errorf("%w: cannot encode a non-empty %s", ErrStateCodec, t)
 			}
 			return append(b, 0), nil
 		}
-		c.dec = func(d *stateDec, p unsafe.Pointer, _ int) {
-			if v := d.take(1); len(v) == 1 && v[0] != 0 {
-				d.fail("a non-empty %s", t)
+		c.dec = func(d *StateDec, p unsafe.Pointer, _ int) {
+			if v := d.Take(1); len(v) == 1 && v[0] != 0 {
+				d.Fail("a non-empty %s", t)
 			}
 		}
 		return
@@ -371,13 +374,13 @@ func buildMap(c *stateCodec, t reflect.Type) {
 		}
 		return b, nil
 	}
-	c.dec = func(d *stateDec, p unsafe.Pointer, depth int) {
-		n := d.length()
-		if n == 0 || d.err != nil {
+	c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
+		n := d.Length()
+		if n == 0 || d.Err != nil {
 			return
 		}
 		m := reflect.MakeMapWithSize(t, min(n-1, decodePrealloc))
-		for i := 0; i < n-1 && d.err == nil; i++ {
+		for i := 0; i < n-1 && d.Err == nil; i++ {
 			k, v := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
 			key.dec(d, k.Addr().UnsafePointer(), depth+1)
 			val.dec(d, v.Addr().UnsafePointer(), depth+1)
@@ -387,16 +390,55 @@ func buildMap(c *stateCodec, t reflect.Type) {
 	}
 }
 
-// encodeState appends the encoding of *v to b.
-func encodeState[T any](b []byte, v *T) ([]byte, error) {
+// EncodeState appends the encoding of *v to b.
+func EncodeState[T any](b []byte, v *T) ([]byte, error) {
 	return codecFor(reflect.TypeFor[T]()).enc(b, unsafe.Pointer(v), 0)
 }
 
-// decodeState decodes one T from the front of b into *v and returns the rest of b. It
+// DecodeState decodes one T from the front of b into *v and returns the rest of b. It
 // returns errStateCodec (wrapped) when b does not decode; *v is then partly set and
 // must not be used. Strings in *v share b's bytes.
-func decodeState[T any](b []byte, v *T) ([]byte, error) {
-	d := &stateDec{b: b}
+func DecodeState[T any](b []byte, v *T) ([]byte, error) {
+	d := &StateDec{B: b}
 	codecFor(reflect.TypeFor[T]()).dec(d, unsafe.Pointer(v), 0)
-	return d.b, d.err
+	return d.B, d.Err
+}
+
+// SortByHash sorts xs by hash(x) as text. Entry hashes share the "sha256:" prefix,
+// so the 8 bytes after it, read as a big-endian number, order them but for a tie once
+// in billions, which the whole text settles: one integer comparison per step instead
+// of a string comparison over the shared prefix.
+func SortByHash[T any](xs []T, hash func(T) string) {
+	const prefix = "sha256:"
+	for _, x := range xs {
+		if h := hash(x); len(h) < len(prefix)+8 || h[:len(prefix)] != prefix {
+			slices.SortFunc(xs, func(a, b T) int { return strings.Compare(hash(a), hash(b)) })
+			return
+		}
+	}
+	type keyed struct {
+		k uint64
+		x T
+	}
+	ks := make([]keyed, len(xs))
+	for i, x := range xs {
+		h := hash(x)
+		ks[i] = keyed{binary.BigEndian.Uint64([]byte(h[len(prefix) : len(prefix)+8])), x}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if a.k != b.k {
+			return cmp.Compare(a.k, b.k)
+		}
+		return strings.Compare(hash(a.x), hash(b.x))
+	})
+	for i := range ks {
+		xs[i] = ks[i].x
+	}
+}
+
+// AppendStr appends s to b as the state codec writes a string: its length as a
+// uvarint, then its bytes (what StateDec reads back).
+func AppendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }

@@ -1,4 +1,14 @@
-package fsbus
+// Package guard runs the secret guard (internal/secretguard) over everything a write
+// would put in a channel, before the write path writes anything. It covers every
+// string a caller can put into the channel (docs/format.md "Input caps and the secret
+// guard"): the writer's name, an entry's ref and idem, and
+// every member name and string value of its data and of every object it publishes, at
+// any depth — a structured result's keys and an order schema's property names
+// included. Only the positions the format fills with values ferry (or git, for a
+// pointer's commit) generates are left out, by their place in the format, never by
+// what the value looks like: ids, hashes, key texts, signatures, times and device ids.
+// The vault file is age ciphertext (docs/format.md §11 "Vault object"): not text.
+package guard
 
 import (
 	"encoding/json"
@@ -10,15 +20,6 @@ import (
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
-
-// The guard covers every string a caller can put into the channel (docs/format.md
-// "Input caps and the secret guard"): the writer's name, an entry's ref and idem, and
-// every member name and string value of its data and of every object it publishes, at
-// any depth — a structured result's keys and an order schema's property names
-// included. Only the positions the format fills with values ferry (or git, for a
-// pointer's commit) generates are left out, by their place in the format, never by
-// what the value looks like: ids, hashes, key texts, signatures, times and device ids.
-// The vault file is age ciphertext (docs/format.md §11 "Vault object"): not text.
 
 // generatedData are the positions in entry data (docs/format.md §12) that hold values
 // ferry generates. A position is member names from the top, "*" for any member name;
@@ -115,8 +116,9 @@ func exempt(ps []guardPath, at []string) bool {
 
 // guardDraft runs the secret guard over what a write would put in the channel — the
 // writer's name, the draft entry (ref, idem, data) and the objects it publishes —
-// before the write path writes anything (called from Session.write).
-func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
+// before the write path writes anything (called from Session.write). objects are the
+// published objects' data, sealed ones (age ciphertext) left out.
+func Draft(writer string, d *ledger.Draft, objects [][]byte) error {
 	if writer != fold.MasterWriter {
 		if err := secretguard.Check("agent name", writer); err != nil {
 			return err
@@ -155,11 +157,8 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 	if err := guardJSON(noun, d.Data, generatedData); err != nil {
 		return err
 	}
-	for _, o := range objs {
-		if o.sealed {
-			continue
-		}
-		if err := guardJSON(noun, o.data, generatedObject); err != nil {
+	for _, data := range objects {
+		if err := guardJSON(noun, data, generatedObject); err != nil {
 			return err
 		}
 	}
@@ -168,7 +167,7 @@ func guardDraft(writer string, d *ledger.Draft, objs []pendingObject) error {
 
 // guardObject runs the secret guard over an object written outside Session.write (a
 // presence file): its writer's name and every member but the generated ones.
-func guardObject(writer, noun string, data []byte) error {
+func Object(writer, noun string, data []byte) error {
 	if writer != fold.MasterWriter {
 		if err := secretguard.Check("agent name", writer); err != nil {
 			return err

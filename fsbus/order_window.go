@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
+	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
@@ -46,15 +48,15 @@ func (c *Channel) Window(v *View, o *fold.Order) (w Window, ok bool) {
 // ownStamps maps the hash of every entry written on this device to its HLC's physical
 // time (this machine's wall clock when it wrote it, unless a peer's clock pushed it
 // later), on both clocks (Arrivals.stampOwn).
-func (c *Channel) ownStamps(v *View) map[string]Stamp {
-	m := map[string]Stamp{}
+func (c *Channel) ownStamps(v *View) map[string]arrivals.Stamp {
+	m := map[string]arrivals.Stamp{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
 		if e.Device != c.Device {
 			continue
 		}
 		if h, err := ledger.ParseHLC(e.HLC); err == nil {
-			m[e.Hash()] = v.Arrivals.stampOwn(h.Ms)
+			m[e.Hash()] = v.Arrivals.StampOwn(h.Ms)
 		}
 	}
 	return m
@@ -63,9 +65,9 @@ func (c *Channel) ownStamps(v *View) map[string]Stamp {
 // seenAt is when this machine saw the entry hash, as a time on now's wall clock (zero
 // when never): the earlier of its arrival and, for an entry of this device, its
 // writing (see Window).
-func seenAt(v *View, own map[string]Stamp, hash string, now Stamp) time.Time {
-	at, ok := v.Arrivals.seenStamp(hash)
-	if w, mine := own[hash]; mine && (!ok || at.later(w)) {
+func seenAt(v *View, own map[string]arrivals.Stamp, hash string, now arrivals.Stamp) time.Time {
+	at, ok := v.Arrivals.SeenStamp(hash)
+	if w, mine := own[hash]; mine && (!ok || at.Later(w)) {
 		at, ok = w, true
 	}
 	if !ok {
@@ -74,7 +76,7 @@ func seenAt(v *View, own map[string]Stamp, hash string, now Stamp) time.Time {
 	return now.At(at)
 }
 
-func (c *Channel) window(v *View, o *fold.Order, own map[string]Stamp, now Stamp) (w Window, ok bool) {
+func (c *Channel) window(v *View, o *fold.Order, own map[string]arrivals.Stamp, now arrivals.Stamp) (w Window, ok bool) {
 	ws := c.PolicyOf(v).Windows(o)
 	switch o.State {
 	case fold.StateClaimed, fold.StateChangesRequested:
@@ -117,7 +119,7 @@ func (c *Channel) window(v *View, o *fold.Order, own map[string]Stamp, now Stamp
 // expiryDue reports the window s may expire on o at now: the execution window of a
 // claim s made from this device, or the queue window of an order s wrote from this
 // device (only the holder's own machine, or the author's, decides an expiry).
-func (s *Session) expiryDue(v *View, o *fold.Order, own map[string]Stamp, now Stamp) (string, bool) {
+func (s *Session) expiryDue(v *View, o *fold.Order, own map[string]arrivals.Stamp, now arrivals.Stamp) (string, bool) {
 	w, ok := s.window(v, o, own, now)
 	if !ok || now.Time().Before(w.Deadline) {
 		return "", false
@@ -178,7 +180,7 @@ func (s *Session) SettleWindows() ([]*fold.Order, error) {
 // settleLocked appends, holding the channel lock, one order.expire per window due in v
 // (see SettleWindows) and returns the expired order ids.
 func (s *Session) settleLocked(v *View) ([]string, error) {
-	var own map[string]Stamp
+	var own map[string]arrivals.Stamp
 	now := s.stamp()
 	var ids []string
 	var drafts []ledger.Draft
@@ -236,15 +238,15 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 // not claimed, or when its window already closed by this machine's clock (the holder's
 // SettleWindows then expires it: extend cannot revive a closed window); invalid for a
 // note with control characters or over MaxNote bytes; not_found for the id.
-func (s *Session) Extend(q, note, key string) (*fold.Order, error) {
-	note = strings.TrimSpace(note)
-	if hasControl(note, true) {
+func (s *Session) Extend(q string, opt NoteOptions) (*fold.Order, error) {
+	note := strings.TrimSpace(opt.Note)
+	if contract.HasControl(note, true) {
 		return nil, errs.Errorf(errs.Invalid, "remove terminal escapes and other control characters", "note holds control characters")
 	}
 	if err := checkCap("extend note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	v, e, o, err := s.holderEntry(q, fold.TypeOrderExtend, note, "", key,
+	v, e, o, err := s.holderEntry(q, fold.TypeOrderExtend, note, "", opt.Key,
 		"only the holder extends its window", "only a running claim is extended", "only a running claim is extended",
 		func(v *View, o *fold.Order) error {
 			now := s.stamp()
@@ -265,32 +267,32 @@ func (s *Session) Extend(q, note, key string) (*fold.Order, error) {
 	return o, nil
 }
 
-// Fail ends the holder's attempt: the order becomes failed, with the reason recorded
-// for whoever claims it next (a failed order may be claimed again). Errors: invalid
-// when reason is empty, over MaxNote bytes or holds control characters; denied for a
-// non-holder; conflict when the order is not claimed; not_found for the id.
-func (s *Session) Fail(q, reason, key string) (*fold.Order, error) {
-	reason = strings.TrimSpace(reason)
+// Fail ends the holder's attempt: the order becomes failed, with the reason (opt.Note)
+// recorded for whoever claims it next (a failed order may be claimed again). Errors:
+// invalid when the reason is empty, over MaxNote bytes or holds control characters;
+// denied for a non-holder; conflict when the order is not claimed; not_found for the id.
+func (s *Session) Fail(q string, opt NoteOptions) (*fold.Order, error) {
+	reason := strings.TrimSpace(opt.Note)
 	if reason == "" {
 		return nil, errs.Errorf(errs.Invalid, "pass --reason TEXT: what went wrong, for whoever takes it next", "a fail needs a reason")
 	}
 	if err := checkCap("fail reason", reason, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
-	return s.lifecycle(q, fold.TypeOrderFail, fold.EntryData{Note: reason}, key, nil)
+	return s.lifecycle(q, fold.TypeOrderFail, fold.EntryData{Note: reason}, opt.Key, nil)
 }
 
 // Decline hands back an order offered to s: it is open again for anyone.
 // It is an order.release while the order is offered. Errors: conflict when the order
 // is not offered; denied when it is offered to another agent; invalid for a note with
 // control characters; not_found for the id.
-func (s *Session) Decline(q, note, key string) (*fold.Order, error) {
-	note = strings.TrimSpace(note)
+func (s *Session) Decline(q string, opt NoteOptions) (*fold.Order, error) {
+	note := strings.TrimSpace(opt.Note)
 	if err := checkCap("decline note", note, MaxNote, unitBytes, ""); err != nil {
 		return nil, err
 	}
 	var refused error
-	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: note}, key, func(o *fold.Order) bool {
+	o, err := s.lifecycle(q, fold.TypeOrderRelease, fold.EntryData{Note: note}, opt.Key, func(o *fold.Order) bool {
 		if o.State != fold.StateOffered { // a claim is given back by Release
 			refused = errs.Errorf(errs.Conflict, "`ferry order release "+o.ID+"` gives a claim back",
 				"order %s is %s, not offered; nothing to decline", o.ID, o.State)

@@ -1,8 +1,9 @@
-package fsbus
+package watch
 
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -28,9 +29,9 @@ const never = time.Hour
 
 // otherWriter opens the channel of w again, as a second process would, and returns
 // name's session on it.
-func otherWriter(t *testing.T, w *talkWorld, name string) *Session {
+func otherWriter(t *testing.T, w *talkWorld, name string) *fsbus.Session {
 	t.Helper()
-	c, err := Open(w.c.Home, w.c.Root)
+	c, err := fsbus.Open(w.c.Home, w.c.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,18 +44,18 @@ func otherWriter(t *testing.T, w *talkWorld, name string) *Session {
 
 // waitResult is what a WaitFor in a goroutine returned.
 type waitResult struct {
-	v   *View
+	v   *fsbus.View
 	err error
 }
 
 // startWait runs WaitFor in a goroutine; waiting is closed once it first waits.
-func startWait(ctx context.Context, c *Channel, opt WatchOptions, ready func(*View) bool) (waiting <-chan struct{}, done <-chan waitResult) {
+func startWait(ctx context.Context, c *fsbus.Channel, opt WatchOptions, ready func(*fsbus.View) bool) (waiting <-chan struct{}, done <-chan waitResult) {
 	w := make(chan struct{})
 	var once sync.Once
 	opt.OnWait = func() { once.Do(func() { close(w) }) }
 	d := make(chan waitResult, 1)
 	go func() {
-		v, err := c.WaitFor(ctx, opt, ready)
+		v, err := WaitFor(ctx, c, opt, ready)
 		d <- waitResult{v, err}
 	}()
 	return w, d
@@ -88,13 +89,13 @@ func TestWaitForWakesOnAnotherWriter(t *testing.T) {
 			alice := otherWriter(t, w, "alice")
 			ctx, cancel := context.WithTimeout(context.Background(), watchDeadline)
 			defer cancel()
-			waiting, done := startWait(ctx, w.c, tc.opt, func(v *View) bool { return v.TalkWaiting("bob", "") > 0 })
+			waiting, done := startWait(ctx, w.c, tc.opt, func(v *fsbus.View) bool { return v.TalkWaiting("bob", "") > 0 })
 			select {
 			case <-waiting:
 			case r := <-done:
 				t.Fatalf("WaitFor returned before anything was written: %v", r.err)
 			}
-			sent, err := alice.TalkSend("bob", "the build is green", "")
+			sent, err := alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the build is green"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,9 +103,8 @@ func TestWaitForWakesOnAnotherWriter(t *testing.T) {
 			if r.err != nil {
 				t.Fatalf("WaitFor = %v, want woken by alice's message", r.err)
 			}
-			res, _ := talkRead(r.v, "bob", TalkReadOptions{Limit: fold.TalkReadLimit})
-			if len(res.Messages) != 1 || res.Messages[0].ID != sent.ID {
-				t.Fatalf("woken view holds %+v, want alice's message %s", res.Messages, sent.ID)
+			if m, ok := r.v.State.Messages[sent.ID]; !ok || m.To != "bob" {
+				t.Fatalf("woken view holds %v, want alice's message %s", slices.Collect(maps.Keys(r.v.State.Messages)), sent.ID)
 			}
 		})
 	}
@@ -112,19 +112,19 @@ func TestWaitForWakesOnAnotherWriter(t *testing.T) {
 
 func TestWatcherFallsBackToPolling(t *testing.T) {
 	w := newTalkWorld(t)
-	if pw := w.c.Watch(WatchOptions{Poll: true}); !pw.Polling() {
+	if pw := Watch(w.c, WatchOptions{Poll: true}); !pw.Polling() {
 		t.Error("WatchOptions.Poll: the watcher does not poll")
 	} else {
 		pw.Close()
 	}
 	t.Setenv(envWatch, "poll")
-	pw := w.c.Watch(WatchOptions{})
+	pw := Watch(w.c, WatchOptions{})
 	defer pw.Close()
 	if !pw.Polling() {
 		t.Errorf("%s=poll: the watcher does not poll", envWatch)
 	}
 	os.Unsetenv(envWatch)
-	nw := w.c.Watch(WatchOptions{})
+	nw := Watch(w.c, WatchOptions{})
 	defer nw.Close()
 	if nw.Polling() {
 		t.Errorf("without %s the watcher polls: fsnotify did not start here", envWatch)
@@ -134,7 +134,7 @@ func TestWatcherFallsBackToPolling(t *testing.T) {
 func TestWatcherAddsNewWriterDirectories(t *testing.T) {
 	t.Parallel()
 	w := newTalkWorld(t)
-	wa := w.c.Watch(WatchOptions{Rescan: never})
+	wa := Watch(w.c, WatchOptions{Rescan: never})
 	defer wa.Close()
 	if wa.Polling() {
 		t.Fatal("fsnotify did not start")
@@ -144,7 +144,7 @@ func TestWatcherAddsNewWriterDirectories(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("%s exists before erin joined", dir)
 	}
-	if _, err := Join(w.c, "erin", "test"); err != nil {
+	if _, err := fsbus.Join(w.c, "erin", "test"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(watchDeadline)
@@ -158,10 +158,10 @@ func TestWatcherAddsNewWriterDirectories(t *testing.T) {
 		}
 	}
 	// An append to erin's own segment, and nothing else, now wakes this watcher.
-	if _, err := w.master.Grant(GrantOptions{Agent: "erin", Level: "member"}); err != nil {
+	if _, err := w.master.Grant(fsbus.GrantOptions{Agent: "erin", Level: "member"}); err != nil {
 		t.Fatal(err)
 	}
-	o, err := w.alice.NewOrder(NewOrderOptions{Title: "try the fix"})
+	o, err := w.alice.NewOrder(fsbus.NewOrderOptions{Title: "try the fix"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +186,12 @@ func TestWatcherAddsNewWriterDirectories(t *testing.T) {
 func TestWaitForTimeoutAndCancel(t *testing.T) {
 	t.Parallel()
 	w := newTalkWorld(t)
-	notYet := func(*View) bool { return false }
+	notYet := func(*fsbus.View) bool { return false }
 
 	// The time runs out: the last view comes back with DeadlineExceeded.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	v, err := w.c.WaitFor(ctx, WatchOptions{}, notYet)
+	v, err := WaitFor(ctx, w.c, WatchOptions{}, notYet)
 	if !errors.Is(err, context.DeadlineExceeded) || v == nil || v.State == nil {
 		t.Fatalf("WaitFor past its deadline = (%v, %v), want the last view and DeadlineExceeded", v, err)
 	}
@@ -249,7 +249,7 @@ func TestTalkWaiting(t *testing.T) {
 	if n := w.load(t).TalkWaiting("bob", cur); n != 2 {
 		t.Fatalf("TalkWaiting(bob, cursor) = %d, want 2", n)
 	}
-	w.read(t, w.bob, TalkReadOptions{})
+	w.read(t, w.bob, fsbus.TalkReadOptions{})
 	v := w.load(t)
 	if n := v.TalkWaiting("bob", ""); n != 0 {
 		t.Fatalf("TalkWaiting(bob) after reading = %d, want 0 (nothing unread)", n)
@@ -270,7 +270,7 @@ func TestWatcherIgnoresTempNames(t *testing.T) {
 		opt  WatchOptions
 	}{{"fsnotify", WatchOptions{Rescan: never}}, {"poll", WatchOptions{Poll: true, Rescan: 20 * time.Millisecond}}} {
 		t.Run(mode.name, func(t *testing.T) {
-			wa := w.c.Watch(mode.opt)
+			wa := Watch(w.c, mode.opt)
 			defer wa.Close()
 			if wa.Polling() != mode.opt.Poll {
 				t.Fatalf("Polling() = %v, want %v", wa.Polling(), mode.opt.Poll)
@@ -337,7 +337,7 @@ func drain(wa *Watcher) {
 func TestWatcherRescansOnOverflow(t *testing.T) {
 	t.Parallel()
 	w := newTalkWorld(t)
-	wa := w.c.Watch(WatchOptions{Rescan: never})
+	wa := Watch(w.c, WatchOptions{Rescan: never})
 	defer wa.Close()
 	if wa.Polling() {
 		t.Fatal("fsnotify did not start")
@@ -367,7 +367,7 @@ func TestWatcherRescansOnOverflow(t *testing.T) {
 func TestWatcherTimedRescan(t *testing.T) {
 	t.Parallel()
 	w := newTalkWorld(t)
-	wa := w.c.Watch(WatchOptions{Rescan: 50 * time.Millisecond})
+	wa := Watch(w.c, WatchOptions{Rescan: 50 * time.Millisecond})
 	defer wa.Close()
 	if wa.Polling() {
 		t.Fatal("fsnotify did not start")

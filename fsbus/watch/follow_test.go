@@ -1,4 +1,4 @@
-package fsbus
+package watch
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -30,7 +31,7 @@ func TestFollow(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
-				done <- w.c.Follow(ctx, FollowOptions{As: "bob", Watch: mode.opt, OnReady: func(p bool) { ready <- p }},
+				done <- Follow(ctx, w.c, FollowOptions{As: "bob", Watch: mode.opt, OnReady: func(p bool) { ready <- p }},
 					func(e FollowEvent) error {
 						select {
 						case events <- e:
@@ -55,21 +56,21 @@ func TestFollow(t *testing.T) {
 				t.Fatalf("Follow returned before it was ready: %v", err)
 			}
 			alice := otherWriter(t, w, "alice")
-			msg, err := alice.TalkSend("bob", "the build is green", "")
+			msg, err := alice.TalkSend(fsbus.TalkSendOptions{To: "bob", Body: "the build is green"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := alice.TalkSend("carol", "not for bob", ""); err != nil {
+			if _, err := alice.TalkSend(fsbus.TalkSendOptions{To: "carol", Body: "not for bob"}); err != nil {
 				t.Fatal(err)
 			}
-			offered, err := alice.NewOrder(NewOrderOptions{Title: "for bob", To: "bob"})
+			offered, err := alice.NewOrder(fsbus.NewOrderOptions{Title: "for bob", To: "bob"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := alice.NewOrder(NewOrderOptions{Title: "for carol", To: "carol"}); err != nil {
+			if _, err := alice.NewOrder(fsbus.NewOrderOptions{Title: "for carol", To: "carol"}); err != nil {
 				t.Fatal(err)
 			}
-			o, err := alice.NewOrder(NewOrderOptions{Title: "fix the flaky test"})
+			o, err := alice.NewOrder(fsbus.NewOrderOptions{Title: "fix the flaky test"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +80,7 @@ func TestFollow(t *testing.T) {
 				t.Fatal(err)
 			}
 			bob := otherWriter(t, w, "bob")
-			if _, err := bob.Ledger.Append("bob", bob.Device, ledger.Draft{Type: fold.TypeOrderClaim, Ref: o.ID, Data: mustJSON(fold.EntryData{Basis: o.Head})}, bob.Signer, ledger.HLC{}); err != nil {
+			if _, err := bob.Ledger.Append("bob", bob.Device, ledger.Draft{Type: fold.TypeOrderClaim, Ref: o.ID, Data: testJSON(fold.EntryData{Basis: o.Head})}, bob.Signer, ledger.HLC{}); err != nil {
 				t.Fatal(err)
 			}
 
@@ -174,4 +175,13 @@ func fmtSscanCursor(cur string, n *uint64) (int, error) {
 	v, err := strconv.ParseUint(cur[i+1:], 10, 64)
 	*n = v
 	return 1, err
+}
+
+// testJSON is v in canonical JSON, as entry data is written.
+func testJSON(v any) []byte {
+	b, err := ledger.Canonical(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

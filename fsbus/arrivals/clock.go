@@ -1,9 +1,7 @@
-package fsbus
+package arrivals
 
 import (
 	"time"
-
-	"github.com/ferryhq/ferry/internal/bootclock"
 )
 
 // Every decision docs/design.md §2 rule 7 leaves to an observer's clock — a holder silent, so
@@ -31,34 +29,9 @@ type Stamp struct {
 // moves one against the other.
 const maxClockStep = 2 * time.Second
 
-// noBootID is the boot id of a boot clock whose OS names no boot: a reboot still shows
+// NoBootID is the boot id of a boot clock whose OS names no boot: a reboot still shows
 // as wall time minus boot time jumping by the length of the previous boot.
-const noBootID = "-"
-
-// stamp reads this machine's clocks now: c.Now (the wall clock) and the boot clock.
-// With Boot unset the OS boot clock is read, moved by as much as Now is from the real
-// wall clock: a test that sets Now alone moves both clocks together (time passes), and
-// one that sets Boot too can step the wall clock alone.
-func (c *Channel) stamp() Stamp {
-	wall := c.now()
-	var r bootclock.Reading
-	if c.Boot != nil {
-		r = c.Boot()
-	} else {
-		var err error
-		if r, err = bootclock.Read(); err != nil {
-			return Stamp{Wall: wall.UnixMilli()}
-		}
-		if c.Now != nil {
-			r.Since += time.Until(wall)
-		}
-	}
-	id := r.ID
-	if id == "" {
-		id = noBootID
-	}
-	return Stamp{Wall: wall.UnixMilli(), Boot: r.Since.Milliseconds(), BootID: id}
-}
+const NoBootID = "-"
 
 // sameClock reports whether s and t were read on one boot with no clock step between
 // them: the same boot id, and wall minus boot time within MaxClockStep.
@@ -95,20 +68,20 @@ func (now Stamp) At(s Stamp) time.Time {
 // Time is the wall clock reading of s.
 func (s Stamp) Time() time.Time { return time.UnixMilli(s.Wall) }
 
-// later reports whether s was seen after t: by the boot clock on one boot (it never
+// Later reports whether s was seen after t: by the boot clock on one boot (it never
 // goes back), else by the wall clock.
-func (s Stamp) later(t Stamp) bool {
+func (s Stamp) Later(t Stamp) bool {
 	if s.BootID != "" && s.BootID == t.BootID {
 		return s.Boot > t.Boot
 	}
 	return s.Wall > t.Wall
 }
 
-// onClock returns s re-based onto the clock of now: s itself when it was read with no
+// OnClock returns s re-based onto the clock of now: s itself when it was read with no
 // step or reboot since, else now (the first observation after the step). A stamp
 // without a boot reading is adopted as read on now's clock (its age stays what the wall
 // clock says: how records written before boot stamps are read).
-func (now Stamp) onClock(s Stamp) Stamp {
+func (now Stamp) OnClock(s Stamp) Stamp {
 	switch {
 	case now.BootID == "":
 		return s

@@ -1,9 +1,7 @@
-package fsbus
+package arrivals
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,7 +18,7 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// Arrivals is this machine's arrival log (docs/design.md §2 "The local arrival log,
+// Log is this machine's arrival log (docs/design.md §2 "The local arrival log,
 // cursors and sightings"): every entry it ingests gets the next local arrival number
 // and the local time it was first seen. Cursors name arrival numbers, so an old entry
 // arriving late is still new; sightings (when this machine last saw each writer change)
@@ -40,7 +38,7 @@ import (
 // other line, whenever this machine's clocks no longer match the last one (a reboot,
 // or wall time minus boot time moved by more than MaxClockStep): what was seen before
 // it counts as seen at it (the first observation after the step).
-type Arrivals struct {
+type Log struct {
 	LogID    string
 	Last     uint64                // highest arrival number
 	recs     fold.Layered[arrival] // entry hash → its arrival
@@ -70,7 +68,7 @@ type arrival struct {
 // line when r was logged after it, else at that clock line (r was seen before a clock
 // step or a reboot). Lines logged before the first clock line (by an older binary)
 // count as logged after it; with no clock line at all, r has no boot reading.
-func (a *Arrivals) stampOf(r arrival) Stamp {
+func (a *Log) stampOf(r arrival) Stamp {
 	if a.clocks == 0 {
 		return Stamp{Wall: r.ms}
 	}
@@ -81,7 +79,7 @@ func (a *Arrivals) stampOf(r arrival) Stamp {
 }
 
 // sightings is the Sighting map of the log as read: each writer's newest line.
-func (a *Arrivals) sightings() map[string]Stamp {
+func (a *Log) sightings() map[string]Stamp {
 	m := make(map[string]Stamp, len(a.latest))
 	for w, r := range a.latest {
 		m[w] = a.stampOf(r)
@@ -89,9 +87,9 @@ func (a *Arrivals) sightings() map[string]Stamp {
 	return m
 }
 
-// seenStamp is when this machine first saw an entry, on both clocks (ok false if
+// SeenStamp is when this machine first saw an entry, on both clocks (ok false if
 // never): what windows are measured from.
-func (a *Arrivals) seenStamp(hash string) (Stamp, bool) {
+func (a *Log) SeenStamp(hash string) (Stamp, bool) {
 	r, ok := a.recs.Get(hash)
 	if !ok {
 		return Stamp{}, false
@@ -99,12 +97,12 @@ func (a *Arrivals) seenStamp(hash string) (Stamp, bool) {
 	return a.stampOf(r), true
 }
 
-// stampOwn is an entry this device wrote at HLC physical time ms (Unix ms, this
+// StampOwn is an entry this device wrote at HLC physical time ms (Unix ms, this
 // machine's wall clock then), on both clocks: on the last clock line's clocks when
 // written after it by the wall clock, else at that clock line. A backward step can
 // place an entry after the line that it preceded; it then counts as seen later, never
 // earlier.
-func (a *Arrivals) stampOwn(ms int64) Stamp {
+func (a *Log) StampOwn(ms int64) Stamp {
 	if a.clocks == 0 {
 		return Stamp{Wall: ms}
 	}
@@ -115,20 +113,20 @@ func (a *Arrivals) stampOwn(ms int64) Stamp {
 }
 
 // Number returns the arrival number of an entry hash (0 if not ingested).
-func (a *Arrivals) Number(hash string) uint64 {
+func (a *Log) Number(hash string) uint64 {
 	r, _ := a.recs.Get(hash)
 	return r.n
 }
 
 // Ingested calls fn for every entry this machine has ingested: its hash, writer and
 // arrival number (doctor's check that no record read here has vanished since).
-func (a *Arrivals) Ingested(fn func(hash, writer string, n uint64)) {
+func (a *Log) Ingested(fn func(hash, writer string, n uint64)) {
 	a.recs.All(func(h string, r arrival) { fn(h, r.writer, r.n) })
 }
 
 // Seen returns when this machine first saw an entry, on its wall clock then (zero time
 // if never): for display and for comparing with HLCs; decisions use seenStamp.
-func (a *Arrivals) Seen(hash string) time.Time {
+func (a *Log) Seen(hash string) time.Time {
 	r, ok := a.recs.Get(hash)
 	if !ok {
 		return time.Time{}
@@ -142,19 +140,13 @@ const arrivalsHeader = "ferry-arrivals 1 "
 // so a binary that predates clock lines skips it as a line it cannot parse.
 const arrivalsClock = "clock"
 
-// arrivalsPath is the channel's arrival log.
-func (c *Channel) arrivalsPath() string {
-	sum := sha256.Sum256([]byte(c.Root))
-	return filepath.Join(c.Home.StateDir(c.Project()), "arrivals-"+hex.EncodeToString(sum[:8])+".log")
-}
-
 // arrivalsRead is the arrival log as this process last read it (a Load reads
 // only the lines appended since, not the whole log).
-type arrivalsRead struct {
-	a      *Arrivals // as read; its Sighting map is not kept (sightings)
-	header string    // the header line, with its newline
-	offset int64     // just past the last complete line read
-	last   []byte    // that line, with its newline (the header when no line)
+type Reading struct {
+	Log    *Log   `json:"-"` // as read; its Sighting map is not kept (sightings)
+	header string // the header line, with its newline
+	offset int64  // just past the last complete line read
+	last   []byte // that line, with its newline (the header when no line)
 }
 
 // ingestArrivals brings the arrival log of the channel up to date and appends the
@@ -167,25 +159,28 @@ type arrivalsRead struct {
 // size0 is the log's size when the Load began, before it read the segments (-1: no
 // log then): lines past it were logged by other processes meanwhile, and those naming
 // an entry this Load did not read hold Complete below them.
-func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, size0 int64) (*Arrivals, error) {
-	dir := c.Home.StateDir(c.Project())
+//
+// The log is path, in dir, locked with lockDir's arrivals.lock; last is the log as this
+// process last read it (nil: not yet), and the log as this call leaves it is returned
+// beside the Arrivals (last again when the log could not be locked; nil when appending
+// to it failed, so the next call reads it whole). now is this machine's clocks.
+func Ingest(dir, lockDir, path string, last *Reading, now Stamp, all, added []ledger.Entry, incremental bool, size0 int64) (*Log, *Reading, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", dir, err)
+		return nil, last, fmt.Errorf("creating %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(c.Home.LockDir(c.Project()), 0o755); err != nil {
-		return nil, fmt.Errorf("locking arrival log: %w", err)
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return nil, last, fmt.Errorf("locking arrival log: %w", err)
 	}
-	lk := flock.New(filepath.Join(c.Home.LockDir(c.Project()), "arrivals.lock"))
+	lk := flock.New(filepath.Join(lockDir, "arrivals.lock"))
 	if err := lk.Lock(); err != nil {
-		return nil, fmt.Errorf("locking arrival log: %w", err)
+		return nil, last, fmt.Errorf("locking arrival log: %w", err)
 	}
 	defer lk.Unlock()
-	path := c.arrivalsPath()
 	adoptLegacyArrivals(dir, path)
-	var rd *arrivalsRead
+	var rd *Reading
 	rewritten := false
-	if c.lastArr != nil {
-		rd, rewritten = readArrivalsFrom(path, c.lastArr)
+	if last != nil {
+		rd, rewritten = readArrivalsFrom(path, last)
 	}
 	entries := all
 	if rd != nil && incremental {
@@ -194,7 +189,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	torn := false
 	if rd == nil {
 		var err error
-		rd, torn, err = readArrivals(path)
+		rd, torn, err = Read(path)
 		if rewritten && err == nil {
 			// Shorter than, or different from, what this process read under the same
 			// log id (a crash restored an old copy, a hand edit): arrival numbers it
@@ -205,7 +200,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		if err != nil {
 			aside := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano())
 			if rerr := fsutil.Rename(path, aside); rerr != nil {
-				return nil, fmt.Errorf("moving damaged arrival log aside: %w", rerr)
+				return nil, last, fmt.Errorf("moving damaged arrival log aside: %w", rerr)
 			}
 			rd = nil
 		}
@@ -215,17 +210,17 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 	var buf bytes.Buffer
 	if rd == nil {
 		id := fold.RandomBase32(8)
-		rd = &arrivalsRead{a: &Arrivals{LogID: id, latest: map[string]arrival{}}, header: arrivalsHeader + id + "\n"}
+		rd = &Reading{Log: &Log{LogID: id, latest: map[string]arrival{}}, header: arrivalsHeader + id + "\n"}
 		buf.WriteString(rd.header)
 		torn = false
 	}
-	a := *rd.a
-	a.latest = cloneLatest(rd.a.latest)
+	a := *rd.Log
+	a.latest = cloneLatest(rd.Log.latest)
 	a.missed = false
 	if size0 >= 0 && buf.Len() == 0 { // the log read goes on from the one there at size0
 		a.missedAt, a.missed = lateMissed(path, size0, rd.offset, entries)
 	}
-	stamp := c.stamp()
+	stamp := now
 	if stamp.BootID != "" && (a.clocks == 0 || !stamp.sameClock(a.clock)) {
 		// A reboot or a clock step since the last clock line (or none yet): what was
 		// seen before counts from now (ADR 0013).
@@ -233,7 +228,7 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		a.clocks++
 		a.clock = stamp
 	}
-	now := stamp.Wall
+	wall := stamp.Wall
 	add := map[string]arrival{}
 	for i := range entries {
 		e := &entries[i]
@@ -245,10 +240,10 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 			continue
 		}
 		a.Last++
-		r := arrival{a.Last, now, e.Writer, a.clocks}
+		r := arrival{a.Last, wall, e.Writer, a.clocks}
 		add[h] = r
 		a.latest[e.Writer] = r
-		fmt.Fprintf(&buf, "%d %s %d %s\n", a.Last, h, now, e.Writer)
+		fmt.Fprintf(&buf, "%d %s %d %s\n", a.Last, h, wall, e.Writer)
 	}
 	a.recs = a.recs.With(add)
 	if buf.Len() > 0 {
@@ -258,16 +253,15 @@ func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, si
 		}
 		end, err := fsutil.Append(path, out, fsutil.AppendOptions{Create: true, Perm: 0o644})
 		if err != nil {
-			c.lastArr = nil
-			return nil, fmt.Errorf("appending to the arrival log: %w", err)
+			return nil, nil, fmt.Errorf("appending to the arrival log: %w", err)
 		}
-		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: end, last: lastLine(out)}
+		last = &Reading{Log: &a, header: rd.header, offset: end, last: lastLine(out)}
 	} else {
-		c.lastArr = &arrivalsRead{a: &a, header: rd.header, offset: rd.offset, last: rd.last}
+		last = &Reading{Log: &a, header: rd.header, offset: rd.offset, last: rd.last}
 	}
 	ret := a
 	ret.Sighting = a.sightings()
-	return &ret, nil
+	return &ret, last, nil
 }
 
 // adoptLegacyArrivals moves the log of an older binary — one per project,
@@ -338,7 +332,7 @@ func lateMissed(path string, size0, end int64, entries []ledger.Entry) (uint64, 
 
 // readArrivals reads the whole log: nil (and no error) when there is none, an error
 // when it has no header. torn reports that it ends inside a line.
-func readArrivals(path string) (rd *arrivalsRead, torn bool, err error) {
+func Read(path string) (rd *Reading, torn bool, err error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -350,12 +344,12 @@ func readArrivals(path string) (rd *arrivalsRead, torn bool, err error) {
 	if !ok || !strings.HasPrefix(string(head), arrivalsHeader) {
 		return nil, false, fmt.Errorf("arrival log %s has no header", path)
 	}
-	a := &Arrivals{LogID: strings.TrimPrefix(string(head), arrivalsHeader), latest: map[string]arrival{}}
+	a := &Log{LogID: strings.TrimPrefix(string(head), arrivalsHeader), latest: map[string]arrival{}}
 	recs := map[string]arrival{}
 	n := parseArrivals(a, rest, recs)
 	a.recs = fold.Layered[arrival]{Base: recs}
 	off := int64(len(head)+1) + int64(n)
-	return &arrivalsRead{a: a, header: string(head) + "\n", offset: off, last: lastLine(raw[:off])}, off < int64(len(raw)), nil
+	return &Reading{Log: a, header: string(head) + "\n", offset: off, last: lastLine(raw[:off])}, off < int64(len(raw)), nil
 }
 
 // errArrivalsRewritten marks an arrival log that no longer holds what this process read
@@ -366,7 +360,7 @@ var errArrivalsRewritten = errors.New("arrival log was rewritten under its log i
 // nil when the caller must read the file whole: it is missing or has another header
 // (another process started a new log), or — rewritten — it no longer holds, under the
 // same header, the bytes prev read up to its offset (shorter, or its last line differs).
-func readArrivalsFrom(path string, prev *arrivalsRead) (rd *arrivalsRead, rewritten bool) {
+func readArrivalsFrom(path string, prev *Reading) (rd *Reading, rewritten bool) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false
@@ -396,8 +390,8 @@ func readArrivalsFrom(path string, prev *arrivalsRead) (rd *arrivalsRead, rewrit
 	if _, err := f.ReadAt(more, prev.offset); err != nil {
 		return nil, false
 	}
-	a := *prev.a
-	a.latest = cloneLatest(prev.a.latest)
+	a := *prev.Log
+	a.latest = cloneLatest(prev.Log.latest)
 	recs := map[string]arrival{}
 	n := parseArrivals(&a, more, recs)
 	a.recs = a.recs.With(recs)
@@ -405,7 +399,7 @@ func readArrivalsFrom(path string, prev *arrivalsRead) (rd *arrivalsRead, rewrit
 	if n > 0 {
 		last = lastLine(more[:n])
 	}
-	return &arrivalsRead{a: &a, header: prev.header, offset: prev.offset + int64(n), last: last}, false
+	return &Reading{Log: &a, header: prev.header, offset: prev.offset + int64(n), last: last}, false
 }
 
 // cloneLatest copies a latest map (never nil).
@@ -426,7 +420,7 @@ func lastLine(b []byte) []byte {
 }
 
 // tornAfter reports whether the log ends inside a line past rd's offset.
-func (rd *arrivalsRead) tornAfter(path string) bool {
+func (rd *Reading) tornAfter(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Size() > rd.offset
 }
@@ -435,7 +429,7 @@ func (rd *arrivalsRead) tornAfter(path string) bool {
 // clock lines) and returns how many bytes they span. A line that does not parse (a
 // torn tail left by a crash, completed by a later append's leading newline) names no
 // arrival: skipped.
-func parseArrivals(a *Arrivals, b []byte, recs map[string]arrival) int {
+func parseArrivals(a *Log, b []byte, recs map[string]arrival) int {
 	used := 0
 	for {
 		i := bytes.IndexByte(b[used:], '\n')
@@ -474,27 +468,27 @@ func parseArrivals(a *Arrivals, b []byte, recs map[string]arrival) int {
 }
 
 // loadArrivals reads the log at path (nil when there is none).
-func loadArrivals(path string) (*Arrivals, error) {
-	rd, _, err := readArrivals(path)
+func Load(path string) (*Log, error) {
+	rd, _, err := Read(path)
 	if rd == nil || err != nil {
 		return nil, err
 	}
-	rd.a.Sighting = rd.a.sightings()
-	return rd.a, nil
+	rd.Log.Sighting = rd.Log.sightings()
+	return rd.Log, nil
 }
 
 // Cursor returns an opaque token naming the arrival number up to which this view
 // holds everything (Complete): a catch-up or watch going on from it misses nothing, even
 // an entry another process logged while this view's Load was reading the segments
 // without it (every message delivered).
-func (a *Arrivals) Cursor() string { return fmt.Sprintf("%s.%d", a.LogID, a.Complete()) }
+func (a *Log) Cursor() string { return fmt.Sprintf("%s.%d", a.LogID, a.Complete()) }
 
 // Complete returns the highest arrival number up to which the view holds every entry the
 // log numbers: Last, or less when another process logged entries while the view's
 // Load read the segments, and that reading missed them (they are new to the next
 // Load). Entries of the view numbered above Seen may be reported again from a cursor
 // at Seen — a repeat, never a loss.
-func (a *Arrivals) Complete() uint64 {
+func (a *Log) Complete() uint64 {
 	if a.missed && a.missedAt < a.Last {
 		return a.missedAt
 	}
@@ -505,15 +499,15 @@ func (a *Arrivals) Complete() uint64 {
 // directory handed out since the log began): a cursor from another machine, another
 // copy of the channel, or a log rebuilt since is not (docs/design.md §2 "The local
 // arrival log, cursors and sightings").
-func (a *Arrivals) FromHere(cur string) bool {
-	_, ok := a.parseCursor(cur)
+func (a *Log) FromHere(cur string) bool {
+	_, ok := a.ParseCursor(cur)
 	return ok
 }
 
-// parseCursor returns the arrival number a cursor names, or ok=false when the cursor is
+// ParseCursor returns the arrival number a cursor names, or ok=false when the cursor is
 // from another machine, a lost log, or malformed: callers then fall back to a bounded
 // digest, never an error (docs/design.md §2).
-func (a *Arrivals) parseCursor(cur string) (uint64, bool) {
+func (a *Log) ParseCursor(cur string) (uint64, bool) {
 	id, num, found := strings.Cut(cur, ".")
 	if !found || id != a.LogID {
 		return 0, false

@@ -1,0 +1,175 @@
+// Package selfupdate replaces the running ferry binary with an approved release
+// (docs/design.md §3 "Signed updates", ADR 0005): it checks a release file's Go build
+// information against the platform and version approved, copies it beside the
+// executable, fsyncs it and renames it into place (on Windows by way of exe+".old").
+// Which release is approved, and whether this machine may take it, is the façade's
+// (fsbus/update.go).
+package selfupdate
+
+import (
+	"crypto/sha256"
+	"debug/buildinfo"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/fsutil"
+)
+
+// CheckBinary reads the Go build information of a release file
+// (debug/buildinfo: the GOOS, GOARCH and -ldflags its toolchain recorded) and refuses
+// it (invalid) when it was built for another platform than platform, or when it
+// carries a version stamp (-X main.version, else the module version) other than
+// version — `update apply` would refuse it on every machine. A file without
+// Go build information, or without a version stamp, is not refused: note says what
+// could not be checked. sameVersion says whether two version texts name one version
+// (docs/format.md §11).
+func CheckBinary(r io.ReaderAt, path, platform, version string, sameVersion func(a, b string) bool) (note string, err error) {
+	bi, berr := buildinfo.Read(r)
+	if berr != nil {
+		return fmt.Sprintf("%s is not a Go binary this ferry can read: its platform and version were not checked", path), nil
+	}
+	var goos, goarch, ldflags string
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "GOOS":
+			goos = st.Value
+		case "GOARCH":
+			goarch = st.Value
+		case "-ldflags":
+			ldflags = st.Value
+		}
+	}
+	if goos != "" && goarch != "" && goos+"/"+goarch != platform {
+		return "", errs.Errorf(errs.Invalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
+			"%s is a Go binary for %s/%s, not %s", path, goos, goarch, platform)
+	}
+	stamped := ""
+	if m := stampRE.FindStringSubmatch(ldflags); m != nil {
+		stamped = m[1]
+	} else if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
+		stamped = mv
+	}
+	if stamped == "" {
+		return fmt.Sprintf("%s carries no version stamp (build it with -ldflags \"-X main.version=%s\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, version, version), nil
+	}
+	if !sameVersion(stamped, version) {
+		return "", errs.Errorf(errs.Invalid, "approve the version the binary reports, or rebuild it with -ldflags \"-X main.version="+version+"\"",
+			"%s reports version %s, not %s", path, stamped, version)
+	}
+	return "", nil
+}
+
+// stampRE finds the version ferry's build stamps with -ldflags "-X main.version=V".
+var stampRE = regexp.MustCompile(`-X[= ]['"]?main\.version=([^\s'"]+)`)
+
+// CleanOld removes exe+".old" left by an update on Windows (best effort: the
+// file may still be running; errors are ignored). "" means os.Executable().
+func CleanOld(exe string) {
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return
+		}
+	}
+	_ = os.Remove(exe + ".old")
+}
+
+// Replace puts the file tmp in place of exe. On unix one rename does it (a
+// running binary may be renamed over). Windows will not replace a running .exe but
+// will rename it: exe moves to exe+".old" (an older .old removed first), tmp is renamed
+// in, and if that fails exe is moved back; CleanOld removes the .old on a
+// later start. goos selects the dance so tests run both on any OS.
+func Replace(exe, tmp, goos string) error {
+	if goos != "windows" {
+		if err := fsutil.Rename(tmp, exe); err != nil {
+			return err
+		}
+		return fsutil.SyncDir(filepath.Dir(exe))
+	}
+	old := exe + ".old"
+	if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the previous %s: %w", old, err)
+	}
+	if err := fsutil.Rename(exe, old); err != nil {
+		return fmt.Errorf("moving the running binary aside: %w", err)
+	}
+	if err := fsutil.Rename(tmp, exe); err != nil {
+		if berr := fsutil.Rename(old, exe); berr != nil {
+			return fmt.Errorf("renaming the new binary in: %w (and moving the old one back: %v; it is at %s)", err, berr, old)
+		}
+		return fmt.Errorf("renaming the new binary in: %w", err)
+	}
+	return fsutil.SyncDir(filepath.Dir(exe))
+}
+
+// CopyBeside copies src into a new temp file in exe's folder (so the rename stays on
+// one file system), hashing as it copies; it fsyncs and closes the copy and gives it
+// exe's permission bits plus execute bits. It returns the temp path, the sha256 and
+// the size in bytes; on error it removes the temp file.
+func CopyBeside(exe string, src io.Reader) (tmp, sum string, n int64, err error) {
+	dir, base := filepath.Split(exe)
+	if dir == "" {
+		dir = "."
+	}
+	mode := fs.FileMode(0o755)
+	if st, err := os.Stat(exe); err == nil {
+		mode = st.Mode().Perm() | 0o111
+	}
+	ext := filepath.Ext(base) // kept last, so Windows runs the copy (.exe)
+	f, err := os.CreateTemp(dir, "."+strings.TrimSuffix(base, ext)+".new-*"+ext)
+	if err != nil {
+		return "", "", 0, fmt.Errorf("creating the new binary beside %s: %w", exe, err)
+	}
+	fail := func(err error) (string, string, int64, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return "", "", 0, err
+	}
+	h := sha256.New()
+	if n, err = io.Copy(io.MultiWriter(f, h), src); err != nil {
+		return fail(fmt.Errorf("copying the new binary: %w", err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("syncing %s: %w", f.Name(), err))
+	}
+	if err := f.Chmod(mode); err != nil && runtime.GOOS != "windows" {
+		return fail(fmt.Errorf("setting mode of %s: %w", f.Name(), err))
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", "", 0, fmt.Errorf("closing %s: %w", f.Name(), err)
+	}
+	return f.Name(), hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// Known reports whether p ("GOOS/GOARCH") is a pair Go builds for (`go tool
+// dist list`), or this binary's own platform.
+func Known(p string) bool { return knownPlatforms[p] || p == Platform() }
+
+func init() {
+	for _, p := range strings.Fields(`aix/ppc64 android/386 android/amd64 android/arm android/arm64
+		darwin/amd64 darwin/arm64 dragonfly/amd64 freebsd/386 freebsd/amd64 freebsd/arm freebsd/arm64
+		illumos/amd64 ios/amd64 ios/arm64 js/wasm linux/386 linux/amd64 linux/arm
+		linux/arm64 linux/loong64 linux/mips linux/mips64 linux/mips64le linux/mipsle linux/ppc64
+		linux/ppc64le linux/riscv64 linux/s390x netbsd/386 netbsd/amd64 netbsd/arm netbsd/arm64
+		openbsd/386 openbsd/amd64 openbsd/arm openbsd/arm64 openbsd/ppc64 openbsd/riscv64 plan9/386
+		plan9/amd64 plan9/arm solaris/amd64 wasip1/wasm windows/386 windows/amd64 windows/arm64`) {
+		knownPlatforms[p] = true
+	}
+}
+
+// knownPlatforms are the GOOS/GOARCH pairs Go builds for (`go tool dist list`, Go
+// 1.26): an approval names one of them.
+var knownPlatforms = map[string]bool{}
+
+// Platform is this binary's platform, "GOOS/GOARCH" (runtime values).
+func Platform() string { return runtime.GOOS + "/" + runtime.GOARCH }
