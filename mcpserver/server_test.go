@@ -530,7 +530,6 @@ func TestLongLine(t *testing.T) {
 // TestEOFIdle: at EOF with nothing in flight Serve returns at once, not after
 // DrainTimeout (set to an hour here: a Serve that waited would hang the test).
 func TestEOFIdle(t *testing.T) {
-	t.Parallel()
 	setDrainTimeout(t, time.Hour)
 	srv := newFakeServer(t, fakeTools(nil), nil)
 	s := startSession(t, srv, nil)
@@ -546,7 +545,6 @@ func TestEOFIdle(t *testing.T) {
 // TestDrainAnswersRunningCall: a call still running when stdin ends is answered once
 // it finishes (it may have written to the channel: the client must learn so).
 func TestDrainAnswersRunningCall(t *testing.T) {
-	t.Parallel()
 	setDrainTimeout(t, time.Hour)
 	eof := newEOFReader()
 	tool := &mcpserver.Tool{
@@ -572,7 +570,6 @@ func TestDrainAnswersRunningCall(t *testing.T) {
 // TestDrainTimeoutCancels: a call still running when DrainTimeout expires after EOF
 // is cancelled, its answer dropped, and Serve returns.
 func TestDrainTimeoutCancels(t *testing.T) {
-	t.Parallel()
 	setDrainTimeout(t, time.Millisecond)
 	cancelled := make(chan struct{})
 	tool := &mcpserver.Tool{
@@ -786,7 +783,6 @@ func TestToolsListStable(t *testing.T) {
 // TestBusyBeyondMaxInflight: calls beyond MaxInflight are answered CodeServerBusy at
 // once, never queued; once a running call answers, a new one is accepted.
 func TestBusyBeyondMaxInflight(t *testing.T) {
-	t.Parallel()
 	old := mcpserver.MaxInflight
 	mcpserver.MaxInflight = 2
 	defer func() { mcpserver.MaxInflight = old }()
