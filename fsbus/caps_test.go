@@ -180,6 +180,7 @@ func TestCapsDoc(t *testing.T) {
 // channel stores it: indentation does not count toward MaxOutput, content does, and
 // whitespace past maxJSONSlack times the cap is refused before parsing.
 func TestJSONCapIsCompacted(t *testing.T) {
+	t.Parallel()
 	val := strings.Repeat("x", contract.MaxOutput-20)
 	indented := "{\n" + strings.Repeat(" ", 8<<10) + `"v":` + strings.Repeat("\n", 8<<10) + `"` + val + `"` + "\n}"
 	if len(indented) <= contract.MaxOutput {

@@ -302,6 +302,7 @@ func TestClockStepArrivalLog(t *testing.T) {
 // TestStampSince: elapsed time on the boot clock, a step of more than MaxClockStep or a
 // reboot restarting it, the wall clock alone without boot readings.
 func TestStampSince(t *testing.T) {
+	t.Parallel()
 	at := arrivals.Stamp{Wall: 1_000_000, Boot: 500_000, BootID: "b"}
 	for _, c := range []struct {
 		name string

@@ -122,6 +122,7 @@ func TestUpdateApproveCheckApply(t *testing.T) {
 // (ignored by the fold), an approval without a checksum or with a path outside
 // releases/ (refused by check and apply), and approve's own checks.
 func TestUpdateRefusals(t *testing.T) {
+	t.Parallel()
 	plat := selfupdate.Platform()
 	t.Run("tampered", func(t *testing.T) {
 		t.Parallel()
