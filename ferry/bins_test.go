@@ -6,7 +6,9 @@ package main
 // binary, which has none of the test clock hooks of lifecycle_script_test.go; the
 // versioned builds `ferry update` replaces; the benchmarks' binary — and the programs
 // in testdata are built with `go build` at most once per test binary, into one
-// directory TestMain removes.
+// directory TestMain removes. A build runs in the background from the first time a
+// test asks for it; a parallel test asks before t.Parallel, so its builds run beside
+// the tests before the parallel ones instead of after them.
 
 import (
 	"errors"
@@ -21,19 +23,31 @@ import (
 	"testing"
 )
 
-// builds holds every program goBuilt built: one directory for the test binary's run,
-// and each build's path (or its failure) by its go build arguments.
+// builds holds every program startBuild started: one directory for the test binary's
+// run, and each build by its go build arguments.
 var builds struct {
 	mu   sync.Mutex
 	dir  string // made by the first build; removeBuilds removes it
-	done map[string]build
+	done map[string]*build
 }
 
-// build is the outcome of one go build: the executable, or the error with the
-// command's output.
+// build is one go build, started once: when ready is closed, the executable or the
+// error with the command's output.
 type build struct {
-	path string
-	err  error
+	ready chan struct{}
+	path  string
+	err   error
+}
+
+// wait returns the executable b builds once it is built. A failed build fails every
+// test that waits for it.
+func (b *build) wait(tb testing.TB) string {
+	tb.Helper()
+	<-b.ready
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
 }
 
 // exeName is name with the executable suffix of the OS the tests run on.
@@ -58,64 +72,96 @@ func ferryExe(tb testing.TB) string {
 	return p
 }
 
-// goBuilt returns the executable name that `go build flags… pkg` builds (pkg relative
-// to this package's directory), building it on the first call with those arguments
-// only. A failed build fails every test that asks for it.
-func goBuilt(tb testing.TB, name, pkg string, flags ...string) string {
-	tb.Helper()
+// startBuild starts `go build flags… pkg` (pkg relative to this package's directory)
+// in the background, the first time it is called with those arguments only, and
+// returns the build. A parallel test starts its builds before t.Parallel, so they run
+// while the tests before the parallel ones do.
+func startBuild(name, pkg string, flags ...string) *build {
 	key := strings.Join(append([]string{name, pkg}, flags...), "\x00")
 	builds.mu.Lock()
 	defer builds.mu.Unlock()
-	b, ok := builds.done[key]
-	if !ok {
-		b = goBuild(name, pkg, flags)
-		if builds.done == nil {
-			builds.done = map[string]build{}
-		}
-		builds.done[key] = b
+	if b, ok := builds.done[key]; ok {
+		return b
 	}
-	if b.err != nil {
-		tb.Fatal(b.err)
+	b := &build{ready: make(chan struct{})}
+	if builds.done == nil {
+		builds.done = map[string]*build{}
 	}
-	return b.path
-}
-
-// goBuild runs go build flags… pkg into a new folder of builds.dir; the caller holds
-// builds.mu.
-func goBuild(name, pkg string, flags []string) build {
+	out := ""
 	if builds.dir == "" {
 		dir, err := os.MkdirTemp("", "ferry-test-bins-")
 		if err != nil {
-			return build{err: fmt.Errorf("making the build directory: %w", err)}
+			b.err = fmt.Errorf("making the build directory: %w", err)
 		}
 		builds.dir = dir
 	}
-	out := filepath.Join(builds.dir, fmt.Sprint(len(builds.done)), exeName(name))
+	if b.err == nil {
+		out = filepath.Join(builds.dir, fmt.Sprint(len(builds.done)), exeName(name))
+	}
+	builds.done[key] = b
+	if b.err != nil {
+		close(b.ready)
+		return b
+	}
+	go func() {
+		defer close(b.ready)
+		b.path, b.err = goBuild(out, pkg, flags)
+	}()
+	return b
+}
+
+// buildEnv is the environment of every go build: this process's as it started, before
+// any test's t.Setenv (a build runs in the background while other tests run, and a
+// HOME of theirs would move go's module cache into a test's temporary folder).
+var buildEnv = os.Environ()
+
+// goBuild runs go build flags… pkg into out.
+func goBuild(out, pkg string, flags []string) (string, error) {
 	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
 		goBin = "go"
 	}
 	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
-	if b, err := exec.Command(goBin, args...).CombinedOutput(); err != nil {
-		return build{err: fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)}
+	cmd := exec.Command(goBin, args...)
+	cmd.Env = buildEnv
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	return build{path: out}
+	return out, nil
 }
 
-// removeBuilds removes what goBuilt built; TestMain calls it after the tests.
+// removeBuilds waits for every build startBuild started, then removes what they
+// built; TestMain calls it after the tests.
 func removeBuilds() error {
 	builds.mu.Lock()
 	defer builds.mu.Unlock()
+	for _, b := range builds.done {
+		<-b.ready
+	}
 	if builds.dir == "" {
 		return nil
 	}
 	return os.RemoveAll(builds.dir)
 }
 
-// releaseBinary returns the real ferry binary, as `go build ./ferry` builds it.
+// releaseVersion is the version the real ferry builds of the tests are stamped with,
+// as a release build is (-ldflags "-X main.version=…"): the release binary's, which
+// is also the older of the two builds TestUpdateApplyReplacesBinary updates between.
+const releaseVersion = "1.0.0"
+
+// versionBuild starts the build of the real ferry binary stamped with version.
+func versionBuild(version string) *build {
+	return startBuild("ferry", ".", "-ldflags", "-X main.version="+version)
+}
+
+// releaseBuild starts the build of the real ferry binary as a release is built: `go
+// build ./ferry`, stamped with releaseVersion.
+func releaseBuild() *build { return versionBuild(releaseVersion) }
+
+// releaseBinary returns the real ferry binary (releaseBuild).
 func releaseBinary(tb testing.TB) string {
 	tb.Helper()
-	return goBuilt(tb, "ferry", ".")
+	return releaseBuild().wait(tb)
 }
 
 // copyExe copies the executable from to the new file to (its folder is made).
@@ -139,7 +185,7 @@ func copyExe(tb testing.TB, from, to string) {
 	}
 }
 
-// cleanupM runs the tests of m, then removes what goBuilt built.
+// cleanupM runs the tests of m, then removes what startBuild built.
 type cleanupM struct{ m *testing.M }
 
 func (c cleanupM) Run() int {

@@ -7,13 +7,14 @@ import (
 
 // TestReleaseBinaryIgnoresClockVariables: the clock variables the journeys use
 // (FERRY_TEST_CLOCK_AHEAD_S, FERRY_TEST_WALL_STEP_S) are read by the test binary only
-// (lifecycle_script_test.go). The real binary, built as `go build ./ferry` builds it,
+// (lifecycle_script_test.go). The real binary, built as a release is (releaseBuild),
 // given both 5 hours ahead, still sees alice, the primary, alive: bob's take is
 // refused. No variable moves the clocks a released ferry measures liveness and
 // windows on (ADR 0013).
 func TestReleaseBinaryIgnoresClockVariables(t *testing.T) {
+	rel := releaseBuild() // built while the tests before the parallel ones run
 	t.Parallel()
-	m := newMCPMachine(t, releaseBinary(t))
+	m := newMCPMachine(t, rel.wait(t))
 	m.channel("acme", "alice", "bob")
 	m.must("grant", "alice", "--level", "orchestrator", "--project", "acme")
 	m.must("grant", "bob", "--level", "orchestrator", "--project", "acme")

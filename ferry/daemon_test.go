@@ -69,6 +69,7 @@ func (f *runFixture) daemonStatus(cfg string) daemonStatusOut {
 // `ferry daemon --once` takes the lease, settles the dead run (release with a note)
 // and completes the order on a fresh claim.
 func TestDaemonLeaseAndCrashRecovery(t *testing.T) {
+	runjobBuild() // built while the tests before the parallel ones run
 	t.Parallel()
 	f := newRunFixture(t)
 	cfg := f.daemonConfigFile(t.TempDir())
@@ -132,6 +133,7 @@ func TestDaemonLeaseAndCrashRecovery(t *testing.T) {
 // TestDaemonNothingReady: --once with no ready order exits 0 and says so; the lease is
 // free afterwards (a second --once runs too).
 func TestDaemonNothingReady(t *testing.T) {
+	runjobBuild() // built while the tests before the parallel ones run
 	t.Parallel()
 	f := newRunFixture(t)
 	cfg := f.daemonConfigFile(t.TempDir())

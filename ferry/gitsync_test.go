@@ -17,41 +17,63 @@ import (
 // machines (two FERRY_HOMEs, two clones). git is required: it is installed wherever the
 // suite runs (CI included), and its absence fails the test rather than skipping it.
 
-// isolateGit makes every git (and every ferry running git) of the test ignore the
-// machine's git configuration: no system file, a global file in the test's home.
-func isolateGit(t *testing.T) {
+// gitEnv is the environment of every git, and every ferry running git, of one test:
+// this process's without the variables that point git at another repository or
+// identity, with no system configuration and a global one in the test's own home, so
+// the machine's git configuration is ignored. It is given to each process rather than
+// set on this one, so the git tests run in parallel.
+type gitEnv []string
+
+// isolateGit returns the git environment of test t.
+func isolateGit(t *testing.T) gitEnv {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is required by this test (ferry sync --git): %v", err)
 	}
 	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(home, ".gitconfig"))
-	for _, v := range []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
-		t.Setenv(v, "")
-		os.Unsetenv(v)
+	set := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + filepath.Join(home, ".gitconfig")}
+	drop := []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"}
+	var env gitEnv
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(drop, k) && !slices.ContainsFunc(set, func(s string) bool { return strings.HasPrefix(s, k+"=") }) {
+			env = append(env, kv)
+		}
 	}
+	return append(env, set...)
 }
 
-// gitIn runs git in dir and returns its trimmed output, failing the test on an error.
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
+// machine returns a new machine of t running bin whose processes get env.
+func (env gitEnv) machine(t *testing.T, bin string) *mcpMachine {
+	m := newMCPMachine(t, bin)
+	m.base = env
+	return m
+}
+
+// command returns an unstarted git in dir.
+func (env gitEnv) command(dir string, args ...string) *exec.Cmd {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
+	cmd.Env = env
+	return cmd
+}
+
+// in runs git in dir and returns its trimmed output, failing the test on an error.
+func (env gitEnv) in(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := env.command(dir, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
 	}
 	return strings.TrimSpace(string(out))
 }
 
-// gitIdentity gives the repository dir a committer (CI has no global identity).
-func gitIdentity(t *testing.T, dir, name string) {
-	gitIn(t, dir, "config", "user.name", name)
-	gitIn(t, dir, "config", "user.email", name+"@example.com")
-	gitIn(t, dir, "config", "commit.gpgsign", "false")
+// identity gives the repository dir a committer (CI has no global identity).
+func (env gitEnv) identity(t *testing.T, dir, name string) {
+	env.in(t, dir, "config", "user.name", name)
+	env.in(t, dir, "config", "user.email", name+"@example.com")
+	env.in(t, dir, "config", "commit.gpgsign", "false")
 }
 
 // syncResult is the JSON ferry sync --git --json prints.
@@ -82,24 +104,25 @@ func gsync(t *testing.T, m *mcpMachine, ch string) syncResult {
 // rejected because the other machine pushed first; both converge to one state, git
 // never conflicts, and ledger verify is clean on both.
 func TestGitSyncTwoMachines(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
-	isolateGit(t)
+	git := isolateGit(t)
 	root := t.TempDir()
 	bare := filepath.Join(root, "origin.git")
-	gitIn(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	git.in(t, root, "init", "-q", "--bare", "-b", "main", bare)
 
 	// Machine A: a repository with one commit, pushed; the channel inside it.
-	a, b := newMCPMachine(t, bin), newMCPMachine(t, bin)
+	a, b := git.machine(t, bin), git.machine(t, bin)
 	repoA := filepath.Join(a.dir, "repo")
-	gitIn(t, a.dir, "init", "-q", "-b", "main", repoA)
-	gitIdentity(t, repoA, "machine-a")
+	git.in(t, a.dir, "init", "-q", "-b", "main", repoA)
+	git.identity(t, repoA, "machine-a")
 	if err := os.WriteFile(filepath.Join(repoA, "README.md"), []byte("project notes\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitIn(t, repoA, "add", "README.md")
-	gitIn(t, repoA, "commit", "-q", "-m", "start")
-	gitIn(t, repoA, "remote", "add", "origin", bare)
-	gitIn(t, repoA, "push", "-q", "-u", "origin", "main")
+	git.in(t, repoA, "add", "README.md")
+	git.in(t, repoA, "commit", "-q", "-m", "start")
+	git.in(t, repoA, "remote", "add", "origin", bare)
+	git.in(t, repoA, "push", "-q", "-u", "origin", "main")
 	chA := filepath.Join(repoA, "ch")
 	a.must("init", chA, "--project", "acme")
 	a.must("join", "--as", "alice", "--channel", chA)
@@ -114,8 +137,8 @@ func TestGitSyncTwoMachines(t *testing.T) {
 
 	// Machine B: a clone; bob joins there; the owner seats him from A.
 	repoB := filepath.Join(b.dir, "repo")
-	gitIn(t, b.dir, "clone", "-q", bare, repoB)
-	gitIdentity(t, repoB, "machine-b")
+	git.in(t, b.dir, "clone", "-q", bare, repoB)
+	git.identity(t, repoB, "machine-b")
 	chB := filepath.Join(repoB, "ch")
 	b.must("join", "--as", "bob", "--channel", chB)
 	gsync(t, b, chB)
@@ -175,10 +198,10 @@ func TestGitSyncTwoMachines(t *testing.T) {
 	if raw, _ := os.ReadFile(readme); string(raw) != "project notes\nwork in progress on B\n" {
 		t.Errorf("B's unstaged edit after the sync: %q", raw)
 	}
-	if d := gitIn(t, repoB, "diff", "--name-only"); d != "README.md" {
+	if d := git.in(t, repoB, "diff", "--name-only"); d != "README.md" {
 		t.Errorf("unstaged after the sync: %q, want README.md only", d)
 	}
-	gitIn(t, repoB, "checkout", "-q", "README.md")
+	git.in(t, repoB, "checkout", "-q", "README.md")
 
 	// Both claim one order before they sync: a contest, not a git conflict.
 	so := a.must("--as", "alice", "order", "new", "Contested work", "--json", "--channel", chA)
@@ -195,7 +218,7 @@ func TestGitSyncTwoMachines(t *testing.T) {
 	gsync(t, a, chA)
 
 	// Converged: one history, one state, verified.
-	if ha, hb := gitIn(t, repoA, "rev-parse", "HEAD"), gitIn(t, repoB, "rev-parse", "HEAD"); ha != hb {
+	if ha, hb := git.in(t, repoA, "rev-parse", "HEAD"), git.in(t, repoB, "rev-parse", "HEAD"); ha != hb {
 		t.Errorf("HEADs differ: A %s, B %s", ha, hb)
 	}
 	for _, args := range [][]string{{"order", "list", "--json"}, {"order", "show", o.ID, "--json"}, {"--as", "master", "talk", "sent", "--json"}} {
@@ -226,7 +249,7 @@ func TestGitSyncTwoMachines(t *testing.T) {
 			t.Errorf("ledger verify on %s: exit %d\n%s%s", m.name, code, so, se)
 		}
 		// Nothing ferry wrote is left uncommitted (.stignore is machine-local).
-		if st := gitIn(t, m.repo, "status", "--porcelain", "--untracked-files=all"); strings.TrimSpace(strings.ReplaceAll(st, "?? ch/.stignore", "")) != "" {
+		if st := git.in(t, m.repo, "status", "--porcelain", "--untracked-files=all"); strings.TrimSpace(strings.ReplaceAll(st, "?? ch/.stignore", "")) != "" {
 			t.Errorf("%s: uncommitted after the last sync:\n%s", m.name, st)
 		}
 		for _, who := range []string{"alice", "bob"} {
@@ -253,7 +276,7 @@ func TestGitSyncTwoMachines(t *testing.T) {
 	if r := gsync(t, a, chA); !contains(r.Committed, "memory/plan.md") {
 		t.Fatalf("A did not commit its note: %+v", r)
 	}
-	before := gitIn(t, repoB, "rev-parse", "@{upstream}")
+	before := git.in(t, repoB, "rev-parse", "@{upstream}")
 	so, se, code := b.ferry("sync", "--git", "--channel", chB)
 	if code != exitCodes["conflict"] || !strings.Contains(se, "ch/memory/plan.md") || !strings.Contains(se, "nothing was lost") {
 		t.Fatalf("a conflicting note: exit %d\n%s%s", code, so, se)
@@ -261,7 +284,7 @@ func TestGitSyncTwoMachines(t *testing.T) {
 	if raw, _ := os.ReadFile(filepath.Join(chB, "memory", "plan.md")); string(raw) != "B says: ship on Monday\n" {
 		t.Errorf("B's note after the conflict: %q", raw)
 	}
-	if files := gitIn(t, repoB, "log", "-1", "--name-only", "--format="); !strings.Contains(files, "ch/memory/plan.md") {
+	if files := git.in(t, repoB, "log", "-1", "--name-only", "--format="); !strings.Contains(files, "ch/memory/plan.md") {
 		t.Errorf("B's commit of the note is gone: last commit holds %q", files)
 	}
 	for _, p := range []string{"rebase-merge", "rebase-apply"} {
@@ -269,7 +292,7 @@ func TestGitSyncTwoMachines(t *testing.T) {
 			t.Errorf("a rebase is left in progress (%s)", p)
 		}
 	}
-	if after := gitIn(t, repoB, "rev-parse", "@{upstream}"); after == before {
+	if after := git.in(t, repoB, "rev-parse", "@{upstream}"); after == before {
 		t.Errorf("B did not fetch A's note before rebasing")
 	}
 	if _, se, code := b.ferry("ledger", "verify", "--channel", chB); code != 0 {
@@ -280,17 +303,18 @@ func TestGitSyncTwoMachines(t *testing.T) {
 // TestGitSyncRefusals: every setup ferry sync --git cannot work in is refused with its
 // reason and a hint, and changes nothing.
 func TestGitSyncRefusals(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
-	isolateGit(t)
-	m := newMCPMachine(t, bin)
+	git := isolateGit(t)
+	m := git.machine(t, bin)
 	root := t.TempDir()
 	bare := filepath.Join(root, "origin.git")
-	gitIn(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	git.in(t, root, "init", "-q", "--bare", "-b", "main", bare)
 
 	newRepo := func(name string) (repo, ch string) {
 		repo = filepath.Join(root, name)
-		gitIn(t, root, "init", "-q", "-b", "main", repo)
-		gitIdentity(t, repo, "m")
+		git.in(t, root, "init", "-q", "-b", "main", repo)
+		git.identity(t, repo, "m")
 		ch = filepath.Join(repo, "ch")
 		m.must("init", ch, "--project", name)
 		return repo, ch
@@ -319,34 +343,34 @@ func TestGitSyncRefusals(t *testing.T) {
 	// No remote, then a remote but no upstream.
 	repo, ch := newRepo("noremote")
 	refuse("no remote", ch, nil, 2, "has no remote", "git remote add origin URL")
-	gitIn(t, repo, "remote", "add", "origin", bare)
+	git.in(t, repo, "remote", "add", "origin", bare)
 	refuse("no upstream", ch, nil, 2, "branch main has no upstream", "set it once: git push -u origin main")
-	if out := gitIn(t, repo, "status", "--porcelain"); !strings.Contains(out, "?? ch/") {
+	if out := git.in(t, repo, "status", "--porcelain"); !strings.Contains(out, "?? ch/") {
 		t.Errorf("a refused sync staged or committed something: %q", out)
 	}
 
 	// Detached HEAD.
-	gitIn(t, repo, "add", "ch/channel.toml")
-	gitIn(t, repo, "commit", "-q", "-m", "channel")
-	gitIn(t, repo, "push", "-q", "-u", "origin", "main")
-	gitIn(t, repo, "checkout", "-q", "--detach")
+	git.in(t, repo, "add", "ch/channel.toml")
+	git.in(t, repo, "commit", "-q", "-m", "channel")
+	git.in(t, repo, "push", "-q", "-u", "origin", "main")
+	git.in(t, repo, "checkout", "-q", "--detach")
 	refuse("detached HEAD", ch, nil, 2, "HEAD is detached", "check out a branch")
-	gitIn(t, repo, "checkout", "-q", "main")
+	git.in(t, repo, "checkout", "-q", "main")
 
 	// Someone else's change staged: ferry will not commit it with its own.
 	if err := os.WriteFile(filepath.Join(repo, "src.go"), []byte("package x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitIn(t, repo, "add", "src.go")
-	head := gitIn(t, repo, "rev-parse", "HEAD")
+	git.in(t, repo, "add", "src.go")
+	head := git.in(t, repo, "rev-parse", "HEAD")
 	refuse("staged foreign file", ch, nil, 5, "staged changes that are not this machine's channel files: src.go", "commit them yourself")
-	if now := gitIn(t, repo, "rev-parse", "HEAD"); now != head {
+	if now := git.in(t, repo, "rev-parse", "HEAD"); now != head {
 		t.Errorf("a refused sync committed")
 	}
-	if st := gitIn(t, repo, "diff", "--cached", "--name-only"); st != "src.go" {
+	if st := git.in(t, repo, "diff", "--cached", "--name-only"); st != "src.go" {
 		t.Errorf("the index after a refused sync: %q", st)
 	}
-	gitIn(t, repo, "reset", "-q", "src.go")
+	git.in(t, repo, "reset", "-q", "src.go")
 
 	// A rebase already in progress is left to the user.
 	if err := os.MkdirAll(filepath.Join(repo, ".git", "rebase-merge"), 0o755); err != nil {
@@ -360,9 +384,9 @@ func TestGitSyncRefusals(t *testing.T) {
 	refuse("git missing", ch, []string{"PATH=" + empty}, 4, "git is not installed", "install git")
 
 	// The remote is gone: the commit is made and kept, the fetch fails, retry later.
-	gitIn(t, repo, "remote", "set-url", "origin", filepath.Join(root, "moved.git"))
+	git.in(t, repo, "remote", "set-url", "origin", filepath.Join(root, "moved.git"))
 	refuse("remote unreachable", ch, nil, 8, "fetching from origin failed", "check the network")
-	if n := gitIn(t, repo, "rev-list", "--count", "@{upstream}..HEAD"); n != "1" {
+	if n := git.in(t, repo, "rev-list", "--count", "@{upstream}..HEAD"); n != "1" {
 		t.Errorf("the commit made before the failed fetch is not kept: %s ahead", n)
 	}
 	// Without --git, sync says what it is for.
@@ -408,36 +432,37 @@ func folded(t *testing.T, out string) string {
 // while a rebase is stopped, doctor names the rebase first instead of calling the
 // conflict markers malformed lines.
 func TestGitSyncClonedDevice(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
-	isolateGit(t)
+	git := isolateGit(t)
 	root := t.TempDir()
 	bare := filepath.Join(root, "origin.git")
-	gitIn(t, root, "init", "-q", "--bare", "-b", "main", bare)
-	a, b := newMCPMachine(t, bin), newMCPMachine(t, bin)
+	git.in(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	a, b := git.machine(t, bin), git.machine(t, bin)
 	repoA := filepath.Join(a.dir, "repo")
-	gitIn(t, a.dir, "init", "-q", "-b", "main", repoA)
-	gitIdentity(t, repoA, "machine-a")
-	gitIn(t, repoA, "remote", "add", "origin", bare)
+	git.in(t, a.dir, "init", "-q", "-b", "main", repoA)
+	git.identity(t, repoA, "machine-a")
+	git.in(t, repoA, "remote", "add", "origin", bare)
 	chA := filepath.Join(repoA, "ch")
 	a.must("init", chA, "--project", "acme")
 	a.must("join", "--as", "alice", "--channel", chA)
 	a.must("grant", "alice", "--level", "member", "--channel", chA)
-	gitIn(t, repoA, "add", "-A")
-	gitIn(t, repoA, "commit", "-q", "-m", "start")
-	gitIn(t, repoA, "push", "-q", "-u", "origin", "main")
+	git.in(t, repoA, "add", "-A")
+	git.in(t, repoA, "commit", "-q", "-m", "start")
+	git.in(t, repoA, "push", "-q", "-u", "origin", "main")
 
 	// B: a clone of the repository, and a copy of A's ferry home.
 	if err := os.CopyFS(b.home, os.DirFS(a.home)); err != nil {
 		t.Fatal(err)
 	}
 	repoB := filepath.Join(b.dir, "repo")
-	gitIn(t, b.dir, "clone", "-q", bare, repoB)
-	gitIdentity(t, repoB, "machine-b")
+	git.in(t, b.dir, "clone", "-q", bare, repoB)
+	git.identity(t, repoB, "machine-b")
 	chB := filepath.Join(repoB, "ch")
 	a.must("--as", "alice", "order", "new", "written on A", "--channel", chA)
 	b.must("--as", "alice", "order", "new", "written on B", "--channel", chB)
 	gsync(t, a, chA)
-	head := gitIn(t, repoB, "rev-parse", "HEAD")
+	head := git.in(t, repoB, "rev-parse", "HEAD")
 	so, se, code := b.ferry("sync", "--git", "--channel", chB)
 	if code != exitCodes["conflict"] {
 		t.Fatalf("sync on the clone: exit %d\n%s%s", code, so, se)
@@ -455,17 +480,16 @@ func TestGitSyncClonedDevice(t *testing.T) {
 			t.Errorf("left in progress: %s", p)
 		}
 	}
-	if got := gitIn(t, repoB, "rev-parse", "HEAD"); got == head {
+	if got := git.in(t, repoB, "rev-parse", "HEAD"); got == head {
 		t.Errorf("B's own commit is gone (HEAD still %s)", got)
 	}
-	if st := gitIn(t, repoB, "status", "--porcelain"); st != "" {
+	if st := git.in(t, repoB, "status", "--porcelain"); st != "" {
 		t.Errorf("the abort left changes: %q", st)
 	}
 
 	// A rebase stopped on the conflict (the user ran git pull --rebase by hand): doctor
 	// names it first, and does not call the conflict markers malformed.
-	cmd := exec.Command("git", "pull", "-q", "--rebase")
-	cmd.Dir = repoB
+	cmd := git.command(repoB, "pull", "-q", "--rebase")
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("git pull --rebase did not stop on the conflict: %s", out)
 	}
@@ -480,7 +504,7 @@ func TestGitSyncClonedDevice(t *testing.T) {
 
 	// The steps the hint names work: B gets a new device, keeps its records as a copy,
 	// syncs; both machines then read both orders' records (the fork is reported).
-	gitIn(t, repoB, "rebase", "--abort")
+	git.in(t, repoB, "rebase", "--abort")
 	segs, _ := filepath.Glob(filepath.Join(chB, "ledger", "alice", "*.jsonl"))
 	if len(segs) != 1 {
 		t.Fatalf("alice's segments on B: %v", segs)
@@ -490,18 +514,17 @@ func TestGitSyncClonedDevice(t *testing.T) {
 	if err := os.Remove(filepath.Join(b.home, "config", "device")); err != nil {
 		t.Fatal(err)
 	}
-	cmd = exec.Command("git", "merge", "-q", "@{upstream}")
-	cmd.Dir = repoB
+	cmd = git.command(repoB, "merge", "-q", "@{upstream}")
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("git merge did not stop on the conflict: %s", out)
 	}
-	mine := gitIn(t, repoB, "show", "HEAD:"+seg)
+	mine := git.in(t, repoB, "show", "HEAD:"+seg)
 	if err := os.WriteFile(filepath.Join(repoB, strings.TrimSuffix(seg, ".jsonl")+".clone.jsonl"), []byte(mine+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitIn(t, repoB, "checkout", "--theirs", "--", seg)
-	gitIn(t, repoB, "add", "-A", "ch/ledger/alice")
-	gitIn(t, repoB, "commit", "-q", "--no-edit")
+	git.in(t, repoB, "checkout", "--theirs", "--", seg)
+	git.in(t, repoB, "add", "-A", "ch/ledger/alice")
+	git.in(t, repoB, "commit", "-q", "--no-edit")
 	gsync(t, b, chB)
 	gsync(t, a, chA)
 	for _, m := range []struct {

@@ -28,13 +28,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestMCP runs every MCP end-to-end journey against ferry processes (ferryExe).
 func TestMCP(t *testing.T) {
+	t.Parallel()
 	bin := ferryExe(t)
 	for _, kind := range mcpClientKinds {
 		t.Run("journey/"+kind.name, func(t *testing.T) {
@@ -62,8 +62,8 @@ func TestMCP(t *testing.T) {
 		t.Parallel()
 		mcpRefusesNonIJSON(t, bin)
 	})
-	// Not parallel: it runs the CLI in this process, under t.Setenv.
 	t.Run("cli-read-under-live-session", func(t *testing.T) {
+		t.Parallel()
 		mcpCLIReadUnderLease(t, bin)
 	})
 }
@@ -503,12 +503,10 @@ func mcpCLIReadUnderLease(t *testing.T, bin string) {
 	m.must("talk", "send", "--to", "bob", "--as", "alice", "--project", "acme", "for bob's session")
 	bob := startAgent(t, m, kind, "bob", "acme")
 	bob.ok("ferry_join", nil, nil) // takes the session lease
-	t.Setenv(fsbus.EnvHome, m.home)
-	t.Setenv("FERRY_AGENT", "")
+	// bob's shell: a ferry process on m.
 	cli := func(args ...string) (code int, stdout, stderr string) {
-		var so, se bytes.Buffer
-		code = runIO(append(args, "--as", "bob", "--project", "acme"), strings.NewReader(""), &so, &se)
-		return code, so.String(), se.String()
+		stdout, stderr, code = m.ferry(append(args, "--as", "bob", "--project", "acme")...)
+		return code, stdout, stderr
 	}
 	waiting := func() int {
 		var cu wireCatchup

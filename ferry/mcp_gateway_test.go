@@ -18,9 +18,10 @@ import (
 )
 
 func TestMCPGateway(t *testing.T) {
+	gw := gwfixtureBuild() // built while the tests before the parallel ones run
 	t.Parallel()
 	bin := ferryExe(t)
-	fixture := buildGWFixture(t)
+	fixture := gw.wait(t)
 
 	// Another project on another machine (its own FERRY_HOME): carol is seated there.
 	other := newMCPMachine(t, bin)
@@ -218,19 +219,17 @@ func waitPidGone(t *testing.T, pid int) {
 	}
 }
 
-// buildGWFixture returns mcpserver/testdata/gwfixture, built once.
-func buildGWFixture(t *testing.T) string {
-	t.Helper()
-	return goBuilt(t, "gwfixture", "../mcpserver/testdata/gwfixture")
-}
+// gwfixtureBuild starts the build of mcpserver/testdata/gwfixture, built once.
+func gwfixtureBuild() *build { return startBuild("gwfixture", "../mcpserver/testdata/gwfixture") }
 
 // TestMCPGatewayListClean: `ferry mcp list` prints a server's tools with their control
 // characters shown as \xNN, never raw, and drops nameless and repeated tools with a
 // warning.
 func TestMCPGatewayListClean(t *testing.T) {
+	gw := gwfixtureBuild() // built while the tests before the parallel ones run
 	t.Parallel()
 	bin := ferryExe(t)
-	fixture := buildGWFixture(t)
+	fixture := gw.wait(t)
 	m := newMCPMachine(t, bin)
 	m.must("mcp", "add", "bad", "--", fixture, "-badnames")
 	stdout, stderr, code := m.ferry("mcp", "list", "bad")

@@ -42,7 +42,8 @@ type mcpMachine struct {
 	t    *testing.T
 	bin  string
 	home string
-	dir  string // where channel folders go
+	dir  string   // where channel folders go
+	base []string // the environment its processes start from; nil: this process's
 }
 
 // newMCPMachine returns a fresh machine of t running bin.
@@ -51,11 +52,15 @@ func newMCPMachine(t *testing.T, bin string) *mcpMachine {
 	return &mcpMachine{t: t, bin: bin, home: filepath.Join(dir, "home"), dir: dir}
 }
 
-// env is the environment of every ferry process of m: the caller's, minus every FERRY_
+// env is the environment of every ferry process of m: its base, minus every FERRY_
 // variable (a developer's FERRY_AGENT or FERRY_CHANNEL must not leak in), plus m's home.
 func (m *mcpMachine) env() []string {
+	base := m.base
+	if base == nil {
+		base = os.Environ()
+	}
 	var env []string
-	for _, e := range os.Environ() {
+	for _, e := range base {
 		if !strings.HasPrefix(e, "FERRY_") {
 			env = append(env, e)
 		}

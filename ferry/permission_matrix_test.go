@@ -283,8 +283,9 @@ func (w *permWorld) askByAuthor(string) permPrep {
 	return permPrep{id: a.ID}
 }
 
-// entries returns the hashes of every entry and whether each counts.
-func (w *permWorld) entries() (all []string, counts map[string]bool, st *fold.State) {
+// entries returns the hashes of every entry and whether each counts, and the view
+// they were read from.
+func (w *permWorld) entries() (all []string, counts map[string]bool, v *fsbus.View) {
 	v, err := w.ownerCh.Load()
 	if err != nil {
 		w.t.Fatal(err)
@@ -295,7 +296,7 @@ func (w *permWorld) entries() (all []string, counts map[string]bool, st *fold.St
 		all = append(all, h)
 		counts[h] = v.State.Counts(h)
 	}
-	return all, counts, v.State
+	return all, counts, v
 }
 
 // cellOutcome is what one call did: allowed (it wrote, and what it wrote counts) or
@@ -310,8 +311,7 @@ type cellOutcome struct {
 
 func (w *permWorld) observe(before []string, call func() (bool, string)) cellOutcome {
 	ok, msg := call()
-	all, counts, _ := w.entries()
-	v, _ := w.ownerCh.Load()
+	all, counts, v := w.entries()
 	out := cellOutcome{ok: ok, detail: msg, counted: true}
 	if !ok {
 		out.category, _, _ = strings.Cut(strings.TrimPrefix(msg, "ferry: error: "), ":")

@@ -18,6 +18,7 @@ import (
 // record and exits 0. (Windows has no SIGINT to send to another process; the kill
 // path of TestRunKilledMidRunIsRecovered covers a stopped runner there.)
 func TestRunInterruptReleasesClaim(t *testing.T) {
+	runjobBuild() // built while the tests before the parallel ones run
 	t.Parallel()
 	f := newRunFixture(t)
 	id := f.order("long job")

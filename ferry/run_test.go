@@ -17,11 +17,8 @@ import (
 	"time"
 )
 
-// runjobBinary returns testdata/runjob (the FILE the tests run), built once.
-func runjobBinary(t *testing.T) string {
-	t.Helper()
-	return goBuilt(t, "runjob", "./testdata/runjob")
-}
+// runjobBuild starts the build of testdata/runjob (the FILE the tests run), built once.
+func runjobBuild() *build { return startBuild("runjob", "./testdata/runjob") }
 
 // runFixture is a machine with a channel "rp": boss (member, dispatches) and runner
 // (member, runs), the ferry binary and the runjob file.
@@ -36,7 +33,7 @@ func newRunFixture(t *testing.T) *runFixture {
 	m := newMCPMachine(t, ferryExe(t))
 	m.channel("rp", "boss", "runner")
 	f := &runFixture{mcpMachine: m, jobDir: t.TempDir()}
-	f.job = runjobBinary(t)
+	f.job = runjobBuild().wait(t)
 	return f
 }
 
@@ -142,6 +139,7 @@ func waitFile(t *testing.T, path string, what string) string {
 // naming the run, claims it afresh and completes it: create, claim, release, claim,
 // submit — every step in the ledger, which still verifies.
 func TestRunKilledMidRunIsRecovered(t *testing.T) {
+	runjobBuild() // built while the tests before the parallel ones run
 	t.Parallel()
 	f := newRunFixture(t)
 	id := f.order("build the thing")

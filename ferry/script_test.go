@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -22,8 +24,15 @@ import (
 // TestMain lets the test binary stand in for the ferry binary: testscript puts a copy
 // named "ferry" on PATH, which runs main, so every `exec ferry …` line in
 // testdata/script/*.txtar and every ferryExe process is a real, separate ferry process.
-// After the tests it removes what goBuilt built.
+// Every key it locks or exports costs testScryptWorkFactor, not the release binary's
+// scrypt cost (TestReleaseBinaryLocksAtFullCost), and the garbage collector runs at a
+// quarter of its default pace (GOGC=400): most ferry processes live milliseconds, and
+// the tests' own process keeps little, so collecting less changes nothing they check
+// and saves a fifth of the package's CPU time. After the tests it removes what
+// startBuild built.
 func TestMain(m *testing.M) {
+	keyfile.ScryptWorkFactor = testScryptWorkFactor
+	debug.SetGCPercent(400)
 	if os.Getenv(raceHelperEnv) == "1" {
 		os.Exit(raceClaimHelper())
 	}
@@ -36,8 +45,12 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs the CLI journeys in testdata/script. Each script says on its first
 // lines what behaviour it guards and, where it is written down, the section that says
-// so (docs/format.md §N, docs/runs.md, docs/mcp.md, an ADR).
+// so (docs/format.md §N, docs/runs.md, docs/mcp.md, an ADR). The scripts run in
+// parallel with each other and with the other parallel tests: each has its own work
+// dir and FERRY_HOME, and a script's environment is its own (testscript), not the
+// process's.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, testscript.Params{
 		Dir:                filepath.Join("testdata", "script"),
 		RequireUniqueNames: true,

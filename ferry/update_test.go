@@ -13,11 +13,10 @@ import (
 	"github.com/ferryhq/ferry/internal/selfupdate"
 )
 
-// buildVersion puts at path a copy of the real ferry binary stamped with version (as a
-// release build does: -ldflags "-X main.version=…"), built once per version.
-func buildVersion(t *testing.T, version, path string) {
+// copyBuild puts at path a copy of what b builds.
+func copyBuild(t *testing.T, b *build, path string) {
 	t.Helper()
-	copyExe(t, goBuilt(t, "ferry", ".", "-ldflags", "-X main.version="+version), path)
+	copyExe(t, b.wait(t), path)
 }
 
 // TestUpdateApplyReplacesBinary (ADR 0005): a real ferry 1.0.0, copied to a temp dir,
@@ -25,13 +24,16 @@ func buildVersion(t *testing.T, version, path string) {
 // it and is then ferry 1.1.0; the new binary finds nothing newer. Every step is a
 // separate process of the binary being replaced.
 func TestUpdateApplyReplacesBinary(t *testing.T) {
+	// Real builds stamped with each version, as a release build is (versionBuild),
+	// started while the tests before the parallel ones run.
+	v100, v110 := versionBuild("1.0.0"), versionBuild("1.1.0")
 	t.Parallel()
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "bin", "ferry")
 	if runtime.GOOS == "windows" {
 		exe += ".exe"
 	}
-	buildVersion(t, "1.0.0", exe)
+	copyBuild(t, v100, exe)
 	ch := filepath.Join(dir, "ch")
 	env := append(os.Environ(), "FERRY_HOME="+filepath.Join(dir, "home"), "FERRY_CHANNEL="+ch, "FERRY_AGENT=")
 	ferry := func(args ...string) string {
@@ -45,7 +47,7 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 		return string(out)
 	}
 	ferry("init", ch, "--project", "acme")
-	buildVersion(t, "1.1.0", filepath.Join(ch, "releases", "ferry-next"))
+	copyBuild(t, v110, filepath.Join(ch, "releases", "ferry-next"))
 	plat := selfupdate.Platform()
 	ferry("update", "approve", "1.1.0", "--platform", plat+"=releases/ferry-next")
 

@@ -189,6 +189,7 @@ func forgeLine(t *testing.T, path, marker string, edit func(m map[string]any)) {
 // leaves the honest state as it was, and `ferry ledger verify` and `ferry doctor` list
 // it with its reason and a fix.
 func TestAdversarialFiles(t *testing.T) {
+	t.Parallel()
 	t.Run("forged signature", func(t *testing.T) {
 		w := newAdvWorld(t)
 		// A copy of the owner's grant of bob raised to orchestrator, signature kept;
@@ -440,6 +441,7 @@ func TestAdversarialFiles(t *testing.T) {
 // an object file edited behind its back is dropped at its next full fold, at most
 // FullFoldEvery after the last: then the edited order is no longer shown there either.
 func TestEditedObjectInRunningProcess(t *testing.T) {
+	t.Parallel()
 	w := newAdvWorld(t)
 	mustLoad(t, w.c) // the running process has folded everything once
 	p := verify.ObjectPath(w.c.Root, "alice", w.order)
@@ -467,6 +469,7 @@ func TestEditedObjectInRunningProcess(t *testing.T) {
 // TestVerifyFix: every kind verify lists has a fix, and ignored entries get
 // the fix their reason calls for.
 func TestVerifyFix(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{ledger.KindMalformed, ledger.KindBrokenChain, ledger.KindBadSignature, ledger.KindUnknownKey,
 		ledger.KindFork, ledger.KindHole, ledger.KindTorn, "object", "lost", verify.KindEdited, verify.KindLink, verify.KindKeyChange} {
 		if verify.VerifyFix(kind, "") == "" {

@@ -113,6 +113,7 @@ func hasIgnored(st *fold.State, hash, reason string) bool {
 // TestAskLoop: an agent raises an ask, the owner approves it with a note; every field
 // of the view is filled from the signed object and the master's answer.
 func TestAskLoop(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	a, err := w.alice.AskRaise(AskRaiseOptions{Title: "  Drop the legacy table?  ", Recommendation: "Yes, after a backup.", Reasoning: "Nothing reads it since v2."})
 	if err != nil {
@@ -157,6 +158,7 @@ func TestAskLoop(t *testing.T) {
 
 // TestAskWriteRefusals: every refusal has its category and writes nothing.
 func TestAskWriteRefusals(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	a := w.raise(t, "Pending one")
 	done := w.raise(t, "Answered one")
@@ -233,6 +235,7 @@ func TestAskWriteRefusals(t *testing.T) {
 // write-side check) is ignored by the fold with the level reason; the ask stays
 // pending and the owner can still answer it.
 func TestAskFoldOnlyMasterAnswers(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	a := w.raise(t, "Rotate the deploy key?")
 	forged := appendRaw(t, w.alice, fold.TypeAskAnswer, a.ID, fold.EntryData{Basis: a.Head, Verdict: fold.VerdictApprove, Note: "self-approved"})
@@ -253,6 +256,7 @@ func TestAskFoldOnlyMasterAnswers(t *testing.T) {
 // the write-side check) is not allowed from an answered state: ignored, the first
 // verdict stands.
 func TestAskFoldAnsweredTwiceIgnored(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	a := w.raise(t, "Merge the branch?")
 	first, err := w.master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{Note: "yes"})
@@ -273,6 +277,7 @@ func TestAskFoldAnsweredTwiceIgnored(t *testing.T) {
 // pending sync and refuses an answer with retry_needed; an edited object makes the
 // raise count for nothing, listed with the reason.
 func TestAskPendingAndEditedObject(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	a := w.raise(t, "Upgrade the database?")
 	p := verify.ObjectPath(w.c.Root, "alice", a.ID)
@@ -321,6 +326,7 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 // TestAskIdempotency: a replayed raise or answer with the same key writes nothing and
 // returns the ask; the same key with other arguments is a conflict.
 func TestAskIdempotency(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	opt := AskRaiseOptions{Title: "Ship it?", Recommendation: "Yes.", Key: "k1"}
 	a, err := w.alice.AskRaise(opt)
@@ -355,6 +361,7 @@ func TestAskIdempotency(t *testing.T) {
 // carrying a basis, takes its place in the ask's chain; the owner's answer chains after
 // it and counts (docs/format.md §17).
 func TestAskUnknownTypeHoldsChainPlace(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	a := w.raise(t, "Buy the domain?")
 	unk := appendRaw(t, w.alice, "ask.amend", a.ID, fold.EntryData{Basis: a.Head, Note: "from a newer binary"})
@@ -371,6 +378,7 @@ func TestAskUnknownTypeHoldsChainPlace(t *testing.T) {
 // TestAskListsAndFind: AsksBy is newest first, PendingAsks oldest first; FindAsk
 // resolves prefixes and lists candidates of an ambiguous one.
 func TestAskListsAndFind(t *testing.T) {
+	t.Parallel()
 	w := newAskWorld(t)
 	st := w.load(t).State
 	if l := st.AsksBy("alice"); l == nil || len(l) != 0 {
@@ -418,6 +426,7 @@ func TestAskListsAndFind(t *testing.T) {
 // same single verdict — the answer with the lower entry hash — and report the contest
 // to the asker and the owner, listing the losing answer; a further answer is refused.
 func TestAskRaceTwoOwnerMachines(t *testing.T) {
+	t.Parallel()
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
 	cA, err := Init(hA, InitOptions{Dir: dirA, Project: "acme"})

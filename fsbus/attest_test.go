@@ -67,6 +67,7 @@ func forkInsideBound(t *testing.T, w *advWorld, inPlace bool, end string) (strin
 // or below the bound that is not that record or its past counts for nothing, listed
 // with its reason.
 func TestForkInsideBoundCountsNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		inPlace bool
 		end     string

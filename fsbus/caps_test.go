@@ -20,6 +20,7 @@ import (
 // Character caps are measured in characters: 200 two-byte "é" fit a 200-character
 // title.
 func TestInputCaps(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
 		t.Fatal(err)
@@ -136,6 +137,7 @@ func TestInputCaps(t *testing.T) {
 
 // TestCapsDoc: docs/format.md lists every cap of the Caps table (-update rewrites it).
 func TestCapsDoc(t *testing.T) {
+	t.Parallel()
 	const path, begin, end = "../docs/format.md", "<!-- caps:begin -->\n", "<!-- caps:end -->"
 	var b strings.Builder
 	b.WriteString(begin)
@@ -178,6 +180,7 @@ func TestCapsDoc(t *testing.T) {
 // channel stores it: indentation does not count toward MaxOutput, content does, and
 // whitespace past maxJSONSlack times the cap is refused before parsing.
 func TestJSONCapIsCompacted(t *testing.T) {
+	t.Parallel()
 	val := strings.Repeat("x", contract.MaxOutput-20)
 	indented := "{\n" + strings.Repeat(" ", 8<<10) + `"v":` + strings.Repeat("\n", 8<<10) + `"` + val + `"` + "\n}"
 	if len(indented) <= contract.MaxOutput {

@@ -216,6 +216,7 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 // (ADR 0011); a thorough Load (ferry doctor, ferry ledger verify) hashes the segment
 // bytes again, reads the segment again and ignores the forged line.
 func TestThoroughLoadFindsAnInPlaceEdit(t *testing.T) {
+	t.Parallel()
 	c := openBusyCopy(t)
 	v0, err := c.Load()
 	if err != nil {
@@ -270,6 +271,7 @@ func TestThoroughLoadFindsAnInPlaceEdit(t *testing.T) {
 // cut short, many times: each gives an error or a state, never a panic, and the state
 // restored is used only when decoding succeeded (ADR 0011).
 func TestDecodeCheckpointDamaged(t *testing.T) {
+	t.Parallel()
 	c := openBusyCopy(t)
 	if _, err := c.Load(); err != nil {
 		t.Fatal(err)
@@ -335,6 +337,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 // TestSortByHash holds sortByHash to the order of the text, hashes sharing their first
 // bytes and texts without the sha256: prefix included.
 func TestSortByHash(t *testing.T) {
+	t.Parallel()
 	r := propSeed(t)
 	for round := range 50 {
 		var hs []string
@@ -405,6 +408,7 @@ func TestCheckpointWithManyNewEntries(t *testing.T) {
 // state files an order under another id than its own (`ferry catchup` would
 // panic on it) is refused, and the process folds everything.
 func TestCheckpointWithAThingUnderAnotherID(t *testing.T) {
+	t.Parallel()
 	c := openBusyCopy(t)
 	v, err := c.Load()
 	if err != nil {

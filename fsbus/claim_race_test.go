@@ -17,6 +17,7 @@ import (
 // submit, progress, release and fail answer superseded naming the winner — not denied,
 // which would say it lacks a permission — and write nothing; the winner submits.
 func TestLostClaimRaceIsSuperseded(t *testing.T) {
+	t.Parallel()
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
 	cA, err := Init(hA, InitOptions{Dir: dirA, Project: "acme"})

@@ -61,6 +61,7 @@ func (c *stepClock) drive(ch *Channel) { ch.Now, ch.Boot = c.now, c.bootNow }
 // heard from 0 s ago on B's boot clock — until 30 minutes really pass on B with no
 // word from her; a reboot of B likewise restarts the quiet period.
 func TestClockStepPrimaryTake(t *testing.T) {
+	t.Parallel()
 	clkA, clkB := newStepClock(), newStepClock()
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
@@ -144,6 +145,7 @@ func TestClockStepPrimaryTake(t *testing.T) {
 // the first observation after the step, and closes once its length has passed on the
 // boot clock. A deadline shown is now plus what is left on the boot clock.
 func TestClockStepWindows(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	clk := newStepClock()
 	clk.drive(w.c)
@@ -194,6 +196,7 @@ func TestClockStepWindows(t *testing.T) {
 // 5 hours: its own renewal (extend) goes through, and the order commands of its agent
 // on this machine, which settle windows first, expire nothing.
 func TestClockStepLiveRun(t *testing.T) {
+	t.Parallel()
 	boss, runner := runTeam(t)
 	clk := newStepClock()
 	clk.drive(runner.Channel)
@@ -230,6 +233,7 @@ func TestClockStepLiveRun(t *testing.T) {
 // wall clock — and gains a clock line at the next Load; a clock step appends another,
 // before which every sighting counts from the step.
 func TestClockStepArrivalLog(t *testing.T) {
+	t.Parallel()
 	c, clk, _ := primaryWorld(t, map[string]string{"alice": "orchestrator"})
 	sc := newStepClock()
 	sc.wall.Store(clk.now().UnixMilli())
@@ -298,6 +302,7 @@ func TestClockStepArrivalLog(t *testing.T) {
 // TestStampSince: elapsed time on the boot clock, a step of more than MaxClockStep or a
 // reboot restarting it, the wall clock alone without boot readings.
 func TestStampSince(t *testing.T) {
+	t.Parallel()
 	at := arrivals.Stamp{Wall: 1_000_000, Boot: 500_000, BootID: "b"}
 	for _, c := range []struct {
 		name string

@@ -39,6 +39,7 @@ func visible(t *testing.T, c *Channel, id string) bool {
 // lost the fork is told once (retry_needed, naming the cloned device id), and its
 // retry chains onto the kept branch; the other home writes on at once.
 func TestClonedHomeForkedChainWritesCount(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	homeA := &Home{ConfigDir: filepath.Join(root, "a", "config"), CacheDir: filepath.Join(root, "a", "cache")}
 	dir := filepath.Join(root, "ch")
@@ -149,6 +150,7 @@ func TestClonedHomeForkedChainWritesCount(t *testing.T) {
 // A moved segment, through the write path: the segment moved to a conflict-copy name; the
 // next write continues the chain and the writer's earlier entries keep counting.
 func TestWriteAfterSegmentBecameCopy(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	dir := filepath.Join(t.TempDir(), "ch")
 	c, err := Init(h, InitOptions{Dir: dir, Project: "acme"})
@@ -184,6 +186,7 @@ func TestWriteAfterSegmentBecameCopy(t *testing.T) {
 // record destroyed). With or without this machine's cache the next write moves the
 // damaged part aside, appends the hidden records again and counts.
 func TestWriteRepairsHoleInOwnSegment(t *testing.T) {
+	t.Parallel()
 	for _, dropCache := range []bool{false, true} {
 		h := testHome(t)
 		dir := filepath.Join(t.TempDir(), "ch")

@@ -19,6 +19,7 @@ import (
 // Order contracts (ADR 0003) — pointers, claim/submit re-verification, verify, schema.
 
 func TestCheckPointerPath(t *testing.T) {
+	t.Parallel()
 	ok := map[string]string{
 		"src/main.go":       "src/main.go",
 		"./src//main.go":    "src/main.go",
@@ -67,6 +68,7 @@ func TestCheckPointerPath(t *testing.T) {
 }
 
 func TestHashContentNormalisesCRLF(t *testing.T) {
+	t.Parallel()
 	lf := strings.Repeat("line one\nline two\n", 5000) // crosses the 64 KiB chunk
 	crlf := strings.ReplaceAll(lf, "\n", "\r\n")
 	a, err := contract.HashContent(strings.NewReader(lf))
@@ -109,6 +111,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestFingerprintPointers(t *testing.T) {
+	t.Parallel()
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "src/calc.go"), "package calc\n\nfunc Add(a, b int) int { return a + b }\n")
 	writeFile(t, filepath.Join(ws, "bin.dat"), "\x00\x01\x02")
@@ -191,6 +194,7 @@ func TestFingerprintPointers(t *testing.T) {
 }
 
 func TestParseUnifiedDiff(t *testing.T) {
+	t.Parallel()
 	good := "diff --git a/src/calc.go b/src/calc.go\n--- a/src/calc.go\n+++ b/src/calc.go\n@@ -1,3 +1,3 @@\n package calc\n-func Add() {}\n+func Add(a int) {}\n" +
 		"--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
 	files, err := contract.ParseUnifiedDiff([]byte(good))
@@ -213,6 +217,7 @@ func TestParseUnifiedDiff(t *testing.T) {
 }
 
 func TestValidateOutput(t *testing.T) {
+	t.Parallel()
 	schema := json.RawMessage(`{"type":"object","required":["passed","issues"],"properties":{"passed":{"type":"boolean"},"issues":{"type":"array","items":{"type":"string"}}}}`)
 	lines, err := contract.ValidateOutput(schema, json.RawMessage(`{"passed":true,"issues":[]}`))
 	if err != nil || lines != nil {
@@ -294,6 +299,7 @@ func (w *contractWorld) entries(t *testing.T) int {
 }
 
 func TestClaimRefusesStalePointers(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Review calc", Pointers: []string{"src/calc.go:3-3", "README.md"}, Task: "code_review", ReadOnly: true})
 	if err != nil {
@@ -333,6 +339,7 @@ func TestClaimRefusesStalePointers(t *testing.T) {
 }
 
 func TestSubmitReverifiesPointers(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Fix calc", Pointers: []string{"src/calc.go"}})
 	if err != nil {
@@ -365,6 +372,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 }
 
 func TestSubmitAfterRestoreSucceeds(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	o, _ := w.alice.NewOrder(NewOrderOptions{Title: "Fix calc", Pointers: []string{"src/calc.go"}})
 	if _, err := w.bob.Claim(o.ID, ""); err != nil {
@@ -382,6 +390,7 @@ func TestSubmitAfterRestoreSucceeds(t *testing.T) {
 }
 
 func TestSchemaRetryLadder(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	schema := json.RawMessage(`{"type":"object","required":["passed"],"properties":{"passed":{"type":"boolean"}}}`)
 	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Check it", Schema: schema})
@@ -429,6 +438,7 @@ func TestSchemaRetryLadder(t *testing.T) {
 }
 
 func TestDispatchRefusalsWriteNothing(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	n := w.entries(t)
 	for name, opt := range map[string]NewOrderOptions{
@@ -464,6 +474,7 @@ func TestDispatchRefusalsWriteNothing(t *testing.T) {
 }
 
 func TestContractFieldsRoundTrip(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	o, err := w.alice.NewOrder(NewOrderOptions{Title: "Train", Heavy: true, Hints: &fold.Hints{Cores: 8, RAMGB: 31.5, GPUMemGB: 24, ExpectedMinutes: 90},
 		Windows: &fold.Windows{ExecS: 7200, LifetimeS: 86400, QueueS: 3600}, Task: "implementation"})
@@ -494,6 +505,7 @@ func TestContractFieldsRoundTrip(t *testing.T) {
 }
 
 func TestMarkStale(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	o, _ := w.alice.NewOrder(NewOrderOptions{Title: "Review", Pointers: []string{"src/calc.go"}})
 	if _, _, err := w.alice.MarkStale(o.ID, ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "still matches") {
@@ -545,6 +557,7 @@ func TestMarkStale(t *testing.T) {
 }
 
 func TestReadOnlyDiffFallback(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	diff := "--- a/src/calc.go\n+++ b/src/calc.go\n@@ -3 +3 @@\n-func Eq(a, b any) bool { return a == b }\n+func Eq(a, b any) bool { return a != b }\n"
 	for _, ws := range []string{w.wa, w.wb} {
@@ -579,6 +592,7 @@ func TestReadOnlyDiffFallback(t *testing.T) {
 }
 
 func TestClaimRefusesForgedPointerPaths(t *testing.T) {
+	t.Parallel()
 	// A contract written by another binary may name any path: a claim reads nothing
 	// outside the workspace.
 	ws := t.TempDir()

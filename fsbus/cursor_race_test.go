@@ -15,6 +15,7 @@ import (
 // once it is read (every message delivered; `ferry watch` beside a writer
 // must not lose 1 entry in 500).
 func TestCursorHoldsBackForEntriesLoggedWhileReading(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "first")
 	v1, err := w.c.Load()
@@ -67,6 +68,7 @@ func TestCursorHoldsBackForEntriesLoggedWhileReading(t *testing.T) {
 // catch-up there from an earlier cursor lists it (else an open order would never be
 // listed).
 func TestTwoDirectoriesOfOneProject(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "first")
 	other := filepath.Join(t.TempDir(), "acme-copy")
@@ -129,6 +131,7 @@ func TestTwoDirectoriesOfOneProject(t *testing.T) {
 // over by the first channel directory that loads after the upgrade (ADR 0012): its
 // cursors stay valid and its sightings and first-seen times go on.
 func TestLegacyArrivalLogAdopted(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "before the upgrade")
 	v1, err := w.c.Load()

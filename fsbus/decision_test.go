@@ -13,6 +13,7 @@ import (
 // lines and lower levels are refused and write nothing; a key replays; the fold
 // ignores records with a bad id or no line, and a second record under one id.
 func TestDecisions(t *testing.T) {
+	t.Parallel()
 	c, clk, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "mike": "member"})
 	alice, mike := ss["alice"], ss["mike"]
 	first, err := alice.DecisionRecord("  Use Go 1.26  ", "")

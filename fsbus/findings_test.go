@@ -42,6 +42,7 @@ func verified(t *testing.T, c *Channel) *verify.Report {
 // message written with the new key verifies too; an object whose text was changed
 // after signing is still flagged.
 func TestVerifyObjectsAfterRekey(t *testing.T) {
+	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
 	old, err := ss["alice"].TalkSend(TalkSendOptions{To: "bob", Body: "signed with the old key"})
 	if err != nil {
@@ -117,6 +118,7 @@ func TestVerifyObjectsAfterRekey(t *testing.T) {
 // an older copy after this machine read it. The findings hold an error, naming
 // the writer, its segment and the fix; with the segment restored the error goes.
 func TestFindingsShrunkSegment(t *testing.T) {
+	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "member", "bob": "member"})
 	segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", "bob", "*.jsonl"))
 	if len(segs) != 1 {

@@ -12,6 +12,7 @@ import (
 // (a forged or cloned record) resolve by hash, never by clock: the lower hash counts
 // and the other is listed as ignored, whichever carries the earlier HLC.
 func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	var orig *ledger.Entry
 	for i := range w.entries {
@@ -75,6 +76,7 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 // state, so a claim a newer binary chained after it counts here instead of waiting
 // forever as pending (docs/format.md §17).
 func TestFoldUnknownTypeHoldsChainPlace(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	var o *fold.Order
 	for _, id := range w.full.OrderIDs() {

@@ -167,6 +167,7 @@ func checkIncremental(t *testing.T, r *rand.Rand, w incrWorld, iters int) (incre
 // asks, the primary role, decisions, hand-ins). Pieces of new entries arrive in random
 // order, with objects arriving between them.
 func TestIncrementalFoldMatchesFold(t *testing.T) {
+	t.Parallel()
 	r := propSeed(t)
 	pw := propWorldFor(t)
 	prop := incrWorld{project: propProject, master: pw.master, entries: pw.entries, objIDs: pw.objIDs,
@@ -311,6 +312,7 @@ func globAll(root, dir string) ([]string, error) {
 // edited behind a running process's back is never shown by it — it keeps the content
 // it verified — while a new process lists the edit as a forgery.
 func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	m1 := w.send(t, w.alice, "bob", "first")
 	v1, err := w.c.Load()
@@ -386,6 +388,7 @@ func TestLoadFoldsOnlyWhatIsNew(t *testing.T) {
 // other entries — but start a new log, so cursors into the old one fall back to a
 // digest.
 func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	w.send(t, w.alice, "bob", "one")
 	v1, err := w.c.Load()

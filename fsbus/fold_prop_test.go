@@ -714,6 +714,7 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *fold.St
 // TestFoldScenario checks the two-machine history folds as docs/design.md §2 says, and that
 // both machines' folders, once met, hold and fold the same.
 func TestFoldScenario(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	w.propExpect(t, w.entries, w.full)
 	if t.Failed() {
@@ -739,6 +740,7 @@ func propShuffle(r *rand.Rand, entries []ledger.Entry, k int) []ledger.Entry {
 // state whatever order the records arrived in and however often a record was
 // delivered (a conflict copy, a re-sync).
 func TestFoldArrivalOrderAndDuplicates(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	r := propSeed(t)
 	want := propCanon(w.full)
@@ -754,6 +756,7 @@ func TestFoldArrivalOrderAndDuplicates(t *testing.T) {
 // them — any file order, a segment's conflict copy holding a prefix of it, lines
 // re-formatted by an editor — and folds what ledger.Read merges: the same state.
 func TestFoldThroughReader(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	r := propSeed(t)
 	want := propCanon(w.full)
@@ -882,6 +885,7 @@ func (s *propShapes) check(t *testing.T, what string, st *fold.State, rename map
 // keeps its winning chain (ties still go to the lower hash, whatever the clocks say)
 // and the state is equal except for timestamps and hashes.
 func TestFoldClockShifts(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	r := propSeed(t)
 	shapes := newPropShapes(w)
@@ -929,6 +933,7 @@ func TestFoldClockShifts(t *testing.T) {
 // A and B, or fresh ids — so the branch one device wrote is now another's: nothing
 // changes but the names (ties still go to the lower hash of the re-signed entries).
 func TestFoldPermutedBranches(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	r := propSeed(t)
 	shapes := newPropShapes(w)
@@ -1078,6 +1083,7 @@ func (w *propWorld) propSubset(r *rand.Rand) (entries []ledger.Entry, objs map[s
 // machine can put it, the same subset in any order folds the same, and no order shows
 // accepted on a superseded chain without saying it is contested (see propHonest).
 func TestFoldArrivalSubsets(t *testing.T) {
+	t.Parallel()
 	w := propWorldFor(t)
 	r := propSeed(t)
 	var acceptedSuperseded, saidSo int

@@ -70,6 +70,7 @@ func fullDisk(t *testing.T) (dir string, fill, free func()) {
 // refused naming the mark and ENOSPC, nothing is appended, and once there is room the
 // write goes on without a retry.
 func TestFullConfigDiskRefusesWrite(t *testing.T) {
+	t.Parallel()
 	disk, fill, free := fullDisk(t)
 	h := &Home{ConfigDir: filepath.Join(disk, "config"), CacheDir: filepath.Join(t.TempDir(), "cache")}
 	dir := filepath.Join(t.TempDir(), "ch")
@@ -119,6 +120,7 @@ func TestFullConfigDiskRefusesWrite(t *testing.T) {
 // A real full disk under the channel folder: the append fails with ENOSPC, the mark
 // goes back to the tip, and once there is room the next write needs no retry.
 func TestFullChannelDiskAppendLeavesNoRetry(t *testing.T) {
+	t.Parallel()
 	disk, fill, free := fullDisk(t)
 	h := testHome(t)
 	dir := filepath.Join(disk, "ch")

@@ -41,6 +41,7 @@ func copyTree(t *testing.T, src, dst string) {
 // every machine folds the same roster: the branch that reached a revocation wins,
 // whatever the clocks say, and the other branch is reported as contested and ignored.
 func TestGrantChainBranchesResolveWithoutClock(t *testing.T) {
+	t.Parallel()
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
 	cA, err := Init(hA, InitOptions{Dir: dirA, Project: "acme"})

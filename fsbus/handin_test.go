@@ -15,6 +15,7 @@ import (
 // an unknown hand-in id is refused; an edited object makes the entry count for nothing
 // and one not yet arrived is pending.
 func TestHandins(t *testing.T) {
+	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"wendy": "worker", "mike": "member"})
 	wendy, mike := ss["wendy"], ss["mike"]
 	h, err := wendy.HandinAdd(" branch:fix-login ", NoteOptions{Note: " the fix \n and its test "})

@@ -144,6 +144,7 @@ func TestMarkPromotionFailureWarns(t *testing.T) {
 // A pending mark whose entry is in no file — the process stopped between the mark and
 // the append — answers retry_needed once; the retry writes that seq.
 func TestPendingMarkWithoutEntryRefusesOnce(t *testing.T) {
+	t.Parallel()
 	w := newMarkWorld(t)
 	seq, _ := w.tip()
 	ghost := highWater{Seq: seq + 1, Hash: "sha256:" + strings.Repeat("ab", 32), Pending: true}
@@ -168,6 +169,7 @@ func TestPendingMarkWithoutEntryRefusesOnce(t *testing.T) {
 
 // A pending mark below which records are missing is a loss, refused every time.
 func TestPendingMarkAboveLostEntriesRefuses(t *testing.T) {
+	t.Parallel()
 	w := newMarkWorld(t)
 	w.order("second")
 	seq, hash := w.tip()
@@ -184,6 +186,7 @@ func TestPendingMarkAboveLostEntriesRefuses(t *testing.T) {
 
 // Purging the cache dir, as users do, keeps the guard: the mark lives in the config dir.
 func TestMarkSurvivesCachePurge(t *testing.T) {
+	t.Parallel()
 	w := newMarkWorld(t)
 	w.order("second")
 	w.order("third")
@@ -210,6 +213,7 @@ func TestMarkSurvivesCachePurge(t *testing.T) {
 // A mark an older binary left in the cache dir is read while the config dir has none,
 // and removed by the first mark written there.
 func TestLegacyMarkIsTakenOver(t *testing.T) {
+	t.Parallel()
 	w := newMarkWorld(t)
 	seq, hash := w.tip()
 	h, project, dev := w.c.Home, w.c.Project(), w.c.Device
@@ -237,6 +241,7 @@ func TestLegacyMarkIsTakenOver(t *testing.T) {
 // A mark that does not parse (torn by a crash, edited by hand) refuses the write once,
 // naming the file, and the retry writes on: never as if the check were off.
 func TestDamagedMarkRefusesOnce(t *testing.T) {
+	t.Parallel()
 	for _, text := range []string{"", "x\n", "3 nothash\n", "3 sha256:" + strings.Repeat("0", 64) + " later\n", "1 2 3 4\n"} {
 		w := newMarkWorld(t)
 		if err := os.WriteFile(w.markPath(), []byte(text), 0o644); err != nil {
@@ -258,6 +263,7 @@ func TestDamagedMarkRefusesOnce(t *testing.T) {
 
 // Every mark has the same length, so the next overwrites it in place.
 func TestMarkFixedLength(t *testing.T) {
+	t.Parallel()
 	w := newMarkWorld(t)
 	for i := 0; i < 3; i++ {
 		if b := mustReadFile(t, w.markPath()); len(b) != markLen || b[len(b)-1] != '\n' {
@@ -272,6 +278,7 @@ func TestMarkFixedLength(t *testing.T) {
 }
 
 func TestParseHighWater(t *testing.T) {
+	t.Parallel()
 	h := "sha256:" + strings.Repeat("0a", 32)
 	for _, tc := range []struct {
 		in   string

@@ -286,6 +286,7 @@ func TestIndexRebuiltNotTrusted(t *testing.T) {
 // read, in the same process and in the next one, and that a conflict copy is a new
 // file read once.
 func TestIndexCatchUpReadsNewBytesOnly(t *testing.T) {
+	t.Parallel()
 	c := openBusyCopy(t)
 	indexStats(t, c)
 	s, err := c.As("cursor-laptop")

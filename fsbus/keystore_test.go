@@ -55,6 +55,7 @@ func segmentLines(t *testing.T, c *Channel, writer string) int {
 // passphrase unlocks nothing; unlock opens a 0600 runtime copy with an expiry; lock
 // again (or expiry) locks it again.
 func TestKeyLockUnlock(t *testing.T) {
+	t.Parallel()
 	c, _, bot := seatedAgent(t)
 	h, p := c.Home, c.Project()
 	pub := ledger.FormatKey(bot.Signer.Public())
@@ -181,6 +182,7 @@ func TestKeyLockUnlock(t *testing.T) {
 // both machines' master entries verify and fold. A wrong passphrase and a different
 // key under the same name are refused and write nothing.
 func TestKeyExportImport(t *testing.T) {
+	t.Parallel()
 	c, m, _ := seatedAgent(t)
 	p := c.Project()
 	exp, err := c.Home.ExportKey(p, fold.MasterWriter, []byte("two machines"))

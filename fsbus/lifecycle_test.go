@@ -96,6 +96,7 @@ func settled(t *testing.T, s *Session) []string {
 // machine saw it, is renewed by progress and extend, is capped by the lifetime, and
 // is closed only by the holder's SettleWindows — once.
 func TestSettleWindowsExecution(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Port the parser"}))
 	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
@@ -177,6 +178,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 // windows) is closed only by its author's machine; the channel's execution window
 // applies when set, the order's own value over it.
 func TestSettleWindowsQueueAndPolicy(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	w.c.Config.Policy.QueueWindowS = 3600
 	w.c.Config.Policy.ExecWindowS = 600
@@ -215,6 +217,7 @@ func TestSettleWindowsQueueAndPolicy(t *testing.T) {
 // TestSettleWindowsOnlyTheClaimingMachine: the holder's key on a second machine (its
 // own device and clock) never expires a claim made on the first.
 func TestSettleWindowsOnlyTheClaimingMachine(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Rebuild the index"}))
 	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
@@ -256,6 +259,7 @@ func TestSettleWindowsOnlyTheClaimingMachine(t *testing.T) {
 // across a fail and a new claim); decline by the offeree only; reassignment of a
 // claimed order by its author and by an orchestrator, not by another member.
 func TestReleaseCapDeclineReassign(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Flaky test"}))
 	for i, s := range []*Session{w.bob, w.carol, w.bob} {
@@ -313,6 +317,7 @@ func TestReleaseCapDeclineReassign(t *testing.T) {
 // TestDependenciesReady: an order is claimable only once every dependency is
 // accepted; Ready and ListOrders(Ready) agree with the claim refusal.
 func TestDependenciesReady(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Schema"}))
 	b := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Migration", Deps: []string{a.ID}}))
@@ -346,6 +351,7 @@ func TestDependenciesReady(t *testing.T) {
 // for a cancelled order; one whose dependency is cancelled later is blocked for good —
 // not ready, its claim refused saying so — and the fold leaves it where it was.
 func TestCancelledDependency(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
 	b := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", Deps: []string{a.ID}}))
@@ -383,6 +389,7 @@ func TestCancelledDependency(t *testing.T) {
 // TestReadyFor: the ready list for an agent leaves out orders
 // offered to another agent; a state filter is checked.
 func TestReadyFor(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	mine := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For bob", To: "bob"}))
 	theirs := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "For carol", To: "carol"}))
@@ -421,6 +428,7 @@ func TestReadyFor(t *testing.T) {
 // had is released by a signed entry; another agent cannot, and the fold ignores such
 // a retire or a retirement release for an agent that is not retired.
 func TestRetire(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "A"}))
 	b := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "B", To: "bob"}))
@@ -479,6 +487,7 @@ func TestRetire(t *testing.T) {
 // hand-written entry after it counts for nothing in the fold; its entries before the
 // retirement keep counting.
 func TestRetiredWritesNothing(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	own := must[*fold.Order](t)(w.bob.NewOrder(NewOrderOptions{Title: "Bob's own"}))
 	carols := must[*fold.Order](t)(w.carol.NewOrder(NewOrderOptions{Title: "Carol's own"}))
@@ -534,6 +543,7 @@ func TestRetiredWritesNothing(t *testing.T) {
 // level table does not entitle, counts for nothing — the order's state, holder and
 // head are those before it — while the entitled party's same entry moves the order.
 func TestFoldWrongWriterCountsForNothing(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	rnd := propSeed(t)
 	writers := []*Session{w.alice, w.bob, w.carol, w.otto, w.master}
@@ -590,6 +600,7 @@ func TestFoldWrongWriterCountsForNothing(t *testing.T) {
 // TestAutoSettle: a write of a session with AutoSettle first closes its writer's due
 // windows under the same lock; another writer's AutoSettle closes nothing of others.
 func TestAutoSettle(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Long job"}))
 	must[*fold.Order](t)(w.bob.Claim(o.ID, ""))
@@ -612,6 +623,7 @@ func TestAutoSettle(t *testing.T) {
 // TestPolicyWindowsSigned: a channel.toml carrying the window keys, signed by the
 // master, opens and its values apply; the keys stay out of files that do not set them.
 func TestPolicyWindowsSigned(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // findings, and never opened: none of the target's bytes appear in the report
 // (fsbus/doctor's TestDoctorLinksNotRead: nor in doctor's).
 func TestObjectLinksNotRead(t *testing.T) {
+	t.Parallel()
 	w := newAdvWorld(t)
 	secret := "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"
 	target := filepath.Join(t.TempDir(), "master.key")

@@ -14,6 +14,7 @@ import (
 // (branches, ties, revocations, retirements), on random arrival subsets of it, and
 // on the busy fixture (a write refolds one order, not the ledger).
 func TestOrderFoldOfSubsetMatches(t *testing.T) {
+	t.Parallel()
 	compared := 0
 	same := func(t *testing.T, what string, full *fold.State, fold func(id string) *fold.State) {
 		t.Helper()

@@ -29,6 +29,7 @@ var hostileNames = []string{
 // show commands, order file pointers — refuses traversal, absolute paths, separators
 // and Windows reserved names, with an invalid (or not_found) error, and writes nothing.
 func TestPathsRefused(t *testing.T) {
+	t.Parallel()
 	w := newAdvWorld(t)
 	before := snapshotFiles(t, w.c.Root)
 	st := mustLoad(t, w.c).State
@@ -96,6 +97,7 @@ func TestPathsRefused(t *testing.T) {
 // binary writes with a ref that is not an id of their kind never make the fold build a
 // path from it: they are ignored, and nothing outside the channel is read.
 func TestHostileRefsInEntries(t *testing.T) {
+	t.Parallel()
 	w := newAdvWorld(t)
 	bad := []struct{ typ, ref string }{
 		{fold.TypeOrderCreate, "o-../../../etc"},
@@ -127,6 +129,7 @@ func TestHostileRefsInEntries(t *testing.T) {
 // workspace-relative paths; traversal, absolute paths, reserved names and symlinks
 // out of the workspace are refused.
 func TestPointersRefused(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{
 		"../x", "a/../../x", "/etc/passwd", `C:\x`, "c:x", `a\b`, "", ".",
 		"CON", "con.txt", "Nul.tar.gz", "COM1", "lpt1.log", "aux", "conin$", "dir/PRN.md", "x.", "x ",
@@ -168,6 +171,7 @@ func TestPointersRefused(t *testing.T) {
 // directory — never receives a write: the write is refused (invalid, naming the link),
 // nothing lands outside the channel, and verify and doctor list the link.
 func TestChannelLinksRefused(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Log("symlinks need privileges on Windows; the write check is the same code")
 	}

@@ -13,6 +13,7 @@ import (
 // TestPauseSwitch: scopes, the machine-wide switch first, a damaged file still pauses,
 // resume lifts all or one, bad input changes nothing (docs/format.md §18).
 func TestPauseSwitch(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	if h.Paused("acme") != nil || len(h.Pauses()) != 0 {

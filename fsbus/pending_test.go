@@ -100,6 +100,7 @@ func (w *pendingWorld) checkArrived(t *testing.T, what string) {
 // nothing ignored — until the whole file arrives. A complete file that says something
 // else is still a forgery.
 func TestPendingObjectsTornAndMissing(t *testing.T) {
+	t.Parallel()
 	w := newPendingWorld(t)
 	w.checkArrived(t, "written")
 	for _, tc := range []struct {
@@ -148,6 +149,7 @@ func TestPendingObjectsTornAndMissing(t *testing.T) {
 // them: none of them exists on B (not listed, not found, not an error in verify) until
 // the lines arrive; then all do.
 func TestObjectsWithoutEventInvisible(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	dirB := filepath.Join(t.TempDir(), "acme")
 	if err := propSync(dirB, w.c.Root); err != nil { // B as it was before alice wrote
@@ -213,6 +215,7 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 // pending, and never repairs another writer's segment. When the rest arrives the order
 // is accepted everywhere.
 func TestForeignTornSegmentWaits(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	o, err := w.alice.NewOrder(NewOrderOptions{Title: "t"})
 	if err != nil {
@@ -290,6 +293,7 @@ func readTestFile(t *testing.T, p string) []byte {
 // sync has finished (its entry may be on its way with them); once they have arrived,
 // the plain not_found again.
 func TestNotFoundWhileObjectsArrive(t *testing.T) {
+	t.Parallel()
 	w := newPendingWorld(t)
 	for p := range w.files {
 		if err := os.Remove(p); err != nil {

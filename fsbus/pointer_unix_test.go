@@ -17,6 +17,7 @@ import (
 // and a FIFO in the worker's checkout is refused at claim as that checkout's problem.
 // The test hangs — and times out, failing — if either path opens the FIFO.
 func TestPointerFIFORefusedUnopened(t *testing.T) {
+	t.Parallel()
 	w := newContractWorld(t)
 	if err := syscall.Mkfifo(filepath.Join(w.wa, "pipe"), 0o600); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // shown by the effective policy and carried by the next set, whose table is the whole
 // table; a bad value of a known key is invalid and writes nothing.
 func TestPolicySetKeepsUnknownKeys(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	first := appendPolicySet(t, w.master, "", map[string]any{"quiet_after_s": 300, "silent_after_s": 1800, "max_skew_s": 3600, "review_quorum": map[string]any{"min": 2}})
 	r, err := w.master.SetPolicy([]fold.PolicyAssign{{Key: "silent_after_s", Value: "3600"}, {Key: "future_mode", Value: "strict"}})

@@ -47,6 +47,7 @@ func execWindow(t *testing.T, c *Channel, id string, now time.Time) time.Duratio
 // an exec_window_s of 600 set after channel.toml's default (4 h) expires a claim after
 // 10 minutes on the holder's machine (docs/format.md §8 "Policy changes").
 func TestPolicySetWindowDecides(t *testing.T) {
+	t.Parallel()
 	w := newLifeWorld(t)
 	appendPolicySet(t, w.master, "", map[string]any{"quiet_after_s": 300, "silent_after_s": 1800, "max_skew_s": 3600, "exec_window_s": 600})
 	o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "Quick one"}))
@@ -66,6 +67,7 @@ func TestPolicySetWindowDecides(t *testing.T) {
 // report a contest whose ref is "policy", list the other set as ignored, and decide
 // by the winner's table.
 func TestPolicySetBranchesLowerHashWins(t *testing.T) {
+	t.Parallel()
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
 	cA, err := Init(hA, InitOptions{Dir: dirA, Project: "acme"})

@@ -16,6 +16,7 @@ import (
 // machine's clock (docs/design.md §2 rule 7). A presence not signed by the seated key counts
 // for nothing.
 func TestPresenceSightings(t *testing.T) {
+	t.Parallel()
 	hA, hB := testHome(t), testHome(t)
 	dir := filepath.Join(t.TempDir(), "acme")
 	cA, err := Init(hA, InitOptions{Dir: dir, Project: "acme"})

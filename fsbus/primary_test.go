@@ -94,6 +94,7 @@ func primaryEntries(t *testing.T, c *Channel) int {
 // TestPrimaryFoldRules: the fold's own rules for the primary chain, briefs and
 // standbys, judged on entries the write path would refuse as well as on honest ones.
 func TestPrimaryFoldRules(t *testing.T) {
+	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "olga": "orchestrator", "mike": "member", "wendy": "worker"})
 	alice, bob, olga, mike, wendy := ss["alice"], ss["bob"], ss["olga"], ss["mike"], ss["wendy"]
 
@@ -239,6 +240,7 @@ func TestPrimaryFoldRules(t *testing.T) {
 // again, a repeated brief and a repeated standby write nothing; an idempotency key
 // replays.
 func TestPrimaryWriteRules(t *testing.T) {
+	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "olga": "orchestrator", "wendy": "worker"})
 	alice, bob, olga, wendy := ss["alice"], ss["bob"], ss["olga"], ss["wendy"]
 	for name, call := range map[string]func() error{
@@ -316,6 +318,7 @@ func TestPrimaryWriteRules(t *testing.T) {
 // machine has seen the holder write within silent_after_s, and allowed once it has not
 // (docs/design.md §2 rule 7: judged on the taker's own clock, from sightings of the holder).
 func TestPrimaryTakeRuleOnThisMachinesClock(t *testing.T) {
+	t.Parallel()
 	c, clk, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator"})
 	alice, bob := ss["alice"], ss["bob"]
 	if _, err := alice.PrimaryTake(""); err != nil {
@@ -362,6 +365,7 @@ func TestPrimaryTakeRuleOnThisMachinesClock(t *testing.T) {
 // holder — the take with the lower hash — and one contest naming the winner, involving
 // both takers and the previous holder.
 func TestPrimaryRaceTwoHomes(t *testing.T) {
+	t.Parallel()
 	clk := &primaryClock{t: time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)}
 	hA, hB := testHome(t), testHome(t)
 	dirA := filepath.Join(t.TempDir(), "acme")
@@ -468,6 +472,7 @@ func TestPrimaryRaceTwoHomes(t *testing.T) {
 // TestDecodePrimaryDataRejectsCaseVariantKeys: like decodeData, a key equal to a
 // member name only when case is ignored makes the data undecodable (rule 9).
 func TestDecodePrimaryDataRejectsCaseVariantKeys(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		data string
 		ok   bool
@@ -486,6 +491,7 @@ func TestDecodePrimaryDataRejectsCaseVariantKeys(t *testing.T) {
 }
 
 func TestSpan(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[int64]string{-1: "never", 0: "0 s", 119: "119 s", 120: "2 min", 1800: "30 min", 3600: "1 h", 3659: "1 h", 5400: "1 h 30 min", 7200: "2 h", 9000: "2 h 30 min", 10779: "2 h 59 min", 90000: "25 h"} {
 		if got := Span(s); got != want {
 			t.Errorf("Span(%d) = %q, want %q", s, got, want)
@@ -497,6 +503,7 @@ func TestSpan(t *testing.T) {
 // orchestrator) can no longer release the role, so it never blocks a take; the owner
 // may always take the role.
 func TestPrimaryTakeFromRevokedHolder(t *testing.T) {
+	t.Parallel()
 	c, _, ss := primaryWorld(t, map[string]string{"alice": "orchestrator", "bob": "orchestrator", "carol": "orchestrator"})
 	if _, err := ss["alice"].PrimaryTake(""); err != nil {
 		t.Fatal(err)

@@ -121,6 +121,7 @@ func rivalListed(t *testing.T, r advReport, id string) {
 // hash, does not take it over: a chain that got further wins, a revoked forger loses
 // every tie, and verify and doctor report the forgery as an error naming both writers.
 func TestRivalCreateTakeover(t *testing.T) {
+	t.Parallel()
 	t.Run("an accepted order beats a fresh forged create", func(t *testing.T) {
 		w := newAdvWorld(t)
 		carol := seatCarol(t, w)

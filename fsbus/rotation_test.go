@@ -76,6 +76,7 @@ func rawRotate(t *testing.T, c *Channel, device string, signer ledger.Signer, ne
 // are swapped (the old one kept); a machine holding the old key is refused when it
 // writes; a machine pinned to the old key follows the rotation and opens afterwards.
 func TestMasterRotation(t *testing.T) {
+	t.Parallel()
 	c, m, bot := seatedAgent(t)
 	p := c.Project()
 	c2, m2 := secondMaster(t, c)
@@ -230,6 +231,7 @@ func TestMasterRotation(t *testing.T) {
 // wins, the other is listed as superseded and reported as contested; a rotation
 // chained after the loser counts for nothing.
 func TestRotationWrongKeyAndCompeting(t *testing.T) {
+	t.Parallel()
 	c, m, _ := seatedAgent(t)
 	c2, m2 := secondMaster(t, c)
 	root := m.Signer.Public()
@@ -300,6 +302,7 @@ func TestRotationWrongKeyAndCompeting(t *testing.T) {
 // naming `ferry master repin`, and nothing is written; repin with a key that is not
 // channel.toml's is refused; repin with it makes the channel open.
 func TestPinRefusedAndRepin(t *testing.T) {
+	t.Parallel()
 	c, _, _ := seatedAgent(t)
 	h := testHome(t)
 	other := t.TempDir()
@@ -334,6 +337,7 @@ func TestPinRefusedAndRepin(t *testing.T) {
 // the pending key is the chain's current key, so it is installed and signs; nothing is
 // lost and the old key is kept.
 func TestRotationInterrupted(t *testing.T) {
+	t.Parallel()
 	c, m, _ := seatedAgent(t)
 	p := c.Project()
 	res, err := m.RotateMaster()

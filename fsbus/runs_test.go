@@ -43,6 +43,7 @@ func plainOrder(t *testing.T, s *Session, title string) string {
 // lives; a run unlocked without End is dead though its pid lives (a reused pid), and
 // ForgetRun removes it.
 func TestRunRegistry(t *testing.T) {
+	t.Parallel()
 	boss, runner := runTeam(t)
 	id := plainOrder(t, boss, "registered")
 	run, err := runner.BeginRun(id, BeginRunOptions{Exec: "/bin/true", Via: "direct"})

@@ -47,6 +47,7 @@ func newScopeWorld(t *testing.T) *scopeWorld {
 }
 
 func TestInScope(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		scopes, labels []string
 		want           bool
@@ -69,6 +70,7 @@ func TestInScope(t *testing.T) {
 // orders carrying one of its labels; every other attempt is denied naming the scopes
 // and writes nothing. Catch-up and `ferry run` offer it only what it may claim.
 func TestScopedGrantWrites(t *testing.T) {
+	t.Parallel()
 	w := newScopeWorld(t)
 	inside, err := w.bob.NewOrder(NewOrderOptions{Title: "Fix the landing page", Labels: []string{"web", "css"}})
 	if err != nil {
@@ -143,6 +145,7 @@ func TestScopedGrantWrites(t *testing.T) {
 // only (scope.go says why): a hand-written one reserves the order, and the scoped agent's
 // claim of it still counts for nothing.
 func TestScopedGrantFold(t *testing.T) {
+	t.Parallel()
 	w := newScopeWorld(t)
 	db, err := w.bob.NewOrder(NewOrderOptions{Title: "Migrate the schema", Labels: []string{"db"}})
 	if err != nil {

@@ -50,6 +50,7 @@ func sameFiles(a, b map[string]int64) bool {
 // anything is written (docs/format.md §12 "Input caps and the secret guard"); the
 // refusal names the field and the kind, never the value, and the channel is unchanged.
 func TestSecretGuardOnEveryWrite(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
 		t.Fatal(err)
@@ -155,6 +156,7 @@ func TestSecretGuardOnEveryWrite(t *testing.T) {
 // TestRefusalsNeverEcho: errors about bad input quote it only when it does not look
 // like a credential (not `bad label "ghp_…"`, `cannot send to "ghp_…"`).
 func TestRefusalsNeverEcho(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	tok := "ghp_" + secrettest.Token(70, 36, secrettest.Alnum)
 	cases := []struct {
@@ -189,6 +191,7 @@ func TestRefusalsNeverEcho(t *testing.T) {
 // and the refusal never holds the value. The tokens are shaped to pass each field's
 // own syntax (a portable name for names and labels), so only the guard can refuse them.
 func TestSecretGuardEveryField(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	if _, err := w.master.Grant(GrantOptions{Agent: "alice", Level: "orchestrator"}); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // it back once that one lets go. Unix only: removing or renaming over a file that is
 // held open is what it does (Windows refuses both).
 func TestSessionLeaseRenew(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir()
 	h := &Home{ConfigDir: filepath.Join(d, "config"), CacheDir: filepath.Join(d, "cache")}
 	me := "process " + strconv.Itoa(os.Getpid())

@@ -705,6 +705,7 @@ func (w *syncWorld) check(what string) string {
 // reached the segments (a restored backup's lost branch is the exception: it lives only
 // in a copy, so those runs skip pruning).
 func TestSyncProperties(t *testing.T) {
+	t.Parallel()
 	iters, steps := 6, 50
 	if testing.Short() {
 		iters, steps = 2, 40

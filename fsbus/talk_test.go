@@ -131,6 +131,7 @@ func ignoredFor(st *fold.State, hash string) []fold.Ignored {
 // TestTalkReceiptsOnlyFromAddressees: a read receipt counts only from an addressee of
 // the message (not an ack by someone the message was not for), id by id.
 func TestTalkReceiptsOnlyFromAddressees(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	toBob := w.send(t, w.alice, "bob", "bob: please look at the build")
 	toAll := w.send(t, w.alice, fold.ToAll, "everyone: the build is green")
@@ -218,6 +219,7 @@ func sentMessages(r *fold.TalkSentResult) []fold.Message {
 // (counted, not listed, not acknowledged); one whose object was edited counts for
 // nothing and says why.
 func TestTalkPendingAndEditedObjects(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	m1 := w.send(t, w.alice, "bob", "first")
 	m2 := w.send(t, w.alice, "bob", "second")
@@ -287,6 +289,7 @@ func TestTalkPendingAndEditedObjects(t *testing.T) {
 // nothing; --since lists what arrived after a cursor, read or not, and pages without
 // skipping; a foreign cursor falls back.
 func TestTalkReadPeekSinceLimit(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	var sent []string
 	for i := range 25 {
@@ -362,6 +365,7 @@ func TestTalkReadPeekSinceLimit(t *testing.T) {
 // TestTalkReadBudgetAndSincePaging: previews are bounded to TalkReadChars per read;
 // paging with --since and each result's next cursor skips nothing.
 func TestTalkReadBudgetAndSincePaging(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	var longs []string
 	for range 15 {
@@ -393,6 +397,7 @@ func firstCursor(v *View) string { return v.Arrivals.LogID + ".0" }
 // TestTalkSendRefusalsAndIdempotency: every refusal of TalkSend writes nothing; a
 // replayed key returns the first message, another call under it is a conflict.
 func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	n := w.entries(t)
 	for _, tc := range []struct {
@@ -459,6 +464,7 @@ func TestTalkSendRefusalsAndIdempotency(t *testing.T) {
 
 // TestTalkShowAndPreview: the preview is rune-safe and flagged; show gives the body.
 func TestTalkShowAndPreview(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	body := strings.Repeat("ü", fold.PreviewRunes) + "tail"
 	m := w.send(t, w.alice, "bob", body)
@@ -488,6 +494,7 @@ func TestTalkShowAndPreview(t *testing.T) {
 // TestTalkFoldIsOrderFree: an ack stamped before the post it names (a clock behind)
 // still counts: posts fold before acks, so neither arrival nor clock order matters.
 func TestTalkFoldIsOrderFree(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	m := w.send(t, w.alice, fold.ToAll, "hi")
 	// wendy's machine clock is far behind: her ack is stamped just after her join,

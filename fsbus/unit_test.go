@@ -22,6 +22,7 @@ func testHome(t *testing.T) *Home {
 }
 
 func TestNewIDShape(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 1000 {
 		id := fold.NewID(fold.PrefixOrder)
@@ -46,6 +47,7 @@ func TestNewIDShape(t *testing.T) {
 }
 
 func TestValidName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in string
 		ok bool
@@ -61,6 +63,7 @@ func TestValidName(t *testing.T) {
 }
 
 func TestResolveID(t *testing.T) {
+	t.Parallel()
 	known := []string{"o-abc0000000000", "o-abd0000000000", "o-xyz0000000000"}
 	for _, tc := range []struct {
 		q, want string
@@ -94,6 +97,7 @@ func TestResolveID(t *testing.T) {
 // least four characters after the kind prefix — at most three; a short or far query
 // names none.
 func TestResolveIDNear(t *testing.T) {
+	t.Parallel()
 	known := []string{"o-9t4wq1hhc0aaa", "o-k3f9x2abq7mze", "o-k3f9x2abq7mzf", "o-zzzzzzzzzzzz1"}
 	for _, tc := range []struct {
 		q    string
@@ -132,6 +136,7 @@ func TestResolveIDNear(t *testing.T) {
 }
 
 func TestWriteFileAtomic(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "sub", "x.json")
 	if err := fsutil.WriteFile(p, []byte("one"), 0o644); err != nil {
@@ -168,6 +173,7 @@ func TestWriteFileAtomic(t *testing.T) {
 }
 
 func TestKeysArePrivateAndNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	k, err := h.NewKey("acme", "alice")
 	if err != nil {
@@ -192,6 +198,7 @@ func TestKeysArePrivateAndNeverOverwritten(t *testing.T) {
 }
 
 func TestInitOpenAndTrust(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	dir := filepath.Join(t.TempDir(), "acme")
 	c, err := Init(h, InitOptions{Dir: dir, Project: "acme"})
@@ -257,6 +264,7 @@ func TestInitOpenAndTrust(t *testing.T) {
 }
 
 func TestArrivalLogCursorsAndRepair(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
 	if err != nil {
@@ -326,6 +334,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 }
 
 func TestDecodeDataRejectsCaseVariantKeys(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		data string
 		ok   bool
@@ -347,6 +356,7 @@ func TestDecodeDataRejectsCaseVariantKeys(t *testing.T) {
 // folder disappears gets not_found on every read and write, and never recreates the
 // folder (no presence heartbeat, no .stignore, no segment).
 func TestVanishedChannelFolder(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	dir := filepath.Join(t.TempDir(), "acme")
 	c, err := Init(h, InitOptions{Dir: dir, Project: "acme"})
@@ -384,6 +394,7 @@ func TestVanishedChannelFolder(t *testing.T) {
 // TestIdempotencyKeyBounded: keys are stored in signed entries forever, so they are
 // short printable ASCII; anything else is refused and writes nothing.
 func TestIdempotencyKeyBounded(t *testing.T) {
+	t.Parallel()
 	h := testHome(t)
 	c, err := Init(h, InitOptions{Dir: filepath.Join(t.TempDir(), "acme"), Project: "acme"})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 // another platform it is refused; a file that is not a Go binary only gets a note
 // (the stamped cases run in ferry's TestUpdateApplyReplacesBinary).
 func TestCheckReleaseBinary(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -69,6 +69,7 @@ func sumHex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(
 // newer binary; a member may not apply; an orchestrator applies it and the binary is
 // replaced by the approved bytes, still executable; a second apply has nothing to do.
 func TestUpdateApproveCheckApply(t *testing.T) {
+	t.Parallel()
 	w := newUpdateWorld(t)
 	plat := selfupdate.Platform()
 	r, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"})
@@ -121,8 +122,10 @@ func TestUpdateApproveCheckApply(t *testing.T) {
 // (ignored by the fold), an approval without a checksum or with a path outside
 // releases/ (refused by check and apply), and approve's own checks.
 func TestUpdateRefusals(t *testing.T) {
+	t.Parallel()
 	plat := selfupdate.Platform()
 	t.Run("tampered", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
@@ -149,6 +152,7 @@ func TestUpdateRefusals(t *testing.T) {
 		w.exeUnchanged(t)
 	})
 	t.Run("version check and dry run", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
@@ -192,6 +196,7 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 	})
 	t.Run("unknown platform", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		for _, p := range []string{"foo/bar", "linux/foo", "windows/mips"} {
 			if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{p: "releases/ferry-new"}); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not a GOOS/GOARCH pair Go builds for") {
@@ -203,6 +208,7 @@ func TestUpdateRefusals(t *testing.T) {
 		}
 	})
 	t.Run("unseated key under an orchestrator's name", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		if _, err := w.ss[fold.MasterWriter].ApproveRelease("1.1.0", map[string]string{plat: "releases/ferry-new"}); err != nil {
 			t.Fatal(err)
@@ -214,6 +220,7 @@ func TestUpdateRefusals(t *testing.T) {
 		w.exeUnchanged(t)
 	})
 	t.Run("non-master approval ignored", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		d := fold.ReleaseData{Version: "9.0.0", Platforms: map[string]fold.ReleaseFile{plat: {SHA256: sumHex(w.rel), Path: "releases/ferry-new"}}}
 		e := primaryAppend(t, w.ss["olga"], fold.TypeReleaseApprove, "9.0.0", d)
@@ -234,6 +241,7 @@ func TestUpdateRefusals(t *testing.T) {
 		"outside releases": {SHA256: strings.Repeat("0", 64), Path: "channel.toml"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			w := newUpdateWorld(t)
 			primaryAppend(t, w.ss[fold.MasterWriter], fold.TypeReleaseApprove, "2.0.0", fold.ReleaseData{Version: "2.0.0", Platforms: map[string]fold.ReleaseFile{plat: f}})
 			chk := primaryLoad(t, w.c).CheckUpdate("1.0.0", plat)
@@ -247,6 +255,7 @@ func TestUpdateRefusals(t *testing.T) {
 		})
 	}
 	t.Run("approve checks", func(t *testing.T) {
+		t.Parallel()
 		w := newUpdateWorld(t)
 		outside := filepath.Join(t.TempDir(), "evil")
 		if err := os.WriteFile(outside, []byte("evil"), 0o755); err != nil {
@@ -295,6 +304,7 @@ func TestUpdateRefusals(t *testing.T) {
 // nothing (semver, not string order), a 1.3.0 binary is offered 1.10.0, and a later
 // re-approval of a version replaces its checksum.
 func TestUpdateOlderNotOffered(t *testing.T) {
+	t.Parallel()
 	w := newUpdateWorld(t)
 	plat := selfupdate.Platform()
 	m := w.ss[fold.MasterWriter]
@@ -325,6 +335,7 @@ func TestUpdateOlderNotOffered(t *testing.T) {
 // TestReplaceExecutableWindowsDance runs the Windows rename dance on this OS: the old
 // binary moves to .old, the new one is renamed in, and selfupdate.CleanOld removes .old.
 func TestReplaceExecutableWindowsDance(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	exe, tmp := filepath.Join(dir, "ferry.exe"), filepath.Join(dir, ".ferry.exe.new-1")
 	os.WriteFile(exe, []byte("old"), 0o755)
@@ -354,6 +365,7 @@ func TestReplaceExecutableWindowsDance(t *testing.T) {
 
 // TestCompareVersions: SemVer 2.0.0 §11 precedence, and non-versions are oldest.
 func TestCompareVersions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b string
 		want int

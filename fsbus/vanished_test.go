@@ -15,6 +15,7 @@ import (
 // `ferry ledger verify` and `ferry doctor`, once, naming the writer, its segment with
 // the seq it now holds, and the fix.
 func TestCutRevocationReported(t *testing.T) {
+	t.Parallel()
 	w := newAdvWorld(t)
 	other, err := Open(testHome(t), w.c.Root) // a second machine sharing the folder
 	if err != nil {

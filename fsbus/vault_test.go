@@ -26,6 +26,7 @@ import (
 // decrypt it, nothing in the channel holds it in clear, and the newest put wins
 // (ADR 0009).
 func TestVaultPutGet(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	value := []byte("pg-" + secrettest.Token(50, 24, secrettest.Alnum) + "\n")
 	sec, err := w.alice.SecretPut("db-password", []string{"bob"}, value, "")
@@ -87,6 +88,7 @@ func TestVaultPutGet(t *testing.T) {
 
 // TestVaultRefusals: every refusal of put and get, each writing nothing.
 func TestVaultRefusals(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	if _, err := w.master.Retire("carol"); err != nil {
 		t.Fatal(err)
@@ -174,6 +176,7 @@ func TestVaultRefusals(t *testing.T) {
 // the ledger test guesses of the value (10,000 guesses would recover a 4-digit PIN
 // from an unkeyed hash). Replays still match and other values conflict.
 func TestVaultArgsLeakNothing(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	pin := []byte("4821")
 	if _, err := w.alice.SecretPut("door-pin", []string{"bob"}, pin, "pin-1"); err != nil {
@@ -222,6 +225,7 @@ func TestVaultArgsLeakNothing(t *testing.T) {
 // get and reported by list (else alice could silently replace master's
 // deploy-token, and master be denied its own secret). ADR 0009 §2.
 func TestVaultNameOwner(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	mv := []byte("master-" + secrettest.Token(60, 24, secrettest.Alnum))
 	if _, err := w.master.SecretPut("deploy-token", []string{"bob"}, mv, ""); err != nil {
@@ -277,6 +281,7 @@ func TestVaultNameOwner(t *testing.T) {
 // secret names that look like object ids (a--b, o-x) are not taken for objects
 // (fsbus/doctor's TestDoctorVaultNames: no pending_sync asks/a--b.json either).
 func TestVaultDoctorAndVerify(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	v := []byte("s3cret-value")
 	for _, n := range []string{"a--b", "a-x", "o-x", "m-x"} {

@@ -67,6 +67,7 @@ const (
 // RFC 8785
 
 func TestVectorsRFC8785(t *testing.T) {
+	t.Parallel()
 	ins, err := filepath.Glob(filepath.Join(vecRoot, "rfc8785", "*.input.json"))
 	if err != nil || len(ins) < 7 {
 		t.Fatalf("RFC 8785 vectors missing: %v (%d files)", err, len(ins))
@@ -93,6 +94,7 @@ func TestVectorsRFC8785(t *testing.T) {
 }
 
 func TestVectorsRFC8785Numbers(t *testing.T) {
+	t.Parallel()
 	var f struct {
 		Samples []struct {
 			IEEE754 string  `json:"ieee754"`
@@ -159,6 +161,7 @@ func loadRFC8032(t *testing.T) []rfc8032Vector {
 }
 
 func TestVectorsRFC8032(t *testing.T) {
+	t.Parallel()
 	for _, v := range loadRFC8032(t) {
 		t.Run(v.Name, func(t *testing.T) {
 			seed, pub, msg, sig := unhex(t, v.SecretKey), unhex(t, v.PublicKey), unhex(t, v.Message), unhex(t, v.Signature)
@@ -195,6 +198,7 @@ func TestVectorsRFC8032(t *testing.T) {
 // Ids
 
 func TestVectorsIDs(t *testing.T) {
+	t.Parallel()
 	var f struct {
 		Alphabet string   `json:"alphabet"`
 		Valid    []string `json:"valid_ids"`
@@ -645,6 +649,7 @@ func vecSummary(t *testing.T, st *fold.State, f *vecFile) vecState {
 }
 
 func TestVectorsFerry(t *testing.T) {
+	t.Parallel()
 	files, f := buildVectors(t)
 	if updating() {
 		if err := os.RemoveAll(vecFerry); err != nil {
@@ -1055,6 +1060,7 @@ func clip(b []byte) []byte {
 // TestObservedHLCSkipsSkewed: a write absorbs the highest HLC it has read within
 // max_skew, even when a further-ahead entry exists (docs/format.md §6).
 func TestObservedHLCSkipsSkewed(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 29, 18, 30, 0, 0, time.UTC)
 	at := func(d time.Duration) ledger.Entry {
 		return ledger.Entry{HLC: ledger.HLC{Ms: now.Add(d).UnixMilli()}.String()}

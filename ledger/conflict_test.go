@@ -12,6 +12,7 @@ import (
 const copyNameSeeds = "../fixtures/fuzz/ledger/copynames"
 
 func TestParseCopyName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, base, tool string
 	}{
@@ -85,6 +86,7 @@ func TestParseCopyName(t *testing.T) {
 // A copy name that parses as another writer's segment is still only a copy: the reader
 // takes whose records they are from the entries, never from the name (rule 8).
 func TestReadCopyNamedAsAnotherSegment(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	mine := appendN(t, l, testWriter, testDevice, "a", 3)
 	theirs := appendN(t, l, "codex-desktop", "q7mze0h4", "b", 2)

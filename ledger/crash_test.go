@@ -79,6 +79,7 @@ type crashAck struct {
 // (never deleting it; a kill during the repair may leave a second, partial copy). At
 // the end the whole chain verifies.
 func TestCrashSafety(t *testing.T) {
+	t.Parallel()
 	runs := 200
 	if testing.Short() {
 		runs = 40

@@ -148,6 +148,7 @@ func hlcEdgeCases() []string {
 // exactly what time.Parse did, with the same value, on the edge cases and on every day of
 // a leap and a common year at several years across 0000–9999.
 func TestParseHLCMatchesReference(t *testing.T) {
+	t.Parallel()
 	for _, s := range hlcEdgeCases() {
 		checkParseHLC(t, s)
 	}
@@ -168,6 +169,7 @@ func TestParseHLCMatchesReference(t *testing.T) {
 // TestParseHLCErrors: a rejected text gives the zero HLC and an error that quotes it and
 // names the problem.
 func TestParseHLCErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"2026-11-29T18:30:00.123Z", "is not YYYY-MM-DDTHH:MM:SS.mmmZ/NNNN"},
 		{"2026-11-29 18:30:00.123Z/0003", "is not YYYY-MM-DDTHH:MM:SS.mmmZ/NNNN"},

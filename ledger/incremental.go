@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"crypto/ed25519"
@@ -410,7 +409,7 @@ func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n
 		}
 	}()
 	// The loop mirrors readSegment line for line, so problems read the same.
-	br := bufio.NewReaderSize(file, readBufSize)
+	br := readBuffer(file, g.offset)
 	var long []byte
 	off := g.offset
 	for lineNo := g.lines + 1; ; lineNo++ {

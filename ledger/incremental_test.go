@@ -64,6 +64,7 @@ func reload(t *testing.T, saved *[][]byte, st *ReadState, whole bool) *ReadState
 // saved and restored through chunks) gives exactly the Snapshot of Read and of
 // ReadVerified (docs/format.md §18).
 func TestIncrementalMatchesRead(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FERRY_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -303,6 +304,7 @@ func segmentLinesLoose(b []byte) [][]byte {
 // unchanged ledger reads no bytes past the offsets, and one appended entry costs one
 // line; a truncated or replaced segment is read again from its start.
 func TestIncrementalReadsOnlyNewBytes(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	appendN(t, l, testWriter, testDevice, "a", 20)
 	appendN(t, l, "codex-desktop", testDevice, "a", 20)
@@ -363,6 +365,7 @@ func TestIncrementalReadsOnlyNewBytes(t *testing.T) {
 // TestApplyChunkRejectsDamage checks that a chunk cut short or with bytes flipped in
 // its framing is refused with ErrChunk and leaves the state unchanged.
 func TestApplyChunkRejectsDamage(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	appendN(t, l, testWriter, testDevice, "a", 3)
 	st := NewReadState()
@@ -404,6 +407,7 @@ func firstDiff(got, want string) string {
 // reads the segment whole again — equal to Read — including after the state went
 // through chunks (the index) and back.
 func TestCheckPrefixesFindsAnInPlaceEdit(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	appendN(t, l, testWriter, testDevice, "a", 10)
 	appendN(t, l, "codex-desktop", testDevice, "a", 5)
@@ -456,6 +460,7 @@ func TestCheckPrefixesFindsAnInPlaceEdit(t *testing.T) {
 // with ErrChunk, without a panic, and the next read merges everything and gives the
 // snapshot of Read (a damaged index is rebuilt, never trusted).
 func TestRestoreLastRejectsDamage(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	appendN(t, l, testWriter, testDevice, "a", 30)
 	appendN(t, l, "codex-desktop", testDevice, "b", 20)

@@ -51,6 +51,7 @@ func parseSeeds(t testing.TB) [][]byte {
 }
 
 func TestParseLineFastPath(t *testing.T) {
+	t.Parallel()
 	fast := 0
 	for _, s := range parseSeeds(t) {
 		checkParse(t, s)
@@ -142,6 +143,7 @@ func FuzzRepair(f *testing.F) {
 // A key that differs from a field name only in case would let encoding/json fill the
 // field from it, so the meaning would depend on key order, which the signature ignores.
 func TestParseLineRejectsCaseVariantKeys(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	e := appendN(t, l, "evil", "dev", "a", 1)[0]
 	c, _ := e.Canonical()

@@ -68,6 +68,7 @@ func runAppender() error {
 // TestAppendProcesses has 8 OS processes append to one segment at once: the flock must
 // serialise them into one chain of whole lines.
 func TestAppendProcesses(t *testing.T) {
+	t.Parallel()
 	procs, each := 8, 500
 	if testing.Short() {
 		each = 50

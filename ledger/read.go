@@ -166,8 +166,21 @@ func readSegments(files []segFile) []segResult {
 	return results
 }
 
-// readBufSize is the bufio buffer of a segment read; longer lines are assembled.
+// readBufSize is the largest bufio buffer of a segment read; longer lines are
+// assembled (readLine).
 const readBufSize = 256 << 10
+
+// readBuffer returns a reader of file from offset whose buffer is what is left of the
+// file (4 KiB at least, readBufSize at most): a read of a short segment, or of the few
+// lines appended since the last one, does not allocate readBufSize. A line longer than
+// the buffer, or one appended since the size was read, is assembled like any other.
+func readBuffer(file *os.File, offset int64) *bufio.Reader {
+	n := int64(readBufSize)
+	if fi, err := file.Stat(); err == nil {
+		n = min(max(fi.Size()-offset+1, 4<<10), readBufSize)
+	}
+	return bufio.NewReaderSize(file, int(n))
+}
 
 // readSegment parses the complete lines of one segment file. It stops at a last line
 // without "\n" or at a NUL byte (KindTorn) and skips, reporting them, complete lines
@@ -184,7 +197,7 @@ func readSegment(f segFile) segResult {
 	defer file.Close()
 
 	var res segResult
-	br := bufio.NewReaderSize(file, readBufSize)
+	br := readBuffer(file, 0)
 	var long []byte
 	var off int64 // offset of the current line
 	for lineNo := 1; ; lineNo++ {

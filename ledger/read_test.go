@@ -12,6 +12,7 @@ import (
 )
 
 func TestReadMissingLedger(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	s := mustRead(t, l)
 	if len(s.Entries) != 0 || len(s.Problems) != 0 || len(s.Forks) != 0 || s.MaxHLC != (HLC{}) {
@@ -24,6 +25,7 @@ func TestReadMissingLedger(t *testing.T) {
 }
 
 func TestReadSkipsOtherFiles(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	good := appendN(t, l, testWriter, testDevice, "a", 2)
 	dir := filepath.Join(l.Root(), "ledger")
@@ -59,6 +61,7 @@ func TestReadSkipsOtherFiles(t *testing.T) {
 }
 
 func TestReadMalformedLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		edit     func(lines [][]byte) [][]byte
@@ -134,6 +137,7 @@ func branches(t *testing.T, na, nb int, bLower bool) (a, b []byte, common, ea, e
 }
 
 func TestReadFork(t *testing.T) {
+	t.Parallel()
 	seg := "ledger/" + testWriter + "/" + testDevice
 	layouts := []struct {
 		name  string
@@ -211,6 +215,7 @@ func TestReadFork(t *testing.T) {
 }
 
 func TestReadThreeWayFork(t *testing.T) {
+	t.Parallel()
 	a, b, common, ea, eb := branches(t, 2, 2, true)
 	root := t.TempDir()
 	seg := SegmentPath(root, testWriter, testDevice)
@@ -248,6 +253,7 @@ func TestReadThreeWayFork(t *testing.T) {
 }
 
 func TestReadDuplicates(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	es := appendN(t, l, testWriter, testDevice, "a", 5)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
@@ -284,6 +290,7 @@ func TestReadDuplicates(t *testing.T) {
 }
 
 func TestReadOrdersByHLC(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	// Two writers whose clocks interleave; b's clock is behind a's by half a step.
 	la := openAt(t, root, &fakeClock{t: t0, step: 2 * time.Millisecond})

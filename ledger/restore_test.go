@@ -42,6 +42,7 @@ func checkWhole(t *testing.T, l *Ledger, want []Entry, last Entry) {
 // A moved segment: the segment was moved to a conflict-copy name; the next append must
 // continue after the copy's records, not start again at seq 1.
 func TestAppendContinuesFromConflictCopy(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
 	old := appendN(t, l, testWriter, testDevice, "a", 4)
@@ -62,6 +63,7 @@ func TestAppendContinuesFromConflictCopy(t *testing.T) {
 
 // A rolled-back segment: the segment was rolled back to 2 lines and a copy holds 4.
 func TestAppendCompletesRolledBackSegment(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
 	old := appendN(t, l, testWriter, testDevice, "a", 4)
@@ -87,6 +89,7 @@ func TestAppendCompletesRolledBackSegment(t *testing.T) {
 // A cloned home: two homes with one device id forked the chain; whichever branch the main
 // file holds, the next append must chain onto the branch readers keep.
 func TestAppendChainsOntoForkWinner(t *testing.T) {
+	t.Parallel()
 	for _, mainHoldsWinner := range []bool{false, true} {
 		l := newTestLedger(t)
 		seg := SegmentPath(l.Root(), testWriter, testDevice)
@@ -131,6 +134,7 @@ func TestAppendChainsOntoForkWinner(t *testing.T) {
 // A hole: a NUL run in the middle of the segment that destroyed no record: Restore
 // moves everything from it aside and appends the records after it again.
 func TestRestoreHoleKeepsRecordsAfter(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
 	old := appendN(t, l, testWriter, testDevice, "a", 5)
@@ -177,6 +181,7 @@ func TestRestoreHoleKeepsRecordsAfter(t *testing.T) {
 // seq 3 as missing; once another machine's copy is put in the writer directory, the
 // next append restores seq 3 without a fork and still follows seq 5.
 func TestRestoreHoleDestroyedRecord(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
 	old := appendN(t, l, testWriter, testDevice, "a", 5)
@@ -231,6 +236,7 @@ func TestRestoreHoleDestroyedRecord(t *testing.T) {
 // A fork inside the segment itself, the losing record last: Restore appends the
 // winner's line again so that the next Append (which reads the last line) follows it.
 func TestRestoreForkInSegmentLoserLast(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
 	common := appendN(t, l, testWriter, testDevice, "a", 2)
@@ -268,6 +274,7 @@ func TestRestoreForkInSegmentLoserLast(t *testing.T) {
 
 // A hole is reported the same by the incremental reader.
 func TestReadIncrementalReportsHole(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
 	appendN(t, l, testWriter, testDevice, "a", 3)

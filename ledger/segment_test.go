@@ -14,6 +14,7 @@ import (
 )
 
 func TestValidName(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", 63)
 	tests := []struct {
 		name string
@@ -47,6 +48,7 @@ func TestValidName(t *testing.T) {
 }
 
 func TestSegmentPath(t *testing.T) {
+	t.Parallel()
 	got := SegmentPath("/ch", "w", "d")
 	want := filepath.Join("/ch", "ledger", "w", "d.jsonl")
 	if got != want {
@@ -64,6 +66,7 @@ func TestSegmentPath(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	writeFile(t, file, nil)
@@ -101,6 +104,7 @@ func (wrongSigner) Sign(msg []byte) ([]byte, error) { return otherKey.Sign(msg) 
 func (wrongSigner) Public() ed25519.PublicKey       { return testKey.Public() }
 
 func TestAppendErrors(t *testing.T) {
+	t.Parallel()
 	ok := Draft{Type: "test.x"}
 	tests := []struct {
 		name    string
@@ -150,6 +154,7 @@ func TestAppendErrors(t *testing.T) {
 }
 
 func TestAppendReadRoundTrip(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	drafts := []Draft{
 		{Type: "agent.join"},
@@ -248,6 +253,7 @@ func equal(a, b []string) bool {
 }
 
 func TestAppendHLCMonotonic(t *testing.T) {
+	t.Parallel()
 	ms := time.Millisecond
 	tests := []struct {
 		name  string
@@ -286,6 +292,7 @@ func TestAppendHLCMonotonic(t *testing.T) {
 }
 
 func TestAppendObservedHLC(t *testing.T) {
+	t.Parallel()
 	at := func(d time.Duration, c int) HLC { return HLC{Ms: t0.Add(d).UnixMilli(), Counter: c} }
 	tests := []struct {
 		name     string
@@ -326,6 +333,7 @@ func TestAppendObservedHLC(t *testing.T) {
 }
 
 func TestAppendConcurrentGoroutines(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	const workers, each = 8, 25
 	var wg sync.WaitGroup
@@ -359,6 +367,7 @@ func TestAppendConcurrentGoroutines(t *testing.T) {
 }
 
 func TestAppendLargeLine(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	big := strings.Repeat("x", 3<<20) // longer than any read buffer and tail chunk
 	data, _ := json.Marshal(map[string]string{"blob": big})
@@ -409,6 +418,7 @@ func tornTail(t *testing.T, tail string) []byte {
 }
 
 func TestReadTornTail(t *testing.T) {
+	t.Parallel()
 	for _, tt := range tornCases {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newTestLedger(t)
@@ -432,6 +442,7 @@ func TestReadTornTail(t *testing.T) {
 }
 
 func TestAppendRepairsTornTail(t *testing.T) {
+	t.Parallel()
 	for _, tt := range tornCases {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newTestLedger(t)
@@ -490,6 +501,7 @@ func TestAppendRepairsTornTail(t *testing.T) {
 }
 
 func TestRepairNothingToDo(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, l *Ledger, seg string)
@@ -524,6 +536,7 @@ func TestRepairNothingToDo(t *testing.T) {
 }
 
 func TestRepairWhollyBadSegment(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	seg := SegmentPath(l.Root(), testWriter, testDevice)
 	junk := []byte("line one\nline two\n\x00\x00")
@@ -543,6 +556,7 @@ func TestRepairWhollyBadSegment(t *testing.T) {
 // A segment whose last lines belong to another segment (a file concatenated by hand):
 // they are valid entries, so they stay, but the chain continues from the writer's own.
 func TestAppendAfterForeignEntries(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		own  int

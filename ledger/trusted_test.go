@@ -43,6 +43,7 @@ func fixtureRecords(t testing.TB, root string) []record {
 // (raw and hash included), with known as parseCanonical sets it; and every one of
 // them takes the fast path (the fixtures are lines Append wrote).
 func TestTrustedEntryMatchesJSON(t *testing.T) {
+	t.Parallel()
 	for _, fx := range trustedFixtures {
 		if _, err := os.Stat(fx.root); fx.optional && errors.Is(err, os.ErrNotExist) {
 			t.Logf("%s not generated: not compared", fx.root)
@@ -77,6 +78,7 @@ func TestTrustedEntryMatchesJSON(t *testing.T) {
 // TestTrustedEntryUnusual: lines outside the fast path's shape go to json.Unmarshal
 // and come out the same, errors included; lines inside it take the fast path.
 func TestTrustedEntryUnusual(t *testing.T) {
+	t.Parallel()
 	base := `{"data":{"a":[1,-2,true,false,null,{}],"b":"x\ny\u001fé"},"device":"d1","hlc":"2026-11-29T18:30:00.123Z/0003","idem":"k","prev":"sha256:00","ref":"o-1","seq":42,"sig":"ed25519:AA","type":"t.x","v":1,"writer":"w"}`
 	edit := func(old, new string) string {
 		out := strings.Replace(base, old, new, 1)

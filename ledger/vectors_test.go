@@ -11,6 +11,7 @@ import (
 // TestVectorsHLC checks the HLC text form and the next-HLC rule against the
 // hand-written vectors in fixtures/vectors/hlc.json (docs/format.md, Clock).
 func TestVectorsHLC(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../fixtures/vectors/hlc.json")
 	if err != nil {
 		t.Fatal(err)

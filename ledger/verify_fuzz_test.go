@@ -50,6 +50,7 @@ func loadVerifySeeds(t testing.TB) [][]byte {
 // TestVerifySeeds: the committed seeds include lines that verify (so the fuzzer starts
 // from signed entries), and every seed passes checkVerifyLine.
 func TestVerifySeeds(t *testing.T) {
+	t.Parallel()
 	if *updateSeeds {
 		writeVerifySeeds(t)
 	}

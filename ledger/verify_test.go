@@ -9,6 +9,7 @@ import (
 )
 
 func TestVerifyEditedEntry(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		edit func(line []byte) []byte
@@ -85,6 +86,7 @@ func replace(old, new string) func([]byte) []byte {
 }
 
 func TestVerifyKeys(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	appendN(t, l, "writer-a", "dev", "a", 2)
 	appendN(t, l, "writer-b", "dev", "b", 2)
@@ -134,6 +136,7 @@ func TestVerifyKeys(t *testing.T) {
 // A forged record at an existing (writer, device, seq) with a lower hash wins the fork
 // in Read, which checks no signatures, but never in ReadVerified.
 func TestReadVerifiedForgedFork(t *testing.T) {
+	t.Parallel()
 	l := newTestLedger(t)
 	es := appendN(t, l, testWriter, testDevice, "a", 4)
 	var forged []byte

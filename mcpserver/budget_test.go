@@ -298,6 +298,7 @@ func typicalResponses(t *testing.T) (catchupFigure, map[string]budgetFigure) {
 }
 
 func TestBudget(t *testing.T) {
+	t.Parallel()
 	b := measureBudget(t)
 	figs := []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 // with id null naming its size and the cap — and the session goes on
 // (docs/mcp.md "Transport").
 func TestRequestLineCap(t *testing.T) {
+	t.Parallel()
 	srv := newFakeServer(t, fakeTools(nil), nil)
 	s := startSession(t, srv, nil)
 	frame := func(id int, n int) string {
@@ -47,6 +48,7 @@ func TestRequestLineCap(t *testing.T) {
 // TestInputCapsMCP: the caps hold through MCP as on the command line: one over is
 // invalid naming the field, its size and the cap; nothing is written.
 func TestInputCapsMCP(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
 	var made struct {

@@ -16,6 +16,7 @@ import (
 // a stale checkout (stale), submit carries a result validated against the order's
 // schema.
 func TestOrdersContract(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	ws := t.TempDir()
 	calc := filepath.Join(ws, "calc.go")
@@ -79,6 +80,7 @@ func TestOrdersContract(t *testing.T) {
 // read-only, windows, heavy and hints — so the agent knows the schema before its first
 // submit; a result without the schema's hint names no @FILE.
 func TestOrdersShowContract(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "calc.go"), []byte("package calc\n\nfunc Eq(a, b any) bool { return a == b }\n"), 0o644); err != nil {

@@ -31,6 +31,7 @@ func buildFixture(t *testing.T) string {
 // TestFerryToolNames: the names a gateway never serves a forwarded tool under are
 // every group's, sorted.
 func TestFerryToolNames(t *testing.T) {
+	t.Parallel()
 	names := mcpserver.FerryToolNames()
 	for _, n := range []string{"ferry_join", "ferry_orders", "ferry_search", "ferry_update", "list_tasks", "read_memory"} {
 		if !slices.Contains(names, n) {

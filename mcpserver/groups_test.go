@@ -235,6 +235,7 @@ func sorted(lists ...[]string) []string {
 // tools' definitions are the same bytes in every combination, and --read-only serves
 // the legacy tools alone with its own instructions.
 func TestGroupsServe(t *testing.T) {
+	t.Parallel()
 	var opens atomic.Int32
 	core := toolsByName(t, newFerry(t, "lint", &opens).ToolsList())
 	for _, c := range []struct {
@@ -293,6 +294,7 @@ func TestGroupsServe(t *testing.T) {
 // TestGroupsRefused: an unknown group, and --read-only with admin or gateway, are refused by
 // name before anything is served.
 func TestGroupsRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		groups   []string
 		readOnly bool
@@ -314,6 +316,7 @@ func TestGroupsRefused(t *testing.T) {
 // agents list byte-identical tools, and so does each over the wire in two protocol
 // versions (docs/design.md §4).
 func TestGroupsToolsListStable(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		groups   []string
 		readOnly bool
@@ -369,6 +372,7 @@ func toolsByName(t *testing.T, list json.RawMessage) map[string]json.RawMessage 
 // (docs/design.md §4 "Schemas clients accept"), and every description in their input
 // types' tags reaches the schema whole.
 func TestGroupsSchemaLint(t *testing.T) {
+	t.Parallel()
 	srv, f, err := mcpserver.NewFerry(mcpserver.FerryConfig{Agent: "lint", Groups: []string{"admin", "legacy"}})
 	if err != nil {
 		t.Fatal(err)

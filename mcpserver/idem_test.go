@@ -33,6 +33,7 @@ func idemEntries(t *testing.T, b *busyChannel, writer, key string) int {
 }
 
 func TestIdempotentReplay(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	cfg := mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open}
 	first := newRig(t, cfg)

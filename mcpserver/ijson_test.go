@@ -53,6 +53,7 @@ var nonIJSONMessages = func() []string {
 // the code and id of the rule (docs/mcp.md "Strict JSON") or, as a notification,
 // nothing; the tool it names never runs; the server goes on answering.
 func TestNonIJSONRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range nonIJSONCases {
 		t.Run(c.name, func(t *testing.T) {
 			var calls atomic.Int32

@@ -10,6 +10,7 @@ import (
 // codex`) keeps that app after an MCP session's ferry_join, whose client calls itself
 // "rig" (clientInfo.name): `ferry agents` shows the app the agent was joined with.
 func TestJoinKeepsTheAppGivenAtJoin(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	v, err := b.ch.Load()
 	if err != nil {

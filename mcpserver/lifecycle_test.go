@@ -16,6 +16,7 @@ import (
 // heartbeat of the holder's own server expiring its claim once the execution window
 // passed by this machine's clock.
 func TestOrdersLifecycleActions(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	var now atomic.Int64
 	now.Store(busyClock.UnixMilli())

@@ -7,9 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/keyfile"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/ferryhq/ferry/mcpserver"
 )
+
+func init() { keyfile.ScryptWorkFactor = 10 } // keys locked below: a cheap scrypt, the same format
 
 // ownerOnly are the owner's actions no MCP tool may expose (docs/threat-model.md
 // "Hostile MCP callers"): grants and seats, the master key's rotation and pin, the
@@ -59,6 +62,7 @@ func schemaWalk(v any, fn func(kind, s string)) {
 // that has an action argument with each owner-only action (ferry_update approve among
 // them) and asserts the call is refused as invalid.
 func TestMCPNeverActsAsOwner(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "claude-code-laptop", Open: b.open, Groups: []string{"admin", "legacy"}})
 	var list struct {
@@ -121,6 +125,7 @@ func TestMCPNeverActsAsOwner(t *testing.T) {
 // never asks for, takes or prints a passphrase — after the owner unlocks the key in a
 // terminal, the same server writes.
 func TestMCPLockedKey(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	const agent = "codex-laptop"
 	p := b.ch.Project()

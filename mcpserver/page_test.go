@@ -14,6 +14,7 @@ import (
 // characters).
 
 func TestFit(t *testing.T) {
+	t.Parallel()
 	item := strings.Repeat("x", 300)
 	build := func(k int) any {
 		out := make([]string, k)
@@ -36,6 +37,7 @@ func TestFit(t *testing.T) {
 }
 
 func TestParsePage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		cursor string
 		n      int
@@ -53,6 +55,7 @@ func TestParsePage(t *testing.T) {
 }
 
 func TestBoundPrimary(t *testing.T) {
+	t.Parallel()
 	ps := &fsbus.PrimaryStatus{State: "held", Holder: "alice"}
 	for i := 0; i < 30; i++ {
 		ps.Standbys = append(ps.Standbys, fsbus.StandbyRow{Name: fmt.Sprintf("agent-%02d", i), Liveness: "alive"})

@@ -131,6 +131,7 @@ const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-
 // before EOF still finish and answer). DrainTimeout is an hour: a server that made the
 // wait last until the drain deadline would hang the test.
 func TestEOFContextEndsWaitAtEOF(t *testing.T) {
+	t.Parallel()
 	setDrainTimeout(t, time.Hour)
 	type seen struct{ waitErr, callErr error }
 	woke := make(chan seen, 1)
@@ -174,6 +175,7 @@ func TestEOFContextEndsWaitAtEOF(t *testing.T) {
 // TestEOFContextCancelled: notifications/cancelled ends the wait context too, and the
 // cancelled call is not answered.
 func TestEOFContextCancelled(t *testing.T) {
+	t.Parallel()
 	woke := make(chan error, 1)
 	tool := &mcpserver.Tool{
 		Name: "long_poll", Description: "Wait for something new.",
@@ -203,6 +205,7 @@ func TestEOFContextCancelled(t *testing.T) {
 // TestEOFContextOutsideServe: a tool called directly (tests, the CLI) waits with its
 // own context.
 func TestEOFContextOutsideServe(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if mcpserver.EOFContext(ctx) != ctx {
@@ -214,6 +217,7 @@ func TestEOFContextOutsideServe(t *testing.T) {
 // stays open and silent (SIGINT in `ferry mcp serve`); a server stuck in its read
 // would hang the test.
 func TestServeEndsWithContext(t *testing.T) {
+	t.Parallel()
 	srv := newFakeServer(t, fakeTools(nil), nil)
 	inR, inW := io.Pipe()
 	defer inW.Close()
@@ -234,6 +238,7 @@ func TestServeEndsWithContext(t *testing.T) {
 // it) and in ToolsList (docs/design.md §4: prompt caches stay warm whatever the
 // version).
 func TestToolsArrayAcrossEras(t *testing.T) {
+	t.Parallel()
 	srv := newFakeServer(t, fakeTools(nil), nil)
 	lines := runLines(t, srv, nil, func(w io.Writer) {
 		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05"}}`+"\n")
@@ -268,6 +273,7 @@ func TestToolsArrayAcrossEras(t *testing.T) {
 // the cursor as given, the uri as given — and a server without it has no resources
 // capability in either handshake.
 func TestResourcesRouting(t *testing.T) {
+	t.Parallel()
 	rec := &recordingResources{}
 	srv, err := mcpserver.New(mcpserver.Options{Name: "r", Version: "1", Resources: rec})
 	if err != nil {
@@ -349,6 +355,7 @@ func (r *recordingResources) Read(ctx context.Context, uri string) ([]mcpserver.
 // Options.OnClientInfo from initialize and from modern requests that carry them — not
 // from a legacy request's _meta, nor from a modern request without clientInfo.
 func TestOnClientInfo(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []string
 	srv, err := mcpserver.New(mcpserver.Options{Name: "c", Version: "1", Tools: fakeTools(nil),

@@ -29,6 +29,7 @@ type ordersPage struct {
 }
 
 func TestOrdersListPages(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
 	for _, detail := range []bool{false, true} {
@@ -107,6 +108,7 @@ type orderShown struct {
 // TestOrderShowBounded: an order with a 60 KiB body and a dozen long notes shows
 // within the cap, compact and with detail, naming the full body by URI.
 func TestOrderShowBounded(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	author := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
 	holder := newRig(t, mcpserver.FerryConfig{Agent: "codex-desktop", Open: b.open})
@@ -162,6 +164,7 @@ type talkPage struct {
 // marks read exactly what it returned, so the next read returns the rest and nothing
 // is lost or repeated.
 func TestTalkReadBounded(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	sender, err := b.ch.As("codex-laptop")
 	if err != nil {
@@ -219,6 +222,7 @@ type askStatus struct {
 // TestAskStatusSince: status lists my asks compact, detail adds the recommendation, and
 // since its next only the asks answered after it.
 func TestAskStatusSince(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
 	var ids []string
@@ -278,6 +282,7 @@ type talkDetail struct {
 // for any response is its resource URI with truncated:true, no text cut mid-way; the
 // URI gives the whole body. Every message comes once, and every page is within the cap.
 func TestTalkReadDetailWhole(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	sender, err := b.ch.As("codex-laptop")
 	if err != nil {

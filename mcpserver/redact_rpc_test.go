@@ -27,6 +27,7 @@ func (missingResources) Read(_ context.Context, uri string) ([]ResourceContents,
 // URI or arguments hold a credential-looking value shows it as "[secret removed: …]"
 // in its message and data, in any case; the id is echoed as it came.
 func TestRPCErrorsNeverEchoSecrets(t *testing.T) {
+	t.Parallel()
 	const token = "AKIA39ZZZZG4ZDMEN2KH"
 	srv, err := New(Options{Name: "t", Version: "1", Instructions: "t", Resources: missingResources{}})
 	if err != nil {

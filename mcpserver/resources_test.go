@@ -145,6 +145,7 @@ func rsFixture(t *testing.T, w *rsWorld) (uris []string, longOrder, longBody str
 }
 
 func TestResourcesListPagesEveryObject(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	want, _, _, _ := rsFixture(t, w)
 	_, f := w.ferry(t, watch.WatchOptions{}, nil)
@@ -223,6 +224,7 @@ func TestResourcesListPagesEveryObject(t *testing.T) {
 }
 
 func TestResourcesReadEveryKind(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	uris, longOrder, longBody, submitted := rsFixture(t, w)
 	_, f := w.ferry(t, watch.WatchOptions{}, nil)
@@ -335,6 +337,7 @@ func TestResourcesReadEveryKind(t *testing.T) {
 }
 
 func TestResourcesReadNotFound(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	uris, longOrder, _, _ := rsFixture(t, w)
 	var opens atomic.Int32
@@ -366,6 +369,7 @@ func TestResourcesReadNotFound(t *testing.T) {
 }
 
 func TestResourcesNoChannelReadAtStart(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	var opens atomic.Int32
 	_, f := w.ferry(t, watch.WatchOptions{}, &opens)
@@ -389,6 +393,7 @@ func TestResourcesNoChannelReadAtStart(t *testing.T) {
 // target holds the very bytes its signed entry names — is never read, nor is a
 // directory that links out of the channel.
 func TestResourcesRefuseLinks(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	uris, longOrder, _, _ := rsFixture(t, w)
 	_, f := w.ferry(t, watch.WatchOptions{}, nil)
@@ -608,6 +613,7 @@ func awaitSignal(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 func TestLongPollTalkReadWakes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range waitModes {
 		t.Run(mode.name, func(t *testing.T) {
 			w := newRSWorld(t)
@@ -630,6 +636,7 @@ func TestLongPollTalkReadWakes(t *testing.T) {
 }
 
 func TestLongPollCatchupWakes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range waitModes {
 		t.Run(mode.name, func(t *testing.T) {
 			w := newRSWorld(t)
@@ -657,6 +664,7 @@ func TestLongPollCatchupWakes(t *testing.T) {
 // TestLongPollTimesOut: with nothing new, wait_s 1 answers as usual when the time
 // runs out: nothing new.
 func TestLongPollTimesOut(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	srv, _ := w.ferry(t, watch.WatchOptions{}, nil)
 	c := rsServe(t, srv)
@@ -678,6 +686,7 @@ func TestLongPollTimesOut(t *testing.T) {
 }
 
 func TestLongPollWaitSBounds(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	srv, _ := w.ferry(t, watch.WatchOptions{}, nil)
 	c := rsServe(t, srv)
@@ -716,6 +725,7 @@ func TestLongPollWaitSBounds(t *testing.T) {
 // TestLongPollCancel: a cancelled call stops waiting at once and returns its context's
 // error, with fsnotify and with polling.
 func TestLongPollCancel(t *testing.T) {
+	t.Parallel()
 	for _, mode := range waitModes {
 		t.Run(mode.name, func(t *testing.T) {
 			w := newRSWorld(t)
@@ -755,6 +765,7 @@ func TestLongPollCancel(t *testing.T) {
 // TestLongPollEOF: when the client's input ends, a waiting call stops waiting and
 // answers (nothing new), and Serve returns.
 func TestLongPollEOF(t *testing.T) {
+	t.Parallel()
 	w := newRSWorld(t)
 	opt, waiting := onWait(watch.WatchOptions{Rescan: time.Hour})
 	srv, _ := w.ferry(t, opt, nil)

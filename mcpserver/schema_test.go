@@ -69,6 +69,7 @@ func ferryTools(t *testing.T) []listedTool {
 var toolNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 func TestSchemaLint(t *testing.T) {
+	t.Parallel()
 	tools := ferryTools(t)
 	var names []string
 	for _, tool := range tools {
@@ -214,6 +215,7 @@ func hasType(n map[string]any, want string) bool {
 // silently become "commit" plus an unknown option. Every description in a tag must
 // reach the schema whole.
 func TestSchemaDescriptionsWhole(t *testing.T) {
+	t.Parallel()
 	tools := map[string]listedTool{}
 	for _, tool := range ferryTools(t) {
 		tools[tool.Name] = tool
@@ -318,6 +320,7 @@ func wireSession(t *testing.T, srv *mcpserver.Server, lines ...string) map[strin
 // different agents, Open funcs and negotiated versions: no agent name, version or time
 // inside, so prompt caches survive across agents and restarts.
 func TestToolsListIdentityFree(t *testing.T) {
+	t.Parallel()
 	var opensA, opensB atomic.Int32
 	a := newFerry(t, "alice", &opensA)
 	srvB, fB, err := mcpserver.NewFerry(mcpserver.FerryConfig{
@@ -355,6 +358,7 @@ func TestToolsListIdentityFree(t *testing.T) {
 // tools/list never open the channel (some clients spawn a short-lived probe process
 // first, and initialize must not wait for a fold); the first tool call does.
 func TestStartupReadsNoChannel(t *testing.T) {
+	t.Parallel()
 	var opens atomic.Int32
 	srv := newFerry(t, "probe", &opens)
 	res := wireSession(t, srv,

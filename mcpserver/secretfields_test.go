@@ -68,6 +68,7 @@ func tokenOf(shape string) string {
 // properties: the app name it announces is the client's name from initialize, tried
 // on its own.
 func TestSecretFieldsMCP(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	var log syncBuf
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Log: &log,

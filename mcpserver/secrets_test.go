@@ -30,6 +30,7 @@ func fakeTok(seed uint64, n int) string {
 // TestSecretGuardMCP: the same refusal through MCP as on the command line: invalid, the
 // kind and field named, the value never echoed, nothing written.
 func TestSecretGuardMCP(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open})
 	tok := "ghp_" + fakeTok(1, 36)
@@ -93,6 +94,7 @@ func dirState(t *testing.T, dir string) string {
 // read-only status calls (docs/threat-model.md "The owner's key, locked keys and the
 // pause switch"), and no tool call lifts the pause.
 func TestPauseMCP(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{mcpserver.GroupAdmin, mcpserver.GroupLegacy}})
 	for _, project := range []string{"", b.ch.Project()} {
@@ -158,6 +160,7 @@ func TestPauseMCP(t *testing.T) {
 // no tool is named for them, and no input schema has a member for a secret's name or
 // value.
 func TestNoVaultOrPauseTool(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{mcpserver.GroupAdmin, mcpserver.GroupLegacy}})
 	var list struct {

@@ -176,6 +176,7 @@ func decodeClientLine(s string) string {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/conformance/*.txtar")
 	if err != nil {
 		t.Fatal(err)
@@ -506,6 +507,7 @@ func toolText(t *testing.T, r rpcResponse) (string, bool) {
 // TestLongLine: an 8 MiB request line is read whole and answered (no 64 KiB scanner
 // limit; guards mark3labs/mcp-go#588, "bufio.Scanner: token too long").
 func TestLongLine(t *testing.T) {
+	t.Parallel()
 	srv := newFakeServer(t, fakeTools(nil), nil)
 	s := startSession(t, srv, nil)
 	big := strings.Repeat("x", 8<<20)
@@ -595,6 +597,7 @@ func TestDrainTimeoutCancels(t *testing.T) {
 // TestConcurrentByID: a slow call does not block ping or other calls, and every
 // response carries the id of its own request.
 func TestConcurrentByID(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	gate := &mcpserver.Tool{
 		Name: "gate", Description: "Wait for the test.",
@@ -653,6 +656,7 @@ func TestConcurrentByID(t *testing.T) {
 // log writer only. Guards mcp-hangar/mcp-hangar#563 and the many reports like it (log
 // lines on stdout corrupt the stream; strict clients drop the server).
 func TestStdoutOnlyJSONRPC(t *testing.T) {
+	t.Parallel()
 	var logMu sync.Mutex
 	var log bytes.Buffer
 	lw := lockedWriter{&logMu, &log}
@@ -743,6 +747,7 @@ func TestStdoutOnlyJSONRPC(t *testing.T) {
 // different orders, list byte-identical tools (docs/design.md §4: prompt caches stay
 // warm).
 func TestToolsListStable(t *testing.T) {
+	t.Parallel()
 	a := fakeTools(nil)
 	b := fakeTools(nil)
 	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {

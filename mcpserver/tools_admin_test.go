@@ -47,6 +47,7 @@ func capped(t *testing.T, what, text string) {
 // out, memory hits name their line, and paging walks every hit exactly once within
 // the caps.
 func TestSearch(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	as := func(name string) *fsbus.Session {
 		s, err := b.ch.As(name)
@@ -179,6 +180,7 @@ type getPage struct {
 // notes as markdown, long text in pages that add up to the whole within the cap, and
 // nothing outside memory/.
 func TestGet(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{"admin"}})
 	v, err := b.ch.Load()
@@ -268,6 +270,7 @@ type statusOut struct {
 
 // TestStatus: ferry_status is the owner's view, compact (5 rows a list) unless detail.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{"admin"}})
 	v, err := b.ch.Load()
@@ -289,6 +292,7 @@ func TestStatus(t *testing.T) {
 
 // TestAdminNotDefault: without --tools admin the admin tools do not exist.
 func TestAdminNotDefault(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: copyBusy(t).open})
 	for _, name := range adminNames {
 		if slices.Contains(r.tools, name) {

@@ -29,6 +29,7 @@ func legacyRig(t *testing.T, readOnly bool) (*busyChannel, *rig) {
 }
 
 func TestChannelStatus(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, false)
 	v, err := b.ch.Load()
 	if err != nil {
@@ -68,6 +69,7 @@ type discovered struct {
 // later join over MCP announced app "mcp" (the transport, not the engine) — and its
 // key only with detail.
 func TestDiscoverEngines(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, false)
 	if _, err := fsbus.Join(b.ch, "cursor-laptop", "mcp"); err != nil {
 		t.Fatal(err)
@@ -113,6 +115,7 @@ type tasksPage struct {
 // TestListTasks: paging with next walks every order once within the caps; the last
 // next then lists only what changed; a state filters; detail adds the author.
 func TestListTasks(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, false)
 	seen := map[string]bool{}
 	cursor := ""
@@ -173,6 +176,7 @@ func TestListTasks(t *testing.T) {
 
 // TestGetTask: one order, with its claims, its progress and reviews, bounded.
 func TestGetTask(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, false)
 	v, err := b.ch.Load()
 	if err != nil {
@@ -217,6 +221,7 @@ func TestGetTask(t *testing.T) {
 // TestReadMemory: the notes of memory/ are listed, read whole or in pages, and nothing
 // else is reachable.
 func TestReadMemory(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, false)
 	var empty struct {
 		Files []any `json:"files"`
@@ -281,6 +286,7 @@ type ledgerPage struct {
 // TestListLedger: newest first; pages walk all 200 entries once, in order, within the
 // caps; limit bounds a page; detail adds seq and hash.
 func TestListLedger(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, false)
 	v, err := b.ch.Load()
 	if err != nil {
@@ -348,6 +354,7 @@ func engineFor(agent string) string {
 // TestLearningsAndEngines: every review of the fixture, paired with the submitter's
 // engine and verdict, newest first; list_engines adds them up per engine.
 func TestLearningsAndEngines(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, false)
 	v, err := b.ch.Load()
 	if err != nil {
@@ -439,6 +446,7 @@ func TestLearningsAndEngines(t *testing.T) {
 // TestReadOnly: --read-only serves the legacy tools alone: a core tool is unknown, and
 // nothing is written, not even the arrival of a lease.
 func TestReadOnly(t *testing.T) {
+	t.Parallel()
 	b, r := legacyRig(t, true)
 	if !slices.Equal(r.tools, legacyNames) {
 		t.Fatalf("read-only tools %v, want %v", r.tools, legacyNames)
@@ -488,6 +496,7 @@ func ledgerBytes(t *testing.T, b *busyChannel) string {
 // TestStateFilterChecked: a state that is not one is refused by name, by list_tasks
 // and ferry_orders list alike.
 func TestStateFilterChecked(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{"legacy"}})
 	if got := r.fail("list_tasks", map[string]any{"state": "done"}); !strings.HasPrefix(got, `invalid: unknown order state "done"`) {
@@ -503,6 +512,7 @@ func TestStateFilterChecked(t *testing.T) {
 // a note that is a link, is never read: read_memory, ferry_get and ferry_search answer
 // denied, and a search of every kind still answers from the channel's own things.
 func TestMemoryRefusesLinks(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "k.md"), []byte("outside secret\n"), 0o644); err != nil {
 		t.Fatal(err)

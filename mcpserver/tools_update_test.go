@@ -33,6 +33,7 @@ type updateOut struct {
 // (this test binary) for the orchestrator; an unknown action (approve) is invalid: the
 // MCP surface never approves.
 func TestUpdateTool(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	self, err := os.Executable()
 	if err != nil {
@@ -89,6 +90,7 @@ func TestUpdateTool(t *testing.T) {
 // for the same agent, in the same order, with the same snippets (the CLI's `ferry
 // search` calls Channel.Search), so the two surfaces agree.
 func TestSearchMatchesFsbus(t *testing.T) {
+	t.Parallel()
 	b := copyBusy(t)
 	r := newRig(t, mcpserver.FerryConfig{Agent: "codex-laptop", Open: b.open, Groups: []string{"admin"}})
 	for _, q := range []string{"the", "speed", "small test"} {

@@ -5,6 +5,7 @@ import "testing"
 // TestToolWords: hints written for the CLI name tool calls over MCP (ADR 0002 §8: a
 // failure's hint must be actionable by the agent that reads it).
 func TestToolWords(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"not_found: no key for carol — run `ferry join --as carol --project acme` first", "not_found: no key for carol — run `ferry_join` first"},
 		{"conflict: order is claimed — pick another open order (`ferry order list`)", "conflict: order is claimed — pick another open order (`ferry_orders` action list)"},

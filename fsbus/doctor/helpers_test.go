@@ -7,7 +7,10 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fsbustest"
+	"github.com/ferryhq/ferry/internal/keyfile"
 )
+
+func init() { keyfile.ScryptWorkFactor = 10 } // copyKey exports and imports: a cheap scrypt, the same format
 
 // world is a channel "acme" on one machine with the owner's key, and the members
 // named seated.

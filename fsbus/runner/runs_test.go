@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,21 +47,67 @@ func plainOrder(t *testing.T, s *fsbus.Session, title string) string {
 	return must[*fold.Order](t)(s.NewOrder(fsbus.NewOrderOptions{Title: title})).ID
 }
 
-// buildRunjob builds ferry/testdata/runjob into dir under name.
+// runjob is ferry/testdata/runjob built once per test binary into a folder of its
+// own, which TestMain removes.
+var runjob struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// TestMain runs the tests, then removes the runjob build they share.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if runjob.dir != "" {
+		if err := os.RemoveAll(runjob.dir); err != nil && code == 0 {
+			fmt.Fprintln(os.Stderr, "removing the runjob build:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// buildRunjob puts ferry/testdata/runjob (built once per test binary) into dir under
+// name and returns its path: a hard link where it can, so no file is open for writing
+// while another goroutine starts a process, else a copy.
 func buildRunjob(t *testing.T, dir, name string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
+	runjob.once.Do(func() {
+		goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
+		if err != nil {
+			goBin = "go"
+		}
+		if runjob.dir, runjob.err = os.MkdirTemp("", "runner-test-runjob-"); runjob.err != nil {
+			return
+		}
+		runjob.path = filepath.Join(runjob.dir, exeName("runjob"))
+		if out, err := exec.Command(goBin, "build", "-o", runjob.path, "../../ferry/testdata/runjob").CombinedOutput(); err != nil {
+			runjob.err = fmt.Errorf("go build runjob: %v\n%s", err, out)
+		}
+	})
+	if runjob.err != nil {
+		t.Fatal(runjob.err)
+	}
+	bin := filepath.Join(dir, exeName(name))
+	if os.Link(runjob.path, bin) == nil {
+		return bin
+	}
+	src, err := os.ReadFile(runjob.path)
+	if err == nil {
+		err = os.WriteFile(bin, src, 0o755)
+	}
 	if err != nil {
-		goBin = "go"
-	}
-	bin := filepath.Join(dir, name)
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, "../../ferry/testdata/runjob").CombinedOutput(); err != nil {
-		t.Fatalf("go build runjob: %v\n%s", err, out)
+		t.Fatalf("copying runjob to %s: %v", bin, err)
 	}
 	return bin
+}
+
+// exeName is name with the executable suffix of the OS the tests run on.
+func exeName(name string) string {
+	if runtime.GOOS == "windows" {
+		return name + ".exe"
+	}
+	return name
 }
 
 // newTestRunner is a runner for runner running job with FERRY_TEST_JOB_DIR and

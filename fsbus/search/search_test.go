@@ -14,6 +14,7 @@ import (
 // owner every message; paging by cursor walks each hit once, and a hit written
 // between two pages does not shift the next page; bad input is invalid with a hint.
 func TestSearch(t *testing.T) {
+	t.Parallel()
 	c, clk, ss := primaryWorld(t, map[string]string{"olga": "orchestrator", "mike": "member", "wendy": "member"})
 	step := func() { clk.t = clk.t.Add(1e9) }
 	for i := range 5 {

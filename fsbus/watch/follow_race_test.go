@@ -16,6 +16,7 @@ import (
 // TestFollowBesideWriters: a follower (ferry watch) while two other processes post
 // messages and a third loads without pause: every entry is reported exactly once.
 func TestFollowBesideWriters(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -112,6 +113,7 @@ func TestFollowBesideWriters(t *testing.T) {
 // — reports that message again: a consumer that stops between the two loses nothing.
 // The last event's cursor moves past them all.
 func TestWatchResumesFromAnyEvent(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	v0, err := w.c.Load()
 	if err != nil {

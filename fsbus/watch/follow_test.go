@@ -18,6 +18,7 @@ import (
 // winner; nothing already there when it started (`ferry watch`). Both watch
 // modes.
 func TestFollow(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name string
 		opt  WatchOptions

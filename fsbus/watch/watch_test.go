@@ -74,6 +74,7 @@ func await(t *testing.T, done <-chan waitResult, what string) waitResult {
 }
 
 func TestWaitForWakesOnAnotherWriter(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opt  WatchOptions
@@ -131,6 +132,7 @@ func TestWatcherFallsBackToPolling(t *testing.T) {
 }
 
 func TestWatcherAddsNewWriterDirectories(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	wa := Watch(w.c, WatchOptions{Rescan: never})
 	defer wa.Close()
@@ -182,6 +184,7 @@ func TestWatcherAddsNewWriterDirectories(t *testing.T) {
 }
 
 func TestWaitForTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	notYet := func(*fsbus.View) bool { return false }
 
@@ -210,6 +213,7 @@ func TestWaitForTimeoutAndCancel(t *testing.T) {
 }
 
 func TestArrivedSince(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	v := w.load(t)
 	cur := v.Arrivals.Cursor()
@@ -230,6 +234,7 @@ func TestArrivedSince(t *testing.T) {
 }
 
 func TestTalkWaiting(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	cur := w.load(t).Arrivals.Cursor()
 	if n := w.load(t).TalkWaiting("bob", ""); n != 0 {
@@ -258,6 +263,7 @@ func TestTalkWaiting(t *testing.T) {
 // change the rescan's signature nor wake a watcher; the file they become does both
 // (docs/design.md §2 rule 3).
 func TestWatcherIgnoresTempNames(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	for _, mode := range []struct {
 		name string
@@ -329,6 +335,7 @@ func drain(wa *Watcher) {
 // (fsnotify.ErrEventOverflow), the watcher re-adds its directories and hints, though
 // nothing it can see changed: the reader looks again.
 func TestWatcherRescansOnOverflow(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	wa := Watch(w.c, WatchOptions{Rescan: never})
 	defer wa.Close()
@@ -358,6 +365,7 @@ func TestWatcherRescansOnOverflow(t *testing.T) {
 // directory removed from its watch list, as on a network drive whose events never
 // come) is found by the timed rescan.
 func TestWatcherTimedRescan(t *testing.T) {
+	t.Parallel()
 	w := newTalkWorld(t)
 	wa := Watch(w.c, WatchOptions{Rescan: 50 * time.Millisecond})
 	defer wa.Close()

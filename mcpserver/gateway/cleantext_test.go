@@ -7,6 +7,7 @@ import "testing"
 // newline and tab, DEL, C1 controls (U+009B is a CSI), line separators and bidi
 // controls ("\u202e" makes "evil\u202egnp.exe" show as "evilexe.png").
 func TestCleanText(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"plain text ✓", "plain text ✓"},
 		{"two\nlines\tand a tab", "two\nlines\tand a tab"},

@@ -120,6 +120,7 @@ func resultText(t *testing.T, raw json.RawMessage) (string, bool) {
 var gatewayNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 func TestGatewayToolNames(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 70)
 	servers := []string{"gh", "a-b", "a", "srv", "my_srv", "my-srv", "ferry", "ferry-x", "gw_ferry", "list"}
 	refs := []gateway.ToolRef{
@@ -188,6 +189,7 @@ func TestGatewayToolNames(t *testing.T) {
 }
 
 func TestGatewayConfig(t *testing.T) {
+	t.Parallel()
 	h := &fsbus.Home{ConfigDir: t.TempDir()}
 	machine := gateway.ConfigPath(h, "")
 	local := gateway.ConfigPath(h, "acme")
@@ -285,6 +287,7 @@ func TestGatewayConfig(t *testing.T) {
 }
 
 func TestGatewayChildEnv(t *testing.T) {
+	t.Parallel()
 	s := &gateway.Server{Name: "x", Command: "x", Env: []string{"WANTED", "MISSING", "SET=1", "PATH=/override"}}
 	env := s.ChildEnv(fixtureEnv(map[string]string{"PATH": "/bin", "HOME": "/home/me", "WANTED": "w", "SECRET": "s"}))
 	want := []string{"PATH=/override", "HOME=/home/me", "WANTED=w", "SET=1"}
@@ -316,10 +319,12 @@ func newFixtureGateway(t *testing.T, bin string, args []string, env map[string]s
 }
 
 func TestGatewayFixture(t *testing.T) {
+	t.Parallel()
 	bin := buildFixture(t)
 	ctx := context.Background()
 
 	t.Run("list-call-env", func(t *testing.T) {
+		t.Parallel()
 		g := newFixtureGateway(t, bin, []string{"-pages"}, map[string]string{"WANTED": "w", "SECRET": "s"},
 			gateway.Server{Env: []string{"WANTED", "SET=1"}})
 		if g.Pid("fx") != 0 {
@@ -385,6 +390,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("tool-errors", func(t *testing.T) {
+		t.Parallel()
 		g := newFixtureGateway(t, bin, nil, nil, gateway.Server{})
 		raw, err := g.Call(ctx, "fx", "fail", nil)
 		if err != nil {
@@ -404,6 +410,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("call-timeout-restart-backoff", func(t *testing.T) {
+		t.Parallel()
 		// One slow or crashing tool does not disable the server for the session; the
 		// next call starts it again, at most StartsPerMinute times a minute, and
 		// the refusal says when the next start is.
@@ -457,6 +464,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("bad-names-and-escapes", func(t *testing.T) {
+		t.Parallel()
 		// Nameless and repeated tools are dropped with a warning; a description's
 		// control characters never pass.
 		var log strings.Builder
@@ -483,6 +491,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("ferry-child-env", func(t *testing.T) {
+		t.Parallel()
 		// A child that is ferry itself (here: Self names the fixture) also gets ferry's
 		// home variables; any other child does not.
 		env := map[string]string{"FERRY_HOME": "/h", "XDG_CONFIG_HOME": "/c", "SECRET": "s"}
@@ -508,6 +517,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("not-executable", func(t *testing.T) {
+		t.Parallel()
 		if runtime.GOOS == "windows" {
 			return // no execute bit there
 		}
@@ -525,6 +535,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("process-group", func(t *testing.T) {
+		t.Parallel()
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-grandchild"}, nil, gateway.Server{CallTimeout: firing.String()})
 		_, err := g.Call(ctx, "fx", "slow", nil)
@@ -540,6 +551,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("close-ends-group", func(t *testing.T) {
+		t.Parallel()
 		// A wrapper's background process ends with the session (Close), not only on a
 		// timeout.
 		pidfile := filepath.Join(t.TempDir(), "pids")
@@ -562,6 +574,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("hangup", func(t *testing.T) {
+		t.Parallel()
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		// The call timeout is far off: the EOF on stdout is what ends the wait.
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{})
@@ -574,6 +587,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("one-shot-hint", func(t *testing.T) {
+		t.Parallel()
 		// A gateway serving one command (ferry mcp call) does not promise that a next
 		// call restarts the server.
 		g := newFixtureGateway(t, bin, nil, nil, gateway.Server{},
@@ -586,6 +600,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("garbage", func(t *testing.T) {
+		t.Parallel()
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile}, nil, gateway.Server{})
 		_, err := g.Call(ctx, "fx", "garbage", nil)
@@ -594,6 +609,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("not-i-json", func(t *testing.T) {
+		t.Parallel()
 		// An answer that is not I-JSON (RFC 7493) is not passed on: the call fails
 		// (internal, naming why), the child keeps running and answers the next call.
 		pidfile := filepath.Join(t.TempDir(), "pids")
@@ -623,6 +639,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("slow-start", func(t *testing.T) {
+		t.Parallel()
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-slow-start", "1h"}, nil, gateway.Server{StartupTimeout: firing.String()})
 		if tools, _ := g.Named(ctx, ""); len(tools) != 0 {
@@ -636,6 +653,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("list-backoff", func(t *testing.T) {
+		t.Parallel()
 		// A server that fails to list is tried again by Tools (every tools/list, and
 		// every call of a forwarded tool) once a minute, not on each: six listings in
 		// one minute start it once, never reaching the start bound.
@@ -657,12 +675,14 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("garbage-start", func(t *testing.T) {
+		t.Parallel()
 		g := newFixtureGateway(t, bin, []string{"-garbage-start"}, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
 		wantCategory(t, err, errs.Internal, "starting up, please wait")
 	})
 
 	t.Run("unknown-version", func(t *testing.T) {
+		t.Parallel()
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		g := newFixtureGateway(t, bin, []string{"-pidfile", pidfile, "-proto", "2031-01-01"}, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
@@ -671,6 +691,7 @@ func TestGatewayFixture(t *testing.T) {
 	})
 
 	t.Run("command-not-found", func(t *testing.T) {
+		t.Parallel()
 		g := newFixtureGateway(t, filepath.Join(t.TempDir(), "no-such-server"), nil, nil, gateway.Server{})
 		_, err := g.List(ctx, "fx")
 		wantCategory(t, err, errs.NotFound, "no-such-server")
