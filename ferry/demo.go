@@ -313,7 +313,7 @@ func (d *demo) stalePointer() {
 	}
 	_, stderr, code, ms2 := d.run("order", "claim", id, "--as", "bob", "--workspace", ws)
 	state, _, _, _ := d.run("order", "show", id, "--json")
-	ok := code == exitCodes[errs.Stale] && strings.Contains(stderr, "src/login_test.go") && jsonField(state, "state") == fold.StateOpen
+	ok := code == exitCodes[errs.Stale] && strings.Contains(stderr, "src/login_test.go") && jsonField(state, "state") == string(fold.StateOpen)
 	d.record(name, ok, ms+ms2, fmt.Sprintf("alice points %s at src/login_test.go (size + sha256); it changes; bob's claim refused locally: stale (exit %d), order still %s",
 		id, code, orDash(jsonField(state, "state"))))
 }
@@ -468,7 +468,7 @@ func orderState(o mcpserver.OrdersOut) string {
 	if o.Order == nil {
 		return "no order"
 	}
-	return o.Order.State
+	return string(o.Order.State)
 }
 
 func orderHolder(o mcpserver.OrdersOut) string {

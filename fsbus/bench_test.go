@@ -64,7 +64,7 @@ func BenchmarkFoldBusy(b *testing.B) {
 	}
 	st := fold.Fold(in) // reads every object file once, into objs
 	check(st)
-	if n := len(st.ListOrders(fold.OrderFilter{State: fold.StateOpen})); n != 40 {
+	if n := len(st.ListOrders(fold.OrderFilter{State: string(fold.StateOpen)})); n != 40 {
 		b.Fatalf("busy fold: %d open orders, want 40", n)
 	}
 	b.Run("cold", func(b *testing.B) {

@@ -273,7 +273,7 @@ func (s *Session) Submit(q string, opt SubmitOptions) (*fold.Order, error) {
 			}
 			return nil, e
 		default:
-			outcome = fold.StatePointerStale
+			outcome = string(fold.StatePointerStale)
 			warn = append(warn, "the pointed files changed again: the submission is recorded as pointer_stale, its result kept")
 		}
 	}
@@ -291,7 +291,7 @@ func (s *Session) Submit(q string, opt SubmitOptions) (*fold.Order, error) {
 				}
 				return nil, errs.Errorf(errs.RetryNeeded, fmt.Sprintf("fix the result and submit again; failure %d records the submission as validation_failed", contract.SchemaAttempts), "%s", msg)
 			}
-			outcome = fold.StateValidationFailed
+			outcome = string(fold.StateValidationFailed)
 			warn = append(warn, fmt.Sprintf("the schema refused the result %d times: the submission is recorded as validation_failed, its result kept: %s", n, strings.Join(lines, "; ")))
 		}
 	}

@@ -617,7 +617,7 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *fold.St
 	}
 	want := func(label string, o *fold.Order, state, holder string, contests int) {
 		t.Helper()
-		if o.State != state || o.Holder != holder || len(o.Contests) != contests || o.Pending != 0 || o.Missing {
+		if string(o.State) != state || o.Holder != holder || len(o.Contests) != contests || o.Pending != 0 || o.Missing {
 			t.Errorf("%s: state %s holder %q contests %d pending %d missing %v; want %s holder %q contests %d",
 				label, o.State, o.Holder, len(o.Contests), o.Pending, o.Missing, state, holder, contests)
 		}
@@ -636,13 +636,13 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *fold.St
 	}
 
 	o := get("linear")
-	want("linear", o, fold.StateAccepted, "a1", 0)
+	want("linear", o, string(fold.StateAccepted), "a1", 0)
 	if o.Result == nil || o.Result.Reference != "c2" || len(o.Reviews) != 2 || len(o.Progress) != 1 {
 		t.Errorf("linear: result %+v, %d reviews, %d progress; want c2, 2, 1", o.Result, len(o.Reviews), len(o.Progress))
 	}
 
 	o, cl := get("tie-claim"), claims("tie-claim")
-	want("tie-claim", o, fold.StateClaimed, cl[0].Writer, 1)
+	want("tie-claim", o, string(fold.StateClaimed), cl[0].Writer, 1)
 	if o.Claim != cl[0].Hash() || len(o.Contests) == 1 && (o.Contests[0].Winner.Hash != cl[0].Hash() || o.Contests[0].Losers[0].Hash != cl[1].Hash()) {
 		t.Errorf("tie-claim: the claim with the lower hash (%s by %s) must win; got claim %s, contests %+v", cl[0].Hash(), cl[0].Writer, o.Claim, o.Contests)
 	}
@@ -651,25 +651,25 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *fold.St
 	}
 
 	o = get("submit-beats-claim")
-	want("submit-beats-claim", o, fold.StateSubmitted, "a1", 1)
+	want("submit-beats-claim", o, string(fold.StateSubmitted), "a1", 1)
 	loser("submit-beats-claim", o, fold.TypeOrderClaim, "a2")
 
 	o, cl = get("both-accepted"), claims("both-accepted")
-	want("both-accepted", o, fold.StateAccepted, cl[0].Writer, 1)
+	want("both-accepted", o, string(fold.StateAccepted), cl[0].Writer, 1)
 	if o.Result == nil || o.Result.By != cl[0].Writer || len(o.Contests) == 1 && o.Contests[0].Winner.Hash != cl[0].Hash() {
 		t.Errorf("both-accepted: the branch whose claim has the lower hash (%s) must win; got %+v", cl[0].Writer, o.Contests)
 	}
 
 	o = get("accept-beats-cancel")
-	want("accept-beats-cancel", o, fold.StateAccepted, "a2", 1)
+	want("accept-beats-cancel", o, string(fold.StateAccepted), "a2", 1)
 	loser("accept-beats-cancel", o, fold.TypeOrderCancel, "a1")
 
 	o = get("cancel-beats-submit")
-	want("cancel-beats-submit", o, fold.StateCancelled, "", 1)
+	want("cancel-beats-submit", o, string(fold.StateCancelled), "", 1)
 	loser("cancel-beats-submit", o, fold.TypeOrderSubmit, "a2")
 
 	o = get("release-reclaim")
-	want("release-reclaim", o, fold.StateClaimed, "a3", 0)
+	want("release-reclaim", o, string(fold.StateClaimed), "a3", 0)
 	var types []string
 	for _, h := range o.History {
 		types = append(types, strings.TrimPrefix(h.Type, "order."))
@@ -679,19 +679,19 @@ func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *fold.St
 	}
 
 	o = get("release-vs-submit")
-	want("release-vs-submit", o, fold.StateSubmitted, "a3", 1)
+	want("release-vs-submit", o, string(fold.StateSubmitted), "a3", 1)
 	loser("release-vs-submit", o, fold.TypeOrderRelease, "a3")
 	if len(o.Contests) == 1 && !slices.Contains(o.Contests[0].Involved, "a1") {
 		t.Errorf("release-vs-submit: a1's superseded reclaim must make a1 involved: %v", o.Contests[0].Involved)
 	}
 
-	want("cancel", get("cancel"), fold.StateCancelled, "", 0)
-	want("offered", get("offered"), fold.StateClaimed, "a2", 0)
+	want("cancel", get("cancel"), string(fold.StateCancelled), "", 0)
+	want("offered", get("offered"), string(fold.StateClaimed), "a2", 0)
 	o = get("accept-beats-changes")
-	want("accept-beats-changes", o, fold.StateAccepted, "a1", 1)
+	want("accept-beats-changes", o, string(fold.StateAccepted), "a1", 1)
 	loser("accept-beats-changes", o, fold.TypeOrderReview, "a2")
-	want("open-on-b", get("open-on-b"), fold.StateOpen, "", 0)
-	want("a3-on-b", get("a3-on-b"), fold.StateOpen, "", 0)
+	want("open-on-b", get("open-on-b"), string(fold.StateOpen), "", 0)
+	want("a3-on-b", get("a3-on-b"), string(fold.StateOpen), "", 0)
 
 	if len(st.Contested) != 7 {
 		t.Errorf("%d contested orders; want 7", len(st.Contested))
@@ -963,7 +963,7 @@ func TestFoldPermutedBranches(t *testing.T) {
 // state, holder, claim and offer shown. Progress is only ever the holder's.
 func propReachable(st *fold.State, byHash map[string]*ledger.Entry) error {
 	for id, o := range st.Orders {
-		if !slices.Contains(fold.OrderStates(), o.State) {
+		if !slices.Contains(fold.OrderStates(), string(o.State)) {
 			return fmt.Errorf("order %s has unknown state %q", id, o.State)
 		}
 		if len(o.History) == 0 || o.History[0].Type != fold.TypeOrderCreate || byHash[o.History[0].Hash] == nil {

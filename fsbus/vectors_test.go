@@ -625,7 +625,7 @@ func vecSummary(t *testing.T, st *fold.State, f *vecFile) vecState {
 		out.Agents[n] = vecAgent{Seated: a.Seated, Level: a.Level, Key: a.Key, Scopes: a.Scopes}
 	}
 	for id, o := range st.Orders {
-		vo := vecOrder{Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo,
+		vo := vecOrder{Title: o.Title, State: string(o.State), Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo,
 			Claim: name(o.Claim), Head: name(o.Head), History: steps(o.History), Progress: steps(o.Progress)}
 		if o.Result != nil {
 			vo.Result = o.Result.Reference + " (" + o.Result.Result + ")"

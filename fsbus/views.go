@@ -153,9 +153,9 @@ func (c *Channel) Status(v *View) *Status {
 			s.KeyChanges = append(s.KeyChanges, a)
 		}
 	}
-	s.Reviews = append([]fold.OrderRow{}, st.ListOrders(fold.OrderFilter{State: fold.StateSubmitted})...)
+	s.Reviews = append([]fold.OrderRow{}, st.ListOrders(fold.OrderFilter{State: string(fold.StateSubmitted)})...)
 	for _, o := range st.Orders {
-		s.Counts[o.State]++
+		s.Counts[string(o.State)]++
 		if o.Holder != "" && (o.State == fold.StateClaimed || o.State == fold.StateChangesRequested) {
 			if l, age := c.Liveness(v, o.Holder); l != Alive {
 				s.Quiet = append(s.Quiet, HolderRow{Order: o.ID, Holder: o.Holder, Liveness: l, AgeS: age})
@@ -250,10 +250,10 @@ type CatchupPrimary struct {
 // DigestRow is an order in a digest: what a model needs to pick it, nothing more (the
 // token budget of docs/design.md §4); `ferry order show` has the rest.
 type DigestRow struct {
-	ID     string `json:"id"`
-	Title  string `json:"title"`
-	State  string `json:"state"`
-	Holder string `json:"holder,omitempty"`
+	ID     string          `json:"id"`
+	Title  string          `json:"title"`
+	State  fold.OrderState `json:"state"`
+	Holder string          `json:"holder,omitempty"`
 }
 
 // DecisionRow is a decision in a digest.

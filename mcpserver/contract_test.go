@@ -67,7 +67,7 @@ func TestOrdersContract(t *testing.T) {
 		} `json:"order"`
 	}
 	r.ok("ferry_orders", map[string]any{"action": "submit", "id": o.ID, "ref": "abc", "result": `{"passed":true}`}, &done)
-	if done.Order.State != fold.StateSubmitted {
+	if done.Order.State != string(fold.StateSubmitted) {
 		t.Fatalf("submit: %+v", done)
 	}
 	if txt := r.fail("ferry_orders", map[string]any{"action": "verify"}); !strings.HasPrefix(txt, "invalid: ") {

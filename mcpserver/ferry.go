@@ -330,7 +330,7 @@ func (f *Ferry) heartbeat(s *fsbus.Session) {
 	}
 	var runs []string
 	if v, err := s.Load(); err == nil {
-		for _, r := range v.State.ListOrders(fold.OrderFilter{Mine: s.Name, State: fold.StateClaimed}) {
+		for _, r := range v.State.ListOrders(fold.OrderFilter{Mine: s.Name, State: string(fold.StateClaimed)}) {
 			if r.Holder == s.Name {
 				runs = append(runs, r.ID)
 			}

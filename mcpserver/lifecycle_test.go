@@ -46,12 +46,12 @@ func TestOrdersLifecycleActions(t *testing.T) {
 	var got one
 	holder.ok("ferry_orders", map[string]any{"action": "claim", "id": id}, nil)
 	holder.ok("ferry_orders", map[string]any{"action": "extend", "id": id, "note": "waiting on the HSM"}, &got)
-	if got.Order.State != fold.StateClaimed || len(got.Order.Progress) != 1 || !strings.Contains(got.Order.Progress[0], "waiting on the HSM") {
+	if got.Order.State != string(fold.StateClaimed) || len(got.Order.Progress) != 1 || !strings.Contains(got.Order.Progress[0], "waiting on the HSM") {
 		t.Fatalf("extend: %+v", got.Order)
 	}
 	got = one{}
 	holder.ok("ferry_orders", map[string]any{"action": "release", "id": id}, &got)
-	if got.Order.State != fold.StateOpen || got.Order.Holder != "" {
+	if got.Order.State != string(fold.StateOpen) || got.Order.Holder != "" {
 		t.Fatalf("release: %+v", got.Order)
 	}
 	holder.ok("ferry_orders", map[string]any{"action": "claim", "id": id}, nil)
@@ -79,7 +79,7 @@ func TestOrdersLifecycleActions(t *testing.T) {
 	now.Add((5 * time.Hour).Milliseconds())
 	holder.ok("ferry_talk", map[string]any{"action": "post", "to": "all", "text": "back"}, nil)
 	holder.ok("ferry_orders", map[string]any{"action": "show", "id": id}, &got)
-	if got.Order.State != fold.StateTimedOut {
+	if got.Order.State != string(fold.StateTimedOut) {
 		t.Fatalf("after the window: state %s, want timed_out", got.Order.State)
 	}
 	if text := holder.fail("ferry_orders", map[string]any{"action": "extend", "id": id}); !strings.Contains(text, "does not hold") {
@@ -87,7 +87,7 @@ func TestOrdersLifecycleActions(t *testing.T) {
 	}
 	holder.ok("ferry_orders", map[string]any{"action": "claim", "id": id}, nil)
 	holder.ok("ferry_orders", map[string]any{"action": "fail", "id": id, "note": "the HSM is gone"}, &got)
-	if got.Order.State != fold.StateFailed {
+	if got.Order.State != string(fold.StateFailed) {
 		t.Fatalf("fail: %+v", got.Order)
 	}
 }

@@ -117,7 +117,7 @@ type OrderLine struct {
 
 // orderLine renders r compact, or with detail.
 func orderLine(r fold.OrderRow, detail bool) OrderLine {
-	l := OrderLine{ID: r.ID, Title: r.Title, State: r.State, Holder: r.Holder, To: r.To}
+	l := OrderLine{ID: r.ID, Title: r.Title, State: string(r.State), Holder: r.Holder, To: r.To}
 	if detail {
 		l.Author, l.Updated = r.Author, r.Updated
 	}
@@ -126,9 +126,9 @@ func orderLine(r fold.OrderRow, detail bool) OrderLine {
 
 // orderStates are the filters of an order list: every order state (docs/design.md §2
 // "Orders"), "active" (not accepted or cancelled) and "" (all).
-var orderStates = []string{"", "active", "ready", fold.StateOpen, fold.StateOffered, fold.StateClaimed, fold.StateSubmitted,
-	fold.StateChangesRequested, fold.StateAccepted, fold.StateCancelled, fold.StateFailed, fold.StateTimedOut,
-	fold.StateValidationFailed, fold.StatePointerStale}
+var orderStates = []string{"", "active", "ready", string(fold.StateOpen), string(fold.StateOffered), string(fold.StateClaimed), string(fold.StateSubmitted),
+	string(fold.StateChangesRequested), string(fold.StateAccepted), string(fold.StateCancelled), string(fold.StateFailed), string(fold.StateTimedOut),
+	string(fold.StateValidationFailed), string(fold.StatePointerStale)}
 
 // checkState returns invalid for a filter not in orderStates.
 func checkState(state string) error {

@@ -42,7 +42,7 @@ func TestOrdersListPages(t *testing.T) {
 				t.Fatalf("detail %v: a page of %d rows, next %q", detail, len(p.Orders), p.Next)
 			}
 			for _, o := range p.Orders {
-				if seen[o.ID] || fold.Terminal(o.State) {
+				if seen[o.ID] || fold.Terminal(fold.OrderState(o.State)) {
 					t.Fatalf("detail %v: %s (%s) listed twice or not active", detail, o.ID, o.State)
 				}
 				seen[o.ID] = true

@@ -63,7 +63,7 @@ func (f *Ferry) channelStatus(ctx context.Context, args json.RawMessage) (any, e
 		}
 	}
 	for _, o := range st.Orders {
-		out.Orders[o.State]++
+		out.Orders[string(o.State)]++
 	}
 	return out, nil
 }

@@ -37,7 +37,7 @@ func TestChannelStatus(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for _, o := range v.State.Orders {
-		counts[o.State]++
+		counts[string(o.State)]++
 	}
 	var s struct {
 		Project string         `json:"project"`
@@ -152,7 +152,7 @@ func TestListTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := b.ch.Load()
-	open := v.State.ListOrders(fold.OrderFilter{State: fold.StateOpen})[0].ID
+	open := v.State.ListOrders(fold.OrderFilter{State: string(fold.StateOpen)})[0].ID
 	if _, err := s.Claim(open, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -11,25 +11,28 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Order states (docs/design.md §2 "Orders, asks, presence").
+// OrderState is the state of an order (docs/design.md §2 "Orders, asks, presence").
+type OrderState string
+
+// Order states.
 const (
-	StateOpen             = "open"
-	StateOffered          = "offered"
-	StateClaimed          = "claimed"
-	StateSubmitted        = "submitted"
-	StateChangesRequested = "changes_requested"
-	StateAccepted         = "accepted"
-	StateCancelled        = "cancelled"
-	StateFailed           = "failed"
-	StateTimedOut         = "timed_out"
-	StateValidationFailed = "validation_failed"
-	StatePointerStale     = "pointer_stale"
+	StateOpen             OrderState = "open"
+	StateOffered          OrderState = "offered"
+	StateClaimed          OrderState = "claimed"
+	StateSubmitted        OrderState = "submitted"
+	StateChangesRequested OrderState = "changes_requested"
+	StateAccepted         OrderState = "accepted"
+	StateCancelled        OrderState = "cancelled"
+	StateFailed           OrderState = "failed"
+	StateTimedOut         OrderState = "timed_out"
+	StateValidationFailed OrderState = "validation_failed"
+	StatePointerStale     OrderState = "pointer_stale"
 )
 
 // orderRank is the stage rank of each order state for the branch rule of docs/design.md §2
 // "Races across machines": the branch that reached the highest rank wins. Pinned by
 // docs/format.md §14.
-var orderRank = map[string]int{
+var orderRank = map[OrderState]int{
 	StateOpen:             0,
 	StateOffered:          1,
 	StateTimedOut:         2,
@@ -44,7 +47,7 @@ var orderRank = map[string]int{
 }
 
 // Terminal reports whether an order state takes no further lifecycle entry.
-func Terminal(state string) bool {
+func Terminal(state OrderState) bool {
 	return state == StateAccepted || state == StateCancelled
 }
 
@@ -116,7 +119,7 @@ type Order struct {
 	Author    string      `json:"author"`
 	Created   string      `json:"created"`
 	Updated   string      `json:"updated"`
-	State     string      `json:"state"`
+	State     OrderState  `json:"state"`
 	OfferedTo string      `json:"offered_to,omitempty"`
 	Holder    string      `json:"holder,omitempty"`
 	Claim     string      `json:"claim,omitempty"` // hash of the current claim entry
@@ -152,7 +155,7 @@ type Order struct {
 
 // OrderCore is the part of an order its state machine decides on.
 type OrderCore struct {
-	State     string
+	State     OrderState
 	Author    string
 	Holder    string
 	Claim     string
@@ -569,8 +572,8 @@ func (n *OrderCore) submitOutcome(outcome string) error {
 	switch outcome {
 	case "":
 		return nil
-	case StatePointerStale, StateValidationFailed:
-		n.State, n.Holder, n.Claim = outcome, "", ""
+	case string(StatePointerStale), string(StateValidationFailed):
+		n.State, n.Holder, n.Claim = OrderState(outcome), "", ""
 		return nil
 	}
 	return errs.Errorf(errs.Invalid, "", "unknown submit outcome %q", outcome)

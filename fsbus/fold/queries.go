@@ -17,7 +17,7 @@ func (st *State) ListOrders(f OrderFilter) []OrderRow {
 		switch {
 		case f.State == "active" && Terminal(o.State):
 			continue
-		case f.State != "" && f.State != "active" && o.State != f.State:
+		case f.State != "" && f.State != "active" && string(o.State) != f.State:
 			continue
 		case f.Mine != "" && o.Author != f.Mine && o.Holder != f.Mine:
 			continue
@@ -58,13 +58,13 @@ func (o *Order) Row() OrderRow {
 
 // OrderRow is an order's one-line summary.
 type OrderRow struct {
-	ID      string `json:"id"`
-	Title   string `json:"title"`
-	State   string `json:"state"`
-	Author  string `json:"author"`
-	Holder  string `json:"holder,omitempty"`
-	To      string `json:"offered_to,omitempty"`
-	Updated string `json:"updated"`
+	ID      string     `json:"id"`
+	Title   string     `json:"title"`
+	State   OrderState `json:"state"`
+	Author  string     `json:"author"`
+	Holder  string     `json:"holder,omitempty"`
+	To      string     `json:"offered_to,omitempty"`
+	Updated string     `json:"updated"`
 }
 
 // CheckReady returns a conflict naming the blocking dependencies of o (an
@@ -419,7 +419,7 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 	case o.State == StateOffered && o.OfferedTo != agent:
 		return false, "offered to " + o.OfferedTo
 	case o.State != StateOpen && o.State != StateOffered:
-		return false, o.State
+		return false, string(o.State)
 	case !InScope(st.ScopesNow(agent), o.Labels):
 		return false, "outside " + agent + "'s scopes" // scoped grants
 	}
@@ -442,7 +442,7 @@ func (st *State) runReady(o *Order, agent string, labels []string) (bool, string
 // order state (an unknown state would silently list nothing), with a
 // hint listing the valid ones; "ready" names --ready.
 func CheckStateFilter(state string) error {
-	if state == "" || state == "active" || orderRank[state] > 0 || state == StateOpen {
+	if state == "" || state == "active" || orderRank[OrderState(state)] > 0 || OrderState(state) == StateOpen {
 		return nil
 	}
 	if state == "ready" {
@@ -453,5 +453,10 @@ func CheckStateFilter(state string) error {
 
 // OrderStates lists every order state, in stage-rank order (docs/design.md §2).
 func OrderStates() []string {
-	return slices.SortedFunc(maps.Keys(orderRank), func(a, b string) int { return cmp.Compare(orderRank[a], orderRank[b]) })
+	states := slices.SortedFunc(maps.Keys(orderRank), func(a, b OrderState) int { return cmp.Compare(orderRank[a], orderRank[b]) })
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
 }

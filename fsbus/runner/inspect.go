@@ -85,7 +85,7 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 		if (!all && fold.Terminal(o.State)) || (agent != "" && o.Author != agent && o.Holder != agent) {
 			continue
 		}
-		row := InspectRow{ID: o.ID, Title: o.Title, State: o.State, Holder: o.Holder, Author: o.Author, AgeS: -1, IdleS: -1}
+		row := InspectRow{ID: o.ID, Title: o.Title, State: string(o.State), Holder: o.Holder, Author: o.Author, AgeS: -1, IdleS: -1}
 		if t, ok := created[o.ID]; ok {
 			row.AgeS = max(0, int64(now.Sub(time.UnixMilli(t))/time.Second))
 		}

@@ -428,7 +428,7 @@ func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fold.Order, spe
 		}
 		res.Outcome, res.Ref, res.Note = "submitted", opt.Reference, opt.Note
 		if done.State == fold.StateValidationFailed || done.State == fold.StatePointerStale {
-			res.Outcome = done.State // the ladder's end: recorded, its result kept
+			res.Outcome = string(done.State) // the ladder's end: recorded, its result kept
 			res.Note = strings.Join(done.Warnings, "; ")
 		}
 		r.end(run, JournalEvent{Event: "done", Outcome: res.Outcome, Note: opt.Reference})
@@ -497,7 +497,7 @@ func (r *Runner) movedOn(run *fsbus.Run, what string) string {
 	}
 	state, holder := "gone", ""
 	if o != nil {
-		state, holder = o.State, o.Holder
+		state, holder = string(o.State), o.Holder
 	}
 	return fmt.Sprintf("run %s: order %s was reassigned or taken away during the run (now %s, holder %s): %s",
 		run.Rec.Run, run.Rec.Order, state, orNone(holder), what)

@@ -626,7 +626,7 @@ func TestRunEndsWithItsProcessGroup(t *testing.T) {
 		cancel()
 		want, state := "submitted", fold.StateSubmitted
 		if mode == "spawn-block" {
-			want, state = "interrupted", fold.StateOpen
+			want, state = "interrupted", fold.OrderState(string(fold.StateOpen))
 		}
 		if res == nil || res.Outcome != want || res.Order != id {
 			t.Fatalf("%s: %+v", mode, res)
@@ -667,7 +667,7 @@ func TestRunSchemaOrders(t *testing.T) {
 	cases := []struct{ out, outcome, ref, note string }{
 		{`{"n": 3}`, "submitted", "run:", ""},
 		{"abc123\n{\"n\": 4}", "submitted", "abc123", ""},
-		{`{"n": "three"}`, fold.StateValidationFailed, "run:", ""},
+		{`{"n": "three"}`, string(fold.StateValidationFailed), "run:", ""},
 		{"all done, n is 3", "failed", "", "stdout is not a JSON value"},
 	}
 	for i, c := range cases {
@@ -687,7 +687,7 @@ func TestRunSchemaOrders(t *testing.T) {
 			if o.State != fold.StateSubmitted || o.Result == nil || o.Result.Reference != res.Ref {
 				t.Errorf("%q: %s %+v", c.out, o.State, o.Result)
 			}
-		case fold.StateValidationFailed:
+		case string(fold.StateValidationFailed):
 			refusals, _ := os.ReadFile(filepath.Join(jobDir, "refused-"+id))
 			if o.State != fold.StateValidationFailed || o.SchemaFailures != contract.SchemaAttempts-1 || strings.Count(string(refusals), "does not match the schema") != contract.SchemaAttempts-1 {
 				t.Errorf("%q: %s, %d schema failures; the file was told:\n%s", c.out, o.State, o.SchemaFailures, refusals)

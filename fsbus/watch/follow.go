@@ -216,7 +216,7 @@ func (f *follower) report(v *fsbus.View, emit func(FollowEvent) error) error {
 				continue
 			}
 			f.orders[id] = o.Head
-			out = append(out, FollowEvent{Kind: FollowOrder, ID: o.ID, Title: o.Title, State: o.State, Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo, HLC: o.Updated})
+			out = append(out, FollowEvent{Kind: FollowOrder, ID: o.ID, Title: o.Title, State: string(o.State), Author: o.Author, Holder: o.Holder, OfferedTo: o.OfferedTo, HLC: o.Updated})
 		}
 		for _, m := range st.MessagesWhere(func(m *fold.Message) bool { return m.AddressedTo(f.me) && !m.Pending }) {
 			if f.msgs[m.ID] || arr.Number(m.Post) <= f.start {

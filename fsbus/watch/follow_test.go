@@ -116,7 +116,7 @@ func TestFollow(t *testing.T) {
 				return n == 7 // two posts, three creates, two claims
 			})
 			want(has(FollowOrder, func(e FollowEvent) bool {
-				return e.ID == offered.ID && e.State == fold.StateOffered && e.OfferedTo == "bob" && e.Title == "for bob"
+				return e.ID == offered.ID && e.State == string(fold.StateOffered) && e.OfferedTo == "bob" && e.Title == "for bob"
 			}))
 			cancel()
 			select {
