@@ -229,7 +229,7 @@ func (d *demo) script() {
 	out = d.expectOKf("ask answered", func(out string) string {
 		return "bob sees " + aid + ": " + jsonField(out, "state") + ", note \"" + jsonField(out, "note") + "\""
 	}, "ask", "status", aid, "--as", bob, "--json")
-	if st := jsonField(out, "state"); st != fold.AskApproved && len(d.steps) > 0 {
+	if st := jsonField(out, "state"); st != string(fold.AskApproved) && len(d.steps) > 0 {
 		d.steps[len(d.steps)-1].OK, d.failed = false, true
 	}
 

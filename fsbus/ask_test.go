@@ -147,10 +147,10 @@ func TestAskLoop(t *testing.T) {
 		t.Fatalf("ignored: %+v", st.Ignored)
 	}
 	// Verdicts map to states; "send-back" is accepted for send_back.
-	for verdict, want := range map[string]string{fold.VerdictReject: fold.AskRejected, "send-back": fold.AskSentBack, fold.VerdictSendBack: fold.AskSentBack} {
+	for verdict, want := range map[string]string{fold.VerdictReject: string(fold.AskRejected), "send-back": string(fold.AskSentBack), fold.VerdictSendBack: string(fold.AskSentBack)} {
 		b := w.raise(t, "another "+verdict)
 		got, err := w.master.AskAnswer(b.ID, verdict, NoteOptions{})
-		if err != nil || got.State != want {
+		if err != nil || string(got.State) != want {
 			t.Fatalf("%s: %+v %v", verdict, got, err)
 		}
 	}

@@ -166,7 +166,7 @@ func (c *Channel) Status(v *View) *Status {
 	s.Ahead = c.aheadWriters(v)
 	s.Asks = []AskRow{}
 	for _, a := range st.PendingAsks() {
-		s.Asks = append(s.Asks, AskRow{ID: a.ID, Title: a.Title + " (" + a.Author + ")", State: a.State})
+		s.Asks = append(s.Asks, AskRow{ID: a.ID, Title: a.Title + " (" + a.Author + ")", State: string(a.State)})
 	}
 	unread := st.Unread(fold.MasterWriter)
 	s.Messages = CatchupMessages{Waiting: len(unread), Oldest: []MessageLine{}}
@@ -388,7 +388,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 			out.Truncated = true
 			break
 		}
-		out.Asks = append(out.Asks, AskRow{ID: a.ID, Title: a.Title, State: a.State, Note: a.Note})
+		out.Asks = append(out.Asks, AskRow{ID: a.ID, Title: a.Title, State: string(a.State), Note: a.Note})
 	}
 
 	unread := st.Unread(agent)

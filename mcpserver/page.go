@@ -192,7 +192,7 @@ type AskLine struct {
 
 // askLine renders a compact, or with detail.
 func askLine(a *fold.Ask, detail bool) AskLine {
-	l := AskLine{ID: a.ID, Title: a.Title, State: a.State}
+	l := AskLine{ID: a.ID, Title: a.Title, State: string(a.State)}
 	if !detail {
 		l.Note, _ = textsafe.Cut(a.Note, 300)
 		return l

@@ -684,7 +684,7 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 			return nil, err
 		}
 		f.wrote(s, "asked the owner")
-		return &AskOut{AskLine: AskLine{ID: a.ID, Title: a.Title, State: a.State}}, nil
+		return &AskOut{AskLine: AskLine{ID: a.ID, Title: a.Title, State: string(a.State)}}, nil
 	case "status":
 		_, v, err := f.read()
 		if err != nil {

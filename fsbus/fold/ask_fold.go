@@ -10,12 +10,15 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// Ask states (docs/design.md §2 "Orders, asks, presence").
+// AskState is the state of an ask (docs/design.md §2 "Orders, asks, presence").
+type AskState string
+
+// Ask states.
 const (
-	AskPending  = "pending"
-	AskApproved = "approved"
-	AskRejected = "rejected"
-	AskSentBack = "sent_back"
+	AskPending  AskState = "pending"
+	AskApproved AskState = "approved"
+	AskRejected AskState = "rejected"
+	AskSentBack AskState = "sent_back"
 )
 
 // Verdicts of an ask.answer (docs/format.md §12) and the state each leads to.
@@ -26,7 +29,7 @@ const (
 )
 
 // askVerdicts maps each verdict of an ask.answer to the ask state it leads to.
-var askVerdicts = map[string]string{
+var askVerdicts = map[string]AskState{
 	VerdictApprove:  AskApproved,
 	VerdictReject:   AskRejected,
 	VerdictSendBack: AskSentBack,
@@ -34,7 +37,7 @@ var askVerdicts = map[string]string{
 
 // AskVerdictState is the ask state a verdict leads to; ok is false for a word that is
 // no verdict.
-func AskVerdictState(verdict string) (state string, ok bool) {
+func AskVerdictState(verdict string) (state AskState, ok bool) {
 	state, ok = askVerdicts[verdict]
 	return state, ok
 }
@@ -43,26 +46,26 @@ func AskVerdictState(verdict string) (state string, ok bool) {
 // across machines": any answer (1) beats pending (0); between two answers the lower
 // entry hash wins. Pinned by docs/format.md §14.
 var askRank = map[string]int{
-	AskPending:  0,
-	AskApproved: 1,
-	AskRejected: 1,
-	AskSentBack: 1,
+	string(AskPending):  0,
+	string(AskApproved): 1,
+	string(AskRejected): 1,
+	string(AskSentBack): 1,
 }
 
 // Ask is a question to the owner as folded (docs/design.md §2): the text of its
 // signed object asks/<id>.json and the owner's verdict from the winning ask.answer.
 // Raised and Answered are HLCs (docs/format.md §6).
 type Ask struct {
-	ID             string `json:"id"`
-	Title          string `json:"title"`
-	Author         string `json:"author"`
-	State          string `json:"state"` // pending|approved|rejected|sent_back
-	Recommendation string `json:"recommendation,omitempty"`
-	Reasoning      string `json:"reasoning,omitempty"`
-	Note           string `json:"note,omitempty"`        // the owner's note with the verdict
-	AnsweredBy     string `json:"answered_by,omitempty"` // always "master" once answered
-	Raised         string `json:"raised"`
-	Answered       string `json:"answered,omitempty"`
+	ID             string   `json:"id"`
+	Title          string   `json:"title"`
+	Author         string   `json:"author"`
+	State          AskState `json:"state"` // pending|approved|rejected|sent_back
+	Recommendation string   `json:"recommendation,omitempty"`
+	Reasoning      string   `json:"reasoning,omitempty"`
+	Note           string   `json:"note,omitempty"`        // the owner's note with the verdict
+	AnsweredBy     string   `json:"answered_by,omitempty"` // always "master" once answered
+	Raised         string   `json:"raised"`
+	Answered       string   `json:"answered,omitempty"`
 	// Contests are the branches of this ask's chain (two owner machines answering at
 	// once); Superseded are the answers that lost, for telling the asker and the owner.
 	Contests   []Contest   `json:"contests,omitempty"`
@@ -89,7 +92,7 @@ type AskAnswer struct {
 
 // askCore is the part of an ask its state machine decides on.
 type askCore struct {
-	State  string
+	State  AskState
 	Author string
 }
 
@@ -133,7 +136,7 @@ var askRules = chainRules[askCore]{
 	step: func(c askCore, n *askNode) (askCore, error) {
 		return c.Step(n.e.Type, n.e.Writer, n.lvl, n.d)
 	},
-	rank: func(c askCore) int { return askRank[c.State] },
+	rank: func(c askCore) int { return askRank[string(c.State)] },
 }
 
 // foldAsks folds ask.raise and ask.answer chains into st.Asks (docs/format.md §14): an
