@@ -25,6 +25,14 @@ type styleRule struct {
 
 var styleRules = []styleRule{
 	{
+		what: "a key joined with NUL and cut apart again: key the map by a struct (or an array) of its parts",
+		re:   regexp.MustCompile(`strings\.(?:Cut|Split|SplitN|HasSuffix|HasPrefix|TrimSuffix|TrimPrefix|Index|LastIndex)\([^()\n]*"\\x00"`),
+		// NUL-separated text that is a wire format, not a key: git's -z output, and the
+		// search cursor a caller hands back.
+		exempt:  []string{"fsbus/gitsync/", "fsbus/search/search.go"},
+		nonTest: true,
+	},
+	{
 		what: "an error read with a type assertion: use errors.As (or errs.From)",
 		re:   regexp.MustCompile(`\berr[A-Za-z0-9_]*\.\(\*`),
 	},
@@ -138,6 +146,10 @@ func TestStyleCatches(t *testing.T) {
 		{"ferry/x_test.go", "sort.Strings(names)", 0},
 		{"ferry/x.go", "slices.SortFunc(rows, func(a, b exitRow) int { return cmp.Compare(a.Code, b.Code) })", 0},
 		{"fsbus/x.go", "i := sort.Search(len(old), f)", 0},
+		{"fsbus/fold/x.go", "w, idem, _ := strings.Cut(k, \"\\x00\")", 1},
+		{"ferry/x.go", "parts := strings.Split(key, \"\\x00\")", 1},
+		{"fsbus/gitsync/x.go", "for _, p := range strings.Split(out, \"\\x00\") {", 0},
+		{"fsbus/x.go", "k := [2]string{writer, idem}", 0},
 	} {
 		if got := len(styleHits(tc.path, []byte(tc.src))); got != tc.hits {
 			t.Errorf("%s: %q: %d hits, want %d", tc.path, tc.src, got, tc.hits)
