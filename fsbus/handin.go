@@ -1,12 +1,12 @@
 package fsbus
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -66,7 +66,7 @@ func (s *Session) HandinAdd(ref string, opt NoteOptions) (*fold.Handin, error) {
 }
 
 // handinRefRe matches a reference written as a hand-in id or a prefix of one.
-var handinRefRe = regexp.MustCompile(`^h-[0-9a-hjkmnp-tv-z]{1,13}$`)
+var handinRefRe = lazyre.New(`^h-[0-9a-hjkmnp-tv-z]{1,13}$`)
 
 // resolveHandinRef returns a submit's reference with a hand-in id prefix resolved to the
 // full id. A reference that is not shaped like a hand-in id (h- and Crockford base32

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/watch"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/sessionlease"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
@@ -388,33 +388,33 @@ func (f *Ferry) SetClientApp(name string) {
 // "category: message — hint"). Commands only the owner runs (`ferry grant`, `ferry ask
 // approve`) stay as they are: the agent relays them.
 var toolVocabulary = []struct {
-	re   *regexp.Regexp
+	re   *lazyre.Regexp
 	with string
 }{
-	{regexp.MustCompile("`ferry join --as [^`]*`"), "`ferry_join`"},
-	{regexp.MustCompile("`ferry catchup[^`]*`"), "`ferry_catchup`"},
-	{regexp.MustCompile("`ferry order list[^`]*`"), "`ferry_orders` action list"},
-	{regexp.MustCompile("`ferry order show[^`]*`"), "`ferry_orders` action show"},
-	{regexp.MustCompile("`ferry order (claim|progress|submit|review)[^`]*`"), "`ferry_orders` action $1"},
-	{regexp.MustCompile("`ferry primary (take|takeover)`"), "`ferry_primary` action takeover"},
-	{regexp.MustCompile("`ferry primary (status|standby|release)`"), "`ferry_primary` action $1"},
-	{regexp.MustCompile("`ferry ask status[^`]*`"), "`ferry_ask_human` action status"},
-	{regexp.MustCompile("`ferry talk read --peek`"), "`ferry_talk` read with peek:true"},
-	{regexp.MustCompile("`ferry talk read[^`]*`"), "`ferry_talk` action read"},
-	{regexp.MustCompile("`ferry agents`"), "`ferry_join` (its alive list)"},
-	{regexp.MustCompile(`--peek\b`), "peek:true"},
-	{regexp.MustCompile(`pass --to NAME, --to master or --to all`), "pass to: an agent name, master or all"},
-	{regexp.MustCompile(`pass --ref COMMIT\|BRANCH\|h-ID`), "pass ref: a commit, branch or hand-in id"},
-	{regexp.MustCompile("`ferry talk send --to ([a-z0-9-]+)[^`]*`"), "`ferry_talk` action send to $1"},
+	{lazyre.New("`ferry join --as [^`]*`"), "`ferry_join`"},
+	{lazyre.New("`ferry catchup[^`]*`"), "`ferry_catchup`"},
+	{lazyre.New("`ferry order list[^`]*`"), "`ferry_orders` action list"},
+	{lazyre.New("`ferry order show[^`]*`"), "`ferry_orders` action show"},
+	{lazyre.New("`ferry order (claim|progress|submit|review)[^`]*`"), "`ferry_orders` action $1"},
+	{lazyre.New("`ferry primary (take|takeover)`"), "`ferry_primary` action takeover"},
+	{lazyre.New("`ferry primary (status|standby|release)`"), "`ferry_primary` action $1"},
+	{lazyre.New("`ferry ask status[^`]*`"), "`ferry_ask_human` action status"},
+	{lazyre.New("`ferry talk read --peek`"), "`ferry_talk` read with peek:true"},
+	{lazyre.New("`ferry talk read[^`]*`"), "`ferry_talk` action read"},
+	{lazyre.New("`ferry agents`"), "`ferry_join` (its alive list)"},
+	{lazyre.New(`--peek\b`), "peek:true"},
+	{lazyre.New(`pass --to NAME, --to master or --to all`), "pass to: an agent name, master or all"},
+	{lazyre.New(`pass --ref COMMIT\|BRANCH\|h-ID`), "pass ref: a commit, branch or hand-in id"},
+	{lazyre.New("`ferry talk send --to ([a-z0-9-]+)[^`]*`"), "`ferry_talk` action send to $1"},
 	// MCP passes every value inline and reads no file: no hint may name @FILE. The
 	// specific forms first, then any left.
-	{regexp.MustCompile(`, or --body @FILE`), ""},
-	{regexp.MustCompile(`--body @FILE`), "text"},
-	{regexp.MustCompile(`with --result JSON\|@FILE \(MCP: result\)`), "in result (JSON)"},
-	{regexp.MustCompile(`\s*\(or @FILE[^)]*\)`), ""},
-	{regexp.MustCompile(`\|@FILE\b`), ""},
-	{regexp.MustCompile(`,? or @FILE\b`), ""},
-	{regexp.MustCompile(`@FILE\b`), "the value inline"},
+	{lazyre.New(`, or --body @FILE`), ""},
+	{lazyre.New(`--body @FILE`), "text"},
+	{lazyre.New(`with --result JSON\|@FILE \(MCP: result\)`), "in result (JSON)"},
+	{lazyre.New(`\s*\(or @FILE[^)]*\)`), ""},
+	{lazyre.New(`\|@FILE\b`), ""},
+	{lazyre.New(`,? or @FILE\b`), ""},
+	{lazyre.New(`@FILE\b`), "the value inline"},
 }
 
 func toolWords(s string) string {

@@ -15,7 +15,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/fsbus/verify"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -272,7 +272,7 @@ func checkMemory(r *Report, c *fsbus.Channel) {
 	}
 }
 
-var gitMarkers = regexp.MustCompile(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
+var gitMarkers = lazyre.New(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
 
 func checkSync(r *Report, c *fsbus.Channel) {
 	h := r.Sync

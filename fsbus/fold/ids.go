@@ -4,11 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -33,7 +33,7 @@ const IDLen = 13
 const DeviceLen = 8
 
 var (
-	idRe = regexp.MustCompile(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
+	idRe = lazyre.New(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
 )
 
 // RandomBase32 returns n Crockford characters carrying 5n random bits.

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -162,7 +162,7 @@ type PolicySet struct {
 }
 
 // policyKeyRe is what `ferry policy set` takes as a key: a TOML bare key in lower case.
-var policyKeyRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+var policyKeyRe = lazyre.New(`^[a-z][a-z0-9_]{0,63}$`)
 
 // policyKeys are the keys of [policy] this binary knows (docs/format.md §8).
 var policyKeys = map[string]policyKey{

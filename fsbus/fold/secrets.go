@@ -2,10 +2,10 @@ package fold
 
 import (
 	"encoding/json"
-	"regexp"
 	"slices"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -103,7 +103,7 @@ const MaxSecretName = 63
 
 // secretIDRe matches a vault object id: s- and 13 Crockford base32 characters (the
 // shape of every object id, docs/design.md §2 rule 2), so a path built from it stays in vault/.
-var secretIDRe = regexp.MustCompile(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
+var secretIDRe = lazyre.New(`^s-[0-9a-hjkmnp-tv-z]{13}$`)
 
 // PrefixSecret is the id prefix of a vault object.
 const PrefixSecret = "s-"

@@ -4,11 +4,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -50,8 +50,8 @@ type ReleaseData struct {
 }
 
 var (
-	PlatformRE = regexp.MustCompile(`^[a-z0-9]{1,20}/[a-z0-9]{1,20}$`)
-	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	PlatformRE = lazyre.New(`^[a-z0-9]{1,20}/[a-z0-9]{1,20}$`)
+	sha256RE   = lazyre.New(`^[0-9a-f]{64}$`)
 )
 
 // ParseRelease decodes a release.approve entry strictly: the data keys must be spelled
@@ -124,7 +124,7 @@ func isLocalSlash(p string) bool {
 }
 
 // semverRE is SemVer 2.0.0's grammar (semver.org), with an optional leading "v".
-var semverRE = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+var semverRE = lazyre.New(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
 	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 

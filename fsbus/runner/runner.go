@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/contract"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/internal/procgroup"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -252,7 +252,7 @@ func runEnv(names []string, order, run string) []string {
 	return append(env, "FERRY_ORDER_ID="+order, "FERRY_RUN_ID="+run)
 }
 
-var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRe = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // CheckEnvNames returns invalid for a name that is not an environment variable name
 // (NAME=VALUE included: values are never written in a command line or config).
@@ -580,7 +580,7 @@ func fitNote(s string) string {
 	return h + mark + t
 }
 
-var ansiRe = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[\]P^_][^\x07\x1b]*(\x07|\x1b\\)?|\x1b.`)
+var ansiRe = lazyre.New(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[\]P^_][^\x07\x1b]*(\x07|\x1b\\)?|\x1b.`)
 
 // cleanText makes a process's output safe for a signed note: invalid UTF-8 becomes
 // U+FFFD, terminal escape sequences are dropped, other control characters (besides

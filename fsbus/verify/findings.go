@@ -9,12 +9,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -433,7 +433,7 @@ func (c *Channel) doctorShrunk(r *findingList, vr *Report) {
 }
 
 // tornName matches a torn tail moved aside: <device>.torn-<n>.
-var tornName = regexp.MustCompile(`\.torn-[0-9]+$`)
+var tornName = lazyre.New(`\.torn-[0-9]+$`)
 
 // scanLines parses the complete lines of a file that are ledger entries (others are
 // skipped: Read reports them for *.jsonl files) and returns them with their 1-based
@@ -501,7 +501,7 @@ func (c *Channel) objectFindings(r *findingList, v *View, vr *Report) {
 }
 
 // doctorPending reports entries whose object has not (fully) arrived, objects no entry
-var gitMarkers = regexp.MustCompile(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
+var gitMarkers = lazyre.New(`(?m)^<<<<<<< .*\n(?s:.*)^>>>>>>> `)
 
 // gitOps are the marks git leaves in its directory while an operation is stopped,
 // with the operation's name and how to finish it.

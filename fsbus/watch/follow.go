@@ -5,12 +5,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
@@ -82,7 +82,7 @@ const CursorShape = "<log id>.<number>, such as 3KD9QX0A.42"
 
 // cursorRE is the shape of a cursor: an arrival log id (Crockford base32, as
 // randomBase32 makes) and an arrival number.
-var cursorRE = regexp.MustCompile(`^[0-9A-Za-z]{1,32}\.[0-9]{1,20}$`)
+var cursorRE = lazyre.New(`^[0-9A-Za-z]{1,32}\.[0-9]{1,20}$`)
 
 // ValidCursor reports whether s is shaped like a cursor ("<log id>.<number>"). A
 // well-shaped cursor from another machine or a lost arrival log is valid: readers fall

@@ -43,7 +43,8 @@ var layers = []layer{
 	{pkgs: "internal/ijson"},
 	{pkgs: "internal/procgroup"},
 	{pkgs: "internal/textsafe"},
-	{pkgs: "internal/selfupdate", may: []string{"internal/errs", "internal/fsutil"}},
+	{pkgs: "internal/lazyre"},
+	{pkgs: "internal/selfupdate", may: []string{"internal/errs", "internal/fsutil", "internal/lazyre"}},
 	{pkgs: "internal/repocheck"},
 	{pkgs: "internal/...", may: []string{"internal/..."}},
 
@@ -58,7 +59,7 @@ var layers = []layer{
 	// I/O (docs/design.md §2): of this module it uses ledger's entry types and
 	// internal/, and of the standard library nothing that reaches the disk, the
 	// network, a process or the time. Public, because every surface names its types.
-	{pkgs: "fsbus/fold", may: []string{"internal/errs", "internal/secretguard", "ledger", "fsbus/internal/sigcache"}, never: foldNever},
+	{pkgs: "fsbus/fold", may: []string{"internal/errs", "internal/lazyre", "internal/secretguard", "ledger", "fsbus/internal/sigcache"}, never: foldNever},
 
 	// fsbus/arrivals: this machine's arrival log, cursors and sightings; one
 	// machine-local file, never the channel. Public: surfaces name its Log.

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/ijson"
+	"github.com/ferryhq/ferry/internal/lazyre"
 )
 
 // The secret guard (docs/format.md §12 "Input caps and the secret guard"): every
@@ -56,7 +56,7 @@ type secretDetector struct {
 // the name the first try took as a value is tried as a name. A leading separator the
 // regexp consumed (a space, a brace) is not part of the reported span.
 func reDetector(kind, re string, check func(m []string) bool) secretDetector {
-	rx := regexp.MustCompile(re)
+	rx := lazyre.New(re)
 	return secretDetector{kind: kind, match: func(s string) (int, int) {
 		for pos := 0; pos < len(s); {
 			loc := rx.FindStringSubmatchIndex(s[pos:])
@@ -284,7 +284,7 @@ func strongValue(v string) bool {
 	return letter && other
 }
 
-var kebab = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)+$`)
+var kebab = lazyre.New(`^[a-z0-9]+(?:-[a-z0-9]+)+$`)
 
 // jwtHeader reports whether h (base64url) decodes to a JSON object with "alg".
 func jwtHeader(h string) bool {
@@ -313,7 +313,7 @@ func envSecret(name, value string) bool {
 }
 
 // codeRef matches a dotted identifier (settings.db_password): a reference in code.
-var codeRef = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+;?$`)
+var codeRef = lazyre.New(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+;?$`)
 
 // placeholder reports whether v is obviously not a real secret: a reference to another
 // variable or a template, a path, a run of one character, or a stock filler word.
@@ -376,17 +376,17 @@ func highEntropy(v string) bool {
 }
 
 // ulidRe matches a ULID (26 Crockford base32 characters, a 48-bit time first): an id.
-var ulidRe = regexp.MustCompile(`^[0-7][0-9A-HJKMNP-TV-Z]{25}$`)
+var ulidRe = lazyre.New(`^[0-7][0-9A-HJKMNP-TV-Z]{25}$`)
 
 // sriRe matches a Subresource Integrity hash (sha512-<base64>, W3C SRI): a digest.
-var sriRe = regexp.MustCompile(`^(?:sha1|sha256|sha384|sha512)-[A-Za-z0-9+/]+$`)
+var sriRe = lazyre.New(`^(?:sha1|sha256|sha384|sha512)-[A-Za-z0-9+/]+$`)
 
 // identPiece splits a value into camelCase words, upper-case runs and digit runs.
-var identPiece = regexp.MustCompile(`[A-Z]+[a-z]*|[a-z]+|[0-9]+`)
+var identPiece = lazyre.New(`[A-Z]+[a-z]*|[a-z]+|[0-9]+`)
 
 // wordPiece is a piece shaped like a word: Capitalised or lower case, or a short
 // acronym (JIRA, HTTP).
-var wordPiece = regexp.MustCompile(`^(?:[A-Z]?[a-z]{2,}|[A-Z]{2,6})$`)
+var wordPiece = lazyre.New(`^(?:[A-Z]?[a-z]{2,}|[A-Z]{2,6})$`)
 
 // identifierLike reports whether v is made of words — a branch, a path, a Go test or
 // handler name (feature/JIRA-1234-fix-login-flow2, internal/pkg/handlers/v2/OrderSubmit,

@@ -16,12 +16,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/lazyre"
 )
 
 // CheckBinary reads the Go build information of a release file
@@ -69,7 +69,7 @@ func CheckBinary(r io.ReaderAt, path, platform, version string, sameVersion func
 }
 
 // stampRE finds the version ferry's build stamps with -ldflags "-X main.version=V".
-var stampRE = regexp.MustCompile(`-X[= ]['"]?main\.version=([^\s'"]+)`)
+var stampRE = lazyre.New(`-X[= ]['"]?main\.version=([^\s'"]+)`)
 
 // CleanOld removes exe+".old" left by an update on Windows (best effort: the
 // file may still be running; errors are ignored). "" means os.Executable().

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/gofrs/flock"
 )
 
@@ -54,10 +54,10 @@ const (
 
 // serverNameRE is the rule for a gateway server's name (docs/mcp.md
 // "Where the servers are kept").
-var serverNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+var serverNameRE = lazyre.New(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // envNameRE is the rule for an environment variable's name in an entry.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ValidName reports whether name is a valid gateway server name:
 // ^[a-z0-9][a-z0-9_-]{0,31}$.

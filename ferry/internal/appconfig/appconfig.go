@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/internal/lazyre"
 )
 
 // App is an AI app whose MCP config ferry edits, by the name `ferry connect` takes.
@@ -601,7 +601,7 @@ func ferryEnvOf(doc jsonObject) json.RawMessage {
 
 // ferryHookRe recognises ferry's SessionStart hook command: a ferry binary (quoted or
 // not) running catchup.
-var ferryHookRe = regexp.MustCompile(`(^|[/\\])ferry(\.exe)?"? catchup( |$)`)
+var ferryHookRe = lazyre.New(`(^|[/\\])ferry(\.exe)?"? catchup( |$)`)
 
 // editHook installs (or removes) a SessionStart hook running command in Claude Code's
 // settings: hooks.SessionStart[] is a list of {matcher, hooks:[{type, command}]}. An
