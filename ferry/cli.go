@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -264,6 +265,38 @@ func (g *Globals) openWith(open func(*fsbus.Home, string) (*fsbus.Channel, error
 		c.Progress = loadProgress(g.stderr) // a terminal only (docs/exit-codes.md "Output")
 	}
 	return c, err
+}
+
+// checkChannelNamed reports, without opening or folding anything, whether a channel is
+// named the way open would find it: --channel DIR holding a channel.toml, --project
+// mapped on this machine, or exactly one project mapped. Its error is invalid (exit 2),
+// with the fix.
+func (g *Globals) checkChannelNamed() error {
+	h, err := g.Home()
+	if err != nil {
+		return err
+	}
+	if g.Channel != "" {
+		if _, err := os.Stat(filepath.Join(g.Channel, "channel.toml")); err != nil {
+			return errs.Errorf(errs.Invalid, "pass the folder `ferry init` made (it holds channel.toml), or run `ferry init` there first",
+				"%s holds no channel (no channel.toml)", g.Channel)
+		}
+		return nil
+	}
+	m, err := h.Projects()
+	if err != nil {
+		return err
+	}
+	switch {
+	case g.Project != "":
+		if _, ok := m[g.Project]; !ok {
+			return errs.Errorf(errs.Invalid, "pass --channel DIR once (or run `ferry join` with it) to map it on this machine"+mappedHere(m),
+				"project %s is not mapped to a channel on this machine", g.Project)
+		}
+	case len(m) != 1:
+		return errs.Errorf(errs.Invalid, "pass --project ID or --channel DIR in the app's server entry"+mappedHere(m), "no channel given")
+	}
+	return nil
 }
 
 func (g *Globals) open(open func(*fsbus.Home, string) (*fsbus.Channel, error)) (*fsbus.Channel, error) {

@@ -36,8 +36,10 @@ type McpServeCmd struct {
 // Help is the long help.
 func (c *McpServeCmd) Help() string {
 	return "An AI app (Claude Code, Claude Desktop, Codex, Cursor) spawns this as a stdio MCP server.\n" +
-		"One process is one agent in one project. Start-up reads nothing; the channel is opened\n" +
-		"on the first tool call. stdout carries only JSON-RPC; logs go to stderr.\n\n" +
+		"One process is one agent in one project. Start-up checks that the channel is named\n" +
+		"(--channel DIR holds a channel.toml, or --project ID is mapped on this machine, or one\n" +
+		"project is) and exits 2 with the fix when not; the channel is opened on the first tool\n" +
+		"call. stdout carries only JSON-RPC; logs go to stderr.\n\n" +
 		"By default the six core tools are served. --tools admin adds ferry_search, ferry_get,\n" +
 		"ferry_status and ferry_update; --tools legacy adds the old read tools (channel_status,\n" +
 		"discover, list_tasks, get_task, read_memory, list_ledger, list_learnings, list_engines).\n" +
@@ -53,6 +55,12 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	if !fold.ValidName(g.As) {
 		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+	}
+	// Before answering anything: the channel this server is for must be named, so an
+	// app's own `mcp list` shows the entry failed instead of connected (one read of the
+	// config dir, no fold).
+	if err := g.checkChannelNamed(); err != nil {
+		return err
 	}
 	// The command catalog, walked from this very parser's model (catalog.go): served as
 	// ferry://<project>/commands, so the server never imports the CLI.
