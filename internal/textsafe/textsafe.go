@@ -15,7 +15,7 @@
 // DEL U+007F, the C1 controls U+0080–U+009F (U+009B is a CSI that starts a terminal
 // escape as ESC [ does), the line and paragraph separators U+2028 and U+2029 (a line
 // break to some readers and not others), and the bidi controls that reorder what a
-// line shows: the marks U+200E and U+200F, the embeddings and overrides
+// line shows: the marks U+061C, U+200E and U+200F, the embeddings and overrides
 // U+202A–U+202E and the isolates U+2066–U+2069 ("evil\u202egnp.exe" shows as
 // "evilexe.png"). A [Mode] lets text of several lines keep newline and tab, and input
 // as typed keep CR too (CRLF line ends). Invalid UTF-8 is no concern of this package:
@@ -43,7 +43,7 @@ func Unsafe(r rune) bool {
 		return true
 	case r == 0x2028, r == 0x2029: // line and paragraph separators
 		return true
-	case r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi
 		return true
 	}
 	return false

@@ -33,6 +33,8 @@ func TestUnsafe(t *testing.T) {
 		{0xa0, false, false, false}, // no-break space
 		{'é', false, false, false},
 		{0x200d, false, false, false}, // zero-width joiner (emoji sequences)
+		{0x061c, true, true, true},    // ALM, the Arabic letter mark
+		{0x061b, false, false, false}, // Arabic semicolon, beside it
 		{0x200e, true, true, true},    // LRM
 		{0x200f, true, true, true},    // RLM
 		{0x2027, false, false, false},
