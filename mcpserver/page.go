@@ -124,19 +124,16 @@ func orderLine(r fold.OrderRow, detail bool) OrderLine {
 	return l
 }
 
-// orderStates are the filters of an order list: every order state (docs/design.md §2
-// "Orders"), "active" (not accepted or cancelled) and "" (all).
-var orderStates = []string{"", "active", "ready", string(fold.StateOpen), string(fold.StateOffered), string(fold.StateClaimed), string(fold.StateSubmitted),
-	string(fold.StateChangesRequested), string(fold.StateAccepted), string(fold.StateCancelled), string(fold.StateFailed), string(fold.StateTimedOut),
-	string(fold.StateValidationFailed), string(fold.StatePointerStale)}
-
-// checkState returns invalid for a filter not in orderStates.
+// checkState returns invalid for a filter that is not an order state (docs/design.md
+// §2 "Orders", fold.OrderStates), "active" (not accepted or cancelled), "ready" or ""
+// (all); the hint lists them all.
 func checkState(state string) error {
-	if !slices.Contains(orderStates, state) {
-		return errs.Errorf(errs.Invalid, "use active, ready, or a state: open, offered, claimed, submitted, changes_requested, accepted, cancelled, failed, timed_out",
-			"unknown order state %q", state)
+	states := fold.OrderStates()
+	if state == "" || state == "active" || state == "ready" || slices.Contains(states, state) {
+		return nil
 	}
-	return nil
+	return errs.Errorf(errs.Invalid, "use active, ready, or a state: "+strings.Join(states, ", "),
+		"unknown order state %q", state)
 }
 
 // orderPage lists the orders of state (fsbus OrderFilter.State: one state, "active" or

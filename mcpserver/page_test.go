@@ -71,3 +71,23 @@ func TestBoundPrimary(t *testing.T) {
 		t.Errorf("the newest contest was dropped: %v", ps.Contests[len(ps.Contests)-1].Ref)
 	}
 }
+
+// TestCheckStateNamesEvery: every order state the fold knows is a filter, and the hint
+// for one it does not know lists them all, from the same list.
+func TestCheckStateNamesEvery(t *testing.T) {
+	for _, s := range append(fold.OrderStates(), "", "active", "ready") {
+		if err := checkState(s); err != nil {
+			t.Errorf("checkState(%q) = %v", s, err)
+		}
+	}
+	err := checkState("done")
+	e, ok := errs.From(err)
+	if !errs.Is(err, errs.Invalid) || !ok {
+		t.Fatalf("checkState(done) = %v, want invalid", err)
+	}
+	for _, s := range fold.OrderStates() {
+		if !strings.Contains(e.Hint, s) {
+			t.Errorf("the hint %q leaves out %s", e.Hint, s)
+		}
+	}
+}
