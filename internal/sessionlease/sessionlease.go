@@ -29,8 +29,9 @@ type Lease struct {
 // Take takes the lease on the lock file path without waiting. When another live
 // process holds it, it returns a nil lease, a nil error and holder naming that process
 // ("process 1234", or "another process" when its pid file cannot be read); the caller
-// words the refusal. An error is a lock file that cannot be created or locked. warn is
-// told when the pid beside the lock cannot be recorded (the lease is held all the same).
+// words the refusal. An error is a lock file that cannot be created or locked. warn
+// (nil: nobody) is told when the pid beside the lock cannot be recorded (the lease is
+// held all the same).
 func Take(path string, warn func(msg string)) (l *Lease, holder string, err error) {
 	l = &Lease{path: path, warn: warn}
 	lk, holder, err := l.take()
@@ -59,7 +60,9 @@ func (l *Lease) take() (lk *flock.Flock, holder string, err error) {
 	if err := fsutil.WriteFile(p+".pid", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		// The lease is the flock; the pid only names its holder in another's refusal,
 		// so a session that cannot record it still holds the lease.
-		l.warn(fmt.Sprintf("recording the session lease's holder: %v (another session's refusal will not name this process)", err))
+		if l.warn != nil {
+			l.warn(fmt.Sprintf("recording the session lease's holder: %v (another session's refusal will not name this process)", err))
+		}
 	}
 	return lk, "", nil
 }
