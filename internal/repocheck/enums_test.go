@@ -45,9 +45,10 @@ func fsetLine(fset *token.FileSet, path string, p token.Pos) string {
 	return path + ":" + strings.TrimPrefix(fset.Position(p).String(), fset.Position(p).Filename+":")
 }
 
-// TestTypedEnums: the module's enums (fold.OrderState, errs.Category, …) type every
-// constant of their group.
-func TestTypedEnums(t *testing.T) {
+// eachNonTestHit runs check over every non-test Go file of the module and reports each
+// hit it returns, followed by what.
+func eachNonTestHit(t *testing.T, check func(path string, src []byte) ([]string, error), what string) {
+	t.Helper()
 	root := moduleRoot(t)
 	for _, f := range goFiles(t, root) {
 		if strings.HasSuffix(f, "_test.go") {
@@ -57,14 +58,20 @@ func TestTypedEnums(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hits, err := untypedInTypedGroup(f, src)
+		hits, err := check(f, src)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, h := range hits {
-			t.Errorf("%s: a constant of a typed group without the type (it is untyped: give it the group's type)", h)
+			t.Errorf("%s %s", h, what)
 		}
 	}
+}
+
+// TestTypedEnums: the module's enums (fold.OrderState, errs.Category, …) type every
+// constant of their group.
+func TestTypedEnums(t *testing.T) {
+	eachNonTestHit(t, untypedInTypedGroup, "is a constant of a typed group without the type (it is untyped: give it the group's type)")
 }
 
 func TestTypedEnumsCatches(t *testing.T) {

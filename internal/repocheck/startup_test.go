@@ -4,8 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -66,23 +64,7 @@ func startupHits(path string, src []byte) ([]string, error) {
 // TestNothingCompiledAtStartup: no package of the module compiles a regular expression
 // or a JSON Schema while the program starts.
 func TestNothingCompiledAtStartup(t *testing.T) {
-	root := moduleRoot(t)
-	for _, f := range goFiles(t, root) {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hits, err := startupHits(f, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, h := range hits {
-			t.Errorf("%s compiles at start-up: use internal/lazyre (or compile on first use)", h)
-		}
-	}
+	eachNonTestHit(t, startupHits, "compiles at start-up: use internal/lazyre (or compile on first use)")
 }
 
 func TestNothingCompiledAtStartupCatches(t *testing.T) {
