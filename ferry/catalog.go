@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -58,10 +59,10 @@ type CatalogFlag struct {
 	Repeated bool     `json:"repeated,omitempty"` // may be given several times or as a list
 }
 
-// catalogModel builds the parser's model of the CLI the way run does (the grammar is
-// the CLI struct; the options that shape it are the name and the vars).
+// catalogModel builds the parser's model of the whole CLI the way run does (newParser
+// with the whole tree).
 func catalogModel() (*kong.Application, error) {
-	k, err := kong.New(&CLI{}, kong.Name("ferry"), kong.Vars{"version": version}, kong.NamedMapper("pointer", pointerMapper{}))
+	k, err := newParser(&CLI{}, nil, true, io.Discard, io.Discard)
 	if err != nil {
 		return nil, fmt.Errorf("building the command parser: %w", err)
 	}

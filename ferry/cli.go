@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -25,7 +26,7 @@ var version = "dev"
 
 // CLI is the whole command tree (docs/design.md §3). Every command is one fsbus call.
 type CLI struct {
-	Globals
+	cliRoot
 
 	Init     InitCmd     `cmd:"" help:"Create a channel in a folder and the owner's master key."`
 	Key      KeyCmd      `cmd:"" help:"Make or show this machine's keys."`
@@ -66,6 +67,13 @@ type CLI struct {
 	Secret SecretCmd `cmd:"" help:"Keep a secret in the channel's vault, encrypted to named agents."`
 	Pause  PauseCmd  `cmd:"" help:"Stop this machine acting on channels until ferry resume."`
 	Resume ResumeCmd `cmd:"" help:"Lift this machine's pause."`
+}
+
+// cliRoot is the root of the command tree without its commands: the global flags and
+// --version. run parses with it and only the commands the arguments can name
+// (parseModel).
+type cliRoot struct {
+	Globals
 
 	// --version is `ferry version` as a flag.
 	VersionFlag versionFlag `name:"version" help:"Print the version and channel format (as ferry version)."`
@@ -120,16 +128,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	}
 	var cli CLI
 	cli.stdin, cli.stdout, cli.stderr = stdin, stdout, stderr
-	parser, err := kong.New(&cli,
-		kong.Name("ferry"),
-		kong.Description("Coordinate AI coding agents through a plain shared folder.\n\n"+exitCodesLine()),
-		kong.UsageOnError(),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(c int) { panic(exitError{c}) }),
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"version": version},
-		kong.NamedMapper("pointer", pointerMapper{}),
-	)
+	parser, err := newParser(&cli, args, false, stdout, stderr)
 	if err != nil {
 		return printError(stderr, err, jsonErrors, inputs)
 	}
@@ -175,6 +174,83 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 		return printError(stderr, err, cli.JSON, inputs)
 	}
 	return 0
+}
+
+// newParser is the command-line parser of cli for args. With whole, or when no argument
+// names a top-level command (or the one named needs the whole tree: completion), its
+// model is the whole of CLI, as kong builds it from the struct. Otherwise it is cliRoot
+// with only the top-level commands some argument names, registered in CLI's order: the
+// parse, its errors and every --help read the same, and kong reflects over one
+// subtree instead of ~200 commands and flags (docs/benchmarks.md "Start-up").
+func newParser(cli *CLI, args []string, whole bool, stdout, stderr io.Writer) (*kong.Kong, error) {
+	opts := []kong.Option{
+		kong.Name("ferry"),
+		kong.Description("Coordinate AI coding agents through a plain shared folder.\n\n" + exitCodesLine()),
+		kong.UsageOnError(),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitError{c}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"version": version},
+		kong.NamedMapper("pointer", pointerMapper{}),
+	}
+	named := namedCommands(args)
+	if whole || len(named) == 0 || slices.Contains(named, "completion") {
+		return kong.New(cli, opts...)
+	}
+	v := reflect.ValueOf(cli).Elem()
+	t := v.Type()
+	for _, c := range topCommands() {
+		if slices.Contains(named, c.name) {
+			f := t.Field(c.field)
+			opts = append(opts, kong.DynamicCommand(c.name, f.Tag.Get("help"), f.Tag.Get("group"), v.Field(c.field).Addr().Interface(), string(f.Tag)))
+		}
+	}
+	return kong.New(&cli.cliRoot, opts...)
+}
+
+// topCommand is one top-level command of CLI: its name on the command line and the
+// index of its field.
+type topCommand struct {
+	name  string
+	field int
+}
+
+// topCommands lists CLI's top-level commands in field order. A command's name is its
+// name tag, else its field name lowercased (every command field is one word; a test
+// checks the names against kong's own model).
+func topCommands() []topCommand {
+	t := reflect.TypeFor[CLI]()
+	var out []topCommand
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if _, ok := f.Tag.Lookup("cmd"); !ok {
+			continue
+		}
+		name := f.Tag.Get("name")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out = append(out, topCommand{name, i})
+	}
+	return out
+}
+
+// namedCommands are the top-level command names that appear among args before "--":
+// the one the parse selects is among them whatever the flags before it take as values.
+func namedCommands(args []string) []string {
+	var out []string
+	cmds := topCommands()
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		for _, c := range cmds {
+			if c.name == a && !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // internalHint is the hint of an error that is no *errs.Error.

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/signal"
 	"slices"
 	"syscall"
 	"time"
 
-	"github.com/alecthomas/kong"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
@@ -49,7 +49,7 @@ func (c *McpServeCmd) Help() string {
 }
 
 // Run implements the command: it serves stdin/stdout until EOF or a signal.
-func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
+func (c *McpServeCmd) Run(g *Globals) error {
 	if g.As == "" {
 		return errs.Errorf(errs.Invalid, "pass --as NAME (one identity per server), e.g. --as claude-code-laptop", "no agent name given")
 	}
@@ -60,12 +60,6 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 	// app's own `mcp list` shows the entry failed instead of connected (one read of the
 	// config dir, no fold).
 	if err := g.checkChannelNamed(); err != nil {
-		return err
-	}
-	// The command catalog, walked from this very parser's model (catalog.go): served as
-	// ferry://<project>/commands, so the server never imports the CLI.
-	commands, err := catalogJSON(k.Model)
-	if err != nil {
 		return err
 	}
 	// A config that cannot be read does not stop the server: it serves the
@@ -89,8 +83,17 @@ func (c *McpServeCmd) Run(g *Globals, k *kong.Context) error {
 		PresenceEvery: c.PresenceEvery,
 		Groups:        c.Tools,
 		ReadOnly:      c.ReadOnly,
-		Commands:      commands,
-		Workspace:     c.Workspace,
+		// The command catalog, walked from the model of the whole CLI (catalog.go) on
+		// the first read of ferry://<project>/commands or capabilities, so the server
+		// never imports the CLI and start-up never builds the whole model.
+		Commands: func() (json.RawMessage, error) {
+			app, err := catalogModel()
+			if err != nil {
+				return nil, err
+			}
+			return catalogJSON(app)
+		},
+		Workspace: c.Workspace,
 	})
 	if err != nil {
 		return err

@@ -50,11 +50,11 @@ type FerryConfig struct {
 	// PresenceEvery is how often a running server rewrites its presence file; 0 means
 	// 60 s (docs/design.md §2 "Orders, asks, presence").
 	PresenceEvery time.Duration
-	// Commands is the CLI's command catalog as JSON ({"commands":[…]}), walked from
-	// kong's model by the CLI at start-up and served as ferry://<project>/commands
-	// (docs/mcp.md "Resources"); nil serves no commands resource. The server never
-	// imports the CLI.
-	Commands json.RawMessage
+	// Commands returns the CLI's command catalog as JSON ({"commands":[…]}), walked
+	// from kong's model of the whole CLI and served as ferry://<project>/commands
+	// (docs/mcp.md "Resources"). It is called once, on the first read that needs it;
+	// nil serves no commands resource. The server never imports the CLI.
+	Commands func() (json.RawMessage, error)
 	// Capabilities feed ferry://<project>/capabilities; empty fields get defaults (see
 	// Capabilities).
 	Capabilities Capabilities
@@ -93,6 +93,8 @@ type Ferry struct {
 	app     string // the MCP client's name, from initialize
 
 	srv *Server // the server NewFerry built (its tools, for the capabilities resource)
+	// commands is cfg.Commands called once (nil when cfg.Commands is nil).
+	commands func() (json.RawMessage, error)
 
 	own       map[string]bool  // the names of ferry's own tools (not the gateway's): pause.go
 	gatewayOn bool             // GroupGateway is served
@@ -110,6 +112,9 @@ func NewFerry(cfg FerryConfig) (*Server, *Ferry, error) {
 		cfg.PresenceEvery = 60 * time.Second
 	}
 	f := &Ferry{cfg: cfg}
+	if cfg.Commands != nil {
+		f.commands = sync.OnceValues(cfg.Commands)
+	}
 	tools, instructions, err := f.surface()
 	if err != nil {
 		return nil, nil, err

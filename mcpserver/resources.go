@@ -421,11 +421,18 @@ func digestOf(text string) string {
 // the CLI handed in no catalog.
 func (r *resources) static(ch *fsbus.Channel, name string) (string, error) {
 	cfg := r.f.cfg
+	var commands json.RawMessage
+	if r.f.commands != nil {
+		var err error
+		if commands, err = r.f.commands(); err != nil {
+			return "", err
+		}
+	}
 	if name == "commands" {
-		if len(cfg.Commands) == 0 {
+		if len(commands) == 0 {
 			return "", notFound(r.uri(ch, name), "this server was started without a command catalog")
 		}
-		return string(cfg.Commands), nil
+		return string(commands), nil
 	}
 	doc := capabilitiesDoc{
 		Server:       "ferry",
@@ -436,12 +443,12 @@ func (r *resources) static(ch *fsbus.Channel, name string) (string, error) {
 		Tools:        r.f.toolNames(),
 		Resources:    []string{r.uri(ch, "capabilities")},
 	}
-	if len(cfg.Commands) > 0 {
+	if len(commands) > 0 {
 		var cat struct {
 			Commands []json.RawMessage `json:"commands"`
 		}
-		_ = json.Unmarshal(cfg.Commands, &cat)
-		doc.Commands = &catalogInfo{Leaves: len(cat.Commands), Digest: digestOf(string(cfg.Commands))}
+		_ = json.Unmarshal(commands, &cat)
+		doc.Commands = &catalogInfo{Leaves: len(cat.Commands), Digest: digestOf(string(commands))}
 		doc.Resources = append(doc.Resources, r.uri(ch, "commands"))
 	}
 	for _, t := range r.Templates() {
