@@ -78,6 +78,13 @@ func ferryExe(tb testing.TB) string {
 // while the tests before the parallel ones do.
 func startBuild(name, pkg string, flags ...string) *build {
 	key := strings.Join(append([]string{name, pkg}, flags...), "\x00")
+	return startJob(key, exeName(name), func(out string) (string, error) { return goBuildIn(".", out, pkg, flags) })
+}
+
+// startJob runs job(out) in the background the first time it is called with key, and
+// returns its build; out is a path named file in a folder of its own under the build
+// directory, beside which job may keep what it needs.
+func startJob(key, file string, job func(out string) (string, error)) *build {
 	builds.mu.Lock()
 	defer builds.mu.Unlock()
 	if b, ok := builds.done[key]; ok {
@@ -96,7 +103,7 @@ func startBuild(name, pkg string, flags ...string) *build {
 		builds.dir = dir
 	}
 	if b.err == nil {
-		out = filepath.Join(builds.dir, fmt.Sprint(len(builds.done)), exeName(name))
+		out = filepath.Join(builds.dir, fmt.Sprint(len(builds.done)), "bin", file)
 	}
 	builds.done[key] = b
 	if b.err != nil {
@@ -105,7 +112,7 @@ func startBuild(name, pkg string, flags ...string) *build {
 	}
 	go func() {
 		defer close(b.ready)
-		b.path, b.err = goBuild(out, pkg, flags)
+		b.path, b.err = job(out)
 	}()
 	return b
 }
@@ -115,14 +122,15 @@ func startBuild(name, pkg string, flags ...string) *build {
 // HOME of theirs would move go's module cache into a test's temporary folder).
 var buildEnv = os.Environ()
 
-// goBuild runs go build flags… pkg into out.
-func goBuild(out, pkg string, flags []string) (string, error) {
+// goBuildIn runs go build flags… pkg into out, in the folder dir.
+func goBuildIn(dir, out, pkg string, flags []string) (string, error) {
 	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
 		goBin = "go"
 	}
 	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
 	cmd := exec.Command(goBin, args...)
+	cmd.Dir = dir
 	cmd.Env = buildEnv
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
@@ -144,18 +152,103 @@ func removeBuilds() error {
 	return os.RemoveAll(builds.dir)
 }
 
-// releaseVersion is the version the real ferry builds of the tests are stamped with,
-// as a release build is (-ldflags "-X main.version=…"): the release binary's, which
-// is also the older of the two builds TestUpdateApplyReplacesBinary updates between.
+// releaseVersion is the version the release build of the tests is tagged with: the
+// release binary's, which is also the older of the two builds
+// TestUpdateApplyReplacesBinary updates between.
 const releaseVersion = "1.0.0"
 
-// versionBuild starts the build of the real ferry binary stamped with version.
+// versionBuild starts the build of the real ferry binary as a release is built (README
+// "Release build"): `go build -buildvcs=true -trimpath -ldflags "-s -w" ./ferry` in a
+// copy of this working tree committed and tagged v<version> in a new git repository, so
+// the go command stamps the tag as the main module's version.
 func versionBuild(version string) *build {
-	return startBuild("ferry", ".", "-ldflags", "-X main.version="+version)
+	return startJob("ferry-v"+version, exeName("ferry"), func(out string) (string, error) {
+		src := filepath.Join(filepath.Dir(filepath.Dir(out)), "src-"+version)
+		if err := taggedCopy(src, "v"+version); err != nil {
+			return "", fmt.Errorf("making the tagged copy of the module: %w", err)
+		}
+		return goBuildIn(src, out, "./ferry", releaseFlags)
+	})
 }
 
-// releaseBuild starts the build of the real ferry binary as a release is built: `go
-// build ./ferry`, stamped with releaseVersion.
+// moduleRoot is the module's root folder, the parent of this package's (as the test
+// binary starts in it).
+var moduleRoot = func() string {
+	p, err := filepath.Abs("..")
+	if err != nil {
+		return ""
+	}
+	return p
+}()
+
+// releaseFlags are the go build flags of a release (README "Release build").
+var releaseFlags = []string{"-buildvcs=true", "-trimpath", "-ldflags", "-s -w"}
+
+// taggedCopy copies the module's files that git tracks or would track (the working
+// tree as it is, uncommitted changes included) into the new folder dir, commits them
+// in a new git repository there and tags the commit tag.
+func taggedCopy(dir, tag string) error {
+	root := moduleRoot
+	if root == "" {
+		return errors.New("the module's root folder is not known")
+	}
+	ls := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	ls.Dir = root
+	list, err := ls.Output()
+	if err != nil {
+		return fmt.Errorf("git ls-files: %w", err)
+	}
+	for _, rel := range strings.Split(strings.TrimRight(string(list), "\x00"), "\x00") {
+		from := filepath.Join(root, filepath.FromSlash(rel))
+		fi, err := os.Lstat(from)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted in the working tree, not yet in git
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := copyInto(from, filepath.Join(dir, filepath.FromSlash(rel)), fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"add", "-A"},
+		{"-c", "user.name=ferry tests", "-c", "user.email=tests@ferry.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", tag},
+		{"-c", "tag.gpgsign=false", "tag", tag},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(buildEnv, "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	return nil
+}
+
+// copyInto copies the file from to the new file to with mode perm (its folder is made).
+func copyInto(from, to string, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	return errors.Join(err, dst.Close())
+}
+
+// releaseBuild starts the release build of ferry, tagged releaseVersion.
 func releaseBuild() *build { return versionBuild(releaseVersion) }
 
 // releaseBinary returns the real ferry binary (releaseBuild).
@@ -167,20 +260,7 @@ func releaseBinary(tb testing.TB) string {
 // copyExe copies the executable from to the new file to (its folder is made).
 func copyExe(tb testing.TB, from, to string) {
 	tb.Helper()
-	err := os.MkdirAll(filepath.Dir(to), 0o755)
-	var src, dst *os.File
-	if err == nil {
-		src, err = os.Open(from)
-	}
-	if err == nil {
-		defer src.Close()
-		dst, err = os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	}
-	if err == nil {
-		_, err = io.Copy(dst, src)
-		err = errors.Join(err, dst.Close())
-	}
-	if err != nil {
+	if err := copyInto(from, to, 0o755); err != nil {
 		tb.Fatalf("copying %s to %s: %v", from, to, err)
 	}
 }

@@ -21,7 +21,8 @@ import (
 	"github.com/ferryhq/ferry/internal/textsafe"
 )
 
-// version is set by the build (-ldflags "-X main.version=…").
+// version is set by the build (-ldflags "-X main.version=…"); a release carries its
+// version as its module version instead (currentVersion, README "Release build").
 var version = "dev"
 
 // CLI is the whole command tree (docs/design.md §3). Every command is one fsbus call.

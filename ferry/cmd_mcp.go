@@ -78,7 +78,7 @@ func (c *McpServeCmd) Run(g *Globals) error {
 		GatewayError:  gatewayErr,
 		Agent:         g.As,
 		Open:          g.Open,
-		Version:       version,
+		Version:       currentVersion(),
 		Log:           g.stderr,
 		PresenceEvery: c.PresenceEvery,
 		Groups:        c.Tools,

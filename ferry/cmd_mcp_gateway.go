@@ -283,7 +283,7 @@ func gatewayFor(g *Globals, name string) (*gateway.Gateway, error) {
 		if s.Name == name {
 			// Every server, so names are computed as serve computes them; only name
 			// (and those whose names it can collide with) are started.
-			return gateway.New(servers, gateway.Options{Reserved: mcpserver.FerryToolNames(), Log: g.stderr, Version: version, OneShot: true}), nil
+			return gateway.New(servers, gateway.Options{Reserved: mcpserver.FerryToolNames(), Log: g.stderr, Version: currentVersion(), OneShot: true}), nil
 		}
 	}
 	return nil, errs.Errorf(errs.NotFound, "see `ferry mcp servers`, or add it with `ferry mcp add "+name+" -- COMMAND`", "no MCP server named %s is configured", name)

@@ -39,8 +39,9 @@ func (c *UpdateApproveCmd) Help() string {
 		"or downloaded: the files travel with the channel folder. A version older than the newest\n" +
 		"approved one, or a re-approval of a version with other files, is written with a note.\n" +
 		"A Go binary is read for the platform and version its build recorded: one built for\n" +
-		"another platform, or stamped (-ldflags \"-X main.version=…\") with another version, is\n" +
-		"refused; a file that cannot be read so is approved with a note saying what was not checked."
+		"another platform, or stamped with another version (the git tag it was built from, README\n" +
+		"\"Release build\", or -ldflags \"-X main.version=…\"), is refused; a file that cannot be\n" +
+		"read so is approved with a note saying what was not checked."
 }
 
 // ownerAction marks release.approve the owner's (docs/format.md §13, the master row).
@@ -107,7 +108,7 @@ func (c *UpdateCheckCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	chk := v.CheckUpdate(version, selfupdate.Platform())
+	chk := v.CheckUpdate(currentVersion(), selfupdate.Platform())
 	if exe, err := os.Executable(); err == nil {
 		chk.NoteInstalled(exe)
 	}
@@ -166,7 +167,7 @@ func (c *UpdateApplyCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.ApplyUpdate(fsbus.ApplyOptions{Current: version, DryRun: !c.Yes, CheckVersion: binaryVersion})
+	res, err := s.ApplyUpdate(fsbus.ApplyOptions{Current: currentVersion(), DryRun: !c.Yes, CheckVersion: binaryVersion})
 	if err != nil {
 		return err
 	}

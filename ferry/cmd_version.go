@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/ferryhq/ferry/fsbus"
 )
@@ -12,7 +13,8 @@ type VersionCmd struct{}
 
 // Help is the long help.
 func (c *VersionCmd) Help() string {
-	return "Prints the version (set at build time, else the module version `go install` recorded),\n" +
+	return "Prints the version (-X main.version when set at build time, else the git tag a release\n" +
+		"is built from, as the go command records it for the main module, without its leading v),\n" +
 		"the channel format this binary reads and writes, the Go version and platform, and\n" +
 		"the VCS commit, its time and whether the tree had uncommitted changes when the\n" +
 		"build recorded them (runtime/debug.ReadBuildInfo)."
@@ -20,7 +22,7 @@ func (c *VersionCmd) Help() string {
 
 // BuildInfo is what `ferry version --json` prints.
 type BuildInfo struct {
-	Version  string `json:"version"`            // -ldflags -X main.version, else the module version, else "dev"
+	Version  string `json:"version"`            // -ldflags -X main.version, else the module version without its "v", else "dev"
 	Module   string `json:"module,omitempty"`   // the main module's path
 	Revision string `json:"revision,omitempty"` // vcs.revision
 	Time     string `json:"time,omitempty"`     // vcs.time (RFC 3339)
@@ -40,7 +42,7 @@ func buildInfo(ldVersion string, bi *debug.BuildInfo) BuildInfo {
 	}
 	out.Module = bi.Main.Path
 	if out.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		out.Version = bi.Main.Version
+		out.Version = strings.TrimPrefix(bi.Main.Version, "v") // as versions are written elsewhere: 1.4.0
 	}
 	if bi.GoVersion != "" {
 		out.Go = bi.GoVersion
@@ -60,6 +62,13 @@ func buildInfo(ldVersion string, bi *debug.BuildInfo) BuildInfo {
 		}
 	}
 	return out
+}
+
+// currentVersion is the version this binary reports (BuildInfo.Version): what `ferry
+// update` compares and MCP's serverInfo names.
+func currentVersion() string {
+	bi, _ := debug.ReadBuildInfo()
+	return buildInfo(version, bi).Version
 }
 
 // Run implements the command.

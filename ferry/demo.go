@@ -382,7 +382,7 @@ func (d *demo) mcpLoop() {
 	cmd := exec.Command(d.self, "mcp", "serve", "--as", bob, "--project", "demo")
 	cmd.Env = d.env()
 	c, err := client.Start(context.Background(), cmd, client.Options{
-		StartTimeout: demoMCPStart, CallTimeout: demoMCPCall, Name: "ferry-demo", Version: version,
+		StartTimeout: demoMCPStart, CallTimeout: demoMCPCall, Name: "ferry-demo", Version: currentVersion(),
 	})
 	if err != nil {
 		d.record("mcp initialize", false, time.Since(start).Milliseconds(), err.Error())

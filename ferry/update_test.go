@@ -24,7 +24,7 @@ func copyBuild(t *testing.T, b *build, path string) {
 // it and is then ferry 1.1.0; the new binary finds nothing newer. Every step is a
 // separate process of the binary being replaced.
 func TestUpdateApplyReplacesBinary(t *testing.T) {
-	// Real builds stamped with each version, as a release build is (versionBuild),
+	// Release builds tagged with each version (versionBuild),
 	// started while the tests before the parallel ones run.
 	v100, v110 := versionBuild("1.0.0"), versionBuild("1.1.0")
 	t.Parallel()

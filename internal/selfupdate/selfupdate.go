@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
@@ -25,51 +26,74 @@ import (
 )
 
 // CheckBinary reads the Go build information of a release file
-// (debug/buildinfo: the GOOS, GOARCH and -ldflags its toolchain recorded) and refuses
-// it (invalid) when it was built for another platform than platform, or when it
-// carries a version stamp (-X main.version, else the module version) other than
-// version — `update apply` would refuse it on every machine. A file without
-// Go build information, or without a version stamp, is not refused: note says what
-// could not be checked. sameVersion says whether two version texts name one version
-// (docs/format.md §11).
+// (debug/buildinfo: the GOOS, GOARCH, -ldflags and main module version its toolchain
+// recorded) and refuses it (invalid) when it was built for another platform than
+// platform, or when it carries a version stamp other than version — `update apply`
+// would refuse it on every machine. The stamp is -X main.version when the build
+// recorded its -ldflags, else the main module version the go command stamps from a git
+// tag (README "Release build"). A -trimpath build records no -ldflags, so there a
+// pseudo-version or a +dirty module version is no stamp: an -X may be hidden behind
+// it. A file without Go build information, or without a stamp, is not refused: note
+// says what could not be checked. sameVersion says whether two version texts name one
+// version (docs/format.md §11).
 func CheckBinary(r io.ReaderAt, path, platform, version string, sameVersion func(a, b string) bool) (note string, err error) {
 	bi, berr := buildinfo.Read(r)
 	if berr != nil {
 		return fmt.Sprintf("%s is not a Go binary this ferry can read: its platform and version were not checked", path), nil
 	}
-	var goos, goarch, ldflags string
+	var goos, goarch string
 	for _, st := range bi.Settings {
 		switch st.Key {
 		case "GOOS":
 			goos = st.Value
 		case "GOARCH":
 			goarch = st.Value
-		case "-ldflags":
-			ldflags = st.Value
 		}
 	}
 	if goos != "" && goarch != "" && goos+"/"+goarch != platform {
 		return "", errs.Errorf(errs.Invalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
 			"%s is a Go binary for %s/%s, not %s", path, goos, goarch, platform)
 	}
-	stamped := ""
-	if m := stampRE.FindStringSubmatch(ldflags); m != nil {
-		stamped = m[1]
-	} else if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
-		stamped = mv
-	}
+	stamped := stamp(bi)
 	if stamped == "" {
-		return fmt.Sprintf("%s carries no version stamp (build it with -ldflags \"-X main.version=%s\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, version, version), nil
+		return fmt.Sprintf("%s carries no version stamp this ferry can read (build it from the commit tagged v%s, README \"Release build\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, strings.TrimPrefix(version, "v"), version), nil
 	}
 	if !sameVersion(stamped, version) {
-		return "", errs.Errorf(errs.Invalid, "approve the version the binary reports, or rebuild it with -ldflags \"-X main.version="+version+"\"",
+		return "", errs.Errorf(errs.Invalid, "approve the version the binary reports, or build it from the commit tagged v"+strings.TrimPrefix(version, "v")+" (README \"Release build\")",
 			"%s reports version %s, not %s", path, stamped, version)
 	}
 	return "", nil
 }
 
+// stamp is the version a build's information carries (CheckBinary), as `ferry version`
+// reports it (a module version without its leading v); "" for none.
+func stamp(bi *debug.BuildInfo) string {
+	ldflags := ""
+	hasLdflags, trimpath := false, false
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "-ldflags":
+			ldflags, hasLdflags = st.Value, true
+		case "-trimpath":
+			trimpath = st.Value == "true"
+		}
+	}
+	if m := stampRE.FindStringSubmatch(ldflags); m != nil {
+		return m[1]
+	}
+	mv := bi.Main.Version
+	if mv == "" || mv == "(devel)" || trimpath && !hasLdflags && (pseudoRE.MatchString(mv) || strings.Contains(mv, "+dirty")) {
+		return ""
+	}
+	return strings.TrimPrefix(mv, "v") // as `ferry version` reports it
+}
+
 // stampRE finds the version ferry's build stamps with -ldflags "-X main.version=V".
 var stampRE = lazyre.New(`-X[= ]['"]?main\.version=([^\s'"]+)`)
+
+// pseudoRE matches a Go pseudo-version's timestamp and revision (go.dev/ref/mod
+// "Pseudo-versions"): a build of an untagged commit.
+var pseudoRE = lazyre.New(`[-.]0\.\d{14}-[0-9a-f]{12}|-\d{14}-[0-9a-f]{12}`)
 
 // CleanOld removes exe+".old" left by an update on Windows (best effort: the
 // file may still be running; errors are ignored). "" means os.Executable().
