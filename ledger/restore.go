@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
 // Restored reports what Restore (or the continuity check inside Append) did.
@@ -274,7 +276,7 @@ func appendSync(root, path string, b []byte) error {
 		err = fmt.Errorf("short write")
 	}
 	if err == nil {
-		err = f.Sync()
+		err = fsutil.Sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -263,7 +263,7 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 	if err != nil {
 		return Entry{}, fmt.Errorf("appending to %s: writing: %w (%w)", path, err, ErrNotWritten)
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsutil.Sync(f); err != nil {
 		return Entry{}, fmt.Errorf("appending to %s: syncing: %w", path, err)
 	}
 	err = f.Close()
@@ -495,7 +495,7 @@ func copyTail(src io.ReaderAt, path string, from, size int64) (string, error) {
 		}
 		_, err = io.Copy(out, io.NewSectionReader(src, from, size-from))
 		if err == nil {
-			err = out.Sync()
+			err = fsutil.Sync(out)
 		}
 		if cerr := out.Close(); err == nil {
 			err = cerr
@@ -520,7 +520,7 @@ func truncateSync(path string, size int64) error {
 	}
 	err = f.Truncate(size)
 	if err == nil {
-		err = f.Sync()
+		err = fsutil.Sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

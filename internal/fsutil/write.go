@@ -44,6 +44,21 @@ func SetFault(f FaultFunc) (restore func()) {
 	return func() { fault.Store(old) }
 }
 
+// fsyncs counts the fsyncs made through this package (Sync, SyncDir and the writes).
+var fsyncs atomic.Int64
+
+// Fsyncs is the number of fsyncs this process has made through this package so far:
+// every file and directory fsync of ferry's writes (a test reads it before and after
+// one command to pin what the command costs in fsyncs).
+func Fsyncs() int64 { return fsyncs.Load() }
+
+// Sync fsyncs f, counted in Fsyncs. It runs no fault hook: the writes of this package
+// run theirs (OpSync) before they call it.
+func Sync(f *os.File) error {
+	fsyncs.Add(1)
+	return f.Sync()
+}
+
 // check runs the fault hook, if any, for op on path.
 func check(op Op, path string) error {
 	if f := fault.Load(); f != nil {
@@ -92,7 +107,7 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 	if err := check(OpSync, path); err != nil {
 		return fail(fmt.Errorf("syncing %s: %w", path, err))
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := Sync(tmp); err != nil {
 		return fail(fmt.Errorf("syncing %s: %w", path, err))
 	}
 	if err := tmp.Close(); err != nil {
@@ -125,6 +140,7 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("opening %s for fsync: %w", dir, err)
 	}
 	defer d.Close()
+	fsyncs.Add(1)
 	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
@@ -173,7 +189,7 @@ func Append(path string, data []byte, o AppendOptions) (end int64, err error) {
 		if err := check(OpSync, path); err != nil {
 			return 0, fmt.Errorf("syncing %s: %w", path, err)
 		}
-		if err := f.Sync(); err != nil {
+		if err := Sync(f); err != nil {
 			return 0, fmt.Errorf("syncing %s: %w", path, err)
 		}
 	}
@@ -237,7 +253,7 @@ func Overwrite(path string, data []byte) (err error) {
 	if err := check(OpSync, path); err != nil {
 		return fmt.Errorf("syncing %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := Sync(f); err != nil {
 		return fmt.Errorf("syncing %s: %w", path, err)
 	}
 	return nil

@@ -162,7 +162,7 @@ func CopyBeside(exe string, src io.Reader) (tmp, sum string, n int64, err error)
 	if n, err = io.Copy(io.MultiWriter(f, h), src); err != nil {
 		return fail(fmt.Errorf("copying the new binary: %w", err))
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsutil.Sync(f); err != nil {
 		return fail(fmt.Errorf("syncing %s: %w", f.Name(), err))
 	}
 	if err := f.Chmod(mode); err != nil && runtime.GOOS != "windows" {

@@ -372,7 +372,7 @@ func writeBackup(target string, data []byte, perm fs.FileMode, now time.Time) (s
 		}
 		_, err = f.Write(data)
 		if err == nil {
-			err = f.Sync()
+			err = fsutil.Sync(f)
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
