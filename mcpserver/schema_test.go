@@ -14,6 +14,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // Schema lint over the six core tools (docs/design.md §4 "Schemas clients accept"): the
@@ -64,6 +65,18 @@ func ferryTools(t *testing.T) []listedTool {
 		t.Fatalf("building the server and its tools/list opened the channel %d times", opens.Load())
 	}
 	return list.Tools
+}
+
+// toolsArray returns the tools member of a tools/list result, byte for byte.
+func toolsArray(t *testing.T, result []byte) []byte {
+	t.Helper()
+	var r struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(result, &r); err != nil || len(r.Tools) == 0 {
+		t.Fatalf("not a tools/list result (%v): %.200s", err, result)
+	}
+	return r.Tools
 }
 
 var toolNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
@@ -348,6 +361,24 @@ func TestToolsListIdentityFree(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	if !bytes.Equal(ra["2"], rb["2"]) || len(ra["2"]) == 0 {
 		t.Fatalf("tools/list on the wire differs:\n%s\n%s", ra["2"], rb["2"])
+	}
+	// The tools array is the same bytes in every protocol era: after each legacy
+	// handshake, and in a modern request (whose result adds members beside it).
+	want := toolsArray(t, a.ToolsList())
+	for _, v := range protocol.SupportedVersions {
+		r := wireSession(t, srvB,
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+v+`"}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		if got := toolsArray(t, r["2"]); !bytes.Equal(got, want) {
+			t.Errorf("protocol %s: the tools array differs:\n%s\n%s", v, got, want)
+		}
+	}
+	for _, v := range protocol.ModernVersions {
+		r := wireSession(t, srvB, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"`+
+			protocol.MetaProtocolVersion+`":"`+v+`","`+protocol.MetaClientCapabilities+`":{}}}}`)
+		if got := toolsArray(t, r["1"]); !bytes.Equal(got, want) {
+			t.Errorf("protocol %s: the tools array differs:\n%s\n%s", v, got, want)
+		}
 	}
 	if opensA.Load()+opensB.Load() != 0 {
 		t.Fatalf("listing tools opened the channel (%d, %d times)", opensA.Load(), opensB.Load())
