@@ -434,10 +434,10 @@ func TestGroupsSchemaLint(t *testing.T) {
 		}
 		lintTree(t, tool.Name+".inputSchema", in)
 		out := decodeSchema(t, tool.Name+" outputSchema", tool.OutputSchema)
-		if _, ok := out["properties"].(map[string]any); out["type"] != "object" || !ok {
-			t.Errorf("%s: outputSchema is not an object with properties", tool.Name)
+		if out["type"] != "object" {
+			t.Errorf("%s: outputSchema type %v, want object", tool.Name, out["type"])
 		}
-		lintTree(t, tool.Name+".outputSchema", out)
+		lintOutputSchema(t, tool.Name+".outputSchema", out)
 
 		v, ok := inputs[tool.Name]
 		if !ok {

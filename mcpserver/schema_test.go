@@ -136,12 +136,26 @@ func TestSchemaLint(t *testing.T) {
 			if out["type"] != "object" {
 				t.Errorf("outputSchema type %v, want object (MCP: structuredContent is an object)", out["type"])
 			}
-			if _, ok := out["properties"].(map[string]any); !ok {
-				t.Errorf("outputSchema has no properties")
-			}
-			lintTree(t, "outputSchema", out)
+			lintOutputSchema(t, "outputSchema", out)
 		})
 	}
+}
+
+// lintOutputSchema checks an output schema: an object whose properties declare every
+// top-level member of the result, each with its type (docs/design.md §4: a schema
+// trimmed to fit the budget still names what the tool returns); the rest as lintTree.
+func lintOutputSchema(t *testing.T, path string, out map[string]any) {
+	t.Helper()
+	props, ok := out["properties"].(map[string]any)
+	if !ok || len(props) == 0 {
+		t.Errorf("%s declares no properties", path)
+	}
+	for name, p := range props {
+		if pm, _ := p.(map[string]any); pm["type"] == nil {
+			t.Errorf("%s: member %q has no type", path, name)
+		}
+	}
+	lintTree(t, path, out)
 }
 
 func decodeSchema(t *testing.T, what string, raw json.RawMessage) map[string]any {
