@@ -63,7 +63,7 @@ func TestMCPGroups(t *testing.T) {
 
 // startWith spawns `ferry mcp serve` with extra flags through kind's client, checks the
 // tool names, and returns an mcpAgent whose ok checks every result against the output
-// schema the client listed.
+// schema the client listed, closed at the top level.
 func startWith(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project string, want []string, extra ...string) *mcpAgent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), mcpDeadline)
@@ -81,13 +81,9 @@ func startWith(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project s
 	var names []string
 	for _, tl := range tools {
 		names = append(names, tl.Name)
-		var s jsonschema.Schema
-		if err := json.Unmarshal(tl.OutputSchema, &s); err != nil {
-			t.Fatalf("%s: outputSchema of %s: %v", kind.name, tl.Name, err)
-		}
-		rs, err := s.Resolve(nil)
+		rs, err := closedOutputSchema(tl.OutputSchema)
 		if err != nil {
-			t.Fatalf("%s: outputSchema of %s does not resolve: %v", kind.name, tl.Name, err)
+			t.Fatalf("%s: outputSchema of %s: %v\n%s", kind.name, tl.Name, err, tl.OutputSchema)
 		}
 		a.schemas[tl.Name] = rs
 	}

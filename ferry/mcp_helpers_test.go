@@ -593,13 +593,9 @@ func startAgent(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project 
 			t.Errorf("%s: tool %s has no outputSchema", kind.name, tl.Name)
 			continue
 		}
-		var s jsonschema.Schema
-		if err := json.Unmarshal(tl.OutputSchema, &s); err != nil {
-			t.Fatalf("%s: outputSchema of %s does not decode as a JSON Schema: %v\n%s", kind.name, tl.Name, err, tl.OutputSchema)
-		}
-		rs, err := s.Resolve(nil)
+		rs, err := closedOutputSchema(tl.OutputSchema)
 		if err != nil {
-			t.Fatalf("%s: outputSchema of %s does not resolve: %v", kind.name, tl.Name, err)
+			t.Fatalf("%s: outputSchema of %s: %v\n%s", kind.name, tl.Name, err, tl.OutputSchema)
 		}
 		a.schemas[tl.Name] = rs
 	}
@@ -607,6 +603,30 @@ func startAgent(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project 
 		t.Fatalf("%s: tools/list names %v, want %v", kind.name, names, mcpCoreTools)
 	}
 	return a
+}
+
+// closedOutputSchema resolves an outputSchema as listed, with additionalProperties
+// false at its top level: a top-level member of a result that the schema does not
+// declare fails validation.
+func closedOutputSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	m["additionalProperties"] = false
+	closed, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(closed, &s); err != nil {
+		return nil, fmt.Errorf("does not decode as a JSON Schema: %w", err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("does not resolve: %w", err)
+	}
+	return rs, nil
 }
 
 // call runs one tool call; a transport or protocol error fails the test.
@@ -653,8 +673,8 @@ func (a *mcpAgent) ok(tool string, args map[string]any, out any) json.RawMessage
 	if r.Blocks != 1 {
 		a.t.Errorf("%s: %s: %d content blocks, want 1", a.name, tool, r.Blocks)
 	}
-	// structuredContent satisfies the tool's outputSchema (the validator go-sdk servers
-	// use).
+	// structuredContent satisfies the tool's outputSchema, closed at the top level (the
+	// validator go-sdk servers use).
 	rs := a.schemas[tool]
 	if rs == nil {
 		a.t.Fatalf("%s: no outputSchema listed for %s", a.name, tool)

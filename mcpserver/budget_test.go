@@ -18,21 +18,21 @@ import (
 	"github.com/ferryhq/ferry/mcpserver"
 )
 
-// The token budget (docs/design.md §4): every byte of the tool list is paid in
-// every agent's context on every turn. Tokens are estimated as characters/4 of compact
-// JSON, rounded up. The measured figures live in mcp_budget.json, committed, so growth
-// shows in review: the test fails when the file is stale; `go test ./mcpserver -run
-// TestBudget -update` rewrites it.
+// The budget (docs/design.md §4): every byte of the tool list is paid in every
+// agent's context on every turn. The tools array is measured in characters of compact
+// JSON; everything else in tokens, estimated as characters/4 of compact JSON, rounded
+// up. The measured figures live in mcp_budget.json, committed, so growth shows in
+// review: the test fails when the file is stale; `go test ./mcpserver -run TestBudget
+// -update` rewrites it.
 
 // Caps (fail the build) and aims (reported in mcp_budget.json).
 const (
-	capCoreList      = 1500 // names, descriptions, input schemas of the core tools
-	aimCoreList      = 1100
-	capOutputSchemas = 1000 // the core tools' output schemas together
-	capInstructions  = 250
-	aimInstructions  = 200
-	capCatchupBusy   = 800 // ferry_catchup on the busy fixture (docs/design.md §4)
-	aimCatchupBusy   = 600
+	capCoreArray    = 6000 // characters: the whole compact core tools array, output schemas included
+	capCoreVisible  = 3430 // characters: what the model sees of it (names, descriptions, input schemas)
+	capInstructions = 250
+	aimInstructions = 200
+	capCatchupBusy  = 800 // ferry_catchup on the busy fixture (docs/design.md §4)
+	aimCatchupBusy  = 600
 )
 
 // responseCaps cap every typical response, in tokens, per tool: the core tools' caps
@@ -63,6 +63,9 @@ func updating() bool {
 // tokens estimates the tokens of s: characters/4, rounded up.
 func tokens(s []byte) int { return (utf8.RuneCount(s) + 3) / 4 }
 
+// chars counts the characters of s.
+func chars(s []byte) int { return utf8.RuneCount(s) }
+
 // compactMarshal is compact JSON as the server writes it (no HTML escaping).
 func compactMarshal(t *testing.T, v any) []byte {
 	t.Helper()
@@ -82,7 +85,13 @@ type budgetFigure struct {
 	Aim    int `json:"aim,omitempty"`
 }
 
-// toolFigures is one tool's share.
+// charFigure is one figure measured in characters against its cap.
+type charFigure struct {
+	Chars int `json:"chars"`
+	Cap   int `json:"cap"`
+}
+
+// toolFigures is one tool's share, in characters of compact JSON.
 type toolFigures struct {
 	Listed       int `json:"listed"`        // name, description, input schema
 	OutputSchema int `json:"output_schema"` // its output schema
@@ -106,12 +115,13 @@ type catchupFigure struct {
 
 // budget is the content of mcp_budget.json.
 type budget struct {
-	Method               string       `json:"method"`
-	CoreList             budgetFigure `json:"core_tools_list"`
-	OutputSchemas        budgetFigure `json:"output_schemas"`
+	Method string `json:"method"`
+	// CoreArray is the whole compact core tools array as tools/list returns it (the
+	// same bytes in every protocol era); CoreVisible is what the model sees of it.
+	CoreArray            charFigure   `json:"core_tools_array"`
+	CoreVisible          charFigure   `json:"core_tools_visible"`
 	Instructions         budgetFigure `json:"instructions"`
 	ReadOnlyInstructions budgetFigure `json:"read_only_instructions"`
-	ToolsListAll         int          `json:"tools_list_tokens_with_output_schemas"`
 	// ToolsLists is the whole tools/list result, output schemas included, of every
 	// combination of groups.
 	ToolsLists  map[string]int          `json:"tools_lists"`
@@ -133,20 +143,17 @@ func measureBudget(t *testing.T) budget {
 	}
 	var vis []visible
 	b := budget{
-		Method:       "characters/4 of compact JSON, rounded up",
+		Method:       "chars: characters of compact JSON; tokens: characters/4 of compact JSON, rounded up",
 		Instructions: budgetFigure{Tokens: tokens([]byte(mcpserver.Instructions)), Cap: capInstructions, Aim: aimInstructions},
 		Tools:        map[string]toolFigures{},
 	}
-	outChars := 0
 	for _, tool := range tools {
 		v := visible{tool.Name, tool.Description, tool.InputSchema}
 		vis = append(vis, v)
-		b.Tools[tool.Name] = toolFigures{Listed: tokens(compactMarshal(t, v)), OutputSchema: tokens(tool.OutputSchema)}
-		outChars += utf8.RuneCount(tool.OutputSchema)
+		b.Tools[tool.Name] = toolFigures{Listed: chars(compactMarshal(t, v)), OutputSchema: chars(tool.OutputSchema)}
 	}
-	b.CoreList = budgetFigure{Tokens: tokens(compactMarshal(t, vis)), Cap: capCoreList, Aim: aimCoreList}
-	b.OutputSchemas = budgetFigure{Tokens: (outChars + 3) / 4, Cap: capOutputSchemas}
-	b.ToolsListAll = tokens(newFerry(t, "budget", new(atomic.Int32)).ToolsList())
+	b.CoreArray = charFigure{Chars: chars(toolsArray(t, newFerry(t, "budget", new(atomic.Int32)).ToolsList())), Cap: capCoreArray}
+	b.CoreVisible = charFigure{Chars: chars(compactMarshal(t, vis)), Cap: capCoreVisible}
 	b.ReadOnlyInstructions = budgetFigure{Tokens: tokens([]byte(mcpserver.ReadOnlyInstructions)), Cap: capInstructions, Aim: aimInstructions}
 
 	// The opt-in groups: every combination's whole list, and each group's own tools.
@@ -180,8 +187,8 @@ func measureBudget(t *testing.T) budget {
 			}
 			v := visible{tool.Name, tool.Description, tool.InputSchema}
 			g = append(g, v)
-			b.Tools[tool.Name] = toolFigures{Listed: tokens(compactMarshal(t, v)), OutputSchema: tokens(tool.OutputSchema)}
-			outChars += utf8.RuneCount(tool.OutputSchema)
+			b.Tools[tool.Name] = toolFigures{Listed: chars(compactMarshal(t, v)), OutputSchema: chars(tool.OutputSchema)}
+			outChars += chars(tool.OutputSchema)
 		}
 		b.Groups[c.groups[0]] = groupFigures{Listed: tokens(compactMarshal(t, g)), OutputSchemas: (outChars + 3) / 4}
 	}
@@ -300,12 +307,22 @@ func typicalResponses(t *testing.T) (catchupFigure, map[string]budgetFigure) {
 func TestBudget(t *testing.T) {
 	t.Parallel()
 	b := measureBudget(t)
+	for _, f := range []struct {
+		name string
+		fig  charFigure
+	}{
+		{"the compact core tools array", b.CoreArray},
+		{"what the model sees of it (names, descriptions, input schemas)", b.CoreVisible},
+	} {
+		t.Logf("%s: %d characters (cap %d)", f.name, f.fig.Chars, f.fig.Cap)
+		if f.fig.Chars > f.fig.Cap {
+			t.Errorf("%s: %d characters, over the cap of %d (docs/design.md §4): shorten wording or drop schema detail, never a result's top-level member", f.name, f.fig.Chars, f.fig.Cap)
+		}
+	}
 	figs := []struct {
 		name string
 		fig  budgetFigure
 	}{
-		{"core tools/list (names, descriptions, input schemas)", b.CoreList},
-		{"output schemas", b.OutputSchemas},
 		{"instructions", b.Instructions},
 		{"read-only instructions", b.ReadOnlyInstructions},
 		{"ferry_catchup on the busy fixture as " + b.CatchupBusy.Agent, b.CatchupBusy.budgetFigure},
@@ -392,9 +409,10 @@ func renderBudget(b budget) string {
 		}
 		return fmt.Sprint(f.Aim)
 	}
+	w.WriteString("\n| figure | characters | cap (fails the build) |\n|---|---|---|\n")
+	row("the whole core `tools` array, output schemas included", b.CoreArray.Chars, b.CoreArray.Cap)
+	row("what the model sees of it: names, descriptions, input schemas", b.CoreVisible.Chars, b.CoreVisible.Cap)
 	w.WriteString("\n| figure | tokens | cap (fails the build) | aim |\n|---|---|---|---|\n")
-	row("core tool list: names, descriptions, input schemas", b.CoreList.Tokens, b.CoreList.Cap, aim(b.CoreList))
-	row("output schemas of the core tools, together", b.OutputSchemas.Tokens, b.OutputSchemas.Cap, aim(b.OutputSchemas))
 	row("instructions", b.Instructions.Tokens, b.Instructions.Cap, aim(b.Instructions))
 	row("instructions with `--read-only`", b.ReadOnlyInstructions.Tokens, b.ReadOnlyInstructions.Cap, aim(b.ReadOnlyInstructions))
 	c := b.CatchupBusy
@@ -415,7 +433,7 @@ func renderBudget(b budget) string {
 	for _, k := range slices.Sorted(maps.Keys(b.Groups)) {
 		row(k, b.Groups[k].Listed, b.Groups[k].OutputSchemas)
 	}
-	w.WriteString("\nPer tool (tokens; \"listed\" is name, description and input schema):\n\n| tool | listed | output schema |\n|---|---|---|\n")
+	w.WriteString("\nPer tool (characters; \"listed\" is name, description and input schema):\n\n| tool | listed | output schema |\n|---|---|---|\n")
 	for _, k := range slices.Sorted(maps.Keys(b.Tools)) {
 		row("`"+k+"`", b.Tools[k].Listed, b.Tools[k].OutputSchema)
 	}

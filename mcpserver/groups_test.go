@@ -19,6 +19,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // Tool groups (docs/design.md §4 "Opt-in groups", docs/mcp.md "Budget"): what each
@@ -75,16 +76,18 @@ func copyBusy(t *testing.T) *busyChannel {
 func (b *busyChannel) open() (*fsbus.Channel, error) { return b.ch, nil }
 
 // rig is one Ferry server serving over io.Pipe, initialized (legacy handshake), for
-// calls one at a time.
+// calls one at a time. Every structuredContent it receives is validated against the
+// tool's outputSchema as listed, closed at the top level (outputschema_test.go).
 type rig struct {
-	t     *testing.T
-	srv   *mcpserver.Server
-	f     *mcpserver.Ferry
-	in    *io.PipeWriter
-	out   *bufio.Reader
-	done  chan error
-	n     int
-	tools []string
+	t       *testing.T
+	srv     *mcpserver.Server
+	f       *mcpserver.Ferry
+	in      *io.PipeWriter
+	out     *bufio.Reader
+	done    chan error
+	n       int
+	tools   []string
+	schemas map[string]*jsonschema.Resolved // tool → its closed output schema
 }
 
 // newRig builds NewFerry(cfg), serves it and initializes; it fails the test when
@@ -100,7 +103,8 @@ func newRig(t *testing.T, cfg mcpserver.FerryConfig) *rig {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	r := &rig{t: t, srv: srv, f: f, in: inW, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1)}
+	r := &rig{t: t, srv: srv, f: f, in: inW, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1),
+		schemas: map[string]*jsonschema.Resolved{}}
 	go func() {
 		err := srv.Serve(context.Background(), inR, outW)
 		outW.Close()
@@ -114,15 +118,21 @@ func newRig(t *testing.T, cfg mcpserver.FerryConfig) *rig {
 	})
 	r.request("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"rig","version":"1"}}`)
 	var list struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
+		Tools []listedTool `json:"tools"`
 	}
 	if err := json.Unmarshal(r.request("tools/list", `{}`), &list); err != nil {
 		t.Fatal(err)
 	}
 	for _, tl := range list.Tools {
 		r.tools = append(r.tools, tl.Name)
+		if tl.OutputSchema == nil {
+			continue
+		}
+		rs, err := closedSchema(tl.OutputSchema)
+		if err != nil {
+			t.Fatalf("outputSchema of %s: %v", tl.Name, err)
+		}
+		r.schemas[tl.Name] = rs
 	}
 	return r
 }
@@ -186,6 +196,15 @@ func (r *rig) call(tool string, args map[string]any) reply {
 	}
 	if err := json.Unmarshal(r.request("tools/call", string(p)), &res); err != nil || len(res.Content) != 1 {
 		r.t.Fatalf("%s: not a one-block tool result (%v)", tool, err)
+	}
+	if rs := r.schemas[tool]; rs != nil && !res.IsError {
+		if len(res.Structured) == 0 {
+			r.t.Errorf("%s %v: no structuredContent, but the tool lists an outputSchema", tool, args)
+		} else if err := checkStructured(rs, res.Structured); err != nil {
+			r.t.Errorf("%s %v: structuredContent does not satisfy the outputSchema: %v\n%s", tool, args, err, res.Structured)
+		} else {
+			markChecked(r.t, tool)
+		}
 	}
 	return reply{Text: res.Content[0].Text, IsError: res.IsError, Structured: res.Structured}
 }
@@ -415,10 +434,10 @@ func TestGroupsSchemaLint(t *testing.T) {
 		}
 		lintTree(t, tool.Name+".inputSchema", in)
 		out := decodeSchema(t, tool.Name+" outputSchema", tool.OutputSchema)
-		if _, ok := out["properties"].(map[string]any); out["type"] != "object" || !ok {
-			t.Errorf("%s: outputSchema is not an object with properties", tool.Name)
+		if out["type"] != "object" {
+			t.Errorf("%s: outputSchema type %v, want object", tool.Name, out["type"])
 		}
-		lintTree(t, tool.Name+".outputSchema", out)
+		lintOutputSchema(t, tool.Name+".outputSchema", out)
 
 		v, ok := inputs[tool.Name]
 		if !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
+	"github.com/ferryhq/ferry/mcpserver/internal/protocol"
 )
 
 // Schema lint over the six core tools (docs/design.md §4 "Schemas clients accept"): the
@@ -64,6 +65,18 @@ func ferryTools(t *testing.T) []listedTool {
 		t.Fatalf("building the server and its tools/list opened the channel %d times", opens.Load())
 	}
 	return list.Tools
+}
+
+// toolsArray returns the tools member of a tools/list result, byte for byte.
+func toolsArray(t *testing.T, result []byte) []byte {
+	t.Helper()
+	var r struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(result, &r); err != nil || len(r.Tools) == 0 {
+		t.Fatalf("not a tools/list result (%v): %.200s", err, result)
+	}
+	return r.Tools
 }
 
 var toolNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
@@ -123,12 +136,26 @@ func TestSchemaLint(t *testing.T) {
 			if out["type"] != "object" {
 				t.Errorf("outputSchema type %v, want object (MCP: structuredContent is an object)", out["type"])
 			}
-			if _, ok := out["properties"].(map[string]any); !ok {
-				t.Errorf("outputSchema has no properties")
-			}
-			lintTree(t, "outputSchema", out)
+			lintOutputSchema(t, "outputSchema", out)
 		})
 	}
+}
+
+// lintOutputSchema checks an output schema: an object whose properties declare every
+// top-level member of the result, each with its type (docs/design.md §4: a schema
+// trimmed to fit the budget still names what the tool returns); the rest as lintTree.
+func lintOutputSchema(t *testing.T, path string, out map[string]any) {
+	t.Helper()
+	props, ok := out["properties"].(map[string]any)
+	if !ok || len(props) == 0 {
+		t.Errorf("%s declares no properties", path)
+	}
+	for name, p := range props {
+		if pm, _ := p.(map[string]any); pm["type"] == nil {
+			t.Errorf("%s: member %q has no type", path, name)
+		}
+	}
+	lintTree(t, path, out)
 }
 
 func decodeSchema(t *testing.T, what string, raw json.RawMessage) map[string]any {
@@ -348,6 +375,24 @@ func TestToolsListIdentityFree(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	if !bytes.Equal(ra["2"], rb["2"]) || len(ra["2"]) == 0 {
 		t.Fatalf("tools/list on the wire differs:\n%s\n%s", ra["2"], rb["2"])
+	}
+	// The tools array is the same bytes in every protocol era: after each legacy
+	// handshake, and in a modern request (whose result adds members beside it).
+	want := toolsArray(t, a.ToolsList())
+	for _, v := range protocol.SupportedVersions {
+		r := wireSession(t, srvB,
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+v+`"}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		if got := toolsArray(t, r["2"]); !bytes.Equal(got, want) {
+			t.Errorf("protocol %s: the tools array differs:\n%s\n%s", v, got, want)
+		}
+	}
+	for _, v := range protocol.ModernVersions {
+		r := wireSession(t, srvB, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"`+
+			protocol.MetaProtocolVersion+`":"`+v+`","`+protocol.MetaClientCapabilities+`":{}}}}`)
+		if got := toolsArray(t, r["1"]); !bytes.Equal(got, want) {
+			t.Errorf("protocol %s: the tools array differs:\n%s\n%s", v, got, want)
+		}
 	}
 	if opensA.Load()+opensB.Load() != 0 {
 		t.Fatalf("listing tools opened the channel (%d, %d times)", opensA.Load(), opensB.Load())

@@ -79,9 +79,10 @@ func fakeTools(eof <-chan struct{}) []*mcpserver.Tool {
 			},
 		},
 		{
-			Name:        "slow",
-			Description: "Wait for cancellation or the end of input.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{}}`),
+			Name:         "slow",
+			Description:  "Wait for cancellation or the end of input.",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{}}`),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"finished":{"type":"boolean"}}}`),
 			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 				select {
 				case <-ctx.Done():

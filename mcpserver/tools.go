@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -116,7 +115,7 @@ func (f *Ferry) join(ctx context.Context, args json.RawMessage) (any, error) {
 // CatchupIn is ferry_catchup's input.
 type CatchupIn struct {
 	Since string `json:"since,omitempty" jsonschema:"description=next cursor of your last catchup"`
-	WaitS int    `json:"wait_s,omitempty" jsonschema:"minimum=0,maximum=50,description=wait up to this many seconds for news since the cursor"`
+	WaitS int    `json:"wait_s,omitempty" jsonschema:"minimum=0,maximum=50,description=seconds to wait for news since the cursor"`
 }
 
 func (f *Ferry) catchup(ctx context.Context, args json.RawMessage) (any, error) {
@@ -544,7 +543,7 @@ type TalkIn struct {
 	Since  string `json:"since,omitempty" jsonschema:"description=read: cursor"`
 	Peek   bool   `json:"peek,omitempty" jsonschema:"description=read without marking read"`
 	Detail bool   `json:"detail,omitempty" jsonschema:"description=read: whole texts (one too long comes as its uri)"`
-	WaitS  int    `json:"wait_s,omitempty" jsonschema:"minimum=0,maximum=50,description=read: wait up to this many seconds for a message"`
+	WaitS  int    `json:"wait_s,omitempty" jsonschema:"minimum=0,maximum=50,description=read: seconds to wait for a message"`
 	Key    string `json:"key,omitempty" jsonschema:"description=idempotency key"`
 }
 
@@ -702,47 +701,43 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 	return nil, errs.Errorf(errs.Invalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
 }
 
-// outputSchema is Schema(v) cut to two levels, so the six output schemas fit their
-// budget (docs/design.md §4: ≤ 1,000 tokens together): top-level fields keep their
-// schemas; a field holding an object, or a list of objects, keeps its type and lists
-// its own fields' names in its description. The results themselves are unchanged.
+// outputSchema is Schema(v) cut to its top level, so the whole tools array fits its
+// cap (docs/design.md §4: ≤ 6,000 characters for the core tools): it declares every
+// top-level member of the result with its type, a list with the type of its items;
+// descriptions, enums, bounds, required and the members of nested objects are left
+// out. The results themselves are unchanged.
 func outputSchema(v any) json.RawMessage {
 	var s map[string]any
 	if err := json.Unmarshal(Schema(v), &s); err != nil {
 		panic("mcpserver: decoding output schema: " + err.Error())
 	}
 	props, _ := s["properties"].(map[string]any)
-	for _, p := range props {
-		if p, ok := p.(map[string]any); ok {
-			nameFields(p)
+	top := make(map[string]any, len(props))
+	for name, p := range props {
+		p, ok := p.(map[string]any)
+		if !ok || p["type"] == nil {
+			panic(fmt.Sprintf("mcpserver: output field %q of %T has no type", name, v))
 		}
+		top[name] = typeOnly(p)
 	}
-	out, err := marshal(s)
+	out, err := marshal(map[string]any{"type": "object", "properties": top})
 	if err != nil {
 		panic("mcpserver: encoding output schema: " + err.Error())
 	}
 	return out
 }
 
-// nameFields replaces the properties of an object schema (or of a list's items) by
-// their names in its description.
-func nameFields(s map[string]any) {
+// typeOnly is the type of schema s, and of its items when s is a list (clients reject
+// an array without items).
+func typeOnly(s map[string]any) map[string]any {
+	t := map[string]any{}
+	if ty, ok := s["type"]; ok {
+		t["type"] = ty
+	}
 	if it, ok := s["items"].(map[string]any); ok {
-		nameFields(it)
-		return
+		t["items"] = typeOnly(it)
 	}
-	props, ok := s["properties"].(map[string]any)
-	if !ok {
-		return
-	}
-	names := slices.Sorted(maps.Keys(props))
-	desc := strings.Join(names, ", ")
-	if d, _ := s["description"].(string); d != "" {
-		desc = d + " (" + desc + ")"
-	}
-	delete(s, "properties")
-	delete(s, "required")
-	s["description"] = desc
+	return t
 }
 
 // tools lists the six core tools (names, descriptions, schemas fixed; docs/design.md
@@ -751,7 +746,7 @@ func (f *Ferry) tools() []*Tool {
 	ts := []*Tool{
 		{Name: "ferry_join", Description: "Announce yourself (idempotent). Says your level, the primary, who is alive, and what to do next. Call first.",
 			InputSchema: Schema(&JoinIn{}), OutputSchema: outputSchema(&JoinOut{}), Call: f.join},
-		{Name: "ferry_catchup", Description: "Bounded digest: primary and brief, decisions, open orders, yours, your asks, messages waiting. Pass next as since.",
+		{Name: "ferry_catchup", Description: "Bounded digest: primary and brief, decisions, open orders, yours, your asks, messages waiting.",
 			InputSchema: Schema(&CatchupIn{}), OutputSchema: outputSchema(&fsbus.Catchup{}), Call: f.catchup},
 		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note, result), review (verdict, note), release, extend, fail (note: reason), verify.",
 			InputSchema: Schema(&OrdersIn{}), OutputSchema: outputSchema(&OrdersOut{}), Call: f.orders},
