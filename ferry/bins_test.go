@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,8 +123,9 @@ func startJob(key, file string, job func(out string) (string, error)) *build {
 // HOME of theirs would move go's module cache into a test's temporary folder).
 var buildEnv = os.Environ()
 
-// goBuildIn runs go build flags… pkg into out, in the folder dir.
-func goBuildIn(dir, out, pkg string, flags []string) (string, error) {
+// goBuildIn runs go build flags… pkg into out, in the folder dir, with env added to
+// buildEnv.
+func goBuildIn(dir, out, pkg string, flags []string, env ...string) (string, error) {
 	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
 		goBin = "go"
@@ -131,7 +133,7 @@ func goBuildIn(dir, out, pkg string, flags []string) (string, error) {
 	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
 	cmd := exec.Command(goBin, args...)
 	cmd.Dir = dir
-	cmd.Env = buildEnv
+	cmd.Env = append(slices.Clone(buildEnv), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
@@ -158,7 +160,8 @@ func removeBuilds() error {
 const releaseVersion = "1.0.0"
 
 // versionBuild starts the build of the real ferry binary as a release is built (README
-// "Release build"): `go build -buildvcs=true -trimpath -ldflags "-s -w" ./ferry` in a
+// "Release build"): `CGO_ENABLED=0 go build -buildvcs=true -trimpath -ldflags "-s -w"
+// ./ferry` in a
 // copy of this working tree committed and tagged v<version> in a new git repository, so
 // the go command stamps the tag as the main module's version.
 func versionBuild(version string) *build {
@@ -167,7 +170,7 @@ func versionBuild(version string) *build {
 		if err := taggedCopy(src, "v"+version); err != nil {
 			return "", fmt.Errorf("making the tagged copy of the module: %w", err)
 		}
-		return goBuildIn(src, out, "./ferry", releaseFlags)
+		return goBuildIn(src, out, "./ferry", releaseFlags, "CGO_ENABLED=0")
 	})
 }
 
@@ -181,7 +184,8 @@ var moduleRoot = func() string {
 	return p
 }()
 
-// releaseFlags are the go build flags of a release (README "Release build").
+// releaseFlags are the go build flags of a release, built with CGO_ENABLED=0 (README
+// "Release build").
 var releaseFlags = []string{"-buildvcs=true", "-trimpath", "-ldflags", "-s -w"}
 
 // taggedCopy copies the module's files that git tracks or would track (the working

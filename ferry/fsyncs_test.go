@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,5 +66,58 @@ func TestFsyncsPerCommand(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s made %d fsyncs, want %d (docs/benchmarks.md \"Start-up\" lists them)", c.cmd, c.got, c.want)
 		}
+	}
+}
+
+// TestReadWithNothingNewWritesNothing: once a machine's caches hold a channel, a read
+// command in a new process that finds nothing new writes nothing — no index frame, no
+// fold checkpoint, no arrival — so it makes no fsync (the roster entries a fold
+// checkpoint restores are checked again but not saved again).
+func TestReadWithNothingNewWritesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "fixtures", "busy"))); err != nil {
+		t.Fatal(err)
+	}
+	bin := ferryExe(t)
+	ferry := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "FERRY_HOME="+filepath.Join(dir, "home"), "FERRY_CHANNEL="+filepath.Join(dir, "channel"), "FERRY_AGENT=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ferry %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	cache := filepath.Join(dir, "home", "cache")
+	files := func() map[string]string {
+		t.Helper()
+		m := map[string]string{}
+		err := filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			m[p] = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ferry("agents", "--json") // builds this machine's caches
+	ferry("agents", "--json") // starts from them
+	before := files()
+	if len(before) < 3 {
+		t.Fatalf("the caches are %v: want the index, the fold checkpoint and the arrival log", before)
+	}
+	for _, args := range [][]string{{"agents", "--json"}, {"order", "list"}, {"status"}} {
+		ferry(append(args, "--as", "cursor-laptop")...)
+	}
+	if after := files(); !maps.Equal(before, after) {
+		t.Errorf("reads with nothing new changed this machine's caches:\nbefore %v\nafter  %v", before, after)
 	}
 }

@@ -102,6 +102,11 @@ type Channel struct {
 	// sinceCheckpoint counts the entries folded through foldDelta since this process
 	// last wrote, or started from, the fold checkpoint (checkpoint.go).
 	sinceCheckpoint int
+	// rosterChecked are the hashes of the roster entries (joins, grants, rotations) of
+	// the fold checkpoint this process started from: their signatures are checked again
+	// (prewarmSigs) but were saved in the index by the process that wrote the
+	// checkpoint, so saveIndex does not append them once more.
+	rosterChecked map[string]bool
 	// folds counts this process's Loads by how they folded (tests and benchmarks).
 	folds   struct{ full, delta, fromCheckpoint int }
 	lastArr *arrivals.Reading

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -237,7 +238,7 @@ func (c *Channel) saveIndex() error {
 	if ix.rs == nil {
 		return nil
 	}
-	sigs := sigcache.Take(c.Project())
+	sigs := slices.DeleteFunc(sigcache.Take(c.Project()), func(s sigcache.Rec) bool { return c.rosterChecked[s.Hash] })
 	var buf []byte
 	whole := ix.whole
 	var chunks [][]byte

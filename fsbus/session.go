@@ -69,6 +69,10 @@ func (c *Channel) Load() (*View, error) {
 		// A new process: start from the fold checkpoint when there is a good one (ADR 0011).
 		if r := c.takeRestored(); r != nil {
 			c.lastSnap, c.lastFold, c.lastFullAt, trust = r.snap, r.fold, r.fullAt, checkpointTrust
+			c.rosterChecked = map[string]bool{}
+			for i := range r.fold.Roster {
+				c.rosterChecked[r.fold.Roster[i].Hash()] = true
+			}
 			if c.lastArr == nil {
 				c.lastArr = r.arr // read on from its offset when the log is still that one
 			}

@@ -143,11 +143,11 @@ var errIndex = errors.New("local index is damaged")
 // FrameSum is the checksum of an index frame or a checkpoint payload: CRC-32C, big-endian.
 func FrameSum(b []byte) [FrameSumSize]byte {
 	var out [FrameSumSize]byte
-	binary.BigEndian.PutUint32(out[:], crc32.Checksum(b, castagnoli))
+	binary.BigEndian.PutUint32(out[:], crc32.Checksum(b, castagnoli()))
 	return out
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // FrameSumSize is the size of a frame's checksum (frameSum).
 const FrameSumSize = crc32.Size
