@@ -52,8 +52,8 @@ var styleRules = []styleRule{
 		nonTest: true,
 	},
 	{
-		what:    "an fsync outside fsutil: call fsutil.Sync(f) (or fsutil.SyncDir), so fsutil.Fsyncs counts every fsync a command makes",
-		re:      regexp.MustCompile(`\.Sync\(\)`),
+		what: "an fsync outside fsutil: call fsutil.Sync(f) (or fsutil.SyncDir), so fsutil.Fsyncs counts every fsync a command makes",
+		re:   regexp.MustCompile(`\.Sync\(\)`),
 		// The bench's raw fsync'd append is the physical floor ferry's append is measured against.
 		exempt:  []string{"internal/fsutil/", "fixtures/bench/"},
 		nonTest: true,
