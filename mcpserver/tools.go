@@ -701,61 +701,22 @@ func (f *Ferry) ask(ctx context.Context, args json.RawMessage) (any, error) {
 	return nil, errs.Errorf(errs.Invalid, "use raise or status (only the owner answers, with the CLI)", "unknown action %q", in.Action)
 }
 
-// outputSchema is Schema(v) cut to its top level, so the whole tools array fits its
-// cap (docs/design.md §4: ≤ 6,000 characters for the core tools): it declares every
-// top-level member of the result with its type, a list with the type of its items;
-// descriptions, enums, bounds, required and the members of nested objects are left
-// out. The results themselves are unchanged.
-func outputSchema(v any) json.RawMessage {
-	var s map[string]any
-	if err := json.Unmarshal(Schema(v), &s); err != nil {
-		panic("mcpserver: decoding output schema: " + err.Error())
-	}
-	props, _ := s["properties"].(map[string]any)
-	top := make(map[string]any, len(props))
-	for name, p := range props {
-		p, ok := p.(map[string]any)
-		if !ok || p["type"] == nil {
-			panic(fmt.Sprintf("mcpserver: output field %q of %T has no type", name, v))
-		}
-		top[name] = typeOnly(p)
-	}
-	out, err := marshal(map[string]any{"type": "object", "properties": top})
-	if err != nil {
-		panic("mcpserver: encoding output schema: " + err.Error())
-	}
-	return out
-}
-
-// typeOnly is the type of schema s, and of its items when s is a list (clients reject
-// an array without items).
-func typeOnly(s map[string]any) map[string]any {
-	t := map[string]any{}
-	if ty, ok := s["type"]; ok {
-		t["type"] = ty
-	}
-	if it, ok := s["items"].(map[string]any); ok {
-		t["items"] = typeOnly(it)
-	}
-	return t
-}
-
 // tools lists the six core tools (names, descriptions, schemas fixed; docs/design.md
 // §4).
 func (f *Ferry) tools() []*Tool {
 	ts := []*Tool{
 		{Name: "ferry_join", Description: "Announce yourself (idempotent). Says your level, the primary, who is alive, and what to do next. Call first.",
-			InputSchema: Schema(&JoinIn{}), OutputSchema: outputSchema(&JoinOut{}), Call: f.join},
+			InputSchema: inputSchema(&JoinIn{}), OutputSchema: outputSchema(&JoinOut{}), Call: f.join},
 		{Name: "ferry_catchup", Description: "Bounded digest: primary and brief, decisions, open orders, yours, your asks, messages waiting.",
-			InputSchema: Schema(&CatchupIn{}), OutputSchema: outputSchema(&fsbus.Catchup{}), Call: f.catchup},
+			InputSchema: inputSchema(&CatchupIn{}), OutputSchema: outputSchema(&fsbus.Catchup{}), Call: f.catchup},
 		{Name: "ferry_orders", Description: "Orders: list, show, new (title, body, to), claim, progress (note), submit (ref, note, result), review (verdict, note), release, extend, fail (note: reason), verify.",
-			InputSchema: Schema(&OrdersIn{}), OutputSchema: outputSchema(&OrdersOut{}), Call: f.orders},
+			InputSchema: inputSchema(&OrdersIn{}), OutputSchema: outputSchema(&OrdersOut{}), Call: f.orders},
 		{Name: "ferry_talk", Description: "Messages: read what is new to you (marks it read unless peek), or post text to an agent, master or all.",
-			InputSchema: Schema(&TalkIn{}), OutputSchema: outputSchema(&TalkOut{}), Call: f.talk},
+			InputSchema: inputSchema(&TalkIn{}), OutputSchema: outputSchema(&TalkOut{}), Call: f.talk},
 		{Name: "ferry_primary", Description: "The primary (lead) role: status, standby, takeover (only when status says the holder is silent), release.",
-			InputSchema: Schema(&PrimaryIn{}), OutputSchema: outputSchema(&fsbus.PrimaryStatus{}), Call: f.primary},
+			InputSchema: inputSchema(&PrimaryIn{}), OutputSchema: outputSchema(&fsbus.PrimaryStatus{}), Call: f.primary},
 		{Name: "ferry_ask_human", Description: "Ask the owner before a risky step: raise (title, recommendation, reasoning), then status. You cannot answer asks.",
-			InputSchema: Schema(&AskIn{}), OutputSchema: outputSchema(&AskOut{}), Call: f.ask},
+			InputSchema: inputSchema(&AskIn{}), OutputSchema: outputSchema(&AskOut{}), Call: f.ask},
 	}
 	slices.SortFunc(ts, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
 	return ts

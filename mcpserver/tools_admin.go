@@ -352,13 +352,13 @@ func (f *Ferry) update(ctx context.Context, args json.RawMessage) (any, error) {
 func (f *Ferry) adminTools() []*Tool {
 	return []*Tool{
 		{Name: "ferry_search", Description: "Search orders, messages, decisions, asks and memory notes for words (all must appear). Paged: pass next as cursor; open a hit with ferry_get.",
-			InputSchema: Schema(&SearchIn{}), OutputSchema: outputSchema(&SearchOut{}), Call: f.search},
+			InputSchema: inputSchema(&SearchIn{}), OutputSchema: outputSchema(&SearchOut{}), Call: f.search},
 		{Name: "ferry_get", Description: "Fetch one thing by its ferry:// URI: order, message, ask, result, decision or memory note. Long text comes in pages: pass next as cursor.",
-			InputSchema: Schema(&GetIn{}), OutputSchema: outputSchema(&GetOut{}), Call: f.get},
+			InputSchema: inputSchema(&GetIn{}), OutputSchema: outputSchema(&GetOut{}), Call: f.get},
 		{Name: "ferry_status", Description: "The owner's view: agents to seat, reviews due, contested orders, silent holders, asks and messages waiting on the owner.",
-			InputSchema: Schema(&StatusIn{}), OutputSchema: outputSchema(&StatusOut{}), Call: f.status},
+			InputSchema: inputSchema(&StatusIn{}), OutputSchema: outputSchema(&StatusOut{}), Call: f.status},
 		{Name: "ferry_update", Description: "Check for a newer owner-approved ferry release, or apply it over this binary (orchestrator; checksum verified). Restart to run it.",
-			InputSchema: Schema(&UpdateIn{}), OutputSchema: outputSchema(&UpdateOut{}), Call: f.update},
+			InputSchema: inputSchema(&UpdateIn{}), OutputSchema: outputSchema(&UpdateOut{}), Call: f.update},
 	}
 }
 

@@ -729,20 +729,20 @@ func (f *Ferry) listEngines(ctx context.Context, args json.RawMessage) (any, err
 func (f *Ferry) legacyTools() []*Tool {
 	return []*Tool{
 		{Name: "channel_status", Description: "Summarize this channel: project, agents, orders by state, the primary, messages, pending asks, decisions.",
-			InputSchema: Schema(&struct{}{}), OutputSchema: outputSchema(&ChannelStatusOut{}), Call: f.channelStatus},
+			InputSchema: inputSchema(&struct{}{}), OutputSchema: outputSchema(&ChannelStatusOut{}), Call: f.channelStatus},
 		{Name: "discover", Description: "The agents of this channel: level, engine (the app it joined from), machine, liveness. Paged: pass next as cursor.",
-			InputSchema: Schema(&PageIn{}), OutputSchema: outputSchema(&DiscoverOut{}), Call: f.discover},
+			InputSchema: inputSchema(&PageIn{}), OutputSchema: outputSchema(&DiscoverOut{}), Call: f.discover},
 		{Name: "list_tasks", Description: "List orders (tasks), optionally of one state, oldest change first. Paged: pass next as cursor; it then lists only what changed.",
-			InputSchema: Schema(&ListTasksIn{}), OutputSchema: outputSchema(&ListTasksOut{}), Call: f.listTasks},
+			InputSchema: inputSchema(&ListTasksIn{}), OutputSchema: outputSchema(&ListTasksOut{}), Call: f.listTasks},
 		{Name: "get_task", Description: "One order: body (bounded), claims, progress, result and reviews.",
-			InputSchema: Schema(&GetTaskIn{}), OutputSchema: outputSchema(&GetTaskOut{}), Call: f.getTask},
+			InputSchema: inputSchema(&GetTaskIn{}), OutputSchema: outputSchema(&GetTaskOut{}), Call: f.getTask},
 		{Name: "read_memory", Description: "The project's memory notes (memory/*.md): list them, or read one file. Long files come in pages: pass next as cursor.",
-			InputSchema: Schema(&ReadMemoryIn{}), OutputSchema: outputSchema(&ReadMemoryOut{}), Call: f.readMemory},
+			InputSchema: inputSchema(&ReadMemoryIn{}), OutputSchema: outputSchema(&ReadMemoryOut{}), Call: f.readMemory},
 		{Name: "list_ledger", Description: "The newest ledger entries (who did what, signed), newest first, each saying whether it counts. Paged: pass next as cursor.",
-			InputSchema: Schema(&LedgerIn{}), OutputSchema: outputSchema(&ListLedgerOut{}), Call: f.listLedger},
+			InputSchema: inputSchema(&LedgerIn{}), OutputSchema: outputSchema(&ListLedgerOut{}), Call: f.listLedger},
 		{Name: "list_learnings", Description: "Reviews of submitted work by the submitter's engine: what each engine did and whether it was kept, newest first.",
-			InputSchema: Schema(&LearningsIn{}), OutputSchema: outputSchema(&ListLearningsOut{}), Call: f.listLearnings},
+			InputSchema: inputSchema(&LearningsIn{}), OutputSchema: outputSchema(&ListLearningsOut{}), Call: f.listLearnings},
 		{Name: "list_engines", Description: "The apps (engines) agents declared when they joined, with their agents, results submitted, accepted and sent back.",
-			InputSchema: Schema(&struct{}{}), OutputSchema: outputSchema(&ListEnginesOut{}), Call: f.listEngines},
+			InputSchema: inputSchema(&struct{}{}), OutputSchema: outputSchema(&ListEnginesOut{}), Call: f.listEngines},
 	}
 }
