@@ -40,3 +40,7 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.49.0 // indirect
 )
+
+// The JSON Schema validator, with its meta-schemas compiled on first use instead of at
+// package init (third_party/jsonschema/FERRY-PATCH.md).
+replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema

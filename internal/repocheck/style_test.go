@@ -61,7 +61,8 @@ var styleRules = []styleRule{
 }
 
 // goFiles is every .go file of the module, as slash paths relative to root, skipping
-// testdata, hidden and underscore directories.
+// testdata, hidden and underscore directories and other modules (a directory with a
+// go.mod of its own: third_party/).
 func goFiles(t *testing.T, root string) []string {
 	t.Helper()
 	var files []string
@@ -71,6 +72,9 @@ func goFiles(t *testing.T, root string) []string {
 		}
 		if d.IsDir() {
 			if n := d.Name(); p != root && (n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); p != root && err == nil {
 				return filepath.SkipDir
 			}
 			return nil
