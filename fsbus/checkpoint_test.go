@@ -117,8 +117,9 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 		write(reopened(t, c), i)
 	}
 	n := check("after 3 writes", true)
-	// It checked only the new entries' signatures: the index's signature frames were
-	// never decoded. A whole rewrite of the index keeps them.
+	// It decoded the index's signature frames only when looking up beats checking the
+	// roster's and the new entries' signatures (lookUpSaved). A whole rewrite of the
+	// index keeps them.
 	sigsInIndex := func() int {
 		t.Helper()
 		f, err := os.Open(c.indexPath())
@@ -147,8 +148,9 @@ func TestLoadStartsFromCheckpoint(t *testing.T) {
 	if _, err := m.Load(); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.localIndex().sigFrames) == 0 || before < 150 || m.folds.fromCheckpoint != 1 {
-		t.Fatalf("%d signature frames left undecoded, %d signatures in the index (%+v); want some and every entry's", len(m.localIndex().sigFrames), before, m.folds)
+	roster, added := len(m.lastFold.Roster), len(m.lastSnap.Added)
+	if undecoded := len(m.localIndex().sigFrames) > 0; undecoded == lookUpSaved(roster, added, before) || before < 150 || m.folds.fromCheckpoint != 1 {
+		t.Fatalf("signature frames left undecoded %v with %d roster entries and %d added to check against %d signatures in the index (%+v)", undecoded, roster, added, before, m.folds)
 	}
 	m.localIndex().whole = true
 	if err := m.saveIndex(); err != nil {
@@ -443,4 +445,25 @@ func TestCheckpointWithAThingUnderAnotherID(t *testing.T) {
 		t.Fatalf("a checkpoint filing order %s as %s was used (%+v)", id, forged, n.folds)
 	}
 	n.Catchup(v2, "codex-desktop", "") // no panic
+}
+
+// TestLookUpSaved: saved signatures are loaded before a delta fold when checking the
+// roster and the new entries would cost more than loading them, and always past
+// sigFramesAfter new entries.
+func TestLookUpSaved(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		roster, added, saved int
+		want                 bool
+	}{
+		{5, 1, 200, true},        // the busy fixture's size: 6 checks cost more than 200 look-ups
+		{20, 3, 100_000, false},  // a big channel: 23 checks beat loading 100,000
+		{20, 600, 100_000, true}, // past sigFramesAfter
+		{0, 0, 0, false},         // nothing to check
+		{1, 0, 0, true},          // nothing saved: loading costs nothing
+	} {
+		if got := lookUpSaved(c.roster, c.added, c.saved); got != c.want {
+			t.Errorf("lookUpSaved(%d, %d, %d) = %v, want %v", c.roster, c.added, c.saved, got, c.want)
+		}
+	}
 }

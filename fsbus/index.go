@@ -218,6 +218,23 @@ func (ix *localIndex) loadSigsLocked(project string) {
 	ix.sigFrames = nil
 }
 
+// savedSigs estimates how many signatures the index's signature frames not yet loaded
+// hold (a saved one is a hash and a key, about savedSigSize bytes); 0 when the index is
+// off or its frames are loaded.
+func (c *Channel) savedSigs() int {
+	n := 0
+	c.withOpenIndex(func(ix *localIndex) {
+		for _, b := range ix.sigFrames {
+			n += len(b) / savedSigSize
+		}
+	})
+	return n
+}
+
+// savedSigSize is the size of one saved signature in a signature frame: the entry hash
+// as text ("sha256:" and 64 hex digits) with its length, and the 32-byte key.
+const savedSigSize = 1 + 71 + ed25519.PublicKeySize
+
 // loadIndexSigs is loadSigsLocked for a Load about to check every signature (a full
 // fold): the index is opened first when it is not.
 func (c *Channel) loadIndexSigs() {

@@ -92,9 +92,7 @@ func (c *Channel) Load() (*View, error) {
 	var f *fold.Folded
 	if snap.Base != nil && snap.Base == c.lastSnap && c.lastFold != nil && time.Since(c.lastFullAt) < trust && c.lastFold.CanDelta(snap.Added) {
 		// Only appends since the last Load: fold the things they touch.
-		if len(snap.Added) > sigFramesAfter {
-			// Many entries since the checkpoint: most were checked by the processes that
-			// saved them in the index; looking them up beats checking them again.
+		if lookUpSaved(len(c.lastFold.Roster), len(snap.Added), c.savedSigs()) {
 			c.loadIndexSigs()
 		}
 		c.prewarmSigs(slices.Concat(c.lastFold.Roster, snap.Added))
@@ -169,6 +167,20 @@ func (c *Channel) Load() (*View, error) {
 // signature (one ed25519 verification each). The figure is a judgement from CPU
 // profiles of BenchmarkBigCatchUp, not a measured break-even.
 const sigFramesAfter = 512
+
+// lookUpSaved says whether a delta fold that checks the signatures of roster roster
+// entries and added new ones should first load the saved signatures the local index
+// holds: they were checked by the processes that saved them, and looking them up beats
+// checking them again, unless the index holds far more than they are.
+func lookUpSaved(roster, added, saved int) bool {
+	return added > sigFramesAfter || (roster+added)*verifyPerSaved > saved
+}
+
+// verifyPerSaved is how many saved signatures the local index puts in the signature
+// cache for the cost of one ed25519 check: a check takes about 40 µs, decoding and
+// caching a saved one well under 1 µs (BenchmarkVerifyLine and BenchmarkRemember in
+// fsbus/internal/sigcache; 50 leaves room for the decoding).
+const verifyPerSaved = 50
 
 // fullFoldEvery bounds how long a process folds only what is new: its first
 // Load after that folds everything again, re-reading every object file and checking
