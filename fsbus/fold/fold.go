@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -72,15 +73,15 @@ func DecodeData(e *ledger.Entry) (EntryData, bool) {
 		return d, false
 	}
 	for k := range m {
-		if f, ok := dataKeysFolded[strings.ToLower(k)]; ok && f != k {
+		if f, ok := dataKeysFolded()[strings.ToLower(k)]; ok && f != k {
 			return d, false
 		}
 	}
 	return d, json.Unmarshal(e.Data, &d) == nil
 }
 
-// dataKeysFolded maps each lower-cased json name of entryData to the name itself.
-var dataKeysFolded = func() map[string]string {
+// dataKeysFolded maps, once first used, each lower-cased json name of entryData to the name itself.
+var dataKeysFolded = sync.OnceValue(func() map[string]string {
 	m := map[string]string{}
 	t := reflect.TypeFor[EntryData]()
 	for i := range t.NumField() {
@@ -88,7 +89,7 @@ var dataKeysFolded = func() map[string]string {
 		m[strings.ToLower(name)] = name
 	}
 	return m
-}()
+})
 
 // Agent is a writer as the fold sees it: what it announced and what the master granted.
 type Agent struct {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
@@ -99,8 +100,8 @@ type PrimaryData struct {
 	Line        string   `json:"line,omitempty"`
 }
 
-// primaryDataKeys maps each lower-cased json name of primaryData to the name itself.
-var primaryDataKeys = func() map[string]string {
+// primaryDataKeys maps, once first used, each lower-cased json name of primaryData to the name itself.
+var primaryDataKeys = sync.OnceValue(func() map[string]string {
 	m := map[string]string{}
 	t := reflect.TypeFor[PrimaryData]()
 	for i := range t.NumField() {
@@ -108,7 +109,7 @@ var primaryDataKeys = func() map[string]string {
 		m[strings.ToLower(name)] = name
 	}
 	return m
-}()
+})
 
 // DecodePrimaryData decodes the primaryData members of an entry's data. Like
 // decodeData it refuses a key that equals a member name only when case is ignored, so
@@ -123,7 +124,7 @@ func DecodePrimaryData(e *ledger.Entry) (PrimaryData, bool) {
 		return d, false
 	}
 	for k := range m {
-		if f, ok := primaryDataKeys[strings.ToLower(k)]; ok && f != k {
+		if f, ok := primaryDataKeys()[strings.ToLower(k)]; ok && f != k {
 			return d, false
 		}
 	}
