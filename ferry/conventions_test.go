@@ -188,14 +188,15 @@ func TestCompletionBash(t *testing.T) {
 	}
 }
 
-// TestBuildInfo: the version and VCS stamps come from the build info; the linker's
+// TestBuildInfo: the version and VCS stamps come from the build info, the module
+// version without its leading v (as versions are written elsewhere); the linker's
 // version wins.
 func TestBuildInfo(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/ferryhq/ferry", Version: "v0.4.1"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-11-29T22:00:00Z"},
 			{Key: "vcs.modified", Value: "true"}, {Key: "GOOS", Value: "windows"}, {Key: "GOARCH", Value: "arm64"}}}
 	got := buildInfo("dev", bi)
-	want := BuildInfo{Version: "v0.4.1", Module: "github.com/ferryhq/ferry", Revision: "abc123", Time: "2026-11-29T22:00:00Z",
+	want := BuildInfo{Version: "0.4.1", Module: "github.com/ferryhq/ferry", Revision: "abc123", Time: "2026-11-29T22:00:00Z",
 		Modified: true, Format: fsbus.FormatVersion, Go: "go1.26.8", OS: "windows", Arch: "arm64"}
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
