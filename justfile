@@ -14,7 +14,7 @@ bench:
 
 # The release build (README "Release build"): static, its version the git tag of HEAD.
 release:
-    CGO_ENABLED=0 go build -buildvcs=true -trimpath -ldflags "-s -w" -o ferry-release ./ferry
+    CGO_ENABLED=0 go build -buildvcs=true -trimpath -ldflags "-s -w" -o dist/ferry ./ferry
 
 cross:
     GOOS=windows GOARCH=amd64 go build -o /dev/null ./...

@@ -38,10 +38,11 @@ func (c *UpdateApproveCmd) Help() string {
 		"releases/, a missing file or a version that is not semver is refused. Nothing is uploaded\n" +
 		"or downloaded: the files travel with the channel folder. A version older than the newest\n" +
 		"approved one, or a re-approval of a version with other files, is written with a note.\n" +
-		"A Go binary is read for the platform and version its build recorded: one built for\n" +
-		"another platform, or stamped with another version (the git tag it was built from, README\n" +
-		"\"Release build\", or -ldflags \"-X main.version=…\"), is refused; a file that cannot be\n" +
-		"read so is approved with a note saying what was not checked."
+		"A Go binary is read for the platform and the version it will report (the git tag it was\n" +
+		"built from, README \"Release build\", or -ldflags \"-X main.version=…\", which -trimpath\n" +
+		"hides): one built for another platform or reporting another version is refused, and so\n" +
+		"is a -trimpath build of an untagged or changed tree, whose version cannot be read; a file\n" +
+		"that is not a Go binary is approved with a note saying what was not checked."
 }
 
 // ownerAction marks release.approve the owner's (docs/format.md §13, the master row).
@@ -238,7 +239,11 @@ func approvalNotes(prior []fold.Release, r *fold.Release) []string {
 	}
 	for _, p := range prior {
 		if fold.CompareVersions(p.Version, r.Version) == 0 {
-			notes = append(notes, fmt.Sprintf("this replaces the approval of %s made at %s (other files or checksums)", p.Version, p.HLC))
+			what := "other files or checksums"
+			if maps.Equal(p.Platforms, r.Platforms) {
+				what = "the same files, the version written " + r.Version
+			}
+			notes = append(notes, fmt.Sprintf("this replaces the approval of %s made at %s (%s)", p.Version, p.HLC, what))
 			break
 		}
 	}

@@ -92,7 +92,7 @@ func TestUpdateApplyReplacesBinary(t *testing.T) {
 			t.Fatalf("update approve %v: %v\n%s\nwant an error with %q", args, err, out, want)
 		}
 	}
-	approveFails("reports version 1.1.0, not 1.2.0", "1.2.0", "--platform", plat+"=releases/ferry-next")
+	approveFails("reports version 1.1.0 (its git tag; an -X main.version is not visible under -trimpath), not 1.2.0", "1.2.0", "--platform", plat+"=releases/ferry-next")
 	other := "windows/amd64"
 	if plat == other {
 		other = "linux/amd64"

@@ -10,9 +10,10 @@ import (
 )
 
 // TestCheckReleaseBinary: the running test binary is a Go binary for this platform
-// without a version stamp, so approving it notes that its version was not checked; for
-// another platform it is refused; a file that is not a Go binary only gets a note
-// (the stamped cases run in ferry's TestUpdateApplyReplacesBinary).
+// without a version stamp, which reports "dev": approving it as 1.0.0 is refused, as
+// `update apply` would refuse it; for another platform it is refused; a file that is
+// not a Go binary only gets a note (the stamped cases run in ferry's
+// TestUpdateApplyReplacesBinary, the rule in selfupdate's TestStamp).
 func TestCheckReleaseBinary(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
@@ -25,7 +26,7 @@ func TestCheckReleaseBinary(t *testing.T) {
 	}
 	defer f.Close()
 	note, err := selfupdate.CheckBinary(f, "releases/x", selfupdate.Platform(), "1.0.0", sameVersion)
-	if err != nil || !strings.Contains(note, "carries no version stamp") {
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "reports version dev, not 1.0.0") || note != "" {
 		t.Fatalf("the test binary for its own platform: note %q, err %v", note, err)
 	}
 	other := "plan9/386"

@@ -17,7 +17,7 @@ import (
 
 // updateWorld is a channel with an orchestrator and a member, a release binary in
 // releases/ and a copy of a real built binary (this test binary) standing in for the
-// running ferry. The release is that binary with a marker appended, so the two differ.
+// running ferry. The release is that binary behind a marker line.
 type updateWorld struct {
 	c        *Channel
 	ss       map[string]*Session
@@ -41,7 +41,10 @@ func newUpdateWorld(t *testing.T) *updateWorld {
 	if err := os.WriteFile(w.exe, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w.rel = append(append([]byte{}, bin...), []byte("\nferry release 1.1.0\n")...)
+	// A marker line before the binary: the release differs from it, and its Go build
+	// information cannot be read (which version a binary reports is selfupdate's
+	// TestStamp and ferry's TestUpdateApplyReplacesBinary, with real builds).
+	w.rel = append([]byte("ferry release 1.1.0\n"), bin...)
 	if err := os.WriteFile(filepath.Join(c.Root, "releases", "ferry-new"), w.rel, 0o644); err != nil {
 		t.Fatal(err)
 	}

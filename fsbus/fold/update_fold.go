@@ -31,7 +31,7 @@ type Release struct {
 	// (no sha256, a path outside releases/, a bad platform name).
 	Refused map[string]string `json:"refused,omitempty"`
 	// Notes are set only on the release ApproveRelease returns: what it could not
-	// check about a file (not a Go binary, no version stamp). Never folded.
+	// check about a file (not a Go binary). Never folded.
 	Notes []string `json:"notes,omitempty"`
 }
 

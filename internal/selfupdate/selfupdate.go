@@ -28,19 +28,25 @@ import (
 // CheckBinary reads the Go build information of a release file
 // (debug/buildinfo: the GOOS, GOARCH, -ldflags and main module version its toolchain
 // recorded) and refuses it (invalid) when it was built for another platform than
-// platform, or when it carries a version stamp other than version — `update apply`
-// would refuse it on every machine. The stamp is -X main.version when the build
-// recorded its -ldflags, else the main module version the go command stamps from a git
-// tag (README "Release build"). A -trimpath build records no -ldflags, so there a
-// pseudo-version or a +dirty module version is no stamp: an -X may be hidden behind
-// it. A file without Go build information, or without a stamp, is not refused: note
-// says what could not be checked. sameVersion says whether two version texts name one
-// version (docs/format.md §11).
+// platform, or when the version it will report (`ferry version`: -X main.version, else
+// the main module version the go command stamps from a git tag, README "Release
+// build", else "dev") is not version — `update apply` would refuse it on every machine.
+// Under -trimpath the build information records no -ldflags, so an -X is not visible:
+// there only a tagged, clean module version is read, and a build of an untagged or
+// changed tree is refused, as its version cannot be told from the file. A file without
+// Go build information is not refused: note says that its platform and version were
+// not checked. sameVersion says whether two version texts name one version
+// (docs/format.md §11).
 func CheckBinary(r io.ReaderAt, path, platform, version string, sameVersion func(a, b string) bool) (note string, err error) {
 	bi, berr := buildinfo.Read(r)
 	if berr != nil {
 		return fmt.Sprintf("%s is not a Go binary this ferry can read: its platform and version were not checked", path), nil
 	}
+	return "", checkInfo(bi, path, platform, version, sameVersion)
+}
+
+// checkInfo is CheckBinary's verdict on a Go binary's build information bi.
+func checkInfo(bi *debug.BuildInfo, path, platform, version string, sameVersion func(a, b string) bool) error {
 	var goos, goarch string
 	for _, st := range bi.Settings {
 		switch st.Key {
@@ -51,23 +57,31 @@ func CheckBinary(r io.ReaderAt, path, platform, version string, sameVersion func
 		}
 	}
 	if goos != "" && goarch != "" && goos+"/"+goarch != platform {
-		return "", errs.Errorf(errs.Invalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
+		return errs.Errorf(errs.Invalid, "approve it for "+goos+"/"+goarch+", or build one for "+platform+" (GOOS=… GOARCH=… go build)",
 			"%s is a Go binary for %s/%s, not %s", path, goos, goarch, platform)
 	}
-	stamped := stamp(bi)
-	if stamped == "" {
-		return fmt.Sprintf("%s carries no version stamp this ferry can read (build it from the commit tagged v%s, README \"Release build\"): its version was not checked, and `update apply` will refuse a binary that does not report %s", path, strings.TrimPrefix(version, "v"), version), nil
+	tag := "v" + strings.TrimPrefix(version, "v")
+	reported, hidden := stamp(bi)
+	switch {
+	case reported == "" && hidden:
+		return errs.Errorf(errs.Invalid, "build it from a commit tagged "+tag+" with no uncommitted changes (README \"Release build\"), or stamp it with -ldflags \"-X main.version="+strings.TrimPrefix(version, "v")+"\" without -trimpath",
+			"%s was built with -trimpath from an untagged or changed tree (module version %s): the version it reports cannot be read from the file, as -trimpath leaves -ldflags out of the build information", path, bi.Main.Version)
+	case !sameVersion(reported, version):
+		why := ""
+		if hidden {
+			why = " (its git tag; an -X main.version is not visible under -trimpath)"
+		}
+		return errs.Errorf(errs.Invalid, "approve the version the binary reports, or build it from the commit tagged "+tag+" (README \"Release build\")",
+			"%s reports version %s%s, not %s", path, reported, why, version)
 	}
-	if !sameVersion(stamped, version) {
-		return "", errs.Errorf(errs.Invalid, "approve the version the binary reports, or build it from the commit tagged v"+strings.TrimPrefix(version, "v")+" (README \"Release build\")",
-			"%s reports version %s, not %s", path, stamped, version)
-	}
-	return "", nil
+	return nil
 }
 
-// stamp is the version a build's information carries (CheckBinary), as `ferry version`
-// reports it (a module version without its leading v); "" for none.
-func stamp(bi *debug.BuildInfo) string {
+// stamp is the version a binary with build information bi reports (`ferry version`: an
+// -X main.version, else its module version without the leading v, else "dev"), and
+// whether an -X could be hidden from bi (-trimpath records no -ldflags). When one could,
+// only a tagged module version with no +dirty is given, and "" for anything else.
+func stamp(bi *debug.BuildInfo) (version string, hidden bool) {
 	ldflags := ""
 	hasLdflags, trimpath := false, false
 	for _, st := range bi.Settings {
@@ -79,13 +93,17 @@ func stamp(bi *debug.BuildInfo) string {
 		}
 	}
 	if m := stampRE.FindStringSubmatch(ldflags); m != nil {
-		return m[1]
+		return m[1], false
 	}
 	mv := bi.Main.Version
-	if mv == "" || mv == "(devel)" || trimpath && !hasLdflags && (pseudoRE.MatchString(mv) || strings.Contains(mv, "+dirty")) {
-		return ""
+	hidden = trimpath && !hasLdflags
+	switch {
+	case hidden && (mv == "" || mv == "(devel)" || pseudoRE.MatchString(mv) || strings.Contains(mv, "+dirty")):
+		return "", true
+	case mv == "" || mv == "(devel)":
+		return "dev", false
 	}
-	return strings.TrimPrefix(mv, "v") // as `ferry version` reports it
+	return strings.TrimPrefix(mv, "v"), hidden // as `ferry version` reports it
 }
 
 // stampRE finds the version ferry's build stamps with -ldflags "-X main.version=V".
