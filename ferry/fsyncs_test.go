@@ -41,26 +41,41 @@ func TestFsyncsPerCommand(t *testing.T) {
 	// The first command on this machine's copy builds its caches (index, fold
 	// checkpoint); it is not what one command costs.
 	count("order", "list", "--as", "cursor-laptop")
-	newFsyncs, out := count("order", "new", "Check the fsync count", "--as", "claude-code-laptop", "--json")
-	var o struct {
-		ID string `json:"id"`
+	newClaim := func() (newFsyncs, claimFsyncs int64) {
+		t.Helper()
+		n, out := count("order", "new", "Check the fsync count", "--as", "claude-code-laptop", "--json")
+		var o struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(out), &o); err != nil || o.ID == "" {
+			t.Fatalf("order new printed %q: %v", out, err)
+		}
+		c, _ := count("order", "claim", o.ID, "--as", "cursor-laptop")
+		count("order", "submit", o.ID, "--ref", "fix@1", "--as", "cursor-laptop")
+		return n, c
 	}
-	if err := json.Unmarshal([]byte(out), &o); err != nil || o.ID == "" {
-		t.Fatalf("order new printed %q: %v", out, err)
-	}
-	claimFsyncs, _ := count("order", "claim", o.ID, "--as", "cursor-laptop")
+	// Each agent's first write on this machine creates its pending mark (a new file:
+	// the file and its folder); later writes overwrite it in place.
+	firstNew, firstClaim := newClaim()
+	newFsyncs, claimFsyncs := newClaim()
 	readFsyncs, _ := count("order", "list", "--as", "cursor-laptop")
-	t.Logf("fsyncs: order new %d, order claim %d, order list %d", newFsyncs, claimFsyncs, readFsyncs)
+	t.Logf("fsyncs: first order new %d, first order claim %d; order new %d, order claim %d, order list %d", firstNew, firstClaim, newFsyncs, claimFsyncs, readFsyncs)
 	for _, c := range []struct {
 		cmd       string
 		got, want int64
 	}{
-		// The order object and its folder, the pending mark and its folder, the entry.
+		// The order object and its folder, the pending mark made (the file and its
+		// folder), the entry.
+		{"an agent's first order new", firstNew, 5},
+		// The local index's frame (order new's entry folded in), the pending mark
+		// made, the entry.
+		{"an agent's first order claim", firstClaim, 4},
+		// The local index's frame (order submit's entry folded in), the order object
+		// and its folder, the pending mark, the entry.
 		{"order new", newFsyncs, 5},
-		// The local index's header (it folds order new's entry in), the pending mark
-		// and its folder, the entry.
-		{"order claim", claimFsyncs, 4},
-		// The local index's header: order claim's entry folded in.
+		// The local index's frame, the pending mark, the entry.
+		{"order claim", claimFsyncs, 3},
+		// The local index's frame: order submit's entry folded in.
 		{"order list", readFsyncs, 1},
 	} {
 		if c.got != c.want {

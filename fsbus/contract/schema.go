@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -31,9 +32,19 @@ func HasControl(s string, multiline bool) bool {
 // "<instance location>: <reason>" (e.g. "/passed: got string, want boolean"), sorted
 // as the validator reports them; nil when it validates. It returns invalid when the
 // schema does not compile or output is not JSON.
-func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
+func ValidateOutput(schema, output json.RawMessage) (lines []string, err error) {
+	defer func() {
+		// The validator is a library: whatever input makes it panic is refused as
+		// invalid, never a crash of the process validating (ferry run, mcp serve).
+		if r := recover(); r != nil {
+			lines, err = nil, errs.Errorf(errs.Invalid, "", "validating the result: the validator failed: %v", r)
+		}
+	}()
 	sch, err := compileSchema(schema)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkNumbers(output, "the result"); err != nil {
 		return nil, err
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(output))
@@ -48,7 +59,6 @@ func ValidateOutput(schema, output json.RawMessage) ([]string, error) {
 	if !errors.As(err, &ve) {
 		return nil, errs.Errorf(errs.Invalid, "", "validating the result: %v", err)
 	}
-	var lines []string
 	seen := map[string]bool{}
 	for _, u := range ve.BasicOutput().Errors {
 		if u.Error == nil {
@@ -88,13 +98,18 @@ func scrubControl(s string) string {
 // compileSchema compiles a result schema (draft 2020-12 unless it says otherwise).
 // It returns invalid with the library's reason for a schema that does not compile.
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	if err := checkNumbers(raw, "the schema"); err != nil {
+		return nil, err
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, errs.Errorf(errs.Invalid, "pass a JSON Schema as JSON", "schema is not valid JSON")
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoader{})
-	const loc = "ferry:result-schema.json"
+	// A hierarchical URL with an empty path, so a relative $ref that names a
+	// document resolves to another one (which refuseLoader refuses), never to this one.
+	const loc = "ferry:///"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, errs.Errorf(errs.Invalid, "fix the schema", "schema: %v", err)
 	}
@@ -103,6 +118,52 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 		return nil, errs.Errorf(errs.Invalid, "fix the schema (JSON Schema draft 2020-12 unless $schema says otherwise; no $ref to other documents)", "schema does not compile: %s", oneLine(err.Error()))
 	}
 	return sch, nil
+}
+
+// maxNumberText and maxExponent bound a number in a result or a schema: the validator
+// computes with exact rationals (math/big), whose cost grows with the digits and the
+// exponent, and which cannot hold 1e99999999 at all. A number of I-JSON is one an IEEE
+// 754 double holds (RFC 7493 §2.2): 17 significant digits, exponents within ±308 (±324
+// for subnormals); the bounds leave room around that.
+const (
+	maxNumberText = 64
+	maxExponent   = 400
+)
+
+// checkNumbers returns invalid for a number in doc (JSON) that an IEEE 754 double
+// cannot hold, or longer than maxNumberText, or with an exponent past ±maxExponent.
+// what names doc in the message. A doc that is not JSON is left to the caller.
+func checkNumbers(doc []byte, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or not JSON: the caller says so
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		lit := string(n)
+		bad := len(lit) > maxNumberText
+		if !bad {
+			_, ferr := strconv.ParseFloat(lit, 64)
+			bad = ferr != nil
+		}
+		if i := strings.IndexAny(lit, "eE"); !bad && i >= 0 {
+			e, eerr := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
+			bad = eerr != nil || e > maxExponent || e < -maxExponent
+		}
+		if bad {
+			shown := lit
+			if len(shown) > 24 {
+				shown = shown[:24] + "…"
+			}
+			return errs.Errorf(errs.Invalid, "write numbers an IEEE 754 double holds (RFC 7493 §2.2): at most 64 characters, exponents within ±400",
+				"%s holds the number %s, which is out of range", what, shown)
+		}
+	}
 }
 
 func (refuseLoader) Load(url string) (any, error) {
