@@ -129,10 +129,6 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	}
 	var cli CLI
 	cli.stdin, cli.stdout, cli.stderr = stdin, stdout, stderr
-	parser, err := newParser(&cli, args, false, stdout, stderr)
-	if err != nil {
-		return printError(stderr, err, jsonErrors, inputs)
-	}
 	defer func() {
 		if r := recover(); r != nil {
 			if e, ok := r.(exitError); ok {
@@ -142,7 +138,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 			panic(r)
 		}
 	}()
-	kctx, err := parser.Parse(args)
+	kctx, err := parseArgs(&cli, args)
 	if err != nil {
 		hint, form := "ferry --help", ""
 		var pe *kong.ParseError
@@ -177,12 +173,55 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 	return 0
 }
 
-// newParser is the command-line parser of cli for args. With whole, or when no argument
-// names a top-level command (or the one named needs the whole tree: completion), its
-// model is the whole of CLI, as kong builds it from the struct. Otherwise it is cliRoot
-// with only the top-level commands some argument names, registered in CLI's order: the
-// parse, its errors and every --help read the same, and kong reflects over one
-// subtree instead of ~200 commands and flags (docs/benchmarks.md "Start-up").
+// parseArgs parses args into cli, whose stdin, stdout and stderr are set, with run's
+// parser (newParser): when that parse fails, cli is parsed again with the whole tree's
+// parser, whose error (or success: a command after "--") is the answer, so narrowing
+// the parser never changes what a command line means or what its error says. A parse
+// error that is no *kong.ParseError means the parser could not be built.
+func parseArgs(cli *CLI, args []string) (*kong.Context, error) {
+	whole := wholeTree(args)
+	parser, err := newParser(cli, args, whole, cli.stdout, cli.stderr)
+	if err != nil {
+		return nil, err
+	}
+	kctx, err := parser.Parse(args)
+	if err == nil || whole {
+		return kctx, err
+	}
+	stdin, stdout, stderr := cli.stdin, cli.stdout, cli.stderr
+	*cli = CLI{}
+	cli.stdin, cli.stdout, cli.stderr = stdin, stdout, stderr
+	if parser, err = newParser(cli, args, true, stdout, stderr); err != nil {
+		return nil, err
+	}
+	return parser.Parse(args)
+}
+
+// wholeTree reports whether args need the whole tree's parser from the start: no
+// argument names a top-level command, the one named needs the whole tree (completion),
+// or help is asked for (-h, --help: the root's help lists every command).
+func wholeTree(args []string) bool {
+	named := namedCommands(args)
+	if len(named) == 0 || slices.Contains(named, "completion") {
+		return true
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || strings.HasPrefix(a, "--help=") {
+			return true
+		}
+	}
+	return false
+}
+
+// newParser is the command-line parser of cli for args. With whole its model is the
+// whole of CLI, as kong builds it from the struct. Otherwise it is cliRoot with only
+// the top-level commands some argument names (before "--"), registered in CLI's order,
+// so kong reflects over one subtree instead of ~200 commands and flags (ADR 0018). A
+// flag value that is a command name only adds that command; parseArgs parses again with
+// the whole tree when this parser's parse fails.
 func newParser(cli *CLI, args []string, whole bool, stdout, stderr io.Writer) (*kong.Kong, error) {
 	opts := []kong.Option{
 		kong.Name("ferry"),
@@ -194,10 +233,10 @@ func newParser(cli *CLI, args []string, whole bool, stdout, stderr io.Writer) (*
 		kong.Vars{"version": version},
 		kong.NamedMapper("pointer", pointerMapper{}),
 	}
-	named := namedCommands(args)
-	if whole || len(named) == 0 || slices.Contains(named, "completion") {
+	if whole {
 		return kong.New(cli, opts...)
 	}
+	named := namedCommands(args)
 	v := reflect.ValueOf(cli).Elem()
 	t := v.Type()
 	for _, c := range topCommands() {

@@ -33,16 +33,13 @@ func TestTopCommandsNames(t *testing.T) {
 	}
 }
 
-// parseWith parses args with the whole tree's parser or run's, and renders what came of
-// it: the help printed, the exit code, the command selected and the global flags, or
-// the error.
+// parseWith parses args with the whole tree's parser or run's (parseArgs), and renders
+// what came of it: the help printed, the exit code, the command selected and the global
+// flags, or the error.
 func parseWith(args []string, whole bool) (out string) {
 	var cli CLI
 	var stdout, stderr bytes.Buffer
-	parser, err := newParser(&cli, args, whole, &stdout, &stderr)
-	if err != nil {
-		return "new: " + err.Error()
-	}
+	cli.stdout, cli.stderr = &stdout, &stderr
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(exitError)
@@ -52,7 +49,17 @@ func parseWith(args []string, whole bool) (out string) {
 			out = fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", e.code, stdout.String(), stderr.String())
 		}
 	}()
-	kctx, err := parser.Parse(args)
+	var kctx *kong.Context
+	var err error
+	if whole {
+		parser, perr := newParser(&cli, args, true, &stdout, &stderr)
+		if perr != nil {
+			return "new: " + perr.Error()
+		}
+		kctx, err = parser.Parse(args)
+	} else {
+		kctx, err = parseArgs(&cli, args)
+	}
 	if err != nil {
 		sel := ""
 		var pe *kong.ParseError
@@ -123,6 +130,19 @@ func TestParserMatchesWholeTree(t *testing.T) {
 		{"version", "order"},
 		{"help"},
 		{"--help"},
+		// Flag values that are command names, and commands after "--".
+		{"--as", "order"},
+		{"--channel", "order", "agnts"},
+		{"--channel", "order", "--help"},
+		{"--as", "version", "-h"},
+		{"-h", "--project", "inspect"},
+		{"--as", "order", "--as", "agents"},
+		{"all", "inspect", "grant"},
+		{"send", "set", "join"},
+		{"--as", "pause", "--", "agents"},
+		{"--as", "bob", "--", "agents"},
+		{"--project", "handin", "--", "join", "ledger"},
+		{"order", "list", "--help=true"},
 	} {
 		whole, narrow := parseWith(args, true), parseWith(args, false)
 		if whole != narrow {
