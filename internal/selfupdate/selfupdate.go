@@ -65,7 +65,10 @@ func checkInfo(bi *debug.BuildInfo, path, platform, version string, sameVersion 
 	switch {
 	case reported == "" && hidden:
 		return errs.Errorf(errs.Invalid, "build it from a commit tagged "+tag+" with no uncommitted changes (README \"Release build\"), or stamp it with -ldflags \"-X main.version="+strings.TrimPrefix(version, "v")+"\" without -trimpath",
-			"%s was built with -trimpath from an untagged or changed tree (module version %s): the version it reports cannot be read from the file, as -trimpath leaves -ldflags out of the build information", path, bi.Main.Version)
+			"the version %s reports cannot be read from the file (module version %s): a -trimpath build of an untagged or changed tree leaves its -ldflags out of its build information, and per-package -ldflags may not apply to ferry", path, bi.Main.Version)
+	case reported == "":
+		return errs.Errorf(errs.Invalid, "stamp it with -ldflags \"-X main.version="+strings.TrimPrefix(version, "v")+"\", or build it from the commit tagged "+tag+" (README \"Release build\")",
+			"%s reports an empty version (-X main.version= with nothing after it)", path)
 	case !sameVersion(reported, version):
 		why := ""
 		if hidden {
@@ -92,8 +95,14 @@ func stamp(bi *debug.BuildInfo) (version string, hidden bool) {
 			trimpath = st.Value == "true"
 		}
 	}
-	if m := stampRE.FindStringSubmatch(ldflags); m != nil {
-		return m[1], false
+	if hasLdflags {
+		x, found, readable := xVersion(ldflags)
+		if !readable {
+			return "", true
+		}
+		if found && x != "dev" { // -X main.version=dev leaves the module version in force
+			return x, false
+		}
 	}
 	mv := bi.Main.Version
 	hidden = trimpath && !hasLdflags
@@ -106,8 +115,64 @@ func stamp(bi *debug.BuildInfo) (version string, hidden bool) {
 	return strings.TrimPrefix(mv, "v"), hidden // as `ferry version` reports it
 }
 
-// stampRE finds the version ferry's build stamps with -ldflags "-X main.version=V".
-var stampRE = lazyre.New(`-X[= ]['"]?main\.version=([^\s'"]+)`)
+// xVersion reads the value of the last -X main.version=V of a build's -ldflags (the
+// linker takes the last), tokenized as the go command does (spaces, and 'single' or
+// "double" quotes), skipping the values of the linker's other flags (an -extldflags
+// holding "-X main.version=…" sets nothing). found is false without one; readable is
+// false when the text cannot be read so: per-package flags ("pattern=flags"), which may
+// not apply to the main package, or an unclosed quote.
+func xVersion(ldflags string) (v string, found, readable bool) {
+	t := strings.TrimSpace(ldflags)
+	if t != "" && t[0] != '-' {
+		return "", false, false
+	}
+	var words []string
+	for t = strings.TrimLeft(t, " \t\n\r"); t != ""; t = strings.TrimLeft(t, " \t\n\r") {
+		var w strings.Builder
+		for t != "" && !strings.ContainsRune(" \t\n\r", rune(t[0])) {
+			if q := t[0]; q == '\'' || q == '"' {
+				end := strings.IndexByte(t[1:], q)
+				if end < 0 {
+					return "", false, false
+				}
+				w.WriteString(t[1 : 1+end])
+				t = t[2+end:]
+				continue
+			}
+			w.WriteByte(t[0])
+			t = t[1:]
+		}
+		words = append(words, w.String())
+	}
+	for i := 0; i < len(words); i++ {
+		if !strings.HasPrefix(words[i], "-") {
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(words[i], "-"), "=")
+		if !hasVal && linkerValueFlags[name] && i+1 < len(words) {
+			i++
+			val = words[i]
+		}
+		if name != "X" {
+			continue
+		}
+		if sym, x, ok := strings.Cut(val, "="); ok && sym == "main.version" {
+			v, found = x, true
+		}
+	}
+	return v, found, true
+}
+
+// linkerValueFlags are the flags of `go tool link` that take a value (go1.26): the word
+// after one is its value, not a flag.
+var linkerValueFlags = map[string]bool{
+	"B": true, "D": true, "E": true, "H": true, "I": true, "L": true, "R": true, "T": true, "X": true,
+	"benchmark": true, "benchmarkprofile": true, "buildid": true, "buildmode": true, "capturehostobjs": true,
+	"cpuprofile": true, "debugtextsize": true, "debugtramp": true, "extar": true, "extld": true,
+	"extldflags": true, "fipso": true, "funcalign": true, "importcfg": true, "installsuffix": true,
+	"k": true, "libgcc": true, "linkmode": true, "memprofile": true, "memprofilerate": true, "o": true,
+	"pluginpath": true, "r": true, "randlayout": true, "strictdups": true, "tmpdir": true,
+}
 
 // pseudoRE matches a Go pseudo-version's timestamp and revision (go.dev/ref/mod
 // "Pseudo-versions"): a build of an untagged commit.

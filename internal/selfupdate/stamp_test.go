@@ -43,6 +43,20 @@ func TestStamp(t *testing.T) {
 		{"dirty without -trimpath", "v1.2.0+dirty", nil, "1.2.0+dirty", false},
 		{"devel without -trimpath", "(devel)", nil, "dev", false},
 		{"none", "", nil, "dev", false},
+		// -ldflags read as the go command and the linker read them.
+		{"the last -X wins", "v1.2.0", set("-ldflags", "-X main.version=1.0.0 -X main.version=6.6.6"), "6.6.6", false},
+		{"two spaces", "v1.2.0", set("-ldflags", "-X  main.version=6.6.6"), "6.6.6", false},
+		{"a tab", "v1.2.0", set("-ldflags", "-X\tmain.version=6.6.6"), "6.6.6", false},
+		{"double-quoted", "v1.2.0", set("-ldflags", `-s "-X" "main.version=6.6.6"`), "6.6.6", false},
+		{"--X", "v1.2.0", set("-ldflags", "--X=main.version=6.6.6"), "6.6.6", false},
+		{"another package's variable", "v1.2.0", set("-ldflags", "-X other.version=6.6.6"), "1.2.0", false},
+		{"inside -extldflags", "v1.2.0", set("-ldflags", "-extldflags '-X main.version=6.6.6'"), "1.2.0", false},
+		{"inside -extldflags=", "v1.2.0", set("-ldflags", "-extldflags=-X=main.version=6.6.6"), "1.2.0", false},
+		{"a package pattern", "v1.2.0", set("-ldflags", "example.com/other=-X main.version=6.6.6"), "", true},
+		{"an unclosed quote", "v1.2.0", set("-ldflags", "-X 'main.version=6.6.6"), "", true},
+		{"-X main.version=dev", "v1.2.0", set("-ldflags", "-X main.version=dev"), "1.2.0", false},
+		{"-X main.version=dev, no module version", "(devel)", set("-ldflags", "-X main.version=dev"), "dev", false},
+		{"-X main.version=", "v1.2.0", set("-ldflags", "-X main.version="), "", false},
 	} {
 		bi := &debug.BuildInfo{Main: debug.Module{Version: c.main}, Settings: c.settings}
 		if got, hidden := stamp(bi); got != c.want || hidden != c.hidden {
@@ -76,11 +90,13 @@ func TestCheckInfo(t *testing.T) {
 		{"tagged, approved with its v", bi("v1.2.0", "-trimpath", "true"), "linux/amd64", "v1.2.0", ""},
 		{"another platform", bi("v1.2.0", "-trimpath", "true"), "darwin/arm64", "1.2.0", "is a Go binary for linux/amd64, not darwin/arm64"},
 		{"another tag", bi("v1.2.0", "-trimpath", "true"), "linux/amd64", "1.3.0", "reports version 1.2.0 (its git tag; an -X main.version is not visible under -trimpath), not 1.3.0"},
-		{"untagged under -trimpath", bi("v1.2.1-0.20261202054703-73c5ab862b63", "-trimpath", "true"), "linux/amd64", "1.3.0", "the version it reports cannot be read from the file"},
-		{"dirty under -trimpath", bi("v1.2.0+dirty", "-trimpath", "true"), "linux/amd64", "1.2.0", "untagged or changed tree (module version v1.2.0+dirty)"},
+		{"untagged under -trimpath", bi("v1.2.1-0.20261202054703-73c5ab862b63", "-trimpath", "true"), "linux/amd64", "1.3.0", "cannot be read from the file"},
+		{"dirty under -trimpath", bi("v1.2.0+dirty", "-trimpath", "true"), "linux/amd64", "1.2.0", "(module version v1.2.0+dirty)"},
 		{"-X recorded", bi("(devel)", "-ldflags", "-X main.version=1.4.0"), "linux/amd64", "1.4.0", ""},
 		{"-X another version", bi("(devel)", "-ldflags", "-X main.version=1.4.0"), "linux/amd64", "1.5.0", "reports version 1.4.0, not 1.5.0"},
 		{"no stamp at all", bi("(devel)"), "linux/amd64", "1.4.0", "reports version dev, not 1.4.0"},
+		{"an empty -X", bi("(devel)", "-ldflags", "-X main.version="), "linux/amd64", "1.4.0", "reports an empty version"},
+		{"a package pattern", bi("v1.4.0", "-ldflags", "./ferry=-X main.version=1.4.0"), "linux/amd64", "1.4.0", "cannot be read from the file"},
 	} {
 		err := checkInfo(c.bi, "releases/f", c.platform, c.version, same)
 		switch {
