@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 )
 
@@ -16,8 +17,8 @@ import (
 //go:embed schemas.json
 var schemasJSON []byte
 
-// schemas is schemas.json decoded: "input <Go type>" and "output <Go type>" (as %T
-// prints it) to the compact schema.
+// schemas is schemas.json decoded: "input <Go type>" and "output <Go type>"
+// (schemaKey) to the compact schema.
 var schemas = sync.OnceValue(func() map[string]json.RawMessage {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(schemasJSON, &m); err != nil {
@@ -37,8 +38,21 @@ var schemaOf = func(kind string, v any) json.RawMessage {
 	return s
 }
 
-// schemaKey is the schemas.json key of kind for v's type.
-func schemaKey(kind string, v any) string { return fmt.Sprintf("%s %T", kind, v) }
+// schemaKey is the schemas.json key of kind for v's type: its pointers, and the named
+// type's package path and name (two packages may name a type alike), or its literal.
+func schemaKey(kind string, v any) string {
+	t := reflect.TypeOf(v)
+	stars := ""
+	for t != nil && t.Kind() == reflect.Pointer {
+		stars += "*"
+		t = t.Elem()
+	}
+	name := fmt.Sprint(t)
+	if t != nil && t.PkgPath() != "" {
+		name = t.PkgPath() + "." + t.Name()
+	}
+	return kind + " " + stars + name
+}
 
 // inputSchema is the JSON Schema of a tool's arguments of v's type: compact for MCP
 // clients (docs/design.md §4): everything inlined (no $ref/$defs), no $schema or $id,
