@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -394,8 +395,12 @@ func (g *Globals) checkChannelNamed() error {
 	}
 	if g.Channel != "" {
 		if _, err := os.Stat(filepath.Join(g.Channel, "channel.toml")); err != nil {
+			what := "holds no channel (no channel.toml)"
+			if _, derr := os.Stat(g.Channel); errors.Is(derr, fs.ErrNotExist) {
+				what = "does not exist"
+			}
 			return errs.Errorf(errs.Invalid, "pass the folder `ferry init` made (it holds channel.toml), or run `ferry init` there first",
-				"%s holds no channel (no channel.toml)", g.Channel)
+				"%s %s", g.Channel, what)
 		}
 		return nil
 	}
