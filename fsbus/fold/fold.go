@@ -266,6 +266,12 @@ type FoldInput struct {
 	unattested map[string]string // the last full fold's, for a partial fold (fold_incr.go)
 }
 
+// RulesVersion numbers the fold's rules: what state a history folds to. Two machines
+// whose builds fold alike have the same RulesVersion, and a change that folds any
+// history otherwise must raise it (fsbus TestFoldRulesVersion pins the busy fixture's
+// state to it). An owner's checkpoint names the rules it was folded under.
+const RulesVersion = 1
+
 // Fold computes the State of a channel from its entries. It is deterministic: any
 // machine holding the same entries and objects folds the same state, whatever order
 // they arrived in. Entries that fail verification or exceed their writer's grant are
