@@ -163,7 +163,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 			// (the MCP tools' parameter names, another CLI's habits): show the form.
 			h = "the form is `" + form + "`; " + h
 		}
-		return printError(stderr, errs.Errorf(errs.Invalid, h, "%v", err), jsonErrors, inputs)
+		return printError(stderr, errs.Errorf(errs.Invalid, h, "%s", parseMessage(err)), jsonErrors, inputs)
 	}
 	if err := checkOwner(kctx, &cli.Globals); err != nil {
 		return printError(stderr, err, cli.JSON, inputs)
@@ -292,6 +292,16 @@ func namedCommands(args []string) []string {
 		}
 	}
 	return out
+}
+
+// parseMessage is the parser's error in words a user reads: kong reports a flag given
+// last with no value as `--level: expected string value but got "EOL" (<EOL>)`.
+func parseMessage(err error) string {
+	msg := err.Error()
+	if flag, rest, ok := strings.Cut(msg, ": expected "); ok && strings.HasPrefix(flag, "-") && strings.HasSuffix(rest, ` but got "EOL" (<EOL>)`) {
+		return flag + " needs a value"
+	}
+	return msg
 }
 
 // internalHint is the hint of an error that is no *errs.Error.

@@ -46,7 +46,7 @@ type OrderNewCmd struct {
 	TitleFlag string   `name:"title" help:"One-line title, as the MCP tool names it (or the argument)." placeholder:"TITLE"`
 	Body      string   `help:"Markdown body (or @FILE)." placeholder:"TEXT"`
 	Label     []string `help:"Labels." placeholder:"LABEL"`
-	Priority  string   `help:"low, normal or high." enum:",low,normal,high" default:""`
+	Priority  string   `help:"low, normal or high." placeholder:"low|normal|high"`
 	Dep       []string `help:"Order ids this one waits for." placeholder:"ID"`
 	To        string   `help:"Offer to this agent at creation." placeholder:"NAME"`
 	keyFlag

@@ -150,3 +150,21 @@ func TestParserMatchesWholeTree(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagWithoutValue: a flag given last with no value is said to need one, whatever
+// its type, instead of the parser's `expected string value but got "EOL"`.
+func TestFlagWithoutValue(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"grant", "codex-desktop", "--level"},
+		{"order", "list", "--state"},
+		{"order", "list", "--limit"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		flag := args[len(args)-1]
+		if code != 2 || !strings.HasPrefix(stderr.String(), "ferry: error: invalid: "+flag+" needs a value\n") || strings.Contains(stderr.String(), "EOL") {
+			t.Errorf("ferry %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+}
