@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryhq/ferry/internal/schematest"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -81,7 +82,7 @@ func startWith(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project s
 	var names []string
 	for _, tl := range tools {
 		names = append(names, tl.Name)
-		rs, err := closedOutputSchema(tl.OutputSchema)
+		rs, err := schematest.Closed(tl.OutputSchema)
 		if err != nil {
 			t.Fatalf("%s: outputSchema of %s: %v\n%s", kind.name, tl.Name, err, tl.OutputSchema)
 		}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/schematest"
 	"github.com/google/jsonschema-go/jsonschema"
 	mcpgoclient "github.com/mark3labs/mcp-go/client"
 	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
@@ -593,7 +594,7 @@ func startAgent(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project 
 			t.Errorf("%s: tool %s has no outputSchema", kind.name, tl.Name)
 			continue
 		}
-		rs, err := closedOutputSchema(tl.OutputSchema)
+		rs, err := schematest.Closed(tl.OutputSchema)
 		if err != nil {
 			t.Fatalf("%s: outputSchema of %s: %v\n%s", kind.name, tl.Name, err, tl.OutputSchema)
 		}
@@ -603,30 +604,6 @@ func startAgent(t *testing.T, m *mcpMachine, kind mcpClientKind, agent, project 
 		t.Fatalf("%s: tools/list names %v, want %v", kind.name, names, mcpCoreTools)
 	}
 	return a
-}
-
-// closedOutputSchema resolves an outputSchema as listed, with additionalProperties
-// false at its top level: a top-level member of a result that the schema does not
-// declare fails validation.
-func closedOutputSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
-	}
-	m["additionalProperties"] = false
-	closed, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(closed, &s); err != nil {
-		return nil, fmt.Errorf("does not decode as a JSON Schema: %w", err)
-	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
-		return nil, fmt.Errorf("does not resolve: %w", err)
-	}
-	return rs, nil
 }
 
 // call runs one tool call; a transport or protocol error fails the test.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/schematest"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -128,7 +129,7 @@ func newRig(t *testing.T, cfg mcpserver.FerryConfig) *rig {
 		if tl.OutputSchema == nil {
 			continue
 		}
-		rs, err := closedSchema(tl.OutputSchema)
+		rs, err := schematest.Closed(tl.OutputSchema)
 		if err != nil {
 			t.Fatalf("outputSchema of %s: %v", tl.Name, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ferryhq/ferry/internal/schematest"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -22,25 +23,6 @@ import (
 // in every test of this package; TestOutputSchemasHoldResults requires that a journey
 // through every core, admin and legacy tool was checked, and
 // TestConformanceOutputSchemas checks the results in the conformance transcripts.
-
-// closedSchema resolves an outputSchema with additionalProperties false at its top
-// level.
-func closedSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("outputSchema is not a JSON object: %w", err)
-	}
-	m["additionalProperties"] = false
-	closed, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(closed, &s); err != nil {
-		return nil, fmt.Errorf("outputSchema does not decode as a JSON Schema: %w", err)
-	}
-	return s.Resolve(nil)
-}
 
 // checkStructured validates structured against the closed outputSchema rs.
 func checkStructured(rs *jsonschema.Resolved, structured json.RawMessage) error {
@@ -104,7 +86,7 @@ func TestOutputSchemasHoldResults(t *testing.T) {
 // declare and on a member of the wrong type, and holds a result with members left out.
 func TestOutputSchemaClosed(t *testing.T) {
 	t.Parallel()
-	rs, err := closedSchema(json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"hits":{"type":"array","items":{"type":"object"}}}}`))
+	rs, err := schematest.Closed(json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"hits":{"type":"array","items":{"type":"object"}}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +116,7 @@ func TestConformanceOutputSchemas(t *testing.T) {
 		if tool.OutputSchema == nil {
 			continue
 		}
-		rs, err := closedSchema(tool.OutputSchema)
+		rs, err := schematest.Closed(tool.OutputSchema)
 		if err != nil {
 			t.Fatalf("%s: %v", tool.Name, err)
 		}
