@@ -180,7 +180,13 @@ func completionTable(app *kong.Application) *complTable {
 		if len(n.Positional) > 0 && n.Positional[0].Enum != "" {
 			words = append(words, n.Positional[0].EnumSlice()...)
 		}
-		for _, group := range n.AllFlags(true) {
+		// A default subcommand's flags complete on its parent too: `ferry grant NAME
+		// --level` is `ferry grant set NAME --level`.
+		flagged := n
+		if n.DefaultCmd != nil && !n.DefaultCmd.Hidden {
+			flagged = n.DefaultCmd
+		}
+		for _, group := range flagged.AllFlags(true) {
 			for _, f := range group {
 				names := []string{"--" + f.Name}
 				if f.Short != 0 {

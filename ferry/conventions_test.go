@@ -165,6 +165,8 @@ func TestCompletionBash(t *testing.T) {
 		{"ferry connect ", []string{"claude-code", "claude-desktop", "codex", "cursor", "--scope"}, nil},
 		{"ferry connect cursor --scope ", []string{"user", "project"}, []string{"--print"}},
 		{"ferry --as bob grant set x --level ", []string{"member"}, nil},
+		{"ferry grant codex-desktop --level ", []string{"worker", "member", "orchestrator"}, []string{"set", "revoke"}},
+		{"ferry grant codex-desktop --l", []string{"--level"}, nil},
 		{"ferry completion ", []string{"bash", "zsh", "fish", "powershell"}, nil},
 		{"ferry --project acme talk ", []string{"send", "read"}, []string{"list"}},
 	} {
