@@ -133,8 +133,10 @@ func (c *ConnectCmd) connect(g *Globals, env appconfig.Env, exe, machine string)
 			return err
 		}
 	}
-	if rep.Agent != "" && !fold.ValidName(rep.Agent) {
-		return errs.Errorf(errs.Invalid, "use 1-63 characters of a-z, 0-9 and '-'", "%q is not a portable agent name", rep.Agent)
+	if rep.Agent != "" {
+		if err := fold.CheckName("agent name", rep.Agent); err != nil {
+			return err
+		}
 	}
 	rep.Server = appconfig.Server{Command: exe, Args: []string{"mcp", "serve", "--as", rep.Agent, "--project", rep.Project},
 		Env: appconfig.ServerEnv(env)}

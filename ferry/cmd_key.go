@@ -88,8 +88,8 @@ func keyName(g *Globals) (string, error) {
 	if g.As == "" || g.As == fold.MasterWriter {
 		return fold.MasterWriter, nil
 	}
-	if !fold.ValidName(g.As) {
-		return "", errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+	if err := fold.CheckName("agent name", g.As); err != nil {
+		return "", err
 	}
 	return g.As, nil
 }
@@ -331,8 +331,8 @@ func (c *KeyNewCmd) Run(g *Globals) error {
 	if g.As == "" {
 		return errs.Errorf(errs.Invalid, "pass --as NAME", "no agent name given")
 	}
-	if !fold.ValidName(g.As) {
-		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+	if err := fold.CheckName("agent name", g.As); err != nil {
+		return err
 	}
 	k, err := ch.Home.NewKey(ch.Project(), g.As)
 	if err != nil {

@@ -53,8 +53,8 @@ func (c *McpServeCmd) Run(g *Globals) error {
 	if g.As == "" {
 		return errs.Errorf(errs.Invalid, "pass --as NAME (one identity per server), e.g. --as claude-code-laptop", "no agent name given")
 	}
-	if !fold.ValidName(g.As) {
-		return errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable name", g.As)
+	if err := fold.CheckName("agent name", g.As); err != nil {
+		return err
 	}
 	// Before answering anything: the channel this server is for must be named, so an
 	// app's own `mcp list` shows the entry failed instead of connected (one read of the

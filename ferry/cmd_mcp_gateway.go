@@ -184,8 +184,8 @@ func gatewayTarget(g *Globals, projectLocal bool) (path, scope string, err error
 	if g.Project == "" {
 		return "", "", errs.Errorf(errs.Invalid, "pass --project ID with --project-local", "--project-local needs a project")
 	}
-	if !fold.ValidName(g.Project) {
-		return "", "", errs.Errorf(errs.Invalid, "use a-z, 0-9 and '-'", "%q is not a portable project id", g.Project)
+	if err := fold.CheckName("project id", g.Project); err != nil {
+		return "", "", err
 	}
 	return gateway.ConfigPath(h, g.Project), gateway.ScopeProject, nil
 }
