@@ -41,8 +41,9 @@ func (c *UpdateApproveCmd) Help() string {
 		"A Go binary is read for the platform and the version it will report (the git tag it was\n" +
 		"built from, README \"Release build\", or -ldflags \"-X main.version=…\", which -trimpath\n" +
 		"hides): one built for another platform or reporting another version is refused, and so\n" +
-		"is a -trimpath build of an untagged or changed tree, whose version cannot be read; a file\n" +
-		"that is not a Go binary is approved with a note saying what was not checked."
+		"is a -trimpath build of an untagged commit or any build of a changed tree, whose version\n" +
+		"cannot be read; a file that is not a Go binary is approved with a note saying what was\n" +
+		"not checked."
 }
 
 // ownerAction marks release.approve the owner's (docs/format.md §13, the master row).

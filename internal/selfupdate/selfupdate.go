@@ -32,8 +32,9 @@ import (
 // the main module version the go command stamps from a git tag, README "Release
 // build", else "dev") is not version — `update apply` would refuse it on every machine.
 // Under -trimpath the build information records no -ldflags, so an -X is not visible:
-// there only a tagged, clean module version is read, and a build of an untagged or
-// changed tree is refused, as its version cannot be told from the file. A file without
+// there only a tagged module version is read, and a build of an untagged commit is
+// refused, as its version cannot be told from the file; so is any build of a tree with
+// uncommitted changes, which may have changed what the binary reports. A file without
 // Go build information is not refused: note says that its platform and version were
 // not checked. sameVersion says whether two version texts name one version
 // (docs/format.md §11).
@@ -65,7 +66,7 @@ func checkInfo(bi *debug.BuildInfo, path, platform, version string, sameVersion 
 	switch {
 	case reported == "" && hidden:
 		return errs.Errorf(errs.Invalid, "build it from a commit tagged "+tag+" with no uncommitted changes (README \"Release build\"), or stamp it with -ldflags \"-X main.version="+strings.TrimPrefix(version, "v")+"\" without -trimpath",
-			"the version %s reports cannot be read from the file (module version %s): a -trimpath build of an untagged or changed tree leaves its -ldflags out of its build information, and per-package -ldflags may not apply to ferry", path, bi.Main.Version)
+			"the version %s reports cannot be read from the file (module version %s): it was built from a tree with uncommitted changes, or with -trimpath from an untagged commit (-trimpath leaves -ldflags out of the build information), or with per-package -ldflags", path, bi.Main.Version)
 	case reported == "":
 		return errs.Errorf(errs.Invalid, "stamp it with -ldflags \"-X main.version="+strings.TrimPrefix(version, "v")+"\", or build it from the commit tagged "+tag+" (README \"Release build\")",
 			"%s reports an empty version (-X main.version= with nothing after it)", path)
@@ -107,7 +108,9 @@ func stamp(bi *debug.BuildInfo) (version string, hidden bool) {
 	mv := bi.Main.Version
 	hidden = trimpath && !hasLdflags
 	switch {
-	case hidden && (mv == "" || mv == "(devel)" || pseudoRE.MatchString(mv) || strings.Contains(mv, "+dirty")):
+	case hidden && (mv == "" || mv == "(devel)" || pseudoRE.MatchString(mv)), strings.Contains(mv, "+dirty"):
+		// A changed tree may have changed what the binary reports (its default
+		// version among the rest): nothing in the file tells.
 		return "", true
 	case mv == "" || mv == "(devel)":
 		return "dev", false
@@ -116,8 +119,8 @@ func stamp(bi *debug.BuildInfo) (version string, hidden bool) {
 }
 
 // xVersion reads the value of the last -X main.version=V of a build's -ldflags (the
-// linker takes the last), tokenized as the go command does (spaces, and 'single' or
-// "double" quotes), skipping the values of the linker's other flags (an -extldflags
+// linker takes the last), split into words as the go command splits it (splitQuoted),
+// skipping the values of the linker's other flags (an -extldflags
 // holding "-X main.version=…" sets nothing). found is false without one; readable is
 // false when the text cannot be read so: per-package flags ("pattern=flags"), which may
 // not apply to the main package, or an unclosed quote.
@@ -126,23 +129,9 @@ func xVersion(ldflags string) (v string, found, readable bool) {
 	if t != "" && t[0] != '-' {
 		return "", false, false
 	}
-	var words []string
-	for t = strings.TrimLeft(t, " \t\n\r"); t != ""; t = strings.TrimLeft(t, " \t\n\r") {
-		var w strings.Builder
-		for t != "" && !strings.ContainsRune(" \t\n\r", rune(t[0])) {
-			if q := t[0]; q == '\'' || q == '"' {
-				end := strings.IndexByte(t[1:], q)
-				if end < 0 {
-					return "", false, false
-				}
-				w.WriteString(t[1 : 1+end])
-				t = t[2+end:]
-				continue
-			}
-			w.WriteByte(t[0])
-			t = t[1:]
-		}
-		words = append(words, w.String())
+	words, ok := splitQuoted(t)
+	if !ok {
+		return "", false, false
 	}
 	for i := 0; i < len(words); i++ {
 		if !strings.HasPrefix(words[i], "-") {
@@ -161,6 +150,39 @@ func xVersion(ldflags string) (v string, found, readable bool) {
 		}
 	}
 	return v, found, true
+}
+
+// splitQuoted splits s into words as the go command splits a flag's value
+// (cmd/internal/quoted.Split): words are separated by spaces, tabs and newlines, and a
+// word that starts with ' or " runs to the next such quote — no escapes, and the word
+// ends there even with no space after it. A quote anywhere else is a plain character.
+// ok is false for an unclosed quote, which the go command refuses.
+func splitQuoted(s string) (words []string, ok bool) {
+	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(s) > 0 {
+		for len(s) > 0 && space(s[0]) {
+			s = s[1:]
+		}
+		if len(s) == 0 {
+			break
+		}
+		if q := s[0]; q == '"' || q == '\'' {
+			end := strings.IndexByte(s[1:], q)
+			if end < 0 {
+				return nil, false
+			}
+			words = append(words, s[1:1+end])
+			s = s[2+end:]
+			continue
+		}
+		i := 0
+		for i < len(s) && !space(s[i]) {
+			i++
+		}
+		words = append(words, s[:i])
+		s = s[i:]
+	}
+	return words, true
 }
 
 // linkerValueFlags are the flags of `go tool link` that take a value (go1.26): the word

@@ -40,7 +40,7 @@ func TestStamp(t *testing.T) {
 		{"dirty under -trimpath", "v1.2.0+dirty", set("-trimpath", "true"), "", true},
 		{"devel under -trimpath", "(devel)", set("-trimpath", "true"), "", true},
 		{"untagged without -trimpath", "v0.0.0-20261202054703-73c5ab862b63", nil, "0.0.0-20261202054703-73c5ab862b63", false},
-		{"dirty without -trimpath", "v1.2.0+dirty", nil, "1.2.0+dirty", false},
+		{"dirty without -trimpath", "v1.2.0+dirty", nil, "", true},
 		{"devel without -trimpath", "(devel)", nil, "dev", false},
 		{"none", "", nil, "dev", false},
 		// -ldflags read as the go command and the linker read them.
@@ -48,6 +48,13 @@ func TestStamp(t *testing.T) {
 		{"two spaces", "v1.2.0", set("-ldflags", "-X  main.version=6.6.6"), "6.6.6", false},
 		{"a tab", "v1.2.0", set("-ldflags", "-X\tmain.version=6.6.6"), "6.6.6", false},
 		{"double-quoted", "v1.2.0", set("-ldflags", `-s "-X" "main.version=6.6.6"`), "6.6.6", false},
+		// The go command's quoting: a quote counts only at the start of a word, and
+		// ends the word.
+		{"quotes inside a word are characters", "v1.2.0", set("-ldflags", `-X main.version="1.2.3"`), `"1.2.3"`, false},
+		{"a quoted word ends at its quote", "v1.2.0", set("-ldflags", "-X main.version=1.0.0 -s '-X'main.version=6.6.6"), "6.6.6", false},
+		{"a quoted -X alone", "v1.2.0", set("-ldflags", "-s '-X'main.version=9.9.9"), "9.9.9", false},
+		{"a quote inside the value", "v1.2.0", set("-ldflags", "-X=main.version=a'b'"), "a'b'", false},
+		{"words after a quoted one", "v1.2.0", set("-ldflags", "-s -X 'main.version=1.0.0'-X=main.version=6.6.6"), "6.6.6", false},
 		{"--X", "v1.2.0", set("-ldflags", "--X=main.version=6.6.6"), "6.6.6", false},
 		{"another package's variable", "v1.2.0", set("-ldflags", "-X other.version=6.6.6"), "1.2.0", false},
 		{"inside -extldflags", "v1.2.0", set("-ldflags", "-extldflags '-X main.version=6.6.6'"), "1.2.0", false},
@@ -66,8 +73,8 @@ func TestStamp(t *testing.T) {
 }
 
 // TestCheckInfo: a Go binary is refused for another platform, for a version other than
-// the one it reports, and under -trimpath from an untagged or changed tree (its version
-// cannot be read); each refusal says why and what to do.
+// the one it reports, under -trimpath from an untagged commit and from any changed tree
+// (its version cannot be read); each refusal says why and what to do.
 func TestCheckInfo(t *testing.T) {
 	t.Parallel()
 	same := func(a, b string) bool { return strings.TrimPrefix(a, "v") == strings.TrimPrefix(b, "v") }
@@ -94,6 +101,7 @@ func TestCheckInfo(t *testing.T) {
 		{"dirty under -trimpath", bi("v1.2.0+dirty", "-trimpath", "true"), "linux/amd64", "1.2.0", "(module version v1.2.0+dirty)"},
 		{"-X recorded", bi("(devel)", "-ldflags", "-X main.version=1.4.0"), "linux/amd64", "1.4.0", ""},
 		{"-X another version", bi("(devel)", "-ldflags", "-X main.version=1.4.0"), "linux/amd64", "1.5.0", "reports version 1.4.0, not 1.5.0"},
+		{"dirty without -trimpath", bi("v1.4.0+dirty", "-ldflags", "-s -w"), "linux/amd64", "1.4.0", "built from a tree with uncommitted changes"},
 		{"no stamp at all", bi("(devel)"), "linux/amd64", "1.4.0", "reports version dev, not 1.4.0"},
 		{"an empty -X", bi("(devel)", "-ldflags", "-X main.version="), "linux/amd64", "1.4.0", "reports an empty version"},
 		{"a package pattern", bi("v1.4.0", "-ldflags", "./ferry=-X main.version=1.4.0"), "linux/amd64", "1.4.0", "cannot be read from the file"},
