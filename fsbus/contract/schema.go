@@ -44,7 +44,7 @@ func ValidateOutput(schema, output json.RawMessage) (lines []string, err error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNumbers(output, "the result"); err != nil {
+	if err := checkNumbers(output, "the result", 0); err != nil {
 		return nil, err
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(output))
@@ -98,12 +98,15 @@ func scrubControl(s string) string {
 // compileSchema compiles a result schema (draft 2020-12 unless it says otherwise).
 // It returns invalid with the library's reason for a schema that does not compile.
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	if err := checkNumbers(raw, "the schema"); err != nil {
+	if err := checkNumbers(raw, "the schema", maxSchemaNumber); err != nil {
 		return nil, err
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, errs.Errorf(errs.Invalid, "pass a JSON Schema as JSON", "schema is not valid JSON")
+	}
+	if err := checkShape(doc); err != nil {
+		return nil, err
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoader{})
@@ -130,10 +133,62 @@ const (
 	maxExponent   = 400
 )
 
+// maxSchemaDepth and maxSchemaRefs bound a result schema's shape. The validator has no
+// work budget: compiling costs about the cube of the nesting depth (a 32 KiB schema of
+// nested "not" took 45 s), and references that fan out (allOf or anyOf of two $refs,
+// level after level) cost 2^levels evaluations at every validation (20 levels: 15 s and
+// 1.9 GB). A result schema needs neither: 64 levels of JSON nesting are 32 of
+// properties, and 16 references give at most 2^8 paths.
+const (
+	maxSchemaDepth = 64
+	maxSchemaRefs  = 16
+)
+
+// checkShape returns invalid for a schema document (as jsonschema.UnmarshalJSON decodes
+// it) nested deeper than maxSchemaDepth or holding more than maxSchemaRefs references
+// ($ref, $dynamicRef, $recursiveRef members).
+func checkShape(doc any) error {
+	refs, deepest := 0, 0
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		deepest = max(deepest, depth)
+		if depth > maxSchemaDepth {
+			return
+		}
+		switch t := v.(type) {
+		case map[string]any:
+			for k, x := range t {
+				if k == "$ref" || k == "$dynamicRef" || k == "$recursiveRef" {
+					refs++
+				}
+				walk(x, depth+1)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x, depth+1)
+			}
+		}
+	}
+	walk(doc, 1)
+	switch {
+	case deepest > maxSchemaDepth:
+		return errs.Errorf(errs.Invalid, "flatten the schema: at most 64 levels of nesting", "the schema nests deeper than %d levels", maxSchemaDepth)
+	case refs > maxSchemaRefs:
+		return errs.Errorf(errs.Invalid, "inline the definitions or use fewer: at most 16 references", "the schema holds %d references ($ref, $dynamicRef, $recursiveRef), more than %d", refs, maxSchemaRefs)
+	}
+	return nil
+}
+
+// maxSchemaNumber bounds a schema's numbers: the validator reads length and count
+// limits (maxLength, maxItems, …) as 64-bit integers, so 1e19 wraps to a negative
+// limit; 2^53 is I-JSON's bound for exact integers (RFC 7493 §2.2).
+const maxSchemaNumber = 1 << 53
+
 // checkNumbers returns invalid for a number in doc (JSON) that an IEEE 754 double
-// cannot hold, or longer than maxNumberText, or with an exponent past ±maxExponent.
-// what names doc in the message. A doc that is not JSON is left to the caller.
-func checkNumbers(doc []byte, what string) error {
+// cannot hold, or longer than maxNumberText, or with an exponent past ±maxExponent, or
+// (maxAbs > 0) larger in magnitude than maxAbs. what names doc in the message. A doc
+// that is not JSON is left to the caller.
+func checkNumbers(doc []byte, what string, maxAbs float64) error {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	for {
@@ -155,12 +210,15 @@ func checkNumbers(doc []byte, what string) error {
 			e, eerr := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
 			bad = eerr != nil || e > maxExponent || e < -maxExponent
 		}
+		if f, _ := strconv.ParseFloat(lit, 64); !bad && maxAbs > 0 && math.Abs(f) > maxAbs {
+			bad = true
+		}
 		if bad {
 			shown := lit
 			if len(shown) > 24 {
 				shown = shown[:24] + "…"
 			}
-			return errs.Errorf(errs.Invalid, "write numbers an IEEE 754 double holds (RFC 7493 §2.2): at most 64 characters, exponents within ±400",
+			return errs.Errorf(errs.Invalid, "write numbers an IEEE 754 double holds (RFC 7493 §2.2): at most 64 characters, exponents within ±400, and in a schema at most 2^53",
 				"%s holds the number %s, which is out of range", what, shown)
 		}
 	}

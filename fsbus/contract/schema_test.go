@@ -2,6 +2,7 @@ package contract
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -68,5 +69,48 @@ func TestCompileSchemaRefusesOtherDocuments(t *testing.T) {
 	}
 	if _, err := compileSchema(json.RawMessage(`{"$defs":{"n":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/n"}}}`)); err != nil {
 		t.Errorf("a $ref within the schema: %v", err)
+	}
+}
+
+// TestCompileSchemaShape: a schema nested deeper than maxSchemaDepth, or holding more
+// than maxSchemaRefs references (which the validator would follow 2^levels times), is
+// refused at once as invalid; one within both compiles.
+func TestCompileSchemaShape(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat(`{"not":`, 70) + `{}` + strings.Repeat(`}`, 70)
+	fan := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+		for i := range n {
+			fmt.Fprintf(&b, `"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
+		}
+		fmt.Fprintf(&b, `"d%d":{"type":"object"}}}`, n)
+		return b.String()
+	}
+	for _, c := range []struct {
+		name, schema, want string
+	}{
+		{"70 levels of not", deep, "nests deeper than 64 levels"},
+		{"references fanning out 22 levels", fan(22), "45 references"},
+		{"a maxLength past 2^53", `{"properties":{"a":{"type":"string","maxLength":1e19}}}`, "the schema holds the number 1e19"},
+		{"a maxItems of 2^64", `{"maxItems":18446744073709551616}`, "the schema holds the number"},
+	} {
+		_, err := compileSchema(json.RawMessage(c.schema))
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want invalid with %q", c.name, err, c.want)
+		}
+	}
+	for _, ok := range []string{
+		strings.Repeat(`{"not":`, 30) + `{}` + strings.Repeat(`}`, 30),
+		fan(7), // 1 + 14 references
+		`{"properties":{"a":{"type":"number","maximum":9007199254740992}}}`,
+	} {
+		if _, err := compileSchema(json.RawMessage(ok)); err != nil {
+			t.Errorf("schema %.60s…: %v", ok, err)
+		}
+	}
+	// The results a fanning schema within the bound validates stay cheap to check.
+	if lines, err := ValidateOutput(json.RawMessage(fan(7)), json.RawMessage(`{"a":1}`)); err != nil || lines != nil {
+		t.Errorf("fan(7) against an object: %q, %v", lines, err)
 	}
 }
