@@ -102,6 +102,9 @@ type Channel struct {
 	// sinceCheckpoint counts the entries folded through foldDelta since this process
 	// last wrote, or started from, the fold checkpoint (checkpoint.go).
 	sinceCheckpoint int
+	// configSeen is channel.toml's size and modification time as this process last read
+	// it (Open, checkPresent): a change is read again at the next Load.
+	configSeen configStamp
 	// rosterChecked are the hashes of the roster entries (joins, grants, rotations) of
 	// the fold checkpoint this process started from: their signatures are checked again
 	// (prewarmSigs) but were saved in the index by the process that wrote the
@@ -250,6 +253,7 @@ func Open(h *Home, dir string) (*Channel, error) {
 		return nil, err
 	}
 	c := &Channel{Root: dir, Config: cfg, Home: h, MasterKey: mk}
+	c.configSeen = stampOf(filepath.Join(dir, "channel.toml"))
 	// The pin: channel.toml's key, or a key its rotation chain reaches (rotation.go).
 	if err := c.checkPin(); err != nil {
 		return nil, err

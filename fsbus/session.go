@@ -755,11 +755,44 @@ func checkIdemKey(key string) error {
 // since the channel was opened — a sync tool stopped, a folder moved or deleted — so a
 // long-running process never folds an empty channel or recreates the folder by writing.
 func (c *Channel) checkPresent() error {
-	if _, err := os.Stat(filepath.Join(c.Root, "channel.toml")); err != nil {
+	p := filepath.Join(c.Root, "channel.toml")
+	fi, err := os.Stat(p)
+	if err != nil {
 		return errs.Errorf(errs.NotFound, "check that the synced folder is there (is the sync tool running? was it moved?)",
 			"the channel folder %s is missing (no channel.toml)", c.Root)
 	}
+	now := configStamp{fi.Size(), fi.ModTime().UnixNano()}
+	if c.configSeen == (configStamp{}) || now == c.configSeen {
+		c.configSeen = now
+		return nil
+	}
+	// channel.toml is written once, but for the owner's move to a newer format: read it
+	// again, so a running process stops at a format it does not read instead of folding
+	// the channel as it did (docs/format.md §17).
+	cfg, mk, _, _, err := readConfigFile(c.Root)
+	if err != nil {
+		return err
+	}
+	if cfg.Project != c.Config.Project || !mk.Equal(c.MasterKey) {
+		return errs.Errorf(errs.Invalid, "restore channel.toml from another machine or backup, or restart this process if the channel was made again",
+			"channel.toml changed under this process: project %s with master key %s, not project %s with %s", cfg.Project, ledger.FormatKey(mk), c.Config.Project, ledger.FormatKey(c.MasterKey))
+	}
+	c.configSeen = now
 	return nil
+}
+
+// configStamp is a file's size and modification time (Unix ns).
+type configStamp struct {
+	size, mod int64
+}
+
+// stampOf is the configStamp of the file at p, the zero one when it cannot be read.
+func stampOf(p string) configStamp {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return configStamp{}
+	}
+	return configStamp{fi.Size(), fi.ModTime().UnixNano()}
 }
 
 // chainTip returns the entry with the highest seq of (writer, device) in v's snapshot
