@@ -277,7 +277,9 @@ func topCommands() []topCommand {
 }
 
 // namedCommands are the top-level command names that appear among args before "--":
-// the one the parse selects is among them whatever the flags before it take as values.
+// the one a parse selects is among them whatever the flags before it take as values,
+// unless it comes after "--" (that parse fails, and parseArgs parses with the whole
+// tree).
 func namedCommands(args []string) []string {
 	var out []string
 	cmds := topCommands()
