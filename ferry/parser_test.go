@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -166,5 +167,34 @@ func TestFlagWithoutValue(t *testing.T) {
 		if code != 2 || !strings.HasPrefix(stderr.String(), "ferry: error: invalid: "+flag+" needs a value\n") || strings.Contains(stderr.String(), "EOL") {
 			t.Errorf("ferry %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
 		}
+	}
+}
+
+// BenchmarkParse is run's parser built and run once, as every ferry process does:
+// whole is the whole tree's model (help, completion, a failed narrowed parse), version
+// and order-new the narrowed models of those command lines (ADR 0018).
+func BenchmarkParse(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		args  []string
+		whole bool
+	}{
+		{"whole", []string{"version"}, true},
+		{"version", []string{"version"}, false},
+		{"order-new", []string{"order", "new", "Fix the login test"}, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var cli CLI
+				p, err := newParser(&cli, c.args, c.whole, io.Discard, io.Discard)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Parse(c.args); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
