@@ -217,6 +217,11 @@ type State struct {
 	Ignored   []Ignored  `json:"ignored,omitempty"`
 	MaxHLC    string     `json:"max_hlc,omitempty"`
 	Entries   int        `json:"entries"`
+	// Superseded are the entries above a counting checkpoint's cut on things terminal
+	// at it (from.go); Finality notes each place where the checkpoint decided otherwise
+	// than a fold of every entry without it would.
+	Superseded []Superseded `json:"superseded,omitempty"`
+	Finality   []string     `json:"-"`
 
 	Idem    Layered[IdemRec] `json:"-"` // writer + "\x00" + idem key
 	Counted Layered[bool]    `json:"-"` // hashes of entries that count
@@ -229,7 +234,12 @@ type State struct {
 	dangling map[string][]string
 	// unattested: entry hash → why it falls outside an attested bound (attest.go).
 	unattested map[string]string
+	// base is the counting checkpoint's state the fold starts from (from.go), or nil.
+	base *Base
 }
+
+// Base returns the checkpoint base the state was folded from, or nil.
+func (st *State) Base() *Base { return st.base }
 
 // noteDangling records that thing waits for basis (linkChain).
 func (st *State) noteDangling(basis, thing string) {
@@ -245,6 +255,7 @@ type IdemRec struct {
 	Args string `json:"-"`
 	Hash string `json:"-"`
 	Ref  string `json:"-"`
+	HLC  string `json:"-"` // of the entry that took the key
 }
 
 // ObjectReader returns an object file's canonical bytes and hash, or ErrObjectMissing.
@@ -262,6 +273,9 @@ type FoldInput struct {
 	// Forks are the snapshot's forks: the losing branches hold the records grants
 	// attest when a fork displaced them (attest.go). Optional.
 	Forks []ledger.Fork
+	// Base is the state at a counting checkpoint's cut (from.go); Entries then holds
+	// its lines and the entries above the cut (Split).
+	Base *Base
 
 	unattested map[string]string // the last full fold's, for a partial fold (fold_incr.go)
 }
@@ -305,6 +319,15 @@ func Fold(in FoldInput) *State {
 	if n := len(in.Entries); n > 0 {
 		st.MaxHLC = in.Entries[n-1].HLC
 	}
+	if in.Base != nil {
+		st.beginBase(in.Base)
+		st.Entries = in.Base.Entries
+		for i := range in.Entries {
+			if st.above(&in.Entries[i]) {
+				st.Entries++
+			}
+		}
+	}
 
 	// Segments seen per writer, counted or not: grant bounds name them.
 	for i := range in.Entries {
@@ -346,27 +369,30 @@ func Fold(in FoldInput) *State {
 				ignore(e, "grant.set with a bad level, key or agent name")
 				continue
 			}
+			bounds, hashes := st.clampBounds(e.Ref, e, d.Bounds, d.BoundHashes)
 			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis,
-				g: grant{LevelRank: lvl, Key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: d.Bounds, boundHashes: d.BoundHashes}})
+				g: grant{LevelRank: lvl, Key: key, keyTxt: d.Key, scopes: d.Scopes, bounds: bounds, boundHashes: hashes}})
 		case TypeGrantRevoke:
 			if !ValidName(e.Ref) || e.Ref == MasterWriter {
 				ignore(e, "grant.revoke of a bad agent name")
 				continue
 			}
-			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{Revoke: true, bounds: d.Bounds, boundHashes: d.BoundHashes}})
+			bounds, hashes := st.clampBounds(e.Ref, e, d.Bounds, d.BoundHashes)
+			grantNodes[e.Ref] = append(grantNodes[e.Ref], &grantNode{e: e, basis: d.Basis, g: grant{Revoke: true, bounds: bounds, boundHashes: hashes}})
 		case TypePolicySet:
 			policySets = append(policySets, e)
 		case TypeAgentRetire:
 			if e.Ref != "" && e.Ref != MasterWriter {
 				a := agent(e.Ref)
 				a.Retired = true
-				if d.Bounds != nil {
+				bounds, hashes := st.clampBounds(e.Ref, e, d.Bounds, d.BoundHashes)
+				if bounds != nil {
 					// The master's retire names the last seq of each segment it had
 					// seen; later entries, and unnamed segments, count for nothing.
-					a.retireBound(d.Bounds, true)
+					a.retireBound(bounds, true)
 				}
-				if d.BoundHashes != nil {
-					a.attests = append(a.attests, grant{bounds: d.Bounds, boundHashes: d.BoundHashes})
+				if hashes != nil {
+					a.attests = append(a.attests, grant{bounds: bounds, boundHashes: hashes})
 				}
 			}
 		}
@@ -481,10 +507,16 @@ func Fold(in FoldInput) *State {
 			st.Counted.set(e.Hash(), true)
 			a.noteSegment(e)
 		}
+		if st.supersede(e, ignore) {
+			st.Counted.set(e.Hash(), false)
+			continue
+		}
 		if e.Idem != "" {
 			k := e.Writer + "\x00" + e.Idem
 			if _, seen := st.Idem.Get(k); !seen {
-				st.Idem.set(k, IdemRec{Args: d.Args, Hash: e.Hash(), Ref: e.Ref})
+				st.Idem.set(k, IdemRec{Args: d.Args, Hash: e.Hash(), Ref: e.Ref, HLC: e.HLC})
+			} else {
+				st.takeIdem(e, k)
 			}
 		}
 		switch Family(e.Type) {
@@ -530,6 +562,10 @@ func Fold(in FoldInput) *State {
 	foldPrimary(st, in, primaryEntries, ignore)
 	foldDecisions(st, in, decisionEntries, ignore)
 	foldHandins(st, in, handinEntries, ignore)
+	if st.base != nil {
+		st.endBase(agent)
+		sortSuperseded(st.Superseded)
+	}
 	sortContested(st.Contested)
 	sortIgnored(st.Ignored)
 	st.decoded = nil

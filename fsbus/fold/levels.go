@@ -109,6 +109,7 @@ var minLevel = map[string]Level{
 	TypeAskAnswer:       LevelMaster,
 	TypeReleaseApprove:  LevelMaster, // update_fold.go
 	TypeMasterRotate:    LevelMaster, // rotation.go
+	TypeCheckpoint:      LevelMaster, // counting.go
 	TypeSecretPut:       LevelMember, // vault.go
 }
 

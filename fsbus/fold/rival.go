@@ -89,16 +89,26 @@ func (st *State) standing(writer string) int {
 // the rival contest naming every writer.
 func pickRival[S any](st *State, cands []*chainNode[S], rank func(*chainNode[S]) int, ignore func(*ledger.Entry, string)) (*chainNode[S], Contest) {
 	type scored struct {
-		n              *chainNode[S]
-		standing, rank int
+		n                    *chainNode[S]
+		base, standing, rank int
 	}
 	all := make([]scored, len(cands))
 	for i, n := range cands {
-		all[i] = scored{n, st.standing(n.e.Writer), rank(n)}
+		all[i] = scored{n, st.rivalAcrossCut(n.e), st.standing(n.e.Writer), rank(n)}
 	}
+	// A create the checkpoint's base keeps wins over one above its cut (from.go).
 	slices.SortStableFunc(all, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(b.standing, a.standing), cmp.Compare(b.rank, a.rank), strings.Compare(a.n.e.Hash(), b.n.e.Hash()))
+		return cmp.Or(cmp.Compare(b.base, a.base), cmp.Compare(b.standing, a.standing), cmp.Compare(b.rank, a.rank), strings.Compare(a.n.e.Hash(), b.n.e.Hash()))
 	})
+	if all[0].base == 1 && len(all) > 1 && all[1].base == 0 {
+		plain := slices.Clone(all)
+		slices.SortStableFunc(plain, func(a, b scored) int {
+			return cmp.Or(cmp.Compare(b.standing, a.standing), cmp.Compare(b.rank, a.rank), strings.Compare(a.n.e.Hash(), b.n.e.Hash()))
+		})
+		if plain[0].n != all[0].n {
+			st.finality("rival create of " + all[0].n.e.Ref + " kept by the base")
+		}
+	}
 	win := all[0].n
 	c := Contest{Ref: win.e.Ref, Winner: stepOf(win), Rival: true}
 	who := map[string]bool{}

@@ -40,8 +40,15 @@ func ValidSecretName(n string) bool {
 // (entryLess: HLC, then writer, device, seq — the fold's order).
 func (st *State) Secrets(snap *ledger.Snapshot) map[string]*Secret {
 	out := map[string]*Secret{}
+	puts := make([]*ledger.Entry, 0, 16)
 	for i := range snap.Entries {
-		e := &snap.Entries[i]
+		if snap.Entries[i].Type == TypeSecretPut {
+			puts = append(puts, &snap.Entries[i])
+		}
+	}
+	// Once a checkpoint counts, the base's puts come first: a name's first author is
+	// final at the cut (from.go).
+	for _, e := range st.baseFirst(puts) {
 		if e.Type != TypeSecretPut || !st.Counts(e.Hash()) || !ValidSecretName(e.Ref) {
 			continue
 		}

@@ -1,0 +1,283 @@
+package fold
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// The state at a checkpoint's cut (docs/format.md §20 "The state", ADR 0019 §5).
+//
+// A Base is what a fold starting from a checkpoint needs of everything at or below its
+// cut. Every thing the fold keeps is a function of the roster and of the thing's own
+// entries (fold_incr.go), so the base keeps:
+//
+//   - verbatim, in Lines, every entry that is not an entry of a thing (agent.*,
+//     grant.*, policy.*, master.rotate, secret.put, checkpoint, types this build does
+//     not fold per thing) and every entry of each thing live at the cut — an order
+//     that is not accepted or cancelled, an ask not answered, every message, hand-in,
+//     the primary chain and the decisions — so that an entry above the cut that names
+//     one of them by basis resolves by the ordinary branch rule;
+//   - as folded records, the things terminal at the cut (accepted and cancelled
+//     orders, answered asks): nothing above the cut changes them (from.go);
+//   - every idempotency key with the entry that took it first, and per agent the
+//     segments, devices and newest HLC its entries at or below the cut showed, which
+//     the lines kept no longer show.
+//
+// Its encoding is RFC 8785 JSON (EncodeBase); its hash is the hash of those bytes.
+
+// BaseVersion is the "v" of an encoded base.
+const BaseVersion = 1
+
+// Base is the state at a cut.
+type Base struct {
+	Epoch int
+	Cut   Cut
+	// Lines are the entries kept verbatim, in merged order.
+	Lines []ledger.Entry
+	// Orders and Asks are the things terminal at the cut, by id.
+	Orders map[string]*TerminalOrder
+	Asks   map[string]*TerminalAsk
+	// Idem holds every idempotency key (writer + "\x00" + key) at the cut.
+	Idem map[string]IdemRec
+	// Agents holds what entries at or below the cut showed of each writer.
+	Agents map[string]AgentTrace
+	// Contested are the contests of terminal things.
+	Contested []Contest
+	// Entries counts the distinct entries at or below the cut; MaxHLC is the highest
+	// HLC among them.
+	Entries int
+	MaxHLC  string
+
+	lineSet map[string]bool // hashes of Lines
+}
+
+// TerminalOrder is an order accepted or cancelled at the cut, as folded there.
+type TerminalOrder struct {
+	Order  *Order    `json:"order"`
+	Core   OrderCore `json:"core"`
+	Device string    `json:"device"`
+}
+
+// TerminalAsk is an ask answered at the cut, as folded there.
+type TerminalAsk struct {
+	Ask    *Ask   `json:"ask"`
+	State  string `json:"core_state"`
+	Author string `json:"core_author"`
+}
+
+// AgentTrace is what a writer's entries at or below the cut showed.
+type AgentTrace struct {
+	Segs    map[string]uint64 `json:"segs"` // device → highest seq
+	Devices []string          `json:"devices"`
+	LastHLC string            `json:"last_hlc,omitempty"`
+}
+
+// HasLine reports whether the entry with this hash is one of the base's lines.
+func (b *Base) HasLine(hash string) bool {
+	if b == nil {
+		return false
+	}
+	if b.lineSet == nil {
+		b.lineSet = make(map[string]bool, len(b.Lines))
+		for i := range b.Lines {
+			b.lineSet[b.Lines[i].Hash()] = true
+		}
+	}
+	return b.lineSet[hash]
+}
+
+// terminalThing reports whether ref names a thing of e's family terminal in the base.
+func (b *Base) terminalThing(e *ledger.Entry) bool {
+	if b == nil {
+		return false
+	}
+	switch Family(e.Type) {
+	case "order":
+		return b.Orders[e.Ref] != nil
+	case "ask":
+		return b.Asks[e.Ref] != nil
+	}
+	return false
+}
+
+// DeriveBase builds the base at cut from st, the state folded from lines (the entries
+// at or below cut, or a previous base's lines and the entries between the two cuts,
+// with that base as st's). It keeps the previous base's terminal things, and adds the
+// things terminal in st.
+func DeriveBase(st *State, lines []ledger.Entry, epoch int, cut Cut, entries int) *Base {
+	b := &Base{Epoch: epoch, Cut: slices.Clone(cut), Orders: map[string]*TerminalOrder{}, Asks: map[string]*TerminalAsk{},
+		Idem: map[string]IdemRec{}, Agents: map[string]AgentTrace{}, Entries: entries, MaxHLC: st.MaxHLC}
+	for id, o := range st.Orders {
+		if Terminal(o.State) {
+			c := *o
+			b.Orders[id] = &TerminalOrder{Order: &c, Core: o.C, Device: o.Device}
+		}
+	}
+	for id, a := range st.Asks {
+		if a.State != AskPending {
+			c := *a
+			b.Asks[id] = &TerminalAsk{Ask: &c, State: string(a.C.State), Author: a.C.Author}
+		}
+	}
+	for _, c := range st.Contested {
+		if b.Orders[c.Ref] != nil || b.Asks[c.Ref] != nil {
+			b.Contested = append(b.Contested, c)
+		}
+	}
+	st.Idem.All(func(k string, v IdemRec) { b.Idem[k] = v })
+	for name, a := range st.Agents {
+		segs := maps.Clone(a.Segs)
+		for _, p := range cut {
+			if p.Writer == name && p.Seq > segs[p.Device] {
+				if segs == nil {
+					segs = map[string]uint64{}
+				}
+				segs[p.Device] = p.Seq
+			}
+		}
+		b.Agents[name] = AgentTrace{Segs: segs, Devices: slices.Clone(a.Devices), LastHLC: a.LastHLC}
+	}
+	for _, e := range MergedSet(lines) {
+		if keepLine(&e, b) {
+			b.Lines = append(b.Lines, e)
+		}
+	}
+	return b
+}
+
+// keepLine reports whether the base keeps e verbatim: an entry of no thing, or of a
+// thing not terminal in b.
+func keepLine(e *ledger.Entry, b *Base) bool {
+	keys, roster := ThingKeys(e)
+	if roster {
+		return true
+	}
+	for _, k := range keys {
+		switch k[0] {
+		case 'x':
+			continue // an ack naming no message: it changes nothing
+		case 'o':
+			if b.Orders[k[1:]] != nil {
+				continue
+			}
+		case 'a':
+			if b.Asks[k[1:]] != nil {
+				continue
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// baseJSON is a base's encoded form.
+type baseJSON struct {
+	V         int                       `json:"v"`
+	Epoch     int                       `json:"epoch"`
+	Cut       Cut                       `json:"cut"`
+	Lines     []json.RawMessage         `json:"lines"`
+	Orders    map[string]*TerminalOrder `json:"orders"`
+	Asks      map[string]*TerminalAsk   `json:"asks"`
+	Idem      []idemJSON                `json:"idem"`
+	Agents    map[string]AgentTrace     `json:"agents"`
+	Contested []Contest                 `json:"contested"`
+	Entries   int                       `json:"entries"`
+	MaxHLC    string                    `json:"max_hlc"`
+}
+
+type idemJSON struct {
+	Writer string `json:"writer"`
+	Key    string `json:"key"`
+	Args   string `json:"args,omitempty"`
+	Hash   string `json:"hash"`
+	Ref    string `json:"ref,omitempty"`
+	HLC    string `json:"hlc"`
+}
+
+// EncodeBase returns b's RFC 8785 encoding.
+func EncodeBase(b *Base) ([]byte, error) {
+	j := baseJSON{V: BaseVersion, Epoch: b.Epoch, Cut: b.Cut, Lines: make([]json.RawMessage, 0, len(b.Lines)), Orders: b.Orders,
+		Asks: b.Asks, Idem: make([]idemJSON, 0, len(b.Idem)), Agents: b.Agents, Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
+	if j.Cut == nil {
+		j.Cut = Cut{}
+	}
+	if j.Contested == nil {
+		j.Contested = []Contest{}
+	}
+	for i := range b.Lines {
+		c, err := b.Lines[i].Canonical()
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i, err)
+		}
+		j.Lines = append(j.Lines, c)
+	}
+	for _, k := range slices.Sorted(maps.Keys(b.Idem)) {
+		w, key, _ := strings.Cut(k, "\x00")
+		v := b.Idem[k]
+		j.Idem = append(j.Idem, idemJSON{Writer: w, Key: key, Args: v.Args, Hash: v.Hash, Ref: v.Ref, HLC: v.HLC})
+	}
+	return ledger.Canonical(j)
+}
+
+// DecodeBase decodes an encoded base, refusing one that is not in its canonical form,
+// names another version, or holds a line that is not an entry.
+func DecodeBase(raw []byte) (*Base, error) {
+	var j baseJSON
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("state does not decode: %w", err)
+	}
+	if j.V != BaseVersion {
+		return nil, fmt.Errorf("state version %d, this build reads %d", j.V, BaseVersion)
+	}
+	if err := j.Cut.Check(); err != nil {
+		return nil, err
+	}
+	b := &Base{Epoch: j.Epoch, Cut: j.Cut, Orders: j.Orders, Asks: j.Asks, Idem: map[string]IdemRec{}, Agents: j.Agents,
+		Contested: j.Contested, Entries: j.Entries, MaxHLC: j.MaxHLC}
+	if b.Orders == nil {
+		b.Orders = map[string]*TerminalOrder{}
+	}
+	if b.Asks == nil {
+		b.Asks = map[string]*TerminalAsk{}
+	}
+	if b.Agents == nil {
+		b.Agents = map[string]AgentTrace{}
+	}
+	for id, o := range b.Orders {
+		if o == nil || o.Order == nil || o.Order.ID != id || !Terminal(o.Order.State) {
+			return nil, fmt.Errorf("state holds order %q that is not a terminal order of that id", id)
+		}
+		o.Order.C, o.Order.Device = o.Core, o.Device
+	}
+	for id, a := range b.Asks {
+		if a == nil || a.Ask == nil || a.Ask.ID != id || a.Ask.State == AskPending {
+			return nil, fmt.Errorf("state holds ask %q that is not an answered ask of that id", id)
+		}
+		a.Ask.C = askCore{State: AskState(a.State), Author: a.Author}
+	}
+	for _, r := range j.Idem {
+		b.Idem[r.Writer+"\x00"+r.Key] = IdemRec{Args: r.Args, Hash: r.Hash, Ref: r.Ref, HLC: r.HLC}
+	}
+	for i, l := range j.Lines {
+		e, err := ledger.ParseLine(l)
+		if err != nil {
+			return nil, fmt.Errorf("state line %d: %w", i, err)
+		}
+		b.Lines = append(b.Lines, e)
+	}
+	canon, err := EncodeBase(b)
+	if err != nil {
+		return nil, err
+	}
+	if string(canon) != string(raw) {
+		return nil, fmt.Errorf("state is not in its canonical encoding (RFC 8785)")
+	}
+	return b, nil
+}

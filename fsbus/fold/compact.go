@@ -1,0 +1,340 @@
+package fold
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Folding a channel with its checkpoints, recomputing their states, and making the
+// next one (docs/format.md §20, ADR 0019 §6–§7).
+
+// ChannelFold is a channel folded with its counting checkpoints.
+type ChannelFold struct {
+	State *State
+	// Chain is the counting chain; Used is the checkpoint the state was folded from
+	// (its index in Chain), -1 for none.
+	Chain []Counting
+	Used  int
+	// ReadOnly is set when a counting checkpoint was folded under other fold rules
+	// than this build's: the state is folded without it, for reading only, and this
+	// build must write nothing (ADR 0019 §7).
+	ReadOnly bool
+	Problems []CheckpointProblem
+	// Cut are the problems of the records against the cut folded from.
+	Cut []CutProblem
+}
+
+// FoldChannel folds in (a snapshot's entries and forks) from the newest counting
+// checkpoint whose state loads; entries at or below its cut are then read only for
+// nothing but the split. With no counting checkpoint it is Fold.
+func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
+	in.Entries = MergedSet(in.Entries)
+	cf := &ChannelFold{Used: -1}
+	if cps == nil {
+		cf.State = Fold(in)
+		return cf
+	}
+	cf.Chain, cf.Problems = CountingChain(in.Entries, in.Master, in.Project, cps)
+	for i := len(cf.Chain) - 1; i >= 0; i-- {
+		c := cf.Chain[i]
+		if c.Data.Rules != RulesVersion {
+			cf.ReadOnly = true
+			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "rules",
+				Detail: fmt.Sprintf("the checkpoint was folded under fold rules %d and this build folds under %d: this build reads the channel without it and writes nothing; upgrade ferry", c.Data.Rules, RulesVersion)})
+			break
+		}
+		base, err := LoadBase(c, cps)
+		if err != nil {
+			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
+			continue
+		}
+		_, above, probs := Split(in.Entries, in.Forks, base.Cut, nil)
+		for _, p := range probs {
+			if p.Kind == "broken" {
+				cf.Cut = append(cf.Cut, p)
+			}
+		}
+		cf.State, cf.Used = FoldFrom(in, base, above), i
+		return cf
+	}
+	cf.State = Fold(in)
+	return cf
+}
+
+// FoldFrom folds base and the entries above its cut (Split's above).
+func FoldFrom(in FoldInput, base *Base, above []ledger.Entry) *State {
+	in.Base = base
+	in.Entries = append(slices.Clone(base.Lines), above...)
+	return Fold(in)
+}
+
+// Dispute is a counting checkpoint whose state differs from the one this build
+// recomputes from the entries at or below its cut.
+type Dispute struct {
+	Epoch int    `json:"epoch"`
+	Hash  string `json:"checkpoint"` // the checkpoint entry's hash
+	Rules int    `json:"rules"`
+	First string `json:"first"` // the lowest thing id whose state differs
+}
+
+// Recompute recomputes the state of every counting checkpoint in chain from the
+// entries at or below its cut (a snapshot's entries and forks, in), each from the one
+// before, and returns the first that differs from its signed state, or the problems
+// that stopped the recomputation (records missing at or below a cut). A nil dispute
+// and no problems means every state matched.
+func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []CutProblem, error) {
+	in.Entries = MergedSet(in.Entries)
+	var prev *Base
+	for _, c := range chain {
+		at, _, probs := Split(in.Entries, in.Forks, c.Head.Cut, nil)
+		var missing []CutProblem
+		for _, p := range probs {
+			if p.Kind == "missing" {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, missing, nil
+		}
+		if closed := CloseCut(in.Entries, in.Forks, c.Head.Cut, nil); !slices.Equal(closed, c.Head.Cut) {
+			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: "cut"}, nil, nil
+		}
+		got, err := NextBase(in, prev, at, c.Data.Epoch, c.Head.Cut)
+		if err != nil {
+			return nil, nil, err
+		}
+		want, err := LoadBase(c, cps)
+		if err != nil {
+			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: "(the state does not load: " + err.Error() + ")"}, nil, nil
+		}
+		ge, err := EncodeBase(got)
+		if err != nil {
+			return nil, nil, err
+		}
+		we, _ := EncodeBase(want)
+		if string(ge) != string(we) {
+			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: FirstDifference(got, want)}, nil, nil
+		}
+		prev = want
+	}
+	return nil, nil, nil
+}
+
+// NextBase folds the base at cut: from prev (nil for the first checkpoint) and the
+// records at or below cut (Split's at), of which those prev's cut covers are its own.
+// It returns the base decoded from its own encoding, as a reader of the chunks gets it.
+func NextBase(in FoldInput, prev *Base, at []ledger.Entry, epoch int, cut Cut) (*Base, error) {
+	var fresh []ledger.Entry
+	for i := range at {
+		e := &at[i]
+		if prev == nil || !prev.Cut.Below(e.Writer, e.Device, e.Seq) {
+			fresh = append(fresh, *e)
+		}
+	}
+	var st *State
+	var lines []ledger.Entry
+	if prev == nil {
+		in.Base, in.Entries = nil, at
+		st, lines = Fold(in), at
+	} else {
+		st = FoldFrom(in, prev, fresh)
+		lines = append(slices.Clone(prev.Lines), fresh...)
+	}
+	b := DeriveBase(st, lines, epoch, cut, st.Entries)
+	enc, err := EncodeBase(b)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeBase(enc)
+}
+
+// FirstDifference returns the lowest thing id (an order or ask id, a line's thing key,
+// "idem", "agents", "contested" or "cut") at which two bases differ, "" when none.
+func FirstDifference(a, b *Base) string {
+	keys := map[string]bool{}
+	side := func(x *Base) map[string]string {
+		m := map[string]string{}
+		for id, o := range x.Orders {
+			v, _ := ledger.Canonical(o)
+			m[id] += string(v)
+		}
+		for id, t := range x.Asks {
+			v, _ := ledger.Canonical(t)
+			m[id] += string(v)
+		}
+		for i := range x.Lines {
+			ks, roster := ThingKeys(&x.Lines[i])
+			if roster {
+				ks = []string{"roster"}
+			}
+			for _, k := range ks {
+				if len(k) > 1 && k[0] != 'x' {
+					k = k[1:]
+				}
+				m[k] += x.Lines[i].Hash()
+			}
+		}
+		idem, _ := ledger.Canonical(x.Idem)
+		agents, _ := ledger.Canonical(x.Agents)
+		contested, _ := ledger.Canonical(x.Contested)
+		cut, _ := ledger.Canonical(x.Cut)
+		m["idem"], m["agents"], m["contested"], m["cut"] = string(idem), string(agents), string(contested), string(cut)
+		for k := range m {
+			keys[k] = true
+		}
+		return m
+	}
+	ma, mb := side(a), side(b)
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if ma[k] != mb[k] {
+			return k
+		}
+	}
+	if a.Entries != b.Entries || a.MaxHLC != b.MaxHLC || a.Epoch != b.Epoch {
+		return "entries"
+	}
+	return ""
+}
+
+// CloseCut shortens cut until it is closed under reference over records (a snapshot's
+// entries and forks): nothing at or below it names by basis, claim or take an entry
+// that is not at or below it, acknowledges a message whose post is not, names an object
+// objectOK refuses, or bounds a segment above its cut (grant.set, grant.revoke, the
+// master's agent.retire, master.rotate). Each offending entry's segment is cut just
+// below it, and the check repeats until nothing shortens. A segment cut to nothing
+// leaves the cut.
+func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, objectOK func(writer, id string) bool) Cut {
+	cut = slices.Clone(cut)
+	for {
+		at, _, _ := Split(entries, forks, cut, nil)
+		held := make(map[string]bool, len(at))
+		posts := map[string]bool{}
+		for i := range at {
+			held[at[i].Hash()] = true
+			if at[i].Type == TypeMsgPost {
+				posts[at[i].Ref] = true
+			}
+		}
+		byHash := make(map[string]*ledger.Entry, len(at))
+		for i := range at {
+			byHash[at[i].Hash()] = &at[i]
+		}
+		lower := map[[2]string]uint64{} // segment → highest seq that may stay
+		bad := func(e *ledger.Entry) {
+			k := [2]string{e.Writer, e.Device}
+			if s, ok := lower[k]; !ok || e.Seq-1 < s {
+				lower[k] = e.Seq - 1
+			}
+		}
+		for i := range at {
+			e := &at[i]
+			d, _ := DecodeData(e)
+			pd, _ := DecodePrimaryData(e)
+			for _, h := range []string{d.Basis, d.Claim, pd.Take} {
+				if h != "" && !held[h] {
+					bad(e)
+				}
+			}
+			if e.Type == TypeMsgAck {
+				for _, id := range d.IDs {
+					if !posts[id] {
+						bad(e)
+					}
+				}
+			}
+			if d.Object != "" && objectOK != nil && !objectOK(e.Writer, d.Object) {
+				bad(e)
+			}
+			if e.Writer == MasterWriter && len(d.Bounds) > 0 {
+				owner := e.Ref
+				if e.Type == TypeMasterRotate {
+					owner = MasterWriter
+				}
+				for dev, b := range d.Bounds {
+					p, ok := cut.At(owner, dev)
+					if b > 0 && (!ok || b > p.Seq) {
+						bad(e)
+					}
+				}
+			}
+		}
+		if len(lower) == 0 {
+			return cut
+		}
+		var next Cut
+		for _, p := range cut {
+			s, ok := lower[[2]string{p.Writer, p.Device}]
+			if !ok || s >= p.Seq {
+				next = append(next, p)
+				continue
+			}
+			// Walk H's ancestry down to seq s.
+			e := byHash[p.Hash]
+			for e != nil && e.Seq > s {
+				e = byHash[e.Prev]
+			}
+			if e == nil || s == 0 {
+				continue
+			}
+			next = append(next, CutPoint{Writer: p.Writer, Device: p.Device, Seq: e.Seq, Hash: e.Hash(), Offset: 0})
+		}
+		cut = next
+	}
+}
+
+// CutOf returns the cut naming, for each segment of entries (a snapshot's kept
+// records), its highest record at or below limit's seq for it (limit nil: every record).
+// Offsets are left 0; the caller that knows the files sets them.
+func CutOf(entries []ledger.Entry, limit func(writer, device string) (uint64, bool)) Cut {
+	top := map[[2]string]*ledger.Entry{}
+	for i := range entries {
+		e := &entries[i]
+		k := [2]string{e.Writer, e.Device}
+		if limit != nil {
+			if m, ok := limit(e.Writer, e.Device); !ok || e.Seq > m {
+				continue
+			}
+		}
+		if t := top[k]; t == nil || e.Seq > t.Seq {
+			top[k] = e
+		}
+	}
+	var c Cut
+	for k, e := range top {
+		c = append(c, CutPoint{Writer: k[0], Device: k[1], Seq: e.Seq, Hash: e.Hash()})
+	}
+	slices.SortFunc(c, func(a, b CutPoint) int {
+		return cmp.Or(strings.Compare(a.Writer, b.Writer), strings.Compare(a.Device, b.Device))
+	})
+	return c
+}
+
+// NewHead builds the head of the checkpoint of epoch over base, written by the master
+// on device, with the rotations and previous counting entry of entries (its snapshot).
+func NewHead(project string, base *Base, refs []ChunkRef, device string, entries []ledger.Entry, prev *Counting) (*Head, error) {
+	h := &Head{V: HeadVersion, Project: project, Epoch: base.Epoch, Rules: RulesVersion, Cut: base.Cut, State: refs, Compactor: device, Rotations: []json.RawMessage{}}
+	for i := range entries {
+		e := &entries[i]
+		if e.Writer == MasterWriter && e.Type == TypeMasterRotate && base.Cut.Below(e.Writer, e.Device, e.Seq) {
+			c, err := e.Canonical()
+			if err != nil {
+				return nil, err
+			}
+			h.Rotations = append(h.Rotations, c)
+		}
+	}
+	if prev != nil {
+		c, err := prev.Entry.Canonical()
+		if err != nil {
+			return nil, err
+		}
+		h.Previous = c
+	}
+	return h, nil
+}

@@ -1,0 +1,301 @@
+package fold
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// The owner's checkpoint (docs/format.md §20, ADR 0019 §2–§3, §7).
+//
+// A `checkpoint` entry (master only, ref "checkpoint") names a head object by hash.
+// The head, signed by the master key in force at the entry (domain CheckpointDomain),
+// names the epoch, the fold rules, the cut, the state's chunks by hash and the device
+// that may write the next checkpoint. A checkpoint counts when its signature verifies,
+// its head is here and verifies, and it extends the counting chain: epoch 1 names no
+// basis; epoch e+1 names the counting epoch e's entry as basis, is written in the
+// master segment of the device epoch e's head names as compactor, and its cut covers
+// epoch e's. Checkpoints of one epoch in one segment are a fork of that segment, which
+// the reader resolves (docs/format.md §10); first checkpoints written on two devices
+// are an error, reported, and the one with the lower entry hash counts.
+
+// TypeCheckpoint is the owner's checkpoint entry.
+const TypeCheckpoint = "checkpoint"
+
+// CheckpointDomain is the signing domain of a checkpoint head (docs/format.md §5).
+const CheckpointDomain = "ferry-checkpoint-v1"
+
+// HeadVersion is the "v" of a head object.
+const HeadVersion = 1
+
+// CheckpointData is a checkpoint entry's data.
+type CheckpointData struct {
+	Epoch int    `json:"epoch"`
+	Basis string `json:"basis,omitempty"` // the previous counting checkpoint entry's hash
+	Head  string `json:"head"`            // "sha256:" + hex of the head object's canonical bytes
+	Rules int    `json:"rules"`           // the fold.RulesVersion the state was folded under
+}
+
+// ChunkRef names one chunk of a checkpoint's state: the id of its first thing and the
+// hash of its canonical bytes.
+type ChunkRef struct {
+	First string `json:"first"`
+	Hash  string `json:"hash"`
+}
+
+// Head is a checkpoint's head object, checkpoints/<epoch>-<16 hex>/head.json.
+type Head struct {
+	V       int    `json:"v"`
+	Project string `json:"project"`
+	Epoch   int    `json:"epoch"`
+	Rules   int    `json:"rules"`
+	Cut     Cut    `json:"cut"`
+	// State lists the chunks whose concatenated lines are the base's encoding.
+	State []ChunkRef `json:"state"`
+	// Compactor is the device whose master segment may write the next checkpoint.
+	Compactor string `json:"compactor"`
+	// Rotations are the verbatim lines of every master.rotate at or below the cut,
+	// Previous the previous counting checkpoint entry's line (empty at epoch 1): a
+	// reader links channel.toml's key to the signer with them.
+	Rotations []json.RawMessage `json:"rotations"`
+	Previous  json.RawMessage   `json:"previous,omitempty"`
+	Sig       string            `json:"sig,omitempty"`
+}
+
+// HeadPath is the path of a head object under the channel folder.
+func HeadPath(epoch int, headHash string) string {
+	return fmt.Sprintf("checkpoints/%d-%s/head.json", epoch, strings.TrimPrefix(headHash, "sha256:")[:16])
+}
+
+// ChunkPath is the path of a chunk under the channel folder.
+func ChunkPath(hash string) string {
+	return "checkpoints/chunks/" + strings.TrimPrefix(hash, "sha256:") + ".json"
+}
+
+// SignHead signs h with s and returns its canonical bytes and hash.
+func SignHead(h *Head, s ledger.Signer) ([]byte, string, error) {
+	h.Sig = ""
+	unsigned, err := ledger.Canonical(h)
+	if err != nil {
+		return nil, "", err
+	}
+	if h.Sig, err = ledger.SignDomain(s, CheckpointDomain, h.Project, unsigned); err != nil {
+		return nil, "", err
+	}
+	b, err := ledger.Canonical(h)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, ledger.HashBytes(b), nil
+}
+
+// ParseHead decodes head bytes, checking that they are canonical, hash to want and
+// carry a signature by key for project.
+func ParseHead(b []byte, want string, key ed25519.PublicKey, project string) (*Head, error) {
+	if ledger.HashBytes(b) != want {
+		return nil, fmt.Errorf("head hashes to %s, the checkpoint names %s", ledger.HashBytes(b), want)
+	}
+	var h Head
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("head does not decode: %w", err)
+	}
+	if c, err := ledger.Canonical(&h); err != nil || string(c) != string(b) {
+		return nil, errors.New("head is not in its canonical form (RFC 8785)")
+	}
+	if h.V != HeadVersion || h.Project != project {
+		return nil, fmt.Errorf("head of version %d for project %q; this build reads version %d of %q", h.V, h.Project, HeadVersion, project)
+	}
+	sig := h.Sig
+	h.Sig = ""
+	unsigned, err := ledger.Canonical(&h)
+	if err != nil {
+		return nil, err
+	}
+	h.Sig = sig
+	if err := ledger.VerifyDomain(key, CheckpointDomain, project, unsigned, sig); err != nil {
+		return nil, fmt.Errorf("head is not signed by the master key in force at its checkpoint entry: %w", err)
+	}
+	if err := h.Cut.Check(); err != nil {
+		return nil, err
+	}
+	if !ledger.ValidName(h.Compactor) {
+		return nil, fmt.Errorf("head names a bad compactor device %q", h.Compactor)
+	}
+	return &h, nil
+}
+
+// Checkpoints reads a channel's checkpoint objects: Head returns a head object's bytes
+// by entry data, Chunk a chunk's bytes by hash; both ErrObjectMissing when the file is
+// not here (pending sync).
+type Checkpoints interface {
+	Head(epoch int, hash string) ([]byte, error)
+	Chunk(hash string) ([]byte, error)
+}
+
+// Counting is one counting checkpoint: its entry, its data and its head.
+type Counting struct {
+	Entry ledger.Entry
+	Data  CheckpointData
+	Head  *Head
+}
+
+// CheckpointProblem is a checkpoint entry that does not count, or a counting one whose
+// state could not be used, with the reason.
+type CheckpointProblem struct {
+	Hash   string `json:"hash,omitempty"`
+	Epoch  int    `json:"epoch,omitempty"`
+	Kind   string `json:"kind"` // not_counting | pending | rules | state | rolled_back | cut
+	Detail string `json:"detail"`
+}
+
+// CountingChain returns the counting checkpoints of entries (a snapshot's, merged
+// order) in epoch order, and the problems of every checkpoint entry that does not
+// count. master is channel.toml's key.
+func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project string, cps Checkpoints) ([]Counting, []CheckpointProblem) {
+	var cands []*ledger.Entry
+	for i := range entries {
+		if e := &entries[i]; e.Writer == MasterWriter && e.Type == TypeCheckpoint {
+			cands = append(cands, e)
+		}
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	st := &State{Project: project}
+	masters := ResolveMasters(st, FoldInput{Entries: entries, Master: master, Project: project}, func(*ledger.Entry, string) {})
+	var probs []CheckpointProblem
+	type cand struct {
+		e *ledger.Entry
+		d CheckpointData
+	}
+	var valid []cand
+	for _, e := range cands {
+		var d CheckpointData
+		switch {
+		case e.Ref != TypeCheckpoint:
+			probs = append(probs, CheckpointProblem{Hash: e.Hash(), Kind: "not_counting", Detail: "checkpoint entry whose ref is not \"checkpoint\""})
+		case !sigcache.Verify(e, masters.KeyAt(e.Device, e.Seq), project):
+			probs = append(probs, CheckpointProblem{Hash: e.Hash(), Kind: "not_counting", Detail: "checkpoint entry not signed by the master key in force"})
+		case json.Unmarshal(e.Data, &d) != nil || d.Epoch < 1 || !validHash(d.Head) || (d.Epoch == 1) != (d.Basis == ""):
+			probs = append(probs, CheckpointProblem{Hash: e.Hash(), Kind: "not_counting", Detail: "checkpoint entry with data that does not decode or names no head, or an epoch and basis that disagree"})
+		default:
+			valid = append(valid, cand{e, d})
+		}
+	}
+	slices.SortFunc(valid, func(a, b cand) int { return strings.Compare(a.e.Hash(), b.e.Hash()) })
+	var chain []Counting
+	basis, epoch, compactor := "", 0, ""
+	var prevCut Cut
+	for {
+		var next []cand
+		for _, c := range valid {
+			if c.d.Epoch == epoch+1 && c.d.Basis == basis && (epoch == 0 || c.e.Device == compactor) {
+				next = append(next, c)
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		// One segment: the lowest seq (a later one at the same epoch should have named
+		// it). Epoch 1 on several devices: the lowest hash, the others reported.
+		slices.SortFunc(next, func(a, b cand) int {
+			if a.e.Device == b.e.Device {
+				return int(a.e.Seq) - int(b.e.Seq)
+			}
+			return strings.Compare(a.e.Hash(), b.e.Hash())
+		})
+		win := next[0]
+		for _, c := range next[1:] {
+			detail := fmt.Sprintf("a second checkpoint of epoch %d on the same basis: %s counts", c.d.Epoch, win.e.Hash())
+			if c.e.Device != win.e.Device {
+				detail = fmt.Sprintf("a first checkpoint written on another device (%s) than the one that counts (%s, %s): two owner machines compacted at once", c.e.Device, win.e.Device, win.e.Hash())
+			}
+			probs = append(probs, CheckpointProblem{Hash: c.e.Hash(), Epoch: c.d.Epoch, Kind: "not_counting", Detail: detail})
+		}
+		raw, err := cps.Head(win.d.Epoch, win.d.Head)
+		if err != nil {
+			kind := "state"
+			if errors.Is(err, ErrObjectMissing) {
+				kind = "pending"
+			}
+			probs = append(probs, CheckpointProblem{Hash: win.e.Hash(), Epoch: win.d.Epoch, Kind: kind, Detail: "head " + HeadPath(win.d.Epoch, win.d.Head) + ": " + err.Error()})
+			break
+		}
+		h, err := ParseHead(raw, win.d.Head, masters.KeyAt(win.e.Device, win.e.Seq), project)
+		if err == nil && (h.Epoch != win.d.Epoch || h.Rules != win.d.Rules) {
+			err = fmt.Errorf("head names epoch %d and rules %d, its entry %d and %d", h.Epoch, h.Rules, win.d.Epoch, win.d.Rules)
+		}
+		if err == nil {
+			err = h.Cut.Covers(prevCut)
+		}
+		if err == nil {
+			if p, ok := h.Cut.At(MasterWriter, win.e.Device); ok && p.Seq >= win.e.Seq {
+				err = fmt.Errorf("cut of the master's segment %s (seq %d) is not below the checkpoint entry (seq %d)", win.e.Device, p.Seq, win.e.Seq)
+			}
+		}
+		if err != nil {
+			probs = append(probs, CheckpointProblem{Hash: win.e.Hash(), Epoch: win.d.Epoch, Kind: "not_counting", Detail: err.Error()})
+			break
+		}
+		chain = append(chain, Counting{Entry: *win.e, Data: win.d, Head: h})
+		basis, epoch, compactor, prevCut = win.e.Hash(), win.d.Epoch, h.Compactor, h.Cut
+	}
+	for _, c := range valid {
+		if !slices.ContainsFunc(chain, func(k Counting) bool { return k.Entry.Hash() == c.e.Hash() }) &&
+			!slices.ContainsFunc(probs, func(p CheckpointProblem) bool { return p.Hash == c.e.Hash() }) {
+			probs = append(probs, CheckpointProblem{Hash: c.e.Hash(), Epoch: c.d.Epoch, Kind: "not_counting",
+				Detail: "checkpoint that does not extend the counting chain (another basis or epoch, or written on a device that is not the compactor)"})
+		}
+	}
+	return chain, probs
+}
+
+// LoadBase reads and checks a counting checkpoint's state: every chunk named by the
+// head, hash-checked, decoded as one base whose epoch and cut are the head's.
+func LoadBase(c Counting, cps Checkpoints) (*Base, error) {
+	var all []byte
+	for _, ref := range c.Head.State {
+		b, err := cps.Chunk(ref.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("chunk %s: %w", ChunkPath(ref.Hash), err)
+		}
+		if got := ledger.HashBytes(b); got != ref.Hash {
+			return nil, fmt.Errorf("chunk %s hashes to %s (tampered or damaged)", ChunkPath(ref.Hash), got)
+		}
+		all = append(all, b...)
+	}
+	base, err := DecodeBase(all)
+	if err != nil {
+		return nil, err
+	}
+	if base.Epoch != c.Data.Epoch || !slices.Equal(base.Cut, c.Head.Cut) {
+		return nil, fmt.Errorf("state names epoch %d and another cut than its head (epoch %d)", base.Epoch, c.Data.Epoch)
+	}
+	return base, nil
+}
+
+// Chunks splits a base's encoding into chunks of at most chunkMax bytes each and
+// returns them with their refs. (The chunk boundaries are a function of the bytes.)
+func Chunks(enc []byte) ([][]byte, []ChunkRef) {
+	var out [][]byte
+	var refs []ChunkRef
+	for len(enc) > 0 {
+		n := min(len(enc), chunkMax)
+		c := enc[:n]
+		out = append(out, c)
+		refs = append(refs, ChunkRef{First: fmt.Sprint(len(refs)), Hash: ledger.HashBytes(c)})
+		enc = enc[n:]
+	}
+	return out, refs
+}
+
+// chunkMax is the most bytes a chunk holds (64 KiB).
+const chunkMax = 64 << 10
