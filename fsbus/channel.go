@@ -99,6 +99,9 @@ type Channel struct {
 	lastFold *fold.Folded
 	// lastFullAt is when this process last folded everything (FullFoldEvery).
 	lastFullAt time.Time
+	// ownerCheckpoint is what the last whole fold's owner's checkpoints gave
+	// (owner_checkpoint.go), nil when the ledger holds none.
+	ownerCheckpoint *fold.ChannelFold
 	// sinceCheckpoint counts the entries folded through foldDelta since this process
 	// last wrote, or started from, the fold checkpoint (checkpoint.go).
 	sinceCheckpoint int

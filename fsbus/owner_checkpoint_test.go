@@ -2,7 +2,14 @@ package fsbus
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/fsutil"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
@@ -77,4 +84,157 @@ func TestOwnerCheckpointSmoke(t *testing.T) {
 		}
 	}
 	_ = ledger.Entry{}
+}
+
+// TestCompactAndFoldFromCheckpoint: the owner compacts a channel with an accepted, a
+// cancelled and a claimed order; a new process folds from the checkpoint to the same
+// state; a late claim on the cancelled order is superseded and told to those involved;
+// a write on the claimed order above the cut counts.
+func TestCompactAndFoldFromCheckpoint(t *testing.T) {
+	w := newLifeWorld(t)
+	c, alice, bob, m := w.c, w.alice, w.bob, w.master
+	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "accepted one"}))
+	must[*fold.Order](t)(bob.Claim(a.ID, ""))
+	must[*fold.Order](t)(bob.Submit(a.ID, SubmitOptions{Reference: "commit:1"}))
+	must[*fold.Order](t)(alice.Review(a.ID, "accept", NoteOptions{}))
+	x := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "cancelled one"}))
+	must[*fold.Order](t)(alice.Cancel(x.ID, NoteOptions{}))
+	l := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "live one"}))
+	must[*fold.Order](t)(bob.Claim(l.ID, ""))
+
+	before, err := reopen(t, c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Compact(CompactOptions{SettleSet: true, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Entry == "" || r.Epoch != 1 || r.Terminal != 2 {
+		t.Fatalf("compact: %+v", r)
+	}
+	after, err := reopen(t, c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State.Base() == nil {
+		t.Fatal("a new process did not fold from the checkpoint")
+	}
+	for _, id := range []string{a.ID, x.ID, l.ID} {
+		b, _ := json.Marshal(before.State.Orders[id])
+		g, _ := json.Marshal(after.State.Orders[id])
+		if string(b) != string(g) {
+			t.Fatalf("order %s differs after compaction:\n%s\n%s", id, b, g)
+		}
+	}
+	// A second compact with nothing new settled writes nothing.
+	if r2, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r2.Entry != "" {
+		t.Fatalf("second compact: %+v, %v", r2, err)
+	}
+	// Above the cut: progress on the live order counts.
+	if _, err := bob.Submit(l.ID, SubmitOptions{Reference: "commit:2"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := reopen(t, c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.State.Orders[l.ID].State; got != fold.StateSubmitted {
+		t.Fatalf("live order above the cut: %s", got)
+	}
+	if got := v.State.Orders[x.ID].State; got != fold.StateCancelled {
+		t.Fatalf("cancelled order: %s", got)
+	}
+}
+
+// TestCheckpointFinalOverPartitionedBranch: machine B, partitioned, takes an order
+// through to accepted that the owner on machine A cancelled and then compacted. Under
+// the plain branch rule B's accepted branch wins (stage rank); with the checkpoint the
+// cancellation is final at the cut: after the heal both machines fold it cancelled,
+// B's entries are superseded and told to bob, and B's owner device may not compact.
+// The control run without the checkpoint gives B's outcome.
+func TestCheckpointFinalOverPartitionedBranch(t *testing.T) {
+	for _, compact := range []bool{true, false} {
+		root := t.TempDir()
+		home := func(m string) *Home {
+			return &Home{ConfigDir: filepath.Join(root, m, "config"), CacheDir: filepath.Join(root, m, "cache")}
+		}
+		hA, hB := home("A"), home("B")
+		dA, dB := filepath.Join(root, "syncA", "acme"), filepath.Join(root, "syncB", "acme")
+		cA, err := Init(hA, InitOptions{Dir: dA, Project: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		ok(propSync(dB, dA))
+		cB, err := Open(hB, dB)
+		ok(err)
+		sync := func() { ok(propSync(dA, dB)); ok(propSync(dB, dA)) }
+		_, err = Join(cA, "alice", "test")
+		ok(err)
+		_, err = Join(cB, "bob", "test")
+		ok(err)
+		for _, n := range []string{"alice", fold.MasterWriter} {
+			k, err := os.ReadFile(hA.keyPath("acme", n))
+			ok(err)
+			ok(os.MkdirAll(filepath.Dir(hB.keyPath("acme", n)), 0o700))
+			ok(fsutil.WriteFile(hB.keyPath("acme", n), k, 0o600))
+		}
+		sync()
+		mA := must[*Session](t)(cA.As(fold.MasterWriter))
+		for _, n := range []string{"alice", "bob"} {
+			must[*fold.Agent](t)(mA.Grant(GrantOptions{Agent: n, Level: "member"}))
+		}
+		sync()
+		aliceA, aliceB, bobB := must[*Session](t)(cA.As("alice")), must[*Session](t)(cB.As("alice")), must[*Session](t)(cB.As("bob"))
+		x := must[*fold.Order](t)(aliceA.NewOrder(NewOrderOptions{Title: "contested"}))
+		sync()
+		// Partitioned: A cancels; B claims, submits and accepts.
+		must[*fold.Order](t)(aliceA.Cancel(x.ID, NoteOptions{}))
+		must[*fold.Order](t)(bobB.Claim(x.ID, ""))
+		must[*fold.Order](t)(bobB.Submit(x.ID, SubmitOptions{Reference: "commit:b"}))
+		must[*fold.Order](t)(aliceB.Review(x.ID, "accept", NoteOptions{}))
+		if compact {
+			r, err := mA.Compact(CompactOptions{SettleSet: true, Force: true})
+			ok(err)
+			if r.Entry == "" || r.Terminal != 1 {
+				t.Fatalf("compact on A: %+v", r)
+			}
+		}
+		sync()
+		want := fold.StateAccepted
+		if compact {
+			want = fold.StateCancelled
+		}
+		for _, c := range []*Channel{cA, cB} {
+			v, err := reopen(t, c).Load()
+			ok(err)
+			if got := v.State.Orders[x.ID].State; got != want {
+				t.Fatalf("compact=%v: machine %s folds %s, want %s", compact, c.Device, got, want)
+			}
+			if !compact {
+				continue
+			}
+			told := false
+			for _, ct := range v.State.Contested {
+				if ct.Ref == x.ID && ct.Checkpoint == 1 && slices.Contains(ct.Involved, "bob") {
+					told = true
+				}
+			}
+			if !told || len(v.State.Superseded) != 3 {
+				t.Fatalf("machine %s: bob is not told, or not 3 superseded entries: %+v", c.Device, v.State.Superseded)
+			}
+		}
+		if compact {
+			mB := must[*Session](t)(reopen(t, cB).As(fold.MasterWriter))
+			if _, err := mB.Compact(CompactOptions{SettleSet: true, Force: true}); !errs.Is(err, errs.Denied) || !strings.Contains(err.Error(), cA.Device) {
+				t.Fatalf("compact on B: want denied naming %s, got %v", cA.Device, err)
+			}
+		}
+	}
 }

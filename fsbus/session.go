@@ -113,8 +113,7 @@ func (c *Channel) Load() (*View, error) {
 		c.loadIndexSigs() // every signature is checked: those this machine checked before are known
 		c.prewarmSigs(snap.Entries)
 		c.progress("folding", 0, 0)
-		in.Entries, in.Forks = snap.Entries, snap.Forks
-		f = fold.FoldFull(in)
+		f = c.foldWhole(in, snap)
 	}
 	st := f.State
 	// Read resolves forks by hash without checking signatures, so a forged copy of a
@@ -126,8 +125,8 @@ func (c *Channel) Load() (*View, error) {
 		if snap, err = c.readLedger(c.rosterKeys(st)); err != nil {
 			return nil, fmt.Errorf("reading ledger: %w", err)
 		}
-		in.Entries, in.Forks, fresh = snap.Entries, snap.Forks, true
-		f = fold.FoldFull(in)
+		fresh = true
+		f = c.foldWhole(in, snap)
 		st = f.State
 	}
 	if err := c.followPin(st); err != nil { // the pin follows the master key rotation chain
@@ -147,7 +146,7 @@ func (c *Channel) Load() (*View, error) {
 	} else {
 		c.sinceCheckpoint += len(snap.Added)
 	}
-	if fresh || c.sinceCheckpoint >= checkpointEvery {
+	if (fresh || c.sinceCheckpoint >= checkpointEvery) && st.Base() == nil {
 		// What this fold cost the next process need not pay (ADR 0011). A failure
 		// costs only the next process a full fold.
 		if err := c.writeCheckpoint(f, snap, c.lastFullAt, c.lastArr); err != nil {
@@ -282,6 +281,9 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			// the same key (ADR 0008 §6).
 			if err := s.checkMasterKey(v.State); err != nil {
 				return nil, nil, err
+			}
+			if cf := s.ownerCheckpoint; cf != nil && cf.ReadOnly {
+				return nil, nil, readOnlyError(cf)
 			}
 			d, objs, err := plan(v)
 			if err != nil || d == nil {
@@ -423,13 +425,16 @@ type pendingObject struct {
 	// sealed marks an age file (the vault, docs/format.md §11): ciphertext the secret
 	// guard does not scan.
 	sealed bool
+	// verbatim marks an owner's checkpoint file: the lines it holds were scanned when
+	// their writers wrote them.
+	verbatim bool
 }
 
 // scannedObjects is the data of the objects the secret guard scans: all but sealed ones.
 func scannedObjects(objs []pendingObject) [][]byte {
 	var out [][]byte
 	for _, o := range objs {
-		if !o.sealed {
+		if !o.sealed && !o.verbatim {
 			out = append(out, o.data)
 		}
 	}
@@ -725,8 +730,7 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 		f, _ = v.fold.FoldDelta(in, []ledger.Entry{e}, len(entries), entries[len(entries)-1].HLC, s.objectExists)
 	}
 	if f == nil {
-		in.Entries, in.Forks = entries, snap.Forks
-		f = fold.FoldFull(in)
+		f = s.foldWhole(in, &snap)
 	}
 	return &View{Snapshot: &snap, State: f.State, Arrivals: &arr, Presence: v.Presence, fold: f}
 }

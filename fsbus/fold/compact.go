@@ -17,6 +17,8 @@ import (
 // ChannelFold is a channel folded with its counting checkpoints.
 type ChannelFold struct {
 	State *State
+	// Folded is State with what folding it again needs (FoldFull's).
+	Folded *Folded
 	// Chain is the counting chain; Used is the checkpoint the state was folded from
 	// (its index in Chain), -1 for none.
 	Chain []Counting
@@ -37,7 +39,8 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 	in.Entries = MergedSet(in.Entries)
 	cf := &ChannelFold{Used: -1}
 	if cps == nil {
-		cf.State = Fold(in)
+		cf.Folded = FoldFull(in)
+		cf.State = cf.Folded.State
 		return cf
 	}
 	cf.Chain, cf.Problems = CountingChain(in.Entries, in.Master, in.Project, cps)
@@ -60,10 +63,13 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 				cf.Cut = append(cf.Cut, p)
 			}
 		}
-		cf.State, cf.Used = FoldFrom(in, base, above), i
+		in.Base, in.Entries = base, append(slices.Clone(base.Lines), above...)
+		cf.Folded, cf.Used = FoldFull(in), i
+		cf.State = cf.Folded.State
 		return cf
 	}
-	cf.State = Fold(in)
+	cf.Folded = FoldFull(in)
+	cf.State = cf.Folded.State
 	return cf
 }
 
@@ -205,11 +211,11 @@ func FirstDifference(a, b *Base) string {
 // CloseCut shortens cut until it is closed under reference over records (a snapshot's
 // entries and forks): nothing at or below it names by basis, claim or take an entry
 // that is not at or below it, acknowledges a message whose post is not, names an object
-// objectOK refuses, or bounds a segment above its cut (grant.set, grant.revoke, the
-// master's agent.retire, master.rotate). Each offending entry's segment is cut just
+// pending says has not arrived (State.ObjectPending), or bounds a segment above its cut
+// (grant.set, grant.revoke, the master's agent.retire, master.rotate). Each offending entry's segment is cut just
 // below it, and the check repeats until nothing shortens. A segment cut to nothing
 // leaves the cut.
-func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, objectOK func(writer, id string) bool) Cut {
+func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func(e *ledger.Entry) bool) Cut {
 	cut = slices.Clone(cut)
 	for {
 		at, _, _ := Split(entries, forks, cut, nil)
@@ -248,7 +254,7 @@ func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, objectOK fun
 					}
 				}
 			}
-			if d.Object != "" && objectOK != nil && !objectOK(e.Writer, d.Object) {
+			if d.Object != "" && pending != nil && pending(e) {
 				bad(e)
 			}
 			if e.Writer == MasterWriter && len(d.Bounds) > 0 {
@@ -337,4 +343,24 @@ func NewHead(project string, base *Base, refs []ChunkRef, device string, entries
 		h.Previous = c
 	}
 	return h, nil
+}
+
+// ObjectPending reports whether e names an object file that had not arrived when st
+// was folded (its thing is pending sync): a cut must not cover it.
+func (st *State) ObjectPending(e *ledger.Entry) bool {
+	switch Family(e.Type) {
+	case "order":
+		o := st.Orders[e.Ref]
+		return o != nil && o.Missing
+	case "ask":
+		a := st.Asks[e.Ref]
+		return a != nil && a.Missing
+	case "handin":
+		h := st.Handins[e.Ref]
+		return h != nil && h.Missing
+	case "msg":
+		m := st.Messages[e.Ref]
+		return m != nil && m.Pending
+	}
+	return false
 }

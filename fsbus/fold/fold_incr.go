@@ -144,6 +144,9 @@ func FoldFull(in FoldInput) *Folded {
 // CanDelta reports whether foldDelta can fold added into f: no entry changes the
 // roster, every writer is known, and no idempotency key is one another entry used.
 func (f *Folded) CanDelta(added []ledger.Entry) bool {
+	if f.State.base != nil {
+		return false // folded from an owner's checkpoint: folded whole again (from.go)
+	}
 	for _, e := range added {
 		if _, roster := ThingKeys(&e); roster {
 			return false

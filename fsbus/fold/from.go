@@ -33,7 +33,9 @@ import (
 
 // Superseded is an entry above a checkpoint's cut that names a thing terminal at the
 // cut: it counts for nothing. Involved are the entry's writer and everyone the base
-// records as involved in the thing (author, holder, submitter, reviewers), to be told.
+// records as involved in the thing (author, holder, submitter, reviewers), to be told:
+// each is also a Contest (Checkpoint set), so catch-up and status tell them as they
+// tell a lost branch.
 type Superseded struct {
 	Ignored
 	Epoch    int      `json:"epoch"`
@@ -56,11 +58,14 @@ func (st *State) supersede(e *ledger.Entry, ignore func(*ledger.Entry, string)) 
 	if !st.above(e) || !st.base.terminalThing(e) {
 		return false
 	}
-	what, involved := "", []string{e.Writer}
+	what, involved, head := "", []string{e.Writer}, Step{}
 	switch Family(e.Type) {
 	case "order":
 		o := st.base.Orders[e.Ref].Order
 		what = "order " + string(o.State)
+		if n := len(o.History); n > 0 {
+			head = o.History[n-1]
+		}
 		involved = append(involved, o.Author, o.Holder)
 		if o.Result != nil {
 			involved = append(involved, o.Result.By)
@@ -71,6 +76,7 @@ func (st *State) supersede(e *ledger.Entry, ignore func(*ledger.Entry, string)) 
 	case "ask":
 		a := st.base.Asks[e.Ref].Ask
 		what = "ask " + string(a.State)
+		head = Step{Type: TypeAskAnswer, By: MasterWriter, HLC: a.Answered, Hash: a.Head}
 		involved = append(involved, a.Author, MasterWriter)
 	}
 	slices.Sort(involved)
@@ -80,6 +86,8 @@ func (st *State) supersede(e *ledger.Entry, ignore func(*ledger.Entry, string)) 
 	st.Superseded = append(st.Superseded, Superseded{
 		Ignored: Ignored{Writer: e.Writer, Device: e.Device, Seq: e.Seq, Type: e.Type, Ref: e.Ref, Hash: e.Hash(), Reason: why},
 		Epoch:   st.base.Epoch, Involved: involved})
+	st.Contested = append(st.Contested, Contest{Ref: e.Ref, Winner: head, Involved: involved, Checkpoint: st.base.Epoch,
+		Losers: []Step{{Type: e.Type, By: e.Writer, HLC: e.HLC, Hash: e.Hash()}}})
 	st.finality("superseded " + e.Hash())
 	return true
 }

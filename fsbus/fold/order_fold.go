@@ -106,6 +106,10 @@ type Contest struct {
 	// Rival is set when the branches are creates of one id by different writers
 	// (rival.go): a forgery or replay, reported as an error. Basis is empty.
 	Rival bool `json:"rival,omitempty"`
+	// Checkpoint is set when the winner is the state an owner's checkpoint of that
+	// epoch holds as final and the losers are entries above its cut (from.go): Winner
+	// then names the thing's last entry at the cut. Basis is empty.
+	Checkpoint int `json:"checkpoint,omitempty"`
 }
 
 // Order is an order as folded.

@@ -172,6 +172,7 @@ var policyKeys = map[string]policyKey{
 	"exec_window_s":  {func(p *Policy) *int64 { return &p.ExecWindowS }, 0, "an order's execution window; 0: 14400 (4 h)"},
 	"lifetime_s":     {func(p *Policy) *int64 { return &p.LifetimeS }, 0, "a claim's lifetime; 0: 86400 (24 h)"},
 	"queue_window_s": {func(p *Policy) *int64 { return &p.QueueWindowS }, 0, "an order's queue window; 0: none"},
+	"settle_s":       {func(p *Policy) *int64 { return &p.SettleS }, 0, "how long this machine must have seen an entry before the owner's checkpoint covers it; 0: 86400 (24 h)"},
 }
 
 // policyKey is a key of [policy] this binary knows: the Policy field it fills and the
@@ -205,7 +206,14 @@ type Policy struct {
 	ExecWindowS  int64 `toml:"exec_window_s,omitzero" json:"exec_window_s,omitempty"`
 	LifetimeS    int64 `toml:"lifetime_s,omitzero" json:"lifetime_s,omitempty"`
 	QueueWindowS int64 `toml:"queue_window_s,omitzero" json:"queue_window_s,omitempty"`
+	// SettleS is how long an entry must have been seen on the compacting machine before
+	// an owner's checkpoint covers it; absent or 0: DefaultSettleS.
+	SettleS int64 `toml:"settle_s,omitzero" json:"settle_s,omitempty"`
 }
+
+// DefaultSettleS is the settle time of an owner's checkpoint when the policy names
+// none: 24 h.
+const DefaultSettleS = 86400
 
 // jsonEqual reports whether two JSON values are the same value (canonical forms).
 func JSONEqual(a, b json.RawMessage) bool {

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/internal/errs"
+)
+
+// CompactCmd is `ferry compact`: the owner signs where the past ends (docs/format.md
+// §20, ADR 0019).
+type CompactCmd struct {
+	Settle string `help:"Cover only entries this machine first saw at least this long ago (default: policy.settle_s, 24h)." placeholder:"DURATION"`
+	Force  bool   `help:"Compact although seated writers were not seen to advance within the settle time."`
+}
+
+// Help is the long help.
+func (c *CompactCmd) Help() string {
+	return "Writes the owner's next checkpoint: the state at a cut covering every entry this\n" +
+		"machine first saw at least the settle time ago, signed by the master key. From\n" +
+		"then on every machine folds from that state and the entries above the cut:\n" +
+		"orders accepted or cancelled and asks answered at the cut are final, and an\n" +
+		"entry above the cut on one of them is superseded and reported to those involved.\n" +
+		"Only the owner compacts, on the device the last checkpoint names as compactor.\n" +
+		"It refuses while seated writers were not seen to advance within the settle time\n" +
+		"(their entries not yet here would land above the cut), unless --force is given;\n" +
+		"revoke a key before compacting, not after. Nothing new settled: nothing written."
+}
+
+// ownerAction marks compact the owner's (docs/format.md §13, the master row).
+func (c *CompactCmd) ownerAction(*Globals) string { return "compact the ledger (checkpoint)" }
+
+// Run implements the command.
+func (c *CompactCmd) Run(g *Globals) error {
+	opt := fsbus.CompactOptions{Force: c.Force}
+	if c.Settle != "" {
+		d, err := time.ParseDuration(c.Settle)
+		if err != nil || d < 0 {
+			return errs.Errorf(errs.Invalid, "give a duration such as 24h, 90m or 0s", "--settle %q is not a duration of zero or more", c.Settle)
+		}
+		opt.Settle, opt.SettleSet = d, true
+	}
+	s, err := g.Master()
+	if err != nil {
+		return err
+	}
+	r, err := s.Compact(opt)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(r)
+	}
+	if r.Entry == "" {
+		g.printf("✔ nothing new has settled (settle %s): nothing written\n", r.Settle)
+		return nil
+	}
+	g.printf("✔ checkpoint epoch %d: %d entries covered in %d segments; the state keeps %d lines and %d final things in %d chunks (%d new)\n",
+		r.Epoch, r.Covered, r.Segments, r.Lines, r.Terminal, r.Chunks, r.Written)
+	g.printf("  head %s, entry %s\n", r.Head, r.Entry)
+	for _, w := range r.Unsettled {
+		g.printf("  compacted past %s, not seen to advance within %s (--force)\n", w, r.Settle)
+	}
+	return nil
+}
