@@ -573,6 +573,7 @@ var masterActions = []masterAction{
 		w.n++ // a new value each call: setting what the policy says writes nothing
 		return []string{"policy", "set", fmt.Sprintf("quiet_after_s=%d", 100+w.n)}
 	}},
+	{typ: "checkpoint", leaf: "compact", args: func(*masterWorld) []string { return []string{"compact", "--settle", "0s", "--force"} }},
 	{what: "re-pin the master key", leaf: "master repin", args: func(w *masterWorld) []string { return []string{"master", "repin", "--key", w.masterKey} }},
 }
 

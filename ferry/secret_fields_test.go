@@ -229,6 +229,7 @@ func (w *secretCLIWorld) bases() map[string]func() secretCLI {
 			return secretCLI{pos: []string{"1.0." + w.fresh("")}, flags: []string{"--platform", "linux/amd64=releases/ferry"}}
 		},
 		"master rotate": func() secretCLI { return secretCLI{} },
+		"compact":       func() secretCLI { return secretCLI{flags: []string{"--settle", "0s", "--force"}} },
 		"policy set": func() secretCLI {
 			return secretCLI{pos: []string{fmt.Sprintf("quiet_after_s=%d", 100+w.n)}}
 		},

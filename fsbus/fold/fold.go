@@ -252,10 +252,12 @@ func (st *State) noteDangling(basis, thing string) {
 }
 
 type IdemRec struct {
-	Args string `json:"-"`
-	Hash string `json:"-"`
-	Ref  string `json:"-"`
-	HLC  string `json:"-"` // of the entry that took the key
+	Writer string `json:"-"`
+	Key    string `json:"-"` // the idem key itself
+	Args   string `json:"-"`
+	Hash   string `json:"-"`
+	Ref    string `json:"-"`
+	HLC    string `json:"-"` // of the entry that took the key
 }
 
 // ObjectReader returns an object file's canonical bytes and hash, or ErrObjectMissing.
@@ -514,7 +516,7 @@ func Fold(in FoldInput) *State {
 		if e.Idem != "" {
 			k := e.Writer + "\x00" + e.Idem
 			if _, seen := st.Idem.Get(k); !seen {
-				st.Idem.set(k, IdemRec{Args: d.Args, Hash: e.Hash(), Ref: e.Ref, HLC: e.HLC})
+				st.Idem.set(k, IdemRec{Writer: e.Writer, Key: e.Idem, Args: d.Args, Hash: e.Hash(), Ref: e.Ref, HLC: e.HLC})
 			} else {
 				st.takeIdem(e, k)
 			}

@@ -1,0 +1,169 @@
+package fold
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Planning the next owner's checkpoint (`ferry compact`, docs/format.md §20 "The cut").
+
+// PlanInput is what PlanCheckpoint reads.
+type PlanInput struct {
+	In       FoldInput // the snapshot's entries and forks, project, master key, objects
+	State    *State    // the snapshot folded
+	Prev     *Counting // the newest counting checkpoint, nil for none
+	PrevBase *Base     // its state, loaded and hash-checked
+	// SeenMs returns when this machine first saw an entry, Unix ms on its clock (0: not
+	// in its arrival log); SettledMs is now less the settle time (SettleText, for
+	// messages); Advanced names the writers this machine saw a heartbeat of since.
+	SeenMs     func(hash string) int64
+	SettledMs  int64
+	SettleText string
+	Advanced   map[string]bool
+	Force      bool
+	Device     string
+	// Offset returns the byte offset after a record's line in its segment file (0 when
+	// not found there).
+	Offset func(writer, device, hash string) int64
+}
+
+// Plan is the next checkpoint before it is signed: nil Base when nothing new settled.
+type Plan struct {
+	Epoch     int
+	Cut       Cut
+	Base      *Base
+	Chunks    [][]byte
+	Head      *Head
+	Unsettled []string // seated writers not seen to advance within the settle time
+}
+
+// PlanCheckpoint decides the next checkpoint: a cut covering, per segment, the longest
+// prefix of the kept chain this machine first saw at least Settle ago (never below the
+// previous cut), closed under reference, and the state folded there from the previous
+// checkpoint's. It refuses (conflict) while seated writers were not seen to advance
+// within the settle time, unless Force.
+func PlanCheckpoint(p PlanInput) (*Plan, error) {
+	entries := p.In.Entries
+	plan := &Plan{Epoch: 1}
+	if p.Prev != nil {
+		plan.Epoch = p.Prev.Data.Epoch + 1
+	}
+	advanced := maps.Clone(p.Advanced)
+	if advanced == nil {
+		advanced = map[string]bool{}
+	}
+	for i := range entries {
+		if p.SeenMs(entries[i].Hash()) > p.SettledMs {
+			advanced[entries[i].Writer] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.State.Agents)) {
+		if a := p.State.Agents[name]; a.Seated && !a.Retired && !advanced[name] {
+			plan.Unsettled = append(plan.Unsettled, name)
+		}
+	}
+	if len(plan.Unsettled) > 0 && !p.Force {
+		return nil, errs.Errorf(errs.Conflict, "wait until they have synced, retire them, or compact with --force (their entries not yet here land above the cut, and those on things the checkpoint holds as final are superseded)",
+			"seated writers not seen to advance in the last %s: %s", p.SettleText, strings.Join(plan.Unsettled, ", "))
+	}
+
+	ordered := make([]*ledger.Entry, len(entries))
+	for i := range entries {
+		ordered[i] = &entries[i]
+	}
+	slices.SortFunc(ordered, func(a, b *ledger.Entry) int {
+		if c := strings.Compare(a.Writer, b.Writer); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Device, b.Device); c != 0 {
+			return c
+		}
+		return int(a.Seq) - int(b.Seq)
+	})
+	limit := map[[2]string]uint64{}
+	stop := map[[2]string]bool{}
+	for _, e := range ordered {
+		k := [2]string{e.Writer, e.Device}
+		if stop[k] {
+			continue
+		}
+		if s := p.SeenMs(e.Hash()); s == 0 || s > p.SettledMs {
+			stop[k] = true
+			continue
+		}
+		limit[k] = e.Seq
+	}
+	if p.PrevBase != nil {
+		for _, c := range p.PrevBase.Cut {
+			k := [2]string{c.Writer, c.Device}
+			limit[k] = max(limit[k], c.Seq)
+		}
+	}
+	cut := CutOf(entries, func(w, d string) (uint64, bool) { m, ok := limit[[2]string{w, d}]; return m, ok })
+	cut = CloseCut(entries, p.In.Forks, cut, p.State.ObjectPending)
+	if p.PrevBase != nil {
+		if err := cut.Covers(p.PrevBase.Cut); err != nil {
+			return nil, errs.Errorf(errs.Conflict, "run `ferry doctor`", "the cut closed under reference falls below the previous checkpoint's: %v", err)
+		}
+		if slices.EqualFunc(cut, p.PrevBase.Cut, func(a, b CutPoint) bool { return a.Writer == b.Writer && a.Device == b.Device && a.Hash == b.Hash }) {
+			plan.Epoch--
+			return plan, nil // nothing new has settled
+		}
+	}
+	if len(cut) == 0 {
+		return plan, nil
+	}
+	for i := range cut {
+		if p.Offset != nil {
+			cut[i].Offset = p.Offset(cut[i].Writer, cut[i].Device, cut[i].Hash)
+		}
+	}
+	at, _, probs := Split(entries, p.In.Forks, cut, nil)
+	for _, c := range probs {
+		if c.Kind == "missing" {
+			return nil, errs.Errorf(errs.Conflict, "run `ferry doctor`", "segment %s/%s: %s", c.Writer, c.Device, c.Detail)
+		}
+	}
+	base, err := NextBase(p.In, p.PrevBase, at, plan.Epoch, cut)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := EncodeBase(base)
+	if err != nil {
+		return nil, err
+	}
+	var refs []ChunkRef
+	plan.Chunks, refs = Chunks(enc)
+	if plan.Head, err = NewHead(p.In.Project, base, refs, p.Device, entries, p.Prev); err != nil {
+		return nil, fmt.Errorf("checkpoint head: %w", err)
+	}
+	plan.Cut, plan.Base = cut, base
+	return plan, nil
+}
+
+// CompactResult is what Compact wrote.
+type CompactResult struct {
+	Epoch int `json:"epoch"`
+	// Entry is the checkpoint entry's hash; empty when nothing new had settled and
+	// nothing was written.
+	Entry string `json:"entry,omitempty"`
+	Head  string `json:"head,omitempty"` // the head file, relative to the channel folder
+	// Chunks is how many chunks the state has, Written how many of them were new files.
+	Chunks  int `json:"chunks"`
+	Written int `json:"written"`
+	// Segments the cut names; Covered the entries at or below it; Lines those the
+	// state keeps verbatim; Terminal the things it holds as final.
+	Segments int `json:"segments"`
+	Covered  int `json:"covered"`
+	Lines    int `json:"lines"`
+	Terminal int `json:"terminal"`
+	// Unsettled are the seated writers not seen to advance within the settle time
+	// (compacted past with Force).
+	Unsettled []string `json:"unsettled,omitempty"`
+	Settle    string   `json:"settle"`
+}

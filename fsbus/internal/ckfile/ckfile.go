@@ -1,0 +1,66 @@
+// Package ckfile reads an owner's checkpoint objects from a channel folder
+// (docs/format.md §20): heads at checkpoints/<epoch>-<16 hex>/head.json, chunks at
+// checkpoints/chunks/<64 hex>.
+package ckfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+)
+
+// headMax and chunkMax bound what is read of a head or chunk file: a head holds the cut
+// (about 200 bytes a segment) and the rotation lines; a chunk is at most 64 KiB.
+const (
+	headMax  = 16 << 20
+	chunkMax = 64 << 10
+)
+
+// Dir reads the checkpoint objects of the channel folder Root (fold.Checkpoints).
+type Dir struct{ Root string }
+
+// Head returns a head file's bytes, fold.ErrObjectMissing when it is not there.
+func (d Dir) Head(epoch int, hash string) ([]byte, error) {
+	return readBounded(filepath.Join(d.Root, filepath.FromSlash(fold.HeadPath(epoch, hash))), headMax)
+}
+
+// Chunk returns a chunk file's bytes, fold.ErrObjectMissing when it is not there.
+func (d Dir) Chunk(hash string) ([]byte, error) {
+	return readBounded(filepath.Join(d.Root, filepath.FromSlash(fold.ChunkPath(hash))), chunkMax)
+}
+
+// readBounded reads a regular file of at most limit bytes; fold.ErrObjectMissing when
+// it is not there. A link, a directory or a larger file is an error.
+func readBounded(path string, limit int64) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fold.ErrObjectMissing
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes; the limit is %d", path, fi.Size(), limit)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s grew past %d bytes", path, limit)
+	}
+	return b, nil
+}

@@ -1,0 +1,44 @@
+package ckfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/fsutil"
+)
+
+// CheckEpoch compares the counting chain with the highest epoch this machine has seen,
+// kept in the file path (config/checkpoints/<project>: "<epoch> <entry hash>\n",
+// docs/format.md §18): a lower one is a folder rolled back (restored from an old copy),
+// reported loudly; a higher one is remembered. err says that it could not be
+// remembered (the check then compares with the last epoch remembered).
+func CheckEpoch(path string, cf *fold.ChannelFold) (probs []fold.CheckpointProblem, err error) {
+	top, hash := 0, ""
+	if n := len(cf.Chain); n > 0 {
+		top, hash = cf.Chain[n-1].Data.Epoch, cf.Chain[n-1].Entry.Hash()
+	}
+	seen, seenHash := 0, ""
+	if b, err := os.ReadFile(path); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			seen, _ = strconv.Atoi(f[0])
+			seenHash = f[1]
+		}
+	}
+	switch {
+	case top < seen:
+		return []fold.CheckpointProblem{{Hash: seenHash, Epoch: seen, Kind: "rolled_back",
+			Detail: fmt.Sprintf("this machine has seen the owner's checkpoint of epoch %d (%s) count, and the folder's counting checkpoints end at epoch %d: the folder was rolled back or restored from an old copy; restore the checkpoint's files and the master's segment from another machine", seen, seenHash, top)}}, nil
+	case top > seen:
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("could not remember checkpoint epoch %d: %w", top, err)
+		}
+		if err := fsutil.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", top, hash)), 0o644); err != nil {
+			return nil, fmt.Errorf("could not remember checkpoint epoch %d in %s: %w", top, path, err)
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,94 @@
+package ckfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// File is one checkpoint file to write: its path and bytes.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// NewFiles signs plan's head with s and returns the files the checkpoint adds under
+// the channel folder root — the chunks not already there with the same bytes (chunks
+// are shared across epochs), then the head — and the head's hash, making their
+// directories. The caller writes them (written once) before the checkpoint entry.
+func NewFiles(root string, plan *fold.Plan, s ledger.Signer) ([]File, string, error) {
+	headBytes, headHash, err := fold.SignHead(plan.Head, s)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []File
+	for i, c := range plan.Chunks {
+		p := filepath.Join(root, filepath.FromSlash(fold.ChunkPath(plan.Head.State[i].Hash)))
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, c) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, "", err
+		}
+		out = append(out, File{Path: p, Data: c})
+	}
+	hp := filepath.Join(root, filepath.FromSlash(fold.HeadPath(plan.Epoch, headHash)))
+	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+		return nil, "", err
+	}
+	return append(out, File{Path: hp, Data: headBytes}), headHash, nil
+}
+
+// Prepare decides the next checkpoint of the channel folder root from cf (the last
+// Load's checkpoints; nil for none) and p (Prev and PrevBase are filled here): it
+// refuses on a device that is not the compactor, loads the previous state
+// (hash-checked), plans the cut and the state (fold.PlanCheckpoint), signs the head
+// with s, and returns the checkpoint entry's draft and the files to write before it.
+// A nil draft and no error: nothing new has settled.
+func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInput) (*ledger.Draft, []File, *fold.CompactResult, error) {
+	res := &fold.CompactResult{Settle: p.SettleText}
+	if cf != nil && len(cf.Chain) > 0 {
+		p.Prev = &cf.Chain[len(cf.Chain)-1]
+		if p.Prev.Head.Compactor != p.Device {
+			return nil, nil, res, errs.Errorf(errs.Denied, "run `ferry compact` on that machine",
+				"this device (%s) is not the compactor: the owner's checkpoint of epoch %d names device %s", p.Device, p.Prev.Data.Epoch, p.Prev.Head.Compactor)
+		}
+		var err error
+		if p.PrevBase, err = fold.LoadBase(*p.Prev, Dir{Root: root}); err != nil {
+			return nil, nil, res, errs.Errorf(errs.Invalid, "run `ferry doctor`; restore the checkpoint's files from another machine",
+				"the owner's checkpoint of epoch %d does not load: %v", p.Prev.Data.Epoch, err)
+		}
+	}
+	p.Offset = func(writer, device, hash string) int64 {
+		return ledger.LineEnd(ledger.SegmentPath(filepath.Join(root, "ledger"), writer, device), hash)
+	}
+	plan, err := fold.PlanCheckpoint(p)
+	if err != nil {
+		return nil, nil, res, err
+	}
+	res.Epoch, res.Unsettled = plan.Epoch, plan.Unsettled
+	if plan.Base == nil {
+		return nil, nil, res, nil
+	}
+	files, headHash, err := NewFiles(root, plan, s)
+	if err != nil {
+		return nil, nil, res, err
+	}
+	b := plan.Base
+	res.Head, res.Chunks, res.Written, res.Segments = fold.HeadPath(plan.Epoch, headHash), len(plan.Chunks), len(files)-1, len(plan.Cut)
+	res.Covered, res.Lines, res.Terminal = b.Entries, len(b.Lines), len(b.Orders)+len(b.Asks)
+	d := fold.CheckpointData{Epoch: plan.Epoch, Head: headHash, Rules: fold.RulesVersion}
+	if p.Prev != nil {
+		d.Basis = p.Prev.Entry.Hash()
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return nil, nil, res, err
+	}
+	return &ledger.Draft{Type: fold.TypeCheckpoint, Ref: fold.TypeCheckpoint, Data: data}, files, res, nil
+}
