@@ -238,3 +238,54 @@ func TestCheckpointFinalOverPartitionedBranch(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointVerifyAndTamper: ledger verify folds the checkpoint's state again and
+// finds it equal; a tampered chunk makes every process fold without the checkpoint,
+// reported as a checkpoint error, and verify reports a dispute.
+func TestCheckpointVerifyAndTamper(t *testing.T) {
+	w := newLifeWorld(t)
+	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "one"}))
+	must[*fold.Order](t)(w.alice.Cancel(a.ID, NoteOptions{}))
+	r, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true})
+	if err != nil || r.Entry == "" {
+		t.Fatalf("compact: %+v %v", r, err)
+	}
+	c := reopen(t, w.c)
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := c.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Dispute != nil || len(rep.Checkpoints) != 0 {
+		t.Fatalf("verify of a good checkpoint: dispute %+v, problems %+v", rep.Dispute, rep.Checkpoints)
+	}
+	chunks, _ := filepath.Glob(filepath.Join(w.c.Root, "checkpoints", "chunks", "*"))
+	if len(chunks) != 1 {
+		t.Fatalf("chunks: %v", chunks)
+	}
+	b, err := os.ReadFile(chunks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(chunks[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = reopen(t, w.c)
+	v, err = c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State.Base() != nil {
+		t.Fatal("folded from a tampered checkpoint")
+	}
+	if cf := c.OwnerCheckpoint(); cf == nil || len(cf.Problems) == 0 || cf.Problems[0].Kind != "state" {
+		t.Fatalf("tampered chunk not reported: %+v", cf)
+	}
+	if rep, err = c.Verify(v); err != nil || rep.Dispute == nil {
+		t.Fatalf("verify of a tampered checkpoint: %+v, %v", rep, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -509,6 +510,18 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 	}
 	if out.Ignored == nil {
 		out.Ignored = []fold.Ignored{}
+	}
+	if cf := c.ownerCheckpoint; cf != nil {
+		out.Checkpoints = cf.Problems
+		in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks}
+		d, missing, err := fold.Recompute(in, cf.Chain, ckfile.Dir{Root: c.Root})
+		if err != nil {
+			return nil, err
+		}
+		out.Dispute = d
+		for _, m := range missing {
+			out.Checkpoints = append(out.Checkpoints, fold.CheckpointProblem{Kind: "cut", Detail: fmt.Sprintf("segment %s/%s seq %d: %s; the state cannot be folded again here", m.Writer, m.Device, m.Seq, m.Detail)})
+		}
 	}
 	// Records this machine read that are gone (vanished.go).
 	cc := &verify.Channel{Root: c.Root, Device: c.Device, ProjectName: c.Project(), HasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}

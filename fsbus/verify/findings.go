@@ -40,6 +40,7 @@ func (c *Channel) Findings(v *View, out *Report) error {
 	}
 	c.doctorShrunk(r, out) // an error, once per writer (vanished.go)
 	c.objectFindings(r, v, out)
+	checkpointFindings(r, out)
 	out.Findings, out.Copies, out.Errors, out.Warnings = r.Findings, r.Copies, r.Errors, r.Warnings
 	return nil
 }
@@ -71,6 +72,7 @@ const (
 	CheckObject       = "object"               // an object file whose signature or hash is wrong
 	CheckGit          = "git"                  // a git rebase or merge stopped in the repository holding the channel
 	CheckVanished     = KindVanished           // records this machine read that are in no file any more
+	CheckCheckpoint   = "checkpoint"           // an owner's checkpoint that does not count, or a state that differs
 )
 
 // Finding is one thing `ferry doctor` or `ferry ledger verify` found, with a one-line
@@ -601,3 +603,23 @@ type View struct {
 }
 
 func (v *View) chainTip(writer, device string) *ledger.Entry { return v.Tip(writer, device) }
+
+// checkpointFindings lists the owner's checkpoint problems and the dispute: a pending
+// head is a warning (it has not arrived), the rest errors.
+func checkpointFindings(r *findingList, out *Report) {
+	for _, p := range out.Checkpoints {
+		lvl, fix := LevelError, "run `ferry doctor` on the owner's machine; restore the checkpoint's files and the master's segment from a machine that has them"
+		switch p.Kind {
+		case "pending":
+			lvl, fix = LevelWarning, "wait for the sync tool to deliver the checkpoint's files"
+		case "rules":
+			fix = "upgrade ferry on this machine"
+		}
+		r.add(Finding{Check: CheckCheckpoint, Level: lvl, Detail: fmt.Sprintf("checkpoint %s (epoch %d, %s): %s", p.Hash, p.Epoch, p.Kind, p.Detail), Fix: fix})
+	}
+	if d := out.Dispute; d != nil {
+		r.add(Finding{Check: CheckCheckpoint, Level: LevelError,
+			Detail: fmt.Sprintf("the owner's checkpoint of epoch %d (%s) holds another state than this machine folds from the entries at or below its cut under fold rules %d: first difference at %s", d.Epoch, d.Hash, d.Rules, d.First),
+			Fix:    "tell the owner: nothing may be archived to this checkpoint; compare `ferry ledger verify --json` on the owner's machine"})
+	}
+}

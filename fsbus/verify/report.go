@@ -34,6 +34,12 @@ type Report struct {
 	// Rivals lists ids created by two writers (rival.go): one create is
 	// forged or replayed; an error naming every writer.
 	Rivals []fold.Contest `json:"rivals"`
+	// Checkpoints are the owner's checkpoint entries that do not count or whose state
+	// could not be used, and a folder rolled back below an epoch this machine saw;
+	// Dispute is the first counting checkpoint whose state differs from the one folded
+	// again here from the entries at or below its cut (docs/format.md §20 "Checking").
+	Checkpoints []fold.CheckpointProblem `json:"checkpoints,omitempty"`
+	Dispute     *fold.Dispute            `json:"dispute,omitempty"`
 	// Fixes maps each kind listed (a problem kind, "ignored: <reason>", "object", "lost",
 	// key_change) to its one-line fix (forgery.go).
 	Fixes map[string]string `json:"fixes"`
