@@ -218,7 +218,7 @@ func EncodeBase(b *Base) ([]byte, error) {
 	}
 	for _, k := range slices.Sorted(maps.Keys(b.Idem)) {
 		v := b.Idem[k]
-		j.Idem = append(j.Idem, idemJSON{Writer: v.Writer, Key: v.Key, Args: v.Args, Hash: v.Hash, Ref: v.Ref, HLC: v.HLC})
+		j.Idem = append(j.Idem, idemJSON(v))
 	}
 	return ledger.Canonical(j)
 }
@@ -262,7 +262,7 @@ func DecodeBase(raw []byte) (*Base, error) {
 		a.Ask.C = askCore{State: AskState(a.State), Author: a.Author}
 	}
 	for _, r := range j.Idem {
-		b.Idem[r.Writer+"\x00"+r.Key] = IdemRec{Writer: r.Writer, Key: r.Key, Args: r.Args, Hash: r.Hash, Ref: r.Ref, HLC: r.HLC}
+		b.Idem[r.Writer+"\x00"+r.Key] = IdemRec(r)
 	}
 	for i, l := range j.Lines {
 		e, err := ledger.ParseLine(l)
