@@ -512,15 +512,9 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 		out.Ignored = []fold.Ignored{}
 	}
 	if cf := c.ownerCheckpoint; cf != nil {
-		out.Checkpoints = cf.Problems
 		in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks}
-		d, missing, err := fold.Recompute(in, cf.Chain, ckfile.Dir{Root: c.Root})
-		if err != nil {
+		if out.Checkpoints, out.Dispute, err = ckfile.Recheck(c.Root, cf, in); err != nil {
 			return nil, err
-		}
-		out.Dispute = d
-		for _, m := range missing {
-			out.Checkpoints = append(out.Checkpoints, fold.CheckpointProblem{Kind: "cut", Detail: fmt.Sprintf("segment %s/%s seq %d: %s; the state cannot be folded again here", m.Writer, m.Device, m.Seq, m.Detail)})
 		}
 	}
 	// Records this machine read that are gone (vanished.go).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,4 +42,19 @@ func CheckEpoch(path string, cf *fold.ChannelFold) (probs []fold.CheckpointProbl
 		}
 	}
 	return nil, nil
+}
+
+// Recheck folds every counting checkpoint of cf again from in (a snapshot's entries
+// and forks) and returns cf's problems with the segments whose records at or below a
+// cut are missing here, and the first dispute (fold.Recompute).
+func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput) ([]fold.CheckpointProblem, *fold.Dispute, error) {
+	probs := slices.Clone(cf.Problems)
+	d, missing, err := fold.Recompute(in, cf.Chain, Dir{Root: root})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range missing {
+		probs = append(probs, fold.CheckpointProblem{Kind: "cut", Detail: fmt.Sprintf("segment %s/%s seq %d: %s; the state cannot be folded again here", m.Writer, m.Device, m.Seq, m.Detail)})
+	}
+	return probs, d, nil
 }
