@@ -27,7 +27,7 @@ import (
 //
 //	<cache>/channels/<project>/index-<first 16 hex of sha256(channel root)>.bin
 //
-// The file is a header line "ferry-index 2 <project> <master key>\n" followed by
+// The file is a header line "ferry-index 4 <project> <master key>\n" followed by
 // frames, each a uvarint payload length, the payload and the payload's CRC-32C
 // (Castagnoli, 4 bytes big-endian: damage, not tampering, is what a machine-local cache
 // guards against, and the CRC costs a fraction of a hash on a large index). A payload is 'L' and a ledger.ReadState chunk (a segment's identity, offset,

@@ -38,6 +38,8 @@ type ReadState struct {
 	// last is the snapshot the previous unverified ReadIncremental returned, with what
 	// the append-only fast path needs of it (catch-up in O(new entries)).
 	last *lastRead
+	// floors are where each named chain's reading starts (SetFloors).
+	floors map[segKey]Floor
 }
 
 // lastRead is what ReadIncremental remembers of the snapshot it returned last.
@@ -80,13 +82,19 @@ type mark struct {
 
 // segState is one segment file's remembered reading.
 type segState struct {
-	firstLen  int64    // length of the first complete line, with its '\n'; 0 when none
+	// from is the offset of the first line read: 0, or the start of the floor's line
+	// when floor is set (SetFloors).
+	from int64
+	// floor reports that the reading started at a floor: the line at from is the
+	// floor's entry, checked by hash, and not one of records.
+	floor     bool
+	firstLen  int64    // length of the first complete line read, with its '\n'; 0 when none
 	firstHash [32]byte // sha256 of it
 	offset    int64    // just past the last complete line read
 	lastStart int64    // start of that line
 	lastHash  [32]byte // sha256 of bytes [lastStart, offset)
-	lines     int      // complete lines before offset
-	// sum is the sha256 state (encoding.BinaryMarshaler form) of bytes [0, offset):
+	lines     int      // complete lines read past the first line of a floor, or from 0
+	// sum is the sha256 state (encoding.BinaryMarshaler form) of bytes [from, offset):
 	// CheckPrefixes compares it with the file, so a line changed in place between the
 	// first and last one (same length, first and last line intact) is read again.
 	sum      []byte
@@ -173,8 +181,17 @@ func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc)
 	}
 	results := make([]segResult, len(files))
 	nfile := 0
+	var held map[segKey]bool // chains whose floor's entry a file read from it holds
 	for i, f := range files {
 		g := st.segs[f.rel]
+		if g.floor {
+			if fl, ok := st.floorOf(f.rel); ok {
+				if held == nil {
+					held = map[segKey]bool{}
+				}
+				held[segKey{fl.Writer, fl.Device}] = true
+			}
+		}
 		res := segResult{records: g.records, problems: g.problems}
 		if tails[i] != nil {
 			res.problems = append(slices.Clip(res.problems), *tails[i])
@@ -182,7 +199,7 @@ func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc)
 		nfile += len(res.problems)
 		results[i] = res
 	}
-	snap := mergeResults(results, keys, l.opts.Project, verify)
+	snap := mergeResults(results, keys, l.opts.Project, verify, st.floors, held)
 	st.last = nil
 	if keys == nil {
 		st.remember(snap, files, nfile)
@@ -245,6 +262,9 @@ func (st *ReadState) appended(files []segFile, tails []*Problem) *Snapshot {
 		if !ok {
 			t, ok = lr.tips[k]
 		}
+		if fl, floored := st.floors[k]; !ok && floored {
+			t, ok = chainTip{fl.Seq, fl.Hash}, true
+		}
 		switch {
 		case !ok && e.Seq == 1 && e.Prev == "":
 		case ok && e.Seq == t.seq+1 && e.Prev == t.hash:
@@ -255,7 +275,7 @@ func (st *ReadState) appended(files []segFile, tails []*Problem) *Snapshot {
 	}
 	slices.SortFunc(added, compareEntries)
 	base := lr.snap
-	snap := &Snapshot{Forks: base.Forks, Added: added, Base: base, MaxHLC: base.MaxHLC}
+	snap := &Snapshot{Forks: base.Forks, Floors: base.Floors, Added: added, Base: base, MaxHLC: base.MaxHLC}
 	if len(added) == 0 {
 		snap.Entries = base.Entries
 	} else if n := len(base.Entries); n == 0 || compareEntries(base.Entries[n-1], added[0]) < 0 {
@@ -320,7 +340,11 @@ func (st *ReadState) readAll(files []segFile) ([]*Problem, []bool, error) {
 	outs := make([]out, len(files))
 	work := func(i int) {
 		f := files[i]
-		g, reset, torn, n, lines, err := advance(f, st.segs[f.rel])
+		var fl *Floor
+		if v, ok := st.floorOf(f.rel); ok {
+			fl = &v
+		}
+		g, reset, torn, n, lines, err := advance(f, st.segs[f.rel], fl)
 		outs[i] = out{g, reset, torn, n, lines, err}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(files))
@@ -371,9 +395,11 @@ func (st *ReadState) readAll(files []segFile) ([]*Problem, []bool, error) {
 }
 
 // advance reads file f past what g remembers (from its start when g is nil or no
-// longer matches the file) and returns the new state, whether it started over, the
-// torn-tail problem, the bytes read and the complete lines read. g is not modified.
-func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n int64, lines int, err error) {
+// longer matches the file; from fl, when not nil, once the line ending at its offset is
+// its entry and g did not start there) and returns the new state, whether it started
+// over, the torn-tail problem, the bytes read and the complete lines read. g is not
+// modified.
+func advance(f segFile, g *segState, fl *Floor) (ng *segState, reset bool, torn *Problem, n int64, lines int, err error) {
 	file, err := os.Open(f.abs)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &segState{}, g != nil, nil, 0, 0, nil
@@ -382,12 +408,19 @@ func advance(f segFile, g *segState) (ng *segState, reset bool, torn *Problem, n
 		return nil, false, nil, 0, 0, fmt.Errorf("reading %s: %w", f.abs, err)
 	}
 	defer file.Close()
+	if fl != nil && (g == nil || !g.floor || g.from+g.firstLen != fl.Offset) {
+		if fg := floorState(file, *fl); fg != nil {
+			g, reset = fg, true // read past the floor; what g held below it is dropped
+		} else if g != nil && g.floor {
+			g = nil // started at another floor, and this one does not check: read it whole
+		}
+	}
 	if g != nil && (!g.matches(file) || (g.sum == nil && g.offset > 0)) {
 		g = nil // changed, or remembered without its running hash: read it whole
 	}
 	if g == nil {
 		g, reset = &segState{}, true
-	} else {
+	} else if !reset {
 		c := *g
 		c.records = slices.Clip(g.records)
 		c.problems = slices.Clip(g.problems)
@@ -474,13 +507,18 @@ func (g *segState) matches(file *os.File) bool {
 		}
 		return sha256.Sum256(buf) == want
 	}
-	return check(0, g.firstLen, g.firstHash) && check(g.lastStart, g.offset-g.lastStart, g.lastHash)
+	return check(g.from, g.firstLen, g.firstHash) && check(g.lastStart, g.offset-g.lastStart, g.lastHash)
 }
 
 // mergeResults is the merge of Read and ReadVerified over per-file results in listing
 // order, with verify for signature checks (nil: checkSig). Ledger.read and
 // ReadIncremental both merge through it, so the two readings cannot differ.
-func mergeResults(results []segResult, keys KeyFunc, project string, verify VerifyFunc) *Snapshot {
+//
+// With floors (SetFloors), a floored chain's records at or below its floor are left
+// out (the floor's own record marks the chain held), the chain is resolved from the
+// floor's entry, and a chain neither held nor holding its floor's entry gets a
+// KindCutMissing problem; held names the chains a file read from its floor holds.
+func mergeResults(results []segResult, keys KeyFunc, project string, verify VerifyFunc, floors map[segKey]Floor, held map[segKey]bool) *Snapshot {
 	snap := &Snapshot{Entries: []Entry{}, Problems: []Problem{}, Forks: []Fork{}}
 	chains := map[segKey]map[uint64][]*record{}
 	seen := map[string]bool{}
@@ -493,6 +531,15 @@ func mergeResults(results []segResult, keys KeyFunc, project string, verify Veri
 				continue
 			}
 			seen[h] = true
+			if fl, ok := floors[segKey{r.e.Writer, r.e.Device}]; ok && r.e.Seq <= fl.Seq {
+				if r.e.Seq == fl.Seq && h == fl.Hash {
+					if held == nil {
+						held = map[segKey]bool{}
+					}
+					held[segKey{fl.Writer, fl.Device}] = true
+				}
+				continue
+			}
 			if keys != nil && !checkSigWith(r, keys, project, verify, &snap.Problems) {
 				continue
 			}
@@ -511,12 +558,28 @@ func mergeResults(results []segResult, keys KeyFunc, project string, verify Veri
 		return cmp.Or(cmp.Compare(a.writer, b.writer), cmp.Compare(a.device, b.device))
 	})
 	for _, k := range keysSorted {
-		kept, forks, probs := resolve(k, chains[k])
+		var fl *Floor
+		if f, ok := floors[k]; ok {
+			fl = &f
+		}
+		kept, forks, probs := resolve(k, chains[k], fl)
 		for _, r := range kept {
 			snap.Entries = append(snap.Entries, r.e)
 		}
 		snap.Forks = append(snap.Forks, forks...)
 		snap.Problems = append(snap.Problems, probs...)
+	}
+	if len(floors) > 0 {
+		snap.Floors = make([]Floor, 0, len(floors))
+		for k, fl := range floors {
+			snap.Floors = append(snap.Floors, fl)
+			if !held[k] {
+				snap.Problems = append(snap.Problems, cutMissing(fl))
+			}
+		}
+		slices.SortFunc(snap.Floors, func(a, b Floor) int {
+			return cmp.Or(cmp.Compare(a.Writer, b.Writer), cmp.Compare(a.Device, b.Device))
+		})
 	}
 	slices.SortFunc(snap.Entries, compareEntries)
 	if n := len(snap.Entries); n > 0 {
@@ -558,8 +621,8 @@ func checkSigWith(r *record, keys KeyFunc, project string, verify VerifyFunc, pr
 // 'F' (forget) carries only the path. Integers are uvarints, strings and byte runs
 // a uvarint length then the bytes.
 
-// CheckPrefixes reads every remembered segment file from its start up to the offset
-// read and compares the bytes' sha256 with the running hash kept while reading them.
+// CheckPrefixes reads every remembered segment file from where its reading started (its
+// start, or its floor's line) up to the offset read and compares the bytes' sha256 with the running hash kept while reading them.
 // A file whose bytes differ — a line changed in place where the first and last line
 // checks of ReadIncremental cannot see it — is forgotten, so the next ReadIncremental
 // reads it whole again (and its changed records are verified again). It returns the
@@ -585,7 +648,7 @@ func (s *ReadState) CheckPrefixes(root string) []string {
 	return forgot
 }
 
-// prefixMatches reports whether the file at path still holds, in bytes [0, offset),
+// prefixMatches reports whether the file at path still holds, in bytes [from, offset),
 // what g's running hash covers (true when the file cannot be read: not this check's
 // finding).
 func (g *segState) prefixMatches(path string) bool {
@@ -599,7 +662,10 @@ func (g *segState) prefixMatches(path string) bool {
 	}
 	defer f.Close()
 	got := sha256.New()
-	if _, err := io.CopyN(got, f, g.offset); err != nil {
+	if _, err := f.Seek(g.from, io.SeekStart); err != nil {
+		return false
+	}
+	if _, err := io.CopyN(got, f, g.offset-g.from); err != nil {
 		return false // shorter than the offset: changed
 	}
 	return bytes.Equal(got.Sum(nil), want.Sum(nil))
@@ -685,6 +751,14 @@ func (s *ReadState) ApplyChunk(b []byte) error {
 	g.lastStart = int64(d.uint())
 	copy(g.lastHash[:], d.bytes(32))
 	g.lines = int(d.uint())
+	g.from = int64(d.uint())
+	switch d.byte() {
+	case 0:
+	case 1:
+		g.floor = true
+	default:
+		d.err = ErrChunk
+	}
 	if sum := d.bytes(int(d.uint())); len(sum) > 0 {
 		g.sum = bytes.Clone(sum)
 	}
@@ -784,6 +858,12 @@ func encodeChunk(kind byte, path string, g *segState, m mark) []byte {
 	b = binary.AppendUvarint(b, uint64(g.lastStart))
 	b = append(b, g.lastHash[:]...)
 	b = binary.AppendUvarint(b, uint64(g.lines))
+	b = binary.AppendUvarint(b, uint64(g.from))
+	if g.floor {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
 	b = appendStr(b, string(g.sum))
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for _, r := range recs {

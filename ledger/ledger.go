@@ -52,6 +52,7 @@ const (
 	KindUnknownKey   = "unknown_key"   // no key is bound to the writer
 	KindFork         = "fork"          // two records with one (writer, device, seq)
 	KindHole         = "hole"          // NUL bytes followed by more data: records after them are hidden (ADR 0007)
+	KindCutMissing   = "cut_missing"   // no file holds the entry a floor (an owner's checkpoint's cut) names
 )
 
 // Fork is two or more different records with one (writer, device, seq) (docs/design.md §2
@@ -74,6 +75,9 @@ type Snapshot struct {
 	Problems []Problem
 	// Forks found while merging.
 	Forks []Fork
+	// Floors are the floors the reading started from (ReadState.SetFloors), by writer
+	// and device: Entries hold no record at or below them. Nil for a whole reading.
+	Floors []Floor `json:"-"`
 	// MaxHLC is the highest HLC among Entries (zero when empty).
 	MaxHLC HLC
 	// Added is set only by ReadIncremental when this snapshot extends the one the

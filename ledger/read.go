@@ -71,7 +71,7 @@ func (l *Ledger) read(keys KeyFunc, project string) (*Snapshot, int, error) {
 			return nil, 0, res.err
 		}
 	}
-	snap := mergeResults(results, keys, project, nil)
+	snap := mergeResults(results, keys, project, nil, nil, nil)
 	return snap, len(files), nil
 }
 
@@ -297,15 +297,18 @@ func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
 // resolve walks one (writer, device) chain upward by seq and returns the records that
 // count, in seq order, the forks found, and the chain's problems (KindBrokenChain,
 // KindFork). bySeq holds distinct records (by hash) per seq.
-func resolve(k segKey, bySeq map[uint64][]*record) (kept []*record, forks []Fork, probs []Problem) {
+func resolve(k segKey, bySeq map[uint64][]*record, fl *Floor) (kept []*record, forks []Fork, probs []Problem) {
 	seqs := make([]uint64, 0, len(bySeq))
 	for s := range bySeq {
 		seqs = append(seqs, s)
 	}
 	slices.Sort(seqs)
 
-	var tip string             // hash of the last record kept
-	var lastSeq uint64         // its seq; 0 before the first
+	var tip string     // hash of the last record kept
+	var lastSeq uint64 // its seq; 0 before the first
+	if fl != nil {
+		tip, lastSeq = fl.Hash, fl.Seq // the chain goes on from its floor's entry
+	}
 	forkOf := map[string]int{} // hash of a losing record → index in forks
 	forkProb := []int{}        // index in probs of each fork's problem, by fork
 	forkWin := []*record{}     // each fork's kept record, by fork

@@ -247,7 +247,7 @@ func keptChain(writer, device string, pool map[string]*record, pub ed25519.Publi
 	for _, rs := range bySeq { // resolve's result must not depend on map order
 		slices.SortFunc(rs, func(a, b *record) int { return cmp.Compare(a.e.Hash(), b.e.Hash()) })
 	}
-	kept, _, _ = resolve(segKey{writer, device}, bySeq)
+	kept, _, _ = resolve(segKey{writer, device}, bySeq, nil)
 	var next uint64 = 1
 	for _, r := range kept {
 		for ; next < r.e.Seq; next++ {

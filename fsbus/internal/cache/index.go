@@ -152,4 +152,6 @@ var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc
 // FrameSumSize is the size of a frame's checksum (frameSum).
 const FrameSumSize = crc32.Size
 
-const IndexHeader = "ferry-index 3 "
+// IndexHeader starts the index file; its number changes with the segment chunks' encoding
+// (4: a segment read from a floor, ledger.ReadState.SetFloors).
+const IndexHeader = "ferry-index 4 "

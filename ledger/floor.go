@@ -1,0 +1,146 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding"
+	"fmt"
+	"io"
+	"os"
+	"path"
+)
+
+// Floor is where the reading of one (writer, device) chain starts (docs/format.md §20,
+// "Reading from the cut"): the owner's checkpoint's cut point for that segment, the
+// entry of hash Hash at seq Seq whose line ends at byte Offset of the segment's own file
+// ledger/<writer>/<device>.jsonl. Records at or below Seq are not part of a reading with
+// floors; the first record above names Hash as its prev.
+type Floor struct {
+	Writer, Device string
+	Seq            uint64
+	Hash           string
+	// Offset is a hint, never trusted: the line ending there must hash to Hash, or the
+	// file is read from its start. 0 reads the file from its start (the cut's entry
+	// came from a conflict copy).
+	Offset int64
+}
+
+// floorLineMax bounds how far before a floor's offset a reader looks for the start of
+// the floor's line; a longer line makes the file read from its start.
+const floorLineMax = 16 << 20
+
+// SetFloors makes every later ReadIncremental with s read from floors: each named
+// chain's records at or below its floor's seq are left out — from the segment's own file
+// by starting to read past the floor's offset once the line ending there hashes to the
+// floor's hash, and from conflict copies and whole reads by dropping them — and its
+// first record above must name the floor's hash as prev (else KindBrokenChain). A chain
+// whose floor's entry is in no file read is reported as KindCutMissing. A remembered
+// file read from below its floor is read again from the floor, so s keeps no records at
+// or below a floor. Floors replace those set before; nil reads everything again.
+func (s *ReadState) SetFloors(floors []Floor) {
+	m := make(map[segKey]Floor, len(floors))
+	for _, f := range floors {
+		m[segKey{f.Writer, f.Device}] = f
+	}
+	s.floors = m
+	s.last = nil // the fast path's tips came from another reading
+}
+
+// Floors returns the floors set by SetFloors.
+func (s *ReadState) Floors() []Floor {
+	out := make([]Floor, 0, len(s.floors))
+	for _, f := range s.floors {
+		out = append(out, f)
+	}
+	return out
+}
+
+// floorOf returns the floor of the segment file rel when rel is a chain's own file
+// (ledger/<writer>/<device>.jsonl) and a floor with an offset names that chain.
+func (s *ReadState) floorOf(rel string) (Floor, bool) {
+	if len(s.floors) == 0 {
+		return Floor{}, false
+	}
+	dir, name := path.Split(rel)
+	writer := path.Base(dir)
+	device, ok := cutSuffix(name, segmentExt)
+	if !ok || path.Clean(dir) != path.Join(ledgerDirName, writer) {
+		return Floor{}, false
+	}
+	f, ok := s.floors[segKey{writer, device}]
+	return f, ok && f.Offset > 0
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) < len(suffix) || s[len(s)-len(suffix):] != suffix {
+		return s, false
+	}
+	return s[:len(s)-len(suffix)], true
+}
+
+// floorState returns the state of file read up to fl's offset when the line ending
+// there is fl's entry: its identity and last line are that line, its running hash
+// covers that line only, and it holds no record. It returns nil when the file is
+// shorter, the byte before the offset is not a newline, the line is longer than
+// floorLineMax, or it is not fl's entry (writer, device, seq and hash).
+func floorState(file *os.File, fl Floor) *segState {
+	fi, err := file.Stat()
+	if err != nil || fi.Size() < fl.Offset {
+		return nil
+	}
+	start, line := lineBefore(file, fl.Offset)
+	if line == nil {
+		return nil
+	}
+	e, err := parseLine(line[:len(line)-1])
+	if err != nil || e.Hash() != fl.Hash || e.Writer != fl.Writer || e.Device != fl.Device || e.Seq != fl.Seq {
+		return nil
+	}
+	sum := sha256.Sum256(line)
+	h := sha256.New()
+	h.Write(line)
+	g := &segState{from: start, firstLen: int64(len(line)), firstHash: sum, offset: fl.Offset,
+		lastStart: start, lastHash: sum, floor: true}
+	g.sum, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
+	return g
+}
+
+// lineBefore returns the line (with its '\n') that ends at byte end of file and its
+// start offset, or nil when the byte before end is not '\n' or the line is longer than
+// floorLineMax.
+func lineBefore(file *os.File, end int64) (int64, []byte) {
+	if end <= 0 {
+		return 0, nil
+	}
+	const step = 64 << 10
+	var buf []byte
+	lo := end
+	for {
+		n := min(int64(step), lo)
+		lo -= n
+		chunk := make([]byte, n)
+		if _, err := file.ReadAt(chunk, lo); err != nil && err != io.EOF {
+			return 0, nil
+		}
+		buf = append(chunk, buf...)
+		if len(buf) == 0 || buf[len(buf)-1] != '\n' {
+			return 0, nil
+		}
+		if i := bytes.LastIndexByte(buf[:len(buf)-1], '\n'); i >= 0 {
+			return lo + int64(i) + 1, buf[i+1:]
+		}
+		if lo == 0 {
+			return 0, buf
+		}
+		if end-lo >= floorLineMax {
+			return 0, nil
+		}
+	}
+}
+
+// cutMissing is the problem of a floor whose entry no file read holds.
+func cutMissing(fl Floor) Problem {
+	return Problem{Path: path.Join(ledgerDirName, fl.Writer, fl.Device+segmentExt), Kind: KindCutMissing,
+		Writer: fl.Writer, Device: fl.Device, Seq: fl.Seq,
+		Detail: fmt.Sprintf("the owner's checkpoint's cut names seq %d (%s) ending at byte %d, and no file holds it", fl.Seq, fl.Hash, fl.Offset)}
+}
