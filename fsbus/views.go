@@ -513,7 +513,7 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 	}
 	if cf := c.ownerCheckpoint; cf != nil {
 		in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks}
-		if out.Checkpoints, out.Dispute, err = ckfile.Recheck(c.Root, cf, in); err != nil {
+		if out.Checkpoints, out.Dispute, err = ckfile.Recheck(c.Root, cf, in, c.Ledger, v.Snapshot.Floors != nil); err != nil {
 			return nil, err
 		}
 	}

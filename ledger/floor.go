@@ -2,12 +2,14 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding"
 	"fmt"
 	"io"
 	"os"
 	"path"
+	"slices"
 )
 
 // Floor is where the reading of one (writer, device) chain starts (docs/format.md §20,
@@ -46,12 +48,16 @@ func (s *ReadState) SetFloors(floors []Floor) {
 	s.last = nil // the fast path's tips came from another reading
 }
 
-// Floors returns the floors set by SetFloors.
+// Floors returns the floors set by SetFloors, sorted by writer and device (nil when
+// none).
 func (s *ReadState) Floors() []Floor {
-	out := make([]Floor, 0, len(s.floors))
+	var out []Floor
 	for _, f := range s.floors {
 		out = append(out, f)
 	}
+	slices.SortFunc(out, func(a, b Floor) int {
+		return cmp.Or(cmp.Compare(a.Writer, b.Writer), cmp.Compare(a.Device, b.Device))
+	})
 	return out
 }
 

@@ -225,3 +225,22 @@ func TestFloorsCheckPrefixes(t *testing.T) {
 		t.Fatalf("an in-place edit above the floor not found: %v", got)
 	}
 }
+
+// TestFloorsCleared: a state read from floors, given none, reads its files whole again.
+func TestFloorsCleared(t *testing.T) {
+	l := newTestLedger(t)
+	a := appendN(t, l, "alpha", testDevice, "a", 10)
+	st := NewReadState()
+	st.SetFloors([]Floor{floorAt(l.opts.Root, a[6])})
+	if _, err := l.ReadIncremental(st, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.SetFloors(nil)
+	snap, err := l.ReadIncremental(st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hashes(snap.Entries), hashes(a)) || snap.Floors != nil || st.Floors() != nil {
+		t.Fatalf("after clearing the floors: %d entries, floors %v", len(snap.Entries), snap.Floors)
+	}
+}

@@ -414,6 +414,8 @@ func advance(f segFile, g *segState, fl *Floor) (ng *segState, reset bool, torn 
 		} else if g != nil && g.floor {
 			g = nil // started at another floor, and this one does not check: read it whole
 		}
+	} else if fl == nil && g != nil && g.floor {
+		g = nil // started at a floor no longer set: read it whole
 	}
 	if g != nil && (!g.matches(file) || (g.sum == nil && g.offset > 0)) {
 		g = nil // changed, or remembered without its running hash: read it whole

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // CheckEpoch compares the counting chain with the highest epoch this machine has seen,
@@ -46,8 +47,18 @@ func CheckEpoch(path string, cf *fold.ChannelFold) (probs []fold.CheckpointProbl
 
 // Recheck folds every counting checkpoint of cf again from in (a snapshot's entries
 // and forks) and returns cf's problems with the segments whose records at or below a
-// cut are missing here, and the first dispute (fold.Recompute).
-func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput) ([]fold.CheckpointProblem, *fold.Dispute, error) {
+// cut are missing here, and the first dispute (fold.Recompute). When in came from a
+// reading from the cut (floored), the ledger l is read whole and folded again first:
+// recomputing needs every record below the cuts.
+func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput, l *ledger.Ledger, floored bool) ([]fold.CheckpointProblem, *fold.Dispute, error) {
+	if floored {
+		snap, err := l.Read()
+		if err != nil {
+			return nil, nil, err
+		}
+		in.Entries, in.Forks = snap.Entries, snap.Forks
+		cf = fold.FoldChannel(in, Dir{Root: root})
+	}
 	probs := slices.Clone(cf.Problems)
 	d, missing, err := fold.Recompute(in, cf.Chain, Dir{Root: root})
 	if err != nil {

@@ -1,0 +1,121 @@
+package ckfile
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Hint is the checkpoint a new process reads from (docs/format.md §20 "Reading from the
+// cut"): its epoch, head hash and the floors of its cut. It is only a guess: the fold
+// (fold.FoldFloored) checks it against the entries above the cut and the process reads
+// whole when it does not hold.
+type Hint struct {
+	Epoch  int
+	Head   string
+	Floors []ledger.Floor
+}
+
+// FindHint guesses the counting checkpoint of the channel folder root from the epoch
+// this machine has seen count (the file seen, CheckEpoch's) or, on a machine that has
+// seen none, the highest epoch among the heads under checkpoints/. The head is read
+// (bounded, no links) and decoded without checking its signature. ok is false when
+// there is no head to read from.
+func FindHint(root, seen string) (Hint, bool) {
+	epoch := 0
+	if b, err := os.ReadFile(seen); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			epoch, _ = strconv.Atoi(f[0])
+		}
+	}
+	dirs, err := os.ReadDir(filepath.Join(root, "checkpoints"))
+	if err != nil {
+		return Hint{}, false
+	}
+	type cand struct {
+		epoch int
+		name  string
+	}
+	var cands []cand
+	for _, d := range dirs {
+		e, rest, ok := strings.Cut(d.Name(), "-")
+		n, err := strconv.Atoi(e)
+		if !ok || err != nil || n < 1 || len(rest) != 16 || !d.IsDir() {
+			continue
+		}
+		if epoch == 0 || n == epoch {
+			cands = append(cands, cand{n, d.Name()})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return b.epoch - a.epoch })
+	for _, c := range cands {
+		if epoch == 0 && c.epoch != cands[0].epoch {
+			break
+		}
+		raw, err := readBounded(filepath.Join(root, "checkpoints", c.name, "head.json"), headMax)
+		if err != nil {
+			continue
+		}
+		var h fold.Head
+		hash := ledger.HashBytes(raw)
+		if json.Unmarshal(raw, &h) != nil || h.Epoch != c.epoch || fold.HeadPath(c.epoch, hash) != "checkpoints/"+c.name+"/head.json" {
+			continue
+		}
+		return Hint{Epoch: c.epoch, Head: hash, Floors: fold.Floors(h.Cut)}, true
+	}
+	return Hint{}, false
+}
+
+// Floored is one process's reading from the cut: the hint it reads from (nil before
+// the first Floors) and Miss, why it reads whole (the last fold could not use the
+// floors, or it compacts or verifies).
+type Floored struct {
+	Hint *Hint
+	Miss error
+}
+
+// Floors returns the floors the next reading of the channel folder root starts from:
+// none for a thorough reading, after a miss, or with no checkpoint to read from; else
+// the hint's, found at the first call (FindHint; seen is CheckEpoch's file) and moved
+// on by each whole fold from a newer counting checkpoint (Fold).
+func (f *Floored) Floors(root, seen string, thorough bool) []ledger.Floor {
+	if f.Hint == nil {
+		h, _ := FindHint(root, seen)
+		f.Hint = &h
+	}
+	if thorough || f.Miss != nil {
+		return nil
+	}
+	return f.Hint.Floors
+}
+
+// Fold folds in (snap's entries and forks) with the owner's checkpoints of the folder
+// root: from the hint's when snap was read from its floors (fold.FoldFloored; on a miss
+// f.Miss says why and the caller reads whole), else from the newest counting one
+// (fold.FoldChannel), which becomes the hint of the next reading unless thorough. It
+// returns nil when snap holds no checkpoint entry and was read whole: fold everything.
+func (f *Floored) Fold(root string, in fold.FoldInput, snap *ledger.Snapshot, thorough bool) *fold.ChannelFold {
+	in.Entries, in.Forks = snap.Entries, snap.Forks
+	var cf *fold.ChannelFold
+	if snap.Floors != nil && f.Hint != nil {
+		cf, f.Miss = fold.FoldFloored(in, snap, Dir{Root: root}, f.Hint.Epoch, f.Hint.Head)
+	}
+	if cf != nil {
+		return cf
+	}
+	if !slices.ContainsFunc(snap.Entries, func(e ledger.Entry) bool { return e.Type == fold.TypeCheckpoint && e.Writer == fold.MasterWriter }) {
+		return nil
+	}
+	cf = fold.FoldChannel(in, Dir{Root: root})
+	if u := cf.Used; u >= 0 && snap.Floors == nil && !cf.ReadOnly && !thorough && (f.Hint == nil || f.Hint.Head != cf.Chain[u].Data.Head) {
+		f.Hint = &Hint{Epoch: cf.Chain[u].Data.Epoch, Head: cf.Chain[u].Data.Head, Floors: fold.Floors(cf.Chain[u].Head.Cut)}
+		f.Miss = nil
+	}
+	return cf
+}
