@@ -403,7 +403,7 @@ func (b *vecBuilder) key(w string) string { return ledger.FormatKey(b.signers[w]
 
 // channel writes channel.toml as Init does, with a fixed creation time.
 func (b *vecBuilder) channel() {
-	cfg := Config{Format: FormatVersion, Project: vecProject, Title: "ferry format v1 vectors",
+	cfg := Config{Format: initFormat, Project: vecProject, Title: "ferry format v1 vectors",
 		Master: b.key(fold.MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: fold.DefaultPolicy()}
 	body, err := cfg.signingBody()
 	if err != nil {
