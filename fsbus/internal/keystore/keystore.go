@@ -398,3 +398,17 @@ func ParseSeedFile(text string) (ledger.KeySigner, bool) {
 
 // SeedText is a plain key file's text for k (keyfile.SeedText).
 func SeedText(k ledger.KeySigner) string { return keyfile.SeedText(ed25519.PrivateKey(k)) }
+
+// OldKey returns the plain key kept as <name>.key.old-<n> (a master rotation keeps the
+// key it replaced so) whose public key is pub; false when there is none.
+func (s Store) OldKey(project, name string, pub ed25519.PublicKey) (ledger.KeySigner, bool) {
+	for n := 1; ; n++ {
+		b, err := keyfile.ReadSmall(fmt.Sprintf("%s.old-%d", s.KeyPath(project, name), n))
+		if err != nil {
+			return nil, false
+		}
+		if k, ok := ParseSeedFile(string(b)); ok && pub.Equal(k.Public()) {
+			return k, true
+		}
+	}
+}
