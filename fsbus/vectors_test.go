@@ -456,7 +456,7 @@ func (b *vecBuilder) args(name string, call any) string {
 }
 
 // entry signs the next entry of writer's segment and records it.
-func (b *vecBuilder) entry(name, writer, hlc, typ, ref, idem string, d fold.EntryData) string {
+func (b *vecBuilder) entry(name, writer, hlc, typ, ref, idem string, d any) string {
 	e := ledger.Entry{V: ledger.Version, Writer: writer, Device: b.devices[writer], Seq: 1, HLC: hlc,
 		Type: typ, Ref: ref, Idem: idem, Data: mustJSON(d)}
 	if last := b.tails[writer]; last != nil {
