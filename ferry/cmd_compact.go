@@ -11,7 +11,7 @@ import (
 // §20, ADR 0019).
 type CompactCmd struct {
 	Settle string `help:"Cover only entries this machine first saw at least this long ago (default: policy.settle_s, 24h)." placeholder:"DURATION"`
-	Force  bool   `help:"Compact although seated writers were not seen to advance within the settle time."`
+	Force  bool   `help:"Compact although seated writers were not seen to advance within the settle time, or (the first compact) a writer's segment holds no agent.support naming format 2."`
 }
 
 // Help is the long help.
@@ -24,7 +24,12 @@ func (c *CompactCmd) Help() string {
 		"Only the owner compacts, on the device the last checkpoint names as compactor.\n" +
 		"It refuses while seated writers were not seen to advance within the settle time\n" +
 		"(their entries not yet here would land above the cut), unless --force is given;\n" +
-		"revoke a key before compacting, not after. Nothing new settled: nothing written."
+		"revoke a key before compacting, not after. Nothing new settled: nothing written.\n" +
+		"The first compact moves the channel to format 2 (channel.toml signed again): it\n" +
+		"refuses, naming them, while segments of seated, unretired writers hold no\n" +
+		"agent.support naming format 2 (a ferry that reads format 2 writes one with its\n" +
+		"first entry), unless --force is given; ferry builds that read format 1 only\n" +
+		"then refuse the channel."
 }
 
 // ownerAction marks compact the owner's (docs/format.md §13, the master row).
@@ -61,5 +66,9 @@ func (c *CompactCmd) Run(g *Globals) error {
 	for _, w := range r.Unsettled {
 		g.printf("  compacted past %s, not seen to advance within %s (--force)\n", w, r.Settle)
 	}
+	for _, seg := range r.Unsupported {
+		g.printf("  compacted past segment %s, which holds no agent.support naming format 2 (--force)\n", seg)
+	}
+	g.printf("  channel format %d\n", r.Format)
 	return nil
 }

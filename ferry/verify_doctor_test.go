@@ -134,24 +134,24 @@ func TestVerifyAndDoctorAgree(t *testing.T) {
 			w, seg, dev := smallChannel(t)
 			ls := lines(t, seg)
 			write(t, filepath.Join(filepath.Dir(seg), dev+".jsonl.sync-conflict-20261129-101010-ABCDEFG"), ls...)
-			write(t, seg, ls[:2]...)                     // the segment was rolled back: seq 3 is only in the copy
-			w.home = filepath.Join(t.TempDir(), "other") // a machine that never read seq 3
+			write(t, seg, ls[:3]...)                     // the segment was rolled back: seq 4 is only in the copy
+			w.home = filepath.Join(t.TempDir(), "other") // a machine that never read seq 4
 			return w, "unmerged_copy"
 		}, wantFinding: func(f finding, dev string) bool {
 			return f.Check == "unmerged_copy" && f.Level == "error" && f.Path == "ledger/bob/"+dev+".jsonl.sync-conflict-20261129-101010-ABCDEFG" &&
-				strings.HasPrefix(f.Detail, "1 record(s) (bob/"+dev+"#3) are in no file readers merge") &&
+				strings.HasPrefix(f.Detail, "1 record(s) (bob/"+dev+"#4) are in no file readers merge") &&
 				f.Fix == "rename it to ledger/bob/"+dev+".jsonl.sync-conflict-20261129-101010-ABCDEFG.jsonl (same folder) so ferry merges its records"
 		}},
 		{name: "drive-style backup readers skip", make: func(t *testing.T) (agreeWorld, string) {
 			w, seg, dev := smallChannel(t)
 			ls := lines(t, seg)
 			write(t, filepath.Join(filepath.Dir(seg), dev+" (1).jsonl.bak"), ls...)
-			write(t, seg, ls[:1]...)
+			write(t, seg, ls[:2]...)
 			w.home = filepath.Join(t.TempDir(), "other")
 			return w, "unmerged_copy"
 		}, wantFinding: func(f finding, dev string) bool {
 			return f.Check == "unmerged_copy" && f.Path == "ledger/bob/"+dev+" (1).jsonl.bak" &&
-				strings.HasPrefix(f.Detail, "2 record(s) (bob/"+dev+"#2, bob/"+dev+"#3) are in no file readers merge") &&
+				strings.HasPrefix(f.Detail, "2 record(s) (bob/"+dev+"#3, bob/"+dev+"#4) are in no file readers merge") &&
 				f.Fix == "rename it to ledger/bob/"+dev+" (1).jsonl.bak.jsonl (same folder) so ferry merges its records"
 		}},
 		{name: "backup whose records all count", make: func(t *testing.T) (agreeWorld, string) {
@@ -173,7 +173,7 @@ func TestVerifyAndDoctorAgree(t *testing.T) {
 			write(t, seg, append(lines(t, seg), ml[len(ml)-1])...)
 			return w, "misplaced"
 		}, wantFinding: func(f finding, dev string) bool {
-			return f.Check == "misplaced" && f.Level == "warning" && f.Path == "ledger/bob/"+dev+".jsonl:4" &&
+			return f.Check == "misplaced" && f.Level == "warning" && f.Path == "ledger/bob/"+dev+".jsonl:5" &&
 				strings.Contains(f.Detail, "a line of master/") && strings.Contains(f.Detail, "it counts as master's record")
 		}},
 		{name: "broken chain", make: func(t *testing.T) (agreeWorld, string) {

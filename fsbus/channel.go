@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,27 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// FormatVersion is the channel format this binary writes and reads (docs/format.md).
-const FormatVersion = 1
+// FormatVersion is the newest channel format this binary reads and writes
+// (docs/format.md §8, §20): 2, which reads format 1 too. `ferry init` makes format-1
+// channels; the first `ferry compact` moves one to format 2. A build linked with
+// -ldflags "-X github.com/ferryhq/ferry/fsbus.maxFormat=1" reads format 1 only, as
+// builds before format 2 did (the tests build one).
+var FormatVersion = parseMaxFormat(maxFormat)
+
+// maxFormat is FormatVersion as text, so the linker can set it.
+var maxFormat = "2"
+
+// initFormat is the format `ferry init` writes: old builds read the channel until the
+// first compact.
+const initFormat = 1
+
+func parseMaxFormat(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 2 {
+		panic(fmt.Sprintf("fsbus: maxFormat %q is not a channel format this code knows (1 or 2)", s))
+	}
+	return n
+}
 
 // channelDomain prefixes the signature of channel.toml.
 const channelDomain = "ferry-channel-v1"
@@ -200,7 +220,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 	}
 
 	cfg := Config{
-		Format:  FormatVersion,
+		Format:  initFormat,
 		Project: opts.Project,
 		Title:   title,
 		Master:  ledger.FormatKey(master.Public()),

@@ -1,6 +1,8 @@
 package fsbus
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -75,14 +77,43 @@ func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResu
 			}
 			return 0
 		},
-		SettledMs: settled, SettleText: settle.String(),
+		SettledMs: settled, SettleText: settle.String(), Format: s.Config.Format,
 	})
 	if r != nil {
 		*res = *r
 	}
+	if err == nil && d != nil && s.Config.Format < 2 { // the first compact: format 2 first
+		err = s.toFormat2()
+	}
+	res.Format = s.Config.Format
 	var objs []pendingObject
 	for _, f := range files {
 		objs = append(objs, pendingObject{path: f.Path, data: f.Data, verbatim: true})
 	}
 	return d, objs, err
+}
+
+// toFormat2 rewrites channel.toml as format 2, master-signed (docs/format.md §20
+// "Format 2"): the one rewrite of a file written once.
+func (s *Session) toFormat2() error {
+	p := filepath.Join(s.Root, "channel.toml")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("reading channel.toml: %w", err)
+	}
+	signer := s.Signer // channel.toml is signed by the key it names:
+	if mk, err := ledger.ParseKey(s.Config.Master); err == nil && !mk.Equal(s.Signer.Public()) {
+		if old, ok := s.Home.keys().OldKey(s.Project(), fold.MasterWriter, mk); ok {
+			signer = old // rotated since: the key this machine kept
+		}
+	}
+	out, err := ckfile.RewriteFormat(s.Root, raw, 2, signer.Public(), func(body []byte) (string, error) {
+		return ledger.SignDomain(signer, channelDomain, s.Project(), body)
+	})
+	if err != nil {
+		return err
+	}
+	s.Config.Format, s.configSeen = 2, stampOf(p)
+	s.Home.keepVerifiedConfig(s.Project(), s.Root, out)
+	return nil
 }

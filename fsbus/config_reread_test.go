@@ -35,7 +35,7 @@ func TestLoadReadsChangedChannelToml(t *testing.T) {
 	for _, c2 := range []struct {
 		name, from, to, want string
 	}{
-		{"a newer format", "format = 1", "format = 2", "channel format 2 is newer than this binary reads"},
+		{"a newer format", "format = 1", "format = 3", "channel format 3 is newer than this binary reads"},
 		{"another title, unsigned", `title = "`, `title = "x`, "signature"},
 	} {
 		if !strings.Contains(string(orig), c2.from) {

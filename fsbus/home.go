@@ -112,17 +112,6 @@ func (h *Home) StateDir(project string) string {
 	return filepath.Join(h.CacheDir, "channels", project)
 }
 
-func (h *Home) keyPath(project, name string) string {
-	return filepath.Join(h.ConfigDir, "keys", project, name+".key")
-}
-
-// HasKey reports whether a key for (project, name) exists on this machine, plain or
-// locked (keystore.go).
-func (h *Home) HasKey(project, name string) bool {
-	_, err := os.Stat(h.keyPath(project, name))
-	return err == nil || keyfile.Exists(h.lockedPath(project, name))
-}
-
 // NewKey makes and stores a fresh ed25519 key for (project, name), mode 0600. It
 // returns a conflict error when a key already exists (keys are never overwritten).
 func (h *Home) NewKey(project, name string) (ledger.KeySigner, error) {
@@ -139,35 +128,6 @@ func (h *Home) NewKey(project, name string) (ledger.KeySigner, error) {
 		return nil, err
 	}
 	return ledger.KeySigner(priv), nil
-}
-
-// LoadKey reads the key of (project, name): the plain key, or the runtime copy of a
-// locked key (keystore.go). It returns a not_found error naming the command to run when
-// there is none, and a locked error naming `ferry key unlock` for a locked key without
-// a valid runtime copy.
-func (h *Home) LoadKey(project, name string) (ledger.KeySigner, error) {
-	p := h.keyPath(project, name)
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) && keyfile.Exists(h.lockedPath(project, name)) {
-		k, _, err := h.readUnlocked(project, name)
-		return k, err
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		if name == fold.MasterWriter {
-			return nil, errs.Errorf(errs.NotFound, "run owner commands on the machine where `ferry init` made the channel",
-				"this machine holds no master key for project %s", project)
-		}
-		return nil, errs.Errorf(errs.NotFound, fmt.Sprintf("run `ferry join --as %s --project %s` first", name, project),
-			"no key for %s in project %s on this machine", name, project)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading key: %w", err)
-	}
-	k, ok := parseSeedFile(string(b))
-	if !ok {
-		return nil, fmt.Errorf("key file %s is damaged", p)
-	}
-	return k, nil
 }
 
 // Keys lists the names with a key for project on this machine.

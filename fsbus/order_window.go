@@ -223,7 +223,7 @@ func (s *Session) settleLocked(v *View) ([]string, error) {
 	}
 	hlc := s.observedHLC(v)
 	for i, d := range drafts {
-		if _, err := s.appendMarked(d, hlc); err != nil {
+		if _, err := s.appendMarked(v, d, hlc); err != nil {
 			return ids[:i], err
 		}
 	}

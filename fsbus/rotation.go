@@ -205,6 +205,9 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 			}
 		}
 		bounds[s.Device] = tipSeq(v.chainTip(fold.MasterWriter, s.Device)) + 1 // this entry
+		if s.needsSupport(v) {
+			bounds[s.Device]++ // after the agent.support written with it
+		}
 		d := fold.EntryData{Key: res.New, Bounds: bounds, Basis: v.State.Masters.Head}
 		return &ledger.Draft{Type: fold.TypeMasterRotate, Ref: fold.MasterWriter, Data: mustJSON(d)}, nil, nil
 	})

@@ -219,6 +219,7 @@ type Session struct {
 	// Workspace is the directory an order's file pointers are relative to;
 	// "" means the git top-level of the current directory, else the current directory.
 	Workspace string
+	supported bool // this writer's segment holds an agent.support naming FormatVersion
 }
 
 // As opens a session as name, loading its key from this machine's keystore. It returns
@@ -334,7 +335,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 			}
 			written = append(written, o.path)
 		}
-		e, err := s.appendMarked(*d, s.observedHLC(v))
+		e, err := s.appendMarked(v, *d, s.observedHLC(v))
 		if err != nil {
 			removeAll(written) // objects no entry names would only confuse readers
 			return err
@@ -365,14 +366,26 @@ func (e *errMark) Unwrap() error { return e.err }
 // itself could not be written (ledger.ErrNotWritten), the mark goes back to the tip the
 // entry would have followed, so the next write needs no retry. Callers hold
 // the channel lock, so no other process of this machine moves the mark in between.
-func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, error) {
+//
+// A segment whose entries in v hold no agent.support naming FormatVersion gets one
+// with d, in the same write and fsync (docs/format.md §12): before d, or after it when
+// d is an agent.join, which stays a segment's first line.
+func (s *Session) appendMarked(v *View, d ledger.Draft, hlc ledger.HLC) (ledger.Entry, error) {
 	project := s.Project()
 	var marked *ledger.Entry
-	e, err := s.Ledger.AppendMarked(s.Name, s.Device, d, s.Signer, hlc, func(e ledger.Entry) error {
+	ds := []ledger.Draft{d}
+	if s.needsSupport(v) {
+		ds = []ledger.Draft{fold.SupportDraft(s.Name, FormatVersion), d}
+		if d.Type == fold.TypeAgentJoin {
+			ds[0], ds[1] = d, ds[0]
+		}
+	}
+	es, err := s.Ledger.AppendBatch(s.Name, s.Device, ds, s.Signer, hlc, func(es []ledger.Entry) error {
+		e := es[len(es)-1]
 		if err := s.Home.writeHighWater(project, s.Name, s.Device, highWater{Seq: e.Seq, Hash: e.Hash(), Pending: true}); err != nil {
 			return &errMark{err}
 		}
-		marked = &e
+		marked = &es[0]
 		return nil
 	})
 	if err != nil {
@@ -393,10 +406,22 @@ func (s *Session) appendMarked(d ledger.Draft, hlc ledger.HLC) (ledger.Entry, er
 			Message: fmt.Sprintf("appending %s: %v", d.Type, err),
 			Hint:    "check that the channel folder is writable and not full; nothing counts until the entry is written"}
 	}
-	if err := s.Home.promoteHighWater(project, s.Name, s.Device, highWater{Seq: e.Seq, Hash: e.Hash()}); err != nil {
+	tip := es[len(es)-1]
+	s.supported = s.supported || len(es) > 1
+	if err := s.Home.promoteHighWater(project, s.Name, s.Device, highWater{Seq: tip.Seq, Hash: tip.Hash()}); err != nil {
 		s.Home.warn("", fmt.Sprintf("the entry was written, but %v (the pending mark written before it still guards)", err))
 	}
-	return e, nil
+	if ds[0].Type == d.Type {
+		return es[0], nil
+	}
+	return tip, nil
+}
+
+// needsSupport reports whether this writer's next write carries an agent.support
+// (appendMarked): its segment's entries in v hold none naming FormatVersion.
+func (s *Session) needsSupport(v *View) bool {
+	s.supported = s.supported || FormatVersion < 2 || fold.HasSupport(v.Snapshot.Entries, s.Name, s.Device, FormatVersion)
+	return !s.supported
 }
 
 // observedHLC is the highest HLC read that is at most max_skew ahead of this machine's

@@ -286,7 +286,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, ok := v2.Arrivals.ParseCursor(cur)
-	if !ok || n != v1.Arrivals.Last || v2.Arrivals.Last != n+1 {
+	if !ok || n != v1.Arrivals.Last || v2.Arrivals.Last != n+2 { // bob's agent.join and agent.support
 		t.Fatalf("cursor %q → %d,%v; last %d → %d", cur, n, ok, v1.Arrivals.Last, v2.Arrivals.Last)
 	}
 	if _, ok := v2.Arrivals.ParseCursor("zzzz.3"); ok {
@@ -304,7 +304,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v3.Arrivals.Last != 2 || v3.Arrivals.LogID == v2.Arrivals.LogID {
+	if v3.Arrivals.Last != 4 || v3.Arrivals.LogID == v2.Arrivals.LogID {
 		t.Fatalf("rebuilt log: last %d id %s (old %s)", v3.Arrivals.Last, v3.Arrivals.LogID, v2.Arrivals.LogID)
 	}
 	if _, ok := v3.Arrivals.ParseCursor(cur); ok {
@@ -316,7 +316,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	}
 	// A torn last line (crash mid-append) is ignored, not fatal.
 	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0o644)
-	f.WriteString("3 sha256:ab")
+	f.WriteString("5 sha256:ab")
 	f.Close()
 	if _, err := arrivals.Load(p); err != nil {
 		t.Fatalf("torn arrival log line: %v", err)
@@ -328,7 +328,7 @@ func TestArrivalLogCursorsAndRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v4.Arrivals.LogID != v3.Arrivals.LogID || v4.Arrivals.Last != 3 {
+	if v4.Arrivals.LogID != v3.Arrivals.LogID || v4.Arrivals.Last != 6 {
 		t.Fatalf("after a torn line the log was rebuilt or lost an arrival: id %s→%s last %d", v3.Arrivals.LogID, v4.Arrivals.LogID, v4.Arrivals.Last)
 	}
 }

@@ -403,7 +403,7 @@ func (b *vecBuilder) key(w string) string { return ledger.FormatKey(b.signers[w]
 
 // channel writes channel.toml as Init does, with a fixed creation time.
 func (b *vecBuilder) channel() {
-	cfg := Config{Format: FormatVersion, Project: vecProject, Title: "ferry format v1 vectors",
+	cfg := Config{Format: initFormat, Project: vecProject, Title: "ferry format v1 vectors",
 		Master: b.key(fold.MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: fold.DefaultPolicy()}
 	body, err := cfg.signingBody()
 	if err != nil {
@@ -456,7 +456,7 @@ func (b *vecBuilder) args(name string, call any) string {
 }
 
 // entry signs the next entry of writer's segment and records it.
-func (b *vecBuilder) entry(name, writer, hlc, typ, ref, idem string, d fold.EntryData) string {
+func (b *vecBuilder) entry(name, writer, hlc, typ, ref, idem string, d any) string {
 	e := ledger.Entry{V: ledger.Version, Writer: writer, Device: b.devices[writer], Seq: 1, HLC: hlc,
 		Type: typ, Ref: ref, Idem: idem, Data: mustJSON(d)}
 	if last := b.tails[writer]; last != nil {

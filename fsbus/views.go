@@ -457,7 +457,7 @@ func previewRunes(s string, n int) string {
 
 // rosterKeys returns the key the roster of st binds to an entry's writer: the master
 // key, the key of the agent's grant covering the entry, or for an agent.join the key
-// it announces.
+// it announces (for an unseated writer's agent.support, its join's).
 func (c *Channel) rosterKeys(st *fold.State) ledger.KeyFunc {
 	return func(e *ledger.Entry) (ed25519.PublicKey, bool) {
 		if e.Writer == fold.MasterWriter {
@@ -478,12 +478,14 @@ func (c *Channel) rosterKeys(st *fold.State) ledger.KeyFunc {
 		if g, ok := a.Cover(e.Device, e.Seq); ok && !g.Revoke {
 			return g.Key, true
 		}
-		if e.Type == fold.TypeAgentJoin {
-			if d, ok := fold.DecodeData(e); ok {
-				if k, err := ledger.ParseKey(d.Key); err == nil {
-					return k, true
-				}
-			}
+		key := ""
+		if d, ok := fold.DecodeData(e); ok && e.Type == fold.TypeAgentJoin {
+			key = d.Key
+		} else if e.Type == fold.TypeAgentSupport && a != nil { // written with the join
+			key = a.JoinKey
+		}
+		if k, err := ledger.ParseKey(key); err == nil {
+			return k, true
 		}
 		return nil, false
 	}

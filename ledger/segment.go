@@ -179,22 +179,48 @@ func (l *Ledger) Append(writer, device string, d Draft, s Signer, observed HLC) 
 // an error, nothing of the entry is written and AppendMarked returns that error
 // wrapped. A nil mark is Append.
 func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed HLC, mark func(Entry) error) (Entry, error) {
-	if err := checkNames(writer, device); err != nil {
-		return Entry{}, err
+	var m func([]Entry) error
+	if mark != nil {
+		m = func(es []Entry) error { return mark(es[0]) }
 	}
-	data, err := draftData(d)
+	es, err := l.AppendBatch(writer, device, []Draft{d}, s, observed, m)
 	if err != nil {
 		return Entry{}, err
 	}
+	return es[0], nil
+}
+
+// AppendBatch is AppendMarked for several entries of one segment: each follows the one
+// before it, and all their lines go in one write and one fsync, so none is durable
+// without the others having been written with it. mark sees every entry about to be
+// written, in order. It returns the entries in order; after an error the segment holds
+// what AppendMarked's error leaves, for the whole batch: none of its lines, an
+// incomplete tail (moved aside by the next Append, which may keep complete lines
+// before it), or every line when only fsync or close failed.
+func (l *Ledger) AppendBatch(writer, device string, ds []Draft, s Signer, observed HLC, mark func([]Entry) error) ([]Entry, error) {
+	if err := checkNames(writer, device); err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("%w: no entries", ErrInvalidDraft)
+	}
+	datas := make([]json.RawMessage, len(ds))
+	for i, d := range ds {
+		data, err := draftData(d)
+		if err != nil {
+			return nil, err
+		}
+		datas[i] = data
+	}
 	if s == nil {
-		return Entry{}, errors.New("ledger: appending: no signer")
+		return nil, errors.New("ledger: appending: no signer")
 	}
 	if l.opts.Project == "" {
-		return Entry{}, errors.New("ledger: appending: no project id configured")
+		return nil, errors.New("ledger: appending: no project id configured")
 	}
 	unlock, err := l.lock(writer, device)
 	if err != nil {
-		return Entry{}, err
+		return nil, err
 	}
 	defer unlock()
 
@@ -205,14 +231,14 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 	var restored *Restored
 	if hasCopies(path) {
 		if restored, err = restorePath(l.opts.Root, path, writer, device, s.Public(), l.opts.Project); err != nil {
-			return Entry{}, err
+			return nil, err
 		}
 	}
 	// A missing segment is made only after the mark: a refused mark leaves the channel
 	// folder as it was, without an empty file or directory.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+		return nil, fmt.Errorf("appending to %s: %w", path, err)
 	}
 	defer func() {
 		if f != nil {
@@ -223,7 +249,7 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 	if f != nil {
 		var dirty bool
 		if last, dirty, err = scanHandle(f, writer, device); err != nil {
-			return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+			return nil, fmt.Errorf("appending to %s: %w", path, err)
 		}
 		if restored != nil {
 			last = restored.Tip // the kept tip: with a fork in the file it need not be the last line
@@ -234,26 +260,31 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 			f.Close()
 			f = nil
 			if _, last, err = repairPath(path, writer, device); err != nil {
-				return Entry{}, err
+				return nil, err
 			}
 			if f, _, err = openSegment(path); err != nil {
-				return Entry{}, fmt.Errorf("appending to %s: %w", path, err)
+				return nil, fmt.Errorf("appending to %s: %w", path, err)
 			}
 		}
 	}
 
-	e, line, err := l.next(writer, device, d, data, s, last, observed)
-	if err != nil {
-		return Entry{}, err
+	var es []Entry
+	var line []byte
+	for i, d := range ds {
+		e, ln, err := l.next(writer, device, d, datas[i], s, last, observed)
+		if err != nil {
+			return nil, err
+		}
+		es, line, last = append(es, e), append(line, ln...), &e
 	}
 	if mark != nil {
-		if err := mark(e); err != nil {
-			return Entry{}, fmt.Errorf("appending to %s: marking seq %d before the write: %w", path, e.Seq, err)
+		if err := mark(es); err != nil {
+			return nil, fmt.Errorf("appending to %s: marking seq %d before the write: %w", path, es[len(es)-1].Seq, err)
 		}
 	}
 	if f == nil {
 		if f, err = createSegment(l.opts.Root, path); err != nil {
-			return Entry{}, fmt.Errorf("appending to %s: %w (%w)", path, err, ErrNotWritten)
+			return nil, fmt.Errorf("appending to %s: %w (%w)", path, err, ErrNotWritten)
 		}
 	}
 	n, err := f.Write(line)
@@ -261,17 +292,17 @@ func (l *Ledger) AppendMarked(writer, device string, d Draft, s Signer, observed
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("appending to %s: writing: %w (%w)", path, err, ErrNotWritten)
+		return nil, fmt.Errorf("appending to %s: writing: %w (%w)", path, err, ErrNotWritten)
 	}
 	if err := fsutil.Sync(f); err != nil {
-		return Entry{}, fmt.Errorf("appending to %s: syncing: %w", path, err)
+		return nil, fmt.Errorf("appending to %s: syncing: %w", path, err)
 	}
 	err = f.Close()
 	f = nil
 	if err != nil {
-		return Entry{}, fmt.Errorf("appending to %s: closing: %w", path, err)
+		return nil, fmt.Errorf("appending to %s: closing: %w", path, err)
 	}
-	return e, nil
+	return es, nil
 }
 
 // draftData validates d and returns its data in canonical form, nil when absent.

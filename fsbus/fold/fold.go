@@ -471,7 +471,9 @@ func Fold(in FoldInput) *State {
 			g, granted := a.Cover(e.Device, e.Seq)
 			switch {
 			case !granted:
-				ignore(e, "writer is not seated")
+				if e.Type != TypeAgentSupport { // support.go: no more than the join beside it
+					ignore(e, "writer is not seated")
+				}
 				continue
 			case g.Revoke:
 				ignore(e, "writer's grant was revoked")

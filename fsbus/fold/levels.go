@@ -81,6 +81,7 @@ const (
 // (holder, author, reviewer ≠ submitter) are checked by the thing's state machine.
 var minLevel = map[string]Level{
 	TypeAgentJoin:       LevelNone,   // counts before a seat, for display only
+	TypeAgentSupport:    LevelWorker, // support.go: the formats the writer's build reads
 	TypePresenceStandby: LevelMember, // a worker writes hand-ins, joins and acks only (docs/format.md §13 "Levels")
 	TypeMsgAck:          LevelWorker,
 	TypeHandinAdd:       LevelWorker,

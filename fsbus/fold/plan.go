@@ -27,6 +27,10 @@ type PlanInput struct {
 	Advanced   map[string]bool
 	Force      bool
 	Device     string
+	// Format is channel.toml's format: below 2, the compact is the first and every
+	// segment of a seated, unretired writer must hold an agent.support naming 2, but
+	// the compacting master's own segment (Device), which gets one with the checkpoint.
+	Format int
 	// Offset returns the byte offset after a record's line in its segment file (0 when
 	// not found there).
 	Offset func(writer, device, hash string) int64
@@ -40,6 +44,9 @@ type Plan struct {
 	Chunks    [][]byte
 	Head      *Head
 	Unsettled []string // seated writers not seen to advance within the settle time
+	// Unsupported are the segments ("writer/device") of seated, unretired writers
+	// holding no agent.support naming format 2, at the first compact.
+	Unsupported []string
 }
 
 // PlanCheckpoint decides the next checkpoint: a cut covering, per segment, the longest
@@ -70,6 +77,14 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 	if len(plan.Unsettled) > 0 && !p.Force {
 		return nil, errs.Errorf(errs.Conflict, "wait until they have synced, retire them, or compact with --force (their entries not yet here land above the cut, and those on things the checkpoint holds as final are superseded)",
 			"seated writers not seen to advance in the last %s: %s", p.SettleText, strings.Join(plan.Unsettled, ", "))
+	}
+
+	if p.Format < 2 {
+		plan.Unsupported = SegmentsWithoutSupport(entries, p.State, 2, MasterWriter+"/"+p.Device)
+		if len(plan.Unsupported) > 0 && !p.Force {
+			return nil, errs.Errorf(errs.Conflict, "upgrade ferry where those writers run and let each write once, retire them, or compact with --force (a build that reads format 1 only then refuses the channel)",
+				"the first compact moves the channel to format 2, and these segments hold no agent.support naming format 2: %s", strings.Join(plan.Unsupported, ", "))
+		}
 	}
 
 	ordered := make([]*ledger.Entry, len(entries))
@@ -166,4 +181,8 @@ type CompactResult struct {
 	// (compacted past with Force).
 	Unsettled []string `json:"unsettled,omitempty"`
 	Settle    string   `json:"settle"`
+	// Format is channel.toml's format after the compact; Unsupported the segments
+	// holding no agent.support naming 2 that the first compact passed with Force.
+	Format      int      `json:"format"`
+	Unsupported []string `json:"unsupported,omitempty"`
 }

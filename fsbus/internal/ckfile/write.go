@@ -71,7 +71,7 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 	if err != nil {
 		return nil, nil, res, err
 	}
-	res.Epoch, res.Unsettled = plan.Epoch, plan.Unsettled
+	res.Epoch, res.Unsettled, res.Unsupported = plan.Epoch, plan.Unsettled, plan.Unsupported
 	if plan.Base == nil {
 		return nil, nil, res, nil
 	}

@@ -1,0 +1,178 @@
+package fsbus
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// formatWorld is a life world whose every seated writer wrote an hour ago and again
+// now, so a compact with a 30-minute settle time covers the first writes and finds no
+// unsettled writer; alice also wrote, an hour ago, from a second device with a build
+// that writes no agent.support (the ledger's Append, below the session).
+func formatWorld(t *testing.T) (*lifeWorld, string) {
+	t.Helper()
+	w := newLifeWorld(t)
+	must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "before"}))
+	const old = "zq7oldb1"
+	d := ledger.Draft{Type: fold.TypeMsgPost, Ref: fold.NewID(fold.PrefixMessage), Data: json.RawMessage(`{"object":"sha256:` + strings.Repeat("0", 64) + `","to":"all"}`)}
+	if _, err := w.c.Ledger.Append("alice", old, d, w.alice.Signer, ledger.HLC{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.c.Load(); err != nil { // this machine sees it an hour before the compact
+		t.Fatal(err)
+	}
+	w.pass(time.Hour)
+	for _, s := range []*Session{w.alice, w.bob, w.carol, w.otto} {
+		must[*fold.Message](t)(s.TalkSend(TalkSendOptions{To: "master", Body: "still here"}))
+	}
+	return w, "alice/" + old
+}
+
+func channelBytes(t *testing.T, c *Channel) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Root, "channel.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The first compact refuses while a seated, unretired writer's segment holds no
+// agent.support naming format 2, names the segment, and writes nothing.
+func TestFirstCompactRefusesSegmentsWithoutSupport(t *testing.T) {
+	t.Parallel()
+	w, seg := formatWorld(t)
+	before := channelBytes(t, w.c)
+	_, err := w.master.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true})
+	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "agent.support") {
+		t.Fatalf("compact: %v, want a conflict naming %s", err, seg)
+	}
+	if strings.Contains(err.Error(), "alice/"+w.c.Device) {
+		t.Errorf("the refusal names a segment that holds an agent.support: %v", err)
+	}
+	if !bytes.Equal(channelBytes(t, w.c), before) {
+		t.Error("channel.toml changed under a refused compact")
+	}
+	if _, err := os.Stat(filepath.Join(w.c.Root, "checkpoints")); err == nil {
+		if ents, _ := os.ReadDir(filepath.Join(w.c.Root, "checkpoints")); len(ents) > 0 {
+			t.Errorf("a refused compact wrote checkpoint files: %v", ents)
+		}
+	}
+	v, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasCheckpointEntry(v.Snapshot.Entries) {
+		t.Error("a refused compact wrote a checkpoint entry")
+	}
+}
+
+// With --force the first compact passes the segments without one, lists them, and
+// moves channel.toml to format 2: the file differs from the format-1 one only in its
+// format and sig lines, verifies, and a new process opens the channel.
+func TestFirstCompactForcedRewritesChannelToml(t *testing.T) {
+	t.Parallel()
+	w, seg := formatWorld(t)
+	before := channelBytes(t, w.c)
+	r, err := w.master.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Entry == "" || r.Format != 2 || len(r.Unsupported) != 1 || r.Unsupported[0] != seg {
+		t.Fatalf("compact: %+v, want a checkpoint, format 2 and %s unsupported", r, seg)
+	}
+	after := channelBytes(t, w.c)
+	bl, al := strings.Split(string(before), "\n"), strings.Split(string(after), "\n")
+	if len(bl) != len(al) {
+		t.Fatalf("channel.toml has %d lines, was %d:\n%s", len(al), len(bl), after)
+	}
+	for i := range bl {
+		if bl[i] == al[i] {
+			continue
+		}
+		if !(strings.HasPrefix(bl[i], "format = ") && al[i] == "format = 2") && !(strings.HasPrefix(bl[i], "sig = ") && strings.HasPrefix(al[i], "sig = ")) {
+			t.Errorf("line %d changed: %q → %q", i+1, bl[i], al[i])
+		}
+	}
+	if cfg, ok := verifyConfigBytes(after); !ok || cfg.Format != 2 {
+		t.Fatalf("the rewritten channel.toml does not verify as format 2: %+v %v", cfg, ok)
+	}
+	c2 := reopen(t, w.c)
+	if c2.Config.Format != 2 {
+		t.Fatalf("a new process reads format %d", c2.Config.Format)
+	}
+	if _, err := c2.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.c.Load(); err != nil { // the compacting process goes on
+		t.Fatal(err)
+	}
+	// A second compact leaves channel.toml alone.
+	w.pass(time.Hour)
+	if _, err := w.master.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(channelBytes(t, w.c), after) {
+		t.Error("a later compact rewrote channel.toml")
+	}
+	// A format-2 channel.toml whose signature does not verify is refused by readers.
+	p := filepath.Join(w.c.Root, "channel.toml")
+	bad := bytes.Replace(after, []byte(`title = "`), []byte(`title = "x`), 1)
+	if err := os.WriteFile(p, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(testHome(t), w.c.Root); !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "not signed by its master key") {
+		t.Fatalf("open of a format-2 channel.toml with a bad signature: %v", err)
+	}
+}
+
+// A retired writer's segments need no agent.support.
+func TestFirstCompactPassesRetiredWriters(t *testing.T) {
+	t.Parallel()
+	w, _ := formatWorld(t)
+	if _, err := w.master.Retire("alice"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.master.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Entry == "" || r.Format != 2 || len(r.Unsupported) != 0 {
+		t.Fatalf("compact: %+v", r)
+	}
+}
+
+// After a master rotation the first compact signs channel.toml with the key it names,
+// the one the rotation kept on this machine; the file verifies and names the same key.
+func TestFirstCompactAfterRotation(t *testing.T) {
+	t.Parallel()
+	w, _ := formatWorld(t)
+	before := channelBytes(t, w.c)
+	if _, err := w.master.RotateMaster(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := w.c.As(fold.MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	after := channelBytes(t, w.c)
+	cfg, ok := verifyConfigBytes(after)
+	if old, _ := verifyConfigBytes(before); !ok || cfg.Format != 2 || cfg.Master != old.Master {
+		t.Fatalf("channel.toml after a rotation: %+v verifies %v", cfg, ok)
+	}
+	if _, err := reopen(t, w.c).Load(); err != nil {
+		t.Fatal(err)
+	}
+}
