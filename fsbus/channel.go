@@ -21,6 +21,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/gitsync"
+	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
@@ -122,6 +123,8 @@ type Channel struct {
 	// ownerCheckpoint is what the last whole fold's owner's checkpoints gave
 	// (owner_checkpoint.go), nil when the ledger holds none.
 	ownerCheckpoint *fold.ChannelFold
+	// floored is this process's reading from an owner's checkpoint's cut.
+	floored ckfile.Floored
 	// sinceCheckpoint counts the entries folded through foldDelta since this process
 	// last wrote, or started from, the fold checkpoint (checkpoint.go).
 	sinceCheckpoint int

@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,7 @@ func (s *Session) Compact(opt CompactOptions) (*fold.CompactResult, error) {
 	if s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner on the machine that holds the master key", "only the master compacts the ledger")
 	}
+	s.floored.Miss = errors.New("compact folds from the previous checkpoint over every entry above its cut")
 	res := &fold.CompactResult{}
 	e, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		*res = fold.CompactResult{}

@@ -104,7 +104,16 @@ func (c *Channel) readLedger(keys ledger.KeyFunc) (*ledger.Snapshot, error) {
 	if keys != nil {
 		ix.loadSigsLocked(c.Project()) // every signature is checked
 	}
-	return c.Ledger.ReadIncremental(ix.rs, keys, sigcache.Verify)
+	fl := c.floored.Floors(c.Root, c.epochSeenPath(), c.Thorough)
+	moved := !slices.Equal(fl, ix.rs.Floors())
+	if moved {
+		ix.rs.SetFloors(fl)
+	}
+	snap, err := c.Ledger.ReadIncremental(ix.rs, keys, sigcache.Verify)
+	if moved && ix.rs.Stats().Reset > 0 {
+		ix.whole = true // what was read below the floors leaves the file too
+	}
+	return snap, err
 }
 
 // checkIndexPrefixes runs ledger.ReadState.CheckPrefixes on this process's index (when
@@ -155,9 +164,9 @@ func (ix *localIndex) open(c *Channel) {
 	}
 	defer f.Close()
 	// The fold checkpoint's state decodes beside the index's records (ADR 0011).
-	// A thorough Load never uses it: nothing to decode.
+	// A thorough Load, or one reading from an owner's checkpoint, never uses it.
 	pre := make(chan *checkpointRead, 1)
-	if c.Thorough {
+	if c.Thorough || len(c.floored.Floors(c.Root, c.epochSeenPath(), c.Thorough)) > 0 {
 		pre <- nil
 	} else {
 		go func() { pre <- c.readCheckpointState() }()

@@ -14,32 +14,28 @@ import (
 // written once and named by their hash; a `checkpoint` entry in the master's segment
 // names the head. Load folds from the newest counting checkpoint (fold.FoldChannel).
 
-// hasCheckpointEntry reports whether entries hold a master checkpoint entry.
-func hasCheckpointEntry(entries []ledger.Entry) bool {
-	for i := range entries {
-		if entries[i].Type == fold.TypeCheckpoint && entries[i].Writer == fold.MasterWriter {
-			return true
-		}
-	}
-	return false
-}
-
-// foldWhole folds a snapshot from scratch: from the newest counting owner's checkpoint
-// when the ledger holds one, else everything. It notes what the checkpoints gave on c.
+// foldWhole folds a snapshot from scratch, with the owner's checkpoints when there are
+// any (ckfile.Floored.Fold; after a miss of its floors the caller reads whole), and
+// notes what they gave on c.
 func (c *Channel) foldWhole(in fold.FoldInput, snap *ledger.Snapshot) *fold.Folded {
-	in.Entries, in.Forks = snap.Entries, snap.Forks
-	if !hasCheckpointEntry(snap.Entries) {
+	cf := c.floored.Fold(c.Root, in, snap, c.Thorough)
+	if cf == nil {
 		c.ownerCheckpoint = nil
+		in.Entries, in.Forks = snap.Entries, snap.Forks
 		return fold.FoldFull(in)
 	}
-	cf := fold.FoldChannel(in, ckfile.Dir{Root: c.Root})
-	probs, err := ckfile.CheckEpoch(filepath.Join(c.Home.ConfigDir, "checkpoints", c.Project()), cf)
+	probs, err := ckfile.CheckEpoch(c.epochSeenPath(), cf)
 	if err != nil {
 		c.Home.warn("epoch-seen", "ferry: warning: "+err.Error())
 	}
 	cf.Problems = append(cf.Problems, probs...)
 	c.ownerCheckpoint = cf
 	return cf.Folded
+}
+
+// epochSeenPath is where this machine keeps the highest epoch it has seen count.
+func (c *Channel) epochSeenPath() string {
+	return filepath.Join(c.Home.ConfigDir, "checkpoints", c.Project())
 }
 
 // OwnerCheckpoint returns what the last Load's owner's checkpoints gave (nil when the

@@ -113,7 +113,12 @@ func (c *Channel) Load() (*View, error) {
 		c.loadIndexSigs() // every signature is checked: those this machine checked before are known
 		c.prewarmSigs(snap.Entries)
 		c.progress("folding", 0, 0)
-		f = c.foldWhole(in, snap)
+		if f = c.foldWhole(in, snap); c.floored.Miss != nil && snap.Floors != nil {
+			if snap, err = c.readLedger(nil); err != nil { // whole: the floors did not hold
+				return nil, fmt.Errorf("reading ledger: %w", err)
+			}
+			f = c.foldWhole(in, snap)
+		}
 	}
 	st := f.State
 	// Read resolves forks by hash without checking signatures, so a forged copy of a

@@ -1,0 +1,169 @@
+package fsbus
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+)
+
+// wholeLoad loads c as a process with the local index off does: every segment read
+// from its start, the owner's checkpoint found in the whole reading.
+func wholeLoad(t *testing.T, c *Channel) *View {
+	t.Helper()
+	t.Setenv(envNoIndex, "1")
+	defer os.Unsetenv(envNoIndex)
+	v, err := reopen(t, c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Snapshot.Floors != nil {
+		t.Fatal("a whole reading has floors")
+	}
+	return v
+}
+
+// sameAsWhole fails unless v folds to the state a whole reading of c folds to, and
+// reports the same superseded entries.
+func sameAsWhole(t *testing.T, c *Channel, v *View) {
+	t.Helper()
+	w := wholeLoad(t, c)
+	if got, want := ownerCanon(v.State), ownerCanon(w.State); got != want {
+		t.Fatalf("the reading from the cut folds otherwise than the whole reading:\n%s", propDiff(got, want))
+	}
+	if len(v.State.Superseded) != len(w.State.Superseded) {
+		t.Fatalf("superseded: %d from the cut, %d whole", len(v.State.Superseded), len(w.State.Superseded))
+	}
+}
+
+// TestLoadReadsFromTheCut: after the owner compacts, a new process reads each segment
+// from the cut — its snapshot and its local index hold no record at or below it — and
+// folds to what a whole reading folds to, writes included.
+func TestLoadReadsFromTheCut(t *testing.T) {
+	w := newLifeWorld(t)
+	c, alice, bob, m := w.c, w.alice, w.bob, w.master
+	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "accepted one"}))
+	must[*fold.Order](t)(bob.Claim(a.ID, ""))
+	must[*fold.Order](t)(bob.Submit(a.ID, SubmitOptions{Reference: "commit:1"}))
+	must[*fold.Order](t)(alice.Review(a.ID, "accept", NoteOptions{}))
+	l := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "live one"}))
+	must[*fold.Order](t)(bob.Claim(l.ID, ""))
+	if _, err := reopen(t, c).Load(); err != nil { // an index holding every record
+		t.Fatal(err)
+	}
+	if _, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	must[*fold.Order](t)(bob.Submit(l.ID, SubmitOptions{Reference: "commit:2"}))
+	must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "after the cut"}))
+
+	p := reopen(t, c)
+	v, err := p.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Snapshot.Floors == nil || v.State.Base() == nil || p.floored.Miss != nil {
+		t.Fatalf("a new process did not read from the cut (floors %d, miss %v)", len(v.Snapshot.Floors), p.floored.Miss)
+	}
+	sameAsWhole(t, c, v)
+	for _, pt := range v.State.Base().Cut {
+		if pt.Offset == 0 {
+			t.Errorf("the cut names no offset for %s/%s", pt.Writer, pt.Device)
+		}
+	}
+	whole := wholeLoad(t, c)
+	if n := len(v.Snapshot.Entries); n >= len(whole.Snapshot.Entries) || p.localIndex().rs.Len() != n {
+		t.Fatalf("read from the cut: %d entries, %d in the index; whole: %d", n, p.localIndex().rs.Len(), len(whole.Snapshot.Entries))
+	}
+	// The index file keeps no record at or below the cut.
+	idx, err := os.ReadFile(p.indexPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range whole.Snapshot.Entries {
+		if e.Writer == fold.MasterWriter || e.Type == fold.TypeCheckpoint {
+			continue
+		}
+		if fold.Cut(v.State.Base().Cut).Below(e.Writer, e.Device, e.Seq) && bytes.Contains(idx, []byte(e.Sig)) {
+			t.Fatalf("the local index still holds %s seq %d, at or below the cut", e.Writer, e.Seq)
+		}
+	}
+	// A write from the cut, then a new process again.
+	o := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "one more"}))
+	q, err := reopen(t, c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.State.Orders[o.ID] == nil || q.Snapshot.Floors == nil {
+		t.Fatal("the write after the cut is not in the next reading from the cut")
+	}
+	sameAsWhole(t, c, q)
+}
+
+// TestLoadFromTheCutFallsBack: a reading from the cut that cannot stand for the whole
+// one — a newer checkpoint above it, a chunk gone — reads whole and folds what the
+// whole reading folds; after a newer checkpoint the process reads from its cut.
+func TestLoadFromTheCutFallsBack(t *testing.T) {
+	w := newLifeWorld(t)
+	c, alice, bob, m := w.c, w.alice, w.bob, w.master
+	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
+	must[*fold.Order](t)(bob.Claim(a.ID, ""))
+	if _, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	p := reopen(t, c)
+	if v, err := p.Load(); err != nil || v.Snapshot.Floors == nil {
+		t.Fatalf("epoch 1: floors %v, %v", v != nil && v.Snapshot.Floors != nil, err)
+	}
+	must[*fold.Order](t)(alice.Cancel(a.ID, NoteOptions{}))
+	if r, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("second compact: %+v, %v", r, err)
+	}
+	v, err := p.Load() // the epoch-2 entry is above epoch 1's cut
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Snapshot.Floors != nil || p.floored.Hint.Epoch != 2 || p.floored.Miss != nil {
+		t.Fatalf("a newer checkpoint: floors %v, hint epoch %d, miss %v", v.Snapshot.Floors != nil, p.floored.Hint.Epoch, p.floored.Miss)
+	}
+	sameAsWhole(t, c, v)
+	if v, err = p.Load(); err != nil || v.Snapshot.Floors == nil {
+		t.Fatalf("the process does not read from epoch 2's cut: %v", err)
+	}
+	sameAsWhole(t, c, v)
+
+	// A chunk of epoch 2 gone: neither reading folds from it.
+	st := v.State.Base()
+	var chunk string
+	for _, cp := range p.ownerCheckpoint.Chain {
+		if cp.Data.Epoch == st.Epoch {
+			chunk = filepath.Join(c.Root, filepath.FromSlash(fold.ChunkPath(cp.Head.State[0].Hash)))
+		}
+	}
+	if err := os.Remove(chunk); err != nil {
+		t.Fatal(err)
+	}
+	q := reopen(t, c)
+	v, err = q.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Epoch 2 does not load: the whole reading folds from epoch 1 (format.md §20), and
+	// the process's next reading starts from epoch 1's cut...
+	if v.Snapshot.Floors != nil || q.floored.Hint.Epoch != 1 || v.State.Base() == nil || v.State.Base().Epoch != 1 {
+		t.Fatalf("a chunk gone: floors %v, hint epoch %d", v.Snapshot.Floors != nil, q.floored.Hint.Epoch)
+	}
+	sameAsWhole(t, c, v)
+	// ...where epoch 2's entry above it makes it read whole, and go on reading whole.
+	for range 2 {
+		if v, err = q.Load(); err != nil {
+			t.Fatal(err)
+		}
+		if q.floored.Miss == nil || v.Snapshot.Floors != nil {
+			t.Fatalf("floors %v, miss %v", v.Snapshot.Floors != nil, q.floored.Miss)
+		}
+		sameAsWhole(t, c, v)
+	}
+}
