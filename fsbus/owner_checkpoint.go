@@ -10,7 +10,7 @@ import (
 )
 
 // The owner's checkpoint on disk (docs/format.md §20, ADR 0019): heads at
-// checkpoints/<epoch>-<16 hex>/head.json, chunks at checkpoints/chunks/<64 hex>, both
+// checkpoints/<epoch>-<16 hex>/head.json, chunks at checkpoints/chunks/<64 hex>.json, both
 // written once and named by their hash; a `checkpoint` entry in the master's segment
 // names the head. Load folds from the newest counting checkpoint (fold.FoldChannel).
 

@@ -1,6 +1,6 @@
 // Package ckfile reads an owner's checkpoint objects from a channel folder
 // (docs/format.md §20): heads at checkpoints/<epoch>-<16 hex>/head.json, chunks at
-// checkpoints/chunks/<64 hex>.
+// checkpoints/chunks/<64 hex>.json.
 package ckfile
 
 import (
