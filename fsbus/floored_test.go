@@ -2,11 +2,13 @@ package fsbus
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // wholeLoad loads c as a process with the local index off does: every segment read
@@ -90,6 +92,14 @@ func TestLoadReadsFromTheCut(t *testing.T) {
 			t.Fatalf("the local index still holds %s seq %d, at or below the cut", e.Writer, e.Seq)
 		}
 	}
+	// A machine that has seen no epoch count reads from the highest head's cut.
+	if err := os.Remove(p.epochSeenPath()); err != nil {
+		t.Fatal(err)
+	}
+	n := reopen(t, c)
+	if v, err := n.Load(); err != nil || v.Snapshot.Floors == nil || n.floored.Hint.Epoch != 1 {
+		t.Fatalf("with no epoch seen: %v", err)
+	}
 	// A write from the cut, then a new process again.
 	o := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "one more"}))
 	q, err := reopen(t, c).Load()
@@ -133,6 +143,36 @@ func TestLoadFromTheCutFallsBack(t *testing.T) {
 		t.Fatalf("the process does not read from epoch 2's cut: %v", err)
 	}
 	sameAsWhole(t, c, v)
+
+	// A forged head of a higher epoch, named by its own hash, on a machine that has seen
+	// no epoch count: its floors are tried, no entry names it, the reading is whole.
+	forged := *p.ownerCheckpoint.Chain[len(p.ownerCheckpoint.Chain)-1].Head
+	forged.Epoch = 9
+	raw, err := json.Marshal(&forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := filepath.Join(c.Root, filepath.FromSlash(fold.HeadPath(9, ledger.HashBytes(raw))))
+	if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fp, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p.epochSeenPath()); err != nil {
+		t.Fatal(err)
+	}
+	f := reopen(t, c)
+	if v, err = f.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if f.floored.Hint.Epoch != 2 || v.Snapshot.Floors != nil {
+		t.Fatalf("a forged head: hint epoch %d, floors %v", f.floored.Hint.Epoch, v.Snapshot.Floors != nil)
+	}
+	sameAsWhole(t, c, v)
+	if err := os.RemoveAll(filepath.Dir(fp)); err != nil {
+		t.Fatal(err)
+	}
 
 	// A chunk of epoch 2 gone: neither reading folds from it.
 	st := v.State.Base()
