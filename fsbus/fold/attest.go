@@ -119,6 +119,11 @@ func unattested(st *State, in FoldInput) map[string]string {
 				anc[rec.Hash()] = true
 			}
 			for _, e := range kept[k] {
+				if e.Seq <= b && !anc[e.Hash()] && st.base != nil && st.base.Cut.Below(e.Writer, e.Device, e.Seq) {
+					// A line of the checkpoint's base keeps the grant it had at the cut.
+					st.finality(fmt.Sprintf("line %s kept by the cut over the attested bound at %s/%s seq %d", e.Hash(), k.writer, k.device, b))
+					continue
+				}
 				if e.Seq <= b && !anc[e.Hash()] {
 					if _, dup := out[e.Hash()]; !dup {
 						out[e.Hash()] = unattestedReason(b, found)
