@@ -25,8 +25,12 @@ import (
 //     id the base keeps beats a rival create above the cut, whatever their HLCs.
 //   - Bounds below the cut: a grant.set, grant.revoke or the master's agent.retire
 //     above the cut that bounds a segment below that segment's cut applies with the cut
-//     as its bound (entries at or below the cut keep the grant they had there), and an
-//     attested bound at or below a segment's cut is settled by the cut, never looked up.
+//     as its bound, and a grant that names no bound for a segment the cut names is
+//     bounded by the cut there (entries at or below the cut keep the grant they had
+//     there); an attested bound at or below a segment's cut is settled by the cut, never
+//     looked up, and one above it voids no line of the base (attest.go).
+//   - Forks: the losing records the fold reads are those above the cut that Split left
+//     out (ForksAbove); a fork at or below the cut is the cut's decision.
 //
 // Each of these, when it changes what a fold of every entry without the checkpoint
 // would give, is also noted in State.Finality.
