@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -16,6 +17,10 @@ import (
 )
 
 var foldSeed = flag.Int64("fold.seed", -1, "run the checkpoint property test on this one history")
+
+// compared counts the histories whose fold from the checkpoint was compared with the
+// fold without it (no finality noted).
+var compared atomic.Int64
 
 // The categories the property test must meet in at least 5% of its histories each.
 var propCategories = []string{
@@ -81,6 +86,7 @@ func TestCheckpointProperty(t *testing.T) {
 		}
 		t.Error(f)
 	}
+	t.Logf("%-48s %4d", "compared with the fold without the checkpoint", compared.Load())
 	for _, c := range propCategories {
 		pct := 100 * float64(counts[c]) / float64(n)
 		t.Logf("%-48s %4d  %5.1f%%", c, counts[c], pct)
@@ -127,6 +133,7 @@ func foldGen(h *genHistory) (full, fresh *fold.ChannelFold, _ error) {
 		return fail("every record and the records above the cut fold differently:\n%s", canonDiff(a, b))
 	}
 	if len(full.State.Finality) == 0 {
+		compared.Add(1)
 		plain := fold.Fold(in(h.full))
 		if a, p := stateCanon(full.State, h.full, false), stateCanon(plain, h.full, false); a != p {
 			return fail("no finality noted, yet the fold from the checkpoint differs from the fold without it:\n%s", canonDiff(a, p))

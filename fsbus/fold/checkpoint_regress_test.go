@@ -71,6 +71,12 @@ func TestSplitKeepsTheCutsBranch(t *testing.T) {
 	if got, want := hashes(above), []string{r3.Hash()}; !slices.Equal(got, want) || len(probs) > 0 {
 		t.Fatalf("above the cut: %v (%+v), want %v", got, probs, want)
 	}
+	// The snapshot's branch has nothing above the cut: the cut's still counts there.
+	_, above2, _ := fold.Split([]ledger.Entry{*r1, *r2b}, []ledger.Fork{{Writer: "alice", Device: "a1", Seq: 2, Winner: *r2b,
+		Losers: []ledger.Entry{*r2, *r3}}}, cut, nil)
+	if got, want := hashes(above2), []string{r3.Hash()}; !slices.Equal(got, want) {
+		t.Fatalf("above the cut, the snapshot's branch ending at it: %v, want %v", got, want)
+	}
 	// The forks a fold from the checkpoint reads: the records above the cut Split
 	// left out, the same for a machine that holds only those records.
 	fa := fold.ForksAbove(entries, forks, cut, above)
