@@ -28,7 +28,7 @@ func hasCheckpointEntry(entries []ledger.Entry) bool {
 // when the ledger holds one, else everything. It notes what the checkpoints gave on c.
 func (c *Channel) foldWhole(in fold.FoldInput, snap *ledger.Snapshot) *fold.Folded {
 	in.Entries, in.Forks = snap.Entries, snap.Forks
-	if !hasCheckpointEntry(snap.Entries) {
+	if !hasCheckpointEntry(fold.WithForkedCheckpoints(snap.Entries, snap.Forks)) {
 		c.ownerCheckpoint = nil
 		return fold.FoldFull(in)
 	}

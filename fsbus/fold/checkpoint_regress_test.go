@@ -281,3 +281,34 @@ func TestCheckpointSecretsAndIdemFinal(t *testing.T) {
 		t.Fatalf("without the checkpoint bob's lower HLC should own the name: %+v", s)
 	}
 }
+
+// TestCheckpointEntryAcrossAFork: the owner's device was restored and forked its
+// segment below the cut, and the other branch holds a record at the checkpoint entry's
+// seq. A machine that reads the segment only above the cut resolves that fork without
+// H, and its ledger's fork rule may leave the checkpoint entry out: it still counts.
+func TestCheckpointEntryAcrossAFork(t *testing.T) {
+	for seed := uint64(1); seed < 500; seed++ {
+		w := newGenWorld(seed)
+		m := w.dev("m1")
+		w.grant("alice", fold.TypeGrantSet, false, false)
+		r4 := w.write(m, fold.TypePolicySet, "", "", map[string]any{}, 0)
+		rollBack(m, 2)
+		w.grant("bob", fold.TypeGrantSet, false, false)
+		h, err := w.checkpoint(t.TempDir(), cutAt(nil), func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck := m.tip
+		if p, _ := h.cut.At(fold.MasterWriter, "m1"); p.Seq != 3 || ck.Seq != 4 || r4.Hash() > ck.Hash() {
+			continue // not the case: the cut's branch is the older one, or the fresh ledger keeps the entry
+		}
+		if slices.ContainsFunc(h.fresh.Entries, func(e ledger.Entry) bool { return e.Hash() == ck.Hash() }) {
+			t.Fatalf("seed %d: the fresh ledger kept the checkpoint entry", seed)
+		}
+		if _, _, err := foldGen(h); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		return
+	}
+	t.Fatal("no history of the case drawn")
+}

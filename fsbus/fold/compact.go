@@ -43,7 +43,7 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 		cf.State = cf.Folded.State
 		return cf
 	}
-	cf.Chain, cf.Problems = CountingChain(withForkedCheckpoints(in.Entries, in.Forks), in.Master, in.Project, cps)
+	cf.Chain, cf.Problems = CountingChain(WithForkedCheckpoints(in.Entries, in.Forks), in.Master, in.Project, cps)
 	for i := len(cf.Chain) - 1; i >= 0; i-- {
 		c := cf.Chain[i]
 		if c.Data.Rules != RulesVersion {
@@ -76,11 +76,11 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 	return cf
 }
 
-// withForkedCheckpoints returns entries with the master's checkpoint entries that a fork
+// WithForkedCheckpoints returns entries with the master's checkpoint entries that a fork
 // of the snapshot left out: a machine that reads a segment only above a cut resolves a
 // fork crossing the cut without H, so its fork rule may leave out a checkpoint entry
 // that follows H; Split, from the checkpoint's cut, decides which records count.
-func withForkedCheckpoints(entries []ledger.Entry, forks []ledger.Fork) []ledger.Entry {
+func WithForkedCheckpoints(entries []ledger.Entry, forks []ledger.Fork) []ledger.Entry {
 	var extra []ledger.Entry
 	for _, f := range forks {
 		for _, l := range f.Losers {
