@@ -16,7 +16,11 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-var foldSeed = flag.Int64("fold.seed", -1, "run the checkpoint property test on this one history")
+var (
+	foldSeed  = flag.Int64("fold.seed", -1, "run the checkpoint property test on this one history")
+	foldFirst = flag.Uint64("fold.first", 0, "the checkpoint property test's first seed")
+	foldN     = flag.Int("fold.n", 0, "how many histories the checkpoint property test draws (0: 1,000, -short 100)")
+)
 
 // compared counts the histories whose fold from the checkpoint was compared with the
 // fold without it (no finality noted).
@@ -51,6 +55,9 @@ func TestCheckpointProperty(t *testing.T) {
 	if testing.Short() {
 		n = 100
 	}
+	if *foldN > 0 {
+		n = *foldN
+	}
 	var mu sync.Mutex
 	counts := map[string]int{}
 	var fails []string
@@ -74,7 +81,7 @@ func TestCheckpointProperty(t *testing.T) {
 		}()
 	}
 	for s := range uint64(n) {
-		seeds <- s
+		seeds <- *foldFirst + s
 	}
 	close(seeds)
 	wg.Wait()
