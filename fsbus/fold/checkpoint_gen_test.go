@@ -51,6 +51,7 @@ type genWorld struct {
 	records []*ledger.Entry
 	seen    [2]map[string]bool // per machine: hashes it holds
 	orders  []*genOrder
+	asks    []*genOrder
 	grants  map[string]string // agent → newest grant hash the owner wrote
 	idem    map[string]*ledger.Entry
 	puts    map[string]*ledger.Entry
@@ -82,6 +83,7 @@ func newGenWorld(seed uint64) *genWorld {
 		{writer: "alice", device: "a1", machine: 0, key: alice},
 		{writer: "alice", device: "a2", machine: 1, key: alice},
 		{writer: "bob", device: "b1", machine: 1, key: bob},
+		{writer: fold.MasterWriter, device: "m2", machine: 1, key: w.master},
 	}
 	for _, n := range []string{"alice", "bob"} {
 		w.grant(n, fold.TypeGrantSet, false, false)
@@ -244,6 +246,8 @@ func (w *genWorld) step() {
 		w.latePut()
 	case x < 48:
 		w.create()
+	case x < 58:
+		w.ask()
 	default:
 		w.act()
 	}
@@ -272,11 +276,48 @@ func (w *genWorld) create() {
 		ms = genMs(w.idem[key].HLC) - 1 - int64(w.r.IntN(20))
 		w.desc = append(w.desc, fmt.Sprintf("late idempotent create %s key %s", id, key))
 	}
+	// Now and then a rival create: the id of an order the other machine created and
+	// this one has not seen.
+	for _, o := range w.orders {
+		if !w.seen[m][o.nodes[0].hash] && w.r.IntN(6) == 0 {
+			id = o.id
+			w.desc = append(w.desc, "rival create "+id)
+			break
+		}
+	}
 	e := w.write(d, fold.TypeOrderCreate, id, key, map[string]any{"object": "sha256:" + strings.Repeat("0", 64), "args": "a" + key}, ms)
 	if w.idem[key] == nil || e.HLC < w.idem[key].HLC {
 		w.idem[key] = e
 	}
 	w.orders = append(w.orders, &genOrder{id: id, nodes: []genNode{{hash: e.Hash(), state: "open"}}})
+}
+
+// ask raises an ask (alice or bob) or answers one the machine holds as pending (the
+// owner on m1 or m2): two machines answering at once branch its chain.
+func (w *genWorld) ask() {
+	m := w.r.IntN(2)
+	if len(w.asks) == 0 || w.r.IntN(5) < 2 {
+		d := w.alices(m)
+		if m == 1 && w.r.IntN(2) == 0 {
+			d = w.dev("b1")
+		}
+		w.nextID++
+		id := fmt.Sprintf("a-%013d", w.nextID)
+		e := w.write(d, fold.TypeAskRaise, id, "", map[string]any{"object": "sha256:" + strings.Repeat("0", 64)}, 0)
+		w.asks = append(w.asks, &genOrder{id: id, nodes: []genNode{{hash: e.Hash(), state: "pending"}}})
+		return
+	}
+	a := w.asks[w.r.IntN(len(w.asks))]
+	n, ok := w.view(a, m)
+	if !ok || n.state != "pending" {
+		return
+	}
+	d := w.dev("m1")
+	if m == 1 {
+		d = w.dev("m2")
+	}
+	e := w.write(d, fold.TypeAskAnswer, a.id, "", map[string]any{"basis": n.hash, "verdict": []string{"approve", "reject", "send_back"}[w.r.IntN(3)]}, 0)
+	a.nodes = append(a.nodes, genNode{hash: e.Hash(), state: "answered"})
 }
 
 // latePut writes a secret.put of one of three names; now and then with an HLC below the

@@ -225,8 +225,8 @@ func categories(h *genHistory) []string {
 			continue
 		}
 		d, _ := fold.DecodeData(e)
-		if d.Basis != "" && held[d.Basis] && childBelow[d.Basis] && fold.Family(e.Type) == "order" {
-			if h.base.Orders[e.Ref] != nil {
+		if f := fold.Family(e.Type); d.Basis != "" && held[d.Basis] && childBelow[d.Basis] && (f == "order" || f == "ask") {
+			if h.base.Orders[e.Ref] != nil || h.base.Asks[e.Ref] != nil {
 				terminal = true
 			} else {
 				live = true
