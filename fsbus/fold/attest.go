@@ -115,8 +115,15 @@ func unattested(st *State, in FoldInput) map[string]string {
 			b, h := g.bounds[k.device], g.boundHashes[k.device]
 			anc := map[string]bool{}
 			rec, found := pool[h]
+			var last *ledger.Entry
 			for ; rec != nil && rec.Writer == k.writer && rec.Device == k.device && !anc[rec.Hash()]; rec = pool[rec.Prev] {
 				anc[rec.Hash()] = true
+				last = rec
+			}
+			if p, pinned := st.base.cutAt(k.writer, k.device); pinned && b > p.Seq && !anc[p.Hash] && (last == nil || last.Prev != p.Hash) {
+				// The attested record does not descend from the cut's: without the
+				// checkpoint its records at or below the cut would not count.
+				st.finality(fmt.Sprintf("attested bound at %s/%s seq %d off the cut's branch", k.writer, k.device, b))
 			}
 			for _, e := range kept[k] {
 				if e.Seq <= b && !anc[e.Hash()] && st.base != nil && st.base.Cut.Below(e.Writer, e.Device, e.Seq) {

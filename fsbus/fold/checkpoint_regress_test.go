@@ -312,3 +312,36 @@ func TestCheckpointEntryAcrossAFork(t *testing.T) {
 	}
 	t.Fatal("no history of the case drawn")
 }
+
+// TestCheckpointTerminalOverAttestedBound: as above, but alice's order at or below the
+// cut is cancelled there, so the base holds it as folded, not as lines: it stays
+// cancelled, and the attestation off the cut's branch is noted in Finality.
+func TestCheckpointTerminalOverAttestedBound(t *testing.T) {
+	w := newGenWorld(6)
+	a := w.dev("a1")
+	r1 := create(w, a, 1)
+	w.write(a, fold.TypeOrderCancel, fmt.Sprintf("o-%013d", 1), "", map[string]any{"basis": r1.Hash()}, 0)
+	w.sync()
+	h, err := w.checkpoint(t.TempDir(), cutAt(nil), func() {
+		create(w, a, 5) // seq 3 on the cut's branch
+		rollBack(a, 1)
+		create(w, a, 4)
+		r6 := create(w, a, 6) // seq 3 on the other branch
+		w.write(w.dev("m1"), fold.TypeGrantSet, "alice", "", map[string]any{"basis": w.grants["alice"], "level": "member",
+			"key": ledger.FormatKey(w.agentKey("alice").Public().(ed25519.PublicKey)), "bounds": map[string]uint64{"a1": 3},
+			"bound_hashes": map[string]string{"a1": r6.Hash()}}, 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, fresh, err := foldGen(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("o-%013d", 1)
+	for _, cf := range []*fold.ChannelFold{full, fresh} {
+		if o := cf.State.Orders[id]; o == nil || o.State != fold.StateCancelled || !hasNote(cf.State.Finality, "off the cut's branch") {
+			t.Fatalf("order %s: %+v; finality %q", id, o, cf.State.Finality)
+		}
+	}
+}
