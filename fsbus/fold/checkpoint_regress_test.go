@@ -345,3 +345,33 @@ func TestCheckpointTerminalOverAttestedBound(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointRevokeNamesNoBound: a revocation above the cut that names no bound for
+// bob's segment leaves his claim at or below the cut counting (it keeps the grant it
+// had there), and says so in Finality; without the checkpoint it voids the claim.
+func TestCheckpointRevokeNamesNoBound(t *testing.T) {
+	w := newGenWorld(7)
+	a, b := w.dev("a1"), w.dev("b1")
+	r1 := create(w, a, 1)
+	w.write(b, fold.TypeOrderClaim, fmt.Sprintf("o-%013d", 1), "", map[string]any{"basis": r1.Hash()}, 0)
+	w.sync()
+	h, err := w.checkpoint(t.TempDir(), cutAt(nil), func() {
+		w.write(w.dev("m1"), fold.TypeGrantRevoke, "bob", "", map[string]any{"basis": w.grants["bob"]}, 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, fresh, err := foldGen(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("o-%013d", 1)
+	for _, cf := range []*fold.ChannelFold{full, fresh} {
+		if o := cf.State.Orders[id]; o == nil || o.Holder != "bob" || !hasNote(cf.State.Finality, "bound of bob/b1 set to the cut") {
+			t.Fatalf("order %s: %+v; finality %q", id, o, cf.State.Finality)
+		}
+	}
+	if plain := fold.Fold(fold.FoldInput{Project: genProject, Master: h.master, Entries: h.full.Entries, Forks: h.full.Forks}); plain.Orders[id].Holder != "" {
+		t.Fatalf("without the checkpoint the revocation voids bob's claim: %+v", plain.Orders[id])
+	}
+}
