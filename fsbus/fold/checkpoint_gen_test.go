@@ -420,6 +420,8 @@ type genHistory struct {
 	base   *fold.Base
 	cps    genCheckpoints
 	desc   []string
+	w      *genWorld // the world, to write on
+	dir    string    // the folder holding every record
 }
 
 // genCheckpoints holds heads and chunks in memory (fold.Checkpoints).
@@ -550,7 +552,7 @@ func (w *genWorld) checkpoint(dir string, limit func(top map[[2]string]uint64) m
 	if err != nil {
 		return nil, err
 	}
-	return &genHistory{master: w.master.Public().(ed25519.PublicKey), full: snap, fresh: fresh, cut: cut, base: base, cps: cps, desc: w.desc}, nil
+	return &genHistory{master: w.master.Public().(ed25519.PublicKey), full: snap, fresh: fresh, cut: cut, base: base, cps: cps, desc: w.desc, w: w, dir: full}, nil
 }
 
 // writeFolder writes records as segment files under root/ledger: each device's current
