@@ -115,10 +115,22 @@ func unattested(st *State, in FoldInput) map[string]string {
 			b, h := g.bounds[k.device], g.boundHashes[k.device]
 			anc := map[string]bool{}
 			rec, found := pool[h]
+			var last *ledger.Entry
 			for ; rec != nil && rec.Writer == k.writer && rec.Device == k.device && !anc[rec.Hash()]; rec = pool[rec.Prev] {
 				anc[rec.Hash()] = true
+				last = rec
+			}
+			if p, pinned := st.base.cutAt(k.writer, k.device); pinned && b > p.Seq && !anc[p.Hash] && (last == nil || last.Prev != p.Hash) {
+				// The attested record does not descend from the cut's: without the
+				// checkpoint its records at or below the cut would not count.
+				st.finality(fmt.Sprintf("attested bound at %s/%s seq %d off the cut's branch", k.writer, k.device, b))
 			}
 			for _, e := range kept[k] {
+				if e.Seq <= b && !anc[e.Hash()] && st.base != nil && st.base.Cut.Below(e.Writer, e.Device, e.Seq) {
+					// A line of the checkpoint's base keeps the grant it had at the cut.
+					st.finality(fmt.Sprintf("line %s kept by the cut over the attested bound at %s/%s seq %d", e.Hash(), k.writer, k.device, b))
+					continue
+				}
 				if e.Seq <= b && !anc[e.Hash()] {
 					if _, dup := out[e.Hash()]; !dup {
 						out[e.Hash()] = unattestedReason(b, found)

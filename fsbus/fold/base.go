@@ -91,6 +91,14 @@ func (b *Base) HasLine(hash string) bool {
 	return b.lineSet[hash]
 }
 
+// cutAt is b.Cut.At, false without a base.
+func (b *Base) cutAt(writer, device string) (CutPoint, bool) {
+	if b == nil {
+		return CutPoint{}, false
+	}
+	return b.Cut.At(writer, device)
+}
+
 // terminalThing reports whether ref names a thing of e's family terminal in the base.
 func (b *Base) terminalThing(e *ledger.Entry) bool {
 	if b == nil {

@@ -43,7 +43,7 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 		cf.State = cf.Folded.State
 		return cf
 	}
-	cf.Chain, cf.Problems = CountingChain(in.Entries, in.Master, in.Project, cps)
+	cf.Chain, cf.Problems = CountingChain(WithForkedCheckpoints(in.Entries, in.Forks), in.Master, in.Project, cps)
 	for i := len(cf.Chain) - 1; i >= 0; i-- {
 		c := cf.Chain[i]
 		if c.Data.Rules != RulesVersion {
@@ -57,20 +57,133 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
 			continue
 		}
-		_, above, probs := Split(in.Entries, in.Forks, base.Cut, nil)
+		at, above, probs := Split(in.Entries, in.Forks, base.Cut, nil)
 		for _, p := range probs {
 			if p.Kind == "broken" {
 				cf.Cut = append(cf.Cut, p)
 			}
 		}
+		decided := forkFinality(in.Entries, at, above, base.Cut)
+		in.Forks = ForksAbove(in.Entries, in.Forks, base.Cut, above)
 		in.Base, in.Entries = base, append(slices.Clone(base.Lines), above...)
 		cf.Folded, cf.Used = FoldFull(in), i
 		cf.State = cf.Folded.State
+		cf.State.Finality = append(cf.State.Finality, decided...)
 		return cf
 	}
 	cf.Folded = FoldFull(in)
 	cf.State = cf.Folded.State
 	return cf
+}
+
+// WithForkedCheckpoints returns entries with the master's checkpoint entries that a fork
+// of the snapshot left out: a machine that reads a segment only above a cut resolves a
+// fork crossing the cut without H, so its fork rule may leave out a checkpoint entry
+// that follows H; Split, from the checkpoint's cut, decides which records count.
+func WithForkedCheckpoints(entries []ledger.Entry, forks []ledger.Fork) []ledger.Entry {
+	var extra []ledger.Entry
+	for _, f := range forks {
+		for _, l := range f.Losers {
+			if l.Writer == MasterWriter && l.Type == TypeCheckpoint {
+				extra = append(extra, l)
+			}
+		}
+	}
+	if extra == nil {
+		return entries
+	}
+	return MergedSet(append(slices.Clone(entries), extra...))
+}
+
+// ForksAbove returns the forks of a snapshot (entries, the records its fork rule kept,
+// and forks) as a fold from the checkpoint at cut sees them, above being Split's: a
+// segment the cut does not name keeps its forks; of a segment it names, the records
+// above the cut that Split did not keep are the losers, whatever the snapshot's fork
+// rule chose at or below the cut. A machine that holds only the records above the cut
+// and one that holds them all get the same.
+func ForksAbove(entries []ledger.Entry, forks []ledger.Fork, cut Cut, above []ledger.Entry) []ledger.Fork {
+	kept := make(map[string]*ledger.Entry, len(above))
+	for i := range above {
+		kept[above[i].Hash()] = &above[i]
+	}
+	type seg = [2]string
+	lost := map[seg][]ledger.Entry{}
+	seen := map[string]bool{}
+	note := func(e *ledger.Entry) {
+		p, pinned := cut.At(e.Writer, e.Device)
+		if !pinned || e.Seq <= p.Seq || kept[e.Hash()] != nil || seen[e.Hash()] {
+			return
+		}
+		seen[e.Hash()] = true
+		lost[seg{e.Writer, e.Device}] = append(lost[seg{e.Writer, e.Device}], *e)
+	}
+	var out []ledger.Fork
+	for i := range entries {
+		note(&entries[i])
+	}
+	for _, f := range forks {
+		if _, pinned := cut.At(f.Writer, f.Device); !pinned {
+			out = append(out, f)
+			continue
+		}
+		for i := range f.Losers {
+			note(&f.Losers[i])
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(lost), func(a, b seg) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	}) {
+		ls := lost[k]
+		slices.SortFunc(ls, func(a, b ledger.Entry) int {
+			return cmp.Or(cmp.Compare(a.Seq, b.Seq), strings.Compare(a.Hash(), b.Hash()))
+		})
+		f := ledger.Fork{Writer: k[0], Device: k[1], Seq: ls[0].Seq, Losers: ls}
+		for i := range above {
+			if e := &above[i]; e.Writer == k[0] && e.Device == k[1] && e.Seq == f.Seq {
+				f.Winner = *e
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// forkFinality notes each segment the cut names whose records that count (at and
+// above, Split's) are not the ones the snapshot's fork rule kept (entries): there the
+// cut decided a fork otherwise than a fold of every entry without it would.
+func forkFinality(entries, at, above []ledger.Entry, cut Cut) []string {
+	type seg = [2]string
+	split := map[string]bool{}
+	for _, part := range [][]ledger.Entry{at, above} {
+		for i := range part {
+			split[part[i].Hash()] = true
+		}
+	}
+	differ := map[seg]bool{}
+	n := map[seg]int{}
+	for i := range entries {
+		e := &entries[i]
+		k := seg{e.Writer, e.Device}
+		if _, pinned := cut.At(e.Writer, e.Device); !pinned {
+			continue
+		}
+		n[k]++
+		if !split[e.Hash()] {
+			differ[k] = true
+		}
+	}
+	for _, part := range [][]ledger.Entry{at, above} {
+		for i := range part {
+			n[seg{part[i].Writer, part[i].Device}]--
+		}
+	}
+	var out []string
+	for _, p := range cut {
+		if k := (seg{p.Writer, p.Device}); differ[k] || n[k] != 0 {
+			out = append(out, fmt.Sprintf("fork of %s/%s decided by the cut at seq %d", p.Writer, p.Device, p.Seq))
+		}
+	}
+	return out
 }
 
 // FoldFrom folds base and the entries above its cut (Split's above).
@@ -211,8 +324,9 @@ func FirstDifference(a, b *Base) string {
 // CloseCut shortens cut until it is closed under reference over records (a snapshot's
 // entries and forks): nothing at or below it names by basis, claim or take an entry
 // that is not at or below it, acknowledges a message whose post is not, names an object
-// pending says has not arrived (State.ObjectPending), or bounds a segment above its cut
-// (grant.set, grant.revoke, the master's agent.retire, master.rotate). Each offending entry's segment is cut just
+// pending says has not arrived (State.ObjectPending), bounds a segment above its cut
+// (grant.set, grant.revoke, the master's agent.retire, master.rotate) or attests by
+// bound_hashes a record that is not at or below it. Each offending entry's segment is cut just
 // below it, and the check repeats until nothing shortens. A segment cut to nothing
 // leaves the cut.
 func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func(e *ledger.Entry) bool) Cut {
@@ -266,6 +380,9 @@ func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func
 					p, ok := cut.At(owner, dev)
 					if b > 0 && (!ok || b > p.Seq) {
 						bad(e)
+					}
+					if h := d.BoundHashes[dev]; b > 0 && h != "" && !held[h] {
+						bad(e) // it attests a record the cut does not hold
 					}
 				}
 			}

@@ -172,8 +172,11 @@ func Split(entries []ledger.Entry, forks []ledger.Fork, cut Cut, valid func(*led
 		for i := len(chain) - 1; i >= 0; i-- {
 			at = append(at, *chain[i])
 		}
-		// The snapshot's own choice above the cut, when it follows H (no fork crosses
-		// the cut): the common case, and the one a verifying read already made.
+		// The snapshot's own choice above the cut, when it follows H and no other
+		// record is above the cut (no fork crosses it): the common case, and the one a
+		// verifying read already made. Otherwise, and in particular when the
+		// snapshot's fork rule kept another branch than H's, the records above the cut
+		// are read again from H.
 		var kept []ledger.Entry
 		tip, next := p.Hash, p.Seq+1
 		follows := true
@@ -188,15 +191,11 @@ func Split(entries []ledger.Entry, forks []ledger.Fork, cut Cut, valid func(*led
 			kept = append(kept, *e)
 			tip, next = e.Hash(), next+1
 		}
-		if !follows || len(kept) != countAbove(keptBySeg[k], p.Seq) {
+		if !follows || len(kept) != len(hi) {
 			kept = resolveAbove(hi, p.Seq, p.Hash, valid)
 		}
-		if len(hi) > 0 && (len(kept) == 0 || kept[0].Seq != p.Seq+1 || kept[0].Prev != p.Hash) {
-			first := p.Seq + 1
-			if len(kept) > 0 {
-				first = kept[0].Seq
-			}
-			probs = append(probs, CutProblem{Writer: p.Writer, Device: p.Device, Seq: first, Kind: "broken",
+		if len(kept) > 0 && (kept[0].Seq != p.Seq+1 || kept[0].Prev != p.Hash) {
+			probs = append(probs, CutProblem{Writer: p.Writer, Device: p.Device, Seq: kept[0].Seq, Kind: "broken",
 				Detail: fmt.Sprintf("the records above the cut do not follow %s at seq %d", p.Hash, p.Seq)})
 		}
 		above = append(above, kept...)
@@ -204,21 +203,12 @@ func Split(entries []ledger.Entry, forks []ledger.Fork, cut Cut, valid func(*led
 	return at, MergedSet(above), probs
 }
 
-// countAbove counts the records of rs above seq.
-func countAbove(rs []*ledger.Entry, seq uint64) int {
-	n := 0
-	for _, e := range rs {
-		if e.Seq > seq {
-			n++
-		}
-	}
-	return n
-}
-
 // resolveAbove keeps, from one segment's records above seq `from` (tip its hash, ""
 // for a whole segment), the chain docs/format.md §10 keeps: at each seq the
 // lowest-hash record whose prev names the tip, else the lowest-hash one (a broken
-// chain); records whose prev names a record left out are left out with it.
+// chain); records whose prev names a record left out are left out with it, and so are
+// records at seq from+1 whose prev is not tip: they continue a branch that lost at or
+// below the cut.
 func resolveAbove(rs []*ledger.Entry, from uint64, tip string, valid func(*ledger.Entry) bool) []ledger.Entry {
 	bySeq := map[uint64][]*ledger.Entry{}
 	for _, e := range rs {
@@ -235,6 +225,7 @@ func resolveAbove(rs []*ledger.Entry, from uint64, tip string, valid func(*ledge
 	})
 	var out []ledger.Entry
 	left := map[string]bool{} // hashes left out
+	from1, top := from+1, tip
 	for _, s := range seqs {
 		var cands []*ledger.Entry
 		seen := map[string]bool{}
@@ -244,7 +235,7 @@ func resolveAbove(rs []*ledger.Entry, from uint64, tip string, valid func(*ledge
 				continue
 			}
 			seen[h] = true
-			if e.Prev != "" && left[e.Prev] {
+			if e.Prev != "" && left[e.Prev] || s == from1 && top != "" && e.Prev != top {
 				left[h] = true
 				continue
 			}

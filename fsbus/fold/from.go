@@ -25,8 +25,12 @@ import (
 //     id the base keeps beats a rival create above the cut, whatever their HLCs.
 //   - Bounds below the cut: a grant.set, grant.revoke or the master's agent.retire
 //     above the cut that bounds a segment below that segment's cut applies with the cut
-//     as its bound (entries at or below the cut keep the grant they had there), and an
-//     attested bound at or below a segment's cut is settled by the cut, never looked up.
+//     as its bound, and a grant that names no bound for a segment the cut names is
+//     bounded by the cut there (entries at or below the cut keep the grant they had
+//     there); an attested bound at or below a segment's cut is settled by the cut, never
+//     looked up, and one above it voids no line of the base (attest.go).
+//   - Forks: the losing records the fold reads are those above the cut that Split left
+//     out (ForksAbove); a fork at or below the cut is the cut's decision.
 //
 // Each of these, when it changes what a fold of every entry without the checkpoint
 // would give, is also noted in State.Finality.
@@ -99,7 +103,8 @@ func (st *State) finality(what string) {
 }
 
 // clampBounds returns the bounds (and bound hashes) an entry above the cut applies for
-// writer's segments: a bound below a segment's cut is raised to the cut, and an
+// writer's segments: a bound below a segment's cut is raised to the cut, a grant that
+// names no bound for a segment the cut names is bounded by the cut there, and an
 // attested bound at or below the cut loses its hash (the cut settles it).
 func (st *State) clampBounds(writer string, e *ledger.Entry, bounds map[string]uint64, hashes map[string]string) (map[string]uint64, map[string]string) {
 	if st.base == nil {
@@ -125,6 +130,29 @@ func (st *State) clampBounds(writer string, e *ledger.Entry, bounds map[string]u
 				nh = maps.Clone(hashes)
 			}
 			delete(nh, dev)
+			if !line {
+				st.finality(fmt.Sprintf("attested bound of %s/%s settled by the cut in %s", writer, dev, e.Hash()))
+			}
+		}
+	}
+	// A grant above the cut that names no bound for a segment the cut names would
+	// cover that segment's entries at or below the cut: they keep the grant they had
+	// there, as if it named the cut.
+	if !line && e.Type != TypeAgentRetire {
+		for _, p := range st.base.Cut {
+			if _, named := bounds[p.Device]; p.Writer != writer || named {
+				continue
+			}
+			if nb == nil {
+				nb = maps.Clone(bounds)
+				if nb == nil {
+					nb = map[string]uint64{}
+				}
+			}
+			if _, done := nb[p.Device]; !done {
+				nb[p.Device] = p.Seq
+				st.finality(fmt.Sprintf("bound of %s/%s set to the cut in %s", writer, p.Device, e.Hash()))
+			}
 		}
 	}
 	if nb != nil {

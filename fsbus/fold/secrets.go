@@ -37,17 +37,28 @@ func ValidSecretName(n string) bool {
 }
 
 // Secrets returns every name in the vault, sorted, each as its newest counted put
-// (entryLess: HLC, then writer, device, seq — the fold's order).
+// (entryLess: HLC, then writer, device, seq — the fold's order). The puts are snap's
+// and, when st was folded from a checkpoint, the base's lines, read first whatever
+// their HLCs, then the records above the cut as the fold read them (Split): a name's
+// first author is final at the cut (from.go), and a machine that holds only the records
+// above the cut reads the same puts as one that holds them all.
 func (st *State) Secrets(snap *ledger.Snapshot) map[string]*Secret {
 	out := map[string]*Secret{}
 	puts := make([]*ledger.Entry, 0, 16)
-	for i := range snap.Entries {
-		if snap.Entries[i].Type == TypeSecretPut {
-			puts = append(puts, &snap.Entries[i])
+	entries := snap.Entries
+	if b := st.base; b != nil {
+		for i := range b.Lines {
+			if b.Lines[i].Type == TypeSecretPut {
+				puts = append(puts, &b.Lines[i])
+			}
+		}
+		_, entries, _ = Split(snap.Entries, snap.Forks, b.Cut, nil) // what the fold read above the cut
+	}
+	for i := range entries {
+		if e := &entries[i]; e.Type == TypeSecretPut && !st.base.HasLine(e.Hash()) {
+			puts = append(puts, e)
 		}
 	}
-	// Once a checkpoint counts, the base's puts come first: a name's first author is
-	// final at the cut (from.go).
 	for _, e := range st.baseFirst(puts) {
 		if e.Type != TypeSecretPut || !st.Counts(e.Hash()) || !ValidSecretName(e.Ref) {
 			continue

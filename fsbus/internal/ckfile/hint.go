@@ -109,7 +109,7 @@ func (f *Floored) Fold(root string, in fold.FoldInput, snap *ledger.Snapshot, th
 	if cf != nil {
 		return cf
 	}
-	if !slices.ContainsFunc(snap.Entries, func(e ledger.Entry) bool { return e.Type == fold.TypeCheckpoint && e.Writer == fold.MasterWriter }) {
+	if !slices.ContainsFunc(fold.WithForkedCheckpoints(snap.Entries, snap.Forks), func(e ledger.Entry) bool { return e.Type == fold.TypeCheckpoint && e.Writer == fold.MasterWriter }) {
 		return nil
 	}
 	cf = fold.FoldChannel(in, Dir{Root: root})
