@@ -62,14 +62,9 @@ func TestOwnerCheckpointSmoke(t *testing.T) {
 			k := [2]string{e.Writer, e.Device}
 			top[k] = max(top[k], e.Seq)
 		}
-		// The master's segment is cut whole: CloseCut does not pull below the cut a
-		// grant.set that seats a writer whose entries are at or below it, so a cut
-		// between the grant and those entries folds them as unseated (format.md §20
-		// does not close the cut over seats).
+		// Every segment at the same fraction: a cut between a writer's grant.set and its
+		// entries is closed by CloseCut (its seat).
 		cut := fold.CutOf(w.entries, func(wr, dev string) (uint64, bool) {
-			if wr == fold.MasterWriter {
-				return top[[2]string{wr, dev}], true
-			}
 			return uint64(float64(top[[2]string{wr, dev}]) * frac), true
 		})
 		cut = fold.CloseCut(w.entries, nil, cut, nil)

@@ -375,3 +375,27 @@ func TestCheckpointRevokeNamesNoBound(t *testing.T) {
 		t.Fatalf("without the checkpoint the revocation voids bob's claim: %+v", plain.Orders[id])
 	}
 }
+
+// TestCloseCutSeat: a writer's records at or below the cut need the grant.set that
+// seats it there too: a cut holding alice's creates but none of the master's segment
+// (where her seat was granted) is closed below her records.
+func TestCloseCutSeat(t *testing.T) {
+	w := newGenWorld(5)
+	a := w.dev("a1")
+	c1 := create(w, a, 1)
+	c2 := create(w, a, 2)
+	var entries []ledger.Entry
+	for _, e := range w.records {
+		entries = append(entries, *e)
+	}
+	cut := fold.Cut{{Writer: "alice", Device: "a1", Seq: c2.Seq, Hash: c2.Hash()}}
+	closed := fold.CloseCut(entries, nil, cut, nil)
+	if p, ok := closed.At("alice", "a1"); ok && p.Seq >= c1.Seq {
+		t.Fatalf("closed cut %s holds alice's records without her seat", cutText(closed))
+	}
+	cut = append(cut, fold.CutPoint{Writer: fold.MasterWriter, Device: "m1", Seq: 1, Hash: w.grants["alice"]})
+	slices.SortFunc(cut, func(x, y fold.CutPoint) int { return strings.Compare(x.Writer, y.Writer) })
+	if p, _ := fold.CloseCut(entries, nil, cut, nil).At("alice", "a1"); p.Seq != c2.Seq {
+		t.Fatalf("with her seat below the cut, alice's records stay: %s", cutText(fold.CloseCut(entries, nil, cut, nil)))
+	}
+}

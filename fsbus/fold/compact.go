@@ -342,8 +342,12 @@ func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func
 			}
 		}
 		byHash := make(map[string]*ledger.Entry, len(at))
+		seated := map[string]bool{} // writers a grant.set at or below the cut names
 		for i := range at {
 			byHash[at[i].Hash()] = &at[i]
+			if at[i].Writer == MasterWriter && at[i].Type == TypeGrantSet {
+				seated[at[i].Ref] = true
+			}
 		}
 		lower := map[[2]string]uint64{} // segment → highest seq that may stay
 		bad := func(e *ledger.Entry) {
@@ -354,6 +358,9 @@ func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func
 		}
 		for i := range at {
 			e := &at[i]
+			if e.Writer != MasterWriter && !seated[e.Writer] && e.Type != TypeAgentJoin && e.Type != TypeAgentSupport {
+				bad(e) // written under a seat the cut does not hold
+			}
 			d, _ := DecodeData(e)
 			pd, _ := DecodePrimaryData(e)
 			for _, h := range []string{d.Basis, d.Claim, pd.Take} {
