@@ -285,8 +285,11 @@ type FoldInput struct {
 // RulesVersion numbers the fold's rules: what state a history folds to. Two machines
 // whose builds fold alike have the same RulesVersion, and a change that folds any
 // history otherwise must raise it (fsbus TestFoldRulesVersion pins the busy fixture's
-// state to it). An owner's checkpoint names the rules it was folded under.
-const RulesVersion = 1
+// state to it), and so must one that folds from an owner's checkpoint otherwise. An
+// owner's checkpoint names the rules it was folded under. 2: the fold from a checkpoint
+// reads above the cut from the cut's entry and bounds a grant naming no bound for a
+// segment of the cut by the cut (docs/format.md §20).
+const RulesVersion = 2
 
 // Fold computes the State of a channel from its entries. It is deterministic: any
 // machine holding the same entries and objects folds the same state, whatever order
