@@ -131,7 +131,12 @@ func (c *Channel) Load() (*View, error) {
 			return nil, fmt.Errorf("reading ledger: %w", err)
 		}
 		fresh = true
-		f = c.foldWhole(in, snap)
+		if f = c.foldWhole(in, snap); c.floored.Miss != nil && snap.Floors != nil {
+			if snap, err = c.readLedger(nil); err != nil { // whole: the floors did not hold
+				return nil, fmt.Errorf("reading ledger: %w", err)
+			}
+			f, i = c.foldWhole(in, snap), -1 // and its forks checked again
+		}
 		st = f.State
 	}
 	if err := c.followPin(st); err != nil { // the pin follows the master key rotation chain
@@ -760,7 +765,11 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 		f, _ = v.fold.FoldDelta(in, []ledger.Entry{e}, len(entries), entries[len(entries)-1].HLC, s.objectExists)
 	}
 	if f == nil {
-		f = s.foldWhole(in, &snap)
+		if f = s.foldWhole(in, &snap); s.floored.Miss != nil && snap.Floors != nil {
+			if whole, err := s.readLedger(nil); err == nil { // the floors did not hold: read it whole, e with it
+				snap, f = *whole, s.foldWhole(in, whole)
+			}
+		}
 	}
 	return &View{Snapshot: &snap, State: f.State, Arrivals: &arr, Presence: v.Presence, fold: f}
 }

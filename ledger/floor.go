@@ -119,29 +119,34 @@ func lineBefore(file *os.File, end int64) (int64, []byte) {
 		return 0, nil
 	}
 	const step = 64 << 10
-	var buf []byte
-	lo := end
-	for {
-		n := min(int64(step), lo)
-		lo -= n
-		chunk := make([]byte, n)
-		if _, err := file.ReadAt(chunk, lo); err != nil && err != io.EOF {
-			return 0, nil
-		}
-		buf = append(chunk, buf...)
-		if len(buf) == 0 || buf[len(buf)-1] != '\n' {
-			return 0, nil
-		}
-		if i := bytes.LastIndexByte(buf[:len(buf)-1], '\n'); i >= 0 {
-			return lo + int64(i) + 1, buf[i+1:]
-		}
+	last := make([]byte, 1)
+	if _, err := file.ReadAt(last, end-1); err != nil || last[0] != '\n' {
+		return 0, nil
+	}
+	start, lo := int64(-1), end-1 // the line's start; lo: what is searched lies below
+	for start < 0 {
 		if lo == 0 {
-			return 0, buf
+			start = 0
+			break
 		}
 		if end-lo >= floorLineMax {
 			return 0, nil
 		}
+		n := min(int64(step), lo)
+		chunk := make([]byte, n)
+		if _, err := file.ReadAt(chunk, lo-n); err != nil && err != io.EOF {
+			return 0, nil
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			start = lo - n + int64(i) + 1
+		}
+		lo -= n
 	}
+	line := make([]byte, end-start)
+	if _, err := file.ReadAt(line, start); err != nil && err != io.EOF {
+		return 0, nil
+	}
+	return start, line
 }
 
 // cutMissing is the problem of a floor whose entry no file read holds.
@@ -149,4 +154,11 @@ func cutMissing(fl Floor) Problem {
 	return Problem{Path: path.Join(ledgerDirName, fl.Writer, fl.Device+segmentExt), Kind: KindCutMissing,
 		Writer: fl.Writer, Device: fl.Device, Seq: fl.Seq,
 		Detail: fmt.Sprintf("the owner's checkpoint's cut names seq %d (%s) ending at byte %d, and no file holds it", fl.Seq, fl.Hash, fl.Offset)}
+}
+
+// AttestedEntry is an entry known only by an owner's checkpoint's cut: its writer,
+// device, seq and hash, with no data and no signature. It stands as a chain's tip when
+// the chain's last record is at or below the cut and left the reading.
+func AttestedEntry(writer, device string, seq uint64, hash string) Entry {
+	return Entry{Writer: writer, Device: device, Seq: seq, hash: hash}
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -242,5 +243,26 @@ func TestFloorsCleared(t *testing.T) {
 	}
 	if !slices.Equal(hashes(snap.Entries), hashes(a)) || snap.Floors != nil || st.Floors() != nil {
 		t.Fatalf("after clearing the floors: %d entries, floors %v", len(snap.Entries), snap.Floors)
+	}
+}
+
+// TestFloorsLongLine: a floor's line longer than the 64 KiB a step reads back is found
+// whole; one longer than floorLineMax makes the file read from its start.
+func TestFloorsLongLine(t *testing.T) {
+	l := newTestLedger(t)
+	appendN(t, l, "alpha", testDevice, "a", 2)
+	big, err := l.Append("alpha", testDevice, Draft{Type: "test.big", Data: []byte(`{"s":"` + strings.Repeat("x", 300<<10) + `"}`)}, testKey, HLC{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := appendN(t, l, "alpha", testDevice, "b", 2)
+	st := NewReadState()
+	st.SetFloors([]Floor{floorAt(l.opts.Root, big)})
+	snap, err := l.ReadIncremental(st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hashes(snap.Entries), hashes(after)) || st.Stats().Reset != 1 || st.Stats().NewLines != 2 {
+		t.Fatalf("from a long floor line: %d entries, %+v", len(snap.Entries), st.Stats())
 	}
 }

@@ -275,7 +275,7 @@ func (st *ReadState) appended(files []segFile, tails []*Problem) *Snapshot {
 	}
 	slices.SortFunc(added, compareEntries)
 	base := lr.snap
-	snap := &Snapshot{Forks: base.Forks, Floors: base.Floors, Added: added, Base: base, MaxHLC: base.MaxHLC}
+	snap := &Snapshot{Forks: base.Forks, Floors: base.Floors, Below: base.Below, Added: added, Base: base, MaxHLC: base.MaxHLC}
 	if len(added) == 0 {
 		snap.Entries = base.Entries
 	} else if n := len(base.Entries); n == 0 || compareEntries(base.Entries[n-1], added[0]) < 0 {
@@ -539,6 +539,8 @@ func mergeResults(results []segResult, keys KeyFunc, project string, verify Veri
 						held = map[segKey]bool{}
 					}
 					held[segKey{fl.Writer, fl.Device}] = true
+				} else {
+					snap.Below++
 				}
 				continue
 			}

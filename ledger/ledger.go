@@ -78,6 +78,10 @@ type Snapshot struct {
 	// Floors are the floors the reading started from (ReadState.SetFloors), by writer
 	// and device: Entries hold no record at or below them. Nil for a whole reading.
 	Floors []Floor `json:"-"`
+	// Below counts the records at or below a floor that were read and left out (from
+	// conflict copies, or a file whose floor did not check), the floor's own entry
+	// excepted: forks among them are decided by the floors unseen.
+	Below int `json:"-"`
 	// MaxHLC is the highest HLC among Entries (zero when empty).
 	MaxHLC HLC
 	// Added is set only by ReadIncremental when this snapshot extends the one the

@@ -153,7 +153,14 @@ func (w *genWorld) restore(d *genDevice) {
 	if len(d.chain) < 2 || w.pinned && d.device == "m1" {
 		return
 	}
-	k := 1 + w.r.IntN(len(d.chain)-1) // keep seq 1..k
+	low := 1
+	if d.device == "m1" {
+		low = 2 // the owner's backup holds the two seats it granted first
+		if len(d.chain) < 3 {
+			return
+		}
+	}
+	k := low + w.r.IntN(len(d.chain)-low) // keep seq 1..k
 	d.chain = slices.Clone(d.chain[:k])
 	d.tip = d.chain[k-1]
 	d.restored = true
@@ -362,7 +369,35 @@ func (w *genWorld) act() {
 		return
 	}
 	o := w.orders[w.r.IntN(len(w.orders))]
-	m := w.r.IntN(2)
+	w.actOn(o, w.r.IntN(2))
+}
+
+// actBehind acts, from the view of the machine that is behind, on an order the other
+// machine has taken further, so a branch starts from a record the other machine
+// already followed (acting at random when there is none).
+func (w *genWorld) actBehind() {
+	type lag struct {
+		o *genOrder
+		m int
+	}
+	var behind []lag
+	for _, o := range w.orders {
+		for m := range 2 {
+			if n, ok := w.view(o, m); ok && n.hash != o.nodes[len(o.nodes)-1].hash {
+				behind = append(behind, lag{o, m})
+			}
+		}
+	}
+	if len(behind) == 0 {
+		w.act()
+		return
+	}
+	b := behind[w.r.IntN(len(behind))]
+	w.actOn(b.o, b.m)
+}
+
+// actOn writes the next lifecycle entry of o from machine m's view of it.
+func (w *genWorld) actOn(o *genOrder, m int) {
 	n, ok := w.view(o, m)
 	if !ok {
 		return
@@ -447,11 +482,11 @@ func (c genCheckpoints) Chunk(hash string) ([]byte, error) {
 // ledger.
 func genRun(seed uint64, dir string) (*genHistory, error) {
 	w := newGenWorld(seed)
-	steps := 20 + w.r.IntN(40)
+	steps := 30 + w.r.IntN(50)
 	for range steps {
 		w.step()
 	}
-	if w.r.IntN(2) == 0 {
+	if w.r.IntN(4) == 0 { // mostly partitioned at the cut, so branches cross it
 		w.sync()
 	}
 	return w.checkpoint(dir, func(top map[[2]string]uint64) map[[2]string]uint64 {
@@ -459,13 +494,26 @@ func genRun(seed uint64, dir string) (*genHistory, error) {
 		for _, k := range slices.SortedFunc(maps.Keys(top), func(a, b [2]string) int {
 			return strings.Compare(a[0]+"/"+a[1], b[0]+"/"+b[1])
 		}) {
-			limits[k] = w.r.Uint64N(top[k] + 1)
+			// m1's cut holds the seats it granted first (seq 1 and 2), so the writers'
+			// records can be at or below the cut (CloseCut closes it over seats).
+			low := uint64(0)
+			switch {
+			case k == [2]string{fold.MasterWriter, "m1"}:
+				low = min(2, top[k])
+			case k[1] == "b1" && w.r.IntN(2) == 0:
+				low = top[k] / 2 // bob's claims and hand-ins more often at or below the cut
+			}
+			limits[k] = low + w.r.Uint64N(top[k]-low+1)
 		}
 		return limits
 	}, func() {
 		// A few entries after the checkpoint, with the machines partitioned.
-		for range 2 + w.r.IntN(8) {
-			w.step()
+		for range 6 + w.r.IntN(12) {
+			if w.r.IntN(4) > 0 {
+				w.actBehind() // a branch above the cut from a record the cut may hold a child of
+			} else {
+				w.step()
+			}
 		}
 	})
 }

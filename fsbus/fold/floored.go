@@ -42,11 +42,15 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 			return nil, fmt.Errorf("%s: %s", p.Path, p.Detail)
 		}
 	}
+	if snap.Below > 0 { // a whole reading notes the forks among them the cut decides (State.Finality)
+		return nil, fmt.Errorf("%d records at or below the cut were read (conflict copies, or a file whose cut offset did not check)", snap.Below)
+	}
 	above := MergedSet(snap.Entries)
 	var entry *ledger.Entry
 	var data CheckpointData
-	for i := range above {
-		e := &above[i]
+	cands := WithForkedCheckpoints(above, snap.Forks) // as CountingChain sees them
+	for i := range cands {
+		e := &cands[i]
 		if e.Writer != MasterWriter || e.Type != TypeCheckpoint {
 			continue
 		}

@@ -126,6 +126,12 @@ func FoldFull(in FoldInput) *Folded {
 	f.State = Fold(in)
 	f.Dangling = f.State.dangling
 	f.Crossed = crossedThings(f.State.Ignored)
+	if in.Base != nil { // a chain whose last record is at or below the cut ends there
+		for _, p := range in.Base.Cut {
+			e := ledger.AttestedEntry(p.Writer, p.Device, p.Seq, p.Hash)
+			f.tip(&e)
+		}
+	}
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		f.tip(e)

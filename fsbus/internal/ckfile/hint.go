@@ -100,6 +100,7 @@ func (f *Floored) Floors(root, seen string, thorough bool) []ledger.Floor {
 // f.Miss says why and the caller reads whole), else from the newest counting one
 // (fold.FoldChannel), which becomes the hint of the next reading unless thorough. It
 // returns nil when snap holds no checkpoint entry and was read whole: fold everything.
+// After a miss the fold it returns stands for nothing: the caller reads whole.
 func (f *Floored) Fold(root string, in fold.FoldInput, snap *ledger.Snapshot, thorough bool) *fold.ChannelFold {
 	in.Entries, in.Forks = snap.Entries, snap.Forks
 	var cf *fold.ChannelFold
