@@ -12,12 +12,12 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// TestReviewFromTheCutForkedCheckpoint: the epoch-2 checkpoint entry loses a fork of
+// TestFromTheCutForkedCheckpoint: the epoch-2 checkpoint entry loses a fork of
 // the master's segment (a conflict copy holds another master-signed entry at its seq,
-// of lower hash). The whole reading counts epoch 2 (WithForkedCheckpoints); a
-// process reading from epoch 1's cut does not see the loser in snap.Entries and
-// folds from epoch 1.
-func TestReviewFromTheCutForkedCheckpoint(t *testing.T) {
+// of lower hash). The whole reading counts epoch 2 (WithForkedCheckpoints), and so
+// does a process reading from epoch 1's cut: it sees the loser among the forks,
+// reads whole and folds from epoch 2.
+func TestFromTheCutForkedCheckpoint(t *testing.T) {
 	w := newLifeWorld(t)
 	c, alice, bob, m := w.c, w.alice, w.bob, w.master
 	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
@@ -62,7 +62,7 @@ func TestReviewFromTheCutForkedCheckpoint(t *testing.T) {
 	var rival ledger.Entry
 	for n := 0; ; n++ {
 		rival = ledger.Entry{V: cp.V, Writer: cp.Writer, Device: cp.Device, Seq: cp.Seq, HLC: cp.HLC, Prev: cp.Prev,
-			Type: "x.review", Data: json.RawMessage(`{"n":` + strings.Repeat("1", n%5+1) + `}`), Idem: strings.Repeat("r", n+1)}
+			Type: "x.forged", Data: json.RawMessage(`{"n":` + strings.Repeat("1", n%5+1) + `}`), Idem: strings.Repeat("r", n+1)}
 		if err := rival.Sign(m.Signer, c.Project()); err != nil {
 			t.Fatal(err)
 		}
@@ -94,10 +94,11 @@ func TestReviewFromTheCutForkedCheckpoint(t *testing.T) {
 	sameAsWhole(t, c, v)
 }
 
-// TestReviewFromTheCutFinality: a fork at the cut's seq of alice's segment whose other
+// TestFromTheCutFinality: a fork at the cut's seq of alice's segment whose other
 // branch has the lower hash. The whole reading notes in State.Finality that the cut
-// decided it (forkFinality); the reading from the cut does not.
-func TestReviewFromTheCutFinality(t *testing.T) {
+// decided it (forkFinality); a reading from the cut that read records at or below the
+// cut (the conflict copy) reads whole, so it notes the same.
+func TestFromTheCutFinality(t *testing.T) {
 	w := newLifeWorld(t)
 	c, alice, bob, m := w.c, w.alice, w.bob, w.master
 	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
@@ -132,7 +133,7 @@ func TestReviewFromTheCutFinality(t *testing.T) {
 	var rival ledger.Entry
 	for n := 0; ; n++ {
 		rival = ledger.Entry{V: at.V, Writer: at.Writer, Device: at.Device, Seq: at.Seq, HLC: at.HLC, Prev: at.Prev,
-			Type: "x.review", Data: json.RawMessage(`{}`), Idem: strings.Repeat("r", n+1)}
+			Type: "x.forged", Data: json.RawMessage(`{}`), Idem: strings.Repeat("r", n+1)}
 		if err := rival.Sign(alice.Signer, c.Project()); err != nil {
 			t.Fatal(err)
 		}
@@ -157,12 +158,11 @@ func TestReviewFromTheCutFinality(t *testing.T) {
 	sameAsWhole(t, c, v)
 }
 
-// TestReviewFromTheCutForgedRival: a process reading from epoch 2's cut; the owner
+// TestFromTheCutForgedRival: a process reading from epoch 2's cut; the owner
 // compacts epoch 3; a peer plants, at the epoch-3 checkpoint's seq, a line of lower
-// hash with a bad signature. The unverified pass folds from epoch 2 (the checkpoint
-// entry lost the fork), the verified pass of Load's fork loop misses, and nothing
-// reads whole again: the state is folded from the records above the cut alone.
-func TestReviewFromTheCutForgedRival(t *testing.T) {
+// hash with a bad signature. The process reads whole and folds what the whole reading
+// folds, never the records above the cut alone.
+func TestFromTheCutForgedRival(t *testing.T) {
 	w := newLifeWorld(t)
 	c, alice, bob, m := w.c, w.alice, w.bob, w.master
 	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
@@ -208,7 +208,7 @@ func TestReviewFromTheCutForgedRival(t *testing.T) {
 	var rival ledger.Entry
 	for n := 0; ; n++ {
 		rival = ledger.Entry{V: cp.V, Writer: cp.Writer, Device: cp.Device, Seq: cp.Seq, HLC: cp.HLC, Prev: cp.Prev,
-			Type: "x.review", Data: json.RawMessage(`{}`), Idem: strings.Repeat("r", n+1)}
+			Type: "x.forged", Data: json.RawMessage(`{}`), Idem: strings.Repeat("r", n+1)}
 		if err := rival.Sign(alice.Signer, c.Project()); err != nil { // not the master's key
 			t.Fatal(err)
 		}
@@ -231,9 +231,9 @@ func TestReviewFromTheCutForgedRival(t *testing.T) {
 	sameAsWhole(t, c, v)
 }
 
-// TestReviewWriteAfterCut: a writer whose last record is at or below the cut writes
+// TestWriteAfterTheCut: a writer whose last record is at or below the cut writes
 // again, from a process reading from the cut and from a whole reading.
-func TestReviewWriteAfterCut(t *testing.T) {
+func TestWriteAfterTheCut(t *testing.T) {
 	for _, whole := range []bool{false, true} {
 		t.Run(map[bool]string{false: "from the cut", true: "whole"}[whole], func(t *testing.T) {
 			w := newLifeWorld(t)
