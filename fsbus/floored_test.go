@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -99,6 +100,11 @@ func TestLoadReadsFromTheCut(t *testing.T) {
 	n := reopen(t, c)
 	if v, err := n.Load(); err != nil || v.Snapshot.Floors == nil || n.floored.Hint.Epoch != 1 {
 		t.Fatalf("with no epoch seen: %v", err)
+	}
+	// The state was loaded in full once: the next processes skip its canonical check.
+	marker := filepath.Join(c.Home.StateDir(c.Project()), "state-checked-"+strings.TrimPrefix(p.floored.Hint.Head, "sha256:")[:32])
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("no marker of the state loaded in full: %v", err)
 	}
 	// A write from the cut, then a new process again.
 	o := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "one more"}))

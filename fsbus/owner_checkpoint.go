@@ -18,6 +18,7 @@ import (
 // any (ckfile.Floored.Fold; after a miss of its floors the caller reads whole), and
 // notes what they gave on c.
 func (c *Channel) foldWhole(in fold.FoldInput, snap *ledger.Snapshot) *fold.Folded {
+	c.floored.Cache = c.Home.StateDir(c.Project())
 	cf := c.floored.Fold(c.Root, in, snap, c.Thorough)
 	if cf == nil {
 		c.ownerCheckpoint = nil

@@ -36,7 +36,9 @@ func Floors(cut Cut) []ledger.Floor {
 // it was folded under other fold rules, or another checkpoint entry of its epoch or a
 // later one is here (the chain may have moved on). The caller then reads whole and
 // folds with FoldChannel, which reports each of these.
-func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int, headHash string) (*ChannelFold, error) {
+//
+// checked says that this machine loaded that head's state before (LoadBaseChecked).
+func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int, headHash string, checked bool) (*ChannelFold, error) {
 	for _, p := range snap.Problems {
 		if p.Kind == ledger.KindCutMissing {
 			return nil, fmt.Errorf("%s: %s", p.Path, p.Detail)
@@ -82,7 +84,11 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 	if !slices.Equal(Floors(loose.Cut), snap.Floors) {
 		return nil, fmt.Errorf("the reading's floors are not the cut of epoch %d", epoch)
 	}
-	base, err := LoadBase(Counting{Entry: *entry, Data: data, Head: &loose}, cps)
+	load := LoadBase
+	if checked {
+		load = LoadBaseChecked
+	}
+	base, err := load(Counting{Entry: *entry, Data: data, Head: &loose}, cps)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -78,6 +79,10 @@ func FindHint(root, seen string) (Hint, bool) {
 type Floored struct {
 	Hint *Hint
 	Miss error
+	// Cache is the machine-local directory where a marker per head says that this
+	// machine loaded its state in full (the canonical check included):
+	// state-checked-<first 32 hex of the head hash>. Empty: no markers.
+	Cache string
 }
 
 // Floors returns the floors the next reading of the channel folder root starts from:
@@ -105,7 +110,16 @@ func (f *Floored) Fold(root string, in fold.FoldInput, snap *ledger.Snapshot, th
 	in.Entries, in.Forks = snap.Entries, snap.Forks
 	var cf *fold.ChannelFold
 	if snap.Floors != nil && f.Hint != nil {
-		cf, f.Miss = fold.FoldFloored(in, snap, Dir{Root: root}, f.Hint.Epoch, f.Hint.Head)
+		marker := ""
+		if f.Cache != "" {
+			marker = filepath.Join(f.Cache, "state-checked-"+strings.TrimPrefix(f.Hint.Head, "sha256:")[:32])
+		}
+		_, err := os.Stat(marker)
+		checked := marker != "" && err == nil
+		cf, f.Miss = fold.FoldFloored(in, snap, Dir{Root: root}, f.Hint.Epoch, f.Hint.Head, checked)
+		if cf != nil && !checked && marker != "" {
+			_ = fsutil.WriteFile(marker, nil, 0o644) // a failure costs the next process the check again
+		}
 	}
 	if cf != nil {
 		return cf
