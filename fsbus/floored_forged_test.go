@@ -18,13 +18,8 @@ import (
 // does a process reading from epoch 1's cut: it sees the loser among the forks,
 // reads whole and folds from epoch 2.
 func TestFromTheCutForkedCheckpoint(t *testing.T) {
-	w := newLifeWorld(t)
-	c, alice, bob, m := w.c, w.alice, w.bob, w.master
-	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
-	must[*fold.Order](t)(bob.Claim(a.ID, ""))
-	if _, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
-		t.Fatal(err)
-	}
+	w, a := compactedWorld(t)
+	c, alice, m := w.c, w.alice, w.master
 	if v, err := reopen(t, c).Load(); err != nil || v.Snapshot.Floors == nil { // epoch 1 seen
 		t.Fatalf("epoch 1: %v", err)
 	}
@@ -99,13 +94,8 @@ func TestFromTheCutForkedCheckpoint(t *testing.T) {
 // decided it (forkFinality); a reading from the cut that read records at or below the
 // cut (the conflict copy) reads whole, so it notes the same.
 func TestFromTheCutFinality(t *testing.T) {
-	w := newLifeWorld(t)
-	c, alice, bob, m := w.c, w.alice, w.bob, w.master
-	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
-	must[*fold.Order](t)(bob.Claim(a.ID, ""))
-	if _, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
-		t.Fatal(err)
-	}
+	w, _ := compactedWorld(t)
+	c, alice := w.c, w.alice
 	v0, err := reopen(t, c).Load()
 	if err != nil || v0.Snapshot.Floors == nil {
 		t.Fatalf("epoch 1: %v", err)
@@ -163,13 +153,8 @@ func TestFromTheCutFinality(t *testing.T) {
 // hash with a bad signature. The process reads whole and folds what the whole reading
 // folds, never the records above the cut alone.
 func TestFromTheCutForgedRival(t *testing.T) {
-	w := newLifeWorld(t)
-	c, alice, bob, m := w.c, w.alice, w.bob, w.master
-	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
-	must[*fold.Order](t)(bob.Claim(a.ID, ""))
-	if _, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
-		t.Fatal(err)
-	}
+	w, a := compactedWorld(t)
+	c, alice, m := w.c, w.alice, w.master
 	must[*fold.Order](t)(alice.Cancel(a.ID, NoteOptions{}))
 	b := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "second"}))
 	if r, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
@@ -236,13 +221,8 @@ func TestFromTheCutForgedRival(t *testing.T) {
 func TestWriteAfterTheCut(t *testing.T) {
 	for _, whole := range []bool{false, true} {
 		t.Run(map[bool]string{false: "from the cut", true: "whole"}[whole], func(t *testing.T) {
-			w := newLifeWorld(t)
-			c, alice, bob, m := w.c, w.alice, w.bob, w.master
-			a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
-			must[*fold.Order](t)(bob.Claim(a.ID, ""))
-			if _, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
-				t.Fatal(err)
-			}
+			w, a := compactedWorld(t)
+			c, alice, m := w.c, w.alice, w.master
 			must[*fold.Order](t)(alice.Cancel(a.ID, NoteOptions{}))
 			b := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "second"}))
 			if r, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {

@@ -118,17 +118,24 @@ func TestLoadReadsFromTheCut(t *testing.T) {
 	sameAsWhole(t, c, q)
 }
 
+// compactedWorld is a channel whose owner compacted it (epoch 1) while bob held order a.
+func compactedWorld(t *testing.T) (*lifeWorld, *fold.Order) {
+	t.Helper()
+	w := newLifeWorld(t)
+	a := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "first"}))
+	must[*fold.Order](t)(w.bob.Claim(a.ID, ""))
+	if _, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	return w, a
+}
+
 // TestLoadFromTheCutFallsBack: a reading from the cut that cannot stand for the whole
 // one — a newer checkpoint above it, a chunk gone — reads whole and folds what the
 // whole reading folds; after a newer checkpoint the process reads from its cut.
 func TestLoadFromTheCutFallsBack(t *testing.T) {
-	w := newLifeWorld(t)
-	c, alice, bob, m := w.c, w.alice, w.bob, w.master
-	a := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "first"}))
-	must[*fold.Order](t)(bob.Claim(a.ID, ""))
-	if _, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
-		t.Fatal(err)
-	}
+	w, a := compactedWorld(t)
+	c, alice, m := w.c, w.alice, w.master
 	p := reopen(t, c)
 	if v, err := p.Load(); err != nil || v.Snapshot.Floors == nil {
 		t.Fatalf("epoch 1: floors %v, %v", v != nil && v.Snapshot.Floors != nil, err)
