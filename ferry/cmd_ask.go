@@ -95,7 +95,7 @@ func (c *AskStatusCmd) Run(g *Globals) error {
 	var list []*fold.Ask
 	mine := g.As != "" && g.As != fold.MasterWriter
 	if mine {
-		list = v.State.AsksBy(g.As)
+		list = v.State.AsksBy(g.As, true)
 	} else {
 		list = v.State.PendingAsks()
 	}

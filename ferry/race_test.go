@@ -227,7 +227,7 @@ func TestRaceEightProcessesClaimEachOrderOnce(t *testing.T) {
 				t.Errorf("order %s: %s got exit %d, stderr %q; want exit %d, a conflict naming %s", id, r.Agent, r.Code, r.Stderr, exitCodes[errs.Conflict], win)
 			}
 		}
-		o := v.State.Orders[id]
+		o := v.State.Order(id)
 		if o == nil || o.State != fold.StateClaimed || o.Holder != win || len(o.Contests) != 0 {
 			t.Errorf("order %s folds as %+v; want claimed by %s, uncontested", id, o, win)
 		}

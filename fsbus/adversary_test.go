@@ -146,13 +146,13 @@ func (w *advWorld) intact(t *testing.T, st *fold.State) {
 			t.Errorf("%s is no longer a seated member: %+v", name, a)
 		}
 	}
-	if o := st.Orders[w.order]; o == nil || o.Title != w.orderTitle || o.State != fold.StateOpen {
+	if o := st.Order(w.order); o == nil || o.Title != w.orderTitle || o.State != fold.StateOpen {
 		t.Errorf("order changed: %+v", o)
 	}
 	if m := st.Messages[w.msg]; m == nil || m.FullBody != w.msgBody {
 		t.Errorf("message changed: %+v", m)
 	}
-	if a := st.Asks[w.ask]; a == nil || a.State != "pending" {
+	if a := st.Ask(w.ask); a == nil || a.State != "pending" {
 		t.Errorf("ask changed: %+v", a)
 	}
 }
@@ -213,7 +213,7 @@ func TestAdversarialFiles(t *testing.T) {
 		// bob writes in alice's name with his own (seated) key: the roster binds
 		// alice's name to her key only.
 		e, err := w.c.Ledger.Append("alice", "b0bdev00", ledger.Draft{Type: fold.TypeOrderCancel, Ref: w.order,
-			Data: mustJSON(fold.EntryData{Basis: mustLoad(t, w.c).State.Orders[w.order].Head})}, w.bob.Signer, ledger.HLC{})
+			Data: mustJSON(fold.EntryData{Basis: mustLoad(t, w.c).State.Order(w.order).Head})}, w.bob.Signer, ledger.HLC{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +268,7 @@ func TestAdversarialFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		post, err := w.c.Ledger.Append("alice", "impost0r", ledger.Draft{Type: fold.TypeOrderCancel, Ref: w.order,
-			Data: mustJSON(fold.EntryData{Basis: mustLoad(t, w.c).State.Orders[w.order].Head})}, imp, ledger.HLC{})
+			Data: mustJSON(fold.EntryData{Basis: mustLoad(t, w.c).State.Order(w.order).Head})}, imp, ledger.HLC{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,7 +454,7 @@ func TestEditedObjectInRunningProcess(t *testing.T) {
 	writeTestFile(t, p, b)
 	w.c.lastFullAt = w.c.lastFullAt.Add(-fullFoldEvery) // the bound has passed
 	st := mustLoad(t, w.c).State
-	if o := st.Orders[w.order]; o != nil {
+	if o := st.Order(w.order); o != nil {
 		t.Errorf("a running process still shows the edited order after FullFoldEvery: %q", o.Title)
 	}
 	listed := false

@@ -240,7 +240,7 @@ func TestAskFoldOnlyMasterAnswers(t *testing.T) {
 	a := w.raise(t, "Rotate the deploy key?")
 	forged := appendRaw(t, w.alice, fold.TypeAskAnswer, a.ID, fold.EntryData{Basis: a.Head, Verdict: fold.VerdictApprove, Note: "self-approved"})
 	st := w.load(t).State
-	if got := st.Asks[a.ID]; got.State != fold.AskPending || got.Note != "" {
+	if got := st.Ask(a.ID); got.State != fold.AskPending || got.Note != "" {
 		t.Fatalf("forged answer changed the ask: %+v", got)
 	}
 	if !hasIgnored(st, forged.Hash(), "ask.answer needs level master; alice has level member") {
@@ -265,7 +265,7 @@ func TestAskFoldAnsweredTwiceIgnored(t *testing.T) {
 	}
 	second := appendRaw(t, w.master, fold.TypeAskAnswer, a.ID, fold.EntryData{Basis: first.Head, Verdict: fold.VerdictReject, Note: "changed my mind"})
 	st := w.load(t).State
-	if got := st.Asks[a.ID]; got.State != fold.AskApproved || got.Note != "yes" || got.Head != first.Head {
+	if got := st.Ask(a.ID); got.State != fold.AskApproved || got.Note != "yes" || got.Head != first.Head {
 		t.Fatalf("second answer changed the ask: %+v", got)
 	}
 	if !hasIgnored(st, second.Hash(), "not allowed: ask is already approved") {
@@ -289,7 +289,7 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := w.load(t).State
-	got := st.Asks[a.ID]
+	got := st.Ask(a.ID)
 	if got == nil || !got.Missing || got.Title != "(pending sync)" || got.State != fold.AskPending {
 		t.Fatalf("ask without its object: %+v", got)
 	}
@@ -305,8 +305,8 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = w.load(t).State
-	if st.Asks[a.ID] != nil {
-		t.Fatalf("edited ask still shown: %+v", st.Asks[a.ID])
+	if st.Ask(a.ID) != nil {
+		t.Fatalf("edited ask still shown: %+v", st.Ask(a.ID))
 	}
 	if !hasIgnored(st, a.Head, "ask object differs from the hash its ask.raise names") {
 		t.Fatalf("edited ask not listed: %+v", st.Ignored)
@@ -318,7 +318,7 @@ func TestAskPendingAndEditedObject(t *testing.T) {
 	if err := os.WriteFile(p, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.load(t).State.Asks[a.ID]; got == nil || got.Title != "Upgrade the database?" {
+	if got := w.load(t).State.Ask(a.ID); got == nil || got.Title != "Upgrade the database?" {
 		t.Fatalf("restored ask: %+v", got)
 	}
 }
@@ -381,7 +381,7 @@ func TestAskListsAndFind(t *testing.T) {
 	t.Parallel()
 	w := newAskWorld(t)
 	st := w.load(t).State
-	if l := st.AsksBy("alice"); l == nil || len(l) != 0 {
+	if l := st.AsksBy("alice", true); l == nil || len(l) != 0 {
 		t.Fatalf("AsksBy on an empty channel: %#v", l)
 	}
 	if l := st.PendingAsks(); l == nil || len(l) != 0 {
@@ -399,13 +399,13 @@ func TestAskListsAndFind(t *testing.T) {
 		}
 		return strings.Join(s, ",")
 	}
-	if got, want := ids(st.AsksBy("alice")), strings.Join([]string{a3.ID, a2.ID, a1.ID}, ","); got != want {
+	if got, want := ids(st.AsksBy("alice", true)), strings.Join([]string{a3.ID, a2.ID, a1.ID}, ","); got != want {
 		t.Fatalf("AsksBy = %s, want %s", got, want)
 	}
 	if got, want := ids(st.PendingAsks()), a1.ID+","+a3.ID; got != want {
 		t.Fatalf("PendingAsks = %s, want %s", got, want)
 	}
-	if got := st.AsksBy("wendy"); len(got) != 0 {
+	if got := st.AsksBy("wendy", true); len(got) != 0 {
 		t.Fatalf("AsksBy(wendy) = %+v", got)
 	}
 	if f, err := st.FindAsk(strings.ToUpper(a1.ID[2:])); err != nil || f.ID != a1.ID {
@@ -481,7 +481,7 @@ func TestAskRaceTwoOwnerMachines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := v.State.Asks[a.ID]
+		got := v.State.Ask(a.ID)
 		if got.State != winner.State || got.Note != winner.Note || got.Head != winner.Head {
 			t.Fatalf("device %s: ask %s %q head %s; want the lower-hash answer %s %q", c.Device, got.State, got.Note, got.Head, winner.State, winner.Note)
 		}

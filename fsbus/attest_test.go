@@ -78,7 +78,7 @@ func TestForkInsideBoundCountsNothing(t *testing.T) {
 			forged, order := forkInsideBound(t, w, inPlace, tc.end)
 			r := w.report(t)
 			st := r.v.State
-			if o := st.Orders[order]; o == nil || o.State != fold.StateOpen || o.Holder != "" {
+			if o := st.Order(order); o == nil || o.State != fold.StateOpen || o.Holder != "" {
 				t.Fatalf("the forged claim counts: %+v", o)
 			}
 			if st.Counts(forged) {
@@ -91,7 +91,7 @@ func TestForkInsideBoundCountsNothing(t *testing.T) {
 			r.listed(t, "ignored", reason, "")
 			// Records before the fork are the attested record's past: they still count
 			// when the attested record is at hand (in a fork's losing branch).
-			if a := st.Orders[w.order]; !inPlace && (a == nil || a.Author != "alice") {
+			if a := st.Order(w.order); !inPlace && (a == nil || a.Author != "alice") {
 				t.Errorf("alice's order before the fork no longer counts: %+v", a)
 			}
 		})

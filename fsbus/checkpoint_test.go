@@ -441,7 +441,7 @@ func TestCheckpointWithAThingUnderAnotherID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.folds.full != 1 || v2.State.Orders[id] == nil || v2.State.Orders[id].ID != id {
+	if n.folds.full != 1 || v2.State.Order(id) == nil || v2.State.Order(id).ID != id {
 		t.Fatalf("a checkpoint filing order %s as %s was used (%+v)", id, forged, n.folds)
 	}
 	n.Catchup(v2, "codex-desktop", "") // no panic

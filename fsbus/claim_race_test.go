@@ -73,7 +73,7 @@ func TestLostClaimRaceIsSuperseded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := v.State.Orders[o.ID]
+	got := v.State.Order(o.ID)
 	if got.Holder != "alice" && got.Holder != "bob" || len(got.Contests) != 1 {
 		t.Fatalf("after the merge: holder %q, contests %+v", got.Holder, got.Contests)
 	}

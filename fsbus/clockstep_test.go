@@ -168,7 +168,7 @@ func TestClockStepWindows(t *testing.T) {
 		t.FailNow()
 	}
 	v := must[*View](t)(w.c.Load())
-	if win, ok := w.c.Window(v, v.State.Orders[o.ID]); !ok || win.Deadline.Sub(clk.now()) != 4*time.Hour {
+	if win, ok := w.c.Window(v, v.State.Order(o.ID)); !ok || win.Deadline.Sub(clk.now()) != 4*time.Hour {
 		t.Fatalf("execution window after the step: %+v %v, want a deadline 4 h from now", win, ok)
 	}
 	// The queue window runs an hour from the step.
@@ -220,7 +220,7 @@ func TestClockStepLiveRun(t *testing.T) {
 	if got := settled(t, runner); got != nil {
 		t.Fatalf("expired %v: the live run's claim after a wall-clock step", got)
 	}
-	if o := must[*View](t)(runner.Load()).State.Orders[id]; o.State != fold.StateClaimed || o.Holder != "runner" || o.Claim != run.Rec.Claim {
+	if o := must[*View](t)(runner.Load()).State.Order(id); o.State != fold.StateClaimed || o.Holder != "runner" || o.Claim != run.Rec.Claim {
 		t.Fatalf("order after the step: %s held by %s", o.State, o.Holder)
 	}
 	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 1 || lr[0].Run != run.Rec.Run {

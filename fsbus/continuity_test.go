@@ -31,7 +31,7 @@ func visible(t *testing.T, c *Channel, id string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v.State.Orders[id] != nil
+	return v.State.Order(id) != nil
 }
 
 // A cloned home: two homes copied from one (same key, same device) forked the master's
@@ -177,8 +177,8 @@ func TestWriteAfterSegmentBecameCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(v.Snapshot.Forks) != 0 || v.State.Orders[first.ID] == nil || v.State.Orders[second.ID] == nil {
-		t.Fatalf("forks %d, first counted %v, second counted %v", len(v.Snapshot.Forks), v.State.Orders[first.ID] != nil, v.State.Orders[second.ID] != nil)
+	if len(v.Snapshot.Forks) != 0 || v.State.Order(first.ID) == nil || v.State.Order(second.ID) == nil {
+		t.Fatalf("forks %d, first counted %v, second counted %v", len(v.Snapshot.Forks), v.State.Order(first.ID) != nil, v.State.Order(second.ID) != nil)
 	}
 }
 

@@ -318,7 +318,7 @@ func TestClaimRefusesStalePointers(t *testing.T) {
 	if w.entries(t) != n {
 		t.Fatal("a refused claim wrote an entry")
 	}
-	if st := w.load(t).State.Orders[o.ID].State; st != fold.StateOpen {
+	if st := w.load(t).State.Order(o.ID).State; st != fold.StateOpen {
 		t.Fatalf("order is %s after a refused claim; want open", st)
 	}
 	// Missing file: stale too.
@@ -353,7 +353,7 @@ func TestSubmitReverifiesPointers(t *testing.T) {
 	if !errs.Is(err, errs.RetryNeeded) || !strings.Contains(err.Error(), "src/calc.go") || !strings.Contains(err.Error(), "git") && !strings.Contains(err.Error(), "restore") {
 		t.Fatalf("first stale submit: %v", err)
 	}
-	got := w.load(t).State.Orders[o.ID]
+	got := w.load(t).State.Order(o.ID)
 	if got.State != fold.StateClaimed || got.Holder != "bob" || got.PointerFailures != 1 || len(got.Progress) != 1 {
 		t.Fatalf("after first stale submit: %s holder %s failures %d progress %v", got.State, got.Holder, got.PointerFailures, got.Progress)
 	}
@@ -419,7 +419,7 @@ func TestSchemaRetryLadder(t *testing.T) {
 			}
 		}
 	}
-	if got := w.load(t).State.Orders[o.ID]; got.SchemaFailures != 2 || got.State != fold.StateClaimed {
+	if got := w.load(t).State.Order(o.ID); got.SchemaFailures != 2 || got.State != fold.StateClaimed {
 		t.Fatalf("after two failures: %d %s", got.SchemaFailures, got.State)
 	}
 	done, err := w.bob.Submit(o.ID, bad)
@@ -490,7 +490,7 @@ func TestContractFieldsRoundTrip(t *testing.T) {
 			t.Errorf("object lacks %s: %s", want, raw)
 		}
 	}
-	got := w.load(t).State.Orders[o.ID]
+	got := w.load(t).State.Order(o.ID)
 	if !got.Heavy || got.Hints.RAMGB != 31.5 || got.Windows.QueueS != 3600 {
 		t.Fatalf("folded %+v", got.Contract)
 	}

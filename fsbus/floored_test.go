@@ -112,7 +112,7 @@ func TestLoadReadsFromTheCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.State.Orders[o.ID] == nil || q.Snapshot.Floors == nil {
+	if q.State.Order(o.ID) == nil || q.Snapshot.Floors == nil {
 		t.Fatal("the write after the cut is not in the next reading from the cut")
 	}
 	sameAsWhole(t, c, q)

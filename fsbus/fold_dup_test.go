@@ -52,7 +52,7 @@ func TestFoldDuplicateCreateLowerHashWins(t *testing.T) {
 		}
 		entries := append(append([]ledger.Entry{}, w.entries...), parsed)
 		st := w.fold(entries, nil)
-		o := st.Orders[orig.Ref]
+		o := st.Order(orig.Ref)
 		switch {
 		case dupWins && o != nil:
 			t.Fatalf("earlier=%v: the lower-hash duplicate should count (its object does not match: order hidden), got %+v", earlier, o.Row())
@@ -113,13 +113,13 @@ func TestFoldUnknownTypeHoldsChainPlace(t *testing.T) {
 	unknown := mk(9001, "order.annotate", fold.EntryData{Basis: o.Head, Note: "from a newer binary"})
 	claim := mk(9002, fold.TypeOrderClaim, fold.EntryData{Basis: unknown.Hash()})
 	st := w.fold(append(append([]ledger.Entry{}, w.entries...), unknown, claim), nil)
-	got := st.Orders[o.ID]
+	got := st.Order(o.ID)
 	if got.State != fold.StateClaimed || got.Holder != claimer || got.Pending != 0 {
 		t.Fatalf("order after unknown+claim: state %s holder %s pending %d; want claimed by %s, nothing pending", got.State, got.Holder, got.Pending, claimer)
 	}
 	// Without the unknown entry, the claim waits for its basis.
 	st = w.fold(append(append([]ledger.Entry{}, w.entries...), claim), nil)
-	if got := st.Orders[o.ID]; got.State != fold.StateOpen || got.Pending != 1 {
+	if got := st.Order(o.ID); got.State != fold.StateOpen || got.Pending != 1 {
 		t.Fatalf("claim on a missing basis: state %s pending %d; want open with 1 pending", got.State, got.Pending)
 	}
 }

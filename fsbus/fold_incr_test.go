@@ -265,7 +265,7 @@ func mixedWorld(t *testing.T) incrWorld {
 			t.Fatal(err)
 		}
 	}
-	raw(w.bob, fold.TypeOrderClaim, o3.ID, v.State.Orders[o1.ID].History[0].Hash)
+	raw(w.bob, fold.TypeOrderClaim, o3.ID, v.State.Order(o1.ID).History[0].Hash)
 	raw(w.carol, fold.TypeOrderClaim, o3.ID, "sha256:"+strings.Repeat("ab", 32))
 	snap, err := w.c.Ledger.Read()
 	if err != nil {

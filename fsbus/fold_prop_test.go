@@ -598,7 +598,7 @@ func (w *propWorld) resign(t *testing.T, devs map[string]string, edit func(e *le
 func (w *propWorld) propExpect(t *testing.T, entries []ledger.Entry, st *fold.State) {
 	t.Helper()
 	get := func(label string) *fold.Order {
-		o := st.Orders[w.orders[label]]
+		o := st.Order(w.orders[label])
 		if o == nil {
 			t.Fatalf("%s: order %s missing from the fold", label, w.orders[label])
 		}

@@ -66,7 +66,7 @@ func (w *lifeWorld) order(t *testing.T, id string) *fold.Order {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v.State.Orders[id]
+	return v.State.Order(id)
 }
 
 func must[T any](t *testing.T) func(T, error) T {
@@ -161,7 +161,7 @@ func TestSettleWindowsExecution(t *testing.T) {
 		}
 	}
 	v := must[*View](t)(w.c.Load())
-	win, ok := w.c.Window(v, v.State.Orders[o.ID])
+	win, ok := w.c.Window(v, v.State.Order(o.ID))
 	if !ok || !win.Deadline.Equal(win.Cap) || win.Deadline.Sub(w.now()) != 3*time.Hour {
 		t.Fatalf("window %+v ok %v: want the 24 h cap, 3 h from now", win, ok)
 	}
@@ -366,7 +366,7 @@ func TestCancelledDependency(t *testing.T) {
 	if v.State.Entries != before {
 		t.Fatal("a refused dispatch wrote")
 	}
-	ob := v.State.Orders[b.ID]
+	ob := v.State.Order(b.ID)
 	if ob.State != fold.StateOpen || v.State.Ready(ob) {
 		t.Fatalf("order on a cancelled dependency: %s ready=%v", ob.State, v.State.Ready(ob))
 	}
@@ -381,7 +381,7 @@ func TestCancelledDependency(t *testing.T) {
 	if _, err := w.bob.Claim(b.ID, ""); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "blocked for good") {
 		t.Fatalf("claim of a blocked order: %v", err)
 	}
-	if why := v.State.BlockedForGood(v.State.Orders[a.ID]); why != "" {
+	if why := v.State.BlockedForGood(v.State.Order(a.ID)); why != "" {
 		t.Fatalf("an order without dependencies is blocked: %q", why)
 	}
 }
@@ -450,7 +450,7 @@ func TestRetire(t *testing.T) {
 	x = must[*fold.Order](t)(w.otto.Claim(x.ID, ""))
 	r := appendRaw(t, w.master, fold.TypeOrderRelease, x.ID, fold.EntryData{Basis: x.Head, Agent: "otto"})
 	v = must[*View](t)(w.c.Load())
-	if v.State.Orders[x.ID].Holder != "otto" || !hasIgnored(v.State, r.Hash(), "not retired") {
+	if v.State.Order(x.ID).Holder != "otto" || !hasIgnored(v.State, r.Hash(), "not retired") {
 		t.Fatal("a retirement release for an agent not retired counted")
 	}
 
@@ -522,14 +522,14 @@ func TestRetiredWritesNothing(t *testing.T) {
 	// Written anyway (a modified binary): the fold counts neither cancel; the orders
 	// each wrote before retiring still count.
 	v := must[*View](t)(w.c.Load())
-	eb := appendRaw(t, w.bob, fold.TypeOrderCancel, own.ID, fold.EntryData{Basis: v.State.Orders[own.ID].Head})
-	ec := appendRaw(t, w.carol, fold.TypeOrderCancel, carols.ID, fold.EntryData{Basis: v.State.Orders[carols.ID].Head})
+	eb := appendRaw(t, w.bob, fold.TypeOrderCancel, own.ID, fold.EntryData{Basis: v.State.Order(own.ID).Head})
+	ec := appendRaw(t, w.carol, fold.TypeOrderCancel, carols.ID, fold.EntryData{Basis: v.State.Order(carols.ID).Head})
 	v = must[*View](t)(w.c.Load())
 	for _, c := range []struct {
 		id   string
 		hash string
 	}{{own.ID, eb.Hash()}, {carols.ID, ec.Hash()}} {
-		if o := v.State.Orders[c.id]; o == nil || o.State != fold.StateOpen {
+		if o := v.State.Order(c.id); o == nil || o.State != fold.StateOpen {
 			t.Fatalf("order %s after a cancel written past retirement: %+v", c.id, o)
 		}
 		if !hasIgnored(v.State, c.hash, "was retired") {

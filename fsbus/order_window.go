@@ -170,7 +170,7 @@ func (s *Session) SettleWindows() ([]*fold.Order, error) {
 	}
 	out := make([]*fold.Order, 0, len(ids))
 	for _, id := range ids {
-		if o := v.State.Orders[id]; o != nil {
+		if o := v.State.Order(id); o != nil {
 			out = append(out, o)
 		}
 	}

@@ -38,7 +38,7 @@ func ownerCanon(st *fold.State) string {
 		Contested []fold.Contest
 		Entries   int
 		MaxHLC    string
-	}{st.Orders, st.Asks, st.Messages, seats, st.Contested, st.Entries, st.MaxHLC})
+	}{st.AllOrders(), st.AllAsks(), st.Messages, seats, st.Contested, st.Entries, st.MaxHLC})
 	if err != nil {
 		panic(err)
 	}
@@ -123,8 +123,8 @@ func TestCompactAndFoldFromCheckpoint(t *testing.T) {
 		t.Fatal("a new process did not fold from the checkpoint")
 	}
 	for _, id := range []string{a.ID, x.ID, l.ID} {
-		b, _ := json.Marshal(before.State.Orders[id])
-		g, _ := json.Marshal(after.State.Orders[id])
+		b, _ := json.Marshal(before.State.Order(id))
+		g, _ := json.Marshal(after.State.Order(id))
 		if string(b) != string(g) {
 			t.Fatalf("order %s differs after compaction:\n%s\n%s", id, b, g)
 		}
@@ -141,10 +141,10 @@ func TestCompactAndFoldFromCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v.State.Orders[l.ID].State; got != fold.StateSubmitted {
+	if got := v.State.Order(l.ID).State; got != fold.StateSubmitted {
 		t.Fatalf("live order above the cut: %s", got)
 	}
-	if got := v.State.Orders[x.ID].State; got != fold.StateCancelled {
+	if got := v.State.Order(x.ID).State; got != fold.StateCancelled {
 		t.Fatalf("cancelled order: %s", got)
 	}
 }
@@ -216,7 +216,7 @@ func TestCheckpointFinalOverPartitionedBranch(t *testing.T) {
 		for _, c := range []*Channel{cA, cB} {
 			v, err := reopen(t, c).Load()
 			ok(err)
-			if got := v.State.Orders[x.ID].State; got != want {
+			if got := v.State.Order(x.ID).State; got != want {
 				t.Fatalf("compact=%v: machine %s folds %s, want %s", compact, c.Device, got, want)
 			}
 			if !compact {
@@ -265,17 +265,51 @@ func TestCheckpointVerifyAndTamper(t *testing.T) {
 		t.Fatalf("verify of a good checkpoint: dispute %+v, problems %+v", rep.Dispute, rep.Checkpoints)
 	}
 	chunks, _ := filepath.Glob(filepath.Join(w.c.Root, "checkpoints", "chunks", "*"))
-	if len(chunks) != 1 {
-		t.Fatalf("chunks: %v", chunks)
+	if len(chunks) != 2 {
+		t.Fatalf("chunks (the core's and one of terminal things): %v", chunks)
 	}
-	b, err := os.ReadFile(chunks[0])
-	if err != nil {
+	var core, things string
+	for _, p := range chunks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(string(b), `{"asks":`) {
+			things = p
+		} else {
+			core = p
+		}
+	}
+	flip := func(p string) []byte {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := slices.Clone(b)
+		b[len(b)/2] ^= 1
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return old
+	}
+	// A tampered thing chunk: the process folds from the checkpoint, and the thing
+	// whose chunk it is is refused loudly, naming the chunk, when asked for.
+	good := flip(things)
+	c = reopen(t, w.c)
+	if v, err = c.Load(); err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)/2] ^= 1
-	if err := os.WriteFile(chunks[0], b, 0o644); err != nil {
+	if _, err := v.State.FindOrder(a.ID); err == nil || !strings.Contains(err.Error(), "tampered") {
+		t.Fatalf("order in a tampered thing chunk: %v", err)
+	}
+	if rep, err = c.Verify(v); err != nil || rep.Dispute == nil {
+		t.Fatalf("verify with a tampered thing chunk: %+v, %v", rep, err)
+	}
+	if err := os.WriteFile(things, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A tampered core chunk: every process folds without the checkpoint.
+	flip(core)
 	c = reopen(t, w.c)
 	v, err = c.Load()
 	if err != nil {

@@ -53,13 +53,13 @@ func (w *pendingWorld) checkPending(t *testing.T, what string) {
 	w.fresh(t)
 	v := w.load(t)
 	st := v.State
-	if o := st.Orders[w.order]; o == nil || !o.Missing || o.Title != "(pending sync)" || o.State != fold.StateOpen {
+	if o := st.Order(w.order); o == nil || !o.Missing || o.Title != "(pending sync)" || o.State != fold.StateOpen {
 		t.Fatalf("%s: order %+v; want it shown as pending sync", what, o)
 	}
 	if m := st.Messages[w.msg]; m == nil || !m.Pending || m.Preview != "" {
 		t.Fatalf("%s: message %+v; want it pending", what, m)
 	}
-	if a := st.Asks[w.ask]; a == nil || !a.Missing || a.Title != "(pending sync)" {
+	if a := st.Ask(w.ask); a == nil || !a.Missing || a.Title != "(pending sync)" {
 		t.Fatalf("%s: ask %+v; want it pending sync", what, a)
 	}
 	if len(st.Ignored) != 0 {
@@ -80,13 +80,13 @@ func (w *pendingWorld) checkPending(t *testing.T, what string) {
 func (w *pendingWorld) checkArrived(t *testing.T, what string) {
 	t.Helper()
 	st := w.load(t).State
-	if o := st.Orders[w.order]; o == nil || o.Missing || o.Title != "fix the login" {
+	if o := st.Order(w.order); o == nil || o.Missing || o.Title != "fix the login" {
 		t.Fatalf("%s: order %+v", what, o)
 	}
 	if m := st.Messages[w.msg]; m == nil || m.Pending || m.Preview != "hello bob" {
 		t.Fatalf("%s: message %+v", what, m)
 	}
-	if a := st.Asks[w.ask]; a == nil || a.Missing || a.Title != "ship it?" {
+	if a := st.Ask(w.ask); a == nil || a.Missing || a.Title != "ship it?" {
 		t.Fatalf("%s: ask %+v", what, a)
 	}
 	if len(st.Ignored) != 0 {
@@ -138,9 +138,9 @@ func TestPendingObjectsTornAndMissing(t *testing.T) {
 		writeTestFile(t, p, append(bytes.Clone(b), []byte("{}\n")...))
 	}
 	st := w.load(t).State
-	if st.Orders[w.order] != nil || st.Messages[w.msg] != nil || st.Asks[w.ask] != nil || len(st.Ignored) != 3 {
+	if st.Order(w.order) != nil || st.Messages[w.msg] != nil || st.Ask(w.ask) != nil || len(st.Ignored) != 3 {
 		t.Fatalf("objects with trailing garbage: order %v message %v ask %v ignored %+v; want all three ignored",
-			st.Orders[w.order], st.Messages[w.msg], st.Asks[w.ask], st.Ignored)
+			st.Order(w.order), st.Messages[w.msg], st.Ask(w.ask), st.Ignored)
 	}
 }
 
@@ -184,8 +184,8 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := vB.State
-	if st.Orders[o.ID] != nil || st.Messages[m.ID] != nil || st.Asks[a.ID] != nil || len(st.ListOrders(fold.OrderFilter{})) != 0 {
-		t.Fatalf("objects without their entries are visible: %v %v %v", st.Orders[o.ID], st.Messages[m.ID], st.Asks[a.ID])
+	if st.Order(o.ID) != nil || st.Messages[m.ID] != nil || st.Ask(a.ID) != nil || len(st.ListOrders(fold.OrderFilter{})) != 0 {
+		t.Fatalf("objects without their entries are visible: %v %v %v", st.Order(o.ID), st.Messages[m.ID], st.Ask(a.ID))
 	}
 	if _, err := st.FindOrder(o.ID); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("FindOrder of an order whose entry has not arrived: %v, want not_found", err)
@@ -202,9 +202,9 @@ func TestObjectsWithoutEventInvisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = vB.State
-	if st.Orders[o.ID] == nil || st.Orders[o.ID].Title != "early bird" || st.Messages[m.ID] == nil || st.Messages[m.ID].Pending ||
-		st.Asks[a.ID] == nil || st.Asks[a.ID].Title != "ok?" {
-		t.Fatalf("after the entries arrived: %v %v %v", st.Orders[o.ID], st.Messages[m.ID], st.Asks[a.ID])
+	if st.Order(o.ID) == nil || st.Order(o.ID).Title != "early bird" || st.Messages[m.ID] == nil || st.Messages[m.ID].Pending ||
+		st.Ask(a.ID) == nil || st.Ask(a.ID).Title != "ok?" {
+		t.Fatalf("after the entries arrived: %v %v %v", st.Order(o.ID), st.Messages[m.ID], st.Ask(a.ID))
 	}
 }
 
@@ -245,7 +245,7 @@ func TestForeignTornSegmentWaits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := v.State.Orders[o.ID]
+		got := v.State.Order(o.ID)
 		if got == nil || got.State != fold.StateClaimed || got.Pending != 1 || got.Holder != "bob" {
 			t.Fatalf("with bob's submit half-arrived: %+v; want claimed, 1 pending", got)
 		}
@@ -264,7 +264,7 @@ func TestForeignTornSegmentWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v.State.Orders[o.ID]; got.State != fold.StateAccepted || got.Pending != 0 || len(v.Snapshot.Problems) != 0 {
+	if got := v.State.Order(o.ID); got.State != fold.StateAccepted || got.Pending != 0 || len(v.Snapshot.Problems) != 0 {
 		t.Fatalf("after the rest arrived: %+v, problems %+v", got, v.Snapshot.Problems)
 	}
 }

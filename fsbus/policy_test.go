@@ -36,7 +36,7 @@ func execWindow(t *testing.T, c *Channel, id string, now time.Time) time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	win, ok := c.Window(v, v.State.Orders[id])
+	win, ok := c.Window(v, v.State.Order(id))
 	if !ok || win.Kind != WindowExecution {
 		t.Fatalf("order %s: no execution window (%+v, %v)", id, win, ok)
 	}
@@ -142,7 +142,7 @@ func TestPolicySetBranchesLowerHashWins(t *testing.T) {
 		}
 		// The window is measured from when this machine saw the claim: compare it with
 		// the one the winner's value gives, on this machine's own clock.
-		w, ok := c.Window(v, v.State.Orders[o.ID])
+		w, ok := c.Window(v, v.State.Order(o.ID))
 		if !ok {
 			t.Fatalf("device %s: no window", c.Device)
 		}

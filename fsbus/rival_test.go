@@ -136,7 +136,7 @@ func TestRivalCreateTakeover(t *testing.T) {
 		}
 		forged := forgeRival(t, w, w.bob, fold.TypeOrderCreate, w.order)
 		r := w.report(t)
-		o := r.v.State.Orders[w.order]
+		o := r.v.State.Order(w.order)
 		if o == nil || o.Author != "alice" || o.State != fold.StateAccepted || len(o.History) != 4 || o.History[1].By != "carol" {
 			t.Fatalf("the forged create took the order over: %+v", o)
 		}
@@ -158,7 +158,7 @@ func TestRivalCreateTakeover(t *testing.T) {
 		claim := appendSigned(t, w, w.bob, fold.TypeOrderClaim, w.order, map[string]any{"basis": forged}, anyHash)
 		appendSigned(t, w, w.bob, fold.TypeOrderSubmit, w.order, map[string]any{"basis": claim, "reference": "main"}, anyHash)
 		r := w.report(t)
-		if o := r.v.State.Orders[w.order]; o == nil || o.Author != "alice" || o.State != fold.StateClaimed || o.Holder != "carol" {
+		if o := r.v.State.Order(w.order); o == nil || o.Author != "alice" || o.State != fold.StateClaimed || o.Holder != "carol" {
 			t.Fatalf("the forger's own chain took the order over: %+v", o)
 		}
 		r.listed(t, "ignored", "built on an entry that does not count", "")
@@ -181,13 +181,13 @@ func TestRivalCreateTakeover(t *testing.T) {
 		}
 		r = w.report(t)
 		st := r.v.State
-		if o := st.Orders[w.order]; o == nil || o.Author != "alice" || o.State != fold.StateOpen {
+		if o := st.Order(w.order); o == nil || o.Author != "alice" || o.State != fold.StateOpen {
 			t.Errorf("order not back with alice after revoking bob: %+v", o)
 		}
 		if m := st.Messages[w.msg]; m == nil || m.From != "alice" {
 			t.Errorf("message not back with alice after revoking bob: %+v", m)
 		}
-		if a := st.Asks[w.ask]; a == nil || a.Author != "alice" || a.State != fold.AskPending {
+		if a := st.Ask(w.ask); a == nil || a.Author != "alice" || a.State != fold.AskPending {
 			t.Errorf("ask not back with alice after revoking bob: %+v", a)
 		}
 		for _, id := range []string{w.order, w.msg, w.ask} {

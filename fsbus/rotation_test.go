@@ -375,8 +375,8 @@ func TestRotationInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Objects) != 0 || v.State.Orders[o.ID] == nil {
-		t.Fatalf("after the interrupted rotation: object problems %v, order shown %v", rep.Objects, v.State.Orders[o.ID] != nil)
+	if len(rep.Objects) != 0 || v.State.Order(o.ID) == nil {
+		t.Fatalf("after the interrupted rotation: object problems %v, order shown %v", rep.Objects, v.State.Order(o.ID) != nil)
 	}
 	if k, err := c.Home.LoadKey(p, fold.MasterWriter); err != nil || ledger.FormatKey(k.Public()) != res.New {
 		t.Fatalf("the pending key was not installed: %v", err)

@@ -156,13 +156,13 @@ func TestScopedGrantFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := mustLoad(t, w.c)
-	claim := appendRaw(t, w.dana, fold.TypeOrderClaim, db.ID, fold.EntryData{Basis: v.State.Orders[db.ID].Head})
+	claim := appendRaw(t, w.dana, fold.TypeOrderClaim, db.ID, fold.EntryData{Basis: v.State.Order(db.ID).Head})
 	submit := appendRaw(t, w.dana, fold.TypeOrderSubmit, db.ID, fold.EntryData{Basis: claim.Hash(), Reference: "commit abc"})
-	offer := appendRaw(t, w.bob, fold.TypeOrderOffer, db2.ID, fold.EntryData{Basis: v.State.Orders[db2.ID].Head, To: "dana"})
+	offer := appendRaw(t, w.bob, fold.TypeOrderOffer, db2.ID, fold.EntryData{Basis: v.State.Order(db2.ID).Head, To: "dana"})
 	claim2 := appendRaw(t, w.dana, fold.TypeOrderClaim, db2.ID, fold.EntryData{Basis: offer.Hash()})
 
 	st := mustLoad(t, w.c).State
-	if o := st.Orders[db.ID]; o.State != fold.StateOpen || o.Holder != "" {
+	if o := st.Order(db.ID); o.State != fold.StateOpen || o.Holder != "" {
 		t.Errorf("out-of-scope claim took effect: %s held by %q", o.State, o.Holder)
 	}
 	if !hasIgnored(st, claim.Hash(), "claim outside the writer's scopes (docs, web)") {
@@ -171,7 +171,7 @@ func TestScopedGrantFold(t *testing.T) {
 	if !hasIgnored(st, submit.Hash(), "built on an entry that does not count") {
 		t.Errorf("submit on the out-of-scope claim not ignored: %+v", st.Ignored)
 	}
-	if o := st.Orders[db2.ID]; o.State != fold.StateOffered || o.OfferedTo != "dana" || o.Holder != "" {
+	if o := st.Order(db2.ID); o.State != fold.StateOffered || o.OfferedTo != "dana" || o.Holder != "" {
 		t.Errorf("hand-written offer: %s to %q held by %q, want offered to dana, unclaimed", o.State, o.OfferedTo, o.Holder)
 	}
 	if !hasIgnored(st, claim2.Hash(), "claim outside the writer's scopes") {
@@ -188,7 +188,7 @@ func TestScopedGrantFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = mustLoad(t, w.c).State
-	if got := st.Orders[db.ID]; got.Holder != "bob" || got.Claim != o.Claim {
+	if got := st.Order(db.ID); got.Holder != "bob" || got.Claim != o.Claim {
 		t.Errorf("claim under the unscoped grant lost after re-grant: holder %q", got.Holder)
 	}
 	other, err := w.master.NewOrder(NewOrderOptions{Title: "Reindex", Labels: []string{"db"}})

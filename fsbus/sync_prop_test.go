@@ -411,7 +411,7 @@ func (w *syncWorld) act() {
 	pick := func(f func(o *fold.Order) bool) string {
 		var ids []string
 		for _, id := range slices.Sorted(maps.Keys(st.Orders)) {
-			if f(st.Orders[id]) {
+			if f(st.Order(id)) {
 				ids = append(ids, id)
 			}
 		}

@@ -939,7 +939,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 	if lv := st.LevelAt(&v.Snapshot.Entries[0]); lv != fold.LevelMember { // a1-join at seq 1 ≤ bound 4
 		t.Errorf("a1-join falls under level %s, want member", lv)
 	}
-	o1 := st.Orders[vecOrder1]
+	o1 := st.Order(vecOrder1)
 	if o1 == nil || o1.State != fold.StateAccepted || o1.Holder != vecAgentA || o1.Result == nil ||
 		o1.Result.Reference != "commit 1a2b3c4d" || o1.Result.Result != vecResult || len(o1.Progress) != 1 ||
 		o1.Head != hash["b3-review-o1"] || o1.Claim != hash["a2-claim-o1"] {
@@ -949,7 +949,7 @@ func checkVecFold(t *testing.T, f *vecFile) {
 	if hash[loser] < hash[winner] {
 		winner, loser = loser, winner
 	}
-	o2 := st.Orders[vecOrder2]
+	o2 := st.Order(vecOrder2)
 	if o2 == nil || o2.State != fold.StateClaimed || o2.Claim != hash[winner] || len(o2.Contests) != 1 {
 		t.Fatalf("%s: want claimed by the branch with the lower hash (%s); got %+v", vecOrder2, winner, o2)
 	}

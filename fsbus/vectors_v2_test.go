@@ -162,10 +162,10 @@ func TestVectorsFerryV2(t *testing.T) {
 	if cf == nil || len(cf.Chain) != 1 || len(cf.Problems) != 0 || v.State.Base() == nil {
 		t.Fatalf("the checkpoint does not count: %+v", cf)
 	}
-	if o := v.State.Orders[vecOrder1]; o == nil || o.State != fold.StateCancelled {
+	if o := v.State.Order(vecOrder1); o == nil || o.State != fold.StateCancelled {
 		t.Errorf("o1: %+v, want cancelled", o)
 	}
-	if o := v.State.Orders[vecOrder2]; o == nil || o.State != fold.StateClaimed || o.Holder != vecAgentA {
+	if o := v.State.Order(vecOrder2); o == nil || o.State != fold.StateClaimed || o.Holder != vecAgentA {
 		t.Errorf("o2: %+v, want claimed by %s", o, vecAgentA)
 	}
 	if len(v.State.Ignored) != 0 {

@@ -155,8 +155,10 @@ func (c *Channel) Status(v *View) *Status {
 		}
 	}
 	s.Reviews = append([]fold.OrderRow{}, st.ListOrders(fold.OrderFilter{State: string(fold.StateSubmitted)})...)
+	for state, n := range st.OrderCounts() {
+		s.Counts[string(state)] = n
+	}
 	for _, o := range st.Orders {
-		s.Counts[string(o.State)]++
 		if o.Holder != "" && (o.State == fold.StateClaimed || o.State == fold.StateChangesRequested) {
 			if l, age := c.Liveness(v, o.Holder); l != Alive {
 				s.Quiet = append(s.Quiet, HolderRow{Order: o.ID, Holder: o.Holder, Liveness: l, AgeS: age})
@@ -362,7 +364,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		*list = append(*list, DigestRow{ID: o.ID, Title: o.Title, State: o.State, Holder: o.Holder})
 	}
 	for _, row := range st.ListOrders(fold.OrderFilter{State: "active"}) {
-		o := st.Orders[row.ID]
+		o := st.Order(row.ID)
 		if !fresh(o.ID) {
 			continue
 		}
@@ -381,7 +383,7 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		}
 	}
 
-	for _, a := range st.AsksBy(agent) {
+	for _, a := range st.AsksBy(agent, false) {
 		if !fresh(a.ID) {
 			continue
 		}

@@ -253,7 +253,7 @@ func typicalResponses(t *testing.T) (catchupFigure, map[string]budgetFigure) {
 	}
 	shown, steps := "", 0
 	for _, id := range v.State.OrderIDs() {
-		if o := v.State.Orders[id]; len(o.History) > steps && !fold.Terminal(o.State) {
+		if o := v.State.Order(id); len(o.History) > steps && !fold.Terminal(o.State) {
 			shown, steps = id, len(o.History) // the longest story still open: a full order
 		}
 	}

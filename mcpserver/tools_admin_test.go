@@ -200,7 +200,7 @@ func TestGet(t *testing.T) {
 	if err := json.Unmarshal(read, &rr); err != nil || len(rr.Contents) != 1 {
 		t.Fatalf("resources/read %s: %s", u, read)
 	}
-	if g.Text != rr.Contents[0].Text || g.Truncated || g.MimeType != "application/json" || !strings.Contains(g.Text, v.State.Orders[id].Title) {
+	if g.Text != rr.Contents[0].Text || g.Truncated || g.MimeType != "application/json" || !strings.Contains(g.Text, v.State.Order(id).Title) {
 		t.Errorf("ferry_get %s = %+v, want the resource's text %s", u, g, rr.Contents[0].Text)
 	}
 

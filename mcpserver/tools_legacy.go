@@ -62,8 +62,8 @@ func (f *Ferry) channelStatus(ctx context.Context, args json.RawMessage) (any, e
 			out.Agents++
 		}
 	}
-	for _, o := range st.Orders {
-		out.Orders[string(o.State)]++
+	for state, n := range st.OrderCounts() {
+		out.Orders[string(state)] = n
 	}
 	return out, nil
 }
@@ -589,8 +589,9 @@ type Learning struct {
 func learnings(v *fsbus.View) []Learning {
 	engines := engineOf(v)
 	var out []Learning
-	for _, id := range v.State.OrderIDs() {
-		o := v.State.Orders[id]
+	all := v.State.AllOrders() // those terminal at the owner's checkpoint too
+	for _, id := range slices.Sorted(maps.Keys(all)) {
+		o := all[id]
 		title, _ := textsafe.Cut(o.Title, 80)
 		var by, ref string
 		for _, s := range o.History {
@@ -699,7 +700,7 @@ func (f *Ferry) listEngines(ctx context.Context, args json.RawMessage) (any, err
 		l := line(engines[a.Name])
 		l.Agents = append(l.Agents, a.Name)
 	}
-	for _, o := range v.State.Orders {
+	for _, o := range v.State.AllOrders() {
 		for _, s := range o.History {
 			if s.Type == fold.TypeOrderSubmit && engines[s.By] != "" {
 				line(engines[s.By]).Submitted++

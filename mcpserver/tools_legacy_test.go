@@ -186,7 +186,7 @@ func TestGetTask(t *testing.T) {
 	claims := 0
 	for _, oid := range v.State.OrderIDs() {
 		n := 0
-		for _, s := range v.State.Orders[oid].History {
+		for _, s := range v.State.Order(oid).History {
 			if s.Type == fold.TypeOrderClaim {
 				n++
 			}
@@ -209,7 +209,7 @@ func TestGetTask(t *testing.T) {
 		} `json:"claims"`
 	}
 	capped(t, "get_task", r.ok("get_task", map[string]any{"id": id[:6]}, &g))
-	o := v.State.Orders[id]
+	o := v.State.Order(id)
 	if g.Task.ID != id || g.Task.Title != o.Title || len(g.Claims) != claims || claims < 1 || len(g.Task.Reviews) != len(o.Reviews) {
 		t.Errorf("get_task %s: %+v, want %d claims and %d reviews", id, g, claims, len(o.Reviews))
 	}

@@ -28,10 +28,11 @@ import (
 //     segments, devices and newest HLC its entries at or below the cut showed, which
 //     the lines kept no longer show.
 //
-// Its encoding is RFC 8785 JSON (EncodeBase); its hash is the hash of those bytes.
+// Its encoding is RFC 8785 JSON: the core (EncodeBase), cut into byte chunks, and the
+// terminal things in thing-range chunks (EncodeThings); the head names every chunk by hash.
 
 // BaseVersion is the "v" of an encoded base.
-const BaseVersion = 1
+const BaseVersion = 2
 
 // Base is the state at a cut.
 type Base struct {
@@ -39,9 +40,14 @@ type Base struct {
 	Cut   Cut
 	// Lines are the entries kept verbatim, in merged order.
 	Lines []ledger.Entry
-	// Orders and Asks are the things terminal at the cut, by id.
+	// Orders and Asks are the things terminal at the cut, by id: all of them in a base
+	// folded here; in one loaded from a checkpoint, those its thing chunks read so far
+	// (things.go: read them through TerminalOrder, TerminalAsk and Terminals).
 	Orders map[string]*TerminalOrder
 	Asks   map[string]*TerminalAsk
+	// Counts are the numbers of terminal things by state ("accepted", "cancelled",
+	// "answered", …), which a status shows without reading their chunks.
+	Counts map[string]int
 	// Idem holds every idempotency key (writer + "\x00" + key) at the cut.
 	Idem map[string]IdemRec
 	// Agents holds what entries at or below the cut showed of each writer.
@@ -54,6 +60,10 @@ type Base struct {
 	MaxHLC  string
 
 	lineSet map[string]bool // hashes of Lines
+	// liveSet holds the thing keys (ThingKeys) of Lines: a thing live at the cut is
+	// never terminal there, so its entries need no thing chunk read.
+	liveSet map[string]bool
+	things  *thingStore // nil: Orders and Asks are whole
 }
 
 // TerminalOrder is an order accepted or cancelled at the cut, as folded there.
@@ -99,16 +109,31 @@ func (b *Base) cutAt(writer, device string) (CutPoint, bool) {
 	return b.Cut.At(writer, device)
 }
 
+// live reports whether key (a thing key, ThingKeys) names a thing the base keeps lines of.
+func (b *Base) live(key string) bool {
+	if b.liveSet == nil {
+		b.liveSet = map[string]bool{}
+		for i := range b.Lines {
+			keys, _ := ThingKeys(&b.Lines[i])
+			for _, k := range keys {
+				b.liveSet[k] = true
+			}
+		}
+	}
+	return b.liveSet[key]
+}
+
 // terminalThing reports whether ref names a thing of e's family terminal in the base.
+// A thing the base keeps lines of is live there, so only other refs read a chunk.
 func (b *Base) terminalThing(e *ledger.Entry) bool {
 	if b == nil {
 		return false
 	}
 	switch Family(e.Type) {
 	case "order":
-		return b.Orders[e.Ref] != nil
+		return !b.live("o"+e.Ref) && b.TerminalOrder(e.Ref) != nil
 	case "ask":
-		return b.Asks[e.Ref] != nil
+		return !b.live("a"+e.Ref) && b.TerminalAsk(e.Ref) != nil
 	}
 	return false
 }
@@ -117,9 +142,17 @@ func (b *Base) terminalThing(e *ledger.Entry) bool {
 // at or below cut, or a previous base's lines and the entries between the two cuts,
 // with that base as st's). It keeps the previous base's terminal things, and adds the
 // things terminal in st.
-func DeriveBase(st *State, lines []ledger.Entry, epoch int, cut Cut, entries int) *Base {
+func DeriveBase(st *State, lines []ledger.Entry, epoch int, cut Cut, entries int) (*Base, error) {
 	b := &Base{Epoch: epoch, Cut: slices.Clone(cut), Orders: map[string]*TerminalOrder{}, Asks: map[string]*TerminalAsk{},
 		Idem: map[string]IdemRec{}, Agents: map[string]AgentTrace{}, Entries: entries, MaxHLC: st.MaxHLC}
+	if st.base != nil {
+		orders, asks, err := st.base.Terminals()
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(b.Orders, orders)
+		maps.Copy(b.Asks, asks)
+	}
 	for id, o := range st.Orders {
 		if Terminal(o.State) {
 			c := *o
@@ -155,7 +188,14 @@ func DeriveBase(st *State, lines []ledger.Entry, epoch int, cut Cut, entries int
 			b.Lines = append(b.Lines, e)
 		}
 	}
-	return b
+	b.Counts = map[string]int{}
+	for _, o := range b.Orders {
+		b.Counts[string(o.Order.State)]++
+	}
+	for _, a := range b.Asks {
+		b.Counts[string(a.Ask.State)]++
+	}
+	return b, nil
 }
 
 // keepLine reports whether the base keeps e verbatim: an entry of no thing, or of a
@@ -183,19 +223,19 @@ func keepLine(e *ledger.Entry, b *Base) bool {
 	return false
 }
 
-// baseJSON is a base's encoded form.
+// baseJSON is the encoded form of a base's core: everything but its terminal things,
+// which are in thing chunks (things.go).
 type baseJSON struct {
-	V         int                       `json:"v"`
-	Epoch     int                       `json:"epoch"`
-	Cut       Cut                       `json:"cut"`
-	Lines     []json.RawMessage         `json:"lines"`
-	Orders    map[string]*TerminalOrder `json:"orders"`
-	Asks      map[string]*TerminalAsk   `json:"asks"`
-	Idem      []idemJSON                `json:"idem"`
-	Agents    map[string]AgentTrace     `json:"agents"`
-	Contested []Contest                 `json:"contested"`
-	Entries   int                       `json:"entries"`
-	MaxHLC    string                    `json:"max_hlc"`
+	V         int                   `json:"v"`
+	Epoch     int                   `json:"epoch"`
+	Cut       Cut                   `json:"cut"`
+	Lines     []json.RawMessage     `json:"lines"`
+	Counts    map[string]int        `json:"terminal"`
+	Idem      []idemJSON            `json:"idem"`
+	Agents    map[string]AgentTrace `json:"agents"`
+	Contested []Contest             `json:"contested"`
+	Entries   int                   `json:"entries"`
+	MaxHLC    string                `json:"max_hlc"`
 }
 
 type idemJSON struct {
@@ -207,15 +247,18 @@ type idemJSON struct {
 	HLC    string `json:"hlc"`
 }
 
-// EncodeBase returns b's RFC 8785 encoding.
+// EncodeBase returns the RFC 8785 encoding of b's core (EncodeThings encodes the rest).
 func EncodeBase(b *Base) ([]byte, error) {
-	j := baseJSON{V: BaseVersion, Epoch: b.Epoch, Cut: b.Cut, Lines: make([]json.RawMessage, 0, len(b.Lines)), Orders: b.Orders,
-		Asks: b.Asks, Idem: make([]idemJSON, 0, len(b.Idem)), Agents: b.Agents, Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
+	j := baseJSON{V: BaseVersion, Epoch: b.Epoch, Cut: b.Cut, Lines: make([]json.RawMessage, 0, len(b.Lines)), Counts: b.Counts,
+		Idem: make([]idemJSON, 0, len(b.Idem)), Agents: b.Agents, Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
 	if j.Cut == nil {
 		j.Cut = Cut{}
 	}
 	if j.Contested == nil {
 		j.Contested = []Contest{}
+	}
+	if j.Counts == nil {
+		j.Counts = map[string]int{}
 	}
 	for i := range b.Lines {
 		c, err := b.Lines[i].Canonical()
@@ -231,8 +274,26 @@ func EncodeBase(b *Base) ([]byte, error) {
 	return ledger.Canonical(j)
 }
 
-// DecodeBase decodes an encoded base, refusing one that is not in its canonical form,
-// names another version, or holds a line that is not an entry.
+// EncodeWhole returns b's core encoding followed by each of its thing chunks: two bases
+// are the same state exactly when these bytes are.
+func EncodeWhole(b *Base) ([]byte, error) {
+	core, err := EncodeBase(b)
+	if err != nil {
+		return nil, err
+	}
+	chunks, _, err := EncodeThings(b)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range chunks {
+		core = append(append(core, '\n'), c...)
+	}
+	return core, nil
+}
+
+// DecodeBase decodes the encoded core of a base, refusing one that is not in its
+// canonical form, names another version, or holds a line that is not an entry. Its
+// terminal things are then read from their chunks (things.go).
 func DecodeBase(raw []byte) (*Base, error) { return decodeBase(raw, true) }
 
 // decodeBase is DecodeBase; with canonical false it skips the check that raw is the
@@ -250,28 +311,13 @@ func decodeBase(raw []byte, canonical bool) (*Base, error) {
 	if err := j.Cut.Check(); err != nil {
 		return nil, err
 	}
-	b := &Base{Epoch: j.Epoch, Cut: j.Cut, Orders: j.Orders, Asks: j.Asks, Idem: map[string]IdemRec{}, Agents: j.Agents,
-		Contested: j.Contested, Entries: j.Entries, MaxHLC: j.MaxHLC}
-	if b.Orders == nil {
-		b.Orders = map[string]*TerminalOrder{}
-	}
-	if b.Asks == nil {
-		b.Asks = map[string]*TerminalAsk{}
-	}
+	b := &Base{Epoch: j.Epoch, Cut: j.Cut, Orders: map[string]*TerminalOrder{}, Asks: map[string]*TerminalAsk{}, Counts: j.Counts,
+		Idem: map[string]IdemRec{}, Agents: j.Agents, Contested: j.Contested, Entries: j.Entries, MaxHLC: j.MaxHLC}
 	if b.Agents == nil {
 		b.Agents = map[string]AgentTrace{}
 	}
-	for id, o := range b.Orders {
-		if o == nil || o.Order == nil || o.Order.ID != id || !Terminal(o.Order.State) {
-			return nil, fmt.Errorf("state holds order %q that is not a terminal order of that id", id)
-		}
-		o.Order.C, o.Order.Device = o.Core, o.Device
-	}
-	for id, a := range b.Asks {
-		if a == nil || a.Ask == nil || a.Ask.ID != id || a.Ask.State == AskPending {
-			return nil, fmt.Errorf("state holds ask %q that is not an answered ask of that id", id)
-		}
-		a.Ask.C = askCore{State: AskState(a.State), Author: a.Author}
+	if b.Counts == nil {
+		b.Counts = map[string]int{}
 	}
 	for _, r := range j.Idem {
 		b.Idem[r.Writer+"\x00"+r.Key] = IdemRec(r)
@@ -294,4 +340,11 @@ func decodeBase(raw []byte, canonical bool) (*Base, error) {
 		return nil, fmt.Errorf("state is not in its canonical encoding (RFC 8785)")
 	}
 	return b, nil
+}
+
+// withThings makes b read its terminal things from the chunks refs names through
+// read, each on first use; canonical as decodeBase's.
+func (b *Base) withThings(refs []ChunkRef, read func(hash string) ([]byte, error), canonical bool) {
+	b.Orders, b.Asks = map[string]*TerminalOrder{}, map[string]*TerminalAsk{}
+	b.things = &thingStore{refs: refs, read: read, canonical: canonical, loaded: make([]bool, len(refs))}
 }

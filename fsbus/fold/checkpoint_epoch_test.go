@@ -115,15 +115,14 @@ func secondEpoch(seed uint64, dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	enc, err := fold.EncodeBase(base)
+	chunks, refs, things, err := fold.StateChunks(base)
 	if err != nil {
 		return false, err
 	}
-	chunks, refs := fold.Chunks(enc)
-	for i, c := range chunks {
-		h.cps["chunk "+refs[i].Hash] = c
+	for _, c := range chunks {
+		h.cps["chunk "+ledger.HashBytes(c)] = c
 	}
-	head, err := fold.NewHead(genProject, base, refs, "m1", h.full.Entries, &chain[0])
+	head, err := fold.NewHead(genProject, base, refs, things, "m1", h.full.Entries, &chain[0])
 	if err != nil {
 		return false, err
 	}

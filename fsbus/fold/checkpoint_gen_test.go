@@ -550,16 +550,15 @@ func (w *genWorld) checkpoint(dir string, limit func(top map[[2]string]uint64) m
 	if err != nil {
 		return nil, err
 	}
-	enc, err := fold.EncodeBase(base)
+	chunks, refs, things, err := fold.StateChunks(base)
 	if err != nil {
 		return nil, err
 	}
 	cps := genCheckpoints{}
-	chunks, refs := fold.Chunks(enc)
-	for i, c := range chunks {
-		cps["chunk "+refs[i].Hash] = c
+	for _, c := range chunks {
+		cps["chunk "+ledger.HashBytes(c)] = c
 	}
-	head, err := fold.NewHead(genProject, base, refs, "m1", snap.Entries, nil)
+	head, err := fold.NewHead(genProject, base, refs, things, "m1", snap.Entries, nil)
 	if err != nil {
 		return nil, err
 	}

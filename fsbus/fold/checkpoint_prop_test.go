@@ -177,7 +177,7 @@ func stateCanon(st *fold.State, snap *ledger.Snapshot, checkpoint bool) string {
 	}
 	idem := map[string]string{}
 	st.Idem.All(func(k string, v fold.IdemRec) { idem[k] = v.Hash + " " + v.HLC })
-	v := map[string]any{"orders": st.Orders, "asks": st.Asks, "messages": st.Messages, "seats": seats, "contested": st.Contested,
+	v := map[string]any{"orders": st.AllOrders(), "asks": st.AllAsks(), "messages": st.Messages, "seats": seats, "contested": st.Contested,
 		"idem": idem, "entries": st.Entries, "max_hlc": st.MaxHLC}
 	if checkpoint {
 		v["superseded"], v["ignored"], v["secrets"] = st.Superseded, st.Ignored, st.Secrets(snap)
@@ -226,7 +226,7 @@ func categories(h *genHistory) []string {
 		}
 		d, _ := fold.DecodeData(e)
 		if f := fold.Family(e.Type); d.Basis != "" && held[d.Basis] && childBelow[d.Basis] && (f == "order" || f == "ask") {
-			if h.base.Orders[e.Ref] != nil || h.base.Asks[e.Ref] != nil {
+			if h.base.TerminalOrder(e.Ref) != nil || h.base.TerminalAsk(e.Ref) != nil {
 				terminal = true
 			} else {
 				live = true

@@ -132,11 +132,11 @@ func TestCheckpointKeepsLinesOverAttestedBound(t *testing.T) {
 	}
 	id := fmt.Sprintf("o-%013d", 2)
 	for _, cf := range []*fold.ChannelFold{full, fresh} {
-		if cf.State.Orders[fmt.Sprintf("o-%013d", 5)] != nil {
+		if cf.State.Order(fmt.Sprintf("o-%013d", 5)) != nil {
 			t.Fatal("the record above the cut outside the attested branch counts")
 		}
-		if cf.State.Orders[id] == nil || !hasNote(cf.State.Finality, "kept by the cut over the attested bound") {
-			t.Fatalf("order %s at the cut: %v; finality %q", id, cf.State.Orders[id] != nil, cf.State.Finality)
+		if cf.State.Order(id) == nil || !hasNote(cf.State.Finality, "kept by the cut over the attested bound") {
+			t.Fatalf("order %s at the cut: %v; finality %q", id, cf.State.Order(id) != nil, cf.State.Finality)
 		}
 	}
 	if !hasNote(full.State.Finality, "decided by the cut") && !slices.ContainsFunc(h.full.Entries, func(e ledger.Entry) bool { return e.Hash() == r2.Hash() }) {
@@ -175,7 +175,7 @@ func TestCheckpointForkDecidedByTheCut(t *testing.T) {
 			t.Fatalf("seed %d: finality %q", seed, full.State.Finality)
 		}
 		for _, cf := range []*fold.ChannelFold{full, fresh} {
-			if cf.State.Orders[fmt.Sprintf("o-%013d", 2)] == nil || cf.State.Orders[fmt.Sprintf("o-%013d", 3)] != nil {
+			if cf.State.Order(fmt.Sprintf("o-%013d", 2)) == nil || cf.State.Order(fmt.Sprintf("o-%013d", 3)) != nil {
 				t.Fatalf("seed %d: the cut's branch does not count", seed)
 			}
 		}
@@ -340,7 +340,7 @@ func TestCheckpointTerminalOverAttestedBound(t *testing.T) {
 	}
 	id := fmt.Sprintf("o-%013d", 1)
 	for _, cf := range []*fold.ChannelFold{full, fresh} {
-		if o := cf.State.Orders[id]; o == nil || o.State != fold.StateCancelled || !hasNote(cf.State.Finality, "off the cut's branch") {
+		if o := cf.State.Order(id); o == nil || o.State != fold.StateCancelled || !hasNote(cf.State.Finality, "off the cut's branch") {
 			t.Fatalf("order %s: %+v; finality %q", id, o, cf.State.Finality)
 		}
 	}
@@ -367,7 +367,7 @@ func TestCheckpointRevokeNamesNoBound(t *testing.T) {
 	}
 	id := fmt.Sprintf("o-%013d", 1)
 	for _, cf := range []*fold.ChannelFold{full, fresh} {
-		if o := cf.State.Orders[id]; o == nil || o.Holder != "bob" || !hasNote(cf.State.Finality, "bound of bob/b1 set to the cut") {
+		if o := cf.State.Order(id); o == nil || o.Holder != "bob" || !hasNote(cf.State.Finality, "bound of bob/b1 set to the cut") {
 			t.Fatalf("order %s: %+v; finality %q", id, o, cf.State.Finality)
 		}
 	}

@@ -52,7 +52,7 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 				Detail: fmt.Sprintf("the checkpoint was folded under fold rules %d and this build folds under %d: this build reads the channel without it and writes nothing; upgrade ferry", c.Data.Rules, RulesVersion)})
 			break
 		}
-		base, err := LoadBase(c, cps)
+		base, err := LoadBaseLazy(c, cps, false)
 		if err != nil {
 			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
 			continue
@@ -232,11 +232,11 @@ func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []Cut
 		if err != nil {
 			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: "(the state does not load: " + err.Error() + ")"}, nil, nil
 		}
-		ge, err := EncodeBase(got)
+		ge, err := EncodeWhole(got)
 		if err != nil {
 			return nil, nil, err
 		}
-		we, _ := EncodeBase(want)
+		we, _ := EncodeWhole(want)
 		if string(ge) != string(we) {
 			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: FirstDifference(got, want)}, nil, nil
 		}
@@ -265,12 +265,31 @@ func NextBase(in FoldInput, prev *Base, at []ledger.Entry, epoch int, cut Cut) (
 		st = FoldFrom(in, prev, fresh)
 		lines = append(slices.Clone(prev.Lines), fresh...)
 	}
-	b := DeriveBase(st, lines, epoch, cut, st.Entries)
+	b, err := DeriveBase(st, lines, epoch, cut, st.Entries)
+	if err != nil {
+		return nil, err
+	}
 	enc, err := EncodeBase(b)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeBase(enc)
+	chunks, refs, err := EncodeThings(b)
+	if err != nil {
+		return nil, err
+	}
+	out, err := DecodeBase(enc)
+	if err != nil {
+		return nil, err
+	}
+	byHash := make(map[string][]byte, len(chunks))
+	for i, c := range chunks {
+		byHash[refs[i].Hash] = c
+	}
+	out.withThings(refs, func(h string) ([]byte, error) { return byHash[h], nil }, true)
+	if _, _, err := out.Terminals(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // FirstDifference returns the lowest thing id (an order or ask id, a line's thing key,
@@ -447,8 +466,11 @@ func CutOf(entries []ledger.Entry, limit func(writer, device string) (uint64, bo
 
 // NewHead builds the head of the checkpoint of epoch over base, written by the master
 // on device, with the rotations and previous counting entry of entries (its snapshot).
-func NewHead(project string, base *Base, refs []ChunkRef, device string, entries []ledger.Entry, prev *Counting) (*Head, error) {
-	h := &Head{V: HeadVersion, Project: project, Epoch: base.Epoch, Rules: RulesVersion, Cut: base.Cut, State: refs, Compactor: device, Rotations: []json.RawMessage{}}
+func NewHead(project string, base *Base, refs, things []ChunkRef, device string, entries []ledger.Entry, prev *Counting) (*Head, error) {
+	if things == nil {
+		things = []ChunkRef{}
+	}
+	h := &Head{V: HeadVersion, Project: project, Epoch: base.Epoch, Rules: RulesVersion, Cut: base.Cut, State: refs, Things: things, Compactor: device, Rotations: []json.RawMessage{}}
 	for i := range entries {
 		e := &entries[i]
 		if e.Writer == MasterWriter && e.Type == TypeMasterRotate && base.Cut.Below(e.Writer, e.Device, e.Seq) {

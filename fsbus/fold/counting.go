@@ -56,8 +56,11 @@ type Head struct {
 	Epoch   int    `json:"epoch"`
 	Rules   int    `json:"rules"`
 	Cut     Cut    `json:"cut"`
-	// State lists the chunks whose concatenated lines are the base's encoding.
-	State []ChunkRef `json:"state"`
+	// State lists the chunks whose concatenated bytes are the encoding of the base's
+	// core (First: "0", "1", …); Things the thing-range chunks of its terminal things
+	// (First: the chunk's lowest id; things.go), in ascending id order.
+	State  []ChunkRef `json:"state"`
+	Things []ChunkRef `json:"things"`
 	// Compactor is the device whose master segment may write the next checkpoint.
 	Compactor string `json:"compactor"`
 	// Rotations are the verbatim lines of every master.rotate at or below the cut,
@@ -124,6 +127,9 @@ func ParseHead(b []byte, want string, key ed25519.PublicKey, project string) (*H
 		return nil, fmt.Errorf("head is not signed by the master key in force at its checkpoint entry: %w", err)
 	}
 	if err := h.Cut.Check(); err != nil {
+		return nil, err
+	}
+	if err := checkThingRefs(h.Things); err != nil {
 		return nil, err
 	}
 	if !ledger.ValidName(h.Compactor) {
@@ -260,13 +266,26 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 
 // LoadBase reads and checks a counting checkpoint's state: every chunk named by the
 // head, hash-checked, decoded as one base whose epoch and cut are the head's.
-func LoadBase(c Counting, cps Checkpoints) (*Base, error) { return loadBase(c, cps, true) }
+func LoadBase(c Counting, cps Checkpoints) (*Base, error) {
+	b, err := loadBase(c, cps, true)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := b.Terminals(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
-// LoadBaseChecked is LoadBase for a state this machine has loaded before (its head's
-// hash remembered, ckfile.Floored): the chunks are hash-checked against the head as
-// always, and the check that their bytes are the state's canonical encoding, which
-// those same bytes passed, is skipped.
-func LoadBaseChecked(c Counting, cps Checkpoints) (*Base, error) { return loadBase(c, cps, false) }
+// LoadBaseLazy is LoadBase reading the thing chunks only when a thing of theirs is
+// asked for (things.go): a chunk that then does not read or check leaves its things
+// unknown to the process, and Base.Err says why. checked says that this machine
+// loaded that head's state before (ckfile.Floored): the chunks are hash-checked
+// against the head as always, and the check that their bytes are the state's
+// canonical encoding, which those same bytes passed, is skipped.
+func LoadBaseLazy(c Counting, cps Checkpoints, checked bool) (*Base, error) {
+	return loadBase(c, cps, !checked)
+}
 
 func loadBase(c Counting, cps Checkpoints, canonical bool) (*Base, error) {
 	var all []byte
@@ -287,6 +306,10 @@ func loadBase(c Counting, cps Checkpoints, canonical bool) (*Base, error) {
 	if base.Epoch != c.Data.Epoch || !slices.Equal(base.Cut, c.Head.Cut) {
 		return nil, fmt.Errorf("state names epoch %d and another cut than its head (epoch %d)", base.Epoch, c.Data.Epoch)
 	}
+	if err := checkThingRefs(c.Head.Things); err != nil {
+		return nil, err
+	}
+	base.withThings(c.Head.Things, cps.Chunk, canonical)
 	return base, nil
 }
 

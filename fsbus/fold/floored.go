@@ -37,7 +37,7 @@ func Floors(cut Cut) []ledger.Floor {
 // later one is here (the chain may have moved on). The caller then reads whole and
 // folds with FoldChannel, which reports each of these.
 //
-// checked says that this machine loaded that head's state before (LoadBaseChecked).
+// checked says that this machine loaded that head's state before (LoadBaseLazy).
 func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int, headHash string, checked bool) (*ChannelFold, error) {
 	for _, p := range snap.Problems {
 		if p.Kind == ledger.KindCutMissing {
@@ -84,11 +84,7 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 	if !slices.Equal(Floors(loose.Cut), snap.Floors) {
 		return nil, fmt.Errorf("the reading's floors are not the cut of epoch %d", epoch)
 	}
-	load := LoadBase
-	if checked {
-		load = LoadBaseChecked
-	}
-	base, err := load(Counting{Entry: *entry, Data: data, Head: &loose}, cps)
+	base, err := LoadBaseLazy(Counting{Entry: *entry, Data: data, Head: &loose}, cps, checked)
 	if err != nil {
 		return nil, err
 	}

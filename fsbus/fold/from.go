@@ -65,7 +65,7 @@ func (st *State) supersede(e *ledger.Entry, ignore func(*ledger.Entry, string)) 
 	what, involved, head := "", []string{e.Writer}, Step{}
 	switch Family(e.Type) {
 	case "order":
-		o := st.base.Orders[e.Ref].Order
+		o := st.base.TerminalOrder(e.Ref).Order
 		what = "order " + string(o.State)
 		if n := len(o.History); n > 0 {
 			head = o.History[n-1]
@@ -78,7 +78,7 @@ func (st *State) supersede(e *ledger.Entry, ignore func(*ledger.Entry, string)) 
 			involved = append(involved, r.By)
 		}
 	case "ask":
-		a := st.base.Asks[e.Ref].Ask
+		a := st.base.TerminalAsk(e.Ref).Ask
 		what = "ask " + string(a.State)
 		head = Step{Type: TypeAskAnswer, By: MasterWriter, HLC: a.Answered, Hash: a.Head}
 		involved = append(involved, a.Author, MasterWriter)
@@ -186,17 +186,10 @@ func (st *State) takeIdem(e *ledger.Entry, k string) {
 // EntryHLCBefore reports whether e's HLC is below hlc (what merged order decides first).
 func EntryHLCBefore(e *ledger.Entry, hlc string) bool { return e.HLC < hlc }
 
-// endBase adds the base's terminal things and agent traces to st after the passes.
+// endBase adds the base's agent traces to st after the passes. Its terminal things stay
+// in the base, read from their chunks when asked for (State.Order, State.Ask).
 func (st *State) endBase(agent func(string) *Agent) {
 	b := st.base
-	for id, t := range b.Orders {
-		o := *t.Order
-		st.Orders[id] = &o
-	}
-	for id, t := range b.Asks {
-		a := *t.Ask
-		st.Asks[id] = &a
-	}
 	st.Contested = append(st.Contested, b.Contested...)
 	for _, name := range slices.Sorted(maps.Keys(b.Agents)) {
 		tr := b.Agents[name]

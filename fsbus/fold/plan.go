@@ -148,13 +148,11 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, err := EncodeBase(base)
-	if err != nil {
+	var refs, thingRefs []ChunkRef
+	if plan.Chunks, refs, thingRefs, err = StateChunks(base); err != nil {
 		return nil, err
 	}
-	var refs []ChunkRef
-	plan.Chunks, refs = Chunks(enc)
-	if plan.Head, err = NewHead(p.In.Project, base, refs, p.Device, entries, p.Prev); err != nil {
+	if plan.Head, err = NewHead(p.In.Project, base, refs, thingRefs, p.Device, entries, p.Prev); err != nil {
 		return nil, fmt.Errorf("checkpoint head: %w", err)
 	}
 	plan.Cut, plan.Base = cut, base

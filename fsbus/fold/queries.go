@@ -13,7 +13,11 @@ import (
 // ListOrders returns matching orders, most recently updated first (ties by id).
 func (st *State) ListOrders(f OrderFilter) []OrderRow {
 	var out []OrderRow
-	for _, o := range st.Orders {
+	orders := st.Orders // every order that can be active or ready
+	if f.State != "active" && !f.Ready && (f.State == "" || Terminal(OrderState(f.State))) {
+		orders = st.AllOrders()
+	}
+	for _, o := range orders {
 		switch {
 		case f.State == "active" && Terminal(o.State):
 			continue
@@ -113,7 +117,7 @@ func (st *State) BlockedForGood(o *Order) string {
 func (st *State) DeadDeps(o *Order) []string {
 	var out []string
 	for _, d := range o.Deps {
-		if dep := st.Orders[d]; dep != nil && dep.State == StateCancelled {
+		if dep := st.Order(d); dep != nil && dep.State == StateCancelled {
 			out = append(out, d)
 		}
 	}
@@ -126,7 +130,7 @@ func (st *State) DeadDeps(o *Order) []string {
 func (st *State) Blocking(o *Order) []string {
 	var out []string
 	for _, d := range o.Deps {
-		if dep := st.Orders[d]; dep == nil || dep.State != StateAccepted {
+		if dep := st.Order(d); dep == nil || dep.State != StateAccepted {
 			out = append(out, d)
 		}
 	}
@@ -157,10 +161,16 @@ func (st *State) PendingAsks() []*Ask {
 }
 
 // AsksBy returns the asks author raised, newest first (by raise HLC, ties by id); an
-// empty list, never nil.
-func (st *State) AsksBy(author string) []*Ask {
+// empty list, never nil. With past false it leaves out those answered at the cut of
+// the owner's checkpoint the state was folded from, which a digest of what is new
+// does not list, and reads no thing chunk.
+func (st *State) AsksBy(author string, past bool) []*Ask {
 	out := []*Ask{}
-	for _, a := range st.Asks {
+	asks := st.Asks
+	if past {
+		asks = st.AllAsks()
+	}
+	for _, a := range asks {
 		if a.Author == author {
 			out = append(out, a)
 		}
@@ -175,8 +185,11 @@ func (st *State) AsksBy(author string) []*Ask {
 // not_found for no match (saying why when the ask's raise does not count), invalid for
 // an empty query or an ambiguous prefix, listing the candidates.
 func (st *State) FindAsk(q string) (*Ask, error) {
-	id, err := st.resolveID("ask", q, st.askIDs(), "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)")
+	id, err := st.resolveID("ask", q, st.knownIDs(st.askIDs(), PrefixAsk, q), "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)")
 	if errs.Is(err, errs.NotFound) {
+		if berr := st.base.Err(); berr != nil {
+			return nil, errs.Errorf(errs.Internal, "run `ferry doctor`: the owner's checkpoint may be disputed", "the owner's checkpoint does not read here: %v", berr)
+		}
 		lq := strings.ToLower(strings.TrimSpace(q))
 		for _, ig := range st.Ignored {
 			if ig.Type == TypeAskRaise && len(ig.Ref) > 2 && (strings.HasPrefix(ig.Ref, lq) || strings.HasPrefix(ig.Ref[2:], lq)) {
@@ -188,7 +201,7 @@ func (st *State) FindAsk(q string) (*Ask, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.Asks[id], nil
+	return st.Ask(id), nil
 }
 
 // askIDs lists known ask ids, sorted.
@@ -258,8 +271,11 @@ func (st *State) ListDecisions(limit int) []Decision {
 
 // FindOrder resolves a full id or unique prefix (docs/design.md §2 rule 2).
 func (st *State) FindOrder(q string) (*Order, error) {
-	id, err := st.resolveID("order", q, st.OrderIDs(), "")
+	id, err := st.resolveID("order", q, st.knownIDs(st.OrderIDs(), PrefixOrder, q), "")
 	if errs.Is(err, errs.NotFound) {
+		if berr := st.base.Err(); berr != nil {
+			return nil, errs.Errorf(errs.Internal, "run `ferry doctor`: the owner's checkpoint may be disputed", "the owner's checkpoint does not read here: %v", berr)
+		}
 		// An order whose create entry or object does not count is not shown; say why
 		// instead of "no such order".
 		for _, ig := range st.Ignored {
@@ -272,10 +288,11 @@ func (st *State) FindOrder(q string) (*Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.Orders[id], nil
+	return st.Order(id), nil
 }
 
-// OrderIDs lists known order ids, sorted.
+// OrderIDs lists the ids of State.Orders, sorted: every order but those terminal at
+// the cut of the checkpoint the state was folded from.
 func (st *State) OrderIDs() []string { return slices.Sorted(maps.Keys(st.Orders)) }
 
 // TalkShow returns one message with its full Body (`ferry talk show`), by full id or

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 	lastSeen, created := map[string]int64{}, map[string]int64{}
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]
-		if !strings.HasPrefix(e.Type, "order.") || v.State.Orders[e.Ref] == nil {
+		if !strings.HasPrefix(e.Type, "order.") || v.State.Order(e.Ref) == nil {
 			continue
 		}
 		t := v.Arrivals.Seen(e.Hash())
@@ -79,9 +80,13 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 			runs[r.Order] = &fsbus.RunBeat{Run: r.Run, Order: r.Order, PID: r.PID}
 		}
 	}
+	orders := v.State.Orders
+	if all {
+		orders = v.State.AllOrders() // those terminal at the owner's checkpoint too
+	}
 	var out []InspectRow
-	for _, id := range v.State.OrderIDs() {
-		o := v.State.Orders[id]
+	for _, id := range slices.Sorted(maps.Keys(orders)) {
+		o := orders[id]
 		if (!all && fold.Terminal(o.State)) || (agent != "" && o.Author != agent && o.Holder != agent) {
 			continue
 		}
@@ -107,7 +112,7 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 		out = append(out, row)
 	}
 	slices.SortStableFunc(out, func(a, b InspectRow) int {
-		return strings.Compare(v.State.Orders[a.ID].Created, v.State.Orders[b.ID].Created)
+		return strings.Compare(orders[a.ID].Created, orders[b.ID].Created)
 	})
 	return out
 }

@@ -203,7 +203,7 @@ func (r *Runner) adopt(run *fsbus.Run, o *fold.Order) (*fold.Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := v.State.Orders[o.ID]
+	now := v.State.Order(o.ID)
 	if now == nil || now.State != fold.StateChangesRequested || now.Holder != r.S.Name || now.Claim != o.Claim || now.Head != o.Head {
 		return nil, errs.Errorf(errs.Conflict, "pick another order", "order %s moved on while this run started", o.ID)
 	}
@@ -409,8 +409,8 @@ func (r *Runner) execute(ctx context.Context, run *fsbus.Run, o *fold.Order, spe
 			refused = cleanText(err.Error(), true)
 			Journal(r.S, JournalEvent{Event: "done", Run: run.Rec.Run, Order: o.ID, Outcome: "refused", Note: refused})
 			r.logf("result of run %s on %s refused, the claim is kept; running the file again: %s", run.Rec.Run, o.ID, firstLine(refused))
-			if v, lerr := r.S.Load(); lerr == nil && v.State.Orders[o.ID] != nil {
-				o = v.State.Orders[o.ID]
+			if v, lerr := r.S.Load(); lerr == nil && v.State.Order(o.ID) != nil {
+				o = v.State.Order(o.ID)
 			}
 			continue
 		}
@@ -491,7 +491,7 @@ func (r *Runner) movedOn(run *fsbus.Run, what string) string {
 	if err != nil {
 		return ""
 	}
-	o := v.State.Orders[run.Rec.Order]
+	o := v.State.Order(run.Rec.Order)
 	if o != nil && o.Holder == r.S.Name && (run.Rec.Claim == "" || o.Claim == run.Rec.Claim) {
 		return ""
 	}

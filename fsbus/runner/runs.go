@@ -171,7 +171,7 @@ func Recover(s *fsbus.Session) ([]Recovery, error) {
 			return out, err
 		}
 		rv := Recovery{Run: rec.Run, Order: rec.Order, PID: rec.PID, Action: "forgotten"}
-		o := v.State.Orders[rec.Order]
+		o := v.State.Order(rec.Order)
 		claim := rec.Claim
 		if claim == "" && o != nil {
 			claim = runClaim(s, v, o, rec.Run)

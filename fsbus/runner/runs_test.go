@@ -148,13 +148,13 @@ func TestRunnerHeavyOrderThroughQueue(t *testing.T) {
 		t.Fatalf("queue %+v, %v", q, err)
 	}
 	v, _ := runner.Load()
-	if via := q.Via(v.State.Orders[heavy]); !strings.Contains(via, "run --name "+heavy+" --") {
+	if via := q.Via(v.State.Order(heavy)); !strings.Contains(via, "run --name "+heavy+" --") {
 		t.Errorf("run_via of the heavy order: %q", via)
 	}
-	if spec := SpecOf(v.State.Orders[light]); spec.Heavy || spec.Hints != nil {
+	if spec := SpecOf(v.State.Order(light)); spec.Heavy || spec.Hints != nil {
 		t.Errorf("spec of an ordinary order: %+v", spec)
 	}
-	if spec := SpecOf(v.State.Orders[heavy]); spec.Hints == nil || spec.Hints.Cores != 8 || spec.Hints.GPUMemGB != 24 || spec.Task != "gpu-train" {
+	if spec := SpecOf(v.State.Order(heavy)); spec.Hints == nil || spec.Hints.Cores != 8 || spec.Hints.GPUMemGB != 24 || spec.Task != "gpu-train" {
 		t.Errorf("spec of the heavy order: %+v", spec)
 	}
 
@@ -223,7 +223,7 @@ func TestRunnerFailureAndEnvironment(t *testing.T) {
 		t.Fatalf("failing run: %+v %v", res, err)
 	}
 	v, _ := runner.Load()
-	o := v.State.Orders[id]
+	o := v.State.Order(id)
 	rel := o.History[len(o.History)-1]
 	switch {
 	case o.State != fold.StateFailed || rel.Type != fold.TypeOrderFail:
@@ -291,11 +291,11 @@ func TestRecoverOrphansAndLiveRuns(t *testing.T) {
 		t.Fatalf("recoveries %+v, %v", recs, err)
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[orphan]; o.State != fold.StateOpen || !strings.Contains(o.History[len(o.History)-1].Note, "orphan claim of run run-gone") {
+	if o := v.State.Order(orphan); o.State != fold.StateOpen || !strings.Contains(o.History[len(o.History)-1].Note, "orphan claim of run run-gone") {
 		t.Errorf("orphan: %s %+v", o.State, o.History)
 	}
 	for _, id := range []string{manual, live} {
-		if o := v.State.Orders[id]; o.State != fold.StateClaimed {
+		if o := v.State.Order(id); o.State != fold.StateClaimed {
 			t.Errorf("%s was touched: %s", id, o.State)
 		}
 	}
@@ -332,7 +332,7 @@ func TestRecoverFailsAfterReleaseCap(t *testing.T) {
 		t.Fatalf("recoveries %+v, %v", recs, err)
 	}
 	v, _ := runner.Load()
-	o := v.State.Orders[id]
+	o := v.State.Order(id)
 	note := o.History[len(o.History)-1].Note
 	if o.State != fold.StateFailed || o.Holder != "" || !strings.Contains(note, "failed instead") {
 		t.Fatalf("after recovery: %s holder %q %+v", o.State, o.Holder, o.History[len(o.History)-1])
@@ -445,7 +445,7 @@ func TestDeadRunDetection(t *testing.T) {
 		t.Error("the dead run's record is still there")
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[id]; o.State != fold.StateOpen {
+	if o := v.State.Order(id); o.State != fold.StateOpen {
 		t.Errorf("the dead run's order: %s", o.State)
 	}
 	// Idempotent: a second recovery finds nothing.
@@ -475,7 +475,7 @@ func TestRunnerChecksPointersInWorkdir(t *testing.T) {
 		t.Fatalf("a stale workdir ran the order: %+v %v", res, err)
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[id]; o.State != fold.StateOpen {
+	if o := v.State.Order(id); o.State != fold.StateOpen {
 		t.Fatalf("after the stale refusal: %s", o.State)
 	}
 	r2 := newTestRunner(t, runner, job, Queue{})
@@ -632,7 +632,7 @@ func TestRunEndsWithItsProcessGroup(t *testing.T) {
 			t.Fatalf("%s: %+v", mode, res)
 		}
 		v, _ := runner.Load()
-		if o := v.State.Orders[id]; o.State != state {
+		if o := v.State.Order(id); o.State != state {
 			t.Errorf("%s: order %s, want %s", mode, o.State, state)
 		}
 		gc, _ := strconv.Atoi(waitMark(t, filepath.Join(jobDir, "grandchild")))
@@ -681,7 +681,7 @@ func TestRunSchemaOrders(t *testing.T) {
 			t.Errorf("%q: reference %q note %q", c.out, res.Ref, res.Note)
 		}
 		v, _ := runner.Load()
-		o := v.State.Orders[id]
+		o := v.State.Order(id)
 		switch c.outcome {
 		case "submitted":
 			if o.State != fold.StateSubmitted || o.Result == nil || o.Result.Reference != res.Ref {
@@ -715,7 +715,7 @@ func TestRunReworksChangesRequested(t *testing.T) {
 		t.Fatalf("first run: %+v %v", res, err)
 	}
 	v, _ := runner.Load()
-	claim := v.State.Orders[id].Claim
+	claim := v.State.Order(id).Claim
 	must[*fold.Order](t)(boss.Review(id, "changes", fsbus.NoteOptions{Note: "add the tests"}))
 	res, err := r.RunOne(context.Background())
 	if err != nil || res == nil || res.Outcome != "submitted" || res.Order != id {
@@ -725,7 +725,7 @@ func TestRunReworksChangesRequested(t *testing.T) {
 		t.Errorf("the file was given the review note %q", note)
 	}
 	v, _ = runner.Load()
-	if o := v.State.Orders[id]; o.State != fold.StateSubmitted || o.Claim != claim {
+	if o := v.State.Order(id); o.State != fold.StateSubmitted || o.Claim != claim {
 		t.Errorf("after the rework: %s, claim %s (was %s)", o.State, o.Claim, claim)
 	}
 	if res, _ := r.RunOne(context.Background()); res != nil {
@@ -753,7 +753,7 @@ func TestRunMessages(t *testing.T) {
 		t.Fatalf("reassigned during the run: %+v", res)
 	}
 	v, _ := runner.Load()
-	if o := v.State.Orders[id]; o.State != fold.StateOffered || o.History[len(o.History)-1].Type != fold.TypeOrderOffer {
+	if o := v.State.Order(id); o.State != fold.StateOffered || o.History[len(o.History)-1].Type != fold.TypeOrderOffer {
 		t.Errorf("the runner wrote after the reassignment: %s %+v", o.State, o.History[len(o.History)-1])
 	}
 	if lr := runner.Home.LiveRuns(runner.Project(), "runner"); len(lr) != 0 {
@@ -818,7 +818,7 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := v.State.Orders[id]; o.State != fold.StateOpen {
+	if o := v.State.Order(id); o.State != fold.StateOpen {
 		t.Fatalf("order %s is %s while the runner was paused", id, o.State)
 	}
 	if p := v.PresenceOf(runner.Name); p == nil || !strings.Contains(p.Doing, "paused") {

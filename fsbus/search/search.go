@@ -3,6 +3,7 @@ package search
 import (
 	"cmp"
 	"encoding/base64"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -157,8 +158,9 @@ func Hits(c *fsbus.Channel, v *fsbus.View, terms []string, kind, agent string) [
 		}
 	}
 	if want("order") {
-		for _, id := range st.OrderIDs() {
-			o := st.Orders[id]
+		all := st.AllOrders() // those terminal at the owner's checkpoint too
+		for _, id := range slices.Sorted(maps.Keys(all)) {
+			o := all[id]
 			text := []string{o.Body}
 			for _, s := range o.History {
 				text = append(text, s.Note)
@@ -188,7 +190,7 @@ func Hits(c *fsbus.Channel, v *fsbus.View, terms []string, kind, agent string) [
 		}
 	}
 	if want("ask") {
-		for _, a := range st.Asks {
+		for _, a := range st.AllAsks() {
 			at := max(a.Raised, a.Answered)
 			add(Hit{Kind: "ask", ID: a.ID, Title: a.Title, By: a.Author, At: at},
 				joinDistinct([]string{a.Recommendation, a.Reasoning, a.Note}))

@@ -27,8 +27,8 @@ func NewFiles(root string, plan *fold.Plan, s ledger.Signer) ([]File, string, er
 		return nil, "", err
 	}
 	var out []File
-	for i, c := range plan.Chunks {
-		p := filepath.Join(root, filepath.FromSlash(fold.ChunkPath(plan.Head.State[i].Hash)))
+	for _, c := range plan.Chunks {
+		p := filepath.Join(root, filepath.FromSlash(fold.ChunkPath(ledger.HashBytes(c))))
 		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, c) {
 			continue
 		}

@@ -1,0 +1,418 @@
+package fold
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// The things terminal at a checkpoint's cut, in thing-range chunks (docs/format.md §20
+// "The state", ADR 0019 §5): the accepted and cancelled orders and the answered asks,
+// sorted by id and packed in order into chunks of at most thingsMax things and
+// chunkMax bytes each (a thing whose encoding alone is bigger gets a chunk of its own).
+// The head lists each chunk's first id and hash (Head.Things), so a reader finds the
+// one chunk that may hold an id without reading any other, and reads it only when a
+// command asks for that thing. Each chunk is the RFC 8785 encoding of
+// {"asks": {id: TerminalAsk}, "orders": {id: TerminalOrder}, "v": BaseVersion}.
+
+// thingsMax is the most things a chunk holds.
+const thingsMax = 256
+
+// thingChunkJSON is a thing chunk's encoded form.
+type thingChunkJSON struct {
+	V      int                       `json:"v"`
+	Orders map[string]*TerminalOrder `json:"orders"`
+	Asks   map[string]*TerminalAsk   `json:"asks"`
+}
+
+// chunkOverhead is the length of an empty chunk's encoding, {"asks":{},"orders":{},"v":N}.
+var chunkOverhead = len(fmt.Sprintf(`{"asks":{},"orders":{},"v":%d}`, BaseVersion))
+
+// EncodeThings packs b's terminal things into chunks and returns each chunk's bytes
+// and ref, in id order.
+func EncodeThings(b *Base) ([][]byte, []ChunkRef, error) {
+	orders, asks, err := b.Terminals()
+	if err != nil {
+		return nil, nil, err
+	}
+	type item struct {
+		id  string
+		val []byte
+	}
+	items := make([]item, 0, len(orders)+len(asks))
+	for id, o := range orders {
+		v, err := ledger.Canonical(o)
+		if err != nil {
+			return nil, nil, fmt.Errorf("order %s: %w", id, err)
+		}
+		items = append(items, item{id, v})
+	}
+	for id, a := range asks {
+		v, err := ledger.Canonical(a)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ask %s: %w", id, err)
+		}
+		items = append(items, item{id, v})
+	}
+	slices.SortFunc(items, func(x, y item) int { return strings.Compare(x.id, y.id) })
+	var out [][]byte
+	var refs []ChunkRef
+	for len(items) > 0 {
+		n, size := 0, chunkOverhead
+		for n < len(items) && n < thingsMax {
+			// "id":value plus a comma: ids need no escaping (ValidID).
+			add := len(items[n].id) + 3 + len(items[n].val) + 1
+			if n > 0 && size+add > chunkMax {
+				break
+			}
+			size += add
+			n++
+		}
+		j := thingChunkJSON{V: BaseVersion, Orders: map[string]*TerminalOrder{}, Asks: map[string]*TerminalAsk{}}
+		for _, it := range items[:n] {
+			if o := orders[it.id]; o != nil {
+				j.Orders[it.id] = o
+			} else {
+				j.Asks[it.id] = asks[it.id]
+			}
+		}
+		c, err := ledger.Canonical(j)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, c)
+		refs = append(refs, ChunkRef{First: items[0].id, Hash: ledger.HashBytes(c)})
+		items = items[n:]
+	}
+	return out, refs, nil
+}
+
+// checkThingRefs checks a head's thing refs: valid ids, strictly ascending.
+func checkThingRefs(refs []ChunkRef) error {
+	for i, r := range refs {
+		if !ValidID(r.First) || (r.First[0] != 'o' && r.First[0] != 'a') {
+			return fmt.Errorf("head names a thing chunk whose first id %q is not an order or ask id", r.First)
+		}
+		if i > 0 && refs[i-1].First >= r.First {
+			return fmt.Errorf("head's thing chunks are not in ascending id order at %q", r.First)
+		}
+		if !strings.HasPrefix(r.Hash, "sha256:") || len(r.Hash) != len("sha256:")+64 {
+			return fmt.Errorf("head names a thing chunk with a bad hash %q", r.Hash)
+		}
+	}
+	return nil
+}
+
+// thingStore reads a base's thing chunks on first use. mu guards the base's Orders
+// and Asks maps while chunks are still being read into them; once every chunk is read
+// (all) they no longer change.
+type thingStore struct {
+	mu        sync.Mutex
+	refs      []ChunkRef
+	read      func(hash string) ([]byte, error)
+	canonical bool
+	loaded    []bool
+	n         int // chunks read
+	all       bool
+	err       error // the first chunk that did not read or check
+}
+
+// chunkFor returns the index of the chunk that may hold id, -1 for none.
+func (s *thingStore) chunkFor(id string) int {
+	return sort.Search(len(s.refs), func(i int) bool { return s.refs[i].First > id }) - 1
+}
+
+// ensure reads chunk i into b, under s.mu.
+func (s *thingStore) ensure(b *Base, i int) {
+	if i < 0 || s.loaded[i] {
+		return
+	}
+	s.loaded[i] = true
+	s.n++
+	if err := s.decode(b, i); err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+// decode reads chunk i, checks it against its ref (hash, first id, the id range up to
+// the next chunk's first id, its canonical form unless checked before) and adds its
+// things to b.
+func (s *thingStore) decode(b *Base, i int) error {
+	ref := s.refs[i]
+	raw, err := s.read(ref.Hash)
+	if err != nil {
+		return fmt.Errorf("chunk %s: %w", ChunkPath(ref.Hash), err)
+	}
+	if got := ledger.HashBytes(raw); got != ref.Hash {
+		return fmt.Errorf("chunk %s hashes to %s (tampered or damaged)", ChunkPath(ref.Hash), got)
+	}
+	var j thingChunkJSON
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("chunk %s does not decode: %w", ChunkPath(ref.Hash), err)
+	}
+	if j.V != BaseVersion {
+		return fmt.Errorf("chunk %s of version %d, this build reads %d", ChunkPath(ref.Hash), j.V, BaseVersion)
+	}
+	next := ""
+	if i+1 < len(s.refs) {
+		next = s.refs[i+1].First
+	}
+	ids := slices.Sorted(func(yield func(string) bool) {
+		for id := range j.Orders {
+			if !yield(id) {
+				return
+			}
+		}
+		for id := range j.Asks {
+			if !yield(id) {
+				return
+			}
+		}
+	})
+	if len(ids) == 0 || ids[0] != ref.First || (next != "" && ids[len(ids)-1] >= next) {
+		return fmt.Errorf("chunk %s holds ids outside its range [%s, %s)", ChunkPath(ref.Hash), ref.First, next)
+	}
+	if err := checkTerminal(j.Orders, j.Asks); err != nil {
+		return fmt.Errorf("chunk %s: %w", ChunkPath(ref.Hash), err)
+	}
+	if s.canonical {
+		if c, err := ledger.Canonical(j); err != nil || string(c) != string(raw) {
+			return fmt.Errorf("chunk %s is not in its canonical encoding (RFC 8785)", ChunkPath(ref.Hash))
+		}
+	}
+	maps.Copy(b.Orders, j.Orders)
+	maps.Copy(b.Asks, j.Asks)
+	return nil
+}
+
+// checkTerminal checks decoded terminal things: each a terminal order or answered ask
+// of its id, and fills in the fields their encoding keeps beside them.
+func checkTerminal(orders map[string]*TerminalOrder, asks map[string]*TerminalAsk) error {
+	for id, o := range orders {
+		if o == nil || o.Order == nil || o.Order.ID != id || !Terminal(o.Order.State) || !strings.HasPrefix(id, PrefixOrder) {
+			return fmt.Errorf("state holds order %q that is not a terminal order of that id", id)
+		}
+		o.Order.C, o.Order.Device = o.Core, o.Device
+	}
+	for id, a := range asks {
+		if a == nil || a.Ask == nil || a.Ask.ID != id || a.Ask.State == AskPending || !strings.HasPrefix(id, PrefixAsk) {
+			return fmt.Errorf("state holds ask %q that is not an answered ask of that id", id)
+		}
+		a.Ask.C = askCore{State: AskState(a.State), Author: a.Author}
+	}
+	return nil
+}
+
+// TerminalOrder returns the order of id terminal at the cut, nil when none (or when
+// its chunk does not read: Err says why).
+func (b *Base) TerminalOrder(id string) *TerminalOrder {
+	if b == nil {
+		return nil
+	}
+	if s := b.things; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.ensure(b, s.chunkFor(id))
+	}
+	return b.Orders[id]
+}
+
+// TerminalAsk returns the ask of id answered at the cut, nil when none.
+func (b *Base) TerminalAsk(id string) *TerminalAsk {
+	if b == nil {
+		return nil
+	}
+	if s := b.things; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.ensure(b, s.chunkFor(id))
+	}
+	return b.Asks[id]
+}
+
+// Terminals reads every thing chunk not read yet and returns the terminal things by
+// id, or the first chunk that did not read or check.
+func (b *Base) Terminals() (map[string]*TerminalOrder, map[string]*TerminalAsk, error) {
+	if s := b.things; s != nil {
+		s.mu.Lock()
+		if !s.all {
+			for i := range s.refs {
+				s.ensure(b, i)
+			}
+			s.all = true
+		}
+		err := s.err
+		s.mu.Unlock()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return b.Orders, b.Asks, nil
+}
+
+// terminalIDs returns the ids of the terminal things starting with prefix, reading
+// only the chunks whose range may hold one.
+func (b *Base) terminalIDs(prefix string) []string {
+	if b == nil {
+		return nil
+	}
+	pick := func(id string) bool { return strings.HasPrefix(id, prefix) }
+	if s := b.things; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i := max(s.chunkFor(prefix), 0); i < len(s.refs); i++ {
+			if f := s.refs[i].First; f > prefix && !pick(f) {
+				break
+			}
+			s.ensure(b, i)
+		}
+	}
+	var out []string
+	for id := range b.Orders {
+		if pick(id) {
+			out = append(out, id)
+		}
+	}
+	for id := range b.Asks {
+		if pick(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ChunksRead reports how many thing chunks this base has read so far, of how many.
+func (b *Base) ChunksRead() (read, of int) {
+	if b == nil || b.things == nil {
+		return 0, 0
+	}
+	b.things.mu.Lock()
+	defer b.things.mu.Unlock()
+	return b.things.n, len(b.things.refs)
+}
+
+// Err returns the first thing chunk that did not read or check, nil when none has
+// failed so far.
+func (b *Base) Err() error {
+	if b == nil || b.things == nil {
+		return nil
+	}
+	b.things.mu.Lock()
+	defer b.things.mu.Unlock()
+	return b.things.err
+}
+
+// Order returns the order of id: one folded here, or one terminal at the cut of the
+// checkpoint the state was folded from (its chunk read on first use); nil when none.
+// State.Orders holds only the first kind.
+func (st *State) Order(id string) *Order {
+	if o := st.Orders[id]; o != nil {
+		return o
+	}
+	if t := st.base.TerminalOrder(id); t != nil {
+		return t.Order
+	}
+	return nil
+}
+
+// Ask returns the ask of id, as Order does orders.
+func (st *State) Ask(id string) *Ask {
+	if a := st.Asks[id]; a != nil {
+		return a
+	}
+	if t := st.base.TerminalAsk(id); t != nil {
+		return t.Ask
+	}
+	return nil
+}
+
+// AllOrders returns every order by id, those terminal at the checkpoint's cut
+// included (every thing chunk read): for listings of terminal state. Without a
+// checkpoint it is State.Orders.
+func (st *State) AllOrders() map[string]*Order {
+	if st.base == nil {
+		return st.Orders
+	}
+	orders, _, _ := st.base.Terminals() // a chunk that does not read: Base.Err, doctor
+	out := make(map[string]*Order, len(st.Orders)+len(orders))
+	for id, t := range orders {
+		out[id] = t.Order
+	}
+	maps.Copy(out, st.Orders)
+	return out
+}
+
+// AllAsks returns every ask by id, as AllOrders does orders.
+func (st *State) AllAsks() map[string]*Ask {
+	if st.base == nil {
+		return st.Asks
+	}
+	_, asks, _ := st.base.Terminals()
+	out := make(map[string]*Ask, len(st.Asks)+len(asks))
+	for id, t := range asks {
+		out[id] = t.Ask
+	}
+	maps.Copy(out, st.Asks)
+	return out
+}
+
+// OrderCounts returns the number of orders in each state, those terminal at the
+// checkpoint's cut counted from its core without reading their chunks.
+func (st *State) OrderCounts() map[OrderState]int {
+	out := map[OrderState]int{}
+	for _, o := range st.Orders {
+		out[o.State]++
+	}
+	if st.base != nil {
+		for _, s := range []OrderState{StateAccepted, StateCancelled} {
+			out[s] += st.base.Counts[string(s)]
+		}
+	}
+	return out
+}
+
+// knownIDs returns the ids of live, the ids of one kind folded here, and of the terminal
+// things of the checkpoint that q (an id or a prefix, with or without kind's prefix)
+// may resolve to: the chunks that may hold such ids are read, no others.
+func (st *State) knownIDs(live []string, kindPrefix, q string) []string {
+	if st.base == nil {
+		return live
+	}
+	q = strings.ToLower(strings.TrimSpace(q))
+	if q == "" {
+		return live
+	}
+	out := slices.Clone(live)
+	for _, p := range []string{q, kindPrefix + q} {
+		for _, id := range st.base.terminalIDs(p) {
+			if strings.HasPrefix(id, kindPrefix) && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// StateChunks returns every chunk of b's encoding — its core's, cut by bytes, then its
+// thing chunks — with the refs a head names them by (Head.State, Head.Things).
+func StateChunks(b *Base) (chunks [][]byte, core, things []ChunkRef, err error) {
+	enc, err := EncodeBase(b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	chunks, core = Chunks(enc)
+	tc, things, err := EncodeThings(b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return append(chunks, tc...), core, things, nil
+}
