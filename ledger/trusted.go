@@ -344,3 +344,16 @@ func hexVal(c byte) byte {
 	}
 	return c - '0'
 }
+
+// ParseCanonicalLine is ParseLine, with the same result, for a line that is most
+// likely in its canonical form already (the lines of an owner's checkpoint's state,
+// docs/format.md §20): a line of the usual shape is decoded by parseTrusted over the
+// line's memory (the caller never writes to it afterwards) and hashed as it is,
+// without canonicalizing it again; any other line goes through ParseLine.
+func ParseCanonicalLine(line []byte) (Entry, error) {
+	if e, ok := parseTrusted(line); ok && e.known {
+		e.hash = HashBytes(line)
+		return e, nil
+	}
+	return parseLine(line)
+}

@@ -298,3 +298,31 @@ func BenchmarkTrustedEntry(b *testing.B) {
 		})
 	}
 }
+
+// TestParseCanonicalLineMatchesParseLine: the fast parse of a state's lines gives
+// ParseLine's entry, hash and error for canonical lines, lines in another key order or
+// spacing, and malformed ones.
+func TestParseCanonicalLineMatchesParseLine(t *testing.T) {
+	lines := []string{
+		`{"data":{"a":1},"device":"d1","hlc":"2026-11-29T09:00:00.000Z/0000","seq":1,"type":"msg.post","v":1,"writer":"w"}`,
+		`{"writer":"w","v":1,"type":"msg.post","seq":1,"hlc":"2026-11-29T09:00:00.000Z/0000","device":"d1","data":{"a":1}}`,
+		`{"device":"d1", "hlc":"2026-11-29T09:00:00.000Z/0000","seq":2,"type":"t","v":1,"writer":"w"}`,
+		`{"device":"d1","hlc":"bad","seq":2,"type":"t","v":1,"writer":"w"}`,
+		`{"device":"d1","hlc":"2026-11-29T09:00:00.000Z/0000","seq":0,"type":"t","v":1,"writer":"w"}`,
+		`{"Device":"d1","device":"d1","hlc":"2026-11-29T09:00:00.000Z/0000","seq":2,"type":"t","v":1,"writer":"w"}`,
+		`not json`,
+	}
+	for _, l := range lines {
+		want, werr := ParseLine([]byte(l))
+		got, gerr := ParseCanonicalLine([]byte(l))
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%s: ParseLine error %v, ParseCanonicalLine error %v", l, werr, gerr)
+		}
+		if werr != nil {
+			continue
+		}
+		if got.Hash() != want.Hash() || string(got.raw) != string(want.raw) || got.Writer != want.Writer || got.Seq != want.Seq || string(got.Data) != string(want.Data) {
+			t.Fatalf("%s: got %+v (%s), want %+v (%s)", l, got, got.Hash(), want, want.Hash())
+		}
+	}
+}
