@@ -323,7 +323,7 @@ func decodeBase(raw []byte, canonical bool) (*Base, error) {
 		b.Idem[r.Writer+"\x00"+r.Key] = IdemRec(r)
 	}
 	for i, l := range j.Lines {
-		e, err := ledger.ParseLine(l)
+		e, err := ledger.ParseCanonicalLine(l)
 		if err != nil {
 			return nil, fmt.Errorf("state line %d: %w", i, err)
 		}
