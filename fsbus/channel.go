@@ -473,7 +473,43 @@ func (c *Channel) arrivalsPath() string {
 // same name in arrivals.go) and keeps the log as read for the next Load.
 func (c *Channel) ingestArrivals(all, added []ledger.Entry, incremental bool, size0 int64) (*arrivals.Log, error) {
 	dir, lockDir := c.Home.StateDir(c.Project()), c.Home.LockDir(c.Project())
-	a, last, err := arrivals.Ingest(dir, lockDir, c.arrivalsPath(), c.lastArr, c.stamp(), all, added, incremental, size0)
+	var below func(*ledger.Entry) bool
+	if cf := c.ownerCheckpoint; cf != nil && cf.Used >= 0 {
+		cut := cf.Chain[cf.Used].Head.Cut
+		below = func(e *ledger.Entry) bool { return cut.Below(e.Writer, e.Device, e.Seq) }
+	}
+	a, last, err := arrivals.Ingest(dir, lockDir, c.arrivalsPath(), c.lastArr, c.stamp(), all, added, incremental, size0, below)
 	c.lastArr = last
 	return a, err
+}
+
+// arrivalsCompactMin is how many lines compactArrivals drops at least (fewer are not
+// worth a rewrite of the log).
+var arrivalsCompactMin = 1024
+
+// compactArrivals drops from the arrival log the lines of the entries at or below the
+// cut of the owner's checkpoint this Load read from (arrivals.Compact), once per
+// epoch: snap is a reading from that cut, so what it holds is what the log keeps. A
+// failure leaves the log as it was and costs later Loads its size.
+func (c *Channel) compactArrivals(snap *ledger.Snapshot, arr *arrivals.Log) {
+	cf := c.ownerCheckpoint
+	if cf == nil || cf.Used < 0 || snap.Floors == nil || arr == nil {
+		return
+	}
+	epoch := cf.Chain[cf.Used].Data.Epoch
+	if arr.Compacted >= epoch || arr.Last < uint64(len(snap.Entries)+arrivalsCompactMin) {
+		return
+	}
+	keep := make(map[string]bool, len(snap.Entries))
+	for i := range snap.Entries {
+		keep[snap.Entries[i].Hash()] = true
+	}
+	for _, f := range snap.Forks {
+		for i := range f.Losers {
+			keep[f.Losers[i].Hash()] = true
+		}
+	}
+	if _, err := arrivals.Compact(c.Home.LockDir(c.Project()), c.arrivalsPath(), epoch, arrivalsCompactMin, func(h string) bool { return keep[h] }); err != nil {
+		c.Home.CacheNotSaved(c.arrivalsPath(), err)
+	}
 }

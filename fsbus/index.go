@@ -273,6 +273,9 @@ func (c *Channel) saveIndex() error {
 		buf = append(buf, cache.IndexHeader+c.Project()+" "+ledger.FormatKey(c.MasterKey)+"\n"...)
 		ix.loadSigsLocked(c.Project())   // the frames not loaded yet are written again too
 		sigs = sigcache.All(c.Project()) // the pending ones included
+		if keep := c.floorKeep(ix.rs); keep != nil {
+			sigs = slices.DeleteFunc(sigs, func(s sigcache.Rec) bool { return !keep[s.Hash] })
+		}
 	} else {
 		chunks = ix.rs.TakeChanges()
 	}
@@ -315,6 +318,34 @@ func (c *Channel) saveIndex() error {
 		return fmt.Errorf("writing the local index: %w", err)
 	}
 	return nil
+}
+
+// floorKeep returns, for an index read from an owner's checkpoint's cut, the hashes
+// whose signatures the index keeps when written whole: the records the last Load read
+// (above the cut) and the lines of the state it folded from; the signatures of records
+// at or below the cut leave it (docs/format.md §20 "Reading from the cut"). nil when
+// the index is read whole: every signature is kept.
+func (c *Channel) floorKeep(rs *ledger.ReadState) map[string]bool {
+	if len(rs.Floors()) == 0 || c.lastSnap == nil || c.lastSnap.Floors == nil {
+		return nil
+	}
+	keep := make(map[string]bool, len(c.lastSnap.Entries))
+	for i := range c.lastSnap.Entries {
+		keep[c.lastSnap.Entries[i].Hash()] = true
+	}
+	for _, f := range c.lastSnap.Forks {
+		for i := range f.Losers {
+			keep[f.Losers[i].Hash()] = true
+		}
+	}
+	if c.lastFold != nil {
+		if b := c.lastFold.State.Base(); b != nil {
+			for i := range b.Lines {
+				keep[b.Lines[i].Hash()] = true
+			}
+		}
+	}
+	return keep
 }
 
 // progressBlock is how many entries prewarmSigs checks between two progress reports.

@@ -151,6 +151,7 @@ func (c *Channel) Load() (*View, error) {
 	if err := c.saveIndex(); err != nil { // a failed save costs only the next Load's work
 		c.Home.CacheNotSaved(c.indexPath(), err)
 	}
+	c.compactArrivals(snap, arr)
 	if fresh {
 		c.sinceCheckpoint = 0
 	} else {

@@ -39,10 +39,13 @@ import (
 // or wall time minus boot time moved by more than MaxClockStep): what was seen before
 // it counts as seen at it (the first observation after the step).
 type Log struct {
-	LogID    string
-	Last     uint64                // highest arrival number
-	recs     fold.Layered[arrival] // entry hash → its arrival
-	Sighting map[string]Stamp      // writer → when this machine last saw it change
+	LogID string
+	// Compacted is the epoch of the owner's checkpoint at whose cut the log was
+	// compacted (Compact), 0 when it never was.
+	Compacted int
+	Last      uint64                // highest arrival number
+	recs      fold.Layered[arrival] // entry hash → its arrival
+	Sighting  map[string]Stamp      // writer → when this machine last saw it change
 	// latest is each writer's newest line (highest number); clocks counts the clock
 	// lines read, clock is the last of them.
 	latest map[string]arrival
@@ -136,6 +139,31 @@ func (a *Log) Seen(hash string) time.Time {
 
 const arrivalsHeader = "ferry-arrivals 1 "
 
+// compactedMark follows the log id in the header of a log compacted at an owner's
+// checkpoint: "ferry-arrivals 1 <log id> compacted <epoch>".
+const compactedMark = " compacted "
+
+// parseHeader returns the log id and compaction epoch of a header line (without its
+// newline); ok is false for a line that is not an arrival log's header.
+func parseHeader(head string) (id string, compacted int, ok bool) {
+	rest, found := strings.CutPrefix(head, arrivalsHeader)
+	if !found {
+		return "", 0, false
+	}
+	id, mark, marked := strings.Cut(rest, compactedMark)
+	if marked {
+		n, err := strconv.Atoi(mark)
+		if err != nil || n < 1 {
+			return "", 0, false
+		}
+		compacted = n
+	}
+	if id == "" || strings.ContainsAny(id, " .") {
+		return "", 0, false
+	}
+	return id, compacted, true
+}
+
 // arrivalsClock starts a clock line of the arrival log. Its first field is no number,
 // so a binary that predates clock lines skips it as a line it cannot parse.
 const arrivalsClock = "clock"
@@ -164,7 +192,11 @@ type Reading struct {
 // process last read it (nil: not yet), and the log as this call leaves it is returned
 // beside the Arrivals (last again when the log could not be locked; nil when appending
 // to it failed, so the next call reads it whole). now is this machine's clocks.
-func Ingest(dir, lockDir, path string, last *Reading, now Stamp, all, added []ledger.Entry, incremental bool, size0 int64) (*Log, *Reading, error) {
+//
+// below, when not nil, reports the entries at or below the cut of the owner's
+// checkpoint the Load folded from: in a log compacted at a checkpoint (Compact) they
+// get no arrival number, since their lines left it.
+func Ingest(dir, lockDir, path string, last *Reading, now Stamp, all, added []ledger.Entry, incremental bool, size0 int64, below func(*ledger.Entry) bool) (*Log, *Reading, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, last, fmt.Errorf("creating %s: %w", dir, err)
 	}
@@ -190,6 +222,11 @@ func Ingest(dir, lockDir, path string, last *Reading, now Stamp, all, added []le
 	if rd == nil {
 		var err error
 		rd, torn, err = Read(path)
+		if err == nil && rd != nil && last != nil && incremental && rd.Log.LogID == last.Log.LogID && rd.Log.Compacted > last.Log.Compacted {
+			// Compacted since this process read it: every entry it read before has its
+			// number, or was at or below the cut and left the log.
+			entries = added
+		}
 		if rewritten && err == nil {
 			// Shorter than, or different from, what this process read under the same
 			// log id (a crash restored an old copy, a hand edit): arrival numbers it
@@ -234,6 +271,9 @@ func Ingest(dir, lockDir, path string, last *Reading, now Stamp, all, added []le
 		e := &entries[i]
 		h := e.Hash()
 		if _, ok := a.recs.Get(h); ok {
+			continue
+		}
+		if a.Compacted > 0 && below != nil && below(e) {
 			continue
 		}
 		if _, ok := add[h]; ok {
@@ -341,10 +381,11 @@ func Read(path string) (rd *Reading, torn bool, err error) {
 		return nil, false, err
 	}
 	head, rest, ok := bytes.Cut(raw, []byte("\n"))
-	if !ok || !strings.HasPrefix(string(head), arrivalsHeader) {
+	id, compacted, good := parseHeader(string(head))
+	if !ok || !good {
 		return nil, false, fmt.Errorf("arrival log %s has no header", path)
 	}
-	a := &Log{LogID: strings.TrimPrefix(string(head), arrivalsHeader), latest: map[string]arrival{}}
+	a := &Log{LogID: id, Compacted: compacted, latest: map[string]arrival{}}
 	recs := map[string]arrival{}
 	n := parseArrivals(a, rest, recs)
 	a.recs = fold.Layered[arrival]{Base: recs}
@@ -517,4 +558,59 @@ func (a *Log) ParseCursor(cur string) (uint64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// Compact rewrites the log at path without the lines of the entries at or below the
+// cut of the owner's checkpoint of epoch (docs/format.md §20 "Reading from the cut"):
+// it keeps the log id and the arrival number of every line it keeps, every clock line,
+// the lines of the entries keep names (those read above the cut), each writer's newest
+// line and the highest-numbered one (sightings, Last and every cursor stay good), and
+// marks the header with epoch. It does nothing, and reports 0, when the log is missing,
+// already compacted at epoch or later, or would drop fewer than minDrop lines (fewer are
+// not worth a rewrite).
+// Under arrivals.lock; the new log is written to a temp file, fsync'd and renamed over
+// the old one (fsutil.WriteFile). A process holding the old log reads the new one
+// whole at its next Load and numbers only what it had not read (Ingest).
+func Compact(lockDir, path string, epoch, minDrop int, keep func(hash string) bool) (int, error) {
+	lk := flock.New(filepath.Join(lockDir, "arrivals.lock"))
+	if err := lk.Lock(); err != nil {
+		return 0, fmt.Errorf("locking arrival log: %w", err)
+	}
+	defer lk.Unlock()
+	rd, _, err := Read(path)
+	if rd == nil || err != nil || rd.Log.Compacted >= epoch {
+		return 0, err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	newest := map[uint64]bool{rd.Log.Last: true}
+	for _, r := range rd.Log.latest {
+		newest[r.n] = true
+	}
+	out := fmt.Appendf(nil, "%s%s%s%d\n", arrivalsHeader, rd.Log.LogID, compactedMark, epoch)
+	body := raw[len(rd.header):rd.offset]
+	dropped := 0
+	for len(body) > 0 {
+		i := bytes.IndexByte(body, '\n')
+		line := body[:i+1]
+		body = body[i+1:]
+		f := strings.Fields(string(line))
+		if len(f) == 4 && f[0] != arrivalsClock {
+			n, err := strconv.ParseUint(f[0], 10, 64)
+			if err == nil && !keep(f[1]) && !newest[n] {
+				dropped++
+				continue
+			}
+		}
+		out = append(out, line...)
+	}
+	if dropped < minDrop {
+		return 0, nil
+	}
+	if err := fsutil.WriteFile(path, out, 0o644); err != nil {
+		return 0, fmt.Errorf("rewriting the arrival log: %w", err)
+	}
+	return dropped, nil
 }

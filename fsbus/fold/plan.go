@@ -107,6 +107,9 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 		if stop[k] {
 			continue
 		}
+		if p.PrevBase != nil && p.PrevBase.Cut.Below(e.Writer, e.Device, e.Seq) {
+			continue // settled by the previous cut (the arrival log may no longer hold it)
+		}
 		if s := p.SeenMs(e.Hash()); s == 0 || s > p.SettledMs {
 			stop[k] = true
 			continue

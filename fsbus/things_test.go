@@ -1,0 +1,145 @@
+package fsbus
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+)
+
+// TestTerminalThingsReadOnFirstUse: after the owner compacts, a new process folds from
+// the checkpoint without reading any chunk of terminal things; an order terminal at
+// the cut is found by id and by a prefix of its id (one chunk read), listed by a
+// listing of its state, and counted without any chunk read; the reading folds what
+// the whole reading folds.
+func TestTerminalThingsReadOnFirstUse(t *testing.T) {
+	w := newLifeWorld(t)
+	var done []*fold.Order
+	for _, title := range []string{"one", "two", "three"} {
+		o := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: title}))
+		done = append(done, must[*fold.Order](t)(w.alice.Cancel(o.ID, NoteOptions{})))
+	}
+	live := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "live"}))
+	must[*fold.Order](t)(w.bob.Claim(live.ID, ""))
+	if _, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := reopen(t, w.c)
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := v.State
+	b := st.Base()
+	if b == nil || v.Snapshot.Floors == nil {
+		t.Fatal("not folded from the cut")
+	}
+	if read, of := b.ChunksRead(); read != 0 || of != 1 {
+		t.Fatalf("thing chunks read by the fold: %d of %d, want 0 of 1", read, of)
+	}
+	if st.Orders[done[0].ID] != nil || st.Orders[live.ID] == nil {
+		t.Fatalf("State.Orders holds a terminal order or lacks the live one")
+	}
+	if n := st.OrderCounts()[fold.StateCancelled]; n != 3 {
+		t.Fatalf("cancelled orders counted: %d", n)
+	}
+	if read, _ := b.ChunksRead(); read != 0 {
+		t.Fatal("counting read a chunk")
+	}
+	o, err := st.FindOrder(strings.TrimPrefix(done[1].ID, fold.PrefixOrder)[:8])
+	if err != nil || o.ID != done[1].ID || o.State != fold.StateCancelled {
+		t.Fatalf("find by prefix: %+v, %v", o, err)
+	}
+	if read, _ := b.ChunksRead(); read != 1 {
+		t.Fatalf("thing chunks read by a lookup: %d", read)
+	}
+	if rows := st.ListOrders(fold.OrderFilter{State: string(fold.StateCancelled)}); len(rows) != 3 {
+		t.Fatalf("listing cancelled orders: %d rows", len(rows))
+	}
+	if rows := st.ListOrders(fold.OrderFilter{State: "active"}); len(rows) != 1 || rows[0].ID != live.ID {
+		t.Fatalf("listing active orders: %+v", rows)
+	}
+	sameAsWhole(t, w.c, v)
+}
+
+// TestArrivalLogCompactedAtTheCut: the first reading from a checkpoint's cut rewrites
+// the arrival log without the lines of the entries at or below the cut, keeping its
+// log id and numbers and marking its header; a cursor handed out before still names
+// the same arrivals, a process that read the log before goes on without numbering
+// anything again, and a whole reading afterwards numbers no entry at or below the cut.
+func TestArrivalLogCompactedAtTheCut(t *testing.T) {
+	defer func(n int) { arrivalsCompactMin = n }(arrivalsCompactMin)
+	arrivalsCompactMin = 1
+	w, a := compactedWorld(t)
+	old := reopen(t, w.c)
+	v0, err := old.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(old.arrivalsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.SplitN(string(before), "\n", 2)[0], " compacted 1") {
+		t.Fatalf("arrival log header after the first reading from the cut: %q", strings.SplitN(string(before), "\n", 2)[0])
+	}
+	last0 := v0.Arrivals.Last
+	cur0 := v0.Arrivals.Cursor()
+
+	// A process that read the log before the compaction: compact again at epoch 2
+	// under it (an order cancelled between), then it loads on.
+	p := reopen(t, w.c)
+	if _, err := p.Load(); err != nil {
+		t.Fatal(err)
+	}
+	must[*fold.Order](t)(w.alice.Cancel(a.ID, NoteOptions{}))
+	if r, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("second compact: %+v, %v", r, err)
+	}
+	q := reopen(t, w.c)
+	if _, err := q.Load(); err != nil { // whole: the epoch-2 entry is above epoch 1's cut
+		t.Fatal(err)
+	}
+	if _, err := q.Load(); err != nil { // from epoch 2's cut: compacts the log at epoch 2
+		t.Fatal(err)
+	}
+	v2, err := q.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.Arrivals.Compacted != 2 || v2.Arrivals.LogID != v0.Arrivals.LogID {
+		t.Fatalf("log after epoch 2: compacted %d, id %s (was %s)", v2.Arrivals.Compacted, v2.Arrivals.LogID, v0.Arrivals.LogID)
+	}
+	vp, err := p.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vp.Arrivals.LogID != v0.Arrivals.LogID || vp.Arrivals.Last != v2.Arrivals.Last {
+		t.Fatalf("the process that read the log before: id %s, last %d; want %s, %d", vp.Arrivals.LogID, vp.Arrivals.Last, v0.Arrivals.LogID, v2.Arrivals.Last)
+	}
+	if n, ok := vp.Arrivals.ParseCursor(cur0); !ok || n != last0 {
+		t.Fatalf("a cursor from before the compaction: %d, %v", n, ok)
+	}
+	// A whole reading numbers nothing at or below the cut.
+	th := reopen(t, w.c)
+	th.Thorough = true
+	vt, err := th.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vt.Snapshot.Floors != nil || vt.Arrivals.Last != v2.Arrivals.Last {
+		t.Fatalf("a whole reading: floors %v, last %d, want %d", vt.Snapshot.Floors != nil, vt.Arrivals.Last, v2.Arrivals.Last)
+	}
+	// What is written after is new from a cursor of before.
+	n := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "after"}))
+	r := reopen(t, w.c)
+	vr, err := r.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Catchup(vr, "bob", v2.Arrivals.Cursor())
+	if !d.Since || len(d.Open) != 1 || d.Open[0].ID != n.ID {
+		t.Fatalf("catch-up from a cursor of before: since %v, open %+v", d.Since, d.Open)
+	}
+}
