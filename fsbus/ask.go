@@ -171,7 +171,7 @@ func (s *Session) AskAnswer(q, verdict string, opt NoteOptions) (*fold.Ask, erro
 // askAfter folds the view plus the entry just written (no second read of the channel)
 // and returns the ask.
 func (s *Session) askAfter(v *View, e ledger.Entry, id string) (*fold.Ask, error) {
-	a := s.viewWithEntry(v, e).State.Asks[id]
+	a := s.viewWithEntry(v, e).State.Ask(id)
 	if a == nil {
 		return nil, errs.Errorf(errs.Internal, "run `ferry ledger verify`", "ask %s is not in the state after writing it", id)
 	}

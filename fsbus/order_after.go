@@ -44,5 +44,9 @@ func (s *Session) foldOrder(v *View, e ledger.Entry, id string) *fold.Order {
 	if e.Seq != 0 {
 		entries = append(entries, e) // Fold puts them in merged order
 	}
-	return fold.Fold(fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects()}).Orders[id]
+	// From the owner's checkpoint the view was folded from, when there is one: the
+	// rules where an entry above its cut meets its state apply, and an order terminal
+	// at its cut is read from its chunk.
+	base := v.State.Base()
+	return fold.Fold(fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Entries: entries, Objects: s.objects(), Base: base}).Order(id)
 }

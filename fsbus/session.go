@@ -487,7 +487,7 @@ func (s *Session) checkIdem(st *fold.State, key, args string) (ref string, repla
 	if err := checkIdemKey(key); err != nil {
 		return "", false, err
 	}
-	rec, ok := st.Idem.Get(s.Name + "\x00" + key)
+	rec, ok := st.IdemGet(s.Name + "\x00" + key)
 	if !ok {
 		return "", false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestTerminalThingsReadOnFirstUse: after the owner compacts, a new process folds from
@@ -141,5 +142,74 @@ func TestArrivalLogCompactedAtTheCut(t *testing.T) {
 	d := r.Catchup(vr, "bob", v2.Arrivals.Cursor())
 	if !d.Since || len(d.Open) != 1 || d.Open[0].ID != n.ID {
 		t.Fatalf("catch-up from a cursor of before: since %v, open %+v", d.Since, d.Open)
+	}
+}
+
+// TestIdempotencyKeysAfterTheCut: a keyed write replayed after the owner compacted
+// returns the first write's order without writing again, reading the one idempotency
+// chunk that holds its key; the same key with other arguments is refused.
+func TestIdempotencyKeysAfterTheCut(t *testing.T) {
+	w := newLifeWorld(t)
+	first := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "keyed", Key: "k-1"}))
+	must[*fold.Order](t)(w.alice.Cancel(first.ID, NoteOptions{}))
+	if _, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := reopen(t, w.c)
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State.Base() == nil {
+		t.Fatal("not folded from the checkpoint")
+	}
+	if _, ok := v.State.Idem.Get("alice\x00k-1"); ok {
+		t.Fatal("the fold copied the state's idempotency keys")
+	}
+	if r, ok := v.State.IdemGet("alice\x00k-1"); !ok || r.Ref != first.ID {
+		t.Fatalf("key at the cut: %+v, %v", r, ok)
+	}
+	n := len(v.Snapshot.Entries)
+	again := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "keyed", Key: "k-1"}))
+	if again.ID != first.ID {
+		t.Fatalf("replay made %s, want %s", again.ID, first.ID)
+	}
+	if _, err := w.alice.NewOrder(NewOrderOptions{Title: "other", Key: "k-1"}); !errs.Is(err, errs.Conflict) {
+		t.Fatalf("same key, other arguments: %v", err)
+	}
+	v, err = reopen(t, w.c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Snapshot.Entries) != n {
+		t.Fatalf("entries above the cut: %d, want %d (nothing written)", len(v.Snapshot.Entries), n)
+	}
+}
+
+// TestAskReplayAfterTheCut: an ask raise and answer replayed with their keys after the
+// owner compacted return the ask answered at the cut, without writing again.
+func TestAskReplayAfterTheCut(t *testing.T) {
+	w := newLifeWorld(t)
+	opt := AskRaiseOptions{Title: "ship it?", Recommendation: "yes", Key: "k1"}
+	a := must[*fold.Ask](t)(w.alice.AskRaise(opt))
+	must[*fold.Ask](t)(w.master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{Key: "m1"}))
+	if _, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := reopen(t, w.c)
+	alice := must[*Session](t)(c.As("alice"))
+	if got, err := alice.AskRaise(opt); err != nil || got.ID != a.ID {
+		t.Fatalf("raise replay: %+v, %v", got, err)
+	}
+	master := must[*Session](t)(c.As(fold.MasterWriter))
+	if got, err := master.AskAnswer(a.ID, fold.VerdictApprove, NoteOptions{Key: "m1"}); err != nil || got.ID != a.ID || got.State != fold.AskApproved {
+		t.Fatalf("answer replay: %+v, %v", got, err)
+	}
+	v, err := reopen(t, w.c).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State.Base() == nil || len(v.Snapshot.Entries) != 1 {
+		t.Fatalf("above the cut: %d entries (the checkpoint entry alone), base %v", len(v.Snapshot.Entries), v.State.Base() != nil)
 	}
 }

@@ -204,7 +204,7 @@ func askPage(v *fsbus.View, agent, since string, detail bool) *AskOut {
 	last := lastArrivals(v)
 	after, ok := sinceArrival(v.Arrivals, since)
 	var asks []*fold.Ask
-	for _, a := range v.State.AsksBy(agent, false) {
+	for _, a := range v.State.AsksBy(agent, true) {
 		if !ok || last[a.ID] > after {
 			asks = append(asks, a)
 		}

@@ -190,7 +190,7 @@ func items(v *fsbus.View) []*item {
 		it := &item{id: e.Ref, entry: e, object: d.Object}
 		switch e.Type {
 		case fold.TypeOrderCreate:
-			o := st.Orders[e.Ref]
+			o := st.Order(e.Ref)
 			if o == nil || o.Missing || len(o.History) == 0 || o.History[0].Hash != h {
 				continue
 			}
@@ -202,13 +202,13 @@ func items(v *fsbus.View) []*item {
 			}
 			it.kind = "message"
 		case fold.TypeAskRaise:
-			a := st.Asks[e.Ref]
+			a := st.Ask(e.Ref)
 			if a == nil || a.Missing || a.Author != e.Writer || a.Raised != e.HLC {
 				continue
 			}
 			it.kind = "ask"
 		case fold.TypeOrderSubmit:
-			o := st.Orders[e.Ref]
+			o := st.Order(e.Ref)
 			if o == nil || !fold.ValidID(d.Result) || !strings.HasPrefix(d.Result, fold.PrefixResult) || !onChain(o, h) {
 				continue
 			}

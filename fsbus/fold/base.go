@@ -63,7 +63,8 @@ type Base struct {
 	// liveSet holds the thing keys (ThingKeys) of Lines: a thing live at the cut is
 	// never terminal there, so its entries need no thing chunk read.
 	liveSet map[string]bool
-	things  *thingStore // nil: Orders and Asks are whole
+	things  *chunkStore // nil: Orders and Asks are whole
+	idem    *chunkStore // nil: Idem is whole
 }
 
 // TerminalOrder is an order accepted or cancelled at the cut, as folded there.
@@ -150,8 +151,13 @@ func DeriveBase(st *State, lines []ledger.Entry, epoch int, cut Cut, entries int
 		if err != nil {
 			return nil, err
 		}
+		idem, err := st.base.AllIdem()
+		if err != nil {
+			return nil, err
+		}
 		maps.Copy(b.Orders, orders)
 		maps.Copy(b.Asks, asks)
+		maps.Copy(b.Idem, idem)
 	}
 	for id, o := range st.Orders {
 		if Terminal(o.State) {
@@ -231,7 +237,6 @@ type baseJSON struct {
 	Cut       Cut                   `json:"cut"`
 	Lines     []json.RawMessage     `json:"lines"`
 	Counts    map[string]int        `json:"terminal"`
-	Idem      []idemJSON            `json:"idem"`
 	Agents    map[string]AgentTrace `json:"agents"`
 	Contested []Contest             `json:"contested"`
 	Entries   int                   `json:"entries"`
@@ -250,7 +255,7 @@ type idemJSON struct {
 // EncodeBase returns the RFC 8785 encoding of b's core (EncodeThings encodes the rest).
 func EncodeBase(b *Base) ([]byte, error) {
 	j := baseJSON{V: BaseVersion, Epoch: b.Epoch, Cut: b.Cut, Lines: make([]json.RawMessage, 0, len(b.Lines)), Counts: b.Counts,
-		Idem: make([]idemJSON, 0, len(b.Idem)), Agents: b.Agents, Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
+		Agents: b.Agents, Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
 	if j.Cut == nil {
 		j.Cut = Cut{}
 	}
@@ -267,10 +272,6 @@ func EncodeBase(b *Base) ([]byte, error) {
 		}
 		j.Lines = append(j.Lines, c)
 	}
-	for _, k := range slices.Sorted(maps.Keys(b.Idem)) {
-		v := b.Idem[k]
-		j.Idem = append(j.Idem, idemJSON(v))
-	}
 	return ledger.Canonical(j)
 }
 
@@ -285,7 +286,11 @@ func EncodeWhole(b *Base) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range chunks {
+	idem, _, err := EncodeIdem(b)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range append(chunks, idem...) {
 		core = append(append(core, '\n'), c...)
 	}
 	return core, nil
@@ -319,9 +324,6 @@ func decodeBase(raw []byte, canonical bool) (*Base, error) {
 	if b.Counts == nil {
 		b.Counts = map[string]int{}
 	}
-	for _, r := range j.Idem {
-		b.Idem[r.Writer+"\x00"+r.Key] = IdemRec(r)
-	}
 	for i, l := range j.Lines {
 		e, err := ledger.ParseCanonicalLine(l)
 		if err != nil {
@@ -342,9 +344,17 @@ func decodeBase(raw []byte, canonical bool) (*Base, error) {
 	return b, nil
 }
 
-// withThings makes b read its terminal things from the chunks refs names through
-// read, each on first use; canonical as decodeBase's.
-func (b *Base) withThings(refs []ChunkRef, read func(hash string) ([]byte, error), canonical bool) {
-	b.Orders, b.Asks = map[string]*TerminalOrder{}, map[string]*TerminalAsk{}
-	b.things = &thingStore{refs: refs, read: read, canonical: canonical, loaded: make([]bool, len(refs))}
+// withThings makes b read its terminal things from the chunks things names and its
+// idempotency keys from those idem names, through read, each on first use.
+func (b *Base) withThings(things, idem []ChunkRef, read func(hash string) ([]byte, error)) {
+	b.Orders, b.Asks, b.Idem = map[string]*TerminalOrder{}, map[string]*TerminalAsk{}, map[string]IdemRec{}
+	// A thing or idempotency chunk is checked for its canonical form whenever it is
+	// read: a process reads few of them, and a machine that loaded the state before
+	// may not have read this one.
+	b.things = newChunkStore(things, read, func(raw []byte, i int, next string) error {
+		return b.decodeThings(raw, i, next)
+	})
+	b.idem = newChunkStore(idem, read, func(raw []byte, i int, next string) error {
+		return b.decodeIdem(raw, i, next)
+	})
 }

@@ -115,14 +115,14 @@ func secondEpoch(seed uint64, dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	chunks, refs, things, err := fold.StateChunks(base)
+	chunks, refs, err := fold.StateChunks(base)
 	if err != nil {
 		return false, err
 	}
 	for _, c := range chunks {
 		h.cps["chunk "+ledger.HashBytes(c)] = c
 	}
-	head, err := fold.NewHead(genProject, base, refs, things, "m1", h.full.Entries, &chain[0])
+	head, err := fold.NewHead(genProject, base, refs, "m1", h.full.Entries, &chain[0])
 	if err != nil {
 		return false, err
 	}

@@ -550,7 +550,7 @@ func (w *genWorld) checkpoint(dir string, limit func(top map[[2]string]uint64) m
 	if err != nil {
 		return nil, err
 	}
-	chunks, refs, things, err := fold.StateChunks(base)
+	chunks, refs, err := fold.StateChunks(base)
 	if err != nil {
 		return nil, err
 	}
@@ -558,7 +558,7 @@ func (w *genWorld) checkpoint(dir string, limit func(top map[[2]string]uint64) m
 	for _, c := range chunks {
 		cps["chunk "+ledger.HashBytes(c)] = c
 	}
-	head, err := fold.NewHead(genProject, base, refs, things, "m1", snap.Entries, nil)
+	head, err := fold.NewHead(genProject, base, refs, "m1", snap.Entries, nil)
 	if err != nil {
 		return nil, err
 	}

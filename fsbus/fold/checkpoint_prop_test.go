@@ -176,7 +176,9 @@ func stateCanon(st *fold.State, snap *ledger.Snapshot, checkpoint bool) string {
 		seats[n] = seat{a.Level, a.Seated, a.Retired, a.Devices, a.LastHLC}
 	}
 	idem := map[string]string{}
-	st.Idem.All(func(k string, v fold.IdemRec) { idem[k] = v.Hash + " " + v.HLC })
+	for k, v := range st.AllIdem() {
+		idem[k] = v.Hash + " " + v.HLC
+	}
 	v := map[string]any{"orders": st.AllOrders(), "asks": st.AllAsks(), "messages": st.Messages, "seats": seats, "contested": st.Contested,
 		"idem": idem, "entries": st.Entries, "max_hlc": st.MaxHLC}
 	if checkpoint {

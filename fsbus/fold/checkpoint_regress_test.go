@@ -269,7 +269,7 @@ func TestCheckpointSecretsAndIdemFinal(t *testing.T) {
 		if s == nil || s.Owner != "alice" || s.ID != "s-0000000000003" || s.Puts != 2 || !slices.Equal(s.Ignored, []string{"bob"}) {
 			t.Fatalf("machine %d: secret %+v", i, s)
 		}
-		if r, _ := cf.State.Idem.Get("alice\x00key"); r.Hash != k.Hash() {
+		if r, _ := cf.State.IdemGet("alice\x00key"); r.Hash != k.Hash() {
 			t.Fatalf("machine %d: idempotency key taken by %s", i, r.Hash)
 		}
 	}

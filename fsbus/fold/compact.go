@@ -64,9 +64,17 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 			}
 		}
 		decided := forkFinality(in.Entries, at, above, base.Cut)
-		in.Forks = ForksAbove(in.Entries, in.Forks, base.Cut, above)
-		in.Base, in.Entries = base, append(slices.Clone(base.Lines), above...)
-		cf.Folded, cf.Used = FoldFull(in), i
+		tried := in
+		tried.Forks = ForksAbove(in.Entries, in.Forks, base.Cut, above)
+		tried.Base, tried.Entries = base, append(slices.Clone(base.Lines), above...)
+		folded := FoldFull(tried)
+		if err := base.Err(); err != nil {
+			// A chunk the fold read did not (not arrived yet, or damaged): the state
+			// cannot be folded from, as when the core does not load.
+			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
+			continue
+		}
+		cf.Folded, cf.Used = folded, i
 		cf.State = cf.Folded.State
 		cf.State.Finality = append(cf.State.Finality, decided...)
 		return cf
@@ -277,16 +285,23 @@ func NextBase(in FoldInput, prev *Base, at []ledger.Entry, epoch int, cut Cut) (
 	if err != nil {
 		return nil, err
 	}
+	idem, idemRefs, err := EncodeIdem(b)
+	if err != nil {
+		return nil, err
+	}
 	out, err := DecodeBase(enc)
 	if err != nil {
 		return nil, err
 	}
-	byHash := make(map[string][]byte, len(chunks))
-	for i, c := range chunks {
-		byHash[refs[i].Hash] = c
+	byHash := make(map[string][]byte, len(chunks)+len(idem))
+	for _, c := range append(chunks, idem...) {
+		byHash[ledger.HashBytes(c)] = c
 	}
-	out.withThings(refs, func(h string) ([]byte, error) { return byHash[h], nil }, true)
+	out.withThings(refs, idemRefs, func(h string) ([]byte, error) { return byHash[h], nil })
 	if _, _, err := out.Terminals(); err != nil {
+		return nil, err
+	}
+	if _, err := out.AllIdem(); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -466,11 +481,15 @@ func CutOf(entries []ledger.Entry, limit func(writer, device string) (uint64, bo
 
 // NewHead builds the head of the checkpoint of epoch over base, written by the master
 // on device, with the rotations and previous counting entry of entries (its snapshot).
-func NewHead(project string, base *Base, refs, things []ChunkRef, device string, entries []ledger.Entry, prev *Counting) (*Head, error) {
-	if things == nil {
-		things = []ChunkRef{}
+func NewHead(project string, base *Base, refs StateRefs, device string, entries []ledger.Entry, prev *Counting) (*Head, error) {
+	h := &Head{V: HeadVersion, Project: project, Epoch: base.Epoch, Rules: RulesVersion, Cut: base.Cut, State: refs.Core,
+		Things: refs.Things, Idem: refs.Idem, Compactor: device, Rotations: []json.RawMessage{}}
+	if h.Things == nil {
+		h.Things = []ChunkRef{}
 	}
-	h := &Head{V: HeadVersion, Project: project, Epoch: base.Epoch, Rules: RulesVersion, Cut: base.Cut, State: refs, Things: things, Compactor: device, Rotations: []json.RawMessage{}}
+	if h.Idem == nil {
+		h.Idem = []ChunkRef{}
+	}
 	for i := range entries {
 		e := &entries[i]
 		if e.Writer == MasterWriter && e.Type == TypeMasterRotate && base.Cut.Below(e.Writer, e.Device, e.Seq) {

@@ -32,7 +32,7 @@ const TypeCheckpoint = "checkpoint"
 const CheckpointDomain = "ferry-checkpoint-v1"
 
 // HeadVersion is the "v" of a head object.
-const HeadVersion = 1
+const HeadVersion = 2
 
 // CheckpointData is a checkpoint entry's data.
 type CheckpointData struct {
@@ -61,6 +61,9 @@ type Head struct {
 	// (First: the chunk's lowest id; things.go), in ascending id order.
 	State  []ChunkRef `json:"state"`
 	Things []ChunkRef `json:"things"`
+	// Idem lists the chunks of the idempotency keys at the cut (First: the chunk's
+	// lowest "<writer> <key>"; idem_chunks.go), in ascending order.
+	Idem []ChunkRef `json:"idem"`
 	// Compactor is the device whose master segment may write the next checkpoint.
 	Compactor string `json:"compactor"`
 	// Rotations are the verbatim lines of every master.rotate at or below the cut,
@@ -158,6 +161,9 @@ func checkHeadShape(h *Head, project string) error {
 		return err
 	}
 	if err := checkThingRefs(h.Things); err != nil {
+		return err
+	}
+	if err := checkIdemRefs(h.Idem); err != nil {
 		return err
 	}
 	if !ledger.ValidName(h.Compactor) {
@@ -302,6 +308,9 @@ func LoadBase(c Counting, cps Checkpoints) (*Base, error) {
 	if _, _, err := b.Terminals(); err != nil {
 		return nil, err
 	}
+	if _, err := b.AllIdem(); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -337,7 +346,10 @@ func loadBase(c Counting, cps Checkpoints, canonical bool) (*Base, error) {
 	if err := checkThingRefs(c.Head.Things); err != nil {
 		return nil, err
 	}
-	base.withThings(c.Head.Things, cps.Chunk, canonical)
+	if err := checkIdemRefs(c.Head.Idem); err != nil {
+		return nil, err
+	}
+	base.withThings(c.Head.Things, c.Head.Idem, cps.Chunk)
 	return base, nil
 }
 

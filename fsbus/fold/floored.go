@@ -130,6 +130,9 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 	in.Base, in.Entries, in.Forks = base, all, snap.Forks
 	cf := &ChannelFold{Chain: chain, Used: len(chain) - 1, Folded: FoldFull(in)}
 	cf.State = cf.Folded.State
+	if err := base.Err(); err != nil { // a chunk the fold read did not
+		return nil, err
+	}
 	return cf, nil
 }
 

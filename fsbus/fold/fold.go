@@ -518,9 +518,9 @@ func Fold(in FoldInput) *State {
 			st.Counted.set(e.Hash(), false)
 			continue
 		}
-		if e.Idem != "" {
+		if e.Idem != "" && !st.baseLine(e) { // a line's key is the state's already
 			k := e.Writer + "\x00" + e.Idem
-			if _, seen := st.Idem.Get(k); !seen {
+			if _, seen := st.IdemGet(k); !seen {
 				st.Idem.set(k, IdemRec{Writer: e.Writer, Key: e.Idem, Args: d.Args, Hash: e.Hash(), Ref: e.Ref, HLC: e.HLC})
 			} else {
 				st.takeIdem(e, k)

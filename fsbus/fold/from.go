@@ -56,6 +56,11 @@ func (st *State) above(e *ledger.Entry) bool {
 	return st.base != nil && !st.base.HasLine(e.Hash())
 }
 
+// baseLine reports whether e is one of the base's lines.
+func (st *State) baseLine(e *ledger.Entry) bool {
+	return st.base != nil && st.base.HasLine(e.Hash())
+}
+
 // supersede lists e when it is an entry above the cut on a thing terminal at the cut,
 // and reports whether it did.
 func (st *State) supersede(e *ledger.Entry, ignore func(*ledger.Entry, string)) bool {
@@ -164,12 +169,10 @@ func (st *State) clampBounds(writer string, e *ledger.Entry, bounds map[string]u
 	return bounds, hashes
 }
 
-// beginBase seeds st from in.Base before the passes: the base's idempotency keys.
+// beginBase sets st's base before the passes. Its idempotency keys stay in it, read
+// from their chunks when an entry above the cut names one (State.IdemGet).
 func (st *State) beginBase(b *Base) {
 	st.base = b
-	for k, v := range b.Idem {
-		st.Idem.set(k, v)
-	}
 }
 
 // takeIdem notes an entry above the cut whose idempotency key the base holds, when a
@@ -178,7 +181,7 @@ func (st *State) takeIdem(e *ledger.Entry, k string) {
 	if !st.above(e) {
 		return
 	}
-	if rec, ok := st.base.Idem[k]; ok && rec.Hash != e.Hash() && EntryHLCBefore(e, rec.HLC) {
+	if rec, ok := st.base.idemRec(k); ok && rec.Hash != e.Hash() && EntryHLCBefore(e, rec.HLC) {
 		st.finality("idempotency key " + k + " kept by the base over " + e.Hash())
 	}
 }

@@ -151,11 +151,11 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	var refs, thingRefs []ChunkRef
-	if plan.Chunks, refs, thingRefs, err = StateChunks(base); err != nil {
+	var refs StateRefs
+	if plan.Chunks, refs, err = StateChunks(base); err != nil {
 		return nil, err
 	}
-	if plan.Head, err = NewHead(p.In.Project, base, refs, thingRefs, p.Device, entries, p.Prev); err != nil {
+	if plan.Head, err = NewHead(p.In.Project, base, refs, p.Device, entries, p.Prev); err != nil {
 		return nil, fmt.Errorf("checkpoint head: %w", err)
 	}
 	plan.Cut, plan.Base = cut, base

@@ -109,41 +109,57 @@ func checkThingRefs(refs []ChunkRef) error {
 	return nil
 }
 
-// thingStore reads a base's thing chunks on first use. mu guards the base's Orders
-// and Asks maps while chunks are still being read into them; once every chunk is read
-// (all) they no longer change.
-type thingStore struct {
-	mu        sync.Mutex
-	refs      []ChunkRef
-	read      func(hash string) ([]byte, error)
-	canonical bool
-	loaded    []bool
-	n         int // chunks read
-	all       bool
-	err       error // the first chunk that did not read or check
+// chunkStore reads a base's chunks of one kind (thing chunks, idempotency chunks) on
+// first use. mu guards the base's maps that decode fills while chunks are still being
+// read into them; once every chunk is read (all) they no longer change.
+type chunkStore struct {
+	mu     sync.Mutex
+	refs   []ChunkRef
+	read   func(hash string) ([]byte, error)
+	loaded []bool
+	n      int // chunks read
+	all    bool
+	err    error // the first chunk that did not read or check
+	// decode checks chunk i's bytes (hash-checked already) against its range
+	// [refs[i].First, next) and adds what it holds to the base.
+	decode func(raw []byte, i int, next string) error
+}
+
+// newChunkStore returns a store of the chunks refs names.
+func newChunkStore(refs []ChunkRef, read func(string) ([]byte, error), decode func([]byte, int, string) error) *chunkStore {
+	return &chunkStore{refs: refs, read: read, loaded: make([]bool, len(refs)), decode: decode}
 }
 
 // chunkFor returns the index of the chunk that may hold id, -1 for none.
-func (s *thingStore) chunkFor(id string) int {
+func (s *chunkStore) chunkFor(id string) int {
 	return sort.Search(len(s.refs), func(i int) bool { return s.refs[i].First > id }) - 1
 }
 
-// ensure reads chunk i into b, under s.mu.
-func (s *thingStore) ensure(b *Base, i int) {
+// ensure reads chunk i, under s.mu.
+func (s *chunkStore) ensure(i int) {
 	if i < 0 || s.loaded[i] {
 		return
 	}
 	s.loaded[i] = true
 	s.n++
-	if err := s.decode(b, i); err != nil && s.err == nil {
+	if err := s.load(i); err != nil && s.err == nil {
 		s.err = err
 	}
 }
 
-// decode reads chunk i, checks it against its ref (hash, first id, the id range up to
-// the next chunk's first id, its canonical form unless checked before) and adds its
-// things to b.
-func (s *thingStore) decode(b *Base, i int) error {
+// ensureAll reads every chunk not read yet and returns the first error, under s.mu.
+func (s *chunkStore) ensureAll() error {
+	if !s.all {
+		for i := range s.refs {
+			s.ensure(i)
+		}
+		s.all = true
+	}
+	return s.err
+}
+
+// load reads chunk i, checks its hash against its ref and hands it to decode.
+func (s *chunkStore) load(i int) error {
 	ref := s.refs[i]
 	raw, err := s.read(ref.Hash)
 	if err != nil {
@@ -152,18 +168,29 @@ func (s *thingStore) decode(b *Base, i int) error {
 	if got := ledger.HashBytes(raw); got != ref.Hash {
 		return fmt.Errorf("chunk %s hashes to %s (tampered or damaged)", ChunkPath(ref.Hash), got)
 	}
+	next := ""
+	if i+1 < len(s.refs) {
+		next = s.refs[i+1].First
+	}
+	if err := s.decode(raw, i, next); err != nil {
+		return fmt.Errorf("chunk %s: %w", ChunkPath(ref.Hash), err)
+	}
+	return nil
+}
+
+// decodeThings is a thing chunk's decode: it checks the chunk (its first id, the id
+// range up to next, its canonical form) and adds its things
+// to b.
+func (b *Base) decodeThings(raw []byte, i int, next string) error {
+	ref := b.things.refs[i]
 	var j thingChunkJSON
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return fmt.Errorf("chunk %s does not decode: %w", ChunkPath(ref.Hash), err)
+		return fmt.Errorf("does not decode: %w", err)
 	}
 	if j.V != BaseVersion {
-		return fmt.Errorf("chunk %s of version %d, this build reads %d", ChunkPath(ref.Hash), j.V, BaseVersion)
-	}
-	next := ""
-	if i+1 < len(s.refs) {
-		next = s.refs[i+1].First
+		return fmt.Errorf("of version %d, this build reads %d", j.V, BaseVersion)
 	}
 	ids := slices.Sorted(func(yield func(string) bool) {
 		for id := range j.Orders {
@@ -178,15 +205,13 @@ func (s *thingStore) decode(b *Base, i int) error {
 		}
 	})
 	if len(ids) == 0 || ids[0] != ref.First || (next != "" && ids[len(ids)-1] >= next) {
-		return fmt.Errorf("chunk %s holds ids outside its range [%s, %s)", ChunkPath(ref.Hash), ref.First, next)
+		return fmt.Errorf("holds ids outside its range [%s, %s)", ref.First, next)
 	}
 	if err := checkTerminal(j.Orders, j.Asks); err != nil {
-		return fmt.Errorf("chunk %s: %w", ChunkPath(ref.Hash), err)
+		return err
 	}
-	if s.canonical {
-		if c, err := ledger.Canonical(j); err != nil || string(c) != string(raw) {
-			return fmt.Errorf("chunk %s is not in its canonical encoding (RFC 8785)", ChunkPath(ref.Hash))
-		}
+	if c, err := ledger.Canonical(j); err != nil || string(c) != string(raw) {
+		return fmt.Errorf("is not in its canonical encoding (RFC 8785)")
 	}
 	maps.Copy(b.Orders, j.Orders)
 	maps.Copy(b.Asks, j.Asks)
@@ -220,7 +245,7 @@ func (b *Base) TerminalOrder(id string) *TerminalOrder {
 	if s := b.things; s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.ensure(b, s.chunkFor(id))
+		s.ensure(s.chunkFor(id))
 	}
 	return b.Orders[id]
 }
@@ -233,7 +258,7 @@ func (b *Base) TerminalAsk(id string) *TerminalAsk {
 	if s := b.things; s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.ensure(b, s.chunkFor(id))
+		s.ensure(s.chunkFor(id))
 	}
 	return b.Asks[id]
 }
@@ -243,13 +268,7 @@ func (b *Base) TerminalAsk(id string) *TerminalAsk {
 func (b *Base) Terminals() (map[string]*TerminalOrder, map[string]*TerminalAsk, error) {
 	if s := b.things; s != nil {
 		s.mu.Lock()
-		if !s.all {
-			for i := range s.refs {
-				s.ensure(b, i)
-			}
-			s.all = true
-		}
-		err := s.err
+		err := s.ensureAll()
 		s.mu.Unlock()
 		if err != nil {
 			return nil, nil, err
@@ -272,7 +291,7 @@ func (b *Base) terminalIDs(prefix string) []string {
 			if f := s.refs[i].First; f > prefix && !pick(f) {
 				break
 			}
-			s.ensure(b, i)
+			s.ensure(i)
 		}
 	}
 	var out []string
@@ -299,15 +318,24 @@ func (b *Base) ChunksRead() (read, of int) {
 	return b.things.n, len(b.things.refs)
 }
 
-// Err returns the first thing chunk that did not read or check, nil when none has
-// failed so far.
+// Err returns the first chunk that did not read or check, nil when none has failed so
+// far.
 func (b *Base) Err() error {
-	if b == nil || b.things == nil {
+	if b == nil {
 		return nil
 	}
-	b.things.mu.Lock()
-	defer b.things.mu.Unlock()
-	return b.things.err
+	for _, s := range []*chunkStore{b.things, b.idem} {
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		err := s.err
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Order returns the order of id: one folded here, or one terminal at the cut of the
@@ -402,17 +430,28 @@ func (st *State) knownIDs(live []string, kindPrefix, q string) []string {
 	return out
 }
 
+// StateRefs are the refs a head names a state's chunks by: Head.State, Head.Things
+// and Head.Idem.
+type StateRefs struct {
+	Core, Things, Idem []ChunkRef
+}
+
 // StateChunks returns every chunk of b's encoding — its core's, cut by bytes, then its
-// thing chunks — with the refs a head names them by (Head.State, Head.Things).
-func StateChunks(b *Base) (chunks [][]byte, core, things []ChunkRef, err error) {
+// thing chunks and its idempotency chunks — with their refs.
+func StateChunks(b *Base) ([][]byte, StateRefs, error) {
+	var refs StateRefs
 	enc, err := EncodeBase(b)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, refs, err
 	}
-	chunks, core = Chunks(enc)
+	chunks, core := Chunks(enc)
 	tc, things, err := EncodeThings(b)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, refs, err
 	}
-	return append(chunks, tc...), core, things, nil
+	ic, idem, err := EncodeIdem(b)
+	if err != nil {
+		return nil, refs, err
+	}
+	return slices.Concat(chunks, tc, ic), StateRefs{Core: core, Things: things, Idem: idem}, nil
 }
