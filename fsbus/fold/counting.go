@@ -47,6 +47,9 @@ type CheckpointData struct {
 type ChunkRef struct {
 	First string `json:"first"`
 	Hash  string `json:"hash"`
+	// Filter, on a thing chunk's ref, is a Bloom filter of the ids the chunk holds
+	// (things.go): an id it rules out is in no chunk, so looking it up reads none.
+	Filter string `json:"filter,omitempty"`
 }
 
 // Head is a checkpoint's head object, checkpoints/<epoch>-<16 hex>/head.json.

@@ -1,6 +1,9 @@
 package fold
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -86,8 +89,12 @@ func EncodeThings(b *Base) ([][]byte, []ChunkRef, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		ids := make([]string, n)
+		for k, it := range items[:n] {
+			ids[k] = it.id
+		}
 		out = append(out, c)
-		refs = append(refs, ChunkRef{First: items[0].id, Hash: ledger.HashBytes(c)})
+		refs = append(refs, ChunkRef{First: items[0].id, Hash: ledger.HashBytes(c), Filter: filterOf(ids)})
 		items = items[n:]
 	}
 	return out, refs, nil
@@ -105,21 +112,84 @@ func checkThingRefs(refs []ChunkRef) error {
 		if !strings.HasPrefix(r.Hash, "sha256:") || len(r.Hash) != len("sha256:")+64 {
 			return fmt.Errorf("head names a thing chunk with a bad hash %q", r.Hash)
 		}
+		if f, err := base64.RawURLEncoding.DecodeString(r.Filter); err != nil || len(f) < filterMinBytes {
+			return fmt.Errorf("head names a thing chunk with a bad filter %q", r.Filter)
+		}
 	}
 	return nil
+}
+
+// A thing chunk's filter (ChunkRef.Filter) is a Bloom filter: filterBits bits per id
+// (at least filterMinBytes bytes), filterHashes bit positions per id, each a
+// big-endian uint32 of the id's SHA-256 taken 4 bytes at a time, modulo the number of
+// bits; unpadded base64url. About 1% of the ids a chunk does not hold pass it.
+const (
+	filterBits     = 10
+	filterHashes   = 7
+	filterMinBytes = 8
+)
+
+// filterOf returns the filter of ids.
+func filterOf(ids []string) string {
+	f := make([]byte, max(filterMinBytes, (len(ids)*filterBits+7)/8))
+	for _, id := range ids {
+		for _, bit := range filterPositions(id, len(f)*8) {
+			f[bit/8] |= 1 << (bit % 8)
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(f)
+}
+
+// filterPositions returns the bits of a filter of m bits that id sets.
+func filterPositions(id string, m int) [filterHashes]int {
+	h := sha256.Sum256([]byte(id))
+	var out [filterHashes]int
+	for i := range out {
+		out[i] = int(binary.BigEndian.Uint32(h[4*i:]) % uint32(m))
+	}
+	return out
+}
+
+// filterHolds reports whether filter f (decoded) may hold id.
+func filterHolds(f []byte, id string) bool {
+	for _, bit := range filterPositions(id, len(f)*8) {
+		if f[bit/8]&(1<<(bit%8)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// mayHold reports whether thing chunk i may hold id (its filter, under s.mu).
+func (s *chunkStore) mayHold(i int, id string) bool {
+	if i < 0 {
+		return false
+	}
+	if s.filters == nil {
+		s.filters = make([][]byte, len(s.refs))
+	}
+	if s.filters[i] == nil {
+		f, err := base64.RawURLEncoding.DecodeString(s.refs[i].Filter)
+		if err != nil || len(f) == 0 {
+			return true // no filter (checkThingRefs refuses one): read the chunk
+		}
+		s.filters[i] = f
+	}
+	return filterHolds(s.filters[i], id)
 }
 
 // chunkStore reads a base's chunks of one kind (thing chunks, idempotency chunks) on
 // first use. mu guards the base's maps that decode fills while chunks are still being
 // read into them; once every chunk is read (all) they no longer change.
 type chunkStore struct {
-	mu     sync.Mutex
-	refs   []ChunkRef
-	read   func(hash string) ([]byte, error)
-	loaded []bool
-	n      int // chunks read
-	all    bool
-	err    error // the first chunk that did not read or check
+	mu      sync.Mutex
+	refs    []ChunkRef
+	read    func(hash string) ([]byte, error)
+	loaded  []bool
+	n       int // chunks read
+	all     bool
+	err     error    // the first chunk that did not read or check
+	filters [][]byte // thing chunks' filters, decoded on first use
 	// decode checks chunk i's bytes (hash-checked already) against its range
 	// [refs[i].First, next) and adds what it holds to the base.
 	decode func(raw []byte, i int, next string) error
@@ -207,6 +277,11 @@ func (b *Base) decodeThings(raw []byte, i int, next string) error {
 	if len(ids) == 0 || ids[0] != ref.First || (next != "" && ids[len(ids)-1] >= next) {
 		return fmt.Errorf("holds ids outside its range [%s, %s)", ref.First, next)
 	}
+	for _, id := range ids {
+		if !ValidID(id) || !b.things.mayHold(i, id) {
+			return fmt.Errorf("holds id %q that its ref's filter rules out", id)
+		}
+	}
 	if err := checkTerminal(j.Orders, j.Asks); err != nil {
 		return err
 	}
@@ -245,7 +320,9 @@ func (b *Base) TerminalOrder(id string) *TerminalOrder {
 	if s := b.things; s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.ensure(s.chunkFor(id))
+		if i := s.chunkFor(id); s.mayHold(i, id) {
+			s.ensure(i)
+		}
 	}
 	return b.Orders[id]
 }
@@ -258,7 +335,9 @@ func (b *Base) TerminalAsk(id string) *TerminalAsk {
 	if s := b.things; s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.ensure(s.chunkFor(id))
+		if i := s.chunkFor(id); s.mayHold(i, id) {
+			s.ensure(i)
+		}
 	}
 	return b.Asks[id]
 }
