@@ -2,8 +2,11 @@ package fold
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // TestThingChunkFilter: every id a thing chunk holds passes its ref's filter, few ids
@@ -58,5 +61,57 @@ func TestThingChunkFilter(t *testing.T) {
 	}
 	if err := checkThingRefs([]ChunkRef{{First: "o-0000000000000", Hash: refs[0].Hash, Filter: "!"}}); err == nil {
 		t.Fatal("a bad filter accepted")
+	}
+}
+
+// TestIdempotencyChunks: keys packed into chunks read back whole and one by one; a
+// chunk whose records are out of order, or a head naming a label that is no writer and
+// key, is refused.
+func TestIdempotencyChunks(t *testing.T) {
+	b := &Base{Orders: map[string]*TerminalOrder{}, Asks: map[string]*TerminalAsk{}, Idem: map[string]IdemRec{}}
+	for i := range 1500 {
+		w := []string{"alice", "bob", "bob-2"}[i%3]
+		k := NewID("k-")
+		b.Idem[w+"\x00"+k] = IdemRec{Writer: w, Key: k, Args: "sha256:" + strings.Repeat("a", 64), Hash: "sha256:" + strings.Repeat("b", 64), Ref: NewID(PrefixOrder), HLC: "2026-11-29T09:00:00.000Z/0000"}
+	}
+	chunks, refs, err := EncodeIdem(b)
+	if err != nil || len(refs) < 2 {
+		t.Fatalf("%d chunks, %v", len(refs), err)
+	}
+	byHash := map[string][]byte{}
+	for i, c := range chunks {
+		byHash[refs[i].Hash] = c
+	}
+	read := func(h string) ([]byte, error) { return byHash[h], nil }
+	lazy := &Base{}
+	lazy.withThings(nil, refs, read)
+	for k, want := range b.Idem {
+		if got, ok := lazy.idemRec(k); !ok || got != want {
+			t.Fatalf("%q: %+v, %v", k, got, ok)
+		}
+	}
+	if err := checkIdemRefs(refs); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkIdemRefs([]ChunkRef{{First: "nokey", Hash: refs[0].Hash}}); err == nil {
+		t.Fatal("a label without a key accepted")
+	}
+	// Records out of order in a chunk (its hash made to match, as a signed head would).
+	var j idemChunkJSON
+	if err := json.Unmarshal(chunks[0], &j); err != nil {
+		t.Fatal(err)
+	}
+	j.Idem[1], j.Idem[2] = j.Idem[2], j.Idem[1]
+	bad, err := ledger.Canonical(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	badRefs := append([]ChunkRef(nil), refs...)
+	badRefs[0].Hash = ledger.HashBytes(bad)
+	byHash[badRefs[0].Hash] = bad
+	broken := &Base{}
+	broken.withThings(nil, badRefs, read)
+	if _, err := broken.AllIdem(); err == nil || !strings.Contains(err.Error(), "out of order") {
+		t.Fatalf("records out of order: %v", err)
 	}
 }
