@@ -107,21 +107,16 @@ func SignHead(h *Head, s ledger.Signer) ([]byte, string, error) {
 // ParseHead decodes head bytes, checking that they are canonical, hash to want and
 // carry a signature by key for project.
 func ParseHead(b []byte, want string, key ed25519.PublicKey, project string) (*Head, error) {
-	if ledger.HashBytes(b) != want {
-		return nil, fmt.Errorf("head hashes to %s, the checkpoint names %s", ledger.HashBytes(b), want)
+	h, err := decodeHead(b, want)
+	if err != nil {
+		return nil, err
 	}
-	var h Head
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("head does not decode: %w", err)
-	}
-	if c, err := ledger.Canonical(&h); err != nil || string(c) != string(b) {
+	if c, err := ledger.Canonical(h); err != nil || string(c) != string(b) {
 		return nil, errors.New("head is not in its canonical form (RFC 8785)")
 	}
 	sig := h.Sig
 	h.Sig = ""
-	unsigned, err := ledger.Canonical(&h)
+	unsigned, err := ledger.Canonical(h)
 	if err != nil {
 		return nil, err
 	}
@@ -129,29 +124,43 @@ func ParseHead(b []byte, want string, key ed25519.PublicKey, project string) (*H
 	if err := ledger.VerifyDomain(key, CheckpointDomain, project, unsigned, sig); err != nil {
 		return nil, fmt.Errorf("head is not signed by the master key in force at its checkpoint entry: %w", err)
 	}
-	if err := checkHeadShape(&h, project); err != nil {
+	if err := checkHeadShape(h, project); err != nil {
 		return nil, err
 	}
+	return h, nil
+}
+
+// decodeHead decodes head bytes that must hash to want, refusing unknown members.
+func decodeHead(b []byte, want string) (*Head, error) {
+	if ledger.HashBytes(b) != want {
+		return nil, fmt.Errorf("head hashes to %s, the checkpoint names %s", ledger.HashBytes(b), want)
+	}
+	var h Head
+	if err := strictDecode(b, &h); err != nil {
+		return nil, fmt.Errorf("head does not decode: %w", err)
+	}
 	return &h, nil
+}
+
+// strictDecode decodes one JSON value of b into v, refusing members v has no field for.
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // parseHeadChecked is ParseHead for head bytes this machine parsed and verified
 // before (ckfile.Floored's marker) and that still hash to want: their canonical form
 // and signature are not checked again, their shape is.
 func parseHeadChecked(b []byte, want string, _ ed25519.PublicKey, project string) (*Head, error) {
-	if ledger.HashBytes(b) != want {
-		return nil, fmt.Errorf("head hashes to %s, the checkpoint names %s", ledger.HashBytes(b), want)
-	}
-	var h Head
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("head does not decode: %w", err)
-	}
-	if err := checkHeadShape(&h, project); err != nil {
+	h, err := decodeHead(b, want)
+	if err != nil {
 		return nil, err
 	}
-	return &h, nil
+	if err := checkHeadShape(h, project); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // checkHeadShape checks what a head names beside its signature: its version and

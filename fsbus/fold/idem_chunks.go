@@ -1,7 +1,6 @@
 package fold
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -91,13 +90,8 @@ func checkIdemRefs(refs []ChunkRef) error {
 func (b *Base) decodeIdem(raw []byte, i int, next string) error {
 	ref := b.idem.refs[i]
 	var j idemChunkJSON
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return fmt.Errorf("does not decode: %w", err)
-	}
-	if j.V != BaseVersion {
-		return fmt.Errorf("of version %d, this build reads %d", j.V, BaseVersion)
+	if err := decodeChunk(raw, &j, &j.V); err != nil {
+		return err
 	}
 	if len(j.Idem) == 0 {
 		return fmt.Errorf("holds no idempotency key")

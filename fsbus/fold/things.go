@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -248,19 +247,26 @@ func (s *chunkStore) load(i int) error {
 	return nil
 }
 
+// decodeChunk decodes a thing or idempotency chunk into v, whose version field is
+// version, refusing unknown members and another version than BaseVersion.
+func decodeChunk(raw []byte, v any, version *int) error {
+	if err := strictDecode(raw, v); err != nil {
+		return fmt.Errorf("does not decode: %w", err)
+	}
+	if *version != BaseVersion {
+		return fmt.Errorf("of version %d, this build reads %d", *version, BaseVersion)
+	}
+	return nil
+}
+
 // decodeThings is a thing chunk's decode: it checks the chunk (its first id, the id
 // range up to next, its canonical form) and adds its things
 // to b.
 func (b *Base) decodeThings(raw []byte, i int, next string) error {
 	ref := b.things.refs[i]
 	var j thingChunkJSON
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return fmt.Errorf("does not decode: %w", err)
-	}
-	if j.V != BaseVersion {
-		return fmt.Errorf("of version %d, this build reads %d", j.V, BaseVersion)
+	if err := decodeChunk(raw, &j, &j.V); err != nil {
+		return err
 	}
 	ids := slices.Sorted(func(yield func(string) bool) {
 		for id := range j.Orders {
