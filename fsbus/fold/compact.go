@@ -3,6 +3,7 @@ package fold
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -213,7 +214,8 @@ type Dispute struct {
 // Recompute recomputes the state of every counting checkpoint in chain from the
 // entries at or below its cut (a snapshot's entries and forks, in), each from the one
 // before, and returns the first that differs from its signed state, or the problems
-// that stopped the recomputation (records missing at or below a cut). A nil dispute
+// that stopped the recomputation (records missing at or below a cut, or a chunk of a
+// state not arrived yet: kind "pending"). A nil dispute
 // and no problems means every state matched.
 func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []CutProblem, error) {
 	in.Entries = MergedSet(in.Entries)
@@ -237,6 +239,9 @@ func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []Cut
 			return nil, nil, err
 		}
 		want, err := LoadBase(c, cps)
+		if errors.Is(err, ErrObjectMissing) { // not arrived yet: nothing to dispute
+			return nil, []CutProblem{{Kind: "pending", Detail: fmt.Sprintf("checkpoint of epoch %d: %v", c.Data.Epoch, err)}}, nil
+		}
 		if err != nil {
 			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: "(the state does not load: " + err.Error() + ")"}, nil, nil
 		}

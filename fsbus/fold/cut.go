@@ -102,7 +102,7 @@ type CutProblem struct {
 	Writer string `json:"writer"`
 	Device string `json:"device"`
 	Seq    uint64 `json:"seq"`
-	Kind   string `json:"kind"` // "missing" (H or an ancestor is not held) or "broken" (above the cut)
+	Kind   string `json:"kind"` // "missing" (H or an ancestor is not held), "broken" (above the cut), or "pending" (Recompute: a chunk of the state not here yet)
 	Detail string `json:"detail"`
 }
 

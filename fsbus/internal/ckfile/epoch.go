@@ -65,6 +65,10 @@ func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput, l *ledger.Led
 		return nil, nil, err
 	}
 	for _, m := range missing {
+		if m.Kind == "pending" {
+			probs = append(probs, fold.CheckpointProblem{Kind: "pending", Detail: m.Detail + "; the state is checked once it is here"})
+			continue
+		}
 		probs = append(probs, fold.CheckpointProblem{Kind: "cut", Detail: fmt.Sprintf("segment %s/%s seq %d: %s; the state cannot be folded again here", m.Writer, m.Device, m.Seq, m.Detail)})
 	}
 	return probs, d, nil
