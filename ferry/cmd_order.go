@@ -217,6 +217,9 @@ func (c *OrderListCmd) Run(g *Globals) error {
 		f.Mine = g.As
 	}
 	rows := v.State.ListOrders(f)
+	if err := v.State.Base().Err(); err != nil { // a chunk of the owner's checkpoint: its orders are not listed
+		fmt.Fprintf(g.stderr, "ferry: warning: orders final at the owner's checkpoint are missing from this list: %v (run `ferry doctor`)\n", err)
+	}
 	if g.JSON {
 		if rows == nil {
 			rows = []fold.OrderRow{}
