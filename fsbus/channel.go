@@ -509,7 +509,7 @@ func (c *Channel) compactArrivals(snap *ledger.Snapshot, arr *arrivals.Log) {
 			keep[f.Losers[i].Hash()] = true
 		}
 	}
-	if _, err := arrivals.Compact(c.Home.LockDir(c.Project()), c.arrivalsPath(), epoch, arrivalsCompactMin, func(h string) bool { return keep[h] }); err != nil {
+	if _, err := arrivals.Compact(c.Home.LockDir(c.Project()), c.arrivalsPath(), epoch, arrivalsCompactMin, arr.Complete(), func(h string) bool { return keep[h] }); err != nil {
 		c.Home.CacheNotSaved(c.arrivalsPath(), err)
 	}
 }

@@ -487,7 +487,10 @@ func (s *Session) checkIdem(st *fold.State, key, args string) (ref string, repla
 	if err := checkIdemKey(key); err != nil {
 		return "", false, err
 	}
-	rec, ok := st.IdemGet(s.Name + "\x00" + key)
+	rec, ok, err := st.IdemLookup(s.Name + "\x00" + key)
+	if err != nil {
+		return "", false, errs.Errorf(errs.RetryNeeded, "retry when the sync tool has finished; run `ferry doctor` if it stays", "idempotency key %q: the owner's checkpoint that may hold it does not read here: %v", key, err)
+	}
 	if !ok {
 		return "", false, nil
 	}

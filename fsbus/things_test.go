@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -211,5 +212,105 @@ func TestAskReplayAfterTheCut(t *testing.T) {
 	}
 	if v.State.Base() == nil || len(v.Snapshot.Entries) != 1 {
 		t.Fatalf("above the cut: %d entries (the checkpoint entry alone), base %v", len(v.Snapshot.Entries), v.State.Base() != nil)
+	}
+}
+
+// TestIdempotencyChunkMissingAtWrite: with the idempotency chunk that may hold a key
+// not here (sync in progress), a keyed write is refused as retry_needed instead of
+// being written as new, and goes through as a replay once the chunk is back.
+func TestIdempotencyChunkMissingAtWrite(t *testing.T) {
+	w := newLifeWorld(t)
+	first := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "keyed", Key: "k-1"}))
+	must[*fold.Order](t)(w.alice.Cancel(first.ID, NoteOptions{}))
+	if _, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	chunks, _ := filepath.Glob(filepath.Join(w.c.Root, "checkpoints", "chunks", "*"))
+	var gone string
+	var body []byte
+	for _, p := range chunks {
+		if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), `{"idem":`) {
+			gone, body = p, b
+		}
+	}
+	if gone == "" {
+		t.Fatal("no idempotency chunk")
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	c := reopen(t, w.c)
+	alice := must[*Session](t)(c.As("alice"))
+	if o, err := alice.NewOrder(NewOrderOptions{Title: "keyed", Key: "k-1"}); !errs.Is(err, errs.RetryNeeded) {
+		t.Fatalf("keyed write with its chunk gone: %+v, %v", o, err)
+	}
+	if err := os.WriteFile(gone, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice = must[*Session](t)(reopen(t, w.c).As("alice"))
+	if o := must[*fold.Order](t)(alice.NewOrder(NewOrderOptions{Title: "keyed", Key: "k-1"})); o.ID != first.ID {
+		t.Fatalf("replay once the chunk is back: %s, want %s", o.ID, first.ID)
+	}
+}
+
+// TestArrivalLogCompactionKeepsWhatOthersLogged: a compaction by a process whose
+// reading is older than the log keeps the lines other processes logged since: every
+// entry above the cut keeps its one number, and a catch-up from a cursor of before
+// shows each new order once.
+func TestArrivalLogCompactionKeepsWhatOthersLogged(t *testing.T) {
+	defer func(n int) { arrivalsCompactMin = n }(arrivalsCompactMin)
+	arrivalsCompactMin = 1 << 30 // no compaction until the stale one below
+	w, _ := compactedWorld(t)
+	a := reopen(t, w.c)
+	vA, err := a.Load()
+	if err != nil || vA.Snapshot.Floors == nil {
+		t.Fatalf("A: floors %v, %v", vA != nil && vA.Snapshot.Floors != nil, err)
+	}
+	curA := vA.Arrivals.Cursor()
+	o1 := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "o1"}))
+	o2 := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "o2"}))
+	b := reopen(t, w.c)
+	vB, err := b.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h1 string
+	for i := range vB.Snapshot.Entries {
+		if e := &vB.Snapshot.Entries[i]; e.Ref == o1.ID && h1 == "" {
+			h1 = e.Hash()
+		}
+	}
+	n1, curB := vB.Arrivals.Number(h1), vB.Arrivals.Cursor()
+	arrivalsCompactMin = 1
+	a.compactArrivals(vA.Snapshot, vA.Arrivals) // A's reading is older than B's lines
+	if raw, err := os.ReadFile(a.arrivalsPath()); err != nil || !strings.Contains(string(raw), h1) {
+		t.Fatalf("o1's line (number %d) dropped: %v", n1, err)
+	}
+	vB2, err := b.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vB2.Arrivals.Number(h1); got != n1 {
+		t.Fatalf("B: o1 numbered %d, want %d", got, n1)
+	}
+	seen := map[string]int{}
+	for _, o := range b.Catchup(vB2, "bob", curA).Open {
+		seen[o.ID]++
+	}
+	if seen[o1.ID] != 1 || seen[o2.ID] != 1 {
+		t.Fatalf("catch-up from A's cursor: %v", seen)
+	}
+	r := reopen(t, w.c)
+	vr, err := r.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vr.Arrivals.Number(h1); got != n1 {
+		t.Fatalf("a new process: o1 numbered %d, want %d", got, n1)
+	}
+	for _, o := range r.Catchup(vr, "bob", curB).Open {
+		if o.ID == o1.ID {
+			t.Fatal("o1 shown again from a cursor after it")
+		}
 	}
 }

@@ -139,18 +139,28 @@ func (a *Log) Seen(hash string) time.Time {
 
 const arrivalsHeader = "ferry-arrivals 1 "
 
-// compactedMark follows the log id in the header of a log compacted at an owner's
-// checkpoint: "ferry-arrivals 1 <log id> compacted <epoch>".
+// compactedHeader starts the header of a log compacted at an owner's checkpoint,
+// "ferry-arrivals 2 <log id> compacted <epoch>": a binary that reads only version 1
+// takes it for a log without a header and rebuilds its own, rather than misreading the
+// log id.
+const compactedHeader = "ferry-arrivals 2 "
+
+// compactedMark follows the log id in a compacted log's header.
 const compactedMark = " compacted "
 
 // parseHeader returns the log id and compaction epoch of a header line (without its
 // newline); ok is false for a line that is not an arrival log's header.
 func parseHeader(head string) (id string, compacted int, ok bool) {
-	rest, found := strings.CutPrefix(head, arrivalsHeader)
-	if !found {
-		return "", 0, false
+	rest, v1 := strings.CutPrefix(head, arrivalsHeader)
+	if !v1 {
+		if rest, ok = strings.CutPrefix(head, compactedHeader); !ok {
+			return "", 0, false
+		}
 	}
 	id, mark, marked := strings.Cut(rest, compactedMark)
+	if marked == v1 {
+		return "", 0, false // version 1 has no mark, version 2 has one
+	}
 	if marked {
 		n, err := strconv.Atoi(mark)
 		if err != nil || n < 1 {
@@ -563,15 +573,17 @@ func (a *Log) ParseCursor(cur string) (uint64, bool) {
 // Compact rewrites the log at path without the lines of the entries at or below the
 // cut of the owner's checkpoint of epoch (docs/format.md §20 "Reading from the cut"):
 // it keeps the log id and the arrival number of every line it keeps, every clock line,
-// the lines of the entries keep names (those read above the cut), each writer's newest
-// line and the highest-numbered one (sightings, Last and every cursor stay good), and
-// marks the header with epoch. It does nothing, and reports 0, when the log is missing,
+// the lines of the entries keep names (those read above the cut), every line numbered
+// above upTo, each writer's newest line and the highest-numbered one (sightings, Last
+// and every cursor stay good), and marks the header with epoch. upTo is the Complete of
+// a reading from the cut: it holds every entry the log numbers up to upTo, so a line
+// up to it that names none of its records is of a record at or below the cut. It does nothing, and reports 0, when the log is missing,
 // already compacted at epoch or later, or would drop fewer than minDrop lines (fewer are
 // not worth a rewrite).
 // Under arrivals.lock; the new log is written to a temp file, fsync'd and renamed over
 // the old one (fsutil.WriteFile). A process holding the old log reads the new one
 // whole at its next Load and numbers only what it had not read (Ingest).
-func Compact(lockDir, path string, epoch, minDrop int, keep func(hash string) bool) (int, error) {
+func Compact(lockDir, path string, epoch, minDrop int, upTo uint64, keep func(hash string) bool) (int, error) {
 	lk := flock.New(filepath.Join(lockDir, "arrivals.lock"))
 	if err := lk.Lock(); err != nil {
 		return 0, fmt.Errorf("locking arrival log: %w", err)
@@ -589,7 +601,7 @@ func Compact(lockDir, path string, epoch, minDrop int, keep func(hash string) bo
 	for _, r := range rd.Log.latest {
 		newest[r.n] = true
 	}
-	out := fmt.Appendf(nil, "%s%s%s%d\n", arrivalsHeader, rd.Log.LogID, compactedMark, epoch)
+	out := fmt.Appendf(nil, "%s%s%s%d\n", compactedHeader, rd.Log.LogID, compactedMark, epoch)
 	body := raw[len(rd.header):rd.offset]
 	dropped := 0
 	for len(body) > 0 {
@@ -599,7 +611,7 @@ func Compact(lockDir, path string, epoch, minDrop int, keep func(hash string) bo
 		f := strings.Fields(string(line))
 		if len(f) == 4 && f[0] != arrivalsClock {
 			n, err := strconv.ParseUint(f[0], 10, 64)
-			if err == nil && !keep(f[1]) && !newest[n] {
+			if err == nil && n <= upTo && !keep(f[1]) && !newest[n] {
 				dropped++
 				continue
 			}

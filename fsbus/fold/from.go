@@ -181,7 +181,7 @@ func (st *State) takeIdem(e *ledger.Entry, k string) {
 	if !st.above(e) {
 		return
 	}
-	if rec, ok := st.base.idemRec(k); ok && rec.Hash != e.Hash() && EntryHLCBefore(e, rec.HLC) {
+	if rec, ok, _ := st.base.idemRec(k); ok && rec.Hash != e.Hash() && EntryHLCBefore(e, rec.HLC) {
 		st.finality("idempotency key " + k + " kept by the base over " + e.Hash())
 	}
 }

@@ -117,18 +117,23 @@ func (b *Base) decodeIdem(raw []byte, i int, next string) error {
 }
 
 // idemRec returns the record of idempotency key k (writer + "\x00" + key) at the cut,
-// reading the one chunk whose range holds it.
-func (b *Base) idemRec(k string) (IdemRec, bool) {
+// reading the one chunk whose range holds it; err when that chunk does not read or
+// check (the key may be in it).
+func (b *Base) idemRec(k string) (IdemRec, bool, error) {
 	if b == nil {
-		return IdemRec{}, false
+		return IdemRec{}, false, nil
 	}
 	if s := b.idem; s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.ensure(s.chunkFor(idemLabel(k)))
+		i := s.chunkFor(idemLabel(k))
+		s.ensure(i)
+		if err := s.failed[i]; err != nil {
+			return IdemRec{}, false, err
+		}
 	}
 	r, ok := b.Idem[k]
-	return r, ok
+	return r, ok, nil
 }
 
 // AllIdem reads every idempotency chunk not read yet and returns every key at the cut,
@@ -146,10 +151,19 @@ func (b *Base) AllIdem() (map[string]IdemRec, error) {
 }
 
 // IdemGet returns the record of idempotency key k (writer + "\x00" + key): one an
-// entry folded here took, else the one the checkpoint's state holds.
+// entry folded here took, else the one the checkpoint's state holds. A chunk that
+// does not read counts as holding no key; the fold that read it is then not folded
+// from (Base.Err), and a write checks with IdemLookup.
 func (st *State) IdemGet(k string) (IdemRec, bool) {
+	r, ok, _ := st.IdemLookup(k)
+	return r, ok
+}
+
+// IdemLookup is IdemGet for a write: err when the checkpoint's chunk that may hold k
+// does not read or check, so the write cannot tell a replay from a new call.
+func (st *State) IdemLookup(k string) (IdemRec, bool, error) {
 	if r, ok := st.Idem.Get(k); ok {
-		return r, true
+		return r, true, nil
 	}
 	return st.base.idemRec(k)
 }

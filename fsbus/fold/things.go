@@ -111,7 +111,7 @@ func checkThingRefs(refs []ChunkRef) error {
 		if !strings.HasPrefix(r.Hash, "sha256:") || len(r.Hash) != len("sha256:")+64 {
 			return fmt.Errorf("head names a thing chunk with a bad hash %q", r.Hash)
 		}
-		if f, err := base64.RawURLEncoding.DecodeString(r.Filter); err != nil || len(f) < filterMinBytes {
+		if f, err := base64.RawURLEncoding.DecodeString(r.Filter); err != nil || len(f) < filterMinBytes || len(f) > filterMaxBytes {
 			return fmt.Errorf("head names a thing chunk with a bad filter %q", r.Filter)
 		}
 	}
@@ -126,6 +126,7 @@ const (
 	filterBits     = 10
 	filterHashes   = 7
 	filterMinBytes = 8
+	filterMaxBytes = (thingsMax*filterBits+7)/8 + filterMinBytes // the filter of a full chunk fits
 )
 
 // filterOf returns the filter of ids.
@@ -187,8 +188,9 @@ type chunkStore struct {
 	loaded  []bool
 	n       int // chunks read
 	all     bool
-	err     error    // the first chunk that did not read or check
-	filters [][]byte // thing chunks' filters, decoded on first use
+	err     error         // the first chunk that did not read or check
+	failed  map[int]error // each chunk that did not read or check
+	filters [][]byte      // thing chunks' filters, decoded on first use
 	// decode checks chunk i's bytes (hash-checked already) against its range
 	// [refs[i].First, next) and adds what it holds to the base.
 	decode func(raw []byte, i int, next string) error
@@ -211,8 +213,14 @@ func (s *chunkStore) ensure(i int) {
 	}
 	s.loaded[i] = true
 	s.n++
-	if err := s.load(i); err != nil && s.err == nil {
-		s.err = err
+	if err := s.load(i); err != nil {
+		if s.failed == nil {
+			s.failed = map[int]error{}
+		}
+		s.failed[i] = err
+		if s.err == nil {
+			s.err = err
+		}
 	}
 }
 

@@ -86,7 +86,7 @@ func TestIdempotencyChunks(t *testing.T) {
 	lazy := &Base{}
 	lazy.withThings(nil, refs, read)
 	for k, want := range b.Idem {
-		if got, ok := lazy.idemRec(k); !ok || got != want {
+		if got, ok, err := lazy.idemRec(k); err != nil || !ok || got != want {
 			t.Fatalf("%q: %+v, %v", k, got, ok)
 		}
 	}
