@@ -12,6 +12,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/cache"
+	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 	"github.com/gofrs/flock"
@@ -35,10 +36,15 @@ import (
 // one of this build (binaryIdentity): a checkpoint is read only by the binary that
 // wrote it, whose types and fold rules are those it was written with. The payload:
 // the Unix ms of the last full fold the state descends from; the ledger's saved
-// snapshot (length-prefixed); the State through the state codec; its counted entries
-// as indexes into the snapshot's entries in the order of their hashes; the roster,
-// each thing's entries and each chain's tip as indexes into the snapshot's entries;
-// the arrival log as read (appendArrivals).
+// snapshot (length-prefixed); the State through the state codec, with what the owner's
+// checkpoints gave the fold (cache.CheckpointBody); its counted entries as indexes
+// into the snapshot's entries in the order of their hashes; the roster, each thing's
+// entries and each chain's tip as indexes into the snapshot's entries; the arrival log
+// as read (appendArrivals). A state folded from an owner's checkpoint keeps its base's
+// core (fold.State.ForCache), and an index past the snapshot's entries names one of
+// the base's lines; a chain whose tip is the cut's own entry is not listed (decoding
+// puts the cut back). It is restored only by a process reading from that same cut
+// (restoreOwner; ADR 0019 "Step 2, third part").
 //
 // Trust: the checkpoint is as trusted as the index (machine-local cache). It is used
 // only when its checksum, header and ledger snapshot all match the index just opened;
@@ -112,7 +118,19 @@ func (c *Channel) writeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, fullAt 
 	if last == nil {
 		return nil
 	}
-	payload, err := cache.EncodeCheckpoint(f, snap, last, fullAt, arr)
+	var stamps []cache.FileStamp
+	if o := c.ownerCheckpoint; o != nil && o.Used >= 0 && f.State.Base() != nil {
+		used := o.Chain[o.Used]
+		paths := []string{filepath.Join(c.Root, filepath.FromSlash(fold.HeadPath(used.Data.Epoch, used.Data.Head)))}
+		for _, ref := range used.Head.State {
+			paths = append(paths, filepath.Join(c.Root, filepath.FromSlash(fold.ChunkPath(ref.Hash))))
+		}
+		var err error
+		if stamps, err = cache.StampFiles(paths); err != nil {
+			return err
+		}
+	}
+	payload, err := cache.EncodeCheckpoint(f, snap, last, fullAt, arr, c.ownerCheckpoint, stamps)
 	if err != nil {
 		return err
 	}
@@ -141,6 +159,7 @@ type restoredFold struct {
 	fold   *fold.Folded
 	fullAt time.Time
 	arr    *arrivals.Reading // the arrival log as the checkpoint's process read it (nil: none)
+	owner  *fold.ChannelFold // what the owner's checkpoints gave the fold (nil: none)
 }
 
 // restoreCheckpoint is called when a process opens the index (localIndex.open): when
@@ -152,16 +171,65 @@ func (c *Channel) restoreCheckpoint(rs *ledger.ReadState, pre *checkpointRead) *
 	if pre == nil {
 		return nil
 	}
+	if o := pre.body.Owner; o != nil && o.Used >= 0 && o.Used < len(o.Chain) {
+		// Read from the cut of the checkpoint folded from: the index's segments were,
+		// and the reading goes on from them (readLedger keeps the floors it finds set).
+		if h := c.floored.Hint; h == nil || h.Head != o.Chain[o.Used].Data.Head {
+			return nil
+		}
+		rs.SetFloors(c.floored.Hint.Floors)
+	}
 	snap, err := rs.RestoreLast(pre.last)
 	if err != nil {
 		return nil
 	}
 	f, arr, err := cache.DecodeCheckpointRefs(&pre.body, pre.rest, snap)
+	if err == nil {
+		err = c.restoreOwner(f, pre.body.Owner, pre.body.Stamps)
+	}
 	if err != nil {
 		rs.RestoreLast(nil) // drops the restored snapshot again
 		return nil
 	}
-	return &restoredFold{snap, f, pre.fullAt, arr}
+	if o := pre.body.Owner; o != nil {
+		o.State, o.Folded = f.State, f
+	}
+	return &restoredFold{snap, f, pre.fullAt, arr, pre.body.Owner}
+}
+
+// restoreOwner checks a restored fold against the owner's checkpoint this process reads
+// from (the hint of ckfile.Floored) and against stamps, its head and core chunks as
+// the fold read them, and gives a state folded from one its chunk stores again
+// (fold.State.AttachChunks). A fold made from another checkpoint, from one when this
+// process reads from none, or whole when it reads from one, is not restored.
+func (c *Channel) restoreOwner(f *fold.Folded, owner *fold.ChannelFold, stamps []cache.FileStamp) error {
+	base := f.State.Base()
+	if owner == nil || owner.Used < 0 {
+		switch {
+		case base != nil:
+			return fmt.Errorf("%w: a state folded from an owner's checkpoint without it", cache.ErrCheckpoint)
+		case c.floored.Hint != nil && len(c.floored.Hint.Floors) > 0:
+			return fmt.Errorf("%w: folded whole, and this process reads from an owner's checkpoint", cache.ErrCheckpoint)
+		}
+		return nil
+	}
+	if base == nil || owner.Used >= len(owner.Chain) || owner.Chain[owner.Used].Head == nil {
+		return fmt.Errorf("%w: owner's checkpoint without its state", cache.ErrCheckpoint)
+	}
+	used := owner.Chain[owner.Used]
+	if h := c.floored.Hint; h == nil || h.Head != used.Data.Head {
+		return fmt.Errorf("%w: folded from another owner's checkpoint than this process reads from", cache.ErrCheckpoint)
+	}
+	// The head and the core as the fold read them: written once, so a size or time that
+	// changed since, or a file gone, makes this process fold from the cut again, which
+	// hash-checks them and says why.
+	if len(stamps) != 1+len(used.Head.State) {
+		return fmt.Errorf("%w: %d stamps for a head and %d core chunks", cache.ErrCheckpoint, len(stamps), len(used.Head.State))
+	}
+	if err := cache.CheckStamps(stamps); err != nil {
+		return err
+	}
+	return f.State.AttachChunks(used.Head, ckfile.Dir{Root: c.Root}.Chunk)
 }
 
 // checkpointRead is the part of a checkpoint read before the index is: what does not

@@ -430,7 +430,7 @@ func TestArrivalLogRewrittenUnderARunningProcess(t *testing.T) {
 func roundTripFold(t *testing.T, f *fold.Folded, entries []ledger.Entry) *fold.Folded {
 	t.Helper()
 	snap := &ledger.Snapshot{Entries: entries}
-	b, err := cache.EncodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil)
+	b, err := cache.EncodeCheckpoint(f, snap, []byte("ledger"), time.UnixMilli(1), nil, nil, nil)
 	if err != nil {
 		t.Fatalf("encoding the checkpoint: %v", err)
 	}

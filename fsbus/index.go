@@ -164,9 +164,10 @@ func (ix *localIndex) open(c *Channel) {
 	}
 	defer f.Close()
 	// The fold checkpoint's state decodes beside the index's records (ADR 0011).
-	// A thorough Load, or one reading from an owner's checkpoint, never uses it.
+	// A thorough Load never uses it. The floors are found first: restoring checks the
+	// fold against the owner's checkpoint they come from (restoreOwner).
 	pre := make(chan *checkpointRead, 1)
-	if c.Thorough || len(c.floored.Floors(c.Root, c.epochSeenPath(), c.Thorough)) > 0 {
+	if c.floored.Floors(c.Root, c.epochSeenPath(), c.Thorough); c.Thorough {
 		pre <- nil
 	} else {
 		go func() { pre <- c.readCheckpointState() }()

@@ -76,6 +76,7 @@ func (c *Channel) Load() (*View, error) {
 			if c.lastArr == nil {
 				c.lastArr = r.arr // read on from its offset when the log is still that one
 			}
+			c.ownerCheckpoint = r.owner
 		}
 	}
 	// The arrival log's size before the segments are read: what other processes log
@@ -157,7 +158,7 @@ func (c *Channel) Load() (*View, error) {
 	} else {
 		c.sinceCheckpoint += len(snap.Added)
 	}
-	if (fresh || c.sinceCheckpoint >= checkpointEvery) && st.Base() == nil {
+	if _, keep := st.ForCache(); keep && (fresh || c.sinceCheckpoint >= checkpointEvery) {
 		// What this fold cost the next process need not pay (ADR 0011). A failure
 		// costs only the next process a full fold.
 		if err := c.writeCheckpoint(f, snap, c.lastFullAt, c.lastArr); err != nil {

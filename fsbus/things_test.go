@@ -314,3 +314,80 @@ func TestArrivalLogCompactionKeepsWhatOthersLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldCheckpointFromTheCut: a process that folded from the owner's checkpoint
+// leaves the fold checkpoint (ADR 0011) of that fold, and the next process restores it:
+// it folds nothing, reads no thing chunk until a terminal thing is asked for, finds
+// that thing, and then folds only what other processes append (a new order and its
+// claim). Each of these states is the whole reading's. A new checkpoint makes the next
+// Load fold from its cut whole.
+func TestFoldCheckpointFromTheCut(t *testing.T) {
+	w := newLifeWorld(t)
+	done := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "done"}))
+	must[*fold.Order](t)(w.alice.Cancel(done.ID, NoteOptions{}))
+	live := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "live"}))
+	must[*fold.Order](t)(w.bob.Claim(live.ID, ""))
+	if _, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	first := reopen(t, w.c)
+	if _, err := first.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if first.folds.full != 1 || first.folds.fromCheckpoint != 0 {
+		t.Fatalf("first process: %+v, want one full fold", first.folds)
+	}
+	c := reopen(t, w.c)
+	v, err := c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.folds.fromCheckpoint != 1 || c.folds.full != 0 {
+		t.Fatalf("second process: %+v, want its fold restored", c.folds)
+	}
+	b := v.State.Base()
+	if b == nil || v.Snapshot.Floors == nil {
+		t.Fatal("the restored fold is not from the cut")
+	}
+	if cf := c.OwnerCheckpoint(); cf == nil || cf.Used < 0 || cf.Chain[cf.Used].Data.Epoch != 1 {
+		t.Fatalf("owner's checkpoint after the restore: %+v", cf)
+	}
+	if o, err := v.State.FindOrder(live.ID); err != nil || o.ID != live.ID {
+		t.Fatalf("live order by its whole id: %+v, %v", o, err)
+	}
+	if read, of := b.ChunksRead(); read != 0 || of != 1 {
+		t.Fatalf("thing chunks read by the restored fold and a live order's lookup: %d of %d, want 0 of 1", read, of)
+	}
+	if o := v.State.Order(done.ID); o == nil || o.State != fold.StateCancelled {
+		t.Fatalf("terminal order after the restore: %+v", o)
+	}
+	if read, _ := b.ChunksRead(); read != 1 {
+		t.Fatalf("thing chunks read by one lookup: %d", read)
+	}
+	sameAsWhole(t, w.c, v)
+
+	next := must[*fold.Order](t)(w.alice.NewOrder(NewOrderOptions{Title: "next"}))
+	must[*fold.Order](t)(w.bob.Claim(next.ID, ""))
+	if v, err = c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if c.folds.delta != 1 || c.folds.full != 0 {
+		t.Fatalf("after two appends: %+v, want them folded alone", c.folds)
+	}
+	if o := v.State.Order(next.ID); o == nil || o.State != fold.StateClaimed {
+		t.Fatalf("order claimed above the cut: %+v", o)
+	}
+	sameAsWhole(t, w.c, v)
+
+	must[*fold.Order](t)(w.alice.Cancel(live.ID, NoteOptions{}))
+	if r, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("second compact: %+v, %v", r, err)
+	}
+	if v, err = c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if c.folds.full != 1 {
+		t.Fatalf("after a new checkpoint: %+v, want a full fold", c.folds)
+	}
+	sameAsWhole(t, w.c, v)
+}

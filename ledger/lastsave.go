@@ -223,6 +223,9 @@ func (s *ReadState) RestoreLast(b []byte) (*Snapshot, error) {
 		snap.Problems = append(snap.Problems, s.segs[p].problems[:lr.nprob[p]]...)
 	}
 	snap.Problems = append(snap.Problems, lr.chainProbs...)
+	// The floors the saved reading started from are the ones set now: a caller that
+	// restores a reading from floors sets them first (SetFloors drops the last snapshot).
+	snap.Floors = s.Floors()
 	lr.snap = snap
 	s.last = lr
 	return snap, nil

@@ -358,3 +358,45 @@ func (b *Base) withThings(things, idem []ChunkRef, read func(hash string) ([]byt
 		return b.decodeIdem(raw, i, next)
 	})
 }
+
+// ForCache returns a copy of st for the fold checkpoint (ADR 0011) to keep, and
+// whether it can: a state with no base, or one whose base reads its thing and
+// idempotency chunks on first use (LoadBaseLazy). The copy's base keeps the core (the
+// lines, counts, traces and contests) and none of what its chunks gave this process:
+// the process that restores it reads them again, on first use, after
+// AttachChunks. A base folded here holds every terminal thing itself and is not kept.
+func (st *State) ForCache() (State, bool) {
+	out := *st
+	b := st.base
+	if b == nil {
+		return out, true
+	}
+	if b.things == nil || b.idem == nil {
+		return out, false
+	}
+	out.base = &Base{Epoch: b.Epoch, Cut: b.Cut, Lines: b.Lines, Counts: b.Counts, Agents: b.Agents,
+		Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
+	return out, true
+}
+
+// AttachChunks gives a state restored from the fold checkpoint (ForCache's copy) the
+// chunk stores of its base again: the thing and idempotency chunks that head (the
+// counting checkpoint the state was folded from) names, read through read on first
+// use. It returns an error, and attaches nothing, when head is not that base's.
+func (st *State) AttachChunks(head *Head, read func(hash string) ([]byte, error)) error {
+	b := st.base
+	if b == nil {
+		return nil
+	}
+	if head.Epoch != b.Epoch || !slices.Equal(head.Cut, b.Cut) {
+		return fmt.Errorf("head of epoch %d is not the base's (epoch %d)", head.Epoch, b.Epoch)
+	}
+	if err := checkThingRefs(head.Things); err != nil {
+		return err
+	}
+	if err := checkIdemRefs(head.Idem); err != nil {
+		return err
+	}
+	b.withThings(head.Things, head.Idem, read)
+	return nil
+}

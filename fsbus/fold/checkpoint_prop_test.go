@@ -23,8 +23,9 @@ var (
 )
 
 // compared counts the histories whose fold from the checkpoint was compared with the
-// fold without it (no finality noted).
-var compared atomic.Int64
+// fold without it (no finality noted); deltas those where records above the cut were
+// folded in after it (FoldDelta over the checkpoint's state).
+var compared, deltas atomic.Int64
 
 // The categories the property test must meet in at least 5% of its histories each.
 var propCategories = []string{
@@ -94,6 +95,10 @@ func TestCheckpointProperty(t *testing.T) {
 		t.Error(f)
 	}
 	t.Logf("%-48s %4d", "compared with the fold without the checkpoint", compared.Load())
+	t.Logf("%-48s %4d", "folded in after the checkpoint (FoldDelta)", deltas.Load())
+	if pct := 100 * float64(deltas.Load()) / float64(n); pct < 5 {
+		t.Errorf("records above the cut folded in after the checkpoint in %.1f%% of %d histories, below 5%%", pct, n)
+	}
 	for _, c := range propCategories {
 		pct := 100 * float64(counts[c]) / float64(n)
 		t.Logf("%-48s %4d  %5.1f%%", c, counts[c], pct)
@@ -146,11 +151,74 @@ func foldGen(h *genHistory) (full, fresh *fold.ChannelFold, _ error) {
 			return fail("no finality noted, yet the fold from the checkpoint differs from the fold without it:\n%s", canonDiff(a, p))
 		}
 	}
+	if err := deltaGen(h, fresh); err != nil {
+		return fail("%v", err)
+	}
 	dis, probs, err := fold.Recompute(in(h.full), full.Chain, h.cps)
 	if err != nil || dis != nil || len(probs) > 0 {
 		return fail("recomputing the state: %+v %+v %v", dis, probs, err)
 	}
 	return full, fresh, nil
+}
+
+// deltaGen checks the incremental fold over the checkpoint's state: the machine that
+// holds only the records above the cut folds them without the last zero to two records
+// of each segment, then folds those in (FoldDelta, as a process folds what arrived since
+// its last Load). Where FoldDelta takes them, the state equals fresh's, the fold of
+// every record above the cut at once.
+func deltaGen(h *genHistory, fresh *fold.ChannelFold) error {
+	if len(h.fresh.Forks) > 0 {
+		return nil
+	}
+	bySeg := map[[2]string][]int{}
+	for i, e := range h.fresh.Entries {
+		k := [2]string{e.Writer, e.Device}
+		bySeg[k] = append(bySeg[k], i)
+	}
+	drop := map[int]bool{}
+	salt := len(h.fresh.Entries)
+	for _, is := range bySeg {
+		slices.SortFunc(is, func(a, b int) int { return int(h.fresh.Entries[a].Seq) - int(h.fresh.Entries[b].Seq) })
+		r := (len(is) + salt) % 3
+		for j := len(is) - 1; j >= 0 && j >= len(is)-r; j-- {
+			if h.fresh.Entries[is[j]].Type == fold.TypeCheckpoint {
+				break
+			}
+			drop[is[j]] = true
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	var kept, added []ledger.Entry
+	maxHLC := ""
+	for i, e := range h.fresh.Entries {
+		maxHLC = max(maxHLC, e.HLC)
+		if drop[i] {
+			added = append(added, e)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	in := fold.FoldInput{Project: genProject, Master: h.master}
+	in.Entries = kept
+	pre := fold.FoldChannel(in, h.cps)
+	if pre.Used != 0 {
+		return nil
+	}
+	nf, ok := pre.Folded.FoldDelta(in, added, len(h.fresh.Entries), maxHLC, func(fold.ObjRef) bool { return false })
+	if !ok {
+		return nil
+	}
+	deltas.Add(1)
+	if a, b := stateCanon(nf.State, h.fresh, true), stateCanon(fresh.State, h.fresh, true); a != b {
+		var what []string
+		for _, e := range added {
+			what = append(what, fmt.Sprintf("%s/%s@%d %s %s", e.Writer, e.Device, e.Seq, e.Type, e.Ref))
+		}
+		return fmt.Errorf("records above the cut %v folded in after the checkpoint differ from folding them with it:\n%s", what, canonDiff(a, b))
+	}
+	return nil
 }
 
 func cutText(c fold.Cut) string {

@@ -149,10 +149,11 @@ func FoldFull(in FoldInput) *Folded {
 
 // CanDelta reports whether foldDelta can fold added into f: no entry changes the
 // roster, every writer is known, and no idempotency key is one another entry used.
+// Over an owner's checkpoint (from.go) also: no entry names a thing terminal at the
+// cut (it is superseded, which a whole fold reports) or a key the cut holds, and
+// every chunk those lookups read did read.
 func (f *Folded) CanDelta(added []ledger.Entry) bool {
-	if f.State.base != nil {
-		return false // folded from an owner's checkpoint: folded whole again (from.go)
-	}
+	base := f.State.base
 	for _, e := range added {
 		if _, roster := ThingKeys(&e); roster {
 			return false
@@ -167,7 +168,43 @@ func (f *Folded) CanDelta(added []ledger.Entry) bool {
 			if rec, seen := f.State.Idem.Get(e.Writer + "\x00" + e.Idem); seen && rec.Hash != e.Hash() {
 				return false
 			}
+			if _, atCut, err := base.idemRec(e.Writer + "\x00" + e.Idem); atCut || err != nil {
+				return false
+			}
 		}
+		if base.terminalThing(&e) {
+			return false
+		}
+	}
+	return base == nil || (f.chainsOnCut(added, base.Cut) && base.Err() == nil)
+}
+
+// chainsOnCut reports whether added continue, in every segment cut names, the chain
+// kept there one seq at a time from its tip (f.Tips: the cut's own entry when nothing
+// above it was kept): then they are what Split (compact.go) keeps above the cut. A
+// fork, a gap or a record on a branch without the cut's entry is left to a whole fold.
+func (f *Folded) chainsOnCut(added []ledger.Entry, cut Cut) bool {
+	order := make([]*ledger.Entry, len(added))
+	for i := range added {
+		order[i] = &added[i]
+	}
+	slices.SortFunc(order, func(a, b *ledger.Entry) int {
+		return cmp.Or(strings.Compare(a.Writer, b.Writer), strings.Compare(a.Device, b.Device), cmp.Compare(a.Seq, b.Seq))
+	})
+	last := map[[2]string]*ledger.Entry{}
+	for _, e := range order {
+		if _, pinned := cut.At(e.Writer, e.Device); !pinned {
+			continue
+		}
+		k := [2]string{e.Writer, e.Device}
+		prev := last[k]
+		if prev == nil {
+			prev = f.Tips[k]
+		}
+		if prev == nil || e.Seq != prev.Seq+1 || e.Prev != prev.Hash() {
+			return false
+		}
+		last[k] = e
 	}
 	return true
 }
@@ -175,13 +212,23 @@ func (f *Folded) CanDelta(added []ledger.Entry) bool {
 // FoldDelta returns f with added folded in, or ok = false when that needs a full fold
 // (see the package comment above). in gives the project, master key and objects;
 // in.Entries is not read. total and maxHLC are the entry count and highest HLC of the
-// whole snapshot after added. exists reports whether an object file is there now. f is
+// whole snapshot after added (over an owner's checkpoint they are counted from f's
+// state instead: the snapshot need not hold the records below the cut). exists reports whether an object file is there now. f is
 // not modified: a View holding it keeps reading what it read.
 func (f *Folded) FoldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC string, exists func(ObjRef) bool) (nf *Folded, ok bool) {
 	if !f.CanDelta(added) {
 		return nil, false
 	}
 	old := f.State
+	if old.base != nil {
+		// Counted from the state: a snapshot may hold records the cut leaves out (at or
+		// below it, or on a branch without its entry), and the added ones all count
+		// (CanDelta).
+		total, maxHLC = old.Entries+len(added), old.MaxHLC
+		for i := range added {
+			maxHLC = max(maxHLC, added[i].HLC)
+		}
+	}
 	touched := map[string]bool{}
 	addedBy := map[string][]*ledger.Entry{}
 	for i := range added {
@@ -310,6 +357,7 @@ func (f *Folded) FoldDelta(in FoldInput, added []ledger.Entry, total int, maxHLC
 	in.Entries = mini
 	in.Objects = recordMissing(in.Objects, missing)
 	in.unattested = old.unattested // needs the whole snapshot (attest.go)
+	in.Base = old.base             // mini holds the touched things' lines of it
 	part := Fold(in)
 
 	st := *old

@@ -511,6 +511,19 @@ func (st *State) knownIDs(live []string, kindPrefix, q string) []string {
 	if q == "" {
 		return live
 	}
+	for _, id := range []string{q, kindPrefix + q} {
+		if !ValidID(id) || !strings.HasPrefix(id, kindPrefix) {
+			continue
+		}
+		// A whole id: ids have one length, so it is no other id's prefix, and one chunk
+		// at most is read for it (none when it is folded here or its filter rules it out).
+		if slices.Contains(live, id) || (st.base.TerminalOrder(id) == nil && st.base.TerminalAsk(id) == nil) {
+			return live
+		}
+		out := append(slices.Clone(live), id)
+		slices.Sort(out)
+		return out
+	}
 	out := slices.Clone(live)
 	for _, p := range []string{q, kindPrefix + q} {
 		for _, id := range st.base.terminalIDs(p) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"runtime/debug"
@@ -67,15 +68,28 @@ func checkDecodedState(st *fold.State) error {
 // refers to snap's entries. body is the decoded state; rest the bytes after it.
 func DecodeCheckpointRefs(body *CheckpointBody, rest []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivals.Reading, error) {
 	d := &fold.StateDec{B: rest}
+	// Entry i is the snapshot's, or past them the line i-len(snap.Entries) of the
+	// owner's checkpoint's state the fold started from.
+	var lines []ledger.Entry
+	if b := body.St.Base(); b != nil {
+		lines = b.Lines
+	}
+	held := uint64(len(snap.Entries) + len(lines))
+	entryAt := func(i uint64) *ledger.Entry {
+		if i < uint64(len(snap.Entries)) {
+			return &snap.Entries[i]
+		}
+		return &lines[i-uint64(len(snap.Entries))]
+	}
 	ncount := d.Length()
 	keys, vals := make([]string, 0, ncount), make([]bool, 0, ncount)
 	for range ncount {
 		i := d.Uvarint()
-		if d.Err != nil || i >= uint64(len(snap.Entries)) {
-			d.Fail("counted entry %d of %d", i, len(snap.Entries))
+		if d.Err != nil || i >= held {
+			d.Fail("counted entry %d of %d", i, held)
 			break
 		}
-		h := snap.Entries[i].Hash()
+		h := entryAt(i).Hash()
 		if n := len(keys); n > 0 && keys[n-1] >= h {
 			d.Fail("counted entries out of order")
 			break
@@ -87,11 +101,11 @@ func DecodeCheckpointRefs(body *CheckpointBody, rest []byte, snap *ledger.Snapsh
 		var out []*ledger.Entry
 		for range n {
 			i := d.Uvarint()
-			if d.Err != nil || i >= uint64(len(snap.Entries)) {
-				d.Fail("entry index %d of %d", i, len(snap.Entries))
+			if d.Err != nil || i >= held {
+				d.Fail("entry index %d of %d", i, held)
 				return nil
 			}
-			out = append(out, &snap.Entries[i])
+			out = append(out, entryAt(i))
 		}
 		return out
 	}
@@ -104,8 +118,16 @@ func DecodeCheckpointRefs(body *CheckpointBody, rest []byte, snap *ledger.Snapsh
 		k := string(d.Take(d.Length()))
 		f.Things[k] = idx()
 	}
+	if b := body.St.Base(); b != nil { // a chain whose last record is at or below the cut ends there
+		for _, p := range b.Cut {
+			e := ledger.AttestedEntry(p.Writer, p.Device, p.Seq, p.Hash)
+			f.Tips[[2]string{p.Writer, p.Device}] = &e
+		}
+	}
 	for _, e := range idx() {
-		f.Tips[[2]string{e.Writer, e.Device}] = e
+		if t := f.Tips[[2]string{e.Writer, e.Device}]; t == nil || e.Seq > t.Seq {
+			f.Tips[[2]string{e.Writer, e.Device}] = e
+		}
 	}
 	arr := arrivals.Decode(d, snap)
 	if d.Err == nil && len(d.B) != 0 {
@@ -139,17 +161,37 @@ func DecodeCheckpoint(b []byte, snap *ledger.Snapshot) (*fold.Folded, *arrivals.
 }
 
 // EncodeCheckpoint encodes f, folded from snap, with the ledger's saved snapshot
-// (ledger.ReadState.SaveLast) and the time of the full fold it descends from. It
+// (ledger.ReadState.SaveLast), the time of the full fold it descends from, what the
+// owner's checkpoints gave it and the stamps of that checkpoint's files. It
 // returns an error when f names an entry snap does not hold or the state does not
 // encode; nothing is written then.
-func EncodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivals.Reading) ([]byte, error) {
+func EncodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, fullAt time.Time, arr *arrivals.Reading, owner *fold.ChannelFold, stamps []FileStamp) ([]byte, error) {
 	at := make(map[string]int, len(snap.Entries))
 	for i := range snap.Entries {
 		at[snap.Entries[i].Hash()] = i
 	}
+	st, ok := f.State.ForCache()
+	if !ok {
+		return nil, fmt.Errorf("%w: a state folded from an owner's checkpoint's state folded here", fold.ErrStateCodec)
+	}
+	// Entries past the snapshot's: the lines of the owner's checkpoint's state.
+	atAll := at
+	if bs := st.Base(); bs != nil {
+		if owner == nil || owner.Used < 0 {
+			return nil, fmt.Errorf("%w: a state folded from an owner's checkpoint without it", fold.ErrStateCodec)
+		}
+		atAll = make(map[string]int, len(snap.Entries)+len(bs.Lines))
+		for i := range bs.Lines {
+			atAll[bs.Lines[i].Hash()] = len(snap.Entries) + i
+		}
+		maps.Copy(atAll, at)
+	}
 	b := binary.AppendUvarint(nil, uint64(fullAt.UnixMilli()))
 	b = fold.AppendStr(b, string(ledgerLast))
-	body := CheckpointBody{St: *f.State, Missing: f.Missing, Dangling: f.Dangling, Crossed: f.Crossed}
+	body := CheckpointBody{St: st, Missing: f.Missing, Dangling: f.Dangling, Crossed: f.Crossed, Stamps: stamps}
+	if owner != nil {
+		body.Owner = &fold.ChannelFold{Chain: owner.Chain, Used: owner.Used, ReadOnly: owner.ReadOnly, Problems: owner.Problems, Cut: owner.Cut}
+	}
 	body.St.Counted = fold.Layered[bool]{}
 	var err error
 	if b, err = fold.EncodeState(b, &body); err != nil {
@@ -163,7 +205,7 @@ func EncodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 		if !c {
 			return
 		}
-		i, ok := at[h]
+		i, ok := atAll[h]
 		if !ok {
 			missing = fmt.Errorf("%w: a counted entry %s is not in the snapshot", fold.ErrStateCodec, h)
 			return
@@ -173,7 +215,13 @@ func EncodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 	if missing != nil {
 		return nil, missing
 	}
-	fold.SortByHash(counted, func(i int) string { return snap.Entries[i].Hash() })
+	hashAt := func(i int) string {
+		if i < len(snap.Entries) {
+			return snap.Entries[i].Hash()
+		}
+		return st.Base().Lines[i-len(snap.Entries)].Hash()
+	}
+	fold.SortByHash(counted, hashAt)
 	b = binary.AppendUvarint(b, uint64(len(counted)))
 	for _, i := range counted {
 		b = binary.AppendUvarint(b, uint64(i))
@@ -181,7 +229,7 @@ func EncodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 	idx := func(es ...*ledger.Entry) error {
 		b = binary.AppendUvarint(b, uint64(len(es)))
 		for _, e := range es {
-			i, ok := at[e.Hash()]
+			i, ok := atAll[e.Hash()]
 			if !ok {
 				return fmt.Errorf("%w: entry %s is not in the snapshot", fold.ErrStateCodec, e.Hash())
 			}
@@ -205,7 +253,9 @@ func EncodeCheckpoint(f *fold.Folded, snap *ledger.Snapshot, ledgerLast []byte, 
 	}
 	tips := make([]*ledger.Entry, 0, len(f.Tips))
 	for _, e := range f.Tips {
-		tips = append(tips, e)
+		if _, held := atAll[e.Hash()]; held || st.Base() == nil {
+			tips = append(tips, e) // else the cut's own entry, which decoding puts back
+		}
 	}
 	if err := idx(tips...); err != nil {
 		return nil, err
@@ -219,6 +269,54 @@ type CheckpointBody struct {
 	Missing  map[fold.ObjRef]string
 	Dangling map[string][]string
 	Crossed  map[string]bool
+	// Owner is what the owner's checkpoints gave the fold (its State and Folded nil),
+	// nil when the ledger held none.
+	Owner *fold.ChannelFold
+	// Stamps are the head and core chunks of the checkpoint the state was folded from
+	// as they stood when the checkpoint was written: a file whose stamp differs has
+	// changed since (they are written once), and the fold is not restored.
+	Stamps []FileStamp
+}
+
+// FileStamp is a file's path, size and modification time (Unix ns).
+type FileStamp struct {
+	Path  string
+	Size  int64
+	Mtime int64
+}
+
+// StampFiles stamps each of paths; an error names the first that does not stat.
+func StampFiles(paths []string) ([]FileStamp, error) {
+	out := make([]FileStamp, 0, len(paths))
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, FileStamp{p, fi.Size(), fi.ModTime().UnixNano()})
+	}
+	return out, nil
+}
+
+// CheckStamps returns an error naming the first file of stamps that is gone or whose
+// size or modification time differs.
+func CheckStamps(stamps []FileStamp) error {
+	now, err := StampFiles(func() []string {
+		ps := make([]string, len(stamps))
+		for i := range stamps {
+			ps[i] = stamps[i].Path
+		}
+		return ps
+	}())
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
+	for i := range stamps {
+		if now[i] != stamps[i] {
+			return fmt.Errorf("%w: %s changed since the fold", ErrCheckpoint, stamps[i].Path)
+		}
+	}
+	return nil
 }
 
 // BinaryIdentity tells this binary from another one (16 hex): its module version and
@@ -272,6 +370,7 @@ var StateLayout = sync.OnceValue(func() string {
 		}
 	}
 	walk(reflect.TypeFor[fold.Folded]())
+	walk(reflect.TypeFor[CheckpointBody]())
 	sum := sha256.Sum256([]byte(sb.String()))
 	return hex.EncodeToString(sum[:8])
 })
