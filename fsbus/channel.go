@@ -509,7 +509,18 @@ func (c *Channel) compactArrivals(snap *ledger.Snapshot, arr *arrivals.Log) {
 			keep[f.Losers[i].Hash()] = true
 		}
 	}
-	if _, err := arrivals.Compact(c.Home.LockDir(c.Project()), c.arrivalsPath(), epoch, arrivalsCompactMin, arr.Complete(), func(h string) bool { return keep[h] }); err != nil {
+	dropped, err := arrivals.Compact(c.Home.LockDir(c.Project()), c.arrivalsPath(), epoch, arrivalsCompactMin, arr.Complete(), func(h string) bool { return keep[h] })
+	if err != nil {
 		c.Home.CacheNotSaved(c.arrivalsPath(), err)
+		return
+	}
+	if dropped > 0 {
+		// The reading the next Load goes on from, and the fold checkpoint keeps, is of
+		// the log as rewritten: the one before holds every line dropped.
+		if rd, _, err := arrivals.Read(c.arrivalsPath()); err == nil && rd != nil {
+			c.lastArr = rd
+		} else {
+			c.lastArr = nil
+		}
 	}
 }

@@ -3,9 +3,11 @@ package fsbus
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -88,6 +90,11 @@ func TestArrivalLogCompactedAtTheCut(t *testing.T) {
 	}
 	last0 := v0.Arrivals.Last
 	cur0 := v0.Arrivals.Cursor()
+	// What the next Load goes on from and the fold checkpoint keeps is a reading of the
+	// log as rewritten, not of the lines it dropped.
+	if rd, _, err := arrivals.Read(old.arrivalsPath()); err != nil || !reflect.DeepEqual(rd, old.lastArr) {
+		t.Fatalf("the reading kept after the compaction is not of the rewritten log (%v)", err)
+	}
 
 	// A process that read the log before the compaction: compact again at epoch 2
 	// under it (an order cancelled between), then it loads on.
