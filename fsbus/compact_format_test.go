@@ -136,6 +136,45 @@ func TestFirstCompactForcedRewritesChannelToml(t *testing.T) {
 	}
 }
 
+// Once channel.toml is at format 2, no write carries an agent.support: not the
+// first write after the compact to a segment whose support is below the cut (a
+// reading from the cut does not hold it), nor a first write to a new segment.
+func TestNoSupportOnceFormat2(t *testing.T) {
+	t.Parallel()
+	w, _ := formatWorld(t)
+	if _, err := w.master.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(s *Session, device string) int {
+		b, err := os.ReadFile(ledger.SegmentPath(w.c.Root, s.Name, device))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Count(b, []byte(`"type":"`+fold.TypeAgentSupport+`"`))
+	}
+	as := func(c *Channel, name string) *Session {
+		s, err := c.As(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := count(w.alice, w.c.Device)
+	for _, s := range []*Session{as(reopened(t, w.c), "alice"), w.alice} { // a new process, and one that read before
+		must[*fold.Order](t)(s.NewOrder(NewOrderOptions{Title: "after"}))
+	}
+	if got := count(w.alice, w.c.Device); got != before {
+		t.Errorf("alice's segment holds %d agent.support after the compact, %d before", got, before)
+	}
+	const fresh = "zq7newd2"
+	c2 := reopened(t, w.c)
+	c2.Device = fresh
+	must[*fold.Order](t)(as(c2, "bob").NewOrder(NewOrderOptions{Title: "from a new device"}))
+	if got := count(w.bob, fresh); got != 0 {
+		t.Errorf("a new segment on a format-2 channel holds %d agent.support", got)
+	}
+}
+
 // A retired writer's segments need no agent.support.
 func TestFirstCompactPassesRetiredWriters(t *testing.T) {
 	t.Parallel()

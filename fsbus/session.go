@@ -430,9 +430,13 @@ func (s *Session) appendMarked(v *View, d ledger.Draft, hlc ledger.HLC) (ledger.
 }
 
 // needsSupport reports whether this writer's next write carries an agent.support
-// (appendMarked): its segment's entries in v hold none naming FormatVersion.
+// (appendMarked): the channel is still at format 1 and its segment's entries in v hold
+// none naming FormatVersion. At format 2 a build that cannot read it refuses the
+// channel, so the statement is owed no more (docs/format.md §12): a reading from the
+// owner's checkpoint holds none of the records at or below its cut, and would
+// otherwise find every segment lacking one.
 func (s *Session) needsSupport(v *View) bool {
-	s.supported = s.supported || FormatVersion < 2 || fold.HasSupport(v.Snapshot.Entries, s.Name, s.Device, FormatVersion)
+	s.supported = s.supported || FormatVersion < 2 || s.Config.Format >= 2 || fold.HasSupport(v.Snapshot.Entries, s.Name, s.Device, FormatVersion)
 	return !s.supported
 }
 
