@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,5 +219,70 @@ func TestLoadFromTheCutFallsBack(t *testing.T) {
 			t.Fatalf("floors %v, miss %v", v.Snapshot.Floors != nil, q.floored.Miss)
 		}
 		sameAsWhole(t, c, v)
+	}
+}
+
+// A folder put back from an older copy — its counting checkpoints end below the epoch
+// this machine has seen count — is reported as rolled back on every Load, naming the
+// epoch seen, and the machine keeps remembering the higher epoch.
+func TestRolledBackHeadReported(t *testing.T) {
+	w, a := compactedWorld(t)
+	backup := filepath.Join(t.TempDir(), "backup")
+	if err := os.CopyFS(backup, os.DirFS(w.c.Root)); err != nil {
+		t.Fatal(err)
+	}
+	must[*fold.Order](t)(w.alice.Cancel(a.ID, NoteOptions{}))
+	if r, err := w.master.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("second compact: %+v, %v", r, err)
+	}
+	if _, err := reopen(t, w.c).Load(); err != nil { // this machine sees epoch 2 count
+		t.Fatal(err)
+	}
+	seen := mustReadFile(t, w.c.epochSeenPath())
+	if err := os.RemoveAll(w.c.Root); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(w.c.Root, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	p := reopen(t, w.c)
+	for i := range 2 {
+		if _, err := p.Load(); err != nil {
+			t.Fatal(err)
+		}
+		cf := p.OwnerCheckpoint()
+		if cf == nil || len(cf.Chain) != 1 {
+			t.Fatalf("load %d: the folder's chain %+v, want epoch 1 only", i, cf)
+		}
+		var got *fold.CheckpointProblem
+		for j := range cf.Problems {
+			if cf.Problems[j].Kind == "rolled_back" {
+				got = &cf.Problems[j]
+			}
+		}
+		if got == nil || got.Epoch != 2 || !strings.Contains(got.Detail, "rolled back") {
+			t.Fatalf("load %d: problems %+v, want rolled_back naming epoch 2", i, cf.Problems)
+		}
+		p.Thorough = true // the second Load folds whole again
+	}
+	// ferry ledger verify says so too. The hint names the epoch seen, whose head the
+	// folder lacks, so the process reads whole, not from epoch 1's cut.
+	q := reopen(t, w.c)
+	v, err := q.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Snapshot.Floors != nil {
+		t.Fatal("a rolled-back folder was read from a cut below the epoch seen")
+	}
+	rep, err := q.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rep.Checkpoints, func(p fold.CheckpointProblem) bool { return p.Kind == "rolled_back" && p.Epoch == 2 }) {
+		t.Errorf("verify's checkpoint problems: %+v, want rolled_back naming epoch 2", rep.Checkpoints)
+	}
+	if now := mustReadFile(t, w.c.epochSeenPath()); !bytes.Equal(now, seen) {
+		t.Errorf("the epoch seen went from %q to %q", seen, now)
 	}
 }
