@@ -18,41 +18,21 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// The fold checkpoint (docs/format.md §18 "The fold checkpoint"; ADR 0011): catch-up
-// and claims cost O(new entries). A process that folded the channel keeps
-// what it folded in the cache dir beside the index:
+// The fold checkpoint (docs/format.md §18 "The fold checkpoint", which gives the file's
+// layout; ADR 0011): a process that folded the channel keeps what it folded in
+// <cache>/channels/<project>/fold-<first 16 hex of sha256(channel root)>.bin, so that
+// the next process starts from it, reads only what was appended since and folds only
+// the things that touched (foldDelta, ADR 0010). The header names a digest of the
+// types the state codec walks (snapcodec.go) and this build (binaryIdentity): only the
+// binary that wrote it reads it. A state folded from an owner's checkpoint is
+// restored only by a process reading from that same cut (restoreOwner).
 //
-//	<cache>/channels/<project>/fold-<first 16 hex of sha256(channel root)>.bin
-//
-// so that the next process — one `ferry order claim`, one `ferry catchup` — starts
-// from it instead of folding every entry again: it restores the ledger snapshot the
-// fold was made from (ledger.ReadState.RestoreLast, references into the index's
-// records), reads only what was appended since, and folds only the things that touched
-// (foldDelta, ADR 0010).
-//
-// The file is the header line "ferry-fold 1 <layout>-<binary> <project> <master
-// key>\n", the payload, and the payload's CRC-32C (frameSum, as the index's frames).
-// <layout> is a digest of the Go types the state codec walks (snapcodec.go), <binary>
-// one of this build (binaryIdentity): a checkpoint is read only by the binary that
-// wrote it, whose types and fold rules are those it was written with. The payload:
-// the Unix ms of the last full fold the state descends from; the ledger's saved
-// snapshot (length-prefixed); the State through the state codec, with what the owner's
-// checkpoints gave the fold (cache.CheckpointBody); its counted entries as indexes
-// into the snapshot's entries in the order of their hashes; the roster, each thing's
-// entries and each chain's tip as indexes into the snapshot's entries; the arrival log
-// as read (appendArrivals). A state folded from an owner's checkpoint keeps its base's
-// core (fold.State.ForCache), and an index past the snapshot's entries names one of
-// the base's lines; a chain whose tip is the cut's own entry is not listed (decoding
-// puts the cut back). It is restored only by a process reading from that same cut
-// (restoreOwner; ADR 0019 "Step 2, third part").
-//
-// Trust: the checkpoint is as trusted as the index (machine-local cache). It is used
-// only when its checksum, header and ledger snapshot all match the index just opened;
-// anything else — missing, damaged, another binary's, a segment read again since — is
-// ignored and the process folds everything, writing a new one. It is also ignored once
-// its full fold is older than CheckpointTrust: a full fold re-reads every object file
-// and re-hashes every segment byte the index covers, which is how a file changed in
-// place behind ferry's back (objects are written once) is found.
+// Trust: as trusted as the index (machine-local cache). It is used only when its
+// checksum, header and ledger snapshot all match the index just opened and its full
+// fold is younger than checkpointTrust; anything else is ignored and the process folds
+// everything, writing a new one. A full fold re-reads every object file and re-hashes
+// every segment byte the index covers, which is how a file changed in place behind
+// ferry's back is found.
 
 // checkpointTrust is how long after a full fold a new process may start from the
 // checkpoint that fold left, instead of folding everything again (ADR 0011). A running

@@ -1,9 +1,8 @@
 package fsbus
 
 import (
+	"crypto/ed25519"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -98,24 +97,13 @@ func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResu
 // toFormat2 rewrites channel.toml as format 2, master-signed (docs/format.md §20
 // "Format 2"): the one rewrite of a file written once.
 func (s *Session) toFormat2() error {
-	p := filepath.Join(s.Root, "channel.toml")
-	raw, err := os.ReadFile(p)
-	if err != nil {
-		return fmt.Errorf("reading channel.toml: %w", err)
-	}
-	signer := s.Signer // channel.toml is signed by the key it names:
-	if mk, err := ledger.ParseKey(s.Config.Master); err == nil && !mk.Equal(s.Signer.Public()) {
-		if old, ok := s.Home.keys().OldKey(s.Project(), fold.MasterWriter, mk); ok {
-			signer = old // rotated since: the key this machine kept
-		}
-	}
-	out, err := ckfile.RewriteFormat(s.Root, raw, 2, signer.Public(), func(body []byte) (string, error) {
-		return ledger.SignDomain(signer, channelDomain, s.Project(), body)
+	out, err := ckfile.ToFormat(s.Root, 2, channelDomain, s.Project(), s.Signer, func(k ed25519.PublicKey) (ledger.KeySigner, bool) {
+		return s.Home.keys().OldKey(s.Project(), fold.MasterWriter, k)
 	})
 	if err != nil {
 		return err
 	}
-	s.Config.Format, s.configSeen = 2, stampOf(p)
+	s.Config.Format, s.configSeen = 2, stampOf(filepath.Join(s.Root, "channel.toml"))
 	s.Home.keepVerifiedConfig(s.Project(), s.Root, out)
 	return nil
 }

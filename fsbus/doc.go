@@ -9,7 +9,7 @@
 //
 // A channel is a directory (usually inside a synced folder):
 //
-//	channel.toml                     format = 1, project, title, master key, policy; signed
+//	channel.toml                     format (1, or 2 once compacted), project, title, master key, policy; signed
 //	PROTOCOL.md, .gitattributes      written once by Init
 //	.stignore                        machine-local (Syncthing does not sync it)
 //	ledger/<writer>/<device>.jsonl   append-only segments (package ledger)
@@ -21,6 +21,7 @@
 //	presence/<writer>.<device>.json  PresenceObject, rewritten by its one writer (heartbeat)
 //	memory/                          human notes (searched by ferry_search)
 //	releases/                        binaries a release.approve names (update.go)
+//	checkpoints/                     the owner's checkpoints: heads and chunks (owner_checkpoint.go)
 //
 // Chains with a life cycle — an order, an ask, the primary role, an agent's grants —
 // resolve by basis in chain.go; decisions and messages have no chain.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +14,27 @@ import (
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
+
+// ToFormat rewrites the channel folder root's channel.toml as format `to`
+// (RewriteFormat), signed in domain for project by the key the file names: signer, or
+// when the master was rotated since, the old key old returns for the file's key.
+func ToFormat(root string, to int, domain, project string, signer ledger.Signer, old func(ed25519.PublicKey) (ledger.KeySigner, bool)) ([]byte, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "channel.toml"))
+	if err != nil {
+		return nil, fmt.Errorf("reading channel.toml: %w", err)
+	}
+	var named struct{ Master string }
+	if _, err := toml.Decode(string(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))), &named); err == nil {
+		if mk, err := ledger.ParseKey(named.Master); err == nil && !mk.Equal(signer.Public()) {
+			if k, ok := old(mk); ok {
+				signer = k
+			}
+		}
+	}
+	return RewriteFormat(root, raw, to, signer.Public(), func(body []byte) (string, error) {
+		return ledger.SignDomain(signer, domain, project, body)
+	})
+}
 
 // RewriteFormat moves channel.toml, whose bytes are raw, to format `to` (docs/format.md
 // §20 "Format 2"): the file's `format` and `sig` lines are replaced, every other byte
