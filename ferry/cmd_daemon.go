@@ -17,6 +17,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/recheck"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -253,6 +254,9 @@ func (c *DaemonCmd) Run(g *Globals) error {
 		runners = append(runners, r)
 	}
 	fmt.Fprintf(g.stderr, "ferry daemon: pid %d serving %s\n", os.Getpid(), strings.Join(cfg.agents(), ", "))
+	if !c.Once {
+		recheck.Start(g.Open, cfg.agents()[0], g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
+	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/recheck"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/mcpserver"
 	"github.com/ferryhq/ferry/mcpserver/gateway"
@@ -101,5 +102,8 @@ func (c *McpServeCmd) Run(g *Globals) error {
 	defer f.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Off the request path: the owner's newest checkpoint folded again, once per
+	// checkpoint on this machine (package fsbus/recheck).
+	recheck.Start(g.Open, g.As, g.stderr)
 	return srv.Serve(ctx, g.stdin, g.stdout)
 }

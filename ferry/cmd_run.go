@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/recheck"
 	"github.com/ferryhq/ferry/fsbus/runner"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/secretguard"
@@ -82,6 +83,9 @@ func (c *RunCmd) Run(g *Globals) error {
 	defer stop()
 	if _, err := r.Start(); err != nil {
 		return err
+	}
+	if !c.Once {
+		recheck.Start(g.Open, s.Name, g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
 	}
 	res, err := r.Loop(ctx, c.Poll, c.Once)
 	if err != nil {

@@ -74,6 +74,9 @@ func (c *StatusCmd) Run(g *Globals) error {
 			}
 		}
 	}
+	for _, d := range s.Disputes {
+		g.printf("disputed   the owner's checkpoint of epoch %d by %s: first difference at %s; nothing is compacted on it (ferry doctor)\n", d.Epoch, d.Writer, d.First)
+	}
 	for _, q := range s.Quiet {
 		g.printf("not seen   %s holds %s, %s for %ds\n", q.Holder, q.Order, q.Liveness, q.AgeS)
 	}

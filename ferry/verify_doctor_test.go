@@ -16,7 +16,7 @@ import (
 // delivery and this machine's state (what waits for sync, clocks, Syncthing), contests
 // and memory notes (doctor.OnlyChecks). Every other finding must be the same in
 // both, in the same order.
-var doctorOnly = []string{"pending_sync", "orphan_object", "clock_skew", "sync", "sync_settings", "stignore", "contested", "memory_conflict"}
+var doctorOnly = []string{"pending_sync", "orphan_object", "clock_skew", "sync", "sync_settings", "stignore", "contested", "memory_conflict", "checkpoint_dispute"}
 
 // finding is a finding as both commands print it with --json.
 type finding struct {

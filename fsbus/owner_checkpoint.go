@@ -2,6 +2,7 @@ package fsbus
 
 import (
 	"path/filepath"
+	"slices"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
@@ -42,6 +43,35 @@ func (c *Channel) epochSeenPath() string {
 // OwnerCheckpoint returns what the last Load's owner's checkpoints gave (nil when the
 // ledger holds none): the counting chain, the one folded from, and the problems.
 func (c *Channel) OwnerCheckpoint() *fold.ChannelFold { return c.ownerCheckpoint }
+
+// Recheck folds the states of the counting checkpoints of the last Load again from the
+// entries at or below their cuts (ckfile.Recheck; v's reading from the cut is read
+// whole first) and returns the problems and the first checkpoint that differs.
+func (c *Channel) Recheck(v *View) ([]fold.CheckpointProblem, *fold.Dispute, error) {
+	in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks}
+	return ckfile.Recheck(c.Root, c.ownerCheckpoint, in, c.Ledger, v.Snapshot.Floors != nil)
+}
+
+// Dispute writes the dispute of the owner's checkpoint d (fold.TypeCheckpointDispute),
+// or with withdrawn its withdrawal; a zero entry when this writer's dispute of it
+// already stands, or for a withdrawal none does, or the last Load found no checkpoint.
+func (s *Session) Dispute(d fold.Dispute, withdrawn bool) (ledger.Entry, error) {
+	e, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
+		if s.ownerCheckpoint == nil {
+			return nil, nil, nil
+		}
+		standing := slices.ContainsFunc(fold.StandingDisputes(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain), func(x fold.StandingDispute) bool { return x.Writer == s.Name && x.Hash == d.Hash })
+		if standing != withdrawn {
+			return nil, nil, nil
+		}
+		if err := s.CheckWrite(v, fold.TypeCheckpointDispute); err != nil {
+			return nil, nil, err
+		}
+		dr := fold.DisputeDraft(d, withdrawn)
+		return &dr, nil, nil
+	})
+	return e, err
+}
 
 // readOnlyError is the refusal of every write while a counting checkpoint was folded
 // under other fold rules than this build's.

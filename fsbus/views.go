@@ -10,7 +10,6 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
-	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -137,6 +136,8 @@ type Status struct {
 	// Ahead lists writers with entries stamped more than max_skew ahead of this
 	// machine's clock: their HLCs are not absorbed (docs/format.md §6), only reported.
 	Ahead []string `json:"clock_ahead,omitempty"`
+	// Disputes are the disputes standing against the owner's checkpoints.
+	Disputes []fold.StandingDispute `json:"disputes"`
 }
 
 // Status builds the owner's view: agents waiting to be seated, reviews due, contested
@@ -166,7 +167,10 @@ func (c *Channel) Status(v *View) *Status {
 		}
 	}
 	slices.SortFunc(s.Quiet, func(a, b HolderRow) int { return strings.Compare(a.Order, b.Order) })
-	s.Ahead = c.aheadWriters(v)
+	s.Ahead, s.Disputes = c.aheadWriters(v), []fold.StandingDispute{}
+	if cf := c.ownerCheckpoint; cf != nil {
+		s.Disputes = fold.StandingDisputes(v.Snapshot.Entries, st, cf.Chain)
+	}
 	s.Asks = []AskRow{}
 	for _, a := range st.PendingAsks() {
 		s.Asks = append(s.Asks, AskRow{ID: a.ID, Title: a.Title + " (" + a.Author + ")", State: string(a.State)})
@@ -515,9 +519,8 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 	if out.Ignored == nil {
 		out.Ignored = []fold.Ignored{}
 	}
-	if cf := c.ownerCheckpoint; cf != nil {
-		in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks}
-		if out.Checkpoints, out.Dispute, err = ckfile.Recheck(c.Root, cf, in, c.Ledger, v.Snapshot.Floors != nil); err != nil {
+	if c.ownerCheckpoint != nil {
+		if out.Checkpoints, out.Dispute, err = c.Recheck(v); err != nil {
 			return nil, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/recheck"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/lazyre"
@@ -29,22 +30,23 @@ import (
 // Checks (Finding.Check) `ferry doctor` makes beyond those it shares with `ferry
 // ledger verify` (fsbus.CheckTorn …).
 const (
-	CheckOrphan         = "orphan_object"   // an object file no entry names (yet)
-	CheckPending        = "pending_sync"    // an entry whose object or basis has not arrived
-	CheckSkew           = "clock_skew"      // a writer's HLCs ran ahead of this machine's clock
-	CheckSync           = "sync"            // Syncthing's view of delivery
-	CheckSettings       = "sync_settings"   // Syncthing folder settings ferry recommends
-	CheckContested      = "contested"       // a thing whose chain branched, with its winner
-	CheckMemoryConflict = "memory_conflict" // a conflict copy (or git conflict) of memory/*.md
-	CheckStignore       = "stignore"        // ferry's .stignore not at the root of its Syncthing folder
-	CheckChannelConfig  = "channel_config"  // channel.toml does not verify (docs/format.md §8)
+	CheckOrphan         = "orphan_object"      // an object file no entry names (yet)
+	CheckPending        = "pending_sync"       // an entry whose object or basis has not arrived
+	CheckSkew           = "clock_skew"         // a writer's HLCs ran ahead of this machine's clock
+	CheckSync           = "sync"               // Syncthing's view of delivery
+	CheckSettings       = "sync_settings"      // Syncthing folder settings ferry recommends
+	CheckContested      = "contested"          // a thing whose chain branched, with its winner
+	CheckMemoryConflict = "memory_conflict"    // a conflict copy (or git conflict) of memory/*.md
+	CheckStignore       = "stignore"           // ferry's .stignore not at the root of its Syncthing folder
+	CheckChannelConfig  = "channel_config"     // channel.toml does not verify (docs/format.md §8)
+	CheckDispute        = "checkpoint_dispute" // a dispute of the owner's checkpoint, or this machine's recheck of it
 )
 
 // OnlyChecks are the checks `ferry doctor` makes beyond the findings it shares
 // with `ferry ledger verify` (Channel.Verify's verify.Report.Findings): the state of
 // delivery and of this machine (what waits for sync, clocks, Syncthing and its
 // settings), contests and memory notes. Every other check is in both.
-var OnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflict, CheckChannelConfig}
+var OnlyChecks = []string{CheckPending, CheckOrphan, CheckSkew, CheckSync, CheckSettings, CheckStignore, CheckContested, CheckMemoryConflict, CheckChannelConfig, CheckDispute}
 
 // SkewRow is how far a writer's HLCs ran ahead of this machine's clock at arrival.
 type SkewRow struct {
@@ -150,10 +152,44 @@ func Examine(ctx context.Context, c *fsbus.Channel, v *fsbus.View) (*Report, err
 			Fix:    "nothing to do: every machine folds the same winner; tell " + strings.Join(ct.Involved, ", ") + " if work was done twice"})
 	}
 	checkMemory(r, c)
+	checkDisputes(r, c, v)
 	r.Sync = synchealth.Probe(ctx, c.Root)
 	checkSync(r, c)
 	checkStignore(r, c)
 	return r, nil
+}
+
+// checkDisputes reports the disputes standing against the owner's checkpoints
+// (fold.StandingDisputes) and what this machine's background recheck of the newest one
+// found (package fsbus/recheck; docs/format.md §20 "Checking").
+func checkDisputes(r *Report, c *fsbus.Channel, v *fsbus.View) {
+	cf := c.OwnerCheckpoint()
+	if cf == nil {
+		return
+	}
+	for _, d := range fold.StandingDisputes(v.Snapshot.Entries, v.State, cf.Chain) {
+		r.add(verify.Finding{Check: CheckDispute, Level: verify.LevelError, Path: d.Hash,
+			Detail: fmt.Sprintf("%s (device %s) disputes the owner's checkpoint of epoch %d (%s) under fold rules %d: first difference at %s; nothing is compacted or archived on it while the dispute stands", d.Writer, d.Device, d.Epoch, d.Hash, d.Rules, d.First),
+			Fix:    "compare `ferry ledger verify --json` here and on " + d.Writer + "'s machine; repair what differs there (its build, its copy of the checkpoint's files) so its next recheck withdraws the dispute, or revoke or retire " + d.Writer + " if its fold is wrong"})
+	}
+	switch k := recheck.Kept(c); {
+	case k == nil:
+	case k.Outcome == recheck.Dispute:
+		r.add(verify.Finding{Check: CheckDispute, Level: verify.LevelError, Path: k.Checkpoint,
+			Detail: fmt.Sprintf("this machine's recheck of the owner's checkpoint of epoch %d (%s) at %s folded another state, first at %s%s", k.Epoch, k.Checkpoint, k.At, k.First, parenthesised(k.Detail)),
+			Fix:    "tell the owner; `ferry ledger verify` here shows the difference"})
+	default:
+		r.add(verify.Finding{Check: CheckDispute, Level: verify.LevelInfo, Path: k.Checkpoint,
+			Detail: fmt.Sprintf("this machine rechecked the owner's checkpoint of epoch %d at %s: %s%s", k.Epoch, k.At, k.Outcome, parenthesised(k.Detail)),
+			Fix:    "nothing to do"})
+	}
+}
+
+func parenthesised(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 // doctorLedger reports the ledger's problems, forks and ignored entries. Problems and

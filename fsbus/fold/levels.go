@@ -80,38 +80,39 @@ const (
 // minLevel is the lowest level that may write each entry type at all; role rules
 // (holder, author, reviewer ≠ submitter) are checked by the thing's state machine.
 var minLevel = map[string]Level{
-	TypeAgentJoin:       LevelNone,   // counts before a seat, for display only
-	TypeAgentSupport:    LevelWorker, // support.go: the formats the writer's build reads
-	TypePresenceStandby: LevelMember, // a worker writes hand-ins, joins and acks only (docs/format.md §13 "Levels")
-	TypeMsgAck:          LevelWorker,
-	TypeHandinAdd:       LevelWorker,
-	TypeAgentRetire:     LevelWorker, // of itself; of others: master
-	TypeMsgPost:         LevelMember,
-	TypeAskRaise:        LevelMember,
-	TypeOrderCreate:     LevelMember,
-	TypeOrderClaim:      LevelMember,
-	TypeOrderProgress:   LevelMember,
-	TypeOrderSubmit:     LevelMember,
-	TypeOrderRelease:    LevelMember,
-	TypeOrderExtend:     LevelMember,
-	TypeOrderFail:       LevelMember,
-	TypeOrderExpire:     LevelMember,
-	TypeOrderCancel:     LevelMember,
-	TypeOrderOffer:      LevelMember, // as author; of any order: orchestrator
-	TypeOrderReview:     LevelMember,
-	TypeOrderStale:      LevelMember, // the author, of an unclaimed order (ADR 0003)
-	TypePrimaryTake:     LevelOrchestrator,
-	TypePrimaryRelease:  LevelOrchestrator,
-	TypePrimaryBrief:    LevelOrchestrator,
-	TypeDecisionRecord:  LevelOrchestrator,
-	TypeGrantSet:        LevelMaster,
-	TypeGrantRevoke:     LevelMaster,
-	TypePolicySet:       LevelMaster,
-	TypeAskAnswer:       LevelMaster,
-	TypeReleaseApprove:  LevelMaster, // update_fold.go
-	TypeMasterRotate:    LevelMaster, // rotation.go
-	TypeCheckpoint:      LevelMaster, // counting.go
-	TypeSecretPut:       LevelMember, // vault.go
+	TypeAgentJoin:         LevelNone,   // counts before a seat, for display only
+	TypeAgentSupport:      LevelWorker, // support.go: the formats the writer's build reads
+	TypePresenceStandby:   LevelMember, // a worker writes hand-ins, joins and acks only (docs/format.md §13 "Levels")
+	TypeMsgAck:            LevelWorker,
+	TypeHandinAdd:         LevelWorker,
+	TypeAgentRetire:       LevelWorker, // of itself; of others: master
+	TypeMsgPost:           LevelMember,
+	TypeAskRaise:          LevelMember,
+	TypeOrderCreate:       LevelMember,
+	TypeOrderClaim:        LevelMember,
+	TypeOrderProgress:     LevelMember,
+	TypeOrderSubmit:       LevelMember,
+	TypeOrderRelease:      LevelMember,
+	TypeOrderExtend:       LevelMember,
+	TypeOrderFail:         LevelMember,
+	TypeOrderExpire:       LevelMember,
+	TypeOrderCancel:       LevelMember,
+	TypeOrderOffer:        LevelMember, // as author; of any order: orchestrator
+	TypeOrderReview:       LevelMember,
+	TypeOrderStale:        LevelMember, // the author, of an unclaimed order (ADR 0003)
+	TypePrimaryTake:       LevelOrchestrator,
+	TypePrimaryRelease:    LevelOrchestrator,
+	TypePrimaryBrief:      LevelOrchestrator,
+	TypeDecisionRecord:    LevelOrchestrator,
+	TypeGrantSet:          LevelMaster,
+	TypeGrantRevoke:       LevelMaster,
+	TypePolicySet:         LevelMaster,
+	TypeAskAnswer:         LevelMaster,
+	TypeReleaseApprove:    LevelMaster, // update_fold.go
+	TypeMasterRotate:      LevelMaster, // rotation.go
+	TypeCheckpoint:        LevelMaster, // counting.go
+	TypeCheckpointDispute: LevelMember, // dispute.go
+	TypeSecretPut:         LevelMember, // vault.go
 }
 
 // CheckLevel returns a denied error naming the missing level when lvl may not write typ.

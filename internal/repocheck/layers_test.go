@@ -92,7 +92,9 @@ var layers = []layer{
 	// Public packages on top of the façade, called by the surfaces; nothing under
 	// fsbus imports them.
 	{pkgs: "fsbus/runner", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/..."}},
-	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync"}},
+	{pkgs: "fsbus/doctor", may: []string{"internal/...", "ledger", "fsbus", "fsbus/fold", "fsbus/contract", "fsbus/arrivals", "fsbus/verify", "fsbus/pause", "fsbus/internal/...", "fsbus/synchealth", "fsbus/gitsync", "fsbus/recheck"}},
+	// fsbus/recheck: the owner's checkpoint folded again in the background.
+	{pkgs: "fsbus/recheck", may: []string{"internal/...", "fsbus", "fsbus/fold"}},
 
 	// fsbus/watch: waking on what arrives (fsnotify, with polling as the fallback) and
 	// following a channel's events; it calls the façade's Load and reads its View.

@@ -3,8 +3,10 @@ package ckfile
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -57,6 +59,14 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 		if p.Prev.Head.Compactor != p.Device {
 			return nil, nil, res, errs.Errorf(errs.Denied, "run `ferry compact` on that machine",
 				"this device (%s) is not the compactor: the owner's checkpoint of epoch %d names device %s", p.Device, p.Prev.Data.Epoch, p.Prev.Head.Compactor)
+		}
+		if ds := fold.StandingDisputes(p.In.Entries, p.State, cf.Chain); len(ds) > 0 {
+			var who []string
+			for _, d := range ds {
+				who = append(who, fmt.Sprintf("%s (epoch %d, first difference at %s)", d.Writer, d.Epoch, d.First))
+			}
+			return nil, nil, res, errs.Errorf(errs.Conflict, "run `ferry ledger verify` here and on the disputer's machine; repair what differs (its build or its copy of the checkpoint's files), or revoke or retire a disputer whose fold is wrong",
+				"the owner's checkpoint is disputed: %s; nothing is compacted on a disputed state", strings.Join(who, "; "))
 		}
 		var err error
 		if p.PrevBase, err = fold.LoadBase(*p.Prev, Dir{Root: root}); err != nil {

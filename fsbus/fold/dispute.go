@@ -1,0 +1,103 @@
+package fold
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// The dispute of an owner's checkpoint (docs/format.md §20 "Disputes", ADR 0019 §7).
+//
+// A `checkpoint.dispute` entry (member level, ref "checkpoint") says that its writer's
+// machine folded the entries at or below a counting checkpoint's cut under the fold
+// rules data.rules to another state than the checkpoint's: data.checkpoint is the
+// checkpoint entry's hash, data.epoch its epoch, data.first the lowest thing id whose
+// state differs ("cut" when the cut is not closed under reference, a parenthesised
+// reason when the state does not load). The same writer withdraws it with a later
+// `checkpoint.dispute` naming the same checkpoint with data.withdrawn true, written
+// once its machine folds the checkpoint's state after all.
+//
+// A dispute stands while it is counted, names a checkpoint of the counting chain, is
+// the newest dispute entry (merged order) of its writer for that checkpoint and is not
+// withdrawn, and its writer is seated and not retired. A standing dispute stops
+// `ferry compact` (nothing is built or archived on a disputed state); the owner ends
+// one by repairing what the disputer reads, or by revoking or retiring a disputer
+// whose fold is wrong.
+
+// TypeCheckpointDispute is the dispute of an owner's checkpoint.
+const TypeCheckpointDispute = "checkpoint.dispute"
+
+// DisputeData is a checkpoint.dispute entry's data.
+type DisputeData struct {
+	Checkpoint string `json:"checkpoint"` // the checkpoint entry's hash
+	Epoch      int    `json:"epoch"`
+	Rules      int    `json:"rules"`
+	First      string `json:"first,omitempty"`
+	Withdrawn  bool   `json:"withdrawn,omitempty"`
+}
+
+// DisputeDraft is the draft of a dispute of d, or of its withdrawal.
+func DisputeDraft(d Dispute, withdrawn bool) ledger.Draft {
+	b, _ := json.Marshal(DisputeData{Checkpoint: d.Hash, Epoch: d.Epoch, Rules: d.Rules, First: d.First, Withdrawn: withdrawn}) // strings, ints and a bool always marshal
+	return ledger.Draft{Type: TypeCheckpointDispute, Ref: TypeCheckpoint, Data: b}
+}
+
+// StandingDispute is a dispute that stands (see above).
+type StandingDispute struct {
+	Dispute
+	Writer string `json:"writer"`
+	Device string `json:"device"`
+	Entry  string `json:"entry"` // the dispute entry's hash
+	HLC    string `json:"hlc"`
+}
+
+// StandingDisputes lists the disputes among entries (a snapshot's, merged order) that
+// stand against a checkpoint of chain under st (the snapshot folded), sorted by
+// checkpoint epoch, then writer.
+func StandingDisputes(entries []ledger.Entry, st *State, chain []Counting) []StandingDispute {
+	inChain := map[string]int{}
+	for _, c := range chain {
+		inChain[c.Entry.Hash()] = c.Data.Epoch
+	}
+	newest := map[[2]string]*StandingDispute{} // (writer, checkpoint) → newest, nil when withdrawn
+	for i := range entries {
+		e := &entries[i]
+		if e.Type != TypeCheckpointDispute || e.Ref != TypeCheckpoint {
+			continue
+		}
+		var d DisputeData
+		if json.Unmarshal(e.Data, &d) != nil {
+			continue
+		}
+		epoch, ok := inChain[d.Checkpoint]
+		if counted, _ := st.Counted.Get(e.Hash()); !ok || !counted {
+			continue
+		}
+		k := [2]string{e.Writer, d.Checkpoint}
+		if d.Withdrawn {
+			newest[k] = nil
+			continue
+		}
+		newest[k] = &StandingDispute{Dispute: Dispute{Epoch: epoch, Hash: d.Checkpoint, Rules: d.Rules, First: d.First},
+			Writer: e.Writer, Device: e.Device, Entry: e.Hash(), HLC: e.HLC}
+	}
+	out := []StandingDispute{}
+	for _, d := range newest {
+		if d == nil {
+			continue
+		}
+		if a := st.Agents[d.Writer]; d.Writer != MasterWriter && (a == nil || !a.Seated || a.Retired) {
+			continue
+		}
+		out = append(out, *d)
+	}
+	slices.SortFunc(out, func(a, b StandingDispute) int {
+		if a.Epoch != b.Epoch {
+			return a.Epoch - b.Epoch
+		}
+		return strings.Compare(a.Writer, b.Writer)
+	})
+	return out
+}

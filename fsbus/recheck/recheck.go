@@ -1,0 +1,208 @@
+// Package recheck folds the owner's newest counting checkpoint again, once per
+// checkpoint and machine, off the request path of a long-running process (`ferry mcp
+// serve`, `ferry run`, `ferry daemon`), and writes the signed dispute when the state
+// differs (docs/format.md §20 "Checking", ADR 0019 §7).
+//
+// The result is kept in the machine's cache as
+//
+//	<cache>/channels/<project>/recheck/<checkpoint entry hash>.json
+//
+// A match, or a machine that lacks the history below the cut ("absent"), is final for
+// that checkpoint and fold rules. A dispute is folded again at each long-running
+// process's start, so that a machine whose build or files were repaired withdraws it.
+// A checkpoint whose files have not all arrived keeps no result and is tried at the
+// next start. Only one process of the machine rechecks at a time (recheck.lock).
+package recheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/gofrs/flock"
+)
+
+// Outcomes of a recheck.
+const (
+	Match   = "match"   // the state folded here is the checkpoint's
+	Dispute = "dispute" // it differs: a checkpoint.dispute was written (or Detail says why not)
+	Absent  = "absent"  // records at or below the cut are not in this folder
+)
+
+// Result is what this machine found when it folded a counting checkpoint again.
+type Result struct {
+	Checkpoint string `json:"checkpoint"` // the checkpoint entry's hash
+	Epoch      int    `json:"epoch"`
+	Rules      int    `json:"rules"` // the fold rules of the build that rechecked
+	Outcome    string `json:"outcome"`
+	First      string `json:"first,omitempty"`  // the lowest differing thing id of a dispute
+	Entry      string `json:"entry,omitempty"`  // the dispute or withdrawal entry written
+	Detail     string `json:"detail,omitempty"` // why Absent, or why no entry was written
+	At         string `json:"at"`               // RFC 3339, this machine's clock
+}
+
+// Path is where the result for the checkpoint entry hash is kept.
+func Path(ch *fsbus.Channel, hash string) string {
+	return filepath.Join(ch.Home.StateDir(ch.Project()), "recheck", hash+".json")
+}
+
+// Kept returns the result kept for the newest counting checkpoint of ch's last Load,
+// or nil when there is none or no result is kept.
+func Kept(ch *fsbus.Channel) *Result {
+	cf := ch.OwnerCheckpoint()
+	if cf == nil || len(cf.Chain) == 0 {
+		return nil
+	}
+	return read(Path(ch, cf.Chain[len(cf.Chain)-1].Entry.Hash()))
+}
+
+func read(p string) *Result {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil
+	}
+	var r Result
+	if json.Unmarshal(b, &r) != nil || r.Checkpoint == "" {
+		return nil // damaged: rechecked again
+	}
+	return &r
+}
+
+// final reports whether r settles its checkpoint for this build.
+func final(r *Result) bool {
+	return r != nil && r.Rules == fold.RulesVersion && r.Outcome != Dispute
+}
+
+// Run rechecks the newest counting checkpoint as the agent name, on a channel open
+// returns (one of its own, sharing no state with the caller's), unless a final result
+// is kept or another process of the machine is rechecking. It returns the result, nil
+// when there was nothing to do: no checkpoint head in the folder (nothing is folded
+// then), no counting checkpoint, one folded under other fold rules (this build neither
+// starts from it nor disputes it), a kept final result, another process at it, or
+// files not yet arrived.
+func Run(open func() (*fsbus.Channel, error), name string) (*Result, error) {
+	ch, err := open()
+	if err != nil {
+		return nil, err
+	}
+	if heads, _ := filepath.Glob(filepath.Join(ch.Root, "checkpoints", "*", "head.json")); len(heads) == 0 {
+		return nil, nil
+	}
+	v, err := ch.Load()
+	if err != nil {
+		return nil, err
+	}
+	cf := ch.OwnerCheckpoint()
+	if cf == nil || len(cf.Chain) == 0 || cf.ReadOnly {
+		return nil, nil
+	}
+	top := cf.Chain[len(cf.Chain)-1]
+	p := Path(ch, top.Entry.Hash())
+	if final(read(p)) {
+		return nil, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
+	lk := flock.New(filepath.Join(filepath.Dir(p), "recheck.lock"))
+	if ok, err := lk.TryLock(); err != nil || !ok {
+		return nil, err // another process of this machine is rechecking
+	}
+	defer func() { _ = lk.Unlock() }()
+	if final(read(p)) {
+		return nil, nil
+	}
+	probs, d, err := ch.Recheck(v)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Checkpoint: top.Entry.Hash(), Epoch: top.Data.Epoch, Rules: fold.RulesVersion, Outcome: Match, At: now(ch).UTC().Format(time.RFC3339)}
+	for _, pr := range probs {
+		switch pr.Kind {
+		case "pending":
+			return nil, nil // the checkpoint's files are not all here: the next start tries again
+		case "cut":
+			r.Outcome, r.Detail = Absent, pr.Detail
+		}
+	}
+	if r.Outcome == Match {
+		settle(ch, name, cf.Chain, d, r)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := fsutil.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("keeping the recheck of checkpoint %s: %w", r.Checkpoint, err)
+	}
+	return r, nil
+}
+
+// settle writes name's dispute d (nil: the states matched), or withdraws name's
+// disputes standing against chain, and notes it in r. A write refused (a worker's
+// level, a locked key) is noted in r.Detail: the recheck itself stands, and a
+// dispute is tried again at the next start.
+func settle(ch *fsbus.Channel, name string, chain []fold.Counting, d *fold.Dispute, r *Result) {
+	s, err := ch.As(name)
+	if err != nil {
+		r.Detail = "not written: " + err.Error()
+		return
+	}
+	if d != nil {
+		r.Outcome, r.First, r.Epoch, r.Checkpoint = Dispute, d.First, d.Epoch, d.Hash
+		e, err := s.Dispute(*d, false)
+		if err != nil {
+			r.Detail = "the dispute was not written: " + err.Error()
+		} else if e.Seq != 0 {
+			r.Entry = e.Hash()
+		}
+		return
+	}
+	for _, c := range chain {
+		e, err := s.Dispute(fold.Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: fold.RulesVersion}, true)
+		switch {
+		case err != nil:
+			r.Detail = "the withdrawal was not written: " + err.Error()
+		case e.Seq != 0:
+			r.Entry = e.Hash()
+		}
+	}
+}
+
+// Start runs Run in the background and writes what it found, or why it failed, to
+// log: a dispute loudly, a match or an absent history in one line.
+func Start(open func() (*fsbus.Channel, error), name string, log io.Writer) {
+	go func() {
+		r, err := Run(open, name)
+		switch {
+		case err != nil:
+			fmt.Fprintf(log, "ferry: rechecking the owner's checkpoint: %v\n", err)
+		case r == nil:
+		case r.Outcome == Dispute:
+			fmt.Fprintf(log, "ferry: the owner's checkpoint of epoch %d (%s) holds another state than this machine folds from the entries at or below its cut, first at %s: disputed%s\n",
+				r.Epoch, r.Checkpoint, r.First, detail(r))
+		default:
+			fmt.Fprintf(log, "ferry: rechecked the owner's checkpoint of epoch %d: %s%s\n", r.Epoch, r.Outcome, detail(r))
+		}
+	}()
+}
+
+func now(ch *fsbus.Channel) time.Time {
+	if ch.Now != nil {
+		return ch.Now()
+	}
+	return time.Now()
+}
+
+func detail(r *Result) string {
+	if r.Detail == "" {
+		return ""
+	}
+	return " (" + r.Detail + ")"
+}
