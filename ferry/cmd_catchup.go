@@ -87,7 +87,11 @@ func (c *CatchupCmd) Run(g *Globals) error {
 		g.printf("  %s from %s: %s\n", m.ID, m.From, strings.ReplaceAll(m.Preview, "\n", " "))
 	}
 	for _, ct := range d.Contested {
-		g.printf("contested %s: %s won; lost: %s\n", ct.Ref, ct.Winner, strings.Join(ct.Lost, ", "))
+		g.printf("contested %s: %s won; lost: %s", ct.Ref, ct.Winner, strings.Join(ct.Lost, ", "))
+		if ct.Checkpoint > 0 {
+			g.printf(" (final at the owner's checkpoint of epoch %d)", ct.Checkpoint)
+		}
+		g.printf("\n")
 	}
 	if d.Truncated {
 		g.printf("(truncated: `ferry order list`, `ferry decision list` and `ferry ask status` show everything)\n")

@@ -296,13 +296,15 @@ type ContestRow struct {
 	Ref    string   `json:"ref"`
 	Winner string   `json:"winner"` // "bob: order.claim"
 	Lost   []string `json:"lost"`
+	// Checkpoint is the epoch of the owner's checkpoint that decided it (0: the branch rule).
+	Checkpoint int `json:"checkpoint,omitempty"`
 }
 
 // ContestRowOf summarises a contest as a digest row.
 func ContestRowOf(c fold.Contest) ContestRow { return contestRow(c) }
 
 func contestRow(c fold.Contest) ContestRow {
-	r := ContestRow{Ref: c.Ref, Winner: c.Winner.By + ": " + c.Winner.Type, Lost: []string{}}
+	r := ContestRow{Ref: c.Ref, Winner: c.Winner.By + ": " + c.Winner.Type, Lost: []string{}, Checkpoint: c.Checkpoint}
 	for _, l := range c.Losers {
 		r.Lost = append(r.Lost, l.By+": "+l.Type)
 	}
