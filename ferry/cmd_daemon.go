@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/autocompact"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/recheck"
 	"github.com/ferryhq/ferry/fsbus/runner"
@@ -256,6 +257,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	fmt.Fprintf(g.stderr, "ferry daemon: pid %d serving %s\n", os.Getpid(), strings.Join(cfg.agents(), ", "))
 	if !c.Once {
 		recheck.Start(g.Open, cfg.agents()[0], g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
+		go autoCompact(ctx, g, cfg.beat)
 	}
 	var (
 		wg      sync.WaitGroup
@@ -382,4 +384,43 @@ func nonEmpty(parts ...string) []string {
 		}
 	}
 	return out
+}
+
+// autoCompact is the daemon's automatic compaction (package fsbus/autocompact): every
+// beat it asks whether the owner's next checkpoint is due on this machine and writes
+// it when it is; what it did, or why it could not, is logged when that changes.
+func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
+	t := time.NewTicker(beat)
+	defer t.Stop()
+	last := ""
+	var ch *fsbus.Channel
+	for {
+		var d autocompact.Decision
+		var r *fold.CompactResult
+		var err error
+		if ch == nil {
+			ch, err = g.Open()
+		}
+		if err == nil {
+			d, r, err = autocompact.Run(ctx, ch, time.Now())
+		}
+		msg := ""
+		switch {
+		case err != nil:
+			msg = fmt.Sprintf("ferry daemon: automatic compaction (%s): %v", d.Reason, err)
+		case r != nil && r.Entry != "":
+			msg = fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s", d.Reason, r.Epoch, r.Head)
+		case d.Due:
+			msg = "ferry daemon: automatic compaction due (" + d.Reason + "): nothing new has settled"
+		}
+		if msg != last && msg != "" {
+			fmt.Fprintln(g.stderr, msg)
+		}
+		last = msg
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -166,17 +166,20 @@ var policyKeyRe = lazyre.New(`^[a-z][a-z0-9_]{0,63}$`)
 
 // policyKeys are the keys of [policy] this binary knows (docs/format.md §8).
 var policyKeys = map[string]policyKey{
-	"quiet_after_s":  {func(p *Policy) *int64 { return &p.QuietAfterS }, 1, "seconds without a sighting before a writer shows as quiet"},
-	"silent_after_s": {func(p *Policy) *int64 { return &p.SilentAfterS }, 1, "seconds without a sighting before a writer is silent (primary take-over)"},
-	"max_skew_s":     {func(p *Policy) *int64 { return &p.MaxSkewS }, 1, "how far a writer's HLC may run ahead of its clock (docs/format.md §6)"},
-	"exec_window_s":  {func(p *Policy) *int64 { return &p.ExecWindowS }, 0, "an order's execution window; 0: 14400 (4 h)"},
-	"lifetime_s":     {func(p *Policy) *int64 { return &p.LifetimeS }, 0, "a claim's lifetime; 0: 86400 (24 h)"},
-	"queue_window_s": {func(p *Policy) *int64 { return &p.QueueWindowS }, 0, "an order's queue window; 0: none"},
-	"settle_s":       {func(p *Policy) *int64 { return &p.SettleS }, 0, "how long this machine must have seen an entry before the owner's checkpoint covers it; 0: 86400 (24 h)"},
+	"quiet_after_s":   {func(p *Policy) *int64 { return &p.QuietAfterS }, 1, "seconds without a sighting before a writer shows as quiet"},
+	"silent_after_s":  {func(p *Policy) *int64 { return &p.SilentAfterS }, 1, "seconds without a sighting before a writer is silent (primary take-over)"},
+	"max_skew_s":      {func(p *Policy) *int64 { return &p.MaxSkewS }, 1, "how far a writer's HLC may run ahead of its clock (docs/format.md §6)"},
+	"exec_window_s":   {func(p *Policy) *int64 { return &p.ExecWindowS }, 0, "an order's execution window; 0: 14400 (4 h)"},
+	"lifetime_s":      {func(p *Policy) *int64 { return &p.LifetimeS }, 0, "a claim's lifetime; 0: 86400 (24 h)"},
+	"queue_window_s":  {func(p *Policy) *int64 { return &p.QueueWindowS }, 0, "an order's queue window; 0: none"},
+	"settle_s":        {func(p *Policy) *int64 { return &p.SettleS }, 0, "how long this machine must have seen an entry before the owner's checkpoint covers it; 0: 86400 (24 h)"},
+	"compact_after_s": {func(p *Policy) *int64 { return &p.CompactAfterS }, 0, "the compactor's `ferry daemon` compacts once the newest owner's checkpoint is this old; 0: never by age"},
+	"compact_entries": {func(p *Policy) *int64 { return &p.CompactEntries }, 0, "the compactor's `ferry daemon` compacts once this many entries are above the newest cut (a count, not seconds); 0: never by count"},
 }
 
 // policyKey is a key of [policy] this binary knows: the Policy field it fills and the
-// lowest value it takes (every known key is an integer of seconds, at most maxPolicyS).
+// lowest value it takes (every known key is an integer of seconds, compact_entries a
+// count, at most maxPolicyS).
 type policyKey struct {
 	Field func(p *Policy) *int64 `json:"-"`
 	min   int64
@@ -209,6 +212,11 @@ type Policy struct {
 	// SettleS is how long an entry must have been seen on the compacting machine before
 	// an owner's checkpoint covers it; absent or 0: DefaultSettleS.
 	SettleS int64 `toml:"settle_s,omitzero" json:"settle_s,omitempty"`
+	// CompactAfterS and CompactEntries start automatic compaction on the compactor
+	// device (package fsbus/autocompact): by the newest checkpoint's age (seconds) and
+	// by the entries above its cut (a count); absent or 0: never by that measure.
+	CompactAfterS  int64 `toml:"compact_after_s,omitzero" json:"compact_after_s,omitempty"`
+	CompactEntries int64 `toml:"compact_entries,omitzero" json:"compact_entries,omitempty"`
 }
 
 // DefaultSettleS is the settle time of an owner's checkpoint when the policy names
