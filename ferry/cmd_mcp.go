@@ -104,6 +104,9 @@ func (c *McpServeCmd) Run(g *Globals) error {
 	defer stop()
 	// Off the request path: the owner's newest checkpoint folded again, once per
 	// checkpoint on this machine (package fsbus/recheck).
-	recheck.Start(g.Open, g.As, g.stderr)
+	// A read-only server writes nothing, and MCP never writes master entries.
+	if !c.ReadOnly && g.As != fold.MasterWriter {
+		recheck.Start(g.Open, g.As, g.stderr)
+	}
 	return srv.Serve(ctx, g.stdin, g.stdout)
 }

@@ -69,7 +69,7 @@ func TestMCPServeDisputesATamperedCheckpoint(t *testing.T) {
 		out, _, code := m.ferry("status", "--json", "--project", "acme")
 		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && len(st.Disputes) > 0
 	})
-	if d := st.Disputes[0]; len(st.Disputes) != 1 || d.Writer != "bob" || d.Epoch != 1 || !strings.Contains(d.First, "does not load") || d.Entry == "" {
+	if d := st.Disputes[0]; len(st.Disputes) != 1 || d.Writer != "bob" || d.Epoch != 1 || d.First != "(state)" || d.Entry == "" {
 		t.Fatalf("disputes: %+v", st.Disputes)
 	}
 	poll(t, ctx, "the server's report of the dispute", func() bool { return strings.Contains(stderr.String(), "disputed") })

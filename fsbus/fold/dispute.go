@@ -39,8 +39,10 @@ type DisputeData struct {
 }
 
 // DisputeDraft is the draft of a dispute of d, or of its withdrawal.
+// A first that is no thing id (a reason why the state does not load, which may name
+// this machine's paths) is written as "(state)".
 func DisputeDraft(d Dispute, withdrawn bool) ledger.Draft {
-	b, _ := json.Marshal(DisputeData{Checkpoint: d.Hash, Epoch: d.Epoch, Rules: d.Rules, First: d.First, Withdrawn: withdrawn}) // strings, ints and a bool always marshal
+	b, _ := json.Marshal(DisputeData{Checkpoint: d.Hash, Epoch: d.Epoch, Rules: d.Rules, First: disputeFirst(d.First), Withdrawn: withdrawn}) // strings, ints and a bool always marshal
 	return ledger.Draft{Type: TypeCheckpointDispute, Ref: TypeCheckpoint, Data: b}
 }
 
@@ -80,7 +82,7 @@ func StandingDisputes(entries []ledger.Entry, st *State, chain []Counting) []Sta
 			newest[k] = nil
 			continue
 		}
-		newest[k] = &StandingDispute{Dispute: Dispute{Epoch: epoch, Hash: d.Checkpoint, Rules: d.Rules, First: d.First},
+		newest[k] = &StandingDispute{Dispute: Dispute{Epoch: epoch, Hash: d.Checkpoint, Rules: d.Rules, First: disputeFirst(d.First)},
 			Writer: e.Writer, Device: e.Device, Entry: e.Hash(), HLC: e.HLC}
 	}
 	out := []StandingDispute{}
@@ -100,4 +102,13 @@ func StandingDisputes(entries []ledger.Entry, st *State, chain []Counting) []Sta
 		return strings.Compare(a.Writer, b.Writer)
 	})
 	return out
+}
+
+// disputeFirst is first as a dispute carries it: "cut", a thing id (ValidName), or
+// "(state)" for anything else, so a member's free text never reaches a display.
+func disputeFirst(first string) string {
+	if first == "cut" || (len(first) <= 64 && ValidName(first)) {
+		return first
+	}
+	return "(state)"
 }

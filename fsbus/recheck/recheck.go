@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -49,7 +50,8 @@ type Result struct {
 
 // Path is where the result for the checkpoint entry hash is kept.
 func Path(ch *fsbus.Channel, hash string) string {
-	return filepath.Join(ch.Home.StateDir(ch.Project()), "recheck", hash+".json")
+	// The hex alone: "sha256:…" is an alternate data stream's name on NTFS.
+	return filepath.Join(ch.Home.StateDir(ch.Project()), "recheck", strings.TrimPrefix(hash, "sha256:")+".json")
 }
 
 // Kept returns the result kept for the newest counting checkpoint of ch's last Load,
@@ -133,6 +135,9 @@ func Run(open func() (*fsbus.Channel, error), name string) (*Result, error) {
 	}
 	if r.Outcome == Match {
 		settle(ch, name, cf.Chain, d, r)
+		if r.Outcome == Match && r.Detail != "" {
+			return r, nil // a withdrawal not written: kept for no one, tried at the next start
+		}
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
