@@ -14,7 +14,6 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
-	"github.com/ferryhq/ferry/fsbus/synchealth"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -57,22 +56,8 @@ func checkpointScenario(t *testing.T, stBin, bin string, compact bool) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	root := t.TempDir()
-	stA := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-a"))
-	stB := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-b"))
-	dirA, dirB := filepath.Join(root, "sync-a", "acme"), filepath.Join(root, "sync-b", "acme")
-	for _, d := range []string{dirA, dirB} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pairSyncthing(t, ctx, stA, stB, dirA)
-	pairSyncthing(t, ctx, stB, stA, dirB)
-	a := &syncMachine{t: t, name: "A", bin: bin, home: filepath.Join(root, "ferry-a"), dir: dirA,
-		env: []string{"STHOMEDIR=" + stA.home}}
-	b := &syncMachine{t: t, name: "B", bin: bin, home: filepath.Join(root, "ferry-b"), dir: dirB,
-		env: []string{synchealth.EnvURL + "=" + stB.base, synchealth.EnvKey + "=" + stB.key}}
-	waitConnected(t, ctx, stA, stB, true)
+	stA, stB, a, b := twoNodes(t, ctx, stBin, bin)
+	dirA, dirB := a.dir, b.dir
 
 	a.must("init", dirA, "--project", "acme")
 	converge(t, ctx, stA, stB, a, b)
@@ -85,6 +70,7 @@ func checkpointScenario(t *testing.T, stBin, bin string, compact bool) {
 		a.must("grant", n, "--level", "member")
 	}
 	// B becomes an owner device: the master key, exported on A, imported on B.
+	root := t.TempDir()
 	pass, export := filepath.Join(root, "passphrase"), filepath.Join(root, "master.export")
 	if err := os.WriteFile(pass, []byte("a passphrase for the test\n"), 0o600); err != nil {
 		t.Fatal(err)

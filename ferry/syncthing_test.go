@@ -48,26 +48,9 @@ func TestSyncthingTwoNodes(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	bin := ferryExe(t)
-	root := t.TempDir()
-	stA := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-a"))
-	stB := startSyncthing(t, ctx, stBin, filepath.Join(root, "st-b"))
-	dirA, dirB := filepath.Join(root, "sync-a", "acme"), filepath.Join(root, "sync-b", "acme")
-	for _, d := range []string{dirA, dirB} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pairSyncthing(t, ctx, stA, stB, dirA)
-	pairSyncthing(t, ctx, stB, stA, dirB)
-
-	// Machine A finds its Syncthing through config.xml (STHOMEDIR), machine B through
-	// SYNCTHING_API_URL and SYNCTHING_API_KEY.
-	a := &syncMachine{t: t, name: "A", bin: bin, home: filepath.Join(root, "ferry-a"), dir: dirA,
-		env: []string{"STHOMEDIR=" + stA.home}}
-	b := &syncMachine{t: t, name: "B", bin: bin, home: filepath.Join(root, "ferry-b"), dir: dirB,
-		env: []string{synchealth.EnvURL + "=" + stB.base, synchealth.EnvKey + "=" + stB.key}}
-	waitConnected(t, ctx, stA, stB, true)
+	bin, root := ferryExe(t), t.TempDir()
+	stA, stB, a, b := twoNodes(t, ctx, stBin, bin)
+	dirA, dirB := a.dir, b.dir
 
 	a.must("init", dirA, "--project", "acme")
 	converge(t, ctx, stA, stB, a, b)
@@ -263,6 +246,31 @@ func TestSyncthingTwoNodes(t *testing.T) {
 }
 
 // copyFile copies src to dst, making dst's directory.
+// twoNodes starts two Syncthing instances on loopback sharing one folder each for
+// project acme, and the two machines using them: A finds its Syncthing through
+// config.xml (STHOMEDIR), B through SYNCTHING_API_URL and SYNCTHING_API_KEY. It
+// returns once the devices are connected.
+func twoNodes(t *testing.T, ctx context.Context, stBin, bin string) (stA, stB *stNode, a, b *syncMachine) {
+	t.Helper()
+	root := t.TempDir()
+	stA = startSyncthing(t, ctx, stBin, filepath.Join(root, "st-a"))
+	stB = startSyncthing(t, ctx, stBin, filepath.Join(root, "st-b"))
+	dirA, dirB := filepath.Join(root, "sync-a", "acme"), filepath.Join(root, "sync-b", "acme")
+	for _, d := range []string{dirA, dirB} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pairSyncthing(t, ctx, stA, stB, dirA)
+	pairSyncthing(t, ctx, stB, stA, dirB)
+	a = &syncMachine{t: t, name: "A", bin: bin, home: filepath.Join(root, "ferry-a"), dir: dirA,
+		env: []string{"STHOMEDIR=" + stA.home}}
+	b = &syncMachine{t: t, name: "B", bin: bin, home: filepath.Join(root, "ferry-b"), dir: dirB,
+		env: []string{synchealth.EnvURL + "=" + stB.base, synchealth.EnvKey + "=" + stB.key}}
+	waitConnected(t, ctx, stA, stB, true)
+	return stA, stB, a, b
+}
+
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()
 	b, err := os.ReadFile(src)
