@@ -256,7 +256,7 @@ func (c *DaemonCmd) Run(g *Globals) error {
 	}
 	fmt.Fprintf(g.stderr, "ferry daemon: pid %d serving %s\n", os.Getpid(), strings.Join(cfg.agents(), ", "))
 	if !c.Once {
-		recheck.Start(g.Open, cfg.agents()[0], g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
+		recheck.Start(ctx, g.Open, cfg.agents()[0], g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
 		go autoCompact(ctx, g, cfg.beat)
 	}
 	var (
@@ -388,35 +388,44 @@ func nonEmpty(parts ...string) []string {
 
 // autoCompact is the daemon's automatic compaction (package fsbus/autocompact): every
 // beat it asks whether the owner's next checkpoint is due on this machine and writes
-// it when it is; what it did, or why it could not, is logged when that changes.
+// it when it is; what it did, or why it could not, is logged when that changes. A
+// compaction that failed or was refused (writers not seen to advance, a dispute) is
+// tried again after a beat, then after twice as long each time, up to an hour: each
+// try reads the ledger whole.
 func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
 	t := time.NewTicker(beat)
 	defer t.Stop()
-	last := ""
+	last, wait, retry := "", beat, time.Time{}
 	var ch *fsbus.Channel
 	for {
-		var d autocompact.Decision
-		var r *fold.CompactResult
-		var err error
-		if ch == nil {
-			ch, err = g.Open()
+		if now := time.Now(); !now.Before(retry) {
+			var d autocompact.Decision
+			var r *fold.CompactResult
+			var err error
+			if ch == nil {
+				ch, err = g.Open()
+			}
+			if err == nil {
+				d, r, err = autocompact.Run(ctx, ch, now)
+			}
+			key, msg := "", ""
+			if err == nil {
+				retry, wait = time.Time{}, beat
+			}
+			switch {
+			case err != nil:
+				key, msg = "error "+err.Error(), fmt.Sprintf("ferry daemon: automatic compaction (%s): %v", d.Reason, err)
+				retry, wait = now.Add(wait), min(2*wait, time.Hour)
+			case r != nil && r.Entry != "":
+				key, msg = "compacted "+r.Entry, fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s", d.Reason, r.Epoch, r.Head)
+			case d.Due:
+				key, msg = "due", "ferry daemon: automatic compaction due ("+d.Reason+"): nothing new has settled"
+			}
+			if key != last && msg != "" {
+				fmt.Fprintln(g.stderr, msg)
+			}
+			last = key
 		}
-		if err == nil {
-			d, r, err = autocompact.Run(ctx, ch, time.Now())
-		}
-		msg := ""
-		switch {
-		case err != nil:
-			msg = fmt.Sprintf("ferry daemon: automatic compaction (%s): %v", d.Reason, err)
-		case r != nil && r.Entry != "":
-			msg = fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s", d.Reason, r.Epoch, r.Head)
-		case d.Due:
-			msg = "ferry daemon: automatic compaction due (" + d.Reason + "): nothing new has settled"
-		}
-		if msg != last && msg != "" {
-			fmt.Fprintln(g.stderr, msg)
-		}
-		last = msg
 		select {
 		case <-ctx.Done():
 			return

@@ -106,7 +106,7 @@ func (c *McpServeCmd) Run(g *Globals) error {
 	// checkpoint on this machine (package fsbus/recheck).
 	// A read-only server writes nothing, and MCP never writes master entries.
 	if !c.ReadOnly && g.As != fold.MasterWriter {
-		recheck.Start(g.Open, g.As, g.stderr)
+		recheck.Start(ctx, g.Open, g.As, g.stderr)
 	}
 	return srv.Serve(ctx, g.stdin, g.stdout)
 }

@@ -85,7 +85,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		return err
 	}
 	if !c.Once {
-		recheck.Start(g.Open, s.Name, g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
+		recheck.Start(ctx, g.Open, s.Name, g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
 	}
 	res, err := r.Loop(ctx, c.Poll, c.Once)
 	if err != nil {

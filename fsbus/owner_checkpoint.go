@@ -2,7 +2,6 @@ package fsbus
 
 import (
 	"path/filepath"
-	"slices"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
@@ -53,15 +52,15 @@ func (c *Channel) Recheck(v *View) ([]fold.CheckpointProblem, *fold.Dispute, err
 }
 
 // Dispute writes the dispute of the owner's checkpoint d (fold.TypeCheckpointDispute),
-// or with withdrawn its withdrawal; a zero entry when this writer's dispute of it
-// already stands, or for a withdrawal none does, or the last Load found no checkpoint.
+// or with withdrawn its withdrawal; a zero entry when fold.DisputeWanted says none is
+// (d is not the newest counting checkpoint, this writer's dispute of it already
+// stands, or for a withdrawal none does), or the last Load found no checkpoint.
 func (s *Session) Dispute(d fold.Dispute, withdrawn bool) (ledger.Entry, error) {
 	e, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		if s.ownerCheckpoint == nil {
 			return nil, nil, nil
 		}
-		standing := slices.ContainsFunc(fold.StandingDisputes(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain), func(x fold.StandingDispute) bool { return x.Writer == s.Name && x.Hash == d.Hash })
-		if standing != withdrawn {
+		if !fold.DisputeWanted(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain, s.Name, d.Hash, withdrawn) {
 			return nil, nil, nil
 		}
 		if err := s.CheckWrite(v, fold.TypeCheckpointDispute); err != nil {

@@ -136,7 +136,7 @@ type Status struct {
 	// Ahead lists writers with entries stamped more than max_skew ahead of this
 	// machine's clock: their HLCs are not absorbed (docs/format.md §6), only reported.
 	Ahead []string `json:"clock_ahead,omitempty"`
-	// Disputes are the disputes standing against the owner's checkpoints.
+	// Disputes are the disputes standing against the owner's newest counting checkpoint.
 	Disputes []fold.StandingDispute `json:"disputes"`
 }
 

@@ -40,6 +40,9 @@ func Decide(ch *fsbus.Channel, v *fsbus.View, sync *synchealth.Health, now time.
 	if cf.ReadOnly {
 		return Decision{Reason: "the checkpoint was folded under other fold rules: this build writes nothing"}
 	}
+	if b := cf.Blocking(); b != nil {
+		return Decision{Reason: fmt.Sprintf("the owner's checkpoint of epoch %d does not count here yet (%s): %s", b.Epoch, b.Kind, b.Detail)}
+	}
 	top := cf.Chain[len(cf.Chain)-1]
 	if top.Head.Compactor != ch.Device {
 		return Decision{Reason: fmt.Sprintf("this device (%s) is not the compactor (%s)", ch.Device, top.Head.Compactor)}

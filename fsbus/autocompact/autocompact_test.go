@@ -2,6 +2,8 @@ package autocompact
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/fsbustest"
 	"github.com/ferryhq/ferry/fsbus/synchealth"
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestAutomaticCompaction: with compact_entries set, nothing happens before the owner's
@@ -91,5 +94,35 @@ func TestAutomaticCompaction(t *testing.T) {
 	}
 	if d, r, err := run(); err != nil || d.Due || r != nil {
 		t.Fatalf("right after: %+v %+v %v", d, r, err)
+	}
+
+	// The newest head gone from the folder (deleted, or not arrived on the machine):
+	// neither the daemon nor the owner writes epoch 2 again on epoch 1.
+	order("four")
+	order("five")
+	order("six")
+	clock.Add(10_000)
+	heads, err := filepath.Glob(filepath.Join(c.Root, "checkpoints", "2-*", "head.json"))
+	if err != nil || len(heads) != 1 {
+		t.Fatalf("epoch 2's head: %v %v", heads, err)
+	}
+	if err := os.Rename(heads[0], heads[0]+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if d, r, err := run(); err != nil || d.Due || r != nil || !strings.Contains(d.Reason, "does not count here yet") {
+		t.Fatalf("with epoch 2's head gone: %+v %+v %v", d, r, err)
+	}
+	owner, err := fsbustest.Reopen(t, c).As(fold.MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := owner.Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Conflict || !strings.Contains(err.Error(), "epoch 2") {
+		t.Fatalf("ferry compact with epoch 2's head gone: %+v %v", r, err)
+	}
+	if err := os.Rename(heads[0]+".aside", heads[0]); err != nil {
+		t.Fatal(err)
+	}
+	if d, r, err := run(); err != nil || !d.Due || r == nil || r.Epoch != 3 {
+		t.Fatalf("with the head back: %+v %+v %v", d, r, err)
 	}
 }

@@ -85,6 +85,20 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 	return cf
 }
 
+// Blocking returns the first of cf's problems that stops the next compaction, nil
+// when none does: a checkpoint of the chain whose head or state has not arrived or
+// does not load here (a next one would be written at its epoch again, on a basis
+// below it), or a folder rolled back below the highest epoch this machine saw count.
+func (cf *ChannelFold) Blocking() *CheckpointProblem {
+	for i := range cf.Problems {
+		switch cf.Problems[i].Kind {
+		case "pending", "state", "rolled_back":
+			return &cf.Problems[i]
+		}
+	}
+	return nil
+}
+
 // WithForkedCheckpoints returns entries with the master's checkpoint entries that a fork
 // of the snapshot left out: a machine that reads a segment only above a cut resolves a
 // fork crossing the cut without H, so its fork rule may leave out a checkpoint entry
@@ -234,13 +248,23 @@ func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []Cut
 		if closed := CloseCut(in.Entries, in.Forks, c.Head.Cut, nil); !slices.Equal(closed, c.Head.Cut) {
 			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: "cut"}, nil, nil
 		}
-		got, err := NextBase(in, prev, at, c.Data.Epoch, c.Head.Cut)
+		st, lines := nextState(in, prev, at)
+		if e := firstObjectPending(st, at); e != nil && in.Objects != nil {
+			// An object file at or below the cut not here yet (not synced, or only partly):
+			// the fold here is not the cut's, and nothing is disputed until it arrives.
+			return nil, []CutProblem{{Writer: e.Writer, Device: e.Device, Seq: e.Seq, Kind: "pending",
+				Detail: fmt.Sprintf("checkpoint of epoch %d: the object file of %s %s has not arrived", c.Data.Epoch, Family(e.Type), e.Ref)}}, nil
+		}
+		got, err := deriveNext(st, lines, c.Data.Epoch, c.Head.Cut)
 		if err != nil {
 			return nil, nil, err
 		}
 		want, err := LoadBase(c, cps)
 		if errors.Is(err, ErrObjectMissing) { // not arrived yet: nothing to dispute
 			return nil, []CutProblem{{Kind: "pending", Detail: fmt.Sprintf("checkpoint of epoch %d: %v", c.Data.Epoch, err)}}, nil
+		}
+		if errors.Is(err, ErrObjectUnreadable) {
+			return nil, nil, err // this machine could not read a file: nothing is disputed on it
 		}
 		if err != nil {
 			return &Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: RulesVersion, First: "(the state does not load: " + err.Error() + ")"}, nil, nil
@@ -262,6 +286,12 @@ func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []Cut
 // records at or below cut (Split's at), of which those prev's cut covers are its own.
 // It returns the base decoded from its own encoding, as a reader of the chunks gets it.
 func NextBase(in FoldInput, prev *Base, at []ledger.Entry, epoch int, cut Cut) (*Base, error) {
+	st, lines := nextState(in, prev, at)
+	return deriveNext(st, lines, epoch, cut)
+}
+
+// nextState is NextBase's fold: the state at the cut and the lines it keeps.
+func nextState(in FoldInput, prev *Base, at []ledger.Entry) (*State, []ledger.Entry) {
 	var fresh []ledger.Entry
 	for i := range at {
 		e := &at[i]
@@ -278,6 +308,11 @@ func NextBase(in FoldInput, prev *Base, at []ledger.Entry, epoch int, cut Cut) (
 		st = FoldFrom(in, prev, fresh)
 		lines = append(slices.Clone(prev.Lines), fresh...)
 	}
+	return st, lines
+}
+
+// deriveNext is NextBase's base from its fold's state and lines.
+func deriveNext(st *State, lines []ledger.Entry, epoch int, cut Cut) (*Base, error) {
 	b, err := DeriveBase(st, lines, epoch, cut, st.Entries)
 	if err != nil {
 		return nil, err
@@ -513,6 +548,17 @@ func NewHead(project string, base *Base, refs StateRefs, device string, entries 
 		h.Previous = c
 	}
 	return h, nil
+}
+
+// firstObjectPending returns the first of at whose object file st saw pending, nil
+// when none is.
+func firstObjectPending(st *State, at []ledger.Entry) *ledger.Entry {
+	for i := range at {
+		if st.ObjectPending(&at[i]) {
+			return &at[i]
+		}
+	}
+	return nil
 }
 
 // ObjectPending reports whether e names an object file that had not arrived when st

@@ -19,9 +19,15 @@ import (
 // `checkpoint.dispute` naming the same checkpoint with data.withdrawn true, written
 // once its machine folds the checkpoint's state after all.
 //
-// A dispute stands while it is counted, names a checkpoint of the counting chain, is
-// the newest dispute entry (merged order) of its writer for that checkpoint and is not
-// withdrawn, and its writer is seated and not retired. A standing dispute stops
+// A dispute names the newest counting checkpoint its machine folds: a state that
+// differs at an older checkpoint differs at every one built on it, and the newest is
+// the one every process starts from and the next compaction builds on. A dispute
+// stands while it is counted, names the newest counting checkpoint, is the newest
+// dispute entry (merged order) of its writer for that checkpoint and is not
+// withdrawn, and its writer is seated and not retired. A newer counting checkpoint
+// ends the disputes of older ones; a machine that still folds another state disputes
+// the newer one at its next recheck. Every reader decides this against the same
+// checkpoint, whether it read the ledger whole or from the cut. A standing dispute stops
 // `ferry compact` (nothing is built or archived on a disputed state); the owner ends
 // one by repairing what the disputer reads, or by revoking or retiring a disputer
 // whose fold is wrong.
@@ -56,13 +62,14 @@ type StandingDispute struct {
 }
 
 // StandingDisputes lists the disputes among entries (a snapshot's, merged order) that
-// stand against a checkpoint of chain under st (the snapshot folded), sorted by
-// checkpoint epoch, then writer.
+// stand against the newest checkpoint of chain under st (the snapshot folded), sorted
+// by writer.
 func StandingDisputes(entries []ledger.Entry, st *State, chain []Counting) []StandingDispute {
-	inChain := map[string]int{}
-	for _, c := range chain {
-		inChain[c.Entry.Hash()] = c.Data.Epoch
+	if len(chain) == 0 {
+		return []StandingDispute{}
 	}
+	top := chain[len(chain)-1]
+	inChain := map[string]int{top.Entry.Hash(): top.Data.Epoch}
 	newest := map[[2]string]*StandingDispute{} // (writer, checkpoint) → newest, nil when withdrawn
 	for i := range entries {
 		e := &entries[i]
@@ -95,13 +102,20 @@ func StandingDisputes(entries []ledger.Entry, st *State, chain []Counting) []Sta
 		}
 		out = append(out, *d)
 	}
-	slices.SortFunc(out, func(a, b StandingDispute) int {
-		if a.Epoch != b.Epoch {
-			return a.Epoch - b.Epoch
-		}
-		return strings.Compare(a.Writer, b.Writer)
-	})
+	slices.SortFunc(out, func(a, b StandingDispute) int { return strings.Compare(a.Writer, b.Writer) })
 	return out
+}
+
+// DisputeWanted reports whether writer's dispute of the checkpoint entry hash (with
+// withdrawn, its withdrawal) says something new under st (entries, merged order, and
+// chain as StandingDisputes takes them): hash is the newest counting checkpoint, and
+// writer's dispute of it does not stand already (for a withdrawal: does stand).
+func DisputeWanted(entries []ledger.Entry, st *State, chain []Counting, writer, hash string, withdrawn bool) bool {
+	if len(chain) == 0 || chain[len(chain)-1].Entry.Hash() != hash {
+		return false
+	}
+	standing := slices.ContainsFunc(StandingDisputes(entries, st, chain), func(x StandingDispute) bool { return x.Writer == writer })
+	return standing == withdrawn
 }
 
 // disputeFirst is first as a dispute carries it: "cut", a thing id (ValidName), or

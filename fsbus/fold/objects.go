@@ -30,6 +30,11 @@ type HandinObject struct {
 // it does a segment's torn tail, until the rest arrives.
 var ErrObjectTorn = fmt.Errorf("%w: file incomplete", ErrObjectMissing)
 
+// ErrObjectUnreadable is returned (wrapped) by a Checkpoints reader for a file that is
+// there but that this machine cannot read (permissions, an I/O error): no fact about
+// the checkpoint, so never a dispute.
+var ErrObjectUnreadable = errors.New("fsbus: object unreadable here")
+
 // ErrObjectMissing is returned by readObject when the file has not arrived (yet).
 var ErrObjectMissing = errors.New("fsbus: object not arrived")
 

@@ -15,6 +15,7 @@
 package recheck
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,6 +35,7 @@ const (
 	Match   = "match"   // the state folded here is the checkpoint's
 	Dispute = "dispute" // it differs: a checkpoint.dispute was written (or Detail says why not)
 	Absent  = "absent"  // records at or below the cut are not in this folder
+	Pending = "pending" // files the recheck needs have not all arrived; never kept
 )
 
 // Result is what this machine found when it folded a counting checkpoint again.
@@ -83,11 +85,11 @@ func final(r *Result) bool {
 
 // Run rechecks the newest counting checkpoint as the agent name, on a channel open
 // returns (one of its own, sharing no state with the caller's), unless a final result
-// is kept or another process of the machine is rechecking. It returns the result, nil
-// when there was nothing to do: no checkpoint head in the folder (nothing is folded
-// then), no counting checkpoint, one folded under other fold rules (this build neither
-// starts from it nor disputes it), a kept final result, another process at it, or
-// files not yet arrived.
+// is kept or another process of the machine is rechecking. It returns the result
+// (Pending, never kept, when files it needs have not all arrived), nil when there was
+// nothing to do: no checkpoint head in the folder (nothing is folded then), no
+// counting checkpoint, one folded under other fold rules (this build neither starts
+// from it nor disputes it), a kept final result, or another process at it.
 func Run(open func() (*fsbus.Channel, error), name string) (*Result, error) {
 	ch, err := open()
 	if err != nil {
@@ -128,13 +130,14 @@ func Run(open func() (*fsbus.Channel, error), name string) (*Result, error) {
 	for _, pr := range probs {
 		switch pr.Kind {
 		case "pending":
-			return nil, nil // the checkpoint's files are not all here: the next start tries again
+			r.Outcome, r.Detail = Pending, pr.Detail
+			return r, nil // the checkpoint's files are not all here: kept for no one, tried again
 		case "cut":
 			r.Outcome, r.Detail = Absent, pr.Detail
 		}
 	}
 	if r.Outcome == Match {
-		settle(ch, name, cf.Chain, d, r)
+		settle(ch, v, name, cf, d, r)
 		if r.Outcome == Match && r.Detail != "" {
 			return r, nil // a withdrawal not written: kept for no one, tried at the next start
 		}
@@ -149,53 +152,109 @@ func Run(open func() (*fsbus.Channel, error), name string) (*Result, error) {
 	return r, nil
 }
 
-// settle writes name's dispute d (nil: the states matched), or withdraws name's
-// disputes standing against chain, and notes it in r. A write refused (a worker's
-// level, a locked key) is noted in r.Detail: the recheck itself stands, and a
-// dispute is tried again at the next start.
-func settle(ch *fsbus.Channel, name string, chain []fold.Counting, d *fold.Dispute, r *Result) {
-	s, err := ch.As(name)
-	if err != nil {
-		r.Detail = "not written: " + err.Error()
-		return
-	}
+// settle writes name's dispute of the newest counting checkpoint of cf when d (the
+// first checkpoint that differs, nil when the states matched) is not nil; otherwise it
+// withdraws every dispute of it standing in v that was written on this device, whoever
+// wrote it, so that no agent's dispute outlives the machine's match. It notes what it
+// did in r. A write refused (a worker's level, a locked key, a key not on this
+// machine) is noted in r.Detail: the recheck itself stands, and the write is tried
+// again at the next recheck.
+func settle(ch *fsbus.Channel, v *fsbus.View, name string, cf *fold.ChannelFold, d *fold.Dispute, r *Result) {
+	top := cf.Chain[len(cf.Chain)-1]
+	td := fold.Dispute{Epoch: top.Data.Epoch, Hash: top.Entry.Hash(), Rules: fold.RulesVersion}
 	if d != nil {
-		r.Outcome, r.First, r.Epoch, r.Checkpoint = Dispute, d.First, d.Epoch, d.Hash
-		e, err := s.Dispute(*d, false)
-		if err != nil {
+		td.First = d.First
+		r.Outcome, r.First = Dispute, d.First
+		if err := write(ch, name, td, false, r); err != nil {
 			r.Detail = "the dispute was not written: " + err.Error()
-		} else if e.Seq != 0 {
-			r.Entry = e.Hash()
 		}
 		return
 	}
-	for _, c := range chain {
-		e, err := s.Dispute(fold.Dispute{Epoch: c.Data.Epoch, Hash: c.Entry.Hash(), Rules: fold.RulesVersion}, true)
-		switch {
-		case err != nil:
-			r.Detail = "the withdrawal was not written: " + err.Error()
-		case e.Seq != 0:
-			r.Entry = e.Hash()
+	for _, sd := range fold.StandingDisputes(v.Snapshot.Entries, v.State, cf.Chain) {
+		if sd.Device != ch.Device {
+			continue
+		}
+		if err := write(ch, sd.Writer, td, true, r); err != nil {
+			r.Detail = "the withdrawal of " + sd.Writer + "'s dispute was not written: " + err.Error()
 		}
 	}
 }
 
-// Start runs Run in the background and writes what it found, or why it failed, to
-// log: a dispute loudly, a match or an absent history in one line.
-func Start(open func() (*fsbus.Channel, error), name string, log io.Writer) {
+// write writes name's dispute d, or its withdrawal, and notes the entry in r.
+func write(ch *fsbus.Channel, name string, d fold.Dispute, withdrawn bool, r *Result) error {
+	s, err := ch.As(name)
+	if err != nil {
+		return err
+	}
+	e, err := s.Dispute(d, withdrawn)
+	if err == nil && e.Seq != 0 {
+		r.Entry = e.Hash()
+	}
+	return err
+}
+
+// Poll is how often Start looks for a checkpoint head it has not rechecked; a recheck
+// that found files not yet arrived, or failed, is tried again after Poll, then after
+// twice as long each time, up to an hour.
+const Poll = time.Minute
+
+// Start runs Run in the background, and again whenever the set of checkpoint heads in
+// the folder changes (looked at every Poll) until ctx is done, so a long-running
+// process rechecks a checkpoint that arrives while it runs. It writes what it found,
+// or why it failed, to log: a dispute loudly, a match or an absent history in one line.
+func Start(ctx context.Context, open func() (*fsbus.Channel, error), name string, log io.Writer) {
 	go func() {
-		r, err := Run(open, name)
-		switch {
-		case err != nil:
-			fmt.Fprintf(log, "ferry: rechecking the owner's checkpoint: %v\n", err)
-		case r == nil:
-		case r.Outcome == Dispute:
-			fmt.Fprintf(log, "ferry: the owner's checkpoint of epoch %d (%s) holds another state than this machine folds from the entries at or below its cut, first at %s: disputed%s\n",
-				r.Epoch, r.Checkpoint, r.First, detail(r))
-		default:
-			fmt.Fprintf(log, "ferry: rechecked the owner's checkpoint of epoch %d: %s%s\n", r.Epoch, r.Outcome, detail(r))
+		seen, retry, wait := "", time.Time{}, Poll
+		t := time.NewTicker(Poll)
+		defer t.Stop()
+		for {
+			heads, err := headNames(open)
+			switch {
+			case err != nil:
+			case heads != seen:
+				seen, wait = heads, Poll
+				retry = report(log, open, name, wait)
+			case !retry.IsZero() && !time.Now().Before(retry):
+				wait = min(2*wait, time.Hour)
+				retry = report(log, open, name, wait)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 	}()
+}
+
+// headNames lists the channel's checkpoint heads.
+func headNames(open func() (*fsbus.Channel, error)) (string, error) {
+	ch, err := open()
+	if err != nil {
+		return "", err
+	}
+	heads, err := filepath.Glob(filepath.Join(ch.Root, "checkpoints", "*", "head.json"))
+	return strings.Join(heads, "\n"), err
+}
+
+// report runs Run and logs it; it returns when to try again (after wait) when the
+// recheck failed or its files had not all arrived, the zero time otherwise.
+func report(log io.Writer, open func() (*fsbus.Channel, error), name string, wait time.Duration) time.Time {
+	r, err := Run(open, name)
+	switch {
+	case err != nil:
+		fmt.Fprintf(log, "ferry: rechecking the owner's checkpoint: %v\n", err)
+		return time.Now().Add(wait)
+	case r == nil:
+	case r.Outcome == Pending:
+		return time.Now().Add(wait)
+	case r.Outcome == Dispute:
+		fmt.Fprintf(log, "ferry: the owner's checkpoint of epoch %d (%s) holds another state than this machine folds from the entries at or below its cut, first at %s: disputed%s\n",
+			r.Epoch, r.Checkpoint, r.First, detail(r))
+	default:
+		fmt.Fprintf(log, "ferry: rechecked the owner's checkpoint of epoch %d: %s%s\n", r.Epoch, r.Outcome, detail(r))
+	}
+	return time.Time{}
 }
 
 func now(ch *fsbus.Channel) time.Time {

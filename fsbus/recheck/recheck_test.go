@@ -217,3 +217,108 @@ func TestRecheckOneProcessAtATime(t *testing.T) {
 		t.Fatalf("recheck of a channel with no checkpoint: %+v, %v", r, err)
 	}
 }
+
+// TestRecheckWithdrawsForEveryWriterOfTheMachine: alice's process disputes; once the
+// chunk is repaired, bob's process on the same machine finds the match and withdraws
+// alice's dispute too, before it keeps the match as final.
+func TestRecheckWithdrawsForEveryWriterOfTheMachine(t *testing.T) {
+	c, _, thing := compacted(t)
+	good := flip(t, thing)
+	if r, err := Run(opener(t, c), "alice"); err != nil || r == nil || r.Outcome != Dispute || r.Entry == "" {
+		t.Fatalf("alice's recheck of a tampered chunk: %+v, %v", r, err)
+	}
+	if err := os.WriteFile(thing, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(opener(t, c), "bob")
+	if err != nil || r == nil || r.Outcome != Match || r.Entry == "" {
+		t.Fatalf("bob's recheck after the repair: %+v, %v", r, err)
+	}
+	if ds := standing(t, c); len(ds) != 0 {
+		t.Fatalf("alice's dispute outlives the machine's match: %+v", ds)
+	}
+	if k := Kept(reloaded(t, c)); k == nil || k.Outcome != Match {
+		t.Fatalf("kept: %+v", k)
+	}
+}
+
+// TestRecheckFilesNotArrivedArePending: an object file of a thing at or below the cut
+// that has not arrived, or a chunk only partly written (empty, or NUL bytes where a
+// sync tool preallocated it), is pending: no dispute, no result kept; once the files
+// are whole the recheck matches.
+func TestRecheckFilesNotArrivedArePending(t *testing.T) {
+	c, _, thing := compacted(t)
+	orders, err := filepath.Glob(filepath.Join(c.Root, "orders", "*.json"))
+	if err != nil || len(orders) != 2 {
+		t.Fatalf("order objects: %v %v", orders, err)
+	}
+	aside := t.TempDir()
+	for _, p := range orders {
+		if err := os.Rename(p, filepath.Join(aside, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Run(opener(t, c), "alice")
+	if err != nil || r == nil || r.Outcome != Pending || r.Entry != "" || !strings.Contains(r.Detail, "has not arrived") {
+		t.Fatalf("recheck with order objects not arrived: %+v, %v", r, err)
+	}
+	for _, p := range orders {
+		if err := os.Rename(filepath.Join(aside, filepath.Base(p)), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, err := os.ReadFile(thing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, torn := range [][]byte{{}, make([]byte, len(good))} {
+		if err := os.WriteFile(thing, torn, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(opener(t, c), "alice")
+		if err != nil || r == nil || r.Outcome != Pending || r.Entry != "" {
+			t.Fatalf("recheck of a chunk of %d bytes %q…: %+v, %v", len(torn), torn[:min(len(torn), 4)], r, err)
+		}
+		if ds := standing(t, c); len(ds) != 0 {
+			t.Fatalf("a dispute over a chunk not arrived: %+v", ds)
+		}
+		if k := Kept(reloaded(t, c)); k != nil {
+			t.Fatalf("a pending recheck was kept: %+v", k)
+		}
+	}
+	if err := os.WriteFile(thing, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Run(opener(t, c), "alice"); err != nil || r == nil || r.Outcome != Match {
+		t.Fatalf("recheck once the files are here: %+v, %v", r, err)
+	}
+}
+
+// TestRecheckNamesTheNewestCheckpoint: a dispute names the newest counting checkpoint,
+// and a dispute of an older one is not written.
+func TestRecheckNamesTheNewestCheckpoint(t *testing.T) {
+	c, ss, thing := compacted(t)
+	if _, err := ss["bob"].NewOrder(fsbus.NewOrderOptions{Title: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ss[fold.MasterWriter].Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("second compact: %+v, %v", r, err)
+	}
+	chain := reloaded(t, c).OwnerCheckpoint().Chain
+	if len(chain) != 2 {
+		t.Fatalf("chain of %d", len(chain))
+	}
+	old := fold.Dispute{Epoch: 1, Hash: chain[0].Entry.Hash(), Rules: fold.RulesVersion, First: "o-1"}
+	if e, err := ss["alice"].Dispute(old, false); err != nil || e.Seq != 0 {
+		t.Fatalf("a dispute of epoch 1 under epoch 2: %+v, %v", e, err)
+	}
+	flip(t, thing) // the epoch-1 chunk of terminal things, which epoch 2 shares or follows
+	r, err := Run(opener(t, c), "alice")
+	if err != nil || r == nil || r.Outcome != Dispute || r.Entry == "" {
+		t.Fatalf("recheck: %+v, %v", r, err)
+	}
+	ds := standing(t, c)
+	if len(ds) != 1 || ds[0].Epoch != 2 || ds[0].Hash != chain[1].Entry.Hash() {
+		t.Fatalf("standing: %+v; want alice's dispute of epoch 2 (%s)", ds, chain[1].Entry.Hash())
+	}
+}

@@ -4,6 +4,7 @@
 package ckfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -24,25 +25,28 @@ const (
 // Dir reads the checkpoint objects of the channel folder Root (fold.Checkpoints).
 type Dir struct{ Root string }
 
-// Head returns a head file's bytes, fold.ErrObjectMissing when it is not there.
+// Head returns a head file's bytes, fold.ErrObjectMissing when it is not there or only
+// partly (fold.ErrObjectTorn: empty, or holding a NUL byte).
 func (d Dir) Head(epoch int, hash string) ([]byte, error) {
 	return readBounded(filepath.Join(d.Root, filepath.FromSlash(fold.HeadPath(epoch, hash))), headMax)
 }
 
-// Chunk returns a chunk file's bytes, fold.ErrObjectMissing when it is not there.
+// Chunk returns a chunk file's bytes, fold.ErrObjectMissing when it is not there or only
+// partly (as Head).
 func (d Dir) Chunk(hash string) ([]byte, error) {
 	return readBounded(filepath.Join(d.Root, filepath.FromSlash(fold.ChunkPath(hash))), chunkMax)
 }
 
 // readBounded reads a regular file of at most limit bytes; fold.ErrObjectMissing when
-// it is not there. A link, a directory or a larger file is an error.
+// it is not there or only partly, fold.ErrObjectUnreadable when this machine cannot
+// read it. A link, a directory or a larger file is an error.
 func readBounded(path string, limit int64) ([]byte, error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fold.ErrObjectMissing
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", fold.ErrObjectUnreadable, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
@@ -52,15 +56,20 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", fold.ErrObjectUnreadable, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", fold.ErrObjectUnreadable, err)
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("%s grew past %d bytes", path, limit)
+	}
+	if len(b) == 0 || bytes.IndexByte(b, 0) >= 0 {
+		// What a sync tool that writes in place leaves before the rest arrives
+		// (docs/format.md §11): pending, as a torn object file is, never tampered.
+		return nil, fmt.Errorf("%s: %w", path, fold.ErrObjectTorn)
 	}
 	return b, nil
 }

@@ -46,14 +46,26 @@ func NewFiles(root string, plan *fold.Plan, s ledger.Signer) ([]File, string, er
 	return append(out, File{Path: hp, Data: headBytes}), headHash, nil
 }
 
+func blocking(cf *fold.ChannelFold) *fold.CheckpointProblem {
+	if cf == nil {
+		return nil
+	}
+	return cf.Blocking()
+}
+
 // Prepare decides the next checkpoint of the channel folder root from cf (the last
 // Load's checkpoints; nil for none) and p (Prev and PrevBase are filled here): it
-// refuses on a device that is not the compactor, loads the previous state
+// refuses while a checkpoint of the chain does not count here yet (fold.ChannelFold.
+// Blocking) or on a device that is not the compactor, loads the previous state
 // (hash-checked), plans the cut and the state (fold.PlanCheckpoint), signs the head
 // with s, and returns the checkpoint entry's draft and the files to write before it.
 // A nil draft and no error: nothing new has settled.
 func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInput) (*ledger.Draft, []File, *fold.CompactResult, error) {
 	res := &fold.CompactResult{Settle: p.SettleText}
+	if b := blocking(cf); b != nil {
+		return nil, nil, res, errs.Errorf(errs.Conflict, "wait for sync to bring the checkpoint's files, or restore them from another machine (`ferry doctor` names them), then compact",
+			"the owner's checkpoint of epoch %d (%s) does not count here yet: %s; a compaction now would write its epoch again", b.Epoch, b.Hash, b.Detail)
+	}
 	if cf != nil && len(cf.Chain) > 0 {
 		p.Prev = &cf.Chain[len(cf.Chain)-1]
 		if p.Prev.Head.Compactor != p.Device {
