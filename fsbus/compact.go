@@ -51,10 +51,7 @@ func (s *Session) Compact(opt CompactOptions) (*fold.CompactResult, error) {
 
 // planCompact decides the checkpoint under the channel lock (Session.write).
 func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResult) (*ledger.Draft, []pendingObject, error) {
-	settle := time.Duration(s.EffectivePolicy(v).Policy.SettleS) * time.Second
-	if settle == 0 {
-		settle = fold.DefaultSettleS * time.Second
-	}
+	settle := time.Duration(s.EffectivePolicy(v).Policy.SettleSeconds()) * time.Second
 	if opt.SettleSet {
 		settle = opt.Settle
 	}

@@ -59,10 +59,7 @@ func Decide(ch *fsbus.Channel, v *fsbus.View, sync *synchealth.Health, now time.
 	}
 	// Only entries the next cut may cover count: above the newest cut, and first seen
 	// here at least the settle time ago (docs/format.md §20 "The cut").
-	settle := time.Duration(p.SettleS) * time.Second
-	if settle == 0 {
-		settle = fold.DefaultSettleS * time.Second
-	}
+	settle := time.Duration(p.SettleSeconds()) * time.Second
 	above := 0
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]

@@ -223,6 +223,15 @@ type Policy struct {
 // none: 24 h.
 const DefaultSettleS = 86400
 
+// SettleSeconds is the settle time of an owner's checkpoint under p, in seconds:
+// settle_s, or DefaultSettleS when absent or 0.
+func (p Policy) SettleSeconds() int64 {
+	if p.SettleS == 0 {
+		return DefaultSettleS
+	}
+	return p.SettleS
+}
+
 // jsonEqual reports whether two JSON values are the same value (canonical forms).
 func JSONEqual(a, b json.RawMessage) bool {
 	ca, err1 := ledger.CanonicalJSON(a)
