@@ -10,8 +10,9 @@ import (
 // CompactCmd is `ferry compact`: the owner signs where the past ends (docs/format.md
 // §20, ADR 0019).
 type CompactCmd struct {
-	Settle string `help:"Cover only entries this machine first saw at least this long ago (default: policy.settle_s, 24h)." placeholder:"DURATION"`
-	Force  bool   `help:"Compact although seated writers were not seen to advance within the settle time, or (the first compact) a writer's segment holds no agent.support naming format 2."`
+	Settle   string `help:"Cover only entries this machine first saw at least this long ago (default: policy.settle_s, 24h)." placeholder:"DURATION"`
+	Force    bool   `help:"Compact although seated writers were not seen to advance within the settle time, or (the first compact) a writer's segment holds no agent.support naming format 2."`
+	TakeOver bool   `name:"take-over" help:"Write the checkpoint on this device although another is the compactor: for a compactor gone for good. Refused while the compactor's master segment or presence changed within the settle time; the new head names this device."`
 }
 
 // Help is the long help.
@@ -21,7 +22,9 @@ func (c *CompactCmd) Help() string {
 		"then on every machine folds from that state and the entries above the cut:\n" +
 		"orders accepted or cancelled and asks answered at the cut are final, and an\n" +
 		"entry above the cut on one of them is superseded and reported to those involved.\n" +
-		"Only the owner compacts, on the device the last checkpoint names as compactor.\n" +
+		"Only the owner compacts, on the device the last checkpoint names as compactor\n" +
+		"(`ferry policy set compactor=DEVICE` hands it over at the next checkpoint;\n" +
+		"--take-over moves it here when the compactor is gone for good).\n" +
 		"It refuses while seated writers were not seen to advance within the settle time\n" +
 		"(their entries not yet here would land above the cut), unless --force is given;\n" +
 		"revoke a key before compacting, not after. Nothing new settled: nothing written.\n" +
@@ -37,7 +40,7 @@ func (c *CompactCmd) ownerAction(*Globals) string { return "compact the ledger (
 
 // Run implements the command.
 func (c *CompactCmd) Run(g *Globals) error {
-	opt := fsbus.CompactOptions{Force: c.Force}
+	opt := fsbus.CompactOptions{Force: c.Force, TakeOver: c.TakeOver}
 	if c.Settle != "" {
 		d, err := time.ParseDuration(c.Settle)
 		if err != nil || d < 0 {

@@ -23,6 +23,9 @@ type CompactOptions struct {
 	// Force compacts although seated writers were not seen to advance within the
 	// settle time, or a seated writer's segment holds no agent.support naming format 2.
 	Force bool
+	// TakeOver writes the checkpoint on this device although it is not the compactor,
+	// once the compactor was silent for the settle time; the next head names this one.
+	TakeOver bool
 }
 
 // Compact writes the owner's next checkpoint: the state at a cut covering every entry
@@ -56,10 +59,10 @@ func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResu
 		settle = opt.Settle
 	}
 	settled := s.now().Add(-settle).UnixMilli()
-	advanced := map[string]bool{}
+	advanced, devices := map[string]bool{}, map[string]bool{}
 	for _, p := range v.Presence {
 		if p.SeenMs >= settled {
-			advanced[p.Writer] = true
+			advanced[p.Writer], devices[p.Device] = true, true
 		}
 	}
 	if l := linkBelow(s.Root, filepath.Join(s.Root, "checkpoints", "chunks")); l != "" {
@@ -68,7 +71,7 @@ func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResu
 	}
 	d, files, r, err := ckfile.Prepare(s.Root, s.ownerCheckpoint, s.Signer, fold.PlanInput{
 		In:    fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks},
-		State: v.State, Advanced: advanced, Force: opt.Force, Device: s.Device,
+		State: v.State, Advanced: advanced, Force: opt.Force, Device: s.Device, TakeOver: opt.TakeOver, DevicesSeen: devices,
 		SeenMs: func(hash string) int64 {
 			if t := v.Arrivals.Seen(hash); !t.IsZero() {
 				return t.UnixMilli()

@@ -40,6 +40,10 @@ type CheckpointData struct {
 	Basis string `json:"basis,omitempty"` // the previous counting checkpoint entry's hash
 	Head  string `json:"head"`            // "sha256:" + hex of the head object's canonical bytes
 	Rules int    `json:"rules"`           // the fold.RulesVersion the state was folded under
+	// TakeOver marks a checkpoint written by `ferry compact --take-over` on a device
+	// that is not the compactor the previous head names (docs/format.md §20 "Moving
+	// the compactor"): it counts only when the compactor wrote none of its epoch.
+	TakeOver bool `json:"take_over,omitempty"`
 }
 
 // ChunkRef names one chunk of a checkpoint's state: the id of its first thing and the
@@ -249,7 +253,7 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 	for {
 		var next []cand
 		for _, c := range valid {
-			if c.d.Epoch == epoch+1 && c.d.Basis == basis && (epoch == 0 || c.e.Device == compactor) {
+			if c.d.Epoch == epoch+1 && c.d.Basis == basis && (epoch == 0 || c.e.Device == compactor || c.d.TakeOver) {
 				next = append(next, c)
 			}
 		}
@@ -257,8 +261,12 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 			break
 		}
 		// One segment: the lowest seq (a later one at the same epoch should have named
-		// it). Epoch 1 on several devices: the lowest hash, the others reported.
+		// it). The compactor's own before any take-over; epoch 1 on several devices, or
+		// several take-overs: the lowest hash, the others reported.
 		slices.SortFunc(next, func(a, b cand) int {
+			if ac, bc := a.e.Device == compactor, b.e.Device == compactor; ac != bc {
+				return map[bool]int{true: -1, false: 1}[ac]
+			}
 			if a.e.Device == b.e.Device {
 				return int(a.e.Seq) - int(b.e.Seq)
 			}
@@ -267,7 +275,9 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 		win := next[0]
 		for _, c := range next[1:] {
 			detail := fmt.Sprintf("a second checkpoint of epoch %d on the same basis: %s counts", c.d.Epoch, win.e.Hash())
-			if c.e.Device != win.e.Device {
+			if c.d.TakeOver && epoch > 0 {
+				detail = fmt.Sprintf("a take-over on device %s while %s also wrote epoch %d (%s counts): the compactor was not gone", c.e.Device, win.e.Device, c.d.Epoch, win.e.Hash())
+			} else if c.e.Device != win.e.Device {
 				detail = fmt.Sprintf("a first checkpoint written on another device (%s) than the one that counts (%s, %s): two owner machines compacted at once", c.e.Device, win.e.Device, win.e.Hash())
 			}
 			probs = append(probs, CheckpointProblem{Hash: c.e.Hash(), Epoch: c.d.Epoch, Kind: "not_counting", Detail: detail})

@@ -119,7 +119,7 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 		if err != nil {
 			return nil, err
 		}
-		if entry.Device != prev.Head.Compactor {
+		if entry.Device != prev.Head.Compactor && !data.TakeOver {
 			return nil, fmt.Errorf("checkpoint of epoch %d written on device %s; epoch %d names compactor %s", epoch, entry.Device, prev.Data.Epoch, prev.Head.Compactor)
 		}
 		if err := head.Cut.Covers(prev.Head.Cut); err != nil {

@@ -1,6 +1,7 @@
 package fold
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -27,6 +28,12 @@ type PlanInput struct {
 	Advanced   map[string]bool
 	Force      bool
 	Device     string
+	// TakeOver is `ferry compact --take-over`: Device writes the next checkpoint
+	// although the previous head names another compactor, once neither that device's
+	// master segment nor its presence changed within the settle time (DevicesSeen,
+	// the devices of the presence files seen since).
+	TakeOver    bool
+	DevicesSeen map[string]bool
 	// Format is channel.toml's format: below 2, the compact is the first and every
 	// segment of a seated, unretired writer must hold an agent.support naming 2, but
 	// the compacting master's own segment (Device), which gets one with the checkpoint.
@@ -147,20 +154,51 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 			return nil, errs.Errorf(errs.Conflict, "run `ferry doctor`", "segment %s/%s: %s", c.Writer, c.Device, c.Detail)
 		}
 	}
-	base, err := NextBase(p.In, p.PrevBase, at, plan.Epoch, cut)
+	st, lines := nextState(p.In, p.PrevBase, at)
+	base, err := deriveNext(st, lines, plan.Epoch, cut)
 	if err != nil {
 		return nil, err
+	}
+	compactor := p.Device
+	if d := handOver(st, p.PrevBase, at); d != "" {
+		compactor = d
 	}
 	var refs StateRefs
 	if plan.Chunks, refs, err = StateChunks(base); err != nil {
 		return nil, err
 	}
-	if plan.Head, err = NewHead(p.In.Project, base, refs, p.Device, entries, p.Prev); err != nil {
+	if plan.Head, err = NewHead(p.In.Project, base, refs, compactor, entries, p.Prev); err != nil {
 		return nil, fmt.Errorf("checkpoint head: %w", err)
 	}
 	plan.Cut, plan.Base = cut, base
 	return plan, nil
 }
+
+// handOver is the device policy.compactor names in st (the state at the next cut,
+// folded from prev over at) when the policy.set that names it lies above prev's cut:
+// a hand-over the owner decided since the last checkpoint, which the next head names
+// as compactor (docs/format.md §20 "Moving the compactor"). "" when there is none, or
+// the value is not a device name. An older policy.compactor does not move the
+// compactor back after a take-over.
+func handOver(st *State, prev *Base, at []ledger.Entry) string {
+	if st.Policy == nil {
+		return ""
+	}
+	for i := range at {
+		e := &at[i]
+		if e.Hash() != st.Policy.Hash || (prev != nil && prev.Cut.Below(e.Writer, e.Device, e.Seq)) {
+			continue
+		}
+		var d string
+		if json.Unmarshal(st.Policy.Table[PolicyCompactor], &d) == nil && ValidName(d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// PolicyCompactor is the policy key that hands the compactor over to another device.
+const PolicyCompactor = "compactor"
 
 // CompactResult is what Compact wrote.
 type CompactResult struct {

@@ -242,9 +242,17 @@ func JSONEqual(a, b json.RawMessage) bool {
 	return bytes.Equal(ca, cb)
 }
 
-// PolicyJSON is VALUE as a JSON value: a known key's integer; for an unknown key an
-// integer, true or false, else the text as a JSON string.
+// PolicyJSON is VALUE as a JSON value: a known key's integer, compactor's device id
+// as a string; for an unknown key an integer, true or false, else the text as a JSON
+// string.
 func PolicyJSON(a PolicyAssign) (json.RawMessage, error) {
+	if a.Key == PolicyCompactor {
+		if !ValidName(a.Value) || len(a.Value) > 64 {
+			return nil, errs.Errorf(errs.Invalid, "give the device id `ferry status` or `ferry doctor` shows on the machine that is to compact",
+				"policy compactor %q is not a device id", a.Value)
+		}
+		return json.Marshal(a.Value)
+	}
 	if _, known := policyKeys[a.Key]; known {
 		raw := json.RawMessage(a.Value)
 		if _, err := CheckPolicyValue(a.Key, raw); err != nil {

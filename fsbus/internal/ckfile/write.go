@@ -46,6 +46,33 @@ func NewFiles(root string, plan *fold.Plan, s ledger.Signer) ([]File, string, er
 	return append(out, File{Path: hp, Data: headBytes}), headHash, nil
 }
 
+// checkCompactor refuses a compaction on a device that is not the compactor the
+// previous head names, unless p.TakeOver; a take-over it refuses on the compactor
+// itself, and while the compactor's master segment or presence changed within the
+// settle time (docs/format.md §20 "Moving the compactor").
+func checkCompactor(p fold.PlanInput) error {
+	cp := p.Prev.Head.Compactor
+	switch {
+	case cp == p.Device && p.TakeOver:
+		return errs.Errorf(errs.Invalid, "run `ferry compact` without --take-over", "this device (%s) is the compactor already: there is nothing to take over", p.Device)
+	case cp == p.Device:
+		return nil
+	case !p.TakeOver:
+		return errs.Errorf(errs.Denied, "run `ferry compact` on that machine; if it is gone for good, `ferry compact --take-over` here",
+			"this device (%s) is not the compactor: the owner's checkpoint of epoch %d names device %s", p.Device, p.Prev.Data.Epoch, cp)
+	case p.DevicesSeen[cp]:
+		return errs.Errorf(errs.Conflict, "run `ferry compact` on that machine, or wait until it has been silent for the settle time",
+			"the compactor (device %s) was seen within the settle time (%s): its presence changed; a take-over is for a compactor that is gone", cp, p.SettleText)
+	}
+	for i := range p.In.Entries {
+		if e := &p.In.Entries[i]; e.Writer == fold.MasterWriter && e.Device == cp && p.SeenMs(e.Hash()) >= p.SettledMs {
+			return errs.Errorf(errs.Conflict, "run `ferry compact` on that machine, or wait until it has been silent for the settle time",
+				"the compactor (device %s) wrote master entry seq %d within the settle time (%s); a take-over is for a compactor that is gone", cp, e.Seq, p.SettleText)
+		}
+	}
+	return nil
+}
+
 func blocking(cf *fold.ChannelFold) *fold.CheckpointProblem {
 	if cf == nil {
 		return nil
@@ -56,7 +83,7 @@ func blocking(cf *fold.ChannelFold) *fold.CheckpointProblem {
 // Prepare decides the next checkpoint of the channel folder root from cf (the last
 // Load's checkpoints; nil for none) and p (Prev and PrevBase are filled here): it
 // refuses while a checkpoint of the chain does not count here yet (fold.ChannelFold.
-// Blocking) or on a device that is not the compactor, loads the previous state
+// Blocking) or on a device that is not the compactor (checkCompactor), loads the previous state
 // (hash-checked), plans the cut and the state (fold.PlanCheckpoint), signs the head
 // with s, and returns the checkpoint entry's draft and the files to write before it.
 // A nil draft and no error: nothing new has settled.
@@ -66,11 +93,14 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 		return nil, nil, res, errs.Errorf(errs.Conflict, "wait for sync to bring the checkpoint's files, or restore them from another machine (`ferry doctor` names them), then compact",
 			"the owner's checkpoint of epoch %d (%s) does not count here yet: %s; a compaction now would write its epoch again", b.Epoch, b.Hash, b.Detail)
 	}
+	if p.TakeOver && (cf == nil || len(cf.Chain) == 0) {
+		return nil, nil, res, errs.Errorf(errs.Invalid, "run `ferry compact` without --take-over: the first checkpoint names its own device",
+			"no owner's checkpoint names a compactor yet: there is nothing to take over")
+	}
 	if cf != nil && len(cf.Chain) > 0 {
 		p.Prev = &cf.Chain[len(cf.Chain)-1]
-		if p.Prev.Head.Compactor != p.Device {
-			return nil, nil, res, errs.Errorf(errs.Denied, "run `ferry compact` on that machine",
-				"this device (%s) is not the compactor: the owner's checkpoint of epoch %d names device %s", p.Device, p.Prev.Data.Epoch, p.Prev.Head.Compactor)
+		if err := checkCompactor(p); err != nil {
+			return nil, nil, res, err
 		}
 		if ds := fold.StandingDisputes(p.In.Entries, p.State, cf.Chain); len(ds) > 0 {
 			var who []string
@@ -106,7 +136,7 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 	res.Covered, res.Lines, res.Terminal = b.Entries, len(b.Lines), len(b.Orders)+len(b.Asks)
 	d := fold.CheckpointData{Epoch: plan.Epoch, Head: headHash, Rules: fold.RulesVersion}
 	if p.Prev != nil {
-		d.Basis = p.Prev.Entry.Hash()
+		d.Basis, d.TakeOver = p.Prev.Entry.Hash(), p.TakeOver
 	}
 	data, err := json.Marshal(d)
 	if err != nil {

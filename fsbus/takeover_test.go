@@ -1,0 +1,110 @@
+package fsbus_test
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
+	"github.com/ferryhq/ferry/internal/errs"
+)
+
+// TestCompactorTakeOverAndHandOver: another owner device's `ferry compact --take-over`
+// is refused while the compactor wrote within the settle time, and on the compactor
+// itself; once the compactor has been silent that long it writes the next checkpoint,
+// whose head names it, and the old compactor is refused. A policy.compactor set since
+// the last checkpoint hands the compactor over at the next one; a value that is no
+// device id is refused.
+func TestCompactorTakeOverAndHandOver(t *testing.T) {
+	clock := &atomic.Int64{}
+	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Add(1000)) }
+	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"}, Now: now})
+	order := func(title string) {
+		t.Helper()
+		if _, err := ss["alice"].NewOrder(fsbus.NewOrderOptions{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := func(device string) *fsbus.Session {
+		t.Helper()
+		ch := fsbustest.Reopen(t, c)
+		if device != "" {
+			ch.Device = device
+		}
+		s, err := ch.As(fold.MasterWriter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	top := func() fold.Counting {
+		t.Helper()
+		ch := fsbustest.Reopen(t, c)
+		if _, err := ch.Load(); err != nil {
+			t.Fatal(err)
+		}
+		cf := ch.OwnerCheckpoint()
+		if cf == nil || len(cf.Chain) == 0 {
+			t.Fatal("no counting checkpoint")
+		}
+		return cf.Chain[len(cf.Chain)-1]
+	}
+	old, elsewhere := c.Device, "d-elsewhere"
+
+	order("one")
+	if _, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Invalid || !strings.Contains(err.Error(), "nothing to take over") {
+		t.Fatalf("a take-over before any checkpoint: %v", err)
+	}
+	if r, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 1 {
+		t.Fatalf("first compact: %+v %v", r, err)
+	}
+	order("two")
+	if _, err := owner("").Compact(fsbus.CompactOptions{TakeOver: true, SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Invalid || !strings.Contains(err.Error(), "compactor already") {
+		t.Fatalf("a take-over on the compactor: %v", err)
+	}
+	if _, err := owner(elsewhere).Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Denied || !strings.Contains(err.Error(), "--take-over") {
+		t.Fatalf("compact on another device: %v", err)
+	}
+	// The compactor wrote its checkpoint entry a moment ago: not gone.
+	if _, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, Force: true}); errs.CategoryOf(err) != errs.Conflict || !strings.Contains(err.Error(), "within the settle time") {
+		t.Fatalf("a take-over from a compactor seen within the settle time: %v", err)
+	}
+	clock.Add((25 * time.Hour).Milliseconds())
+	r, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, Force: true})
+	if err != nil || r.Epoch != 2 || r.Entry == "" {
+		t.Fatalf("a take-over from a compactor silent for the settle time: %+v %v", r, err)
+	}
+	if k := top(); k.Data.Epoch != 2 || !k.Data.TakeOver || k.Head.Compactor != elsewhere || k.Entry.Device != elsewhere {
+		t.Fatalf("after the take-over the newest checkpoint is epoch %d on %s, take_over %v, naming compactor %s", k.Data.Epoch, k.Entry.Device, k.Data.TakeOver, k.Head.Compactor)
+	}
+	order("three")
+	if _, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Denied || !strings.Contains(err.Error(), elsewhere) {
+		t.Fatalf("the old compactor after the take-over: %v", err)
+	}
+
+	// A hand-over by policy, back to the first device.
+	if _, err := owner(elsewhere).SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: "no such/device"}}); errs.CategoryOf(err) != errs.Invalid {
+		t.Fatalf("policy compactor that is no device id: %v", err)
+	}
+	if _, err := owner(elsewhere).SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: old}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := owner(elsewhere).Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 3 {
+		t.Fatalf("compact covering the hand-over: %+v %v", r, err)
+	}
+	if k := top(); k.Head.Compactor != old || k.Data.TakeOver {
+		t.Fatalf("after the hand-over the head names compactor %s (take_over %v), want %s", k.Head.Compactor, k.Data.TakeOver, old)
+	}
+	order("four")
+	if r, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 4 {
+		t.Fatalf("compact on the device handed to: %+v %v", r, err)
+	}
+	// The policy.set below the cut no longer moves it: epoch 4's head names its writer.
+	if k := top(); k.Head.Compactor != old {
+		t.Fatalf("epoch 4 names compactor %s", k.Head.Compactor)
+	}
+}
