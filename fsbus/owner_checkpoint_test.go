@@ -1,6 +1,7 @@
 package fsbus
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -353,4 +354,124 @@ func TestCheckpointVerifyAndTamper(t *testing.T) {
 	if rep, err = c.Verify(v); err != nil || rep.Dispute == nil {
 		t.Fatalf("verify of a tampered checkpoint: %+v, %v", rep, err)
 	}
+}
+
+// TestRotationBoundBelowTheCut: a master.rotate written above the cut whose bound for
+// another master segment lies below that segment's cut is applied with the cut as its
+// bound: the master's entries at or below the cut keep the key they had there (a
+// policy set on the second owner machine still holds), and the raise is noted.
+func TestRotationBoundBelowTheCut(t *testing.T) {
+	c, m, bot := seatedAgent(t)
+	c2, m2 := secondMaster(t, c)
+	for _, v := range []string{"400", "500"} {
+		if _, err := m2.SetPolicy([]fold.PolicyAssign{{Key: "quiet_after_s", Value: v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := bot.NewOrder(NewOrderOptions{Title: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Entry == "" {
+		t.Fatalf("compact: %+v %v", r, err)
+	}
+	v := mustLoad(t, c)
+	p, ok := v.State.Base().Cut.At(fold.MasterWriter, c2.Device)
+	if !ok || p.Seq < 2 {
+		t.Fatalf("the cut of master/%s: %+v %v", c2.Device, p, ok)
+	}
+	k, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawRotate(t, c, c.Device, m.Signer, k, "", map[string]uint64{c2.Device: 1})
+	v = mustLoad(t, c)
+	if got := c.PolicyOf(v).QuietAfterS; got != 500 {
+		t.Fatalf("quiet_after_s %d after the rotation, want 500 (set at or below the cut)", got)
+	}
+	for _, ig := range v.State.Ignored {
+		if ig.Writer == fold.MasterWriter && ig.Device == c2.Device {
+			t.Fatalf("master/%s seq %d ignored: %s", ig.Device, ig.Seq, ig.Reason)
+		}
+	}
+	if !slices.ContainsFunc(v.State.Finality, func(s string) bool { return strings.Contains(s, "bound of master/"+c2.Device+" raised to the cut") }) {
+		t.Fatalf("finality %q", v.State.Finality)
+	}
+
+	// The next checkpoint, signed by the new key, covers the rotation: folded from it,
+	// the rotation keeps the bounds the first cut raised, and the state rechecks.
+	if _, err := bot.NewOrder(NewOrderOptions{Title: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	m3, err := reopen(t, c).As(fold.MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3.Signer = ledger.KeySigner(priv)
+	if r, err := m3.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("compact under the new key: %+v %v", r, err)
+	}
+	c3 := reopen(t, c)
+	v = mustLoad(t, c3)
+	if cf := c3.OwnerCheckpoint(); cf == nil || cf.Used != len(cf.Chain)-1 || cf.Chain[cf.Used].Data.Epoch != 2 {
+		t.Fatalf("not folded from epoch 2: %+v", cf)
+	}
+	if got := c3.PolicyOf(v).QuietAfterS; got != 500 {
+		t.Fatalf("quiet_after_s %d folded from epoch 2, want 500", got)
+	}
+	if rb := v.State.Base().RaisedBounds; len(rb) != 1 {
+		t.Fatalf("rotation bounds kept in epoch 2's state: %v", rb)
+	}
+	probs, d, err := c3.Recheck(v)
+	if err != nil || d != nil {
+		t.Fatalf("recheck of epoch 2: %+v %+v %v", probs, d, err)
+	}
+}
+
+// TestRevokeBoundBelowTheCutAcrossEpochs: a grant.revoke written above the cut whose
+// bound lies below the agent's cut is applied with the cut as its bound, and still so
+// when the next checkpoint holds it as a line: the agent's orders at or below the first
+// cut stay, folded from either checkpoint, and the second rechecks.
+func TestRevokeBoundBelowTheCutAcrossEpochs(t *testing.T) {
+	c, m, bot := seatedAgent(t)
+	var ids []string
+	for _, title := range []string{"one", "two", "three"} {
+		o, err := bot.NewOrder(NewOrderOptions{Title: title})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, o.ID)
+	}
+	if r, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 1 {
+		t.Fatalf("compact: %+v %v", r, err)
+	}
+	v := mustLoad(t, reopen(t, c))
+	d := fold.EntryData{Basis: v.State.Agents["bot"].GrantHead, Bounds: map[string]uint64{c.Device: 1}}
+	if _, err := c.Ledger.Append(fold.MasterWriter, c.Device, ledger.Draft{Type: fold.TypeGrantRevoke, Ref: "bot", Data: mustJSON(d)}, m.Signer, ledger.HLC{}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(epoch int) {
+		t.Helper()
+		ch := reopen(t, c)
+		v := mustLoad(t, ch)
+		if cf := ch.OwnerCheckpoint(); cf == nil || cf.Used < 0 || cf.Chain[cf.Used].Data.Epoch != epoch {
+			t.Fatalf("not folded from epoch %d: %+v", epoch, cf)
+		}
+		for _, id := range ids {
+			if v.State.Order(id) == nil {
+				t.Fatalf("folded from epoch %d: bot's order %s, at or below the first cut, is gone", epoch, id)
+			}
+		}
+		if probs, dis, err := ch.Recheck(v); err != nil || dis != nil {
+			t.Fatalf("recheck of epoch %d: %+v %+v %v", epoch, probs, dis, err)
+		}
+	}
+	check(1)
+	m2, err := reopen(t, c).As(fold.MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := m2.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("second compact: %+v %v", r, err)
+	}
+	check(2)
 }

@@ -58,6 +58,11 @@ type Base struct {
 	// HLC among them.
 	Entries int
 	MaxHLC  string
+	// RaisedBounds holds, by entry hash, the bounds a grant.set, grant.revoke, master
+	// agent.retire or master.rotate among Lines was applied with when an earlier cut
+	// raised them (State.clampBounds, MasterChain.clampToCut): a fold from this base
+	// applies it with those again, so the state's lines fold as they did.
+	RaisedBounds map[string]map[string]uint64
 
 	lineSet map[string]bool // hashes of Lines
 	// liveSet holds the thing keys (ThingKeys) of Lines: a thing live at the cut is
@@ -194,6 +199,18 @@ func DeriveBase(st *State, lines []ledger.Entry, epoch int, cut Cut, entries int
 			b.Lines = append(b.Lines, e)
 		}
 	}
+	for _, e := range b.Lines {
+		bounds, ok := st.raised[e.Hash()]
+		if !ok {
+			bounds, ok = st.Masters.raisedOf(e.Hash())
+		}
+		if ok {
+			if b.RaisedBounds == nil {
+				b.RaisedBounds = map[string]map[string]uint64{}
+			}
+			b.RaisedBounds[e.Hash()] = bounds
+		}
+	}
 	b.Counts = map[string]int{}
 	for _, o := range b.Orders {
 		b.Counts[string(o.Order.State)]++
@@ -241,6 +258,8 @@ type baseJSON struct {
 	Contested []Contest             `json:"contested"`
 	Entries   int                   `json:"entries"`
 	MaxHLC    string                `json:"max_hlc"`
+	// RaisedBounds: see Base.RaisedBounds.
+	RaisedBounds map[string]map[string]uint64 `json:"raised_bounds,omitempty"`
 }
 
 type idemJSON struct {
@@ -255,7 +274,7 @@ type idemJSON struct {
 // EncodeBase returns the RFC 8785 encoding of b's core (EncodeThings encodes the rest).
 func EncodeBase(b *Base) ([]byte, error) {
 	j := baseJSON{V: BaseVersion, Epoch: b.Epoch, Cut: b.Cut, Lines: make([]json.RawMessage, 0, len(b.Lines)), Counts: b.Counts,
-		Agents: b.Agents, Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
+		Agents: b.Agents, Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC, RaisedBounds: b.RaisedBounds}
 	if j.Cut == nil {
 		j.Cut = Cut{}
 	}
@@ -317,7 +336,7 @@ func decodeBase(raw []byte, canonical bool) (*Base, error) {
 		return nil, err
 	}
 	b := &Base{Epoch: j.Epoch, Cut: j.Cut, Orders: map[string]*TerminalOrder{}, Asks: map[string]*TerminalAsk{}, Counts: j.Counts,
-		Idem: map[string]IdemRec{}, Agents: j.Agents, Contested: j.Contested, Entries: j.Entries, MaxHLC: j.MaxHLC}
+		Idem: map[string]IdemRec{}, Agents: j.Agents, Contested: j.Contested, Entries: j.Entries, MaxHLC: j.MaxHLC, RaisedBounds: j.RaisedBounds}
 	if b.Agents == nil {
 		b.Agents = map[string]AgentTrace{}
 	}

@@ -236,6 +236,9 @@ type State struct {
 	unattested map[string]string
 	// base is the counting checkpoint's state the fold starts from (from.go), or nil.
 	base *Base
+	// raised: entry hash → the bounds a grant or retirement is applied with, raised
+	// to the cut (State.clampBounds), for the next base (Base.RaisedBounds).
+	raised map[string]map[string]uint64
 }
 
 // Base returns the checkpoint base the state was folded from, or nil.
@@ -350,6 +353,9 @@ func Fold(in FoldInput) *State {
 	grantNodes := map[string][]*grantNode{}
 	var policySets []*ledger.Entry
 	st.Masters = ResolveMasters(st, in, ignore) // the key of each master entry
+	if in.Base != nil {
+		st.Masters.clampToCut(st, in.Base)
+	}
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		if e.Writer != MasterWriter || st.Masters.skip(e) {

@@ -116,6 +116,9 @@ func (st *State) clampBounds(writer string, e *ledger.Entry, bounds map[string]u
 		return bounds, hashes
 	}
 	line := st.base.HasLine(e.Hash())
+	if raised, ok := st.base.RaisedBounds[e.Hash()]; ok && line {
+		bounds = raised // as the state was folded with it (Base.RaisedBounds)
+	}
 	var nb map[string]uint64
 	var nh map[string]string
 	for dev, b := range bounds {
@@ -165,6 +168,12 @@ func (st *State) clampBounds(writer string, e *ledger.Entry, bounds map[string]u
 	}
 	if nh != nil {
 		hashes = nh
+	}
+	if _, ok := st.base.RaisedBounds[e.Hash()]; nb != nil || (ok && line) {
+		if st.raised == nil {
+			st.raised = map[string]map[string]uint64{}
+		}
+		st.raised[e.Hash()] = bounds
 	}
 	return bounds, hashes
 }

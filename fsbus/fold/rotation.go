@@ -3,6 +3,7 @@ package fold
 import (
 	"crypto/ed25519"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -32,7 +33,7 @@ func (st *State) MasterKeys() []string {
 func (st *State) MasterKey() ed25519.PublicKey { return st.Masters.current() }
 
 func ResolveRotations(st *State, root ed25519.PublicKey, project string, rots []*ledger.Entry, ignore func(*ledger.Entry, string)) *MasterChain {
-	m := &MasterChain{Keys: []ed25519.PublicKey{root}, bounds: []map[string]uint64{nil}, on: map[string]bool{}, lost: map[string]bool{}}
+	m := &MasterChain{Keys: []ed25519.PublicKey{root}, bounds: []map[string]uint64{nil}, rots: []string{""}, on: map[string]bool{}, lost: map[string]bool{}}
 	if len(rots) == 0 {
 		return m
 	}
@@ -94,7 +95,7 @@ func ResolveRotations(st *State, root ed25519.PublicKey, project string, rots []
 			st.Contested = append(st.Contested, c)
 		}
 		m.Keys = append(m.Keys, win.key)
-		m.bounds = append(m.bounds, win.d.Bounds)
+		m.bounds, m.rots = append(m.bounds, win.d.Bounds), append(m.rots, win.e.Hash())
 		m.on[win.e.Hash()] = true
 		m.Head = win.e.Hash()
 		level = byBasis[win.e.Hash()]
@@ -118,6 +119,52 @@ func ResolveMasters(st *State, in FoldInput, ignore func(*ledger.Entry, string))
 		}
 	}
 	return ResolveRotations(st, in.Master, in.Project, rots, ignore)
+}
+
+// clampToCut applies each rotation above base's cut with the cut as its bound on every
+// master segment the cut names (docs/format.md §20 "Bounds below the cut"): a bound
+// below the cut, or none, for such a segment is raised to the cut, so the master's
+// entries at or below the cut keep the key they had there; each raise is noted in
+// st.Finality. A rotation among the state's lines is applied as the state was folded
+// with it: with the bounds base.RaisedBounds keeps for it (an earlier cut raised
+// them), else as written. (The lines keep entries the fold ignored too, so raising
+// the bounds of a rotation at or below the cut could let in one its old key signed
+// after the rotation.)
+func (m *MasterChain) clampToCut(st *State, base *Base) {
+	m.raisedAt = make([]bool, len(m.Keys))
+	for i := 1; i < len(m.Keys); i++ {
+		if b, ok := base.RaisedBounds[m.rots[i]]; ok {
+			m.bounds[i], m.raisedAt[i] = b, true
+			continue
+		}
+		if base.HasLine(m.rots[i]) {
+			continue // applied as written when the state was folded
+		}
+		for _, p := range base.Cut {
+			if b, named := m.bounds[i][p.Device]; p.Writer != MasterWriter || (named && b >= p.Seq) {
+				continue
+			}
+			m.bounds[i] = maps.Clone(m.bounds[i])
+			if m.bounds[i] == nil {
+				m.bounds[i] = map[string]uint64{}
+			}
+			m.bounds[i][p.Device], m.raisedAt[i] = p.Seq, true
+			st.finality(fmt.Sprintf("bound of master/%s raised to the cut in rotation %s", p.Device, m.rots[i]))
+		}
+	}
+}
+
+// raisedOf returns the bounds rotation hash is applied with when a cut raised them.
+func (m *MasterChain) raisedOf(hash string) (map[string]uint64, bool) {
+	if m == nil {
+		return nil, false
+	}
+	for i, r := range m.raisedAt {
+		if r && m.rots[i] == hash {
+			return m.bounds[i], true
+		}
+	}
+	return nil, false
 }
 
 // badSig is the reason a master entry that failed verification is ignored.
@@ -183,8 +230,11 @@ func (m *MasterChain) KeyAt(device string, seq uint64) ed25519.PublicKey {
 type MasterChain struct {
 	Keys   []ed25519.PublicKey `json:"-"`
 	bounds []map[string]uint64
-	on     map[string]bool // hashes of the rotations on the chain
-	Head   string          `json:"-"` // hash of the newest rotation on the chain ("" when none)
+	rots   []string // rots[i] is the hash of rotation i (rots[0] "": channel.toml)
+	// raisedAt[i]: rotation i is applied with bounds a cut raised (clampToCut).
+	raisedAt []bool
+	on       map[string]bool // hashes of the rotations on the chain
+	Head     string          `json:"-"` // hash of the newest rotation on the chain ("" when none)
 	// lost holds the new keys of valid rotations that lost to a competing one (signed
 	// by a key of the chain, so by the same owner): a machine pinned to one follows
 	// the chain instead of being locked out.
