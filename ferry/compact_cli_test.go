@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryhq/ferry/internal/errs"
 )
 
 // TestCompactedOrdersThroughTheCLI: after `ferry compact`, an order cancelled before
@@ -43,5 +45,41 @@ func TestCompactedOrdersThroughTheCLI(t *testing.T) {
 	}
 	if code, _, errOut := cliIn(t, w.home, "--as", "bob", "order", "show", id, "--channel", w.ch); code == 0 || !strings.Contains(errOut, "checkpoints/chunks/") {
 		t.Fatalf("show with its thing chunk gone: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestRolledBackFolderThroughTheCLI: once this machine has seen epoch 2 count, a folder
+// restored from a copy taken at epoch 1 is reported by `ledger verify` and
+// `doctor`, and `ferry compact` refuses (conflict) instead of writing epoch 2 again.
+func TestRolledBackFolderThroughTheCLI(t *testing.T) {
+	w, _, _ := smallChannel(t)
+	mustCLI(t, w.home, "compact", "--settle", "0s", "--force", "--channel", w.ch)
+	backup := filepath.Join(t.TempDir(), "backup")
+	if err := os.CopyFS(backup, os.DirFS(w.ch)); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, w.home, "--as", "bob", "order", "new", "Third", "--channel", w.ch)
+	mustCLI(t, w.home, "compact", "--settle", "0s", "--force", "--channel", w.ch)
+	mustCLI(t, w.home, "--as", "bob", "status", "--channel", w.ch) // this machine sees epoch 2 count
+	if err := os.RemoveAll(w.ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(w.ch, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cliIn(t, w.home, "ledger", "verify", "--channel", w.ch)
+	if code == 0 || !strings.Contains(out+errOut, "rolled back") || !strings.Contains(out+errOut, "epoch 2") {
+		t.Fatalf("ledger verify of a rolled-back folder: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cliIn(t, w.home, "doctor", "--channel", w.ch)
+	if code == 0 || !strings.Contains(out+errOut, "rolled back") {
+		t.Fatalf("doctor on a rolled-back folder: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cliIn(t, w.home, "compact", "--settle", "0s", "--force", "--channel", w.ch)
+	if code != exitCodes[errs.Conflict] || !strings.Contains(errOut, "epoch 2") {
+		t.Fatalf("compact on a rolled-back folder: exit %d\n%s%s", code, out, errOut)
+	}
+	if heads, _ := filepath.Glob(filepath.Join(w.ch, "checkpoints", "2-*")); len(heads) != 0 {
+		t.Fatalf("epoch 2 written again: %v", heads)
 	}
 }
