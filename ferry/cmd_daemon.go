@@ -386,10 +386,19 @@ func nonEmpty(parts ...string) []string {
 	return out
 }
 
+// unsettledNote names the seated writers a compaction covered without seeing them
+// advance within the settle time ("" when none).
+func unsettledNote(r *fold.CompactResult) string {
+	if len(r.Unsettled) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; past %s, not seen to advance within %s (their entries arriving later land above the cut)", strings.Join(r.Unsettled, ", "), r.Settle)
+}
+
 // autoCompact is the daemon's automatic compaction (package fsbus/autocompact): every
 // beat it asks whether the owner's next checkpoint is due on this machine and writes
 // it when it is; what it did, or why it could not, is logged when that changes. A
-// compaction that failed or was refused (writers not seen to advance, a dispute) is
+// compaction that failed or was refused (a dispute, a checkpoint not counting here) is
 // tried again after a beat, then after twice as long each time, up to an hour: each
 // try reads the ledger whole.
 func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
@@ -417,7 +426,7 @@ func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
 				key, msg = "error "+err.Error(), fmt.Sprintf("ferry daemon: automatic compaction (%s): %v", d.Reason, err)
 				retry, wait = now.Add(wait), min(2*wait, time.Hour)
 			case r != nil && r.Entry != "":
-				key, msg = "compacted "+r.Entry, fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s", d.Reason, r.Epoch, r.Head)
+				key, msg = "compacted "+r.Entry, fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s%s", d.Reason, r.Epoch, r.Head, unsettledNote(r))
 			case d.Due:
 				key, msg = "due", "ferry daemon: automatic compaction due ("+d.Reason+"): nothing new has settled"
 			}

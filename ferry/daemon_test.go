@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // daemonConfigFile writes a daemon config for runner into dir and returns its path.
@@ -142,4 +143,45 @@ func TestDaemonNothingReady(t *testing.T) {
 			t.Fatalf("daemon --once with nothing to do: %q", out)
 		}
 	}
+}
+
+// TestDaemonCompactsAutomatically: a real `ferry daemon` on the compactor device, with
+// policy compact_entries 2 and a settle time of 1 s, writes the owner's next
+// checkpoint once two settled entries lie above the cut, and says so, naming the idle
+// seated writer it compacted past; `ledger verify` is clean afterwards.
+func TestDaemonCompactsAutomatically(t *testing.T) {
+	runjobBuild()
+	t.Parallel()
+	f := newRunFixture(t)
+	cfg := f.daemonConfigFile(t.TempDir())
+	ch := filepath.Join(f.dir, "sync", "rp")
+	f.order("before the cut")
+	f.must("compact", "--settle", "0s", "--force", "--project", "rp")
+	f.must("policy", "set", "compact_entries=2", "settle_s=1", "--project", "rp")
+	f.order("one")
+	f.order("two")
+
+	d := f.command("daemon", "--config", cfg, "--project", "rp")
+	d.Env = append(d.Env, "FERRY_TEST_JOB_DIR="+f.jobDir, "FERRY_TEST_JOB_MODE=block-first")
+	var se syncBuffer
+	d.Stderr = &se
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+	deadline := time.Now().Add(mcpDeadline)
+	for {
+		if heads, _ := filepath.Glob(filepath.Join(ch, "checkpoints", "2-*", "head.json")); len(heads) == 1 && strings.Contains(se.String(), "compacted") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no automatic compaction within %s; daemon said:\n%s", mcpDeadline, se.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// boss, seated and idle, is named and does not stop it.
+	if !strings.Contains(se.String(), "the owner's checkpoint of epoch 2") || !strings.Contains(se.String(), "compact_entries 2") || !strings.Contains(se.String(), "past boss") {
+		t.Fatalf("daemon log:\n%s", se.String())
+	}
+	f.must("ledger", "verify", "--project", "rp")
 }

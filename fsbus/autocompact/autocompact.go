@@ -80,9 +80,11 @@ func Decide(ch *fsbus.Channel, v *fsbus.View, sync *synchealth.Health, now time.
 
 // Run decides on ch (a channel the caller keeps for its own use, so each Load folds
 // only what is new; Decide, asking Syncthing within synchealth.Deadline only once the
-// rest says due) and, when due, compacts as the master with the policy's settle time
-// and no --force: a refusal (writers not seen to advance, a standing dispute) is the
-// error. A folder holding no checkpoint head costs no fold. It returns the decision
+// rest says due) and, when due, compacts as the master with the policy's settle time.
+// Seated writers not seen to advance within it do not stop it (the policy keys are the
+// owner's standing consent, as --force is; a fleet always has an idle agent): the
+// result names them (Unsettled). A refusal (a standing dispute, a checkpoint that
+// does not count here) is the error. A folder holding no checkpoint head costs no fold. It returns the decision
 // and the compaction's result (nil when none was tried).
 func Run(ctx context.Context, ch *fsbus.Channel, now time.Time) (Decision, *fold.CompactResult, error) {
 	if heads, _ := filepath.Glob(filepath.Join(ch.Root, "checkpoints", "*", "head.json")); len(heads) == 0 {
@@ -110,6 +112,6 @@ func Run(ctx context.Context, ch *fsbus.Channel, now time.Time) (Decision, *fold
 	if err != nil {
 		return d, nil, err
 	}
-	r, err := m.Compact(fsbus.CompactOptions{})
+	r, err := m.Compact(fsbus.CompactOptions{Force: true})
 	return d, r, err
 }
