@@ -5,7 +5,6 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
-	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -70,11 +69,4 @@ func (s *Session) Dispute(d fold.Dispute, withdrawn bool) (ledger.Entry, error) 
 		return &dr, nil, nil
 	})
 	return e, err
-}
-
-// readOnlyError is the refusal of every write while a counting checkpoint was folded
-// under other fold rules than this build's.
-func readOnlyError(cf *fold.ChannelFold) error {
-	return errs.Errorf(errs.Denied, "upgrade ferry on this machine (`ferry update`), then try again",
-		"this build folds under fold rules %d and the channel's owner's checkpoint was folded under other rules: it reads the channel and writes nothing", fold.RulesVersion)
 }

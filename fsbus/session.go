@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/fsbus/internal/guard"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -296,7 +297,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 				return nil, nil, err
 			}
 			if cf := s.ownerCheckpoint; cf != nil && cf.ReadOnly {
-				return nil, nil, readOnlyError(cf)
+				return nil, nil, ckfile.ReadOnlyError()
 			}
 			d, objs, err := plan(v)
 			if err != nil || d == nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -72,4 +73,11 @@ func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput, l *ledger.Led
 		probs = append(probs, fold.CheckpointProblem{Kind: "cut", Detail: fmt.Sprintf("segment %s/%s seq %d: %s; the state cannot be folded again here", m.Writer, m.Device, m.Seq, m.Detail)})
 	}
 	return probs, d, nil
+}
+
+// ReadOnlyError is the refusal of every write while a counting checkpoint was folded
+// under other fold rules than this build's.
+func ReadOnlyError() error {
+	return errs.Errorf(errs.Denied, "upgrade ferry on this machine (`ferry update`), then try again",
+		"this build folds under fold rules %d and the channel's owner's checkpoint was folded under other rules: it reads the channel and writes nothing", fold.RulesVersion)
 }
