@@ -24,7 +24,8 @@ type CompactOptions struct {
 	// settle time, or a seated writer's segment holds no agent.support naming format 2.
 	Force bool
 	// TakeOver writes the checkpoint on this device although it is not the compactor,
-	// once the compactor was silent for the settle time; the next head names this one.
+	// once the compactor was silent for the settle time, then a policy.set naming this
+	// device as policy.compactor; the new head names it.
 	TakeOver bool
 }
 
@@ -43,11 +44,14 @@ func (s *Session) Compact(opt CompactOptions) (*fold.CompactResult, error) {
 		*res = fold.CompactResult{}
 		return s.planCompact(v, opt, res)
 	})
+	if err == nil && e.Seq != 0 {
+		res.Entry = e.Hash()
+		if opt.TakeOver { // the policy names the new compactor too (docs/format.md §20 "Moving the compactor")
+			_, err = s.SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: s.Device}})
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if e.Seq != 0 {
-		res.Entry = e.Hash()
 	}
 	return res, nil
 }

@@ -17,7 +17,8 @@ import (
 // itself; once the compactor has been silent that long it writes the next checkpoint,
 // whose head names it, and the old compactor is refused. A policy.compactor set since
 // the last checkpoint hands the compactor over at the next one; a value that is no
-// device id is refused.
+// device id is refused. Before the first checkpoint, policy.compactor names the only
+// device that may write it.
 func TestCompactorTakeOverAndHandOver(t *testing.T) {
 	clock := &atomic.Int64{}
 	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
@@ -59,6 +60,16 @@ func TestCompactorTakeOverAndHandOver(t *testing.T) {
 	if _, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Invalid || !strings.Contains(err.Error(), "nothing to take over") {
 		t.Fatalf("a take-over before any checkpoint: %v", err)
 	}
+	// Before the first checkpoint, policy.compactor names the only device that may write it.
+	if _, err := owner("").SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: elsewhere}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Denied || !strings.Contains(err.Error(), elsewhere) {
+		t.Fatalf("a first compact on a device policy.compactor does not name: %v", err)
+	}
+	if _, err := owner("").SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: old}}); err != nil {
+		t.Fatal(err)
+	}
 	if r, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 1 {
 		t.Fatalf("first compact: %+v %v", r, err)
 	}
@@ -80,6 +91,10 @@ func TestCompactorTakeOverAndHandOver(t *testing.T) {
 	}
 	if k := top(); k.Data.Epoch != 2 || !k.Data.TakeOver || k.Head.Compactor != elsewhere || k.Entry.Device != elsewhere {
 		t.Fatalf("after the take-over the newest checkpoint is epoch %d on %s, take_over %v, naming compactor %s", k.Data.Epoch, k.Entry.Device, k.Data.TakeOver, k.Head.Compactor)
+	}
+	ch := fsbustest.Reopen(t, c)
+	if v, err := ch.Load(); err != nil || fold.PolicyCompactorOf(v.State) != elsewhere {
+		t.Fatalf("the policy after the take-over names %q (%v), want %s", fold.PolicyCompactorOf(v.State), err, elsewhere)
 	}
 	order("three")
 	if _, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Denied || !strings.Contains(err.Error(), elsewhere) {

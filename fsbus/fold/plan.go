@@ -177,21 +177,20 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 // handOver is the device policy.compactor names in st (the state at the next cut,
 // folded from prev over at) when the policy.set that names it lies above prev's cut:
 // a hand-over the owner decided since the last checkpoint, which the next head names
-// as compactor (docs/format.md §20 "Moving the compactor"). "" when there is none, or
-// the value is not a device name. An older policy.compactor does not move the
-// compactor back after a take-over.
+// as compactor (docs/format.md §20 "Moving the compactor"). "" when there is none.
+// A take-over writes a policy.set naming its own device, so the policy does not keep
+// naming the compactor it replaced.
 func handOver(st *State, prev *Base, at []ledger.Entry) string {
-	if st.Policy == nil {
-		return ""
+	to := PolicyCompactorOf(st)
+	if to == "" || prev == nil {
+		return to // the first checkpoint: ckfile.Prepare refuses on any other device
 	}
 	for i := range at {
-		e := &at[i]
-		if e.Hash() != st.Policy.Hash || (prev != nil && prev.Cut.Below(e.Writer, e.Device, e.Seq)) {
-			continue
-		}
-		var d string
-		if json.Unmarshal(st.Policy.Table[PolicyCompactor], &d) == nil && ValidName(d) {
-			return d
+		if e := &at[i]; e.Hash() == st.Policy.Hash {
+			if prev.Cut.Below(e.Writer, e.Device, e.Seq) {
+				return "" // the policy is the previous cut's
+			}
+			return to
 		}
 	}
 	return ""
@@ -199,6 +198,16 @@ func handOver(st *State, prev *Base, at []ledger.Entry) string {
 
 // PolicyCompactor is the policy key that hands the compactor over to another device.
 const PolicyCompactor = "compactor"
+
+// PolicyCompactorOf is the device policy.compactor names in st, "" when none (or not a
+// device name). Before the first checkpoint it names the only device that may write it.
+func PolicyCompactorOf(st *State) string {
+	var d string
+	if st == nil || st.Policy == nil || json.Unmarshal(st.Policy.Table[PolicyCompactor], &d) != nil || !ValidName(d) {
+		return ""
+	}
+	return d
+}
 
 // CompactResult is what Compact wrote.
 type CompactResult struct {

@@ -97,6 +97,10 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 		return nil, nil, res, errs.Errorf(errs.Invalid, "run `ferry compact` without --take-over: the first checkpoint names its own device",
 			"no owner's checkpoint names a compactor yet: there is nothing to take over")
 	}
+	if d := fold.PolicyCompactorOf(p.State); (cf == nil || len(cf.Chain) == 0) && d != "" && d != p.Device {
+		return nil, nil, res, errs.Errorf(errs.Denied, "run `ferry compact` on that machine, or `ferry policy set compactor=`"+p.Device+" first",
+			"policy.compactor names device %s for the first checkpoint; this device is %s", d, p.Device)
+	}
 	if cf != nil && len(cf.Chain) > 0 {
 		p.Prev = &cf.Chain[len(cf.Chain)-1]
 		if err := checkCompactor(p); err != nil {
