@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -257,6 +258,7 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	o = withSuperseded(v.State, o)
 	q, _ := runner.ResolveQueue("", "") // an unusable queue: heavy orders run directly
 	via := q.Via(o)
 	if g.JSON {
@@ -356,10 +358,34 @@ func (c *OrderShowCmd) Run(g *Globals) error {
 				g.printf("rival create: %s's create lost to %s's; one of them is forged or replayed (`ferry doctor`)\n", who, ct.Winner.By)
 				continue
 			}
+			if ct.Checkpoint > 0 {
+				// Final at the owner's checkpoint (docs/format.md §20 "Folding with a checkpoint").
+				g.printf("superseded %s's %s: the order was final at the owner's checkpoint of epoch %d\n", who, strings.TrimPrefix(l.Type, "order."), ct.Checkpoint)
+				continue
+			}
 			g.printf("contested %s's %s lost to %s's %s (superseded)\n", who, strings.TrimPrefix(l.Type, "order."), ct.Winner.By, strings.TrimPrefix(ct.Winner.Type, "order."))
 		}
 	}
 	return nil
+}
+
+// withSuperseded returns o with the entries above the owner's checkpoint that its
+// state there supersedes among its contests (st.Contested holds them: the order itself
+// was read from the checkpoint's state; docs/format.md §20 "Folding with a
+// checkpoint"); o itself when there are none.
+func withSuperseded(st *fold.State, o *fold.Order) *fold.Order {
+	var extra []fold.Contest
+	for _, c := range st.Contested {
+		if c.Ref == o.ID && c.Checkpoint > 0 && !slices.ContainsFunc(o.Contests, func(k fold.Contest) bool { return k.Checkpoint == c.Checkpoint && slices.Equal(k.Losers, c.Losers) }) {
+			extra = append(extra, c)
+		}
+	}
+	if extra == nil {
+		return o
+	}
+	cp := *o
+	cp.Contests = append(slices.Clone(o.Contests), extra...)
+	return &cp
 }
 
 // OrderClaimCmd is `ferry order claim ID`.

@@ -189,6 +189,13 @@ func checkpointScenario(t *testing.T, stBin, bin string, compact bool) {
 				t.Errorf("%s's catch-up on B: contests %+v, want %s's %v lost to alice's cancel at the checkpoint of epoch 1", who, d.Contested, id, want)
 			}
 		}
+		// order show lists them too, as superseded at the checkpoint.
+		if so, se, err := b.run("--as", "bob", "order", "show", id); err != nil || !strings.Contains(so, "superseded you (bob)'s claim: the order was final at the owner's checkpoint of epoch 1") {
+			t.Errorf("order show on B: %v\n%s%s", err, so, se)
+		}
+		if len(ob.Contests) != 3 {
+			t.Errorf("order show --json on B: contests %+v, want the three superseded entries", ob.Contests)
+		}
 		// B's owner device is not the compactor: its compact is refused, naming A's.
 		so, se, err := b.run("compact", "--settle", "0s", "--force")
 		var ee *exec.ExitError
