@@ -398,9 +398,9 @@ func unsettledNote(r *fold.CompactResult) string {
 // autoCompact is the daemon's automatic compaction (package fsbus/autocompact): every
 // beat it asks whether the owner's next checkpoint is due on this machine and writes
 // it when it is; what it did, or why it could not, is logged when that changes. A
-// compaction that failed or was refused (a dispute, a checkpoint not counting here) is
-// tried again after a beat, then after twice as long each time, up to an hour: each
-// try reads the ledger whole.
+// compaction that failed or was refused (a dispute, a checkpoint not counting here), or
+// that was due and wrote nothing, is tried again after a beat, then after twice as
+// long each time, up to an hour: each try reads the ledger whole.
 func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
 	t := time.NewTicker(beat)
 	defer t.Stop()
@@ -427,8 +427,9 @@ func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
 				retry, wait = now.Add(wait), min(2*wait, time.Hour)
 			case r != nil && r.Entry != "":
 				key, msg = "compacted "+r.Entry, fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s%s", d.Reason, r.Epoch, r.Head, unsettledNote(r))
-			case d.Due:
+			case d.Due: // due, yet the cut covered nothing new (objects not arrived): back off too
 				key, msg = "due", "ferry daemon: automatic compaction due ("+d.Reason+"): nothing new has settled"
+				retry, wait = now.Add(wait), min(2*wait, time.Hour)
 			}
 			if key != last && msg != "" {
 				fmt.Fprintln(g.stderr, msg)

@@ -59,15 +59,15 @@ func (s *Session) Compact(opt CompactOptions) (*fold.CompactResult, error) {
 // planCompact decides the checkpoint under the channel lock (Session.write).
 func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResult) (*ledger.Draft, []pendingObject, error) {
 	settle := time.Duration(s.EffectivePolicy(v).Policy.SettleSeconds()) * time.Second
+	guard := s.now().Add(-max(settle, opt.Settle)).UnixMilli() // a take-over's: never shortened by --settle
 	if opt.SettleSet {
 		settle = opt.Settle
 	}
 	settled := s.now().Add(-settle).UnixMilli()
 	advanced, devices := map[string]bool{}, map[string]bool{}
 	for _, p := range v.Presence {
-		if p.SeenMs >= settled {
-			advanced[p.Writer], devices[p.Device] = true, true
-		}
+		advanced[p.Writer] = advanced[p.Writer] || p.SeenMs >= settled
+		devices[p.Device] = devices[p.Device] || p.SeenMs >= guard
 	}
 	if l := linkBelow(s.Root, filepath.Join(s.Root, "checkpoints", "chunks")); l != "" {
 		return nil, nil, errs.Errorf(errs.Invalid, "replace the link with a real directory; `ferry doctor` lists every link in the channel",
@@ -75,7 +75,7 @@ func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResu
 	}
 	d, files, r, err := ckfile.Prepare(s.Root, s.ownerCheckpoint, s.Signer, fold.PlanInput{
 		In:    fold.FoldInput{Project: s.Project(), Master: s.MasterKey, Objects: s.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks},
-		State: v.State, Advanced: advanced, Force: opt.Force, Device: s.Device, TakeOver: opt.TakeOver, DevicesSeen: devices,
+		State: v.State, Advanced: advanced, Force: opt.Force, Device: s.Device, TakeOver: opt.TakeOver, DevicesSeen: devices, GuardMs: guard,
 		SeenMs: func(hash string) int64 {
 			if t := v.Arrivals.Seen(hash); !t.IsZero() {
 				return t.UnixMilli()

@@ -475,3 +475,63 @@ func TestRevokeBoundBelowTheCutAcrossEpochs(t *testing.T) {
 	}
 	check(2)
 }
+
+// TestKeyRotateKeepsTheChainAfterAHandOver: `ferry key rotate` on a process that read
+// from the cut bounds every master segment the newest cut names, so a segment with no
+// record above the cut (the compactor before a hand-over) keeps its key for what it
+// wrote, and the checkpoints written there still count.
+func TestKeyRotateKeepsTheChainAfterAHandOver(t *testing.T) {
+	c, _, bot := seatedAgent(t)
+	c2, m2 := secondMaster(t, c)
+	compact := func(ch *Channel, epoch int) {
+		t.Helper()
+		m, err := reopen(t, ch).As(fold.MasterWriter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != epoch {
+			t.Fatalf("compact %d on %s: %+v %v", epoch, ch.Device, r, err)
+		}
+	}
+	order := func(title string) {
+		t.Helper()
+		if _, err := bot.NewOrder(NewOrderOptions{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	order("one")
+	compact(c2, 1)
+	if _, err := m2.SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: c.Device}}); err != nil {
+		t.Fatal(err)
+	}
+	order("two")
+	compact(c2, 2)
+	order("three")
+	compact(c, 3)
+	chain := func(thorough bool) *fold.ChannelFold {
+		t.Helper()
+		ch := reopen(t, c)
+		ch.Thorough = thorough
+		mustLoad(t, ch)
+		return ch.OwnerCheckpoint()
+	}
+	if cf := chain(true); len(cf.Chain) != 3 {
+		t.Fatalf("chain of %d before the rotation", len(cf.Chain))
+	}
+	ch := reopen(t, c)
+	mustLoad(t, ch) // read from the cut of epoch 3
+	m, err := ch.As(fold.MasterWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RotateMaster(); err != nil {
+		t.Fatal(err)
+	}
+	cf := chain(true)
+	for _, p := range cf.Problems {
+		t.Logf("problem: %+v", p)
+	}
+	if len(cf.Chain) != 3 {
+		t.Fatalf("`ferry key rotate` voided the owner's checkpoints: %d count, want 3", len(cf.Chain))
+	}
+}

@@ -198,12 +198,7 @@ func (s *Session) RotateMaster() (*RotateResult, error) {
 	}
 	res := &RotateResult{Old: ledger.FormatKey(s.Signer.Public()), New: ledger.FormatKey(next.Public())}
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
-		bounds := map[string]uint64{}
-		for i := range v.Snapshot.Entries {
-			if x := &v.Snapshot.Entries[i]; x.Writer == fold.MasterWriter && x.Seq > bounds[x.Device] {
-				bounds[x.Device] = x.Seq
-			}
-		}
+		bounds := fold.MasterBounds(v.Snapshot.Entries, s.ownerCheckpoint)
 		bounds[s.Device] = tipSeq(v.chainTip(fold.MasterWriter, s.Device)) + 1 // this entry
 		if s.needsSupport(v) {
 			bounds[s.Device]++ // after the agent.support written with it

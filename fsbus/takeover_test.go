@@ -1,6 +1,8 @@
 package fsbus_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -84,6 +86,10 @@ func TestCompactorTakeOverAndHandOver(t *testing.T) {
 	if _, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, Force: true}); errs.CategoryOf(err) != errs.Conflict || !strings.Contains(err.Error(), "within the settle time") {
 		t.Fatalf("a take-over from a compactor seen within the settle time: %v", err)
 	}
+	// --settle 0s shortens what the cut covers, not the take-over's wait.
+	if _, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Conflict {
+		t.Fatalf("a take-over with --settle 0s from a compactor seen a moment ago: %v", err)
+	}
 	clock.Add((25 * time.Hour).Milliseconds())
 	r, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, Force: true})
 	if err != nil || r.Epoch != 2 || r.Entry == "" {
@@ -121,5 +127,114 @@ func TestCompactorTakeOverAndHandOver(t *testing.T) {
 	// The policy.set below the cut no longer moves it: epoch 4's head names its writer.
 	if k := top(); k.Head.Compactor != old {
 		t.Fatalf("epoch 4 names compactor %s", k.Head.Compactor)
+	}
+}
+
+// TestLateCompactorCheckpointReadersAgree: the compactor A, partitioned, writes epoch
+// 2; meanwhile B takes over epoch 2 and writes epoch 3. When A's epoch 2 arrives, a
+// reader from the cut of B's 3 sees a checkpoint entry that is not its basis and
+// reads whole, so it counts the same chain as a whole reader: A's 2, the compactor's
+// own winning over the take-over.
+func TestLateCompactorCheckpointReadersAgree(t *testing.T) {
+	clock := &atomic.Int64{}
+	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Add(1000)) }
+	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"}, Now: now})
+	order := func(title string) string {
+		t.Helper()
+		o, err := ss["alice"].NewOrder(fsbus.NewOrderOptions{Title: title})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.ID
+	}
+	owner := func(device string) *fsbus.Session {
+		t.Helper()
+		ch := fsbustest.Reopen(t, c)
+		if device != "" {
+			ch.Device = device
+		}
+		s, err := ch.As(fold.MasterWriter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	chainOf := func(thorough bool) []fold.Counting {
+		t.Helper()
+		ch := fsbustest.Reopen(t, c)
+		ch.Thorough = thorough
+		if _, err := ch.Load(); err != nil {
+			t.Fatal(err)
+		}
+		cf := ch.OwnerCheckpoint()
+		if cf == nil {
+			t.Fatal("no checkpoints")
+		}
+		return cf.Chain
+	}
+	A, B := c.Device, "d-b"
+	seg := filepath.Join(c.Root, "ledger", "master", A+".jsonl")
+	seen := filepath.Join(c.Home.ConfigDir, "checkpoints", "acme")
+
+	order("one")
+	if r, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 1 {
+		t.Fatalf("epoch 1: %+v %v", r, err)
+	}
+	chainOf(false) // this machine has seen epoch 1 count
+	before, _ := os.ReadFile(seg)
+	seenBefore, _ := os.ReadFile(seen)
+	order("two")
+	// A, partitioned, writes epoch 2: its entry and head do not reach B.
+	if r, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("A's epoch 2: %+v %v", r, err)
+	}
+	after, _ := os.ReadFile(seg)
+	heads, _ := filepath.Glob(filepath.Join(c.Root, "checkpoints", "2-*"))
+	if len(heads) != 1 {
+		t.Fatal(heads)
+	}
+	if err := os.WriteFile(seg, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(heads[0], heads[0]+".away"); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(seen, seenBefore, 0o644)
+
+	// B, a day later, takes over (epoch 2) and compacts again (epoch 3).
+	clock.Add((25 * time.Hour).Milliseconds())
+	if r, err := owner(B).Compact(fsbus.CompactOptions{TakeOver: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("B's take-over: %+v %v", r, err)
+	}
+	order("three")
+	if r, err := owner(B).Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 3 {
+		t.Fatalf("B's epoch 3: %+v %v", r, err)
+	}
+	if ch := chainOf(false); ch[len(ch)-1].Data.Epoch != 3 {
+		t.Fatalf("before A's epoch 2 arrives: top epoch %d", ch[len(ch)-1].Data.Epoch)
+	}
+
+	// A's epoch 2 arrives.
+	if err := os.WriteFile(seg, after, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(heads[0]+".away", heads[0]); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh machine (no epoch seen): floored reader vs whole reader.
+	os.Remove(seen)
+	bins, _ := filepath.Glob(filepath.Join(c.Home.StateDir("acme"), "fold-*.bin"))
+	for _, b := range bins {
+		os.Remove(b) // no ADR 0011 fold checkpoint: the reading from the cut is folded afresh
+	}
+	floored := chainOf(false)
+	os.Remove(seen)
+	whole := chainOf(true)
+	ft, wt := floored[len(floored)-1], whole[len(whole)-1]
+	t.Logf("floored reader: top epoch %d on %s; whole reader: top epoch %d on %s", ft.Data.Epoch, ft.Entry.Device, wt.Data.Epoch, wt.Entry.Device)
+	if ft.Entry.Hash() != wt.Entry.Hash() {
+		t.Fatalf("a reader from the cut and a whole reader disagree on the newest counting checkpoint: %d/%s vs %d/%s",
+			ft.Data.Epoch, ft.Entry.Device, wt.Data.Epoch, wt.Entry.Device)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,12 +20,13 @@ import (
 // TestAutomaticCompaction: with compact_entries set, nothing happens before the owner's
 // first checkpoint; after it, the compactor device compacts once enough entries are
 // above the cut and settled; a locked master key, another device, Syncthing with no
-// connected peer or a policy with neither key stop it, each with its reason.
+// connected peer or a policy with neither key stop it, each with its reason; an idle
+// seated writer does not.
 func TestAutomaticCompaction(t *testing.T) {
 	clock := &atomic.Int64{}
 	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
-	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"}, Now: now})
+	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member", "bob": "member"}, Now: now})
 	alice, m := ss["alice"], ss[fold.MasterWriter]
 	order := func(title string) {
 		t.Helper()
@@ -88,8 +90,10 @@ func TestAutomaticCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// bob, seated and idle, is not seen to advance: it does not stop the compaction,
+	// and the result names it.
 	d, r, err := run()
-	if err != nil || !d.Due || r == nil || r.Entry == "" || r.Epoch != 2 {
+	if err != nil || !d.Due || r == nil || r.Entry == "" || r.Epoch != 2 || !slices.Contains(r.Unsettled, "bob") {
 		t.Fatalf("automatic compaction: %+v %+v %v", d, r, err)
 	}
 	if d, r, err := run(); err != nil || d.Due || r != nil {

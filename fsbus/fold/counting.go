@@ -263,14 +263,25 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 		// One segment: the lowest seq (a later one at the same epoch should have named
 		// it). The compactor's own before any take-over; epoch 1 on several devices, or
 		// several take-overs: the lowest hash, the others reported.
+		// The order is total: by the device's rank (the compactor first, then the lowest
+		// hash of the device's lowest-seq candidate), then by seq within a device.
+		lowest := map[string]cand{}
+		for _, c := range next {
+			if l, ok := lowest[c.e.Device]; !ok || c.e.Seq < l.e.Seq {
+				lowest[c.e.Device] = c
+			}
+		}
+		rank := func(c cand) (bool, string) { return c.e.Device != compactor, lowest[c.e.Device].e.Hash() }
 		slices.SortFunc(next, func(a, b cand) int {
-			if ac, bc := a.e.Device == compactor, b.e.Device == compactor; ac != bc {
-				return map[bool]int{true: -1, false: 1}[ac]
+			ao, ah := rank(a)
+			bo, bh := rank(b)
+			switch {
+			case ao != bo:
+				return map[bool]int{false: -1, true: 1}[ao]
+			case ah != bh:
+				return strings.Compare(ah, bh)
 			}
-			if a.e.Device == b.e.Device {
-				return int(a.e.Seq) - int(b.e.Seq)
-			}
-			return strings.Compare(a.e.Hash(), b.e.Hash())
+			return int(a.e.Seq) - int(b.e.Seq)
 		})
 		win := next[0]
 		for _, c := range next[1:] {

@@ -33,8 +33,8 @@ func Floors(cut Cut) []ledger.Floor {
 // cannot stand for the whole one: the floors are not that head's cut, a floor's entry
 // is in no file (ledger.KindCutMissing), the checkpoint entry is not here or not signed
 // by the master key in force, its head, state or previous checkpoint does not check,
-// it was folded under other fold rules, or another checkpoint entry of its epoch or a
-// later one is here (the chain may have moved on). The caller then reads whole and
+// it was folded under other fold rules, or a checkpoint entry other than it and its
+// basis is here (the chain may have moved on, or may count another branch). The caller then reads whole and
 // folds with FoldChannel, which reports each of these.
 //
 // checked says that this machine loaded that head's state before (LoadBaseLazy).
@@ -51,6 +51,7 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 	var entry *ledger.Entry
 	var data CheckpointData
 	cands := WithForkedCheckpoints(above, snap.Forks) // as CountingChain sees them
+	var others []*ledger.Entry
 	for i := range cands {
 		e := &cands[i]
 		if e.Writer != MasterWriter || e.Type != TypeCheckpoint {
@@ -60,15 +61,22 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 		if json.Unmarshal(e.Data, &d) != nil {
 			return nil, fmt.Errorf("checkpoint entry %s does not decode", e.Hash())
 		}
-		switch {
-		case d.Epoch == epoch && d.Head == headHash && entry == nil:
+		if d.Epoch == epoch && d.Head == headHash && entry == nil {
 			entry, data = e, d
-		case d.Epoch >= epoch:
-			return nil, fmt.Errorf("checkpoint entry %s of epoch %d above the cut of epoch %d", e.Hash(), d.Epoch, epoch)
+		} else {
+			others = append(others, e)
 		}
 	}
 	if entry == nil {
 		return nil, fmt.Errorf("no checkpoint entry of epoch %d naming head %s above its cut", epoch, headHash)
+	}
+	// Any other checkpoint entry here but its basis may change which chain counts (a
+	// later one, a second one of its epoch, or the compactor's own of an epoch a
+	// take-over below it also wrote): CountingChain decides, over the whole reading.
+	for _, e := range others {
+		if e.Hash() != data.Basis {
+			return nil, fmt.Errorf("checkpoint entry %s above the cut of epoch %d", e.Hash(), epoch)
+		}
 	}
 	if data.Rules != RulesVersion {
 		return nil, fmt.Errorf("checkpoint of epoch %d folded under fold rules %d, this build folds under %d", epoch, data.Rules, RulesVersion)

@@ -291,8 +291,10 @@ type FoldInput struct {
 // state to it), and so must one that folds from an owner's checkpoint otherwise. An
 // owner's checkpoint names the rules it was folded under. 2: the fold from a checkpoint
 // reads above the cut from the cut's entry and bounds a grant naming no bound for a
-// segment of the cut by the cut (docs/format.md §20).
-const RulesVersion = 2
+// segment of the cut by the cut (docs/format.md §20). 3: a master.rotate above the cut
+// is applied with the cut as its bound, and a line whose bounds an earlier cut raised
+// keeps them (the state's raised_bounds).
+const RulesVersion = 3
 
 // Fold computes the State of a channel from its entries. It is deterministic: any
 // machine holding the same entries and objects folds the same state, whatever order

@@ -30,10 +30,13 @@ type PlanInput struct {
 	Device     string
 	// TakeOver is `ferry compact --take-over`: Device writes the next checkpoint
 	// although the previous head names another compactor, once neither that device's
-	// master segment nor its presence changed within the settle time (DevicesSeen,
-	// the devices of the presence files seen since).
+	// master segment nor its presence changed since GuardMs (DevicesSeen, the devices
+	// of the presence files seen since).
 	TakeOver    bool
 	DevicesSeen map[string]bool
+	// GuardMs is now less the larger of policy.settle_s and the settle time given: a
+	// take-over waits out the policy's settle time whatever --settle says.
+	GuardMs int64
 	// Format is channel.toml's format: below 2, the compact is the first and every
 	// segment of a seated, unretired writer must hold an agent.support naming 2, but
 	// the compacting master's own segment (Device), which gets one with the checkpoint.

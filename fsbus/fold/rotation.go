@@ -154,6 +154,29 @@ func (m *MasterChain) clampToCut(st *State, base *Base) {
 	}
 }
 
+// MasterBounds are the bounds a master.rotate written now names: per master segment the
+// highest seq among entries (a snapshot's) and, when cf has a counting checkpoint, its
+// newest cut's seq for that segment. A reading from the cut holds no record at or
+// below it, and a segment with nothing above the cut (an old compactor's) would
+// otherwise get no bound, which puts its every entry, checkpoint entries included,
+// under the new key.
+func MasterBounds(entries []ledger.Entry, cf *ChannelFold) map[string]uint64 {
+	bounds := map[string]uint64{}
+	for i := range entries {
+		if x := &entries[i]; x.Writer == MasterWriter && x.Seq > bounds[x.Device] {
+			bounds[x.Device] = x.Seq
+		}
+	}
+	if cf != nil && len(cf.Chain) > 0 {
+		for _, p := range cf.Chain[len(cf.Chain)-1].Head.Cut {
+			if p.Writer == MasterWriter && p.Seq > bounds[p.Device] {
+				bounds[p.Device] = p.Seq
+			}
+		}
+	}
+	return bounds
+}
+
 // raisedOf returns the bounds rotation hash is applied with when a cut raised them.
 func (m *MasterChain) raisedOf(hash string) (map[string]uint64, bool) {
 	if m == nil {

@@ -65,7 +65,7 @@ func checkCompactor(p fold.PlanInput) error {
 			"the compactor (device %s) was seen within the settle time (%s): its presence changed; a take-over is for a compactor that is gone", cp, p.SettleText)
 	}
 	for i := range p.In.Entries {
-		if e := &p.In.Entries[i]; e.Writer == fold.MasterWriter && e.Device == cp && p.SeenMs(e.Hash()) >= p.SettledMs {
+		if e := &p.In.Entries[i]; e.Writer == fold.MasterWriter && e.Device == cp && p.SeenMs(e.Hash()) >= p.GuardMs {
 			return errs.Errorf(errs.Conflict, "run `ferry compact` on that machine, or wait until it has been silent for the settle time",
 				"the compactor (device %s) wrote master entry seq %d within the settle time (%s); a take-over is for a compactor that is gone", cp, e.Seq, p.SettleText)
 		}
