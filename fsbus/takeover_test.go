@@ -238,3 +238,76 @@ func TestLateCompactorCheckpointReadersAgree(t *testing.T) {
 			ft.Data.Epoch, ft.Entry.Device, wt.Data.Epoch, wt.Entry.Device)
 	}
 }
+
+// TestTakeOverOutlivesAStalePolicyCompactor: the compactor handed over to Y by policy,
+// Y gone, Z takes over; Z's take-over writes policy.compactor = Z, so a later change of
+// another policy key (a policy.set carries the whole table) does not hand the
+// compactor back to Y.
+func TestTakeOverOutlivesAStalePolicyCompactor(t *testing.T) {
+	clock := &atomic.Int64{}
+	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Add(1000)) }
+	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"}, Now: now})
+	order := func(title string) {
+		t.Helper()
+		if _, err := ss["alice"].NewOrder(fsbus.NewOrderOptions{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := func(device string) *fsbus.Session {
+		t.Helper()
+		ch := fsbustest.Reopen(t, c)
+		ch.Device = device
+		s, err := ch.As(fold.MasterWriter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	top := func() fold.Counting {
+		t.Helper()
+		ch := fsbustest.Reopen(t, c)
+		if _, err := ch.Load(); err != nil {
+			t.Fatal(err)
+		}
+		cf := ch.OwnerCheckpoint()
+		return cf.Chain[len(cf.Chain)-1]
+	}
+	X, Y, Z := c.Device, "d-y", "d-z"
+	compact := func(dev string, opt fsbus.CompactOptions, epoch int) {
+		t.Helper()
+		if r, err := owner(dev).Compact(opt); err != nil || r.Epoch != epoch {
+			t.Fatalf("compact on %s: %+v %v", dev, r, err)
+		}
+	}
+	now0 := fsbus.CompactOptions{SettleSet: true, Force: true}
+	order("one")
+	compact(X, now0, 1)
+	// A planned hand-over to Y.
+	if _, err := owner(X).SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: Y}}); err != nil {
+		t.Fatal(err)
+	}
+	compact(X, now0, 2)
+	if k := top(); k.Head.Compactor != Y {
+		t.Fatalf("hand-over: %s", k.Head.Compactor)
+	}
+	order("two")
+	compact(Y, now0, 3)
+	top() // this machine sees Y's entries
+	// Y is gone for good; a day later Z takes over.
+	clock.Add((25 * time.Hour).Milliseconds())
+	order("three")
+	compact(Z, fsbus.CompactOptions{TakeOver: true, Force: true}, 4)
+	if k := top(); k.Head.Compactor != Z {
+		t.Fatalf("after the take-over the compactor is %s", k.Head.Compactor)
+	}
+	// The owner changes an unrelated policy key on Z.
+	if _, err := owner(Z).SetPolicy([]fold.PolicyAssign{{Key: "compact_entries", Value: "100"}}); err != nil {
+		t.Fatal(err)
+	}
+	order("four")
+	compact(Z, now0, 5)
+	if k := top(); k.Head.Compactor != Z {
+		t.Fatalf("an unrelated policy change handed the compactor back to the gone device %s (want %s)", k.Head.Compactor, Z)
+	}
+}
