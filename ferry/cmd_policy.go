@@ -73,7 +73,9 @@ type PolicySetCmd struct {
 func (c *PolicySetCmd) Help() string {
 	return "Writes a master-signed policy.set carrying the whole policy table with these keys\n" +
 		"changed; it follows the newest policy.set, so every machine folds the same policy.\n" +
-		"Known keys take integers of seconds: " + strings.Join(fold.PolicyKeyNames(), ", ") + ".\n" +
+		"Known keys: " + strings.Join(fold.PolicyKeyNames(), ", ") + "; each takes an\n" +
+		"integer of seconds, but compact_entries (a count) and compactor (the device id of\n" +
+		"an owner machine: the next checkpoint hands compaction to it).\n" +
 		"Other keys are kept as given (an integer, true, false or text) for later versions,\n" +
 		"with a warning. A bad value writes nothing. Setting what the policy already says\n" +
 		"writes nothing. channel.toml itself is never edited: its signature covers it."

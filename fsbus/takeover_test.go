@@ -3,6 +3,7 @@ package fsbus_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,14 @@ func TestCompactorTakeOverAndHandOver(t *testing.T) {
 	if _, err := owner(elsewhere).Compact(fsbus.CompactOptions{TakeOver: true, SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Invalid || !strings.Contains(err.Error(), "nothing to take over") {
 		t.Fatalf("a take-over before any checkpoint: %v", err)
 	}
+	// A device that never wrote as the owner cannot be named.
+	if _, err := owner("").SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: "banana"}}); errs.CategoryOf(err) != errs.Invalid || !strings.Contains(err.Error(), "no owner device") {
+		t.Fatalf("policy compactor naming no owner device: %v", err)
+	}
+	// elsewhere writes as the owner once, so it can be named.
+	if _, err := owner(elsewhere).SetPolicy([]fold.PolicyAssign{{Key: "quiet_after_s", Value: "301"}}); err != nil {
+		t.Fatal(err)
+	}
 	// Before the first checkpoint, policy.compactor names the only device that may write it.
 	if _, err := owner("").SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: elsewhere}}); err != nil {
 		t.Fatal(err)
@@ -99,8 +108,8 @@ func TestCompactorTakeOverAndHandOver(t *testing.T) {
 		t.Fatalf("after the take-over the newest checkpoint is epoch %d on %s, take_over %v, naming compactor %s", k.Data.Epoch, k.Entry.Device, k.Data.TakeOver, k.Head.Compactor)
 	}
 	ch := fsbustest.Reopen(t, c)
-	if v, err := ch.Load(); err != nil || fold.PolicyCompactorOf(v.State) != elsewhere {
-		t.Fatalf("the policy after the take-over names %q (%v), want %s", fold.PolicyCompactorOf(v.State), err, elsewhere)
+	if v, err := ch.Load(); err != nil || fold.PolicyCompactorOf(v.State) != elsewhere || slices.Contains(ch.EffectivePolicy(v).Unknown, fold.PolicyCompactor) {
+		t.Fatalf("the policy after the take-over names %q (%v), want %s, a key this binary knows", fold.PolicyCompactorOf(v.State), err, elsewhere)
 	}
 	order("three")
 	if _, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Denied || !strings.Contains(err.Error(), elsewhere) {
@@ -283,7 +292,10 @@ func TestTakeOverOutlivesAStalePolicyCompactor(t *testing.T) {
 	now0 := fsbus.CompactOptions{SettleSet: true, Force: true}
 	order("one")
 	compact(X, now0, 1)
-	// A planned hand-over to Y.
+	// A planned hand-over to Y, an owner machine that has written here.
+	if _, err := owner(Y).SetPolicy([]fold.PolicyAssign{{Key: "quiet_after_s", Value: "301"}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := owner(X).SetPolicy([]fold.PolicyAssign{{Key: fold.PolicyCompactor, Value: Y}}); err != nil {
 		t.Fatal(err)
 	}

@@ -219,6 +219,26 @@ type Policy struct {
 	CompactEntries int64 `toml:"compact_entries,omitzero" json:"compact_entries,omitempty"`
 }
 
+// OwnerDevice reports whether device may be named as policy.compactor on a machine
+// whose device is self, under entries (a snapshot's) and cf (its owner's checkpoints,
+// nil for none): self, or a device whose master segment the snapshot or the newest
+// cut names — a device that never wrote as the owner cannot compact.
+func OwnerDevice(device, self string, entries []ledger.Entry, cf *ChannelFold) bool {
+	if device == self {
+		return true
+	}
+	for i := range entries {
+		if entries[i].Writer == MasterWriter && entries[i].Device == device {
+			return true
+		}
+	}
+	if cf != nil && len(cf.Chain) > 0 {
+		_, ok := cf.Chain[len(cf.Chain)-1].Head.Cut.At(MasterWriter, device)
+		return ok
+	}
+	return false
+}
+
 // DefaultSettleS is the settle time of an owner's checkpoint when the policy names
 // none: 24 h.
 const DefaultSettleS = 86400
@@ -248,7 +268,7 @@ func JSONEqual(a, b json.RawMessage) bool {
 func PolicyJSON(a PolicyAssign) (json.RawMessage, error) {
 	if a.Key == PolicyCompactor {
 		if !ValidName(a.Value) || len(a.Value) > 64 {
-			return nil, errs.Errorf(errs.Invalid, "give the device id `ferry status` or `ferry doctor` shows on the machine that is to compact",
+			return nil, errs.Errorf(errs.Invalid, "give the device id of the machine that is to compact (its `ferry compact` names it: \"this device (ID)\")",
 				"policy compactor %q is not a device id", a.Value)
 		}
 		return json.Marshal(a.Value)
@@ -320,7 +340,7 @@ func Effective(policy Policy, table map[string]json.RawMessage, head *PolicySet)
 		}
 	}
 	for k := range ep.Table {
-		if _, known := policyKeys[k]; !known {
+		if !knownPolicyKey(k) {
 			ep.Unknown = append(ep.Unknown, k)
 		}
 	}
@@ -349,4 +369,13 @@ type EffectivePolicy struct {
 }
 
 // policyKeys lists the keys of [policy] this binary knows, sorted.
-func PolicyKeyNames() []string { return slices.Sorted(maps.Keys(policyKeys)) }
+func PolicyKeyNames() []string {
+	return slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(policyKeys)), PolicyCompactor)))
+}
+
+// knownPolicyKey reports whether this binary uses policy key k: an integer key of
+// policyKeys, or compactor (a device id, docs/format.md §20 "Moving the compactor").
+func knownPolicyKey(k string) bool {
+	_, known := policyKeys[k]
+	return known || k == PolicyCompactor
+}

@@ -98,7 +98,7 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 			"no owner's checkpoint names a compactor yet: there is nothing to take over")
 	}
 	if d := fold.PolicyCompactorOf(p.State); (cf == nil || len(cf.Chain) == 0) && d != "" && d != p.Device {
-		return nil, nil, res, errs.Errorf(errs.Denied, "run `ferry compact` on that machine, or `ferry policy set compactor=`"+p.Device+" first",
+		return nil, nil, res, errs.Errorf(errs.Denied, "run `ferry compact` on that machine, or `ferry policy set compactor="+p.Device+"` here first",
 			"policy.compactor names device %s for the first checkpoint; this device is %s", d, p.Device)
 	}
 	if cf != nil && len(cf.Chain) > 0 {
