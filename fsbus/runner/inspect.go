@@ -46,8 +46,14 @@ func Inspect(c *fsbus.Channel, v *fsbus.View, agent string, all bool) []InspectR
 	// reads again), so its HLC — this machine's own clock, unless a peer's clock
 	// pushed it later — is used when it is earlier than the arrival log's sighting.
 	lastSeen, created := map[string]int64{}, map[string]int64{}
-	for i := range v.Snapshot.Entries {
-		e := &v.Snapshot.Entries[i]
+	entries := v.Snapshot.Entries
+	if b := v.State.Base(); b != nil {
+		// Folded from an owner's checkpoint: a live order's entries at or below the cut
+		// are the state's lines, not in a reading from the cut.
+		entries = append(slices.Clone(b.Lines), entries...)
+	}
+	for i := range entries {
+		e := &entries[i]
 		if !strings.HasPrefix(e.Type, "order.") || v.State.Order(e.Ref) == nil {
 			continue
 		}

@@ -837,3 +837,33 @@ func TestPauseRunnerTakesNothing(t *testing.T) {
 		t.Fatalf("after resume: %v, picked %d", err, picked.Load())
 	}
 }
+
+// TestInspectAgeAfterTheCut: after the owner's checkpoint, a live order's entries at
+// or below the cut are the state's lines, not in a reading from the cut; its age and
+// idle time still come from when this machine saw them.
+func TestInspectAgeAfterTheCut(t *testing.T) {
+	clock := time.Now()
+	c, ss := fsbustest.Channel(t, fsbustest.Options{Project: "rt", Levels: map[string]string{"boss": "member", "runner": "member"}, Now: func() time.Time { return clock }})
+	id := plainOrder(t, ss["boss"], "waits")
+	clock = clock.Add(10 * time.Second)
+	must[*fold.Order](t)(ss["runner"].Claim(id, ""))
+	if _, err := fsbustest.Reopen(t, c).Load(); err != nil { // this machine sees the claim
+		t.Fatal(err)
+	}
+	if r, err := ss[fold.MasterWriter].Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Entry == "" {
+		t.Fatalf("compact: %+v %v", r, err)
+	}
+	clock = clock.Add(90 * time.Second)
+	ch := fsbustest.Reopen(t, c)
+	v, err := ch.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf := ch.OwnerCheckpoint(); cf == nil || cf.Used < 0 {
+		t.Fatal("not folded from the checkpoint")
+	}
+	rows := Inspect(ch, v, "", false)
+	if len(rows) != 1 || rows[0].AgeS != 100 || rows[0].IdleS != 90 {
+		t.Fatalf("inspect after the cut: %+v (want age 100 s, idle 90 s)", rows)
+	}
+}
