@@ -489,8 +489,9 @@ var arrivalsCompactMin = 1024
 
 // compactArrivals drops from the arrival log the lines of the entries at or below the
 // cut of the owner's checkpoint this Load read from (arrivals.Compact), once per
-// epoch: snap is a reading from that cut, so what it holds is what the log keeps, with
-// the lines of the state's lines (live things' entries, whose ages stay known). A
+// epoch: snap is a reading from that cut, so what it holds is what the log keeps (a
+// live thing's entries at or below the cut lose their sightings: `ferry inspect`
+// shows their age as unknown). A
 // failure leaves the log as it was and costs later Loads its size.
 func (c *Channel) compactArrivals(snap *ledger.Snapshot, arr *arrivals.Log) {
 	cf := c.ownerCheckpoint
@@ -509,9 +510,6 @@ func (c *Channel) compactArrivals(snap *ledger.Snapshot, arr *arrivals.Log) {
 		for i := range f.Losers {
 			keep[f.Losers[i].Hash()] = true
 		}
-	}
-	for _, e := range cf.State.Base().Lines { // live things' entries: their ages (runner.Inspect)
-		keep[e.Hash()] = true
 	}
 	dropped, err := arrivals.Compact(c.Home.LockDir(c.Project()), c.arrivalsPath(), epoch, arrivalsCompactMin, arr.Complete(), func(h string) bool { return keep[h] })
 	if err != nil {
