@@ -15,6 +15,69 @@ import (
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
+// ownerWorld is a channel with alice a member and the master's key on this machine,
+// whose clock moves 1 s at each reading, for the tests of moving the compactor.
+type ownerWorld struct {
+	t     *testing.T
+	c     *fsbus.Channel
+	ss    map[string]*fsbus.Session
+	clock *atomic.Int64
+}
+
+func newOwnerWorld(t *testing.T) *ownerWorld {
+	w := &ownerWorld{t: t, clock: &atomic.Int64{}}
+	w.clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
+	w.c, w.ss = fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"},
+		Now: func() time.Time { return time.UnixMilli(w.clock.Add(1000)) }})
+	return w
+}
+
+// order is alice's new order's id.
+func (w *ownerWorld) order(title string) string {
+	w.t.Helper()
+	o, err := w.ss["alice"].NewOrder(fsbus.NewOrderOptions{Title: title})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return o.ID
+}
+
+// owner is the master on device ("" this machine's own).
+func (w *ownerWorld) owner(device string) *fsbus.Session {
+	w.t.Helper()
+	ch := fsbustest.Reopen(w.t, w.c)
+	if device != "" {
+		ch.Device = device
+	}
+	s, err := ch.As(fold.MasterWriter)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return s
+}
+
+// chain is the counting chain of a new process (thorough: reading whole).
+func (w *ownerWorld) chain(thorough bool) []fold.Counting {
+	w.t.Helper()
+	ch := fsbustest.Reopen(w.t, w.c)
+	ch.Thorough = thorough
+	if _, err := ch.Load(); err != nil {
+		w.t.Fatal(err)
+	}
+	cf := ch.OwnerCheckpoint()
+	if cf == nil || len(cf.Chain) == 0 {
+		w.t.Fatal("no counting checkpoint")
+	}
+	return cf.Chain
+}
+
+// top is the newest counting checkpoint.
+func (w *ownerWorld) top() fold.Counting {
+	w.t.Helper()
+	ch := w.chain(false)
+	return ch[len(ch)-1]
+}
+
 // TestCompactorTakeOverAndHandOver: another owner device's `ferry compact --take-over`
 // is refused while the compactor wrote within the settle time, and on the compactor
 // itself; once the compactor has been silent that long it writes the next checkpoint,
@@ -23,40 +86,8 @@ import (
 // device id is refused. Before the first checkpoint, policy.compactor names the only
 // device that may write it.
 func TestCompactorTakeOverAndHandOver(t *testing.T) {
-	clock := &atomic.Int64{}
-	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
-	now := func() time.Time { return time.UnixMilli(clock.Add(1000)) }
-	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"}, Now: now})
-	order := func(title string) {
-		t.Helper()
-		if _, err := ss["alice"].NewOrder(fsbus.NewOrderOptions{Title: title}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	owner := func(device string) *fsbus.Session {
-		t.Helper()
-		ch := fsbustest.Reopen(t, c)
-		if device != "" {
-			ch.Device = device
-		}
-		s, err := ch.As(fold.MasterWriter)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	top := func() fold.Counting {
-		t.Helper()
-		ch := fsbustest.Reopen(t, c)
-		if _, err := ch.Load(); err != nil {
-			t.Fatal(err)
-		}
-		cf := ch.OwnerCheckpoint()
-		if cf == nil || len(cf.Chain) == 0 {
-			t.Fatal("no counting checkpoint")
-		}
-		return cf.Chain[len(cf.Chain)-1]
-	}
+	w := newOwnerWorld(t)
+	c, clock, order, owner, top := w.c, w.clock, w.order, w.owner, w.top
 	old, elsewhere := c.Device, "d-elsewhere"
 
 	order("one")
@@ -145,43 +176,8 @@ func TestCompactorTakeOverAndHandOver(t *testing.T) {
 // reads whole, so it counts the same chain as a whole reader: A's 2, the compactor's
 // own winning over the take-over.
 func TestLateCompactorCheckpointReadersAgree(t *testing.T) {
-	clock := &atomic.Int64{}
-	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
-	now := func() time.Time { return time.UnixMilli(clock.Add(1000)) }
-	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"}, Now: now})
-	order := func(title string) string {
-		t.Helper()
-		o, err := ss["alice"].NewOrder(fsbus.NewOrderOptions{Title: title})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.ID
-	}
-	owner := func(device string) *fsbus.Session {
-		t.Helper()
-		ch := fsbustest.Reopen(t, c)
-		if device != "" {
-			ch.Device = device
-		}
-		s, err := ch.As(fold.MasterWriter)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	chainOf := func(thorough bool) []fold.Counting {
-		t.Helper()
-		ch := fsbustest.Reopen(t, c)
-		ch.Thorough = thorough
-		if _, err := ch.Load(); err != nil {
-			t.Fatal(err)
-		}
-		cf := ch.OwnerCheckpoint()
-		if cf == nil {
-			t.Fatal("no checkpoints")
-		}
-		return cf.Chain
-	}
+	w := newOwnerWorld(t)
+	c, clock, order, owner, chainOf := w.c, w.clock, w.order, w.owner, w.chain
 	A, B := c.Device, "d-b"
 	seg := filepath.Join(c.Root, "ledger", "master", A+".jsonl")
 	seen := filepath.Join(c.Home.ConfigDir, "checkpoints", "acme")
@@ -253,35 +249,8 @@ func TestLateCompactorCheckpointReadersAgree(t *testing.T) {
 // another policy key (a policy.set carries the whole table) does not hand the
 // compactor back to Y.
 func TestTakeOverOutlivesAStalePolicyCompactor(t *testing.T) {
-	clock := &atomic.Int64{}
-	clock.Store(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC).UnixMilli())
-	now := func() time.Time { return time.UnixMilli(clock.Add(1000)) }
-	c, ss := fsbustest.Channel(t, fsbustest.Options{Levels: map[string]string{"alice": "member"}, Now: now})
-	order := func(title string) {
-		t.Helper()
-		if _, err := ss["alice"].NewOrder(fsbus.NewOrderOptions{Title: title}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	owner := func(device string) *fsbus.Session {
-		t.Helper()
-		ch := fsbustest.Reopen(t, c)
-		ch.Device = device
-		s, err := ch.As(fold.MasterWriter)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	top := func() fold.Counting {
-		t.Helper()
-		ch := fsbustest.Reopen(t, c)
-		if _, err := ch.Load(); err != nil {
-			t.Fatal(err)
-		}
-		cf := ch.OwnerCheckpoint()
-		return cf.Chain[len(cf.Chain)-1]
-	}
+	w := newOwnerWorld(t)
+	c, clock, order, owner, top := w.c, w.clock, w.order, w.owner, w.top
 	X, Y, Z := c.Device, "d-y", "d-z"
 	compact := func(dev string, opt fsbus.CompactOptions, epoch int) {
 		t.Helper()
