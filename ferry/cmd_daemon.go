@@ -386,6 +386,28 @@ func nonEmpty(parts ...string) []string {
 	return out
 }
 
+// backoff is when the daemon tries an automatic compaction again: at every beat while
+// tries succeed; after a failed one, a beat later, then twice as long after each
+// further failure, up to an hour.
+type backoff struct {
+	beat, wait time.Duration // wait: the next failure's delay (0: one beat)
+	next       time.Time     // no try before it
+}
+
+// due reports whether a try may run at now.
+func (b *backoff) due(now time.Time) bool { return !now.Before(b.next) }
+
+// ok records a try that did not fail.
+func (b *backoff) ok() { b.wait, b.next = 0, time.Time{} }
+
+// fail records a try at now that failed.
+func (b *backoff) fail(now time.Time) {
+	if b.wait == 0 {
+		b.wait = b.beat
+	}
+	b.next, b.wait = now.Add(b.wait), min(2*b.wait, time.Hour)
+}
+
 // unsettledNote names the seated writers a compaction covered without seeing them
 // advance within the settle time ("" when none).
 func unsettledNote(r *fold.CompactResult) string {
@@ -404,10 +426,10 @@ func unsettledNote(r *fold.CompactResult) string {
 func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
 	t := time.NewTicker(beat)
 	defer t.Stop()
-	last, wait, retry := "", beat, time.Time{}
+	last, bo := "", &backoff{beat: beat}
 	var ch *fsbus.Channel
 	for {
-		if now := time.Now(); !now.Before(retry) {
+		if now := time.Now(); bo.due(now) {
 			var d autocompact.Decision
 			var r *fold.CompactResult
 			var err error
@@ -417,19 +439,21 @@ func autoCompact(ctx context.Context, g *Globals, beat time.Duration) {
 			if err == nil {
 				d, r, err = autocompact.Run(ctx, ch, now)
 			}
-			key, msg := "", ""
-			if err == nil {
-				retry, wait = time.Time{}, beat
-			}
+			key, msg, failed := "", "", true
 			switch {
 			case err != nil:
 				key, msg = "error "+err.Error(), fmt.Sprintf("ferry daemon: automatic compaction (%s): %v", d.Reason, err)
-				retry, wait = now.Add(wait), min(2*wait, time.Hour)
 			case r != nil && r.Entry != "":
-				key, msg = "compacted "+r.Entry, fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s%s", d.Reason, r.Epoch, r.Head, unsettledNote(r))
+				key, msg, failed = "compacted "+r.Entry, fmt.Sprintf("ferry daemon: compacted (%s): the owner's checkpoint of epoch %d, %s%s", d.Reason, r.Epoch, r.Head, unsettledNote(r)), false
 			case d.Due: // due, yet the cut covered nothing new (objects not arrived): back off too
 				key, msg = "due", "ferry daemon: automatic compaction due ("+d.Reason+"): nothing new has settled"
-				retry, wait = now.Add(wait), min(2*wait, time.Hour)
+			default:
+				failed = false
+			}
+			if failed {
+				bo.fail(now)
+			} else {
+				bo.ok()
 			}
 			if key != last && msg != "" {
 				fmt.Fprintln(g.stderr, msg)

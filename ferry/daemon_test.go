@@ -186,3 +186,36 @@ func TestDaemonCompactsAutomatically(t *testing.T) {
 	}
 	f.must("ledger", "verify", "--project", "rp")
 }
+
+// TestAutoCompactBackoff: after a failed automatic compaction the next try waits one
+// beat, then twice as long after each further failure, never more than an hour; a try
+// that does not fail resets it to every beat.
+func TestAutoCompactBackoff(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	b := &backoff{beat: 10 * time.Second}
+	if !b.due(t0) {
+		t.Fatal("the first try is not due")
+	}
+	now := t0
+	for i, want := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second} {
+		b.fail(now)
+		if b.due(now.Add(want-time.Millisecond)) || !b.due(now.Add(want)) {
+			t.Fatalf("failure %d: next try at %v, want %v later", i+1, b.next.Sub(now), want)
+		}
+		now = now.Add(want)
+	}
+	for range 20 {
+		b.fail(now)
+		now = b.next
+	}
+	if b.fail(now); b.next.Sub(now) != time.Hour {
+		t.Fatalf("the wait grew to %v, want at most an hour", b.next.Sub(now))
+	}
+	b.ok()
+	if !b.due(now) {
+		t.Fatal("after a try that did not fail the next is not due at once")
+	}
+	if b.fail(now); b.next.Sub(now) != 10*time.Second {
+		t.Fatalf("after a reset the first failure waits %v, want one beat", b.next.Sub(now))
+	}
+}
