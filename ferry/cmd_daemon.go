@@ -255,16 +255,20 @@ func (c *DaemonCmd) Run(g *Globals) error {
 		runners = append(runners, r)
 	}
 	fmt.Fprintf(g.stderr, "ferry daemon: pid %d serving %s\n", os.Getpid(), strings.Join(cfg.agents(), ", "))
-	if !c.Once {
-		recheck.Start(ctx, g.Open, cfg.agents()[0], g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
-		go autoCompact(ctx, g, cfg.beat)
-	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		results []*runner.Result
 		first   error
 	)
+	if !c.Once {
+		recheck.Start(ctx, g.Open, cfg.agents()[0], g.stderr) // the owner's checkpoint folded again (fsbus/recheck)
+		wg.Add(1)
+		go func() { // waited for: a stop never cuts a checkpoint's write short
+			defer wg.Done()
+			autoCompact(ctx, g, cfg.beat)
+		}()
+	}
 	for _, r := range runners {
 		wg.Add(1)
 		go func(r *runner.Runner) {

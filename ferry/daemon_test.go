@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -183,6 +184,13 @@ func TestDaemonCompactsAutomatically(t *testing.T) {
 	// does not stop it (whether it is named depends on when the daemon looked).
 	if !strings.Contains(se.String(), "the owner's checkpoint of epoch 2") || !strings.Contains(se.String(), "compact_entries 2") {
 		t.Fatalf("daemon log:\n%s", se.String())
+	}
+	// Stopped (SIGTERM), it finishes what it writes; then the ledger verifies.
+	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatalf("daemon after SIGTERM: %v\n%s", err, se.String())
 	}
 	f.must("ledger", "verify", "--project", "rp")
 }
