@@ -204,11 +204,11 @@ const Poll = time.Minute
 // or why it failed, to log: a dispute loudly, a match or an absent history in one line.
 func Start(ctx context.Context, open func() (*fsbus.Channel, error), name string, log io.Writer) {
 	go func() {
-		seen, retry, wait := "", time.Time{}, Poll
+		seen, retry, wait, root := "", time.Time{}, Poll, ""
 		t := time.NewTicker(Poll)
 		defer t.Stop()
 		for {
-			heads, err := headNames(open)
+			heads, err := headNames(open, &root)
 			switch {
 			case err != nil:
 			case heads != seen:
@@ -227,13 +227,17 @@ func Start(ctx context.Context, open func() (*fsbus.Channel, error), name string
 	}()
 }
 
-// headNames lists the channel's checkpoint heads.
-func headNames(open func() (*fsbus.Channel, error)) (string, error) {
-	ch, err := open()
-	if err != nil {
-		return "", err
+// headNames lists the channel's checkpoint heads; *root is the channel folder, found
+// by opening the channel once (a look every Poll reads no channel.toml).
+func headNames(open func() (*fsbus.Channel, error), root *string) (string, error) {
+	if *root == "" {
+		ch, err := open()
+		if err != nil {
+			return "", err
+		}
+		*root = ch.Root
 	}
-	heads, err := filepath.Glob(filepath.Join(ch.Root, "checkpoints", "*", "head.json"))
+	heads, err := filepath.Glob(filepath.Join(*root, "checkpoints", "*", "head.json"))
 	return strings.Join(heads, "\n"), err
 }
 
