@@ -25,6 +25,9 @@ func (c *CompactCmd) Help() string {
 		"Only the owner compacts, on the device the last checkpoint names as compactor\n" +
 		"(`ferry policy set compactor=DEVICE` hands it over at the next checkpoint;\n" +
 		"--take-over moves it here when the compactor is gone for good).\n" +
+		"A checkpoint whose head or state has not counted here for the settle time\n" +
+		"after its entry arrived (a compactor lost before its files synced) is\n" +
+		"replaced by the next one, written here.\n" +
 		"It refuses while seated writers were not seen to advance within the settle time\n" +
 		"(their entries not yet here would land above the cut), unless --force is given;\n" +
 		"revoke a key before compacting, not after. Nothing new settled: nothing written.\n" +
@@ -66,6 +69,9 @@ func (c *CompactCmd) Run(g *Globals) error {
 	g.printf("✔ checkpoint epoch %d: %d entries covered in %d segments; the state keeps %d lines and %d final things in %d chunks (%d new)\n",
 		r.Epoch, r.Covered, r.Segments, r.Lines, r.Terminal, r.Chunks, r.Written)
 	g.printf("  head %s, entry %s\n", r.Head, r.Entry)
+	if r.Replaces != "" {
+		g.printf("  replaces checkpoint %s, which had not counted here for the settle time\n", r.Replaces)
+	}
 	for _, w := range r.Unsettled {
 		g.printf("  compacted past %s, not seen to advance within %s (--force)\n", w, r.Settle)
 	}

@@ -1,6 +1,8 @@
 package fsbus_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/fsbustest"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // ownerWorld is a channel with alice a member and the master's key on this machine,
@@ -291,4 +294,184 @@ func TestTakeOverOutlivesAStalePolicyCompactor(t *testing.T) {
 	if k := top(); k.Head.Compactor != Z {
 		t.Fatalf("an unrelated policy change handed the compactor back to the gone device %s (want %s)", k.Head.Compactor, Z)
 	}
+}
+
+// problemsOf is the checkpoint problems of a new process reading whole.
+func (w *ownerWorld) problemsOf() []fold.CheckpointProblem {
+	w.t.Helper()
+	ch := fsbustest.Reopen(w.t, w.c)
+	ch.Thorough = true
+	if _, err := ch.Load(); err != nil {
+		w.t.Fatal(err)
+	}
+	cf := ch.OwnerCheckpoint()
+	if cf == nil {
+		return nil
+	}
+	return cf.Problems
+}
+
+// away moves the head directory of the checkpoint of epoch out of the folder and
+// returns a function that puts it back: a head that has not arrived.
+func (w *ownerWorld) away(epoch int) func() {
+	w.t.Helper()
+	heads, _ := filepath.Glob(filepath.Join(w.c.Root, "checkpoints", fmt.Sprintf("%d-*", epoch)))
+	if len(heads) != 1 {
+		w.t.Fatalf("heads of epoch %d: %v", epoch, heads)
+	}
+	if err := os.Rename(heads[0], heads[0]+".away"); err != nil {
+		w.t.Fatal(err)
+	}
+	return func() {
+		if err := os.Rename(heads[0]+".away", heads[0]); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// TestTakeOverReplacesACheckpointThatNeverArrived: the compactor A writes epoch 2 and
+// is lost before its head syncs, so epoch 2 stays pending everywhere else. B's
+// take-over is refused while A's entry is younger than the settle time; after it, B
+// writes epoch 2 naming A's as replaced, and B's counts — also once A's head arrives
+// after all, for a reader from the cut and a whole one alike. A is then refused, B
+// compacts on.
+func TestTakeOverReplacesACheckpointThatNeverArrived(t *testing.T) {
+	w := newOwnerWorld(t)
+	c, clock, order, owner, top, chainOf := w.c, w.clock, w.order, w.owner, w.top, w.chain
+	A, B := c.Device, "d-b"
+	now0 := fsbus.CompactOptions{SettleSet: true, Force: true}
+
+	order("one")
+	if r, err := owner(A).Compact(now0); err != nil || r.Epoch != 1 {
+		t.Fatalf("epoch 1: %+v %v", r, err)
+	}
+	order("two")
+	r, err := owner(A).Compact(now0)
+	if err != nil || r.Epoch != 2 {
+		t.Fatalf("A's epoch 2: %+v %v", r, err)
+	}
+	lost := r.Entry
+	back := w.away(2)
+	if k := top(); k.Data.Epoch != 1 {
+		t.Fatalf("with epoch 2's head away the newest counting checkpoint is epoch %d", k.Data.Epoch)
+	}
+	if _, err := owner(B).Compact(fsbus.CompactOptions{TakeOver: true, Force: true}); errs.CategoryOf(err) != errs.Conflict {
+		t.Fatalf("a take-over while the pending checkpoint's entry is younger than the settle time: %v", err)
+	}
+	clock.Add((25 * time.Hour).Milliseconds())
+	r, err = owner(B).Compact(fsbus.CompactOptions{TakeOver: true, Force: true})
+	if err != nil || r.Epoch != 2 || r.Replaces != lost {
+		t.Fatalf("B's take-over past the pending epoch 2: %+v %v (want replaces %s)", r, err, lost)
+	}
+	if k := top(); k.Data.Epoch != 2 || k.Entry.Device != B || k.Data.Replaces != lost || k.Head.Compactor != B {
+		t.Fatalf("after the take-over the newest checkpoint is epoch %d on %s replacing %q, compactor %s", k.Data.Epoch, k.Entry.Device, k.Data.Replaces, k.Head.Compactor)
+	}
+
+	// A's head arrives after all: B's epoch 2 still counts, on every reading.
+	back()
+	for _, thorough := range []bool{false, true} {
+		ch := chainOf(thorough)
+		if k := ch[len(ch)-1]; k.Entry.Hash() != r.Entry {
+			t.Fatalf("thorough %v: with A's head here the newest counting checkpoint is epoch %d on %s (%s), want B's %s", thorough, k.Data.Epoch, k.Entry.Device, k.Entry.Hash(), r.Entry)
+		}
+	}
+	if ps := w.problemsOf(); !slices.ContainsFunc(ps, func(p fold.CheckpointProblem) bool { return p.Hash == lost && p.Kind == "replaced" }) {
+		t.Fatalf("A's replaced checkpoint is not reported as replaced: %+v", ps)
+	}
+	order("three")
+	if _, err := owner(A).Compact(now0); errs.CategoryOf(err) != errs.Denied || !strings.Contains(err.Error(), B) {
+		t.Fatalf("the lost compactor back after the take-over: %v", err)
+	}
+	if r, err := owner(B).Compact(now0); err != nil || r.Epoch != 3 || r.Replaces != "" {
+		t.Fatalf("B compacts on: %+v %v", r, err)
+	}
+}
+
+// TestCompactReplacesItsOwnLostCheckpoint: on the compactor itself, a checkpoint whose
+// head was lost (pending), or whose state chunk was, blocks the next compaction until
+// its entry has been here for the settle time; then the next one replaces it.
+func TestCompactReplacesItsOwnLostCheckpoint(t *testing.T) {
+	w := newOwnerWorld(t)
+	clock, order, owner, top := w.clock, w.order, w.owner, w.top
+	now0 := fsbus.CompactOptions{SettleSet: true, Force: true}
+	compact := func(epoch int) *fold.CompactResult {
+		t.Helper()
+		r, err := owner("").Compact(now0)
+		if err != nil || r.Epoch != epoch {
+			t.Fatalf("compact: %+v %v (want epoch %d)", r, err, epoch)
+		}
+		return r
+	}
+	order("one")
+	compact(1)
+
+	// The head of epoch 2 is lost.
+	order("two")
+	lost := compact(2).Entry
+	w.away(2)
+	if _, err := owner("").Compact(now0); errs.CategoryOf(err) != errs.Conflict || !strings.Contains(err.Error(), "replaces it") {
+		t.Fatalf("compact while epoch 2's head is away: %v", err)
+	}
+	clock.Add((25 * time.Hour).Milliseconds())
+	order("three")
+	r := compact(2)
+	if r.Replaces != lost {
+		t.Fatalf("the compact past the lost head replaces %q, want %s", r.Replaces, lost)
+	}
+	if k := top(); k.Entry.Hash() != r.Entry || k.Data.Replaces != lost {
+		t.Fatalf("the newest counting checkpoint is %s (replaces %q), want %s", k.Entry.Hash(), k.Data.Replaces, r.Entry)
+	}
+
+	// A chunk of epoch 3's state, new at 3, is lost: epoch 3 counts, its state does not load.
+	order("four")
+	r3 := compact(3)
+	if n := removeNewChunk(t, w.c.Root, top()); n == "" {
+		t.Fatal("epoch 3 wrote no chunk of its own")
+	}
+	if _, err := owner("").Compact(now0); errs.CategoryOf(err) != errs.Conflict {
+		t.Fatalf("compact while epoch 3's state does not load: %v", err)
+	}
+	clock.Add((25 * time.Hour).Milliseconds())
+	order("five")
+	r = compact(3)
+	if r.Replaces != r3.Entry {
+		t.Fatalf("the compact past the lost chunk replaces %q, want %s", r.Replaces, r3.Entry)
+	}
+	if k := top(); k.Entry.Hash() != r.Entry {
+		t.Fatalf("the newest counting checkpoint is %s, want the replacement %s", k.Entry.Hash(), r.Entry)
+	}
+}
+
+// removeNewChunk removes a core chunk of k's state that the previous checkpoint's
+// head does not name, and returns its path ("" when none).
+func removeNewChunk(t *testing.T, root string, k fold.Counting) string {
+	t.Helper()
+	var prev fold.Head
+	if len(k.Head.Previous) > 0 {
+		e, err := ledger.ParseLine(k.Head.Previous)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d fold.CheckpointData
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(fold.HeadPath(d.Epoch, d.Head))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &prev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ref := range k.Head.State {
+		if !slices.ContainsFunc(prev.State, func(p fold.ChunkRef) bool { return p.Hash == ref.Hash }) {
+			p := filepath.Join(root, filepath.FromSlash(fold.ChunkPath(ref.Hash)))
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+	}
+	return ""
 }

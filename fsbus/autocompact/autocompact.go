@@ -40,7 +40,16 @@ func Decide(ch *fsbus.Channel, v *fsbus.View, sync *synchealth.Health, now time.
 	if cf.ReadOnly {
 		return Decision{Reason: "the checkpoint was folded under other fold rules: this build writes nothing"}
 	}
-	if b := cf.Blocking(); b != nil {
+	settle := time.Duration(p.SettleSeconds()) * time.Second
+	seen := func(hash string) int64 {
+		if t := v.Arrivals.Seen(hash); !t.IsZero() {
+			return t.UnixMilli()
+		}
+		return 0
+	}
+	// A checkpoint that has not counted here for the settle time the compaction
+	// replaces (docs/format.md §20 "Replacing a checkpoint that does not count").
+	if _, b := cf.Replacement(seen, now.Add(-settle).UnixMilli()); b != nil {
 		return Decision{Reason: fmt.Sprintf("the owner's checkpoint of epoch %d does not count here yet (%s): %s", b.Epoch, b.Kind, b.Detail)}
 	}
 	top := cf.Chain[len(cf.Chain)-1]
@@ -59,7 +68,6 @@ func Decide(ch *fsbus.Channel, v *fsbus.View, sync *synchealth.Health, now time.
 	}
 	// Only entries the next cut may cover count: above the newest cut, and first seen
 	// here at least the settle time ago (docs/format.md §20 "The cut").
-	settle := time.Duration(p.SettleSeconds()) * time.Second
 	above := 0
 	for i := range v.Snapshot.Entries {
 		e := &v.Snapshot.Entries[i]

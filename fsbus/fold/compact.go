@@ -53,9 +53,10 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 				Detail: fmt.Sprintf("the checkpoint was folded under fold rules %d and this build folds under %d: this build reads the channel without it and writes nothing; upgrade ferry", c.Data.Rules, RulesVersion)})
 			break
 		}
+		newest := i == len(cf.Chain)-1
 		base, err := LoadBaseLazy(c, cps, false)
 		if err != nil {
-			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
+			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error(), Stops: newest})
 			continue
 		}
 		at, above, probs := Split(in.Entries, in.Forks, base.Cut, nil)
@@ -72,7 +73,7 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 		if err := base.Err(); err != nil {
 			// A chunk the fold read did not (not arrived yet, or damaged): the state
 			// cannot be folded from, as when the core does not load.
-			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
+			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error(), Stops: newest})
 			continue
 		}
 		cf.Folded, cf.Used = folded, i
@@ -85,18 +86,45 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 	return cf
 }
 
-// Blocking returns the first of cf's problems that stops the next compaction, nil
-// when none does: a checkpoint of the chain whose head or state has not arrived or
-// does not load here (a next one would be written at its epoch again, on a basis
-// below it), or a folder rolled back below the highest epoch this machine saw count.
-func (cf *ChannelFold) Blocking() *CheckpointProblem {
+// Stop returns the problem of the checkpoint the chain stops at here, nil for none:
+// the one that would extend it but does not count here (CountingChain marks it), or
+// the newest counting one whose state does not load here.
+func (cf *ChannelFold) Stop() *CheckpointProblem {
 	for i := range cf.Problems {
-		switch cf.Problems[i].Kind {
-		case "pending", "state", "rolled_back":
+		if cf.Problems[i].Stops {
 			return &cf.Problems[i]
 		}
 	}
 	return nil
+}
+
+// Replacement decides whether the next compaction may go on past cf's problems
+// (docs/format.md §20 "Replacing a checkpoint that does not count", ADR 0020).
+// blocked is the problem that stops it: a folder rolled back below the highest epoch
+// this machine saw count; the checkpoint the chain stops at (Stop) while its entry was
+// first seen here (seenMs, Unix ms; 0 not seen) at or after guardMs, since its files
+// may still be on their way; or a checkpoint of the chain whose head or state has not
+// arrived or does not load. replace is the checkpoint the next one replaces: the stop,
+// once its entry was first seen before guardMs. Both nil: nothing stands in the way.
+func (cf *ChannelFold) Replacement(seenMs func(hash string) int64, guardMs int64) (replace, blocked *CheckpointProblem) {
+	for i := range cf.Problems {
+		if cf.Problems[i].Kind == "rolled_back" {
+			return nil, &cf.Problems[i]
+		}
+	}
+	if stop := cf.Stop(); stop != nil {
+		if s := seenMs(stop.Hash); s != 0 && s < guardMs {
+			return stop, nil
+		}
+		return nil, stop
+	}
+	for i := range cf.Problems {
+		switch cf.Problems[i].Kind {
+		case "pending", "state":
+			return nil, &cf.Problems[i]
+		}
+	}
+	return nil, nil
 }
 
 // WithForkedCheckpoints returns entries with the master's checkpoint entries that a fork

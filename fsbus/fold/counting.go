@@ -23,7 +23,9 @@ import (
 // master segment of the device epoch e's head names as compactor, and its cut covers
 // epoch e's. Checkpoints of one epoch in one segment are a fork of that segment, which
 // the reader resolves (docs/format.md §10); first checkpoints written on two devices
-// are an error, reported, and the one with the lower entry hash counts.
+// are an error, reported, and the one with the lower entry hash counts. A checkpoint
+// whose data names another of its epoch and basis as replaced takes that one's place
+// (ADR 0020): the writer saw the chain stop there for the settle time.
 
 // TypeCheckpoint is the owner's checkpoint entry.
 const TypeCheckpoint = "checkpoint"
@@ -44,6 +46,11 @@ type CheckpointData struct {
 	// that is not the compactor the previous head names (docs/format.md §20 "Moving
 	// the compactor"): it counts only when the compactor wrote none of its epoch.
 	TakeOver bool `json:"take_over,omitempty"`
+	// Replaces names a checkpoint entry of the same epoch and basis at which the chain
+	// stopped on the writing machine (its head never arrived or does not check): the
+	// one it names does not count, wherever its head is (docs/format.md §20
+	// "Replacing a checkpoint that does not count", ADR 0020).
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // ChunkRef names one chunk of a checkpoint's state: the id of its first thing and the
@@ -208,8 +215,12 @@ type Counting struct {
 type CheckpointProblem struct {
 	Hash   string `json:"hash,omitempty"`
 	Epoch  int    `json:"epoch,omitempty"`
-	Kind   string `json:"kind"` // not_counting | pending | rules | state | rolled_back | cut
+	Kind   string `json:"kind"` // not_counting | replaced | pending | rules | state | rolled_back | cut
 	Detail string `json:"detail"`
+	// Stops marks the checkpoint the chain stopped at: the one that would extend it,
+	// whose head is not here or does not check. Every later checkpoint waits for it
+	// unless the next compaction replaces it (CheckpointData.Replaces).
+	Stops bool `json:"stops,omitempty"`
 }
 
 // CountingChain returns the counting checkpoints of entries (a snapshot's, merged
@@ -240,8 +251,9 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 			probs = append(probs, CheckpointProblem{Hash: e.Hash(), Kind: "not_counting", Detail: "checkpoint entry whose ref is not \"checkpoint\""})
 		case !sigcache.Verify(e, masters.KeyAt(e.Device, e.Seq), project):
 			probs = append(probs, CheckpointProblem{Hash: e.Hash(), Kind: "not_counting", Detail: "checkpoint entry not signed by the master key in force"})
-		case json.Unmarshal(e.Data, &d) != nil || d.Epoch < 1 || !validHash(d.Head) || (d.Epoch == 1) != (d.Basis == ""):
-			probs = append(probs, CheckpointProblem{Hash: e.Hash(), Kind: "not_counting", Detail: "checkpoint entry with data that does not decode or names no head, or an epoch and basis that disagree"})
+		case json.Unmarshal(e.Data, &d) != nil || d.Epoch < 1 || !validHash(d.Head) || (d.Epoch == 1) != (d.Basis == "") ||
+			(d.Replaces != "" && (!validHash(d.Replaces) || d.Replaces == e.Hash())):
+			probs = append(probs, CheckpointProblem{Hash: e.Hash(), Kind: "not_counting", Detail: "checkpoint entry with data that does not decode or names no head, an epoch and basis that disagree, or a bad replaces"})
 		default:
 			valid = append(valid, cand{e, d})
 		}
@@ -257,6 +269,22 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 				next = append(next, c)
 			}
 		}
+		// A candidate another of its epoch and basis replaces is out, whether or not its
+		// head is here: the rule reads entries only, so every machine drops the same one.
+		replaced := map[string]cand{}
+		for _, c := range next {
+			if c.d.Replaces != "" {
+				replaced[c.d.Replaces] = c
+			}
+		}
+		next = slices.DeleteFunc(next, func(c cand) bool {
+			by, ok := replaced[c.e.Hash()]
+			if ok {
+				probs = append(probs, CheckpointProblem{Hash: c.e.Hash(), Epoch: c.d.Epoch, Kind: "replaced",
+					Detail: fmt.Sprintf("replaced by %s, written on device %s where this checkpoint did not count", by.e.Hash(), by.e.Device)})
+			}
+			return ok
+		})
 		if len(next) == 0 {
 			break
 		}
@@ -299,7 +327,7 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 			if errors.Is(err, ErrObjectMissing) {
 				kind = "pending"
 			}
-			probs = append(probs, CheckpointProblem{Hash: win.e.Hash(), Epoch: win.d.Epoch, Kind: kind, Detail: "head " + HeadPath(win.d.Epoch, win.d.Head) + ": " + err.Error()})
+			probs = append(probs, CheckpointProblem{Hash: win.e.Hash(), Epoch: win.d.Epoch, Kind: kind, Detail: "head " + HeadPath(win.d.Epoch, win.d.Head) + ": " + err.Error(), Stops: true})
 			break
 		}
 		h, err := ParseHead(raw, win.d.Head, masters.KeyAt(win.e.Device, win.e.Seq), project)
@@ -315,7 +343,7 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 			}
 		}
 		if err != nil {
-			probs = append(probs, CheckpointProblem{Hash: win.e.Hash(), Epoch: win.d.Epoch, Kind: "not_counting", Detail: err.Error()})
+			probs = append(probs, CheckpointProblem{Hash: win.e.Hash(), Epoch: win.d.Epoch, Kind: "not_counting", Detail: err.Error(), Stops: true})
 			break
 		}
 		chain = append(chain, Counting{Entry: *win.e, Data: win.d, Head: h})

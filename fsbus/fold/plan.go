@@ -236,4 +236,6 @@ type CompactResult struct {
 	// holding no agent.support naming 2 that the first compact passed with Force.
 	Format      int      `json:"format"`
 	Unsupported []string `json:"unsupported,omitempty"`
+	// Replaces is the checkpoint entry the new one replaces (CheckpointData.Replaces).
+	Replaces string `json:"replaces,omitempty"`
 }

@@ -73,40 +73,47 @@ func checkCompactor(p fold.PlanInput) error {
 	return nil
 }
 
-func blocking(cf *fold.ChannelFold) *fold.CheckpointProblem {
-	if cf == nil {
-		return nil
-	}
-	return cf.Blocking()
-}
-
 // Prepare decides the next checkpoint of the channel folder root from cf (the last
 // Load's checkpoints; nil for none) and p (Prev and PrevBase are filled here): it
-// refuses while a checkpoint of the chain does not count here yet (fold.ChannelFold.
-// Blocking) or on a device that is not the compactor (checkCompactor), loads the previous state
-// (hash-checked), plans the cut and the state (fold.PlanCheckpoint), signs the head
+// refuses while a checkpoint of the chain does not count here yet and may still
+// (fold.ChannelFold.Replacement; one that has not counted for the settle time the next
+// checkpoint replaces) or on a device that is not the compactor (checkCompactor),
+// loads the previous state (hash-checked), plans the cut and the state (fold.PlanCheckpoint), signs the head
 // with s, and returns the checkpoint entry's draft and the files to write before it.
 // A nil draft and no error: nothing new has settled.
 func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInput) (*ledger.Draft, []File, *fold.CompactResult, error) {
 	res := &fold.CompactResult{Settle: p.SettleText}
-	if b := blocking(cf); b != nil {
-		return nil, nil, res, errs.Errorf(errs.Conflict, "wait for sync to bring the checkpoint's files, or restore them from another machine (`ferry doctor` names them), then compact",
-			"the owner's checkpoint of epoch %d (%s) does not count here yet: %s; a compaction now would write its epoch again", b.Epoch, b.Hash, b.Detail)
+	var chain []fold.Counting
+	var replace *fold.CheckpointProblem
+	if cf != nil {
+		var b *fold.CheckpointProblem
+		chain = cf.Chain
+		if replace, b = cf.Replacement(p.SeenMs, p.GuardMs); b != nil {
+			hint := "wait for sync to bring the checkpoint's files, or restore them from another machine (`ferry doctor` names them), then compact"
+			if b.Stops {
+				hint += "; once its entry has been here for the settle time (policy.settle_s) without it counting, `ferry compact` replaces it"
+			}
+			return nil, nil, res, errs.Errorf(errs.Conflict, hint,
+				"the owner's checkpoint of epoch %d (%s) does not count here yet: %s; a compaction now would write its epoch again", b.Epoch, b.Hash, b.Detail)
+		}
 	}
-	if p.TakeOver && (cf == nil || len(cf.Chain) == 0) {
+	if replace != nil && len(chain) > 0 && chain[len(chain)-1].Entry.Hash() == replace.Hash {
+		chain = chain[:len(chain)-1] // the newest counting checkpoint, whose state never loaded here
+	}
+	if p.TakeOver && len(chain) == 0 {
 		return nil, nil, res, errs.Errorf(errs.Invalid, "run `ferry compact` without --take-over: the first checkpoint names its own device",
 			"no owner's checkpoint names a compactor yet: there is nothing to take over")
 	}
-	if d := fold.PolicyCompactorOf(p.State); (cf == nil || len(cf.Chain) == 0) && d != "" && d != p.Device {
+	if d := fold.PolicyCompactorOf(p.State); len(chain) == 0 && d != "" && d != p.Device {
 		return nil, nil, res, errs.Errorf(errs.Denied, "run `ferry compact` on that machine, or `ferry policy set compactor="+p.Device+"` here first",
 			"policy.compactor names device %s for the first checkpoint; this device is %s", d, p.Device)
 	}
-	if cf != nil && len(cf.Chain) > 0 {
-		p.Prev = &cf.Chain[len(cf.Chain)-1]
+	if len(chain) > 0 {
+		p.Prev = &chain[len(chain)-1]
 		if err := checkCompactor(p); err != nil {
 			return nil, nil, res, err
 		}
-		if ds := fold.StandingDisputes(p.In.Entries, p.State, cf.Chain); len(ds) > 0 {
+		if ds := fold.StandingDisputes(p.In.Entries, p.State, chain); len(ds) > 0 {
 			var who []string
 			for _, d := range ds {
 				who = append(who, fmt.Sprintf("%s (epoch %d, first difference at %s)", d.Writer, d.Epoch, d.First))
@@ -131,6 +138,9 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 	if plan.Base == nil {
 		return nil, nil, res, nil
 	}
+	if replace != nil && replace.Epoch != plan.Epoch {
+		return nil, nil, res, fmt.Errorf("the checkpoint to replace (%s) is of epoch %d, the next one of %d", replace.Hash, replace.Epoch, plan.Epoch)
+	}
 	files, headHash, err := NewFiles(root, plan, s)
 	if err != nil {
 		return nil, nil, res, err
@@ -141,6 +151,9 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 	d := fold.CheckpointData{Epoch: plan.Epoch, Head: headHash, Rules: fold.RulesVersion}
 	if p.Prev != nil {
 		d.Basis, d.TakeOver = p.Prev.Entry.Hash(), p.TakeOver
+	}
+	if replace != nil {
+		d.Replaces, res.Replaces = replace.Hash, replace.Hash
 	}
 	data, err := json.Marshal(d)
 	if err != nil {
