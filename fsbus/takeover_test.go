@@ -387,12 +387,16 @@ func TestTakeOverReplacesACheckpointThatNeverArrived(t *testing.T) {
 	}
 }
 
-// TestCompactReplacesItsOwnLostCheckpoint: on the compactor itself, a checkpoint whose
-// head was lost (pending), or whose state chunk was, blocks the next compaction until
-// its entry has been here for the settle time; then the next one replaces it.
-func TestCompactReplacesItsOwnLostCheckpoint(t *testing.T) {
+// TestCompactPastItsOwnLostFiles: on the compactor, a head lost after this machine saw
+// its checkpoint count is a rolled-back folder, refused after the settle time too;
+// on a restored owner home that never saw it count, the compaction after the settle
+// time replaces it. A chunk of the newest counting checkpoint lost blocks compaction
+// until a recomputation (`ferry ledger verify`, `doctor`, the background recheck)
+// restores it from the history here; the checkpoint is never replaced for it.
+func TestCompactPastItsOwnLostFiles(t *testing.T) {
 	w := newOwnerWorld(t)
 	clock, order, owner, top := w.clock, w.order, w.owner, w.top
+	seen := filepath.Join(w.c.Home.ConfigDir, "checkpoints", "acme")
 	now0 := fsbus.CompactOptions{SettleSet: true, Force: true}
 	compact := func(epoch int) *fold.CompactResult {
 		t.Helper()
@@ -405,14 +409,24 @@ func TestCompactReplacesItsOwnLostCheckpoint(t *testing.T) {
 	order("one")
 	compact(1)
 
-	// The head of epoch 2 is lost.
+	// The head of epoch 2 is lost after this machine saw epoch 2 count.
 	order("two")
 	lost := compact(2).Entry
-	w.away(2)
-	if _, err := owner("").Compact(now0); errs.CategoryOf(err) != errs.Conflict || !strings.Contains(err.Error(), "replaces it") {
-		t.Fatalf("compact while epoch 2's head is away: %v", err)
+	if k := top(); k.Entry.Hash() != lost {
+		t.Fatal("epoch 2 does not count")
 	}
-	clock.Add((25 * time.Hour).Milliseconds())
+	w.away(2)
+	for range 2 {
+		if _, err := owner("").Compact(now0); errs.CategoryOf(err) != errs.Conflict || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("compact while the head of epoch 2, seen counting here, is away: %v", err)
+		}
+		clock.Add((25 * time.Hour).Milliseconds())
+	}
+	// A restored owner home never saw it count: its compaction replaces it, once the
+	// entry has been here for the settle time.
+	if err := os.Remove(seen); err != nil {
+		t.Fatal(err)
+	}
 	order("three")
 	r := compact(2)
 	if r.Replaces != lost {
@@ -422,23 +436,35 @@ func TestCompactReplacesItsOwnLostCheckpoint(t *testing.T) {
 		t.Fatalf("the newest counting checkpoint is %s (replaces %q), want %s", k.Entry.Hash(), k.Data.Replaces, r.Entry)
 	}
 
-	// A chunk of epoch 3's state, new at 3, is lost: epoch 3 counts, its state does not load.
+	// A chunk of epoch 3's state, new at 3, is lost.
 	order("four")
 	r3 := compact(3)
-	if n := removeNewChunk(t, w.c.Root, top()); n == "" {
+	chunk := removeNewChunk(t, w.c.Root, top())
+	if chunk == "" {
 		t.Fatal("epoch 3 wrote no chunk of its own")
 	}
+	clock.Add((25 * time.Hour).Milliseconds())
 	if _, err := owner("").Compact(now0); errs.CategoryOf(err) != errs.Conflict {
 		t.Fatalf("compact while epoch 3's state does not load: %v", err)
 	}
-	clock.Add((25 * time.Hour).Milliseconds())
-	order("five")
-	r = compact(3)
-	if r.Replaces != r3.Entry {
-		t.Fatalf("the compact past the lost chunk replaces %q, want %s", r.Replaces, r3.Entry)
+	ch := fsbustest.Reopen(t, w.c)
+	v, err := ch.Load()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if k := top(); k.Entry.Hash() != r.Entry {
-		t.Fatalf("the newest counting checkpoint is %s, want the replacement %s", k.Entry.Hash(), r.Entry)
+	probs, d, err := ch.Recheck(v)
+	if err != nil || d != nil {
+		t.Fatalf("recheck: %+v %v", d, err)
+	}
+	if _, err := os.Stat(chunk); err != nil {
+		t.Fatalf("the recheck did not restore the lost chunk: %v (problems %+v)", err, probs)
+	}
+	order("five")
+	if r := compact(4); r.Replaces != "" {
+		t.Fatalf("the compact after the chunk's restoration replaces %s", r.Replaces)
+	}
+	if k := top(); k.Data.Basis != r3.Entry {
+		t.Fatalf("epoch 4 names basis %s, want epoch 3's %s", k.Data.Basis, r3.Entry)
 	}
 }
 

@@ -123,10 +123,28 @@ func TestAutomaticCompaction(t *testing.T) {
 	if r, err := owner.Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); errs.CategoryOf(err) != errs.Conflict || !strings.Contains(err.Error(), "epoch 2") {
 		t.Fatalf("ferry compact with epoch 2's head gone: %+v %v", r, err)
 	}
+	// On a restored home that never saw epoch 2 count, once its entry has been here
+	// for the settle time, the daemon's compaction replaces it.
+	lost := owner.OwnerCheckpoint().Stop()
+	if lost == nil || lost.Epoch != 2 {
+		t.Fatalf("the stop at epoch 2's missing head: %+v", owner.OwnerCheckpoint().Problems)
+	}
+	if err := os.Remove(filepath.Join(c.Home.ConfigDir, "checkpoints", c.Project())); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(10_000)
+	d, r, err = run()
+	if err != nil || !d.Due || r == nil || r.Epoch != 2 || r.Replaces != lost.Hash {
+		t.Fatalf("past epoch 2's missing head on a restored home: %+v %+v %v (want replaces %s)", d, r, err, lost.Hash)
+	}
 	if err := os.Rename(heads[0]+".aside", heads[0]); err != nil {
 		t.Fatal(err)
 	}
-	if d, r, err := run(); err != nil || !d.Due || r == nil || r.Epoch != 3 {
-		t.Fatalf("with the head back: %+v %+v %v", d, r, err)
+	order("seven")
+	order("eight")
+	order("nine")
+	clock.Add(10_000)
+	if d, r, err := run(); err != nil || !d.Due || r == nil || r.Epoch != 3 || r.Replaces != "" {
+		t.Fatalf("with the replaced head back: %+v %+v %v", d, r, err)
 	}
 }

@@ -53,10 +53,9 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 				Detail: fmt.Sprintf("the checkpoint was folded under fold rules %d and this build folds under %d: this build reads the channel without it and writes nothing; upgrade ferry", c.Data.Rules, RulesVersion)})
 			break
 		}
-		newest := i == len(cf.Chain)-1
 		base, err := LoadBaseLazy(c, cps, false)
 		if err != nil {
-			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error(), Stops: newest})
+			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
 			continue
 		}
 		at, above, probs := Split(in.Entries, in.Forks, base.Cut, nil)
@@ -73,7 +72,7 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 		if err := base.Err(); err != nil {
 			// A chunk the fold read did not (not arrived yet, or damaged): the state
 			// cannot be folded from, as when the core does not load.
-			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error(), Stops: newest})
+			cf.Problems = append(cf.Problems, CheckpointProblem{Hash: c.Entry.Hash(), Epoch: c.Data.Epoch, Kind: "state", Detail: err.Error()})
 			continue
 		}
 		cf.Folded, cf.Used = folded, i
@@ -87,8 +86,9 @@ func FoldChannel(in FoldInput, cps Checkpoints) *ChannelFold {
 }
 
 // Stop returns the problem of the checkpoint the chain stops at here, nil for none:
-// the one that would extend it but does not count here (CountingChain marks it), or
-// the newest counting one whose state does not load here.
+// the one that would extend it but does not count here (CountingChain marks it). A
+// counting checkpoint whose state does not load is no stop: it is never replaced, and
+// a recomputation from the history here restores its chunks (Recompute).
 func (cf *ChannelFold) Stop() *CheckpointProblem {
 	for i := range cf.Problems {
 		if cf.Problems[i].Stops {
@@ -288,6 +288,13 @@ func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []Cut
 			return nil, nil, err
 		}
 		want, err := LoadBase(c, cps)
+		if errors.Is(err, ErrObjectMissing) {
+			if n, rerr := restoreChunks(got, c.Head, cps); rerr != nil {
+				return nil, nil, rerr
+			} else if n > 0 {
+				want, err = LoadBase(c, cps)
+			}
+		}
 		if errors.Is(err, ErrObjectMissing) { // not arrived yet: nothing to dispute
 			return nil, []CutProblem{{Kind: "pending", Detail: fmt.Sprintf("checkpoint of epoch %d: %v", c.Data.Epoch, err)}}, nil
 		}
@@ -308,6 +315,48 @@ func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []Cut
 		prev = want
 	}
 	return nil, nil, nil
+}
+
+// ChunkPutter is a Checkpoints that can also publish a chunk file.
+type ChunkPutter interface {
+	PutChunk(hash string, b []byte) error
+}
+
+// restoreChunks publishes the chunks of got, the state recomputed at h's cut, that h
+// names and of which cps has no file, when cps is a ChunkPutter and got's chunk refs
+// are exactly h's (the recomputed state is the signed one): a chunk is named by its
+// hash, so bytes that hash to the name are that chunk, wherever they came from
+// (docs/format.md §20 "Replacing a checkpoint that does not count", ADR 0020). A file
+// only partly here (ErrObjectTorn) is left to the sync tool writing it. It returns
+// how many it published; 0 when the refs differ (the comparison then waits for the
+// chunks, as before).
+func restoreChunks(got *Base, h *Head, cps Checkpoints) (int, error) {
+	put, ok := cps.(ChunkPutter)
+	if !ok {
+		return 0, nil
+	}
+	chunks, refs, err := StateChunks(got)
+	if err != nil {
+		return 0, err
+	}
+	same := func(a, b []ChunkRef) bool {
+		return slices.EqualFunc(a, b, func(x, y ChunkRef) bool { return x.Hash == y.Hash && x.First == y.First && x.Filter == y.Filter })
+	}
+	if !same(refs.Core, h.State) || !same(refs.Things, h.Things) || !same(refs.Idem, h.Idem) {
+		return 0, nil
+	}
+	n := 0
+	for _, b := range chunks {
+		hash := ledger.HashBytes(b)
+		if _, err := cps.Chunk(hash); !errors.Is(err, ErrObjectMissing) || errors.Is(err, ErrObjectTorn) {
+			continue // here, or being written (a sync tool's file in progress is left to it)
+		}
+		if err := put.PutChunk(hash, b); err != nil {
+			return n, fmt.Errorf("restoring chunk %s: %w", ChunkPath(hash), err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // NextBase folds the base at cut: from prev (nil for the first checkpoint) and the

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // headMax and chunkMax bound what is read of a head or chunk file: a head holds the cut
@@ -35,6 +37,22 @@ func (d Dir) Head(epoch int, hash string) ([]byte, error) {
 // partly (as Head).
 func (d Dir) Chunk(hash string) ([]byte, error) {
 	return readBounded(filepath.Join(d.Root, filepath.FromSlash(fold.ChunkPath(hash))), chunkMax)
+}
+
+// PutChunk publishes a chunk file (fsutil.WriteFile: temp, fsync, rename, directory
+// fsync) whose bytes b hash to hash (fold.ChunkPutter). It refuses bytes of another
+// hash, more than a chunk may hold, and a checkpoints or chunks directory that is a
+// link: ferry never writes through links.
+func (d Dir) PutChunk(hash string, b []byte) error {
+	if ledger.HashBytes(b) != hash || len(b) > chunkMax {
+		return fmt.Errorf("chunk of %d bytes hashing to %s, not %s", len(b), ledger.HashBytes(b), hash)
+	}
+	for _, dir := range []string{"checkpoints", filepath.Join("checkpoints", "chunks")} {
+		if fi, err := os.Lstat(filepath.Join(d.Root, dir)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s in the channel is a symbolic link: ferry never writes through links", dir)
+		}
+	}
+	return fsutil.WriteFile(filepath.Join(d.Root, filepath.FromSlash(fold.ChunkPath(hash))), b, 0o644)
 }
 
 // readBounded reads a regular file of at most limit bytes; fold.ErrObjectMissing when

@@ -34,7 +34,7 @@ func CheckEpoch(path string, cf *fold.ChannelFold) (probs []fold.CheckpointProbl
 	switch {
 	case top < seen:
 		return []fold.CheckpointProblem{{Hash: seenHash, Epoch: seen, Kind: "rolled_back",
-			Detail: fmt.Sprintf("this machine has seen the owner's checkpoint of epoch %d (%s) count, and the folder's counting checkpoints end at epoch %d: the folder was rolled back or restored from an old copy; restore the checkpoint's files and the master's segment from another machine", seen, seenHash, top)}}, nil
+			Detail: fmt.Sprintf("this machine has seen the owner's checkpoint of epoch %d (%s) count, and the folder's counting checkpoints end at epoch %d: the folder was rolled back or restored from an old copy, or the checkpoint's files were lost; restore the checkpoint's files and the master's segment from another machine (if no machine holds them any more, removing %s lets the next compaction replace the checkpoint once the settle time has passed, and what was final at its cut may then change)", seen, seenHash, top, path)}}, nil
 	case top > seen:
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("could not remember checkpoint epoch %d: %w", top, err)

@@ -90,15 +90,15 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 		chain = cf.Chain
 		if replace, b = cf.Replacement(p.SeenMs, p.GuardMs); b != nil {
 			hint := "wait for sync to bring the checkpoint's files, or restore them from another machine (`ferry doctor` names them), then compact"
-			if b.Stops {
+			switch {
+			case b.Stops:
 				hint += "; once its entry has been here for the settle time (policy.settle_s) without it counting, `ferry compact` replaces it"
+			case b.Kind == "state":
+				hint = "run `ferry ledger verify` on a machine that holds the history below the cut: it restores the chunks it recomputes; or wait for sync to bring them, then compact"
 			}
 			return nil, nil, res, errs.Errorf(errs.Conflict, hint,
 				"the owner's checkpoint of epoch %d (%s) does not count here yet: %s; a compaction now would write its epoch again", b.Epoch, b.Hash, b.Detail)
 		}
-	}
-	if replace != nil && len(chain) > 0 && chain[len(chain)-1].Entry.Hash() == replace.Hash {
-		chain = chain[:len(chain)-1] // the newest counting checkpoint, whose state never loaded here
 	}
 	if p.TakeOver && len(chain) == 0 {
 		return nil, nil, res, errs.Errorf(errs.Invalid, "run `ferry compact` without --take-over: the first checkpoint names its own device",
