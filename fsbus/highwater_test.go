@@ -335,3 +335,30 @@ func BenchmarkAppendMark(b *testing.B) {
 		})
 	}
 }
+
+// TestVerifyAfterAWriteIsNotLost: a write of this machine acknowledged after the view
+// verify checks was read (a daemon writing while `ferry ledger verify` runs) is not
+// reported lost; a segment that really lost entries still is.
+func TestVerifyAfterAWriteIsNotLost(t *testing.T) {
+	w := newMarkWorld(t)
+	v, err := w.c.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.order("second"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.c.Verify(v)
+	if err != nil || len(rep.Lost) != 0 {
+		t.Fatalf("verify of a view read before this machine's last write: lost %q, %v", rep.Lost, err)
+	}
+	// The segment loses its last line: lost, against the stale view and a fresh one.
+	b := mustReadFile(t, w.seg)
+	cut := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1
+	if err := os.WriteFile(w.seg, b[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = w.c.Verify(v); err != nil || len(rep.Lost) != 1 {
+		t.Fatalf("verify after the segment lost its last line: lost %q, %v", rep.Lost, err)
+	}
+}

@@ -509,15 +509,10 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 		return nil, err
 	}
 	out := &verify.Report{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
-	// Segments this machine wrote that now hold fewer entries than it appended.
-	// Each name once: the owner's home holds a key file named master too.
-	for _, name := range slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), fold.MasterWriter)))) {
-		hwm := c.Home.highWater(c.Project(), name, c.Device)
-		if have := tipSeq(v.chainTip(name, c.Device)); have < hwm {
-			out.Lost = append(out.Lost, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d",
-				verify.Rel(c.Root, ledger.SegmentPath(c.Root, name, c.Device)), hwm, have))
-		}
-	}
+	cc := &verify.Channel{Root: c.Root, Device: c.Device, ProjectName: c.Project(), HasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}
+	names := slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), fold.MasterWriter))))
+	out.Lost = cc.LostSegments(names, func(name string) uint64 { return c.Home.highWater(c.Project(), name, c.Device) },
+		func(name string) uint64 { return tipSeq(v.chainTip(name, c.Device)) })
 	if out.Ignored == nil {
 		out.Ignored = []fold.Ignored{}
 	}
@@ -527,7 +522,6 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 		}
 	}
 	// Records this machine read that are gone (vanished.go).
-	cc := &verify.Channel{Root: c.Root, Device: c.Device, ProjectName: c.Project(), HasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}
 	cv := &verify.View{Snapshot: v.Snapshot, State: v.State, Arrivals: v.Arrivals, Tip: v.chainTip}
 	if out.Vanished, err = cc.VanishedRecords(cv, verify.LostWriters(out.Lost)); err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package ledger
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 )
 
@@ -30,4 +32,24 @@ func LineEnd(path, hash string) int64 {
 			return 0
 		}
 	}
+}
+
+// FileTip returns the last complete entry of (writer, device) in the segment file at
+// path, read backwards from its end (normally one line), nil when the file holds none
+// or does not exist. It reads the file as it is now, whatever a snapshot read before.
+func FileTip(path, writer, device string) (*Entry, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	_, last, _, err := scanTail(f, fi.Size(), writer, device)
+	return last, err
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // Vanished records. A record this machine read (its arrival log holds it) that is in
@@ -114,6 +116,28 @@ func recordsOnDisk(root string) (map[string]bool, error) {
 		}
 	}
 	return onDisk, nil
+}
+
+// LostSegments lists this machine's segments (of the writers names, on c.Device) that
+// hold fewer entries than it appended: hwm is the seq its writes are known to have
+// reached (the high-water mark), have the tip seq in the view checked. The view was
+// read before the mark: a write acknowledged since is in the file, so a segment short
+// in the view is read again, after the mark, before it is called lost.
+func (c *Channel) LostSegments(names []string, hwm, have func(name string) uint64) []string {
+	out := []string{}
+	for _, name := range names {
+		mark, got := hwm(name), have(name)
+		seg := ledger.SegmentPath(c.Root, name, c.Device)
+		if got < mark {
+			if tip, err := ledger.FileTip(seg, name, c.Device); err == nil && tip != nil {
+				got = max(got, tip.Seq)
+			}
+		}
+		if got < mark {
+			out = append(out, fmt.Sprintf("%s: this machine appended up to seq %d, the folder holds up to seq %d", Rel(c.Root, seg), mark, got))
+		}
+	}
+	return out
 }
 
 // LostWriters returns the writers whose segments Lost names (ledger/<writer>/…).
