@@ -345,12 +345,22 @@ func TestTakeOverReplacesACheckpointThatNeverArrived(t *testing.T) {
 	if r, err := owner(A).Compact(now0); err != nil || r.Epoch != 1 {
 		t.Fatalf("epoch 1: %+v %v", r, err)
 	}
+	top() // this machine (B's, in this test) has seen epoch 1 count
+	seen := filepath.Join(c.Home.ConfigDir, "checkpoints", "acme")
+	seenBefore, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
 	order("two")
 	r, err := owner(A).Compact(now0)
 	if err != nil || r.Epoch != 2 {
 		t.Fatalf("A's epoch 2: %+v %v", r, err)
 	}
 	lost := r.Entry
+	// A remembers its epoch 2 as seen; B, the machine reading here from now on, never saw it.
+	if err := os.WriteFile(seen, seenBefore, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	back := w.away(2)
 	if k := top(); k.Data.Epoch != 1 {
 		t.Fatalf("with epoch 2's head away the newest counting checkpoint is epoch %d", k.Data.Epoch)

@@ -289,10 +289,12 @@ func Recompute(in FoldInput, chain []Counting, cps Checkpoints) (*Dispute, []Cut
 		}
 		want, err := LoadBase(c, cps)
 		if errors.Is(err, ErrObjectMissing) {
-			if n, rerr := restoreChunks(got, c.Head, cps); rerr != nil {
-				return nil, nil, rerr
-			} else if n > 0 {
+			n, rerr := restoreChunks(got, c.Head, cps)
+			if n > 0 {
 				want, err = LoadBase(c, cps)
+			}
+			if rerr != nil && errors.Is(err, ErrObjectMissing) { // best effort: the chunk stays pending
+				err = fmt.Errorf("%w (it could not be restored here: %v)", err, rerr)
 			}
 		}
 		if errors.Is(err, ErrObjectMissing) { // not arrived yet: nothing to dispute
@@ -327,9 +329,10 @@ type ChunkPutter interface {
 // are exactly h's (the recomputed state is the signed one): a chunk is named by its
 // hash, so bytes that hash to the name are that chunk, wherever they came from
 // (docs/format.md §20 "Replacing a checkpoint that does not count", ADR 0020). A file
-// only partly here (ErrObjectTorn) is left to the sync tool writing it. It returns
-// how many it published; 0 when the refs differ (the comparison then waits for the
-// chunks, as before).
+// only partly here (ErrObjectTorn: empty, or NUL bytes) is replaced too; one whose
+// bytes hash to another name is not (it is disputed). It returns how many it
+// published, and the first error met publishing one; none when the refs differ (the
+// comparison then waits for the chunks).
 func restoreChunks(got *Base, h *Head, cps Checkpoints) (int, error) {
 	put, ok := cps.(ChunkPutter)
 	if !ok {
@@ -348,11 +351,11 @@ func restoreChunks(got *Base, h *Head, cps Checkpoints) (int, error) {
 	n := 0
 	for _, b := range chunks {
 		hash := ledger.HashBytes(b)
-		if _, err := cps.Chunk(hash); !errors.Is(err, ErrObjectMissing) || errors.Is(err, ErrObjectTorn) {
-			continue // here, or being written (a sync tool's file in progress is left to it)
+		if _, err := cps.Chunk(hash); !errors.Is(err, ErrObjectMissing) {
+			continue
 		}
 		if err := put.PutChunk(hash, b); err != nil {
-			return n, fmt.Errorf("restoring chunk %s: %w", ChunkPath(hash), err)
+			return n, fmt.Errorf("restoring %s: %w", ChunkPath(hash), err)
 		}
 		n++
 	}

@@ -291,22 +291,35 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 		// One segment: the lowest seq (a later one at the same epoch should have named
 		// it). The compactor's own before any take-over; epoch 1 on several devices, or
 		// several take-overs: the lowest hash, the others reported.
-		// The order is total: by the device's rank (the compactor first, then the lowest
-		// hash of the device's lowest-seq candidate), then by seq within a device.
+		// The order is total: replacements first, then by the device's rank (the
+		// compactor first, then the lowest hash of the device's lowest-seq candidate),
+		// then by seq within a device.
 		lowest := map[string]cand{}
 		for _, c := range next {
 			if l, ok := lowest[c.e.Device]; !ok || c.e.Seq < l.e.Seq {
 				lowest[c.e.Device] = c
 			}
 		}
-		rank := func(c cand) (bool, string) { return c.e.Device != compactor, lowest[c.e.Device].e.Hash() }
-		slices.SortFunc(next, func(a, b cand) int {
-			ao, ah := rank(a)
-			bo, bh := rank(b)
+		// A replacement ranks before every candidate that replaces none: it was written
+		// where the chain stopped, over a cut that may cover such a candidate, and a
+		// reader from its cut would not see one that outranked it.
+		later := func(x, y bool) int { // false before true
 			switch {
-			case ao != bo:
-				return map[bool]int{false: -1, true: 1}[ao]
-			case ah != bh:
+			case x == y:
+				return 0
+			case x:
+				return 1
+			}
+			return -1
+		}
+		slices.SortFunc(next, func(a, b cand) int {
+			if r := later(a.d.Replaces == "", b.d.Replaces == ""); r != 0 {
+				return r
+			}
+			if r := later(a.e.Device != compactor, b.e.Device != compactor); r != 0 {
+				return r
+			}
+			if ah, bh := lowest[a.e.Device].e.Hash(), lowest[b.e.Device].e.Hash(); ah != bh {
 				return strings.Compare(ah, bh)
 			}
 			return int(a.e.Seq) - int(b.e.Seq)

@@ -70,12 +70,16 @@ func FoldFloored(in FoldInput, snap *ledger.Snapshot, cps Checkpoints, epoch int
 	if entry == nil {
 		return nil, fmt.Errorf("no checkpoint entry of epoch %d naming head %s above its cut", epoch, headHash)
 	}
-	// Any other checkpoint entry here but its basis and the one it replaces may change
-	// which chain counts (a later one, a second one of its epoch, or the compactor's own
-	// of an epoch a take-over below it also wrote): CountingChain decides, over the
-	// whole reading.
+	// A replacement may have rivals of its epoch at or below its cut, which this
+	// reading does not hold: CountingChain decides, over the whole reading (ADR 0020).
+	if data.Replaces != "" {
+		return nil, fmt.Errorf("checkpoint of epoch %d replaces %s: its rivals may lie below its cut", epoch, data.Replaces)
+	}
+	// Any other checkpoint entry here but its basis may change which chain counts (a
+	// later one, a second one of its epoch, or the compactor's own of an epoch a
+	// take-over below it also wrote): CountingChain decides, over the whole reading.
 	for _, e := range others {
-		if h := e.Hash(); h != data.Basis && h != data.Replaces {
+		if e.Hash() != data.Basis {
 			return nil, fmt.Errorf("checkpoint entry %s above the cut of epoch %d", e.Hash(), epoch)
 		}
 	}

@@ -17,33 +17,59 @@ import (
 // CheckEpoch compares the counting chain with the highest epoch this machine has seen,
 // kept in the file path (config/checkpoints/<project>: "<epoch> <entry hash>\n",
 // docs/format.md §18): a lower one is a folder rolled back (restored from an old copy),
-// reported loudly; a higher one is remembered. err says that it could not be
-// remembered (the check then compares with the last epoch remembered).
+// and the same epoch counting another checkpoint one whose checkpoint was replaced or
+// lost, each reported loudly (kind rolled_back); a higher one is remembered. err says
+// that it could not be remembered (the check then compares with the last epoch
+// remembered).
 func CheckEpoch(path string, cf *fold.ChannelFold) (probs []fold.CheckpointProblem, err error) {
 	top, hash := 0, ""
 	if n := len(cf.Chain); n > 0 {
 		top, hash = cf.Chain[n-1].Data.Epoch, cf.Chain[n-1].Entry.Hash()
 	}
-	seen, seenHash := 0, ""
-	if b, err := os.ReadFile(path); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			seen, _ = strconv.Atoi(f[0])
-			seenHash = f[1]
-		}
-	}
+	seen, seenHash := readSeen(path)
+	letGo := fmt.Sprintf("restore the checkpoint's files and the master's segment from another machine (if no machine holds them any more, removing %s lets the next compaction replace the checkpoint once the settle time has passed, and what was final at its cut may then change)", path)
 	switch {
 	case top < seen:
 		return []fold.CheckpointProblem{{Hash: seenHash, Epoch: seen, Kind: "rolled_back",
-			Detail: fmt.Sprintf("this machine has seen the owner's checkpoint of epoch %d (%s) count, and the folder's counting checkpoints end at epoch %d: the folder was rolled back or restored from an old copy, or the checkpoint's files were lost; restore the checkpoint's files and the master's segment from another machine (if no machine holds them any more, removing %s lets the next compaction replace the checkpoint once the settle time has passed, and what was final at its cut may then change)", seen, seenHash, top, path)}}, nil
+			Detail: fmt.Sprintf("this machine has seen the owner's checkpoint of epoch %d (%s) count, and the folder's counting checkpoints end at epoch %d: the folder was rolled back or restored from an old copy, or the checkpoint's files were lost; %s", seen, seenHash, top, letGo)}}, nil
+	case top == seen && seenHash != "" && hash != seenHash:
+		return []fold.CheckpointProblem{{Hash: seenHash, Epoch: seen, Kind: "rolled_back",
+			Detail: fmt.Sprintf("this machine has seen the owner's checkpoint of epoch %d (%s) count, and %s counts at that epoch now: it was replaced (ADR 0020) or its entry lost, and what was final at its cut may have changed; if that is known and accepted, remove %s", seen, seenHash, hash, path)}}, nil
 	case top > seen:
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("could not remember checkpoint epoch %d: %w", top, err)
-		}
-		if err := fsutil.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", top, hash)), 0o644); err != nil {
-			return nil, fmt.Errorf("could not remember checkpoint epoch %d in %s: %w", top, path, err)
-		}
+		return nil, RememberEpoch(path, top, hash)
 	}
 	return nil, nil
+}
+
+// readSeen reads the epoch and entry hash the file path remembers (0, "" for none).
+func readSeen(path string) (int, string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, ""
+	}
+	n, _ := strconv.Atoi(f[0])
+	return n, f[1]
+}
+
+// RememberEpoch records in the file path that this machine has seen the checkpoint of
+// epoch, entry hash, count, unless it remembers a higher epoch already: the compactor
+// calls it once its checkpoint is written, so a head deleted before its next reading
+// is a rollback there, never a checkpoint it may replace.
+func RememberEpoch(path string, epoch int, hash string) error {
+	if seen, _ := readSeen(path); seen >= epoch {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("could not remember checkpoint epoch %d: %w", epoch, err)
+	}
+	if err := fsutil.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", epoch, hash)), 0o644); err != nil {
+		return fmt.Errorf("could not remember checkpoint epoch %d in %s: %w", epoch, path, err)
+	}
+	return nil
 }
 
 // Recheck folds every counting checkpoint of cf again from in (a snapshot's entries
