@@ -203,28 +203,57 @@ const Poll = time.Minute
 // process rechecks a checkpoint that arrives while it runs. It writes what it found,
 // or why it failed, to log: a dispute loudly, a match or an absent history in one line.
 func Start(ctx context.Context, open func() (*fsbus.Channel, error), name string, log io.Writer) {
+	root := ""
+	p := &poller{
+		heads: func() (string, error) { return headNames(open, &root) },
+		run:   func() (*Result, error) { return Run(open, name) },
+		now:   time.Now,
+		log:   log,
+	}
+	t := time.NewTicker(Poll)
 	go func() {
-		seen, retry, wait, root := "", time.Time{}, Poll, ""
-		t := time.NewTicker(Poll)
 		defer t.Stop()
-		for {
-			heads, err := headNames(open, &root)
-			switch {
-			case err != nil:
-			case heads != seen:
-				seen, wait = heads, Poll
-				retry = report(log, open, name, wait)
-			case !retry.IsZero() && !time.Now().Before(retry):
-				wait = min(2*wait, time.Hour)
-				retry = report(log, open, name, wait)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		p.loop(ctx, t.C)
 	}()
+}
+
+// poller is Start's loop, its heads, recheck and clock given as functions.
+type poller struct {
+	heads func() (string, error) // the set of checkpoint heads in the folder
+	run   func() (*Result, error)
+	now   func() time.Time
+	log   io.Writer
+
+	seen  string        // the heads at the last recheck
+	retry time.Time     // when to recheck the same heads again; zero: not again
+	wait  time.Duration // the wait before retry
+}
+
+// loop takes a step at once and at every tick, until ctx is done.
+func (p *poller) loop(ctx context.Context, tick <-chan time.Time) {
+	for {
+		p.step()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+	}
+}
+
+// step looks at the heads and rechecks when they changed since the last recheck or a
+// retry is due.
+func (p *poller) step() {
+	heads, err := p.heads()
+	switch {
+	case err != nil:
+	case heads != p.seen:
+		p.seen, p.wait = heads, Poll
+		p.retry = p.report()
+	case !p.retry.IsZero() && !p.now().Before(p.retry):
+		p.wait = min(2*p.wait, time.Hour)
+		p.retry = p.report()
+	}
 }
 
 // headNames lists the channel's checkpoint heads; *root is the channel folder, found
@@ -241,22 +270,22 @@ func headNames(open func() (*fsbus.Channel, error), root *string) (string, error
 	return strings.Join(heads, "\n"), err
 }
 
-// report runs Run and logs it; it returns when to try again (after wait) when the
-// recheck failed or its files had not all arrived, the zero time otherwise.
-func report(log io.Writer, open func() (*fsbus.Channel, error), name string, wait time.Duration) time.Time {
-	r, err := Run(open, name)
+// report runs the recheck and logs it; it returns when to try again (after p.wait)
+// when the recheck failed or its files had not all arrived, the zero time otherwise.
+func (p *poller) report() time.Time {
+	r, err := p.run()
 	switch {
 	case err != nil:
-		fmt.Fprintf(log, "ferry: rechecking the owner's checkpoint: %v\n", err)
-		return time.Now().Add(wait)
+		fmt.Fprintf(p.log, "ferry: rechecking the owner's checkpoint: %v\n", err)
+		return p.now().Add(p.wait)
 	case r == nil:
 	case r.Outcome == Pending:
-		return time.Now().Add(wait)
+		return p.now().Add(p.wait)
 	case r.Outcome == Dispute:
-		fmt.Fprintf(log, "ferry: the owner's checkpoint of epoch %d (%s) holds another state than this machine folds from the entries at or below its cut, first at %s: disputed%s\n",
+		fmt.Fprintf(p.log, "ferry: the owner's checkpoint of epoch %d (%s) holds another state than this machine folds from the entries at or below its cut, first at %s: disputed%s\n",
 			r.Epoch, r.Checkpoint, r.First, detail(r))
 	default:
-		fmt.Fprintf(log, "ferry: rechecked the owner's checkpoint of epoch %d: %s%s\n", r.Epoch, r.Outcome, detail(r))
+		fmt.Fprintf(p.log, "ferry: rechecked the owner's checkpoint of epoch %d: %s%s\n", r.Epoch, r.Outcome, detail(r))
 	}
 	return time.Time{}
 }
