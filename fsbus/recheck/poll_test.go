@@ -27,7 +27,6 @@ func TestPollRechecksOnNewHeads(t *testing.T) {
 	p := &poller{
 		heads: func() (string, error) { return headNames(open, &dir) },
 		run:   func() (*Result, error) { runs.Add(1); return &Result{Outcome: Match, Epoch: 1}, nil },
-		now:   time.Now,
 		log:   io.Discard,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,26 +81,24 @@ func TestPollRechecksOnNewHeads(t *testing.T) {
 }
 
 // TestPollRetriesPendingWithBackoff: a pending recheck (or a failed one) is tried again
-// a Poll later, then after twice as long each time up to an hour, at the same heads;
-// a result that is not pending ends the retries; new heads start again from one Poll.
-// The steps are taken every second of a clock the test moves.
+// at the next poll, then after twice as many polls each time up to an hour's, at the
+// same heads; a result that is not pending ends the retries; new heads, even in the
+// middle of a backoff, start again from one poll.
 func TestPollRetriesPendingWithBackoff(t *testing.T) {
-	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	now, heads := t0, "a"
-	var at []time.Duration // when each recheck ran, since t0
+	poll, heads := 0, "a"
+	var at []time.Duration // when each recheck ran: its poll's time since the first
 	outcome := func() (*Result, error) { return &Result{Outcome: Pending}, nil }
 	var log strings.Builder
 	p := &poller{
 		heads: func() (string, error) { return heads, nil },
 		run: func() (*Result, error) {
-			at = append(at, now.Sub(t0))
+			at = append(at, time.Duration(poll)*Poll)
 			return outcome()
 		},
-		now: func() time.Time { return now },
 		log: &log,
 	}
 	until := func(d time.Duration) {
-		for ; now.Sub(t0) <= d; now = now.Add(time.Second) {
+		for ; time.Duration(poll)*Poll <= d; poll++ {
 			p.step()
 		}
 	}
@@ -127,16 +124,24 @@ func TestPollRetriesPendingWithBackoff(t *testing.T) {
 		t.Fatalf("%d rechecks after a match, want none; log %q", len(at)-n, log.String())
 	}
 
-	// New heads: at once, then a Poll later again; a failed recheck backs off as a
+	// New heads: at once, then a poll later again; a failed recheck backs off as a
 	// pending one does.
 	outcome = func() (*Result, error) { return nil, errors.New("disk on fire") }
 	heads, at = "a\nb", nil
-	start := now.Sub(t0)
+	start := time.Duration(poll) * Poll
 	until(start + 7*time.Minute)
 	if g := gaps(); len(at) == 0 || at[0] != start || !slices.Equal(g, want[:3]) {
 		t.Fatalf("failed rechecks of new heads at %v (gaps %v); want one at %v, then gaps %v", at, g, start, want[:3])
 	}
 	if !strings.Contains(log.String(), "disk on fire") {
 		t.Fatalf("log %q", log.String())
+	}
+
+	// Heads that change in the middle of a backoff: at once, then a poll later.
+	heads, at = "a\nb\nc", nil
+	start = time.Duration(poll) * Poll
+	until(start + 3*time.Minute)
+	if g := gaps(); len(at) == 0 || at[0] != start || !slices.Equal(g, want[:2]) {
+		t.Fatalf("rechecks of heads changed during a backoff at %v (gaps %v); want one at %v, then gaps %v", at, g, start, want[:2])
 	}
 }

@@ -194,8 +194,8 @@ func write(ch *fsbus.Channel, name string, d fold.Dispute, withdrawn bool, r *Re
 }
 
 // Poll is how often Start looks for a checkpoint head it has not rechecked; a recheck
-// that found files not yet arrived, or failed, is tried again after Poll, then after
-// twice as long each time, up to an hour.
+// that found files not yet arrived, or failed, is tried again at the next poll, then
+// after twice as many polls each time, up to an hour's.
 const Poll = time.Minute
 
 // Start runs Run in the background, and again whenever the set of checkpoint heads in
@@ -207,7 +207,6 @@ func Start(ctx context.Context, open func() (*fsbus.Channel, error), name string
 	p := &poller{
 		heads: func() (string, error) { return headNames(open, &root) },
 		run:   func() (*Result, error) { return Run(open, name) },
-		now:   time.Now,
 		log:   log,
 	}
 	t := time.NewTicker(Poll)
@@ -217,16 +216,17 @@ func Start(ctx context.Context, open func() (*fsbus.Channel, error), name string
 	}()
 }
 
-// poller is Start's loop, its heads, recheck and clock given as functions.
+// poller is Start's loop, its heads and recheck given as functions. Its waits are
+// counted in polls, not on the clock: a recheck takes time, and a retry due a Poll
+// after it ended would miss the tick a Poll after it began.
 type poller struct {
 	heads func() (string, error) // the set of checkpoint heads in the folder
 	run   func() (*Result, error)
-	now   func() time.Time
 	log   io.Writer
 
-	seen  string        // the heads at the last recheck
-	retry time.Time     // when to recheck the same heads again; zero: not again
-	wait  time.Duration // the wait before retry
+	seen string // the heads at the last recheck
+	wait int    // polls from the last recheck to its retry; 0: no retry
+	left int    // polls until the retry
 }
 
 // loop takes a step at once and at every tick, until ctx is done.
@@ -241,19 +241,33 @@ func (p *poller) loop(ctx context.Context, tick <-chan time.Time) {
 	}
 }
 
-// step looks at the heads and rechecks when they changed since the last recheck or a
-// retry is due.
+// step is one poll: it looks at the heads and rechecks when they changed since the
+// last recheck or a retry is due.
 func (p *poller) step() {
+	if p.left > 0 {
+		p.left--
+	}
 	heads, err := p.heads()
 	switch {
 	case err != nil:
 	case heads != p.seen:
-		p.seen, p.wait = heads, Poll
-		p.retry = p.report()
-	case !p.retry.IsZero() && !p.now().Before(p.retry):
-		p.wait = min(2*p.wait, time.Hour)
-		p.retry = p.report()
+		p.seen, p.wait = heads, 0
+		p.try()
+	case p.wait > 0 && p.left == 0:
+		p.try()
 	}
+}
+
+// try rechecks, and when the recheck is to be tried again sets the retry: a poll
+// after the first try, then twice as many polls after each further one, up to an
+// hour's.
+func (p *poller) try() {
+	if !p.report() {
+		p.wait = 0
+		return
+	}
+	p.wait = max(1, min(2*p.wait, int(time.Hour/Poll)))
+	p.left = p.wait
 }
 
 // headNames lists the channel's checkpoint heads; *root is the channel folder, found
@@ -270,24 +284,24 @@ func headNames(open func() (*fsbus.Channel, error), root *string) (string, error
 	return strings.Join(heads, "\n"), err
 }
 
-// report runs the recheck and logs it; it returns when to try again (after p.wait)
-// when the recheck failed or its files had not all arrived, the zero time otherwise.
-func (p *poller) report() time.Time {
+// report runs the recheck and logs it; it reports whether to try again: when the
+// recheck failed or its files had not all arrived.
+func (p *poller) report() bool {
 	r, err := p.run()
 	switch {
 	case err != nil:
 		fmt.Fprintf(p.log, "ferry: rechecking the owner's checkpoint: %v\n", err)
-		return p.now().Add(p.wait)
+		return true
 	case r == nil:
 	case r.Outcome == Pending:
-		return p.now().Add(p.wait)
+		return true
 	case r.Outcome == Dispute:
 		fmt.Fprintf(p.log, "ferry: the owner's checkpoint of epoch %d (%s) holds another state than this machine folds from the entries at or below its cut, first at %s: disputed%s\n",
 			r.Epoch, r.Checkpoint, r.First, detail(r))
 	default:
 		fmt.Fprintf(p.log, "ferry: rechecked the owner's checkpoint of epoch %d: %s%s\n", r.Epoch, r.Outcome, detail(r))
 	}
-	return time.Time{}
+	return false
 }
 
 func now(ch *fsbus.Channel) time.Time {
