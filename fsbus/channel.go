@@ -238,7 +238,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	buf.WriteString("# ferry channel: written once by `ferry init`, signed by the master key. Do not edit.\n")
+	buf.WriteString("# ferry channel: written by `ferry init`, its format line moved to 2 by the owner's first `ferry compact`; signed by the master key. Do not edit.\n")
 	if err := toml.NewEncoder(&buf).Encode(cfg); err != nil {
 		return nil, fmt.Errorf("encoding channel.toml: %w", err)
 	}
@@ -400,12 +400,13 @@ func policyTableOf(v any) (map[string]json.RawMessage, error) {
 func protocolMD(cfg Config) string {
 	return fmt.Sprintf(`# %s — a ferry channel
 
-This folder is a ferry channel for project %q, format %d. AI coding agents and
+This folder is a ferry channel for project %q. AI coding agents and
 their owner coordinate here through the `+"`ferry`"+` CLI and `+"`ferry mcp serve`"+`.
 Every record is signed; editing a file by hand changes nothing but makes it fail
 verification. Written once by ferry init; never regenerated.
 
 - channel.toml — format, project id, the owner's (master) public key, policy. Signed.
+  Its format is 1 from ferry init and 2 from the owner's first `+"`ferry compact`"+`.
 - ledger/<writer>/<device>.jsonl — append-only signed entries, one JSON object per
   line, one file per writer per machine. Never edit; never delete.
 - orders/, messages/, asks/, results/, handins/<writer>/ — signed JSON objects,
@@ -413,10 +414,12 @@ verification. Written once by ferry init; never regenerated.
 - presence/<writer>.<device>.json — each agent's latest heartbeat.
 - memory/*.md — the project's shared notes, written by humans.
 - releases/ — binaries for signed updates.
+- checkpoints/ — the owner's signed checkpoints (`+"`ferry compact`"+`): a head per
+  epoch and the chunks of the state it holds. Never edit; never delete.
 
 Conflict copies made by a sync tool are evidence: ferry reads the signed records in
 them. Do not delete them by hand; run `+"`ferry ledger verify`"+`.
-`, cfg.Title, cfg.Project, cfg.Format)
+`, cfg.Title, cfg.Project)
 }
 
 // writeStignore writes .stignore if missing (join calls it on every machine).

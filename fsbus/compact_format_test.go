@@ -136,6 +136,41 @@ func TestFirstCompactForcedRewritesChannelToml(t *testing.T) {
 	}
 }
 
+// TestFirstCompactLeavesNoStaleText: after the first compact, the text ferry init
+// wrote for humans — channel.toml's comment lines and PROTOCOL.md — names no format
+// but the channel's, calls channel.toml written only once nowhere, and PROTOCOL.md
+// lists the checkpoints/ folder the compact wrote.
+func TestFirstCompactLeavesNoStaleText(t *testing.T) {
+	t.Parallel()
+	w, _ := formatWorld(t)
+	if r, err := w.master.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true, Force: true}); err != nil || r.Format != 2 {
+		t.Fatalf("compact: %+v, %v", r, err)
+	}
+	var comments []string
+	for _, line := range strings.Split(string(channelBytes(t, w.c)), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			comments = append(comments, line)
+		}
+	}
+	protocol, err := os.ReadFile(filepath.Join(w.c.Root, "PROTOCOL.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"channel.toml's comments": strings.Join(comments, "\n"), "PROTOCOL.md": string(protocol)} {
+		for _, stale := range []string{"format 1", "format = 1", "written once by `ferry init`"} {
+			if strings.Contains(text, stale) {
+				t.Errorf("%s says %q at format 2:\n%s", name, stale, text)
+			}
+		}
+	}
+	if len(comments) == 0 || !strings.Contains(comments[0], "ferry compact") {
+		t.Errorf("channel.toml's header does not say the first compact rewrites it: %q", comments)
+	}
+	if !strings.Contains(string(protocol), "- checkpoints/") || !strings.Contains(string(protocol), "2 from the owner's first `ferry compact`") {
+		t.Errorf("PROTOCOL.md names neither checkpoints/ nor format 2:\n%s", protocol)
+	}
+}
+
 // Once channel.toml is at format 2, no write carries an agent.support: not the
 // first write after the compact to a segment whose support is below the cut (a
 // reading from the cut does not hold it), nor a first write to a new segment.

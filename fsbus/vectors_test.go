@@ -401,7 +401,9 @@ func newVecBuilder(t *testing.T) *vecBuilder {
 
 func (b *vecBuilder) key(w string) string { return ledger.FormatKey(b.signers[w].Public()) }
 
-// channel writes channel.toml as Init does, with a fixed creation time.
+// channel writes channel.toml as Init does, with a fixed creation time and the header
+// comment Init wrote when the vectors were made (a comment is not signed; the vectors
+// stay byte for byte).
 func (b *vecBuilder) channel() {
 	cfg := Config{Format: initFormat, Project: vecProject, Title: "ferry format v1 vectors",
 		Master: b.key(fold.MasterWriter), Created: "2026-11-29T18:00:00Z", Policy: fold.DefaultPolicy()}
