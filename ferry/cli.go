@@ -159,6 +159,9 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) 
 				"keep credentials out of arguments (`ferry secret put NAME --to AGENT… < FILE`); a flag value starting with '-' is written --flag=VALUE; see `"+hint+"`",
 				"the command line holds text that looks like %s %s, which it could not parse (not shown)", article(kind), kind), jsonErrors, inputs)
 		}
+		if e := negativeValue(err, hint); e != nil {
+			return printError(stderr, e, jsonErrors, inputs)
+		}
 		h := "see `" + hint + "`"
 		if form != "" {
 			// An unknown flag or a stray argument is most often a word from elsewhere
@@ -306,6 +309,38 @@ func parseMessage(err error) string {
 		return flag + " needs a value"
 	}
 	return msg
+}
+
+// negativeValue is the error for a negative duration or count given as a flag's own
+// argument (`--settle -5s`, `--limit -2`), which the parser takes for a short flag;
+// nil for any other parse error. A flag of text (such as --settle) counts as a
+// duration when its placeholder says DURATION.
+func negativeValue(err error, hint string) error {
+	flag, rest, _ := strings.Cut(err.Error(), ": expected ")
+	kind, rest, _ := strings.Cut(rest, ` value but got "`)
+	value, _, short := strings.Cut(rest, `" (short flag)`)
+	if !short || !strings.HasPrefix(flag, "--") || len(value) < 2 || value[0] != '-' || value[1] < '0' || value[1] > '9' {
+		return nil
+	}
+	if kind == "string" {
+		var pe *kong.ParseError
+		if errors.As(err, &pe) && pe.Context != nil {
+			for _, f := range pe.Context.Flags() {
+				if "--"+f.Name == flag && f.PlaceHolder == "DURATION" {
+					kind = "duration"
+				}
+			}
+		}
+	}
+	switch kind {
+	case "duration":
+		return errs.Errorf(errs.Invalid, "give a duration that is not negative, such as 90m or 24h; see `"+hint+"`",
+			"%s %s: a negative duration is refused", flag, value)
+	case "int":
+		return errs.Errorf(errs.Invalid, "give a number that is not negative; see `"+hint+"`",
+			"%s %s: a negative number is refused", flag, value)
+	}
+	return nil
 }
 
 // internalHint is the hint of an error that is no *errs.Error.

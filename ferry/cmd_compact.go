@@ -46,8 +46,11 @@ func (c *CompactCmd) Run(g *Globals) error {
 	opt := fsbus.CompactOptions{Force: c.Force, TakeOver: c.TakeOver}
 	if c.Settle != "" {
 		d, err := time.ParseDuration(c.Settle)
-		if err != nil || d < 0 {
-			return errs.Errorf(errs.Invalid, "give a duration such as 24h, 90m or 0s", "--settle %q is not a duration of zero or more", c.Settle)
+		if err == nil && d < 0 {
+			return errs.Errorf(errs.Invalid, "give a duration that is not negative, such as 24h, 90m or 0s", "--settle %s: a negative duration is refused", c.Settle)
+		}
+		if err != nil {
+			return errs.Errorf(errs.Invalid, "give a duration such as 24h, 90m or 0s", "--settle %q is not a duration", c.Settle)
 		}
 		opt.Settle, opt.SettleSet = d, true
 	}
