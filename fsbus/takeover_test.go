@@ -511,3 +511,37 @@ func removeNewChunk(t *testing.T, root string, k fold.Counting) string {
 	}
 	return ""
 }
+
+// TestTakeOverAfterATakeOverNamesItsDevice: A compacts, B takes over (and writes the
+// policy.set naming B), B is gone too; C's take-over names C in its head, not the B
+// that B's policy.set above the cut names, so C's next compaction is its own.
+func TestTakeOverAfterATakeOverNamesItsDevice(t *testing.T) {
+	w := newOwnerWorld(t)
+	clock, order, owner, top := w.clock, w.order, w.owner, w.top
+	B, C := "d-b", "d-c"
+	order("one")
+	if r, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 1 {
+		t.Fatalf("epoch 1: %+v %v", r, err)
+	}
+	top()
+	clock.Add((25 * time.Hour).Milliseconds())
+	order("two")
+	if r, err := owner(B).Compact(fsbus.CompactOptions{TakeOver: true, Force: true}); err != nil || r.Epoch != 2 {
+		t.Fatalf("B's take-over: %+v %v", r, err)
+	}
+	if k := top(); k.Head.Compactor != B {
+		t.Fatalf("B's take-over names %s", k.Head.Compactor)
+	}
+	clock.Add((25 * time.Hour).Milliseconds())
+	order("three")
+	if r, err := owner(C).Compact(fsbus.CompactOptions{TakeOver: true, Force: true}); err != nil || r.Epoch != 3 {
+		t.Fatalf("C's take-over: %+v %v", r, err)
+	}
+	if k := top(); k.Head.Compactor != C {
+		t.Fatalf("C's take-over after B's names compactor %s, want %s", k.Head.Compactor, C)
+	}
+	order("four")
+	if r, err := owner(C).Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 4 {
+		t.Fatalf("C's own compaction after its take-over: %+v %v", r, err)
+	}
+}

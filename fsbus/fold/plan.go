@@ -163,8 +163,8 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 		return nil, err
 	}
 	compactor := p.Device
-	if d := handOver(st, p.PrevBase, at); d != "" {
-		compactor = d
+	if d := handOver(st, p.PrevBase, at); d != "" && !p.TakeOver {
+		compactor = d // a take-over names its own device, whatever the policy named since
 	}
 	var refs StateRefs
 	if plan.Chunks, refs, err = StateChunks(base); err != nil {

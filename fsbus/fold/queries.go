@@ -2,6 +2,7 @@ package fold
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -181,6 +182,17 @@ func (st *State) AsksBy(author string, past bool) []*Ask {
 	return out
 }
 
+// baseError is the error of a lookup the owner's checkpoint could not answer: a chunk
+// not here is a retry (it may be on its way; a recomputation restores it), one that
+// does not check is internal (it is disputed).
+func baseError(err error) error {
+	if errors.Is(err, ErrObjectMissing) {
+		return errs.Errorf(errs.RetryNeeded, "retry when the sync tool has finished; `ferry ledger verify` on a machine that holds the history below the cut restores it",
+			"a file of the owner's checkpoint has not arrived here: %v", err)
+	}
+	return errs.Errorf(errs.Internal, "run `ferry doctor`: the owner's checkpoint may be disputed", "the owner's checkpoint does not read here: %v", err)
+}
+
 // FindAsk resolves a full ask id or a unique prefix of one (docs/design.md §2 rule 2). Errors:
 // not_found for no match (saying why when the ask's raise does not count), invalid for
 // an empty query or an ambiguous prefix, listing the candidates.
@@ -188,7 +200,7 @@ func (st *State) FindAsk(q string) (*Ask, error) {
 	id, err := st.resolveID("ask", q, st.knownIDs(st.askIDs(), PrefixAsk, q), "`ferry ask status` lists the pending asks (`--as NAME`: that agent's asks)")
 	if errs.Is(err, errs.NotFound) {
 		if berr := st.base.Err(); berr != nil {
-			return nil, errs.Errorf(errs.Internal, "run `ferry doctor`: the owner's checkpoint may be disputed", "the owner's checkpoint does not read here: %v", berr)
+			return nil, baseError(berr)
 		}
 		lq := strings.ToLower(strings.TrimSpace(q))
 		for _, ig := range st.Ignored {
@@ -274,7 +286,7 @@ func (st *State) FindOrder(q string) (*Order, error) {
 	id, err := st.resolveID("order", q, st.knownIDs(st.OrderIDs(), PrefixOrder, q), "")
 	if errs.Is(err, errs.NotFound) {
 		if berr := st.base.Err(); berr != nil {
-			return nil, errs.Errorf(errs.Internal, "run `ferry doctor`: the owner's checkpoint may be disputed", "the owner's checkpoint does not read here: %v", berr)
+			return nil, baseError(berr)
 		}
 		// An order whose create entry or object does not count is not shown; say why
 		// instead of "no such order".

@@ -608,8 +608,12 @@ func (v *View) chainTip(writer, device string) *ledger.Entry { return v.Tip(writ
 // head is a warning (it has not arrived), the rest errors.
 func checkpointFindings(r *findingList, out *Report) {
 	for _, p := range out.Checkpoints {
-		lvl, fix := LevelError, "run `ferry doctor` on the owner's machine; restore the checkpoint's files and the master's segment from a machine that has them"
+		lvl, fix := LevelError, "tell the owner; restore the checkpoint's files and the master's segment from a machine that has them"
 		switch p.Kind {
+		case "state":
+			fix = "`ferry ledger verify` on a machine that holds the history below the cut restores the chunks it recomputes; or restore them from a machine that has them"
+		case "rolled_back":
+			fix = "restore the checkpoint's files and the master's segment from a machine that has them; the detail says how to let the checkpoint go when none has"
 		case "pending":
 			lvl, fix = LevelWarning, "wait for the sync tool to deliver the checkpoint's files"
 		case "replaced":
@@ -617,7 +621,7 @@ func checkpointFindings(r *findingList, out *Report) {
 		case "rules":
 			fix = "upgrade ferry on this machine"
 		}
-		r.add(Finding{Check: CheckCheckpoint, Level: lvl, Detail: fmt.Sprintf("checkpoint %s (epoch %d, %s): %s", p.Hash, p.Epoch, p.Kind, p.Detail), Fix: fix})
+		r.add(Finding{Check: CheckCheckpoint, Level: lvl, Detail: fmt.Sprintf("%s (epoch %d, %s): %s", p.Hash, p.Epoch, p.Kind, p.Detail), Fix: fix})
 	}
 	if d := out.Dispute; d != nil {
 		r.add(Finding{Check: CheckCheckpoint, Level: LevelError,

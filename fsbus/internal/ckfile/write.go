@@ -64,11 +64,15 @@ func checkCompactor(p fold.PlanInput) error {
 		return errs.Errorf(errs.Conflict, "run `ferry compact` on that machine, or wait until it has been silent for the settle time",
 			"the compactor (device %s) was seen within the settle time (%s): its presence changed; a take-over is for a compactor that is gone", cp, p.SettleText)
 	}
+	var newest *ledger.Entry // the compactor's newest master entry first seen here within the wait
 	for i := range p.In.Entries {
-		if e := &p.In.Entries[i]; e.Writer == fold.MasterWriter && e.Device == cp && p.SeenMs(e.Hash()) >= p.GuardMs {
-			return errs.Errorf(errs.Conflict, "run `ferry compact` on that machine, or wait until it has been silent for the settle time",
-				"the compactor (device %s) wrote master entry seq %d within the settle time (%s); a take-over is for a compactor that is gone", cp, e.Seq, p.SettleText)
+		if e := &p.In.Entries[i]; e.Writer == fold.MasterWriter && e.Device == cp && p.SeenMs(e.Hash()) >= p.GuardMs && (newest == nil || e.Seq > newest.Seq) {
+			newest = e
 		}
+	}
+	if newest != nil {
+		return errs.Errorf(errs.Conflict, "run `ferry compact` on that machine, or wait until it has been silent here for the settle time",
+			"this machine first saw the compactor's (device %s) master entry seq %d within the settle time (%s); a take-over is for a compactor that is gone", cp, newest.Seq, p.SettleText)
 	}
 	return nil
 }
