@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
 )
 
@@ -66,7 +67,7 @@ func (c *CompactCmd) Run(g *Globals) error {
 		return g.printJSON(r)
 	}
 	if r.Entry == "" {
-		g.printf("✔ nothing new has settled (settle %s): nothing written\n", r.Settle)
+		g.printf("✔ nothing new has settled (settle %s): nothing written\n", fold.ShortDuration(r.Settle))
 		return nil
 	}
 	g.printf("✔ checkpoint epoch %d: %d entries covered in %d segments; the state keeps %d lines and %d final things in %d chunks (%d new)\n",
@@ -76,7 +77,7 @@ func (c *CompactCmd) Run(g *Globals) error {
 		g.printf("  replaces checkpoint %s, which had not counted here for the settle time\n", r.Replaces)
 	}
 	for _, w := range r.Unsettled {
-		g.printf("  compacted past %s, not seen to advance within %s (--force)\n", w, r.Settle)
+		g.printf("  compacted past %s, not seen to advance %s (--force)\n", w, fold.SettleWindow(r.Settle))
 	}
 	for _, seg := range r.Unsupported {
 		g.printf("  compacted past segment %s, which holds no agent.support naming format 2 (--force)\n", seg)

@@ -418,7 +418,7 @@ func unsettledNote(r *fold.CompactResult) string {
 	if len(r.Unsettled) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; past %s, not seen to advance within %s (their entries arriving later land above the cut)", strings.Join(r.Unsettled, ", "), r.Settle)
+	return fmt.Sprintf("; past %s, not seen to advance %s (their entries arriving later land above the cut)", strings.Join(r.Unsettled, ", "), fold.SettleWindow(r.Settle))
 }
 
 // autoCompact is the daemon's automatic compaction (package fsbus/autocompact): every

@@ -58,12 +58,20 @@ func holderSeen(ch *fsbus.Channel, v *fsbus.View, holder string) string {
 		if age < 0 {
 			return l + " (it works on this machine; no change from it yet)"
 		}
-		return fmt.Sprintf("%s (it works on this machine; its last change was %s ago)", l, time.Duration(age)*time.Second)
+		return fmt.Sprintf("%s (it works on this machine; its last change was %s)", l, ago(age))
 	}
 	if age < 0 {
 		return fmt.Sprintf("%s (it works %s; nothing from it has reached this machine yet)", l, where)
 	}
-	return fmt.Sprintf("%s (it works %s; its last change reached this machine %s ago)", l, where, time.Duration(age)*time.Second)
+	return fmt.Sprintf("%s (it works %s; its last change reached this machine %s)", l, where, ago(age))
+}
+
+// ago phrases an age in seconds: "just now" under a second, else "1m30s ago", "2h ago".
+func ago(age int64) string {
+	if age <= 0 {
+		return "just now"
+	}
+	return fold.ShortDuration((time.Duration(age) * time.Second).String()) + " ago"
 }
 
 // showLifecycle prints an order's window (this machine's clock), its holder's liveness

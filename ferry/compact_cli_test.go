@@ -83,3 +83,49 @@ func TestRolledBackFolderThroughTheCLI(t *testing.T) {
 		t.Fatalf("epoch 2 written again: %v", heads)
 	}
 }
+
+// TestCompactSettleWordsCLI: a negative --settle, given as its own argument or after
+// '=', is refused (invalid) naming it, with a hint, and writes nothing, as a negative
+// count is (a text flag's value starting with '-' keeps the parser's advice); a
+// settle time of 0s reads "since just now", never "in the last 0s"; the default one
+// prints as 24h.
+func TestCompactSettleWordsCLI(t *testing.T) {
+	w, _, _ := smallChannel(t)
+	for _, args := range [][]string{{"compact", "--settle", "-5s"}, {"compact", "--settle=-5s"}} {
+		code, out, errOut := cliIn(t, w.home, append(args, "--channel", w.ch)...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "ferry: error: invalid: --settle -5s: a negative duration is refused") ||
+			!strings.Contains(errOut, "ferry: hint: give a duration that is not negative") {
+			t.Errorf("ferry %v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(w.ch, "checkpoints")); !os.IsNotExist(err) {
+		t.Fatalf("a refused compact wrote checkpoints/: %v", err)
+	}
+	if code, _, errOut := cliIn(t, w.home, "--as", "bob", "decision", "list", "--limit", "-2", "--channel", w.ch); code != 2 || !strings.Contains(errOut, "--limit -2: a negative number is refused") {
+		t.Errorf("decision list --limit -2: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := cliIn(t, w.home, "--as", "bob", "order", "new", "--title", "-5", "--channel", w.ch); code != 2 || !strings.Contains(errOut, `perhaps try --title="-5"`) {
+		t.Errorf("order new --title -5: exit %d\n%s", code, errOut)
+	}
+
+	code, _, errOut := cliIn(t, w.home, "compact", "--settle", "0s", "--channel", w.ch)
+	if code != 5 || !strings.Contains(errOut, "not seen to advance since just now: ") ||
+		strings.Contains(errOut, "0s:") || !strings.Contains(errOut, "give a longer --settle") {
+		t.Errorf("compact --settle 0s with seated writers: exit %d\n%s", code, errOut)
+	}
+	if out := mustCLI(t, w.home, "compact", "--settle", "0s", "--force", "--channel", w.ch); !strings.Contains(out, "not seen to advance since just now (--force)") {
+		t.Errorf("compact --settle 0s --force:\n%s", out)
+	}
+	if out := mustCLI(t, w.home, "compact", "--channel", w.ch); !strings.Contains(out, "nothing new has settled (settle 24h): nothing written") {
+		t.Errorf("compact at the default settle time:\n%s", out)
+	}
+}
+
+// TestAgo: a holder's last change reads "just now" under a second, else its age.
+func TestAgo(t *testing.T) {
+	for age, want := range map[int64]string{0: "just now", 90: "1m30s ago", 7200: "2h ago"} {
+		if got := ago(age); got != want {
+			t.Errorf("ago(%d) = %q, want %q", age, got, want)
+		}
+	}
+}

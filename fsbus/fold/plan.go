@@ -85,8 +85,12 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 		}
 	}
 	if len(plan.Unsettled) > 0 && !p.Force {
-		return nil, errs.Errorf(errs.Conflict, "wait until they have synced, retire them, or compact with --force (their entries not yet here land above the cut, and those on things the checkpoint holds as final are superseded)",
-			"seated writers not seen to advance in the last %s: %s", p.SettleText, strings.Join(plan.Unsettled, ", "))
+		wait := "wait until they have synced"
+		if p.SettleText == "0s" {
+			wait = "give a longer --settle (with 0s nothing shows a writer advancing)"
+		}
+		return nil, errs.Errorf(errs.Conflict, wait+", retire them, or compact with --force (their entries not yet here land above the cut, and those on things the checkpoint holds as final are superseded)",
+			"seated writers not seen to advance %s: %s", SettleWindow(p.SettleText), strings.Join(plan.Unsettled, ", "))
 	}
 
 	if p.Format < 2 {
@@ -238,4 +242,26 @@ type CompactResult struct {
 	Unsupported []string `json:"unsupported,omitempty"`
 	// Replaces is the checkpoint entry the new one replaces (CheckpointData.Replaces).
 	Replaces string `json:"replaces,omitempty"`
+}
+
+// SettleWindow phrases a settle time (a time.Duration's text, as PlanInput.SettleText
+// and CompactResult.Settle hold it) for "seated writers not seen to advance …": "in
+// the last 24h", or "since just now" for 0s, whose window holds nothing.
+func SettleWindow(settle string) string {
+	if settle == "0s" {
+		return "since just now"
+	}
+	return "in the last " + ShortDuration(settle)
+}
+
+// ShortDuration is a time.Duration's text without zero minutes and seconds after a
+// larger unit: "24h" for 24h0m0s, "1h30m" for 1h30m0s.
+func ShortDuration(d string) string {
+	if strings.HasSuffix(d, "m0s") {
+		d = strings.TrimSuffix(d, "0s")
+	}
+	if strings.HasSuffix(d, "h0m") {
+		d = strings.TrimSuffix(d, "0m")
+	}
+	return d
 }
