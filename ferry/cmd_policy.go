@@ -11,7 +11,7 @@ import (
 // PolicyCmd is `ferry policy show|set`: the channel's policy as it is in force, and the
 // owner's changes to it (docs/format.md §8 "Policy changes").
 type PolicyCmd struct {
-	Show PolicyShowCmd `cmd:"" default:"withargs" help:"Print the policy in force: channel.toml overlaid by the newest policy.set."`
+	Show PolicyShowCmd `cmd:"" default:"withargs" help:"Print the policy in force: channel.toml overlaid by the newest policy.set, and the default of each key neither sets."`
 	Set  PolicySetCmd  `cmd:"" help:"Change policy keys: writes a policy.set (owner only)."`
 }
 
@@ -22,7 +22,9 @@ type PolicyShowCmd struct{}
 func (c *PolicyShowCmd) Help() string {
 	return "Prints every key of the policy in force, where each value comes from (channel.toml,\n" +
 		"or the newest policy.set of the owner), and the keys this binary does not know\n" +
-		"(kept, shown, not used)."
+		"(kept, shown, not used). A key this binary knows that neither sets is shown as\n" +
+		"not set, with its default (settle_s: 86400 s, 24 h) or what its absence means;\n" +
+		"--json gives the keys set only."
 }
 
 // Run implements the command.
@@ -43,19 +45,31 @@ func (c *PolicyShowCmd) Run(g *Globals) error {
 	return nil
 }
 
-// printPolicy prints the table, one key a line, with the source of each value.
+// printPolicy prints the table, one key a line, with the source of each value, and
+// each key this binary knows that the table lacks, with what it is while unset.
 func printPolicy(g *Globals, ep fold.EffectivePolicy) {
 	keys := slices.Sorted(maps.Keys(ep.Table))
 	unknown := map[string]bool{}
 	for _, k := range ep.Unknown {
 		unknown[k] = true
 	}
+	for _, k := range fold.PolicyKeyNames() {
+		if _, set := ep.Table[k]; !set {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
 	for _, k := range keys {
+		v, ok := ep.Table[k]
+		if !ok {
+			g.printf("%-16s %-10s (not set: %s)\n", k, "-", fold.PolicyUnset(k))
+			continue
+		}
 		note := ep.Source[k]
 		if unknown[k] {
 			note += ", unknown to this binary: kept, not used"
 		}
-		g.printf("%-16s %-10s (%s)\n", k, string(ep.Table[k]), note)
+		g.printf("%-16s %-10s (%s)\n", k, string(v), note)
 	}
 	if ep.Head != nil {
 		g.printf("in force since policy.set %s (%s)\n", ep.Head.Hash, ep.Head.HLC)

@@ -61,10 +61,12 @@ func (w *policyWorld) segments() string {
 
 // TestPolicyShowSetCLI: `ferry policy set` writes a policy.set that `ferry policy show`
 // (text and --json) reads back as the policy in force, unknown keys kept and warned
-// about; a bad value is invalid (exit 2) and writes nothing; an agent's name refuses.
+// about, and the text names the default of each known key neither sets; a bad value
+// is invalid (exit 2) and writes nothing; an agent's name refuses.
 func TestPolicyShowSetCLI(t *testing.T) {
 	w := newPolicyWorld(t)
-	if out := w.must("policy", "show", "--channel", w.ch); !strings.Contains(out, "silent_after_s   1800") || !strings.Contains(out, "(channel.toml)") {
+	if out := w.must("policy", "show", "--channel", w.ch); !strings.Contains(out, "silent_after_s   1800") || !strings.Contains(out, "(channel.toml)") ||
+		!strings.Contains(out, "settle_s         -          (not set: 86400 s, 24 h)") || !strings.Contains(out, "compact_after_s  -          (not set: never by age)") {
 		t.Fatalf("policy show before any set:\n%s", out)
 	}
 	code, o, e := w.run("policy", "set", "silent_after_s=7200", "exec_window_s=600", "review_quorum=2", "--channel", w.ch)
@@ -91,8 +93,9 @@ func TestPolicyShowSetCLI(t *testing.T) {
 	if ep.Head == nil || strings.Join(ep.Unknown, ",") != "review_quorum" {
 		t.Errorf("policy show --json: head %+v unknown %v", ep.Head, ep.Unknown)
 	}
-	if out := w.must("policy", "show", "--channel", w.ch); !strings.Contains(out, "review_quorum    2          (policy.set, unknown to this binary: kept, not used)") {
-		t.Errorf("policy show does not show the unknown key:\n%s", out)
+	if out := w.must("policy", "show", "--channel", w.ch); !strings.Contains(out, "review_quorum    2          (policy.set, unknown to this binary: kept, not used)") ||
+		!strings.Contains(out, "exec_window_s    600        (policy.set)") || !strings.Contains(out, "lifetime_s       -          (not set: 86400 s, 24 h)") {
+		t.Errorf("policy show does not show the unknown key, a key set and one not set:\n%s", out)
 	}
 	before := w.segments()
 	for _, bad := range [][]string{

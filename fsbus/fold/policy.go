@@ -166,15 +166,15 @@ var policyKeyRe = lazyre.New(`^[a-z][a-z0-9_]{0,63}$`)
 
 // policyKeys are the keys of [policy] this binary knows (docs/format.md §8).
 var policyKeys = map[string]policyKey{
-	"quiet_after_s":   {func(p *Policy) *int64 { return &p.QuietAfterS }, 1, "seconds without a sighting before a writer shows as quiet"},
-	"silent_after_s":  {func(p *Policy) *int64 { return &p.SilentAfterS }, 1, "seconds without a sighting before a writer is silent (primary take-over)"},
-	"max_skew_s":      {func(p *Policy) *int64 { return &p.MaxSkewS }, 1, "how far a writer's HLC may run ahead of its clock (docs/format.md §6)"},
-	"exec_window_s":   {func(p *Policy) *int64 { return &p.ExecWindowS }, 0, "an order's execution window; 0: 14400 (4 h)"},
-	"lifetime_s":      {func(p *Policy) *int64 { return &p.LifetimeS }, 0, "a claim's lifetime; 0: 86400 (24 h)"},
-	"queue_window_s":  {func(p *Policy) *int64 { return &p.QueueWindowS }, 0, "an order's queue window; 0: none"},
-	"settle_s":        {func(p *Policy) *int64 { return &p.SettleS }, 0, "how long this machine must have seen an entry before the owner's checkpoint covers it; 0: 86400 (24 h)"},
-	"compact_after_s": {func(p *Policy) *int64 { return &p.CompactAfterS }, 0, "the compactor's `ferry daemon` compacts once the newest owner's checkpoint is this old; 0: never by age"},
-	"compact_entries": {func(p *Policy) *int64 { return &p.CompactEntries }, 0, "the compactor's `ferry daemon` compacts once this many entries are above the newest cut (a count, not seconds); 0: never by count"},
+	"quiet_after_s":   {func(p *Policy) *int64 { return &p.QuietAfterS }, 1, "seconds without a sighting before a writer shows as quiet", ""},
+	"silent_after_s":  {func(p *Policy) *int64 { return &p.SilentAfterS }, 1, "seconds without a sighting before a writer is silent (primary take-over)", ""},
+	"max_skew_s":      {func(p *Policy) *int64 { return &p.MaxSkewS }, 1, "how far a writer's HLC may run ahead of its clock (docs/format.md §6)", ""},
+	"exec_window_s":   {func(p *Policy) *int64 { return &p.ExecWindowS }, 0, "an order's execution window; 0: 14400 (4 h)", "14400 s, 4 h"},
+	"lifetime_s":      {func(p *Policy) *int64 { return &p.LifetimeS }, 0, "a claim's lifetime; 0: 86400 (24 h)", "86400 s, 24 h"},
+	"queue_window_s":  {func(p *Policy) *int64 { return &p.QueueWindowS }, 0, "an order's queue window; 0: none", "no queue window"},
+	"settle_s":        {func(p *Policy) *int64 { return &p.SettleS }, 0, "how long this machine must have seen an entry before the owner's checkpoint covers it; 0: 86400 (24 h)", "86400 s, 24 h"},
+	"compact_after_s": {func(p *Policy) *int64 { return &p.CompactAfterS }, 0, "the compactor's `ferry daemon` compacts once the newest owner's checkpoint is this old; 0: never by age", "never by age"},
+	"compact_entries": {func(p *Policy) *int64 { return &p.CompactEntries }, 0, "the compactor's `ferry daemon` compacts once this many entries are above the newest cut (a count, not seconds); 0: never by count", "never by count"},
 }
 
 // policyKey is a key of [policy] this binary knows: the Policy field it fills and the
@@ -184,6 +184,17 @@ type policyKey struct {
 	Field func(p *Policy) *int64 `json:"-"`
 	min   int64
 	doc   string
+	unset string // what the key is while the policy names it not ("": init writes it)
+}
+
+// PolicyUnset says what the known key k is while the policy in force names it not:
+// its default ("86400 s, 24 h" for settle_s) or what its absence means; "" for a key
+// init writes into channel.toml, and for a key this binary does not know.
+func PolicyUnset(k string) string {
+	if k == PolicyCompactor {
+		return "the device the newest owner's checkpoint names; before the first, any owner device"
+	}
+	return policyKeys[k].unset
 }
 
 // maxPolicyS bounds every known policy value (seconds): ten years, far below 2^53
