@@ -11,9 +11,9 @@ import (
 // CompactCmd is `ferry compact`: the owner signs where the past ends (docs/format.md
 // §20, ADR 0019).
 type CompactCmd struct {
-	Settle   string `help:"Cover only entries this machine first saw at least this long ago (default: policy.settle_s, 24h)." placeholder:"DURATION"`
+	Settle   string `help:"Cover only entries this machine first saw at least this long ago, such as 90m or 0s (default: policy.settle_s, 24h while the policy sets none, as ferry policy shows)." placeholder:"DURATION"`
 	Force    bool   `help:"Compact although seated writers were not seen to advance within the settle time, or (the first compact) a writer's segment holds no agent.support naming format 2."`
-	TakeOver bool   `name:"take-over" help:"Write the checkpoint on this device although another is the compactor: for a compactor gone for good. Refused while the compactor's master segment or presence changed within the settle time; the new head names this device."`
+	TakeOver bool   `name:"take-over" help:"Write the checkpoint on this device although another is the compactor: for a compactor gone for good. Refused while the compactor's master segment or presence changed within policy.settle_s (or --settle, when longer); the new head names this device."`
 }
 
 // Help is the long help.
