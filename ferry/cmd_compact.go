@@ -73,6 +73,9 @@ func (c *CompactCmd) Run(g *Globals) error {
 	g.printf("✔ checkpoint epoch %d: %d entries covered in %d segments; the state keeps %d lines and %d final things in %d chunks (%d new)\n",
 		r.Epoch, r.Covered, r.Segments, r.Lines, r.Terminal, r.Chunks, r.Written)
 	g.printf("  head %s, entry %s\n", r.Head, r.Entry)
+	if c.TakeOver {
+		g.printf("  compactor: this device now (its head names it; a policy.set compactor=<this device> was written)\n")
+	}
 	if r.Replaces != "" {
 		g.printf("  replaces checkpoint %s, which had not counted here for the settle time\n", r.Replaces)
 	}

@@ -438,6 +438,7 @@ func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
 		Device:     c.Device,
 		DeviceFile: filepath.Join(c.Home.ConfigDir, "device"),
 		Lock:       c.withChannelLock,
+		Owner:      c.Home.HasKey(c.Project(), fold.MasterWriter),
 	})
 }
 

@@ -85,7 +85,7 @@ func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResu
 			}
 			return 0
 		},
-		SettledMs: settled, SettleText: settle.String(), Format: s.Config.Format,
+		SettledMs: settled, SettleText: fold.ShortDuration(settle.String()), Format: s.Config.Format,
 	})
 	if r != nil {
 		*res = *r

@@ -13,6 +13,8 @@ package gitsync
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +41,10 @@ type Options struct {
 	// Lock runs fn holding the channel lock, so no ferry write lands while Sync
 	// commits or rebases; nil runs fn without a lock.
 	Lock func(fn func() error) error
+	// Owner is set on a machine holding the master key: a change of channel.toml is
+	// its to commit (the first compact rewrites it as format 2, master-signed, there;
+	// docs/design.md §3).
+	Owner bool
 }
 
 // Result is what Sync did.
@@ -340,6 +346,8 @@ func (s *syncer) owns(rel string, e statusEntry) int {
 	base := path.Base(rel)
 	untracked := e.x == '?'
 	switch {
+	case rel == "channel.toml" && e.x != 'D' && e.y != 'D' && !untracked && s.o.Owner:
+		return ownMine // the first compact's rewrite as format 2, on the owner's machine
 	case rel == "channel.toml" || rel == "PROTOCOL.md" || rel == ".gitattributes":
 		if untracked {
 			return ownMine // written once, at init, on this machine
@@ -362,6 +370,17 @@ func (s *syncer) owns(rel string, e statusEntry) int {
 		if f := strings.Split(strings.TrimSuffix(base, ".json"), "."); len(f) == 2 && f[1] == s.o.Device && strings.HasSuffix(base, ".json") {
 			return ownMine
 		}
+	case parts[0] == "checkpoints" && len(parts) == 3 && untracked:
+		// Named by their hash (docs/format.md §20): bytes that hash to the name are the
+		// same on every machine holding them, so any machine may commit them.
+		if sum := s.fileHash(rel); parts[1] == "chunks" && sum != "" && base == sum+".json" {
+			return ownMine
+		}
+		if _, prefix, ok := strings.Cut(parts[1], "-"); ok && base == "head.json" && len(prefix) == 16 {
+			if sum := s.fileHash(rel); sum != "" && strings.HasPrefix(sum, prefix) {
+				return ownMine
+			}
+		}
 	case parts[0] == "memory" && strings.HasSuffix(strings.ToLower(base), ".md"):
 		return ownMine // a human's note, written here
 	case (parts[0] == "orders" || parts[0] == "messages" || parts[0] == "asks" || parts[0] == "results") && len(parts) == 2,
@@ -371,6 +390,16 @@ func (s *syncer) owns(rel string, e statusEntry) int {
 		}
 	}
 	return ownOther
+}
+
+// fileHash returns the lowercase hex sha256 of the file rel ("" when it cannot be read).
+func (s *syncer) fileHash(rel string) string {
+	raw, err := os.ReadFile(filepath.Join(s.root, filepath.FromSlash(rel)))
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // objectDevice returns the device named inside the object file rel ("" when it does

@@ -1,6 +1,8 @@
 package gitsync
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,13 +15,17 @@ import (
 func TestGitOwns(t *testing.T) {
 	s := &syncer{root: t.TempDir(), o: Options{Device: "k3f9x2ab"}}
 	for rel, body := range map[string]string{
-		"orders/o-0000000000001.json":          `{"v":1,"id":"o-0000000000001","author":"alice","device":"k3f9x2ab"}`,
-		"orders/o-0000000000002.json":          `{"v":1,"id":"o-0000000000002","author":"bob","device":"zzzzzzzz"}`,
-		"messages/m-0000000000003.json":        `not json`,
-		"handins/alice/h-0000000000004.json":   `{"device":"k3f9x2ab"}`,
-		"results/r-0000000000005.json":         `{"device":"k3f9x2ab"}`,
-		"asks/a-0000000000006.json":            `{"device":"k3f9x2ab"}`,
-		"orders/o-0000000000007.json.sync-bak": `{"device":"k3f9x2ab"}`,
+		"orders/o-0000000000001.json":                      `{"v":1,"id":"o-0000000000001","author":"alice","device":"k3f9x2ab"}`,
+		"orders/o-0000000000002.json":                      `{"v":1,"id":"o-0000000000002","author":"bob","device":"zzzzzzzz"}`,
+		"messages/m-0000000000003.json":                    `not json`,
+		"handins/alice/h-0000000000004.json":               `{"device":"k3f9x2ab"}`,
+		"results/r-0000000000005.json":                     `{"device":"k3f9x2ab"}`,
+		"asks/a-0000000000006.json":                        `{"device":"k3f9x2ab"}`,
+		"orders/o-0000000000007.json.sync-bak":             `{"device":"k3f9x2ab"}`,
+		"checkpoints/chunks/" + sha("chunk") + ".json":     `chunk`,
+		"checkpoints/chunks/" + sha("other") + ".json":     `not other`,
+		"checkpoints/1-" + sha("head")[:16] + "/head.json": `head`,
+		"checkpoints/2-" + sha("head")[:16] + "/head.json": `not the head`,
 	} {
 		p := filepath.Join(s.root, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -63,9 +69,27 @@ func TestGitOwns(t *testing.T) {
 		{"channel.toml", modified, ownOther},
 		{".stignore", untracked, ownSkip},
 		{"notes.txt", untracked, ownOther},
+		{"checkpoints/chunks/" + sha("chunk") + ".json", untracked, ownMine}, // named by its hash
+		{"checkpoints/chunks/" + sha("other") + ".json", untracked, ownOther},
+		{"checkpoints/1-" + sha("head")[:16] + "/head.json", untracked, ownMine},
+		{"checkpoints/2-" + sha("head")[:16] + "/head.json", untracked, ownOther},
+		{"checkpoints/chunks/" + sha("chunk") + ".json", modified, ownOther},
 	} {
 		if got := s.owns(tc.rel, tc.e); got != tc.want {
 			t.Errorf("owns(%s, %c%c) = %d, want %d", tc.rel, tc.e.x, tc.e.y, got, tc.want)
 		}
 	}
+	// The owner's machine commits channel.toml's rewrite as format 2; no other does.
+	owner := &syncer{root: s.root, o: Options{Device: "k3f9x2ab", Owner: true}}
+	if got := owner.owns("channel.toml", modified); got != ownMine {
+		t.Errorf("owns(channel.toml, modified) on the owner's machine = %d, want %d", got, ownMine)
+	}
+	if got := owner.owns("channel.toml", deleted); got != ownOther {
+		t.Errorf("owns(channel.toml, deleted) on the owner's machine = %d, want %d", got, ownOther)
+	}
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
