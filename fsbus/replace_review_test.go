@@ -120,15 +120,13 @@ func TestTornChunkIsRestoredAndATamperedOneDisputed(t *testing.T) {
 				t.Fatalf("epoch 2: %+v %v", r, err)
 			}
 			k := top()
-			var chunk string
-			var good []byte
-			for _, ref := range k.Head.State {
-				chunk = filepath.Join(w.c.Root, filepath.FromSlash(fold.ChunkPath(ref.Hash)))
-				var err error
-				if good, err = os.ReadFile(chunk); err != nil {
-					t.Fatal(err)
-				}
-				break
+			if len(k.Head.State) == 0 {
+				t.Fatal("epoch 2's head names no core chunk")
+			}
+			chunk := filepath.Join(w.c.Root, filepath.FromSlash(fold.ChunkPath(k.Head.State[0].Hash)))
+			good, err := os.ReadFile(chunk)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if err := os.WriteFile(chunk, tc.damage(good), 0o644); err != nil {
 				t.Fatal(err)
