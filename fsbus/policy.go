@@ -100,7 +100,7 @@ func (s *Session) SetPolicy(assigns []fold.PolicyAssign) (*PolicySetResult, erro
 	var changed []string
 	e, v, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		if d, ok := vals[fold.PolicyCompactor]; ok && !fold.OwnerDevice(strings.Trim(string(d), `"`), s.Device, v.Snapshot.Entries, s.ownerCheckpoint) {
-			return nil, nil, errs.Errorf(errs.Invalid, "name this device ("+s.Device+") or one whose owner has written here (`ferry ledger tail` shows master/DEVICE)", "policy compactor %s is no owner device of this channel", d)
+			return nil, nil, errs.Errorf(errs.Invalid, "name this device ("+s.Device+") or one whose owner has written here (`ferry ledger tail` shows master/DEVICE); on a new owner machine, run any owner command there first (`ferry policy set compactor=DEVICE` there names itself)", "policy compactor %s is no owner device of this channel", d)
 		}
 		ep := s.EffectivePolicy(v)
 		table := maps.Clone(ep.Table)

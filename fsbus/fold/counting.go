@@ -281,7 +281,7 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 			by, ok := replaced[c.e.Hash()]
 			if ok {
 				probs = append(probs, CheckpointProblem{Hash: c.e.Hash(), Epoch: c.d.Epoch, Kind: "replaced",
-					Detail: fmt.Sprintf("replaced by %s, written on device %s where this checkpoint did not count", by.e.Hash(), by.e.Device)})
+					Detail: fmt.Sprintf("replaced by %s, written on device %s", by.e.Hash(), by.e.Device)})
 			}
 			return ok
 		})

@@ -617,7 +617,7 @@ func checkpointFindings(r *findingList, out *Report) {
 		case "pending":
 			lvl, fix = LevelWarning, "wait for the sync tool to deliver the checkpoint's files"
 		case "replaced":
-			lvl, fix = LevelWarning, "nothing to do: its files never counted on the machine that replaced it (docs/format.md §20 \"Replacing a checkpoint that does not count\")"
+			lvl, fix = LevelInfo, "nothing to do: the machine that replaced it found it not counting for the settle time (docs/format.md §20 \"Replacing a checkpoint that does not count\")"
 		case "rules":
 			fix = "upgrade ferry on this machine"
 		}
