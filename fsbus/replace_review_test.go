@@ -111,14 +111,7 @@ func TestTornChunkIsRestoredAndATamperedOneDisputed(t *testing.T) {
 			w := newOwnerWorld(t)
 			order, owner, top := w.order, w.owner, w.top
 			now0 := fsbus.CompactOptions{SettleSet: true, Force: true}
-			order("one")
-			if r, err := owner("").Compact(now0); err != nil || r.Epoch != 1 {
-				t.Fatalf("epoch 1: %+v %v", r, err)
-			}
-			order("two")
-			if r, err := owner("").Compact(now0); err != nil || r.Epoch != 2 {
-				t.Fatalf("epoch 2: %+v %v", r, err)
-			}
+			w.twoEpochs()
 			k := top()
 			if len(k.Head.State) == 0 {
 				t.Fatal("epoch 2's head names no core chunk")
@@ -164,17 +157,8 @@ func TestTornChunkIsRestoredAndATamperedOneDisputed(t *testing.T) {
 // chunk pending.
 func TestVerifyGoesOnWhenAChunkCannotBeRestored(t *testing.T) {
 	w := newOwnerWorld(t)
-	order, owner, top := w.order, w.owner, w.top
-	now0 := fsbus.CompactOptions{SettleSet: true, Force: true}
-	order("one")
-	if r, err := owner("").Compact(now0); err != nil || r.Epoch != 1 {
-		t.Fatalf("epoch 1: %+v %v", r, err)
-	}
-	order("two")
-	if r, err := owner("").Compact(now0); err != nil || r.Epoch != 2 {
-		t.Fatalf("epoch 2: %+v %v", r, err)
-	}
-	chunk := removeNewChunk(t, w.c.Root, top())
+	w.twoEpochs()
+	chunk := removeNewChunk(t, w.c.Root, w.top())
 	if chunk == "" {
 		t.Fatal("no new chunk")
 	}
@@ -318,5 +302,17 @@ func TestReplacementOutranksACandidateItsCutCoversAllFilesHere(t *testing.T) {
 				t.Fatalf("a reader from the cut counts %s (on %s), a whole reader %s (on %s)", floored.Entry.Hash(), floored.Entry.Device, whole.Entry.Hash(), whole.Entry.Device)
 			}
 		})
+	}
+}
+
+// twoEpochs has alice write an order before each of two compactions on this machine,
+// epochs 1 and 2.
+func (w *ownerWorld) twoEpochs() {
+	w.t.Helper()
+	for epoch, title := range []string{"one", "two"} {
+		w.order(title)
+		if r, err := w.owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != epoch+1 {
+			w.t.Fatalf("epoch %d: %+v %v", epoch+1, r, err)
+		}
 	}
 }
