@@ -357,3 +357,35 @@ func ParseCanonicalLine(line []byte) (Entry, error) {
 	}
 	return parseLine(line)
 }
+
+// KeptLine returns the entry's line as read (its RFC 8785 form, Canonical) and its hash
+// when FromKeptLine rebuilds exactly this entry from them: the line has the shape
+// parseTrusted decodes and every field equals what it decodes (known aside: it only
+// says that the signing message may be cut from the line, which parseTrusted decides
+// from the line alone). ok is false for an entry built in memory, changed since it was
+// read, or of another shape; a cache keeps such an entry field by field instead.
+func (e *Entry) KeptLine() (line []byte, hash string, ok bool) {
+	if e.raw == nil {
+		return nil, "", false
+	}
+	p, ok := parseTrusted(e.raw)
+	if !ok || p.V != e.V || p.Writer != e.Writer || p.Device != e.Device ||
+		p.Seq != e.Seq || p.HLC != e.HLC || p.Prev != e.Prev || p.Type != e.Type || p.Ref != e.Ref ||
+		p.Idem != e.Idem || p.Sig != e.Sig || (p.Data == nil) != (e.Data == nil) || !bytes.Equal(p.Data, e.Data) {
+		return nil, "", false
+	}
+	return e.raw, e.Hash(), true
+}
+
+// FromKeptLine rebuilds the entry whose KeptLine gave line and hash, over line's
+// memory (parseTrusted: the caller never writes to line afterwards). hash is taken as
+// given: the caller has checked the bytes it keeps them in. ok is false when line does
+// not have the shape KeptLine keeps.
+func FromKeptLine(line []byte, hash string) (Entry, bool) {
+	e, ok := parseTrusted(line)
+	if !ok {
+		return Entry{}, false
+	}
+	e.hash = hash
+	return e, true
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // The state codec (the folded state kept in the local index). The fold's
@@ -28,10 +30,13 @@ import (
 // or fields in order. Pointers shared between two places come back as two copies, and
 // a cycle is refused (stateMaxDepth). Maps with pointer keys, interfaces, funcs and
 // channels are refused, except a nil or empty map with pointer keys (State.decoded,
-// nil once Fold returns).
+// nil once Fold returns). A ledger.Entry is 1, its line and its hash, when it
+// was read from a line of the usual shape (ledger.Entry.KeptLine), else 0 and its
+// fields: its fields are substrings of its line, kept once.
 //
-// Decoded strings share the bytes they were decoded from (unsafe.String): the caller
-// keeps that buffer unchanged for as long as the state lives.
+// Decoded strings, and the lines and data of kept entries, share the bytes they were
+// decoded from (unsafe.String): the caller keeps that buffer unchanged for as long as
+// the state lives.
 
 // ErrStateCodec is wrapped by every encode and decode failure of the state codec.
 var ErrStateCodec = errors.New("state codec")
@@ -238,34 +243,81 @@ func buildCodec(c *stateCodec, t reflect.Type) {
 			*(*unsafe.Pointer)(p) = q
 		}
 	case reflect.Struct:
-		type field struct {
-			off uintptr
-			c   *stateCodec
+		if t == entryType {
+			buildEntry(c, t)
+			return
 		}
-		fields := make([]field, t.NumField())
-		for i := range fields {
-			f := t.Field(i)
-			fields[i] = field{f.Offset, codecLocked(f.Type)}
-		}
-		c.enc = func(b []byte, p unsafe.Pointer, depth int) ([]byte, error) {
-			var err error
-			for _, f := range fields {
-				if b, err = f.c.enc(b, unsafe.Add(p, f.off), depth+1); err != nil {
-					return nil, err
-				}
-			}
-			return b, nil
-		}
-		c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
-			for _, f := range fields {
-				if d.Err != nil {
-					return
-				}
-				f.c.dec(d, unsafe.Add(p, f.off), depth+1)
-			}
-		}
+		buildStruct(c, t)
 	default:
 		unsupported(c, t)
+	}
+}
+
+func buildStruct(c *stateCodec, t reflect.Type) {
+	type field struct {
+		off uintptr
+		c   *stateCodec
+	}
+	fields := make([]field, t.NumField())
+	for i := range fields {
+		f := t.Field(i)
+		fields[i] = field{f.Offset, codecLocked(f.Type)}
+	}
+	c.enc = func(b []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		var err error
+		for _, f := range fields {
+			if b, err = f.c.enc(b, unsafe.Add(p, f.off), depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	}
+	c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
+		for _, f := range fields {
+			if d.Err != nil {
+				return
+			}
+			f.c.dec(d, unsafe.Add(p, f.off), depth+1)
+		}
+	}
+}
+
+var entryType = reflect.TypeFor[ledger.Entry]()
+
+// buildEntry builds the codec of a ledger entry: 1, its kept line and hash when
+// ledger.Entry.KeptLine has them (the entry comes back by ledger.FromKeptLine, its
+// strings over the line's bytes), else 0 and its fields as any struct's.
+func buildEntry(c *stateCodec, t reflect.Type) {
+	fields := &stateCodec{}
+	buildStruct(fields, t)
+	c.enc = func(b []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		if line, hash, ok := (*ledger.Entry)(p).KeptLine(); ok {
+			b = AppendStr(append(b, 1), string(line))
+			return AppendStr(b, hash), nil
+		}
+		return fields.enc(append(b, 0), p, depth)
+	}
+	c.dec = func(d *StateDec, p unsafe.Pointer, depth int) {
+		tag := d.Take(1)
+		switch {
+		case len(tag) == 0:
+		case tag[0] == 0:
+			fields.dec(d, p, depth)
+		case tag[0] == 1:
+			line := d.Take(d.Length())
+			hash := d.Take(d.Length())
+			if d.Err != nil {
+				return
+			}
+			e, ok := ledger.FromKeptLine(line, unsafe.String(unsafe.SliceData(hash), len(hash)))
+			if !ok {
+				d.Fail("a kept entry line that does not parse")
+				return
+			}
+			*(*ledger.Entry)(p) = e
+		default:
+			d.Fail("entry tag %d", tag[0])
+		}
 	}
 }
 

@@ -375,4 +375,4 @@ var StateLayout = sync.OnceValue(func() string {
 	return hex.EncodeToString(sum[:8])
 })
 
-const CheckpointHeader = "ferry-fold 1 "
+const CheckpointHeader = "ferry-fold 2 "
