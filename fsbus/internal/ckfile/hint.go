@@ -1,7 +1,9 @@
 package ckfile
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,14 +65,56 @@ func FindHint(root, seen string) (Hint, bool) {
 		if err != nil {
 			continue
 		}
-		var h fold.Head
 		hash := ledger.HashBytes(raw)
-		if json.Unmarshal(raw, &h) != nil || h.Epoch != c.epoch || fold.HeadPath(c.epoch, hash) != "checkpoints/"+c.name+"/head.json" {
+		if fold.HeadPath(c.epoch, hash) != "checkpoints/"+c.name+"/head.json" {
 			continue
 		}
-		return Hint{Epoch: c.epoch, Head: hash, Floors: fold.Floors(h.Cut)}, true
+		e, cut, err := headEpochCut(raw)
+		if err != nil || e != c.epoch {
+			continue
+		}
+		return Hint{Epoch: c.epoch, Head: hash, Floors: fold.Floors(cut)}, true
 	}
 	return Hint{}, false
+}
+
+// headEpochCut decodes a head's epoch and cut alone, and stops reading once it has
+// both: a head's members are in RFC 8785 order (compactor, cut, epoch, …, things), so
+// the thing-chunk list, which grows with the terminal things, is never decoded. It
+// returns an error for a head that is not a JSON object or names neither.
+func headEpochCut(raw []byte) (int, fold.Cut, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, nil, fmt.Errorf("head: not a JSON object")
+	}
+	var (
+		epoch          int
+		cut            fold.Cut
+		haveE, haveCut bool
+	)
+	for dec.More() && !(haveE && haveCut) {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, nil, err
+		}
+		var v any
+		switch t {
+		case "epoch":
+			v, haveE = &epoch, true
+		case "cut":
+			v, haveCut = &cut, true
+		default:
+			var skip json.RawMessage
+			v = &skip
+		}
+		if err := dec.Decode(v); err != nil {
+			return 0, nil, err
+		}
+	}
+	if !haveE || !haveCut {
+		return 0, nil, fmt.Errorf("head: no epoch or cut")
+	}
+	return epoch, cut, nil
 }
 
 // Floored is one process's reading from the cut: the hint it reads from (nil before
