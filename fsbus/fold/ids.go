@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/ferryhq/ferry/internal/errs"
-	"github.com/ferryhq/ferry/internal/lazyre"
 	"github.com/ferryhq/ferry/internal/secretguard"
 	"github.com/ferryhq/ferry/ledger"
 )
@@ -32,9 +31,6 @@ const IDLen = 13
 // DeviceLen is the number of base32 characters of a device id (40 random bits).
 const DeviceLen = 8
 
-var (
-	idRe = lazyre.New(`^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$`)
-)
 
 // RandomBase32 returns n Crockford characters carrying 5n random bits.
 func RandomBase32(n int) string {
@@ -59,8 +55,19 @@ func NewID(prefix string) string { return prefix + RandomBase32(IDLen) }
 // NewDeviceID returns a fresh 8-character device id (40 random bits).
 func NewDeviceID() string { return RandomBase32(DeviceLen) }
 
-// ValidID reports whether s is a full object id of any prefix.
-func ValidID(s string) bool { return idRe.MatchString(s) }
+// ValidID reports whether s is a full object id of any prefix: one of o, m, a, r, h,
+// d, a '-', then IDLen Crockford characters (^[omarhd]-[0-9a-hjkmnp-tv-z]{13}$).
+func ValidID(s string) bool {
+	if len(s) != 2+IDLen || !strings.ContainsRune("omarhd", rune(s[0])) || s[1] != '-' {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if strings.IndexByte(Crockford, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidName reports whether s is a portable writer, device or project name:
 // [a-z0-9-], at most 63 characters, starting with a letter or digit, not a reserved
