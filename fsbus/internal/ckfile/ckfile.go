@@ -77,7 +77,9 @@ func readBounded(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", fold.ErrObjectUnreadable, err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead)) // one allocation unless it grew since the stat
+	_, err = buf.ReadFrom(io.LimitReader(f, limit+1))
+	b := buf.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", fold.ErrObjectUnreadable, err)
 	}
