@@ -394,7 +394,7 @@ func (st *State) ForCache() (State, bool) {
 		return out, false
 	}
 	out.base = &Base{Epoch: b.Epoch, Cut: b.Cut, Lines: b.Lines, Counts: b.Counts, Agents: b.Agents,
-		Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC}
+		Contested: b.Contested, Entries: b.Entries, MaxHLC: b.MaxHLC, RaisedBounds: b.RaisedBounds}
 	return out, true
 }
 

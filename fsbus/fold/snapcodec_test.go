@@ -50,3 +50,51 @@ func TestStateCodecEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestForCacheKeepsTheCore: ForCache's copy of a lazily loaded base keeps every
+// exported field of the core as it is, and none of what the chunks gave this process
+// (Orders, Asks, Idem): a field added to Base is kept unless named here.
+func TestForCacheKeepsTheCore(t *testing.T) {
+	fromChunks := map[string]bool{"Orders": true, "Asks": true, "Idem": true}
+	b := &Base{things: &chunkStore{}, idem: &chunkStore{}}
+	v := reflect.ValueOf(b).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		fv := v.Field(i)
+		switch fv.Kind() {
+		case reflect.Int:
+			fv.SetInt(7)
+		case reflect.String:
+			fv.SetString("x")
+		case reflect.Slice:
+			fv.Set(reflect.MakeSlice(f.Type, 1, 1))
+		case reflect.Map:
+			m := reflect.MakeMap(f.Type)
+			m.SetMapIndex(reflect.New(f.Type.Key()).Elem(), reflect.New(f.Type.Elem()).Elem())
+			fv.Set(m)
+		default:
+			t.Fatalf("Base.%s is a %s: teach this test to fill it", f.Name, fv.Kind())
+		}
+	}
+	st := &State{base: b}
+	out, ok := st.ForCache()
+	if !ok {
+		t.Fatal("a lazily loaded base is not kept")
+	}
+	got := reflect.ValueOf(out.base).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		switch kept := !got.Field(i).IsZero(); {
+		case fromChunks[f.Name] && kept:
+			t.Errorf("Base.%s, which chunks fill, is kept", f.Name)
+		case !fromChunks[f.Name] && !reflect.DeepEqual(got.Field(i).Interface(), v.Field(i).Interface()):
+			t.Errorf("Base.%s is not kept: %v", f.Name, got.Field(i).Interface())
+		}
+	}
+}
