@@ -31,7 +31,6 @@ const IDLen = 13
 // DeviceLen is the number of base32 characters of a device id (40 random bits).
 const DeviceLen = 8
 
-
 // RandomBase32 returns n Crockford characters carrying 5n random bits.
 func RandomBase32(n int) string {
 	var buf [16]byte
