@@ -7,11 +7,15 @@ into state lives in fsbus.
 # Segments
 
 A channel's ledger is the directory <channel>/ledger. Every (writer, device) pair owns
-exactly one segment file:
+one segment, its chain, kept in its own files:
 
-	ledger/<writer>/<device>.jsonl
+	ledger/<writer>/<device>.jsonl       epoch 0
+	ledger/<writer>/<device>.<e>.jsonl   from the owner's checkpoint of epoch e on
 
-[SegmentPath] is the one place the name is built. Writer and device are portable names
+[SegmentPath] and [EpochSegmentPath] are the one place the names are built,
+[ParseSegmentName] the one place they are read. Once its caller has seen a counting
+checkpoint ([Ledger.SetEpoch]) an append starts that epoch's file; seq and prev go on
+across files and the older files are frozen (docs/format.md §21, ADR 0021). Writer and device are portable names
 ([ValidName]: 1–63 characters of [a-z0-9-], not starting with '-', no name Windows
 reserves). Only that writer on that device ever appends to its segment (docs/design.md §2
 rule 1), so a folder synchronised by Syncthing, Dropbox, OneDrive or git never sees two

@@ -61,27 +61,21 @@ func (s *ReadState) Floors() []Floor {
 	return out
 }
 
-// floorOf returns the floor of the segment file rel when rel is a chain's own file
-// (ledger/<writer>/<device>.jsonl) and a floor with an offset names that chain.
+// floorOf returns the floor of the segment file rel when rel is one of a chain's own
+// files (ledger/<writer>/<device>.jsonl or an epoch file <device>.<epoch>.jsonl,
+// ParseSegmentName) and a floor with an offset names that chain.
 func (s *ReadState) floorOf(rel string) (Floor, bool) {
 	if len(s.floors) == 0 {
 		return Floor{}, false
 	}
 	dir, name := path.Split(rel)
 	writer := path.Base(dir)
-	device, ok := cutSuffix(name, segmentExt)
+	device, _, ok := ParseSegmentName(name)
 	if !ok || path.Clean(dir) != path.Join(ledgerDirName, writer) {
 		return Floor{}, false
 	}
 	f, ok := s.floors[segKey{writer, device}]
 	return f, ok && f.Offset > 0
-}
-
-func cutSuffix(s, suffix string) (string, bool) {
-	if len(s) < len(suffix) || s[len(s)-len(suffix):] != suffix {
-		return s, false
-	}
-	return s[:len(s)-len(suffix)], true
 }
 
 // floorState returns the state of file read up to fl's offset when the line ending
@@ -107,6 +101,35 @@ func floorState(file *os.File, fl Floor) *segState {
 	h.Write(line)
 	g := &segState{from: start, firstLen: int64(len(line)), firstHash: sum, offset: fl.Offset,
 		lastStart: start, lastHash: sum, floor: true}
+	g.sum, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
+	return g
+}
+
+// belowState returns the state of one of fl's chain's own files that holds nothing
+// above fl, left unread: its last line is an entry of fl's chain at a seq below
+// fl.Seq. A chain's files hold its records in seq order, each file after the one of
+// the epoch before (docs/format.md §21), so every line before the last one is below fl
+// too: a frozen file of an older epoch costs one line's read, whatever its size. Its
+// identity is that line, checked again by the next reading. It returns nil, and the
+// file is read, when the file does not end in such a line.
+func belowState(file *os.File, fl Floor) *segState {
+	fi, err := file.Stat()
+	if err != nil || fi.Size() == 0 {
+		return nil
+	}
+	start, line := lineBefore(file, fi.Size())
+	if line == nil {
+		return nil
+	}
+	e, err := parseLine(line[:len(line)-1])
+	if err != nil || e.Writer != fl.Writer || e.Device != fl.Device || e.Seq >= fl.Seq {
+		return nil
+	}
+	sum := sha256.Sum256(line)
+	h := sha256.New()
+	h.Write(line)
+	g := &segState{from: start, firstLen: int64(len(line)), firstHash: sum, offset: fi.Size(),
+		lastStart: start, lastHash: sum, below: true}
 	g.sum, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
 	return g
 }

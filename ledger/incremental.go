@@ -87,7 +87,11 @@ type segState struct {
 	from int64
 	// floor reports that the reading started at a floor: the line at from is the
 	// floor's entry, checked by hash, and not one of records.
-	floor     bool
+	floor bool
+	// below reports that the file is one of a floored chain's own files wholly below
+	// its floor (belowState): it was not read; the line at from is its last line, and
+	// records is empty.
+	below     bool
 	firstLen  int64    // length of the first complete line read, with its '\n'; 0 when none
 	firstHash [32]byte // sha256 of it
 	offset    int64    // just past the last complete line read
@@ -411,10 +415,13 @@ func advance(f segFile, g *segState, fl *Floor) (ng *segState, reset bool, torn 
 	if fl != nil && (g == nil || !g.floor || g.from+g.firstLen != fl.Offset) {
 		if fg := floorState(file, *fl); fg != nil {
 			g, reset = fg, true // read past the floor; what g held below it is dropped
-		} else if g != nil && g.floor {
+		} else if bg := belowState(file, *fl); bg != nil {
+			same := g != nil && g.below && g.offset == bg.offset && g.lastHash == bg.lastHash
+			return bg, !same, nil, bg.offset - bg.from, 0, nil
+		} else if g != nil && (g.floor || g.below) {
 			g = nil // started at another floor, and this one does not check: read it whole
 		}
-	} else if fl == nil && g != nil && g.floor {
+	} else if fl == nil && g != nil && (g.floor || g.below) {
 		g = nil // started at a floor no longer set: read it whole
 	}
 	if g != nil && (!g.matches(file) || (g.sum == nil && g.offset > 0)) {
@@ -760,6 +767,8 @@ func (s *ReadState) ApplyChunk(b []byte) error {
 	case 0:
 	case 1:
 		g.floor = true
+	case 2:
+		g.below = true
 	default:
 		d.err = ErrChunk
 	}
@@ -863,9 +872,12 @@ func encodeChunk(kind byte, path string, g *segState, m mark) []byte {
 	b = append(b, g.lastHash[:]...)
 	b = binary.AppendUvarint(b, uint64(g.lines))
 	b = binary.AppendUvarint(b, uint64(g.from))
-	if g.floor {
+	switch {
+	case g.floor:
 		b = append(b, 1)
-	} else {
+	case g.below:
+		b = append(b, 2)
+	default:
 		b = append(b, 0)
 	}
 	b = appendStr(b, string(g.sum))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // LineEnd returns the byte offset just after the line of the segment file at path
@@ -52,4 +53,40 @@ func FileTip(path, writer, device string) (*Entry, error) {
 	}
 	_, last, _, err := scanTail(f, fi.Size(), writer, device)
 	return last, err
+}
+
+// chainFilesNewestFirst returns the host paths of the chain's own files (ParseSegmentName)
+// under root, newest epoch first.
+func chainFilesNewestFirst(root, writer, device string) []string {
+	own := SegmentPath(root, writer, device)
+	files := chainFiles(filepath.Dir(own), listWriterDir(own), device)
+	out := make([]string, 0, len(files))
+	for i := len(files) - 1; i >= 0; i-- {
+		out = append(out, files[i].path)
+	}
+	return out
+}
+
+// ChainLineEnd is LineEnd over the chain's own files, newest epoch first: the offset
+// after the line hashing to hash in the first file holding it, 0 when none does. The
+// offset names no file: a reader tries it on each of the chain's files, by hash.
+func ChainLineEnd(root, writer, device, hash string) int64 {
+	for _, p := range chainFilesNewestFirst(root, writer, device) {
+		if off := LineEnd(p, hash); off > 0 {
+			return off
+		}
+	}
+	return 0
+}
+
+// ChainTip is FileTip over the chain's own files, newest epoch first: the last
+// complete entry of (writer, device) in the newest file holding one.
+func ChainTip(root, writer, device string) (*Entry, error) {
+	for _, p := range chainFilesNewestFirst(root, writer, device) {
+		tip, err := FileTip(p, writer, device)
+		if err != nil || tip != nil {
+			return tip, err
+		}
+	}
+	return nil, nil
 }

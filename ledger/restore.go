@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
@@ -56,6 +55,10 @@ func (r *Restored) Changed() bool { return r != nil && (r.Moved != "" || len(r.A
 //     once more, so that Append, which reads the last line, follows it (readers dedupe
 //     it by hash).
 //
+// With epoch files (docs/format.md §21) the segment restored is the chain's newest own
+// file (or the file of the epoch SetEpoch set, when newer); what the older own files
+// hold counts as held and is never appended again, and only the newest file is cut.
+//
 // A seq missing below the tip (a hole destroyed it) changes nothing in this: the records
 // after it still count for readers, who report the gap; Restored.Missing lists it. Only
 // complete lines are salvaged from the damaged part: a last line without "\n" was never
@@ -72,26 +75,8 @@ func (l *Ledger) Restore(writer, device string, pub ed25519.PublicKey) (*Restore
 		return nil, err
 	}
 	defer unlock()
-	return restorePath(l.opts.Root, SegmentPath(l.opts.Root, writer, device), writer, device, pub, l.opts.Project)
-}
-
-// hasCopies reports whether the writer directory of segment holds a file that readers
-// read as a segment but whose name is no device's segment name (a sync tool's conflict
-// copy, a backup put back under another name). It costs one directory listing; the
-// segments of the writer's other devices do not count, so a writer on two machines
-// keeps the fast path.
-func hasCopies(segment string) bool {
-	ents, err := os.ReadDir(filepath.Dir(segment))
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		name := e.Name()
-		if e.Type().IsRegular() && isSegmentName(name) && !ValidName(strings.TrimSuffix(name, segmentExt)) {
-			return true
-		}
-	}
-	return false
+	path, _, _, _ := l.current(writer, device)
+	return restorePath(l.opts.Root, path, writer, device, pub, l.opts.Project)
 }
 
 // restorePath is Restore for a locked segment path.
@@ -154,6 +139,12 @@ func restorePath(root, segment, writer, device string, pub ed25519.PublicKey, pr
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fail(err)
 	}
+	// The chain's older epoch files are its own too: what they hold is not restored
+	// into the newest file (docs/format.md §21).
+	_, segEpoch, _ := ParseSegmentName(filepath.Base(segment))
+	var older []*record // records of the older own files
+	var olderLast *record
+	olderLastEpoch := uint64(0)
 	for _, de := range ents {
 		if de.Name() == filepath.Base(segment) || !de.Type().IsRegular() || !isSegmentName(de.Name()) {
 			continue
@@ -162,23 +153,33 @@ func restorePath(root, segment, writer, device string, pub ed25519.PublicKey, pr
 		if res.err != nil {
 			return fail(res.err)
 		}
+		d, ep, isOwn := ParseSegmentName(de.Name())
+		isOwn = isOwn && d == device && ep < segEpoch
 		for i := range res.records {
 			if r := &res.records[i]; r.e.Writer == writer && r.e.Device == device {
 				add(r)
+				if isOwn {
+					older = append(older, r)
+					if olderLast == nil || ep >= olderLastEpoch {
+						olderLast, olderLastEpoch = r, ep
+					}
+				}
 			}
 		}
 	}
 
 	chain, missing := keptChain(writer, device, pool, pub, project)
 	have := map[string]bool{}
-	for _, r := range inMain {
+	for _, r := range slices.Concat(inMain, older) {
 		have[r.e.Hash()] = true
 	}
 	out := &Restored{Missing: missing}
 	var lines []byte
-	var lastOwn *Entry // the segment's last record of the chain once lines are written
+	var lastOwn *Entry // the chain's last record in its own files once lines are written
 	if n := len(inMain); n > 0 {
 		lastOwn = &inMain[n-1].e
+	} else if olderLast != nil {
+		lastOwn = &olderLast.e
 	}
 	appendLine := func(e *Entry) error {
 		c, err := e.Canonical()

@@ -101,6 +101,8 @@ type Ledger struct {
 	// skew is the max skew Append uses now, in nanoseconds: Options.MaxSkew until
 	// SetMaxSkew changes it.
 	skew atomic.Int64
+	// epoch is the checkpoint epoch SetEpoch set: appends start its file.
+	epoch atomic.Uint64
 }
 
 // Open returns a Ledger for the channel directory opts.Root. It only checks that Root
@@ -149,8 +151,10 @@ func (l *Ledger) Root() string { return l.opts.Root }
 // Append writes the next entry of the segment of (writer, device) and returns it as a
 // reader will see it (its Hash equals the hash any reader computes).
 //
-// Under the segment's lock it first restores the chain's continuity when the writer
-// directory holds conflict copies (see Restore: records of this chain found only in a
+// It appends to the chain's newest own file, or starts the file of the epoch
+// SetEpoch set when that is newer (docs/format.md §21). Under the segment's lock it
+// first restores the chain's continuity when the writer directory holds conflict
+// copies (see Restore: records of this chain found only in a
 // copy are appended verbatim, and the next entry follows the tip readers keep, the
 // fork winner included; a hole or a fork inside the segment itself is not seen here:
 // callers that read one call Restore first). Then it repairs a torn tail (see Repair),
@@ -224,21 +228,25 @@ func (l *Ledger) AppendBatch(writer, device string, ds []Draft, s Signer, observ
 	}
 	defer unlock()
 
-	path := SegmentPath(l.opts.Root, writer, device)
-	// Conflict copies in the writer directory may hold records of this chain that the
-	// segment lacks (it was replaced, rolled back or lost a fork): make the segment
-	// whole first and chain onto the tip readers keep (ADR 0007).
+	// The chain goes on in its newest file, or in the file of the epoch SetEpoch set
+	// when that is newer (docs/format.md §21); the older files are frozen.
+	path, newest, files, ents := l.current(writer, device)
+	// Conflict copies in the writer directory may hold records of this chain that its
+	// files lack (one was replaced, rolled back or lost a fork): make the chain whole
+	// first and chain onto the tip readers keep (ADR 0007).
 	var restored *Restored
-	if hasCopies(path) {
+	if copiesIn(ents) {
 		if restored, err = restorePath(l.opts.Root, path, writer, device, s.Public(), l.opts.Project); err != nil {
 			return nil, err
 		}
 	}
-	// A missing segment is made only after the mark: a refused mark leaves the channel
-	// folder as it was, without an empty file or directory.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	// The newest file's torn tail is repaired (even when the chain goes on in a new
+	// file) and its last entry read. A missing file is made only after the mark: a
+	// refused mark leaves the channel folder as it was, without an empty file or
+	// directory.
+	f, err := os.OpenFile(newest, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("appending to %s: %w", path, err)
+		return nil, fmt.Errorf("appending to %s: %w", newest, err)
 	}
 	defer func() {
 		if f != nil {
@@ -249,23 +257,42 @@ func (l *Ledger) AppendBatch(writer, device string, ds []Draft, s Signer, observ
 	if f != nil {
 		var dirty bool
 		if last, dirty, err = scanHandle(f, writer, device); err != nil {
-			return nil, fmt.Errorf("appending to %s: %w", path, err)
-		}
-		if restored != nil {
-			last = restored.Tip // the kept tip: with a fork in the file it need not be the last line
+			return nil, fmt.Errorf("appending to %s: %w", newest, err)
 		}
 		if dirty {
 			// Windows cannot truncate through an O_APPEND handle: close it, repair by
 			// path, and reopen.
 			f.Close()
 			f = nil
-			if _, last, err = repairPath(path, writer, device); err != nil {
+			if _, last, err = repairPath(newest, writer, device); err != nil {
 				return nil, err
 			}
-			if f, _, err = openSegment(path); err != nil {
-				return nil, fmt.Errorf("appending to %s: %w", path, err)
+			if f, _, err = openSegment(newest); err != nil {
+				return nil, fmt.Errorf("appending to %s: %w", newest, err)
 			}
 		}
+	}
+	if path != newest { // the chain goes on in a new epoch file
+		if f != nil {
+			f.Close()
+			f = nil
+		}
+		// The restore above may have started it.
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("appending to %s: %w", path, err)
+			}
+			f = nil
+		}
+	}
+	if last == nil {
+		// A new or empty newest file takes its tip from the next older file holding one.
+		if last, err = olderTip(files, newest, writer, device); err != nil {
+			return nil, err
+		}
+	}
+	if restored != nil && restored.Tip != nil {
+		last = restored.Tip // the kept tip: with a fork in the files it need not be the last line
 	}
 
 	var es []Entry
@@ -471,7 +498,8 @@ func (l *Ledger) Repair(writer, device string) (moved string, err error) {
 		return "", err
 	}
 	defer unlock()
-	moved, _, err = repairPath(SegmentPath(l.opts.Root, writer, device), writer, device)
+	_, newest, _, _ := l.current(writer, device)
+	moved, _, err = repairPath(newest, writer, device)
 	return moved, err
 }
 
