@@ -180,12 +180,19 @@ func TestNoSupportOnceFormat2(t *testing.T) {
 	if _, err := w.master.Compact(CompactOptions{Settle: 30 * time.Minute, SettleSet: true, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	count := func(s *Session, device string) int {
-		b, err := os.ReadFile(ledger.SegmentPath(w.c.Root, s.Name, device))
+	count := func(s *Session, device string) int { // over the chain's own files (format.md §21)
+		dir := filepath.Dir(ledger.SegmentPath(w.c.Root, s.Name, device))
+		ents, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return bytes.Count(b, []byte(`"type":"`+fold.TypeAgentSupport+`"`))
+		n := 0
+		for _, e := range ents {
+			if d, _, ok := ledger.ParseSegmentName(e.Name()); ok && d == device {
+				n += bytes.Count(mustReadFile(t, filepath.Join(dir, e.Name())), []byte(`"type":"`+fold.TypeAgentSupport+`"`))
+			}
+		}
+		return n
 	}
 	as := func(c *Channel, name string) *Session {
 		s, err := c.As(name)

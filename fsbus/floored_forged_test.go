@@ -29,7 +29,7 @@ func TestFromTheCutForkedCheckpoint(t *testing.T) {
 		t.Fatalf("second compact: %+v, %v", r, err)
 	}
 	// The master's segment and its epoch-2 checkpoint line.
-	seg := filepath.Join(c.Root, "ledger", "master", m.Device+".jsonl")
+	seg := c.Ledger.CurrentPath(fold.MasterWriter, m.Device) // its newest file, holding the newest checkpoint line
 	raw := mustReadFile(t, seg)
 	lines := bytes.SplitAfter(raw, []byte("\n"))
 	var cp ledger.Entry
@@ -170,7 +170,7 @@ func TestFromTheCutForgedRival(t *testing.T) {
 	if r, err := m.Compact(CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 3 {
 		t.Fatalf("third compact: %+v, %v", r, err)
 	}
-	seg := filepath.Join(c.Root, "ledger", "master", m.Device+".jsonl")
+	seg := c.Ledger.CurrentPath(fold.MasterWriter, m.Device) // its newest file, holding the newest checkpoint line
 	lines := bytes.SplitAfter(mustReadFile(t, seg), []byte("\n"))
 	var cp ledger.Entry
 	idx := -1

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
-	"github.com/ferryhq/ferry/ledger"
 )
 
 // Symbolic links inside a channel (docs/threat-model.md "Paths and links"). A synced
@@ -25,7 +24,7 @@ import (
 // root is a symbolic link. Components that do not exist yet are fine (they are made as
 // real directories).
 func (s *Session) checkLinks(objs []pendingObject) error {
-	paths := []string{ledger.SegmentPath(s.Root, s.Name, s.Device)}
+	paths := []string{s.Ledger.CurrentPath(s.Name, s.Device)}
 	for _, o := range objs {
 		paths = append(paths, o.path)
 	}

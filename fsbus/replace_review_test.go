@@ -198,7 +198,6 @@ func floorDivergence(t *testing.T, D string, loseW bool) (floored, whole fold.Co
 	w := newOwnerWorld(t)
 	c, clock, order, owner, chainOf := w.c, w.clock, w.order, w.owner, w.chain
 	C, B := c.Device, "d-b"
-	seg := filepath.Join(c.Root, "ledger", "master", C+".jsonl")
 	seen := filepath.Join(c.Home.ConfigDir, "checkpoints", "acme")
 
 	order("one")
@@ -206,17 +205,17 @@ func floorDivergence(t *testing.T, D string, loseW bool) (floored, whole fold.Co
 		t.Fatalf("epoch 1: %+v %v", r, err)
 	}
 	chainOf(false)
-	before, _ := os.ReadFile(seg)
+	before := readChain(t, c.Root, fold.MasterWriter, C)
 	seenBefore, _ := os.ReadFile(seen)
 	order("two")
 	rS, err := owner(C).Compact(fsbus.CompactOptions{SettleSet: true, Force: true})
 	if err != nil || rS.Epoch != 2 {
 		t.Fatalf("C's epoch 2: %+v %v", rS, err)
 	}
-	after, _ := os.ReadFile(seg)
+	after := readChain(t, c.Root, fold.MasterWriter, C)
 	backS := w.away(2) // S's head never arrives anywhere
 	_ = backS
-	os.WriteFile(seg, before, 0o644) // S's entry not yet at D
+	before.put(t, c.Root, fold.MasterWriter, C) // S's entry not yet at D
 	os.WriteFile(seen, seenBefore, 0o644)
 
 	clock.Add((25 * time.Hour).Milliseconds())
@@ -232,7 +231,7 @@ func floorDivergence(t *testing.T, D string, loseW bool) (floored, whole fold.Co
 		}
 	}
 	// S's entry arrives (its head never does).
-	os.WriteFile(seg, after, 0o644)
+	after.put(t, c.Root, fold.MasterWriter, C)
 	os.WriteFile(seen, seenBefore, 0o644)
 	fsbustest.Reopen(t, c).Load()
 	os.WriteFile(seen, seenBefore, 0o644)

@@ -582,7 +582,7 @@ func retiredError(name string) error {
 // found that the damage destroyed records (it names their seqs; the records after them
 // count again); internal for I/O errors.
 func (s *Session) ensureChain(v *View) (*View, error) {
-	if ownTrouble(v.Snapshot, s.Name, s.Device) {
+	if ownTrouble(v.Snapshot, s.Name, s.Device, verify.Rel(s.Root, s.Ledger.CurrentPath(s.Name, s.Device))) {
 		r, err := s.Ledger.Restore(s.Name, s.Device, s.Signer.Public())
 		if err != nil {
 			return nil, &errs.Error{Category: errs.Internal, Err: err, Message: err.Error(),
@@ -591,7 +591,7 @@ func (s *Session) ensureChain(v *View) (*View, error) {
 		if r.Moved != "" && len(r.Missing) > 0 {
 			// The damage destroyed records: say so once (this restore found it; the
 			// next one finds no damage and writes on).
-			seg := ledger.SegmentPath(s.Root, s.Name, s.Device)
+			seg := s.Ledger.CurrentPath(s.Name, s.Device)
 			return nil, errs.Errorf(errs.RetryNeeded,
 				fmt.Sprintf("if another machine or a backup still has them, put a copy of its %s.jsonl into %s under another *.jsonl name, e.g. '%s (restored).jsonl': the next write merges them without a fork; then retry (a retry writes on after seq %d)",
 					s.Device, filepath.Dir(seg), s.Device, r.Tip.Seq),
@@ -626,10 +626,10 @@ func seqList(seqs []uint64) string {
 }
 
 // ownTrouble reports whether snap shows damage to the chain of (name, device) that
-// Append's own checks do not see: a hole or a malformed line in its segment, or a fork
-// or broken link of the chain.
-func ownTrouble(snap *ledger.Snapshot, name, device string) bool {
-	seg := "ledger/" + name + "/" + device + ".jsonl"
+// Append's own checks do not see: a hole or a malformed line in seg, the slash path of
+// the file it appends to (ledger.Ledger.CurrentPath; Restore repairs that file, and
+// older epoch files are frozen), or a fork or broken link of the chain.
+func ownTrouble(snap *ledger.Snapshot, name, device, seg string) bool {
 	for _, p := range snap.Problems {
 		if p.Path == seg && (p.Kind == ledger.KindHole || p.Kind == ledger.KindMalformed) {
 			return true

@@ -81,6 +81,49 @@ func (w *ownerWorld) top() fold.Counting {
 	return ch[len(ch)-1]
 }
 
+// chainFiles holds every own file of one (writer, device) chain (docs/format.md §21)
+// by path: what a test puts back to play a machine the later files have not reached.
+type chainFiles map[string][]byte
+
+// readChain reads the own files of (writer, device)'s chain under root.
+func readChain(t *testing.T, root, writer, device string) chainFiles {
+	t.Helper()
+	dir := filepath.Join(root, "ledger", writer)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := chainFiles{}
+	for _, e := range ents {
+		if d, _, ok := ledger.ParseSegmentName(e.Name()); ok && d == device {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Join(dir, e.Name())] = b
+		}
+	}
+	return out
+}
+
+// put makes the chain's own files under root be cf: each written back, any other
+// removed.
+func (cf chainFiles) put(t *testing.T, root, writer, device string) {
+	t.Helper()
+	for p := range readChain(t, root, writer, device) {
+		if _, ok := cf[p]; !ok {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for p, b := range cf {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestCompactorTakeOverAndHandOver: another owner device's `ferry compact --take-over`
 // is refused while the compactor wrote within the settle time, and on the compactor
 // itself; once the compactor has been silent that long it writes the next checkpoint,
@@ -182,7 +225,6 @@ func TestLateCompactorCheckpointReadersAgree(t *testing.T) {
 	w := newOwnerWorld(t)
 	c, clock, order, owner, chainOf := w.c, w.clock, w.order, w.owner, w.chain
 	A, B := c.Device, "d-b"
-	seg := filepath.Join(c.Root, "ledger", "master", A+".jsonl")
 	seen := filepath.Join(c.Home.ConfigDir, "checkpoints", "acme")
 
 	order("one")
@@ -190,21 +232,19 @@ func TestLateCompactorCheckpointReadersAgree(t *testing.T) {
 		t.Fatalf("epoch 1: %+v %v", r, err)
 	}
 	chainOf(false) // this machine has seen epoch 1 count
-	before, _ := os.ReadFile(seg)
+	before := readChain(t, c.Root, fold.MasterWriter, A)
 	seenBefore, _ := os.ReadFile(seen)
 	order("two")
 	// A, partitioned, writes epoch 2: its entry and head do not reach B.
 	if r, err := owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 2 {
 		t.Fatalf("A's epoch 2: %+v %v", r, err)
 	}
-	after, _ := os.ReadFile(seg)
+	after := readChain(t, c.Root, fold.MasterWriter, A)
 	heads, _ := filepath.Glob(filepath.Join(c.Root, "checkpoints", "2-*"))
 	if len(heads) != 1 {
 		t.Fatal(heads)
 	}
-	if err := os.WriteFile(seg, before, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	before.put(t, c.Root, fold.MasterWriter, A)
 	if err := os.Rename(heads[0], heads[0]+".away"); err != nil {
 		t.Fatal(err)
 	}
@@ -224,9 +264,7 @@ func TestLateCompactorCheckpointReadersAgree(t *testing.T) {
 	}
 
 	// A's epoch 2 arrives.
-	if err := os.WriteFile(seg, after, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	after.put(t, c.Root, fold.MasterWriter, A)
 	if err := os.Rename(heads[0]+".away", heads[0]); err != nil {
 		t.Fatal(err)
 	}

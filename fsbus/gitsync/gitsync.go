@@ -28,6 +28,7 @@ import (
 
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
+	"github.com/ferryhq/ferry/ledger"
 )
 
 // Options is what Sync needs of the channel besides its folder.
@@ -363,8 +364,11 @@ func (s *syncer) owns(rel string, e statusEntry) int {
 	parts := strings.Split(rel, "/")
 	switch {
 	case parts[0] == "ledger" && len(parts) == 3:
-		if base == s.o.Device+".jsonl" || strings.HasPrefix(base, s.o.Device+".torn-") {
-			return ownMine
+		if d, _, ok := ledger.ParseSegmentName(base); ok && d == s.o.Device {
+			return ownMine // its segment, or one of its epoch files (docs/format.md §21)
+		}
+		if strings.HasPrefix(base, s.o.Device+".") && strings.Contains(base, ".torn-") {
+			return ownMine // a torn tail it moved aside: <device>[.<epoch>].torn-<n>
 		}
 	case parts[0] == "presence" && len(parts) == 2:
 		if f := strings.Split(strings.TrimSuffix(base, ".json"), "."); len(f) == 2 && f[1] == s.o.Device && strings.HasSuffix(base, ".json") {

@@ -306,7 +306,7 @@ func (c *Channel) doctorCopies(r *findingList, v *View, vr *Report) error {
 			proper := false
 			for _, en := range entries {
 				fr.of[en.Writer+"/"+en.Device] = true
-				if ledger.SegmentPath(c.Root, en.Writer, en.Device) == abs {
+				if ledger.IsOwnFile(c.Root, en.Writer, en.Device, abs) {
 					proper = true
 				}
 			}
@@ -314,7 +314,7 @@ func (c *Channel) doctorCopies(r *findingList, v *View, vr *Report) error {
 				for i := range entries {
 					en := &entries[i]
 					inProper[en.Hash()] = true
-					if ledger.SegmentPath(c.Root, en.Writer, en.Device) != abs {
+					if !ledger.IsOwnFile(c.Root, en.Writer, en.Device, abs) {
 						misplaced(r, fr.rel, lines[i], en, counted[en.Hash()])
 					}
 				}

@@ -129,7 +129,7 @@ func (c *Channel) LostSegments(names []string, hwm, have func(name string) uint6
 		mark, got := hwm(name), have(name)
 		seg := ledger.SegmentPath(c.Root, name, c.Device)
 		if got < mark {
-			if tip, err := ledger.FileTip(seg, name, c.Device); err == nil && tip != nil {
+			if tip, err := ledger.ChainTip(c.Root, name, c.Device); err == nil && tip != nil {
 				got = max(got, tip.Seq)
 			}
 		}

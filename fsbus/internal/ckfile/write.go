@@ -132,7 +132,7 @@ func Prepare(root string, cf *fold.ChannelFold, s ledger.Signer, p fold.PlanInpu
 		}
 	}
 	p.Offset = func(writer, device, hash string) int64 {
-		return ledger.LineEnd(ledger.SegmentPath(root, writer, device), hash)
+		return ledger.ChainLineEnd(root, writer, device, hash)
 	}
 	plan, err := fold.PlanCheckpoint(p)
 	if err != nil {
