@@ -14,13 +14,16 @@ import (
 // Op names one step of a write made through this package, as a fault hook sees it.
 type Op string
 
-// The steps of WriteFile and Append.
+// The steps of WriteFile and Append (and of Remove: OpSyncDir).
 const (
 	OpCreate  Op = "create"  // creating or opening the file (WriteFile: its temp file)
 	OpWrite   Op = "write"   // writing the bytes
 	OpSync    Op = "sync"    // fsync of the file
 	OpRename  Op = "rename"  // publishing the temp file under its name
 	OpSyncDir Op = "syncdir" // fsync of the directory after a rename
+	// The steps of ReadBack and Remove.
+	OpReadBack Op = "readback" // reading a written file back to compare it
+	OpRemove   Op = "remove"   // unlinking a file
 )
 
 // FaultFunc is called before each step of a write with the step and the path the
@@ -257,4 +260,34 @@ func Overwrite(path string, data []byte) (err error) {
 		return fmt.Errorf("syncing %s: %w", path, err)
 	}
 	return nil
+}
+
+// ReadBack reads path whole, after the fault hook's OpReadBack: the read that checks
+// what a write left on disk. Errors are wrapped with the path.
+func ReadBack(path string) ([]byte, error) {
+	if err := check(OpReadBack, path); err != nil {
+		return nil, fmt.Errorf("reading %s back: %w", path, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s back: %w", path, err)
+	}
+	return b, nil
+}
+
+// Remove unlinks path and fsyncs its directory, so that the unlink survives a crash;
+// a path already missing is no error (its directory is fsynced all the same). The
+// fault hook runs before each step (OpRemove, OpSyncDir). Errors are wrapped with the
+// step and the path.
+func Remove(path string) error {
+	if err := check(OpRemove, path); err != nil {
+		return fmt.Errorf("removing %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", path, err)
+	}
+	if err := check(OpSyncDir, path); err != nil {
+		return fmt.Errorf("syncing %s: %w", filepath.Dir(path), err)
+	}
+	return SyncDir(filepath.Dir(path))
 }

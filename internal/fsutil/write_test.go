@@ -81,3 +81,45 @@ func TestAppend(t *testing.T) {
 		t.Fatalf("log %q", b)
 	}
 }
+
+// ReadBack and Remove run the fault hook before each step; a fault at the unlink
+// leaves the file, a fault at the directory fsync comes after the unlink; a missing
+// file is no error for Remove.
+func TestReadBackRemove(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := WriteFile(p, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadBack(p); err != nil || string(b) != "data" {
+		t.Fatalf("ReadBack: %q, %v", b, err)
+	}
+	if _, err := ReadBack(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadBack of a missing file: %v", err)
+	}
+	for _, op := range []Op{OpReadBack, OpRemove, OpSyncDir} {
+		restore := SetFault(func(o Op, _ string) error {
+			if o == op {
+				return syscall.EIO
+			}
+			return nil
+		})
+		var err error
+		if op == OpReadBack {
+			_, err = ReadBack(p)
+		} else {
+			err = Remove(p)
+		}
+		restore()
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("%s failing: %v", op, err)
+		}
+		_, statErr := os.Stat(p)
+		if gone := errors.Is(statErr, fs.ErrNotExist); gone != (op == OpSyncDir) {
+			t.Fatalf("after a fault at %s the file is gone = %v", op, gone)
+		}
+	}
+	if err := Remove(p); err != nil {
+		t.Fatalf("Remove of a file already gone: %v", err)
+	}
+}
