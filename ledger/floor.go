@@ -36,7 +36,8 @@ const floorLineMax = 16 << 20
 // by starting to read past the floor's offset once the line ending there hashes to the
 // floor's hash, and from conflict copies and whole reads by dropping them — and its
 // first record above must name the floor's hash as prev (else KindBrokenChain). A chain
-// whose floor's entry is in no file read is reported as KindCutMissing. A remembered
+// whose floor's entry is in no file read, and whose first record above does not name
+// it, is reported as KindCutMissing. A remembered
 // file read from below its floor is read again from the floor, so s keeps no records at
 // or below a floor. Floors replace those set before; nil reads everything again.
 func (s *ReadState) SetFloors(floors []Floor) {
@@ -184,4 +185,59 @@ func cutMissing(fl Floor) Problem {
 // the chain's last record is at or below the cut and left the reading.
 func AttestedEntry(writer, device string, seq uint64, hash string) Entry {
 	return Entry{Writer: writer, Device: device, Seq: seq, hash: hash}
+}
+
+// AnchorCut returns probs without the seq gaps that a reading not started from floors
+// reports where the records at or below a floor are not in the folder (docs/format.md
+// §21 "Records at or below a cut"): for a chain with a floor, a KindBrokenChain
+// problem of a record at or below the floor's seq + 1 whose predecessor seq entries
+// lack is dropped when the chain is anchored to the floor — entries (the reading's
+// kept records) hold the floor's entry, or the chain's record at the floor's seq + 1
+// names the floor's hash as prev. A broken prev link, and any gap above the floor,
+// stay. probs is not modified; the result may share its backing array.
+func AnchorCut(probs []Problem, entries []Entry, floors []Floor) []Problem {
+	if len(floors) == 0 {
+		return probs
+	}
+	fl := make(map[segKey]Floor, len(floors))
+	for _, f := range floors {
+		fl[segKey{f.Writer, f.Device}] = f
+	}
+	type chain struct {
+		seqs     map[uint64]bool
+		anchored bool
+	}
+	chains := map[segKey]*chain{}
+	for i := range probs {
+		p := &probs[i]
+		k := segKey{p.Writer, p.Device}
+		if _, ok := fl[k]; ok && p.Kind == KindBrokenChain && chains[k] == nil {
+			chains[k] = &chain{seqs: map[uint64]bool{}}
+		}
+	}
+	if len(chains) == 0 {
+		return probs
+	}
+	for i := range entries {
+		e := &entries[i]
+		k := segKey{e.Writer, e.Device}
+		c := chains[k]
+		if c == nil {
+			continue
+		}
+		c.seqs[e.Seq] = true
+		f := fl[k]
+		if (e.Seq == f.Seq && e.Hash() == f.Hash) || (e.Seq == f.Seq+1 && e.Prev == f.Hash) {
+			c.anchored = true
+		}
+	}
+	out := make([]Problem, 0, len(probs))
+	for _, p := range probs {
+		k := segKey{p.Writer, p.Device}
+		if c := chains[k]; c != nil && c.anchored && p.Kind == KindBrokenChain && p.Seq <= fl[k].Seq+1 && p.Seq > 1 && !c.seqs[p.Seq-1] {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }

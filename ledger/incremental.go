@@ -525,8 +525,9 @@ func (g *segState) matches(file *os.File) bool {
 //
 // With floors (SetFloors), a floored chain's records at or below its floor are left
 // out (the floor's own record marks the chain held), the chain is resolved from the
-// floor's entry, and a chain neither held nor holding its floor's entry gets a
-// KindCutMissing problem; held names the chains a file read from its floor holds.
+// floor's entry, and a chain that holds neither its floor's entry nor a first record
+// above it naming that entry as prev gets a KindCutMissing problem; held names the
+// chains a file read from its floor holds.
 func mergeResults(results []segResult, keys KeyFunc, project string, verify VerifyFunc, floors map[segKey]Floor, held map[segKey]bool) *Snapshot {
 	snap := &Snapshot{Entries: []Entry{}, Problems: []Problem{}, Forks: []Fork{}}
 	chains := map[segKey]map[uint64][]*record{}
@@ -574,6 +575,14 @@ func mergeResults(results []segResult, keys KeyFunc, project string, verify Veri
 			fl = &f
 		}
 		kept, forks, probs := resolve(k, chains[k], fl)
+		if fl != nil && len(kept) > 0 && kept[0].e.Seq == fl.Seq+1 && kept[0].e.Prev == fl.Hash {
+			// The first record above names the floor's entry: the chain holds it
+			// although no file here does (its file left the folder, docs/format.md §21).
+			if held == nil {
+				held = map[segKey]bool{}
+			}
+			held[k] = true
+		}
 		for _, r := range kept {
 			snap.Entries = append(snap.Entries, r.e)
 		}
