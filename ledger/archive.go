@@ -1,0 +1,155 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/ferryhq/ferry/internal/fsutil"
+)
+
+// Moving frozen files (docs/format.md §21 "Moving frozen files"). A chain's file that a
+// newer file of the chain follows is frozen: nobody appends to it again. Once every
+// record in it is at or below the cut of a counting owner's checkpoint, it may leave
+// the live folder whole — never rewritten, never cut — for archive/ledger/<writer>/,
+// where readers of the live folder do not look and from where `--archive` reads it.
+
+// archiveDirName is the channel's archive directory, beside ledger/.
+const archiveDirName = "archive"
+
+// ArchivePath returns where a chain file of the channel under root goes when it
+// moves: root/archive/ledger/<writer>/<name> for root/ledger/<writer>/<name>. file is a
+// host path; only its writer directory's and its own name are used.
+func ArchivePath(root, file string) string {
+	return filepath.Join(root, archiveDirName, ledgerDirName, filepath.Base(filepath.Dir(file)), filepath.Base(file))
+}
+
+// Frozen reports why the file of (writer, device)'s chain at host path file may not
+// move while its chain's cut is at floorSeq, or "" when it may: file must be one of the
+// chain's own files (ParseSegmentName), a newer own file must hold a complete entry
+// of the chain (so nobody appends to file again, and the chain's tip stays in the live
+// folder), and every line of file must be a complete entry of the chain at or below
+// floorSeq (a file that ends in a torn line, holds a NUL, a malformed line or another
+// chain's line stays). It reads file whole and the newer files' last lines. Errors
+// are I/O errors other than file being missing (a missing file reports "missing").
+func (l *Ledger) Frozen(writer, device, file string, floorSeq uint64) (reason string, err error) {
+	if err := checkNames(writer, device); err != nil {
+		return "", err
+	}
+	if !IsOwnFile(l.opts.Root, writer, device, file) {
+		return "not a file of the chain " + writer + "/" + device, nil
+	}
+	_, epoch, _ := ParseSegmentName(filepath.Base(file))
+	seg := SegmentPath(l.opts.Root, writer, device)
+	newer := false
+	for _, f := range chainFiles(filepath.Dir(seg), listWriterDir(seg), device) {
+		if f.epoch <= epoch {
+			continue
+		}
+		tip, err := FileTip(f.path, writer, device)
+		if err != nil {
+			return "", err
+		}
+		if tip != nil {
+			newer = true
+			break
+		}
+	}
+	if !newer {
+		return "no newer file of the chain holds an entry of it yet", nil
+	}
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "missing", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", file, err)
+	}
+	return frozenBelow(data, writer, device, floorSeq), nil
+}
+
+// frozenBelow is Frozen's check of a file's bytes: "" when every line is a complete
+// entry of (writer, device) at or below floorSeq.
+func frozenBelow(data []byte, writer, device string, floorSeq uint64) string {
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		return "its last line is not complete"
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return "it holds a NUL byte"
+	}
+	line := 0
+	for rest := data; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		body := rest[:i]
+		rest = rest[i+1:]
+		line++
+		if len(bytes.TrimSpace(body)) == 0 {
+			continue
+		}
+		e, err := parseLine(body)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("line %d is not an entry", line)
+		case e.Writer != writer || e.Device != device:
+			return fmt.Sprintf("line %d is an entry of %s/%s", line, e.Writer, e.Device)
+		case e.Seq > floorSeq:
+			return fmt.Sprintf("line %d (seq %d) is above the cut (seq %d)", line, e.Seq, floorSeq)
+		}
+	}
+	return ""
+}
+
+// MoveFrozen moves the frozen file of (writer, device)'s chain at host path file to
+// ArchivePath whole, when Frozen finds nothing against it at floorSeq, and returns
+// that path; it returns "" and Frozen's reason when the file may not move (nothing is
+// changed then). The steps, each through package fsutil's fault hook: the bytes are
+// written to a temp file beside the target, fsynced, renamed to the target and its
+// directory fsynced (fsutil.WriteFile), read back and compared with the original by
+// sha256, and only then is the original unlinked and its directory fsynced
+// (fsutil.Remove). A target already holding the same bytes (a move that stopped
+// before the unlink) is kept and the original unlinked; a target holding other bytes
+// is an error and nothing is unlinked. After an error the original is still there,
+// or it is gone and the target holds its bytes: a later call finishes the move.
+func (l *Ledger) MoveFrozen(writer, device, file string, floorSeq uint64) (moved, reason string, err error) {
+	reason, err = l.Frozen(writer, device, file, floorSeq)
+	if err != nil || reason != "" {
+		return "", reason, err
+	}
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "missing", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+	}
+	// Frozen read the file once; a second reading that differs means it is not frozen.
+	if r := frozenBelow(data, writer, device, floorSeq); r != "" {
+		return "", r, nil
+	}
+	want := sha256.Sum256(data)
+	target := ArchivePath(l.opts.Root, file)
+	if have, err := os.ReadFile(target); err == nil {
+		if sha256.Sum256(have) != want {
+			return "", "", fmt.Errorf("archiving %s: %s already holds other bytes: nothing was moved (compare the two files; keep whichever holds more of the chain under another *.jsonl name in the writer's folder)", file, target)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+	} else if err := fsutil.WriteFile(target, data, 0o644); err != nil {
+		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+	}
+	back, err := fsutil.ReadBack(target)
+	if err != nil {
+		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+	}
+	if sha256.Sum256(back) != want {
+		return "", "", fmt.Errorf("archiving %s: %s does not read back as written: nothing was removed", file, target)
+	}
+	if err := fsutil.Remove(file); err != nil {
+		return "", "", fmt.Errorf("archiving %s: copied to %s: %w", file, target, err)
+	}
+	return target, "", nil
+}
