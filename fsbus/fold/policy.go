@@ -175,6 +175,7 @@ var policyKeys = map[string]policyKey{
 	"settle_s":        {func(p *Policy) *int64 { return &p.SettleS }, 0, "how long this machine must have seen an entry before the owner's checkpoint covers it; 0: 86400 (24 h)", "86400 s, 24 h"},
 	"compact_after_s": {func(p *Policy) *int64 { return &p.CompactAfterS }, 0, "the compactor's `ferry daemon` compacts once the newest owner's checkpoint is this old; 0: never by age", "never by age"},
 	"compact_entries": {func(p *Policy) *int64 { return &p.CompactEntries }, 0, "the compactor's `ferry daemon` compacts once this many entries are above the newest cut (a count, not seconds); 0: never by count", "never by count"},
+	"archive_grace_s": {func(p *Policy) *int64 { return &p.ArchiveGraceS }, 0, "how long this machine must have seen an owner's checkpoint count before the frozen files at or below its cut move to archive/; 0: 1209600 (14 days)", "1209600 s, 14 days"},
 }
 
 // policyKey is a key of [policy] this binary knows: the Policy field it fills and the
@@ -228,6 +229,10 @@ type Policy struct {
 	// by the entries above its cut (a count); absent or 0: never by that measure.
 	CompactAfterS  int64 `toml:"compact_after_s,omitzero" json:"compact_after_s,omitempty"`
 	CompactEntries int64 `toml:"compact_entries,omitzero" json:"compact_entries,omitempty"`
+	// ArchiveGraceS is how long this machine must have seen an owner's checkpoint count
+	// before the frozen chain files at or below its cut move to archive/ (docs/format.md
+	// §21 "Moving frozen files"); absent or 0: DefaultArchiveGraceS.
+	ArchiveGraceS int64 `toml:"archive_grace_s,omitzero" json:"archive_grace_s,omitempty"`
 }
 
 // OwnerDevice reports whether device may be named as policy.compactor on a machine
@@ -261,6 +266,18 @@ func (p Policy) SettleSeconds() int64 {
 		return DefaultSettleS
 	}
 	return p.SettleS
+}
+
+// DefaultArchiveGraceS is the archive grace time when the policy names none: 14 days.
+const DefaultArchiveGraceS = 1209600
+
+// ArchiveGraceSeconds is the archive grace time under p, in seconds: archive_grace_s,
+// or DefaultArchiveGraceS when absent or 0.
+func (p Policy) ArchiveGraceSeconds() int64 {
+	if p.ArchiveGraceS == 0 {
+		return DefaultArchiveGraceS
+	}
+	return p.ArchiveGraceS
 }
 
 // jsonEqual reports whether two JSON values are the same value (canonical forms).
