@@ -153,3 +153,26 @@ func (l *Ledger) MoveFrozen(writer, device, file string, floorSeq uint64) (moved
 	}
 	return target, "", nil
 }
+
+// MoveFrozenChain moves every frozen file of (writer, device)'s chain that lies wholly
+// at or below floorSeq (MoveFrozen, oldest first) and returns the archive paths it
+// wrote. A file that may not move (above the cut, the chain's newest, torn) is left
+// where it is and is no error; the first error stops the walk.
+func (l *Ledger) MoveFrozenChain(writer, device string, floorSeq uint64) ([]string, error) {
+	if err := checkNames(writer, device); err != nil {
+		return nil, err
+	}
+	seg := SegmentPath(l.opts.Root, writer, device)
+	files := chainFiles(filepath.Dir(seg), listWriterDir(seg), device)
+	var moved []string
+	for i := 0; i+1 < len(files); i++ {
+		to, _, err := l.MoveFrozen(writer, device, files[i].path, floorSeq)
+		if err != nil {
+			return moved, err
+		}
+		if to != "" {
+			moved = append(moved, to)
+		}
+	}
+	return moved, nil
+}

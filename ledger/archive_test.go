@@ -276,3 +276,31 @@ func TestMoveFrozenTargetDiffers(t *testing.T) {
 		t.Fatal("the frozen file changed")
 	}
 }
+
+// TestMoveFrozenChain: of a chain's three files, the two frozen ones wholly at or below
+// the cut move, oldest first; the newest stays whatever the cut; a cut inside the
+// second file moves the first only.
+func TestMoveFrozenChain(t *testing.T) {
+	for _, tc := range []struct {
+		cutIndex int // index into the chain's 15 entries
+		want     int
+	}{{14, 2}, {12, 2}, {11, 1}, {4, 0}} {
+		l := newTestLedger(t)
+		es := appendN(t, l, testWriter, testDevice, "a", 10)
+		l.SetEpoch(1)
+		es = append(es, appendN(t, l, testWriter, testDevice, "b", 3)...)
+		l.SetEpoch(2)
+		es = append(es, appendN(t, l, testWriter, testDevice, "c", 2)...)
+		moved, err := l.MoveFrozenChain(testWriter, testDevice, es[tc.cutIndex].Seq)
+		if err != nil || len(moved) != tc.want {
+			t.Fatalf("cut at seq %d: moved %v, %v; want %d files", es[tc.cutIndex].Seq, moved, err, tc.want)
+		}
+		if tip, err := ChainTip(l.opts.Root, testWriter, testDevice); err != nil || tip == nil || tip.Hash() != es[14].Hash() {
+			t.Fatalf("cut at seq %d: the chain's tip is %+v, %v", es[tc.cutIndex].Seq, tip, err)
+		}
+	}
+	l := newTestLedger(t)
+	if _, err := l.MoveFrozenChain("../x", testDevice, 1); err == nil {
+		t.Fatal("a bad writer name was taken")
+	}
+}
