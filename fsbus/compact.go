@@ -46,7 +46,7 @@ func (s *Session) Compact(opt CompactOptions) (*fold.CompactResult, error) {
 	})
 	if err == nil && e.Seq != 0 {
 		res.Entry = e.Hash()
-		if rerr := ckfile.RememberEpoch(s.epochSeenPath(), res.Epoch, res.Entry); rerr != nil {
+		if rerr := ckfile.RememberEpoch(s.epochSeenPath(), res.Epoch, res.Entry, s.now()); rerr != nil {
 			s.Home.warn("epoch-seen", "ferry: warning: "+rerr.Error())
 		}
 		if opt.TakeOver { // the policy names the new compactor too (docs/format.md §20 "Moving the compactor")

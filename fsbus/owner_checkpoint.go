@@ -24,7 +24,7 @@ func (c *Channel) foldWhole(in fold.FoldInput, snap *ledger.Snapshot) *fold.Fold
 		in.Entries, in.Forks = snap.Entries, snap.Forks
 		return fold.FoldFull(in)
 	}
-	probs, err := ckfile.CheckEpoch(c.epochSeenPath(), cf)
+	probs, err := ckfile.CheckEpoch(c.epochSeenPath(), cf, c.now())
 	if err != nil {
 		c.Home.warn("epoch-seen", "ferry: warning: "+err.Error())
 	}

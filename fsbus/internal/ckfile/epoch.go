@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -15,13 +16,13 @@ import (
 )
 
 // CheckEpoch compares the counting chain with the highest epoch this machine has seen,
-// kept in the file path (config/checkpoints/<project>: "<epoch> <entry hash>\n",
-// docs/format.md §18): a lower one is a folder rolled back (restored from an old copy),
+// kept in the file path (config/checkpoints/<project>, Seen's lines, docs/format.md
+// §18): a lower one is a folder rolled back (restored from an old copy),
 // and the same epoch counting another checkpoint one whose checkpoint was replaced or
 // lost, each reported loudly (kind rolled_back); a higher one is remembered. err says
 // that it could not be remembered (the check then compares with the last epoch
 // remembered).
-func CheckEpoch(path string, cf *fold.ChannelFold) (probs []fold.CheckpointProblem, err error) {
+func CheckEpoch(path string, cf *fold.ChannelFold, now time.Time) (probs []fold.CheckpointProblem, err error) {
 	top, hash := 0, ""
 	if n := len(cf.Chain); n > 0 {
 		top, hash = cf.Chain[n-1].Data.Epoch, cf.Chain[n-1].Entry.Hash()
@@ -36,37 +37,92 @@ func CheckEpoch(path string, cf *fold.ChannelFold) (probs []fold.CheckpointProbl
 		return []fold.CheckpointProblem{{Hash: seenHash, Epoch: seen, Kind: "rolled_back",
 			Detail: fmt.Sprintf("this machine has seen the owner's checkpoint of epoch %d (%s) count, and %s counts at that epoch now: it was replaced (ADR 0020) or its entry lost, and what was final at its cut may have changed; if that is known and accepted, remove %s", seen, seenHash, hash, path)}}, nil
 	case top > seen:
-		return nil, RememberEpoch(path, top, hash)
+		return nil, RememberEpoch(path, top, hash, now)
 	}
 	return nil, nil
 }
 
-// readSeen reads the epoch and entry hash the file path remembers (0, "" for none).
-func readSeen(path string) (int, string) {
+// SeenEpoch is one line of CheckEpoch's file: an epoch this machine has seen count,
+// its checkpoint entry's hash and when this machine first saw it count.
+type SeenEpoch struct {
+	Epoch int
+	Entry string
+	At    time.Time
+}
+
+// seenKeep bounds the lines CheckEpoch's file keeps: the newest epochs seen.
+const seenKeep = 64
+
+// Seen reads the epochs the file path remembers, lowest first: lines
+// "<epoch> <entry hash> <first seen, unix seconds>"; a line of the two first fields
+// only (written by builds before the third) was first seen at the file's mtime. Lines
+// that do not parse are left out; a missing or unreadable file remembers none.
+func Seen(path string) []SeenEpoch {
 	b, err := os.ReadFile(path)
 	if err != nil {
+		return nil
+	}
+	var out []SeenEpoch
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 && len(f) != 3 {
+			continue
+		}
+		n, err := strconv.Atoi(f[0])
+		if err != nil || n < 1 {
+			continue
+		}
+		se := SeenEpoch{Epoch: n, Entry: f[1]}
+		if len(f) == 3 {
+			sec, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			se.At = time.Unix(sec, 0)
+		} else if fi, err := os.Stat(path); err == nil {
+			se.At = fi.ModTime()
+		}
+		if len(out) > 0 && out[len(out)-1].Epoch >= n {
+			continue
+		}
+		out = append(out, se)
+	}
+	return out
+}
+
+// readSeen reads the highest epoch and its entry hash the file path remembers (0, ""
+// for none).
+func readSeen(path string) (int, string) {
+	s := Seen(path)
+	if len(s) == 0 {
 		return 0, ""
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0, ""
-	}
-	n, _ := strconv.Atoi(f[0])
-	return n, f[1]
+	return s[len(s)-1].Epoch, s[len(s)-1].Entry
 }
 
 // RememberEpoch records in the file path that this machine has seen the checkpoint of
-// epoch, entry hash, count, unless it remembers a higher epoch already: the compactor
-// calls it once its checkpoint is written, so a head deleted before its next reading
-// is a rollback there, never a checkpoint it may replace.
-func RememberEpoch(path string, epoch int, hash string) error {
-	if seen, _ := readSeen(path); seen >= epoch {
+// epoch, entry hash, count, first at now, unless it remembers that epoch or a higher
+// one already: the compactor calls it once its checkpoint is written, so a head
+// deleted before its next reading is a rollback there, never a checkpoint it may
+// replace. The file keeps the newest seenKeep epochs (the archive grace is counted
+// from their times, docs/format.md §21).
+func RememberEpoch(path string, epoch int, hash string, now time.Time) error {
+	seen := Seen(path)
+	if n := len(seen); n > 0 && seen[n-1].Epoch >= epoch {
 		return nil
+	}
+	seen = append(seen, SeenEpoch{Epoch: epoch, Entry: hash, At: now})
+	if len(seen) > seenKeep {
+		seen = seen[len(seen)-seenKeep:]
+	}
+	var b strings.Builder
+	for _, s := range seen {
+		fmt.Fprintf(&b, "%d %s %d\n", s.Epoch, s.Entry, s.At.Unix())
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("could not remember checkpoint epoch %d: %w", epoch, err)
 	}
-	if err := fsutil.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", epoch, hash)), 0o644); err != nil {
+	if err := fsutil.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("could not remember checkpoint epoch %d in %s: %w", epoch, path, err)
 	}
 	return nil

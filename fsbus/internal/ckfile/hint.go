@@ -31,12 +31,7 @@ type Hint struct {
 // (bounded, no links) and decoded without checking its signature. ok is false when
 // there is no head to read from.
 func FindHint(root, seen string) (Hint, bool) {
-	epoch := 0
-	if b, err := os.ReadFile(seen); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			epoch, _ = strconv.Atoi(f[0])
-		}
-	}
+	epoch, _ := readSeen(seen)
 	dirs, err := os.ReadDir(filepath.Join(root, "checkpoints"))
 	if err != nil {
 		return Hint{}, false
