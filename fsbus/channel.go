@@ -355,7 +355,7 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: %v", p, err)
 	}
 	// The signature covers every key of the file, known to this binary or not (ADR 0001).
-	all, err := decodeConfigMap(raw)
+	all, err := ckfile.DecodeConfigMap(raw)
 	if err != nil {
 		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s does not parse: %v", p, err)
 	}

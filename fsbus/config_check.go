@@ -7,11 +7,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/internal/keyfile"
@@ -65,46 +64,6 @@ func (h *Home) keepVerifiedConfig(project, root string, raw []byte) {
 	}
 }
 
-// decodeConfigMap decodes channel.toml's bytes into its keys (a BOM stripped), sig
-// left out.
-func decodeConfigMap(raw []byte) (map[string]any, error) {
-	var all map[string]any
-	if _, err := toml.Decode(string(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))), &all); err != nil {
-		return nil, err
-	}
-	delete(all, "sig")
-	return all, nil
-}
-
-// changedKeys lists the keys whose values differ between two decoded channel.toml
-// files: top-level keys, and a table's keys dotted ("policy.max_skew_s").
-func changedKeys(old, cur map[string]any) []string {
-	var out []string
-	names := map[string]bool{}
-	for k := range old {
-		names[k] = true
-	}
-	for k := range cur {
-		names[k] = true
-	}
-	for k := range names {
-		a, b := old[k], cur[k]
-		ta, aTable := a.(map[string]any)
-		tb, bTable := b.(map[string]any)
-		if aTable && bTable {
-			for _, sub := range changedKeys(ta, tb) {
-				out = append(out, k+"."+sub)
-			}
-			continue
-		}
-		if !reflect.DeepEqual(a, b) {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // OpenUnverified opens dir for `ferry doctor` when channel.toml does not verify (Open's
 // error wraps ErrConfigUnverified): Channel.Damage says what is wrong. With a pin on
 // this machine the Channel reads the ledger with the pinned master key (channel.toml's
@@ -136,10 +95,10 @@ func OpenUnverified(h *Home, dir string) (*Channel, error) {
 		if old, rerr := os.ReadFile(cp); rerr == nil {
 			if vcfg, ok := verifyConfigBytes(old); ok {
 				raw, _ := os.ReadFile(filepath.Join(root, "channel.toml"))
-				oldAll, _ := decodeConfigMap(old)
-				curAll, derr := decodeConfigMap(raw)
+				oldAll, _ := ckfile.DecodeConfigMap(old)
+				curAll, derr := ckfile.DecodeConfigMap(raw)
 				if derr == nil {
-					dmg.Compared, dmg.Copy, dmg.Changed = true, cp, changedKeys(oldAll, curAll)
+					dmg.Compared, dmg.Copy, dmg.Changed = true, cp, ckfile.ChangedKeys(oldAll, curAll)
 					if pt, ok := curAll["policy"].(map[string]any); ok {
 						for _, k := range dmg.Changed {
 							if sub, ok := strings.CutPrefix(k, "policy."); ok && pt[sub] != nil {
@@ -194,7 +153,7 @@ func verifyConfigBytes(raw []byte) (Config, bool) {
 	if _, err := toml.Decode(string(raw), &cfg); err != nil {
 		return cfg, false
 	}
-	all, err := decodeConfigMap(raw)
+	all, err := ckfile.DecodeConfigMap(raw)
 	if err != nil {
 		return cfg, false
 	}
