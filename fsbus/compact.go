@@ -9,6 +9,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/fsutil"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -72,7 +73,7 @@ func (s *Session) planCompact(v *View, opt CompactOptions, res *fold.CompactResu
 		advanced[p.Writer] = advanced[p.Writer] || p.SeenMs >= settled
 		devices[p.Device] = devices[p.Device] || p.SeenMs >= guard
 	}
-	if l := linkBelow(s.Root, filepath.Join(s.Root, "checkpoints", "chunks")); l != "" {
+	if l := fsutil.LinkBelow(s.Root, filepath.Join(s.Root, "checkpoints", "chunks")); l != "" {
 		return nil, nil, errs.Errorf(errs.Invalid, "replace the link with a real directory; `ferry doctor` lists every link in the channel",
 			"%s in the channel is a symbolic link: ferry never writes through links (nothing was written)", l)
 	}

@@ -1,14 +1,8 @@
 package fsbus
 
 import (
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-
-	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/internal/fsutil"
 )
 
 // Symbolic links inside a channel (docs/threat-model.md "Paths and links"). A synced
@@ -29,7 +23,7 @@ func (s *Session) checkLinks(objs []pendingObject) error {
 		paths = append(paths, o.path)
 	}
 	for _, p := range paths {
-		if l := linkBelow(s.Root, p); l != "" {
+		if l := fsutil.LinkBelow(s.Root, p); l != "" {
 			return errs.Errorf(errs.Invalid, "replace the link with a real directory or file; `ferry doctor` lists every link in the channel",
 				"%s in the channel is a symbolic link: ferry never writes through links (nothing was written)", l)
 		}
@@ -37,23 +31,3 @@ func (s *Session) checkLinks(objs []pendingObject) error {
 	return nil
 }
 
-// linkBelow returns the slash path (relative to root) of the first component of p
-// below root that is a symbolic link, or "" when there is none or p is not under root.
-func linkBelow(root, p string) string {
-	r, err := filepath.Rel(root, p)
-	if err != nil || r == "." || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-		return ""
-	}
-	cur := root
-	for _, c := range strings.Split(r, string(filepath.Separator)) {
-		cur = filepath.Join(cur, c)
-		fi, err := os.Lstat(cur)
-		if errors.Is(err, fs.ErrNotExist) {
-			return ""
-		}
-		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return verify.Rel(root, cur)
-		}
-	}
-	return ""
-}
