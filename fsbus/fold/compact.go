@@ -484,23 +484,35 @@ func FirstDifference(a, b *Base) string {
 // below it, and the check repeats until nothing shortens. A segment cut to nothing
 // leaves the cut.
 func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func(e *ledger.Entry) bool) Cut {
+	return CloseCutFrom(entries, forks, cut, pending, nil)
+}
+
+// CloseCutFrom is CloseCut for the next checkpoint after the one whose state is prev
+// (nil: none): what prev holds is held — its lines count as records at or below the
+// cut, so that a reference into the records below prev's cut, which may have moved to
+// archive/ (docs/format.md §21), is closed — and the records at or below prev's cut,
+// closed when it was written, are not checked again.
+func CloseCutFrom(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func(e *ledger.Entry) bool, prev *Base) Cut {
 	cut = slices.Clone(cut)
+	var prevLines []ledger.Entry
+	if prev != nil {
+		prevLines = prev.Lines
+	}
 	for {
 		at, _, _ := Split(entries, forks, cut, nil)
-		held := make(map[string]bool, len(at))
+		held := make(map[string]bool, len(at)+len(prevLines))
 		posts := map[string]bool{}
-		for i := range at {
-			held[at[i].Hash()] = true
-			if at[i].Type == TypeMsgPost {
-				posts[at[i].Ref] = true
-			}
-		}
-		byHash := make(map[string]*ledger.Entry, len(at))
 		seated := map[string]bool{} // writers a grant.set at or below the cut names
-		for i := range at {
-			byHash[at[i].Hash()] = &at[i]
-			if at[i].Writer == MasterWriter && at[i].Type == TypeGrantSet {
-				seated[at[i].Ref] = true
+		for _, list := range [][]ledger.Entry{prevLines, at} {
+			for i := range list {
+				e := &list[i]
+				held[e.Hash()] = true
+				if e.Type == TypeMsgPost {
+					posts[e.Ref] = true
+				}
+				if e.Writer == MasterWriter && e.Type == TypeGrantSet {
+					seated[e.Ref] = true
+				}
 			}
 		}
 		lower := map[[2]string]uint64{} // segment → highest seq that may stay
@@ -512,6 +524,9 @@ func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func
 		}
 		for i := range at {
 			e := &at[i]
+			if prev != nil && prev.Cut.Below(e.Writer, e.Device, e.Seq) {
+				continue // closed when prev was written
+			}
 			if e.Writer != MasterWriter && !seated[e.Writer] && e.Type != TypeAgentJoin && e.Type != TypeAgentSupport {
 				bad(e) // written under a seat the cut does not hold
 			}
@@ -551,6 +566,10 @@ func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func
 		if len(lower) == 0 {
 			return cut
 		}
+		byHash := make(map[string]*ledger.Entry, len(at))
+		for i := range at {
+			byHash[at[i].Hash()] = &at[i]
+		}
 		var next Cut
 		for _, p := range cut {
 			s, ok := lower[[2]string{p.Writer, p.Device}]
@@ -558,10 +577,15 @@ func CloseCut(entries []ledger.Entry, forks []ledger.Fork, cut Cut, pending func
 				next = append(next, p)
 				continue
 			}
-			// Walk H's ancestry down to seq s.
+			// Walk H's ancestry down to seq s; prev's point stands for the records
+			// below it, which may not be here.
 			e := byHash[p.Hash]
 			for e != nil && e.Seq > s {
 				e = byHash[e.Prev]
+			}
+			if pp, ok := prev.cutAt(p.Writer, p.Device); e == nil && ok && pp.Seq == s {
+				next = append(next, pp)
+				continue
 			}
 			if e == nil || s == 0 {
 				continue

@@ -236,8 +236,13 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 	if len(cands) == 0 {
 		return nil, nil
 	}
+	start, rotations := archivedStart(cands, cps)
 	st := &State{Project: project}
-	masters := ResolveMasters(st, FoldInput{Entries: entries, Master: master, Project: project}, func(*ledger.Entry, string) {})
+	withRot := entries
+	if len(rotations) > 0 {
+		withRot = MergedSet(append(rotations, entries...))
+	}
+	masters := ResolveMasters(st, FoldInput{Entries: withRot, Master: master, Project: project}, func(*ledger.Entry, string) {})
 	var probs []CheckpointProblem
 	type cand struct {
 		e *ledger.Entry
@@ -262,6 +267,22 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 	var chain []Counting
 	basis, epoch, compactor := "", 0, ""
 	var prevCut Cut
+	// The chain starts at epoch 1, or — once the master's frozen files holding the
+	// first checkpoints moved to archive/ (docs/format.md §21) — at the checkpoint that
+	// the head of the lowest one here whose basis is not here names as previous, as a
+	// reading from the cut takes it (FoldFloored).
+	if start != nil {
+		if i := slices.IndexFunc(valid, func(c cand) bool { return c.e == start }); i >= 0 {
+			prev, err := archivedPrevious(valid[i].e, valid[i].d, masters, cps, project)
+			if err != nil {
+				probs = append(probs, CheckpointProblem{Hash: start.Hash(), Epoch: valid[i].d.Epoch, Kind: "not_counting", Stops: true,
+					Detail: "the checkpoints below it are not in the folder (archived) and its head's previous checkpoint does not check: " + err.Error()})
+			} else {
+				chain = append(chain, *prev)
+				basis, epoch, compactor, prevCut = prev.Entry.Hash(), prev.Data.Epoch, prev.Head.Compactor, prev.Head.Cut
+			}
+		}
+	}
 	for {
 		var next []cand
 		for _, c := range valid {
@@ -370,6 +391,63 @@ func CountingChain(entries []ledger.Entry, master ed25519.PublicKey, project str
 		}
 	}
 	return chain, probs
+}
+
+// archivedStart finds where the counting chain starts when no checkpoint entry of
+// epoch 1 is among cands (the master's frozen files that held the first ones moved to
+// archive/): the lowest-epoch checkpoint entry whose basis is not among cands (the
+// lowest hash of its epoch), and the master.rotate lines its head keeps, which
+// ResolveMasters needs to verify it when rotations moved too (each line is checked
+// there, from channel.toml's key). nil when an epoch-1 entry is here, or none names an
+// absent basis, or its head is not here or does not hash to its name.
+func archivedStart(cands []*ledger.Entry, cps Checkpoints) (*ledger.Entry, []ledger.Entry) {
+	here := make(map[string]bool, len(cands))
+	for _, e := range cands {
+		here[e.Hash()] = true
+	}
+	var start *ledger.Entry
+	var sd CheckpointData
+	for _, e := range cands {
+		var d CheckpointData
+		if json.Unmarshal(e.Data, &d) != nil {
+			continue
+		}
+		if d.Epoch == 1 {
+			return nil, nil
+		}
+		if d.Epoch > 1 && !here[d.Basis] && (start == nil || d.Epoch < sd.Epoch || (d.Epoch == sd.Epoch && e.Hash() < start.Hash())) {
+			start, sd = e, d
+		}
+	}
+	if start == nil {
+		return nil, nil
+	}
+	raw, err := cps.Head(sd.Epoch, sd.Head)
+	var loose Head
+	if err != nil || ledger.HashBytes(raw) != sd.Head || json.Unmarshal(raw, &loose) != nil {
+		return start, nil
+	}
+	var rot []ledger.Entry
+	for _, l := range loose.Rotations {
+		if e, err := ledger.ParseLine(l); err == nil {
+			rot = append(rot, e)
+		}
+	}
+	return start, rot
+}
+
+// archivedPrevious is the counting checkpoint the head of the checkpoint entry e
+// (data d) names as previous (previousCounting), e's head verified first.
+func archivedPrevious(e *ledger.Entry, d CheckpointData, masters *MasterChain, cps Checkpoints, project string) (*Counting, error) {
+	raw, err := cps.Head(d.Epoch, d.Head)
+	if err != nil {
+		return nil, err
+	}
+	h, err := ParseHead(raw, d.Head, masters.KeyAt(e.Device, e.Seq), project)
+	if err != nil {
+		return nil, err
+	}
+	return previousCounting(h, d, masters, cps, project)
 }
 
 // LoadBase reads and checks a counting checkpoint's state: every chunk named by the

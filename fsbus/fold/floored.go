@@ -27,6 +27,17 @@ func Floors(cut Cut) []ledger.Floor {
 	return out
 }
 
+// AnchorCut returns snap's problems less the seq gaps at or below cf's newest counting
+// cut of chains anchored to it (ledger.AnchorCut): the records there may have moved to
+// archive/ (docs/format.md §21 "Records at or below a cut"). A nil cf, or one with no
+// counting chain or read only, keeps every problem.
+func (cf *ChannelFold) AnchorCut(snap *ledger.Snapshot) []ledger.Problem {
+	if cf == nil || cf.ReadOnly || len(cf.Chain) == 0 || len(snap.Problems) == 0 {
+		return snap.Problems
+	}
+	return ledger.AnchorCut(snap.Problems, snap.Entries, Floors(cf.Chain[len(cf.Chain)-1].Head.Cut))
+}
+
 // FoldFloored folds in — a snapshot read from the floors of the checkpoint whose
 // entry names head headHash at epoch — from that checkpoint's state, as FoldChannel
 // would fold the whole reading. It returns the reason, and no fold, when the reading

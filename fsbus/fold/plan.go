@@ -137,7 +137,7 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 		}
 	}
 	cut := CutOf(entries, func(w, d string) (uint64, bool) { m, ok := limit[[2]string{w, d}]; return m, ok })
-	cut = CloseCut(entries, p.In.Forks, cut, p.State.ObjectPending)
+	cut = CloseCutFrom(entries, p.In.Forks, cut, p.State.ObjectPending, p.PrevBase)
 	if p.PrevBase != nil {
 		if err := cut.Covers(p.PrevBase.Cut); err != nil {
 			return nil, errs.Errorf(errs.Conflict, "run `ferry doctor`", "the cut closed under reference falls below the previous checkpoint's: %v", err)
@@ -157,7 +157,7 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 	}
 	at, _, probs := Split(entries, p.In.Forks, cut, nil)
 	for _, c := range probs {
-		if c.Kind == "missing" {
+		if c.Kind == "missing" && !anchoredBelow(c, at, p.PrevBase) {
 			return nil, errs.Errorf(errs.Conflict, "run `ferry doctor`", "segment %s/%s: %s", c.Writer, c.Device, c.Detail)
 		}
 	}
@@ -179,6 +179,23 @@ func PlanCheckpoint(p PlanInput) (*Plan, error) {
 	}
 	plan.Cut, plan.Base = cut, base
 	return plan, nil
+}
+
+// anchoredBelow reports whether Split's missing record c lies at or below prev's cut
+// of a chain whose records at (Split's) reach prev's point: prev's state stands for
+// the records there, which may have moved to archive/ (docs/format.md §21).
+func anchoredBelow(c CutProblem, at []ledger.Entry, prev *Base) bool {
+	pp, ok := prev.cutAt(c.Writer, c.Device)
+	if !ok || c.Seq > pp.Seq {
+		return false
+	}
+	for i := range at {
+		if e := &at[i]; e.Writer == c.Writer && e.Device == c.Device &&
+			((e.Seq == pp.Seq && e.Hash() == pp.Hash) || (e.Seq == pp.Seq+1 && e.Prev == pp.Hash)) {
+			return true
+		}
+	}
+	return false
 }
 
 // handOver is the device policy.compactor names in st (the state at the next cut,
