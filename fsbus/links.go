@@ -30,4 +30,3 @@ func (s *Session) checkLinks(objs []pendingObject) error {
 	}
 	return nil
 }
-

@@ -33,6 +33,7 @@ func (c *Channel) foldWhole(in fold.FoldInput, snap *ledger.Snapshot) *fold.Fold
 	if n := len(cf.Chain); n > 0 && !cf.ReadOnly && cf.Chain[n-1].Data.Epoch > 0 { // writers go on in its files (format.md §21)
 		c.Ledger.SetEpoch(max(c.Ledger.Epoch(), uint64(cf.Chain[n-1].Data.Epoch)))
 	}
+	snap.Problems = cf.AnchorCut(snap)
 	return cf.Folded
 }
 

@@ -100,6 +100,7 @@ func (c *Channel) Load() (*View, error) {
 		c.prewarmSigs(slices.Concat(c.lastFold.Roster, snap.Added))
 		c.progress("folding", 0, 0)
 		f, _ = c.lastFold.FoldDelta(in, snap.Added, len(snap.Entries), maxHLCText(snap), c.objectExists)
+		snap.Problems = c.ownerCheckpoint.AnchorCut(snap)
 	}
 	fresh := f == nil
 	switch {
@@ -233,6 +234,7 @@ type Session struct {
 	// "" means the git top-level of the current directory, else the current directory.
 	Workspace string
 	supported bool // this writer's segment holds an agent.support naming FormatVersion
+	archived  bool // its first write looked for frozen files to move (MoveFrozen)
 }
 
 // As opens a session as name, loading its key from this machine's keystore. It returns
@@ -358,6 +360,14 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 	})
 	if len(expired) > 0 {
 		s.AutoSettle(expired)
+	}
+	if err == nil && out.Seq != 0 && !s.archived {
+		s.archived = true // its writer moves a frozen file at its first write (format.md §21)
+		if len(ledger.ChainFiles(s.Root, s.Name, s.Device)) > 1 {
+			if _, aerr := s.moveFrozen(view, false); aerr != nil {
+				s.Home.warn("archive", "ferry: warning: moving frozen files: "+aerr.Error())
+			}
+		}
 	}
 	return out, view, err
 }

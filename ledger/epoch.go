@@ -182,3 +182,15 @@ func olderTip(files []chainFile, path, writer, device string) (*Entry, error) {
 	}
 	return nil, nil
 }
+
+// ChainFiles returns the host paths of (writer, device)'s own files under root —
+// <device>.jsonl and its epoch files — oldest first; none when the writer directory
+// does not list.
+func ChainFiles(root, writer, device string) []string {
+	seg := SegmentPath(root, writer, device)
+	var out []string
+	for _, f := range chainFiles(filepath.Dir(seg), listWriterDir(seg), device) {
+		out = append(out, f.path)
+	}
+	return out
+}

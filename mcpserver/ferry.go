@@ -344,6 +344,9 @@ func (f *Ferry) heartbeat(s *fsbus.Session) {
 	if err := s.WritePresence(doing, runs); err != nil {
 		fmt.Fprintf(f.cfg.Log, "mcp: writing presence: %v\n", err)
 	}
+	if _, err := s.MoveFrozen(false); err != nil { // docs/format.md §21 "Moving frozen files"
+		fmt.Fprintf(f.cfg.Log, "mcp: moving frozen files: %v\n", err)
+	}
 }
 
 // decode parses a tool's arguments into v, refusing unknown JSON as invalid params.

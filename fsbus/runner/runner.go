@@ -675,6 +675,9 @@ func (r *Runner) Loop(ctx context.Context, poll time.Duration, once bool) (*Resu
 			if err := r.S.WritePresence("ferry run: waiting for orders", nil); err != nil {
 				return nil, err
 			}
+			if _, err := r.S.MoveFrozen(false); err != nil { // docs/format.md §21 "Moving frozen files"
+				r.logf("moving frozen files: %v", err)
+			}
 			lastBeat = time.Now()
 		}
 		select {

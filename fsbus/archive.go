@@ -1,0 +1,45 @@
+package fsbus
+
+import (
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/archive"
+	"github.com/ferryhq/ferry/internal/errs"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// MoveFrozen moves the frozen chain files that the newest counting owner's checkpoint
+// this machine first saw at least policy.archive_grace_s ago covers, and that no
+// standing dispute holds, to archive/ledger/ (docs/format.md §21 "Moving frozen
+// files", package fsbus/internal/archive), and returns the archive paths written. It
+// moves this writer's files on this device; with all (the master only: `ferry
+// compact`) the files of every chain the cut names, each once a newer file of its
+// chain holds an entry. A chain with one file costs a directory listing and no Load.
+func (s *Session) MoveFrozen(all bool) ([]string, error) {
+	if all && s.Name != fold.MasterWriter {
+		return nil, errs.Errorf(errs.Denied, "run it as the owner", "only the master moves other writers' files")
+	}
+	if !all && len(ledger.ChainFiles(s.Root, s.Name, s.Device)) < 2 {
+		return nil, nil
+	}
+	v, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	return s.moveFrozen(v, all)
+}
+
+// moveFrozen is MoveFrozen over the view v of the last Load.
+func (s *Session) moveFrozen(v *View, all bool) ([]string, error) {
+	if s.ownerCheckpoint == nil {
+		return nil, nil
+	}
+	var chains []archive.Chain // all: every chain the cut names
+	if !all {
+		chains = []archive.Chain{{Writer: s.Name, Device: s.Device}}
+	}
+	grace := time.Duration(s.EffectivePolicy(v).Policy.ArchiveGraceSeconds()) * time.Second
+	disputed := len(fold.StandingDisputes(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain)) > 0
+	return archive.Run(s.Ledger, s.ownerCheckpoint, s.epochSeenPath(), grace, s.now(), disputed, chains)
+}

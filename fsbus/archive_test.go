@@ -1,0 +1,204 @@
+package fsbus_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ferryhq/ferry/fsbus"
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/fsbustest"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// archiveWorld is an ownerWorld past two epochs, with alice's chain in three files
+// (epochs 0, 1 and 2) and the orders written before, between and after.
+func archiveWorld(t *testing.T) (*ownerWorld, []string) {
+	w := newOwnerWorld(t)
+	ids := []string{w.order("before")}
+	w.twoEpochs()
+	ids = append(ids, w.order("after"))
+	if n := len(ledger.ChainFiles(w.c.Root, "alice", w.c.Device)); n != 3 {
+		t.Fatalf("alice's chain has %d files, want 3", n)
+	}
+	return w, ids
+}
+
+// loadAll loads the channel in a new process, from the cut and whole, and fails on
+// any problem, fork or checkpoint problem; it returns the whole reading's order ids.
+func loadAll(t *testing.T, w *ownerWorld) []string {
+	t.Helper()
+	var ids [2][]string
+	for i, thorough := range []bool{false, true} {
+		ch := fsbustest.Reopen(t, w.c)
+		ch.Thorough = thorough
+		v, err := ch.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range v.Snapshot.Problems {
+			t.Errorf("thorough %v: %s %s seq %d: %s", thorough, p.Kind, p.Path, p.Seq, p.Detail)
+		}
+		if len(v.Snapshot.Forks) != 0 {
+			t.Errorf("thorough %v: forks %+v", thorough, v.Snapshot.Forks)
+		}
+		cf := ch.OwnerCheckpoint()
+		if cf == nil || len(cf.Chain) == 0 {
+			t.Fatalf("thorough %v: no counting checkpoint", thorough)
+		}
+		for _, p := range cf.Problems {
+			t.Errorf("thorough %v: checkpoint problem %s: %s", thorough, p.Kind, p.Detail)
+		}
+		for _, r := range v.State.ListOrders(fold.OrderFilter{}) {
+			ids[i] = append(ids[i], r.ID)
+		}
+		slices.Sort(ids[i])
+	}
+	if !slices.Equal(ids[0], ids[1]) {
+		t.Errorf("a reading from the cut holds orders %v, a whole one %v", ids[0], ids[1])
+	}
+	return ids[1]
+}
+
+// TestFrozenFilesMoveAfterTheGrace: a writer's frozen files wholly at or below the cut
+// of a counting checkpoint stay until this machine has seen it count for
+// policy.archive_grace_s, then move whole to archive/ledger/ (docs/format.md §21); every
+// reader folds the same orders without a problem, the chain goes on in its newest
+// file, and the owner's `compact`-time move takes the master's frozen file too.
+func TestFrozenFilesMoveAfterTheGrace(t *testing.T) {
+	w, _ := archiveWorld(t)
+	alice := w.ss["alice"]
+	before := loadAll(t, w)
+	files := ledger.ChainFiles(w.c.Root, "alice", w.c.Device)
+	frozen := map[string][]byte{}
+	for _, f := range files[:2] {
+		frozen[f] = readArchived(t, f)
+	}
+
+	if moved, err := alice.MoveFrozen(false); err != nil || len(moved) != 0 {
+		t.Fatalf("within the grace: moved %v, %v", moved, err)
+	}
+	w.clock.Add((fold.DefaultArchiveGraceS - 3600) * 1000)
+	if moved, err := alice.MoveFrozen(false); err != nil || len(moved) != 0 {
+		t.Fatalf("an hour before the grace ends: moved %v, %v", moved, err)
+	}
+	w.clock.Add(2 * 3600 * 1000)
+	moved, err := alice.MoveFrozen(false)
+	if err != nil || len(moved) != 2 {
+		t.Fatalf("after the grace: moved %v, %v; want alice's two frozen files", moved, err)
+	}
+	for f, b := range frozen {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s is still in the live folder: %v", f, err)
+		}
+		if got := readArchived(t, ledger.ArchivePath(w.c.Root, f)); !bytes.Equal(got, b) {
+			t.Errorf("the archive copy of %s differs", f)
+		}
+	}
+	if after := loadAll(t, w); !slices.Equal(after, before) {
+		t.Fatalf("orders after the move %v, before %v", after, before)
+	}
+
+	// The chain goes on in its newest file; the next load still has no problem.
+	tip, err := ledger.ChainTip(w.c.Root, "alice", w.c.Device)
+	if err != nil || tip == nil {
+		t.Fatal(tip, err)
+	}
+	id := w.order("later")
+	// A new process of alice's, reading whole, writes on too: the records that left
+	// count as held for her high-water mark (docs/format.md §10).
+	for _, thorough := range []bool{true, false} {
+		ch := fsbustest.Reopen(t, w.c)
+		ch.Thorough = thorough
+		s, err := ch.As("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.NewOrder(fsbus.NewOrderOptions{Title: "new process"}); err != nil {
+			t.Fatalf("thorough %v: a new process's write after the move: %v", thorough, err)
+		}
+	}
+	if e, _ := ledger.ChainTip(w.c.Root, "alice", w.c.Device); e == nil || e.Seq != tip.Seq+3 {
+		t.Fatalf("alice's next entry %+v does not follow her tip %d", e, tip.Seq)
+	}
+	if ids := loadAll(t, w); !slices.Contains(ids, id) {
+		t.Fatalf("the order written after the move is not folded: %v", ids)
+	}
+
+	// The owner moves the master's frozen file (it holds the first checkpoint's
+	// entry); a whole reading then finds the counting chain from the newest heads.
+	master := ledger.ChainFiles(w.c.Root, fold.MasterWriter, w.c.Device)
+	if len(master) < 2 {
+		t.Fatalf("the master's chain has %d files", len(master))
+	}
+	if _, err := alice.MoveFrozen(true); err == nil {
+		t.Fatal("a member moved every chain's files")
+	}
+	moved, err = w.owner("").MoveFrozen(true)
+	if err != nil || !slices.Contains(moved, ledger.ArchivePath(w.c.Root, master[0])) {
+		t.Fatalf("the owner moved %v, %v; want the master's %s", moved, err, master[0])
+	}
+	loadAll(t, w)
+	if r, err := w.owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != 3 {
+		t.Fatalf("compacting after the move: %+v %v", r, err)
+	}
+	loadAll(t, w)
+}
+
+// TestNoMoveWhileDisputed: a standing dispute of the newest checkpoint keeps every
+// frozen file where it is; once withdrawn, they move.
+func TestNoMoveWhileDisputed(t *testing.T) {
+	w, _ := archiveWorld(t)
+	alice := w.ss["alice"]
+	top := w.top()
+	d := fold.Dispute{Epoch: top.Data.Epoch, Hash: top.Entry.Hash(), Rules: fold.RulesVersion, First: "o-x"}
+	if e, err := alice.Dispute(d, false); err != nil || e.Seq == 0 {
+		t.Fatalf("dispute: %+v %v", e, err)
+	}
+	w.clock.Add((fold.DefaultArchiveGraceS + 60) * 1000)
+	if moved, err := alice.MoveFrozen(false); err != nil || len(moved) != 0 {
+		t.Fatalf("with a dispute standing: moved %v, %v", moved, err)
+	}
+	if e, err := alice.Dispute(d, true); err != nil || e.Seq == 0 {
+		t.Fatalf("withdrawal: %+v %v", e, err)
+	}
+	if moved, err := alice.MoveFrozen(false); err != nil || len(moved) != 2 {
+		t.Fatalf("after the withdrawal: moved %v, %v", moved, err)
+	}
+}
+
+// TestFirstWriteMovesFrozenFiles: a writer's first write of a process moves its frozen
+// files once the grace has passed, with policy.archive_grace_s shortening the grace.
+func TestFirstWriteMovesFrozenFiles(t *testing.T) {
+	w, _ := archiveWorld(t)
+	if _, err := w.owner("").SetPolicy([]fold.PolicyAssign{{Key: "archive_grace_s", Value: "60"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Add(120 * 1000)
+	ch := fsbustest.Reopen(t, w.c)
+	s, err := ch.As("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewOrder(fsbus.NewOrderOptions{Title: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ledger.ChainFiles(w.c.Root, "alice", w.c.Device)); n != 1 {
+		t.Fatalf("after the first write alice's chain has %d files in the live folder", n)
+	}
+	if ents, err := os.ReadDir(filepath.Join(w.c.Root, "archive", "ledger", "alice")); err != nil || len(ents) != 2 {
+		t.Fatalf("archive/ledger/alice: %v %v", ents, err)
+	}
+	loadAll(t, w)
+}
+
+func readArchived(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

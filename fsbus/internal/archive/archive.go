@@ -1,0 +1,149 @@
+// Package archive moves what a counting owner's checkpoint covers out of the live
+// channel folder (docs/format.md §21 "Moving frozen files"): a chain's frozen files wholly
+// at or below the cut of a counting checkpoint this machine first saw at least
+// policy.archive_grace_s ago, and that no dispute names, go whole to archive/ledger/.
+package archive
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
+	"github.com/ferryhq/ferry/ledger"
+)
+
+// Due is the counting checkpoint whose cut frozen files may move below now.
+type Due struct {
+	Epoch int
+	Entry string // the checkpoint entry's hash
+	Cut   fold.Cut
+}
+
+// FindDue returns the highest counting checkpoint of cf (the last Load's owner's
+// checkpoints) that this machine first saw count at least grace ago (seen, the
+// epoch-seen file's lines, ckfile.Seen), or nil: with no counting chain, a chain folded
+// under other fold rules, a rolled-back folder, or a dispute standing (disputed,
+// fold.StandingDisputes; a dispute names the newest counting checkpoint, whose state
+// is built on every older one's), nothing moves. Epochs
+// below cf's chain are found by their heads: each head names its previous checkpoint's
+// line, whose data names that checkpoint's head by hash (root is the channel folder). A
+// head that is not here or does not hash to its name stops the walk (nil, no error:
+// the files wait).
+func FindDue(root string, cf *fold.ChannelFold, seen []ckfile.SeenEpoch, grace time.Duration, now time.Time, disputed bool) (*Due, error) {
+	if cf == nil || cf.ReadOnly || len(cf.Chain) == 0 || disputed {
+		return nil, nil
+	}
+	for _, p := range cf.Problems {
+		if p.Kind == "rolled_back" {
+			return nil, nil
+		}
+	}
+	newest := cf.Chain[len(cf.Chain)-1]
+	var pick *ckfile.SeenEpoch
+	for i := len(seen) - 1; i >= 0; i-- {
+		if seen[i].Epoch <= newest.Data.Epoch && !seen[i].At.After(now.Add(-grace)) {
+			pick = &seen[i]
+			break
+		}
+	}
+	if pick == nil {
+		return nil, nil
+	}
+	// Walk the chain down from its lowest checkpoint in cf to the picked epoch.
+	low := cf.Chain[0]
+	entry, head := low.Entry, low.Head
+	for _, c := range cf.Chain {
+		if c.Data.Epoch == pick.Epoch {
+			entry, head = c.Entry, c.Head
+		}
+	}
+	for d := low.Data.Epoch; entry.Hash() != pick.Entry && d > pick.Epoch; d-- {
+		prev, ph, err := previous(root, head)
+		if err != nil || prev == nil {
+			return nil, err
+		}
+		entry, head = *prev, ph
+	}
+	if entry.Hash() != pick.Entry {
+		return nil, nil // the epoch seen is not the one that counts here
+	}
+	return &Due{Epoch: pick.Epoch, Entry: pick.Entry, Cut: head.Cut}, nil
+}
+
+// previous reads the checkpoint h names as previous: its entry (from h's line) and
+// its head, which must hash to the name the entry's data gives. nil when h names none
+// or the head is not here.
+func previous(root string, h *fold.Head) (*ledger.Entry, *fold.Head, error) {
+	if len(h.Previous) == 0 {
+		return nil, nil, nil
+	}
+	e, err := ledger.ParseLine(h.Previous)
+	if err != nil {
+		return nil, nil, fmt.Errorf("head of epoch %d: previous checkpoint line: %w", h.Epoch, err)
+	}
+	var d fold.CheckpointData
+	if err := json.Unmarshal(e.Data, &d); err != nil {
+		return nil, nil, fmt.Errorf("head of epoch %d: previous checkpoint data: %w", h.Epoch, err)
+	}
+	raw, err := ckfile.Dir{Root: root}.Head(d.Epoch, d.Head)
+	if err != nil || ledger.HashBytes(raw) != d.Head {
+		return nil, nil, nil
+	}
+	var ph fold.Head
+	if err := json.Unmarshal(raw, &ph); err != nil {
+		return nil, nil, fmt.Errorf("head %s: %w", fold.HeadPath(d.Epoch, d.Head), err)
+	}
+	return &e, &ph, nil
+}
+
+// Chain names one (writer, device) chain.
+type Chain struct{ Writer, Device string }
+
+// Move moves the frozen files of each chain that lie wholly at or below its point in
+// due's cut (ledger.Ledger.MoveFrozenChain) and returns the archive paths written. A
+// chain the cut does not name keeps its files. The first error stops the moves.
+func Move(l *ledger.Ledger, due *Due, chains []Chain) ([]string, error) {
+	if due == nil {
+		return nil, nil
+	}
+	var moved []string
+	for _, c := range chains {
+		p, ok := due.Cut.At(c.Writer, c.Device)
+		if !ok {
+			continue
+		}
+		m, err := l.MoveFrozenChain(c.Writer, c.Device, p.Seq)
+		moved = append(moved, m...)
+		if err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
+// CutChains returns the chains due's cut names, in its order.
+func CutChains(due *Due) []Chain {
+	if due == nil {
+		return nil
+	}
+	out := make([]Chain, 0, len(due.Cut))
+	for _, p := range due.Cut {
+		out = append(out, Chain{p.Writer, p.Device})
+	}
+	return out
+}
+
+// Run finds the checkpoint due (FindDue, over the epoch-seen file seenPath) and moves
+// the frozen files of chains (nil: every chain its cut names) below it (Move).
+func Run(l *ledger.Ledger, cf *fold.ChannelFold, seenPath string, grace time.Duration, now time.Time, disputed bool, chains []Chain) ([]string, error) {
+	due, err := FindDue(l.Root(), cf, ckfile.Seen(seenPath), grace, now, disputed)
+	if err != nil || due == nil {
+		return nil, err
+	}
+	if chains == nil {
+		chains = CutChains(due)
+	}
+	return Move(l, due, chains)
+}
