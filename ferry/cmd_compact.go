@@ -36,7 +36,11 @@ func (c *CompactCmd) Help() string {
 		"refuses, naming them, while segments of seated, unretired writers hold no\n" +
 		"agent.support naming format 2 (a ferry that reads format 2 writes one with its\n" +
 		"first entry), unless --force is given; ferry builds that read format 1 only\n" +
-		"then refuse the channel."
+		"then refuse the channel.\n" +
+		"Before building it, compact moves to archive/ every chain's frozen files that a\n" +
+		"checkpoint this machine saw count policy.archive_grace_s ago covers, and names\n" +
+		"the chains with no file of that checkpoint's epoch yet: theirs wait for their\n" +
+		"writer to write again, or to be retired."
 }
 
 // ownerAction marks compact the owner's (docs/format.md §13, the master row).
@@ -68,6 +72,7 @@ func (c *CompactCmd) Run(g *Globals) error {
 	}
 	if r.Entry == "" {
 		g.printf("✔ nothing new has settled (settle %s): nothing written\n", fold.ShortDuration(r.Settle))
+		printArchived(g, r)
 		return nil
 	}
 	g.printf("✔ checkpoint epoch %d: %d entries covered in %d segments; the state keeps %d lines and %d final things in %d chunks (%d new)\n",
@@ -86,5 +91,17 @@ func (c *CompactCmd) Run(g *Globals) error {
 		g.printf("  compacted past segment %s, which holds no agent.support naming format 2 (--force)\n", seg)
 	}
 	g.printf("  channel format %d\n", r.Format)
+	printArchived(g, r)
 	return nil
+}
+
+// printArchived prints the frozen files compact moved to archive/ and the chains whose
+// files wait for their writer (docs/format.md §21 "Moving frozen files").
+func printArchived(g *Globals, r *fold.CompactResult) {
+	for _, f := range r.Archived {
+		g.printf("  moved %s to archive/\n", f)
+	}
+	for _, c := range r.Waiting {
+		g.printf("  %s has no file of the checkpoint past its archive grace yet: its files stay until it writes again or is retired\n", c)
+	}
 }

@@ -10,12 +10,11 @@ import (
 )
 
 // MoveFrozen moves the frozen chain files that the newest counting owner's checkpoint
-// this machine first saw at least policy.archive_grace_s ago covers, and that no
-// standing dispute holds, to archive/ledger/ (docs/format.md §21 "Moving frozen
-// files", package fsbus/internal/archive), and returns the archive paths written. It
-// moves this writer's files on this device; with all (the master only: `ferry
-// compact`) the files of every chain the cut names, each once a newer file of its
-// chain holds an entry. A chain with one file costs a directory listing and no Load.
+// this machine first saw at least policy.archive_grace_s ago covers, while no dispute
+// stands, to archive/ledger/ (docs/format.md §21 "Moving frozen files", package
+// fsbus/internal/archive), and returns the archive paths written (slash paths in the
+// channel folder): this writer's files
+// on this device, or with all (the master only) every chain's the cut names.
 func (s *Session) MoveFrozen(all bool) ([]string, error) {
 	if all && s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner", "only the master moves other writers' files")
@@ -27,13 +26,14 @@ func (s *Session) MoveFrozen(all bool) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.moveFrozen(v, all)
+	moved, _, err := s.moveFrozen(v, all)
+	return moved, err
 }
 
-// moveFrozen is MoveFrozen over the view v of the last Load.
-func (s *Session) moveFrozen(v *View, all bool) ([]string, error) {
+// moveFrozen is MoveFrozen over the view v of the last Load (archive.Run).
+func (s *Session) moveFrozen(v *View, all bool) (moved, waiting []string, err error) {
 	if s.ownerCheckpoint == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var chains []archive.Chain // all: every chain the cut names
 	if !all {

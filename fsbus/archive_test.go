@@ -93,6 +93,9 @@ func TestFrozenFilesMoveAfterTheGrace(t *testing.T) {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s is still in the live folder: %v", f, err)
 		}
+		if !slices.Contains(moved, "archive/ledger/alice/"+filepath.Base(f)) {
+			t.Errorf("%s is not among the files moved: %v", f, moved)
+		}
 		if got := readArchived(t, ledger.ArchivePath(w.c.Root, f)); !bytes.Equal(got, b) {
 			t.Errorf("the archive copy of %s differs", f)
 		}
@@ -137,7 +140,7 @@ func TestFrozenFilesMoveAfterTheGrace(t *testing.T) {
 		t.Fatal("a member moved every chain's files")
 	}
 	moved, err = w.owner("").MoveFrozen(true)
-	if err != nil || !slices.Contains(moved, ledger.ArchivePath(w.c.Root, master[0])) {
+	if err != nil || !slices.Contains(moved, "archive/ledger/master/"+filepath.Base(master[0])) {
 		t.Fatalf("the owner moved %v, %v; want the master's %s", moved, err, master[0])
 	}
 	loadAll(t, w)
@@ -201,4 +204,31 @@ func readArchived(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestCompactMovesEveryChain: past the grace, `ferry compact` moves the frozen files of
+// every chain the cut names (alice's here, whose newer file proves she appends there)
+// and lists the chains with no file of the checkpoint's epoch (the master's, before
+// this compaction writes its entry).
+func TestCompactMovesEveryChain(t *testing.T) {
+	w, _ := archiveWorld(t)
+	w.clock.Add((fold.DefaultArchiveGraceS + 60) * 1000)
+	w.order("above the cut") // settled by the time the owner compacts
+	r, err := w.owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true})
+	if err != nil || r.Entry == "" {
+		t.Fatalf("compact: %+v %v", r, err)
+	}
+	var alice int
+	for _, f := range r.Archived {
+		if filepath.Dir(f) == "archive/ledger/alice" {
+			alice++
+		}
+	}
+	if alice != 2 {
+		t.Errorf("compact moved %v: want alice's two frozen files", r.Archived)
+	}
+	if want := fold.MasterWriter + "/" + w.c.Device; !slices.Contains(r.Waiting, want) {
+		t.Errorf("compact lists %v as waiting: want %s", r.Waiting, want)
+	}
+	loadAll(t, w)
 }

@@ -43,7 +43,15 @@ func (s *Session) Compact(opt CompactOptions) (*fold.CompactResult, error) {
 	res := &fold.CompactResult{}
 	e, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		*res = fold.CompactResult{}
-		return s.planCompact(v, opt, res)
+		// The owner moves every chain's frozen files under the previous checkpoint, from
+		// the same reading; a failure is a warning, since the compaction goes on.
+		archived, waiting, aerr := s.moveFrozen(v, true)
+		if aerr != nil {
+			s.Home.warn("archive", "ferry: warning: moving frozen files: "+aerr.Error())
+		}
+		d, objs, err := s.planCompact(v, opt, res)
+		res.Archived, res.Waiting = archived, waiting
+		return d, objs, err
 	})
 	if err == nil && e.Seq != 0 {
 		res.Entry = e.Hash()

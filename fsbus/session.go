@@ -364,7 +364,7 @@ func (s *Session) write(plan func(v *View) (*ledger.Draft, []pendingObject, erro
 	if err == nil && out.Seq != 0 && !s.archived {
 		s.archived = true // its writer moves a frozen file at its first write (format.md §21)
 		if len(ledger.ChainFiles(s.Root, s.Name, s.Device)) > 1 {
-			if _, aerr := s.moveFrozen(view, false); aerr != nil {
+			if _, _, aerr := s.moveFrozen(view, false); aerr != nil {
 				s.Home.warn("archive", "ferry: warning: moving frozen files: "+aerr.Error())
 			}
 		}

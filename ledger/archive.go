@@ -16,7 +16,7 @@ import (
 // newer file of the chain follows is frozen: nobody appends to it again. Once every
 // record in it is at or below the cut of a counting owner's checkpoint, it may leave
 // the live folder whole — never rewritten, never cut — for archive/ledger/<writer>/,
-// where readers of the live folder do not look and from where `--archive` reads it.
+// where readers of the live folder do not look.
 
 // archiveDirName is the channel's archive directory, beside ledger/.
 const archiveDirName = "archive"

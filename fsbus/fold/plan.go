@@ -259,6 +259,12 @@ type CompactResult struct {
 	Unsupported []string `json:"unsupported,omitempty"`
 	// Replaces is the checkpoint entry the new one replaces (CheckpointData.Replaces).
 	Replaces string `json:"replaces,omitempty"`
+	// Archived are the frozen files moved to archive/ after it (slash paths relative to
+	// the channel folder), Waiting the "<writer>/<device>" chains the newest checkpoint
+	// past its archive grace names with no file of its epoch yet: their files stay until
+	// the writer writes again or is retired (docs/format.md §21 "Moving frozen files").
+	Archived []string `json:"archived,omitempty"`
+	Waiting  []string `json:"waiting,omitempty"`
 }
 
 // SettleWindow phrases a settle time (a time.Duration's text, as PlanInput.SettleText

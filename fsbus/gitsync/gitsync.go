@@ -157,7 +157,7 @@ func Sync(ctx context.Context, root string, o Options) (*Result, error) {
 		return nil, errs.Errorf(errs.NotFound, "install git (https://git-scm.com/downloads), or carry the channel with a sync tool such as Syncthing", "git is not installed: no git executable on PATH")
 	}
 	g := &gitRunner{ctx: ctx, bin: bin, dir: root}
-	s := &syncer{root: root, o: o}
+	s := &syncer{root: root, o: o, blob: blobOf(g)}
 	top, err := g.run(nil, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return nil, errs.Errorf(errs.Invalid, "run `git init` in it (or in a folder above it), add a remote, commit and `git push -u`; or carry it with a sync tool", "the channel folder %s is not in a git repository", root)
@@ -219,6 +219,35 @@ func Sync(ctx context.Context, root string, o Options) (*Result, error) {
 type syncer struct {
 	root string
 	o    Options
+	// blob returns the git blob id of rev:./rel, or of the file rel in the work tree
+	// with rev "" ("" when there is none); nil in tests without git.
+	blob func(rev, rel string) string
+}
+
+// blobOf is syncer.blob over g.
+func blobOf(g *gitRunner) func(rev, rel string) string {
+	return func(rev, rel string) string {
+		var id string
+		var err error
+		if rev == "" {
+			id, err = g.run(nil, "hash-object", "--", rel)
+		} else {
+			id, err = g.run(nil, "rev-parse", "-q", "--verify", rev+":./"+rel)
+		}
+		if err != nil {
+			return ""
+		}
+		return id
+	}
+}
+
+// sameBlob reports whether the work tree's file a holds the bytes HEAD holds at b.
+func (s *syncer) sameBlob(a, b string) bool {
+	if s.blob == nil {
+		return false
+	}
+	id := s.blob("", a)
+	return id != "" && id == s.blob("HEAD", b)
 }
 
 // lock runs fn under o.Lock (directly when it is nil).
@@ -358,11 +387,24 @@ func (s *syncer) owns(rel string, e statusEntry) int {
 		return ownSkip // machine-local: Syncthing does not sync it either
 	case fsutil.IsTempName(base) && !strings.Contains(base, ".torn-"):
 		return ownSkip // a write in progress
-	case e.x == 'D' || e.y == 'D':
-		return ownOther // ferry never deletes a channel file
 	}
 	parts := strings.Split(rel, "/")
+	if e.x == 'D' || e.y == 'D' {
+		// ferry deletes a channel file only when it moved whole to archive/
+		// (docs/format.md §21 "Moving frozen files"): the deletion is committed with
+		// the archive copy holding the committed bytes.
+		if parts[0] == "ledger" && len(parts) == 3 && isChainFile(base) && s.sameBlob("archive/"+rel, rel) {
+			return ownMine
+		}
+		return ownOther
+	}
 	switch {
+	case parts[0] == "archive" && len(parts) == 4 && parts[1] == "ledger" && untracked && isChainFile(base):
+		// A moved file: this machine's own chain, or the bytes HEAD holds under its
+		// live name (any machine may commit the same bytes under the same name).
+		if d, _, _ := ledger.ParseSegmentName(base); d == s.o.Device || s.sameBlob(rel, strings.Join(parts[1:], "/")) {
+			return ownMine
+		}
 	case parts[0] == "ledger" && len(parts) == 3:
 		if d, _, ok := ledger.ParseSegmentName(base); ok && d == s.o.Device {
 			return ownMine // its segment, or one of its epoch files (docs/format.md §21)
@@ -394,6 +436,13 @@ func (s *syncer) owns(rel string, e statusEntry) int {
 		}
 	}
 	return ownOther
+}
+
+// isChainFile reports whether base names one of a chain's own files (docs/format.md §21
+// "Names").
+func isChainFile(base string) bool {
+	_, _, ok := ledger.ParseSegmentName(base)
+	return ok
 }
 
 // fileHash returns the lowercase hex sha256 of the file rel ("" when it cannot be read).

@@ -1,9 +1,11 @@
 package gitsync
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -92,4 +94,70 @@ func TestGitOwns(t *testing.T) {
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestGitOwnsArchivedFile: a chain file that moved whole to archive/ (docs/format.md §21
+// "Moving frozen files") is committed as its deletion plus the archive copy, by any
+// machine, when the copy holds the bytes HEAD holds under the live name; a deletion
+// without that copy, or with other bytes, is left alone, and an archive file of
+// another machine's chain that HEAD never held is too. Real git, a real repository.
+func TestGitOwnsArchivedFile(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is required by this test: %v", err)
+	}
+	root := t.TempDir()
+	g := &gitRunner{ctx: context.Background(), bin: "git", dir: root}
+	for _, args := range [][]string{{"init", "-q"}, {"config", "user.name", "t"}, {"config", "user.email", "t@example.com"}, {"config", "commit.gpgsign", "false"}} {
+		if _, err := g.run(nil, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(rel, body string) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ledger/alice/zzzzzzzz.jsonl", "frozen\n")
+	write("ledger/alice/zzzzzzzz.1.jsonl", "newer\n")
+	write("ledger/bob/zzzzzzzz.jsonl", "bob's\n")
+	if _, err := g.run(nil, "add", "-A"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.run(nil, "commit", "-q", "-m", "start"); err != nil {
+		t.Fatal(err)
+	}
+	// alice's frozen file moved whole; bob's was deleted with a differing copy; a file
+	// of carol's chain the repository never held appears in archive/.
+	write("archive/ledger/alice/zzzzzzzz.jsonl", "frozen\n")
+	write("archive/ledger/bob/zzzzzzzz.jsonl", "not bob's\n")
+	write("archive/ledger/carol/zzzzzzzz.jsonl", "carol's\n")
+	write("archive/ledger/carol/k3f9x2ab.jsonl", "this machine's\n")
+	for _, f := range []string{"ledger/alice/zzzzzzzz.jsonl", "ledger/bob/zzzzzzzz.jsonl", "ledger/alice/zzzzzzzz.1.jsonl"} {
+		if err := os.Remove(filepath.Join(root, filepath.FromSlash(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &syncer{root: root, o: Options{Device: "k3f9x2ab"}, blob: blobOf(g)}
+	untracked, deleted := statusEntry{x: '?', y: '?'}, statusEntry{x: ' ', y: 'D'}
+	for _, tc := range []struct {
+		rel  string
+		e    statusEntry
+		want int
+	}{
+		{"ledger/alice/zzzzzzzz.jsonl", deleted, ownMine},
+		{"archive/ledger/alice/zzzzzzzz.jsonl", untracked, ownMine},
+		{"ledger/bob/zzzzzzzz.jsonl", deleted, ownOther},
+		{"archive/ledger/bob/zzzzzzzz.jsonl", untracked, ownOther},
+		{"ledger/alice/zzzzzzzz.1.jsonl", deleted, ownOther}, // no archive copy
+		{"archive/ledger/carol/zzzzzzzz.jsonl", untracked, ownOther},
+		{"archive/ledger/carol/k3f9x2ab.jsonl", untracked, ownMine}, // its own device's chain
+	} {
+		if got := s.owns(tc.rel, tc.e); got != tc.want {
+			t.Errorf("owns(%s, %c%c) = %d, want %d", tc.rel, tc.e.x, tc.e.y, got, tc.want)
+		}
+	}
 }

@@ -7,6 +7,7 @@ package archive
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -136,14 +137,45 @@ func CutChains(due *Due) []Chain {
 }
 
 // Run finds the checkpoint due (FindDue, over the epoch-seen file seenPath) and moves
-// the frozen files of chains (nil: every chain its cut names) below it (Move).
-func Run(l *ledger.Ledger, cf *fold.ChannelFold, seenPath string, grace time.Duration, now time.Time, disputed bool, chains []Chain) ([]string, error) {
+// the frozen files of chains below it (Move), returning the archive paths written as
+// slash paths relative to the channel folder. With chains nil it moves every chain the
+// cut names and returns too, as "<writer>/<device>", the chains with no own file of
+// the due epoch or later (Waiting).
+func Run(l *ledger.Ledger, cf *fold.ChannelFold, seenPath string, grace time.Duration, now time.Time, disputed bool, chains []Chain) (moved, waiting []string, err error) {
 	due, err := FindDue(l.Root(), cf, ckfile.Seen(seenPath), grace, now, disputed)
 	if err != nil || due == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if chains == nil {
 		chains = CutChains(due)
+		for _, c := range Waiting(l.Root(), due) {
+			waiting = append(waiting, c.Writer+"/"+c.Device)
+		}
 	}
-	return Move(l, due, chains)
+	moved, err = Move(l, due, chains)
+	for i := range moved {
+		if r, rerr := filepath.Rel(l.Root(), moved[i]); rerr == nil {
+			moved[i] = filepath.ToSlash(r)
+		}
+	}
+	return moved, waiting, err
+}
+
+// Waiting returns the chains due's cut names that have no own file of due's epoch or
+// a later one under root: nobody has shown that they will not append to their older
+// files again, so those stay.
+func Waiting(root string, due *Due) []Chain {
+	var out []Chain
+	for _, c := range CutChains(due) {
+		rolled := false
+		for _, f := range ledger.ChainFiles(root, c.Writer, c.Device) {
+			if _, e, ok := ledger.ParseSegmentName(filepath.Base(f)); ok && e >= uint64(due.Epoch) {
+				rolled = true
+			}
+		}
+		if !rolled {
+			out = append(out, c)
+		}
+	}
+	return out
 }
