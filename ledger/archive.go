@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
@@ -175,4 +177,57 @@ func (l *Ledger) MoveFrozenChain(writer, device string, floorSeq uint64) ([]stri
 		}
 	}
 	return moved, nil
+}
+
+// Chain names one (writer, device) chain.
+type Chain struct{ Writer, Device string }
+
+// SetArchived makes every later Read, ReadVerified and ReadIncremental read, beside the
+// live segments, the chain files of chains under root/archive/ledger/ (their own files'
+// names, ParseSegmentName; paths in problems and records are archive/ledger/<writer>/
+// <name>). Readers call it for the chains whose records a whole reading lacks below
+// no counting cut (docs/format.md §21 "When a checkpoint stops counting"); nil reads
+// the live folder only. It is safe to call while other goroutines append.
+func (l *Ledger) SetArchived(chains []Chain) {
+	c := slices.Clone(chains)
+	l.archived.Store(&c)
+}
+
+// Archived returns the chains SetArchived set.
+func (l *Ledger) Archived() []Chain {
+	if p := l.archived.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// listArchived lists the archived files of chains under root (listSegments' shape).
+func listArchived(root string, chains []Chain) []segFile {
+	var out []segFile
+	for _, c := range chains {
+		if checkNames(c.Writer, c.Device) != nil {
+			continue
+		}
+		sub := filepath.Join(root, archiveDirName, ledgerDirName, c.Writer)
+		ents, err := os.ReadDir(sub)
+		if err != nil {
+			continue // none moved (a listing that fails reads as none: the gap stays reported)
+		}
+		for _, e := range ents {
+			if d, _, ok := ParseSegmentName(e.Name()); ok && d == c.Device && e.Type().IsRegular() {
+				out = append(out, segFile{abs: filepath.Join(sub, e.Name()), rel: path.Join(archiveDirName, ledgerDirName, c.Writer, e.Name())})
+			}
+		}
+	}
+	return out
+}
+
+// ArchivedFiles returns the host paths of the files of (writer, device)'s chain under
+// root/archive/ledger/ (none when nothing moved).
+func ArchivedFiles(root, writer, device string) []string {
+	var out []string
+	for _, f := range listArchived(root, []Chain{{writer, device}}) {
+		out = append(out, f.abs)
+	}
+	return out
 }

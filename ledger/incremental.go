@@ -145,7 +145,7 @@ func (l *Ledger) ReadIncremental(st *ReadState, keys KeyFunc, verify VerifyFunc)
 			return nil, err
 		}
 	}
-	files, err := listSegments(l.opts.Root)
+	files, err := l.listFiles()
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func (l *Ledger) Read() (*Snapshot, error) {
 // read is Read, with signatures checked first when keys is not nil (see
 // ReadVerified). It also returns how many segment files it read.
 func (l *Ledger) read(keys KeyFunc, project string) (*Snapshot, int, error) {
-	files, err := listSegments(l.opts.Root)
+	files, err := l.listFiles()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -100,6 +100,16 @@ func isSegmentName(name string) bool {
 		strings.HasSuffix(name, segmentExt) &&
 		!strings.HasSuffix(name, tmpExt) &&
 		!strings.Contains(name, tornInfix)
+}
+
+// listFiles is listSegments of the ledger's root with the archived files of the
+// chains SetArchived set after them.
+func (l *Ledger) listFiles() ([]segFile, error) {
+	files, err := listSegments(l.opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	return append(files, listArchived(l.opts.Root, l.Archived())...), nil
 }
 
 // listSegments returns the segment files under root/ledger in name order. Symbolic

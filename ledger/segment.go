@@ -103,6 +103,8 @@ type Ledger struct {
 	skew atomic.Int64
 	// epoch is the checkpoint epoch SetEpoch set: appends start its file.
 	epoch atomic.Uint64
+	// archived is the chains SetArchived set: reads take their archive/ files too.
+	archived atomic.Pointer[[]Chain]
 }
 
 // Open returns a Ledger for the channel directory opts.Root. It only checks that Root
