@@ -9,12 +9,9 @@ import (
 	"github.com/ferryhq/ferry/ledger"
 )
 
-// MoveFrozen moves the frozen chain files that the newest counting owner's checkpoint
-// this machine first saw at least policy.archive_grace_s ago covers, while no dispute
-// stands, to archive/ledger/ (docs/format.md §21 "Moving frozen files", package
-// fsbus/internal/archive), and returns the archive paths written (slash paths in the
-// channel folder): this writer's files
-// on this device, or with all (the master only) every chain's the cut names.
+// MoveFrozen moves to archive/ledger/ the frozen files of this writer's chain on this
+// device, or with all (master only) of every chain, that a counting checkpoint past its
+// grace covers (docs/format.md §21 "Moving frozen files"); it returns the paths written.
 func (s *Session) MoveFrozen(all bool) ([]string, error) {
 	if all && s.Name != fold.MasterWriter {
 		return nil, errs.Errorf(errs.Denied, "run it as the owner", "only the master moves other writers' files")
@@ -35,9 +32,9 @@ func (s *Session) moveFrozen(v *View, all bool) (moved, waiting []string, err er
 	if s.ownerCheckpoint == nil {
 		return nil, nil, nil
 	}
-	var chains []archive.Chain // all: every chain the cut names
-	if !all {
-		chains = []archive.Chain{{Writer: s.Name, Device: s.Device}}
+	chains := []ledger.Chain{{Writer: s.Name, Device: s.Device}}
+	if all {
+		chains = nil // every chain the cut names
 	}
 	grace := time.Duration(s.EffectivePolicy(v).Policy.ArchiveGraceSeconds()) * time.Second
 	disputed := len(fold.StandingDisputes(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain)) > 0

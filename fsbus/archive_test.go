@@ -232,3 +232,56 @@ func TestCompactMovesEveryChain(t *testing.T) {
 	}
 	loadAll(t, w)
 }
+
+// TestArchiveReadWhenNoCutCovers: once files have moved to archive/, a checkpoint that
+// stops counting (here: its heads are gone from the folder) leaves their records
+// covered by no cut; a whole reading then reads them from archive/ledger/ (docs/format.md
+// §21 "When a checkpoint stops counting") and folds every order, with no gap reported
+// for the chain. Without archive/ the gap is reported.
+func TestArchiveReadWhenNoCutCovers(t *testing.T) {
+	w, ids := archiveWorld(t)
+	w.clock.Add((fold.DefaultArchiveGraceS + 60) * 1000)
+	if moved, err := w.ss["alice"].MoveFrozen(false); err != nil || len(moved) != 2 {
+		t.Fatalf("moved %v, %v; want alice's two frozen files", moved, err)
+	}
+	cps := filepath.Join(w.c.Root, "checkpoints")
+	if err := os.Rename(cps, cps+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	load := func() ([]string, []ledger.Problem) {
+		ch := fsbustest.Reopen(t, w.c)
+		ch.Thorough = true
+		v, err := ch.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range v.State.ListOrders(fold.OrderFilter{}) {
+			got = append(got, r.ID)
+		}
+		var gaps []ledger.Problem
+		for _, p := range v.Snapshot.Problems {
+			if p.Kind == ledger.KindBrokenChain && p.Writer == "alice" {
+				gaps = append(gaps, p)
+			}
+		}
+		return got, gaps
+	}
+	got, gaps := load()
+	for _, id := range ids {
+		if !slices.Contains(got, id) {
+			t.Errorf("order %s is not folded once no checkpoint counts: %v", id, got)
+		}
+	}
+	if len(gaps) != 0 {
+		t.Errorf("alice's chain reads with gaps although archive/ holds them: %+v", gaps)
+	}
+	// With archive/ gone too, the records are in no file: the gap is reported.
+	arch := filepath.Join(w.c.Root, "archive")
+	if err := os.Rename(arch, arch+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, gaps := load(); len(gaps) == 0 {
+		t.Error("with archive/ gone, alice's chain reads with no gap")
+	}
+}

@@ -43,8 +43,7 @@ func (s *Session) Compact(opt CompactOptions) (*fold.CompactResult, error) {
 	res := &fold.CompactResult{}
 	e, _, err := s.write(func(v *View) (*ledger.Draft, []pendingObject, error) {
 		*res = fold.CompactResult{}
-		// The owner moves every chain's frozen files under the previous checkpoint, from
-		// the same reading; a failure is a warning, since the compaction goes on.
+		// Every chain's frozen files move first, from this reading; a failure only warns.
 		archived, waiting, aerr := s.moveFrozen(v, true)
 		if aerr != nil {
 			s.Home.warn("archive", "ferry: warning: moving frozen files: "+aerr.Error())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/archive"
 	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/fsbus/internal/guard"
 	"github.com/ferryhq/ferry/fsbus/verify"
@@ -118,6 +119,13 @@ func (c *Channel) Load() (*View, error) {
 		c.progress("folding", 0, 0)
 		if f = c.foldWhole(in, snap); c.floored.Miss != nil && snap.Floors != nil {
 			if snap, err = c.readLedger(nil); err != nil { // whole: the floors did not hold
+				return nil, fmt.Errorf("reading ledger: %w", err)
+			}
+			f = c.foldWhole(in, snap)
+		}
+		if ch := archive.Gaps(c.Root, snap.Problems, c.Ledger.Archived()); ch != nil {
+			c.Ledger.SetArchived(ch) // records no counting cut covers are in archive/ (format.md §21)
+			if snap, err = c.readLedger(nil); err != nil {
 				return nil, fmt.Errorf("reading ledger: %w", err)
 			}
 			f = c.foldWhole(in, snap)

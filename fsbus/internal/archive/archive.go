@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
@@ -99,13 +100,10 @@ func previous(root string, h *fold.Head) (*ledger.Entry, *fold.Head, error) {
 	return &e, &ph, nil
 }
 
-// Chain names one (writer, device) chain.
-type Chain struct{ Writer, Device string }
-
 // Move moves the frozen files of each chain that lie wholly at or below its point in
 // due's cut (ledger.Ledger.MoveFrozenChain) and returns the archive paths written. A
 // chain the cut does not name keeps its files. The first error stops the moves.
-func Move(l *ledger.Ledger, due *Due, chains []Chain) ([]string, error) {
+func Move(l *ledger.Ledger, due *Due, chains []ledger.Chain) ([]string, error) {
 	if due == nil {
 		return nil, nil
 	}
@@ -125,13 +123,13 @@ func Move(l *ledger.Ledger, due *Due, chains []Chain) ([]string, error) {
 }
 
 // CutChains returns the chains due's cut names, in its order.
-func CutChains(due *Due) []Chain {
+func CutChains(due *Due) []ledger.Chain {
 	if due == nil {
 		return nil
 	}
-	out := make([]Chain, 0, len(due.Cut))
+	out := make([]ledger.Chain, 0, len(due.Cut))
 	for _, p := range due.Cut {
-		out = append(out, Chain{p.Writer, p.Device})
+		out = append(out, ledger.Chain{Writer: p.Writer, Device: p.Device})
 	}
 	return out
 }
@@ -141,7 +139,7 @@ func CutChains(due *Due) []Chain {
 // slash paths relative to the channel folder. With chains nil it moves every chain the
 // cut names and returns too, as "<writer>/<device>", the chains with no own file of
 // the due epoch or later (Waiting).
-func Run(l *ledger.Ledger, cf *fold.ChannelFold, seenPath string, grace time.Duration, now time.Time, disputed bool, chains []Chain) (moved, waiting []string, err error) {
+func Run(l *ledger.Ledger, cf *fold.ChannelFold, seenPath string, grace time.Duration, now time.Time, disputed bool, chains []ledger.Chain) (moved, waiting []string, err error) {
 	due, err := FindDue(l.Root(), cf, ckfile.Seen(seenPath), grace, now, disputed)
 	if err != nil || due == nil {
 		return nil, nil, err
@@ -164,8 +162,8 @@ func Run(l *ledger.Ledger, cf *fold.ChannelFold, seenPath string, grace time.Dur
 // Waiting returns the chains due's cut names that have no own file of due's epoch or
 // a later one under root: nobody has shown that they will not append to their older
 // files again, so those stay.
-func Waiting(root string, due *Due) []Chain {
-	var out []Chain
+func Waiting(root string, due *Due) []ledger.Chain {
+	var out []ledger.Chain
 	for _, c := range CutChains(due) {
 		rolled := false
 		for _, f := range ledger.ChainFiles(root, c.Writer, c.Device) {
@@ -176,6 +174,30 @@ func Waiting(root string, due *Due) []Chain {
 		if !rolled {
 			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// Gaps returns the chains to read from root/archive/ledger/ (ledger.Ledger.SetArchived)
+// after a whole reading whose problems are probs (with fold.ChannelFold.AnchorCut
+// applied, so the seq gaps a counting cut covers are gone): have, the chains read from
+// there already, and every chain with a broken-chain problem (ledger.KindBrokenChain)
+// that has files there — records a checkpoint that stopped counting let move
+// (docs/format.md §21 "When a checkpoint stops counting"). It returns nil when that
+// adds none to have: the reading stands.
+func Gaps(root string, probs []ledger.Problem, have []ledger.Chain) []ledger.Chain {
+	out := slices.Clone(have)
+	for _, p := range probs {
+		c := ledger.Chain{Writer: p.Writer, Device: p.Device}
+		if p.Kind != ledger.KindBrokenChain || c.Writer == "" || slices.Contains(out, c) {
+			continue
+		}
+		if len(ledger.ArchivedFiles(root, c.Writer, c.Device)) > 0 {
+			out = append(out, c)
+		}
+	}
+	if len(out) == len(have) {
+		return nil
 	}
 	return out
 }
