@@ -38,11 +38,7 @@ func TestGitOwns(t *testing.T) {
 		}
 	}
 	untracked, modified, deleted := statusEntry{x: '?', y: '?'}, statusEntry{x: ' ', y: 'M'}, statusEntry{x: ' ', y: 'D'}
-	for _, tc := range []struct {
-		rel  string
-		e    statusEntry
-		want int
-	}{
+	checkOwns(t, s, []ownsCase{
 		{"ledger/alice/k3f9x2ab.jsonl", untracked, ownMine},
 		{"ledger/alice/k3f9x2ab.jsonl", modified, ownMine},
 		{"ledger/master/k3f9x2ab.torn-1", untracked, ownMine},
@@ -76,11 +72,7 @@ func TestGitOwns(t *testing.T) {
 		{"checkpoints/1-" + sha("head")[:16] + "/head.json", untracked, ownMine},
 		{"checkpoints/2-" + sha("head")[:16] + "/head.json", untracked, ownOther},
 		{"checkpoints/chunks/" + sha("chunk") + ".json", modified, ownOther},
-	} {
-		if got := s.owns(tc.rel, tc.e); got != tc.want {
-			t.Errorf("owns(%s, %c%c) = %d, want %d", tc.rel, tc.e.x, tc.e.y, got, tc.want)
-		}
-	}
+	})
 	// The owner's machine commits channel.toml's rewrite as format 2; no other does.
 	owner := &syncer{root: s.root, o: Options{Device: "k3f9x2ab", Owner: true}}
 	if got := owner.owns("channel.toml", modified); got != ownMine {
@@ -143,11 +135,7 @@ func TestGitOwnsArchivedFile(t *testing.T) {
 	}
 	s := &syncer{root: root, o: Options{Device: "k3f9x2ab"}, blob: blobOf(g)}
 	untracked, deleted := statusEntry{x: '?', y: '?'}, statusEntry{x: ' ', y: 'D'}
-	for _, tc := range []struct {
-		rel  string
-		e    statusEntry
-		want int
-	}{
+	checkOwns(t, s, []ownsCase{
 		{"ledger/alice/zzzzzzzz.jsonl", deleted, ownMine},
 		{"archive/ledger/alice/zzzzzzzz.jsonl", untracked, ownMine},
 		{"ledger/bob/zzzzzzzz.jsonl", deleted, ownOther},
@@ -155,7 +143,20 @@ func TestGitOwnsArchivedFile(t *testing.T) {
 		{"ledger/alice/zzzzzzzz.1.jsonl", deleted, ownOther}, // no archive copy
 		{"archive/ledger/carol/zzzzzzzz.jsonl", untracked, ownOther},
 		{"archive/ledger/carol/k3f9x2ab.jsonl", untracked, ownMine}, // its own device's chain
-	} {
+	})
+}
+
+// ownsCase is one changed path, its status, and the ownership owns should give it.
+type ownsCase struct {
+	rel  string
+	e    statusEntry
+	want int
+}
+
+// checkOwns reports each case s.owns decides otherwise.
+func checkOwns(t *testing.T, s *syncer, cases []ownsCase) {
+	t.Helper()
+	for _, tc := range cases {
 		if got := s.owns(tc.rel, tc.e); got != tc.want {
 			t.Errorf("owns(%s, %c%c) = %d, want %d", tc.rel, tc.e.x, tc.e.y, got, tc.want)
 		}
