@@ -442,22 +442,42 @@ func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
 	})
 }
 
+// thisBoot is when this boot began on the wall clock, and its id.
+type thisBoot struct {
+	wall time.Time
+	id   string
+}
+
+// bootStart reads thisBoot once per process, so that a clock set by Now moves the
+// boot clock by exactly as much as it moves.
+var bootStart = sync.OnceValues(func() (thisBoot, error) {
+	r, err := bootclock.Read()
+	if err != nil {
+		return thisBoot{}, err
+	}
+	return thisBoot{wall: time.Now().Add(-r.Since), id: r.ID}, nil
+})
+
 // stamp reads this machine's clocks now: c.Now (the wall clock) and the boot clock.
-// With Boot unset the OS boot clock is read, moved by as much as Now is from the real
-// wall clock: a test that sets Now alone moves both clocks together (time passes), and
-// one that sets Boot too can step the wall clock alone.
+// With Boot unset and Now set, the boot clock is Now less the boot's start: a test that
+// sets Now alone moves both clocks together (time passes), and one that sets Boot too
+// can step the wall clock alone. With neither set the OS boot clock is read.
 func (c *Channel) stamp() arrivals.Stamp {
 	wall := c.now()
 	var r bootclock.Reading
-	if c.Boot != nil {
+	switch {
+	case c.Boot != nil:
 		r = c.Boot()
-	} else {
+	case c.Now != nil:
+		start, err := bootStart()
+		if err != nil {
+			return arrivals.Stamp{Wall: wall.UnixMilli()}
+		}
+		r = bootclock.Reading{Since: wall.Sub(start.wall), ID: start.id}
+	default:
 		var err error
 		if r, err = bootclock.Read(); err != nil {
 			return arrivals.Stamp{Wall: wall.UnixMilli()}
-		}
-		if c.Now != nil {
-			r.Since += time.Until(wall)
 		}
 	}
 	id := r.ID
