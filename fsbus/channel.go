@@ -442,22 +442,6 @@ func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
 	})
 }
 
-// thisBoot is when this boot began on the wall clock, and its id.
-type thisBoot struct {
-	wall time.Time
-	id   string
-}
-
-// bootStart reads thisBoot once per process, so that a clock set by Now moves the
-// boot clock by exactly as much as it moves.
-var bootStart = sync.OnceValues(func() (thisBoot, error) {
-	r, err := bootclock.Read()
-	if err != nil {
-		return thisBoot{}, err
-	}
-	return thisBoot{wall: time.Now().Add(-r.Since), id: r.ID}, nil
-})
-
 // stamp reads this machine's clocks now: c.Now (the wall clock) and the boot clock.
 // With Boot unset and Now set, the boot clock is Now less the boot's start: a test that
 // sets Now alone moves both clocks together (time passes), and one that sets Boot too
@@ -465,20 +449,17 @@ var bootStart = sync.OnceValues(func() (thisBoot, error) {
 func (c *Channel) stamp() arrivals.Stamp {
 	wall := c.now()
 	var r bootclock.Reading
+	var err error
 	switch {
 	case c.Boot != nil:
 		r = c.Boot()
 	case c.Now != nil:
-		start, err := bootStart()
-		if err != nil {
-			return arrivals.Stamp{Wall: wall.UnixMilli()}
-		}
-		r = bootclock.Reading{Since: wall.Sub(start.wall), ID: start.id}
+		r, err = bootclock.At(wall)
 	default:
-		var err error
-		if r, err = bootclock.Read(); err != nil {
-			return arrivals.Stamp{Wall: wall.UnixMilli()}
-		}
+		r, err = bootclock.Read()
+	}
+	if err != nil {
+		return arrivals.Stamp{Wall: wall.UnixMilli()}
 	}
 	id := r.ID
 	if id == "" {

@@ -1,14 +1,10 @@
 package fsbus
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
@@ -99,19 +95,12 @@ func (s *Session) WritePresence(doing string, runs []string) error {
 // A presence that changed since the last look counts as a sighting of its writer now
 // (docs/design.md §2 rule 7: liveness from what this machine saw, never from others' clocks).
 //
-// presence.seen holds one line per file, "<file name> <hash> <Unix ms> <boot clock ms>
-// <boot id>" (ADR 0013). A record read on other clocks than now's (a reboot, a clock
-// step since) is re-stamped now: the first observation after the step. A line of an
-// older binary, "<file name> <hash> <Unix ms>", is read as seen on now's clocks.
+// The sightings are kept in the state dir's presence.seen (arrivals.ReadSeen).
 func (c *Channel) observePresence(st *fold.State, arr *arrivals.Log) map[string]*Presence {
 	out := map[string]*Presence{}
 	ents, err := os.ReadDir(filepath.Join(c.Root, "presence"))
 	if err != nil {
 		return out
-	}
-	type seenRec struct {
-		hash string
-		at   arrivals.Stamp
 	}
 	dir := c.Home.StateDir(c.Project())
 	seenPath := filepath.Join(dir, "presence.seen")
@@ -121,33 +110,7 @@ func (c *Channel) observePresence(st *fold.State, arr *arrivals.Log) map[string]
 	}
 	defer lk.Unlock()
 	now := c.stamp()
-	changed := false
-	seen := map[string]seenRec{}
-	if b, err := os.ReadFile(seenPath); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) != 3 && len(f) != 5 {
-				continue
-			}
-			ms, err := strconv.ParseInt(f[2], 10, 64)
-			if err != nil {
-				continue
-			}
-			at := arrivals.Stamp{Wall: ms}
-			if len(f) == 5 {
-				boot, err := strconv.ParseInt(f[3], 10, 64)
-				if err != nil {
-					continue
-				}
-				at.Boot, at.BootID = boot, f[4]
-			}
-			if rebased := now.OnClock(at); rebased != at {
-				at, changed = rebased, true
-			}
-			seen[f[0]] = seenRec{f[1], at}
-		}
-	}
+	seen, changed := arrivals.ReadSeen(seenPath, now)
 	for _, de := range ents {
 		name := de.Name()
 		base, ok := strings.CutSuffix(name, ".json")
@@ -171,33 +134,19 @@ func (c *Channel) observePresence(st *fold.State, arr *arrivals.Log) map[string]
 			continue
 		}
 		rec, had := seen[name]
-		if !had || rec.hash != hash {
-			rec = seenRec{hash, now}
+		if !had || rec.Hash != hash {
+			rec = arrivals.Seen{Hash: hash, At: now}
 			seen[name] = rec
 			changed = true
 		}
-		if cur, ok := arr.Sighting[writer]; !ok || rec.at.Later(cur) {
-			arr.Sighting[writer] = rec.at
+		if cur, ok := arr.Sighting[writer]; !ok || rec.At.Later(cur) {
+			arr.Sighting[writer] = rec.At
 		}
 		out[writer+"."+device] = &Presence{Writer: writer, Device: device, Doing: obj.Doing, At: obj.At, Runs: obj.Runs, Running: obj.Running,
-			SeenMs: rec.at.Wall, seen: rec.at}
+			SeenMs: rec.At.Wall, seen: rec.At}
 	}
 	if changed {
-		names := make([]string, 0, len(seen))
-		for n := range seen {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		var b strings.Builder
-		for _, n := range names {
-			r := seen[n]
-			if r.at.BootID == "" { // no boot clock on this machine
-				fmt.Fprintf(&b, "%s %s %d\n", n, r.hash, r.at.Wall)
-			} else {
-				fmt.Fprintf(&b, "%s %s %d %d %s\n", n, r.hash, r.at.Wall, r.at.Boot, r.at.BootID)
-			}
-		}
-		if err := fsutil.WriteFile(seenPath, []byte(b.String()), 0o644); err != nil {
+		if err := arrivals.WriteSeen(seenPath, seen); err != nil {
 			// A lost record only makes a later sighting: a holder looks alive longer.
 			c.Home.CacheNotSaved(seenPath, err)
 		}

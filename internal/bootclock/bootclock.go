@@ -18,6 +18,7 @@ package bootclock
 
 import (
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -51,3 +52,26 @@ func cleanID(s string) string {
 	}
 	return b.String()
 }
+
+// At returns the boot clock as it reads when the wall clock reads wall, taking this
+// boot's start on the wall clock as read once per process: a caller that sets its own
+// wall clock moves the boot clock by exactly as much as it moves the wall clock.
+func At(wall time.Time) (Reading, error) {
+	b, err := start()
+	if err != nil {
+		return Reading{}, err
+	}
+	return Reading{Since: wall.Sub(b.wall), ID: b.id}, nil
+}
+
+// boot is when this boot began on the wall clock, and its id.
+type boot struct {
+	wall time.Time
+	id   string
+}
+
+// start reads this boot's start, once per process.
+var start = sync.OnceValues(func() (boot, error) {
+	r, err := Read()
+	return boot{time.Now().Add(-r.Since), r.ID}, err
+})
