@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -132,26 +133,67 @@ func (l *Ledger) MoveFrozen(writer, device, file string, floorSeq uint64) (moved
 	if r := frozenBelow(data, writer, device, floorSeq); r != "" {
 		return "", r, nil
 	}
-	want := sha256.Sum256(data)
 	target := ArchivePath(l.opts.Root, file)
+	if err := moveWhole(file, target, data); err != nil {
+		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+	}
+	return target, "", nil
+}
+
+// moveWhole moves file, whose bytes are data, to target (MoveFrozen's steps): written
+// to a temp file beside target, fsynced, renamed, directory fsynced; read back and
+// compared by sha256; then file unlinked and its directory fsynced. A target already
+// holding data is kept; one holding other bytes is an error, and nothing is unlinked.
+func moveWhole(file, target string, data []byte) error {
+	want := sha256.Sum256(data)
 	if have, err := os.ReadFile(target); err == nil {
 		if sha256.Sum256(have) != want {
-			return "", "", fmt.Errorf("archiving %s: %s already holds other bytes: nothing was moved (compare the two files; keep whichever holds more of the chain under another *.jsonl name in the writer's folder)", file, target)
+			return fmt.Errorf("%s already holds other bytes: nothing was moved (compare the two files; keep whichever holds more of the chain under another *.jsonl name in the writer's folder)", target)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+		return err
 	} else if err := fsutil.WriteFile(target, data, 0o644); err != nil {
-		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+		return err
 	}
 	back, err := fsutil.ReadBack(target)
 	if err != nil {
-		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+		return err
 	}
 	if sha256.Sum256(back) != want {
-		return "", "", fmt.Errorf("archiving %s: %s does not read back as written: nothing was removed", file, target)
+		return fmt.Errorf("%s does not read back as written: nothing was removed", target)
 	}
 	if err := fsutil.Remove(file); err != nil {
-		return "", "", fmt.Errorf("archiving %s: copied to %s: %w", file, target, err)
+		return fmt.Errorf("copied to %s: %w", target, err)
+	}
+	return nil
+}
+
+// MoveArchived moves the file of (writer, device)'s chain at host path file, in the
+// channel's archive/ledger/<writer>/, to dir/ledger/<writer>/<name> (`ferry archive
+// move DIR`, docs/format.md §21) with MoveFrozen's steps, when every line of it is a
+// complete entry of the chain at or below floorSeq, and returns the path written; it
+// returns "" and the reason when the file may not move (nothing is changed then).
+func (l *Ledger) MoveArchived(writer, device, file, dir string, floorSeq uint64) (moved, reason string, err error) {
+	if err := checkNames(writer, device); err != nil {
+		return "", "", err
+	}
+	name := filepath.Base(file)
+	if d, _, ok := ParseSegmentName(name); !ok || d != device || file != filepath.Join(l.opts.Root, archiveDirName, ledgerDirName, writer, name) {
+		return "", "not an archived file of the chain " + writer + "/" + device, nil
+	}
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "missing", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("moving %s out: %w", file, err)
+	}
+	if r := frozenBelow(data, writer, device, floorSeq); r != "" {
+		return "", r, nil
+	}
+	target := filepath.Join(dir, ledgerDirName, writer, name)
+	if err := moveWhole(file, target, data); err != nil {
+		return "", "", fmt.Errorf("moving %s out: %w", file, err)
 	}
 	return target, "", nil
 }
@@ -201,33 +243,75 @@ func (l *Ledger) Archived() []Chain {
 	return nil
 }
 
-// listArchived lists the archived files of chains under root (listSegments' shape).
-func listArchived(root string, chains []Chain) []segFile {
+// SetArchiveDirs names archive folders outside the channel folder (`--archive DIR`:
+// where `ferry archive move` took archive/, with its layout, ledger/<writer>/<name>)
+// that reads of archived chains (SetArchived) take files from too, after the
+// channel's own archive/. A file whose name an earlier folder holds for the same writer
+// is not read again. nil names none.
+func (l *Ledger) SetArchiveDirs(dirs []string) {
+	d := slices.Clone(dirs)
+	l.archiveDirs.Store(&d)
+}
+
+// archiveRoots returns the archive folders reads look in: the channel's archive/, then
+// those SetArchiveDirs named.
+func (l *Ledger) archiveRoots() []archiveRoot {
+	roots := []archiveRoot{{abs: filepath.Join(l.opts.Root, archiveDirName), rel: archiveDirName}}
+	if p := l.archiveDirs.Load(); p != nil {
+		for _, d := range *p {
+			roots = append(roots, archiveRoot{abs: d, rel: filepath.ToSlash(d)})
+		}
+	}
+	return roots
+}
+
+// archiveRoot is one archive folder: its host path, and how paths in it are shown
+// (relative to the channel folder for its own archive/, else the folder's own path).
+type archiveRoot struct{ abs, rel string }
+
+// listArchived lists the archived files of chains in roots (listSegments' shape).
+func listArchived(roots []archiveRoot, chains []Chain) []segFile {
 	var out []segFile
 	for _, c := range chains {
 		if checkNames(c.Writer, c.Device) != nil {
 			continue
 		}
-		sub := filepath.Join(root, archiveDirName, ledgerDirName, c.Writer)
-		ents, err := os.ReadDir(sub)
-		if err != nil {
-			continue // none moved (a listing that fails reads as none: the gap stays reported)
-		}
-		for _, e := range ents {
-			if d, _, ok := ParseSegmentName(e.Name()); ok && d == c.Device && e.Type().IsRegular() {
-				out = append(out, segFile{abs: filepath.Join(sub, e.Name()), rel: path.Join(archiveDirName, ledgerDirName, c.Writer, e.Name())})
+		seen := map[string]bool{}
+		for _, r := range roots {
+			sub := filepath.Join(r.abs, ledgerDirName, c.Writer)
+			ents, err := os.ReadDir(sub)
+			if err != nil {
+				continue // none moved (a listing that fails reads as none: the gap stays reported)
+			}
+			for _, e := range ents {
+				if d, _, ok := ParseSegmentName(e.Name()); ok && d == c.Device && e.Type().IsRegular() && !seen[e.Name()] {
+					seen[e.Name()] = true
+					out = append(out, segFile{abs: filepath.Join(sub, e.Name()), rel: path.Join(r.rel, ledgerDirName, c.Writer, e.Name())})
+				}
 			}
 		}
 	}
 	return out
 }
 
-// ArchivedFiles returns the host paths of the files of (writer, device)'s chain under
-// root/archive/ledger/ (none when nothing moved).
-func ArchivedFiles(root, writer, device string) []string {
-	var out []string
-	for _, f := range listArchived(root, []Chain{{writer, device}}) {
-		out = append(out, f.abs)
+// ArchivedChains returns every chain with an own file (ParseSegmentName) in the
+// channel's archive/ or a folder SetArchiveDirs named, in writer and device order.
+func (l *Ledger) ArchivedChains() []Chain {
+	var out []Chain
+	for _, r := range l.archiveRoots() {
+		writers, _ := os.ReadDir(filepath.Join(r.abs, ledgerDirName))
+		for _, w := range writers {
+			if !w.IsDir() || !ValidName(w.Name()) {
+				continue
+			}
+			ents, _ := os.ReadDir(filepath.Join(r.abs, ledgerDirName, w.Name()))
+			for _, e := range ents {
+				if d, _, ok := ParseSegmentName(e.Name()); ok && e.Type().IsRegular() && !slices.Contains(out, Chain{w.Name(), d}) {
+					out = append(out, Chain{w.Name(), d})
+				}
+			}
+		}
 	}
+	slices.SortFunc(out, func(a, b Chain) int { return cmp.Or(cmp.Compare(a.Writer, b.Writer), cmp.Compare(a.Device, b.Device)) })
 	return out
 }

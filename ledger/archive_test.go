@@ -304,3 +304,63 @@ func TestMoveFrozenChain(t *testing.T) {
 		t.Fatal("a bad writer name was taken")
 	}
 }
+
+// TestArchiveDirs: a whole reading of an archived chain takes its files from the
+// channel's archive/ and from the folders SetArchiveDirs names (where `ferry archive
+// move` took them), a name the channel's archive/ holds being read once; ArchivedChains
+// lists the chains in either; a folder that does not exist adds nothing.
+func TestArchiveDirs(t *testing.T) {
+	l := newTestLedger(t)
+	es := appendN(t, l, testWriter, testDevice, "a", 4)
+	l.SetEpoch(1)
+	es = append(es, appendN(t, l, testWriter, testDevice, "b", 3)...)
+	l.SetEpoch(2)
+	es = append(es, appendN(t, l, testWriter, testDevice, "c", 2)...)
+	root := l.opts.Root
+	moved, err := l.MoveFrozenChain(testWriter, testDevice, es[6].Seq)
+	if err != nil || len(moved) != 2 {
+		t.Fatalf("moved %v, %v", moved, err)
+	}
+	// The oldest file leaves the channel folder for an outside archive folder.
+	out := filepath.Join(t.TempDir(), "old")
+	oldest := filepath.Join(out, "ledger", testWriter, filepath.Base(moved[0]))
+	if err := os.MkdirAll(filepath.Dir(oldest), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(moved[0], oldest); err != nil {
+		t.Fatal(err)
+	}
+	// And a copy of the second stays in both: it is read once.
+	b, _ := os.ReadFile(moved[1])
+	if err := os.WriteFile(filepath.Join(filepath.Dir(oldest), filepath.Base(moved[1])), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chain := []Chain{{testWriter, testDevice}}
+	l.SetArchived(chain)
+	if snap := mustRead(t, l); len(snap.Problems) != 1 || snap.Problems[0].Seq != es[4].Seq {
+		t.Fatalf("without the outside folder: problems %+v, want the gap below seq %d", snap.Problems, es[4].Seq)
+	}
+	l.SetArchiveDirs([]string{filepath.Join(t.TempDir(), "none"), out})
+	snap := mustRead(t, l)
+	if len(snap.Problems) != 0 || !slices.Equal(hashes(snap.Entries), hashes(es)) {
+		t.Fatalf("with the outside folder: %d entries (want %d), problems %+v", len(snap.Entries), len(es), snap.Problems)
+	}
+	var paths []string
+	for _, p := range listArchived(l.archiveRoots(), chain) {
+		paths = append(paths, p.rel)
+	}
+	wantPaths := []string{"archive/ledger/" + testWriter + "/" + filepath.Base(moved[1]), filepath.ToSlash(oldest)}
+	if !slices.Equal(paths, wantPaths) {
+		t.Fatalf("files read %v, want %v", paths, wantPaths)
+	}
+	if got := l.ArchivedChains(); !slices.Equal(got, chain) {
+		t.Fatalf("ArchivedChains = %v", got)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "archive")); err != nil {
+		t.Fatal(err)
+	}
+	l.SetArchiveDirs(nil)
+	if got := l.ArchivedChains(); len(got) != 0 {
+		t.Fatalf("ArchivedChains with no archive = %v", got)
+	}
+}

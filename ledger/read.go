@@ -109,7 +109,7 @@ func (l *Ledger) listFiles() ([]segFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(files, listArchived(l.opts.Root, l.Archived())...), nil
+	return append(files, listArchived(l.archiveRoots(), l.Archived())...), nil
 }
 
 // listSegments returns the segment files under root/ledger in name order. Symbolic

@@ -105,6 +105,8 @@ type Ledger struct {
 	epoch atomic.Uint64
 	// archived is the chains SetArchived set: reads take their archive/ files too.
 	archived atomic.Pointer[[]Chain]
+	// archiveDirs is the archive folders outside the channel SetArchiveDirs set.
+	archiveDirs atomic.Pointer[[]string]
 }
 
 // Open returns a Ledger for the channel directory opts.Root. It only checks that Root
