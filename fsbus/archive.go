@@ -36,7 +36,32 @@ func (s *Session) moveFrozen(v *View, all bool) (moved, waiting []string, err er
 	if all {
 		chains = nil // every chain the cut names
 	}
-	grace := time.Duration(s.EffectivePolicy(v).Policy.ArchiveGraceSeconds()) * time.Second
-	disputed := len(fold.StandingDisputes(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain)) > 0
+	grace, disputed := s.archiveRules(v)
 	return archive.Run(s.Ledger, s.ownerCheckpoint, s.epochSeenPath(), grace, s.now(), disputed, chains)
+}
+
+// archiveRules returns the archive grace in force in v and whether a dispute of the
+// owner's checkpoint stands.
+func (s *Session) archiveRules(v *View) (time.Duration, bool) {
+	grace := time.Duration(s.EffectivePolicy(v).Policy.ArchiveGraceSeconds()) * time.Second
+	return grace, s.ownerCheckpoint != nil && len(fold.StandingDisputes(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain)) > 0
+}
+
+// ArchiveMove is `ferry archive move DIR` (master only): it moves the files of the
+// channel's archive/ to dir, outside the channel folder, so that they leave every
+// machine the folder syncs to (archive.MoveOut: what no counting checkpoint covers, or
+// was archived less than policy.archive_grace_s ago, stays). It returns the paths
+// written and the files refused, one line each. Errors: denied for anyone but the
+// master; invalid for a dir inside the channel folder; conflict when nothing may move
+// (no counting checkpoint, a rollback, a standing dispute).
+func (s *Session) ArchiveMove(dir string) (moved, refused []string, err error) {
+	if s.Name != fold.MasterWriter {
+		return nil, nil, errs.Errorf(errs.Denied, "run it as the owner", "only the master takes the archive out of the folder")
+	}
+	v, err := s.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	grace, disputed := s.archiveRules(v)
+	return archive.MoveOut(s.Ledger, s.ownerCheckpoint, dir, grace, s.now(), disputed)
 }

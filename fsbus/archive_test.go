@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -283,5 +284,100 @@ func TestArchiveReadWhenNoCutCovers(t *testing.T) {
 	}
 	if _, gaps := load(); len(gaps) == 0 {
 		t.Error("with archive/ gone, alice's chain reads with no gap")
+	}
+}
+
+// verifyFindings runs Verify in a new process of w's channel (on another machine, a
+// home of its own, with h not nil), with archive folders dirs, and returns its
+// findings as "check level path detail" lines.
+func verifyFindings(t *testing.T, w *ownerWorld, h *fsbus.Home, dirs ...string) []string {
+	t.Helper()
+	ch := fsbustest.Reopen(t, w.c)
+	if h != nil {
+		var err error
+		if ch, err = fsbus.Open(h, w.c.Root); err != nil {
+			t.Fatal(err)
+		}
+		ch.Now, ch.Boot = w.c.Now, w.c.Boot
+	}
+	ch.Thorough = true
+	if err := ch.SetArchiveDirs(dirs); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ch.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ch.Verify(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range r.Findings {
+		out = append(out, f.Check+" "+f.Level+" "+f.Path+" "+f.Detail)
+	}
+	return out
+}
+
+// errorsIn returns the lines of findings at level error.
+func errorsIn(findings []string) []string {
+	var out []string
+	for _, f := range findings {
+		if strings.Contains(f, " error ") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestVerifyAfterTheMove: `ferry ledger verify` after frozen files moved reads them
+// from archive/ and folds every checkpoint again: no finding. Once archive/ has left
+// the folder (`ferry archive move DIR`), verify reports the history below the cut as
+// absent, no error, on a machine that never read it; one that did reports them
+// vanished. With --archive DIR verify checks every chain from its first entry and every
+// checkpoint's state again, and a file missing from DIR is a broken chain.
+func TestVerifyAfterTheMove(t *testing.T) {
+	w, _ := archiveWorld(t)
+	w.clock.Add((fold.DefaultArchiveGraceS + 60) * 1000)
+	if moved, err := w.owner("").MoveFrozen(true); err != nil || len(moved) != 3 {
+		t.Fatalf("moved %v, %v; want alice's two frozen files and the master's", moved, err)
+	}
+	other := fsbustest.Home(t)
+	verifyFindings(t, w, other) // the other machine reads the live folder first
+	if f := verifyFindings(t, w, nil); len(f) != 0 {
+		t.Fatalf("verify with archive/ in the folder: %q", f)
+	}
+	out := filepath.Join(t.TempDir(), "old")
+	if err := os.Rename(filepath.Join(w.c.Root, "archive"), out); err != nil {
+		t.Fatal(err)
+	}
+	f := verifyFindings(t, w, other)
+	if e := errorsIn(f); len(e) != 0 {
+		t.Fatalf("verify with the archive gone, on a machine that never read it: errors %q", e)
+	}
+	if !slices.ContainsFunc(f, func(s string) bool { return strings.Contains(s, "absent") }) {
+		t.Errorf("verify with the archive gone does not say the history is absent: %q", f)
+	}
+	for _, e := range errorsIn(verifyFindings(t, w, nil)) {
+		if !strings.HasPrefix(e, "vanished ") {
+			t.Errorf("verify with the archive gone, on the machine that read it: %s", e)
+		}
+	}
+	for _, h := range []*fsbus.Home{nil, other} {
+		if f := verifyFindings(t, w, h, out); len(f) != 0 {
+			t.Fatalf("verify --archive: %q", f)
+		}
+	}
+	first := filepath.Join(out, "ledger", "alice", w.c.Device+".jsonl")
+	if err := os.Remove(first); err != nil {
+		t.Fatal(err)
+	}
+	e := errorsIn(verifyFindings(t, w, other, out))
+	if !slices.ContainsFunc(e, func(s string) bool { return strings.HasPrefix(s, ledger.KindBrokenChain) }) {
+		t.Fatalf("verify --archive with alice's first file gone: errors %q, want a broken chain", e)
+	}
+	ch := fsbustest.Reopen(t, w.c)
+	if err := ch.SetArchiveDirs([]string{first}); err == nil {
+		t.Fatal("a missing archive folder was taken")
 	}
 }

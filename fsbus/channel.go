@@ -21,6 +21,7 @@ import (
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/gitsync"
+	"github.com/ferryhq/ferry/fsbus/internal/archive"
 	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/internal/bootclock"
 	"github.com/ferryhq/ferry/internal/errs"
@@ -125,6 +126,8 @@ type Channel struct {
 	ownerCheckpoint *fold.ChannelFold
 	// floored is this process's reading from an owner's checkpoint's cut.
 	floored ckfile.Floored
+	// archiveDirs is the archive folders outside the channel SetArchiveDirs named.
+	archiveDirs []string
 	// sinceCheckpoint counts the entries folded through foldDelta since this process
 	// last wrote, or started from, the fold checkpoint (checkpoint.go).
 	sinceCheckpoint int
@@ -246,7 +249,7 @@ func Init(h *Home, opts InitOptions) (*Channel, error) {
 		name string
 		data []byte
 	}{
-		{"PROTOCOL.md", []byte(protocolMD(cfg))},
+		{"PROTOCOL.md", []byte(ckfile.ProtocolMD(cfg.Title, cfg.Project))},
 		{".gitattributes", []byte(gitattributes)},
 		{".stignore", []byte(stignore)},
 		{"channel.toml", buf.Bytes()}, // last: its presence marks a complete channel
@@ -359,7 +362,7 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 	if err != nil {
 		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s does not parse: %v", p, err)
 	}
-	if cfg.PolicyTable, err = policyTableOf(all["policy"]); err != nil {
+	if cfg.PolicyTable, err = ckfile.PolicyTable(all["policy"]); err != nil {
 		return cfg, nil, "", nil, errs.Errorf(errs.Invalid, restore, "%s: [policy]: %v", p, err)
 	}
 	signed, err := ledger.Canonical(all)
@@ -375,51 +378,6 @@ func readConfigFile(dir string) (Config, ed25519.PublicKey, string, []byte, erro
 		return cfg, nil, "", nil, err
 	}
 	return cfg, mk, dir, raw, nil
-}
-
-// policyTableOf is a decoded TOML [policy] table as canonical JSON values.
-func policyTableOf(v any) (map[string]json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	if v == nil {
-		return out, nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("not a table")
-	}
-	for k, x := range m {
-		c, err := ledger.Canonical(x)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		out[k] = c
-	}
-	return out, nil
-}
-
-func protocolMD(cfg Config) string {
-	return fmt.Sprintf(`# %s — a ferry channel
-
-This folder is a ferry channel for project %q. AI coding agents and
-their owner coordinate here through the `+"`ferry`"+` CLI and `+"`ferry mcp serve`"+`.
-Every record is signed; editing a file by hand changes nothing but makes it fail
-verification. Written once by ferry init; never regenerated.
-
-- channel.toml — format, project id, the owner's (master) public key, policy. Signed.
-  Its format is 1 from ferry init and 2 from the owner's first `+"`ferry compact`"+`.
-- ledger/<writer>/<device>.jsonl — append-only signed entries, one JSON object per
-  line, one file per writer per machine. Never edit; never delete.
-- orders/, messages/, asks/, results/, handins/<writer>/ — signed JSON objects,
-  written once, named by id (o-, m-, a-, r-, h- and 13 base32 characters).
-- presence/<writer>.<device>.json — each agent's latest heartbeat.
-- memory/*.md — the project's shared notes, written by humans.
-- releases/ — binaries for signed updates.
-- checkpoints/ — the owner's signed checkpoints (`+"`ferry compact`"+`): a head per
-  epoch and the chunks of the state it holds. Never edit; never delete.
-
-Conflict copies made by a sync tool are evidence: ferry reads the signed records in
-them. Do not delete them by hand; run `+"`ferry ledger verify`"+`.
-`, cfg.Title, cfg.Project)
 }
 
 // writeStignore writes .stignore if missing (join calls it on every machine).
@@ -440,6 +398,21 @@ func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
 		Lock:       c.withChannelLock,
 		Owner:      c.Home.HasKey(c.Project(), fold.MasterWriter),
 	})
+}
+
+// SetArchiveDirs names archive folders outside the channel folder (`--archive DIR`,
+// where `ferry archive move` took archive/) that readers take archived chain files
+// from beside archive/ (docs/format.md §21), and with which Verify checks every chain
+// from its first entry. It returns not_found, and changes nothing, when a DIR is not a
+// directory.
+func (c *Channel) SetArchiveDirs(dirs []string) error {
+	abs, err := archive.Dirs(dirs)
+	if err != nil {
+		return err
+	}
+	c.archiveDirs = abs
+	c.Ledger.SetArchiveDirs(abs)
+	return nil
 }
 
 // stamp reads this machine's clocks now: c.Now (the wall clock) and the boot clock.

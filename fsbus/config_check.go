@@ -157,7 +157,7 @@ func verifyConfigBytes(raw []byte) (Config, bool) {
 	if err != nil {
 		return cfg, false
 	}
-	if cfg.PolicyTable, err = policyTableOf(all["policy"]); err != nil {
+	if cfg.PolicyTable, err = ckfile.PolicyTable(all["policy"]); err != nil {
 		return cfg, false
 	}
 	mk, err := ledger.ParseKey(cfg.Master)

@@ -51,7 +51,7 @@ func (c *Channel) OwnerCheckpoint() *fold.ChannelFold { return c.ownerCheckpoint
 // whole first) and returns the problems and the first checkpoint that differs.
 func (c *Channel) Recheck(v *View) ([]fold.CheckpointProblem, *fold.Dispute, error) {
 	in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks}
-	return ckfile.Recheck(c.Root, c.ownerCheckpoint, in, c.Ledger, v.Snapshot.Floors != nil)
+	return ckfile.Recheck(c.Root, c.ownerCheckpoint, in, c.Ledger, v.Snapshot.Floors != nil, false)
 }
 
 // Dispute writes the dispute of the owner's checkpoint d (fold.TypeCheckpointDispute),

@@ -123,7 +123,7 @@ func (c *Channel) Load() (*View, error) {
 			}
 			f = c.foldWhole(in, snap)
 		}
-		if ch := archive.Gaps(c.Root, snap.Problems, c.Ledger.Archived()); ch != nil {
+		if ch := archive.Gaps(c.Ledger, snap.Problems, c.Ledger.Archived()); ch != nil {
 			c.Ledger.SetArchived(ch) // records no counting cut covers are in archive/ (format.md §21)
 			if snap, err = c.readLedger(nil); err != nil {
 				return nil, fmt.Errorf("reading ledger: %w", err)

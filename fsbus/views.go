@@ -4,12 +4,14 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/arrivals"
 	"github.com/ferryhq/ferry/fsbus/fold"
+	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
 	"github.com/ferryhq/ferry/fsbus/internal/sigcache"
 	"github.com/ferryhq/ferry/fsbus/verify"
 	"github.com/ferryhq/ferry/internal/textsafe"
@@ -504,12 +506,24 @@ func (c *Channel) rosterKeys(st *fold.State) ledger.KeyFunc {
 func (c *Channel) Verify(v *View) (*verify.Report, error) {
 	st := v.State
 	keys := c.rosterKeys(st)
+	// Every chain with archived files is read with them (docs/format.md §21): what the
+	// folder and --archive hold below the cuts is checked too. With --archive every
+	// chain must run from its first entry; without, a gap a counting cut covers is
+	// the archive's.
+	defer c.Ledger.SetArchived(c.Ledger.Archived())
+	archived := c.Ledger.ArchivedChains()
+	c.Ledger.SetArchived(archived)
 	rep, err := c.Ledger.Verify(keys)
 	if err != nil {
 		return nil, err
 	}
+	whole := len(c.archiveDirs) > 0
+	if !whole {
+		rep.Problems = c.ownerCheckpoint.AnchorCut(&ledger.Snapshot{Problems: rep.Problems, Entries: v.Snapshot.Entries})
+	}
 	out := &verify.Report{Ledger: rep, Ignored: st.Ignored, Objects: []string{}, Lost: []string{}}
-	cc := &verify.Channel{Root: c.Root, Device: c.Device, ProjectName: c.Project(), HasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) }}
+	cc := &verify.Channel{Root: c.Root, Device: c.Device, ProjectName: c.Project(), HasKey: func(name string) bool { return c.Home.HasKey(c.Project(), name) },
+		Archives: append([]string{filepath.Join(c.Root, "archive")}, c.archiveDirs...)}
 	names := slices.Compact(slices.Sorted(slices.Values(append(c.Home.Keys(c.Project()), fold.MasterWriter))))
 	out.Lost = cc.LostSegments(names, func(name string) uint64 { return c.Home.highWater(c.Project(), name, c.Device) },
 		func(name string) uint64 { return tipSeq(v.chainTip(name, c.Device)) })
@@ -517,7 +531,9 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 		out.Ignored = []fold.Ignored{}
 	}
 	if c.ownerCheckpoint != nil {
-		if out.Checkpoints, out.Dispute, err = c.Recheck(v); err != nil {
+		in := fold.FoldInput{Project: c.Project(), Master: c.MasterKey, Objects: c.objects(), Entries: v.Snapshot.Entries, Forks: v.Snapshot.Forks}
+		reread := v.Snapshot.Floors != nil || len(archived) > 0
+		if out.Checkpoints, out.Dispute, err = ckfile.Recheck(c.Root, c.ownerCheckpoint, in, c.Ledger, reread, whole); err != nil {
 			return nil, err
 		}
 	}

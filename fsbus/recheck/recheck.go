@@ -132,7 +132,7 @@ func Run(open func() (*fsbus.Channel, error), name string) (*Result, error) {
 		case "pending":
 			r.Outcome, r.Detail = Pending, pr.Detail
 			return r, nil // the checkpoint's files are not all here: kept for no one, tried again
-		case "cut":
+		case "cut", "absent":
 			r.Outcome, r.Detail = Absent, pr.Detail
 		}
 	}

@@ -588,6 +588,9 @@ type Channel struct {
 	Root, Device string
 	ProjectName  string                 `json:"-"`
 	HasKey       func(name string) bool `json:"-"`
+	// Archives are the archive folders whose ledger/ holds moved files: the channel's
+	// archive/ and those `--archive DIR` named.
+	Archives []string `json:"-"`
 }
 
 // Project is the channel's project.
@@ -616,6 +619,8 @@ func checkpointFindings(r *findingList, out *Report) {
 			fix = "restore the checkpoint's files and the master's segment from a machine that has them; the detail says how to let the checkpoint go when none has"
 		case "pending":
 			lvl, fix = LevelWarning, "wait for the sync tool to deliver the checkpoint's files"
+		case "absent":
+			lvl, fix = LevelInfo, "nothing to do here; to check that history, `ferry ledger verify --archive DIR` with the folder `ferry archive move` wrote"
 		case "replaced":
 			lvl, fix = LevelInfo, "nothing to do: the machine that replaced it found it not counting for the settle time (docs/format.md §20 \"Replacing a checkpoint that does not count\")"
 		case "rules":

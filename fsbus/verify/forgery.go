@@ -58,7 +58,7 @@ var verifyFixes = map[string]string{
 	KindEdited:              "the object was changed after its entry was written: it is not shown and its entry counts for nothing; restore it from the writer's machine",
 	KindLink:                "ferry never writes through a link inside the channel: replace it with the real directory or file (a link planted in a synced folder can send writes elsewhere)",
 	"lost":                  "restore the segment from another machine's copy of the folder or a backup",
-	KindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand",
+	KindVanished:            "restore the writer's segment from a machine that still holds the records (this one read them) or a backup; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand; when the owner took the archive out of the folder (`ferry archive move DIR`), verify with `--archive DIR`",
 	fold.KindRival:          "ids are random, so a second writer's create of an id is forged or replayed: keep the segment as evidence and revoke the writer that did not create it (`ferry grant revoke NAME`); a create by a revoked writer loses, so the id goes back to its author",
 	KindKeyChange:           "if the agent moved to a new key, re-seat it (`ferry grant NAME --key KEY`); otherwise someone else uses the name: its records count for nothing",
 }

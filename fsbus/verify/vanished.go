@@ -53,7 +53,7 @@ func (c *Channel) VanishedRecords(v *View, skip map[string]bool) ([]Vanished, er
 	if v.Arrivals == nil {
 		return out, nil
 	}
-	onDisk, err := recordsOnDisk(c.Root)
+	onDisk, err := recordsOnDisk(append([]string{c.Root}, c.Archives...))
 	if err != nil {
 		return nil, err
 	}
@@ -83,35 +83,38 @@ func (c *Channel) VanishedRecords(v *View, skip map[string]bool) ([]Vanished, er
 }
 
 // recordsOnDisk returns the hashes of every complete record in any regular file of
-// ledger/<writer>/ (segments, conflict copies, lines moved aside).
-func recordsOnDisk(root string) (map[string]bool, error) {
+// <root>/ledger/<writer>/ for each of roots (the channel folder's segments, conflict
+// copies and lines moved aside; the archive folders' moved files).
+func recordsOnDisk(roots []string) (map[string]bool, error) {
 	onDisk := map[string]bool{}
-	dir := filepath.Join(root, "ledger")
-	writers, err := os.ReadDir(dir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return onDisk, nil
-		}
-		return nil, fmt.Errorf("listing %s: %w", dir, err)
-	}
-	for _, w := range writers {
-		if !w.IsDir() || strings.HasPrefix(w.Name(), ".") {
-			continue
-		}
-		ents, err := os.ReadDir(filepath.Join(dir, w.Name()))
+	for _, root := range roots {
+		dir := filepath.Join(root, "ledger")
+		writers, err := os.ReadDir(dir)
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", w.Name(), err)
-		}
-		for _, e := range ents {
-			if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+			if os.IsNotExist(err) {
 				continue
 			}
-			entries, _, err := scanLines(filepath.Join(dir, w.Name(), e.Name()))
-			if err != nil {
-				return nil, err
+			return nil, fmt.Errorf("listing %s: %w", dir, err)
+		}
+		for _, w := range writers {
+			if !w.IsDir() || strings.HasPrefix(w.Name(), ".") {
+				continue
 			}
-			for i := range entries {
-				onDisk[entries[i].Hash()] = true
+			ents, err := os.ReadDir(filepath.Join(dir, w.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: %w", w.Name(), err)
+			}
+			for _, e := range ents {
+				if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+					continue
+				}
+				entries, _, err := scanLines(filepath.Join(dir, w.Name(), e.Name()))
+				if err != nil {
+					return nil, err
+				}
+				for i := range entries {
+					onDisk[entries[i].Hash()] = true
+				}
 			}
 		}
 	}

@@ -6,13 +6,18 @@ package archive
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/internal/ckfile"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -178,21 +183,27 @@ func Waiting(root string, due *Due) []ledger.Chain {
 	return out
 }
 
-// Gaps returns the chains to read from root/archive/ledger/ (ledger.Ledger.SetArchived)
-// after a whole reading whose problems are probs (with fold.ChannelFold.AnchorCut
-// applied, so the seq gaps a counting cut covers are gone): have, the chains read from
-// there already, and every chain with a broken-chain problem (ledger.KindBrokenChain)
-// that has files there — records a checkpoint that stopped counting let move
-// (docs/format.md §21 "When a checkpoint stops counting"). It returns nil when that
-// adds none to have: the reading stands.
-func Gaps(root string, probs []ledger.Problem, have []ledger.Chain) []ledger.Chain {
+// Gaps returns the chains to read from the archive folders (ledger.Ledger.SetArchived)
+// after a whole reading of l whose problems are probs (with
+// fold.ChannelFold.AnchorCut applied, so the seq gaps a counting cut covers are gone):
+// have, the chains read from there already, and every chain with a broken-chain
+// problem (ledger.KindBrokenChain) that has files in the channel's archive/ or a folder
+// ledger.Ledger.SetArchiveDirs named — records a checkpoint that stopped counting let
+// move (docs/format.md §21 "When a checkpoint stops counting"). It returns nil when
+// that adds none to have: the reading stands.
+func Gaps(l *ledger.Ledger, probs []ledger.Problem, have []ledger.Chain) []ledger.Chain {
 	out := slices.Clone(have)
+	var archived []ledger.Chain
+	listed := false
 	for _, p := range probs {
 		c := ledger.Chain{Writer: p.Writer, Device: p.Device}
 		if p.Kind != ledger.KindBrokenChain || c.Writer == "" || slices.Contains(out, c) {
 			continue
 		}
-		if len(ledger.ArchivedFiles(root, c.Writer, c.Device)) > 0 {
+		if !listed {
+			archived, listed = l.ArchivedChains(), true
+		}
+		if slices.Contains(archived, c) {
 			out = append(out, c)
 		}
 	}
@@ -200,4 +211,99 @@ func Gaps(root string, probs []ledger.Problem, have []ledger.Chain) []ledger.Cha
 		return nil
 	}
 	return out
+}
+
+// MoveOut moves the files of the channel's archive/ledger/ to dir, outside the channel
+// folder (`ferry archive move DIR`, docs/format.md §21 "Taking the archive out"), each
+// with ledger.Ledger.MoveArchived, and returns the paths written and, one line each,
+// the files refused and why: a file a counting checkpoint's cut does not cover (newest,
+// the cut of the newest counting checkpoint of the last Load), or one archived less
+// than grace ago (its modification time: when the machine that moved it wrote it;
+// a sync tool keeps it). With no counting checkpoint, a rolled-back folder, a read-only
+// build, or a dispute standing (disputed) nothing moves: it returns conflict. The
+// first I/O error stops the moves; a dir inside the channel folder is invalid.
+func MoveOut(l *ledger.Ledger, cf *fold.ChannelFold, dir string, grace time.Duration, now time.Time, disputed bool) (moved, refused []string, err error) {
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, errs.Errorf(errs.Invalid, "name a folder outside the channel", "archive folder: %v", err)
+	}
+	if r, err := filepath.Rel(l.Root(), dir); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return nil, nil, errs.Errorf(errs.Invalid, "name a folder outside the channel folder: inside it, the sync tool carries it on", "archive folder %s is inside the channel folder %s", dir, l.Root())
+	}
+	if cf == nil || cf.ReadOnly || len(cf.Chain) == 0 {
+		return nil, nil, errs.Errorf(errs.Conflict, "compact first (`ferry compact`)", "no owner's checkpoint counts here: nothing in archive/ is covered")
+	}
+	for _, p := range cf.Problems {
+		if p.Kind == "rolled_back" {
+			return nil, nil, errs.Errorf(errs.Conflict, "`ferry ledger verify` names the checkpoint files to restore", "the owner's checkpoint was rolled back here: nothing moves until it is restored")
+		}
+	}
+	if disputed {
+		return nil, nil, errs.Errorf(errs.Conflict, "`ferry ledger verify` shows the dispute; nothing moves until it is withdrawn", "a dispute of the owner's checkpoint stands")
+	}
+	cut := cf.Chain[len(cf.Chain)-1].Head.Cut
+	base := filepath.Join(l.Root(), "archive", "ledger")
+	writers, err := os.ReadDir(base)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	for _, w := range writers {
+		if !w.IsDir() {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(base, w.Name()))
+		if err != nil {
+			return moved, refused, err
+		}
+		for _, e := range ents {
+			file := filepath.Join(base, w.Name(), e.Name())
+			rel := "archive/ledger/" + w.Name() + "/" + e.Name()
+			device, _, ok := ledger.ParseSegmentName(e.Name())
+			p, covered := cut.At(w.Name(), device)
+			info, ierr := e.Info()
+			switch {
+			case !ok || !e.Type().IsRegular() || !fold.ValidName(w.Name()):
+				refused = append(refused, rel+": not a chain file")
+				continue
+			case !covered:
+				refused = append(refused, rel+": the newest counting checkpoint's cut does not name its chain")
+				continue
+			case ierr != nil:
+				return moved, refused, ierr
+			case info.ModTime().After(now.Add(-grace)):
+				refused = append(refused, fmt.Sprintf("%s: archived %s, less than policy.archive_grace_s ago", rel, info.ModTime().UTC().Format(time.RFC3339)))
+				continue
+			}
+			to, reason, err := l.MoveArchived(w.Name(), device, file, dir, p.Seq)
+			if err != nil {
+				return moved, refused, err
+			}
+			if reason != "" {
+				refused = append(refused, rel+": "+reason)
+				continue
+			}
+			moved = append(moved, to)
+		}
+	}
+	return moved, refused, nil
+}
+
+// Dirs returns dirs (`--archive DIR`) as absolute paths, or not_found naming the first
+// that is not a directory.
+func Dirs(dirs []string) ([]string, error) {
+	abs := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		a, err := filepath.Abs(d)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(a); err == nil && !fi.IsDir() {
+				err = errors.New("not a directory")
+			}
+		}
+		if err != nil {
+			return nil, errs.Errorf(errs.NotFound, "name the folder `ferry archive move` wrote (it holds ledger/)", "archive folder %s: %v", d, err)
+		}
+		abs = append(abs, a)
+	}
+	return abs, nil
 }

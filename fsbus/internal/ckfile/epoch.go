@@ -130,11 +130,15 @@ func RememberEpoch(path string, epoch int, hash string, now time.Time) error {
 
 // Recheck folds every counting checkpoint of cf again from in (a snapshot's entries
 // and forks) and returns cf's problems with the segments whose records at or below a
-// cut are missing here, and the first dispute (fold.Recompute). When in came from a
-// reading from the cut (floored), the ledger l is read whole and folded again first:
-// recomputing needs every record below the cuts.
-func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput, l *ledger.Ledger, floored bool) ([]fold.CheckpointProblem, *fold.Dispute, error) {
-	if floored {
+// cut are missing here, and the first dispute (fold.Recompute). With reread (in came
+// from a reading from the cut, or the ledger l reads archived files in doesn't hold) l
+// is read whole and folded again first: recomputing needs every record below the cuts.
+// A chain missing its records at or below a cut because none of its records up to
+// there is here (moved to an archive this folder does not hold) is kind "absent",
+// unless whole (every chain must run from its first entry): then, like a record of
+// another hash at the cut's seq, it is kind "cut".
+func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput, l *ledger.Ledger, reread, whole bool) ([]fold.CheckpointProblem, *fold.Dispute, error) {
+	if reread {
 		snap, err := l.Read()
 		if err != nil {
 			return nil, nil, err
@@ -147,12 +151,23 @@ func Recheck(root string, cf *fold.ChannelFold, in fold.FoldInput, l *ledger.Led
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, m := range missing {
-		if m.Kind == "pending" {
-			probs = append(probs, fold.CheckpointProblem{Kind: "pending", Detail: m.Detail + "; the state is checked once it is here"})
-			continue
+	lowest := map[ledger.Chain]uint64{}
+	for i := range in.Entries {
+		e := &in.Entries[i]
+		k := ledger.Chain{Writer: e.Writer, Device: e.Device}
+		if s, ok := lowest[k]; !ok || e.Seq < s {
+			lowest[k] = e.Seq
 		}
-		probs = append(probs, fold.CheckpointProblem{Kind: "cut", Detail: fmt.Sprintf("segment %s/%s seq %d: %s; the state cannot be folded again here", m.Writer, m.Device, m.Seq, m.Detail)})
+	}
+	for _, m := range missing {
+		switch low, ok := lowest[ledger.Chain{Writer: m.Writer, Device: m.Device}]; {
+		case m.Kind == "pending":
+			probs = append(probs, fold.CheckpointProblem{Kind: "pending", Detail: m.Detail + "; the state is checked once it is here"})
+		case !whole && (!ok || low > m.Seq):
+			probs = append(probs, fold.CheckpointProblem{Kind: "absent", Detail: fmt.Sprintf("segment %s/%s: no record up to seq %d is here (archived): the state is checked where the archive is, with `ferry ledger verify --archive DIR`", m.Writer, m.Device, m.Seq)})
+		default:
+			probs = append(probs, fold.CheckpointProblem{Kind: "cut", Detail: fmt.Sprintf("segment %s/%s seq %d: %s; the state cannot be folded again here", m.Writer, m.Device, m.Seq, m.Detail)})
+		}
 	}
 	return probs, d, nil
 }
