@@ -67,6 +67,7 @@ type CLI struct {
 	Policy PolicyCmd `cmd:"" help:"Show the channel's policy in force, or change it (owner only)."`
 	// The owner's checkpoint (ADR 0019).
 	Compact CompactCmd `cmd:"" help:"Sign where the ledger's past ends: the owner's checkpoint (owner only)."`
+	Archive ArchiveCmd `cmd:"" help:"Take the history a checkpoint covers out of the synced folder (owner only)."`
 	// The vault (ADR 0009) and the pause switch.
 	Secret SecretCmd `cmd:"" help:"Keep a secret in the channel's vault, encrypted to named agents."`
 	Pause  PauseCmd  `cmd:"" help:"Stop this machine acting on channels until ferry resume."`

@@ -50,7 +50,9 @@ func (c *LedgerTailCmd) Run(g *Globals) error {
 }
 
 // LedgerVerifyCmd is `ferry ledger verify`.
-type LedgerVerifyCmd struct{}
+type LedgerVerifyCmd struct {
+	Archive []string `help:"Also read the ledger files in DIR (where ferry archive move took them) and check every chain from its first entry. Repeatable." placeholder:"DIR"`
+}
 
 // Help is the long help.
 func (c *LedgerVerifyCmd) Help() string {
@@ -61,7 +63,10 @@ func (c *LedgerVerifyCmd) Help() string {
 		"rename it to), other writers' lines inside a segment, records lost or vanished, rival\n" +
 		"creates, links, key changes, and objects that are wrong, edited or copied. Nothing is\n" +
 		"changed. Exits non-zero (category invalid) when a finding is an error; warnings and\n" +
-		"info do not."
+		"info do not. Files moved to archive/ are read too, and every owner's checkpoint\n" +
+		"folded again from them; history that left the folder (`ferry archive move DIR`)\n" +
+		"is reported as absent, or with --archive DIR read and checked from each chain's\n" +
+		"first entry."
 }
 
 // Run implements the command. It exits non-zero (category invalid) when a finding is an
@@ -72,6 +77,9 @@ func (c *LedgerVerifyCmd) Run(g *Globals) error {
 		return err
 	}
 	ch.Thorough = true // every object and segment byte read again, not the fold checkpoint (ADR 0011)
+	if err := ch.SetArchiveDirs(c.Archive); err != nil {
+		return err
+	}
 	v, err := ch.Load()
 	if err != nil {
 		return err

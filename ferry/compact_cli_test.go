@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferryhq/ferry/internal/errs"
 )
@@ -127,5 +129,54 @@ func TestAgo(t *testing.T) {
 		if got := ago(age); got != want {
 			t.Errorf("ago(%d) = %q, want %q", age, got, want)
 		}
+	}
+}
+
+// TestArchiveThroughTheCLI: with policy.archive_grace_s at 1, frozen files move to
+// archive/ at a writer's first write and at `ferry compact`; `ledger verify` is clean
+// after; `ferry archive move DIR` refuses a DIR inside the channel folder and takes
+// archive/ out into DIR; `ledger verify` stays without errors and `ledger verify
+// --archive DIR` checks every chain from its first entry, while a DIR that does not
+// exist is not found.
+func TestArchiveThroughTheCLI(t *testing.T) {
+	w, _, _ := smallChannel(t)
+	mustCLI(t, w.home, "policy", "set", "archive_grace_s=1", "--channel", w.ch)
+	mustCLI(t, w.home, "compact", "--settle", "0s", "--force", "--channel", w.ch)
+	mustCLI(t, w.home, "--as", "bob", "order", "new", "Third", "--channel", w.ch)
+	mustCLI(t, w.home, "compact", "--settle", "0s", "--force", "--channel", w.ch)
+	time.Sleep(1100 * time.Millisecond) // the grace: one second on the wall clock
+	mustCLI(t, w.home, "--as", "bob", "order", "new", "Fourth", "--channel", w.ch)
+	mustCLI(t, w.home, "compact", "--settle", "0s", "--force", "--channel", w.ch)
+	archived, _ := filepath.Glob(filepath.Join(w.ch, "archive", "ledger", "*", "*.jsonl"))
+	if len(archived) < 2 {
+		t.Fatalf("archive/ holds %v: want bob's and the master's frozen files", archived)
+	}
+	if out := mustCLI(t, w.home, "ledger", "verify", "--channel", w.ch); !strings.Contains(out, "no problems") {
+		t.Fatalf("ledger verify after the move:\n%s", out)
+	}
+	code, _, errOut := cliIn(t, w.home, "archive", "move", filepath.Join(w.ch, "old"), "--channel", w.ch)
+	if code != exitCodes[errs.Invalid] || !strings.Contains(errOut, "inside the channel folder") {
+		t.Fatalf("archive move into the channel folder: exit %d\n%s", code, errOut)
+	}
+	time.Sleep(1100 * time.Millisecond) // archived at least the grace ago
+	dir := filepath.Join(t.TempDir(), "old")
+	out := mustCLI(t, w.home, "archive", "move", dir, "--channel", w.ch)
+	if !strings.Contains(out, fmt.Sprintf("✔ %d files moved out of the folder", len(archived))) {
+		t.Fatalf("archive move:\n%s", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(w.ch, "archive", "ledger", "*", "*.jsonl")); len(left) != 0 {
+		t.Fatalf("archive/ still holds %v", left)
+	}
+	if code, out, errOut := cliIn(t, w.home, "ledger", "verify", "--channel", w.ch); code != 0 {
+		t.Fatalf("ledger verify with the archive out of the folder: exit %d\n%s%s", code, out, errOut)
+	}
+	if out := mustCLI(t, w.home, "ledger", "verify", "--archive", dir, "--channel", w.ch); !strings.Contains(out, "no problems") {
+		t.Fatalf("ledger verify --archive:\n%s", out)
+	}
+	if code, _, errOut := cliIn(t, w.home, "ledger", "verify", "--archive", filepath.Join(dir, "none"), "--channel", w.ch); code != exitCodes[errs.NotFound] {
+		t.Fatalf("ledger verify --archive of a missing folder: exit %d\n%s", code, errOut)
+	}
+	if out := mustCLI(t, w.home, "--as", "bob", "order", "list", "--channel", w.ch); !strings.Contains(out, "Fourth") || !strings.Contains(out, "First") {
+		t.Fatalf("order list after the archive left:\n%s", out)
 	}
 }

@@ -574,6 +574,7 @@ var masterActions = []masterAction{
 		return []string{"policy", "set", fmt.Sprintf("quiet_after_s=%d", 100+w.n)}
 	}},
 	{typ: "checkpoint", leaf: "compact", args: func(*masterWorld) []string { return []string{"compact", "--settle", "0s", "--force"} }},
+	{what: "take the archive out", leaf: "archive move", args: func(w *masterWorld) []string { return []string{"archive", "move", w.t.TempDir()} }},
 	{what: "re-pin the master key", leaf: "master repin", args: func(w *masterWorld) []string { return []string{"master", "repin", "--key", w.masterKey} }},
 }
 

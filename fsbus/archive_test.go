@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
 	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/fsbus/fsbustest"
+	"github.com/ferryhq/ferry/internal/errs"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -333,8 +335,8 @@ func errorsIn(findings []string) []string {
 // TestVerifyAfterTheMove: `ferry ledger verify` after frozen files moved reads them
 // from archive/ and folds every checkpoint again: no finding. Once archive/ has left
 // the folder (`ferry archive move DIR`), verify reports the history below the cut as
-// absent, no error, on a machine that never read it; one that did reports them
-// vanished. With --archive DIR verify checks every chain from its first entry and every
+// absent, no error, on a machine that never read it; one that did warns that they
+// may have left with the archive, while a live file cut short stays an error. With --archive DIR verify checks every chain from its first entry and every
 // checkpoint's state again, and a file missing from DIR is a broken chain.
 func TestVerifyAfterTheMove(t *testing.T) {
 	w, _ := archiveWorld(t)
@@ -358,10 +360,14 @@ func TestVerifyAfterTheMove(t *testing.T) {
 	if !slices.ContainsFunc(f, func(s string) bool { return strings.Contains(s, "absent") }) {
 		t.Errorf("verify with the archive gone does not say the history is absent: %q", f)
 	}
-	for _, e := range errorsIn(verifyFindings(t, w, nil)) {
-		if !strings.HasPrefix(e, "vanished ") {
-			t.Errorf("verify with the archive gone, on the machine that read it: %s", e)
-		}
+	f = verifyFindings(t, w, nil)
+	if e := errorsIn(f); len(e) != 0 {
+		t.Errorf("verify with the archive gone, on the machine that read it: errors %q", e)
+	}
+	if !slices.ContainsFunc(f, func(s string) bool {
+		return strings.HasPrefix(s, "vanished warning ledger/alice") && strings.Contains(s, "ferry archive move")
+	}) {
+		t.Errorf("verify with the archive gone, on the machine that read it, does not warn that alice's records left: %q", f)
 	}
 	for _, h := range []*fsbus.Home{nil, other} {
 		if f := verifyFindings(t, w, h, out); len(f) != 0 {
@@ -379,5 +385,108 @@ func TestVerifyAfterTheMove(t *testing.T) {
 	ch := fsbustest.Reopen(t, w.c)
 	if err := ch.SetArchiveDirs([]string{first}); err == nil {
 		t.Fatal("a missing archive folder was taken")
+	}
+	// A live file cut short loses the record this machine read last: that stays an
+	// error, archive or not (here alice's own segment: lost, which vanished defers to).
+	live := ledger.ChainFiles(w.c.Root, "alice", w.c.Device)[0]
+	b := readArchived(t, live)
+	cut := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1
+	if err := os.WriteFile(live, b[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e := errorsIn(verifyFindings(t, w, nil)); !slices.ContainsFunc(e, func(s string) bool {
+		return strings.HasPrefix(s, "vanished error ledger/alice") || strings.HasPrefix(s, "lost error  ledger/alice/")
+	}) {
+		t.Fatalf("alice's live file cut short: errors %q, want alice's records lost", e)
+	}
+	if e := errorsIn(verifyFindings(t, w, other)); !slices.ContainsFunc(e, func(s string) bool { return strings.HasPrefix(s, "vanished error ledger/alice") }) {
+		t.Fatalf("alice's live file cut short, on another machine: errors %q, want alice's records vanished", e)
+	}
+}
+
+// TestArchiveMove: `ferry archive move DIR` (the owner only) takes the files of
+// archive/ledger/ that the newest counting cut covers and that were archived at least
+// policy.archive_grace_s ago out of the folder into DIR/ledger/, byte for byte; a file
+// archived within the grace stays, as does everything while a dispute stands; a DIR
+// inside the channel folder is refused; every reader folds the same orders after.
+func TestArchiveMove(t *testing.T) {
+	w, _ := archiveWorld(t)
+	before := loadAll(t, w)
+	w.clock.Add((fold.DefaultArchiveGraceS + 60) * 1000)
+	moved, err := w.owner("").MoveFrozen(true)
+	if err != nil || len(moved) != 3 {
+		t.Fatalf("moved %v, %v", moved, err)
+	}
+	out := filepath.Join(t.TempDir(), "old")
+	owner := w.owner("")
+	if _, _, err := w.ss["alice"].ArchiveMove(out); !errs.Is(err, errs.Denied) {
+		t.Fatalf("a member's archive move: %v", err)
+	}
+	if _, _, err := owner.ArchiveMove(filepath.Join(w.c.Root, "memory", "old")); !errs.Is(err, errs.Invalid) {
+		t.Fatalf("an archive move into the channel folder: %v", err)
+	}
+	// Archived just now (on the test's clock): every file stays.
+	now := time.UnixMilli(w.clock.Load())
+	var files []string
+	for _, m := range moved {
+		p := filepath.Join(w.c.Root, filepath.FromSlash(m))
+		files = append(files, p)
+		if err := os.Chtimes(p, now, now.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, stays, err := owner.ArchiveMove(out)
+	if err != nil || len(got) != 0 || len(stays) != 3 || !strings.Contains(stays[0], "less than policy.archive_grace_s ago") {
+		t.Fatalf("within the grace: moved %v, stays %q, %v", got, stays, err)
+	}
+	old := now.Add(-(fold.DefaultArchiveGraceS + 60) * time.Second)
+	bytesOf := map[string][]byte{}
+	for _, p := range files {
+		bytesOf[filepath.Base(filepath.Dir(p))+"/"+filepath.Base(p)] = readArchived(t, p)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A standing dispute keeps them.
+	top := w.top()
+	d := fold.Dispute{Epoch: top.Data.Epoch, Hash: top.Entry.Hash(), Rules: fold.RulesVersion, First: "o-x"}
+	if _, err := w.ss["alice"].Dispute(d, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.owner("").ArchiveMove(out); !errs.Is(err, errs.Conflict) {
+		t.Fatalf("with a dispute standing: %v", err)
+	}
+	if _, err := w.ss["alice"].Dispute(d, true); err != nil {
+		t.Fatal(err)
+	}
+	got, stays, err = w.owner("").ArchiveMove(out)
+	if err != nil || len(got) != 3 || len(stays) != 0 {
+		t.Fatalf("past the grace: moved %v, stays %q, %v", got, stays, err)
+	}
+	for _, p := range got {
+		rel, _ := filepath.Rel(filepath.Join(out, "ledger"), p)
+		if b := readArchived(t, p); !bytes.Equal(b, bytesOf[filepath.ToSlash(rel)]) {
+			t.Errorf("%s does not hold the archived file's bytes", p)
+		}
+	}
+	for _, p := range files {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still in archive/: %v", p, err)
+		}
+	}
+	if after := loadAll(t, w); !slices.Equal(after, before) {
+		t.Fatalf("orders after the archive left %v, before %v", after, before)
+	}
+	if f := verifyFindings(t, w, nil, out); len(f) != 0 {
+		t.Fatalf("verify --archive after the move: %q", f)
+	}
+}
+
+// TestArchiveMoveWithoutCheckpoint: with no owner's checkpoint nothing in archive/ is
+// covered: conflict, and nothing moves.
+func TestArchiveMoveWithoutCheckpoint(t *testing.T) {
+	w := newOwnerWorld(t)
+	if _, _, err := w.owner("").ArchiveMove(t.TempDir()); !errs.Is(err, errs.Conflict) {
+		t.Fatalf("archive move with no checkpoint: %v", err)
 	}
 }

@@ -539,7 +539,7 @@ func (c *Channel) Verify(v *View) (*verify.Report, error) {
 	}
 	// Records this machine read that are gone (vanished.go).
 	cv := &verify.View{Snapshot: v.Snapshot, State: v.State, Arrivals: v.Arrivals, Tip: v.chainTip}
-	if out.Vanished, err = cc.VanishedRecords(cv, verify.LostWriters(out.Lost)); err != nil {
+	if out.Vanished, err = cc.VanishedRecords(cv, verify.LostWriters(out.Lost), c.ownerCheckpoint.NewestCut()); err != nil {
 		return nil, err
 	}
 	// Every object file: it must parse, and its signature must verify against the key

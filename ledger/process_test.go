@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crasherEnv) == "1" {
 		runCrasher() // never returns: it appends until killed
 	}
+	if os.Getenv(moverEnv) == "1" {
+		runMover() // never returns
+	}
 	if os.Getenv(appenderEnv) == "1" {
 		if err := runAppender(); err != nil {
 			fmt.Fprintln(os.Stderr, "appender:", err)

@@ -27,15 +27,25 @@ func Floors(cut Cut) []ledger.Floor {
 	return out
 }
 
+// NewestCut returns the cut of cf's newest counting checkpoint, or nil for a nil cf,
+// one with no counting chain, or one read only.
+func (cf *ChannelFold) NewestCut() Cut {
+	if cf == nil || cf.ReadOnly || len(cf.Chain) == 0 {
+		return nil
+	}
+	return cf.Chain[len(cf.Chain)-1].Head.Cut
+}
+
 // AnchorCut returns snap's problems less the seq gaps at or below cf's newest counting
 // cut of chains anchored to it (ledger.AnchorCut): the records there may have moved to
 // archive/ (docs/format.md §21 "Records at or below a cut"). A nil cf, or one with no
 // counting chain or read only, keeps every problem.
 func (cf *ChannelFold) AnchorCut(snap *ledger.Snapshot) []ledger.Problem {
-	if cf == nil || cf.ReadOnly || len(cf.Chain) == 0 || len(snap.Problems) == 0 {
+	cut := cf.NewestCut()
+	if cut == nil || len(snap.Problems) == 0 {
 		return snap.Problems
 	}
-	return ledger.AnchorCut(snap.Problems, snap.Entries, Floors(cf.Chain[len(cf.Chain)-1].Head.Cut))
+	return ledger.AnchorCut(snap.Problems, snap.Entries, Floors(cut))
 }
 
 // FoldFloored folds in — a snapshot read from the floors of the checkpoint whose

@@ -429,6 +429,11 @@ func recordList(es []*ledger.Entry) string {
 // undo a revocation on every machine that never read it.
 func (c *Channel) doctorShrunk(r *findingList, vr *Report) {
 	for _, g := range vr.Vanished {
+		if g.Archived {
+			r.add(Finding{Check: CheckVanished, Level: LevelWarning, Path: "ledger/" + g.Writer, Detail: g.String(),
+				Fix: "`ferry ledger verify --archive DIR` with the folder `ferry archive move` wrote tells which: records there are not reported"})
+			continue
+		}
 		r.add(Finding{Check: CheckVanished, Level: LevelError, Path: "ledger/" + g.Writer, Detail: g.String(),
 			Fix: fmt.Sprintf("restore %s's segment from another machine's copy of the folder or a backup (the copy holding the most records), or ask %s's machine to sync again; a cut line can undo a grant or a revocation on machines that never read it; never edit segments by hand", g.Writer, g.Writer)})
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ferryhq/ferry/fsbus/fold"
 	"github.com/ferryhq/ferry/ledger"
 )
 
@@ -33,10 +34,19 @@ type Vanished struct {
 	// Segments names the writer's segment files now in the folder, each with the last
 	// seq it holds ("ledger/master/k3f9x2ab.jsonl up to seq 7").
 	Segments []string `json:"segments"`
+	// Archived says that they may be records at or below the owner's checkpoint that
+	// left the folder with its archive (`ferry archive move`): every chain of the
+	// writer the newest counting cut names is anchored to it in the folder, and the
+	// record of the writer this machine read last is still here (a segment cut short
+	// loses its last records first). A warning then, not an error.
+	Archived bool `json:"archived,omitempty"`
 }
 
 // String is the one-line description verify prints and doctor reports.
 func (g Vanished) String() string {
+	if g.Archived {
+		return fmt.Sprintf("%d record(s) of %s this machine already read (arrivals %d–%d) are in no file of the folder or its archive: records at or below the owner's checkpoint that left with `ferry archive move`, or a segment cut short below its last record", g.Records, g.Writer, g.First, g.Last)
+	}
 	where := "no segment of " + g.Writer + " is in the folder"
 	if len(g.Segments) > 0 {
 		where = "its segments now: " + strings.Join(g.Segments, ", ")
@@ -45,10 +55,12 @@ func (g Vanished) String() string {
 		g.Records, g.Writer, g.First, g.Last, g.Writer, where)
 }
 
-// vanished lists, per writer, the records v's arrival log holds that no file under
-// ledger/ holds. Writers in skip (this machine's own segments, already reported as
-// Lost with their seqs) are left out so each loss is reported once.
-func (c *Channel) VanishedRecords(v *View, skip map[string]bool) ([]Vanished, error) {
+// VanishedRecords lists, per writer, the records v's arrival log holds that no file
+// under ledger/ of the folder or its archives holds. Writers in skip (this machine's own
+// segments, already reported as Lost with their seqs) are left out so each loss is
+// reported once. cut is the newest counting owner's checkpoint's (nil: none): it
+// decides Vanished.Archived.
+func (c *Channel) VanishedRecords(v *View, skip map[string]bool, cut fold.Cut) ([]Vanished, error) {
 	out := []Vanished{}
 	if v.Arrivals == nil {
 		return out, nil
@@ -57,16 +69,19 @@ func (c *Channel) VanishedRecords(v *View, skip map[string]bool) ([]Vanished, er
 	if err != nil {
 		return nil, err
 	}
-	gone := map[string][]uint64{}
+	gone, last := map[string][]uint64{}, map[string]uint64{}
 	v.Arrivals.Ingested(func(hash, writer string, n uint64) {
+		last[writer] = max(last[writer], n)
 		if !onDisk[hash] && writer != "" && !skip[writer] {
 			gone[writer] = append(gone[writer], n)
 		}
 	})
+	anchored := anchoredWriters(v.Snapshot, cut)
 	for _, w := range slices.Sorted(maps.Keys(gone)) {
 		ns := gone[w]
 		slices.Sort(ns)
-		g := Vanished{Writer: w, Records: len(ns), First: ns[0], Last: ns[len(ns)-1], Segments: []string{}}
+		g := Vanished{Writer: w, Records: len(ns), First: ns[0], Last: ns[len(ns)-1], Segments: []string{},
+			Archived: anchored[w] && ns[len(ns)-1] < last[w]}
 		segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", w, "*.jsonl"))
 		for _, p := range segs {
 			desc := Rel(c.Root, p)
@@ -80,6 +95,29 @@ func (c *Channel) VanishedRecords(v *View, skip map[string]bool) ([]Vanished, er
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// anchoredWriters returns the writers every chain of which that cut names is anchored
+// to it in snap: snap holds the cut's record, or the chain's record above it names it
+// as prev (ledger.AnchorCut's rule).
+func anchoredWriters(snap *ledger.Snapshot, cut fold.Cut) map[string]bool {
+	out := map[string]bool{}
+	if snap == nil || len(cut) == 0 {
+		return out
+	}
+	held := map[ledger.Chain]bool{}
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		if p, ok := cut.At(e.Writer, e.Device); ok && ((e.Seq == p.Seq && e.Hash() == p.Hash) || (e.Seq == p.Seq+1 && e.Prev == p.Hash)) {
+			held[ledger.Chain{Writer: e.Writer, Device: e.Device}] = true
+		}
+	}
+	for _, p := range cut {
+		if a, seen := out[p.Writer]; !seen || a {
+			out[p.Writer] = held[ledger.Chain{Writer: p.Writer, Device: p.Device}]
+		}
+	}
+	return out
 }
 
 // recordsOnDisk returns the hashes of every complete record in any regular file of
