@@ -396,6 +396,11 @@ func (s *syncer) owns(rel string, e statusEntry) int {
 		if parts[0] == "ledger" && len(parts) == 3 && isChainFile(base) && s.sameBlob("archive/"+rel, rel) {
 			return ownMine
 		}
+		// The owner takes archive/ out of the folder (`ferry archive move DIR`, §21
+		// "Taking the archive out"): its deletions there are the owner's to commit.
+		if parts[0] == "archive" && len(parts) == 4 && parts[1] == "ledger" && isChainFile(base) && s.o.Owner {
+			return ownMine
+		}
 		return ownOther
 	}
 	switch {

@@ -143,6 +143,14 @@ func TestGitOwnsArchivedFile(t *testing.T) {
 		{"ledger/alice/zzzzzzzz.1.jsonl", deleted, ownOther}, // no archive copy
 		{"archive/ledger/carol/zzzzzzzz.jsonl", untracked, ownOther},
 		{"archive/ledger/carol/k3f9x2ab.jsonl", untracked, ownMine}, // its own device's chain
+		{"archive/ledger/dave/zzzzzzzz.jsonl", deleted, ownOther},   // only the owner takes archive/ out
+	})
+	// On the owner's machine, a deletion in archive/ (`ferry archive move`) is its own.
+	s.o.Owner = true
+	checkOwns(t, s, []ownsCase{
+		{"archive/ledger/dave/zzzzzzzz.jsonl", deleted, ownMine},
+		{"archive/orders/o-x.json", deleted, ownOther},
+		{"ledger/bob/zzzzzzzz.jsonl", deleted, ownOther},
 	})
 }
 
