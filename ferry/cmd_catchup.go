@@ -36,7 +36,10 @@ func (c *CatchupCmd) Run(g *Globals) error {
 	if d.Seat != "" {
 		g.printf("seat      %s\n", d.Seat)
 	}
-	if c.Since != "" && !d.Since {
+	switch {
+	case d.Compacted:
+		g.printf("(cursor %s is from before the owner's checkpoint of epoch %d: showing the full digest)\n", shown(c.Since), d.Epoch)
+	case c.Since != "" && !d.Since:
 		g.printf("(cursor %s is not from this machine's log: showing the full digest)\n", shown(c.Since))
 	}
 	p := d.Primary

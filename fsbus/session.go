@@ -34,6 +34,8 @@ type View struct {
 	Presence map[string]*Presence
 
 	fold *fold.Folded // State with what folding new entries into it needs (fold_incr.go)
+	// epoch is the newest counting owner's checkpoint's epoch at the Load (0: none).
+	epoch int
 }
 
 // objects returns the ObjectReader over the channel's files.
@@ -179,6 +181,9 @@ func (c *Channel) Load() (*View, error) {
 	}
 	pres := c.observePresence(st, arr)
 	v := &View{Snapshot: snap, State: st, Arrivals: arr, Presence: pres, fold: f}
+	if cf := c.ownerCheckpoint; cf != nil && len(cf.Chain) > 0 {
+		v.epoch = cf.Chain[len(cf.Chain)-1].Data.Epoch
+	}
 	c.noteLoaded(v) // the policy in force (policy.go)
 	return v, nil
 }
@@ -799,7 +804,7 @@ func (s *Session) viewWithEntry(v *View, e ledger.Entry) *View {
 			}
 		}
 	}
-	return &View{Snapshot: &snap, State: f.State, Arrivals: &arr, Presence: v.Presence, fold: f}
+	return &View{Snapshot: &snap, State: f.State, Arrivals: &arr, Presence: v.Presence, fold: f, epoch: v.epoch}
 }
 
 // maxIdemKey is the longest idempotency key, in bytes: the key is stored in the

@@ -129,6 +129,11 @@ type TalkReadResult struct {
 	Acked []string `json:"acked"`
 	// Since is true when the cursor was used; false when there was none or it fell back.
 	Since bool `json:"since"`
+	// Compacted is true when the cursor is from before the owner's checkpoint of Epoch
+	// and messages after it may be at or below the cut: the unread ones are listed
+	// (docs/format.md §21 "Compacted cursors").
+	Compacted bool `json:"compacted,omitempty"`
+	Epoch     int  `json:"epoch,omitempty"`
 	// Next is the cursor to pass as Since next time.
 	Next string `json:"next"`
 }
@@ -182,7 +187,12 @@ func talkRead(v *View, me string, opt TalkReadOptions) (*TalkReadResult, []strin
 	st, arr := v.State, v.Arrivals
 	res := &TalkReadResult{Agent: me, Messages: []fold.Message{}, Next: arr.Cursor()}
 	var picked []*fold.Message
-	if n, ok := arr.ParseCursor(opt.Since); ok && opt.Since != "" {
+	n, ok := arr.ParseCursor(opt.Since)
+	if ok && opt.Since != "" {
+		res.Epoch = v.compactedEpoch(n)
+		res.Compacted = res.Epoch > 0
+	}
+	if ok && opt.Since != "" && !res.Compacted {
 		res.Since = true
 		picked = st.MessagesWhere(func(m *fold.Message) bool {
 			return m.AddressedTo(me) && !m.Pending && arr.Number(m.Post) > n

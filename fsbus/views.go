@@ -243,8 +243,13 @@ type Catchup struct {
 	Contested []ContestRow    `json:"contested"`
 	Truncated bool            `json:"truncated,omitempty"`
 	// Since is true when the lists hold only what changed after the given cursor.
-	Since bool   `json:"since"`
-	Next  string `json:"next"`
+	Since bool `json:"since"`
+	// Compacted is true when the cursor given is from before the owner's checkpoint of
+	// Epoch and what changed after it is at or below that cut: the lists are the whole
+	// bounded digest (docs/format.md §21 "Compacted cursors").
+	Compacted bool   `json:"compacted,omitempty"`
+	Epoch     int    `json:"epoch,omitempty"`
+	Next      string `json:"next"`
 }
 
 // CatchupPrimary is the primary role in one line.
@@ -313,6 +318,28 @@ func contestRow(c fold.Contest) ContestRow {
 	return r
 }
 
+// compactedEpoch returns the epoch of the newest counting owner's checkpoint when the
+// cursor at arrival number n is below what v can serve (arrivals.Log.Below: entries
+// after it are at or below the cut, not in v), else 0.
+func (v *View) compactedEpoch(n uint64) int {
+	if v.epoch == 0 || n >= v.Arrivals.Last {
+		return 0
+	}
+	held := make(map[string]bool, len(v.Snapshot.Entries))
+	for i := range v.Snapshot.Entries {
+		held[v.Snapshot.Entries[i].Hash()] = true
+	}
+	for _, f := range v.Snapshot.Forks {
+		for i := range f.Losers {
+			held[f.Losers[i].Hash()] = true
+		}
+	}
+	if n >= v.Arrivals.Below(func(h string) bool { return held[h] }) {
+		return 0
+	}
+	return v.epoch
+}
+
 // Catchup builds the digest for agent. With a cursor from this machine, orders,
 // decisions, asks and contests are limited to what changed after it; messages waiting
 // are always listed (unread is new by definition). A foreign or lost cursor falls back
@@ -324,11 +351,13 @@ func (c *Channel) Catchup(v *View, agent, since string) *Catchup {
 		Asks: []AskRow{}, Messages: CatchupMessages{Oldest: []MessageLine{}}, Contested: []ContestRow{}}
 	var changed map[string]bool // refs with an entry that arrived after the cursor
 	if n, ok := v.Arrivals.ParseCursor(since); ok && since != "" {
-		out.Since = true
-		changed = map[string]bool{}
+		// A cursor from before the owner's checkpoint gets the whole bounded digest.
+		out.Epoch = v.compactedEpoch(n)
+		if out.Compacted, out.Since = out.Epoch > 0, out.Epoch == 0; out.Since {
+			changed = map[string]bool{}
+		}
 		for i := range v.Snapshot.Entries {
-			e := &v.Snapshot.Entries[i]
-			if v.Arrivals.Number(e.Hash()) > n {
+			if e := &v.Snapshot.Entries[i]; out.Since && v.Arrivals.Number(e.Hash()) > n {
 				changed[e.Ref] = true
 				changed[e.Hash()] = true
 			}

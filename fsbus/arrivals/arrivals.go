@@ -56,6 +56,8 @@ type Log struct {
 	// entry that reading did not hold (Complete).
 	missedAt uint64
 	missed   bool
+	// below is the highest arrival number a compaction dropped (a "below" line).
+	below uint64
 }
 
 // arrival is one line of the log: the arrival number, when the entry was first seen
@@ -173,6 +175,11 @@ func parseHeader(head string) (id string, compacted int, ok bool) {
 	}
 	return id, compacted, true
 }
+
+// arrivalsBelow starts the line a compaction writes after the header, "below <n>": n
+// is the highest arrival number of a line it dropped (Log.Below). Two fields, so a
+// binary that predates it skips it as a line it cannot parse.
+const arrivalsBelow = "below"
 
 // arrivalsClock starts a clock line of the arrival log. Its first field is no number,
 // so a binary that predates clock lines skips it as a line it cannot parse.
@@ -490,6 +497,12 @@ func parseArrivals(a *Log, b []byte, recs map[string]arrival) int {
 		line := string(b[used : used+i])
 		used += i + 1
 		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == arrivalsBelow {
+			if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				a.below = max(a.below, n)
+			}
+			continue
+		}
 		if len(f) != 4 {
 			continue
 		}
@@ -526,6 +539,22 @@ func Load(path string) (*Log, error) {
 	}
 	rd.Log.Sighting = rd.Log.sightings()
 	return rd.Log, nil
+}
+
+// Below returns the highest arrival number of an entry this log numbered that a view
+// cannot serve from a cursor: the highest a compaction dropped (Compact: entries at or
+// below an owner's checkpoint's cut), and among the lines still logged the highest up
+// to Complete whose entry held reports the view does not hold (read from the cut, the
+// view lacks those at or below it). A cursor below it is compacted: what changed after
+// it may be in entries the view does not hold (docs/format.md §21 "Compacted cursors").
+func (a *Log) Below(held func(hash string) bool) uint64 {
+	out, upTo := a.below, a.Complete()
+	a.recs.All(func(h string, r arrival) {
+		if r.n <= upTo && r.n > out && !held(h) {
+			out = r.n
+		}
+	})
+	return out
 }
 
 // Cursor returns an opaque token naming the arrival number up to which this view
@@ -601,26 +630,32 @@ func Compact(lockDir, path string, epoch, minDrop int, upTo uint64, keep func(ha
 	for _, r := range rd.Log.latest {
 		newest[r.n] = true
 	}
-	out := fmt.Appendf(nil, "%s%s%s%d\n", compactedHeader, rd.Log.LogID, compactedMark, epoch)
 	body := raw[len(rd.header):rd.offset]
-	dropped := 0
+	var kept []byte
+	dropped, below := 0, rd.Log.below
 	for len(body) > 0 {
 		i := bytes.IndexByte(body, '\n')
 		line := body[:i+1]
 		body = body[i+1:]
 		f := strings.Fields(string(line))
+		if len(f) == 2 && f[0] == arrivalsBelow {
+			continue // written again below, as the highest
+		}
 		if len(f) == 4 && f[0] != arrivalsClock {
 			n, err := strconv.ParseUint(f[0], 10, 64)
 			if err == nil && n <= upTo && !keep(f[1]) && !newest[n] {
 				dropped++
+				below = max(below, n)
 				continue
 			}
 		}
-		out = append(out, line...)
+		kept = append(kept, line...)
 	}
 	if dropped < minDrop {
 		return 0, nil
 	}
+	out := fmt.Appendf(nil, "%s%s%s%d\n%s %d\n", compactedHeader, rd.Log.LogID, compactedMark, epoch, arrivalsBelow, below)
+	out = append(out, kept...)
 	if err := fsutil.WriteFile(path, out, 0o644); err != nil {
 		return 0, fmt.Errorf("rewriting the arrival log: %w", err)
 	}
