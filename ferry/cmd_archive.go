@@ -53,6 +53,10 @@ func (c *ArchiveMoveCmd) Run(g *Globals) error {
 	for _, r := range refused {
 		g.printf("stays   %s\n", r)
 	}
-	g.printf("✔ %s moved out of the folder, %s stay\n", plural(len(moved), "file", "files"), plural(len(refused), "file", "files"))
+	stay := "stay"
+	if len(refused) == 1 {
+		stay = "stays"
+	}
+	g.printf("✔ %s moved out of the folder, %s %s\n", plural(len(moved), "file", "files"), plural(len(refused), "file", "files"), stay)
 	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"time"
 
 	"github.com/ferryhq/ferry/fsbus"
@@ -99,9 +100,9 @@ func (c *CompactCmd) Run(g *Globals) error {
 // files wait for their writer (docs/format.md §21 "Moving frozen files").
 func printArchived(g *Globals, r *fold.CompactResult) {
 	for _, f := range r.Archived {
-		g.printf("  moved %s to archive/\n", f)
+		g.printf("  moved %s to archive/\n", strings.TrimPrefix(f, "archive/"))
 	}
 	for _, c := range r.Waiting {
-		g.printf("  %s has no file of the checkpoint past its archive grace yet: its files stay until it writes again or is retired\n", c)
+		g.printf("  %s: its frozen files stay until it writes again (or is retired): no file of the checkpoint past its archive grace yet\n", c)
 	}
 }

@@ -176,6 +176,10 @@ func TestArchiveThroughTheCLI(t *testing.T) {
 	if code, _, errOut := cliIn(t, w.home, "ledger", "verify", "--archive", filepath.Join(dir, "none"), "--channel", w.ch); code != exitCodes[errs.NotFound] {
 		t.Fatalf("ledger verify --archive of a missing folder: exit %d\n%s", code, errOut)
 	}
+	// Orders whose entries left with the archive are no orphan objects.
+	if _, out, errOut := cliIn(t, w.home, "doctor", "--channel", w.ch); strings.Contains(out+errOut, "orphan_object") {
+		t.Fatalf("doctor with the archive out of the folder:\n%s%s", out, errOut)
+	}
 	if out := mustCLI(t, w.home, "--as", "bob", "order", "list", "--channel", w.ch); !strings.Contains(out, "Fourth") || !strings.Contains(out, "First") {
 		t.Fatalf("order list after the archive left:\n%s", out)
 	}

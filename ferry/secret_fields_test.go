@@ -43,7 +43,8 @@ var secretNotWriting = map[string]string{
 	"mcp add": "machine-local gateway config", "mcp remove": "machine-local gateway config",
 	"demo": "a throw-away sandbox", "update apply": "replaces this binary",
 	"master repin": "machine-local pin", "pause": "machine-local switch", "resume": "machine-local switch",
-	"connect": "writes an app's config; its join is fsbus.Join, the join row",
+	"connect":      "writes an app's config; its join is fsbus.Join, the join row",
+	"archive move": "moves archived files out of the folder whole; writes no new bytes",
 }
 
 // secretLocal are the string arguments that name files or folders on this machine:

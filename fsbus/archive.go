@@ -32,9 +32,9 @@ func (s *Session) moveFrozen(v *View, all bool) (moved, waiting []string, err er
 	if s.ownerCheckpoint == nil {
 		return nil, nil, nil
 	}
-	chains := []ledger.Chain{{Writer: s.Name, Device: s.Device}}
-	if all {
-		chains = nil // every chain the cut names
+	var chains []ledger.Chain // nil: every chain the cut names
+	if !all {
+		chains = []ledger.Chain{{Writer: s.Name, Device: s.Device}}
 	}
 	grace, disputed := s.archiveRules(v)
 	return archive.Run(s.Ledger, s.ownerCheckpoint, s.epochSeenPath(), grace, s.now(), disputed, chains)
@@ -47,13 +47,9 @@ func (s *Session) archiveRules(v *View) (time.Duration, bool) {
 	return grace, s.ownerCheckpoint != nil && len(fold.StandingDisputes(v.Snapshot.Entries, v.State, s.ownerCheckpoint.Chain)) > 0
 }
 
-// ArchiveMove is `ferry archive move DIR` (master only): it moves the files of the
-// channel's archive/ to dir, outside the channel folder, so that they leave every
-// machine the folder syncs to (archive.MoveOut: what no counting checkpoint covers, or
-// was archived less than policy.archive_grace_s ago, stays). It returns the paths
-// written and the files refused, one line each. Errors: denied for anyone but the
-// master; invalid for a dir inside the channel folder; conflict when nothing may move
-// (no counting checkpoint, a rollback, a standing dispute).
+// ArchiveMove is `ferry archive move DIR`: archive.MoveOut of the channel's archive/ to
+// dir, returning the paths written and the files refused, one line each. Errors as
+// MoveOut's, and denied for anyone but the master.
 func (s *Session) ArchiveMove(dir string) (moved, refused []string, err error) {
 	if s.Name != fold.MasterWriter {
 		return nil, nil, errs.Errorf(errs.Denied, "run it as the owner", "only the master takes the archive out of the folder")

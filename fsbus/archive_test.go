@@ -425,6 +425,13 @@ func TestArchiveMove(t *testing.T) {
 	if _, _, err := owner.ArchiveMove(filepath.Join(w.c.Root, "memory", "old")); !errs.Is(err, errs.Invalid) {
 		t.Fatalf("an archive move into the channel folder: %v", err)
 	}
+	back := filepath.Join(t.TempDir(), "back")
+	if err := os.Symlink(w.c.Root, back); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := owner.ArchiveMove(filepath.Join(back, "old")); !errs.Is(err, errs.Invalid) {
+		t.Fatalf("an archive move through a link into the channel folder: %v", err)
+	}
 	// Archived just now (on the test's clock): every file stays.
 	now := time.UnixMilli(w.clock.Load())
 	var files []string

@@ -400,11 +400,9 @@ func (c *Channel) SyncGit(ctx context.Context) (*gitsync.Result, error) {
 	})
 }
 
-// SetArchiveDirs names archive folders outside the channel folder (`--archive DIR`,
-// where `ferry archive move` took archive/) that readers take archived chain files
-// from beside archive/ (docs/format.md §21), and with which Verify checks every chain
-// from its first entry. It returns not_found, and changes nothing, when a DIR is not a
-// directory.
+// SetArchiveDirs names archive folders outside the channel (`--archive DIR`) that reads
+// and Verify take archived chain files from (docs/format.md §21); not_found, changing
+// nothing, when one is not a directory (archive.Dirs).
 func (c *Channel) SetArchiveDirs(dirs []string) error {
 	abs, err := archive.Dirs(dirs)
 	if err != nil {

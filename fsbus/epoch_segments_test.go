@@ -87,3 +87,32 @@ func TestWritersRollOverAtACountingCheckpoint(t *testing.T) {
 		t.Errorf("after epoch 3: %d lines in epoch 3's file, %d in epoch 2's", lines(file(3)), lines(file(2)))
 	}
 }
+
+// TestNewProcessRollsOverFromTheFoldCheckpoint: a writer's new process that starts
+// from the machine's fold checkpoint (not a whole fold) after the owner's compaction
+// still goes on in the newest counting epoch's file (docs/format.md §21 "Rolling
+// over"), compaction after compaction.
+func TestNewProcessRollsOverFromTheFoldCheckpoint(t *testing.T) {
+	w := newOwnerWorld(t)
+	w.order("before")
+	for epoch := 1; epoch <= 3; epoch++ {
+		if r, err := w.owner("").Compact(fsbus.CompactOptions{SettleSet: true, Force: true}); err != nil || r.Epoch != epoch {
+			t.Fatalf("epoch %d: %+v %v", epoch, r, err)
+		}
+		// A reader's whole fold saves the fold checkpoint the writer's process starts from.
+		if _, err := fsbustest.Reopen(t, w.c).Load(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := fsbustest.Reopen(t, w.c).As("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.NewOrder(fsbus.NewOrderOptions{Title: "after"}); err != nil {
+			t.Fatal(err)
+		}
+		files := ledger.ChainFiles(w.c.Root, "alice", w.c.Device)
+		if _, e, _ := ledger.ParseSegmentName(filepath.Base(files[len(files)-1])); e != uint64(epoch) {
+			t.Fatalf("after epoch %d alice wrote into %v", epoch, files)
+		}
+	}
+}

@@ -29,12 +29,19 @@ func (c *Channel) foldWhole(in fold.FoldInput, snap *ledger.Snapshot) *fold.Fold
 		c.Home.warn("epoch-seen", "ferry: warning: "+err.Error())
 	}
 	cf.Problems = append(cf.Problems, probs...)
-	c.ownerCheckpoint = cf
-	if n := len(cf.Chain); n > 0 && !cf.ReadOnly && cf.Chain[n-1].Data.Epoch > 0 { // writers go on in its files (format.md §21)
-		c.Ledger.SetEpoch(max(c.Ledger.Epoch(), uint64(cf.Chain[n-1].Data.Epoch)))
-	}
+	c.setOwnerCheckpoint(cf)
 	snap.Problems = cf.AnchorCut(snap)
 	return cf.Folded
+}
+
+// setOwnerCheckpoint notes cf, a whole fold's owner's checkpoints or those the fold
+// checkpoint restored, on c: this process's writers go on in the files of its newest
+// counting epoch (format.md §21 "Rolling over").
+func (c *Channel) setOwnerCheckpoint(cf *fold.ChannelFold) {
+	c.ownerCheckpoint = cf
+	if n := len(cf.Chain); n > 0 && !cf.ReadOnly && cf.Chain[n-1].Data.Epoch > 0 {
+		c.Ledger.SetEpoch(max(c.Ledger.Epoch(), uint64(cf.Chain[n-1].Data.Epoch)))
+	}
 }
 
 // epochSeenPath is where this machine keeps the highest epoch it has seen count.

@@ -80,7 +80,9 @@ func (c *Channel) Load() (*View, error) {
 			if c.lastArr == nil {
 				c.lastArr = r.arr // read on from its offset when the log is still that one
 			}
-			c.ownerCheckpoint = r.owner
+			if r.owner != nil {
+				c.setOwnerCheckpoint(r.owner)
+			}
 		}
 	}
 	// The arrival log's size before the segments are read: what other processes log

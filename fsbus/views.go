@@ -322,19 +322,7 @@ func contestRow(c fold.Contest) ContestRow {
 // cursor at arrival number n is below what v can serve (arrivals.Log.Below: entries
 // after it are at or below the cut, not in v), else 0.
 func (v *View) compactedEpoch(n uint64) int {
-	if v.epoch == 0 || n >= v.Arrivals.Last {
-		return 0
-	}
-	held := make(map[string]bool, len(v.Snapshot.Entries))
-	for i := range v.Snapshot.Entries {
-		held[v.Snapshot.Entries[i].Hash()] = true
-	}
-	for _, f := range v.Snapshot.Forks {
-		for i := range f.Losers {
-			held[f.Losers[i].Hash()] = true
-		}
-	}
-	if n >= v.Arrivals.Below(func(h string) bool { return held[h] }) {
+	if v.epoch == 0 || !v.Arrivals.Compacts(n, v.Snapshot) {
 		return 0
 	}
 	return v.epoch

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/ferryhq/ferry/internal/fsutil"
 )
@@ -134,7 +135,10 @@ func (l *Ledger) MoveFrozen(writer, device, file string, floorSeq uint64) (moved
 		return "", r, nil
 	}
 	target := ArchivePath(l.opts.Root, file)
-	if err := moveWhole(file, target, data); err != nil {
+	if err := noLinks(l.opts.Root, filepath.Dir(file)); err != nil {
+		return "", "", fmt.Errorf("archiving %s: %w", file, err)
+	}
+	if err := moveWhole(file, target, l.opts.Root, data); err != nil {
 		return "", "", fmt.Errorf("archiving %s: %w", file, err)
 	}
 	return target, "", nil
@@ -144,7 +148,17 @@ func (l *Ledger) MoveFrozen(writer, device, file string, floorSeq uint64) (moved
 // to a temp file beside target, fsynced, renamed, directory fsynced; read back and
 // compared by sha256; then file unlinked and its directory fsynced. A target already
 // holding data is kept; one holding other bytes is an error, and nothing is unlinked.
-func moveWhole(file, target string, data []byte) error {
+// A target that is file itself (by a symbolic link on the way, or a hard link), or
+// whose directories up to top include a symbolic link, is an error: nothing moves.
+func moveWhole(file, target, top string, data []byte) error {
+	if err := noLinks(top, filepath.Dir(target)); err != nil {
+		return err
+	}
+	if a, err := os.Stat(file); err == nil {
+		if b, err := os.Stat(target); err == nil && os.SameFile(a, b) {
+			return fmt.Errorf("%s is %s itself: nothing was moved", target, file)
+		}
+	}
 	want := sha256.Sum256(data)
 	if have, err := os.ReadFile(target); err == nil {
 		if sha256.Sum256(have) != want {
@@ -164,6 +178,34 @@ func moveWhole(file, target string, data []byte) error {
 	}
 	if err := fsutil.Remove(file); err != nil {
 		return fmt.Errorf("copied to %s: %w", target, err)
+	}
+	return nil
+}
+
+// noLinks returns an error when a directory from top (exclusive) down to dir that
+// exists is a symbolic link: a move must not write through, or unlink beside, a link
+// someone placed in the folder. dir must be top or below it.
+func noLinks(top, dir string) error {
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s is not below %s", dir, top)
+	}
+	p := top
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." || part == "" {
+			continue
+		}
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // made by the move, as a directory
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
+			return fmt.Errorf("%s is not a plain directory (a symbolic link or a file): nothing was moved", p)
+		}
 	}
 	return nil
 }
@@ -192,7 +234,10 @@ func (l *Ledger) MoveArchived(writer, device, file, dir string, floorSeq uint64)
 		return "", r, nil
 	}
 	target := filepath.Join(dir, ledgerDirName, writer, name)
-	if err := moveWhole(file, target, data); err != nil {
+	if err := noLinks(l.opts.Root, filepath.Dir(file)); err != nil {
+		return "", "", fmt.Errorf("moving %s out: %w", file, err)
+	}
+	if err := moveWhole(file, target, dir, data); err != nil {
 		return "", "", fmt.Errorf("moving %s out: %w", file, err)
 	}
 	return target, "", nil

@@ -364,3 +364,57 @@ func TestArchiveDirs(t *testing.T) {
 		t.Fatalf("ArchivedChains with no archive = %v", got)
 	}
 }
+
+// TestMoveRefusesLinks: a move never writes through, or unlinks beside, a symbolic
+// link someone placed in the folder (archive/ pointing elsewhere, a writer directory
+// that is a link, an archive target that is the file itself): it returns an error and
+// the frozen file stays where it is, whole.
+func TestMoveRefusesLinks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		link func(t *testing.T, root, frozen string)
+	}{
+		{"archive is a link", func(t *testing.T, root, _ string) {
+			if err := os.Symlink(t.TempDir(), filepath.Join(root, "archive")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"archive's writer directory is a link back to ledger", func(t *testing.T, root, frozen string) {
+			if err := os.MkdirAll(filepath.Join(root, "archive", "ledger"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Dir(frozen), filepath.Join(root, "archive", "ledger", testWriter)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, frozen, es := frozenChain(t)
+			before := readFile(t, frozen)
+			tc.link(t, l.opts.Root, frozen)
+			if _, _, err := l.MoveFrozen(testWriter, testDevice, frozen, es[9].Seq); err == nil {
+				t.Fatal("the move went through a link")
+			}
+			if got := readFile(t, frozen); !bytes.Equal(got, before) {
+				t.Fatal("the frozen file changed")
+			}
+		})
+	}
+	// MoveArchived into an outside folder that is a link to the archive itself.
+	l, frozen, es := frozenChain(t)
+	moved, reason, err := l.MoveFrozen(testWriter, testDevice, frozen, es[9].Seq)
+	if err != nil || reason != "" {
+		t.Fatal(reason, err)
+	}
+	before := readFile(t, moved)
+	out := filepath.Join(t.TempDir(), "out")
+	if err := os.Symlink(filepath.Join(l.opts.Root, "archive"), out); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.MoveArchived(testWriter, testDevice, moved, out, es[9].Seq); err == nil {
+		t.Fatal("an archived file was moved onto itself")
+	}
+	if got := readFile(t, moved); !bytes.Equal(got, before) {
+		t.Fatal("the archived file is gone or changed")
+	}
+}

@@ -557,6 +557,24 @@ func (a *Log) Below(held func(hash string) bool) uint64 {
 	return out
 }
 
+// Compacts reports whether a cursor at arrival number n is below what a view reading
+// snap can serve (Below, with snap's entries and fork losers held).
+func (a *Log) Compacts(n uint64, snap *ledger.Snapshot) bool {
+	if n >= a.Last {
+		return false
+	}
+	held := make(map[string]bool, len(snap.Entries))
+	for i := range snap.Entries {
+		held[snap.Entries[i].Hash()] = true
+	}
+	for _, f := range snap.Forks {
+		for i := range f.Losers {
+			held[f.Losers[i].Hash()] = true
+		}
+	}
+	return n < a.Below(func(h string) bool { return held[h] })
+}
+
 // Cursor returns an opaque token naming the arrival number up to which this view
 // holds everything (Complete): a catch-up or watch going on from it misses nothing, even
 // an entry another process logged while this view's Load was reading the segments

@@ -195,6 +195,10 @@ func parenthesised(s string) string {
 // doctorLedger reports the ledger's problems, forks and ignored entries. Problems and
 // forks in the segments of marked (slash paths holding git conflict markers while a
 // names, and lifecycle entries whose basis has not arrived.
+//
+// An object file the state knows (an order, its result, an ask, a message or a hand-in
+// folded here or terminal at the owner's checkpoint) is no orphan, though no entry here
+// names it: its entries are at or below the cut, or moved to archive/.
 func checkPending(r *Report, c *fsbus.Channel, v *fsbus.View) {
 	entries := c.ObjectEntries(v)
 	for _, p := range slices.Sorted(maps.Keys(entries)) {
@@ -216,9 +220,10 @@ func checkPending(r *Report, c *fsbus.Channel, v *fsbus.View) {
 				Fix:    "wait for the sync tool; if it never comes, the writer's machine still holds it — check its sync"})
 		}
 	}
+	known := knownObjects(v.State)
 	for _, p := range c.ObjectFiles() {
-		if entries[p] != nil {
-			continue
+		if entries[p] != nil || known[strings.TrimSuffix(filepath.Base(p), ".json")] {
+			continue // named by an entry here, or by the state (its entries at or below the owner's checkpoint's cut, or archived)
 		}
 		if base, _, ok := ledger.ParseCopyName(filepath.Base(p)); ok && strings.HasSuffix(base, ".json") {
 			continue // a copy, reported with Verify's findings (objectFindings)
@@ -509,4 +514,26 @@ func relPath(root, p string) string {
 func isLink(p string) bool {
 	fi, err := os.Lstat(p)
 	return err == nil && fi.Mode()&fs.ModeSymlink != 0
+}
+
+// knownObjects returns the ids of the objects st knows: orders (those terminal at the
+// owner's checkpoint too) and their results, asks, messages and hand-ins.
+func knownObjects(st *fold.State) map[string]bool {
+	known := map[string]bool{}
+	for id, o := range st.AllOrders() {
+		known[id] = true
+		if o.Result != nil && o.Result.Result != "" {
+			known[o.Result.Result] = true
+		}
+	}
+	for id := range st.AllAsks() {
+		known[id] = true
+	}
+	for id := range st.Messages {
+		known[id] = true
+	}
+	for id := range st.Handins {
+		known[id] = true
+	}
+	return known
 }

@@ -631,7 +631,11 @@ func checkpointFindings(r *findingList, out *Report) {
 		case "rules":
 			fix = "upgrade ferry on this machine"
 		}
-		r.add(Finding{Check: CheckCheckpoint, Level: lvl, Detail: fmt.Sprintf("%s (epoch %d, %s): %s", p.Hash, p.Epoch, p.Kind, p.Detail), Fix: fix})
+		detail := fmt.Sprintf("%s (epoch %d, %s): %s", p.Hash, p.Epoch, p.Kind, p.Detail)
+		if p.Hash == "" { // a problem of the records below the cuts, not of one checkpoint
+			detail = p.Kind + ": " + p.Detail
+		}
+		r.add(Finding{Check: CheckCheckpoint, Level: lvl, Detail: detail, Fix: fix})
 	}
 	if d := out.Dispute; d != nil {
 		r.add(Finding{Check: CheckCheckpoint, Level: LevelError,

@@ -36,9 +36,11 @@ type Vanished struct {
 	Segments []string `json:"segments"`
 	// Archived says that they may be records at or below the owner's checkpoint that
 	// left the folder with its archive (`ferry archive move`): every chain of the
-	// writer the newest counting cut names is anchored to it in the folder, and the
-	// record of the writer this machine read last is still here (a segment cut short
-	// loses its last records first). A warning then, not an error.
+	// writer the newest counting cut names is anchored to it in the folder, every
+	// record gone arrived here no later than each of those chains' cut records (so
+	// none is above a cut), and the record of the writer this machine read last is
+	// still here (a segment cut short loses its last records first). A warning then,
+	// not an error.
 	Archived bool `json:"archived,omitempty"`
 }
 
@@ -77,11 +79,22 @@ func (c *Channel) VanishedRecords(v *View, skip map[string]bool, cut fold.Cut) (
 		}
 	})
 	anchored := anchoredWriters(v.Snapshot, cut)
+	// Per writer, the lowest arrival number here of the records its chains' cut points
+	// name: a record of a chain arrives after the records before it in its file, so
+	// one numbered no higher than every cut record of its writer is at or below the
+	// cut of its own chain (0: a cut record this log does not number).
+	cutArrival := map[string]uint64{}
+	for _, p := range cut {
+		n := v.Arrivals.Number(p.Hash)
+		if a, seen := cutArrival[p.Writer]; !seen || n < a {
+			cutArrival[p.Writer] = n
+		}
+	}
 	for _, w := range slices.Sorted(maps.Keys(gone)) {
 		ns := gone[w]
 		slices.Sort(ns)
 		g := Vanished{Writer: w, Records: len(ns), First: ns[0], Last: ns[len(ns)-1], Segments: []string{},
-			Archived: anchored[w] && ns[len(ns)-1] < last[w]}
+			Archived: anchored[w] && ns[len(ns)-1] < last[w] && ns[len(ns)-1] <= cutArrival[w]}
 		segs, _ := filepath.Glob(filepath.Join(c.Root, "ledger", w, "*.jsonl"))
 		for _, p := range segs {
 			desc := Rel(c.Root, p)
@@ -120,12 +133,13 @@ func anchoredWriters(snap *ledger.Snapshot, cut fold.Cut) map[string]bool {
 	return out
 }
 
-// recordsOnDisk returns the hashes of every complete record in any regular file of
-// <root>/ledger/<writer>/ for each of roots (the channel folder's segments, conflict
-// copies and lines moved aside; the archive folders' moved files).
+// recordsOnDisk returns the hashes of every complete record in a file readers read
+// (ledger.IsSegmentName) of <root>/ledger/<writer>/ for each of roots: the channel
+// folder's segments and conflict copies, then (roots after the first) the archive
+// folders' chain files (ledger.ParseSegmentName).
 func recordsOnDisk(roots []string) (map[string]bool, error) {
 	onDisk := map[string]bool{}
-	for _, root := range roots {
+	for i, root := range roots {
 		dir := filepath.Join(root, "ledger")
 		writers, err := os.ReadDir(dir)
 		if err != nil {
@@ -143,8 +157,10 @@ func recordsOnDisk(roots []string) (map[string]bool, error) {
 				return nil, fmt.Errorf("listing %s: %w", w.Name(), err)
 			}
 			for _, e := range ents {
-				if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
-					continue
+				// Only files readers read hold records: a line stashed in any other
+				// name (a .tmp, a torn tail, notes.txt) is gone for the fold.
+				if _, _, own := ledger.ParseSegmentName(e.Name()); !e.Type().IsRegular() || !ledger.IsSegmentName(e.Name()) || (i > 0 && !own) {
+					continue // archive folders are read for the chains' own files only
 				}
 				entries, _, err := scanLines(filepath.Join(dir, w.Name(), e.Name()))
 				if err != nil {

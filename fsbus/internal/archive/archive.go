@@ -227,8 +227,21 @@ func MoveOut(l *ledger.Ledger, cf *fold.ChannelFold, dir string, grace time.Dura
 	if err != nil {
 		return nil, nil, errs.Errorf(errs.Invalid, "name a folder outside the channel", "archive folder: %v", err)
 	}
-	if r, err := filepath.Rel(l.Root(), dir); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+	inside := func(root, dir string) bool {
+		r, err := filepath.Rel(root, dir)
+		return err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
+	}
+	if inside(l.Root(), dir) {
 		return nil, nil, errs.Errorf(errs.Invalid, "name a folder outside the channel folder: inside it, the sync tool carries it on", "archive folder %s is inside the channel folder %s", dir, l.Root())
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, errs.Errorf(errs.Invalid, "name a folder this user can create and write", "archive folder %s: %v", dir, err)
+	}
+	// By its real path too: a symbolic link on the way may lead back into the folder.
+	realDir, err1 := filepath.EvalSymlinks(dir)
+	realRoot, err2 := filepath.EvalSymlinks(l.Root())
+	if err := errors.Join(err1, err2); err != nil || inside(realRoot, realDir) {
+		return nil, nil, errs.Errorf(errs.Invalid, "name a folder outside the channel folder: inside it, the sync tool carries it on", "archive folder %s leads into the channel folder %s (%v)", dir, l.Root(), err)
 	}
 	if cf == nil || cf.ReadOnly || len(cf.Chain) == 0 {
 		return nil, nil, errs.Errorf(errs.Conflict, "compact first (`ferry compact`)", "no owner's checkpoint counts here: nothing in archive/ is covered")
